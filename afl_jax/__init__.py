@@ -1,0 +1,17 @@
+"""afl_jax: asynchronous federated learning in JAX.
+
+Pure, jitted update rules (``afl_jax.clients``, ``afl_jax.servers``), delay
+schedules computed up front (``afl_jax.schedules``), one scan/vmap engine
+(``afl_jax.core``) and a registry of algorithms (``afl_jax.algorithms``).
+"""
+
+from afl_jax import algorithms, clients, core, problems, schedules, servers
+from afl_jax.core.engine import Simulator
+from afl_jax.core.types import Algorithm, Arrivals, ClientRule, LocalTask, ServerRule
+from afl_jax.simulate import Result, simulate
+
+__all__ = [
+    'Algorithm', 'Arrivals', 'ClientRule', 'LocalTask', 'Result', 'ServerRule', 'Simulator',
+    'algorithms', 'clients', 'core', 'problems', 'schedules', 'servers', 'simulate',
+]
+__version__ = '0.1.0'

@@ -1,0 +1,277 @@
+"""The simulator: one jitted ``lax.scan`` over server steps, clients under ``jax.vmap``.
+
+Each server step t (see DESIGN.md, "The core idea"):
+
+1. gathers each arriving client's start broadcast from a ring buffer of the last
+   ``R = max_staleness + 1`` broadcasts (slot ``s % R`` holds the broadcast made
+   before step s was applied);
+2. runs the arriving clients' :class:`~afl_jax.core.types.ClientRule` together
+   with ``jax.vmap`` (local steps are an inner ``lax.scan`` masked per client);
+3. gathers/scatters per-client state by client id (padded slots never write);
+4. passes each message through the per-client compressor, if any (its state is
+   updated only for clients that report, so it stays frozen while they are absent);
+5. applies the :class:`~afl_jax.core.types.ServerRule` to the stacked messages and
+   pushes the new broadcast into the ring.
+
+The run is split into chunks of ``chunk_size`` steps (between evaluations); every
+chunk is the same compiled function, so a whole run compiles once. The last chunk
+is padded with inactive steps that leave the state untouched.
+
+Randomness: step t uses ``fold_in(key, t)``; client i at step t uses
+``fold_in(fold_in(key_t, 0), i)`` and its compressor ``fold_in(fold_in(key_t, 1), i)``;
+the server ``fold_in(key_t, 2)``. Results therefore do not depend on the slot a
+client occupies or on how the run is chunked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from afl_jax.core import tree
+from afl_jax.core.problem import Problem
+from afl_jax.core.types import Algorithm, Arrivals, EmptyState, LocalTask
+from afl_jax.schedules.schedule import Schedule
+
+REGIMES = ('per_job', 'always_on')
+
+
+class SimState(NamedTuple):
+  """Everything a run carries from one server step to the next (and checkpoints)."""
+
+  step: jax.Array  # int32 scalar: the next server step t
+  server: Any  # ServerState
+  clients: Any  # per-client state, leading axis N
+  compressor: Any  # per-client compressor state, leading axis N
+  ring: Any  # past broadcasts, leading axis R
+
+
+class StepInputs(NamedTuple):
+  """Per-step device inputs, leading axis = steps of a chunk."""
+
+  client_ids: np.ndarray  # int32[C, M]
+  start_step: np.ndarray  # int32[C, M] version whose broadcast the client starts from
+  staleness: np.ndarray  # int32[C, M]
+  num_steps: np.ndarray  # int32[C, M]
+  train_mask: np.ndarray  # bool[C, M] whose client state is written back
+  send_mask: np.ndarray  # bool[C, M] whose message the server uses
+  active: np.ndarray  # bool[C] False for padding steps past the end of the schedule
+
+
+def per_client_steps(schedule: Schedule) -> np.ndarray:
+  """int32[N]: each client's largest K over its arrivals (max over all if it never arrives)."""
+  out = np.full(schedule.num_clients, schedule.max_local_steps, np.int32)
+  ids, ks = schedule.client_ids[schedule.mask], schedule.local_steps[schedule.mask]
+  if ids.size:
+    seen = np.zeros(schedule.num_clients, bool)
+    seen[ids] = True
+    best = np.zeros(schedule.num_clients, np.int32)
+    np.maximum.at(best, ids, ks)
+    out = np.where(seen, best, out)
+  return out
+
+
+def step_inputs(schedule: Schedule, regime: str, start: int, length: int) -> StepInputs:
+  """Device inputs for steps ``[start, start + length)``, padded past the schedule's end."""
+  t_total = schedule.num_steps
+  stop = min(start + length, t_total)
+  sl = slice(start, stop)
+  pad = length - (stop - start)
+  if regime == 'per_job':
+    ids, st = schedule.client_ids[sl], schedule.start_step[sl]
+    tau, k = schedule.staleness[sl], schedule.local_steps[sl]
+    train = send = schedule.mask[sl]
+  else:  # always_on: every client trains every step; the schedule says who reports.
+    n = schedule.num_clients
+    c = stop - start
+    rows = np.repeat(np.arange(c), schedule.max_arrivals)
+    m = schedule.mask[sl].reshape(-1)
+    cols = schedule.client_ids[sl].reshape(-1)
+    ids = np.broadcast_to(np.arange(n, dtype=np.int32), (c, n))
+    st = np.broadcast_to(np.arange(start, stop, dtype=np.int32)[:, None], (c, n))
+    send = np.zeros((c, n), bool)
+    send[rows[m], cols[m]] = True
+    tau = np.zeros((c, n), np.int32)
+    tau[rows[m], cols[m]] = schedule.staleness[sl].reshape(-1)[m]
+    k = np.broadcast_to(per_client_steps(schedule), (c, n))
+    train = np.ones((c, n), bool)
+  arrays = [ids, st, tau, k, train, send]
+  if pad:
+    arrays = [np.concatenate([a, np.repeat(a[-1:], pad, 0) if a.shape[0] else
+                              np.zeros((pad,) + a.shape[1:], a.dtype)]) for a in arrays]
+    arrays[4] = arrays[4].copy()
+    arrays[5] = arrays[5].copy()
+    arrays[4][length - pad:] = False
+    arrays[5][length - pad:] = False
+  active = np.arange(length) < (stop - start)
+  return StepInputs(*(np.ascontiguousarray(a) for a in arrays), active)
+
+
+def _all_tasks(problem: Problem, num_steps: np.ndarray, max_steps: int) -> LocalTask:
+  n = problem.num_clients
+  return LocalTask(view=problem.client_views, shared=problem.shared,
+                   num_steps=jnp.asarray(num_steps, jnp.int32), active=jnp.ones(n, bool),
+                   client_id=jnp.arange(n, dtype=jnp.int32), loss_fn=problem.loss_fn,
+                   sample_fn=problem.sample_fn, max_steps=max_steps)
+
+
+class Simulator:
+  """Runs one algorithm on one problem along one schedule.
+
+  Example::
+
+    sim = Simulator(algorithm, problem, schedule, chunk_size=50)
+    state = sim.init(params0, key)
+    while sim.position(state) < schedule.num_steps:
+      state, outputs = sim.run_chunk(state, key)
+
+  Args:
+    algorithm: the recipe (client rule, server rule, optional compressor, regime).
+    problem: loss and client data.
+    schedule: arrivals; validated, host-side.
+    chunk_size: server steps per compiled scan (default: the whole schedule).
+    record_params: also return the global params after every step (verification).
+  """
+
+  def __init__(self, algorithm: Algorithm, problem: Problem, schedule: Schedule, *,
+               chunk_size: int | None = None, record_params: bool = False):
+    if algorithm.regime not in REGIMES:
+      raise ValueError(f'algorithm {algorithm.name!r} has regime {algorithm.regime!r}; '
+                       f'valid: {REGIMES}.')
+    if schedule.num_clients != problem.num_clients:
+      raise ValueError(f'schedule.num_clients={schedule.num_clients} but the problem has '
+                       f'{problem.num_clients} clients.')
+    self.algorithm = algorithm
+    self.problem = problem
+    self.schedule = schedule
+    self.chunk_size = int(chunk_size or schedule.num_steps)
+    if self.chunk_size < 1:
+      raise ValueError(f'chunk_size must be >= 1; got {chunk_size}.')
+    self.record_params = record_params
+    self.ring_size = schedule.max_staleness + 1 if algorithm.regime == 'per_job' else 1
+    self.max_steps = schedule.max_local_steps
+    self.client_steps = per_client_steps(schedule)
+    self._chunk_impl = self._make_chunk_fn()
+    self._run = jax.jit(self._chunk_impl, donate_argnums=(0,))
+
+  # ---- initialization ----------------------------------------------------------
+  def init(self, params: Any, key: jax.Array) -> SimState:
+    """The state before server step 0."""
+    alg, problem = self.algorithm, self.problem
+    init_key = jax.random.fold_in(key, 0x7FFFFFFF)
+    tasks = _all_tasks(problem, self.client_steps, self.max_steps)
+    if alg.init is not None:
+      server_state, client_states = alg.init(params, tasks, init_key)
+    else:
+      server_state = alg.server.init(params)
+      keys = jax.random.split(init_key, problem.num_clients)
+      client_states = jax.vmap(alg.client.init, in_axes=(None, 0, 0))(params, tasks, keys)
+    if alg.compressor is None:
+      comp_states = EmptyState()
+    else:
+      template = self._message_template(server_state, client_states)
+      comp_states = jax.vmap(lambda _: alg.compressor.init(template))(
+          jnp.arange(problem.num_clients))
+    ring = tree.stack_n(alg.server.broadcast(server_state), self.ring_size)
+    state = SimState(jnp.zeros((), jnp.int32), server_state, client_states, comp_states, ring)
+    # Own copies: the chunk function donates its state, which must never alias the
+    # caller's params0.
+    return jax.tree.map(lambda x: jnp.array(x, copy=True), state)
+
+  def _message_template(self, server_state, client_states):
+    alg = self.algorithm
+    bcast = alg.server.broadcast(server_state)
+    one_state = tree.gather(client_states, 0)
+    task = jax.tree.map(lambda x: x[0], _all_tasks(self.problem, self.client_steps,
+                                                   self.max_steps))
+    shape = jax.eval_shape(alg.client.update, bcast, one_state, task, jax.random.key(0))[0]
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shape)
+
+  # ---- the compiled chunk ------------------------------------------------------
+  def _make_chunk_fn(self) -> Callable:
+    alg, ring_size, max_steps = self.algorithm, self.ring_size, self.max_steps
+    client, server, compressor = alg.client, alg.server, alg.compressor
+    record = self.record_params
+
+    def one_client(problem, bcast, cstate, view, key, num_steps, active, cid):
+      task = LocalTask(view=view, shared=problem.shared, num_steps=num_steps, active=active,
+                       client_id=cid, loss_fn=problem.loss_fn, sample_fn=problem.sample_fn,
+                       max_steps=max_steps)
+      return client.update(bcast, cstate, task, key)
+
+    def do_step(state: SimState, x: StepInputs, problem: Problem, key: jax.Array):
+      t = state.step
+      key_t = jax.random.fold_in(key, t)
+      ids = x.client_ids
+      bcast = tree.gather(state.ring, x.start_step % ring_size)
+      cstate = tree.gather(state.clients, ids)
+      views = tree.gather(problem.client_views, ids)
+      ckeys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.fold_in(key_t, 0), ids)
+      msgs, new_cstate, cmetrics = jax.vmap(one_client, in_axes=(None, 0, 0, 0, 0, 0, 0, 0))(
+          problem, bcast, cstate, views, ckeys, x.num_steps, x.send_mask, ids)
+      clients = tree.scatter(state.clients, ids, new_cstate, x.train_mask)
+      if compressor is None:
+        bits_each = jnp.full(ids.shape, _bits(msgs) / ids.shape[0], jnp.float32)
+        comp_states = state.compressor
+      else:
+        kkeys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.fold_in(key_t, 1),
+                                                                ids)
+        msgs, new_comp, bits_each = jax.vmap(compressor.compress)(
+            msgs, tree.gather(state.compressor, ids), kkeys)
+        comp_states = tree.scatter(state.compressor, ids, new_comp, x.send_mask)
+      arrivals = Arrivals(client_ids=ids, staleness=x.staleness, mask=x.send_mask,
+                          num_steps=x.num_steps, start_broadcast=bcast, step=t)
+      server_state, smetrics = server.update(state.server, msgs, arrivals,
+                                             jax.random.fold_in(key_t, 2))
+      new_bcast = server.broadcast(server_state)
+      ring = jax.tree.map(lambda r, b: r.at[(t + 1) % ring_size].set(b.astype(r.dtype)),
+                          state.ring, new_bcast)
+      sent = x.send_mask.astype(jnp.float32)
+      trained = x.train_mask.astype(jnp.float32)
+      metrics = {f'client/{k}': jnp.sum(v * trained) / jnp.maximum(jnp.sum(trained), 1.0)
+                 for k, v in cmetrics.items()}
+      metrics.update({f'server/{k}': v for k, v in smetrics.items()})
+      metrics['arrivals'] = jnp.sum(sent)
+      metrics['bits_up'] = jnp.sum(bits_each * sent)
+      metrics['bits_down'] = jnp.sum(sent) * _bits(new_bcast)
+      new_state = SimState(t + 1, server_state, clients, comp_states, ring)
+      out = {'metrics': metrics}
+      if record:
+        out['params'] = server.params(server_state)
+      return new_state, out
+
+    def chunk(state: SimState, inputs: StepInputs, problem: Problem, key: jax.Array):
+      def body(state, x):
+        out_shape = jax.eval_shape(do_step, state, x, problem, key)[1]
+        skip = lambda s: (s, jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), out_shape))
+        return jax.lax.cond(x.active, lambda s: do_step(s, x, problem, key), skip, state)
+      return jax.lax.scan(body, state, inputs)
+
+    return chunk
+
+  # ---- driving -----------------------------------------------------------------
+  def position(self, state: SimState) -> int:
+    """The next server step of ``state`` (host int)."""
+    return int(jax.device_get(state.step))
+
+  def run_chunk(self, state: SimState, key: jax.Array) -> tuple[SimState, dict]:
+    """Run up to ``chunk_size`` steps from ``state`` (which is donated)."""
+    start = self.position(state)
+    if start >= self.schedule.num_steps:
+      raise ValueError(f'the schedule has {self.schedule.num_steps} steps; state is at {start}.')
+    inputs = step_inputs(self.schedule, self.algorithm.regime, start, self.chunk_size)
+    state, out = self._run(state, inputs, self.problem, key)
+    valid = int(inputs.active.sum())
+    return state, jax.tree.map(lambda a: a[:valid], out)
+
+  def params(self, state: SimState) -> Any:
+    return self.algorithm.server.params(state.server)
+
+
+def _bits(tree_: Any) -> float:
+  """Bits of a pytree sent uncompressed (static)."""
+  return float(sum(x.size * jnp.dtype(x.dtype).itemsize * 8 for x in jax.tree.leaves(tree_)))

@@ -1,0 +1,104 @@
+"""Small pytree helpers shared by every rule (one implementation of each idea).
+
+Aggregation over the stacked client axis is written as a ``[M] x [M, P]``
+contraction (``jnp.tensordot``) rather than ``mean(axis=0)``: on XLA:CPU the
+reduction form of a ``[10, 784, 200]`` mean is an order of magnitude slower.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+Tree = Any
+
+
+def add(a: Tree, b: Tree) -> Tree:
+  return jax.tree.map(jnp.add, a, b)
+
+
+def sub(a: Tree, b: Tree) -> Tree:
+  return jax.tree.map(jnp.subtract, a, b)
+
+
+def scale(s: jax.Array | float, a: Tree) -> Tree:
+  return jax.tree.map(lambda x: (s * x).astype(x.dtype), a)
+
+
+def axpy(alpha: jax.Array | float, x: Tree, y: Tree) -> Tree:
+  """alpha * x + y, leafwise, keeping y's dtype."""
+  return jax.tree.map(lambda xi, yi: (alpha * xi + yi).astype(yi.dtype), x, y)
+
+
+def zeros_like(a: Tree) -> Tree:
+  return jax.tree.map(jnp.zeros_like, a)
+
+
+def where(cond: jax.Array, a: Tree, b: Tree) -> Tree:
+  """Select whole trees by a scalar condition."""
+  return jax.tree.map(lambda x, y: jnp.where(cond, x, y), a, b)
+
+
+def vdot(a: Tree, b: Tree) -> jax.Array:
+  leaves = jax.tree.leaves(jax.tree.map(lambda x, y: jnp.vdot(x, y), a, b))
+  return sum(leaves) if leaves else jnp.zeros(())
+
+
+def global_norm(a: Tree) -> jax.Array:
+  """Euclidean norm of all leaves taken together."""
+  leaves = jax.tree.leaves(a)
+  if not leaves:
+    return jnp.zeros(())
+  return jnp.sqrt(sum(jnp.sum(jnp.square(x)) for x in leaves))
+
+
+def size(a: Tree) -> int:
+  """Number of scalars in a pytree (static)."""
+  return sum(int(x.size) for x in jax.tree.leaves(a))
+
+
+def weighted_sum(stacked: Tree, weights: jax.Array) -> Tree:
+  """sum_m weights[m] * stacked[m] for every leaf of a tree stacked on axis 0."""
+  def one(x):
+    w = weights.astype(x.dtype)
+    return jnp.tensordot(w, x, axes=1)
+  return jax.tree.map(one, stacked)
+
+
+def masked_mean(stacked: Tree, mask: jax.Array, denominator: jax.Array | None = None) -> Tree:
+  """Mean over the valid rows of a stacked tree (0 when no row is valid).
+
+  Args:
+    stacked: tree with leading axis M.
+    mask: bool[M].
+    denominator: divide by this instead of the number of valid rows
+      (e.g. the number of clients n, as AsynFL eq. 5 does).
+  """
+  count = jnp.sum(mask) if denominator is None else denominator
+  weights = mask / jnp.maximum(count, 1)
+  return weighted_sum(stacked, weights)
+
+
+def gather(tree: Tree, index: jax.Array) -> Tree:
+  """Rows ``index`` of every leaf (leading axis)."""
+  return jax.tree.map(lambda x: x[index], tree)
+
+
+def scatter(tree: Tree, index: jax.Array, rows: Tree, mask: jax.Array) -> Tree:
+  """Write ``rows[m]`` into row ``index[m]`` where ``mask[m]``; other rows untouched.
+
+  Masked-out slots are routed out of bounds and dropped, so a padded slot never
+  overwrites a real client that shares its id.
+  """
+  def one(x, r):
+    n = x.shape[0]
+    idx = jnp.where(mask, index, n)
+    return x.at[idx].set(r.astype(x.dtype), mode='drop')
+  return jax.tree.map(one, tree, rows)
+
+
+def stack_n(tree: Tree, n: int) -> Tree:
+  """Broadcast a tree to a new leading axis of size n."""
+  return jax.tree.map(lambda x: jnp.broadcast_to(x, (n,) + jnp.shape(x)), tree)

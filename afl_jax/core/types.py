@@ -1,0 +1,138 @@
+"""The seams of afl_jax: client rules, server rules, algorithms and what flows between them.
+
+An asynchronous run is a sequence of server steps. At step ``t`` a set of clients
+*arrives*; each trained from the broadcast made before server step ``s <= t`` was
+applied (its staleness is ``tau = t - s``). The engine (``afl_jax.core.engine``)
+gathers each arrival's start broadcast from a ring buffer, runs the arriving
+clients' :class:`ClientRule` together under ``jax.vmap``, optionally passes each
+message through a per-client compressor, and hands the stacked messages to the
+:class:`ServerRule`.
+
+Sign convention: a plain client's message is the pseudo-gradient
+``Delta = x_start - x_local`` (it points uphill, like a gradient), so a server
+applying step size ``eta`` moves ``x <- x - eta * mean(Delta)``. This is the
+convention of FedOPT (Reddi et al., 2021) and lets the aggregated message be fed
+straight into an ``optax.GradientTransformation``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+from flax import struct
+
+Params = Any
+Broadcast = Any
+Message = Any
+ClientState = Any
+ServerState = Any
+Metrics = dict[str, jax.Array]
+
+
+class EmptyState(NamedTuple):
+  """State of a rule that keeps none."""
+
+
+@struct.dataclass
+class LocalTask:
+  """Everything one client may see while it trains: its data, its step budget.
+
+  Built by the engine for each arriving client inside ``jax.vmap``; a library user
+  builds one by hand to call a :class:`ClientRule` directly.
+
+  Attributes:
+    view: this client's data, or an index into ``shared`` (a pytree).
+    shared: data shared by all clients (e.g. one flat array of every sample).
+    num_steps: int32 scalar, K_{t,i}: local steps this job runs (<= max_steps).
+    active: bool scalar, True when the server will use this client's message
+      (False for padding, or for an always-on client that does not report now).
+    client_id: int32 scalar.
+    loss_fn: ``loss_fn(params, batch) -> scalar`` (static).
+    sample_fn: ``sample_fn(shared, view, key) -> batch`` (static).
+    max_steps: the static length of the local ``lax.scan``; steps at index
+      ``k >= num_steps`` are masked out.
+  """
+
+  view: Any
+  shared: Any
+  num_steps: jax.Array
+  active: jax.Array
+  client_id: jax.Array
+  loss_fn: Callable[..., jax.Array] = struct.field(pytree_node=False)
+  sample_fn: Callable[..., Any] = struct.field(pytree_node=False)
+  max_steps: int = struct.field(pytree_node=False)
+
+  def sample(self, key: jax.Array) -> Any:
+    """One mini-batch (or the full batch) of this client's data."""
+    return self.sample_fn(self.shared, self.view, key)
+
+  def loss_and_grad(self, params: Params, key: jax.Array) -> tuple[jax.Array, Params]:
+    """Loss and gradient at ``params`` on a fresh batch drawn with ``key``."""
+    return jax.value_and_grad(self.loss_fn)(params, self.sample(key))
+
+
+class Arrivals(NamedTuple):
+  """What the server knows about the messages of one server step (leading axis M)."""
+
+  client_ids: jax.Array  # int32[M]
+  staleness: jax.Array  # int32[M], tau = t - start_step
+  mask: jax.Array  # bool[M], False = padding / not reporting
+  num_steps: jax.Array  # int32[M], K_{t,i}
+  start_broadcast: Broadcast  # [M, ...] the broadcast each client started from
+  step: jax.Array  # int32 scalar, server step t
+
+
+class ClientRule(NamedTuple):
+  """A local training rule for ONE client; the engine vmaps it.
+
+  init(params, task, key) -> client_state          (per-client state; engine stacks N)
+  update(start_broadcast, client_state, task, key) -> (message, client_state, metrics)
+  """
+
+  init: Callable[[Params, LocalTask, jax.Array], ClientState]
+  update: Callable[[Broadcast, ClientState, LocalTask, jax.Array],
+                   tuple[Message, ClientState, Metrics]]
+
+
+def _params_field(state: ServerState) -> Params:
+  return state.params
+
+
+class ServerRule(NamedTuple):
+  """A server rule, optax-style.
+
+  init(params) -> server_state
+  update(server_state, messages, arrivals, key) -> (server_state, metrics)
+    ``messages`` is a pytree stacked over the M arrivals of this step.
+  broadcast(server_state) -> what clients download (default: the params).
+  params(server_state) -> the global model (default: ``state.params``).
+  """
+
+  init: Callable[[Params], ServerState]
+  update: Callable[[ServerState, Message, Arrivals, jax.Array], tuple[ServerState, Metrics]]
+  broadcast: Callable[[ServerState], Broadcast] = _params_field
+  params: Callable[[ServerState], Params] = _params_field
+
+
+class Algorithm(NamedTuple):
+  """A named recipe: a client rule, a server rule and an optional compressor.
+
+  regime:
+    'per_job'   only the arriving clients compute, each from its stored start
+                broadcast (FedBuff, FedAsync, FedFa, FedGM, MasFL, FedEcho).
+    'always_on' every client trains every server step on its own local model
+                (client state); the schedule says only who reports (AsynFL eq. 4).
+  init: optional joint initializer ``init(params, tasks, key) -> (server_state,
+    client_states)`` for algorithms whose server state depends on every client
+    (MasFL's c_i^0); ``tasks`` is a LocalTask batched over all N clients. The
+    default initializes each side on its own.
+  """
+
+  name: str
+  client: ClientRule
+  server: ServerRule
+  compressor: Any = None
+  regime: str = 'per_job'
+  init: Callable[..., tuple[ServerState, ClientState]] | None = None

@@ -1,0 +1,247 @@
+"""The precomputed arrival schedule: who arrives at which server step, from which version.
+
+Convention (used by every builder, the engine and the statistics): an arrival of
+client ``i`` at server step ``t`` with ``start_step = s`` trained from the
+broadcast made *before* server step ``s`` was applied (``s = 0`` is the initial
+model). Its staleness is ``tau = t - s`` with ``0 <= s <= t``; a client that starts
+and finishes between two consecutive server updates has ``tau = 0``.
+
+A schedule is host-side NumPy, validated on construction, and never traced: the
+engine turns it into device arrays scanned over.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import numpy as np
+
+SCHEDULE_FORMAT_VERSION = 1
+
+
+class ScheduleError(ValueError):
+  """A malformed schedule; the message names the field, the offending entry and the rule."""
+
+
+def _first_bad(mask: np.ndarray) -> tuple[int, ...]:
+  return tuple(int(v) for v in np.argwhere(mask)[0])
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Schedule:
+  """Arrays [T, M] describing T server steps with at most M arrivals each.
+
+  Attributes:
+    client_ids: int32[T, M] arriving clients per server step.
+    start_step: int32[T, M] the server version each arrival started from (<= t).
+    local_steps: int32[T, M] K_{t,i}, local steps of that job (>= 1).
+    mask: bool[T, M] False marks padding (|S_t| may vary between steps).
+    wall_clock: float64[T] simulated time at which each server step happens.
+    num_clients: N, the number of clients (ids are in [0, N)).
+  """
+
+  client_ids: np.ndarray
+  start_step: np.ndarray
+  local_steps: np.ndarray
+  mask: np.ndarray
+  wall_clock: np.ndarray
+  num_clients: int
+
+  def __post_init__(self):
+    set_ = lambda k, v: object.__setattr__(self, k, v)
+    for name in ('client_ids', 'start_step', 'local_steps', 'mask'):
+      arr = np.asarray(getattr(self, name))
+      if arr.ndim != 2:
+        raise ScheduleError(f'{name} must be a 2-D array [T, M]; got shape {arr.shape}.')
+      if name != 'mask' and arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise ScheduleError(f'{name} must hold integers; got dtype {arr.dtype}.')
+      set_(name, arr)
+    shape = self.client_ids.shape
+    for name in ('start_step', 'local_steps', 'mask'):
+      if getattr(self, name).shape != shape:
+        raise ScheduleError(
+            f'{name} has shape {getattr(self, name).shape} but client_ids has {shape}; '
+            'all [T, M] arrays must have the same shape.')
+    if shape[0] < 1 or shape[1] < 1:
+      raise ScheduleError(f'a schedule needs T >= 1 steps and M >= 1 slots; got shape {shape}.')
+    if self.mask.dtype != np.bool_:
+      if not np.isin(self.mask, (0, 1)).all():
+        raise ScheduleError('mask must be boolean (or 0/1).')
+      set_('mask', self.mask.astype(bool))
+    wall = np.asarray(self.wall_clock, dtype=np.float64)
+    if wall.shape != (shape[0],):
+      raise ScheduleError(f'wall_clock must have shape ({shape[0]},); got {wall.shape}.')
+    if not np.isfinite(wall).all():
+      raise ScheduleError(f'wall_clock must be finite; step {_first_bad(~np.isfinite(wall))[0]}.')
+    if (np.diff(wall) < 0).any():
+      raise ScheduleError('wall_clock must be non-decreasing; it decreases after step '
+                          f'{_first_bad(np.diff(wall) < 0)[0]}.')
+    set_('wall_clock', wall)
+    n = int(self.num_clients)
+    if n < 1:
+      raise ScheduleError(f'num_clients must be >= 1; got {self.num_clients}.')
+    set_('num_clients', n)
+    m = self.mask
+    ids = np.where(m, self.client_ids, 0)
+    bad = m & ((self.client_ids < 0) | (self.client_ids >= n))
+    if bad.any():
+      t, j = _first_bad(bad)
+      raise ScheduleError(f'client_ids[{t}, {j}] = {self.client_ids[t, j]} is out of range; '
+                          f'ids must be in [0, {n}) (num_clients={n}).')
+    t_index = np.arange(shape[0])[:, None]
+    bad = m & ((self.start_step < 0) | (self.start_step > t_index))
+    if bad.any():
+      t, j = _first_bad(bad)
+      raise ScheduleError(f'start_step[{t}, {j}] = {self.start_step[t, j]} is invalid; an '
+                          f'arrival at step t={t} must have 0 <= start_step <= t.')
+    bad = m & (self.local_steps < 1)
+    if bad.any():
+      t, j = _first_bad(bad)
+      raise ScheduleError(f'local_steps[{t}, {j}] = {self.local_steps[t, j]} is invalid; '
+                          'local steps must be >= 1.')
+    # Duplicate ids among the valid arrivals of one step.
+    keyed = np.where(m, ids, -1 - np.arange(shape[1])[None, :])
+    srt = np.sort(keyed, axis=1)
+    dup = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)
+    if dup.any():
+      t, j = _first_bad(dup)
+      raise ScheduleError(f'client {srt[t, j]} arrives twice at step {t}; a client can '
+                          'report at most once per server step.')
+    # Canonical padding: ids 0, start = t, one step. Stored as int32.
+    set_('client_ids', ids.astype(np.int32))
+    set_('start_step', np.where(m, self.start_step, t_index).astype(np.int32))
+    set_('local_steps', np.where(m, self.local_steps, 1).astype(np.int32))
+    for name in ('client_ids', 'start_step', 'local_steps', 'mask', 'wall_clock'):
+      getattr(self, name).setflags(write=False)
+
+  # ---- shape -----------------------------------------------------------------
+  @property
+  def num_steps(self) -> int:
+    """T, the number of server steps."""
+    return int(self.client_ids.shape[0])
+
+  @property
+  def max_arrivals(self) -> int:
+    """M, the number of arrival slots per step."""
+    return int(self.client_ids.shape[1])
+
+  # ---- statistics ------------------------------------------------------------
+  @property
+  def staleness(self) -> np.ndarray:
+    """int32[T, M] tau = t - start_step (0 on padding)."""
+    t = np.arange(self.num_steps, dtype=np.int32)[:, None]
+    return np.where(self.mask, t - self.start_step, 0).astype(np.int32)
+
+  @property
+  def max_staleness(self) -> int:
+    return int(self.staleness.max())
+
+  @property
+  def avg_staleness(self) -> float:
+    n = int(self.mask.sum())
+    return float(self.staleness.sum() / n) if n else 0.0
+
+  @property
+  def arrivals_per_step(self) -> np.ndarray:
+    """int[T] |S_t|."""
+    return self.mask.sum(axis=1)
+
+  @property
+  def participation_counts(self) -> np.ndarray:
+    """int[N] how many times each client reported."""
+    return np.bincount(self.client_ids[self.mask], minlength=self.num_clients)
+
+  @property
+  def max_local_steps(self) -> int:
+    return int(self.local_steps[self.mask].max()) if self.mask.any() else 1
+
+  def stats(self) -> dict[str, Any]:
+    """Summary statistics, JSON-serializable."""
+    counts = self.participation_counts
+    return {
+        'num_steps': self.num_steps,
+        'max_arrivals': self.max_arrivals,
+        'num_clients': self.num_clients,
+        'arrivals': int(self.mask.sum()),
+        'tau_max': self.max_staleness,
+        'tau_avg': self.avg_staleness,
+        'participation_min': int(counts.min()),
+        'participation_max': int(counts.max()),
+        'clients_never_arrived': int((counts == 0).sum()),
+        'wall_clock_end': float(self.wall_clock[-1]),
+        'max_local_steps': self.max_local_steps,
+    }
+
+  def truncate(self, num_steps: int) -> Schedule:
+    """The first ``num_steps`` server steps."""
+    if not 1 <= num_steps <= self.num_steps:
+      raise ScheduleError(f'num_steps must be in [1, {self.num_steps}]; got {num_steps}.')
+    s = slice(0, num_steps)
+    return Schedule(self.client_ids[s], self.start_step[s], self.local_steps[s], self.mask[s],
+                    self.wall_clock[s], self.num_clients)
+
+  # ---- persistence -----------------------------------------------------------
+  def save(self, path: str | os.PathLike) -> None:
+    """Write an .npz (plain arrays, no pickles) that :func:`load` replays exactly."""
+    np.savez(path, format_version=np.int64(SCHEDULE_FORMAT_VERSION),
+             client_ids=self.client_ids, start_step=self.start_step,
+             local_steps=self.local_steps, mask=self.mask, wall_clock=self.wall_clock,
+             num_clients=np.int64(self.num_clients))
+
+
+def load(path: str | os.PathLike) -> Schedule:
+  """Read a schedule written by :meth:`Schedule.save` (or a measured trace in that format).
+
+  A trace needs the arrays ``client_ids``, ``start_step`` and ``num_clients``;
+  ``local_steps`` (default 1), ``mask`` (default all True) and ``wall_clock``
+  (default the step index) are optional.
+  """
+  try:
+    with np.load(path, allow_pickle=False) as f:
+      arrays = {k: f[k] for k in f.files}
+  except (OSError, ValueError) as e:
+    raise ScheduleError(f'cannot read schedule file {path}: {e}') from e
+  version = int(arrays.pop('format_version', SCHEDULE_FORMAT_VERSION))
+  if version > SCHEDULE_FORMAT_VERSION:
+    raise ScheduleError(f'{path}: format_version {version} is newer than this library '
+                        f'({SCHEDULE_FORMAT_VERSION}).')
+  for required in ('client_ids', 'start_step', 'num_clients'):
+    if required not in arrays:
+      raise ScheduleError(f'{path}: missing array {required!r}; found {sorted(arrays)}.')
+  return from_arrays(arrays['client_ids'], arrays['start_step'],
+                     local_steps=arrays.get('local_steps'), mask=arrays.get('mask'),
+                     wall_clock=arrays.get('wall_clock'),
+                     num_clients=int(arrays['num_clients']))
+
+
+def from_arrays(client_ids, start_step, local_steps=None, mask=None, wall_clock=None,
+                num_clients: int | None = None) -> Schedule:
+  """A schedule from explicit arrays (lists are fine), for replay and verification.
+
+  Args:
+    client_ids: [T, M] arriving client ids.
+    start_step: [T, M] version each arrival started from.
+    local_steps: [T, M] or a scalar (default 1).
+    mask: [T, M] validity (default all True).
+    wall_clock: [T] (default 0, 1, ..., T-1).
+    num_clients: N (default max id + 1).
+  """
+  client_ids = np.asarray(client_ids)
+  if client_ids.ndim == 1:
+    client_ids = client_ids[:, None]
+  start_step = np.asarray(start_step).reshape(client_ids.shape) if np.ndim(
+      start_step) == 1 and client_ids.shape[1] == 1 else np.asarray(start_step)
+  if local_steps is None:
+    local_steps = 1
+  local_steps = np.asarray(local_steps)
+  if local_steps.ndim == 0:
+    local_steps = np.full(client_ids.shape, int(local_steps), np.int32)
+  mask = np.ones(client_ids.shape, bool) if mask is None else np.asarray(mask)
+  t = client_ids.shape[0]
+  wall_clock = np.arange(t, dtype=np.float64) if wall_clock is None else wall_clock
+  if num_clients is None:
+    valid = client_ids[mask.astype(bool)] if mask.shape == client_ids.shape else client_ids
+    num_clients = int(valid.max()) + 1 if valid.size else 1
+  return Schedule(client_ids, start_step, local_steps, mask, wall_clock, num_clients)

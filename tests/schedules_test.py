@@ -1,0 +1,178 @@
+"""Schedule validation, builder invariants, statistics and persistence."""
+
+import numpy as np
+import pytest
+
+from afl_jax import schedules
+from afl_jax.schedules import ScheduleError, from_arrays
+
+
+@pytest.mark.parametrize('kwargs,match', [
+    (dict(client_ids=[[0, 5]], start_step=[[0, 0]], num_clients=3), r'client_ids\[0, 1\] = 5'),
+    (dict(client_ids=[[1, 1]], start_step=[[0, 0]]), 'client 1 arrives twice at step 0'),
+    (dict(client_ids=[[0], [1]], start_step=[[0], [2]]), r'start_step\[1, 0\] = 2'),
+    (dict(client_ids=[[0], [1]], start_step=[[0], [-1]]), r'start_step\[1, 0\] = -1'),
+    (dict(client_ids=[[0, 1]], start_step=[[0, 0]], local_steps=[[1, -2]]),
+     r'local_steps\[0, 1\] = -2'),
+    (dict(client_ids=[[0, 1]], start_step=[[0, 0, 0]]), 'same shape'),
+    (dict(client_ids=[[0], [1]], start_step=[[0], [0]], wall_clock=[2.0, 1.0]),
+     'non-decreasing'),
+    (dict(client_ids=[[0], [1]], start_step=[[0], [0]], wall_clock=[0.0]), 'wall_clock'),
+    (dict(client_ids=[[0.5]], start_step=[[0]]), 'integers'),
+])
+def test_malformed_schedules_raise_clear_errors(kwargs, match):
+  with pytest.raises(ScheduleError, match=match):
+    from_arrays(**kwargs)
+
+
+def test_padding_may_repeat_ids_and_is_ignored():
+  s = from_arrays([[1, 1], [0, 2]], [[0, 0], [1, 0]], mask=[[1, 0], [1, 1]], num_clients=3)
+  assert s.max_staleness == 1
+  np.testing.assert_array_equal(s.participation_counts, [1, 1, 1])
+  np.testing.assert_array_equal(s.arrivals_per_step, [1, 2])
+
+
+def test_statistics_by_hand():
+  s = from_arrays([[0, 1], [2, 0], [1, 2]], [[0, 0], [0, 1], [0, 2]], local_steps=[[1, 2], [3, 1],
+                                                                                    [1, 5]])
+  assert s.max_staleness == 2
+  assert s.avg_staleness == pytest.approx((0 + 0 + 1 + 0 + 2 + 0) / 6)
+  np.testing.assert_array_equal(s.participation_counts, [2, 2, 2])
+  assert s.max_local_steps == 5
+
+
+def test_synchronous_invariants():
+  d = schedules.durations('uniform', low=1.0, high=3.0)
+  s = schedules.synchronous(20, 5, 30, durations=d, seed=3)
+  assert s.client_ids.shape == (30, 5) and s.mask.all()
+  assert s.max_staleness == 0
+  for row in s.client_ids:
+    assert len(set(row)) == 5
+  # wall-clock = cumulative slowest member of each cohort, reproduced from the same draws.
+  rng = np.random.default_rng(3)
+  ids = np.stack([rng.choice(20, 5, replace=False) for _ in range(30)])
+  np.testing.assert_array_equal(ids, s.client_ids)
+  np.testing.assert_allclose(s.wall_clock, np.cumsum(rng.uniform(1, 3, size=(30, 5)).max(1)))
+
+
+def test_fedbuff_clock_invariants():
+  s = schedules.fedbuff(100, 20, 10, 300, seed=0)
+  assert s.client_ids.shape == (300, 10) and s.mask.all()
+  assert (np.diff(s.wall_clock) >= 0).all()
+  # A client restarts only after the step that consumed its previous job.
+  for c in range(100):
+    steps = np.argwhere(s.client_ids == c)[:, 0]
+    starts = s.start_step[s.client_ids == c]
+    assert (starts[1:] >= steps[:-1] + 1).all()
+  # Concurrency: at every step, jobs that started at or before t and arrive after t number
+  # Mc minus the ones waiting in the buffer; in particular no more than Mc are in flight.
+  t = np.arange(300)
+  in_flight = [np.sum((s.start_step <= k) & (t[:, None] > k)) for k in range(0, 300, 7)]
+  assert max(in_flight) <= 20
+
+
+def test_fedbuff_constant_durations_by_hand():
+  s = schedules.fedbuff(8, 4, 4, 5, durations=schedules.durations('constant', value=2.0))
+  # All four jobs end together; the first three replacements start before the buffer
+  # fills (from version t), the fourth after the update (version t + 1).
+  np.testing.assert_array_equal(np.sort(s.staleness, axis=1),
+                                [[0, 0, 0, 0]] + [[0, 1, 1, 1]] * 4)
+  np.testing.assert_allclose(s.wall_clock, [2, 4, 6, 8, 10])
+
+
+def test_masfl_setting_statistics():
+  """MasFL setting (N=100, Mc=20, M=10, U(0,20)); the paper quotes tau_avg=0.9184, tau_max=4."""
+  s = schedules.fedbuff(100, 20, 10, 600, durations=schedules.durations('uniform', low=0,
+                                                                        high=20), seed=0)
+  # Our convention counts the step that consumes the arrival: tau = t - s. The paper's
+  # numbers match one less (tau - 1 for stale arrivals), see docs/architecture.md.
+  assert 1.8 < s.avg_staleness < 2.0
+  assert s.max_staleness in (4, 5, 6)
+
+
+def test_fedbuff_validation():
+  with pytest.raises(ValueError, match='buffer_size=30 exceeds concurrency=20'):
+    schedules.fedbuff(100, 20, 30, 5)
+  with pytest.raises(ValueError, match='concurrency=200 exceeds num_clients=100'):
+    schedules.fedbuff(100, 200, 10, 5)
+  with pytest.raises(ValueError, match='num_steps must be an integer >= 1'):
+    schedules.fedbuff(100, 20, 10, 0)
+
+
+def test_fully_async_has_one_arrival_per_step():
+  s = schedules.fully_async(10, 4, 50, durations=schedules.durations('pareto', shape=1.5,
+                                                                     scale=1.0), seed=2)
+  assert s.client_ids.shape == (50, 1) and s.mask.all()
+  assert s.max_staleness >= 1
+
+
+def test_speed_factor_makes_slow_clients_report_less():
+  speed = np.where(np.arange(20) < 10, 1.0, 10.0)
+  d = schedules.durations('exponential', mean=1.0, speed=speed)
+  s = schedules.fedbuff(20, 10, 2, 400, durations=d, seed=0)
+  counts = s.participation_counts
+  assert counts[:10].sum() > 2 * counts[10:].sum()
+
+
+def test_random_staleness_window_and_local_steps():
+  steps_per_epoch = np.arange(1, 11)
+  s = schedules.random_staleness(10, 4, 40, window=5, local_steps=steps_per_epoch,
+                                 local_steps_multipliers=range(1, 7), seed=0)
+  tau = s.staleness
+  assert tau.min() == 0 and tau.max() == 4
+  ratio = s.local_steps / steps_per_epoch[s.client_ids]
+  assert set(np.unique(ratio)) <= set(range(1, 7)) and len(np.unique(ratio)) == 6
+
+
+def test_waiting_windows_flexible_participation():
+  d = schedules.durations('normal', mean=100.0, std=40.0)
+  s = schedules.waiting_windows(30, 40, window=60.0, durations=d, seed=0)
+  sizes = s.arrivals_per_step
+  assert sizes.min() < sizes.max()  # |S_t| varies
+  np.testing.assert_allclose(s.wall_clock, 60.0 * np.arange(1, 41))
+  for c in range(30):
+    steps = np.argwhere(s.client_ids == c)[:, 0]
+    steps = steps[s.mask[steps, np.argwhere(s.client_ids == c)[:, 1]]]
+    starts = s.start_step[s.mask & (s.client_ids == c)]
+    # each job starts right after the client's previous report (continuity)
+    np.testing.assert_array_equal(starts[1:], steps[:-1] + 1)
+
+
+def test_waiting_windows_synchronous_limit():
+  d = schedules.durations('normal', mean=100.0, std=40.0)
+  s = schedules.waiting_windows(12, 6, window=None, durations=d, seed=0)
+  assert s.mask.all() and s.client_ids.shape == (6, 12) and s.max_staleness == 0
+
+
+def test_durations_validation():
+  with pytest.raises(ValueError, match="'gamma' is unknown"):
+    schedules.durations('gamma', k=1)
+  with pytest.raises(ValueError, match='0 <= low <= high'):
+    schedules.durations('uniform', low=3, high=1)
+  with pytest.raises(ValueError, match='takes parameters'):
+    schedules.durations('uniform', low=0)
+
+
+def test_save_load_roundtrip(tmp_path):
+  s = schedules.fedbuff(30, 6, 3, 20, local_steps=np.arange(1, 31), seed=4)
+  s.save(tmp_path / 's.npz')
+  r = schedules.load(tmp_path / 's.npz')
+  for name in ('client_ids', 'start_step', 'local_steps', 'mask', 'wall_clock'):
+    np.testing.assert_array_equal(getattr(s, name), getattr(r, name))
+  assert r.num_clients == 30
+
+
+def test_load_trace_with_defaults_and_bad_files(tmp_path):
+  np.savez(tmp_path / 'trace.npz', client_ids=np.array([[0], [1]]),
+           start_step=np.array([[0], [0]]), num_clients=np.int64(2))
+  r = schedules.load(tmp_path / 'trace.npz')
+  assert r.mask.all() and r.local_steps.max() == 1 and r.max_staleness == 1
+  np.savez(tmp_path / 'bad.npz', client_ids=np.array([[0]]))
+  with pytest.raises(ScheduleError, match="missing array 'start_step'"):
+    schedules.load(tmp_path / 'bad.npz')
+  np.save(tmp_path / 'obj.npy', np.array([{'a': 1}], dtype=object), allow_pickle=True)
+  with pytest.raises(ScheduleError, match='cannot read'):
+    schedules.load(tmp_path / 'obj.npy')
+  (tmp_path / 'junk.npz').write_bytes(b'not a zip')
+  with pytest.raises(ScheduleError, match='cannot read'):
+    schedules.load(tmp_path / 'junk.npz')
