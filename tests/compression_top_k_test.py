@@ -97,7 +97,7 @@ def test_tie_across_leaves_uses_flatten_order():
 @pytest.mark.parametrize(
     "fraction,d,k",
     [(0.3, 10, 3), (0.25, 10, 3), (0.1, 10, 1), (0.01, 10, 1), (1.0, 10, 10), (0.7, 10, 7),
-     (0.001, 12345, 13), (0.5, 1, 1)],
+     (0.001, 12345, 13), (0.5, 1, 1), (0.07, 100, 7), (0.55, 100, 55), (0.29, 100, 29)],
 )
 def test_k_rounding_is_ceil_at_least_one(fraction, d, k):
   assert compression.num_kept(fraction, d) == k

@@ -59,7 +59,7 @@ def resolve_k(fraction: float | None, k: int | None, d: int) -> int:
 
 def top_k_indices(flat: jax.Array, k: int) -> jax.Array:
   """Indices of the ``k`` largest ``|flat|``, ties broken by lowest index."""
-  _, idx = jax.lax.top_k(jnp.abs(flat[::-1]), k); idx = flat.size - 1 - idx
+  _, idx = jax.lax.top_k(jnp.abs(flat), k)
   return idx
 
 

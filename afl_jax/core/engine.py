@@ -169,7 +169,8 @@ class Simulator:
     else:
       server_state = alg.server.init(params)
       keys = jax.random.split(init_key, problem.num_clients)
-      client_states = jax.vmap(alg.client.init, in_axes=(None, 0, 0))(params, tasks, keys)
+      client_states = jax.vmap(alg.client.init, in_axes=(None, tasks.batch_axes(), 0))(
+          params, tasks, keys)
     if alg.compressor is None:
       comp_states = EmptyState()
     else:
@@ -186,8 +187,9 @@ class Simulator:
     alg = self.algorithm
     bcast = alg.server.broadcast(server_state)
     one_state = tree.gather(client_states, 0)
-    task = jax.tree.map(lambda x: x[0], _all_tasks(self.problem, self.client_steps,
-                                                   self.max_steps))
+    tasks = _all_tasks(self.problem, self.client_steps, self.max_steps)
+    task = tasks.replace(view=tree.gather(tasks.view, 0), num_steps=tasks.num_steps[0],
+                         active=tasks.active[0], client_id=tasks.client_id[0])
     shape = jax.eval_shape(alg.client.update, bcast, one_state, task, jax.random.key(0))[0]
     return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shape)
 

@@ -68,6 +68,13 @@ class LocalTask:
     """One mini-batch (or the full batch) of this client's data."""
     return self.sample_fn(self.shared, self.view, key)
 
+  def batch_axes(self) -> LocalTask:
+    """``in_axes`` for ``jax.vmap`` over a task batched on clients (``shared`` unbatched).
+
+    Example: ``jax.vmap(rule.init, in_axes=(None, tasks.batch_axes(), 0))(params, tasks, keys)``.
+    """
+    return self.replace(view=0, shared=None, num_steps=0, active=0, client_id=0)
+
   def loss_and_grad(self, params: Params, key: jax.Array) -> tuple[jax.Array, Params]:
     """Loss and gradient at ``params`` on a fresh batch drawn with ``key``."""
     return jax.value_and_grad(self.loss_fn)(params, self.sample(key))

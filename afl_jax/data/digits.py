@@ -11,23 +11,23 @@ from afl_jax.data.base import ArrayDataset
 
 
 def load_digits(*, test_fraction: float = 0.2, seed: int = 0) -> ArrayDataset:
-    """Loads the digits dataset with a deterministic, seeded train/test split.
+  """Loads the digits dataset with a deterministic, seeded train/test split.
 
-    Args:
-        test_fraction: fraction of the 1,797 samples held out for testing, in ``(0, 1)``.
-        seed: seed of the split permutation (same seed -> same split).
+  Args:
+    test_fraction: fraction of the 1,797 samples held out for testing, in ``(0, 1)``.
+    seed: seed of the split permutation (same seed -> same split).
 
-    Returns:
-        `ArrayDataset` with float32 images ``[n, 8, 8]`` in ``[0, 1]`` and int32 labels.
-    """
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction={test_fraction!r} must be in the open interval (0, 1)")
-    from sklearn.datasets import load_digits as _sk_load_digits
+  Returns:
+    `ArrayDataset` with float32 images ``[n, 8, 8]`` in ``[0, 1]`` and int32 labels.
+  """
+  if not 0.0 < test_fraction < 1.0:
+    raise ValueError(f"test_fraction={test_fraction!r} must be in the open interval (0, 1)")
+  from sklearn.datasets import load_digits as _sk_load_digits
 
-    bunch = _sk_load_digits()
-    x = (np.asarray(bunch.images, dtype=np.float32) / 16.0).reshape(-1, 8, 8)
-    y = np.asarray(bunch.target, dtype=np.int32)
-    perm = np.random.default_rng(seed).permutation(len(y))
-    n_test = int(round(test_fraction * len(y)))
-    test, train = perm[:n_test], perm[n_test:]
-    return ArrayDataset(x[train], y[train], x[test], y[test], 10)
+  bunch = _sk_load_digits()
+  x = (np.asarray(bunch.images, dtype=np.float32) / 16.0).reshape(-1, 8, 8)
+  y = np.asarray(bunch.target, dtype=np.int32)
+  perm = np.random.default_rng(seed).permutation(len(y))
+  n_test = int(round(test_fraction * len(y)))
+  test, train = perm[:n_test], perm[n_test:]
+  return ArrayDataset(x[train], y[train], x[test], y[test], 10)

@@ -9,6 +9,7 @@ server-side distillation set, Wang, Ma & Chen, "Stragglers Can Contribute More")
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -22,51 +23,54 @@ PARTITIONS = ("iid", "dirichlet", "shards")
 
 
 class FederatedData(NamedTuple):
-    """Client-partitioned training data (host NumPy arrays).
+  """Client-partitioned training data (host NumPy arrays).
 
-    Attributes:
-        x: float32[n, ...] normalized training inputs, grouped by client.
-        y: int32[n] training labels, aligned with ``x``.
-        offsets: int32[N] first row of each client.
-        sizes: int32[N] number of rows of each client (all >= 1).
-        test_x: float32[n_test, ...] normalized test inputs.
-        test_y: int32[n_test] test labels.
-        unlabeled_x: float32[n_u, ...] training inputs that no client owns; labels dropped.
-        num_classes: number of classes.
-    """
+  Attributes:
+    x: float32[n, ...] normalized training inputs, grouped by client.
+    y: int32[n] training labels, aligned with ``x``.
+    offsets: int32[N] first row of each client.
+    sizes: int32[N] number of rows of each client (all >= 1).
+    test_x: float32[n_test, ...] normalized test inputs.
+    test_y: int32[n_test] test labels.
+    unlabeled_x: float32[n_u, ...] training inputs that no client owns; labels dropped.
+    num_classes: number of classes.
+  """
 
-    x: np.ndarray
-    y: np.ndarray
-    offsets: np.ndarray
-    sizes: np.ndarray
-    test_x: np.ndarray
-    test_y: np.ndarray
-    unlabeled_x: np.ndarray
-    num_classes: int
+  x: np.ndarray
+  y: np.ndarray
+  offsets: np.ndarray
+  sizes: np.ndarray
+  test_x: np.ndarray
+  test_y: np.ndarray
+  unlabeled_x: np.ndarray
+  num_classes: int
 
-    @property
-    def num_clients(self) -> int:
-        return len(self.sizes)
+  @property
+  def num_clients(self) -> int:
+    return len(self.sizes)
 
-    def client(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """Returns ``(x, y)`` of client ``i`` (host-side helper for tests and inspection)."""
-        sl = slice(int(self.offsets[i]), int(self.offsets[i] + self.sizes[i]))
-        return self.x[sl], self.y[sl]
+  def client(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """Returns ``(x, y)`` of client ``i`` (host-side helper for tests and inspection)."""
+    sl = slice(int(self.offsets[i]), int(self.offsets[i] + self.sizes[i]))
+    return self.x[sl], self.y[sl]
 
 
-def normalizer(train_x: np.ndarray):
-    """Returns ``f(x) -> float32`` normalizing inputs like ``train_x``.
+def normalizer(train_x: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+  """Returns ``f(x) -> float32`` normalizing inputs like ``train_x``.
 
-    uint8 images are scaled to ``[0, 1]`` and standardized with the scalar pixel mean and
-    standard deviation of the whole training split (a fixed function of the dataset, not of
-    the seed or partition). Floating-point inputs (digits, synthetic) are already normalized
-    by their loaders and are only cast to float32.
-    """
-    if train_x.dtype != np.uint8:
-        return lambda x: np.asarray(x, dtype=np.float32)
-    scaled = train_x.astype(np.float64) / 255.0
-    mean, std = float(scaled.mean()), float(scaled.std()) or 1.0
-    return lambda x: ((np.asarray(x, np.float32) / 255.0 - mean) / std).astype(np.float32)
+  uint8 images are scaled to ``[0, 1]`` and standardized with the scalar pixel mean and
+  standard deviation of the whole training split (a fixed function of the dataset, not of
+  the seed or partition). Floating-point inputs (digits, synthetic) are already normalized
+  by their loaders and are only cast to float32.
+  """
+  if train_x.dtype != np.uint8:
+    return lambda x: np.asarray(x, dtype=np.float32)
+  # Exact statistics from the 256-bin pixel histogram (no float copy of the images).
+  counts = np.bincount(train_x.ravel(), minlength=256).astype(np.float64)
+  values = np.arange(256) / 255.0
+  mean = float(counts @ values / counts.sum())
+  std = float(np.sqrt(counts @ (values - mean) ** 2 / counts.sum())) or 1.0
+  return lambda x: ((np.asarray(x, np.float32) / 255.0 - mean) / std).astype(np.float32)
 
 
 def make_federated(
@@ -81,63 +85,63 @@ def make_federated(
     unlabeled_fraction: float = 0.0,
     unlabeled_size: int = 0,
 ) -> FederatedData:
-    """Splits off an unlabeled server set, then partitions the rest among clients.
+  """Splits off an unlabeled server set, then partitions the rest among clients.
 
-    Args:
-        dataset: centralized data (`load_fashion_mnist`, `load_digits`, ...).
-        partition_name: one of ``'iid'``, ``'dirichlet'``, ``'shards'``.
-        num_clients: number of clients N.
-        alpha: Dirichlet concentration (``'dirichlet'`` only).
-        shards_per_client: shards per client (``'shards'`` only).
-        min_size: minimum samples per client (``'dirichlet'`` only).
-        seed: seed of the unlabeled split and the partition.
-        unlabeled_fraction: fraction of the training split held out as ``unlabeled_x``.
-        unlabeled_size: number of training samples held out (alternative to the fraction).
+  Args:
+    dataset: centralized data (`load_fashion_mnist`, `load_digits`, ...).
+    partition_name: one of ``'iid'``, ``'dirichlet'``, ``'shards'``.
+    num_clients: number of clients N.
+    alpha: Dirichlet concentration (``'dirichlet'`` only).
+    shards_per_client: shards per client (``'shards'`` only).
+    min_size: minimum samples per client (``'dirichlet'`` only).
+    seed: seed of the unlabeled split and the partition.
+    unlabeled_fraction: fraction of the training split held out as ``unlabeled_x``.
+    unlabeled_size: number of training samples held out (alternative to the fraction).
 
-    Returns:
-        `FederatedData`. Same arguments -> identical arrays.
-    """
-    if partition_name not in PARTITIONS:
-        raise ValueError(f"partition_name={partition_name!r} must be one of {PARTITIONS}")
-    n = len(dataset.train_y)
-    if not 0.0 <= unlabeled_fraction < 1.0:
-        raise ValueError(f"unlabeled_fraction={unlabeled_fraction!r} must be in [0, 1)")
-    if not 0 <= unlabeled_size < n:
-        raise ValueError(f"unlabeled_size={unlabeled_size!r} must be in [0, {n - 1}]")
-    if unlabeled_fraction and unlabeled_size:
-        raise ValueError(
-            f"give unlabeled_fraction={unlabeled_fraction} or unlabeled_size="
-            f"{unlabeled_size}, not both"
-        )
-    n_unlabeled = unlabeled_size or int(round(unlabeled_fraction * n))
-    rng = np.random.default_rng(seed)
-    perm = rng.permutation(n)
-    unlabeled_idx = np.sort(perm[:n_unlabeled])
-    labeled_idx = np.sort(perm[n_unlabeled:])
-    labels = dataset.train_y[labeled_idx]
-    if partition_name == "iid":
-        part = partition_lib.iid(labels, num_clients, rng)
-    elif partition_name == "dirichlet":
-        part = partition_lib.dirichlet(labels, num_clients, alpha, rng, min_size=min_size)
-    else:
-        part = partition_lib.shards(labels, num_clients, shards_per_client, rng)
-    if part.sizes.min() < 1:
-        raise ValueError(
-            f"partition {partition_name!r} left a client without samples (sizes min "
-            f"{part.sizes.min()}); use min_size >= 1 or fewer clients"
-        )
-    norm = normalizer(dataset.train_x)
-    rows = labeled_idx[part.order]
-    return FederatedData(
-        x=norm(dataset.train_x[rows]),
-        y=dataset.train_y[rows].astype(np.int32),
-        offsets=part.offsets,
-        sizes=part.sizes,
-        test_x=norm(dataset.test_x),
-        test_y=dataset.test_y.astype(np.int32),
-        unlabeled_x=norm(dataset.train_x[unlabeled_idx]),
-        num_classes=int(dataset.num_classes),
+  Returns:
+    `FederatedData`. Same arguments -> identical arrays.
+  """
+  if partition_name not in PARTITIONS:
+    raise ValueError(f"partition_name={partition_name!r} must be one of {PARTITIONS}")
+  n = len(dataset.train_y)
+  if not 0.0 <= unlabeled_fraction < 1.0:
+    raise ValueError(f"unlabeled_fraction={unlabeled_fraction!r} must be in [0, 1)")
+  if not 0 <= unlabeled_size < n:
+    raise ValueError(f"unlabeled_size={unlabeled_size!r} must be in [0, {n - 1}]")
+  if unlabeled_fraction and unlabeled_size:
+    raise ValueError(
+      f"give unlabeled_fraction={unlabeled_fraction} or unlabeled_size="
+      f"{unlabeled_size}, not both"
     )
+  n_unlabeled = unlabeled_size or int(round(unlabeled_fraction * n))
+  rng = np.random.default_rng(seed)
+  perm = rng.permutation(n)
+  unlabeled_idx = np.sort(perm[:n_unlabeled])
+  labeled_idx = np.sort(perm[n_unlabeled:])
+  labels = dataset.train_y[labeled_idx]
+  if partition_name == "iid":
+    part = partition_lib.iid(labels, num_clients, rng)
+  elif partition_name == "dirichlet":
+    part = partition_lib.dirichlet(labels, num_clients, alpha, rng, min_size=min_size)
+  else:
+    part = partition_lib.shards(labels, num_clients, shards_per_client, rng)
+  if part.sizes.min() < 1:
+    raise ValueError(
+      f"partition {partition_name!r} left a client without samples (sizes min "
+      f"{part.sizes.min()}); use min_size >= 1 or fewer clients"
+    )
+  norm = normalizer(dataset.train_x)
+  rows = labeled_idx[part.order]
+  return FederatedData(
+    x=norm(dataset.train_x[rows]),
+    y=dataset.train_y[rows].astype(np.int32),
+    offsets=part.offsets,
+    sizes=part.sizes,
+    test_x=norm(dataset.test_x),
+    test_y=dataset.test_y.astype(np.int32),
+    unlabeled_x=norm(dataset.train_x[unlabeled_idx]),
+    num_classes=int(dataset.num_classes),
+  )
 
 
 def sample_batch(
@@ -148,31 +152,31 @@ def sample_batch(
     key: jax.Array,
     batch_size: int,
 ) -> tuple[jax.Array, jax.Array]:
-    """Samples one client's minibatch, uniformly **with replacement** from its rows.
+  """Samples one client's minibatch, uniformly **with replacement** from its rows.
 
-    Jittable and vmappable over ``(offset, size, key)``: e.g.
-    ``jax.vmap(sample_batch, in_axes=(None, None, 0, 0, 0, None))``.
+  Jittable and vmappable over ``(offset, size, key)``: e.g.
+  ``jax.vmap(sample_batch, in_axes=(None, None, 0, 0, 0, None))``.
 
-    Args:
-        x: ``[n, ...]`` flat client-ordered inputs (`FederatedData.x`).
-        y: ``[n]`` labels.
-        offset: scalar int, first row of the client (may be traced).
-        size: scalar int >= 1, number of rows of the client (may be traced). With
-            ``size == 0`` the result would be rows of another client; `make_federated`
-            guarantees ``size >= 1``.
-        key: PRNG key.
-        batch_size: static batch size B.
+  Args:
+    x: ``[n, ...]`` flat client-ordered inputs (`FederatedData.x`).
+    y: ``[n]`` labels.
+    offset: scalar int, first row of the client (may be traced).
+    size: scalar int >= 1, number of rows of the client (may be traced). With
+      ``size == 0`` the result would be rows of another client; `make_federated`
+      guarantees ``size >= 1``.
+    key: PRNG key.
+    batch_size: static batch size B.
 
-    Returns:
-        ``(x[idx], y[idx])`` with ``idx`` i.i.d. uniform on ``[offset, offset + size)``.
-    """
-    idx = offset + jax.random.randint(key, (batch_size,), 0, size, dtype=jnp.int32)
-    return x[idx], y[idx]
+  Returns:
+    ``(x[idx], y[idx])`` with ``idx`` i.i.d. uniform on ``[offset, offset + size)``.
+  """
+  idx = offset + jax.random.randint(key, (batch_size,), 0, size, dtype=jnp.int32)
+  return x[idx], y[idx]
 
 
 def steps_per_epoch(sizes: np.ndarray, batch_size: int) -> np.ndarray:
-    """Local steps for one pass over each client's data: int32 ``ceil(size / batch_size)``."""
-    if batch_size < 1:
-        raise ValueError(f"batch_size={batch_size!r} must be >= 1")
-    sizes = np.asarray(sizes, dtype=np.int64)
-    return (-(-sizes // batch_size)).astype(np.int32)
+  """Local steps for one pass over each client's data: int32 ``ceil(size / batch_size)``."""
+  if batch_size < 1:
+    raise ValueError(f"batch_size={batch_size!r} must be >= 1")
+  sizes = np.asarray(sizes, dtype=np.int64)
+  return (-(-sizes // batch_size)).astype(np.int32)

@@ -32,84 +32,84 @@ SYSTEM_DIR = "/usr/share/datasets/fashion-mnist"
 DEFAULT_CACHE_DIR = "~/.cache/afl_jax/fashion-mnist"
 SOURCE_URL = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
 FILES = {
-    "train_x": "train-images-idx3-ubyte",
-    "train_y": "train-labels-idx1-ubyte",
-    "test_x": "t10k-images-idx3-ubyte",
-    "test_y": "t10k-labels-idx1-ubyte",
+  "train_x": "train-images-idx3-ubyte",
+  "train_y": "train-labels-idx1-ubyte",
+  "test_x": "t10k-images-idx3-ubyte",
+  "test_y": "t10k-labels-idx1-ubyte",
 }
 
 
 def _instructions(searched: list[str], reason: str = "") -> str:
-    names = ", ".join(f"{n}.gz" for n in FILES.values())
-    return (
-        f"Fashion-MNIST not found (searched: {', '.join(searched) or 'nothing'}).{reason}\n"
-        "To fix this, either:\n"
-        "  * on Debian/Ubuntu: sudo apt-get install dataset-fashion-mnist "
-        f"(installs {SYSTEM_DIR}), or\n"
-        f"  * download {names} from {SOURCE_URL} into a directory DIR and pass "
-        f"--config.data_dir=DIR (or set {ENV_VAR}=DIR), or\n"
-        "  * call load_fashion_mnist(download=True) on a machine with internet access."
-    )
+  names = ", ".join(f"{n}.gz" for n in FILES.values())
+  return (
+    f"Fashion-MNIST not found (searched: {', '.join(searched) or 'nothing'}).{reason}\n"
+    "To fix this, either:\n"
+    "  * on Debian/Ubuntu: sudo apt-get install dataset-fashion-mnist "
+    f"(installs {SYSTEM_DIR}), or\n"
+    f"  * download {names} from {SOURCE_URL} into a directory DIR and pass "
+    f"--config.data_dir=DIR (or set {ENV_VAR}=DIR), or\n"
+    "  * call load_fashion_mnist(download=True) on a machine with internet access."
+  )
 
 
 def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
-    """Returns the paths of the four files in ``directory`` (or its ``fashion-mnist``
-    subdirectory), preferring uncompressed names; None if any of them is missing."""
-    base = pathlib.Path(directory).expanduser()
-    for d in (base, base / "fashion-mnist"):
-        found = {}
-        for key, stem in FILES.items():
-            for name in (stem, stem + ".gz"):
-                if (d / name).is_file():
-                    found[key] = d / name
-                    break
-        if len(found) == len(FILES):
-            return found
-    return None
+  """Returns the paths of the four files in ``directory`` (or its ``fashion-mnist``
+  subdirectory), preferring uncompressed names; None if any of them is missing."""
+  base = pathlib.Path(directory).expanduser()
+  for d in (base, base / "fashion-mnist"):
+    found = {}
+    for key, stem in FILES.items():
+      for name in (stem, stem + ".gz"):
+        if (d / name).is_file():
+          found[key] = d / name
+          break
+    if len(found) == len(FILES):
+      return found
+  return None
 
 
 def load_split(
     images_path: str | os.PathLike, labels_path: str | os.PathLike
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Reads one images/labels pair and checks that they belong together.
+  """Reads one images/labels pair and checks that they belong together.
 
-    Returns:
-        ``(images uint8[n, 28, 28], labels int32[n])``.
+  Returns:
+    ``(images uint8[n, 28, 28], labels int32[n])``.
 
-    Raises:
-        DataError: on a malformed file, a shape other than 28x28, a count mismatch or a
-            label outside ``0..9``.
-    """
-    images = read_idx(images_path, dtype="ubyte", ndim=3)
-    labels = read_idx(labels_path, dtype="ubyte", ndim=1)
-    if images.shape[1:] != IMAGE_SHAPE:
-        raise DataError(
-            f"{images_path}: images have shape {images.shape[1:]}, expected {IMAGE_SHAPE}"
-        )
-    if images.shape[0] != labels.shape[0]:
-        raise DataError(
-            f"{images_path} holds {images.shape[0]} images but {labels_path} holds "
-            f"{labels.shape[0]} labels; the two files must have the same count"
-        )
-    if labels.size and int(labels.max()) >= NUM_CLASSES:
-        bad = int(np.argmax(labels >= NUM_CLASSES))
-        raise DataError(
-            f"{labels_path}: label {int(labels[bad])} at index {bad} is out of range "
-            f"0..{NUM_CLASSES - 1}"
-        )
-    return images, labels.astype(np.int32)
+  Raises:
+    DataError: on a malformed file, a shape other than 28x28, a count mismatch or a
+      label outside ``0..9``.
+  """
+  images = read_idx(images_path, dtype="ubyte", ndim=3)
+  labels = read_idx(labels_path, dtype="ubyte", ndim=1)
+  if images.shape[1:] != IMAGE_SHAPE:
+    raise DataError(
+      f"{images_path}: images have shape {images.shape[1:]}, expected {IMAGE_SHAPE}"
+    )
+  if images.shape[0] != labels.shape[0]:
+    raise DataError(
+      f"{images_path} holds {images.shape[0]} images but {labels_path} holds "
+      f"{labels.shape[0]} labels; the two files must have the same count"
+    )
+  if labels.size and int(labels.max()) >= NUM_CLASSES:
+    bad = int(np.argmax(labels >= NUM_CLASSES))
+    raise DataError(
+      f"{labels_path}: label {int(labels[bad])} at index {bad} is out of range "
+      f"0..{NUM_CLASSES - 1}"
+    )
+  return images, labels.astype(np.int32)
 
 
 def _download(cache_dir: pathlib.Path, timeout: float) -> None:
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    for stem in FILES.values():
-        target = cache_dir / (stem + ".gz")
-        if target.is_file():
-            continue
-        tmp = target.with_name(target.name + ".part")
-        with urllib.request.urlopen(SOURCE_URL + stem + ".gz", timeout=timeout) as r:
-            tmp.write_bytes(r.read())
-        tmp.replace(target)
+  cache_dir.mkdir(parents=True, exist_ok=True)
+  for stem in FILES.values():
+    target = cache_dir / (stem + ".gz")
+    if target.is_file():
+      continue
+    tmp = target.with_name(target.name + ".part")
+    with urllib.request.urlopen(SOURCE_URL + stem + ".gz", timeout=timeout) as r:
+      tmp.write_bytes(r.read())
+    tmp.replace(target)
 
 
 def load_fashion_mnist(
@@ -119,45 +119,45 @@ def load_fashion_mnist(
     cache_dir: str | os.PathLike | None = None,
     timeout: float = 10.0,
 ) -> ArrayDataset:
-    """Loads Fashion-MNIST (60,000 train / 10,000 test 28x28 grayscale images, 10 classes).
+  """Loads Fashion-MNIST (60,000 train / 10,000 test 28x28 grayscale images, 10 classes).
 
-    Args:
-        data_dir: directory holding the four IDX files. If given, no other place is
-            searched (except the cache when ``download=True``).
-        download: fetch missing files from the canonical source into ``cache_dir``.
-        cache_dir: download cache, default ``~/.cache/afl_jax/fashion-mnist``.
-        timeout: per-request network timeout in seconds.
+  Args:
+    data_dir: directory holding the four IDX files. If given, no other place is
+      searched (except the cache when ``download=True``).
+    download: fetch missing files from the canonical source into ``cache_dir``.
+    cache_dir: download cache, default ``~/.cache/afl_jax/fashion-mnist``.
+    timeout: per-request network timeout in seconds.
 
-    Returns:
-        `ArrayDataset` with uint8 images ``[n, 28, 28]`` and int32 labels.
+  Returns:
+    `ArrayDataset` with uint8 images ``[n, 28, 28]`` and int32 labels.
 
-    Raises:
-        DataError: if the files cannot be found or obtained, or are malformed.
-    """
-    cache = pathlib.Path(cache_dir or DEFAULT_CACHE_DIR).expanduser()
-    if data_dir is not None:
-        candidates = [pathlib.Path(data_dir)]
-    else:
-        candidates = [pathlib.Path(p) for p in (os.environ.get(ENV_VAR), SYSTEM_DIR) if p]
-        candidates.append(cache)
-    files = None
-    for d in candidates:
-        files = find_files(d)
-        if files is not None:
-            break
-    searched = [str(d) for d in candidates]
-    if files is None:
-        if not download:
-            raise DataError(_instructions(searched))
-        try:
-            _download(cache, timeout)
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            raise DataError(
-                _instructions(searched + [SOURCE_URL], f" Download failed: {e}.")
-            ) from e
-        files = find_files(cache)
-        if files is None:  # Defensive: _download writes all four or raises.
-            raise DataError(_instructions(searched + [str(cache)]))
-    train_x, train_y = load_split(files["train_x"], files["train_y"])
-    test_x, test_y = load_split(files["test_x"], files["test_y"])
-    return ArrayDataset(train_x, train_y, test_x, test_y, NUM_CLASSES)
+  Raises:
+    DataError: if the files cannot be found or obtained, or are malformed.
+  """
+  cache = pathlib.Path(cache_dir or DEFAULT_CACHE_DIR).expanduser()
+  if data_dir is not None:
+    candidates = [pathlib.Path(data_dir)]
+  else:
+    candidates = [pathlib.Path(p) for p in (os.environ.get(ENV_VAR), SYSTEM_DIR) if p]
+    candidates.append(cache)
+  files = None
+  for d in candidates:
+    files = find_files(d)
+    if files is not None:
+      break
+  searched = [str(d) for d in candidates]
+  if files is None:
+    if not download:
+      raise DataError(_instructions(searched))
+    try:
+      _download(cache, timeout)
+    except (urllib.error.URLError, OSError, ValueError) as e:
+      raise DataError(
+        _instructions(searched + [SOURCE_URL], f" Download failed: {e}.")
+      ) from e
+    files = find_files(cache)
+    if files is None:  # Defensive: _download writes all four or raises.
+      raise DataError(_instructions(searched + [str(cache)]))
+  train_x, train_y = load_split(files["train_x"], files["train_y"])
+  test_x, test_y = load_split(files["test_x"], files["test_y"])
+  return ArrayDataset(train_x, train_y, test_x, test_y, NUM_CLASSES)

@@ -6,13 +6,13 @@ contiguous range, so client ``i`` owns ``order[offsets[i] : offsets[i] + sizes[i
 
 * `iid`: a uniform random permutation cut into near-equal parts (sizes differ by <= 1).
 * `dirichlet`: label skew of Yurochkin et al. (ICML 2019) / Wang et al. (ICLR 2020,
-  FedMA), used as Dir(alpha) by the MasFL paper (App. E.1): for every class k draw
-  ``p_k ~ Dir(alpha * 1_N)`` and give client i the fraction ``p_k[i]`` of the (shuffled)
-  samples of class k. Redrawn until every client holds at least ``min_size`` samples.
-  Small alpha -> strong skew; alpha -> inf -> iid label proportions.
+ FedMA), used as Dir(alpha) by the MasFL paper (App. E.1): for every class k draw
+ ``p_k ~ Dir(alpha * 1_N)`` and give client i the fraction ``p_k[i]`` of the (shuffled)
+ samples of class k. Redrawn until every client holds at least ``min_size`` samples.
+ Small alpha -> strong skew; alpha -> inf -> iid label proportions.
 * `shards`: pathological non-iid split of McMahan et al. (AISTATS 2017): sort by label,
-  cut into ``num_clients * shards_per_client`` near-equal shards, deal each client
-  ``shards_per_client`` random shards.
+ cut into ``num_clients * shards_per_client`` near-equal shards, deal each client
+ ``shards_per_client`` random shards.
 """
 
 from __future__ import annotations
@@ -23,82 +23,82 @@ import numpy as np
 
 
 class Partition(NamedTuple):
-    """Client ownership of sample indices.
+  """Client ownership of sample indices.
 
-    Attributes:
-        order: int64[n], sample indices grouped by client (ascending within a client).
-        offsets: int32[N], start of each client's range in ``order``.
-        sizes: int32[N], number of samples of each client.
-    """
+  Attributes:
+    order: int64[n], sample indices grouped by client (ascending within a client).
+    offsets: int32[N], start of each client's range in ``order``.
+    sizes: int32[N], number of samples of each client.
+  """
 
-    order: np.ndarray
-    offsets: np.ndarray
-    sizes: np.ndarray
+  order: np.ndarray
+  offsets: np.ndarray
+  sizes: np.ndarray
 
-    @property
-    def num_clients(self) -> int:
-        return len(self.sizes)
+  @property
+  def num_clients(self) -> int:
+    return len(self.sizes)
 
-    def client_indices(self, i: int) -> np.ndarray:
-        """The sample indices owned by client ``i``."""
-        return self.order[self.offsets[i] : self.offsets[i] + self.sizes[i]]
+  def client_indices(self, i: int) -> np.ndarray:
+    """The sample indices owned by client ``i``."""
+    return self.order[self.offsets[i] : self.offsets[i] + self.sizes[i]]
 
 
 def from_assignment(assignment: np.ndarray, num_clients: int) -> Partition:
-    """Builds a `Partition` from ``assignment[j]`` = the client owning sample ``j``."""
-    assignment = np.asarray(assignment)
-    order = np.argsort(assignment, kind="stable").astype(np.int64)
-    sizes = np.bincount(assignment, minlength=num_clients).astype(np.int32)
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
-    return Partition(order, offsets, sizes)
+  """Builds a `Partition` from ``assignment[j]`` = the client owning sample ``j``."""
+  assignment = np.asarray(assignment)
+  order = np.argsort(assignment, kind="stable").astype(np.int64)
+  sizes = np.bincount(assignment, minlength=num_clients).astype(np.int32)
+  offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
+  return Partition(order, offsets, sizes)
 
 
 def _check_labels(labels: np.ndarray) -> np.ndarray:
-    labels = np.asarray(labels)
-    if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
-        raise ValueError(
-            f"labels must be a 1-D integer array, got shape {labels.shape} dtype {labels.dtype}"
-        )
-    if labels.size and labels.min() < 0:
-        raise ValueError(f"labels must be >= 0, got min {labels.min()}")
-    return labels
+  labels = np.asarray(labels)
+  if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
+    raise ValueError(
+      f"labels must be a 1-D integer array, got shape {labels.shape} dtype {labels.dtype}"
+    )
+  if labels.size and labels.min() < 0:
+    raise ValueError(f"labels must be >= 0, got min {labels.min()}")
+  return labels
 
 
 def _check_num_clients(num_clients: int, n: int, per_client: int = 1) -> None:
-    if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
-        raise ValueError(f"num_clients={num_clients!r} must be an integer >= 1")
-    if num_clients * per_client > n:
-        limit = n // per_client
-        raise ValueError(
-            f"num_clients={num_clients} must be in [1, {limit}]: there are {n} samples"
-            + (f" and each client needs {per_client}" if per_client > 1 else "")
-        )
+  if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
+    raise ValueError(f"num_clients={num_clients!r} must be an integer >= 1")
+  if num_clients * per_client > n:
+    limit = n // per_client
+    raise ValueError(
+      f"num_clients={num_clients} must be in [1, {limit}]: there are {n} samples"
+      + (f" and each client needs {per_client}" if per_client > 1 else "")
+    )
 
 
 def iid(labels: np.ndarray, num_clients: int, rng: np.random.Generator | int) -> Partition:
-    """Uniform random split into ``num_clients`` parts whose sizes differ by at most one."""
-    labels = _check_labels(labels)
-    n = len(labels)
-    _check_num_clients(num_clients, n)
-    rng = np.random.default_rng(rng)
-    assignment = np.empty(n, dtype=np.int64)
-    assignment[rng.permutation(n)] = np.arange(n) * num_clients // n
-    return from_assignment(assignment, num_clients)
+  """Uniform random split into ``num_clients`` parts whose sizes differ by at most one."""
+  labels = _check_labels(labels)
+  n = len(labels)
+  _check_num_clients(num_clients, n)
+  rng = np.random.default_rng(rng)
+  assignment = np.empty(n, dtype=np.int64)
+  assignment[rng.permutation(n)] = np.arange(n) * num_clients // n
+  return from_assignment(assignment, num_clients)
 
 
 def _dirichlet_draw(
     classes: list[np.ndarray], n: int, num_clients: int, alpha: float, rng: np.random.Generator
 ) -> np.ndarray | None:
-    """One draw of the per-class Dirichlet assignment; None on a degenerate (NaN) draw."""
-    assignment = np.empty(n, dtype=np.int64)
-    for idx in classes:
-        p = rng.dirichlet(np.full(num_clients, alpha))
-        if not np.all(np.isfinite(p)):
-            return None
-        cuts = np.round(np.cumsum(p)[:-1] * len(idx)).astype(np.int64)
-        counts = np.diff(np.concatenate([[0], cuts, [len(idx)]]))
-        assignment[rng.permutation(idx)] = np.repeat(np.arange(num_clients), counts)
-    return assignment
+  """One draw of the per-class Dirichlet assignment; None on a degenerate (NaN) draw."""
+  assignment = np.empty(n, dtype=np.int64)
+  for idx in classes:
+    p = rng.dirichlet(np.full(num_clients, alpha))
+    if not np.all(np.isfinite(p)):
+      return None
+    cuts = np.round(np.cumsum(p)[:-1] * len(idx)).astype(np.int64)
+    counts = np.diff(np.concatenate([[0], cuts, [len(idx)]]))
+    assignment[rng.permutation(idx)] = np.repeat(np.arange(num_clients), counts)
+  return assignment
 
 
 def dirichlet(
@@ -110,37 +110,37 @@ def dirichlet(
     min_size: int = 10,
     max_tries: int = 1000,
 ) -> Partition:
-    """Per-class Dirichlet label skew; see the module docstring.
+  """Per-class Dirichlet label skew; see the module docstring.
 
-    Args:
-        labels: int[n] labels.
-        num_clients: N >= 1, at most ``n // max(min_size, 1)``.
-        alpha: Dirichlet concentration, > 0.
-        rng: NumPy generator or seed.
-        min_size: every client gets at least this many samples (draws are repeated).
-        max_tries: give up after this many draws.
-    """
-    labels = _check_labels(labels)
-    n = len(labels)
-    if not isinstance(min_size, (int, np.integer)) or min_size < 0:
-        raise ValueError(f"min_size={min_size!r} must be an integer >= 0")
-    _check_num_clients(num_clients, n, max(min_size, 1))
-    if not np.isfinite(alpha) or alpha <= 0:
-        raise ValueError(f"alpha={alpha!r} must be a finite number > 0")
-    rng = np.random.default_rng(rng)
-    classes = [np.flatnonzero(labels == k) for k in np.unique(labels)]
-    for _ in range(max_tries):
-        assignment = _dirichlet_draw(classes, n, num_clients, float(alpha), rng)
-        if (
-            assignment is not None
-            and np.bincount(assignment, minlength=num_clients).min() >= min_size
-        ):
-            return from_assignment(assignment, num_clients)
-    raise ValueError(
-        f"dirichlet: no draw in max_tries={max_tries} gave every one of num_clients="
-        f"{num_clients} clients min_size={min_size} samples at alpha={alpha}; use a larger "
-        "alpha, fewer clients or a smaller min_size"
-    )
+  Args:
+    labels: int[n] labels.
+    num_clients: N >= 1, at most ``n // max(min_size, 1)``.
+    alpha: Dirichlet concentration, > 0.
+    rng: NumPy generator or seed.
+    min_size: every client gets at least this many samples (draws are repeated).
+    max_tries: give up after this many draws.
+  """
+  labels = _check_labels(labels)
+  n = len(labels)
+  if not isinstance(min_size, (int, np.integer)) or min_size < 0:
+    raise ValueError(f"min_size={min_size!r} must be an integer >= 0")
+  _check_num_clients(num_clients, n, max(min_size, 1))
+  if not np.isfinite(alpha) or alpha <= 0:
+    raise ValueError(f"alpha={alpha!r} must be a finite number > 0")
+  rng = np.random.default_rng(rng)
+  classes = [np.flatnonzero(labels == k) for k in np.unique(labels)]
+  for _ in range(max_tries):
+    assignment = _dirichlet_draw(classes, n, num_clients, float(alpha), rng)
+    if (
+      assignment is not None
+      and np.bincount(assignment, minlength=num_clients).min() >= min_size
+    ):
+      return from_assignment(assignment, num_clients)
+  raise ValueError(
+    f"dirichlet: no draw in max_tries={max_tries} gave every one of num_clients="
+    f"{num_clients} clients min_size={min_size} samples at alpha={alpha}; use a larger "
+    "alpha, fewer clients or a smaller min_size"
+  )
 
 
 def shards(
@@ -149,19 +149,19 @@ def shards(
     shards_per_client: int,
     rng: np.random.Generator | int,
 ) -> Partition:
-    """Label-sorted shards dealt at random, ``shards_per_client`` per client."""
-    labels = _check_labels(labels)
-    n = len(labels)
-    if not isinstance(shards_per_client, (int, np.integer)) or shards_per_client < 1:
-        raise ValueError(f"shards_per_client={shards_per_client!r} must be an integer >= 1")
-    _check_num_clients(num_clients, n, shards_per_client)
-    rng = np.random.default_rng(rng)
-    num_shards = num_clients * shards_per_client
-    shuffled = rng.permutation(n)
-    by_label = shuffled[np.argsort(labels[shuffled], kind="stable")]
-    shard_of_position = np.arange(n) * num_shards // n
-    client_of_shard = np.empty(num_shards, dtype=np.int64)
-    client_of_shard[rng.permutation(num_shards)] = np.arange(num_shards) // shards_per_client
-    assignment = np.empty(n, dtype=np.int64)
-    assignment[by_label] = client_of_shard[shard_of_position]
-    return from_assignment(assignment, num_clients)
+  """Label-sorted shards dealt at random, ``shards_per_client`` per client."""
+  labels = _check_labels(labels)
+  n = len(labels)
+  if not isinstance(shards_per_client, (int, np.integer)) or shards_per_client < 1:
+    raise ValueError(f"shards_per_client={shards_per_client!r} must be an integer >= 1")
+  _check_num_clients(num_clients, n, shards_per_client)
+  rng = np.random.default_rng(rng)
+  num_shards = num_clients * shards_per_client
+  shuffled = rng.permutation(n)
+  by_label = shuffled[np.argsort(labels[shuffled], kind="stable")]
+  shard_of_position = np.arange(n) * num_shards // n
+  client_of_shard = np.empty(num_shards, dtype=np.int64)
+  client_of_shard[rng.permutation(num_shards)] = np.arange(num_shards) // shards_per_client
+  assignment = np.empty(n, dtype=np.int64)
+  assignment[by_label] = client_of_shard[shard_of_position]
+  return from_assignment(assignment, num_clients)

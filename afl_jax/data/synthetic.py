@@ -5,11 +5,11 @@ For each client k, with d = 60 features and C = 10 classes:
 
 .. math::
 
-    u_k \sim N(0, \alpha),\quad W_k \in R^{d \times C},\ b_k \in R^C
-    \text{ with entries } \sim N(u_k, 1),\\
-    B_k \sim N(0, \beta),\quad v_k \in R^d \text{ with entries } \sim N(B_k, 1),\\
-    x \sim N(v_k, \Sigma),\ \Sigma = \mathrm{diag}(j^{-1.2})_{j=1..d},\qquad
-    y = \arg\max_c\, \mathrm{softmax}(x W_k + b_k)_c.
+  u_k \sim N(0, \alpha),\quad W_k \in R^{d \times C},\ b_k \in R^C
+  \text{ with entries } \sim N(u_k, 1),\\
+  B_k \sim N(0, \beta),\quad v_k \in R^d \text{ with entries } \sim N(B_k, 1),\\
+  x \sim N(v_k, \Sigma),\ \Sigma = \mathrm{diag}(j^{-1.2})_{j=1..d},\qquad
+  y = \arg\max_c\, \mathrm{softmax}(x W_k + b_k)_c.
 
 alpha controls how much the local models differ, beta how much the local inputs differ.
 ``iid=True`` gives Synthetic-IID: one shared (W, b) with N(0, 1) entries and v_k = 0.
@@ -31,13 +31,13 @@ from afl_jax.data.federated import FederatedData
 
 
 def client_sizes(num_clients: int, rng: np.random.Generator) -> np.ndarray:
-    """Heavy-tailed client sizes ``50 + floor(LogNormal(4, 2))`` (int64[num_clients])."""
-    return 50 + np.floor(rng.lognormal(4.0, 2.0, num_clients)).astype(np.int64)
+  """Heavy-tailed client sizes ``50 + floor(LogNormal(4, 2))`` (int64[num_clients])."""
+  return 50 + np.floor(rng.lognormal(4.0, 2.0, num_clients)).astype(np.int64)
 
 
 def make_synthetic(
-    alpha: float,
-    beta: float,
+    alpha: float = 1.0,
+    beta: float = 1.0,
     num_clients: int = 30,
     *,
     seed: int = 0,
@@ -47,69 +47,70 @@ def make_synthetic(
     samples_per_client: Sequence[int] | None = None,
     test_fraction: float = 0.2,
 ) -> FederatedData:
-    """Generates Synthetic(alpha, beta), already partitioned into clients.
+  """Generates Synthetic(alpha, beta), already partitioned into clients.
 
-    Args:
-        alpha: spread of the client models, >= 0.
-        beta: spread of the client input means, >= 0.
-        num_clients: number of clients (FedProx uses 30).
-        seed: seed of the NumPy generator (same seed -> identical data).
-        iid: Synthetic-IID (shared model, identical input distribution).
-        dim: feature dimension d.
-        num_classes: number of classes C.
-        samples_per_client: optional explicit sizes n_k (each >= 2), overriding the law.
-        test_fraction: fraction of each client's samples pooled into the test set.
+  Args:
+    alpha: spread of the client models, >= 0 (default Synthetic(1, 1), FedProx's most
+      heterogeneous setting).
+    beta: spread of the client input means, >= 0.
+    num_clients: number of clients (FedProx uses 30).
+    seed: seed of the NumPy generator (same seed -> identical data).
+    iid: Synthetic-IID (shared model, identical input distribution).
+    dim: feature dimension d.
+    num_classes: number of classes C.
+    samples_per_client: optional explicit sizes n_k (each >= 2), overriding the law.
+    test_fraction: fraction of each client's samples pooled into the test set.
 
-    Returns:
-        `FederatedData` with float32 ``x [n, dim]`` (not further normalized), no unlabeled
-        set (``unlabeled_x`` has shape ``[0, dim]``).
-    """
-    if alpha < 0 or beta < 0:
-        raise ValueError(f"alpha={alpha!r} and beta={beta!r} must both be >= 0")
-    if num_clients < 1:
-        raise ValueError(f"num_clients={num_clients!r} must be >= 1")
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction={test_fraction!r} must be in (0, 1)")
-    rng = np.random.default_rng(seed)
-    if samples_per_client is None:
-        sizes = client_sizes(num_clients, rng)
-    else:
-        sizes = np.asarray(samples_per_client, dtype=np.int64)
-        if sizes.shape != (num_clients,) or sizes.min() < 2:
-            raise ValueError(
-                f"samples_per_client must hold num_clients={num_clients} integers >= 2, "
-                f"got {list(sizes)}"
-            )
-    sigma_sqrt = np.arange(1, dim + 1, dtype=np.float64) ** (-1.2 / 2)
+  Returns:
+    `FederatedData` with float32 ``x [n, dim]`` (not further normalized), no unlabeled
+    set (``unlabeled_x`` has shape ``[0, dim]``).
+  """
+  if alpha < 0 or beta < 0:
+    raise ValueError(f"alpha={alpha!r} and beta={beta!r} must both be >= 0")
+  if num_clients < 1:
+    raise ValueError(f"num_clients={num_clients!r} must be >= 1")
+  if not 0.0 < test_fraction < 1.0:
+    raise ValueError(f"test_fraction={test_fraction!r} must be in (0, 1)")
+  rng = np.random.default_rng(seed)
+  if samples_per_client is None:
+    sizes = client_sizes(num_clients, rng)
+  else:
+    sizes = np.asarray(samples_per_client, dtype=np.int64)
+    if sizes.shape != (num_clients,) or sizes.min() < 2:
+      raise ValueError(
+        f"samples_per_client must hold num_clients={num_clients} integers >= 2, "
+        f"got {list(sizes)}"
+      )
+  sigma_sqrt = np.arange(1, dim + 1, dtype=np.float64) ** (-1.2 / 2)
+  if iid:
+    w_shared = rng.normal(0.0, 1.0, (dim, num_classes))
+    b_shared = rng.normal(0.0, 1.0, num_classes)
+  train_x, train_y, test_x, test_y = [], [], [], []
+  for n_k in sizes:
     if iid:
-        w_shared = rng.normal(0.0, 1.0, (dim, num_classes))
-        b_shared = rng.normal(0.0, 1.0, num_classes)
-    train_x, train_y, test_x, test_y = [], [], [], []
-    for n_k in sizes:
-        if iid:
-            w, b, v = w_shared, b_shared, np.zeros(dim)
-        else:
-            u_k = rng.normal(0.0, alpha)
-            big_b_k = rng.normal(0.0, beta)
-            w = rng.normal(u_k, 1.0, (dim, num_classes))
-            b = rng.normal(u_k, 1.0, num_classes)
-            v = rng.normal(big_b_k, 1.0, dim)
-        x = v + rng.standard_normal((int(n_k), dim)) * sigma_sqrt
-        y = np.argmax(x @ w + b, axis=1)
-        n_test = min(max(1, int(round(test_fraction * n_k))), int(n_k) - 1)
-        train_x.append(x[n_test:])
-        train_y.append(y[n_test:])
-        test_x.append(x[:n_test])
-        test_y.append(y[:n_test])
-    train_sizes = np.array([len(t) for t in train_y], dtype=np.int32)
-    offsets = np.concatenate([[0], np.cumsum(train_sizes)[:-1]]).astype(np.int32)
-    return FederatedData(
-        x=np.concatenate(train_x).astype(np.float32),
-        y=np.concatenate(train_y).astype(np.int32),
-        offsets=offsets,
-        sizes=train_sizes,
-        test_x=np.concatenate(test_x).astype(np.float32),
-        test_y=np.concatenate(test_y).astype(np.int32),
-        unlabeled_x=np.zeros((0, dim), np.float32),
-        num_classes=num_classes,
-    )
+      w, b, v = w_shared, b_shared, np.zeros(dim)
+    else:
+      u_k = rng.normal(0.0, alpha)
+      big_b_k = rng.normal(0.0, beta)
+      w = rng.normal(u_k, 1.0, (dim, num_classes))
+      b = rng.normal(u_k, 1.0, num_classes)
+      v = rng.normal(big_b_k, 1.0, dim)
+    x = v + rng.standard_normal((int(n_k), dim)) * sigma_sqrt
+    y = np.argmax(x @ w + b, axis=1)
+    n_test = min(max(1, int(round(test_fraction * n_k))), int(n_k) - 1)
+    train_x.append(x[n_test:])
+    train_y.append(y[n_test:])
+    test_x.append(x[:n_test])
+    test_y.append(y[:n_test])
+  train_sizes = np.array([len(t) for t in train_y], dtype=np.int32)
+  offsets = np.concatenate([[0], np.cumsum(train_sizes)[:-1]]).astype(np.int32)
+  return FederatedData(
+    x=np.concatenate(train_x).astype(np.float32),
+    y=np.concatenate(train_y).astype(np.int32),
+    offsets=offsets,
+    sizes=train_sizes,
+    test_x=np.concatenate(test_x).astype(np.float32),
+    test_y=np.concatenate(test_y).astype(np.int32),
+    unlabeled_x=np.zeros((0, dim), np.float32),
+    num_classes=num_classes,
+  )

@@ -18,36 +18,36 @@ from afl_jax.models.resnet import BasicBlock, ResNet18
 from afl_jax.models.simple import MLP, LogisticRegression
 
 MODELS: dict[str, type[nn.Module]] = {
-    "logreg": LogisticRegression,
-    "mlp": MLP,
-    "cnn": CNN,
-    "resnet18": ResNet18,
+  "logreg": LogisticRegression,
+  "mlp": MLP,
+  "cnn": CNN,
+  "resnet18": ResNet18,
 }
 
 
 def get_model(name: str, num_classes: int, **kwargs: Any) -> nn.Module:
-    """Returns the model registered as ``name``; ``kwargs`` go to its constructor.
+  """Returns the model registered as ``name``; ``kwargs`` go to its constructor.
 
-    Raises:
-        ValueError: for an unknown name (the message lists the valid names).
-    """
-    if name not in MODELS:
-        raise ValueError(f"unknown model name={name!r}; valid names: {sorted(MODELS)}")
-    return MODELS[name](num_classes=num_classes, **kwargs)
+  Raises:
+    ValueError: for an unknown name (the message lists the valid names).
+  """
+  if name not in MODELS:
+    raise ValueError(f"unknown model name={name!r}; valid names: {sorted(MODELS)}")
+  return MODELS[name](num_classes=num_classes, **kwargs)
 
 
 def count_params(params: Any) -> int:
-    """Total number of scalar parameters in a pytree."""
-    return int(sum(math.prod(np.shape(leaf)) for leaf in jax.tree_util.tree_leaves(params)))
+  """Total number of scalar parameters in a pytree."""
+  return int(sum(math.prod(np.shape(leaf)) for leaf in jax.tree_util.tree_leaves(params)))
 
 
 __all__ = [
-    "CNN",
-    "MLP",
-    "MODELS",
-    "BasicBlock",
-    "LogisticRegression",
-    "ResNet18",
-    "count_params",
-    "get_model",
+  "CNN",
+  "MLP",
+  "MODELS",
+  "BasicBlock",
+  "LogisticRegression",
+  "ResNet18",
+  "count_params",
+  "get_model",
 ]

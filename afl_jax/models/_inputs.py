@@ -10,33 +10,33 @@ import jax.numpy as jnp
 
 
 def as_float(x: jax.Array) -> jax.Array:
-    """Casts integer inputs to float32; floating inputs keep their dtype."""
-    x = jnp.asarray(x)
-    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.float32)
+  """Casts integer inputs to float32; floating inputs keep their dtype."""
+  x = jnp.asarray(x)
+  return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.float32)
 
 
 def flatten(x: jax.Array) -> jax.Array:
-    """``[B, ...] -> [B, prod(...)]``; the leading axis is always the batch."""
-    x = as_float(x)
-    return x.reshape(x.shape[0], -1)
+  """``[B, ...] -> [B, prod(...)]``; the leading axis is always the batch."""
+  x = as_float(x)
+  return x.reshape(x.shape[0], -1)
 
 
 def as_nhwc(x: jax.Array, image_shape: Sequence[int]) -> jax.Array:
-    """Brings a batch to NHWC.
+  """Brings a batch to NHWC.
 
-    Accepts ``[B, H, W, C]`` (returned as is), ``[B, H, W]`` (a channel axis of size 1 is
-    added) or flat ``[B, H*W*C]`` (reshaped to ``[B, *image_shape]``).
-    """
-    x = as_float(x)
-    if x.ndim == 4:
-        return x
-    if x.ndim == 3:
-        return x[..., None]
-    if x.ndim == 2:
-        if x.shape[1] != math.prod(image_shape):
-            raise ValueError(
-                f"flat input of width {x.shape[1]} does not match image_shape "
-                f"{tuple(image_shape)} ({math.prod(image_shape)} values)"
-            )
-        return x.reshape(x.shape[0], *image_shape)
-    raise ValueError(f"expected a batch [B, H, W, C], [B, H, W] or [B, D]; got {x.shape}")
+  Accepts ``[B, H, W, C]`` (returned as is), ``[B, H, W]`` (a channel axis of size 1 is
+  added) or flat ``[B, H*W*C]`` (reshaped to ``[B, *image_shape]``).
+  """
+  x = as_float(x)
+  if x.ndim == 4:
+    return x
+  if x.ndim == 3:
+    return x[..., None]
+  if x.ndim == 2:
+    if x.shape[1] != math.prod(image_shape):
+      raise ValueError(
+        f"flat input of width {x.shape[1]} does not match image_shape "
+        f"{tuple(image_shape)} ({math.prod(image_shape)} values)"
+      )
+    return x.reshape(x.shape[0], *image_shape)
+  raise ValueError(f"expected a batch [B, H, W, C], [B, H, W] or [B, D]; got {x.shape}")

@@ -11,31 +11,31 @@ from afl_jax.models._inputs import flatten
 
 
 class LogisticRegression(nn.Module):
-    """Flatten + ``Dense(num_classes)``; returns logits ``[B, num_classes]``.
+  """Flatten + ``Dense(num_classes)``; returns logits ``[B, num_classes]``.
 
-    Parameters: ``D * num_classes + num_classes`` for D input features.
-    """
+  Parameters: ``D * num_classes + num_classes`` for D input features.
+  """
 
-    num_classes: int = 10
+  num_classes: int = 10
 
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        return nn.Dense(self.num_classes)(flatten(x))
+  @nn.compact
+  def __call__(self, x: jax.Array) -> jax.Array:
+    return nn.Dense(self.num_classes)(flatten(x))
 
 
 class MLP(nn.Module):
-    """Flatten, ReLU hidden layers, linear output; default 784-200-200-10.
+  """Flatten, ReLU hidden layers, linear output; default 784-200-200-10.
 
-    The 2-hidden-layer 200-unit MLP is McMahan et al.'s (AISTATS 2017) "2NN"; the AsynFL
-    paper (Yang, Hou & Wu) trains "the typical MLP model" on (F)MNIST.
-    """
+  The 2-hidden-layer 200-unit MLP is McMahan et al.'s (AISTATS 2017) "2NN"; the AsynFL
+  paper (Yang, Hou & Wu) trains "the typical MLP model" on (F)MNIST.
+  """
 
-    num_classes: int = 10
-    hidden_sizes: Sequence[int] = (200, 200)
+  num_classes: int = 10
+  hidden_sizes: Sequence[int] = (200, 200)
 
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        x = flatten(x)
-        for width in self.hidden_sizes:
-            x = nn.relu(nn.Dense(width)(x))
-        return nn.Dense(self.num_classes)(x)
+  @nn.compact
+  def __call__(self, x: jax.Array) -> jax.Array:
+    x = flatten(x)
+    for width in self.hidden_sizes:
+      x = nn.relu(nn.Dense(width)(x))
+    return nn.Dense(self.num_classes)(x)

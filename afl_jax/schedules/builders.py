@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from afl_jax.schedules import durations as durations_lib
+from afl_jax.schedules.durations import Durations, constant, uniform
 from afl_jax.schedules.schedule import Schedule
 
 
@@ -62,7 +62,7 @@ def _pack(rows: Sequence[Sequence[tuple[int, int, int]]], wall: Sequence[float],
 
 
 def synchronous(num_clients: int, clients_per_step: int, num_steps: int, *,
-                durations: durations_lib.Durations | None = None, local_steps=1,
+                durations: Durations | None = None, local_steps=1,
                 seed: int = 0) -> Schedule:
   """Synchronous rounds: S clients drawn without replacement, all from the current model."""
   n = _positive_int('num_clients', num_clients)
@@ -70,7 +70,7 @@ def synchronous(num_clients: int, clients_per_step: int, num_steps: int, *,
   t_max = _positive_int('num_steps', num_steps)
   if s > n:
     raise ValueError(f'clients_per_step={s} exceeds num_clients={n}.')
-  durations = durations or durations_lib.constant(1.0)
+  durations = durations or constant(1.0)
   steps = _steps_table(local_steps, n)
   rng = np.random.default_rng(seed)
   ids = np.stack([rng.choice(n, size=s, replace=False) for _ in range(t_max)]).astype(np.int32)
@@ -104,7 +104,7 @@ class _IdlePool:
 
 
 def fedbuff(num_clients: int, concurrency: int, buffer_size: int, num_steps: int, *,
-            durations: durations_lib.Durations | None = None, local_steps=1,
+            durations: Durations | None = None, local_steps=1,
             seed: int = 0) -> Schedule:
   """FedBuff's event clock.
 
@@ -136,7 +136,7 @@ def fedbuff(num_clients: int, concurrency: int, buffer_size: int, num_steps: int
   if n < mc + m - 1:
     raise ValueError(f'num_clients={n} must be >= concurrency + buffer_size - 1 = '
                      f'{mc + m - 1} so an idle client is always available.')
-  durations = durations or durations_lib.uniform(0.0, 20.0)
+  durations = durations or uniform(0.0, 20.0)
   steps = _steps_table(local_steps, n)
   rng = np.random.default_rng(seed)
   first = rng.choice(n, size=mc, replace=False)
@@ -208,7 +208,7 @@ def random_staleness(num_clients: int, clients_per_step: int, num_steps: int, *,
 
 
 def waiting_windows(num_clients: int, num_steps: int, *, window: float | None,
-                    durations: durations_lib.Durations, local_steps=1,
+                    durations: Durations, local_steps=1,
                     seed: int = 0) -> Schedule:
   """Flexible participation: the server waits ``window`` seconds per round (AsynFL).
 

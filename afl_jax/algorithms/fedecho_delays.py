@@ -1,0 +1,149 @@
+"""FedEcho's wall-clock delay model (Table 1 and Sec. 5, "Overview of running time").
+
+Wang, Ma, Chen, "Stragglers Can Contribute More: Uncertainty-Aware Distillation for
+Asynchronous Federated Learning". Each client is assigned once to a runtime
+category, and every job of a client in category c lasts U(low_c, high_c) (units of
+10 seconds):
+
+==========  ========  ========  ==========
+delay       short     medium    long
+==========  ========  ========  ==========
+large       U(1, 2)   U(3, 5)   U(50, 80)
+mild        U(1, 2)   U(3, 5)   U(10, 20)
+==========  ========  ========  ==========
+
+The paper assigns categories "based on a parameter gamma and the number of local
+training samples" (a smaller gamma ties runtime more strongly to the sample count)
+and keeps at most 10% of the clients in the long group; it gives no formula. Our
+reading: rank clients by the Gumbel-perturbed score ``n_i / (gamma * mean(n)) + G_i``
+(i.e. draw without replacement with probabilities proportional to
+``exp(n_i / (gamma * mean n))``); the top ``floor(fractions[2] * N)`` are long, the
+next ``floor(fractions[1] * N)`` medium, the rest short. gamma -> 0 makes the largest
+clients the slowest; gamma -> inf assigns categories uniformly at random.
+
+A per-client uniform range U(low_i, high_i) is not ``speed * U(low, high)`` for one
+(low, high) (the three ranges have different high/low ratios), so
+:class:`PerClientUniform` extends :class:`afl_jax.schedules.Durations` with
+per-client bounds; :func:`schedule` feeds it to FedBuff's event clock
+(:func:`afl_jax.schedules.fedbuff`, Mc clients training, M arrivals per step).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from afl_jax.schedules import builders
+from afl_jax.schedules.durations import Durations
+from afl_jax.schedules.schedule import Schedule
+
+CATEGORIES = ('short', 'medium', 'long')
+TABLE_1 = {
+    'large': ((1.0, 2.0), (3.0, 5.0), (50.0, 80.0)),
+    'mild': ((1.0, 2.0), (3.0, 5.0), (10.0, 20.0)),
+}
+MAX_LONG_FRACTION = 0.1  # "no more than 10% of the clients" in the long group
+
+
+def runtime_categories(num_samples: np.ndarray, *, gamma: float = 1.0,
+                       fractions: tuple[float, float, float] = (0.6, 0.3, 0.1),
+                       seed: int = 0) -> np.ndarray:
+  """int[N] category per client: 0 short, 1 medium, 2 long (see the module docstring).
+
+  Args:
+    num_samples: int[N] local training samples per client.
+    gamma: > 0; smaller = runtime depends more strongly on the sample count.
+    fractions: (short, medium, long) shares; long <= 0.1, summing to 1.
+    seed: seed of the Gumbel noise.
+  """
+  n_i = np.asarray(num_samples, np.float64)
+  if n_i.ndim != 1 or n_i.size < 1 or (n_i < 0).any():
+    raise ValueError(f'num_samples must be a non-empty 1-D array of counts >= 0; got shape '
+                     f'{n_i.shape}.')
+  if not gamma > 0:
+    raise ValueError(f'gamma must be > 0; got {gamma}.')
+  fr = np.asarray(fractions, np.float64)
+  if fr.shape != (3,) or (fr < 0).any() or not np.isclose(fr.sum(), 1.0):
+    raise ValueError(f'fractions must be three shares (short, medium, long) >= 0 summing to '
+                     f'1; got {fractions}.')
+  if fr[2] > MAX_LONG_FRACTION:
+    raise ValueError(f'fractions[2] (long) must be <= {MAX_LONG_FRACTION}; got {fr[2]}.')
+  n = n_i.size
+  num_long, num_medium = int(np.floor(fr[2] * n)), int(np.floor(fr[1] * n))
+  rng = np.random.default_rng(seed)
+  score = n_i / (gamma * max(n_i.mean(), 1e-12)) + rng.gumbel(size=n)
+  order = np.argsort(-score, kind='stable')
+  cat = np.zeros(n, np.int32)
+  cat[order[:num_long]] = 2
+  cat[order[num_long:num_long + num_medium]] = 1
+  return cat
+
+
+def category_ranges(categories: np.ndarray, delay: str = 'large', unit: float = 10.0
+                    ) -> tuple[np.ndarray, np.ndarray]:
+  """Per-client (low[N], high[N]) of Table 1 for ``delay`` in {'large', 'mild'}, times ``unit``."""
+  if delay not in TABLE_1:
+    raise ValueError(f'delay must be one of {sorted(TABLE_1)}; got {delay!r}.')
+  if not unit > 0:
+    raise ValueError(f'unit must be > 0 (seconds per Table 1 unit); got {unit}.')
+  cat = np.asarray(categories)
+  if cat.ndim != 1 or not np.isin(cat, (0, 1, 2)).all():
+    raise ValueError('categories must be a 1-D array of 0 (short), 1 (medium), 2 (long).')
+  table = np.asarray(TABLE_1[delay]) * unit
+  return table[cat, 0], table[cat, 1]
+
+
+@dataclasses.dataclass(frozen=True)
+class PerClientUniform(Durations):
+  """Durations U(low[i], high[i]) per client i (a :class:`Durations` of kind 'uniform').
+
+  ``params`` holds the overall (min low, max high) so the base validation applies;
+  ``draw`` uses the per-client bounds. ``category`` (int[N]) is kept for reporting.
+  """
+
+  low: np.ndarray | None = None
+  high: np.ndarray | None = None
+  category: np.ndarray | None = None
+
+  def __post_init__(self):
+    super().__post_init__()
+    low, high = np.asarray(self.low, np.float64), np.asarray(self.high, np.float64)
+    if low.ndim != 1 or low.shape != high.shape or not (0 <= low).all() or (low > high).any():
+      raise ValueError('PerClientUniform needs 1-D low and high of equal length with '
+                       '0 <= low <= high.')
+    object.__setattr__(self, 'low', low)
+    object.__setattr__(self, 'high', high)
+
+  def draw(self, rng: np.random.Generator, client_ids: np.ndarray) -> np.ndarray:
+    ids = np.asarray(client_ids)
+    if ids.size and ids.max() >= self.low.shape[0]:
+      raise ValueError(f'PerClientUniform has {self.low.shape[0]} clients but client id '
+                       f'{ids.max()} was drawn.')
+    u = rng.uniform(0.0, 1.0, size=ids.shape)
+    d = self.low[ids] + (self.high[ids] - self.low[ids]) * u
+    return d if self.speed is None else d * self.speed[ids]
+
+
+def durations(num_samples: np.ndarray, *, delay: str = 'large', gamma: float = 1.0,
+              fractions: tuple[float, float, float] = (0.6, 0.3, 0.1), unit: float = 10.0,
+              seed: int = 0) -> PerClientUniform:
+  """Table 1 durations for clients with ``num_samples`` local samples (seconds by default)."""
+  cat = runtime_categories(num_samples, gamma=gamma, fractions=fractions, seed=seed)
+  low, high = category_ranges(cat, delay, unit)
+  return PerClientUniform('uniform', {'low': float(low.min()), 'high': float(high.max())},
+                          low=low, high=high, category=cat)
+
+
+def schedule(num_samples: np.ndarray, concurrency: int, buffer_size: int, num_steps: int, *,
+             delay: str = 'large', gamma: float = 1.0,
+             fractions: tuple[float, float, float] = (0.6, 0.3, 0.1), unit: float = 10.0,
+             local_steps=1, seed: int = 0) -> Schedule:
+  """FedBuff's event clock (Mc = ``concurrency``, M = ``buffer_size``) with Table 1 delays.
+
+  The paper's vision setting is N=50, Mc=25, M=5 (Sec. 5.1).
+  """
+  dur = durations(num_samples, delay=delay, gamma=gamma, fractions=fractions, unit=unit,
+                  seed=seed)
+  return builders.fedbuff(len(dur.low), concurrency, buffer_size, num_steps, durations=dur,
+                          local_steps=local_steps, seed=seed)

@@ -1,0 +1,165 @@
+"""MasFL and AdaMasFL, with the tuning-free hyperparameters of their theorems.
+
+Yan, Zhong, Wang, Zhang, "Momentum-Driven Adaptivity: Towards Tuning-Free
+Asynchronous Federated Learning" (papers/000):
+
+* MasFL, Algorithms 1-2 (server :func:`afl_jax.servers.masfl.masfl_server`, client
+  :func:`afl_jax.clients.masfl.masfl_client`). Theorem 3.1: ``beta = sqrt(SK/T)``,
+  ``gamma = beta / (4L)``, and ``eta <= sqrt(T - sqrt(SKT) - 4 S K tau_max^2) /
+  (4 sqrt(5) e K L sqrt(T))`` (also Table 1); :func:`masfl_theory` returns the bound.
+* AdaMasFL, Algorithms 3-4 (normalized local steps, the server steps along the mean
+  ``Delta_i``). Theorem 4.1: ``gamma = (SK)^{1/4} / T^{3/4}``, ``eta = 1 / (K sqrt(T))``,
+  ``beta = sqrt(SK/T)``: :func:`adamasfl_theory`.
+
+Hyperparameters (paper symbol -> name): eta -> ``client_lr``, gamma -> ``server_lr``,
+beta -> ``beta``, S -> ``clients_per_round``, K -> ``local_steps``, T -> ``num_rounds``,
+L -> ``smoothness``, tau_max -> ``tau_max`` (the paper's delay counter). A rate left
+as ``None`` is taken from the theorem, which then needs S, K, T (and, for MasFL's
+gamma and eta, L and tau_max). Both algorithms initialize ``c_i^0`` for every client
+through ``Algorithm.init`` (one vmapped pass over all N clients).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+
+from afl_jax.algorithms.registry import register
+from afl_jax.clients.masfl import masfl_client
+from afl_jax.core.types import Algorithm
+from afl_jax.servers.masfl import check_selection, init_state, masfl_server
+
+
+class TheoryRates(NamedTuple):
+  client_lr: float  # eta
+  server_lr: float  # gamma
+  beta: float
+
+
+def _positive_int(name: str, value) -> int:
+  if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    raise ValueError(f'{name} must be an integer >= 1; got {value!r}.')
+  return value
+
+
+def _beta(s: int, k: int, t: int) -> float:
+  if s * k > t:
+    raise ValueError(f'num_rounds={t} must be >= clients_per_round * local_steps = {s * k} '
+                     'so that beta = sqrt(SK/T) <= 1.')
+  return math.sqrt(s * k / t)
+
+
+def adamasfl_theory(clients_per_round: int, local_steps: int, num_rounds: int) -> TheoryRates:
+  """Theorem 4.1: ``gamma = (SK)^{1/4} / T^{3/4}``, ``eta = 1/(K sqrt T)``, ``beta = sqrt(SK/T)``."""
+  s = _positive_int('clients_per_round', clients_per_round)
+  k = _positive_int('local_steps', local_steps)
+  t = _positive_int('num_rounds', num_rounds)
+  return TheoryRates(client_lr=1.0 / (k * math.sqrt(t)),
+                     server_lr=(s * k) ** 0.25 / t ** 0.75, beta=_beta(s, k, t))
+
+
+def masfl_theory(clients_per_round: int, local_steps: int, num_rounds: int,
+                 smoothness: float, tau_max: int) -> TheoryRates:
+  """Theorem 3.1: ``beta = sqrt(SK/T)``, ``gamma = beta/(4L)``, eta = its upper bound.
+
+  Raises:
+    ValueError: the theorem's condition ``T - sqrt(SKT) - 4 S K tau_max^2 >= 0`` fails.
+  """
+  s = _positive_int('clients_per_round', clients_per_round)
+  k = _positive_int('local_steps', local_steps)
+  t = _positive_int('num_rounds', num_rounds)
+  if not smoothness > 0:
+    raise ValueError(f'smoothness (L) must be > 0; got {smoothness}.')
+  if isinstance(tau_max, bool) or not isinstance(tau_max, int) or tau_max < 0:
+    raise ValueError(f'tau_max must be an integer >= 0; got {tau_max!r}.')
+  beta = _beta(s, k, t)
+  room = t - math.sqrt(s * k * t) - 4 * s * k * tau_max ** 2
+  if room < 0:
+    raise ValueError(f'num_rounds={t} is too small for Theorem 3.1 with clients_per_round={s}, '
+                     f'local_steps={k}, tau_max={tau_max}: T - sqrt(SKT) - 4SK tau_max^2 = '
+                     f'{room:.4g} < 0.')
+  eta = math.sqrt(room) / (4 * math.sqrt(5) * math.e * k * smoothness * math.sqrt(t))
+  return TheoryRates(client_lr=eta, server_lr=beta / (4 * smoothness), beta=beta)
+
+
+def _need(name: str, **given) -> None:
+  missing = sorted(k for k, v in given.items() if v is None)
+  if missing:
+    raise ValueError(f'{name}: pass client_lr, server_lr and beta, or the theorem inputs; '
+                     f'missing {missing}.')
+
+
+def _check_rates(client_lr: float, server_lr: float, beta: float) -> None:
+  for name, value in (('client_lr', client_lr), ('server_lr', server_lr)):
+    if not value > 0:
+      raise ValueError(f'{name} must be > 0; got {value}.')
+  if not 0 < beta <= 1:
+    raise ValueError(f'beta must be in (0, 1]; got {beta}.')
+
+
+def build(name: str, client_lr: float, server_lr: float, beta: float, *, adaptive: bool,
+          selection: str = 'arrivals') -> Algorithm:
+  """The MasFL (``adaptive=False``) or AdaMasFL recipe with explicit rates."""
+  _check_rates(client_lr, server_lr, beta)
+  check_selection(selection)
+  client = masfl_client(client_lr, beta, normalize=adaptive)
+  server = masfl_server(server_lr, beta, adaptive=adaptive, selection=selection)
+
+  def init(params, tasks, key):
+    """c_i^0 for all N clients in one vmapped pass; c^0 = mean_i c_i^0, g^0 = c^0."""
+    n = tasks.client_id.shape[0]
+    keys = jax.random.split(key, n)
+    states = jax.vmap(client.init, in_axes=(None, 0, 0))(params, tasks, keys)
+    return init_state(params, states.variate, selection=selection, adaptive=adaptive), states
+
+  return Algorithm(name, client, server, init=init)
+
+
+@register('masfl')
+def masfl(client_lr: float | None = None, server_lr: float | None = None,
+          beta: float | None = None, clients_per_round: int | None = None,
+          local_steps: int | None = None, num_rounds: int | None = None,
+          smoothness: float | None = None, tau_max: int | None = None,
+          selection: str = 'arrivals') -> Algorithm:
+  """MasFL (Alg. 1-2): eta = client_lr, gamma = server_lr; missing rates from Thm 3.1.
+
+  With ``beta`` given and ``server_lr`` missing, ``gamma = beta / (4L)`` uses that beta.
+  """
+  if beta is None:
+    _need('masfl', clients_per_round=clients_per_round, local_steps=local_steps,
+          num_rounds=num_rounds)
+    beta = _beta(_positive_int('clients_per_round', clients_per_round),
+                 _positive_int('local_steps', local_steps),
+                 _positive_int('num_rounds', num_rounds))
+  if server_lr is None:
+    _need('masfl', smoothness=smoothness)
+    if not smoothness > 0:
+      raise ValueError(f'smoothness (L) must be > 0; got {smoothness}.')
+    server_lr = beta / (4 * smoothness)
+  if client_lr is None:
+    _need('masfl', clients_per_round=clients_per_round, local_steps=local_steps,
+          num_rounds=num_rounds, smoothness=smoothness, tau_max=tau_max)
+    client_lr = masfl_theory(clients_per_round, local_steps, num_rounds, smoothness,
+                             tau_max).client_lr
+  return build('masfl', client_lr, server_lr, beta, adaptive=False, selection=selection)
+
+
+@register('adamasfl')
+def adamasfl(client_lr: float | None = None, server_lr: float | None = None,
+             beta: float | None = None, clients_per_round: int | None = None,
+             local_steps: int | None = None, num_rounds: int | None = None,
+             selection: str = 'arrivals') -> Algorithm:
+  """AdaMasFL (Alg. 3-4): eta = client_lr, gamma = server_lr; missing rates from Thm 4.1."""
+  if None in (client_lr, server_lr, beta):
+    _need('adamasfl', clients_per_round=clients_per_round, local_steps=local_steps,
+          num_rounds=num_rounds)
+    theory = adamasfl_theory(clients_per_round, local_steps, num_rounds)
+    client_lr = theory.client_lr if client_lr is None else client_lr
+    server_lr = theory.server_lr if server_lr is None else server_lr
+    beta = theory.beta if beta is None else beta
+  return build('adamasfl', client_lr, server_lr, beta, adaptive=True, selection=selection)
+
+
+__all__ = ['TheoryRates', 'adamasfl', 'adamasfl_theory', 'build', 'masfl', 'masfl_theory']

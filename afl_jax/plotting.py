@@ -1,0 +1,43 @@
+"""Plots of training curves: accuracy vs server steps and vs simulated wall-clock."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def read_metrics(workdir: str | os.PathLike) -> list[dict]:
+  """The evaluation records of a run (``metrics.jsonl``), in order."""
+  path = os.path.join(workdir, 'metrics.jsonl')
+  with open(path) as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def plot_runs(runs: Mapping[str, Sequence[dict]], path: str | os.PathLike, *,
+              metric: str = 'test_accuracy', title: str = '') -> None:
+  """Overlay runs: ``metric`` against server steps (left) and simulated wall-clock (right)."""
+  fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+  for label, records in runs.items():
+    records = [r for r in records if metric in r]
+    steps = [r['step'] for r in records]
+    wall = [r['wall_clock'] for r in records]
+    values = [r[metric] for r in records]
+    axes[0].plot(steps, values, marker='.', label=label)
+    axes[1].plot(wall, values, marker='.', label=label)
+  axes[0].set_xlabel('server steps')
+  axes[1].set_xlabel('simulated wall-clock')
+  for ax in axes:
+    ax.set_ylabel(metric.replace('_', ' '))
+    ax.grid(alpha=0.3)
+  axes[1].legend(fontsize=8)
+  if title:
+    fig.suptitle(title)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)

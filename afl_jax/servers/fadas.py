@@ -1,0 +1,143 @@
+"""FADAS's server: AMSGrad on the buffered mean pseudo-gradient, delay-adaptive rate.
+
+Wang, Wang, Lu, Chen, "FADAS: Towards Federated Adaptive Asynchronous
+Optimization", ICML 2024, Algorithm 1 and its delay-adaptive extension. At server
+step t with the buffered arrivals ``S_t`` (``|S_t| = M``):
+
+.. math::
+  \\Delta_t = \\tfrac{1}{M} \\sum_{i \\in S_t} \\Delta_i, \\quad
+  m_t = \\beta_1 m_{t-1} + (1 - \\beta_1) \\Delta_t, \\quad
+  v_t = \\beta_2 v_{t-1} + (1 - \\beta_2) \\Delta_t^2, \\quad
+  \\hat v_t = \\max(\\hat v_{t-1}, v_t),
+
+  x_{t+1} = x_t - \\eta_t\\, \\frac{m_t}{\\sqrt{\\hat v_t} + \\epsilon}
+
+(``m_0 = v_0 = \\hat v_0 = 0``; our ``Delta_i = x_start - x_local`` is the negative
+of the paper's, hence ``x - ...`` for the paper's ``x + ...``). The delay-adaptive
+learning rate uses the largest staleness of the step, ``tau_t^max``, and a
+threshold ``tau_c``: ``eta_t = eta`` when ``tau_t^max <= tau_c``, otherwise
+
+* ``delay_rule='min_inverse'`` (default, the paper's rule as we read it):
+  ``eta_t = min(eta, 1 / tau_t^max)``;
+* ``delay_rule='divide'`` (the authors' released code, ``g_delay_adaptive.py``,
+  which multiplies the rate by ``1 / max(delay)``): ``eta_t = eta / tau_t^max``.
+
+``delay_adaptive=False`` is plain FADAS (``eta_t = eta``). ``bias_correction=True``
+adds Adam's corrections as the authors' code does:
+``m_t / (1 - beta_1^t)`` over ``sqrt(\\hat v_t) / sqrt(1 - beta_2^t) + epsilon``
+(the max is taken over the uncorrected ``v``), t counting applied server steps.
+
+Staleness: ``tau = t - start_step`` (docs/architecture.md). In the authors' code a
+job started from the model of round e and aggregated at the end of round e has delay
+0, as in our convention, so ``tau_c`` needs no offset. A step with no valid arrival
+leaves the state unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from afl_jax.core import tree
+from afl_jax.core.types import Arrivals, Params, ServerRule
+
+DELAY_RULES = ('min_inverse', 'divide')
+
+
+class AMSGradState(NamedTuple):
+  count: jax.Array  # int32 scalar: server steps applied
+  mu: Params  # m_t
+  nu: Params  # v_t
+  nu_max: Params  # \hat v_t
+
+
+def scale_by_amsgrad(beta1: float = 0.9, beta2: float = 0.99, epsilon: float = 1e-8, *,
+                     bias_correction: bool = False) -> optax.GradientTransformation:
+  """``m_t / (sqrt(max_{s<=t} v_s) + epsilon)`` (Reddi, Kale, Kumar, 2018), as FADAS uses it.
+
+  Unlike ``optax.scale_by_amsgrad`` (which takes the max over bias-corrected ``v``),
+  the max is over the raw ``v``; corrections, if any, are applied afterwards.
+  """
+  def init(params):
+    zeros = tree.zeros_like(params)
+    return AMSGradState(jnp.zeros((), jnp.int32), zeros, zeros, zeros)
+
+  def update(updates, state, params=None):
+    del params
+    mu = jax.tree.map(lambda m, g: beta1 * m + (1 - beta1) * g, state.mu, updates)
+    nu = jax.tree.map(lambda v, g: beta2 * v + (1 - beta2) * g * g, state.nu, updates)
+    nu_max = jax.tree.map(jnp.maximum, state.nu_max, nu)
+    count = state.count + 1
+    if bias_correction:
+      t = count.astype(jnp.result_type(float))
+      c1, c2 = 1 - beta1 ** t, 1 - beta2 ** t
+    else:
+      c1 = c2 = 1.0
+    out = jax.tree.map(lambda m, v: ((m / c1) / (jnp.sqrt(v) / jnp.sqrt(c2) + epsilon)
+                                     ).astype(m.dtype), mu, nu_max)
+    return out, AMSGradState(count, mu, nu, nu_max)
+
+  return optax.GradientTransformation(init, update)
+
+
+def delay_adaptive_rate(server_lr: float, tau_max: jax.Array, tau_c: int,
+                        rule: str = 'min_inverse') -> jax.Array:
+  """eta_t from the step's largest staleness ``tau_max`` (see the module docstring)."""
+  tau = jnp.maximum(tau_max, 1).astype(jnp.result_type(float))
+  reduced = jnp.minimum(server_lr, 1.0 / tau) if rule == 'min_inverse' else server_lr / tau
+  return jnp.where(tau_max > tau_c, reduced, server_lr)
+
+
+class FADASState(NamedTuple):
+  params: Params
+  opt_state: AMSGradState
+
+
+def fadas(server_lr: float = 1e-4, beta1: float = 0.9, beta2: float = 0.99,
+          epsilon: float = 1e-8, *, delay_adaptive: bool = True, tau_c: int = 1,
+          delay_rule: str = 'min_inverse', bias_correction: bool = False) -> ServerRule:
+  """The FADAS server.
+
+  Args:
+    server_lr: eta, the global learning rate (> 0).
+    beta1, beta2: AMSGrad's moment decays, in [0, 1).
+    epsilon: added to ``sqrt(v_hat)`` (> 0).
+    delay_adaptive: reduce the rate on steps whose largest staleness exceeds tau_c.
+    tau_c: the delay threshold (>= 0), in the library's staleness convention.
+    delay_rule: 'min_inverse' or 'divide'.
+    bias_correction: Adam-style corrections (the authors' code), off in the paper.
+  """
+  if not server_lr > 0:
+    raise ValueError(f'server_lr (eta) must be > 0; got {server_lr}.')
+  for name, b in (('beta1', beta1), ('beta2', beta2)):
+    if not 0 <= b < 1:
+      raise ValueError(f'{name} must be in [0, 1); got {b}.')
+  if not epsilon > 0:
+    raise ValueError(f'epsilon must be > 0; got {epsilon}.')
+  if not (isinstance(tau_c, int) and tau_c >= 0):
+    raise ValueError(f'tau_c must be an integer >= 0; got {tau_c!r}.')
+  if delay_rule not in DELAY_RULES:
+    raise ValueError(f'delay_rule must be one of {DELAY_RULES}; got {delay_rule!r}.')
+  opt = scale_by_amsgrad(beta1, beta2, epsilon, bias_correction=bias_correction)
+
+  def init(params: Params) -> FADASState:
+    return FADASState(params, opt.init(params))
+
+  def update(state: FADASState, messages: Params, arrivals: Arrivals,
+             key: jax.Array) -> tuple[FADASState, dict[str, Any]]:
+    del key
+    mask = arrivals.mask
+    g = tree.masked_mean(messages, mask)
+    direction, opt_state = opt.update(g, state.opt_state)
+    tau_max = jnp.max(jnp.where(mask, arrivals.staleness, 0))
+    eta = (delay_adaptive_rate(server_lr, tau_max, tau_c, delay_rule) if delay_adaptive
+           else jnp.asarray(server_lr))
+    new = FADASState(tree.axpy(-eta, direction, state.params), opt_state)
+    new = tree.where(jnp.any(mask), new, state)
+    return new, {'update_norm': tree.global_norm(tree.sub(state.params, new.params)),
+                 'server_lr': eta, 'tau_max': tau_max}
+
+  return ServerRule(init, update)

@@ -1,0 +1,250 @@
+"""FedEcho's server: a FedBuff step followed by uncertainty-aware distillation.
+
+Wang, Ma, Chen, "Stragglers Can Contribute More: Uncertainty-Aware Distillation for
+Asynchronous Federated Learning", Alg. 1 and eqs. (2)-(4). In our sign convention
+(``Delta = x_start - x_local``) one server step t is:
+
+* line 5, for every arrival i: rebuild the client's model
+  ``x^i = x_{t - tau} - Delta^i`` (its start broadcast minus its message), run it on
+  the unlabeled set U and store its logits ``y^i`` (``[N, |U|, C]`` in the state,
+  with ``reported[i] = True``); a client's newer logits replace its older ones;
+* lines 10-11, the FedBuff step ``x_hat = x_t - eta_g * mean_i Delta^i`` (an
+  ``optax.sgd(eta_g)`` on the mean message, exactly as
+  :func:`afl_jax.servers.fedbuff`);
+* lines 12-16, Q distillation steps on mini-batches B of U drawn with the server
+  key: teacher = mean of the stored logits of every client that has reported
+  (option: mean of probabilities), loss eq. (3) with alpha from eq. (4), and the
+  eq. (2) step ``x_hat <- x_hat - eta_d * Clip(grad f_d, nu)``, run by an optax
+  transformation (default ``chain(clip_by_global_norm(nu), adam(eta_d))``, Sec. 5.1)
+  whose state lives in the server state;
+* line 17: ``x_{t+1} = x_hat``.
+
+With ``distill_steps = 0`` the rule is FedBuff exactly. Distillation is skipped while
+no client has reported (there is no teacher yet).
+
+Memory (Sec. 3.2, "Memory overhead on the server"): :func:`memory_overhead` reports
+the bytes of the per-client logits store and, given the schedule, how many distinct
+past start versions the server must hold (at most the concurrency Mc).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from afl_jax.core import tree
+from afl_jax.core.types import ServerRule
+from afl_jax.schedules.schedule import Schedule
+from afl_jax.servers import distillation
+from afl_jax.servers.pseudo_gradient import aggregate
+
+ALPHA_MODES = ('dynamic', 'fixed')
+DISTILL_OPTIMIZERS = ('adam', 'sgd')
+
+
+class FedEchoState(NamedTuple):
+  params: Any
+  opt_state: optax.OptState  # state of the FedBuff step (optax.sgd(eta_g))
+  distill_state: optax.OptState  # state of the distillation optimizer
+  logits: jax.Array  # [N, |U|, C] each client's latest logits on U (0 until it reports)
+  reported: jax.Array  # bool[N] whether client i has reported at least once
+
+
+def distill_optimizer(kind: str = 'adam', learning_rate: float = 3e-6,
+                      clip_norm: float = 5.0) -> optax.GradientTransformation:
+  """``chain(clip_by_global_norm(nu), adam(eta_d))`` (Sec. 5.1) or with ``sgd`` (eq. 2).
+
+  Adam uses ``b1=0.9, b2=0.999, eps=1e-8`` as in Sec. 5.1. ``clip_norm=inf`` turns
+  clipping off (the nu = infinity ablation, Table 11).
+  """
+  if kind not in DISTILL_OPTIMIZERS:
+    raise ValueError(f'optimizer must be one of {DISTILL_OPTIMIZERS}; got {kind!r}.')
+  if not learning_rate > 0:
+    raise ValueError(f'distill_lr must be > 0; got {learning_rate}.')
+  if not clip_norm > 0:
+    raise ValueError(f'clip_norm (nu) must be > 0 (inf = no clipping); got {clip_norm}.')
+  base = (optax.adam(learning_rate, b1=0.9, b2=0.999, eps=1e-8) if kind == 'adam'
+          else optax.sgd(learning_rate))
+  if np.isinf(clip_norm):
+    return base
+  return optax.chain(optax.clip_by_global_norm(clip_norm), base)
+
+
+def _check(apply_fn, unlabeled_x, num_clients, server_learning_rate, distill_steps,
+           distill_batch, alpha_mode, alpha_min, alpha_max, alpha, teacher) -> int:
+  if not callable(apply_fn):
+    raise ValueError(f'apply_fn must be a callable apply_fn(params, x) -> logits; got '
+                     f'{apply_fn!r}.')
+  shape = np.shape(unlabeled_x)
+  if len(shape) < 1 or shape[0] < 1:
+    raise ValueError(f'unlabeled_x must be an array [|U|, ...] with |U| >= 1; got shape '
+                     f'{shape}.')
+  if int(num_clients) != num_clients or num_clients < 1:
+    raise ValueError(f'num_clients must be an integer >= 1; got {num_clients!r}.')
+  if not server_learning_rate > 0:
+    raise ValueError(f'server_lr (eta_g) must be > 0; got {server_learning_rate}.')
+  if int(distill_steps) != distill_steps or distill_steps < 0:
+    raise ValueError(f'distill_steps (Q) must be an integer >= 0; got {distill_steps!r}.')
+  if distill_batch is not None and not (int(distill_batch) == distill_batch
+                                        and 1 <= distill_batch <= shape[0]):
+    raise ValueError(f'distill_batch must be None (all of U) or an integer in [1, |U|='
+                     f'{shape[0]}]; got {distill_batch!r}.')
+  if alpha_mode not in ALPHA_MODES:
+    raise ValueError(f'alpha_mode must be one of {ALPHA_MODES}; got {alpha_mode!r}.')
+  if not 0 <= alpha_min <= alpha_max <= 1:
+    raise ValueError(f'need 0 <= alpha_min <= alpha_max <= 1; got alpha_min={alpha_min}, '
+                     f'alpha_max={alpha_max}.')
+  if not 0 <= alpha <= 1:
+    raise ValueError(f'alpha must be in [0, 1]; got {alpha}.')
+  if teacher not in distillation.TEACHERS:
+    raise ValueError(f'teacher must be one of {distillation.TEACHERS}; got {teacher!r}.')
+  return shape[0]
+
+
+def _last_valid(ids: jax.Array, mask: jax.Array) -> jax.Array:
+  """bool[M]: valid slots not followed by a later valid slot of the same client."""
+  later = jnp.triu(jnp.ones((ids.shape[0], ids.shape[0]), bool), k=1)
+  clash = later & (ids[:, None] == ids[None, :]) & mask[None, :]
+  return mask & ~jnp.any(clash, axis=1)
+
+
+def fedecho(apply_fn: Callable[[Any, jax.Array], jax.Array], unlabeled_x: jax.Array,
+            num_clients: int, *, server_learning_rate: float = 1.0,
+            distill_opt: optax.GradientTransformation | None = None, distill_steps: int = 10,
+            distill_batch: int | None = None, alpha_mode: str = 'dynamic',
+            alpha_min: float = 0.2, alpha_max: float = 0.8, alpha: float = 0.5,
+            teacher: str = 'logits', reset_distill_state: bool = False) -> ServerRule:
+  """FedEcho's server rule (Alg. 1 lines 4-5 and 9-17).
+
+  Args:
+    apply_fn: ``apply_fn(params, x) -> logits [B, C]`` of the global model.
+    unlabeled_x: U, inputs ``[|U|, ...]`` whose labels are never read.
+    num_clients: N (size of the logits store).
+    server_learning_rate: eta_g of the FedBuff step (the paper's eta).
+    distill_opt: the distillation optimizer (default :func:`distill_optimizer`:
+      clip nu=5 then Adam eta_d=3e-6).
+    distill_steps: Q, distillation steps per server step (0 = FedBuff).
+    distill_batch: |B|, mini-batch drawn from U without replacement with the server
+      key (None = every step uses all of U).
+    alpha_mode: 'dynamic' (eq. 4) or 'fixed' (``alpha`` every step, Table 7).
+    alpha_min, alpha_max: the range of the dynamic alpha.
+    alpha: the fixed alpha (alpha_mode='fixed').
+    teacher: 'logits' (mean logits, Alg. 1 line 14) or 'probs' (mean probabilities).
+    reset_distill_state: re-initialize the distillation optimizer every server step
+      instead of carrying it across steps.
+  """
+  num_u = _check(apply_fn, unlabeled_x, num_clients, server_learning_rate, distill_steps,
+                 distill_batch, alpha_mode, alpha_min, alpha_max, alpha, teacher)
+  n, q_steps = int(num_clients), int(distill_steps)
+  u = jnp.asarray(unlabeled_x)
+  server_opt = optax.sgd(server_learning_rate)
+  d_opt = distill_opt if distill_opt is not None else distill_optimizer()
+
+  def alpha_of(probs):
+    if alpha_mode == 'dynamic':
+      return distillation.dynamic_alpha(probs, alpha_min, alpha_max)
+    return jnp.asarray(alpha, probs.dtype)
+
+  def init(params):
+    out = jax.eval_shape(apply_fn, params, u)
+    return FedEchoState(params, server_opt.init(params), d_opt.init(params),
+                        jnp.zeros((n,) + tuple(out.shape), out.dtype), jnp.zeros(n, bool))
+
+  def store_logits(state, messages, arrivals):
+    local = tree.sub(arrivals.start_broadcast, messages)
+    write = _last_valid(arrivals.client_ids, arrivals.mask)
+
+    def infer(item):
+      x_local, valid = item
+      return jax.lax.cond(valid, lambda p: apply_fn(p, u).astype(state.logits.dtype),
+                          lambda p: jnp.zeros(state.logits.shape[1:], state.logits.dtype),
+                          x_local)
+
+    new = jax.lax.map(infer, (local, write))
+    logits = tree.scatter(state.logits, arrivals.client_ids, new, write)
+    idx = jnp.where(write, arrivals.client_ids, n)
+    return logits, state.reported.at[idx].set(True, mode='drop')
+
+  def distill(params, d_state, logits, reported, key):
+    def step(carry, q):
+      p, s = carry
+      if distill_batch is None:
+        xb, yb = u, logits
+      else:
+        idx = jax.random.choice(jax.random.fold_in(key, q), num_u, (distill_batch,),
+                                replace=False)
+        xb, yb = u[idx], logits[:, idx]
+      probs = distillation.teacher_probs(yb, reported, teacher)
+      a = alpha_of(probs)
+      loss_fn = lambda w: distillation.distillation_loss(apply_fn(w, xb), probs, a)
+      loss, grad = jax.value_and_grad(loss_fn)(p)
+      updates, s = d_opt.update(grad, s, p)
+      out = (loss, a, distillation.normalized_batch_entropy(probs), tree.global_norm(grad))
+      return (optax.apply_updates(p, updates), s), out
+
+    (new_p, new_s), (loss, a, h, gnorm) = jax.lax.scan(step, (params, d_state),
+                                                       jnp.arange(q_steps))
+    metrics = {'distill_loss': jnp.mean(loss), 'alpha': jnp.mean(a),
+               'teacher_entropy': jnp.mean(h), 'distill_grad_norm': jnp.mean(gnorm)}
+    return new_p, new_s, metrics
+
+  def update(state, messages, arrivals, key):
+    logits, reported = store_logits(state, messages, arrivals)
+    g = aggregate(messages, arrivals)
+    updates, opt_state = server_opt.update(g, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    metrics = {'update_norm': tree.global_norm(updates),
+               'teachers': jnp.sum(reported).astype(jnp.float32)}
+    d_state = state.distill_state
+    if q_steps > 0:
+      start = d_opt.init(params) if reset_distill_state else d_state
+      new_p, new_s, dmetrics = distill(params, start, logits, reported, key)
+      ready = jnp.any(reported)
+      params = tree.where(ready, new_p, params)
+      d_state = tree.where(ready, new_s, d_state)
+      metrics.update({k: jnp.where(ready, v, 0.0) for k, v in dmetrics.items()})
+    return FedEchoState(params, opt_state, d_state, logits, reported), metrics
+
+  return ServerRule(init, update)
+
+
+def held_checkpoints(schedule: Schedule) -> np.ndarray:
+  """int[T]: distinct past start versions the server holds while it collects step t.
+
+  A job arriving at step t' from version s needs checkpoint x_s from its start
+  until it arrives (its logits are computed on arrival, Alg. 1 line 5). While the
+  buffer of step t fills, the jobs that still need an old checkpoint are those with
+  ``s < t <= t'``; all of them were training when step t-1 was applied, so there
+  are at most Mc of them (the current model, version t, is not counted).
+  """
+  t_arr = np.broadcast_to(np.arange(schedule.num_steps)[:, None], schedule.mask.shape)
+  starts, ends = schedule.start_step[schedule.mask], t_arr[schedule.mask]
+  out = np.zeros(schedule.num_steps, np.int64)
+  for t in range(schedule.num_steps):
+    out[t] = np.unique(starts[(starts < t) & (ends >= t)]).size
+  return out
+
+
+def memory_overhead(state: FedEchoState, schedule: Schedule | None = None) -> dict[str, float]:
+  """FedEcho's extra server memory (Sec. 3.2): the logits store and the checkpoints.
+
+  Returns a dict with ``logits_bytes`` (the whole ``[N, |U|, C]`` store),
+  ``logits_bytes_per_client``, ``model_bytes`` (one checkpoint) and, if a schedule is
+  given, ``max_checkpoints`` / ``mean_checkpoints`` from :func:`held_checkpoints` and
+  ``checkpoint_bytes`` = ``max_checkpoints * model_bytes``.
+  """
+  logits = state.logits
+  per_client = int(np.prod(logits.shape[1:])) * jnp.dtype(logits.dtype).itemsize
+  model = sum(int(x.size) * jnp.dtype(x.dtype).itemsize for x in jax.tree.leaves(state.params))
+  out = {'logits_bytes': float(per_client * logits.shape[0]),
+         'logits_bytes_per_client': float(per_client), 'model_bytes': float(model)}
+  if schedule is not None:
+    held = held_checkpoints(schedule)
+    out.update(max_checkpoints=float(held.max()), mean_checkpoints=float(held.mean()),
+               checkpoint_bytes=float(held.max() * model))
+  return out

@@ -1,0 +1,225 @@
+"""Server momentum: FedGM, its special cases, Multistage FedGM and FedOPT optimizers.
+
+Sun, Wu, Huang, Zhang, "On the Role of Server Momentum in Federated Learning".
+
+* FedGM (Sec. 3, eq. (2)), the quasi-hyperbolic momentum (QHM, Ma & Yarats 2019)
+  step applied to the mean pseudo-gradient ``Delta_t`` of step t:
+
+  .. math::  d_{t+1} = (1 - \\beta) \\Delta_t + \\beta d_t,\\quad
+             h_{t+1} = (1 - \\nu) \\Delta_t + \\nu d_{t+1},\\quad
+             x_{t+1} = x_t - \\eta h_{t+1},\\qquad d_0 = 0.
+
+  ``nu = 0`` is FedSGD (FedAvg with a server learning rate), ``nu = 1`` FedAvgM
+  (server heavy ball on Delta), ``nu = beta`` FedNAG (Sec. 3).
+* Multistage FedGM (Alg. 3, lines 8-10): the same step with stagewise
+  ``(eta_s, beta_s, nu_s)``, stage s covering the 0-based server steps
+  ``[T_1 + ... + T_{s-1}, T_1 + ... + T_s)`` ("constant and drop"); the momentum
+  buffer d carries across stages. Steps past ``sum_s T_s`` keep the last stage's
+  values.
+* Autonomous Multistage FedGM (Alg. 4, lines 10-13) has the same server; its
+  clients divide their update by K_{t,i} (``afl_jax.clients.divide_by_local_steps``)
+  and staleness comes from the schedule.
+* FedOPT (Reddi et al., "Adaptive Federated Optimization", 2021; Alg. 1 of Sun et
+  al.): any optax optimizer as ServerOPT, by name in :data:`OPTIMIZERS`.
+
+The FedGM step is an ``optax.GradientTransformation``
+(:func:`quasi_hyperbolic_momentum` chained with ``scale_by_learning_rate``),
+wrapped in ``optax.inject_hyperparams`` so that every hyperparameter may be a
+schedule of the server step count, and applied by
+:func:`afl_jax.servers.optimizer_server`. The values used at each step are reported
+as the metrics ``server_lr``, ``beta`` and ``nu``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+import optax
+
+from afl_jax.core import tree
+from afl_jax.core.types import ServerRule
+from afl_jax.servers.pseudo_gradient import optimizer_server
+
+ScalarOrSchedule = float | optax.Schedule
+OPTIMIZERS = ('sgd', 'adam', 'yogi', 'adagrad', 'amsgrad')
+_METRIC_NAMES = {'learning_rate': 'server_lr', 'beta': 'beta', 'nu': 'nu'}
+
+
+class QuasiHyperbolicMomentumState(NamedTuple):
+  trace: Any  # d_t, the momentum buffer (same tree as the params; d_0 = 0)
+
+
+def _is_number(value: Any) -> bool:
+  return isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+
+
+def _check_range(name: str, value: Any, low: float, high: float, *, high_open: bool,
+                 low_open: bool = False) -> None:
+  """Range check for plain numbers; arrays and schedules are checked by their builder."""
+  if not _is_number(value):
+    return
+  ok_low = value > low if low_open else value >= low
+  ok_high = value < high if high_open else value <= high
+  if not (ok_low and ok_high):
+    interval = f'{"(" if low_open else "["}{low}, {high}{")" if high_open else "]"}'
+    raise ValueError(f'{name} must be in {interval}; got {value}.')
+
+
+def _check_positive(name: str, value: Any) -> None:
+  if _is_number(value) and not value > 0:
+    raise ValueError(f'{name} must be > 0; got {value}.')
+
+
+def quasi_hyperbolic_momentum(beta: float | jax.Array, nu: float | jax.Array
+                              ) -> optax.GradientTransformation:
+  """The momentum part of FedGM eq. (2): returns ``h_{t+1}`` for the gradient ``Delta_t``.
+
+  .. math::  d_{t+1} = (1 - \\beta) g + \\beta d_t,\\quad h_{t+1} = (1 - \\nu) g + \\nu d_{t+1}
+
+  Args:
+    beta: momentum factor in [0, 1).
+    nu: instant discount factor in [0, 1].
+
+  Returns:
+    An ``optax.GradientTransformation`` whose state holds ``d`` (initialized to 0).
+  """
+  _check_range('beta', beta, 0.0, 1.0, high_open=True)
+  _check_range('nu', nu, 0.0, 1.0, high_open=False)
+
+  def init(params):
+    return QuasiHyperbolicMomentumState(tree.zeros_like(params))
+
+  def update(updates, state, params=None):
+    del params
+    trace = jax.tree.map(lambda g, d: ((1 - beta) * g + beta * d).astype(d.dtype),
+                         updates, state.trace)
+    h = jax.tree.map(lambda g, d: ((1 - nu) * g + nu * d).astype(g.dtype), updates, trace)
+    return h, QuasiHyperbolicMomentumState(trace)
+
+  return optax.GradientTransformation(init, update)
+
+
+def general_momentum(learning_rate: float | jax.Array, beta: float | jax.Array,
+                     nu: float | jax.Array) -> optax.GradientTransformation:
+  """The whole FedGM server step as an optax optimizer: updates ``-eta * h_{t+1}``."""
+  _check_positive('learning_rate', learning_rate)
+  return optax.chain(quasi_hyperbolic_momentum(beta, nu),
+                     optax.scale_by_learning_rate(learning_rate))
+
+
+def _with_hyperparameter_metrics(rule: ServerRule) -> ServerRule:
+  """Add the injected hyperparameters used at this step to the server metrics."""
+  def update(state, messages, arrivals, key):
+    state, metrics = rule.update(state, messages, arrivals, key)
+    used = state.opt_state.hyperparams
+    return state, {**metrics, **{out: used[k] for k, out in _METRIC_NAMES.items()}}
+  return rule._replace(update=update)
+
+
+def fedgm(server_lr: ScalarOrSchedule = 1.0, beta: ScalarOrSchedule = 0.9,
+          nu: ScalarOrSchedule = 0.7, *, normalizer: str = 'arrivals',
+          num_clients: int | None = None) -> ServerRule:
+  """FedGM's server (eq. (2)); each hyperparameter a number or an optax schedule of t.
+
+  Args:
+    server_lr: eta > 0, the server learning rate.
+    beta: momentum factor in [0, 1).
+    nu: instant discount factor in [0, 1] (0: FedSGD, 1: FedAvgM, beta: FedNAG).
+    normalizer: 'arrivals' (Delta_t = mean over S_t, as in the paper) or 'clients'.
+    num_clients: n, needed for ``normalizer='clients'``.
+  """
+  _check_positive('server_lr', server_lr)
+  _check_range('beta', beta, 0.0, 1.0, high_open=True)
+  _check_range('nu', nu, 0.0, 1.0, high_open=False)
+  optimizer = optax.inject_hyperparams(general_momentum)(learning_rate=server_lr, beta=beta,
+                                                         nu=nu)
+  rule = optimizer_server(optimizer, normalizer=normalizer, num_clients=num_clients)
+  return _with_hyperparameter_metrics(rule)
+
+
+def stagewise_constant(values: Sequence[float], stage_lengths: Sequence[int]) -> optax.Schedule:
+  """Alg. 3's "constant and drop": ``values[s]`` on 0-based steps of stage s.
+
+  Stage s covers ``[T_1 + ... + T_{s-1}, T_1 + ... + T_s)``; later steps keep the
+  last value.
+  """
+  lengths = _check_stage_lengths(stage_lengths)
+  if len(values) != len(lengths):
+    raise ValueError(f'got {len(values)} stage values for {len(lengths)} stages; '
+                     'give one value per stage.')
+  boundaries = [int(b) for b in np.cumsum(lengths)[:-1]]
+  return optax.join_schedules([optax.constant_schedule(float(v)) for v in values], boundaries)
+
+
+def _check_stage_lengths(stage_lengths: Sequence[int]) -> list[int]:
+  lengths = list(stage_lengths)
+  if not lengths:
+    raise ValueError('stage_lengths must name at least one stage; got [].')
+  for s, length in enumerate(lengths):
+    if not (_is_number(length) and int(length) == length and length >= 1):
+      raise ValueError(f'stage_lengths[{s}] must be an integer >= 1; got {length!r}.')
+  return [int(x) for x in lengths]
+
+
+def multistage_fedgm(stage_lengths: Sequence[int], server_lrs: Sequence[float],
+                     betas: Sequence[float], nus: Sequence[float], *,
+                     normalizer: str = 'arrivals', num_clients: int | None = None
+                     ) -> ServerRule:
+  """Multistage FedGM's server (Alg. 3): stage s runs FedGM(eta_s, beta_s, nu_s) for T_s steps.
+
+  Args:
+    stage_lengths: (T_1, ..., T_S), server steps per stage, each >= 1.
+    server_lrs: (eta_1, ..., eta_S), each > 0.
+    betas: (beta_1, ..., beta_S), each in [0, 1).
+    nus: (nu_1, ..., nu_S), each in [0, 1].
+    normalizer, num_clients: as in :func:`fedgm`.
+  """
+  lengths = _check_stage_lengths(stage_lengths)
+  for name, values in (('server_lrs', server_lrs), ('betas', betas), ('nus', nus)):
+    if len(values) != len(lengths):
+      raise ValueError(f'{name} has {len(values)} entries but stage_lengths has '
+                       f'{len(lengths)}; give one per stage.')
+  for s in range(len(lengths)):
+    _check_positive(f'server_lrs[{s}]', server_lrs[s])
+    _check_range(f'betas[{s}]', betas[s], 0.0, 1.0, high_open=True)
+    _check_range(f'nus[{s}]', nus[s], 0.0, 1.0, high_open=False)
+  return fedgm(stagewise_constant(server_lrs, lengths), stagewise_constant(betas, lengths),
+               stagewise_constant(nus, lengths), normalizer=normalizer,
+               num_clients=num_clients)
+
+
+def server_optimizer(name: str, server_lr: ScalarOrSchedule, *, beta1: float = 0.9,
+                     beta2: float = 0.99, tau: float = 1e-3) -> optax.GradientTransformation:
+  """A FedOPT ServerOPT from optax, by name (Reddi et al. 2021 symbols).
+
+  * 'sgd': ``optax.sgd(eta)`` (FedSGD; beta1, beta2, tau unused).
+  * 'adam': ``optax.adam(eta, b1=beta1, b2=beta2, eps=tau)`` (bias-corrected; Reddi's
+    Alg. 2 omits the bias correction).
+  * 'yogi': ``optax.yogi(eta, b1=beta1, b2=beta2, eps=tau)`` (bias-corrected).
+  * 'amsgrad': ``optax.amsgrad(eta, b1=beta1, b2=beta2, eps=tau)``.
+  * 'adagrad': ``optax.adagrad(eta, initial_accumulator_value=0, eps=tau**2)``, i.e.
+    ``g / sqrt(sum g^2 + tau^2)``; no first moment (beta1, beta2 unused).
+  """
+  if name not in OPTIMIZERS:
+    raise ValueError(f'server_optimizer must be one of {OPTIMIZERS}; got {name!r}.')
+  _check_positive('server_lr', server_lr)
+  _check_range('beta1', beta1, 0.0, 1.0, high_open=True)
+  _check_range('beta2', beta2, 0.0, 1.0, high_open=True)
+  _check_positive('tau', tau)
+  if name == 'sgd':
+    return optax.sgd(server_lr)
+  if name == 'adagrad':
+    return optax.adagrad(server_lr, initial_accumulator_value=0.0, eps=tau ** 2)
+  factory = {'adam': optax.adam, 'yogi': optax.yogi, 'amsgrad': optax.amsgrad}[name]
+  return factory(server_lr, b1=beta1, b2=beta2, eps=tau)
+
+
+def fedopt(name: str = 'adam', server_lr: ScalarOrSchedule = 0.01, *, beta1: float = 0.9,
+           beta2: float = 0.99, tau: float = 1e-3, normalizer: str = 'arrivals',
+           num_clients: int | None = None) -> ServerRule:
+  """FedOPT's server: :func:`server_optimizer` applied to the mean pseudo-gradient."""
+  return optimizer_server(server_optimizer(name, server_lr, beta1=beta1, beta2=beta2, tau=tau),
+                          normalizer=normalizer, num_clients=num_clients)

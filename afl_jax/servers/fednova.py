@@ -1,0 +1,84 @@
+"""FedNova's normalized averaging for plain local SGD.
+
+Wang, Liu, Liang, Joshi, Poor, "Tackling the Objective Inconsistency Problem in
+Heterogeneous Federated Optimization", NeurIPS 2020 (Sec. 4, the generalized update
+rule; Sec. 5, FedNova).
+
+FedNova writes client i's cumulative local change as ``eta * G_i a_i`` and averages
+the *normalized* updates ``d_i = G_i a_i / ||a_i||_1``, then rescales by the
+effective number of steps ``tau_eff = sum_i p_i ||a_i||_1``. With vanilla SGD,
+``a_i = (1, ..., 1)`` has ``||a_i||_1 = tau_i`` (the client's local steps), so in our
+sign convention (``Delta_i = x_start - x_local``):
+
+.. math::  x \\leftarrow x - \\eta_g\\, \\tau_{eff}\\, \\frac{1}{|S|}\\sum_{i \\in S}
+           \\frac{\\Delta_i}{\\tau_i},\\qquad
+           \\tau_{eff} = \\frac{1}{|S|}\\sum_{i \\in S} \\tau_i,
+
+with uniform weights ``p_i = 1/|S|`` over the aggregated set S (as our FedAvg) and
+``eta_g = 1`` for FedNova proper (any server step for the FedBuff variant).
+
+The normalization is a per-message scale ``tau_eff / tau_i`` (:func:`nova_scales`):
+the mean of the rescaled messages is exactly ``tau_eff * mean(d_i)``. :func:`nova`
+puts it in front of any server that averages the messages of a step (FedAvg,
+FedBuff, any :func:`~afl_jax.servers.optimizer_server`); FedFa's sliding window
+applies the same scales to the K windowed messages, with ``tau_eff`` taken over the
+window (``afl_jax.servers.fedfa``, argument ``message_scales``). With equal local
+steps every scale is 1 and FedNova is FedAvg / FedBuff / FedFa unchanged.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from afl_jax.core.types import Arrivals, ServerRule
+
+
+def nova_scales(num_steps: jax.Array, mask: jax.Array) -> jax.Array:
+  """``tau_eff / tau_i`` for each valid row, 0 for padding.
+
+  Args:
+    num_steps: int[M], tau_i, the local SGD steps behind each message (>= 1 where valid).
+    mask: bool[M], which rows are aggregated.
+
+  Returns:
+    float[M] scales (float64 when x64 is enabled); ``tau_eff`` is the mean of
+    ``tau_i`` over the valid rows.
+  """
+  dtype = jnp.result_type(float)
+  tau = num_steps.astype(dtype)
+  valid = mask.astype(dtype)
+  tau_eff = jnp.sum(tau * valid) / jnp.maximum(jnp.sum(valid), 1.0)
+  return jnp.where(mask, tau_eff / jnp.maximum(tau, 1.0), 0.0)
+
+
+def scale_messages(messages, scales: jax.Array):
+  """Row m of every stacked leaf times ``scales[m]``, keeping the leaf's dtype."""
+  def one(x):
+    s = scales.astype(x.dtype).reshape((-1,) + (1,) * (x.ndim - 1))
+    return s * x
+  return jax.tree.map(one, messages)
+
+
+def nova(inner: ServerRule) -> ServerRule:
+  """FedNova normalization in front of an averaging server.
+
+  Each valid message ``Delta_i`` becomes ``(tau_eff / tau_i) Delta_i`` (``tau_i`` =
+  ``arrivals.num_steps``, ``tau_eff`` their mean over this step's valid arrivals),
+  then ``inner`` runs unchanged. With ``inner`` = FedAvg's server this is FedNova;
+  with FedBuff's, ``x <- x - eta_g * tau_eff * mean(Delta_i / tau_i)``.
+
+  Args:
+    inner: a server whose update averages the messages of a step.
+
+  Returns:
+    A server with ``inner``'s state, broadcast and params.
+  """
+  def update(state, messages, arrivals: Arrivals, key):
+    scales = nova_scales(arrivals.num_steps, arrivals.mask)
+    state, metrics = inner.update(state, scale_messages(messages, scales), arrivals, key)
+    valid = arrivals.mask.astype(jnp.float32)
+    tau_eff = jnp.sum(arrivals.num_steps * valid) / jnp.maximum(jnp.sum(valid), 1.0)
+    return state, {**metrics, 'tau_eff': tau_eff}
+
+  return inner._replace(update=update)

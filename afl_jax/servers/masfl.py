@@ -1,0 +1,178 @@
+"""The MasFL / AdaMasFL server: stale control variates and a global momentum.
+
+Yan, Zhong, Wang, Zhang, "Momentum-Driven Adaptivity: Towards Tuning-Free
+Asynchronous Federated Learning" (papers/000), Algorithm 1 (MasFL) and Algorithm 3
+(AdaMasFL). The server holds every client's control variate ``c_i`` (``[N, ...]``),
+the global variate ``c`` and the momentum ``g``. At server step t with the set
+``S_t`` of ``S`` clients:
+
+* Alg. 1/3 line 4: ``c_i^{t+1} = c~_i^{t+1}`` for ``i in S_t``, else ``c_i^t``;
+* Alg. 1 line 5 / Alg. 3 line 7:
+  ``g^{t+1} = beta ((1/S) sum_{i in S_t} (c_i^{t+1} - c_i^t) + c^t) + (1 - beta) g^t``;
+* MasFL, Alg. 1 line 6: ``theta^{t+1} = theta^t - gamma g^{t+1}``;
+  AdaMasFL, Alg. 3 lines 5-6: ``theta^{t+1} = theta^t - gamma (1/S) sum_{i in S_t} Delta_i``;
+* Alg. 1 line 7 / Alg. 3 line 8: ``c^{t+1} = c^t + (1/N) sum_{i in S_t} (c_i^{t+1} - c_i^t)``,
+  so ``c^t = mean_i c_i^t`` at every step;
+* Alg. 1 line 8 / Alg. 3 line 9: broadcast ``(theta^{t+1}, beta c^{t+1} + (1-beta) g^{t+1})``.
+
+Initial state (Alg. 1/3 line 1): ``c_i^0`` from each client (see
+:func:`afl_jax.clients.masfl.initial_variate`), ``c^0 = mean_i c_i^0``, ``g^0 = c^0``;
+build it with :func:`init_state`.
+
+``S_t`` (``selection``), SPEC_NOTES:
+
+* ``'arrivals'`` (default): the clients arriving at step t (FedBuff's buffer scheme,
+  used in the paper's experiments); ``S`` = the number of valid arrivals.
+* ``'uniform'``: the literal Alg. 1 scheme. The server keeps each client's latest
+  finished message in a buffer (every arrival overwrites its client's entry), then
+  draws ``S`` = (number of valid arrivals) distinct clients uniformly from all N with
+  the key passed to ``update``. A re-selected client whose entry did not change
+  contributes 0: its ``c_i`` already equals the buffered variate, and AdaMasFL's
+  buffered ``Delta_i`` is zeroed once consumed.
+
+A step with no valid arrival leaves the state unchanged. Valid arrivals of one step
+have distinct client ids (``Schedule`` guarantees it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from afl_jax.clients.masfl import MasFLBroadcast, MasFLMessage
+from afl_jax.core import tree
+from afl_jax.core.types import Arrivals, Params, ServerRule
+
+SELECTIONS = ('arrivals', 'uniform')
+
+
+class MasFLServerState(NamedTuple):
+  params: Params  # theta^t
+  variates: Params  # c_i^t, leading axis N
+  control: Params  # c^t = mean_i c_i^t
+  momentum: Params  # g^t
+  pending: MasFLMessage | None  # 'uniform': latest finished message per client [N]; else None
+
+
+def check_rates(server_lr: float, beta: float) -> None:
+  if not server_lr > 0:
+    raise ValueError(f'server_lr (gamma) must be > 0; got {server_lr}.')
+  if not 0 < beta <= 1:
+    raise ValueError(f'beta must be in (0, 1]; got {beta}.')
+
+
+def check_selection(selection: str) -> None:
+  if selection not in SELECTIONS:
+    raise ValueError(f'selection must be one of {SELECTIONS}; got {selection!r}.')
+
+
+def init_state(params: Params, variates: Params, *, selection: str = 'arrivals',
+               adaptive: bool = False) -> MasFLServerState:
+  """Alg. 1/3 line 1: ``c^0 = mean_i c_i^0``, ``g^0 = c^0``.
+
+  Args:
+    params: theta^0.
+    variates: c_i^0 stacked on a leading client axis N.
+    selection: as for :func:`masfl_server` (decides whether a message buffer is kept).
+    adaptive: AdaMasFL (the buffer then also holds each client's ``Delta``).
+  """
+  check_selection(selection)
+  n = jax.tree.leaves(variates)[0].shape[0]
+  control = tree.weighted_sum(variates, jnp.full((n,), 1.0 / n))
+  pending = None
+  if selection == 'uniform':
+    pending = MasFLMessage(variates, tree.zeros_like(variates) if adaptive else None)
+  return MasFLServerState(params, variates, control, control, pending)
+
+
+def uniform_selection(key: jax.Array, num_clients: int, count: jax.Array) -> jax.Array:
+  """bool[N]: ``count`` distinct clients drawn uniformly (``count`` may be traced)."""
+  rank = jnp.argsort(jnp.argsort(jax.random.uniform(key, (num_clients,))))
+  return rank < count
+
+
+def masfl_server(server_lr: float, beta: float, *, adaptive: bool = False,
+                 selection: str = 'arrivals', num_clients: int | None = None) -> ServerRule:
+  """The MasFL server (Alg. 1), or AdaMasFL's (Alg. 3) with ``adaptive=True``.
+
+  Args:
+    server_lr: gamma, the global step size.
+    beta: the momentum parameter.
+    adaptive: AdaMasFL: step along the mean of the clients' ``Delta_i`` instead of g.
+    selection: ``'arrivals'`` or ``'uniform'`` (see the module docstring).
+    num_clients: only for ``init(params)``, which starts every ``c_i`` at 0; the
+      paper's initialization needs every client's data: use :func:`init_state`
+      (``afl_jax.algorithms.get('masfl')`` does, through ``Algorithm.init``).
+
+  Returns:
+    A :class:`ServerRule` whose state is :class:`MasFLServerState` and whose
+    broadcast is a :class:`~afl_jax.clients.masfl.MasFLBroadcast`.
+  """
+  check_rates(server_lr, beta)
+  check_selection(selection)
+
+  def init(params: Params) -> MasFLServerState:
+    if num_clients is None or num_clients < 1:
+      raise ValueError('the MasFL server state holds c_i for every client: pass num_clients '
+                       f'>= 1 (got {num_clients!r}) or build it with init_state(params, '
+                       'variates).')
+    return init_state(params, tree.zeros_like(tree.stack_n(params, num_clients)),
+                      selection=selection, adaptive=adaptive)
+
+  def step(state: MasFLServerState, diff: Params, weights: jax.Array, variates: Params,
+           direction: Params | None, count: jax.Array) -> MasFLServerState:
+    """Lines 5-7 given ``diff`` = rows of ``c_i^{t+1} - c_i^t`` and their 0/1 ``weights``."""
+    n = jax.tree.leaves(state.variates)[0].shape[0]
+    mean_diff = tree.weighted_sum(diff, weights / jnp.maximum(count, 1))
+    momentum = jax.tree.map(lambda md, c, g: beta * (md + c) + (1 - beta) * g,
+                            mean_diff, state.control, state.momentum)
+    move = momentum if direction is None else direction
+    params = tree.axpy(-server_lr, move, state.params)
+    control = tree.add(state.control, tree.weighted_sum(diff, weights / n))
+    return state._replace(params=params, variates=variates, control=control,
+                          momentum=momentum)
+
+  def update(state: MasFLServerState, messages: MasFLMessage, arrivals: Arrivals,
+             key: jax.Array) -> tuple[MasFLServerState, dict[str, Any]]:
+    mask, ids = arrivals.mask, arrivals.client_ids
+    count = jnp.sum(mask)
+    if selection == 'arrivals':
+      # O(M) work: only the arriving rows of c_i change.
+      diff = tree.sub(messages.variate, tree.gather(state.variates, ids))
+      variates = tree.scatter(state.variates, ids, messages.variate, mask)
+      direction = tree.masked_mean(messages.delta, mask) if adaptive else None
+      new = step(state, diff, mask, variates, direction, count)
+    else:
+      n = jax.tree.leaves(state.variates)[0].shape[0]
+      pending = tree.scatter(state.pending, ids, messages, mask)
+      chosen = uniform_selection(key, n, count)
+      rows = lambda x: chosen.reshape((n,) + (1,) * (x.ndim - 1))
+      diff = tree.sub(pending.variate, state.variates)
+      variates = jax.tree.map(lambda new, old: jnp.where(rows(old), new, old),
+                              pending.variate, state.variates)
+      direction = None
+      if adaptive:
+        direction = tree.weighted_sum(pending.delta, chosen / jnp.maximum(count, 1))
+        pending = pending._replace(
+            delta=jax.tree.map(lambda d: jnp.where(rows(d), 0, d), pending.delta))
+      new = step(state, diff, chosen, variates, direction, count)._replace(pending=pending)
+    new = tree.where(count > 0, new, state)
+    metrics = {'update_norm': tree.global_norm(tree.sub(state.params, new.params)),
+               'momentum_norm': tree.global_norm(new.momentum)}
+    return new, metrics
+
+  def broadcast(state: MasFLServerState) -> MasFLBroadcast:
+    direction = jax.tree.map(lambda c, g: beta * c + (1 - beta) * g, state.control,
+                             state.momentum)
+    return MasFLBroadcast(state.params, direction)
+
+  return ServerRule(init, update, broadcast)
+
+
+def adamasfl_server(server_lr: float, beta: float, *, selection: str = 'arrivals',
+                    num_clients: int | None = None) -> ServerRule:
+  """AdaMasFL's server (Alg. 3): ``theta <- theta - gamma mean(Delta_i)``."""
+  return masfl_server(server_lr, beta, adaptive=True, selection=selection,
+                      num_clients=num_clients)

@@ -1,0 +1,210 @@
+"""FedGM rules called directly (jitted), against the equations of Sun et al. in NumPy.
+
+Server: eq. (2) and its special cases (Sec. 3), the stagewise schedule of Alg. 3.
+Client: Alg. 4 line 7 (the update divided by K_{t,i}).
+"""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from quadratic import make_quadratic, np_local_gd, quadratic_loss
+
+import afl_jax
+from afl_jax.core.types import Arrivals, EmptyState, LocalTask
+from afl_jax.servers.fedgm import OPTIMIZERS
+
+DIM = 3
+
+
+def _arrivals(messages, mask, t):
+  m = len(mask)
+  return Arrivals(client_ids=jnp.arange(m), staleness=jnp.zeros(m, jnp.int32),
+                  mask=jnp.asarray(mask), num_steps=jnp.ones(m, jnp.int32),
+                  start_broadcast={'x': jnp.zeros((m, DIM))}, step=jnp.int32(t))
+
+
+def _run_server(server, x0, messages, masks):
+  """Apply ``server.update`` under jax.jit; returns the params and metrics of every step."""
+  state = server.init({'x': jnp.asarray(x0)})
+  update = jax.jit(chex.assert_max_traces(server.update, n=1))
+  xs, metrics = [], []
+  for t, (msg, mask) in enumerate(zip(messages, masks, strict=True)):
+    state, m = update(state, {'x': jnp.asarray(msg)}, _arrivals(msg, mask, t), jax.random.key(t))
+    xs.append(np.asarray(state.params['x']))
+    metrics.append({k: float(v) for k, v in m.items()})
+  chex.clear_trace_counter()
+  return np.stack(xs), metrics
+
+
+def _np_fedgm(x0, deltas, hparams):
+  """Eq. (2) from d_0 = 0: hparams[t] = (eta, beta, nu) applied at step t."""
+  x, d, out = np.array(x0, np.float64), np.zeros_like(x0, np.float64), []
+  for delta, (eta, beta, nu) in zip(deltas, hparams, strict=True):
+    d = (1 - beta) * delta + beta * d
+    h = (1 - nu) * delta + nu * d
+    x = x - eta * h
+    out.append(x)
+  return np.stack(out)
+
+
+def _messages(steps=6, slots=3, seed=0):
+  """Messages [T, M, DIM], masks [T, M] with padding, and the masked means Delta_t."""
+  rng = np.random.default_rng(seed)
+  msgs = rng.normal(size=(steps, slots, DIM))
+  masks = np.ones((steps, slots), bool)
+  masks[1, 2] = masks[3, 0] = masks[3, 1] = False
+  msgs[~masks] = 1e6  # padding must never leak into the mean
+  means = np.stack([msgs[t][masks[t]].mean(axis=0) for t in range(steps)])
+  return msgs, masks, means
+
+
+@pytest.mark.parametrize('eta,beta,nu', [(1.0, 0.9, 0.7), (0.3, 0.5, 0.95), (2.5, 0.0, 0.4)])
+def test_fedgm_server_under_jit_matches_eq2(eta, beta, nu):
+  with jax.enable_x64(True):
+    msgs, masks, means = _messages()
+    x0 = np.linspace(-1, 1, DIM)
+    got, metrics = _run_server(afl_jax.servers.fedgm(eta, beta, nu), x0, msgs, masks)
+    np.testing.assert_allclose(got, _np_fedgm(x0, means, [(eta, beta, nu)] * len(means)),
+                               rtol=1e-12, atol=1e-12)
+    assert metrics[0]['server_lr'] == eta and metrics[0]['beta'] == beta
+    assert metrics[0]['nu'] == nu
+
+
+def test_qhm_transform_alone_under_jit():
+  beta, nu = 0.8, 0.6
+  tx = afl_jax.servers.quasi_hyperbolic_momentum(beta, nu)
+  rng = np.random.default_rng(1)
+  grads = rng.normal(size=(4, DIM)).astype(np.float32)
+  state = tx.init(jnp.zeros(DIM))
+  np.testing.assert_array_equal(state.trace, np.zeros(DIM))  # d_0 = 0
+  d = np.zeros(DIM)
+  for g in grads:
+    h, state = jax.jit(tx.update)(jnp.asarray(g), state)
+    d = (1 - beta) * g + beta * d
+    np.testing.assert_allclose(h, (1 - nu) * g + nu * d, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(state.trace, d, rtol=1e-6, atol=1e-6)
+    assert h.dtype == jnp.float32
+
+
+def test_fedavgm_is_heavy_ball_on_delta():
+  """nu = 1: x_{t+1} = x_t - eta d_{t+1}; equivalently Hsu et al.'s v = beta v + Delta,
+  x <- x - eta (1 - beta) v, i.e. optax.sgd(eta (1 - beta), momentum=beta)."""
+  eta, beta = 0.7, 0.9
+  with jax.enable_x64(True):
+    msgs, masks, means = _messages(seed=2)
+    x0 = np.ones(DIM)
+    got, _ = _run_server(afl_jax.algorithms.get('fedavgm', server_lr=eta, beta=beta).server,
+                         x0, msgs, masks)
+    x, v, expected = x0.copy(), np.zeros(DIM), []
+    for delta in means:
+      v = beta * v + delta
+      x = x - eta * (1 - beta) * v
+      expected.append(x)
+    np.testing.assert_allclose(got, np.stack(expected), rtol=1e-12, atol=1e-12)
+    hsu, _ = _run_server(afl_jax.servers.optimizer_server(optax.sgd(eta * (1 - beta), beta)),
+                         x0, msgs, masks)
+    np.testing.assert_allclose(got, hsu, rtol=1e-12, atol=1e-12)
+
+
+def test_fednag_matches_its_definition():
+  """nu = beta: x_{t+1} = x_t - eta [(1 - beta) Delta_t + beta d_{t+1}]."""
+  eta, beta = 1.3, 0.7
+  with jax.enable_x64(True):
+    msgs, masks, means = _messages(seed=3)
+    x0 = np.zeros(DIM)
+    got, metrics = _run_server(
+        afl_jax.algorithms.get('fednag', server_lr=eta, beta=beta).server, x0, msgs, masks)
+    x, d, expected = x0.copy(), np.zeros(DIM), []
+    for delta in means:
+      d = (1 - beta) * delta + beta * d
+      x = x - eta * ((1 - beta) * delta + beta * d)
+      expected.append(x)
+    np.testing.assert_allclose(got, np.stack(expected), rtol=1e-12, atol=1e-12)
+    assert metrics[-1]['nu'] == beta
+
+
+def test_fedsgd_is_a_plain_server_step():
+  """nu = 0: x_{t+1} = x_t - eta Delta_t (no memory)."""
+  eta = 0.4
+  with jax.enable_x64(True):
+    msgs, masks, means = _messages(seed=4)
+    x0 = np.zeros(DIM)
+    got, _ = _run_server(afl_jax.algorithms.get('fedsgd', server_lr=eta).server, x0, msgs,
+                         masks)
+    np.testing.assert_allclose(got, x0 - eta * np.cumsum(means, axis=0), rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_stagewise_constant_switches_at_zero_based_boundaries():
+  sched = afl_jax.servers.stagewise_constant([3.0, 2.0, 1.0], [2, 1, 3])
+  values = [float(sched(jnp.int32(t))) for t in range(9)]
+  assert values == [3.0, 3.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+  assert float(afl_jax.servers.stagewise_constant([0.5], [4])(jnp.int32(100))) == 0.5
+
+
+def test_two_stage_server_switches_exactly_at_the_boundary():
+  lengths, etas, betas, nus = (3, 3), (1.5, 0.5), (0.5, 0.9), (0.2, 0.8)
+  with jax.enable_x64(True):
+    msgs, masks, means = _messages(seed=5)
+    x0 = np.ones(DIM)
+    got, metrics = _run_server(afl_jax.servers.multistage_fedgm(lengths, etas, betas, nus),
+                               x0, msgs, masks)
+    stage = [0, 0, 0, 1, 1, 1]
+    for t, s in enumerate(stage):  # the triplet applied at every step
+      assert (metrics[t]['server_lr'], metrics[t]['beta'], metrics[t]['nu']) == (
+          etas[s], betas[s], nus[s]), t
+    triplets = lambda st: [(etas[s], betas[s], nus[s]) for s in st]
+    np.testing.assert_allclose(got, _np_fedgm(x0, means, triplets(stage)), rtol=1e-12,
+                               atol=1e-12)
+    for shifted in ([0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 1, 1]):  # off by one either way
+      assert not np.allclose(got, _np_fedgm(x0, means, triplets(shifted)), atol=1e-6)
+
+
+@pytest.mark.parametrize('name', OPTIMIZERS)
+def test_every_fedopt_optimizer_runs_under_jit(name):
+  msgs, masks, _ = _messages(seed=6)
+  got, metrics = _run_server(afl_jax.servers.fedopt(name, 0.1), np.zeros(DIM, np.float32),
+                             msgs.astype(np.float32), masks)
+  assert np.isfinite(got).all() and got.dtype == np.float32
+  assert not np.allclose(got[-1], 0.0)
+  assert 'update_norm' in metrics[0]
+
+
+def test_divide_by_local_steps_client_under_jit():
+  a, b = make_quadratic(num_clients=1, dim=DIM, dtype=np.float64)
+  with jax.enable_x64(True):
+    client = afl_jax.clients.divide_by_local_steps(afl_jax.clients.local_sgd(0.2))
+    x0 = np.array([0.5, -1.0, 2.0])
+    for k in (1, 3):  # K_{t,i} below max_steps: the masked steps must not count
+      task = LocalTask(view={'a': jnp.asarray(a[0]), 'b': jnp.asarray(b[0])}, shared=None,
+                       num_steps=jnp.int32(k), active=jnp.bool_(True),
+                       client_id=jnp.int32(0), loss_fn=quadratic_loss,
+                       sample_fn=lambda shared, view, key: view, max_steps=4)
+      msg, state, _ = jax.jit(client.update)({'x': jnp.asarray(x0)}, EmptyState(), task,
+                                             jax.random.key(0))
+      expected = (x0 - np_local_gd(a[0], b[0], x0, 0.2, k)) / k
+      np.testing.assert_allclose(msg['x'], expected, rtol=1e-12, atol=1e-12)
+      assert state == EmptyState()
+
+
+@pytest.mark.parametrize('build,match', [
+    (lambda: afl_jax.servers.fedgm(beta=1.0), r'beta must be in \[0.0, 1.0\); got 1.0'),
+    (lambda: afl_jax.servers.fedgm(nu=1.5), r'nu must be in \[0.0, 1.0\]; got 1.5'),
+    (lambda: afl_jax.servers.fedgm(server_lr=0.0), 'server_lr must be > 0; got 0.0'),
+    (lambda: afl_jax.servers.multistage_fedgm([2, 0], [1, 1], [0, 0], [0, 0]),
+     r'stage_lengths\[1\] must be an integer >= 1; got 0'),
+    (lambda: afl_jax.servers.multistage_fedgm([2, 2], [1.0], [0, 0], [0, 0]),
+     'server_lrs has 1 entries but stage_lengths has 2'),
+    (lambda: afl_jax.servers.multistage_fedgm([2, 2], [1, 1], [0.5, -0.1], [0, 0]),
+     r'betas\[1\] must be in'),
+    (lambda: afl_jax.servers.fedopt('rmsprop'), "server_optimizer must be one of .*'rmsprop'"),
+    (lambda: afl_jax.servers.fedopt('adam', tau=0.0), 'tau must be > 0'),
+    (lambda: afl_jax.algorithms.get('fedgm', client_lr=-0.1), 'client_lr must be > 0'),
+    (lambda: afl_jax.algorithms.get('fednag', beta=1.2), 'beta must be in'),
+])
+def test_bad_hyperparameters_are_rejected_before_compute(build, match):
+  with pytest.raises(ValueError, match=match):
+    build()

@@ -1,0 +1,149 @@
+"""Tests of the flax models: hand-computed parameter counts, shapes, input handling."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from afl_jax.models import count_params, get_model
+
+
+def dense(i, o):
+  return i * o + o
+
+
+def conv(k, i, o, bias=True):
+  return k * k * i * o + (o if bias else 0)
+
+
+def resnet18_count(num_classes=10, in_ch=3):
+  """CIFAR ResNet-18 by hand: bias-free convs, 2*C affine params per GroupNorm."""
+  norm = lambda c: 2 * c
+  total = conv(3, in_ch, 64, bias=False) + norm(64)  # stem
+  in_c = 64
+  for c in (64, 128, 256, 512):
+    for _ in range(2):
+      total += conv(3, in_c, c, False) + norm(c) + conv(3, c, c, False) + norm(c)
+      if in_c != c:  # projection shortcut on the first block of stages 2-4
+        total += conv(1, in_c, c, False) + norm(c)
+      in_c = c
+  return total + dense(512, num_classes)
+
+
+def n_params(name, shape, num_classes=10, **kw):
+  model = get_model(name, num_classes, **kw)
+  shapes = jax.eval_shape(model.init, jax.random.key(0), jnp.zeros(shape))
+  return count_params(shapes)
+
+
+def numpy_params(model, x, seed=0):
+  """Parameters with the exact tree of ``model.init``, filled by NumPy.
+
+  ``jax.eval_shape`` traces ``init`` without running it; on this CPU, compiling
+  jax.random's initializers costs ~1 s per shape, so tests fill the tree with NumPy
+  (fan-in scaled normals, GroupNorm scale 1, biases 0) to stay fast.
+  """
+  rng = np.random.default_rng(seed)
+  shapes = jax.eval_shape(model.init, jax.random.key(0), x)
+
+  def fill(path, s):
+    name = jax.tree_util.keystr(path)
+    if len(s.shape) >= 2:
+      fan_in = int(np.prod(s.shape[:-1]))
+      return (rng.standard_normal(s.shape) / np.sqrt(fan_in)).astype(np.float32)
+    return np.full(s.shape, 1.0 if "scale" in name else 0.0, np.float32)
+
+  return jax.tree_util.tree_map_with_path(fill, shapes)
+
+
+def test_param_counts_match_hand_formulas():
+  assert n_params("logreg", (1, 28, 28)) == dense(784, 10) == 7850
+  assert n_params("mlp", (1, 784)) == dense(784, 200) + dense(200, 200) + dense(200, 10)
+  assert n_params("mlp", (1, 784)) == 199210
+  assert n_params("mlp", (1, 60), hidden_sizes=(50,)) == dense(60, 50) + dense(50, 10)
+  cnn = conv(3, 1, 32) + conv(3, 32, 64) + conv(3, 64, 64) + dense(7 * 7 * 64, 128)
+  cnn += dense(128, 10)
+  assert n_params("cnn", (1, 28, 28, 1)) == cnn == 458570
+  assert resnet18_count() == 11173962
+  assert n_params("resnet18", (1, 32, 32, 3)) == resnet18_count()
+  assert n_params("resnet18", (1, 32, 32, 3), num_classes=100) == resnet18_count(100)
+
+
+def test_count_params_on_a_plain_tree():
+  tree = {"a": np.zeros((3, 4)), "b": [np.zeros(5), jnp.zeros(())]}
+  assert count_params(tree) == 18
+
+
+@pytest.mark.parametrize("name", ["logreg", "mlp", "cnn"])
+def test_image_input_layouts_agree(name):
+  model = get_model(name, 10)
+  x = jnp.asarray(np.random.default_rng(1).uniform(size=(3, 28, 28)), jnp.float32)
+  params = numpy_params(model, x)
+  out, out_nhwc, out_flat = jax.jit(
+    lambda p: (
+      model.apply(p, x),
+      model.apply(p, x[..., None]),
+      model.apply(p, x.reshape(3, -1)),
+    )
+  )(params)
+  assert out.shape == (3, 10)
+  np.testing.assert_allclose(out_nhwc, out, rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(out_flat, out, rtol=1e-6, atol=1e-6)
+  assert not np.allclose(out[0], out[1])  # depends on the input
+
+
+def test_mlp_and_logreg_match_numpy_forward():
+  x = np.random.default_rng(4).normal(size=(5, 28, 28)).astype(np.float32)
+  flat = x.reshape(5, -1)
+  mlp = get_model("mlp", 10, hidden_sizes=(16, 8))
+  p = numpy_params(mlp, x)["params"]
+  h = np.maximum(flat @ p["Dense_0"]["kernel"] + p["Dense_0"]["bias"], 0)
+  h = np.maximum(h @ p["Dense_1"]["kernel"] + p["Dense_1"]["bias"], 0)
+  ref = h @ p["Dense_2"]["kernel"] + p["Dense_2"]["bias"]
+  np.testing.assert_allclose(mlp.apply({"params": p}, x), ref, rtol=1e-4, atol=1e-5)
+  logreg = get_model("logreg", 10)
+  p = numpy_params(logreg, x)["params"]["Dense_0"]
+  ref = flat @ p["kernel"] + p["bias"]
+  np.testing.assert_allclose(
+    logreg.apply({"params": {"Dense_0": p}}, x), ref, rtol=1e-4, atol=1e-5
+  )
+
+
+def test_cnn_forward_and_grad_finite():
+  model = get_model("cnn", 10)
+  x = jnp.asarray(np.random.default_rng(2).normal(size=(2, 28, 28, 1)), jnp.float32)
+  y = jnp.array([3, 7])
+
+  loss_fn = lambda p: (
+    -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(model.apply(p, x)), y[:, None], 1))
+  )
+  loss, grads = jax.jit(jax.value_and_grad(loss_fn))(numpy_params(model, x))
+  assert np.isfinite(loss) and loss > 0
+  leaves = jax.tree_util.tree_leaves(grads)
+  assert all(np.all(np.isfinite(g)) for g in leaves)
+  assert any(np.any(g != 0) for g in leaves)
+
+
+def test_resnet18_forward_nhwc_32x32x3():
+  model = get_model("resnet18", 10)
+  x = jnp.asarray(np.random.default_rng(3).normal(size=(2, 32, 32, 3)), jnp.float32)
+  logits = jax.jit(model.apply)(numpy_params(model, x), x)
+  assert logits.shape == (2, 10)
+  assert np.all(np.isfinite(logits)) and not np.allclose(logits[0], logits[1])
+
+
+def test_real_init_matches_eval_shape():
+  model = get_model("logreg", 10)
+  x = jnp.zeros((1, 8, 8))
+  params = model.init(jax.random.key(0), x)
+  chex.assert_trees_all_equal_shapes_and_dtypes(params, numpy_params(model, x))
+  assert count_params(params) == dense(64, 10)
+
+
+def test_get_model_errors():
+  with pytest.raises(ValueError, match=r"name='vgg'.*'cnn', 'logreg', 'mlp', 'resnet18'"):
+    get_model("vgg", 10)
+  model = get_model("cnn", 10)
+  with pytest.raises(ValueError, match="flat input of width 100"):
+    model.init(jax.random.key(0), jnp.zeros((2, 100)))
