@@ -12,7 +12,7 @@ Asynchronous Federated Learning" (papers/000):
   ``beta = sqrt(SK/T)``: :func:`adamasfl_theory`.
 
 Hyperparameters (paper symbol -> name): eta -> ``client_lr``, gamma -> ``server_lr``,
-beta -> ``beta``, S -> ``clients_per_round``, K -> ``local_steps``, T -> ``num_rounds``,
+beta -> ``beta``, S -> ``arrivals_per_step``, K -> ``local_steps``, T -> ``num_rounds``,
 L -> ``smoothness``, tau_max -> ``tau_max`` (the paper's delay counter). A rate left
 as ``None`` is taken from the theorem, which then needs S, K, T (and, for MasFL's
 gamma and eta, L and tau_max). Both algorithms initialize ``c_i^0`` for every client
@@ -46,28 +46,29 @@ def _positive_int(name: str, value) -> int:
 
 def _beta(s: int, k: int, t: int) -> float:
   if s * k > t:
-    raise ValueError(f'num_rounds={t} must be >= clients_per_round * local_steps = {s * k} '
+    raise ValueError(f'num_rounds={t} must be >= arrivals_per_step * local_steps = {s * k} '
                      'so that beta = sqrt(SK/T) <= 1.')
   return math.sqrt(s * k / t)
 
 
-def adamasfl_theory(clients_per_round: int, local_steps: int, num_rounds: int) -> TheoryRates:
-  """Theorem 4.1: ``gamma = (SK)^{1/4} / T^{3/4}``, ``eta = 1/(K sqrt T)``, ``beta = sqrt(SK/T)``."""
-  s = _positive_int('clients_per_round', clients_per_round)
+def adamasfl_theory(arrivals_per_step: int, local_steps: int, num_rounds: int) -> TheoryRates:
+  """Theorem 4.1: ``gamma = (SK)^{1/4} / T^{3/4}``, ``eta = 1/(K sqrt T)``, ``beta = sqrt(SK/T)``.
+  """
+  s = _positive_int('arrivals_per_step', arrivals_per_step)
   k = _positive_int('local_steps', local_steps)
   t = _positive_int('num_rounds', num_rounds)
   return TheoryRates(client_lr=1.0 / (k * math.sqrt(t)),
                      server_lr=(s * k) ** 0.25 / t ** 0.75, beta=_beta(s, k, t))
 
 
-def masfl_theory(clients_per_round: int, local_steps: int, num_rounds: int,
+def masfl_theory(arrivals_per_step: int, local_steps: int, num_rounds: int,
                  smoothness: float, tau_max: int) -> TheoryRates:
   """Theorem 3.1: ``beta = sqrt(SK/T)``, ``gamma = beta/(4L)``, eta = its upper bound.
 
   Raises:
     ValueError: the theorem's condition ``T - sqrt(SKT) - 4 S K tau_max^2 >= 0`` fails.
   """
-  s = _positive_int('clients_per_round', clients_per_round)
+  s = _positive_int('arrivals_per_step', arrivals_per_step)
   k = _positive_int('local_steps', local_steps)
   t = _positive_int('num_rounds', num_rounds)
   if not smoothness > 0:
@@ -77,7 +78,7 @@ def masfl_theory(clients_per_round: int, local_steps: int, num_rounds: int,
   beta = _beta(s, k, t)
   room = t - math.sqrt(s * k * t) - 4 * s * k * tau_max ** 2
   if room < 0:
-    raise ValueError(f'num_rounds={t} is too small for Theorem 3.1 with clients_per_round={s}, '
+    raise ValueError(f'num_rounds={t} is too small for Theorem 3.1 with arrivals_per_step={s}, '
                      f'local_steps={k}, tau_max={tau_max}: T - sqrt(SKT) - 4SK tau_max^2 = '
                      f'{room:.4g} < 0.')
   eta = math.sqrt(room) / (4 * math.sqrt(5) * math.e * k * smoothness * math.sqrt(t))
@@ -119,7 +120,7 @@ def build(name: str, client_lr: float, server_lr: float, beta: float, *, adaptiv
 
 @register('masfl')
 def masfl(client_lr: float | None = None, server_lr: float | None = None,
-          beta: float | None = None, clients_per_round: int | None = None,
+          beta: float | None = None, arrivals_per_step: int | None = None,
           local_steps: int | None = None, num_rounds: int | None = None,
           smoothness: float | None = None, tau_max: int | None = None,
           selection: str = 'arrivals') -> Algorithm:
@@ -128,9 +129,9 @@ def masfl(client_lr: float | None = None, server_lr: float | None = None,
   With ``beta`` given and ``server_lr`` missing, ``gamma = beta / (4L)`` uses that beta.
   """
   if beta is None:
-    _need('masfl', clients_per_round=clients_per_round, local_steps=local_steps,
+    _need('masfl', arrivals_per_step=arrivals_per_step, local_steps=local_steps,
           num_rounds=num_rounds)
-    beta = _beta(_positive_int('clients_per_round', clients_per_round),
+    beta = _beta(_positive_int('arrivals_per_step', arrivals_per_step),
                  _positive_int('local_steps', local_steps),
                  _positive_int('num_rounds', num_rounds))
   if server_lr is None:
@@ -139,23 +140,23 @@ def masfl(client_lr: float | None = None, server_lr: float | None = None,
       raise ValueError(f'smoothness (L) must be > 0; got {smoothness}.')
     server_lr = beta / (4 * smoothness)
   if client_lr is None:
-    _need('masfl', clients_per_round=clients_per_round, local_steps=local_steps,
+    _need('masfl', arrivals_per_step=arrivals_per_step, local_steps=local_steps,
           num_rounds=num_rounds, smoothness=smoothness, tau_max=tau_max)
-    client_lr = masfl_theory(clients_per_round, local_steps, num_rounds, smoothness,
+    client_lr = masfl_theory(arrivals_per_step, local_steps, num_rounds, smoothness,
                              tau_max).client_lr
   return build('masfl', client_lr, server_lr, beta, adaptive=False, selection=selection)
 
 
 @register('adamasfl')
 def adamasfl(client_lr: float | None = None, server_lr: float | None = None,
-             beta: float | None = None, clients_per_round: int | None = None,
+             beta: float | None = None, arrivals_per_step: int | None = None,
              local_steps: int | None = None, num_rounds: int | None = None,
              selection: str = 'arrivals') -> Algorithm:
   """AdaMasFL (Alg. 3-4): eta = client_lr, gamma = server_lr; missing rates from Thm 4.1."""
   if None in (client_lr, server_lr, beta):
-    _need('adamasfl', clients_per_round=clients_per_round, local_steps=local_steps,
+    _need('adamasfl', arrivals_per_step=arrivals_per_step, local_steps=local_steps,
           num_rounds=num_rounds)
-    theory = adamasfl_theory(clients_per_round, local_steps, num_rounds)
+    theory = adamasfl_theory(arrivals_per_step, local_steps, num_rounds)
     client_lr = theory.client_lr if client_lr is None else client_lr
     server_lr = theory.server_lr if server_lr is None else server_lr
     beta = theory.beta if beta is None else beta

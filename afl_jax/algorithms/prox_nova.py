@@ -20,12 +20,21 @@ Hyperparameters: ``client_lr`` = eta_l, ``server_lr`` = eta_g (FedBuff's server 
 
 from __future__ import annotations
 
+import math
+
 from afl_jax import clients, servers
 from afl_jax.algorithms import baselines
 from afl_jax.algorithms.registry import register
 from afl_jax.clients.prox import check_client_lr
 from afl_jax.clients.sgd import ScalarOrSchedule
 from afl_jax.core.types import Algorithm
+
+
+def check_server_lr(server_lr: float) -> None:
+  """eta_g must be a finite number > 0."""
+  if isinstance(server_lr, bool) or not isinstance(server_lr, (int, float)) or not (
+      math.isfinite(server_lr) and server_lr > 0):
+    raise ValueError(f'server_lr must be a finite number > 0; got {server_lr!r}.')
 
 
 def with_prox(algorithm: Algorithm, name: str, client_lr: ScalarOrSchedule,
@@ -51,6 +60,7 @@ def fedbuff_prox(client_lr: float = 0.01, server_lr: float = 1.0, mu: float = 0.
                  ) -> Algorithm:
   """FedBuff with the proximal client: eta_l = client_lr, eta_g = server_lr, mu."""
   check_client_lr(client_lr)
+  check_server_lr(server_lr)
   return with_prox(baselines.fedbuff(client_lr, server_lr), 'fedbuff_prox', client_lr, mu)
 
 
@@ -65,4 +75,5 @@ def fednova(client_lr: float = 0.01) -> Algorithm:
 def fedbuff_nova(client_lr: float = 0.01, server_lr: float = 1.0) -> Algorithm:
   """FedBuff with normalized averaging: ``x <- x - eta_g tau_eff mean(Delta_i/tau_i)``."""
   check_client_lr(client_lr)
+  check_server_lr(server_lr)
   return with_nova(baselines.fedbuff(client_lr, server_lr), 'fedbuff_nova')

@@ -1,0 +1,122 @@
+"""Per-client state, the always-on regime and the compressor seam of the engine."""
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from quadratic import make_quadratic, quadratic_problem
+
+import afl_jax
+from afl_jax.core import tree
+from afl_jax.core.types import Algorithm, ClientRule
+
+
+class Count(NamedTuple):
+  jobs: jax.Array  # int32: jobs this client ran (state written back)
+  reports: jax.Array  # int32: jobs whose message the server used
+
+
+def counting_client():
+  """Sends its start params unchanged (Delta = 0) and counts jobs and reports."""
+  def init(params, task, key):
+    del params, task, key
+    return Count(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+
+  def update(start, state, task, key):
+    del key
+    msg = tree.zeros_like(start)
+    return msg, Count(state.jobs + 1, state.reports + task.active.astype(jnp.int32)), {}
+  return ClientRule(init, update)
+
+
+def test_per_client_state_scatter_ignores_padding_with_duplicate_ids():
+  a, b = make_quadratic(num_clients=4)
+  # Padded slots reuse ids of real arrivals in the same step; they must not write.
+  sched = afl_jax.schedules.from_arrays([[0, 0, 1], [2, 3, 2], [1, 1, 1]],
+                                        [[0, 0, 0], [1, 0, 1], [2, 2, 2]],
+                                        mask=[[1, 0, 1], [1, 1, 0], [0, 1, 0]], num_clients=4)
+  alg = Algorithm('count', counting_client(), afl_jax.servers.fedbuff(1.0))
+  res = afl_jax.simulate(alg, quadratic_problem(a, b), sched, {'x': jnp.zeros(4)},
+                         jax.random.key(0))
+  np.testing.assert_array_equal(res.final_state.clients.jobs, sched.participation_counts)
+  np.testing.assert_array_equal(res.final_state.clients.jobs, [1, 2, 1, 1])
+
+
+def test_always_on_clients_train_every_step_and_report_per_schedule():
+  a, b = make_quadratic(num_clients=5)
+  sched = afl_jax.schedules.waiting_windows(
+      5, 7, window=1.0, durations=afl_jax.schedules.durations('uniform', low=0.5, high=2.5))
+  alg = Algorithm('count', counting_client(), afl_jax.servers.fedbuff(1.0), regime='always_on')
+  res = afl_jax.simulate(alg, quadratic_problem(a, b), sched, {'x': jnp.zeros(4)},
+                         jax.random.key(0))
+  np.testing.assert_array_equal(res.final_state.clients.jobs, np.full(5, 7))
+  np.testing.assert_array_equal(res.final_state.clients.reports, sched.participation_counts)
+  np.testing.assert_array_equal(res.metrics['arrivals'], sched.arrivals_per_step)
+
+
+def halving_compressor():
+  """Sends half the message; its state counts compressions (frozen while absent)."""
+  def init(updates):
+    del updates
+    return jnp.zeros((), jnp.int32)
+
+  def compress(updates, state, key):
+    del key
+    return tree.scale(0.5, updates), state + 1, jnp.float32(7.0)
+  return afl_jax.compression.Compressor(init, compress)
+
+
+def test_compressor_applied_per_report_and_frozen_while_absent():
+  a, b = make_quadratic()
+  sched = afl_jax.schedules.from_arrays([[0, 1], [2, 0], [0, 2]], [[0, 0], [0, 1], [2, 1]],
+                                        local_steps=2, mask=[[1, 1], [1, 0], [1, 1]])
+  plain = afl_jax.algorithms.get('fedbuff', client_lr=0.2, server_lr=1.0)
+  halved = plain._replace(compressor=halving_compressor())
+  p0 = {'x': jnp.ones(4)}
+  r_plain = afl_jax.simulate(plain, quadratic_problem(a, b), sched, p0, jax.random.key(0))
+  r_half = afl_jax.simulate(halved, quadratic_problem(a, b), sched, p0, jax.random.key(0))
+  np.testing.assert_array_equal(r_half.final_state.compressor, sched.participation_counts)
+  np.testing.assert_allclose(r_half.metrics['bits_up'], 7.0 * sched.arrivals_per_step)
+  np.testing.assert_allclose(r_plain.metrics['bits_up'], 4 * 32 * sched.arrivals_per_step)
+  # Step 0 only: both start from x0, so the halved update is exactly half the step.
+  d_plain = r_plain.params_history['x'][0] - 1.0
+  d_half = r_half.params_history['x'][0] - 1.0
+  np.testing.assert_allclose(d_half, 0.5 * d_plain, rtol=1e-6)
+
+
+def test_rules_are_jittable_on_their_own():
+  server = afl_jax.servers.optimizer_server(optax.sgd(0.5), normalizer='clients',
+                                            num_clients=4)
+  params = {'w': jnp.ones(3)}
+  state = server.init(params)
+  msgs = {'w': jnp.array([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0], [100.0, 100.0, 100.0]])}
+  arrivals = afl_jax.Arrivals(client_ids=jnp.array([0, 1, 2]), staleness=jnp.zeros(3, int),
+                              mask=jnp.array([True, True, False]),
+                              num_steps=jnp.ones(3, int), start_broadcast=None,
+                              step=jnp.int32(0))
+  new, _ = jax.jit(server.update)(state, msgs, arrivals, jax.random.key(0))
+  # x - eta * (1/n) * sum over valid = 1 - 0.5 * (4, 4, 4) / 4
+  np.testing.assert_allclose(new.params['w'], [0.5, 0.5, 0.5])
+
+  rule = afl_jax.clients.local_sgd(0.1)
+  task = afl_jax.LocalTask(view={'a': jnp.eye(2), 'b': jnp.array([1.0, -1.0])}, shared=None,
+                           num_steps=jnp.int32(2), active=jnp.bool_(True),
+                           client_id=jnp.int32(0),
+                           loss_fn=lambda p, bt: 0.5 * jnp.sum((bt['a'] @ p - bt['b']) ** 2),
+                           sample_fn=lambda shared, view, key: view, max_steps=5)
+  msg, _, metrics = jax.jit(rule.update)(jnp.zeros(2), rule.init(None, task, None), task,
+                                         jax.random.key(0))
+  # two GD steps on 0.5||x - b||^2 from 0 with lr 0.1: x = (1 - 0.9^2) b; Delta = -x
+  np.testing.assert_allclose(msg, -(1 - 0.81) * np.array([1.0, -1.0]), rtol=1e-6)
+  assert np.isfinite(metrics['train_loss'])
+
+
+def test_fedasync_staleness_functions():
+  tau = jnp.arange(6.0)
+  s = afl_jax.servers.staleness_function
+  np.testing.assert_allclose(s('constant')(tau), np.ones(6))
+  np.testing.assert_allclose(s('polynomial', a=0.5)(tau), (1 + np.arange(6.0)) ** -0.5)
+  np.testing.assert_allclose(s('hinge', a=2.0, b=2.0)(tau),
+                             [1, 1, 1, 1 / 3, 1 / 5, 1 / 7], rtol=1e-6)
