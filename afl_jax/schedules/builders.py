@@ -231,9 +231,7 @@ def waiting_windows(num_clients: int, num_steps: int, *, window: float | None,
   rows, wall = [], []
   now = 0.0
   for t in range(t_max):
-    now = now + (finish.max() - now if window is None else window)
-    if window is None:
-      now = float(finish.max())
+    now = float(finish.max()) if window is None else now + window
     ready = np.flatnonzero(finish <= now)
     rows.append([(int(c), int(start[c]), int(steps[c])) for c in ready])
     wall.append(now)

@@ -126,7 +126,7 @@ def fedfa(window_size: int = 5, mode: str = 'delta', server_lr: float = 1.0, *,
     uniform = jnp.full((k_size,), 1.0 / k_size, jnp.result_type(float))
     if mode == 'delta':
       weights = uniform if scales is None else scales / k_size
-      return tree.axpy(-server_lr * k_size, tree.gather(deltas, num_steps.shape[0] - 1), params)
+      return tree.axpy(-server_lr, tree.weighted_sum(deltas, weights), params)
     mean_model = tree.weighted_sum(models, uniform)
     if scales is None:
       return jax.tree.map(lambda m, p: m.astype(p.dtype), mean_model, params)

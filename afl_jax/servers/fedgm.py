@@ -104,7 +104,11 @@ def quasi_hyperbolic_momentum(beta: float | jax.Array, nu: float | jax.Array
 
 def general_momentum(learning_rate: float | jax.Array, beta: float | jax.Array,
                      nu: float | jax.Array) -> optax.GradientTransformation:
-  """The whole FedGM server step as an optax optimizer: updates ``-eta * h_{t+1}``."""
+  """The whole FedGM server step as an optax optimizer: updates ``-eta * h_{t+1}``.
+
+  Takes numbers (or traced scalars); for schedules of the step count wrap it in
+  ``optax.inject_hyperparams``, as :func:`fedgm` does.
+  """
   _check_positive('learning_rate', learning_rate)
   return optax.chain(quasi_hyperbolic_momentum(beta, nu),
                      optax.scale_by_learning_rate(learning_rate))
