@@ -130,7 +130,7 @@ def masfl_server(server_lr: float, beta: float, *, adaptive: bool = False,
                             mean_diff, state.control, state.momentum)
     move = momentum if direction is None else direction
     params = tree.axpy(-server_lr, move, state.params)
-    control = tree.add(state.control, tree.weighted_sum(diff, weights / jnp.maximum(count, 1)))
+    control = tree.add(state.control, tree.weighted_sum(diff, weights / n))
     return state._replace(params=params, variates=variates, control=control,
                           momentum=momentum)
 
