@@ -47,17 +47,17 @@ def main(argv):
   alg = afl_jax.algorithms.get('fedbuff', client_lr=0.01, server_lr=1.0)
   sim = afl_jax.Simulator(alg, problem, schedule, chunk_size=steps)
   key = jax.random.key(0)
-  inputs = afl_jax.core.step_inputs(schedule, alg.regime, 0, steps)
   state = sim.init(params, key)
+  inputs = sim.inputs(0)
   t0 = time.perf_counter()
-  compiled = sim._run.lower(state, inputs, problem, key).compile()
+  compiled = sim.runner().lower(state, inputs, sim.problem, key).compile()
   compile_s = time.perf_counter() - t0
   times = []
   for _ in range(_REPEATS.value):
     state = sim.init(params, key)
     jax.block_until_ready(state)
     t0 = time.perf_counter()
-    state, out = compiled(state, inputs, problem, key)
+    state, out = compiled(state, inputs, sim.problem, key)
     jax.block_until_ready(state)
     times.append(time.perf_counter() - t0)
   best = min(times)

@@ -21,8 +21,9 @@ import jax
 from afl_jax.algorithms.registry import register
 from afl_jax.clients.sgd import local_sgd
 from afl_jax.core.types import Algorithm
-from afl_jax.servers import ca2fl as ca2fl_lib
-from afl_jax.servers import fadas as fadas_lib
+from afl_jax.servers.ca2fl import ca2fl as ca2fl_server
+from afl_jax.servers.ca2fl import init_state as ca2fl_init_state
+from afl_jax.servers.fadas import fadas as fadas_server
 
 
 def _check_client_lr(client_lr: float) -> None:
@@ -35,13 +36,13 @@ def ca2fl(client_lr: float = 0.01, server_lr: float = 1.0) -> Algorithm:
   """CA2FL: eta_l = client_lr, eta = server_lr; the cache h_i starts at 0 for all N."""
   _check_client_lr(client_lr)
   client = local_sgd(client_lr)
-  server = ca2fl_lib.ca2fl(server_lr)
+  server = ca2fl_server(server_lr)
 
   def init(params, tasks, key):
     n = tasks.client_id.shape[0]
     keys = jax.random.split(key, n)
     states = jax.vmap(client.init, in_axes=(None, 0, 0))(params, tasks, keys)
-    return ca2fl_lib.init_state(params, n), states
+    return ca2fl_init_state(params, n), states
 
   return Algorithm('ca2fl', client, server, init=init)
 
@@ -53,6 +54,6 @@ def fadas(client_lr: float = 0.1, server_lr: float = 1e-4, beta1: float = 0.9,
           bias_correction: bool = False) -> Algorithm:
   """FADAS: AMSGrad server (beta1, beta2, epsilon) at rate eta_t (server_lr, tau_c)."""
   _check_client_lr(client_lr)
-  server = fadas_lib.fadas(server_lr, beta1, beta2, epsilon, delay_adaptive=delay_adaptive,
-                           tau_c=tau_c, delay_rule=delay_rule, bias_correction=bias_correction)
+  server = fadas_server(server_lr, beta1, beta2, epsilon, delay_adaptive=delay_adaptive,
+                        tau_c=tau_c, delay_rule=delay_rule, bias_correction=bias_correction)
   return Algorithm('fadas', local_sgd(client_lr), server)

@@ -15,8 +15,10 @@ Hyperparameters (paper symbol -> name): eta -> ``client_lr``, gamma -> ``server_
 beta -> ``beta``, S -> ``arrivals_per_step``, K -> ``local_steps``, T -> ``num_rounds``,
 L -> ``smoothness``, tau_max -> ``tau_max`` (the paper's delay counter). A rate left
 as ``None`` is taken from the theorem, which then needs S, K, T (and, for MasFL's
-gamma and eta, L and tau_max). Both algorithms initialize ``c_i^0`` for every client
-through ``Algorithm.init`` (one vmapped pass over all N clients).
+gamma and eta, L and tau_max); the experiment pipeline fills ``arrivals_per_step``,
+``local_steps`` and ``num_rounds`` from the run. Both algorithms initialize ``c_i^0``
+for every client through ``Algorithm.init`` (one vmapped pass over all N clients).
+Docs: docs/algorithms/masfl.md.
 """
 
 from __future__ import annotations

@@ -31,6 +31,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from afl_jax.core import tree
 from afl_jax.core.problem import Problem
@@ -38,6 +40,7 @@ from afl_jax.core.types import Algorithm, Arrivals, EmptyState, LocalTask
 from afl_jax.schedules.schedule import Schedule
 
 REGIMES = ('per_job', 'always_on')
+CLIENT_AXIS = 'clients'
 
 
 class SimState(NamedTuple):
@@ -75,8 +78,13 @@ def per_client_steps(schedule: Schedule) -> np.ndarray:
   return out
 
 
-def step_inputs(schedule: Schedule, regime: str, start: int, length: int) -> StepInputs:
-  """Device inputs for steps ``[start, start + length)``, padded past the schedule's end."""
+def step_inputs(schedule: Schedule, regime: str, start: int, length: int,
+                num_slots: int | None = None) -> StepInputs:
+  """Host inputs for steps ``[start, start + length)``, padded past the schedule's end.
+
+  ``num_slots`` pads the arrival axis with masked slots (to a multiple of the number
+  of devices the client axis is sharded over).
+  """
   t_total = schedule.num_steps
   stop = min(start + length, t_total)
   sl = slice(start, stop)
@@ -107,6 +115,14 @@ def step_inputs(schedule: Schedule, regime: str, start: int, length: int) -> Ste
     arrays[5] = arrays[5].copy()
     arrays[4][length - pad:] = False
     arrays[5][length - pad:] = False
+  width = arrays[0].shape[1]
+  if num_slots is not None and num_slots > width:
+    extra = num_slots - width
+    t_col = np.arange(start, start + length, dtype=np.int32)[:, None]
+    fill = [0, None, 0, 1, False, False]
+    arrays = [np.concatenate([a, np.broadcast_to(t_col if f is None else np.asarray(f, a.dtype),
+                                                 (length, extra))], axis=1)
+              for a, f in zip(arrays, fill)]
   active = np.arange(length) < (stop - start)
   return StepInputs(*(np.ascontiguousarray(a) for a in arrays), active)
 
@@ -119,6 +135,18 @@ def _all_tasks(problem: Problem, num_steps: np.ndarray, max_steps: int) -> Local
                    sample_fn=problem.sample_fn, max_steps=max_steps)
 
 
+def default_mesh() -> Mesh:
+  """All devices (of every host after ``jax.distributed.initialize()``) on one 'clients' axis."""
+  return Mesh(np.array(jax.devices()), (CLIENT_AXIS,))
+
+
+def to_host(x: jax.Array) -> np.ndarray:
+  """A replicated array as NumPy (works on multi-host meshes too)."""
+  if isinstance(x, jax.Array) and not x.is_fully_addressable:
+    x = x.addressable_data(0)
+  return np.asarray(x)
+
+
 class Simulator:
   """Runs one algorithm on one problem along one schedule.
 
@@ -129,16 +157,25 @@ class Simulator:
     while sim.position(state) < schedule.num_steps:
       state, outputs = sim.run_chunk(state, key)
 
+  The arriving clients of a step and all per-client state are sharded over the
+  mesh axis 'clients' (the arrival axis is padded to a multiple of the number of
+  devices; per-client state is sharded when N divides evenly, replicated
+  otherwise); the ring buffer, server state and shared data are replicated, and
+  the server's aggregation over the arrival axis becomes a cross-device reduction.
+  On one device this is the plain single-device program.
+
   Args:
     algorithm: the recipe (client rule, server rule, optional compressor, regime).
     problem: loss and client data.
     schedule: arrivals; validated, host-side.
     chunk_size: server steps per compiled scan (default: the whole schedule).
     record_params: also return the global params after every step (verification).
+    mesh: a ``jax.sharding.Mesh`` with an axis named 'clients' (default: all devices).
   """
 
   def __init__(self, algorithm: Algorithm, problem: Problem, schedule: Schedule, *,
-               chunk_size: int | None = None, record_params: bool = False):
+               chunk_size: int | None = None, record_params: bool = False,
+               mesh: Mesh | None = None):
     if algorithm.regime not in REGIMES:
       raise ValueError(f'algorithm {algorithm.name!r} has regime {algorithm.regime!r}; '
                        f'valid: {REGIMES}.')
@@ -146,7 +183,6 @@ class Simulator:
       raise ValueError(f'schedule.num_clients={schedule.num_clients} but the problem has '
                        f'{problem.num_clients} clients.')
     self.algorithm = algorithm
-    self.problem = problem
     self.schedule = schedule
     self.chunk_size = int(chunk_size or schedule.num_steps)
     if self.chunk_size < 1:
@@ -155,13 +191,51 @@ class Simulator:
     self.ring_size = schedule.max_staleness + 1 if algorithm.regime == 'per_job' else 1
     self.max_steps = schedule.max_local_steps
     self.client_steps = per_client_steps(schedule)
+    self.mesh = default_mesh() if mesh is None else mesh
+    if CLIENT_AXIS not in self.mesh.axis_names:
+      raise ValueError(f"mesh needs an axis named {CLIENT_AXIS!r}; got {self.mesh.axis_names}.")
+    self.num_devices = int(self.mesh.shape[CLIENT_AXIS])
+    width = schedule.max_arrivals if algorithm.regime == 'per_job' else schedule.num_clients
+    self.num_slots = -(-width // self.num_devices) * self.num_devices
+    self.replicated = NamedSharding(self.mesh, P())
+    self.by_slot = NamedSharding(self.mesh, P(CLIENT_AXIS))
+    self.shard_clients = problem.num_clients % self.num_devices == 0
+    self.by_client = self.by_slot if self.shard_clients else self.replicated
+    self.problem = self._place_problem(problem)
     self._chunk_impl = self._make_chunk_fn()
-    self._run = jax.jit(self._chunk_impl, donate_argnums=(0,))
+    self._run = None
+    self._state_shardings = None
+
+  # ---- placement -----------------------------------------------------------------
+  def _global(self, x: Any, sharding: NamedSharding) -> jax.Array:
+    x = np.asarray(x)
+    return jax.make_array_from_callback(x.shape, sharding, lambda idx: x[idx])
+
+  def _place_problem(self, problem: Problem) -> Problem:
+    views = jax.tree.map(lambda x: self._global(x, self.by_client), problem.client_views)
+    shared = jax.tree.map(lambda x: self._global(x, self.replicated), problem.shared)
+    return problem.replace(client_views=views, shared=shared)
+
+  def _place_inputs(self, inputs: StepInputs) -> StepInputs:
+    per_slot = NamedSharding(self.mesh, P(None, CLIENT_AXIS))
+    arrays = [self._global(a, per_slot) for a in inputs[:-1]]
+    return StepInputs(*arrays, self._global(inputs.active, self.replicated))
+
+  def _shardings(self, state_shape: SimState) -> SimState:
+    rep = lambda t: jax.tree.map(lambda _: self.replicated, t)
+    per_client = lambda t: jax.tree.map(lambda _: self.by_client, t)
+    return SimState(self.replicated, rep(state_shape.server), per_client(state_shape.clients),
+                    per_client(state_shape.compressor), rep(state_shape.ring))
+
+  def _constrain(self, t: Any) -> Any:
+    """Pin a tree stacked over arrival slots to the 'clients' axis."""
+    if self.num_devices == 1:
+      return t
+    return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, self.by_slot), t)
 
   # ---- initialization ----------------------------------------------------------
-  def init(self, params: Any, key: jax.Array) -> SimState:
-    """The state before server step 0."""
-    alg, problem = self.algorithm, self.problem
+  def _init_impl(self, params: Any, key: jax.Array, problem: Problem) -> SimState:
+    alg = self.algorithm
     init_key = jax.random.fold_in(key, 0x7FFFFFFF)
     tasks = _all_tasks(problem, self.client_steps, self.max_steps)
     if alg.init is not None:
@@ -174,20 +248,24 @@ class Simulator:
     if alg.compressor is None:
       comp_states = EmptyState()
     else:
-      template = self._message_template(server_state, client_states)
+      template = self._message_template(server_state, client_states, problem)
       comp_states = jax.vmap(lambda _: alg.compressor.init(template))(
           jnp.arange(problem.num_clients))
     ring = tree.stack_n(alg.server.broadcast(server_state), self.ring_size)
-    state = SimState(jnp.zeros((), jnp.int32), server_state, client_states, comp_states, ring)
-    # Own copies: the chunk function donates its state, which must never alias the
-    # caller's params0.
-    return jax.tree.map(lambda x: jnp.array(x, copy=True), state)
+    return SimState(jnp.zeros((), jnp.int32), server_state, client_states, comp_states, ring)
 
-  def _message_template(self, server_state, client_states):
+  def init(self, params: Any, key: jax.Array) -> SimState:
+    """The state before server step 0 (fresh buffers, placed on the mesh)."""
+    shape = jax.eval_shape(self._init_impl, params, key, self.problem)
+    self._state_shardings = self._shardings(shape)
+    return jax.jit(self._init_impl, out_shardings=self._state_shardings)(
+        params, key, self.problem)
+
+  def _message_template(self, server_state, client_states, problem):
     alg = self.algorithm
     bcast = alg.server.broadcast(server_state)
     one_state = tree.gather(client_states, 0)
-    tasks = _all_tasks(self.problem, self.client_steps, self.max_steps)
+    tasks = _all_tasks(problem, self.client_steps, self.max_steps)
     task = tasks.replace(view=tree.gather(tasks.view, 0), num_steps=tasks.num_steps[0],
                          active=tasks.active[0], client_id=tasks.client_id[0])
     shape = jax.eval_shape(alg.client.update, bcast, one_state, task, jax.random.key(0))[0]
@@ -198,6 +276,7 @@ class Simulator:
     alg, ring_size, max_steps = self.algorithm, self.ring_size, self.max_steps
     client, server, compressor = alg.client, alg.server, alg.compressor
     record = self.record_params
+    constrain = self._constrain
 
     def one_client(problem, bcast, cstate, view, key, num_steps, active, cid):
       task = LocalTask(view=view, shared=problem.shared, num_steps=num_steps, active=active,
@@ -209,12 +288,13 @@ class Simulator:
       t = state.step
       key_t = jax.random.fold_in(key, t)
       ids = x.client_ids
-      bcast = tree.gather(state.ring, x.start_step % ring_size)
-      cstate = tree.gather(state.clients, ids)
-      views = tree.gather(problem.client_views, ids)
+      bcast = constrain(tree.gather(state.ring, x.start_step % ring_size))
+      cstate = constrain(tree.gather(state.clients, ids))
+      views = constrain(tree.gather(problem.client_views, ids))
       ckeys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.fold_in(key_t, 0), ids)
       msgs, new_cstate, cmetrics = jax.vmap(one_client, in_axes=(None, 0, 0, 0, 0, 0, 0, 0))(
           problem, bcast, cstate, views, ckeys, x.num_steps, x.send_mask, ids)
+      msgs, new_cstate = constrain(msgs), constrain(new_cstate)
       clients = tree.scatter(state.clients, ids, new_cstate, x.train_mask)
       if compressor is None:
         bits_each = jnp.full(ids.shape, _bits(msgs) / ids.shape[0], jnp.float32)
@@ -256,19 +336,32 @@ class Simulator:
     return chunk
 
   # ---- driving -----------------------------------------------------------------
+  def runner(self) -> Callable:
+    """The jitted chunk function ``(state, inputs, problem, key) -> (state, outputs)``."""
+    if self._state_shardings is None:
+      raise ValueError('call init() (or restore a state) before running.')
+    if self._run is None:
+      self._run = jax.jit(self._chunk_impl, donate_argnums=(0,),
+                          out_shardings=(self._state_shardings, self.replicated))
+    return self._run
+
+  def inputs(self, start: int) -> StepInputs:
+    """Placed device inputs of the chunk starting at server step ``start``."""
+    return self._place_inputs(step_inputs(self.schedule, self.algorithm.regime, start,
+                                          self.chunk_size, self.num_slots))
+
   def position(self, state: SimState) -> int:
     """The next server step of ``state`` (host int)."""
-    return int(jax.device_get(state.step))
+    return int(to_host(state.step))
 
   def run_chunk(self, state: SimState, key: jax.Array) -> tuple[SimState, dict]:
     """Run up to ``chunk_size`` steps from ``state`` (which is donated)."""
     start = self.position(state)
     if start >= self.schedule.num_steps:
       raise ValueError(f'the schedule has {self.schedule.num_steps} steps; state is at {start}.')
-    inputs = step_inputs(self.schedule, self.algorithm.regime, start, self.chunk_size)
-    state, out = self._run(state, inputs, self.problem, key)
-    valid = int(inputs.active.sum())
-    return state, jax.tree.map(lambda a: a[:valid], out)
+    valid = min(self.chunk_size, self.schedule.num_steps - start)
+    state, out = self.runner()(state, self.inputs(start), self.problem, key)
+    return state, jax.tree.map(lambda a: to_host(a)[:valid], out)
 
   def params(self, state: SimState) -> Any:
     return self.algorithm.server.params(state.server)

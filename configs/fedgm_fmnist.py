@@ -1,0 +1,32 @@
+"""FedGM (Sun et al., "On the Role of Server Momentum in FL", Sec. 3 eq. (2)) on FMNIST.
+
+Mirrors the paper's Sec. 6.1 / App. H.1 Table 1 setting: 100 clients, participation
+0.05 (5 clients per synchronous round), Dirichlet alpha = 0.5, 3 local epochs of
+plain SGD (no local momentum), eta_l = 0.01, and one point of the grid
+eta in {0.5, ..., 5.0}, beta in {0.7, 0.9, 0.95}, nu in {0.7, 0.9, 0.95}.
+
+Scaled down for 2 CPU cores: Fashion-MNIST instead of CIFAR-10, the MLP
+784-200-200-10 instead of ResNet/VGG, a 10,000-sample training subset (about 100
+samples per client, so an epoch is ~3 steps of batch 32), 200 rounds instead of 500.
+"""
+
+from afl_jax import config as config_lib
+
+
+def get_config():
+  c = config_lib.default()
+  c.algorithm = 'fedgm'
+  c.hparams = {'client_lr': 0.01, 'server_lr': 1.0, 'beta': 0.9, 'nu': 0.7}
+  c.num_clients = 100
+  c.partition = 'dirichlet'
+  c.dirichlet_alpha = 0.5
+  c.train_subset = 10000
+  c.model = 'mlp'
+  c.batch_size = 32
+  c.local_epochs = 3
+  c.schedule.kind = 'synchronous'
+  c.schedule.clients_per_step = 5
+  c.num_rounds = 200
+  c.eval_every = 20
+  c.eval_train_samples = 2000
+  return c

@@ -1,0 +1,31 @@
+"""FedSGD = FedGM with nu = 0 (Sun et al., Sec. 3): FedAvg with a server rate eta.
+
+``x <- x - eta * Delta_t``; eta = 1 is FedAvg. This is the "FedAvg" of the paper's
+Remark 4.5 / App. H.2 (Fig. 5: eta in {1, 2, 3}, unstable at 2, divergent at 3).
+Setting as in the paper's Table 1 (App. H.1): 100 clients, participation 0.05 (5
+per synchronous round), Dirichlet 0.5, 3 local epochs, eta_l = 0.01.
+
+Scaled down for 2 CPU cores: Fashion-MNIST and the MLP 784-200-200-10 instead of
+CIFAR-10 and ResNet, a 10,000-sample training subset, 200 rounds instead of 500.
+"""
+
+from afl_jax import config as config_lib
+
+
+def get_config():
+  c = config_lib.default()
+  c.algorithm = 'fedsgd'
+  c.hparams = {'client_lr': 0.01, 'server_lr': 1.0}
+  c.num_clients = 100
+  c.partition = 'dirichlet'
+  c.dirichlet_alpha = 0.5
+  c.train_subset = 10000
+  c.model = 'mlp'
+  c.batch_size = 32
+  c.local_epochs = 3
+  c.schedule.kind = 'synchronous'
+  c.schedule.clients_per_step = 5
+  c.num_rounds = 200
+  c.eval_every = 20
+  c.eval_train_samples = 2000
+  return c

@@ -1,0 +1,61 @@
+"""FedEcho's Table 1 delay model: runtime categories, per-client uniform durations."""
+
+import numpy as np
+import pytest
+
+from afl_jax.algorithms import fedecho_delays
+from afl_jax.schedules.durations import Durations
+from afl_jax.servers.fedecho import held_checkpoints
+
+
+def _sizes(n=50, seed=0):
+  return np.random.default_rng(seed).permutation(np.arange(20, 2000))[:n]  # distinct
+
+
+def test_category_shares_and_long_group_cap():
+  cat = fedecho_delays.runtime_categories(_sizes(), gamma=1.0, seed=3)
+  np.testing.assert_array_equal(np.bincount(cat, minlength=3), [30, 15, 5])
+  with pytest.raises(ValueError, match='long'):
+    fedecho_delays.runtime_categories(_sizes(), fractions=(0.5, 0.3, 0.2))
+  with pytest.raises(ValueError, match='gamma'):
+    fedecho_delays.runtime_categories(_sizes(), gamma=0.0)
+  with pytest.raises(ValueError, match='fractions'):
+    fedecho_delays.runtime_categories(_sizes(), fractions=(0.5, 0.3, 0.1))
+
+
+def test_small_gamma_makes_the_largest_clients_slow_and_large_gamma_does_not():
+  sizes = _sizes(100, seed=1)
+  order = np.argsort(-sizes)
+  cat = fedecho_delays.runtime_categories(sizes, gamma=1e-5, seed=0)
+  np.testing.assert_array_equal(np.sort(np.flatnonzero(cat == 2)), np.sort(order[:10]))
+  np.testing.assert_array_equal(np.sort(np.flatnonzero(cat == 1)), np.sort(order[10:40]))
+  # gamma -> inf: the assignment no longer follows the sample counts.
+  hits = [np.isin(np.flatnonzero(fedecho_delays.runtime_categories(
+      sizes, gamma=1e6, seed=s) == 2), order[:10]).mean() for s in range(20)]
+  assert np.mean(hits) < 0.3  # chance level is 0.1
+
+
+@pytest.mark.parametrize('delay,long_range', [('large', (500.0, 800.0)), ('mild', (100.0, 200.0))])
+def test_durations_follow_table_1_per_category(delay, long_range):
+  dur = fedecho_delays.durations(_sizes(), delay=delay, seed=2)
+  assert isinstance(dur, Durations)
+  ranges = {0: (10.0, 20.0), 1: (30.0, 50.0), 2: long_range}  # seconds (unit = 10 s)
+  ids = np.repeat(np.arange(50), 400)
+  d = dur.draw(np.random.default_rng(0), ids)
+  for c, (lo, hi) in ranges.items():
+    dc = d[dur.category[ids] == c]
+    assert dc.min() >= lo and dc.max() <= hi
+    np.testing.assert_allclose(dc.mean(), (lo + hi) / 2, rtol=0.02)  # U(lo, hi) mean
+    assert dc.max() - dc.min() > 0.9 * (hi - lo)
+
+
+def test_schedule_on_fedbuff_clock():
+  sizes = _sizes()
+  sched = fedecho_delays.schedule(sizes, 25, 5, 60, delay='large', seed=0)
+  assert sched.num_clients == 50 and sched.max_arrivals == 5 and sched.mask.all()
+  cat = fedecho_delays.durations(sizes, delay='large', seed=0).category
+  counts = sched.participation_counts
+  assert counts[cat == 0].mean() > 5 * max(counts[cat == 2].mean(), 0.1)  # stragglers rare
+  assert held_checkpoints(sched).max() <= 25
+  with pytest.raises(ValueError, match='delay'):
+    fedecho_delays.schedule(sizes, 25, 5, 10, delay='huge')
