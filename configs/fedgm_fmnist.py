@@ -26,6 +26,8 @@ def get_config():
   c.local_epochs = 3
   c.schedule.kind = 'synchronous'
   c.schedule.clients_per_step = 5
+  c.schedule.durations = 'constant'  # the paper counts rounds: wall-clock = rounds
+  c.schedule.durations_params = 'value=1'
   c.num_rounds = 200
   c.eval_every = 20
   c.eval_train_samples = 2000

@@ -120,3 +120,42 @@ def test_fedasync_staleness_functions():
   np.testing.assert_allclose(s('polynomial', a=0.5)(tau), (1 + np.arange(6.0)) ** -0.5)
   np.testing.assert_allclose(s('hinge', a=2.0, b=2.0)(tau),
                              [1, 1, 1, 1 / 3, 1 / 5, 1 / 7], rtol=1e-6)
+
+
+def test_client_blocks_give_the_same_run():
+  """Training arrival slots in blocks (bounded memory) changes nothing."""
+  a, b = make_quadratic(num_clients=9)
+  sched = afl_jax.schedules.fedbuff(9, 5, 4, 8, local_steps=2, seed=3)
+  alg = afl_jax.algorithms.get('fedbuff', client_lr=0.2, server_lr=0.8)
+  p0 = {'x': jnp.ones(4)}
+  runs = []
+  for block in (None, 1, 3):
+    sim = afl_jax.Simulator(alg, quadratic_problem(a, b), sched, record_params=True,
+                            client_block_size=block)
+    state = sim.init(p0, jax.random.key(0))
+    state, out = sim.run_chunk(state, jax.random.key(0))
+    runs.append((out['params']['x'], out['metrics']['bits_up'], sim.num_slots))
+  assert [r[2] for r in runs] == [4, 4, 6]  # 4 slots; blocks of 3 pad to 6
+  for hist, bits, _ in runs[1:]:
+    np.testing.assert_allclose(hist, runs[0][0], atol=1e-6)
+    np.testing.assert_array_equal(bits, runs[0][1])
+
+
+def test_memory_is_reported_and_too_large_runs_are_refused():
+  a, b = make_quadratic(num_clients=5)
+  sched = afl_jax.schedules.fedbuff(5, 3, 2, 4, seed=0)
+  alg = afl_jax.algorithms.get('asynflc_ef', client_lr=0.1, num_clients=5, fraction=0.5)
+  p0 = {'x': jnp.ones(4, jnp.float32)}
+  sim = afl_jax.Simulator(alg, quadratic_problem(a, b), sched)
+  sim.init(p0, jax.random.key(0))
+  # always-on AsynFL: local model + anchor (+ a flag) per client, and an EF residual.
+  assert sim.memory['per_client_state'] >= 5 * (3 * 4 * 4)
+  assert sim.memory['ring_buffer'] == 1 * 4 * 4
+  assert sim.memory['total'] == sum(v for k, v in sim.memory.items() if k != 'total')
+  tight = afl_jax.Simulator(alg, quadratic_problem(a, b), sched,
+                            memory_limit_bytes=sim.memory['total'] // 2)
+  import pytest
+
+  from afl_jax.core.memory import InsufficientMemoryError
+  with pytest.raises(InsufficientMemoryError, match='needs about .* GiB'):
+    tight.init(p0, jax.random.key(0))

@@ -176,3 +176,19 @@ def test_load_trace_with_defaults_and_bad_files(tmp_path):
   (tmp_path / 'junk.npz').write_bytes(b'not a zip')
   with pytest.raises(ScheduleError, match='cannot read'):
     schedules.load(tmp_path / 'junk.npz')
+
+
+def test_ring_plan_keeps_every_start_model_until_its_last_reader():
+  from afl_jax.core import ring
+  for sched in (schedules.fedbuff(100, 20, 10, 300, seed=0),
+                schedules.random_staleness(20, 4, 60, window=7, seed=1),
+                from_arrays([[0, 1], [2, 0], [1, 2]], [[0, 0], [0, 1], [0, 2]])):
+    p = ring.plan(sched)
+    held = {int(p.write_slot[0]): 0}  # slot -> version it holds
+    for t in range(sched.num_steps):
+      for j in np.flatnonzero(sched.mask[t]):
+        assert held[int(p.read_slot[t, j])] == sched.start_step[t, j]
+      held[int(p.write_slot[t + 1])] = t + 1
+    live = max(len({int(s) for s in sched.start_step[t][sched.mask[t]]}) for t in
+               range(sched.num_steps))
+    assert live <= p.size <= sched.max_staleness + 1

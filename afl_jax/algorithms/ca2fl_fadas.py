@@ -41,7 +41,7 @@ def ca2fl(client_lr: float = 0.01, server_lr: float = 1.0) -> Algorithm:
   def init(params, tasks, key):
     n = tasks.client_id.shape[0]
     keys = jax.random.split(key, n)
-    states = jax.vmap(client.init, in_axes=(None, 0, 0))(params, tasks, keys)
+    states = jax.vmap(client.init, in_axes=(None, tasks.batch_axes(), 0))(params, tasks, keys)
     return ca2fl_init_state(params, n), states
 
   return Algorithm('ca2fl', client, server, init=init)

@@ -114,7 +114,7 @@ def build(name: str, client_lr: float, server_lr: float, beta: float, *, adaptiv
     """c_i^0 for all N clients in one vmapped pass; c^0 = mean_i c_i^0, g^0 = c^0."""
     n = tasks.client_id.shape[0]
     keys = jax.random.split(key, n)
-    states = jax.vmap(client.init, in_axes=(None, 0, 0))(params, tasks, keys)
+    states = jax.vmap(client.init, in_axes=(None, tasks.batch_axes(), 0))(params, tasks, keys)
     return init_state(params, states.variate, selection=selection, adaptive=adaptive), states
 
   return Algorithm(name, client, server, init=init)

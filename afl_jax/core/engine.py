@@ -2,9 +2,9 @@
 
 Each server step t (see DESIGN.md, "The core idea"):
 
-1. gathers each arriving client's start broadcast from a ring buffer of the last
-   ``R = max_staleness + 1`` broadcasts (slot ``s % R`` holds the broadcast made
-   before step s was applied);
+1. gathers each arriving client's start broadcast from a buffer of past broadcasts
+   whose slots are planned on the host from the schedule (:mod:`afl_jax.core.ring`:
+   as many slots as versions are ever live at once);
 2. runs the arriving clients' :class:`~afl_jax.core.types.ClientRule` together
    with ``jax.vmap`` (local steps are an inner ``lax.scan`` masked per client);
 3. gathers/scatters per-client state by client id (padded slots never write);
@@ -34,7 +34,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from afl_jax.core import tree
+from afl_jax.core import memory, ring, tree
 from afl_jax.core.problem import Problem
 from afl_jax.core.types import Algorithm, Arrivals, EmptyState, LocalTask
 from afl_jax.schedules.schedule import Schedule
@@ -57,11 +57,12 @@ class StepInputs(NamedTuple):
   """Per-step device inputs, leading axis = steps of a chunk."""
 
   client_ids: np.ndarray  # int32[C, M]
-  start_step: np.ndarray  # int32[C, M] version whose broadcast the client starts from
+  ring_slot: np.ndarray  # int32[C, M] ring slot holding the broadcast the client started from
   staleness: np.ndarray  # int32[C, M]
   num_steps: np.ndarray  # int32[C, M]
   train_mask: np.ndarray  # bool[C, M] whose client state is written back
   send_mask: np.ndarray  # bool[C, M] whose message the server uses
+  write_slot: np.ndarray  # int32[C] ring slot receiving the broadcast made by the step
   active: np.ndarray  # bool[C] False for padding steps past the end of the schedule
 
 
@@ -79,18 +80,22 @@ def per_client_steps(schedule: Schedule) -> np.ndarray:
 
 
 def step_inputs(schedule: Schedule, regime: str, start: int, length: int,
-                num_slots: int | None = None) -> StepInputs:
+                num_slots: int | None = None, ring_plan: ring.RingPlan | None = None
+                ) -> StepInputs:
   """Host inputs for steps ``[start, start + length)``, padded past the schedule's end.
 
   ``num_slots`` pads the arrival axis with masked slots (to a multiple of the number
-  of devices the client axis is sharded over).
+  of devices the client axis is sharded over). ``ring_plan`` says where broadcasts
+  live (default :func:`afl_jax.core.ring.plan`; the always-on regime uses one slot).
   """
+  if ring_plan is None:
+    ring_plan = ring.plan(schedule) if regime == 'per_job' else None
   t_total = schedule.num_steps
   stop = min(start + length, t_total)
   sl = slice(start, stop)
   pad = length - (stop - start)
   if regime == 'per_job':
-    ids, st = schedule.client_ids[sl], schedule.start_step[sl]
+    ids, st = schedule.client_ids[sl], ring_plan.read_slot[sl]
     tau, k = schedule.staleness[sl], schedule.local_steps[sl]
     train = send = schedule.mask[sl]
   else:  # always_on: every client trains every step; the schedule says who reports.
@@ -100,7 +105,7 @@ def step_inputs(schedule: Schedule, regime: str, start: int, length: int,
     m = schedule.mask[sl].reshape(-1)
     cols = schedule.client_ids[sl].reshape(-1)
     ids = np.broadcast_to(np.arange(n, dtype=np.int32), (c, n))
-    st = np.broadcast_to(np.arange(start, stop, dtype=np.int32)[:, None], (c, n))
+    st = np.zeros((c, n), np.int32)
     send = np.zeros((c, n), bool)
     send[rows[m], cols[m]] = True
     tau = np.zeros((c, n), np.int32)
@@ -118,13 +123,14 @@ def step_inputs(schedule: Schedule, regime: str, start: int, length: int,
   width = arrays[0].shape[1]
   if num_slots is not None and num_slots > width:
     extra = num_slots - width
-    t_col = np.arange(start, start + length, dtype=np.int32)[:, None]
-    fill = [0, None, 0, 1, False, False]
-    arrays = [np.concatenate([a, np.broadcast_to(t_col if f is None else np.asarray(f, a.dtype),
-                                                 (length, extra))], axis=1)
+    fill = [0, 0, 0, 1, False, False]
+    arrays = [np.concatenate([a, np.full((length, extra), f, a.dtype)], axis=1)
               for a, f in zip(arrays, fill)]
+  write = np.zeros(length, np.int32)
+  if ring_plan is not None:
+    write[:stop - start] = ring_plan.write_slot[start + 1:stop + 1]
   active = np.arange(length) < (stop - start)
-  return StepInputs(*(np.ascontiguousarray(a) for a in arrays), active)
+  return StepInputs(*(np.ascontiguousarray(a) for a in arrays), write, active)
 
 
 def _all_tasks(problem: Problem, num_steps: np.ndarray, max_steps: int) -> LocalTask:
@@ -171,11 +177,18 @@ class Simulator:
     chunk_size: server steps per compiled scan (default: the whole schedule).
     record_params: also return the global params after every step (verification).
     mesh: a ``jax.sharding.Mesh`` with an axis named 'clients' (default: all devices).
+    client_block_size: train the arrival slots of a step in blocks of this many
+      clients, one block after another (default: all at once). Bounds the
+      temporaries of very large steps (e.g. an always-on step of 100,000 clients);
+      the result does not depend on it.
+    memory_limit_bytes: refuse runs whose analytic memory exceeds 90% of this
+      (default: what the backend reports available).
   """
 
   def __init__(self, algorithm: Algorithm, problem: Problem, schedule: Schedule, *,
                chunk_size: int | None = None, record_params: bool = False,
-               mesh: Mesh | None = None):
+               mesh: Mesh | None = None, client_block_size: int | None = None,
+               memory_limit_bytes: int | None = None):
     if algorithm.regime not in REGIMES:
       raise ValueError(f'algorithm {algorithm.name!r} has regime {algorithm.regime!r}; '
                        f'valid: {REGIMES}.')
@@ -188,7 +201,8 @@ class Simulator:
     if self.chunk_size < 1:
       raise ValueError(f'chunk_size must be >= 1; got {chunk_size}.')
     self.record_params = record_params
-    self.ring_size = schedule.max_staleness + 1 if algorithm.regime == 'per_job' else 1
+    self.ring_plan = ring.plan(schedule) if algorithm.regime == 'per_job' else None
+    self.ring_size = self.ring_plan.size if self.ring_plan is not None else 1
     self.max_steps = schedule.max_local_steps
     self.client_steps = per_client_steps(schedule)
     self.mesh = default_mesh() if mesh is None else mesh
@@ -196,7 +210,13 @@ class Simulator:
       raise ValueError(f"mesh needs an axis named {CLIENT_AXIS!r}; got {self.mesh.axis_names}.")
     self.num_devices = int(self.mesh.shape[CLIENT_AXIS])
     width = schedule.max_arrivals if algorithm.regime == 'per_job' else schedule.num_clients
-    self.num_slots = -(-width // self.num_devices) * self.num_devices
+    unit = self.num_devices
+    if client_block_size is not None:
+      if client_block_size < 1:
+        raise ValueError(f'client_block_size must be >= 1; got {client_block_size}.')
+      unit = -(-int(client_block_size) // self.num_devices) * self.num_devices
+    self.num_slots = -(-width // unit) * unit
+    self.block_size = unit if client_block_size is not None else self.num_slots
     self.replicated = NamedSharding(self.mesh, P())
     self.by_slot = NamedSharding(self.mesh, P(CLIENT_AXIS))
     self.shard_clients = problem.num_clients % self.num_devices == 0
@@ -205,6 +225,8 @@ class Simulator:
     self._chunk_impl = self._make_chunk_fn()
     self._run = None
     self._state_shardings = None
+    self.memory_limit_bytes = memory_limit_bytes
+    self.memory: dict[str, int] = {}
 
   # ---- placement -----------------------------------------------------------------
   def _global(self, x: Any, sharding: NamedSharding) -> jax.Array:
@@ -218,8 +240,9 @@ class Simulator:
 
   def _place_inputs(self, inputs: StepInputs) -> StepInputs:
     per_slot = NamedSharding(self.mesh, P(None, CLIENT_AXIS))
-    arrays = [self._global(a, per_slot) for a in inputs[:-1]]
-    return StepInputs(*arrays, self._global(inputs.active, self.replicated))
+    arrays = [self._global(a, per_slot) for a in inputs[:-2]]
+    return StepInputs(*arrays, self._global(inputs.write_slot, self.replicated),
+                      self._global(inputs.active, self.replicated))
 
   def _shardings(self, state_shape: SimState) -> SimState:
     rep = lambda t: jax.tree.map(lambda _: self.replicated, t)
@@ -255,8 +278,16 @@ class Simulator:
     return SimState(jnp.zeros((), jnp.int32), server_state, client_states, comp_states, ring)
 
   def init(self, params: Any, key: jax.Array) -> SimState:
-    """The state before server step 0 (fresh buffers, placed on the mesh)."""
+    """The state before server step 0 (fresh buffers, placed on the mesh).
+
+    Raises:
+      InsufficientMemoryError: the analytic memory of the run (``self.memory``)
+        exceeds what the backend reports (or ``memory_limit_bytes``).
+    """
     shape = jax.eval_shape(self._init_impl, params, key, self.problem)
+    self.memory = memory.estimate(shape, params, self.problem, num_slots=self.num_slots,
+                                  block_size=self.block_size, num_devices=self.num_devices)
+    memory.check(self.memory, self.memory_limit_bytes or memory.available_bytes())
     self._state_shardings = self._shardings(shape)
     return jax.jit(self._init_impl, out_shardings=self._state_shardings)(
         params, key, self.problem)
@@ -273,10 +304,11 @@ class Simulator:
 
   # ---- the compiled chunk ------------------------------------------------------
   def _make_chunk_fn(self) -> Callable:
-    alg, ring_size, max_steps = self.algorithm, self.ring_size, self.max_steps
+    alg, max_steps = self.algorithm, self.max_steps
     client, server, compressor = alg.client, alg.server, alg.compressor
     record = self.record_params
     constrain = self._constrain
+    num_blocks = self.num_slots // self.block_size
 
     def one_client(problem, bcast, cstate, view, key, num_steps, active, cid):
       task = LocalTask(view=view, shared=problem.shared, num_steps=num_steps, active=active,
@@ -284,33 +316,53 @@ class Simulator:
                        max_steps=max_steps)
       return client.update(bcast, cstate, task, key)
 
-    def do_step(state: SimState, x: StepInputs, problem: Problem, key: jax.Array):
-      t = state.step
-      key_t = jax.random.fold_in(key, t)
-      ids = x.client_ids
-      bcast = constrain(tree.gather(state.ring, x.start_step % ring_size))
-      cstate = constrain(tree.gather(state.clients, ids))
+    def client_block(carry, xb, problem, ring, key_t):
+      """Train one block of arrival slots: gather, vmap, compress, scatter."""
+      clients, comp = carry
+      ids = xb.client_ids
+      bcast = constrain(tree.gather(ring, xb.ring_slot))
+      cstate = constrain(tree.gather(clients, ids))
       views = constrain(tree.gather(problem.client_views, ids))
       ckeys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.fold_in(key_t, 0), ids)
       msgs, new_cstate, cmetrics = jax.vmap(one_client, in_axes=(None, 0, 0, 0, 0, 0, 0, 0))(
-          problem, bcast, cstate, views, ckeys, x.num_steps, x.send_mask, ids)
+          problem, bcast, cstate, views, ckeys, xb.num_steps, xb.send_mask, ids)
       msgs, new_cstate = constrain(msgs), constrain(new_cstate)
-      clients = tree.scatter(state.clients, ids, new_cstate, x.train_mask)
+      clients = tree.scatter(clients, ids, new_cstate, xb.train_mask)
       if compressor is None:
         bits_each = jnp.full(ids.shape, _bits(msgs) / ids.shape[0], jnp.float32)
-        comp_states = state.compressor
       else:
         kkeys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.fold_in(key_t, 1),
                                                                 ids)
         msgs, new_comp, bits_each = jax.vmap(compressor.compress)(
-            msgs, tree.gather(state.compressor, ids), kkeys)
-        comp_states = tree.scatter(state.compressor, ids, new_comp, x.send_mask)
+            msgs, tree.gather(comp, ids), kkeys)
+        comp = tree.scatter(comp, ids, new_comp, xb.send_mask)
+      return (clients, comp), (msgs, bits_each, cmetrics)
+
+    def do_step(state: SimState, x: StepInputs, problem: Problem, key: jax.Array):
+      t = state.step
+      key_t = jax.random.fold_in(key, t)
+      ids = x.client_ids
+      carry = (state.clients, state.compressor)
+      if num_blocks == 1:
+        (clients, comp_states), (msgs, bits_each, cmetrics) = client_block(
+            carry, x, problem, state.ring, key_t)
+      else:  # blocks of slots one after another: bounded temporaries for huge M or N.
+        slots = tuple(a.reshape((num_blocks, -1)) for a in x[:-2])
+        (clients, comp_states), out = jax.lax.scan(
+            lambda c, xb: client_block(c, StepInputs(*xb, x.write_slot, x.active), problem,
+                                       state.ring, key_t),
+            carry, slots)
+        msgs, bits_each, cmetrics = jax.tree.map(
+            lambda a: a.reshape((-1,) + a.shape[2:]), out)
+        msgs = constrain(msgs)
       arrivals = Arrivals(client_ids=ids, staleness=x.staleness, mask=x.send_mask,
-                          num_steps=x.num_steps, start_broadcast=bcast, step=t)
+                          num_steps=x.num_steps,
+                          start_broadcast=constrain(tree.gather(state.ring, x.ring_slot)),
+                          step=t)
       server_state, smetrics = server.update(state.server, msgs, arrivals,
                                              jax.random.fold_in(key_t, 2))
       new_bcast = server.broadcast(server_state)
-      ring = jax.tree.map(lambda r, b: r.at[(t + 1) % ring_size].set(b.astype(r.dtype)),
+      ring = jax.tree.map(lambda r, b: r.at[x.write_slot].set(b.astype(r.dtype)),
                           state.ring, new_bcast)
       sent = x.send_mask.astype(jnp.float32)
       trained = x.train_mask.astype(jnp.float32)
@@ -348,7 +400,7 @@ class Simulator:
   def inputs(self, start: int) -> StepInputs:
     """Placed device inputs of the chunk starting at server step ``start``."""
     return self._place_inputs(step_inputs(self.schedule, self.algorithm.regime, start,
-                                          self.chunk_size, self.num_slots))
+                                          self.chunk_size, self.num_slots, self.ring_plan))
 
   def position(self, state: SimState) -> int:
     """The next server step of ``state`` (host int)."""

@@ -1,0 +1,57 @@
+"""Where each broadcast lives: a host-side slot plan for the ring buffer of past models.
+
+A client's work depends only on the broadcast it started from, so the engine keeps
+past broadcasts in a buffer and each arrival reads its start model from it. A
+version ``v`` (the broadcast before server step v) must be kept from the moment it
+is made until the last step that consumes a job started from it. Those lifetimes
+are known from the schedule, so slots are assigned up front by greedy interval
+colouring (optimal for intervals): the buffer holds as many models as are ever live
+at once — at most min(tau_max + 1, Mc + 1) for FedBuff's clock — instead of one
+per version of the staleness window. Versions nobody starts from are written to a
+free slot and never read.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import NamedTuple
+
+import numpy as np
+
+from afl_jax.schedules.schedule import Schedule
+
+
+class RingPlan(NamedTuple):
+  read_slot: np.ndarray  # int32[T, M] slot holding each arrival's start broadcast
+  write_slot: np.ndarray  # int32[T + 1] slot receiving version v (v = 0 at init)
+  size: int  # number of slots
+
+
+def plan(schedule: Schedule) -> RingPlan:
+  """Slot assignment for ``schedule`` (per-job regime)."""
+  t_total = schedule.num_steps
+  last_use = np.full(t_total + 1, -1, np.int64)
+  starts = schedule.start_step[schedule.mask]
+  steps = np.broadcast_to(np.arange(t_total)[:, None], schedule.mask.shape)[schedule.mask]
+  np.maximum.at(last_use, starts, steps)
+  write = np.zeros(t_total + 1, np.int32)
+  free: list[int] = []
+  busy: list[tuple[int, int]] = []  # (last use, slot)
+  size = 0
+  for v in range(t_total + 1):
+    # Version v is written after step v - 1: slots whose last reader ran at step <= v - 1
+    # are free again.
+    while busy and busy[0][0] <= v - 1:
+      heapq.heappush(free, heapq.heappop(busy)[1])
+    if free:
+      slot = heapq.heappop(free)
+    else:
+      slot, size = size, size + 1
+    write[v] = slot
+    if last_use[v] >= 0:
+      heapq.heappush(busy, (int(last_use[v]), slot))
+    else:
+      heapq.heappush(free, slot)
+  read = np.where(schedule.mask, write[schedule.start_step], 0).astype(np.int32)
+  return RingPlan(read, write, max(size, 1))
+
