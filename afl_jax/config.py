@@ -16,7 +16,8 @@ from afl_jax.schedules.durations import make as make_duration_model
 DATASETS = ('fmnist', 'digits', 'synthetic')
 PARTITIONS = ('iid', 'dirichlet', 'shards')
 MODELS = ('logreg', 'mlp', 'cnn', 'resnet18')
-SCHEDULES = ('synchronous', 'fedbuff', 'fully_async', 'random_staleness', 'waiting_windows')
+SCHEDULES = ('synchronous', 'fedbuff', 'fully_async', 'random_staleness', 'waiting_windows',
+             'fedecho_large', 'fedecho_mild')  # fedecho_*: FedEcho's Table 1 on FedBuff's clock
 DTYPES = ('float32', 'float64')
 
 
@@ -46,6 +47,7 @@ def default() -> ml_collections.ConfigDict:
   c.local_steps = 10  # used when local_epochs == 0
   c.local_epochs = 0  # > 0: K_i = local_epochs * ceil(n_i / batch_size), differs per client
   c.dtype = 'float32'
+  c.client_block_size = 0  # > 0: train a step's clients in blocks of this size (memory)
   # Delay model / schedule.
   c.schedule = ml_collections.ConfigDict()
   c.schedule.kind = 'fedbuff'
@@ -108,12 +110,14 @@ def validate(c: ml_collections.ConfigDict, num_samples: int | None = None) -> No
   if c.local_epochs == 0:
     _check(c.local_steps >= 1, 'local_steps', c.local_steps, 'must be >= 1')
   _check(c.dtype in DTYPES, 'dtype', c.dtype, f'must be one of {DTYPES}')
+  _check(c.client_block_size >= 0, 'client_block_size', c.client_block_size,
+         'must be >= 0 (0 = all clients of a step at once)')
   s = c.schedule
   _check(s.kind in SCHEDULES, 'schedule.kind', s.kind, f'must be one of {SCHEDULES}')
-  if s.kind in ('fedbuff', 'fully_async'):
+  if s.kind in ('fedbuff', 'fully_async', 'fedecho_large', 'fedecho_mild'):
     _check(1 <= s.concurrency <= c.num_clients, 'schedule.concurrency', s.concurrency,
            f'must be in [1, num_clients={c.num_clients}]')
-  if s.kind == 'fedbuff':
+  if s.kind in ('fedbuff', 'fedecho_large', 'fedecho_mild'):
     _check(1 <= s.buffer_size <= s.concurrency, 'schedule.buffer_size', s.buffer_size,
            f'must be in [1, concurrency={s.concurrency}]')
     _check(c.num_clients >= s.concurrency + s.buffer_size - 1, 'num_clients', c.num_clients,

@@ -27,7 +27,7 @@ import optax
 from afl_jax import algorithms, data, models, plotting, schedules
 from afl_jax import config as config_lib
 from afl_jax.checkpointing import Checkpointer
-from afl_jax.core import tree
+from afl_jax.core import memory, tree
 from afl_jax.core.engine import Simulator
 from afl_jax.core.problem import Problem
 
@@ -70,8 +70,8 @@ def client_local_steps(c: ml_collections.ConfigDict, fed: data.FederatedData) ->
   return np.full(fed.num_clients, c.local_steps, np.int32)
 
 
-def build_schedule(c: ml_collections.ConfigDict, local_steps: np.ndarray
-                   ) -> schedules.Schedule:
+def build_schedule(c: ml_collections.ConfigDict, local_steps: np.ndarray,
+                   num_samples: np.ndarray | None = None) -> schedules.Schedule:
   s = c.schedule
   seed = s.seed if s.seed >= 0 else c.seed
   dur = config_lib.make_durations(s.durations, s.durations_params)
@@ -82,6 +82,11 @@ def build_schedule(c: ml_collections.ConfigDict, local_steps: np.ndarray
   if s.kind == 'fedbuff':
     return schedules.fedbuff(n, s.concurrency, s.buffer_size, t, durations=dur,
                              local_steps=local_steps, seed=seed)
+  if s.kind in ('fedecho_large', 'fedecho_mild'):  # Table 1 of FedEcho; needs client sizes
+    from afl_jax.algorithms import fedecho_delays
+    sizes = np.full(n, 1) if num_samples is None else num_samples
+    return fedecho_delays.schedule(sizes, s.concurrency, s.buffer_size, t,
+                                   delay=s.kind.split('_')[1], local_steps=local_steps, seed=seed)
   if s.kind == 'fully_async':
     return schedules.fully_async(n, s.concurrency, t, durations=dur, local_steps=local_steps,
                                  seed=seed)
@@ -215,7 +220,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
   fed = build_federated(c)
   model = models.get_model(c.model, fed.num_classes)
   local_steps = client_local_steps(c, fed)
-  schedule = build_schedule(c, local_steps)
+  schedule = build_schedule(c, local_steps, fed.sizes)
   key = jax.random.key(c.seed)
   params0 = model.init(jax.random.fold_in(key, 1), jnp.asarray(fed.x[:1], dtype))
   params0 = jax.tree.map(lambda x: x.astype(dtype), params0)
@@ -225,7 +230,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
              'local_steps': int(np.median(local_steps))}
   algorithm = build_algorithm(c, context)
   problem = build_problem(fed, model.apply, c.batch_size, dtype)
-  sim = Simulator(algorithm, problem, schedule, chunk_size=c.eval_every)
+  sim = Simulator(algorithm, problem, schedule, chunk_size=c.eval_every,
+                  client_block_size=c.client_block_size or None)
   evaluate = make_evaluator(model.apply, fed, c, dtype)
 
   with open(os.path.join(workdir, 'config.json'), 'w') as f:
@@ -241,6 +247,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
           'tau_sum': np.zeros((), np.float64), 'arrivals': np.zeros((), np.float64)}
   ckpt = Checkpointer(workdir) if c.checkpoint_every else None
   state = sim.init(params0, key)
+  log(f'{memory.format_report(sim.memory)}; ring buffer {sim.ring_size} models; '
+      f'{sim.num_devices} device(s)')
   records: list[dict] = []
   if ckpt is not None and ckpt.latest_step() is not None:
     step = ckpt.latest_step()

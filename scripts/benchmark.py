@@ -1,50 +1,95 @@
-"""Engine throughput: client updates per second on a fixed task, compile time apart.
+"""Engine throughput, compile time, matrix-product ceiling, device scaling, peak memory.
 
-Task (issue #2): FedBuff, MLP 784-200-200-10, batch 32, K=10 local steps, N=100
-clients, Mc=20, M=10, 50 server steps (500 client updates). Data are random
-images of FMNIST's shape (throughput does not depend on pixel values). The last
-line printed is one JSON object with at least ``updates_per_s`` and ``compile_s``.
+  python scripts/benchmark.py                       # all tasks, 1/2/4 host devices
+  python scripts/benchmark.py --tasks=fedbuff --devices=1 --repeats=3
+  python scripts/benchmark.py --write_docs          # also rewrite docs/performance.md
 
-  python scripts/benchmark.py [--repeats=3] [--steps=50]
+Tasks (client updates = local jobs of K steps):
+  fedbuff       FedBuff, MLP 784-200-200-10, batch 32, K=10, N=100, Mc=20, M=10, 50 steps
+  many_clients  FedBuff, MLP 784-32-10, batch 32, K=10, N=10,000, Mc=2,000, M=1,000, 10 steps
+  always_on     AsynFL (every client trains every step), MLP 784-32-10, batch 32, K=10,
+                N=1,000, waiting windows, 10 steps
+Each task runs in a fresh process per device count (``--xla_force_host_platform_device_count``
+on CPU), with the client axis sharded over the devices. ``matmul`` measures the machine's
+rate for exactly the matrix products of one task's local steps (forward and backward, batch
+32, vmapped over the same number of clients, no other work): the ceiling the engine is
+compared with. Data are random images of FMNIST's shape. The last line printed is one JSON
+object with at least ``updates_per_s`` and ``compile_s`` (fedbuff task, default devices).
 """
 
 import json
+import os
+import resource
+import subprocess
+import sys
 import time
 
-import jax
-import jax.numpy as jnp
-import numpy as np
 from absl import app, flags
 
-import afl_jax
-from afl_jax import data, experiment, models
-
+_TASKS = flags.DEFINE_list('tasks', ['fedbuff', 'many_clients', 'always_on'], 'Tasks to run.')
+_DEVICES = flags.DEFINE_list('devices', ['1', '2', '4'], 'Host device counts to scale over.')
 _REPEATS = flags.DEFINE_integer('repeats', 3, 'Timed repetitions (best is reported).')
-_STEPS = flags.DEFINE_integer('steps', 50, 'Server steps per repetition.')
+_WORKER = flags.DEFINE_string('worker', '', 'Internal: run this one task here and print JSON.')
+_WRITE_DOCS = flags.DEFINE_bool('write_docs', False, 'Rewrite docs/performance.md.')
 
-N, MC, M, K, BATCH, SAMPLES = 100, 20, 10, 10, 32, 60000
+TASKS = {
+    'fedbuff': dict(hidden=(200, 200), n=100, mc=20, m=10, k=10, steps=50, regime='per_job'),
+    'many_clients': dict(hidden=(32,), n=10_000, mc=2_000, m=1_000, k=10, steps=10,
+                         regime='per_job'),
+    'always_on': dict(hidden=(32,), n=1_000, mc=0, m=0, k=10, steps=10, regime='always_on'),
+}
+BATCH = 32
 
 
-def mlp_flops_per_update(batch: int, k: int) -> float:
-  """Forward + backward matmul FLOPs of MLP 784-200-200-10 for one client job."""
-  macs = 784 * 200 + 200 * 200 + 200 * 10
-  return 3 * 2 * macs * batch * k  # backward ~ 2x forward
+def layer_sizes(hidden):
+  return (784, *hidden, 10)
 
 
-def main(argv):
-  del argv
+def flops_per_update(hidden, k):
+  """Matrix-product FLOPs of one client job: forward + 2 backward products per layer."""
+  sizes = layer_sizes(hidden)
+  macs = sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
+  return 3 * 2 * macs * BATCH * k
+
+
+def _peak_memory_bytes(jax):
+  dev = jax.devices()[0]
+  stats = dev.memory_stats() if dev.platform != 'cpu' else None
+  if stats and 'peak_bytes_in_use' in stats:
+    return int(stats['peak_bytes_in_use'])
+  return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def run_task(name, repeats):
+  """Run one task in this process (device count fixed by XLA_FLAGS) and return a dict."""
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+
+  import afl_jax
+  from afl_jax import data, experiment, models
+  spec = TASKS[name]
+  n, k, steps = spec['n'], spec['k'], spec['steps']
   rng = np.random.default_rng(0)
-  x = rng.normal(size=(SAMPLES, 28, 28)).astype(np.float32)
-  y = rng.integers(0, 10, size=SAMPLES).astype(np.int32)
-  sizes = np.full(N, SAMPLES // N, np.int32)
-  fed = data.FederatedData(x, y, np.arange(N, dtype=np.int32) * sizes[0], sizes, x[:10],
-                           y[:10], x[:0], 10)
-  model = models.get_model('mlp', 10)
+  samples = max(60_000, n * 8)
+  x = rng.normal(size=(samples, 28, 28)).astype(np.float32)
+  y = rng.integers(0, 10, size=samples).astype(np.int32)
+  size = samples // n
+  fed = data.FederatedData(x, y, np.arange(n, dtype=np.int32) * size,
+                           np.full(n, size, np.int32), x[:10], y[:10], x[:0], 10)
+  model = models.MLP(num_classes=10, hidden_sizes=spec['hidden'])
   params = model.init(jax.random.key(0), jnp.zeros((1, 28, 28)))
   problem = experiment.build_problem(fed, model.apply, BATCH, jnp.float32)
-  steps = _STEPS.value
-  schedule = afl_jax.schedules.fedbuff(N, MC, M, steps, local_steps=K, seed=0)
-  alg = afl_jax.algorithms.get('fedbuff', client_lr=0.01, server_lr=1.0)
+  if spec['regime'] == 'per_job':
+    schedule = afl_jax.schedules.fedbuff(n, spec['mc'], spec['m'], steps, local_steps=k, seed=0)
+    alg = afl_jax.algorithms.get('fedbuff', client_lr=0.01, server_lr=1.0)
+    updates = steps * spec['m']
+  else:
+    durations = afl_jax.schedules.durations('uniform', low=0.5, high=3.0)
+    schedule = afl_jax.schedules.waiting_windows(n, steps, window=1.0, durations=durations,
+                                                 local_steps=k, seed=0)
+    alg = afl_jax.algorithms.get('asynfl', client_lr=0.01, num_clients=n)
+    updates = steps * n
   sim = afl_jax.Simulator(alg, problem, schedule, chunk_size=steps)
   key = jax.random.key(0)
   state = sim.init(params, key)
@@ -53,7 +98,7 @@ def main(argv):
   compiled = sim.runner().lower(state, inputs, sim.problem, key).compile()
   compile_s = time.perf_counter() - t0
   times = []
-  for _ in range(_REPEATS.value):
+  for _ in range(repeats):
     state = sim.init(params, key)
     jax.block_until_ready(state)
     t0 = time.perf_counter()
@@ -61,19 +106,131 @@ def main(argv):
     jax.block_until_ready(state)
     times.append(time.perf_counter() - t0)
   best = min(times)
-  updates = steps * M
-  flops = mlp_flops_per_update(BATCH, K) * updates
-  result = {
-      'task': 'fedbuff mlp784-200-200-10 b32 K10 N100 Mc20 M10',
-      'steps': steps, 'client_updates': updates,
-      'updates_per_s': updates / best, 'gflops_per_s': flops / best / 1e9,
-      'run_s_best': best, 'run_s_all': times, 'compile_s': compile_s,
-      'devices': [str(d) for d in jax.devices()], 'jax': jax.__version__,
-  }
-  print(f'{updates} client updates in {best:.3f}s (best of {len(times)}): '
-        f'{updates / best:.1f} updates/s, {flops / best / 1e9:.1f} GFLOP/s; '
-        f'compile {compile_s:.2f}s')
-  print(json.dumps(result))
+  flops = flops_per_update(spec['hidden'], k) * updates
+  return {'task': name, 'devices': len(jax.devices()), 'client_updates': updates,
+          'updates_per_s': updates / best, 'gflops_per_s': flops / best / 1e9,
+          'run_s_best': best, 'compile_s': compile_s,
+          'analytic_memory_mib': sim.memory['total'] / 2**20,
+          'peak_memory_mib': _peak_memory_bytes(jax) / 2**20,
+          'backend': jax.default_backend(), 'jax': jax.__version__}
+
+
+def run_matmul(name, repeats):
+  """GFLOP/s of just the matrix products of ``name``'s local steps (the ceiling)."""
+  import jax
+  import jax.numpy as jnp
+  spec = TASKS[name]
+  clients = spec['m'] or spec['n']
+  clients = min(clients, 1000)
+  sizes = layer_sizes(spec['hidden'])
+  key = jax.random.key(0)
+  ws = [jax.random.normal(key, (clients, a, b)) * 0.01 for a, b in zip(sizes[:-1], sizes[1:])]
+  x = jax.random.normal(key, (clients, BATCH, sizes[0]))
+
+  def products(ws, x):
+    def one(ws, x):
+      acts, h = [], x
+      for w in ws:
+        acts.append(h)
+        h = h @ w
+      g = h
+      new = []
+      for w, a in zip(reversed(ws), reversed(acts)):
+        new.append(w - 1e-6 * (a.T @ g))
+        g = g @ w.T
+      return list(reversed(new)), g
+    return jax.vmap(one)(ws, x)
+
+  @jax.jit
+  def loop(ws, x):
+    def body(c, _):
+      ws, x = c
+      ws, g = products(ws, x)
+      return (ws, x + 1e-6 * g), None
+    return jax.lax.scan(body, (ws, x), None, length=spec['k'])[0]
+
+  from jax.sharding import Mesh, NamedSharding
+  from jax.sharding import PartitionSpec as P
+  mesh = Mesh(jax.devices(), ('clients',))
+  if clients % len(jax.devices()) == 0:  # the products sharded over clients, like the engine
+    ws, x = jax.device_put((ws, x), NamedSharding(mesh, P('clients')))
+  jax.block_until_ready(loop(ws, x))
+  best = float('inf')
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    jax.block_until_ready(loop(ws, x))
+    best = min(best, time.perf_counter() - t0)
+  flops = flops_per_update(spec['hidden'], spec['k']) * clients
+  return {'task': name, 'matmul_gflops_per_s': flops / best / 1e9, 'clients': clients,
+          'devices': len(jax.devices())}
+
+
+def _spawn(args, devices):
+  env = dict(os.environ)
+  flags_ = [f for f in env.get('XLA_FLAGS', '').split()
+            if 'xla_force_host_platform_device_count' not in f]
+  env['XLA_FLAGS'] = ' '.join(flags_ + [f'--xla_force_host_platform_device_count={devices}'])
+  proc = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True,
+                        text=True)
+  if proc.returncode != 0:
+    raise RuntimeError(f'worker {args} failed:\n{proc.stderr[-3000:]}')
+  return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv):
+  del argv
+  if _WORKER.value:
+    task, _, kind = _WORKER.value.partition(':')
+    result = run_matmul(task, _REPEATS.value) if kind == 'matmul' else run_task(
+        task, _REPEATS.value)
+    print(json.dumps(result))
+    return
+  results, ceilings = [], {}
+  for task in _TASKS.value:
+    # The ceiling: the best rate of the bare products over the device counts tried.
+    ceilings[task] = max((_spawn([f'--worker={task}:matmul', f'--repeats={_REPEATS.value}'],
+                                 int(d)) for d in _DEVICES.value),
+                         key=lambda c: c['matmul_gflops_per_s'])
+    for d in _DEVICES.value:
+      r = _spawn([f'--worker={task}', f'--repeats={_REPEATS.value}'], int(d))
+      r['fraction_of_matmul_ceiling'] = r['gflops_per_s'] / ceilings[task][
+          'matmul_gflops_per_s']
+      results.append(r)
+      print(f'{task:13s} devices={r["devices"]}: {r["updates_per_s"]:9.1f} updates/s '
+            f'{r["gflops_per_s"]:6.1f} GFLOP/s ({100 * r["fraction_of_matmul_ceiling"]:.0f}% '
+            f'of {ceilings[task]["matmul_gflops_per_s"]:.1f}), compile {r["compile_s"]:.1f}s, '
+            f'peak {r["peak_memory_mib"]:.0f} MiB', flush=True)
+  if _WRITE_DOCS.value:
+    write_docs(results, ceilings)
+  main_row = next((r for r in results if r['task'] == 'fedbuff'), results[0])
+  best_fedbuff = max((r for r in results if r['task'] == main_row['task']),
+                     key=lambda r: r['updates_per_s'])
+  print(json.dumps({'updates_per_s': best_fedbuff['updates_per_s'],
+                    'compile_s': best_fedbuff['compile_s'],
+                    'devices': best_fedbuff['devices'], 'task': best_fedbuff['task'],
+                    'results': results, 'matmul_ceilings': ceilings}))
+
+
+def write_docs(results, ceilings):
+  import platform
+
+  import jax
+  path = os.path.join(os.path.dirname(__file__), '..', 'docs', 'performance.md')
+  lines = ['# Performance', '',
+           f'Measured by `python scripts/benchmark.py --write_docs` on {platform.machine()}, '
+           f'{os.cpu_count()} CPU cores, JAX {jax.__version__} ({jax.default_backend()}), '
+           f'{time.strftime("%Y-%m-%d")}. Best of {_REPEATS.value} runs; compile time apart.',
+           '', '| task | devices | client updates/s | GFLOP/s | matmul ceiling GFLOP/s | '
+           'fraction | compile s | analytic state MiB | peak RSS MiB |',
+           '|---|---|---|---|---|---|---|---|---|']
+  for r in results:
+    lines.append(f'| {r["task"]} | {r["devices"]} | {r["updates_per_s"]:.1f} | '
+                 f'{r["gflops_per_s"]:.1f} | {ceilings[r["task"]]["matmul_gflops_per_s"]:.1f} | '
+                 f'{100 * r["fraction_of_matmul_ceiling"]:.0f}% | {r["compile_s"]:.1f} | '
+                 f'{r["analytic_memory_mib"]:.0f} | {r["peak_memory_mib"]:.0f} |')
+  lines += ['', 'Tasks and the ceiling are defined in the docstring of `scripts/benchmark.py`.']
+  with open(path, 'w') as f:
+    f.write('\n'.join(lines) + '\n')
 
 
 if __name__ == '__main__':

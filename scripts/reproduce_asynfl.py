@@ -184,8 +184,8 @@ def agree_disagree(s: dict, target: float, stats: dict) -> str:
         f'Table III FMNIST: 0.48 GB each): AsynFL reached {100 * target:.0f}% after '
         f'{_fmt_steps(asyn)}, FedBuff after {_fmt_steps(fb)} — {verdict} '
         f'(AsynFL/FedBuff upload ratio {asyn["mb"] / fb["mb"]:.2f}; both upload about '
-        f'{asyn["mb_per_step"]:.1f} vs {fb["mb_per_step"]:.1f} MB per server step by design, so the '
-        'gap is in steps). Note that always-on AsynFL computes K local steps on all n '
+        f'{asyn["mb_per_step"]:.1f} vs {fb["mb_per_step"]:.1f} MB per server step by design, '
+        'so the gap is in steps). Note that always-on AsynFL computes K local steps on all n '
         'clients every round, FedBuff only on the Mc jobs in flight.')
   else:
     out.append(f'- **AsynFL vs FedBuff**: AsynFL {_fmt_steps(asyn)}, FedBuff {_fmt_steps(fb)} '
@@ -241,7 +241,7 @@ def agree_disagree(s: dict, target: float, stats: dict) -> str:
   sn, si = s['asynflc_sign'], s['asynflc_sign_iid']
   failed = bool(sn['stopped']) or sn['best'] < 0.5
   out.append(
-      f'- **AsynFLC(Sign) without EF** (claim 8: fails on non-IID data): '
+      '- **AsynFLC(Sign) without EF** (claim 8: fails on non-IID data): '
       + (f'diverged ({sn["stopped"]})' if sn['stopped'] else f'best accuracy {sn["best"]:.3f}')
       + (' — agrees.' if failed else ' — disagrees.'))
   iid_failed = bool(si['stopped']) or si['best'] < 0.5
@@ -252,8 +252,9 @@ def agree_disagree(s: dict, target: float, stats: dict) -> str:
         + '), so here heterogeneity is not what breaks it: the unscaled Sign of Sec. III-B '
         'sends +-1 per coordinate, so every round moves each weight by eta_g |S_t| / n '
         f'(about {stats["arrivals"] / stats["num_steps"] / stats["num_clients"]:.2f} here) '
-        'whatever the learning rate. The paper reports Sign converging on '
-        'IID data (Fig. 5); that needs a scaled Sign or a much smaller eta_g, which the paper '
+        'whatever the learning rate. Observation 8 / Fig. 5 '
+        'attribute the failure to non-IID data; converging on IID data would need a scaled '
+        'Sign or a much smaller eta_g, which the paper '
         'does not state — a disagreement in the setting, not in the claim about EF.')
   elif failed:
     out.append(f'- On **IID data** AsynFLC(Sign) reaches best accuracy {si["best"]:.3f}: '
@@ -298,7 +299,8 @@ def setup_text(configs: dict, stats: dict) -> str:
       f'AsynFL family: job times Normal({a.schedule.durations_params}) s, the server waits '
       f'{a.schedule.wait_seconds} s per round (on average '
       f'{stats["arrivals"] / stats["num_steps"]:.1f} of {a.num_clients} clients report per '
-      f'round, tau_avg = {stats["tau_avg"]:.2f}, tau_max = {stats["tau_max"]}), continuous local training (eq. 4), aggregation divided by n (eq. 5). '
+      f'round, tau_avg = {stats["tau_avg"]:.2f}, tau_max = {stats["tau_max"]}), continuous '
+      'local training (eq. 4), aggregation divided by n (eq. 5). '
       f'FedBuff: its event clock with the same job times, Mc = {fb.schedule.concurrency} jobs '
       f'in flight, buffer M = {fb.schedule.buffer_size} (about the same uploads per server step '
       'as AsynFL), server learning rate 1.',

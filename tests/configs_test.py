@@ -24,3 +24,10 @@ def test_there_are_configs():
 @pytest.mark.parametrize('path', CONFIGS, ids=lambda p: p.stem)
 def test_config_is_valid(path):
   config_lib.validate(_load(path))
+
+
+def test_every_registered_algorithm_is_documented():
+  import afl_jax
+  doc = (pathlib.Path(__file__).parent.parent / 'docs' / 'algorithms.md').read_text()
+  missing = [n for n in afl_jax.algorithms.names() if f'`{n}`' not in doc]
+  assert not missing, f'add these to docs/algorithms.md: {missing}'
