@@ -42,6 +42,6 @@ def get_config():
   c.schedule.concurrency = 25
   c.schedule.buffer_size = 5
   c.num_rounds = 150
-  c.eval_every = 15
+  c.eval_every = 10
   c.eval_train_samples = 1000
   return c

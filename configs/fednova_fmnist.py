@@ -5,7 +5,7 @@ local steps differ per client (with equal steps FedNova is FedAvg).
 
 Setting as configs/fedfa_delta_fmnist.py (the reference of scripts/reproduce_fedfa.py):
 100 clients, Dirichlet(0.5) over a 15,000-sample FMNIST subset, MLP 784-200-200-10,
-10 local steps of batch 32, learning rate 0.01 (the paper's Sec. 5.2 value), Mc = 10
+one local epoch of batch 32 (here), learning rate 0.01 (the paper's Sec. 5.2 value), Mc = 10
 clients training at once, long-tailed log-normal(mu=1, sigma=1) job durations. This
 is the paper's CIFAR-10/ResNet-18 setting scaled down for a 2-core CPU.
 """
@@ -23,7 +23,6 @@ def get_config():
   c.dirichlet_alpha = 0.5
   c.model = 'mlp'
   c.batch_size = 32
-  c.local_steps = 10
   c.schedule.durations = 'lognormal'
   c.schedule.durations_params = 'mu=1.0,sigma=1.0'
   c.eval_train_samples = 1000
@@ -32,6 +31,5 @@ def get_config():
   c.schedule.clients_per_step = 10
   c.num_rounds = 100
   c.eval_every = 5
-  c.local_steps = 0
   c.local_epochs = 1  # K_i = ceil(n_i / 32): unequal local steps, where FedNova matters
   return c
