@@ -118,7 +118,6 @@ def run_task(name, repeats):
 def run_matmul(name, repeats):
   """GFLOP/s of just the matrix products of ``name``'s local steps (the ceiling)."""
   import jax
-  import jax.numpy as jnp
   spec = TASKS[name]
   clients = spec['m'] or spec['n']
   clients = min(clients, 1000)

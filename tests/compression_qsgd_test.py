@@ -139,3 +139,26 @@ def test_invalid_config(kwargs, field):
     compression.qsgd(**kwargs)
   with pytest.raises(ValueError, match=field):
     compression.top_k_qsgd(0.5, **kwargs)
+
+
+def test_scaled_top_k_qsgd_is_the_unscaled_operator_over_one_plus_beta():
+  import math
+
+  from afl_jax import compression
+  x = {'a': jnp.asarray(np.random.default_rng(3).normal(size=500), jnp.float32)}
+  k, s = 25, 7
+  key = jax.random.key(5)
+  plain = compression.top_k_qsgd(k=k, levels=s)
+  scaled = compression.top_k_qsgd(k=k, levels=s, scaled=True)
+  out_p, _, bits_p = plain.compress(x, plain.init(x), key)
+  out_s, _, bits_s = scaled.compress(x, scaled.init(x), key)
+  beta = min(k / s**2, math.sqrt(k) / s)
+  np.testing.assert_allclose(out_s['a'], np.asarray(out_p['a']) / (1 + beta), rtol=1e-6)
+  assert float(bits_p) == float(bits_s)
+  # Contraction in expectation (Basu et al. Lemma): E||C(x) - x||^2 <= (1 - k/(d(1+beta)))||x||^2,
+  # checked on the mean of 2000 draws (the bound has slack well above the sampling error).
+  keys = jax.random.split(jax.random.key(0), 2000)
+  outs = jax.vmap(lambda kk: scaled.compress(x, scaled.init(x), kk)[0]['a'])(keys)
+  err = float(jnp.mean(jnp.sum((outs - x['a']) ** 2, axis=1)))
+  bound = (1 - k / (500 * (1 + beta))) * float(jnp.sum(x['a'] ** 2))
+  assert err <= bound

@@ -48,7 +48,7 @@ COMPRESSOR_DEFAULTS: dict[str, dict[str, object]] = {
     'top_k': {'fraction': 0.03},
     'sign': {'scaled': False},
     'qsgd': {'bits': 4},
-    'top_k_qsgd': {'fraction': 0.03, 'bits': 4},
+    'top_k_qsgd': {'fraction': 0.03, 'bits': 4, 'scaled': False},
 }
 
 
@@ -76,7 +76,9 @@ def build_compressor(compressor: str, *, fraction: float | None = None,
     fraction: k/d for 'top_k' and 'top_k_qsgd' (default 0.03).
     bits: b, bits per coordinate including the sign, for 'qsgd' and 'top_k_qsgd'
       (default 4).
-    scaled: for 'sign' only: multiply by ||x||_1 / d (default False, as in the paper).
+    scaled: for 'sign': multiply by ||x||_1 / d; for 'top_k_qsgd': divide by
+      1 + beta_{k,s} (Basu et al.), the contraction whose gamma the paper quotes
+      (default False for both, as the operators are defined in the paper).
     error_feedback: wrap it in error feedback (AsynFLC-EF, eqs. 8-9).
 
   Raises:
