@@ -34,6 +34,7 @@ import statistics
 import time
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
@@ -153,6 +154,7 @@ def plot_sweep(xs, curves, path, xlabel, title, logx):
     ax.plot(xs, [float('nan') if y is None else y for y in ys], marker='o', label=name)
   if logx:
     ax.set_xscale('log')
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
   ax.set_xticks(xs)
   ax.set_xticklabels([_g(x) for x in xs])
   ax.set_xlabel(xlabel)
@@ -173,11 +175,13 @@ def main(argv):
   records = reporting.run_all(configs, _OUT_DIR.value, rerun=_RERUN.value)
   res = {k: stats(v) for k, v in records.items()}
   tol = max(MIN_TOL, statistics.median(r['jitter'] for r in res.values()))
-  train_s = 0.0
+  train_s, reused = 0.0, 0
   for label in configs:
+    path = os.path.join(_OUT_DIR.value, label, 'summary.json')
     try:
-      with open(os.path.join(_OUT_DIR.value, label, 'summary.json')) as f:
+      with open(path) as f:
         train_s += json.load(f).get('run_seconds', 0.0)
+      reused += os.path.getmtime(path) < t0
     except OSError:
       pass
 
@@ -246,7 +250,7 @@ def main(argv):
       + ('It is also the flattest of the five, within noise.' if most else
          'But it is not the flattest: '
          + ', '.join(f'{NAMES[a]} ({sp[a]:.3f})' for a in others
-                     if sp[a] + tol < sp['adamasfl']) + ' vary less than it does.'))
+                     if sp[a] + tol < sp['adamasfl']) + ' vary less than AdaMasFL.'))
   degrade = [a for a in others if sp[a] > sp['adamasfl'] + tol]
   lines.append(
       '- "The others degrade": '
@@ -351,7 +355,8 @@ def main(argv):
       f'docs/architecture.md): ' + ', '.join(
           f'Mc = {mc}: tau_avg {taus[mc][0]:.2f}, tau_max {taus[mc][1]}' for mc in MCS)
       + '.\n\n'
-      f'{len(configs)} runs; wall-clock of this invocation {(time.time() - t0) / 60:.1f} '
+      f'{len(configs)} runs ({reused} reused from an earlier invocation); wall-clock of this '
+      f'invocation {(time.time() - t0) / 60:.1f} '
       f'min ({train_s / 60:.1f} min in the runs\' training loops), with a 1-minute load '
       f'average of {load0:.1f} on the {os.cpu_count()} cores when it started (other jobs '
       'shared the CPU).')
