@@ -311,8 +311,9 @@ def main(argv):
   if fm_hi['final'] + tol < min(avg_hi['final'], gm_hi['final']):
     lines.append(f'- FedAvgM (nu = 1) is the least tolerant at eta = {_g(hi)} '
                  f'({fm_hi["final"]:.3f}, peak train loss {fm_hi["peak_loss"]:.1f}): with '
-                 'stale updates the full heavy ball overshoots; the instant term (1 - nu) '
-                 'Delta_t that FedGM keeps is what damps it here.')
+                 'stale updates the full heavy ball overshoots. A plausible reading (not '
+                 'tested separately) is that the instant term (1 - nu) Delta_t FedGM keeps '
+                 'damps this.')
   agreement = '\n'.join(lines)
 
   kmin, kmed, kmax = schedule_facts(_OUT_DIR.value, best_a['FedGM'])
