@@ -131,7 +131,10 @@ def build_algorithm(c: ml_collections.ConfigDict, context: dict[str, Any]):
   for name in CONTEXT_NAMES:
     if name in params and name not in hp:
       hp[name] = context[name]
-  return algorithms.get(c.algorithm, **hp)
+  try:
+    return algorithms.get(c.algorithm, **hp)
+  except ValueError as e:  # hyperparameters the factory rejects, before any compute
+    raise config_lib.ConfigError(f'config.hparams for {c.algorithm!r}: {e}') from e
 
 
 class Evaluator(NamedTuple):

@@ -31,9 +31,9 @@ def _config_for(name):
                  if k in afl_jax.algorithms.hyperparameters(name)}
   c.dataset, c.model, c.num_clients, c.train_subset = 'digits', 'logreg', 12, 0
   c.local_steps, c.local_epochs, c.batch_size = 2, 0, 8
-  c.num_rounds, c.eval_every, c.eval_train_samples = 4, 2, 100
+  c.num_rounds, c.eval_every, c.eval_train_samples = 8, 4, 100
   c.checkpoint_every, c.stop_after_steps, c.target_accuracy = 0, 0, 0.0
-  c.unlabeled_size = 100 if 'unlabeled_x' in afl_jax.algorithms.hyperparameters(name) else 0
+  c.unlabeled_size = 300 if 'unlabeled_x' in afl_jax.algorithms.hyperparameters(name) else 0
   s = c.schedule
   s.concurrency, s.buffer_size = min(s.concurrency, 6), min(s.buffer_size, 3)
   s.clients_per_step = min(s.clients_per_step, 4)
@@ -43,5 +43,5 @@ def _config_for(name):
 @pytest.mark.parametrize('name', afl_jax.algorithms.names())
 def test_algorithm_runs_end_to_end(name, tmp_path):
   summary = experiment.train_and_evaluate(_config_for(name), str(tmp_path), log=lambda *_: None)
-  assert summary['status'] == 'completed' and summary['steps'] == 4
+  assert summary['status'] == 'completed' and summary['steps'] == 8
   assert math.isfinite(summary['test_accuracy'])
