@@ -319,7 +319,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
              'steps': final['step'], 'test_accuracy': final.get('test_accuracy'),
              'test_loss': final.get('test_loss'), 'wall_clock': final['wall_clock'],
              'bytes_up': final['bytes_up'], 'bytes_down': final['bytes_down'],
-             'run_seconds': time.time() - t_run, 'schedule': stats}
+             'run_seconds': time.time() - t_run, 'schedule': stats,
+             'memory_bytes': dict(sim.memory), 'ring_buffer_models': sim.ring_size,
+             'devices': sim.num_devices}
   if c.target_accuracy > 0:
     hit = next((r for r in records if r.get('test_accuracy', 0) >= c.target_accuracy), None)
     summary['target_accuracy'] = c.target_accuracy
