@@ -8,8 +8,10 @@ results page (markdown table + plot + the exact configs + the machine it ran on)
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import json
 import os
+import pathlib
 import platform
 from collections.abc import Mapping, Sequence
 
@@ -17,6 +19,18 @@ import jax
 import ml_collections
 
 from afl_jax import experiment, plotting
+
+
+def load_config(name: str) -> ml_collections.ConfigDict:
+  """``configs/<name>.py`` (or ``configs/<name>_fmnist.py``) of this repository."""
+  root = pathlib.Path(__file__).resolve().parent.parent / 'configs'
+  path = root / f'{name}.py'
+  if not path.exists():
+    path = root / f'{name}_fmnist.py'
+  spec = importlib.util.spec_from_file_location(f'afl_jax_configs_{path.stem}', path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config()
 
 
 def machine_info() -> str:

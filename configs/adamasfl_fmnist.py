@@ -15,28 +15,11 @@ epochs of a median client, the paper's "2 epochs of batch 100" on ~600 samples i
 ~12 steps); T = 300 server steps instead of 600.
 """
 
-from afl_jax import config as config_lib
+from afl_jax import paper_settings
 
 
 def get_config():
-  c = config_lib.default()
+  c = paper_settings.masfl_fmnist()
   c.algorithm = 'adamasfl'
-  c.hparams = {}  # eta, gamma, beta from Theorem 4.1 with S, K, T of the run
-  c.dataset = 'fmnist'
-  c.num_clients = 100
-  c.partition = 'dirichlet'
-  c.dirichlet_alpha = 0.5
-  c.train_subset = 12000
-  c.model = 'logreg'
-  c.batch_size = 50
-  c.local_steps = 5
-  c.local_epochs = 0
-  c.schedule.kind = 'fedbuff'
-  c.schedule.concurrency = 20
-  c.schedule.buffer_size = 10
-  c.schedule.durations = 'uniform'
-  c.schedule.durations_params = 'low=0,high=20'
-  c.num_rounds = 300
-  c.eval_every = 25
-  c.eval_train_samples = 1000
+  c.hparams = {}
   return c

@@ -14,26 +14,10 @@ round, tau_avg ~ 1.5), 100 server rounds evaluated every 5. The MLP is the
 784-200-200-10 one (199,210 parameters).
 """
 
-from afl_jax import config as config_lib
+from afl_jax import paper_settings
 
 
 def get_config():
-  c = config_lib.default()
+  c = paper_settings.asynfl_fmnist()
   c.algorithm = 'asynfl'
-  # n (num_clients) is filled from the run; normalizer='clients' divides by n (eq. 5).
-  c.hparams = {'client_lr': 0.05, 'server_lr': 1.0}
-  c.num_clients = 20
-  c.dirichlet_alpha = 0.4
-  c.train_subset = 12000
-  c.model = 'mlp'
-  c.batch_size = 32
-  c.local_steps = 5
-  c.schedule.kind = 'waiting_windows'
-  c.schedule.wait_seconds = 5.0
-  c.schedule.durations = 'normal'
-  c.schedule.durations_params = 'mean=10,std=3'
-  c.num_rounds = 100
-  c.eval_every = 5
-  c.eval_train_samples = 1000
-  c.target_accuracy = 0.75  # Table III, FMNIST (MLP, 75%)
   return c

@@ -11,25 +11,11 @@ Scaled down for 2 CPU cores exactly as ``configs/asynfl_fmnist.py``: n = 20 clie
 0.05 (paper 0.01), K = 5, durations Normal(10, 3) s with a 5 s window, 100 rounds.
 """
 
-from afl_jax import config as config_lib
+from afl_jax import paper_settings
 
 
 def get_config():
-  c = config_lib.default()
+  c = paper_settings.asynfl_fmnist()
   c.algorithm = 'asynflc_ef'
   c.hparams = {'client_lr': 0.05, 'server_lr': 1.0, 'compressor': 'top_k', 'fraction': 0.03}
-  c.num_clients = 20
-  c.dirichlet_alpha = 0.4
-  c.train_subset = 12000
-  c.model = 'mlp'
-  c.batch_size = 32
-  c.local_steps = 5
-  c.schedule.kind = 'waiting_windows'
-  c.schedule.wait_seconds = 5.0
-  c.schedule.durations = 'normal'
-  c.schedule.durations_params = 'mean=10,std=3'
-  c.num_rounds = 100
-  c.eval_every = 5
-  c.eval_train_samples = 1000
-  c.target_accuracy = 0.75
   return c

@@ -17,26 +17,20 @@ CIFAR-10 and ResNet, a 10,000-sample training subset (an epoch is ~3 steps of
 batch 32, K_{t,i} between 1 and 48), 200 server steps instead of 500.
 """
 
-from afl_jax import config as config_lib
+from afl_jax import paper_settings
 
 
 def get_config():
-  c = config_lib.default()
+  c = paper_settings.fedgm_fmnist()
   c.algorithm = 'autonomous_fedgm'
-  c.hparams = {'client_lr': 0.01, 'stage_lengths': (200,), 'server_lrs': (5.0,),
-               'betas': (0.9,), 'nus': (0.7,)}
-  c.num_clients = 100
-  c.partition = 'dirichlet'
-  c.dirichlet_alpha = 0.5
-  c.train_subset = 10000
-  c.model = 'mlp'
-  c.batch_size = 32
+  c.hparams = {
+    'client_lr': 0.01,
+    'stage_lengths': [200],
+    'server_lrs': [5.0],
+    'betas': [0.9],
+    'nus': [0.7],
+  }
   c.local_epochs = 1
   c.schedule.kind = 'random_staleness'
-  c.schedule.clients_per_step = 5
-  c.schedule.window = 5
   c.schedule.local_steps_multipliers = '1,2,3,4,5,6'
-  c.num_rounds = 200
-  c.eval_every = 20
-  c.eval_train_samples = 2000
   return c

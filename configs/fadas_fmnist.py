@@ -17,29 +17,19 @@ samples); K = 5 local steps of batch 50 (about two local epochs of a median
 client); T = 300 server steps instead of 600.
 """
 
-from afl_jax import config as config_lib
+from afl_jax import paper_settings
 
 
 def get_config():
-  c = config_lib.default()
+  c = paper_settings.masfl_fmnist()
   c.algorithm = 'fadas'
-  c.hparams = {'client_lr': 0.1, 'server_lr': 1e-3, 'beta1': 0.9, 'beta2': 0.99,
-               'epsilon': 1e-8, 'delay_adaptive': True, 'tau_c': 1}
-  c.dataset = 'fmnist'
-  c.num_clients = 100
-  c.partition = 'dirichlet'
-  c.dirichlet_alpha = 0.5
-  c.train_subset = 12000
-  c.model = 'logreg'
-  c.batch_size = 50
-  c.local_steps = 5
-  c.local_epochs = 0
-  c.schedule.kind = 'fedbuff'
-  c.schedule.concurrency = 20
-  c.schedule.buffer_size = 10
-  c.schedule.durations = 'uniform'
-  c.schedule.durations_params = 'low=0,high=20'
-  c.num_rounds = 300
-  c.eval_every = 25
-  c.eval_train_samples = 1000
+  c.hparams = {
+    'client_lr': 0.1,
+    'server_lr': 0.001,
+    'beta1': 0.9,
+    'beta2': 0.99,
+    'epsilon': 1e-08,
+    'delay_adaptive': True,
+    'tau_c': 1,
+  }
   return c

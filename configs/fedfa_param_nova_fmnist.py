@@ -10,26 +10,16 @@ clients training at once, long-tailed log-normal(mu=1, sigma=1) job durations. T
 is the paper's CIFAR-10/ResNet-18 setting scaled down for a 2-core CPU.
 """
 
-from afl_jax import config as config_lib
+from afl_jax import paper_settings
 
 
 def get_config():
-  c = config_lib.default()
+  c = paper_settings.fedfa_fmnist()
   c.algorithm = 'fedfa_param_nova'
   c.hparams = {'client_lr': 0.01, 'window_size': 5}
-  c.train_subset = 15000
-  c.num_clients = 100
-  c.partition = 'dirichlet'
-  c.dirichlet_alpha = 0.5
-  c.model = 'mlp'
-  c.batch_size = 32
-  c.schedule.durations = 'lognormal'
-  c.schedule.durations_params = 'mu=1.0,sigma=1.0'
-  c.eval_train_samples = 1000
-  c.target_accuracy = 0.75
+  c.local_epochs = 1
   c.schedule.kind = 'fully_async'
   c.schedule.concurrency = 10
   c.num_rounds = 1000
   c.eval_every = 50
-  c.local_epochs = 1  # K_i = ceil(n_i / 32): unequal local steps, where FedNova matters
   return c

@@ -10,25 +10,15 @@ Scaled down for 2 CPU cores: Fashion-MNIST instead of CIFAR-10, the MLP
 samples per client, so an epoch is ~3 steps of batch 32), 200 rounds instead of 500.
 """
 
-from afl_jax import config as config_lib
+from afl_jax import paper_settings
 
 
 def get_config():
-  c = config_lib.default()
+  c = paper_settings.fedgm_fmnist()
   c.algorithm = 'fedgm'
   c.hparams = {'client_lr': 0.01, 'server_lr': 1.0, 'beta': 0.9, 'nu': 0.7}
-  c.num_clients = 100
-  c.partition = 'dirichlet'
-  c.dirichlet_alpha = 0.5
-  c.train_subset = 10000
-  c.model = 'mlp'
-  c.batch_size = 32
   c.local_epochs = 3
   c.schedule.kind = 'synchronous'
-  c.schedule.clients_per_step = 5
-  c.schedule.durations = 'constant'  # the paper counts rounds: wall-clock = rounds
+  c.schedule.durations = 'constant'
   c.schedule.durations_params = 'value=1'
-  c.num_rounds = 200
-  c.eval_every = 20
-  c.eval_train_samples = 2000
   return c

@@ -13,27 +13,21 @@ CIFAR-10 and ResNet, a 10,000-sample training subset, 200 rounds split
 any rounds past 200.
 """
 
-from afl_jax import config as config_lib
+from afl_jax import paper_settings
 
 
 def get_config():
-  c = config_lib.default()
+  c = paper_settings.fedgm_fmnist()
   c.algorithm = 'multistage_fedgm'
-  c.hparams = {'client_lr': 0.01, 'stage_lengths': (29, 57, 114),
-               'server_lrs': (2.0, 1.0, 0.5), 'betas': (0.9, 0.9, 0.9),
-               'nus': (0.25, 0.5, 1.0)}
-  c.num_clients = 100
-  c.partition = 'dirichlet'
-  c.dirichlet_alpha = 0.5
-  c.train_subset = 10000
-  c.model = 'mlp'
-  c.batch_size = 32
+  c.hparams = {
+    'client_lr': 0.01,
+    'stage_lengths': [29, 57, 114],
+    'server_lrs': [2.0, 1.0, 0.5],
+    'betas': [0.9, 0.9, 0.9],
+    'nus': [0.25, 0.5, 1.0],
+  }
   c.local_epochs = 3
   c.schedule.kind = 'synchronous'
-  c.schedule.clients_per_step = 5
-  c.schedule.durations = 'constant'  # the paper counts rounds: wall-clock = rounds
+  c.schedule.durations = 'constant'
   c.schedule.durations_params = 'value=1'
-  c.num_rounds = 200
-  c.eval_every = 20
-  c.eval_train_samples = 2000
   return c

@@ -16,7 +16,6 @@ uploaded). Finished runs in --out_dir with the same config are reused.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -60,23 +59,17 @@ EF_RUNS = ('asynflc_ef_top3', 'asynflc_ef_top3_q4b', 'asynflc_ef_top3_q8b',
            'asynflc_ef_top3_q4b_scaled')
 
 
-def load_config(name: str):
-  path = os.path.join(ROOT, 'configs', f'{name}.py')
-  spec = importlib.util.spec_from_file_location(f'configs_{name}', path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
 
 
 def build_grid() -> dict:
   """The configs of every run, from configs/ plus the overrides named here."""
-  asynfl = load_config('asynfl_fmnist')
-  asynflc = load_config('asynflc_fmnist')
-  ef = load_config('asynflc_ef_fmnist')
+  asynfl = reporting.load_config('asynfl_fmnist')
+  asynflc = reporting.load_config('asynflc_fmnist')
+  ef = reporting.load_config('asynflc_ef_fmnist')
 
   # FedBuff: its own config, brought to the same scale, data and job-time model;
   # Mc = 12 jobs in flight and buffer M = 8 match AsynFL's ~8 reports per round.
-  fedbuff = load_config('fedbuff_fmnist')
+  fedbuff = reporting.load_config('fedbuff_fmnist')
   for field in ('num_clients', 'dirichlet_alpha', 'train_subset', 'model', 'batch_size',
                 'local_steps', 'num_rounds', 'eval_every', 'eval_train_samples',
                 'target_accuracy'):

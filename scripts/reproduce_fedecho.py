@@ -16,7 +16,6 @@ Writes docs/results/fedecho.md and docs/results/fedecho*.png. Finished runs in
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import statistics
 import time
@@ -75,12 +74,6 @@ CONTROLS = {
 }
 
 
-def load_config(name: str):
-  path = os.path.join(ROOT, 'configs', f'{name}.py')
-  spec = importlib.util.spec_from_file_location(f'configs_{name}', path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
 
 
 def label(method: str, delay: str, dirichlet: float) -> str:
@@ -89,7 +82,7 @@ def label(method: str, delay: str, dirichlet: float) -> str:
 
 def build_grid() -> dict:
   """Every run: configs/fedecho_fmnist.py with the setting and method overridden."""
-  base = load_config('fedecho_fmnist')
+  base = reporting.load_config('fedecho_fmnist')
   grid = {}
 
   def make(method, delay, dirichlet, hparams=None, extra_hparams=None):
@@ -193,7 +186,7 @@ def controls_table(s: dict) -> str:
   rows = []
   for m in ('fedbuff', 'fadas', 'fedecho'):
     hp = METHODS[m][1] or {'distill_lr': None}
-    what = (f'eta_d = {load_config("fedecho_fmnist").hparams.distill_lr:g} (config)'
+    what = (f'eta_d = {reporting.load_config("fedecho_fmnist").hparams.distill_lr:g} (config)'
             if m == 'fedecho' else f'eta_l / eta_g = {hp["client_lr"]:g} / {hp["server_lr"]:g}'
             ' (paper Table 8)')
     r = s[label(m, d, a)]
@@ -382,11 +375,11 @@ def agree_disagree(s: dict, mem: dict, runs: dict) -> str:
 
 
 def configs_eta_d() -> float:
-  return load_config('fedecho_fmnist').hparams.distill_lr
+  return reporting.load_config('fedecho_fmnist').hparams.distill_lr
 
 
 def configs_q_total() -> int:
-  c = load_config('fedecho_fmnist')
+  c = reporting.load_config('fedecho_fmnist')
   return c.hparams.distill_steps * c.num_rounds
 
 

@@ -14,7 +14,6 @@ are reused unless --rerun.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -45,13 +44,6 @@ NAMES = {'fedavg': 'FedAvg', 'fedasync': 'FedAsync', 'fedbuff': 'FedBuff',
          'fedfa_delta_1k': 'FedFa-Delta (eta_g = 1/K)'}
 
 
-def load_config(name: str):
-  """``configs/<name>_fmnist.py:get_config()``."""
-  path = ROOT / 'configs' / f'{name}_fmnist.py'
-  spec = importlib.util.spec_from_file_location(path.stem, path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
 
 
 def _get(c, field):
@@ -79,7 +71,7 @@ def make(kind: str, ref, *, mc: int, window: int = 5, updates: int | None = None
   base = {'fedavg': 'fedavg', 'fedasync': 'fedasync', 'fedbuff': 'fedbuff',
           'fedfa_param': 'fedfa_param', 'fedfa_delta': 'fedfa_delta',
           'fedfa_delta_1k': 'fedfa_delta'}[kind]
-  c = load_config(base)
+  c = reporting.load_config(base)
   for field in SHARED:
     _set(c, field, _get(ref, field))
   lr = ref.hparams.client_lr
@@ -190,7 +182,7 @@ def _x(a, b):
 def main(argv):
   del argv
   t0 = time.time()
-  ref = load_config('fedfa_delta')
+  ref = reporting.load_config('fedfa_delta')
   mc0, k0, budget = ref.schedule.concurrency, ref.hparams.window_size, ref.num_rounds
   target = ref.target_accuracy
   main_kinds = ('fedavg', 'fedasync', 'fedbuff', 'fedfa_param', 'fedfa_delta', 'fedfa_delta_1k')

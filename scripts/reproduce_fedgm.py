@@ -23,7 +23,6 @@ the same config in --out_dir are reused unless --rerun.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -53,12 +52,6 @@ EXTRA_FEDGM = (0.95, 0.7)      # one more (beta, nu) for FedGM in grid A
 MIN_TOL = 0.01                 # differences below max(this, run-to-run jitter) are ties
 
 
-def load_config(name: str):
-  path = os.path.join(ROOT, 'configs', f'{name}.py')
-  spec = importlib.util.spec_from_file_location(name, path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
 
 
 def _common(c):
@@ -69,14 +62,14 @@ def _common(c):
 
 def autonomous_delays(c):
   """App. H.1's delay model, as in configs/autonomous_fedgm_fmnist.py."""
-  a = load_config('autonomous_fedgm_fmnist')
+  a = reporting.load_config('autonomous_fedgm_fmnist')
   c.local_epochs = a.local_epochs
   c.schedule = a.schedule
   return c
 
 
 def alg4(eta: float, beta: float, nu: float):
-  c = _common(load_config('autonomous_fedgm_fmnist'))
+  c = _common(reporting.load_config('autonomous_fedgm_fmnist'))
   c.hparams.stage_lengths = (ROUNDS,)
   c.hparams.server_lrs = (eta,)
   c.hparams.betas = (beta,)
@@ -85,13 +78,13 @@ def alg4(eta: float, beta: float, nu: float):
 
 
 def server_step(name: str, eta: float):
-  c = _common(autonomous_delays(load_config(f'{name}_fmnist')))
+  c = _common(autonomous_delays(reporting.load_config(f'{name}_fmnist')))
   c.hparams.server_lr = eta
   return c
 
 
 def ideal_fedgm(eta: float, beta: float, nu: float):
-  c = _common(load_config('fedgm_fmnist'))
+  c = _common(reporting.load_config('fedgm_fmnist'))
   c.hparams.server_lr, c.hparams.beta, c.hparams.nu = eta, beta, nu
   return c
 

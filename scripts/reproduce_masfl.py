@@ -26,7 +26,6 @@ config in --out_dir are reused unless --rerun.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -65,22 +64,16 @@ LAST = 4        # "final" accuracy = mean of the last 4 evaluations (steps 225-3
 MIN_TOL = 0.01  # differences below max(this, run-to-run jitter) are ties
 
 
-def load_config(name: str):
-  path = os.path.join(ROOT, 'configs', f'{name}_fmnist.py')
-  spec = importlib.util.spec_from_file_location(f'{name}_fmnist', path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
 
 
 def base_config(algo: str):
   """The configured run of ``algo`` (FedBuff: the shared masfl setting, its own rates)."""
   if algo == 'fedbuff':
-    c = load_config('masfl')  # same data / model / clock as the family's configs
+    c = reporting.load_config('masfl')  # same data / model / clock as the family's configs
     c.algorithm = 'fedbuff'
     c.hparams = dict(FEDBUFF)
     return c
-  return load_config(algo)
+  return reporting.load_config(algo)
 
 
 def configured_lr(algo: str) -> float | None:
