@@ -70,7 +70,7 @@ def test_server_step_is_fedbuff_then_closed_form_distillation(teacher, alpha_mod
   with jax.enable_x64(True):
     u, x0, starts, msgs = _setup()
     eta_g, eta_d, q = 0.7, 0.3, 2
-    rule = fedecho_rule(apply_fn, u, N, server_learning_rate=eta_g,
+    rule = fedecho_rule(apply_fn, u, N, server_lr=eta_g,
                         distill_opt=distill_optimizer('sgd', eta_d, float('inf')),
                         distill_steps=q, alpha_mode=alpha_mode, alpha=1.0, teacher=teacher)
     state = rule.init({'w': jnp.asarray(x0)})

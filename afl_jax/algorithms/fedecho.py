@@ -63,7 +63,7 @@ def fedecho(client_lr: float = 0.03, server_lr: float = 1.0,
     raise ValueError('num_clients is required (N, an integer >= 1); got None.')
   opt = distill_optimizer(optimizer, distill_lr, clip_norm)
   server = fedecho_rule(
-      apply_fn, unlabeled_x, num_clients, server_learning_rate=server_lr, distill_opt=opt,
+      apply_fn, unlabeled_x, num_clients, server_lr=server_lr, distill_opt=opt,
       distill_steps=distill_steps, distill_batch=distill_batch, alpha_mode=alpha_mode,
       alpha_min=alpha_min, alpha_max=alpha_max, alpha=alpha, teacher=teacher,
       reset_distill_state=reset_distill_state)

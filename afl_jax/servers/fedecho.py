@@ -75,7 +75,7 @@ def distill_optimizer(kind: str = 'adam', learning_rate: float = 3e-6,
   return optax.chain(optax.clip_by_global_norm(clip_norm), base)
 
 
-def _check(apply_fn, unlabeled_x, num_clients, server_learning_rate, distill_steps,
+def _check(apply_fn, unlabeled_x, num_clients, server_lr, distill_steps,
            distill_batch, alpha_mode, alpha_min, alpha_max, alpha, teacher) -> int:
   if not callable(apply_fn):
     raise ValueError(f'apply_fn must be a callable apply_fn(params, x) -> logits; got '
@@ -86,8 +86,8 @@ def _check(apply_fn, unlabeled_x, num_clients, server_learning_rate, distill_ste
                      f'{shape}.')
   if int(num_clients) != num_clients or num_clients < 1:
     raise ValueError(f'num_clients must be an integer >= 1; got {num_clients!r}.')
-  if not server_learning_rate > 0:
-    raise ValueError(f'server_lr (eta_g) must be > 0; got {server_learning_rate}.')
+  if not server_lr > 0:
+    raise ValueError(f'server_lr (eta_g) must be > 0; got {server_lr}.')
   if int(distill_steps) != distill_steps or distill_steps < 0:
     raise ValueError(f'distill_steps (Q) must be an integer >= 0; got {distill_steps!r}.')
   if distill_batch is not None and not (int(distill_batch) == distill_batch
@@ -114,7 +114,7 @@ def _last_valid(ids: jax.Array, mask: jax.Array) -> jax.Array:
 
 
 def fedecho(apply_fn: Callable[[Any, jax.Array], jax.Array], unlabeled_x: jax.Array,
-            num_clients: int, *, server_learning_rate: float = 1.0,
+            num_clients: int, *, server_lr: float = 1.0,
             distill_opt: optax.GradientTransformation | None = None, distill_steps: int = 10,
             distill_batch: int | None = None, alpha_mode: str = 'dynamic',
             alpha_min: float = 0.2, alpha_max: float = 0.8, alpha: float = 0.5,
@@ -125,7 +125,7 @@ def fedecho(apply_fn: Callable[[Any, jax.Array], jax.Array], unlabeled_x: jax.Ar
     apply_fn: ``apply_fn(params, x) -> logits [B, C]`` of the global model.
     unlabeled_x: U, inputs ``[|U|, ...]`` whose labels are never read.
     num_clients: N (size of the logits store).
-    server_learning_rate: eta_g of the FedBuff step (the paper's eta).
+    server_lr: eta_g of the FedBuff step (the paper's eta).
     distill_opt: the distillation optimizer (default :func:`distill_optimizer`:
       clip nu=5 then Adam eta_d=3e-6).
     distill_steps: Q, distillation steps per server step (0 = FedBuff).
@@ -138,11 +138,11 @@ def fedecho(apply_fn: Callable[[Any, jax.Array], jax.Array], unlabeled_x: jax.Ar
     reset_distill_state: re-initialize the distillation optimizer every server step
       instead of carrying it across steps.
   """
-  num_u = _check(apply_fn, unlabeled_x, num_clients, server_learning_rate, distill_steps,
+  num_u = _check(apply_fn, unlabeled_x, num_clients, server_lr, distill_steps,
                  distill_batch, alpha_mode, alpha_min, alpha_max, alpha, teacher)
   n, q_steps = int(num_clients), int(distill_steps)
   u = jnp.asarray(unlabeled_x)
-  server_opt = optax.sgd(server_learning_rate)
+  server_opt = optax.sgd(server_lr)
   d_opt = distill_opt if distill_opt is not None else distill_optimizer()
 
   def alpha_of(probs):

@@ -71,8 +71,8 @@ def fedavg() -> ServerRule:
   return optimizer_server(optax.sgd(1.0))
 
 
-def fedbuff(server_learning_rate: float = 1.0) -> ServerRule:
+def fedbuff(server_lr: float = 1.0) -> ServerRule:
   """FedBuff's server: ``x <- x + eta_g * mean(x_local - x_start)`` over the buffer."""
-  if not server_learning_rate > 0:
-    raise ValueError(f'server_learning_rate must be > 0; got {server_learning_rate}.')
-  return optimizer_server(optax.sgd(server_learning_rate))
+  if not server_lr > 0:
+    raise ValueError(f'server_lr must be > 0; got {server_lr}.')
+  return optimizer_server(optax.sgd(server_lr))
