@@ -6,9 +6,8 @@ times, waiting-window participation, residuals frozen while a client is absent.
 Top-k + QSGD (Fig. 3, "top3+Q4b") by override:
 ``--config.hparams.compressor=top_k_qsgd --config.hparams.bits=4``.
 
-Scaled down for 2 CPU cores exactly as ``configs/asynfl_fmnist.py``: n = 20 clients
-(paper 100), 12,000 training samples, batch 32 (paper 128), local learning rate
-0.05 (paper 0.01), K = 5, durations Normal(10, 3) s with a 5 s window, 100 rounds.
+Shared setting: ``afl_jax.paper_settings.asynfl_fmnist()`` (its docstring and the
+results page give the paper's setting and how it is scaled to 2 CPU cores).
 """
 
 from afl_jax import paper_settings

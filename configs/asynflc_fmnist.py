@@ -6,9 +6,8 @@ waiting-window participation. Other compressors by override, e.g.
 ``--config.hparams.compressor=sign`` (then drop ``fraction``) for AsynFLC(Sign)
 of Fig. 5.
 
-Scaled down for 2 CPU cores exactly as ``configs/asynfl_fmnist.py``: n = 20 clients
-(paper 100), 12,000 training samples, batch 32 (paper 128), local learning rate
-0.05 (paper 0.01), K = 5, durations Normal(10, 3) s with a 5 s window, 100 rounds.
+Shared setting: ``afl_jax.paper_settings.asynfl_fmnist()`` (its docstring and the
+results page give the paper's setting and how it is scaled to 2 CPU cores).
 """
 
 from afl_jax import paper_settings

@@ -7,12 +7,8 @@ calibration on the server with global rate eta = server_lr = 1 (CA2FL's setting)
 and local rate eta_l = client_lr = 0.03 (FedBuff's and CA2FL's best of
 {0.003, 0.03, 0.3} in a short sweep here).
 
-Scaled down for 2 CPU cores (the whole masfl reproduction grid is ~40 runs):
-multinomial logistic regression instead of the paper's 3-conv + 2-FC CNN
-(``--config.model=cnn`` or ``mlp`` selects those, but the rates were chosen for
-logistic regression); a 12,000-sample training subset (median client ~107
-samples); K = 5 local steps of batch 50 (about two local epochs of a median
-client); T = 300 server steps instead of 600.
+Shared setting: ``afl_jax.paper_settings.masfl_fmnist()`` (its docstring and the
+results page give the paper's setting and how it is scaled to 2 CPU cores).
 """
 
 from afl_jax import paper_settings

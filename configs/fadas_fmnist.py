@@ -9,12 +9,8 @@ authors' global rate 1e-4 is raised to server_lr = 1e-3, the best of
 {1e-4, 1e-3, 1e-2} in a short sweep here (the MasFL paper also adjusts the
 baselines' recommended settings where they fail, App. E.1).
 
-Scaled down for 2 CPU cores (the whole masfl reproduction grid is ~40 runs):
-multinomial logistic regression instead of the paper's 3-conv + 2-FC CNN
-(``--config.model=cnn`` or ``mlp`` selects those, but the rates were chosen for
-logistic regression); a 12,000-sample training subset (median client ~107
-samples); K = 5 local steps of batch 50 (about two local epochs of a median
-client); T = 300 server steps instead of 600.
+Shared setting: ``afl_jax.paper_settings.masfl_fmnist()`` (its docstring and the
+results page give the paper's setting and how it is scaled to 2 CPU cores).
 """
 
 from afl_jax import paper_settings

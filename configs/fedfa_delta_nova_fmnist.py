@@ -3,11 +3,8 @@
 One local epoch per job, so local steps differ per client (with equal steps FedNova is
 plain FedFa-Delta). Compare with configs/fednova_fmnist.py ("Fednova w/o").
 
-Setting as configs/fedfa_delta_fmnist.py (the reference of scripts/reproduce_fedfa.py):
-100 clients, Dirichlet(0.5) over a 15,000-sample FMNIST subset, MLP 784-200-200-10,
-one local epoch of batch 32 (here), learning rate 0.01 (the paper's Sec. 5.2 value), Mc = 10
-clients training at once, long-tailed log-normal(mu=1, sigma=1) job durations. This
-is the paper's CIFAR-10/ResNet-18 setting scaled down for a 2-core CPU.
+Shared setting: ``afl_jax.paper_settings.fedfa_fmnist()`` (its docstring and the
+results page give the paper's setting and how it is scaled to 2 CPU cores).
 """
 
 from afl_jax import paper_settings

@@ -6,8 +6,8 @@ discusses next to FedGM. Setting of the paper's Table 1 (App. H.1): 100 clients,
 participation 0.05 (5 per synchronous round), Dirichlet 0.5, 3 local epochs,
 eta_l = 0.01; server rate eta = 0.01 (Reddi et al.'s range, not the FedGM grid).
 
-Scaled down for 2 CPU cores: Fashion-MNIST and the MLP 784-200-200-10 instead of
-CIFAR-10 and ResNet, a 10,000-sample training subset, 200 rounds instead of 500.
+Shared setting: ``afl_jax.paper_settings.fedgm_fmnist()`` (its docstring and the
+results page give the paper's setting and how it is scaled to 2 CPU cores).
 """
 
 from afl_jax import paper_settings

@@ -9,12 +9,8 @@ this size (and at the paper's own T = 600, S K ~ 120, tau_max = 4), so the two
 rates are set explicitly: gamma = server_lr = 0.1 (best of {0.1, 0.3, 1.0} in a
 short sweep at eta = 0.03) and eta = client_lr = 0.03.
 
-Scaled down for 2 CPU cores (the whole masfl reproduction grid is ~40 runs):
-multinomial logistic regression instead of the paper's 3-conv + 2-FC CNN
-(``--config.model=cnn`` or ``mlp`` selects those, but the rates were chosen for
-logistic regression); a 12,000-sample training subset (median client ~107
-samples); K = 5 local steps of batch 50 (about two local epochs of a median
-client); T = 300 server steps instead of 600.
+Shared setting: ``afl_jax.paper_settings.masfl_fmnist()`` (its docstring and the
+results page give the paper's setting and how it is scaled to 2 CPU cores).
 """
 
 from afl_jax import paper_settings
