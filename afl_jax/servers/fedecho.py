@@ -19,8 +19,9 @@ Asynchronous Federated Learning", Alg. 1 and eqs. (2)-(4). In our sign conventio
   whose state lives in the server state;
 * line 17: ``x_{t+1} = x_hat``.
 
-With ``distill_steps = 0`` the rule is FedBuff exactly. Distillation is skipped while
-no client has reported (there is no teacher yet).
+With ``distill_steps = 0`` the rule is FedBuff exactly. A step with no valid arrival
+leaves the whole state unchanged (no FedBuff step, no distillation), so there is
+always a teacher when distillation runs.
 
 Memory (Sec. 3.2, "Memory overhead on the server"): :func:`memory_overhead` reports
 the bytes of the per-client logits store and, given the schedule, how many distinct
@@ -194,6 +195,7 @@ def fedecho(apply_fn: Callable[[Any, jax.Array], jax.Array], unlabeled_x: jax.Ar
     return new_p, new_s, metrics
 
   def update(state, messages, arrivals, key):
+    any_arrival = jnp.any(arrivals.mask)  # an empty step neither steps nor distills
     logits, reported = store_logits(state, messages, arrivals)
     g = aggregate(messages, arrivals)
     updates, opt_state = server_opt.update(g, state.opt_state, state.params)
@@ -204,11 +206,10 @@ def fedecho(apply_fn: Callable[[Any, jax.Array], jax.Array], unlabeled_x: jax.Ar
     if q_steps > 0:
       start = d_opt.init(params) if reset_distill_state else d_state
       new_p, new_s, dmetrics = distill(params, start, logits, reported, key)
-      ready = jnp.any(reported)
-      params = tree.where(ready, new_p, params)
-      d_state = tree.where(ready, new_s, d_state)
-      metrics.update({k: jnp.where(ready, v, 0.0) for k, v in dmetrics.items()})
-    return FedEchoState(params, opt_state, d_state, logits, reported), metrics
+      params, d_state = new_p, new_s
+      metrics.update({k: jnp.where(any_arrival, v, 0.0) for k, v in dmetrics.items()})
+    new = FedEchoState(params, opt_state, d_state, logits, reported)
+    return tree.where(any_arrival, new, state), metrics
 
   return ServerRule(init, update)
 

@@ -13,6 +13,10 @@ The messages of one server step are averaged (:func:`aggregate`) and the mean
 
 ``normalizer='clients'`` divides the sum by the number of clients n instead of
 |S_t| (AsynFL eq. 5, Yang et al.).
+
+A step with no valid arrival leaves the state unchanged: no momentum or adaptive
+step is taken on an empty buffer, and the optimizer's step count (which drives
+optax schedules such as Multistage FedGM's stages) counts server updates only.
 """
 
 from __future__ import annotations
@@ -61,7 +65,8 @@ def optimizer_server(optimizer: optax.GradientTransformation, *, normalizer: str
     g = aggregate(messages, arrivals, normalizer, num_clients)
     updates, opt_state = optimizer.update(g, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    return OptimizerServerState(params, opt_state), {'update_norm': tree.global_norm(updates)}
+    new = tree.where(jnp.any(arrivals.mask), OptimizerServerState(params, opt_state), state)
+    return new, {'update_norm': tree.global_norm(tree.sub(new.params, state.params))}
 
   return ServerRule(init, update)
 
