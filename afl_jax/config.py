@@ -8,6 +8,7 @@ field, the value and the allowed range, before any data is loaded or compiled.
 from __future__ import annotations
 
 import ml_collections
+import numpy as np
 
 from afl_jax import algorithms
 from afl_jax.schedules.durations import Durations
@@ -19,6 +20,9 @@ MODELS = ('logreg', 'mlp', 'cnn', 'resnet18')
 SCHEDULES = ('synchronous', 'fedbuff', 'fully_async', 'random_staleness', 'waiting_windows',
              'fedecho_large', 'fedecho_mild')  # fedecho_*: FedEcho's Table 1 on FedBuff's clock
 DTYPES = ('float32', 'float64')
+CLIENT_SPEEDS = ('none', 'local_steps', 'lognormal')
+# The schedule kinds that draw job durations from ``schedule.durations``.
+DURATION_SCHEDULES = ('synchronous', 'fedbuff', 'fully_async', 'waiting_windows')
 
 
 class ConfigError(ValueError):
@@ -59,6 +63,11 @@ def default() -> ml_collections.ConfigDict:
   c.schedule.wait_seconds = 0.0  # waiting_windows: seconds per round (0 = synchronous)
   c.schedule.durations = 'uniform'  # constant | uniform | exponential | normal | ...
   c.schedule.durations_params = 'low=0,high=20'  # the distribution's parameters
+  # Per-client factor multiplying every duration draw (larger = slower):
+  # none | local_steps (K_i / mean K: more local work takes longer) |
+  # lognormal (exp(sigma * z) per client, sigma = client_speed_sigma, schedule seed).
+  c.schedule.client_speed = 'none'
+  c.schedule.client_speed_sigma = 0.5
   c.schedule.seed = -1  # -1: derive from c.seed
   # Run.
   c.num_rounds = 200  # server steps T
@@ -130,6 +139,15 @@ def validate(c: ml_collections.ConfigDict, num_samples: int | None = None) -> No
   if s.kind == 'waiting_windows':
     _check(s.wait_seconds >= 0, 'schedule.wait_seconds', s.wait_seconds,
            'must be >= 0 (0 = synchronous limit)')
+  _check(s.client_speed in CLIENT_SPEEDS, 'schedule.client_speed', s.client_speed,
+         f'must be one of {CLIENT_SPEEDS}')
+  if s.client_speed != 'none':
+    _check(s.kind in DURATION_SCHEDULES, 'schedule.client_speed', s.client_speed,
+           f"must be 'none' for schedule.kind={s.kind!r} (it draws no durations); "
+           f'per-client speed applies to {DURATION_SCHEDULES}')
+  if s.client_speed == 'lognormal':
+    _check(s.client_speed_sigma > 0, 'schedule.client_speed_sigma', s.client_speed_sigma,
+           'must be > 0')
   try:
     make_durations(s.durations, s.durations_params)
   except ValueError as e:
@@ -158,5 +176,17 @@ def parse_params(text: str) -> dict[str, float]:
   return out
 
 
-def make_durations(kind: str, params: str) -> Durations:
-  return make_duration_model(kind, **parse_params(params))
+def make_durations(kind: str, params: str, speed: np.ndarray | None = None) -> Durations:
+  return make_duration_model(kind, speed=speed, **parse_params(params))
+
+
+def client_speed_factors(kind: str, sigma: float, local_steps: np.ndarray,
+                         seed: int) -> np.ndarray | None:
+  """float[N] per-client duration factors for ``schedule.client_speed`` (None: none)."""
+  k = np.asarray(local_steps, np.float64)
+  if kind == 'none':
+    return None
+  if kind == 'local_steps':
+    return k / k.mean()
+  rng = np.random.default_rng([seed, 0x5eed])  # its own stream: durations stay as drawn
+  return np.exp(sigma * rng.standard_normal(k.shape[0]))

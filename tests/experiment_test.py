@@ -90,14 +90,56 @@ def test_non_finite_stops_cleanly_with_metrics_kept(tmp_path):
     ('schedule.durations', 'gamma', r"config.schedule.durations='gamma'"),
     ('checkpoint_every', 15, r'config.checkpoint_every=15 is invalid'),
     ('schedule.kind', 'magic', r"config.schedule.kind='magic' is invalid"),
+    ('schedule.client_speed', 'fast', r"config.schedule.client_speed='fast' is invalid: must "
+     r'be one of'),
+    ('schedule.client_speed_sigma', 0.0, r'config.schedule.client_speed_sigma=0.0 is invalid: '
+     r'must be > 0'),
 ])
 def test_invalid_configs_are_rejected_before_compute(tmp_path, field, value, match):
   c = tiny(**{field: value})
+  if field == 'schedule.client_speed_sigma':
+    c.schedule.client_speed = 'lognormal'
   if field == 'num_clients' and value == 5000:
     c.schedule.concurrency = 4
   with pytest.raises(config_lib.ConfigError, match=match):
     experiment.train_and_evaluate(c, str(tmp_path / 'w'), log=lambda *_: None)
   assert not (tmp_path / 'w' / 'metrics.jsonl').exists()
+
+
+def test_client_speed_needs_a_schedule_that_draws_durations():
+  c = tiny(**{'schedule.kind': 'random_staleness', 'schedule.client_speed': 'local_steps'})
+  with pytest.raises(config_lib.ConfigError, match=r"client_speed='local_steps' is invalid: "
+                     r"must be 'none' for schedule.kind='random_staleness'"):
+    config_lib.validate(c)
+
+
+def test_client_speed_local_steps_scales_each_job_by_its_work():
+  # Fully asynchronous, every client always busy, constant unit durations: a client's
+  # job takes K_i / mean(K) seconds, so K=1 clients report twice as often as K=2.
+  c = tiny(num_clients=4, num_rounds=300, **{
+      'schedule.kind': 'fully_async', 'schedule.concurrency': 4, 'schedule.durations':
+      'constant', 'schedule.durations_params': 'value=1', 'schedule.client_speed':
+      'local_steps'})
+  config_lib.validate(c)
+  k = np.array([1, 1, 2, 2])
+  counts = experiment.build_schedule(c, k).participation_counts
+  np.testing.assert_allclose(counts[:2] / counts[2:], 2.0, rtol=0.02)
+  c.schedule.client_speed = 'none'
+  counts = experiment.build_schedule(c, k).participation_counts
+  assert counts.max() - counts.min() <= 1
+
+
+def test_client_speed_lognormal_is_seeded_and_leaves_the_duration_draws_alone():
+  k = np.full(50, 3)
+  a = config_lib.client_speed_factors('lognormal', 0.5, k, seed=7)
+  np.testing.assert_array_equal(a, config_lib.client_speed_factors('lognormal', 0.5, k, seed=7))
+  assert not np.array_equal(a, config_lib.client_speed_factors('lognormal', 0.5, k, seed=8))
+  assert np.all(a > 0) and abs(np.log(a).std() - 0.5) < 0.15
+  c = tiny(num_rounds=40, **{'schedule.client_speed': 'lognormal'})
+  slow = experiment.build_schedule(c, np.full(12, 4))
+  c.schedule.client_speed = 'none'
+  plain = experiment.build_schedule(c, np.full(12, 4))
+  assert not np.array_equal(slow.client_ids, plain.client_ids)
 
 
 def test_unknown_hparam_is_rejected():
