@@ -8,10 +8,9 @@ field, the value and the allowed range, before any data is loaded or compiled.
 from __future__ import annotations
 
 import ml_collections
-import numpy as np
 
 from afl_jax import algorithms
-from afl_jax.schedules.durations import Durations
+from afl_jax.schedules.durations import CLIENT_SPEEDS, Durations
 from afl_jax.schedules.durations import make as make_duration_model
 
 DATASETS = ('fmnist', 'digits', 'synthetic')
@@ -20,7 +19,6 @@ MODELS = ('logreg', 'mlp', 'cnn', 'resnet18')
 SCHEDULES = ('synchronous', 'fedbuff', 'fully_async', 'random_staleness', 'waiting_windows',
              'fedecho_large', 'fedecho_mild')  # fedecho_*: FedEcho's Table 1 on FedBuff's clock
 DTYPES = ('float32', 'float64')
-CLIENT_SPEEDS = ('none', 'local_steps', 'lognormal')
 # The schedule kinds that draw job durations from ``schedule.durations``.
 DURATION_SCHEDULES = ('synchronous', 'fedbuff', 'fully_async', 'waiting_windows')
 
@@ -176,17 +174,5 @@ def parse_params(text: str) -> dict[str, float]:
   return out
 
 
-def make_durations(kind: str, params: str, speed: np.ndarray | None = None) -> Durations:
+def make_durations(kind: str, params: str, speed=None) -> Durations:
   return make_duration_model(kind, speed=speed, **parse_params(params))
-
-
-def client_speed_factors(kind: str, sigma: float, local_steps: np.ndarray,
-                         seed: int) -> np.ndarray | None:
-  """float[N] per-client duration factors for ``schedule.client_speed`` (None: none)."""
-  k = np.asarray(local_steps, np.float64)
-  if kind == 'none':
-    return None
-  if kind == 'local_steps':
-    return k / k.mean()
-  rng = np.random.default_rng([seed, 0x5eed])  # its own stream: durations stay as drawn
-  return np.exp(sigma * rng.standard_normal(k.shape[0]))

@@ -74,8 +74,8 @@ def build_schedule(c: ml_collections.ConfigDict, local_steps: np.ndarray,
                    num_samples: np.ndarray | None = None) -> schedules.Schedule:
   s = c.schedule
   seed = s.seed if s.seed >= 0 else c.seed
-  speed = config_lib.client_speed_factors(s.client_speed, s.client_speed_sigma, local_steps,
-                                          seed)
+  speed = schedules.speed_factors(s.client_speed, local_steps, sigma=s.client_speed_sigma,
+                                 seed=seed)
   dur = config_lib.make_durations(s.durations, s.durations_params, speed)
   n, t = c.num_clients, c.num_rounds
   if s.kind == 'synchronous':

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from afl_jax import config as config_lib
-from afl_jax import experiment
+from afl_jax import experiment, schedules
 
 
 def tiny(**overrides):
@@ -129,12 +129,16 @@ def test_client_speed_local_steps_scales_each_job_by_its_work():
   assert counts.max() - counts.min() <= 1
 
 
-def test_client_speed_lognormal_is_seeded_and_leaves_the_duration_draws_alone():
+def test_client_speed_lognormal_is_seeded_and_changes_the_schedule():
   k = np.full(50, 3)
-  a = config_lib.client_speed_factors('lognormal', 0.5, k, seed=7)
-  np.testing.assert_array_equal(a, config_lib.client_speed_factors('lognormal', 0.5, k, seed=7))
-  assert not np.array_equal(a, config_lib.client_speed_factors('lognormal', 0.5, k, seed=8))
+  a = schedules.speed_factors('lognormal', k, sigma=0.5, seed=7)
+  np.testing.assert_array_equal(a, schedules.speed_factors('lognormal', k, sigma=0.5, seed=7))
+  assert not np.array_equal(a, schedules.speed_factors('lognormal', k, sigma=0.5, seed=8))
   assert np.all(a > 0) and abs(np.log(a).std() - 0.5) < 0.15
+  with pytest.raises(ValueError, match='client speed must be one of'):
+    schedules.speed_factors('fast', k)
+  with pytest.raises(ValueError, match='needs sigma > 0; got 0.0'):
+    schedules.speed_factors('lognormal', k, sigma=0.0)
   c = tiny(num_rounds=40, **{'schedule.client_speed': 'lognormal'})
   slow = experiment.build_schedule(c, np.full(12, 4))
   c.schedule.client_speed = 'none'

@@ -21,7 +21,10 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 from flax import struct
+
+from afl_jax.core import tree
 
 Params = Any
 Broadcast = Any
@@ -89,6 +92,15 @@ class Arrivals(NamedTuple):
   num_steps: jax.Array  # int32[M], K_{t,i}
   start_broadcast: Broadcast  # [M, ...] the broadcast each client started from
   step: jax.Array  # int32 scalar, server step t
+
+
+def unchanged_if_no_arrival(arrivals: Arrivals, new_state: Any, state: Any) -> Any:
+  """The server-step contract: ``new_state`` if any arrival is valid, else ``state``.
+
+  A step at which no client reports (waiting windows, imported traces) must not
+  move the server: no momentum or adaptive step on an empty buffer, no step count.
+  """
+  return tree.where(jnp.any(arrivals.mask), new_state, state)
 
 
 class ClientRule(NamedTuple):

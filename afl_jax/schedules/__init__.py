@@ -7,11 +7,12 @@ from afl_jax.schedules.builders import (
     synchronous,
     waiting_windows,
 )
-from afl_jax.schedules.durations import Durations
+from afl_jax.schedules.durations import CLIENT_SPEEDS, Durations, speed_factors
 from afl_jax.schedules.durations import make as durations
 from afl_jax.schedules.schedule import Schedule, ScheduleError, from_arrays, load
 
 __all__ = [
-    'Durations', 'Schedule', 'ScheduleError', 'durations', 'fedbuff', 'from_arrays',
-    'fully_async', 'load', 'random_staleness', 'synchronous', 'waiting_windows',
+    'CLIENT_SPEEDS', 'Durations', 'Schedule', 'ScheduleError', 'durations', 'fedbuff',
+    'from_arrays', 'fully_async', 'load', 'random_staleness', 'speed_factors', 'synchronous',
+    'waiting_windows',
 ]

@@ -25,6 +25,9 @@ _PARAMS = {
 # Normal draws are clipped here so that no job takes zero or negative time.
 MIN_DURATION = 1e-6
 
+# Ways to derive the per-client ``speed`` factors (see :func:`speed_factors`).
+CLIENT_SPEEDS = ('none', 'local_steps', 'lognormal')
+
 
 @dataclasses.dataclass(frozen=True)
 class Durations:
@@ -113,3 +116,24 @@ def constant(value: float = 1.0) -> Durations:
 
 def uniform(low: float, high: float, speed=None) -> Durations:
   return Durations('uniform', {'low': low, 'high': high}, speed)
+
+
+def speed_factors(kind: str, local_steps: np.ndarray, *, sigma: float = 0.5,
+                  seed: int = 0) -> np.ndarray | None:
+  """float[N] per-client ``speed`` factors, or None for ``'none'``.
+
+  ``'local_steps'``: ``K_i / mean(K)``, a job takes longer in proportion to its local
+  work. ``'lognormal'``: ``exp(sigma * z_i)``, a persistent random device speed drawn
+  from its own stream of ``seed``, so the duration draws themselves are unchanged.
+  """
+  if kind not in CLIENT_SPEEDS:
+    raise ValueError(f'client speed must be one of {CLIENT_SPEEDS}; got {kind!r}.')
+  k = np.asarray(local_steps, np.float64)
+  if kind == 'none':
+    return None
+  if kind == 'local_steps':
+    return k / k.mean()
+  if not sigma > 0:
+    raise ValueError(f'lognormal client speed needs sigma > 0; got {sigma}.')
+  rng = np.random.default_rng([seed, 0x5eed])
+  return np.exp(sigma * rng.standard_normal(k.shape[0]))

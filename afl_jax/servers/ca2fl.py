@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from afl_jax.core import tree
-from afl_jax.core.types import Arrivals, Params, ServerRule
+from afl_jax.core.types import Arrivals, Params, ServerRule, unchanged_if_no_arrival
 
 
 class CA2FLState(NamedTuple):
@@ -64,14 +64,13 @@ def ca2fl(server_lr: float = 1.0, *, num_clients: int | None = None) -> ServerRu
              key: jax.Array) -> tuple[CA2FLState, dict[str, Any]]:
     del key
     mask, ids = arrivals.mask, arrivals.client_ids
-    count = jnp.sum(mask)
     n = jax.tree.leaves(state.cache)[0].shape[0]
     h_mean = tree.weighted_sum(state.cache, jnp.full((n,), 1.0 / n))
     calibration = tree.masked_mean(tree.sub(messages, tree.gather(state.cache, ids)), mask)
     v = tree.add(h_mean, calibration)
     new = CA2FLState(tree.axpy(-server_lr, v, state.params),
                      tree.scatter(state.cache, ids, messages, mask))
-    new = tree.where(count > 0, new, state)
+    new = unchanged_if_no_arrival(arrivals, new, state)
     return new, {'update_norm': tree.global_norm(tree.sub(state.params, new.params)),
                  'calibration_norm': tree.global_norm(calibration)}
 

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import optax
 
 from afl_jax.core import tree
-from afl_jax.core.types import Arrivals, Params, ServerRule
+from afl_jax.core.types import Arrivals, Params, ServerRule, unchanged_if_no_arrival
 
 DELAY_RULES = ('min_inverse', 'divide')
 
@@ -136,7 +136,7 @@ def fadas(server_lr: float = 1e-4, beta1: float = 0.9, beta2: float = 0.99,
     eta = (delay_adaptive_rate(server_lr, tau_max, tau_c, delay_rule) if delay_adaptive
            else jnp.asarray(server_lr))
     new = FADASState(tree.axpy(-eta, direction, state.params), opt_state)
-    new = tree.where(jnp.any(mask), new, state)
+    new = unchanged_if_no_arrival(arrivals, new, state)
     return new, {'update_norm': tree.global_norm(tree.sub(state.params, new.params)),
                  'server_lr': eta, 'tau_max': tau_max}
 

@@ -39,7 +39,7 @@ import numpy as np
 import optax
 
 from afl_jax.core import tree
-from afl_jax.core.types import ServerRule
+from afl_jax.core.types import ServerRule, unchanged_if_no_arrival
 from afl_jax.schedules.schedule import Schedule
 from afl_jax.servers import distillation
 from afl_jax.servers.pseudo_gradient import aggregate
@@ -195,7 +195,6 @@ def fedecho(apply_fn: Callable[[Any, jax.Array], jax.Array], unlabeled_x: jax.Ar
     return new_p, new_s, metrics
 
   def update(state, messages, arrivals, key):
-    any_arrival = jnp.any(arrivals.mask)  # an empty step neither steps nor distills
     logits, reported = store_logits(state, messages, arrivals)
     g = aggregate(messages, arrivals)
     updates, opt_state = server_opt.update(g, state.opt_state, state.params)
@@ -207,9 +206,10 @@ def fedecho(apply_fn: Callable[[Any, jax.Array], jax.Array], unlabeled_x: jax.Ar
       start = d_opt.init(params) if reset_distill_state else d_state
       new_p, new_s, dmetrics = distill(params, start, logits, reported, key)
       params, d_state = new_p, new_s
-      metrics.update({k: jnp.where(any_arrival, v, 0.0) for k, v in dmetrics.items()})
+      ran = jnp.any(arrivals.mask)  # distillation takes effect only when someone reported
+      metrics.update({k: jnp.where(ran, v, 0.0) for k, v in dmetrics.items()})
     new = FedEchoState(params, opt_state, d_state, logits, reported)
-    return tree.where(any_arrival, new, state), metrics
+    return unchanged_if_no_arrival(arrivals, new, state), metrics
 
   return ServerRule(init, update)
 

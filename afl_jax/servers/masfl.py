@@ -43,7 +43,7 @@ import jax.numpy as jnp
 
 from afl_jax.clients.masfl import MasFLBroadcast, MasFLMessage
 from afl_jax.core import tree
-from afl_jax.core.types import Arrivals, Params, ServerRule
+from afl_jax.core.types import Arrivals, Params, ServerRule, unchanged_if_no_arrival
 
 SELECTIONS = ('arrivals', 'uniform')
 
@@ -158,7 +158,7 @@ def masfl_server(server_lr: float, beta: float, *, adaptive: bool = False,
         pending = pending._replace(
             delta=jax.tree.map(lambda d: jnp.where(rows(d), 0, d), pending.delta))
       new = step(state, diff, chosen, variates, direction, count)._replace(pending=pending)
-    new = tree.where(count > 0, new, state)
+    new = unchanged_if_no_arrival(arrivals, new, state)
     metrics = {'update_norm': tree.global_norm(tree.sub(state.params, new.params)),
                'momentum_norm': tree.global_norm(new.momentum)}
     return new, metrics

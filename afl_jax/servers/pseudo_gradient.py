@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import optax
 
 from afl_jax.core import tree
-from afl_jax.core.types import Arrivals, ServerRule
+from afl_jax.core.types import Arrivals, ServerRule, unchanged_if_no_arrival
 
 NORMALIZERS = ('arrivals', 'clients')
 
@@ -65,7 +65,7 @@ def optimizer_server(optimizer: optax.GradientTransformation, *, normalizer: str
     g = aggregate(messages, arrivals, normalizer, num_clients)
     updates, opt_state = optimizer.update(g, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    new = tree.where(jnp.any(arrivals.mask), OptimizerServerState(params, opt_state), state)
+    new = unchanged_if_no_arrival(arrivals, OptimizerServerState(params, opt_state), state)
     return new, {'update_norm': tree.global_norm(tree.sub(new.params, state.params))}
 
   return ServerRule(init, update)
