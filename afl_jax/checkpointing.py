@@ -22,7 +22,8 @@ class Checkpointer:
   def __init__(self, workdir: str | os.PathLike, max_to_keep: int = 2):
     self.directory = os.path.abspath(os.path.join(workdir, 'checkpoints'))
     self.manager = ocp.CheckpointManager(
-        self.directory, options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep))
+      self.directory, options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep)
+    )
 
   def latest_step(self) -> int | None:
     return self.manager.latest_step()
@@ -32,10 +33,10 @@ class Checkpointer:
     self.manager.save(step, args=ocp.args.StandardSave(item))
     self.manager.wait_until_finished()
 
-  def restore(self, step: int, sim_template: Any, host_template: dict[str, np.ndarray]
-              ) -> tuple[Any, dict[str, np.ndarray]]:
-    template = {'sim': sim_template,
-                'host': {k: np.asarray(v) for k, v in host_template.items()}}
+  def restore(
+    self, step: int, sim_template: Any, host_template: dict[str, np.ndarray]
+  ) -> tuple[Any, dict[str, np.ndarray]]:
+    template = {'sim': sim_template, 'host': {k: np.asarray(v) for k, v in host_template.items()}}
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, template)
     item = self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
     sim = jax.tree.unflatten(jax.tree.structure(sim_template), jax.tree.leaves(item['sim']))

@@ -16,8 +16,15 @@ from afl_jax.schedules.durations import make as make_duration_model
 DATASETS = ('fmnist', 'digits', 'synthetic')
 PARTITIONS = ('iid', 'dirichlet', 'shards')
 MODELS = ('logreg', 'mlp', 'cnn', 'resnet18')
-SCHEDULES = ('synchronous', 'fedbuff', 'fully_async', 'random_staleness', 'waiting_windows',
-             'fedecho_large', 'fedecho_mild')  # fedecho_*: FedEcho's Table 1 on FedBuff's clock
+SCHEDULES = (
+  'synchronous',
+  'fedbuff',
+  'fully_async',
+  'random_staleness',
+  'waiting_windows',
+  'fedecho_large',
+  'fedecho_mild',
+)  # fedecho_*: FedEcho's Table 1 on FedBuff's clock
 DTYPES = ('float32', 'float64')
 # The schedule kinds that draw job durations from ``schedule.durations``.
 DURATION_SCHEDULES = ('synchronous', 'fedbuff', 'fully_async', 'waiting_windows')
@@ -93,8 +100,12 @@ def validate(c: ml_collections.ConfigDict, num_samples: int | None = None) -> No
     c: the config.
     num_samples: number of training samples once known (checks num_clients <= it).
   """
-  _check(c.algorithm in algorithms.names(), 'algorithm', c.algorithm,
-         f'must be one of {algorithms.names()}')
+  _check(
+    c.algorithm in algorithms.names(),
+    'algorithm',
+    c.algorithm,
+    f'must be one of {algorithms.names()}',
+  )
   valid_hp = algorithms.hyperparameters(c.algorithm)
   for k, v in c.hparams.items():
     _check(k in valid_hp, f'hparams.{k}', v, f'{c.algorithm} takes {sorted(valid_hp)}')
@@ -104,11 +115,19 @@ def validate(c: ml_collections.ConfigDict, num_samples: int | None = None) -> No
   _check(c.partition in PARTITIONS, 'partition', c.partition, f'must be one of {PARTITIONS}')
   _check(c.dirichlet_alpha > 0, 'dirichlet_alpha', c.dirichlet_alpha, 'must be > 0')
   _check(c.shards_per_client >= 1, 'shards_per_client', c.shards_per_client, 'must be >= 1')
-  _check(isinstance(c.num_clients, int) and c.num_clients >= 1, 'num_clients', c.num_clients,
-         'must be an integer >= 1')
+  _check(
+    isinstance(c.num_clients, int) and c.num_clients >= 1,
+    'num_clients',
+    c.num_clients,
+    'must be an integer >= 1',
+  )
   if num_samples is not None:
-    _check(c.num_clients <= num_samples, 'num_clients', c.num_clients,
-           f'must be <= the number of training samples ({num_samples})')
+    _check(
+      c.num_clients <= num_samples,
+      'num_clients',
+      c.num_clients,
+      f'must be <= the number of training samples ({num_samples})',
+    )
   _check(c.unlabeled_size >= 0, 'unlabeled_size', c.unlabeled_size, 'must be >= 0')
   _check(c.train_subset >= 0, 'train_subset', c.train_subset, 'must be >= 0 (0 = all)')
   _check(c.model in MODELS, 'model', c.model, f'must be one of {MODELS}')
@@ -117,50 +136,91 @@ def validate(c: ml_collections.ConfigDict, num_samples: int | None = None) -> No
   if c.local_epochs == 0:
     _check(c.local_steps >= 1, 'local_steps', c.local_steps, 'must be >= 1')
   _check(c.dtype in DTYPES, 'dtype', c.dtype, f'must be one of {DTYPES}')
-  _check(c.client_block_size >= 0, 'client_block_size', c.client_block_size,
-         'must be >= 0 (0 = all clients of a step at once)')
+  _check(
+    c.client_block_size >= 0,
+    'client_block_size',
+    c.client_block_size,
+    'must be >= 0 (0 = all clients of a step at once)',
+  )
   s = c.schedule
   _check(s.kind in SCHEDULES, 'schedule.kind', s.kind, f'must be one of {SCHEDULES}')
   if s.kind in ('fedbuff', 'fully_async', 'fedecho_large', 'fedecho_mild'):
-    _check(1 <= s.concurrency <= c.num_clients, 'schedule.concurrency', s.concurrency,
-           f'must be in [1, num_clients={c.num_clients}]')
+    _check(
+      1 <= s.concurrency <= c.num_clients,
+      'schedule.concurrency',
+      s.concurrency,
+      f'must be in [1, num_clients={c.num_clients}]',
+    )
   if s.kind in ('fedbuff', 'fedecho_large', 'fedecho_mild'):
-    _check(1 <= s.buffer_size <= s.concurrency, 'schedule.buffer_size', s.buffer_size,
-           f'must be in [1, concurrency={s.concurrency}]')
-    _check(c.num_clients >= s.concurrency + s.buffer_size - 1, 'num_clients', c.num_clients,
-           f'must be >= concurrency + buffer_size - 1 = {s.concurrency + s.buffer_size - 1}')
+    _check(
+      1 <= s.buffer_size <= s.concurrency,
+      'schedule.buffer_size',
+      s.buffer_size,
+      f'must be in [1, concurrency={s.concurrency}]',
+    )
+    _check(
+      c.num_clients >= s.concurrency + s.buffer_size - 1,
+      'num_clients',
+      c.num_clients,
+      f'must be >= concurrency + buffer_size - 1 = {s.concurrency + s.buffer_size - 1}',
+    )
   if s.kind in ('synchronous', 'random_staleness'):
-    _check(1 <= s.clients_per_step <= c.num_clients, 'schedule.clients_per_step',
-           s.clients_per_step, f'must be in [1, num_clients={c.num_clients}]')
+    _check(
+      1 <= s.clients_per_step <= c.num_clients,
+      'schedule.clients_per_step',
+      s.clients_per_step,
+      f'must be in [1, num_clients={c.num_clients}]',
+    )
   if s.kind == 'random_staleness':
     _check(s.window >= 1, 'schedule.window', s.window, 'must be >= 1')
   if s.kind == 'waiting_windows':
-    _check(s.wait_seconds >= 0, 'schedule.wait_seconds', s.wait_seconds,
-           'must be >= 0 (0 = synchronous limit)')
-  _check(s.client_speed in CLIENT_SPEEDS, 'schedule.client_speed', s.client_speed,
-         f'must be one of {CLIENT_SPEEDS}')
+    _check(
+      s.wait_seconds >= 0,
+      'schedule.wait_seconds',
+      s.wait_seconds,
+      'must be >= 0 (0 = synchronous limit)',
+    )
+  _check(
+    s.client_speed in CLIENT_SPEEDS,
+    'schedule.client_speed',
+    s.client_speed,
+    f'must be one of {CLIENT_SPEEDS}',
+  )
   if s.client_speed != 'none':
-    _check(s.kind in DURATION_SCHEDULES, 'schedule.client_speed', s.client_speed,
-           f"must be 'none' for schedule.kind={s.kind!r} (it draws no durations); "
-           f'per-client speed applies to {DURATION_SCHEDULES}')
+    _check(
+      s.kind in DURATION_SCHEDULES,
+      'schedule.client_speed',
+      s.client_speed,
+      f"must be 'none' for schedule.kind={s.kind!r} (it draws no durations); "
+      f'per-client speed applies to {DURATION_SCHEDULES}',
+    )
   if s.client_speed == 'lognormal':
-    _check(s.client_speed_sigma > 0, 'schedule.client_speed_sigma', s.client_speed_sigma,
-           'must be > 0')
+    _check(
+      s.client_speed_sigma > 0, 'schedule.client_speed_sigma', s.client_speed_sigma, 'must be > 0'
+    )
   try:
     make_durations(s.durations, s.durations_params)
   except ValueError as e:
-    raise ConfigError(f'config.schedule.durations={s.durations!r} with durations_params='
-                      f'{s.durations_params!r} is invalid: {e}') from e
-  _check(isinstance(c.num_rounds, int) and c.num_rounds >= 1, 'num_rounds', c.num_rounds,
-         'must be an integer >= 1')
+    raise ConfigError(
+      f'config.schedule.durations={s.durations!r} with durations_params='
+      f'{s.durations_params!r} is invalid: {e}'
+    ) from e
+  _check(
+    isinstance(c.num_rounds, int) and c.num_rounds >= 1,
+    'num_rounds',
+    c.num_rounds,
+    'must be an integer >= 1',
+  )
   _check(1 <= c.eval_every, 'eval_every', c.eval_every, 'must be >= 1')
   _check(c.eval_train_samples >= 1, 'eval_train_samples', c.eval_train_samples, 'must be >= 1')
-  _check(c.checkpoint_every >= 0 and (c.checkpoint_every % c.eval_every == 0),
-         'checkpoint_every', c.checkpoint_every,
-         f'must be 0 or a positive multiple of eval_every={c.eval_every}')
+  _check(
+    c.checkpoint_every >= 0 and (c.checkpoint_every % c.eval_every == 0),
+    'checkpoint_every',
+    c.checkpoint_every,
+    f'must be 0 or a positive multiple of eval_every={c.eval_every}',
+  )
   _check(c.stop_after_steps >= 0, 'stop_after_steps', c.stop_after_steps, 'must be >= 0')
-  _check(0.0 <= c.target_accuracy <= 1.0, 'target_accuracy', c.target_accuracy,
-         'must be in [0, 1]')
+  _check(0.0 <= c.target_accuracy <= 1.0, 'target_accuracy', c.target_accuracy, 'must be in [0, 1]')
 
 
 def parse_params(text: str) -> dict[str, float]:

@@ -19,8 +19,13 @@ def read_metrics(workdir: str | os.PathLike) -> list[dict]:
     return [json.loads(line) for line in f if line.strip()]
 
 
-def plot_runs(runs: Mapping[str, Sequence[dict]], path: str | os.PathLike, *,
-              metric: str = 'test_accuracy', title: str = '') -> None:
+def plot_runs(
+  runs: Mapping[str, Sequence[dict]],
+  path: str | os.PathLike,
+  *,
+  metric: str = 'test_accuracy',
+  title: str = '',
+) -> None:
   """Overlay runs: ``metric`` against server steps (left) and simulated wall-clock (right)."""
   fig, axes = plt.subplots(1, 2, figsize=(11, 4))
   for label, records in runs.items():

@@ -25,8 +25,15 @@ class Result(NamedTuple):
   final_state: SimState
 
 
-def simulate(algorithm: Algorithm, problem: Problem, schedule: Schedule, params0: Any,
-             key: jax.Array, *, chunk_size: int | None = None) -> Result:
+def simulate(
+  algorithm: Algorithm,
+  problem: Problem,
+  schedule: Schedule,
+  params0: Any,
+  key: jax.Array,
+  *,
+  chunk_size: int | None = None,
+) -> Result:
   """Run ``algorithm`` on ``problem`` along ``schedule`` from ``params0``.
 
   Works in float64 when ``jax_enable_x64`` is on and ``params0`` is float64.

@@ -27,9 +27,18 @@ def get_config():
   c = config_lib.default()
   c.algorithm = 'fedecho'
   # apply_fn, unlabeled_x and num_clients are filled from the run.
-  c.hparams = {'client_lr': 0.03, 'server_lr': 1.0, 'distill_lr': 1e-4, 'distill_steps': 5,
-               'distill_batch': 250, 'clip_norm': 5.0, 'alpha_min': 0.2, 'alpha_max': 0.8,
-               'alpha_mode': 'dynamic', 'optimizer': 'adam'}
+  c.hparams = {
+    'client_lr': 0.03,
+    'server_lr': 1.0,
+    'distill_lr': 1e-4,
+    'distill_steps': 5,
+    'distill_batch': 250,
+    'clip_norm': 5.0,
+    'alpha_min': 0.2,
+    'alpha_max': 0.8,
+    'alpha_mode': 'dynamic',
+    'optimizer': 'adam',
+  }
   c.num_clients = 50
   c.partition = 'dirichlet'
   c.dirichlet_alpha = 0.1

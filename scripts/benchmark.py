@@ -33,10 +33,9 @@ _WORKER = flags.DEFINE_string('worker', '', 'Internal: run this one task here an
 _WRITE_DOCS = flags.DEFINE_bool('write_docs', False, 'Rewrite docs/performance.md.')
 
 TASKS = {
-    'fedbuff': dict(hidden=(200, 200), n=100, mc=20, m=10, k=10, steps=50, regime='per_job'),
-    'many_clients': dict(hidden=(32,), n=10_000, mc=2_000, m=1_000, k=10, steps=10,
-                         regime='per_job'),
-    'always_on': dict(hidden=(32,), n=1_000, mc=0, m=0, k=10, steps=10, regime='always_on'),
+  'fedbuff': dict(hidden=(200, 200), n=100, mc=20, m=10, k=10, steps=50, regime='per_job'),
+  'many_clients': dict(hidden=(32,), n=10_000, mc=2_000, m=1_000, k=10, steps=10, regime='per_job'),
+  'always_on': dict(hidden=(32,), n=1_000, mc=0, m=0, k=10, steps=10, regime='always_on'),
 }
 BATCH = 32
 
@@ -68,6 +67,7 @@ def run_task(name, repeats):
 
   import afl_jax
   from afl_jax import data, experiment, models
+
   spec = TASKS[name]
   n, k, steps = spec['n'], spec['k'], spec['steps']
   rng = np.random.default_rng(0)
@@ -75,8 +75,9 @@ def run_task(name, repeats):
   x = rng.normal(size=(samples, 28, 28)).astype(np.float32)
   y = rng.integers(0, 10, size=samples).astype(np.int32)
   size = samples // n
-  fed = data.FederatedData(x, y, np.arange(n, dtype=np.int32) * size,
-                           np.full(n, size, np.int32), x[:10], y[:10], x[:0], 10)
+  fed = data.FederatedData(
+    x, y, np.arange(n, dtype=np.int32) * size, np.full(n, size, np.int32), x[:10], y[:10], x[:0], 10
+  )
   model = models.MLP(num_classes=10, hidden_sizes=spec['hidden'])
   params = model.init(jax.random.key(0), jnp.zeros((1, 28, 28)))
   problem = experiment.build_problem(fed, model.apply, BATCH, jnp.float32)
@@ -86,8 +87,9 @@ def run_task(name, repeats):
     updates = steps * spec['m']
   else:
     durations = afl_jax.schedules.durations('uniform', low=0.5, high=3.0)
-    schedule = afl_jax.schedules.waiting_windows(n, steps, window=1.0, durations=durations,
-                                                 local_steps=k, seed=0)
+    schedule = afl_jax.schedules.waiting_windows(
+      n, steps, window=1.0, durations=durations, local_steps=k, seed=0
+    )
     alg = afl_jax.algorithms.get('asynfl', client_lr=0.01, num_clients=n)
     updates = steps * n
   sim = afl_jax.Simulator(alg, problem, schedule, chunk_size=steps)
@@ -107,16 +109,24 @@ def run_task(name, repeats):
     times.append(time.perf_counter() - t0)
   best = min(times)
   flops = flops_per_update(spec['hidden'], k) * updates
-  return {'task': name, 'devices': len(jax.devices()), 'client_updates': updates,
-          'updates_per_s': updates / best, 'gflops_per_s': flops / best / 1e9,
-          'run_s_best': best, 'compile_s': compile_s,
-          'analytic_memory_mib': sim.memory['total'] / 2**20,
-          'peak_memory_mib': _peak_memory_bytes(jax) / 2**20,
-          'backend': jax.default_backend(), 'jax': jax.__version__}
+  return {
+    'task': name,
+    'devices': len(jax.devices()),
+    'client_updates': updates,
+    'updates_per_s': updates / best,
+    'gflops_per_s': flops / best / 1e9,
+    'run_s_best': best,
+    'compile_s': compile_s,
+    'analytic_memory_mib': sim.memory['total'] / 2**20,
+    'peak_memory_mib': _peak_memory_bytes(jax) / 2**20,
+    'backend': jax.default_backend(),
+    'jax': jax.__version__,
+  }
 
 
 def _best_time(fn, args, repeats):
   import jax
+
   jax.block_until_ready(fn(*args))
   best = float('inf')
   for _ in range(max(repeats, 3)):
@@ -140,13 +150,13 @@ def run_matmul(name, repeats):
   import jax.numpy as jnp
   from jax.sharding import Mesh, NamedSharding
   from jax.sharding import PartitionSpec as P
+
   spec = TASKS[name]
   clients = min(spec['m'] or spec['n'], 1000)
   devices = jax.devices()
   mesh = Mesh(devices, ('clients',))
   shard = clients % len(devices) == 0
-  put = (lambda t: jax.device_put(t, NamedSharding(mesh, P('clients')))) if shard else (
-      lambda t: t)
+  put = (lambda t: jax.device_put(t, NamedSharding(mesh, P('clients')))) if shard else (lambda t: t)
   sizes = layer_sizes(spec['hidden'])
   key = jax.random.key(0)
   total_time, total_flops = 0.0, 0.0
@@ -159,27 +169,34 @@ def run_matmul(name, repeats):
       def loop(x, w):
         def body(_, acc):
           return acc + jnp.einsum('cij,cjk->cik', x + acc[:, :1, :1] * 0, w)
-        return jax.lax.fori_loop(0, spec['k'], body,
-                                 jnp.zeros((x.shape[0], x.shape[1], w.shape[2])))
+
+        return jax.lax.fori_loop(
+          0, spec['k'], body, jnp.zeros((x.shape[0], x.shape[1], w.shape[2]))
+        )
 
       total_time += _best_time(loop, (x, w), repeats)
       total_flops += 2 * lhs[0] * lhs[1] * rhs[1] * clients * spec['k']
   big = jax.random.normal(key, (2048, 2048))
-  big_x = jax.device_put(big, NamedSharding(mesh, P('clients'))) if 2048 % len(
-      devices) == 0 else big
+  big_x = (
+    jax.device_put(big, NamedSharding(mesh, P('clients'))) if 2048 % len(devices) == 0 else big
+  )
   big_t = _best_time(jax.jit(lambda x, y: x @ y), (big_x, big), repeats)
-  return {'task': name, 'matmul_gflops_per_s': total_flops / total_time / 1e9,
-          'large_matmul_gflops_per_s': 2 * 2048**3 / big_t / 1e9, 'clients': clients,
-          'devices': len(devices)}
+  return {
+    'task': name,
+    'matmul_gflops_per_s': total_flops / total_time / 1e9,
+    'large_matmul_gflops_per_s': 2 * 2048**3 / big_t / 1e9,
+    'clients': clients,
+    'devices': len(devices),
+  }
 
 
 def _spawn(args, devices):
   env = dict(os.environ)
-  flags_ = [f for f in env.get('XLA_FLAGS', '').split()
-            if 'xla_force_host_platform_device_count' not in f]
+  flags_ = [
+    f for f in env.get('XLA_FLAGS', '').split() if 'xla_force_host_platform_device_count' not in f
+  ]
   env['XLA_FLAGS'] = ' '.join(flags_ + [f'--xla_force_host_platform_device_count={devices}'])
-  proc = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True,
-                        text=True)
+  proc = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True)
   if proc.returncode != 0:
     raise RuntimeError(f'worker {args} failed:\n{proc.stderr[-3000:]}')
   return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -189,73 +206,102 @@ def main(argv):
   del argv
   if _WORKER.value:
     task, _, kind = _WORKER.value.partition(':')
-    result = run_matmul(task, _REPEATS.value) if kind == 'matmul' else run_task(
-        task, _REPEATS.value)
+    result = (
+      run_matmul(task, _REPEATS.value) if kind == 'matmul' else run_task(task, _REPEATS.value)
+    )
     print(json.dumps(result))
     return
   results, ceilings = [], {}
   for task in _TASKS.value:
     # The ceiling: the best rate of the bare products over the device counts tried.
-    ceilings[task] = max((_spawn([f'--worker={task}:matmul', f'--repeats={_REPEATS.value}'],
-                                 int(d)) for d in _DEVICES.value),
-                         key=lambda c: c['matmul_gflops_per_s'])
+    ceilings[task] = max(
+      (
+        _spawn([f'--worker={task}:matmul', f'--repeats={_REPEATS.value}'], int(d))
+        for d in _DEVICES.value
+      ),
+      key=lambda c: c['matmul_gflops_per_s'],
+    )
     for d in _DEVICES.value:
       r = _spawn([f'--worker={task}', f'--repeats={_REPEATS.value}'], int(d))
-      r['fraction_of_matmul_ceiling'] = r['gflops_per_s'] / ceilings[task][
-          'matmul_gflops_per_s']
-      r['fraction_of_large_matmul'] = r['gflops_per_s'] / ceilings[task][
-          'large_matmul_gflops_per_s']
+      r['fraction_of_matmul_ceiling'] = r['gflops_per_s'] / ceilings[task]['matmul_gflops_per_s']
+      r['fraction_of_large_matmul'] = (
+        r['gflops_per_s'] / ceilings[task]['large_matmul_gflops_per_s']
+      )
       results.append(r)
-      print(f'{task:13s} devices={r["devices"]}: {r["updates_per_s"]:9.1f} updates/s '
-            f'{r["gflops_per_s"]:6.1f} GFLOP/s ({100 * r["fraction_of_matmul_ceiling"]:.0f}% '
-            f'of {ceilings[task]["matmul_gflops_per_s"]:.1f}), compile {r["compile_s"]:.1f}s, '
-            f'peak {r["peak_memory_mib"]:.0f} MiB', flush=True)
+      print(
+        f'{task:13s} devices={r["devices"]}: {r["updates_per_s"]:9.1f} updates/s '
+        f'{r["gflops_per_s"]:6.1f} GFLOP/s ({100 * r["fraction_of_matmul_ceiling"]:.0f}% '
+        f'of {ceilings[task]["matmul_gflops_per_s"]:.1f}), compile {r["compile_s"]:.1f}s, '
+        f'peak {r["peak_memory_mib"]:.0f} MiB',
+        flush=True,
+      )
   if _WRITE_DOCS.value:
     write_docs(results, ceilings)
   main_row = next((r for r in results if r['task'] == 'fedbuff'), results[0])
-  best_fedbuff = max((r for r in results if r['task'] == main_row['task']),
-                     key=lambda r: r['updates_per_s'])
-  print(json.dumps({'updates_per_s': best_fedbuff['updates_per_s'],
-                    'compile_s': best_fedbuff['compile_s'],
-                    'devices': best_fedbuff['devices'], 'task': best_fedbuff['task'],
-                    'results': results, 'matmul_ceilings': ceilings}))
+  best_fedbuff = max(
+    (r for r in results if r['task'] == main_row['task']), key=lambda r: r['updates_per_s']
+  )
+  print(
+    json.dumps(
+      {
+        'updates_per_s': best_fedbuff['updates_per_s'],
+        'compile_s': best_fedbuff['compile_s'],
+        'devices': best_fedbuff['devices'],
+        'task': best_fedbuff['task'],
+        'results': results,
+        'matmul_ceilings': ceilings,
+      }
+    )
+  )
 
 
 def write_docs(results, ceilings):
   import platform
 
   import jax
+
   path = os.path.join(os.path.dirname(__file__), '..', 'docs', 'performance.md')
-  lines = ['# Performance', '',
-           f'Measured by `python scripts/benchmark.py --write_docs` on {platform.machine()}, '
-           f'{os.cpu_count()} CPU cores, JAX {jax.__version__} ({jax.default_backend()}), '
-           f'{time.strftime("%Y-%m-%d")}. Best of {_REPEATS.value} runs; compile time apart.',
-           '', '| task | devices | client updates/s | GFLOP/s | same-shape products GFLOP/s '
-           '| fraction | large product GFLOP/s | fraction | compile s | analytic state MiB '
-           '| peak RSS MiB |',
-           '|---|---|---|---|---|---|---|---|---|---|---|']
+  lines = [
+    '# Performance',
+    '',
+    f'Measured by `python scripts/benchmark.py --write_docs` on {platform.machine()}, '
+    f'{os.cpu_count()} CPU cores, JAX {jax.__version__} ({jax.default_backend()}), '
+    f'{time.strftime("%Y-%m-%d")}. Best of {_REPEATS.value} runs; compile time apart.',
+    '',
+    '| task | devices | client updates/s | GFLOP/s | same-shape products GFLOP/s '
+    '| fraction | large product GFLOP/s | fraction | compile s | analytic state MiB '
+    '| peak RSS MiB |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
+  ]
   for r in results:
     c = ceilings[r['task']]
-    lines.append(f'| {r["task"]} | {r["devices"]} | {r["updates_per_s"]:.1f} | '
-                 f'{r["gflops_per_s"]:.1f} | {c["matmul_gflops_per_s"]:.1f} | '
-                 f'{100 * r["fraction_of_matmul_ceiling"]:.0f}% | '
-                 f'{c["large_matmul_gflops_per_s"]:.1f} | '
-                 f'{100 * r["fraction_of_large_matmul"]:.0f}% | {r["compile_s"]:.1f} | '
-                 f'{r["analytic_memory_mib"]:.0f} | {r["peak_memory_mib"]:.0f} |')
-  lines += ['', 'Tasks and the ceilings are defined in the docstring of `scripts/benchmark.py`: '
-            '"same-shape products" times each matrix product of a local step alone '
-            '(batch 32, as many clients as the task trains together, sharded like the '
-            'engine); "large product" is one 2048^3 product on the same devices. Timing '
-            'products one shape at a time underestimates what XLA reaches when they are '
-            'compiled together, so the engine can exceed that ceiling (fractions above '
-            '100%); the large-product fraction is the conservative figure. Repeated runs on '
-            'this 2-core machine vary by about 15-25% (e.g. fedbuff on 2 devices measured '
-            '212-279 updates/s on different runs).',
-            '', 'Two host devices (one per core) beat one on every task: one XLA:CPU device '
-            'keeps only part of the second core busy on these small products. Four devices '
-            'on two cores add overhead. On CPU the library therefore defaults to one device '
-            'per core (afl_jax/__init__.py).',
-            '', 'The 100,000-client run is in [scale.md](scale.md).']
+    lines.append(
+      f'| {r["task"]} | {r["devices"]} | {r["updates_per_s"]:.1f} | '
+      f'{r["gflops_per_s"]:.1f} | {c["matmul_gflops_per_s"]:.1f} | '
+      f'{100 * r["fraction_of_matmul_ceiling"]:.0f}% | '
+      f'{c["large_matmul_gflops_per_s"]:.1f} | '
+      f'{100 * r["fraction_of_large_matmul"]:.0f}% | {r["compile_s"]:.1f} | '
+      f'{r["analytic_memory_mib"]:.0f} | {r["peak_memory_mib"]:.0f} |'
+    )
+  lines += [
+    '',
+    'Tasks and the ceilings are defined in the docstring of `scripts/benchmark.py`: '
+    '"same-shape products" times each matrix product of a local step alone '
+    '(batch 32, as many clients as the task trains together, sharded like the '
+    'engine); "large product" is one 2048^3 product on the same devices. Timing '
+    'products one shape at a time underestimates what XLA reaches when they are '
+    'compiled together, so the engine can exceed that ceiling (fractions above '
+    '100%); the large-product fraction is the conservative figure. Repeated runs on '
+    'this 2-core machine vary by about 15-25% (e.g. fedbuff on 2 devices measured '
+    '212-279 updates/s on different runs).',
+    '',
+    'Two host devices (one per core) beat one on every task: one XLA:CPU device '
+    'keeps only part of the second core busy on these small products. Four devices '
+    'on two cores add overhead. On CPU the library therefore defaults to one device '
+    'per core (afl_jax/__init__.py).',
+    '',
+    'The 100,000-client run is in [scale.md](scale.md).',
+  ]
   with open(path, 'w') as f:
     f.write('\n'.join(lines) + '\n')
 

@@ -1,6 +1,6 @@
 """Overlay several runs: accuracy vs server steps and vs simulated wall-clock.
 
-  python scripts/plot.py runs/fedavg runs/fedbuff --out=compare.png --metric=test_accuracy
+python scripts/plot.py runs/fedavg runs/fedbuff --out=compare.png --metric=test_accuracy
 """
 
 import os

@@ -45,20 +45,22 @@ FRACTION = 0.03
 
 # label -> (display name, paper's Table III FMNIST entry in GB or None).
 RUNS = {
-    'fedbuff': ('FedBuff', 0.48),
-    'asynfl': ('AsynFL', 0.48),
-    'asynflc_top3': ('AsynFLC(top3)', 0.05),
-    'asynflc_ef_top3': ('AsynFLC-EF(top3)', 0.02),
-    'asynflc_ef_top3_q4b': ('AsynFLC-EF(top3+Q4b)', 0.002),
-    'asynflc_sign': ('AsynFLC(Sign)', None),
-    'asynflc_ef_top3_q8b': ('AsynFLC-EF(top3+Q8b) [extra]', 0.005),
-    'asynflc_sign_iid': ('AsynFLC(Sign), IID data [extra]', None),
-    'asynflc_ef_top3_q4b_scaled': ('AsynFLC-EF(top3+Q4b, scaled by 1/(1+beta)) [extra]', 0.002),
+  'fedbuff': ('FedBuff', 0.48),
+  'asynfl': ('AsynFL', 0.48),
+  'asynflc_top3': ('AsynFLC(top3)', 0.05),
+  'asynflc_ef_top3': ('AsynFLC-EF(top3)', 0.02),
+  'asynflc_ef_top3_q4b': ('AsynFLC-EF(top3+Q4b)', 0.002),
+  'asynflc_sign': ('AsynFLC(Sign)', None),
+  'asynflc_ef_top3_q8b': ('AsynFLC-EF(top3+Q8b) [extra]', 0.005),
+  'asynflc_sign_iid': ('AsynFLC(Sign), IID data [extra]', None),
+  'asynflc_ef_top3_q4b_scaled': ('AsynFLC-EF(top3+Q4b, scaled by 1/(1+beta)) [extra]', 0.002),
 }
-EF_RUNS = ('asynflc_ef_top3', 'asynflc_ef_top3_q4b', 'asynflc_ef_top3_q8b',
-           'asynflc_ef_top3_q4b_scaled')
-
-
+EF_RUNS = (
+  'asynflc_ef_top3',
+  'asynflc_ef_top3_q4b',
+  'asynflc_ef_top3_q8b',
+  'asynflc_ef_top3_q4b_scaled',
+)
 
 
 def build_grid() -> dict:
@@ -70,9 +72,18 @@ def build_grid() -> dict:
   # FedBuff: its own config, brought to the same scale, data and job-time model;
   # Mc = 12 jobs in flight and buffer M = 8 match AsynFL's ~8 reports per round.
   fedbuff = reporting.load_config('fedbuff_fmnist')
-  for field in ('num_clients', 'dirichlet_alpha', 'train_subset', 'model', 'batch_size',
-                'local_steps', 'num_rounds', 'eval_every', 'eval_train_samples',
-                'target_accuracy'):
+  for field in (
+    'num_clients',
+    'dirichlet_alpha',
+    'train_subset',
+    'model',
+    'batch_size',
+    'local_steps',
+    'num_rounds',
+    'eval_every',
+    'eval_train_samples',
+    'target_accuracy',
+  ):
     fedbuff[field] = asynfl[field]
   fedbuff.hparams.client_lr = asynfl.hparams.client_lr
   fedbuff.schedule.durations = asynfl.schedule.durations
@@ -89,15 +100,23 @@ def build_grid() -> dict:
   q4 = with_hparams(ef, **common, compressor='top_k_qsgd', fraction=FRACTION, bits=4)
   q8 = with_hparams(ef, **common, compressor='top_k_qsgd', fraction=FRACTION, bits=8)
   # The contraction whose gamma the paper quotes (Basu et al.): Q_s(Top_k(x)) / (1 + beta).
-  q4_scaled = with_hparams(ef, **common, compressor='top_k_qsgd', fraction=FRACTION, bits=4,
-                           scaled=True)
+  q4_scaled = with_hparams(
+    ef, **common, compressor='top_k_qsgd', fraction=FRACTION, bits=4, scaled=True
+  )
   sign = with_hparams(asynflc, **common, compressor='sign')
   sign_iid = sign.copy_and_resolve_references()
   sign_iid.partition = 'iid'
-  return {'fedbuff': fedbuff, 'asynfl': asynfl, 'asynflc_top3': asynflc,
-          'asynflc_ef_top3': ef, 'asynflc_ef_top3_q4b': q4, 'asynflc_sign': sign,
-          'asynflc_ef_top3_q8b': q8, 'asynflc_sign_iid': sign_iid,
-          'asynflc_ef_top3_q4b_scaled': q4_scaled}
+  return {
+    'fedbuff': fedbuff,
+    'asynfl': asynfl,
+    'asynflc_top3': asynflc,
+    'asynflc_ef_top3': ef,
+    'asynflc_ef_top3_q4b': q4,
+    'asynflc_sign': sign,
+    'asynflc_ef_top3_q8b': q8,
+    'asynflc_sign_iid': sign_iid,
+    'asynflc_ef_top3_q4b_scaled': q4_scaled,
+  }
 
 
 # ---- numbers from the records -------------------------------------------------------
@@ -127,16 +146,18 @@ def summarize(runs: dict, target: float) -> dict:
   for label, records in runs.items():
     hit = reporting.first_reaching(records, target)
     out[label] = {
-        'steps': hit['step'] if hit else None,
-        'clock': hit['wall_clock'] if hit else None,
-        'mb': hit['bytes_up'] / 1e6 if hit else None,
-        'final': reporting.final(records, last=3),
-        'best': max((r['test_accuracy'] for r in records
-                     if r.get('test_accuracy') == r.get('test_accuracy')), default=float('nan')),
-        'drop': largest_drop(records),
-        'stopped': stopped_at(records),
-        'last_step': records[-1]['step'],
-        'mb_per_step': records[-1]['bytes_up'] / 1e6 / max(records[-1]['step'], 1),
+      'steps': hit['step'] if hit else None,
+      'clock': hit['wall_clock'] if hit else None,
+      'mb': hit['bytes_up'] / 1e6 if hit else None,
+      'final': reporting.final(records, last=3),
+      'best': max(
+        (r['test_accuracy'] for r in records if r.get('test_accuracy') == r.get('test_accuracy')),
+        default=float('nan'),
+      ),
+      'drop': largest_drop(records),
+      'stopped': stopped_at(records),
+      'last_step': records[-1]['step'],
+      'mb_per_step': records[-1]['bytes_up'] / 1e6 / max(records[-1]['step'], 1),
     }
   return out
 
@@ -148,14 +169,32 @@ def table(s: dict, target: float) -> str:
     r = s[label]
     ratio = f'{fb / r["mb"]:.1f}x' if (fb and r['mb']) else None
     final = ('diverged (' + r['stopped'].split(' at ')[-1] + ')') if r['stopped'] else r['final']
-    rows.append([name, f'{100 * target:.0f}%', r['steps'],
-                 None if r['clock'] is None else round(r['clock'], 1),
-                 None if r['mb'] is None else round(r['mb'], 2), ratio,
-                 round(r['mb_per_step'], 3), final, round(r['drop'], 1),
-                 '—' if paper_gb is None else paper_gb])
-  header = ['method', 'target acc.', 'server steps to target', 'sim. seconds to target',
-            'MB up to target', 'FedBuff MB / MB', 'MB up per step', 'final acc. (mean of last 3)',
-            'largest acc. drop (pp)', 'paper GB to 75% (Table III)']
+    rows.append(
+      [
+        name,
+        f'{100 * target:.0f}%',
+        r['steps'],
+        None if r['clock'] is None else round(r['clock'], 1),
+        None if r['mb'] is None else round(r['mb'], 2),
+        ratio,
+        round(r['mb_per_step'], 3),
+        final,
+        round(r['drop'], 1),
+        '—' if paper_gb is None else paper_gb,
+      ]
+    )
+  header = [
+    'method',
+    'target acc.',
+    'server steps to target',
+    'sim. seconds to target',
+    'MB up to target',
+    'FedBuff MB / MB',
+    'MB up per step',
+    'final acc. (mean of last 3)',
+    'largest acc. drop (pp)',
+    'paper GB to 75% (Table III)',
+  ]
   return reporting.markdown_table(header, rows)
 
 
@@ -167,7 +206,7 @@ def _fmt_steps(r) -> str:
 def _qsgd_beta(bits: int) -> tuple[int, int, float]:
   k = num_kept(FRACTION, NUM_PARAMS)
   s = 2 ** (bits - 1) - 1
-  return k, s, min(k / s ** 2, math.sqrt(k) / s)
+  return k, s, min(k / s**2, math.sqrt(k) / s)
 
 
 def agree_disagree(s: dict, target: float, stats: dict, configs: dict) -> str:
@@ -177,18 +216,21 @@ def agree_disagree(s: dict, target: float, stats: dict, configs: dict) -> str:
 
   # (1) AsynFL vs FedBuff.
   if asyn['steps'] is not None and fb['steps'] is not None:
-    verdict = ('agrees' if asyn['mb'] <= fb['mb'] * 1.05 else 'disagrees')
+    verdict = 'agrees' if asyn['mb'] <= fb['mb'] * 1.05 else 'disagrees'
     out.append(
-        f'- **AsynFL vs FedBuff** (claim 1: AsynFL converges faster with no more upload; '
-        f'Table III FMNIST: 0.48 GB each): AsynFL reached {100 * target:.0f}% after '
-        f'{_fmt_steps(asyn)}, FedBuff after {_fmt_steps(fb)} — {verdict} '
-        f'(AsynFL/FedBuff upload ratio {asyn["mb"] / fb["mb"]:.2f}; both upload about '
-        f'{asyn["mb_per_step"]:.1f} vs {fb["mb_per_step"]:.1f} MB per server step by design, '
-        'so the gap is in steps). Note that always-on AsynFL computes K local steps on all n '
-        'clients every round, FedBuff only on the Mc jobs in flight.')
+      f'- **AsynFL vs FedBuff** (claim 1: AsynFL converges faster with no more upload; '
+      f'Table III FMNIST: 0.48 GB each): AsynFL reached {100 * target:.0f}% after '
+      f'{_fmt_steps(asyn)}, FedBuff after {_fmt_steps(fb)} — {verdict} '
+      f'(AsynFL/FedBuff upload ratio {asyn["mb"] / fb["mb"]:.2f}; both upload about '
+      f'{asyn["mb_per_step"]:.1f} vs {fb["mb_per_step"]:.1f} MB per server step by design, '
+      'so the gap is in steps). Note that always-on AsynFL computes K local steps on all n '
+      'clients every round, FedBuff only on the Mc jobs in flight.'
+    )
   else:
-    out.append(f'- **AsynFL vs FedBuff**: AsynFL {_fmt_steps(asyn)}, FedBuff {_fmt_steps(fb)} '
-               f'to {100 * target:.0f}%.')
+    out.append(
+      f'- **AsynFL vs FedBuff**: AsynFL {_fmt_steps(asyn)}, FedBuff {_fmt_steps(fb)} '
+      f'to {100 * target:.0f}%.'
+    )
 
   # (2) EF variants: an order of magnitude less upload than FedBuff, about as fast as AsynFL.
   for label in EF_RUNS:
@@ -199,16 +241,20 @@ def agree_disagree(s: dict, target: float, stats: dict, configs: dict) -> str:
       if 'q4b' in label or 'q8b' in label:
         bits = 4 if 'q4b' in label else 8
         k, sl, beta = _qsgd_beta(bits)
-        text += (f' Our Top-k+QSGD quantizes the k = {k} kept values with s = {sl} levels on '
-                 f'one norm and does not rescale, so its variance factor is '
-                 f'beta = min(k/s^2, sqrt(k)/s) = {beta:.2f}')
+        text += (
+          f' Our Top-k+QSGD quantizes the k = {k} kept values with s = {sl} levels on '
+          f'one norm and does not rescale, so its variance factor is '
+          f'beta = min(k/s^2, sqrt(k)/s) = {beta:.2f}'
+        )
         if beta >= 1:
-          text += (' >= 1: the operator is not a contraction and the error-feedback residual '
-                   'grows at every report. The paper quotes gamma = k/(d(1+beta)) from '
-                   'Basu et al. (Qsparse-local-SGD), which holds for Q_s(Top_k(x))/(1+beta); '
-                   'the library implements the unscaled reading by default (SPEC_NOTES), which '
-                   'EF cannot stabilise at b = 4; compressor option scaled=True is the other '
-                   'reading (the "scaled" row).')
+          text += (
+            ' >= 1: the operator is not a contraction and the error-feedback residual '
+            'grows at every report. The paper quotes gamma = k/(d(1+beta)) from '
+            'Basu et al. (Qsparse-local-SGD), which holds for Q_s(Top_k(x))/(1+beta); '
+            'the library implements the unscaled reading by default (SPEC_NOTES), which '
+            'EF cannot stabilise at b = 4; compressor option scaled=True is the other '
+            'reading (the "scaled" row).'
+          )
         else:
           text += '.'
       out.append(text)
@@ -217,17 +263,23 @@ def agree_disagree(s: dict, target: float, stats: dict, configs: dict) -> str:
     up = 'agrees' if ratio >= 10 else 'disagrees'
     speed = r['steps'] / asyn['steps'] if asyn['steps'] else float('nan')
     if speed <= 1.5:
-      fast = (f'{r["steps"]} vs {asyn["steps"]} steps for AsynFL: about as fast (agrees; '
-              'criterion: within 1.5x of AsynFL\'s steps)')
+      fast = (
+        f'{r["steps"]} vs {asyn["steps"]} steps for AsynFL: about as fast (agrees; '
+        "criterion: within 1.5x of AsynFL's steps)"
+      )
     else:
-      fast = (f'{r["steps"]} vs {asyn["steps"]} steps for AsynFL: {speed:.1f}x slower to the '
-              'target, so it does not match AsynFL\'s speed by our criterion (within 1.5x) — '
-              'disagrees on speed')
-    vs_fb = ('no slower than' if fb['steps'] and r['steps'] <= fb['steps'] else 'slower than')
-    out.append(f'- **{name[label]}** reached {100 * target:.0f}% after {_fmt_steps(r)}: '
-               f'{ratio:.1f}x less upload than FedBuff ({up} with "an order of magnitude or '
-               f'more"); {fast}; it is {vs_fb} FedBuff ({fb["steps"]} steps); final '
-               f'accuracy {r["final"]:.3f} vs AsynFL {asyn["final"]:.3f}.')
+      fast = (
+        f'{r["steps"]} vs {asyn["steps"]} steps for AsynFL: {speed:.1f}x slower to the '
+        "target, so it does not match AsynFL's speed by our criterion (within 1.5x) — "
+        'disagrees on speed'
+      )
+    vs_fb = 'no slower than' if fb['steps'] and r['steps'] <= fb['steps'] else 'slower than'
+    out.append(
+      f'- **{name[label]}** reached {100 * target:.0f}% after {_fmt_steps(r)}: '
+      f'{ratio:.1f}x less upload than FedBuff ({up} with "an order of magnitude or '
+      f'more"); {fast}; it is {vs_fb} FedBuff ({fb["steps"]} steps); final '
+      f'accuracy {r["final"]:.3f} vs AsynFL {asyn["final"]:.3f}.'
+    )
 
   # (3) AsynFLC(top3) without EF: worse / unstable.
   c, e = s['asynflc_top3'], s['asynflc_ef_top3']
@@ -235,21 +287,25 @@ def agree_disagree(s: dict, target: float, stats: dict, configs: dict) -> str:
     worse = c['final'] < e['final'] - 0.005 or (c['steps'] or 10**9) > (e['steps'] or 10**9)
     unstable = c['drop'] > e['drop'] + 1.0
     out.append(
-        f'- **AsynFLC(top3) without EF** (claim 3: worse and unstable on non-IID data): '
-        f'{_fmt_steps(c)} to target vs {_fmt_steps(e)} with EF; final accuracy '
-        f'{c["final"]:.3f} vs {e["final"]:.3f}; largest accuracy drop {c["drop"]:.1f} vs '
-        f'{e["drop"]:.1f} pp. "Worse": ' + ('agrees' if worse else 'disagrees')
-        + '; "unstable" (criterion: a drop more than 1 pp larger than with EF): '
-        + ('agrees.' if unstable else 'not observed at this scale — disagrees.'))
+      f'- **AsynFLC(top3) without EF** (claim 3: worse and unstable on non-IID data): '
+      f'{_fmt_steps(c)} to target vs {_fmt_steps(e)} with EF; final accuracy '
+      f'{c["final"]:.3f} vs {e["final"]:.3f}; largest accuracy drop {c["drop"]:.1f} vs '
+      f'{e["drop"]:.1f} pp. "Worse": '
+      + ('agrees' if worse else 'disagrees')
+      + '; "unstable" (criterion: a drop more than 1 pp larger than with EF): '
+      + ('agrees.' if unstable else 'not observed at this scale — disagrees.')
+    )
   if fb['drop'] > 3:
-    out.append(f'- The unstable curve here is **FedBuff**\'s (largest accuracy drop '
-               f'{fb["drop"]:.1f} pp vs {asyn["drop"]:.1f} for AsynFL), plausibly because '
-               'with buffer '
-               f'M = {configs["fedbuff"].schedule.buffer_size} of '
-               f'{configs["fedbuff"].num_clients} label-skewed clients each server step '
-               'averages a '
-               'different subset, while AsynFL\'s continuously trained, n-normalized '
-               'updates are smoother (not tested separately).')
+    out.append(
+      f"- The unstable curve here is **FedBuff**'s (largest accuracy drop "
+      f'{fb["drop"]:.1f} pp vs {asyn["drop"]:.1f} for AsynFL), plausibly because '
+      'with buffer '
+      f'M = {configs["fedbuff"].schedule.buffer_size} of '
+      f'{configs["fedbuff"].num_clients} label-skewed clients each server step '
+      'averages a '
+      "different subset, while AsynFL's continuously trained, n-normalized "
+      'updates are smoother (not tested separately).'
+    )
   else:
     out.append(f'- **AsynFLC(top3)**: {c["stopped"] or "ran"}; with EF: {e["stopped"] or "ran"}.')
 
@@ -257,29 +313,34 @@ def agree_disagree(s: dict, target: float, stats: dict, configs: dict) -> str:
   sn, si = s['asynflc_sign'], s['asynflc_sign_iid']
   failed = bool(sn['stopped']) or sn['best'] < 0.5
   out.append(
-      '- **AsynFLC(Sign) without EF** (claim 8: fails on non-IID data): '
-      + (f'diverged ({sn["stopped"]})' if sn['stopped'] else f'best accuracy {sn["best"]:.3f}')
-      + (' — agrees.' if failed else ' — disagrees.'))
+    '- **AsynFLC(Sign) without EF** (claim 8: fails on non-IID data): '
+    + (f'diverged ({sn["stopped"]})' if sn['stopped'] else f'best accuracy {sn["best"]:.3f}')
+    + (' — agrees.' if failed else ' — disagrees.')
+  )
   iid_failed = bool(si['stopped']) or si['best'] < 0.5
   if failed and iid_failed:
     out.append(
-        '- But on **IID data** AsynFLC(Sign) fails as well ('
-        + (si['stopped'] if si['stopped'] else f'best accuracy {si["best"]:.3f}')
-        + '), so here heterogeneity is not what breaks it: the unscaled Sign of Sec. III-B '
-        'sends +-1 per coordinate, so every round moves each weight by eta_g |S_t| / n '
-        f'(about {stats["arrivals"] / stats["num_steps"] / stats["num_clients"]:.2f} here) '
-        'whatever the learning rate. Observation 8 / Fig. 5 '
-        'attribute the failure to non-IID data; converging on IID data would need a scaled '
-        'Sign or a much smaller eta_g, which the paper '
-        'does not state — a disagreement in the setting, not in the claim about EF.')
+      '- But on **IID data** AsynFLC(Sign) fails as well ('
+      + (si['stopped'] if si['stopped'] else f'best accuracy {si["best"]:.3f}')
+      + '), so here heterogeneity is not what breaks it: the unscaled Sign of Sec. III-B '
+      'sends +-1 per coordinate, so every round moves each weight by eta_g |S_t| / n '
+      f'(about {stats["arrivals"] / stats["num_steps"] / stats["num_clients"]:.2f} here) '
+      'whatever the learning rate. Observation 8 / Fig. 5 '
+      'attribute the failure to non-IID data; converging on IID data would need a scaled '
+      'Sign or a much smaller eta_g, which the paper '
+      'does not state — a disagreement in the setting, not in the claim about EF.'
+    )
   elif failed:
-    out.append(f'- On **IID data** AsynFLC(Sign) reaches best accuracy {si["best"]:.3f}: '
-               'heterogeneity is what breaks Sign here, as in Fig. 5.')
+    out.append(
+      f'- On **IID data** AsynFLC(Sign) reaches best accuracy {si["best"]:.3f}: '
+      'heterogeneity is what breaks Sign here, as in Fig. 5.'
+    )
   return '\n'.join(out)
 
 
 def paper_claims() -> str:
-  return '\n'.join([
+  return '\n'.join(
+    [
       'Sec. V (n = 100 clients, Dirichlet(0.4) label skew, MLP with local learning rate 0.01 '
       'and batch 128 on MNIST/FMNIST, Normal job times, a fixed server waiting window) '
       'compares full-precision FedBuff with AsynFL, AsynFLC and AsynFLC-EF. On FMNIST (MLP) '
@@ -289,13 +350,13 @@ def paper_claims() -> str:
       '',
       '1. AsynFL and AsynFLC-EF converge faster than FedBuff and with less communication '
       '(observation 1).',
-      '2. AsynFLC-EF matches AsynFL\'s convergence speed (observations 4-6) while uploading '
+      "2. AsynFLC-EF matches AsynFL's convergence speed (observations 4-6) while uploading "
       'an order of magnitude (top3) to two orders (top3+QSGD) less than FedBuff.',
-      '3. AsynFLC(top3) without EF converges worse and unstably on non-IID data '
-      '(observation 3).',
+      '3. AsynFLC(top3) without EF converges worse and unstably on non-IID data (observation 3).',
       '4. AsynFLC(Sign) without EF fails to converge on non-IID data (observation 8, Fig. 5), '
       'while it converges on IID data.',
-  ])
+    ]
+  )
 
 
 def setup_text(configs: dict, stats: dict) -> str:
@@ -304,9 +365,10 @@ def setup_text(configs: dict, stats: dict) -> str:
   dense = 32 * NUM_PARAMS / 8e3
   top = k * (32 + index_bits(NUM_PARAMS)) / 8e3
   q4 = (32 + k * (4 + index_bits(NUM_PARAMS))) / 8e3
-  return '\n'.join([
+  return '\n'.join(
+    [
       f'Scaled down to a 2-core CPU (the paper does not give K, the job-time distribution, '
-      f'the window or FedBuff\'s Mc/M; these are our choices): n = {a.num_clients} clients '
+      f"the window or FedBuff's Mc/M; these are our choices): n = {a.num_clients} clients "
       f'(paper 100), Dirichlet({a.dirichlet_alpha}) over a {a.train_subset}-sample subset of '
       f'the FMNIST training set (full 10,000-image test set), MLP 784-200-200-10 '
       f'(d = {NUM_PARAMS}), K = {a.local_steps} local SGD steps of batch {a.batch_size} '
@@ -328,14 +390,18 @@ def setup_text(configs: dict, stats: dict) -> str:
       f'Evaluation every {a.eval_every} server steps, so "steps to target" has that '
       'resolution; "MB up to target" is the cumulative upload at that evaluation. '
       '"Largest acc. drop" is the largest fall of test accuracy below its running maximum.',
-  ])
+    ]
+  )
 
 
 def plot_bytes(runs: dict, path: str, target: float) -> None:
   fig, ax = plt.subplots(figsize=(7, 4.2))
   for label, records in runs.items():
-    pts = [(r['bytes_up'] / 1e6, r['test_accuracy']) for r in records
-           if r['step'] > 0 and r.get('test_accuracy') == r.get('test_accuracy')]
+    pts = [
+      (r['bytes_up'] / 1e6, r['test_accuracy'])
+      for r in records
+      if r['step'] > 0 and r.get('test_accuracy') == r.get('test_accuracy')
+    ]
     if pts:
       ax.plot(*zip(*pts), marker='.', label=RUNS[label][0])
   ax.axhline(target, color='gray', ls='--', lw=0.8)
@@ -362,17 +428,21 @@ def main(argv):
   s = summarize(runs, target)
   stats = schedule_stats(_OUT_DIR.value, 'asynfl')
   sections = [
-      ('What the paper claims', paper_claims()),
-      ('Setup (scaled down)', setup_text(configs, stats)),
-      (f'Upload to reach {100 * target:.0f}% (Table III analogue)', table(s, target)),
-      ('Curves', 'Accuracy vs server steps and vs simulated wall-clock (AsynFLC-EF(top3) '
-                 'is hidden under AsynFLC-EF(top3+Q8b): the two curves nearly coincide), '
-                 'then accuracy vs cumulative upload (log scale; dashed line: the target).'
-                 '\n\n![](asynfl.png)\n\n![](asynfl_bytes.png)'),
-      ('Where results agree / disagree', agree_disagree(s, target, stats, configs)),
+    ('What the paper claims', paper_claims()),
+    ('Setup (scaled down)', setup_text(configs, stats)),
+    (f'Upload to reach {100 * target:.0f}% (Table III analogue)', table(s, target)),
+    (
+      'Curves',
+      'Accuracy vs server steps and vs simulated wall-clock (AsynFLC-EF(top3) '
+      'is hidden under AsynFLC-EF(top3+Q8b): the two curves nearly coincide), '
+      'then accuracy vs cumulative upload (log scale; dashed line: the target).'
+      '\n\n![](asynfl.png)\n\n![](asynfl_bytes.png)',
+    ),
+    ('Where results agree / disagree', agree_disagree(s, target, stats, configs)),
   ]
-  reporting.write_page(PAGE, 'AsynFL / AsynFLC / AsynFLC-EF on non-IID Fashion-MNIST',
-                       sections, configs, COMMAND)
+  reporting.write_page(
+    PAGE, 'AsynFL / AsynFLC / AsynFLC-EF on non-IID Fashion-MNIST', sections, configs, COMMAND
+  )
   print(f'wrote {PAGE}, {PLOT}, {PLOT_BYTES} in {time.time() - t0:.0f}s')
 
 

@@ -37,30 +37,42 @@ def main(argv):
   import afl_jax
   from afl_jax import data, experiment, models
   from afl_jax.core import memory
+
   n, size = _N.value, _SIZE.value
   ds = data.load_fashion_mnist()
   order = np.argsort(ds.train_y, kind='stable')
   norm = data.federated.normalizer(ds.train_x)
   x, y = norm(ds.train_x[order]), ds.train_y[order].astype(np.int32)
   offsets = ((np.arange(n, dtype=np.int64) * (len(y) - size)) // max(n - 1, 1)).astype(np.int32)
-  fed = data.FederatedData(x, y, offsets, np.full(n, size, np.int32), norm(ds.test_x),
-                           ds.test_y.astype(np.int32), x[:0], 10)
+  fed = data.FederatedData(
+    x,
+    y,
+    offsets,
+    np.full(n, size, np.int32),
+    norm(ds.test_x),
+    ds.test_y.astype(np.int32),
+    x[:0],
+    10,
+  )
   model = models.get_model('logreg', 10)
   params = model.init(jax.random.key(0), jnp.zeros((1, 28, 28)))
   problem = experiment.build_problem(fed, model.apply, _BATCH.value, jnp.float32)
   durations = afl_jax.schedules.durations('normal', mean=1.5, std=0.5)
   t0 = time.perf_counter()
-  schedule = afl_jax.schedules.waiting_windows(n, _STEPS.value, window=1.0, durations=durations,
-                                               local_steps=_K.value, seed=0)
+  schedule = afl_jax.schedules.waiting_windows(
+    n, _STEPS.value, window=1.0, durations=durations, local_steps=_K.value, seed=0
+  )
   schedule_s = time.perf_counter() - t0
-  alg = afl_jax.algorithms.get('asynflc_ef', client_lr=0.05, server_lr=1.0, num_clients=n,
-                               compressor='top_k', fraction=0.03)
+  alg = afl_jax.algorithms.get(
+    'asynflc_ef', client_lr=0.05, server_lr=1.0, num_clients=n, compressor='top_k', fraction=0.03
+  )
   sim = afl_jax.Simulator(alg, problem, schedule, chunk_size=1, client_block_size=_BLOCK.value)
   key = jax.random.key(0)
   state = sim.init(params, key)
   print(memory.format_report(sim.memory), flush=True)
-  evaluate = experiment.make_evaluator(model.apply, fed, experiment.config_lib.default(),
-                                       jnp.float32)
+  evaluate = experiment.make_evaluator(
+    model.apply, fed, experiment.config_lib.default(), jnp.float32
+  )
   step_s = []
   compile_s = None
   while sim.position(state) < schedule.num_steps:
@@ -72,32 +84,44 @@ def main(argv):
       compile_s = dt
     else:
       step_s.append(dt)
-    print(f'step {sim.position(state)}: {dt:.1f}s, {int(out["metrics"]["arrivals"][0])} '
-          f'reports', flush=True)
+    print(
+      f'step {sim.position(state)}: {dt:.1f}s, {int(out["metrics"]["arrivals"][0])} reports',
+      flush=True,
+    )
   ev = evaluate(sim.params(state))
   result = {
-      'num_clients': n, 'params': 7850, 'steps': schedule.num_steps,
-      'reports_per_step': float(schedule.arrivals_per_step.mean()),
-      'local_steps': _K.value, 'batch_size': _BATCH.value, 'client_block_size': _BLOCK.value,
-      'analytic_state_gib': sim.memory['total'] / 2**30,
-      'per_client_state_gib': sim.memory['per_client_state'] / 2**30,
-      'peak_rss_gib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-      'first_step_s_with_compile': compile_s,
-      'step_s': float(np.median(step_s)) if step_s else None,
-      'client_updates_per_s': n / float(np.median(step_s)) if step_s else None,
-      'schedule_build_s': schedule_s, 'test_accuracy': ev['test_accuracy'],
-      'devices': len(jax.devices()), 'jax': jax.__version__,
+    'num_clients': n,
+    'params': 7850,
+    'steps': schedule.num_steps,
+    'reports_per_step': float(schedule.arrivals_per_step.mean()),
+    'local_steps': _K.value,
+    'batch_size': _BATCH.value,
+    'client_block_size': _BLOCK.value,
+    'analytic_state_gib': sim.memory['total'] / 2**30,
+    'per_client_state_gib': sim.memory['per_client_state'] / 2**30,
+    'peak_rss_gib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+    'first_step_s_with_compile': compile_s,
+    'step_s': float(np.median(step_s)) if step_s else None,
+    'client_updates_per_s': n / float(np.median(step_s)) if step_s else None,
+    'schedule_build_s': schedule_s,
+    'test_accuracy': ev['test_accuracy'],
+    'devices': len(jax.devices()),
+    'jax': jax.__version__,
   }
   if _WRITE_DOCS.value:
     path = os.path.join(os.path.dirname(__file__), '..', 'docs', 'scale.md')
     with open(path, 'w') as f:
-      f.write('# 100,000 clients with per-client error-feedback state\n\n'
-              f'`python scripts/scale_clients.py --num_clients={n} --steps={_STEPS.value} '
-              f'--write_docs` on {os.cpu_count()} CPU cores, JAX {jax.__version__} '
-              f'({jax.default_backend()}), {time.strftime("%Y-%m-%d")}.\n\n'
-              'See the script docstring for the setup.\n\n| quantity | value |\n|---|---|\n' +
-              ''.join(f'| {k} | {v:.4g} |\n' if isinstance(v, float) else f'| {k} | {v} |\n'
-                      for k, v in result.items()))
+      f.write(
+        '# 100,000 clients with per-client error-feedback state\n\n'
+        f'`python scripts/scale_clients.py --num_clients={n} --steps={_STEPS.value} '
+        f'--write_docs` on {os.cpu_count()} CPU cores, JAX {jax.__version__} '
+        f'({jax.default_backend()}), {time.strftime("%Y-%m-%d")}.\n\n'
+        'See the script docstring for the setup.\n\n| quantity | value |\n|---|---|\n'
+        + ''.join(
+          f'| {k} | {v:.4g} |\n' if isinstance(v, float) else f'| {k} | {v} |\n'
+          for k, v in result.items()
+        )
+      )
   print(json.dumps(result))
 
 

@@ -15,8 +15,11 @@ from afl_jax.data import DataError
 
 _CONFIG = config_flags.DEFINE_config_file('config', 'configs/default.py', 'Experiment config.')
 _WORKDIR = flags.DEFINE_string('workdir', 'runs/default', 'Output directory.')
-_RESUME = flags.DEFINE_bool('resume', True, 'Continue from the latest checkpoint in workdir '
-                            '(needs --config.checkpoint_every > 0).')
+_RESUME = flags.DEFINE_bool(
+  'resume',
+  True,
+  'Continue from the latest checkpoint in workdir (needs --config.checkpoint_every > 0).',
+)
 
 
 def main(argv):
@@ -24,6 +27,7 @@ def main(argv):
   config = _CONFIG.value
   if not _RESUME.value:
     import shutil
+
     shutil.rmtree(f'{_WORKDIR.value}/checkpoints', ignore_errors=True)
   try:
     experiment.train_and_evaluate(config, _WORKDIR.value)

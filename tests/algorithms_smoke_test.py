@@ -27,8 +27,9 @@ def _config_for(name):
   else:
     c = config_lib.default()
     c.algorithm = name
-    c.hparams = {k: v for k, v in c.hparams.items()
-                 if k in afl_jax.algorithms.hyperparameters(name)}
+    c.hparams = {
+      k: v for k, v in c.hparams.items() if k in afl_jax.algorithms.hyperparameters(name)
+    }
   c.dataset, c.model, c.num_clients, c.train_subset = 'digits', 'logreg', 12, 0
   c.local_steps, c.local_epochs, c.batch_size = 2, 0, 8
   c.num_rounds, c.eval_every, c.eval_train_samples = 8, 4, 100

@@ -25,8 +25,13 @@ LR, ETA_G = 0.2, 1.7
 def _flexible_schedule():
   """Waiting windows of 1 s, N(1.6, 0.8) job times: |S_t| in {0, .., 3}, tau_max = 3."""
   return afl_jax.schedules.waiting_windows(
-      N, 10, window=1.0, durations=afl_jax.schedules.durations('normal', mean=1.6, std=0.8),
-      local_steps=K, seed=2)
+    N,
+    10,
+    window=1.0,
+    durations=afl_jax.schedules.durations('normal', mean=1.6, std=0.8),
+    local_steps=K,
+    seed=2,
+  )
 
 
 def np_top_k(v, k):
@@ -37,8 +42,9 @@ def np_top_k(v, k):
   return out
 
 
-def np_asynfl(schedule, a, b, x0, lr, eta_g, steps, normalizer='clients', compress=None,
-              error_feedback=False):
+def np_asynfl(
+  schedule, a, b, x0, lr, eta_g, steps, normalizer='clients', compress=None, error_feedback=False
+):
   """Algorithm 1 / eqs. (2)-(10) literally; returns x_1..x_T and the final residuals."""
   n = schedule.num_clients
   x = np.array(x0, np.float64)
@@ -74,8 +80,9 @@ def _run(name, schedule, dtype=np.float64, **hp):
   a, b = make_quadratic(num_clients=N, dim=DIM, dtype=dtype)
   x0 = np.linspace(-1, 1, DIM).astype(dtype)
   alg = afl_jax.algorithms.get(name, client_lr=LR, server_lr=ETA_G, num_clients=N, **hp)
-  res = afl_jax.simulate(alg, quadratic_problem(a, b), schedule, {'x': jnp.asarray(x0)},
-                         jax.random.key(0))
+  res = afl_jax.simulate(
+    alg, quadratic_problem(a, b), schedule, {'x': jnp.asarray(x0)}, jax.random.key(0)
+  )
   return res, a, b, x0
 
 
@@ -89,8 +96,12 @@ def test_sync_limit_is_local_sgd_averaged_with_weight_s_over_n():
   """window=None: everyone reports every round from x_t -> x + eta_g |S_t|/n mean(x_K - x)."""
   with jax.enable_x64(True):
     sched = afl_jax.schedules.waiting_windows(
-        N, 5, window=None, durations=afl_jax.schedules.durations('normal', mean=5, std=1),
-        local_steps=K)
+      N,
+      5,
+      window=None,
+      durations=afl_jax.schedules.durations('normal', mean=5, std=1),
+      local_steps=K,
+    )
     assert sched.mask.all() and sched.max_staleness == 0
     res, a, b, x0 = _run('asynfl', sched)
     x = np.array(x0)
@@ -150,8 +161,9 @@ def test_asynflc_ef_top_k_matches_algorithm_1():
   with jax.enable_x64(True):
     sched = _flexible_schedule()
     res, a, b, x0 = _run('asynflc_ef', sched, compressor='top_k', fraction=0.4)
-    expected, err = np_asynfl(sched, a, b, x0, LR, ETA_G, K,
-                              compress=lambda v: np_top_k(v, 2), error_feedback=True)
+    expected, err = np_asynfl(
+      sched, a, b, x0, LR, ETA_G, K, compress=lambda v: np_top_k(v, 2), error_feedback=True
+    )
     np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-10, atol=1e-12)
     # The engine's residuals are in our sign (Delta = anchor - x_K): e = -e_paper.
     residual = np.asarray(res.final_state.compressor.residual['x'])

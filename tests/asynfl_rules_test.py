@@ -17,10 +17,16 @@ from afl_jax.core.types import Arrivals, LocalTask
 
 
 def _task(a_i, b_i, num_steps, max_steps, active):
-  return LocalTask(view={'a': jnp.asarray(a_i), 'b': jnp.asarray(b_i)}, shared=None,
-                   num_steps=jnp.asarray(num_steps, jnp.int32), active=jnp.asarray(active),
-                   client_id=jnp.asarray(0, jnp.int32), loss_fn=quadratic_loss,
-                   sample_fn=lambda shared, view, key: view, max_steps=max_steps)
+  return LocalTask(
+    view={'a': jnp.asarray(a_i), 'b': jnp.asarray(b_i)},
+    shared=None,
+    num_steps=jnp.asarray(num_steps, jnp.int32),
+    active=jnp.asarray(active),
+    client_id=jnp.asarray(0, jnp.int32),
+    loss_fn=quadratic_loss,
+    sample_fn=lambda shared, view, key: view,
+    max_steps=max_steps,
+  )
 
 
 def test_client_rule_under_jit_restarts_after_sync_else_continues():
@@ -34,8 +40,9 @@ def test_client_rule_under_jit_restarts_after_sync_else_continues():
 
     # Reported at t-1 (synced): train from x_t, anchor to x_t (eq. 4, second case).
     synced = rule.init({'x': jnp.asarray(anchor)}, None, key)
-    msg, state, metrics = update({'x': jnp.asarray(x_t)}, synced, _task(a[0], b[0], 2, 4, True),
-                                 key)
+    msg, state, metrics = update(
+      {'x': jnp.asarray(x_t)}, synced, _task(a[0], b[0], 2, 4, True), key
+    )
     x_k = np_local_gd(a[0], b[0], x_t, 0.3, 2)  # 2 of max 4 steps (masked scan)
     np.testing.assert_allclose(msg['x'], x_t - x_k, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(state.anchor['x'], x_t, rtol=0, atol=0)
@@ -43,8 +50,9 @@ def test_client_rule_under_jit_restarts_after_sync_else_continues():
 
     # Did not report at t-1: continue from the local model, keep the old anchor
     # (eq. 4, first case; eq. 3 relative to x_{t - tau}).
-    absent = afl_jax.clients.AlwaysOnState({'x': jnp.asarray(local)}, {'x': jnp.asarray(anchor)},
-                                           jnp.asarray(False))
+    absent = afl_jax.clients.AlwaysOnState(
+      {'x': jnp.asarray(local)}, {'x': jnp.asarray(anchor)}, jnp.asarray(False)
+    )
     msg, state, _ = update({'x': jnp.asarray(x_t)}, absent, _task(a[0], b[0], 3, 4, False), key)
     x_k = np_local_gd(a[0], b[0], local, 0.3, 3)
     np.testing.assert_allclose(msg['x'], anchor - x_k, rtol=1e-12, atol=1e-14)
@@ -59,9 +67,14 @@ def test_server_rule_under_jit_is_eq_5(normalizer, denominator):
   x = np.array([1.0, -2.0, 0.5], np.float32)
   msgs = np.arange(15, dtype=np.float32).reshape(5, 3) / 7.0
   mask = np.array([True, False, False, True, False])
-  arrivals = Arrivals(client_ids=jnp.arange(5), staleness=jnp.zeros(5, jnp.int32),
-                      mask=jnp.asarray(mask), num_steps=jnp.ones(5, jnp.int32),
-                      start_broadcast={'x': jnp.zeros((5, 3))}, step=jnp.asarray(0))
+  arrivals = Arrivals(
+    client_ids=jnp.arange(5),
+    staleness=jnp.zeros(5, jnp.int32),
+    mask=jnp.asarray(mask),
+    num_steps=jnp.ones(5, jnp.int32),
+    start_broadcast={'x': jnp.zeros((5, 3))},
+    step=jnp.asarray(0),
+  )
   state = server.init({'x': jnp.asarray(x)})
   state, _ = jax.jit(server.update)(state, {'x': jnp.asarray(msgs)}, arrivals, jax.random.key(0))
   # Our Delta = -(paper's): x_{t+1} = x_t - eta_g / denominator * sum_{S_t} Delta.
@@ -89,14 +102,22 @@ def _ef_schedule():
   for t, i in enumerate(REPORTS):
     start.append(last.get(i, 0))
     last[i] = t + 1
-  return afl_jax.schedules.from_arrays([[i] for i in REPORTS], [[s] for s in start],
-                                       local_steps=K, num_clients=N)
+  return afl_jax.schedules.from_arrays(
+    [[i] for i in REPORTS], [[s] for s in start], local_steps=K, num_clients=N
+  )
 
 
 def _ef_algorithm():
   # normalizer='arrivals', eta_g = 1, one reporter per step: x_{t+1} = x_t - sent_t.
-  return afl_jax.algorithms.get('asynflc_ef', client_lr=LR, server_lr=1.0, num_clients=N,
-                                compressor='top_k', fraction=0.2, normalizer='arrivals')
+  return afl_jax.algorithms.get(
+    'asynflc_ef',
+    client_lr=LR,
+    server_lr=1.0,
+    num_clients=N,
+    compressor='top_k',
+    fraction=0.2,
+    normalizer='arrivals',
+  )
 
 
 def test_ef_telescoping_sum_sent_plus_residual_is_sum_delta_per_client():
@@ -104,8 +125,9 @@ def test_ef_telescoping_sum_sent_plus_residual_is_sum_delta_per_client():
     a, b = make_quadratic(num_clients=N, dim=DIM, dtype=np.float64)
     x0 = np.linspace(-1, 1, DIM)
     sched = _ef_schedule()
-    res = afl_jax.simulate(_ef_algorithm(), quadratic_problem(a, b), sched,
-                           {'x': jnp.asarray(x0)}, jax.random.key(0))
+    res = afl_jax.simulate(
+      _ef_algorithm(), quadratic_problem(a, b), sched, {'x': jnp.asarray(x0)}, jax.random.key(0)
+    )
     xs = np.concatenate([x0[None], np.asarray(res.params_history['x'])])  # xs[s] = x_s
     residual = np.asarray(res.final_state.compressor.residual['x'])
     sent_sum, delta_sum = np.zeros((N, DIM)), np.zeros((N, DIM))
@@ -140,16 +162,28 @@ def test_registry_names_and_hyperparameters():
   names = afl_jax.algorithms.names()
   assert {'asynfl', 'asynflc', 'asynflc_ef'} <= set(names)
   hp = afl_jax.algorithms.hyperparameters('asynflc_ef')
-  assert {'client_lr', 'server_lr', 'num_clients', 'compressor', 'fraction', 'bits', 'scaled',
-          'normalizer', 'local_training'} == set(hp)
+  assert {
+    'client_lr',
+    'server_lr',
+    'num_clients',
+    'compressor',
+    'fraction',
+    'bits',
+    'scaled',
+    'normalizer',
+    'local_training',
+  } == set(hp)
   assert afl_jax.algorithms.get('asynfl', num_clients=4).regime == 'always_on'
-  assert afl_jax.algorithms.get('asynfl', num_clients=4,
-                                local_training='per_job').regime == 'per_job'
+  assert (
+    afl_jax.algorithms.get('asynfl', num_clients=4, local_training='per_job').regime == 'per_job'
+  )
   assert afl_jax.algorithms.get('asynfl', num_clients=4).compressor is None
   assert afl_jax.algorithms.get('asynflc', num_clients=4).compressor is not None
 
 
-@pytest.mark.parametrize('name,hp,match', [
+@pytest.mark.parametrize(
+  'name,hp,match',
+  [
     ('asynfl', dict(client_lr=0.0, num_clients=4), 'client_lr'),
     ('asynfl', dict(server_lr=-1.0, num_clients=4), 'server_lr'),
     ('asynfl', dict(num_clients=0), 'num_clients'),
@@ -162,7 +196,8 @@ def test_registry_names_and_hyperparameters():
     ('asynflc', dict(num_clients=4, compressor='top_k', bits=4), 'bits'),
     ('asynflc_ef', dict(num_clients=4, compressor='top_k', fraction=1.5), 'fraction'),
     ('asynflc_ef', dict(num_clients=4, compressor='qsgd', bits=1), 'bits'),
-])
+  ],
+)
 def test_invalid_hyperparameters_raise_naming_the_argument(name, hp, match):
   with pytest.raises(ValueError, match=match):
     afl_jax.algorithms.get(name, **hp)

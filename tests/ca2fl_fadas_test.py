@@ -37,8 +37,9 @@ def _np_replay(schedule, a, b, x0, lr, server_step):
     ids, deltas, taus = [], [], []
     for j in range(schedule.max_arrivals):
       if schedule.mask[t, j]:
-        i, s, k = (int(v[t, j]) for v in (schedule.client_ids, schedule.start_step,
-                                          schedule.local_steps))
+        i, s, k = (
+          int(v[t, j]) for v in (schedule.client_ids, schedule.start_step, schedule.local_steps)
+        )
         ids.append(i)
         deltas.append(history[s] - np_local_gd(a[i], b[i], history[s], lr, k))
         taus.append(t - s)
@@ -57,6 +58,7 @@ def _ca2fl_ref(num_clients, eta):
     for i, d in zip(ids, deltas):  # h_i <- Delta_i after the step
       cache[i] = d
     return x - eta * v  # the paper's x + eta v with Delta = x_local - x_start
+
   return step
 
 
@@ -79,6 +81,7 @@ def _fadas_ref(eta, beta1, beta2, eps, tau_c, rule, bias_correction, adaptive=Tr
     if adaptive and tau > tau_c:
       rate = min(eta, 1.0 / tau) if rule == 'min_inverse' else eta / tau
     return x - rate * m / (denom + eps)
+
   return step
 
 
@@ -87,16 +90,21 @@ def test_ca2fl_matches_numpy_over_stale_schedule():
     a, b = make_quadratic(dtype=np.float64)
     x0 = np.linspace(-1, 1, 4)
     sched = _schedule()
-    res = afl_jax.simulate(afl_jax.algorithms.get('ca2fl', client_lr=0.3, server_lr=0.8),
-                           quadratic_problem(a, b), sched, {'x': jnp.asarray(x0)},
-                           jax.random.key(0))
+    res = afl_jax.simulate(
+      afl_jax.algorithms.get('ca2fl', client_lr=0.3, server_lr=0.8),
+      quadratic_problem(a, b),
+      sched,
+      {'x': jnp.asarray(x0)},
+      jax.random.key(0),
+    )
     want = _np_replay(sched, a, b, x0, 0.3, _ca2fl_ref(3, 0.8))
     np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-10)
     # The cache holds each client's latest Delta (client 2 last arrived at step 4 from s=1).
     cache = np.asarray(res.final_state.server.cache['x'])
     hist = np.concatenate([x0[None], np.asarray(res.params_history['x'])])
-    np.testing.assert_allclose(cache[2], hist[1] - np_local_gd(a[2], b[2], hist[1], 0.3, 1),
-                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+      cache[2], hist[1] - np_local_gd(a[2], b[2], hist[1], 0.3, 1), rtol=1e-10, atol=1e-10
+    )
 
 
 def test_ca2fl_full_fresh_participation_is_fedbuff():
@@ -108,8 +116,12 @@ def test_ca2fl_full_fresh_participation_is_fedbuff():
     sched = afl_jax.schedules.from_arrays(ids, start, local_steps=3)
     x0 = {'x': jnp.zeros(4)}
     run = lambda name: afl_jax.simulate(
-        afl_jax.algorithms.get(name, client_lr=0.2, server_lr=0.7), quadratic_problem(a, b),
-        sched, x0, jax.random.key(0)).params_history['x']
+      afl_jax.algorithms.get(name, client_lr=0.2, server_lr=0.7),
+      quadratic_problem(a, b),
+      sched,
+      x0,
+      jax.random.key(0),
+    ).params_history['x']
     cal, buff = run('ca2fl'), run('fedbuff')
     x = np.zeros(4)
     for t in range(t_steps):  # FedBuff: x <- x + eta_g mean(x_local - x)
@@ -124,8 +136,14 @@ def test_ca2fl_server_step_under_jit():
     cache, x = rng.normal(size=(4, 3)), rng.normal(size=3)
     msgs = rng.normal(size=(3, 3))
     ids, mask = np.array([2, 0, 3]), np.array([True, False, True])
-    arr = Arrivals(jnp.asarray(ids, jnp.int32), jnp.zeros(3, jnp.int32), jnp.asarray(mask),
-                   jnp.ones(3, jnp.int32), None, jnp.int32(0))
+    arr = Arrivals(
+      jnp.asarray(ids, jnp.int32),
+      jnp.zeros(3, jnp.int32),
+      jnp.asarray(mask),
+      jnp.ones(3, jnp.int32),
+      None,
+      jnp.int32(0),
+    )
     server = ca2fl(0.5)
     state = CA2FLState({'x': jnp.asarray(x)}, {'x': jnp.asarray(cache)})
     new, _ = jax.jit(server.update)(state, {'x': jnp.asarray(msgs)}, arr, jax.random.key(0))
@@ -136,24 +154,37 @@ def test_ca2fl_server_step_under_jit():
     np.testing.assert_allclose(new.cache['x'], want_cache, rtol=1e-12)
 
 
-@pytest.mark.parametrize('rule,bias_correction,adaptive', [
-    ('min_inverse', False, True), ('divide', True, True), ('min_inverse', False, False)])
+@pytest.mark.parametrize(
+  'rule,bias_correction,adaptive',
+  [('min_inverse', False, True), ('divide', True, True), ('min_inverse', False, False)],
+)
 def test_fadas_matches_numpy_amsgrad_with_delay_adaptive_rate(rule, bias_correction, adaptive):
   with jax.enable_x64(True):
     a, b = make_quadratic(dtype=np.float64)
     x0 = np.linspace(-1, 1, 4)
     sched = _schedule()
     hp = dict(server_lr=0.6, beta1=0.8, beta2=0.95, epsilon=1e-3, tau_c=1)
-    alg = afl_jax.algorithms.get('fadas', client_lr=0.3, delay_rule=rule,
-                                 bias_correction=bias_correction, delay_adaptive=adaptive, **hp)
-    res = afl_jax.simulate(alg, quadratic_problem(a, b), sched, {'x': jnp.asarray(x0)},
-                           jax.random.key(0))
+    alg = afl_jax.algorithms.get(
+      'fadas',
+      client_lr=0.3,
+      delay_rule=rule,
+      bias_correction=bias_correction,
+      delay_adaptive=adaptive,
+      **hp,
+    )
+    res = afl_jax.simulate(
+      alg, quadratic_problem(a, b), sched, {'x': jnp.asarray(x0)}, jax.random.key(0)
+    )
     ref = _fadas_ref(0.6, 0.8, 0.95, 1e-3, 1, rule, bias_correction, adaptive)
     want = _np_replay(sched, a, b, x0, 0.3, ref)
     np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-10)
     taus = [0, 1, 2, 3, 3, 3]
-    rates = [0.6 if not adaptive or tau <= 1 else
-             (min(0.6, 1 / tau) if rule == 'min_inverse' else 0.6 / tau) for tau in taus]
+    rates = [
+      0.6
+      if not adaptive or tau <= 1
+      else (min(0.6, 1 / tau) if rule == 'min_inverse' else 0.6 / tau)
+      for tau in taus
+    ]
     np.testing.assert_allclose(res.metrics['server/server_lr'], rates, rtol=1e-12)
     np.testing.assert_array_equal(res.metrics['server/tau_max'], taus)
 
@@ -166,10 +197,17 @@ def test_fadas_delay_rate_and_server_step_under_jit():
   np.testing.assert_allclose(rate(0.1, jnp.int32(2), 2, 'divide'), 0.1, rtol=1e-6)
   server = fadas(0.1, 0.9, 0.99, 1e-8)
   state = server.init({'x': jnp.zeros(2)})
-  arr = Arrivals(jnp.array([0, 1], jnp.int32), jnp.array([0, 0], jnp.int32),
-                 jnp.array([True, True]), jnp.ones(2, jnp.int32), None, jnp.int32(0))
-  new, _ = jax.jit(server.update)(state, {'x': jnp.array([[1.0, -2.0], [3.0, 2.0]])}, arr,
-                                  jax.random.key(0))
+  arr = Arrivals(
+    jnp.array([0, 1], jnp.int32),
+    jnp.array([0, 0], jnp.int32),
+    jnp.array([True, True]),
+    jnp.ones(2, jnp.int32),
+    None,
+    jnp.int32(0),
+  )
+  new, _ = jax.jit(server.update)(
+    state, {'x': jnp.array([[1.0, -2.0], [3.0, 2.0]])}, arr, jax.random.key(0)
+  )
   d = np.array([2.0, 0.0])  # first step: m = 0.1 d, v_hat = 0.01 d^2
   want = -0.1 * (0.1 * d) / (np.sqrt(0.01 * d * d) + 1e-8)
   np.testing.assert_allclose(new.params['x'], want, rtol=1e-5, atol=1e-7)

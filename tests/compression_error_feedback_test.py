@@ -11,7 +11,7 @@ T = 20
 
 
 def np_top_k(x: np.ndarray, k: int) -> np.ndarray:
-  keep = np.argsort(-np.abs(x), kind="stable")[:k]
+  keep = np.argsort(-np.abs(x), kind='stable')[:k]
   out = np.zeros_like(x)
   out[keep] = x[keep]
   return out
@@ -20,14 +20,16 @@ def np_top_k(x: np.ndarray, k: int) -> np.ndarray:
 def _deltas(seed, t=T):
   rng = np.random.default_rng(seed)
   return [
-      {"w": rng.standard_normal((3, 4)).astype(np.float32),
-       "b": (0.1 * rng.standard_normal(5)).astype(np.float32)}
-      for _ in range(t)
+    {
+      'w': rng.standard_normal((3, 4)).astype(np.float32),
+      'b': (0.1 * rng.standard_normal(5)).astype(np.float32),
+    }
+    for _ in range(t)
   ]
 
 
 def _flat(tree):
-  return np.concatenate([np.ravel(tree["b"]), np.ravel(tree["w"])])  # jax order: sorted keys
+  return np.concatenate([np.ravel(tree['b']), np.ravel(tree['w'])])  # jax order: sorted keys
 
 
 def _run(c, deltas, seed=0):
@@ -54,10 +56,15 @@ def test_top_k_ef_matches_numpy_recursion():
 
 
 @pytest.mark.parametrize(
-    "inner",
-    [compression.top_k(0.2), compression.sign(), compression.sign(scaled=True),
-     compression.qsgd(bits=3), compression.top_k_qsgd(0.3, 4)],
-    ids=["top_k", "sign", "sign_scaled", "qsgd", "top_k_qsgd"],
+  'inner',
+  [
+    compression.top_k(0.2),
+    compression.sign(),
+    compression.sign(scaled=True),
+    compression.qsgd(bits=3),
+    compression.top_k_qsgd(0.3, 4),
+  ],
+  ids=['top_k', 'sign', 'sign_scaled', 'qsgd', 'top_k_qsgd'],
 )
 def test_telescoping_identity(inner):
   deltas = _deltas(1)
@@ -75,7 +82,7 @@ def test_identity_ef_sends_delta_exactly_and_residual_stays_zero():
   deltas = _deltas(2, t=5)
   sents, state = _run(compression.error_feedback(compression.identity()), deltas)
   for delta, sent in zip(deltas, sents, strict=True):
-    for name in ("w", "b"):
+    for name in ('w', 'b'):
       np.testing.assert_array_equal(np.asarray(sent[name]), delta[name])
   for leaf in jax.tree.leaves(state.residual):
     assert np.all(np.asarray(leaf) == 0)
@@ -83,26 +90,26 @@ def test_identity_ef_sends_delta_exactly_and_residual_stays_zero():
 
 def test_uses_given_residual_and_keeps_structure():
   c = compression.error_feedback(compression.top_k(k=1))
-  delta = {"b": jnp.array([1.0, 0.0], jnp.float32), "w": jnp.array([[0.5]], jnp.float32)}
+  delta = {'b': jnp.array([1.0, 0.0], jnp.float32), 'w': jnp.array([[0.5]], jnp.float32)}
   state0 = c.init(delta)
   assert jax.tree.structure(state0.residual) == jax.tree.structure(delta)
-  state = state0._replace(residual={"b": jnp.array([0.0, -3.0]), "w": jnp.array([[0.25]])})
+  state = state0._replace(residual={'b': jnp.array([0.0, -3.0]), 'w': jnp.array([[0.25]])})
   sent, new, bits = jax.jit(c.compress)(delta, state, jax.random.key(0))
   # corrected = [1, -3, 0.75] -> keep -3
-  np.testing.assert_array_equal(np.asarray(sent["b"]), [0.0, -3.0])
-  np.testing.assert_array_equal(np.asarray(sent["w"]), [[0.0]])
-  np.testing.assert_array_equal(np.asarray(new.residual["b"]), [1.0, 0.0])
-  np.testing.assert_array_equal(np.asarray(new.residual["w"]), [[0.75]])
+  np.testing.assert_array_equal(np.asarray(sent['b']), [0.0, -3.0])
+  np.testing.assert_array_equal(np.asarray(sent['w']), [[0.0]])
+  np.testing.assert_array_equal(np.asarray(new.residual['b']), [1.0, 0.0])
+  np.testing.assert_array_equal(np.asarray(new.residual['w']), [[0.75]])
   assert float(bits) == 32 + 2  # d = 3, k = 1
 
 
 def test_mixed_dtypes_under_x64():
   with jax.enable_x64(True):
-    delta = {"a": jnp.arange(4.0, dtype=jnp.float64) - 1.5, "b": jnp.ones(3, jnp.float32)}
+    delta = {'a': jnp.arange(4.0, dtype=jnp.float64) - 1.5, 'b': jnp.ones(3, jnp.float32)}
     c = compression.error_feedback(compression.top_k(k=2))
     sent, state, _ = jax.jit(c.compress)(delta, c.init(delta), jax.random.key(0))
-    assert sent["a"].dtype == jnp.float64 and sent["b"].dtype == jnp.float32
-    assert state.residual["a"].dtype == jnp.float64 and state.residual["b"].dtype == jnp.float32
+    assert sent['a'].dtype == jnp.float64 and sent['b'].dtype == jnp.float32
+    assert state.residual['a'].dtype == jnp.float64 and state.residual['b'].dtype == jnp.float32
     # |.| = 1.5, .5, .5, 1.5, 1, 1, 1 -> keep a0 and a3
-    np.testing.assert_array_equal(np.asarray(sent["a"]), [-1.5, 0, 0, 1.5])
-    np.testing.assert_array_equal(np.asarray(state.residual["b"]), [1, 1, 1])
+    np.testing.assert_array_equal(np.asarray(sent['a']), [-1.5, 0, 0, 1.5])
+    np.testing.assert_array_equal(np.asarray(state.residual['b']), [1, 1, 1])

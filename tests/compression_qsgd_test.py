@@ -35,7 +35,7 @@ def _vector(d, seed):
   return (rng.standard_normal(d) * rng.exponential(1.0, d)).astype(np.float32)
 
 
-@pytest.mark.parametrize("bits,s", [(2, 1), (3, 3), (4, 7)])
+@pytest.mark.parametrize('bits,s', [(2, 1), (3, 3), (4, 7)])
 def test_unbiased_with_variance_derived_tolerance(bits, s):
   x = _vector(24, bits)
   out, _ = _draws(compression.qsgd(bits=bits), jnp.asarray(x))
@@ -51,7 +51,7 @@ def test_unbiased_with_variance_derived_tolerance(bits, s):
   assert np.all(np.abs(q.var(0) - c2 * p * (1 - p)) <= var_tol)
 
 
-@pytest.mark.parametrize("bits,s", [(2, 1), (3, 3), (6, 31)])
+@pytest.mark.parametrize('bits,s', [(2, 1), (3, 3), (6, 31)])
 def test_values_on_grid_adjacent_levels_and_sign(bits, s):
   x = _vector(50, 10 + bits)
   out, bits_sent = _draws(compression.qsgd(bits=bits), jnp.asarray(x), n=2000)
@@ -65,7 +65,7 @@ def test_values_on_grid_adjacent_levels_and_sign(bits, s):
   np.testing.assert_array_equal(np.asarray(bits_sent), 32 + 50 * bits)
 
 
-@pytest.mark.parametrize("bits,s", [(2, 1), (3, 3), (5, 15)])
+@pytest.mark.parametrize('bits,s', [(2, 1), (3, 3), (5, 15)])
 def test_variance_bound(bits, s):
   d = 64
   x = _vector(d, 20 + bits)
@@ -83,7 +83,7 @@ def test_variance_bound(bits, s):
 
 def test_zero_vector_maps_to_zero():
   for c in (compression.qsgd(bits=3), compression.top_k_qsgd(0.5, 3)):
-    tree = {"a": jnp.zeros((3, 2), jnp.float32), "b": jnp.zeros(4, jnp.float32)}
+    tree = {'a': jnp.zeros((3, 2), jnp.float32), 'b': jnp.zeros(4, jnp.float32)}
     out, _, _ = jax.jit(c.compress)(tree, c.init(tree), jax.random.key(1))
     for leaf in jax.tree.leaves(out):
       assert np.all(np.asarray(leaf) == 0) and np.all(np.isfinite(np.asarray(leaf)))
@@ -112,7 +112,7 @@ def test_top_k_qsgd_quantizes_kept_values_unbiasedly():
   k, b, s = 6, 3, 3
   out, bits = _draws(compression.top_k_qsgd(k=k, bits=b), jnp.asarray(x))
   q = np.asarray(out, np.float64)
-  keep = np.argsort(-np.abs(x), kind="stable")[:k]
+  keep = np.argsort(-np.abs(x), kind='stable')[:k]
   mask = np.zeros(20, bool)
   mask[keep] = True
   assert np.all(q[:, ~mask] == 0)
@@ -129,10 +129,16 @@ def test_top_k_qsgd_quantizes_kept_values_unbiasedly():
 
 
 @pytest.mark.parametrize(
-    "kwargs,field",
-    [({"bits": 1}, "bits"), ({"bits": 0}, "bits"), ({"bits": 33}, "bits"),
-     ({"bits": 2.5}, "bits"), ({"levels": 0}, "levels"), ({}, "exactly one"),
-     ({"bits": 3, "levels": 3}, "exactly one")],
+  'kwargs,field',
+  [
+    ({'bits': 1}, 'bits'),
+    ({'bits': 0}, 'bits'),
+    ({'bits': 33}, 'bits'),
+    ({'bits': 2.5}, 'bits'),
+    ({'levels': 0}, 'levels'),
+    ({}, 'exactly one'),
+    ({'bits': 3, 'levels': 3}, 'exactly one'),
+  ],
 )
 def test_invalid_config(kwargs, field):
   with pytest.raises(ValueError, match=field):
@@ -145,6 +151,7 @@ def test_scaled_top_k_qsgd_is_the_unscaled_operator_over_one_plus_beta():
   import math
 
   from afl_jax import compression
+
   x = {'a': jnp.asarray(np.random.default_rng(3).normal(size=500), jnp.float32)}
   k, s = 25, 7
   key = jax.random.key(5)

@@ -29,13 +29,13 @@ def test_unscaled_random_matches_numpy():
 
 def test_scaled_uses_l1_over_whole_pytree():
   tree = {
-      "a": jnp.array([[1.0, -2.0], [0.0, 4.0]], jnp.float32),
-      "b": jnp.array([-3.0], jnp.float32),
+    'a': jnp.array([[1.0, -2.0], [0.0, 4.0]], jnp.float32),
+    'b': jnp.array([-3.0], jnp.float32),
   }
   out, _, bits = _compress(compression.sign(scaled=True), tree)
   alpha = (1 + 2 + 0 + 4 + 3) / 5  # ||x||_1 / d over both leaves
-  np.testing.assert_allclose(np.asarray(out["a"]), alpha * np.array([[1, -1], [1, 1]]), rtol=1e-6)
-  np.testing.assert_allclose(np.asarray(out["b"]), [-alpha], rtol=1e-6)
+  np.testing.assert_allclose(np.asarray(out['a']), alpha * np.array([[1, -1], [1, 1]]), rtol=1e-6)
+  np.testing.assert_allclose(np.asarray(out['b']), [-alpha], rtol=1e-6)
   assert float(bits) == 5 + 32
 
 
@@ -47,5 +47,5 @@ def test_scaled_zero_vector_is_zero_and_float64():
     out, _, _ = _compress(compression.sign(scaled=True), jnp.asarray(x, jnp.float64))
     assert out.dtype == jnp.float64
     np.testing.assert_allclose(
-        np.asarray(out), np.abs(x).mean() * np.where(x >= 0, 1.0, -1.0), rtol=1e-14
+      np.asarray(out), np.abs(x).mean() * np.where(x >= 0, 1.0, -1.0), rtol=1e-14
     )

@@ -28,6 +28,7 @@ def test_config_is_valid(path):
 
 def test_every_registered_algorithm_is_documented():
   import afl_jax
+
   doc = (pathlib.Path(__file__).parent.parent / 'docs' / 'algorithms.md').read_text()
   missing = [n for n in afl_jax.algorithms.names() if f'`{n}`' not in doc]
   assert not missing, f'add these to docs/algorithms.md: {missing}'

@@ -10,42 +10,42 @@ import pytest
 
 from afl_jax.data import DataError, fmnist, load_fashion_mnist, make_federated, read_idx
 
-SYSTEM_DIR = "/usr/share/datasets/fashion-mnist"
+SYSTEM_DIR = '/usr/share/datasets/fashion-mnist'
 
 
-def idx_bytes(arr, code=0x08, ndim=None, dims=None, magic01=b"\x00\x00"):
+def idx_bytes(arr, code=0x08, ndim=None, dims=None, magic01=b'\x00\x00'):
   """Writes IDX bytes by hand from the format description (header overrides allowed)."""
   arr = np.asarray(arr)
   dims = arr.shape if dims is None else dims
   ndim = len(dims) if ndim is None else ndim
-  header = magic01 + bytes([code, ndim]) + b"".join(struct.pack(">I", d) for d in dims)
-  return header + arr.astype(arr.dtype.newbyteorder(">")).tobytes()
+  header = magic01 + bytes([code, ndim]) + b''.join(struct.pack('>I', d) for d in dims)
+  return header + arr.astype(arr.dtype.newbyteorder('>')).tobytes()
 
 
 def write_fake(directory, n_train=5, n_test=3, gz=True, seed=0, **overrides):
   """Writes a small, valid Fashion-MNIST lookalike; overrides replace raw file bytes."""
   rng = np.random.default_rng(seed)
   arrays = {
-    "train_x": rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
-    "train_y": rng.integers(0, 10, n_train).astype(np.uint8),
-    "test_x": rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
-    "test_y": rng.integers(0, 10, n_test).astype(np.uint8),
+    'train_x': rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
+    'train_y': rng.integers(0, 10, n_train).astype(np.uint8),
+    'test_x': rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
+    'test_y': rng.integers(0, 10, n_test).astype(np.uint8),
   }
   os.makedirs(directory, exist_ok=True)
   paths = {}
   for key, stem in fmnist.FILES.items():
     data = overrides.get(key, idx_bytes(arrays[key]))
-    path = os.path.join(directory, stem + (".gz" if gz else ""))
-    with open(path, "wb") as f:
+    path = os.path.join(directory, stem + ('.gz' if gz else ''))
+    with open(path, 'wb') as f:
       f.write(gzip.compress(data) if gz else data)
     paths[key] = path
   return arrays, paths
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope='module')
 def real_fmnist():
   if not os.path.isdir(SYSTEM_DIR):
-    pytest.skip(f"{SYSTEM_DIR} absent (sudo apt-get install dataset-fashion-mnist)")
+    pytest.skip(f'{SYSTEM_DIR} absent (sudo apt-get install dataset-fashion-mnist)')
   return load_fashion_mnist(SYSTEM_DIR)
 
 
@@ -64,7 +64,7 @@ def test_real_fashion_mnist_shapes_dtypes_and_labels(real_fmnist):
 
 def test_real_fashion_mnist_masfl_federation(real_fmnist):
   # MasFL App. E.1: N = 100 clients, Dir(0.5); 5% of the training split held out unlabeled.
-  fd = make_federated(real_fmnist, "dirichlet", 100, alpha=0.5, seed=0, unlabeled_size=3000)
+  fd = make_federated(real_fmnist, 'dirichlet', 100, alpha=0.5, seed=0, unlabeled_size=3000)
   assert fd.x.shape == (57000, 28, 28) and fd.x.dtype == np.float32
   assert fd.unlabeled_x.shape == (3000, 28, 28) and fd.test_x.shape == (10000, 28, 28)
   assert fd.sizes.sum() == 57000 and fd.sizes.min() >= 10
@@ -72,20 +72,20 @@ def test_real_fashion_mnist_masfl_federation(real_fmnist):
   np.testing.assert_allclose(fd.test_x.std(), 1.0, atol=0.05)
 
 
-@pytest.mark.parametrize("gz", [True, False])
+@pytest.mark.parametrize('gz', [True, False])
 def test_fake_files_round_trip(tmp_path, gz):
   arrays, _ = write_fake(tmp_path, gz=gz)
   ds = load_fashion_mnist(tmp_path)
-  np.testing.assert_array_equal(ds.train_x, arrays["train_x"])
-  np.testing.assert_array_equal(ds.train_y, arrays["train_y"])
-  np.testing.assert_array_equal(ds.test_x, arrays["test_x"])
-  np.testing.assert_array_equal(ds.test_y, arrays["test_y"])
+  np.testing.assert_array_equal(ds.train_x, arrays['train_x'])
+  np.testing.assert_array_equal(ds.train_y, arrays['train_y'])
+  np.testing.assert_array_equal(ds.test_x, arrays['test_x'])
+  np.testing.assert_array_equal(ds.test_y, arrays['test_y'])
   assert ds.train_y.dtype == np.int32
 
 
 def test_read_idx_other_dtypes_big_endian(tmp_path):
   arr = np.array([[1, -2, 300], [70000, 5, -6]], dtype=np.int32)
-  path = tmp_path / "a.idx"
+  path = tmp_path / 'a.idx'
   path.write_bytes(idx_bytes(arr, code=0x0C))
   out = read_idx(path)
   np.testing.assert_array_equal(out, arr)
@@ -97,21 +97,21 @@ def _img(n=5):
 
 
 CORRUPTIONS = {
-  "truncated payload": ("train_x", idx_bytes(_img())[:-7], "truncated file"),
-  "trailing bytes": ("train_x", idx_bytes(_img()) + b"xx", "trailing bytes"),
-  "truncated header": ("train_x", idx_bytes(_img())[:9], "truncated header"),
-  "empty file": ("test_y", b"", "too short"),
-  "bad magic": ("train_x", idx_bytes(_img(), magic01=b"\x12\x34"), "bad IDX magic"),
-  "unknown dtype": ("train_y", idx_bytes(np.zeros(5, np.uint8), code=0x07), "dtype code"),
-  "wrong dtype": ("train_y", idx_bytes(np.zeros(5, np.int32), code=0x0C), "expected ubyte"),
-  "wrong ndim": ("train_x", idx_bytes(np.zeros((5, 784), np.uint8)), "expected 3"),
-  "wrong image size": ("test_x", idx_bytes(np.zeros((3, 27, 28), np.uint8)), "(28, 28)"),
-  "count mismatch": ("train_y", idx_bytes(np.zeros(4, np.uint8)), "same count"),
-  "label out of range": ("test_y", idx_bytes(np.array([1, 10, 2], np.uint8)), "out of range"),
+  'truncated payload': ('train_x', idx_bytes(_img())[:-7], 'truncated file'),
+  'trailing bytes': ('train_x', idx_bytes(_img()) + b'xx', 'trailing bytes'),
+  'truncated header': ('train_x', idx_bytes(_img())[:9], 'truncated header'),
+  'empty file': ('test_y', b'', 'too short'),
+  'bad magic': ('train_x', idx_bytes(_img(), magic01=b'\x12\x34'), 'bad IDX magic'),
+  'unknown dtype': ('train_y', idx_bytes(np.zeros(5, np.uint8), code=0x07), 'dtype code'),
+  'wrong dtype': ('train_y', idx_bytes(np.zeros(5, np.int32), code=0x0C), 'expected ubyte'),
+  'wrong ndim': ('train_x', idx_bytes(np.zeros((5, 784), np.uint8)), 'expected 3'),
+  'wrong image size': ('test_x', idx_bytes(np.zeros((3, 27, 28), np.uint8)), '(28, 28)'),
+  'count mismatch': ('train_y', idx_bytes(np.zeros(4, np.uint8)), 'same count'),
+  'label out of range': ('test_y', idx_bytes(np.array([1, 10, 2], np.uint8)), 'out of range'),
 }
 
 
-@pytest.mark.parametrize("case", sorted(CORRUPTIONS))
+@pytest.mark.parametrize('case', sorted(CORRUPTIONS))
 def test_corrupt_files_raise_data_error_naming_file(tmp_path, case):
   key, data, fragment = CORRUPTIONS[case]
   _, paths = write_fake(tmp_path, gz=False, **{key: data})
@@ -125,51 +125,51 @@ def test_corrupt_files_raise_data_error_naming_file(tmp_path, case):
 
 def test_truncated_gzip_raises_data_error(tmp_path):
   _, paths = write_fake(tmp_path, gz=True)
-  raw = open(paths["train_x"], "rb").read()
-  with open(paths["train_x"], "wb") as f:
+  raw = open(paths['train_x'], 'rb').read()
+  with open(paths['train_x'], 'wb') as f:
     f.write(raw[: len(raw) // 2])
-  with pytest.raises(DataError, match="gzip") as info:
+  with pytest.raises(DataError, match='gzip') as info:
     load_fashion_mnist(tmp_path)
-  assert "train-images-idx3-ubyte.gz" in str(info.value)
+  assert 'train-images-idx3-ubyte.gz' in str(info.value)
 
 
 def test_missing_dir_gives_install_instructions(tmp_path):
-  missing = tmp_path / "nowhere"
+  missing = tmp_path / 'nowhere'
   with pytest.raises(DataError) as info:
     load_fashion_mnist(missing, download=False)
   msg = str(info.value)
-  assert "sudo apt-get install dataset-fashion-mnist" in msg
-  assert "--config.data_dir" in msg and "AFL_JAX_DATA" in msg
+  assert 'sudo apt-get install dataset-fashion-mnist' in msg
+  assert '--config.data_dir' in msg and 'AFL_JAX_DATA' in msg
   assert str(missing) in msg
 
 
 def test_partial_dir_is_not_accepted(tmp_path):
   _, paths = write_fake(tmp_path)
-  os.remove(paths["test_y"])
-  with pytest.raises(DataError, match="not found"):
+  os.remove(paths['test_y'])
+  with pytest.raises(DataError, match='not found'):
     load_fashion_mnist(tmp_path)
 
 
 def test_env_var_is_searched(tmp_path, monkeypatch):
-  arrays, _ = write_fake(tmp_path / "fashion-mnist", n_train=4)
-  monkeypatch.setenv("AFL_JAX_DATA", str(tmp_path))  # Also tries DIR/fashion-mnist.
+  arrays, _ = write_fake(tmp_path / 'fashion-mnist', n_train=4)
+  monkeypatch.setenv('AFL_JAX_DATA', str(tmp_path))  # Also tries DIR/fashion-mnist.
   ds = load_fashion_mnist()
-  np.testing.assert_array_equal(ds.train_x, arrays["train_x"])
+  np.testing.assert_array_equal(ds.train_x, arrays['train_x'])
 
 
 def test_failed_download_gives_instructions(tmp_path, monkeypatch):
   def fail(url, timeout):
-    raise urllib.error.URLError("no network in tests")
+    raise urllib.error.URLError('no network in tests')
 
-  monkeypatch.setattr(fmnist.urllib.request, "urlopen", fail)
-  with pytest.raises(DataError, match="Download failed") as info:
-    load_fashion_mnist(tmp_path / "none", download=True, cache_dir=tmp_path / "cache")
-  assert "sudo apt-get install dataset-fashion-mnist" in str(info.value)
+  monkeypatch.setattr(fmnist.urllib.request, 'urlopen', fail)
+  with pytest.raises(DataError, match='Download failed') as info:
+    load_fashion_mnist(tmp_path / 'none', download=True, cache_dir=tmp_path / 'cache')
+  assert 'sudo apt-get install dataset-fashion-mnist' in str(info.value)
 
 
 def test_download_into_cache_with_fake_server(tmp_path, monkeypatch):
-  arrays, paths = write_fake(tmp_path / "server", gz=True)
-  by_name = {os.path.basename(p): open(p, "rb").read() for p in paths.values()}
+  arrays, paths = write_fake(tmp_path / 'server', gz=True)
+  by_name = {os.path.basename(p): open(p, 'rb').read() for p in paths.values()}
   urls = []
 
   class Response:
@@ -188,11 +188,11 @@ def test_download_into_cache_with_fake_server(tmp_path, monkeypatch):
   def fake_urlopen(url, timeout):
     urls.append(url)
     assert timeout <= 30
-    return Response(by_name[url.rsplit("/", 1)[1]])
+    return Response(by_name[url.rsplit('/', 1)[1]])
 
-  monkeypatch.setattr(fmnist.urllib.request, "urlopen", fake_urlopen)
-  cache = tmp_path / "cache"
-  ds = load_fashion_mnist(tmp_path / "none", download=True, cache_dir=cache)
-  np.testing.assert_array_equal(ds.test_x, arrays["test_x"])
+  monkeypatch.setattr(fmnist.urllib.request, 'urlopen', fake_urlopen)
+  cache = tmp_path / 'cache'
+  ds = load_fashion_mnist(tmp_path / 'none', download=True, cache_dir=cache)
+  np.testing.assert_array_equal(ds.test_x, arrays['test_x'])
   assert all(u.startswith(fmnist.SOURCE_URL) for u in urls) and len(urls) == 4
   assert sorted(os.listdir(cache)) == sorted(by_name)

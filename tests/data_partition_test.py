@@ -19,9 +19,9 @@ from afl_jax.data import (
 LABELS = np.random.default_rng(123).permutation(np.repeat(np.arange(10), 500))
 
 SCHEMES = {
-  "iid": lambda labels, n, seed: iid(labels, n, seed),
-  "dirichlet": lambda labels, n, seed: dirichlet(labels, n, 0.3, seed),
-  "shards": lambda labels, n, seed: shards(labels, n, 2, seed),
+  'iid': lambda labels, n, seed: iid(labels, n, seed),
+  'dirichlet': lambda labels, n, seed: dirichlet(labels, n, 0.3, seed),
+  'shards': lambda labels, n, seed: shards(labels, n, 2, seed),
 }
 
 
@@ -35,7 +35,7 @@ def mean_tv_distance(labels, part, num_classes=10):
   return float(np.mean(tvs))
 
 
-@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+@pytest.mark.parametrize('scheme', sorted(SCHEMES))
 def test_every_sample_assigned_exactly_once(scheme):
   part = SCHEMES[scheme](LABELS, 20, 0)
   assert part.order.dtype == np.int64
@@ -51,7 +51,7 @@ def test_every_sample_assigned_exactly_once(scheme):
   assert np.all(owners >= 0)
 
 
-@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+@pytest.mark.parametrize('scheme', sorted(SCHEMES))
 def test_partitions_are_deterministic_in_seed(scheme):
   a, b, c = (SCHEMES[scheme](LABELS, 20, s) for s in (7, 7, 8))
   np.testing.assert_array_equal(a.order, b.order)
@@ -84,22 +84,22 @@ def test_dirichlet_respects_min_size():
   assert dirichlet(LABELS, 20, 0.1, 0, min_size=0).sizes.min() < 20
   part = dirichlet(LABELS, 20, 0.1, 0, min_size=20)
   assert part.sizes.min() >= 20
-  with pytest.raises(ValueError, match="min_size=20"):
+  with pytest.raises(ValueError, match='min_size=20'):
     dirichlet(LABELS[:100], 5, 0.05, 0, min_size=20, max_tries=3)
 
 
 @pytest.mark.parametrize(
-  "call, match",
+  'call, match',
   [
-    (lambda: iid(LABELS, 0, 0), r"num_clients=0 must be an integer >= 1"),
-    (lambda: iid(LABELS[:10], 11, 0), r"num_clients=11 must be in \[1, 10\]"),
-    (lambda: dirichlet(LABELS, 10, 0.0, 0), r"alpha=0.0 must be a finite number > 0"),
-    (lambda: dirichlet(LABELS, 10, -1.0, 0), r"alpha=-1.0"),
-    (lambda: dirichlet(LABELS, 600, 0.5, 0), r"num_clients=600 must be in \[1, 500\]"),
-    (lambda: shards(LABELS, 10, 0, 0), r"shards_per_client=0 must be an integer >= 1"),
-    (lambda: shards(LABELS, 3000, 2, 0), r"num_clients=3000 must be in \[1, 2500\]"),
-    (lambda: iid(LABELS.reshape(50, 100), 2, 0), r"1-D integer array"),
-    (lambda: iid(LABELS.astype(float), 2, 0), r"1-D integer array"),
+    (lambda: iid(LABELS, 0, 0), r'num_clients=0 must be an integer >= 1'),
+    (lambda: iid(LABELS[:10], 11, 0), r'num_clients=11 must be in \[1, 10\]'),
+    (lambda: dirichlet(LABELS, 10, 0.0, 0), r'alpha=0.0 must be a finite number > 0'),
+    (lambda: dirichlet(LABELS, 10, -1.0, 0), r'alpha=-1.0'),
+    (lambda: dirichlet(LABELS, 600, 0.5, 0), r'num_clients=600 must be in \[1, 500\]'),
+    (lambda: shards(LABELS, 10, 0, 0), r'shards_per_client=0 must be an integer >= 1'),
+    (lambda: shards(LABELS, 3000, 2, 0), r'num_clients=3000 must be in \[1, 2500\]'),
+    (lambda: iid(LABELS.reshape(50, 100), 2, 0), r'1-D integer array'),
+    (lambda: iid(LABELS.astype(float), 2, 0), r'1-D integer array'),
   ],
 )
 def test_validation_errors_name_argument_value_and_range(call, match):
@@ -140,7 +140,7 @@ def test_steps_per_epoch_is_ceil():
   out = steps_per_epoch(np.array([1, 100, 101, 250]), 100)
   np.testing.assert_array_equal(out, [1, 1, 2, 3])
   assert out.dtype == np.int32
-  with pytest.raises(ValueError, match="batch_size=0"):
+  with pytest.raises(ValueError, match='batch_size=0'):
     steps_per_epoch(np.array([1]), 0)
 
 
@@ -151,7 +151,7 @@ def id_dataset(n=1000, n_test=50):
   return ArrayDataset(x, y, np.zeros((n_test, 1), np.float32), np.zeros(n_test, np.int32), 10)
 
 
-@pytest.mark.parametrize("name", ["iid", "dirichlet", "shards"])
+@pytest.mark.parametrize('name', ['iid', 'dirichlet', 'shards'])
 def test_unlabeled_split_is_disjoint_from_all_clients(name):
   ds = id_dataset()
   fd = make_federated(ds, name, 10, alpha=0.5, seed=3, unlabeled_fraction=0.15)
@@ -163,19 +163,19 @@ def test_unlabeled_split_is_disjoint_from_all_clients(name):
   np.testing.assert_array_equal(fd.y, ds.train_y[client_ids])  # labels stay aligned
   assert fd.sizes.sum() == 850 and fd.num_clients == 10
   np.testing.assert_array_equal(fd.offsets, np.cumsum(fd.sizes) - fd.sizes)
-  assert not hasattr(fd, "unlabeled_y")
+  assert not hasattr(fd, 'unlabeled_y')
 
 
 def test_make_federated_unlabeled_size_and_validation():
   ds = id_dataset()
-  assert make_federated(ds, "iid", 4, unlabeled_size=37).unlabeled_x.shape == (37, 1)
-  assert make_federated(ds, "iid", 4).unlabeled_x.shape == (0, 1)
+  assert make_federated(ds, 'iid', 4, unlabeled_size=37).unlabeled_x.shape == (37, 1)
+  assert make_federated(ds, 'iid', 4).unlabeled_x.shape == (0, 1)
   with pytest.raises(ValueError, match="partition_name='bogus'"):
-    make_federated(ds, "bogus", 4)
-  with pytest.raises(ValueError, match="not both"):
-    make_federated(ds, "iid", 4, unlabeled_fraction=0.1, unlabeled_size=5)
-  with pytest.raises(ValueError, match=r"unlabeled_fraction=1.0 must be in \[0, 1\)"):
-    make_federated(ds, "iid", 4, unlabeled_fraction=1.0)
+    make_federated(ds, 'bogus', 4)
+  with pytest.raises(ValueError, match='not both'):
+    make_federated(ds, 'iid', 4, unlabeled_fraction=0.1, unlabeled_size=5)
+  with pytest.raises(ValueError, match=r'unlabeled_fraction=1.0 must be in \[0, 1\)'):
+    make_federated(ds, 'iid', 4, unlabeled_fraction=1.0)
 
 
 def test_make_federated_standardizes_uint8_images():
@@ -184,7 +184,7 @@ def test_make_federated_standardizes_uint8_images():
   ds = ArrayDataset(
     train_x, rng.integers(0, 10, 300).astype(np.int32), train_x[:10], np.zeros(10, np.int32), 10
   )
-  fd = make_federated(ds, "iid", 3, seed=0)
+  fd = make_federated(ds, 'iid', 3, seed=0)
   assert fd.x.dtype == np.float32 and fd.x.shape == (300, 4, 4)
   np.testing.assert_allclose(fd.x.mean(), 0.0, atol=1e-5)
   np.testing.assert_allclose(fd.x.std(), 1.0, rtol=1e-5)

@@ -25,7 +25,7 @@ def test_digits_split_is_deterministic_in_seed():
   a, b, c = load_digits(seed=1), load_digits(seed=1), load_digits(seed=2)
   np.testing.assert_array_equal(a.test_x, b.test_x)
   assert not np.array_equal(a.test_y, c.test_y)
-  with pytest.raises(ValueError, match="test_fraction=1.5"):
+  with pytest.raises(ValueError, match='test_fraction=1.5'):
     load_digits(test_fraction=1.5)
 
 
@@ -49,7 +49,7 @@ def test_synthetic_explicit_sizes_and_80_20_split():
   fd = make_synthetic(1.0, 1.0, 3, samples_per_client=[10, 100, 55])
   np.testing.assert_array_equal(fd.sizes, [8, 80, 44])
   assert len(fd.test_y) == 2 + 20 + 11
-  with pytest.raises(ValueError, match="samples_per_client"):
+  with pytest.raises(ValueError, match='samples_per_client'):
     make_synthetic(1.0, 1.0, 3, samples_per_client=[10, 100])
 
 

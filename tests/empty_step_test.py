@@ -25,14 +25,19 @@ def _two_class_logits(params, x):
 
 
 EXTRA = {
-    'asynfl': dict(num_clients=NUM_CLIENTS),
-    'asynflc': dict(num_clients=NUM_CLIENTS, fraction=0.5),
-    'asynflc_ef': dict(num_clients=NUM_CLIENTS, fraction=0.5),
-    'masfl': dict(client_lr=0.05, server_lr=1.0, beta=0.5),
-    'adamasfl': dict(client_lr=0.05, server_lr=0.1, beta=0.5),
-    'fedecho': dict(apply_fn=_two_class_logits, unlabeled_x=UNLABELED,
-                    num_clients=NUM_CLIENTS, distill_steps=2, distill_lr=0.01),
-    'fadas': dict(server_lr=0.05),
+  'asynfl': dict(num_clients=NUM_CLIENTS),
+  'asynflc': dict(num_clients=NUM_CLIENTS, fraction=0.5),
+  'asynflc_ef': dict(num_clients=NUM_CLIENTS, fraction=0.5),
+  'masfl': dict(client_lr=0.05, server_lr=1.0, beta=0.5),
+  'adamasfl': dict(client_lr=0.05, server_lr=0.1, beta=0.5),
+  'fedecho': dict(
+    apply_fn=_two_class_logits,
+    unlabeled_x=UNLABELED,
+    num_clients=NUM_CLIENTS,
+    distill_steps=2,
+    distill_lr=0.01,
+  ),
+  'fadas': dict(server_lr=0.05),
 }
 WINDOW = dict(window_size=2)  # FedFa: past the warm-up before the empty step
 
@@ -52,8 +57,9 @@ def test_no_arrival_leaves_model_unchanged(name):
   hparams = {k: v for k, v in hparams.items() if k in afl_jax.algorithms.hyperparameters(name)}
   alg = afl_jax.algorithms.get(name, **hparams)
   a, b = make_quadratic(num_clients=NUM_CLIENTS)
-  res = afl_jax.simulate(alg, quadratic_problem(a, b), _schedule_with_empty_step(),
-                         {'x': jnp.ones(4)}, jax.random.key(0))
+  res = afl_jax.simulate(
+    alg, quadratic_problem(a, b), _schedule_with_empty_step(), {'x': jnp.ones(4)}, jax.random.key(0)
+  )
   x = np.asarray(res.params_history['x'])
   assert np.all(np.isfinite(x))
   assert not np.array_equal(x[1], x[0])  # the model moves at the steps with arrivals

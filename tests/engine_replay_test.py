@@ -24,6 +24,7 @@ def _fedbuff_ref(eta_g):
   def step(x, locals_, starts, taus):
     del taus
     return x + eta_g * np.mean([xl - xs for xl, xs in zip(locals_, starts)], axis=0)
+
   return step
 
 
@@ -34,6 +35,7 @@ def _fedasync_ref(alpha, a):
       w = alpha * (1.0 + tau) ** (-a)
       x = (1 - w) * x + w * xl
     return x
+
   return step
 
 
@@ -43,34 +45,56 @@ def test_schedule_has_intended_staleness():
   assert s.mask.sum() == 11
 
 
-@pytest.mark.parametrize('name,hp,ref', [
+@pytest.mark.parametrize(
+  'name,hp,ref',
+  [
     ('fedbuff', dict(client_lr=0.3, server_lr=0.7), _fedbuff_ref(0.7)),
-    ('fedasync', dict(client_lr=0.3, alpha=0.8, staleness='polynomial', a=0.5),
-     _fedasync_ref(0.8, 0.5)),
-])
+    (
+      'fedasync',
+      dict(client_lr=0.3, alpha=0.8, staleness='polynomial', a=0.5),
+      _fedasync_ref(0.8, 0.5),
+    ),
+  ],
+)
 def test_replay_matches_numpy_float32(name, hp, ref):
   a, b = make_quadratic()
   x0 = np.linspace(-1, 1, 4).astype(np.float32)
   sched = _schedule()
-  result = afl_jax.simulate(afl_jax.algorithms.get(name, **hp), quadratic_problem(a, b), sched,
-                            {'x': jnp.asarray(x0)}, jax.random.key(0))
+  result = afl_jax.simulate(
+    afl_jax.algorithms.get(name, **hp),
+    quadratic_problem(a, b),
+    sched,
+    {'x': jnp.asarray(x0)},
+    jax.random.key(0),
+  )
   expected = np_replay(sched, a, b, x0, hp['client_lr'], ref)
   assert result.params_history['x'].dtype == jnp.float32
   np.testing.assert_allclose(result.params_history['x'], expected, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize('name,hp,ref', [
+@pytest.mark.parametrize(
+  'name,hp,ref',
+  [
     ('fedbuff', dict(client_lr=0.3, server_lr=0.7), _fedbuff_ref(0.7)),
-    ('fedasync', dict(client_lr=0.3, alpha=0.8, staleness='polynomial', a=0.5),
-     _fedasync_ref(0.8, 0.5)),
-])
+    (
+      'fedasync',
+      dict(client_lr=0.3, alpha=0.8, staleness='polynomial', a=0.5),
+      _fedasync_ref(0.8, 0.5),
+    ),
+  ],
+)
 def test_replay_matches_numpy_float64(name, hp, ref):
   with jax.enable_x64(True):
     a, b = make_quadratic(dtype=np.float64)
     x0 = np.linspace(-1, 1, 4)
     sched = _schedule()
-    result = afl_jax.simulate(afl_jax.algorithms.get(name, **hp), quadratic_problem(a, b),
-                              sched, {'x': jnp.asarray(x0, jnp.float64)}, jax.random.key(0))
+    result = afl_jax.simulate(
+      afl_jax.algorithms.get(name, **hp),
+      quadratic_problem(a, b),
+      sched,
+      {'x': jnp.asarray(x0, jnp.float64)},
+      jax.random.key(0),
+    )
     expected = np_replay(sched, a, b, x0, hp['client_lr'], ref)
     assert result.params_history['x'].dtype == jnp.float64
     np.testing.assert_allclose(result.params_history['x'], expected, atol=1e-10, rtol=1e-10)
@@ -83,13 +107,24 @@ def test_fedbuff_zero_staleness_full_participation_is_fedavg():
   start = np.tile(np.arange(t)[:, None], (1, 4))
   sched = afl_jax.schedules.from_arrays(ids, start, local_steps=3)
   x0 = {'x': jnp.zeros(4)}
-  buff = afl_jax.simulate(afl_jax.algorithms.get('fedbuff', client_lr=0.2, server_lr=1.0),
-                          quadratic_problem(a, b), sched, x0, jax.random.key(0))
-  avg = afl_jax.simulate(afl_jax.algorithms.get('fedavg', client_lr=0.2),
-                         quadratic_problem(a, b), sched, x0, jax.random.key(0))
+  buff = afl_jax.simulate(
+    afl_jax.algorithms.get('fedbuff', client_lr=0.2, server_lr=1.0),
+    quadratic_problem(a, b),
+    sched,
+    x0,
+    jax.random.key(0),
+  )
+  avg = afl_jax.simulate(
+    afl_jax.algorithms.get('fedavg', client_lr=0.2),
+    quadratic_problem(a, b),
+    sched,
+    x0,
+    jax.random.key(0),
+  )
   # FedAvg by definition: the mean of the client models trained from x_t.
   x = np.zeros(4)
   from quadratic import np_local_gd
+
   for step in range(t):
     x = np.mean([np_local_gd(a[i], b[i], x, 0.2, 3) for i in range(4)], axis=0)
     np.testing.assert_allclose(avg.params_history['x'][step], x, atol=1e-5)
@@ -100,9 +135,9 @@ def test_fedasync_alpha_one_fresh_returns_client_model():
   a, b = make_quadratic()
   sched = afl_jax.schedules.from_arrays([[1], [2]], [[0], [1]], local_steps=4)
   alg = afl_jax.algorithms.get('fedasync', client_lr=0.1, alpha=1.0, staleness='constant')
-  res = afl_jax.simulate(alg, quadratic_problem(a, b), sched, {'x': jnp.ones(4)},
-                         jax.random.key(0))
+  res = afl_jax.simulate(alg, quadratic_problem(a, b), sched, {'x': jnp.ones(4)}, jax.random.key(0))
   from quadratic import np_local_gd
+
   x1 = np_local_gd(a[1], b[1], np.ones(4), 0.1, 4)
   x2 = np_local_gd(a[2], b[2], x1, 0.1, 4)
   np.testing.assert_allclose(res.params_history['x'][0], x1, atol=1e-5)
@@ -117,6 +152,7 @@ def _stochastic_problem(num_clients=6, seed=0):
   def loss(p, batch):
     logits = batch['x'] @ p['w'] + p['b']
     return jnp.mean(jnp.logaddexp(0.0, logits) - batch['y'] * logits)
+
   return afl_jax.problems.from_loss(loss, {'x': x, 'y': y}, full_batch=False, batch_size=4)
 
 
@@ -143,8 +179,9 @@ def test_chunked_run_equals_one_scan():
 def test_engine_compiles_once_for_a_whole_run():
   prob = _stochastic_problem()
   sched = afl_jax.schedules.fedbuff(6, 3, 2, 10, local_steps=3, seed=1)
-  sim = afl_jax.Simulator(afl_jax.algorithms.get('fedbuff', client_lr=0.5), prob, sched,
-                          chunk_size=3)  # chunks of 3, 3, 3, 1 (padded)
+  sim = afl_jax.Simulator(
+    afl_jax.algorithms.get('fedbuff', client_lr=0.5), prob, sched, chunk_size=3
+  )  # chunks of 3, 3, 3, 1 (padded)
   sim._chunk_impl = chex.assert_max_traces(sim._chunk_impl, n=1)
   key = jax.random.key(0)
   state = sim.init({'w': jnp.zeros(5), 'b': jnp.zeros(())}, key)

@@ -20,6 +20,7 @@ class Count(NamedTuple):
 
 def counting_client():
   """Sends its start params unchanged (Delta = 0) and counts jobs and reports."""
+
   def init(params, task, key):
     del params, task, key
     return Count(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
@@ -28,18 +29,23 @@ def counting_client():
     del key
     msg = tree.zeros_like(start)
     return msg, Count(state.jobs + 1, state.reports + task.active.astype(jnp.int32)), {}
+
   return ClientRule(init, update)
 
 
 def test_per_client_state_scatter_ignores_padding_with_duplicate_ids():
   a, b = make_quadratic(num_clients=4)
   # Padded slots reuse ids of real arrivals in the same step; they must not write.
-  sched = afl_jax.schedules.from_arrays([[0, 0, 1], [2, 3, 2], [1, 1, 1]],
-                                        [[0, 0, 0], [1, 0, 1], [2, 2, 2]],
-                                        mask=[[1, 0, 1], [1, 1, 0], [0, 1, 0]], num_clients=4)
+  sched = afl_jax.schedules.from_arrays(
+    [[0, 0, 1], [2, 3, 2], [1, 1, 1]],
+    [[0, 0, 0], [1, 0, 1], [2, 2, 2]],
+    mask=[[1, 0, 1], [1, 1, 0], [0, 1, 0]],
+    num_clients=4,
+  )
   alg = Algorithm('count', counting_client(), afl_jax.servers.fedbuff(1.0))
-  res = afl_jax.simulate(alg, quadratic_problem(a, b), sched, {'x': jnp.zeros(4)},
-                         jax.random.key(0))
+  res = afl_jax.simulate(
+    alg, quadratic_problem(a, b), sched, {'x': jnp.zeros(4)}, jax.random.key(0)
+  )
   np.testing.assert_array_equal(res.final_state.clients.jobs, sched.participation_counts)
   np.testing.assert_array_equal(res.final_state.clients.jobs, [1, 2, 1, 1])
 
@@ -47,10 +53,12 @@ def test_per_client_state_scatter_ignores_padding_with_duplicate_ids():
 def test_always_on_clients_train_every_step_and_report_per_schedule():
   a, b = make_quadratic(num_clients=5)
   sched = afl_jax.schedules.waiting_windows(
-      5, 7, window=1.0, durations=afl_jax.schedules.durations('uniform', low=0.5, high=2.5))
+    5, 7, window=1.0, durations=afl_jax.schedules.durations('uniform', low=0.5, high=2.5)
+  )
   alg = Algorithm('count', counting_client(), afl_jax.servers.fedbuff(1.0), regime='always_on')
-  res = afl_jax.simulate(alg, quadratic_problem(a, b), sched, {'x': jnp.zeros(4)},
-                         jax.random.key(0))
+  res = afl_jax.simulate(
+    alg, quadratic_problem(a, b), sched, {'x': jnp.zeros(4)}, jax.random.key(0)
+  )
   np.testing.assert_array_equal(res.final_state.clients.jobs, np.full(5, 7))
   np.testing.assert_array_equal(res.final_state.clients.reports, sched.participation_counts)
   np.testing.assert_array_equal(res.metrics['arrivals'], sched.arrivals_per_step)
@@ -58,6 +66,7 @@ def test_always_on_clients_train_every_step_and_report_per_schedule():
 
 def halving_compressor():
   """Sends half the message; its state counts compressions (frozen while absent)."""
+
   def init(updates):
     del updates
     return jnp.zeros((), jnp.int32)
@@ -65,13 +74,15 @@ def halving_compressor():
   def compress(updates, state, key):
     del key
     return tree.scale(0.5, updates), state + 1, jnp.float32(7.0)
+
   return afl_jax.compression.Compressor(init, compress)
 
 
 def test_compressor_applied_per_report_and_frozen_while_absent():
   a, b = make_quadratic()
-  sched = afl_jax.schedules.from_arrays([[0, 1], [2, 0], [0, 2]], [[0, 0], [0, 1], [2, 1]],
-                                        local_steps=2, mask=[[1, 1], [1, 0], [1, 1]])
+  sched = afl_jax.schedules.from_arrays(
+    [[0, 1], [2, 0], [0, 2]], [[0, 0], [0, 1], [2, 1]], local_steps=2, mask=[[1, 1], [1, 0], [1, 1]]
+  )
   plain = afl_jax.algorithms.get('fedbuff', client_lr=0.2, server_lr=1.0)
   halved = plain._replace(compressor=halving_compressor())
   p0 = {'x': jnp.ones(4)}
@@ -87,27 +98,36 @@ def test_compressor_applied_per_report_and_frozen_while_absent():
 
 
 def test_rules_are_jittable_on_their_own():
-  server = afl_jax.servers.optimizer_server(optax.sgd(0.5), normalizer='clients',
-                                            num_clients=4)
+  server = afl_jax.servers.optimizer_server(optax.sgd(0.5), normalizer='clients', num_clients=4)
   params = {'w': jnp.ones(3)}
   state = server.init(params)
   msgs = {'w': jnp.array([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0], [100.0, 100.0, 100.0]])}
-  arrivals = afl_jax.Arrivals(client_ids=jnp.array([0, 1, 2]), staleness=jnp.zeros(3, int),
-                              mask=jnp.array([True, True, False]),
-                              num_steps=jnp.ones(3, int), start_broadcast=None,
-                              step=jnp.int32(0))
+  arrivals = afl_jax.Arrivals(
+    client_ids=jnp.array([0, 1, 2]),
+    staleness=jnp.zeros(3, int),
+    mask=jnp.array([True, True, False]),
+    num_steps=jnp.ones(3, int),
+    start_broadcast=None,
+    step=jnp.int32(0),
+  )
   new, _ = jax.jit(server.update)(state, msgs, arrivals, jax.random.key(0))
   # x - eta * (1/n) * sum over valid = 1 - 0.5 * (4, 4, 4) / 4
   np.testing.assert_allclose(new.params['w'], [0.5, 0.5, 0.5])
 
   rule = afl_jax.clients.local_sgd(0.1)
-  task = afl_jax.LocalTask(view={'a': jnp.eye(2), 'b': jnp.array([1.0, -1.0])}, shared=None,
-                           num_steps=jnp.int32(2), active=jnp.bool_(True),
-                           client_id=jnp.int32(0),
-                           loss_fn=lambda p, bt: 0.5 * jnp.sum((bt['a'] @ p - bt['b']) ** 2),
-                           sample_fn=lambda shared, view, key: view, max_steps=5)
-  msg, _, metrics = jax.jit(rule.update)(jnp.zeros(2), rule.init(None, task, None), task,
-                                         jax.random.key(0))
+  task = afl_jax.LocalTask(
+    view={'a': jnp.eye(2), 'b': jnp.array([1.0, -1.0])},
+    shared=None,
+    num_steps=jnp.int32(2),
+    active=jnp.bool_(True),
+    client_id=jnp.int32(0),
+    loss_fn=lambda p, bt: 0.5 * jnp.sum((bt['a'] @ p - bt['b']) ** 2),
+    sample_fn=lambda shared, view, key: view,
+    max_steps=5,
+  )
+  msg, _, metrics = jax.jit(rule.update)(
+    jnp.zeros(2), rule.init(None, task, None), task, jax.random.key(0)
+  )
   # two GD steps on 0.5||x - b||^2 from 0 with lr 0.1: x = (1 - 0.9^2) b; Delta = -x
   np.testing.assert_allclose(msg, -(1 - 0.81) * np.array([1.0, -1.0]), rtol=1e-6)
   assert np.isfinite(metrics['train_loss'])
@@ -118,8 +138,9 @@ def test_fedasync_staleness_functions():
   s = afl_jax.servers.staleness_function
   np.testing.assert_allclose(s('constant')(tau), np.ones(6))
   np.testing.assert_allclose(s('polynomial', a=0.5)(tau), (1 + np.arange(6.0)) ** -0.5)
-  np.testing.assert_allclose(s('hinge', a=2.0, b=2.0)(tau),
-                             [1, 1, 1, 1 / 3, 1 / 5, 1 / 7], rtol=1e-6)
+  np.testing.assert_allclose(
+    s('hinge', a=2.0, b=2.0)(tau), [1, 1, 1, 1 / 3, 1 / 5, 1 / 7], rtol=1e-6
+  )
 
 
 def test_client_blocks_give_the_same_run():
@@ -130,8 +151,9 @@ def test_client_blocks_give_the_same_run():
   p0 = {'x': jnp.ones(4)}
   runs = []
   for block in (None, 1, 3):
-    sim = afl_jax.Simulator(alg, quadratic_problem(a, b), sched, record_params=True,
-                            client_block_size=block)
+    sim = afl_jax.Simulator(
+      alg, quadratic_problem(a, b), sched, record_params=True, client_block_size=block
+    )
     state = sim.init(p0, jax.random.key(0))
     state, out = sim.run_chunk(state, jax.random.key(0))
     runs.append((out['params']['x'], out['metrics']['bits_up'], sim.num_slots))
@@ -152,10 +174,12 @@ def test_memory_is_reported_and_too_large_runs_are_refused():
   assert sim.memory['per_client_state'] >= 5 * (3 * 4 * 4)
   assert sim.memory['ring_buffer'] == 1 * 4 * 4
   assert sim.memory['total'] == sum(v for k, v in sim.memory.items() if k != 'total')
-  tight = afl_jax.Simulator(alg, quadratic_problem(a, b), sched,
-                            memory_limit_bytes=sim.memory['total'] // 2)
+  tight = afl_jax.Simulator(
+    alg, quadratic_problem(a, b), sched, memory_limit_bytes=sim.memory['total'] // 2
+  )
   import pytest
 
   from afl_jax.core.memory import InsufficientMemoryError
+
   with pytest.raises(InsufficientMemoryError, match='needs about .* GiB'):
     tight.init(p0, jax.random.key(0))

@@ -53,8 +53,9 @@ def test_kill_and_resume_is_bitwise_identical(tmp_path):
   whole = tmp_path / 'whole'
   experiment.train_and_evaluate(tiny(checkpoint_every=10), str(whole), log=lambda *_: None)
   parts = tmp_path / 'parts'
-  first = experiment.train_and_evaluate(tiny(checkpoint_every=10, stop_after_steps=20),
-                                        str(parts), log=lambda *_: None)
+  first = experiment.train_and_evaluate(
+    tiny(checkpoint_every=10, stop_after_steps=20), str(parts), log=lambda *_: None
+  )
   assert first['status'] == 'stopped' and first['steps'] == 20
   # A killed run may have written a record past its last checkpoint; resume drops it.
   with open(parts / 'metrics.jsonl', 'a') as f:
@@ -75,26 +76,45 @@ def test_non_finite_stops_cleanly_with_metrics_kept(tmp_path):
   assert (tmp_path / 'summary.json').exists()
 
 
-@pytest.mark.parametrize('field,value,match', [
+@pytest.mark.parametrize(
+  'field,value,match',
+  [
     ('hparams.client_lr', -0.1, r'config.hparams.client_lr=-0.1 is invalid: must be > 0'),
     ('num_clients', 0, r'config.num_clients=0 is invalid'),
-    ('schedule.buffer_size', 5, r'config.schedule.buffer_size=5 is invalid: must be in \[1, '
-     r'concurrency=4\]'),
+    (
+      'schedule.buffer_size',
+      5,
+      r'config.schedule.buffer_size=5 is invalid: must be in \[1, '
+      r'concurrency=4\]',
+    ),
     ('dirichlet_alpha', 0.0, r'config.dirichlet_alpha=0.0 is invalid: must be > 0'),
     ('algorithm', 'fedmagic', r"config.algorithm='fedmagic' is invalid: must be one of"),
     ('dataset', 'imagenet', r"config.dataset='imagenet' is invalid"),
     ('local_steps', 0, r'config.local_steps=0 is invalid: must be >= 1'),
-    ('num_clients', 5000, r'config.num_clients=5000 is invalid: must be <= the number of '
-     r'training samples'),
+    (
+      'num_clients',
+      5000,
+      r'config.num_clients=5000 is invalid: must be <= the number of '
+      r'training samples',
+    ),
     ('model', 'vit', r"config.model='vit' is invalid"),
     ('schedule.durations', 'gamma', r"config.schedule.durations='gamma'"),
     ('checkpoint_every', 15, r'config.checkpoint_every=15 is invalid'),
     ('schedule.kind', 'magic', r"config.schedule.kind='magic' is invalid"),
-    ('schedule.client_speed', 'fast', r"config.schedule.client_speed='fast' is invalid: must "
-     r'be one of'),
-    ('schedule.client_speed_sigma', 0.0, r'config.schedule.client_speed_sigma=0.0 is invalid: '
-     r'must be > 0'),
-])
+    (
+      'schedule.client_speed',
+      'fast',
+      r"config.schedule.client_speed='fast' is invalid: must "
+      r'be one of',
+    ),
+    (
+      'schedule.client_speed_sigma',
+      0.0,
+      r'config.schedule.client_speed_sigma=0.0 is invalid: '
+      r'must be > 0',
+    ),
+  ],
+)
 def test_invalid_configs_are_rejected_before_compute(tmp_path, field, value, match):
   c = tiny(**{field: value})
   if field == 'schedule.client_speed_sigma':
@@ -108,18 +128,28 @@ def test_invalid_configs_are_rejected_before_compute(tmp_path, field, value, mat
 
 def test_client_speed_needs_a_schedule_that_draws_durations():
   c = tiny(**{'schedule.kind': 'random_staleness', 'schedule.client_speed': 'local_steps'})
-  with pytest.raises(config_lib.ConfigError, match=r"client_speed='local_steps' is invalid: "
-                     r"must be 'none' for schedule.kind='random_staleness'"):
+  with pytest.raises(
+    config_lib.ConfigError,
+    match=r"client_speed='local_steps' is invalid: "
+    r"must be 'none' for schedule.kind='random_staleness'",
+  ):
     config_lib.validate(c)
 
 
 def test_client_speed_local_steps_scales_each_job_by_its_work():
   # Fully asynchronous, every client always busy, constant unit durations: a client's
   # job takes K_i / mean(K) seconds, so K=1 clients report twice as often as K=2.
-  c = tiny(num_clients=4, num_rounds=300, **{
-      'schedule.kind': 'fully_async', 'schedule.concurrency': 4, 'schedule.durations':
-      'constant', 'schedule.durations_params': 'value=1', 'schedule.client_speed':
-      'local_steps'})
+  c = tiny(
+    num_clients=4,
+    num_rounds=300,
+    **{
+      'schedule.kind': 'fully_async',
+      'schedule.concurrency': 4,
+      'schedule.durations': 'constant',
+      'schedule.durations_params': 'value=1',
+      'schedule.client_speed': 'local_steps',
+    },
+  )
   config_lib.validate(c)
   k = np.array([1, 1, 2, 2])
   counts = experiment.build_schedule(c, k).participation_counts
@@ -153,8 +183,10 @@ def test_unknown_hparam_is_rejected():
     config_lib.validate(c)
 
 
-@pytest.mark.skipif(not os.path.isdir('/usr/share/datasets/fashion-mnist'),
-                    reason='Debian package dataset-fashion-mnist not installed')
+@pytest.mark.skipif(
+  not os.path.isdir('/usr/share/datasets/fashion-mnist'),
+  reason='Debian package dataset-fashion-mnist not installed',
+)
 def test_fmnist_short_run(tmp_path):
   c = tiny(dataset='fmnist', train_subset=4000, num_clients=20, model='logreg')
   c.hparams = {'client_lr': 0.05, 'server_lr': 1.0}

@@ -30,8 +30,12 @@ def test_small_gamma_makes_the_largest_clients_slow_and_large_gamma_does_not():
   np.testing.assert_array_equal(np.sort(np.flatnonzero(cat == 2)), np.sort(order[:10]))
   np.testing.assert_array_equal(np.sort(np.flatnonzero(cat == 1)), np.sort(order[10:40]))
   # gamma -> inf: the assignment no longer follows the sample counts.
-  hits = [np.isin(np.flatnonzero(fedecho_delays.runtime_categories(
-      sizes, gamma=1e6, seed=s) == 2), order[:10]).mean() for s in range(20)]
+  hits = [
+    np.isin(
+      np.flatnonzero(fedecho_delays.runtime_categories(sizes, gamma=1e6, seed=s) == 2), order[:10]
+    ).mean()
+    for s in range(20)
+  ]
   assert np.mean(hits) < 0.3  # chance level is 0.1
 
 

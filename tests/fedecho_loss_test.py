@@ -44,8 +44,12 @@ def np_alpha(p, alpha_min, alpha_max):
 def np_loss(z, p, alpha):
   """Eq. (3): alpha KL(p || softmax z) + (1 - alpha) CE(z, argmax p), batch means."""
   q = np_softmax(z)
-  kl = np.mean([sum(pc * (np.log(pc) - np.log(qc)) for pc, qc in zip(pr, qr) if pc > 0)
-                for pr, qr in zip(p, q)])
+  kl = np.mean(
+    [
+      sum(pc * (np.log(pc) - np.log(qc)) for pc, qc in zip(pr, qr) if pc > 0)
+      for pr, qr in zip(p, q)
+    ]
+  )
   ce = np.mean([-np.log(q[u, np.argmax(p[u])]) for u in range(len(p))])
   return alpha * kl + (1 - alpha) * ce
 
@@ -65,11 +69,17 @@ def test_teacher_entropy_alpha_and_loss_match_eqs_3_4(teacher):
     got_alpha = distillation.dynamic_alpha(got_p, 0.2, 0.8)
     np.testing.assert_allclose(got_alpha, alpha, rtol=1e-12)
     assert 0.2 <= alpha <= 0.8
-    np.testing.assert_allclose(distillation.distillation_loss(jnp.asarray(z), got_p, got_alpha),
-                               np_loss(z, p, alpha), rtol=1e-12)
+    np.testing.assert_allclose(
+      distillation.distillation_loss(jnp.asarray(z), got_p, got_alpha),
+      np_loss(z, p, alpha),
+      rtol=1e-12,
+    )
     for fixed in (0.0, 0.5, 1.0):  # Table 7 ablation
-      np.testing.assert_allclose(distillation.distillation_loss(jnp.asarray(z), got_p, fixed),
-                                 np_loss(z, p, fixed), rtol=1e-12)
+      np.testing.assert_allclose(
+        distillation.distillation_loss(jnp.asarray(z), got_p, fixed),
+        np_loss(z, p, fixed),
+        rtol=1e-12,
+      )
 
 
 def test_entropy_extremes_and_zero_probabilities():
@@ -95,8 +105,9 @@ def test_loss_gradient_in_logits_is_closed_form():
     alpha = 0.35
     grad = jax.grad(distillation.distillation_loss)(jnp.asarray(z), jnp.asarray(p), alpha)
     e = np.eye(5)[np.argmax(p, axis=1)]
-    np.testing.assert_allclose(grad, (np_softmax(z) - alpha * p - (1 - alpha) * e) / 6,
-                               rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(
+      grad, (np_softmax(z) - alpha * p - (1 - alpha) * e) / 6, rtol=1e-10, atol=1e-14
+    )
 
 
 def test_clip_inf_is_plain_sgd_and_clip_bounds_the_update():
@@ -109,7 +120,9 @@ def test_clip_inf_is_plain_sgd_and_clip_bounds_the_update():
   np.testing.assert_allclose(np.linalg.norm(upd['w']), 0.5, rtol=1e-6)
 
 
-@pytest.mark.parametrize('kwargs,field', [
+@pytest.mark.parametrize(
+  'kwargs,field',
+  [
     (dict(client_lr=0.0), 'client_lr'),
     (dict(server_lr=-1.0), 'server_lr'),
     (dict(distill_steps=-1), 'distill_steps'),
@@ -127,7 +140,8 @@ def test_clip_inf_is_plain_sgd_and_clip_bounds_the_update():
     (dict(num_clients=None), 'num_clients'),
     (dict(apply_fn=None), 'apply_fn'),
     (dict(unlabeled_x=None), 'unlabeled_x'),
-])
+  ],
+)
 def test_registry_validates_hyperparameters(kwargs, field):
   base = dict(apply_fn=apply_fn, unlabeled_x=np.zeros((9, D)), num_clients=N)
   with pytest.raises(ValueError, match=field):
@@ -137,10 +151,24 @@ def test_registry_validates_hyperparameters(kwargs, field):
 def test_registry_entry():
   assert 'fedecho' in afl_jax.algorithms.names()
   hp = afl_jax.algorithms.hyperparameters('fedecho')
-  for name in ('client_lr', 'server_lr', 'apply_fn', 'unlabeled_x', 'distill_steps',
-               'distill_lr', 'distill_batch', 'clip_norm', 'alpha_min', 'alpha_max',
-               'alpha_mode', 'teacher', 'optimizer', 'num_clients'):
+  for name in (
+    'client_lr',
+    'server_lr',
+    'apply_fn',
+    'unlabeled_x',
+    'distill_steps',
+    'distill_lr',
+    'distill_batch',
+    'clip_norm',
+    'alpha_min',
+    'alpha_max',
+    'alpha_mode',
+    'teacher',
+    'optimizer',
+    'num_clients',
+  ):
     assert name in hp
-  alg = afl_jax.algorithms.get('fedecho', apply_fn=apply_fn, unlabeled_x=np.zeros((9, D)),
-                               num_clients=N)
+  alg = afl_jax.algorithms.get(
+    'fedecho', apply_fn=apply_fn, unlabeled_x=np.zeros((9, D)), num_clients=N
+  )
   assert alg.name == 'fedecho' and alg.regime == 'per_job'

@@ -77,10 +77,11 @@ def np_fedecho(sched, x, y, u, p0, q):
       prob = np_softmax(stored[reported].mean(0))
       h = -np.sum(prob * np.log(prob), 1).mean() / np.log(C)
       alpha = h * 0.8 + (1 - h) * 0.2
-      r = (np_softmax(u @ p['w'] + p['b']) - alpha * prob
-           - (1 - alpha) * np.eye(C)[prob.argmax(1)]) / len(u)
+      r = (
+        np_softmax(u @ p['w'] + p['b']) - alpha * prob - (1 - alpha) * np.eye(C)[prob.argmax(1)]
+      ) / len(u)
       g = {'w': u.T @ r, 'b': r.sum(0)}
-      norm = np.sqrt(sum(np.sum(v ** 2) for v in g.values()))
+      norm = np.sqrt(sum(np.sum(v**2) for v in g.values()))
       clipped.append(norm > NU)
       p = {k: p[k] - ETA_D * min(1.0, NU / norm) * g[k] for k in p}
     hist.append(p)
@@ -89,9 +90,18 @@ def np_fedecho(sched, x, y, u, p0, q):
 
 
 def _fedecho(u, q, optimizer='sgd'):
-  return afl_jax.algorithms.get('fedecho', client_lr=ETA_L, server_lr=ETA_G, apply_fn=apply_fn,
-                                unlabeled_x=u, distill_steps=q, distill_lr=ETA_D, clip_norm=NU,
-                                optimizer=optimizer, num_clients=N)
+  return afl_jax.algorithms.get(
+    'fedecho',
+    client_lr=ETA_L,
+    server_lr=ETA_G,
+    apply_fn=apply_fn,
+    unlabeled_x=u,
+    distill_steps=q,
+    distill_lr=ETA_D,
+    clip_norm=NU,
+    optimizer=optimizer,
+    num_clients=N,
+  )
 
 
 def test_schedule_is_stale_and_out_of_order():
@@ -105,8 +115,13 @@ def test_q0_is_fedbuff_exactly():
   sched, problem = _schedule(), afl_jax.problems.from_loss(loss_fn, {'x': x, 'y': y})
   params0 = jax.tree.map(jnp.asarray, p0)
   echo = afl_jax.simulate(_fedecho(u, 0), problem, sched, params0, jax.random.key(0))
-  buff = afl_jax.simulate(afl_jax.algorithms.get('fedbuff', client_lr=ETA_L, server_lr=ETA_G),
-                          problem, sched, params0, jax.random.key(0))
+  buff = afl_jax.simulate(
+    afl_jax.algorithms.get('fedbuff', client_lr=ETA_L, server_lr=ETA_G),
+    problem,
+    sched,
+    params0,
+    jax.random.key(0),
+  )
   for k in ('w', 'b'):
     np.testing.assert_array_equal(echo.params_history[k], buff.params_history[k])
   expected, _, _, _ = np_fedecho(sched, x, y, u, p0, q=0)

@@ -44,10 +44,14 @@ def apply_fn(params, x):
 
 
 def _arrivals(ids, starts, mask, step=0):
-  return afl_jax.Arrivals(client_ids=jnp.asarray(ids, jnp.int32),
-                          staleness=jnp.zeros(len(ids), jnp.int32),
-                          mask=jnp.asarray(mask), num_steps=jnp.ones(len(ids), jnp.int32),
-                          start_broadcast={'w': jnp.asarray(starts)}, step=jnp.asarray(step))
+  return afl_jax.Arrivals(
+    client_ids=jnp.asarray(ids, jnp.int32),
+    staleness=jnp.zeros(len(ids), jnp.int32),
+    mask=jnp.asarray(mask),
+    num_steps=jnp.ones(len(ids), jnp.int32),
+    start_broadcast={'w': jnp.asarray(starts)},
+    step=jnp.asarray(step),
+  )
 
 
 def _setup(seed=0, scale=1.0):
@@ -70,13 +74,22 @@ def test_server_step_is_fedbuff_then_closed_form_distillation(teacher, alpha_mod
   with jax.enable_x64(True):
     u, x0, starts, msgs = _setup()
     eta_g, eta_d, q = 0.7, 0.3, 2
-    rule = fedecho_rule(apply_fn, u, N, server_lr=eta_g,
-                        distill_opt=distill_optimizer('sgd', eta_d, float('inf')),
-                        distill_steps=q, alpha_mode=alpha_mode, alpha=1.0, teacher=teacher)
+    rule = fedecho_rule(
+      apply_fn,
+      u,
+      N,
+      server_lr=eta_g,
+      distill_opt=distill_optimizer('sgd', eta_d, float('inf')),
+      distill_steps=q,
+      alpha_mode=alpha_mode,
+      alpha=1.0,
+      teacher=teacher,
+    )
     state = rule.init({'w': jnp.asarray(x0)})
     ids, mask = [2, 0, 3], [True, True, False]  # slot 2 is padding: client 3 never reports
-    state, metrics = jax.jit(rule.update)(state, {'w': jnp.asarray(msgs)},
-                                          _arrivals(ids, starts, mask), jax.random.key(0))
+    state, metrics = jax.jit(rule.update)(
+      state, {'w': jnp.asarray(msgs)}, _arrivals(ids, starts, mask), jax.random.key(0)
+    )
     # NumPy: Alg. 1 line 5 (client models), line 11 (FedBuff step), lines 12-16.
     local = {i: starts[j] - msgs[j] for j, i in enumerate(ids) if mask[j]}
     x = x0 - eta_g * np.mean([msgs[j] for j in range(3) if mask[j]], axis=0)
@@ -110,12 +123,21 @@ def test_adam_default_first_step_clips_then_normalizes():
     stored = np.stack([u @ starts[j] for j in range(3)])
     p = np_teacher(stored, [True] * 3, 'logits')
     alpha = np_alpha(p, 0.2, 0.8)
-    args = ({'w': jnp.zeros_like(jnp.asarray(msgs))}, _arrivals([1, 2, 0], starts, [True] * 3),
-            jax.random.key(0))
+    args = (
+      {'w': jnp.zeros_like(jnp.asarray(msgs))},
+      _arrivals([1, 2, 0], starts, [True] * 3),
+      jax.random.key(0),
+    )
     second = {}
     for reset in (True, False):
-      rule = fedecho_rule(apply_fn, u, N, distill_opt=distill_optimizer('adam', lr, nu),
-                          distill_steps=1, reset_distill_state=reset)
+      rule = fedecho_rule(
+        apply_fn,
+        u,
+        N,
+        distill_opt=distill_optimizer('adam', lr, nu),
+        distill_steps=1,
+        reset_distill_state=reset,
+      )
       update = jax.jit(rule.update)
       x = x0
       state = rule.init({'w': jnp.asarray(x0)})
@@ -136,16 +158,21 @@ def test_sgd_steps_never_exceed_nu_times_lr(scale):
   with jax.enable_x64(True):
     u, x0, starts, msgs = _setup(seed=2, scale=scale)
     nu, lr = 0.2, 0.5
-    rule = fedecho_rule(apply_fn, u, N, distill_opt=distill_optimizer('sgd', lr, nu),
-                        distill_steps=1, distill_batch=4)
+    rule = fedecho_rule(
+      apply_fn, u, N, distill_opt=distill_optimizer('sgd', lr, nu), distill_steps=1, distill_batch=4
+    )
     update = jax.jit(rule.update)
     state = rule.init({'w': jnp.asarray(x0)})
     zero = {'w': jnp.zeros_like(jnp.asarray(msgs))}
     norms, grads = [], []
     for t in range(5):  # zero messages: every move is one distillation step
       before = np.asarray(state.params['w'])
-      state, metrics = update(state, zero, _arrivals([t % N, (t + 1) % N, 3], starts,
-                                                     [True, True, False]), jax.random.key(t))
+      state, metrics = update(
+        state,
+        zero,
+        _arrivals([t % N, (t + 1) % N, 3], starts, [True, True, False]),
+        jax.random.key(t),
+      )
       norms.append(np.linalg.norm(np.asarray(state.params['w']) - before))
       grads.append(float(metrics['distill_grad_norm']))
     norms, grads = np.array(norms), np.array(grads)
@@ -158,8 +185,7 @@ def test_sgd_steps_never_exceed_nu_times_lr(scale):
 def test_fixed_alpha_equals_dynamic_with_equal_bounds():
   with jax.enable_x64(True):
     u, x0, starts, msgs = _setup(seed=4)
-    args = ({'w': jnp.asarray(msgs)}, _arrivals([0, 1, 2], starts, [True] * 3),
-            jax.random.key(0))
+    args = ({'w': jnp.asarray(msgs)}, _arrivals([0, 1, 2], starts, [True] * 3), jax.random.key(0))
     out = []
     for kw in (dict(alpha_mode='fixed', alpha=0.4), dict(alpha_min=0.4, alpha_max=0.4)):
       rule = fedecho_rule(apply_fn, u, N, distill_opt=optax.sgd(0.2), distill_steps=3, **kw)

@@ -25,10 +25,16 @@ def np_prox_gd(a_i, b_i, x0, lr, mu, k):
 
 
 def _task(a, b, i, num_steps, max_steps):
-  return LocalTask(view={'a': jnp.asarray(a[i]), 'b': jnp.asarray(b[i])}, shared=None,
-                   num_steps=jnp.asarray(num_steps, jnp.int32), active=jnp.asarray(True),
-                   client_id=jnp.asarray(i, jnp.int32), loss_fn=quadratic_loss,
-                   sample_fn=lambda shared, view, key: view, max_steps=max_steps)
+  return LocalTask(
+    view={'a': jnp.asarray(a[i]), 'b': jnp.asarray(b[i])},
+    shared=None,
+    num_steps=jnp.asarray(num_steps, jnp.int32),
+    active=jnp.asarray(True),
+    client_id=jnp.asarray(i, jnp.int32),
+    loss_fn=quadratic_loss,
+    sample_fn=lambda shared, view, key: view,
+    max_steps=max_steps,
+  )
 
 
 def _client_message(rule, a, b, i, x0, num_steps, max_steps=5):
@@ -76,14 +82,20 @@ def _stale_schedule(steps=STEPS):
 def _sync_schedule(steps):
   t = len(steps)
   ids = np.tile(np.arange(3), (t, 1))
-  return afl_jax.schedules.from_arrays(ids, np.tile(np.arange(t)[:, None], (1, 3)),
-                                       local_steps=steps)
+  return afl_jax.schedules.from_arrays(
+    ids, np.tile(np.arange(t)[:, None], (1, 3)), local_steps=steps
+  )
 
 
 def _run(name, schedule, x0, **hp):
   a, b = make_quadratic(dtype=np.float64)
-  res = afl_jax.simulate(afl_jax.algorithms.get(name, **hp), quadratic_problem(a, b), schedule,
-                         {'x': jnp.asarray(x0, jnp.float64)}, jax.random.key(0))
+  res = afl_jax.simulate(
+    afl_jax.algorithms.get(name, **hp),
+    quadratic_problem(a, b),
+    schedule,
+    {'x': jnp.asarray(x0, jnp.float64)},
+    jax.random.key(0),
+  )
   return a, b, np.asarray(res.params_history['x'])
 
 
@@ -94,8 +106,7 @@ def np_replay_with(schedule, x0, local_fn, server_step):
     rows = []
     for j in range(schedule.max_arrivals):
       if schedule.mask[t, j]:
-        i, s, k = schedule.client_ids[t, j], schedule.start_step[t, j], schedule.local_steps[
-            t, j]
+        i, s, k = schedule.client_ids[t, j], schedule.start_step[t, j], schedule.local_steps[t, j]
         rows.append((local_fn(i, history[s], k), history[s], k))
     history.append(server_step(history[t], rows))
   return np.stack(history[1:])
@@ -106,6 +117,7 @@ def _nova_step(eta_g):
     tau_eff = np.mean([k for _, _, k in rows])
     d = np.mean([(start - local) / k for local, start, k in rows], axis=0)
     return x - eta_g * tau_eff * d
+
   return step
 
 
@@ -126,8 +138,11 @@ def test_fedbuff_prox_stale_matches_numpy():
     x0 = np.linspace(-1, 1, 4)
     a, b, got = _run('fedbuff_prox', sched, x0, client_lr=LR, server_lr=0.7, mu=0.5)
     expected = np_replay_with(
-        sched, x0, lambda i, x, k: np_prox_gd(a[i], b[i], x, LR, 0.5, k),
-        lambda x, rows: x + 0.7 * np.mean([loc - st for loc, st, _ in rows], axis=0))
+      sched,
+      x0,
+      lambda i, x, k: np_prox_gd(a[i], b[i], x, LR, 0.5, k),
+      lambda x, rows: x + 0.7 * np.mean([loc - st for loc, st, _ in rows], axis=0),
+    )
     np.testing.assert_allclose(got, expected, atol=1e-12, rtol=1e-12)
 
 
@@ -180,8 +195,9 @@ def test_fedfa_delta_prox_matches_numpy():
     col = lambda z: np.asarray(z)[:, None]
     sched = afl_jax.schedules.from_arrays(col(ids), col(start), local_steps=col(steps))
     x0 = np.linspace(-1, 1, 4)
-    a, b, got = _run('fedfa_delta_prox', sched, x0, client_lr=LR, server_lr=0.9, mu=0.4,
-                     window_size=2)
+    a, b, got = _run(
+      'fedfa_delta_prox', sched, x0, client_lr=LR, server_lr=0.9, mu=0.4, window_size=2
+    )
     history, window, x = [x0], [], x0
     for t in range(len(ids)):
       s = history[start[t]]
@@ -198,18 +214,23 @@ def test_nova_scales_closed_form():
 
 
 REGISTERED = {
-    'fedfa_param': {'client_lr', 'window_size', 'aggregate_on_fill', 'sliding'},
-    'fedfa_delta': {'client_lr', 'server_lr', 'window_size', 'aggregate_on_fill', 'sliding'},
-    'fedfa_param_prox': {'client_lr', 'mu', 'window_size', 'aggregate_on_fill', 'sliding'},
-    'fedfa_delta_prox': {'client_lr', 'server_lr', 'mu', 'window_size', 'aggregate_on_fill',
-                         'sliding'},
-    'fedfa_param_nova': {'client_lr', 'window_size', 'aggregate_on_fill', 'sliding'},
-    'fedfa_delta_nova': {'client_lr', 'server_lr', 'window_size', 'aggregate_on_fill',
-                         'sliding'},
-    'fedprox': {'client_lr', 'mu'},
-    'fedbuff_prox': {'client_lr', 'server_lr', 'mu'},
-    'fednova': {'client_lr'},
-    'fedbuff_nova': {'client_lr', 'server_lr'},
+  'fedfa_param': {'client_lr', 'window_size', 'aggregate_on_fill', 'sliding'},
+  'fedfa_delta': {'client_lr', 'server_lr', 'window_size', 'aggregate_on_fill', 'sliding'},
+  'fedfa_param_prox': {'client_lr', 'mu', 'window_size', 'aggregate_on_fill', 'sliding'},
+  'fedfa_delta_prox': {
+    'client_lr',
+    'server_lr',
+    'mu',
+    'window_size',
+    'aggregate_on_fill',
+    'sliding',
+  },
+  'fedfa_param_nova': {'client_lr', 'window_size', 'aggregate_on_fill', 'sliding'},
+  'fedfa_delta_nova': {'client_lr', 'server_lr', 'window_size', 'aggregate_on_fill', 'sliding'},
+  'fedprox': {'client_lr', 'mu'},
+  'fedbuff_prox': {'client_lr', 'server_lr', 'mu'},
+  'fednova': {'client_lr'},
+  'fedbuff_nova': {'client_lr', 'server_lr'},
 }
 
 
@@ -220,13 +241,16 @@ def test_registered_with_hyperparameters(name):
   assert alg.name == name and alg.regime == 'per_job'
 
 
-@pytest.mark.parametrize('name,hp,field', [
+@pytest.mark.parametrize(
+  'name,hp,field',
+  [
     ('fedprox', dict(mu=-1.0), 'mu'),
     ('fedprox', dict(mu=float('nan')), 'mu'),
     ('fedbuff_prox', dict(client_lr=-0.1), 'client_lr'),
     ('fednova', dict(client_lr=0.0), 'client_lr'),
     ('fedbuff_nova', dict(server_lr=0.0), 'server_lr'),
-])
+  ],
+)
 def test_validation_names_the_argument(name, hp, field):
   with pytest.raises(ValueError, match=field):
     afl_jax.algorithms.get(name, **hp)

@@ -31,16 +31,18 @@ LR = 0.3
 
 
 def _async_schedule(steps=STEPS):
-  return afl_jax.schedules.from_arrays(np.array(IDS)[:, None], np.array(START)[:, None],
-                                       local_steps=np.array(steps)[:, None])
+  return afl_jax.schedules.from_arrays(
+    np.array(IDS)[:, None], np.array(START)[:, None], local_steps=np.array(steps)[:, None]
+  )
 
 
 def _two_slot_schedule():
   return afl_jax.schedules.from_arrays(IDS2, START2, local_steps=STEPS2, mask=MASK2)
 
 
-def np_fedfa(schedule, a, b, x0, lr, window, mode, eta_g=1.0, on_fill=False, sliding=True,
-             nova=False):
+def np_fedfa(
+  schedule, a, b, x0, lr, window, mode, eta_g=1.0, on_fill=False, sliding=True, nova=False
+):
   """Alg. 1 with a window of exactly K; returns x after every server step."""
   history = [np.array(x0, np.float64)]  # history[s]: the broadcast before step s
   x = history[0]
@@ -65,8 +67,11 @@ def np_fedfa(schedule, a, b, x0, lr, window, mode, eta_g=1.0, on_fill=False, sli
         tau_eff = np.mean([q for _, _, q in buf])
         deltas = [tau_eff * d / q for d, (_, _, q) in zip(deltas, buf)]
       if mode == 'param':  # eq. (3): mean of the buffered client models.
-        x = np.mean([st for _, st, _ in buf], axis=0) + np.mean(deltas, axis=0) if nova else \
-            np.mean(locals_, axis=0)
+        x = (
+          np.mean([st for _, st, _ in buf], axis=0) + np.mean(deltas, axis=0)
+          if nova
+          else np.mean(locals_, axis=0)
+        )
       else:  # eq. (4): w_g + eta_g / K * sum of the buffered deltas.
         x = x + eta_g / window * np.sum(deltas, axis=0)
     history.append(x)
@@ -75,8 +80,13 @@ def np_fedfa(schedule, a, b, x0, lr, window, mode, eta_g=1.0, on_fill=False, sli
 
 def _run(name, schedule, x0, **hp):
   a, b = make_quadratic(dtype=np.float64)
-  res = afl_jax.simulate(afl_jax.algorithms.get(name, **hp), quadratic_problem(a, b), schedule,
-                         {'x': jnp.asarray(x0, jnp.float64)}, jax.random.key(0))
+  res = afl_jax.simulate(
+    afl_jax.algorithms.get(name, **hp),
+    quadratic_problem(a, b),
+    schedule,
+    {'x': jnp.asarray(x0, jnp.float64)},
+    jax.random.key(0),
+  )
   return a, b, res
 
 
@@ -102,8 +112,9 @@ def test_fedfa_matches_numpy_alg1(mode, on_fill):
     warm = 2 if on_fill else 3
     np.testing.assert_array_equal(got[:warm], np.tile(x0, (warm, 1)))
     assert not np.allclose(got[warm], x0)
-    np.testing.assert_array_equal(res.metrics['server/aggregations'],
-                                  (np.arange(10) >= warm).astype(np.float32))
+    np.testing.assert_array_equal(
+      res.metrics['server/aggregations'], (np.arange(10) >= warm).astype(np.float32)
+    )
     # The version counter advanced at every arrival, warm-up included.
     assert int(res.final_state.step) == 10 and int(res.final_state.server.count) == 10
 
@@ -120,8 +131,7 @@ def test_fedfa_delta_literal_eq4_applies_each_delta_up_to_k_times():
     d = lambda n: np_local_gd(a[IDS[n]], b[IDS[n]], x0, LR, STEPS[n]) - x0
     np.testing.assert_array_equal(got[1], x0)
     np.testing.assert_allclose(got[2], x0 + 0.5 * (d(1) + d(2)), atol=1e-12)
-    np.testing.assert_allclose(got[3], x0 + 0.5 * (d(1) + d(2)) + 0.5 * (d(2) + d(3)),
-                               atol=1e-12)
+    np.testing.assert_allclose(got[3], x0 + 0.5 * (d(1) + d(2)) + 0.5 * (d(2) + d(3)), atol=1e-12)
 
 
 @pytest.mark.parametrize('mode', ['param', 'delta'])
@@ -140,6 +150,7 @@ def _fedbuff_numpy(eta_g):
   def step(x, locals_, starts, taus):
     del taus
     return x + eta_g * np.mean([xl - xs for xl, xs in zip(locals_, starts)], axis=0)
+
   return step
 
 
@@ -148,11 +159,14 @@ def test_no_sliding_is_fedbuff_with_buffer_k_same_schedule():
   # K arrivals fills the window exactly once.
   with jax.enable_x64(True):
     x0 = np.linspace(-1, 1, 4)
-    sched = afl_jax.schedules.from_arrays([[0, 1], [2, 0], [1, 2], [0, 1], [2, 0]],
-                                          [[0, 0], [1, 0], [2, 1], [2, 3], [4, 2]],
-                                          local_steps=[[2, 1], [3, 2], [1, 3], [2, 2], [1, 3]])
-    a, b, res = _run('fedfa_delta', sched, x0, client_lr=LR, server_lr=0.7, window_size=2,
-                     sliding=False)
+    sched = afl_jax.schedules.from_arrays(
+      [[0, 1], [2, 0], [1, 2], [0, 1], [2, 0]],
+      [[0, 0], [1, 0], [2, 1], [2, 3], [4, 2]],
+      local_steps=[[2, 1], [3, 2], [1, 3], [2, 2], [1, 3]],
+    )
+    a, b, res = _run(
+      'fedfa_delta', sched, x0, client_lr=LR, server_lr=0.7, window_size=2, sliding=False
+    )
     expected = np_replay(sched, a, b, x0, LR, _fedbuff_numpy(0.7))
     np.testing.assert_allclose(res.params_history['x'], expected, atol=1e-12, rtol=1e-12)
     _, _, buff = _run('fedbuff', sched, x0, client_lr=LR, server_lr=0.7)
@@ -173,8 +187,9 @@ def test_no_sliding_is_fedbuff_on_the_fully_async_clock():
     fa_sched = afl_jax.schedules.from_arrays(flat(ids), fa_start, local_steps=flat(steps))
     assert fa_sched.max_staleness > k
     x0 = np.linspace(-1, 1, 4)
-    a, b, res = _run('fedfa_delta', fa_sched, x0, client_lr=LR, server_lr=0.5, window_size=k,
-                     sliding=False)
+    a, b, res = _run(
+      'fedfa_delta', fa_sched, x0, client_lr=LR, server_lr=0.5, window_size=k, sliding=False
+    )
     expected = np_replay(buff_sched, a, b, x0, LR, _fedbuff_numpy(0.5))
     got = np.asarray(res.params_history['x']).reshape(4, k, 4)
     np.testing.assert_allclose(got[:, -1], expected, atol=1e-12, rtol=1e-12)
@@ -190,8 +205,7 @@ def test_fedfa_nova_equal_steps_is_fedfa():
     for mode in ('param', 'delta'):
       _, _, plain = _run(f'fedfa_{mode}', sched, x0, client_lr=LR, window_size=3)
       _, _, nova = _run(f'fedfa_{mode}_nova', sched, x0, client_lr=LR, window_size=3)
-      np.testing.assert_allclose(nova.params_history['x'], plain.params_history['x'],
-                                 atol=1e-12)
+      np.testing.assert_allclose(nova.params_history['x'], plain.params_history['x'], atol=1e-12)
 
 
 @pytest.mark.parametrize('mode', ['param', 'delta'])
@@ -215,13 +229,22 @@ def test_server_rule_under_jit_closed_form():
   update = jax.jit(server.update)
   x0 = {'w': jnp.array([1.0, -2.0])}
   state = server.init(x0)
-  msgs = [jnp.array([1.0, 0.0]), jnp.array([0.0, 2.0]), jnp.array([4.0, 4.0]),
-          jnp.array([-2.0, 6.0])]
+  msgs = [
+    jnp.array([1.0, 0.0]),
+    jnp.array([0.0, 2.0]),
+    jnp.array([4.0, 4.0]),
+    jnp.array([-2.0, 6.0]),
+  ]
 
   def arrive(state, m, t):
-    arr = Arrivals(client_ids=jnp.array([0]), staleness=jnp.array([1]), mask=jnp.array([True]),
-                   num_steps=jnp.array([1]), start_broadcast={'w': x0['w'][None]},
-                   step=jnp.array(t))
+    arr = Arrivals(
+      client_ids=jnp.array([0]),
+      staleness=jnp.array([1]),
+      mask=jnp.array([True]),
+      num_steps=jnp.array([1]),
+      start_broadcast={'w': x0['w'][None]},
+      step=jnp.array(t),
+    )
     return update(state, {'w': m[None]}, arr, jax.random.key(0))
 
   for t in range(2):
@@ -242,9 +265,14 @@ def test_server_rule_under_jit_closed_form():
   param_server = afl_jax.servers.fedfa(window_size=2, mode='param', aggregate_on_fill=True)
   s = param_server.init(x0)
   starts = {'w': jnp.array([[0.0, 0.0], [9.0, 9.0], [2.0, 2.0]])}
-  arr = Arrivals(client_ids=jnp.array([0, 1, 2]), staleness=jnp.array([0, 0, 1]),
-                 mask=jnp.array([True, False, True]), num_steps=jnp.array([1, 1, 1]),
-                 start_broadcast=starts, step=jnp.array(0))
+  arr = Arrivals(
+    client_ids=jnp.array([0, 1, 2]),
+    staleness=jnp.array([0, 0, 1]),
+    mask=jnp.array([True, False, True]),
+    num_steps=jnp.array([1, 1, 1]),
+    start_broadcast=starts,
+    step=jnp.array(0),
+  )
   m = {'w': jnp.array([[1.0, -1.0], [5.0, 5.0], [0.0, 4.0]])}
   s, metrics = jax.jit(param_server.update)(s, m, arr, jax.random.key(0))
   # Locals: (0,0)-(1,-1) = (-1,1) and (2,2)-(0,4) = (2,-2); eq. (3): their mean.
@@ -252,13 +280,16 @@ def test_server_rule_under_jit_closed_form():
   assert int(s.count) == 2 and float(metrics['aggregations']) == 1
 
 
-@pytest.mark.parametrize('kwargs,field', [
+@pytest.mark.parametrize(
+  'kwargs,field',
+  [
     (dict(window_size=0), 'window_size'),
     (dict(window_size=2.5), 'window_size'),
     (dict(mode='params'), 'mode'),
     (dict(server_lr=0.0), 'server_lr'),
     (dict(mode='param', server_lr=0.5), 'server_lr'),
-])
+  ],
+)
 def test_server_validates_hyperparameters(kwargs, field):
   with pytest.raises(ValueError, match=field):
     afl_jax.servers.fedfa(**kwargs)

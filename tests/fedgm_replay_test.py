@@ -61,8 +61,9 @@ def np_fedgm(schedule, a, b, x0, client_lr, hparams_at, normalize=False):
 
 
 def _simulate(alg, a, b, x0, schedule):
-  return afl_jax.simulate(alg, quadratic_problem(a, b), schedule, {'x': jnp.asarray(x0)},
-                          jax.random.key(0))
+  return afl_jax.simulate(
+    alg, quadratic_problem(a, b), schedule, {'x': jnp.asarray(x0)}, jax.random.key(0)
+  )
 
 
 @pytest.mark.parametrize('eta,beta,nu', [(1.0, 0.9, 0.7), (0.6, 0.3, 0.95)])
@@ -94,15 +95,21 @@ def test_nu_zero_eta_one_is_fedavg():
     sched = _fresh_schedule(5, k=2)
     x0 = np.zeros(4)
     # beta is irrelevant when nu = 0; a large one makes a leak of d visible.
-    gm = _simulate(afl_jax.algorithms.get('fedgm', client_lr=0.2, server_lr=1.0, beta=0.9,
-                                          nu=0.0), a, b, x0, sched)
+    gm = _simulate(
+      afl_jax.algorithms.get('fedgm', client_lr=0.2, server_lr=1.0, beta=0.9, nu=0.0),
+      a,
+      b,
+      x0,
+      sched,
+    )
     avg = _simulate(afl_jax.algorithms.get('fedavg', client_lr=0.2), a, b, x0, sched)
     x = x0  # FedAvg by definition: the mean of the client models trained from x_t.
     for t in range(sched.num_steps):
       x = np.mean([np_local_gd(a[i], b[i], x, 0.2, 2) for i in sched.client_ids[t]], axis=0)
       np.testing.assert_allclose(gm.params_history['x'][t], x, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(gm.params_history['x'], avg.params_history['x'], rtol=1e-12,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+      gm.params_history['x'], avg.params_history['x'], rtol=1e-12, atol=1e-12
+    )
 
 
 def test_two_stage_run_switches_exactly_at_the_boundary():
@@ -110,17 +117,25 @@ def test_two_stage_run_switches_exactly_at_the_boundary():
   with jax.enable_x64(True):
     a, b = make_quadratic(dtype=np.float64)
     x0, sched = np.linspace(-1, 1, 4), _replay_schedule()
-    alg = afl_jax.algorithms.get('multistage_fedgm', client_lr=CLIENT_LR, stage_lengths=lengths,
-                                 server_lrs=etas, betas=betas, nus=nus)
+    alg = afl_jax.algorithms.get(
+      'multistage_fedgm',
+      client_lr=CLIENT_LR,
+      stage_lengths=lengths,
+      server_lrs=etas,
+      betas=betas,
+      nus=nus,
+    )
     res = _simulate(alg, a, b, x0, sched)
     stage = np.array([0, 0, 1, 1, 1, 1])  # 0-based rounds: stage 1 is steps {0, 1}
     for name, values in (('server_lr', etas), ('beta', betas), ('nu', nus)):
       np.testing.assert_array_equal(res.metrics[f'server/{name}'], np.asarray(values)[stage])
-    at = lambda boundary: lambda t: ((etas[0], betas[0], nus[0]) if t < boundary else
-                                     (etas[1], betas[1], nus[1]))
+    at = lambda boundary: (
+      lambda t: (etas[0], betas[0], nus[0]) if t < boundary else (etas[1], betas[1], nus[1])
+    )
     got = res.params_history['x']
-    np.testing.assert_allclose(got, np_fedgm(sched, a, b, x0, CLIENT_LR, at(2)), rtol=1e-10,
-                               atol=1e-10)
+    np.testing.assert_allclose(
+      got, np_fedgm(sched, a, b, x0, CLIENT_LR, at(2)), rtol=1e-10, atol=1e-10
+    )
     for wrong in (1, 3):  # a boundary off by one either way must be detected
       assert not np.allclose(got, np_fedgm(sched, a, b, x0, CLIENT_LR, at(wrong)), atol=1e-6)
 
@@ -130,17 +145,51 @@ def test_autonomous_with_constant_k_and_no_delay_is_multistage_at_eta_over_k():
   with jax.enable_x64(True):
     a, b = make_quadratic(dtype=np.float64)
     sched, x0 = _fresh_schedule(5, k), np.linspace(1, -1, 4)
-    auto = _simulate(afl_jax.algorithms.get(
-        'autonomous_fedgm', client_lr=0.1, stage_lengths=lengths, server_lrs=etas,
-        betas=betas, nus=nus), a, b, x0, sched)
-    multi = _simulate(afl_jax.algorithms.get(
-        'multistage_fedgm', client_lr=0.1, stage_lengths=lengths,
-        server_lrs=tuple(e / k for e in etas), betas=betas, nus=nus), a, b, x0, sched)
-    np.testing.assert_allclose(auto.params_history['x'], multi.params_history['x'],
-                               rtol=1e-12, atol=1e-12)
-    undivided = _simulate(afl_jax.algorithms.get(
-        'multistage_fedgm', client_lr=0.1, stage_lengths=lengths, server_lrs=etas,
-        betas=betas, nus=nus), a, b, x0, sched)
+    auto = _simulate(
+      afl_jax.algorithms.get(
+        'autonomous_fedgm',
+        client_lr=0.1,
+        stage_lengths=lengths,
+        server_lrs=etas,
+        betas=betas,
+        nus=nus,
+      ),
+      a,
+      b,
+      x0,
+      sched,
+    )
+    multi = _simulate(
+      afl_jax.algorithms.get(
+        'multistage_fedgm',
+        client_lr=0.1,
+        stage_lengths=lengths,
+        server_lrs=tuple(e / k for e in etas),
+        betas=betas,
+        nus=nus,
+      ),
+      a,
+      b,
+      x0,
+      sched,
+    )
+    np.testing.assert_allclose(
+      auto.params_history['x'], multi.params_history['x'], rtol=1e-12, atol=1e-12
+    )
+    undivided = _simulate(
+      afl_jax.algorithms.get(
+        'multistage_fedgm',
+        client_lr=0.1,
+        stage_lengths=lengths,
+        server_lrs=etas,
+        betas=betas,
+        nus=nus,
+      ),
+      a,
+      b,
+      x0,
+      sched,
+    )
     assert not np.allclose(auto.params_history['x'], undivided.params_history['x'], atol=1e-3)
 
 
@@ -149,13 +198,25 @@ def test_autonomous_with_random_staleness_and_epochs_matches_numpy():
   etas, betas, nus, lengths = (1.5, 0.5), (0.6, 0.9), (0.7, 0.9), (4, 4)
   with jax.enable_x64(True):
     a, b = make_quadratic(dtype=np.float64)
-    sched = afl_jax.schedules.random_staleness(3, 2, 8, window=3, local_steps=2,
-                                               local_steps_multipliers=range(1, 4), seed=3)
+    sched = afl_jax.schedules.random_staleness(
+      3, 2, 8, window=3, local_steps=2, local_steps_multipliers=range(1, 4), seed=3
+    )
     assert sched.max_staleness >= 1 and len(np.unique(sched.local_steps)) > 1
     x0 = np.linspace(-1, 1, 4)
-    res = _simulate(afl_jax.algorithms.get(
-        'autonomous_fedgm', client_lr=0.2, stage_lengths=lengths, server_lrs=etas,
-        betas=betas, nus=nus), a, b, x0, sched)
+    res = _simulate(
+      afl_jax.algorithms.get(
+        'autonomous_fedgm',
+        client_lr=0.2,
+        stage_lengths=lengths,
+        server_lrs=etas,
+        betas=betas,
+        nus=nus,
+      ),
+      a,
+      b,
+      x0,
+      sched,
+    )
     at = lambda t: (etas[t >= 4], betas[t >= 4], nus[t >= 4])
     expected = np_fedgm(sched, a, b, x0, 0.2, at, normalize=True)
     np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-10, atol=1e-10)
@@ -166,9 +227,15 @@ def test_fedadam_via_fedopt_matches_numpy_adam_for_three_steps():
   with jax.enable_x64(True):
     a, b = make_quadratic(dtype=np.float64)
     sched, x0 = _fresh_schedule(3, k=2), np.linspace(-1, 1, 4)
-    res = _simulate(afl_jax.algorithms.get('fedopt', client_lr=0.2, server_lr=eta,
-                                           server_optimizer='adam', beta1=b1, beta2=b2,
-                                           tau=tau), a, b, x0, sched)
+    res = _simulate(
+      afl_jax.algorithms.get(
+        'fedopt', client_lr=0.2, server_lr=eta, server_optimizer='adam', beta1=b1, beta2=b2, tau=tau
+      ),
+      a,
+      b,
+      x0,
+      sched,
+    )
     history, m, v = [x0], np.zeros(4), np.zeros(4)
     for t in range(3):  # Kingma & Ba's Adam on the mean pseudo-gradient Delta_t
       g = _mean_deltas(sched, a, b, history, t, 0.2, normalize=False)
@@ -176,5 +243,6 @@ def test_fedadam_via_fedopt_matches_numpy_adam_for_three_steps():
       v = b2 * v + (1 - b2) * g * g
       m_hat, v_hat = m / (1 - b1 ** (t + 1)), v / (1 - b2 ** (t + 1))
       history.append(history[t] - eta * m_hat / (np.sqrt(v_hat) + tau))
-    np.testing.assert_allclose(res.params_history['x'], np.stack(history[1:]), rtol=1e-10,
-                               atol=1e-10)
+    np.testing.assert_allclose(
+      res.params_history['x'], np.stack(history[1:]), rtol=1e-10, atol=1e-10
+    )

@@ -21,9 +21,14 @@ DIM = 3
 
 def _arrivals(messages, mask, t):
   m = len(mask)
-  return Arrivals(client_ids=jnp.arange(m), staleness=jnp.zeros(m, jnp.int32),
-                  mask=jnp.asarray(mask), num_steps=jnp.ones(m, jnp.int32),
-                  start_broadcast={'x': jnp.zeros((m, DIM))}, step=jnp.int32(t))
+  return Arrivals(
+    client_ids=jnp.arange(m),
+    staleness=jnp.zeros(m, jnp.int32),
+    mask=jnp.asarray(mask),
+    num_steps=jnp.ones(m, jnp.int32),
+    start_broadcast={'x': jnp.zeros((m, DIM))},
+    step=jnp.int32(t),
+  )
 
 
 def _run_server(server, x0, messages, masks):
@@ -67,8 +72,9 @@ def test_fedgm_server_under_jit_matches_eq2(eta, beta, nu):
     msgs, masks, means = _messages()
     x0 = np.linspace(-1, 1, DIM)
     got, metrics = _run_server(afl_jax.servers.fedgm(eta, beta, nu), x0, msgs, masks)
-    np.testing.assert_allclose(got, _np_fedgm(x0, means, [(eta, beta, nu)] * len(means)),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+      got, _np_fedgm(x0, means, [(eta, beta, nu)] * len(means)), rtol=1e-12, atol=1e-12
+    )
     assert metrics[0]['server_lr'] == eta and metrics[0]['beta'] == beta
     assert metrics[0]['nu'] == nu
 
@@ -96,16 +102,18 @@ def test_fedavgm_is_heavy_ball_on_delta():
   with jax.enable_x64(True):
     msgs, masks, means = _messages(seed=2)
     x0 = np.ones(DIM)
-    got, _ = _run_server(afl_jax.algorithms.get('fedavgm', server_lr=eta, beta=beta).server,
-                         x0, msgs, masks)
+    got, _ = _run_server(
+      afl_jax.algorithms.get('fedavgm', server_lr=eta, beta=beta).server, x0, msgs, masks
+    )
     x, v, expected = x0.copy(), np.zeros(DIM), []
     for delta in means:
       v = beta * v + delta
       x = x - eta * (1 - beta) * v
       expected.append(x)
     np.testing.assert_allclose(got, np.stack(expected), rtol=1e-12, atol=1e-12)
-    hsu, _ = _run_server(afl_jax.servers.optimizer_server(optax.sgd(eta * (1 - beta), beta)),
-                         x0, msgs, masks)
+    hsu, _ = _run_server(
+      afl_jax.servers.optimizer_server(optax.sgd(eta * (1 - beta), beta)), x0, msgs, masks
+    )
     np.testing.assert_allclose(got, hsu, rtol=1e-12, atol=1e-12)
 
 
@@ -116,7 +124,8 @@ def test_fednag_matches_its_definition():
     msgs, masks, means = _messages(seed=3)
     x0 = np.zeros(DIM)
     got, metrics = _run_server(
-        afl_jax.algorithms.get('fednag', server_lr=eta, beta=beta).server, x0, msgs, masks)
+      afl_jax.algorithms.get('fednag', server_lr=eta, beta=beta).server, x0, msgs, masks
+    )
     x, d, expected = x0.copy(), np.zeros(DIM), []
     for delta in means:
       d = (1 - beta) * delta + beta * d
@@ -132,10 +141,8 @@ def test_fedsgd_is_a_plain_server_step():
   with jax.enable_x64(True):
     msgs, masks, means = _messages(seed=4)
     x0 = np.zeros(DIM)
-    got, _ = _run_server(afl_jax.algorithms.get('fedsgd', server_lr=eta).server, x0, msgs,
-                         masks)
-    np.testing.assert_allclose(got, x0 - eta * np.cumsum(means, axis=0), rtol=1e-12,
-                               atol=1e-12)
+    got, _ = _run_server(afl_jax.algorithms.get('fedsgd', server_lr=eta).server, x0, msgs, masks)
+    np.testing.assert_allclose(got, x0 - eta * np.cumsum(means, axis=0), rtol=1e-12, atol=1e-12)
 
 
 def test_stagewise_constant_switches_at_zero_based_boundaries():
@@ -150,15 +157,18 @@ def test_two_stage_server_switches_exactly_at_the_boundary():
   with jax.enable_x64(True):
     msgs, masks, means = _messages(seed=5)
     x0 = np.ones(DIM)
-    got, metrics = _run_server(afl_jax.servers.multistage_fedgm(lengths, etas, betas, nus),
-                               x0, msgs, masks)
+    got, metrics = _run_server(
+      afl_jax.servers.multistage_fedgm(lengths, etas, betas, nus), x0, msgs, masks
+    )
     stage = [0, 0, 0, 1, 1, 1]
     for t, s in enumerate(stage):  # the triplet applied at every step
       assert (metrics[t]['server_lr'], metrics[t]['beta'], metrics[t]['nu']) == (
-          etas[s], betas[s], nus[s]), t
+        etas[s],
+        betas[s],
+        nus[s],
+      ), t
     triplets = lambda st: [(etas[s], betas[s], nus[s]) for s in st]
-    np.testing.assert_allclose(got, _np_fedgm(x0, means, triplets(stage)), rtol=1e-12,
-                               atol=1e-12)
+    np.testing.assert_allclose(got, _np_fedgm(x0, means, triplets(stage)), rtol=1e-12, atol=1e-12)
     for shifted in ([0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 1, 1]):  # off by one either way
       assert not np.allclose(got, _np_fedgm(x0, means, triplets(shifted)), atol=1e-6)
 
@@ -166,8 +176,9 @@ def test_two_stage_server_switches_exactly_at_the_boundary():
 @pytest.mark.parametrize('name', OPTIMIZERS)
 def test_every_fedopt_optimizer_runs_under_jit(name):
   msgs, masks, _ = _messages(seed=6)
-  got, metrics = _run_server(afl_jax.servers.fedopt(name, 0.1), np.zeros(DIM, np.float32),
-                             msgs.astype(np.float32), masks)
+  got, metrics = _run_server(
+    afl_jax.servers.fedopt(name, 0.1), np.zeros(DIM, np.float32), msgs.astype(np.float32), masks
+  )
   assert np.isfinite(got).all() and got.dtype == np.float32
   assert not np.allclose(got[-1], 0.0)
   assert 'update_norm' in metrics[0]
@@ -179,32 +190,48 @@ def test_divide_by_local_steps_client_under_jit():
     client = afl_jax.clients.divide_by_local_steps(afl_jax.clients.local_sgd(0.2))
     x0 = np.array([0.5, -1.0, 2.0])
     for k in (1, 3):  # K_{t,i} below max_steps: the masked steps must not count
-      task = LocalTask(view={'a': jnp.asarray(a[0]), 'b': jnp.asarray(b[0])}, shared=None,
-                       num_steps=jnp.int32(k), active=jnp.bool_(True),
-                       client_id=jnp.int32(0), loss_fn=quadratic_loss,
-                       sample_fn=lambda shared, view, key: view, max_steps=4)
-      msg, state, _ = jax.jit(client.update)({'x': jnp.asarray(x0)}, EmptyState(), task,
-                                             jax.random.key(0))
+      task = LocalTask(
+        view={'a': jnp.asarray(a[0]), 'b': jnp.asarray(b[0])},
+        shared=None,
+        num_steps=jnp.int32(k),
+        active=jnp.bool_(True),
+        client_id=jnp.int32(0),
+        loss_fn=quadratic_loss,
+        sample_fn=lambda shared, view, key: view,
+        max_steps=4,
+      )
+      msg, state, _ = jax.jit(client.update)(
+        {'x': jnp.asarray(x0)}, EmptyState(), task, jax.random.key(0)
+      )
       expected = (x0 - np_local_gd(a[0], b[0], x0, 0.2, k)) / k
       np.testing.assert_allclose(msg['x'], expected, rtol=1e-12, atol=1e-12)
       assert state == EmptyState()
 
 
-@pytest.mark.parametrize('build,match', [
+@pytest.mark.parametrize(
+  'build,match',
+  [
     (lambda: afl_jax.servers.fedgm(beta=1.0), r'beta must be in \[0.0, 1.0\); got 1.0'),
     (lambda: afl_jax.servers.fedgm(nu=1.5), r'nu must be in \[0.0, 1.0\]; got 1.5'),
     (lambda: afl_jax.servers.fedgm(server_lr=0.0), 'server_lr must be > 0; got 0.0'),
-    (lambda: afl_jax.servers.multistage_fedgm([2, 0], [1, 1], [0, 0], [0, 0]),
-     r'stage_lengths\[1\] must be an integer >= 1; got 0'),
-    (lambda: afl_jax.servers.multistage_fedgm([2, 2], [1.0], [0, 0], [0, 0]),
-     'server_lrs has 1 entries but stage_lengths has 2'),
-    (lambda: afl_jax.servers.multistage_fedgm([2, 2], [1, 1], [0.5, -0.1], [0, 0]),
-     r'betas\[1\] must be in'),
+    (
+      lambda: afl_jax.servers.multistage_fedgm([2, 0], [1, 1], [0, 0], [0, 0]),
+      r'stage_lengths\[1\] must be an integer >= 1; got 0',
+    ),
+    (
+      lambda: afl_jax.servers.multistage_fedgm([2, 2], [1.0], [0, 0], [0, 0]),
+      'server_lrs has 1 entries but stage_lengths has 2',
+    ),
+    (
+      lambda: afl_jax.servers.multistage_fedgm([2, 2], [1, 1], [0.5, -0.1], [0, 0]),
+      r'betas\[1\] must be in',
+    ),
     (lambda: afl_jax.servers.fedopt('rmsprop'), "server_optimizer must be one of .*'rmsprop'"),
     (lambda: afl_jax.servers.fedopt('adam', tau=0.0), 'tau must be > 0'),
     (lambda: afl_jax.algorithms.get('fedgm', client_lr=-0.1), 'client_lr must be > 0'),
     (lambda: afl_jax.algorithms.get('fednag', beta=1.2), 'beta must be in'),
-])
+  ],
+)
 def test_bad_hyperparameters_are_rejected_before_compute(build, match):
   with pytest.raises(ValueError, match=match):
     build()

@@ -43,8 +43,9 @@ def np_masfl(schedule, a, b, x0, eta, gamma, beta, adaptive):
     for j in range(schedule.max_arrivals):
       if not schedule.mask[t, j]:
         continue
-      i, s, k = (int(v[t, j]) for v in (schedule.client_ids, schedule.start_step,
-                                        schedule.local_steps))
+      i, s, k = (
+        int(v[t, j]) for v in (schedule.client_ids, schedule.start_step, schedule.local_steps)
+      )
       x, grads = thetas[s].copy(), []
       for _ in range(k):  # Alg. 2/4 lines 2-5
         gr = _grad(a[i], b[i], x)
@@ -75,8 +76,13 @@ def test_replay_matches_numpy_float64(name, adaptive):
     x0 = np.linspace(-1, 1, 4)
     hp = dict(client_lr=0.3, server_lr=0.4, beta=0.7)
     sched = _schedule()
-    res = afl_jax.simulate(afl_jax.algorithms.get(name, **hp), quadratic_problem(a, b), sched,
-                           {'x': jnp.asarray(x0)}, jax.random.key(0))
+    res = afl_jax.simulate(
+      afl_jax.algorithms.get(name, **hp),
+      quadratic_problem(a, b),
+      sched,
+      {'x': jnp.asarray(x0)},
+      jax.random.key(0),
+    )
     want = np_masfl(sched, a, b, x0, 0.3, 0.4, 0.7, adaptive)
     assert res.params_history['x'].dtype == jnp.float64
     np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-10)
@@ -86,11 +92,16 @@ def test_replay_matches_numpy_float32():
   a, b = make_quadratic()
   x0 = np.linspace(-1, 1, 4).astype(np.float32)
   sched = _schedule()
-  res = afl_jax.simulate(afl_jax.algorithms.get('masfl', client_lr=0.3, server_lr=0.4, beta=0.7),
-                         quadratic_problem(a, b), sched, {'x': jnp.asarray(x0)},
-                         jax.random.key(0))
-  want = np_masfl(sched, a.astype(np.float64), b.astype(np.float64), x0.astype(np.float64),
-                  0.3, 0.4, 0.7, False)
+  res = afl_jax.simulate(
+    afl_jax.algorithms.get('masfl', client_lr=0.3, server_lr=0.4, beta=0.7),
+    quadratic_problem(a, b),
+    sched,
+    {'x': jnp.asarray(x0)},
+    jax.random.key(0),
+  )
+  want = np_masfl(
+    sched, a.astype(np.float64), b.astype(np.float64), x0.astype(np.float64), 0.3, 0.4, 0.7, False
+  )
   np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-5, atol=1e-5)
 
 
@@ -102,6 +113,7 @@ def _stochastic_problem(num_clients=6, seed=0):
   def loss(p, batch):
     logits = batch['x'] @ p['w'] + p['b']
     return jnp.mean(jnp.logaddexp(0.0, logits) - batch['y'] * logits)
+
   return afl_jax.problems.from_loss(loss, {'x': x, 'y': y}, full_batch=False, batch_size=4)
 
 
@@ -110,8 +122,7 @@ def test_control_variate_is_mean_of_client_variates_after_every_step(name, selec
   """Alg. 1 line 7 keeps c^t = (1/N) sum_i c_i^t; checked after each server step."""
   problem = _stochastic_problem()
   sched = afl_jax.schedules.fedbuff(6, 3, 2, 8, local_steps=3, seed=2)
-  alg = afl_jax.algorithms.get(name, client_lr=0.2, server_lr=0.5, beta=0.6,
-                               selection=selection)
+  alg = afl_jax.algorithms.get(name, client_lr=0.2, server_lr=0.5, beta=0.6, selection=selection)
   sim = afl_jax.Simulator(alg, problem, sched, chunk_size=1)
   key = jax.random.key(1)
   state = sim.init({'w': jnp.zeros(3), 'b': jnp.zeros(())}, key)
@@ -121,8 +132,9 @@ def test_control_variate_is_mean_of_client_variates_after_every_step(name, selec
     state, _ = sim.run_chunk(state, key)
     server = jax.device_get(state.server)
     for leaf in ('w', 'b'):
-      np.testing.assert_allclose(server.control[leaf], server.variates[leaf].mean(0),
-                                 rtol=1e-5, atol=1e-6)
+      np.testing.assert_allclose(
+        server.control[leaf], server.variates[leaf].mean(0), rtol=1e-5, atol=1e-6
+      )
     moved += int(not np.array_equal(before, server.variates['w']))
     steps += 1
   assert steps == 8 and moved >= 4  # the variates really change along the run
@@ -138,8 +150,9 @@ def test_beta_one_k_one_full_fresh_participation_is_gradient_descent():
     sched = afl_jax.schedules.from_arrays(ids, start, local_steps=1)
     # client_lr plays no role with K=1 (only the gradient at theta^t is used).
     alg = afl_jax.algorithms.get('masfl', client_lr=5.0, server_lr=gamma, beta=1.0)
-    res = afl_jax.simulate(alg, quadratic_problem(a, b), sched, {'x': jnp.ones(4)},
-                           jax.random.key(0))
+    res = afl_jax.simulate(
+      alg, quadratic_problem(a, b), sched, {'x': jnp.ones(4)}, jax.random.key(0)
+    )
     x = np.ones(4)
     for t in range(t_steps):
       x = x - gamma * np.mean([_grad(a[i], b[i], x) for i in range(4)], 0)
@@ -155,10 +168,14 @@ def test_uniform_selection_with_everyone_arriving_equals_arrival_selection():
     sched = afl_jax.schedules.from_arrays(ids, start, local_steps=2)
     out = []
     for selection in ('arrivals', 'uniform'):
-      alg = afl_jax.algorithms.get('adamasfl', client_lr=0.2, server_lr=0.3, beta=0.5,
-                                   selection=selection)
-      out.append(afl_jax.simulate(alg, quadratic_problem(a, b), sched, {'x': jnp.zeros(4)},
-                                  jax.random.key(0)).params_history['x'])
+      alg = afl_jax.algorithms.get(
+        'adamasfl', client_lr=0.2, server_lr=0.3, beta=0.5, selection=selection
+      )
+      out.append(
+        afl_jax.simulate(
+          alg, quadratic_problem(a, b), sched, {'x': jnp.zeros(4)}, jax.random.key(0)
+        ).params_history['x']
+      )
     np.testing.assert_allclose(out[1], out[0], rtol=1e-12, atol=1e-12)
 
 
@@ -170,8 +187,9 @@ def test_adamasfl_global_step_is_at_most_gamma_and_finite():
   sched = _schedule()
   alg = afl_jax.algorithms.get('adamasfl', client_lr=0.4, server_lr=gamma, beta=0.5)
   x0 = np.linspace(-1, 1, 4).astype(np.float32)
-  res = afl_jax.simulate(alg, quadratic_problem(a, b), sched, {'x': jnp.asarray(x0)},
-                         jax.random.key(0))
+  res = afl_jax.simulate(
+    alg, quadratic_problem(a, b), sched, {'x': jnp.asarray(x0)}, jax.random.key(0)
+  )
   path = np.concatenate([x0[None], np.asarray(res.params_history['x'])])
   steps = np.linalg.norm(np.diff(path, axis=0), axis=1)
   assert np.isfinite(path).all()
@@ -201,17 +219,27 @@ def test_registry_fills_theory_rates_from_s_k_t():
     x0 = {'x': jnp.asarray(np.linspace(-1, 1, 4))}
     s, k, t = 2, 2, 40
     run = lambda name, **hp: afl_jax.simulate(
-        afl_jax.algorithms.get(name, **hp), quadratic_problem(a, b), sched, x0,
-        jax.random.key(0)).params_history['x']
+      afl_jax.algorithms.get(name, **hp), quadratic_problem(a, b), sched, x0, jax.random.key(0)
+    ).params_history['x']
     got = run('adamasfl', arrivals_per_step=s, local_steps=k, num_rounds=t)
-    want = np_masfl(sched, a, b, np.linspace(-1, 1, 4), 1 / (k * math.sqrt(t)),
-                    (s * k) ** 0.25 / t ** 0.75, math.sqrt(s * k / t), True)
+    want = np_masfl(
+      sched,
+      a,
+      b,
+      np.linspace(-1, 1, 4),
+      1 / (k * math.sqrt(t)),
+      (s * k) ** 0.25 / t**0.75,
+      math.sqrt(s * k / t),
+      True,
+    )
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
     lips, tau, t = 3.0, 3, 400
-    got = run('masfl', arrivals_per_step=s, local_steps=k, num_rounds=t, smoothness=lips,
-              tau_max=tau)
+    got = run(
+      'masfl', arrivals_per_step=s, local_steps=k, num_rounds=t, smoothness=lips, tau_max=tau
+    )
     beta = math.sqrt(s * k / t)
-    eta = math.sqrt(t - math.sqrt(s * k * t) - 4 * s * k * tau ** 2) / (
-        4 * math.sqrt(5) * math.e * k * lips * math.sqrt(t))
+    eta = math.sqrt(t - math.sqrt(s * k * t) - 4 * s * k * tau**2) / (
+      4 * math.sqrt(5) * math.e * k * lips * math.sqrt(t)
+    )
     want = np_masfl(sched, a, b, np.linspace(-1, 1, 4), eta, beta / (4 * lips), beta, False)
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)

@@ -30,10 +30,16 @@ def _grad(a_i, b_i, x):
 
 
 def _task(a, b, i, num_steps, max_steps):
-  return LocalTask(view={'a': jnp.asarray(a[i]), 'b': jnp.asarray(b[i])}, shared=None,
-                   num_steps=jnp.int32(num_steps), active=jnp.bool_(True),
-                   client_id=jnp.int32(i), loss_fn=quadratic_loss,
-                   sample_fn=lambda shared, view, key: view, max_steps=max_steps)
+  return LocalTask(
+    view={'a': jnp.asarray(a[i]), 'b': jnp.asarray(b[i])},
+    shared=None,
+    num_steps=jnp.int32(num_steps),
+    active=jnp.bool_(True),
+    client_id=jnp.int32(i),
+    loss_fn=quadratic_loss,
+    sample_fn=lambda shared, view, key: view,
+    max_steps=max_steps,
+  )
 
 
 def _np_client_job(a_i, b_i, theta, direction, c_tilde, eta, beta, k, normalize):
@@ -61,11 +67,14 @@ def test_one_client_job_matches_algorithm_2_and_4(normalize):
     client = masfl_client(eta, beta, normalize=normalize)
     # max_steps=5 > K=3: the masked steps must not change anything.
     msg, state, metrics = jax.jit(client.update)(
-        MasFLBroadcast({'x': jnp.asarray(theta)}, {'x': jnp.asarray(direction)}),
-        MasFLClientState({'x': jnp.asarray(c_tilde)}),
-        _task(a, b, 1, k, 5), jax.random.key(0))
-    want_c, want_delta = _np_client_job(a[1], b[1], theta, direction, c_tilde, eta, beta, k,
-                                        normalize)
+      MasFLBroadcast({'x': jnp.asarray(theta)}, {'x': jnp.asarray(direction)}),
+      MasFLClientState({'x': jnp.asarray(c_tilde)}),
+      _task(a, b, 1, k, 5),
+      jax.random.key(0),
+    )
+    want_c, want_delta = _np_client_job(
+      a[1], b[1], theta, direction, c_tilde, eta, beta, k, normalize
+    )
     np.testing.assert_allclose(msg.variate['x'], want_c, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(state.variate['x'], want_c, rtol=1e-12, atol=1e-12)
     if normalize:
@@ -115,18 +124,27 @@ def test_one_server_step_matches_algorithm_1_and_3(adaptive):
     ids = np.array([3, 1, 0])
     mask = np.array([True, True, False])  # slot 2 is padding
     new_c, deltas = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
-    msgs = MasFLMessage({'x': jnp.asarray(new_c)}, {'x': jnp.asarray(deltas)} if adaptive
-                        else None)
-    arr = Arrivals(jnp.asarray(ids, jnp.int32), jnp.array([2, 0, 0], jnp.int32),
-                   jnp.asarray(mask), jnp.array([2, 2, 1], jnp.int32),
-                   MasFLBroadcast({'x': jnp.zeros((3, 3))}, {'x': jnp.zeros((3, 3))}),
-                   jnp.int32(5))
+    msgs = MasFLMessage({'x': jnp.asarray(new_c)}, {'x': jnp.asarray(deltas)} if adaptive else None)
+    arr = Arrivals(
+      jnp.asarray(ids, jnp.int32),
+      jnp.array([2, 0, 0], jnp.int32),
+      jnp.asarray(mask),
+      jnp.array([2, 2, 1], jnp.int32),
+      MasFLBroadcast({'x': jnp.zeros((3, 3))}, {'x': jnp.zeros((3, 3))}),
+      jnp.int32(5),
+    )
     server = masfl_server(gamma, beta, adaptive=adaptive)
     new, metrics = jax.jit(server.update)(state, msgs, arr, jax.random.key(0))
-    want = _np_server_step(theta, c_i, c, g, {3: (new_c[0], deltas[0]), 1: (new_c[1], deltas[1])},
-                           gamma, beta, adaptive)
-    got = (new.params['x'], new.variates['x'], new.control['x'], new.momentum['x'],
-           jax.jit(server.broadcast)(new).direction['x'])
+    want = _np_server_step(
+      theta, c_i, c, g, {3: (new_c[0], deltas[0]), 1: (new_c[1], deltas[1])}, gamma, beta, adaptive
+    )
+    got = (
+      new.params['x'],
+      new.variates['x'],
+      new.control['x'],
+      new.momentum['x'],
+      jax.jit(server.broadcast)(new).direction['x'],
+    )
     for x, y in zip(got, want, strict=True):
       np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(metrics['update_norm'], np.linalg.norm(want[0] - theta))
@@ -134,10 +152,17 @@ def test_one_server_step_matches_algorithm_1_and_3(adaptive):
 
 def test_step_without_arrivals_changes_nothing():
   state = init_state({'x': jnp.ones(2)}, {'x': jnp.arange(6.0).reshape(3, 2)})
-  arr = Arrivals(jnp.zeros(2, jnp.int32), jnp.zeros(2, jnp.int32), jnp.zeros(2, bool),
-                 jnp.ones(2, jnp.int32), None, jnp.int32(0))
-  new, _ = masfl_server(1.0, 0.5).update(state, MasFLMessage({'x': jnp.ones((2, 2))}, None),
-                                         arr, jax.random.key(0))
+  arr = Arrivals(
+    jnp.zeros(2, jnp.int32),
+    jnp.zeros(2, jnp.int32),
+    jnp.zeros(2, bool),
+    jnp.ones(2, jnp.int32),
+    None,
+    jnp.int32(0),
+  )
+  new, _ = masfl_server(1.0, 0.5).update(
+    state, MasFLMessage({'x': jnp.ones((2, 2))}, None), arr, jax.random.key(0)
+  )
   for x, y in zip(jax.tree.leaves(new), jax.tree.leaves(state), strict=True):
     np.testing.assert_array_equal(x, y)
 
@@ -159,20 +184,29 @@ def test_literal_selection_step_and_unchanged_reselection_contributes_zero(adapt
     n, gamma, beta = 3, 0.5, 0.4
     theta, c_i = rng.normal(size=2), rng.normal(size=(n, 2))
     server = masfl_server(gamma, beta, adaptive=adaptive, selection='uniform')
-    state = init_state({'x': jnp.asarray(theta)}, {'x': jnp.asarray(c_i)},
-                       selection='uniform', adaptive=adaptive)
+    state = init_state(
+      {'x': jnp.asarray(theta)}, {'x': jnp.asarray(c_i)}, selection='uniform', adaptive=adaptive
+    )
     upd = jax.jit(server.update)
     # NumPy mirror: the server's buffer of each client's latest (c~, Delta).
     buf_c, buf_d = c_i.copy(), np.zeros((n, 2))
     c, g = c_i.mean(0), c_i.mean(0)
     reselected_unchanged = False
-    for t, (ids, mask) in enumerate([([0, 2], [1, 1]), ([1, 0], [1, 0]), ([0, 0], [0, 0]),
-                                     ([2, 0], [1, 0])]):
+    for t, (ids, mask) in enumerate(
+      [([0, 2], [1, 1]), ([1, 0], [1, 0]), ([0, 0], [0, 0]), ([2, 0], [1, 0])]
+    ):
       new_c, deltas = rng.normal(size=(2, 2)), rng.normal(size=(2, 2))
-      msgs = MasFLMessage({'x': jnp.asarray(new_c)},
-                          {'x': jnp.asarray(deltas)} if adaptive else None)
-      arr = Arrivals(jnp.asarray(ids, jnp.int32), jnp.zeros(2, jnp.int32),
-                     jnp.asarray(mask, bool), jnp.ones(2, jnp.int32), None, jnp.int32(t))
+      msgs = MasFLMessage(
+        {'x': jnp.asarray(new_c)}, {'x': jnp.asarray(deltas)} if adaptive else None
+      )
+      arr = Arrivals(
+        jnp.asarray(ids, jnp.int32),
+        jnp.zeros(2, jnp.int32),
+        jnp.asarray(mask, bool),
+        jnp.ones(2, jnp.int32),
+        None,
+        jnp.int32(t),
+      )
       key = jax.random.key(10 + t)
       for j in range(2):
         if mask[j]:
@@ -209,17 +243,18 @@ def test_normalized_step_has_unit_norm_and_zero_for_zero():
 def test_theory_helpers_match_theorems_3_1_and_4_1():
   s, k, t, lips, tau = 10, 12, 600, 2.5, 4
   r = adamasfl_theory(s, k, t)
-  np.testing.assert_allclose(r.server_lr, (s * k) ** 0.25 / t ** 0.75, rtol=1e-14)
+  np.testing.assert_allclose(r.server_lr, (s * k) ** 0.25 / t**0.75, rtol=1e-14)
   np.testing.assert_allclose(r.client_lr, 1 / (k * math.sqrt(t)), rtol=1e-14)
   np.testing.assert_allclose(r.beta, math.sqrt(s * k / t), rtol=1e-14)
   m = masfl_theory(s, 2, 6000, lips, tau)
   np.testing.assert_allclose(m.beta, math.sqrt(20 / 6000), rtol=1e-14)
   np.testing.assert_allclose(m.server_lr, math.sqrt(20 / 6000) / (4 * lips), rtol=1e-14)
-  bound = math.sqrt(6000 - math.sqrt(20 * 6000) - 4 * 20 * tau ** 2) / (
-      4 * math.sqrt(5) * math.e * 2 * lips * math.sqrt(6000))
+  bound = math.sqrt(6000 - math.sqrt(20 * 6000) - 4 * 20 * tau**2) / (
+    4 * math.sqrt(5) * math.e * 2 * lips * math.sqrt(6000)
+  )
   np.testing.assert_allclose(m.client_lr, bound, rtol=1e-14)
   # Theorem 3.1's condition 1 - 4a - sqrt(SK/T) >= 0 holds at the bound (equality).
-  a = tau ** 2 * m.beta ** 2 + 20 * math.e ** 2 * m.client_lr ** 2 * 4 * lips ** 2
+  a = tau**2 * m.beta**2 + 20 * math.e**2 * m.client_lr**2 * 4 * lips**2
   np.testing.assert_allclose(1 - 4 * a - math.sqrt(20 / 6000), 0.0, atol=1e-12)
   with pytest.raises(ValueError, match='num_rounds'):
     adamasfl_theory(10, 12, 100)  # beta = sqrt(SK/T) > 1

@@ -52,30 +52,30 @@ def numpy_params(model, x, seed=0):
     if len(s.shape) >= 2:
       fan_in = int(np.prod(s.shape[:-1]))
       return (rng.standard_normal(s.shape) / np.sqrt(fan_in)).astype(np.float32)
-    return np.full(s.shape, 1.0 if "scale" in name else 0.0, np.float32)
+    return np.full(s.shape, 1.0 if 'scale' in name else 0.0, np.float32)
 
   return jax.tree_util.tree_map_with_path(fill, shapes)
 
 
 def test_param_counts_match_hand_formulas():
-  assert n_params("logreg", (1, 28, 28)) == dense(784, 10) == 7850
-  assert n_params("mlp", (1, 784)) == dense(784, 200) + dense(200, 200) + dense(200, 10)
-  assert n_params("mlp", (1, 784)) == 199210
-  assert n_params("mlp", (1, 60), hidden_sizes=(50,)) == dense(60, 50) + dense(50, 10)
+  assert n_params('logreg', (1, 28, 28)) == dense(784, 10) == 7850
+  assert n_params('mlp', (1, 784)) == dense(784, 200) + dense(200, 200) + dense(200, 10)
+  assert n_params('mlp', (1, 784)) == 199210
+  assert n_params('mlp', (1, 60), hidden_sizes=(50,)) == dense(60, 50) + dense(50, 10)
   cnn = conv(3, 1, 32) + conv(3, 32, 64) + conv(3, 64, 64) + dense(7 * 7 * 64, 128)
   cnn += dense(128, 10)
-  assert n_params("cnn", (1, 28, 28, 1)) == cnn == 458570
+  assert n_params('cnn', (1, 28, 28, 1)) == cnn == 458570
   assert resnet18_count() == 11173962
-  assert n_params("resnet18", (1, 32, 32, 3)) == resnet18_count()
-  assert n_params("resnet18", (1, 32, 32, 3), num_classes=100) == resnet18_count(100)
+  assert n_params('resnet18', (1, 32, 32, 3)) == resnet18_count()
+  assert n_params('resnet18', (1, 32, 32, 3), num_classes=100) == resnet18_count(100)
 
 
 def test_count_params_on_a_plain_tree():
-  tree = {"a": np.zeros((3, 4)), "b": [np.zeros(5), jnp.zeros(())]}
+  tree = {'a': np.zeros((3, 4)), 'b': [np.zeros(5), jnp.zeros(())]}
   assert count_params(tree) == 18
 
 
-@pytest.mark.parametrize("name", ["logreg", "mlp", "cnn"])
+@pytest.mark.parametrize('name', ['logreg', 'mlp', 'cnn'])
 def test_image_input_layouts_agree(name):
   model = get_model(name, 10)
   x = jnp.asarray(np.random.default_rng(1).uniform(size=(3, 28, 28)), jnp.float32)
@@ -96,22 +96,20 @@ def test_image_input_layouts_agree(name):
 def test_mlp_and_logreg_match_numpy_forward():
   x = np.random.default_rng(4).normal(size=(5, 28, 28)).astype(np.float32)
   flat = x.reshape(5, -1)
-  mlp = get_model("mlp", 10, hidden_sizes=(16, 8))
-  p = numpy_params(mlp, x)["params"]
-  h = np.maximum(flat @ p["Dense_0"]["kernel"] + p["Dense_0"]["bias"], 0)
-  h = np.maximum(h @ p["Dense_1"]["kernel"] + p["Dense_1"]["bias"], 0)
-  ref = h @ p["Dense_2"]["kernel"] + p["Dense_2"]["bias"]
-  np.testing.assert_allclose(mlp.apply({"params": p}, x), ref, rtol=1e-4, atol=1e-5)
-  logreg = get_model("logreg", 10)
-  p = numpy_params(logreg, x)["params"]["Dense_0"]
-  ref = flat @ p["kernel"] + p["bias"]
-  np.testing.assert_allclose(
-    logreg.apply({"params": {"Dense_0": p}}, x), ref, rtol=1e-4, atol=1e-5
-  )
+  mlp = get_model('mlp', 10, hidden_sizes=(16, 8))
+  p = numpy_params(mlp, x)['params']
+  h = np.maximum(flat @ p['Dense_0']['kernel'] + p['Dense_0']['bias'], 0)
+  h = np.maximum(h @ p['Dense_1']['kernel'] + p['Dense_1']['bias'], 0)
+  ref = h @ p['Dense_2']['kernel'] + p['Dense_2']['bias']
+  np.testing.assert_allclose(mlp.apply({'params': p}, x), ref, rtol=1e-4, atol=1e-5)
+  logreg = get_model('logreg', 10)
+  p = numpy_params(logreg, x)['params']['Dense_0']
+  ref = flat @ p['kernel'] + p['bias']
+  np.testing.assert_allclose(logreg.apply({'params': {'Dense_0': p}}, x), ref, rtol=1e-4, atol=1e-5)
 
 
 def test_cnn_forward_and_grad_finite():
-  model = get_model("cnn", 10)
+  model = get_model('cnn', 10)
   x = jnp.asarray(np.random.default_rng(2).normal(size=(2, 28, 28, 1)), jnp.float32)
   y = jnp.array([3, 7])
 
@@ -126,7 +124,7 @@ def test_cnn_forward_and_grad_finite():
 
 
 def test_resnet18_forward_nhwc_32x32x3():
-  model = get_model("resnet18", 10)
+  model = get_model('resnet18', 10)
   x = jnp.asarray(np.random.default_rng(3).normal(size=(2, 32, 32, 3)), jnp.float32)
   logits = jax.jit(model.apply)(numpy_params(model, x), x)
   assert logits.shape == (2, 10)
@@ -134,7 +132,7 @@ def test_resnet18_forward_nhwc_32x32x3():
 
 
 def test_real_init_matches_eval_shape():
-  model = get_model("logreg", 10)
+  model = get_model('logreg', 10)
   x = jnp.zeros((1, 8, 8))
   params = model.init(jax.random.key(0), x)
   chex.assert_trees_all_equal_shapes_and_dtypes(params, numpy_params(model, x))
@@ -143,7 +141,7 @@ def test_real_init_matches_eval_shape():
 
 def test_get_model_errors():
   with pytest.raises(ValueError, match=r"name='vgg'.*'cnn', 'logreg', 'mlp', 'resnet18'"):
-    get_model("vgg", 10)
-  model = get_model("cnn", 10)
-  with pytest.raises(ValueError, match="flat input of width 100"):
+    get_model('vgg', 10)
+  model = get_model('cnn', 10)
+  with pytest.raises(ValueError, match='flat input of width 100'):
     model.init(jax.random.key(0), jnp.zeros((2, 100)))

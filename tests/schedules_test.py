@@ -7,19 +7,23 @@ from afl_jax import schedules
 from afl_jax.schedules import ScheduleError, from_arrays
 
 
-@pytest.mark.parametrize('kwargs,match', [
+@pytest.mark.parametrize(
+  'kwargs,match',
+  [
     (dict(client_ids=[[0, 5]], start_step=[[0, 0]], num_clients=3), r'client_ids\[0, 1\] = 5'),
     (dict(client_ids=[[1, 1]], start_step=[[0, 0]]), 'client 1 arrives twice at step 0'),
     (dict(client_ids=[[0], [1]], start_step=[[0], [2]]), r'start_step\[1, 0\] = 2'),
     (dict(client_ids=[[0], [1]], start_step=[[0], [-1]]), r'start_step\[1, 0\] = -1'),
-    (dict(client_ids=[[0, 1]], start_step=[[0, 0]], local_steps=[[1, -2]]),
-     r'local_steps\[0, 1\] = -2'),
+    (
+      dict(client_ids=[[0, 1]], start_step=[[0, 0]], local_steps=[[1, -2]]),
+      r'local_steps\[0, 1\] = -2',
+    ),
     (dict(client_ids=[[0, 1]], start_step=[[0, 0, 0]]), 'same shape'),
-    (dict(client_ids=[[0], [1]], start_step=[[0], [0]], wall_clock=[2.0, 1.0]),
-     'non-decreasing'),
+    (dict(client_ids=[[0], [1]], start_step=[[0], [0]], wall_clock=[2.0, 1.0]), 'non-decreasing'),
     (dict(client_ids=[[0], [1]], start_step=[[0], [0]], wall_clock=[0.0]), 'wall_clock'),
     (dict(client_ids=[[0.5]], start_step=[[0]]), 'integers'),
-])
+  ],
+)
 def test_malformed_schedules_raise_clear_errors(kwargs, match):
   with pytest.raises(ScheduleError, match=match):
     from_arrays(**kwargs)
@@ -33,8 +37,9 @@ def test_padding_may_repeat_ids_and_is_ignored():
 
 
 def test_statistics_by_hand():
-  s = from_arrays([[0, 1], [2, 0], [1, 2]], [[0, 0], [0, 1], [0, 2]], local_steps=[[1, 2], [3, 1],
-                                                                                    [1, 5]])
+  s = from_arrays(
+    [[0, 1], [2, 0], [1, 2]], [[0, 0], [0, 1], [0, 2]], local_steps=[[1, 2], [3, 1], [1, 5]]
+  )
   assert s.max_staleness == 2
   assert s.avg_staleness == pytest.approx((0 + 0 + 1 + 0 + 2 + 0) / 6)
   np.testing.assert_array_equal(s.participation_counts, [2, 2, 2])
@@ -75,15 +80,15 @@ def test_fedbuff_constant_durations_by_hand():
   s = schedules.fedbuff(8, 4, 4, 5, durations=schedules.durations('constant', value=2.0))
   # All four jobs end together; the first three replacements start before the buffer
   # fills (from version t), the fourth after the update (version t + 1).
-  np.testing.assert_array_equal(np.sort(s.staleness, axis=1),
-                                [[0, 0, 0, 0]] + [[0, 1, 1, 1]] * 4)
+  np.testing.assert_array_equal(np.sort(s.staleness, axis=1), [[0, 0, 0, 0]] + [[0, 1, 1, 1]] * 4)
   np.testing.assert_allclose(s.wall_clock, [2, 4, 6, 8, 10])
 
 
 def test_masfl_setting_statistics():
   """MasFL setting (N=100, Mc=20, M=10, U(0,20)); the paper quotes tau_avg=0.9184, tau_max=4."""
-  s = schedules.fedbuff(100, 20, 10, 600, durations=schedules.durations('uniform', low=0,
-                                                                        high=20), seed=0)
+  s = schedules.fedbuff(
+    100, 20, 10, 600, durations=schedules.durations('uniform', low=0, high=20), seed=0
+  )
   # Our convention counts the step that consumes the arrival: tau = t - s. The paper's
   # numbers match one less (tau - 1 for stale arrivals), see docs/architecture.md.
   assert 1.8 < s.avg_staleness < 2.0
@@ -100,8 +105,9 @@ def test_fedbuff_validation():
 
 
 def test_fully_async_has_one_arrival_per_step():
-  s = schedules.fully_async(10, 4, 50, durations=schedules.durations('pareto', shape=1.5,
-                                                                     scale=1.0), seed=2)
+  s = schedules.fully_async(
+    10, 4, 50, durations=schedules.durations('pareto', shape=1.5, scale=1.0), seed=2
+  )
   assert s.client_ids.shape == (50, 1) and s.mask.all()
   assert s.max_staleness >= 1
 
@@ -116,8 +122,9 @@ def test_speed_factor_makes_slow_clients_report_less():
 
 def test_random_staleness_window_and_local_steps():
   steps_per_epoch = np.arange(1, 11)
-  s = schedules.random_staleness(10, 4, 40, window=5, local_steps=steps_per_epoch,
-                                 local_steps_multipliers=range(1, 7), seed=0)
+  s = schedules.random_staleness(
+    10, 4, 40, window=5, local_steps=steps_per_epoch, local_steps_multipliers=range(1, 7), seed=0
+  )
   tau = s.staleness
   assert tau.min() == 0 and tau.max() == 4
   ratio = s.local_steps / steps_per_epoch[s.client_ids]
@@ -163,8 +170,12 @@ def test_save_load_roundtrip(tmp_path):
 
 
 def test_load_trace_with_defaults_and_bad_files(tmp_path):
-  np.savez(tmp_path / 'trace.npz', client_ids=np.array([[0], [1]]),
-           start_step=np.array([[0], [0]]), num_clients=np.int64(2))
+  np.savez(
+    tmp_path / 'trace.npz',
+    client_ids=np.array([[0], [1]]),
+    start_step=np.array([[0], [0]]),
+    num_clients=np.int64(2),
+  )
   r = schedules.load(tmp_path / 'trace.npz')
   assert r.mask.all() and r.local_steps.max() == 1 and r.max_staleness == 1
   np.savez(tmp_path / 'bad.npz', client_ids=np.array([[0]]))
@@ -180,15 +191,19 @@ def test_load_trace_with_defaults_and_bad_files(tmp_path):
 
 def test_ring_plan_keeps_every_start_model_until_its_last_reader():
   from afl_jax.core import ring
-  for sched in (schedules.fedbuff(100, 20, 10, 300, seed=0),
-                schedules.random_staleness(20, 4, 60, window=7, seed=1),
-                from_arrays([[0, 1], [2, 0], [1, 2]], [[0, 0], [0, 1], [0, 2]])):
+
+  for sched in (
+    schedules.fedbuff(100, 20, 10, 300, seed=0),
+    schedules.random_staleness(20, 4, 60, window=7, seed=1),
+    from_arrays([[0, 1], [2, 0], [1, 2]], [[0, 0], [0, 1], [0, 2]]),
+  ):
     p = ring.plan(sched)
     held = {int(p.write_slot[0]): 0}  # slot -> version it holds
     for t in range(sched.num_steps):
       for j in np.flatnonzero(sched.mask[t]):
         assert held[int(p.read_slot[t, j])] == sched.start_step[t, j]
       held[int(p.write_slot[t + 1])] = t + 1
-    live = max(len({int(s) for s in sched.start_step[t][sched.mask[t]]}) for t in
-               range(sched.num_steps))
+    live = max(
+      len({int(s) for s in sched.start_step[t][sched.mask[t]]}) for t in range(sched.num_steps)
+    )
     assert live <= p.size <= sched.max_staleness + 1

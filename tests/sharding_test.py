@@ -12,8 +12,9 @@ def test_sharded_run_matches_single_device():
   script = os.path.join(os.path.dirname(__file__), 'helpers', 'sharded_vs_single.py')
   env = dict(os.environ)
   env.pop('XLA_FLAGS', None)
-  proc = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env,
-                        timeout=600)
+  proc = subprocess.run(
+    [sys.executable, script], capture_output=True, text=True, env=env, timeout=600
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   diffs = json.loads(proc.stdout.strip().splitlines()[-1])
   assert {'fedbuff', 'asynfl', 'asynflc_ef'} <= set(diffs)

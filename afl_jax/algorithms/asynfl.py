@@ -44,11 +44,11 @@ LOCAL_TRAINING = ('continuous', 'per_job')
 # The compressor parameters each compressor takes, with the paper's defaults
 # (Fig. 1: "top3" = k/d 0.03, "Q4b" = QSGD with b = 4; Sign is unscaled, Sec. III-B).
 COMPRESSOR_DEFAULTS: dict[str, dict[str, object]] = {
-    'identity': {},
-    'top_k': {'fraction': 0.03},
-    'sign': {'scaled': False},
-    'qsgd': {'bits': 4},
-    'top_k_qsgd': {'fraction': 0.03, 'bits': 4, 'scaled': False},
+  'identity': {},
+  'top_k': {'fraction': 0.03},
+  'sign': {'scaled': False},
+  'qsgd': {'bits': 4},
+  'top_k_qsgd': {'fraction': 0.03, 'bits': 4, 'scaled': False},
 }
 
 
@@ -66,9 +66,14 @@ def _check_num_clients(num_clients: int | None) -> None:
     raise ValueError(f'num_clients must be an integer >= 1 (or None); got {num_clients!r}.')
 
 
-def build_compressor(compressor: str, *, fraction: float | None = None,
-                     bits: int | None = None, scaled: bool | None = None,
-                     error_feedback: bool = False) -> compression.Compressor:
+def build_compressor(
+  compressor: str,
+  *,
+  fraction: float | None = None,
+  bits: int | None = None,
+  scaled: bool | None = None,
+  error_feedback: bool = False,
+) -> compression.Compressor:
   """The compressor ``compressor`` with its parameters (None = the paper's default).
 
   Args:
@@ -86,20 +91,29 @@ def build_compressor(compressor: str, *, fraction: float | None = None,
       not take it, or an invalid parameter value.
   """
   if compressor not in COMPRESSOR_DEFAULTS:
-    raise ValueError(f'compressor must be one of {sorted(COMPRESSOR_DEFAULTS)}; '
-                     f'got {compressor!r}.')
-  given = {k: v for k, v in dict(fraction=fraction, bits=bits, scaled=scaled).items()
-           if v is not None}
+    raise ValueError(
+      f'compressor must be one of {sorted(COMPRESSOR_DEFAULTS)}; got {compressor!r}.'
+    )
+  given = {
+    k: v for k, v in dict(fraction=fraction, bits=bits, scaled=scaled).items() if v is not None
+  }
   takes = COMPRESSOR_DEFAULTS[compressor]
   stray = sorted(set(given) - set(takes))
   if stray:
-    raise ValueError(f'compressor {compressor!r} takes no {stray} (it takes {sorted(takes)}); '
-                     f'got {", ".join(f"{k}={given[k]!r}" for k in stray)}.')
+    raise ValueError(
+      f'compressor {compressor!r} takes no {stray} (it takes {sorted(takes)}); '
+      f'got {", ".join(f"{k}={given[k]!r}" for k in stray)}.'
+    )
   return compression.get(compressor, error_feedback=error_feedback, **{**takes, **given})
 
 
-def asynfl_server(server_lr: float, *, normalizer: str = 'clients',
-                  num_clients: int | None = None, always_on: bool = False) -> ServerRule:
+def asynfl_server(
+  server_lr: float,
+  *,
+  normalizer: str = 'clients',
+  num_clients: int | None = None,
+  always_on: bool = False,
+) -> ServerRule:
   """eq. (5)/(7)/(10): ``x <- x - eta_g * (1/n) sum_{S_t} Delta`` (our sign).
 
   Args:
@@ -113,37 +127,51 @@ def asynfl_server(server_lr: float, *, normalizer: str = 'clients',
   _check_positive('server_lr', server_lr)
   _check_num_clients(num_clients)
   check_normalizer(normalizer, num_clients)
-  inner = servers.optimizer_server(optax.sgd(server_lr), normalizer=normalizer,
-                                   num_clients=num_clients)
+  inner = servers.optimizer_server(
+    optax.sgd(server_lr), normalizer=normalizer, num_clients=num_clients
+  )
 
   def update(state, messages, arrivals: Arrivals, key):
     m = arrivals.mask.shape[0]
     if num_clients is not None and (m > num_clients or (always_on and m != num_clients)):
-      raise ValueError(f'num_clients={num_clients} does not match this run, which stacks {m} '
-                       'messages per server step; set num_clients to the number of clients n.')
+      raise ValueError(
+        f'num_clients={num_clients} does not match this run, which stacks {m} '
+        'messages per server step; set num_clients to the number of clients n.'
+      )
     return inner.update(state, messages, arrivals, key)
 
   return inner._replace(update=update)
 
 
-def _algorithm(name: str, client_lr: float, server_lr: float, num_clients: int | None,
-               normalizer: str, local_training: str,
-               compressor: compression.Compressor | None = None) -> Algorithm:
+def _algorithm(
+  name: str,
+  client_lr: float,
+  server_lr: float,
+  num_clients: int | None,
+  normalizer: str,
+  local_training: str,
+  compressor: compression.Compressor | None = None,
+) -> Algorithm:
   _check_positive('client_lr', client_lr)
   if local_training not in LOCAL_TRAINING:
     raise ValueError(f'local_training must be one of {LOCAL_TRAINING}; got {local_training!r}.')
   continuous = local_training == 'continuous'
-  server = asynfl_server(server_lr, normalizer=normalizer, num_clients=num_clients,
-                         always_on=continuous)
+  server = asynfl_server(
+    server_lr, normalizer=normalizer, num_clients=num_clients, always_on=continuous
+  )
   if continuous:
-    return Algorithm(name, clients.always_on_sgd(client_lr), server, compressor,
-                     regime='always_on')
+    return Algorithm(name, clients.always_on_sgd(client_lr), server, compressor, regime='always_on')
   return Algorithm(name, clients.local_sgd(client_lr), server, compressor, regime='per_job')
 
 
 @register('asynfl')
-def asynfl(client_lr: float = 0.01, server_lr: float = 1.0, num_clients: int | None = None,
-           normalizer: str = 'clients', local_training: str = 'continuous') -> Algorithm:
+def asynfl(
+  client_lr: float = 0.01,
+  server_lr: float = 1.0,
+  num_clients: int | None = None,
+  normalizer: str = 'clients',
+  local_training: str = 'continuous',
+) -> Algorithm:
   """AsynFL (eqs. 2-5): eta = client_lr, eta_g = server_lr, n = num_clients.
 
   Args:
@@ -158,37 +186,85 @@ def asynfl(client_lr: float = 0.01, server_lr: float = 1.0, num_clients: int | N
   return _algorithm('asynfl', client_lr, server_lr, num_clients, normalizer, local_training)
 
 
-def _compressed(name: str, error_feedback: bool, client_lr, server_lr, num_clients, compressor,
-                fraction, bits, scaled, normalizer, local_training) -> Algorithm:
+def _compressed(
+  name: str,
+  error_feedback: bool,
+  client_lr,
+  server_lr,
+  num_clients,
+  compressor,
+  fraction,
+  bits,
+  scaled,
+  normalizer,
+  local_training,
+) -> Algorithm:
   base = asynfl(client_lr, server_lr, num_clients, normalizer, local_training)
-  comp = build_compressor(compressor, fraction=fraction, bits=bits, scaled=scaled,
-                          error_feedback=error_feedback)
+  comp = build_compressor(
+    compressor, fraction=fraction, bits=bits, scaled=scaled, error_feedback=error_feedback
+  )
   return base._replace(name=name, compressor=comp)
 
 
 @register('asynflc')
-def asynflc(client_lr: float = 0.01, server_lr: float = 1.0, num_clients: int | None = None,
-            compressor: str = 'top_k', fraction: float | None = None, bits: int | None = None,
-            scaled: bool | None = None, normalizer: str = 'clients',
-            local_training: str = 'continuous') -> Algorithm:
+def asynflc(
+  client_lr: float = 0.01,
+  server_lr: float = 1.0,
+  num_clients: int | None = None,
+  compressor: str = 'top_k',
+  fraction: float | None = None,
+  bits: int | None = None,
+  scaled: bool | None = None,
+  normalizer: str = 'clients',
+  local_training: str = 'continuous',
+) -> Algorithm:
   """AsynFLC (eq. 7): AsynFL whose uploads are ``C(Delta)``, no error feedback.
 
   ``compressor`` is one of 'identity', 'top_k', 'sign', 'qsgd', 'top_k_qsgd';
   ``fraction`` (k/d), ``bits`` (b) and ``scaled`` are its parameters (None = the
   paper's default, see :data:`COMPRESSOR_DEFAULTS`); the rest as in :func:`asynfl`.
   """
-  return _compressed('asynflc', False, client_lr, server_lr, num_clients, compressor, fraction,
-                     bits, scaled, normalizer, local_training)
+  return _compressed(
+    'asynflc',
+    False,
+    client_lr,
+    server_lr,
+    num_clients,
+    compressor,
+    fraction,
+    bits,
+    scaled,
+    normalizer,
+    local_training,
+  )
 
 
 @register('asynflc_ef')
-def asynflc_ef(client_lr: float = 0.01, server_lr: float = 1.0, num_clients: int | None = None,
-               compressor: str = 'top_k', fraction: float | None = None,
-               bits: int | None = None, scaled: bool | None = None,
-               normalizer: str = 'clients', local_training: str = 'continuous') -> Algorithm:
+def asynflc_ef(
+  client_lr: float = 0.01,
+  server_lr: float = 1.0,
+  num_clients: int | None = None,
+  compressor: str = 'top_k',
+  fraction: float | None = None,
+  bits: int | None = None,
+  scaled: bool | None = None,
+  normalizer: str = 'clients',
+  local_training: str = 'continuous',
+) -> Algorithm:
   """AsynFLC-EF (Alg. 1, eqs. 8-10): AsynFLC with error feedback around ``compressor``.
 
   Same hyperparameters as :func:`asynflc`.
   """
-  return _compressed('asynflc_ef', True, client_lr, server_lr, num_clients, compressor,
-                     fraction, bits, scaled, normalizer, local_training)
+  return _compressed(
+    'asynflc_ef',
+    True,
+    client_lr,
+    server_lr,
+    num_clients,
+    compressor,
+    fraction,
+    bits,
+    scaled,
+    normalizer,
+    local_training,
+  )

@@ -30,8 +30,14 @@ def fedbuff(client_lr: float = 0.01, server_lr: float = 1.0) -> Algorithm:
 
 
 @register('fedasync')
-def fedasync(client_lr: float = 0.01, alpha: float = 0.6, staleness: str = 'polynomial',
-             a: float = 0.5, b: float = 4.0) -> Algorithm:
+def fedasync(
+  client_lr: float = 0.01,
+  alpha: float = 0.6,
+  staleness: str = 'polynomial',
+  a: float = 0.5,
+  b: float = 4.0,
+) -> Algorithm:
   """FedAsync: eta_l = client_lr, mixing alpha, staleness function s_{a,b}."""
-  return Algorithm('fedasync', clients.local_sgd(client_lr),
-                   servers.fedasync(alpha, staleness, a, b))
+  return Algorithm(
+    'fedasync', clients.local_sgd(client_lr), servers.fedasync(alpha, staleness, a, b)
+  )

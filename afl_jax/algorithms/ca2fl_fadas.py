@@ -48,12 +48,27 @@ def ca2fl(client_lr: float = 0.01, server_lr: float = 1.0) -> Algorithm:
 
 
 @register('fadas')
-def fadas(client_lr: float = 0.1, server_lr: float = 1e-4, beta1: float = 0.9,
-          beta2: float = 0.99, epsilon: float = 1e-8, delay_adaptive: bool = True,
-          tau_c: int = 1, delay_rule: str = 'min_inverse',
-          bias_correction: bool = False) -> Algorithm:
+def fadas(
+  client_lr: float = 0.1,
+  server_lr: float = 1e-4,
+  beta1: float = 0.9,
+  beta2: float = 0.99,
+  epsilon: float = 1e-8,
+  delay_adaptive: bool = True,
+  tau_c: int = 1,
+  delay_rule: str = 'min_inverse',
+  bias_correction: bool = False,
+) -> Algorithm:
   """FADAS: AMSGrad server (beta1, beta2, epsilon) at rate eta_t (server_lr, tau_c)."""
   _check_client_lr(client_lr)
-  server = fadas_server(server_lr, beta1, beta2, epsilon, delay_adaptive=delay_adaptive,
-                        tau_c=tau_c, delay_rule=delay_rule, bias_correction=bias_correction)
+  server = fadas_server(
+    server_lr,
+    beta1,
+    beta2,
+    epsilon,
+    delay_adaptive=delay_adaptive,
+    tau_c=tau_c,
+    delay_rule=delay_rule,
+    bias_correction=bias_correction,
+  )
   return Algorithm('fadas', local_sgd(client_lr), server)

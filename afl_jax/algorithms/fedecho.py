@@ -39,14 +39,24 @@ from afl_jax.servers.fedecho import fedecho as fedecho_rule
 
 
 @register('fedecho')
-def fedecho(client_lr: float = 0.03, server_lr: float = 1.0,
-            apply_fn: Callable[[Any, jax.Array], jax.Array] | None = None,
-            unlabeled_x: jax.Array | None = None, distill_steps: int = 10,
-            distill_lr: float = 3e-6, distill_batch: int | None = None,
-            clip_norm: float = 5.0, alpha_min: float = 0.2, alpha_max: float = 0.8,
-            alpha_mode: str = 'dynamic', alpha: float = 0.5, teacher: str = 'logits',
-            optimizer: str = 'adam', num_clients: int | None = None,
-            reset_distill_state: bool = False) -> Algorithm:
+def fedecho(
+  client_lr: float = 0.03,
+  server_lr: float = 1.0,
+  apply_fn: Callable[[Any, jax.Array], jax.Array] | None = None,
+  unlabeled_x: jax.Array | None = None,
+  distill_steps: int = 10,
+  distill_lr: float = 3e-6,
+  distill_batch: int | None = None,
+  clip_norm: float = 5.0,
+  alpha_min: float = 0.2,
+  alpha_max: float = 0.8,
+  alpha_mode: str = 'dynamic',
+  alpha: float = 0.5,
+  teacher: str = 'logits',
+  optimizer: str = 'adam',
+  num_clients: int | None = None,
+  reset_distill_state: bool = False,
+) -> Algorithm:
   """FedEcho (Alg. 1). ``apply_fn``, ``unlabeled_x`` and ``num_clients`` are required.
 
   Defaults follow Sec. 5.1 (nu=5, alpha in [0.2, 0.8], Adam with eta_d=3e-6) and
@@ -57,14 +67,23 @@ def fedecho(client_lr: float = 0.03, server_lr: float = 1.0,
   if apply_fn is None:
     raise ValueError('apply_fn is required: apply_fn(params, x) -> logits; got None.')
   if unlabeled_x is None:
-    raise ValueError('unlabeled_x is required: the unlabeled set U, an array [|U|, ...]; '
-                     'got None.')
+    raise ValueError('unlabeled_x is required: the unlabeled set U, an array [|U|, ...]; got None.')
   if num_clients is None:
     raise ValueError('num_clients is required (N, an integer >= 1); got None.')
   opt = distill_optimizer(optimizer, distill_lr, clip_norm)
   server = fedecho_rule(
-      apply_fn, unlabeled_x, num_clients, server_lr=server_lr, distill_opt=opt,
-      distill_steps=distill_steps, distill_batch=distill_batch, alpha_mode=alpha_mode,
-      alpha_min=alpha_min, alpha_max=alpha_max, alpha=alpha, teacher=teacher,
-      reset_distill_state=reset_distill_state)
+    apply_fn,
+    unlabeled_x,
+    num_clients,
+    server_lr=server_lr,
+    distill_opt=opt,
+    distill_steps=distill_steps,
+    distill_batch=distill_batch,
+    alpha_mode=alpha_mode,
+    alpha_min=alpha_min,
+    alpha_max=alpha_max,
+    alpha=alpha,
+    teacher=teacher,
+    reset_distill_state=reset_distill_state,
+  )
   return Algorithm('fedecho', clients.local_sgd(client_lr), server)

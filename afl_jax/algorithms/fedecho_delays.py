@@ -40,15 +40,19 @@ from afl_jax.schedules.schedule import Schedule
 
 CATEGORIES = ('short', 'medium', 'long')
 TABLE_1 = {
-    'large': ((1.0, 2.0), (3.0, 5.0), (50.0, 80.0)),
-    'mild': ((1.0, 2.0), (3.0, 5.0), (10.0, 20.0)),
+  'large': ((1.0, 2.0), (3.0, 5.0), (50.0, 80.0)),
+  'mild': ((1.0, 2.0), (3.0, 5.0), (10.0, 20.0)),
 }
 MAX_LONG_FRACTION = 0.1  # "no more than 10% of the clients" in the long group
 
 
-def runtime_categories(num_samples: np.ndarray, *, gamma: float = 1.0,
-                       fractions: tuple[float, float, float] = (0.6, 0.3, 0.1),
-                       seed: int = 0) -> np.ndarray:
+def runtime_categories(
+  num_samples: np.ndarray,
+  *,
+  gamma: float = 1.0,
+  fractions: tuple[float, float, float] = (0.6, 0.3, 0.1),
+  seed: int = 0,
+) -> np.ndarray:
   """int[N] category per client: 0 short, 1 medium, 2 long (see the module docstring).
 
   Args:
@@ -59,14 +63,16 @@ def runtime_categories(num_samples: np.ndarray, *, gamma: float = 1.0,
   """
   n_i = np.asarray(num_samples, np.float64)
   if n_i.ndim != 1 or n_i.size < 1 or (n_i < 0).any():
-    raise ValueError(f'num_samples must be a non-empty 1-D array of counts >= 0; got shape '
-                     f'{n_i.shape}.')
+    raise ValueError(
+      f'num_samples must be a non-empty 1-D array of counts >= 0; got shape {n_i.shape}.'
+    )
   if not gamma > 0:
     raise ValueError(f'gamma must be > 0; got {gamma}.')
   fr = np.asarray(fractions, np.float64)
   if fr.shape != (3,) or (fr < 0).any() or not np.isclose(fr.sum(), 1.0):
-    raise ValueError(f'fractions must be three shares (short, medium, long) >= 0 summing to '
-                     f'1; got {fractions}.')
+    raise ValueError(
+      f'fractions must be three shares (short, medium, long) >= 0 summing to 1; got {fractions}.'
+    )
   if fr[2] > MAX_LONG_FRACTION:
     raise ValueError(f'fractions[2] (long) must be <= {MAX_LONG_FRACTION}; got {fr[2]}.')
   n = n_i.size
@@ -76,12 +82,13 @@ def runtime_categories(num_samples: np.ndarray, *, gamma: float = 1.0,
   order = np.argsort(-score, kind='stable')
   cat = np.zeros(n, np.int32)
   cat[order[:num_long]] = 2
-  cat[order[num_long:num_long + num_medium]] = 1
+  cat[order[num_long : num_long + num_medium]] = 1
   return cat
 
 
-def category_ranges(categories: np.ndarray, delay: str = 'large', unit: float = 10.0
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def category_ranges(
+  categories: np.ndarray, delay: str = 'large', unit: float = 10.0
+) -> tuple[np.ndarray, np.ndarray]:
   """Per-client (low[N], high[N]) of Table 1 for ``delay`` in {'large', 'mild'}, times ``unit``."""
   if delay not in TABLE_1:
     raise ValueError(f'delay must be one of {sorted(TABLE_1)}; got {delay!r}.')
@@ -110,40 +117,68 @@ class PerClientUniform(Durations):
     super().__post_init__()
     low, high = np.asarray(self.low, np.float64), np.asarray(self.high, np.float64)
     if low.ndim != 1 or low.shape != high.shape or not (0 <= low).all() or (low > high).any():
-      raise ValueError('PerClientUniform needs 1-D low and high of equal length with '
-                       '0 <= low <= high.')
+      raise ValueError(
+        'PerClientUniform needs 1-D low and high of equal length with 0 <= low <= high.'
+      )
     object.__setattr__(self, 'low', low)
     object.__setattr__(self, 'high', high)
 
   def draw(self, rng: np.random.Generator, client_ids: np.ndarray) -> np.ndarray:
     ids = np.asarray(client_ids)
     if ids.size and ids.max() >= self.low.shape[0]:
-      raise ValueError(f'PerClientUniform has {self.low.shape[0]} clients but client id '
-                       f'{ids.max()} was drawn.')
+      raise ValueError(
+        f'PerClientUniform has {self.low.shape[0]} clients but client id {ids.max()} was drawn.'
+      )
     u = rng.uniform(0.0, 1.0, size=ids.shape)
     d = self.low[ids] + (self.high[ids] - self.low[ids]) * u
     return d if self.speed is None else d * self.speed[ids]
 
 
-def durations(num_samples: np.ndarray, *, delay: str = 'large', gamma: float = 1.0,
-              fractions: tuple[float, float, float] = (0.6, 0.3, 0.1), unit: float = 10.0,
-              seed: int = 0) -> PerClientUniform:
+def durations(
+  num_samples: np.ndarray,
+  *,
+  delay: str = 'large',
+  gamma: float = 1.0,
+  fractions: tuple[float, float, float] = (0.6, 0.3, 0.1),
+  unit: float = 10.0,
+  seed: int = 0,
+) -> PerClientUniform:
   """Table 1 durations for clients with ``num_samples`` local samples (seconds by default)."""
   cat = runtime_categories(num_samples, gamma=gamma, fractions=fractions, seed=seed)
   low, high = category_ranges(cat, delay, unit)
-  return PerClientUniform('uniform', {'low': float(low.min()), 'high': float(high.max())},
-                          low=low, high=high, category=cat)
+  return PerClientUniform(
+    'uniform',
+    {'low': float(low.min()), 'high': float(high.max())},
+    low=low,
+    high=high,
+    category=cat,
+  )
 
 
-def schedule(num_samples: np.ndarray, concurrency: int, buffer_size: int, num_steps: int, *,
-             delay: str = 'large', gamma: float = 1.0,
-             fractions: tuple[float, float, float] = (0.6, 0.3, 0.1), unit: float = 10.0,
-             local_steps=1, seed: int = 0) -> Schedule:
+def schedule(
+  num_samples: np.ndarray,
+  concurrency: int,
+  buffer_size: int,
+  num_steps: int,
+  *,
+  delay: str = 'large',
+  gamma: float = 1.0,
+  fractions: tuple[float, float, float] = (0.6, 0.3, 0.1),
+  unit: float = 10.0,
+  local_steps=1,
+  seed: int = 0,
+) -> Schedule:
   """FedBuff's event clock (Mc = ``concurrency``, M = ``buffer_size``) with Table 1 delays.
 
   The paper's vision setting is N=50, Mc=25, M=5 (Sec. 5.1).
   """
-  dur = durations(num_samples, delay=delay, gamma=gamma, fractions=fractions, unit=unit,
-                  seed=seed)
-  return builders.fedbuff(len(dur.low), concurrency, buffer_size, num_steps, durations=dur,
-                          local_steps=local_steps, seed=seed)
+  dur = durations(num_samples, delay=delay, gamma=gamma, fractions=fractions, unit=unit, seed=seed)
+  return builders.fedbuff(
+    len(dur.low),
+    concurrency,
+    buffer_size,
+    num_steps,
+    durations=dur,
+    local_steps=local_steps,
+    seed=seed,
+  )

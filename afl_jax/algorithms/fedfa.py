@@ -31,59 +31,117 @@ from afl_jax.clients.prox import check_client_lr
 from afl_jax.core.types import Algorithm
 
 
-def _fedfa(name: str, mode: str, client_lr: float, window_size: int, server_lr: float,
-           aggregate_on_fill: bool, sliding: bool, nova: bool = False) -> Algorithm:
+def _fedfa(
+  name: str,
+  mode: str,
+  client_lr: float,
+  window_size: int,
+  server_lr: float,
+  aggregate_on_fill: bool,
+  sliding: bool,
+  nova: bool = False,
+) -> Algorithm:
   check_client_lr(client_lr)
-  server = servers.fedfa(window_size, mode, server_lr, aggregate_on_fill=aggregate_on_fill,
-                         sliding=sliding,
-                         message_scales=servers.nova_scales if nova else None)
+  server = servers.fedfa(
+    window_size,
+    mode,
+    server_lr,
+    aggregate_on_fill=aggregate_on_fill,
+    sliding=sliding,
+    message_scales=servers.nova_scales if nova else None,
+  )
   return Algorithm(name, clients.local_sgd(client_lr), server)
 
 
 @register('fedfa_param')
-def fedfa_param(client_lr: float = 0.01, window_size: int = 5, aggregate_on_fill: bool = False,
-                sliding: bool = True) -> Algorithm:
+def fedfa_param(
+  client_lr: float = 0.01,
+  window_size: int = 5,
+  aggregate_on_fill: bool = False,
+  sliding: bool = True,
+) -> Algorithm:
   """FedFa-Param: local SGD clients; the model is the mean of the K windowed models."""
-  return _fedfa('fedfa_param', 'param', client_lr, window_size, 1.0, aggregate_on_fill,
-                sliding)
+  return _fedfa('fedfa_param', 'param', client_lr, window_size, 1.0, aggregate_on_fill, sliding)
 
 
 @register('fedfa_delta')
-def fedfa_delta(client_lr: float = 0.01, server_lr: float = 1.0, window_size: int = 5,
-                aggregate_on_fill: bool = False, sliding: bool = True) -> Algorithm:
+def fedfa_delta(
+  client_lr: float = 0.01,
+  server_lr: float = 1.0,
+  window_size: int = 5,
+  aggregate_on_fill: bool = False,
+  sliding: bool = True,
+) -> Algorithm:
   """FedFa-Delta: local SGD clients; ``x <- x - eta_g * mean of the K windowed deltas``."""
-  return _fedfa('fedfa_delta', 'delta', client_lr, window_size, server_lr, aggregate_on_fill,
-                sliding)
+  return _fedfa(
+    'fedfa_delta', 'delta', client_lr, window_size, server_lr, aggregate_on_fill, sliding
+  )
 
 
 @register('fedfa_param_prox')
-def fedfa_param_prox(client_lr: float = 0.01, mu: float = 0.01, window_size: int = 5,
-                     aggregate_on_fill: bool = False, sliding: bool = True) -> Algorithm:
+def fedfa_param_prox(
+  client_lr: float = 0.01,
+  mu: float = 0.01,
+  window_size: int = 5,
+  aggregate_on_fill: bool = False,
+  sliding: bool = True,
+) -> Algorithm:
   """FedFa-Param with FedProx's client (mu)."""
-  return with_prox(fedfa_param(client_lr, window_size, aggregate_on_fill, sliding),
-                   'fedfa_param_prox', client_lr, mu)
+  return with_prox(
+    fedfa_param(client_lr, window_size, aggregate_on_fill, sliding),
+    'fedfa_param_prox',
+    client_lr,
+    mu,
+  )
 
 
 @register('fedfa_delta_prox')
-def fedfa_delta_prox(client_lr: float = 0.01, server_lr: float = 1.0, mu: float = 0.01,
-                     window_size: int = 5, aggregate_on_fill: bool = False,
-                     sliding: bool = True) -> Algorithm:
+def fedfa_delta_prox(
+  client_lr: float = 0.01,
+  server_lr: float = 1.0,
+  mu: float = 0.01,
+  window_size: int = 5,
+  aggregate_on_fill: bool = False,
+  sliding: bool = True,
+) -> Algorithm:
   """FedFa-Delta with FedProx's client (mu): Table 6, "Fedprox w/"."""
-  return with_prox(fedfa_delta(client_lr, server_lr, window_size, aggregate_on_fill, sliding),
-                   'fedfa_delta_prox', client_lr, mu)
+  return with_prox(
+    fedfa_delta(client_lr, server_lr, window_size, aggregate_on_fill, sliding),
+    'fedfa_delta_prox',
+    client_lr,
+    mu,
+  )
 
 
 @register('fedfa_param_nova')
-def fedfa_param_nova(client_lr: float = 0.01, window_size: int = 5,
-                     aggregate_on_fill: bool = False, sliding: bool = True) -> Algorithm:
+def fedfa_param_nova(
+  client_lr: float = 0.01,
+  window_size: int = 5,
+  aggregate_on_fill: bool = False,
+  sliding: bool = True,
+) -> Algorithm:
   """FedFa-Param with FedNova: model = ``mean(x_start_k) - tau_eff mean(Delta_k / tau_k)``."""
-  return _fedfa('fedfa_param_nova', 'param', client_lr, window_size, 1.0, aggregate_on_fill,
-                sliding, nova=True)
+  return _fedfa(
+    'fedfa_param_nova', 'param', client_lr, window_size, 1.0, aggregate_on_fill, sliding, nova=True
+  )
 
 
 @register('fedfa_delta_nova')
-def fedfa_delta_nova(client_lr: float = 0.01, server_lr: float = 1.0, window_size: int = 5,
-                     aggregate_on_fill: bool = False, sliding: bool = True) -> Algorithm:
+def fedfa_delta_nova(
+  client_lr: float = 0.01,
+  server_lr: float = 1.0,
+  window_size: int = 5,
+  aggregate_on_fill: bool = False,
+  sliding: bool = True,
+) -> Algorithm:
   """FedFa-Delta with FedNova (Table 6, "Fednova w/"): ``tau_eff`` over the window."""
-  return _fedfa('fedfa_delta_nova', 'delta', client_lr, window_size, server_lr,
-                aggregate_on_fill, sliding, nova=True)
+  return _fedfa(
+    'fedfa_delta_nova',
+    'delta',
+    client_lr,
+    window_size,
+    server_lr,
+    aggregate_on_fill,
+    sliding,
+    nova=True,
+  )

@@ -43,14 +43,14 @@ def _local_sgd(client_lr: float) -> ClientRule:
   return clients.local_sgd(client_lr)
 
 
-def _fedgm(name: str, client_lr: float, server_lr: float, beta: float, nu: float
-           ) -> Algorithm:
+def _fedgm(name: str, client_lr: float, server_lr: float, beta: float, nu: float) -> Algorithm:
   return Algorithm(name, _local_sgd(client_lr), servers.fedgm(server_lr, beta, nu))
 
 
 @register('fedgm')
-def fedgm(client_lr: float = 0.01, server_lr: float = 1.0, beta: float = 0.9,
-          nu: float = 0.7) -> Algorithm:
+def fedgm(
+  client_lr: float = 0.01, server_lr: float = 1.0, beta: float = 0.9, nu: float = 0.7
+) -> Algorithm:
   """FedGM: eta_l = client_lr, eta = server_lr, momentum beta, instant discount nu."""
   return _fedgm('fedgm', client_lr, server_lr, beta, nu)
 
@@ -74,37 +74,57 @@ def fednag(client_lr: float = 0.01, server_lr: float = 1.0, beta: float = 0.9) -
 
 
 @register('multistage_fedgm')
-def multistage_fedgm(client_lr: float = 0.01, stage_lengths: Sequence[int] = STAGE_LENGTHS,
-                     server_lrs: Sequence[float] = SERVER_LRS,
-                     betas: Sequence[float] = BETAS, nus: Sequence[float] = NUS
-                     ) -> Algorithm:
+def multistage_fedgm(
+  client_lr: float = 0.01,
+  stage_lengths: Sequence[int] = STAGE_LENGTHS,
+  server_lrs: Sequence[float] = SERVER_LRS,
+  betas: Sequence[float] = BETAS,
+  nus: Sequence[float] = NUS,
+) -> Algorithm:
   """Multistage FedGM (Alg. 3): stage s runs (eta_s, beta_s, nu_s) for T_s server steps."""
-  return Algorithm('multistage_fedgm', _local_sgd(client_lr),
-                   servers.multistage_fedgm(stage_lengths, server_lrs, betas, nus))
+  return Algorithm(
+    'multistage_fedgm',
+    _local_sgd(client_lr),
+    servers.multistage_fedgm(stage_lengths, server_lrs, betas, nus),
+  )
 
 
 @register('autonomous_fedgm')
-def autonomous_fedgm(client_lr: float = 0.01, stage_lengths: Sequence[int] = STAGE_LENGTHS,
-                     server_lrs: Sequence[float] = SERVER_LRS,
-                     betas: Sequence[float] = BETAS, nus: Sequence[float] = NUS
-                     ) -> Algorithm:
+def autonomous_fedgm(
+  client_lr: float = 0.01,
+  stage_lengths: Sequence[int] = STAGE_LENGTHS,
+  server_lrs: Sequence[float] = SERVER_LRS,
+  betas: Sequence[float] = BETAS,
+  nus: Sequence[float] = NUS,
+) -> Algorithm:
   """Autonomous Multistage FedGM (Alg. 4): clients send ``Delta / K_{t,i}``.
 
   With K_{t,i} = K and no staleness this equals 'multistage_fedgm' with server
   learning rates ``eta_s / K`` (the FedGM step is linear in Delta).
   """
-  return Algorithm('autonomous_fedgm', clients.divide_by_local_steps(_local_sgd(client_lr)),
-                   servers.multistage_fedgm(stage_lengths, server_lrs, betas, nus))
+  return Algorithm(
+    'autonomous_fedgm',
+    clients.divide_by_local_steps(_local_sgd(client_lr)),
+    servers.multistage_fedgm(stage_lengths, server_lrs, betas, nus),
+  )
 
 
 @register('fedopt')
-def fedopt(client_lr: float = 0.01, server_lr: float = 0.01, server_optimizer: str = 'adam',
-           beta1: float = 0.9, beta2: float = 0.99, tau: float = 1e-3) -> Algorithm:
+def fedopt(
+  client_lr: float = 0.01,
+  server_lr: float = 0.01,
+  server_optimizer: str = 'adam',
+  beta1: float = 0.9,
+  beta2: float = 0.99,
+  tau: float = 1e-3,
+) -> Algorithm:
   """FedOPT with an optax ServerOPT: 'sgd', 'adam', 'yogi', 'adagrad' or 'amsgrad'.
 
   eta_l = client_lr, eta = server_lr; beta1, beta2 the moment decays and tau the
   adaptivity (optax's eps) of Reddi et al. See ``servers.server_optimizer``.
   """
-  return Algorithm('fedopt', _local_sgd(client_lr),
-                   servers.fedopt(server_optimizer, server_lr, beta1=beta1, beta2=beta2,
-                                  tau=tau))
+  return Algorithm(
+    'fedopt',
+    _local_sgd(client_lr),
+    servers.fedopt(server_optimizer, server_lr, beta1=beta1, beta2=beta2, tau=tau),
+  )

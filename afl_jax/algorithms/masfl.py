@@ -48,23 +48,26 @@ def _positive_int(name: str, value) -> int:
 
 def _beta(s: int, k: int, t: int) -> float:
   if s * k > t:
-    raise ValueError(f'num_rounds={t} must be >= arrivals_per_step * local_steps = {s * k} '
-                     'so that beta = sqrt(SK/T) <= 1.')
+    raise ValueError(
+      f'num_rounds={t} must be >= arrivals_per_step * local_steps = {s * k} '
+      'so that beta = sqrt(SK/T) <= 1.'
+    )
   return math.sqrt(s * k / t)
 
 
 def adamasfl_theory(arrivals_per_step: int, local_steps: int, num_rounds: int) -> TheoryRates:
-  """Theorem 4.1: ``gamma = (SK)^{1/4} / T^{3/4}``, ``eta = 1/(K sqrt T)``, ``beta = sqrt(SK/T)``.
-  """
+  """Theorem 4.1: ``gamma = (SK)^{1/4} / T^{3/4}``, ``eta = 1/(K sqrt T)``, ``beta = sqrt(SK/T)``."""
   s = _positive_int('arrivals_per_step', arrivals_per_step)
   k = _positive_int('local_steps', local_steps)
   t = _positive_int('num_rounds', num_rounds)
-  return TheoryRates(client_lr=1.0 / (k * math.sqrt(t)),
-                     server_lr=(s * k) ** 0.25 / t ** 0.75, beta=_beta(s, k, t))
+  return TheoryRates(
+    client_lr=1.0 / (k * math.sqrt(t)), server_lr=(s * k) ** 0.25 / t**0.75, beta=_beta(s, k, t)
+  )
 
 
-def masfl_theory(arrivals_per_step: int, local_steps: int, num_rounds: int,
-                 smoothness: float, tau_max: int) -> TheoryRates:
+def masfl_theory(
+  arrivals_per_step: int, local_steps: int, num_rounds: int, smoothness: float, tau_max: int
+) -> TheoryRates:
   """Theorem 3.1: ``beta = sqrt(SK/T)``, ``gamma = beta/(4L)``, eta = its upper bound.
 
   Raises:
@@ -78,11 +81,13 @@ def masfl_theory(arrivals_per_step: int, local_steps: int, num_rounds: int,
   if isinstance(tau_max, bool) or not isinstance(tau_max, int) or tau_max < 0:
     raise ValueError(f'tau_max must be an integer >= 0; got {tau_max!r}.')
   beta = _beta(s, k, t)
-  room = t - math.sqrt(s * k * t) - 4 * s * k * tau_max ** 2
+  room = t - math.sqrt(s * k * t) - 4 * s * k * tau_max**2
   if room < 0:
-    raise ValueError(f'num_rounds={t} is too small for Theorem 3.1 with arrivals_per_step={s}, '
-                     f'local_steps={k}, tau_max={tau_max}: T - sqrt(SKT) - 4SK tau_max^2 = '
-                     f'{room:.4g} < 0.')
+    raise ValueError(
+      f'num_rounds={t} is too small for Theorem 3.1 with arrivals_per_step={s}, '
+      f'local_steps={k}, tau_max={tau_max}: T - sqrt(SKT) - 4SK tau_max^2 = '
+      f'{room:.4g} < 0.'
+    )
   eta = math.sqrt(room) / (4 * math.sqrt(5) * math.e * k * smoothness * math.sqrt(t))
   return TheoryRates(client_lr=eta, server_lr=beta / (4 * smoothness), beta=beta)
 
@@ -90,8 +95,9 @@ def masfl_theory(arrivals_per_step: int, local_steps: int, num_rounds: int,
 def _need(name: str, **given) -> None:
   missing = sorted(k for k, v in given.items() if v is None)
   if missing:
-    raise ValueError(f'{name}: pass client_lr, server_lr and beta, or the theorem inputs; '
-                     f'missing {missing}.')
+    raise ValueError(
+      f'{name}: pass client_lr, server_lr and beta, or the theorem inputs; missing {missing}.'
+    )
 
 
 def _check_rates(client_lr: float, server_lr: float, beta: float) -> None:
@@ -102,8 +108,15 @@ def _check_rates(client_lr: float, server_lr: float, beta: float) -> None:
     raise ValueError(f'beta must be in (0, 1]; got {beta}.')
 
 
-def build(name: str, client_lr: float, server_lr: float, beta: float, *, adaptive: bool,
-          selection: str = 'arrivals') -> Algorithm:
+def build(
+  name: str,
+  client_lr: float,
+  server_lr: float,
+  beta: float,
+  *,
+  adaptive: bool,
+  selection: str = 'arrivals',
+) -> Algorithm:
   """The MasFL (``adaptive=False``) or AdaMasFL recipe with explicit rates."""
   _check_rates(client_lr, server_lr, beta)
   check_selection(selection)
@@ -121,43 +134,68 @@ def build(name: str, client_lr: float, server_lr: float, beta: float, *, adaptiv
 
 
 @register('masfl')
-def masfl(client_lr: float | None = None, server_lr: float | None = None,
-          beta: float | None = None, arrivals_per_step: int | None = None,
-          local_steps: int | None = None, num_rounds: int | None = None,
-          smoothness: float | None = None, tau_max: int | None = None,
-          selection: str = 'arrivals') -> Algorithm:
+def masfl(
+  client_lr: float | None = None,
+  server_lr: float | None = None,
+  beta: float | None = None,
+  arrivals_per_step: int | None = None,
+  local_steps: int | None = None,
+  num_rounds: int | None = None,
+  smoothness: float | None = None,
+  tau_max: int | None = None,
+  selection: str = 'arrivals',
+) -> Algorithm:
   """MasFL (Alg. 1-2): eta = client_lr, gamma = server_lr; missing rates from Thm 3.1.
 
   With ``beta`` given and ``server_lr`` missing, ``gamma = beta / (4L)`` uses that beta.
   """
   if beta is None:
-    _need('masfl', arrivals_per_step=arrivals_per_step, local_steps=local_steps,
-          num_rounds=num_rounds)
-    beta = _beta(_positive_int('arrivals_per_step', arrivals_per_step),
-                 _positive_int('local_steps', local_steps),
-                 _positive_int('num_rounds', num_rounds))
+    _need(
+      'masfl', arrivals_per_step=arrivals_per_step, local_steps=local_steps, num_rounds=num_rounds
+    )
+    beta = _beta(
+      _positive_int('arrivals_per_step', arrivals_per_step),
+      _positive_int('local_steps', local_steps),
+      _positive_int('num_rounds', num_rounds),
+    )
   if server_lr is None:
     _need('masfl', smoothness=smoothness)
     if not smoothness > 0:
       raise ValueError(f'smoothness (L) must be > 0; got {smoothness}.')
     server_lr = beta / (4 * smoothness)
   if client_lr is None:
-    _need('masfl', arrivals_per_step=arrivals_per_step, local_steps=local_steps,
-          num_rounds=num_rounds, smoothness=smoothness, tau_max=tau_max)
-    client_lr = masfl_theory(arrivals_per_step, local_steps, num_rounds, smoothness,
-                             tau_max).client_lr
+    _need(
+      'masfl',
+      arrivals_per_step=arrivals_per_step,
+      local_steps=local_steps,
+      num_rounds=num_rounds,
+      smoothness=smoothness,
+      tau_max=tau_max,
+    )
+    client_lr = masfl_theory(
+      arrivals_per_step, local_steps, num_rounds, smoothness, tau_max
+    ).client_lr
   return build('masfl', client_lr, server_lr, beta, adaptive=False, selection=selection)
 
 
 @register('adamasfl')
-def adamasfl(client_lr: float | None = None, server_lr: float | None = None,
-             beta: float | None = None, arrivals_per_step: int | None = None,
-             local_steps: int | None = None, num_rounds: int | None = None,
-             selection: str = 'arrivals') -> Algorithm:
+def adamasfl(
+  client_lr: float | None = None,
+  server_lr: float | None = None,
+  beta: float | None = None,
+  arrivals_per_step: int | None = None,
+  local_steps: int | None = None,
+  num_rounds: int | None = None,
+  selection: str = 'arrivals',
+) -> Algorithm:
   """AdaMasFL (Alg. 3-4): eta = client_lr, gamma = server_lr; missing rates from Thm 4.1."""
   if None in (client_lr, server_lr, beta):
-    _need('adamasfl', arrivals_per_step=arrivals_per_step, local_steps=local_steps,
-          num_rounds=num_rounds)
+    _need(
+      'adamasfl',
+      arrivals_per_step=arrivals_per_step,
+      local_steps=local_steps,
+      num_rounds=num_rounds,
+    )
     theory = adamasfl_theory(arrivals_per_step, local_steps, num_rounds)
     client_lr = theory.client_lr if client_lr is None else client_lr
     server_lr = theory.server_lr if server_lr is None else server_lr

@@ -32,13 +32,15 @@ from afl_jax.core.types import Algorithm
 
 def check_server_lr(server_lr: float) -> None:
   """eta_g must be a finite number > 0."""
-  if isinstance(server_lr, bool) or not isinstance(server_lr, (int, float)) or not (
-      math.isfinite(server_lr) and server_lr > 0):
+  if (
+    isinstance(server_lr, bool)
+    or not isinstance(server_lr, (int, float))
+    or not (math.isfinite(server_lr) and server_lr > 0)
+  ):
     raise ValueError(f'server_lr must be a finite number > 0; got {server_lr!r}.')
 
 
-def with_prox(algorithm: Algorithm, name: str, client_lr: ScalarOrSchedule,
-              mu: float) -> Algorithm:
+def with_prox(algorithm: Algorithm, name: str, client_lr: ScalarOrSchedule, mu: float) -> Algorithm:
   """``algorithm`` with FedProx's client (eta_l = client_lr, proximal coefficient mu)."""
   return algorithm._replace(name=name, client=clients.prox_sgd(client_lr, mu))
 
@@ -56,8 +58,7 @@ def fedprox(client_lr: float = 0.01, mu: float = 0.01) -> Algorithm:
 
 
 @register('fedbuff_prox')
-def fedbuff_prox(client_lr: float = 0.01, server_lr: float = 1.0, mu: float = 0.01
-                 ) -> Algorithm:
+def fedbuff_prox(client_lr: float = 0.01, server_lr: float = 1.0, mu: float = 0.01) -> Algorithm:
   """FedBuff with the proximal client: eta_l = client_lr, eta_g = server_lr, mu."""
   check_client_lr(client_lr)
   check_server_lr(server_lr)

@@ -17,11 +17,13 @@ _REGISTRY: dict[str, Callable[..., Algorithm]] = {}
 
 def register(name: str) -> Callable[[Callable[..., Algorithm]], Callable[..., Algorithm]]:
   """Decorator: register ``factory(**hparams) -> Algorithm`` under ``name``."""
+
   def deco(factory):
     if name in _REGISTRY:
       raise ValueError(f'algorithm {name!r} is registered twice.')
     _REGISTRY[name] = factory
     return factory
+
   return deco
 
 
@@ -52,6 +54,7 @@ def get(name: str, **hparams) -> Algorithm:
   valid = hyperparameters(name)
   unknown = sorted(set(hparams) - set(valid))
   if unknown:
-    raise ValueError(f'algorithm {name!r} has no hyperparameter(s) {unknown}; valid: '
-                     f'{sorted(valid)}.')
+    raise ValueError(
+      f'algorithm {name!r} has no hyperparameter(s) {unknown}; valid: {sorted(valid)}.'
+    )
   return factory(**hparams)

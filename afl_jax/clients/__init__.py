@@ -6,6 +6,12 @@ from afl_jax.clients.normalized import divide_by_local_steps
 from afl_jax.clients.prox import prox_sgd
 from afl_jax.clients.sgd import local_sgd, run_local_steps
 
-__all__ = ['AlwaysOnState', 'always_on_sgd', 'divide_by_local_steps', 'local_sgd', 'prox_sgd',
-           'run_local_steps']
+__all__ = [
+  'AlwaysOnState',
+  'always_on_sgd',
+  'divide_by_local_steps',
+  'local_sgd',
+  'prox_sgd',
+  'run_local_steps',
+]
 __all__ += ['adamasfl_client', 'masfl_client']

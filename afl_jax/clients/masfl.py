@@ -72,6 +72,7 @@ def initial_variate(params: Params, task: LocalTask, key: jax.Array) -> Params:
   Step k draws its batch with ``fold_in(key, k)``; steps ``k >= task.num_steps`` are
   masked out exactly as in the local loop.
   """
+
   def body(total, batch, k):
     del k
     loss, g = jax.value_and_grad(task.loss_fn)(params, batch)
@@ -105,8 +106,9 @@ def masfl_client(client_lr: float, beta: float, *, normalize: bool = False) -> C
   def init(params: Params, task: LocalTask, key: jax.Array) -> MasFLClientState:
     return MasFLClientState(initial_variate(params, task, key))
 
-  def update(start: MasFLBroadcast, state: MasFLClientState, task: LocalTask,
-             key: jax.Array) -> tuple[MasFLMessage, MasFLClientState, dict[str, Any]]:
+  def update(
+    start: MasFLBroadcast, state: MasFLClientState, task: LocalTask, key: jax.Array
+  ) -> tuple[MasFLMessage, MasFLClientState, dict[str, Any]]:
     def body(carry, batch, k):
       del k
       params, grad_sum = carry

@@ -29,6 +29,7 @@ def divide_by_local_steps(client: ClientRule) -> ClientRule:
   Returns:
     A client rule with the same state and metrics; its message is ``Delta / K_{t,i}``.
   """
+
   def update(start, state, task, key):
     message, state, metrics = client.update(start, state, task, key)
     k = jnp.maximum(jnp.minimum(task.num_steps, task.max_steps), 1)

@@ -26,10 +26,14 @@ def check_client_lr(client_lr: ScalarOrSchedule) -> None:
   """eta_l must be a finite float > 0 or an optax schedule (a callable)."""
   if callable(client_lr):
     return
-  if isinstance(client_lr, bool) or not isinstance(client_lr, (int, float)) or not (
-      math.isfinite(client_lr) and client_lr > 0):
-    raise ValueError(f'client_lr must be a finite number > 0 or an optax schedule; '
-                     f'got {client_lr!r}.')
+  if (
+    isinstance(client_lr, bool)
+    or not isinstance(client_lr, (int, float))
+    or not (math.isfinite(client_lr) and client_lr > 0)
+  ):
+    raise ValueError(
+      f'client_lr must be a finite number > 0 or an optax schedule; got {client_lr!r}.'
+    )
 
 
 def proximal_gradient(mu: float) -> Callable[[Params, Params], Params]:
@@ -48,7 +52,8 @@ def prox_sgd(client_lr: ScalarOrSchedule, mu: float) -> ClientRule:
     A :class:`~afl_jax.core.types.ClientRule` (stateless).
   """
   check_client_lr(client_lr)
-  if isinstance(mu, bool) or not isinstance(mu, (int, float)) or not (
-      math.isfinite(mu) and mu >= 0):
+  if (
+    isinstance(mu, bool) or not isinstance(mu, (int, float)) or not (math.isfinite(mu) and mu >= 0)
+  ):
     raise ValueError(f'mu must be a finite number >= 0; got {mu!r}.')
   return local_sgd(client_lr, extra_grad=proximal_gradient(float(mu)))

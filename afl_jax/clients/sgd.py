@@ -25,9 +25,12 @@ from afl_jax.core.types import ClientRule, EmptyState, LocalTask
 ScalarOrSchedule = float | optax.Schedule
 
 
-def run_local_steps(task: LocalTask, key: jax.Array, carry: Any,
-                    body: Callable[[Any, Any, jax.Array], tuple[Any, jax.Array]]
-                    ) -> tuple[Any, dict[str, jax.Array]]:
+def run_local_steps(
+  task: LocalTask,
+  key: jax.Array,
+  carry: Any,
+  body: Callable[[Any, Any, jax.Array], tuple[Any, jax.Array]],
+) -> tuple[Any, dict[str, jax.Array]]:
   """Masked local loop.
 
   Args:
@@ -39,6 +42,7 @@ def run_local_steps(task: LocalTask, key: jax.Array, carry: Any,
   Returns:
     The carry after ``num_steps`` steps and ``{'train_loss': mean loss of the steps run}``.
   """
+
   def step(c, k):
     batch = task.sample(jax.random.fold_in(key, k))
     new_c, loss = body(c, batch, k)
@@ -54,8 +58,7 @@ def learning_rate_at(lr: ScalarOrSchedule, k: jax.Array) -> jax.Array:
   return lr(k) if callable(lr) else jnp.asarray(lr)
 
 
-def local_sgd(learning_rate: ScalarOrSchedule, *, extra_grad: Callable | None = None
-              ) -> ClientRule:
+def local_sgd(learning_rate: ScalarOrSchedule, *, extra_grad: Callable | None = None) -> ClientRule:
   """K steps of SGD from the broadcast params; sends ``Delta = x_start - x_K``.
 
   Args:
@@ -63,6 +66,7 @@ def local_sgd(learning_rate: ScalarOrSchedule, *, extra_grad: Callable | None = 
     extra_grad: optional ``extra_grad(params, start) -> tree`` added to every
       gradient (FedProx's proximal term is ``mu * (params - start)``).
   """
+
   def init(params, task, key):
     del params, task, key
     return EmptyState()
@@ -73,6 +77,7 @@ def local_sgd(learning_rate: ScalarOrSchedule, *, extra_grad: Callable | None = 
       if extra_grad is not None:
         g = tree.add(g, extra_grad(params, start))
       return tree.axpy(-learning_rate_at(learning_rate, k), g, params), loss
+
     final, metrics = run_local_steps(task, key, start, body)
     return tree.sub(start, final), state, metrics
 

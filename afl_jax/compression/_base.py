@@ -54,7 +54,7 @@ class Compressor(NamedTuple):
 
   init: Callable[[Updates], CompressorState]
   compress: Callable[
-      [Updates, CompressorState, PRNGKey], tuple[Updates, CompressorState, jax.Array]
+    [Updates, CompressorState, PRNGKey], tuple[Updates, CompressorState, jax.Array]
   ]
 
 
@@ -66,7 +66,7 @@ def tree_size(tree: Updates) -> int:
 def index_bits(d: int) -> int:
   """``ceil(log2 d)``: bits to address one coordinate of a length-``d`` vector."""
   if d < 1:
-    raise ValueError(f"index_bits: d must be >= 1, got {d}")
+    raise ValueError(f'index_bits: d must be >= 1, got {d}')
   return (d - 1).bit_length()
 
 
@@ -78,7 +78,7 @@ def num_kept(fraction: float, d: int) -> int:
   ``fraction=0.3, d=10`` gives ``k=3``, not 4).
   """
   if d < 1:
-    raise ValueError(f"num_kept: d must be >= 1, got {d}")
+    raise ValueError(f'num_kept: d must be >= 1, got {d}')
   k = math.ceil(fraction * d * (1.0 - 1e-12))
   return min(d, max(1, k))
 

@@ -14,14 +14,14 @@ import jax
 import jax.numpy as jnp
 
 from afl_jax.compression._base import (
-    Compressor,
-    EmptyState,
-    PRNGKey,
-    Updates,
-    bits_scalar,
-    identity_bits,
-    sign_bits,
-    tree_size,
+  Compressor,
+  EmptyState,
+  PRNGKey,
+  Updates,
+  bits_scalar,
+  identity_bits,
+  sign_bits,
+  tree_size,
 )
 
 
@@ -34,7 +34,7 @@ def identity() -> Compressor:
   """No compression: sends ``updates`` unchanged, ``32 d`` bits."""
 
   def compress(
-      updates: Updates, state: EmptyState, key: PRNGKey
+    updates: Updates, state: EmptyState, key: PRNGKey
   ) -> tuple[Updates, EmptyState, jax.Array]:
     del key
     return updates, state, bits_scalar(identity_bits(tree_size(updates)))
@@ -58,13 +58,11 @@ def sign(scaled: bool = False) -> Compressor:
   scaled = bool(scaled)
 
   def compress(
-      updates: Updates, state: EmptyState, key: PRNGKey
+    updates: Updates, state: EmptyState, key: PRNGKey
   ) -> tuple[Updates, EmptyState, jax.Array]:
     del key
     d = tree_size(updates)
-    signs = jax.tree.map(
-        lambda x: jnp.where(x >= 0, jnp.ones_like(x), -jnp.ones_like(x)), updates
-    )
+    signs = jax.tree.map(lambda x: jnp.where(x >= 0, jnp.ones_like(x), -jnp.ones_like(x)), updates)
     if scaled:
       leaves = jax.tree_util.tree_leaves(updates)
       l1 = sum(jnp.sum(jnp.abs(x).astype(jnp.result_type(*leaves))) for x in leaves)

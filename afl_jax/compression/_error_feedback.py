@@ -45,7 +45,7 @@ def error_feedback(compressor: Compressor) -> Compressor:
     return ErrorFeedbackState(residual=residual, inner=compressor.init(updates))
 
   def compress(
-      updates: Updates, state: ErrorFeedbackState, key: PRNGKey
+    updates: Updates, state: ErrorFeedbackState, key: PRNGKey
   ) -> tuple[Updates, ErrorFeedbackState, jax.Array]:
     corrected = jax.tree.map(lambda u, e: (u + e).astype(u.dtype), updates, state.residual)
     sent, inner, bits = compressor.compress(corrected, state.inner, key)

@@ -31,13 +31,13 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from afl_jax.compression._base import (
-    Compressor,
-    EmptyState,
-    PRNGKey,
-    Updates,
-    bits_scalar,
-    qsgd_bits,
-    top_k_qsgd_bits,
+  Compressor,
+  EmptyState,
+  PRNGKey,
+  Updates,
+  bits_scalar,
+  qsgd_bits,
+  top_k_qsgd_bits,
 )
 from afl_jax.compression._sparse import resolve_k, top_k_indices, validate_fraction_or_k
 
@@ -48,25 +48,23 @@ def resolve_levels(bits: int | None, levels: int | None, where: str) -> tuple[in
   """Config check; returns ``(b, s)`` from exactly one of ``bits`` / ``levels``."""
   if (bits is None) == (levels is None):
     raise ValueError(
-        f"{where}: give exactly one of bits (per coordinate, sign included) or levels, "
-        f"got bits={bits}, levels={levels}"
+      f'{where}: give exactly one of bits (per coordinate, sign included) or levels, '
+      f'got bits={bits}, levels={levels}'
     )
   if bits is not None:
     if isinstance(bits, bool) or int(bits) != bits or not 2 <= bits <= _MAX_BITS:
       raise ValueError(
-          f"{where}: bits must be an integer in [2, {_MAX_BITS}] (b bits per coordinate "
-          f"including the sign, s = 2^(b-1) - 1 >= 1), got bits={bits!r}"
+        f'{where}: bits must be an integer in [2, {_MAX_BITS}] (b bits per coordinate '
+        f'including the sign, s = 2^(b-1) - 1 >= 1), got bits={bits!r}'
       )
     b = int(bits)
     return b, 2 ** (b - 1) - 1
   if (
-      isinstance(levels, bool)
-      or int(levels) != levels
-      or not 1 <= levels <= 2 ** (_MAX_BITS - 1) - 1
+    isinstance(levels, bool) or int(levels) != levels or not 1 <= levels <= 2 ** (_MAX_BITS - 1) - 1
   ):
     raise ValueError(
-        f"{where}: levels must be an integer in [1, {2 ** (_MAX_BITS - 1) - 1}], "
-        f"got levels={levels!r}"
+      f'{where}: levels must be an integer in [1, {2 ** (_MAX_BITS - 1) - 1}], '
+      f'got levels={levels!r}'
     )
   s = int(levels)
   return s.bit_length() + 1, s
@@ -93,14 +91,14 @@ def qsgd(bits: int | None = None, levels: int | None = None) -> Compressor:
   Returns:
     A stateless, unbiased :class:`Compressor`; bits ``32 + d b``.
   """
-  b, s = resolve_levels(bits, levels, "qsgd")
+  b, s = resolve_levels(bits, levels, 'qsgd')
 
   def init(updates: Updates) -> EmptyState:
     del updates
     return EmptyState()
 
   def compress(
-      updates: Updates, state: EmptyState, key: PRNGKey
+    updates: Updates, state: EmptyState, key: PRNGKey
   ) -> tuple[Updates, EmptyState, jax.Array]:
     flat, unravel = ravel_pytree(updates)
     out = quantize(flat, s, key)
@@ -110,12 +108,12 @@ def qsgd(bits: int | None = None, levels: int | None = None) -> Compressor:
 
 
 def top_k_qsgd(
-    fraction: float | None = None,
-    bits: int | None = None,
-    *,
-    k: int | None = None,
-    levels: int | None = None,
-    scaled: bool = False,
+  fraction: float | None = None,
+  bits: int | None = None,
+  *,
+  k: int | None = None,
+  levels: int | None = None,
+  scaled: bool = False,
 ) -> Compressor:
   """``Q_s(Top_k(x))``: QSGD on the ``k`` kept values (norm of the kept vector).
 
@@ -137,15 +135,15 @@ def top_k_qsgd(
   Returns:
     A stateless :class:`Compressor`; bits ``32 + k (b + ceil(log2 d))``.
   """
-  validate_fraction_or_k(fraction, k, "top_k_qsgd")
-  b, s = resolve_levels(bits, levels, "top_k_qsgd")
+  validate_fraction_or_k(fraction, k, 'top_k_qsgd')
+  b, s = resolve_levels(bits, levels, 'top_k_qsgd')
 
   def init(updates: Updates) -> EmptyState:
     del updates
     return EmptyState()
 
   def compress(
-      updates: Updates, state: EmptyState, key: PRNGKey
+    updates: Updates, state: EmptyState, key: PRNGKey
   ) -> tuple[Updates, EmptyState, jax.Array]:
     flat, unravel = ravel_pytree(updates)
     d = flat.size

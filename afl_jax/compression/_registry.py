@@ -18,11 +18,11 @@ from afl_jax.compression._qsgd import qsgd, top_k_qsgd
 from afl_jax.compression._sparse import top_k
 
 _FACTORIES: dict[str, Callable[..., Compressor]] = {
-    "identity": identity,
-    "top_k": top_k,
-    "sign": sign,
-    "qsgd": qsgd,
-    "top_k_qsgd": top_k_qsgd,
+  'identity': identity,
+  'top_k': top_k,
+  'sign': sign,
+  'qsgd': qsgd,
+  'top_k_qsgd': top_k_qsgd,
 }
 
 NAMES: tuple[str, ...] = tuple(_FACTORIES)
@@ -44,9 +44,9 @@ def get(name: str, *, error_feedback: bool = False, **kwargs: Any) -> Compressor
     ValueError: unknown name, or invalid factory arguments.
   """
   if name not in _FACTORIES:
-    raise ValueError(f"unknown compressor name {name!r}; valid names: {', '.join(NAMES)}")
+    raise ValueError(f'unknown compressor name {name!r}; valid names: {", ".join(NAMES)}')
   try:
     compressor = _FACTORIES[name](**kwargs)
   except TypeError as err:
-    raise ValueError(f"compressor {name!r}: invalid arguments {sorted(kwargs)}: {err}") from err
+    raise ValueError(f'compressor {name!r}: invalid arguments {sorted(kwargs)}: {err}') from err
   return _error_feedback(compressor) if error_feedback else compressor

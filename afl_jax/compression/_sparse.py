@@ -27,27 +27,27 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from afl_jax.compression._base import (
-    Compressor,
-    EmptyState,
-    PRNGKey,
-    Updates,
-    bits_scalar,
-    num_kept,
-    top_k_bits,
+  Compressor,
+  EmptyState,
+  PRNGKey,
+  Updates,
+  bits_scalar,
+  num_kept,
+  top_k_bits,
 )
 
 
 def validate_fraction_or_k(fraction: float | None, k: int | None, where: str) -> None:
   """Config check: exactly one of ``fraction`` in (0, 1] or integer ``k >= 1``."""
   if (fraction is None) == (k is None):
-    raise ValueError(f"{where}: give exactly one of fraction or k, got fraction={fraction}, k={k}")
+    raise ValueError(f'{where}: give exactly one of fraction or k, got fraction={fraction}, k={k}')
   if fraction is not None:
     f = float(fraction)
     if not (math.isfinite(f) and 0.0 < f <= 1.0):
-      raise ValueError(f"{where}: fraction must be in (0, 1], got {fraction!r}")
+      raise ValueError(f'{where}: fraction must be in (0, 1], got {fraction!r}')
   else:
     if isinstance(k, bool) or int(k) != k or k < 1:
-      raise ValueError(f"{where}: k must be an integer >= 1, got {k!r}")
+      raise ValueError(f'{where}: k must be an integer >= 1, got {k!r}')
 
 
 def resolve_k(fraction: float | None, k: int | None, d: int) -> int:
@@ -77,14 +77,14 @@ def top_k(fraction: float | None = None, *, k: int | None = None) -> Compressor:
   Returns:
     A stateless :class:`Compressor`; bits ``k (32 + ceil(log2 d))``.
   """
-  validate_fraction_or_k(fraction, k, "top_k")
+  validate_fraction_or_k(fraction, k, 'top_k')
 
   def init(updates: Updates) -> EmptyState:
     del updates
     return EmptyState()
 
   def compress(
-      updates: Updates, state: EmptyState, key: PRNGKey
+    updates: Updates, state: EmptyState, key: PRNGKey
   ) -> tuple[Updates, EmptyState, jax.Array]:
     del key
     flat, unravel = ravel_pytree(updates)

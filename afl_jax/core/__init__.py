@@ -3,13 +3,25 @@
 from afl_jax.core.engine import SimState, Simulator, StepInputs, step_inputs
 from afl_jax.core.problem import Problem, from_loss
 from afl_jax.core.types import (
-    Algorithm,
-    Arrivals,
-    ClientRule,
-    EmptyState,
-    LocalTask,
-    ServerRule,
+  Algorithm,
+  Arrivals,
+  ClientRule,
+  EmptyState,
+  LocalTask,
+  ServerRule,
 )
 
-__all__ = ['Algorithm', 'Arrivals', 'ClientRule', 'EmptyState', 'LocalTask', 'Problem',
-           'ServerRule', 'SimState', 'Simulator', 'StepInputs', 'from_loss', 'step_inputs']
+__all__ = [
+  'Algorithm',
+  'Arrivals',
+  'ClientRule',
+  'EmptyState',
+  'LocalTask',
+  'Problem',
+  'ServerRule',
+  'SimState',
+  'Simulator',
+  'StepInputs',
+  'from_loss',
+  'step_inputs',
+]

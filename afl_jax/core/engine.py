@@ -79,9 +79,14 @@ def per_client_steps(schedule: Schedule) -> np.ndarray:
   return out
 
 
-def step_inputs(schedule: Schedule, regime: str, start: int, length: int,
-                num_slots: int | None = None, ring_plan: ring.RingPlan | None = None
-                ) -> StepInputs:
+def step_inputs(
+  schedule: Schedule,
+  regime: str,
+  start: int,
+  length: int,
+  num_slots: int | None = None,
+  ring_plan: ring.RingPlan | None = None,
+) -> StepInputs:
   """Host inputs for steps ``[start, start + length)``, padded past the schedule's end.
 
   ``num_slots`` pads the arrival axis with masked slots (to a multiple of the number
@@ -114,31 +119,43 @@ def step_inputs(schedule: Schedule, regime: str, start: int, length: int,
     train = np.ones((c, n), bool)
   arrays = [ids, st, tau, k, train, send]
   if pad:
-    arrays = [np.concatenate([a, np.repeat(a[-1:], pad, 0) if a.shape[0] else
-                              np.zeros((pad,) + a.shape[1:], a.dtype)]) for a in arrays]
+    arrays = [
+      np.concatenate(
+        [a, np.repeat(a[-1:], pad, 0) if a.shape[0] else np.zeros((pad,) + a.shape[1:], a.dtype)]
+      )
+      for a in arrays
+    ]
     arrays[4] = arrays[4].copy()
     arrays[5] = arrays[5].copy()
-    arrays[4][length - pad:] = False
-    arrays[5][length - pad:] = False
+    arrays[4][length - pad :] = False
+    arrays[5][length - pad :] = False
   width = arrays[0].shape[1]
   if num_slots is not None and num_slots > width:
     extra = num_slots - width
     fill = [0, 0, 0, 1, False, False]
-    arrays = [np.concatenate([a, np.full((length, extra), f, a.dtype)], axis=1)
-              for a, f in zip(arrays, fill)]
+    arrays = [
+      np.concatenate([a, np.full((length, extra), f, a.dtype)], axis=1)
+      for a, f in zip(arrays, fill)
+    ]
   write = np.zeros(length, np.int32)
   if ring_plan is not None:
-    write[:stop - start] = ring_plan.write_slot[start + 1:stop + 1]
+    write[: stop - start] = ring_plan.write_slot[start + 1 : stop + 1]
   active = np.arange(length) < (stop - start)
   return StepInputs(*(np.ascontiguousarray(a) for a in arrays), write, active)
 
 
 def _all_tasks(problem: Problem, num_steps: np.ndarray, max_steps: int) -> LocalTask:
   n = problem.num_clients
-  return LocalTask(view=problem.client_views, shared=problem.shared,
-                   num_steps=jnp.asarray(num_steps, jnp.int32), active=jnp.ones(n, bool),
-                   client_id=jnp.arange(n, dtype=jnp.int32), loss_fn=problem.loss_fn,
-                   sample_fn=problem.sample_fn, max_steps=max_steps)
+  return LocalTask(
+    view=problem.client_views,
+    shared=problem.shared,
+    num_steps=jnp.asarray(num_steps, jnp.int32),
+    active=jnp.ones(n, bool),
+    client_id=jnp.arange(n, dtype=jnp.int32),
+    loss_fn=problem.loss_fn,
+    sample_fn=problem.sample_fn,
+    max_steps=max_steps,
+  )
 
 
 def default_mesh() -> Mesh:
@@ -185,16 +202,27 @@ class Simulator:
       (default: what the backend reports available).
   """
 
-  def __init__(self, algorithm: Algorithm, problem: Problem, schedule: Schedule, *,
-               chunk_size: int | None = None, record_params: bool = False,
-               mesh: Mesh | None = None, client_block_size: int | None = None,
-               memory_limit_bytes: int | None = None):
+  def __init__(
+    self,
+    algorithm: Algorithm,
+    problem: Problem,
+    schedule: Schedule,
+    *,
+    chunk_size: int | None = None,
+    record_params: bool = False,
+    mesh: Mesh | None = None,
+    client_block_size: int | None = None,
+    memory_limit_bytes: int | None = None,
+  ):
     if algorithm.regime not in REGIMES:
-      raise ValueError(f'algorithm {algorithm.name!r} has regime {algorithm.regime!r}; '
-                       f'valid: {REGIMES}.')
+      raise ValueError(
+        f'algorithm {algorithm.name!r} has regime {algorithm.regime!r}; valid: {REGIMES}.'
+      )
     if schedule.num_clients != problem.num_clients:
-      raise ValueError(f'schedule.num_clients={schedule.num_clients} but the problem has '
-                       f'{problem.num_clients} clients.')
+      raise ValueError(
+        f'schedule.num_clients={schedule.num_clients} but the problem has '
+        f'{problem.num_clients} clients.'
+      )
     self.algorithm = algorithm
     self.schedule = schedule
     self.chunk_size = int(chunk_size or schedule.num_steps)
@@ -207,7 +235,7 @@ class Simulator:
     self.client_steps = per_client_steps(schedule)
     self.mesh = default_mesh() if mesh is None else mesh
     if CLIENT_AXIS not in self.mesh.axis_names:
-      raise ValueError(f"mesh needs an axis named {CLIENT_AXIS!r}; got {self.mesh.axis_names}.")
+      raise ValueError(f'mesh needs an axis named {CLIENT_AXIS!r}; got {self.mesh.axis_names}.')
     self.num_devices = int(self.mesh.shape[CLIENT_AXIS])
     width = schedule.max_arrivals if algorithm.regime == 'per_job' else schedule.num_clients
     unit = self.num_devices
@@ -241,14 +269,22 @@ class Simulator:
   def _place_inputs(self, inputs: StepInputs) -> StepInputs:
     per_slot = NamedSharding(self.mesh, P(None, CLIENT_AXIS))
     arrays = [self._global(a, per_slot) for a in inputs[:-2]]
-    return StepInputs(*arrays, self._global(inputs.write_slot, self.replicated),
-                      self._global(inputs.active, self.replicated))
+    return StepInputs(
+      *arrays,
+      self._global(inputs.write_slot, self.replicated),
+      self._global(inputs.active, self.replicated),
+    )
 
   def _shardings(self, state_shape: SimState) -> SimState:
     rep = lambda t: jax.tree.map(lambda _: self.replicated, t)
     per_client = lambda t: jax.tree.map(lambda _: self.by_client, t)
-    return SimState(self.replicated, rep(state_shape.server), per_client(state_shape.clients),
-                    per_client(state_shape.compressor), rep(state_shape.ring))
+    return SimState(
+      self.replicated,
+      rep(state_shape.server),
+      per_client(state_shape.clients),
+      per_client(state_shape.compressor),
+      rep(state_shape.ring),
+    )
 
   def _constrain(self, t: Any) -> Any:
     """Pin a tree stacked over arrival slots to the 'clients' axis."""
@@ -267,13 +303,15 @@ class Simulator:
       server_state = alg.server.init(params)
       keys = jax.random.split(init_key, problem.num_clients)
       client_states = jax.vmap(alg.client.init, in_axes=(None, tasks.batch_axes(), 0))(
-          params, tasks, keys)
+        params, tasks, keys
+      )
     if alg.compressor is None:
       comp_states = EmptyState()
     else:
       template = self._message_template(server_state, client_states, problem)
       comp_states = jax.vmap(lambda _: alg.compressor.init(template))(
-          jnp.arange(problem.num_clients))
+        jnp.arange(problem.num_clients)
+      )
     ring = tree.stack_n(alg.server.broadcast(server_state), self.ring_size)
     return SimState(jnp.zeros((), jnp.int32), server_state, client_states, comp_states, ring)
 
@@ -285,20 +323,29 @@ class Simulator:
         exceeds what the backend reports (or ``memory_limit_bytes``).
     """
     shape = jax.eval_shape(self._init_impl, params, key, self.problem)
-    self.memory = memory.estimate(shape, params, self.problem, num_slots=self.num_slots,
-                                  block_size=self.block_size, num_devices=self.num_devices)
+    self.memory = memory.estimate(
+      shape,
+      params,
+      self.problem,
+      num_slots=self.num_slots,
+      block_size=self.block_size,
+      num_devices=self.num_devices,
+    )
     memory.check(self.memory, self.memory_limit_bytes or memory.available_bytes())
     self._state_shardings = self._shardings(shape)
-    return jax.jit(self._init_impl, out_shardings=self._state_shardings)(
-        params, key, self.problem)
+    return jax.jit(self._init_impl, out_shardings=self._state_shardings)(params, key, self.problem)
 
   def _message_template(self, server_state, client_states, problem):
     alg = self.algorithm
     bcast = alg.server.broadcast(server_state)
     one_state = tree.gather(client_states, 0)
     tasks = _all_tasks(problem, self.client_steps, self.max_steps)
-    task = tasks.replace(view=tree.gather(tasks.view, 0), num_steps=tasks.num_steps[0],
-                         active=tasks.active[0], client_id=tasks.client_id[0])
+    task = tasks.replace(
+      view=tree.gather(tasks.view, 0),
+      num_steps=tasks.num_steps[0],
+      active=tasks.active[0],
+      client_id=tasks.client_id[0],
+    )
     shape = jax.eval_shape(alg.client.update, bcast, one_state, task, jax.random.key(0))[0]
     return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shape)
 
@@ -311,9 +358,16 @@ class Simulator:
     num_blocks = self.num_slots // self.block_size
 
     def one_client(problem, bcast, cstate, view, key, num_steps, active, cid):
-      task = LocalTask(view=view, shared=problem.shared, num_steps=num_steps, active=active,
-                       client_id=cid, loss_fn=problem.loss_fn, sample_fn=problem.sample_fn,
-                       max_steps=max_steps)
+      task = LocalTask(
+        view=view,
+        shared=problem.shared,
+        num_steps=num_steps,
+        active=active,
+        client_id=cid,
+        loss_fn=problem.loss_fn,
+        sample_fn=problem.sample_fn,
+        max_steps=max_steps,
+      )
       return client.update(bcast, cstate, task, key)
 
     def client_block(carry, xb, problem, ring, key_t):
@@ -325,16 +379,17 @@ class Simulator:
       views = constrain(tree.gather(problem.client_views, ids))
       ckeys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.fold_in(key_t, 0), ids)
       msgs, new_cstate, cmetrics = jax.vmap(one_client, in_axes=(None, 0, 0, 0, 0, 0, 0, 0))(
-          problem, bcast, cstate, views, ckeys, xb.num_steps, xb.send_mask, ids)
+        problem, bcast, cstate, views, ckeys, xb.num_steps, xb.send_mask, ids
+      )
       msgs, new_cstate = constrain(msgs), constrain(new_cstate)
       clients = tree.scatter(clients, ids, new_cstate, xb.train_mask)
       if compressor is None:
         bits_each = jnp.full(ids.shape, _bits(msgs) / ids.shape[0], jnp.float32)
       else:
-        kkeys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.fold_in(key_t, 1),
-                                                                ids)
+        kkeys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.fold_in(key_t, 1), ids)
         msgs, new_comp, bits_each = jax.vmap(compressor.compress)(
-            msgs, tree.gather(comp, ids), kkeys)
+          msgs, tree.gather(comp, ids), kkeys
+        )
         comp = tree.scatter(comp, ids, new_comp, xb.send_mask)
       return (clients, comp), (msgs, bits_each, cmetrics)
 
@@ -345,29 +400,40 @@ class Simulator:
       carry = (state.clients, state.compressor)
       if num_blocks == 1:
         (clients, comp_states), (msgs, bits_each, cmetrics) = client_block(
-            carry, x, problem, state.ring, key_t)
+          carry, x, problem, state.ring, key_t
+        )
       else:  # blocks of slots one after another: bounded temporaries for huge M or N.
         slots = tuple(a.reshape((num_blocks, -1)) for a in x[:-2])
         (clients, comp_states), out = jax.lax.scan(
-            lambda c, xb: client_block(c, StepInputs(*xb, x.write_slot, x.active), problem,
-                                       state.ring, key_t),
-            carry, slots)
-        msgs, bits_each, cmetrics = jax.tree.map(
-            lambda a: a.reshape((-1,) + a.shape[2:]), out)
+          lambda c, xb: client_block(
+            c, StepInputs(*xb, x.write_slot, x.active), problem, state.ring, key_t
+          ),
+          carry,
+          slots,
+        )
+        msgs, bits_each, cmetrics = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), out)
         msgs = constrain(msgs)
-      arrivals = Arrivals(client_ids=ids, staleness=x.staleness, mask=x.send_mask,
-                          num_steps=x.num_steps,
-                          start_broadcast=constrain(tree.gather(state.ring, x.ring_slot)),
-                          step=t)
-      server_state, smetrics = server.update(state.server, msgs, arrivals,
-                                             jax.random.fold_in(key_t, 2))
+      arrivals = Arrivals(
+        client_ids=ids,
+        staleness=x.staleness,
+        mask=x.send_mask,
+        num_steps=x.num_steps,
+        start_broadcast=constrain(tree.gather(state.ring, x.ring_slot)),
+        step=t,
+      )
+      server_state, smetrics = server.update(
+        state.server, msgs, arrivals, jax.random.fold_in(key_t, 2)
+      )
       new_bcast = server.broadcast(server_state)
-      ring = jax.tree.map(lambda r, b: r.at[x.write_slot].set(b.astype(r.dtype)),
-                          state.ring, new_bcast)
+      ring = jax.tree.map(
+        lambda r, b: r.at[x.write_slot].set(b.astype(r.dtype)), state.ring, new_bcast
+      )
       sent = x.send_mask.astype(jnp.float32)
       trained = x.train_mask.astype(jnp.float32)
-      metrics = {f'client/{k}': jnp.sum(v * trained) / jnp.maximum(jnp.sum(trained), 1.0)
-                 for k, v in cmetrics.items()}
+      metrics = {
+        f'client/{k}': jnp.sum(v * trained) / jnp.maximum(jnp.sum(trained), 1.0)
+        for k, v in cmetrics.items()
+      }
       metrics.update({f'server/{k}': v for k, v in smetrics.items()})
       metrics['arrivals'] = jnp.sum(sent)
       metrics['bits_up'] = jnp.sum(bits_each * sent)
@@ -383,6 +449,7 @@ class Simulator:
         out_shape = jax.eval_shape(do_step, state, x, problem, key)[1]
         skip = lambda s: (s, jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), out_shape))
         return jax.lax.cond(x.active, lambda s: do_step(s, x, problem, key), skip, state)
+
       return jax.lax.scan(body, state, inputs)
 
     return chunk
@@ -393,14 +460,20 @@ class Simulator:
     if self._state_shardings is None:
       raise ValueError('call init() (or restore a state) before running.')
     if self._run is None:
-      self._run = jax.jit(self._chunk_impl, donate_argnums=(0,),
-                          out_shardings=(self._state_shardings, self.replicated))
+      self._run = jax.jit(
+        self._chunk_impl,
+        donate_argnums=(0,),
+        out_shardings=(self._state_shardings, self.replicated),
+      )
     return self._run
 
   def inputs(self, start: int) -> StepInputs:
     """Placed device inputs of the chunk starting at server step ``start``."""
-    return self._place_inputs(step_inputs(self.schedule, self.algorithm.regime, start,
-                                          self.chunk_size, self.num_slots, self.ring_plan))
+    return self._place_inputs(
+      step_inputs(
+        self.schedule, self.algorithm.regime, start, self.chunk_size, self.num_slots, self.ring_plan
+      )
+    )
 
   def position(self, state: SimState) -> int:
     """The next server step of ``state`` (host int)."""

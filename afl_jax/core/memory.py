@@ -28,17 +28,24 @@ def nbytes(tree: Any) -> int:
   return int(sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree)))
 
 
-def estimate(state_shape: Any, params_shape: Any, problem: Any, *, num_slots: int,
-             block_size: int, num_devices: int) -> dict[str, int]:
+def estimate(
+  state_shape: Any,
+  params_shape: Any,
+  problem: Any,
+  *,
+  num_slots: int,
+  block_size: int,
+  num_devices: int,
+) -> dict[str, int]:
   """Bytes by component (abstract shapes in, no allocation)."""
   params = nbytes(params_shape)
   report = {
-      'per_client_state': nbytes(state_shape.clients) + nbytes(state_shape.compressor),
-      'ring_buffer': nbytes(state_shape.ring),
-      'server_state': nbytes(state_shape.server),
-      'client_data': nbytes(problem.client_views) + nbytes(problem.shared) * num_devices,
-      'stacked_messages': num_slots * params,
-      'step_working_set': block_size * params * _COPIES_PER_TRAINED_CLIENT,
+    'per_client_state': nbytes(state_shape.clients) + nbytes(state_shape.compressor),
+    'ring_buffer': nbytes(state_shape.ring),
+    'server_state': nbytes(state_shape.server),
+    'client_data': nbytes(problem.client_views) + nbytes(problem.shared) * num_devices,
+    'stacked_messages': num_slots * params,
+    'step_working_set': block_size * params * _COPIES_PER_TRAINED_CLIENT,
   }
   report['total'] = sum(report.values())
   return report
@@ -53,14 +60,14 @@ def available_bytes() -> int | None:
       return int(sum(limits))
   try:
     import psutil
+
     return int(psutil.virtual_memory().available)
   except ImportError:  # pragma: no cover
     return None
 
 
 def format_report(report: dict[str, int]) -> str:
-  parts = [f'{k.replace("_", " ")} {v / 2**20:.1f} MiB' for k, v in report.items()
-           if k != 'total']
+  parts = [f'{k.replace("_", " ")} {v / 2**20:.1f} MiB' for k, v in report.items() if k != 'total']
   return f'memory (analytic): {report["total"] / 2**20:.1f} MiB = ' + ', '.join(parts)
 
 
@@ -70,6 +77,7 @@ def check(report: dict[str, int], limit: int | None) -> None:
     return
   if report['total'] > _SAFETY * limit:
     raise InsufficientMemoryError(
-        f'this run needs about {report["total"] / 2**30:.2f} GiB but the backend reports '
-        f'{limit / 2**30:.2f} GiB available (90% usable). {format_report(report)}. Reduce '
-        'num_clients, the model, the buffer size or set client_block_size to fit.')
+      f'this run needs about {report["total"] / 2**30:.2f} GiB but the backend reports '
+      f'{limit / 2**30:.2f} GiB available (90% usable). {format_report(report)}. Reduce '
+      'num_clients, the model, the buffer size or set client_block_size to fit.'
+    )

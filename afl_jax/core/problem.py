@@ -21,11 +21,11 @@ from flax import struct
 @struct.dataclass
 class Problem:
   """Attributes:
-    client_views: pytree with leading axis N: what client i sees (its data or an index).
-    shared: pytree shared by all clients (may be None).
-    loss_fn: ``loss_fn(params, batch) -> scalar`` (static).
-    sample_fn: ``sample_fn(shared, view, key) -> batch`` for ONE client (static).
-    num_clients: N (static).
+  client_views: pytree with leading axis N: what client i sees (its data or an index).
+  shared: pytree shared by all clients (may be None).
+  loss_fn: ``loss_fn(params, batch) -> scalar`` (static).
+  sample_fn: ``sample_fn(shared, view, key) -> batch`` for ONE client (static).
+  num_clients: N (static).
   """
 
   client_views: Any
@@ -40,8 +40,13 @@ def _full_batch(shared, view, key):
   return view
 
 
-def from_loss(loss_fn: Callable[..., jax.Array], client_data: Any, *, full_batch: bool = True,
-              batch_size: int | None = None) -> Problem:
+def from_loss(
+  loss_fn: Callable[..., jax.Array],
+  client_data: Any,
+  *,
+  full_batch: bool = True,
+  batch_size: int | None = None,
+) -> Problem:
   """A problem from a loss and per-client data stacked on a leading client axis.
 
   Args:
@@ -59,8 +64,10 @@ def from_loss(loss_fn: Callable[..., jax.Array], client_data: Any, *, full_batch
   n = int(jnp.shape(leaves[0])[0])
   for leaf in leaves:
     if jnp.shape(leaf)[0] != n:
-      raise ValueError('every leaf of client_data needs the same leading client axis; got '
-                       f'{[jnp.shape(x) for x in leaves]}.')
+      raise ValueError(
+        'every leaf of client_data needs the same leading client axis; got '
+        f'{[jnp.shape(x) for x in leaves]}.'
+      )
   if full_batch:
     sample_fn = _full_batch
   else:
@@ -72,5 +79,7 @@ def from_loss(loss_fn: Callable[..., jax.Array], client_data: Any, *, full_batch
       del shared
       idx = jax.random.randint(key, (batch_size,), 0, rows)
       return jax.tree.map(lambda x: x[idx], view)
-  return Problem(client_views=client_data, shared=None, loss_fn=loss_fn, sample_fn=sample_fn,
-                 num_clients=n)
+
+  return Problem(
+    client_views=client_data, shared=None, loss_fn=loss_fn, sample_fn=sample_fn, num_clients=n
+  )

@@ -54,4 +54,3 @@ def plan(schedule: Schedule) -> RingPlan:
       heapq.heappush(free, slot)
   read = np.where(schedule.mask, write[schedule.start_step], 0).astype(np.int32)
   return RingPlan(read, write, max(size, 1))
-

@@ -61,9 +61,11 @@ def size(a: Tree) -> int:
 
 def weighted_sum(stacked: Tree, weights: jax.Array) -> Tree:
   """sum_m weights[m] * stacked[m] for every leaf of a tree stacked on axis 0."""
+
   def one(x):
     w = weights.astype(x.dtype)
     return jnp.tensordot(w, x, axes=1)
+
   return jax.tree.map(one, stacked)
 
 
@@ -92,10 +94,12 @@ def scatter(tree: Tree, index: jax.Array, rows: Tree, mask: jax.Array) -> Tree:
   Masked-out slots are routed out of bounds and dropped, so a padded slot never
   overwrites a real client that shares its id.
   """
+
   def one(x, r):
     n = x.shape[0]
     idx = jnp.where(mask, index, n)
     return x.at[idx].set(r.astype(x.dtype), mode='drop')
+
   return jax.tree.map(one, tree, rows)
 
 

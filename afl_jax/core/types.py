@@ -111,8 +111,9 @@ class ClientRule(NamedTuple):
   """
 
   init: Callable[[Params, LocalTask, jax.Array], ClientState]
-  update: Callable[[Broadcast, ClientState, LocalTask, jax.Array],
-                   tuple[Message, ClientState, Metrics]]
+  update: Callable[
+    [Broadcast, ClientState, LocalTask, jax.Array], tuple[Message, ClientState, Metrics]
+  ]
 
 
 def _params_field(state: ServerState) -> Params:

@@ -21,7 +21,7 @@ def load_digits(*, test_fraction: float = 0.2, seed: int = 0) -> ArrayDataset:
     `ArrayDataset` with float32 images ``[n, 8, 8]`` in ``[0, 1]`` and int32 labels.
   """
   if not 0.0 < test_fraction < 1.0:
-    raise ValueError(f"test_fraction={test_fraction!r} must be in the open interval (0, 1)")
+    raise ValueError(f'test_fraction={test_fraction!r} must be in the open interval (0, 1)')
   from sklearn.datasets import load_digits as _sk_load_digits
 
   bunch = _sk_load_digits()

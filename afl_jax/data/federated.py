@@ -19,7 +19,7 @@ import numpy as np
 from afl_jax.data import partition as partition_lib
 from afl_jax.data.base import ArrayDataset
 
-PARTITIONS = ("iid", "dirichlet", "shards")
+PARTITIONS = ('iid', 'dirichlet', 'shards')
 
 
 class FederatedData(NamedTuple):
@@ -74,16 +74,16 @@ def normalizer(train_x: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def make_federated(
-    dataset: ArrayDataset,
-    partition_name: str,
-    num_clients: int,
-    *,
-    alpha: float = 0.5,
-    shards_per_client: int = 2,
-    min_size: int = 10,
-    seed: int = 0,
-    unlabeled_fraction: float = 0.0,
-    unlabeled_size: int = 0,
+  dataset: ArrayDataset,
+  partition_name: str,
+  num_clients: int,
+  *,
+  alpha: float = 0.5,
+  shards_per_client: int = 2,
+  min_size: int = 10,
+  seed: int = 0,
+  unlabeled_fraction: float = 0.0,
+  unlabeled_size: int = 0,
 ) -> FederatedData:
   """Splits off an unlabeled server set, then partitions the rest among clients.
 
@@ -102,16 +102,15 @@ def make_federated(
     `FederatedData`. Same arguments -> identical arrays.
   """
   if partition_name not in PARTITIONS:
-    raise ValueError(f"partition_name={partition_name!r} must be one of {PARTITIONS}")
+    raise ValueError(f'partition_name={partition_name!r} must be one of {PARTITIONS}')
   n = len(dataset.train_y)
   if not 0.0 <= unlabeled_fraction < 1.0:
-    raise ValueError(f"unlabeled_fraction={unlabeled_fraction!r} must be in [0, 1)")
+    raise ValueError(f'unlabeled_fraction={unlabeled_fraction!r} must be in [0, 1)')
   if not 0 <= unlabeled_size < n:
-    raise ValueError(f"unlabeled_size={unlabeled_size!r} must be in [0, {n - 1}]")
+    raise ValueError(f'unlabeled_size={unlabeled_size!r} must be in [0, {n - 1}]')
   if unlabeled_fraction and unlabeled_size:
     raise ValueError(
-      f"give unlabeled_fraction={unlabeled_fraction} or unlabeled_size="
-      f"{unlabeled_size}, not both"
+      f'give unlabeled_fraction={unlabeled_fraction} or unlabeled_size={unlabeled_size}, not both'
     )
   n_unlabeled = unlabeled_size or int(round(unlabeled_fraction * n))
   rng = np.random.default_rng(seed)
@@ -119,16 +118,16 @@ def make_federated(
   unlabeled_idx = np.sort(perm[:n_unlabeled])
   labeled_idx = np.sort(perm[n_unlabeled:])
   labels = dataset.train_y[labeled_idx]
-  if partition_name == "iid":
+  if partition_name == 'iid':
     part = partition_lib.iid(labels, num_clients, rng)
-  elif partition_name == "dirichlet":
+  elif partition_name == 'dirichlet':
     part = partition_lib.dirichlet(labels, num_clients, alpha, rng, min_size=min_size)
   else:
     part = partition_lib.shards(labels, num_clients, shards_per_client, rng)
   if part.sizes.min() < 1:
     raise ValueError(
-      f"partition {partition_name!r} left a client without samples (sizes min "
-      f"{part.sizes.min()}); use min_size >= 1 or fewer clients"
+      f'partition {partition_name!r} left a client without samples (sizes min '
+      f'{part.sizes.min()}); use min_size >= 1 or fewer clients'
     )
   norm = normalizer(dataset.train_x)
   rows = labeled_idx[part.order]
@@ -145,12 +144,12 @@ def make_federated(
 
 
 def sample_batch(
-    x: jax.Array,
-    y: jax.Array,
-    offset: jax.Array,
-    size: jax.Array,
-    key: jax.Array,
-    batch_size: int,
+  x: jax.Array,
+  y: jax.Array,
+  offset: jax.Array,
+  size: jax.Array,
+  key: jax.Array,
+  batch_size: int,
 ) -> tuple[jax.Array, jax.Array]:
   """Samples one client's minibatch, uniformly **with replacement** from its rows.
 
@@ -177,6 +176,6 @@ def sample_batch(
 def steps_per_epoch(sizes: np.ndarray, batch_size: int) -> np.ndarray:
   """Local steps for one pass over each client's data: int32 ``ceil(size / batch_size)``."""
   if batch_size < 1:
-    raise ValueError(f"batch_size={batch_size!r} must be >= 1")
+    raise ValueError(f'batch_size={batch_size!r} must be >= 1')
   sizes = np.asarray(sizes, dtype=np.int64)
   return (-(-sizes // batch_size)).astype(np.int32)

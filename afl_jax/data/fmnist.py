@@ -27,28 +27,28 @@ from afl_jax.data.idx import read_idx
 
 NUM_CLASSES = 10
 IMAGE_SHAPE = (28, 28)
-ENV_VAR = "AFL_JAX_DATA"
-SYSTEM_DIR = "/usr/share/datasets/fashion-mnist"
-DEFAULT_CACHE_DIR = "~/.cache/afl_jax/fashion-mnist"
-SOURCE_URL = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
+ENV_VAR = 'AFL_JAX_DATA'
+SYSTEM_DIR = '/usr/share/datasets/fashion-mnist'
+DEFAULT_CACHE_DIR = '~/.cache/afl_jax/fashion-mnist'
+SOURCE_URL = 'http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/'
 FILES = {
-  "train_x": "train-images-idx3-ubyte",
-  "train_y": "train-labels-idx1-ubyte",
-  "test_x": "t10k-images-idx3-ubyte",
-  "test_y": "t10k-labels-idx1-ubyte",
+  'train_x': 'train-images-idx3-ubyte',
+  'train_y': 'train-labels-idx1-ubyte',
+  'test_x': 't10k-images-idx3-ubyte',
+  'test_y': 't10k-labels-idx1-ubyte',
 }
 
 
-def _instructions(searched: list[str], reason: str = "") -> str:
-  names = ", ".join(f"{n}.gz" for n in FILES.values())
+def _instructions(searched: list[str], reason: str = '') -> str:
+  names = ', '.join(f'{n}.gz' for n in FILES.values())
   return (
-    f"Fashion-MNIST not found (searched: {', '.join(searched) or 'nothing'}).{reason}\n"
-    "To fix this, either:\n"
-    "  * on Debian/Ubuntu: sudo apt-get install dataset-fashion-mnist "
-    f"(installs {SYSTEM_DIR}), or\n"
-    f"  * download {names} from {SOURCE_URL} into a directory DIR and pass "
-    f"--config.data_dir=DIR (or set {ENV_VAR}=DIR), or\n"
-    "  * call load_fashion_mnist(download=True) on a machine with internet access."
+    f'Fashion-MNIST not found (searched: {", ".join(searched) or "nothing"}).{reason}\n'
+    'To fix this, either:\n'
+    '  * on Debian/Ubuntu: sudo apt-get install dataset-fashion-mnist '
+    f'(installs {SYSTEM_DIR}), or\n'
+    f'  * download {names} from {SOURCE_URL} into a directory DIR and pass '
+    f'--config.data_dir=DIR (or set {ENV_VAR}=DIR), or\n'
+    '  * call load_fashion_mnist(download=True) on a machine with internet access.'
   )
 
 
@@ -56,10 +56,10 @@ def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
   """Returns the paths of the four files in ``directory`` (or its ``fashion-mnist``
   subdirectory), preferring uncompressed names; None if any of them is missing."""
   base = pathlib.Path(directory).expanduser()
-  for d in (base, base / "fashion-mnist"):
+  for d in (base, base / 'fashion-mnist'):
     found = {}
     for key, stem in FILES.items():
-      for name in (stem, stem + ".gz"):
+      for name in (stem, stem + '.gz'):
         if (d / name).is_file():
           found[key] = d / name
           break
@@ -69,7 +69,7 @@ def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
 
 
 def load_split(
-    images_path: str | os.PathLike, labels_path: str | os.PathLike
+  images_path: str | os.PathLike, labels_path: str | os.PathLike
 ) -> tuple[np.ndarray, np.ndarray]:
   """Reads one images/labels pair and checks that they belong together.
 
@@ -80,22 +80,19 @@ def load_split(
     DataError: on a malformed file, a shape other than 28x28, a count mismatch or a
       label outside ``0..9``.
   """
-  images = read_idx(images_path, dtype="ubyte", ndim=3)
-  labels = read_idx(labels_path, dtype="ubyte", ndim=1)
+  images = read_idx(images_path, dtype='ubyte', ndim=3)
+  labels = read_idx(labels_path, dtype='ubyte', ndim=1)
   if images.shape[1:] != IMAGE_SHAPE:
-    raise DataError(
-      f"{images_path}: images have shape {images.shape[1:]}, expected {IMAGE_SHAPE}"
-    )
+    raise DataError(f'{images_path}: images have shape {images.shape[1:]}, expected {IMAGE_SHAPE}')
   if images.shape[0] != labels.shape[0]:
     raise DataError(
-      f"{images_path} holds {images.shape[0]} images but {labels_path} holds "
-      f"{labels.shape[0]} labels; the two files must have the same count"
+      f'{images_path} holds {images.shape[0]} images but {labels_path} holds '
+      f'{labels.shape[0]} labels; the two files must have the same count'
     )
   if labels.size and int(labels.max()) >= NUM_CLASSES:
     bad = int(np.argmax(labels >= NUM_CLASSES))
     raise DataError(
-      f"{labels_path}: label {int(labels[bad])} at index {bad} is out of range "
-      f"0..{NUM_CLASSES - 1}"
+      f'{labels_path}: label {int(labels[bad])} at index {bad} is out of range 0..{NUM_CLASSES - 1}'
     )
   return images, labels.astype(np.int32)
 
@@ -103,21 +100,21 @@ def load_split(
 def _download(cache_dir: pathlib.Path, timeout: float) -> None:
   cache_dir.mkdir(parents=True, exist_ok=True)
   for stem in FILES.values():
-    target = cache_dir / (stem + ".gz")
+    target = cache_dir / (stem + '.gz')
     if target.is_file():
       continue
-    tmp = target.with_name(target.name + ".part")
-    with urllib.request.urlopen(SOURCE_URL + stem + ".gz", timeout=timeout) as r:
+    tmp = target.with_name(target.name + '.part')
+    with urllib.request.urlopen(SOURCE_URL + stem + '.gz', timeout=timeout) as r:
       tmp.write_bytes(r.read())
     tmp.replace(target)
 
 
 def load_fashion_mnist(
-    data_dir: str | os.PathLike | None = None,
-    *,
-    download: bool = False,
-    cache_dir: str | os.PathLike | None = None,
-    timeout: float = 10.0,
+  data_dir: str | os.PathLike | None = None,
+  *,
+  download: bool = False,
+  cache_dir: str | os.PathLike | None = None,
+  timeout: float = 10.0,
 ) -> ArrayDataset:
   """Loads Fashion-MNIST (60,000 train / 10,000 test 28x28 grayscale images, 10 classes).
 
@@ -152,12 +149,10 @@ def load_fashion_mnist(
     try:
       _download(cache, timeout)
     except (urllib.error.URLError, OSError, ValueError) as e:
-      raise DataError(
-        _instructions(searched + [SOURCE_URL], f" Download failed: {e}.")
-      ) from e
+      raise DataError(_instructions(searched + [SOURCE_URL], f' Download failed: {e}.')) from e
     files = find_files(cache)
     if files is None:  # Defensive: _download writes all four or raises.
       raise DataError(_instructions(searched + [str(cache)]))
-  train_x, train_y = load_split(files["train_x"], files["train_y"])
-  test_x, test_y = load_split(files["test_x"], files["test_y"])
+  train_x, train_y = load_split(files['train_x'], files['train_y'])
+  test_x, test_y = load_split(files['test_x'], files['test_y'])
   return ArrayDataset(train_x, train_y, test_x, test_y, NUM_CLASSES)

@@ -23,42 +23,42 @@ from afl_jax.data.base import DataError
 
 # IDX dtype code -> (big-endian NumPy dtype, name used in messages).
 IDX_DTYPES: dict[int, tuple[np.dtype, str]] = {
-  0x08: (np.dtype(">u1"), "ubyte"),
-  0x09: (np.dtype(">i1"), "byte"),
-  0x0B: (np.dtype(">i2"), "int16"),
-  0x0C: (np.dtype(">i4"), "int32"),
-  0x0D: (np.dtype(">f4"), "float32"),
-  0x0E: (np.dtype(">f8"), "float64"),
+  0x08: (np.dtype('>u1'), 'ubyte'),
+  0x09: (np.dtype('>i1'), 'byte'),
+  0x0B: (np.dtype('>i2'), 'int16'),
+  0x0C: (np.dtype('>i4'), 'int32'),
+  0x0D: (np.dtype('>f4'), 'float32'),
+  0x0E: (np.dtype('>f8'), 'float64'),
 }
-_GZIP_MAGIC = b"\x1f\x8b"
+_GZIP_MAGIC = b'\x1f\x8b'
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
   """Returns the (decompressed, if gzipped) content of ``path``; errors are `DataError`."""
   path = os.fspath(path)
   try:
-    with open(path, "rb") as f:
+    with open(path, 'rb') as f:
       raw = f.read()
   except FileNotFoundError as e:
-    raise DataError(f"{path}: file not found") from e
+    raise DataError(f'{path}: file not found') from e
   except OSError as e:
-    raise DataError(f"{path}: cannot read file ({e})") from e
+    raise DataError(f'{path}: cannot read file ({e})') from e
   if raw[:2] != _GZIP_MAGIC:
     return raw
   try:
     return gzip.decompress(raw)
   except (OSError, EOFError, zlib.error) as e:
     raise DataError(
-      f"{path}: corrupt or truncated gzip data ({e}); delete the file and fetch it again"
+      f'{path}: corrupt or truncated gzip data ({e}); delete the file and fetch it again'
     ) from e
 
 
 def parse_idx(
-    data: bytes,
-    *,
-    name: str = "<bytes>",
-    dtype: str | None = None,
-    ndim: int | None = None,
+  data: bytes,
+  *,
+  name: str = '<bytes>',
+  dtype: str | None = None,
+  ndim: int | None = None,
 ) -> np.ndarray:
   """Parses IDX bytes into a native-endian NumPy array.
 
@@ -75,46 +75,45 @@ def parse_idx(
     DataError: on any malformed or unexpected content.
   """
   if len(data) < 4:
-    raise DataError(f"{name}: file is {len(data)} bytes, too short for the 4-byte IDX magic")
+    raise DataError(f'{name}: file is {len(data)} bytes, too short for the 4-byte IDX magic')
   if data[0] != 0 or data[1] != 0:
     raise DataError(
-      f"{name}: bad IDX magic number 0x{data[:4].hex()} (must start with 0x0000); "
-      "not an IDX file"
+      f'{name}: bad IDX magic number 0x{data[:4].hex()} (must start with 0x0000); not an IDX file'
     )
   code, nd = data[2], data[3]
   if code not in IDX_DTYPES:
-    valid = ", ".join(f"0x{c:02X} ({n})" for c, (_, n) in IDX_DTYPES.items())
-    raise DataError(f"{name}: unknown IDX dtype code 0x{code:02X}; valid codes: {valid}")
+    valid = ', '.join(f'0x{c:02X} ({n})' for c, (_, n) in IDX_DTYPES.items())
+    raise DataError(f'{name}: unknown IDX dtype code 0x{code:02X}; valid codes: {valid}')
   np_dtype, dtype_name = IDX_DTYPES[code]
   if dtype is not None and dtype_name != dtype:
-    raise DataError(f"{name}: IDX dtype is {dtype_name}, expected {dtype}")
+    raise DataError(f'{name}: IDX dtype is {dtype_name}, expected {dtype}')
   if ndim is not None and nd != ndim:
-    raise DataError(f"{name}: IDX header declares {nd} dimensions, expected {ndim}")
+    raise DataError(f'{name}: IDX header declares {nd} dimensions, expected {ndim}')
   header_len = 4 + 4 * nd
   if len(data) < header_len:
     raise DataError(
-      f"{name}: truncated header: {nd} dimensions need {header_len} header bytes, "
-      f"file has {len(data)}"
+      f'{name}: truncated header: {nd} dimensions need {header_len} header bytes, '
+      f'file has {len(data)}'
     )
-  dims = tuple(int(d) for d in np.frombuffer(data, dtype=">u4", count=nd, offset=4))
+  dims = tuple(int(d) for d in np.frombuffer(data, dtype='>u4', count=nd, offset=4))
   expected = math.prod(dims) * np_dtype.itemsize
   actual = len(data) - header_len
   if actual < expected:
     raise DataError(
-      f"{name}: truncated file: header declares shape {dims} of {dtype_name} "
-      f"({expected} payload bytes) but only {actual} bytes follow the header"
+      f'{name}: truncated file: header declares shape {dims} of {dtype_name} '
+      f'({expected} payload bytes) but only {actual} bytes follow the header'
     )
   if actual > expected:
     raise DataError(
-      f"{name}: {actual - expected} unexpected trailing bytes after the payload of "
-      f"shape {dims} of {dtype_name}"
+      f'{name}: {actual - expected} unexpected trailing bytes after the payload of '
+      f'shape {dims} of {dtype_name}'
     )
   arr = np.frombuffer(data, dtype=np_dtype, offset=header_len).reshape(dims)
-  return arr.astype(np_dtype.newbyteorder("="))
+  return arr.astype(np_dtype.newbyteorder('='))
 
 
 def read_idx(
-    path: str | os.PathLike, *, dtype: str | None = None, ndim: int | None = None
+  path: str | os.PathLike, *, dtype: str | None = None, ndim: int | None = None
 ) -> np.ndarray:
   """Reads an IDX file (plain or gzipped). See `parse_idx` for arguments and errors."""
   return parse_idx(read_bytes(path), name=os.fspath(path), dtype=dtype, ndim=ndim)

@@ -47,7 +47,7 @@ class Partition(NamedTuple):
 def from_assignment(assignment: np.ndarray, num_clients: int) -> Partition:
   """Builds a `Partition` from ``assignment[j]`` = the client owning sample ``j``."""
   assignment = np.asarray(assignment)
-  order = np.argsort(assignment, kind="stable").astype(np.int64)
+  order = np.argsort(assignment, kind='stable').astype(np.int64)
   sizes = np.bincount(assignment, minlength=num_clients).astype(np.int32)
   offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
   return Partition(order, offsets, sizes)
@@ -57,21 +57,21 @@ def _check_labels(labels: np.ndarray) -> np.ndarray:
   labels = np.asarray(labels)
   if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
     raise ValueError(
-      f"labels must be a 1-D integer array, got shape {labels.shape} dtype {labels.dtype}"
+      f'labels must be a 1-D integer array, got shape {labels.shape} dtype {labels.dtype}'
     )
   if labels.size and labels.min() < 0:
-    raise ValueError(f"labels must be >= 0, got min {labels.min()}")
+    raise ValueError(f'labels must be >= 0, got min {labels.min()}')
   return labels
 
 
 def _check_num_clients(num_clients: int, n: int, per_client: int = 1) -> None:
   if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
-    raise ValueError(f"num_clients={num_clients!r} must be an integer >= 1")
+    raise ValueError(f'num_clients={num_clients!r} must be an integer >= 1')
   if num_clients * per_client > n:
     limit = n // per_client
     raise ValueError(
-      f"num_clients={num_clients} must be in [1, {limit}]: there are {n} samples"
-      + (f" and each client needs {per_client}" if per_client > 1 else "")
+      f'num_clients={num_clients} must be in [1, {limit}]: there are {n} samples'
+      + (f' and each client needs {per_client}' if per_client > 1 else '')
     )
 
 
@@ -87,7 +87,7 @@ def iid(labels: np.ndarray, num_clients: int, rng: np.random.Generator | int) ->
 
 
 def _dirichlet_draw(
-    classes: list[np.ndarray], n: int, num_clients: int, alpha: float, rng: np.random.Generator
+  classes: list[np.ndarray], n: int, num_clients: int, alpha: float, rng: np.random.Generator
 ) -> np.ndarray | None:
   """One draw of the per-class Dirichlet assignment; None on a degenerate (NaN) draw."""
   assignment = np.empty(n, dtype=np.int64)
@@ -102,13 +102,13 @@ def _dirichlet_draw(
 
 
 def dirichlet(
-    labels: np.ndarray,
-    num_clients: int,
-    alpha: float,
-    rng: np.random.Generator | int,
-    *,
-    min_size: int = 10,
-    max_tries: int = 1000,
+  labels: np.ndarray,
+  num_clients: int,
+  alpha: float,
+  rng: np.random.Generator | int,
+  *,
+  min_size: int = 10,
+  max_tries: int = 1000,
 ) -> Partition:
   """Per-class Dirichlet label skew; see the module docstring.
 
@@ -123,42 +123,39 @@ def dirichlet(
   labels = _check_labels(labels)
   n = len(labels)
   if not isinstance(min_size, (int, np.integer)) or min_size < 0:
-    raise ValueError(f"min_size={min_size!r} must be an integer >= 0")
+    raise ValueError(f'min_size={min_size!r} must be an integer >= 0')
   _check_num_clients(num_clients, n, max(min_size, 1))
   if not np.isfinite(alpha) or alpha <= 0:
-    raise ValueError(f"alpha={alpha!r} must be a finite number > 0")
+    raise ValueError(f'alpha={alpha!r} must be a finite number > 0')
   rng = np.random.default_rng(rng)
   classes = [np.flatnonzero(labels == k) for k in np.unique(labels)]
   for _ in range(max_tries):
     assignment = _dirichlet_draw(classes, n, num_clients, float(alpha), rng)
-    if (
-      assignment is not None
-      and np.bincount(assignment, minlength=num_clients).min() >= min_size
-    ):
+    if assignment is not None and np.bincount(assignment, minlength=num_clients).min() >= min_size:
       return from_assignment(assignment, num_clients)
   raise ValueError(
-    f"dirichlet: no draw in max_tries={max_tries} gave every one of num_clients="
-    f"{num_clients} clients min_size={min_size} samples at alpha={alpha}; use a larger "
-    "alpha, fewer clients or a smaller min_size"
+    f'dirichlet: no draw in max_tries={max_tries} gave every one of num_clients='
+    f'{num_clients} clients min_size={min_size} samples at alpha={alpha}; use a larger '
+    'alpha, fewer clients or a smaller min_size'
   )
 
 
 def shards(
-    labels: np.ndarray,
-    num_clients: int,
-    shards_per_client: int,
-    rng: np.random.Generator | int,
+  labels: np.ndarray,
+  num_clients: int,
+  shards_per_client: int,
+  rng: np.random.Generator | int,
 ) -> Partition:
   """Label-sorted shards dealt at random, ``shards_per_client`` per client."""
   labels = _check_labels(labels)
   n = len(labels)
   if not isinstance(shards_per_client, (int, np.integer)) or shards_per_client < 1:
-    raise ValueError(f"shards_per_client={shards_per_client!r} must be an integer >= 1")
+    raise ValueError(f'shards_per_client={shards_per_client!r} must be an integer >= 1')
   _check_num_clients(num_clients, n, shards_per_client)
   rng = np.random.default_rng(rng)
   num_shards = num_clients * shards_per_client
   shuffled = rng.permutation(n)
-  by_label = shuffled[np.argsort(labels[shuffled], kind="stable")]
+  by_label = shuffled[np.argsort(labels[shuffled], kind='stable')]
   shard_of_position = np.arange(n) * num_shards // n
   client_of_shard = np.empty(num_shards, dtype=np.int64)
   client_of_shard[rng.permutation(num_shards)] = np.arange(num_shards) // shards_per_client

@@ -36,16 +36,16 @@ def client_sizes(num_clients: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def make_synthetic(
-    alpha: float = 1.0,
-    beta: float = 1.0,
-    num_clients: int = 30,
-    *,
-    seed: int = 0,
-    iid: bool = False,
-    dim: int = 60,
-    num_classes: int = 10,
-    samples_per_client: Sequence[int] | None = None,
-    test_fraction: float = 0.2,
+  alpha: float = 1.0,
+  beta: float = 1.0,
+  num_clients: int = 30,
+  *,
+  seed: int = 0,
+  iid: bool = False,
+  dim: int = 60,
+  num_classes: int = 10,
+  samples_per_client: Sequence[int] | None = None,
+  test_fraction: float = 0.2,
 ) -> FederatedData:
   """Generates Synthetic(alpha, beta), already partitioned into clients.
 
@@ -66,11 +66,11 @@ def make_synthetic(
     set (``unlabeled_x`` has shape ``[0, dim]``).
   """
   if alpha < 0 or beta < 0:
-    raise ValueError(f"alpha={alpha!r} and beta={beta!r} must both be >= 0")
+    raise ValueError(f'alpha={alpha!r} and beta={beta!r} must both be >= 0')
   if num_clients < 1:
-    raise ValueError(f"num_clients={num_clients!r} must be >= 1")
+    raise ValueError(f'num_clients={num_clients!r} must be >= 1')
   if not 0.0 < test_fraction < 1.0:
-    raise ValueError(f"test_fraction={test_fraction!r} must be in (0, 1)")
+    raise ValueError(f'test_fraction={test_fraction!r} must be in (0, 1)')
   rng = np.random.default_rng(seed)
   if samples_per_client is None:
     sizes = client_sizes(num_clients, rng)
@@ -78,8 +78,7 @@ def make_synthetic(
     sizes = np.asarray(samples_per_client, dtype=np.int64)
     if sizes.shape != (num_clients,) or sizes.min() < 2:
       raise ValueError(
-        f"samples_per_client must hold num_clients={num_clients} integers >= 2, "
-        f"got {list(sizes)}"
+        f'samples_per_client must hold num_clients={num_clients} integers >= 2, got {list(sizes)}'
       )
   sigma_sqrt = np.arange(1, dim + 1, dtype=np.float64) ** (-1.2 / 2)
   if iid:

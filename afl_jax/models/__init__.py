@@ -18,10 +18,10 @@ from afl_jax.models.resnet import BasicBlock, ResNet18
 from afl_jax.models.simple import MLP, LogisticRegression
 
 MODELS: dict[str, type[nn.Module]] = {
-  "logreg": LogisticRegression,
-  "mlp": MLP,
-  "cnn": CNN,
-  "resnet18": ResNet18,
+  'logreg': LogisticRegression,
+  'mlp': MLP,
+  'cnn': CNN,
+  'resnet18': ResNet18,
 }
 
 
@@ -32,7 +32,7 @@ def get_model(name: str, num_classes: int, **kwargs: Any) -> nn.Module:
     ValueError: for an unknown name (the message lists the valid names).
   """
   if name not in MODELS:
-    raise ValueError(f"unknown model name={name!r}; valid names: {sorted(MODELS)}")
+    raise ValueError(f'unknown model name={name!r}; valid names: {sorted(MODELS)}')
   return MODELS[name](num_classes=num_classes, **kwargs)
 
 
@@ -42,12 +42,12 @@ def count_params(params: Any) -> int:
 
 
 __all__ = [
-  "CNN",
-  "MLP",
-  "MODELS",
-  "BasicBlock",
-  "LogisticRegression",
-  "ResNet18",
-  "count_params",
-  "get_model",
+  'CNN',
+  'MLP',
+  'MODELS',
+  'BasicBlock',
+  'LogisticRegression',
+  'ResNet18',
+  'count_params',
+  'get_model',
 ]

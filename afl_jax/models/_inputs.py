@@ -35,8 +35,8 @@ def as_nhwc(x: jax.Array, image_shape: Sequence[int]) -> jax.Array:
   if x.ndim == 2:
     if x.shape[1] != math.prod(image_shape):
       raise ValueError(
-        f"flat input of width {x.shape[1]} does not match image_shape "
-        f"{tuple(image_shape)} ({math.prod(image_shape)} values)"
+        f'flat input of width {x.shape[1]} does not match image_shape '
+        f'{tuple(image_shape)} ({math.prod(image_shape)} values)'
       )
     return x.reshape(x.shape[0], *image_shape)
-  raise ValueError(f"expected a batch [B, H, W, C], [B, H, W] or [B, D]; got {x.shape}")
+  raise ValueError(f'expected a batch [B, H, W, C], [B, H, W] or [B, D]; got {x.shape}')

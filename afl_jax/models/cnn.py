@@ -45,7 +45,7 @@ class CNN(nn.Module):
     x = as_nhwc(x, self.image_shape)
     k = (self.kernel_size, self.kernel_size)
     for features, pool in zip(self.conv_features, self.pool_after, strict=True):
-      x = nn.relu(nn.Conv(features, k, padding="SAME")(x))
+      x = nn.relu(nn.Conv(features, k, padding='SAME')(x))
       if pool:
         x = nn.max_pool(x, (2, 2), strides=(2, 2))
     x = x.reshape(x.shape[0], -1)

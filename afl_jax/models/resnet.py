@@ -23,7 +23,7 @@ import jax.numpy as jnp
 
 from afl_jax.models._inputs import as_nhwc
 
-_conv_init = nn.initializers.variance_scaling(2.0, "fan_out", "normal")
+_conv_init = nn.initializers.variance_scaling(2.0, 'fan_out', 'normal')
 
 
 class BasicBlock(nn.Module):
@@ -36,7 +36,7 @@ class BasicBlock(nn.Module):
   @nn.compact
   def __call__(self, x: jax.Array) -> jax.Array:
     conv = lambda f, k, s: nn.Conv(
-      f, (k, k), (s, s), padding="SAME", use_bias=False, kernel_init=_conv_init
+      f, (k, k), (s, s), padding='SAME', use_bias=False, kernel_init=_conv_init
     )
     norm = lambda: nn.GroupNorm(num_groups=self.norm_groups)
     y = nn.relu(norm()(conv(self.features, 3, self.stride)(x)))
@@ -59,7 +59,7 @@ class ResNet18(nn.Module):
   def __call__(self, x: jax.Array) -> jax.Array:
     x = as_nhwc(x, self.image_shape)
     x = nn.Conv(
-      self.stage_features[0], (3, 3), padding="SAME", use_bias=False, kernel_init=_conv_init
+      self.stage_features[0], (3, 3), padding='SAME', use_bias=False, kernel_init=_conv_init
     )(x)
     x = nn.relu(nn.GroupNorm(num_groups=self.norm_groups)(x))
     for i, (features, blocks) in enumerate(

@@ -39,15 +39,20 @@ def _steps_table(local_steps, num_clients: int) -> np.ndarray:
   if arr.ndim == 0:
     arr = np.full(num_clients, int(arr))
   if arr.shape != (num_clients,):
-    raise ValueError(f'local_steps must be an int or an array of shape ({num_clients},); '
-                     f'got shape {arr.shape}.')
+    raise ValueError(
+      f'local_steps must be an int or an array of shape ({num_clients},); got shape {arr.shape}.'
+    )
   if (arr < 1).any():
     raise ValueError(f'local_steps must be >= 1; got min {arr.min()}.')
   return arr.astype(np.int32)
 
 
-def _pack(rows: Sequence[Sequence[tuple[int, int, int]]], wall: Sequence[float],
-          num_clients: int, width: int | None = None) -> Schedule:
+def _pack(
+  rows: Sequence[Sequence[tuple[int, int, int]]],
+  wall: Sequence[float],
+  num_clients: int,
+  width: int | None = None,
+) -> Schedule:
   """Rows of (client, start_step, local_steps) per server step -> padded Schedule."""
   t = len(rows)
   m = width or max(1, max((len(r) for r in rows), default=1))
@@ -61,9 +66,15 @@ def _pack(rows: Sequence[Sequence[tuple[int, int, int]]], wall: Sequence[float],
   return Schedule(ids, start, steps, mask, np.asarray(wall, np.float64), num_clients)
 
 
-def synchronous(num_clients: int, clients_per_step: int, num_steps: int, *,
-                durations: Durations | None = None, local_steps=1,
-                seed: int = 0) -> Schedule:
+def synchronous(
+  num_clients: int,
+  clients_per_step: int,
+  num_steps: int,
+  *,
+  durations: Durations | None = None,
+  local_steps=1,
+  seed: int = 0,
+) -> Schedule:
   """Synchronous rounds: S clients drawn without replacement, all from the current model."""
   n = _positive_int('num_clients', num_clients)
   s = _positive_int('clients_per_step', clients_per_step)
@@ -103,9 +114,16 @@ class _IdlePool:
     return c
 
 
-def fedbuff(num_clients: int, concurrency: int, buffer_size: int, num_steps: int, *,
-            durations: Durations | None = None, local_steps=1,
-            seed: int = 0) -> Schedule:
+def fedbuff(
+  num_clients: int,
+  concurrency: int,
+  buffer_size: int,
+  num_steps: int,
+  *,
+  durations: Durations | None = None,
+  local_steps=1,
+  seed: int = 0,
+) -> Schedule:
   """FedBuff's event clock.
 
   At time 0, ``concurrency`` clients drawn without replacement start from version 0.
@@ -131,11 +149,14 @@ def fedbuff(num_clients: int, concurrency: int, buffer_size: int, num_steps: int
   if mc > n:
     raise ValueError(f'concurrency={mc} exceeds num_clients={n}.')
   if m > mc:
-    raise ValueError(f'buffer_size={m} exceeds concurrency={mc}; a buffer cannot fill '
-                     'with fewer clients training.')
+    raise ValueError(
+      f'buffer_size={m} exceeds concurrency={mc}; a buffer cannot fill with fewer clients training.'
+    )
   if n < mc + m - 1:
-    raise ValueError(f'num_clients={n} must be >= concurrency + buffer_size - 1 = '
-                     f'{mc + m - 1} so an idle client is always available.')
+    raise ValueError(
+      f'num_clients={n} must be >= concurrency + buffer_size - 1 = '
+      f'{mc + m - 1} so an idle client is always available.'
+    )
   durations = durations or uniform(0.0, 20.0)
   steps = _steps_table(local_steps, n)
   rng = np.random.default_rng(seed)
@@ -162,8 +183,7 @@ def fedbuff(num_clients: int, concurrency: int, buffer_size: int, num_steps: int
       version += 1
       pool.add(c)
     nxt = pool.draw(rng)
-    heapq.heappush(heap, (now + float(durations.draw(rng, np.array([nxt]))[0]), seq, nxt,
-                          version))
+    heapq.heappush(heap, (now + float(durations.draw(rng, np.array([nxt]))[0]), seq, nxt, version))
     seq += 1
   return _pack(rows, wall, n, width=m)
 
@@ -173,10 +193,16 @@ def fully_async(num_clients: int, concurrency: int, num_steps: int, **kwargs) ->
   return fedbuff(num_clients, concurrency, 1, num_steps, **kwargs)
 
 
-def random_staleness(num_clients: int, clients_per_step: int, num_steps: int, *,
-                     window: int = 5, local_steps=1,
-                     local_steps_multipliers: Sequence[int] | None = None,
-                     seed: int = 0) -> Schedule:
+def random_staleness(
+  num_clients: int,
+  clients_per_step: int,
+  num_steps: int,
+  *,
+  window: int = 5,
+  local_steps=1,
+  local_steps_multipliers: Sequence[int] | None = None,
+  seed: int = 0,
+) -> Schedule:
   """FedGM App. H.1: each participant starts from one of the last ``window`` versions.
 
   Each step draws S clients without replacement; each starts from a version drawn
@@ -201,15 +227,23 @@ def random_staleness(num_clients: int, clients_per_step: int, num_steps: int, *,
   if local_steps_multipliers is not None:
     mult = np.asarray(list(local_steps_multipliers))
     if mult.ndim != 1 or mult.size == 0 or (mult < 1).any():
-      raise ValueError('local_steps_multipliers must be a non-empty list of integers >= 1; '
-                       f'got {local_steps_multipliers!r}.')
+      raise ValueError(
+        'local_steps_multipliers must be a non-empty list of integers >= 1; '
+        f'got {local_steps_multipliers!r}.'
+      )
     k = k * rng.choice(mult, size=ids.shape)
   return Schedule(ids, start, k, np.ones_like(ids, bool), np.arange(t_max, dtype=np.float64), n)
 
 
-def waiting_windows(num_clients: int, num_steps: int, *, window: float | None,
-                    durations: Durations, local_steps=1,
-                    seed: int = 0) -> Schedule:
+def waiting_windows(
+  num_clients: int,
+  num_steps: int,
+  *,
+  window: float | None,
+  durations: Durations,
+  local_steps=1,
+  seed: int = 0,
+) -> Schedule:
   """Flexible participation: the server waits ``window`` seconds per round (AsynFL).
 
   Every client starts a job from version 0 at time 0. Round t ends at time

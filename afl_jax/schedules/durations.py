@@ -14,12 +14,12 @@ import dataclasses
 import numpy as np
 
 _PARAMS = {
-    'constant': ('value',),
-    'uniform': ('low', 'high'),
-    'exponential': ('mean',),
-    'normal': ('mean', 'std'),
-    'lognormal': ('mu', 'sigma'),
-    'pareto': ('shape', 'scale'),
+  'constant': ('value',),
+  'uniform': ('low', 'high'),
+  'exponential': ('mean',),
+  'normal': ('mean', 'std'),
+  'lognormal': ('mu', 'sigma'),
+  'pareto': ('shape', 'scale'),
 }
 
 # Normal draws are clipped here so that no job takes zero or negative time.
@@ -50,20 +50,22 @@ class Durations:
       raise ValueError(f'durations kind {self.kind!r} is unknown; valid: {sorted(_PARAMS)}.')
     expected = set(_PARAMS[self.kind])
     if set(self.params) != expected:
-      raise ValueError(f'durations {self.kind!r} takes parameters {sorted(expected)}; '
-                       f'got {sorted(self.params)}.')
+      raise ValueError(
+        f'durations {self.kind!r} takes parameters {sorted(expected)}; got {sorted(self.params)}.'
+      )
     p = self.params
     checks = {
-        'constant': p.get('value', 1) >= 0,
-        'uniform': 0 <= p.get('low', 0) <= p.get('high', 0),
-        'exponential': p.get('mean', 1) > 0,
-        'normal': p.get('std', 1) >= 0,
-        'lognormal': p.get('sigma', 1) >= 0,
-        'pareto': p.get('shape', 1) > 0 and p.get('scale', 1) > 0,
+      'constant': p.get('value', 1) >= 0,
+      'uniform': 0 <= p.get('low', 0) <= p.get('high', 0),
+      'exponential': p.get('mean', 1) > 0,
+      'normal': p.get('std', 1) >= 0,
+      'lognormal': p.get('sigma', 1) >= 0,
+      'pareto': p.get('shape', 1) > 0 and p.get('scale', 1) > 0,
     }
     if not checks[self.kind]:
-      raise ValueError(f'durations {self.kind!r} has invalid parameters {p}: need '
-                       f'{_RANGES[self.kind]}.')
+      raise ValueError(
+        f'durations {self.kind!r} has invalid parameters {p}: need {_RANGES[self.kind]}.'
+      )
     if self.speed is not None:
       speed = np.asarray(self.speed, np.float64)
       if speed.ndim != 1 or not (speed > 0).all():
@@ -89,19 +91,20 @@ class Durations:
       d = (rng.pareto(p['shape'], size=shape) + 1.0) * p['scale']
     if self.speed is not None:
       if ids.size and ids.max() >= self.speed.shape[0]:
-        raise ValueError(f'durations speed has {self.speed.shape[0]} entries but client id '
-                         f'{ids.max()} was drawn.')
+        raise ValueError(
+          f'durations speed has {self.speed.shape[0]} entries but client id {ids.max()} was drawn.'
+        )
       d = d * self.speed[ids]
     return d
 
 
 _RANGES = {
-    'constant': 'value >= 0',
-    'uniform': '0 <= low <= high',
-    'exponential': 'mean > 0',
-    'normal': 'std >= 0',
-    'lognormal': 'sigma >= 0',
-    'pareto': 'shape > 0 and scale > 0',
+  'constant': 'value >= 0',
+  'uniform': '0 <= low <= high',
+  'exponential': 'mean > 0',
+  'normal': 'std >= 0',
+  'lognormal': 'sigma >= 0',
+  'pareto': 'shape > 0 and scale > 0',
 }
 
 
@@ -118,8 +121,9 @@ def uniform(low: float, high: float, speed=None) -> Durations:
   return Durations('uniform', {'low': low, 'high': high}, speed)
 
 
-def speed_factors(kind: str, local_steps: np.ndarray, *, sigma: float = 0.5,
-                  seed: int = 0) -> np.ndarray | None:
+def speed_factors(
+  kind: str, local_steps: np.ndarray, *, sigma: float = 0.5, seed: int = 0
+) -> np.ndarray | None:
   """float[N] per-client ``speed`` factors, or None for ``'none'``.
 
   ``'local_steps'``: ``K_i / mean(K)``, a job takes longer in proportion to its local
@@ -135,5 +139,5 @@ def speed_factors(kind: str, local_steps: np.ndarray, *, sigma: float = 0.5,
     return k / k.mean()
   if not sigma > 0:
     raise ValueError(f'lognormal client speed needs sigma > 0; got {sigma}.')
-  rng = np.random.default_rng([seed, 0x5eed])
+  rng = np.random.default_rng([seed, 0x5EED])
   return np.exp(sigma * rng.standard_normal(k.shape[0]))

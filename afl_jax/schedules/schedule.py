@@ -62,8 +62,9 @@ class Schedule:
     for name in ('start_step', 'local_steps', 'mask'):
       if getattr(self, name).shape != shape:
         raise ScheduleError(
-            f'{name} has shape {getattr(self, name).shape} but client_ids has {shape}; '
-            'all [T, M] arrays must have the same shape.')
+          f'{name} has shape {getattr(self, name).shape} but client_ids has {shape}; '
+          'all [T, M] arrays must have the same shape.'
+        )
     if shape[0] < 1 or shape[1] < 1:
       raise ScheduleError(f'a schedule needs T >= 1 steps and M >= 1 slots; got shape {shape}.')
     if self.mask.dtype != np.bool_:
@@ -76,8 +77,10 @@ class Schedule:
     if not np.isfinite(wall).all():
       raise ScheduleError(f'wall_clock must be finite; step {_first_bad(~np.isfinite(wall))[0]}.')
     if (np.diff(wall) < 0).any():
-      raise ScheduleError('wall_clock must be non-decreasing; it decreases after step '
-                          f'{_first_bad(np.diff(wall) < 0)[0]}.')
+      raise ScheduleError(
+        'wall_clock must be non-decreasing; it decreases after step '
+        f'{_first_bad(np.diff(wall) < 0)[0]}.'
+      )
     set_('wall_clock', wall)
     n = int(self.num_clients)
     if n < 1:
@@ -88,27 +91,34 @@ class Schedule:
     bad = m & ((self.client_ids < 0) | (self.client_ids >= n))
     if bad.any():
       t, j = _first_bad(bad)
-      raise ScheduleError(f'client_ids[{t}, {j}] = {self.client_ids[t, j]} is out of range; '
-                          f'ids must be in [0, {n}) (num_clients={n}).')
+      raise ScheduleError(
+        f'client_ids[{t}, {j}] = {self.client_ids[t, j]} is out of range; '
+        f'ids must be in [0, {n}) (num_clients={n}).'
+      )
     t_index = np.arange(shape[0])[:, None]
     bad = m & ((self.start_step < 0) | (self.start_step > t_index))
     if bad.any():
       t, j = _first_bad(bad)
-      raise ScheduleError(f'start_step[{t}, {j}] = {self.start_step[t, j]} is invalid; an '
-                          f'arrival at step t={t} must have 0 <= start_step <= t.')
+      raise ScheduleError(
+        f'start_step[{t}, {j}] = {self.start_step[t, j]} is invalid; an '
+        f'arrival at step t={t} must have 0 <= start_step <= t.'
+      )
     bad = m & (self.local_steps < 1)
     if bad.any():
       t, j = _first_bad(bad)
-      raise ScheduleError(f'local_steps[{t}, {j}] = {self.local_steps[t, j]} is invalid; '
-                          'local steps must be >= 1.')
+      raise ScheduleError(
+        f'local_steps[{t}, {j}] = {self.local_steps[t, j]} is invalid; local steps must be >= 1.'
+      )
     # Duplicate ids among the valid arrivals of one step.
     keyed = np.where(m, ids, -1 - np.arange(shape[1])[None, :])
     srt = np.sort(keyed, axis=1)
     dup = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)
     if dup.any():
       t, j = _first_bad(dup)
-      raise ScheduleError(f'client {srt[t, j]} arrives twice at step {t}; a client can '
-                          'report at most once per server step.')
+      raise ScheduleError(
+        f'client {srt[t, j]} arrives twice at step {t}; a client can '
+        'report at most once per server step.'
+      )
     # Canonical padding: ids 0, start = t, one step. Stored as int32.
     set_('client_ids', ids.astype(np.int32))
     set_('start_step', np.where(m, self.start_step, t_index).astype(np.int32))
@@ -161,17 +171,17 @@ class Schedule:
     """Summary statistics, JSON-serializable."""
     counts = self.participation_counts
     return {
-        'num_steps': self.num_steps,
-        'max_arrivals': self.max_arrivals,
-        'num_clients': self.num_clients,
-        'arrivals': int(self.mask.sum()),
-        'tau_max': self.max_staleness,
-        'tau_avg': self.avg_staleness,
-        'participation_min': int(counts.min()),
-        'participation_max': int(counts.max()),
-        'clients_never_arrived': int((counts == 0).sum()),
-        'wall_clock_end': float(self.wall_clock[-1]),
-        'max_local_steps': self.max_local_steps,
+      'num_steps': self.num_steps,
+      'max_arrivals': self.max_arrivals,
+      'num_clients': self.num_clients,
+      'arrivals': int(self.mask.sum()),
+      'tau_max': self.max_staleness,
+      'tau_avg': self.avg_staleness,
+      'participation_min': int(counts.min()),
+      'participation_max': int(counts.max()),
+      'clients_never_arrived': int((counts == 0).sum()),
+      'wall_clock_end': float(self.wall_clock[-1]),
+      'max_local_steps': self.max_local_steps,
     }
 
   def truncate(self, num_steps: int) -> Schedule:
@@ -179,16 +189,28 @@ class Schedule:
     if not 1 <= num_steps <= self.num_steps:
       raise ScheduleError(f'num_steps must be in [1, {self.num_steps}]; got {num_steps}.')
     s = slice(0, num_steps)
-    return Schedule(self.client_ids[s], self.start_step[s], self.local_steps[s], self.mask[s],
-                    self.wall_clock[s], self.num_clients)
+    return Schedule(
+      self.client_ids[s],
+      self.start_step[s],
+      self.local_steps[s],
+      self.mask[s],
+      self.wall_clock[s],
+      self.num_clients,
+    )
 
   # ---- persistence -----------------------------------------------------------
   def save(self, path: str | os.PathLike) -> None:
     """Write an .npz (plain arrays, no pickles) that :func:`load` replays exactly."""
-    np.savez(path, format_version=np.int64(SCHEDULE_FORMAT_VERSION),
-             client_ids=self.client_ids, start_step=self.start_step,
-             local_steps=self.local_steps, mask=self.mask, wall_clock=self.wall_clock,
-             num_clients=np.int64(self.num_clients))
+    np.savez(
+      path,
+      format_version=np.int64(SCHEDULE_FORMAT_VERSION),
+      client_ids=self.client_ids,
+      start_step=self.start_step,
+      local_steps=self.local_steps,
+      mask=self.mask,
+      wall_clock=self.wall_clock,
+      num_clients=np.int64(self.num_clients),
+    )
 
 
 def load(path: str | os.PathLike) -> Schedule:
@@ -205,19 +227,30 @@ def load(path: str | os.PathLike) -> Schedule:
     raise ScheduleError(f'cannot read schedule file {path}: {e}') from e
   version = int(arrays.pop('format_version', SCHEDULE_FORMAT_VERSION))
   if version > SCHEDULE_FORMAT_VERSION:
-    raise ScheduleError(f'{path}: format_version {version} is newer than this library '
-                        f'({SCHEDULE_FORMAT_VERSION}).')
+    raise ScheduleError(
+      f'{path}: format_version {version} is newer than this library ({SCHEDULE_FORMAT_VERSION}).'
+    )
   for required in ('client_ids', 'start_step', 'num_clients'):
     if required not in arrays:
       raise ScheduleError(f'{path}: missing array {required!r}; found {sorted(arrays)}.')
-  return from_arrays(arrays['client_ids'], arrays['start_step'],
-                     local_steps=arrays.get('local_steps'), mask=arrays.get('mask'),
-                     wall_clock=arrays.get('wall_clock'),
-                     num_clients=int(arrays['num_clients']))
+  return from_arrays(
+    arrays['client_ids'],
+    arrays['start_step'],
+    local_steps=arrays.get('local_steps'),
+    mask=arrays.get('mask'),
+    wall_clock=arrays.get('wall_clock'),
+    num_clients=int(arrays['num_clients']),
+  )
 
 
-def from_arrays(client_ids, start_step, local_steps=None, mask=None, wall_clock=None,
-                num_clients: int | None = None) -> Schedule:
+def from_arrays(
+  client_ids,
+  start_step,
+  local_steps=None,
+  mask=None,
+  wall_clock=None,
+  num_clients: int | None = None,
+) -> Schedule:
   """A schedule from explicit arrays (lists are fine), for replay and verification.
 
   Args:
@@ -231,8 +264,11 @@ def from_arrays(client_ids, start_step, local_steps=None, mask=None, wall_clock=
   client_ids = np.asarray(client_ids)
   if client_ids.ndim == 1:
     client_ids = client_ids[:, None]
-  start_step = np.asarray(start_step).reshape(client_ids.shape) if np.ndim(
-      start_step) == 1 and client_ids.shape[1] == 1 else np.asarray(start_step)
+  start_step = (
+    np.asarray(start_step).reshape(client_ids.shape)
+    if np.ndim(start_step) == 1 and client_ids.shape[1] == 1
+    else np.asarray(start_step)
+  )
   if local_steps is None:
     local_steps = 1
   local_steps = np.asarray(local_steps)

@@ -4,20 +4,37 @@ from afl_jax.servers.fedasync import fedasync, staleness_function
 from afl_jax.servers.fedecho import fedecho
 from afl_jax.servers.fedfa import fedfa
 from afl_jax.servers.fedgm import (
-    fedgm,
-    fedopt,
-    general_momentum,
-    multistage_fedgm,
-    quasi_hyperbolic_momentum,
-    server_optimizer,
-    stagewise_constant,
+  fedgm,
+  fedopt,
+  general_momentum,
+  multistage_fedgm,
+  quasi_hyperbolic_momentum,
+  server_optimizer,
+  stagewise_constant,
 )
 from afl_jax.servers.fednova import nova, nova_scales
 from afl_jax.servers.masfl import adamasfl_server, masfl_server
 from afl_jax.servers.pseudo_gradient import aggregate, fedavg, fedbuff, optimizer_server
 
-__all__ = ['aggregate', 'fedasync', 'fedavg', 'fedbuff', 'fedecho', 'fedfa', 'nova', 'nova_scales',
-           'optimizer_server', 'staleness_function']
-__all__ += ['fedgm', 'fedopt', 'general_momentum', 'multistage_fedgm',
-            'quasi_hyperbolic_momentum', 'server_optimizer', 'stagewise_constant']
+__all__ = [
+  'aggregate',
+  'fedasync',
+  'fedavg',
+  'fedbuff',
+  'fedecho',
+  'fedfa',
+  'nova',
+  'nova_scales',
+  'optimizer_server',
+  'staleness_function',
+]
+__all__ += [
+  'fedgm',
+  'fedopt',
+  'general_momentum',
+  'multistage_fedgm',
+  'quasi_hyperbolic_momentum',
+  'server_optimizer',
+  'stagewise_constant',
+]
 __all__ += ['adamasfl_server', 'masfl_server']

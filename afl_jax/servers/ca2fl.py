@@ -56,22 +56,28 @@ def ca2fl(server_lr: float = 1.0, *, num_clients: int | None = None) -> ServerRu
 
   def init(params: Params) -> CA2FLState:
     if num_clients is None:
-      raise ValueError('the CA2FL server caches one update per client: pass num_clients, '
-                       'or build the state with init_state(params, num_clients).')
+      raise ValueError(
+        'the CA2FL server caches one update per client: pass num_clients, '
+        'or build the state with init_state(params, num_clients).'
+      )
     return init_state(params, num_clients)
 
-  def update(state: CA2FLState, messages: Params, arrivals: Arrivals,
-             key: jax.Array) -> tuple[CA2FLState, dict[str, Any]]:
+  def update(
+    state: CA2FLState, messages: Params, arrivals: Arrivals, key: jax.Array
+  ) -> tuple[CA2FLState, dict[str, Any]]:
     del key
     mask, ids = arrivals.mask, arrivals.client_ids
     n = jax.tree.leaves(state.cache)[0].shape[0]
     h_mean = tree.weighted_sum(state.cache, jnp.full((n,), 1.0 / n))
     calibration = tree.masked_mean(tree.sub(messages, tree.gather(state.cache, ids)), mask)
     v = tree.add(h_mean, calibration)
-    new = CA2FLState(tree.axpy(-server_lr, v, state.params),
-                     tree.scatter(state.cache, ids, messages, mask))
+    new = CA2FLState(
+      tree.axpy(-server_lr, v, state.params), tree.scatter(state.cache, ids, messages, mask)
+    )
     new = unchanged_if_no_arrival(arrivals, new, state)
-    return new, {'update_norm': tree.global_norm(tree.sub(state.params, new.params)),
-                 'calibration_norm': tree.global_norm(calibration)}
+    return new, {
+      'update_norm': tree.global_norm(tree.sub(state.params, new.params)),
+      'calibration_norm': tree.global_norm(calibration),
+    }
 
   return ServerRule(init, update)

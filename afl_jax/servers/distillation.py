@@ -27,8 +27,7 @@ import jax.numpy as jnp
 TEACHERS = ('logits', 'probs')
 
 
-def teacher_probs(logits: jax.Array, reported: jax.Array, teacher: str = 'logits'
-                  ) -> jax.Array:
+def teacher_probs(logits: jax.Array, reported: jax.Array, teacher: str = 'logits') -> jax.Array:
   """The teacher's class probabilities from the stored client logits.
 
   Args:
@@ -79,8 +78,9 @@ def ce_term(probs: jax.Array, student_logits: jax.Array) -> jax.Array:
   return -jnp.mean(jnp.take_along_axis(log_q, labels[:, None], axis=-1))
 
 
-def distillation_loss(student_logits: jax.Array, probs: jax.Array, alpha: jax.Array | float
-                      ) -> jax.Array:
+def distillation_loss(
+  student_logits: jax.Array, probs: jax.Array, alpha: jax.Array | float
+) -> jax.Array:
   """Eq. (3): ``alpha * KL(p || sigma(z)) + (1 - alpha) * CE(z, argmax p)``.
 
   Args:

@@ -54,13 +54,15 @@ class AMSGradState(NamedTuple):
   nu_max: Params  # \hat v_t
 
 
-def scale_by_amsgrad(beta1: float = 0.9, beta2: float = 0.99, epsilon: float = 1e-8, *,
-                     bias_correction: bool = False) -> optax.GradientTransformation:
+def scale_by_amsgrad(
+  beta1: float = 0.9, beta2: float = 0.99, epsilon: float = 1e-8, *, bias_correction: bool = False
+) -> optax.GradientTransformation:
   """``m_t / (sqrt(max_{s<=t} v_s) + epsilon)`` (Reddi, Kale, Kumar, 2018), as FADAS uses it.
 
   Unlike ``optax.scale_by_amsgrad`` (which takes the max over bias-corrected ``v``),
   the max is over the raw ``v``; corrections, if any, are applied afterwards.
   """
+
   def init(params):
     zeros = tree.zeros_like(params)
     return AMSGradState(jnp.zeros((), jnp.int32), zeros, zeros, zeros)
@@ -73,18 +75,20 @@ def scale_by_amsgrad(beta1: float = 0.9, beta2: float = 0.99, epsilon: float = 1
     count = state.count + 1
     if bias_correction:
       t = count.astype(jnp.result_type(float))
-      c1, c2 = 1 - beta1 ** t, 1 - beta2 ** t
+      c1, c2 = 1 - beta1**t, 1 - beta2**t
     else:
       c1 = c2 = 1.0
-    out = jax.tree.map(lambda m, v: ((m / c1) / (jnp.sqrt(v) / jnp.sqrt(c2) + epsilon)
-                                     ).astype(m.dtype), mu, nu_max)
+    out = jax.tree.map(
+      lambda m, v: ((m / c1) / (jnp.sqrt(v) / jnp.sqrt(c2) + epsilon)).astype(m.dtype), mu, nu_max
+    )
     return out, AMSGradState(count, mu, nu, nu_max)
 
   return optax.GradientTransformation(init, update)
 
 
-def delay_adaptive_rate(server_lr: float, tau_max: jax.Array, tau_c: int,
-                        rule: str = 'min_inverse') -> jax.Array:
+def delay_adaptive_rate(
+  server_lr: float, tau_max: jax.Array, tau_c: int, rule: str = 'min_inverse'
+) -> jax.Array:
   """eta_t from the step's largest staleness ``tau_max`` (see the module docstring)."""
   tau = jnp.maximum(tau_max, 1).astype(jnp.result_type(float))
   reduced = jnp.minimum(server_lr, 1.0 / tau) if rule == 'min_inverse' else server_lr / tau
@@ -96,9 +100,17 @@ class FADASState(NamedTuple):
   opt_state: AMSGradState
 
 
-def fadas(server_lr: float = 1e-4, beta1: float = 0.9, beta2: float = 0.99,
-          epsilon: float = 1e-8, *, delay_adaptive: bool = True, tau_c: int = 1,
-          delay_rule: str = 'min_inverse', bias_correction: bool = False) -> ServerRule:
+def fadas(
+  server_lr: float = 1e-4,
+  beta1: float = 0.9,
+  beta2: float = 0.99,
+  epsilon: float = 1e-8,
+  *,
+  delay_adaptive: bool = True,
+  tau_c: int = 1,
+  delay_rule: str = 'min_inverse',
+  bias_correction: bool = False,
+) -> ServerRule:
   """The FADAS server.
 
   Args:
@@ -126,18 +138,25 @@ def fadas(server_lr: float = 1e-4, beta1: float = 0.9, beta2: float = 0.99,
   def init(params: Params) -> FADASState:
     return FADASState(params, opt.init(params))
 
-  def update(state: FADASState, messages: Params, arrivals: Arrivals,
-             key: jax.Array) -> tuple[FADASState, dict[str, Any]]:
+  def update(
+    state: FADASState, messages: Params, arrivals: Arrivals, key: jax.Array
+  ) -> tuple[FADASState, dict[str, Any]]:
     del key
     mask = arrivals.mask
     g = tree.masked_mean(messages, mask)
     direction, opt_state = opt.update(g, state.opt_state)
     tau_max = jnp.max(jnp.where(mask, arrivals.staleness, 0))
-    eta = (delay_adaptive_rate(server_lr, tau_max, tau_c, delay_rule) if delay_adaptive
-           else jnp.asarray(server_lr))
+    eta = (
+      delay_adaptive_rate(server_lr, tau_max, tau_c, delay_rule)
+      if delay_adaptive
+      else jnp.asarray(server_lr)
+    )
     new = FADASState(tree.axpy(-eta, direction, state.params), opt_state)
     new = unchanged_if_no_arrival(arrivals, new, state)
-    return new, {'update_norm': tree.global_norm(tree.sub(state.params, new.params)),
-                 'server_lr': eta, 'tau_max': tau_max}
+    return new, {
+      'update_norm': tree.global_norm(tree.sub(state.params, new.params)),
+      'server_lr': eta,
+      'tau_max': tau_max,
+    }
 
   return ServerRule(init, update)

@@ -32,8 +32,9 @@ class FedAsyncState(NamedTuple):
   params: Any
 
 
-def staleness_function(kind: str = 'constant', a: float = 0.5, b: float = 4.0
-                       ) -> Callable[[jax.Array], jax.Array]:
+def staleness_function(
+  kind: str = 'constant', a: float = 0.5, b: float = 4.0
+) -> Callable[[jax.Array], jax.Array]:
   """s(tau) of Xie et al. Sec. 5.2."""
   if kind == 'constant':
     return lambda tau: jnp.ones_like(tau)
@@ -48,8 +49,9 @@ def staleness_function(kind: str = 'constant', a: float = 0.5, b: float = 4.0
   raise ValueError(f'staleness function {kind!r} is unknown; valid: {STALENESS_FUNCTIONS}.')
 
 
-def fedasync(alpha: float = 0.6, staleness: str = 'polynomial', a: float = 0.5,
-             b: float = 4.0) -> ServerRule:
+def fedasync(
+  alpha: float = 0.6, staleness: str = 'polynomial', a: float = 0.5, b: float = 4.0
+) -> ServerRule:
   """FedAsync's mixing server.
 
   Args:
@@ -76,7 +78,8 @@ def fedasync(alpha: float = 0.6, staleness: str = 'polynomial', a: float = 0.5,
       return jax.tree.map(lambda g, c: ((1 - w) * g + w * c).astype(g.dtype), x, x_local), w
 
     params, used = jax.lax.scan(mix, state.params, (local, weights, arrivals.mask))
-    return FedAsyncState(params), {'mixing_weight': jnp.sum(used) / jnp.maximum(
-        jnp.sum(arrivals.mask), 1)}
+    return FedAsyncState(params), {
+      'mixing_weight': jnp.sum(used) / jnp.maximum(jnp.sum(arrivals.mask), 1)
+    }
 
   return ServerRule(init, update)

@@ -56,8 +56,9 @@ class FedEchoState(NamedTuple):
   reported: jax.Array  # bool[N] whether client i has reported at least once
 
 
-def distill_optimizer(kind: str = 'adam', learning_rate: float = 3e-6,
-                      clip_norm: float = 5.0) -> optax.GradientTransformation:
+def distill_optimizer(
+  kind: str = 'adam', learning_rate: float = 3e-6, clip_norm: float = 5.0
+) -> optax.GradientTransformation:
   """``chain(clip_by_global_norm(nu), adam(eta_d))`` (Sec. 5.1) or with ``sgd`` (eq. 2).
 
   Adam uses ``b1=0.9, b2=0.999, eps=1e-8`` as in Sec. 5.1. ``clip_norm=inf`` turns
@@ -69,37 +70,55 @@ def distill_optimizer(kind: str = 'adam', learning_rate: float = 3e-6,
     raise ValueError(f'distill_lr must be > 0; got {learning_rate}.')
   if not clip_norm > 0:
     raise ValueError(f'clip_norm (nu) must be > 0 (inf = no clipping); got {clip_norm}.')
-  base = (optax.adam(learning_rate, b1=0.9, b2=0.999, eps=1e-8) if kind == 'adam'
-          else optax.sgd(learning_rate))
+  base = (
+    optax.adam(learning_rate, b1=0.9, b2=0.999, eps=1e-8)
+    if kind == 'adam'
+    else optax.sgd(learning_rate)
+  )
   if np.isinf(clip_norm):
     return base
   return optax.chain(optax.clip_by_global_norm(clip_norm), base)
 
 
-def _check(apply_fn, unlabeled_x, num_clients, server_lr, distill_steps,
-           distill_batch, alpha_mode, alpha_min, alpha_max, alpha, teacher) -> int:
+def _check(
+  apply_fn,
+  unlabeled_x,
+  num_clients,
+  server_lr,
+  distill_steps,
+  distill_batch,
+  alpha_mode,
+  alpha_min,
+  alpha_max,
+  alpha,
+  teacher,
+) -> int:
   if not callable(apply_fn):
-    raise ValueError(f'apply_fn must be a callable apply_fn(params, x) -> logits; got '
-                     f'{apply_fn!r}.')
+    raise ValueError(
+      f'apply_fn must be a callable apply_fn(params, x) -> logits; got {apply_fn!r}.'
+    )
   shape = np.shape(unlabeled_x)
   if len(shape) < 1 or shape[0] < 1:
-    raise ValueError(f'unlabeled_x must be an array [|U|, ...] with |U| >= 1; got shape '
-                     f'{shape}.')
+    raise ValueError(f'unlabeled_x must be an array [|U|, ...] with |U| >= 1; got shape {shape}.')
   if int(num_clients) != num_clients or num_clients < 1:
     raise ValueError(f'num_clients must be an integer >= 1; got {num_clients!r}.')
   if not server_lr > 0:
     raise ValueError(f'server_lr (eta_g) must be > 0; got {server_lr}.')
   if int(distill_steps) != distill_steps or distill_steps < 0:
     raise ValueError(f'distill_steps (Q) must be an integer >= 0; got {distill_steps!r}.')
-  if distill_batch is not None and not (int(distill_batch) == distill_batch
-                                        and 1 <= distill_batch <= shape[0]):
-    raise ValueError(f'distill_batch must be None (all of U) or an integer in [1, |U|='
-                     f'{shape[0]}]; got {distill_batch!r}.')
+  if distill_batch is not None and not (
+    int(distill_batch) == distill_batch and 1 <= distill_batch <= shape[0]
+  ):
+    raise ValueError(
+      f'distill_batch must be None (all of U) or an integer in [1, |U|='
+      f'{shape[0]}]; got {distill_batch!r}.'
+    )
   if alpha_mode not in ALPHA_MODES:
     raise ValueError(f'alpha_mode must be one of {ALPHA_MODES}; got {alpha_mode!r}.')
   if not 0 <= alpha_min <= alpha_max <= 1:
-    raise ValueError(f'need 0 <= alpha_min <= alpha_max <= 1; got alpha_min={alpha_min}, '
-                     f'alpha_max={alpha_max}.')
+    raise ValueError(
+      f'need 0 <= alpha_min <= alpha_max <= 1; got alpha_min={alpha_min}, alpha_max={alpha_max}.'
+    )
   if not 0 <= alpha <= 1:
     raise ValueError(f'alpha must be in [0, 1]; got {alpha}.')
   if teacher not in distillation.TEACHERS:
@@ -114,12 +133,22 @@ def _last_valid(ids: jax.Array, mask: jax.Array) -> jax.Array:
   return mask & ~jnp.any(clash, axis=1)
 
 
-def fedecho(apply_fn: Callable[[Any, jax.Array], jax.Array], unlabeled_x: jax.Array,
-            num_clients: int, *, server_lr: float = 1.0,
-            distill_opt: optax.GradientTransformation | None = None, distill_steps: int = 10,
-            distill_batch: int | None = None, alpha_mode: str = 'dynamic',
-            alpha_min: float = 0.2, alpha_max: float = 0.8, alpha: float = 0.5,
-            teacher: str = 'logits', reset_distill_state: bool = False) -> ServerRule:
+def fedecho(
+  apply_fn: Callable[[Any, jax.Array], jax.Array],
+  unlabeled_x: jax.Array,
+  num_clients: int,
+  *,
+  server_lr: float = 1.0,
+  distill_opt: optax.GradientTransformation | None = None,
+  distill_steps: int = 10,
+  distill_batch: int | None = None,
+  alpha_mode: str = 'dynamic',
+  alpha_min: float = 0.2,
+  alpha_max: float = 0.8,
+  alpha: float = 0.5,
+  teacher: str = 'logits',
+  reset_distill_state: bool = False,
+) -> ServerRule:
   """FedEcho's server rule (Alg. 1 lines 4-5 and 9-17).
 
   Args:
@@ -139,8 +168,19 @@ def fedecho(apply_fn: Callable[[Any, jax.Array], jax.Array], unlabeled_x: jax.Ar
     reset_distill_state: re-initialize the distillation optimizer every server step
       instead of carrying it across steps.
   """
-  num_u = _check(apply_fn, unlabeled_x, num_clients, server_lr, distill_steps,
-                 distill_batch, alpha_mode, alpha_min, alpha_max, alpha, teacher)
+  num_u = _check(
+    apply_fn,
+    unlabeled_x,
+    num_clients,
+    server_lr,
+    distill_steps,
+    distill_batch,
+    alpha_mode,
+    alpha_min,
+    alpha_max,
+    alpha,
+    teacher,
+  )
   n, q_steps = int(num_clients), int(distill_steps)
   u = jnp.asarray(unlabeled_x)
   server_opt = optax.sgd(server_lr)
@@ -153,8 +193,13 @@ def fedecho(apply_fn: Callable[[Any, jax.Array], jax.Array], unlabeled_x: jax.Ar
 
   def init(params):
     out = jax.eval_shape(apply_fn, params, u)
-    return FedEchoState(params, server_opt.init(params), d_opt.init(params),
-                        jnp.zeros((n,) + tuple(out.shape), out.dtype), jnp.zeros(n, bool))
+    return FedEchoState(
+      params,
+      server_opt.init(params),
+      d_opt.init(params),
+      jnp.zeros((n,) + tuple(out.shape), out.dtype),
+      jnp.zeros(n, bool),
+    )
 
   def store_logits(state, messages, arrivals):
     local = tree.sub(arrivals.start_broadcast, messages)
@@ -162,9 +207,12 @@ def fedecho(apply_fn: Callable[[Any, jax.Array], jax.Array], unlabeled_x: jax.Ar
 
     def infer(item):
       x_local, valid = item
-      return jax.lax.cond(valid, lambda p: apply_fn(p, u).astype(state.logits.dtype),
-                          lambda p: jnp.zeros(state.logits.shape[1:], state.logits.dtype),
-                          x_local)
+      return jax.lax.cond(
+        valid,
+        lambda p: apply_fn(p, u).astype(state.logits.dtype),
+        lambda p: jnp.zeros(state.logits.shape[1:], state.logits.dtype),
+        x_local,
+      )
 
     new = jax.lax.map(infer, (local, write))
     logits = tree.scatter(state.logits, arrivals.client_ids, new, write)
@@ -177,8 +225,7 @@ def fedecho(apply_fn: Callable[[Any, jax.Array], jax.Array], unlabeled_x: jax.Ar
       if distill_batch is None:
         xb, yb = u, logits
       else:
-        idx = jax.random.choice(jax.random.fold_in(key, q), num_u, (distill_batch,),
-                                replace=False)
+        idx = jax.random.choice(jax.random.fold_in(key, q), num_u, (distill_batch,), replace=False)
         xb, yb = u[idx], logits[:, idx]
       probs = distillation.teacher_probs(yb, reported, teacher)
       a = alpha_of(probs)
@@ -188,10 +235,13 @@ def fedecho(apply_fn: Callable[[Any, jax.Array], jax.Array], unlabeled_x: jax.Ar
       out = (loss, a, distillation.normalized_batch_entropy(probs), tree.global_norm(grad))
       return (optax.apply_updates(p, updates), s), out
 
-    (new_p, new_s), (loss, a, h, gnorm) = jax.lax.scan(step, (params, d_state),
-                                                       jnp.arange(q_steps))
-    metrics = {'distill_loss': jnp.mean(loss), 'alpha': jnp.mean(a),
-               'teacher_entropy': jnp.mean(h), 'distill_grad_norm': jnp.mean(gnorm)}
+    (new_p, new_s), (loss, a, h, gnorm) = jax.lax.scan(step, (params, d_state), jnp.arange(q_steps))
+    metrics = {
+      'distill_loss': jnp.mean(loss),
+      'alpha': jnp.mean(a),
+      'teacher_entropy': jnp.mean(h),
+      'distill_grad_norm': jnp.mean(gnorm),
+    }
     return new_p, new_s, metrics
 
   def update(state, messages, arrivals, key):
@@ -199,8 +249,10 @@ def fedecho(apply_fn: Callable[[Any, jax.Array], jax.Array], unlabeled_x: jax.Ar
     g = aggregate(messages, arrivals)
     updates, opt_state = server_opt.update(g, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    metrics = {'update_norm': tree.global_norm(updates),
-               'teachers': jnp.sum(reported).astype(jnp.float32)}
+    metrics = {
+      'update_norm': tree.global_norm(updates),
+      'teachers': jnp.sum(reported).astype(jnp.float32),
+    }
     d_state = state.distill_state
     if q_steps > 0:
       start = d_opt.init(params) if reset_distill_state else d_state
@@ -242,10 +294,16 @@ def memory_overhead(state: FedEchoState, schedule: Schedule | None = None) -> di
   logits = state.logits
   per_client = int(np.prod(logits.shape[1:])) * jnp.dtype(logits.dtype).itemsize
   model = sum(int(x.size) * jnp.dtype(x.dtype).itemsize for x in jax.tree.leaves(state.params))
-  out = {'logits_bytes': float(per_client * logits.shape[0]),
-         'logits_bytes_per_client': float(per_client), 'model_bytes': float(model)}
+  out = {
+    'logits_bytes': float(per_client * logits.shape[0]),
+    'logits_bytes_per_client': float(per_client),
+    'model_bytes': float(model),
+  }
   if schedule is not None:
     held = held_checkpoints(schedule)
-    out.update(max_checkpoints=float(held.max()), mean_checkpoints=float(held.mean()),
-               checkpoint_bytes=float(held.max() * model))
+    out.update(
+      max_checkpoints=float(held.max()),
+      mean_checkpoints=float(held.mean()),
+      checkpoint_bytes=float(held.max() * model),
+    )
   return out

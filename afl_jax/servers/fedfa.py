@@ -60,8 +60,7 @@ class FedFaState(NamedTuple):
 
 
 def _ring(params: Any, size: int) -> Any:
-  return jax.tree.map(lambda x: jnp.zeros((size,) + jnp.shape(x), jnp.asarray(x).dtype),
-                      params)
+  return jax.tree.map(lambda x: jnp.zeros((size,) + jnp.shape(x), jnp.asarray(x).dtype), params)
 
 
 def _put(ring: Any, index: jax.Array, row: Any) -> Any:
@@ -69,10 +68,15 @@ def _put(ring: Any, index: jax.Array, row: Any) -> Any:
   return jax.tree.map(lambda r, x: r.at[index].set(x.astype(r.dtype), mode='drop'), ring, row)
 
 
-def fedfa(window_size: int = 5, mode: str = 'delta', server_lr: float = 1.0, *,
-          aggregate_on_fill: bool = False, sliding: bool = True,
-          message_scales: Callable[[jax.Array, jax.Array], jax.Array] | None = None
-          ) -> ServerRule:
+def fedfa(
+  window_size: int = 5,
+  mode: str = 'delta',
+  server_lr: float = 1.0,
+  *,
+  aggregate_on_fill: bool = False,
+  sliding: bool = True,
+  message_scales: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
+) -> ServerRule:
   """FedFa's server, Alg. 1 with eq. (3) (``mode='param'``) or eq. (4) (``mode='delta'``).
 
   Args:
@@ -100,8 +104,10 @@ def fedfa(window_size: int = 5, mode: str = 'delta', server_lr: float = 1.0, *,
   if not server_lr > 0:
     raise ValueError(f'server_lr must be > 0; got {server_lr}.')
   if mode == 'param' and server_lr != 1.0:
-    raise ValueError(f"server_lr applies to mode='delta' only (eq. (3) has no step size); "
-                     f"got server_lr={server_lr} with mode='param'.")
+    raise ValueError(
+      f"server_lr applies to mode='delta' only (eq. (3) has no step size); "
+      f"got server_lr={server_lr} with mode='param'."
+    )
   if message_scales is not None and not callable(message_scales):
     raise ValueError(f'message_scales must be callable or None; got {message_scales!r}.')
   k_size = window_size
@@ -111,11 +117,12 @@ def fedfa(window_size: int = 5, mode: str = 'delta', server_lr: float = 1.0, *,
 
   def init(params):
     return FedFaState(
-        params=params,
-        models=_ring(params, k_size) if keep_models else EmptyState(),
-        deltas=_ring(params, k_size) if keep_deltas else EmptyState(),
-        num_steps=jnp.zeros((k_size,), jnp.int32),
-        count=jnp.zeros((), jnp.int32))
+      params=params,
+      models=_ring(params, k_size) if keep_models else EmptyState(),
+      deltas=_ring(params, k_size) if keep_deltas else EmptyState(),
+      num_steps=jnp.zeros((k_size,), jnp.int32),
+      count=jnp.zeros((), jnp.int32),
+    )
 
   def aggregate(params, models, deltas, num_steps):
     """The model after aggregating a full window (eq. (3) or eq. (4))."""
@@ -155,9 +162,9 @@ def fedfa(window_size: int = 5, mode: str = 'delta', server_lr: float = 1.0, *,
     xs = (messages, arrivals.start_broadcast, arrivals.num_steps, arrivals.mask)
     new_state, aggregated = jax.lax.scan(one_arrival, state, xs)
     metrics = {
-        'aggregations': jnp.sum(aggregated).astype(jnp.float32),
-        'window_fill': jnp.minimum(new_state.count, k_size).astype(jnp.float32),
-        'update_norm': tree.global_norm(tree.sub(new_state.params, state.params)),
+      'aggregations': jnp.sum(aggregated).astype(jnp.float32),
+      'window_fill': jnp.minimum(new_state.count, k_size).astype(jnp.float32),
+      'update_norm': tree.global_norm(tree.sub(new_state.params, state.params)),
     }
     return new_state, metrics
 

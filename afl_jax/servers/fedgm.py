@@ -56,8 +56,9 @@ def _is_number(value: Any) -> bool:
   return isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
 
 
-def _check_range(name: str, value: Any, low: float, high: float, *, high_open: bool,
-                 low_open: bool = False) -> None:
+def _check_range(
+  name: str, value: Any, low: float, high: float, *, high_open: bool, low_open: bool = False
+) -> None:
   """Range check for plain numbers; arrays and schedules are checked by their builder."""
   if not _is_number(value):
     return
@@ -73,8 +74,9 @@ def _check_positive(name: str, value: Any) -> None:
     raise ValueError(f'{name} must be > 0; got {value}.')
 
 
-def quasi_hyperbolic_momentum(beta: float | jax.Array, nu: float | jax.Array
-                              ) -> optax.GradientTransformation:
+def quasi_hyperbolic_momentum(
+  beta: float | jax.Array, nu: float | jax.Array
+) -> optax.GradientTransformation:
   """The momentum part of FedGM eq. (2): returns ``h_{t+1}`` for the gradient ``Delta_t``.
 
   .. math::  d_{t+1} = (1 - \\beta) g + \\beta d_t,\\quad h_{t+1} = (1 - \\nu) g + \\nu d_{t+1}
@@ -94,38 +96,48 @@ def quasi_hyperbolic_momentum(beta: float | jax.Array, nu: float | jax.Array
 
   def update(updates, state, params=None):
     del params
-    trace = jax.tree.map(lambda g, d: ((1 - beta) * g + beta * d).astype(d.dtype),
-                         updates, state.trace)
+    trace = jax.tree.map(
+      lambda g, d: ((1 - beta) * g + beta * d).astype(d.dtype), updates, state.trace
+    )
     h = jax.tree.map(lambda g, d: ((1 - nu) * g + nu * d).astype(g.dtype), updates, trace)
     return h, QuasiHyperbolicMomentumState(trace)
 
   return optax.GradientTransformation(init, update)
 
 
-def general_momentum(learning_rate: float | jax.Array, beta: float | jax.Array,
-                     nu: float | jax.Array) -> optax.GradientTransformation:
+def general_momentum(
+  learning_rate: float | jax.Array, beta: float | jax.Array, nu: float | jax.Array
+) -> optax.GradientTransformation:
   """The whole FedGM server step as an optax optimizer: updates ``-eta * h_{t+1}``.
 
   Takes numbers (or traced scalars); for schedules of the step count wrap it in
   ``optax.inject_hyperparams``, as :func:`fedgm` does.
   """
   _check_positive('learning_rate', learning_rate)
-  return optax.chain(quasi_hyperbolic_momentum(beta, nu),
-                     optax.scale_by_learning_rate(learning_rate))
+  return optax.chain(
+    quasi_hyperbolic_momentum(beta, nu), optax.scale_by_learning_rate(learning_rate)
+  )
 
 
 def _with_hyperparameter_metrics(rule: ServerRule) -> ServerRule:
   """Add the injected hyperparameters used at this step to the server metrics."""
+
   def update(state, messages, arrivals, key):
     state, metrics = rule.update(state, messages, arrivals, key)
     used = state.opt_state.hyperparams
     return state, {**metrics, **{out: used[k] for k, out in _METRIC_NAMES.items()}}
+
   return rule._replace(update=update)
 
 
-def fedgm(server_lr: ScalarOrSchedule = 1.0, beta: ScalarOrSchedule = 0.9,
-          nu: ScalarOrSchedule = 0.7, *, normalizer: str = 'arrivals',
-          num_clients: int | None = None) -> ServerRule:
+def fedgm(
+  server_lr: ScalarOrSchedule = 1.0,
+  beta: ScalarOrSchedule = 0.9,
+  nu: ScalarOrSchedule = 0.7,
+  *,
+  normalizer: str = 'arrivals',
+  num_clients: int | None = None,
+) -> ServerRule:
   """FedGM's server (eq. (2)); each hyperparameter a number or an optax schedule of t.
 
   Args:
@@ -138,8 +150,7 @@ def fedgm(server_lr: ScalarOrSchedule = 1.0, beta: ScalarOrSchedule = 0.9,
   _check_positive('server_lr', server_lr)
   _check_range('beta', beta, 0.0, 1.0, high_open=True)
   _check_range('nu', nu, 0.0, 1.0, high_open=False)
-  optimizer = optax.inject_hyperparams(general_momentum)(learning_rate=server_lr, beta=beta,
-                                                         nu=nu)
+  optimizer = optax.inject_hyperparams(general_momentum)(learning_rate=server_lr, beta=beta, nu=nu)
   rule = optimizer_server(optimizer, normalizer=normalizer, num_clients=num_clients)
   return _with_hyperparameter_metrics(rule)
 
@@ -152,8 +163,9 @@ def stagewise_constant(values: Sequence[float], stage_lengths: Sequence[int]) ->
   """
   lengths = _check_stage_lengths(stage_lengths)
   if len(values) != len(lengths):
-    raise ValueError(f'got {len(values)} stage values for {len(lengths)} stages; '
-                     'give one value per stage.')
+    raise ValueError(
+      f'got {len(values)} stage values for {len(lengths)} stages; give one value per stage.'
+    )
   boundaries = [int(b) for b in np.cumsum(lengths)[:-1]]
   return optax.join_schedules([optax.constant_schedule(float(v)) for v in values], boundaries)
 
@@ -168,10 +180,15 @@ def _check_stage_lengths(stage_lengths: Sequence[int]) -> list[int]:
   return [int(x) for x in lengths]
 
 
-def multistage_fedgm(stage_lengths: Sequence[int], server_lrs: Sequence[float],
-                     betas: Sequence[float], nus: Sequence[float], *,
-                     normalizer: str = 'arrivals', num_clients: int | None = None
-                     ) -> ServerRule:
+def multistage_fedgm(
+  stage_lengths: Sequence[int],
+  server_lrs: Sequence[float],
+  betas: Sequence[float],
+  nus: Sequence[float],
+  *,
+  normalizer: str = 'arrivals',
+  num_clients: int | None = None,
+) -> ServerRule:
   """Multistage FedGM's server (Alg. 3): stage s runs FedGM(eta_s, beta_s, nu_s) for T_s steps.
 
   Args:
@@ -184,19 +201,31 @@ def multistage_fedgm(stage_lengths: Sequence[int], server_lrs: Sequence[float],
   lengths = _check_stage_lengths(stage_lengths)
   for name, values in (('server_lrs', server_lrs), ('betas', betas), ('nus', nus)):
     if len(values) != len(lengths):
-      raise ValueError(f'{name} has {len(values)} entries but stage_lengths has '
-                       f'{len(lengths)}; give one per stage.')
+      raise ValueError(
+        f'{name} has {len(values)} entries but stage_lengths has '
+        f'{len(lengths)}; give one per stage.'
+      )
   for s in range(len(lengths)):
     _check_positive(f'server_lrs[{s}]', server_lrs[s])
     _check_range(f'betas[{s}]', betas[s], 0.0, 1.0, high_open=True)
     _check_range(f'nus[{s}]', nus[s], 0.0, 1.0, high_open=False)
-  return fedgm(stagewise_constant(server_lrs, lengths), stagewise_constant(betas, lengths),
-               stagewise_constant(nus, lengths), normalizer=normalizer,
-               num_clients=num_clients)
+  return fedgm(
+    stagewise_constant(server_lrs, lengths),
+    stagewise_constant(betas, lengths),
+    stagewise_constant(nus, lengths),
+    normalizer=normalizer,
+    num_clients=num_clients,
+  )
 
 
-def server_optimizer(name: str, server_lr: ScalarOrSchedule, *, beta1: float = 0.9,
-                     beta2: float = 0.99, tau: float = 1e-3) -> optax.GradientTransformation:
+def server_optimizer(
+  name: str,
+  server_lr: ScalarOrSchedule,
+  *,
+  beta1: float = 0.9,
+  beta2: float = 0.99,
+  tau: float = 1e-3,
+) -> optax.GradientTransformation:
   """A FedOPT ServerOPT from optax, by name (Reddi et al. 2021 symbols).
 
   * 'sgd': ``optax.sgd(eta)`` (FedSGD; beta1, beta2, tau unused).
@@ -216,14 +245,24 @@ def server_optimizer(name: str, server_lr: ScalarOrSchedule, *, beta1: float = 0
   if name == 'sgd':
     return optax.sgd(server_lr)
   if name == 'adagrad':
-    return optax.adagrad(server_lr, initial_accumulator_value=0.0, eps=tau ** 2)
+    return optax.adagrad(server_lr, initial_accumulator_value=0.0, eps=tau**2)
   factory = {'adam': optax.adam, 'yogi': optax.yogi, 'amsgrad': optax.amsgrad}[name]
   return factory(server_lr, b1=beta1, b2=beta2, eps=tau)
 
 
-def fedopt(name: str = 'adam', server_lr: ScalarOrSchedule = 0.01, *, beta1: float = 0.9,
-           beta2: float = 0.99, tau: float = 1e-3, normalizer: str = 'arrivals',
-           num_clients: int | None = None) -> ServerRule:
+def fedopt(
+  name: str = 'adam',
+  server_lr: ScalarOrSchedule = 0.01,
+  *,
+  beta1: float = 0.9,
+  beta2: float = 0.99,
+  tau: float = 1e-3,
+  normalizer: str = 'arrivals',
+  num_clients: int | None = None,
+) -> ServerRule:
   """FedOPT's server: :func:`server_optimizer` applied to the mean pseudo-gradient."""
-  return optimizer_server(server_optimizer(name, server_lr, beta1=beta1, beta2=beta2, tau=tau),
-                          normalizer=normalizer, num_clients=num_clients)
+  return optimizer_server(
+    server_optimizer(name, server_lr, beta1=beta1, beta2=beta2, tau=tau),
+    normalizer=normalizer,
+    num_clients=num_clients,
+  )

@@ -54,9 +54,11 @@ def nova_scales(num_steps: jax.Array, mask: jax.Array) -> jax.Array:
 
 def scale_messages(messages, scales: jax.Array):
   """Row m of every stacked leaf times ``scales[m]``, keeping the leaf's dtype."""
+
   def one(x):
     s = scales.astype(x.dtype).reshape((-1,) + (1,) * (x.ndim - 1))
     return s * x
+
   return jax.tree.map(one, messages)
 
 
@@ -74,6 +76,7 @@ def nova(inner: ServerRule) -> ServerRule:
   Returns:
     A server with ``inner``'s state, broadcast and params.
   """
+
   def update(state, messages, arrivals: Arrivals, key):
     scales = nova_scales(arrivals.num_steps, arrivals.mask)
     state, metrics = inner.update(state, scale_messages(messages, scales), arrivals, key)

@@ -68,8 +68,9 @@ def check_selection(selection: str) -> None:
     raise ValueError(f'selection must be one of {SELECTIONS}; got {selection!r}.')
 
 
-def init_state(params: Params, variates: Params, *, selection: str = 'arrivals',
-               adaptive: bool = False) -> MasFLServerState:
+def init_state(
+  params: Params, variates: Params, *, selection: str = 'arrivals', adaptive: bool = False
+) -> MasFLServerState:
   """Alg. 1/3 line 1: ``c^0 = mean_i c_i^0``, ``g^0 = c^0``.
 
   Args:
@@ -93,8 +94,14 @@ def uniform_selection(key: jax.Array, num_clients: int, count: jax.Array) -> jax
   return rank < count
 
 
-def masfl_server(server_lr: float, beta: float, *, adaptive: bool = False,
-                 selection: str = 'arrivals', num_clients: int | None = None) -> ServerRule:
+def masfl_server(
+  server_lr: float,
+  beta: float,
+  *,
+  adaptive: bool = False,
+  selection: str = 'arrivals',
+  num_clients: int | None = None,
+) -> ServerRule:
   """The MasFL server (Alg. 1), or AdaMasFL's (Alg. 3) with ``adaptive=True``.
 
   Args:
@@ -115,27 +122,40 @@ def masfl_server(server_lr: float, beta: float, *, adaptive: bool = False,
 
   def init(params: Params) -> MasFLServerState:
     if num_clients is None or num_clients < 1:
-      raise ValueError('the MasFL server state holds c_i for every client: pass num_clients '
-                       f'>= 1 (got {num_clients!r}) or build it with init_state(params, '
-                       'variates).')
-    return init_state(params, tree.zeros_like(tree.stack_n(params, num_clients)),
-                      selection=selection, adaptive=adaptive)
+      raise ValueError(
+        'the MasFL server state holds c_i for every client: pass num_clients '
+        f'>= 1 (got {num_clients!r}) or build it with init_state(params, '
+        'variates).'
+      )
+    return init_state(
+      params,
+      tree.zeros_like(tree.stack_n(params, num_clients)),
+      selection=selection,
+      adaptive=adaptive,
+    )
 
-  def step(state: MasFLServerState, diff: Params, weights: jax.Array, variates: Params,
-           direction: Params | None, count: jax.Array) -> MasFLServerState:
+  def step(
+    state: MasFLServerState,
+    diff: Params,
+    weights: jax.Array,
+    variates: Params,
+    direction: Params | None,
+    count: jax.Array,
+  ) -> MasFLServerState:
     """Lines 5-7 given ``diff`` = rows of ``c_i^{t+1} - c_i^t`` and their 0/1 ``weights``."""
     n = jax.tree.leaves(state.variates)[0].shape[0]
     mean_diff = tree.weighted_sum(diff, weights / jnp.maximum(count, 1))
-    momentum = jax.tree.map(lambda md, c, g: beta * (md + c) + (1 - beta) * g,
-                            mean_diff, state.control, state.momentum)
+    momentum = jax.tree.map(
+      lambda md, c, g: beta * (md + c) + (1 - beta) * g, mean_diff, state.control, state.momentum
+    )
     move = momentum if direction is None else direction
     params = tree.axpy(-server_lr, move, state.params)
     control = tree.add(state.control, tree.weighted_sum(diff, weights / n))
-    return state._replace(params=params, variates=variates, control=control,
-                          momentum=momentum)
+    return state._replace(params=params, variates=variates, control=control, momentum=momentum)
 
-  def update(state: MasFLServerState, messages: MasFLMessage, arrivals: Arrivals,
-             key: jax.Array) -> tuple[MasFLServerState, dict[str, Any]]:
+  def update(
+    state: MasFLServerState, messages: MasFLMessage, arrivals: Arrivals, key: jax.Array
+  ) -> tuple[MasFLServerState, dict[str, Any]]:
     mask, ids = arrivals.mask, arrivals.client_ids
     count = jnp.sum(mask)
     if selection == 'arrivals':
@@ -150,29 +170,32 @@ def masfl_server(server_lr: float, beta: float, *, adaptive: bool = False,
       chosen = uniform_selection(key, n, count)
       rows = lambda x: chosen.reshape((n,) + (1,) * (x.ndim - 1))
       diff = tree.sub(pending.variate, state.variates)
-      variates = jax.tree.map(lambda new, old: jnp.where(rows(old), new, old),
-                              pending.variate, state.variates)
+      variates = jax.tree.map(
+        lambda new, old: jnp.where(rows(old), new, old), pending.variate, state.variates
+      )
       direction = None
       if adaptive:
         direction = tree.weighted_sum(pending.delta, chosen / jnp.maximum(count, 1))
         pending = pending._replace(
-            delta=jax.tree.map(lambda d: jnp.where(rows(d), 0, d), pending.delta))
+          delta=jax.tree.map(lambda d: jnp.where(rows(d), 0, d), pending.delta)
+        )
       new = step(state, diff, chosen, variates, direction, count)._replace(pending=pending)
     new = unchanged_if_no_arrival(arrivals, new, state)
-    metrics = {'update_norm': tree.global_norm(tree.sub(state.params, new.params)),
-               'momentum_norm': tree.global_norm(new.momentum)}
+    metrics = {
+      'update_norm': tree.global_norm(tree.sub(state.params, new.params)),
+      'momentum_norm': tree.global_norm(new.momentum),
+    }
     return new, metrics
 
   def broadcast(state: MasFLServerState) -> MasFLBroadcast:
-    direction = jax.tree.map(lambda c, g: beta * c + (1 - beta) * g, state.control,
-                             state.momentum)
+    direction = jax.tree.map(lambda c, g: beta * c + (1 - beta) * g, state.control, state.momentum)
     return MasFLBroadcast(state.params, direction)
 
   return ServerRule(init, update, broadcast)
 
 
-def adamasfl_server(server_lr: float, beta: float, *, selection: str = 'arrivals',
-                    num_clients: int | None = None) -> ServerRule:
+def adamasfl_server(
+  server_lr: float, beta: float, *, selection: str = 'arrivals', num_clients: int | None = None
+) -> ServerRule:
   """AdaMasFL's server (Alg. 3): ``theta <- theta - gamma mean(Delta_i)``."""
-  return masfl_server(server_lr, beta, adaptive=True, selection=selection,
-                      num_clients=num_clients)
+  return masfl_server(server_lr, beta, adaptive=True, selection=selection, num_clients=num_clients)

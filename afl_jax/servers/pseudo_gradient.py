@@ -37,8 +37,9 @@ class OptimizerServerState(NamedTuple):
   opt_state: optax.OptState
 
 
-def aggregate(messages: Any, arrivals: Arrivals, normalizer: str = 'arrivals',
-              num_clients: int | None = None) -> Any:
+def aggregate(
+  messages: Any, arrivals: Arrivals, normalizer: str = 'arrivals', num_clients: int | None = None
+) -> Any:
   """Masked mean of the stacked messages, over |S_t| or over n."""
   if normalizer == 'arrivals':
     return tree.masked_mean(messages, arrivals.mask)
@@ -52,8 +53,12 @@ def check_normalizer(normalizer: str, num_clients: int | None) -> None:
     raise ValueError(f"normalizer='clients' needs num_clients >= 1; got {num_clients!r}.")
 
 
-def optimizer_server(optimizer: optax.GradientTransformation, *, normalizer: str = 'arrivals',
-                     num_clients: int | None = None) -> ServerRule:
+def optimizer_server(
+  optimizer: optax.GradientTransformation,
+  *,
+  normalizer: str = 'arrivals',
+  num_clients: int | None = None,
+) -> ServerRule:
   """A server applying ``optimizer`` to the mean pseudo-gradient of each step."""
   check_normalizer(normalizer, num_clients)
 

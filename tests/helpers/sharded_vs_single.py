@@ -31,23 +31,39 @@ problem = afl_jax.problems.from_loss(loss, {'x': x, 'y': y}, full_batch=False, b
 p0 = {'w': jnp.zeros(5), 'b': jnp.zeros(())}
 buffered = afl_jax.schedules.fedbuff(N, 5, 3, 12, local_steps=3, seed=0)  # M=3 -> 4 slots
 windows = afl_jax.schedules.waiting_windows(
-    N, 10, window=1.0, durations=afl_jax.schedules.durations('uniform', low=0.3, high=2.5),
-    local_steps=2)
+  N,
+  10,
+  window=1.0,
+  durations=afl_jax.schedules.durations('uniform', low=0.3, high=2.5),
+  local_steps=2,
+)
 cases = {
-    'fedbuff': (afl_jax.algorithms.get('fedbuff', client_lr=0.3), buffered),
-    'asynfl': (afl_jax.algorithms.get('asynfl', client_lr=0.3, num_clients=N), windows),
-    'asynflc_ef': (afl_jax.algorithms.get('asynflc_ef', client_lr=0.3, num_clients=N,
-                                          compressor='top_k', fraction=0.5), windows),
+  'fedbuff': (afl_jax.algorithms.get('fedbuff', client_lr=0.3), buffered),
+  'asynfl': (afl_jax.algorithms.get('asynfl', client_lr=0.3, num_clients=N), windows),
+  'asynflc_ef': (
+    afl_jax.algorithms.get(
+      'asynflc_ef', client_lr=0.3, num_clients=N, compressor='top_k', fraction=0.5
+    ),
+    windows,
+  ),
 }
 if 'masfl' in afl_jax.algorithms.names():
-  cases['masfl'] = (afl_jax.algorithms.get('masfl', client_lr=0.1, server_lr=0.5, beta=0.5),
-                    buffered)
+  cases['masfl'] = (
+    afl_jax.algorithms.get('masfl', client_lr=0.1, server_lr=0.5, beta=0.5),
+    buffered,
+  )
 out = {}
 for name, (alg, sched) in cases.items():
   runs = []
   for devices in (jax.devices()[:1], jax.devices()):
-    sim = afl_jax.Simulator(alg, problem, sched, chunk_size=5, record_params=True,
-                            mesh=Mesh(np.array(devices), ('clients',)))
+    sim = afl_jax.Simulator(
+      alg,
+      problem,
+      sched,
+      chunk_size=5,
+      record_params=True,
+      mesh=Mesh(np.array(devices), ('clients',)),
+    )
     state = sim.init(p0, jax.random.key(0))
     hist = []
     while sim.position(state) < sched.num_steps:
