@@ -56,7 +56,8 @@ def _beta(s: int, k: int, t: int) -> float:
 
 
 def adamasfl_theory(arrivals_per_step: int, local_steps: int, num_rounds: int) -> TheoryRates:
-  """Theorem 4.1: ``gamma = (SK)^{1/4} / T^{3/4}``, ``eta = 1/(K sqrt T)``, ``beta = sqrt(SK/T)``."""
+  """Theorem 4.1: ``gamma = (SK)^{1/4} / T^{3/4}``, ``eta = 1/(K sqrt T)``,
+  ``beta = sqrt(SK/T)``."""
   s = _positive_int('arrivals_per_step', arrivals_per_step)
   k = _positive_int('local_steps', local_steps)
   t = _positive_int('num_rounds', num_rounds)
