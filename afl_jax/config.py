@@ -10,6 +10,7 @@ from __future__ import annotations
 import ml_collections
 
 from afl_jax import algorithms
+from afl_jax.errors import ConfigError
 from afl_jax.schedules.durations import CLIENT_SPEEDS, Durations
 from afl_jax.schedules.durations import make as make_duration_model
 
@@ -28,10 +29,6 @@ SCHEDULES = (
 DTYPES = ('float32', 'float64')
 # The schedule kinds that draw job durations from ``schedule.durations``.
 DURATION_SCHEDULES = ('synchronous', 'fedbuff', 'fully_async', 'waiting_windows')
-
-
-class ConfigError(ValueError):
-  """An invalid experiment configuration."""
 
 
 def default() -> ml_collections.ConfigDict:

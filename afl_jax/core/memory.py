@@ -14,12 +14,14 @@ from typing import Any
 
 import jax
 
+from afl_jax.errors import UserError
+
 # Working-set multiplier: start model, local model, gradient and message per client.
 _COPIES_PER_TRAINED_CLIENT = 4
 _SAFETY = 0.9
 
 
-class InsufficientMemoryError(MemoryError):
+class InsufficientMemoryError(UserError, MemoryError):
   """The analytic state of a run exceeds the memory the backend reports."""
 
 

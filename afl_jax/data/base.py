@@ -6,8 +6,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from afl_jax.errors import UserError
 
-class DataError(ValueError):
+
+class DataError(UserError):
   """A dataset file is missing, corrupt or inconsistent.
 
   The message always names the file (or directory) and what is wrong with it.

@@ -18,10 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from afl_jax.errors import UserError
+
 SCHEDULE_FORMAT_VERSION = 1
 
 
-class ScheduleError(ValueError):
+class ScheduleError(UserError):
   """A malformed schedule; the message names the field, the offending entry and the rule."""
 
 
