@@ -2,31 +2,24 @@
 
 Pure, jitted update rules (``afl_jax.clients``, ``afl_jax.servers``), delay
 schedules computed up front (``afl_jax.schedules``), one scan/vmap engine
-(``afl_jax.core``) and a registry of algorithms (``afl_jax.algorithms``).
+(``afl_jax.core``) and a registry of algorithms (``afl_jax.algorithms``); the
+experiment pipeline (config -> ``build`` -> train loop) is ``afl_jax.pipeline``.
+
+Importing afl_jax changes no process-wide setting; scripts choose the CPU device
+split with ``afl_jax.pipeline.devices.set_cpu_devices()``.
 """
 
-import os as _os
-
-# On CPU, XLA exposes one device that keeps ~1.6 of 2 cores busy on these small products;
-# one host device per core lets the engine shard clients over all cores (1.7x faster on
-# the benchmark task, docs/performance.md). Only effective before JAX starts its backend;
-# opt out with AFL_JAX_CPU_DEVICES=1 or by setting the XLA flag yourself.
-if 'xla_force_host_platform_device_count' not in _os.environ.get('XLA_FLAGS', ''):
-  _n = _os.environ.get('AFL_JAX_CPU_DEVICES') or str(_os.cpu_count() or 1)
-  _os.environ['XLA_FLAGS'] = (
-    _os.environ.get('XLA_FLAGS', '') + f' --xla_force_host_platform_device_count={_n}'
-  ).strip()
-
-from afl_jax import algorithms, clients, core, problems, schedules, servers  # noqa: E402
-from afl_jax.core.engine import Simulator  # noqa: E402
-from afl_jax.core.types import (  # noqa: E402
+from afl_jax import algorithms, clients, core, problems, schedules, servers
+from afl_jax.core.engine import Simulator
+from afl_jax.core.types import (
   Algorithm,
   Arrivals,
   ClientRule,
   LocalTask,
   ServerRule,
 )
-from afl_jax.simulate import Result, simulate  # noqa: E402
+from afl_jax.simulate import Result, simulate
+from afl_jax.sweep import SweepResult, sweep
 
 __all__ = [
   'Algorithm',
@@ -36,6 +29,7 @@ __all__ = [
   'Result',
   'ServerRule',
   'Simulator',
+  'SweepResult',
   'algorithms',
   'clients',
   'core',
@@ -43,5 +37,6 @@ __all__ = [
   'schedules',
   'servers',
   'simulate',
+  'sweep',
 ]
 __version__ = '0.1.0'

@@ -15,7 +15,9 @@ epochs of a median client, the paper's "2 epochs of batch 100" on ~600 samples i
 ~12 steps); T = 300 server steps instead of 600.
 """
 
-from afl_jax import paper_settings
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():

@@ -14,7 +14,9 @@ round, tau_avg ~ 1.5), 100 server rounds evaluated every 5. The MLP is the
 784-200-200-10 one (199,210 parameters).
 """
 
-from afl_jax import paper_settings
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():

@@ -6,11 +6,13 @@ times, waiting-window participation, residuals frozen while a client is absent.
 Top-k + QSGD (Fig. 3, "top3+Q4b") by override:
 ``--config.hparams.compressor=top_k_qsgd --config.hparams.bits=4``.
 
-Shared setting: ``afl_jax.paper_settings.asynfl_fmnist()`` (its docstring and the
+Shared setting: ``asynfl_fmnist()`` in configs/paper_settings.py (its docstring and the
 results page give the paper's setting and how it is scaled to 2 CPU cores).
 """
 
-from afl_jax import paper_settings
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():

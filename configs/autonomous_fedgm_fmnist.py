@@ -17,7 +17,9 @@ CIFAR-10 and ResNet, a 10,000-sample training subset (an epoch is ~3 steps of
 batch 32, K_{t,i} between 1 and 48), 200 server steps instead of 500.
 """
 
-from afl_jax import paper_settings
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():

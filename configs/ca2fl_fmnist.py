@@ -7,11 +7,13 @@ calibration on the server with global rate eta = server_lr = 1 (CA2FL's setting)
 and local rate eta_l = client_lr = 0.03 (FedBuff's and CA2FL's best of
 {0.003, 0.03, 0.3} in a short sweep here).
 
-Shared setting: ``afl_jax.paper_settings.masfl_fmnist()`` (its docstring and the
+Shared setting: ``masfl_fmnist()`` in configs/paper_settings.py (its docstring and the
 results page give the paper's setting and how it is scaled to 2 CPU cores).
 """
 
-from afl_jax import paper_settings
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():

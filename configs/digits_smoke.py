@@ -1,6 +1,6 @@
 """A tiny run on scikit-learn's digits (no download, seconds): for tests and first tries."""
 
-from afl_jax import config as config_lib
+from afl_jax.pipeline import config as config_lib
 
 
 def get_config():
@@ -12,7 +12,7 @@ def get_config():
   c.schedule.buffer_size = 3
   c.local_steps = 5
   c.batch_size = 16
-  c.hparams = {'client_lr': 0.1, 'server_lr': 1.0}
+  config_lib.set_algorithm(c, 'fedbuff', client_lr=0.1, server_lr=1.0)
   c.num_rounds = 40
   c.eval_every = 10
   c.eval_train_samples = 500

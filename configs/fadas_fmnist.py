@@ -9,11 +9,13 @@ authors' global rate 1e-4 is raised to server_lr = 1e-3, the best of
 {1e-4, 1e-3, 1e-2} in a short sweep here (the MasFL paper also adjusts the
 baselines' recommended settings where they fail, App. E.1).
 
-Shared setting: ``afl_jax.paper_settings.masfl_fmnist()`` (its docstring and the
+Shared setting: ``masfl_fmnist()`` in configs/paper_settings.py (its docstring and the
 results page give the paper's setting and how it is scaled to 2 CPU cores).
 """
 
-from afl_jax import paper_settings
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():

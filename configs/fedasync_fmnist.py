@@ -1,6 +1,6 @@
 """FedAsync (Xie et al., 2019) on non-IID FMNIST: fully asynchronous, Mc=20."""
 
-from afl_jax import config as config_lib
+from afl_jax.pipeline import config as config_lib
 
 
 def get_config():

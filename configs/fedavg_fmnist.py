@@ -1,6 +1,6 @@
 """FedAvg (McMahan et al., 2017) on non-IID FMNIST: synchronous cohorts of 10 clients."""
 
-from afl_jax import config as config_lib
+from afl_jax.pipeline import config as config_lib
 
 
 def get_config():

@@ -5,11 +5,13 @@ rate eta (1 - beta)). Mirrors the paper's Sec. 6.1 baseline (Fig. 1(a,b)) with i
 Table 1 setting: 100 clients, participation 0.05 (5 per synchronous round),
 Dirichlet 0.5, 3 local epochs, eta_l = 0.01, beta from {0.7, 0.9, 0.95}.
 
-Shared setting: ``afl_jax.paper_settings.fedgm_fmnist()`` (its docstring and the
+Shared setting: ``fedgm_fmnist()`` in configs/paper_settings.py (its docstring and the
 results page give the paper's setting and how it is scaled to 2 CPU cores).
 """
 
-from afl_jax import paper_settings
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():

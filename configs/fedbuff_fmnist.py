@@ -1,6 +1,6 @@
 """FedBuff (Nguyen et al., 2022) on non-IID FMNIST with FedBuff's event clock."""
 
-from afl_jax import config as config_lib
+from afl_jax.pipeline import config as config_lib
 
 
 def get_config():

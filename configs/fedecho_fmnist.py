@@ -20,7 +20,7 @@ paper gives neither Q nor |B|); distillation learning rate 1e-4 instead of 3e-6
 almost nothing; see docs/results/fedecho.md); no weight decay.
 """
 
-from afl_jax import config as config_lib
+from afl_jax.pipeline import config as config_lib
 
 
 def get_config():

@@ -15,7 +15,9 @@ convergence. This file is the reference setting of scripts/reproduce_fedfa.py,
 which copies its data/model/delay fields onto the baselines.
 """
 
-from afl_jax import paper_settings
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():

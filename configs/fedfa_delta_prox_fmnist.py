@@ -2,11 +2,13 @@
 
 Compare with configs/fedprox_fmnist.py (Table 6 "Fedprox w/o").
 
-Shared setting: ``afl_jax.paper_settings.fedfa_fmnist()`` (its docstring and the
+Shared setting: ``fedfa_fmnist()`` in configs/paper_settings.py (its docstring and the
 results page give the paper's setting and how it is scaled to 2 CPU cores).
 """
 
-from afl_jax import paper_settings
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():

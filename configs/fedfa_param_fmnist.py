@@ -3,11 +3,13 @@
 The server model is the mean of the K = 5 windowed client models (Tables 2-3,
 Fig. 5 vary K).
 
-Shared setting: ``afl_jax.paper_settings.fedfa_fmnist()`` (its docstring and the
+Shared setting: ``fedfa_fmnist()`` in configs/paper_settings.py (its docstring and the
 results page give the paper's setting and how it is scaled to 2 CPU cores).
 """
 
-from afl_jax import paper_settings
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():

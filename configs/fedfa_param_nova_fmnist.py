@@ -3,11 +3,13 @@
 Not in the paper (Table 6 combines FedNova with FedFa-Delta); built the same way.
 One local epoch per job, so local steps differ per client (FedNova is FedFa otherwise).
 
-Shared setting: ``afl_jax.paper_settings.fedfa_fmnist()`` (its docstring and the
+Shared setting: ``fedfa_fmnist()`` in configs/paper_settings.py (its docstring and the
 results page give the paper's setting and how it is scaled to 2 CPU cores).
 """
 
-from afl_jax import paper_settings
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():

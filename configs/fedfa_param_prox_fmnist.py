@@ -2,11 +2,13 @@
 
 Not in the paper (Table 6 combines FedProx with FedFa-Delta); built the same way.
 
-Shared setting: ``afl_jax.paper_settings.fedfa_fmnist()`` (its docstring and the
+Shared setting: ``fedfa_fmnist()`` in configs/paper_settings.py (its docstring and the
 results page give the paper's setting and how it is scaled to 2 CPU cores).
 """
 
-from afl_jax import paper_settings
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():

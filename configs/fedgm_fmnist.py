@@ -10,7 +10,9 @@ Scaled down for 2 CPU cores: Fashion-MNIST instead of CIFAR-10, the MLP
 samples per client, so an epoch is ~3 steps of batch 32), 200 rounds instead of 500.
 """
 
-from afl_jax import paper_settings
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():

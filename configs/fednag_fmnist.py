@@ -5,11 +5,13 @@ FedGM the paper names (its grid point beta = nu = 0.9 or 0.95). Setting as in th
 paper's Table 1 (App. H.1): 100 clients, participation 0.05 (5 per synchronous
 round), Dirichlet 0.5, 3 local epochs, eta_l = 0.01.
 
-Shared setting: ``afl_jax.paper_settings.fedgm_fmnist()`` (its docstring and the
+Shared setting: ``fedgm_fmnist()`` in configs/paper_settings.py (its docstring and the
 results page give the paper's setting and how it is scaled to 2 CPU cores).
 """
 
-from afl_jax import paper_settings
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():

@@ -6,11 +6,13 @@ discusses next to FedGM. Setting of the paper's Table 1 (App. H.1): 100 clients,
 participation 0.05 (5 per synchronous round), Dirichlet 0.5, 3 local epochs,
 eta_l = 0.01; server rate eta = 0.01 (Reddi et al.'s range, not the FedGM grid).
 
-Shared setting: ``afl_jax.paper_settings.fedgm_fmnist()`` (its docstring and the
+Shared setting: ``fedgm_fmnist()`` in configs/paper_settings.py (its docstring and the
 results page give the paper's setting and how it is scaled to 2 CPU cores).
 """
 
-from afl_jax import paper_settings
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():

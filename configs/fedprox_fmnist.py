@@ -3,11 +3,13 @@
 FedAvg cohorts of 10 clients (a round lasts as long as its slowest member), proximal
 clients with mu = 0.01; 100 rounds = the 1,000 client updates of the FedFa configs.
 
-Shared setting: ``afl_jax.paper_settings.fedfa_fmnist()`` (its docstring and the
+Shared setting: ``fedfa_fmnist()`` in configs/paper_settings.py (its docstring and the
 results page give the paper's setting and how it is scaled to 2 CPU cores).
 """
 
-from afl_jax import paper_settings
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():

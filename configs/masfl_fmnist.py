@@ -9,11 +9,13 @@ this size (and at the paper's own T = 600, S K ~ 120, tau_max = 4), so the two
 rates are set explicitly: gamma = server_lr = 0.1 (best of {0.1, 0.3, 1.0} in a
 short sweep at eta = 0.03) and eta = client_lr = 0.03.
 
-Shared setting: ``afl_jax.paper_settings.masfl_fmnist()`` (its docstring and the
+Shared setting: ``masfl_fmnist()`` in configs/paper_settings.py (its docstring and the
 results page give the paper's setting and how it is scaled to 2 CPU cores).
 """
 
-from afl_jax import paper_settings
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():

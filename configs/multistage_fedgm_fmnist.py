@@ -13,7 +13,9 @@ CIFAR-10 and ResNet, a 10,000-sample training subset, 200 rounds split
 any rounds past 200.
 """
 
-from afl_jax import paper_settings
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():

@@ -9,6 +9,13 @@ Tasks (client updates = local jobs of K steps):
   many_clients  FedBuff, MLP 784-32-10, batch 32, K=10, N=10,000, Mc=2,000, M=1,000, 10 steps
   always_on     AsynFL (every client trains every step), MLP 784-32-10, batch 32, K=10,
                 N=1,000, waiting windows, 10 steps
+  sweep         16 short FedBuff runs (4 client learning rates x 4 seeds: keys and
+                schedules), N=100, Mc=20, M=10, K=10, 20 steps, as ONE compiled sweep
+                (afl_jax.sweep, replicas sharded over the devices) vs the same 16 runs
+                one after another (a Simulator each), in the same process; logistic
+                regression and the MLP 784-200-200-10. Also: the largest number of
+                replicas of the default task (FedBuff, N=100, MLP, FMNIST, 200 steps)
+                whose analytic memory fits in 24 GiB.
 Each task runs in a fresh process per device count (``--xla_force_host_platform_device_count``
 on CPU), with the client axis sharded over the devices. ``matmul`` measures the machine's
 rate for exactly the matrix products of one task's local steps (forward and backward, batch
@@ -66,7 +73,8 @@ def run_task(name, repeats):
   import numpy as np
 
   import afl_jax
-  from afl_jax import data, experiment, models
+  from afl_jax import data, models
+  from afl_jax.pipeline import task
 
   spec = TASKS[name]
   n, k, steps = spec['n'], spec['k'], spec['steps']
@@ -80,7 +88,7 @@ def run_task(name, repeats):
   )
   model = models.MLP(num_classes=10, hidden_sizes=spec['hidden'])
   params = model.init(jax.random.key(0), jnp.zeros((1, 28, 28)))
-  problem = experiment.build_problem(fed, model.apply, BATCH, jnp.float32)
+  problem = task.make_problem(data.from_federated(fed), model.apply, BATCH, jnp.float32)
   if spec['regime'] == 'per_job':
     schedule = afl_jax.schedules.fedbuff(n, spec['mc'], spec['m'], steps, local_steps=k, seed=0)
     alg = afl_jax.algorithms.get('fedbuff', client_lr=0.01, server_lr=1.0)
@@ -190,6 +198,132 @@ def run_matmul(name, repeats):
   }
 
 
+SWEEP = dict(n=100, mc=20, m=10, k=10, steps=20, lrs=(0.003, 0.01, 0.03, 0.1), seeds=(0, 1, 2, 3))
+SWEEP_MODELS = {'logreg': (), 'mlp': (200, 200)}
+SWEEP_SECTION = '## Sweeps: many runs in one compile'
+
+
+def _fmnist_like(n, hidden):
+  """Random FMNIST-shaped data, one problem, and a model's initial params."""
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+
+  from afl_jax import data, models
+  from afl_jax.pipeline import task
+
+  rng = np.random.default_rng(0)
+  samples = 60_000
+  x = rng.normal(size=(samples, 28, 28)).astype(np.float32)
+  y = rng.integers(0, 10, size=samples).astype(np.int32)
+  size = samples // n
+  fed = data.FederatedData(
+    x, y, np.arange(n, dtype=np.int32) * size, np.full(n, size, np.int32), x[:10], y[:10], x[:0], 10
+  )
+  model = models.MLP(num_classes=10, hidden_sizes=hidden)
+  params = model.init(jax.random.key(0), jnp.zeros((1, 28, 28)))
+  return task.make_problem(data.from_federated(fed), model.apply, BATCH, jnp.float32), params
+
+
+def run_sweep_task(model_name):
+  """16 runs as one sweep vs one after another; times include every compile."""
+  import itertools
+
+  import jax
+  import numpy as np
+
+  import afl_jax
+  from afl_jax.sweep import simulator as sweep_simulator
+
+  spec = SWEEP
+  problem, params = _fmnist_like(spec['n'], SWEEP_MODELS[model_name])
+  grid = list(itertools.product(spec['lrs'], spec['seeds']))
+  scheds = {
+    s: afl_jax.schedules.fedbuff(
+      spec['n'], spec['mc'], spec['m'], spec['steps'], local_steps=spec['k'], seed=s
+    )
+    for s in spec['seeds']
+  }
+  keys = jax.random.split(jax.random.key(0), len(spec['seeds']))
+  # One after another: a Simulator per run (the learning rate is a constant of its program).
+  t0 = time.perf_counter()
+  seq_compile, seq_final = 0.0, []
+  for lr, s in grid:
+    alg = afl_jax.algorithms.get('fedbuff', client_lr=lr, server_lr=1.0)
+    sim = afl_jax.Simulator(alg, problem, scheds[s], chunk_size=spec['steps'])
+    state = sim.init(params, keys[s])
+    inputs = sim.inputs(0)
+    c0 = time.perf_counter()
+    compiled = sim.runner().lower(state, inputs, sim.problem, keys[s]).compile()
+    seq_compile += time.perf_counter() - c0
+    state, _ = compiled(state, inputs, sim.problem, keys[s])
+    seq_final.append(np.asarray(jax.tree.leaves(sim.params(state))[0]))
+  seq_s = time.perf_counter() - t0
+  # One sweep: the same 16 runs, one compile.
+  t0 = time.perf_counter()
+  sim = sweep_simulator(
+    'fedbuff',
+    problem,
+    [scheds[s] for _, s in grid],
+    len(grid),
+    chunk_size=spec['steps'],
+    client_lr=[lr for lr, _ in grid],
+    server_lr=1.0,
+  )
+  rkeys = jax.random.wrap_key_data(np.stack([jax.random.key_data(keys[s]) for _, s in grid]))
+  stacked = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (len(grid),) + x.shape), params)
+  state = sim.init(stacked, rkeys)
+  args = (state, sim.inputs(0), sim.problem, sim._keys(rkeys), sim._traced())
+  c0 = time.perf_counter()
+  compiled = sim.runner().lower(*args).compile()
+  sweep_compile = time.perf_counter() - c0
+  state, _ = compiled(*args)
+  sweep_final = jax.tree.leaves(sim.params(state))[0]
+  sweep_s = time.perf_counter() - t0
+  diff = max(float(np.max(np.abs(a - b))) for a, b in zip(seq_final, sweep_final))
+  return {
+    'task': f'sweep_{model_name}',
+    'devices': len(jax.devices()),
+    'mode': sim.mode,
+    'runs': len(grid),
+    'sequential_s': seq_s,
+    'sequential_compile_s': seq_compile,
+    'sweep_s': sweep_s,
+    'sweep_compile_s': sweep_compile,
+    'speedup': seq_s / sweep_s,
+    'speedup_without_compile': (seq_s - seq_compile) / max(sweep_s - sweep_compile, 1e-9),
+    'max_abs_diff_vs_sequential': diff,
+    'jax': jax.__version__,
+  }
+
+
+def run_sweep_memory(limit_gib=24.0):
+  """Largest R of the default task whose analytic memory fits in ``limit_gib`` (no allocation)."""
+  import jax
+  import numpy as np
+
+  import afl_jax
+  from afl_jax.core import memory
+  from afl_jax.sweep import simulator as sweep_simulator
+
+  problem, params = _fmnist_like(100, (200, 200))
+  sched = afl_jax.schedules.fedbuff(100, 20, 10, 200, local_steps=10, seed=0)
+  reports = []
+  for r in (1, 2):
+    sim = sweep_simulator('fedbuff', problem, sched, r, client_lr=[0.05] * r, server_lr=1.0)
+    stacked = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (r,) + x.shape), params)
+    reports.append(sim.estimate(stacked, jax.random.split(jax.random.key(0), r)))
+  fit = memory.replicas_that_fit(reports[0], reports[1], int(limit_gib * 2**30))
+  return {
+    'task': 'sweep_memory',
+    'devices': len(jax.devices()),
+    'limit_gib': limit_gib,
+    'per_replica_mib': (reports[1]['total'] - reports[0]['total']) / 2**20,
+    'one_replica_mib': reports[0]['total'] / 2**20,
+    'max_replicas': fit,
+  }
+
+
 def _spawn(args, devices):
   env = dict(os.environ)
   flags_ = [
@@ -206,13 +340,38 @@ def main(argv):
   del argv
   if _WORKER.value:
     task, _, kind = _WORKER.value.partition(':')
-    result = (
-      run_matmul(task, _REPEATS.value) if kind == 'matmul' else run_task(task, _REPEATS.value)
-    )
+    if task == 'sweep':
+      result = run_sweep_memory() if kind == 'memory' else run_sweep_task(kind)
+    else:
+      result = (
+        run_matmul(task, _REPEATS.value) if kind == 'matmul' else run_task(task, _REPEATS.value)
+      )
     print(json.dumps(result))
     return
   results, ceilings = [], {}
-  for task in _TASKS.value:
+  if 'sweep' in _TASKS.value:
+    devices = int(_DEVICES.value[-1]) if len(_DEVICES.value) == 1 else 2
+    sweeps = [_spawn([f'--worker=sweep:{m}'], devices) for m in SWEEP_MODELS]
+    sweeps.append(_spawn(['--worker=sweep:memory'], devices))
+    for r in sweeps[:-1]:
+      print(
+        f'{r["task"]:13s} devices={r["devices"]} ({r["mode"]}): {r["runs"]} runs one after '
+        f'another {r["sequential_s"]:.1f}s (compiles {r["sequential_compile_s"]:.1f}s) vs one '
+        f'sweep {r["sweep_s"]:.1f}s (compile {r["sweep_compile_s"]:.1f}s): speed-up '
+        f'{r["speedup"]:.1f}x ({r["speedup_without_compile"]:.1f}x without compiles)',
+        flush=True,
+      )
+    m = sweeps[-1]
+    print(
+      f'sweep memory: default task {m["one_replica_mib"]:.0f} MiB for 1 replica, '
+      f'+{m["per_replica_mib"]:.0f} MiB per replica: {m["max_replicas"]} replicas fit in '
+      f'{m["limit_gib"]:.0f} GiB',
+      flush=True,
+    )
+    print(json.dumps({'sweeps': sweeps}))
+    if list(_TASKS.value) == ['sweep']:
+      return
+  for task in [t for t in _TASKS.value if t != 'sweep']:
     # The ceiling: the best rate of the bare products over the device counts tried.
     ceilings[task] = max(
       (
@@ -297,11 +456,16 @@ def write_docs(results, ceilings):
     '',
     'Two host devices (one per core) beat one on every task: one XLA:CPU device '
     'keeps only part of the second core busy on these small products. Four devices '
-    'on two cores add overhead. On CPU the library therefore defaults to one device '
-    'per core (afl_jax/__init__.py).',
+    'on two cores add overhead. On CPU the scripts therefore default to one device '
+    'per core (afl_jax/pipeline/devices.py).',
     '',
     'The 100,000-client run is in [scale.md](scale.md).',
   ]
+  if os.path.exists(path):  # keep the sweep section (written from `--tasks=sweep` runs)
+    with open(path) as f:
+      old = f.read()
+    if SWEEP_SECTION in old:
+      lines += ['', old[old.index(SWEEP_SECTION) :].rstrip('\n')]
   with open(path, 'w') as f:
     f.write('\n'.join(lines) + '\n')
 

@@ -7,7 +7,7 @@ import os
 
 from absl import app, flags
 
-from afl_jax import plotting
+from afl_jax.pipeline import plotting
 
 _OUT = flags.DEFINE_string('out', 'compare.png', 'Output PNG.')
 _METRIC = flags.DEFINE_string('metric', 'test_accuracy', 'Metric of metrics.jsonl to plot.')

@@ -25,10 +25,13 @@ import matplotlib
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
+import report as reporting  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from afl_jax import reporting  # noqa: E402
 from afl_jax.compression._base import index_bits, num_kept  # noqa: E402
+from afl_jax.pipeline.devices import set_cpu_devices  # noqa: E402
+
+set_cpu_devices()  # before JAX starts its backend; importing afl_jax sets nothing
 
 _OUT_DIR = flags.DEFINE_string('out_dir', 'runs/reproduce_asynfl', 'Root of the run workdirs.')
 _RERUN = flags.DEFINE_bool('rerun', False, 'Run again even when a finished run exists.')

@@ -20,14 +20,15 @@ import os
 import statistics
 import time
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+import report as reporting
 from absl import app, flags
 
-from afl_jax import experiment, models, reporting
-from afl_jax.core.engine import Simulator
+from afl_jax.pipeline.build import build
+from afl_jax.pipeline.devices import set_cpu_devices
+from afl_jax.pipeline.loop import make_simulator
 from afl_jax.servers.fedecho import memory_overhead
+
+set_cpu_devices()  # before JAX starts its backend; importing afl_jax sets nothing
 
 _OUT_DIR = flags.DEFINE_string('out_dir', 'runs/reproduce_fedecho', 'Root of the run workdirs.')
 _RERUN = flags.DEFINE_bool('rerun', False, 'Run again even when a finished run exists.')
@@ -238,25 +239,10 @@ def controls_table(s: dict) -> str:
 # ---- memory (Sec. 3.2 / 5.1) --------------------------------------------------------
 def engine_memory(c) -> dict:
   """Builds the run's Simulator (as train_and_evaluate does) and reads its memory."""
-  dtype = jnp.dtype(c.dtype)
-  fed = experiment.build_federated(c)
-  model = models.get_model(c.model, fed.num_classes)
-  local_steps = experiment.client_local_steps(c, fed)
-  schedule = experiment.build_schedule(c, local_steps, fed.sizes)
-  key = jax.random.key(c.seed)
-  params0 = model.init(jax.random.fold_in(key, 1), jnp.asarray(fed.x[:1], dtype))
-  context = {
-    'num_clients': fed.num_clients,
-    'apply_fn': model.apply,
-    'unlabeled_x': jnp.asarray(fed.unlabeled_x, dtype),
-    'num_rounds': c.num_rounds,
-    'arrivals_per_step': schedule.max_arrivals,
-    'local_steps': int(np.median(local_steps)),
-  }
-  algorithm = experiment.build_algorithm(c, context)
-  problem = experiment.build_problem(fed, model.apply, c.batch_size, dtype)
-  sim = Simulator(algorithm, problem, schedule, chunk_size=c.eval_every)
-  state = sim.init(params0, key)
+  run = build(c)
+  schedule = run.schedule
+  sim = make_simulator(run)
+  state = sim.init(run.params0, run.key)
   over = memory_overhead(state.server, schedule)
   stats = schedule.stats()
   return {
@@ -266,8 +252,8 @@ def engine_memory(c) -> dict:
     'ring_bytes': sim.memory['ring_buffer'],
     'tau_max': stats['tau_max'],
     'tau_avg': stats['tau_avg'],
-    'num_u': int(fed.unlabeled_x.shape[0]),
-    'num_clients': fed.num_clients,
+    'num_u': int(run.data.unlabeled_x.shape[0]),
+    'num_clients': run.data.num_clients,
     'mc': c.schedule.concurrency,
     'm': c.schedule.buffer_size,
   }
@@ -551,7 +537,7 @@ def setup_text(configs: dict, mem: dict) -> str:
       f'K = {c.local_steps} local SGD steps of batch {c.batch_size} (paper: two epochs of '
       f'batch 50, weight decay 1e-4; we use none); {c.num_rounds} server steps (paper 500). '
       f"Delay model: Table 1 on FedBuff's event clock (schedule.kind = fedecho_large / "
-      f'fedecho_mild, `afl_jax/algorithms/fedecho_delays.py`) with Mc = '
+      f'fedecho_mild, `afl_jax/schedules/fedecho_table1.py`) with Mc = '
       f'{c.schedule.concurrency}, M = {c.schedule.buffer_size} and the paper-unspecified '
       'gamma = 1 (category drawn with probability increasing in the sample count). All runs '
       'of a setting share the data split and the schedule.',

@@ -21,9 +21,14 @@ import pathlib
 import time
 
 import numpy as np
+import report as reporting
 from absl import app, flags
 
-from afl_jax import experiment, reporting, schedules
+from afl_jax import schedules
+from afl_jax.pipeline.build import build_schedule
+from afl_jax.pipeline.devices import set_cpu_devices
+
+set_cpu_devices()  # before JAX starts its backend; importing afl_jax sets nothing
 
 _OUT_DIR = flags.DEFINE_string('out_dir', 'runs/reproduce_fedfa', 'Root of the run workdirs.')
 _RERUN = flags.DEFINE_bool('rerun', False, 'Run every config again even if finished.')
@@ -138,7 +143,7 @@ def make(
 
 def schedule_of(c) -> schedules.Schedule:
   steps = np.full(c.num_clients, c.local_steps, np.int32)
-  return experiment.build_schedule(c, steps)
+  return build_schedule(c, steps)
 
 
 def steps_within(c, horizon: float) -> int:

@@ -30,9 +30,13 @@ import statistics
 import time
 
 import numpy as np
+import report as reporting
 from absl import app, flags
 
-from afl_jax import reporting, schedules
+from afl_jax import schedules
+from afl_jax.pipeline.devices import set_cpu_devices
+
+set_cpu_devices()  # before JAX starts its backend; importing afl_jax sets nothing
 
 _OUT_DIR = flags.DEFINE_string('out_dir', 'runs/reproduce_fedgm', 'Where the runs go.')
 _RERUN = flags.DEFINE_bool('rerun', False, 'Run again even if a finished run exists.')

@@ -19,6 +19,10 @@ import time
 
 from absl import app, flags
 
+from afl_jax.pipeline.devices import set_cpu_devices
+
+set_cpu_devices()  # before JAX starts its backend; importing afl_jax sets nothing
+
 _N = flags.DEFINE_integer('num_clients', 100_000, 'Number of clients N.')
 _STEPS = flags.DEFINE_integer('steps', 5, 'Server steps.')
 _BLOCK = flags.DEFINE_integer('block', 10_000, 'Clients trained together (client_block_size).')
@@ -35,8 +39,9 @@ def main(argv):
   import numpy as np
 
   import afl_jax
-  from afl_jax import data, experiment, models
+  from afl_jax import data, models
   from afl_jax.core import memory
+  from afl_jax.pipeline import task
 
   n, size = _N.value, _SIZE.value
   ds = data.load_fashion_mnist()
@@ -56,7 +61,8 @@ def main(argv):
   )
   model = models.get_model('logreg', 10)
   params = model.init(jax.random.key(0), jnp.zeros((1, 28, 28)))
-  problem = experiment.build_problem(fed, model.apply, _BATCH.value, jnp.float32)
+  layout = data.from_federated(fed)
+  problem = task.make_problem(layout, model.apply, _BATCH.value, jnp.float32)
   durations = afl_jax.schedules.durations('normal', mean=1.5, std=0.5)
   t0 = time.perf_counter()
   schedule = afl_jax.schedules.waiting_windows(
@@ -70,9 +76,7 @@ def main(argv):
   key = jax.random.key(0)
   state = sim.init(params, key)
   print(memory.format_report(sim.memory), flush=True)
-  evaluate = experiment.make_evaluator(
-    model.apply, fed, experiment.config_lib.default(), jnp.float32
-  )
+  evaluate = task.make_evaluator(model.apply, layout, seed=0, train_samples=5000, dtype=jnp.float32)
   step_s = []
   compile_s = None
   while sim.position(state) < schedule.num_steps:

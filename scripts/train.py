@@ -2,40 +2,50 @@
 
   python scripts/train.py --config=configs/fedbuff_fmnist.py --workdir=runs/fedbuff \
       --config.num_rounds=300 --config.hparams.client_lr=0.02
+
+A config with a ``sweep`` section runs its grid (afl_jax/pipeline/sweep.py). Any
+hyperparameter the algorithm takes can be set with ``--config.hparams.NAME=VALUE``
+(even when the config file does not name it). Every user error (config, command
+line, data, partition, schedule, memory, resume) ends as one line
+``error: config.FIELD=VALUE is invalid: ...`` with exit status 1.
 """
 
 import sys
 
-from absl import app, flags
-from ml_collections import config_flags
+from afl_jax.pipeline.devices import set_cpu_devices
 
-from afl_jax import experiment
-from afl_jax.config import ConfigError
-from afl_jax.data import DataError
+set_cpu_devices()
 
-_CONFIG = config_flags.DEFINE_config_file('config', 'configs/default.py', 'Experiment config.')
+from absl import app, flags  # noqa: E402
+
+from afl_jax.errors import UserError  # noqa: E402
+from afl_jax.pipeline import cli, loop  # noqa: E402
+
+_CONFIG = cli.define_config_flag('configs/default.py')
 _WORKDIR = flags.DEFINE_string('workdir', 'runs/default', 'Output directory.')
 _RESUME = flags.DEFINE_bool(
   'resume',
   True,
-  'Continue from the latest checkpoint in workdir (needs --config.checkpoint_every > 0).',
+  'Continue from the latest checkpoint of the same run in workdir; --noresume deletes '
+  "the workdir's checkpoints and metrics and starts over.",
 )
 
 
 def main(argv):
   del argv
-  config = _CONFIG.value
-  if not _RESUME.value:
-    import shutil
-
-    shutil.rmtree(f'{_WORKDIR.value}/checkpoints', ignore_errors=True)
   try:
-    experiment.train_and_evaluate(config, _WORKDIR.value)
-  except (ConfigError, DataError) as e:
-    sys.exit(f'error: {e}')
-  except experiment.NonFiniteError as e:
+    config = cli.finish_config(_CONFIG.value)
+    if 'sweep' in config and len(config.sweep):  # a grid declared in the config
+      from afl_jax.pipeline import sweep
+
+      sweep.train_sweep(config, _WORKDIR.value)
+    else:
+      loop.train_and_evaluate(config, _WORKDIR.value, resume=_RESUME.value)
+  except UserError as e:
+    cli.exit_error(e)
+  except loop.NonFiniteError as e:
     sys.exit(f'stopped: {e} (metrics so far in {_WORKDIR.value}/metrics.jsonl)')
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=cli.flags_parser())

@@ -178,3 +178,33 @@ def test_asynflc_ef_with_identity_is_asynfl_exactly():
     ef, *_ = _run('asynflc_ef', sched, compressor='identity')
     np.testing.assert_array_equal(ef.params_history['x'], plain.params_history['x'])
     np.testing.assert_array_equal(ef.final_state.compressor.residual['x'], 0.0)
+
+
+def np_paper_sign(v):
+  """Sec. III-B (2): Sign(x)_i = +1 for x_i >= 0, -1 otherwise."""
+  return np.where(v >= 0, 1.0, -1.0)
+
+
+@pytest.mark.parametrize('name', ['asynflc', 'asynflc_ef'])
+def test_sign_of_a_zero_update_is_plus_one_on_the_papers_delta(name):
+  """A coordinate no sample touches has Delta_i = 0 exactly: C(Delta)_i = +1 (eqs. 3, 7, 8)."""
+  with jax.enable_x64(True):
+    sched = _flexible_schedule()
+    a, b = make_quadratic(num_clients=N, dim=DIM, dtype=np.float64)
+    a[:, :, 2] = 0.0  # coordinate 2 never gets a gradient: its update is exactly 0
+    x0 = np.linspace(-1, 1, DIM)
+    alg = afl_jax.algorithms.get(
+      name, client_lr=LR, server_lr=ETA_G, num_clients=N, compressor='sign'
+    )
+    res = afl_jax.simulate(
+      alg, quadratic_problem(a, b), sched, {'x': jnp.asarray(x0)}, jax.random.key(0)
+    )
+    expected, _ = np_asynfl(
+      sched, a, b, x0, LR, ETA_G, K, compress=np_paper_sign, error_feedback=name == 'asynflc_ef'
+    )
+    np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-12, atol=1e-12)
+    if name == 'asynflc':  # every report moves coordinate 2 up by eta_g / n
+      reports = np.cumsum(sched.arrivals_per_step)
+      np.testing.assert_allclose(
+        res.params_history['x'][:, 2], x0[2] + ETA_G / N * reports, rtol=1e-12
+      )

@@ -63,7 +63,7 @@ def test_client_rule_under_jit_restarts_after_sync_else_continues():
 
 @pytest.mark.parametrize('normalizer,denominator', [('clients', 5), ('arrivals', 2)])
 def test_server_rule_under_jit_is_eq_5(normalizer, denominator):
-  server = asynfl_lib.asynfl_server(0.8, normalizer=normalizer, num_clients=5, always_on=True)
+  server = asynfl_lib.asynfl_server(0.8, normalizer=normalizer, num_clients=5)
   x = np.array([1.0, -2.0, 0.5], np.float32)
   msgs = np.arange(15, dtype=np.float32).reshape(5, 3) / 7.0
   mask = np.array([True, False, False, True, False])
@@ -87,6 +87,34 @@ def test_server_rejects_num_clients_that_does_not_match_the_run():
   sched = afl_jax.schedules.from_arrays([[0], [1]], [[0], [1]], num_clients=3)
   alg = afl_jax.algorithms.get('asynfl', client_lr=0.1, num_clients=100)
   with pytest.raises(ValueError, match='num_clients=100'):
+    afl_jax.simulate(alg, quadratic_problem(a, b), sched, {'x': jnp.zeros(4)}, jax.random.key(0))
+
+
+def test_continuous_training_rejects_start_steps_it_cannot_honour_before_compute():
+  """Eq. (4): a client restarts from x_{t+1} only after reporting at t; starts must agree."""
+  a, b = make_quadratic(num_clients=3)
+  problem = quadratic_problem(a, b)
+  alg = afl_jax.algorithms.get('asynfl', client_lr=0.1, num_clients=3)
+  # Client 0 reports at step 0 (start 0, fine), then at step 2 claiming start 2, but it
+  # synchronized to version 1 after its report at step 0.
+  sched = afl_jax.schedules.from_arrays([[0], [1], [0]], [[0], [0], [2]], num_clients=3)
+  with pytest.raises(afl_jax.schedules.ScheduleError, match=r'client 0 arriving at step 2.*not 1'):
+    afl_jax.Simulator(alg, problem, sched)
+  # The same schedule with the implied starts runs; so does the per-job option.
+  ok = afl_jax.schedules.from_arrays([[0], [1], [0]], [[0], [0], [1]], num_clients=3)
+  afl_jax.Simulator(alg, problem, ok)
+  per_job = afl_jax.algorithms.get('asynfl', client_lr=0.1, num_clients=3, local_training='per_job')
+  afl_jax.Simulator(per_job, problem, sched)
+  np.testing.assert_array_equal(asynfl_lib.continuous_starts(sched), [[0], [0], [1]])
+
+
+def test_continuous_training_rejects_a_client_whose_local_steps_vary():
+  a, b = make_quadratic(num_clients=2)
+  alg = afl_jax.algorithms.get('asynflc_ef', client_lr=0.1, num_clients=2)
+  sched = afl_jax.schedules.from_arrays(
+    [[0], [0]], [[0], [1]], local_steps=[[2], [3]], num_clients=2
+  )
+  with pytest.raises(afl_jax.schedules.ScheduleError, match='client 0 has local_steps from 2 to 3'):
     afl_jax.simulate(alg, quadratic_problem(a, b), sched, {'x': jnp.zeros(4)}, jax.random.key(0))
 
 
@@ -162,16 +190,17 @@ def test_registry_names_and_hyperparameters():
   names = afl_jax.algorithms.names()
   assert {'asynfl', 'asynflc', 'asynflc_ef'} <= set(names)
   hp = afl_jax.algorithms.hyperparameters('asynflc_ef')
+  assert afl_jax.algorithms.registry.context('asynflc_ef') == ('num_clients', 'client_sizes')
   assert {
     'client_lr',
     'server_lr',
-    'num_clients',
     'compressor',
     'fraction',
     'bits',
     'scaled',
     'normalizer',
     'local_training',
+    'weighting',
   } == set(hp)
   assert afl_jax.algorithms.get('asynfl', num_clients=4).regime == 'always_on'
   assert (

@@ -82,8 +82,9 @@ def test_registry_builds_each_name(name, kwargs):
 
 
 def test_registry_errors():
-  with pytest.raises(ValueError, match='identity, top_k, sign, qsgd, top_k_qsgd'):
+  with pytest.raises(ValueError, match='topk') as err:
     compression.get('topk')
+  assert all(name in str(err.value) for name in ('identity', 'top_k', 'sign', 'qsgd'))
   with pytest.raises(ValueError, match='top_k'):
     compression.get('top_k', frac=0.1)
   with pytest.raises(ValueError, match='bits'):

@@ -5,9 +5,11 @@ import pathlib
 
 import pytest
 
-from afl_jax import config as config_lib
+import afl_jax
+from afl_jax.pipeline import config as config_lib
 
-CONFIGS = sorted((pathlib.Path(__file__).parent.parent / 'configs').glob('*.py'))
+ROOT = pathlib.Path(__file__).parent.parent
+CONFIGS = sorted(p for p in (ROOT / 'configs').glob('*.py') if 'def get_config' in p.read_text())
 
 
 def _load(path):
@@ -19,16 +21,30 @@ def _load(path):
 
 def test_there_are_configs():
   assert len(CONFIGS) >= 4
+  assert {'fedbuff_topk_ef_fmnist', 'fedfa_qsgd_fmnist'} <= {p.stem for p in CONFIGS}
 
 
 @pytest.mark.parametrize('path', CONFIGS, ids=lambda p: p.stem)
 def test_config_is_valid(path):
-  config_lib.validate(_load(path))
+  c = config_lib.resolve(_load(path))
+  config_lib.validate(c)
+  # Every hyperparameter the algorithm takes is listed, so each is settable on the
+  # command line (--config.hparams.NAME=VALUE).
+  assert set(config_lib.default_hparams(c.algorithm)) <= set(c.hparams)
+
+
+def test_compression_configs_wrap_plain_algorithms():
+  topk = _load(ROOT / 'configs' / 'fedbuff_topk_ef_fmnist.py')
+  assert (topk.algorithm, topk.compressor.kind, topk.compressor.error_feedback) == (
+    'fedbuff',
+    'top_k',
+    True,
+  )
+  qsgd = _load(ROOT / 'configs' / 'fedfa_qsgd_fmnist.py')
+  assert (qsgd.algorithm, qsgd.compressor.kind, qsgd.compressor.bits) == ('fedfa_delta', 'qsgd', 4)
 
 
 def test_every_registered_algorithm_is_documented():
-  import afl_jax
-
-  doc = (pathlib.Path(__file__).parent.parent / 'docs' / 'algorithms.md').read_text()
+  doc = (ROOT / 'docs' / 'algorithms.md').read_text()
   missing = [n for n in afl_jax.algorithms.names() if f'`{n}`' not in doc]
   assert not missing, f'add these to docs/algorithms.md: {missing}'

@@ -1,10 +1,24 @@
-"""Shared test setup.
+"""Shared test setup: the number of CPU devices the tests run on.
 
-Tests run on one CPU device (the library would otherwise split the cores into one
-device each, see afl_jax/__init__.py); tests/sharding_test.py runs 4 devices in a
-subprocess to check that sharding changes nothing.
+``AFL_JAX_TEST_DEVICES`` (default 1) sets
+``XLA_FLAGS=--xla_force_host_platform_device_count=<n>`` before JAX is imported
+(importing afl_jax changes no process-wide setting). CI runs the algorithm suite a
+second time on 2 devices, so every registered algorithm is also run with its client
+axis sharded over 2 devices and client counts the device count does not divide:
+
+  AFL_JAX_TEST_DEVICES=2 python -m pytest -n 2 -p no:cacheprovider \\
+    tests/algorithms_sharding_test.py tests/empty_step_test.py tests/algorithms_smoke_test.py
+
+Subprocess tests (tests/sharding_test.py, tests/asynfl_devices_test.py) force
+their own device counts whatever this is.
 """
 
 import os
+import re
 
-os.environ.setdefault('AFL_JAX_CPU_DEVICES', '1')
+_DEVICES = os.environ.get('AFL_JAX_TEST_DEVICES', '1')
+if not _DEVICES.isdigit() or int(_DEVICES) < 1:
+  raise ValueError(f'AFL_JAX_TEST_DEVICES must be an integer >= 1; got {_DEVICES!r}.')
+_flags = re.sub(r'--xla_force_host_platform_device_count=\S+', '', os.environ.get('XLA_FLAGS', ''))
+os.environ['XLA_FLAGS'] = f'{_flags} --xla_force_host_platform_device_count={_DEVICES}'.strip()
+os.environ.setdefault('AFL_JAX_CPU_DEVICES', _DEVICES)  # for scripts that still read it

@@ -196,3 +196,36 @@ def test_download_into_cache_with_fake_server(tmp_path, monkeypatch):
   np.testing.assert_array_equal(ds.test_x, arrays['test_x'])
   assert all(u.startswith(fmnist.SOURCE_URL) for u in urls) and len(urls) == 4
   assert sorted(os.listdir(cache)) == sorted(by_name)
+
+
+def test_bit_flipped_gzip_raises_data_error_naming_file(tmp_path):
+  _, paths = write_fake(tmp_path, gz=True)
+  raw = bytearray(open(paths['train_x'], 'rb').read())
+  raw[len(raw) // 2] ^= 0x55  # inside the deflate stream: CRC or stream error
+  open(paths['train_x'], 'wb').write(bytes(raw))
+  with pytest.raises(DataError) as info:
+    load_fashion_mnist(tmp_path)
+  msg = str(info.value)
+  assert 'train-images-idx3-ubyte.gz' in msg and '\n' not in msg
+
+
+def test_gzip_of_truncated_idx_names_the_gz_file(tmp_path):
+  data = idx_bytes(np.zeros((5, 28, 28), np.uint8))[:-100]
+  _, paths = write_fake(tmp_path, gz=True, train_x=data)
+  with pytest.raises(DataError, match='truncated file') as info:
+    load_fashion_mnist(tmp_path)
+  assert 'train-images-idx3-ubyte.gz' in str(info.value)
+
+
+def test_data_dir_that_is_a_file_gives_instructions(tmp_path):
+  not_a_dir = tmp_path / 'file.txt'
+  not_a_dir.write_text('x')
+  with pytest.raises(DataError, match='not found') as info:
+    load_fashion_mnist(not_a_dir)
+  assert str(not_a_dir) in str(info.value)
+
+
+def test_read_idx_missing_file_names_it(tmp_path):
+  with pytest.raises(DataError, match='file not found') as info:
+    read_idx(tmp_path / 'absent-idx1-ubyte')
+  assert 'absent-idx1-ubyte' in str(info.value)

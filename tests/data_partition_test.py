@@ -192,3 +192,36 @@ def test_make_federated_standardizes_uint8_images():
   np.testing.assert_allclose(
     fd.test_x, (scaled[:10] - scaled.mean()) / scaled.std(), rtol=1e-5, atol=1e-5
   )
+
+
+@pytest.mark.parametrize(
+  'call, match',
+  [
+    (lambda: iid(LABELS, True, 0), r'num_clients=True must be an integer >= 1'),
+    (lambda: iid(LABELS, 10.0, 0), r'num_clients=10.0 must be an integer >= 1'),
+    (lambda: shards(LABELS, 10, True, 0), r'shards_per_client=True must be an integer >= 1'),
+    (lambda: dirichlet(LABELS, 10, float('nan'), 0), r'alpha=nan must be a finite number > 0'),
+    (lambda: dirichlet(LABELS, 10, float('inf'), 0), r'alpha=inf must be a finite number > 0'),
+    (lambda: dirichlet(LABELS, 10, '0.5', 0), r"alpha='0.5' must be a finite number > 0"),
+    (lambda: dirichlet(LABELS, 10, True, 0), r'alpha=True must be a finite number > 0'),
+    (lambda: dirichlet(LABELS, 10, 0.5, 0, min_size=-1), r'min_size=-1 must be an integer >= 0'),
+  ],
+)
+def test_out_of_range_distribution_parameters_name_the_argument(call, match):
+  with pytest.raises(ValueError, match=match):
+    call()
+
+
+def test_partitions_that_cannot_give_every_client_data():
+  # 100 samples, 10 per client at least: 11 clients cannot all get data.
+  with pytest.raises(ValueError, match=r'num_clients=11 must be in \[1, 10\]: there are 100'):
+    dirichlet(LABELS[:100], 11, 0.5, 0)
+  # 2 shards per client of 100 samples: at most 50 clients.
+  with pytest.raises(ValueError, match=r'num_clients=51 must be in \[1, 50\]'):
+    shards(LABELS[:100], 51, 2, 0)
+  # A Dirichlet skew so strong that some client always ends up (nearly) empty.
+  with pytest.raises(ValueError, match='use a larger alpha, fewer clients'):
+    dirichlet(LABELS[:200], 20, 1e-3, 0, min_size=5, max_tries=20)
+  # Through the federated builder, after holding samples out.
+  with pytest.raises(ValueError, match=r'num_clients=901 must be in \[1, 900\]'):
+    make_federated(id_dataset(), 'iid', 901, unlabeled_size=100)

@@ -7,6 +7,7 @@ updates (CA2FL). Checked for every registered algorithm through the public
 ``simulate`` entry point.
 """
 
+import algorithm_cases
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,30 +17,6 @@ from quadratic import make_quadratic, quadratic_problem
 import afl_jax
 
 NUM_CLIENTS = 4
-UNLABELED = np.random.default_rng(1).normal(size=(8, 4)).astype(np.float32)
-
-
-def _two_class_logits(params, x):
-  z = x @ params['x']
-  return jnp.stack([z, -z], axis=-1)
-
-
-EXTRA = {
-  'asynfl': dict(num_clients=NUM_CLIENTS),
-  'asynflc': dict(num_clients=NUM_CLIENTS, fraction=0.5),
-  'asynflc_ef': dict(num_clients=NUM_CLIENTS, fraction=0.5),
-  'masfl': dict(client_lr=0.05, server_lr=1.0, beta=0.5),
-  'adamasfl': dict(client_lr=0.05, server_lr=0.1, beta=0.5),
-  'fedecho': dict(
-    apply_fn=_two_class_logits,
-    unlabeled_x=UNLABELED,
-    num_clients=NUM_CLIENTS,
-    distill_steps=2,
-    distill_lr=0.01,
-  ),
-  'fadas': dict(server_lr=0.05),
-}
-WINDOW = dict(window_size=2)  # FedFa: past the warm-up before the empty step
 
 
 def _schedule_with_empty_step():
@@ -53,9 +30,7 @@ def _schedule_with_empty_step():
 
 @pytest.mark.parametrize('name', afl_jax.algorithms.names())
 def test_no_arrival_leaves_model_unchanged(name):
-  hparams = {'client_lr': 0.05, **WINDOW, **EXTRA.get(name, {})}
-  hparams = {k: v for k, v in hparams.items() if k in afl_jax.algorithms.hyperparameters(name)}
-  alg = afl_jax.algorithms.get(name, **hparams)
+  alg = algorithm_cases.build(name, algorithm_cases.run_info(NUM_CLIENTS))
   a, b = make_quadratic(num_clients=NUM_CLIENTS)
   res = afl_jax.simulate(
     alg, quadratic_problem(a, b), _schedule_with_empty_step(), {'x': jnp.ones(4)}, jax.random.key(0)

@@ -115,7 +115,7 @@ def test_fedbuff_zero_staleness_full_participation_is_fedavg():
     jax.random.key(0),
   )
   avg = afl_jax.simulate(
-    afl_jax.algorithms.get('fedavg', client_lr=0.2),
+    afl_jax.algorithms.get('fedavg', client_lr=0.2, weighting='uniform'),  # equal data sizes
     quadratic_problem(a, b),
     sched,
     x0,

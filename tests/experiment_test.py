@@ -1,4 +1,4 @@
-"""End-to-end: train_and_evaluate on a tiny config, resume, validation, NaN stop."""
+"""End-to-end: build + train_and_evaluate on a tiny config, resume, validation, NaN stop."""
 
 import json
 import os
@@ -6,8 +6,11 @@ import os
 import numpy as np
 import pytest
 
-from afl_jax import config as config_lib
-from afl_jax import experiment, schedules
+from afl_jax import schedules
+from afl_jax.errors import ConfigError
+from afl_jax.pipeline import build, loop
+from afl_jax.pipeline import config as config_lib
+from afl_jax.pipeline.build import build_schedule
 
 
 def tiny(**overrides):
@@ -37,9 +40,13 @@ def _records(workdir):
 
 
 def test_end_to_end_outputs_and_learning(tmp_path):
-  summary = experiment.train_and_evaluate(tiny(), str(tmp_path), log=lambda *_: None)
+  summary = loop.train_and_evaluate(tiny(), str(tmp_path), log=lambda *_: None)
   for name in ('config.json', 'schedule.npz', 'metrics.jsonl', 'plot.png', 'summary.json'):
     assert (tmp_path / name).exists(), name
+  assert list((tmp_path / 'tensorboard').iterdir())  # TensorBoard event files too
+  saved = json.loads((tmp_path / 'config.json').read_text())
+  assert saved['compressor']['kind'] == 'none'
+  assert set(saved['hparams']) == set(config_lib.default_hparams('fedbuff'))  # resolved
   records = _records(tmp_path)
   assert [r['step'] for r in records] == [0, 10, 20, 30]
   assert summary['status'] == 'completed'
@@ -51,16 +58,16 @@ def test_end_to_end_outputs_and_learning(tmp_path):
 
 def test_kill_and_resume_is_bitwise_identical(tmp_path):
   whole = tmp_path / 'whole'
-  experiment.train_and_evaluate(tiny(checkpoint_every=10), str(whole), log=lambda *_: None)
+  loop.train_and_evaluate(tiny(checkpoint_every=10), str(whole), log=lambda *_: None)
   parts = tmp_path / 'parts'
-  first = experiment.train_and_evaluate(
+  first = loop.train_and_evaluate(
     tiny(checkpoint_every=10, stop_after_steps=20), str(parts), log=lambda *_: None
   )
   assert first['status'] == 'stopped' and first['steps'] == 20
   # A killed run may have written a record past its last checkpoint; resume drops it.
   with open(parts / 'metrics.jsonl', 'a') as f:
     f.write(json.dumps({'step': 25, 'wall_clock': 0.0, 'test_accuracy': 0.0}) + '\n')
-  experiment.train_and_evaluate(tiny(checkpoint_every=10), str(parts), log=lambda *_: None)
+  loop.train_and_evaluate(tiny(checkpoint_every=10), str(parts), log=lambda *_: None)
   a, b = _records(whole), _records(parts)
   assert [r['step'] for r in b] == [0, 10, 20, 30]
   for ra, rb in zip(a, b, strict=True):
@@ -69,8 +76,8 @@ def test_kill_and_resume_is_bitwise_identical(tmp_path):
 
 def test_non_finite_stops_cleanly_with_metrics_kept(tmp_path):
   c = tiny(**{'hparams.client_lr': 1e8, 'hparams.server_lr': 1e8})
-  with pytest.raises(experiment.NonFiniteError, match='non-finite .* at server step'):
-    experiment.train_and_evaluate(c, str(tmp_path), log=lambda *_: None)
+  with pytest.raises(loop.NonFiniteError, match='non-finite .* at server step'):
+    loop.train_and_evaluate(c, str(tmp_path), log=lambda *_: None)
   records = _records(tmp_path)
   assert records[0]['step'] == 0 and 'stopped' in records[-1]
   assert (tmp_path / 'summary.json').exists()
@@ -84,13 +91,13 @@ def test_non_finite_stops_cleanly_with_metrics_kept(tmp_path):
     (
       'schedule.buffer_size',
       5,
-      r'config.schedule.buffer_size=5 is invalid: must be in \[1, '
-      r'concurrency=4\]',
+      r'config.schedule.buffer_size=5 is invalid: must be an integer in \[1, 4\] '
+      r'\(concurrency=4\)',
     ),
     ('dirichlet_alpha', 0.0, r'config.dirichlet_alpha=0.0 is invalid: must be > 0'),
     ('algorithm', 'fedmagic', r"config.algorithm='fedmagic' is invalid: must be one of"),
     ('dataset', 'imagenet', r"config.dataset='imagenet' is invalid"),
-    ('local_steps', 0, r'config.local_steps=0 is invalid: must be >= 1'),
+    ('local_steps', 0, r'config.local_steps=0 is invalid: must be an integer >= 1'),
     (
       'num_clients',
       5000,
@@ -121,15 +128,15 @@ def test_invalid_configs_are_rejected_before_compute(tmp_path, field, value, mat
     c.schedule.client_speed = 'lognormal'
   if field == 'num_clients' and value == 5000:
     c.schedule.concurrency = 4
-  with pytest.raises(config_lib.ConfigError, match=match):
-    experiment.train_and_evaluate(c, str(tmp_path / 'w'), log=lambda *_: None)
+  with pytest.raises(ConfigError, match=match):
+    loop.train_and_evaluate(c, str(tmp_path / 'w'), log=lambda *_: None)
   assert not (tmp_path / 'w' / 'metrics.jsonl').exists()
 
 
 def test_client_speed_needs_a_schedule_that_draws_durations():
   c = tiny(**{'schedule.kind': 'random_staleness', 'schedule.client_speed': 'local_steps'})
   with pytest.raises(
-    config_lib.ConfigError,
+    ConfigError,
     match=r"client_speed='local_steps' is invalid: "
     r"must be 'none' for schedule.kind='random_staleness'",
   ):
@@ -152,10 +159,10 @@ def test_client_speed_local_steps_scales_each_job_by_its_work():
   )
   config_lib.validate(c)
   k = np.array([1, 1, 2, 2])
-  counts = experiment.build_schedule(c, k).participation_counts
+  counts = build_schedule(c, k).participation_counts
   np.testing.assert_allclose(counts[:2] / counts[2:], 2.0, rtol=0.02)
   c.schedule.client_speed = 'none'
-  counts = experiment.build_schedule(c, k).participation_counts
+  counts = build_schedule(c, k).participation_counts
   assert counts.max() - counts.min() <= 1
 
 
@@ -170,16 +177,16 @@ def test_client_speed_lognormal_is_seeded_and_changes_the_schedule():
   with pytest.raises(ValueError, match='needs sigma > 0; got 0.0'):
     schedules.speed_factors('lognormal', k, sigma=0.0)
   c = tiny(num_rounds=40, **{'schedule.client_speed': 'lognormal'})
-  slow = experiment.build_schedule(c, np.full(12, 4))
+  slow = build_schedule(c, np.full(12, 4))
   c.schedule.client_speed = 'none'
-  plain = experiment.build_schedule(c, np.full(12, 4))
+  plain = build_schedule(c, np.full(12, 4))
   assert not np.array_equal(slow.client_ids, plain.client_ids)
 
 
 def test_unknown_hparam_is_rejected():
   c = tiny()
   c.hparams.momentum = 0.9
-  with pytest.raises(config_lib.ConfigError, match='hparams.momentum'):
+  with pytest.raises(ConfigError, match='hparams.momentum'):
     config_lib.validate(c)
 
 
@@ -190,5 +197,54 @@ def test_unknown_hparam_is_rejected():
 def test_fmnist_short_run(tmp_path):
   c = tiny(dataset='fmnist', train_subset=4000, num_clients=20, model='logreg')
   c.hparams = {'client_lr': 0.05, 'server_lr': 1.0}
-  summary = experiment.train_and_evaluate(c, str(tmp_path), log=lambda *_: None)
+  summary = loop.train_and_evaluate(c, str(tmp_path), log=lambda *_: None)
   assert summary['test_accuracy'] > 0.5
+
+
+def test_build_lays_out_the_same_client_rows_as_make_federated():
+  from afl_jax import data
+
+  c = tiny(num_clients=7)
+  run = build(c)
+  shared = run.problem.shared
+  assert set(shared) == {'x', 'y', 'index'}
+  fed = data.make_federated(
+    data.load_digits(seed=c.seed), 'dirichlet', 7, alpha=c.dirichlet_alpha, seed=c.seed
+  )
+  x, y, index = (np.asarray(shared[k]) for k in ('x', 'y', 'index'))
+  np.testing.assert_array_equal(x[index], fed.x)
+  np.testing.assert_array_equal(y[index], fed.y)
+  np.testing.assert_array_equal(run.data.offsets, fed.offsets)
+  np.testing.assert_array_equal(run.info.client_sizes, fed.sizes)
+  assert run.info.num_clients == 7 and run.info.local_steps == c.local_steps
+
+
+def test_validation_set_is_held_out_and_reported():
+  c = tiny(validation_size=200)
+  run = build(c)
+  owned = set(run.data.index.tolist())
+  assert len(run.data.val_y) == 200 and len(owned) == len(run.data.y) - 200
+  ev = run.evaluator(run.params0)
+  assert {'val_accuracy', 'val_loss', 'test_accuracy'} <= set(ev) and 0 <= ev['val_accuracy'] <= 1
+  # Rows held out for validation belong to no client.
+  val_rows = np.flatnonzero(~np.isin(np.arange(len(run.data.y)), run.data.index))
+  np.testing.assert_array_equal(run.data.x[val_rows], run.data.val_x)
+
+
+@pytest.mark.parametrize(
+  'partition,digest',
+  [('dirichlet', 'e841fa49d825f1de'), ('shards', '3c452549f276aae1'), ('iid', '4698bf88eda87368')],
+)
+def test_layout_gives_clients_the_rows_of_the_former_layout(partition, digest):
+  # SHA-256 prefixes of (index, offsets, sizes), recorded from the client-ordered
+  # make_federated of commit 89e03b5 (before the views-into-one-array layout): the
+  # same seed gives every client the same rows, so runs keep their bits. (They rest on
+  # NumPy's PCG64 streams, which NumPy keeps stable.)
+  import hashlib
+
+  from afl_jax import data
+
+  lay = data.federate(data.load_digits(seed=0), partition, 7, alpha=0.5, seed=3, unlabeled_size=100)
+  parts = [lay.index, lay.offsets, lay.sizes]
+  got = hashlib.sha256(np.concatenate([p.astype(np.int64) for p in parts]).tobytes())
+  assert got.hexdigest()[:16] == digest

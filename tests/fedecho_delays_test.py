@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from afl_jax.algorithms import fedecho_delays
+from afl_jax.schedules import fedecho_table1 as fedecho_delays
 from afl_jax.schedules.durations import Durations
 from afl_jax.servers.fedecho import held_checkpoints
 

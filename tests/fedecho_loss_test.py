@@ -150,7 +150,7 @@ def test_registry_validates_hyperparameters(kwargs, field):
 
 def test_registry_entry():
   assert 'fedecho' in afl_jax.algorithms.names()
-  hp = afl_jax.algorithms.hyperparameters('fedecho')
+  hp = afl_jax.algorithms.registry.parameters('fedecho')  # hyperparameters and run context
   for name in (
     'client_lr',
     'server_lr',

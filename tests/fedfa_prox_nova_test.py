@@ -125,8 +125,8 @@ def test_fedprox_mu_zero_is_fedavg():
   with jax.enable_x64(True):
     sched = _sync_schedule([[2, 3, 1]] * 4)
     x0 = np.linspace(-1, 1, 4)
-    a, b, prox = _run('fedprox', sched, x0, client_lr=LR, mu=0.0)
-    _, _, avg = _run('fedavg', sched, x0, client_lr=LR)
+    a, b, prox = _run('fedprox', sched, x0, client_lr=LR, mu=0.0, weighting='uniform')
+    _, _, avg = _run('fedavg', sched, x0, client_lr=LR, weighting='uniform')
     expected = np_replay(sched, a, b, x0, LR, lambda x, loc, st, tau: np.mean(loc, axis=0))
     np.testing.assert_allclose(prox, expected, atol=1e-12)
     np.testing.assert_array_equal(prox, avg)
@@ -150,8 +150,8 @@ def test_fednova_equal_steps_is_fedavg():
   with jax.enable_x64(True):
     sched = _sync_schedule([[3, 3, 3]] * 4)
     x0 = np.linspace(-1, 1, 4)
-    a, b, nova = _run('fednova', sched, x0, client_lr=LR)
-    _, _, avg = _run('fedavg', sched, x0, client_lr=LR)
+    a, b, nova = _run('fednova', sched, x0, client_lr=LR, weighting='uniform')
+    _, _, avg = _run('fedavg', sched, x0, client_lr=LR, weighting='uniform')
     expected = np_replay(sched, a, b, x0, LR, lambda x, loc, st, tau: np.mean(loc, axis=0))
     np.testing.assert_allclose(nova, expected, atol=1e-12)
     np.testing.assert_allclose(nova, avg, atol=1e-12)
@@ -161,7 +161,7 @@ def test_fednova_unequal_steps_matches_numpy():
   with jax.enable_x64(True):
     sched = _sync_schedule([[1, 2, 4], [3, 1, 2], [4, 4, 1], [2, 1, 3]])
     x0 = np.linspace(-1, 1, 4)
-    a, b, got = _run('fednova', sched, x0, client_lr=LR)
+    a, b, got = _run('fednova', sched, x0, client_lr=LR, weighting='uniform')
     local = lambda i, x, k: np_local_gd(a[i], b[i], x, LR, k)
     expected = np_replay_with(sched, x0, local, _nova_step(1.0))
     np.testing.assert_allclose(got, expected, atol=1e-12, rtol=1e-12)
@@ -236,8 +236,9 @@ REGISTERED = {
 
 @pytest.mark.parametrize('name', sorted(REGISTERED))
 def test_registered_with_hyperparameters(name):
-  assert set(afl_jax.algorithms.hyperparameters(name)) == REGISTERED[name]
-  alg = afl_jax.algorithms.get(name)
+  assert set(afl_jax.algorithms.hyperparameters(name)) == REGISTERED[name] | {'weighting'}
+  assert afl_jax.algorithms.registry.context(name) == ('client_sizes',)
+  alg = afl_jax.algorithms.get(name, client_sizes=np.ones(3, int))
   assert alg.name == name and alg.regime == 'per_job'
 
 
@@ -253,4 +254,4 @@ def test_registered_with_hyperparameters(name):
 )
 def test_validation_names_the_argument(name, hp, field):
   with pytest.raises(ValueError, match=field):
-    afl_jax.algorithms.get(name, **hp)
+    afl_jax.algorithms.get(name, client_sizes=np.ones(3, int), **hp)

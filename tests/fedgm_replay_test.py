@@ -102,7 +102,9 @@ def test_nu_zero_eta_one_is_fedavg():
       x0,
       sched,
     )
-    avg = _simulate(afl_jax.algorithms.get('fedavg', client_lr=0.2), a, b, x0, sched)
+    avg = _simulate(
+      afl_jax.algorithms.get('fedavg', client_lr=0.2, weighting='uniform'), a, b, x0, sched
+    )
     x = x0  # FedAvg by definition: the mean of the client models trained from x_t.
     for t in range(sched.num_steps):
       x = np.mean([np_local_gd(a[i], b[i], x, 0.2, 2) for i in sched.client_ids[t]], axis=0)

@@ -14,6 +14,7 @@ import pytest
 from quadratic import make_quadratic, quadratic_problem
 
 import afl_jax
+from afl_jax.clients.masfl import history_depth
 
 # 6 steps, 2 slots, staleness up to 3, one padded arrival, K in {1, 2, 3}.
 IDS = [[0, 1], [2, 0], [1, 0], [0, 2], [2, 1], [1, 0]]
@@ -31,10 +32,15 @@ def _grad(a_i, b_i, x):
 
 
 def np_masfl(schedule, a, b, x0, eta, gamma, beta, adaptive):
-  """Alg. 1-2 (MasFL) or Alg. 3-4 (AdaMasFL) with S_t = the arrivals of step t."""
+  """Alg. 1-2 (MasFL) or Alg. 3-4 (AdaMasFL) with S_t = the arrivals of step t.
+
+  c~_i of a job that started from version s is what client i last sent among its
+  jobs that had ARRIVED before step s (c_i^0 if none): causal even when the client
+  has several jobs in flight.
+  """
   n = a.shape[0]
   c_i = np.stack([_grad(a[i], b[i], x0) for i in range(n)])  # line 1: K grads at theta^0
-  c_tilde = c_i.copy()  # what each client last sent (c_i^0 before its first report)
+  sent = {i: [(-1, c_i[i].copy())] for i in range(n)}  # (arrival step, variate) per client
   c = c_i.mean(0)
   g = c.copy()
   thetas, directions = [x0.copy()], [beta * c + (1 - beta) * g]
@@ -46,11 +52,12 @@ def np_masfl(schedule, a, b, x0, eta, gamma, beta, adaptive):
       i, s, k = (
         int(v[t, j]) for v in (schedule.client_ids, schedule.start_step, schedule.local_steps)
       )
+      c_tilde = [c for when, c in sent[i] if when < s][-1]
       x, grads = thetas[s].copy(), []
       for _ in range(k):  # Alg. 2/4 lines 2-5
         gr = _grad(a[i], b[i], x)
         grads.append(gr)
-        gi = beta * (gr - c_tilde[i]) + directions[s]
+        gi = beta * (gr - c_tilde) + directions[s]
         if adaptive:
           norm = np.linalg.norm(gi)
           gi = gi / norm if norm > 0 else 0 * gi
@@ -64,7 +71,7 @@ def np_masfl(schedule, a, b, x0, eta, gamma, beta, adaptive):
     c = c + diff / n  # Alg. 1 line 7 / Alg. 3 line 8
     for i, (ct, _) in arrived.items():
       c_i[i] = ct
-      c_tilde[i] = ct
+      sent[i].append((t, ct))
     directions.append(beta * c + (1 - beta) * g)  # Alg. 1 line 8
   return np.stack(thetas[1:])
 
@@ -243,3 +250,42 @@ def test_registry_fills_theory_rates_from_s_k_t():
     )
     want = np_masfl(sched, a, b, np.linspace(-1, 1, 4), eta, beta / (4 * lips), beta, False)
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+# Client 0 has two jobs in flight: B (start 1) arrives at step 1 before A (start 0)
+# arrives at step 2, so A must still use c_0^0; C (start 2) uses B's variate, not A's.
+OVERLAP_IDS = [[1, 0], [0, 0], [0, 0], [0, 0], [2, 0]]
+OVERLAP_START = [[0, 0], [1, 0], [0, 0], [2, 0], [0, 4]]
+OVERLAP_MASK = [[1, 0], [1, 0], [1, 0], [1, 0], [1, 1]]
+
+
+@pytest.mark.parametrize('name,adaptive', [('masfl', False), ('adamasfl', True)])
+def test_overlapping_jobs_of_one_client_use_the_causal_variate(name, adaptive):
+  with jax.enable_x64(True):
+    a, b = make_quadratic(dtype=np.float64)
+    x0 = np.linspace(-1, 1, 4)
+    sched = afl_jax.schedules.from_arrays(
+      OVERLAP_IDS, OVERLAP_START, local_steps=2, mask=OVERLAP_MASK, num_clients=3
+    )
+    assert history_depth(sched) == 2
+    res = afl_jax.simulate(
+      afl_jax.algorithms.get(name, client_lr=0.3, server_lr=0.4, beta=0.7),
+      quadratic_problem(a, b),
+      sched,
+      {'x': jnp.asarray(x0)},
+      jax.random.key(0),
+    )
+    want = np_masfl(sched, a, b, x0, 0.3, 0.4, 0.7, adaptive)
+    np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-12)
+
+
+def test_history_depth_counts_own_arrivals_while_a_job_is_in_flight():
+  depth = history_depth
+  no_overlap = afl_jax.schedules.from_arrays([[0], [0], [1]], [[0], [1], [0]], num_clients=2)
+  assert depth(no_overlap) == 1
+  # Client 0's job from version 0 arrives at step 3 after its arrivals at steps 0, 1, 2.
+  three = afl_jax.schedules.from_arrays([[0], [0], [0], [0]], [[0], [0], [1], [0]])
+  assert depth(three) == 4
+  assert depth([no_overlap, three]) == 4  # a sweep's replicas share one program
+  sched = afl_jax.schedules.random_staleness(6, 3, 20, window=4, local_steps=2, seed=0)
+  assert depth(sched) >= 2  # afl_jax's own schedules overlap one client's jobs

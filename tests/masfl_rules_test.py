@@ -68,7 +68,7 @@ def test_one_client_job_matches_algorithm_2_and_4(normalize):
     # max_steps=5 > K=3: the masked steps must not change anything.
     msg, state, metrics = jax.jit(client.update)(
       MasFLBroadcast({'x': jnp.asarray(theta)}, {'x': jnp.asarray(direction)}),
-      MasFLClientState({'x': jnp.asarray(c_tilde)}),
+      MasFLClientState({'x': jnp.asarray(c_tilde)[None]}, jnp.full((1,), -1, jnp.int32)),
       _task(a, b, 1, k, 5),
       jax.random.key(0),
     )

@@ -207,3 +207,123 @@ def test_ring_plan_keeps_every_start_model_until_its_last_reader():
       len({int(s) for s in sched.start_step[t][sched.mask[t]]}) for t in range(sched.num_steps)
     )
     assert live <= p.size <= sched.max_staleness + 1
+
+
+# ---- values are never cast silently; damaged files name the file --------------------------
+
+
+@pytest.mark.parametrize(
+  'kwargs, match',
+  [
+    (dict(client_ids=[[0]], start_step=[[0]], local_steps=2.5), r'local_steps must be an integer'),
+    (dict(client_ids=[[0]], start_step=[[0]], local_steps=[[2.5]]), 'local_steps must hold integ'),
+    (dict(client_ids=[[0]], start_step=[[0.0]]), 'start_step must hold integers'),
+    (dict(client_ids=[[0]], start_step=[[0]], num_clients=3.5), 'num_clients must be an integer'),
+    (dict(client_ids=[[0]], start_step=[[0]], num_clients=True), 'num_clients must be an integer'),
+    (dict(client_ids=[[0]], start_step=[[0]], num_clients=2**31), r'\[1, 2147483647\] \(int32\)'),
+    (
+      dict(client_ids=np.array([[2**32 + 1]]), start_step=[[0]], num_clients=2**31 - 1),
+      r'client_ids\[0, 0\] = 4294967297 is out of range',
+    ),
+    (
+      dict(client_ids=[[0]], start_step=[[0]], local_steps=np.array([[2**32 + 3]])),
+      r'local_steps\[0, 0\] = 4294967299 is invalid.*int32',
+    ),
+    (dict(client_ids=[[0, 1], [1]], start_step=[[0, 0], [0]]), 'rectangular'),
+    (dict(client_ids=[[[0]]], start_step=[[[0]]]), '2-D array'),
+    (dict(client_ids=[0, 1], start_step=[0, 0, 0]), 'start_step has shape'),
+    (dict(client_ids=[[0]], start_step=[[0]], mask=[[0.5]]), 'mask must be boolean'),
+    (dict(client_ids=[[0]], start_step=[[0]], wall_clock=['a']), 'wall_clock must hold real'),
+    (dict(client_ids=[[0]], start_step=[[0]], wall_clock=[np.nan]), 'wall_clock must be finite'),
+  ],
+)
+def test_values_are_never_cast_silently(kwargs, match):
+  with pytest.raises(ScheduleError, match=match):
+    from_arrays(**kwargs)
+
+
+def test_integer_valued_float_scalars_are_accepted():
+  s = from_arrays([[0]], [[0]], local_steps=3.0, num_clients=2.0)
+  assert s.num_clients == 2 and s.local_steps[0, 0] == 3
+
+
+def _saved(tmp_path):
+  path = tmp_path / 's.npz'
+  schedules.fedbuff(30, 6, 3, 50, seed=1).save(path)
+  return path
+
+
+def _flip_every_byte_in(path, lo, hi):
+  data = bytearray(path.read_bytes())
+  for i in range(lo, hi):
+    data[i] ^= 0xFF
+  path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+  'damage',
+  ['truncate_half', 'truncate_tail', 'flip_middle', 'empty', 'missing'],
+)
+def test_damaged_schedule_file_names_the_file(tmp_path, damage):
+  path = _saved(tmp_path)
+  size = path.stat().st_size
+  if damage == 'truncate_half':
+    path.write_bytes(path.read_bytes()[: size // 2])
+  elif damage == 'truncate_tail':
+    path.write_bytes(path.read_bytes()[:-10])
+  elif damage == 'flip_middle':
+    _flip_every_byte_in(path, size // 3, size // 3 + 40)
+  elif damage == 'empty':
+    path.write_bytes(b'')
+  else:
+    path.unlink()
+  with pytest.raises(ScheduleError) as info:
+    schedules.load(path)
+  msg = str(info.value)
+  assert str(path) in msg and '\n' not in msg
+
+
+def _npz(tmp_path, **arrays):
+  base = dict(client_ids=np.array([[0], [1]]), start_step=np.array([[0], [0]]), num_clients=2)
+  base.update(arrays)
+  base = {k: v for k, v in base.items() if v is not None}
+  np.savez(tmp_path / 't.npz', **base)
+  return tmp_path / 't.npz'
+
+
+@pytest.mark.parametrize(
+  'arrays, match',
+  [
+    (dict(format_version=np.int64(2)), 'format_version 2 is not supported'),
+    (dict(format_version=np.int64(0)), r'format_version must be in \[1'),
+    (dict(format_version=np.float64(1.5)), 'format_version must be an integer'),
+    (dict(client_id=np.array([[0]])), r"unknown arrays \['client_id'\]"),
+    (dict(num_clients=np.array([2, 3])), 'num_clients must be an integer'),
+    (dict(num_clients=np.float64(2.5)), 'num_clients must be an integer'),
+    (dict(start_step=np.array([[0.0], [0.5]])), 'start_step must hold integers'),
+    (dict(local_steps=np.array([[1], [-1]])), r'local_steps\[1, 0\] = -1'),
+    (dict(client_ids=np.array([0, 1, 2])), 'start_step has shape'),
+    (dict(client_ids=np.array([[0], [2**40]]), num_clients=2), r'client_ids\[1, 0\]'),
+  ],
+)
+def test_bad_schedule_arrays_in_a_file_name_the_file(tmp_path, arrays, match):
+  path = _npz(tmp_path, **arrays)
+  with pytest.raises(ScheduleError, match=match) as info:
+    schedules.load(path)
+  assert str(info.value).startswith(str(path))
+
+
+def test_object_arrays_are_never_unpickled(tmp_path):
+  np.savez(
+    tmp_path / 'p.npz',
+    client_ids=np.array([[0]]),
+    start_step=np.array([[0]], dtype=object),
+    num_clients=1,
+  )
+  with pytest.raises(ScheduleError, match='cannot read schedule file .*p.npz'):
+    schedules.load(tmp_path / 'p.npz')
+
+
+def test_default_num_clients_ignores_padding_with_an_integer_mask():
+  s = from_arrays([[0, 7]], [[0, 0]], mask=[[1, 0]])
+  assert s.num_clients == 1 and s.mask.dtype == bool

@@ -26,17 +26,30 @@ divides by |S_t| instead of n; ``local_training='per_job'`` runs FedBuff-style j
 (K steps from the version each client started from, :func:`afl_jax.clients.local_sgd`)
 instead of continuous training.
 
+Continuous training honours only schedules whose start steps it implies (each
+arrival starts at the step after the client's previous report, eq. 4 / Alg. 1
+line 14) and one K per client (eq. 2): anything else is rejected on the host before
+any compute (:func:`check_schedule`, through ``Algorithm.prepare``), never silently
+re-derived. The server counts valid arrivals only; the arrival slots the engine pads
+never enter eq. (5).
+
 Hyperparameters vs the paper: ``client_lr`` = eta (local learning rate),
-``server_lr`` = eta_g (global learning rate), ``num_clients`` = n.
+``server_lr`` = eta_g (global learning rate), ``num_clients`` = n; ``weighting`` /
+``client_sizes`` (option: weight client i by ``n_i / sum_j n_j`` in place of ``1/n``).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import optax
 
 from afl_jax import clients, compression, servers
 from afl_jax.algorithms.registry import register
-from afl_jax.core.types import Algorithm, Arrivals, ServerRule
+from afl_jax.core import checks
+from afl_jax.core.types import Algorithm, ServerRule
+from afl_jax.schedules.schedule import Schedule, ScheduleError
 from afl_jax.servers.pseudo_gradient import check_normalizer
 
 LOCAL_TRAINING = ('continuous', 'per_job')
@@ -53,10 +66,7 @@ COMPRESSOR_DEFAULTS: dict[str, dict[str, object]] = {
 
 
 def _check_positive(name: str, value) -> None:
-  if callable(value):  # an optax schedule
-    return
-  if isinstance(value, bool) or not float(value) > 0:
-    raise ValueError(f'{name} must be > 0 (or an optax schedule); got {value!r}.')
+  checks.positive(name, value)  # optax schedules and traced values (sweeps) pass
 
 
 def _check_num_clients(num_clients: int | None) -> None:
@@ -112,35 +122,96 @@ def asynfl_server(
   *,
   normalizer: str = 'clients',
   num_clients: int | None = None,
-  always_on: bool = False,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> ServerRule:
   """eq. (5)/(7)/(10): ``x <- x - eta_g * (1/n) sum_{S_t} Delta`` (our sign).
+
+  Only the valid arrivals (``arrivals.mask``) count: the engine pads the arrival
+  axis (to a multiple of the device count), and the padded width never enters the
+  rule. Whether ``num_clients`` is the run's n is checked on the host before any
+  compute (:func:`check_schedule`).
 
   Args:
     server_lr: eta_g.
     normalizer: 'clients' divides by n (as written), 'arrivals' by |S_t|.
-    num_clients: n; required with ``normalizer='clients'``. Checked against the
-      run when traced: no step can stack more than n messages.
-    always_on: the run uses ``regime='always_on'``, which stacks exactly n
-      messages per step (one per client); a different count is an error.
+    num_clients: n; required with ``normalizer='clients'``.
+    weighting: 'uniform' (as written) or 'examples': client i's Delta weighted by
+      ``n_i / sum_j n_j`` in place of ``1/n`` (``n_i / sum_{S_t} n_j`` in place of
+      ``1/|S_t|``), :mod:`afl_jax.servers.weighting`.
+    client_sizes: int[N] examples per client, for ``weighting='examples'``.
   """
   _check_positive('server_lr', server_lr)
   _check_num_clients(num_clients)
   check_normalizer(normalizer, num_clients)
-  inner = servers.optimizer_server(
-    optax.sgd(server_lr), normalizer=normalizer, num_clients=num_clients
+  return servers.optimizer_server(
+    optax.sgd(server_lr),
+    normalizer=normalizer,
+    num_clients=num_clients,
+    weighting=weighting,
+    client_sizes=client_sizes,
   )
 
-  def update(state, messages, arrivals: Arrivals, key):
-    m = arrivals.mask.shape[0]
-    if num_clients is not None and (m > num_clients or (always_on and m != num_clients)):
-      raise ValueError(
-        f'num_clients={num_clients} does not match this run, which stacks {m} '
-        'messages per server step; set num_clients to the number of clients n.'
-      )
-    return inner.update(state, messages, arrivals, key)
 
-  return inner._replace(update=update)
+def continuous_starts(schedule: Schedule) -> np.ndarray:
+  """int32[T, M]: the start step continuous training implies for every arrival.
+
+  Eq. (4) / Alg. 1 line 14: a client that reports at step t downloads x_{t+1}, so
+  its next report is relative to version t + 1; before its first report it is
+  relative to x_0. Padding gets the schedule's own (canonical) start.
+  """
+  last = np.zeros(schedule.num_clients, np.int64)  # version each client last synced to
+  out = np.array(schedule.start_step, np.int32)
+  for t in range(schedule.num_steps):
+    ids = schedule.client_ids[t][schedule.mask[t]]
+    out[t, np.flatnonzero(schedule.mask[t])] = last[ids]
+    last[ids] = t + 1
+  return out
+
+
+def check_schedule(
+  schedule: Schedule, *, num_clients: int | None, continuous: bool, name: str = 'asynfl'
+) -> None:
+  """Host checks of a schedule against AsynFL, before any compute.
+
+  Raises:
+    ScheduleError: ``num_clients`` is not the schedule's N; or, with continuous
+      training, an arrival whose ``start_step`` is not the step after the client's
+      previous report (0 before its first), or a client whose ``local_steps``
+      change between arrivals (eq. 2 runs the same K every round).
+  """
+  if num_clients is not None and num_clients != schedule.num_clients:
+    raise ScheduleError(
+      f'{name}: num_clients={num_clients} does not match this run, whose schedule has '
+      f'{schedule.num_clients} clients; n of eq. (5) is the number of clients.'
+    )
+  if not continuous:
+    return
+  implied = continuous_starts(schedule)
+  bad = schedule.mask & (implied != schedule.start_step)
+  if bad.any():
+    t, j = (int(v) for v in np.argwhere(bad)[0])
+    raise ScheduleError(
+      f"{name} with local_training='continuous' trains every client every round and "
+      'restarts it from the global model only when it reports (eq. 4), so an arrival '
+      "starts from the step after the client's previous report; but client "
+      f'{int(schedule.client_ids[t, j])} arriving at step {t} has start_step='
+      f'{int(schedule.start_step[t, j])}, not {int(implied[t, j])}. Use a schedule '
+      "built for continuous training (schedules.waiting_windows) or local_training='per_job'."
+    )
+  ids, ks = schedule.client_ids[schedule.mask], schedule.local_steps[schedule.mask]
+  low = np.full(schedule.num_clients, np.iinfo(np.int32).max)
+  high = np.zeros(schedule.num_clients, np.int64)
+  np.minimum.at(low, ids, ks)
+  np.maximum.at(high, ids, ks)
+  varied = np.flatnonzero((high > 0) & (low != high))
+  if varied.size:
+    i = int(varied[0])
+    raise ScheduleError(
+      f"{name} with local_training='continuous' runs each client's K every round "
+      f'(eq. 2), but client {i} has local_steps from {int(low[i])} to {int(high[i])} '
+      "across its arrivals; give each client one K or use local_training='per_job'."
+    )
 
 
 def _algorithm(
@@ -151,26 +222,42 @@ def _algorithm(
   normalizer: str,
   local_training: str,
   compressor: compression.Compressor | None = None,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
   _check_positive('client_lr', client_lr)
   if local_training not in LOCAL_TRAINING:
     raise ValueError(f'local_training must be one of {LOCAL_TRAINING}; got {local_training!r}.')
   continuous = local_training == 'continuous'
   server = asynfl_server(
-    server_lr, normalizer=normalizer, num_clients=num_clients, always_on=continuous
+    server_lr,
+    normalizer=normalizer,
+    num_clients=num_clients,
+    weighting=weighting,
+    client_sizes=client_sizes,
   )
+
+  def prepare(alg: Algorithm, schedule: Schedule) -> Algorithm:
+    for one in schedule if isinstance(schedule, list | tuple) else [schedule]:
+      check_schedule(one, num_clients=num_clients, continuous=continuous, name=name)
+    return alg
+
   if continuous:
-    return Algorithm(name, clients.always_on_sgd(client_lr), server, compressor, regime='always_on')
-  return Algorithm(name, clients.local_sgd(client_lr), server, compressor, regime='per_job')
+    client, regime = clients.always_on_sgd(client_lr), 'always_on'
+  else:
+    client, regime = clients.local_sgd(client_lr), 'per_job'
+  return Algorithm(name, client, server, compressor, regime=regime, prepare=prepare)
 
 
-@register('asynfl')
+@register('asynfl', context=('num_clients', 'client_sizes'))
 def asynfl(
   client_lr: float = 0.01,
   server_lr: float = 1.0,
   num_clients: int | None = None,
   normalizer: str = 'clients',
   local_training: str = 'continuous',
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
   """AsynFL (eqs. 2-5): eta = client_lr, eta_g = server_lr, n = num_clients.
 
@@ -181,9 +268,22 @@ def asynfl(
     normalizer: 'clients' (divide by n, as written) or 'arrivals' (divide by |S_t|).
     local_training: 'continuous' (eq. 4: clients keep training between reports,
       ``regime='always_on'``) or 'per_job' (FedBuff-style: K steps per job from the
-      version the client started from).
+      version the client started from). Continuous training rejects, before any
+      compute, a schedule whose start steps are not the step after each client's
+      previous report (:func:`check_schedule`).
+    weighting: 'uniform' (eq. 5 as written) or 'examples' (by ``client_sizes``).
+    client_sizes: int[N] examples per client (run context).
   """
-  return _algorithm('asynfl', client_lr, server_lr, num_clients, normalizer, local_training)
+  return _algorithm(
+    'asynfl',
+    client_lr,
+    server_lr,
+    num_clients,
+    normalizer,
+    local_training,
+    weighting=weighting,
+    client_sizes=client_sizes,
+  )
 
 
 def _compressed(
@@ -198,15 +298,26 @@ def _compressed(
   scaled,
   normalizer,
   local_training,
+  weighting,
+  client_sizes,
 ) -> Algorithm:
-  base = asynfl(client_lr, server_lr, num_clients, normalizer, local_training)
   comp = build_compressor(
     compressor, fraction=fraction, bits=bits, scaled=scaled, error_feedback=error_feedback
   )
-  return base._replace(name=name, compressor=comp)
+  return _algorithm(
+    name,
+    client_lr,
+    server_lr,
+    num_clients,
+    normalizer,
+    local_training,
+    compressor=comp,
+    weighting=weighting,
+    client_sizes=client_sizes,
+  )
 
 
-@register('asynflc')
+@register('asynflc', context=('num_clients', 'client_sizes'))
 def asynflc(
   client_lr: float = 0.01,
   server_lr: float = 1.0,
@@ -217,6 +328,8 @@ def asynflc(
   scaled: bool | None = None,
   normalizer: str = 'clients',
   local_training: str = 'continuous',
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
   """AsynFLC (eq. 7): AsynFL whose uploads are ``C(Delta)``, no error feedback.
 
@@ -236,10 +349,12 @@ def asynflc(
     scaled,
     normalizer,
     local_training,
+    weighting,
+    client_sizes,
   )
 
 
-@register('asynflc_ef')
+@register('asynflc_ef', context=('num_clients', 'client_sizes'))
 def asynflc_ef(
   client_lr: float = 0.01,
   server_lr: float = 1.0,
@@ -250,6 +365,8 @@ def asynflc_ef(
   scaled: bool | None = None,
   normalizer: str = 'clients',
   local_training: str = 'continuous',
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
   """AsynFLC-EF (Alg. 1, eqs. 8-10): AsynFLC with error feedback around ``compressor``.
 
@@ -267,4 +384,6 @@ def asynflc_ef(
     scaled,
     normalizer,
     local_training,
+    weighting,
+    client_sizes,
   )

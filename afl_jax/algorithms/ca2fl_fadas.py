@@ -16,10 +16,13 @@ the papers send ``x_K - x_start``).
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 
 from afl_jax.algorithms.registry import register
 from afl_jax.clients.sgd import local_sgd
+from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
 from afl_jax.servers.ca2fl import ca2fl as ca2fl_server
 from afl_jax.servers.ca2fl import init_state as ca2fl_init_state
@@ -27,16 +30,23 @@ from afl_jax.servers.fadas import fadas as fadas_server
 
 
 def _check_client_lr(client_lr: float) -> None:
-  if not client_lr > 0:
-    raise ValueError(f'client_lr (eta_l) must be > 0; got {client_lr}.')
+  checks.positive('client_lr (eta_l)', client_lr)
 
 
-@register('ca2fl')
-def ca2fl(client_lr: float = 0.01, server_lr: float = 1.0) -> Algorithm:
-  """CA2FL: eta_l = client_lr, eta = server_lr; the cache h_i starts at 0 for all N."""
+@register('ca2fl', context=('client_sizes',))
+def ca2fl(
+  client_lr: float = 0.01,
+  server_lr: float = 1.0,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
+) -> Algorithm:
+  """CA2FL: eta_l = client_lr, eta = server_lr; the cache h_i starts at 0 for all N.
+
+  ``weighting``: 'uniform' (Alg. 1) or 'examples' (by ``client_sizes``).
+  """
   _check_client_lr(client_lr)
   client = local_sgd(client_lr)
-  server = ca2fl_server(server_lr)
+  server = ca2fl_server(server_lr, weighting=weighting, client_sizes=client_sizes)
 
   def init(params, tasks, key):
     n = tasks.client_id.shape[0]
@@ -47,7 +57,7 @@ def ca2fl(client_lr: float = 0.01, server_lr: float = 1.0) -> Algorithm:
   return Algorithm('ca2fl', client, server, init=init)
 
 
-@register('fadas')
+@register('fadas', context=('client_sizes',))
 def fadas(
   client_lr: float = 0.1,
   server_lr: float = 1e-4,
@@ -58,8 +68,13 @@ def fadas(
   tau_c: int = 1,
   delay_rule: str = 'min_inverse',
   bias_correction: bool = False,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
-  """FADAS: AMSGrad server (beta1, beta2, epsilon) at rate eta_t (server_lr, tau_c)."""
+  """FADAS: AMSGrad server (beta1, beta2, epsilon) at rate eta_t (server_lr, tau_c).
+
+  ``weighting``: 'uniform' (Alg. 1's mean) or 'examples' (by ``client_sizes``).
+  """
   _check_client_lr(client_lr)
   server = fadas_server(
     server_lr,
@@ -70,5 +85,7 @@ def fadas(
     tau_c=tau_c,
     delay_rule=delay_rule,
     bias_correction=bias_correction,
+    weighting=weighting,
+    client_sizes=client_sizes,
   )
   return Algorithm('fadas', local_sgd(client_lr), server)

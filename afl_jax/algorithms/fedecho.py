@@ -18,10 +18,11 @@ Hyperparameters vs the paper's symbols:
 ``alpha_min/max``      alpha_min, alpha_max of eq. (4)
 ``alpha_mode/alpha``   'dynamic' (eq. 4) or 'fixed' alpha (Table 7 ablation)
 ``teacher``            'logits' (line 14) or 'probs' (App. B)
+``weighting``          the FedBuff mean: 'uniform' (line 10) or 'examples'
 ``optimizer``          'adam' (Sec. 5.1) or 'sgd' (eq. 2)
 =====================  ====================================================
 
-The delay model of Table 1 is in :mod:`afl_jax.algorithms.fedecho_delays`.
+The delay model of Table 1 is in :mod:`afl_jax.schedules.fedecho_table1`.
 """
 
 from __future__ import annotations
@@ -33,12 +34,13 @@ import jax
 
 from afl_jax import clients
 from afl_jax.algorithms.registry import register
+from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
 from afl_jax.servers.fedecho import distill_optimizer
 from afl_jax.servers.fedecho import fedecho as fedecho_rule
 
 
-@register('fedecho')
+@register('fedecho', context=('num_clients', 'apply_fn', 'unlabeled_x', 'client_sizes'))
 def fedecho(
   client_lr: float = 0.03,
   server_lr: float = 1.0,
@@ -56,14 +58,15 @@ def fedecho(
   optimizer: str = 'adam',
   num_clients: int | None = None,
   reset_distill_state: bool = False,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
   """FedEcho (Alg. 1). ``apply_fn``, ``unlabeled_x`` and ``num_clients`` are required.
 
   Defaults follow Sec. 5.1 (nu=5, alpha in [0.2, 0.8], Adam with eta_d=3e-6) and
   Table 8 (eta_l=0.03, eta=1); Q and |B| are not given by the paper.
   """
-  if not client_lr > 0:
-    raise ValueError(f'client_lr (eta_l) must be > 0; got {client_lr}.')
+  checks.positive('client_lr (eta_l)', client_lr)
   if apply_fn is None:
     raise ValueError('apply_fn is required: apply_fn(params, x) -> logits; got None.')
   if unlabeled_x is None:
@@ -85,5 +88,7 @@ def fedecho(
     alpha=alpha,
     teacher=teacher,
     reset_distill_state=reset_distill_state,
+    weighting=weighting,
+    client_sizes=client_sizes,
   )
   return Algorithm('fedecho', clients.local_sgd(client_lr), server)

@@ -19,10 +19,14 @@ arrivals in one step are taken one after another in slot order.
 
 Hyperparameters: ``client_lr`` = eta_l; ``server_lr`` = eta_g of eq. (4) (Delta only,
 default 1 as eq. (4) is written); ``window_size`` = K; ``mu`` = FedProx's mu;
-``aggregate_on_fill`` and ``sliding`` are the options of docs/algorithms/fedfa.md.
+``aggregate_on_fill`` and ``sliding`` are the options of docs/algorithms/fedfa.md;
+``weighting`` 'uniform' (the paper's 1/K) or 'examples' (window items weighted by
+their clients' ``client_sizes``, run context).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from afl_jax import clients, servers
 from afl_jax.algorithms.prox_nova import with_prox
@@ -40,6 +44,8 @@ def _fedfa(
   aggregate_on_fill: bool,
   sliding: bool,
   nova: bool = False,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
   check_client_lr(client_lr)
   server = servers.fedfa(
@@ -49,53 +55,79 @@ def _fedfa(
     aggregate_on_fill=aggregate_on_fill,
     sliding=sliding,
     message_scales=servers.nova_scales if nova else None,
+    weighting=weighting,
+    client_sizes=client_sizes,
   )
   return Algorithm(name, clients.local_sgd(client_lr), server)
 
 
-@register('fedfa_param')
+@register('fedfa_param', context=('client_sizes',))
 def fedfa_param(
   client_lr: float = 0.01,
   window_size: int = 5,
   aggregate_on_fill: bool = False,
   sliding: bool = True,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
   """FedFa-Param: local SGD clients; the model is the mean of the K windowed models."""
-  return _fedfa('fedfa_param', 'param', client_lr, window_size, 1.0, aggregate_on_fill, sliding)
+  return _fedfa(
+    'fedfa_param',
+    'param',
+    client_lr,
+    window_size,
+    1.0,
+    aggregate_on_fill,
+    sliding,
+    weighting=weighting,
+    client_sizes=client_sizes,
+  )
 
 
-@register('fedfa_delta')
+@register('fedfa_delta', context=('client_sizes',))
 def fedfa_delta(
   client_lr: float = 0.01,
   server_lr: float = 1.0,
   window_size: int = 5,
   aggregate_on_fill: bool = False,
   sliding: bool = True,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
   """FedFa-Delta: local SGD clients; ``x <- x - eta_g * mean of the K windowed deltas``."""
   return _fedfa(
-    'fedfa_delta', 'delta', client_lr, window_size, server_lr, aggregate_on_fill, sliding
+    'fedfa_delta',
+    'delta',
+    client_lr,
+    window_size,
+    server_lr,
+    aggregate_on_fill,
+    sliding,
+    weighting=weighting,
+    client_sizes=client_sizes,
   )
 
 
-@register('fedfa_param_prox')
+@register('fedfa_param_prox', context=('client_sizes',))
 def fedfa_param_prox(
   client_lr: float = 0.01,
   mu: float = 0.01,
   window_size: int = 5,
   aggregate_on_fill: bool = False,
   sliding: bool = True,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
   """FedFa-Param with FedProx's client (mu)."""
   return with_prox(
-    fedfa_param(client_lr, window_size, aggregate_on_fill, sliding),
+    fedfa_param(client_lr, window_size, aggregate_on_fill, sliding, weighting, client_sizes),
     'fedfa_param_prox',
     client_lr,
     mu,
   )
 
 
-@register('fedfa_delta_prox')
+@register('fedfa_delta_prox', context=('client_sizes',))
 def fedfa_delta_prox(
   client_lr: float = 0.01,
   server_lr: float = 1.0,
@@ -103,36 +135,53 @@ def fedfa_delta_prox(
   window_size: int = 5,
   aggregate_on_fill: bool = False,
   sliding: bool = True,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
   """FedFa-Delta with FedProx's client (mu): Table 6, "Fedprox w/"."""
   return with_prox(
-    fedfa_delta(client_lr, server_lr, window_size, aggregate_on_fill, sliding),
+    fedfa_delta(
+      client_lr, server_lr, window_size, aggregate_on_fill, sliding, weighting, client_sizes
+    ),
     'fedfa_delta_prox',
     client_lr,
     mu,
   )
 
 
-@register('fedfa_param_nova')
+@register('fedfa_param_nova', context=('client_sizes',))
 def fedfa_param_nova(
   client_lr: float = 0.01,
   window_size: int = 5,
   aggregate_on_fill: bool = False,
   sliding: bool = True,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
   """FedFa-Param with FedNova: model = ``mean(x_start_k) - tau_eff mean(Delta_k / tau_k)``."""
   return _fedfa(
-    'fedfa_param_nova', 'param', client_lr, window_size, 1.0, aggregate_on_fill, sliding, nova=True
+    'fedfa_param_nova',
+    'param',
+    client_lr,
+    window_size,
+    1.0,
+    aggregate_on_fill,
+    sliding,
+    nova=True,
+    weighting=weighting,
+    client_sizes=client_sizes,
   )
 
 
-@register('fedfa_delta_nova')
+@register('fedfa_delta_nova', context=('client_sizes',))
 def fedfa_delta_nova(
   client_lr: float = 0.01,
   server_lr: float = 1.0,
   window_size: int = 5,
   aggregate_on_fill: bool = False,
   sliding: bool = True,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
   """FedFa-Delta with FedNova (Table 6, "Fednova w/"): ``tau_eff`` over the window."""
   return _fedfa(
@@ -144,4 +193,6 @@ def fedfa_delta_nova(
     aggregate_on_fill,
     sliding,
     nova=True,
+    weighting=weighting,
+    client_sizes=client_sizes,
   )

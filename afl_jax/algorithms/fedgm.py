@@ -17,15 +17,19 @@ Sun, Wu, Huang, Zhang, "On the Role of Server Momentum in Federated Learning":
 Hyperparameters: client_lr = eta_l; server_lr = eta (the paper's server learning
 rate); beta = momentum factor; nu = instant discount factor; stagewise versions
 server_lrs = (eta_s), betas = (beta_s), nus = (nu_s), stage_lengths = (T_s).
-FedOPT: beta1, beta2, tau as in Reddi et al.
+FedOPT: beta1, beta2, tau as in Reddi et al. Every factory takes ``weighting``:
+'uniform' (default; the paper's mean over S_t) or 'examples' (by ``client_sizes``,
+run context, :mod:`afl_jax.servers.weighting`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from afl_jax import clients, servers
 from afl_jax.algorithms.registry import register
+from afl_jax.core import checks
 from afl_jax.core.types import Algorithm, ClientRule
 
 # Defaults of the multistage variants: Fig. 2's eta = (2.0, 1.0, 0.5) with stage
@@ -38,64 +42,100 @@ NUS = (0.25, 0.5, 1.0)
 
 
 def _local_sgd(client_lr: float) -> ClientRule:
-  if not client_lr > 0:
-    raise ValueError(f'client_lr must be > 0; got {client_lr}.')
+  checks.positive('client_lr', client_lr)
   return clients.local_sgd(client_lr)
 
 
-def _fedgm(name: str, client_lr: float, server_lr: float, beta: float, nu: float) -> Algorithm:
-  return Algorithm(name, _local_sgd(client_lr), servers.fedgm(server_lr, beta, nu))
+def _fedgm(
+  name: str,
+  client_lr: float,
+  server_lr: float,
+  beta: float,
+  nu: float,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
+) -> Algorithm:
+  server = servers.fedgm(server_lr, beta, nu, weighting=weighting, client_sizes=client_sizes)
+  return Algorithm(name, _local_sgd(client_lr), server)
 
 
-@register('fedgm')
+@register('fedgm', context=('client_sizes',))
 def fedgm(
-  client_lr: float = 0.01, server_lr: float = 1.0, beta: float = 0.9, nu: float = 0.7
+  client_lr: float = 0.01,
+  server_lr: float = 1.0,
+  beta: float = 0.9,
+  nu: float = 0.7,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
   """FedGM: eta_l = client_lr, eta = server_lr, momentum beta, instant discount nu."""
-  return _fedgm('fedgm', client_lr, server_lr, beta, nu)
+  return _fedgm('fedgm', client_lr, server_lr, beta, nu, weighting, client_sizes)
 
 
-@register('fedsgd')
-def fedsgd(client_lr: float = 0.01, server_lr: float = 1.0) -> Algorithm:
+@register('fedsgd', context=('client_sizes',))
+def fedsgd(
+  client_lr: float = 0.01,
+  server_lr: float = 1.0,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
+) -> Algorithm:
   """FedSGD = FedGM(nu=0): ``x <- x - eta * Delta_t``."""
-  return _fedgm('fedsgd', client_lr, server_lr, beta=0.0, nu=0.0)
+  return _fedgm('fedsgd', client_lr, server_lr, 0.0, 0.0, weighting, client_sizes)
 
 
-@register('fedavgm')
-def fedavgm(client_lr: float = 0.01, server_lr: float = 1.0, beta: float = 0.9) -> Algorithm:
+@register('fedavgm', context=('client_sizes',))
+def fedavgm(
+  client_lr: float = 0.01,
+  server_lr: float = 1.0,
+  beta: float = 0.9,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
+) -> Algorithm:
   """FedAvgM = FedGM(nu=1): ``x <- x - eta * d_{t+1}``."""
-  return _fedgm('fedavgm', client_lr, server_lr, beta=beta, nu=1.0)
+  return _fedgm('fedavgm', client_lr, server_lr, beta, 1.0, weighting, client_sizes)
 
 
-@register('fednag')
-def fednag(client_lr: float = 0.01, server_lr: float = 1.0, beta: float = 0.9) -> Algorithm:
+@register('fednag', context=('client_sizes',))
+def fednag(
+  client_lr: float = 0.01,
+  server_lr: float = 1.0,
+  beta: float = 0.9,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
+) -> Algorithm:
   """FedNAG = FedGM(nu=beta): ``x <- x - eta [(1 - beta) Delta_t + beta d_{t+1}]``."""
-  return _fedgm('fednag', client_lr, server_lr, beta=beta, nu=beta)
+  return _fedgm('fednag', client_lr, server_lr, beta, beta, weighting, client_sizes)
 
 
-@register('multistage_fedgm')
+@register('multistage_fedgm', context=('client_sizes',))
 def multistage_fedgm(
   client_lr: float = 0.01,
   stage_lengths: Sequence[int] = STAGE_LENGTHS,
   server_lrs: Sequence[float] = SERVER_LRS,
   betas: Sequence[float] = BETAS,
   nus: Sequence[float] = NUS,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
   """Multistage FedGM (Alg. 3): stage s runs (eta_s, beta_s, nu_s) for T_s server steps."""
   return Algorithm(
     'multistage_fedgm',
     _local_sgd(client_lr),
-    servers.multistage_fedgm(stage_lengths, server_lrs, betas, nus),
+    servers.multistage_fedgm(
+      stage_lengths, server_lrs, betas, nus, weighting=weighting, client_sizes=client_sizes
+    ),
   )
 
 
-@register('autonomous_fedgm')
+@register('autonomous_fedgm', context=('client_sizes',))
 def autonomous_fedgm(
   client_lr: float = 0.01,
   stage_lengths: Sequence[int] = STAGE_LENGTHS,
   server_lrs: Sequence[float] = SERVER_LRS,
   betas: Sequence[float] = BETAS,
   nus: Sequence[float] = NUS,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
   """Autonomous Multistage FedGM (Alg. 4): clients send ``Delta / K_{t,i}``.
 
@@ -105,11 +145,13 @@ def autonomous_fedgm(
   return Algorithm(
     'autonomous_fedgm',
     clients.divide_by_local_steps(_local_sgd(client_lr)),
-    servers.multistage_fedgm(stage_lengths, server_lrs, betas, nus),
+    servers.multistage_fedgm(
+      stage_lengths, server_lrs, betas, nus, weighting=weighting, client_sizes=client_sizes
+    ),
   )
 
 
-@register('fedopt')
+@register('fedopt', context=('client_sizes',))
 def fedopt(
   client_lr: float = 0.01,
   server_lr: float = 0.01,
@@ -117,6 +159,8 @@ def fedopt(
   beta1: float = 0.9,
   beta2: float = 0.99,
   tau: float = 1e-3,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
   """FedOPT with an optax ServerOPT: 'sgd', 'adam', 'yogi', 'adagrad' or 'amsgrad'.
 
@@ -126,5 +170,13 @@ def fedopt(
   return Algorithm(
     'fedopt',
     _local_sgd(client_lr),
-    servers.fedopt(server_optimizer, server_lr, beta1=beta1, beta2=beta2, tau=tau),
+    servers.fedopt(
+      server_optimizer,
+      server_lr,
+      beta1=beta1,
+      beta2=beta2,
+      tau=tau,
+      weighting=weighting,
+      client_sizes=client_sizes,
+    ),
   )

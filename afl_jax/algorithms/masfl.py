@@ -13,7 +13,9 @@ Asynchronous Federated Learning" (papers/000):
 
 Hyperparameters (paper symbol -> name): eta -> ``client_lr``, gamma -> ``server_lr``,
 beta -> ``beta``, S -> ``arrivals_per_step``, K -> ``local_steps``, T -> ``num_rounds``,
-L -> ``smoothness``, tau_max -> ``tau_max`` (the paper's delay counter). A rate left
+L -> ``smoothness``, tau_max -> ``tau_max`` (the paper's delay counter).
+``weighting``: 'uniform' (the paper's ``1/S`` and ``1/N``) or 'examples' (by
+``client_sizes``, run context; :func:`afl_jax.servers.masfl.masfl_server`). A rate left
 as ``None`` is taken from the theorem, which then needs S, K, T (and, for MasFL's
 gamma and eta, L and tau_max); the experiment pipeline fills ``arrivals_per_step``,
 ``local_steps`` and ``num_rounds`` from the run. Both algorithms initialize ``c_i^0``
@@ -24,12 +26,13 @@ Docs: docs/algorithms/masfl.md.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 
 from afl_jax.algorithms.registry import register
-from afl_jax.clients.masfl import masfl_client
+from afl_jax.clients.masfl import history_depth, masfl_client
+from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
 from afl_jax.servers.masfl import check_selection, init_state, masfl_server
 
@@ -102,11 +105,9 @@ def _need(name: str, **given) -> None:
 
 
 def _check_rates(client_lr: float, server_lr: float, beta: float) -> None:
-  for name, value in (('client_lr', client_lr), ('server_lr', server_lr)):
-    if not value > 0:
-      raise ValueError(f'{name} must be > 0; got {value}.')
-  if not 0 < beta <= 1:
-    raise ValueError(f'beta must be in (0, 1]; got {beta}.')
+  checks.positive('client_lr', client_lr)
+  checks.positive('server_lr', server_lr)
+  checks.in_range('beta', beta, 0.0, 1.0, low_open=True)
 
 
 def build(
@@ -117,24 +118,60 @@ def build(
   *,
   adaptive: bool,
   selection: str = 'arrivals',
+  history: int = 1,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
-  """The MasFL (``adaptive=False``) or AdaMasFL recipe with explicit rates."""
+  """The MasFL (``adaptive=False``) or AdaMasFL recipe with explicit rates.
+
+  ``history`` is the depth of each client's record of its sent variates (see
+  :mod:`afl_jax.clients.masfl`); the returned algorithm's ``prepare`` resizes it to
+  :func:`~afl_jax.clients.masfl.history_depth` of the run's schedule, so the
+  correction c~_i of every job is causal on any schedule.
+  """
   _check_rates(client_lr, server_lr, beta)
   check_selection(selection)
-  client = masfl_client(client_lr, beta, normalize=adaptive)
-  server = masfl_server(server_lr, beta, adaptive=adaptive, selection=selection)
+  client = masfl_client(client_lr, beta, normalize=adaptive, history=history)
+  server = masfl_server(
+    server_lr,
+    beta,
+    adaptive=adaptive,
+    selection=selection,
+    weighting=weighting,
+    client_sizes=client_sizes,
+  )
+  sizes = None if weighting == 'uniform' else client_sizes
 
   def init(params, tasks, key):
     """c_i^0 for all N clients in one vmapped pass; c^0 = mean_i c_i^0, g^0 = c^0."""
     n = tasks.client_id.shape[0]
     keys = jax.random.split(key, n)
     states = jax.vmap(client.init, in_axes=(None, tasks.batch_axes(), 0))(params, tasks, keys)
-    return init_state(params, states.variate, selection=selection, adaptive=adaptive), states
+    c0 = jax.tree.map(lambda v: v[:, 0], states.variates)
+    state = init_state(params, c0, selection=selection, adaptive=adaptive, client_sizes=sizes)
+    return state, states
 
-  return Algorithm(name, client, server, init=init)
+  def prepare(alg: Algorithm, schedule) -> Algorithm:
+    depth = history_depth(schedule)
+    if depth == history:
+      return alg
+    sized = build(
+      name,
+      client_lr,
+      server_lr,
+      beta,
+      adaptive=adaptive,
+      selection=selection,
+      history=depth,
+      weighting=weighting,
+      client_sizes=client_sizes,
+    )
+    return alg._replace(client=sized.client, init=sized.init)
+
+  return Algorithm(name, client, server, init=init, prepare=prepare)
 
 
-@register('masfl')
+@register('masfl', context=('arrivals_per_step', 'local_steps', 'num_rounds', 'client_sizes'))
 def masfl(
   client_lr: float | None = None,
   server_lr: float | None = None,
@@ -145,6 +182,8 @@ def masfl(
   smoothness: float | None = None,
   tau_max: int | None = None,
   selection: str = 'arrivals',
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
   """MasFL (Alg. 1-2): eta = client_lr, gamma = server_lr; missing rates from Thm 3.1.
 
@@ -176,10 +215,19 @@ def masfl(
     client_lr = masfl_theory(
       arrivals_per_step, local_steps, num_rounds, smoothness, tau_max
     ).client_lr
-  return build('masfl', client_lr, server_lr, beta, adaptive=False, selection=selection)
+  return build(
+    'masfl',
+    client_lr,
+    server_lr,
+    beta,
+    adaptive=False,
+    selection=selection,
+    weighting=weighting,
+    client_sizes=client_sizes,
+  )
 
 
-@register('adamasfl')
+@register('adamasfl', context=('arrivals_per_step', 'local_steps', 'num_rounds', 'client_sizes'))
 def adamasfl(
   client_lr: float | None = None,
   server_lr: float | None = None,
@@ -188,6 +236,8 @@ def adamasfl(
   local_steps: int | None = None,
   num_rounds: int | None = None,
   selection: str = 'arrivals',
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> Algorithm:
   """AdaMasFL (Alg. 3-4): eta = client_lr, gamma = server_lr; missing rates from Thm 4.1."""
   if None in (client_lr, server_lr, beta):
@@ -201,7 +251,16 @@ def adamasfl(
     client_lr = theory.client_lr if client_lr is None else client_lr
     server_lr = theory.server_lr if server_lr is None else server_lr
     beta = theory.beta if beta is None else beta
-  return build('adamasfl', client_lr, server_lr, beta, adaptive=True, selection=selection)
+  return build(
+    'adamasfl',
+    client_lr,
+    server_lr,
+    beta,
+    adaptive=True,
+    selection=selection,
+    weighting=weighting,
+    client_sizes=client_sizes,
+  )
 
 
 __all__ = ['TheoryRates', 'adamasfl', 'adamasfl_theory', 'build', 'masfl', 'masfl_theory']

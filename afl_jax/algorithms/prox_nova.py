@@ -20,24 +20,20 @@ Hyperparameters: ``client_lr`` = eta_l, ``server_lr`` = eta_g (FedBuff's server 
 
 from __future__ import annotations
 
-import math
+from typing import Any
 
 from afl_jax import clients, servers
 from afl_jax.algorithms import baselines
 from afl_jax.algorithms.registry import register
 from afl_jax.clients.prox import check_client_lr
 from afl_jax.clients.sgd import ScalarOrSchedule
+from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
 
 
 def check_server_lr(server_lr: float) -> None:
   """eta_g must be a finite number > 0."""
-  if (
-    isinstance(server_lr, bool)
-    or not isinstance(server_lr, (int, float))
-    or not (math.isfinite(server_lr) and server_lr > 0)
-  ):
-    raise ValueError(f'server_lr must be a finite number > 0; got {server_lr!r}.')
+  checks.positive('server_lr', server_lr)
 
 
 def with_prox(algorithm: Algorithm, name: str, client_lr: ScalarOrSchedule, mu: float) -> Algorithm:
@@ -45,36 +41,68 @@ def with_prox(algorithm: Algorithm, name: str, client_lr: ScalarOrSchedule, mu: 
   return algorithm._replace(name=name, client=clients.prox_sgd(client_lr, mu))
 
 
-def with_nova(algorithm: Algorithm, name: str) -> Algorithm:
-  """``algorithm`` with FedNova's ``tau_eff / tau_i`` rescaling before its (averaging) server."""
-  return algorithm._replace(name=name, server=servers.nova(algorithm.server))
+def with_nova(
+  algorithm: Algorithm, name: str, weighting: str = 'uniform', client_sizes: Any = None
+) -> Algorithm:
+  """``algorithm`` with FedNova's ``tau_eff / tau_i`` rescaling before its (averaging) server.
+
+  ``weighting`` / ``client_sizes`` must be those of ``algorithm``'s server (FedNova's
+  ``p_i`` enter both ``tau_eff`` and the mean).
+  """
+  server = servers.nova(algorithm.server, weighting=weighting, client_sizes=client_sizes)
+  return algorithm._replace(name=name, server=server)
 
 
-@register('fedprox')
-def fedprox(client_lr: float = 0.01, mu: float = 0.01) -> Algorithm:
-  """FedProx = FedAvg's server + the proximal client: eta_l = client_lr, mu."""
+@register('fedprox', context=('client_sizes',))
+def fedprox(
+  client_lr: float = 0.01, mu: float = 0.01, weighting: str = 'examples', client_sizes: Any = None
+) -> Algorithm:
+  """FedProx = FedAvg's server + the proximal client: eta_l = client_lr, mu.
+
+  Li et al. weight by ``p_k = n_k / n`` like FedAvg (``weighting='examples'``, default).
+  """
   check_client_lr(client_lr)
-  return with_prox(baselines.fedavg(client_lr), 'fedprox', client_lr, mu)
+  base = baselines.fedavg(client_lr, weighting, client_sizes)
+  return with_prox(base, 'fedprox', client_lr, mu)
 
 
-@register('fedbuff_prox')
-def fedbuff_prox(client_lr: float = 0.01, server_lr: float = 1.0, mu: float = 0.01) -> Algorithm:
+@register('fedbuff_prox', context=('client_sizes',))
+def fedbuff_prox(
+  client_lr: float = 0.01,
+  server_lr: float = 1.0,
+  mu: float = 0.01,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
+) -> Algorithm:
   """FedBuff with the proximal client: eta_l = client_lr, eta_g = server_lr, mu."""
   check_client_lr(client_lr)
   check_server_lr(server_lr)
-  return with_prox(baselines.fedbuff(client_lr, server_lr), 'fedbuff_prox', client_lr, mu)
+  base = baselines.fedbuff(client_lr, server_lr, weighting, client_sizes)
+  return with_prox(base, 'fedbuff_prox', client_lr, mu)
 
 
-@register('fednova')
-def fednova(client_lr: float = 0.01) -> Algorithm:
-  """FedNova = FedAvg with normalized averaging: ``x <- x - tau_eff * mean(Delta_i/tau_i)``."""
+@register('fednova', context=('client_sizes',))
+def fednova(
+  client_lr: float = 0.01, weighting: str = 'examples', client_sizes: Any = None
+) -> Algorithm:
+  """FedNova = FedAvg with normalized averaging: ``x <- x - tau_eff * sum_i p_i Delta_i/tau_i``.
+
+  Wang et al. take ``p_i = n_i / n`` (``weighting='examples'``, default).
+  """
   check_client_lr(client_lr)
-  return with_nova(baselines.fedavg(client_lr), 'fednova')
+  base = baselines.fedavg(client_lr, weighting, client_sizes)
+  return with_nova(base, 'fednova', weighting, client_sizes)
 
 
-@register('fedbuff_nova')
-def fedbuff_nova(client_lr: float = 0.01, server_lr: float = 1.0) -> Algorithm:
+@register('fedbuff_nova', context=('client_sizes',))
+def fedbuff_nova(
+  client_lr: float = 0.01,
+  server_lr: float = 1.0,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
+) -> Algorithm:
   """FedBuff with normalized averaging: ``x <- x - eta_g tau_eff mean(Delta_i/tau_i)``."""
   check_client_lr(client_lr)
   check_server_lr(server_lr)
-  return with_nova(baselines.fedbuff(client_lr, server_lr), 'fedbuff_nova')
+  base = baselines.fedbuff(client_lr, server_lr, weighting, client_sizes)
+  return with_nova(base, 'fedbuff_nova', weighting, client_sizes)

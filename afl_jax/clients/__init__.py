@@ -1,6 +1,7 @@
 """Client (local training) rules."""
 
 from afl_jax.clients.always_on import AlwaysOnState, always_on_sgd
+from afl_jax.clients.fedac import fedac_client
 from afl_jax.clients.masfl import adamasfl_client, masfl_client
 from afl_jax.clients.normalized import divide_by_local_steps
 from afl_jax.clients.prox import prox_sgd
@@ -15,3 +16,4 @@ __all__ = [
   'run_local_steps',
 ]
 __all__ += ['adamasfl_client', 'masfl_client']
+__all__ += ['fedac_client']

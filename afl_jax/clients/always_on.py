@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 
 from afl_jax.clients.sgd import ScalarOrSchedule, learning_rate_at, run_local_steps
-from afl_jax.core import tree
+from afl_jax.core import checks, tree
 from afl_jax.core.types import ClientRule, LocalTask, Params
 
 
@@ -68,8 +68,7 @@ def always_on_sgd(learning_rate: ScalarOrSchedule) -> ClientRule:
     ``Delta = anchor - x_{t,K}`` (meaningful when ``task.active``), the new state
     and ``{'train_loss'}``.
   """
-  if not callable(learning_rate) and not float(learning_rate) > 0:
-    raise ValueError(f'learning_rate must be > 0; got {learning_rate!r}.')
+  checks.positive('learning_rate', learning_rate)
 
   def init(params: Params, task: LocalTask, key: jax.Array) -> AlwaysOnState:
     del task, key

@@ -14,8 +14,15 @@ Asynchronous Federated Learning" (papers/000). Algorithm 2 (MasFL) and Algorithm
 * line 6: send ``c~_i^{t+1} = (1/K) sum_k grad F(theta_i^{t,k}; xi_i^{t,k})``; AdaMasFL
   also sends ``Delta_i^t = (theta^{t-tau} - theta_i^{t,K}) / (eta K)``.
 
-``c~_i^t`` is the variate this client itself last sent (its client state; SPEC_NOTES),
-``c_i^0`` before its first report. :func:`masfl_client`'s ``init`` computes that
+``c~_i`` is the variate this client itself last sent (SPEC_NOTES), read causally: a
+job that started from version s uses the variate of the client's latest job that had
+ARRIVED by then (arrival step < s), ``c_i^0`` if none. With overlapping jobs of one
+client (``schedules.random_staleness``, imported traces) a later-arriving job may
+have started before an earlier one arrived, so the client keeps a short history of
+``(arrival step, variate)`` pairs (:class:`MasFLClientState`, newest first, depth
+``history``); the engine passes the job's ``start_step`` and ``step`` in the
+:class:`~afl_jax.core.types.LocalTask`, and :func:`history_depth` sizes the history
+exactly from the schedule on the host. :func:`masfl_client`'s ``init`` computes
 ``c_i^0 = (1/K) sum_{k<K} grad F(theta^0; xi_i^{-1,k})`` (Alg. 1/3 line 1): K
 stochastic gradients all taken at ``theta^0``. With heterogeneous ``K_{t,i}`` the
 means and the AdaMasFL scaling use this job's own ``K_{t,i}``.
@@ -30,9 +37,10 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from afl_jax.clients.sgd import run_local_steps
-from afl_jax.core import tree
+from afl_jax.core import checks, tree
 from afl_jax.core.types import ClientRule, LocalTask, Params
 
 
@@ -51,14 +59,72 @@ class MasFLMessage(NamedTuple):
 
 
 class MasFLClientState(NamedTuple):
-  variate: Params  # c~_i: the variate this client last sent (c_i^0 before its first report)
+  """The variates this client sent, newest first (depth D = ``history``).
+
+  Attributes:
+    variates: ``[D, ...]`` the client's last D sent variates (c_i^0 fills the rest).
+    arrived: int32[D] the server step at which each arrived (-1 for c_i^0).
+  """
+
+  variates: Params
+  arrived: jax.Array
+
+  @property
+  def variate(self) -> Params:
+    """The newest variate (c_i^0 before the first report)."""
+    return tree.gather(self.variates, 0)
+
+
+def history_depth(schedule: Any) -> int:
+  """D: the history a client needs so every job finds its causal ``c~_i`` (host, exact).
+
+  A job of client i from version s arriving at t needs the variate of i's latest
+  arrival before s; the entries pushed after it are i's arrivals in ``[s, t)``, so
+  ``D = 1 + max_jobs #{arrivals of i in [s, t)}`` (1 when no client ever has two
+  jobs in flight). A sequence of schedules (the replicas of a sweep, which share one
+  compiled program) gives the largest D over them.
+  """
+  if isinstance(schedule, list | tuple):
+    return max(history_depth(s) for s in schedule)
+  mask = np.asarray(schedule.mask)
+  t_idx = np.broadcast_to(np.arange(mask.shape[0])[:, None], mask.shape)[mask]
+  ids, starts = np.asarray(schedule.client_ids)[mask], np.asarray(schedule.start_step)[mask]
+  if ids.size == 0:
+    return 1
+  span = np.int64(mask.shape[0] + 1)  # key (client, step) -> client * span + step
+  ids = ids.astype(np.int64)
+  keys = np.sort(ids * span + t_idx)
+  hi = np.searchsorted(keys, ids * span + t_idx)  # i's arrivals before t
+  lo = np.searchsorted(keys, ids * span + starts)  # i's arrivals before s
+  return 1 + int((hi - lo).max())
+
+
+def causal_variate(state: MasFLClientState, task: LocalTask) -> Params:
+  """c~_i for this job: the newest entry that arrived before ``task.start_step``.
+
+  Without a start step (a task built by hand) the newest entry.
+  """
+  if task.start_step is None:
+    return state.variate
+  before = state.arrived < task.start_step
+  index = jnp.where(jnp.any(before), jnp.argmax(before), before.shape[0] - 1)
+  return tree.gather(state.variates, index)
+
+
+def push(state: MasFLClientState, variate: Params, step: Any) -> MasFLClientState:
+  """The history with ``(step, variate)`` as its newest entry (the oldest dropped)."""
+  if step is None:
+    step = state.arrived[0] + 1
+  variates = jax.tree.map(
+    lambda h, v: jnp.concatenate([v[None].astype(h.dtype), h[:-1]]), state.variates, variate
+  )
+  arrived = jnp.concatenate([jnp.asarray(step, jnp.int32)[None], state.arrived[:-1]])
+  return MasFLClientState(variates, arrived)
 
 
 def _check(client_lr: float, beta: float) -> None:
-  if not client_lr > 0:
-    raise ValueError(f'client_lr (eta) must be > 0; got {client_lr}.')
-  if not 0 < beta <= 1:
-    raise ValueError(f'beta must be in (0, 1]; got {beta}.')
+  checks.positive('client_lr (eta)', client_lr)
+  checks.in_range('beta', beta, 0.0, 1.0, low_open=True)
 
 
 def _num_steps(task: LocalTask) -> jax.Array:
@@ -89,32 +155,41 @@ def normalized(g: Params) -> Params:
   return tree.scale(jnp.where(norm > 0, 1.0 / safe, 0.0), g)
 
 
-def masfl_client(client_lr: float, beta: float, *, normalize: bool = False) -> ClientRule:
+def masfl_client(
+  client_lr: float, beta: float, *, normalize: bool = False, history: int = 1
+) -> ClientRule:
   """MasFL's local rule (Alg. 2), or AdaMasFL's (Alg. 4) with ``normalize=True``.
 
   Args:
     client_lr: eta, the local step size.
     beta: the momentum parameter (weight of the corrected fresh gradient).
     normalize: AdaMasFL: normalized local steps, and ``Delta`` in the message.
+    history: D, sent variates kept per client (:func:`history_depth` of the
+      schedule; ``afl_jax.algorithms.get('masfl')`` sizes it for each run).
 
   Returns:
     A :class:`ClientRule`; ``update(start, state, task, key)`` takes a
     :class:`MasFLBroadcast` and returns a :class:`MasFLMessage`.
   """
   _check(client_lr, beta)
+  if isinstance(history, bool) or not isinstance(history, int) or history < 1:
+    raise ValueError(f'history must be an integer >= 1; got {history!r}.')
 
   def init(params: Params, task: LocalTask, key: jax.Array) -> MasFLClientState:
-    return MasFLClientState(initial_variate(params, task, key))
+    c0 = initial_variate(params, task, key)  # Alg. 1/3 line 1
+    return MasFLClientState(tree.stack_n(c0, history), jnp.full((history,), -1, jnp.int32))
 
   def update(
     start: MasFLBroadcast, state: MasFLClientState, task: LocalTask, key: jax.Array
   ) -> tuple[MasFLMessage, MasFLClientState, dict[str, Any]]:
+    c_tilde = causal_variate(state, task)
+
     def body(carry, batch, k):
       del k
       params, grad_sum = carry
       loss, grad = jax.value_and_grad(task.loss_fn)(params, batch)
       # Alg. 2/4 line 3: beta (grad - c~_i + c^{t-tau}) + (1 - beta) g^{t-tau}.
-      g = tree.axpy(beta, tree.sub(grad, state.variate), start.direction)
+      g = tree.axpy(beta, tree.sub(grad, c_tilde), start.direction)
       step = normalized(g) if normalize else g
       return (tree.axpy(-client_lr, step, params), tree.add(grad_sum, grad)), loss
 
@@ -125,7 +200,7 @@ def masfl_client(client_lr: float, beta: float, *, normalize: bool = False) -> C
     delta = None
     if normalize:
       delta = tree.scale(1.0 / (client_lr * k), tree.sub(start.params, final))
-    return MasFLMessage(variate, delta), MasFLClientState(variate), metrics
+    return MasFLMessage(variate, delta), push(state, variate, task.step), metrics
 
   return ClientRule(init, update)
 

@@ -14,26 +14,16 @@ with every server (FedAvg, FedBuff, FedFa).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from afl_jax.clients.sgd import ScalarOrSchedule, local_sgd
-from afl_jax.core import tree
+from afl_jax.core import checks, tree
 from afl_jax.core.types import ClientRule, Params
 
 
 def check_client_lr(client_lr: ScalarOrSchedule) -> None:
   """eta_l must be a finite float > 0 or an optax schedule (a callable)."""
-  if callable(client_lr):
-    return
-  if (
-    isinstance(client_lr, bool)
-    or not isinstance(client_lr, (int, float))
-    or not (math.isfinite(client_lr) and client_lr > 0)
-  ):
-    raise ValueError(
-      f'client_lr must be a finite number > 0 or an optax schedule; got {client_lr!r}.'
-    )
+  checks.positive('client_lr', client_lr)  # optax schedules and traced values (sweeps) pass
 
 
 def proximal_gradient(mu: float) -> Callable[[Params, Params], Params]:
@@ -52,8 +42,5 @@ def prox_sgd(client_lr: ScalarOrSchedule, mu: float) -> ClientRule:
     A :class:`~afl_jax.core.types.ClientRule` (stateless).
   """
   check_client_lr(client_lr)
-  if (
-    isinstance(mu, bool) or not isinstance(mu, (int, float)) or not (math.isfinite(mu) and mu >= 0)
-  ):
-    raise ValueError(f'mu must be a finite number >= 0; got {mu!r}.')
-  return local_sgd(client_lr, extra_grad=proximal_gradient(float(mu)))
+  checks.non_negative('mu', mu)
+  return local_sgd(client_lr, extra_grad=proximal_gradient(mu))

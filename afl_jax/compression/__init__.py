@@ -28,7 +28,7 @@ from afl_jax.compression._base import (
   top_k_qsgd_bits,
   tree_size,
 )
-from afl_jax.compression._dense import identity, sign
+from afl_jax.compression._dense import identity, paper_sign, sign
 from afl_jax.compression._error_feedback import ErrorFeedbackState, error_feedback
 from afl_jax.compression._qsgd import qsgd, top_k_qsgd
 from afl_jax.compression._registry import NAMES, get
@@ -50,6 +50,7 @@ __all__ = [
   'identity_bits',
   'index_bits',
   'num_kept',
+  'paper_sign',
   'qsgd',
   'qsgd_bits',
   'sign',

@@ -13,6 +13,11 @@ Each server step t (see DESIGN.md, "The core idea"):
 5. applies the :class:`~afl_jax.core.types.ServerRule` to the stacked messages and
    pushes the new broadcast into the ring.
 
+The per-run functions (``init``, ``chunk``) come from :func:`make_program`, which
+builds the algorithm inside the trace from a (possibly traced) hyperparameter pytree:
+:class:`Simulator` runs them for one run, and a sweep (:mod:`afl_jax.core.replicas`)
+``vmap``s the same functions over a leading replica axis.
+
 The run is split into chunks of ``chunk_size`` steps (between evaluations); every
 chunk is the same compiled function, so a whole run compiles once. The last chunk
 is padded with inactive steps that leave the state untouched.
@@ -34,9 +39,10 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from afl_jax.compression._base import dense_bits
 from afl_jax.core import memory, ring, tree
 from afl_jax.core.problem import Problem
-from afl_jax.core.types import Algorithm, Arrivals, EmptyState, LocalTask
+from afl_jax.core.types import Algorithm, Arrivals, EmptyState, LocalTask, prepared
 from afl_jax.schedules.schedule import Schedule
 
 REGIMES = ('per_job', 'always_on')
@@ -164,10 +170,215 @@ def default_mesh() -> Mesh:
 
 
 def to_host(x: jax.Array) -> np.ndarray:
-  """A replicated array as NumPy (works on multi-host meshes too)."""
+  """An array as NumPy on every process (works on multi-host meshes too).
+
+  Replicated: the local copy. Sharded over several processes (replica-mode sweep
+  outputs): gathered from all of them, a collective every process must reach.
+  """
   if isinstance(x, jax.Array) and not x.is_fully_addressable:
-    x = x.addressable_data(0)
+    if x.is_fully_replicated:
+      x = x.addressable_data(0)
+    else:
+      from jax.experimental import multihost_utils
+
+      x = multihost_utils.process_allgather(x, tiled=True)
   return np.asarray(x)
+
+
+class Program(NamedTuple):
+  """The pure functions of ONE run, closed over its static plan.
+
+  ``hparams`` is a pytree of (possibly traced) numeric hyperparameters handed to
+  ``build(hparams) -> Algorithm``, which is called inside every trace: a single run
+  passes ``()`` and a build that ignores it; a sweep (:mod:`afl_jax.core.replicas`)
+  vmaps these functions over a leading replica axis of every argument.
+
+  init(params, key, problem, hparams, client_steps) -> SimState
+  chunk(state, inputs, problem, key, hparams) -> (state, {'metrics': ..., 'params'?: ...})
+  params(state, hparams) -> the global model
+  """
+
+  init: Callable[..., SimState]
+  chunk: Callable[..., tuple[SimState, dict]]
+  params: Callable[..., Any]
+
+
+def _identity(t: Any) -> Any:
+  return t
+
+
+def make_program(
+  build: Callable[[Any], Algorithm],
+  *,
+  ring_size: int,
+  max_steps: int,
+  num_slots: int,
+  block_size: int,
+  record_params: bool = False,
+  constrain: Callable[[Any], Any] = _identity,
+  inactive: str = 'cond',
+) -> Program:
+  """The init and chunk functions of a run (see :class:`Program`).
+
+  Args:
+    build: ``build(hparams) -> Algorithm``; called inside the trace.
+    ring_size: slots of the buffer of past broadcasts (static).
+    max_steps: length of the local ``lax.scan`` (static; steps past K are masked).
+    num_slots: arrival slots per step (static).
+    block_size: slots trained together (divides ``num_slots``).
+    record_params: also output the global params after every step.
+    constrain: pins a tree stacked over arrival slots to the device mesh.
+    inactive: how a padded step leaves the state untouched: 'cond' skips its work
+      (``lax.cond``; the predicate must not be batched: under ``vmap`` a batched
+      predicate turns the cond into a select over copies of every operand, the
+      problem's data included); 'select' runs the step and selects the old state
+      (for replicas whose schedules end at different steps).
+  """
+  num_blocks = num_slots // block_size
+
+  def message_template(alg, server_state, client_states, problem, client_steps):
+    bcast = alg.server.broadcast(server_state)
+    one_state = tree.gather(client_states, 0)
+    tasks = _all_tasks(problem, client_steps, max_steps)
+    task = tasks.replace(
+      view=tree.gather(tasks.view, 0),
+      num_steps=tasks.num_steps[0],
+      active=tasks.active[0],
+      client_id=tasks.client_id[0],
+    )
+    shape = jax.eval_shape(alg.client.update, bcast, one_state, task, jax.random.key(0))[0]
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shape)
+
+  def init(params, key, problem, hparams, client_steps) -> SimState:
+    alg = build(hparams)
+    init_key = jax.random.fold_in(key, 0x7FFFFFFF)
+    tasks = _all_tasks(problem, client_steps, max_steps)
+    if alg.init is not None:
+      server_state, client_states = alg.init(params, tasks, init_key)
+    else:
+      server_state = alg.server.init(params)
+      keys = jax.random.split(init_key, problem.num_clients)
+      client_states = jax.vmap(alg.client.init, in_axes=(None, tasks.batch_axes(), 0))(
+        params, tasks, keys
+      )
+    if alg.compressor is None:
+      comp_states = EmptyState()
+    else:
+      template = message_template(alg, server_state, client_states, problem, client_steps)
+      comp_states = jax.vmap(lambda _: alg.compressor.init(template))(
+        jnp.arange(problem.num_clients)
+      )
+    ring = tree.stack_n(alg.server.broadcast(server_state), ring_size)
+    return SimState(jnp.zeros((), jnp.int32), server_state, client_states, comp_states, ring)
+
+  def chunk(state: SimState, inputs: StepInputs, problem: Problem, key: jax.Array, hparams):
+    alg = build(hparams)
+    client, server, compressor = alg.client, alg.server, alg.compressor
+
+    def one_client(bcast, cstate, view, key, num_steps, active, cid, t, tau):
+      task = LocalTask(
+        view=view,
+        shared=problem.shared,
+        num_steps=num_steps,
+        active=active,
+        client_id=cid,
+        loss_fn=problem.loss_fn,
+        sample_fn=problem.sample_fn,
+        max_steps=max_steps,
+        step=t,
+        start_step=t - tau,
+      )
+      return client.update(bcast, cstate, task, key)
+
+    def client_block(carry, xb, ring, key_t, t):
+      """Train one block of arrival slots: gather, vmap, compress, scatter."""
+      clients, comp = carry
+      ids = xb.client_ids
+      bcast = constrain(tree.gather(ring, xb.ring_slot))
+      cstate = constrain(tree.gather(clients, ids))
+      views = constrain(tree.gather(problem.client_views, ids))
+      ckeys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.fold_in(key_t, 0), ids)
+      msgs, new_cstate, cmetrics = jax.vmap(one_client, in_axes=(0,) * 7 + (None, 0))(
+        bcast, cstate, views, ckeys, xb.num_steps, xb.send_mask, ids, t, xb.staleness
+      )
+      msgs, new_cstate = constrain(msgs), constrain(new_cstate)
+      clients = tree.scatter(clients, ids, new_cstate, xb.train_mask)
+      if compressor is None:
+        bits_each = jnp.full(ids.shape, _bits(msgs) / ids.shape[0], jnp.float32)
+      else:
+        kkeys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.fold_in(key_t, 1), ids)
+        msgs, new_comp, bits_each = jax.vmap(compressor.compress)(
+          msgs, tree.gather(comp, ids), kkeys
+        )
+        comp = tree.scatter(comp, ids, new_comp, xb.send_mask)
+      return (clients, comp), (msgs, bits_each, cmetrics)
+
+    def do_step(state: SimState, x: StepInputs):
+      t = state.step
+      key_t = jax.random.fold_in(key, t)
+      ids = x.client_ids
+      carry = (state.clients, state.compressor)
+      if num_blocks == 1:
+        (clients, comp_states), (msgs, bits_each, cmetrics) = client_block(
+          carry, x, state.ring, key_t, t
+        )
+      else:  # blocks of slots one after another: bounded temporaries for huge M or N.
+        slots = tuple(a.reshape((num_blocks, -1)) for a in x[:-2])
+        (clients, comp_states), out = jax.lax.scan(
+          lambda c, xb: client_block(
+            c, StepInputs(*xb, x.write_slot, x.active), state.ring, key_t, t
+          ),
+          carry,
+          slots,
+        )
+        msgs, bits_each, cmetrics = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), out)
+        msgs = constrain(msgs)
+      arrivals = Arrivals(
+        client_ids=ids,
+        staleness=x.staleness,
+        mask=x.send_mask,
+        num_steps=x.num_steps,
+        start_broadcast=constrain(tree.gather(state.ring, x.ring_slot)),
+        step=t,
+      )
+      server_state, smetrics = server.update(
+        state.server, msgs, arrivals, jax.random.fold_in(key_t, 2)
+      )
+      new_bcast = server.broadcast(server_state)
+      ring = jax.tree.map(
+        lambda r, b: r.at[x.write_slot].set(b.astype(r.dtype)), state.ring, new_bcast
+      )
+      sent = x.send_mask.astype(jnp.float32)
+      trained = x.train_mask.astype(jnp.float32)
+      metrics = {
+        f'client/{k}': jnp.sum(v * trained) / jnp.maximum(jnp.sum(trained), 1.0)
+        for k, v in cmetrics.items()
+      }
+      metrics.update({f'server/{k}': v for k, v in smetrics.items()})
+      metrics['arrivals'] = jnp.sum(sent)
+      metrics['bits_up'] = jnp.sum(bits_each * sent)
+      metrics['bits_down'] = jnp.sum(sent) * _bits(new_bcast)
+      new_state = SimState(t + 1, server_state, clients, comp_states, ring)
+      out = {'metrics': metrics}
+      if record_params:
+        out['params'] = server.params(server_state)
+      return new_state, out
+
+    def body(state, x):
+      if inactive == 'select':  # run the step, keep the old state where inactive
+        new_state, out = do_step(state, x)
+        zeros = jax.tree.map(jnp.zeros_like, out)
+        return tree.where(x.active, (new_state, out), (state, zeros))
+      out_shape = jax.eval_shape(do_step, state, x)[1]
+      skip = lambda s: (s, jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), out_shape))
+      return jax.lax.cond(x.active, lambda s: do_step(s, x), skip, state)
+
+    return jax.lax.scan(body, state, inputs)
+
+  def params(state: SimState, hparams) -> Any:
+    return build(hparams).server.params(state.server)
+
+  return Program(init, chunk, params)
 
 
 class Simulator:
@@ -223,6 +434,7 @@ class Simulator:
         f'schedule.num_clients={schedule.num_clients} but the problem has '
         f'{problem.num_clients} clients.'
       )
+    algorithm = prepared(algorithm, schedule)  # host checks + schedule-sized state
     self.algorithm = algorithm
     self.schedule = schedule
     self.chunk_size = int(chunk_size or schedule.num_steps)
@@ -250,7 +462,18 @@ class Simulator:
     self.shard_clients = problem.num_clients % self.num_devices == 0
     self.by_client = self.by_slot if self.shard_clients else self.replicated
     self.problem = self._place_problem(problem)
-    self._chunk_impl = self._make_chunk_fn()
+    self._program = make_program(
+      lambda _: algorithm,
+      ring_size=self.ring_size,
+      max_steps=self.max_steps,
+      num_slots=self.num_slots,
+      block_size=self.block_size,
+      record_params=record_params,
+      constrain=self._constrain,
+    )
+    self._chunk_impl = lambda state, inputs, problem, key: self._program.chunk(
+      state, inputs, problem, key, ()
+    )
     self._run = None
     self._state_shardings = None
     self.memory_limit_bytes = memory_limit_bytes
@@ -294,26 +517,7 @@ class Simulator:
 
   # ---- initialization ----------------------------------------------------------
   def _init_impl(self, params: Any, key: jax.Array, problem: Problem) -> SimState:
-    alg = self.algorithm
-    init_key = jax.random.fold_in(key, 0x7FFFFFFF)
-    tasks = _all_tasks(problem, self.client_steps, self.max_steps)
-    if alg.init is not None:
-      server_state, client_states = alg.init(params, tasks, init_key)
-    else:
-      server_state = alg.server.init(params)
-      keys = jax.random.split(init_key, problem.num_clients)
-      client_states = jax.vmap(alg.client.init, in_axes=(None, tasks.batch_axes(), 0))(
-        params, tasks, keys
-      )
-    if alg.compressor is None:
-      comp_states = EmptyState()
-    else:
-      template = self._message_template(server_state, client_states, problem)
-      comp_states = jax.vmap(lambda _: alg.compressor.init(template))(
-        jnp.arange(problem.num_clients)
-      )
-    ring = tree.stack_n(alg.server.broadcast(server_state), self.ring_size)
-    return SimState(jnp.zeros((), jnp.int32), server_state, client_states, comp_states, ring)
+    return self._program.init(params, key, problem, (), self.client_steps)
 
   def init(self, params: Any, key: jax.Array) -> SimState:
     """The state before server step 0 (fresh buffers, placed on the mesh).
@@ -334,125 +538,6 @@ class Simulator:
     memory.check(self.memory, self.memory_limit_bytes or memory.available_bytes())
     self._state_shardings = self._shardings(shape)
     return jax.jit(self._init_impl, out_shardings=self._state_shardings)(params, key, self.problem)
-
-  def _message_template(self, server_state, client_states, problem):
-    alg = self.algorithm
-    bcast = alg.server.broadcast(server_state)
-    one_state = tree.gather(client_states, 0)
-    tasks = _all_tasks(problem, self.client_steps, self.max_steps)
-    task = tasks.replace(
-      view=tree.gather(tasks.view, 0),
-      num_steps=tasks.num_steps[0],
-      active=tasks.active[0],
-      client_id=tasks.client_id[0],
-    )
-    shape = jax.eval_shape(alg.client.update, bcast, one_state, task, jax.random.key(0))[0]
-    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shape)
-
-  # ---- the compiled chunk ------------------------------------------------------
-  def _make_chunk_fn(self) -> Callable:
-    alg, max_steps = self.algorithm, self.max_steps
-    client, server, compressor = alg.client, alg.server, alg.compressor
-    record = self.record_params
-    constrain = self._constrain
-    num_blocks = self.num_slots // self.block_size
-
-    def one_client(problem, bcast, cstate, view, key, num_steps, active, cid):
-      task = LocalTask(
-        view=view,
-        shared=problem.shared,
-        num_steps=num_steps,
-        active=active,
-        client_id=cid,
-        loss_fn=problem.loss_fn,
-        sample_fn=problem.sample_fn,
-        max_steps=max_steps,
-      )
-      return client.update(bcast, cstate, task, key)
-
-    def client_block(carry, xb, problem, ring, key_t):
-      """Train one block of arrival slots: gather, vmap, compress, scatter."""
-      clients, comp = carry
-      ids = xb.client_ids
-      bcast = constrain(tree.gather(ring, xb.ring_slot))
-      cstate = constrain(tree.gather(clients, ids))
-      views = constrain(tree.gather(problem.client_views, ids))
-      ckeys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.fold_in(key_t, 0), ids)
-      msgs, new_cstate, cmetrics = jax.vmap(one_client, in_axes=(None, 0, 0, 0, 0, 0, 0, 0))(
-        problem, bcast, cstate, views, ckeys, xb.num_steps, xb.send_mask, ids
-      )
-      msgs, new_cstate = constrain(msgs), constrain(new_cstate)
-      clients = tree.scatter(clients, ids, new_cstate, xb.train_mask)
-      if compressor is None:
-        bits_each = jnp.full(ids.shape, _bits(msgs) / ids.shape[0], jnp.float32)
-      else:
-        kkeys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.fold_in(key_t, 1), ids)
-        msgs, new_comp, bits_each = jax.vmap(compressor.compress)(
-          msgs, tree.gather(comp, ids), kkeys
-        )
-        comp = tree.scatter(comp, ids, new_comp, xb.send_mask)
-      return (clients, comp), (msgs, bits_each, cmetrics)
-
-    def do_step(state: SimState, x: StepInputs, problem: Problem, key: jax.Array):
-      t = state.step
-      key_t = jax.random.fold_in(key, t)
-      ids = x.client_ids
-      carry = (state.clients, state.compressor)
-      if num_blocks == 1:
-        (clients, comp_states), (msgs, bits_each, cmetrics) = client_block(
-          carry, x, problem, state.ring, key_t
-        )
-      else:  # blocks of slots one after another: bounded temporaries for huge M or N.
-        slots = tuple(a.reshape((num_blocks, -1)) for a in x[:-2])
-        (clients, comp_states), out = jax.lax.scan(
-          lambda c, xb: client_block(
-            c, StepInputs(*xb, x.write_slot, x.active), problem, state.ring, key_t
-          ),
-          carry,
-          slots,
-        )
-        msgs, bits_each, cmetrics = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), out)
-        msgs = constrain(msgs)
-      arrivals = Arrivals(
-        client_ids=ids,
-        staleness=x.staleness,
-        mask=x.send_mask,
-        num_steps=x.num_steps,
-        start_broadcast=constrain(tree.gather(state.ring, x.ring_slot)),
-        step=t,
-      )
-      server_state, smetrics = server.update(
-        state.server, msgs, arrivals, jax.random.fold_in(key_t, 2)
-      )
-      new_bcast = server.broadcast(server_state)
-      ring = jax.tree.map(
-        lambda r, b: r.at[x.write_slot].set(b.astype(r.dtype)), state.ring, new_bcast
-      )
-      sent = x.send_mask.astype(jnp.float32)
-      trained = x.train_mask.astype(jnp.float32)
-      metrics = {
-        f'client/{k}': jnp.sum(v * trained) / jnp.maximum(jnp.sum(trained), 1.0)
-        for k, v in cmetrics.items()
-      }
-      metrics.update({f'server/{k}': v for k, v in smetrics.items()})
-      metrics['arrivals'] = jnp.sum(sent)
-      metrics['bits_up'] = jnp.sum(bits_each * sent)
-      metrics['bits_down'] = jnp.sum(sent) * _bits(new_bcast)
-      new_state = SimState(t + 1, server_state, clients, comp_states, ring)
-      out = {'metrics': metrics}
-      if record:
-        out['params'] = server.params(server_state)
-      return new_state, out
-
-    def chunk(state: SimState, inputs: StepInputs, problem: Problem, key: jax.Array):
-      def body(state, x):
-        out_shape = jax.eval_shape(do_step, state, x, problem, key)[1]
-        skip = lambda s: (s, jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), out_shape))
-        return jax.lax.cond(x.active, lambda s: do_step(s, x, problem, key), skip, state)
-
-      return jax.lax.scan(body, state, inputs)
-
-    return chunk
 
   # ---- driving -----------------------------------------------------------------
   def runner(self) -> Callable:
@@ -493,5 +578,5 @@ class Simulator:
 
 
 def _bits(tree_: Any) -> float:
-  """Bits of a pytree sent uncompressed (static)."""
-  return float(sum(x.size * jnp.dtype(x.dtype).itemsize * 8 for x in jax.tree.leaves(tree_)))
+  """Bits of a pytree sent uncompressed (static): 32 per value, afl_jax/compression/_base.py."""
+  return float(dense_bits(tree_))

@@ -38,19 +38,49 @@ def estimate(
   num_slots: int,
   block_size: int,
   num_devices: int,
+  num_replicas: int = 1,
+  problem_axes: Any = None,
 ) -> dict[str, int]:
-  """Bytes by component (abstract shapes in, no allocation)."""
+  """Bytes by component (abstract shapes in, no allocation).
+
+  Args:
+    state_shape: the run's state (for a sweep: stacked over replicas).
+    params_shape: ONE run's params.
+    problem: the placed problem (leaves of a sweep may carry a replica axis).
+    num_slots: arrival slots per step; block_size: slots trained together.
+    num_devices: devices of the mesh; shared data is counted once per device.
+    num_replicas: R runs stepping together (a sweep): the step's temporaries scale with R.
+    problem_axes: for a sweep whose replicas are sharded over the devices, the
+      problem's ``in_axes`` (0 = a per-replica leaf, stored once, not per device).
+  """
   params = nbytes(params_shape)
+  shared = nbytes(problem.shared) * num_devices
+  if problem_axes is not None:
+    axes = jax.tree.leaves(problem_axes.shared, is_leaf=lambda a: a is None)
+    leaves = jax.tree.leaves(problem.shared)
+    shared = sum(nbytes(x) * (1 if a == 0 else num_devices) for x, a in zip(leaves, axes))
   report = {
     'per_client_state': nbytes(state_shape.clients) + nbytes(state_shape.compressor),
     'ring_buffer': nbytes(state_shape.ring),
     'server_state': nbytes(state_shape.server),
-    'client_data': nbytes(problem.client_views) + nbytes(problem.shared) * num_devices,
-    'stacked_messages': num_slots * params,
-    'step_working_set': block_size * params * _COPIES_PER_TRAINED_CLIENT,
+    'client_data': nbytes(problem.client_views) + shared,
+    'stacked_messages': num_replicas * num_slots * params,
+    'step_working_set': num_replicas * block_size * params * _COPIES_PER_TRAINED_CLIENT,
   }
   report['total'] = sum(report.values())
   return report
+
+
+def replicas_that_fit(one: dict[str, int], two: dict[str, int], limit: int) -> int:
+  """The largest R whose analytic total fits in 90% of ``limit`` (R replicas = fixed + R * per).
+
+  ``one`` and ``two`` are :func:`estimate` reports of the same sweep with 1 and 2 replicas.
+  """
+  per = two['total'] - one['total']
+  fixed = one['total'] - per
+  if per <= 0:
+    raise ValueError('a replica must add memory; got estimates that do not grow with R.')
+  return max(int((_SAFETY * limit - fixed) // per), 0)
 
 
 def available_bytes() -> int | None:

@@ -6,16 +6,25 @@ The engine gathers ``client_views`` rows for the arriving clients and passes
 array indexed by per-client ``(offset, size)`` views (the experiment pipeline,
 where client sizes differ a lot and padding every client to the largest would
 waste memory).
+
+Clients of unequal sizes (:func:`from_loss` with a list of per-client pytrees) are
+padded to the largest client with the true sizes kept in the view: a full batch is
+the client's valid rows only, and mini-batches are drawn among the valid rows only,
+so the padding never enters a loss or a gradient. ``Problem.client_sizes`` (host
+ints) is what an example-weighted server needs (``weighting='examples'``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
+
+REDUCTIONS = ('mean', 'sum')
 
 
 @struct.dataclass
@@ -26,6 +35,7 @@ class Problem:
   loss_fn: ``loss_fn(params, batch) -> scalar`` (static).
   sample_fn: ``sample_fn(shared, view, key) -> batch`` for ONE client (static).
   num_clients: N (static).
+  client_sizes: examples per client, a tuple of N ints (static; None if unknown).
   """
 
   client_views: Any
@@ -33,11 +43,42 @@ class Problem:
   loss_fn: Callable[..., jax.Array] = struct.field(pytree_node=False)
   sample_fn: Callable[..., Any] = struct.field(pytree_node=False)
   num_clients: int = struct.field(pytree_node=False)
+  client_sizes: tuple[int, ...] | None = struct.field(pytree_node=False, default=None)
 
 
 def _full_batch(shared, view, key):
   del shared, key
   return view
+
+
+def _stack_ragged(clients: Sequence[Any]) -> tuple[Any, np.ndarray]:
+  """Per-client pytrees with leading axes n_i -> leaves [N, max n_i, ...] (zero-padded)."""
+  if not clients:
+    raise ValueError('client_data must name at least one client; got an empty list.')
+  structure = jax.tree.structure(clients[0])
+  sizes = []
+  for i, c in enumerate(clients):
+    if jax.tree.structure(c) != structure:
+      raise ValueError(
+        f'client {i} has data structure {jax.tree.structure(c)}; client 0 has {structure}.'
+      )
+    rows = {int(np.shape(x)[0]) for x in jax.tree.leaves(c)}
+    if len(rows) != 1:
+      raise ValueError(f'client {i}: every leaf needs the same number of rows; got {sorted(rows)}.')
+    (n_i,) = rows
+    if n_i < 1:
+      raise ValueError(f'client {i} has no rows; every client needs at least one.')
+    sizes.append(n_i)
+  width = max(sizes)
+
+  def pad(*leaves):
+    out = []
+    for x in leaves:
+      x = np.asarray(x)
+      out.append(np.concatenate([x, np.zeros((width - x.shape[0],) + x.shape[1:], x.dtype)]))
+    return np.stack(out)
+
+  return jax.tree.map(pad, *clients), np.asarray(sizes, np.int32)
 
 
 def from_loss(
@@ -46,18 +87,35 @@ def from_loss(
   *,
   full_batch: bool = True,
   batch_size: int | None = None,
+  reduction: str = 'mean',
 ) -> Problem:
-  """A problem from a loss and per-client data stacked on a leading client axis.
+  """A problem from a loss and each client's data.
 
   Args:
     loss_fn: ``loss_fn(params, batch) -> scalar``; ``batch`` has the structure of
-      one client's slice of ``client_data``.
-    client_data: pytree whose leaves have shape ``[N, n_i, ...]`` (equal n_i).
+      one client's rows.
+    client_data: either a pytree whose leaves have shape ``[N, n, ...]`` (every
+      client holds n rows), or a Python ``list`` of N per-client pytrees whose
+      leaves have shape ``[n_i, ...]`` (clients of unequal sizes).
     full_batch: every local step uses the client's whole data (deterministic
       gradients, for verification against closed-form math).
     batch_size: with ``full_batch=False``, each step samples this many rows of the
-      client's data uniformly with replacement.
+      client's own (valid) rows uniformly with replacement.
+    reduction: with unequal sizes and ``full_batch=True``, how ``loss_fn`` reduces
+      over rows ('mean' or 'sum'): the full-batch loss is then computed row by row
+      over the client's valid rows only, ``mean_r`` or ``sum_r`` of
+      ``loss_fn(params, row r)``, which equals ``loss_fn`` on exactly those rows for
+      any loss that is a mean (or sum) of per-row terms.
+
+  Returns:
+    A :class:`Problem` with ``client_sizes`` set.
   """
+  if reduction not in REDUCTIONS:
+    raise ValueError(f'reduction must be one of {REDUCTIONS}; got {reduction!r}.')
+  if not full_batch and (batch_size is None or batch_size < 1):
+    raise ValueError(f'batch_size must be >= 1 when full_batch=False; got {batch_size}.')
+  if isinstance(client_data, list):
+    return _ragged(loss_fn, client_data, full_batch, batch_size, reduction)
   leaves = jax.tree.leaves(client_data)
   if not leaves:
     raise ValueError('client_data must contain at least one array.')
@@ -68,12 +126,10 @@ def from_loss(
         'every leaf of client_data needs the same leading client axis; got '
         f'{[jnp.shape(x) for x in leaves]}.'
       )
+  rows = int(jnp.shape(leaves[0])[1]) if jnp.ndim(leaves[0]) > 1 else 1
   if full_batch:
     sample_fn = _full_batch
   else:
-    if batch_size is None or batch_size < 1:
-      raise ValueError(f'batch_size must be >= 1 when full_batch=False; got {batch_size}.')
-    rows = int(jnp.shape(leaves[0])[1])
 
     def sample_fn(shared, view, key):
       del shared
@@ -81,5 +137,46 @@ def from_loss(
       return jax.tree.map(lambda x: x[idx], view)
 
   return Problem(
-    client_views=client_data, shared=None, loss_fn=loss_fn, sample_fn=sample_fn, num_clients=n
+    client_views=client_data,
+    shared=None,
+    loss_fn=loss_fn,
+    sample_fn=sample_fn,
+    num_clients=n,
+    client_sizes=(rows,) * n,
+  )
+
+
+def _ragged(loss_fn, clients, full_batch, batch_size, reduction) -> Problem:
+  data, sizes = _stack_ragged(clients)
+  views = {'rows': data, 'size': sizes}
+  if full_batch:
+
+    def sample_fn(shared, view, key):
+      del shared, key
+      width = jax.tree.leaves(view['rows'])[0].shape[0]
+      return {'rows': view['rows'], 'valid': jnp.arange(width) < view['size']}
+
+    def masked_loss(params, batch):
+      one = lambda row: loss_fn(params, jax.tree.map(lambda x: x[None], row))
+      per_row = jax.vmap(one)(batch['rows'])
+      valid = batch['valid'].astype(per_row.dtype)
+      total = jnp.sum(jnp.where(batch['valid'], per_row, 0.0))
+      return total / jnp.sum(valid) if reduction == 'mean' else total
+
+    loss = masked_loss
+  else:
+
+    def sample_fn(shared, view, key):
+      del shared
+      idx = jax.random.randint(key, (batch_size,), 0, view['size'])  # valid rows only
+      return jax.tree.map(lambda x: x[idx], view['rows'])
+
+    loss = loss_fn
+  return Problem(
+    client_views=views,
+    shared=None,
+    loss_fn=loss,
+    sample_fn=sample_fn,
+    num_clients=len(clients),
+    client_sizes=tuple(int(s) for s in sizes),
   )

@@ -56,6 +56,11 @@ class LocalTask:
     sample_fn: ``sample_fn(shared, view, key) -> batch`` (static).
     max_steps: the static length of the local ``lax.scan``; steps at index
       ``k >= num_steps`` are masked out.
+    step: int32 scalar, the server step t at which this job's message arrives
+      (None when the task is built outside a run, e.g. for ``ClientRule.init``).
+    start_step: int32 scalar, the server version s the job started from
+      (``t - staleness``; None outside a run). A rule whose client state must be
+      causal (MasFL's c~_i, :mod:`afl_jax.clients.masfl`) reads it.
   """
 
   view: Any
@@ -66,6 +71,8 @@ class LocalTask:
   loss_fn: Callable[..., jax.Array] = struct.field(pytree_node=False)
   sample_fn: Callable[..., Any] = struct.field(pytree_node=False)
   max_steps: int = struct.field(pytree_node=False)
+  step: Any = None
+  start_step: Any = None
 
   def sample(self, key: jax.Array) -> Any:
     """One mini-batch (or the full batch) of this client's data."""
@@ -76,7 +83,15 @@ class LocalTask:
 
     Example: ``jax.vmap(rule.init, in_axes=(None, tasks.batch_axes(), 0))(params, tasks, keys)``.
     """
-    return self.replace(view=0, shared=None, num_steps=0, active=0, client_id=0)
+    return self.replace(
+      view=0,
+      shared=None,
+      num_steps=0,
+      active=0,
+      client_id=0,
+      step=None,
+      start_step=None if self.start_step is None else 0,
+    )
 
   def loss_and_grad(self, params: Params, key: jax.Array) -> tuple[jax.Array, Params]:
     """Loss and gradient at ``params`` on a fresh batch drawn with ``key``."""
@@ -84,7 +99,13 @@ class LocalTask:
 
 
 class Arrivals(NamedTuple):
-  """What the server knows about the messages of one server step (leading axis M)."""
+  """What the server knows about the messages of one server step (leading axis M).
+
+  M is the engine's padded width (a multiple of the device count, at least the
+  schedule's M or, always-on, N): a rule must use only the rows where ``mask`` is
+  True for counts, means and normalizers, never ``mask.shape[0]``. Padded rows hold
+  finite messages (a real client's job), so a 0 weight removes them exactly.
+  """
 
   client_ids: jax.Array  # int32[M]
   staleness: jax.Array  # int32[M], tau = t - start_step
@@ -148,6 +169,14 @@ class Algorithm(NamedTuple):
     client_states)`` for algorithms whose server state depends on every client
     (MasFL's c_i^0); ``tasks`` is a LocalTask batched over all N clients. The
     default initializes each side on its own.
+  prepare: optional host-side ``prepare(algorithm, schedule) -> Algorithm``, run
+    once before any compute (:func:`prepared`) with the algorithm itself (so a
+    ``_replace``d recipe keeps its changes): it rejects a schedule the algorithm
+    cannot honour (raising ``ScheduleError``/``ValueError`` with the reason; AsynFL's
+    continuous training) and sizes state that depends on the schedule (MasFL's
+    per-client history of variates). ``schedule`` may also be a list of schedules
+    (the replicas of a sweep, sharing one compiled program): the result must then
+    suit every one of them. The returned algorithm has ``prepare=None``.
   """
 
   name: str
@@ -156,3 +185,17 @@ class Algorithm(NamedTuple):
   compressor: Any = None
   regime: str = 'per_job'
   init: Callable[..., tuple[ServerState, ClientState]] | None = None
+  prepare: Callable[[Algorithm, Any], Algorithm] | None = None
+
+
+def prepared(algorithm: Algorithm, schedule: Any) -> Algorithm:
+  """``algorithm`` specialized to ``schedule`` (its ``prepare`` hook, if any), on the host.
+
+  Every entry point that runs an algorithm along a schedule calls this first
+  (``afl_jax.core.engine.Simulator`` does), so a schedule the algorithm cannot
+  honour fails before any compute.
+  """
+  if algorithm.prepare is None:
+    return algorithm
+  out = algorithm.prepare(algorithm, schedule)
+  return out._replace(prepare=None)

@@ -16,7 +16,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from afl_jax.data import partition as partition_lib
 from afl_jax.data.base import ArrayDataset
 
 PARTITIONS = ('iid', 'dirichlet', 'shards')
@@ -101,45 +100,34 @@ def make_federated(
   Returns:
     `FederatedData`. Same arguments -> identical arrays.
   """
-  if partition_name not in PARTITIONS:
-    raise ValueError(f'partition_name={partition_name!r} must be one of {PARTITIONS}')
+  from afl_jax.data.layout import federate  # the split and partition live there, once
+
   n = len(dataset.train_y)
   if not 0.0 <= unlabeled_fraction < 1.0:
     raise ValueError(f'unlabeled_fraction={unlabeled_fraction!r} must be in [0, 1)')
-  if not 0 <= unlabeled_size < n:
-    raise ValueError(f'unlabeled_size={unlabeled_size!r} must be in [0, {n - 1}]')
   if unlabeled_fraction and unlabeled_size:
     raise ValueError(
       f'give unlabeled_fraction={unlabeled_fraction} or unlabeled_size={unlabeled_size}, not both'
     )
-  n_unlabeled = unlabeled_size or int(round(unlabeled_fraction * n))
-  rng = np.random.default_rng(seed)
-  perm = rng.permutation(n)
-  unlabeled_idx = np.sort(perm[:n_unlabeled])
-  labeled_idx = np.sort(perm[n_unlabeled:])
-  labels = dataset.train_y[labeled_idx]
-  if partition_name == 'iid':
-    part = partition_lib.iid(labels, num_clients, rng)
-  elif partition_name == 'dirichlet':
-    part = partition_lib.dirichlet(labels, num_clients, alpha, rng, min_size=min_size)
-  else:
-    part = partition_lib.shards(labels, num_clients, shards_per_client, rng)
-  if part.sizes.min() < 1:
-    raise ValueError(
-      f'partition {partition_name!r} left a client without samples (sizes min '
-      f'{part.sizes.min()}); use min_size >= 1 or fewer clients'
-    )
-  norm = normalizer(dataset.train_x)
-  rows = labeled_idx[part.order]
+  layout = federate(
+    dataset,
+    partition_name,
+    num_clients,
+    alpha=alpha,
+    shards_per_client=shards_per_client,
+    min_size=min_size,
+    seed=seed,
+    unlabeled_size=unlabeled_size or int(round(unlabeled_fraction * n)),
+  )
   return FederatedData(
-    x=norm(dataset.train_x[rows]),
-    y=dataset.train_y[rows].astype(np.int32),
-    offsets=part.offsets,
-    sizes=part.sizes,
-    test_x=norm(dataset.test_x),
-    test_y=dataset.test_y.astype(np.int32),
-    unlabeled_x=norm(dataset.train_x[unlabeled_idx]),
-    num_classes=int(dataset.num_classes),
+    x=layout.x[layout.index],
+    y=layout.y[layout.index],
+    offsets=layout.offsets,
+    sizes=layout.sizes,
+    test_x=layout.test_x,
+    test_y=layout.test_y,
+    unlabeled_x=layout.unlabeled_x,
+    num_classes=layout.num_classes,
   )
 
 

@@ -65,7 +65,11 @@ def _check_labels(labels: np.ndarray) -> np.ndarray:
 
 
 def _check_num_clients(num_clients: int, n: int, per_client: int = 1) -> None:
-  if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
+  if (
+    isinstance(num_clients, bool)
+    or not isinstance(num_clients, (int, np.integer))
+    or num_clients < 1
+  ):
     raise ValueError(f'num_clients={num_clients!r} must be an integer >= 1')
   if num_clients * per_client > n:
     limit = n // per_client
@@ -125,6 +129,8 @@ def dirichlet(
   if not isinstance(min_size, (int, np.integer)) or min_size < 0:
     raise ValueError(f'min_size={min_size!r} must be an integer >= 0')
   _check_num_clients(num_clients, n, max(min_size, 1))
+  if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.number)):
+    raise ValueError(f'alpha={alpha!r} must be a finite number > 0')
   if not np.isfinite(alpha) or alpha <= 0:
     raise ValueError(f'alpha={alpha!r} must be a finite number > 0')
   rng = np.random.default_rng(rng)
@@ -149,9 +155,16 @@ def shards(
   """Label-sorted shards dealt at random, ``shards_per_client`` per client."""
   labels = _check_labels(labels)
   n = len(labels)
-  if not isinstance(shards_per_client, (int, np.integer)) or shards_per_client < 1:
+  if (
+    isinstance(shards_per_client, bool)
+    or not isinstance(shards_per_client, (int, np.integer))
+    or shards_per_client < 1
+  ):
     raise ValueError(f'shards_per_client={shards_per_client!r} must be an integer >= 1')
-  _check_num_clients(num_clients, n, shards_per_client)
+  try:
+    _check_num_clients(num_clients, n, shards_per_client)
+  except ValueError as e:
+    raise ValueError(f'{e} (shards_per_client={shards_per_client})') from None
   rng = np.random.default_rng(rng)
   num_shards = num_clients * shards_per_client
   shuffled = rng.permutation(n)

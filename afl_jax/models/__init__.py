@@ -16,13 +16,13 @@ import numpy as np
 from afl_jax.models.cnn import CNN
 from afl_jax.models.resnet import BasicBlock, ResNet18
 from afl_jax.models.simple import MLP, LogisticRegression
+from afl_jax.registry import Registry
 
-MODELS: dict[str, type[nn.Module]] = {
-  'logreg': LogisticRegression,
-  'mlp': MLP,
-  'cnn': CNN,
-  'resnet18': ResNet18,
-}
+MODELS = Registry('model')
+MODELS.register('logreg', LogisticRegression)
+MODELS.register('mlp', MLP)
+MODELS.register('cnn', CNN)
+MODELS.register('resnet18', ResNet18)
 
 
 def get_model(name: str, num_classes: int, **kwargs: Any) -> nn.Module:
@@ -31,9 +31,7 @@ def get_model(name: str, num_classes: int, **kwargs: Any) -> nn.Module:
   Raises:
     ValueError: for an unknown name (the message lists the valid names).
   """
-  if name not in MODELS:
-    raise ValueError(f'unknown model name={name!r}; valid names: {sorted(MODELS)}')
-  return MODELS[name](num_classes=num_classes, **kwargs)
+  return MODELS.get(name)(num_classes=num_classes, **kwargs)
 
 
 def count_params(params: Any) -> int:

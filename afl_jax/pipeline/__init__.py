@@ -1,15 +1,26 @@
 """The experiment pipeline: one straight path from a config to results.
 
 ``build(config) -> Run`` (validated once), then a loop that only runs, evaluates,
-checkpoints and writes. Modules (being rebuilt; see issue 13):
+checkpoints and writes::
 
-  config      the default config and one validator per section
+  run = afl_jax.pipeline.build(config)
+  summary = afl_jax.pipeline.train_and_evaluate(config, workdir)
+
+Modules:
+
+  config      the default config, one validator per section, hyperparameter helpers
   build       build(config) -> Run (data, model, schedule, algorithm, problem, evaluator)
-  task        the task loss and the evaluator
+  task        the task loss, the federated problem layout and the evaluator
   loop        the train loop (train_and_evaluate)
   checkpoint  checkpoints, the config fingerprint, resume refusal and fallback
   metrics_io  metrics.jsonl (strict JSON, torn-line repair) and TensorBoard writers
   sweep       sweeps declared in config.sweep, many runs per compile
   tuning      the tuning protocol: validation selection, edge flags, paired comparison
   plotting    plots of metrics
+  devices     the CPU device split, chosen by scripts
 """
+
+from afl_jax.pipeline.build import Run, build
+from afl_jax.pipeline.loop import NonFiniteError, train_and_evaluate
+
+__all__ = ['NonFiniteError', 'Run', 'build', 'train_and_evaluate']

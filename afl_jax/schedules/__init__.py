@@ -1,4 +1,9 @@
-"""Delay models computed up front as arrays (see :mod:`afl_jax.schedules.schedule`)."""
+"""Delay models computed up front as arrays (see :mod:`afl_jax.schedules.schedule`).
+
+Every delay model is reachable by name from ``SCHEDULES``
+(:mod:`afl_jax.schedules.registry`), including FedEcho's Table 1
+(:mod:`afl_jax.schedules.fedecho_table1`).
+"""
 
 from afl_jax.schedules.builders import (
   fedbuff,
@@ -9,18 +14,23 @@ from afl_jax.schedules.builders import (
 )
 from afl_jax.schedules.durations import CLIENT_SPEEDS, Durations, speed_factors
 from afl_jax.schedules.durations import make as durations
+from afl_jax.schedules.registry import SCHEDULES, ScheduleContext, make_durations, parse_params
 from afl_jax.schedules.schedule import Schedule, ScheduleError, from_arrays, load
 
 __all__ = [
   'CLIENT_SPEEDS',
+  'SCHEDULES',
   'Durations',
   'Schedule',
+  'ScheduleContext',
   'ScheduleError',
   'durations',
   'fedbuff',
   'from_arrays',
   'fully_async',
   'load',
+  'make_durations',
+  'parse_params',
   'random_staleness',
   'speed_factors',
   'synchronous',

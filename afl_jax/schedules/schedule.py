@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import zipfile
+import zlib
 from typing import Any
 
 import numpy as np
@@ -21,6 +23,8 @@ import numpy as np
 from afl_jax.errors import UserError
 
 SCHEDULE_FORMAT_VERSION = 1
+INDEX_DTYPE = np.int32  # client ids, start steps and local steps are stored as int32
+_INDEX_MAX = int(np.iinfo(INDEX_DTYPE).max)
 
 
 class ScheduleError(UserError):
@@ -29,6 +33,19 @@ class ScheduleError(UserError):
 
 def _first_bad(mask: np.ndarray) -> tuple[int, ...]:
   return tuple(int(v) for v in np.argwhere(mask)[0])
+
+
+def _count(name: str, value: Any, minimum: int = 1) -> int:
+  """An integer count (num_clients, a scalar local_steps); never cast silently."""
+  arr = np.asarray(value)
+  if arr.ndim != 0 or arr.dtype == np.bool_ or arr.dtype.kind not in 'iuf':
+    raise ScheduleError(f'{name} must be an integer; got {value!r}.')
+  x = arr.item()
+  if isinstance(x, float) and (not np.isfinite(x) or x != int(x)):
+    raise ScheduleError(f'{name} must be an integer; got {value!r} (not cast silently).')
+  if not minimum <= int(x) <= _INDEX_MAX:
+    raise ScheduleError(f'{name} must be in [{minimum}, {_INDEX_MAX}] (int32); got {x!r}.')
+  return int(x)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -54,11 +71,13 @@ class Schedule:
   def __post_init__(self):
     set_ = lambda k, v: object.__setattr__(self, k, v)
     for name in ('client_ids', 'start_step', 'local_steps', 'mask'):
-      arr = np.asarray(getattr(self, name))
+      arr = _array(name, getattr(self, name))
       if arr.ndim != 2:
         raise ScheduleError(f'{name} must be a 2-D array [T, M]; got shape {arr.shape}.')
-      if name != 'mask' and arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise ScheduleError(f'{name} must hold integers; got dtype {arr.dtype}.')
+      if name != 'mask' and not np.issubdtype(arr.dtype, np.integer):
+        raise ScheduleError(
+          f'{name} must hold integers; got dtype {arr.dtype} (values are not cast silently).'
+        )
       set_(name, arr)
     shape = self.client_ids.shape
     for name in ('start_step', 'local_steps', 'mask'):
@@ -70,10 +89,16 @@ class Schedule:
     if shape[0] < 1 or shape[1] < 1:
       raise ScheduleError(f'a schedule needs T >= 1 steps and M >= 1 slots; got shape {shape}.')
     if self.mask.dtype != np.bool_:
-      if not np.isin(self.mask, (0, 1)).all():
-        raise ScheduleError('mask must be boolean (or 0/1).')
+      if not np.issubdtype(self.mask.dtype, np.integer) or not np.isin(self.mask, (0, 1)).all():
+        raise ScheduleError(f'mask must be boolean (or integer 0/1); got dtype {self.mask.dtype}.')
       set_('mask', self.mask.astype(bool))
-    wall = np.asarray(self.wall_clock, dtype=np.float64)
+    try:
+      wall = np.asarray(self.wall_clock)
+      if wall.dtype == np.bool_ or wall.dtype.kind not in 'iuf':
+        raise TypeError(f'dtype {wall.dtype}')
+      wall = wall.astype(np.float64)
+    except (TypeError, ValueError) as e:
+      raise ScheduleError(f'wall_clock must hold real numbers; got {e}.') from None
     if wall.shape != (shape[0],):
       raise ScheduleError(f'wall_clock must have shape ({shape[0]},); got {wall.shape}.')
     if not np.isfinite(wall).all():
@@ -84,9 +109,7 @@ class Schedule:
         f'{_first_bad(np.diff(wall) < 0)[0]}.'
       )
     set_('wall_clock', wall)
-    n = int(self.num_clients)
-    if n < 1:
-      raise ScheduleError(f'num_clients must be >= 1; got {self.num_clients}.')
+    n = _count('num_clients', self.num_clients)
     set_('num_clients', n)
     m = self.mask
     ids = np.where(m, self.client_ids, 0)
@@ -105,11 +128,16 @@ class Schedule:
         f'start_step[{t}, {j}] = {self.start_step[t, j]} is invalid; an '
         f'arrival at step t={t} must have 0 <= start_step <= t.'
       )
-    bad = m & (self.local_steps < 1)
+    bad = m & ((self.local_steps < 1) | (self.local_steps > _INDEX_MAX))
     if bad.any():
       t, j = _first_bad(bad)
       raise ScheduleError(
-        f'local_steps[{t}, {j}] = {self.local_steps[t, j]} is invalid; local steps must be >= 1.'
+        f'local_steps[{t}, {j}] = {self.local_steps[t, j]} is invalid; local steps must be in '
+        f'[1, {_INDEX_MAX}] (int32).'
+      )
+    if shape[0] > _INDEX_MAX:
+      raise ScheduleError(
+        f'a schedule may have at most {_INDEX_MAX} steps (int32); got {shape[0]}.'
       )
     # Duplicate ids among the valid arrivals of one step.
     keyed = np.where(m, ids, -1 - np.arange(shape[1])[None, :])
@@ -220,29 +248,65 @@ def load(path: str | os.PathLike) -> Schedule:
 
   A trace needs the arrays ``client_ids``, ``start_step`` and ``num_clients``;
   ``local_steps`` (default 1), ``mask`` (default all True) and ``wall_clock``
-  (default the step index) are optional.
+  (default the step index) are optional. Nothing is unpickled.
+
+  Raises:
+    ScheduleError: naming the file, when it is missing, not an .npz archive,
+      truncated or corrupt, holds object arrays, lacks a required array, has an
+      unknown ``format_version`` or any entry the :class:`Schedule` rules reject
+      (values are never cast silently).
   """
+  path = os.fspath(path)
   try:
     with np.load(path, allow_pickle=False) as f:
+      if not isinstance(f, np.lib.npyio.NpzFile):
+        raise ValueError('not an .npz archive')
       arrays = {k: f[k] for k in f.files}
-  except (OSError, ValueError) as e:
-    raise ScheduleError(f'cannot read schedule file {path}: {e}') from e
-  version = int(arrays.pop('format_version', SCHEDULE_FORMAT_VERSION))
-  if version > SCHEDULE_FORMAT_VERSION:
+  except FileNotFoundError:
+    raise ScheduleError(f'cannot read schedule file {path}: file not found.') from None
+  except AttributeError:  # np.load returned an ndarray (an .npy file): no context manager
     raise ScheduleError(
-      f'{path}: format_version {version} is newer than this library ({SCHEDULE_FORMAT_VERSION}).'
-    )
+      f'cannot read schedule file {path}: not an .npz archive written by Schedule.save.'
+    ) from None
+  except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+    raise ScheduleError(f'cannot read schedule file {path}: {e} (truncated or corrupt?).') from None
+  if 'format_version' in arrays:
+    try:
+      version = _count('format_version', arrays.pop('format_version'))
+    except ScheduleError as e:
+      raise ScheduleError(f'{path}: {e}') from None
+    if version != SCHEDULE_FORMAT_VERSION:
+      raise ScheduleError(
+        f'{path}: format_version {version} is not supported (this library reads version '
+        f'{SCHEDULE_FORMAT_VERSION}).'
+      )
   for required in ('client_ids', 'start_step', 'num_clients'):
     if required not in arrays:
       raise ScheduleError(f'{path}: missing array {required!r}; found {sorted(arrays)}.')
-  return from_arrays(
-    arrays['client_ids'],
-    arrays['start_step'],
-    local_steps=arrays.get('local_steps'),
-    mask=arrays.get('mask'),
-    wall_clock=arrays.get('wall_clock'),
-    num_clients=int(arrays['num_clients']),
-  )
+  unknown = sorted(set(arrays) - set(_ARRAYS))
+  if unknown:
+    raise ScheduleError(f'{path}: unknown arrays {unknown}; a schedule holds {list(_ARRAYS)}.')
+  try:
+    return from_arrays(
+      arrays['client_ids'],
+      arrays['start_step'],
+      local_steps=arrays.get('local_steps'),
+      mask=arrays.get('mask'),
+      wall_clock=arrays.get('wall_clock'),
+      num_clients=arrays['num_clients'],
+    )
+  except ScheduleError as e:
+    raise ScheduleError(f'{path}: {e}') from None
+
+
+def _array(name: str, x: Any) -> np.ndarray:
+  try:
+    return np.asarray(x)
+  except (TypeError, ValueError) as e:  # ragged nested lists
+    raise ScheduleError(f'{name} must be a rectangular array; got {e}.') from None
+
+
+_ARRAYS = ('client_ids', 'start_step', 'local_steps', 'mask', 'wall_clock', 'num_clients')
 
 
 def from_arrays(
@@ -256,30 +320,43 @@ def from_arrays(
   """A schedule from explicit arrays (lists are fine), for replay and verification.
 
   Args:
-    client_ids: [T, M] arriving client ids.
-    start_step: [T, M] version each arrival started from.
-    local_steps: [T, M] or a scalar (default 1).
+    client_ids: [T, M] arriving client ids (a 1-D [T] array means M = 1).
+    start_step: [T, M] version each arrival started from ([T] when M = 1).
+    local_steps: [T, M] or a scalar integer (default 1).
     mask: [T, M] validity (default all True).
     wall_clock: [T] (default 0, 1, ..., T-1).
     num_clients: N (default max id + 1).
+
+  Raises:
+    ScheduleError: on any entry the :class:`Schedule` rules reject; floats with a
+      fractional part, values outside int32 and mismatched shapes are never cast.
   """
-  client_ids = np.asarray(client_ids)
+  client_ids = _array('client_ids', client_ids)
   if client_ids.ndim == 1:
     client_ids = client_ids[:, None]
-  start_step = (
-    np.asarray(start_step).reshape(client_ids.shape)
-    if np.ndim(start_step) == 1 and client_ids.shape[1] == 1
-    else np.asarray(start_step)
-  )
+  start_step = _array('start_step', start_step)
+  if start_step.ndim == 1 and client_ids.ndim == 2 and client_ids.shape[1] == 1:
+    if start_step.shape[0] != client_ids.shape[0]:
+      raise ScheduleError(
+        f'start_step has shape {start_step.shape} but client_ids has {client_ids.shape}.'
+      )
+    start_step = start_step[:, None]
   if local_steps is None:
     local_steps = 1
-  local_steps = np.asarray(local_steps)
+  local_steps = _array('local_steps', local_steps)
   if local_steps.ndim == 0:
-    local_steps = np.full(client_ids.shape, int(local_steps), np.int32)
-  mask = np.ones(client_ids.shape, bool) if mask is None else np.asarray(mask)
-  t = client_ids.shape[0]
+    local_steps = np.full(client_ids.shape, _count('local_steps', local_steps), np.int32)
+  mask = np.ones(client_ids.shape, bool) if mask is None else _array('mask', mask)
+  t = client_ids.shape[0] if client_ids.ndim else 0
   wall_clock = np.arange(t, dtype=np.float64) if wall_clock is None else wall_clock
   if num_clients is None:
-    valid = client_ids[mask.astype(bool)] if mask.shape == client_ids.shape else client_ids
-    num_clients = int(valid.max()) + 1 if valid.size else 1
+    if client_ids.ndim != 2 or not np.issubdtype(client_ids.dtype, np.integer):
+      num_clients = 1  # the Schedule rules reject the ids with the precise reason
+    else:
+      ok = mask.shape == client_ids.shape and (
+        mask.dtype == np.bool_
+        or (np.issubdtype(mask.dtype, np.integer) and np.isin(mask, (0, 1)).all())
+      )
+      valid = client_ids[mask.astype(bool)] if ok else client_ids
+      num_clients = int(valid.max()) + 1 if valid.size else 1
   return Schedule(client_ids, start_step, local_steps, mask, wall_clock, num_clients)

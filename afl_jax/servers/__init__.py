@@ -1,5 +1,6 @@
 """Server (aggregation) rules."""
 
+from afl_jax.servers.fedac import fedac
 from afl_jax.servers.fedasync import fedasync, staleness_function
 from afl_jax.servers.fedecho import fedecho
 from afl_jax.servers.fedfa import fedfa
@@ -14,6 +15,7 @@ from afl_jax.servers.fedgm import (
 )
 from afl_jax.servers.fednova import nova, nova_scales
 from afl_jax.servers.masfl import adamasfl_server, masfl_server
+from afl_jax.servers.port import port
 from afl_jax.servers.pseudo_gradient import aggregate, fedavg, fedbuff, optimizer_server
 
 __all__ = [
@@ -38,3 +40,4 @@ __all__ += [
   'stagewise_constant',
 ]
 __all__ += ['adamasfl_server', 'masfl_server']
+__all__ += ['fedac', 'port']

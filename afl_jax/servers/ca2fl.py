@@ -25,10 +25,10 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 
-from afl_jax.core import tree
+from afl_jax.core import checks, tree
 from afl_jax.core.types import Arrivals, Params, ServerRule, unchanged_if_no_arrival
+from afl_jax.servers import weighting as weighting_lib
 
 
 class CA2FLState(NamedTuple):
@@ -43,16 +43,26 @@ def init_state(params: Params, num_clients: int) -> CA2FLState:
   return CA2FLState(params, tree.zeros_like(tree.stack_n(params, num_clients)))
 
 
-def ca2fl(server_lr: float = 1.0, *, num_clients: int | None = None) -> ServerRule:
+def ca2fl(
+  server_lr: float = 1.0,
+  *,
+  num_clients: int | None = None,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
+) -> ServerRule:
   """The CA2FL server.
 
   Args:
     server_lr: eta, the global learning rate (> 0).
     num_clients: N, needed by ``init(params)`` for the cache; the registry's
       ``'ca2fl'`` builds the state with :func:`init_state` from the problem's N.
+    weighting: 'uniform' (default, Alg. 1's ``1/N`` and ``1/|S_t|``) or 'examples':
+      ``sum_i p_i h_i`` with ``p_i = n_i / sum_j n_j`` and the calibration weighted
+      by ``n_i / sum_{S_t} n_j`` (:mod:`afl_jax.servers.weighting`).
+    client_sizes: int[N] examples per client, for ``weighting='examples'``.
   """
-  if not server_lr > 0:
-    raise ValueError(f'server_lr (eta) must be > 0; got {server_lr}.')
+  sizes = weighting_lib.check(weighting, client_sizes, num_clients)
+  checks.positive('server_lr (eta)', server_lr)
 
   def init(params: Params) -> CA2FLState:
     if num_clients is None:
@@ -68,8 +78,11 @@ def ca2fl(server_lr: float = 1.0, *, num_clients: int | None = None) -> ServerRu
     del key
     mask, ids = arrivals.mask, arrivals.client_ids
     n = jax.tree.leaves(state.cache)[0].shape[0]
-    h_mean = tree.weighted_sum(state.cache, jnp.full((n,), 1.0 / n))
-    calibration = tree.masked_mean(tree.sub(messages, tree.gather(state.cache, ids)), mask)
+    h_mean = tree.weighted_sum(state.cache, weighting_lib.client_weights(n, sizes))
+    calibration = tree.weighted_sum(
+      tree.sub(messages, tree.gather(state.cache, ids)),
+      weighting_lib.row_weights(arrivals, sizes=sizes),
+    )
     v = tree.add(h_mean, calibration)
     new = CA2FLState(
       tree.axpy(-server_lr, v, state.params), tree.scatter(state.cache, ids, messages, mask)

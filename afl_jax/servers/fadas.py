@@ -41,8 +41,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from afl_jax.core import tree
+from afl_jax.core import checks, tree
 from afl_jax.core.types import Arrivals, Params, ServerRule, unchanged_if_no_arrival
+from afl_jax.servers import weighting as weighting_lib
 
 DELAY_RULES = ('min_inverse', 'divide')
 
@@ -110,6 +111,8 @@ def fadas(
   tau_c: int = 1,
   delay_rule: str = 'min_inverse',
   bias_correction: bool = False,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> ServerRule:
   """The FADAS server.
 
@@ -121,14 +124,15 @@ def fadas(
     tau_c: the delay threshold (>= 0), in the library's staleness convention.
     delay_rule: 'min_inverse' or 'divide'.
     bias_correction: Adam-style corrections (the authors' code), off in the paper.
+    weighting: 'uniform' (default, the paper's mean) or 'examples' (client i
+      weighted by ``client_sizes[i]``, :mod:`afl_jax.servers.weighting`).
+    client_sizes: int[N] examples per client, for ``weighting='examples'``.
   """
-  if not server_lr > 0:
-    raise ValueError(f'server_lr (eta) must be > 0; got {server_lr}.')
-  for name, b in (('beta1', beta1), ('beta2', beta2)):
-    if not 0 <= b < 1:
-      raise ValueError(f'{name} must be in [0, 1); got {b}.')
-  if not epsilon > 0:
-    raise ValueError(f'epsilon must be > 0; got {epsilon}.')
+  sizes = weighting_lib.check(weighting, client_sizes)
+  checks.positive('server_lr (eta)', server_lr)
+  checks.in_range('beta1', beta1, 0.0, 1.0, high_open=True)
+  checks.in_range('beta2', beta2, 0.0, 1.0, high_open=True)
+  checks.positive('epsilon', epsilon)
   if not (isinstance(tau_c, int) and tau_c >= 0):
     raise ValueError(f'tau_c must be an integer >= 0; got {tau_c!r}.')
   if delay_rule not in DELAY_RULES:
@@ -143,7 +147,7 @@ def fadas(
   ) -> tuple[FADASState, dict[str, Any]]:
     del key
     mask = arrivals.mask
-    g = tree.masked_mean(messages, mask)
+    g = tree.weighted_sum(messages, weighting_lib.row_weights(arrivals, sizes=sizes))
     direction, opt_state = opt.update(g, state.opt_state)
     tau_max = jnp.max(jnp.where(mask, arrivals.staleness, 0))
     eta = (

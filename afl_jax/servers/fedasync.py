@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from afl_jax.core import tree
+from afl_jax.core import checks, tree
 from afl_jax.core.types import ServerRule
 
 STALENESS_FUNCTIONS = ('constant', 'polynomial', 'hinge')
@@ -39,12 +39,11 @@ def staleness_function(
   if kind == 'constant':
     return lambda tau: jnp.ones_like(tau)
   if kind == 'polynomial':
-    if not a >= 0:
-      raise ValueError(f'polynomial staleness exponent a must be >= 0; got {a}.')
+    checks.non_negative('polynomial staleness exponent a', a)
     return lambda tau: (1.0 + tau) ** (-a)
   if kind == 'hinge':
-    if not (a > 0 and b >= 0):
-      raise ValueError(f'hinge staleness needs a > 0 and b >= 0; got a={a}, b={b}.')
+    checks.positive('hinge staleness a', a)
+    checks.non_negative('hinge staleness b', b)
     return lambda tau: jnp.where(tau <= b, 1.0, 1.0 / (a * (tau - b) + 1.0))
   raise ValueError(f'staleness function {kind!r} is unknown; valid: {STALENESS_FUNCTIONS}.')
 
@@ -59,8 +58,7 @@ def fedasync(
     staleness: 'constant', 'polynomial' or 'hinge'.
     a, b: parameters of the staleness function.
   """
-  if not 0 < alpha <= 1:
-    raise ValueError(f'alpha must be in (0, 1]; got {alpha}.')
+  checks.in_range('alpha', alpha, 0.0, 1.0, low_open=True)
   s = staleness_function(staleness, a, b)
 
   def init(params):
@@ -75,7 +73,8 @@ def fedasync(
     def mix(x, item):
       x_local, w, valid = item
       w = jnp.where(valid, w, 0.0)
-      return jax.tree.map(lambda g, c: ((1 - w) * g + w * c).astype(g.dtype), x, x_local), w
+      mixed = jax.tree.map(lambda g, c: ((1 - w) * g + w * c).astype(g.dtype), x, x_local)
+      return tree.where(valid, mixed, x), w  # a padded slot never touches x
 
     params, used = jax.lax.scan(mix, state.params, (local, weights, arrivals.mask))
     return FedAsyncState(params), {

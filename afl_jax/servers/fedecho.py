@@ -38,10 +38,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from afl_jax.core import tree
+from afl_jax.core import checks, tree
 from afl_jax.core.types import ServerRule, unchanged_if_no_arrival
 from afl_jax.schedules.schedule import Schedule
 from afl_jax.servers import distillation
+from afl_jax.servers import weighting as weighting_lib
 from afl_jax.servers.pseudo_gradient import aggregate
 
 ALPHA_MODES = ('dynamic', 'fixed')
@@ -66,16 +67,15 @@ def distill_optimizer(
   """
   if kind not in DISTILL_OPTIMIZERS:
     raise ValueError(f'optimizer must be one of {DISTILL_OPTIMIZERS}; got {kind!r}.')
-  if not learning_rate > 0:
-    raise ValueError(f'distill_lr must be > 0; got {learning_rate}.')
-  if not clip_norm > 0:
+  checks.positive('distill_lr', learning_rate)
+  if not checks.is_traced(clip_norm) and not clip_norm > 0:  # inf = no clipping
     raise ValueError(f'clip_norm (nu) must be > 0 (inf = no clipping); got {clip_norm}.')
   base = (
     optax.adam(learning_rate, b1=0.9, b2=0.999, eps=1e-8)
     if kind == 'adam'
     else optax.sgd(learning_rate)
   )
-  if np.isinf(clip_norm):
+  if not checks.is_traced(clip_norm) and np.isinf(clip_norm):
     return base
   return optax.chain(optax.clip_by_global_norm(clip_norm), base)
 
@@ -102,8 +102,7 @@ def _check(
     raise ValueError(f'unlabeled_x must be an array [|U|, ...] with |U| >= 1; got shape {shape}.')
   if int(num_clients) != num_clients or num_clients < 1:
     raise ValueError(f'num_clients must be an integer >= 1; got {num_clients!r}.')
-  if not server_lr > 0:
-    raise ValueError(f'server_lr (eta_g) must be > 0; got {server_lr}.')
+  checks.positive('server_lr (eta_g)', server_lr)
   if int(distill_steps) != distill_steps or distill_steps < 0:
     raise ValueError(f'distill_steps (Q) must be an integer >= 0; got {distill_steps!r}.')
   if distill_batch is not None and not (
@@ -115,12 +114,11 @@ def _check(
     )
   if alpha_mode not in ALPHA_MODES:
     raise ValueError(f'alpha_mode must be one of {ALPHA_MODES}; got {alpha_mode!r}.')
-  if not 0 <= alpha_min <= alpha_max <= 1:
+  if not checks.is_traced(alpha_min + alpha_max) and not 0 <= alpha_min <= alpha_max <= 1:
     raise ValueError(
       f'need 0 <= alpha_min <= alpha_max <= 1; got alpha_min={alpha_min}, alpha_max={alpha_max}.'
     )
-  if not 0 <= alpha <= 1:
-    raise ValueError(f'alpha must be in [0, 1]; got {alpha}.')
+  checks.in_range('alpha', alpha, 0.0, 1.0)
   if teacher not in distillation.TEACHERS:
     raise ValueError(f'teacher must be one of {distillation.TEACHERS}; got {teacher!r}.')
   return shape[0]
@@ -148,6 +146,8 @@ def fedecho(
   alpha: float = 0.5,
   teacher: str = 'logits',
   reset_distill_state: bool = False,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> ServerRule:
   """FedEcho's server rule (Alg. 1 lines 4-5 and 9-17).
 
@@ -167,7 +167,12 @@ def fedecho(
     teacher: 'logits' (mean logits, Alg. 1 line 14) or 'probs' (mean probabilities).
     reset_distill_state: re-initialize the distillation optimizer every server step
       instead of carrying it across steps.
+    weighting: the FedBuff step's mean, 'uniform' (default, Alg. 1 line 10) or
+      'examples' (by ``client_sizes``, :mod:`afl_jax.servers.weighting`); the teacher
+      stays the plain mean of the stored logits (Alg. 1 line 14).
+    client_sizes: int[N] examples per client, for ``weighting='examples'``.
   """
+  sizes = weighting_lib.check(weighting, client_sizes, num_clients)
   num_u = _check(
     apply_fn,
     unlabeled_x,
@@ -246,7 +251,7 @@ def fedecho(
 
   def update(state, messages, arrivals, key):
     logits, reported = store_logits(state, messages, arrivals)
-    g = aggregate(messages, arrivals)
+    g = aggregate(messages, arrivals, sizes=sizes)
     updates, opt_state = server_opt.update(g, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     metrics = {

@@ -43,8 +43,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from afl_jax.core import tree
+from afl_jax.core import checks, tree
 from afl_jax.core.types import Arrivals, EmptyState, ServerRule
+from afl_jax.servers import weighting as weighting_lib
 
 MODES = ('param', 'delta')
 
@@ -57,6 +58,7 @@ class FedFaState(NamedTuple):
   deltas: Any  # [K, ...] buffered messages Delta (delta mode, or param mode with scales)
   num_steps: jax.Array  # int32[K], local steps behind each buffered message
   count: jax.Array  # int32 scalar, valid arrivals received so far (n)
+  sizes: Any = EmptyState()  # float[K] examples behind each message ('examples'), else empty
 
 
 def _ring(params: Any, size: int) -> Any:
@@ -75,7 +77,9 @@ def fedfa(
   *,
   aggregate_on_fill: bool = False,
   sliding: bool = True,
-  message_scales: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
+  message_scales: Callable[..., jax.Array] | None = None,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> ServerRule:
   """FedFa's server, Alg. 1 with eq. (3) (``mode='param'``) or eq. (4) (``mode='delta'``).
 
@@ -88,7 +92,12 @@ def fedfa(
     sliding: False = aggregate only after K new arrivals replaced the whole window
       (FedBuff with buffer K); the first full window always aggregates then.
     message_scales: optional ``f(num_steps[K], mask[K]) -> float[K]`` applied to the
-      windowed messages at aggregation (FedNova: ``nova_scales``).
+      windowed messages at aggregation (FedNova: ``nova_scales``); with
+      ``weighting='examples'`` it is called as ``f(num_steps, mask, weights)``.
+    weighting: 'uniform' (default: the paper's ``1/K`` over the window) or
+      'examples': windowed item k weighted by ``n_k / sum_{window} n_j``, where
+      ``n_k`` is the size of the client that sent it (:mod:`afl_jax.servers.weighting`).
+    client_sizes: int[N] examples per client, for ``weighting='examples'``.
 
   Returns:
     A :class:`~afl_jax.core.types.ServerRule` with state :class:`FedFaState`.
@@ -101,8 +110,7 @@ def fedfa(
     raise ValueError(f'window_size must be an integer >= 1; got {window_size!r}.')
   if mode not in MODES:
     raise ValueError(f'mode must be one of {MODES}; got {mode!r}.')
-  if not server_lr > 0:
-    raise ValueError(f'server_lr must be > 0; got {server_lr}.')
+  checks.positive('server_lr', server_lr)
   if mode == 'param' and server_lr != 1.0:
     raise ValueError(
       f"server_lr applies to mode='delta' only (eq. (3) has no step size); "
@@ -111,6 +119,7 @@ def fedfa(
   if message_scales is not None and not callable(message_scales):
     raise ValueError(f'message_scales must be callable or None; got {message_scales!r}.')
   k_size = window_size
+  sizes = weighting_lib.check(weighting, client_sizes)
   keep_models = mode == 'param'
   keep_deltas = mode == 'delta' or message_scales is not None
   first_aggregation = k_size - 1 if aggregate_on_fill else k_size
@@ -122,23 +131,27 @@ def fedfa(
       deltas=_ring(params, k_size) if keep_deltas else EmptyState(),
       num_steps=jnp.zeros((k_size,), jnp.int32),
       count=jnp.zeros((), jnp.int32),
+      sizes=EmptyState() if sizes is None else jnp.zeros((k_size,), jnp.result_type(float)),
     )
 
-  def aggregate(params, models, deltas, num_steps):
+  def aggregate(params, models, deltas, num_steps, item_sizes):
     """The model after aggregating a full window (eq. (3) or eq. (4))."""
-    if message_scales is None:
-      scales = None
+    full = jnp.ones((k_size,), bool)
+    if sizes is None:
+      uniform = jnp.full((k_size,), 1.0 / k_size, jnp.result_type(float))
+      scales = None if message_scales is None else message_scales(num_steps, full)
     else:
-      scales = message_scales(num_steps, jnp.ones((k_size,), bool))
-    uniform = jnp.full((k_size,), 1.0 / k_size, jnp.result_type(float))
+      uniform = item_sizes / jnp.sum(item_sizes)  # n_k / sum_window n_j
+      scales = None if message_scales is None else message_scales(num_steps, full, uniform)
+    share = (lambda v: v / k_size) if sizes is None else (lambda v: v * uniform)
     if mode == 'delta':
-      weights = uniform if scales is None else scales / k_size
+      weights = uniform if scales is None else share(scales)
       return tree.axpy(-server_lr, tree.weighted_sum(deltas, weights), params)
     mean_model = tree.weighted_sum(models, uniform)
     if scales is None:
       return jax.tree.map(lambda m, p: m.astype(p.dtype), mean_model, params)
     # mean(x_start - s * Delta) = mean(w_k) + mean((1 - s) * Delta).
-    correction = tree.weighted_sum(deltas, (1.0 - scales) / k_size)
+    correction = tree.weighted_sum(deltas, share(1.0 - scales))
     return jax.tree.map(lambda m, c, p: (m + c).astype(p.dtype), mean_model, correction, params)
 
   def should_aggregate(n):
@@ -150,16 +163,28 @@ def fedfa(
     del key
 
     def one_arrival(s: FedFaState, item):
-      delta, start, steps, valid = item
+      delta, start, steps, cid, valid = item
       index = jnp.where(valid, s.count % k_size, k_size)  # k_size: dropped
       models = _put(s.models, index, tree.sub(start, delta)) if keep_models else s.models
       deltas = _put(s.deltas, index, delta) if keep_deltas else s.deltas
       num_steps = s.num_steps.at[index].set(steps.astype(jnp.int32), mode='drop')
+      item_sizes = s.sizes
+      if sizes is not None:
+        n_i = jnp.asarray(sizes, item_sizes.dtype)[cid]
+        item_sizes = item_sizes.at[index].set(n_i, mode='drop')
       now = valid & should_aggregate(s.count)
-      params = tree.where(now, aggregate(s.params, models, deltas, num_steps), s.params)
-      return FedFaState(params, models, deltas, num_steps, s.count + valid), now
+      new_params = aggregate(s.params, models, deltas, num_steps, item_sizes)
+      params = tree.where(now, new_params, s.params)
+      new = FedFaState(params, models, deltas, num_steps, s.count + valid, item_sizes)
+      return new, now
 
-    xs = (messages, arrivals.start_broadcast, arrivals.num_steps, arrivals.mask)
+    xs = (
+      messages,
+      arrivals.start_broadcast,
+      arrivals.num_steps,
+      arrivals.client_ids,
+      arrivals.mask,
+    )
     new_state, aggregated = jax.lax.scan(one_arrival, state, xs)
     metrics = {
       'aggregations': jnp.sum(aggregated).astype(jnp.float32),

@@ -137,6 +137,8 @@ def fedgm(
   *,
   normalizer: str = 'arrivals',
   num_clients: int | None = None,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> ServerRule:
   """FedGM's server (eq. (2)); each hyperparameter a number or an optax schedule of t.
 
@@ -146,12 +148,21 @@ def fedgm(
     nu: instant discount factor in [0, 1] (0: FedSGD, 1: FedAvgM, beta: FedNAG).
     normalizer: 'arrivals' (Delta_t = mean over S_t, as in the paper) or 'clients'.
     num_clients: n, needed for ``normalizer='clients'``.
+    weighting: 'uniform' (the paper's mean over S_t) or 'examples' (client i
+      weighted by ``client_sizes[i]``, :mod:`afl_jax.servers.weighting`).
+    client_sizes: int[N] examples per client, for ``weighting='examples'``.
   """
   _check_positive('server_lr', server_lr)
   _check_range('beta', beta, 0.0, 1.0, high_open=True)
   _check_range('nu', nu, 0.0, 1.0, high_open=False)
   optimizer = optax.inject_hyperparams(general_momentum)(learning_rate=server_lr, beta=beta, nu=nu)
-  rule = optimizer_server(optimizer, normalizer=normalizer, num_clients=num_clients)
+  rule = optimizer_server(
+    optimizer,
+    normalizer=normalizer,
+    num_clients=num_clients,
+    weighting=weighting,
+    client_sizes=client_sizes,
+  )
   return _with_hyperparameter_metrics(rule)
 
 
@@ -188,6 +199,8 @@ def multistage_fedgm(
   *,
   normalizer: str = 'arrivals',
   num_clients: int | None = None,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> ServerRule:
   """Multistage FedGM's server (Alg. 3): stage s runs FedGM(eta_s, beta_s, nu_s) for T_s steps.
 
@@ -196,7 +209,7 @@ def multistage_fedgm(
     server_lrs: (eta_1, ..., eta_S), each > 0.
     betas: (beta_1, ..., beta_S), each in [0, 1).
     nus: (nu_1, ..., nu_S), each in [0, 1].
-    normalizer, num_clients: as in :func:`fedgm`.
+    normalizer, num_clients, weighting, client_sizes: as in :func:`fedgm`.
   """
   lengths = _check_stage_lengths(stage_lengths)
   for name, values in (('server_lrs', server_lrs), ('betas', betas), ('nus', nus)):
@@ -215,6 +228,8 @@ def multistage_fedgm(
     stagewise_constant(nus, lengths),
     normalizer=normalizer,
     num_clients=num_clients,
+    weighting=weighting,
+    client_sizes=client_sizes,
   )
 
 
@@ -259,10 +274,14 @@ def fedopt(
   tau: float = 1e-3,
   normalizer: str = 'arrivals',
   num_clients: int | None = None,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> ServerRule:
   """FedOPT's server: :func:`server_optimizer` applied to the mean pseudo-gradient."""
   return optimizer_server(
     server_optimizer(name, server_lr, beta1=beta1, beta2=beta2, tau=tau),
     normalizer=normalizer,
     num_clients=num_clients,
+    weighting=weighting,
+    client_sizes=client_sizes,
   )

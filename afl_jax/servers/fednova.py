@@ -14,7 +14,8 @@ sign convention (``Delta_i = x_start - x_local``):
            \\frac{\\Delta_i}{\\tau_i},\\qquad
            \\tau_{eff} = \\frac{1}{|S|}\\sum_{i \\in S} \\tau_i,
 
-with uniform weights ``p_i = 1/|S|`` over the aggregated set S (as our FedAvg) and
+with weights ``p_i`` over the aggregated set S: ``1/|S|`` (``weighting='uniform'``)
+or ``n_i / sum_{j in S} n_j`` (``weighting='examples'``, the paper's ``p_i = n_i / n``) and
 ``eta_g = 1`` for FedNova proper (any server step for the FedBuff variant).
 
 The normalization is a per-message scale ``tau_eff / tau_i`` (:func:`nova_scales`):
@@ -32,23 +33,30 @@ import jax
 import jax.numpy as jnp
 
 from afl_jax.core.types import Arrivals, ServerRule
+from afl_jax.servers import weighting as weighting_lib
 
 
-def nova_scales(num_steps: jax.Array, mask: jax.Array) -> jax.Array:
+def nova_scales(
+  num_steps: jax.Array, mask: jax.Array, weights: jax.Array | None = None
+) -> jax.Array:
   """``tau_eff / tau_i`` for each valid row, 0 for padding.
 
   Args:
     num_steps: int[M], tau_i, the local SGD steps behind each message (>= 1 where valid).
     mask: bool[M], which rows are aggregated.
+    weights: optional float[M] ``p_i`` of the valid rows (summing to 1, 0 on
+      padding); default uniform over the valid rows.
 
   Returns:
-    float[M] scales (float64 when x64 is enabled); ``tau_eff`` is the mean of
-    ``tau_i`` over the valid rows.
+    float[M] scales (float64 when x64 is enabled); ``tau_eff = sum_i p_i tau_i``
+    over the valid rows (the mean of ``tau_i`` when uniform).
   """
   dtype = jnp.result_type(float)
   tau = num_steps.astype(dtype)
   valid = mask.astype(dtype)
-  tau_eff = jnp.sum(tau * valid) / jnp.maximum(jnp.sum(valid), 1.0)
+  if weights is None:
+    weights = valid / jnp.maximum(jnp.sum(valid), 1.0)
+  tau_eff = jnp.sum(tau * weights.astype(dtype) * valid)
   return jnp.where(mask, tau_eff / jnp.maximum(tau, 1.0), 0.0)
 
 
@@ -62,7 +70,7 @@ def scale_messages(messages, scales: jax.Array):
   return jax.tree.map(one, messages)
 
 
-def nova(inner: ServerRule) -> ServerRule:
+def nova(inner: ServerRule, *, weighting: str = 'uniform', client_sizes=None) -> ServerRule:
   """FedNova normalization in front of an averaging server.
 
   Each valid message ``Delta_i`` becomes ``(tau_eff / tau_i) Delta_i`` (``tau_i`` =
@@ -71,17 +79,22 @@ def nova(inner: ServerRule) -> ServerRule:
   with FedBuff's, ``x <- x - eta_g * tau_eff * mean(Delta_i / tau_i)``.
 
   Args:
-    inner: a server whose update averages the messages of a step.
+    inner: a server whose update averages the messages of a step, with the same
+      ``weighting`` (FedNova's ``p_i``: uniform, or ``n_i / n`` as in Wang et al.).
+    weighting: 'uniform' or 'examples' (:mod:`afl_jax.servers.weighting`).
+    client_sizes: int[N] examples per client, for ``weighting='examples'``.
 
   Returns:
     A server with ``inner``'s state, broadcast and params.
   """
 
+  sizes = weighting_lib.check(weighting, client_sizes)
+
   def update(state, messages, arrivals: Arrivals, key):
-    scales = nova_scales(arrivals.num_steps, arrivals.mask)
+    weights = weighting_lib.row_weights(arrivals, 'arrivals', None, sizes)
+    scales = nova_scales(arrivals.num_steps, arrivals.mask, weights)
     state, metrics = inner.update(state, scale_messages(messages, scales), arrivals, key)
-    valid = arrivals.mask.astype(jnp.float32)
-    tau_eff = jnp.sum(arrivals.num_steps * valid) / jnp.maximum(jnp.sum(valid), 1.0)
+    tau_eff = jnp.sum(arrivals.num_steps * weights)
     return state, {**metrics, 'tau_eff': tau_eff}
 
   return inner._replace(update=update)

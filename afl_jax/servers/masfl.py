@@ -42,8 +42,9 @@ import jax
 import jax.numpy as jnp
 
 from afl_jax.clients.masfl import MasFLBroadcast, MasFLMessage
-from afl_jax.core import tree
+from afl_jax.core import checks, tree
 from afl_jax.core.types import Arrivals, Params, ServerRule, unchanged_if_no_arrival
+from afl_jax.servers import weighting as weighting_lib
 
 SELECTIONS = ('arrivals', 'uniform')
 
@@ -57,10 +58,8 @@ class MasFLServerState(NamedTuple):
 
 
 def check_rates(server_lr: float, beta: float) -> None:
-  if not server_lr > 0:
-    raise ValueError(f'server_lr (gamma) must be > 0; got {server_lr}.')
-  if not 0 < beta <= 1:
-    raise ValueError(f'beta must be in (0, 1]; got {beta}.')
+  checks.positive('server_lr (gamma)', server_lr)
+  checks.in_range('beta', beta, 0.0, 1.0, low_open=True)
 
 
 def check_selection(selection: str) -> None:
@@ -69,7 +68,12 @@ def check_selection(selection: str) -> None:
 
 
 def init_state(
-  params: Params, variates: Params, *, selection: str = 'arrivals', adaptive: bool = False
+  params: Params,
+  variates: Params,
+  *,
+  selection: str = 'arrivals',
+  adaptive: bool = False,
+  client_sizes: Any = None,
 ) -> MasFLServerState:
   """Alg. 1/3 line 1: ``c^0 = mean_i c_i^0``, ``g^0 = c^0``.
 
@@ -78,10 +82,13 @@ def init_state(
     variates: c_i^0 stacked on a leading client axis N.
     selection: as for :func:`masfl_server` (decides whether a message buffer is kept).
     adaptive: AdaMasFL (the buffer then also holds each client's ``Delta``).
+    client_sizes: with ``weighting='examples'``, the int[N] sizes:
+      ``c^0 = sum_i p_i c_i^0``, ``p_i = n_i / sum_j n_j`` (None: uniform).
   """
   check_selection(selection)
   n = jax.tree.leaves(variates)[0].shape[0]
-  control = tree.weighted_sum(variates, jnp.full((n,), 1.0 / n))
+  sizes = None if client_sizes is None else weighting_lib.check('examples', client_sizes, n)
+  control = tree.weighted_sum(variates, weighting_lib.client_weights(n, sizes))
   pending = None
   if selection == 'uniform':
     pending = MasFLMessage(variates, tree.zeros_like(variates) if adaptive else None)
@@ -101,6 +108,8 @@ def masfl_server(
   adaptive: bool = False,
   selection: str = 'arrivals',
   num_clients: int | None = None,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> ServerRule:
   """The MasFL server (Alg. 1), or AdaMasFL's (Alg. 3) with ``adaptive=True``.
 
@@ -112,6 +121,11 @@ def masfl_server(
     num_clients: only for ``init(params)``, which starts every ``c_i`` at 0; the
       paper's initialization needs every client's data: use :func:`init_state`
       (``afl_jax.algorithms.get('masfl')`` does, through ``Algorithm.init``).
+    weighting: 'uniform' (default; the paper's ``1/S`` and ``1/N``) or 'examples':
+      ``(1/S) sum_{S_t}`` becomes ``sum_{S_t} n_i / sum_{S_t} n_j`` and ``1/N`` becomes
+      ``p_i = n_i / sum_j n_j`` (so ``c = sum_i p_i c_i``); :mod:`afl_jax.servers.weighting`.
+    client_sizes: int[N] examples per client, for ``weighting='examples'`` (the
+      state must then be built with ``init_state(..., client_sizes=...)``).
 
   Returns:
     A :class:`ServerRule` whose state is :class:`MasFLServerState` and whose
@@ -119,6 +133,7 @@ def masfl_server(
   """
   check_rates(server_lr, beta)
   check_selection(selection)
+  sizes = weighting_lib.check(weighting, client_sizes, num_clients)
 
   def init(params: Params) -> MasFLServerState:
     if num_clients is None or num_clients < 1:
@@ -132,6 +147,7 @@ def masfl_server(
       tree.zeros_like(tree.stack_n(params, num_clients)),
       selection=selection,
       adaptive=adaptive,
+      client_sizes=None if sizes is None else client_sizes,
     )
 
   def step(
@@ -140,17 +156,17 @@ def masfl_server(
     weights: jax.Array,
     variates: Params,
     direction: Params | None,
-    count: jax.Array,
+    p: jax.Array,
   ) -> MasFLServerState:
-    """Lines 5-7 given ``diff`` = rows of ``c_i^{t+1} - c_i^t`` and their 0/1 ``weights``."""
-    n = jax.tree.leaves(state.variates)[0].shape[0]
-    mean_diff = tree.weighted_sum(diff, weights / jnp.maximum(count, 1))
+    """Lines 5-7 given ``diff`` = rows of ``c_i^{t+1} - c_i^t``, their mean ``weights``
+    (``1/S`` or by examples, 0 on unused rows) and ``p`` (``1/N`` or ``p_i``, 0 on unused)."""
+    mean_diff = tree.weighted_sum(diff, weights)
     momentum = jax.tree.map(
       lambda md, c, g: beta * (md + c) + (1 - beta) * g, mean_diff, state.control, state.momentum
     )
     move = momentum if direction is None else direction
     params = tree.axpy(-server_lr, move, state.params)
-    control = tree.add(state.control, tree.weighted_sum(diff, weights / n))
+    control = tree.add(state.control, tree.weighted_sum(diff, p))
     return state._replace(params=params, variates=variates, control=control, momentum=momentum)
 
   def update(
@@ -158,16 +174,19 @@ def masfl_server(
   ) -> tuple[MasFLServerState, dict[str, Any]]:
     mask, ids = arrivals.mask, arrivals.client_ids
     count = jnp.sum(mask)
+    n = jax.tree.leaves(state.variates)[0].shape[0]
+    p_all = weighting_lib.client_weights(n, sizes)
     if selection == 'arrivals':
       # O(M) work: only the arriving rows of c_i change.
       diff = tree.sub(messages.variate, tree.gather(state.variates, ids))
       variates = tree.scatter(state.variates, ids, messages.variate, mask)
-      direction = tree.masked_mean(messages.delta, mask) if adaptive else None
-      new = step(state, diff, mask, variates, direction, count)
+      weights = weighting_lib.row_weights(arrivals, sizes=sizes)
+      direction = tree.weighted_sum(messages.delta, weights) if adaptive else None
+      new = step(state, diff, weights, variates, direction, p_all[ids] * mask)
     else:
-      n = jax.tree.leaves(state.variates)[0].shape[0]
       pending = tree.scatter(state.pending, ids, messages, mask)
       chosen = uniform_selection(key, n, count)
+      weights = chosen * p_all / jnp.where(count > 0, jnp.sum(chosen * p_all), 1.0)
       rows = lambda x: chosen.reshape((n,) + (1,) * (x.ndim - 1))
       diff = tree.sub(pending.variate, state.variates)
       variates = jax.tree.map(
@@ -175,11 +194,12 @@ def masfl_server(
       )
       direction = None
       if adaptive:
-        direction = tree.weighted_sum(pending.delta, chosen / jnp.maximum(count, 1))
+        direction = tree.weighted_sum(pending.delta, weights)
         pending = pending._replace(
           delta=jax.tree.map(lambda d: jnp.where(rows(d), 0, d), pending.delta)
         )
-      new = step(state, diff, chosen, variates, direction, count)._replace(pending=pending)
+      new = step(state, diff, weights, variates, direction, chosen * p_all)
+      new = new._replace(pending=pending)
     new = unchanged_if_no_arrival(arrivals, new, state)
     metrics = {
       'update_norm': tree.global_norm(tree.sub(state.params, new.params)),

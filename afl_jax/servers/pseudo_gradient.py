@@ -5,14 +5,17 @@ The messages of one server step are averaged (:func:`aggregate`) and the mean
 ``updates, opt_state = optimizer.update(g_t, opt_state, x_t)``,
 ``x_{t+1} = x_t + updates``.
 
-* FedAvg (McMahan et al., 2017): ``optax.sgd(1.0)`` on synchronous cohorts, so
-  ``x_{t+1} = mean_i x_i`` (uniform weights).
+* FedAvg (McMahan et al., 2017, Alg. 1): ``optax.sgd(1.0)`` on synchronous cohorts,
+  so ``x_{t+1} = sum_i (n_i / n) x_i``, weighted by the clients' example counts
+  (``weighting='examples'``, the default of :func:`fedavg`; :mod:`afl_jax.servers.weighting`).
 * FedBuff (Nguyen et al., 2022, Alg. 1): ``optax.sgd(eta_g)``:
   ``x <- x + eta_g * mean of the M buffered (x_local - x_start)``.
 * FedAvgM / FedAdam / FedYogi / FedAdagrad (Reddi et al., 2021): any optax optimizer.
 
 ``normalizer='clients'`` divides the sum by the number of clients n instead of
-|S_t| (AsynFL eq. 5, Yang et al.).
+|S_t| (AsynFL eq. 5, Yang et al.). Every server here takes ``weighting``
+('uniform' or 'examples') and ``client_sizes``; only valid arrivals count, never
+the engine's padded slots.
 
 A step with no valid arrival leaves the state unchanged: no momentum or adaptive
 step is taken on an empty buffer, and the optimizer's step count (which drives
@@ -23,11 +26,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import jax.numpy as jnp
 import optax
 
-from afl_jax.core import tree
+from afl_jax.core import checks, tree
 from afl_jax.core.types import Arrivals, ServerRule, unchanged_if_no_arrival
+from afl_jax.servers import weighting as weighting_lib
 
 NORMALIZERS = ('arrivals', 'clients')
 
@@ -38,12 +41,19 @@ class OptimizerServerState(NamedTuple):
 
 
 def aggregate(
-  messages: Any, arrivals: Arrivals, normalizer: str = 'arrivals', num_clients: int | None = None
+  messages: Any,
+  arrivals: Arrivals,
+  normalizer: str = 'arrivals',
+  num_clients: int | None = None,
+  sizes: Any = None,
 ) -> Any:
-  """Masked mean of the stacked messages, over |S_t| or over n."""
-  if normalizer == 'arrivals':
-    return tree.masked_mean(messages, arrivals.mask)
-  return tree.masked_mean(messages, arrivals.mask, denominator=jnp.asarray(num_clients))
+  """Weighted mean of the valid stacked messages (:func:`afl_jax.servers.weighting.row_weights`).
+
+  Uniform (``sizes=None``): over |S_t| or over n. By examples (``sizes`` from
+  :func:`afl_jax.servers.weighting.check`): ``n_i / sum_{S_t} n_j`` or ``n_i / sum_N n_j``.
+  """
+  weights = weighting_lib.row_weights(arrivals, normalizer, num_clients, sizes)
+  return tree.weighted_sum(messages, weights)
 
 
 def check_normalizer(normalizer: str, num_clients: int | None) -> None:
@@ -58,16 +68,23 @@ def optimizer_server(
   *,
   normalizer: str = 'arrivals',
   num_clients: int | None = None,
+  weighting: str = 'uniform',
+  client_sizes: Any = None,
 ) -> ServerRule:
-  """A server applying ``optimizer`` to the mean pseudo-gradient of each step."""
+  """A server applying ``optimizer`` to the mean pseudo-gradient of each step.
+
+  ``weighting='examples'`` weights client i by its ``client_sizes[i]``
+  (:mod:`afl_jax.servers.weighting`); ``'uniform'`` (default) weights every arrival alike.
+  """
   check_normalizer(normalizer, num_clients)
+  sizes = weighting_lib.check(weighting, client_sizes, num_clients)
 
   def init(params):
     return OptimizerServerState(params, optimizer.init(params))
 
   def update(state, messages, arrivals, key):
     del key
-    g = aggregate(messages, arrivals, normalizer, num_clients)
+    g = aggregate(messages, arrivals, normalizer, num_clients, sizes)
     updates, opt_state = optimizer.update(g, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     new = unchanged_if_no_arrival(arrivals, OptimizerServerState(params, opt_state), state)
@@ -76,13 +93,23 @@ def optimizer_server(
   return ServerRule(init, update)
 
 
-def fedavg() -> ServerRule:
-  """FedAvg's server: the new model is the mean of the arriving client models."""
-  return optimizer_server(optax.sgd(1.0))
+def fedavg(*, weighting: str = 'examples', client_sizes: Any = None) -> ServerRule:
+  """FedAvg's server: the new model is the weighted mean of the arriving client models.
+
+  McMahan et al. 2017, Alg. 1: ``w_{t+1} = sum_k (n_k / n) w^k_{t+1}`` over the
+  cohort, i.e. ``weighting='examples'`` with ``client_sizes`` (default, as in the
+  paper); ``weighting='uniform'`` is the plain mean.
+  """
+  return optimizer_server(optax.sgd(1.0), weighting=weighting, client_sizes=client_sizes)
 
 
-def fedbuff(server_lr: float = 1.0) -> ServerRule:
-  """FedBuff's server: ``x <- x + eta_g * mean(x_local - x_start)`` over the buffer."""
-  if not server_lr > 0:
-    raise ValueError(f'server_lr must be > 0; got {server_lr}.')
-  return optimizer_server(optax.sgd(server_lr))
+def fedbuff(
+  server_lr: float = 1.0, *, weighting: str = 'uniform', client_sizes: Any = None
+) -> ServerRule:
+  """FedBuff's server: ``x <- x + eta_g * mean(x_local - x_start)`` over the buffer.
+
+  Nguyen et al. 2022, Alg. 1 averages the buffer uniformly (default);
+  ``weighting='examples'`` weights by ``client_sizes``.
+  """
+  checks.positive('server_lr', server_lr)
+  return optimizer_server(optax.sgd(server_lr), weighting=weighting, client_sizes=client_sizes)

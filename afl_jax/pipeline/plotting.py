@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 
@@ -11,12 +10,9 @@ import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 
+from afl_jax.pipeline.metrics_io import read_metrics  # noqa: E402
 
-def read_metrics(workdir: str | os.PathLike) -> list[dict]:
-  """The evaluation records of a run (``metrics.jsonl``), in order."""
-  path = os.path.join(workdir, 'metrics.jsonl')
-  with open(path) as f:
-    return [json.loads(line) for line in f if line.strip()]
+__all__ = ['plot_runs', 'read_metrics']
 
 
 def plot_runs(

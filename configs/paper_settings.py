@@ -1,7 +1,7 @@
 """The papers' experiment settings on Fashion-MNIST, scaled to 2 CPU cores.
 
 Each function returns the shared part of one paper's setting (data, model, delay
-model, run length); the files in ``configs/`` start from one of these and set only
+model, run length); the config files beside this one start from one of these and set only
 the algorithm and its hyperparameters (and what differs for that algorithm). The
 scaling choices are explained in the docstrings of the config files and on the
 results pages (``docs/results/``).
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ml_collections
 
-from afl_jax import config as config_lib
+from afl_jax.pipeline import config as config_lib
 
 
 def masfl_fmnist() -> ml_collections.ConfigDict:

@@ -1,0 +1,47 @@
+"""FedAC: similarity-weighted buffer, prospective adaptive momentum, corrected clients.
+
+Zang, Xue, Ou, Chu, Du, Long, "Efficient Asynchronous Federated Learning with
+Prospective Momentum Aggregation and Fine-Grained Correction", AAAI 2024 -- a
+baseline of FedEcho (papers/002, Table 2). Server :mod:`afl_jax.servers.fedac`, client
+:mod:`afl_jax.clients.fedac`; equations and readings in docs/algorithms/fedac.md.
+
+Symbols: eta_l -> ``client_lr`` (0.1), eta -> ``server_lr`` (1e-4) -- FedEcho's
+Table 8 rates for FedAC; beta_1, beta_2 -> ``beta1``, ``beta2`` (0.6, 0.9),
+epsilon (1e-8) and r_min -> ``min_similarity`` (0) follow AFL-Lib's FedAC.
+"""
+
+from __future__ import annotations
+
+import jax
+
+from afl_jax.algorithms.registry import register
+from afl_jax.clients.fedac import fedac_client
+from afl_jax.core import checks
+from afl_jax.core.types import Algorithm
+from afl_jax.servers.fedac import fedac as fedac_server
+from afl_jax.servers.fedac import init_state
+
+
+@register('fedac')
+def fedac(
+  client_lr: float = 0.1,
+  server_lr: float = 1e-4,
+  beta1: float = 0.6,
+  beta2: float = 0.9,
+  epsilon: float = 1e-8,
+  min_similarity: float = 0.0,
+  history: int = 2,
+  correction: bool = True,
+) -> Algorithm:
+  """FedAC; the server's per-client job counts get N from the problem (``Algorithm.init``)."""
+  checks.positive('client_lr', client_lr)
+  client = fedac_client(client_lr, history=history, correction=correction)
+  server = fedac_server(server_lr, beta1, beta2, epsilon, min_similarity)
+
+  def init(params, tasks, key):
+    n = tasks.client_id.shape[0]
+    keys = jax.random.split(key, n)
+    states = jax.vmap(client.init, in_axes=(None, tasks.batch_axes(), 0))(params, tasks, keys)
+    return init_state(params, n, beta1, beta2, epsilon), states
+
+  return Algorithm('fedac', client, server, init=init)

@@ -1,0 +1,103 @@
+"""FedAC's client: local SGD with a fine-grained (control-variate) gradient correction.
+
+Zang, Xue, Ou, Chu, Du, Long, "Efficient Asynchronous Federated Learning with
+Prospective Momentum Aggregation and Fine-Grained Correction", AAAI 2024, the
+"client update with fine-grained gradient correction" component (equations as in
+the FedAC of the AFL-Lib benchmark, boyi-liu/AFL-Lib ``alg/fedac.py``; readings in
+docs/algorithms/fedac.md). Client i, starting from the broadcast ``(x_s, c, applied)``
+of :class:`~afl_jax.servers.fedac.FedACBroadcast`, runs K_{t,i} corrected steps
+
+.. math::
+  y_{k+1} = y_k - \\eta_l\\, (\\nabla F_i(y_k; \\xi_k) + c - c_i), \\qquad y_0 = x_s,
+
+and sends ``Delta_i = x_s - y_K`` with the change of its control variate
+``c_i^+ - c_i``, where (SCAFFOLD's option II, Karimireddy et al., ICML 2020)
+
+.. math::
+  c_i^+ = \\frac{x_s - y_K}{K \\eta_l} - (c - c_i)
+        = \\frac{1}{K} \\sum_{k<K} \\nabla F_i(y_k; \\xi_k).
+
+``c_i`` is causal: the variate of the client's latest job that the server had
+applied before this job started (``applied[i]`` in the broadcast), 0 before any.
+The client keeps its last ``history`` variates (a ring indexed by job number) to
+look it up when its jobs overlap; if more than ``history - 1`` of its jobs arrived
+while this one was in flight, the oldest kept variate is used and the client metric
+``variate_evicted`` is 1 for that job (0 otherwise).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from afl_jax.clients.sgd import run_local_steps
+from afl_jax.core import checks, tree
+from afl_jax.core.types import ClientRule, LocalTask, Params
+from afl_jax.servers.fedac import FedACBroadcast, FedACMessage
+
+
+class FedACClientState(NamedTuple):
+  variates: Params  # [H, ...]: c_i of this client's jobs n-H+1..n (slot (n-1) mod H)
+  count: jax.Array  # int32 scalar n: this client's jobs that have arrived
+
+
+def lookup_variate(state: FedACClientState, applied: jax.Array) -> tuple[Params, jax.Array]:
+  """c_i of job number ``applied`` (0 -> zeros); the oldest kept one if evicted."""
+  h = jax.tree.leaves(state.variates)[0].shape[0]
+  evicted = (applied > 0) & (applied <= state.count - h)
+  job = jnp.where(evicted, state.count - h + 1, applied)
+  row = tree.gather(state.variates, jnp.mod(job - 1, h))
+  return tree.where(job > 0, row, tree.zeros_like(row)), evicted
+
+
+def fedac_client(client_lr: float, *, history: int = 2, correction: bool = True) -> ClientRule:
+  """FedAC's local rule.
+
+  Args:
+    client_lr: eta_l, the local step size (> 0).
+    history: H, how many of its own past variates a client keeps (>= 1, static);
+      2 covers a client with two jobs in flight.
+    correction: False drops ``c - c_i`` from the local steps (plain local SGD; the
+      variates are still computed and sent).
+
+  Returns:
+    A :class:`ClientRule` taking a :class:`FedACBroadcast`, sending a
+    :class:`FedACMessage`.
+  """
+  checks.positive('client_lr', client_lr)
+  history = checks.positive_int('history', history)
+
+  def init(params: Params, task: LocalTask, key: jax.Array) -> FedACClientState:
+    del task, key
+    return FedACClientState(
+      tree.zeros_like(tree.stack_n(params, history)), jnp.zeros((), jnp.int32)
+    )
+
+  def update(
+    start: FedACBroadcast, state: FedACClientState, task: LocalTask, key: jax.Array
+  ) -> tuple[FedACMessage, FedACClientState, dict[str, Any]]:
+    own, evicted = lookup_variate(state, start.applied[task.client_id])
+    corr = tree.sub(start.variate, own) if correction else tree.zeros_like(own)
+
+    def body(carry, batch, k):
+      del k
+      params, grad_sum = carry
+      loss, grad = jax.value_and_grad(task.loss_fn)(params, batch)
+      params = tree.axpy(-client_lr, tree.add(grad, corr), params)
+      return (params, tree.add(grad_sum, grad)), loss
+
+    carry0 = (start.params, tree.zeros_like(start.params))
+    (final, grad_sum), metrics = run_local_steps(task, key, carry0, body)
+    k = jnp.maximum(jnp.minimum(task.num_steps, task.max_steps), 1)
+    new_variate = tree.scale(1.0 / k, grad_sum)
+    slot = jnp.mod(state.count, history)
+    variates = jax.tree.map(
+      lambda h, v: h.at[slot].set(v.astype(h.dtype)), state.variates, new_variate
+    )
+    message = FedACMessage(tree.sub(start.params, final), tree.sub(new_variate, own))
+    metrics = {**metrics, 'variate_evicted': evicted.astype(jnp.float32)}
+    return message, FedACClientState(variates, state.count + 1), metrics
+
+  return ClientRule(init, update)

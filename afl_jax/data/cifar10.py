@@ -1,0 +1,258 @@
+"""CIFAR-10 loader for the official **binary** version (Krizhevsky, "Learning Multiple
+Layers of Features from Tiny Images", 2009; https://www.cs.toronto.edu/~kriz/cifar.html).
+
+The binary version is six files, ``data_batch_1.bin`` .. ``data_batch_5.bin`` (training)
+and ``test_batch.bin``, each 10,000 records of 3,073 bytes: one label byte (0..9), then
+3,072 pixel bytes, channel-major (1,024 red, then green, then blue), each channel a 32x32
+image in row-major order. The pickled "python version" is never read: nothing is ever
+unpickled.
+
+The files are looked up in this order:
+
+1. ``data_dir`` if given (and then only there, so a typo is an error, not a silent
+   fallback to another copy);
+2. ``$AFL_JAX_DATA``;
+3. the download cache (``~/.cache/afl_jax/cifar-10`` by default).
+
+In each directory ``d`` the six files are searched in ``d``, ``d/cifar-10-batches-bin``
+and ``d/cifar10/cifar-10-batches-bin``; failing that, the archive
+``d/cifar-10-binary.tar.gz`` is read directly (its six members, as regular files, in
+memory: nothing is extracted to disk). If nothing is found and ``download=True``, the
+archive is fetched from the official URL into the cache. Otherwise `DataError` explains
+where to put the files and where to get them.
+
+Images are returned as uint8 NHWC ``[n, 32, 32, 3]``, the convention of the
+Fashion-MNIST loader (raw uint8 pixels): :func:`afl_jax.data.make_federated` scales
+them to ``[0, 1]`` and standardizes them with the training split's statistics.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import tarfile
+import urllib.error
+import urllib.request
+import zlib
+
+import numpy as np
+
+from afl_jax.data.base import ArrayDataset, DataError
+
+NUM_CLASSES = 10
+CLASS_NAMES = (
+  'airplane',
+  'automobile',
+  'bird',
+  'cat',
+  'deer',
+  'dog',
+  'frog',
+  'horse',
+  'ship',
+  'truck',
+)
+IMAGE_SHAPE = (32, 32, 3)  # NHWC
+PIXELS = 32 * 32 * 3
+RECORD_BYTES = 1 + PIXELS  # label byte + channel-major pixels
+RECORDS_PER_FILE = 10000
+TRAIN_FILES = tuple(f'data_batch_{i}.bin' for i in range(1, 6))
+TEST_FILES = ('test_batch.bin',)
+ENV_VAR = 'AFL_JAX_DATA'
+DEFAULT_CACHE_DIR = '~/.cache/afl_jax/cifar-10'
+ARCHIVE = 'cifar-10-binary.tar.gz'
+ARCHIVE_DIR = 'cifar-10-batches-bin'  # the archive's top-level directory
+SOURCE_URL = 'https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz'
+_SUBDIRS = ('.', ARCHIVE_DIR, f'cifar10/{ARCHIVE_DIR}')
+
+
+def _instructions(searched: list[str], reason: str = '') -> str:
+  return (
+    f'CIFAR-10 (binary version) not found (searched: {", ".join(searched) or "nothing"}).'
+    f'{reason}\n'
+    'To fix this, either:\n'
+    f'  * download {ARCHIVE} (the BINARY version, not the python one) from {SOURCE_URL} '
+    f'into a directory DIR, optionally extract it there (tar xzf {ARCHIVE} gives '
+    f'DIR/{ARCHIVE_DIR}/data_batch_1.bin ... test_batch.bin), and pass '
+    f'--config.data_dir=DIR (or set {ENV_VAR}=DIR), or\n'
+    '  * call load_cifar10(download=True) on a machine with internet access.'
+  )
+
+
+def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
+  """The six batch files in ``directory`` (or its known subdirectories); None if absent.
+
+  Raises:
+    DataError: a directory holds some of the six files but not all of them (names the
+      missing ones).
+  """
+  base = pathlib.Path(directory).expanduser()
+  for sub in _SUBDIRS:
+    d = base / sub
+    present = {n: d / n for n in TRAIN_FILES + TEST_FILES if (d / n).is_file()}
+    if len(present) == len(TRAIN_FILES + TEST_FILES):
+      return present
+    if present:
+      missing = [str(d / n) for n in TRAIN_FILES + TEST_FILES if n not in present]
+      raise DataError(
+        f'{", ".join(missing)}: file not found (the other CIFAR-10 batch files are in {d}; '
+        f'all six are needed: {", ".join(TRAIN_FILES + TEST_FILES)})'
+      )
+  return None
+
+
+def parse_batch(
+  data: bytes, *, name: str = '<bytes>', records: int | None = RECORDS_PER_FILE
+) -> tuple[np.ndarray, np.ndarray]:
+  """Parses one binary batch.
+
+  Args:
+    data: the file content.
+    name: file name used in error messages.
+    records: the required number of records (10,000 in every official file); None
+      accepts any positive number.
+
+  Returns:
+    ``(images uint8[n, 32, 32, 3], labels int32[n])``.
+
+  Raises:
+    DataError: a size that is not a whole number of 3,073-byte records, the wrong number
+      of records, or a label outside 0..9.
+  """
+  size = len(data)
+  if size == 0 or size % RECORD_BYTES:
+    whole, rest = divmod(size, RECORD_BYTES)
+    raise DataError(
+      f'{name}: truncated or corrupt file: {size} bytes is not a whole number of '
+      f'{RECORD_BYTES}-byte records ({whole} records and {rest} extra bytes); delete it and '
+      'fetch it again'
+    )
+  n = size // RECORD_BYTES
+  if records is not None and n != records:
+    raise DataError(
+      f'{name}: holds {n} records ({size} bytes), expected {records} '
+      f'({records * RECORD_BYTES} bytes); the file is truncated or not a CIFAR-10 batch'
+    )
+  raw = np.frombuffer(data, np.uint8).reshape(n, RECORD_BYTES)
+  labels = raw[:, 0].astype(np.int32)
+  if labels.size and int(labels.max()) >= NUM_CLASSES:
+    bad = int(np.argmax(labels >= NUM_CLASSES))
+    raise DataError(
+      f'{name}: label {int(labels[bad])} of record {bad} is out of range 0..{NUM_CLASSES - 1} '
+      '(is this the CIFAR-100 binary version, or a corrupt file?)'
+    )
+  # Channel-major [n, C, H, W] -> NHWC.
+  images = raw[:, 1:].reshape(n, 3, 32, 32).transpose(0, 2, 3, 1)
+  return np.ascontiguousarray(images), labels
+
+
+def _read_file(path: pathlib.Path) -> bytes:
+  try:
+    return path.read_bytes()
+  except OSError as e:
+    raise DataError(f'{path}: cannot read file ({e})') from e
+
+
+def _read_archive(path: pathlib.Path) -> dict[str, bytes]:
+  """The six batch files' bytes from the official archive, read in memory (no extraction)."""
+  wanted = {f'{ARCHIVE_DIR}/{n}': n for n in TRAIN_FILES + TEST_FILES}
+  out = {}
+  try:
+    with tarfile.open(path, 'r:gz') as tar:
+      for member in tar:
+        name = wanted.get(member.name.lstrip('./'))
+        if name is None:
+          continue
+        if not member.isfile():
+          raise DataError(f'{path}: member {member.name} is not a regular file')
+        out[name] = tar.extractfile(member).read()
+  except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
+    raise DataError(
+      f'{path}: corrupt or truncated archive ({e}); delete it and fetch it again'
+    ) from e
+  missing = [m for m, n in wanted.items() if n not in out]
+  if missing:
+    raise DataError(
+      f'{path}: archive lacks {", ".join(missing)}; is it the binary version ({ARCHIVE})?'
+    )
+  return out
+
+
+def _download(cache_dir: pathlib.Path, timeout: float) -> pathlib.Path:
+  cache_dir.mkdir(parents=True, exist_ok=True)
+  target = cache_dir / ARCHIVE
+  if target.is_file():
+    return target
+  tmp = target.with_name(target.name + '.part')
+  with urllib.request.urlopen(SOURCE_URL, timeout=timeout) as r, open(tmp, 'wb') as f:
+    while chunk := r.read(1 << 20):
+      f.write(chunk)
+  tmp.replace(target)
+  return target
+
+
+def _locate(directory: pathlib.Path) -> dict[str, pathlib.Path] | pathlib.Path | None:
+  files = find_files(directory)
+  if files is not None:
+    return files
+  archive = directory.expanduser() / ARCHIVE
+  return archive if archive.is_file() else None
+
+
+def load_cifar10(
+  data_dir: str | os.PathLike | None = None,
+  *,
+  download: bool = False,
+  cache_dir: str | os.PathLike | None = None,
+  timeout: float = 30.0,
+  records_per_file: int | None = RECORDS_PER_FILE,
+) -> ArrayDataset:
+  """Loads CIFAR-10 (50,000 train / 10,000 test 32x32 colour images, 10 classes).
+
+  Args:
+    data_dir: directory holding the six binary batch files (or ``cifar-10-batches-bin/``,
+      or ``cifar-10-binary.tar.gz``). If given, no other place is searched (except the
+      cache when ``download=True``).
+    download: fetch the archive from the official URL into ``cache_dir`` if not found.
+    cache_dir: download cache, default ``~/.cache/afl_jax/cifar-10``.
+    timeout: network timeout in seconds (per socket operation).
+    records_per_file: required records per batch file (10,000, as in the official
+      files); None accepts any number (small synthesized files in tests).
+
+  Returns:
+    `ArrayDataset` with uint8 NHWC images ``[n, 32, 32, 3]`` and int32 labels.
+
+  Raises:
+    DataError: if the files cannot be found or obtained, or are malformed (the message
+      names the file and what is wrong).
+  """
+  cache = pathlib.Path(cache_dir or DEFAULT_CACHE_DIR).expanduser()
+  if data_dir is not None:
+    candidates = [pathlib.Path(data_dir)]
+  else:
+    candidates = [pathlib.Path(p) for p in (os.environ.get(ENV_VAR),) if p] + [cache]
+  found = None
+  for d in candidates:
+    found = _locate(d)
+    if found is not None:
+      break
+  searched = [str(d) for d in candidates]
+  if found is None:
+    if not download:
+      raise DataError(_instructions(searched))
+    try:
+      found = _download(cache, timeout)
+    except (urllib.error.URLError, OSError, ValueError) as e:
+      raise DataError(_instructions(searched + [SOURCE_URL], f' Download failed: {e}.')) from e
+  if isinstance(found, dict):
+    blobs = {n: (str(p), _read_file(p)) for n, p in found.items()}
+  else:
+    blobs = {n: (f'{found}:{ARCHIVE_DIR}/{n}', b) for n, b in _read_archive(found).items()}
+
+  def split(names):
+    parts = [parse_batch(blobs[n][1], name=blobs[n][0], records=records_per_file) for n in names]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+  train_x, train_y = split(TRAIN_FILES)
+  test_x, test_y = split(TEST_FILES)
+  return ArrayDataset(train_x, train_y, test_x, test_y, NUM_CLASSES)

@@ -1,0 +1,313 @@
+"""``build(config) -> Run``: everything a run needs, validated once, before any compute.
+
+The path of a run goes down only: the config is resolved and validated
+(:mod:`afl_jax.pipeline.config`), the dataset loaded by name and laid out as
+client views (:func:`afl_jax.data.federate`), the model, the schedule (by name,
+:mod:`afl_jax.schedules.registry`), the algorithm (by name, with the run context
+passed explicitly as a :class:`~afl_jax.algorithms.registry.RunInfo`), the
+optional message compressor (``config.compressor``, wrapping any algorithm), the
+federated problem and the evaluator are built here. Checks that need the loaded
+data (client counts against samples, partitions that cannot give every client
+data, schedules in which no client ever arrives) raise
+:class:`~afl_jax.errors.ConfigError` naming the config field to change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from afl_jax import algorithms, compression, data, models, schedules
+from afl_jax.algorithms.registry import RunInfo
+from afl_jax.compression._registry import takes as compressor_takes
+from afl_jax.core.problem import Problem
+from afl_jax.core.types import Algorithm
+from afl_jax.errors import ConfigError, UserError
+from afl_jax.pipeline import config as config_lib
+from afl_jax.pipeline import sizes, task
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Run:
+  """A built run: what the loop (or a sweep) needs, nothing it has to look up.
+
+  Attributes:
+    config: the resolved, validated config (``hparams`` lists every hyperparameter).
+    data: the clients' data as views into one sample array.
+    model: the flax module; ``apply_fn = model.apply``.
+    params0: the initial global model.
+    key: the run's PRNG key (``jax.random.key(config.seed)``).
+    local_steps: int[N] K_i of each client.
+    schedule: who arrives when (host NumPy).
+    algorithm: client rule, server rule, compressor (``config.compressor`` applied).
+    problem: the federated problem (shared samples + per-client views).
+    evaluator: ``evaluator(params) -> {metric: float}``.
+    info: the run context handed to the algorithm's factory.
+    dtype: the parameter and data dtype.
+  """
+
+  config: ml_collections.ConfigDict
+  data: data.ClientLayout
+  model: nn.Module
+  params0: Any
+  key: jax.Array
+  local_steps: np.ndarray
+  schedule: schedules.Schedule
+  algorithm: Algorithm
+  problem: Problem
+  evaluator: task.Evaluator
+  info: RunInfo
+  dtype: Any
+
+  @property
+  def apply_fn(self):
+    return self.model.apply
+
+
+def _err(field: str, value: Any, why: str) -> ConfigError:
+  return ConfigError(f'config.{field}={value!r} is invalid: {why}')
+
+
+# ---- data ---------------------------------------------------------------------------------
+def load_dataset(c: ml_collections.ConfigDict) -> data.ArrayDataset:
+  """The centralized dataset ``c.dataset`` (optionally a seeded subset of its training split)."""
+  loader = data.DATASETS.get(c.dataset)
+  ds = loader(data_dir=c.data_dir or None, download=c.download, seed=c.seed)
+  if c.train_subset:
+    rng = np.random.default_rng(c.seed)
+    n = len(ds.train_y)
+    keep = np.sort(rng.choice(n, size=min(c.train_subset, n), replace=False))
+    ds = ds._replace(train_x=ds.train_x[keep], train_y=ds.train_y[keep])
+  return ds
+
+
+def _partition_field(c: ml_collections.ConfigDict, message: str, owned: int) -> tuple[str, Any]:
+  if c.partition == 'shards' and ('shards_per_client' in message or c.num_clients <= owned):
+    return 'shards_per_client', c.shards_per_client
+  if 'alpha' in message and c.partition == 'dirichlet':
+    return 'dirichlet_alpha', c.dirichlet_alpha
+  return 'num_clients', c.num_clients
+
+
+def build_data(c: ml_collections.ConfigDict) -> data.ClientLayout:
+  """Load ``c.dataset`` and lay it out over ``c.num_clients`` clients."""
+  entry = data.DATASETS.meta(c.dataset)
+  if entry.get('federated'):
+    fed = data.DATASETS.get(c.dataset)(num_clients=c.num_clients, seed=c.seed)
+    return data.from_federated(fed)
+  try:
+    ds = load_dataset(c)
+  except data.DataError as e:
+    where = 'data_dir' if c.data_dir else 'dataset'
+    raise data.DataError(f'config.{where}={_get(c, where)!r} is invalid: {e}') from None
+  n = len(ds.train_y)
+  if c.validation_size >= n:
+    raise _err('validation_size', c.validation_size, f'must be < the {n} training samples.')
+  if c.unlabeled_size >= n - c.validation_size:
+    raise _err(
+      'unlabeled_size',
+      c.unlabeled_size,
+      f'must be < the {n - c.validation_size} training samples left after validation_size.',
+    )
+  owned = n - c.validation_size - c.unlabeled_size
+  if c.num_clients > owned:
+    raise _err(
+      'num_clients',
+      c.num_clients,
+      f'must be <= the number of training samples the clients share ({owned}: '
+      f'{n} minus validation_size and unlabeled_size).',
+    )
+  try:
+    return data.federate(
+      ds,
+      c.partition,
+      c.num_clients,
+      alpha=c.dirichlet_alpha,
+      shards_per_client=c.shards_per_client,
+      seed=c.seed,
+      unlabeled_size=c.unlabeled_size,
+      validation_size=c.validation_size,
+    )
+  except UserError:
+    raise
+  except ValueError as e:
+    field, value = _partition_field(c, str(e), owned)
+    raise _err(
+      field, value, f'partition {c.partition!r} cannot give every client data: {e}.'
+    ) from None
+
+
+def client_local_steps(c: ml_collections.ConfigDict, sizes: np.ndarray) -> np.ndarray:
+  """int32[N]: K_i (by steps, or ``local_epochs * ceil(n_i / batch_size)``)."""
+  if c.local_epochs > 0:
+    return c.local_epochs * data.steps_per_epoch(sizes, c.batch_size)
+  return np.full(len(sizes), c.local_steps, np.int32)
+
+
+# ---- schedule -----------------------------------------------------------------------------
+def build_schedule(
+  c: ml_collections.ConfigDict, local_steps: np.ndarray, client_sizes: np.ndarray | None = None
+) -> schedules.Schedule:
+  """The delay model ``c.schedule.kind`` over ``c.num_rounds`` server steps.
+
+  Raises:
+    ConfigError: the delay model rejects its parameters, or no client ever arrives.
+  """
+  s = c.schedule
+  n = len(local_steps)
+  ctx = schedules.ScheduleContext(
+    num_clients=n,
+    num_steps=c.num_rounds,
+    local_steps=np.asarray(local_steps),
+    client_sizes=np.ones(n, np.int64) if client_sizes is None else np.asarray(client_sizes),
+    seed=s.seed if s.seed >= 0 else c.seed,
+  )
+  try:
+    schedule = schedules.SCHEDULES.get(s.kind)(s, ctx)
+  except UserError:
+    raise
+  except ValueError as e:
+    raise _err('schedule.kind', s.kind, f'{e}'.rstrip('.') + '.') from None
+  if not np.any(schedule.mask):
+    field = 'schedule.wait_seconds' if s.kind == 'waiting_windows' else 'schedule.kind'
+    raise _err(
+      field,
+      _get(c, field),
+      f'no client ever arrives in the {c.num_rounds} server steps of this schedule '
+      '(every step is empty); lengthen the waiting window or shorten the job durations.',
+    )
+  return schedule
+
+
+def _get(c, field):
+  node = c
+  for part in field.split('.'):
+    node = node[part]
+  return node
+
+
+# ---- algorithm ----------------------------------------------------------------------------
+# The config field that sets each RunInfo field (for errors about the run context).
+_CONTEXT_FIELDS = {
+  'num_rounds': 'num_rounds',
+  'num_clients': 'num_clients',
+  'local_steps': 'local_steps',
+  'client_sizes': 'partition',
+  'unlabeled_x': 'unlabeled_size',
+  'apply_fn': 'model',
+}
+
+
+def _hparam_field(c: ml_collections.ConfigDict, message: str) -> tuple[str, Any]:
+  """The config field a factory's error message is about (its first word, else a mention)."""
+  first = message.split(' ', 1)[0].strip('`\'",:;()')
+  for name, field in _CONTEXT_FIELDS.items():
+    if (first == name or first.startswith(f'{name}=')) and name not in c.hparams:
+      return field, _get(c, field)
+  if first == 'arrivals_per_step' or first.startswith('arrivals_per_step='):
+    field = 'schedule.buffer_size' if 'buffer_size' in c.schedule else 'schedule.kind'
+    if c.schedule.kind in ('synchronous', 'random_staleness'):
+      field = 'schedule.clients_per_step'
+    return field, _get(c, field)
+  for name in c.hparams:
+    if first == name or message.startswith(f'{name} ') or message.startswith(f'{name}='):
+      return f'hparams.{name}', c.hparams[name]
+  for name in c.hparams:
+    if f'{name}=' in message or f'{name} ' in message:
+      return f'hparams.{name}', c.hparams[name]
+  return 'algorithm', c.algorithm
+
+
+def build_compressor(c: ml_collections.ConfigDict) -> compression.Compressor | None:
+  """``c.compressor`` as a Compressor (None for kind 'none')."""
+  if 'compressor' not in c or c.compressor.kind == 'none':
+    return None
+  kind = c.compressor.kind
+  args = {k: c.compressor[k] for k in compressor_takes(kind)}
+  try:
+    return compression.get(kind, error_feedback=c.compressor.error_feedback, **args)
+  except ValueError as e:
+    field = next((k for k in args if k in str(e)), 'kind')
+    raise _err(f'compressor.{field}', c.compressor[field], f'{e}'.rstrip('.') + '.') from None
+
+
+def build_algorithm(c: ml_collections.ConfigDict, info: RunInfo) -> Algorithm:
+  """The registry entry ``c.algorithm`` with ``c.hparams``, the run context from ``info``
+  and ``c.compressor`` around its client messages."""
+  try:
+    algorithm = algorithms.get(c.algorithm, run=info, **dict(c.hparams))
+  except UserError:
+    raise
+  except (ValueError, TypeError) as e:
+    field, value = _hparam_field(c, str(e))
+    raise _err(field, value, f'{e}'.rstrip('.') + '.') from None
+  compressor = build_compressor(c)
+  if compressor is not None:
+    if algorithm.compressor is not None:
+      raise _err(
+        'compressor.kind',
+        c.compressor.kind,
+        f'algorithm {c.algorithm!r} is a preset that already compresses its messages '
+        f'(config.hparams.compressor={c.hparams.get("compressor")!r}); set its compressor '
+        "through config.hparams, or use algorithm='asynfl' with config.compressor.",
+      )
+    algorithm = algorithm._replace(compressor=compressor)
+  return algorithm
+
+
+# ---- the whole run --------------------------------------------------------------------------
+def build(config: ml_collections.ConfigDict) -> Run:
+  """Resolve and validate ``config``, then build every part of the run.
+
+  Raises:
+    ConfigError (and the other :class:`~afl_jax.errors.UserError` kinds): a field
+      that cannot work, named with its value, before anything is compiled.
+  """
+  c = config_lib.resolve(config)
+  config_lib.validate(c)
+  sizes.check(c)  # host-side sizes (schedule, generated data) before allocating them
+  if c.dtype == 'float64':
+    jax.config.update('jax_enable_x64', True)
+  dtype = jnp.dtype(c.dtype)
+  layout = build_data(c)
+  model = models.get_model(c.model, layout.num_classes)
+  local_steps = client_local_steps(c, layout.sizes)
+  schedule = build_schedule(c, local_steps, layout.sizes)
+  key = jax.random.key(c.seed)
+  first = layout.x[layout.index[:1]]
+  params0 = model.init(jax.random.fold_in(key, 1), jnp.asarray(first, dtype))
+  params0 = jax.tree.map(lambda x: x.astype(dtype), params0)
+  info = RunInfo(
+    num_clients=layout.num_clients,
+    arrivals_per_step=schedule.max_arrivals,
+    local_steps=int(np.median(local_steps)),
+    client_sizes=np.asarray(layout.sizes),
+    num_rounds=c.num_rounds,
+    apply_fn=model.apply,
+    unlabeled_x=jnp.asarray(layout.unlabeled_x, dtype),
+  )
+  algorithm = build_algorithm(c, info)
+  problem = task.make_problem(layout, model.apply, c.batch_size, dtype)
+  evaluator = task.make_evaluator(
+    model.apply, layout, seed=c.seed, train_samples=c.eval_train_samples, dtype=dtype
+  )
+  return Run(
+    config=c,
+    data=layout,
+    model=model,
+    params0=params0,
+    key=key,
+    local_steps=local_steps,
+    schedule=schedule,
+    algorithm=algorithm,
+    problem=problem,
+    evaluator=evaluator,
+    info=info,
+    dtype=dtype,
+  )

@@ -1,0 +1,589 @@
+"""Checkpoints that can only resume the run that wrote them, and survive damaged files.
+
+A checkpoint (orbax, one directory per server step under ``workdir/checkpoints``)
+holds the engine's :class:`~afl_jax.core.engine.SimState` plus the run's host-side
+accumulators. Randomness is a function of (seed, step), so no RNG state is saved.
+Beside the orbax files this module keeps, all under ``workdir/checkpoints``:
+
+* ``run.json``: the **fingerprint** of the run: the resolved config (canonical
+  JSON), the number of server steps and a SHA-256 of the schedule arrays;
+* ``schedule.npz``: the schedule the checkpoints were computed under (so a longer
+  ``num_rounds`` can be checked against the past it would resume);
+* ``<step>/afl_manifest.json``: the SHA-256 and size of every file of that step and
+  the shape/dtype of every saved array, written after orbax finished the step.
+  Orbax does not notice bit flips in tensor data; the manifest does.
+
+The loop calls, in this order (see afl_jax/pipeline/loop.py)::
+
+  ckpt = Checkpointer(workdir)
+  step = ckpt.check_resume(config, schedule)   # before compiling anything
+  ckpt.record_run(config, schedule)            # config.json + fingerprint, only if accepted
+  state = sim.init(...)
+  if step is not None:
+    state, host = ckpt.restore(step, state, host)
+  ...
+  ckpt.save(end, state, host)
+
+``check_resume`` refuses (:class:`~afl_jax.errors.ResumeError`, one line) a
+workdir whose run differs from the requested one, naming every differing field
+``old -> new``; it never writes anything then, so ``config.json`` still says what
+ran. Fields in :data:`RESUME_FREE_FIELDS` describe how a run is observed, not what
+it computes, and may change between invocations. ``num_rounds`` may change when
+the new schedule's first S steps (S = the checkpointed step) are identical to the
+saved schedule's; otherwise the resumed run would continue a past that the new
+config does not describe.
+
+A damaged checkpoint (a file missing, truncated or with flipped bits, a missing
+manifest after a crash mid-save) is moved to ``workdir/damaged_checkpoints/``
+(nothing is deleted) with a one-line warning, and the previous intact one is
+used. If checkpoints exist but none is intact, :class:`ResumeError` says so;
+``--noresume`` (:func:`start_over`) deletes checkpoints and metrics and starts over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+from afl_jax.errors import ResumeError
+from afl_jax.schedules import schedule as schedule_lib
+
+__all__ = [
+  'RESUME_FREE_FIELDS',
+  'Checkpointer',
+  'canonical_config',
+  'config_diff',
+  'config_json',
+  'first_difference',
+  'schedule_digest',
+  'start_over',
+  'verify_step',
+  'write_manifest',
+]
+
+MANIFEST = 'afl_manifest.json'
+RUN_FILE = 'run.json'
+SCHEDULE_FILE = 'schedule.npz'
+CHECKPOINT_DIR = 'checkpoints'
+DAMAGED_DIR = 'damaged_checkpoints'
+# Outputs of a run that --noresume deletes (besides the checkpoints).
+METRICS_FILES = ('metrics.jsonl', 'summary.json', 'plot.png')
+METRICS_DIRS = ('tensorboard',)
+
+# Config fields that may differ between the run that wrote a checkpoint and the run
+# resuming it: they change what is evaluated, logged, plotted or saved, and when the
+# run stops, never the training trajectory (the engine's results do not depend on
+# the chunk size, tested bitwise). A dotted name matches that field; a name ending
+# in '.' matches a whole section. Loops may pass more with ``free_fields=``.
+RESUME_FREE_FIELDS = (
+  'eval_every',
+  'eval_train_samples',
+  'checkpoint_every',
+  'stop_after_steps',
+  'target_accuracy',
+  'data_dir',  # where the files are, not what they hold (IDX files are checked on load)
+  'download',
+  'log_every',
+  'tensorboard',
+  'plot',
+  'logging.',
+  'eval.',
+)
+# Compared through the schedule instead (see the module docstring).
+_ROUNDS_FIELD = 'num_rounds'
+_ABSENT = '<absent>'
+
+
+def _warn(message: str) -> None:
+  print(f'warning: {message}', file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _quiet_orbax():
+  """Orbax logs a dozen INFO lines per save through absl; keep warnings only, meanwhile."""
+  logger = logging.getLogger('absl')
+  level = logger.level
+  logger.setLevel(max(level, logging.WARNING))
+  try:
+    yield
+  finally:
+    logger.setLevel(level)
+
+
+# ---- fingerprints --------------------------------------------------------------------
+def canonical_config(config: Any) -> dict[str, Any]:
+  """The config as plain JSON values (a ConfigDict, FrozenConfigDict or mapping).
+
+  Tuples become lists and floats stay floats, so that the result equals what
+  ``json.loads(json.dumps(...))`` returns and saved and requested configs compare
+  equal exactly when they hold the same values.
+  """
+  if hasattr(config, 'to_dict'):
+    config = config.to_dict()
+  return json.loads(config_json(config))
+
+
+def _jsonable(x: Any) -> Any:
+  if isinstance(x, Mapping):
+    return {str(k): _jsonable(v) for k, v in x.items()}
+  if isinstance(x, (list, tuple)):
+    return [_jsonable(v) for v in x]
+  if isinstance(x, (bool, np.bool_)):
+    return bool(x)
+  if isinstance(x, (int, np.integer)):
+    return int(x)
+  if isinstance(x, (float, np.floating)):
+    x = float(x)
+    return x if math.isfinite(x) else repr(x)  # strict JSON: 'nan', 'inf' as strings
+  if x is None or isinstance(x, str):
+    return x
+  if hasattr(x, 'to_dict'):
+    return _jsonable(x.to_dict())
+  if callable(x):  # repr() would hold a memory address, different in every process
+    return (
+      f'<callable {getattr(x, "__module__", "?")}.{getattr(x, "__qualname__", type(x).__name__)}>'
+    )
+  return repr(x)
+
+
+def config_json(config: Any, indent: int | None = None) -> str:
+  """Canonical JSON of a config: sorted keys, strict (no NaN/Infinity literals)."""
+  if hasattr(config, 'to_dict'):
+    config = config.to_dict()
+  return json.dumps(_jsonable(config), sort_keys=True, indent=indent, allow_nan=False)
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = '') -> dict[str, Any]:
+  out = {}
+  for k, v in d.items():
+    if isinstance(v, Mapping) and v:
+      out.update(_flatten(v, f'{prefix}{k}.'))
+    else:
+      out[f'{prefix}{k}'] = v
+  return out
+
+
+def _is_free(field: str, free: Iterable[str]) -> bool:
+  return any(field == f or (f.endswith('.') and field.startswith(f)) for f in free)
+
+
+def config_diff(
+  old: Mapping[str, Any], new: Mapping[str, Any], free_fields: Iterable[str] = ()
+) -> list[tuple[str, Any, Any]]:
+  """``[(field, old, new)]`` for every dotted field that differs and is not free."""
+  free = tuple(RESUME_FREE_FIELDS) + tuple(free_fields) + (_ROUNDS_FIELD,)
+  a, b = _flatten(canonical_config(old)), _flatten(canonical_config(new))
+  diffs = []
+  for field in sorted(set(a) | set(b)):
+    va, vb = a.get(field, _ABSENT), b.get(field, _ABSENT)
+    if va != vb and not _is_free(field, free):
+      diffs.append((field, va, vb))
+  return diffs
+
+
+_SCHEDULE_ARRAYS = ('client_ids', 'start_step', 'local_steps', 'mask', 'wall_clock')
+
+
+def _schedule_rows(schedule: Any, num_steps: int, width: int) -> dict[str, np.ndarray]:
+  """The first ``num_steps`` rows, padded to ``width`` slots with canonical padding."""
+  t = np.arange(num_steps)[:, None]
+  rows = {}
+  for name in _SCHEDULE_ARRAYS:
+    a = np.asarray(getattr(schedule, name))[:num_steps]
+    if a.ndim == 2 and a.shape[1] < width:
+      fill = {'client_ids': 0, 'start_step': None, 'local_steps': 1, 'mask': False}[name]
+      pad = np.broadcast_to(t if fill is None else fill, (num_steps, width - a.shape[1]))
+      a = np.concatenate([a, pad.astype(a.dtype)], axis=1)
+    rows[name] = np.ascontiguousarray(a)
+  return rows
+
+
+def schedule_digest(schedule: Any, num_steps: int | None = None) -> str:
+  """SHA-256 of a schedule's arrays (its first ``num_steps`` steps) and num_clients."""
+  n = schedule.num_steps if num_steps is None else num_steps
+  h = hashlib.sha256(f'num_clients={int(schedule.num_clients)};steps={n};'.encode())
+  for name, a in _schedule_rows(schedule, n, schedule.max_arrivals).items():
+    h.update(f'{name}:{a.dtype.str}:{a.shape};'.encode())
+    h.update(a.tobytes())
+  return h.hexdigest()
+
+
+def first_difference(old: Any, new: Any, num_steps: int) -> str | None:
+  """Where two schedules differ within their first ``num_steps`` steps (None: identical).
+
+  Padding slots do not count, so a schedule padded to more slots per step compares
+  equal to the same arrivals with fewer slots.
+  """
+  if int(old.num_clients) != int(new.num_clients):
+    return f'num_clients {old.num_clients} -> {new.num_clients}'
+  if new.num_steps < num_steps:
+    return f'the new schedule has {new.num_steps} steps, fewer than the checkpointed {num_steps}'
+  width = max(old.max_arrivals, new.max_arrivals)
+  a, b = _schedule_rows(old, num_steps, width), _schedule_rows(new, num_steps, width)
+  for name in _SCHEDULE_ARRAYS:
+    bad = a[name] != b[name]
+    if bad.any():
+      t = int(np.argwhere(bad)[0][0])
+      return f'{name} differs at server step {t}'
+  return None
+
+
+# ---- manifests -----------------------------------------------------------------------
+def _sha256(path: str) -> str:
+  h = hashlib.sha256()
+  with open(path, 'rb') as f:
+    for block in iter(lambda: f.read(1 << 20), b''):
+      h.update(block)
+  return h.hexdigest()
+
+
+def _files(step_dir: str) -> list[str]:
+  out = []
+  for root, _, names in os.walk(step_dir):
+    for name in names:
+      rel = os.path.relpath(os.path.join(root, name), step_dir)
+      if rel != MANIFEST:
+        out.append(rel)
+  return sorted(out)
+
+
+def _tree_spec(tree: Any) -> dict[str, list]:
+  leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+  return {jax.tree_util.keystr(path): [list(np.shape(x)), str(x.dtype)] for path, x in leaves}
+
+
+def write_manifest(step_dir: str, item: Any) -> None:
+  """Record size and SHA-256 of every file of a finished step, and the arrays' specs."""
+  files = {}
+  for rel in _files(step_dir):
+    path = os.path.join(step_dir, rel)
+    files[rel] = [os.path.getsize(path), _sha256(path)]
+  manifest = {'format': 1, 'files': files, 'arrays': _tree_spec(item)}
+  tmp = os.path.join(step_dir, MANIFEST + '.tmp')
+  with open(tmp, 'w') as f:
+    json.dump(manifest, f, sort_keys=True)
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(tmp, os.path.join(step_dir, MANIFEST))
+
+
+def verify_step(step_dir: str) -> str | None:
+  """Why the step directory is damaged, or None when every file matches its manifest."""
+  path = os.path.join(step_dir, MANIFEST)
+  try:
+    with open(path) as f:
+      manifest = json.load(f)
+    files = manifest['files']
+  except FileNotFoundError:
+    return 'no manifest (the save did not finish)'
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    return f'unreadable manifest ({e})'
+  for rel, (size, digest) in sorted(files.items()):
+    p = os.path.join(step_dir, rel)
+    if not os.path.isfile(p):
+      return f'file {rel} is missing'
+    if os.path.getsize(p) != size:
+      return f'file {rel} has {os.path.getsize(p)} bytes, expected {size} (truncated?)'
+    if _sha256(p) != digest:
+      return f'file {rel} does not match its checksum (corrupted)'
+  return None
+
+
+def _read_json(path: str) -> Any:
+  with open(path) as f:
+    return json.load(f)
+
+
+def _write_text(path: str, text: str) -> None:
+  tmp = path + '.tmp'
+  with open(tmp, 'w') as f:
+    f.write(text)
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(tmp, path)
+
+
+def start_over(workdir: str | os.PathLike) -> None:
+  """``--noresume``: delete the workdir's checkpoints, fingerprint and metrics."""
+  workdir = os.fspath(workdir)
+  for name in (CHECKPOINT_DIR, DAMAGED_DIR) + METRICS_DIRS:
+    shutil.rmtree(os.path.join(workdir, name), ignore_errors=True)
+  for name in METRICS_FILES + ('config.json', 'schedule.npz'):
+    path = os.path.join(workdir, name)
+    if os.path.isfile(path):
+      os.remove(path)
+
+
+class Checkpointer:
+  """Save / restore ``{'sim': SimState, 'host': dict of arrays}`` under ``workdir/checkpoints``.
+
+  Args:
+    workdir: the run directory.
+    max_to_keep: how many checkpoints to keep (>= 2 keeps a fallback for a damaged latest).
+    free_fields: config fields, beyond :data:`RESUME_FREE_FIELDS`, that may differ on resume.
+    warn: receives one line per warning (default: ``warning: ...`` on stderr).
+  """
+
+  def __init__(
+    self,
+    workdir: str | os.PathLike,
+    max_to_keep: int = 3,
+    *,
+    free_fields: Iterable[str] = (),
+    warn: Callable[[str], None] = _warn,
+  ):
+    self.workdir = os.path.abspath(os.fspath(workdir))
+    self.directory = os.path.join(self.workdir, CHECKPOINT_DIR)
+    self.max_to_keep = max_to_keep
+    self.free_fields = tuple(free_fields)
+    self.warn = warn
+    self._manager = None
+
+  @property
+  def manager(self) -> ocp.CheckpointManager:
+    if self._manager is None:
+      with _quiet_orbax():
+        self._manager = ocp.CheckpointManager(
+          self.directory, options=ocp.CheckpointManagerOptions(max_to_keep=self.max_to_keep)
+        )
+    return self._manager
+
+  def _reload(self) -> None:
+    if self._manager is not None:
+      with _quiet_orbax():
+        self._manager.close()
+      self._manager = None
+
+  def step_dir(self, step: int) -> str:
+    return os.path.join(self.directory, str(step))
+
+  def steps(self) -> list[int]:
+    """Steps with a checkpoint directory on disk (intact or not), ascending."""
+    if not os.path.isdir(self.directory):
+      return []
+    return sorted(int(n) for n in os.listdir(self.directory) if n.isdigit())
+
+  def latest_step(self) -> int | None:
+    """The latest *intact* step (damaged ones are moved aside with a warning)."""
+    for step in reversed(self.steps()):
+      why = verify_step(self.step_dir(step))
+      if why is None:
+        return step
+      self._move_aside(step, why)
+    return None
+
+  def _move_aside(self, step: int, why: str, *, damaged: bool = True) -> None:
+    dest_root = os.path.join(self.workdir, DAMAGED_DIR)
+    os.makedirs(dest_root, exist_ok=True)
+    dest, k = os.path.join(dest_root, str(step)), 1
+    while os.path.exists(dest):
+      dest, k = os.path.join(dest_root, f'{step}.{k}'), k + 1
+    shutil.move(self.step_dir(step), dest)
+    self._reload()
+    if damaged:
+      self.warn(
+        f'checkpoint at step {step} in {self.directory} is damaged: {why}; moved it to '
+        f'{dest} and falling back to the previous checkpoint'
+      )
+    else:
+      self.warn(f'checkpoint at step {step} in {self.directory} {why}; moved it to {dest}')
+
+  # ---- fingerprint ------------------------------------------------------------------
+  def _saved_run(self) -> tuple[dict, str] | None:
+    """(run.json content, where it came from) or None for a workdir without a run."""
+    run_file = os.path.join(self.directory, RUN_FILE)
+    has_results = os.path.isfile(os.path.join(self.workdir, 'metrics.jsonl'))
+    if os.path.isfile(run_file):
+      try:
+        run = _read_json(run_file)
+      except (OSError, ValueError) as e:
+        raise ResumeError(
+          f"cannot read {run_file} ({e}); pass --noresume to delete this workdir's "
+          'checkpoints and metrics and start over, or choose another --workdir'
+        ) from e
+      if run.get('checkpointed') or self.steps() or has_results:
+        return run, run_file
+      return None  # recorded, then stopped before producing anything: nothing to protect
+    config_file = os.path.join(self.workdir, 'config.json')
+    if os.path.isfile(config_file) and has_results:
+      try:
+        return {'config': _read_json(config_file)}, config_file
+      except (OSError, ValueError):
+        return None  # a torn config.json of a run with no checkpoint: nothing to protect
+    return None
+
+  def check_resume(self, config: Any, schedule: Any) -> int | None:
+    """The step to resume from (None: start fresh), or ResumeError; writes nothing else.
+
+    Raises ResumeError when the workdir holds a run (a checkpoint fingerprint, or the
+    config.json and metrics of a finished run) whose config differs in a field that
+    changes the computation, when the new schedule does not reproduce the
+    checkpointed past, or when every checkpoint is damaged. Damaged checkpoints are
+    moved to ``damaged_checkpoints/`` with a warning.
+    """
+    saved = self._saved_run()
+    if saved is None:
+      if self.steps():  # checkpoints without a fingerprint: not written by this module
+        raise ResumeError(
+          f'{self.directory} holds checkpoints but no {RUN_FILE} recording which config made '
+          'them; pass --noresume to delete them and start over, or choose another --workdir'
+        )
+      return None
+    run, source = saved
+    diffs = config_diff(run.get('config', {}), canonical_config(config), self.free_fields)
+    if diffs:
+      listed = ', '.join(f'{f} {_show(a)} -> {_show(b)}' for f, a, b in diffs)
+      raise ResumeError(
+        f'workdir {self.workdir} holds a run with a different config ({source}): {listed}; '
+        'resume it with its own config, or pass --noresume to delete its checkpoints and '
+        'metrics and start over, or choose another --workdir'
+      )
+    if 'schedule_sha256' not in run:  # a finished run without checkpoints, same config
+      return None
+    step = self.latest_step()
+    if step is None:
+      if self.steps() or run.get('checkpointed'):
+        raise ResumeError(
+          f'no intact checkpoint is left in {self.directory} (see the warnings above); pass '
+          '--noresume to delete the checkpoints and metrics and start over'
+        )
+      return None
+    self._check_schedule(run, schedule, step)
+    return step
+
+  def _check_schedule(self, run: dict, schedule: Any, step: int) -> None:
+    if run.get('num_steps') == schedule.num_steps:
+      if run['schedule_sha256'] == schedule_digest(schedule):
+        return
+      why = 'the schedule built from the same config differs from the checkpointed one'
+    else:
+      why = (
+        f'num_rounds changes from {run.get("num_steps")} to {schedule.num_steps} steps, and'
+        f' the new schedule'
+      )
+    path = os.path.join(self.directory, SCHEDULE_FILE)
+    try:
+      old = schedule_lib.load(path)
+    except schedule_lib.ScheduleError as e:
+      raise ResumeError(
+        f'cannot check the schedule against the checkpointed one: {e}; pass --noresume to '
+        'start over'
+      ) from e
+    where = first_difference(old, schedule, step)
+    if where is None and run.get('num_steps') != schedule.num_steps:
+      return  # same past, different length: extending (or shortening) is safe
+    raise ResumeError(
+      f'cannot resume {self.workdir} at server step {step}: {why} '
+      f'({where or "differs after the checkpoint"}), so resuming would continue a past the '
+      'requested run does not have (e.g. the synchronous schedule is drawn for the whole '
+      f'num_rounds at once); keep num_rounds={run.get("config", {}).get(_ROUNDS_FIELD)}, or pass '
+      '--noresume to delete the checkpoints and metrics and start over'
+    )
+
+  def record_run(self, config: Any, schedule: Any, *, checkpointed: bool = True) -> None:
+    """Write ``config.json`` (workdir), the fingerprint and the schedule (checkpoints/).
+
+    Call only after :meth:`check_resume` accepted the run. The fingerprint is written
+    whether or not this invocation will save checkpoints (``checkpointed`` is kept for
+    callers; a run resumed from a checkpoint and continued without saving still
+    carries the schedule that a later resume is checked against), so a later run with
+    another config into the same workdir is refused either way.
+    """
+    del checkpointed
+    os.makedirs(self.directory, exist_ok=True)
+    text = config_json(config, indent=2)
+    _write_text(os.path.join(self.workdir, 'config.json'), text + '\n')
+    run = {
+      'format': 1,
+      'config': json.loads(text),
+      'num_steps': schedule.num_steps,
+      'schedule_sha256': schedule_digest(schedule),
+      'checkpointed': bool(self.steps()),
+    }
+    tmp = os.path.join(self.directory, 'schedule.tmp.npz')
+    schedule.save(tmp)
+    os.replace(tmp, os.path.join(self.directory, SCHEDULE_FILE))
+    _write_text(os.path.join(self.directory, RUN_FILE), json.dumps(run, sort_keys=True, indent=1))
+
+  # ---- state ------------------------------------------------------------------------
+  def save(self, step: int, sim_state: Any, host: Mapping[str, Any]) -> None:
+    """Save a step, wait for orbax to finish it, then write its manifest."""
+    item = {'sim': sim_state, 'host': {k: np.asarray(v) for k, v in host.items()}}
+    if os.path.isdir(self.step_dir(step)):  # a step reached again after a fallback
+      self._move_aside(step, 'is replaced by a new save of that step', damaged=False)
+    with _quiet_orbax():
+      self.manager.save(step, args=ocp.args.StandardSave(item))
+      self.manager.wait_until_finished()
+    if jax.process_index() == 0:  # one writer of the shared files (multi-process runs)
+      write_manifest(self.step_dir(step), item)
+      run_file = os.path.join(self.directory, RUN_FILE)
+      if os.path.isfile(run_file):
+        run = _read_json(run_file)
+        if not run.get('checkpointed'):
+          run['checkpointed'] = True
+          _write_text(run_file, json.dumps(run, sort_keys=True, indent=1))
+    if jax.process_count() > 1:  # nobody reads the step before its manifest exists
+      from jax.experimental import multihost_utils
+
+      multihost_utils.sync_global_devices(f'afl_jax checkpoint {step}')
+
+  def restore(
+    self, step: int, sim_template: Any, host_template: Mapping[str, Any]
+  ) -> tuple[Any, dict[str, np.ndarray]]:
+    """Restore a verified step into the templates' structure.
+
+    Raises ResumeError when the saved arrays' shapes or dtypes differ from the
+    templates' (the run would need a different state, e.g. a larger ring buffer).
+    """
+    template = {'sim': sim_template, 'host': {k: np.asarray(v) for k, v in host_template.items()}}
+    manifest = _read_json(os.path.join(self.step_dir(step), MANIFEST))
+    want, have = _tree_spec(template), manifest.get('arrays', {})
+    if want != have:
+      names = sorted(set(want) | set(have))
+      bad = next(n for n in names if want.get(n) != have.get(n))
+      raise ResumeError(
+        f'the checkpoint at step {step} in {self.directory} holds {bad} as '
+        f'{_show_spec(have.get(bad))} but this run needs {_show_spec(want.get(bad))}; pass '
+        '--noresume to start over'
+      )
+    abstract = jax.tree.map(_abstract, template)
+    try:
+      with _quiet_orbax():
+        item = self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
+    except (ValueError, TypeError, KeyError, OSError) as e:  # intact bytes, unreadable state
+      first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+      raise ResumeError(
+        f'cannot restore the checkpoint at step {step} in {self.directory} ({first}); pass '
+        '--noresume to start over'
+      ) from e
+    sim = jax.tree.unflatten(jax.tree.structure(sim_template), jax.tree.leaves(item['sim']))
+    return sim, {k: np.asarray(v) for k, v in item['host'].items()}
+
+  def close(self) -> None:
+    self._reload()
+
+
+def _abstract(x: Any) -> Any:
+  if isinstance(x, jax.Array):
+    return ocp.utils.to_shape_dtype_struct(x)  # keeps the sharding
+  return jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype)
+
+
+def _show(v: Any) -> str:
+  return v if v == _ABSENT else json.dumps(v)
+
+
+def _show_spec(spec: Any) -> str:
+  return 'nothing' if spec is None else f'{spec[1]}{tuple(spec[0])}'

@@ -1,0 +1,245 @@
+"""``train_and_evaluate(config, workdir)``: run, evaluate, checkpoint and write.
+
+Everything is built (and the config validated) by
+:func:`afl_jax.pipeline.build.build` before anything is written or compiled; this
+loop only drives the engine in chunks of ``eval_every`` server steps, evaluates
+between chunks, and writes into ``workdir``:
+
+* ``config.json`` (the resolved config) and ``schedule.npz``;
+* ``metrics.jsonl`` (strict JSON, one record per evaluation) and TensorBoard
+  events in ``tensorboard/`` (afl_jax/pipeline/metrics_io.py);
+* ``plot.png`` and ``summary.json`` at the end;
+* orbax checkpoints every ``checkpoint_every`` steps (afl_jax/pipeline/checkpoint.py):
+  a workdir holding a run with a different config is refused (``ResumeError``), a
+  damaged latest checkpoint falls back to the previous intact one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from typing import Any
+
+import ml_collections
+import numpy as np
+
+from afl_jax import models
+from afl_jax.core import memory
+from afl_jax.core.engine import Simulator
+from afl_jax.pipeline import checkpoint, metrics_io, plotting, sizes
+from afl_jax.pipeline.build import Run, build
+
+
+class NonFiniteError(RuntimeError):
+  """Training produced NaN/inf; the metrics so far are on disk."""
+
+
+def _first_nonfinite(metrics: dict[str, np.ndarray]) -> tuple[int, str] | None:
+  for name, values in sorted(metrics.items()):
+    bad = ~np.isfinite(np.asarray(values))
+    if bad.any():
+      return int(np.argmax(bad)), name
+  return None
+
+
+def _write_json(path: str, obj: Any) -> None:
+  with open(path, 'w') as f:
+    json.dump(obj, f, indent=2, sort_keys=True, default=float)
+
+
+def make_simulator(run: Run) -> Simulator:
+  """The engine for ``run`` (plans memory; raises InsufficientMemoryError if it cannot fit)."""
+  c = run.config
+  return Simulator(
+    run.algorithm,
+    run.problem,
+    run.schedule,
+    chunk_size=c.eval_every,
+    client_block_size=c.client_block_size or None,
+  )
+
+
+def train_and_evaluate(
+  config: ml_collections.ConfigDict, workdir: str, *, resume: bool = True, log=print
+) -> dict[str, Any]:
+  """Run one experiment; returns the summary (also written to ``summary.json``).
+
+  Args:
+    config: the experiment config (see afl_jax/pipeline/config.py).
+    workdir: the output directory.
+    resume: continue from the latest checkpoint of the same run in ``workdir``;
+      False deletes its checkpoints and metrics first.
+    log: receives one line per progress message.
+
+  Raises:
+    UserError (ConfigError, DataError, ResumeError, ...): a bad input, before compute.
+    NonFiniteError: training produced NaN/inf (metrics so far are written).
+  """
+  run = build(config)
+  c, schedule = run.config, run.schedule
+  os.makedirs(workdir, exist_ok=True)
+  if not resume:
+    checkpoint.start_over(workdir)
+  ckpt = checkpoint.Checkpointer(workdir)
+  resume_step = ckpt.check_resume(c, schedule)
+  sim = None
+  with sizes.memory_guard(c, lambda: sim.memory if sim is not None else None):
+    sim = make_simulator(run)  # plans device memory before allocating anything
+  ckpt.record_run(c, schedule, checkpointed=c.checkpoint_every > 0)
+  schedule.save(os.path.join(workdir, 'schedule.npz'))
+  stats = schedule.stats()
+  log(
+    f'afl_jax: {c.algorithm} on {c.dataset} ({run.data.num_clients} clients, {c.model}, '
+    f'{models.count_params(run.params0)} params), schedule {c.schedule.kind}: '
+    f'T={stats["num_steps"]}, M={stats["max_arrivals"]}, tau_avg={stats["tau_avg"]:.3f}, '
+    f'tau_max={stats["tau_max"]}'
+  )
+
+  host = {
+    'bits_up': np.zeros((), np.float64),
+    'bits_down': np.zeros((), np.float64),
+    'tau_sum': np.zeros((), np.float64),
+    'arrivals': np.zeros((), np.float64),
+  }
+  key = run.key
+  with sizes.memory_guard(c, lambda: sim.memory):
+    state = sim.init(run.params0, key)
+  log(
+    f'{memory.format_report(sim.memory)}; ring buffer {sim.ring_size} models; '
+    f'{sim.num_devices} device(s)'
+  )
+  records: list[dict] = []
+  if resume_step is not None:
+    state, host = ckpt.restore(resume_step, state, host)
+    records = metrics_io.truncate_metrics(workdir, resume_step)
+    log(f'resumed from checkpoint at server step {resume_step}')
+  else:
+    metrics_path = os.path.join(workdir, metrics_io.METRICS_FILE)
+    if os.path.exists(metrics_path):
+      os.remove(metrics_path)
+    shutil.rmtree(os.path.join(workdir, metrics_io.TENSORBOARD_DIR), ignore_errors=True)
+  writer = metrics_io.create_default_writer(workdir, resume_step=resume_step)
+  evaluate = run.evaluator
+  status, t_run, ran = 'completed', time.time(), 0
+  try:
+    if not records:
+      writer.write_hparams(json.loads(checkpoint.config_json(c)))
+      records.append(
+        {
+          'step': 0,
+          'wall_clock': 0.0,
+          'bytes_up': 0.0,
+          'bytes_down': 0.0,
+          **evaluate(sim.params(state)),
+        }
+      )
+      writer.write_scalars(0, {k: v for k, v in records[-1].items() if k != 'step'})
+    start_pos = sim.position(state)
+    tau = schedule.staleness
+    while (pos := sim.position(state)) < schedule.num_steps:
+      if c.stop_after_steps and ran >= c.stop_after_steps:
+        status = 'stopped'
+        break
+      state, out = sim.run_chunk(state, key)
+      m = {k: np.asarray(v) for k, v in out['metrics'].items()}
+      n_steps = len(m['arrivals'])
+      ran += n_steps
+      end = pos + n_steps
+      host['bits_up'] = host['bits_up'] + m['bits_up'].astype(np.float64).sum()
+      host['bits_down'] = host['bits_down'] + m['bits_down'].astype(np.float64).sum()
+      host['tau_sum'] = host['tau_sum'] + tau[pos:end].sum()
+      host['arrivals'] = host['arrivals'] + schedule.mask[pos:end].sum()
+      rule_metrics = {k: v for k, v in m.items() if k.startswith(('client/', 'server/'))}
+      bad = _first_nonfinite(rule_metrics)
+      ev = evaluate(sim.params(state))
+      if bad is None and not all(np.isfinite(v) for v in ev.values()):
+        bad = (n_steps - 1, next(k for k, v in ev.items() if not np.isfinite(v)))
+      record = {
+        'step': end,
+        'wall_clock': float(schedule.wall_clock[end - 1]),
+        'bytes_up': float(host['bits_up'] / 8),
+        'bytes_down': float(host['bits_down'] / 8),
+        'tau_avg': float(host['tau_sum'] / max(host['arrivals'], 1)),
+        'tau_max': int(tau[:end].max()),
+        **{k.replace('/', '_'): float(np.mean(v)) for k, v in rule_metrics.items()},
+        **ev,
+      }
+      if bad is not None:
+        status = f'non-finite {bad[1]} at server step {pos + bad[0]}'
+        record['stopped'] = status
+      records.append(record)
+      writer.write_scalars(end, {k: v for k, v in record.items() if k != 'step'})
+      elapsed = time.time() - t_run
+      rate = (end - start_pos) / max(elapsed, 1e-9)
+      eta = (schedule.num_steps - end) / max(rate, 1e-9)
+      log(
+        f'step {end}/{schedule.num_steps} | test acc {ev["test_accuracy"]:.4f} | test loss '
+        f'{ev["test_loss"]:.4f} | sim clock {record["wall_clock"]:.1f} | '
+        f'{rate:.2f} steps/s | ETA {eta:.0f}s'
+      )
+      if bad is not None:
+        log(f'stopping: {status}; metrics so far are in {workdir}/{metrics_io.METRICS_FILE}')
+        break
+      if c.checkpoint_every and end % c.checkpoint_every == 0:
+        writer.flush()
+        ckpt.save(end, state, host)
+  finally:
+    writer.close()
+    ckpt.close()
+
+  plotting.plot_runs(
+    {c.algorithm: records}, os.path.join(workdir, 'plot.png'), title=f'{c.algorithm} on {c.dataset}'
+  )
+  summary = summarize(c, records, status, time.time() - t_run, stats, sim)
+  _write_json(os.path.join(workdir, 'summary.json'), summary)
+  final = records[-1]
+  log(
+    f'summary: {status}: {final["step"]} steps, test accuracy '
+    f'{summary["test_accuracy"]:.4f}, sim clock {final["wall_clock"]:.1f}, '
+    f'{final["bytes_up"] / 1e6:.1f} MB up, {summary["run_seconds"]:.1f}s'
+  )
+  sys.stdout.flush()
+  if status.startswith('non-finite'):
+    raise NonFiniteError(status)
+  return summary
+
+
+def summarize(
+  c: ml_collections.ConfigDict,
+  records: list[dict],
+  status: str,
+  seconds: float,
+  stats: dict,
+  sim: Simulator,
+) -> dict[str, Any]:
+  """The run's summary: final metrics, schedule statistics, memory, target reached."""
+  final = records[-1]
+  summary = {
+    'algorithm': c.algorithm,
+    'dataset': c.dataset,
+    'status': status,
+    'steps': final['step'],
+    'test_accuracy': final.get('test_accuracy'),
+    'test_loss': final.get('test_loss'),
+    'wall_clock': final['wall_clock'],
+    'bytes_up': final['bytes_up'],
+    'bytes_down': final['bytes_down'],
+    'run_seconds': seconds,
+    'schedule': stats,
+    'memory_bytes': dict(sim.memory),
+    'ring_buffer_models': sim.ring_size,
+    'devices': sim.num_devices,
+  }
+  if 'val_accuracy' in final:
+    summary['val_accuracy'] = final['val_accuracy']
+    summary['val_loss'] = final['val_loss']
+  if c.target_accuracy > 0:
+    hit = next((r for r in records if r.get('test_accuracy', 0) >= c.target_accuracy), None)
+    summary['target_accuracy'] = c.target_accuracy
+    summary['steps_to_target'] = hit['step'] if hit else None
+    summary['wall_clock_to_target'] = hit['wall_clock'] if hit else None
+    summary['bytes_up_to_target'] = hit['bytes_up'] if hit else None
+  return summary

@@ -1,0 +1,351 @@
+"""Metrics on disk: ``metrics.jsonl`` (strict JSON) and TensorBoard event files.
+
+The writers follow the interface of CLU's ``metric_writers`` (as used by the flax
+examples): ``write_scalars(step, scalars)``, ``write_hparams(hparams)``, ``flush()``,
+``close()``. :class:`MultiWriter` fans out to several writers.
+
+* :class:`JsonlWriter` appends one JSON object per line to ``workdir/metrics.jsonl``
+  and flushes it to the OS at every write, so a crash loses at most the line being
+  written. The JSON is strict (``allow_nan=False``): a non-finite float is written
+  as ``null`` and named in the record's ``"nonfinite"`` flag, e.g.
+  ``{"step": 40, "test_loss": null, "nonfinite": {"test_loss": "nan"}}``.
+  :func:`read_metrics` turns them back into floats.
+* :class:`TensorBoardWriter` writes event files with tensorboardX (a ~90 kB pure
+  Python wheel; its dependencies numpy, protobuf and packaging are already needed
+  by jax, orbax and matplotlib), not CLU's writer, which needs TensorFlow.
+  ``tensorboard --logdir runs/`` then compares runs. On resume from step S it is
+  opened with ``purge_step=S + 1`` so TensorBoard drops the events the interrupted
+  run wrote after its checkpoint.
+
+:func:`read_metrics` reads a file whose last line was cut by a crash (drops the torn
+tail with a one-line warning; ``repair=True`` also rewrites the file, which the
+writer and :func:`truncate_metrics` do on resume); a damaged line *before* the last
+one is not a crash artifact and raises :class:`MetricsError`.
+:func:`truncate_metrics` keeps the records up to a step (resume after a kill).
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import math
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from afl_jax.errors import UserError
+
+__all__ = [
+  'JsonlWriter',
+  'MetricWriter',
+  'MetricsError',
+  'MultiWriter',
+  'TensorBoardWriter',
+  'create_default_writer',
+  'decode_record',
+  'encode_record',
+  'read_metrics',
+  'truncate_metrics',
+]
+
+METRICS_FILE = 'metrics.jsonl'
+HPARAMS_FILE = 'hparams.json'
+TENSORBOARD_DIR = 'tensorboard'
+NONFINITE_KEY = 'nonfinite'
+_NONFINITE_NAMES = {'nan': math.nan, 'inf': math.inf, '-inf': -math.inf}
+
+
+class MetricsError(UserError):
+  """A metrics file that cannot be read (damaged before its last line)."""
+
+
+def _warn(message: str) -> None:
+  print(f'warning: {message}', file=sys.stderr, flush=True)
+
+
+def _nonfinite_name(x: float) -> str:
+  return 'nan' if math.isnan(x) else ('inf' if x > 0 else '-inf')
+
+
+def encode_record(step: int, scalars: Mapping[str, Any]) -> str:
+  """One strict-JSON line (no newline) for ``{'step': step, **scalars}``.
+
+  Floats that are NaN or infinite become ``null`` and are listed under
+  ``"nonfinite"`` (name -> 'nan' | 'inf' | '-inf'). Non-float values (ints, bools,
+  strings such as a stop reason) are written as they are.
+  """
+  record: dict[str, Any] = {'step': int(step)}
+  bad: dict[str, str] = {}
+  for name, value in scalars.items():
+    if name in ('step', NONFINITE_KEY):
+      raise ValueError(f'{name!r} is reserved in metrics records')
+    if hasattr(value, 'item') and getattr(value, 'ndim', 0) == 0:
+      value = value.item()  # NumPy / JAX scalars
+    if isinstance(value, float) and not math.isfinite(value):
+      bad[name] = _nonfinite_name(value)
+      value = None
+    record[name] = value
+  if bad:
+    record[NONFINITE_KEY] = bad
+  return json.dumps(record, sort_keys=True, allow_nan=False)
+
+
+def decode_record(record: dict[str, Any]) -> dict[str, Any]:
+  """Undo :func:`encode_record`'s null encoding (in place; returns the record)."""
+  bad = record.pop(NONFINITE_KEY, None)
+  if isinstance(bad, Mapping):
+    for name, kind in bad.items():
+      record[name] = _NONFINITE_NAMES.get(kind, math.nan)
+  elif isinstance(bad, list):  # a plain list of names
+    for name in bad:
+      record[name] = math.nan
+  return record
+
+
+class MetricWriter(abc.ABC):
+  """CLU-style writer: scalars per step, hyperparameters once."""
+
+  @abc.abstractmethod
+  def write_scalars(self, step: int, scalars: Mapping[str, Any]) -> None:
+    """Record ``scalars`` (name -> number) at server step ``step``."""
+
+  @abc.abstractmethod
+  def write_hparams(self, hparams: Mapping[str, Any]) -> None:
+    """Record the run's hyperparameters (the resolved config)."""
+
+  def flush(self) -> None:  # noqa: B027 (optional)
+    """Make everything written so far durable."""
+
+  def close(self) -> None:  # noqa: B027 (optional)
+    """Flush and release resources."""
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+    return False
+
+
+def _atomic_write_lines(path: str, lines: Sequence[str]) -> None:
+  tmp = path + '.tmp'
+  with open(tmp, 'w') as f:
+    for line in lines:
+      f.write(line + '\n')
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(tmp, path)
+
+
+class JsonlWriter(MetricWriter):
+  """Appends strict-JSON records to ``workdir/metrics.jsonl`` (see the module docstring).
+
+  Args:
+    workdir: the run directory (created if missing).
+    warn: receives one line per warning (a torn last line repaired on open).
+  """
+
+  def __init__(self, workdir: str | os.PathLike, *, warn: Callable[[str], None] = _warn):
+    self.workdir = os.fspath(workdir)
+    os.makedirs(self.workdir, exist_ok=True)
+    self.path = os.path.join(self.workdir, METRICS_FILE)
+    if os.path.isfile(self.path) and not _ends_with_newline(self.path):
+      read_metrics(self.workdir, repair=True, warn=warn)  # repair a torn tail first
+    self._f = open(self.path, 'a')
+
+  def write_scalars(self, step: int, scalars: Mapping[str, Any]) -> None:
+    self._f.write(encode_record(step, scalars) + '\n')
+    self._f.flush()
+
+  def write_hparams(self, hparams: Mapping[str, Any]) -> None:
+    text = json.dumps(_strict(hparams), sort_keys=True, indent=2, allow_nan=False)
+    path = os.path.join(self.workdir, HPARAMS_FILE)
+    with open(path + '.tmp', 'w') as f:
+      f.write(text + '\n')
+    os.replace(path + '.tmp', path)
+
+  def flush(self) -> None:
+    self._f.flush()
+    os.fsync(self._f.fileno())
+
+  def close(self) -> None:
+    if not self._f.closed:
+      self.flush()
+      self._f.close()
+
+
+def _strict(x: Any) -> Any:
+  if isinstance(x, Mapping):
+    return {str(k): _strict(v) for k, v in x.items()}
+  if isinstance(x, (list, tuple)):
+    return [_strict(v) for v in x]
+  if isinstance(x, float) and not math.isfinite(x):
+    return _nonfinite_name(x)
+  if x is None or isinstance(x, (bool, int, float, str)):
+    return x
+  return str(x)
+
+
+class TensorBoardWriter(MetricWriter):
+  """TensorBoard event files under ``logdir`` (default ``workdir/tensorboard``) via tensorboardX.
+
+  Args:
+    logdir: directory of the event files.
+    purge_step: on resume from checkpoint step S pass S + 1: TensorBoard then
+      discards events at steps >= S + 1 written by the interrupted invocation.
+  """
+
+  def __init__(self, logdir: str | os.PathLike, *, purge_step: int | None = None):
+    from tensorboardX import SummaryWriter  # imported lazily: only runs that write events
+
+    self.logdir = os.fspath(logdir)
+    self._writer = SummaryWriter(logdir=self.logdir, purge_step=purge_step, flush_secs=30)
+
+  def write_scalars(self, step: int, scalars: Mapping[str, Any]) -> None:
+    for name, value in scalars.items():
+      if hasattr(value, 'item') and getattr(value, 'ndim', 0) == 0:
+        value = value.item()
+      if isinstance(value, bool) or not isinstance(value, (int, float)):
+        continue  # strings (a stop reason) are not scalars
+      self._writer.add_scalar(name, float(value), global_step=int(step))
+
+  def write_hparams(self, hparams: Mapping[str, Any]) -> None:
+    """The config as a JSON text summary (the hparams plugin needs a metric per run)."""
+    text = json.dumps(_strict(hparams), sort_keys=True, indent=2, allow_nan=False)
+    self._writer.add_text('config', '```\n' + text + '\n```', global_step=0)
+
+  def flush(self) -> None:
+    self._writer.flush()
+
+  def close(self) -> None:
+    self._writer.close()
+
+
+class MultiWriter(MetricWriter):
+  """Writes to every writer in order."""
+
+  def __init__(self, writers: Sequence[MetricWriter]):
+    self.writers = list(writers)
+
+  def write_scalars(self, step: int, scalars: Mapping[str, Any]) -> None:
+    for w in self.writers:
+      w.write_scalars(step, scalars)
+
+  def write_hparams(self, hparams: Mapping[str, Any]) -> None:
+    for w in self.writers:
+      w.write_hparams(hparams)
+
+  def flush(self) -> None:
+    for w in self.writers:
+      w.flush()
+
+  def close(self) -> None:
+    for w in self.writers:
+      w.close()
+
+
+def create_default_writer(
+  workdir: str | os.PathLike,
+  *,
+  tensorboard: bool = True,
+  resume_step: int | None = None,
+  warn: Callable[[str], None] = _warn,
+) -> MetricWriter:
+  """``metrics.jsonl`` plus (by default) TensorBoard events in ``workdir/tensorboard``.
+
+  Without tensorboardX installed, one warning and ``metrics.jsonl`` only.
+  """
+  writers: list[MetricWriter] = [JsonlWriter(workdir, warn=warn)]
+  if tensorboard:
+    purge = None if resume_step is None else resume_step + 1
+    try:
+      writers.append(TensorBoardWriter(os.path.join(workdir, TENSORBOARD_DIR), purge_step=purge))
+    except ImportError:
+      warn('tensorboardX is not installed (pip install tensorboardX); writing metrics.jsonl only')
+  return MultiWriter(writers)
+
+
+def _ends_with_newline(path: str) -> bool:
+  with open(path, 'rb') as f:
+    f.seek(0, os.SEEK_END)
+    if f.tell() == 0:
+      return True
+    f.seek(-1, os.SEEK_END)
+    return f.read(1) == b'\n'
+
+
+def read_metrics(
+  workdir: str | os.PathLike,
+  *,
+  repair: bool = False,
+  decode: bool = True,
+  warn: Callable[[str], None] = _warn,
+) -> list[dict[str, Any]]:
+  """The records of ``workdir/metrics.jsonl`` in order ([] if the file does not exist).
+
+  Args:
+    workdir: the run directory.
+    repair: also rewrite the file without the torn line. A last line cut by a
+      crash (not valid JSON) is always dropped from the result with a warning; only
+      the process that owns the run should rewrite the file (the writer and
+      :func:`truncate_metrics` do): a reader such as a plot script must not
+      replace the file under a running writer's open handle.
+    decode: turn ``null`` values listed under ``"nonfinite"`` back into NaN / inf.
+    warn: receives the one-line warning.
+
+  Raises:
+    MetricsError: a line other than the last is not a JSON object.
+  """
+  path = os.path.join(os.fspath(workdir), METRICS_FILE)
+  if not os.path.isfile(path):
+    return []
+  with open(path, 'rb') as f:
+    raw = f.read()
+  numbered = [(i, line) for i, line in enumerate(raw.split(b'\n'), start=1) if line.strip()]
+  records, good, torn = [], [], None
+  for k, (number, line) in enumerate(numbered):
+    rec = _parse(line)
+    if rec is None:
+      if k == len(numbered) - 1:
+        torn = line
+        break
+      raise MetricsError(
+        f'{path}: line {number} is not a JSON record: {line[:60]!r}; the file is damaged '
+        'before its last line (not a crash artifact); fix or delete it'
+      )
+    records.append(rec)
+    good.append(line.decode())
+  rewrite = torn is not None or (raw and not raw.endswith(b'\n'))
+  if torn is not None:
+    msg = f'{path}: dropped a torn last line ({len(torn)} bytes) left by an interrupted run'
+    warn(msg + ('; rewrote the file without it' if repair else ''))
+  if repair and rewrite:
+    _atomic_write_lines(path, good)
+  if decode:
+    records = [decode_record(r) for r in records]
+  return records
+
+
+def _parse(line: bytes) -> dict | None:
+  try:
+    rec = json.loads(line)
+  except (ValueError, UnicodeDecodeError):
+    return None
+  return rec if isinstance(rec, dict) and 'step' in rec else None
+
+
+def truncate_metrics(
+  workdir: str | os.PathLike, step: int, *, warn: Callable[[str], None] = _warn
+) -> list[dict[str, Any]]:
+  """Keep the records with ``record['step'] <= step`` (resume from a checkpoint at ``step``).
+
+  Repairs a torn tail first; rewrites the file atomically; returns the kept records
+  (decoded). The file keeps its strict encoding.
+  """
+  path = os.path.join(os.fspath(workdir), METRICS_FILE)
+  records = read_metrics(workdir, repair=True, decode=False, warn=warn)
+  kept = [r for r in records if r['step'] <= step]
+  if os.path.isfile(path) and len(kept) != len(records):
+    _atomic_write_lines(path, [json.dumps(r, sort_keys=True, allow_nan=False) for r in kept])
+  return [decode_record(dict(r)) for r in kept]

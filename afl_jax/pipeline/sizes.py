@@ -1,0 +1,211 @@
+"""Sizes checked before anything is allocated: absurd client or round counts are refused.
+
+A schedule is ``T x M`` arrays (T = ``num_rounds`` server steps, M = arrival slots
+per step) built on the host, most builders through Python lists of arrivals; a
+generated dataset (``synthetic``) is drawn client by client. Neither is bounded
+by the device memory check of the engine (:func:`afl_jax.core.memory.check`,
+which runs on abstract shapes before the simulation state is allocated), so a
+typo such as ``--config.num_rounds=2000000000`` would otherwise end in an
+out-of-memory kill or an hour-long silent loop. :func:`check` estimates these
+host sizes from the config alone and raises one
+:class:`~afl_jax.errors.ConfigError` naming the field to change, the estimate
+and the limit.
+
+Call :func:`check` after the config is validated and before the data and the
+schedule are built; wrap the simulator's initialisation in :func:`memory_guard`
+so that the engine's analytic device-memory check (SWEEP's
+:mod:`afl_jax.core.memory`) also names a config field.
+
+Slots per step M by schedule kind (``config.schedule``):
+
+  synchronous, random_staleness   clients_per_step
+  fedbuff, fedecho_large/_mild    buffer_size
+  fully_async                     1
+  waiting_windows                 up to num_clients (every client may report at once)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from afl_jax.core import memory
+from afl_jax.errors import ConfigError
+
+__all__ = ['blame', 'check', 'estimate', 'host_limit', 'memory_guard', 'slots_per_step']
+
+# Bytes per arrival slot in the finished schedule: client_ids, start_step,
+# local_steps (int32 each) and mask (bool); plus float64 wall_clock per step.
+SLOT_BYTES = 4 + 4 + 4 + 1
+STEP_BYTES = 8
+# Peak host bytes per arrival slot while a builder runs (tracemalloc): list-based
+# builders hold a Python tuple of three ints per arrival (fedbuff 142, waiting_windows
+# 120); the array builders (synchronous, random_staleness) ~50. Rounded up.
+BUILDER_BYTES_PER_ARRIVAL = 160
+ARRAY_BUILDER_BYTES_PER_ARRIVAL = 64
+# Host tables per client (ids, sizes, offsets, local steps, speed factors, the idle pool).
+CLIENT_BYTES = 128
+# Synthetic(alpha, beta): mean client size 50 + E[LogNormal(4, 2)] = 50 + e^6 ~ 453
+# samples of 60 float64 features + a label, drawn client by client.
+SYNTHETIC_BYTES_PER_CLIENT = 453 * 61 * 8
+# Arrival slots a schedule may have. The event-clock builders make ~1e5 slots/s on one
+# core (fedbuff, T=20,000 x M=10: 1.8 s), so 2e7 slots is ~4 minutes of building
+# before any training; the largest experiment in this project has ~1e6.
+MAX_SLOTS = 2 * 10**7
+# Fraction of the available host memory the host-side arrays may take.
+HOST_FRACTION = 0.5
+
+_LIST_BUILDERS = ('fedbuff', 'fully_async', 'waiting_windows', 'fedecho_large', 'fedecho_mild')
+
+
+def slots_per_step(config: Any) -> tuple[int, str]:
+  """(M, the config field that sets it) for ``config.schedule.kind``, before building."""
+  s, kind, n = config.schedule, config.schedule.kind, int(config.num_clients)
+  if kind in ('synchronous', 'random_staleness'):
+    return int(s.clients_per_step), 'schedule.clients_per_step'
+  if kind in ('fedbuff', 'fedecho_large', 'fedecho_mild'):
+    return int(s.buffer_size), 'schedule.buffer_size'
+  if kind == 'fully_async':
+    return 1, 'schedule.kind'
+  if kind == 'waiting_windows':
+    return n, 'num_clients'
+  # A kind registered later: the larger of the two usual fields, at most N.
+  m = max(int(s.get('clients_per_step', 1)), int(s.get('buffer_size', 1)))
+  return min(m, n), 'schedule.kind'
+
+
+def estimate(config: Any) -> dict[str, int]:
+  """Host bytes by component, from the config alone (no allocation).
+
+  Keys: ``schedule_arrays`` (the finished T x M schedule), ``schedule_builder`` (peak
+  extra while it is built), ``client_tables`` and, for generated datasets,
+  ``generated_data``; ``total`` adds them; ``slots`` is T x M (not bytes).
+  """
+  t = int(config.num_rounds)
+  m, _ = slots_per_step(config)
+  n = int(config.num_clients)
+  slots = t * m
+  per_arrival = (
+    BUILDER_BYTES_PER_ARRIVAL
+    if config.schedule.kind in _LIST_BUILDERS
+    else ARRAY_BUILDER_BYTES_PER_ARRIVAL
+  )
+  report = {
+    'schedule_arrays': slots * SLOT_BYTES + t * STEP_BYTES,
+    'schedule_builder': slots * per_arrival,
+    'client_tables': n * CLIENT_BYTES,
+  }
+  if config.dataset == 'synthetic':
+    report['generated_data'] = n * SYNTHETIC_BYTES_PER_CLIENT
+  report['total'] = sum(report.values())
+  report['slots'] = slots
+  return report
+
+
+def host_limit() -> int | None:
+  """Bytes the host-side arrays may take: HOST_FRACTION of the available host memory."""
+  try:
+    import psutil
+  except ImportError:  # pragma: no cover
+    return None
+  return int(HOST_FRACTION * psutil.virtual_memory().available)
+
+
+def _gib(x: float) -> str:
+  return f'{x / 2**30:.1f} GiB' if x >= 2**30 else f'{x / 2**20:.1f} MiB'
+
+
+def _format(report: dict[str, int]) -> str:
+  parts = [
+    f'{k.replace("_", " ")} {_gib(v)}' for k, v in report.items() if k not in ('total', 'slots')
+  ]
+  return ', '.join(parts)
+
+
+def check(
+  config: Any, *, limit_bytes: int | None = None, max_slots: int = MAX_SLOTS
+) -> dict[str, int]:
+  """Refuse a config whose host-side sizes are absurd; returns :func:`estimate`'s report.
+
+  Args:
+    config: a validated config (num_rounds, num_clients, dataset, schedule).
+    limit_bytes: host bytes allowed (default :func:`host_limit`).
+    max_slots: most arrival slots T x M a schedule may have.
+
+  Raises:
+    ConfigError: ``config.FIELD=VALUE is invalid: ...`` with the estimate and the
+      limit; FIELD is num_rounds, num_clients or the schedule field setting M.
+  """
+  report = estimate(config)
+  limit = host_limit() if limit_bytes is None else limit_bytes
+  t, n = int(config.num_rounds), int(config.num_clients)
+  m, m_field = slots_per_step(config)
+  shape = f'T={t:,} server steps x M={m:,} arrival slots = {report["slots"]:,} slots'
+  if report['slots'] > max_slots:
+    field, value = ('num_rounds', t) if t >= m else (m_field, _value(config, m_field))
+    raise ConfigError(
+      f'config.{field}={value!r} is invalid: the schedule would have {shape} '
+      f'({_gib(report["schedule_arrays"])} of arrays, more to build), above the limit of '
+      f'{max_slots:,} slots; lower {field}.'
+    )
+  if limit is not None and report['total'] > limit:
+    client_part = report['client_tables'] + report.get('generated_data', 0)
+    schedule_part = report['schedule_arrays'] + report['schedule_builder']
+    if client_part >= schedule_part:
+      field, value = 'num_clients', n
+    else:
+      field, value = ('num_rounds', t) if t >= m else (m_field, _value(config, m_field))
+    raise ConfigError(
+      f'config.{field}={value!r} is invalid: the host-side arrays need about '
+      f'{_gib(report["total"])} ({_format(report)}; {shape}) but the limit is '
+      f'{_gib(limit)} ({HOST_FRACTION:.0%} of the available host memory); lower {field}.'
+    )
+  return report
+
+
+def _value(config: Any, field: str) -> Any:
+  node = config
+  for part in field.split('.'):
+    node = node[part]
+  return node
+
+
+# Which config field to lower for each component of the engine's analytic report.
+_MEMORY_FIELDS = {
+  'per_client_state': 'num_clients',
+  'client_data': 'num_clients',
+  'ring_buffer': 'schedule.kind',
+  'server_state': 'model',
+  'stacked_messages': 'schedule.buffer_size',
+  'step_working_set': 'client_block_size',
+}
+
+
+def blame(report: dict[str, int], config: Any) -> tuple[str, Any]:
+  """(field, value) to lower for the largest component of a memory.estimate report."""
+  parts = {k: v for k, v in report.items() if k != 'total'}
+  largest = max(parts, key=parts.get) if parts else 'per_client_state'
+  field = _MEMORY_FIELDS.get(largest, 'num_clients')
+  if field == 'schedule.buffer_size':
+    _, field = slots_per_step(config)
+  try:
+    return field, _value(config, field)
+  except (KeyError, AttributeError):
+    return 'num_clients', config.num_clients
+
+
+@contextlib.contextmanager
+def memory_guard(config: Any, report_of: Any = None) -> Iterator[None]:
+  """Turn the engine's InsufficientMemoryError into a ConfigError naming a field.
+
+  ``with sizes.memory_guard(config, lambda: sim.memory): state = sim.init(...)``.
+  ``report_of`` returns the analytic report (``Simulator.memory``) once the error is
+  raised; the largest component picks the field (:func:`blame`).
+  """
+  try:
+    yield
+  except memory.InsufficientMemoryError as e:
+    report = report_of() if report_of is not None else {}
+    field, value = blame(report or {}, config)
+    raise ConfigError(f'config.{field}={value!r} is invalid: {e}') from None

@@ -1,0 +1,155 @@
+"""The supervised task of the pipeline: the loss, the federated problem, the evaluator.
+
+The problem stores the training samples once, in a fixed order, and gives each
+client a view ``(offset, size)`` into an index permutation
+(:class:`afl_jax.data.ClientLayout`): ``shared = {'x', 'y', 'index'}``. A client's
+batch is ``x[index[offset + u]]`` with ``u`` uniform on ``[0, size)``, drawn with
+replacement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from afl_jax.core import tree
+from afl_jax.core.problem import Problem
+from afl_jax.data import ClientLayout
+
+
+def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
+  """Mean softmax cross-entropy with integer labels."""
+  return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
+
+
+def make_loss(apply_fn: Callable[..., jax.Array]) -> Callable[..., jax.Array]:
+  """``loss_fn(params, (x, y))``: the cross-entropy of the model's logits."""
+
+  def loss_fn(params, batch):
+    x, y = batch
+    return cross_entropy(apply_fn(params, x), y)
+
+  return loss_fn
+
+
+def make_sample_fn(batch_size: int) -> Callable[..., tuple[jax.Array, jax.Array]]:
+  """``sample_fn(shared, view, key)``: one batch of a client, uniform with replacement."""
+
+  def sample_fn(shared, view, key):
+    pos = view['offset'] + jax.random.randint(key, (batch_size,), 0, view['size'], dtype=jnp.int32)
+    rows = shared['index'][pos]
+    return shared['x'][rows], shared['y'][rows]
+
+  return sample_fn
+
+
+def make_problem(
+  layout: ClientLayout, apply_fn: Callable[..., jax.Array], batch_size: int, dtype: Any
+) -> Problem:
+  """The federated problem over ``layout``: shared samples, per-client views."""
+  return Problem(
+    client_views={'offset': jnp.asarray(layout.offsets), 'size': jnp.asarray(layout.sizes)},
+    shared={
+      'x': jnp.asarray(layout.x, dtype),
+      'y': jnp.asarray(layout.y),
+      'index': jnp.asarray(layout.index, jnp.int32),
+    },
+    loss_fn=make_loss(apply_fn),
+    sample_fn=make_sample_fn(batch_size),
+    num_clients=layout.num_clients,
+  )
+
+
+def _batched(x: np.ndarray, y: np.ndarray, dtype: Any, batch: int) -> tuple:
+  n = len(y)
+  nb = max(1, math.ceil(n / batch))
+  pad = nb * batch - n
+  xs = np.concatenate([x, np.zeros((pad,) + x.shape[1:], x.dtype)]).reshape(
+    (nb, batch) + x.shape[1:]
+  )
+  ys = np.concatenate([y, np.zeros(pad, y.dtype)]).reshape(nb, batch)
+  w = np.concatenate([np.ones(n), np.zeros(pad)]).reshape(nb, batch)
+  return jnp.asarray(xs, dtype), jnp.asarray(ys), jnp.asarray(w, dtype)
+
+
+def _sums(apply_fn, params, xs, ys, w):
+  def one(args):
+    x, y, wi = args
+    logits = apply_fn(params, x)
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits, y)
+    return jnp.sum(ce * wi), jnp.sum((jnp.argmax(logits, -1) == y) * wi)
+
+  loss, correct = jax.lax.map(one, (xs, ys, w))
+  total = jnp.sum(w)
+  return jnp.sum(loss) / total, jnp.sum(correct) / total
+
+
+class EvalFns(NamedTuple):
+  """The jitted evaluation functions of one model."""
+
+  main: Callable[..., dict[str, jax.Array]]  # (params, test, train) -> test and train metrics
+  held_out: Callable[..., tuple[jax.Array, jax.Array]]  # (params, xs, ys, w) -> (loss, acc)
+
+
+def eval_fns(apply_fn: Callable[..., jax.Array]) -> EvalFns:
+  """Jitted ``main(params, test, train)`` and ``held_out(params, xs, ys, w)``."""
+
+  @jax.jit
+  def main(params, test, train):
+    test_loss, test_acc = _sums(apply_fn, params, *test)
+    x, y = train
+    train_loss, grad = jax.value_and_grad(lambda p: cross_entropy(apply_fn(p, x), y))(params)
+    return {
+      'test_accuracy': test_acc,
+      'test_loss': test_loss,
+      'train_loss': train_loss,
+      'grad_norm': tree.global_norm(grad),
+    }
+
+  held_out = jax.jit(lambda params, xs, ys, w: _sums(apply_fn, params, xs, ys, w))
+  return EvalFns(main, held_out)
+
+
+class Evaluator(NamedTuple):
+  """Evaluation of the global model: test (and validation) accuracy and loss, training
+  loss and gradient norm on a fixed sample of the clients' data."""
+
+  fns: EvalFns
+  test: tuple
+  train: tuple
+  val: tuple | None = None
+
+  def __call__(self, params) -> dict[str, float]:
+    out = dict(self.fns.main(params, self.test, self.train))
+    if self.val is not None:
+      out['val_loss'], out['val_accuracy'] = self.fns.held_out(params, *self.val)
+    return {k: float(v) for k, v in jax.device_get(out).items()}
+
+
+def make_evaluator(
+  apply_fn: Callable[..., jax.Array],
+  layout: ClientLayout,
+  *,
+  seed: int,
+  train_samples: int,
+  dtype: Any,
+  batch: int = 1000,
+) -> Evaluator:
+  """Test / validation metrics and the training loss on ``train_samples`` client rows.
+
+  The training rows are a fixed sample (seed ``seed + 1``) of the rows the clients
+  own; validation metrics are reported only when ``layout`` holds a validation set.
+  """
+  rng = np.random.default_rng(seed + 1)
+  owned = len(layout.index)
+  pick = layout.index[rng.choice(owned, size=min(train_samples, owned), replace=False)]
+  test = _batched(layout.test_x, layout.test_y, dtype, batch)
+  train = (jnp.asarray(layout.x[pick], dtype), jnp.asarray(layout.y[pick]))
+  val = _batched(layout.val_x, layout.val_y, dtype, batch) if len(layout.val_y) else None
+  return Evaluator(eval_fns(apply_fn), test, train, val)

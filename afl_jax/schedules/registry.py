@@ -1,0 +1,171 @@
+"""Delay models by name: ``SCHEDULES.get(kind)(section, context) -> Schedule``.
+
+A config's ``schedule`` section names a delay model (``kind``) and its parameters;
+each factory here reads the fields it needs from the section and receives the run's
+facts explicitly in a :class:`ScheduleContext` (number of clients and steps, each
+client's local step count and training-set size, the seed). The metadata
+``draws_durations`` says whether the model draws job durations from
+``section.durations`` (and so whether a per-client speed factor applies).
+
+Kinds: ``synchronous``, ``fedbuff`` (FedBuff's event clock), ``fully_async``,
+``random_staleness``, ``waiting_windows`` (afl_jax/schedules/builders.py) and
+``fedecho_large`` / ``fedecho_mild`` (FedEcho's Table 1 on FedBuff's clock,
+afl_jax/schedules/fedecho_table1.py, which needs the client sizes).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from afl_jax.registry import Registry
+from afl_jax.schedules import builders, fedecho_table1, port_clock
+from afl_jax.schedules.durations import Durations, speed_factors
+from afl_jax.schedules.durations import make as make_duration_model
+from afl_jax.schedules.schedule import Schedule
+
+
+class ScheduleContext(NamedTuple):
+  """What a delay model may need to know about the run.
+
+  Attributes:
+    num_clients: N.
+    num_steps: T, server steps.
+    local_steps: int[N] K_i of each client.
+    client_sizes: int[N] training examples of each client.
+    seed: the schedule's seed.
+  """
+
+  num_clients: int
+  num_steps: int
+  local_steps: np.ndarray
+  client_sizes: np.ndarray
+  seed: int
+
+
+SCHEDULES = Registry('schedule')
+
+
+def parse_params(text: str) -> dict[str, float]:
+  """'low=0,high=20' -> {'low': 0.0, 'high': 20.0}."""
+  out = {}
+  for item in filter(None, (p.strip() for p in text.split(','))):
+    if '=' not in item:
+      raise ValueError(f'expected name=value, got {item!r}')
+    k, v = item.split('=', 1)
+    out[k.strip()] = float(v)
+  return out
+
+
+def make_durations(kind: str, params: str, speed: np.ndarray | None = None) -> Durations:
+  """A duration model from the config's ``durations`` and ``durations_params`` strings."""
+  return make_duration_model(kind, speed=speed, **parse_params(params))
+
+
+def section_durations(s: Any, ctx: ScheduleContext) -> Durations:
+  """The section's job durations, scaled by its per-client speed factors."""
+  speed = speed_factors(s.client_speed, ctx.local_steps, sigma=s.client_speed_sigma, seed=ctx.seed)
+  return make_durations(s.durations, s.durations_params, speed)
+
+
+@SCHEDULES.register('synchronous', draws_durations=True)
+def _synchronous(s: Any, ctx: ScheduleContext) -> Schedule:
+  return builders.synchronous(
+    ctx.num_clients,
+    s.clients_per_step,
+    ctx.num_steps,
+    durations=section_durations(s, ctx),
+    local_steps=ctx.local_steps,
+    seed=ctx.seed,
+  )
+
+
+@SCHEDULES.register('fedbuff', draws_durations=True)
+def _fedbuff(s: Any, ctx: ScheduleContext) -> Schedule:
+  return builders.fedbuff(
+    ctx.num_clients,
+    s.concurrency,
+    s.buffer_size,
+    ctx.num_steps,
+    durations=section_durations(s, ctx),
+    local_steps=ctx.local_steps,
+    seed=ctx.seed,
+  )
+
+
+@SCHEDULES.register('fully_async', draws_durations=True)
+def _fully_async(s: Any, ctx: ScheduleContext) -> Schedule:
+  return builders.fully_async(
+    ctx.num_clients,
+    s.concurrency,
+    ctx.num_steps,
+    durations=section_durations(s, ctx),
+    local_steps=ctx.local_steps,
+    seed=ctx.seed,
+  )
+
+
+@SCHEDULES.register('waiting_windows', draws_durations=True)
+def _waiting_windows(s: Any, ctx: ScheduleContext) -> Schedule:
+  return builders.waiting_windows(
+    ctx.num_clients,
+    ctx.num_steps,
+    window=s.wait_seconds or None,
+    durations=section_durations(s, ctx),
+    local_steps=ctx.local_steps,
+    seed=ctx.seed,
+  )
+
+
+def parse_multipliers(text: str) -> list[int] | None:
+  """'1,2,3' -> [1, 2, 3]; '' -> None."""
+  return [int(v) for v in text.split(',') if v.strip()] or None
+
+
+@SCHEDULES.register('random_staleness', draws_durations=False)
+def _random_staleness(s: Any, ctx: ScheduleContext) -> Schedule:
+  return builders.random_staleness(
+    ctx.num_clients,
+    s.clients_per_step,
+    ctx.num_steps,
+    window=s.window,
+    local_steps=ctx.local_steps,
+    local_steps_multipliers=parse_multipliers(s.local_steps_multipliers),
+    seed=ctx.seed,
+  )
+
+
+def _fedecho(delay: str):
+  def factory(s: Any, ctx: ScheduleContext) -> Schedule:
+    return fedecho_table1.schedule(
+      ctx.client_sizes,
+      s.concurrency,
+      s.buffer_size,
+      ctx.num_steps,
+      delay=delay,
+      local_steps=ctx.local_steps,
+      seed=ctx.seed,
+    )
+
+  return factory
+
+
+SCHEDULES.register('fedecho_large', _fedecho('large'), draws_durations=False)
+SCHEDULES.register('fedecho_mild', _fedecho('mild'), draws_durations=False)
+
+
+@SCHEDULES.register('port', draws_durations=True)
+def _port(s: Any, ctx: ScheduleContext) -> Schedule:
+  """Port's staleness-bounded FedBuff clock: ``schedule.staleness_bound`` B, ``.urgent``."""
+  return port_clock.port_clock(
+    ctx.num_clients,
+    s.concurrency,
+    s.buffer_size,
+    int(s.get('staleness_bound', 10)),
+    ctx.num_steps,
+    urgent=bool(s.get('urgent', False)),
+    durations=section_durations(s, ctx),
+    local_steps=ctx.local_steps,
+    seed=ctx.seed,
+  )

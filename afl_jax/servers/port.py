@@ -1,0 +1,136 @@
+"""Port's server: a buffered weighted average with staleness- and similarity-aware weights.
+
+Su and Li, "How Asynchronous can Federated Learning Be?", IEEE/ACM IWQoS 2022 (Port).
+The aggregation as released by the authors in the Plato framework
+(TL-System/plato ``examples/port/port_server.py``; the paper's text was not
+available to us, docs/algorithms/port.md lists every reading). At a server step
+t with the valid arrivals ``S_t``, each with local model ``x_i = x_{s_i} - Delta_i``
+and staleness ``tau_i``, and the update relative to the *current* model
+``d_i = x_i - x_t``:
+
+.. math::
+  \\rho_i = \\cos(u_i, d_i) \\text{ if } \\tau_i > 1 \\text{ else } 1, \\qquad
+  p_i \\propto n_i \\Big(\\lambda_{sim} \\frac{\\rho_i + 1}{2}
+        + \\lambda_{st} \\frac{B}{\\tau_i + B}\\Big), \\qquad \\sum_{i \\in S_t} p_i = 1,
+
+  x_{t+1} = x_t + \\eta \\sum_{i \\in S_t} p_i d_i
+
+(``eta = 1``: the new model is the p-weighted mean of the client models). ``u_i``
+is the global model's recent movement: ``reference='last_step'`` (the authors'
+code) ``u_i = x_t - x_{t'}`` with ``x_{t'}`` the model before the last applied
+update; ``reference='start'`` ``u_i = x_t - x_{s_i}``, the movement during the
+client's own staleness. A cosine with a zero vector is 0 (PyTorch's convention).
+``B`` is the staleness bound, which also sets the staleness discount; ``n_i``
+the number of examples of client i (the authors' code), uniform when not given.
+If every raw weight is 0 the weights are uniform.
+
+Port's scheduling part (the server waits for, or urgently requests updates from,
+clients whose staleness would exceed ``B``) is a property of the schedule, not of
+this rule: :func:`afl_jax.schedules.port_clock.port_clock` builds it, and
+docs/algorithms/port.md says how. A step with no valid arrival leaves the
+state unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from afl_jax.core import checks, tree
+from afl_jax.core.types import Arrivals, Params, ServerRule, unchanged_if_no_arrival
+from afl_jax.servers import weighting as weighting_lib
+from afl_jax.servers.fedac import cosine_rows, normalized_weights
+
+REFERENCES = ('last_step', 'start')
+SIMILARITY_AFTER = 1  # the similarity term is used for tau_i > 1 (the authors' code)
+
+
+class PortState(NamedTuple):
+  params: Params  # x_t
+  previous: Params  # the model before the last applied update (x_0 at the start)
+
+
+def port_weights(
+  raw_similarity: jax.Array,
+  staleness: jax.Array,
+  mask: jax.Array,
+  similarity_weight: Any,
+  staleness_weight: Any,
+  staleness_bound: Any,
+  sizes: jax.Array | None = None,
+) -> jax.Array:
+  """p_i over the valid arrivals from the cosines rho_i and the staleness tau_i."""
+  rho = jnp.where(staleness > SIMILARITY_AFTER, raw_similarity, 1.0)
+  tau = staleness.astype(rho.dtype)
+  raw = similarity_weight * (rho + 1) / 2 + staleness_weight * staleness_bound / (
+    tau + staleness_bound
+  )
+  if sizes is not None:
+    raw = raw * sizes
+  return normalized_weights(raw, mask)
+
+
+def port(
+  server_lr: float = 1.0,
+  similarity_weight: float = 1.0,
+  staleness_weight: float = 3.0,
+  staleness_bound: float = 10.0,
+  *,
+  reference: str = 'last_step',
+  client_sizes: Any = None,
+) -> ServerRule:
+  """The Port server.
+
+  Args:
+    server_lr: eta (> 0); 1 is the authors' weighted model average.
+    similarity_weight: lambda_sim (>= 0), weight of the similarity term.
+    staleness_weight: lambda_st (>= 0), weight of the staleness term.
+    staleness_bound: B (> 0) in the discount B / (tau + B).
+    reference: 'last_step' (the authors' code) or 'start' (see the module docstring).
+    client_sizes: optional int[N] n_i, examples per client (validated by
+      :func:`afl_jax.servers.weighting.check`); uniform weights if None.
+  """
+  checks.positive('server_lr', server_lr)
+  checks.non_negative('similarity_weight', similarity_weight)
+  checks.non_negative('staleness_weight', staleness_weight)
+  checks.positive('staleness_bound', staleness_bound)
+  checks.one_of('reference', reference, REFERENCES)
+  sizes = None if client_sizes is None else weighting_lib.check('examples', client_sizes)
+  sizes_all = None if sizes is None else jnp.asarray(sizes, jnp.result_type(float))
+
+  def init(params: Params) -> PortState:
+    return PortState(params, params)
+
+  def update(
+    state: PortState, messages: Params, arrivals: Arrivals, key: jax.Array
+  ) -> tuple[PortState, dict[str, Any]]:
+    del key
+    x = state.params
+    starts = arrivals.start_broadcast
+    locals_ = tree.sub(starts, messages)  # x_i = x_{s_i} - Delta_i
+    d = jax.tree.map(lambda xi, xt: xi - xt[None], locals_, x)  # d_i = x_i - x_t
+    if reference == 'last_step':
+      moved = tree.stack_n(tree.sub(x, state.previous), arrivals.mask.shape[0])
+    else:
+      moved = jax.tree.map(lambda xt, s: xt[None] - s, x, starts)  # x_t - x_{s_i}
+    sim = cosine_rows(moved, d, 0.0)
+    sizes = None if sizes_all is None else sizes_all[arrivals.client_ids]
+    p = port_weights(
+      sim,
+      arrivals.staleness,
+      arrivals.mask,
+      similarity_weight,
+      staleness_weight,
+      staleness_bound,
+      sizes,
+    )
+    new = PortState(tree.axpy(server_lr, tree.weighted_sum(d, p), x), x)
+    new = unchanged_if_no_arrival(arrivals, new, state)
+    return new, {
+      'update_norm': tree.global_norm(tree.sub(x, new.params)),
+      'weight_max': jnp.max(jnp.where(arrivals.mask, p, 0.0)),
+    }
+
+  return ServerRule(init, update)

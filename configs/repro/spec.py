@@ -1,0 +1,172 @@
+"""The vocabulary of a reproduction declaration (``configs/repro/<paper>.py``).
+
+A declaration says, per figure/table of a paper: the shared (scaled) setting, the
+methods (a config of ``configs/`` + fixed fields), the grid each method is tuned on
+(the same number of settings for every method), the seeds, and the claims the
+experiment tests. ``scripts/report.py`` runs the grids as sweeps
+(:func:`afl_jax.pipeline.sweep.train_sweep`), selects every method's setting on the
+validation split (:mod:`afl_jax.pipeline.tuning`) and writes the page; nothing about
+a paper is programmed anywhere else.
+
+Field names are dotted config paths (``'hparams.server_lr'``, ``'schedule.concurrency'``).
+"""
+
+import dataclasses
+import importlib.util
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import ml_collections
+
+CONFIGS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+  """One method of a comparison.
+
+  Attributes:
+    label: its name on the page (also the name claims refer to).
+    config: ``configs/<config>.py`` it starts from.
+    grid: dotted field -> values tried (the tuned axes; every method of an
+      experiment gets the same number of settings).
+    fixed: dotted field -> value set on top of the config (e.g. ``nu = 0``).
+  """
+
+  label: str
+  config: str
+  grid: Mapping[str, Sequence[Any]]
+  fixed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+  @property
+  def budget(self) -> int:
+    return math.prod(len(v) for v in self.grid.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+  """A claim of the paper tested as 'better' beats 'worse' (paired over seeds).
+
+  Attributes:
+    ref: where the paper makes it (section, figure/table number).
+    text: the claim in the paper's words (short).
+    better, worse: method labels; the claim is ``better > worse`` in test accuracy
+      of the validation-selected settings.
+    at: restrict both methods to the settings with these field values before
+      selecting (e.g. ``{'hparams.server_lr': 5.0}``: "at eta = 5").
+  """
+
+  ref: str
+  text: str
+  better: str
+  worse: str
+  at: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+  """One figure/table: methods on one shared setting, tuned and scored the same way.
+
+  Attributes:
+    key: short name (workdir and plot names).
+    title: heading on the page; ``ref`` the paper's figure/table it reproduces.
+    setting: what the shared setting is, in prose (the page prints it).
+    base: applied to every method's config after its own fields (the scaled setting).
+    methods: the methods compared.
+    claims: the claims tested.
+    seeds: at least 3; the seed varies the data split, schedule and init.
+    axis: a tuned field to tabulate and plot (mean ± std test accuracy per value,
+      other axes selected on validation), e.g. the server rate.
+    deviations: how this experiment departs from the paper (printed on the page).
+    run: False = declared but not run yet (the page says so).
+  """
+
+  key: str
+  title: str
+  ref: str
+  setting: str
+  base: Callable[[ml_collections.ConfigDict], None]
+  methods: Sequence[Method]
+  claims: Sequence[Claim] = ()
+  seeds: Sequence[int] = (0, 1, 2)
+  axis: str | None = None
+  deviations: Sequence[str] = ()
+  run: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Paper:
+  """A paper's reproduction: its experiments and the headline claims not yet declared.
+
+  Attributes:
+    key: ``docs/results/<key>.md``, ``scripts/reproduce_<key>.py``.
+    number: the paper's number in ``papers/INDEX.md``; ``citation`` authors, title.
+    setting: the paper's own setting in one paragraph.
+    experiments: the declared figures/tables.
+    pending: headline claims (ref, text) not rerun with seeds yet; the summary marks
+      them "pending rerun (single-seed page)".
+  """
+
+  key: str
+  number: str
+  citation: str
+  setting: str
+  experiments: Sequence[Experiment]
+  pending: Sequence[tuple[str, str]] = ()
+
+
+def load_config(name: str) -> ml_collections.ConfigDict:
+  """``configs/<name>.py``'s ``get_config()``."""
+  path = os.path.join(CONFIGS, f'{name}.py')
+  spec = importlib.util.spec_from_file_location(f'afl_jax_configs_{name}', path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config()
+
+
+def _set(c: ml_collections.ConfigDict, field: str, value: Any) -> None:
+  *path, last = field.split('.')
+  node = c
+  for part in path:
+    node = node[part]
+  with node.unlocked():
+    node[last] = value
+
+
+def nest(flat: Mapping[str, Sequence[Any]]) -> dict:
+  """``{'hparams.server_lr': [..]}`` -> ``{'hparams': {'server_lr': [..]}}`` (config.sweep)."""
+  out: dict = {}
+  for field, values in flat.items():
+    *path, last = field.split('.')
+    node = out
+    for part in path:
+      node = node.setdefault(part, {})
+    node[last] = list(values)
+  return out
+
+
+def sweep_config(exp: Experiment, method: Method) -> ml_collections.ConfigDict:
+  """The sweep config of ``method`` in ``exp``: its config, fixed fields, base, grid x seeds."""
+  c = load_config(method.config)
+  for field, value in method.fixed.items():
+    _set(c, field, value)
+  exp.base(c)
+  c.sweep = ml_collections.ConfigDict(nest({**method.grid, 'seed': exp.seeds}))
+  return c
+
+
+def check(paper: Paper) -> None:
+  """Equal budgets, >= 3 seeds, claims naming declared methods (ValueError otherwise)."""
+  for exp in paper.experiments:
+    labels = [m.label for m in exp.methods]
+    budgets = {m.label: m.budget for m in exp.methods}
+    if len(set(budgets.values())) > 1:
+      raise ValueError(f'{paper.key}/{exp.key}: unequal grid budgets {budgets}.')
+    if len(set(exp.seeds)) < 3:
+      raise ValueError(f'{paper.key}/{exp.key}: needs >= 3 seeds, got {exp.seeds}.')
+    for claim in exp.claims:
+      for name in (claim.better, claim.worse):
+        if name not in labels:
+          raise ValueError(f'{paper.key}/{exp.key}: claim names unknown method {name!r}.')

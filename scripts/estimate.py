@@ -1,0 +1,237 @@
+"""Estimate a run's memory and time before starting it (paper-scale configs).
+
+  python scripts/estimate.py --config=configs/paper_masfl_cifar10.py
+  python scripts/estimate.py --config=configs/paper_fedfa_cifar10.py --probe_steps=5
+
+Prints, without running the simulation:
+
+* the engine's analytic memory of the run (``afl_jax.core.memory``: per-client state,
+  ring buffer, server state, client data, stacked messages, one step's working set),
+  computed from abstract shapes (``jax.eval_shape`` of the engine's init; nothing of
+  the run's state is allocated), against what this machine's backend reports;
+* the client steps the run computes: *useful* (the local steps of the arrivals the
+  schedule sends) and *computed* by the engine today on one device (every arrival
+  slot of a step runs the run's largest K, masked; always-on runs train every client
+  every step);
+* a time estimate from a short probe on this machine: ``--probe_steps`` jitted SGD
+  steps of the config's model on one client batch of ``batch_size`` (after one
+  compile), times the computed client steps, plus the evaluations; with the XLA
+  FLOP count of one step, to rescale to another device.
+
+When the dataset's files are not present, random data of the dataset's shapes is
+used (labels balanced like the real set, so client sizes and K come out the same
+in distribution). The probe assumes client steps run one after another on one
+device; vmapped clients on an accelerator usually run faster per step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import time
+
+from afl_jax.pipeline.devices import set_cpu_devices
+
+set_cpu_devices()
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from absl import app, flags  # noqa: E402
+
+from afl_jax import data, models  # noqa: E402
+from afl_jax.core import memory  # noqa: E402
+from afl_jax.core.engine import Simulator  # noqa: E402
+from afl_jax.errors import UserError  # noqa: E402
+from afl_jax.pipeline import cli  # noqa: E402
+
+# The module (the package re-exports its function ``build`` under the same name).
+build_lib = importlib.import_module('afl_jax.pipeline.build')
+
+_CONFIG = cli.define_config_flag('configs/paper_masfl_cifar10.py')
+_PROBE = flags.DEFINE_integer('probe_steps', 3, 'Timed client steps (after one compile).')
+_RANDOM = flags.DEFINE_bool('random_data', False, 'Use random data even if the files exist.')
+
+# (train samples, test samples, image shape) of the file-backed datasets.
+SHAPES = {
+  'cifar10': (50000, 10000, (32, 32, 3)),
+  'fmnist': (60000, 10000, (28, 28)),
+}
+
+
+def random_dataset(name: str, seed: int = 0) -> data.ArrayDataset:
+  """uint8 images of ``name``'s shapes with exactly balanced labels (like CIFAR-10/FMNIST)."""
+  n_train, n_test, shape = SHAPES[name]
+  rng = np.random.default_rng(seed)
+  labels = lambda n: rng.permutation(np.arange(n) % 10).astype(np.int32)
+  images = lambda n: rng.integers(0, 256, (n,) + shape, dtype=np.uint8)
+  return data.ArrayDataset(images(n_train), labels(n_train), images(n_test), labels(n_test), 10)
+
+
+@contextlib.contextmanager
+def random_data(name: str):
+  """Within the block, the pipeline loads random data of ``name``'s shapes."""
+  real = build_lib.load_dataset
+  fake = random_dataset(name)
+  build_lib.load_dataset = lambda c: fake
+  try:
+    yield
+  finally:
+    build_lib.load_dataset = real
+
+
+def build_run(config) -> tuple[build_lib.Run, str]:
+  """The built run, and where its data came from."""
+  if not _RANDOM.value:
+    try:
+      return build_lib.build(config), 'the dataset files'
+    except data.DataError as e:
+      if config.dataset not in SHAPES:
+        raise
+      reason = str(e).splitlines()[0]
+  else:
+    reason = '--random_data'
+  with random_data(config.dataset):
+    return build_lib.build(config), f'random data of the real shapes ({reason})'
+
+
+def analytic_memory(run: build_lib.Run) -> tuple[dict[str, int], Simulator]:
+  """The engine's analytic report; refuses at once (limit 1 byte), so nothing is allocated."""
+  c = run.config
+  sim = Simulator(
+    run.algorithm,
+    run.problem,
+    run.schedule,
+    chunk_size=c.eval_every,
+    client_block_size=c.client_block_size or None,
+    memory_limit_bytes=1,
+  )
+  try:
+    sim.init(run.params0, run.key)
+  except memory.InsufficientMemoryError:
+    pass
+  return sim.memory, sim
+
+
+def client_steps(run: build_lib.Run, sim: Simulator) -> tuple[int, int]:
+  """(useful, computed) client steps of the whole run, on one device.
+
+  Computed: every arrival slot of a step (every client, always-on) runs the run's
+  largest K under a mask (``afl_jax.clients.sgd.run_local_steps``).
+  """
+  s = run.schedule
+  if run.algorithm.regime == 'always_on':
+    useful = int(s.num_steps * np.asarray(sim.client_steps, np.int64).sum())
+    return useful, int(s.num_steps * s.num_clients * s.max_local_steps)
+  useful = int(np.asarray(s.local_steps, np.int64)[s.mask].sum())
+  return useful, int(s.num_steps * s.max_arrivals * s.max_local_steps)
+
+
+def probe(run: build_lib.Run, steps: int) -> tuple[float, float, float | None]:
+  """(compile seconds, seconds per client step, FLOPs per step) on this machine."""
+  c = run.config
+  loss_fn = run.problem.loss_fn
+  x = jnp.asarray(np.random.default_rng(0).normal(size=(c.batch_size,) + run.data.x.shape[1:]))
+  x = x.astype(run.dtype)
+  y = jnp.asarray(np.arange(c.batch_size) % run.data.num_classes, jnp.int32)
+
+  @jax.jit
+  def step(params, x, y):
+    loss, grads = jax.value_and_grad(loss_fn)(params, (x, y))
+    return jax.tree.map(lambda p, g: p - 0.01 * g, params, grads), loss
+
+  t0 = time.perf_counter()
+  compiled = step.lower(run.params0, x, y).compile()
+  compile_s = time.perf_counter() - t0
+  try:
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    flops = float(cost.get('flops')) if cost and cost.get('flops') else None
+  except Exception:  # noqa: BLE001 (cost analysis is optional and backend-specific)
+    flops = None
+  params, loss = compiled(run.params0, x, y)
+  jax.block_until_ready(loss)
+  t0 = time.perf_counter()
+  for _ in range(steps):
+    params, loss = compiled(params, x, y)
+  jax.block_until_ready(loss)
+  return compile_s, (time.perf_counter() - t0) / steps, flops
+
+
+def _gib(b: float) -> str:
+  return f'{b / 2**30:.2f} GiB'
+
+
+def _flop(x: float) -> str:
+  for unit, scale in (('PFLOP', 1e15), ('TFLOP', 1e12), ('GFLOP', 1e9), ('MFLOP', 1e6)):
+    if x >= scale:
+      return f'{x / scale:.1f} {unit}'
+  return f'{x:.0f} FLOP'
+
+
+def _hours(s: float) -> str:
+  return f'{s / 3600:.1f} h' if s >= 3600 else f'{s / 60:.1f} min'
+
+
+def main(argv):
+  del argv
+  try:
+    config = cli.finish_config(_CONFIG.value)
+    t0 = time.perf_counter()
+    run, source = build_run(config)
+    build_s = time.perf_counter() - t0
+  except UserError as e:
+    cli.exit_error(e)
+  c, s = run.config, run.schedule
+  report, sim = analytic_memory(run)
+  avail = memory.available_bytes()
+  device = jax.devices()[0]
+  n_params = models.count_params(run.params0)
+  print(f'config: {c.algorithm} on {c.dataset} with {c.model} ({n_params:,} params)')
+  print(f'data: {source}; built in {build_s:.1f} s')
+  stats = s.stats()
+  print(
+    f'run: N={run.data.num_clients} clients, T={s.num_steps} server steps, '
+    f'{sim.num_slots} arrival slots/step, K median {int(np.median(run.local_steps))} '
+    f'max {s.max_local_steps}, batch {c.batch_size}, tau_avg {stats["tau_avg"]:.2f}, '
+    f'regime {run.algorithm.regime}'
+  )
+  print(memory.format_report(report))
+  fits = 'fits' if avail is None or report['total'] <= 0.9 * avail else 'does NOT fit'
+  where = f'{len(jax.devices())} x {device.platform} ({device.device_kind})'
+  print(
+    f'memory: {_gib(report["total"])} analytic; this machine ({where}) reports '
+    f'{_gib(avail) if avail else "unknown"} available: {fits} (90% usable)'
+  )
+  useful, computed = client_steps(run, sim)
+  compile_s, per_step, flops = probe(run, _PROBE.value)
+  evals = -(-s.num_steps // c.eval_every) + 1
+  n_test = len(run.data.test_y)
+  eval_s = evals * (n_test + c.eval_train_samples) / c.batch_size * per_step / 3
+  flop_text = f', {_flop(flops)}/step (XLA)' if flops else ''
+  load = f', load average {os.getloadavg()[0]:.1f}' if hasattr(os, 'getloadavg') else ''
+  print(
+    f'probe: {_PROBE.value} client steps of batch {c.batch_size} on one {device.platform} '
+    f'device: {per_step:.3f} s/step (compile {compile_s:.1f} s){flop_text}; '
+    f'{os.cpu_count()} cores{load}'
+  )
+  print(
+    f'client steps: {useful:,} useful, {computed:,} computed by the engine '
+    f'({useful / max(computed, 1):.0%} useful)'
+  )
+  total = computed * per_step + eval_s
+  print(
+    f'time on this machine: ~{_hours(total)} ({_hours(computed * per_step)} training at '
+    f'{per_step:.3f} s/step, {_hours(eval_s)} for {evals} evaluations); '
+    f'~{_hours(useful * per_step + eval_s)} if only useful steps were computed'
+  )
+  if flops:
+    print(
+      f'work: {_flop(computed * flops)} of client training computed '
+      f'({_flop(useful * flops)} useful)'
+    )
+
+
+if __name__ == '__main__':
+  app.run(main, flags_parser=cli.flags_parser())

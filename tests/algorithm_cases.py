@@ -1,0 +1,51 @@
+"""Hyperparameters and run context that make every registered algorithm run on a tiny problem.
+
+Shared by the registry-wide tests (tests/empty_step_test.py,
+tests/algorithms_sharding_test.py): ``build(name, run)`` fills the algorithm's
+declared run context from a :class:`~afl_jax.algorithms.registry.RunInfo` (as the
+experiment pipeline does) and adds the few hyperparameters a tiny quadratic needs.
+"""
+
+import jax.numpy as jnp
+import numpy as np
+
+import afl_jax
+from afl_jax.algorithms.registry import RunInfo
+
+UNLABELED = np.random.default_rng(1).normal(size=(8, 4)).astype(np.float32)
+
+
+def two_class_logits(params, x):
+  z = x @ params['x']
+  return jnp.stack([z, -z], axis=-1)
+
+
+EXTRA = {
+  'asynflc': dict(fraction=0.5),
+  'asynflc_ef': dict(fraction=0.5),
+  'masfl': dict(client_lr=0.05, server_lr=1.0, beta=0.5),
+  'adamasfl': dict(client_lr=0.05, server_lr=0.1, beta=0.5),
+  'fedecho': dict(distill_steps=2, distill_lr=0.01),
+  'fadas': dict(server_lr=0.05),
+}
+COMMON = dict(client_lr=0.05, window_size=2)  # FedFa: a window of 2
+
+
+def run_info(num_clients, client_sizes=None, num_rounds=4):
+  sizes = np.ones(num_clients, np.int64) if client_sizes is None else np.asarray(client_sizes)
+  return RunInfo(
+    num_clients=num_clients,
+    arrivals_per_step=2,
+    local_steps=2,
+    client_sizes=sizes,
+    num_rounds=num_rounds,
+    apply_fn=two_class_logits,
+    unlabeled_x=UNLABELED,
+  )
+
+
+def build(name, run):
+  """Algorithm ``name`` with its run context from ``run`` and small-problem hyperparameters."""
+  hp = {**COMMON, **EXTRA.get(name, {})}
+  hp = {k: v for k, v in hp.items() if k in afl_jax.algorithms.hyperparameters(name)}
+  return afl_jax.algorithms.get(name, run=run, **hp)

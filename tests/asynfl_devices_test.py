@@ -1,0 +1,33 @@
+"""AsynFL on 2 devices equals 1 device for client counts the device count does not divide.
+
+Issue 15 item 1: the engine pads the arrival axis to a multiple of the device count
+(N=3 -> 4 slots, N=5 -> 6); AsynFL's server used to count the padded slots as
+messages and refused every such run. Runs tests/helpers/asynfl_two_devices.py in a
+subprocess with 2 forced CPU devices (continuous and per-job training, both
+normalizers, Sign + error feedback).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def test_asynfl_two_devices_equal_one_device_for_n_3_and_5():
+  script = os.path.join(os.path.dirname(__file__), 'helpers', 'asynfl_two_devices.py')
+  env = dict(os.environ)
+  env.pop('XLA_FLAGS', None)
+  proc = subprocess.run(
+    [sys.executable, script], capture_output=True, text=True, env=env, timeout=600
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  diffs = json.loads(proc.stdout.strip().splitlines()[-1])
+  cases = ['asynfl', 'asynfl_arrivals', 'asynfl_per_job_full', 'asynflc_ef_sign']
+  assert {f'{c}_n{n}' for c in cases for n in (3, 5)} <= set(diffs)
+  for name, value in diffs.items():
+    if name.endswith('_moved'):
+      assert value > 0.1, (name, value)  # the runs did move
+    else:
+      assert value == pytest.approx(0.0, abs=1e-12), (name, value)

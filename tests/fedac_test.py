@@ -1,0 +1,261 @@
+"""FedAC (Zang et al., AAAI 2024) against its update rules written in NumPy.
+
+The reference below is written from the equations in docs/algorithms/fedac.md:
+temporal-gradient client weights, prospective (Nesterov) adaptive server momentum,
+and local steps corrected by ``c - c_i`` with SCAFFOLD's option-II variates, where
+``c_i`` is the variate of the client's latest job applied before this job started.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from quadratic import make_quadratic, quadratic_problem
+
+import afl_jax
+from afl_jax.core.types import Arrivals
+from afl_jax.servers.fedac import FedACBroadcast, FedACMessage, fedac, init_state
+
+# 6 steps, 2 slots, staleness up to 3, one padding slot. Client 0 has two jobs in
+# flight twice: the job arriving at t=1 started at s=0 before its job of t=0 arrived,
+# and the job arriving at t=5 started at s=2, before its job of t=3 started.
+IDS = [[0, 1], [2, 0], [1, 0], [0, 2], [2, 1], [1, 0]]
+START = [[0, 0], [1, 0], [0, 2], [3, 0], [1, 4], [5, 2]]
+STEPS = [[2, 1], [3, 2], [1, 3], [2, 2], [1, 3], [2, 1]]
+MASK = [[1, 1], [1, 1], [1, 0], [1, 1], [1, 1], [1, 1]]
+HP = dict(client_lr=0.3, server_lr=0.5, beta1=0.6, beta2=0.9, epsilon=1e-3)
+
+
+def _grad(a_i, b_i, y):
+  return a_i.T @ (a_i @ y - b_i)
+
+
+def _np_fedac(
+  schedule,
+  a,
+  b,
+  x0,
+  *,
+  client_lr,
+  server_lr,
+  beta1,
+  beta2,
+  epsilon,
+  min_similarity=0.0,
+  history=None,
+  correction=True,
+  latest=False,
+):
+  """Replay FedAC. ``history=None``: unbounded (exact causal variates)."""
+  n = a.shape[0]
+  xs, cs = [np.array(x0, np.float64)], [np.zeros_like(x0, dtype=np.float64)]
+  applied = [np.zeros(n, int)]  # applied[s][i]: jobs of i applied before version s
+  jobs = [[] for _ in range(n)]  # variates of each client's arrived jobs, in order
+  m = v = np.zeros_like(xs[0])
+  evicted = []
+  for t in range(schedule.num_steps):
+    x, c = xs[t], cs[t]
+    ids, deltas, dcs, cplus, starts, ev = [], [], [], [], [], 0.0
+    for j in range(schedule.max_arrivals):
+      if not schedule.mask[t, j]:
+        continue
+      i, s, k = (
+        int(q[t, j]) for q in (schedule.client_ids, schedule.start_step, schedule.local_steps)
+      )
+      want = applied[s][i]  # the latest job of i applied before it started
+      if history is not None and 0 < want <= len(jobs[i]) - history:
+        want, ev = len(jobs[i]) - history + 1, 1.0  # evicted: the oldest kept variate
+      if latest:  # the non-causal reading: whatever the client wrote last
+        want = len(jobs[i])
+      c_i = jobs[i][want - 1] if want > 0 else np.zeros_like(x)
+      corr = (cs[s] - c_i) if correction else 0.0 * c_i
+      y, grads = xs[s].copy(), []
+      for _ in range(k):
+        g = _grad(a[i], b[i], y)
+        grads.append(g)
+        y = y - client_lr * (g + corr)
+      c_plus = np.mean(grads, axis=0)
+      ids.append(i)
+      deltas.append(xs[s] - y)
+      dcs.append(c_plus - c_i)
+      cplus.append(c_plus)
+      starts.append(xs[s])
+    evicted.append(ev)
+    if not ids:  # an empty step: nothing moves, no moment is updated
+      xs.append(x), cs.append(c), applied.append(applied[t].copy())
+      continue
+    for i, cp in zip(ids, cplus):  # client states are written after the step's jobs ran
+      jobs[i].append(cp)
+    r = []
+    for d, st in zip(deltas, starts):
+      u = st - x
+      nu, nd = np.linalg.norm(u), np.linalg.norm(d)
+      cos = u @ d / (nu * nd) if nu > 0 and nd > 0 else 1.0
+      r.append(max(cos, min_similarity))
+    r = np.array(r)
+    w = r / r.sum() if r.sum() > 0 else np.full(len(r), 1.0 / len(r))
+    g = sum(wi * d for wi, d in zip(w, deltas))
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g * g
+    m_hat = beta1 * m + (1 - beta1) * g
+    xs.append(x - server_lr * m_hat / (np.sqrt(v) + epsilon))
+    cs.append(c + sum(wi * dc for wi, dc in zip(w, dcs)))
+    nxt = applied[t].copy()
+    for i in ids:
+      nxt[i] += 1
+    applied.append(nxt)
+  return np.stack(xs[1:]), np.array(evicted)
+
+
+def _run(schedule, a, b, x0, **hp):
+  return afl_jax.simulate(
+    afl_jax.algorithms.get('fedac', **hp),
+    quadratic_problem(a, b),
+    schedule,
+    {'x': jnp.asarray(x0)},
+    jax.random.key(0),
+  )
+
+
+@pytest.mark.parametrize('min_similarity', [-1.0, 0.0, 0.2])
+def test_fedac_matches_numpy_over_stale_schedule_with_overlapping_jobs(min_similarity):
+  # seed 2 with a large server rate has negative cosines, so each floor r_min matters
+  # (the three trajectories differ by > 0.1).
+  with jax.enable_x64(True):
+    a, b = make_quadratic(seed=2, dtype=np.float64)
+    x0 = np.linspace(-1, 1, 4)
+    sched = afl_jax.schedules.from_arrays(IDS, START, local_steps=STEPS, mask=MASK)
+    hp = dict(HP, server_lr=1.5, min_similarity=min_similarity)
+    res = _run(sched, a, b, x0, history=3, **hp)
+    want, _ = _np_fedac(sched, a, b, x0, **hp)
+    np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-10)
+    if min_similarity != 0.0:
+      return
+    # history=2 already covers this schedule: client 0 never needs an evicted variate.
+    res2 = _run(sched, a, b, x0, history=2, **hp)
+    np.testing.assert_allclose(res2.params_history['x'], want, rtol=1e-10, atol=1e-10)
+    np.testing.assert_array_equal(res2.metrics['client/variate_evicted'], 0.0)
+
+
+def test_fedac_variates_are_causal_not_latest():
+  # The reading "use whatever variate the client last wrote" differs on this schedule.
+  with jax.enable_x64(True):
+    a, b = make_quadratic(dtype=np.float64)
+    x0 = np.linspace(-1, 1, 4)
+    sched = afl_jax.schedules.from_arrays(IDS, START, local_steps=STEPS, mask=MASK)
+    res = _run(sched, a, b, x0, **HP)
+    causal, _ = _np_fedac(sched, a, b, x0, **HP)
+    np.testing.assert_allclose(res.params_history['x'], causal, rtol=1e-10, atol=1e-10)
+    latest, _ = _np_fedac(sched, a, b, x0, latest=True, **HP)
+    assert np.max(np.abs(causal - latest)) > 1e-3  # the readings differ on this schedule
+
+
+def test_fedac_eviction_uses_oldest_kept_variate_and_reports_it():
+  # Client 0: a job started at s=1 arrives at t=3 after its jobs of t=1 and t=2 arrived;
+  # it needs the variate of job #1 (arrived at t=0), which history=2 no longer keeps.
+  with jax.enable_x64(True):
+    a, b = make_quadratic(num_clients=2, dtype=np.float64)
+    x0 = np.linspace(-1, 1, 4)
+    sched = afl_jax.schedules.from_arrays(
+      [[0, 1], [0, 1], [0, 1], [0, 1]], [[0, 0], [1, 0], [2, 2], [1, 3]], local_steps=2
+    )
+    for history, flagged in ((2, [0, 0, 0, 1]), (3, [0, 0, 0, 0])):
+      res = _run(sched, a, b, x0, history=history, **HP)
+      want, ev = _np_fedac(sched, a, b, x0, history=history, **HP)
+      np.testing.assert_array_equal(ev, flagged)
+      np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-10)
+      # the client metric is the mean over the step's two jobs
+      np.testing.assert_allclose(res.metrics['client/variate_evicted'], np.array(flagged) / 2)
+
+
+def test_fedac_fresh_arrivals_without_correction_is_fedbuff_then_prospective_momentum():
+  with jax.enable_x64(True):
+    a, b = make_quadratic(num_clients=4, dtype=np.float64)
+    t_steps = 4
+    ids = np.tile(np.arange(4), (t_steps, 1))
+    start = np.tile(np.arange(t_steps)[:, None], (1, 4))
+    sched = afl_jax.schedules.from_arrays(ids, start, local_steps=3)
+    res = _run(sched, a, b, np.zeros(4), correction=False, **HP)
+    x, m, v = np.zeros(4), 0.0, 0.0
+    for t in range(t_steps):  # fresh: x_s = x_t, cos undefined -> uniform weights
+      local = []
+      for i in range(4):
+        y = x.copy()
+        for _ in range(3):
+          y = y - 0.3 * _grad(a[i], b[i], y)
+        local.append(y)
+      g = x - np.mean(local, axis=0)  # FedBuff's mean pseudo-gradient
+      m = 0.6 * m + 0.4 * g
+      v = 0.9 * v + 0.1 * g * g
+      x = x - 0.5 * (0.6 * m + 0.4 * g) / (np.sqrt(v) + 1e-3)
+      np.testing.assert_allclose(res.params_history['x'][t], x, rtol=1e-10, atol=1e-12)
+
+
+def test_fedac_empty_step_and_exact_zeros():
+  with jax.enable_x64(True):
+    a, b = make_quadratic(dtype=np.float64)
+    a[:, :, 3] = 0.0  # no sample touches coordinate 3: its update is exactly 0
+    x0 = np.linspace(-1, 1, 4)
+    ids = [[0, 1], [2, 0], [0, 0], [1, 2]]
+    start = [[0, 0], [0, 1], [0, 0], [2, 1]]
+    mask = [[1, 1], [1, 1], [0, 0], [1, 1]]
+    sched = afl_jax.schedules.from_arrays(ids, start, local_steps=2, mask=mask)
+    res = _run(sched, a, b, x0, **HP)
+    x = np.asarray(res.params_history['x'])
+    want, _ = _np_fedac(sched, a, b, x0, **HP)
+    np.testing.assert_allclose(x, want, rtol=1e-10, atol=1e-10)
+    np.testing.assert_array_equal(x[2], x[1])  # the empty step moves nothing
+    np.testing.assert_array_equal(x[:, 3], x0[3])  # exact zero update: no drift, no NaN
+    assert np.all(np.isfinite(x))
+
+
+def _arrivals(ids, mask, staleness, start_params, n):
+  return Arrivals(
+    jnp.asarray(ids, jnp.int32),
+    jnp.asarray(staleness, jnp.int32),
+    jnp.asarray(mask),
+    jnp.ones(len(ids), jnp.int32),
+    FedACBroadcast({'x': jnp.asarray(start_params)}, None, jnp.zeros((len(ids), n), jnp.int32)),
+    jnp.int32(0),
+  )
+
+
+def test_fedac_server_step_under_jit_and_empty_step_state():
+  with jax.enable_x64(True):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=3)
+    starts = np.stack([x + rng.normal(size=3), x, x + rng.normal(size=3)])
+    deltas, dcs = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
+    server = fedac(0.5, 0.6, 0.9, 1e-3, 0.0)
+    state = init_state({'x': jnp.asarray(x)}, 4, 0.6, 0.9, 1e-3)
+    msgs = FedACMessage({'x': jnp.asarray(deltas)}, {'x': jnp.asarray(dcs)})
+    arr = _arrivals([2, 0, 3], [True, True, False], [2, 0, 0], starts, 4)
+    new, _ = jax.jit(server.update)(state, msgs, arr, jax.random.key(0))
+    u0 = starts[0] - x
+    r = np.array([max(u0 @ deltas[0] / np.linalg.norm(u0) / np.linalg.norm(deltas[0]), 0), 1.0])
+    w = r / r.sum()
+    g = w[0] * deltas[0] + w[1] * deltas[1]
+    m_hat = 0.6 * 0.4 * g + 0.4 * g
+    np.testing.assert_allclose(new.params['x'], x - 0.5 * m_hat / (np.sqrt(0.1 * g * g) + 1e-3))
+    np.testing.assert_allclose(new.variate['x'], w[0] * dcs[0] + w[1] * dcs[1])
+    np.testing.assert_array_equal(new.applied, [1, 0, 1, 0])
+    empty = _arrivals([2, 0, 3], [False, False, False], [2, 0, 0], starts, 4)
+    same, _ = jax.jit(server.update)(new, msgs, empty, jax.random.key(0))
+    jax.tree.map(np.testing.assert_array_equal, same, new)
+
+
+def test_fedac_validates_hyperparameters():
+  get = afl_jax.algorithms.get
+  for field, value in (
+    ('client_lr', 0.0),
+    ('server_lr', -1.0),
+    ('beta1', 1.0),
+    ('beta2', -0.1),
+    ('epsilon', 0.0),
+    ('min_similarity', 2.0),
+    ('history', 0),
+  ):
+    with pytest.raises(ValueError, match=field):
+      get('fedac', **{field: value})
+  with pytest.raises(ValueError, match='num_clients'):
+    fedac().init({'x': jnp.zeros(2)})

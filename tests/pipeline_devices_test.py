@@ -1,0 +1,32 @@
+"""Importing afl_jax changes no process-wide setting; scripts choose the CPU device split."""
+
+import os
+import subprocess
+import sys
+
+from afl_jax.pipeline import devices
+
+
+def test_import_sets_no_xla_flags():
+  code = 'import os, afl_jax, afl_jax.pipeline; print(repr(os.environ.get("XLA_FLAGS")))'
+  env = {k: v for k, v in os.environ.items() if k not in ('XLA_FLAGS', devices.ENV)}
+  out = subprocess.run(
+    [sys.executable, '-c', code], capture_output=True, text=True, env=env, timeout=120
+  )
+  assert out.returncode == 0, out.stderr
+  assert out.stdout.strip() == 'None'
+
+
+def test_set_cpu_devices_default_override_and_respect(monkeypatch):
+  monkeypatch.delenv('XLA_FLAGS', raising=False)
+  monkeypatch.delenv(devices.ENV, raising=False)
+  devices.set_cpu_devices()
+  assert os.environ['XLA_FLAGS'] == (
+    f'--xla_force_host_platform_device_count={os.cpu_count() or 1}'
+  )
+  monkeypatch.setenv('XLA_FLAGS', '--foo')
+  monkeypatch.setenv(devices.ENV, '3')
+  devices.set_cpu_devices()
+  assert os.environ['XLA_FLAGS'] == '--foo --xla_force_host_platform_device_count=3'
+  devices.set_cpu_devices(count=5)  # a count already set is left alone
+  assert os.environ['XLA_FLAGS'] == '--foo --xla_force_host_platform_device_count=3'

@@ -1,0 +1,224 @@
+"""metrics.jsonl (strict JSON, torn-line repair, truncation) and TensorBoard event files."""
+
+import glob
+import json
+import math
+import os
+import struct
+import zlib
+
+import numpy as np
+import pytest
+
+from afl_jax.pipeline import metrics_io
+
+# ---- JSON lines --------------------------------------------------------------------------
+
+
+def test_jsonl_round_trip_and_strict_nonfinite(tmp_path):
+  with metrics_io.JsonlWriter(tmp_path) as w:
+    w.write_scalars(0, {'test_accuracy': 0.1, 'test_loss': 2.3})
+    w.write_scalars(
+      10,
+      {'test_loss': np.float32(np.nan), 'grad_norm': math.inf, 'x': -math.inf, 'n': np.int64(3)},
+    )
+    w.write_scalars(20, {'stopped': 'non-finite test_loss at server step 12', 'ok': True})
+  text = (tmp_path / 'metrics.jsonl').read_text()
+  assert 'NaN' not in text and 'Infinity' not in text
+  lines = [json.loads(line) for line in text.splitlines()]  # strict JSON parses
+  assert lines[1]['test_loss'] is None and lines[1]['grad_norm'] is None
+  assert lines[1]['nonfinite'] == {'test_loss': 'nan', 'grad_norm': 'inf', 'x': '-inf'}
+  assert 'nonfinite' not in lines[0]
+  recs = metrics_io.read_metrics(tmp_path)
+  assert [r['step'] for r in recs] == [0, 10, 20]
+  assert math.isnan(recs[1]['test_loss']) and recs[1]['grad_norm'] == math.inf
+  assert recs[1]['x'] == -math.inf and recs[1]['n'] == 3 and 'nonfinite' not in recs[1]
+  assert recs[2]['stopped'].startswith('non-finite') and recs[2]['ok'] is True
+
+
+def test_reserved_names_are_rejected(tmp_path):
+  with metrics_io.JsonlWriter(tmp_path) as w, pytest.raises(ValueError, match='reserved'):
+    w.write_scalars(0, {'nonfinite': 1.0})
+
+
+def test_hparams_written_as_strict_json(tmp_path):
+  with metrics_io.JsonlWriter(tmp_path) as w:
+    w.write_hparams({'lr': 0.1, 'nested': {'a': math.nan}, 'name': 'fedbuff'})
+  hp = json.loads((tmp_path / 'hparams.json').read_text())
+  assert hp == {'lr': 0.1, 'nested': {'a': 'nan'}, 'name': 'fedbuff'}
+
+
+def _write(path, records, tail=''):
+  with open(path, 'w') as f:
+    for r in records:
+      f.write(json.dumps(r) + '\n')
+    f.write(tail)
+
+
+def test_torn_last_line_is_dropped_with_warning_and_file_rewritten(tmp_path):
+  path = tmp_path / 'metrics.jsonl'
+  _write(path, [{'step': 0, 'a': 1.0}, {'step': 10, 'a': 2.0}], tail='{"step": 20, "a": 3.')
+  warnings = []
+  torn = path.read_bytes()
+  recs = metrics_io.read_metrics(tmp_path, warn=warnings.append)  # a reader: no rewrite
+  assert [r['step'] for r in recs] == [0, 10] and path.read_bytes() == torn
+  recs = metrics_io.read_metrics(tmp_path, repair=True, warn=warnings.append)
+  assert [r['step'] for r in recs] == [0, 10]
+  assert len(warnings) == 2 and 'torn last line' in warnings[0] and str(path) in warnings[0]
+  assert 'rewrote' in warnings[1]
+  assert path.read_text().endswith('{"step": 10, "a": 2.0}\n')
+  assert metrics_io.read_metrics(tmp_path, warn=warnings.append) == recs
+  assert len(warnings) == 2  # repaired: no further warning
+
+
+def test_torn_line_glued_to_a_later_record_is_dropped(tmp_path):
+  # The old loop appended after a torn line: the last line is garbage + a record.
+  path = tmp_path / 'metrics.jsonl'
+  _write(path, [{'step': 0}], tail='{"step": 10, "a"{"step": 10, "a": 2.0}\n')
+  warnings = []
+  assert [r['step'] for r in metrics_io.read_metrics(tmp_path, warn=warnings.append)] == [0]
+  assert len(warnings) == 1
+
+
+def test_complete_last_record_without_newline_is_kept(tmp_path):
+  path = tmp_path / 'metrics.jsonl'
+  _write(path, [{'step': 0}], tail='{"step": 10}')
+  warnings = []
+  recs = metrics_io.read_metrics(tmp_path, repair=True, warn=warnings.append)
+  assert [r['step'] for r in recs] == [0, 10]
+  assert warnings == [] and path.read_text().endswith('{"step": 10}\n')
+
+
+def test_damage_before_the_last_line_raises_metrics_error(tmp_path):
+  path = tmp_path / 'metrics.jsonl'
+  _write(path, [{'step': 0}], tail='garbage\n{"step": 10}\n')
+  with pytest.raises(metrics_io.MetricsError, match='line 2') as info:
+    metrics_io.read_metrics(tmp_path)
+  assert str(path) in str(info.value)
+  assert path.read_text().startswith('{"step": 0}\ngarbage')  # nothing rewritten
+
+
+def test_writer_repairs_torn_tail_before_appending(tmp_path):
+  path = tmp_path / 'metrics.jsonl'
+  _write(path, [{'step': 0}], tail='{"ste')
+  warnings = []
+  with metrics_io.JsonlWriter(tmp_path, warn=warnings.append) as w:
+    w.write_scalars(10, {'a': 1.0})
+  assert [r['step'] for r in metrics_io.read_metrics(tmp_path)] == [0, 10]
+  assert len(warnings) == 1
+
+
+def test_truncate_metrics_keeps_records_up_to_step(tmp_path):
+  with metrics_io.JsonlWriter(tmp_path) as w:
+    for step in (0, 10, 20, 30):
+      w.write_scalars(step, {'loss': math.nan if step == 10 else float(step)})
+  with open(tmp_path / 'metrics.jsonl', 'a') as f:
+    f.write('{"step": 40, "lo')
+  kept = metrics_io.truncate_metrics(tmp_path, 20, warn=lambda m: None)
+  assert [r['step'] for r in kept] == [0, 10, 20] and math.isnan(kept[1]['loss'])
+  text = (tmp_path / 'metrics.jsonl').read_text()
+  assert 'NaN' not in text and text.count('\n') == 3
+  assert metrics_io.truncate_metrics(tmp_path / 'missing', 5) == []
+
+
+def test_missing_file_reads_as_empty(tmp_path):
+  assert metrics_io.read_metrics(tmp_path) == []
+
+
+# ---- TensorBoard ---------------------------------------------------------------------------
+
+
+def _masked_crc32c(data: bytes) -> int:
+  """TFRecord's masked CRC-32C, written here from the format description."""
+  crc = 0xFFFFFFFF
+  for byte in data:
+    crc ^= byte
+    for _ in range(8):
+      crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+  crc ^= 0xFFFFFFFF
+  return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def read_events(path):
+  """Parse a TFRecord event file (length, masked crc, data, masked crc) into Event protos."""
+  from tensorboardX.proto import event_pb2
+
+  events = []
+  raw = open(path, 'rb').read()
+  pos = 0
+  while pos < len(raw):
+    header = raw[pos : pos + 8]
+    (length,) = struct.unpack('<Q', header)
+    (len_crc,) = struct.unpack('<I', raw[pos + 8 : pos + 12])
+    assert len_crc == _masked_crc32c(header)
+    data = raw[pos + 12 : pos + 12 + length]
+    (data_crc,) = struct.unpack('<I', raw[pos + 12 + length : pos + 16 + length])
+    assert data_crc == _masked_crc32c(data)
+    events.append(event_pb2.Event.FromString(data))
+    pos += 16 + length
+  return events
+
+
+def scalars_of(logdir):
+  out = {}
+  for path in sorted(glob.glob(os.path.join(logdir, 'events.out.tfevents.*'))):
+    for ev in read_events(path):
+      for v in ev.summary.value:
+        if v.HasField('simple_value'):
+          out.setdefault(v.tag, []).append((ev.step, v.simple_value))
+  return out
+
+
+def test_crc_helper_matches_a_known_value():
+  # CRC-32C("123456789") = 0xE3069283 (RFC 3720 check value); masked per TFRecord.
+  crc = 0xE3069283
+  assert _masked_crc32c(b'123456789') == (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+  assert zlib.crc32(b'123456789') != crc  # CRC-32C, not zlib's CRC-32
+
+
+def test_tensorboard_event_file_holds_the_scalars(tmp_path):
+  logdir = tmp_path / 'tb'
+  w = metrics_io.MultiWriter(
+    [metrics_io.JsonlWriter(tmp_path), metrics_io.TensorBoardWriter(logdir)]
+  )
+  w.write_hparams({'lr': 0.1})
+  w.write_scalars(0, {'test_accuracy': 0.25, 'stopped': 'x'})
+  w.write_scalars(10, {'test_accuracy': 0.5, 'test_loss': np.float32(1.5)})
+  w.close()
+  got = scalars_of(logdir)
+  assert got['test_accuracy'] == [(0, 0.25), (10, 0.5)]
+  assert got['test_loss'] == [(10, 1.5)]
+  assert 'stopped' not in got
+  assert [r['step'] for r in metrics_io.read_metrics(tmp_path)] == [0, 10]
+
+
+def test_tensorboard_resume_writes_purge_marker(tmp_path):
+  from tensorboardX.proto import event_pb2
+
+  w = metrics_io.TensorBoardWriter(tmp_path, purge_step=21)
+  w.write_scalars(30, {'a': 1.0})
+  w.close()
+  events = [ev for p in glob.glob(str(tmp_path / 'events.*')) for ev in read_events(p)]
+  starts = [ev for ev in events if ev.session_log.status == event_pb2.SessionLog.START]
+  assert [ev.step for ev in starts] == [21]
+
+
+def test_create_default_writer(tmp_path):
+  w = metrics_io.create_default_writer(tmp_path, resume_step=None)
+  w.write_scalars(0, {'a': 1.0})
+  w.close()
+  assert (tmp_path / 'metrics.jsonl').exists()
+  assert scalars_of(tmp_path / 'tensorboard')['a'] == [(0, 1.0)]
+
+
+def test_without_tensorboardx_one_warning_and_jsonl_only(tmp_path, monkeypatch):
+  import sys
+
+  monkeypatch.setitem(sys.modules, 'tensorboardX', None)  # import fails
+  warnings = []
+  w = metrics_io.create_default_writer(tmp_path, warn=warnings.append)
+  w.write_scalars(0, {'a': 1.0})
+  w.close()
+  assert len(warnings) == 1 and 'pip install tensorboardX' in warnings[0]
+  assert metrics_io.read_metrics(tmp_path) == [{'step': 0, 'a': 1.0}]
+  assert not (tmp_path / 'tensorboard').exists()

@@ -1,0 +1,253 @@
+"""Port (Su & Li, IWQoS 2022) against its aggregation rule written in NumPy.
+
+The reference is written from the equations in docs/algorithms/port.md (the
+authors' Plato implementation): weights ``n_i (lambda_sim (rho_i + 1)/2 +
+lambda_st B/(tau_i + B))`` normalized over the buffer, ``rho_i`` the cosine of the
+global model's recent movement with ``x_i - x_t`` for ``tau_i > 1`` (else 1), and
+``x <- x + eta sum_i p_i (x_i - x_t)``.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from quadratic import make_quadratic, np_local_gd, quadratic_problem
+
+import afl_jax
+from afl_jax.algorithms.registry import RunInfo
+from afl_jax.core.types import Arrivals
+from afl_jax.schedules.durations import Durations
+from afl_jax.schedules.port_clock import port_clock
+from afl_jax.servers.port import PortState, port
+
+# Staleness up to 3 (so the similarity term is used), one padding slot; client 0 has
+# two jobs in flight (its job of t=1 started at s=0, before its job of t=0 arrived).
+IDS = [[0, 1], [2, 0], [1, 0], [0, 2], [2, 1], [1, 0]]
+START = [[0, 0], [1, 0], [0, 2], [3, 0], [1, 4], [5, 2]]
+STEPS = [[2, 1], [3, 2], [1, 3], [2, 2], [1, 3], [2, 1]]
+MASK = [[1, 1], [1, 1], [1, 0], [1, 1], [1, 1], [1, 1]]
+HP = dict(
+  client_lr=0.3, server_lr=0.8, similarity_weight=1.0, staleness_weight=3.0, staleness_bound=2.0
+)
+
+
+def _np_port(
+  schedule,
+  a,
+  b,
+  x0,
+  *,
+  client_lr,
+  server_lr,
+  similarity_weight,
+  staleness_weight,
+  staleness_bound,
+  reference='last_step',
+  sizes=None,
+):
+  xs, prev = [np.array(x0, np.float64)], np.array(x0, np.float64)
+  for t in range(schedule.num_steps):
+    x = xs[t]
+    raw, ds = [], []
+    for j in range(schedule.max_arrivals):
+      if not schedule.mask[t, j]:
+        continue
+      i, s, k = (
+        int(q[t, j]) for q in (schedule.client_ids, schedule.start_step, schedule.local_steps)
+      )
+      tau = t - s
+      d = np_local_gd(a[i], b[i], xs[s], client_lr, k) - x  # x_i - x_t
+      u = x - prev if reference == 'last_step' else x - xs[s]
+      nu, nd = np.linalg.norm(u), np.linalg.norm(d)
+      cos = u @ d / (nu * nd) if nu > 0 and nd > 0 else 0.0
+      rho = cos if tau > 1 else 1.0
+      n_i = 1.0 if sizes is None else sizes[i]
+      raw.append(
+        n_i
+        * (
+          similarity_weight * (rho + 1) / 2
+          + staleness_weight * staleness_bound / (tau + staleness_bound)
+        )
+      )
+      ds.append(d)
+    if not ds:  # an empty step changes nothing
+      xs.append(x)
+      continue
+    raw = np.array(raw)
+    p = raw / raw.sum() if raw.sum() > 0 else np.full(len(raw), 1.0 / len(raw))
+    xs.append(x + server_lr * sum(pi * d for pi, d in zip(p, ds)))
+    prev = x
+  return np.stack(xs[1:])
+
+
+def _run(schedule, a, b, x0, name='port', **hp):
+  return afl_jax.simulate(
+    afl_jax.algorithms.get(name, **hp),
+    quadratic_problem(a, b),
+    schedule,
+    {'x': jnp.asarray(x0)},
+    jax.random.key(0),
+  ).params_history['x']
+
+
+@pytest.mark.parametrize('reference', ['last_step', 'start'])
+def test_port_matches_numpy_over_stale_schedule(reference):
+  with jax.enable_x64(True):
+    a, b = make_quadratic(dtype=np.float64)
+    x0 = np.linspace(-1, 1, 4)
+    sched = afl_jax.schedules.from_arrays(IDS, START, local_steps=STEPS, mask=MASK)
+    got = _run(sched, a, b, x0, reference=reference, **HP)
+    want = _np_port(sched, a, b, x0, reference=reference, **HP)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+    # n_i from the run context (examples per client), as the authors weight clients.
+    sizes = np.array([10, 40, 25])
+    run = RunInfo(client_sizes=sizes)
+    got_n = afl_jax.simulate(
+      afl_jax.algorithms.get('port', run=run, reference=reference, **HP),
+      quadratic_problem(a, b),
+      sched,
+      {'x': jnp.asarray(x0)},
+      jax.random.key(0),
+    ).params_history['x']
+    want_n = _np_port(sched, a, b, x0, reference=reference, sizes=sizes, **HP)
+    np.testing.assert_allclose(got_n, want_n, rtol=1e-10, atol=1e-10)
+    assert np.max(np.abs(want_n - want)) > 1e-4
+    # Each term matters on this schedule (a wrong reference or weight would be seen).
+    other = 'start' if reference == 'last_step' else 'last_step'
+    assert np.max(np.abs(want - _np_port(sched, a, b, x0, reference=other, **HP))) > 1e-4
+    no_sim = dict(HP, similarity_weight=0.0)
+    assert np.max(np.abs(want - _np_port(sched, a, b, x0, reference=reference, **no_sim))) > 1e-4
+
+
+@pytest.mark.parametrize('weights', [dict(similarity_weight=0.0), dict(staleness_weight=0.0)])
+def test_port_fresh_arrivals_with_one_term_is_fedbuff(weights):
+  # Fresh arrivals (tau = 0) all get the same weight, so Port is FedBuff at rate eta.
+  with jax.enable_x64(True):
+    a, b = make_quadratic(num_clients=4, dtype=np.float64)
+    t_steps = 4
+    ids = np.tile(np.arange(4), (t_steps, 1))
+    start = np.tile(np.arange(t_steps)[:, None], (1, 4))
+    sched = afl_jax.schedules.from_arrays(ids, start, local_steps=3)
+    got = _run(sched, a, b, np.zeros(4), client_lr=0.2, server_lr=0.7, **weights)
+    buff = _run(sched, a, b, np.zeros(4), name='fedbuff', client_lr=0.2, server_lr=0.7)
+    x = np.zeros(4)
+    for t in range(t_steps):
+      x = x + 0.7 * np.mean([np_local_gd(a[i], b[i], x, 0.2, 3) - x for i in range(4)], 0)
+      np.testing.assert_allclose(got[t], x, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got, buff, rtol=1e-12, atol=1e-12)
+
+
+def test_port_empty_step_and_exact_zeros():
+  with jax.enable_x64(True):
+    a, b = make_quadratic(dtype=np.float64)
+    a[:, :, 3] = 0.0  # no sample touches coordinate 3
+    x0 = np.linspace(-1, 1, 4)
+    ids = [[0, 1], [2, 0], [0, 0], [1, 2], [0, 1]]
+    start = [[0, 0], [0, 1], [0, 0], [2, 1], [1, 4]]
+    mask = [[1, 1], [1, 1], [0, 0], [1, 1], [1, 1]]
+    sched = afl_jax.schedules.from_arrays(ids, start, local_steps=2, mask=mask)
+    got = np.asarray(_run(sched, a, b, x0, **HP))
+    np.testing.assert_allclose(got, _np_port(sched, a, b, x0, **HP), rtol=1e-10, atol=1e-10)
+    np.testing.assert_array_equal(got[2], got[1])
+    np.testing.assert_array_equal(got[:, 3], x0[3])
+    assert np.all(np.isfinite(got))
+
+
+def _arrivals(ids, mask, staleness, starts):
+  return Arrivals(
+    jnp.asarray(ids, jnp.int32),
+    jnp.asarray(staleness, jnp.int32),
+    jnp.asarray(mask),
+    jnp.ones(len(ids), jnp.int32),
+    {'x': jnp.asarray(starts)},
+    jnp.int32(0),
+  )
+
+
+def test_port_server_step_under_jit_with_client_weights():
+  with jax.enable_x64(True):
+    rng = np.random.default_rng(0)
+    x, prev = rng.normal(size=3), rng.normal(size=3)
+    starts, deltas = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
+    sizes = np.array([1, 2, 5, 3])
+    server = port(1.0, 2.0, 0.5, 4.0, reference='last_step', client_sizes=sizes)
+    state = PortState({'x': jnp.asarray(x)}, {'x': jnp.asarray(prev)})
+    arr = _arrivals([2, 0, 3], [True, False, True], [3, 0, 1], starts)
+    new, _ = jax.jit(server.update)(state, {'x': jnp.asarray(deltas)}, arr, jax.random.key(0))
+    d = starts - deltas - x  # x_i - x_t
+    u = x - prev
+    cos = u @ d[0] / np.linalg.norm(u) / np.linalg.norm(d[0])
+    raw = np.array([5.0 * (2.0 * (cos + 1) / 2 + 0.5 * 4 / 7), 3.0 * (2.0 + 0.5 * 4 / 5)])
+    p = raw / raw.sum()
+    np.testing.assert_allclose(
+      new.params['x'], p[0] * (starts[0] - deltas[0]) + p[1] * (starts[2] - deltas[2])
+    )  # eta = 1: the weighted mean of the client models
+    np.testing.assert_allclose(new.previous['x'], x)
+    empty = _arrivals([2, 0, 3], [False, False, False], [3, 0, 1], starts)
+    same, _ = jax.jit(server.update)(new, {'x': jnp.asarray(deltas)}, empty, jax.random.key(0))
+    jax.tree.map(np.testing.assert_array_equal, same, new)
+
+
+def test_port_validates_hyperparameters():
+  get = afl_jax.algorithms.get
+  for field, value in (
+    ('client_lr', 0.0),
+    ('server_lr', 0.0),
+    ('similarity_weight', -1.0),
+    ('staleness_weight', -0.5),
+    ('staleness_bound', 0.0),
+    ('reference', 'previous'),
+  ):
+    with pytest.raises(ValueError, match=field):
+      get('port', **{field: value})
+  with pytest.raises(ValueError, match='client_sizes'):
+    port(client_sizes=[1, 0])
+
+
+def test_port_clock_by_hand():
+  # Client 0's jobs take 1 s, client 1's 2.5 s; M = 1, B = 1, K = 10. At t = 2 s the
+  # job of client 1 (started from version 0) would be too stale for step 2.
+  d = Durations('constant', {'value': 1.0}, speed=np.array([1.0, 2.5]))
+  urgent = port_clock(2, 2, 1, 1, 3, urgent=True, durations=d, local_steps=10)
+  wait = port_clock(2, 2, 1, 1, 3, urgent=False, durations=d, local_steps=10)
+  for s in (urgent, wait):
+    np.testing.assert_array_equal(s.client_ids[s.mask], [0, 0, 1, 0])
+    np.testing.assert_array_equal(s.start_step[s.mask], [0, 1, 0, 2])
+  # Urgent: client 1 reports at 2 s with floor(10 * 2 / 2.5) = 8 of its 10 steps.
+  np.testing.assert_array_equal(urgent.local_steps[urgent.mask], [10, 10, 8, 10])
+  np.testing.assert_allclose(urgent.wall_clock, [1.0, 2.0, 3.0])
+  # Non-urgent: the server waits for it until 2.5 s; it runs all 10 steps.
+  np.testing.assert_array_equal(wait.local_steps[wait.mask], [10, 10, 10, 10])
+  np.testing.assert_allclose(wait.wall_clock, [1.0, 2.5, 3.5])
+
+
+@pytest.mark.parametrize('urgent', [False, True])
+def test_port_clock_bounds_staleness_and_is_fedbuff_when_loose(urgent):
+  fb = afl_jax.schedules.fedbuff(20, 8, 3, 60, local_steps=4, seed=1)
+  tau_fb = (np.arange(60)[:, None] - fb.start_step)[fb.mask]
+  assert tau_fb.max() > 2  # FedBuff's clock alone exceeds the bounds below
+  loose = port_clock(20, 8, 3, int(tau_fb.max()), 60, urgent=urgent, local_steps=4, seed=1)
+  for field in ('client_ids', 'start_step', 'local_steps', 'mask', 'wall_clock'):
+    np.testing.assert_array_equal(getattr(loose, field), getattr(fb, field))
+  for bound in (0, 1, 2):
+    s = port_clock(20, 8, 3, bound, 60, urgent=urgent, local_steps=4, seed=1)
+    tau = (np.arange(60)[:, None] - s.start_step)[s.mask]
+    assert tau.max() <= bound and np.all(np.diff(s.wall_clock) >= 0)
+    assert np.all(s.mask.sum(1) >= 3)
+    ks = s.local_steps[s.mask]
+    if urgent:  # stale jobs are cut short rather than waited for
+      assert ks.min() < 4 and np.all(ks >= 1)
+    else:  # full jobs, more than M arrivals at the steps that waited
+      assert np.all(ks == 4) and s.mask.sum(1).max() > 3
+
+
+@pytest.mark.parametrize('urgent', [False, True])
+def test_port_on_its_bounded_clock_matches_numpy(urgent):
+  with jax.enable_x64(True):
+    a, b = make_quadratic(dtype=np.float64)
+    x0 = np.linspace(-1, 1, 4)
+    d = Durations('constant', {'value': 1.0}, speed=np.array([1.0, 2.5, 4.0]))
+    sched = port_clock(3, 2, 1, 1, 8, urgent=urgent, durations=d, local_steps=3)
+    assert (np.arange(8)[:, None] - sched.start_step)[sched.mask].max() == 1
+    got = _run(sched, a, b, x0, **HP)
+    np.testing.assert_allclose(got, _np_port(sched, a, b, x0, **HP), rtol=1e-10, atol=1e-10)

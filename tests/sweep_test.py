@@ -1,0 +1,138 @@
+"""A sweep's replica r equals the same run alone, for every registered algorithm.
+
+Two replicas differ in the PRNG key, the schedule (length, arrival width, local
+steps) and every float hyperparameter (traced); float64, so they must agree to
+1e-10. The chunk compiles once for the whole sweep (``chex.assert_max_traces``).
+The same cases on 2 devices (replicas sharded over the mesh, and clients sharded
+when there are fewer replicas than devices) run in tests/helpers/sweep_devices.py.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import sweep_cases
+from quadratic import make_quadratic
+
+import afl_jax
+from afl_jax.core import replicas
+
+
+@pytest.mark.parametrize('name', afl_jax.algorithms.names())
+def test_replica_equals_run_alone(name):
+  chex.clear_trace_counter()
+  with jax.enable_x64(True):
+    diff, moved = sweep_cases.run_case(name, wrap=lambda f: chex.assert_max_traces(f, n=1))
+  assert moved > 1e-3, moved
+  assert diff < 1e-10, diff
+
+
+def test_sweeps_on_two_devices_match_single_device_runs():
+  script = os.path.join(os.path.dirname(__file__), 'helpers', 'sweep_devices.py')
+  env = dict(os.environ)
+  env.pop('XLA_FLAGS', None)
+  proc = subprocess.run(
+    [sys.executable, script], capture_output=True, text=True, env=env, timeout=1800
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  sweeps = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert {k for k in sweeps if k.endswith('/replicas')} == {
+    f'{n}/replicas' for n in afl_jax.algorithms.names()
+  }
+  assert 'fedbuff/clients' in sweeps and 'masfl/clients' in sweeps
+  with jax.enable_x64(True):  # the same runs alone on one device (cached from above)
+    for case, (hist, final) in sweeps.items():
+      diff, moved = sweep_cases.compare(case.split('/')[0], np.array(hist), np.array(final))
+      assert moved > 1e-3, (case, moved)
+      assert diff < 1e-10, (case, diff)
+
+
+def _index_problem(index):
+  """Shared samples; each client's rows are ``index[offset : offset + size]`` (full batch)."""
+  x, y = make_quadratic(num_clients=1, rows=24, dtype=np.float64)
+  size = 4
+
+  def sample(shared, view, key):
+    del key
+    rows = jax.lax.dynamic_slice(shared['index'], (view['offset'],), (size,))
+    return {'a': shared['a'][rows], 'b': shared['b'][rows]}
+
+  def loss(p, batch):
+    r = batch['a'] @ p['x'] - batch['b']
+    return 0.5 * jnp.sum(r * r)
+
+  return afl_jax.core.Problem(
+    client_views={'offset': jnp.arange(6, dtype=jnp.int32) * size},
+    shared={'a': jnp.asarray(x[0]), 'b': jnp.asarray(y[0]), 'index': jnp.asarray(index)},
+    loss_fn=loss,
+    sample_fn=sample,
+    num_clients=6,
+  )
+
+
+def test_per_replica_partitions_share_the_samples():
+  with jax.enable_x64(True):
+    rng = np.random.default_rng(0)
+    probs = [_index_problem(rng.permutation(24).astype(np.int32)) for _ in range(2)]
+    probs[1] = probs[1].replace(
+      loss_fn=probs[0].loss_fn,
+      sample_fn=probs[0].sample_fn,
+      shared={**probs[1].shared, 'a': probs[0].shared['a'], 'b': probs[0].shared['b']},
+    )
+    stacked, axes = replicas.stack_problems(probs)
+    assert axes.shared == {'a': None, 'b': None, 'index': 0}
+    sched = afl_jax.schedules.fedbuff(6, 3, 2, 5, local_steps=2, seed=0)
+    keys = jax.random.split(jax.random.key(0), 2)
+    p0 = {'x': jnp.zeros(4, jnp.float64)}
+    res = afl_jax.sweep('fedbuff', probs, sched, p0, keys, client_lr=[0.1, 0.2])
+    for r, lr in enumerate((0.1, 0.2)):
+      alg = afl_jax.algorithms.get('fedbuff', client_lr=lr)
+      alone = afl_jax.simulate(alg, probs[r], sched, p0, keys[r])
+      np.testing.assert_allclose(res.params['x'][r], alone.params_history['x'][-1], atol=1e-12)
+    assert not np.allclose(res.params['x'][0], res.params['x'][1])
+
+
+def test_bad_replica_value_is_refused_before_compute():
+  a, b = make_quadratic(num_clients=6)
+  sched = afl_jax.schedules.fedbuff(6, 3, 2, 4, seed=0)
+  keys = jax.random.split(jax.random.key(0), 2)
+  prob = afl_jax.problems.from_loss(
+    lambda p, d: jnp.sum((d['a'] @ p['x'] - d['b']) ** 2), {'a': a, 'b': b}
+  )
+  with pytest.raises(ValueError, match='replica 1: server_lr must be > 0'):
+    afl_jax.sweep('fedbuff', prob, sched, {'x': jnp.zeros(4)}, keys, server_lr=[1.0, -1.0])
+  with pytest.raises(ValueError, match='one per replica'):
+    afl_jax.sweep('fedbuff', prob, sched, {'x': jnp.zeros(4)}, keys, client_lr=[0.1, 0.2, 0.3])
+
+
+def test_memory_grows_with_replicas_and_is_checked():
+  from afl_jax.core.memory import InsufficientMemoryError
+  from afl_jax.sweep import simulator
+
+  a, b = make_quadratic(num_clients=6)
+  prob = afl_jax.problems.from_loss(
+    lambda p, d: jnp.sum((d['a'] @ p['x'] - d['b']) ** 2), {'a': a, 'b': b}
+  )
+  sched = afl_jax.schedules.fedbuff(6, 3, 2, 4, seed=0)
+  reports = []
+  for r in (1, 2, 3):
+    sim = simulator('fedavgm', prob, sched, r, client_lr=[0.1] * r)
+    p0 = {'x': jnp.zeros((r, 4))}
+    reports.append(sim.estimate(p0, jax.random.split(jax.random.key(0), r)))
+  per = reports[1]['total'] - reports[0]['total']
+  assert per > 0 and reports[2]['total'] - reports[1]['total'] == per  # linear in R
+  assert reports[1]['server_state'] == 2 * reports[0]['server_state']  # params + momentum
+  from afl_jax.core import memory
+
+  assert memory.replicas_that_fit(reports[0], reports[1], 10 * per) == int(
+    (0.9 * 10 * per - (reports[0]['total'] - per)) // per
+  )
+  sim = simulator('fedavgm', prob, sched, 2, client_lr=[0.1, 0.2], memory_limit_bytes=per)
+  with pytest.raises(InsufficientMemoryError):
+    sim.init({'x': jnp.zeros((2, 4))}, jax.random.split(jax.random.key(0), 2))
