@@ -52,7 +52,7 @@ def _as_list(x: Any, r: int, what: str) -> list:
 
 
 def build_fn(
-  factory: Callable[..., Algorithm], static: dict[str, Any], schedule: Schedule
+  factory: Callable[..., Algorithm], static: dict[str, Any], schedule: Schedule | list
 ) -> Callable[[dict[str, Any]], Algorithm]:
   """``build(traced) -> Algorithm``: ``factory`` from one replica's scalars, prepared."""
 
@@ -94,7 +94,9 @@ def simulator(
   for i in range(r):
     try:
       alg = factory(**static, **replicas.replica_values(traced, i))
-      algorithms.append(prepared(alg, schedule_list[i]))
+      # Prepared against every replica's schedule: one compiled program (and one state
+      # shape, e.g. MasFL's history depth) must suit them all.
+      algorithms.append(prepared(alg, schedule_list))
     except ValueError as e:
       raise type(e)(f'replica {i}: {e}') from e
   if isinstance(problem, list | tuple):
@@ -104,7 +106,7 @@ def simulator(
   else:
     stacked, axes = problem, replicas.shared_problem_axes(problem)
   return replicas.ReplicaSimulator(
-    build_fn(factory, static, schedule_list[0]),
+    build_fn(factory, static, schedule_list),
     algorithms,
     stacked,
     axes,

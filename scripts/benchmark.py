@@ -16,6 +16,17 @@ Tasks (client updates = local jobs of K steps):
                 regression and the MLP 784-200-200-10. Also: the largest number of
                 replicas of the default task (FedBuff, N=100, MLP, FMNIST, 200 steps)
                 whose analytic memory fits in 24 GiB.
+  hetero_k      heterogeneous local steps, padded path (every arrival runs the schedule's
+                largest K, masked) vs arrivals grouped by K (``local_step_buckets``: sorted
+                into blocks, each running its own largest K), in the same process, best of
+                ``--repeats`` alternating runs; MLP 784-200-200-10, batch 32, 1 device:
+                dirichlet_epochs  FedBuff, N=100 clients of Dirichlet(0.5) sizes (6,000
+                                  samples), 2 local epochs: K_i = 2 * ceil(n_i / 32);
+                                  Mc=40, M=20, 20 steps
+                fedgm_random_k    Autonomous FedGM, random staleness (window 5), N=100,
+                                  S=10 a step, K = 2 * e, e uniform in 1..6; 30 steps
+                Reports the useful-step fraction (sum of K over the arrivals / local slot-
+                steps computed) of both paths, the speed-up and the max abs difference.
 Each task runs in a fresh process per device count (``--xla_force_host_platform_device_count``
 on CPU), with the client axis sharded over the devices. ``matmul`` measures the machine's
 rate for exactly the matrix products of one task's local steps (forward and backward, batch
@@ -198,6 +209,89 @@ def run_matmul(name, repeats):
   }
 
 
+HETERO = {
+  'dirichlet_epochs': dict(n=100, samples=6_000, alpha=0.5, epochs=2, mc=40, m=20, steps=20),
+  'fedgm_random_k': dict(n=100, samples=6_000, s=10, base=2, mult=range(1, 7), steps=30),
+}
+HETERO_HIDDEN = (200, 200)
+HETERO_SECTION = '## Heterogeneous local steps'
+
+
+def run_hetero_task(name, repeats):
+  """Padded vs grouped-by-K local steps on one heterogeneous-K task, same process."""
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+
+  import afl_jax
+  from afl_jax import data, models
+  from afl_jax.pipeline import task
+
+  spec = HETERO[name]
+  n = spec['n']
+  rng = np.random.default_rng(0)
+  if name == 'dirichlet_epochs':
+    sizes = 1 + rng.multinomial(spec['samples'] - n, rng.dirichlet(np.full(n, spec['alpha'])))
+    local_steps = spec['epochs'] * -(-sizes // BATCH)
+    schedule = afl_jax.schedules.fedbuff(
+      n, spec['mc'], spec['m'], spec['steps'], local_steps=local_steps, seed=0
+    )
+    alg = afl_jax.algorithms.get('fedbuff', client_lr=0.01, server_lr=1.0)
+  else:
+    sizes = np.full(n, spec['samples'] // n)
+    schedule = afl_jax.schedules.random_staleness(
+      n, spec['s'], spec['steps'], window=5, local_steps=spec['base'],
+      local_steps_multipliers=spec['mult'], seed=0,
+    )  # fmt: skip
+    alg = afl_jax.algorithms.get('autonomous_fedgm', client_lr=0.01, client_sizes=sizes)
+  offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
+  total = int(sizes.sum())
+  x = rng.normal(size=(total, 28, 28)).astype(np.float32)
+  y = rng.integers(0, 10, size=total).astype(np.int32)
+  fed = data.FederatedData(x, y, offsets, sizes.astype(np.int32), x[:10], y[:10], x[:0], 10)
+  model = models.MLP(num_classes=10, hidden_sizes=HETERO_HIDDEN)
+  params = model.init(jax.random.key(0), jnp.zeros((1, 28, 28)))
+  problem = task.make_problem(data.from_federated(fed), model.apply, BATCH, jnp.float32)
+  key = jax.random.key(0)
+  runs = {}
+  for label, buckets in (('padded', 0), ('grouped', None)):
+    sim = afl_jax.Simulator(
+      alg, problem, schedule, chunk_size=schedule.num_steps, local_step_buckets=buckets
+    )
+    state = sim.init(params, key)
+    inputs = sim.inputs(0)
+    compiled = sim.runner().lower(state, inputs, sim.problem, key).compile()
+    runs[label] = dict(sim=sim, compiled=compiled, inputs=inputs, times=[])
+  for _ in range(repeats):  # alternate, so both paths see the same machine load
+    for r in runs.values():
+      state = r['sim'].init(params, key)
+      jax.block_until_ready(state)
+      t0 = time.perf_counter()
+      state, _ = r['compiled'](state, r['inputs'], r['sim'].problem, key)
+      jax.block_until_ready(state)
+      r['times'].append(time.perf_counter() - t0)
+      r['final'] = [np.asarray(a) for a in jax.tree.leaves(r['sim'].params(state))]
+  out = {'task': name, 'devices': len(jax.devices()), 'jax': jax.__version__}
+  k = schedule.local_steps[schedule.mask]
+  out.update(k_min=int(k.min()), k_mean=float(k.mean()), k_max=int(k.max()))
+  for label, r in runs.items():
+    useful, computed = r['sim'].step_work
+    out[label] = {
+      'useful_fraction': useful / computed,
+      'useful_steps': useful,
+      'computed_steps': computed,
+      'blocks': r['sim'].num_slots // r['sim'].block_size,
+      'slots': r['sim'].num_slots,
+      'run_s_best': min(r['times']),
+      'updates_per_s': int(schedule.mask.sum()) / min(r['times']),
+    }
+  out['speedup'] = out['padded']['run_s_best'] / out['grouped']['run_s_best']
+  out['max_abs_diff'] = max(
+    float(np.max(np.abs(a - b))) for a, b in zip(runs['padded']['final'], runs['grouped']['final'])
+  )
+  return out
+
+
 SWEEP = dict(n=100, mc=20, m=10, k=10, steps=20, lrs=(0.003, 0.01, 0.03, 0.1), seeds=(0, 1, 2, 3))
 SWEEP_MODELS = {'logreg': (), 'mlp': (200, 200)}
 SWEEP_SECTION = '## Sweeps: many runs in one compile'
@@ -342,6 +436,8 @@ def main(argv):
     task, _, kind = _WORKER.value.partition(':')
     if task == 'sweep':
       result = run_sweep_memory() if kind == 'memory' else run_sweep_task(kind)
+    elif task == 'hetero_k':
+      result = run_hetero_task(kind, _REPEATS.value)
     else:
       result = (
         run_matmul(task, _REPEATS.value) if kind == 'matmul' else run_task(task, _REPEATS.value)
@@ -349,6 +445,19 @@ def main(argv):
     print(json.dumps(result))
     return
   results, ceilings = [], {}
+  if 'hetero_k' in _TASKS.value:
+    hetero = [_spawn([f'--worker=hetero_k:{t}', f'--repeats={_REPEATS.value}'], 1) for t in HETERO]
+    for r in hetero:
+      p, g = r['padded'], r['grouped']
+      print(
+        f'{r["task"]:17s} K {r["k_min"]}..{r["k_max"]} (mean {r["k_mean"]:.1f}): useful steps '
+        f'{100 * p["useful_fraction"]:.0f}% padded -> {100 * g["useful_fraction"]:.0f}% grouped '
+        f'({g["blocks"]} blocks of {g["slots"] // g["blocks"]}); {p["run_s_best"]:.2f}s -> '
+        f'{g["run_s_best"]:.2f}s: speed-up {r["speedup"]:.2f}x; '
+        f'max abs diff {r["max_abs_diff"]:.1e}',
+        flush=True,
+      )
+    print(json.dumps({'hetero_k': hetero}))
   if 'sweep' in _TASKS.value:
     devices = int(_DEVICES.value[-1]) if len(_DEVICES.value) == 1 else 2
     sweeps = [_spawn([f'--worker=sweep:{m}'], devices) for m in SWEEP_MODELS]
@@ -369,9 +478,9 @@ def main(argv):
       flush=True,
     )
     print(json.dumps({'sweeps': sweeps}))
-    if list(_TASKS.value) == ['sweep']:
-      return
-  for task in [t for t in _TASKS.value if t != 'sweep']:
+  if all(t in ('sweep', 'hetero_k') for t in _TASKS.value):
+    return
+  for task in [t for t in _TASKS.value if t not in ('sweep', 'hetero_k')]:
     # The ceiling: the best rate of the bare products over the device counts tried.
     ceilings[task] = max(
       (
@@ -461,11 +570,12 @@ def write_docs(results, ceilings):
     '',
     'The 100,000-client run is in [scale.md](scale.md).',
   ]
-  if os.path.exists(path):  # keep the sweep section (written from `--tasks=sweep` runs)
+  if os.path.exists(path):  # keep the sections written from `--tasks=sweep` / `hetero_k` runs
     with open(path) as f:
       old = f.read()
-    if SWEEP_SECTION in old:
-      lines += ['', old[old.index(SWEEP_SECTION) :].rstrip('\n')]
+    kept = [old.index(h) for h in (HETERO_SECTION, SWEEP_SECTION) if h in old]
+    if kept:
+      lines += ['', old[min(kept) :].rstrip('\n')]
   with open(path, 'w') as f:
     f.write('\n'.join(lines) + '\n')
 

@@ -177,6 +177,7 @@ def _flat(d: dict, prefix: str = '') -> dict:
 # below run its sweeps, select on validation, and write the page and the summary.
 RESULTS = REPO / 'docs' / 'results'
 PAPERS = ('masfl', 'fedfa', 'fedecho', 'fedgm', 'asynfl')  # papers 000-004
+PENDING = 'pending rerun (single-seed page)'
 SEED_STD_RATIO = 1.0  # a verdict needs |mean difference| >= this many seed-stds
 
 
@@ -247,12 +248,11 @@ def _read_json(path: str):
 
 
 def _clean(rec: dict) -> dict:
-  """A diverged run (non-finite accuracy) scores 0, so it is never selected."""
+  """A diverged run (non-finite loss or accuracy) scores 0, so it is never selected."""
   out = dict(rec)
-  for k in ('val_accuracy', 'test_accuracy'):
-    v = out.get(k)
-    if v is None or not math.isfinite(v):
-      out[k], out['diverged'] = 0.0, True
+  keys = ('val_accuracy', 'test_accuracy', 'val_loss', 'test_loss')
+  if any(k in out and (out[k] is None or not math.isfinite(out[k])) for k in keys):
+    out['val_accuracy'], out['test_accuracy'], out['diverged'] = 0.0, 0.0, True
   return out
 
 
@@ -291,7 +291,6 @@ def score(exp, results: Mapping, *, alpha: float = tuning.DEFAULT_ALPHA) -> dict
   selected = []
   for m in exp.methods:
     s = sels[m.label]
-    mine = [r for r in records if r['method'] == m.label and r['hparams'] == s.hparams]
     selected.append(
       {
         'method': m.label,
@@ -304,7 +303,7 @@ def score(exp, results: Mapping, *, alpha: float = tuning.DEFAULT_ALPHA) -> dict
         'test_mean': s.test_mean,
         'test_std': s.test_std,
         'seeds': list(s.seeds),
-        'diverged': sum(bool(r.get('diverged')) for r in mine),
+        'diverged': sum(bool(r.get('diverged')) for r in records if r['method'] == m.label),
         'minutes': results[m.label]['seconds'] / 60,
       }
     )
@@ -459,7 +458,7 @@ def render_page(
           'edge flags',
           'val acc (mean)',
           'test acc (mean ± std)',
-          'diverged runs',
+          'diverged runs (all settings)',
           'sweep min',
         ],
         [
@@ -613,15 +612,15 @@ def summary_rows(papers, scored_claims: Mapping[str, Sequence[dict] | None]) -> 
     old = _single_seed_page(paper.key)
     old_link = f'[{old}]({old})' if old else '—'
     pending = [
-      (c.ref, c.text + (f' ({_hp(c.at)})' if c.at else ''))
+      (c.ref, c.text + (f' ({_hp(c.at)})' if c.at else ''), e.run)
       for e in paper.experiments
       if e.key not in done
       for c in e.claims
     ]
-    for ref, text in pending + list(paper.pending):
-      rows.append(
-        [paper.number, ref, text, '—', 'pending rerun (single-seed page)', old_link, command]
-      )
+    pending += [(ref, text, True) for ref, text in paper.pending]
+    for ref, text, declared_to_run in pending:
+      verdict = PENDING if declared_to_run else PENDING + ', declared, not run yet'
+      rows.append([paper.number, ref, text, '—', verdict, old_link, command])
   return rows
 
 

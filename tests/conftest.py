@@ -15,6 +15,7 @@ their own device counts whatever this is.
 
 import os
 import re
+import tempfile
 
 _DEVICES = os.environ.get('AFL_JAX_TEST_DEVICES', '1')
 if not _DEVICES.isdigit() or int(_DEVICES) < 1:
@@ -22,3 +23,13 @@ if not _DEVICES.isdigit() or int(_DEVICES) < 1:
 _flags = re.sub(r'--xla_force_host_platform_device_count=\S+', '', os.environ.get('XLA_FLAGS', ''))
 os.environ['XLA_FLAGS'] = f'{_flags} --xla_force_host_platform_device_count={_DEVICES}'.strip()
 os.environ.setdefault('AFL_JAX_CPU_DEVICES', _DEVICES)  # for scripts that still read it
+
+# Many tests (and the scripts/train.py subprocesses they start) compile the same small
+# programs; JAX's persistent compilation cache shares them across processes. A cached
+# executable is the same program, so results are unchanged; opt out by setting
+# JAX_COMPILATION_CACHE_DIR='' yourself.
+os.environ.setdefault(
+  'JAX_COMPILATION_CACHE_DIR',
+  os.path.join(tempfile.gettempdir(), f'afl_jax_test_cache_{os.getuid()}'),
+)
+os.environ.setdefault('JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS', '0')

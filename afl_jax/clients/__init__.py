@@ -4,6 +4,7 @@ from afl_jax.clients.always_on import AlwaysOnState, always_on_sgd
 from afl_jax.clients.fedac import fedac_client
 from afl_jax.clients.masfl import adamasfl_client, masfl_client
 from afl_jax.clients.normalized import divide_by_local_steps
+from afl_jax.clients.precision import with_compute_dtype
 from afl_jax.clients.prox import prox_sgd
 from afl_jax.clients.sgd import local_sgd, run_local_steps
 
@@ -17,3 +18,4 @@ __all__ = [
 ]
 __all__ += ['adamasfl_client', 'masfl_client']
 __all__ += ['fedac_client']
+__all__ += ['with_compute_dtype']

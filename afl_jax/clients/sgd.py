@@ -4,10 +4,10 @@
 K_{t,i} steps ``x_{k+1} = x_k - eta_l * grad F_i(x_k; xi_k)`` from the start
 broadcast; the message is the pseudo-gradient ``Delta = x_start - x_K``.
 
-:func:`run_local_steps` is the shared inner loop: a ``lax.scan`` of ``task.max_steps``
-iterations whose steps ``k >= task.num_steps`` leave the carry untouched, so clients
-with different K_{t,i} run together under ``vmap``. Every other client rule builds
-on it.
+:func:`run_local_steps` is the shared inner loop: ``task.max_steps`` iterations (or the
+dynamic ``task.loop_steps``) whose steps ``k >= task.num_steps`` leave the carry
+untouched, so clients with different K_{t,i} run together under ``vmap``. Every other
+client rule builds on it.
 """
 
 from __future__ import annotations
@@ -33,8 +33,15 @@ def run_local_steps(
 ) -> tuple[Any, dict[str, jax.Array]]:
   """Masked local loop.
 
+  Step k runs ``body`` and keeps its result only where ``k < task.num_steps``. The
+  loop runs ``task.max_steps`` iterations (a ``lax.scan``), or, when the engine sets
+  ``task.loop_steps`` (the largest K of the clients trained together), only that many
+  (a ``lax.fori_loop`` with a dynamic trip count): the steps it skips are masked no-ops,
+  and the losses are collected in the same ``[max_steps]`` array, so both loops give
+  the same result bit for bit.
+
   Args:
-    task: the client's task (``num_steps``, ``max_steps``, data).
+    task: the client's task (``num_steps``, ``max_steps``, ``loop_steps``, data).
     key: PRNG key; step k samples its batch with ``fold_in(key, k)``.
     carry: initial carry (e.g. the params).
     body: ``body(carry, batch, k) -> (new_carry, loss)``.
@@ -49,7 +56,19 @@ def run_local_steps(
     run = k < task.num_steps
     return tree.where(run, new_c, c), jnp.where(run, loss, 0.0)
 
-  carry, losses = jax.lax.scan(step, carry, jnp.arange(task.max_steps))
+  if task.loop_steps is None:
+    carry, losses = jax.lax.scan(step, carry, jnp.arange(task.max_steps))
+  else:
+    loss_shape = jax.eval_shape(step, carry, jnp.int32(0))[1]
+
+    def one(k, state):
+      c, losses = state
+      c, loss = step(c, k)
+      return c, losses.at[k].set(loss)
+
+    losses = jnp.zeros((task.max_steps,) + loss_shape.shape, loss_shape.dtype)
+    bound = jnp.minimum(jnp.asarray(task.loop_steps, jnp.int32), task.max_steps)
+    carry, losses = jax.lax.fori_loop(0, bound, one, (carry, losses))
   n = jnp.maximum(jnp.minimum(task.num_steps, task.max_steps), 1)
   return carry, {'train_loss': jnp.sum(losses) / n}
 

@@ -6,7 +6,9 @@ Each server step t (see DESIGN.md, "The core idea"):
    whose slots are planned on the host from the schedule (:mod:`afl_jax.core.ring`:
    as many slots as versions are ever live at once);
 2. runs the arriving clients' :class:`~afl_jax.core.types.ClientRule` together
-   with ``jax.vmap`` (local steps are an inner ``lax.scan`` masked per client);
+   with ``jax.vmap`` (local steps are an inner loop masked per client; where K
+   differs, the slots are sorted by K into blocks, each looping only up to its own
+   largest K, see ``local_step_buckets``);
 3. gathers/scatters per-client state by client id (padded slots never write);
 4. passes each message through the per-client compressor, if any (its state is
    updated only for clients that report, so it stays frozen while they are absent);
@@ -83,6 +85,67 @@ def per_client_steps(schedule: Schedule) -> np.ndarray:
     np.maximum.at(best, ids, ks)
     out = np.where(seen, best, out)
   return out
+
+
+def _sorted_steps(schedule: Schedule, regime: str) -> tuple[np.ndarray, int]:
+  """``(k, repeat)``: K of each trained slot (0 = not trained), sorted largest first in
+  every step, ``[T, M]``; for the always-on regime one row ``[1, N]`` repeated T times."""
+  if regime == 'per_job':
+    k, repeat = np.where(schedule.mask, schedule.local_steps, 0), 1
+  else:
+    k, repeat = per_client_steps(schedule)[None], schedule.num_steps
+  return -np.sort(-k.astype(np.int32), axis=1), repeat
+
+
+def _work(k: np.ndarray, repeat: int, num_slots: int, num_blocks: int) -> tuple[int, int]:
+  useful = int(k.sum(dtype=np.int64)) * repeat
+  size = num_slots // num_blocks
+  firsts = k[:, ::size].astype(np.int64)  # each sorted block's largest K (padding: 0)
+  return useful, int(firsts.sum()) * size * repeat
+
+
+def local_step_work(
+  schedule: Schedule, regime: str, num_slots: int, num_blocks: int, adaptive: bool
+) -> tuple[int, int]:
+  """``(useful, computed)`` local slot-steps of a run (host, exact).
+
+  useful: the sum of K over the trained slots (arrivals; always-on: every client every
+  step). computed: slot-steps the engine runs: ``num_slots * max K`` per step on the
+  padded path; with ``adaptive`` (see :func:`make_program`) each block of slots sorted
+  by K runs ``block size * its max K``.
+  """
+  k, repeat = _sorted_steps(schedule, regime)
+  if not adaptive:
+    useful = int(k.sum(dtype=np.int64)) * repeat
+    return useful, k.shape[0] * repeat * num_slots * schedule.max_local_steps
+  return _work(k, repeat, num_slots, num_blocks)
+
+
+def choose_step_blocks(
+  schedule: Schedule, regime: str, width: int, unit: int, target: float = 0.9
+) -> int:
+  """B: the fewest blocks whose useful-step fraction (:func:`local_step_work`) reaches
+  ``target``, else the best fraction (fewest blocks among equals).
+
+  B blocks hold ``ceil(width / (B * unit)) * unit`` slots each (``unit``: the devices
+  the client axis is sharded over); every distinct block size down to ``2 * unit`` is
+  tried (at least two clients per device, so the products stay batched).
+  """
+  k, repeat = _sorted_steps(schedule, regime)
+  best, best_frac, seen = 1, -1.0, set()
+  smallest = 2 * unit if width >= 2 * unit else unit
+  for b in range(1, max(width // unit, 1) + 1):
+    size = -(-width // (b * unit)) * unit  # as the Simulator sizes B blocks
+    if size in seen or size < smallest:  # the same blocks with more padding; too small
+      continue
+    seen.add(size)
+    useful, computed = _work(k, repeat, b * size, b)
+    frac = useful / max(computed, 1)
+    if frac >= target:
+      return b
+    if frac > best_frac + 1e-9:
+      best, best_frac = b, frac
+  return best
 
 
 def step_inputs(
@@ -217,6 +280,7 @@ def make_program(
   record_params: bool = False,
   constrain: Callable[[Any], Any] = _identity,
   inactive: str = 'cond',
+  adaptive_steps: bool = False,
 ) -> Program:
   """The init and chunk functions of a run (see :class:`Program`).
 
@@ -233,6 +297,12 @@ def make_program(
       predicate turns the cond into a select over copies of every operand, the
       problem's data included); 'select' runs the step and selects the old state
       (for replicas whose schedules end at different steps).
+    adaptive_steps: group a step's arrival slots by K: sort them by K (largest
+      first, untrained slots last), train them in ``num_slots // block_size`` blocks
+      and bound each block's local loop by its largest K (``LocalTask.loop_steps``, a
+      dynamic trip count), then restore the slot order for the server. Per-client
+      masking is unchanged, so results are the same; only skipped masked steps go.
+      False: every slot runs ``max_steps`` loop iterations (the padded path).
   """
   num_blocks = num_slots // block_size
 
@@ -275,7 +345,7 @@ def make_program(
     alg = build(hparams)
     client, server, compressor = alg.client, alg.server, alg.compressor
 
-    def one_client(bcast, cstate, view, key, num_steps, active, cid, t, tau):
+    def one_client(bcast, cstate, view, key, num_steps, active, cid, t, tau, bound):
       task = LocalTask(
         view=view,
         shared=problem.shared,
@@ -287,10 +357,11 @@ def make_program(
         max_steps=max_steps,
         step=t,
         start_step=t - tau,
+        loop_steps=bound,
       )
       return client.update(bcast, cstate, task, key)
 
-    def client_block(carry, xb, ring, key_t, t):
+    def client_block(carry, xb, ring, key_t, t, bound=None):
       """Train one block of arrival slots: gather, vmap, compress, scatter."""
       clients, comp = carry
       ids = xb.client_ids
@@ -298,8 +369,8 @@ def make_program(
       cstate = constrain(tree.gather(clients, ids))
       views = constrain(tree.gather(problem.client_views, ids))
       ckeys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.fold_in(key_t, 0), ids)
-      msgs, new_cstate, cmetrics = jax.vmap(one_client, in_axes=(0,) * 7 + (None, 0))(
-        bcast, cstate, views, ckeys, xb.num_steps, xb.send_mask, ids, t, xb.staleness
+      msgs, new_cstate, cmetrics = jax.vmap(one_client, in_axes=(0,) * 7 + (None, 0, None))(
+        bcast, cstate, views, ckeys, xb.num_steps, xb.send_mask, ids, t, xb.staleness, bound
       )
       msgs, new_cstate = constrain(msgs), constrain(new_cstate)
       clients = tree.scatter(clients, ids, new_cstate, xb.train_mask)
@@ -313,12 +384,35 @@ def make_program(
         comp = tree.scatter(comp, ids, new_comp, xb.send_mask)
       return (clients, comp), (msgs, bits_each, cmetrics)
 
+    def grouped_by_steps(carry, x: StepInputs, ring, key_t, t):
+      """``client_block`` over blocks of slots sorted by K, each loop bounded by its max K."""
+      k = jnp.where(x.train_mask, jnp.minimum(x.num_steps, max_steps), 0)
+      if num_blocks == 1:
+        return client_block(carry, x, ring, key_t, t, jnp.max(k))
+      order = jnp.argsort(-k, stable=True)
+      slots = tuple(a[order].reshape((num_blocks, -1)) for a in x[:-2])
+      bounds = jnp.max(k[order].reshape((num_blocks, -1)), axis=1)
+      carry, out = jax.lax.scan(
+        lambda c, xb: client_block(
+          c, StepInputs(*xb[0], x.write_slot, x.active), ring, key_t, t, xb[1]
+        ),
+        carry,
+        (slots, bounds),
+      )
+      unsort = jnp.argsort(order)
+      out = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:])[unsort], out)
+      return carry, constrain(out)
+
     def do_step(state: SimState, x: StepInputs):
       t = state.step
       key_t = jax.random.fold_in(key, t)
       ids = x.client_ids
       carry = (state.clients, state.compressor)
-      if num_blocks == 1:
+      if adaptive_steps:
+        (clients, comp_states), (msgs, bits_each, cmetrics) = grouped_by_steps(
+          carry, x, state.ring, key_t, t
+        )
+      elif num_blocks == 1:
         (clients, comp_states), (msgs, bits_each, cmetrics) = client_block(
           carry, x, state.ring, key_t, t
         )
@@ -409,6 +503,21 @@ class Simulator:
       clients, one block after another (default: all at once). Bounds the
       temporaries of very large steps (e.g. an always-on step of 100,000 clients);
       the result does not depend on it.
+    local_step_buckets: how a step's clients with different K are trained (the
+      result does not depend on it: the skipped steps are masked no-ops; like
+      ``client_block_size``, a different block width may change float32 products in
+      their last bits, e.g. 2e-6 after 20 steps of an MLP): 0 pads every client to
+      the schedule's largest K (masked steps); B >= 1 sorts a step's arrivals by K
+      into B blocks, each running only as many local steps as its largest K (see
+      :func:`make_program`, ``adaptive_steps``); None (default) picks B from the K
+      (:func:`choose_step_blocks`: the fewest blocks with >= 90% useful steps) and
+      keeps the padded path where that saves nothing (every K equal). With
+      ``client_block_size``, the blocks are those and None/0 switch the grouping on/off.
+      ``self.step_work`` is ``(useful, computed)`` local slot-steps
+      (:func:`local_step_work`).
+    compute_dtype: run the clients' loss and gradients in this dtype (e.g.
+      ``jnp.bfloat16``) with float32 params, client and server state
+      (:func:`afl_jax.clients.precision.with_compute_dtype`); None: the params' dtype.
     memory_limit_bytes: refuse runs whose analytic memory exceeds 90% of this
       (default: what the backend reports available).
   """
@@ -423,6 +532,8 @@ class Simulator:
     record_params: bool = False,
     mesh: Mesh | None = None,
     client_block_size: int | None = None,
+    local_step_buckets: int | None = None,
+    compute_dtype: Any = None,
     memory_limit_bytes: int | None = None,
   ):
     if algorithm.regime not in REGIMES:
@@ -435,6 +546,10 @@ class Simulator:
         f'{problem.num_clients} clients.'
       )
     algorithm = prepared(algorithm, schedule)  # host checks + schedule-sized state
+    if compute_dtype is not None:
+      from afl_jax.clients.precision import with_compute_dtype
+
+      algorithm = algorithm._replace(client=with_compute_dtype(algorithm.client, compute_dtype))
     self.algorithm = algorithm
     self.schedule = schedule
     self.chunk_size = int(chunk_size or schedule.num_steps)
@@ -450,13 +565,41 @@ class Simulator:
       raise ValueError(f'mesh needs an axis named {CLIENT_AXIS!r}; got {self.mesh.axis_names}.')
     self.num_devices = int(self.mesh.shape[CLIENT_AXIS])
     width = schedule.max_arrivals if algorithm.regime == 'per_job' else schedule.num_clients
-    unit = self.num_devices
+    regime, d = algorithm.regime, self.num_devices
+    buckets = local_step_buckets
+    if buckets is not None and (
+      isinstance(buckets, bool) or int(buckets) != buckets or buckets < 0
+    ):
+      raise ValueError(f'local_step_buckets must be None or an integer >= 0; got {buckets!r}.')
     if client_block_size is not None:
       if client_block_size < 1:
         raise ValueError(f'client_block_size must be >= 1; got {client_block_size}.')
-      unit = -(-int(client_block_size) // self.num_devices) * self.num_devices
-    self.num_slots = -(-width // unit) * unit
-    self.block_size = unit if client_block_size is not None else self.num_slots
+      if buckets:
+        raise ValueError('give client_block_size or local_step_buckets, not both.')
+      unit = -(-int(client_block_size) // d) * d
+      self.num_slots = -(-width // unit) * unit
+      self.block_size = unit
+      adaptive = buckets is None
+    elif buckets == 0:
+      self.num_slots = self.block_size = -(-width // d) * d
+      adaptive = False
+    else:
+      blocks = int(buckets) if buckets else choose_step_blocks(schedule, regime, width, d)
+      self.num_slots = -(-width // (blocks * d)) * blocks * d
+      self.block_size = self.num_slots // blocks
+      adaptive = True
+    if adaptive and buckets is None:  # auto: only where it saves local steps
+      padded_slots = self.num_slots if client_block_size is not None else -(-width // d) * d
+      padded = local_step_work(schedule, regime, padded_slots, 1, False)[1]
+      blocks = self.num_slots // self.block_size
+      if local_step_work(schedule, regime, self.num_slots, blocks, True)[1] >= padded:
+        adaptive = False
+        if client_block_size is None:
+          self.num_slots = self.block_size = padded_slots
+    self.adaptive_steps = adaptive
+    self.step_work = local_step_work(
+      schedule, regime, self.num_slots, self.num_slots // self.block_size, adaptive
+    )
     self.replicated = NamedSharding(self.mesh, P())
     self.by_slot = NamedSharding(self.mesh, P(CLIENT_AXIS))
     self.shard_clients = problem.num_clients % self.num_devices == 0
@@ -470,6 +613,7 @@ class Simulator:
       block_size=self.block_size,
       record_params=record_params,
       constrain=self._constrain,
+      adaptive_steps=self.adaptive_steps,
     )
     self._chunk_impl = lambda state, inputs, problem, key: self._program.chunk(
       state, inputs, problem, key, ()

@@ -61,6 +61,11 @@ class LocalTask:
     start_step: int32 scalar, the server version s the job started from
       (``t - staleness``; None outside a run). A rule whose client state must be
       causal (MasFL's c~_i, :mod:`afl_jax.clients.masfl`) reads it.
+    loop_steps: int32 scalar or None, a dynamic bound on the local loop's trip
+      count: the largest K among the clients trained together (the engine sets it
+      when it groups a step's arrivals by K; ``<= max_steps``). None: the loop runs
+      ``max_steps`` iterations. Steps ``k >= num_steps`` are masked either way, so it
+      changes the work done, never the result (:func:`afl_jax.clients.run_local_steps`).
   """
 
   view: Any
@@ -73,6 +78,7 @@ class LocalTask:
   max_steps: int = struct.field(pytree_node=False)
   step: Any = None
   start_step: Any = None
+  loop_steps: Any = None
 
   def sample(self, key: jax.Array) -> Any:
     """One mini-batch (or the full batch) of this client's data."""
@@ -91,6 +97,7 @@ class LocalTask:
       client_id=0,
       step=None,
       start_step=None if self.start_step is None else 0,
+      loop_steps=None,
     )
 
   def loss_and_grad(self, params: Params, key: jax.Array) -> tuple[jax.Array, Params]:

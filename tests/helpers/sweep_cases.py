@@ -75,7 +75,9 @@ def schedules(algorithm):
     ]
   return [
     afl_jax.schedules.fedbuff(N, 3, 2, 6, local_steps=2, seed=0),
-    afl_jax.schedules.fedbuff(N, 3, 3, 7, local_steps=[1, 3, 2, 2, 1, 3], seed=1),
+    # Random staleness gives clients overlapping jobs: rules that size state from the
+    # schedule (MasFL's history of variates) must suit both replicas in one program.
+    afl_jax.schedules.random_staleness(N, 3, 7, window=3, local_steps=[1, 3, 2, 2, 1, 3], seed=1),
   ]
 
 

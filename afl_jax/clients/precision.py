@@ -1,0 +1,60 @@
+"""Mixed precision for client training: low-precision compute, float32 state.
+
+:func:`with_compute_dtype` wraps any client rule so that its loss (forward and
+backward pass) runs in ``dtype`` (e.g. ``jnp.bfloat16``): the floating leaves of the
+params and of the batch are cast to ``dtype`` inside the loss, and the loss is cast
+back. Everything else keeps its own dtype: the local params the rule updates, its
+client state, its message and the server state stay float32 (the gradient of a cast
+is cast back to the parameter's dtype), the usual "float32 master weights" recipe.
+``Simulator(..., compute_dtype=jnp.bfloat16)`` applies it to an algorithm's client.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from afl_jax.core.types import ClientRule, LocalTask
+
+
+def cast_floating(tree: Any, dtype: Any) -> Any:
+  """``tree`` with its floating-point leaves cast to ``dtype`` (integers untouched)."""
+
+  def one(x):
+    x = jnp.asarray(x)
+    return x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x
+
+  return jax.tree.map(one, tree)
+
+
+def _low_precision_task(task: LocalTask, dtype: Any) -> LocalTask:
+  loss_fn = task.loss_fn
+
+  def loss(params, batch):
+    value = loss_fn(cast_floating(params, dtype), cast_floating(batch, dtype))
+    floats = [x.dtype for x in jax.tree.leaves(params) if jnp.issubdtype(x.dtype, jnp.floating)]
+    return value.astype(jnp.result_type(*floats) if floats else jnp.float32)
+
+  return task.replace(loss_fn=loss)
+
+
+def with_compute_dtype(client: ClientRule, dtype: Any) -> ClientRule:
+  """``client`` whose loss and gradients are computed in ``dtype``; state stays as is.
+
+  Args:
+    client: any client rule that uses ``task.loss_fn`` (every rule in this package).
+    dtype: the compute dtype, e.g. ``jnp.bfloat16``.
+
+  Returns:
+    A client rule with the same state, message and metrics structure and dtypes.
+  """
+
+  def init(params, task, key):
+    return client.init(params, _low_precision_task(task, dtype), key)
+
+  def update(start, state, task, key):
+    return client.update(start, state, _low_precision_task(task, dtype), key)
+
+  return ClientRule(init, update)

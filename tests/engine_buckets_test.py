@@ -1,0 +1,159 @@
+"""Arrivals grouped by K (``Simulator(local_step_buckets=...)``) give the padded run.
+
+The engine sorts a step's arrival slots by K into blocks and bounds each block's
+local loop by its largest K; the skipped steps are masked no-ops, so the iterates
+must equal the padded path (every slot runs the schedule's largest K) exactly.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from algorithm_cases import build, run_info
+from quadratic import make_quadratic, quadratic_problem
+
+import afl_jax
+from afl_jax.core import engine
+
+N = 8
+
+
+def _schedule():
+  """Heterogeneous K: 4 arrivals a step, K = 1..4 drawn per arrival."""
+  return afl_jax.schedules.random_staleness(
+    N, 4, 6, window=3, local_steps=1, local_steps_multipliers=range(1, 5), seed=2
+  )
+
+
+def _run(alg, sched, dtype, **kw):
+  a, b = make_quadratic(num_clients=N, dtype=dtype)
+  sim = afl_jax.Simulator(alg, quadratic_problem(a, b), sched, record_params=True, **kw)
+  state = sim.init({'x': jnp.ones(4, dtype)}, jax.random.key(0))
+  _, out = sim.run_chunk(state, jax.random.key(0))
+  return sim, out
+
+
+@pytest.mark.parametrize('name', ['masfl', 'fedbuff_nova'])
+def test_grouped_by_k_equals_padded_float64(name):
+  """MasFL (client state, causal variates) and FedNova-style (message / K); local SGD:
+  the always-on and 2-device tests below."""
+  with jax.enable_x64(True):
+    alg = build(name, run_info(N))
+    sched = _schedule()
+    _, ref = _run(alg, sched, np.float64, local_step_buckets=0)
+    sim, out = _run(alg, sched, np.float64)  # default: sorted into blocks (here 2 of 2 slots)
+    assert sim.adaptive_steps and sim.num_slots // sim.block_size == 2
+    np.testing.assert_allclose(out['params']['x'], ref['params']['x'], rtol=0, atol=1e-12)
+    for k, v in ref['metrics'].items():
+      np.testing.assert_allclose(out['metrics'][k], v, rtol=1e-12, atol=1e-12, err_msg=k)
+    assert np.abs(ref['params']['x'] - 1.0).max() > 1e-3  # the run moved
+
+
+def test_grouped_by_k_is_bitwise_in_float32():
+  """Local SGD's float32 iterates are bit for bit those of the padded path.
+
+  (Only a reduction inside a local step, such as AdaMasFL's norm or the train_loss
+  metric, can change in its last bit with the block width, as with client_block_size.)
+  """
+  alg = build('fedbuff', run_info(N))
+  _, ref = _run(alg, _schedule(), np.float32, local_step_buckets=0)
+  for buckets in (1, 2):
+    _, out = _run(alg, _schedule(), np.float32, local_step_buckets=buckets)
+    np.testing.assert_array_equal(out['params']['x'], ref['params']['x'])
+    np.testing.assert_array_equal(out['metrics']['bits_up'], ref['metrics']['bits_up'])
+
+
+def test_always_on_clients_grouped_by_their_k():
+  """AsynFL: every client trains every step with its own K_i; sorted blocks change nothing."""
+  with jax.enable_x64(True):
+    durations = afl_jax.schedules.durations('uniform', low=0.3, high=2.5)
+    sched = afl_jax.schedules.waiting_windows(
+      N, 5, window=1.0, durations=durations, local_steps=np.array([1, 4, 2, 1, 3, 1, 4, 2]), seed=0
+    )
+    alg = afl_jax.algorithms.get('asynfl', client_lr=0.05, num_clients=N)
+    _, ref = _run(alg, sched, np.float64, local_step_buckets=0)
+    sim, out = _run(alg, sched, np.float64, local_step_buckets=2)
+    assert sim.adaptive_steps and sim.step_work == (18 * 5, (4 + 2) * 4 * 5)
+    np.testing.assert_allclose(out['params']['x'], ref['params']['x'], rtol=0, atol=1e-12)
+
+
+def test_useful_step_accounting():
+  """Closed form on a 2-step schedule: K = (4, 1, 1, 1) and (2, 2, 1, -)."""
+  sched = afl_jax.schedules.Schedule(
+    client_ids=np.array([[0, 1, 2, 3], [4, 5, 6, 0]]),
+    start_step=np.zeros((2, 4), np.int32),
+    local_steps=np.array([[1, 4, 1, 1], [2, 1, 2, 1]]),
+    mask=np.array([[True] * 4, [True, True, True, False]]),
+    wall_clock=np.arange(2.0),
+    num_clients=8,
+  )
+  useful = 7 + 5
+  assert engine.local_step_work(sched, 'per_job', 4, 1, False) == (useful, 2 * 4 * 4)
+  # one block: each step runs its own max K: 4 * 4 + 4 * 2
+  assert engine.local_step_work(sched, 'per_job', 4, 1, True) == (useful, 24)
+  # two blocks of 2 sorted slots: (4, 1 | 1, 1) -> 2 * (4 + 1); (2, 2 | 1, 0) -> 2 * (2 + 1)
+  assert engine.local_step_work(sched, 'per_job', 4, 2, True) == (useful, 16)
+  assert engine.local_step_work(sched, 'per_job', 4, 4, True) == (useful, useful)
+  # Blocks keep >= 2 slots a device: 2 blocks (75%) are the best on offer for 90%;
+  # one block (50%) is enough for a 50% target; 2 devices leave one block of 4.
+  assert engine.choose_step_blocks(sched, 'per_job', 4, 1) == 2
+  assert engine.choose_step_blocks(sched, 'per_job', 4, 1, target=0.5) == 1
+  assert engine.choose_step_blocks(sched, 'per_job', 4, 2) == 1
+
+
+def test_auto_keeps_the_padded_path_when_k_is_constant():
+  a, b = make_quadratic(num_clients=N)
+  sched = afl_jax.schedules.fedbuff(N, 5, 4, 6, local_steps=3, seed=0)
+  sim = afl_jax.Simulator(build('fedbuff', run_info(N)), quadratic_problem(a, b), sched)
+  assert not sim.adaptive_steps
+  assert sim.num_slots == sim.block_size == 4
+  with pytest.raises(ValueError, match='local_step_buckets'):
+    afl_jax.Simulator(
+      build('fedbuff', run_info(N)), quadratic_problem(a, b), sched, local_step_buckets=-1
+    )
+
+
+_TWO_DEVICES = """
+import json, jax, numpy as np, jax.numpy as jnp
+jax.config.update('jax_enable_x64', True)
+import afl_jax
+from algorithm_cases import build, run_info
+from quadratic import make_quadratic, quadratic_problem
+assert jax.device_count() == 2
+a, b = make_quadratic(num_clients=8, dtype=np.float64)
+sched = afl_jax.schedules.random_staleness(8, 4, 6, window=3, local_steps=1,
+                                           local_steps_multipliers=range(1, 5), seed=2)
+alg = build('fedbuff', run_info(8))
+out = {}
+for buckets in (0, 2):
+  sim = afl_jax.Simulator(alg, quadratic_problem(a, b), sched, record_params=True,
+                          local_step_buckets=buckets)
+  state = sim.init({'x': jnp.ones(4)}, jax.random.key(0))
+  out[buckets] = sim.run_chunk(state, jax.random.key(0))[1]['params']['x']
+print(json.dumps({'diff': float(np.abs(out[0] - out[2]).max()), 'blocks': sim.block_size}))
+"""
+
+
+def test_grouped_by_k_on_two_devices():
+  env = dict(os.environ)
+  env['XLA_FLAGS'] = '--xla_force_host_platform_device_count=2'
+  here = os.path.dirname(os.path.abspath(__file__))
+  root = os.path.dirname(here)
+  env['PYTHONPATH'] = os.pathsep.join([here, root, env.get('PYTHONPATH', '')])
+  proc = subprocess.run(
+    [sys.executable, '-c', _TWO_DEVICES],
+    capture_output=True,
+    text=True,
+    env=env,
+    cwd=root,
+    timeout=300,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  result = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert result['blocks'] == 2  # 4 slots in 2 blocks, one slot per device each
+  assert result['diff'] <= 1e-12
