@@ -12,7 +12,7 @@ step of about eta per coordinate, 150 steps at 1e-4 move the model little; raise
 ``--config.hparams.server_lr`` (e.g. 1e-3, as our FADAS config does) for short runs.
 """
 
-from afl_jax import config as config_lib
+from afl_jax.pipeline import config as config_lib
 
 
 def get_config():

@@ -16,7 +16,7 @@ variants set ``algorithm = 'asynflc_ef'`` with ``hparams.compressor = 'top_k'``
 (``fraction = 0.03``) as in the paper's Top 3%.
 """
 
-from afl_jax import config as config_lib
+from afl_jax.pipeline import config as config_lib
 
 
 def get_config():

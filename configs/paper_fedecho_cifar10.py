@@ -17,7 +17,7 @@ the number of distillation steps Q per round nor their batch: 5 steps of 250 sam
 (as in configs/fedecho_fmnist.py). ResNet-18 with GroupNorm (afl_jax/models/resnet.py).
 """
 
-from afl_jax import config as config_lib
+from afl_jax.pipeline import config as config_lib
 
 
 def get_config():

@@ -16,7 +16,7 @@ slow; T = 1,000 server updates (Table 3's slowest non-IID method, FedBuff, needs
 880 rounds). ResNet-18 with GroupNorm (afl_jax/models/resnet.py), no augmentation.
 """
 
-from afl_jax import config as config_lib
+from afl_jax.pipeline import config as config_lib
 
 
 def get_config():

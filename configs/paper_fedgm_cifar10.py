@@ -15,7 +15,7 @@ For Autonomous FedGM (Fig. 1(c-d), App. H.1: a model from the last 5 versions, l
 epochs from {1..6}) use ``schedule.kind = 'random_staleness'``.
 """
 
-from afl_jax import config as config_lib
+from afl_jax.pipeline import config as config_lib
 
 
 def get_config():

@@ -18,7 +18,7 @@ in practice, an accelerator: ``python scripts/estimate.py --config=configs/paper
 prints its memory and time before anything big starts.
 """
 
-from afl_jax import config as config_lib
+from afl_jax.pipeline import config as config_lib
 
 
 def get_config():

@@ -11,8 +11,8 @@ import pathlib
 import pytest
 
 import afl_jax
-from afl_jax import config as config_lib
-from afl_jax import experiment
+from afl_jax.pipeline import config as config_lib
+from afl_jax.pipeline import loop
 
 CONFIGS = pathlib.Path(__file__).parent.parent / 'configs'
 
@@ -43,6 +43,6 @@ def _config_for(name):
 
 @pytest.mark.parametrize('name', afl_jax.algorithms.names())
 def test_algorithm_runs_end_to_end(name, tmp_path):
-  summary = experiment.train_and_evaluate(_config_for(name), str(tmp_path), log=lambda *_: None)
+  summary = loop.train_and_evaluate(_config_for(name), str(tmp_path), log=lambda *_: None)
   assert summary['status'] == 'completed' and summary['steps'] == 8
   assert math.isfinite(summary['test_accuracy'])
