@@ -72,6 +72,18 @@ def test_kill_and_resume_is_bitwise_identical(tmp_path):
   assert [r['step'] for r in b] == [0, 10, 20, 30]
   for ra, rb in zip(a, b, strict=True):
     assert ra == rb
+  # Resume after the metrics file was lost: records restart at the checkpointed step
+  # (labelled with it, evaluated on the restored model), never as a fake step 0.
+  lost = tmp_path / 'lost'
+  loop.train_and_evaluate(
+    tiny(checkpoint_every=10, stop_after_steps=20), str(lost), log=lambda *_: None
+  )
+  os.remove(lost / 'metrics.jsonl')
+  loop.train_and_evaluate(tiny(checkpoint_every=10), str(lost), log=lambda *_: None)
+  c = _records(lost)
+  assert [r['step'] for r in c] == [20, 30]
+  assert c[0] == {k: v for k, v in a[2].items() if k in c[0]}  # evaluation, clock, bytes
+  assert c[1] == a[3]
 
 
 def test_non_finite_stops_cleanly_with_metrics_kept(tmp_path):
@@ -248,3 +260,16 @@ def test_layout_gives_clients_the_rows_of_the_former_layout(partition, digest):
   parts = [lay.index, lay.offsets, lay.sizes]
   got = hashlib.sha256(np.concatenate([p.astype(np.int64) for p in parts]).tobytes())
   assert got.hexdigest()[:16] == digest
+
+
+@pytest.mark.parametrize(
+  'overrides,match',
+  [
+    ({'schedule.staleness_bound': 0}, r'config.schedule.staleness_bound=0 is invalid'),
+    ({'schedule.buffer_size': 5}, r'config.schedule.buffer_size=5 is invalid'),
+  ],
+)
+def test_port_clock_fields_are_validated(overrides, match):
+  c = tiny(**{'schedule.kind': 'port', **overrides})
+  with pytest.raises(ConfigError, match=match):
+    config_lib.validate(c)

@@ -75,6 +75,8 @@ def default() -> ml_collections.ConfigDict:
   c.schedule.buffer_size = 10
   c.schedule.clients_per_step = 10
   c.schedule.window = 5  # random_staleness: last m versions
+  c.schedule.staleness_bound = 10  # port: no arrival staler than B (Su & Li 2022)
+  c.schedule.urgent = False  # port: stale jobs report early (Port-Urgent) instead of waiting
   c.schedule.local_steps_multipliers = ''  # e.g. '1,2,3,4,5,6' (random_staleness)
   c.schedule.wait_seconds = 0.0  # waiting_windows: seconds per round (0 = synchronous)
   c.schedule.durations = 'uniform'  # constant | uniform | exponential | normal | ...
@@ -109,8 +111,12 @@ def import_beside(path: str, name: str) -> ModuleType:
     if spec is None or spec.loader is None or not os.path.isfile(file):
       raise ImportError(f'no module {name!r} beside {path} ({file} does not exist)')
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sys.modules[key] = module
+    sys.modules[key] = module  # before exec: dataclasses look their module up while defined
+    try:
+      spec.loader.exec_module(module)
+    except BaseException:
+      del sys.modules[key]
+      raise
   return sys.modules[key]
 
 
@@ -316,9 +322,12 @@ def validate_schedule(c: ml_collections.ConfigDict) -> None:
   s = c.schedule
   kind = _choice(c, 'schedule.kind', schedules.SCHEDULES.names())
   n = c.num_clients
-  if kind in ('fedbuff', 'fully_async', 'fedecho_large', 'fedecho_mild'):
+  if kind in ('fedbuff', 'fully_async', 'fedecho_large', 'fedecho_mild', 'port'):
     _int(c, 'schedule.concurrency', 1, n, note=f' (num_clients={n})')
-  if kind in ('fedbuff', 'fedecho_large', 'fedecho_mild'):
+  if kind == 'port':
+    _int(c, 'schedule.staleness_bound', 1)
+    _check(isinstance(s.urgent, bool), 'schedule.urgent', s.urgent, 'must be True or False')
+  if kind in ('fedbuff', 'fedecho_large', 'fedecho_mild', 'port'):
     _int(c, 'schedule.buffer_size', 1, s.concurrency, note=f' (concurrency={s.concurrency})')
     _check(
       n >= s.concurrency + s.buffer_size - 1,

@@ -125,18 +125,22 @@ def train_and_evaluate(
   evaluate = run.evaluator
   status, t_run, ran = 'completed', time.time(), 0
   try:
-    if not records:
-      writer.write_hparams(json.loads(checkpoint.config_json(c)))
+    if not records:  # a fresh run, or a resumed one whose metrics file was lost
+      step0 = resume_step or 0
+      if resume_step is None:
+        writer.write_hparams(json.loads(checkpoint.config_json(c)))
+      else:
+        log(f'warning: metrics.jsonl held no records up to step {step0}; they are lost')
       records.append(
         {
-          'step': 0,
-          'wall_clock': 0.0,
-          'bytes_up': 0.0,
-          'bytes_down': 0.0,
+          'step': step0,
+          'wall_clock': float(schedule.wall_clock[step0 - 1]) if step0 else 0.0,
+          'bytes_up': float(host['bits_up'] / 8),
+          'bytes_down': float(host['bits_down'] / 8),
           **evaluate(sim.params(state)),
         }
       )
-      writer.write_scalars(0, {k: v for k, v in records[-1].items() if k != 'step'})
+      writer.write_scalars(step0, {k: v for k, v in records[-1].items() if k != 'step'})
     start_pos = sim.position(state)
     tau = schedule.staleness
     while (pos := sim.position(state)) < schedule.num_steps:
