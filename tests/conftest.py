@@ -7,7 +7,7 @@ second time on 2 devices, so every registered algorithm is also run with its cli
 axis sharded over 2 devices and client counts the device count does not divide:
 
   AFL_JAX_TEST_DEVICES=2 python -m pytest -n 2 -p no:cacheprovider \\
-    tests/algorithms_sharding_test.py tests/empty_step_test.py
+    tests/algorithms_sharding_test.py tests/empty_step_test.py tests/algorithms_smoke_test.py
 
 (.ci/run does). Every algorithm also runs on 2 devices through the sweep tests
 (tests/helpers/sweep_devices.py, replicas and clients sharded).
