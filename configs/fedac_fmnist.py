@@ -12,11 +12,13 @@ step of about eta per coordinate, 150 steps at 1e-4 move the model little; raise
 ``--config.hparams.server_lr`` (e.g. 1e-3, as our FADAS config does) for short runs.
 """
 
-from afl_jax.pipeline import config as config_lib
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():
-  c = config_lib.default()
+  c = paper_settings.fedecho_fmnist()
   c.algorithm = 'fedac'
   c.hparams = {
     'client_lr': 0.1,
@@ -28,18 +30,4 @@ def get_config():
     'history': 2,
     'correction': True,
   }
-  c.num_clients = 50
-  c.partition = 'dirichlet'
-  c.dirichlet_alpha = 0.1
-  c.train_subset = 11000
-  c.unlabeled_size = 1000
-  c.model = 'mlp'
-  c.batch_size = 32
-  c.local_steps = 5
-  c.schedule.kind = 'fedecho_large'
-  c.schedule.concurrency = 25
-  c.schedule.buffer_size = 5
-  c.num_rounds = 150
-  c.eval_every = 10
-  c.eval_train_samples = 1000
   return c

@@ -20,11 +20,13 @@ paper gives neither Q nor |B|); distillation learning rate 1e-4 instead of 3e-6
 almost nothing; see docs/results/fedecho.md); no weight decay.
 """
 
-from afl_jax.pipeline import config as config_lib
+from afl_jax.pipeline.config import import_beside
+
+paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():
-  c = config_lib.default()
+  c = paper_settings.fedecho_fmnist()
   c.algorithm = 'fedecho'
   # apply_fn, unlabeled_x and num_clients are filled from the run.
   c.hparams = {
@@ -39,18 +41,4 @@ def get_config():
     'alpha_mode': 'dynamic',
     'optimizer': 'adam',
   }
-  c.num_clients = 50
-  c.partition = 'dirichlet'
-  c.dirichlet_alpha = 0.1
-  c.train_subset = 11000
-  c.unlabeled_size = 1000
-  c.model = 'mlp'
-  c.batch_size = 32
-  c.local_steps = 5
-  c.schedule.kind = 'fedecho_large'
-  c.schedule.concurrency = 25
-  c.schedule.buffer_size = 5
-  c.num_rounds = 150
-  c.eval_every = 10
-  c.eval_train_samples = 1000
   return c
