@@ -207,7 +207,7 @@ def run_sweeps(paper, out_dir: str, *, rerun: bool = False, only=(), log=print) 
       workdir = os.path.join(out_dir, exp.key, _safe(method.label))
       declared = json.loads(config.to_json_best_effort())
       saved = _read_json(os.path.join(workdir, 'declared.json'))
-      done = saved is not None and saved.get('config') == declared
+      done = saved is not None and same_declared(saved.get('config'), declared)
       done = done and os.path.exists(os.path.join(workdir, 'summary.json'))
       if done and not rerun:
         log(f'[{exp.key}/{method.label}] reusing {workdir}')
@@ -233,6 +233,26 @@ def run_sweeps(paper, out_dir: str, *, rerun: bool = False, only=(), log=print) 
     if len(results) == len(exp.methods):
       out[exp.key] = results
   return out
+
+
+def same_declared(saved: Mapping | None, declared: Mapping) -> bool:
+  """Whether a finished sweep was run under ``declared``.
+
+  Fields added to the library's default config after the sweep ran count as equal when
+  ``declared`` holds their default value (a new option must not invalidate old runs
+  that could not have set it); any other difference, added or removed, does not.
+  """
+  if saved is None:
+    return False
+  old, new = _flat(dict(saved)), _flat(dict(declared))
+  defaults = _flat(json.loads(_default_json()))
+  if isinstance(declared.get('algorithm'), str):
+    hparams = config_lib.default_hparams(declared['algorithm'])
+    defaults.update({f'hparams.{k}': v for k, v in hparams.items()})
+  for field in set(new) - set(old):
+    if field not in defaults or new[field] != defaults[field]:
+      return False
+  return all(field in new and new[field] == value for field, value in old.items())
 
 
 def _safe(label: str) -> str:

@@ -136,3 +136,24 @@ def test_page_and_summary():
   assert rows[-1][4] == 'pending rerun (single-seed page)'
   unscored = report.summary_rows([paper], {'toy': None})
   assert all(r[4] == 'pending rerun (single-seed page)' for r in unscored)
+
+
+def test_finished_sweep_survives_a_new_default_field_but_no_other_change():
+  paper, spec = report.load_paper('fedgm')
+  exp = paper.experiments[0]
+  import json
+
+  declared = json.loads(spec.sweep_config(exp, exp.methods[0]).to_json_best_effort())
+  assert report.same_declared(declared, declared)
+  old = json.loads(json.dumps(declared))
+  del old['target_accuracy']  # a field the library added later, at its default
+  assert report.same_declared(old, declared)
+  changed = json.loads(json.dumps(declared))
+  changed['target_accuracy'] = 0.5
+  assert not report.same_declared(old, changed)  # added, but not at its default
+  changed = json.loads(json.dumps(declared))
+  changed['schedule']['concurrency'] += 1
+  assert not report.same_declared(declared, changed)
+  del old['num_rounds']
+  assert not report.same_declared(declared, old)  # removed
+  assert not report.same_declared(None, declared)
