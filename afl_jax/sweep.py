@@ -74,6 +74,8 @@ def simulator(
   mesh: Mesh | None = None,
   memory_limit_bytes: int | None = None,
   factory: Callable[..., Algorithm] | None = None,
+  local_step_buckets: int | None = 0,
+  compute_dtype: Any = None,
   **hparams: Any,
 ) -> replicas.ReplicaSimulator:
   """The :class:`~afl_jax.core.replicas.ReplicaSimulator` of a sweep (arguments as :func:`sweep`).
@@ -116,6 +118,8 @@ def simulator(
     record_params=record_params,
     mesh=mesh,
     memory_limit_bytes=memory_limit_bytes,
+    local_step_buckets=local_step_buckets,
+    compute_dtype=compute_dtype,
   )
 
 
@@ -154,6 +158,8 @@ def sweep(
   record_params: bool = False,
   mesh: Mesh | None = None,
   memory_limit_bytes: int | None = None,
+  local_step_buckets: int | None = 0,
+  compute_dtype: Any = None,
   **hparams: Any,
 ) -> SweepResult:
   """Run R replicas of algorithm ``name`` in one compiled program.
@@ -174,6 +180,11 @@ def sweep(
     mesh: device mesh with an axis 'clients' (default: all devices). Replicas are
       sharded over it when there are at least as many replicas as devices.
     memory_limit_bytes: refuse sweeps whose analytic memory exceeds 90% of this.
+    local_step_buckets: clients with different K: 0 (default) pads them to the
+      largest K; B >= 1 sorts each replica's arrivals by K into B blocks; None picks
+      B (:class:`~afl_jax.core.replicas.ReplicaSimulator`). Results do not depend on it.
+    compute_dtype: the clients' loss and gradients in this dtype (e.g.
+      ``jnp.bfloat16``), float32 state; None: the params' dtype.
     **hparams: the algorithm's hyperparameters. A float hyperparameter may be a
       sequence of R values (one per replica, traced); anything else is shared and
       structural (part of the compiled program).
@@ -192,6 +203,8 @@ def sweep(
     record_params=record_params,
     mesh=mesh,
     memory_limit_bytes=memory_limit_bytes,
+    local_step_buckets=local_step_buckets,
+    compute_dtype=compute_dtype,
     **hparams,
   )
   return run_replicas(sim, params0, keys, params_per_replica=params_per_replica)

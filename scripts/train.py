@@ -8,6 +8,12 @@ hyperparameter the algorithm takes can be set with ``--config.hparams.NAME=VALUE
 (even when the config file does not name it). Every user error (config, command
 line, data, partition, schedule, memory, resume) ends as one line
 ``error: config.FIELD=VALUE is invalid: ...`` with exit status 1.
+
+Several processes, one run (JAX's distributed runtime, docs/distributed.md): start
+the same command once per process with ``--num_processes=P --process_id=i
+--coordinator=HOST:PORT`` (``--coordinator=auto``: detected from SLURM and the like).
+Process 0 writes the metrics, TensorBoard events, plot, summary and config; every
+process writes its checkpoint shards. ``--workdir`` must be on a shared filesystem.
 """
 
 import sys
@@ -23,6 +29,14 @@ from afl_jax.pipeline import cli, loop  # noqa: E402
 
 _CONFIG = cli.define_config_flag('configs/default.py')
 _WORKDIR = flags.DEFINE_string('workdir', 'runs/default', 'Output directory.')
+_COORDINATOR = flags.DEFINE_string(
+  'coordinator',
+  '',
+  "host:port of process 0 for a multi-process run ('auto': detect, e.g. under SLURM; "
+  "'': one process unless --num_processes > 1, then $JAX_COORDINATOR_ADDRESS).",
+)
+_NUM_PROCESSES = flags.DEFINE_integer('num_processes', 1, 'Processes of a multi-process run.')
+_PROCESS_ID = flags.DEFINE_integer('process_id', 0, 'This process (0 .. num_processes - 1).')
 _RESUME = flags.DEFINE_bool(
   'resume',
   True,
@@ -31,12 +45,38 @@ _RESUME = flags.DEFINE_bool(
 )
 
 
+def _start_processes() -> None:
+  """``jax.distributed.initialize`` when asked to (before any JAX computation)."""
+  if _COORDINATOR.value == '' and _NUM_PROCESSES.value == 1:
+    return
+  import jax
+
+  jax.config.update('jax_cpu_collectives_implementation', 'gloo')  # CPU hosts; GPUs: NCCL
+  if _COORDINATOR.value == 'auto':
+    jax.distributed.initialize()
+  else:
+    jax.distributed.initialize(
+      coordinator_address=_COORDINATOR.value or None,
+      num_processes=_NUM_PROCESSES.value,
+      process_id=_PROCESS_ID.value,
+    )
+
+
 def main(argv):
   del argv
   try:
     config = cli.finish_config(_CONFIG.value)
+    _start_processes()
     if 'sweep' in config and len(config.sweep):  # a grid declared in the config
+      import jax
+
       from afl_jax.pipeline import sweep
+
+      if jax.process_count() > 1:
+        raise UserError(
+          'config.sweep runs in one process (its outputs are not yet guarded for several); '
+          'run the grid points as separate multi-process runs or drop --num_processes'
+        )
 
       sweep.train_sweep(config, _WORKDIR.value)
     else:

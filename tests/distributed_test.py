@@ -140,3 +140,107 @@ def test_replica_axis_two_processes_match_one_process(pair):
   diffs = _max_differences(procs, reference)
   print('max |2-process - 1-process| (sweep of 2 replicas):', diffs)
   assert diffs['sweep'] <= 1e-5, diffs
+
+
+# ---- scripts/train.py in 2 processes: one set of outputs (process 0 writes) ----------------
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN = os.path.join(ROOT, 'scripts', 'train.py')
+TRAIN_ARGS = [
+  f'--config={os.path.join(ROOT, "configs", "digits_smoke.py")}',
+  '--config.num_rounds=8',
+  '--config.eval_every=4',
+  '--config.checkpoint_every=4',
+  '--config.eval_train_samples=100',
+]
+
+
+def _train_env() -> dict:
+  env = dict(os.environ, AFL_JAX_CPU_DEVICES='1', JAX_PLATFORMS='cpu')
+  env.pop('XLA_FLAGS', None)
+  return env
+
+
+def _train_pair(workdir: str, logs: str, *extra: str) -> None:
+  """scripts/train.py as 2 processes into one workdir; fails the test if either fails."""
+  port = _free_port()
+  procs, names = [], []
+  for pid in range(2):
+    name = os.path.join(logs, f'train_{len(os.listdir(logs))}_{pid}.log')
+    log = open(name, 'w')
+    cmd = [sys.executable, TRAIN, *TRAIN_ARGS, f'--workdir={workdir}', *extra]
+    cmd += ['--num_processes=2', f'--process_id={pid}', f'--coordinator=127.0.0.1:{port}']
+    procs.append(
+      subprocess.Popen(cmd, env=_train_env(), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    )
+    log.close()
+    names.append(name)
+  deadline = time.monotonic() + TIMEOUT_S
+  try:
+    while any(p.poll() is None for p in procs):
+      if any(p.poll() not in (None, 0) for p in procs) or time.monotonic() > deadline:
+        break
+      time.sleep(0.2)
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.kill()
+      p.wait()
+  text = [open(n).read() for n in names]
+  if any(p.returncode for p in procs):
+    pytest.fail(f'2-process train failed {[p.returncode for p in procs]}:\n' + '\n---\n'.join(text))
+  return text
+
+
+def _outputs(workdir: str) -> dict[str, int]:
+  """Relative path -> count, with TensorBoard event files counted under one name."""
+  out: dict[str, int] = {}
+  for root, _, files in os.walk(workdir):
+    for f in files:
+      rel = os.path.relpath(os.path.join(root, f), workdir)
+      if rel.startswith('checkpoints' + os.sep) and rel.split(os.sep)[1].isdigit():
+        rel = os.path.join('checkpoints', rel.split(os.sep)[1], '...')  # orbax internals
+      elif f.startswith('events.out.tfevents'):
+        rel = os.path.join(os.path.dirname(rel), 'events.out.tfevents.*')
+      out[rel] = out.get(rel, 0) + 1
+  return {k: (v if not k.endswith('...') else 1) for k, v in out.items()}
+
+
+def test_train_script_two_processes_write_one_set_of_outputs(tmp_path):
+  """2 processes (one stopping after 4 steps, then a resume), same outputs as 1 process."""
+  import json
+
+  from afl_jax.pipeline import metrics_io
+
+  logs = str(tmp_path / 'logs')
+  os.makedirs(logs)
+  two, one = str(tmp_path / 'two'), str(tmp_path / 'one')
+  _train_pair(two, logs, '--config.stop_after_steps=4')
+  first = metrics_io.read_metrics(two)
+  assert [r['step'] for r in first] == [0, 4]
+  text = _train_pair(two, logs)  # resumes from the checkpoint at step 4
+  assert 'resumed from checkpoint at server step 4' in text[0]
+  assert 'step 8/8' in text[0] and 'step 8/8' not in text[1]  # only process 0 logs
+  reference = subprocess.run(
+    [sys.executable, TRAIN, *TRAIN_ARGS, f'--workdir={one}'],
+    env=_train_env(),
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=TIMEOUT_S,
+  )
+  assert reference.returncode == 0, reference.stderr[-3000:]
+  got, want = metrics_io.read_metrics(two), metrics_io.read_metrics(one)
+  assert [r['step'] for r in got] == [0, 4, 8]  # each record once: one writer
+  for a, b in zip(got, want, strict=True):
+    assert a.keys() == b.keys()
+    for k in a:  # float32 round-off of the cross-process sum over arrivals
+      np.testing.assert_allclose(a[k], b[k], rtol=1e-5, atol=1e-6, err_msg=k)
+  outs = _outputs(two)
+  assert outs.get(os.path.join('tensorboard', 'events.out.tfevents.*')) == 2  # 2 invocations
+  for name in ('metrics.jsonl', 'summary.json', 'config.json', 'plot.png', 'schedule.npz'):
+    assert outs.get(name) == 1, (name, outs)
+  assert os.path.isdir(os.path.join(two, 'checkpoints', '8'))
+  assert not [k for k in outs if k.endswith('.tmp')], outs
+  with open(os.path.join(two, 'summary.json')) as f:
+    summary = json.load(f)
+  assert summary['devices'] == 2 and summary['steps'] == 8

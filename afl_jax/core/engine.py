@@ -11,7 +11,10 @@ Each server step t (see DESIGN.md, "The core idea"):
    largest K, see ``local_step_buckets``);
 3. gathers/scatters per-client state by client id (padded slots never write);
 4. passes each message through the per-client compressor, if any (its state is
-   updated only for clients that report, so it stays frozen while they are absent);
+   updated only for clients that report, so it stays frozen while they are absent;
+   in the always-on regime only the reporting clients' messages are compressed,
+   gathered into a block as wide as the most reports of any step,
+   :func:`compress_reports`);
 5. applies the :class:`~afl_jax.core.types.ServerRule` to the stacked messages and
    pushes the new broadcast into the ring.
 
@@ -97,41 +100,56 @@ def _sorted_steps(schedule: Schedule, regime: str) -> tuple[np.ndarray, int]:
   return -np.sort(-k.astype(np.int32), axis=1), repeat
 
 
-def _work(k: np.ndarray, repeat: int, num_slots: int, num_blocks: int) -> tuple[int, int]:
-  useful = int(k.sum(dtype=np.int64)) * repeat
+def _sorted_parts(schedules: Schedule | Any, regime: str) -> list[tuple[np.ndarray, int]]:
+  """:func:`_sorted_steps` of one schedule or of each of several (a sweep's replicas)."""
+  if isinstance(schedules, Schedule):
+    return [_sorted_steps(schedules, regime)]
+  return [_sorted_steps(s, regime) for s in schedules]
+
+
+def _work(parts: list[tuple[np.ndarray, int]], num_slots: int, num_blocks: int) -> tuple[int, int]:
+  useful = computed = 0
   size = num_slots // num_blocks
-  firsts = k[:, ::size].astype(np.int64)  # each sorted block's largest K (padding: 0)
-  return useful, int(firsts.sum()) * size * repeat
+  for k, repeat in parts:
+    useful += int(k.sum(dtype=np.int64)) * repeat
+    firsts = k[:, ::size].astype(np.int64)  # each sorted block's largest K (padding: 0)
+    computed += int(firsts.sum()) * size * repeat
+  return useful, computed
 
 
 def local_step_work(
-  schedule: Schedule, regime: str, num_slots: int, num_blocks: int, adaptive: bool
+  schedule: Schedule | Any, regime: str, num_slots: int, num_blocks: int, adaptive: bool
 ) -> tuple[int, int]:
   """``(useful, computed)`` local slot-steps of a run (host, exact).
 
   useful: the sum of K over the trained slots (arrivals; always-on: every client every
   step). computed: slot-steps the engine runs: ``num_slots * max K`` per step on the
   padded path; with ``adaptive`` (see :func:`make_program`) each block of slots sorted
-  by K runs ``block size * its max K``.
+  by K runs ``block size * its max K``. ``schedule`` may be a list (the replicas of a
+  sweep, each counted with its own blocks; the padded path runs every replica's local
+  loop to the largest K of all).
   """
-  k, repeat = _sorted_steps(schedule, regime)
+  parts = _sorted_parts(schedule, regime)
   if not adaptive:
-    useful = int(k.sum(dtype=np.int64)) * repeat
-    return useful, k.shape[0] * repeat * num_slots * schedule.max_local_steps
-  return _work(k, repeat, num_slots, num_blocks)
+    schedules = [schedule] if isinstance(schedule, Schedule) else list(schedule)
+    max_k = max(s.max_local_steps for s in schedules)
+    useful = sum(int(k.sum(dtype=np.int64)) * r for k, r in parts)
+    return useful, sum(k.shape[0] * r for k, r in parts) * num_slots * max_k
+  return _work(parts, num_slots, num_blocks)
 
 
 def choose_step_blocks(
-  schedule: Schedule, regime: str, width: int, unit: int, target: float = 0.9
+  schedule: Schedule | Any, regime: str, width: int, unit: int, target: float = 0.9
 ) -> int:
   """B: the fewest blocks whose useful-step fraction (:func:`local_step_work`) reaches
   ``target``, else the best fraction (fewest blocks among equals).
 
   B blocks hold ``ceil(width / (B * unit)) * unit`` slots each (``unit``: the devices
   the client axis is sharded over); every distinct block size down to ``2 * unit`` is
-  tried (at least two clients per device, so the products stay batched).
+  tried (at least two clients per device, so the products stay batched). ``schedule``
+  may be a list (a sweep's replicas share one B).
   """
-  k, repeat = _sorted_steps(schedule, regime)
+  parts = _sorted_parts(schedule, regime)
   best, best_frac, seen = 1, -1.0, set()
   smallest = 2 * unit if width >= 2 * unit else unit
   for b in range(1, max(width // unit, 1) + 1):
@@ -139,13 +157,59 @@ def choose_step_blocks(
     if size in seen or size < smallest:  # the same blocks with more padding; too small
       continue
     seen.add(size)
-    useful, computed = _work(k, repeat, b * size, b)
+    useful, computed = _work(parts, b * size, b)
     frac = useful / max(computed, 1)
     if frac >= target:
       return b
     if frac > best_frac + 1e-9:
       best, best_frac = b, frac
   return best
+
+
+def plan_slots(
+  schedules: Schedule | Any,
+  regime: str,
+  width: int,
+  unit: int,
+  local_step_buckets: int | None,
+  client_block_size: int | None = None,
+) -> tuple[int, int, bool]:
+  """``(num_slots, block_size, adaptive)``: how a step's ``width`` clients are trained.
+
+  ``unit``: the devices the client axis is sharded over (slots are a multiple of it);
+  ``local_step_buckets`` and ``client_block_size`` as in :class:`Simulator`.
+  ``schedules``: one schedule, or a sweep's replicas (one plan for all of them).
+  """
+  d = unit
+  buckets = local_step_buckets
+  if buckets is not None and (isinstance(buckets, bool) or int(buckets) != buckets or buckets < 0):
+    raise ValueError(f'local_step_buckets must be None or an integer >= 0; got {buckets!r}.')
+  if client_block_size is not None:
+    if client_block_size < 1:
+      raise ValueError(f'client_block_size must be >= 1; got {client_block_size}.')
+    if buckets:
+      raise ValueError('give client_block_size or local_step_buckets, not both.')
+    block = -(-int(client_block_size) // d) * d
+    num_slots = -(-width // block) * block
+    block_size = block
+    adaptive = buckets is None
+  elif buckets == 0:
+    num_slots = block_size = -(-width // d) * d
+    adaptive = False
+  else:
+    blocks = int(buckets) if buckets else choose_step_blocks(schedules, regime, width, d)
+    num_slots = -(-width // (blocks * d)) * blocks * d
+    block_size = num_slots // blocks
+    adaptive = True
+  if adaptive and buckets is None:  # auto: only where it saves local steps
+    padded_slots = num_slots if client_block_size is not None else -(-width // d) * d
+    padded = local_step_work(schedules, regime, padded_slots, 1, False)[1]
+    blocks = num_slots // block_size
+    if local_step_work(schedules, regime, num_slots, blocks, True)[1] >= padded:
+      adaptive = False
+      if client_block_size is None:
+        num_slots = block_size = padded_slots
+  return num_slots, block_size, adaptive
 
 
 def step_inputs(
@@ -281,6 +345,7 @@ def make_program(
   constrain: Callable[[Any], Any] = _identity,
   inactive: str = 'cond',
   adaptive_steps: bool = False,
+  report_slots: int | None = None,
 ) -> Program:
   """The init and chunk functions of a run (see :class:`Program`).
 
@@ -303,6 +368,12 @@ def make_program(
       dynamic trip count), then restore the slot order for the server. Per-client
       masking is unchanged, so results are the same; only skipped masked steps go.
       False: every slot runs ``max_steps`` loop iterations (the padded path).
+    report_slots: always-on regime with a compressor: compress only the messages of
+      the clients that report, gathered into a block of this many rows (static; at
+      least the most reports of any step, a multiple of the devices), then scattered
+      back (:func:`compress_reports`). None: compress every slot's message and keep
+      the compressor state of the reporting ones (the same results, N compressions
+      per step instead of |S_t|).
   """
   num_blocks = num_slots // block_size
 
@@ -344,6 +415,8 @@ def make_program(
   def chunk(state: SimState, inputs: StepInputs, problem: Problem, key: jax.Array, hparams):
     alg = build(hparams)
     client, server, compressor = alg.client, alg.server, alg.compressor
+    # Always-on: every client trains, few report; compress after training, reports only.
+    deferred = compressor is not None and alg.regime == 'always_on' and report_slots is not None
 
     def one_client(bcast, cstate, view, key, num_steps, active, cid, t, tau, bound):
       task = LocalTask(
@@ -374,7 +447,7 @@ def make_program(
       )
       msgs, new_cstate = constrain(msgs), constrain(new_cstate)
       clients = tree.scatter(clients, ids, new_cstate, xb.train_mask)
-      if compressor is None:
+      if compressor is None or deferred:
         bits_each = jnp.full(ids.shape, _bits(msgs) / ids.shape[0], jnp.float32)
       else:
         kkeys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.fold_in(key_t, 1), ids)
@@ -427,6 +500,10 @@ def make_program(
         )
         msgs, bits_each, cmetrics = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), out)
         msgs = constrain(msgs)
+      if deferred:
+        msgs, comp_states, bits_each = compress_reports(
+          compressor, msgs, comp_states, x, jax.random.fold_in(key_t, 1), report_slots, constrain
+        )
       arrivals = Arrivals(
         client_ids=ids,
         staleness=x.staleness,
@@ -473,6 +550,53 @@ def make_program(
     return build(hparams).server.params(state.server)
 
   return Program(init, chunk, params)
+
+
+def compress_reports(
+  compressor: Any,
+  msgs: Any,
+  comp_states: Any,
+  x: StepInputs,
+  key: jax.Array,
+  width: int,
+  constrain: Callable[[Any], Any] = _identity,
+) -> tuple[Any, Any, jax.Array]:
+  """Compress only the reporting slots' messages (always-on regime).
+
+  AsynFLC / AsynFLC-EF (Yang, Hou, Wu, Alg. 1 lines 8-16, eqs. 7-9): only a client
+  ``i in S_t`` uploads ``C(Delta + e_i)`` and updates ``e_i``; an absent client's
+  ``e_i`` stays frozen. The slots with ``x.send_mask`` (ascending slot order) are
+  gathered into a block of ``width`` rows (``width`` >= the most reports of any step;
+  rows past ``|S_t|`` are padding whose results are dropped), compressed with the key
+  ``fold_in(key, client_id)`` each, and scattered back: the message of a reporting
+  slot is replaced by its compressed one, its compressor state written back, the
+  other slots' messages (unused by the server: ``send_mask`` is False) and states
+  left as they are.
+
+  Returns:
+    ``(msgs, comp_states, bits_each)``; ``bits_each`` is 0 for non-reporting slots.
+  """
+  num_slots = x.send_mask.shape[0]
+  pos = jnp.nonzero(x.send_mask, size=width, fill_value=0)[0]
+  valid = jnp.arange(width) < jnp.sum(x.send_mask)
+  ids = x.client_ids[pos]
+  rows = constrain(tree.gather(msgs, pos))
+  keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, ids)
+  sent, new_comp, bits = jax.vmap(compressor.compress)(rows, tree.gather(comp_states, ids), keys)
+  sent, new_comp = constrain(sent), constrain(new_comp)
+  comp_states = tree.scatter(comp_states, ids, new_comp, valid)
+  msgs = constrain(tree.scatter(msgs, pos, sent, valid))
+  bits_each = tree.scatter(jnp.zeros((num_slots,), jnp.float32), pos, bits, valid)
+  return msgs, comp_states, bits_each
+
+
+def report_width(schedules: Any, num_devices: int, num_slots: int) -> int:
+  """Rows of the always-on compression block: the most reports of any step (at least
+  1) over ``schedules``, rounded up to a multiple of ``num_devices``, at most ``num_slots``."""
+  if isinstance(schedules, Schedule):
+    schedules = [schedules]
+  most = max(int(np.max(s.mask.sum(axis=1), initial=0)) for s in schedules)
+  return min(-(-max(most, 1) // num_devices) * num_devices, num_slots)
 
 
 class Simulator:
@@ -566,36 +690,9 @@ class Simulator:
     self.num_devices = int(self.mesh.shape[CLIENT_AXIS])
     width = schedule.max_arrivals if algorithm.regime == 'per_job' else schedule.num_clients
     regime, d = algorithm.regime, self.num_devices
-    buckets = local_step_buckets
-    if buckets is not None and (
-      isinstance(buckets, bool) or int(buckets) != buckets or buckets < 0
-    ):
-      raise ValueError(f'local_step_buckets must be None or an integer >= 0; got {buckets!r}.')
-    if client_block_size is not None:
-      if client_block_size < 1:
-        raise ValueError(f'client_block_size must be >= 1; got {client_block_size}.')
-      if buckets:
-        raise ValueError('give client_block_size or local_step_buckets, not both.')
-      unit = -(-int(client_block_size) // d) * d
-      self.num_slots = -(-width // unit) * unit
-      self.block_size = unit
-      adaptive = buckets is None
-    elif buckets == 0:
-      self.num_slots = self.block_size = -(-width // d) * d
-      adaptive = False
-    else:
-      blocks = int(buckets) if buckets else choose_step_blocks(schedule, regime, width, d)
-      self.num_slots = -(-width // (blocks * d)) * blocks * d
-      self.block_size = self.num_slots // blocks
-      adaptive = True
-    if adaptive and buckets is None:  # auto: only where it saves local steps
-      padded_slots = self.num_slots if client_block_size is not None else -(-width // d) * d
-      padded = local_step_work(schedule, regime, padded_slots, 1, False)[1]
-      blocks = self.num_slots // self.block_size
-      if local_step_work(schedule, regime, self.num_slots, blocks, True)[1] >= padded:
-        adaptive = False
-        if client_block_size is None:
-          self.num_slots = self.block_size = padded_slots
+    self.num_slots, self.block_size, adaptive = plan_slots(
+      schedule, regime, width, d, local_step_buckets, client_block_size
+    )
     self.adaptive_steps = adaptive
     self.step_work = local_step_work(
       schedule, regime, self.num_slots, self.num_slots // self.block_size, adaptive
@@ -605,6 +702,12 @@ class Simulator:
     self.shard_clients = problem.num_clients % self.num_devices == 0
     self.by_client = self.by_slot if self.shard_clients else self.replicated
     self.problem = self._place_problem(problem)
+    # Always-on with a compressor: compress the reporting clients only (make_program).
+    self.report_slots = (
+      report_width(schedule, self.num_devices, self.num_slots)
+      if regime == 'always_on' and algorithm.compressor is not None
+      else None
+    )
     self._program = make_program(
       lambda _: algorithm,
       ring_size=self.ring_size,
@@ -614,6 +717,7 @@ class Simulator:
       record_params=record_params,
       constrain=self._constrain,
       adaptive_steps=self.adaptive_steps,
+      report_slots=self.report_slots,
     )
     self._chunk_impl = lambda state, inputs, problem, key: self._program.chunk(
       state, inputs, problem, key, ()

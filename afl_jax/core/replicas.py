@@ -12,9 +12,11 @@ it is split into groups, one compile each (:mod:`afl_jax.pipeline.sweep`).
 
 Host-side plan per replica, padded to common shapes: step inputs ``[R, C, M]``
 (arrival slots padded to the widest schedule, masked), ring slots planned per
-replica and the buffer sized to the largest plan, local scans to the largest K,
-steps past a replica's own schedule inactive (its state stays put). Results do not
-depend on the padding: replica r equals the same run alone (tests/sweep_test.py).
+replica and the buffer sized to the largest plan, local scans to the largest K
+(or, with ``local_step_buckets``, each replica's arrivals sorted by K into blocks as
+a single run does), steps past a replica's own schedule inactive (its state stays
+put). Results do not depend on the padding: replica r equals the same run alone
+(tests/sweep_test.py).
 
 Devices: with at least as many replicas as devices, replicas are sharded over the
 mesh (``shard_map``: each device runs its replicas with no collective at all; R is
@@ -167,6 +169,16 @@ class ReplicaSimulator:
     record_params: also return the global params after every step.
     mesh: a mesh with an axis named 'clients' (default: all devices).
     memory_limit_bytes: refuse runs whose analytic memory exceeds 90% of this.
+    local_step_buckets: clients with different K, as in
+      :class:`~afl_jax.core.engine.Simulator`: 0 (default) pads every client to the
+      largest K of all replicas; B >= 1 sorts each replica's arrivals of a step by K
+      into B blocks, each looping to its own largest K (per replica: under ``vmap``
+      the loop runs to the largest bound of the replicas and masks the rest); None
+      picks B from all replicas' K (:func:`~afl_jax.core.engine.choose_step_blocks`),
+      keeping the padded path where that saves nothing. The results do not depend on
+      it (masked steps are no-ops).
+    compute_dtype: the clients' loss and gradients in this dtype (float32 state), as
+      in :class:`~afl_jax.core.engine.Simulator`; None: the params' dtype.
   """
 
   def __init__(
@@ -182,7 +194,15 @@ class ReplicaSimulator:
     record_params: bool = False,
     mesh: Mesh | None = None,
     memory_limit_bytes: int | None = None,
+    local_step_buckets: int | None = 0,
+    compute_dtype: Any = None,
   ):
+    if compute_dtype is not None:
+      from afl_jax.clients.precision import with_compute_dtype
+
+      low = lambda alg: alg._replace(client=with_compute_dtype(alg.client, compute_dtype))
+      build = (lambda b: lambda h: low(b(h)))(build)
+      algorithms = [low(a) for a in algorithms]
     self.num_replicas = r = len(schedules)
     if len(algorithms) != r:
       raise ValueError(f'{len(algorithms)} algorithms for {r} schedules.')
@@ -222,7 +242,16 @@ class ReplicaSimulator:
     self.mode = 'replicas' if r >= d and d > 1 else 'clients'
     width = max(s.max_arrivals for s in schedules) if per_job else problem.num_clients
     unit = d if self.mode == 'clients' else 1
-    self.num_slots = -(-width // unit) * unit
+    self.num_slots, self.block_size, self.adaptive_steps = engine.plan_slots(
+      self.schedules, self.regime, width, unit, local_step_buckets
+    )
+    self.step_work = engine.local_step_work(
+      self.schedules,
+      self.regime,
+      self.num_slots,
+      self.num_slots // self.block_size,
+      self.adaptive_steps,
+    )
     # Replica mode pads R to a multiple of the devices with copies of the last replica.
     self.padded = -(-r // d) * d if self.mode == 'replicas' else r
     self._take = np.minimum(np.arange(self.padded), r - 1)
@@ -238,15 +267,23 @@ class ReplicaSimulator:
     # Equal lengths: one 'active' flag for all replicas keeps the skip of padded steps a
     # real cond; unequal lengths need a per-replica flag, hence a select.
     self.same_length = len(set(self.replica_steps.tolist())) == 1
+    # Always-on with a compressor: compress the reporting clients only (as a single run).
+    self.report_slots = (
+      engine.report_width(schedules, unit, self.num_slots)
+      if not per_job and first.compressor is not None
+      else None
+    )
     self.program = engine.make_program(
       build,
       ring_size=self.ring_size,
       max_steps=self.max_steps,
       num_slots=self.num_slots,
-      block_size=self.num_slots,
+      block_size=self.block_size,
       record_params=record_params,
       constrain=constrain,
       inactive='cond' if self.same_length else 'select',
+      adaptive_steps=self.adaptive_steps,
+      report_slots=self.report_slots,
     )
     self.problem = self._place_problem(problem)
     self._init_fn = self._batched(self.program.init, (0, 0, axes, 0, 0))
@@ -344,7 +381,7 @@ class ReplicaSimulator:
       one,
       self.problem,
       num_slots=self.num_slots,
-      block_size=self.num_slots,
+      block_size=self.block_size,
       num_devices=self.num_devices,
       num_replicas=self.padded,
       problem_axes=self.axes if self.mode == 'replicas' else None,

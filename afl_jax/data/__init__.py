@@ -21,6 +21,7 @@ from afl_jax.data.idx import parse_idx, read_idx
 from afl_jax.data.layout import ClientLayout, federate, from_federated
 from afl_jax.data.partition import Partition, dirichlet, iid, shards
 from afl_jax.data.synthetic import make_synthetic
+from afl_jax.data.unlabeled import DIGITS_COUNT, UNLABELED_SOURCES, external_unlabeled
 from afl_jax.registry import Registry
 
 DATASETS = Registry('dataset')
@@ -41,13 +42,16 @@ DATASETS.register(
 
 __all__ = [
   'DATASETS',
+  'DIGITS_COUNT',
   'PARTITIONS',
+  'UNLABELED_SOURCES',
   'ArrayDataset',
   'ClientLayout',
   'DataError',
   'FederatedData',
   'Partition',
   'dirichlet',
+  'external_unlabeled',
   'federate',
   'from_federated',
   'iid',

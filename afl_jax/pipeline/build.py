@@ -109,13 +109,14 @@ def build_data(c: ml_collections.ConfigDict) -> data.ClientLayout:
   n = len(ds.train_y)
   if c.validation_size >= n:
     raise _err('validation_size', c.validation_size, f'must be < the {n} training samples.')
-  if c.unlabeled_size >= n - c.validation_size:
+  heldout = c.unlabeled_size if c.unlabeled_source == 'heldout' else 0  # external: none
+  if heldout >= n - c.validation_size:
     raise _err(
       'unlabeled_size',
       c.unlabeled_size,
       f'must be < the {n - c.validation_size} training samples left after validation_size.',
     )
-  owned = n - c.validation_size - c.unlabeled_size
+  owned = n - c.validation_size - heldout
   if c.num_clients > owned:
     raise _err(
       'num_clients',
@@ -124,14 +125,14 @@ def build_data(c: ml_collections.ConfigDict) -> data.ClientLayout:
       f'{n} minus validation_size and unlabeled_size).',
     )
   try:
-    return data.federate(
+    layout = data.federate(
       ds,
       c.partition,
       c.num_clients,
       alpha=c.dirichlet_alpha,
       shards_per_client=c.shards_per_client,
       seed=c.seed,
-      unlabeled_size=c.unlabeled_size,
+      unlabeled_size=heldout,
       validation_size=c.validation_size,
     )
   except UserError:
@@ -141,6 +142,13 @@ def build_data(c: ml_collections.ConfigDict) -> data.ClientLayout:
     raise _err(
       field, value, f'partition {c.partition!r} cannot give every client data: {e}.'
     ) from None
+  if c.unlabeled_source == 'heldout':
+    return layout
+  try:  # an external set: the clients keep every sample
+    external = data.external_unlabeled(c.unlabeled_source, c.unlabeled_size, ds.train_x)
+  except ValueError as e:
+    raise _err('unlabeled_source', c.unlabeled_source, f'{e}.') from None
+  return layout._replace(unlabeled_x=external)
 
 
 def client_local_steps(c: ml_collections.ConfigDict, sizes: np.ndarray) -> np.ndarray:
@@ -259,6 +267,28 @@ def build_algorithm(c: ml_collections.ConfigDict, info: RunInfo) -> Algorithm:
       )
     algorithm = algorithm._replace(compressor=compressor)
   return algorithm
+
+
+# ---- engine options ---------------------------------------------------------------------------
+def engine_options(c: ml_collections.ConfigDict, *, sweep: bool = False) -> dict[str, Any]:
+  """The engine's keyword arguments from the config (validated by ``validate_run``).
+
+  ``client_block_size`` (0: None), ``local_step_buckets`` (-1: None, chosen from the
+  local steps; 0: padded; B: B blocks sorted by K) and ``compute_dtype`` ('dtype':
+  None, the params' dtype; else e.g. ``jnp.bfloat16``), for
+  :class:`~afl_jax.core.engine.Simulator`; with ``sweep`` the last two, for
+  :func:`afl_jax.sweep.simulator` (sweeps have no client blocks), where -1 keeps the
+  padded path sweeps have always taken (their results stay bit for bit those of
+  earlier versions; B >= 1 groups by K).
+  """
+  buckets = int(c.local_step_buckets)
+  out = {
+    'local_step_buckets': (0 if sweep else None) if buckets < 0 else buckets,
+    'compute_dtype': None if c.compute_dtype == 'dtype' else jnp.dtype(c.compute_dtype),
+  }
+  if not sweep:
+    out['client_block_size'] = c.client_block_size or None
+  return out
 
 
 # ---- the whole run --------------------------------------------------------------------------

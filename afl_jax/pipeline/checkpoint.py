@@ -63,10 +63,13 @@ from afl_jax.schedules import schedule as schedule_lib
 __all__ = [
   'RESUME_FREE_FIELDS',
   'Checkpointer',
+  'barrier',
   'canonical_config',
   'config_diff',
   'config_json',
   'first_difference',
+  'is_writer',
+  'on_writer',
   'schedule_digest',
   'start_over',
   'verify_step',
@@ -120,6 +123,59 @@ def _quiet_orbax():
     yield
   finally:
     logger.setLevel(level)
+
+
+# ---- several processes ------------------------------------------------------------------
+def is_writer() -> bool:
+  """Does this process write the run's shared files? (process 0 of a multi-process run)."""
+  return jax.process_index() == 0
+
+
+def barrier(name: str) -> None:
+  """Wait until every process got here (a no-op in a 1-process run)."""
+  if jax.process_count() > 1:
+    from jax.experimental import multihost_utils
+
+    multihost_utils.sync_global_devices(name)
+
+
+_MESSAGE_BYTES = 4096
+
+
+def on_writer(fn: Callable[[], int | None], name: str) -> int | None:
+  """``fn()`` on process 0 only; its result (an int or None) or its UserError on every process.
+
+  For a decision that reads (and may repair) shared files, such as the resume step:
+  the other processes do not touch the files, and all of them take the same branch. A
+  :class:`~afl_jax.errors.UserError` on process 0 is raised on every process (same
+  message). 1 process: just ``fn()``.
+  """
+  if jax.process_count() == 1:
+    return fn()
+  from jax.experimental import multihost_utils
+
+  from afl_jax.errors import UserError
+
+  status, value, message = 0, 0, b''
+  error = None
+  if is_writer():
+    try:
+      result = fn()
+      status, value = (1, 0) if result is None else (2, int(result))
+    except UserError as e:
+      error, status = e, 3
+      message = str(e).encode()[:_MESSAGE_BYTES]
+  packed = np.zeros(_MESSAGE_BYTES + 3, np.int64)
+  packed[0], packed[1], packed[2] = status, value, len(message)
+  packed[3 : 3 + len(message)] = np.frombuffer(message, np.uint8)
+  packed = np.asarray(multihost_utils.broadcast_one_to_all(packed))
+  status, value, length = (int(v) for v in packed[:3])
+  if status == 3:
+    if error is not None:
+      raise error
+    text = bytes(packed[3 : 3 + length].astype(np.uint8)).decode(errors='replace')
+    raise ResumeError(f'{text} (process 0, {name})')
+  return None if status == 1 else value
 
 
 # ---- fingerprints --------------------------------------------------------------------
@@ -182,12 +238,22 @@ def _is_free(field: str, free: Iterable[str]) -> bool:
 def config_diff(
   old: Mapping[str, Any], new: Mapping[str, Any], free_fields: Iterable[str] = ()
 ) -> list[tuple[str, Any, Any]]:
-  """``[(field, old, new)]`` for every dotted field that differs and is not free."""
+  """``[(field, old, new)]`` for every dotted field that differs and is not free.
+
+  A field the old config lacks counts as equal when the new one holds the library's
+  default for it (:func:`afl_jax.pipeline.config.default`): a field added to the library
+  at its default (which keeps the earlier behaviour) does not refuse earlier runs.
+  """
+  from afl_jax.pipeline import config as config_lib  # the pipeline's default config
+
   free = tuple(RESUME_FREE_FIELDS) + tuple(free_fields) + (_ROUNDS_FIELD,)
   a, b = _flatten(canonical_config(old)), _flatten(canonical_config(new))
+  defaults = _flatten(canonical_config(config_lib.default()))
   diffs = []
   for field in sorted(set(a) | set(b)):
     va, vb = a.get(field, _ABSENT), b.get(field, _ABSENT)
+    if va is _ABSENT and field in defaults and vb == defaults[field]:
+      continue
     if va != vb and not _is_free(field, free):
       diffs.append((field, va, vb))
   return diffs
@@ -521,8 +587,15 @@ class Checkpointer:
   def save(self, step: int, sim_state: Any, host: Mapping[str, Any]) -> None:
     """Save a step, wait for orbax to finish it, then write its manifest."""
     item = {'sim': sim_state, 'host': {k: np.asarray(v) for k, v in host.items()}}
-    if os.path.isdir(self.step_dir(step)):  # a step reached again after a fallback
+
+    def replace_existing() -> int:  # a step reached again after a fallback
+      if not os.path.isdir(self.step_dir(step)):
+        return 0
       self._move_aside(step, 'is replaced by a new save of that step', damaged=False)
+      return 1
+
+    if on_writer(replace_existing, f'save {step}'):  # process 0 moves; all see it moved
+      self._reload()
     with _quiet_orbax():
       self.manager.save(step, args=ocp.args.StandardSave(item))
       self.manager.wait_until_finished()
@@ -534,10 +607,7 @@ class Checkpointer:
         if not run.get('checkpointed'):
           run['checkpointed'] = True
           _write_text(run_file, json.dumps(run, sort_keys=True, indent=1))
-    if jax.process_count() > 1:  # nobody reads the step before its manifest exists
-      from jax.experimental import multihost_utils
-
-      multihost_utils.sync_global_devices(f'afl_jax checkpoint {step}')
+    barrier(f'afl_jax checkpoint {step}')  # nobody reads the step before its manifest exists
 
   def restore(
     self, step: int, sim_template: Any, host_template: Mapping[str, Any]

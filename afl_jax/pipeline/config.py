@@ -33,6 +33,7 @@ from afl_jax.core import checks
 from afl_jax.errors import ConfigError
 
 DTYPES = ('float32', 'float64')
+COMPUTE_DTYPES = ('dtype', 'bfloat16', 'float16', 'float32')  # 'dtype': no cast
 COMPRESSOR_KINDS = ('none',) + tuple(compression.NAMES)
 SEED_MAX = 2**32 - 1  # NumPy and JAX seeds are uint32
 
@@ -59,6 +60,7 @@ def default() -> ml_collections.ConfigDict:
   c.shards_per_client = 2
   c.num_clients = 100
   c.unlabeled_size = 0  # training samples held out for the server (FedEcho)
+  c.unlabeled_source = 'heldout'  # heldout | digits | noise: the server's unlabeled set
   c.validation_size = 0  # training samples held out for validation (val_accuracy)
   c.train_subset = 0  # use only this many training samples (0 = all), for quick runs
   # Model and local training.
@@ -68,6 +70,10 @@ def default() -> ml_collections.ConfigDict:
   c.local_epochs = 0  # > 0: K_i = local_epochs * ceil(n_i / batch_size), differs per client
   c.dtype = 'float32'
   c.client_block_size = 0  # > 0: train a step's clients in blocks of this size (memory)
+  # Clients with different K: -1 = chosen from the schedule, 0 = all padded to the largest
+  # K (masked steps), B >= 1 = sorted by K into B blocks, each to its own largest K.
+  c.local_step_buckets = -1
+  c.compute_dtype = 'dtype'  # clients' loss and gradients: 'dtype' (= config.dtype) | bfloat16
   # Delay model / schedule.
   c.schedule = ml_collections.ConfigDict()
   c.schedule.kind = 'fedbuff'
@@ -266,7 +272,7 @@ def _choice(c, field: str, allowed) -> Any:
 
 # ---- one validator per section ---------------------------------------------------------
 def validate_run(c: ml_collections.ConfigDict) -> None:
-  """seed, run length, evaluation, checkpoints, dtype."""
+  """seed, run length, evaluation, checkpoints, dtype, engine options."""
   _int(c, 'seed', 0, SEED_MAX)
   _int(c, 'num_rounds', 1)
   _int(c, 'eval_every', 1)
@@ -281,7 +287,22 @@ def validate_run(c: ml_collections.ConfigDict) -> None:
   _int(c, 'stop_after_steps', 0)
   _float(c, 'target_accuracy', 0.0, 1.0)
   _choice(c, 'dtype', DTYPES)
-  _int(c, 'client_block_size', 0, note=' (0 = all clients of a step at once)')
+  blocks = _int(c, 'client_block_size', 0, note=' (0 = all clients of a step at once)')
+  _int(
+    c,
+    'local_step_buckets',
+    -1,
+    note=' (-1 = chosen from the local steps, 0 = every client padded to the largest K, '
+    'B >= 1 = B blocks of clients sorted by K)',
+  )
+  _check(
+    not (blocks and c.local_step_buckets >= 1),
+    'local_step_buckets',
+    c.local_step_buckets,
+    f'must be -1 or 0 with client_block_size={blocks} (the blocks are those of '
+    'client_block_size; -1 groups them by K, 0 does not)',
+  )
+  _choice(c, 'compute_dtype', COMPUTE_DTYPES)
 
 
 def validate_data(c: ml_collections.ConfigDict) -> None:
@@ -296,6 +317,9 @@ def validate_data(c: ml_collections.ConfigDict) -> None:
     _int(c, 'shards_per_client', 1)
   _int(c, 'num_clients', 1)
   _int(c, 'unlabeled_size', 0)
+  source = _choice(c, 'unlabeled_source', data.UNLABELED_SOURCES)
+  if source == 'digits':
+    _int(c, 'unlabeled_size', 0, data.DIGITS_COUNT, note=" (scikit-learn's digits)")
   _int(c, 'validation_size', 0)
   _int(c, 'train_subset', 0, note=' (0 = all)')
   if data.DATASETS.meta(c.dataset).get('federated'):

@@ -12,6 +12,12 @@ between chunks, and writes into ``workdir``:
 * orbax checkpoints every ``checkpoint_every`` steps (afl_jax/pipeline/checkpoint.py):
   a workdir holding a run with a different config is refused (``ResumeError``), a
   damaged latest checkpoint falls back to the previous intact one.
+
+Several processes (``jax.distributed``, docs/distributed.md): every process builds,
+runs and evaluates the same program (SPMD); process 0 alone decides the resume step
+(it reads and may repair the workdir; the others get its answer) and writes the
+files above except the checkpoints, whose shards every process writes (orbax). The
+workdir must be on a filesystem every process sees.
 """
 
 from __future__ import annotations
@@ -21,16 +27,18 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
+import jax
 import ml_collections
 import numpy as np
 
 from afl_jax import models
 from afl_jax.core import memory
-from afl_jax.core.engine import Simulator
+from afl_jax.core.engine import Simulator, to_host
 from afl_jax.pipeline import checkpoint, metrics_io, plotting, sizes
-from afl_jax.pipeline.build import Run, build
+from afl_jax.pipeline.build import Run, build, engine_options
 
 
 class NonFiniteError(RuntimeError):
@@ -50,15 +58,26 @@ def _write_json(path: str, obj: Any) -> None:
     json.dump(obj, f, indent=2, sort_keys=True, default=float)
 
 
+def _quiet(*args: Any) -> None:
+  del args  # processes other than 0 do not log progress
+
+
+def _local(evaluate: Callable[[Any], dict]) -> Callable[[Any], dict]:
+  """The evaluator on a host copy of the params when the mesh spans several processes.
+
+  The global params are replicated on every process; each evaluates its own copy on
+  its own device (the same numbers everywhere, no collective). 1 process: as is.
+  """
+  if jax.process_count() == 1:
+    return evaluate
+  return lambda params: evaluate(jax.tree.map(to_host, params))
+
+
 def make_simulator(run: Run) -> Simulator:
   """The engine for ``run`` (plans memory; raises InsufficientMemoryError if it cannot fit)."""
   c = run.config
   return Simulator(
-    run.algorithm,
-    run.problem,
-    run.schedule,
-    chunk_size=c.eval_every,
-    client_block_size=c.client_block_size or None,
+    run.algorithm, run.problem, run.schedule, chunk_size=c.eval_every, **engine_options(c)
   )
 
 
@@ -80,16 +99,22 @@ def train_and_evaluate(
   """
   run = build(config)
   c, schedule = run.config, run.schedule
-  os.makedirs(workdir, exist_ok=True)
-  if not resume:
-    checkpoint.start_over(workdir)
+  writes = checkpoint.is_writer()  # process 0 (of 1 or more) writes the shared files
+  if not writes:
+    log = _quiet
+  if writes:
+    os.makedirs(workdir, exist_ok=True)
+    if not resume:
+      checkpoint.start_over(workdir)
+  checkpoint.barrier('afl_jax workdir')
   ckpt = checkpoint.Checkpointer(workdir)
-  resume_step = ckpt.check_resume(c, schedule)
+  resume_step = checkpoint.on_writer(lambda: ckpt.check_resume(c, schedule), 'resume')
   sim = None
   with sizes.memory_guard(c, lambda: sim.memory if sim is not None else None):
     sim = make_simulator(run)  # plans device memory before allocating anything
-  ckpt.record_run(c, schedule, checkpointed=c.checkpoint_every > 0)
-  schedule.save(os.path.join(workdir, 'schedule.npz'))
+  if writes:
+    ckpt.record_run(c, schedule, checkpointed=c.checkpoint_every > 0)
+    schedule.save(os.path.join(workdir, 'schedule.npz'))
   stats = schedule.stats()
   log(
     f'afl_jax: {c.algorithm} on {c.dataset} ({run.data.num_clients} clients, {c.model}, '
@@ -114,15 +139,19 @@ def train_and_evaluate(
   records: list[dict] = []
   if resume_step is not None:
     state, host = ckpt.restore(resume_step, state, host)
-    records = metrics_io.truncate_metrics(workdir, resume_step)
+    if writes:
+      records = metrics_io.truncate_metrics(workdir, resume_step)
+    checkpoint.barrier('afl_jax metrics')
+    if not writes:  # the same records as process 0, read only (same branches below)
+      records = [r for r in metrics_io.read_metrics(workdir) if r['step'] <= resume_step]
     log(f'resumed from checkpoint at server step {resume_step}')
-  else:
+  elif writes:
     metrics_path = os.path.join(workdir, metrics_io.METRICS_FILE)
     if os.path.exists(metrics_path):
       os.remove(metrics_path)
     shutil.rmtree(os.path.join(workdir, metrics_io.TENSORBOARD_DIR), ignore_errors=True)
-  writer = metrics_io.create_default_writer(workdir, resume_step=resume_step)
-  evaluate = run.evaluator
+  writer = metrics_io.create_default_writer(workdir, resume_step=resume_step, enabled=writes)
+  evaluate = _local(run.evaluator)
   status, t_run, ran = 'completed', time.time(), 0
   try:
     if not records:  # a fresh run, or a resumed one whose metrics file was lost
@@ -194,11 +223,14 @@ def train_and_evaluate(
     writer.close()
     ckpt.close()
 
-  plotting.plot_runs(
-    {c.algorithm: records}, os.path.join(workdir, 'plot.png'), title=f'{c.algorithm} on {c.dataset}'
-  )
   summary = summarize(c, records, status, time.time() - t_run, stats, sim)
-  _write_json(os.path.join(workdir, 'summary.json'), summary)
+  if writes:
+    plotting.plot_runs(
+      {c.algorithm: records},
+      os.path.join(workdir, 'plot.png'),
+      title=f'{c.algorithm} on {c.dataset}',
+    )
+    _write_json(os.path.join(workdir, 'summary.json'), summary)
   final = records[-1]
   log(
     f'summary: {status}: {final["step"]} steps, test accuracy '

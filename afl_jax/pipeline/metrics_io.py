@@ -41,6 +41,7 @@ __all__ = [
   'MetricWriter',
   'MetricsError',
   'MultiWriter',
+  'NullWriter',
   'TensorBoardWriter',
   'create_default_writer',
   'decode_record',
@@ -245,17 +246,32 @@ class MultiWriter(MetricWriter):
       w.close()
 
 
+class NullWriter(MetricWriter):
+  """Writes nothing: the writer of every process but 0 in a multi-process run."""
+
+  def write_scalars(self, step: int, scalars: Mapping[str, Any]) -> None:
+    del step, scalars
+
+  def write_hparams(self, hparams: Mapping[str, Any]) -> None:
+    del hparams
+
+
 def create_default_writer(
   workdir: str | os.PathLike,
   *,
   tensorboard: bool = True,
   resume_step: int | None = None,
   warn: Callable[[str], None] = _warn,
+  enabled: bool = True,
 ) -> MetricWriter:
   """``metrics.jsonl`` plus (by default) TensorBoard events in ``workdir/tensorboard``.
 
-  Without tensorboardX installed, one warning and ``metrics.jsonl`` only.
+  Without tensorboardX installed, one warning and ``metrics.jsonl`` only. With
+  ``enabled=False`` (processes other than 0 of a multi-process run) a
+  :class:`NullWriter`: nothing is opened or written.
   """
+  if not enabled:
+    return NullWriter()
   writers: list[MetricWriter] = [JsonlWriter(workdir, warn=warn)]
   if tensorboard:
     purge = None if resume_step is None else resume_step + 1

@@ -1,0 +1,89 @@
+"""Run with 2 forced CPU devices: AsynFLC-EF (Top-k) with N=5 clients, reports-only compression.
+
+N = 5 is not divisible by 2 devices (6 slots, replicated client state). Compares the
+reports-only path (engine.compress_reports) with compressing every slot on 2 devices,
+and 2 devices with 1. Prints one JSON line.
+"""
+
+import json
+import os
+
+os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=2'
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.sharding import Mesh  # noqa: E402
+
+import afl_jax  # noqa: E402
+from afl_jax.core import engine  # noqa: E402
+
+jax.config.update('jax_enable_x64', True)
+assert len(jax.devices()) == 2, jax.devices()
+N = 5
+
+
+def loss(p, batch):
+  r = batch['a'] @ p['x'] - batch['b']
+  return 0.5 * jnp.sum(r * r)
+
+
+rng = np.random.default_rng(N)
+problem = afl_jax.problems.from_loss(
+  loss, {'a': rng.normal(size=(N, 6, 4)) / 3.0, 'b': rng.normal(size=(N, 6))}
+)
+sched = afl_jax.schedules.waiting_windows(
+  N,
+  10,
+  window=1.0,
+  durations=afl_jax.schedules.durations('normal', mean=2.2, std=1.0),
+  local_steps=2,
+  seed=1,
+)
+assert sched.mask.sum(axis=1).min() == 0, sched.mask.sum(axis=1)
+alg = afl_jax.algorithms.get(
+  'asynflc_ef', client_lr=0.2, num_clients=N, compressor='top_k', fraction=0.5
+)
+
+
+def run(devices, reports_only):
+  sim = afl_jax.Simulator(
+    alg,
+    problem,
+    sched,
+    chunk_size=4,
+    record_params=True,
+    mesh=Mesh(np.array(devices), ('clients',)),
+  )
+  if not reports_only:
+    sim.report_slots = None
+    sim._program = engine.make_program(
+      lambda _: sim.algorithm,
+      ring_size=sim.ring_size,
+      max_steps=sim.max_steps,
+      num_slots=sim.num_slots,
+      block_size=sim.block_size,
+      record_params=True,
+      constrain=sim._constrain,
+      adaptive_steps=sim.adaptive_steps,
+      report_slots=None,
+    )
+  state = sim.init({'x': jnp.linspace(-1.0, 1.0, 4)}, jax.random.key(0))
+  hist = []
+  while sim.position(state) < sched.num_steps:
+    state, o = sim.run_chunk(state, jax.random.key(0))
+    hist.append(np.asarray(o['params']['x']))
+  res = np.asarray(engine.to_host(state.compressor.residual['x']), np.float64)
+  return np.concatenate(hist), res, sim
+
+
+h_new, r_new, sim = run(jax.devices(), True)
+h_old, r_old, _ = run(jax.devices(), False)
+h_one, r_one, _ = run(jax.devices()[:1], True)
+out = {
+  'report_slots': sim.report_slots,
+  'reports_vs_full_2dev': float(max(np.max(np.abs(h_new - h_old)), np.max(np.abs(r_new - r_old)))),
+  'two_vs_one_device': float(max(np.max(np.abs(h_new - h_one)), np.max(np.abs(r_new - r_one)))),
+  'moved': float(np.max(np.abs(h_new[-1] - np.linspace(-1.0, 1.0, 4)))),
+}
+print(json.dumps(out))

@@ -1,0 +1,166 @@
+"""Engine options as config fields: ``local_step_buckets`` and ``compute_dtype`` (issue 16).
+
+Bad values stop scripts/train.py with one ``error:`` line naming the field, the value
+and the allowed range; the defaults give the engine what it had before (automatic K
+grouping, the params' dtype); set values reach the Simulator of a single run and the
+ReplicaSimulator of a sweep (:func:`afl_jax.pipeline.build.engine_options`).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from configs_test import CONFIGS, _load
+from pipeline_cli_test import _train
+
+from afl_jax.clients import precision
+from afl_jax.errors import ConfigError
+from afl_jax.pipeline import config as config_lib
+from afl_jax.pipeline import loop
+from afl_jax.pipeline.build import build, engine_options
+from afl_jax.sweep import simulator as sweep_simulator
+
+
+@pytest.mark.parametrize(
+  'args,expected',
+  [
+    (
+      ['--config.local_step_buckets=-2'],
+      'error: config.local_step_buckets=-2 is invalid: must be an integer >= -1 (-1 = chosen',
+    ),
+    (
+      ['--config.compute_dtype=int8'],
+      "error: config.compute_dtype='int8' is invalid: must be one of ('dtype', 'bfloat16'",
+    ),
+    (
+      ['--config.client_block_size=4', '--config.local_step_buckets=2'],
+      'error: config.local_step_buckets=2 is invalid: must be -1 or 0 with client_block_size=4',
+    ),
+  ],
+)
+def test_bad_engine_option_is_one_line(tmp_path, args, expected):
+  assert _train(tmp_path, *args).startswith(expected)
+
+
+def _config(**fields):
+  c = config_lib.default()
+  c.dataset, c.model, c.num_clients, c.partition = 'digits', 'logreg', 6, 'dirichlet'
+  c.local_epochs, c.batch_size, c.num_rounds, c.eval_every = 1, 64, 4, 2
+  c.schedule.kind, c.schedule.concurrency, c.schedule.buffer_size = 'fedbuff', 4, 2
+  for k, v in fields.items():
+    c[k] = v
+  return config_lib.resolve(c)
+
+
+@pytest.mark.parametrize(
+  'field,value',
+  [
+    ('local_step_buckets', -2),
+    ('local_step_buckets', -100),
+    ('compute_dtype', 'float64x'),
+  ],
+)
+def test_validator_names_field_value_and_range(field, value):
+  c = config_lib.default()
+  with c.unlocked():
+    c[field] = value
+  with pytest.raises(ConfigError, match=rf'^config\.{field}=.* is invalid: must be '):
+    config_lib.validate_run(c)
+
+
+def test_defaults_are_the_engines_defaults():
+  c = config_lib.default()
+  config_lib.validate_run(c)
+  assert engine_options(c) == dict(
+    local_step_buckets=None, compute_dtype=None, client_block_size=None
+  )
+  # sweeps keep the padded path they have always taken (results unchanged)
+  assert engine_options(c, sweep=True) == dict(local_step_buckets=0, compute_dtype=None)
+  c.local_step_buckets, c.compute_dtype, c.client_block_size = 0, 'bfloat16', 8
+  assert engine_options(c) == dict(
+    local_step_buckets=0, compute_dtype=jnp.bfloat16, client_block_size=8
+  )
+
+
+def test_fields_reach_the_simulator_of_a_run():
+  run = build(_config())
+  assert len(set(run.local_steps.tolist())) > 1  # K differs: grouping matters
+  auto = loop.make_simulator(run)
+  padded = loop.make_simulator(build(_config(local_step_buckets=0)))
+  three = loop.make_simulator(build(_config(local_step_buckets=3)))
+  assert not padded.adaptive_steps and padded.block_size == padded.num_slots
+  assert three.adaptive_steps and three.num_slots == 3 * three.block_size
+  assert auto.adaptive_steps == (auto.step_work[1] < padded.step_work[1])
+  low = loop.make_simulator(build(_config(compute_dtype='bfloat16')))
+  key = jax.random.key(0)
+  outs = []
+  for sim in (padded, three, low):
+    state = sim.init(run.params0, key)
+    state, _ = sim.run_chunk(state, key)
+    outs.append(np.asarray(jax.tree.leaves(sim.params(state))[0]))
+  np.testing.assert_allclose(outs[1], outs[0], rtol=0, atol=1e-5)  # grouping: same run
+  assert outs[2].dtype == np.float32  # bf16 compute, float32 state
+  assert 0 < np.max(np.abs(outs[2] - outs[0])) < 0.05  # bf16 round-off, same run
+
+
+def test_sweep_options_reach_the_replica_simulator():
+  c = _config(local_step_buckets=2, compute_dtype='bfloat16')
+  run = build(c)
+  seen = []
+  real = precision.with_compute_dtype
+
+  def spy(client, dtype):
+    seen.append(dtype)
+    return real(client, dtype)
+
+  precision.with_compute_dtype = spy
+  try:
+    sim = sweep_simulator(
+      c.algorithm,
+      run.problem,
+      [run.schedule, run.schedule],
+      2,
+      run=run.info,
+      **engine_options(c, sweep=True),
+      **dict(c.hparams),
+    )
+  finally:
+    precision.with_compute_dtype = real
+  assert sim.adaptive_steps and sim.num_slots == 2 * sim.block_size
+  assert seen and all(d == jnp.bfloat16 for d in seen)
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=lambda p: p.stem)
+def test_config_files_keep_their_engine_behaviour(path):
+  """Shipped configs leave both fields at the defaults: their runs are unchanged."""
+  c = _load(path)
+  assert (c.local_step_buckets, c.compute_dtype) == (-1, 'dtype')
+
+
+def test_runs_checkpointed_before_the_fields_existed_still_resume():
+  from afl_jax.pipeline import checkpoint
+
+  new = config_lib.default()
+  old = new.to_dict()
+  del old['local_step_buckets'], old['compute_dtype']
+  assert checkpoint.config_diff(old, new) == []
+  new.compute_dtype = 'bfloat16'  # not the default: a different run
+  assert checkpoint.config_diff(old, new) == [('compute_dtype', '<absent>', 'bfloat16')]
+
+
+def test_sweep_from_a_config_passes_the_engine_options(tmp_path, monkeypatch):
+  from afl_jax.pipeline import sweep as sweep_pipeline
+
+  seen = []
+  real = sweep_pipeline.sweep_simulator
+
+  def spy(*args, **kwargs):
+    seen.append({k: kwargs[k] for k in ('local_step_buckets', 'compute_dtype')})
+    return real(*args, **kwargs)
+
+  monkeypatch.setattr(sweep_pipeline, 'sweep_simulator', spy)
+  c = _config(local_step_buckets=2, compute_dtype='bfloat16')
+  c.sweep = {'hparams': {'client_lr': [0.05, 0.1]}}
+  summary = sweep_pipeline.train_sweep(c, str(tmp_path), log=lambda *a: None)
+  assert seen == [{'local_step_buckets': 2, 'compute_dtype': jnp.bfloat16}]
+  assert len(summary['runs']) == 2
