@@ -181,6 +181,10 @@ PENDING = 'pending rerun (single-seed page)'
 SEED_STD_RATIO = 1.0  # a verdict needs |mean difference| >= this many seed-stds
 
 
+def _spec():
+  return config_lib.import_beside(str(REPO / 'configs' / 'repro' / 'spec.py'), 'spec')
+
+
 def load_paper(key: str):
   """The declaration ``configs/repro/<key>.py`` (its ``PAPER``) and the spec module."""
   spec = config_lib.import_beside(str(REPO / 'configs' / 'repro' / 'spec.py'), 'spec')
@@ -289,6 +293,96 @@ def verdict(cmp, sels) -> str:
   return 'inconclusive at this scale'
 
 
+def equivalence_verdict(cmp, sels, margin: float) -> str:
+  """agrees: the paired difference's (1 - alpha) confidence interval lies within ±margin;
+  disagrees: significant, beyond the margin and >= 1 seed-std; else inconclusive."""
+  if not all(s.enough_seeds for s in sels):
+    return 'inconclusive (fewer than 3 seeds)'
+  lo, hi = confidence_interval(cmp)
+  if -margin <= lo and hi <= margin:
+    return 'agrees'
+  if cmp.significant and abs(cmp.mean_diff) > margin and cmp.ratio >= SEED_STD_RATIO:
+    return 'disagrees'
+  return 'inconclusive at this scale'
+
+
+def confidence_interval(cmp) -> tuple[float, float]:
+  """The two-sided (1 - alpha) t interval of the mean paired difference."""
+  from scipy import stats
+
+  half = stats.t.ppf(1 - cmp.alpha / 2, cmp.n - 1) * cmp.diff_std / math.sqrt(cmp.n)
+  return cmp.mean_diff - half, cmp.mean_diff + half
+
+
+# metric -> (field of a metrics record, scale to the page's unit)
+TO_TARGET = {
+  'steps_to_target': ('step', 1.0),
+  'clock_to_target': ('wall_clock', 1.0),
+  'mb_to_target': ('bytes_up', 1e-6),
+}
+DEFAULT_TARGET_FRACTION = 0.9
+
+
+def default_target(test_means: Sequence[float]) -> float:
+  """90% of the median over methods of the selected settings' mean final test accuracy,
+  rounded down to a whole percent (methods that diverged, mean 0, are left out)."""
+  import numpy as np
+
+  means = [m for m in test_means if math.isfinite(m) and m > 0]
+  if not means:
+    return 1.0
+  return math.floor(100 * DEFAULT_TARGET_FRACTION * float(np.median(means))) / 100
+
+
+def to_target(curve: Sequence[dict], target: float) -> dict:
+  """Per metric of :data:`TO_TARGET`: (value, reached) at the first evaluation whose test
+  accuracy is >= target; not reached: (value at the last evaluation, False), a lower bound
+  (None where the curve lacks the field, e.g. bytes in sweeps run before they were
+  recorded)."""
+  evals = [r for r in curve if 'test_accuracy' in r]
+  hit = first_reaching(evals, target)
+  rec = hit if hit is not None else (evals[-1] if evals else {})
+  out = {}
+  for metric, (field, scale) in TO_TARGET.items():
+    value = rec.get(field)
+    out[metric] = (None if value is None else float(value) * scale, hit is not None)
+  return out
+
+
+def _seed_curves(results: Mapping, label: str, hparams: Mapping) -> dict[int, list]:
+  """seed -> metrics records of ``label``'s runs at ``hparams`` ([] when not stored)."""
+  curves = results[label].get('curves', {})
+  return {
+    r['seed']: curves.get(r['name'], [])
+    for r in results[label]['records']
+    if r['hparams'] == dict(hparams)
+  }
+
+
+def target_table(exp, results: Mapping, sels: Mapping, target: float) -> list[dict]:
+  """Per method (selected setting): mean ± std over the seeds that reached ``target`` of
+  each :data:`TO_TARGET` metric, and how many seeds never reached it."""
+  import numpy as np
+
+  rows = []
+  for m in exp.methods:
+    per_seed = {
+      seed: to_target(curve, target)
+      for seed, curve in _seed_curves(results, m.label, sels[m.label].hparams).items()
+    }
+    reached = [v for v in per_seed.values() if v['steps_to_target'][1]]
+    row = {'method': m.label, 'seeds': len(per_seed), 'not_reached': len(per_seed) - len(reached)}
+    for metric in TO_TARGET:
+      vals = [v[metric][0] for v in reached]
+      if not vals or any(x is None for x in vals):
+        row[metric] = None
+      else:
+        std = float(np.std(vals, ddof=1)) if len(vals) > 1 else math.nan
+        row[metric] = (float(np.mean(vals)), std)
+    rows.append(row)
+  return rows
+
+
 def _pm(mean: float, std: float) -> str:
   return f'{mean:.3f} ± {std:.3f}'
 
@@ -338,30 +432,104 @@ def score(exp, results: Mapping, *, alpha: float = tuning.DEFAULT_ALPHA) -> dict
           s = tuning.select(sub, m.label)
           row[v] = (s.test_mean, s.test_std)
       axis[m.label] = row
-  claims = []
-  for claim in exp.claims:
-    sub = _subset(records, claim.at)
-    a, b = tuning.select(sub, claim.better), tuning.select(sub, claim.worse)
-    cmp = tuning.compare(a, b, alpha=alpha)
-    claims.append(
-      {
-        'experiment': exp.key,
-        'ref': claim.ref,
-        'text': claim.text,
-        'at': _hp(claim.at) if claim.at else '',
-        'better': _pm(a.test_mean, a.test_std),
-        'worse': _pm(b.test_mean, b.test_std),
-        'diff': _pm(cmp.mean_diff, cmp.diff_std),
-        'p': cmp.p_value,
-        'ratio': cmp.ratio,
-        'verdict': verdict(cmp, (a, b)),
-      }
-    )
-  return {'selected': selected, 'axis': axis, 'claims': claims}
+  target = exp.target or default_target([sels[m.label].test_mean for m in exp.methods])
+  claims = [score_claim(exp, claim, records, results, target, alpha) for claim in exp.claims]
+  return {
+    'selected': selected,
+    'axis': axis,
+    'claims': claims,
+    'target': target,
+    'target_declared': exp.target is not None,
+    'to_target': target_table(exp, results, sels, target),
+  }
+
+
+def _on_metric(sel, results: Mapping, metric: str, target: float, factor: float = 1.0):
+  """``sel`` with its per-seed test scores replaced by ``metric`` (times ``factor``);
+  and the seeds that did not reach the target (their value: a lower bound). None when a
+  seed's curve lacks the metric."""
+  import dataclasses
+
+  import numpy as np
+
+  if metric == 'test_accuracy':
+    return sel, ()
+  curves = _seed_curves(results, sel.method, sel.hparams)
+  values, missed = [], []
+  for seed in sel.seeds:
+    value, reached = to_target(curves.get(seed, []), target)[metric]
+    if value is None:
+      return None, ()
+    values.append(factor * value)
+    if not reached:
+      missed.append(seed)
+  std = float(np.std(values, ddof=1)) if len(values) > 1 else math.nan
+  sel = dataclasses.replace(sel, test=tuple(values), test_mean=float(np.mean(values)), test_std=std)
+  return sel, tuple(missed)
+
+
+def score_claim(exp, claim, records, results, target, alpha) -> dict:
+  """One claim's measurement and verdict (the rules are PROTOCOL's)."""
+  sub = _subset(records, claim.at)
+  a0, b0 = tuning.select(sub, claim.better), tuning.select(sub, claim.worse)
+  name, higher = _spec().METRICS[claim.metric]
+  a, missed_a = _on_metric(a0, results, claim.metric, target, claim.factor)
+  b, missed_b = _on_metric(b0, results, claim.metric, target)
+  out = {
+    'experiment': exp.key,
+    'ref': claim.ref,
+    'text': claim.text,
+    'at': _hp(claim.at) if claim.at else '',
+    'metric': claim.metric,
+    'kind': claim.kind,
+    'margin': claim.margin,
+    'factor': claim.factor,
+    'target': target if claim.metric in TO_TARGET else None,
+  }
+  if a is None or b is None:
+    return out | {
+      'better': '—',
+      'worse': '—',
+      'diff': '—',
+      'p': math.nan,
+      'ratio': math.nan,
+      'verdict': 'not measurable (the sweep did not record this metric)',
+    }
+  cmp = tuning.compare(a, b, alpha=alpha)
+  if claim.kind == 'equivalent':
+    v = equivalence_verdict(cmp, (a, b), claim.margin)
+    if (missed_a or missed_b) and v != 'inconclusive (fewer than 3 seeds)':
+      v = 'inconclusive: target not reached on some seeds'
+  else:
+    v = verdict(cmp, (a, b))
+    if not higher and v in ('agrees', 'disagrees'):
+      v = 'disagrees' if v == 'agrees' else 'agrees'  # lower is better: A - B < 0 agrees
+    # A value of a seed that never reached the target is a lower bound: it can only
+    # flatter A when A missed (no 'agrees'), flatter B when B missed (no 'disagrees').
+    if (v == 'agrees' and missed_a) or (v == 'disagrees' and missed_b):
+      v = 'inconclusive: target not reached on some seeds'
+  lo, hi = confidence_interval(cmp)
+
+  def show(sel, missed, factor=1.0):
+    text = _pm(sel.test_mean / factor, sel.test_std / factor)
+    if claim.metric in TO_TARGET:
+      text += f' ({len(sel.seeds) - len(missed)}/{len(sel.seeds)} reached)'
+    return text
+
+  return out | {
+    'better': show(a, missed_a, claim.factor),
+    'worse': show(b, missed_b),
+    'diff': _pm(cmp.mean_diff, cmp.diff_std),
+    'ci': [lo, hi],
+    'p': cmp.p_value,
+    'ratio': cmp.ratio,
+    'verdict': v,
+  }
 
 
 def _curves(exp, results, sel_rows) -> dict[str, tuple]:
-  """Per method: steps, mean and std over seeds of test accuracy of the selected setting."""
+  """Per method: steps, mean and std over seeds of test accuracy of the selected setting,
+  and the mean MB uploaded at those steps (None where the sweep recorded no bytes)."""
   import numpy as np
 
   out = {}
@@ -374,7 +542,10 @@ def _curves(exp, results, sel_rows) -> dict[str, tuple]:
     n = min(len(s) for s in series)
     steps = [x['step'] for x in series[0][:n]]
     acc = np.array([[x['test_accuracy'] for x in s[:n]] for s in series])
-    out[m.label] = (steps, acc.mean(0), acc.std(0, ddof=1))
+    mb = None
+    if all('bytes_up' in x for s in series for x in s[:n]):
+      mb = np.array([[x['bytes_up'] / 1e6 for x in s[:n]] for s in series]).mean(0)
+    out[m.label] = (steps, acc.mean(0), acc.std(0, ddof=1), mb)
   return out
 
 
@@ -385,17 +556,29 @@ def plot_experiment(exp, results, scored, path: str) -> None:
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
 
-  panels = 2 if scored['axis'] else 1
+  curves = _curves(exp, results, scored['selected'])
+  with_mb = all(c[3] is not None for c in curves.values())
+  panels = 1 + bool(scored['axis']) + with_mb
   fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4), squeeze=False)
   ax = axes[0][0]
-  for label, (steps, mean, std) in _curves(exp, results, scored['selected']).items():
+  for label, (steps, mean, std, _) in curves.items():
     ax.plot(steps, mean, marker='.', label=label)
     ax.fill_between(steps, mean - std, mean + std, alpha=0.2)
   ax.set(xlabel='server steps', ylabel='test accuracy', title='selected settings')
   ax.grid(alpha=0.3)
   ax.legend(fontsize=8)
-  if scored['axis']:
+  if with_mb:
     ax = axes[0][1]
+    for label, (_, mean, _, mb) in curves.items():
+      ax.plot(mb[1:], mean[1:], marker='.', label=label)
+    if 'target' in scored:
+      ax.axhline(scored['target'], color='gray', ls='--', lw=0.8)
+    ax.set_xscale('log')
+    ax.set(xlabel='MB uploaded (mean over seeds, log)', ylabel='test accuracy')
+    ax.set_title('selected settings vs upload (dashed: target)')
+    ax.grid(alpha=0.3, which='both')
+  if scored['axis']:
+    ax = axes[0][-1]
     for label, row in scored['axis'].items():
       xs = sorted(row)
       ax.errorbar(
@@ -427,7 +610,16 @@ PROTOCOL = (
   'grid). A claim "A beats B" is tested by a paired t-test over seeds on the selected '
   'settings: **agrees** / **disagrees** only when p < {alpha} *and* the mean difference is '
   'at least {ratio:g} seed-std (the larger std of the two methods); otherwise '
-  '**inconclusive at this scale**. A run that diverged scores 0.'
+  '**inconclusive at this scale**. A run that diverged scores 0. A claim may be on another '
+  'metric of the selected settings: server steps, simulated seconds or MB uploaded until '
+  'the test accuracy first reaches the experiment\'s target (lower is better; "A needs f '
+  'times less" compares f A with B). A seed that never reaches the target counts with its '
+  'value at the last evaluation, a lower bound, so the claim cannot **agree** when A missed '
+  'on a seed, nor **disagree** when B did (**inconclusive: target not reached on some '
+  'seeds**). A claim "A matches B within m" **agrees** when the {ci:g}% confidence interval '
+  'of the paired difference lies within ±m, **disagrees** when the difference is '
+  'significant, beyond m and at least {ratio:g} seed-std, and is inconclusive otherwise (and '
+  'whenever a seed of either missed the target).'
 )
 
 
@@ -454,7 +646,10 @@ def render_page(
     '',
     f"**The paper's setting.** {paper.setting}",
     '',
-    '**Protocol.** ' + PROTOCOL.format(alpha=tuning.DEFAULT_ALPHA, ratio=SEED_STD_RATIO),
+    '**Protocol.** '
+    + PROTOCOL.format(
+      alpha=tuning.DEFAULT_ALPHA, ratio=SEED_STD_RATIO, ci=100 * (1 - tuning.DEFAULT_ALPHA)
+    ),
     '',
   ]
   for exp in paper.experiments:
@@ -515,19 +710,37 @@ def render_page(
         ),
         '',
       ]
-    parts += [
-      '**Claims** (A - B = paired difference of test accuracy over seeds, mean ± std):',
+    parts += target_section(s) + [
+      '**Claims** (A - B = paired difference over seeds, mean ± std, with its '
+      f'{100 * (1 - tuning.DEFAULT_ALPHA):g}% confidence interval; metric as named; a '
+      'to-target value of a seed that never reached the target is its value at the last '
+      'evaluation, marked by the reached count; for a claim "f A < B" the difference is '
+      'f A - B):',
       '',
       markdown_table(
-        ['ref', 'claim', 'restricted to', 'A', 'B', 'A - B', 'p', 'seed-stds apart', 'verdict'],
+        [
+          'ref',
+          'claim',
+          'restricted to',
+          'metric (test)',
+          'A',
+          'B',
+          'A - B',
+          'CI',
+          'p',
+          'seed-stds apart',
+          'verdict',
+        ],
         [
           [
             c['ref'],
             c['text'],
             c['at'] or '—',
+            _claim_metric(c),
             c['better'],
             c['worse'],
             c['diff'],
+            '—' if 'ci' not in c else f'[{c["ci"][0]:.3g}, {c["ci"][1]:.3g}]',
             f'{c["p"]:.3f}',
             f'{c["ratio"]:.2f}',
             f'**{c["verdict"]}**',
@@ -561,6 +774,55 @@ def render_page(
       diff = {k: v for k, v in flat.items() if base.get(k) != v}
       parts.append(f'- `{exp.key}/{m.label}`: `{json.dumps(diff, sort_keys=True)}`')
   return '\n'.join(parts) + '\n'
+
+
+def _claim_metric(c: Mapping) -> str:
+  """How a scored claim is measured, e.g. 'MB uploaded to target 75%, 10 A < B'."""
+  name, higher = _spec().METRICS[c.get('metric', 'test_accuracy')]
+  if c.get('target') is not None:
+    name += f' {100 * c["target"]:g}%'
+  if c.get('kind') == 'equivalent':
+    return f'{name}, |A - B| <= {c["margin"]:g}'
+  factor = c.get('factor', 1.0)
+  a = f'{factor:g} A' if factor != 1.0 else 'A'
+  return f'{name}, {a} {">" if higher else "<"} B'
+
+
+def target_section(s: Mapping) -> list[str]:
+  """The time/upload-to-target table of a scored experiment (markdown lines)."""
+  how = (
+    'declared for this experiment'
+    if s['target_declared']
+    else f'default: {100 * DEFAULT_TARGET_FRACTION:g}% of the median over methods of the '
+    'selected mean final test accuracy, rounded down'
+  )
+
+  def num(x: float) -> str:
+    return f'{x:.0f}' if abs(x) >= 100 else f'{x:.3g}'
+
+  def cell(v):
+    return '—' if v is None else (f'{num(v[0])} ± {num(v[1])}' if v[1] == v[1] else num(v[0]))
+
+  return [
+    f'**Time and upload to {100 * s["target"]:g}% test accuracy** ({how}; per selected '
+    'setting, mean ± std over the seeds that reached it, at evaluation resolution; — = no '
+    'seed reached it, or the sweep recorded no bytes):',
+    '',
+    markdown_table(
+      ['method', 'server steps', 'simulated seconds', 'MB uploaded', 'seeds never reaching it'],
+      [
+        [
+          r['method'],
+          cell(r['steps_to_target']),
+          cell(r['clock_to_target']),
+          cell(r['mb_to_target']),
+          f'{r["not_reached"]}/{r["seeds"]}',
+        ]
+        for r in s['to_target']
+      ],
+    ),
+    '',
+  ]
 
 
 def reproduce(key: str, out_dir: str, *, rerun: bool = False, only=(), log=print) -> str:
@@ -628,6 +890,8 @@ def summary_rows(papers, scored_claims: Mapping[str, Sequence[dict] | None]) -> 
     for c in claims:
       text = c['text'] + (f' ({c["at"]})' if c['at'] else '')
       measured = f'A {c["better"]}, B {c["worse"]}, A - B {c["diff"]} (p={c["p"]:.3f})'
+      if c.get('metric', 'test_accuracy') != 'test_accuracy' or c.get('kind') == 'equivalent':
+        measured = f'{_claim_metric(c)}: {measured}'
       rows.append([paper.number, c['ref'], text, measured, f'**{c["verdict"]}**', page, command])
     old = _single_seed_page(paper.key)
     old_link = f'[{old}]({old})' if old else '—'
@@ -673,7 +937,11 @@ def write_summary(path: str | None = None) -> str:
       'with the same grid budget; each page gives the seeds, grids, selected settings (with '
       'edge flags), deviations from the paper, machine and wall time. Measured = test '
       'accuracy of the validation-selected setting, mean ± std over seeds (A = the method the '
-      'paper says is better). Claims not yet rerun with seeds are marked "pending rerun '
+      'paper says is better), unless the claim names another metric (steps / simulated '
+      'seconds / MB uploaded to a target accuracy, lower is better; a seed that never reaches '
+      'the target blocks a verdict in its favour) or is an equivalence "A matches B within m" '
+      '(agrees when the confidence interval of A - B lies within ±m). Claims not yet rerun with '
+      'seeds are marked "pending rerun '
       '(single-seed page)" and link the old page, whose verdicts rest on one seed and are not '
       'decided.',
       '',

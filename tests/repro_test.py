@@ -157,3 +157,162 @@ def test_finished_sweep_survives_a_new_default_field_but_no_other_change():
   del old['num_rounds']
   assert not report.same_declared(declared, old)  # removed
   assert not report.same_declared(None, declared)
+
+
+# ---- time/upload to target and claims on other metrics ---------------------------------
+def _curve(accs, mb_per_step=1.0, every=5, with_bytes=True):
+  """Evaluation records every ``every`` steps with these test accuracies."""
+  out = []
+  for i, acc in enumerate(accs):
+    rec = {'step': i * every, 'wall_clock': 2.0 * i * every, 'test_accuracy': acc}
+    if with_bytes:
+      rec['bytes_up'] = 1e6 * mb_per_step * i * every
+    out.append(rec)
+  return out
+
+
+def test_to_target_and_default_target():
+  curve = _curve([0.1, 0.5, 0.8, 0.7])
+  hit = report.to_target(curve, 0.75)
+  assert hit['steps_to_target'] == (10.0, True)
+  assert hit['clock_to_target'] == (20.0, True)
+  assert hit['mb_to_target'] == (pytest.approx(10.0), True)
+  miss = report.to_target(curve, 0.9)  # never reached: the last evaluation, a lower bound
+  assert miss['steps_to_target'] == (15.0, False)
+  old = report.to_target(_curve([0.1, 0.8], with_bytes=False), 0.75)
+  assert old['mb_to_target'] == (None, True) and old['steps_to_target'] == (5.0, True)
+  assert report.default_target([0.8, 0.9, 0.0, float('nan'), 0.7]) == 0.72
+
+
+def _target_experiment():
+  """A: 10x less upload than B, as fast; C: slower than A, equal accuracy; D misses."""
+  _, spec = report.load_paper('fedgm')
+  grid = {'hparams.client_lr': (0.1, 0.3)}
+  labels = ('A', 'B', 'C', 'D', 'E')
+  claims = (
+    spec.Claim('T', 'A needs 10x less upload than B', 'A', 'B', metric='mb_to_target', factor=5),
+    spec.Claim('T', 'A needs 20x less upload than B', 'A', 'B', metric='mb_to_target', factor=20),
+    spec.Claim(
+      'T', 'A as fast as B', 'A', 'B', metric='steps_to_target', kind='equivalent', margin=5.0
+    ),
+    spec.Claim(
+      'T', 'C as fast as A', 'C', 'A', metric='steps_to_target', kind='equivalent', margin=5.0
+    ),
+    spec.Claim('T', 'C matches A in accuracy', 'C', 'A', kind='equivalent', margin=0.02),
+    spec.Claim('T', 'D faster than A', 'D', 'A', metric='steps_to_target'),
+    spec.Claim('T', 'A faster than D', 'A', 'D', metric='steps_to_target'),
+    spec.Claim('T', 'A faster than C', 'A', 'C', metric='steps_to_target'),
+    spec.Claim('T', 'E faster than C', 'E', 'C', metric='steps_to_target'),
+  )
+  exp = spec.Experiment(
+    'tt',
+    'tt',
+    'T',
+    'synthetic',
+    lambda c: None,
+    tuple(spec.Method(n, 'fedbuff_fmnist', grid=grid) for n in labels),
+    claims=claims,
+    target=0.75,
+  )
+  curves = {  # per method and seed: the selected (lr = 0.1) setting's curve
+    'A': [_curve([0.1, 0.8, 0.80 + e], mb_per_step=0.1) for e in (0.0, 0.004, -0.004)],
+    'B': [_curve([0.1, 0.8, 0.80 + e], mb_per_step=1.0) for e in (0.0, 0.004, -0.004)],
+    'C': [_curve([0.1, 0.5, 0.6, 0.7, 0.76, 0.80 + e]) for e in (0.001, 0.005, -0.003)],
+    'D': [_curve([0.1, 0.5, 0.6, 0.6, 0.6, 0.6])] * 3,  # never reaches the target
+    'E': [_curve([0.1, 0.8, 0.8])] * 2 + [_curve([0.1, 0.5])],  # misses on one (short) seed
+  }
+  results = {}
+  for label, per_seed in curves.items():
+    records, store = [], {}
+    for lr, val in ((0.1, 0.8), (0.3, 0.5)):
+      for seed, curve in enumerate(per_seed):
+        name = f'{label}-lr={lr},seed={seed}'
+        curve = curve if lr == 0.1 else _curve([0.1, 0.5])
+        store[name] = curve
+        records.append(
+          {
+            'name': name,
+            'method': label,
+            'seed': seed,
+            'hparams': {'hparams.client_lr': lr},
+            'val_accuracy': val,
+            'test_accuracy': curve[-1]['test_accuracy'],
+          }
+        )
+    results[label] = {'records': records, 'curves': store, 'seconds': 1.0}
+  return spec, exp, results
+
+
+def test_target_table_and_metric_claims():
+  spec, exp, results = _target_experiment()
+  spec.check(spec.Paper('tt', '999', 'x', 'x', (exp,)))
+  s = report.score(exp, results)
+  assert s['target'] == 0.75 and s['target_declared']
+  rows = {r['method']: r for r in s['to_target']}
+  assert rows['A']['steps_to_target'] == (5.0, 0.0) and rows['A']['not_reached'] == 0
+  assert rows['A']['mb_to_target'][0] == pytest.approx(0.5)
+  assert rows['B']['mb_to_target'][0] == pytest.approx(5.0)
+  assert rows['C']['steps_to_target'] == (20.0, 0.0)
+  assert rows['D']['not_reached'] == 3 and rows['D']['steps_to_target'] is None
+  assert rows['E']['not_reached'] == 1 and rows['E']['steps_to_target'] == (5.0, 0.0)
+  verdicts = {c['text']: c['verdict'] for c in s['claims']}
+  # Constant paired differences over 3 seeds: 5 x 0.5 MB < 5 MB agrees; 20 x 0.5 > 5 disagrees.
+  assert verdicts['A needs 10x less upload than B'] == 'agrees'
+  assert verdicts['A needs 20x less upload than B'] == 'disagrees'
+  assert verdicts['A as fast as B'] == 'agrees'  # identical steps on every seed
+  assert verdicts['C as fast as A'] == 'disagrees'  # 15 steps slower on every seed
+  assert verdicts['C matches A in accuracy'] == 'agrees'  # CI of a few 1e-3 within 0.02
+  # D never reached the target (its values are lower bounds): A is faster, D is not.
+  assert verdicts['A faster than D'] == 'agrees'
+  assert verdicts['D faster than A'] == 'disagrees'
+  # E missed on one seed, where its lower bound (5 steps) flatters it: no 'agrees'.
+  assert verdicts['E faster than C'].startswith('inconclusive: target not reached')
+  assert verdicts['A faster than C'] == 'agrees'
+  page = report.render_page(
+    spec.Paper('tt', '999', 'x', 'x', (exp,)),
+    {'tt': s},
+    {'tt': results},
+    command='c',
+    machine='m',
+    wall_s=1.0,
+    plots={'tt': 'tt.png'},
+    old_page=None,
+  )
+  assert 'Time and upload to 75% test accuracy' in page and '3/3' in page
+  assert 'MB uploaded to target 75%, 5 A < B' in page
+
+
+def test_old_sweep_without_bytes_shows_dash():
+  spec, exp, results = _target_experiment()
+  for r in results.values():
+    for curve in r['curves'].values():
+      for rec in curve:
+        rec.pop('bytes_up', None)
+  s = report.score(exp, results)
+  assert all(r['mb_to_target'] is None for r in s['to_target'])
+  assert s['to_target'][0]['steps_to_target'] == (5.0, 0.0)
+  c = next(c for c in s['claims'] if c['metric'] == 'mb_to_target')
+  assert c['verdict'].startswith('not measurable') and c['better'] == '—'
+  exp_default = spec.Experiment('tt', 'tt', 'T', 'x', lambda c: None, exp.methods)
+  s = report.score(exp_default, results)
+  assert not s['target_declared'] and s['target'] == 0.72  # 0.9 x median of 0.8s
+
+
+def test_declaration_checks_claims():
+  _, spec = report.load_paper('fedgm')
+  m = (spec.Method('A', 'fedbuff_fmnist', grid={}), spec.Method('B', 'fedbuff_fmnist', grid={}))
+  for bad in (
+    spec.Claim('x', 'x', 'A', 'B', metric='loss'),
+    spec.Claim('x', 'x', 'A', 'B', kind='equivalent'),
+    spec.Claim('x', 'x', 'A', 'B', factor=10.0),  # on accuracy: meaningless
+  ):
+    exp = spec.Experiment('e', 'e', 'e', 'e', lambda c: None, m, claims=(bad,))
+    with pytest.raises(ValueError):
+      spec.check(spec.Paper('p', '9', 'x', 'x', (exp,)))
+
+
+def test_plot_with_upload_panel(tmp_path):
+  _, exp, results = _target_experiment()
+  s = report.score(exp, results)
+  report.plot_experiment(exp, results, s, str(tmp_path / 'tt.png'))
+  assert (tmp_path / 'tt.png').stat().st_size > 0

@@ -198,6 +198,7 @@ def _run_group(points, runs, traced, workdir, log) -> tuple[list[dict], dict]:
     r,
     chunk_size=c.eval_every,
     factory=_factory(first),
+    **build_lib.engine_options(c, sweep=True),
     **static,
     **per_replica,
   )
@@ -211,8 +212,15 @@ def _run_group(points, runs, traced, workdir, log) -> tuple[list[dict], dict]:
       os.remove(os.path.join(d, metrics_io.METRICS_FILE))
     writers.append(metrics_io.JsonlWriter(d))
   params = sim.params(state)
+  bits = np.zeros((r, 2), np.float64)  # cumulative bits up, down per replica (as loop.py)
   for i, run in enumerate(runs):
-    rec = {'step': 0, 'wall_clock': 0.0, **run.evaluator(jax.tree.map(lambda a: a[i], params))}
+    rec = {
+      'step': 0,
+      'wall_clock': 0.0,
+      'bytes_up': 0.0,
+      'bytes_down': 0.0,
+      **run.evaluator(jax.tree.map(lambda a: a[i], params)),
+    }
     records[i].append(rec)
     writers[i].write_scalars(0, {k: v for k, v in rec.items() if k != 'step'})
   compile_s, first_chunk = None, True
@@ -227,6 +235,9 @@ def _run_group(points, runs, traced, workdir, log) -> tuple[list[dict], dict]:
       if end <= records[i][-1]['step']:
         continue
       m = {k: np.asarray(v[i, : end - pos]) for k, v in out['metrics'].items()}
+      for j, k in enumerate(('bits_up', 'bits_down')):
+        if k in m:
+          bits[i, j] += m[k].astype(np.float64).sum()
       rule = {
         k.replace('/', '_'): float(np.mean(v))
         for k, v in m.items()
@@ -235,6 +246,8 @@ def _run_group(points, runs, traced, workdir, log) -> tuple[list[dict], dict]:
       rec = {
         'step': end,
         'wall_clock': float(run.schedule.wall_clock[end - 1]),
+        'bytes_up': float(bits[i, 0] / 8),
+        'bytes_down': float(bits[i, 1] / 8),
         **rule,
         **run.evaluator(jax.tree.map(lambda a: a[i], params)),
       }
@@ -254,6 +267,8 @@ def _run_group(points, runs, traced, workdir, log) -> tuple[list[dict], dict]:
       'hparams': {k: v for k, v in point.items() if k != 'seed'},
       'steps': final['step'],
       **{k: v for k, v in final.items() if k.endswith(('accuracy', 'loss'))},
+      'bytes_up': final['bytes_up'],
+      'bytes_down': final['bytes_down'],
     }
     if 'val_accuracy' in recs[-1]:
       s['best_val_accuracy'] = max(x['val_accuracy'] for x in recs)

@@ -45,17 +45,35 @@ class Method:
     return math.prod(len(v) for v in self.grid.values())
 
 
+# Claim metrics: name -> (what the page calls it, higher is better). The *_to_target
+# metrics are read from the selected setting's curve at the first evaluation whose test
+# accuracy reaches the experiment's target (Experiment.target).
+METRICS = {
+  'test_accuracy': ('final test accuracy', True),
+  'steps_to_target': ('server steps to target', False),
+  'clock_to_target': ('simulated seconds to target', False),
+  'mb_to_target': ('MB uploaded to target', False),
+}
+KINDS = ('better', 'equivalent')
+
+
 @dataclasses.dataclass(frozen=True)
 class Claim:
-  """A claim of the paper tested as 'better' beats 'worse' (paired over seeds).
+  """A claim of the paper, tested paired over seeds on the validation-selected settings.
 
   Attributes:
     ref: where the paper makes it (section, figure/table number).
     text: the claim in the paper's words (short).
-    better, worse: method labels; the claim is ``better > worse`` in test accuracy
-      of the validation-selected settings.
+    better, worse: method labels A and B. ``kind='better'``: A beats B on ``metric``
+      (higher accuracy; fewer steps / seconds / MB to target). ``kind='equivalent'``:
+      A matches B within ``margin``.
     at: restrict both methods to the settings with these field values before
       selecting (e.g. ``{'hparams.server_lr': 5.0}``: "at eta = 5").
+    metric: a key of :data:`METRICS` (default: final test accuracy).
+    kind: 'better' or 'equivalent'.
+    margin: equivalence margin in the metric's units (accuracy 0.02 = 2 points).
+    factor: 'better' on a lower-is-better metric only: A needs ``factor`` times less
+      than B (the paired difference is factor * A - B; 10 = "an order of magnitude").
   """
 
   ref: str
@@ -63,6 +81,10 @@ class Claim:
   better: str
   worse: str
   at: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  metric: str = 'test_accuracy'
+  kind: str = 'better'
+  margin: float | None = None
+  factor: float = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +103,8 @@ class Experiment:
       other axes selected on validation), e.g. the server rate.
     deviations: how this experiment departs from the paper (printed on the page).
     run: False = declared but not run yet (the page says so).
+    target: the test accuracy of the time/upload-to-target table and claims; None =
+      the report's default (:func:`report.default_target`, stated on the page).
   """
 
   key: str
@@ -94,6 +118,7 @@ class Experiment:
   axis: str | None = None
   deviations: Sequence[str] = ()
   run: bool = True
+  target: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,7 +183,7 @@ def sweep_config(exp: Experiment, method: Method) -> ml_collections.ConfigDict:
 
 
 def check(paper: Paper) -> None:
-  """Equal budgets, >= 3 seeds, claims naming declared methods (ValueError otherwise)."""
+  """Equal budgets, >= 3 seeds, well-formed claims naming declared methods (else ValueError)."""
   for exp in paper.experiments:
     labels = [m.label for m in exp.methods]
     budgets = {m.label: m.budget for m in exp.methods}
@@ -167,6 +192,17 @@ def check(paper: Paper) -> None:
     if len(set(exp.seeds)) < 3:
       raise ValueError(f'{paper.key}/{exp.key}: needs >= 3 seeds, got {exp.seeds}.')
     for claim in exp.claims:
+      where = f'{paper.key}/{exp.key}: claim {claim.text!r}'
       for name in (claim.better, claim.worse):
         if name not in labels:
-          raise ValueError(f'{paper.key}/{exp.key}: claim names unknown method {name!r}.')
+          raise ValueError(f'{where} names unknown method {name!r}.')
+      if claim.metric not in METRICS:
+        raise ValueError(f'{where}: metric {claim.metric!r} not in {sorted(METRICS)}.')
+      if claim.kind not in KINDS:
+        raise ValueError(f'{where}: kind {claim.kind!r} not in {KINDS}.')
+      if claim.kind == 'equivalent' and not (claim.margin and claim.margin > 0):
+        raise ValueError(f'{where}: an equivalence claim needs a margin > 0.')
+      if claim.factor != 1.0 and (claim.kind != 'better' or METRICS[claim.metric][1]):
+        raise ValueError(f'{where}: factor is for "better" on a lower-is-better metric.')
+    if exp.target is not None and not 0 < exp.target <= 1:
+      raise ValueError(f'{paper.key}/{exp.key}: target {exp.target} is not an accuracy.')
