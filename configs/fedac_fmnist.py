@@ -10,6 +10,8 @@ the same 10,000 samples). FedAC's rates are FedEcho's Table 8 (eta_l / eta_g =
 FedAC defaults (docs/algorithms/fedac.md). Not tuned here: with an adaptive server
 step of about eta per coordinate, 150 steps at 1e-4 move the model little; raise
 ``--config.hparams.server_lr`` (e.g. 1e-3, as our FADAS config does) for short runs.
+Over 500 steps (configs/repro/fedecho.py) eta_l = 0.1 diverges (non-finite before step
+100 at server rates 1e-4 and 1e-3, three seeds); eta_l = 0.03 at 1e-3 stays finite.
 """
 
 from afl_jax.pipeline.config import import_beside

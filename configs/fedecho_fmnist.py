@@ -12,7 +12,9 @@ eta_l / eta_g = 0.03 / 1.0 (Table 8).
 Scaled down for 2 CPU cores (our choices): Fashion-MNIST and the MLP 784-200-200-10
 instead of CIFAR-10 and ResNet-18; an 11,000-sample training subset of which 1,000
 are held out (labels dropped) as the unlabeled distillation set U (the paper uses
-2,000 samples of an external set such as CIFAR-100 or STL10); K = 5 local SGD steps
+2,000 samples of an external set such as CIFAR-100 or STL10;
+``--config.unlabeled_source=digits`` distils on scikit-learn's digits instead, and
+the clients keep all 11,000 samples); K = 5 local SGD steps
 of batch 32 instead of two local epochs of batch 50; 150 server steps instead of
 500; Q = 5 distillation steps per server step on mini-batches of 250 of U (the
 paper gives neither Q nor |B|); distillation learning rate 1e-4 instead of 3e-6

@@ -85,8 +85,9 @@ def fedecho_fmnist() -> ml_collections.ConfigDict:
   Table 1's large-delay job times.
 
   Scaled: MLP, an 11,000-sample training subset of which 1,000 are held out as the
-  unlabeled set, K=5 steps of batch 32, 150 server steps (configs/fedecho_fmnist.py
-  gives the reasons). Baselines of FedEcho's Table 2 start from the same setting.
+  unlabeled set (``unlabeled_source = 'digits'``: an external set instead), K=5 steps
+  of batch 32, 150 server steps (configs/fedecho_fmnist.py gives the reasons).
+  Baselines of FedEcho's Table 2 start from the same setting.
   """
   c = config_lib.default()
   c.num_clients = 50
