@@ -27,6 +27,21 @@ def iid(c):
   c.partition = 'iid'
 
 
+MC_HIGH = 80  # Fig. 2's larger concurrency (N = 100, M = 10 allow Mc <= 91)
+
+
+def mid_concurrency(c):
+  """``scaled`` (non-IID) with Mc = 50 clients training concurrently."""
+  scaled(c)
+  c.schedule.concurrency = 50
+
+
+def high_concurrency(c):
+  """``scaled`` (non-IID) with Mc = MC_HIGH clients training concurrently."""
+  scaled(c)
+  c.schedule.concurrency = MC_HIGH
+
+
 METHODS = (
   spec.Method('MasFL', 'masfl_fmnist', grid={'hparams.client_lr': CLIENT_LRS}),
   spec.Method('AdaMasFL', 'adamasfl_fmnist', grid={'hparams.client_lr': CLIENT_LRS}),
@@ -106,6 +121,88 @@ FIG1_IID = spec.Experiment(
   deviations=DEVIATIONS,
 )
 
+FIG2_MC80 = spec.Experiment(
+  key='fig2_mc80',
+  title=f'Fig. 2, non-IID (Dirichlet 0.5), higher concurrency Mc = {MC_HIGH}',
+  ref='Fig. 2',
+  setting=SETTING.replace('Mc = 20', f'Mc = {MC_HIGH}', 1)
+  + ' Everything else is the Fig. 1 (non-IID) experiment above, so the Mc = 20 numbers '
+  'on this page are the other end of the concurrency sweep.',
+  base=high_concurrency,
+  methods=METHODS,
+  claims=tuple(
+    spec.Claim(
+      'Fig. 2',
+      f'AdaMasFL keeps its accuracy as Mc grows; {base} deteriorates (AdaMasFL > {base} '
+      f'at Mc = {MC_HIGH})',
+      'AdaMasFL',
+      base,
+    )
+    for base in ('CA2FL', 'FADAS', 'MasFL')
+  ),
+  axis='hparams.client_lr',
+  deviations=DEVIATIONS[:2]
+  + (
+    f'Fig. 2 sweeps several Mc values (not legible in the text); here one larger value, '
+    f'Mc = {MC_HIGH}, against the Mc = 20 of Fig. 1 (N = 100 and M = 10 allow at most '
+    'Mc = 91 on our FedBuff clock, so Mc = 100 is not possible).',
+    'The paper fixes every method at its Fig. 1(d) rates and varies Mc; here every method '
+    'is tuned again on the same eta_l grid at Mc = 80 (so a baseline that needs '
+    '"reconfiguration" gets it), which favours the baselines. The claim is scored as '
+    'AdaMasFL > baseline at Mc = 80; "keeps its accuracy" is read off the two '
+    'experiments (Mc = 20 above vs Mc = 80 here).',
+    'Against Mc = 20 (the non-IID tables above; validation-selected test accuracy, mean '
+    'over 3 seeds), going to Mc = 80 costs AdaMasFL 0.034 (0.773 -> 0.739), FADAS 0.049 '
+    '(0.795 -> 0.746), CA2FL 0.091 (0.726 -> 0.635) and MasFL 0.119 (0.785 -> 0.666): '
+    're-tuned, AdaMasFL loses least, as the paper says, but it does not keep its accuracy, and '
+    'FADAS, ahead of it at Mc = 20, is still level with it at Mc = 80 (0.746 vs 0.739, '
+    "within the seed noise). With the paper's protocol (each method held at its Mc = 20 "
+    'eta_l; the "along client_lr" tables) the losses are AdaMasFL 0.072 (eta_l = 0.03), '
+    'FADAS 0.049 (0.1), CA2FL 0.091 (0.1) and MasFL 0.294 (0.03): there FADAS, not '
+    'AdaMasFL, loses least. Every method selects eta_l = 0.1, the top of the grid, at Mc = 80.',
+    "FADAS uses delay_rule='divide' (eta / tau_max) as in Fig. 1. On this clock (seed 0, "
+    '60 steps) the staleness t - s averages 7.1 with a largest value of 16 at Mc = 80 '
+    '(1.8 and 4 at Mc = 20), and 58 of the 60 steps have tau_max > tau_c = 1, so the '
+    'delay-adaptive rate binds on almost every step (at Mc = 80 it divides eta by ~14).',
+  ),
+)
+
+FIG2_MC50 = spec.Experiment(
+  key='fig2_mc50',
+  title='Fig. 2, non-IID (Dirichlet 0.5), intermediate concurrency Mc = 50',
+  ref='Fig. 2',
+  setting=SETTING.replace('Mc = 20', 'Mc = 50', 1)
+  + ' Everything else is the Fig. 1 (non-IID) experiment above: Mc = 20, 50, 80 on this '
+  'page form the concurrency sweep.',
+  base=mid_concurrency,
+  methods=METHODS,
+  claims=tuple(
+    spec.Claim(
+      'Fig. 2',
+      f'AdaMasFL keeps its accuracy as Mc grows; {base} deteriorates (AdaMasFL > {base} '
+      'at Mc = 50)',
+      'AdaMasFL',
+      base,
+    )
+    for base in ('CA2FL', 'FADAS', 'MasFL')
+  ),
+  axis='hparams.client_lr',
+  deviations=DEVIATIONS[:2]
+  + (
+    'One intermediate point of the Fig. 2 sweep; every method is tuned again on the same '
+    'eta_l grid at Mc = 50 (see the Mc = 80 experiment for how the claim is read).',
+    'Mc = 20 -> 50 -> 80 (validation-selected test accuracy, mean over 3 seeds): AdaMasFL '
+    '0.773 -> 0.760 -> 0.739, FADAS 0.795 -> 0.757 -> 0.746, CA2FL 0.726 -> 0.628 -> '
+    '0.635, MasFL 0.785 -> 0.530 -> 0.666 (one MasFL run diverged at Mc = 50; its spread '
+    'is large at both Mc). AdaMasFL degrades least and most smoothly; FADAS stays level '
+    'with it from Mc = 50 on.',
+    "FADAS uses delay_rule='divide' (eta / tau_max). On this clock (seed 0, 60 steps) "
+    'the staleness t - s averages 4.6 with a largest value of 10 at Mc = 50, and 58 of '
+    'the 60 steps have tau_max > tau_c = 1, so the delay-adaptive rate binds on almost '
+    'every step (it divides eta by ~9).',
+  ),
+)
+
 PAPER = spec.Paper(
   key='masfl',
   number='000',
@@ -117,12 +214,8 @@ PAPER = spec.Paper(
     'FMNIST with a 3-conv + 2-FC CNN and CIFAR-10 with ResNet-18, N = 100, S = 10, '
     'Mc = 20, durations U(0, 20), Dirichlet(0.5), T = 600 (Sec. 6, App. E.1).'
   ),
-  experiments=(FIG1_NONIID, FIG1_IID),
+  experiments=(FIG1_NONIID, FIG1_IID, FIG2_MC50, FIG2_MC80),
   pending=(
-    (
-      'Fig. 2',
-      'AdaMasFL keeps its accuracy as concurrency Mc grows; the baselines deteriorate',
-    ),
     (
       'Fig. 3',
       'the same across two orders of magnitude of eta_l (only 0.01-0.1 is scored here)',
