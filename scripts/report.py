@@ -306,6 +306,28 @@ def equivalence_verdict(cmp, sels, margin: float) -> str:
   return 'inconclusive at this scale'
 
 
+EDGE_NOTE = ' (loser selected on a grid edge)'
+
+
+def edge_qualified(v: str, cmp, a, b, higher: bool, kind: str) -> str:
+  """``v`` + EDGE_NOTE when a decided claim's losing method sits on an edge of its grid.
+
+  The loser might do better just outside its grid, so the verdict could be a tuning
+  artefact; the page and the tally keep such verdicts apart.
+  """
+  if v == 'agrees' and kind == 'equivalent':
+    return v
+  if v == 'agrees':
+    loser = b
+  elif v == 'disagrees' and kind == 'equivalent':
+    loser = a if (cmp.mean_diff < 0) == higher else b
+  elif v == 'disagrees':
+    loser = a
+  else:
+    return v
+  return v + EDGE_NOTE if loser.edges else v
+
+
 def confidence_interval(cmp) -> tuple[float, float]:
   """The two-sided (1 - alpha) t interval of the mean paired difference."""
   from scipy import stats
@@ -508,6 +530,7 @@ def score_claim(exp, claim, records, results, target, alpha) -> dict:
     # flatter A when A missed (no 'agrees'), flatter B when B missed (no 'disagrees').
     if (v == 'agrees' and missed_a) or (v == 'disagrees' and missed_b):
       v = 'inconclusive: target not reached on some seeds'
+  v = edge_qualified(v, cmp, a0, b0, higher, claim.kind)
   lo, hi = confidence_interval(cmp)
 
   def show(sel, missed, factor=1.0):
@@ -619,7 +642,9 @@ PROTOCOL = (
   'seeds**). A claim "A matches B within m" **agrees** when the {ci:g}% confidence interval '
   'of the paired difference lies within ±m, **disagrees** when the difference is '
   'significant, beyond m and at least {ratio:g} seed-std, and is inconclusive otherwise (and '
-  'whenever a seed of either missed the target).'
+  'whenever a seed of either missed the target). A decided verdict whose losing method was '
+  'selected on an edge of its grid says so ("loser selected on a grid edge"): that method '
+  'might do better outside its grid.'
 )
 
 
@@ -940,7 +965,9 @@ def write_summary(path: str | None = None) -> str:
       'paper says is better), unless the claim names another metric (steps / simulated '
       'seconds / MB uploaded to a target accuracy, lower is better; a seed that never reaches '
       'the target blocks a verdict in its favour) or is an equivalence "A matches B within m" '
-      '(agrees when the confidence interval of A - B lies within ±m). Claims not yet rerun with '
+      '(agrees when the confidence interval of A - B lies within ±m). A decided verdict whose '
+      'losing method was selected on an edge of its grid says "loser selected on a grid '
+      'edge" (the loser might do better outside its grid). Claims not yet rerun with '
       'seeds are marked "pending rerun '
       '(single-seed page)" and link the old page, whose verdicts rest on one seed and are not '
       'decided.',

@@ -112,7 +112,41 @@ def test_score_selects_on_validation_and_flags_edges():
 def test_verdicts():
   _, exp, results = _synthetic()
   verdicts = [c['verdict'] for c in report.score(exp, results)['claims']]
-  assert verdicts == ['agrees', 'disagrees', 'inconclusive at this scale', 'agrees']
+  edge = report.EDGE_NOTE  # B, the loser of both decided claims, sits on its low edge
+  assert verdicts == ['agrees' + edge, 'disagrees' + edge, 'inconclusive at this scale', 'agrees']
+
+
+def test_edge_note_only_when_the_loser_is_on_an_edge():
+  _, spec = report.load_paper('fedgm')
+  grid = {'hparams.client_lr': (0.1, 0.3, 1.0)}
+  exp = spec.Experiment(
+    key='toy',
+    title='toy',
+    ref='Fig. 0',
+    setting='synthetic',
+    base=lambda c: None,
+    methods=tuple(spec.Method(n, 'fedbuff_fmnist', grid=grid) for n in ('A', 'B')),
+    claims=(
+      spec.Claim('Fig. 0', 'A beats B', 'A', 'B'),
+      spec.Claim('Fig. 0', 'B beats A', 'B', 'A'),
+      spec.Claim('Fig. 0', 'A matches B', 'A', 'B', kind='equivalent', margin=0.01),
+    ),
+  )
+  noise = (0.0, 0.01, -0.01)
+  low = [(0.5, 0.5)] * 3
+  results = {  # A wins on its high edge; B, the loser, is selected inside its grid
+    'A': _records('A', {0.1: low, 0.3: low, 1.0: [(0.8, 0.80 + e) for e in noise]}),
+    'B': _records('B', {0.1: low, 0.3: [(0.72, 0.70 + e) for e in noise], 1.0: low}),
+  }
+  results = {k: {'records': v, 'curves': {}, 'seconds': 60.0} for k, v in results.items()}
+  verdicts = [c['verdict'] for c in report.score(exp, results)['claims']]
+  assert verdicts == ['agrees', 'disagrees', 'disagrees']
+  # The same with B the one on the edge: every decided verdict carries the note.
+  results['B']['records'] = _records(
+    'B', {0.1: [(0.72, 0.70 + e) for e in noise], 0.3: low, 1.0: low}
+  )
+  verdicts = [c['verdict'] for c in report.score(exp, results)['claims']]
+  assert verdicts == [v + report.EDGE_NOTE for v in ('agrees', 'disagrees', 'disagrees')]
 
 
 def test_page_and_summary():
@@ -132,7 +166,8 @@ def test_page_and_summary():
   assert 'client_lr on high edge' in page and 'Seeds** [0, 1, 2]' in page
   assert 'pending rerun (single-seed page)' in page
   rows = report.summary_rows([paper], {'toy': scored['toy']['claims']})
-  assert [r[4] for r in rows][:2] == ['**agrees**', '**disagrees**']
+  edge = report.EDGE_NOTE
+  assert [r[4] for r in rows][:2] == [f'**agrees{edge}**', f'**disagrees{edge}**']
   assert rows[-1][4] == 'pending rerun (single-seed page)'
   unscored = report.summary_rows([paper], {'toy': None})
   assert all(r[4] == 'pending rerun (single-seed page)' for r in unscored)
@@ -255,7 +290,9 @@ def test_target_table_and_metric_claims():
   assert rows['C']['steps_to_target'] == (20.0, 0.0)
   assert rows['D']['not_reached'] == 3 and rows['D']['steps_to_target'] is None
   assert rows['E']['not_reached'] == 1 and rows['E']['steps_to_target'] == (5.0, 0.0)
-  verdicts = {c['text']: c['verdict'] for c in s['claims']}
+  # Every selection here is lr = 0.1, the low edge of a 2-value grid: the edge note is
+  # tested in test_edge_note_only_when_the_loser_is_on_an_edge.
+  verdicts = {c['text']: c['verdict'].removesuffix(report.EDGE_NOTE) for c in s['claims']}
   # Constant paired differences over 3 seeds: 5 x 0.5 MB < 5 MB agrees; 20 x 0.5 > 5 disagrees.
   assert verdicts['A needs 10x less upload than B'] == 'agrees'
   assert verdicts['A needs 20x less upload than B'] == 'disagrees'

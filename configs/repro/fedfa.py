@@ -68,10 +68,27 @@ TABLE2 = spec.Experiment(
     spec.Claim(
       'Table 2 (variant)', 'FedFa-Delta (eta_g = 1/K) beats FedBuff', 'FedFa-Delta (1/K)', 'FedBuff'
     ),
+    spec.Claim(
+      'Table 2',
+      'FedBuff needs 2-4.5x the wall-clock of FedFa-Delta to the target (scored: >= 2x)',
+      'FedFa-Delta',
+      'FedBuff',
+      metric='clock_to_target',
+      factor=2.0,
+    ),
+    spec.Claim(
+      'Table 2 (variant)',
+      'FedBuff needs 2-4.5x the wall-clock of FedFa-Delta (eta_g = 1/K) (scored: >= 2x)',
+      'FedFa-Delta (1/K)',
+      'FedBuff',
+      metric='clock_to_target',
+      factor=2.0,
+    ),
   ),
   deviations=(
     'Fashion-MNIST + MLP instead of CIFAR-10 + ResNet-18; accuracy after an equal number '
-    'of client updates, not wall-clock to target (Table 2 measures time).',
+    'of client updates, and simulated wall-clock to the target (Table 2 measures time) '
+    'within those updates.',
     "Port runs on its staleness-bounded clock (schedule.kind='port', B = 10, non-urgent).",
     "FedFa-Delta at the paper's eta_g = 1 and the 1/K variant are separate methods with "
     'separate claims.',
@@ -110,7 +127,7 @@ PAPER = spec.Paper(
   ),
   experiments=(TABLE2, TABLE6),
   pending=(
-    ('Table 2', 'FedAvg needs 5-7x and FedBuff 2-4.5x the wall-clock of FedFa-Delta'),
+    ('Table 2', 'FedAvg needs 5-7x the wall-clock of FedFa-Delta'),
     ('Table 2', 'FedAsync fails to reach the target'),
     ('Fig. 5', 'the window size K barely matters in a reasonable range; K = 20 is slower'),
     ('Table 5', 'FedFa-Delta is the least sensitive to concurrency Mc'),
