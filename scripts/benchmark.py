@@ -3,6 +3,8 @@
   python scripts/benchmark.py                       # all tasks, 1/2/4 host devices
   python scripts/benchmark.py --tasks=fedbuff --devices=1 --repeats=3
   python scripts/benchmark.py --write_docs          # also rewrite docs/performance.md
+  python scripts/benchmark.py --tasks=fedbuff,many_clients --repeats=3 \
+      --torch_python=../torch-venv/bin/python           # + the plain PyTorch loops, same run
 
 Tasks (client updates = local jobs of K steps):
   fedbuff       FedBuff, MLP 784-200-200-10, batch 32, K=10, N=100, Mc=20, M=10, 50 steps
@@ -31,8 +33,21 @@ Each task runs in a fresh process per device count (``--xla_force_host_platform_
 on CPU), with the client axis sharded over the devices. ``matmul`` measures the machine's
 rate for exactly the matrix products of one task's local steps (forward and backward, batch
 32, vmapped over the same number of clients, no other work): the ceiling the engine is
-compared with. Data are random images of FMNIST's shape. The last line printed is one JSON
-object with at least ``updates_per_s`` and ``compile_s`` (fedbuff task, default devices).
+compared with. Every task process also times one ``[2048, 2048] x [2048, 2048]`` product on
+its devices between its runs; ``fraction_of_large_matmul`` is the task's best GFLOP/s over the
+best large-product rate of the same run (all its processes of that task, every device count).
+Data are random images of FMNIST's shape.
+
+Rounds: ``--repeats`` rounds, each running one fresh process per device count (best of
+``--process_runs`` timed runs after compile) and, with ``--torch_python``, the matching plain
+PyTorch reference loop of ../shared/bench (``fedbuff``: torch_seq.py, ``many_clients``:
+torch_many.py; best of its 3 timed runs after a warm-up), so both see the same machine load;
+the best round of each counts and ``x PyTorch`` is their ratio of client updates/s. PyTorch is
+not a dependency of afl_jax: give a Python of its own venv (e.g. ``python -m venv
+../torch-venv && ../torch-venv/bin/pip install torch numpy psutil``, the CPU wheel).
+
+The last line printed is one JSON object with at least ``updates_per_s`` and ``compile_s``
+(fedbuff task, default devices).
 """
 
 import json
@@ -40,13 +55,34 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 
 from absl import app, flags
 
 _TASKS = flags.DEFINE_list('tasks', ['fedbuff', 'many_clients', 'always_on'], 'Tasks to run.')
 _DEVICES = flags.DEFINE_list('devices', ['1', '2', '4'], 'Host device counts to scale over.')
-_REPEATS = flags.DEFINE_integer('repeats', 3, 'Timed repetitions (best is reported).')
+_REPEATS = flags.DEFINE_integer(
+  'repeats', 3, 'Rounds of fresh processes per task and device count (the best is reported).'
+)
+_PROCESS_RUNS = flags.DEFINE_integer(
+  'process_runs', 3, 'Timed runs inside each task process, after compile (the best counts).'
+)
+_TORCH_PYTHON = flags.DEFINE_string(
+  'torch_python',
+  '',
+  'Python with PyTorch (a venv of its own) that runs the reference loops in the same run; '
+  'empty: skip them.',
+)
+_TORCH_THREADS = flags.DEFINE_integer(
+  'torch_threads', 0, 'PyTorch intra-op threads of the reference loops (0: their default, 2).'
+)
+_TORCH_MANY_STEPS = flags.DEFINE_integer(
+  'torch_many_steps', 0, "Server steps of torch_many.py (0: its default, the task's 10)."
+)
+_TORCH_BENCH = flags.DEFINE_string(
+  'torch_bench_dir', '', 'Folder of torch_seq.py / torch_many.py (default: ../shared/bench).'
+)
 _WORKER = flags.DEFINE_string('worker', '', 'Internal: run this one task here and print JSON.')
 _WRITE_DOCS = flags.DEFINE_bool('write_docs', False, 'Rewrite docs/performance.md.')
 
@@ -56,6 +92,9 @@ TASKS = {
   'always_on': dict(hidden=(32,), n=1_000, mc=0, m=0, k=10, steps=10, regime='always_on'),
 }
 BATCH = 32
+# The plain PyTorch loop of each task (../shared/bench, outside the repository).
+REFERENCE = {'fedbuff': 'torch_seq.py', 'many_clients': 'torch_many.py'}
+LARGE = 2048
 
 
 def layer_sizes(hidden):
@@ -75,6 +114,25 @@ def _peak_memory_bytes(jax):
   if stats and 'peak_bytes_in_use' in stats:
     return int(stats['peak_bytes_in_use'])
   return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _large_product():
+  """``(fn, args)``: one ``[2048, 2048] x [2048, 2048]`` product, rows sharded over the devices."""
+  import jax
+  from jax.sharding import Mesh, NamedSharding
+  from jax.sharding import PartitionSpec as P
+
+  devices = jax.devices()
+  big = jax.random.normal(jax.random.key(0), (LARGE, LARGE))
+  if LARGE % len(devices) == 0:
+    big_x = jax.device_put(big, NamedSharding(Mesh(devices, ('clients',)), P('clients')))
+  else:
+    big_x = big
+  return jax.jit(lambda x, y: x @ y), (big_x, big)
+
+
+def _large_rate(seconds):
+  return 2 * LARGE**3 / seconds / 1e9
 
 
 def run_task(name, repeats):
@@ -118,14 +176,20 @@ def run_task(name, repeats):
   t0 = time.perf_counter()
   compiled = sim.runner().lower(state, inputs, sim.problem, key).compile()
   compile_s = time.perf_counter() - t0
-  times = []
-  for _ in range(repeats):
+  large, large_args = _large_product()
+  jax.block_until_ready(large(*large_args))
+  times, large_times = [], []
+  for _ in range(repeats):  # the large product between the runs: the same machine load
     state = sim.init(params, key)
     jax.block_until_ready(state)
     t0 = time.perf_counter()
     state, out = compiled(state, inputs, sim.problem, key)
     jax.block_until_ready(state)
     times.append(time.perf_counter() - t0)
+    for _ in range(3):
+      t0 = time.perf_counter()
+      jax.block_until_ready(large(*large_args))
+      large_times.append(time.perf_counter() - t0)
   best = min(times)
   flops = flops_per_update(spec['hidden'], k) * updates
   return {
@@ -136,6 +200,7 @@ def run_task(name, repeats):
     'gflops_per_s': flops / best / 1e9,
     'run_s_best': best,
     'compile_s': compile_s,
+    'large_matmul_gflops_per_s': _large_rate(min(large_times)),
     'analytic_memory_mib': sim.memory['total'] / 2**20,
     'peak_memory_mib': _peak_memory_bytes(jax) / 2**20,
     'backend': jax.default_backend(),
@@ -155,6 +220,40 @@ def _best_time(fn, args, repeats):
   return best
 
 
+def _bare_local_sgd(spec, clients, put):
+  """``(fn, args)``: K steps of SGD on the task's MLP for ``clients`` clients (vmapped,
+  sharded like the engine), step k on rows ``32k..32k+31`` (mod 64) of the client's own 64
+  rows: the products and updates of the local steps with nothing else (no random batch
+  sampling, masking, messages or server step)."""
+  import jax
+  import jax.numpy as jnp
+
+  from afl_jax import models
+  from afl_jax.pipeline import task
+
+  model = models.MLP(num_classes=10, hidden_sizes=spec['hidden'])
+  params = model.init(jax.random.key(0), jnp.zeros((1, 28, 28)))
+  loss = task.make_loss(model.apply)
+  stacked = put(jax.tree.map(lambda p: jnp.broadcast_to(p, (clients, *p.shape)), params))
+  rows = 2 * BATCH
+  x = put(jax.random.normal(jax.random.key(1), (clients, rows, 28, 28)))
+  y = put(jax.random.randint(jax.random.key(2), (clients, rows), 0, 10))
+
+  def one(w, x, y):
+    def body(w, k):
+      start = (k * BATCH) % rows
+      batch = (
+        jax.lax.dynamic_slice_in_dim(x, start, BATCH),
+        jax.lax.dynamic_slice_in_dim(y, start, BATCH),
+      )
+      g = jax.grad(loss)(w, batch)
+      return jax.tree.map(lambda p, q: p - 0.01 * q, w, g), None
+
+    return jax.lax.scan(body, w, jnp.arange(spec['k']))[0]
+
+  return jax.jit(jax.vmap(one)), (stacked, x, y)
+
+
 def run_matmul(name, repeats):
   """The machine's rate for exactly the products of ``name``'s local steps (the ceiling).
 
@@ -163,7 +262,8 @@ def run_matmul(name, repeats):
   alone, for as many independent clients as the task trains together (sharded over
   the devices like the engine), repeated K times. The ceiling rate is the task's
   product FLOPs over the sum of the per-shape best times. Also reported: the rate of
-  one large ``[2048, 2048] x [2048, 2048]`` product on the same devices.
+  one large ``[2048, 2048] x [2048, 2048]`` product on the same devices, and of bare local
+  SGD (:func:`_bare_local_sgd`), the engine's client work without the engine.
   """
   import jax
   import jax.numpy as jnp
@@ -195,15 +295,13 @@ def run_matmul(name, repeats):
 
       total_time += _best_time(loop, (x, w), repeats)
       total_flops += 2 * lhs[0] * lhs[1] * rhs[1] * clients * spec['k']
-  big = jax.random.normal(key, (2048, 2048))
-  big_x = (
-    jax.device_put(big, NamedSharding(mesh, P('clients'))) if 2048 % len(devices) == 0 else big
-  )
-  big_t = _best_time(jax.jit(lambda x, y: x @ y), (big_x, big), repeats)
+  big_t = _best_time(*_large_product(), repeats)
+  bare_t = _best_time(*_bare_local_sgd(spec, clients, put), repeats)
   return {
     'task': name,
     'matmul_gflops_per_s': total_flops / total_time / 1e9,
-    'large_matmul_gflops_per_s': 2 * 2048**3 / big_t / 1e9,
+    'large_matmul_gflops_per_s': _large_rate(big_t),
+    'bare_sgd_gflops_per_s': flops_per_update(spec['hidden'], spec['k']) * clients / bare_t / 1e9,
     'clients': clients,
     'devices': len(devices),
   }
@@ -215,6 +313,7 @@ HETERO = {
 }
 HETERO_HIDDEN = (200, 200)
 HETERO_SECTION = '## Heterogeneous local steps'
+LIMITS_SECTION = '## What limits fraction_of_large_matmul'
 
 
 def run_hetero_task(name, repeats):
@@ -430,6 +529,58 @@ def _spawn(args, devices):
   return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _reference(task):
+  """Run the plain PyTorch loop of ``task`` once (its own warm-up + 3 timed runs); its JSON.
+
+  A failure is reported and returns None, so a run's JAX results are kept.
+  """
+  folder = _TORCH_BENCH.value or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), '..', '..', 'shared', 'bench'
+  )
+  script = os.path.join(os.path.abspath(folder), REFERENCE[task])
+  env = dict(os.environ)
+  env.pop('XLA_FLAGS', None)
+  env.setdefault('BENCH_RESULTS', os.path.join(tempfile.gettempdir(), 'afl_jax_bench_results'))
+  args = [_TORCH_PYTHON.value, script]
+  if _TORCH_THREADS.value:
+    args += ['--threads', str(_TORCH_THREADS.value)]
+  if task == 'many_clients' and _TORCH_MANY_STEPS.value:
+    args += ['--steps', str(_TORCH_MANY_STEPS.value)]
+  proc = subprocess.run(
+    args,
+    env=env,
+    cwd=os.path.dirname(script),
+    capture_output=True,
+    text=True,
+  )
+  if proc.returncode != 0:
+    print(f'PyTorch reference {script} failed:\n{proc.stderr[-2000:]}', flush=True)
+    return None
+  return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _best_reference(task, outputs):
+  """The best timed run over the reference processes of a run: updates/s and torch version."""
+  spec = TASKS[task]
+  steps = _TORCH_MANY_STEPS.value if task == 'many_clients' and _TORCH_MANY_STEPS.value else 0
+  updates = (steps or spec['steps']) * spec['m']  # the task's length unless shortened
+  times = [t for o in outputs if o for t in o.get('run_s', o.get('times_s', []))]
+  if not times:
+    return None
+  done = next(o for o in outputs if o)
+  if done.get('updates', updates) != updates:
+    raise RuntimeError(f'{REFERENCE[task]} ran {done["updates"]} updates; expected {updates}.')
+  return {
+    'updates_per_s': updates / min(times),
+    'run_s_best': min(times),
+    'processes': len([o for o in outputs if o]),
+    'torch': done.get('torch'),
+    'script': REFERENCE[task],
+    'updates': updates,
+    'threads': _TORCH_THREADS.value or 2,
+  }
+
+
 def main(argv):
   del argv
   if _WORKER.value:
@@ -480,31 +631,62 @@ def main(argv):
     print(json.dumps({'sweeps': sweeps}))
   if all(t in ('sweep', 'hetero_k') for t in _TASKS.value):
     return
+  loads = [os.getloadavg()[0]]
   for task in [t for t in _TASKS.value if t not in ('sweep', 'hetero_k')]:
     # The ceiling: the best rate of the bare products over the device counts tried.
-    ceilings[task] = max(
-      (
-        _spawn([f'--worker={task}:matmul', f'--repeats={_REPEATS.value}'], int(d))
-        for d in _DEVICES.value
-      ),
-      key=lambda c: c['matmul_gflops_per_s'],
+    found = [
+      _spawn([f'--worker={task}:matmul', f'--repeats={_PROCESS_RUNS.value}'], int(d))
+      for d in _DEVICES.value
+    ]
+    ceilings[task] = dict(max(found, key=lambda c: c['matmul_gflops_per_s']))
+    runs = {d: [] for d in _DEVICES.value}
+    torch_runs = []
+    for _ in range(_REPEATS.value):  # rounds: every implementation once, interleaved
+      for d in _DEVICES.value:
+        loads.append(os.getloadavg()[0])
+        runs[d].append(_spawn([f'--worker={task}', f'--repeats={_PROCESS_RUNS.value}'], int(d)))
+      if _TORCH_PYTHON.value and task in REFERENCE:
+        loads.append(os.getloadavg()[0])
+        torch_runs.append(_reference(task))
+    loads.append(os.getloadavg()[0])
+    large = max(r['large_matmul_gflops_per_s'] for r in found + sum(runs.values(), []))
+    ceilings[task]['large_matmul_gflops_per_s'] = large
+    bare = max(c['bare_sgd_gflops_per_s'] for c in found)
+    ceilings[task]['bare_sgd_gflops_per_s'] = bare
+    print(
+      f'{task:13s} bare local SGD {bare:.1f} GFLOP/s ({100 * bare / large:.0f}% of the large '
+      f'product, {large:.1f}): the local steps without the engine',
+      flush=True,
     )
+    torch = _best_reference(task, torch_runs)
+    if torch is not None:
+      ceilings[task]['torch'] = torch
     for d in _DEVICES.value:
-      r = _spawn([f'--worker={task}', f'--repeats={_REPEATS.value}'], int(d))
+      r = dict(max(runs[d], key=lambda r: r['updates_per_s']))
+      r['rounds_updates_per_s'] = [x['updates_per_s'] for x in runs[d]]
       r['fraction_of_matmul_ceiling'] = r['gflops_per_s'] / ceilings[task]['matmul_gflops_per_s']
-      r['fraction_of_large_matmul'] = (
-        r['gflops_per_s'] / ceilings[task]['large_matmul_gflops_per_s']
-      )
+      r['fraction_of_large_matmul'] = r['gflops_per_s'] / large
+      r['x_pytorch'] = r['updates_per_s'] / torch['updates_per_s'] if torch else None
       results.append(r)
+      vs_torch = (
+        f', {r["x_pytorch"]:.2f}x PyTorch ({torch["updates_per_s"]:.1f} updates/s)' if torch else ''
+      )
       print(
         f'{task:13s} devices={r["devices"]}: {r["updates_per_s"]:9.1f} updates/s '
         f'{r["gflops_per_s"]:6.1f} GFLOP/s ({100 * r["fraction_of_matmul_ceiling"]:.0f}% '
-        f'of {ceilings[task]["matmul_gflops_per_s"]:.1f}), compile {r["compile_s"]:.1f}s, '
-        f'peak {r["peak_memory_mib"]:.0f} MiB',
+        f'of {ceilings[task]["matmul_gflops_per_s"]:.1f}; fraction_of_large_matmul '
+        f'{100 * r["fraction_of_large_matmul"]:.0f}% of {large:.1f}){vs_torch}, '
+        f'compile {r["compile_s"]:.1f}s, peak {r["peak_memory_mib"]:.0f} MiB',
         flush=True,
       )
+    if task in REFERENCE and torch is None:
+      print(f'{task:13s} PyTorch reference skipped (give --torch_python)', flush=True)
+  load_range = (min(loads), max(loads))
+  print(
+    f'load average (1 min) sampled before each process: {load_range[0]:.1f}-{load_range[1]:.1f}'
+  )
   if _WRITE_DOCS.value:
-    write_docs(results, ceilings)
+    write_docs(results, ceilings, load_range)
   main_row = next((r for r in results if r['task'] == 'fedbuff'), results[0])
   best_fedbuff = max(
     (r for r in results if r['task'] == main_row['task']), key=lambda r: r['updates_per_s']
@@ -518,50 +700,70 @@ def main(argv):
         'task': best_fedbuff['task'],
         'results': results,
         'matmul_ceilings': ceilings,
+        'load_average_1min': load_range,
       }
     )
   )
 
 
-def write_docs(results, ceilings):
+def write_docs(results, ceilings, load_range):
   import platform
 
   import jax
 
   path = os.path.join(os.path.dirname(__file__), '..', 'docs', 'performance.md')
+  command = ' '.join(['python scripts/benchmark.py', *sys.argv[1:]])
+  refs = [c['torch'] for c in ceilings.values() if c.get('torch')]
+  torch_versions = sorted(
+    {f'{t["torch"]} (CPU, torch.set_num_threads({t["threads"]}))' for t in refs}
+  )
   lines = [
     '# Performance',
     '',
-    f'Measured by `python scripts/benchmark.py --write_docs` on {platform.machine()}, '
-    f'{os.cpu_count()} CPU cores, JAX {jax.__version__} ({jax.default_backend()}), '
-    f'{time.strftime("%Y-%m-%d")}. Best of {_REPEATS.value} runs; compile time apart.',
+    f'Measured by `{command}` on {platform.machine()}, {os.cpu_count()} CPU cores, '
+    f'JAX {jax.__version__} ({jax.default_backend()})'
+    + (f', PyTorch {", ".join(torch_versions)}' if torch_versions else '')
+    + f', {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}. Best of {_REPEATS.value} '
+    f'rounds (each a fresh process per device count, best of {_PROCESS_RUNS.value} timed runs, '
+    'and the PyTorch loop, interleaved); compile time apart. Load average (1 min) sampled '
+    f'before each process: {load_range[0]:.1f}-{load_range[1]:.1f} on {os.cpu_count()} cores.',
     '',
     '| task | devices | client updates/s | GFLOP/s | same-shape products GFLOP/s '
-    '| fraction | large product GFLOP/s | fraction | compile s | analytic state MiB '
-    '| peak RSS MiB |',
-    '|---|---|---|---|---|---|---|---|---|---|---|',
+    '| fraction | large product GFLOP/s | fraction_of_large_matmul | bare local SGD fraction '
+    '| PyTorch updates/s | x PyTorch | compile s | analytic state MiB | peak RSS MiB |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ]
   for r in results:
     c = ceilings[r['task']]
+    torch = c.get('torch')
     lines.append(
       f'| {r["task"]} | {r["devices"]} | {r["updates_per_s"]:.1f} | '
       f'{r["gflops_per_s"]:.1f} | {c["matmul_gflops_per_s"]:.1f} | '
       f'{100 * r["fraction_of_matmul_ceiling"]:.0f}% | '
       f'{c["large_matmul_gflops_per_s"]:.1f} | '
-      f'{100 * r["fraction_of_large_matmul"]:.0f}% | {r["compile_s"]:.1f} | '
-      f'{r["analytic_memory_mib"]:.0f} | {r["peak_memory_mib"]:.0f} |'
+      f'{100 * r["fraction_of_large_matmul"]:.0f}% | '
+      f'{100 * c["bare_sgd_gflops_per_s"] / c["large_matmul_gflops_per_s"]:.0f}% | '
+      + (f'{torch["updates_per_s"]:.1f} | {r["x_pytorch"]:.2f}x | ' if torch else '- | - | ')
+      + f'{r["compile_s"]:.1f} | {r["analytic_memory_mib"]:.0f} | {r["peak_memory_mib"]:.0f} |'
     )
   lines += [
     '',
-    'Tasks and the ceilings are defined in the docstring of `scripts/benchmark.py`: '
-    '"same-shape products" times each matrix product of a local step alone '
-    '(batch 32, as many clients as the task trains together, sharded like the '
-    'engine); "large product" is one 2048^3 product on the same devices. Timing '
-    'products one shape at a time underestimates what XLA reaches when they are '
-    'compiled together, so the engine can exceed that ceiling (fractions above '
-    '100%); the large-product fraction is the conservative figure. Repeated runs on '
-    'this 2-core machine vary by about 15-25% (e.g. fedbuff on 2 devices measured '
-    '212-279 updates/s on different runs).',
+    'Tasks and the ceilings are defined in the docstring of `scripts/benchmark.py`. '
+    'FLOPs are counted as 3 x the forward products of a local step (the convention of '
+    "../shared/bench/common.py; it includes the first layer's input gradient, which no "
+    'implementation computes). "same-shape products" times each matrix product of a '
+    'local step alone (batch 32, as many clients as the task trains together, sharded '
+    'like the engine); timing products one shape at a time underestimates what XLA '
+    'reaches when they are compiled together, so the engine can exceed it. '
+    "`fraction_of_large_matmul`: the task's rate over the best rate of one 2048^3 "
+    'product measured in the same run (by every process of the task, between its runs). '
+    '"bare local SGD": the same K local steps of the same clients with nothing else '
+    '(fixed per-client rows, no batch sampling, masking, messages or server step): the '
+    'client work without the engine, timed like the same-shape products. `x PyTorch`: '
+    'client updates/s over those of the plain PyTorch loop of the same task '
+    '(../shared/bench, its own venv), best run of each, interleaved in the same run. '
+    'Repeated runs on this 2-core machine vary by about 15-25% unloaded, far more when '
+    'other jobs share the cores.',
     '',
     'Two host devices (one per core) beat one on every task: one XLA:CPU device '
     'keeps only part of the second core busy on these small products. Four devices '
@@ -570,10 +772,10 @@ def write_docs(results, ceilings):
     '',
     'The 100,000-client run is in [scale.md](scale.md).',
   ]
-  if os.path.exists(path):  # keep the sections written from `--tasks=sweep` / `hetero_k` runs
+  if os.path.exists(path):  # keep the analysis and the `--tasks=sweep` / `hetero_k` sections
     with open(path) as f:
       old = f.read()
-    kept = [old.index(h) for h in (HETERO_SECTION, SWEEP_SECTION) if h in old]
+    kept = [old.index(h) for h in (LIMITS_SECTION, HETERO_SECTION, SWEEP_SECTION) if h in old]
     if kept:
       lines += ['', old[min(kept) :].rstrip('\n')]
   with open(path, 'w') as f:

@@ -807,7 +807,7 @@ def _claim_metric(c: Mapping) -> str:
   if c.get('target') is not None:
     name += f' {100 * c["target"]:g}%'
   if c.get('kind') == 'equivalent':
-    return f'{name}, |A - B| <= {c["margin"]:g}'
+    return f'{name}, abs(A - B) <= {c["margin"]:g}'
   factor = c.get('factor', 1.0)
   a = f'{factor:g} A' if factor != 1.0 else 'A'
   return f'{name}, {a} {">" if higher else "<"} B'
