@@ -6,7 +6,7 @@ trains every round, but only a client in S_t uploads ``C(Delta + e_i)`` and upda
 messages into a block as wide as the most reports of any step, compresses that
 block and scatters it back (``engine.compress_reports``). Checked here: the same
 results bit for bit as compressing every client's message (the earlier path,
-``report_slots=None``), the residuals of absent clients frozen step by step against
+``compress_reports_only=False``), the residuals of absent clients frozen step by step against
 a NumPy loop of eqs. 8-9, a step with no report, and that the compressor really runs
 on ``report_slots`` rows, not N. Two devices with N = 5:
 tests/helpers/compress_reports_two_devices.py.
@@ -47,23 +47,17 @@ def _schedule():
   return s
 
 
-def _simulator(name, schedule, dtype, report_slots='auto', **hp):
+def _simulator(name, schedule, dtype, reports_only=True, **hp):
   a, b = make_quadratic(num_clients=N, dim=DIM, dtype=dtype)
   alg = afl_jax.algorithms.get(name, client_lr=LR, server_lr=ETA_G, num_clients=N, **hp)
-  sim = afl_jax.Simulator(alg, quadratic_problem(a, b), schedule, chunk_size=1, record_params=True)
-  if report_slots != 'auto':  # rebuild the program with the given compression path
-    sim.report_slots = report_slots
-    sim._program = engine.make_program(
-      lambda _: sim.algorithm,
-      ring_size=sim.ring_size,
-      max_steps=sim.max_steps,
-      num_slots=sim.num_slots,
-      block_size=sim.block_size,
-      record_params=True,
-      constrain=sim._constrain,
-      adaptive_steps=sim.adaptive_steps,
-      report_slots=report_slots,
-    )
+  sim = afl_jax.Simulator(
+    alg,
+    quadratic_problem(a, b),
+    schedule,
+    chunk_size=1,
+    record_params=True,
+    compress_reports_only=reports_only,
+  )
   return sim, a, b
 
 
@@ -95,7 +89,7 @@ def test_reports_only_equals_compressing_every_client(name, hp, dtype):
   sched = _schedule()
   new, _, _ = _simulator(name, sched, dtype, **hp)
   assert new.report_slots == int(sched.mask.sum(axis=1).max()) < N
-  old, _, _ = _simulator(name, sched, dtype, report_slots=None, **hp)
+  old, _, _ = _simulator(name, sched, dtype, reports_only=False, **hp)
   p_new, r_new, m_new = _trajectory(new, dtype)
   p_old, r_old, m_old = _trajectory(old, dtype)
   np.testing.assert_array_equal(p_new, p_old)
@@ -166,7 +160,7 @@ def test_the_compressor_runs_on_the_reporting_rows_only():
   sched = _schedule()
   new, _, _ = _simulator('asynflc_ef', sched, np.float32, compressor='top_k', fraction=0.4)
   old, _, _ = _simulator(
-    'asynflc_ef', sched, np.float32, report_slots=None, compressor='top_k', fraction=0.4
+    'asynflc_ef', sched, np.float32, reports_only=False, compressor='top_k', fraction=0.4
   )
   assert _top_k_operand_rows(new) == [new.report_slots]
   # the earlier path: every slot, in the blocks of slots it trains (local_step_buckets)

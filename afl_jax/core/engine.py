@@ -644,6 +644,10 @@ class Simulator:
       (:func:`afl_jax.clients.precision.with_compute_dtype`); None: the params' dtype.
     memory_limit_bytes: refuse runs whose analytic memory exceeds 90% of this
       (default: what the backend reports available).
+    compress_reports_only: always-on regime with a compressor: compress only the
+      messages of the clients that report (default; ``self.report_slots`` rows per
+      step, :func:`report_width`); False compresses every client's message and keeps
+      the reporters' (the same result, N rows of work: for equality checks).
   """
 
   def __init__(
@@ -659,6 +663,7 @@ class Simulator:
     local_step_buckets: int | None = None,
     compute_dtype: Any = None,
     memory_limit_bytes: int | None = None,
+    compress_reports_only: bool = True,
   ):
     if algorithm.regime not in REGIMES:
       raise ValueError(
@@ -705,7 +710,7 @@ class Simulator:
     # Always-on with a compressor: compress the reporting clients only (make_program).
     self.report_slots = (
       report_width(schedule, self.num_devices, self.num_slots)
-      if regime == 'always_on' and algorithm.compressor is not None
+      if regime == 'always_on' and algorithm.compressor is not None and compress_reports_only
       else None
     )
     self._program = make_program(

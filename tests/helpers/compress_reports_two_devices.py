@@ -54,20 +54,8 @@ def run(devices, reports_only):
     chunk_size=4,
     record_params=True,
     mesh=Mesh(np.array(devices), ('clients',)),
+    compress_reports_only=reports_only,
   )
-  if not reports_only:
-    sim.report_slots = None
-    sim._program = engine.make_program(
-      lambda _: sim.algorithm,
-      ring_size=sim.ring_size,
-      max_steps=sim.max_steps,
-      num_slots=sim.num_slots,
-      block_size=sim.block_size,
-      record_params=True,
-      constrain=sim._constrain,
-      adaptive_steps=sim.adaptive_steps,
-      report_slots=None,
-    )
   state = sim.init({'x': jnp.linspace(-1.0, 1.0, 4)}, jax.random.key(0))
   hist = []
   while sim.position(state) < sched.num_steps:
