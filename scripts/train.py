@@ -16,6 +16,7 @@ Process 0 writes the metrics, TensorBoard events, plot, summary and config; ever
 process writes its checkpoint shards. ``--workdir`` must be on a shared filesystem.
 """
 
+import os
 import sys
 
 from afl_jax.pipeline.devices import set_cpu_devices
@@ -45,21 +46,48 @@ _RESUME = flags.DEFINE_bool(
 )
 
 
+def _check_process_flags() -> None:
+  """The multi-process flags, checked before JAX's runtime sees them (UserError)."""
+  n, i, address = _NUM_PROCESSES.value, _PROCESS_ID.value, _COORDINATOR.value
+  if n < 1:
+    raise UserError(f'--num_processes={n} is invalid: must be an integer >= 1')
+  if not 0 <= i < n:
+    raise UserError(f'--process_id={i} is invalid: must be in [0, {n - 1}] (--num_processes={n})')
+  if address in ('', 'auto'):
+    if address == '' and n > 1 and not os.environ.get('JAX_COORDINATOR_ADDRESS'):
+      raise UserError(
+        f"--coordinator='' is invalid with --num_processes={n}: give HOST:PORT of process 0 "
+        "(or 'auto' under SLURM and the like, or set $JAX_COORDINATOR_ADDRESS)"
+      )
+    return
+  host, _, port = address.rpartition(':')
+  if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+    raise UserError(
+      f'--coordinator={address!r} is invalid: must be HOST:PORT with a port in [1, 65535], '
+      "'auto' or ''"
+    )
+
+
 def _start_processes() -> None:
   """``jax.distributed.initialize`` when asked to (before any JAX computation)."""
+  _check_process_flags()
   if _COORDINATOR.value == '' and _NUM_PROCESSES.value == 1:
     return
   import jax
 
   jax.config.update('jax_cpu_collectives_implementation', 'gloo')  # CPU hosts; GPUs: NCCL
-  if _COORDINATOR.value == 'auto':
-    jax.distributed.initialize()
-  else:
-    jax.distributed.initialize(
-      coordinator_address=_COORDINATOR.value or None,
-      num_processes=_NUM_PROCESSES.value,
-      process_id=_PROCESS_ID.value,
-    )
+  try:
+    if _COORDINATOR.value == 'auto':
+      jax.distributed.initialize()
+    else:
+      jax.distributed.initialize(
+        coordinator_address=_COORDINATOR.value or None,
+        num_processes=_NUM_PROCESSES.value,
+        process_id=_PROCESS_ID.value,
+      )
+  except (ValueError, RuntimeError) as e:  # no cluster detected, coordinator unreachable
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    raise UserError(f'jax.distributed.initialize failed: {first}') from None
 
 
 def main(argv):

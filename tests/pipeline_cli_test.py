@@ -124,3 +124,23 @@ def test_boolean_hparam_where_a_float_is_meant():
   c.hparams = {'client_lr': True, 'server_lr': 1.0}
   with pytest.raises(ConfigError, match='config.hparams.client_lr=True is invalid'):
     config_lib.validate(c)
+
+
+@pytest.mark.parametrize(
+  'args,expected',
+  [
+    (['--num_processes=0'], 'error: --num_processes=0 is invalid: must be an integer >= 1'),
+    (
+      ['--num_processes=2', '--process_id=5'],
+      'error: --process_id=5 is invalid: must be in [0, 1] (--num_processes=2)',
+    ),
+    (
+      ['--num_processes=2', '--process_id=1', '--coordinator=nohostport'],
+      "error: --coordinator='nohostport' is invalid: must be HOST:PORT",
+    ),
+    (['--num_processes=2'], "error: --coordinator='' is invalid with --num_processes=2"),
+  ],
+)
+def test_bad_process_flags_are_one_line_before_jax_starts(tmp_path, args, expected, monkeypatch):
+  monkeypatch.delenv('JAX_COORDINATOR_ADDRESS', raising=False)
+  assert _train(tmp_path, *args).startswith(expected)
