@@ -12,17 +12,13 @@ on ``report_slots`` rows, not N. Two devices with N = 5:
 tests/helpers/compress_reports_two_devices.py.
 """
 
-import json
-import os
-import subprocess
-import sys
-
 import jax
 import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from asynfl_replay_test import np_top_k
+from helper_runs import run_helper
 from quadratic import make_quadratic, np_local_gd, quadratic_problem
 
 import afl_jax
@@ -179,14 +175,7 @@ def test_report_width_rounds_to_devices_and_caps_at_the_slots():
 
 
 def test_two_devices_n5_equals_one_device_and_the_full_path():
-  script = os.path.join(os.path.dirname(__file__), 'helpers', 'compress_reports_two_devices.py')
-  env = dict(os.environ)
-  env.pop('XLA_FLAGS', None)
-  proc = subprocess.run(
-    [sys.executable, script], capture_output=True, text=True, env=env, timeout=600
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  diffs = json.loads(proc.stdout.strip().splitlines()[-1])
+  diffs = run_helper('compress_reports_two_devices.py')
   assert {'reports_vs_full_2dev', 'two_vs_one_device', 'moved', 'report_slots'} <= set(diffs)
   assert diffs['report_slots'] % 2 == 0 and diffs['report_slots'] < 6
   assert diffs['reports_vs_full_2dev'] == 0.0

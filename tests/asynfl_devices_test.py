@@ -7,23 +7,12 @@ subprocess with 2 forced CPU devices (continuous and per-job training, both
 normalizers, Sign + error feedback).
 """
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+from helper_runs import run_helper
 
 
 def test_asynfl_two_devices_equal_one_device_for_n_3_and_5():
-  script = os.path.join(os.path.dirname(__file__), 'helpers', 'asynfl_two_devices.py')
-  env = dict(os.environ)
-  env.pop('XLA_FLAGS', None)
-  proc = subprocess.run(
-    [sys.executable, script], capture_output=True, text=True, env=env, timeout=600
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  diffs = json.loads(proc.stdout.strip().splitlines()[-1])
+  diffs = run_helper('asynfl_two_devices.py')
   cases = ['asynfl', 'asynfl_arrivals', 'asynfl_per_job_full', 'asynflc_ef_sign']
   assert {f'{c}_n{n}' for c in cases for n in (3, 5)} <= set(diffs)
   for name, value in diffs.items():

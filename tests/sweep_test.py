@@ -7,16 +7,12 @@ The same cases on 2 devices (replicas sharded over the mesh, and clients sharded
 when there are fewer replicas than devices) run in tests/helpers/sweep_devices.py.
 """
 
-import json
-import os
-import subprocess
-import sys
-
 import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helper_runs import run_helper
 from helpers import sweep_cases
 from quadratic import make_quadratic
 
@@ -34,14 +30,7 @@ def test_replica_equals_run_alone(name):
 
 
 def test_sweeps_on_two_devices_match_single_device_runs():
-  script = os.path.join(os.path.dirname(__file__), 'helpers', 'sweep_devices.py')
-  env = dict(os.environ)
-  env.pop('XLA_FLAGS', None)
-  proc = subprocess.run(
-    [sys.executable, script], capture_output=True, text=True, env=env, timeout=1800
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  sweeps = json.loads(proc.stdout.strip().splitlines()[-1])
+  sweeps = run_helper('sweep_devices.py', timeout=1800)
   assert {k for k in sweeps if k.endswith('/replicas')} == {
     f'{n}/replicas' for n in afl_jax.algorithms.names()
   }
