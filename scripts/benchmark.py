@@ -33,9 +33,10 @@ Each task runs in a fresh process per device count (``--xla_force_host_platform_
 on CPU), with the client axis sharded over the devices. ``matmul`` measures the machine's
 rate for exactly the matrix products of one task's local steps (forward and backward, batch
 32, vmapped over the same number of clients, no other work): the ceiling the engine is
-compared with. Every task process also times one ``[2048, 2048] x [2048, 2048]`` product on
-its devices between its runs; ``fraction_of_large_matmul`` is the task's best GFLOP/s over the
-best large-product rate of the same run (all its processes of that task, every device count).
+compared with. Every task process also times one large ``[L, L] x [L, L]`` product (L = 2048
+on CPU, 8192 on an accelerator: :func:`large_size`) on its devices between its runs;
+``fraction_of_large_matmul`` is the task's best GFLOP/s over the best large-product rate of
+the same run (all its processes of that task, every device count).
 Data are random images of FMNIST's shape.
 
 Rounds: ``--repeats`` rounds, each running one fresh process per device count (best of
@@ -94,7 +95,17 @@ TASKS = {
 BATCH = 32
 # The plain PyTorch loop of each task (../shared/bench, outside the repository).
 REFERENCE = {'fedbuff': 'torch_seq.py', 'many_clients': 'torch_many.py'}
-LARGE = 2048
+
+
+def large_size(backend):
+  """Side of the large product: 2048 on CPU, 8192 on an accelerator (where a 2048^3
+  product takes tens of microseconds, too short to time against the launch)."""
+  return 2048 if backend == 'cpu' else 8192
+
+
+def device_name(jax):
+  """The first device's kind, e.g. 'cpu' or 'NVIDIA H100 80GB HBM3'."""
+  return getattr(jax.devices()[0], 'device_kind', jax.default_backend())
 
 
 def layer_sizes(hidden):
@@ -117,14 +128,15 @@ def _peak_memory_bytes(jax):
 
 
 def _large_product():
-  """``(fn, args)``: one ``[2048, 2048] x [2048, 2048]`` product, rows sharded over the devices."""
+  """``(fn, args)``: one large ``[L, L] x [L, L]`` product, rows sharded over the devices."""
   import jax
   from jax.sharding import Mesh, NamedSharding
   from jax.sharding import PartitionSpec as P
 
   devices = jax.devices()
-  big = jax.random.normal(jax.random.key(0), (LARGE, LARGE))
-  if LARGE % len(devices) == 0:
+  side = large_size(jax.default_backend())
+  big = jax.random.normal(jax.random.key(0), (side, side))
+  if side % len(devices) == 0:
     big_x = jax.device_put(big, NamedSharding(Mesh(devices, ('clients',)), P('clients')))
   else:
     big_x = big
@@ -132,7 +144,9 @@ def _large_product():
 
 
 def _large_rate(seconds):
-  return 2 * LARGE**3 / seconds / 1e9
+  import jax
+
+  return 2 * large_size(jax.default_backend()) ** 3 / seconds / 1e9
 
 
 def run_task(name, repeats):
@@ -204,6 +218,8 @@ def run_task(name, repeats):
     'analytic_memory_mib': sim.memory['total'] / 2**20,
     'peak_memory_mib': _peak_memory_bytes(jax) / 2**20,
     'backend': jax.default_backend(),
+    'device': device_name(jax),
+    'large_side': large_size(jax.default_backend()),
     'jax': jax.__version__,
   }
 
@@ -262,7 +278,7 @@ def run_matmul(name, repeats):
   alone, for as many independent clients as the task trains together (sharded over
   the devices like the engine), repeated K times. The ceiling rate is the task's
   product FLOPs over the sum of the per-shape best times. Also reported: the rate of
-  one large ``[2048, 2048] x [2048, 2048]`` product on the same devices, and of bare local
+  one large ``[L, L] x [L, L]`` product on the same devices, and of bare local
   SGD (:func:`_bare_local_sgd`), the engine's client work without the engine.
   """
   import jax
@@ -324,6 +340,7 @@ def run_hetero_task(name, repeats):
 
   import afl_jax
   from afl_jax import data, models
+  from afl_jax.core import engine
   from afl_jax.pipeline import task
 
   spec = HETERO[name]
@@ -353,7 +370,10 @@ def run_hetero_task(name, repeats):
   problem = task.make_problem(data.from_federated(fed), model.apply, BATCH, jnp.float32)
   key = jax.random.key(0)
   runs = {}
-  for label, buckets in (('padded', 0), ('grouped', None)):
+  # grouped: the blocks the CPU's automatic choice takes, named explicitly so that an
+  # accelerator (whose automatic choice pads) times the same grouping.
+  blocks = engine.choose_step_blocks(schedule, alg.regime, schedule.max_arrivals, 1)
+  for label, buckets in (('padded', 0), ('grouped', blocks)):
     sim = afl_jax.Simulator(
       alg, problem, schedule, chunk_size=schedule.num_steps, local_step_buckets=buckets
     )
@@ -672,7 +692,7 @@ def main(argv):
         f', {r["x_pytorch"]:.2f}x PyTorch ({torch["updates_per_s"]:.1f} updates/s)' if torch else ''
       )
       print(
-        f'{task:13s} devices={r["devices"]}: {r["updates_per_s"]:9.1f} updates/s '
+        f'{task:13s} devices={r["devices"]} ({r["device"]}): {r["updates_per_s"]:9.1f} updates/s '
         f'{r["gflops_per_s"]:6.1f} GFLOP/s ({100 * r["fraction_of_matmul_ceiling"]:.0f}% '
         f'of {ceilings[task]["matmul_gflops_per_s"]:.1f}; fraction_of_large_matmul '
         f'{100 * r["fraction_of_large_matmul"]:.0f}% of {large:.1f}){vs_torch}, '

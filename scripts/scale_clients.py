@@ -32,6 +32,12 @@ _SIZE = flags.DEFINE_integer('client_size', 32, 'Images per client window.')
 _WRITE_DOCS = flags.DEFINE_bool('write_docs', False, 'Write docs/scale.md.')
 
 
+def _peak_device_bytes(jax) -> float:
+  """Peak bytes held on the first accelerator (NaN on CPU, where peak_rss_gib is the figure)."""
+  stats = jax.devices()[0].memory_stats() if jax.default_backend() != 'cpu' else None
+  return float(stats.get('peak_bytes_in_use', 'nan')) if stats else float('nan')
+
+
 def main(argv):
   del argv
   import jax
@@ -104,12 +110,14 @@ def main(argv):
     'analytic_state_gib': sim.memory['total'] / 2**30,
     'per_client_state_gib': sim.memory['per_client_state'] / 2**30,
     'peak_rss_gib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+    'peak_device_gib': _peak_device_bytes(jax) / 2**30,
     'first_step_s_with_compile': compile_s,
     'step_s': float(np.median(step_s)) if step_s else None,
     'client_updates_per_s': n / float(np.median(step_s)) if step_s else None,
     'schedule_build_s': schedule_s,
     'test_accuracy': ev['test_accuracy'],
     'devices': len(jax.devices()),
+    'device': getattr(jax.devices()[0], 'device_kind', jax.default_backend()),
     'jax': jax.__version__,
   }
   if _WRITE_DOCS.value:

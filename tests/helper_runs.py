@@ -1,7 +1,8 @@
 """Run a script of tests/helpers/ in a fresh Python process and read its JSON answer.
 
-The helpers set their own device count (``XLA_FLAGS`` before JAX starts), so the
-caller's ``XLA_FLAGS`` is dropped; a helper prints one JSON object as its last line.
+The helpers set their own host device count (``XLA_FLAGS`` before JAX starts), so the
+caller's ``XLA_FLAGS`` is dropped and the CPU platform is named (on a machine with an
+accelerator JAX would otherwise pick it); a helper prints one JSON object as its last line.
 """
 
 import json
@@ -14,7 +15,7 @@ HELPERS = os.path.join(os.path.dirname(__file__), 'helpers')
 
 def run_helper(name: str, timeout: int = 600) -> dict:
   """The last stdout line of ``tests/helpers/<name>`` as JSON (asserts exit status 0)."""
-  env = dict(os.environ)
+  env = dict(os.environ, JAX_PLATFORMS='cpu')  # forced host devices, also beside a GPU
   env.pop('XLA_FLAGS', None)
   proc = subprocess.run(
     [sys.executable, os.path.join(HELPERS, name)],

@@ -166,6 +166,11 @@ def choose_step_blocks(
   return best
 
 
+def mesh_platform(mesh: Mesh) -> str:
+  """The platform of ``mesh``'s devices ('cpu', 'gpu', 'tpu')."""
+  return mesh.devices.flat[0].platform
+
+
 def plan_slots(
   schedules: Schedule | Any,
   regime: str,
@@ -173,12 +178,17 @@ def plan_slots(
   unit: int,
   local_step_buckets: int | None,
   client_block_size: int | None = None,
+  platform: str = 'cpu',
 ) -> tuple[int, int, bool]:
   """``(num_slots, block_size, adaptive)``: how a step's ``width`` clients are trained.
 
   ``unit``: the devices the client axis is sharded over (slots are a multiple of it);
   ``local_step_buckets`` and ``client_block_size`` as in :class:`Simulator`.
   ``schedules``: one schedule, or a sweep's replicas (one plan for all of them).
+  ``platform``: the devices' platform. The automatic choice (``local_step_buckets=None``)
+  groups by K only on 'cpu': an accelerator runs a step's padded lanes in parallel, so
+  blocks run one after another cost more than the masked steps they save (0.3-0.7x on an
+  H100, docs/performance.md); there it keeps the padded path.
   """
   d = unit
   buckets = local_step_buckets
@@ -193,7 +203,7 @@ def plan_slots(
     num_slots = -(-width // block) * block
     block_size = block
     adaptive = buckets is None
-  elif buckets == 0:
+  elif buckets == 0 or (buckets is None and platform != 'cpu'):
     num_slots = block_size = -(-width // d) * d
     adaptive = False
   else:
@@ -635,7 +645,8 @@ class Simulator:
       into B blocks, each running only as many local steps as its largest K (see
       :func:`make_program`, ``adaptive_steps``); None (default) picks B from the K
       (:func:`choose_step_blocks`: the fewest blocks with >= 90% useful steps) and
-      keeps the padded path where that saves nothing (every K equal). With
+      keeps the padded path where that saves nothing (every K equal) and on
+      accelerators (:func:`plan_slots`). With
       ``client_block_size``, the blocks are those and None/0 switch the grouping on/off.
       ``self.step_work`` is ``(useful, computed)`` local slot-steps
       (:func:`local_step_work`).
@@ -696,7 +707,7 @@ class Simulator:
     width = schedule.max_arrivals if algorithm.regime == 'per_job' else schedule.num_clients
     regime, d = algorithm.regime, self.num_devices
     self.num_slots, self.block_size, adaptive = plan_slots(
-      schedule, regime, width, d, local_step_buckets, client_block_size
+      schedule, regime, width, d, local_step_buckets, client_block_size, mesh_platform(self.mesh)
     )
     self.adaptive_steps = adaptive
     self.step_work = local_step_work(

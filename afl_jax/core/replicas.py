@@ -243,7 +243,13 @@ class ReplicaSimulator:
     width = max(s.max_arrivals for s in schedules) if per_job else problem.num_clients
     unit = d if self.mode == 'clients' else 1
     self.num_slots, self.block_size, self.adaptive_steps = engine.plan_slots(
-      self.schedules, self.regime, width, unit, local_step_buckets
+      self.schedules,
+      self.regime,
+      width,
+      unit,
+      local_step_buckets,
+      None,
+      engine.mesh_platform(self.mesh),
     )
     self.step_work = engine.local_step_work(
       self.schedules,
