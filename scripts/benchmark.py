@@ -329,6 +329,7 @@ HETERO = {
 }
 HETERO_HIDDEN = (200, 200)
 HETERO_SECTION = '## Heterogeneous local steps'
+GPU_SECTION = '## On an NVIDIA H100'  # measured on the device tool; kept by --write_docs
 LIMITS_SECTION = '## What limits fraction_of_large_matmul'
 
 
@@ -792,10 +793,11 @@ def write_docs(results, ceilings, load_range):
     '',
     'The 100,000-client run is in [scale.md](scale.md).',
   ]
-  if os.path.exists(path):  # keep the analysis and the `--tasks=sweep` / `hetero_k` sections
+  if os.path.exists(path):  # keep the GPU figures, the analysis and the sweep / hetero_k sections
     with open(path) as f:
       old = f.read()
-    kept = [old.index(h) for h in (LIMITS_SECTION, HETERO_SECTION, SWEEP_SECTION) if h in old]
+    sections = (GPU_SECTION, LIMITS_SECTION, HETERO_SECTION, SWEEP_SECTION)
+    kept = [old.index(h) for h in sections if h in old]
     if kept:
       lines += ['', old[min(kept) :].rstrip('\n')]
   with open(path, 'w') as f:

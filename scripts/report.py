@@ -1,14 +1,16 @@
-"""Shared machinery of the ``scripts/reproduce_*.py`` scripts (imported as ``report``).
+"""The report generator of the ``scripts/reproduce_*.py`` scripts (imported as ``report``).
 
-Runs a set of labelled configs (each in its own workdir, skipped when a finished
-``summary.json`` with the same config exists), reads their metrics, and writes a
-results page (markdown table + plot + the exact configs + the machine it ran on).
+Runs a paper's declared sweeps (``configs/repro/<paper>.py``; a finished sweep of the
+same config is reused), scores every claim over seeds, and writes the paper's page, its
+plots, ``docs/results/<paper>.json`` and the summary ``docs/results/README.md``. An
+experiment whose sweeps are not on this machine keeps the section and claims it was
+scored with (stored in the JSON) while its declaration is unchanged, so a page can
+gain an experiment without rerunning the others.
 """
 
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import json
 import math
 import os
@@ -18,26 +20,13 @@ import time
 from collections.abc import Mapping, Sequence
 
 import jax
-import ml_collections
 
-from afl_jax.pipeline import checkpoint, loop, plotting, tuning
 from afl_jax.pipeline import config as config_lib
+from afl_jax.pipeline import plotting, tuning
 
 # The repository holding these scripts: configs are found beside them, not inside the
 # installed package.
 REPO = pathlib.Path(__file__).resolve().parent.parent
-
-
-def load_config(name: str) -> ml_collections.ConfigDict:
-  """``configs/<name>.py`` (or ``configs/<name>_fmnist.py``) of this repository."""
-  root = REPO / 'configs'
-  path = root / f'{name}.py'
-  if not path.exists():
-    path = root / f'{name}_fmnist.py'
-  spec = importlib.util.spec_from_file_location(f'afl_jax_configs_{path.stem}', path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
 
 
 def machine_info() -> str:
@@ -51,63 +40,11 @@ def machine_info() -> str:
   )
 
 
-def run_all(
-  configs: Mapping[str, ml_collections.ConfigDict], root: str, *, rerun: bool = False, log=print
-) -> dict[str, list[dict]]:
-  """Run each config in ``root/<label>``; returns the metrics records per label.
-
-  A run whose workdir already holds a completed ``summary.json`` and the same
-  ``config.json`` is not run again (unless ``rerun``); an interrupted run of the same
-  config is resumed; a workdir of another config is started over. A run that
-  diverges is kept (its records end with a ``stopped`` entry) rather than stopping
-  the whole grid.
-  """
-  out = {}
-  for label, config in configs.items():
-    workdir = os.path.join(root, label)
-    same = _same_config(workdir, config)
-    if not rerun and same and _finished(workdir):
-      log(f'[{label}] reusing {workdir}')
-    else:
-      log(f'[{label}] running')
-      try:
-        loop.train_and_evaluate(config, workdir, resume=same and not rerun, log=lambda *a: None)
-      except loop.NonFiniteError as e:
-        log(f'[{label}] diverged: {e}')
-    out[label] = plotting.read_metrics(workdir)
-  return out
-
-
-def _same_config(workdir: str, config: ml_collections.ConfigDict) -> bool:
-  try:
-    with open(os.path.join(workdir, 'config.json')) as f:
-      saved = json.load(f)
-  except (OSError, ValueError):
-    return False
-  return saved == json.loads(checkpoint.config_json(config_lib.resolve(config)))
-
-
-def _finished(workdir: str) -> bool:
-  try:
-    with open(os.path.join(workdir, 'summary.json')) as f:
-      return json.load(f).get('status') != 'stopped'
-  except (OSError, ValueError):
-    return False
-
-
 def first_reaching(
   records: Sequence[dict], target: float, metric: str = 'test_accuracy'
 ) -> dict | None:
   """The first evaluation record whose ``metric`` is >= target (None if never)."""
   return next((r for r in records if r.get(metric, -1.0) >= target), None)
-
-
-def final(records: Sequence[dict], metric: str = 'test_accuracy', last: int = 1) -> float:
-  """Mean of ``metric`` over the last ``last`` evaluations (nan if diverged)."""
-  vals = [r[metric] for r in records if metric in r][-last:]
-  if not vals or any(r.get('stopped') for r in records):
-    return float('nan')
-  return sum(vals) / len(vals)
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
@@ -119,43 +56,6 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
   lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
   lines += ['| ' + ' | '.join(fmt(v) for v in row) + ' |' for row in rows]
   return '\n'.join(lines)
-
-
-def write_page(
-  path: str,
-  title: str,
-  sections: Sequence[tuple[str, str]],
-  configs: Mapping[str, ml_collections.ConfigDict],
-  command: str,
-) -> None:
-  """A results page: sections of (heading, markdown), then the command, machine, configs."""
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  parts = [f'# {title}', '', f'Generated by `{command}` on {machine_info()}.', '']
-  for heading, body in sections:
-    parts += [f'## {heading}', '', body, '']
-  parts += [
-    '## Exact configs',
-    '',
-    'Each run is `python scripts/train.py` with these fields '
-    '(differences from `afl_jax/pipeline/config.py:default()`).',
-    '',
-  ]
-  base = json.loads(_default_json())
-  for label, config in configs.items():
-    diff = {
-      k: v
-      for k, v in _flat(json.loads(config.to_json_best_effort())).items()
-      if _flat(base).get(k) != v
-    }
-    parts.append(f'- `{label}`: `{json.dumps(diff, sort_keys=True)}`')
-  with open(path, 'w') as f:
-    f.write('\n'.join(parts) + '\n')
-
-
-def plot(
-  runs: Mapping[str, Sequence[dict]], path: str, title: str = '', metric: str = 'test_accuracy'
-) -> None:
-  plotting.plot_runs(runs, path, metric=metric, title=title)
 
 
 def _default_json() -> str:
@@ -215,14 +115,14 @@ def run_sweeps(paper, out_dir: str, *, rerun: bool = False, only=(), log=print) 
       done = done and os.path.exists(os.path.join(workdir, 'summary.json'))
       if done and not rerun:
         log(f'[{exp.key}/{method.label}] reusing {workdir}')
-        seconds, reused = saved['seconds'], True
+        seconds, reused, machine = saved['seconds'], True, saved.get('machine', '')
       elif wanted:
         log(f'[{exp.key}/{method.label}] running {method.budget} settings x {len(exp.seeds)} seeds')
         t0 = time.time()
         sweep_lib.train_sweep(config, workdir, log=log)
-        seconds, reused = time.time() - t0, False
+        seconds, reused, machine = time.time() - t0, False, machine_info()
         with open(os.path.join(workdir, 'declared.json'), 'w') as f:
-          json.dump({'config': declared, 'seconds': seconds, 'machine': machine_info()}, f)
+          json.dump({'config': declared, 'seconds': seconds, 'machine': machine}, f)
       else:
         continue
       summary = _read_json(os.path.join(workdir, 'summary.json'))
@@ -233,6 +133,7 @@ def run_sweeps(paper, out_dir: str, *, rerun: bool = False, only=(), log=print) 
         'curves': curves,
         'seconds': seconds,
         'reused': reused,
+        'machine': machine,
       }
     if len(results) == len(exp.methods):
       out[exp.key] = results
@@ -490,6 +391,20 @@ def _on_metric(sel, results: Mapping, metric: str, target: float, factor: float 
   return sel, tuple(missed)
 
 
+def _drop(sel, reference):
+  """``sel`` with its per-seed test scores replaced by ``reference``'s minus its own."""
+  import dataclasses
+
+  import numpy as np
+
+  ref = dict(zip(reference.seeds, reference.test))
+  values = [ref[seed] - v for seed, v in zip(sel.seeds, sel.test)]
+  std = float(np.std(values, ddof=1)) if len(values) > 1 else math.nan
+  return dataclasses.replace(
+    sel, test=tuple(values), test_mean=float(np.mean(values)), test_std=std
+  )
+
+
 def score_claim(exp, claim, records, results, target, alpha) -> dict:
   """One claim's measurement and verdict (the rules are PROTOCOL's)."""
   sub = _subset(records, claim.at)
@@ -497,6 +412,10 @@ def score_claim(exp, claim, records, results, target, alpha) -> dict:
   name, higher = _spec().METRICS[claim.metric]
   a, missed_a = _on_metric(a0, results, claim.metric, target, claim.factor)
   b, missed_b = _on_metric(b0, results, claim.metric, target)
+  if claim.baseline:  # sensitivity: the smaller drop from the reference condition wins
+    a = _drop(a, tuning.select(sub, claim.baseline[0]))
+    b = _drop(b, tuning.select(sub, claim.baseline[1]))
+    higher = False
   out = {
     'experiment': exp.key,
     'ref': claim.ref,
@@ -507,6 +426,7 @@ def score_claim(exp, claim, records, results, target, alpha) -> dict:
     'margin': claim.margin,
     'factor': claim.factor,
     'target': target if claim.metric in TO_TARGET else None,
+    'baseline': list(claim.baseline),
   }
   if a is None or b is None:
     return out | {
@@ -648,6 +568,112 @@ PROTOCOL = (
 )
 
 
+def experiment_section(exp, s: Mapping, plot: str, machine: str, minutes: float) -> list[str]:
+  """The markdown lines of one scored experiment: heading, setting, machine, tables, plot."""
+  parts = [f'## {exp.title} ({exp.ref})', '', f'**Setting.** {exp.setting}', '']
+  parts += ['**Deviations from the paper.**', ''] + [f'- {d}' for d in exp.deviations] + ['']
+  parts += [f'**Machine.** {machine}; sweeps {minutes:.1f} min.', '']
+  parts += [
+    f'**Seeds** {list(exp.seeds)}. **Grids and selections** (test accuracy at the last '
+    'evaluation):',
+    '',
+    markdown_table(
+      [
+        'method',
+        'fixed',
+        'grid',
+        'budget',
+        'selected (on validation)',
+        'edge flags',
+        'val acc (mean)',
+        'test acc (mean ± std)',
+        'diverged runs (all settings)',
+        'sweep min',
+      ],
+      [
+        [
+          r['method'],
+          r['fixed'],
+          r['grid'],
+          r['budget'],
+          r['selected'],
+          r['edges'] or 'none',
+          f'{r["val"]:.3f}',
+          _pm(r['test_mean'], r['test_std']),
+          r['diverged'],
+          f'{r["minutes"]:.1f}',
+        ]
+        for r in s['selected']
+      ],
+    ),
+    '',
+  ]
+  if s['axis']:
+    values = sorted({v for row in s['axis'].values() for v in row})
+    name = exp.axis.rsplit('.', 1)[-1]
+    parts += [
+      f'**Test accuracy along {name}** (per value, the other axes selected on validation; '
+      "mean ± std over seeds; — = not in that method's grid):",
+      '',
+      markdown_table(
+        ['method'] + [f'{name} = {v:g}' for v in values],
+        [
+          [label] + [_pm(*row[v]) if v in row else None for v in values]
+          for label, row in s['axis'].items()
+        ],
+      ),
+      '',
+    ]
+  parts += target_section(s) + [
+    '**Claims** (A - B = paired difference over seeds, mean ± std, with its '
+    f'{100 * (1 - tuning.DEFAULT_ALPHA):g}% confidence interval; metric as named; a '
+    'to-target value of a seed that never reached the target is its value at the last '
+    'evaluation, marked by the reached count; for a claim "f A < B" the difference is '
+    'f A - B):',
+    '',
+    markdown_table(
+      [
+        'ref',
+        'claim',
+        'restricted to',
+        'metric (test)',
+        'A',
+        'B',
+        'A - B',
+        'CI',
+        'p',
+        'seed-stds apart',
+        'verdict',
+      ],
+      [
+        [
+          c['ref'],
+          c['text'],
+          c['at'] or '—',
+          _claim_metric(c),
+          c['better'],
+          c['worse'],
+          c['diff'],
+          '—' if 'ci' not in c else f'[{c["ci"][0]:.3g}, {c["ci"][1]:.3g}]',
+          f'{c["p"]:.3f}',
+          f'{c["ratio"]:.2f}',
+          f'**{c["verdict"]}**',
+        ]
+        for c in s['claims']
+      ],
+    ),
+    '',
+    f'![]({plot})',
+    '',
+  ]
+  return parts
+
+
+def _sweep_machine(results_exp: Mapping) -> str:
+  """The machine(s) an experiment's sweeps ran on (from their declared.json)."""
+  return '; '.join(sorted({r.get('machine') or 'unknown' for r in results_exp.values()}))
+
+
 def render_page(
   paper,
   scored: Mapping,
@@ -658,15 +684,21 @@ def render_page(
   wall_s: float,
   plots: Mapping[str, str],
   old_page: str | None,
+  kept: Mapping[str, Mapping] | None = None,
 ) -> str:
-  """The markdown page of a declared reproduction."""
+  """The markdown page of a declared reproduction.
+
+  ``kept``: experiments not scored now whose stored sections stand (:func:`stored_sections`).
+  """
+  kept = kept or {}
+  minutes = sum(r['seconds'] for ex in results.values() for r in ex.values()) / 60
+  minutes += sum(k['minutes'] for key, k in kept.items() if key not in scored)
   parts = [
     f'# Paper {paper.number}, reproduction over seeds: {paper.citation}',
     '',
-    f'Generated by `{command}` on {machine}. Sweeps: '
-    f'{sum(r["seconds"] for ex in results.values() for r in ex.values()) / 60:.1f} min of '
-    f'compute in total (finished sweeps are reused; this invocation took {wall_s / 60:.1f} '
-    'min). Declaration: '
+    f'Generated by `{command}` on {machine}. Sweeps: {minutes:.1f} min of compute in total '
+    f'(finished sweeps are reused; this invocation took {wall_s / 60:.1f} min; each '
+    'experiment names the machine its sweeps ran on). Declaration: '
     f'[`configs/repro/{paper.key}.py`](../../configs/repro/{paper.key}.py).',
     '',
     f"**The paper's setting.** {paper.setting}",
@@ -678,105 +710,21 @@ def render_page(
     '',
   ]
   for exp in paper.experiments:
-    parts += [f'## {exp.title} ({exp.ref})', '', f'**Setting.** {exp.setting}', '']
-    parts += ['**Deviations from the paper.**', ''] + [f'- {d}' for d in exp.deviations] + ['']
-    if exp.key not in scored:
-      parts += ['*Declared, not run yet* (`--only` or `run=False`): no results.', '']
-      continue
-    s = scored[exp.key]
-    parts += [
-      f'**Seeds** {list(exp.seeds)}. **Grids and selections** (test accuracy at the last '
-      'evaluation):',
-      '',
-      markdown_table(
-        [
-          'method',
-          'fixed',
-          'grid',
-          'budget',
-          'selected (on validation)',
-          'edge flags',
-          'val acc (mean)',
-          'test acc (mean ± std)',
-          'diverged runs (all settings)',
-          'sweep min',
-        ],
-        [
-          [
-            r['method'],
-            r['fixed'],
-            r['grid'],
-            r['budget'],
-            r['selected'],
-            r['edges'] or 'none',
-            f'{r["val"]:.3f}',
-            _pm(r['test_mean'], r['test_std']),
-            r['diverged'],
-            f'{r["minutes"]:.1f}',
-          ]
-          for r in s['selected']
-        ],
-      ),
-      '',
-    ]
-    if s['axis']:
-      values = sorted({v for row in s['axis'].values() for v in row})
-      name = exp.axis.rsplit('.', 1)[-1]
-      parts += [
-        f'**Test accuracy along {name}** (per value, the other axes selected on validation; '
-        "mean ± std over seeds; — = not in that method's grid):",
-        '',
-        markdown_table(
-          ['method'] + [f'{name} = {v:g}' for v in values],
-          [
-            [label] + [_pm(*row[v]) if v in row else None for v in values]
-            for label, row in s['axis'].items()
-          ],
-        ),
-        '',
-      ]
-    parts += target_section(s) + [
-      '**Claims** (A - B = paired difference over seeds, mean ± std, with its '
-      f'{100 * (1 - tuning.DEFAULT_ALPHA):g}% confidence interval; metric as named; a '
-      'to-target value of a seed that never reached the target is its value at the last '
-      'evaluation, marked by the reached count; for a claim "f A < B" the difference is '
-      'f A - B):',
-      '',
-      markdown_table(
-        [
-          'ref',
-          'claim',
-          'restricted to',
-          'metric (test)',
-          'A',
-          'B',
-          'A - B',
-          'CI',
-          'p',
-          'seed-stds apart',
-          'verdict',
-        ],
-        [
-          [
-            c['ref'],
-            c['text'],
-            c['at'] or '—',
-            _claim_metric(c),
-            c['better'],
-            c['worse'],
-            c['diff'],
-            '—' if 'ci' not in c else f'[{c["ci"][0]:.3g}, {c["ci"][1]:.3g}]',
-            f'{c["p"]:.3f}',
-            f'{c["ratio"]:.2f}',
-            f'**{c["verdict"]}**',
-          ]
-          for c in s['claims']
-        ],
-      ),
-      '',
-      f'![]({plots[exp.key]})',
-      '',
-    ]
+    if exp.key in scored:
+      ex = results[exp.key]
+      parts += experiment_section(
+        exp,
+        scored[exp.key],
+        plots[exp.key],
+        _sweep_machine(ex),
+        sum(r['seconds'] for r in ex.values()) / 60,
+      )
+    elif exp.key in kept:
+      parts += kept[exp.key]['markdown'].rstrip('\n').split('\n') + ['']
+    else:
+      parts += [f'## {exp.title} ({exp.ref})', '', f'**Setting.** {exp.setting}', '']
+      parts += ['**Deviations from the paper.**', ''] + [f'- {d}' for d in exp.deviations]
+      parts += ['', '*Declared, not run yet* (`--only` or `run=False`): no results.', '']
   if paper.pending:
     link = f' ([single-seed page]({old_page}))' if old_page else ''
     parts += ['## Not yet rerun with seeds', '']
@@ -791,19 +739,96 @@ def render_page(
     "default()` of each method's sweep (`config.sweep` included):",
     '',
   ]
-  spec = config_lib.import_beside(str(REPO / 'configs' / 'repro' / 'spec.py'), 'spec')
-  base = _flat(json.loads(_default_json()))
   for exp in paper.experiments:
-    for m in exp.methods:
-      flat = _flat(json.loads(spec.sweep_config(exp, m).to_json_best_effort()))
-      diff = {k: v for k, v in flat.items() if base.get(k) != v}
-      parts.append(f'- `{exp.key}/{m.label}`: `{json.dumps(diff, sort_keys=True)}`')
+    parts += config_lines(exp)
   return '\n'.join(parts) + '\n'
+
+
+def config_lines(exp) -> list[str]:
+  """The 'Exact sweep configs' lines of ``exp``'s methods: each sweep config's differences
+  from the default config (the page's record of what ran)."""
+  spec = _spec()
+  base = _flat(json.loads(_default_json()))
+  lines = []
+  for m in exp.methods:
+    flat = _flat(json.loads(spec.sweep_config(exp, m).to_json_best_effort()))
+    diff = {k: v for k, v in flat.items() if base.get(k) != v}
+    lines.append(f'- `{exp.key}/{m.label}`: `{json.dumps(diff, sort_keys=True)}`')
+  return lines
+
+
+def _split_page(page: str) -> dict[str, str]:
+  """A page's '## ' sections by heading line (the heading included)."""
+  sections, current = {}, None
+  for line in page.split('\n'):
+    if line.startswith('## '):
+      current = line
+      sections[current] = []
+    if current is not None:
+      sections[current].append(line)
+  return {h: '\n'.join(lines).rstrip('\n') + '\n' for h, lines in sections.items()}
+
+
+def _table_column_sum(markdown: str, column: str) -> float:
+  """Sum of a markdown table's ``column`` (the first table that has it)."""
+  total, index = 0.0, None
+  for line in markdown.split('\n'):
+    cells = [c.strip() for c in line.strip().strip('|').split('|')]
+    if index is None and column in cells:
+      index = cells.index(column)
+    elif index is not None and line.startswith('|'):
+      if set(cells[index]) <= set('-'):
+        continue
+      total += float(cells[index])
+    elif index is not None:
+      break
+  return total
+
+
+def stored_sections(paper) -> dict[str, dict]:
+  """The experiments of ``paper`` scored earlier, as committed, that still stand.
+
+  ``{exp.key: {'markdown', 'claims', 'minutes', 'machine', 'configs'}}`` from
+  ``docs/results/<key>.json``'s 'experiments'; a JSON written before they were stored
+  there is completed from the page (its sections by heading, the machine of its header,
+  the minutes of its 'sweep min' column, the configs of its 'Exact sweep configs'). A
+  section stands only while its experiment's exact sweep configs are the declared ones.
+  """
+  data = _read_json(str(RESULTS / f'{paper.key}.json')) or {}
+  stored = dict(data.get('experiments') or {})
+  page_path = RESULTS / f'{paper.key}.md'
+  if not stored and data.get('claims') and page_path.exists():
+    page = page_path.read_text()
+    sections = _split_page(page)
+    machine = page.split(' on ', 1)[1].split('. Sweeps:', 1)[0] if ' on ' in page else ''
+    configs = sections.get('## Exact sweep configs', '')
+    for exp in paper.experiments:
+      markdown = sections.get(f'## {exp.title} ({exp.ref})')
+      if markdown is None or '**Grids and selections**' not in markdown:
+        continue
+      setting_end = markdown.index('**Deviations from the paper.**')
+      body = markdown[setting_end:]
+      grids = body.index('**Seeds**')
+      minutes = _table_column_sum(markdown, 'sweep min')
+      if '**Machine.**' not in body:
+        body = f'{body[:grids]}**Machine.** {machine}; sweeps {minutes:.1f} min.\n\n{body[grids:]}'
+      stored[exp.key] = {
+        'markdown': markdown[:setting_end] + body,
+        'claims': [c for c in data['claims'] if c.get('experiment') == exp.key],
+        'minutes': minutes,
+        'machine': machine,
+        'configs': [ln for ln in configs.split('\n') if ln.startswith(f'- `{exp.key}/')],
+      }
+  keys = {exp.key: exp for exp in paper.experiments}
+  return {k: v for k, v in stored.items() if k in keys and v['configs'] == config_lines(keys[k])}
 
 
 def _claim_metric(c: Mapping) -> str:
   """How a scored claim is measured, e.g. 'MB uploaded to target 75%, 10 A < B'."""
   name, higher = _spec().METRICS[c.get('metric', 'test_accuracy')]
+  if c.get('baseline'):
+    a0, b0 = c['baseline']
+    return f'drop in {name} from A0 = {a0} / B0 = {b0} (A0 - A vs B0 - B), A < B'
   if c.get('target') is not None:
     name += f' {100 * c["target"]:g}%'
   if c.get('kind') == 'equivalent':
@@ -865,6 +890,7 @@ def reproduce(key: str, out_dir: str, *, rerun: bool = False, only=(), log=print
       plots[exp.key] = f'{key}_{exp.key}.png'
       plot_experiment(exp, results[exp.key], scored[exp.key], str(RESULTS / plots[exp.key]))
   old = old_page(key)
+  kept = stored_sections(paper)
   command = f'python scripts/reproduce_{key}.py'
   page = render_page(
     paper,
@@ -875,14 +901,34 @@ def reproduce(key: str, out_dir: str, *, rerun: bool = False, only=(), log=print
     wall_s=time.time() - t0,
     plots=plots,
     old_page=old,
+    kept=kept,
   )
   path = RESULTS / f'{key}.md'
   with open(path, 'w') as f:
     f.write(page)
-  claims = [c for s in scored.values() for c in s['claims']]
-  minutes = sum(r['seconds'] for ex in results.values() for r in ex.values()) / 60
+  experiments = {}
+  for exp in paper.experiments:
+    if exp.key in scored:
+      ex = results[exp.key]
+      machine, minutes = _sweep_machine(ex), sum(r['seconds'] for r in ex.values()) / 60
+      section = experiment_section(exp, scored[exp.key], plots[exp.key], machine, minutes)
+      experiments[exp.key] = {
+        'markdown': '\n'.join(section) + '\n',
+        'claims': scored[exp.key]['claims'],
+        'minutes': minutes,
+        'machine': machine,
+        'configs': config_lines(exp),
+      }
+    elif exp.key in kept:
+      experiments[exp.key] = kept[exp.key]
+  claims = [c for e in experiments.values() for c in e['claims']]
+  minutes = sum(e['minutes'] for e in experiments.values())
   with open(RESULTS / f'{key}.json', 'w') as f:
-    json.dump({'claims': claims, 'minutes': minutes, 'command': command}, f, indent=1)
+    json.dump(
+      {'claims': claims, 'minutes': minutes, 'command': command, 'experiments': experiments},
+      f,
+      indent=1,
+    )
   write_summary()
   log(f'wrote {path} in {time.time() - t0:.0f}s')
   return str(path)

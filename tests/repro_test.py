@@ -5,6 +5,8 @@ passes the config validators), and the generator turns synthetic sweep summaries
 known answers into the right selections, edge flags and verdicts.
 """
 
+import dataclasses
+import json
 import pathlib
 import sys
 
@@ -53,18 +55,28 @@ def _records(label, table):
   ]
 
 
-def _synthetic():
-  _, spec = report.load_paper('fedgm')
-  grid = {'hparams.client_lr': (0.1, 0.3)}
-  methods = tuple(spec.Method(n, 'fedbuff_fmnist', grid=grid) for n in ('A', 'B', 'C'))
-  exp = spec.Experiment(
+def _toy(spec, labels, lrs, claims, **kw):
+  """A synthetic experiment 'toy': methods ``labels`` tuned on the client rates ``lrs``."""
+  grid = {'hparams.client_lr': lrs}
+  return spec.Experiment(
     key='toy',
     title='toy',
     ref='Fig. 0',
     setting='synthetic',
     base=lambda c: None,
-    methods=methods,
-    claims=(
+    methods=tuple(spec.Method(n, 'fedbuff_fmnist', grid=grid) for n in labels),
+    claims=claims,
+    **kw,
+  )
+
+
+def _synthetic():
+  _, spec = report.load_paper('fedgm')
+  exp = _toy(
+    spec,
+    ('A', 'B', 'C'),
+    (0.1, 0.3),
+    (
       spec.Claim('Fig. 0', 'A beats B', 'A', 'B'),
       spec.Claim('Fig. 0', 'B beats A', 'B', 'A'),
       spec.Claim('Fig. 0', 'C beats A', 'C', 'A'),
@@ -99,6 +111,21 @@ def _synthetic():
   return paper, exp, results
 
 
+def _render(paper, scored, results, *, machine='m', old_page=None, kept=None):
+  """``report.render_page`` with a plot named after each scored experiment."""
+  return report.render_page(
+    paper,
+    scored,
+    results,
+    command='python x.py',
+    machine=machine,
+    wall_s=1.0,
+    plots={k: f'{k}.png' for k in scored},
+    old_page=old_page,
+    kept=kept,
+  )
+
+
 def test_score_selects_on_validation_and_flags_edges():
   _, exp, results = _synthetic()
   s = report.score(exp, results)
@@ -118,20 +145,12 @@ def test_verdicts():
 
 def test_edge_note_only_when_the_loser_is_on_an_edge():
   _, spec = report.load_paper('fedgm')
-  grid = {'hparams.client_lr': (0.1, 0.3, 1.0)}
-  exp = spec.Experiment(
-    key='toy',
-    title='toy',
-    ref='Fig. 0',
-    setting='synthetic',
-    base=lambda c: None,
-    methods=tuple(spec.Method(n, 'fedbuff_fmnist', grid=grid) for n in ('A', 'B')),
-    claims=(
-      spec.Claim('Fig. 0', 'A beats B', 'A', 'B'),
-      spec.Claim('Fig. 0', 'B beats A', 'B', 'A'),
-      spec.Claim('Fig. 0', 'A matches B', 'A', 'B', kind='equivalent', margin=0.01),
-    ),
+  claims = (
+    spec.Claim('Fig. 0', 'A beats B', 'A', 'B'),
+    spec.Claim('Fig. 0', 'B beats A', 'B', 'A'),
+    spec.Claim('Fig. 0', 'A matches B', 'A', 'B', kind='equivalent', margin=0.01),
   )
+  exp = _toy(spec, ('A', 'B'), (0.1, 0.3, 1.0), claims)
   noise = (0.0, 0.01, -0.01)
   low = [(0.5, 0.5)] * 3
   results = {  # A wins on its high edge; B, the loser, is selected inside its grid
@@ -152,16 +171,7 @@ def test_edge_note_only_when_the_loser_is_on_an_edge():
 def test_page_and_summary():
   paper, exp, results = _synthetic()
   scored = {'toy': report.score(exp, results)}
-  page = report.render_page(
-    paper,
-    scored,
-    {'toy': results},
-    command='python x.py',
-    machine='toy box',
-    wall_s=1.0,
-    plots={'toy': 'toy.png'},
-    old_page='toy_old.md',
-  )
+  page = _render(paper, scored, {'toy': results}, machine='toy box', old_page='toy_old.md')
   assert '**agrees**' in page and '**disagrees**' in page and 'toy box' in page
   assert 'client_lr on high edge' in page and 'Seeds** [0, 1, 2]' in page
   assert 'pending rerun (single-seed page)' in page
@@ -305,16 +315,7 @@ def test_target_table_and_metric_claims():
   # E missed on one seed, where its lower bound (5 steps) flatters it: no 'agrees'.
   assert verdicts['E faster than C'].startswith('inconclusive: target not reached')
   assert verdicts['A faster than C'] == 'agrees'
-  page = report.render_page(
-    spec.Paper('tt', '999', 'x', 'x', (exp,)),
-    {'tt': s},
-    {'tt': results},
-    command='c',
-    machine='m',
-    wall_s=1.0,
-    plots={'tt': 'tt.png'},
-    old_page=None,
-  )
+  page = _render(spec.Paper('tt', '999', 'x', 'x', (exp,)), {'tt': s}, {'tt': results})
   assert 'Time and upload to 75% test accuracy' in page and '3/3' in page
   assert 'MB uploaded to target 75%, 5 A < B' in page
 
@@ -353,3 +354,70 @@ def test_plot_with_upload_panel(tmp_path):
   s = report.score(exp, results)
   report.plot_experiment(exp, results, s, str(tmp_path / 'tt.png'))
   assert (tmp_path / 'tt.png').stat().st_size > 0
+
+
+def test_sensitivity_claim_scores_the_drops():
+  """A loses 0.05 from its reference condition, B 0.15 (paired, every seed): A agrees."""
+  _, spec = report.load_paper('fedgm')
+  claims = (
+    spec.Claim('T', 'A loses less than B', 'A', 'B', baseline=('A0', 'B0')),
+    spec.Claim('T', 'B loses less than A', 'B', 'A', baseline=('B0', 'A0')),
+    spec.Claim('T', 'A0 beats A', 'A0', 'A'),
+  )
+  exp = _toy(spec, ('A0', 'A', 'B0', 'B'), (0.1, 0.3, 1.0), claims)
+  spec.check(spec.Paper('p', '9', 'x', 'x', (exp,)))
+  noise = (0.0, 0.02, -0.02)  # shared by every method: the drops are exact
+  low = [(0.5, 0.5)] * 3
+  level = {'A0': 0.80, 'A': 0.75, 'B0': 0.85, 'B': 0.70}
+  results = {
+    n: {
+      'records': _records(n, {0.1: low, 0.3: [(v, v + e) for e in noise], 1.0: low}),
+      'curves': {},
+      'seconds': 1.0,
+    }
+    for n, v in level.items()
+  }
+  claims = report.score(exp, results)['claims']
+  assert [c['verdict'] for c in claims] == ['agrees', 'disagrees', 'agrees']
+  assert claims[0]['better'] == '0.050 ± 0.000' and claims[0]['worse'] == '0.150 ± 0.000'
+  assert 'drop in final test accuracy' in report._claim_metric(claims[0])
+  bad = spec.Claim('T', 'x', 'A', 'B', baseline=('A0', 'C0'))
+  with pytest.raises(ValueError, match='unknown method'):
+    spec.check(spec.Paper('p', '9', 'x', 'x', (dataclasses.replace(exp, claims=(bad,)),)))
+
+
+def test_keeping_leaves_the_methods_field():
+  _, spec = report.load_paper('fedfa')
+
+  def base(c):
+    c.schedule.concurrency = 10
+    c.num_rounds = 7
+
+  c = spec.load_config('fedbuff_fmnist')
+  c.schedule.concurrency = 50
+  spec.keeping(base, 'schedule.concurrency')(c)
+  assert c.schedule.concurrency == 50 and c.num_rounds == 7
+
+
+def test_stored_sections_stand_until_the_declaration_changes(tmp_path, monkeypatch):
+  """A page keeps an experiment scored earlier (section, claims, minutes, machine) while
+  its sweep configs are unchanged; a page written before sections were stored is split."""
+  paper, exp, results = _synthetic()
+  paper = dataclasses.replace(paper, key='toy', pending=())
+  monkeypatch.setattr(report, 'RESULTS', tmp_path)
+  scored = report.score(exp, results)
+  page = _render(paper, {'toy': scored}, {'toy': results}, machine='box A')
+  (tmp_path / 'toy.md').write_text(page)
+  (tmp_path / 'toy.json').write_text(json.dumps({'claims': scored['claims'], 'minutes': 3.0}))
+  kept = report.stored_sections(paper)
+  assert set(kept) == {'toy'} and kept['toy']['minutes'] == pytest.approx(3.0)
+  assert kept['toy']['claims'] == scored['claims']
+  assert '**Grids and selections**' in kept['toy']['markdown']
+  assert '**Machine.** unknown' in kept['toy']['markdown']  # the section's own line kept
+  again = _render(paper, {}, {}, machine='box B', kept=kept)
+  assert '3.0 min of compute' in again and 'Declared, not run yet' not in again
+  assert again.count('**Machine.**') == 1
+  changed = dataclasses.replace(
+    exp, methods=(dataclasses.replace(exp.methods[0], fixed={'num_rounds': 3}),) + exp.methods[1:]
+  )
+  assert report.stored_sections(dataclasses.replace(paper, experiments=(changed,))) == {}

@@ -74,6 +74,10 @@ class Claim:
     margin: equivalence margin in the metric's units (accuracy 0.02 = 2 points).
     factor: 'better' on a lower-is-better metric only: A needs ``factor`` times less
       than B (the paired difference is factor * A - B; 10 = "an order of magnitude").
+    baseline: ``(A0, B0)``: a sensitivity claim, "A loses less than B": A and B are a
+      method under a harder condition (e.g. Mc = 50), A0 and B0 the same methods under
+      the reference one (Mc = 10), declared in the same experiment; scored on the
+      per-seed drops A0 - A and B0 - B of final test accuracy (a smaller drop is better).
   """
 
   ref: str
@@ -85,6 +89,7 @@ class Claim:
   kind: str = 'better'
   margin: float | None = None
   factor: float = 1.0
+  baseline: tuple[str, str] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,6 +165,27 @@ def _set(c: ml_collections.ConfigDict, field: str, value: Any) -> None:
     node[last] = value
 
 
+def _get(c: ml_collections.ConfigDict, field: str) -> Any:
+  node = c
+  for part in field.split('.'):
+    node = node[part]
+  return node
+
+
+def keeping(base: Callable[[ml_collections.ConfigDict], None], *fields: str):
+  """``base`` that leaves ``fields`` as the method set them (``base`` runs after a
+  method's fixed fields; this lets methods of one experiment differ in a field the
+  shared setting also sets, e.g. the concurrency or the delay model)."""
+
+  def apply(c: ml_collections.ConfigDict) -> None:
+    saved = {field: _get(c, field) for field in fields}
+    base(c)
+    for field, value in saved.items():
+      _set(c, field, value)
+
+  return apply
+
+
 def nest(flat: Mapping[str, Sequence[Any]]) -> dict:
   """``{'hparams.server_lr': [..]}`` -> ``{'hparams': {'server_lr': [..]}}`` (config.sweep)."""
   out: dict = {}
@@ -193,9 +219,13 @@ def check(paper: Paper) -> None:
       raise ValueError(f'{paper.key}/{exp.key}: needs >= 3 seeds, got {exp.seeds}.')
     for claim in exp.claims:
       where = f'{paper.key}/{exp.key}: claim {claim.text!r}'
-      for name in (claim.better, claim.worse):
+      for name in (claim.better, claim.worse, *claim.baseline):
         if name not in labels:
           raise ValueError(f'{where} names unknown method {name!r}.')
+      if claim.baseline and (
+        len(claim.baseline) != 2 or claim.metric != 'test_accuracy' or claim.kind != 'better'
+      ):
+        raise ValueError(f'{where}: a baseline is (A0, B0), for "better" on test accuracy.')
       if claim.metric not in METRICS:
         raise ValueError(f'{where}: metric {claim.metric!r} not in {sorted(METRICS)}.')
       if claim.kind not in KINDS:
