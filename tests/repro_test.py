@@ -407,13 +407,15 @@ def test_stored_sections_stand_until_the_declaration_changes(tmp_path, monkeypat
   monkeypatch.setattr(report, 'RESULTS', tmp_path)
   scored = report.score(exp, results)
   page = _render(paper, {'toy': scored}, {'toy': results}, machine='box A')
-  (tmp_path / 'toy.md').write_text(page)
+  # a page of before the sections were stored: no per-experiment machine line
+  old = '\n'.join(ln for ln in page.split('\n') if not ln.startswith('**Machine.**'))
+  (tmp_path / 'toy.md').write_text(old)
   (tmp_path / 'toy.json').write_text(json.dumps({'claims': scored['claims'], 'minutes': 3.0}))
   kept = report.stored_sections(paper)
   assert set(kept) == {'toy'} and kept['toy']['minutes'] == pytest.approx(3.0)
   assert kept['toy']['claims'] == scored['claims']
   assert '**Grids and selections**' in kept['toy']['markdown']
-  assert '**Machine.** unknown' in kept['toy']['markdown']  # the section's own line kept
+  assert '**Machine.** box A' in kept['toy']['markdown']  # from the page's header line
   again = _render(paper, {}, {}, machine='box B', kept=kept)
   assert '3.0 min of compute' in again and 'Declared, not run yet' not in again
   assert again.count('**Machine.**') == 1
