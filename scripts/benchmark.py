@@ -103,11 +103,6 @@ def large_size(backend):
   return 2048 if backend == 'cpu' else 8192
 
 
-def device_name(jax):
-  """The first device's kind, e.g. 'cpu' or 'NVIDIA H100 80GB HBM3'."""
-  return getattr(jax.devices()[0], 'device_kind', jax.default_backend())
-
-
 def layer_sizes(hidden):
   return (784, *hidden, 10)
 
@@ -119,12 +114,12 @@ def flops_per_update(hidden, k):
   return 3 * 2 * macs * BATCH * k
 
 
-def _peak_memory_bytes(jax):
-  dev = jax.devices()[0]
-  stats = dev.memory_stats() if dev.platform != 'cpu' else None
-  if stats and 'peak_bytes_in_use' in stats:
-    return int(stats['peak_bytes_in_use'])
-  return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+def _peak_memory_bytes():
+  """Peak device memory on an accelerator, else the process's peak RSS."""
+  from afl_jax.pipeline import devices
+
+  peak = devices.peak_device_bytes()
+  return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _large_product():
@@ -157,7 +152,7 @@ def run_task(name, repeats):
 
   import afl_jax
   from afl_jax import data, models
-  from afl_jax.pipeline import task
+  from afl_jax.pipeline import devices, task
 
   spec = TASKS[name]
   n, k, steps = spec['n'], spec['k'], spec['steps']
@@ -216,9 +211,9 @@ def run_task(name, repeats):
     'compile_s': compile_s,
     'large_matmul_gflops_per_s': _large_rate(min(large_times)),
     'analytic_memory_mib': sim.memory['total'] / 2**20,
-    'peak_memory_mib': _peak_memory_bytes(jax) / 2**20,
+    'peak_memory_mib': _peak_memory_bytes() / 2**20,
     'backend': jax.default_backend(),
-    'device': device_name(jax),
+    'device': devices.device_kind(),
     'large_side': large_size(jax.default_backend()),
     'jax': jax.__version__,
   }

@@ -21,8 +21,9 @@ from collections.abc import Mapping, Sequence
 
 import jax
 
+from afl_jax.errors import UserError
+from afl_jax.pipeline import cli, plotting, tuning
 from afl_jax.pipeline import config as config_lib
-from afl_jax.pipeline import plotting, tuning
 
 # The repository holding these scripts: configs are found beside them, not inside the
 # installed package.
@@ -757,70 +758,30 @@ def config_lines(exp) -> list[str]:
   return lines
 
 
-def _split_page(page: str) -> dict[str, str]:
-  """A page's '## ' sections by heading line (the heading included)."""
-  sections, current = {}, None
-  for line in page.split('\n'):
-    if line.startswith('## '):
-      current = line
-      sections[current] = []
-    if current is not None:
-      sections[current].append(line)
-  return {h: '\n'.join(lines).rstrip('\n') + '\n' for h, lines in sections.items()}
-
-
-def _table_column_sum(markdown: str, column: str) -> float:
-  """Sum of a markdown table's ``column`` (the first table that has it)."""
-  total, index = 0.0, None
-  for line in markdown.split('\n'):
-    cells = [c.strip() for c in line.strip().strip('|').split('|')]
-    if index is None and column in cells:
-      index = cells.index(column)
-    elif index is not None and line.startswith('|'):
-      if set(cells[index]) <= set('-'):
-        continue
-      total += float(cells[index])
-    elif index is not None:
-      break
-  return total
-
-
 def stored_sections(paper) -> dict[str, dict]:
   """The experiments of ``paper`` scored earlier, as committed, that still stand.
 
   ``{exp.key: {'markdown', 'claims', 'minutes', 'machine', 'configs'}}`` from
-  ``docs/results/<key>.json``'s 'experiments'; a JSON written before they were stored
-  there is completed from the page (its sections by heading, the machine of its header,
-  the minutes of its 'sweep min' column, the configs of its 'Exact sweep configs'). A
-  section stands only while its experiment's exact sweep configs are the declared ones.
+  ``docs/results/<key>.json``'s 'experiments' (:func:`stored_entry`); an entry stands
+  only while its experiment's exact sweep configs are the declared ones.
   """
-  data = _read_json(str(RESULTS / f'{paper.key}.json')) or {}
-  stored = dict(data.get('experiments') or {})
-  page_path = RESULTS / f'{paper.key}.md'
-  if not stored and data.get('claims') and page_path.exists():
-    page = page_path.read_text()
-    sections = _split_page(page)
-    machine = page.split(' on ', 1)[1].split('. Sweeps:', 1)[0] if ' on ' in page else ''
-    configs = sections.get('## Exact sweep configs', '')
-    for exp in paper.experiments:
-      markdown = sections.get(f'## {exp.title} ({exp.ref})')
-      if markdown is None or '**Grids and selections**' not in markdown:
-        continue
-      setting_end = markdown.index('**Deviations from the paper.**')
-      body = markdown[setting_end:]
-      grids = body.index('**Seeds**')
-      minutes = _table_column_sum(markdown, 'sweep min')
-      if '**Machine.**' not in body:
-        body = f'{body[:grids]}**Machine.** {machine}; sweeps {minutes:.1f} min.\n\n{body[grids:]}'
-      stored[exp.key] = {
-        'markdown': markdown[:setting_end] + body,
-        'claims': [c for c in data['claims'] if c.get('experiment') == exp.key],
-        'minutes': minutes,
-        'machine': machine,
-        'configs': [ln for ln in configs.split('\n') if ln.startswith(f'- `{exp.key}/')],
-      }
+  stored = (_read_json(str(RESULTS / f'{paper.key}.json')) or {}).get('experiments') or {}
   keys = {exp.key: exp for exp in paper.experiments}
   return {k: v for k, v in stored.items() if k in keys and v['configs'] == config_lines(keys[k])}
+
+
+def stored_entry(exp, scored: Mapping, results_exp: Mapping, plot: str) -> dict:
+  """What ``docs/results/<key>.json`` keeps of a freshly scored experiment."""
+  machine = _sweep_machine(results_exp)
+  minutes = sum(r['seconds'] for r in results_exp.values()) / 60
+  section = experiment_section(exp, scored, plot, machine, minutes)
+  return {
+    'markdown': '\n'.join(section) + '\n',
+    'claims': scored['claims'],
+    'minutes': minutes,
+    'machine': machine,
+    'configs': config_lines(exp),
+  }
 
 
 def _claim_metric(c: Mapping) -> str:
@@ -875,11 +836,25 @@ def target_section(s: Mapping) -> list[str]:
   ]
 
 
+def main(key: str, out_dir: str, *, rerun: bool = False, only=()) -> None:
+  """``scripts/reproduce_<key>.py``: :func:`reproduce`, a user error as one line."""
+  try:
+    reproduce(key, out_dir, rerun=rerun, only=only)
+  except UserError as e:
+    cli.exit_error(e)
+
+
 def reproduce(key: str, out_dir: str, *, rerun: bool = False, only=(), log=print) -> str:
   """Run a paper's declared sweeps and write ``docs/results/<key>.md`` (+ plots, json)."""
   t0 = time.time()
   paper, spec = load_paper(key)
   spec.check(paper)
+  unknown = sorted(set(only) - {exp.key for exp in paper.experiments})
+  if unknown:
+    raise UserError(
+      f'--only={",".join(only)} is invalid: {", ".join(unknown)} not among the experiments '
+      f'of {key}: {", ".join(exp.key for exp in paper.experiments)}'
+    )
   results = run_sweeps(paper, out_dir, rerun=rerun, only=only, log=log)
   scored = {
     k: score(next(e for e in paper.experiments if e.key == k), v) for k, v in results.items()
@@ -909,16 +884,7 @@ def reproduce(key: str, out_dir: str, *, rerun: bool = False, only=(), log=print
   experiments = {}
   for exp in paper.experiments:
     if exp.key in scored:
-      ex = results[exp.key]
-      machine, minutes = _sweep_machine(ex), sum(r['seconds'] for r in ex.values()) / 60
-      section = experiment_section(exp, scored[exp.key], plots[exp.key], machine, minutes)
-      experiments[exp.key] = {
-        'markdown': '\n'.join(section) + '\n',
-        'claims': scored[exp.key]['claims'],
-        'minutes': minutes,
-        'machine': machine,
-        'configs': config_lines(exp),
-      }
+      experiments[exp.key] = stored_entry(exp, scored[exp.key], results[exp.key], plots[exp.key])
     elif exp.key in kept:
       experiments[exp.key] = kept[exp.key]
   claims = [c for e in experiments.values() for c in e['claims']]

@@ -21,7 +21,7 @@ _ONLY = flags.DEFINE_list('only', [], 'Run only these experiments (keys); defaul
 
 def main(argv):
   del argv
-  report.reproduce('fedecho', _OUT_DIR.value, rerun=_RERUN.value, only=tuple(_ONLY.value))
+  report.main('fedecho', _OUT_DIR.value, rerun=_RERUN.value, only=tuple(_ONLY.value))
 
 
 if __name__ == '__main__':

@@ -21,7 +21,7 @@ _ONLY = flags.DEFINE_list('only', [], 'Run only these experiments (keys); defaul
 
 def main(argv):
   del argv
-  report.reproduce('fedgm', _OUT_DIR.value, rerun=_RERUN.value, only=tuple(_ONLY.value))
+  report.main('fedgm', _OUT_DIR.value, rerun=_RERUN.value, only=tuple(_ONLY.value))
 
 
 if __name__ == '__main__':

@@ -19,6 +19,7 @@ import time
 
 from absl import app, flags
 
+from afl_jax.pipeline import devices
 from afl_jax.pipeline.devices import set_cpu_devices
 
 set_cpu_devices()  # before JAX starts its backend; importing afl_jax sets nothing
@@ -30,12 +31,6 @@ _K = flags.DEFINE_integer('local_steps', 2, 'Local steps per server step.')
 _BATCH = flags.DEFINE_integer('batch_size', 16, 'Local batch size.')
 _SIZE = flags.DEFINE_integer('client_size', 32, 'Images per client window.')
 _WRITE_DOCS = flags.DEFINE_bool('write_docs', False, 'Write docs/scale.md.')
-
-
-def _peak_device_bytes(jax) -> float:
-  """Peak bytes held on the first accelerator (NaN on CPU, where peak_rss_gib is the figure)."""
-  stats = jax.devices()[0].memory_stats() if jax.default_backend() != 'cpu' else None
-  return float(stats.get('peak_bytes_in_use', 'nan')) if stats else float('nan')
 
 
 def main(argv):
@@ -99,6 +94,7 @@ def main(argv):
       flush=True,
     )
   ev = evaluate(sim.params(state))
+  peak = devices.peak_device_bytes()
   result = {
     'num_clients': n,
     'params': 7850,
@@ -110,14 +106,14 @@ def main(argv):
     'analytic_state_gib': sim.memory['total'] / 2**30,
     'per_client_state_gib': sim.memory['per_client_state'] / 2**30,
     'peak_rss_gib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-    'peak_device_gib': _peak_device_bytes(jax) / 2**30,
+    'peak_device_gib': None if peak is None else peak / 2**30,  # None on CPU: peak_rss_gib
     'first_step_s_with_compile': compile_s,
     'step_s': float(np.median(step_s)) if step_s else None,
     'client_updates_per_s': n / float(np.median(step_s)) if step_s else None,
     'schedule_build_s': schedule_s,
     'test_accuracy': ev['test_accuracy'],
     'devices': len(jax.devices()),
-    'device': getattr(jax.devices()[0], 'device_kind', jax.default_backend()),
+    'device': devices.device_kind(),
     'jax': jax.__version__,
   }
   if _WRITE_DOCS.value:

@@ -7,7 +7,9 @@ known answers into the right selections, edge flags and verdicts.
 
 import dataclasses
 import json
+import os
 import pathlib
+import subprocess
 import sys
 
 import pytest
@@ -400,26 +402,37 @@ def test_keeping_leaves_the_methods_field():
 
 
 def test_stored_sections_stand_until_the_declaration_changes(tmp_path, monkeypatch):
-  """A page keeps an experiment scored earlier (section, claims, minutes, machine) while
-  its sweep configs are unchanged; a page written before sections were stored is split."""
+  """A page keeps an experiment scored earlier (section, claims, minutes, machine) from
+  the JSON while its sweep configs are unchanged, and drops it when they change."""
   paper, exp, results = _synthetic()
   paper = dataclasses.replace(paper, key='toy', pending=())
   monkeypatch.setattr(report, 'RESULTS', tmp_path)
+  results = {k: dict(v, machine='box A') for k, v in results.items()}
   scored = report.score(exp, results)
-  page = _render(paper, {'toy': scored}, {'toy': results}, machine='box A')
-  # a page of before the sections were stored: no per-experiment machine line
-  old = '\n'.join(ln for ln in page.split('\n') if not ln.startswith('**Machine.**'))
-  (tmp_path / 'toy.md').write_text(old)
-  (tmp_path / 'toy.json').write_text(json.dumps({'claims': scored['claims'], 'minutes': 3.0}))
+  entry = report.stored_entry(exp, scored, results, 'toy.png')
+  assert entry['minutes'] == pytest.approx(3.0) and entry['machine'] == 'box A'
+  (tmp_path / 'toy.json').write_text(json.dumps({'experiments': {'toy': entry}}))
   kept = report.stored_sections(paper)
-  assert set(kept) == {'toy'} and kept['toy']['minutes'] == pytest.approx(3.0)
-  assert kept['toy']['claims'] == scored['claims']
+  assert set(kept) == {'toy'} and kept['toy']['claims'] == json.loads(json.dumps(scored['claims']))
   assert '**Grids and selections**' in kept['toy']['markdown']
-  assert '**Machine.** box A' in kept['toy']['markdown']  # from the page's header line
   again = _render(paper, {}, {}, machine='box B', kept=kept)
   assert '3.0 min of compute' in again and 'Declared, not run yet' not in again
-  assert again.count('**Machine.**') == 1
+  assert again.count('**Machine.** box A; sweeps 3.0 min.') == 1
+  fresh = _render(paper, {'toy': scored}, {'toy': results}, machine='box B')
+  assert again.split('## toy')[1] == fresh.split('## toy')[1]  # kept = as rendered fresh
   changed = dataclasses.replace(
     exp, methods=(dataclasses.replace(exp.methods[0], fixed={'num_rounds': 3}),) + exp.methods[1:]
   )
   assert report.stored_sections(dataclasses.replace(paper, experiments=(changed,))) == {}
+
+
+def test_reproduce_unknown_only_key_is_one_line(tmp_path):
+  proc = subprocess.run(
+    [sys.executable, str(ROOT / 'scripts' / 'reproduce_fedfa.py'), '--only=table9',
+     f'--out_dir={tmp_path}'],
+    capture_output=True, text=True, env=dict(os.environ, JAX_PLATFORMS='cpu'), timeout=300,
+  )  # fmt: skip
+  assert proc.returncode != 0
+  lines = proc.stderr.strip().splitlines()
+  assert lines == [lines[-1]] and lines[-1].startswith('error: --only=table9 is invalid: table9')
+  assert 'table2' in lines[-1] and 'Traceback' not in proc.stderr

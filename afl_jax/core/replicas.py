@@ -248,8 +248,7 @@ class ReplicaSimulator:
       width,
       unit,
       local_step_buckets,
-      None,
-      engine.mesh_platform(self.mesh),
+      platform=engine.mesh_platform(self.mesh),
     )
     self.step_work = engine.local_step_work(
       self.schedules,

@@ -25,3 +25,19 @@ def set_cpu_devices(count: int | None = None) -> None:
     return
   n = count or os.environ.get(ENV) or os.cpu_count() or 1
   os.environ['XLA_FLAGS'] = f'{flags} --{_FLAG}={int(n)}'.strip()
+
+
+def device_kind() -> str:
+  """The first device's kind, e.g. 'cpu' or 'NVIDIA H100 80GB HBM3' (starts JAX's backend)."""
+  import jax
+
+  return getattr(jax.devices()[0], 'device_kind', jax.default_backend())
+
+
+def peak_device_bytes() -> int | None:
+  """Peak bytes held on the first accelerator so far; None on CPU (see the process's RSS)."""
+  import jax
+
+  device = jax.devices()[0]
+  stats = device.memory_stats() if device.platform != 'cpu' else None
+  return int(stats['peak_bytes_in_use']) if stats and 'peak_bytes_in_use' in stats else None
