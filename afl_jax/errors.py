@@ -4,7 +4,10 @@
 with a non-zero exit status (no traceback). Each module raises its own subclass
 (``ScheduleError`` in afl_jax/schedules/schedule.py, ``DataError`` in
 afl_jax/data/base.py, ``InsufficientMemoryError`` in afl_jax/core/memory.py) so
-the message can blame the right field.
+the message can blame the right field. The Python API raises the same family:
+``ConfigError`` for a hyperparameter outside its declared range
+(``afl_jax.algorithms.get``, ``afl_jax.sweep``) and :class:`ArgumentError` for
+params, keys or an algorithm argument that cannot work.
 """
 
 
@@ -18,3 +21,8 @@ class ConfigError(UserError):
 
 class ResumeError(UserError):
   """A workdir whose checkpoint belongs to a different run than the one requested."""
+
+
+class ArgumentError(UserError):
+  """An argument of the Python API (``afl_jax.simulate``, ``afl_jax.sweep``) that cannot
+  work: the message names the argument, what it got and what to pass."""

@@ -30,16 +30,28 @@ class Registry:
     self._factories: dict[str, Callable[..., Any]] = {}
     self._meta: dict[str, dict[str, Any]] = {}
 
-  def register(self, name: str, factory: Callable[..., Any] | None = None, **meta: Any):
+  def register(
+    self,
+    name: str,
+    factory: Callable[..., Any] | None = None,
+    *,
+    replace: bool = False,
+    **meta: Any,
+  ):
     """Register ``factory`` under ``name`` (as a decorator when ``factory`` is omitted).
 
     ``meta`` is stored with the entry (:meth:`meta`). A name registered twice is an
-    error (two modules claiming one name is a bug, not a user choice).
+    error (two modules claiming one name is a bug, not a user choice) unless
+    ``replace=True``: then the new factory and metadata take the name's place, e.g.
+    when a notebook cell that defines and registers a factory runs again.
     """
 
     def deco(f: Callable[..., Any]) -> Callable[..., Any]:
-      if name in self._factories:
-        raise ValueError(f'{self.kind} {name!r} is registered twice.')
+      if name in self._factories and not replace:
+        raise ValueError(
+          f'{self.kind} {name!r} is registered twice; to replace the registered one '
+          '(e.g. a notebook cell run again), pass replace=True to register.'
+        )
       self._factories[name] = f
       self._meta[name] = dict(meta)
       return f

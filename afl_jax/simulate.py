@@ -14,15 +14,37 @@ from typing import Any, NamedTuple
 import jax
 
 from afl_jax.core.engine import SimState, Simulator
-from afl_jax.core.problem import Problem
+from afl_jax.core.problem import Problem, check_params
 from afl_jax.core.types import Algorithm
 from afl_jax.schedules.schedule import Schedule
 
 
 class Result(NamedTuple):
+  """What :func:`simulate` returns: every iterate and every per-step metric.
+
+  ``params_history`` is always filled here (``simulate`` records the params); with
+  :class:`~afl_jax.core.engine.Simulator`, ``run_chunk``'s output has ``'params'`` only
+  with ``record_params=True``, and ``afl_jax.sweep``'s ``params_history`` is None
+  unless ``record_params=True``.
+
+  ``metrics`` maps a name to an array ``[T]`` (one value per server step):
+
+  * ``'arrivals'``: the number of valid arrivals (messages sent) at the step;
+  * ``'bits_up'``, ``'bits_down'``: bits of the step's uploads and broadcasts (32 per
+    transmitted value, exact counts for compressed messages);
+  * ``'client/<name>'``: each client metric averaged over the clients that trained at
+    the step, e.g. ``'client/train_loss'`` (every local rule) or
+    ``'client/variate_evicted'`` (FedAC);
+  * ``'server/<name>'``: each server metric, e.g. ``'server/update_norm'`` (most
+    servers), ``'server/server_lr'`` / ``'server/beta'`` / ``'server/nu'`` (FedGM),
+    ``'server/aggregations'`` (FedFa), ``'server/weight_max'`` (FedAC).
+
+  ``list(result.metrics)`` shows the keys of a given algorithm.
+  """
+
   params_history: Any  # params after each server step, leading axis T
-  metrics: dict  # per-step metrics, each [T]
-  final_state: SimState
+  metrics: dict  # per-step metrics, each [T]; keys in the docstring above
+  final_state: SimState  # the engine's state after the last step (server, clients, ring)
 
 
 def simulate(
@@ -37,7 +59,14 @@ def simulate(
   """Run ``algorithm`` on ``problem`` along ``schedule`` from ``params0``.
 
   Works in float64 when ``jax_enable_x64`` is on and ``params0`` is float64.
+
+  Raises:
+    ArgumentError: ``params0`` does not fit ``problem`` (its structure or leaf
+      shapes are not what ``loss_fn`` reads; checked before compiling).
+    ScheduleError: ``schedule`` was built for another number of clients than
+      ``problem`` has (pass ``num_clients=`` to its builder).
   """
+  check_params(problem, params0)
   sim = Simulator(algorithm, problem, schedule, chunk_size=chunk_size, record_params=True)
   state = sim.init(params0, key)
   params, metrics = [], []

@@ -6,6 +6,10 @@
 >>> res.params      # final params of each run, leading axis R = 3
 >>> res.metrics     # per-step metrics, each [R, T]
 
+The first argument is a registered name (hyperparameters given as keywords, float
+ones per replica) or an already built :class:`~afl_jax.core.types.Algorithm` (the
+same for every replica, as :func:`afl_jax.simulate` takes it).
+
 Replica r equals ``afl_jax.simulate(algorithms.get('fedbuff', client_lr=lr[r], ...),
 problem_r, schedule_r, params0_r, keys[r])`` (tests/sweep_test.py); see
 :mod:`afl_jax.core.replicas` for how the runs are stacked and placed.
@@ -24,8 +28,9 @@ from jax.sharding import Mesh
 from afl_jax.algorithms import registry
 from afl_jax.core import replicas
 from afl_jax.core.engine import SimState
-from afl_jax.core.problem import Problem
+from afl_jax.core.problem import Problem, check_params, describe_tree
 from afl_jax.core.types import Algorithm, prepared
+from afl_jax.errors import ArgumentError
 from afl_jax.schedules.schedule import Schedule
 
 
@@ -63,7 +68,7 @@ def build_fn(
 
 
 def simulator(
-  name: str,
+  name: str | Algorithm,
   problem: Problem | Sequence[Problem],
   schedules: Schedule | Sequence[Schedule],
   num_replicas: int,
@@ -84,14 +89,34 @@ def simulator(
   called once with its concrete values; the error names the replica). ``factory``
   (default: ``algorithms.get(name, run=run, **hparams)``) builds the algorithm from
   keyword hyperparameters, e.g. to wrap it in a compressor; it is called inside the
-  trace with the traced ones.
+  trace with the traced ones. ``name`` may also be a built :class:`Algorithm` (then
+  no hyperparameters, ``run`` or ``factory``: every replica runs that algorithm).
   """
-  if factory is None:
-    factory = functools.partial(registry.get, name, run=run)
+  if isinstance(name, Algorithm):
+    given = sorted(hparams) + [k for k, v in (('run', run), ('factory', factory)) if v is not None]
+    if given:
+      raise ArgumentError(
+        f'sweep got the built algorithm {name.name!r} and {given}: a built Algorithm '
+        'carries its hyperparameters; to sweep over them pass a registered name instead, '
+        "e.g. sweep('fedbuff', ..., client_lr=[0.05, 0.1]) "
+        '(names: afl_jax.algorithms.names()).'
+      )
+    algorithm = name
+    factory, defaults = (lambda: algorithm), {}
+  elif isinstance(name, str):
+    if factory is None:
+      factory = functools.partial(registry.get, name, run=run)
+    defaults = registry.hyperparameters(name)
+  else:
+    raise ArgumentError(
+      f'sweep takes a registered algorithm name (afl_jax.algorithms.names()) or an '
+      f'afl_jax.Algorithm; got {type(name).__name__} {name!r}.'
+    )
   r = num_replicas
   schedule_list = _as_list(schedules, r, 'schedules')
-  defaults = registry.hyperparameters(name)
   static, traced = replicas.split_hparams(defaults, hparams, r)
+  if isinstance(name, str):  # shared values once (not as 'replica 0'); unknown names: below
+    registry.check_hyperparameters(name, {k: v for k, v in static.items() if k in defaults})
   algorithms = []
   for i in range(r):
     try:
@@ -145,8 +170,44 @@ def run_replicas(
   )
 
 
+def _num_replicas(keys: Any) -> int:
+  """R from ``keys``: [R] typed PRNG keys (or raw uint32 [R, 2]), R >= 1."""
+  dtype = getattr(keys, 'dtype', None)
+  typed = dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+  shape = tuple(np.shape(keys)) if dtype is not None else None
+  ok = (typed and len(shape) == 1) or (not typed and dtype == np.uint32 and len(shape) == 2)
+  if not ok:
+    got = type(keys).__name__ if dtype is None else f'{dtype} of shape {shape}'
+    raise ArgumentError(
+      f'keys must be R PRNG keys, one per replica; got {got}. Pass '
+      'jax.random.split(jax.random.key(seed), R).'
+    )
+  if shape[0] == 0:
+    raise ArgumentError(
+      'keys holds no keys (R = 0 replicas); pass one key per replica, '
+      'jax.random.split(jax.random.key(seed), R) with R >= 1.'
+    )
+  return int(shape[0])
+
+
+def _check_params(problem: Any, params0: Any, r: int, params_per_replica: bool) -> None:
+  """``params0`` fits the (first) problem; stacked params have the leading axis R."""
+  first = problem[0] if isinstance(problem, list | tuple) and problem else problem
+  if not params_per_replica:
+    check_params(first, params0)
+    return
+  for leaf in jax.tree.leaves(params0):
+    if np.ndim(leaf) < 1 or np.shape(leaf)[0] != r:
+      raise ArgumentError(
+        f'params_per_replica=True needs every leaf of params0 to have a leading axis of '
+        f'R={r} (one per key); params0 has {describe_tree(params0, "params0")}. Stack '
+        'R initial params, or pass params_per_replica=False to share one.'
+      )
+  check_params(first, jax.tree.map(lambda x: x[0], params0), name='params0[0]')
+
+
 def sweep(
-  name: str,
+  name: str | Algorithm,
   problem: Problem | Sequence[Problem],
   schedules: Schedule | Sequence[Schedule],
   params0: Any,
@@ -165,7 +226,9 @@ def sweep(
   """Run R replicas of algorithm ``name`` in one compiled program.
 
   Args:
-    name: a registered algorithm (``afl_jax.algorithms.names()``).
+    name: a registered algorithm (``afl_jax.algorithms.names()``), or a built
+      :class:`~afl_jax.core.types.Algorithm` run by every replica (as
+      :func:`afl_jax.simulate` takes it; no ``**hparams`` then).
     problem: one problem shared by all replicas, or R problems (same loss and
       sampler; their client views are stacked, shared leaves stacked where they
       differ, see :func:`afl_jax.core.replicas.stack_problems`).
@@ -190,14 +253,20 @@ def sweep(
       structural (part of the compiled program).
 
   Raises:
-    ValueError: a replica's hyperparameters are invalid (checked on the host for
-      every replica before any compute; the message names the replica).
+    ConfigError: a replica's hyperparameter is outside its range (checked on the
+      host for every replica before any compute; the message names the replica,
+      the field, the value and the allowed range).
+    ArgumentError: no keys, ``params0`` that does not fit the problem, or a built
+      Algorithm given with hyperparameters.
+    ValueError: other invalid combinations (the message names the replica).
   """
+  r = _num_replicas(keys)
+  _check_params(problem, params0, r, params_per_replica)
   sim = simulator(
     name,
     problem,
     schedules,
-    int(jax.random.key_data(keys).shape[0]),
+    r,
     run=run,
     chunk_size=chunk_size,
     record_params=record_params,

@@ -11,7 +11,7 @@ Scaled down for a 2-core CPU: ResNet-18 on CIFAR-10 -> the MLP 784-200-200-10 on
 15,000-sample subset of Fashion-MNIST (Dirichlet alpha = 0.5, ~150 samples per
 client); E = 10 local epochs -> 10 local steps (~2 epochs of an average client);
 1,000 arrivals (= server steps = client updates) instead of training to
-convergence. This file is the reference setting of scripts/reproduce_fedfa.py,
+convergence. This file is the reference setting of scripts/reproduce.py --paper=fedfa,
 which copies its data/model/delay fields onto the baselines.
 """
 

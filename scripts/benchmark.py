@@ -41,7 +41,7 @@ Data are random images of FMNIST's shape.
 
 Rounds: ``--repeats`` rounds, each running one fresh process per device count (best of
 ``--process_runs`` timed runs after compile) and, with ``--torch_python``, the matching plain
-PyTorch reference loop of ../shared/bench (``fedbuff``: torch_seq.py, ``many_clients``:
+PyTorch reference loop (--torch_bench_dir; ``fedbuff``: torch_seq.py, ``many_clients``:
 torch_many.py; best of its 3 timed runs after a warm-up), so both see the same machine load;
 the best round of each counts and ``x PyTorch`` is their ratio of client updates/s. PyTorch is
 not a dependency of afl_jax: give a Python of its own venv (e.g. ``python -m venv
@@ -93,7 +93,7 @@ TASKS = {
   'always_on': dict(hidden=(32,), n=1_000, mc=0, m=0, k=10, steps=10, regime='always_on'),
 }
 BATCH = 32
-# The plain PyTorch loop of each task (../shared/bench, outside the repository).
+# The plain PyTorch loop of each task (--torch_bench_dir, outside the repository).
 REFERENCE = {'fedbuff': 'torch_seq.py', 'many_clients': 'torch_many.py'}
 
 
@@ -597,8 +597,31 @@ def _best_reference(task, outputs):
   }
 
 
+def _check_flags() -> None:
+  """Every flag's value before any process is started (one ``error:`` line, exit 1)."""
+  from afl_jax.pipeline import cli
+
+  known = sorted(TASKS) + ['sweep', 'hetero_k']
+  bad = [t for t in _TASKS.value if t not in known]
+  if bad or not _TASKS.value:
+    cli.exit_error(f'--tasks={",".join(_TASKS.value)!r} is invalid: choose from {known}')
+  if not _DEVICES.value or not all(d.isdigit() and int(d) >= 1 for d in _DEVICES.value):
+    cli.exit_error(
+      f'--devices={",".join(_DEVICES.value)!r} is invalid: give host device counts >= 1, e.g. 1,2'
+    )
+  for flag, value in (('repeats', _REPEATS.value), ('process_runs', _PROCESS_RUNS.value)):
+    if value < 1:
+      cli.exit_error(f'--{flag}={value} is invalid: must be >= 1')
+  if _TORCH_PYTHON.value and not os.access(_TORCH_PYTHON.value, os.X_OK):
+    cli.exit_error(f'--torch_python={_TORCH_PYTHON.value!r} is invalid: no such executable')
+  if _TORCH_BENCH.value and not os.path.isdir(_TORCH_BENCH.value):
+    cli.exit_error(f'--torch_bench_dir={_TORCH_BENCH.value!r} is invalid: no such directory')
+
+
 def main(argv):
   del argv
+  if not _WORKER.value:
+    _check_flags()
   if _WORKER.value:
     task, _, kind = _WORKER.value.partition(':')
     if task == 'sweep':
@@ -766,7 +789,8 @@ def write_docs(results, ceilings, load_range):
     '',
     'Tasks and the ceilings are defined in the docstring of `scripts/benchmark.py`. '
     'FLOPs are counted as 3 x the forward products of a local step (the convention of '
-    "../shared/bench/common.py; it includes the first layer's input gradient, which no "
+    "the PyTorch reference benchmark; it includes the first layer's input gradient, which "
+    'no '
     'implementation computes). "same-shape products" times each matrix product of a '
     'local step alone (batch 32, as many clients as the task trains together, sharded '
     'like the engine); timing products one shape at a time underestimates what XLA '
@@ -777,7 +801,8 @@ def write_docs(results, ceilings, load_range):
     '(fixed per-client rows, no batch sampling, masking, messages or server step): the '
     'client work without the engine, timed like the same-shape products. `x PyTorch`: '
     'client updates/s over those of the plain PyTorch loop of the same task '
-    '(../shared/bench, its own venv), best run of each, interleaved in the same run. '
+    '(the reference benchmark passed as --torch_bench_dir, in its own venv), best run of '
+    'each, interleaved in the same run. '
     'Repeated runs on this 2-core machine vary by about 15-25% unloaded, far more when '
     'other jobs share the cores.',
     '',
@@ -800,4 +825,6 @@ def write_docs(results, ceilings, load_range):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  from afl_jax.pipeline import cli
+
+  app.run(main, flags_parser=cli.flags_parser())

@@ -19,7 +19,7 @@ import time
 
 from absl import app, flags
 
-from afl_jax.pipeline import devices
+from afl_jax.pipeline import cli, devices
 from afl_jax.pipeline.devices import set_cpu_devices
 
 set_cpu_devices()  # before JAX starts its backend; importing afl_jax sets nothing
@@ -35,6 +35,16 @@ _WRITE_DOCS = flags.DEFINE_bool('write_docs', False, 'Write docs/scale.md.')
 
 def main(argv):
   del argv
+  for flag, value in (
+    ('num_clients', _N.value),
+    ('steps', _STEPS.value),
+    ('block', _BLOCK.value),
+    ('local_steps', _K.value),
+    ('batch_size', _BATCH.value),
+    ('client_size', _SIZE.value),
+  ):
+    if value < 1:
+      cli.exit_error(f'--{flag}={value} is invalid: must be >= 1')
   import jax
   import jax.numpy as jnp
   import numpy as np
@@ -134,4 +144,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=cli.flags_parser())

@@ -14,12 +14,35 @@ the same command once per process with ``--num_processes=P --process_id=i
 --coordinator=HOST:PORT`` (``--coordinator=auto``: detected from SLURM and the like).
 Process 0 writes the metrics, TensorBoard events, plot, summary and config; every
 process writes its checkpoint shards. ``--workdir`` must be on a shared filesystem.
+
+One writer per workdir (afl_jax/pipeline/workdir.py): the workdir is locked first
+thing, before JAX is imported, so a second invocation on a busy workdir is refused
+with one line naming the holder's pid and host at once.
 """
 
+import importlib.util
 import os
 import sys
 
-from afl_jax.pipeline.devices import set_cpu_devices
+
+def _lock_workdir():
+  """Lock --workdir before anything else (afl_jax/pipeline/workdir.py, standard library only).
+
+  Loaded by path: importing the afl_jax package would import JAX first (seconds).
+  """
+  found = importlib.util.find_spec('afl_jax')
+  if found is None or not found.origin:
+    sys.exit('error: afl_jax is not installed; run bash scripts/setup.sh in the repository')
+  path = os.path.join(os.path.dirname(found.origin), 'pipeline', 'workdir.py')
+  spec = importlib.util.spec_from_file_location('_afl_jax_workdir_lock', path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.lock_from_argv(sys.argv, default='runs/default')
+
+
+_LOCK = _lock_workdir()
+
+from afl_jax.pipeline.devices import set_cpu_devices  # noqa: E402
 
 set_cpu_devices()
 

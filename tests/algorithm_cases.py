@@ -31,13 +31,11 @@ EXTRA = {
 COMMON = dict(client_lr=0.05, window_size=2)  # FedFa: a window of 2
 
 
-def run_info(num_clients, client_sizes=None, num_rounds=4):
-  sizes = np.ones(num_clients, np.int64) if client_sizes is None else np.asarray(client_sizes)
+def run_info(num_clients, num_rounds=4):
   return RunInfo(
     num_clients=num_clients,
     arrivals_per_step=2,
     local_steps=2,
-    client_sizes=sizes,
     num_rounds=num_rounds,
     apply_fn=two_class_logits,
     unlabeled_x=UNLABELED,

@@ -59,7 +59,7 @@ def _run(alg, problem, sched, devices):
 def test_all_devices_equal_one_device(name, n):
   with jax.enable_x64(True):
     problem = _problem(n)
-    run = algorithm_cases.run_info(n, problem.client_sizes, num_rounds=T)
+    run = algorithm_cases.run_info(n, num_rounds=T)
     alg = algorithm_cases.build(name, run)
     sched = _schedule(n, alg.regime)
     one, one_clients = _run(alg, problem, sched, jax.devices()[:1])

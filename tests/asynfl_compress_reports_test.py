@@ -5,10 +5,11 @@ trains every round, but only a client in S_t uploads ``C(Delta + e_i)`` and upda
 ``e_i``; the others keep ``e_i`` frozen. The engine gathers the reporting clients'
 messages into a block as wide as the most reports of any step, compresses that
 block and scatters it back (``engine.compress_reports``). Checked here: the same
-results bit for bit as compressing every client's message (the earlier path,
-``compress_reports_only=False``), the residuals of absent clients frozen step by step against
-a NumPy loop of eqs. 8-9, a step with no report, and that the compressor really runs
-on ``report_slots`` rows, not N. Two devices with N = 5:
+results as compressing every client's message (the earlier path,
+``compress_reports_only=False``) to a few ulps (the two programs batch their products
+at different widths, so XLA may round them differently), the residuals of absent
+clients frozen step by step against a NumPy loop of eqs. 8-9, a step with no report,
+and that the compressor really runs on ``report_slots`` rows, not N. Two devices with N = 5:
 tests/helpers/compress_reports_two_devices.py.
 """
 
@@ -20,6 +21,7 @@ import pytest
 from asynfl_replay_test import np_top_k
 from helper_runs import run_helper
 from quadratic import make_quadratic, np_local_gd, quadratic_problem
+from same import assert_close_ulps
 
 import afl_jax
 from afl_jax.core import engine
@@ -80,28 +82,39 @@ def _trajectory(sim, dtype):
 )
 @pytest.mark.parametrize('dtype', [np.float32, np.float64])
 def test_reports_only_equals_compressing_every_client(name, hp, dtype):
-  if dtype == np.float64:
-    jax.config.update('jax_enable_x64', True)
+  with jax.enable_x64(dtype == np.float64):  # scoped: no other test inherits x64
+    _reports_only_equals_compressing_every_client(name, hp, dtype)
+
+
+def _reports_only_equals_compressing_every_client(name, hp, dtype):
   sched = _schedule()
   new, _, _ = _simulator(name, sched, dtype, **hp)
   assert new.report_slots == int(sched.mask.sum(axis=1).max()) < N
   old, _, _ = _simulator(name, sched, dtype, reports_only=False, **hp)
   p_new, r_new, m_new = _trajectory(new, dtype)
   p_old, r_old, m_old = _trajectory(old, dtype)
-  np.testing.assert_array_equal(p_new, p_old)
+  # Products batched at another width round differently on some CPUs (1 ulp seen): allow
+  # 4 ulps of the values' scale per step (counts such as arrivals and bits, whole numbers
+  # far below 1 / tolerance, are still held exactly).
+  ulps = 4 * sched.num_steps
+  assert_close_ulps(p_new, p_old, ulps=ulps)
   for a, b in zip(r_new, r_old, strict=True):
     for x, y in zip(a, b, strict=True):
-      np.testing.assert_array_equal(x, y)
+      assert_close_ulps(x, y, ulps=ulps)
   for a, b in zip(m_new, m_old, strict=True):
     assert a.keys() == b.keys()
     for k in a:
-      np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+      assert_close_ulps(a[k], b[k], ulps=ulps, err_msg=k)
   assert np.max(np.abs(p_new[-1] - np.linspace(-1, 1, DIM))) > 0.1  # it moved
 
 
 def test_ef_residuals_of_absent_clients_stay_frozen_step_by_step():
   """eqs. 8-9 per step in NumPy: e_i changes only in the steps where i reports."""
-  jax.config.update('jax_enable_x64', True)
+  with jax.enable_x64(True):  # scoped: no other test inherits x64
+    _ef_residuals_of_absent_clients_stay_frozen_step_by_step()
+
+
+def _ef_residuals_of_absent_clients_stay_frozen_step_by_step():
   sched = _schedule()
   sim, a, b = _simulator('asynflc_ef', sched, np.float64, compressor='top_k', fraction=0.4)
   params, residuals, metrics = _trajectory(sim, np.float64)
@@ -178,6 +191,7 @@ def test_two_devices_n5_equals_one_device_and_the_full_path():
   diffs = run_helper('compress_reports_two_devices.py')
   assert {'reports_vs_full_2dev', 'two_vs_one_device', 'moved', 'report_slots'} <= set(diffs)
   assert diffs['report_slots'] % 2 == 0 and diffs['report_slots'] < 6
-  assert diffs['reports_vs_full_2dev'] == 0.0
+  # float64 values of order 1; the two paths batch at different widths: round-off only.
+  assert diffs['reports_vs_full_2dev'] == pytest.approx(0.0, abs=1e-12)
   assert diffs['two_vs_one_device'] == pytest.approx(0.0, abs=1e-12)
   assert diffs['moved'] > 0.1

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from quadratic import make_quadratic, np_local_gd, np_replay, quadratic_problem
+from same import assert_close_ulps
 
 import afl_jax
 
@@ -171,12 +172,15 @@ def test_asynflc_ef_top_k_matches_algorithm_1():
     assert np.abs(err).max() > 1e-3
 
 
-def test_asynflc_ef_with_identity_is_asynfl_exactly():
+def test_asynflc_ef_with_identity_is_asynfl():
   with jax.enable_x64(True):
     sched = _flexible_schedule()
     plain, *_ = _run('asynfl', sched)
     ef, *_ = _run('asynflc_ef', sched, compressor='identity')
-    np.testing.assert_array_equal(ef.params_history['x'], plain.params_history['x'])
+    # Identity compression adds and subtracts an exact zero, but AsynFLC-EF is another
+    # program (it compresses a gathered block): 4 ulps of the values' scale per step.
+    assert_close_ulps(ef.params_history['x'], plain.params_history['x'], ulps=4 * sched.num_steps)
+    # The residual is a message minus itself: exactly zero in any program.
     np.testing.assert_array_equal(ef.final_state.compressor.residual['x'], 0.0)
 
 

@@ -190,7 +190,7 @@ def test_registry_names_and_hyperparameters():
   names = afl_jax.algorithms.names()
   assert {'asynfl', 'asynflc', 'asynflc_ef'} <= set(names)
   hp = afl_jax.algorithms.hyperparameters('asynflc_ef')
-  assert afl_jax.algorithms.registry.context('asynflc_ef') == ('num_clients', 'client_sizes')
+  assert afl_jax.algorithms.registry.context('asynflc_ef') == ('num_clients',)
   assert {
     'client_lr',
     'server_lr',

@@ -47,8 +47,18 @@ def test_loss_runs_in_the_compute_dtype_and_gradients_come_back_float32():
   assert msg['x'].dtype == jnp.float32 and metrics['train_loss'].dtype == jnp.float32
 
 
+def _jaxpr(**kw):
+  a, b = make_quadratic(num_clients=N)
+  sched = afl_jax.schedules.fedbuff(N, 4, 3, 8, local_steps=3, seed=1)
+  sim = afl_jax.Simulator(build('fedbuff', run_info(N)), quadratic_problem(a, b), sched, **kw)
+  state = sim.init({'x': jnp.ones(4, jnp.float32)}, jax.random.key(0))
+  return str(jax.make_jaxpr(sim._chunk_impl)(state, sim.inputs(0), sim.problem, jax.random.key(0)))
+
+
 def test_float32_path_is_unchanged():
   """Off (None) is the plain program; float32 as the compute dtype is bit for bit the same."""
+  # Bitwise is sound only because the two are one program: the casts to float32 vanish.
+  assert _jaxpr(compute_dtype=jnp.float32) == _jaxpr()
   _, ref = _run('fedbuff')
   _, out = _run('fedbuff', compute_dtype=jnp.float32)
   np.testing.assert_array_equal(out['params']['x'], ref['params']['x'])

@@ -225,5 +225,6 @@ def test_baseline_factories_validate_hyperparameters():
     get('fadas', tau_c=-1)
   with pytest.raises(ValueError, match='delay_rule'):
     get('fadas', delay_rule='inverse')
+  assert ca2fl(1.0, num_clients=4).init({'x': jnp.zeros(2)}).cache['x'].shape == (4, 2)
   with pytest.raises(ValueError, match='num_clients'):
-    ca2fl(1.0).init({'x': jnp.zeros(2)})
+    ca2fl(1.0, num_clients=0)

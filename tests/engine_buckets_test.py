@@ -2,7 +2,8 @@
 
 The engine sorts a step's arrival slots by K into blocks and bounds each block's
 local loop by its largest K; the skipped steps are masked no-ops, so the iterates
-must equal the padded path (every slot runs the schedule's largest K) exactly.
+must equal the padded path (every slot runs the schedule's largest K) up to round-off:
+the two programs batch the same products at different widths.
 """
 
 import json
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 from algorithm_cases import build, run_info
 from quadratic import make_quadratic, quadratic_problem
-from same import assert_same
+from same import assert_close_ulps
 
 import afl_jax
 from afl_jax.core import engine
@@ -55,18 +56,18 @@ def test_grouped_by_k_equals_padded_float64(name):
     assert np.abs(ref['params']['x'] - 1.0).max() > 1e-3  # the run moved
 
 
-def test_grouped_by_k_is_bitwise_in_float32():
-  """Local SGD's float32 iterates are bit for bit those of the padded path (on CPU;
-  to round-off on accelerators, whose kernels change with the block width).
+def test_grouped_by_k_equals_padded_in_float32():
+  """Local SGD's float32 iterates are those of the padded path to a few ulps.
 
-  (Only a reduction inside a local step, such as AdaMasFL's norm or the train_loss
-  metric, can change in its last bit with the block width, as with client_block_size.)
+  The block width changes the shapes XLA compiles (and so its reduction order, vector
+  width and fused multiply-adds, per CPU model and per accelerator): round-off only.
   """
   alg = build('fedbuff', run_info(N))
   _, ref = _run(alg, _schedule(), np.float32, local_step_buckets=0)
   for buckets in (1, 2):
     _, out = _run(alg, _schedule(), np.float32, local_step_buckets=buckets)
-    assert_same(out['params']['x'], ref['params']['x'])
+    # Round-off of another batching width: 4 ulps of the values' scale per server step.
+    assert_close_ulps(out['params']['x'], ref['params']['x'], ulps=4 * _schedule().num_steps)
     np.testing.assert_array_equal(out['metrics']['bits_up'], ref['metrics']['bits_up'])
 
 

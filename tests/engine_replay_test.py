@@ -172,6 +172,7 @@ def test_same_seed_bitwise_identical_different_seed_differs():
 
 def test_chunked_run_equals_one_scan():
   whole, chunked = _run_stochastic(0), _run_stochastic(0, chunk_size=4)  # 4 + 4 + 1 (padded)
+  # Bitwise: both scan the same step program at the same shapes; only the trip count differs.
   np.testing.assert_array_equal(whole.params_history['w'], chunked.params_history['w'])
   np.testing.assert_array_equal(whole.metrics['arrivals'], chunked.metrics['arrivals'])
 

@@ -227,7 +227,7 @@ def test_build_lays_out_the_same_client_rows_as_make_federated():
   np.testing.assert_array_equal(x[index], fed.x)
   np.testing.assert_array_equal(y[index], fed.y)
   np.testing.assert_array_equal(run.data.offsets, fed.offsets)
-  np.testing.assert_array_equal(run.info.client_sizes, fed.sizes)
+  np.testing.assert_array_equal(run.problem.client_sizes, fed.sizes)
   assert run.info.num_clients == 7 and run.info.local_steps == c.local_steps
 
 

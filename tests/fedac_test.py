@@ -42,6 +42,8 @@ def _np_fedac(
   beta2,
   epsilon,
   min_similarity=0.0,
+  zero_cosine=1.0,
+  first_update='movement',
   history=None,
   correction=True,
   latest=False,
@@ -87,10 +89,12 @@ def _np_fedac(
     for i, cp in zip(ids, cplus):  # client states are written after the step's jobs ran
       jobs[i].append(cp)
     r = []
+    first = not applied[t].any()  # no job applied yet: the server's first update
     for d, st in zip(deltas, starts):
-      u = st - x
+      # Temporal gradient x_s - x_t (ours); the model itself at the first update (AFL-Lib).
+      u = -x if first_update == 'model' and first else st - x
       nu, nd = np.linalg.norm(u), np.linalg.norm(d)
-      cos = u @ d / (nu * nd) if nu > 0 and nd > 0 else 1.0
+      cos = u @ d / (nu * nd) if nu > 0 and nd > 0 else zero_cosine
       r.append(max(cos, min_similarity))
     r = np.array(r)
     w = r / r.sum() if r.sum() > 0 else np.full(len(r), 1.0 / len(r))
@@ -220,6 +224,27 @@ def _arrivals(ids, mask, staleness, start_params, n):
   )
 
 
+@pytest.mark.parametrize(
+  'min_similarity, zero_cosine, first_update',
+  [(0.1, 0.0, 'model'), (0.0, 0.0, 'movement'), (-1.0, 1.0, 'model'), (0.1, 0.0, 'movement')],
+)
+def test_fedac_similarity_conventions_match_numpy(min_similarity, zero_cosine, first_update):
+  """AFL-Lib's readings (floor 0.1, cosine 0 for a zero vector, first update on the
+  model) and their mixtures, against the NumPy loop; each changes the trajectory."""
+  with jax.enable_x64(True):
+    a, b = make_quadratic(seed=2, dtype=np.float64)
+    x0 = np.array([-0.05, 0.05, -0.1, -0.025])  # first-update cosines with x_0: 0.23, 0.31
+    sched = afl_jax.schedules.from_arrays(IDS, START, local_steps=STEPS, mask=MASK)
+    hp = dict(HP, server_lr=1.5, min_similarity=min_similarity)
+    opts = dict(zero_cosine=zero_cosine, first_update=first_update)
+    res = _run(sched, a, b, x0, history=3, **hp, **opts)
+    want, _ = _np_fedac(sched, a, b, x0, **hp, **opts)
+    got = np.asarray(res.params_history['x'])
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+    ours, _ = _np_fedac(sched, a, b, x0, **hp)  # zero_cosine=1, first_update='movement'
+    assert np.abs(want - ours).max() > 1e-3  # the convention matters on this schedule
+
+
 def test_fedac_server_step_under_jit_and_empty_step_state():
   with jax.enable_x64(True):
     rng = np.random.default_rng(0)
@@ -254,8 +279,11 @@ def test_fedac_validates_hyperparameters():
     ('epsilon', 0.0),
     ('min_similarity', 2.0),
     ('history', 0),
+    ('zero_cosine', 1.5),
+    ('first_update', 'models'),
   ):
     with pytest.raises(ValueError, match=field):
       get('fedac', **{field: value})
+  assert fedac(num_clients=4).init({'x': jnp.zeros(2)}).applied.shape == (4,)  # no raise
   with pytest.raises(ValueError, match='num_clients'):
-    fedac().init({'x': jnp.zeros(2)})
+    fedac(num_clients=0)

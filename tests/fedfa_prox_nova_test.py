@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from quadratic import make_quadratic, np_local_gd, np_replay, quadratic_loss, quadratic_problem
-from same import assert_same
+from same import assert_close_ulps
 
 import afl_jax
 from afl_jax.core.types import LocalTask
@@ -53,7 +53,8 @@ def test_prox_mu_zero_is_local_sgd_under_jit():
     prox, _ = _client_message(afl_jax.clients.prox_sgd(LR, 0.0), a, b, 1, x0, 3)
     sgd, _ = _client_message(afl_jax.clients.local_sgd(LR), a, b, 1, x0, 3)
     np.testing.assert_allclose(prox, x0 - np_local_gd(a[1], b[1], x0, LR, 3), atol=1e-12)
-    np.testing.assert_array_equal(prox, sgd)
+    # mu * (x - x0) is zero, but it is another program (XLA may fuse it differently): ulps.
+    assert_close_ulps(prox, sgd)
 
 
 @pytest.mark.parametrize('num_steps', [1, 4])
@@ -130,7 +131,8 @@ def test_fedprox_mu_zero_is_fedavg():
     _, _, avg = _run('fedavg', sched, x0, client_lr=LR, weighting='uniform')
     expected = np_replay(sched, a, b, x0, LR, lambda x, loc, st, tau: np.mean(loc, axis=0))
     np.testing.assert_allclose(prox, expected, atol=1e-12)
-    assert_same(prox, avg)  # the proximal term is an exact no-op at mu = 0
+    # The proximal term is zero at mu = 0, but FedProx is another program: 4 ulps per step.
+    assert_close_ulps(prox, avg, ulps=4 * len(prox))
 
 
 def test_fedbuff_prox_stale_matches_numpy():
@@ -238,8 +240,8 @@ REGISTERED = {
 @pytest.mark.parametrize('name', sorted(REGISTERED))
 def test_registered_with_hyperparameters(name):
   assert set(afl_jax.algorithms.hyperparameters(name)) == REGISTERED[name] | {'weighting'}
-  assert afl_jax.algorithms.registry.context(name) == ('client_sizes',)
-  alg = afl_jax.algorithms.get(name, client_sizes=np.ones(3, int))
+  assert afl_jax.algorithms.registry.context(name) == ()
+  alg = afl_jax.algorithms.get(name)
   assert alg.name == name and alg.regime == 'per_job'
 
 
@@ -255,4 +257,4 @@ def test_registered_with_hyperparameters(name):
 )
 def test_validation_names_the_argument(name, hp, field):
   with pytest.raises(ValueError, match=field):
-    afl_jax.algorithms.get(name, client_sizes=np.ones(3, int), **hp)
+    afl_jax.algorithms.get(name, **hp)

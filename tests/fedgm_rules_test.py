@@ -228,8 +228,14 @@ def test_divide_by_local_steps_client_under_jit():
     ),
     (lambda: afl_jax.servers.fedopt('rmsprop'), "server_optimizer must be one of .*'rmsprop'"),
     (lambda: afl_jax.servers.fedopt('adam', tau=0.0), 'tau must be > 0'),
-    (lambda: afl_jax.algorithms.get('fedgm', client_lr=-0.1), 'client_lr must be > 0'),
-    (lambda: afl_jax.algorithms.get('fednag', beta=1.2), 'beta must be in'),
+    (
+      lambda: afl_jax.algorithms.get('fedgm', client_lr=-0.1),
+      'client_lr=-0.1 is invalid: must be > 0',
+    ),
+    (
+      lambda: afl_jax.algorithms.get('fednag', beta=1.2),
+      r'beta=1.2 is invalid: must be in \[0, 1\)',
+    ),
   ],
 )
 def test_bad_hyperparameters_are_rejected_before_compute(build, match):

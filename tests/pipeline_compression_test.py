@@ -38,7 +38,6 @@ INFO = RunInfo(
   num_clients=N,
   arrivals_per_step=2,
   local_steps=2,
-  client_sizes=np.full(N, 5),
   num_rounds=8,
   apply_fn=_two_class_logits,
   unlabeled_x=UNLABELED,

@@ -14,7 +14,6 @@ import pytest
 from quadratic import make_quadratic, np_local_gd, quadratic_problem
 
 import afl_jax
-from afl_jax.algorithms.registry import RunInfo
 from afl_jax.core.types import Arrivals
 from afl_jax.schedules.durations import Durations
 from afl_jax.schedules.port_clock import port_clock
@@ -99,12 +98,12 @@ def test_port_matches_numpy_over_stale_schedule(reference):
     got = _run(sched, a, b, x0, reference=reference, **HP)
     want = _np_port(sched, a, b, x0, reference=reference, **HP)
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
-    # n_i from the run context (examples per client), as the authors weight clients.
+    # n_i from the problem (examples per client, carried by each message), as the
+    # authors weight clients.
     sizes = np.array([10, 40, 25])
-    run = RunInfo(client_sizes=sizes)
     got_n = afl_jax.simulate(
-      afl_jax.algorithms.get('port', run=run, reference=reference, **HP),
-      quadratic_problem(a, b),
+      afl_jax.algorithms.get('port', reference=reference, **HP),
+      quadratic_problem(a, b).replace(client_sizes=sizes),
       sched,
       {'x': jnp.asarray(x0)},
       jax.random.key(0),
@@ -170,9 +169,10 @@ def test_port_server_step_under_jit_with_client_weights():
     x, prev = rng.normal(size=3), rng.normal(size=3)
     starts, deltas = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
     sizes = np.array([1, 2, 5, 3])
-    server = port(1.0, 2.0, 0.5, 4.0, reference='last_step', client_sizes=sizes)
+    server = port(1.0, 2.0, 0.5, 4.0, reference='last_step', weighting='examples')
     state = PortState({'x': jnp.asarray(x)}, {'x': jnp.asarray(prev)})
     arr = _arrivals([2, 0, 3], [True, False, True], [3, 0, 1], starts)
+    arr = arr._replace(num_examples=jnp.asarray(sizes)[arr.client_ids])
     new, _ = jax.jit(server.update)(state, {'x': jnp.asarray(deltas)}, arr, jax.random.key(0))
     d = starts - deltas - x  # x_i - x_t
     u = x - prev
@@ -184,6 +184,7 @@ def test_port_server_step_under_jit_with_client_weights():
     )  # eta = 1: the weighted mean of the client models
     np.testing.assert_allclose(new.previous['x'], x)
     empty = _arrivals([2, 0, 3], [False, False, False], [3, 0, 1], starts)
+    empty = empty._replace(num_examples=arr.num_examples)
     same, _ = jax.jit(server.update)(new, {'x': jnp.asarray(deltas)}, empty, jax.random.key(0))
     jax.tree.map(np.testing.assert_array_equal, same, new)
 
@@ -200,8 +201,8 @@ def test_port_validates_hyperparameters():
   ):
     with pytest.raises(ValueError, match=field):
       get('port', **{field: value})
-  with pytest.raises(ValueError, match='client_sizes'):
-    port(client_sizes=[1, 0])
+  with pytest.raises(ValueError, match='weighting'):
+    port(weighting='data')
 
 
 def test_port_clock_by_hand():

@@ -1,15 +1,17 @@
 """config.sweep end to end: a grid from one config, grouped into one compile, with the
-files the tuning protocol reads; a grid point equals the same config run alone."""
+files the reproduction protocol reads; a grid point equals the same config run alone."""
 
 import json
 import os
 
 import ml_collections
+import pandas as pd
 import pytest
 
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import config as config_lib
-from afl_jax.pipeline import loop, sweep, tuning
+from afl_jax.pipeline import loop, sweep
+from afl_jax.reproduction import runs, scoring
 
 
 def _config():
@@ -57,5 +59,9 @@ def test_train_sweep_one_compile_and_equals_single_run(tmp_path):
   )
   assert one['test_accuracy'] == pytest.approx(alone['test_accuracy'], abs=1e-6)
   assert one['val_accuracy'] == pytest.approx(alone['val_accuracy'], abs=1e-6)
-  sel = tuning.select(records, 'fedbuff')  # the protocol reads the summary as it is
-  assert len(sel.seeds) == 3 and sel.grid_size == 2 and sel.enough_seeds
+  # The reproduction protocol reads the sweep's curves as records: every run, every
+  # evaluation, and selects on validation over the seeds.
+  rows = pd.DataFrame(runs.records_of_sweep('e', 'fedbuff', 'select', str(tmp_path), out))
+  assert rows.groupby('setting').seed.nunique().tolist() == [3, 3]
+  sel = scoring.select(scoring.finals(rows), 'e', 'fedbuff')
+  assert len(sel['scores']) == 2

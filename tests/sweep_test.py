@@ -94,7 +94,9 @@ def test_bad_replica_value_is_refused_before_compute():
   prob = afl_jax.problems.from_loss(
     lambda p, d: jnp.sum((d['a'] @ p['x'] - d['b']) ** 2), {'a': a, 'b': b}
   )
-  with pytest.raises(ValueError, match='replica 1: server_lr must be > 0'):
+  with pytest.raises(
+    ValueError, match=r'replica 1: hparams.server_lr=-1.0 is invalid: must be > 0'
+  ):
     afl_jax.sweep('fedbuff', prob, sched, {'x': jnp.zeros(4)}, keys, server_lr=[1.0, -1.0])
   with pytest.raises(ValueError, match='one per replica'):
     afl_jax.sweep('fedbuff', prob, sched, {'x': jnp.zeros(4)}, keys, client_lr=[0.1, 0.2, 0.3])

@@ -47,11 +47,9 @@ def test_fedavg_weights_clients_by_examples_on_unequal_clients(weighting_name):
   with jax.enable_x64(True):
     clients = _clients()
     problem = afl_jax.problems.from_loss(mse, clients)
-    assert problem.client_sizes == SIZES
+    np.testing.assert_array_equal(problem.client_sizes, SIZES)
     x0 = np.array([0.5, -1.0, 0.25])
-    alg = afl_jax.algorithms.get(
-      'fedavg', client_lr=LR, weighting=weighting_name, client_sizes=np.array(SIZES)
-    )
+    alg = afl_jax.algorithms.get('fedavg', client_lr=LR, weighting=weighting_name)
     res = afl_jax.simulate(
       alg, problem, _sync_schedule(), {'x': jnp.asarray(x0)}, jax.random.key(0)
     )
@@ -63,13 +61,21 @@ def test_fedavg_weights_clients_by_examples_on_unequal_clients(weighting_name):
     np.testing.assert_allclose(res.params_history['x'], np.stack(want), rtol=1e-12, atol=1e-13)
 
 
-def test_fedavg_defaults_to_examples_and_needs_client_sizes():
+def test_fedavg_defaults_to_examples_and_needs_no_run_context():
   assert afl_jax.algorithms.hyperparameters('fedavg')['weighting'] == 'examples'
-  assert 'client_sizes' in afl_jax.algorithms.registry.context('fedavg')
-  with pytest.raises(ValueError, match='client_sizes'):
-    afl_jax.algorithms.get('fedavg', client_lr=0.1)
-  with pytest.raises(ValueError, match='client 1 has 0'):
-    afl_jax.algorithms.get('fedavg', client_sizes=[3, 0, 2])
+  assert afl_jax.algorithms.registry.context('fedavg') == ()
+  alg = afl_jax.algorithms.get('fedavg', client_lr=0.1)  # the counts travel with the messages
+  arrivals = Arrivals(
+    client_ids=jnp.array([0, 1]),
+    staleness=jnp.zeros(2, jnp.int32),
+    mask=jnp.array([True, True]),
+    num_steps=jnp.ones(2, jnp.int32),
+    start_broadcast=None,
+    step=jnp.asarray(0),
+  )
+  state = alg.server.init({'x': jnp.zeros(2)})
+  with pytest.raises(ValueError, match='num_examples'):
+    alg.server.update(state, {'x': jnp.ones((2, 2))}, arrivals, jax.random.key(0))
   with pytest.raises(ValueError, match='weighting'):
     afl_jax.algorithms.get('fedbuff', weighting='data')
 
@@ -84,10 +90,15 @@ def test_row_weights_ignore_padding_and_non_reporting_rows():
     start_broadcast=None,
     step=jnp.asarray(0),
   )
-  sizes = weighting.check('examples', np.array(SIZES))
-  np.testing.assert_allclose(weighting.row_weights(arrivals, sizes=sizes), [9 / 14, 5 / 14, 0, 0])
+  arrivals = arrivals._replace(
+    num_examples=jnp.asarray(SIZES)[arrivals.client_ids], total_examples=jnp.asarray(sum(SIZES))
+  )
+  examples = weighting.check('examples')
   np.testing.assert_allclose(
-    weighting.row_weights(arrivals, 'clients', sizes=sizes), [9 / 16, 5 / 16, 0, 0]
+    weighting.row_weights(arrivals, examples=examples), [9 / 14, 5 / 14, 0, 0]
+  )
+  np.testing.assert_allclose(
+    weighting.row_weights(arrivals, 'clients', examples=examples), [9 / 16, 5 / 16, 0, 0]
   )
   np.testing.assert_allclose(weighting.row_weights(arrivals), [0.5, 0.5, 0, 0])
   np.testing.assert_allclose(weighting.row_weights(arrivals, 'clients', 3), [1 / 3, 1 / 3, 0, 0])
@@ -103,7 +114,7 @@ def test_fednova_examples_matches_numpy_with_unequal_steps():
       [[0, 1, 2]] * 2, [[0] * 3, [1] * 3], local_steps=[steps] * 2
     )
     x0 = np.array([0.5, -1.0, 0.25])
-    alg = afl_jax.algorithms.get('fednova', client_lr=LR, client_sizes=np.array(SIZES))
+    alg = afl_jax.algorithms.get('fednova', client_lr=LR)
     res = afl_jax.simulate(alg, problem, sched, {'x': jnp.asarray(x0)}, jax.random.key(0))
     p = np.array(SIZES, float) / sum(SIZES)
     tau_eff = float(p @ steps)

@@ -3,24 +3,43 @@
 Every module in this package that registers algorithms (``@register('name')``, or
 ``@register('name', context=(...))`` for factories that take facts about the run
 from a :class:`RunInfo`) is imported here, so adding an algorithm family is adding
-one file: no list to edit.
+one file: no list to edit. What each hyperparameter accepts is declared at
+registration (``@register('name', hparams={'alpha': checks.real(0, 1)})``) and
+checked by :func:`get` before the factory runs; ``register(..., replace=True)``
+replaces an algorithm already registered under that name.
 """
 
 import importlib
 import pkgutil
 
 from afl_jax.algorithms.registry import (
+  SHARED_SPECS,
   RunInfo,
+  check_hyperparameters,
   context,
   get,
+  hyperparameter_specs,
   hyperparameters,
   names,
   parameters,
   register,
+  violation,
 )
 
 for _module in pkgutil.iter_modules(__path__):
   if _module.name != 'registry':
     importlib.import_module(f'{__name__}.{_module.name}')
 
-__all__ = ['RunInfo', 'context', 'get', 'hyperparameters', 'names', 'parameters', 'register']
+__all__ = [
+  'SHARED_SPECS',
+  'RunInfo',
+  'check_hyperparameters',
+  'context',
+  'get',
+  'hyperparameter_specs',
+  'hyperparameters',
+  'names',
+  'parameters',
+  'register',
+  'violation',
+]

@@ -21,7 +21,7 @@ Gradient Compression for Non-Convex Optimization" (IEEE).
   reporting clients).
 
 All three are compositions: one client rule, one server rule, and an optional
-``Algorithm.compressor``. Options (SPEC_NOTES, "AsynFL"): ``normalizer='arrivals'``
+``Algorithm.compressor``. Options (docs/algorithms/asynfl.md): ``normalizer='arrivals'``
 divides by |S_t| instead of n; ``local_training='per_job'`` runs FedBuff-style jobs
 (K steps from the version each client started from, :func:`afl_jax.clients.local_sgd`)
 instead of continuous training.
@@ -34,13 +34,12 @@ re-derived. The server counts valid arrivals only; the arrival slots the engine 
 never enter eq. (5).
 
 Hyperparameters vs the paper: ``client_lr`` = eta (local learning rate),
-``server_lr`` = eta_g (global learning rate), ``num_clients`` = n; ``weighting`` /
-``client_sizes`` (option: weight client i by ``n_i / sum_j n_j`` in place of ``1/n``).
+``server_lr`` = eta_g (global learning rate), ``num_clients`` = n; ``weighting``
+(option: weight client i by ``n_i / sum_j n_j`` in place of ``1/n``, from the example
+counts the messages carry).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 import optax
@@ -50,7 +49,7 @@ from afl_jax.algorithms.registry import register
 from afl_jax.core import checks
 from afl_jax.core.types import Algorithm, ServerRule
 from afl_jax.schedules.schedule import Schedule, ScheduleError
-from afl_jax.servers.pseudo_gradient import check_normalizer
+from afl_jax.servers.pseudo_gradient import NORMALIZERS, check_normalizer
 
 LOCAL_TRAINING = ('continuous', 'per_job')
 
@@ -123,7 +122,6 @@ def asynfl_server(
   normalizer: str = 'clients',
   num_clients: int | None = None,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> ServerRule:
   """eq. (5)/(7)/(10): ``x <- x - eta_g * (1/n) sum_{S_t} Delta`` (our sign).
 
@@ -139,7 +137,6 @@ def asynfl_server(
     weighting: 'uniform' (as written) or 'examples': client i's Delta weighted by
       ``n_i / sum_j n_j`` in place of ``1/n`` (``n_i / sum_{S_t} n_j`` in place of
       ``1/|S_t|``), :mod:`afl_jax.servers.weighting`.
-    client_sizes: int[N] examples per client, for ``weighting='examples'``.
   """
   _check_positive('server_lr', server_lr)
   _check_num_clients(num_clients)
@@ -149,7 +146,6 @@ def asynfl_server(
     normalizer=normalizer,
     num_clients=num_clients,
     weighting=weighting,
-    client_sizes=client_sizes,
   )
 
 
@@ -223,7 +219,6 @@ def _algorithm(
   local_training: str,
   compressor: compression.Compressor | None = None,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   _check_positive('client_lr', client_lr)
   if local_training not in LOCAL_TRAINING:
@@ -234,7 +229,6 @@ def _algorithm(
     normalizer=normalizer,
     num_clients=num_clients,
     weighting=weighting,
-    client_sizes=client_sizes,
   )
 
   def prepare(alg: Algorithm, schedule: Schedule) -> Algorithm:
@@ -249,7 +243,14 @@ def _algorithm(
   return Algorithm(name, client, server, compressor, regime=regime, prepare=prepare)
 
 
-@register('asynfl', context=('num_clients', 'client_sizes'))
+@register(
+  'asynfl',
+  context=('num_clients',),
+  hparams={
+    'normalizer': checks.choice(NORMALIZERS),
+    'local_training': checks.choice(LOCAL_TRAINING),
+  },
+)
 def asynfl(
   client_lr: float = 0.01,
   server_lr: float = 1.0,
@@ -257,7 +258,6 @@ def asynfl(
   normalizer: str = 'clients',
   local_training: str = 'continuous',
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """AsynFL (eqs. 2-5): eta = client_lr, eta_g = server_lr, n = num_clients.
 
@@ -271,8 +271,8 @@ def asynfl(
       version the client started from). Continuous training rejects, before any
       compute, a schedule whose start steps are not the step after each client's
       previous report (:func:`check_schedule`).
-    weighting: 'uniform' (eq. 5 as written) or 'examples' (by ``client_sizes``).
-    client_sizes: int[N] examples per client (run context).
+    weighting: 'uniform' (eq. 5 as written) or 'examples' (by the example counts the
+      messages carry).
   """
   return _algorithm(
     'asynfl',
@@ -282,7 +282,6 @@ def asynfl(
     normalizer,
     local_training,
     weighting=weighting,
-    client_sizes=client_sizes,
   )
 
 
@@ -299,7 +298,6 @@ def _compressed(
   normalizer,
   local_training,
   weighting,
-  client_sizes,
 ) -> Algorithm:
   comp = build_compressor(
     compressor, fraction=fraction, bits=bits, scaled=scaled, error_feedback=error_feedback
@@ -313,11 +311,21 @@ def _compressed(
     local_training,
     compressor=comp,
     weighting=weighting,
-    client_sizes=client_sizes,
   )
 
 
-@register('asynflc', context=('num_clients', 'client_sizes'))
+@register(
+  'asynflc',
+  context=('num_clients',),
+  hparams={
+    'compressor': checks.choice(sorted(COMPRESSOR_DEFAULTS)),
+    'fraction': checks.real(0.0, 1.0, low_open=True),
+    'bits': checks.integer(2, 32),
+    'scaled': checks.boolean(),
+    'normalizer': checks.choice(NORMALIZERS),
+    'local_training': checks.choice(LOCAL_TRAINING),
+  },
+)
 def asynflc(
   client_lr: float = 0.01,
   server_lr: float = 1.0,
@@ -329,7 +337,6 @@ def asynflc(
   normalizer: str = 'clients',
   local_training: str = 'continuous',
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """AsynFLC (eq. 7): AsynFL whose uploads are ``C(Delta)``, no error feedback.
 
@@ -350,11 +357,21 @@ def asynflc(
     normalizer,
     local_training,
     weighting,
-    client_sizes,
   )
 
 
-@register('asynflc_ef', context=('num_clients', 'client_sizes'))
+@register(
+  'asynflc_ef',
+  context=('num_clients',),
+  hparams={
+    'compressor': checks.choice(sorted(COMPRESSOR_DEFAULTS)),
+    'fraction': checks.real(0.0, 1.0, low_open=True),
+    'bits': checks.integer(2, 32),
+    'scaled': checks.boolean(),
+    'normalizer': checks.choice(NORMALIZERS),
+    'local_training': checks.choice(LOCAL_TRAINING),
+  },
+)
 def asynflc_ef(
   client_lr: float = 0.01,
   server_lr: float = 1.0,
@@ -366,7 +383,6 @@ def asynflc_ef(
   normalizer: str = 'clients',
   local_training: str = 'continuous',
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """AsynFLC-EF (Alg. 1, eqs. 8-10): AsynFLC with error feedback around ``compressor``.
 
@@ -385,5 +401,4 @@ def asynflc_ef(
     normalizer,
     local_training,
     weighting,
-    client_sizes,
   )

@@ -16,8 +16,6 @@ the papers send ``x_K - x_start``).
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 
 from afl_jax.algorithms.registry import register
@@ -26,6 +24,7 @@ from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
 from afl_jax.servers.ca2fl import ca2fl as ca2fl_server
 from afl_jax.servers.ca2fl import init_state as ca2fl_init_state
+from afl_jax.servers.fadas import DELAY_RULES
 from afl_jax.servers.fadas import fadas as fadas_server
 
 
@@ -33,20 +32,19 @@ def _check_client_lr(client_lr: float) -> None:
   checks.positive('client_lr (eta_l)', client_lr)
 
 
-@register('ca2fl', context=('client_sizes',))
+@register('ca2fl')
 def ca2fl(
   client_lr: float = 0.01,
   server_lr: float = 1.0,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """CA2FL: eta_l = client_lr, eta = server_lr; the cache h_i starts at 0 for all N.
 
-  ``weighting``: 'uniform' (Alg. 1) or 'examples' (by ``client_sizes``).
+  ``weighting``: 'uniform' (Alg. 1) or 'examples' (by the clients' example counts).
   """
   _check_client_lr(client_lr)
   client = local_sgd(client_lr)
-  server = ca2fl_server(server_lr, weighting=weighting, client_sizes=client_sizes)
+  server = ca2fl_server(server_lr, weighting=weighting)
 
   def init(params, tasks, key):
     n = tasks.client_id.shape[0]
@@ -57,7 +55,15 @@ def ca2fl(
   return Algorithm('ca2fl', client, server, init=init)
 
 
-@register('fadas', context=('client_sizes',))
+@register(
+  'fadas',
+  hparams={
+    'delay_adaptive': checks.boolean(),
+    'tau_c': checks.integer(0),
+    'delay_rule': checks.choice(DELAY_RULES),
+    'bias_correction': checks.boolean(),
+  },
+)
 def fadas(
   client_lr: float = 0.1,
   server_lr: float = 1e-4,
@@ -69,11 +75,10 @@ def fadas(
   delay_rule: str = 'min_inverse',
   bias_correction: bool = False,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """FADAS: AMSGrad server (beta1, beta2, epsilon) at rate eta_t (server_lr, tau_c).
 
-  ``weighting``: 'uniform' (Alg. 1's mean) or 'examples' (by ``client_sizes``).
+  ``weighting``: 'uniform' (Alg. 1's mean) or 'examples' (by the clients' example counts).
   """
   _check_client_lr(client_lr)
   server = fadas_server(
@@ -86,6 +91,5 @@ def fadas(
     delay_rule=delay_rule,
     bias_correction=bias_correction,
     weighting=weighting,
-    client_sizes=client_sizes,
   )
   return Algorithm('fadas', local_sgd(client_lr), server)

@@ -7,7 +7,11 @@ baseline of FedEcho (papers/002, Table 2). Server :mod:`afl_jax.servers.fedac`, 
 
 Symbols: eta_l -> ``client_lr`` (0.1), eta -> ``server_lr`` (1e-4) -- FedEcho's
 Table 8 rates for FedAC; beta_1, beta_2 -> ``beta1``, ``beta2`` (0.6, 0.9),
-epsilon (1e-8) and r_min -> ``min_similarity`` (0) follow AFL-Lib's FedAC.
+epsilon (1e-8) and r_min -> ``min_similarity`` (0) follow the AFL-Lib FedAC
+these equations were written from (AFL-Lib's floor is 0.1 since July 2025).
+``zero_cosine`` (1) and ``first_update`` ('movement') are our readings;
+``min_similarity=0.1, zero_cosine=0.0, first_update='model'`` reads as AFL-Lib's
+current FedAC does.
 """
 
 from __future__ import annotations
@@ -18,11 +22,20 @@ from afl_jax.algorithms.registry import register
 from afl_jax.clients.fedac import fedac_client
 from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
+from afl_jax.servers.fedac import FIRST_UPDATES, init_state
 from afl_jax.servers.fedac import fedac as fedac_server
-from afl_jax.servers.fedac import init_state
 
 
-@register('fedac')
+@register(
+  'fedac',
+  hparams={
+    'min_similarity': checks.real(-1.0, 1.0),
+    'history': checks.integer(1),
+    'correction': checks.boolean(),
+    'zero_cosine': checks.real(-1.0, 1.0),
+    'first_update': checks.choice(FIRST_UPDATES),
+  },
+)
 def fedac(
   client_lr: float = 0.1,
   server_lr: float = 1e-4,
@@ -32,11 +45,21 @@ def fedac(
   min_similarity: float = 0.0,
   history: int = 2,
   correction: bool = True,
+  zero_cosine: float = 1.0,
+  first_update: str = 'movement',
 ) -> Algorithm:
   """FedAC; the server's per-client job counts get N from the problem (``Algorithm.init``)."""
   checks.positive('client_lr', client_lr)
   client = fedac_client(client_lr, history=history, correction=correction)
-  server = fedac_server(server_lr, beta1, beta2, epsilon, min_similarity)
+  server = fedac_server(
+    server_lr,
+    beta1,
+    beta2,
+    epsilon,
+    min_similarity,
+    zero_cosine=zero_cosine,
+    first_update=first_update,
+  )
 
   def init(params, tasks, key):
     n = tasks.client_id.shape[0]

@@ -36,11 +36,28 @@ from afl_jax import clients
 from afl_jax.algorithms.registry import register
 from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
-from afl_jax.servers.fedecho import distill_optimizer
+from afl_jax.servers.distillation import TEACHERS
+from afl_jax.servers.fedecho import ALPHA_MODES, DISTILL_OPTIMIZERS, distill_optimizer
 from afl_jax.servers.fedecho import fedecho as fedecho_rule
 
 
-@register('fedecho', context=('num_clients', 'apply_fn', 'unlabeled_x', 'client_sizes'))
+@register(
+  'fedecho',
+  context=('num_clients', 'apply_fn', 'unlabeled_x'),
+  hparams={
+    'distill_steps': checks.integer(0),
+    'distill_lr': checks.POSITIVE,
+    'distill_batch': checks.integer(1, note=' (None = all of the unlabeled set)'),
+    'clip_norm': checks.real(0.0, low_open=True, finite=False, note=' (inf = no clipping)'),
+    'alpha_min': checks.real(0.0, 1.0),
+    'alpha_max': checks.real(0.0, 1.0),
+    'alpha_mode': checks.choice(ALPHA_MODES),
+    'alpha': checks.real(0.0, 1.0),
+    'teacher': checks.choice(TEACHERS),
+    'optimizer': checks.choice(DISTILL_OPTIMIZERS),
+    'reset_distill_state': checks.boolean(),
+  },
+)
 def fedecho(
   client_lr: float = 0.03,
   server_lr: float = 1.0,
@@ -59,7 +76,6 @@ def fedecho(
   num_clients: int | None = None,
   reset_distill_state: bool = False,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """FedEcho (Alg. 1). ``apply_fn``, ``unlabeled_x`` and ``num_clients`` are required.
 
@@ -89,6 +105,5 @@ def fedecho(
     teacher=teacher,
     reset_distill_state=reset_distill_state,
     weighting=weighting,
-    client_sizes=client_sizes,
   )
   return Algorithm('fedecho', clients.local_sgd(client_lr), server)

@@ -21,18 +21,24 @@ Hyperparameters: ``client_lr`` = eta_l; ``server_lr`` = eta_g of eq. (4) (Delta 
 default 1 as eq. (4) is written); ``window_size`` = K; ``mu`` = FedProx's mu;
 ``aggregate_on_fill`` and ``sliding`` are the options of docs/algorithms/fedfa.md;
 ``weighting`` 'uniform' (the paper's 1/K) or 'examples' (window items weighted by
-their clients' ``client_sizes``, run context).
+their clients' example counts, which travel with the messages).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from afl_jax import clients, servers
 from afl_jax.algorithms.prox_nova import with_prox
 from afl_jax.algorithms.registry import register
 from afl_jax.clients.prox import check_client_lr
+from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
+
+# The window of every FedFa variant (K, when it aggregates, sliding or tumbling).
+WINDOW = {
+  'window_size': checks.integer(1),
+  'aggregate_on_fill': checks.boolean(),
+  'sliding': checks.boolean(),
+}
 
 
 def _fedfa(
@@ -45,7 +51,6 @@ def _fedfa(
   sliding: bool,
   nova: bool = False,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   check_client_lr(client_lr)
   server = servers.fedfa(
@@ -56,19 +61,17 @@ def _fedfa(
     sliding=sliding,
     message_scales=servers.nova_scales if nova else None,
     weighting=weighting,
-    client_sizes=client_sizes,
   )
   return Algorithm(name, clients.local_sgd(client_lr), server)
 
 
-@register('fedfa_param', context=('client_sizes',))
+@register('fedfa_param', hparams=WINDOW)
 def fedfa_param(
   client_lr: float = 0.01,
   window_size: int = 5,
   aggregate_on_fill: bool = False,
   sliding: bool = True,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """FedFa-Param: local SGD clients; the model is the mean of the K windowed models."""
   return _fedfa(
@@ -80,11 +83,10 @@ def fedfa_param(
     aggregate_on_fill,
     sliding,
     weighting=weighting,
-    client_sizes=client_sizes,
   )
 
 
-@register('fedfa_delta', context=('client_sizes',))
+@register('fedfa_delta', hparams=WINDOW)
 def fedfa_delta(
   client_lr: float = 0.01,
   server_lr: float = 1.0,
@@ -92,7 +94,6 @@ def fedfa_delta(
   aggregate_on_fill: bool = False,
   sliding: bool = True,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """FedFa-Delta: local SGD clients; ``x <- x - eta_g * mean of the K windowed deltas``."""
   return _fedfa(
@@ -104,11 +105,10 @@ def fedfa_delta(
     aggregate_on_fill,
     sliding,
     weighting=weighting,
-    client_sizes=client_sizes,
   )
 
 
-@register('fedfa_param_prox', context=('client_sizes',))
+@register('fedfa_param_prox', hparams=WINDOW)
 def fedfa_param_prox(
   client_lr: float = 0.01,
   mu: float = 0.01,
@@ -116,18 +116,17 @@ def fedfa_param_prox(
   aggregate_on_fill: bool = False,
   sliding: bool = True,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """FedFa-Param with FedProx's client (mu)."""
   return with_prox(
-    fedfa_param(client_lr, window_size, aggregate_on_fill, sliding, weighting, client_sizes),
+    fedfa_param(client_lr, window_size, aggregate_on_fill, sliding, weighting),
     'fedfa_param_prox',
     client_lr,
     mu,
   )
 
 
-@register('fedfa_delta_prox', context=('client_sizes',))
+@register('fedfa_delta_prox', hparams=WINDOW)
 def fedfa_delta_prox(
   client_lr: float = 0.01,
   server_lr: float = 1.0,
@@ -136,27 +135,23 @@ def fedfa_delta_prox(
   aggregate_on_fill: bool = False,
   sliding: bool = True,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """FedFa-Delta with FedProx's client (mu): Table 6, "Fedprox w/"."""
   return with_prox(
-    fedfa_delta(
-      client_lr, server_lr, window_size, aggregate_on_fill, sliding, weighting, client_sizes
-    ),
+    fedfa_delta(client_lr, server_lr, window_size, aggregate_on_fill, sliding, weighting),
     'fedfa_delta_prox',
     client_lr,
     mu,
   )
 
 
-@register('fedfa_param_nova', context=('client_sizes',))
+@register('fedfa_param_nova', hparams=WINDOW)
 def fedfa_param_nova(
   client_lr: float = 0.01,
   window_size: int = 5,
   aggregate_on_fill: bool = False,
   sliding: bool = True,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """FedFa-Param with FedNova: model = ``mean(x_start_k) - tau_eff mean(Delta_k / tau_k)``."""
   return _fedfa(
@@ -169,11 +164,10 @@ def fedfa_param_nova(
     sliding,
     nova=True,
     weighting=weighting,
-    client_sizes=client_sizes,
   )
 
 
-@register('fedfa_delta_nova', context=('client_sizes',))
+@register('fedfa_delta_nova', hparams=WINDOW)
 def fedfa_delta_nova(
   client_lr: float = 0.01,
   server_lr: float = 1.0,
@@ -181,7 +175,6 @@ def fedfa_delta_nova(
   aggregate_on_fill: bool = False,
   sliding: bool = True,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """FedFa-Delta with FedNova (Table 6, "Fednova w/"): ``tau_eff`` over the window."""
   return _fedfa(
@@ -194,5 +187,4 @@ def fedfa_delta_nova(
     sliding,
     nova=True,
     weighting=weighting,
-    client_sizes=client_sizes,
   )

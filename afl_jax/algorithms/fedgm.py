@@ -12,25 +12,27 @@ Sun, Wu, Huang, Zhang, "On the Role of Server Momentum in Federated Learning":
                      schedule (e.g. ``schedules.random_staleness``, App. H.1), and
                      the server steps every m = M collected updates.
 * 'fedopt'           FedOPT (Alg. 1; Reddi et al. 2021) with an optax ServerOPT:
-                     FedAdam, FedYogi, FedAdagrad, FedAMSGrad, FedSGD.
+                     FedAdam, FedYogi, FedAdagrad, FedAMSGrad, FedSGD; or Reddi
+                     et al.'s Alg. 2 as written (convention='alg2').
 
 Hyperparameters: client_lr = eta_l; server_lr = eta (the paper's server learning
 rate); beta = momentum factor; nu = instant discount factor; stagewise versions
 server_lrs = (eta_s), betas = (beta_s), nus = (nu_s), stage_lengths = (T_s).
 FedOPT: beta1, beta2, tau as in Reddi et al. Every factory takes ``weighting``:
-'uniform' (default; the paper's mean over S_t) or 'examples' (by ``client_sizes``,
-run context, :mod:`afl_jax.servers.weighting`).
+'uniform' (default; the paper's mean over S_t) or 'examples' (by the example counts
+the messages carry, :mod:`afl_jax.servers.weighting`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from afl_jax import clients, servers
 from afl_jax.algorithms.registry import register
 from afl_jax.core import checks
 from afl_jax.core.types import Algorithm, ClientRule
+from afl_jax.servers.adaptive import TAU_PLACEMENTS
+from afl_jax.servers.fedgm import CONVENTIONS, OPTIMIZERS
 
 # Defaults of the multistage variants: Fig. 2's eta = (2.0, 1.0, 0.5) with stage
 # lengths and (beta_s, nu_s) that satisfy constraint (3): W_2 = T_s eta_s = 286 and
@@ -53,61 +55,67 @@ def _fedgm(
   beta: float,
   nu: float,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
-  server = servers.fedgm(server_lr, beta, nu, weighting=weighting, client_sizes=client_sizes)
+  server = servers.fedgm(server_lr, beta, nu, weighting=weighting)
   return Algorithm(name, _local_sgd(client_lr), server)
 
 
-@register('fedgm', context=('client_sizes',))
+@register(
+  'fedgm',
+  hparams={'beta': checks.real(0.0, 1.0, high_open=True), 'nu': checks.real(0.0, 1.0)},
+)
 def fedgm(
   client_lr: float = 0.01,
   server_lr: float = 1.0,
   beta: float = 0.9,
   nu: float = 0.7,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """FedGM: eta_l = client_lr, eta = server_lr, momentum beta, instant discount nu."""
-  return _fedgm('fedgm', client_lr, server_lr, beta, nu, weighting, client_sizes)
+  return _fedgm('fedgm', client_lr, server_lr, beta, nu, weighting)
 
 
-@register('fedsgd', context=('client_sizes',))
+@register('fedsgd')
 def fedsgd(
   client_lr: float = 0.01,
   server_lr: float = 1.0,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """FedSGD = FedGM(nu=0): ``x <- x - eta * Delta_t``."""
-  return _fedgm('fedsgd', client_lr, server_lr, 0.0, 0.0, weighting, client_sizes)
+  return _fedgm('fedsgd', client_lr, server_lr, 0.0, 0.0, weighting)
 
 
-@register('fedavgm', context=('client_sizes',))
+@register('fedavgm', hparams={'beta': checks.real(0.0, 1.0, high_open=True)})
 def fedavgm(
   client_lr: float = 0.01,
   server_lr: float = 1.0,
   beta: float = 0.9,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """FedAvgM = FedGM(nu=1): ``x <- x - eta * d_{t+1}``."""
-  return _fedgm('fedavgm', client_lr, server_lr, beta, 1.0, weighting, client_sizes)
+  return _fedgm('fedavgm', client_lr, server_lr, beta, 1.0, weighting)
 
 
-@register('fednag', context=('client_sizes',))
+@register('fednag', hparams={'beta': checks.real(0.0, 1.0, high_open=True)})
 def fednag(
   client_lr: float = 0.01,
   server_lr: float = 1.0,
   beta: float = 0.9,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """FedNAG = FedGM(nu=beta): ``x <- x - eta [(1 - beta) Delta_t + beta d_{t+1}]``."""
-  return _fedgm('fednag', client_lr, server_lr, beta, beta, weighting, client_sizes)
+  return _fedgm('fednag', client_lr, server_lr, beta, beta, weighting)
 
 
-@register('multistage_fedgm', context=('client_sizes',))
+@register(
+  'multistage_fedgm',
+  hparams={
+    'stage_lengths': checks.integers(1),
+    'server_lrs': checks.reals(0.0, low_open=True),
+    'betas': checks.reals(0.0, 1.0, high_open=True),
+    'nus': checks.reals(0.0, 1.0),
+  },
+)
 def multistage_fedgm(
   client_lr: float = 0.01,
   stage_lengths: Sequence[int] = STAGE_LENGTHS,
@@ -115,19 +123,24 @@ def multistage_fedgm(
   betas: Sequence[float] = BETAS,
   nus: Sequence[float] = NUS,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """Multistage FedGM (Alg. 3): stage s runs (eta_s, beta_s, nu_s) for T_s server steps."""
   return Algorithm(
     'multistage_fedgm',
     _local_sgd(client_lr),
-    servers.multistage_fedgm(
-      stage_lengths, server_lrs, betas, nus, weighting=weighting, client_sizes=client_sizes
-    ),
+    servers.multistage_fedgm(stage_lengths, server_lrs, betas, nus, weighting=weighting),
   )
 
 
-@register('autonomous_fedgm', context=('client_sizes',))
+@register(
+  'autonomous_fedgm',
+  hparams={
+    'stage_lengths': checks.integers(1),
+    'server_lrs': checks.reals(0.0, low_open=True),
+    'betas': checks.reals(0.0, 1.0, high_open=True),
+    'nus': checks.reals(0.0, 1.0),
+  },
+)
 def autonomous_fedgm(
   client_lr: float = 0.01,
   stage_lengths: Sequence[int] = STAGE_LENGTHS,
@@ -135,7 +148,6 @@ def autonomous_fedgm(
   betas: Sequence[float] = BETAS,
   nus: Sequence[float] = NUS,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """Autonomous Multistage FedGM (Alg. 4): clients send ``Delta / K_{t,i}``.
 
@@ -145,13 +157,22 @@ def autonomous_fedgm(
   return Algorithm(
     'autonomous_fedgm',
     clients.divide_by_local_steps(_local_sgd(client_lr)),
-    servers.multistage_fedgm(
-      stage_lengths, server_lrs, betas, nus, weighting=weighting, client_sizes=client_sizes
-    ),
+    servers.multistage_fedgm(stage_lengths, server_lrs, betas, nus, weighting=weighting),
   )
 
 
-@register('fedopt', context=('client_sizes',))
+@register(
+  'fedopt',
+  hparams={
+    'server_optimizer': checks.choice(OPTIMIZERS),
+    'tau': checks.POSITIVE,
+    'convention': checks.choice(CONVENTIONS),
+    'bias_correction': checks.boolean(),
+    'bias_correction_offset': checks.integer(1),
+    'tau_placement': checks.choice(TAU_PLACEMENTS),
+    'initial_accumulator': checks.real(0.0),
+  },
+)
 def fedopt(
   client_lr: float = 0.01,
   server_lr: float = 0.01,
@@ -160,12 +181,20 @@ def fedopt(
   beta2: float = 0.99,
   tau: float = 1e-3,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
+  convention: str = 'optax',
+  bias_correction: bool = False,
+  bias_correction_offset: int = 1,
+  tau_placement: str = 'outside',
+  initial_accumulator: float | None = None,
 ) -> Algorithm:
-  """FedOPT with an optax ServerOPT: 'sgd', 'adam', 'yogi', 'adagrad' or 'amsgrad'.
+  """FedOPT with a ServerOPT: 'sgd', 'adam', 'yogi', 'adagrad' or 'amsgrad'.
 
   eta_l = client_lr, eta = server_lr; beta1, beta2 the moment decays and tau the
-  adaptivity (optax's eps) of Reddi et al. See ``servers.server_optimizer``.
+  adaptivity (optax's eps) of Reddi et al. ``convention='optax'`` (default) uses optax's
+  transforms; ``'alg2'`` is Reddi et al.'s Alg. 2 as written, with the variants
+  ``bias_correction``, ``bias_correction_offset``, ``tau_placement`` and
+  ``initial_accumulator`` (v_{-1}; None: tau^2). See ``servers.server_optimizer`` and
+  docs/algorithms/baselines.md.
   """
   return Algorithm(
     'fedopt',
@@ -176,7 +205,11 @@ def fedopt(
       beta1=beta1,
       beta2=beta2,
       tau=tau,
+      convention=convention,
+      bias_correction=bias_correction,
+      bias_correction_offset=bias_correction_offset,
+      tau_placement=tau_placement,
+      initial_accumulator=initial_accumulator,
       weighting=weighting,
-      client_sizes=client_sizes,
     ),
   )

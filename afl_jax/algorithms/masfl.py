@@ -14,8 +14,9 @@ Asynchronous Federated Learning" (papers/000):
 Hyperparameters (paper symbol -> name): eta -> ``client_lr``, gamma -> ``server_lr``,
 beta -> ``beta``, S -> ``arrivals_per_step``, K -> ``local_steps``, T -> ``num_rounds``,
 L -> ``smoothness``, tau_max -> ``tau_max`` (the paper's delay counter).
-``weighting``: 'uniform' (the paper's ``1/S`` and ``1/N``) or 'examples' (by
-``client_sizes``, run context; :func:`afl_jax.servers.masfl.masfl_server`). A rate left
+``weighting``: 'uniform' (the paper's ``1/S`` and ``1/N``) or 'examples' (by the
+clients' example counts, which travel with the tasks and messages;
+:func:`afl_jax.servers.masfl.masfl_server`). A rate left
 as ``None`` is taken from the theorem, which then needs S, K, T (and, for MasFL's
 gamma and eta, L and tau_max); the experiment pipeline fills ``arrivals_per_step``,
 ``local_steps`` and ``num_rounds`` from the run. Both algorithms initialize ``c_i^0``
@@ -26,7 +27,7 @@ Docs: docs/algorithms/masfl.md.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 
@@ -34,7 +35,7 @@ from afl_jax.algorithms.registry import register
 from afl_jax.clients.masfl import history_depth, masfl_client
 from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
-from afl_jax.servers.masfl import check_selection, init_state, masfl_server
+from afl_jax.servers.masfl import SELECTIONS, check_selection, init_state, masfl_server
 
 
 class TheoryRates(NamedTuple):
@@ -120,7 +121,6 @@ def build(
   selection: str = 'arrivals',
   history: int = 1,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """The MasFL (``adaptive=False``) or AdaMasFL recipe with explicit rates.
 
@@ -138,9 +138,7 @@ def build(
     adaptive=adaptive,
     selection=selection,
     weighting=weighting,
-    client_sizes=client_sizes,
   )
-  sizes = None if weighting == 'uniform' else client_sizes
 
   def init(params, tasks, key):
     """c_i^0 for all N clients in one vmapped pass; c^0 = mean_i c_i^0, g^0 = c^0."""
@@ -148,7 +146,8 @@ def build(
     keys = jax.random.split(key, n)
     states = jax.vmap(client.init, in_axes=(None, tasks.batch_axes(), 0))(params, tasks, keys)
     c0 = jax.tree.map(lambda v: v[:, 0], states.variates)
-    state = init_state(params, c0, selection=selection, adaptive=adaptive, client_sizes=sizes)
+    counts = tasks.num_examples if weighting == 'examples' else None
+    state = init_state(params, c0, selection=selection, adaptive=adaptive, num_examples=counts)
     return state, states
 
   def prepare(alg: Algorithm, schedule) -> Algorithm:
@@ -164,14 +163,22 @@ def build(
       selection=selection,
       history=depth,
       weighting=weighting,
-      client_sizes=client_sizes,
     )
     return alg._replace(client=sized.client, init=sized.init)
 
   return Algorithm(name, client, server, init=init, prepare=prepare)
 
 
-@register('masfl', context=('arrivals_per_step', 'local_steps', 'num_rounds', 'client_sizes'))
+@register(
+  'masfl',
+  context=('arrivals_per_step', 'local_steps', 'num_rounds'),
+  hparams={
+    'beta': checks.real(0.0, 1.0, low_open=True),
+    'smoothness': checks.POSITIVE,
+    'tau_max': checks.integer(0),
+    'selection': checks.choice(SELECTIONS),
+  },
+)
 def masfl(
   client_lr: float | None = None,
   server_lr: float | None = None,
@@ -183,7 +190,6 @@ def masfl(
   tau_max: int | None = None,
   selection: str = 'arrivals',
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """MasFL (Alg. 1-2): eta = client_lr, gamma = server_lr; missing rates from Thm 3.1.
 
@@ -223,11 +229,14 @@ def masfl(
     adaptive=False,
     selection=selection,
     weighting=weighting,
-    client_sizes=client_sizes,
   )
 
 
-@register('adamasfl', context=('arrivals_per_step', 'local_steps', 'num_rounds', 'client_sizes'))
+@register(
+  'adamasfl',
+  context=('arrivals_per_step', 'local_steps', 'num_rounds'),
+  hparams={'beta': checks.real(0.0, 1.0, low_open=True), 'selection': checks.choice(SELECTIONS)},
+)
 def adamasfl(
   client_lr: float | None = None,
   server_lr: float | None = None,
@@ -237,7 +246,6 @@ def adamasfl(
   num_rounds: int | None = None,
   selection: str = 'arrivals',
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """AdaMasFL (Alg. 3-4): eta = client_lr, gamma = server_lr; missing rates from Thm 4.1."""
   if None in (client_lr, server_lr, beta):
@@ -259,7 +267,6 @@ def adamasfl(
     adaptive=True,
     selection=selection,
     weighting=weighting,
-    client_sizes=client_sizes,
   )
 
 

@@ -10,7 +10,8 @@ Symbols: eta_l -> ``client_lr`` (0.1, the authors' CIFAR-10 configuration),
 eta -> ``server_lr`` (1: weighted model average), lambda_sim -> ``similarity_weight``
 (1), lambda_st -> ``staleness_weight`` (3), B -> ``staleness_bound`` (10): the
 authors' Plato configuration ``examples/port/port_cifar10.yml``. n_i: the number of
-training examples of client i (run context ``client_sizes``), as in the authors' code.
+training examples of client i (``weighting='examples'``, default, as in the authors'
+code; the counts travel with the messages), or 1 (``'uniform'``).
 """
 
 from __future__ import annotations
@@ -19,10 +20,19 @@ from afl_jax.algorithms.registry import register
 from afl_jax.clients.sgd import local_sgd
 from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
+from afl_jax.servers.port import REFERENCES
 from afl_jax.servers.port import port as port_server
 
 
-@register('port', context=('client_sizes',))
+@register(
+  'port',
+  hparams={
+    'similarity_weight': checks.NON_NEGATIVE,
+    'staleness_weight': checks.NON_NEGATIVE,
+    'staleness_bound': checks.POSITIVE,
+    'reference': checks.choice(REFERENCES),
+  },
+)
 def port(
   client_lr: float = 0.1,
   server_lr: float = 1.0,
@@ -30,9 +40,9 @@ def port(
   staleness_weight: float = 3.0,
   staleness_bound: float = 10.0,
   reference: str = 'last_step',
-  client_sizes=None,
+  weighting: str = 'examples',
 ) -> Algorithm:
-  """Port; ``client_sizes`` (run context, examples per client) gives n_i, uniform if None."""
+  """Port; ``weighting='examples'`` multiplies each raw weight by n_i (the authors' code)."""
   checks.positive('client_lr', client_lr)
   server = port_server(
     server_lr,
@@ -40,6 +50,6 @@ def port(
     staleness_weight,
     staleness_bound,
     reference=reference,
-    client_sizes=client_sizes,
+    weighting=weighting,
   )
   return Algorithm('port', local_sgd(client_lr), server)

@@ -20,8 +20,6 @@ Hyperparameters: ``client_lr`` = eta_l, ``server_lr`` = eta_g (FedBuff's server 
 
 from __future__ import annotations
 
-from typing import Any
-
 from afl_jax import clients, servers
 from afl_jax.algorithms import baselines
 from afl_jax.algorithms.registry import register
@@ -41,68 +39,60 @@ def with_prox(algorithm: Algorithm, name: str, client_lr: ScalarOrSchedule, mu: 
   return algorithm._replace(name=name, client=clients.prox_sgd(client_lr, mu))
 
 
-def with_nova(
-  algorithm: Algorithm, name: str, weighting: str = 'uniform', client_sizes: Any = None
-) -> Algorithm:
+def with_nova(algorithm: Algorithm, name: str, weighting: str = 'uniform') -> Algorithm:
   """``algorithm`` with FedNova's ``tau_eff / tau_i`` rescaling before its (averaging) server.
 
-  ``weighting`` / ``client_sizes`` must be those of ``algorithm``'s server (FedNova's
+  ``weighting`` must be that of ``algorithm``'s server (FedNova's
   ``p_i`` enter both ``tau_eff`` and the mean).
   """
-  server = servers.nova(algorithm.server, weighting=weighting, client_sizes=client_sizes)
+  server = servers.nova(algorithm.server, weighting=weighting)
   return algorithm._replace(name=name, server=server)
 
 
-@register('fedprox', context=('client_sizes',))
-def fedprox(
-  client_lr: float = 0.01, mu: float = 0.01, weighting: str = 'examples', client_sizes: Any = None
-) -> Algorithm:
+@register('fedprox')
+def fedprox(client_lr: float = 0.01, mu: float = 0.01, weighting: str = 'examples') -> Algorithm:
   """FedProx = FedAvg's server + the proximal client: eta_l = client_lr, mu.
 
   Li et al. weight by ``p_k = n_k / n`` like FedAvg (``weighting='examples'``, default).
   """
   check_client_lr(client_lr)
-  base = baselines.fedavg(client_lr, weighting, client_sizes)
+  base = baselines.fedavg(client_lr, weighting)
   return with_prox(base, 'fedprox', client_lr, mu)
 
 
-@register('fedbuff_prox', context=('client_sizes',))
+@register('fedbuff_prox')
 def fedbuff_prox(
   client_lr: float = 0.01,
   server_lr: float = 1.0,
   mu: float = 0.01,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """FedBuff with the proximal client: eta_l = client_lr, eta_g = server_lr, mu."""
   check_client_lr(client_lr)
   check_server_lr(server_lr)
-  base = baselines.fedbuff(client_lr, server_lr, weighting, client_sizes)
+  base = baselines.fedbuff(client_lr, server_lr, weighting)
   return with_prox(base, 'fedbuff_prox', client_lr, mu)
 
 
-@register('fednova', context=('client_sizes',))
-def fednova(
-  client_lr: float = 0.01, weighting: str = 'examples', client_sizes: Any = None
-) -> Algorithm:
+@register('fednova')
+def fednova(client_lr: float = 0.01, weighting: str = 'examples') -> Algorithm:
   """FedNova = FedAvg with normalized averaging: ``x <- x - tau_eff * sum_i p_i Delta_i/tau_i``.
 
   Wang et al. take ``p_i = n_i / n`` (``weighting='examples'``, default).
   """
   check_client_lr(client_lr)
-  base = baselines.fedavg(client_lr, weighting, client_sizes)
-  return with_nova(base, 'fednova', weighting, client_sizes)
+  base = baselines.fedavg(client_lr, weighting)
+  return with_nova(base, 'fednova', weighting)
 
 
-@register('fedbuff_nova', context=('client_sizes',))
+@register('fedbuff_nova')
 def fedbuff_nova(
   client_lr: float = 0.01,
   server_lr: float = 1.0,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> Algorithm:
   """FedBuff with normalized averaging: ``x <- x - eta_g tau_eff mean(Delta_i/tau_i)``."""
   check_client_lr(client_lr)
   check_server_lr(server_lr)
-  base = baselines.fedbuff(client_lr, server_lr, weighting, client_sizes)
-  return with_nova(base, 'fedbuff_nova', weighting, client_sizes)
+  base = baselines.fedbuff(client_lr, server_lr, weighting)
+  return with_nova(base, 'fedbuff_nova', weighting)

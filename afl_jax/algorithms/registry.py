@@ -8,19 +8,32 @@ plus, for some algorithms, facts about the run (the number of clients, the model
 ``@register('asynfl', context=('num_clients',))``, and filled from a
 :class:`RunInfo` by ``get(name, run=info, **hparams)``: the run context reaches a
 factory explicitly, never by inspecting its signature.
+
+What each hyperparameter accepts (type and range, a :class:`~afl_jax.core.checks.Spec`)
+is declared at registration too, ``@register('fedasync', hparams={'alpha':
+checks.real(0, 1, low_open=True)})``; names that mean the same in every algorithm
+(``client_lr``, ``server_lr``, ``weighting``...) share one spec
+(:data:`SHARED_SPECS`), and a hyperparameter with neither is checked for the type of
+its default. :func:`get` checks every value given against these specs before the
+factory runs and raises :class:`~afl_jax.errors.ConfigError` naming the field, the
+value and the allowed range, ``hparams.client_lr=-0.1 is invalid: must be > 0``;
+``afl_jax.sweep`` checks every replica's values the same way, and a config's
+``hparams`` section is checked by the same :func:`violation`
+(``afl_jax.pipeline.config.validate``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
+from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
+from afl_jax.errors import ConfigError
 from afl_jax.registry import Registry
+from afl_jax.servers.weighting import WEIGHTINGS
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -31,7 +44,6 @@ class RunInfo:
     num_clients: N.
     arrivals_per_step: the schedule's largest number of arrivals per server step (S).
     local_steps: K, the median local step count over clients (an int).
-    client_sizes: int[N] training examples per client (host NumPy).
     num_rounds: T, server steps of the run.
     apply_fn: the model's ``apply_fn(params, x) -> logits``.
     unlabeled_x: data no client owns, labels never read (FedEcho's server set).
@@ -40,7 +52,6 @@ class RunInfo:
   num_clients: int | None = None
   arrivals_per_step: int | None = None
   local_steps: int | None = None
-  client_sizes: np.ndarray | None = None
   num_rounds: int | None = None
   apply_fn: Callable[..., Any] | None = None
   unlabeled_x: Any = None
@@ -51,14 +62,37 @@ CONTEXT_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunIn
 ALGORITHMS = Registry('algorithm')
 
 
+# Hyperparameters that mean the same in every algorithm that takes them.
+SHARED_SPECS: dict[str, checks.Spec] = {
+  'client_lr': checks.POSITIVE,  # eta_l (an optax schedule is also accepted)
+  'server_lr': checks.POSITIVE,  # eta_g
+  'weighting': checks.choice(WEIGHTINGS),
+  'mu': checks.NON_NEGATIVE,  # the proximal coefficient
+  'beta1': checks.real(0.0, 1.0, high_open=True),  # first-moment decay
+  'beta2': checks.real(0.0, 1.0, high_open=True),  # second-moment decay
+  'epsilon': checks.POSITIVE,
+}
+
+
 def register(
-  name: str, context: Sequence[str] = ()
+  name: str,
+  context: Sequence[str] = (),
+  hparams: Mapping[str, checks.Spec] | None = None,
+  *,
+  replace: bool = False,
 ) -> Callable[[Callable[..., Algorithm]], Callable[..., Algorithm]]:
   """Decorator: register ``factory(**hparams, **context) -> Algorithm`` under ``name``.
 
   Args:
     name: the algorithm's name in configs.
     context: the :class:`RunInfo` fields the factory takes as keyword arguments.
+    hparams: what each hyperparameter accepts (``checks.real(0, 1)``,
+      ``checks.integer(1)``, ``checks.choice(...)``...), for those whose spec is not
+      in :data:`SHARED_SPECS` (or differs from it). A hyperparameter whose default
+      is None also accepts None (the factory's own default rule).
+    replace: replace an algorithm already registered as ``name`` (without it, a
+      second registration is an error): re-running a notebook cell that defines
+      and registers an algorithm needs ``replace=True``.
   """
   context = tuple(context)
   unknown = sorted(set(context) - set(CONTEXT_FIELDS))
@@ -66,7 +100,21 @@ def register(
     raise ValueError(
       f'algorithm {name!r}: context {unknown} are not RunInfo fields {CONTEXT_FIELDS}.'
     )
-  return ALGORITHMS.register(name, context=context)
+  specs = dict(hparams or {})
+  for k, spec in specs.items():
+    if not isinstance(spec, checks.Spec):
+      raise TypeError(f'algorithm {name!r}: hparams[{k!r}] must be a checks.Spec; got {spec!r}.')
+
+  def deco(factory: Callable[..., Algorithm]) -> Callable[..., Algorithm]:
+    takes = inspect.signature(factory).parameters
+    stray = sorted(set(specs) - (set(takes) - set(context)))
+    if stray:
+      raise ValueError(
+        f'algorithm {name!r}: hparams {stray} are not hyperparameters of {factory.__name__}.'
+      )
+    return ALGORITHMS.register(name, context=context, specs=specs, replace=replace)(factory)
+
+  return deco
 
 
 def names() -> list[str]:
@@ -94,6 +142,47 @@ def hyperparameters(name: str) -> dict[str, object]:
   return {k: v for k, v in parameters(name).items() if k not in ctx}
 
 
+def hyperparameter_specs(name: str) -> dict[str, checks.Spec | None]:
+  """What each hyperparameter of ``name`` accepts (None: not checked).
+
+  The spec declared at registration, else the shared one (:data:`SHARED_SPECS`),
+  else the one implied by the default's type (:func:`~afl_jax.core.checks.inferred`).
+  """
+  declared = ALGORITHMS.meta(name)['specs']
+  return {
+    k: declared.get(k) or SHARED_SPECS.get(k) or checks.inferred(default)
+    for k, default in hyperparameters(name).items()
+  }
+
+
+def violation(name: str, hparam: str, value: Any) -> str | None:
+  """None when ``value`` is allowed for ``name``'s ``hparam``, else what is (``'must be > 0'``).
+
+  The one check behind :func:`get`, ``afl_jax.sweep`` and a config's ``hparams``.
+  None is allowed where the factory's default is None.
+  """
+  if value is None and hyperparameters(name).get(hparam, 0) is None:
+    return None
+  spec = hyperparameter_specs(name).get(hparam)
+  return None if spec is None else spec.violation(value)
+
+
+def check_hyperparameters(name: str, hparams: Mapping[str, Any]) -> None:
+  """Raise ConfigError for the first value in ``hparams`` that ``name`` does not accept.
+
+  The message names the field, the value and the allowed range:
+  ``hparams.client_lr=-0.1 is invalid: must be > 0 (algorithm 'fedbuff').``
+  Run-context arguments given by hand are left to the factory.
+  """
+  ctx = set(context(name))
+  for k, v in hparams.items():
+    if k in ctx:
+      continue
+    problem = violation(name, k, v)
+    if problem is not None:
+      raise ConfigError(f'hparams.{k}={v!r} is invalid: {problem} (algorithm {name!r}).')
+
+
 def get(name: str, run: RunInfo | None = None, **hparams) -> Algorithm:
   """Build the algorithm ``name`` with the given hyperparameters.
 
@@ -103,18 +192,21 @@ def get(name: str, run: RunInfo | None = None, **hparams) -> Algorithm:
     **hparams: hyperparameters (and, optionally, context arguments given by hand).
 
   Raises:
-    ValueError: unknown name, a hyperparameter the algorithm does not take, or a
-      value the factory rejects.
+    ConfigError: a hyperparameter the algorithm does not take (the message lists
+      the valid ones), or a value outside its spec (:func:`hyperparameter_specs`),
+      checked before the factory runs.
+    ValueError: unknown name, or a combination of values the factory rejects.
   """
   factory = ALGORITHMS.get(name)
   ctx = context(name)
   valid = set(hyperparameters(name)) | set(ctx)
   unknown = sorted(set(hparams) - valid)
   if unknown:
-    raise ValueError(
+    raise ConfigError(
       f'algorithm {name!r} has no hyperparameter(s) {unknown}; '
       f'valid: {sorted(hyperparameters(name))}.'
     )
+  check_hyperparameters(name, hparams)
   kwargs = dict(hparams)
   if run is not None:
     for field in ctx:

@@ -14,7 +14,7 @@ Asynchronous Federated Learning" (papers/000). Algorithm 2 (MasFL) and Algorithm
 * line 6: send ``c~_i^{t+1} = (1/K) sum_k grad F(theta_i^{t,k}; xi_i^{t,k})``; AdaMasFL
   also sends ``Delta_i^t = (theta^{t-tau} - theta_i^{t,K}) / (eta K)``.
 
-``c~_i`` is the variate this client itself last sent (SPEC_NOTES), read causally: a
+``c~_i`` is the variate this client itself last sent (docs/algorithms/masfl.md), read causally: a
 job that started from version s uses the variate of the client's latest job that had
 ARRIVED by then (arrival step < s), ``c_i^0`` if none. With overlapping jobs of one
 client (``schedules.random_staleness``, imported traces) a later-arriving job may

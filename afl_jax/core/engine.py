@@ -1,6 +1,6 @@
 """The simulator: one jitted ``lax.scan`` over server steps, clients under ``jax.vmap``.
 
-Each server step t (see DESIGN.md, "The core idea"):
+Each server step t (docs/architecture.md):
 
 1. gathers each arriving client's start broadcast from a buffer of past broadcasts
    whose slots are planned on the host from the schedule (:mod:`afl_jax.core.ring`:
@@ -48,7 +48,7 @@ from afl_jax.compression._base import dense_bits
 from afl_jax.core import memory, ring, tree
 from afl_jax.core.problem import Problem
 from afl_jax.core.types import Algorithm, Arrivals, EmptyState, LocalTask, prepared
-from afl_jax.schedules.schedule import Schedule
+from afl_jax.schedules.schedule import Schedule, ScheduleError, clients_mismatch
 
 REGIMES = ('per_job', 'always_on')
 CLIENT_AXIS = 'clients'
@@ -287,6 +287,18 @@ def step_inputs(
   return StepInputs(*(np.ascontiguousarray(a) for a in arrays), write, active)
 
 
+def example_counts(problem: Problem) -> jax.Array:
+  """int32[N]: each client's example count (1 each when the problem has no sizes).
+
+  The engine gives these to the rules with every task (``LocalTask.num_examples``)
+  and message (``Arrivals.num_examples``, ``Arrivals.total_examples``), so a server
+  weights by data with no run context.
+  """
+  if problem.client_sizes is None:
+    return jnp.ones(problem.num_clients, jnp.int32)
+  return jnp.asarray(problem.client_sizes, jnp.int32)
+
+
 def _all_tasks(problem: Problem, num_steps: np.ndarray, max_steps: int) -> LocalTask:
   n = problem.num_clients
   return LocalTask(
@@ -298,6 +310,7 @@ def _all_tasks(problem: Problem, num_steps: np.ndarray, max_steps: int) -> Local
     loss_fn=problem.loss_fn,
     sample_fn=problem.sample_fn,
     max_steps=max_steps,
+    num_examples=example_counts(problem),
   )
 
 
@@ -396,6 +409,7 @@ def make_program(
       num_steps=tasks.num_steps[0],
       active=tasks.active[0],
       client_id=tasks.client_id[0],
+      num_examples=tasks.num_examples[0],
     )
     shape = jax.eval_shape(alg.client.update, bcast, one_state, task, jax.random.key(0))[0]
     return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shape)
@@ -514,6 +528,7 @@ def make_program(
         msgs, comp_states, bits_each = compress_reports(
           compressor, msgs, comp_states, x, jax.random.fold_in(key_t, 1), report_slots, constrain
         )
+      counts = example_counts(problem)
       arrivals = Arrivals(
         client_ids=ids,
         staleness=x.staleness,
@@ -521,6 +536,8 @@ def make_program(
         num_steps=x.num_steps,
         start_broadcast=constrain(tree.gather(state.ring, x.ring_slot)),
         step=t,
+        num_examples=counts[ids],
+        total_examples=jnp.sum(counts),
       )
       server_state, smetrics = server.update(
         state.server, msgs, arrivals, jax.random.fold_in(key_t, 2)
@@ -681,10 +698,7 @@ class Simulator:
         f'algorithm {algorithm.name!r} has regime {algorithm.regime!r}; valid: {REGIMES}.'
       )
     if schedule.num_clients != problem.num_clients:
-      raise ValueError(
-        f'schedule.num_clients={schedule.num_clients} but the problem has '
-        f'{problem.num_clients} clients.'
-      )
+      raise ScheduleError(clients_mismatch(schedule.num_clients, problem.num_clients))
     algorithm = prepared(algorithm, schedule)  # host checks + schedule-sized state
     if compute_dtype is not None:
       from afl_jax.clients.precision import with_compute_dtype

@@ -19,6 +19,7 @@ from afl_jax.errors import UserError
 # Working-set multiplier: start model, local model, gradient and message per client.
 _COPIES_PER_TRAINED_CLIENT = 4
 _SAFETY = 0.9
+SAFETY = _SAFETY  # the usable fraction of the reported memory (check, sweeps' split)
 
 
 class InsufficientMemoryError(UserError, MemoryError):

@@ -12,6 +12,11 @@ padded to the largest client with the true sizes kept in the view: a full batch 
 the client's valid rows only, and mini-batches are drawn among the valid rows only,
 so the padding never enters a loss or a gradient. ``Problem.client_sizes`` (host
 ints) is what an example-weighted server needs (``weighting='examples'``).
+
+:func:`check_params` checks up front that a params tree fits a problem (its
+``loss_fn`` evaluated abstractly on client 0's batch), so that a tree of the wrong
+structure or shapes is one error naming both trees, not a ``dot_general`` or
+``KeyError`` from inside the compiled program.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from afl_jax.errors import ArgumentError
+
 REDUCTIONS = ('mean', 'sum')
 
 
@@ -35,7 +42,8 @@ class Problem:
   loss_fn: ``loss_fn(params, batch) -> scalar`` (static).
   sample_fn: ``sample_fn(shared, view, key) -> batch`` for ONE client (static).
   num_clients: N (static).
-  client_sizes: examples per client, a tuple of N ints (static; None if unknown).
+  client_sizes: int32[N] examples per client (a leaf, so replicas may differ; None if
+    unknown: the engine then counts 1 per client).
   """
 
   client_views: Any
@@ -43,7 +51,7 @@ class Problem:
   loss_fn: Callable[..., jax.Array] = struct.field(pytree_node=False)
   sample_fn: Callable[..., Any] = struct.field(pytree_node=False)
   num_clients: int = struct.field(pytree_node=False)
-  client_sizes: tuple[int, ...] | None = struct.field(pytree_node=False, default=None)
+  client_sizes: Any = None
 
 
 def _full_batch(shared, view, key):
@@ -142,7 +150,7 @@ def from_loss(
     loss_fn=loss_fn,
     sample_fn=sample_fn,
     num_clients=n,
-    client_sizes=(rows,) * n,
+    client_sizes=np.full(n, rows, np.int32),
   )
 
 
@@ -178,5 +186,92 @@ def _ragged(loss_fn, clients, full_batch, batch_size, reduction) -> Problem:
     loss_fn=loss,
     sample_fn=sample_fn,
     num_clients=len(clients),
-    client_sizes=tuple(int(s) for s in sizes),
+    client_sizes=np.asarray(sizes, np.int32),
   )
+
+
+def _leaf_text(x: Any) -> str:
+  if hasattr(x, 'shape') and hasattr(x, 'dtype'):
+    return f'{np.dtype(x.dtype).name}{list(x.shape)}'
+  return type(x).__name__
+
+
+def describe_tree(tree: Any, name: str = '') -> str:
+  """Every leaf of ``tree`` as ``name[path] dtype[shape]``, e.g. ``params0['w'] float32[3]``."""
+  leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+  if not leaves:
+    return f'{name} (no arrays)'
+  return ', '.join(f'{name}{jax.tree_util.keystr(path)} {_leaf_text(x)}' for path, x in leaves)
+
+
+def check_params(problem: Problem, params: Any, *, name: str = 'params0') -> None:
+  """Check that ``params`` fits ``problem`` before anything is compiled.
+
+  Every leaf must be a floating-point array (or a Python float), and
+  ``problem.loss_fn(params, batch)`` on client 0's batch must evaluate to a scalar
+  (checked with :func:`jax.eval_shape`: no compute).
+
+  Raises:
+    ArgumentError: names the offending leaf, or the loss's error together with the
+      params' and the batch's leaf shapes, and says what to pass.
+  """
+  leaves = jax.tree_util.tree_flatten_with_path(params)[0]
+  if not leaves:
+    raise ArgumentError(
+      f'{name}={params!r} holds no arrays; pass the model parameters as a pytree of '
+      'floating-point arrays (e.g. {"w": jnp.zeros(3)}).'
+    )
+  for path, x in leaves:
+    where = f'{name}{jax.tree_util.keystr(path)}'
+    if isinstance(x, float):
+      continue
+    dtype = getattr(x, 'dtype', None)
+    if dtype is None:
+      raise ArgumentError(
+        f'{where}={x!r} is not an array; every leaf of {name} must be a floating-point '
+        'array (e.g. jnp.zeros(3)).'
+      )
+    if not jnp.issubdtype(dtype, jnp.inexact):
+      raise ArgumentError(
+        f'{where} has dtype {np.dtype(dtype).name}; parameters must be floating point: '
+        f'pass it as jnp.asarray(..., jnp.float32) (or float64 with jax_enable_x64).'
+      )
+
+  def loss(p, shared, views):  # the data as arguments: abstract, as in the engine
+    return problem.loss_fn(p, _batch0(problem, shared, views))
+
+  try:
+    out = jax.eval_shape(loss, params, problem.shared, problem.client_views)
+  except Exception as e:  # the user's loss on the user's params: any error is the mismatch
+    batch = _batch_text(problem)
+    raise ArgumentError(
+      f'{name} does not fit the problem: loss_fn({name}, a batch of client 0) raised '
+      f'{type(e).__name__}: {_first_line(e)}. {name} has {describe_tree(params, name)}; '
+      f'{batch}. Pass {name} with the structure and leaf shapes that loss_fn reads '
+      '(e.g. the params of the model whose apply loss_fn calls).'
+    ) from e
+  if getattr(out, 'shape', None) != ():
+    raise ArgumentError(
+      f'loss_fn({name}, batch) must return a scalar; it returns '
+      f'{jax.tree.map(_leaf_text, out)}. Reduce it over the batch (e.g. jnp.mean).'
+    )
+
+
+def _first_line(e: BaseException) -> str:
+  text = str(e).strip() or repr(e)
+  return text.splitlines()[0].rstrip('.')
+
+
+def _batch0(problem: Problem, shared: Any, views: Any) -> Any:
+  view = jax.tree.map(lambda v: v[0], views)
+  return problem.sample_fn(shared, view, jax.random.key(0))
+
+
+def _batch_text(problem: Problem) -> str:
+  try:
+    batch = jax.eval_shape(
+      lambda s, v: _batch0(problem, s, v), problem.shared, problem.client_views
+    )
+  except Exception as e:  # the sampler itself fails: say so
+    return f'drawing a batch of client 0 raised {type(e).__name__}: {_first_line(e)}'
+  return f"client 0's batch has {describe_tree(batch, 'batch')}"

@@ -39,7 +39,7 @@ from jax.sharding import PartitionSpec as P
 from afl_jax.core import engine, memory, ring
 from afl_jax.core.problem import Problem
 from afl_jax.core.types import Algorithm
-from afl_jax.schedules.schedule import Schedule
+from afl_jax.schedules.schedule import Schedule, ScheduleError, clients_mismatch
 
 AXIS = engine.CLIENT_AXIS  # the one mesh axis: replicas or clients are sharded over it
 
@@ -124,10 +124,17 @@ def stack_problems(problems: Sequence[Problem]) -> tuple[Problem, Problem]:
       out.append(stack(*leaves))
       axes.append(0)
   treedef = jax.tree.structure(first.shared)
-  stacked = first.replace(client_views=views, shared=jax.tree.unflatten(treedef, out))
+  sizes = [p.client_sizes for p in problems]
+  same_sizes = sizes[0] is None or all(_same(sizes[0], s) for s in sizes[1:])
+  stacked = first.replace(
+    client_views=views,
+    shared=jax.tree.unflatten(treedef, out),
+    client_sizes=sizes[0] if same_sizes else stack(*sizes),
+  )
   axes_tree = first.replace(
     client_views=jax.tree.map(lambda _: 0, first.client_views),
     shared=jax.tree.unflatten(treedef, axes),
+    client_sizes=None if same_sizes else 0,
   )
   return stacked, axes_tree
 
@@ -137,6 +144,7 @@ def shared_problem_axes(problem: Problem) -> Problem:
   return problem.replace(
     client_views=jax.tree.map(lambda _: None, problem.client_views),
     shared=jax.tree.map(lambda _: None, problem.shared),
+    client_sizes=None,
   )
 
 
@@ -218,9 +226,8 @@ class ReplicaSimulator:
         )
     for i, s in enumerate(schedules):
       if s.num_clients != problem.num_clients:
-        raise ValueError(
-          f'schedule {i} has num_clients={s.num_clients} but the problem has '
-          f'{problem.num_clients} clients.'
+        raise ScheduleError(
+          f'schedule {i}: ' + clients_mismatch(s.num_clients, problem.num_clients)
         )
     self.regime = first.regime
     self.schedules = list(schedules)

@@ -66,6 +66,9 @@ class LocalTask:
       when it groups a step's arrivals by K; ``<= max_steps``). None: the loop runs
       ``max_steps`` iterations. Steps ``k >= num_steps`` are masked either way, so it
       changes the work done, never the result (:func:`afl_jax.clients.run_local_steps`).
+    num_examples: int32 scalar or None, this client's number of training examples
+      (the engine fills it from the problem's client sizes for ``Algorithm.init``, so a
+      joint initializer can weight clients by their data; None outside a run).
   """
 
   view: Any
@@ -79,6 +82,7 @@ class LocalTask:
   step: Any = None
   start_step: Any = None
   loop_steps: Any = None
+  num_examples: Any = None
 
   def sample(self, key: jax.Array) -> Any:
     """One mini-batch (or the full batch) of this client's data."""
@@ -98,6 +102,7 @@ class LocalTask:
       step=None,
       start_step=None if self.start_step is None else 0,
       loop_steps=None,
+      num_examples=None if self.num_examples is None else 0,
     )
 
   def loss_and_grad(self, params: Params, key: jax.Array) -> tuple[jax.Array, Params]:
@@ -112,6 +117,13 @@ class Arrivals(NamedTuple):
   schedule's M or, always-on, N): a rule must use only the rows where ``mask`` is
   True for counts, means and normalizers, never ``mask.shape[0]``. Padded rows hold
   finite messages (a real client's job), so a 0 weight removes them exactly.
+
+  Each message travels with its client's example count (``num_examples``), and the
+  step with the population's total (``total_examples``, over all N clients), so a
+  server weights by data (``weighting='examples'``, :mod:`afl_jax.servers.weighting`)
+  with no run context. The engine fills both from the problem's client sizes (every
+  client counts 1 when the problem has none); built by hand, they may stay None for
+  a rule that weights uniformly.
   """
 
   client_ids: jax.Array  # int32[M]
@@ -120,6 +132,8 @@ class Arrivals(NamedTuple):
   num_steps: jax.Array  # int32[M], K_{t,i}
   start_broadcast: Broadcast  # [M, ...] the broadcast each client started from
   step: jax.Array  # int32 scalar, server step t
+  num_examples: Any = None  # int32[M], examples of each row's client (n_i)
+  total_examples: Any = None  # int32 scalar, sum_{j=1}^{N} n_j
 
 
 def unchanged_if_no_arrival(arrivals: Arrivals, new_state: Any, state: Any) -> Any:

@@ -15,8 +15,8 @@ Modules:
   checkpoint  checkpoints, the config fingerprint, resume refusal and fallback
   metrics_io  metrics.jsonl (strict JSON, torn-line repair) and TensorBoard writers
   sweep       sweeps declared in config.sweep, many runs per compile
-  tuning      the tuning protocol: validation selection, edge flags, paired comparison
   plotting    plots of metrics
+  workdir     one writer per workdir (a lock naming its holder), path and disk-write errors
   devices     the CPU device split, chosen by scripts
 """
 

@@ -206,7 +206,6 @@ _CONTEXT_FIELDS = {
   'num_rounds': 'num_rounds',
   'num_clients': 'num_clients',
   'local_steps': 'local_steps',
-  'client_sizes': 'partition',
   'unlabeled_x': 'unlabeled_size',
   'apply_fn': 'model',
 }
@@ -317,7 +316,6 @@ def build(config: ml_collections.ConfigDict) -> Run:
     num_clients=layout.num_clients,
     arrivals_per_step=schedule.max_arrivals,
     local_steps=int(np.median(local_steps)),
-    client_sizes=np.asarray(layout.sizes),
     num_rounds=c.num_rounds,
     apply_fn=model.apply,
     unlabeled_x=jnp.asarray(layout.unlabeled_x, dtype),

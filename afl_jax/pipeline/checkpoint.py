@@ -236,17 +236,25 @@ def _is_free(field: str, free: Iterable[str]) -> bool:
 
 
 def config_diff(
-  old: Mapping[str, Any], new: Mapping[str, Any], free_fields: Iterable[str] = ()
+  old: Mapping[str, Any],
+  new: Mapping[str, Any],
+  free_fields: Iterable[str] = (),
+  *,
+  resume: bool = True,
 ) -> list[tuple[str, Any, Any]]:
   """``[(field, old, new)]`` for every dotted field that differs and is not free.
 
   A field the old config lacks counts as equal when the new one holds the library's
   default for it (:func:`afl_jax.pipeline.config.default`): a field added to the library
   at its default (which keeps the earlier behaviour) does not refuse earlier runs.
+  ``resume=False`` (outputs compared whole, e.g. a sweep's summary): only
+  ``free_fields`` are free, not :data:`RESUME_FREE_FIELDS` nor ``num_rounds``.
   """
   from afl_jax.pipeline import config as config_lib  # the pipeline's default config
 
-  free = tuple(RESUME_FREE_FIELDS) + tuple(free_fields) + (_ROUNDS_FIELD,)
+  free = tuple(free_fields)
+  if resume:
+    free += tuple(RESUME_FREE_FIELDS) + (_ROUNDS_FIELD,)
   a, b = _flatten(canonical_config(old)), _flatten(canonical_config(new))
   defaults = _flatten(canonical_config(config_lib.default()))
   diffs = []

@@ -11,8 +11,10 @@ mistyped ``--config.FIELD`` ends as one line too (absl would print a traceback).
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -28,8 +30,10 @@ _FLAG_VALUE = re.compile(r'flag --(config\.[\w.]+)=(.*?): (.*)$', re.S)
 
 # --config.hparams.NAME=VALUE pairs taken out of argv by the parser, applied by
 # finish_config once the config (and so the algorithm) is known.
+_HELP = ('--help', '-help', '-h', '-?', '--helpshort', '--helpfull', '--helpxml')
 _pending: list[tuple[str, str]] = []
 _holder: list[Any] = []  # the --config flag defined by define_config_flag
+_default: list[str] = ['configs/default.py']  # its default file
 
 
 def exit_error(error: Exception | str) -> NoReturn:
@@ -38,11 +42,85 @@ def exit_error(error: Exception | str) -> NoReturn:
   sys.exit(f'error: {text}')
 
 
-def _load_config_file(argv: Sequence[str]) -> ml_collections.ConfigDict | None:
-  path = 'configs/default.py'
-  for arg in argv:
+# The repository root (configs/ lives there): a relative default config file is found
+# from any working directory.
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def repo_path(path: str) -> str:
+  """``path`` as given when it exists from here (or is absolute), else under the repository."""
+  if os.path.isabs(path) or os.path.exists(path.split(':')[0]):
+    return path
+  beside = os.path.join(REPO, path)
+  return beside if os.path.exists(beside.split(':')[0]) else path
+
+
+def _config_arg(argv: Sequence[str]) -> str | None:
+  """The last ``--config=FILE`` (or ``--config FILE``) of ``argv``; None if not given."""
+  value = None
+  for i, arg in enumerate(argv):
     if arg.startswith('--config='):
-      path = arg.split('=', 1)[1]
+      value = arg.split('=', 1)[1]
+    elif arg == '--config' and i + 1 < len(argv):
+      value = argv[i + 1]
+  return value
+
+
+def check_config_file(spec: str) -> str | None:
+  """One line saying why the config file ``spec`` (``FILE`` or ``FILE:ARG``) cannot be used.
+
+  The file must exist, import, and have a ``get_config`` returning an
+  ``ml_collections.ConfigDict``. A syntax error or an exception raised by the file
+  is named with its file and line (no traceback). None: the file is fine.
+  """
+  file, _, arg = spec.partition(':')
+  where = f'--config={spec!r} is invalid'
+  if not file:
+    return f'{where}: give a config file, e.g. --config=configs/digits_smoke.py'
+  if not os.path.isfile(file):
+    if os.path.isdir(file):
+      return f'{where}: {file} is a directory, not a config file'
+    if os.path.isabs(file):
+      return f'{where}: no such file'
+    return (
+      f'{where}: no such file (relative to the current directory {os.getcwd()}); give its '
+      'full path, or run from the repository root'
+    )
+  try:
+    module_spec = importlib.util.spec_from_file_location('afl_jax_checked_config', file)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+  except SyntaxError as e:
+    return f'{where}: syntax error at {e.filename or file}:{e.lineno}: {e.msg}'
+  except Exception as e:  # noqa: BLE001 (any failure of the user's file, named by its line)
+    return f'{where}: {_raised_at(e, file)}'
+  get_config = getattr(module, 'get_config', None)
+  if not callable(get_config):
+    return f'{where}: {file} defines no get_config() function'
+  try:
+    config = get_config(arg) if arg else get_config()
+  except Exception as e:  # noqa: BLE001
+    return f'{where}: get_config() raised at {_raised_at(e, file)}'
+  if not isinstance(config, ml_collections.ConfigDict):
+    return (
+      f'{where}: get_config() returned a {type(config).__name__}, not an '
+      'ml_collections.ConfigDict (start from afl_jax.pipeline.config.default())'
+    )
+  return None
+
+
+def _raised_at(error: BaseException, file: str) -> str:
+  """``FILE:LINE: Type: message`` at the deepest frame in ``file`` (else the deepest)."""
+  frames = traceback.extract_tb(error.__traceback__)
+  mine = [f for f in frames if os.path.abspath(f.filename) == os.path.abspath(file)]
+  frame = (mine or frames or [None])[-1]
+  text = ' '.join(str(error).split()) or type(error).__name__
+  at = f'{frame.filename}:{frame.lineno}: ' if frame is not None else f'{file}: '
+  return f'{at}{type(error).__name__}: {text}'
+
+
+def _load_config_file(argv: Sequence[str]) -> ml_collections.ConfigDict | None:
+  path = _config_arg(argv) or _default[0]
   spec = importlib.util.spec_from_file_location('afl_jax_cli_config', path.split(':')[0])
   if spec is None or spec.loader is None:
     return None
@@ -90,7 +168,17 @@ def define_config_flag(default: str = 'configs/default.py') -> flags.FlagHolder:
   """
   hparams, rest = _split(sys.argv)
   _pending[:] = hparams
-  holder = config_flags.DEFINE_config_file('config', default, 'Experiment config.', sys_argv=rest)
+  default = repo_path(default)
+  given = _config_arg(rest)
+  _default[:] = [default]
+  bad = check_config_file(default) if given is None else None  # a given file: in parse
+  if bad:
+    exit_error(bad.replace('--config=', 'the default --config=', 1))
+  try:
+    holder = config_flags.DEFINE_config_file('config', default, 'Experiment config.', sys_argv=rest)
+  except Exception as e:  # noqa: BLE001 (an override of the default config, applied here)
+    config = _load_config_file(rest)
+    exit_error((config is not None and unknown_field_message(config, rest)) or e)
   _holder[:] = [holder]
   return holder
 
@@ -108,13 +196,26 @@ def _config_file_error(argv: Sequence[str]) -> str | None:
   return None
 
 
-def flags_parser() -> Callable[[list[str]], list[str]]:
-  """An absl ``flags_parser`` for ``app.run`` that turns flag errors into one line."""
+def flags_parser(*, positional: str = '') -> Callable[[list[str]], list[str]]:
+  """An absl ``flags_parser`` for ``app.run`` that turns flag errors into one line.
+
+  Args:
+    positional: what the script's positional arguments are (e.g. 'workdirs'), for its
+      usage line; '' refuses any positional argument (a typo such as a missing ``--``
+      must not be ignored).
+  """
 
   def parse(argv: list[str]) -> list[str]:
     hparams, rest = _split(argv)
+    given = _config_arg(rest)
+    bad = given is not None and check_config_file(given)
+    if bad:
+      exit_error(bad)
     try:
       remaining = flags.FLAGS(rest)
+    except SystemExit as e:  # absl prints --help and exits 1; asking for help succeeds
+      asked = any(a.split('=')[0] in _HELP for a in rest[1:])
+      raise SystemExit(0 if asked and e.code == 1 else e.code) from None
     except flags.Error as e:
       m = _FLAG_VALUE.search(str(e))
       missing = re.match(r'Missing value for flag (--[\w.]+)', str(e))
@@ -123,13 +224,23 @@ def flags_parser() -> Callable[[list[str]], list[str]]:
       if m:
         exit_error(f'{m.group(1)}={m.group(2)!r} is invalid: {m.group(3)}')
       config = _load_config_file(rest)
-      exit_error((config is not None and unknown_field_message(config, rest)) or e)
+      unknown = re.match(r"Unknown command line flag '([^']+)'", str(e))
+      exit_error(
+        (config is not None and unknown_field_message(config, rest))
+        or (unknown and f'--{unknown.group(1)} is not a flag of this script (see --helpshort)')
+        or e
+      )
     except (AttributeError, KeyError, TypeError, ValueError, OSError) as e:
       config = _load_config_file(rest)
       exit_error((config is not None and unknown_field_message(config, rest)) or e)
     bad_file = _config_file_error(rest)
     if bad_file:
       exit_error(bad_file)
+    if not positional and len(remaining) > 1:
+      exit_error(
+        f'unexpected argument {remaining[1]!r}: this script takes flags only (--name=value; '
+        'see --helpshort)'
+      )
     _pending[:] = hparams
     return remaining
 

@@ -422,32 +422,21 @@ def validate_algorithm_name(c: ml_collections.ConfigDict) -> str:
 
 
 def validate_algorithm(c: ml_collections.ConfigDict) -> None:
-  """algorithm name and the names and types of ``config.hparams``.
+  """algorithm name and every value of ``config.hparams``.
 
-  The values themselves are checked by the algorithm's factory, called by
-  :func:`afl_jax.pipeline.build.build` before any compute.
+  Each value is checked against the spec its algorithm declared at registration
+  (type, finiteness, range: :func:`afl_jax.algorithms.violation`, the same check
+  ``afl_jax.algorithms.get`` and ``afl_jax.sweep`` make). Combinations of values are
+  checked by the algorithm's factory, called by :func:`afl_jax.pipeline.build.build`
+  before any compute.
   """
   name = validate_algorithm_name(c)
   valid = algorithms.hyperparameters(name)
   for k, v in c.hparams.items():
     _check(k in valid, f'hparams.{k}', v, f'{name} takes {sorted(valid)}')
-    ref = valid[k]
-    if isinstance(ref, float) and not isinstance(ref, bool) and not callable(v):
-      try:
-        checks.number(k, v)
-      except ValueError:
-        raise _err(f'hparams.{k}', v, 'must be a finite number (not a boolean)') from None
-      if k.endswith('_lr') or k in ('lr', 'learning_rate'):
-        _check(v > 0, f'hparams.{k}', v, 'must be > 0')
-    elif isinstance(ref, bool):
-      _check(isinstance(v, bool), f'hparams.{k}', v, 'must be a boolean (True or False)')
-    elif isinstance(ref, int):
-      _check(
-        isinstance(v, int) and not isinstance(v, bool),
-        f'hparams.{k}',
-        v,
-        'must be an integer',
-      )
+    problem = algorithms.violation(name, k, v)
+    if problem is not None:
+      raise _err(f'hparams.{k}', v, problem)
 
 
 def validate_compressor(c: ml_collections.ConfigDict) -> None:

@@ -9,21 +9,39 @@ products; one host device per core lets the engine shard clients over all cores
 from __future__ import annotations
 
 import os
+import sys
 
 ENV = 'AFL_JAX_CPU_DEVICES'
 _FLAG = 'xla_force_host_platform_device_count'
+
+
+def env_devices() -> int | None:
+  """$AFL_JAX_CPU_DEVICES as a count (None: unset or empty); ValueError when not >= 1."""
+  text = os.environ.get(ENV, '').strip()
+  if not text:
+    return None
+  if not text.isdigit() or int(text) < 1:
+    raise ValueError(
+      f'${ENV}={os.environ[ENV]!r} is invalid: must be an integer >= 1 (host CPU devices; '
+      'unset it for one per core)'
+    )
+  return int(text)
 
 
 def set_cpu_devices(count: int | None = None) -> None:
   """Ask XLA for ``count`` host CPU devices (default: $AFL_JAX_CPU_DEVICES, else one per core).
 
   Only effective before JAX initializes its backend; a device count already set in
-  ``XLA_FLAGS`` is left alone.
+  ``XLA_FLAGS`` is left alone. A script's setting: an invalid $AFL_JAX_CPU_DEVICES
+  ends the script with one ``error:`` line (exit status 1) before JAX starts.
   """
+  try:
+    n = count or env_devices() or os.cpu_count() or 1
+  except ValueError as e:
+    sys.exit(f'error: {e}')
   flags = os.environ.get('XLA_FLAGS', '')
   if _FLAG in flags:
     return
-  n = count or os.environ.get(ENV) or os.cpu_count() or 1
   os.environ['XLA_FLAGS'] = f'{flags} --{_FLAG}={int(n)}'.strip()
 
 

@@ -13,6 +13,12 @@ between chunks, and writes into ``workdir``:
   a workdir holding a run with a different config is refused (``ResumeError``), a
   damaged latest checkpoint falls back to the previous intact one.
 
+One writer per workdir (afl_jax/pipeline/workdir.py): the workdir is locked first
+(a second writer is refused, naming the holder), a workdir holding a sweep is
+refused, and a write that fails for the disk's reason (full, read-only) stops the
+run with one line: the metrics written so far stay in ``metrics.jsonl`` and the last
+intact checkpoint resumes it.
+
 Several processes (``jax.distributed``, docs/distributed.md): every process builds,
 runs and evaluates the same program (SPMD); process 0 alone decides the resume step
 (it reads and may repair the workdir; the others get its answer) and writes the
@@ -38,6 +44,7 @@ from afl_jax import models
 from afl_jax.core import memory
 from afl_jax.core.engine import Simulator, to_host
 from afl_jax.pipeline import checkpoint, metrics_io, plotting, sizes
+from afl_jax.pipeline import workdir as workdir_lib
 from afl_jax.pipeline.build import Run, build, engine_options
 
 
@@ -95,13 +102,47 @@ def train_and_evaluate(
 
   Raises:
     UserError (ConfigError, DataError, ResumeError, ...): a bad input, before compute.
+    WorkdirError: ``workdir`` is busy (another live writer), not a writable
+      directory, holds a sweep, or a write failed for the disk's reason (the metrics
+      so far are on disk).
     NonFiniteError: training produced NaN/inf (metrics so far are written).
   """
+  writes = checkpoint.is_writer()  # process 0 (of 1 or more) writes the shared files
+  lock = workdir_lib.acquire(workdir) if writes else None
+  progress = {'doing': 'starting', 'step': None}
+  try:
+    if writes:
+      workdir_lib.refuse_sweep(workdir)
+    return _train(config, workdir, resume, log if writes else _quiet, writes, progress)
+  except OSError as e:
+    disk = workdir_lib.disk_error(e, workdir)
+    if disk is None or not writes:
+      raise
+    step = progress['step']
+    kept = (
+      f'the metrics up to server step {step} are in {workdir}/{metrics_io.METRICS_FILE}; free '
+      'space (or make it writable) and run the same command to resume from the last checkpoint'
+      if step is not None
+      else 'nothing was computed yet'
+    )
+    raise workdir_lib.write_error(workdir, disk, progress['doing'], kept) from None
+  finally:
+    if lock is not None:
+      lock.release()
+
+
+def _train(
+  config: ml_collections.ConfigDict,
+  workdir: str,
+  resume: bool,
+  log: Callable[[str], None],
+  writes: bool,
+  progress: dict[str, Any],
+) -> dict[str, Any]:
+  """train_and_evaluate's body; ``progress`` says what it is writing and what is on disk."""
   run = build(config)
   c, schedule = run.config, run.schedule
-  writes = checkpoint.is_writer()  # process 0 (of 1 or more) writes the shared files
-  if not writes:
-    log = _quiet
+  progress['doing'] = 'writing the run files'
   if writes:
     os.makedirs(workdir, exist_ok=True)
     if not resume:
@@ -153,6 +194,7 @@ def train_and_evaluate(
   writer = metrics_io.create_default_writer(workdir, resume_step=resume_step, enabled=writes)
   evaluate = _local(run.evaluator)
   status, t_run, ran = 'completed', time.time(), 0
+  done = False
   try:
     if not records:  # a fresh run, or a resumed one whose metrics file was lost
       step0 = resume_step or 0
@@ -169,7 +211,9 @@ def train_and_evaluate(
           **evaluate(sim.params(state)),
         }
       )
+      progress['doing'] = f'writing the metrics of server step {step0}'
       writer.write_scalars(step0, {k: v for k, v in records[-1].items() if k != 'step'})
+    progress['step'] = records[-1]['step']
     start_pos = sim.position(state)
     tau = schedule.staleness
     while (pos := sim.position(state)) < schedule.num_steps:
@@ -204,7 +248,9 @@ def train_and_evaluate(
         status = f'non-finite {bad[1]} at server step {pos + bad[0]}'
         record['stopped'] = status
       records.append(record)
+      progress['doing'] = f'writing the metrics of server step {end}'
       writer.write_scalars(end, {k: v for k, v in record.items() if k != 'step'})
+      progress['step'] = end
       elapsed = time.time() - t_run
       rate = (end - start_pos) / max(elapsed, 1e-9)
       eta = (schedule.num_steps - end) / max(rate, 1e-9)
@@ -218,12 +264,19 @@ def train_and_evaluate(
         break
       if c.checkpoint_every and end % c.checkpoint_every == 0:
         writer.flush()
+        progress['doing'] = f'saving the checkpoint of server step {end}'
         ckpt.save(end, state, host)
+    done = True
   finally:
-    writer.close()
-    ckpt.close()
+    try:
+      writer.close()
+      ckpt.close()
+    except OSError:
+      if done:
+        raise  # else the first failure is the one to report
 
   summary = summarize(c, records, status, time.time() - t_run, stats, sim)
+  progress['doing'] = 'writing plot.png and summary.json'
   if writes:
     plotting.plot_runs(
       {c.algorithm: records},

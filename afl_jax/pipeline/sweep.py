@@ -17,9 +17,22 @@ compile each. Outputs under ``workdir``:
 * ``<run-name>/metrics.jsonl`` per grid point (same records as a single run);
 * ``summary.json`` (one record per run: swept values, final and best metrics) and
   ``summary.md`` (a table, the groups and their compile times);
-* ``plot.png`` (test accuracy of every run).
+* ``plot.png`` (test accuracy of every run);
+* ``sweep.json``: the sweep's resolved config and whether every run of it finished
+  (``complete``); ``summary.json`` is written (whole, atomically) only then.
 
-:mod:`afl_jax.pipeline.tuning` reads ``summary.json`` records to select settings.
+One writer per workdir (afl_jax/pipeline/workdir.py): the sweep locks its workdir;
+a workdir holding a single run, a sweep of another config (the differing fields are
+named) or a ``summary.json`` of unknown origin is refused before anything is
+written. A sweep is finished (:func:`finished`) only when every run of its grid is:
+an interrupted sweep leaves ``complete: false`` and no ``summary.json``.
+
+Sizes are checked before the grid is built (:func:`plan`): the first grid point is
+built, its host arrays are measured, and a grid whose runs would not fit in host
+memory is refused with one line; a group whose replicas do not fit in the device
+memory (the engine's analytic estimate) is split into groups that do, said in the log.
+
+:mod:`afl_jax.reproduction.runs` reads the runs' curves as records to select settings.
 """
 
 from __future__ import annotations
@@ -27,6 +40,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -37,9 +51,11 @@ import ml_collections
 import numpy as np
 
 from afl_jax import algorithms
-from afl_jax.core import replicas
+from afl_jax.core import memory, replicas
 from afl_jax.errors import ConfigError
-from afl_jax.pipeline import metrics_io, plotting
+from afl_jax.pipeline import checkpoint, metrics_io, plotting, sizes
+from afl_jax.pipeline import config as config_lib
+from afl_jax.pipeline import workdir as workdir_lib
 from afl_jax.sweep import simulator as sweep_simulator
 
 # The module (``afl_jax.pipeline.build`` the attribute is the function build()).
@@ -79,7 +95,11 @@ def _set(c: ml_collections.ConfigDict, field: str, value: Any) -> None:
 
 
 def validate_section(c: ml_collections.ConfigDict) -> None:
-  """``config.sweep``: every field exists and has a non-empty list of values."""
+  """``config.sweep``: every field exists and has a non-empty list of values.
+
+  Each swept hyperparameter value is checked as a single run's would be
+  (:func:`afl_jax.algorithms.violation`), before any grid point is built.
+  """
   if not c.get('sweep'):
     return
   hparams = (
@@ -94,6 +114,12 @@ def validate_section(c: ml_collections.ConfigDict) -> None:
           f'config.sweep.{field} is invalid: {c.algorithm!r} has no hyperparameter '
           f'{field[len("hparams.") :]!r}; valid: {sorted(hparams)}.'
         )
+      for value in values if hparams else ():  # each value as a single run's would be
+        problem = algorithms.violation(c.algorithm, field[len('hparams.') :], value)
+        if problem is not None:
+          raise ConfigError(
+            f'config.sweep.{field}={list(values)!r} is invalid: the value {value!r} {problem}.'
+          )
       continue
     try:
       _get(c, field)
@@ -158,8 +184,6 @@ def _context_key(run: build_lib.Run) -> str:
   for field in algorithms.registry.context(run.config.algorithm):
     if field == 'apply_fn':
       continue
-    if field == 'client_sizes' and run.config.hparams.get('weighting') == 'uniform':
-      continue  # read only by weighting='examples'
     value = getattr(run.info, field)
     arr = np.asarray(value) if value is not None else None
     parts.append(f'{field}:{None if arr is None else hash(arr.tobytes())}')
@@ -178,8 +202,8 @@ def _factory(run: build_lib.Run) -> Callable[..., Any]:
   return factory
 
 
-def _run_group(points, runs, traced, workdir, log) -> tuple[list[dict], dict]:
-  """One compile for ``runs``; writes each run's metrics; returns their summaries."""
+def _group_sim(runs, traced, limit: int | None = None) -> tuple[Any, Any, Any]:
+  """(simulator, keys, stacked params0) of one group: nothing compiled or allocated yet."""
   first = runs[0]
   c = first.config
   r = len(runs)
@@ -190,7 +214,6 @@ def _run_group(points, runs, traced, workdir, log) -> tuple[list[dict], dict]:
     run.problem.replace(loss_fn=first.problem.loss_fn, sample_fn=first.problem.sample_fn)
     for run in runs
   ]
-  t0 = time.time()
   sim = sweep_simulator(
     c.algorithm,
     problems if r > 1 else problems[0],
@@ -198,13 +221,24 @@ def _run_group(points, runs, traced, workdir, log) -> tuple[list[dict], dict]:
     r,
     chunk_size=c.eval_every,
     factory=_factory(first),
+    memory_limit_bytes=limit,
     **build_lib.engine_options(c, sweep=True),
     **static,
     **per_replica,
   )
   keys = jax.random.wrap_key_data(np.stack([jax.random.key_data(run.key) for run in runs]))
   params0 = replicas.stack_trees([run.params0 for run in runs])
-  state = sim.init(params0, keys)
+  return sim, keys, params0
+
+
+def _run_group(points, runs, group, workdir, log) -> tuple[list[dict], dict]:
+  """One compile for ``runs``; writes each run's metrics; returns their summaries."""
+  c = runs[0].config
+  r = len(runs)
+  t0 = time.time()
+  sim, keys, params0 = group
+  with sizes.memory_guard(c, lambda: sim.memory):
+    state = sim.init(params0, keys)
   writers, records = [], [[] for _ in runs]
   for point in points:
     d = os.path.join(workdir, run_name(point))
@@ -307,47 +341,311 @@ def _markdown(summaries: list[dict], groups: list[dict]) -> str:
   return '\n'.join(lines) + '\n'
 
 
+# ---- sizes --------------------------------------------------------------------------------
+# Assumed throughput of client training for the rough time estimate (the log's measured
+# rate replaces it once the first group ran): a few cores' worth of float32 products.
+ASSUMED_FLOPS = 1e10
+
+
+def num_points(config: ml_collections.ConfigDict) -> int:
+  """The number of grid points of ``config.sweep`` (without listing them)."""
+  return math.prod(len(v) for v in flatten(config.sweep).values())
+
+
+def _nbytes(tree: Any) -> int:
+  return int(sum(np.asarray(x).nbytes if not hasattr(x, 'nbytes') else x.nbytes for x in tree))
+
+
+def run_bytes(run: build_lib.Run) -> int:
+  """Host bytes one built grid point holds until the sweep ends (data, schedule, problem)."""
+  data = [a for a in run.data if isinstance(a, np.ndarray)]
+  sched = [getattr(run.schedule, n) for n in ('client_ids', 'start_step', 'local_steps', 'mask')]
+  sched.append(run.schedule.wall_clock)
+  leaves = jax.tree.leaves((run.problem, run.params0, run.info.unlabeled_x))
+  return _nbytes(data) + _nbytes(sched) + _nbytes(leaves)
+
+
+def run_flops(run: build_lib.Run) -> float:
+  """Rough client-training FLOPs of one run: 6 x params x batch x local steps, summed."""
+  from afl_jax import models
+
+  steps = float(np.asarray(run.schedule.local_steps)[np.asarray(run.schedule.mask)].sum())
+  return 6.0 * models.count_params(run.params0) * int(run.config.batch_size) * steps
+
+
+def _size(x: float) -> str:
+  return f'{x / 2**30:.1f} GiB' if x >= 2**30 else f'{x / 2**20:.1f} MiB'
+
+
+def _duration(seconds: float) -> str:
+  if seconds < 120:
+    return f'{seconds:.0f} s'
+  return f'{seconds / 60:.0f} min' if seconds < 7200 else f'{seconds / 3600:.1f} h'
+
+
+def plan(
+  config: ml_collections.ConfigDict, first: build_lib.Run, *, limit_bytes: int | None = None
+) -> dict[str, Any]:
+  """The grid's host memory and rough time, from its first point; refuses a grid that cannot fit.
+
+  Every grid point is built before the first compile (so a bad point fails early), and
+  the built points are held until the sweep ends: ``runs x run_bytes(first)`` must fit
+  in the host limit (:func:`afl_jax.pipeline.sizes.host_limit`).
+
+  Raises:
+    ConfigError: ``config.sweep is invalid: ...`` with the estimate, the limit and the
+      largest axes to shorten.
+  """
+  n = num_points(config)
+  per = run_bytes(first)
+  limit = sizes.host_limit() if limit_bytes is None else limit_bytes
+  flops = run_flops(first) * n
+  out = {'runs': n, 'bytes_per_run': per, 'host_bytes': n * per, 'flops': flops}
+  out['seconds'] = flops / ASSUMED_FLOPS
+  if limit is not None and n * per > limit:
+    axes = sorted(flatten(config.sweep).items(), key=lambda kv: -len(kv[1]))
+    shown = ' x '.join(f'{len(v)} {k}' for k, v in axes)
+    fit = max(limit // max(per, 1), 0)
+    raise ConfigError(
+      f'config.sweep is invalid: its grid has {n:,} runs ({shown}), holding about '
+      f'{_size(n * per)} on the host ({_size(per)} per run) but the limit is {_size(limit)} '
+      f'({sizes.HOST_FRACTION:.0%} of the available host memory); at most {fit:,} runs fit: '
+      'shorten the longest axes or split the grid into several sweeps.'
+    )
+  return out
+
+
+def _fit_groups(groups, limit: int | None, log, config) -> list[tuple[list[int], Any]]:
+  """Each group's simulator, split into groups whose replicas fit the device memory.
+
+  The engine's analytic estimate of a group of R replicas and of one replica give the
+  fixed and the per-replica bytes; a group above the usable memory is cut into groups
+  of as many replicas as fit, and one replica that does not fit is refused.
+  """
+  out = []
+  for members, build_group in groups:
+    group = build_group(members)
+    sim, keys, params0 = group
+    report = sim.estimate(params0, keys)
+    r = len(members)
+    if limit is None or report['total'] <= memory.SAFETY * limit:
+      out.append((members, group))
+      continue
+    one_sim, one_keys, one_params = build_group(members[:1])
+    one = one_sim.estimate(one_params, one_keys)
+    if one['total'] > memory.SAFETY * limit:  # ConfigError naming the field to lower
+      with sizes.memory_guard(config, lambda one=one: one):
+        memory.check(one, limit)
+    per = max((report['total'] - one['total']) / max(r - 1, 1), 1.0)
+    fit = max(int((memory.SAFETY * limit - (one['total'] - per)) // per), 1)
+    chunks = [members[i : i + fit] for i in range(0, r, fit)]
+    log(
+      f'sweep: a group of {r} runs needs about {_size(report["total"])} on the devices, '
+      f'above {memory.SAFETY:.0%} of {_size(limit)}: split into {len(chunks)} groups of '
+      f'<= {fit} runs (one compile each)'
+    )
+    out.extend((chunk, build_group(chunk)) for chunk in chunks)
+  return out
+
+
+# ---- the workdir --------------------------------------------------------------------------
+SUMMARY_FILES = ('summary.json', 'summary.md', 'plot.png')
+
+
+def _read_json(path: str) -> Any:
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    return None
+
+
+def _write_atomic(path: str, text: str) -> None:
+  tmp = path + '.tmp'
+  with open(tmp, 'w') as f:
+    f.write(text)
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(tmp, path)
+
+
+def _record(config: ml_collections.ConfigDict) -> dict[str, Any]:
+  return checkpoint.canonical_config(config_lib.resolve(config))
+
+
+def check_workdir(config: ml_collections.ConfigDict, workdir: str) -> None:
+  """Refuse a workdir whose outputs this sweep would overwrite (WorkdirError, one line).
+
+  Refused: a workdir holding a single run, a sweep of a different config (every
+  differing field named ``old -> new``; ``num_rounds`` and ``eval_every`` included, as
+  they change the summary) or a ``summary.json`` no sweep recorded. The same sweep
+  (finished or interrupted) may run again into its own workdir.
+  """
+  where = os.path.relpath(workdir) if not os.path.relpath(workdir).startswith('..') else workdir
+  single = workdir_lib.single_run_file(workdir)
+  if single:
+    raise workdir_lib.WorkdirError(
+      f'workdir {where} holds a single run ({os.path.relpath(single, workdir)}); a sweep would '
+      'overwrite its summary.json and plot.png; choose another --workdir'
+    )
+  saved = _read_json(os.path.join(workdir, workdir_lib.SWEEP_FILE))
+  if saved is None:
+    if os.path.exists(os.path.join(workdir, 'summary.json')):
+      raise workdir_lib.WorkdirError(
+        f'workdir {where} holds a summary.json that no sweep recorded (no '
+        f'{workdir_lib.SWEEP_FILE}); a sweep would overwrite it; choose another --workdir'
+      )
+    return
+  diffs = checkpoint.config_diff(
+    saved.get('config', {}), _record(config), ('data_dir', 'download'), resume=False
+  )
+  if diffs:
+    listed = ', '.join(f'{f} {json.dumps(a)} -> {json.dumps(b)}' for f, a, b in diffs)
+    raise workdir_lib.WorkdirError(
+      f'workdir {where} holds a sweep with a different config ({workdir_lib.SWEEP_FILE}): '
+      f'{listed}; its summary.json and plot.png are kept: choose another --workdir'
+    )
+
+
+def finished(workdir: str, config: ml_collections.ConfigDict) -> bool:
+  """Whether ``workdir`` holds this sweep with every run of its grid finished.
+
+  True only when ``sweep.json`` records the same config as complete, ``summary.json``
+  has one record per grid point and every run's ``metrics.jsonl`` exists: an
+  interrupted sweep is never reused as finished.
+  """
+  saved = _read_json(os.path.join(workdir, workdir_lib.SWEEP_FILE))
+  if not saved or not saved.get('complete'):
+    return False
+  if checkpoint.config_diff(
+    saved.get('config', {}), _record(config), ('data_dir', 'download'), resume=False
+  ):
+    return False
+  summary = _read_json(os.path.join(workdir, 'summary.json'))
+  names = [run_name(p) for p in grid(config)]
+  got = [r.get('name') for r in (summary or {}).get('runs') or [] if isinstance(r, dict)]
+  return sorted(got) == sorted(names) and all(
+    os.path.isfile(os.path.join(workdir, n, metrics_io.METRICS_FILE)) for n in names
+  )
+
+
 def train_sweep(
-  config: ml_collections.ConfigDict, workdir: str, log: Callable[[str], None] = print
+  config: ml_collections.ConfigDict,
+  workdir: str,
+  log: Callable[[str], None] = print,
+  *,
+  memory_limit_bytes: int | None = None,
 ) -> dict[str, Any]:
   """Run the grid of ``config.sweep``; returns ``{'runs': [summary per run], 'groups': [...]}``.
 
+  ``memory_limit_bytes``: the device memory a group may use (default: what the backend
+  reports); a group that does not fit is split into groups that do.
+
   Raises:
     ConfigError (and the other UserErrors of ``build``): a bad field of any grid
-      point, before anything is compiled.
+      point, or a grid too large for the host memory, before anything is compiled.
+    WorkdirError: the workdir is busy, holds other outputs (:func:`check_workdir`),
+      or a write failed for the disk's reason.
   """
   validate_section(config)
+  lock = workdir_lib.acquire(workdir)
+  try:
+    check_workdir(config, lock.path)
+    return _train_sweep(config, lock.path, log, memory_limit_bytes)
+  except OSError as e:
+    disk = workdir_lib.disk_error(e, lock.path)
+    if disk is None:
+      raise
+    raise workdir_lib.write_error(
+      lock.path,
+      disk,
+      'running the sweep',
+      "the finished runs' metrics are in their <run>/metrics.jsonl; the sweep is not marked "
+      'finished: free space and run it again',
+    ) from None
+  finally:
+    lock.release()
+
+
+def _train_sweep(
+  config: ml_collections.ConfigDict, workdir: str, log, limit: int | None
+) -> dict[str, Any]:
+  t_start = time.time()
+  first = build_lib.build(point_config(config, next(iter(grid_iter(config)))))
+  est = plan(config, first)
   points = grid(config)
   traced = traced_fields(config)
   groups: dict[str, list[int]] = {}
   for i, p in enumerate(points):
     groups.setdefault(group_key(p, traced), []).append(i)
   # Build every point first: a bad grid point fails before any compile.
-  runs = [build_lib.build(point_config(config, p)) for p in points]
+  runs = [first] + [build_lib.build(point_config(config, p)) for p in points[1:]]
   split: list[list[int]] = []
   for members in groups.values():  # the run context the factory sees must match, too
     by_ctx: dict[str, list[int]] = {}
     for i in members:
       by_ctx.setdefault(_context_key(runs[i]), []).append(i)
     split.extend(by_ctx.values())
-  log(f'sweep: {len(points)} runs in {len(split)} group(s), traced: {traced or "none"}')
-  os.makedirs(workdir, exist_ok=True)
+  limit = limit or memory.available_bytes()
+  fitted = _fit_groups(
+    [(m, lambda ms: _group_sim([runs[i] for i in ms], traced, limit)) for m in split],
+    limit,
+    log,
+    first.config,
+  )
+  log(
+    f'sweep: {len(points)} runs in {len(fitted)} group(s), traced: {traced or "none"}; '
+    f'host about {_size(est["host_bytes"])}, client training about {est["flops"]:.2g} FLOP '
+    f'(~{_duration(est["seconds"])} at an assumed {ASSUMED_FLOPS:.0e} FLOP/s)'
+  )
+  # Nothing of an earlier invocation may pass for this one's results until it finishes.
+  sweep_file = os.path.join(workdir, workdir_lib.SWEEP_FILE)
+  record = {'format': 1, 'config': _record(config), 'runs': len(points), 'complete': False}
+  _write_atomic(sweep_file, json.dumps(record, indent=1, sort_keys=True) + '\n')
+  for name in SUMMARY_FILES:
+    if os.path.isfile(os.path.join(workdir, name)):
+      os.remove(os.path.join(workdir, name))
   summaries, group_info, curves = [None] * len(points), [], {}
-  for members in split:
+  done = 0
+  for members, group in fitted:
     s, recs = _run_group(
-      [points[i] for i in members], [runs[i] for i in members], traced, workdir, log
+      [points[i] for i in members], [runs[i] for i in members], group, workdir, log
     )
     group_info.append(recs.pop('_group'))
     curves.update(recs)
     for i, one in zip(members, s):
       summaries[i] = one
+    done += len(members)
+    if done < len(points):
+      spent = time.time() - t_start
+      log(
+        f'sweep: {done}/{len(points)} runs done in {_duration(spent)}; about '
+        f'{_duration(spent / done * (len(points) - done))} left'
+      )
   out = {'runs': summaries, 'groups': group_info, 'traced': traced}
-  with open(os.path.join(workdir, 'summary.json'), 'w') as f:
-    json.dump(out, f, indent=2, default=float)
-  with open(os.path.join(workdir, 'summary.md'), 'w') as f:
-    f.write(_markdown(summaries, group_info))
+  _write_atomic(os.path.join(workdir, 'summary.json'), json.dumps(out, indent=2, default=float))
+  _write_atomic(os.path.join(workdir, 'summary.md'), _markdown(summaries, group_info))
   plotting.plot_runs(curves, os.path.join(workdir, 'plot.png'), title=f'sweep: {config.algorithm}')
+  record['complete'] = True
+  _write_atomic(sweep_file, json.dumps(record, indent=1, sort_keys=True) + '\n')
   return out
 
 
-__all__ = ['flatten', 'grid', 'point_config', 'run_name', 'train_sweep', 'validate_section']
+def grid_iter(config: ml_collections.ConfigDict):
+  """The grid points of ``config.sweep`` one at a time (same order as :func:`grid`)."""
+  axes = flatten(config.sweep)
+  return (dict(zip(axes, values)) for values in itertools.product(*axes.values()))
+
+
+__all__ = [
+  'check_workdir',
+  'finished',
+  'flatten',
+  'grid',
+  'num_points',
+  'plan',
+  'point_config',
+  'run_name',
+  'train_sweep',
+  'validate_section',
+]

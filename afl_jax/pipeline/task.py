@@ -63,6 +63,7 @@ def make_problem(
     loss_fn=make_loss(apply_fn),
     sample_fn=make_sample_fn(batch_size),
     num_clients=layout.num_clients,
+    client_sizes=np.asarray(layout.sizes, np.int32),
   )
 
 

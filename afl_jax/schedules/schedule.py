@@ -309,6 +309,16 @@ def _array(name: str, x: Any) -> np.ndarray:
 _ARRAYS = ('client_ids', 'start_step', 'local_steps', 'mask', 'wall_clock', 'num_clients')
 
 
+def clients_mismatch(schedule_clients: int, problem_clients: int) -> str:
+  """The error for a schedule of N clients used on a problem of another N: what to pass."""
+  return (
+    f'schedule.num_clients={schedule_clients} but the problem has {problem_clients} '
+    f'clients; build the schedule for all of them, e.g. '
+    f'afl_jax.schedules.from_arrays(..., num_clients={problem_clients}) (without '
+    'num_clients, from_arrays takes N = the largest arriving client id + 1).'
+  )
+
+
 def from_arrays(
   client_ids,
   start_step,
@@ -325,7 +335,9 @@ def from_arrays(
     local_steps: [T, M] or a scalar integer (default 1).
     mask: [T, M] validity (default all True).
     wall_clock: [T] (default 0, 1, ..., T-1).
-    num_clients: N (default max id + 1).
+    num_clients: N, the number of clients (ids in [0, N)). Default: the largest
+      valid client id + 1, which is less than the problem's N whenever the last
+      clients never arrive; pass the problem's ``num_clients`` to be exact.
 
   Raises:
     ScheduleError: on any entry the :class:`Schedule` rules reject; floats with a

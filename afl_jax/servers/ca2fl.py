@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 
 from afl_jax.core import checks, tree
 from afl_jax.core.types import Arrivals, Params, ServerRule, unchanged_if_no_arrival
@@ -34,42 +35,45 @@ from afl_jax.servers import weighting as weighting_lib
 class CA2FLState(NamedTuple):
   params: Params  # x_t
   cache: Params  # h_i^t, leading axis N (the latest Delta_i of each client; 0 before)
+  counts: Any = None  # float[N], n_i of each client that has reported (0 before)
 
 
 def init_state(params: Params, num_clients: int) -> CA2FLState:
   """``h_i^0 = 0`` for every client."""
   if num_clients < 1:
     raise ValueError(f'num_clients must be >= 1; got {num_clients}.')
-  return CA2FLState(params, tree.zeros_like(tree.stack_n(params, num_clients)))
+  return CA2FLState(
+    params,
+    tree.zeros_like(tree.stack_n(params, num_clients)),
+    jnp.zeros((num_clients,), jnp.result_type(float)),
+  )
 
 
 def ca2fl(
   server_lr: float = 1.0,
   *,
-  num_clients: int | None = None,
+  num_clients: int = 10,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> ServerRule:
   """The CA2FL server.
 
   Args:
     server_lr: eta, the global learning rate (> 0).
-    num_clients: N, needed by ``init(params)`` for the cache; the registry's
-      ``'ca2fl'`` builds the state with :func:`init_state` from the problem's N.
+    num_clients: N, the clients 0..N-1 that ``init(params)`` keeps a cached update
+      for (Alg. 1's ``1/N``). The registry's ``'ca2fl'`` sizes the cache from the
+      problem's clients (``Algorithm.init``), so this matters only when the rule is
+      used on its own.
     weighting: 'uniform' (default, Alg. 1's ``1/N`` and ``1/|S_t|``) or 'examples':
       ``sum_i p_i h_i`` with ``p_i = n_i / sum_j n_j`` and the calibration weighted
-      by ``n_i / sum_{S_t} n_j`` (:mod:`afl_jax.servers.weighting`).
-    client_sizes: int[N] examples per client, for ``weighting='examples'``.
+      by ``n_i / sum_{S_t} n_j``, from the example counts the messages carry
+      (:mod:`afl_jax.servers.weighting`; ``n_i`` is kept in the state when client i
+      first reports, and until then ``h_i = 0``, so its weight does not matter).
   """
-  sizes = weighting_lib.check(weighting, client_sizes, num_clients)
+  examples = weighting_lib.check(weighting)
   checks.positive('server_lr (eta)', server_lr)
+  checks.positive_int('num_clients', num_clients)
 
   def init(params: Params) -> CA2FLState:
-    if num_clients is None:
-      raise ValueError(
-        'the CA2FL server caches one update per client: pass num_clients, '
-        'or build the state with init_state(params, num_clients).'
-      )
     return init_state(params, num_clients)
 
   def update(
@@ -78,14 +82,25 @@ def ca2fl(
     del key
     mask, ids = arrivals.mask, arrivals.client_ids
     n = jax.tree.leaves(state.cache)[0].shape[0]
-    h_mean = tree.weighted_sum(state.cache, weighting_lib.client_weights(n, sizes))
+    counts = state.counts
+    if examples:
+      counts = jnp.zeros((n,), jnp.result_type(float)) if counts is None else counts
+      counts = counts.at[jnp.where(mask, ids, n)].set(
+        weighting_lib.row_counts(arrivals), mode='drop'
+      )
+      p = weighting_lib.client_weights(counts, weighting_lib.row_counts(arrivals, 'total_examples'))
+    else:
+      p = weighting_lib.uniform_weights(n)
+    h_mean = tree.weighted_sum(state.cache, p)
     calibration = tree.weighted_sum(
       tree.sub(messages, tree.gather(state.cache, ids)),
-      weighting_lib.row_weights(arrivals, sizes=sizes),
+      weighting_lib.row_weights(arrivals, examples=examples),
     )
     v = tree.add(h_mean, calibration)
     new = CA2FLState(
-      tree.axpy(-server_lr, v, state.params), tree.scatter(state.cache, ids, messages, mask)
+      tree.axpy(-server_lr, v, state.params),
+      tree.scatter(state.cache, ids, messages, mask),
+      counts,
     )
     new = unchanged_if_no_arrival(arrivals, new, state)
     return new, {

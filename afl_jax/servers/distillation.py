@@ -13,7 +13,7 @@ the averaged client logits, Alg. 1 line 14) and student logits ``z`` on a batch 
 
   f_d = \\alpha\\, KL(p \\,\\|\\, \\sigma(z)) + (1 - \\alpha)\\, CE(z, \\arg\\max p)   \\quad (3)
 
-Readings (SPEC_NOTES, FedEcho): KL is summed over classes, both terms are averaged
+Readings (docs/algorithms/fedecho.md): KL is summed over classes, both terms are averaged
 over the batch, no temperature; ``alpha`` is a constant of the step (no gradient
 flows through it). Option: the teacher is the mean of the clients' probabilities
 (App. B) instead of the softmax of their mean logits.

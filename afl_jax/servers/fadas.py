@@ -112,7 +112,6 @@ def fadas(
   delay_rule: str = 'min_inverse',
   bias_correction: bool = False,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> ServerRule:
   """The FADAS server.
 
@@ -125,10 +124,9 @@ def fadas(
     delay_rule: 'min_inverse' or 'divide'.
     bias_correction: Adam-style corrections (the authors' code), off in the paper.
     weighting: 'uniform' (default, the paper's mean) or 'examples' (client i
-      weighted by ``client_sizes[i]``, :mod:`afl_jax.servers.weighting`).
-    client_sizes: int[N] examples per client, for ``weighting='examples'``.
+      weighted by the example count its message carries, :mod:`afl_jax.servers.weighting`).
   """
-  sizes = weighting_lib.check(weighting, client_sizes)
+  examples = weighting_lib.check(weighting)
   checks.positive('server_lr (eta)', server_lr)
   checks.in_range('beta1', beta1, 0.0, 1.0, high_open=True)
   checks.in_range('beta2', beta2, 0.0, 1.0, high_open=True)
@@ -147,7 +145,7 @@ def fadas(
   ) -> tuple[FADASState, dict[str, Any]]:
     del key
     mask = arrivals.mask
-    g = tree.weighted_sum(messages, weighting_lib.row_weights(arrivals, sizes=sizes))
+    g = tree.weighted_sum(messages, weighting_lib.row_weights(arrivals, examples=examples))
     direction, opt_state = opt.update(g, state.opt_state)
     tau_max = jnp.max(jnp.where(mask, arrivals.staleness, 0))
     eta = (

@@ -15,8 +15,9 @@ available to us; docs/algorithms/fedac.md lists every reading):
 
    (``x_t - x_{s_i}`` is the server's movement while the client trained; the paper's
    client update is ``-Delta_i``, so this is cos(server move, client update)). A
-   cosine with a zero vector (a fresh arrival, ``tau_i = 0``) is taken as 1, and if
-   every ``r_i`` is 0 the weights are uniform.
+   cosine with a zero vector (a fresh arrival, ``tau_i = 0``) is taken as
+   ``zero_cosine`` (default 1), and if every ``r_i`` is 0 the weights are uniform.
+   ``first_update='model'`` compares the server's first update with the model itself.
 2. *Prospective weighted momentum with an adaptive rate* on ``g_t = sum_i w_i Delta_i``:
 
    .. math::
@@ -122,13 +123,28 @@ def normalized_weights(raw: jax.Array, mask: jax.Array) -> jax.Array:
   return jnp.where(total > 0, raw / jnp.where(total > 0, total, 1.0), uniform)
 
 
+FIRST_UPDATES = ('movement', 'model')
+
+
 def temporal_weights(
-  params: Params, messages: Params, arrivals: Arrivals, min_similarity: Any
+  params: Params,
+  messages: Params,
+  arrivals: Arrivals,
+  min_similarity: Any,
+  zero_cosine: Any = 1.0,
+  first: jax.Array | None = None,
 ) -> jax.Array:
-  """FedAC's w_i: clipped cosine of (x_{s_i} - x_t, Delta_i), normalized over S_t."""
+  """FedAC's w_i: clipped cosine of (x_{s_i} - x_t, Delta_i), normalized over S_t.
+
+  ``zero_cosine`` is the cosine taken where a norm is 0. ``first``: a traced bool; where
+  True, the reference is the model itself (``-x_t`` in our signs) instead of the
+  movement (AFL-Lib's first update); None: always the movement.
+  """
   starts = arrivals.start_broadcast.params
   moved = jax.tree.map(lambda s, x: s - x[None], starts, params)  # x_{s_i} - x_t
-  cos = cosine_rows(moved, messages, 1.0)
+  if first is not None:
+    moved = jax.tree.map(lambda m, x: jnp.where(first, -x[None], m), moved, params)
+  cos = cosine_rows(moved, messages, zero_cosine)
   return normalized_weights(jnp.maximum(cos, min_similarity), arrivals.mask)
 
 
@@ -148,12 +164,17 @@ def init_state(params: Params, num_clients: int, beta1=0.6, beta2=0.9, epsilon=1
   )
 
 
-def check_hyperparameters(server_lr, beta1, beta2, epsilon, min_similarity) -> None:
+def check_hyperparameters(
+  server_lr, beta1, beta2, epsilon, min_similarity, zero_cosine=1.0, first_update='movement'
+) -> None:
   checks.positive('server_lr', server_lr)
   checks.in_range('beta1', beta1, 0.0, 1.0, high_open=True)
   checks.in_range('beta2', beta2, 0.0, 1.0, high_open=True)
   checks.positive('epsilon', epsilon)
   checks.in_range('min_similarity', min_similarity, -1.0, 1.0)
+  checks.in_range('zero_cosine', zero_cosine, -1.0, 1.0)
+  if first_update not in FIRST_UPDATES:
+    raise ValueError(f'first_update must be one of {FIRST_UPDATES}; got {first_update!r}.')
 
 
 def fedac(
@@ -163,7 +184,9 @@ def fedac(
   epsilon: float = 1e-8,
   min_similarity: float = 0.0,
   *,
-  num_clients: int | None = None,
+  zero_cosine: float = 1.0,
+  first_update: str = 'movement',
+  num_clients: int = 10,
 ) -> ServerRule:
   """The FedAC server.
 
@@ -171,20 +194,23 @@ def fedac(
     server_lr: eta, the global learning rate (> 0).
     beta1, beta2: decays of the first and second moments, in [0, 1).
     epsilon: added to ``sqrt(v)`` (> 0).
-    min_similarity: r_min, the floor of the clipped cosine, in [-1, 1] (0 in
-      AFL-Lib's FedAC; a floor > 0 keeps every arrival in the aggregate).
-    num_clients: N, needed by ``init(params)`` for ``applied``; the registry's
-      ``'fedac'`` builds the state with :func:`init_state` from the problem's N.
+    min_similarity: r_min, the floor of the clipped cosine, in [-1, 1] (0 here and in
+      the AFL-Lib version these equations follow; AFL-Lib uses 0.1 since July 2025).
+    zero_cosine: the cosine taken where the movement or the update is the zero vector
+      (a fresh arrival), in [-1, 1]: 1 (default: no evidence of conflict) or 0
+      (PyTorch's ``cosine_similarity``, as in AFL-Lib).
+    first_update: the reference vector of the server's first update (no job applied
+      yet, so every start is ``x_0``): 'movement' (default; ``x_{s_i} - x_t = 0``, so
+      ``zero_cosine``) or 'model' (the model itself, as AFL-Lib does).
+    num_clients: N, the clients 0..N-1 whose applied jobs ``init(params)`` counts.
+      The registry's ``'fedac'`` sizes the count from the problem's clients
+      (``Algorithm.init``), so this matters only when the rule is used on its own.
   """
-  check_hyperparameters(server_lr, beta1, beta2, epsilon, min_similarity)
+  check_hyperparameters(server_lr, beta1, beta2, epsilon, min_similarity, zero_cosine, first_update)
+  checks.positive_int('num_clients', num_clients)
   opt = scale_by_prospective_momentum(beta1, beta2, epsilon)
 
   def init(params: Params) -> FedACState:
-    if num_clients is None:
-      raise ValueError(
-        'the FedAC server counts the applied jobs of every client: pass num_clients, '
-        'or build the state with init_state(params, num_clients).'
-      )
     return init_state(params, num_clients, beta1, beta2, epsilon)
 
   def update(
@@ -192,7 +218,8 @@ def fedac(
   ) -> tuple[FedACState, dict[str, Any]]:
     del key
     mask, ids = arrivals.mask, arrivals.client_ids
-    w = temporal_weights(state.params, messages.delta, arrivals, min_similarity)
+    first = jnp.sum(state.applied) == 0 if first_update == 'model' else None
+    w = temporal_weights(state.params, messages.delta, arrivals, min_similarity, zero_cosine, first)
     g = tree.weighted_sum(messages.delta, w)
     direction, opt_state = opt.update(g, state.opt_state)
     params = tree.axpy(-server_lr, direction, state.params)

@@ -147,7 +147,6 @@ def fedecho(
   teacher: str = 'logits',
   reset_distill_state: bool = False,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> ServerRule:
   """FedEcho's server rule (Alg. 1 lines 4-5 and 9-17).
 
@@ -168,11 +167,10 @@ def fedecho(
     reset_distill_state: re-initialize the distillation optimizer every server step
       instead of carrying it across steps.
     weighting: the FedBuff step's mean, 'uniform' (default, Alg. 1 line 10) or
-      'examples' (by ``client_sizes``, :mod:`afl_jax.servers.weighting`); the teacher
+      'examples' (by the messages' example counts, :mod:`afl_jax.servers.weighting`); the teacher
       stays the plain mean of the stored logits (Alg. 1 line 14).
-    client_sizes: int[N] examples per client, for ``weighting='examples'``.
   """
-  sizes = weighting_lib.check(weighting, client_sizes, num_clients)
+  examples = weighting_lib.check(weighting)
   num_u = _check(
     apply_fn,
     unlabeled_x,
@@ -251,7 +249,7 @@ def fedecho(
 
   def update(state, messages, arrivals, key):
     logits, reported = store_logits(state, messages, arrivals)
-    g = aggregate(messages, arrivals, sizes=sizes)
+    g = aggregate(messages, arrivals, examples=examples)
     updates, opt_state = server_opt.update(g, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     metrics = {

@@ -10,7 +10,7 @@ last K arrivals. The window is a fixed-size ring (``[K, ...]``) and an arrival
 counter n; arrival n (0-based) is written into slot ``n mod K``, which holds the
 oldest item once the window is full (enqueue + dequeue of Alg. 1 lines 8-9).
 
-Readings (docs/algorithms/fedfa.md, SPEC_NOTES "FedFa"):
+Readings (docs/algorithms/fedfa.md):
 
 * The window holds exactly K items (the prose of Sec. 3.1; Alg. 1 as printed would
   hold K + 1). The first K arrivals only fill it: the model is unchanged, the
@@ -79,7 +79,6 @@ def fedfa(
   sliding: bool = True,
   message_scales: Callable[..., jax.Array] | None = None,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> ServerRule:
   """FedFa's server, Alg. 1 with eq. (3) (``mode='param'``) or eq. (4) (``mode='delta'``).
 
@@ -97,7 +96,6 @@ def fedfa(
     weighting: 'uniform' (default: the paper's ``1/K`` over the window) or
       'examples': windowed item k weighted by ``n_k / sum_{window} n_j``, where
       ``n_k`` is the size of the client that sent it (:mod:`afl_jax.servers.weighting`).
-    client_sizes: int[N] examples per client, for ``weighting='examples'``.
 
   Returns:
     A :class:`~afl_jax.core.types.ServerRule` with state :class:`FedFaState`.
@@ -119,7 +117,7 @@ def fedfa(
   if message_scales is not None and not callable(message_scales):
     raise ValueError(f'message_scales must be callable or None; got {message_scales!r}.')
   k_size = window_size
-  sizes = weighting_lib.check(weighting, client_sizes)
+  examples = weighting_lib.check(weighting)
   keep_models = mode == 'param'
   keep_deltas = mode == 'delta' or message_scales is not None
   first_aggregation = k_size - 1 if aggregate_on_fill else k_size
@@ -131,19 +129,19 @@ def fedfa(
       deltas=_ring(params, k_size) if keep_deltas else EmptyState(),
       num_steps=jnp.zeros((k_size,), jnp.int32),
       count=jnp.zeros((), jnp.int32),
-      sizes=EmptyState() if sizes is None else jnp.zeros((k_size,), jnp.result_type(float)),
+      sizes=EmptyState() if not examples else jnp.zeros((k_size,), jnp.result_type(float)),
     )
 
   def aggregate(params, models, deltas, num_steps, item_sizes):
     """The model after aggregating a full window (eq. (3) or eq. (4))."""
     full = jnp.ones((k_size,), bool)
-    if sizes is None:
+    if not examples:
       uniform = jnp.full((k_size,), 1.0 / k_size, jnp.result_type(float))
       scales = None if message_scales is None else message_scales(num_steps, full)
     else:
       uniform = item_sizes / jnp.sum(item_sizes)  # n_k / sum_window n_j
       scales = None if message_scales is None else message_scales(num_steps, full, uniform)
-    share = (lambda v: v / k_size) if sizes is None else (lambda v: v * uniform)
+    share = (lambda v: v / k_size) if not examples else (lambda v: v * uniform)
     if mode == 'delta':
       weights = uniform if scales is None else share(scales)
       return tree.axpy(-server_lr, tree.weighted_sum(deltas, weights), params)
@@ -163,15 +161,14 @@ def fedfa(
     del key
 
     def one_arrival(s: FedFaState, item):
-      delta, start, steps, cid, valid = item
+      delta, start, steps, n_i, valid = item
       index = jnp.where(valid, s.count % k_size, k_size)  # k_size: dropped
       models = _put(s.models, index, tree.sub(start, delta)) if keep_models else s.models
       deltas = _put(s.deltas, index, delta) if keep_deltas else s.deltas
       num_steps = s.num_steps.at[index].set(steps.astype(jnp.int32), mode='drop')
       item_sizes = s.sizes
-      if sizes is not None:
-        n_i = jnp.asarray(sizes, item_sizes.dtype)[cid]
-        item_sizes = item_sizes.at[index].set(n_i, mode='drop')
+      if examples:
+        item_sizes = item_sizes.at[index].set(n_i.astype(item_sizes.dtype), mode='drop')
       now = valid & should_aggregate(s.count)
       new_params = aggregate(s.params, models, deltas, num_steps, item_sizes)
       params = tree.where(now, new_params, s.params)
@@ -182,7 +179,7 @@ def fedfa(
       messages,
       arrivals.start_broadcast,
       arrivals.num_steps,
-      arrivals.client_ids,
+      weighting_lib.row_counts(arrivals) if examples else arrivals.client_ids,
       arrivals.mask,
     )
     new_state, aggregated = jax.lax.scan(one_arrival, state, xs)

@@ -20,7 +20,8 @@ Sun, Wu, Huang, Zhang, "On the Role of Server Momentum in Federated Learning".
   clients divide their update by K_{t,i} (``afl_jax.clients.divide_by_local_steps``)
   and staleness comes from the schedule.
 * FedOPT (Reddi et al., "Adaptive Federated Optimization", 2021; Alg. 1 of Sun et
-  al.): any optax optimizer as ServerOPT, by name in :data:`OPTIMIZERS`.
+  al.): any optax optimizer as ServerOPT, by name in :data:`OPTIMIZERS`, or Reddi et
+  al.'s Alg. 2 as written (``convention='alg2'``, :mod:`afl_jax.servers.adaptive`).
 
 The FedGM step is an ``optax.GradientTransformation``
 (:func:`quasi_hyperbolic_momentum` chained with ``scale_by_learning_rate``),
@@ -41,10 +42,12 @@ import optax
 
 from afl_jax.core import tree
 from afl_jax.core.types import ServerRule
+from afl_jax.servers import adaptive
 from afl_jax.servers.pseudo_gradient import optimizer_server
 
 ScalarOrSchedule = float | optax.Schedule
 OPTIMIZERS = ('sgd', 'adam', 'yogi', 'adagrad', 'amsgrad')
+CONVENTIONS = ('optax', 'alg2')
 _METRIC_NAMES = {'learning_rate': 'server_lr', 'beta': 'beta', 'nu': 'nu'}
 
 
@@ -138,7 +141,6 @@ def fedgm(
   normalizer: str = 'arrivals',
   num_clients: int | None = None,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> ServerRule:
   """FedGM's server (eq. (2)); each hyperparameter a number or an optax schedule of t.
 
@@ -149,8 +151,7 @@ def fedgm(
     normalizer: 'arrivals' (Delta_t = mean over S_t, as in the paper) or 'clients'.
     num_clients: n, needed for ``normalizer='clients'``.
     weighting: 'uniform' (the paper's mean over S_t) or 'examples' (client i
-      weighted by ``client_sizes[i]``, :mod:`afl_jax.servers.weighting`).
-    client_sizes: int[N] examples per client, for ``weighting='examples'``.
+      weighted by the example count its message carries, :mod:`afl_jax.servers.weighting`).
   """
   _check_positive('server_lr', server_lr)
   _check_range('beta', beta, 0.0, 1.0, high_open=True)
@@ -161,7 +162,6 @@ def fedgm(
     normalizer=normalizer,
     num_clients=num_clients,
     weighting=weighting,
-    client_sizes=client_sizes,
   )
   return _with_hyperparameter_metrics(rule)
 
@@ -200,7 +200,6 @@ def multistage_fedgm(
   normalizer: str = 'arrivals',
   num_clients: int | None = None,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> ServerRule:
   """Multistage FedGM's server (Alg. 3): stage s runs FedGM(eta_s, beta_s, nu_s) for T_s steps.
 
@@ -209,7 +208,7 @@ def multistage_fedgm(
     server_lrs: (eta_1, ..., eta_S), each > 0.
     betas: (beta_1, ..., beta_S), each in [0, 1).
     nus: (nu_1, ..., nu_S), each in [0, 1].
-    normalizer, num_clients, weighting, client_sizes: as in :func:`fedgm`.
+    normalizer, num_clients, weighting: as in :func:`fedgm`.
   """
   lengths = _check_stage_lengths(stage_lengths)
   for name, values in (('server_lrs', server_lrs), ('betas', betas), ('nus', nus)):
@@ -229,7 +228,6 @@ def multistage_fedgm(
     normalizer=normalizer,
     num_clients=num_clients,
     weighting=weighting,
-    client_sizes=client_sizes,
   )
 
 
@@ -240,8 +238,15 @@ def server_optimizer(
   beta1: float = 0.9,
   beta2: float = 0.99,
   tau: float = 1e-3,
+  convention: str = 'optax',
+  bias_correction: bool = False,
+  bias_correction_offset: int = 1,
+  tau_placement: str = 'outside',
+  initial_accumulator: float | None = None,
 ) -> optax.GradientTransformation:
-  """A FedOPT ServerOPT from optax, by name (Reddi et al. 2021 symbols).
+  """A FedOPT ServerOPT by name (Reddi et al. 2021 symbols).
+
+  ``convention='optax'`` (default) uses optax's transforms:
 
   * 'sgd': ``optax.sgd(eta)`` (FedSGD; beta1, beta2, tau unused).
   * 'adam': ``optax.adam(eta, b1=beta1, b2=beta2, eps=tau)`` (bias-corrected; Reddi's
@@ -250,15 +255,55 @@ def server_optimizer(
   * 'amsgrad': ``optax.amsgrad(eta, b1=beta1, b2=beta2, eps=tau)``.
   * 'adagrad': ``optax.adagrad(eta, initial_accumulator_value=0, eps=tau**2)``, i.e.
     ``g / sqrt(sum g^2 + tau^2)``; no first moment (beta1, beta2 unused).
+
+  ``convention='alg2'`` is Reddi et al.'s Alg. 2 as written (:mod:`afl_jax.servers.adaptive`)
+  for 'adagrad', 'yogi' and 'adam' ('sgd' is the same in both): first moment with beta1,
+  ``v_{-1} = tau^2`` (or ``initial_accumulator``), ``eta m_t / (sqrt(v_t) + tau)``, no
+  bias correction; ``bias_correction``, ``bias_correction_offset`` and ``tau_placement``
+  select the variants (they need ``convention='alg2'``).
   """
   if name not in OPTIMIZERS:
     raise ValueError(f'server_optimizer must be one of {OPTIMIZERS}; got {name!r}.')
+  if convention not in CONVENTIONS:
+    raise ValueError(f'convention must be one of {CONVENTIONS}; got {convention!r}.')
   _check_positive('server_lr', server_lr)
   _check_range('beta1', beta1, 0.0, 1.0, high_open=True)
   _check_range('beta2', beta2, 0.0, 1.0, high_open=True)
   _check_positive('tau', tau)
+  if convention == 'optax':
+    variants = dict(
+      bias_correction=(bias_correction, False),
+      bias_correction_offset=(bias_correction_offset, 1),
+      tau_placement=(tau_placement, 'outside'),
+      initial_accumulator=(initial_accumulator, None),
+    )
+    for field, (value, default) in variants.items():
+      if value != default:
+        raise ValueError(
+          f"{field}={value!r} selects a variant of Reddi et al.'s Alg. 2: pass "
+          f"convention='alg2' with it (or leave {field} at {default!r})."
+        )
   if name == 'sgd':
     return optax.sgd(server_lr)
+  if convention == 'alg2':
+    if name == 'amsgrad':
+      raise ValueError(
+        "convention='alg2' covers 'adagrad', 'yogi' and 'adam' (Reddi et al. Alg. 2); "
+        "'amsgrad' is optax's only: pass convention='optax'."
+      )
+    return optax.chain(
+      adaptive.scale_by_alg2(
+        name,
+        beta1=beta1,
+        beta2=beta2,
+        tau=tau,
+        bias_correction=bias_correction,
+        bias_correction_offset=bias_correction_offset,
+        tau_placement=tau_placement,
+        initial_accumulator=initial_accumulator,
+      ),
+      optax.scale_by_learning_rate(server_lr),
+    )
   if name == 'adagrad':
     return optax.adagrad(server_lr, initial_accumulator_value=0.0, eps=tau**2)
   factory = {'adam': optax.adam, 'yogi': optax.yogi, 'amsgrad': optax.amsgrad}[name]
@@ -272,16 +317,30 @@ def fedopt(
   beta1: float = 0.9,
   beta2: float = 0.99,
   tau: float = 1e-3,
+  convention: str = 'optax',
+  bias_correction: bool = False,
+  bias_correction_offset: int = 1,
+  tau_placement: str = 'outside',
+  initial_accumulator: float | None = None,
   normalizer: str = 'arrivals',
   num_clients: int | None = None,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> ServerRule:
   """FedOPT's server: :func:`server_optimizer` applied to the mean pseudo-gradient."""
   return optimizer_server(
-    server_optimizer(name, server_lr, beta1=beta1, beta2=beta2, tau=tau),
+    server_optimizer(
+      name,
+      server_lr,
+      beta1=beta1,
+      beta2=beta2,
+      tau=tau,
+      convention=convention,
+      bias_correction=bias_correction,
+      bias_correction_offset=bias_correction_offset,
+      tau_placement=tau_placement,
+      initial_accumulator=initial_accumulator,
+    ),
     normalizer=normalizer,
     num_clients=num_clients,
     weighting=weighting,
-    client_sizes=client_sizes,
   )

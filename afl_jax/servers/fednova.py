@@ -70,7 +70,7 @@ def scale_messages(messages, scales: jax.Array):
   return jax.tree.map(one, messages)
 
 
-def nova(inner: ServerRule, *, weighting: str = 'uniform', client_sizes=None) -> ServerRule:
+def nova(inner: ServerRule, *, weighting: str = 'uniform') -> ServerRule:
   """FedNova normalization in front of an averaging server.
 
   Each valid message ``Delta_i`` becomes ``(tau_eff / tau_i) Delta_i`` (``tau_i`` =
@@ -82,16 +82,15 @@ def nova(inner: ServerRule, *, weighting: str = 'uniform', client_sizes=None) ->
     inner: a server whose update averages the messages of a step, with the same
       ``weighting`` (FedNova's ``p_i``: uniform, or ``n_i / n`` as in Wang et al.).
     weighting: 'uniform' or 'examples' (:mod:`afl_jax.servers.weighting`).
-    client_sizes: int[N] examples per client, for ``weighting='examples'``.
 
   Returns:
     A server with ``inner``'s state, broadcast and params.
   """
 
-  sizes = weighting_lib.check(weighting, client_sizes)
+  examples = weighting_lib.check(weighting)
 
   def update(state, messages, arrivals: Arrivals, key):
-    weights = weighting_lib.row_weights(arrivals, 'arrivals', None, sizes)
+    weights = weighting_lib.row_weights(arrivals, 'arrivals', None, examples)
     scales = nova_scales(arrivals.num_steps, arrivals.mask, weights)
     state, metrics = inner.update(state, scale_messages(messages, scales), arrivals, key)
     tau_eff = jnp.sum(arrivals.num_steps * weights)

@@ -19,7 +19,7 @@ Initial state (Alg. 1/3 line 1): ``c_i^0`` from each client (see
 :func:`afl_jax.clients.masfl.initial_variate`), ``c^0 = mean_i c_i^0``, ``g^0 = c^0``;
 build it with :func:`init_state`.
 
-``S_t`` (``selection``), SPEC_NOTES:
+``S_t`` (``selection``), docs/algorithms/masfl.md:
 
 * ``'arrivals'`` (default): the clients arriving at step t (FedBuff's buffer scheme,
   used in the paper's experiments); ``S`` = the number of valid arrivals.
@@ -55,6 +55,7 @@ class MasFLServerState(NamedTuple):
   control: Params  # c^t = mean_i c_i^t
   momentum: Params  # g^t
   pending: MasFLMessage | None  # 'uniform': latest finished message per client [N]; else None
+  shares: jax.Array  # float[N], p_i: 1/N, or n_i / sum_j n_j by examples
 
 
 def check_rates(server_lr: float, beta: float) -> None:
@@ -73,7 +74,7 @@ def init_state(
   *,
   selection: str = 'arrivals',
   adaptive: bool = False,
-  client_sizes: Any = None,
+  num_examples: Any = None,
 ) -> MasFLServerState:
   """Alg. 1/3 line 1: ``c^0 = mean_i c_i^0``, ``g^0 = c^0``.
 
@@ -82,17 +83,21 @@ def init_state(
     variates: c_i^0 stacked on a leading client axis N.
     selection: as for :func:`masfl_server` (decides whether a message buffer is kept).
     adaptive: AdaMasFL (the buffer then also holds each client's ``Delta``).
-    client_sizes: with ``weighting='examples'``, the int[N] sizes:
-      ``c^0 = sum_i p_i c_i^0``, ``p_i = n_i / sum_j n_j`` (None: uniform).
+    num_examples: with ``weighting='examples'``, every client's example count
+      ``[N]`` (``LocalTask.num_examples`` of the tasks ``Algorithm.init`` gets):
+      ``c^0 = sum_i p_i c_i^0``, ``p_i = n_i / sum_j n_j`` (None: uniform, ``1/N``).
   """
   check_selection(selection)
   n = jax.tree.leaves(variates)[0].shape[0]
-  sizes = None if client_sizes is None else weighting_lib.check('examples', client_sizes, n)
-  control = tree.weighted_sum(variates, weighting_lib.client_weights(n, sizes))
+  if num_examples is None:
+    shares = weighting_lib.uniform_weights(n)
+  else:
+    shares = weighting_lib.client_weights(num_examples)
+  control = tree.weighted_sum(variates, shares)
   pending = None
   if selection == 'uniform':
     pending = MasFLMessage(variates, tree.zeros_like(variates) if adaptive else None)
-  return MasFLServerState(params, variates, control, control, pending)
+  return MasFLServerState(params, variates, control, control, pending, shares)
 
 
 def uniform_selection(key: jax.Array, num_clients: int, count: jax.Array) -> jax.Array:
@@ -107,9 +112,8 @@ def masfl_server(
   *,
   adaptive: bool = False,
   selection: str = 'arrivals',
-  num_clients: int | None = None,
+  num_clients: int = 10,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> ServerRule:
   """The MasFL server (Alg. 1), or AdaMasFL's (Alg. 3) with ``adaptive=True``.
 
@@ -118,14 +122,15 @@ def masfl_server(
     beta: the momentum parameter.
     adaptive: AdaMasFL: step along the mean of the clients' ``Delta_i`` instead of g.
     selection: ``'arrivals'`` or ``'uniform'`` (see the module docstring).
-    num_clients: only for ``init(params)``, which starts every ``c_i`` at 0; the
-      paper's initialization needs every client's data: use :func:`init_state`
-      (``afl_jax.algorithms.get('masfl')`` does, through ``Algorithm.init``).
+    num_clients: only for ``init(params)``, which starts every ``c_i`` of clients
+      0..N-1 at 0 with ``p_i = 1/N``; the paper's initialization needs every client's
+      data: use :func:`init_state` (``afl_jax.algorithms.get('masfl')`` does,
+      through ``Algorithm.init``).
     weighting: 'uniform' (default; the paper's ``1/S`` and ``1/N``) or 'examples':
-      ``(1/S) sum_{S_t}`` becomes ``sum_{S_t} n_i / sum_{S_t} n_j`` and ``1/N`` becomes
-      ``p_i = n_i / sum_j n_j`` (so ``c = sum_i p_i c_i``); :mod:`afl_jax.servers.weighting`.
-    client_sizes: int[N] examples per client, for ``weighting='examples'`` (the
-      state must then be built with ``init_state(..., client_sizes=...)``).
+      ``(1/S) sum_{S_t}`` becomes ``sum_{S_t} n_i / sum_{S_t} n_j`` (the counts the
+      messages carry) and ``1/N`` becomes the state's ``p_i = n_i / sum_j n_j`` (so
+      ``c = sum_i p_i c_i``; build the state with ``init_state(...,
+      num_examples=...)``); :mod:`afl_jax.servers.weighting`.
 
   Returns:
     A :class:`ServerRule` whose state is :class:`MasFLServerState` and whose
@@ -133,21 +138,15 @@ def masfl_server(
   """
   check_rates(server_lr, beta)
   check_selection(selection)
-  sizes = weighting_lib.check(weighting, client_sizes, num_clients)
+  examples = weighting_lib.check(weighting)
+  checks.positive_int('num_clients', num_clients)
 
   def init(params: Params) -> MasFLServerState:
-    if num_clients is None or num_clients < 1:
-      raise ValueError(
-        'the MasFL server state holds c_i for every client: pass num_clients '
-        f'>= 1 (got {num_clients!r}) or build it with init_state(params, '
-        'variates).'
-      )
     return init_state(
       params,
       tree.zeros_like(tree.stack_n(params, num_clients)),
       selection=selection,
       adaptive=adaptive,
-      client_sizes=None if sizes is None else client_sizes,
     )
 
   def step(
@@ -175,12 +174,12 @@ def masfl_server(
     mask, ids = arrivals.mask, arrivals.client_ids
     count = jnp.sum(mask)
     n = jax.tree.leaves(state.variates)[0].shape[0]
-    p_all = weighting_lib.client_weights(n, sizes)
+    p_all = state.shares
     if selection == 'arrivals':
       # O(M) work: only the arriving rows of c_i change.
       diff = tree.sub(messages.variate, tree.gather(state.variates, ids))
       variates = tree.scatter(state.variates, ids, messages.variate, mask)
-      weights = weighting_lib.row_weights(arrivals, sizes=sizes)
+      weights = weighting_lib.row_weights(arrivals, examples=examples)
       direction = tree.weighted_sum(messages.delta, weights) if adaptive else None
       new = step(state, diff, weights, variates, direction, p_all[ids] * mask)
     else:
@@ -215,7 +214,7 @@ def masfl_server(
 
 
 def adamasfl_server(
-  server_lr: float, beta: float, *, selection: str = 'arrivals', num_clients: int | None = None
+  server_lr: float, beta: float, *, selection: str = 'arrivals', num_clients: int = 10
 ) -> ServerRule:
   """AdaMasFL's server (Alg. 3): ``theta <- theta - gamma mean(Delta_i)``."""
   return masfl_server(server_lr, beta, adaptive=True, selection=selection, num_clients=num_clients)

@@ -79,7 +79,7 @@ def port(
   staleness_bound: float = 10.0,
   *,
   reference: str = 'last_step',
-  client_sizes: Any = None,
+  weighting: str = 'uniform',
 ) -> ServerRule:
   """The Port server.
 
@@ -89,16 +89,16 @@ def port(
     staleness_weight: lambda_st (>= 0), weight of the staleness term.
     staleness_bound: B (> 0) in the discount B / (tau + B).
     reference: 'last_step' (the authors' code) or 'start' (see the module docstring).
-    client_sizes: optional int[N] n_i, examples per client (validated by
-      :func:`afl_jax.servers.weighting.check`); uniform weights if None.
+    weighting: 'uniform' (default) or 'examples': the raw weights are multiplied by
+      ``n_i``, the example count each message carries (the authors' code,
+      :mod:`afl_jax.servers.weighting`).
   """
   checks.positive('server_lr', server_lr)
   checks.non_negative('similarity_weight', similarity_weight)
   checks.non_negative('staleness_weight', staleness_weight)
   checks.positive('staleness_bound', staleness_bound)
   checks.one_of('reference', reference, REFERENCES)
-  sizes = None if client_sizes is None else weighting_lib.check('examples', client_sizes)
-  sizes_all = None if sizes is None else jnp.asarray(sizes, jnp.result_type(float))
+  examples = weighting_lib.check(weighting)
 
   def init(params: Params) -> PortState:
     return PortState(params, params)
@@ -116,7 +116,7 @@ def port(
     else:
       moved = jax.tree.map(lambda xt, s: xt[None] - s, x, starts)  # x_t - x_{s_i}
     sim = cosine_rows(moved, d, 0.0)
-    sizes = None if sizes_all is None else sizes_all[arrivals.client_ids]
+    sizes = weighting_lib.row_counts(arrivals) if examples else None
     p = port_weights(
       sim,
       arrivals.staleness,

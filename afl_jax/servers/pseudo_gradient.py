@@ -14,8 +14,8 @@ The messages of one server step are averaged (:func:`aggregate`) and the mean
 
 ``normalizer='clients'`` divides the sum by the number of clients n instead of
 |S_t| (AsynFL eq. 5, Yang et al.). Every server here takes ``weighting``
-('uniform' or 'examples') and ``client_sizes``; only valid arrivals count, never
-the engine's padded slots.
+('uniform' or 'examples', by the example counts the messages carry); only valid
+arrivals count, never the engine's padded slots.
 
 A step with no valid arrival leaves the state unchanged: no momentum or adaptive
 step is taken on an empty buffer, and the optimizer's step count (which drives
@@ -45,14 +45,14 @@ def aggregate(
   arrivals: Arrivals,
   normalizer: str = 'arrivals',
   num_clients: int | None = None,
-  sizes: Any = None,
+  examples: bool = False,
 ) -> Any:
   """Weighted mean of the valid stacked messages (:func:`afl_jax.servers.weighting.row_weights`).
 
-  Uniform (``sizes=None``): over |S_t| or over n. By examples (``sizes`` from
-  :func:`afl_jax.servers.weighting.check`): ``n_i / sum_{S_t} n_j`` or ``n_i / sum_N n_j``.
+  Uniform: over |S_t| or over n. By examples (``arrivals.num_examples``):
+  ``n_i / sum_{S_t} n_j`` or ``n_i / sum_N n_j``.
   """
-  weights = weighting_lib.row_weights(arrivals, normalizer, num_clients, sizes)
+  weights = weighting_lib.row_weights(arrivals, normalizer, num_clients, examples)
   return tree.weighted_sum(messages, weights)
 
 
@@ -69,22 +69,21 @@ def optimizer_server(
   normalizer: str = 'arrivals',
   num_clients: int | None = None,
   weighting: str = 'uniform',
-  client_sizes: Any = None,
 ) -> ServerRule:
   """A server applying ``optimizer`` to the mean pseudo-gradient of each step.
 
-  ``weighting='examples'`` weights client i by its ``client_sizes[i]``
+  ``weighting='examples'`` weights client i by the example count its message carries
   (:mod:`afl_jax.servers.weighting`); ``'uniform'`` (default) weights every arrival alike.
   """
   check_normalizer(normalizer, num_clients)
-  sizes = weighting_lib.check(weighting, client_sizes, num_clients)
+  examples = weighting_lib.check(weighting)
 
   def init(params):
     return OptimizerServerState(params, optimizer.init(params))
 
   def update(state, messages, arrivals, key):
     del key
-    g = aggregate(messages, arrivals, normalizer, num_clients, sizes)
+    g = aggregate(messages, arrivals, normalizer, num_clients, examples)
     updates, opt_state = optimizer.update(g, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     new = unchanged_if_no_arrival(arrivals, OptimizerServerState(params, opt_state), state)
@@ -93,23 +92,21 @@ def optimizer_server(
   return ServerRule(init, update)
 
 
-def fedavg(*, weighting: str = 'examples', client_sizes: Any = None) -> ServerRule:
+def fedavg(*, weighting: str = 'examples') -> ServerRule:
   """FedAvg's server: the new model is the weighted mean of the arriving client models.
 
   McMahan et al. 2017, Alg. 1: ``w_{t+1} = sum_k (n_k / n) w^k_{t+1}`` over the
-  cohort, i.e. ``weighting='examples'`` with ``client_sizes`` (default, as in the
-  paper); ``weighting='uniform'`` is the plain mean.
+  cohort, i.e. ``weighting='examples'`` (default, as in the paper; the counts travel
+  with the messages); ``weighting='uniform'`` is the plain mean.
   """
-  return optimizer_server(optax.sgd(1.0), weighting=weighting, client_sizes=client_sizes)
+  return optimizer_server(optax.sgd(1.0), weighting=weighting)
 
 
-def fedbuff(
-  server_lr: float = 1.0, *, weighting: str = 'uniform', client_sizes: Any = None
-) -> ServerRule:
+def fedbuff(server_lr: float = 1.0, *, weighting: str = 'uniform') -> ServerRule:
   """FedBuff's server: ``x <- x + eta_g * mean(x_local - x_start)`` over the buffer.
 
   Nguyen et al. 2022, Alg. 1 averages the buffer uniformly (default);
-  ``weighting='examples'`` weights by ``client_sizes``.
+  ``weighting='examples'`` weights by the clients' example counts.
   """
   checks.positive('server_lr', server_lr)
-  return optimizer_server(optax.sgd(server_lr), weighting=weighting, client_sizes=client_sizes)
+  return optimizer_server(optax.sgd(server_lr), weighting=weighting)

@@ -7,9 +7,7 @@ runs with FedEcho distilling on held-out Fashion-MNIST and on an external set
 (scikit-learn's digits, ``config.unlabeled_source = 'digits'``).
 """
 
-from afl_jax.pipeline.config import import_beside
-
-spec = import_beside(__file__, 'spec')
+from afl_jax.reproduction import spec
 
 ROUNDS = 500  # server steps: the slowest clients (U(500, 800) s jobs) report >= 3 times
 UNLABELED = 500  # |U|, the distillation set (paper: 2,000)
@@ -91,10 +89,25 @@ TABLE2 = spec.Experiment(
       fixed={'hparams.server_lr': 1e-3},
     ),
   ),
+  # paper_effect: Table 2 (CIFAR-10), large delay, Dir (0.1) column: FedBuff 52.85, CA2FL
+  # 55.33, FADAS 61.25, FedAC 62.06; FedEcho (held-out) is read against FedEcho (STL10),
+  # 77.81 (its classes overlap the clients' data, the nearest the paper has to an
+  # in-distribution set), FedEcho (digits) against FedEcho (CIFAR-100), 75.39 (another
+  # dataset).
   claims=tuple(
-    spec.Claim('Table 2', f'FedEcho ({u}) achieves higher accuracy than {b}', f'FedEcho ({u})', b)
-    for u in ('held-out', 'digits')
-    for b in ('FedBuff', 'CA2FL', 'FADAS', 'FedAC')
+    spec.Claim(
+      'Sec. 5.1, Table 2 (large delay, Dir 0.1)',
+      f'FedEcho ({u}) achieves higher accuracy than {b}',
+      f'FedEcho ({u})',
+      b,
+      quote=(
+        'FedEcho consistently achieves substantially higher accuracy across all settings, '
+        'regardless of the chosen server-side distillation dataset.'
+      ),
+      paper_effect=round(ours - theirs, 4),
+    )
+    for u, ours in (('held-out', 0.7781), ('digits', 0.7539))
+    for b, theirs in (('FedBuff', 0.5285), ('CA2FL', 0.5533), ('FADAS', 0.6125), ('FedAC', 0.6206))
   ),
   deviations=(
     'Fashion-MNIST + MLP instead of CIFAR-10 + ResNet-18; K = 5 local steps instead of two '
@@ -142,9 +155,22 @@ TABLE7 = spec.Experiment(
     _alpha('alpha = 0.5', **{'hparams.alpha_mode': 'fixed', 'hparams.alpha': 0.5}),
     _alpha('alpha = 1', **{'hparams.alpha_mode': 'fixed', 'hparams.alpha': 1.0}),
   ),
+  # Table 7 (CIFAR-10, large delay, Dir 0.1, CIFAR-100 distillation): dynamic 75.39,
+  # alpha = 0 71.01, alpha = 0.5 74.92, alpha = 1 74.86.
   claims=tuple(
-    spec.Claim('Table 7', f'the dynamic alpha beats {b}', 'dynamic alpha', b)
-    for b in ('alpha = 0', 'alpha = 0.5', 'alpha = 1')
+    spec.Claim(
+      'Sec. 5.3, Table 7',
+      f'the dynamic alpha beats {b}',
+      'dynamic alpha',
+      b,
+      quote=(
+        'Table 7 shows that using only CE loss leads to the lowest accuracy, while applying '
+        'solely KL divergence or a fixed mixture number improves the performance. Notably, '
+        'the dynamic alpha achieves the best overall result'
+      ),
+      paper_effect=effect,  # Table 7: dynamic 0.7539 - this alpha
+    )
+    for b, effect in (('alpha = 0', 0.0438), ('alpha = 0.5', 0.0047), ('alpha = 1', 0.0053))
   ),
   deviations=(
     "Table 2's deviations; the external set is scikit-learn's digits (paper: CIFAR-100).",
@@ -178,17 +204,80 @@ _CONDITION_METHODS = (
 )  # fmt: skip
 
 
-def _more_stable(across: str, reference: str) -> tuple:
-  """Sec. 5: FedEcho loses less than FedBuff / CA2FL from ``reference`` to the large delay."""
+# Table 2 (CIFAR-10, mean of 3 seeds), columns large delay Dir (0.1), Dir (0.3), mild delay
+# Dir (0.1), Dir (0.3): FedBuff 52.85, 51.44, 42.57, 41.60; CA2FL 55.33, 50.37, 42.99, 57.31;
+# FedEcho (STL10) 77.81, 84.96, 77.99, 83.98 (FedEcho (CIFAR-100) 75.39, 84.11, 79.69,
+# 83.74). The text reads them as "FedBuff and CA2FL suffer pronounced degradation under
+# delays" and "FedEcho demonstrates greater stability", but at Dir 0.1 FedBuff and CA2FL
+# score 10-12 points *higher* under the large delay than under the mild one, and FedEcho
+# loses more than either from Dir 0.3 to Dir 0.1. The claims below say what the table
+# shows; the delay-stability claims keep the text's direction but only count where the
+# large delay does hurt the baseline (condition). FedEcho here distils on held-out
+# Fashion-MNIST, read against the paper's FedEcho (STL10) row (as in Table 2 above).
+STABILITY_QUOTE = (
+  'In contrast, FedEcho demonstrates greater stability, yielding more consistent '
+  'performance across delay and heterogeneity conditions.'
+)
+
+
+def _delay_claims() -> tuple:
+  """Table 2 at Dir 0.1: the baselines under the mild vs the large delay."""
   return tuple(
     spec.Claim(
-      'Sec. 5',
-      f'FedEcho is more stable than {b} across {across}',
+      'Table 2 (Dir 0.1)',
+      f'{b} scores higher under the large delay than under the mild one, as in Table 2 (the '
+      f'text says the delays degrade {b})',
+      f'{b} (large)',
+      f'{b} (mild)',
+      quote=(
+        'Both tables also show that existing asynchronous FL baselines, particularly FedBuff '
+        f'and CA2FL, suffer from pronounced accuracy degradation under asynchronous delays. '
+        f'[Table 2, {b}, Dir (0.1): large delay {large}, mild delay {mild}]'
+      ),
+      paper_effect=round((large - mild) / 100, 4),  # Table 2, Dir (0.1): large - mild
+    )
+    for b, large, mild in (('FedBuff', 52.85, 42.57), ('CA2FL', 55.33, 42.99))
+  )
+
+
+def _delay_stability() -> tuple:
+  """Sec. 5.1: FedEcho loses less than FedBuff / CA2FL from the mild to the large delay,
+  counted only where the large delay hurts the baseline."""
+  return tuple(
+    spec.Claim(
+      'Sec. 5.1, Table 2 (Dir 0.1)',
+      f'FedEcho is more stable than {b} across delay conditions (a smaller drop from the '
+      f'mild to the large delay, where the large delay hurts {b})',
       'FedEcho (large)',
       f'{b} (large)',
-      baseline=(f'FedEcho ({reference})', f'{b} ({reference})'),
+      quote=STABILITY_QUOTE,
+      # Table 2, Dir (0.1): drop of b minus drop of FedEcho (STL10, 77.99 -> 77.81); negative:
+      # the table has b gaining under the large delay (the condition fails there).
+      paper_effect=effect,
+      baseline=('FedEcho (mild)', f'{b} (mild)'),
+      condition=(f'{b} (mild)', f'{b} (large)'),
     )
-    for b in ('FedBuff', 'CA2FL')
+    for b, effect in (('FedBuff', -0.1046), ('CA2FL', -0.1252))
+  )
+
+
+def _heterogeneity_claims() -> tuple:
+  """Table 2, large delay: the drop from Dir 0.3 to Dir 0.1 of the baselines vs FedEcho."""
+  return tuple(
+    spec.Claim(
+      'Table 2 (large delay)',
+      f'{b} loses less than FedEcho from Dirichlet 0.3 to 0.1 (large delay), as in Table 2 '
+      '(the text calls FedEcho the more stable across heterogeneity)',
+      f'{b} (large)',
+      'FedEcho (large)',
+      quote=STABILITY_QUOTE
+      + f' [Table 2, large delay, Dir (0.3) -> Dir (0.1): {b} {dir3} -> {dir1}, FedEcho '
+      '(STL10) 84.96 -> 77.81]',
+      # Table 2: drop of FedEcho (STL10) 0.0715 - drop of b (negative: b gains)
+      paper_effect=round(0.0715 - (dir3 - dir1) / 100, 4),
+      baseline=(f'{b} (Dir 0.3)', 'FedEcho (Dir 0.3)'),
+    )
+    for b, dir3, dir1 in (('FedBuff', 51.44, 52.85), ('CA2FL', 50.37, 55.33))
   )
 
 
@@ -208,19 +297,7 @@ CONDITIONS_EXP = spec.Experiment(
     for label, config, grid, fixed in _CONDITION_METHODS
     for condition in CONDITIONS
   ),
-  claims=tuple(
-    spec.Claim(
-      'Table 2',
-      f'{b} suffers pronounced degradation under delays (mild beats large delay)',
-      f'{b} (mild)',
-      f'{b} (large)',
-    )
-    for b in ('FedBuff', 'CA2FL')
-  )
-  + _more_stable('delay conditions (a smaller drop from the mild to the large delay)', 'mild')
-  + _more_stable(
-    'heterogeneity (a smaller drop from Dirichlet 0.3 to 0.1, large delay)', 'Dir 0.3'
-  ),
+  claims=_delay_claims() + _delay_stability() + _heterogeneity_claims(),
   deviations=(
     "Table 2's deviations (Fashion-MNIST + MLP, K = 5, |U| = 500, held-out distillation set).",
     'Every method gets 3 settings of its most sensitive rate (FedEcho: the distillation '
@@ -228,6 +305,12 @@ CONDITIONS_EXP = spec.Experiment(
     'again under each condition.',
     "The paper's claims are read off Table 2 across its four columns; here each is a "
     'paired test over seeds of the drop between two conditions.',
+    "Table 2 contradicts the paper's text at Dir 0.1: FedBuff and CA2FL score higher under "
+    'the large delay than under the mild one (52.85 vs 42.57, 55.33 vs 42.99), and FedEcho '
+    'loses more than either from Dir 0.3 to 0.1 (STL10: 84.96 -> 77.81; FedBuff 51.44 -> '
+    '52.85). The delay and heterogeneity claims assert what Table 2 shows; the '
+    '"more stable across delays" claims keep the text\'s direction and count only where the '
+    'large delay hurts the baseline (else "condition not reproduced", as in Table 2 itself).',
   ),
 )
 

@@ -7,9 +7,7 @@ and Port. Tables 2-3 and 6, Table 2's synchronous / FedAsync comparison, Fig. 5 
 Table 5 run, every method tuned on a 5-value client-rate grid.
 """
 
-from afl_jax.pipeline.config import import_beside
-
-spec = import_beside(__file__, 'spec')
+from afl_jax.reproduction import spec
 
 UPDATES = 600  # client updates per run (every method gets the same number)
 CLIENT_LRS = (0.003, 0.01, 0.03, 0.1, 0.3)  # 5 values: the optima inside the grid
@@ -36,7 +34,7 @@ def _fully_async(cfg: str, label: str, **fixed):
     label,
     cfg,
     grid={'hparams.client_lr': DELTA_LRS if delta else CLIENT_LRS},
-    fixed={'schedule.kind': 'fully_async', 'num_rounds': UPDATES, 'eval_every': 50, **fixed},
+    fixed={'schedule.kind': 'fully_async', 'num_rounds': UPDATES, 'eval_every': 2, **fixed},
   )
 
 
@@ -45,7 +43,7 @@ def _buffered(cfg: str, label: str, **fixed):
     label,
     cfg,
     grid={'hparams.client_lr': CLIENT_LRS},
-    fixed={'schedule.buffer_size': 5, 'num_rounds': UPDATES // 5, 'eval_every': 10, **fixed},
+    fixed={'schedule.buffer_size': 5, 'num_rounds': UPDATES // 5, 'eval_every': 2, **fixed},
   )
 
 
@@ -69,34 +67,103 @@ TABLE2 = spec.Experiment(
     _fully_async('fedfa_delta_fmnist', 'FedFa-Delta'),
     _fully_async('fedfa_delta_fmnist', 'FedFa-Delta (1/K)', **{'hparams.server_lr': 0.2}),
   ),
+  # The paper has no Fashion-MNIST: every paper_effect is its CIFAR-10 non-IID column
+  # (Dirichlet, the nearest to this non-IID setting). Table 2 gives wall-clock seconds to
+  # 60% (FedAvg 9833, FedBuff 4375, Port-Non-Urgent 3320, FedFa-Param 2282, FedFa-Delta
+  # 1917): an effect in seconds is in the paper's clock, not this simulated one; the ratios
+  # carry over. Table 4 gives the best accuracy (FedAvg 0.6570, FedBuff 0.6557, FedFa-Param
+  # 0.6539, FedFa-Delta 0.6474; Port is not in Table 4).
   claims=(
-    spec.Claim('Table 2', 'FedFa-Delta (eta_g = 1) beats FedBuff', 'FedFa-Delta', 'FedBuff'),
-    spec.Claim('Table 2', 'FedFa-Delta (eta_g = 1) beats Port', 'FedFa-Delta', 'Port'),
-    spec.Claim('Table 2', 'FedFa-Param beats FedBuff', 'FedFa-Param', 'FedBuff'),
     spec.Claim(
-      'Table 2 (variant)', 'FedFa-Delta (eta_g = 1/K) beats FedBuff', 'FedFa-Delta (1/K)', 'FedBuff'
+      'Sec. 5.3, Table 2',
+      'FedFa-Delta (eta_g = 1) reaches the target in less simulated time than Port (the '
+      "paper's Port-Non-Urgent: 1.7x)",
+      'FedFa-Delta',
+      'Port',
+      quote=(
+        'From Tab. 2, we observe that both of the two versions of our method outperform '
+        'existing approaches, especially for FedFa-Delta.'
+      ),
+      paper_effect=1403.0,  # Table 2, CIFAR-10 non-IID: Port-Non-Urgent 3320 - FedFa-Delta 1917 s
+      metric='clock_to_target',
     ),
     spec.Claim(
-      'Table 2',
+      'Sec. 5.3, Table 4',
+      'FedFa-Delta (eta_g = 1) matches FedBuff in final accuracy (within 2 points)',
+      'FedFa-Delta',
+      'FedBuff',
+      quote=(
+        'The accuracy of all three paradigms is similar to each other, while our fully '
+        'asynchronous approach FedFa-Delta is time efficient.'
+      ),
+      paper_effect=-0.0083,  # Table 4, CIFAR-10 non-IID: FedFa-Delta 0.6474 - FedBuff 0.6557
+      kind='equivalent',
+      margin=0.02,
+    ),
+    spec.Claim(
+      'Sec. 5.3, Table 2',
+      'FedFa-Param reaches the target in less simulated time than FedBuff',
+      'FedFa-Param',
+      'FedBuff',
+      quote=(
+        'From Tab. 2, we observe that both of the two versions of our method outperform '
+        'existing approaches, especially for FedFa-Delta.'
+      ),
+      paper_effect=2093.0,  # Table 2, CIFAR-10 non-IID: FedBuff 4375 - FedFa-Param 2282 s
+      metric='clock_to_target',
+    ),
+    spec.Claim(
+      'Sec. 5.3, Table 4',
+      'FedFa-Param matches FedBuff in final accuracy (within 2 points)',
+      'FedFa-Param',
+      'FedBuff',
+      quote=(
+        'The accuracy of all three paradigms is similar to each other, while our fully '
+        'asynchronous approach FedFa-Delta is time efficient.'
+      ),
+      paper_effect=-0.0018,  # Table 4, CIFAR-10 non-IID: FedFa-Param 0.6539 - FedBuff 0.6557
+      kind='equivalent',
+      margin=0.02,
+    ),
+    spec.Claim(
+      'Table 4 (variant)',
+      'FedFa-Delta (eta_g = 1/K) matches FedBuff in final accuracy (within 2 points; the '
+      "1/K variant is this project's, not the paper's eq. (4))",
+      'FedFa-Delta (1/K)',
+      'FedBuff',
+      kind='equivalent',
+      margin=0.02,
+      added=True,
+    ),
+    spec.Claim(
+      'Sec. 5.3, Table 2',
       'FedBuff needs 2-4.5x the wall-clock of FedFa-Delta to the target (scored: >= 2x)',
       'FedFa-Delta',
       'FedBuff',
+      quote=(
+        'FedFa-Delta achieves up to 7x and 5x speedup compared to synchronous methods and '
+        'semi-asynchronous methods, respectively.'
+      ),
+      paper_effect=2.28,  # Table 2, CIFAR-10 non-IID: FedBuff 4375 / FedFa-Delta 1917 s
       metric='clock_to_target',
       factor=2.0,
     ),
     spec.Claim(
       'Table 2 (variant)',
-      'FedBuff needs 2-4.5x the wall-clock of FedFa-Delta (eta_g = 1/K) (scored: >= 2x)',
+      'FedBuff needs 2x the wall-clock of FedFa-Delta (eta_g = 1/K) to the target (the 1/K '
+      "variant is this project's)",
       'FedFa-Delta (1/K)',
       'FedBuff',
       metric='clock_to_target',
       factor=2.0,
+      added=True,
     ),
   ),
   deviations=(
     'Fashion-MNIST + MLP instead of CIFAR-10 + ResNet-18; accuracy after an equal number '
     'of client updates, and simulated wall-clock to the target (Table 2 measures time) '
-    'within those updates.',
+    "within those updates. Table 2's claims are scored on the simulated time to the "
+    "target, Table 4's similar final accuracies as equivalences within 2 points.",
     "Port runs on its staleness-bounded clock (schedule.kind='port', B = 10, non-urgent).",
     "FedFa-Delta at the paper's eta_g = 1 and the 1/K variant are separate methods with "
     'separate claims.',
@@ -119,11 +186,27 @@ TABLE6 = spec.Experiment(
     _buffered('fedbuff_nova_fmnist', 'FedBuff + FedNova'),
     _fully_async('fedfa_delta_nova_fmnist', 'FedFa + FedNova'),
   ),
-  claims=(
-    spec.Claim('Table 6', 'FedFa improves FedProx', 'FedFa + FedProx', 'FedBuff + FedProx'),
-    spec.Claim('Table 6', 'FedFa improves FedNova', 'FedFa + FedNova', 'FedBuff + FedNova'),
+  # Table 6 compares FedFa + FedProx / FedNova with the *synchronous* FedProx / FedNova
+  # (wall time to the target: FedProx 1184 vs 3469 s, FedNova 1290 vs 4576 s, CIFAR-10);
+  # this experiment runs FedBuff with those clients instead, so both contrasts are this
+  # project's (added), on the paper's metric (time to target).
+  claims=tuple(
+    spec.Claim(
+      'Table 6 (against FedBuff)',
+      f'FedFa + {name} reaches the target in less simulated time than FedBuff + {name} '
+      f"(the paper's reference is synchronous {name}, not run here)",
+      f'FedFa + {name}',
+      f'FedBuff + {name}',
+      metric='clock_to_target',
+      added=True,
+    )
+    for name in ('FedProx', 'FedNova')
   ),
-  deviations=('As Tables 2-3.',),
+  deviations=(
+    'As Tables 2-3.',
+    "Table 6's reference is synchronous FedProx / FedNova; here FedBuff with FedProx / "
+    'FedNova clients, so its contrasts are scored outside the paper tally.',
+  ),
 )
 
 
@@ -136,7 +219,7 @@ def _synchronous(cfg: str, label: str, cohort: int = 10, **fixed):
     fixed={
       'schedule.clients_per_step': cohort,
       'num_rounds': UPDATES // cohort,
-      'eval_every': max(UPDATES // cohort // 10, 1),
+      'eval_every': 1,
       **fixed,
     },
   )
@@ -155,38 +238,52 @@ TABLE2_SYNC = spec.Experiment(
     _synchronous('fedavg_fmnist', 'FedAvg'),
     _fully_async('fedasync_fmnist', 'FedAsync'),
   ),
+  # paper_effect: CIFAR-10 non-IID column of Tables 2 and 4, as in the Tables 2-3 experiment.
   claims=(
     spec.Claim(
-      'Table 2',
+      'Sec. 5.3, Table 2',
       'FedAvg needs 5-7x the wall-clock of FedFa-Delta to the target (scored: >= 5x)',
       'FedFa-Delta',
       'FedAvg',
+      quote=(
+        'FedFa-Delta achieves up to 7x and 5x speedup compared to synchronous methods and '
+        'semi-asynchronous methods, respectively.'
+      ),
+      paper_effect=5.13,  # Table 2, CIFAR-10 non-IID: FedAvg 9833 / FedFa-Delta 1917 s
       metric='clock_to_target',
       factor=5.0,
     ),
     spec.Claim(
       'Table 2 (variant)',
-      'FedAvg needs 5-7x the wall-clock of FedFa-Delta (eta_g = 1/K) (scored: >= 5x)',
+      'FedAvg needs 5x the wall-clock of FedFa-Delta (eta_g = 1/K) to the target (the 1/K '
+      "variant is this project's)",
       'FedFa-Delta (1/K)',
       'FedAvg',
       metric='clock_to_target',
       factor=5.0,
+      added=True,
     ),
     spec.Claim(
-      'Table 2',
-      'FedAsync fails to reach the target (scored: FedFa-Delta reaches it in less simulated '
-      'time; the to-target table counts the seeds of FedAsync that never reach it)',
+      'Sec. 5.3, Table 2',
+      'FedAsync never reaches the target (on every test seed; shown beside FedFa-Delta)',
+      'FedAsync',
       'FedFa-Delta',
-      'FedAsync',
-      metric='clock_to_target',
+      quote='The Fedasync algorithm fails to achieve the target accuracy.',
+      metric='not_reached',
+      kind='on_seeds',
     ),
     spec.Claim(
-      'Table 2 (variant)',
-      'FedAsync fails to reach the target (scored: FedFa-Delta (eta_g = 1/K) reaches it in '
-      'less simulated time)',
-      'FedFa-Delta (1/K)',
-      'FedAsync',
-      metric='clock_to_target',
+      'Sec. 5.3, Table 4',
+      'FedFa-Delta (eta_g = 1) matches synchronous FedAvg in final accuracy (within 2 points)',
+      'FedFa-Delta',
+      'FedAvg',
+      quote=(
+        'The accuracy of all three paradigms is similar to each other, while our fully '
+        'asynchronous approach FedFa-Delta is time efficient.'
+      ),
+      paper_effect=-0.0096,  # Table 4, CIFAR-10 non-IID: FedFa-Delta 0.6474 - FedAvg 0.6570
+      kind='equivalent',
+      margin=0.02,
     ),
   ),
   target=0.73,
@@ -211,19 +308,27 @@ FIG5 = spec.Experiment(
   methods=(_window(5), _window(10), _window(20)),
   claims=(
     spec.Claim(
-      'Fig. 5',
+      'Sec. 5.3, Fig. 5',
       'the window size K barely matters in a reasonable range (K = 5 matches K = 10 within '
       '2 points)',
       'K = 5',
       'K = 10',
+      quote=(
+        'Changing the buffer size K within a reasonable range does not significantly impact '
+        'the model accuracy'
+      ),
       kind='equivalent',
       margin=0.02,
     ),
     spec.Claim(
-      'Fig. 5',
+      'Sec. 5.3, Fig. 5',
       'K = 20 is slower (K = 10 reaches the target in less simulated time than K = 20)',
       'K = 10',
       'K = 20',
+      quote=(
+        '... while vastly increasing the K will slow down the training procedure, such as '
+        'setting the K=20.'
+      ),
       metric='clock_to_target',
     ),
   ),
@@ -261,26 +366,36 @@ TABLE5 = spec.Experiment(
   ),
   base=spec.keeping(scaled, 'schedule.concurrency'),
   methods=tuple(_at_mc(m, mc) for m in _TABLE5 for mc in (MC_LOW, MC_HIGH)),
+  # Table 5 (CIFAR-10, best accuracy within a fixed time), Mc = 5 -> 20: FedAvg 0.6757 ->
+  # 0.6017, FedBuff 0.6688 -> 0.6045, FedFa-Delta 0.6755 -> 0.6356.
   claims=tuple(
     spec.Claim(
-      'Table 5',
+      'Sec. 5.3, Table 5',
       f'all the algorithms lose accuracy as Mc increases ({name}: Mc = {MC_LOW} beats '
       f'Mc = {MC_HIGH})',
       f'{name} (Mc = {MC_LOW})',
       f'{name} (Mc = {MC_HIGH})',
+      quote=(
+        'As shown in Tab. 5, the results of all the algorithms show some decrease in model '
+        'accuracy as Mc increases.'
+      ),
+      paper_effect=drop,  # Table 5: accuracy at Mc = 5 - at Mc = 20
     )
-    for name in ('FedAvg', 'FedBuff', 'FedFa-Delta')
+    for name, drop in (('FedAvg', 0.0740), ('FedBuff', 0.0643), ('FedFa-Delta', 0.0399))
   )
   + tuple(
     spec.Claim(
-      'Table 5',
+      'Sec. 5.3, Table 5',
       f'FedFa-Delta is less sensitive to Mc than {name} (a smaller accuracy drop from '
       f'Mc = {MC_LOW} to {MC_HIGH})',
       f'FedFa-Delta (Mc = {MC_HIGH})',
       f'{name} (Mc = {MC_HIGH})',
+      quote='Moreover, our algorithm is less insensitive to Mc than other algorithms.',
+      paper_effect=effect,  # Table 5: drop of {name} - drop of FedFa-Delta (0.0399)
       baseline=(f'FedFa-Delta (Mc = {MC_LOW})', f'{name} (Mc = {MC_LOW})'),
+      condition=(f'{name} (Mc = {MC_LOW})', f'{name} (Mc = {MC_HIGH})'),
     )
-    for name in ('FedAvg', 'FedBuff')
+    for name, effect in (('FedAvg', 0.0341), ('FedBuff', 0.0244))
   ),
   deviations=(
     'As Tables 2-3; every method tuned on the same 5-value client-rate grid at each Mc '

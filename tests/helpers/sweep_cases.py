@@ -36,7 +36,6 @@ CONTEXT = registry.RunInfo(
   num_rounds=8,
   apply_fn=_two_class_logits,
   unlabeled_x=UNLABELED,
-  client_sizes=np.array([5, 3, 4, 6, 2, 5]),
 )
 EXTRA = {
   'asynflc': dict(fraction=0.5),

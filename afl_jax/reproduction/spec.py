@@ -2,11 +2,15 @@
 
 A declaration says, per figure/table of a paper: the shared (scaled) setting, the
 methods (a config of ``configs/`` + fixed fields), the grid each method is tuned on
-(the same number of settings for every method), the seeds, and the claims the
-experiment tests. ``scripts/report.py`` runs the grids as sweeps
-(:func:`afl_jax.pipeline.sweep.train_sweep`), selects every method's setting on the
-validation split (:mod:`afl_jax.pipeline.tuning`) and writes the page; nothing about
-a paper is programmed anywhere else.
+(the same number of settings for every method), the selection seeds, the held-out
+test seeds, and the claims the experiment tests, each quoted from the paper with its
+metric and the paper's own effect size. :mod:`afl_jax.reproduction.runs` runs the
+grids as sweeps and stores per-run records; :mod:`afl_jax.reproduction.scoring`
+selects on validation over the selection seeds and scores every claim on the test
+seeds; nothing about a paper is programmed anywhere else.
+
+Declarations and the configs they start from live in the repository (``configs/``),
+not in the installed package: this module finds them beside ``afl_jax/``.
 
 Field names are dotted config paths (``'hparams.server_lr'``, ``'schedule.concurrency'``).
 """
@@ -20,7 +24,10 @@ from typing import Any
 
 import ml_collections
 
-CONFIGS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# configs/ of the repository checkout that holds this package (an editable install).
+CONFIGS = os.path.join(
+  os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'configs'
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,30 +54,39 @@ class Method:
 
 # Claim metrics: name -> (what the page calls it, higher is better). The *_to_target
 # metrics are read from the selected setting's curve at the first evaluation whose test
-# accuracy reaches the experiment's target (Experiment.target).
+# accuracy reaches the experiment's target (Experiment.target). 'diverged' and
+# 'not_reached' are events on a seed, for claims of kind 'on_seeds'.
 METRICS = {
   'test_accuracy': ('final test accuracy', True),
   'steps_to_target': ('server steps to target', False),
   'clock_to_target': ('simulated seconds to target', False),
   'mb_to_target': ('MB uploaded to target', False),
+  'diverged': ('diverged (non-finite loss)', True),
+  'not_reached': ('never reached the target', True),
 }
-KINDS = ('better', 'equivalent')
+KINDS = ('better', 'equivalent', 'on_seeds')
 
 
 @dataclasses.dataclass(frozen=True)
 class Claim:
-  """A claim of the paper, tested paired over seeds on the validation-selected settings.
+  """A claim of the paper, scored paired over the held-out test seeds.
 
   Attributes:
     ref: where the paper makes it (section, figure/table number).
-    text: the claim in the paper's words (short).
+    text: the claim as tested here (short; names the methods).
     better, worse: method labels A and B. ``kind='better'``: A beats B on ``metric``
       (higher accuracy; fewer steps / seconds / MB to target). ``kind='equivalent'``:
-      A matches B within ``margin``.
+      A matches B within ``margin``. ``kind='on_seeds'``: the event ``metric``
+      ('diverged' or 'not_reached') happens to A on every test seed (``worse`` is the
+      reference it is read against, shown beside it).
+    quote: the paper's own statement (its words, shortened with '...').
+    paper_effect: the paper's own effect in the metric's units, signed so that positive
+      favours the claim (A - B for accuracy, B - A for a to-target metric; for a
+      ``factor`` claim the ratio B / A); None where the paper gives no number.
     at: restrict both methods to the settings with these field values before
       selecting (e.g. ``{'hparams.server_lr': 5.0}``: "at eta = 5").
     metric: a key of :data:`METRICS` (default: final test accuracy).
-    kind: 'better' or 'equivalent'.
+    kind: 'better', 'equivalent' or 'on_seeds'.
     margin: equivalence margin in the metric's units (accuracy 0.02 = 2 points).
     factor: 'better' on a lower-is-better metric only: A needs ``factor`` times less
       than B (the paired difference is factor * A - B; 10 = "an order of magnitude").
@@ -78,18 +94,28 @@ class Claim:
       method under a harder condition (e.g. Mc = 50), A0 and B0 the same methods under
       the reference one (Mc = 10), declared in the same experiment; scored on the
       per-seed drops A0 - A and B0 - B of final test accuracy (a smaller drop is better).
+    condition: ``(R, H)``: the claim is about an effect of the setting (e.g. a large
+      delay hurting FedBuff): method R (reference condition) must beat H (harsh
+      condition) in final test accuracy on the test seeds, else the verdict is
+      "condition not reproduced".
+    added: a contrast this project added (not a claim of the paper): scored in its own
+      table, outside the paper tally.
   """
 
   ref: str
   text: str
   better: str
   worse: str
+  quote: str = ''
+  paper_effect: float | None = None
   at: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   metric: str = 'test_accuracy'
   kind: str = 'better'
   margin: float | None = None
   factor: float = 1.0
   baseline: tuple[str, str] = ()
+  condition: tuple[str, str] = ()
+  added: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +129,10 @@ class Experiment:
     base: applied to every method's config after its own fields (the scaled setting).
     methods: the methods compared.
     claims: the claims tested.
-    seeds: at least 3; the seed varies the data split, schedule and init.
+    seeds: the selection seeds (at least 3); the seed varies the data split, schedule
+      and init. Every grid setting runs on them; selection reads validation only.
+    test_seeds: fresh seeds (at least 10, disjoint from ``seeds``) on which only the
+      selected settings run; every claim is scored on them.
     axis: a tuned field to tabulate and plot (mean ± std test accuracy per value,
       other axes selected on validation), e.g. the server rate.
     deviations: how this experiment departs from the paper (printed on the page).
@@ -120,6 +149,7 @@ class Experiment:
   methods: Sequence[Method]
   claims: Sequence[Claim] = ()
   seeds: Sequence[int] = (0, 1, 2)
+  test_seeds: Sequence[int] = tuple(range(3, 13))
   axis: str | None = None
   deviations: Sequence[str] = ()
   run: bool = True
@@ -128,15 +158,14 @@ class Experiment:
 
 @dataclasses.dataclass(frozen=True)
 class Paper:
-  """A paper's reproduction: its experiments and the headline claims not yet declared.
+  """A paper's reproduction: its experiments.
 
   Attributes:
-    key: ``docs/results/<key>.md``, ``scripts/reproduce_<key>.py``.
-    number: the paper's number in ``papers/INDEX.md``; ``citation`` authors, title.
+    key: ``docs/results/<key>.md``, ``scripts/reproduce.py --paper=<key>``.
+    number: the paper's number (000-004, as in docs/algorithms.md); ``citation``
+      authors, title.
     setting: the paper's own setting in one paragraph.
     experiments: the declared figures/tables.
-    pending: headline claims (ref, text) not rerun with seeds yet; the summary marks
-      them "pending rerun (single-seed page)".
   """
 
   key: str
@@ -144,7 +173,6 @@ class Paper:
   citation: str
   setting: str
   experiments: Sequence[Experiment]
-  pending: Sequence[tuple[str, str]] = ()
 
 
 def load_config(name: str) -> ml_collections.ConfigDict:
@@ -209,30 +237,38 @@ def sweep_config(exp: Experiment, method: Method) -> ml_collections.ConfigDict:
 
 
 def check(paper: Paper) -> None:
-  """Equal budgets, >= 3 seeds, well-formed claims naming declared methods (else ValueError)."""
+  """Equal budgets, >= 3 selection and >= 10 fresh test seeds, well-formed claims naming
+  declared methods (else ValueError naming the experiment and claim)."""
   for exp in paper.experiments:
     labels = [m.label for m in exp.methods]
     budgets = {m.label: m.budget for m in exp.methods}
+    where = f'{paper.key}/{exp.key}'
     if len(set(budgets.values())) > 1:
-      raise ValueError(f'{paper.key}/{exp.key}: unequal grid budgets {budgets}.')
+      raise ValueError(f'{where}: unequal grid budgets {budgets}.')
     if len(set(exp.seeds)) < 3:
-      raise ValueError(f'{paper.key}/{exp.key}: needs >= 3 seeds, got {exp.seeds}.')
+      raise ValueError(f'{where}: needs >= 3 selection seeds, got {exp.seeds}.')
+    if len(set(exp.test_seeds)) < 10 or set(exp.test_seeds) & set(exp.seeds):
+      raise ValueError(f'{where}: needs >= 10 test seeds disjoint from {exp.seeds}.')
     for claim in exp.claims:
-      where = f'{paper.key}/{exp.key}: claim {claim.text!r}'
-      for name in (claim.better, claim.worse, *claim.baseline):
+      at = f'{where}: claim {claim.text!r}'
+      for name in (claim.better, claim.worse, *claim.baseline, *claim.condition):
         if name not in labels:
-          raise ValueError(f'{where} names unknown method {name!r}.')
+          raise ValueError(f'{at} names unknown method {name!r}.')
+      if claim.metric not in METRICS:
+        raise ValueError(f'{at}: metric {claim.metric!r} not in {sorted(METRICS)}.')
+      if claim.kind not in KINDS:
+        raise ValueError(f'{at}: kind {claim.kind!r} not in {KINDS}.')
+      if (claim.kind == 'on_seeds') != (claim.metric in ('diverged', 'not_reached')):
+        raise ValueError(f"{at}: kind 'on_seeds' goes with metric 'diverged' or 'not_reached'.")
       if claim.baseline and (
         len(claim.baseline) != 2 or claim.metric != 'test_accuracy' or claim.kind != 'better'
       ):
-        raise ValueError(f'{where}: a baseline is (A0, B0), for "better" on test accuracy.')
-      if claim.metric not in METRICS:
-        raise ValueError(f'{where}: metric {claim.metric!r} not in {sorted(METRICS)}.')
-      if claim.kind not in KINDS:
-        raise ValueError(f'{where}: kind {claim.kind!r} not in {KINDS}.')
+        raise ValueError(f'{at}: a baseline is (A0, B0), for "better" on test accuracy.')
+      if claim.condition and len(claim.condition) != 2:
+        raise ValueError(f'{at}: a condition is (reference, harsh).')
       if claim.kind == 'equivalent' and not (claim.margin and claim.margin > 0):
-        raise ValueError(f'{where}: an equivalence claim needs a margin > 0.')
+        raise ValueError(f'{at}: an equivalence claim needs a margin > 0.')
       if claim.factor != 1.0 and (claim.kind != 'better' or METRICS[claim.metric][1]):
-        raise ValueError(f'{where}: factor is for "better" on a lower-is-better metric.')
+        raise ValueError(f'{at}: factor is for "better" on a lower-is-better metric.')
     if exp.target is not None and not 0 < exp.target <= 1:
-      raise ValueError(f'{paper.key}/{exp.key}: target {exp.target} is not an accuracy.')
+      raise ValueError(f'{where}: target {exp.target} is not an accuracy.')

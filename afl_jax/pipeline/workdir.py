@@ -1,0 +1,324 @@
+"""One writer per output directory: an advisory lock, path checks and write failures.
+
+Every writer of a workdir (a single run, :func:`afl_jax.pipeline.loop.train_and_evaluate`;
+a sweep, :func:`afl_jax.pipeline.sweep.train_sweep`) holds ``<workdir>/.lock`` for as
+long as it writes: an exclusive ``fcntl.flock`` on an open file that names the holder
+(pid, host, start time, command). A second writer is refused at once with one line::
+
+  workdir runs/x is in use by pid 1234 on host h (started 2025-01-02 10:00:00: ...)
+
+The kernel drops a flock when its holder dies, however it dies (``kill -9`` included),
+so a workdir whose holder is gone is simply taken over; the stale holder text left in
+the file is rewritten by the new holder and never read as a live one (only a failed
+flock reads it). The lock file is removed on release, and a directory that the lock
+created is removed again if nothing was written into it (a refused config leaves
+nothing behind). A process that already holds a workdir's lock (``scripts/train.py``
+takes it before importing JAX, so a busy workdir is refused in well under a second)
+may acquire it again: the inner acquisition is a no-op.
+
+This module uses the standard library only, so a script can load it before JAX.
+It also checks a workdir path before anything is computed (:func:`check_path`) and
+turns a failed write (full or read-only disk) into one line (:func:`write_error`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import errno
+import fcntl
+import json
+import os
+import socket
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+if __name__.startswith('afl_jax.'):  # a UserError ends a script as one line
+  from afl_jax.errors import UserError as _Base
+else:  # loaded by path before afl_jax (and JAX) is imported: scripts/train.py
+  _Base = ValueError
+
+__all__ = [
+  'LOCK_FILE',
+  'SWEEP_FILE',
+  'WorkdirBusyError',
+  'WorkdirError',
+  'WorkdirLock',
+  'acquire',
+  'check_path',
+  'disk_error',
+  'holder',
+  'lock_from_argv',
+  'refuse_sweep',
+  'single_run_file',
+  'write_error',
+]
+
+LOCK_FILE = '.lock'
+# Write failures that are the disk's or the filesystem's, not the program's.
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM)
+
+
+class WorkdirError(_Base):
+  """A workdir that cannot be written: not a directory, not writable, full."""
+
+
+class WorkdirBusyError(WorkdirError):
+  """A workdir another live process is writing."""
+
+
+SWEEP_FILE = 'sweep.json'  # a sweep's config and whether every run of it finished
+RUN_FILES = ('config.json', os.path.join('checkpoints', 'run.json'))  # a single run's
+
+
+def refuse_sweep(workdir: str | os.PathLike) -> None:
+  """WorkdirError when ``workdir`` holds a sweep (a single run would overwrite its outputs)."""
+  path = os.path.join(os.fspath(workdir), SWEEP_FILE)
+  if os.path.isfile(path):
+    raise WorkdirError(
+      f'workdir {_show(os.path.dirname(os.path.abspath(path)))} holds a sweep ({SWEEP_FILE}); '
+      'a single run would overwrite its summary.json and plot.png; choose another --workdir'
+    )
+
+
+def single_run_file(workdir: str | os.PathLike) -> str | None:
+  """The file showing that ``workdir`` holds a single run, if any."""
+  for name in RUN_FILES:
+    path = os.path.join(os.fspath(workdir), name)
+    if os.path.isfile(path):
+      return path
+  return None
+
+
+def _show(path: str) -> str:
+  return os.path.relpath(path) if not os.path.relpath(path).startswith('..') else path
+
+
+def check_path(workdir: str | os.PathLike | None, flag: str = '--workdir') -> str:
+  """The absolute workdir path, or WorkdirError (one line) when it cannot be one.
+
+  Refused: an empty path, an existing file, a path under a file, and a directory
+  (or its nearest existing parent) that this process may not write.
+  """
+  text = '' if workdir is None else os.fspath(workdir)
+  if not text.strip():
+    raise WorkdirError(f'{flag}={text!r} is invalid: give the output directory to write into')
+  path = os.path.abspath(os.path.expanduser(text))
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise WorkdirError(
+      f'{flag}={text} is invalid: it is an existing file, not a directory; choose another'
+    )
+  parent = path
+  while not os.path.exists(parent):
+    parent = os.path.dirname(parent)
+  if not os.path.isdir(parent):
+    raise WorkdirError(f'{flag}={text} is invalid: {parent} is a file, not a directory')
+  if not os.access(parent, os.W_OK | os.X_OK):
+    raise WorkdirError(f'{flag}={text} is invalid: {parent} is not writable by this user')
+  return path
+
+
+def _makedirs(path: str) -> list[str]:
+  """Create ``path`` and missing parents; returns the directories created, outermost first."""
+  missing = []
+  p = path
+  while not os.path.isdir(p):
+    missing.append(p)
+    p = os.path.dirname(p)
+  for d in reversed(missing):
+    try:
+      os.mkdir(d)
+    except FileExistsError:
+      if not os.path.isdir(d):
+        raise
+  return list(reversed(missing))
+
+
+def _describe() -> dict[str, Any]:
+  argv = ' '.join(sys.argv) if sys.argv and sys.argv[0] else 'python'
+  return {
+    'pid': os.getpid(),
+    'host': socket.gethostname(),
+    'started': datetime.datetime.now().strftime('%Y-%m-%d %H:%M:%S'),
+    'command': argv[:300],
+  }
+
+
+def holder(workdir: str | os.PathLike) -> dict[str, Any] | None:
+  """What the lock file says about its holder (None: unreadable or empty)."""
+  try:
+    with open(os.path.join(os.fspath(workdir), LOCK_FILE)) as f:
+      info = json.loads(f.read() or 'null')
+  except (OSError, ValueError):
+    return None
+  return info if isinstance(info, dict) else None
+
+
+def _is_me(info: dict[str, Any] | None) -> bool:
+  return bool(info) and info.get('pid') == os.getpid() and info.get('host') == socket.gethostname()
+
+
+class WorkdirLock:
+  """A held workdir lock (see the module docstring); ``release()`` or use ``with``.
+
+  ``owner`` is False for an inner acquisition by a process that already holds it.
+  """
+
+  def __init__(self, path: str, fd: int | None, created: Sequence[str] = ()):
+    self.path = path
+    self._fd = fd
+    self._created = list(created)
+
+  @property
+  def owner(self) -> bool:
+    return self._fd is not None
+
+  def release(self) -> None:
+    """Drop the lock, remove the lock file and the directories it created, if left empty."""
+    if self._fd is None:
+      return
+    fd, self._fd = self._fd, None
+    try:
+      os.unlink(os.path.join(self.path, LOCK_FILE))  # still held: no one can be fooled
+    except OSError:
+      pass
+    os.close(fd)
+    _rmdirs(self._created)
+
+  def __enter__(self) -> WorkdirLock:
+    return self
+
+  def __exit__(self, *exc: Any) -> None:
+    self.release()
+
+
+def _busy_message(path: str, info: dict[str, Any] | None) -> str:
+  if not info:
+    who = 'another process (it is starting)'
+  else:
+    who = f'pid {info.get("pid")} on host {info.get("host")} (started {info.get("started")}'
+    who += f': {info["command"]})' if info.get('command') else ')'
+  return (
+    f'workdir {_show(path)} is in use by {who}; wait for it to finish, stop it, or choose '
+    'another --workdir'
+  )
+
+
+def acquire(workdir: str | os.PathLike, flag: str = '--workdir') -> WorkdirLock:
+  """Create ``workdir`` if needed and lock it for this process; refuses a busy one.
+
+  Raises:
+    WorkdirError: the path cannot be a writable directory (:func:`check_path`).
+    WorkdirBusyError: another live process holds the lock (named in the message).
+  """
+  path = check_path(workdir, flag)
+  try:
+    created = _makedirs(path)
+  except OSError as e:
+    raise WorkdirError(f'{flag}={os.fspath(workdir)} is invalid: cannot create it ({e})') from None
+  lock_path = os.path.join(path, LOCK_FILE)
+  for _ in range(10):  # the file may be replaced between open and flock (a release)
+    try:
+      fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+      _rmdirs(created)
+      raise WorkdirError(f'workdir {_show(path)} is not writable ({e})') from None
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      os.close(fd)
+      info = holder(path)
+      if _is_me(info):
+        return WorkdirLock(path, None)  # this process holds it already
+      raise WorkdirBusyError(_busy_message(path, info)) from None
+    try:
+      same = os.fstat(fd).st_ino == os.stat(lock_path).st_ino
+    except FileNotFoundError:
+      same = False
+    if not same:  # released and unlinked meanwhile: lock the new file instead
+      os.close(fd)
+      continue
+    try:
+      text = json.dumps(_describe())
+      os.ftruncate(fd, 0)
+      os.pwrite(fd, text.encode(), 0)
+    except OSError as e:
+      os.close(fd)
+      raise WorkdirError(f'workdir {_show(path)} is not writable ({e})') from None
+    return WorkdirLock(path, fd, created)
+  raise WorkdirBusyError(_busy_message(path, holder(path)))
+
+
+def _rmdirs(created: Sequence[str]) -> None:
+  """Remove directories this process created, innermost first, while they are empty."""
+  for d in reversed(created):
+    try:
+      os.rmdir(d)  # only if empty: outputs are never removed
+    except OSError:
+      break
+
+
+def _flag_value(argv: Sequence[str], name: str) -> str | None:
+  """The last value of ``--name`` (or absl's ``-name``) in ``argv``, as absl reads it."""
+  value = None
+  for i, arg in enumerate(argv):
+    if arg == '--':
+      break
+    for flag in (f'--{name}', f'-{name}'):
+      if arg.startswith(f'{flag}='):
+        value = arg.split('=', 1)[1]
+      elif arg == flag and i + 1 < len(argv):
+        value = argv[i + 1]
+  return value
+
+
+def lock_from_argv(argv: Sequence[str], default: str) -> WorkdirLock | None:
+  """For scripts: lock ``--workdir`` (or ``default``) from the raw command line, or exit.
+
+  Called before the script imports JAX, so a busy workdir is refused at once. A bad
+  path or a busy workdir ends the process with one ``error:`` line (status 1). Not
+  taken (None) for ``--help``-style calls or a multi-process run (``--num_processes`` >
+  1 or ``--coordinator``: process 0 takes it in the library). Released at exit.
+  """
+  if any(a.startswith(('--help', '-h', '--helpshort', '--helpfull')) for a in argv[1:]):
+    return None
+  procs = _flag_value(argv, 'num_processes')
+  if _flag_value(argv, 'coordinator') or (procs not in (None, '1')):
+    return None
+  workdir = _flag_value(argv, 'workdir')
+  try:
+    lock = acquire(default if workdir is None else workdir)
+  except WorkdirError as e:
+    sys.exit(f'error: {e}')
+  atexit.register(lock.release)
+  return lock
+
+
+def disk_error(error: BaseException, workdir: str | os.PathLike | None = None) -> OSError | None:
+  """The OSError behind ``error`` (itself or a cause) when it is the disk's (full, read-only).
+
+  A permission error counts only for a file under ``workdir`` (when given).
+  """
+  root = os.path.abspath(os.fspath(workdir)) + os.sep if workdir is not None else None
+  seen = set()
+  e: BaseException | None = error
+  while e is not None and id(e) not in seen:
+    seen.add(id(e))
+    if isinstance(e, OSError) and e.errno in DISK_ERRNOS:
+      if e.errno not in (errno.EACCES, errno.EPERM) or root is None:
+        return e
+      name = e.filename if isinstance(e.filename, str) else ''
+      if name and os.path.abspath(name).startswith(root):
+        return e
+    e = e.__cause__ or e.__context__
+  return None
+
+
+def write_error(workdir: str | os.PathLike, error: OSError, doing: str, kept: str) -> WorkdirError:
+  """One line for a failed write: what failed, why, and what was kept."""
+  why = os.strerror(error.errno) if error.errno else str(error)
+  return WorkdirError(
+    f'cannot write to workdir {_show(os.path.abspath(os.fspath(workdir)))} while {doing}: '
+    f'{why} [errno {error.errno}]; {kept}'
+  )

@@ -1,0 +1,370 @@
+"""The result pages, rebuilt from the committed per-run records alone.
+
+``docs/results/<paper>.md`` (one section per experiment: setting, deviations, machine
+and sweep time, selection on the selection seeds, the selected settings on the test
+seeds, time to target, claims with raw and adjusted verdicts, plot) and the summary
+``docs/results/README.md`` (the tally of paper claims after the FDR adjustment, every
+claim, the project's own contrasts in their own table). :func:`render` returns the
+text without writing; a test rebuilds a committed page this way and compares.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from afl_jax import reproduction
+from afl_jax.reproduction import runs, scoring, spec
+
+RESULTS = os.path.dirname(runs.RECORDS)
+
+PROTOCOL = (
+  'Every method of an experiment is tuned on the same number of grid settings. '
+  "**Selection**: each setting runs on the selection seeds; a method's setting is the one "
+  'with the best mean final **validation** accuracy (a split held out of the training '
+  'data); a run that diverged scores 0. **Test**: only the selected settings run again, '
+  'on fresh test seeds (the seed varies the data split, the schedule and the initial '
+  'model), and every claim is scored there: the per-seed paired difference (oriented so '
+  'that positive favours the claim), its mean with the 95% t interval, and its p-value. '
+  'A claim on steps, simulated seconds or MB to a target reads each curve at its first '
+  'evaluation at or above the target (fixed from the selection phase before the test '
+  'runs); a seed that never reaches it counts with its last value, a lower bound, so the '
+  'claim cannot agree when A missed on a seed, nor disagree when B did. '
+  f'**Verdicts**: *agrees* / *disagrees*: paired t-test p < {scoring.ALPHA}; *equivalent within '
+  'the margin*: both one-sided tests against ±m reject (TOST); *smaller than the '
+  "paper's effect*: the one-sided test against the paper's own effect size rejects; "
+  '*condition not reproduced*: the setting does not show the effect the claim is about '
+  f'(the declared reference beats the harsh condition with p < {scoring.ALPHA}); an event claim '
+  '(diverges, never reaches the target) agrees when it happens on every test seed and '
+  'disagrees when on none (exact binomial p). The p-values of all paper claims in the '
+  f'summary are adjusted together (Benjamini-Hochberg at {scoring.ALPHA}); the **adjusted** '
+  f'verdict keeps a decided raw verdict only when its adjusted p is below {scoring.ALPHA}. '
+  'There is no effect-size floor: the interval states the size. An inconclusive claim lists the '
+  'test seeds that would give 80% power at its observed effect and spread (before the '
+  'adjustment).'
+)
+
+
+def score_paper(paper: spec.Paper, records_dir: str = runs.RECORDS) -> dict:
+  """Per experiment with test records: selections, test table, target, raw claims."""
+  frame, manifest = runs.read(paper.key, records_dir)
+  fin = scoring.finals(frame) if len(frame) else frame
+  out = {}
+  for exp in paper.experiments:
+    have = fin[(fin.experiment == exp.key)] if len(fin) else fin
+    needed = {m.label for m in exp.methods}
+    if not len(have) or set(have[have.phase == 'test'].method) < needed:
+      continue
+    if set(have[have.phase == 'select'].method) < needed:
+      continue
+    target = scoring.target_of(exp, fin)
+    claims = [scoring.score_claim(exp, c, frame, fin, target) for c in exp.claims]
+    out[exp.key] = {
+      'exp': exp,
+      'target': target,
+      'claims': claims,
+      'selection': _selection_rows(exp, fin),
+      'test': _test_rows(exp, frame, fin),
+      'to_target': _target_rows(exp, frame, fin, target),
+      'sweeps': [m for m in manifest if m['experiment'] == exp.key],
+    }
+  return out
+
+
+def score_all(records_dir: str = runs.RECORDS) -> dict[str, dict]:
+  """Every paper scored; the paper claims adjusted together, the added contrasts apart."""
+  scored = {
+    key: score_paper(reproduction.load_paper(key), records_dir) for key in reproduction.PAPERS
+  }
+  for added in (False, True):
+    family = [
+      (key, e, i)
+      for key, exps in scored.items()
+      for e, s in exps.items()
+      for i, c in enumerate(s['claims'])
+      if c['added'] == added
+    ]
+    done = scoring.adjust([scored[k][e]['claims'][i] for k, e, i in family])
+    for (key, e, i), claim in zip(family, done):
+      scored[key][e]['claims'][i] = claim
+  return scored
+
+
+def _selection_rows(exp: spec.Experiment, fin: pd.DataFrame) -> pd.DataFrame:
+  rows = []
+  for m in exp.methods:
+    s = scoring.select(fin, exp.key, m.label)
+    mine = fin[(fin.experiment == exp.key) & (fin.method == m.label) & (fin.phase == 'select')]
+    rows.append(
+      {
+        'method': m.label,
+        'grid': '; '.join(f'{k.rsplit(".", 1)[-1]} in {list(v)}' for k, v in m.grid.items()),
+        'selected (validation)': scoring._short(s['setting']),
+        'edge': ', '.join(s['edges']) or '—',
+        'val acc': f'{s["val"]:.3f}',
+        'diverged runs': int(mine.diverged.sum()),
+      }
+    )
+  return pd.DataFrame(rows)
+
+
+def _selected_test(exp, fin, label):
+  key = scoring.select(fin, exp.key, label)['setting']
+  sel = (fin.experiment == exp.key) & (fin.method == label) & (fin.phase == 'test')
+  return key, fin[sel & (fin.setting == key)]
+
+
+def _test_rows(exp: spec.Experiment, frame: pd.DataFrame, fin: pd.DataFrame) -> pd.DataFrame:
+  """Selected settings on the test seeds; 'last-quarter gain': the mean test accuracy
+  gained over the last quarter of the run (large = the curve has not flattened)."""
+  rows = []
+  for m in exp.methods:
+    key, mine = _selected_test(exp, fin, m.label)
+    curve = _mean_curve(frame, exp.key, m.label, key)
+    steps = curve.index.to_numpy()
+    quarter = steps[-1] - (steps[-1] - steps[0]) / 4
+    before = curve[curve.index <= quarter].iloc[-1]
+    rows.append(
+      {
+        'method': m.label,
+        'setting': scoring._short(key),
+        'seeds': len(mine),
+        'test acc': f'{mine.test_accuracy.mean():.3f} ± {mine.test_accuracy.std(ddof=1):.3f}',
+        'diverged': int(mine.diverged.sum()),
+        'last-quarter gain': f'{curve.iloc[-1] - before:+.3f}',
+      }
+    )
+  return pd.DataFrame(rows)
+
+
+def _mean_curve(frame, exp_key, label, key) -> pd.Series:
+  mine = frame[
+    (frame.experiment == exp_key)
+    & (frame.method == label)
+    & (frame.phase == 'test')
+    & (frame.setting == key)
+  ]
+  return mine.groupby('step').test_accuracy.mean()
+
+
+def _target_rows(exp, frame, fin, target) -> pd.DataFrame | None:
+  if not any(c.metric in scoring.TO_TARGET for c in exp.claims):
+    return None
+  rows = []
+  for m in exp.methods:
+    key, _ = _selected_test(exp, fin, m.label)
+    row = {'method': m.label}
+    for metric in scoring.TO_TARGET:
+      v = scoring.per_seed(frame, fin, exp.key, m.label, key, metric, target)
+      row['reached'] = f'{int(v.reached.sum())}/{len(v)}'
+      row[spec.METRICS[metric][0]] = f'{v.value.mean():.4g} ± {v.value.std(ddof=1):.3g}'
+    rows.append(row)
+  return pd.DataFrame(rows)
+
+
+def _num(x, fmt='{:.3f}') -> str:
+  return '—' if x is None or (isinstance(x, float) and not math.isfinite(x)) else fmt.format(x)
+
+
+def claim_rows(claims: Sequence[Mapping], paper: str | None = None) -> pd.DataFrame:
+  """The claims table; with ``paper`` (the summary), a paper column and no quotes."""
+  rows = []
+  for c in claims:
+    unit = spec.METRICS[c['metric']][0]
+    if c['kind'] == 'on_seeds':
+      measured = f'on {round(c["mean"] * c["n"])}/{c["n"]} seeds'
+    else:
+      measured = f'{c["mean"]:+.3f} [{c["lo"]:+.3f}, {c["hi"]:+.3f}]'
+    if c['kind'] == 'equivalent':
+      unit += f', |A - B| <= {c["margin"]:g}'
+    if c.get('target') is not None:
+      unit += f' (target {c["target"]:.2f})'
+    row = {'paper': f'[{paper}]({paper}.md)'} if paper else {}
+    row |= {
+      'ref': c['ref'],
+      'claim': c['text'] + (f' (paper: "{c["quote"]}")' if c['quote'] and not paper else ''),
+      'metric': unit,
+      'A': f'{c["A"]} ({c["A_setting"]}): {c["A_mean"]:.4g}',
+      'B': f'{c["B"]} ({c["B_setting"]}): {c["B_mean"]:.4g}',
+      'measured (95% CI)': measured,
+      'paper effect': _num(c['paper_effect']),
+      'p': _num(c['p'], '{:.3g}'),
+      'p (BH)': _num(c.get('p_adj'), '{:.3g}'),
+      'raw verdict': c['verdict_raw'],
+      'verdict': f'**{c["verdict"]}**',
+      'seeds for 80% power': (
+        _num(c['needed'], '{:.0f}') if c['verdict'] == scoring.INCONCLUSIVE else ''
+      ),
+    }
+    if c.get('condition'):
+      row['claim'] += f' [condition: {c["condition"]}]'
+    rows.append(row)
+  return pd.DataFrame(rows)
+
+
+def _table(frame: pd.DataFrame) -> str:
+  return frame.to_markdown(index=False, disable_numparse=True)
+
+
+def experiment_section(paper: spec.Paper, s: Mapping) -> list[str]:
+  exp = s['exp']
+  minutes = sum(m['seconds'] for m in s['sweeps']) / 60
+  machines = sorted({m['machine'] for m in s['sweeps']})
+  out = [f'## {exp.title} ({exp.ref})', '', f'**Setting.** {exp.setting}', '']
+  out += ['**Deviations from the paper.**', ''] + [f'- {d}' for d in exp.deviations] + ['']
+  out += [f'**Machine.** {"; ".join(machines)}; sweeps {minutes:.1f} min in all.', '']
+  out += [
+    f'**Selection** on seeds {list(exp.seeds)} (validation accuracy at the last evaluation):',
+    '',
+  ]
+  out += [_table(s['selection']), '']
+  out += [f'**Test** on seeds {list(exp.test_seeds)} (selected settings only):', '']
+  out += [_table(s['test']), '']
+  if s['to_target'] is not None:
+    out += [f'**To the target** test accuracy {s["target"]:.2f} (mean ± std over test seeds):', '']
+    out += [_table(s['to_target']), '']
+  if s['claims']:
+    out += ['**Claims** (A - B oriented so that positive favours the claim):', '']
+    out += [_table(claim_rows(s['claims'])), '']
+  out += [f'![{exp.key}]({paper.key}_{exp.key}.png)', '']
+  return out
+
+
+def render(paper: spec.Paper, scored: Mapping) -> str:
+  """The page of ``paper`` from its scored experiments (``score_all()[paper.key]``)."""
+  out = [
+    f'# Paper {paper.number}: {paper.citation}',
+    '',
+    f"**The paper's setting.** {paper.setting}",
+    '',
+  ]
+  out += ['**Protocol.** ' + PROTOCOL, '']
+  out += [
+    f'Records: `docs/results/records/{paper.key}.csv.gz` (one row per evaluation of '
+    f'every run; `pandas.read_csv` reads it) and `{paper.key}.json` (the sweeps).',
+    '',
+  ]
+  for exp in paper.experiments:
+    if exp.key in scored:
+      out += experiment_section(paper, scored[exp.key])
+  pending = [e for e in paper.experiments if e.key not in scored]
+  if pending:
+    out += ['## Not yet run under this protocol', '']
+    out += [
+      f'- {e.title} ({e.ref}): {len(e.claims)} claims; `python scripts/reproduce.py '
+      f'--paper={paper.key} --only={e.key}`. Earlier 3-seed numbers (selected and scored '
+      f'on the same seeds, superseded): [previous/{paper.key}.md](previous/{paper.key}.md).'
+      for e in pending
+    ]
+    out += ['']
+  return '\n'.join(out)
+
+
+def tally(scored: Mapping[str, Mapping]) -> pd.Series:
+  claims = [
+    c for exps in scored.values() for s in exps.values() for c in s['claims'] if not c['added']
+  ]
+  counts = pd.Series([c['verdict'] for c in claims], dtype=object).value_counts()
+  return counts.reindex([v for v in scoring.VERDICTS if v in counts.index])
+
+
+def render_summary(scored: Mapping[str, Mapping]) -> str:
+  out = ['# Reproductions: summary', '', '**Protocol.** ' + PROTOCOL, '']
+  counts = tally(scored)
+  total = int(counts.sum()) if len(counts) else 0
+  declared = sum(
+    not c.added
+    for key in reproduction.PAPERS
+    for e in reproduction.load_paper(key).experiments
+    for c in e.claims
+  )
+  out += [f'## Tally of the paper claims scored ({total} of {declared}), after the adjustment', '']
+  out += [
+    _table(pd.DataFrame({'verdict': counts.index, 'claims': counts.to_numpy().astype(str)})),
+    '',
+  ]
+  for added, title in (
+    (False, 'Paper claims'),
+    (True, "The project's own contrasts (not in the tally)"),
+  ):
+    rows = [
+      claim_rows([c for c in s['claims'] if c['added'] == added], paper=key)
+      for key, exps in scored.items()
+      for s in exps.values()
+    ]
+    rows = [r for r in rows if len(r)]
+    out += [f'## {title}', '']
+    out += [_table(pd.concat(rows, ignore_index=True)) if rows else 'None scored yet.', '']
+  pending = []
+  for key in reproduction.PAPERS:
+    paper = reproduction.load_paper(key)
+    pending += [
+      f'- {key} {e.key}: {e.title} ({len(e.claims)} claims)'
+      for e in paper.experiments
+      if e.key not in scored[key]
+    ]
+  if pending:
+    out += ['## Experiments not yet run under this protocol', ''] + pending + ['']
+  return '\n'.join(out)
+
+
+def plot_experiment(paper: spec.Paper, s: Mapping, frame: pd.DataFrame, path: str) -> None:
+  """Test accuracy of each selected setting over the test seeds (mean ± std)."""
+  import matplotlib
+
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+
+  exp = s['exp']
+  fin = scoring.finals(frame)
+  fig, ax = plt.subplots(figsize=(6, 4))
+  for m in exp.methods:
+    key, _ = _selected_test(exp, fin, m.label)
+    mine = frame[
+      (frame.experiment == exp.key)
+      & (frame.method == m.label)
+      & (frame.phase == 'test')
+      & (frame.setting == key)
+    ]
+    g = mine.groupby('step').test_accuracy
+    mean, std = g.mean(), g.std(ddof=1)
+    ax.plot(mean.index, mean, label=m.label)
+    ax.fill_between(mean.index, mean - std, mean + std, alpha=0.2)
+  if s['to_target'] is not None:
+    ax.axhline(s['target'], color='gray', ls='--', lw=0.8)
+  ax.set(xlabel='server steps', ylabel='test accuracy', title=f'{exp.title[:60]} (test seeds)')
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=90)
+  plt.close(fig)
+
+
+def write(
+  papers: Sequence[str] = reproduction.PAPERS,
+  records_dir: str = runs.RECORDS,
+  out_dir: str = RESULTS,
+  plots: bool = True,
+) -> list[str]:
+  """Rebuild the pages of ``papers`` and the summary; returns the paths written."""
+  scored = score_all(records_dir)
+  written = []
+  for key in papers:
+    paper = reproduction.load_paper(key)
+    path = os.path.join(out_dir, f'{key}.md')
+    with open(path, 'w') as f:
+      f.write(render(paper, scored[key]))
+    written.append(path)
+    if plots and scored[key]:
+      frame, _ = runs.read(key, records_dir)
+      for exp_key, s in scored[key].items():
+        png = os.path.join(out_dir, f'{key}_{exp_key}.png')
+        plot_experiment(paper, s, frame, png)
+        written.append(png)
+  path = os.path.join(out_dir, 'README.md')
+  with open(path, 'w') as f:
+    f.write(render_summary(scored))
+  return written + [path]

@@ -1,0 +1,226 @@
+"""Run a declared experiment's sweeps and keep their per-run records.
+
+Two phases per experiment (:mod:`afl_jax.reproduction.spec`):
+
+* ``select``: every grid setting of every method on the selection seeds (one sweep per
+  method: :func:`afl_jax.pipeline.sweep.train_sweep`);
+* ``test``: only the settings the claims need (the validation-selected one, and the
+  one selected under each claim's ``at`` restriction) on the fresh test seeds (one
+  sweep per method and setting, its seeds stacked on the replica axis).
+
+Records are the evaluated curves, one row per (run, evaluation), in one gzipped CSV
+per paper (``docs/results/records/<paper>.csv.gz``: ``pandas.read_csv`` reads it),
+with a manifest (``<paper>.json``) of the sweeps that produced them: their config
+fingerprint, machine and wall time. Pages are rebuilt from these files alone.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import platform
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import ml_collections
+import pandas as pd
+
+from afl_jax.reproduction import spec
+
+REPO = os.path.dirname(spec.CONFIGS)
+RECORDS = os.path.join(REPO, 'docs', 'results', 'records')
+# One row per evaluation of a run; the metric columns are what the sweep evaluates.
+KEYS = ['experiment', 'method', 'phase', 'setting', 'seed', 'step']
+METRIC_COLUMNS = [
+  'wall_clock',
+  'bytes_up',
+  'val_accuracy',
+  'val_loss',
+  'test_accuracy',
+  'test_loss',
+]
+PHASES = ('select', 'test')
+
+
+def setting_key(hparams: Mapping[str, Any]) -> str:
+  """A setting's canonical text: sorted JSON of its swept fields (tuples as lists)."""
+  return json.dumps(
+    {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(hparams.items())},
+    sort_keys=True,
+  )
+
+
+def setting_of(key: str) -> dict[str, Any]:
+  return json.loads(key)
+
+
+def _fingerprint(config: ml_collections.ConfigDict) -> str:
+  """A hash of the fields ``config`` sets away from the library's defaults (so a field
+  added to the defaults later does not make earlier records stale)."""
+  from afl_jax.pipeline import config as config_lib
+
+  def flat(d, prefix=''):
+    out = {}
+    for k, v in d.items():
+      out.update(flat(v, f'{prefix}{k}.') if isinstance(v, dict) else {f'{prefix}{k}': v})
+    return out
+
+  defaults = flat(json.loads(config_lib.default().to_json_best_effort()))
+  fields = flat(json.loads(config.to_json_best_effort()))
+  kept = {k: v for k, v in fields.items() if k not in defaults or defaults[k] != v}
+  return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def machine_info() -> str:
+  """One line describing where the sweeps ran."""
+  import jax
+
+  devices = ', '.join(sorted({d.device_kind for d in jax.devices()}))
+  return (
+    f'{platform.machine()} {platform.system()}, {os.cpu_count()} CPU cores, '
+    f'JAX {jax.__version__} on {jax.default_backend()} ({devices})'
+  )
+
+
+def sweep_configs(
+  exp: spec.Experiment, method: spec.Method, phase: str, settings: Sequence[str] = ()
+) -> list[ml_collections.ConfigDict]:
+  """The sweep configs of ``method`` in one phase: its grid on the selection seeds, or
+  each of ``settings`` (setting keys) on the test seeds."""
+  if phase == 'select':
+    return [spec.sweep_config(exp, method)]
+  out = []
+  for key in settings:
+    c = spec.sweep_config(exp, method)
+    grid = {field: [value] for field, value in setting_of(key).items()}
+    c.sweep = ml_collections.ConfigDict(spec.nest({**grid, 'seed': list(exp.test_seeds)}))
+    out.append(c)
+  return out
+
+
+def records_of_sweep(exp_key: str, label: str, phase: str, workdir: str, summary: Mapping):
+  """The rows of a finished sweep (``summary`` as train_sweep returns it)."""
+  from afl_jax.pipeline import metrics_io
+
+  rows = []
+  for run in summary['runs']:
+    setting = setting_key(run['hparams'])
+    for rec in metrics_io.read_metrics(os.path.join(workdir, run['name'])):
+      if 'test_accuracy' not in rec:
+        continue
+      row = {
+        'experiment': exp_key,
+        'method': label,
+        'phase': phase,
+        'setting': setting,
+        'seed': int(run['seed']),
+        'step': int(rec['step']),
+      }
+      row.update({k: rec.get(k, float('nan')) for k in METRIC_COLUMNS})
+      rows.append(row)
+  return rows
+
+
+def read(paper_key: str, records_dir: str = RECORDS) -> tuple[pd.DataFrame, list[dict]]:
+  """A paper's records (empty frame if none) and its manifest of sweeps."""
+  path = os.path.join(records_dir, f'{paper_key}.csv.gz')
+  frame = pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(columns=KEYS + METRIC_COLUMNS)
+  manifest_path = os.path.join(records_dir, f'{paper_key}.json')
+  manifest = []
+  if os.path.exists(manifest_path):
+    with open(manifest_path) as f:
+      manifest = json.load(f)['sweeps']
+  return frame, manifest
+
+
+def write(
+  paper_key: str, frame: pd.DataFrame, manifest: list[dict], records_dir: str = RECORDS
+) -> None:
+  """Store a paper's records (sorted, gzip without a timestamp: same rows, same bytes)."""
+  os.makedirs(records_dir, exist_ok=True)
+  frame = frame.sort_values(KEYS, kind='stable').reset_index(drop=True)
+  frame = frame[KEYS + METRIC_COLUMNS]
+  path = os.path.join(records_dir, f'{paper_key}.csv.gz')
+  frame.to_csv(path, index=False, compression={'method': 'gzip', 'mtime': 0})
+  manifest = sorted(
+    manifest, key=lambda m: (m['experiment'], m['phase'], m['method'], m['setting'])
+  )
+  with open(os.path.join(records_dir, f'{paper_key}.json'), 'w') as f:
+    json.dump({'sweeps': manifest}, f, indent=1, sort_keys=True)
+    f.write('\n')
+
+
+def run_phase(
+  paper: spec.Paper,
+  exp: spec.Experiment,
+  phase: str,
+  out_dir: str,
+  *,
+  settings: Mapping[str, Sequence[str]] | None = None,
+  records_dir: str = RECORDS,
+  rerun: bool = False,
+  log: Callable[[str], None] = print,
+) -> None:
+  """Run one phase of ``exp`` and merge its rows into the paper's records.
+
+  Args:
+    settings: test phase only: method label -> the setting keys to run on the test
+      seeds (:func:`afl_jax.reproduction.scoring.test_settings`).
+    rerun: run sweeps whose fingerprint is already in the manifest again.
+  """
+  from afl_jax.pipeline import sweep as sweep_lib
+
+  frame, manifest = read(paper.key, records_dir)
+  for method in exp.methods:
+    wanted = (settings or {}).get(method.label, ())
+    for config in sweep_configs(exp, method, phase, wanted):
+      fingerprint = _fingerprint(config)
+      setting = (
+        '*'
+        if phase == 'select'
+        else setting_key(
+          {k: v[0] for k, v in sweep_lib.flatten(config.sweep).items() if k != 'seed'}
+        )
+      )
+      entry = {'experiment': exp.key, 'method': method.label, 'phase': phase, 'setting': setting}
+      old = [m for m in manifest if all(m[k] == v for k, v in entry.items())]
+      if old and old[0]['fingerprint'] == fingerprint and not rerun:
+        log(f'[{exp.key}/{method.label}/{phase}] records up to date ({fingerprint})')
+        continue
+      workdir = os.path.join(out_dir, paper.key, exp.key, phase, _safe(method.label), fingerprint)
+      log(f'[{exp.key}/{method.label}/{phase}] sweep {setting} -> {workdir}')
+      t0 = time.time()
+      summary = sweep_lib.train_sweep(config, workdir, log=log)
+      seconds = time.time() - t0
+      rows = pd.DataFrame(records_of_sweep(exp.key, method.label, phase, workdir, summary))
+      keep = ~(
+        (frame['experiment'] == exp.key)
+        & (frame['method'] == method.label)
+        & (frame['phase'] == phase)
+        & ((frame['setting'] == setting) if phase == 'test' else True)
+      )
+      frame = pd.concat([frame[keep], rows], ignore_index=True) if len(frame) else rows
+      manifest = [m for m in manifest if m not in old] + [
+        entry
+        | {
+          'fingerprint': fingerprint,
+          'seeds': [int(s) for s in sweep_lib.flatten(config.sweep)['seed']],
+          'runs': len(summary['runs']),
+          'seconds': round(seconds, 1),
+          'machine': machine_info(),
+          'date': datetime.date.today().isoformat(),
+        }
+      ]
+      write(paper.key, frame, manifest, records_dir)  # after every sweep: nothing lost
+
+
+def fingerprints(exp: spec.Experiment, method: spec.Method, phase: str, settings=()) -> list[str]:
+  """The fingerprints the declaration gives now (stale records are reported, not used)."""
+  return [_fingerprint(c) for c in sweep_configs(exp, method, phase, settings)]
+
+
+def _safe(label: str) -> str:
+  return ''.join(ch if ch.isalnum() or ch in '+-_.' else '_' for ch in label)

@@ -1,0 +1,365 @@
+"""Select on validation over the selection seeds; score every claim on the test seeds.
+
+The protocol (printed on every page, :data:`PROTOCOL`):
+
+1. each method's setting is the grid setting with the best mean final validation
+   accuracy over the selection seeds (a diverged run scores 0); a claim restricted
+   ``at`` some field values selects within that restriction;
+2. the selected settings run again on fresh test seeds, and every claim is scored
+   there only: the per-seed paired difference, its mean, its 95% t interval and the
+   paired t-test's p-value (``scipy.stats.ttest_rel``);
+3. the p-values of all paper claims are adjusted together (Benjamini-Hochberg,
+   ``scipy.stats.false_discovery_control``); a verdict is decided only when its
+   adjusted p-value is below ``ALPHA``. Both raw and adjusted verdicts are shown.
+
+No effect-size floor: with a fixed number of seeds a floor measured in seed-stds would
+keep a real, precisely measured effect undecided however many seeds are added; the
+interval says how large the effect is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from afl_jax.reproduction import runs, spec
+
+ALPHA = 0.05
+POWER_Z = 0.8416  # z of 80% power, for the seeds an inconclusive claim would need
+DEFAULT_TARGET_FRACTION = 0.9
+SCORES = ('val_accuracy', 'test_accuracy', 'val_loss', 'test_loss')
+TO_TARGET = {  # metric -> (record column, scale to the page's unit)
+  'steps_to_target': ('step', 1.0),
+  'clock_to_target': ('wall_clock', 1.0),
+  'mb_to_target': ('bytes_up', 1e-6),
+}
+
+
+def finals(frame: pd.DataFrame) -> pd.DataFrame:
+  """The last evaluation of every run; a run with a non-finite score is ``diverged``
+  and scores 0 (so it is never selected and counts as a failure when scored)."""
+  runs_ = frame.sort_values('step').groupby(['experiment', 'method', 'phase', 'setting', 'seed'])
+  out = runs_.tail(1).copy()
+  # A run has a validation split when its first evaluation has a validation score.
+  has_val = runs_['val_accuracy'].transform('first').loc[out.index].notna()
+  bad = ~np.isfinite(out[['test_accuracy', 'test_loss']].to_numpy(float)).all(axis=1)
+  bad |= has_val & ~np.isfinite(out[['val_accuracy', 'val_loss']].to_numpy(float)).all(axis=1)
+  out['diverged'] = bad
+  out.loc[bad, ['val_accuracy', 'test_accuracy']] = 0.0
+  return out.reset_index(drop=True)
+
+
+def _matches(key: str, at: Mapping[str, Any]) -> bool:
+  setting = runs.setting_of(key)
+  return all(setting.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in at.items())
+
+
+def select(fin: pd.DataFrame, exp_key: str, label: str, at: Mapping[str, Any] = ()) -> dict:
+  """``label``'s validation-selected setting in ``exp_key`` (selection phase records).
+
+  Returns ``{'setting', 'val', 'scores' (setting -> mean val), 'edges'}``; ties go to the
+  setting listed first. Raises ValueError when there are no selection records.
+  """
+  mine = fin[(fin.experiment == exp_key) & (fin.method == label) & (fin.phase == 'select')]
+  mine = mine[[_matches(k, dict(at)) for k in mine.setting]]
+  if mine.empty:
+    raise ValueError(f'{exp_key}/{label}: no selection records{f" at {dict(at)}" if at else ""}.')
+  scores = mine.groupby('setting', sort=False)['val_accuracy'].mean()
+  best = scores.idxmax()
+  return {
+    'setting': best,
+    'val': float(scores[best]),
+    'scores': scores,
+    'edges': _edges(best, mine),
+  }
+
+
+def _edges(best: str, mine: pd.DataFrame) -> list[str]:
+  """Swept numeric fields whose selected value is the smallest or largest tried."""
+  chosen = runs.setting_of(best)
+  tried = [runs.setting_of(k) for k in mine.setting.unique()]
+  out = []
+  for field, value in chosen.items():
+    values = sorted({t[field] for t in tried if isinstance(t[field], int | float)})
+    if len(values) > 1 and value in (values[0], values[-1]):
+      out.append(f'{field.rsplit(".", 1)[-1]} on {"low" if value == values[0] else "high"} edge')
+  return out
+
+
+def test_settings(exp: spec.Experiment, fin: pd.DataFrame) -> dict[str, list[str]]:
+  """Method -> the settings its claims score on the test seeds (selected overall and
+  under each ``at`` restriction naming it)."""
+  out = {m.label: [select(fin, exp.key, m.label)['setting']] for m in exp.methods}
+  for claim in exp.claims:
+    if claim.at:
+      for label in (claim.better, claim.worse, *claim.baseline, *claim.condition):
+        key = select(fin, exp.key, label, claim.at)['setting']
+        if key not in out[label]:
+          out[label].append(key)
+  return out
+
+
+def default_target(sel_means: Sequence[float]) -> float:
+  """90% of the median over methods of the selected settings' mean final test accuracy
+  on the selection seeds, rounded down to a whole percent (fixed before the test
+  phase; diverged methods, mean 0, left out)."""
+  means = [m for m in sel_means if math.isfinite(m) and m > 0]
+  if not means:
+    return 1.0
+  return math.floor(100 * DEFAULT_TARGET_FRACTION * float(np.median(means))) / 100
+
+
+def target_of(exp: spec.Experiment, fin: pd.DataFrame) -> float:
+  if exp.target is not None:
+    return exp.target
+  means = []
+  for m in exp.methods:
+    key = select(fin, exp.key, m.label)['setting']
+    rows = fin[(fin.experiment == exp.key) & (fin.method == m.label) & (fin.phase == 'select')]
+    means.append(float(rows[rows.setting == key].test_accuracy.mean()))
+  return default_target(means)
+
+
+def per_seed(
+  frame: pd.DataFrame,
+  fin: pd.DataFrame,
+  exp_key: str,
+  label: str,
+  setting: str,
+  metric: str,
+  target: float,
+) -> pd.DataFrame:
+  """Per test seed of ``label`` at ``setting``: ``value`` of ``metric`` and ``reached``.
+
+  A to-target metric is read at the first evaluation whose test accuracy reaches
+  ``target``; a seed that never reaches it gets its value at the last evaluation (a lower
+  bound) and ``reached`` False. 'diverged' / 'not_reached' are 0/1 events.
+  """
+  sel = (fin.experiment == exp_key) & (fin.method == label) & (fin.phase == 'test')
+  mine = fin[sel & (fin.setting == setting)].set_index('seed').sort_index()
+  if metric == 'test_accuracy':
+    return pd.DataFrame({'value': mine.test_accuracy, 'reached': True})
+  if metric == 'diverged':
+    return pd.DataFrame({'value': mine.diverged.astype(float), 'reached': True})
+  curves = frame[
+    (frame.experiment == exp_key)
+    & (frame.method == label)
+    & (frame.phase == 'test')
+    & (frame.setting == setting)
+  ]
+  out = {}
+  for seed, curve in curves.sort_values('step').groupby('seed'):
+    hit = curve[curve.test_accuracy >= target]
+    row = hit.iloc[0] if len(hit) else curve.iloc[-1]
+    if metric == 'not_reached':
+      out[seed] = (float(hit.empty), True)
+    else:
+      column, scale = TO_TARGET[metric]
+      out[seed] = (float(row[column]) * scale, not hit.empty)
+  return pd.DataFrame.from_dict(out, orient='index', columns=['value', 'reached']).sort_index()
+
+
+def paired(d: np.ndarray, alpha: float = ALPHA) -> dict:
+  """Mean, std, two-sided t interval and paired t-test p of per-seed differences ``d``."""
+  n = len(d)
+  mean, sd = float(np.mean(d)), float(np.std(d, ddof=1)) if n > 1 else math.nan
+  if n < 2:
+    return {'n': n, 'mean': mean, 'sd': sd, 'lo': -math.inf, 'hi': math.inf, 'p': 1.0}
+  if sd == 0.0:
+    p = 0.0 if mean != 0 else 1.0
+    return {'n': n, 'mean': mean, 'sd': sd, 'lo': mean, 'hi': mean, 'p': p}
+  res = stats.ttest_1samp(d, 0.0)
+  ci = res.confidence_interval(1 - alpha)
+  return {'n': n, 'mean': mean, 'sd': sd, 'lo': ci.low, 'hi': ci.high, 'p': float(res.pvalue)}
+
+
+def one_sided_p(d: np.ndarray, bound: float, alternative: str) -> float:
+  """p of H0 "mean >= bound" (alternative 'less') or "mean <= bound" ('greater')."""
+  if len(d) < 2:
+    return 1.0
+  if np.std(d) == 0.0:
+    mean = float(np.mean(d))
+    return 0.0 if (mean < bound if alternative == 'less' else mean > bound) else 1.0
+  return float(stats.ttest_1samp(d, bound, alternative=alternative).pvalue)
+
+
+def seeds_needed(mean: float, sd: float, over: float = 0.0, two_sided: bool = True) -> float:
+  """Seeds for 80% power to decide an effect of ``|mean| - over`` at the observed std
+  (normal approximation, before the FDR adjustment); inf when there is no effect."""
+  effect = abs(mean) - over
+  if not math.isfinite(sd) or effect <= 0:
+    return math.inf
+  z = stats.norm.ppf(1 - ALPHA / (2 if two_sided else 1)) + POWER_Z
+  return float(max(3, math.ceil((z * sd / effect) ** 2) + 1))
+
+
+AGREES, DISAGREES, INCONCLUSIVE = 'agrees', 'disagrees', 'inconclusive'
+SMALLER = "smaller than the paper's effect"
+AGREES_SMALLER = f'agrees, {SMALLER}'
+EQUIVALENT = 'equivalent within the margin'
+NOT_EQUIVALENT = 'disagrees (differ by more than the margin)'
+NO_CONDITION = 'condition not reproduced'
+MISSED = 'inconclusive: target not reached on some seeds'
+VERDICTS = (
+  AGREES,
+  AGREES_SMALLER,
+  EQUIVALENT,
+  SMALLER,
+  DISAGREES,
+  NOT_EQUIVALENT,
+  NO_CONDITION,
+  MISSED,
+  INCONCLUSIVE,
+)
+DECIDED = (AGREES, AGREES_SMALLER, EQUIVALENT, SMALLER, DISAGREES, NOT_EQUIVALENT)
+
+
+def score_claim(
+  exp: spec.Experiment, claim: spec.Claim, frame: pd.DataFrame, fin: pd.DataFrame, target: float
+) -> dict:
+  """One claim on the test seeds: the measurement, its interval and its raw verdict.
+
+  ``diff`` is oriented so that positive favours the claim: A - B for accuracy, B - f A
+  for a to-target metric, B's drop minus A's for a sensitivity claim. ``p`` is the
+  p-value of the verdict's own test (two-sided paired t; TOST for an equivalence; an
+  exact binomial test of "on most seeds" for an event), adjusted later across claims.
+  """
+  higher = spec.METRICS[claim.metric][1]
+
+  def values(label, metric=claim.metric):
+    setting = select(fin, exp.key, label, claim.at)['setting']
+    return setting, per_seed(frame, fin, exp.key, label, setting, metric, target)
+
+  (sa, a), (sb, b) = values(claim.better), values(claim.worse)
+  out = {
+    'experiment': exp.key,
+    'ref': claim.ref,
+    'text': claim.text,
+    'quote': claim.quote,
+    'kind': claim.kind,
+    'metric': claim.metric,
+    'margin': claim.margin,
+    'factor': claim.factor,
+    'paper_effect': claim.paper_effect,
+    'added': claim.added,
+    'A': claim.better,
+    'B': claim.worse,
+    'A_setting': _short(sa),
+    'B_setting': _short(sb),
+    'target': target if claim.metric in (*TO_TARGET, 'not_reached') else None,
+  }
+  seeds = a.index.intersection(b.index)
+  a, b = a.loc[seeds], b.loc[seeds]
+  out |= {
+    'A_mean': float(a.value.mean()),
+    'A_sd': float(a.value.std(ddof=1)),
+    'B_mean': float(b.value.mean()),
+    'B_sd': float(b.value.std(ddof=1)),
+    'A_reached': int(a.reached.sum()),
+    'B_reached': int(b.reached.sum()),
+    'n': len(seeds),
+  }
+  if claim.kind == 'on_seeds':
+    k, n = int(a.value.sum()), len(a)
+    verdict = AGREES if k == n else DISAGREES if k == 0 else INCONCLUSIVE
+    alt = 'greater' if k * 2 >= n else 'less'
+    p = float(stats.binomtest(k, n, 0.5, alternative=alt).pvalue)
+    return out | {
+      'mean': k / n,
+      'sd': math.nan,
+      'lo': math.nan,
+      'hi': math.nan,
+      'p': p,
+      'verdict_raw': verdict,
+      'needed': math.inf,
+    }
+  if claim.baseline:
+    _, a0 = values(claim.baseline[0])
+    _, b0 = values(claim.baseline[1])
+    d = (b0.value.loc[seeds] - b.value) - (a0.value.loc[seeds] - a.value)
+  elif higher:
+    d = a.value - b.value
+  else:
+    d = b.value - claim.factor * a.value
+  d = d.to_numpy(float)
+  st = paired(d)
+  out |= {k: st[k] for k in ('mean', 'sd', 'lo', 'hi')}
+  missed_a, missed_b = not a.reached.all(), not b.reached.all()
+  if claim.kind == 'equivalent':
+    m = claim.margin
+    p_tost = max(one_sided_p(d, -m, 'greater'), one_sided_p(d, m, 'less'))
+    if missed_a or missed_b:
+      verdict, p = MISSED, p_tost
+    elif p_tost < ALPHA:
+      verdict, p = EQUIVALENT, p_tost
+    elif st['p'] < ALPHA and (st['lo'] > m or st['hi'] < -m):
+      verdict, p = NOT_EQUIVALENT, st['p']
+    else:
+      verdict, p = INCONCLUSIVE, p_tost
+    needed = seeds_needed(m, st['sd'], over=abs(st['mean']), two_sided=False)
+  else:
+    p = st['p']
+    verdict = INCONCLUSIVE
+    if p < ALPHA:
+      verdict = AGREES if st['mean'] > 0 else DISAGREES
+    if (verdict == AGREES and missed_a) or (verdict == DISAGREES and missed_b):
+      verdict = MISSED
+    paper_d = _against_paper(claim, a.value, b.value, d)
+    if paper_d is not None and verdict in (AGREES, INCONCLUSIVE):
+      p_small = one_sided_p(paper_d, 0.0, 'less')
+      if p_small < ALPHA:
+        verdict, p = (AGREES_SMALLER, max(p, p_small)) if verdict == AGREES else (SMALLER, p_small)
+    needed = seeds_needed(st['mean'], st['sd'])
+  if claim.condition:
+    _, r = values(claim.condition[0], 'test_accuracy')
+    _, h = values(claim.condition[1], 'test_accuracy')
+    cond = paired((r.value - h.value).dropna().to_numpy(float))
+    out['condition'] = f'{claim.condition[0]} - {claim.condition[1]} = {_ci(cond)}'
+    if not (cond['p'] < ALPHA and cond['mean'] > 0):
+      verdict, p = NO_CONDITION, math.nan
+  return out | {'p': p, 'verdict_raw': verdict, 'needed': needed}
+
+
+def _against_paper(claim: spec.Claim, a: pd.Series, b: pd.Series, d: np.ndarray):
+  """Per-seed excess over the paper's own effect (negative: smaller than the paper's),
+  where the units carry over: an accuracy difference (or difference of drops), or a
+  ratio B / A for a ``factor`` claim (B - paper_ratio A). None otherwise: seconds or MB
+  of the paper's hardware, or a paper effect that is not in the claim's direction (the
+  paper's own table disagrees with its text; the page quotes both)."""
+  effect = claim.paper_effect
+  if effect is None or effect <= 0:
+    return None
+  if claim.metric == 'test_accuracy':
+    return d - effect
+  if claim.factor != 1.0 and effect > 1.0:
+    return (b - effect * a).to_numpy(float)
+  return None
+
+
+def adjust(claims: list[dict]) -> list[dict]:
+  """Benjamini-Hochberg over the claims' p-values (those with one); the adjusted verdict
+  keeps a decided raw verdict only when its adjusted p-value is below ALPHA."""
+  ps = [c['p'] for c in claims if math.isfinite(c['p'])]
+  adjusted = iter(stats.false_discovery_control(ps, method='bh') if ps else [])
+  out = []
+  for c in claims:
+    p_adj = float(next(adjusted)) if math.isfinite(c['p']) else math.nan
+    v = c['verdict_raw']
+    if v in DECIDED and not p_adj < ALPHA:
+      v = INCONCLUSIVE
+    out.append(c | {'p_adj': p_adj, 'verdict': v})
+  return out
+
+
+def _short(setting: str) -> str:
+  items = runs.setting_of(setting).items()
+  return ', '.join(f'{k.rsplit(".", 1)[-1]}={v}' for k, v in items) or '—'
+
+
+def _ci(st: Mapping) -> str:
+  return f'{st["mean"]:+.3f} [{st["lo"]:+.3f}, {st["hi"]:+.3f}]'

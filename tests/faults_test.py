@@ -1,0 +1,496 @@
+"""Faults and hazards (issue 24, part 2), each class through the scripts and the Python API.
+
+* one writer per workdir: a second process on a busy workdir is refused in under a
+  second with one line naming the holder; a workdir whose holder was killed (kill -9)
+  is taken over; a sweep never overwrites a single run's or another sweep's outputs,
+  a single run never a sweep's; a sweep is finished only when every run of it is;
+* paths and environment checked before compute: each bad input is one ``error:``
+  line, a non-zero exit, no traceback and nothing written; a full disk stops a run
+  with the metrics so far on disk and one line, and the rerun resumes;
+* scripts that succeed at nothing: unknown flags, stray arguments and missing inputs
+  are refused by every script (scripts/report.py is covered by its own tests);
+* grids too large for the host are refused before they are built; a group too large
+  for the device memory is split into groups that fit, said in the log.
+
+Kept small: tiny digits configs, the subprocess cases started all at once.
+"""
+
+import errno
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import ml_collections
+import pytest
+
+from afl_jax.errors import ConfigError, UserError
+from afl_jax.pipeline import checkpoint, cli, devices, loop, metrics_io, sweep
+from afl_jax.pipeline import config as config_lib
+from afl_jax.pipeline import workdir as workdir_lib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN = os.path.join(ROOT, 'scripts', 'train.py')
+SMOKE = ['--config=configs/digits_smoke.py', '--config.num_rounds=4', '--config.eval_every=2']
+ENV = {**os.environ, 'JAX_PLATFORMS': 'cpu'}
+HOLD = """
+import importlib.util, sys, time
+spec = importlib.util.spec_from_file_location('w', sys.argv[1])
+w = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(w)
+lock = w.acquire(sys.argv[2])
+print('ready', flush=True)
+time.sleep(120)
+"""
+
+
+def _tiny(**changes):
+  """A digits config that compiles and runs in seconds."""
+  c = config_lib.default()
+  c.dataset, c.model, c.num_clients = 'digits', 'logreg', 8
+  c.schedule.concurrency, c.schedule.buffer_size = 4, 2
+  c.local_steps, c.batch_size = 2, 8
+  c.hparams = {'client_lr': 0.1, 'server_lr': 1.0}
+  c.num_rounds, c.eval_every, c.eval_train_samples = 6, 2, 50
+  for k, v in changes.items():
+    c[k] = v
+  return c
+
+
+def _grid(**changes):
+  c = _tiny(**changes)
+  c.sweep = ml_collections.ConfigDict({'hparams': {'client_lr': [0.05, 0.1]}, 'seed': [0, 1]})
+  return c
+
+
+def assert_one_line(rc, out, *fragments):
+  """rc != 0, no traceback, and the whole output is one ``error:`` line holding ``fragments``."""
+  lines = [line for line in out.splitlines() if line.strip()]
+  assert rc != 0, out
+  assert 'Traceback' not in out, out
+  assert len(lines) == 1 and lines[0].startswith('error: '), out
+  for f in fragments:
+    assert f in lines[0], (f, lines[0])
+  return lines[0]
+
+
+def assert_user_line(error, *fragments):
+  """A UserError whose message is one line (scripts print it as ``error: <message>``)."""
+  text = str(error.value)
+  assert isinstance(error.value, UserError) and '\n' not in text, text
+  for f in fragments:
+    assert f in text, (f, text)
+  return text
+
+
+def _hold(path):
+  """A process holding ``path``'s lock (the library's, loaded as scripts/train.py loads it)."""
+  module = os.path.join(ROOT, 'afl_jax', 'pipeline', 'workdir.py')
+  proc = subprocess.Popen(
+    [sys.executable, '-c', HOLD, module, str(path)], stdout=subprocess.PIPE, text=True
+  )
+  assert proc.stdout.readline().strip() == 'ready'
+  return proc
+
+
+# ---- one writer per workdir ---------------------------------------------------------------
+
+
+def test_busy_workdir_is_refused_at_once_naming_the_holder(tmp_path):
+  work = tmp_path / 'run'
+  holder = _hold(work)
+  try:
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, '-c', 'pass'], env=ENV, check=True)
+    python_start = time.monotonic() - t0
+    t0 = time.monotonic()
+    proc = subprocess.run(
+      [sys.executable, TRAIN, f'--workdir={work}', *SMOKE],
+      cwd=ROOT,
+      capture_output=True,
+      text=True,
+      env=ENV,
+      timeout=60,
+    )
+    seconds = time.monotonic() - t0
+    line = assert_one_line(
+      proc.returncode, proc.stdout + proc.stderr, 'is in use by', f'pid {holder.pid}', 'on host'
+    )
+    assert 'started' in line and 'choose another --workdir' in line
+    assert seconds < 1.0 or seconds < python_start + 0.5, (seconds, python_start)
+    assert sorted(os.listdir(work)) == [workdir_lib.LOCK_FILE]  # nothing written
+    assert workdir_lib.holder(work)['pid'] == holder.pid  # the holder's lock is untouched
+    # The Python API: a single run and a sweep refuse it too, before building anything.
+    with pytest.raises(workdir_lib.WorkdirBusyError) as e:
+      loop.train_and_evaluate(_tiny(), str(work), log=lambda *_: None)
+    assert_user_line(e, f'pid {holder.pid}')
+    with pytest.raises(workdir_lib.WorkdirBusyError):
+      sweep.train_sweep(_grid(), str(work), log=lambda *_: None)
+    assert sorted(os.listdir(work)) == [workdir_lib.LOCK_FILE]
+  finally:
+    holder.kill()
+    holder.wait()
+
+
+def test_workdir_of_a_killed_holder_is_taken_over(tmp_path):
+  work = tmp_path / 'run'
+  holder = _hold(work)
+  os.kill(holder.pid, signal.SIGKILL)
+  holder.wait()
+  assert workdir_lib.holder(work)['pid'] == holder.pid  # stale content, no live holder
+  with workdir_lib.acquire(work) as lock:
+    assert lock.owner and workdir_lib.holder(work)['pid'] == os.getpid()
+  assert not os.path.exists(work / workdir_lib.LOCK_FILE)  # released, file removed
+  # Re-acquiring in the process that holds it is a no-op (scripts lock before the library).
+  with workdir_lib.acquire(work) as outer, workdir_lib.acquire(work) as inner:
+    assert outer.owner and not inner.owner
+
+
+def test_sweep_refuses_a_single_run_workdir_and_the_reverse(tmp_path):
+  single = tmp_path / 'single'
+  single.mkdir()
+  files = {'config.json': '{}', 'metrics.jsonl': '{"step": 0}\n', 'summary.json': '{"a": 1}'}
+  files['plot.png'] = 'png'
+  for name, text in files.items():
+    (single / name).write_text(text)
+  with pytest.raises(workdir_lib.WorkdirError) as e:
+    sweep.train_sweep(_grid(), str(single), log=lambda *_: None)
+  assert_user_line(e, 'holds a single run (config.json)', 'summary.json and plot.png')
+  assert {n: (single / n).read_text() for n in files} == files
+  assert not (single / workdir_lib.SWEEP_FILE).exists()
+
+  swept = tmp_path / 'swept'
+  swept.mkdir()
+  (swept / workdir_lib.SWEEP_FILE).write_text('{"config": {}, "complete": true}')
+  (swept / 'summary.json').write_text('{"runs": []}')
+  with pytest.raises(workdir_lib.WorkdirError) as e:
+    loop.train_and_evaluate(_tiny(), str(swept), log=lambda *_: None)
+  assert_user_line(e, 'holds a sweep (sweep.json)')
+  assert sorted(os.listdir(swept)) == ['summary.json', workdir_lib.SWEEP_FILE]
+
+  unknown = tmp_path / 'unknown'
+  unknown.mkdir()
+  (unknown / 'summary.json').write_text('{"x": 1}')
+  with pytest.raises(workdir_lib.WorkdirError) as e:
+    sweep.train_sweep(_grid(), str(unknown), log=lambda *_: None)
+  assert_user_line(e, 'no sweep recorded')
+  assert (unknown / 'summary.json').read_text() == '{"x": 1}'
+
+
+def test_sweep_is_finished_only_when_every_run_is_and_splits_to_fit(tmp_path, monkeypatch):
+  work = str(tmp_path / 'sweep')
+  c = _grid()
+  # A device limit that fits 2 of the 4 replicas (the engine's analytic estimate).
+  runs = [sweep.build_lib.build(sweep.point_config(c, p)) for p in sweep.grid(c)]
+  traced = sweep.traced_fields(c)
+  total = {}
+  for r in (1, 4):
+    sim, keys, params0 = sweep._group_sim(runs[:r], traced)
+    total[r] = sim.estimate(params0, keys)['total']
+  per = (total[4] - total[1]) / 3
+  limit = int((total[1] + 1.5 * per) / 0.9)
+
+  calls, real = [], sweep._run_group
+
+  def interrupted(*args, **kw):
+    calls.append(1)
+    if len(calls) == 2:
+      raise KeyboardInterrupt  # Ctrl-C during the second group
+    return real(*args, **kw)
+
+  logs = []
+  monkeypatch.setattr(sweep, '_run_group', interrupted)
+  with pytest.raises(KeyboardInterrupt):
+    sweep.train_sweep(c, work, log=logs.append, memory_limit_bytes=limit)
+  monkeypatch.setattr(sweep, '_run_group', real)
+  assert any('split into 2 groups of <= 2 runs' in line for line in logs), logs
+  assert not os.path.exists(os.path.join(work, 'summary.json'))
+  with open(os.path.join(work, workdir_lib.SWEEP_FILE)) as f:
+    assert json.load(f)['complete'] is False
+  assert len([d for d in os.listdir(work) if '=' in d]) == 2  # the first group's runs
+  assert not sweep.finished(work, c)  # 2 of 4 runs: never reused as finished
+  assert not os.path.exists(os.path.join(work, workdir_lib.LOCK_FILE))
+
+  out = sweep.train_sweep(c, work, log=lambda *_: None, memory_limit_bytes=limit)
+  assert len(out['runs']) == 4 and len(out['groups']) == 2
+  assert sweep.finished(work, c)
+  kept = {n: open(os.path.join(work, n), 'rb').read() for n in ('summary.json', 'plot.png')}
+
+  other = _grid(num_rounds=8)
+  assert not sweep.finished(work, other)
+  with pytest.raises(workdir_lib.WorkdirError) as e:
+    sweep.train_sweep(other, work, log=lambda *_: None)
+  assert_user_line(e, 'holds a sweep with a different config', 'num_rounds 6 -> 8')
+  assert {n: open(os.path.join(work, n), 'rb').read() for n in kept} == kept
+  assert sweep.finished(work, c)
+
+
+def test_grid_too_large_for_the_host_is_refused_before_it_is_built(tmp_path):
+  c = _tiny()
+  values = [0.01 * (i + 1) for i in range(100)]
+  c.sweep = ml_collections.ConfigDict(
+    {'hparams': {'client_lr': values, 'server_lr': values}, 'seed': list(range(100))}
+  )
+  work = tmp_path / 'big' / 'grid'
+  t0 = time.monotonic()
+  with pytest.raises(ConfigError) as e:
+    sweep.train_sweep(c, str(work), log=lambda *_: None)
+  assert time.monotonic() - t0 < 30
+  assert_user_line(e, 'config.sweep is invalid', '1,000,000 runs', 'per run', 'runs fit')
+  assert not (tmp_path / 'big').exists()  # nothing written, not even the directory
+
+
+# ---- full or read-only disk -----------------------------------------------------------------
+
+
+def _enospc(*args, **kw):
+  raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_full_disk_stops_with_the_metrics_so_far_and_the_rerun_resumes(tmp_path, monkeypatch):
+  c = _tiny(checkpoint_every=2)
+  work = tmp_path / 'run'
+  real_save = checkpoint.Checkpointer.save
+
+  def save(self, step, *args):
+    if step == 4:
+      _enospc()
+    return real_save(self, step, *args)
+
+  monkeypatch.setattr(checkpoint.Checkpointer, 'save', save)
+  with pytest.raises(workdir_lib.WorkdirError) as e:
+    loop.train_and_evaluate(c, str(work), log=lambda *_: None)
+  assert_user_line(
+    e, 'No space left on device', 'saving the checkpoint of server step 4', 'up to server step 4'
+  )
+  assert [r['step'] for r in metrics_io.read_metrics(work)] == [0, 2, 4]
+  assert not (work / workdir_lib.LOCK_FILE).exists() and not (work / 'summary.json').exists()
+  monkeypatch.setattr(checkpoint.Checkpointer, 'save', real_save)
+  summary = loop.train_and_evaluate(c, str(work), log=lambda *_: None)  # space freed
+  assert summary['status'] == 'completed'
+  assert [r['step'] for r in metrics_io.read_metrics(work)] == [0, 2, 4, 6]
+
+  other = tmp_path / 'metrics'
+  real_write = metrics_io.JsonlWriter.write_scalars
+
+  def write(self, step, scalars):
+    if step == 4:
+      _enospc()
+    return real_write(self, step, scalars)
+
+  monkeypatch.setattr(metrics_io.JsonlWriter, 'write_scalars', write)
+  with pytest.raises(workdir_lib.WorkdirError) as e:
+    loop.train_and_evaluate(_tiny(), str(other), log=lambda *_: None)
+  assert_user_line(e, 'writing the metrics of server step 4', 'up to server step 2')
+  assert [r['step'] for r in metrics_io.read_metrics(other)] == [0, 2]
+
+
+def test_unwritable_workdir_is_one_line(tmp_path, monkeypatch):
+  real_open = os.open
+
+  def read_only(path, *args, **kw):
+    if str(path).endswith(workdir_lib.LOCK_FILE):
+      raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
+    return real_open(path, *args, **kw)
+
+  monkeypatch.setattr(workdir_lib.os, 'open', read_only)
+  with pytest.raises(workdir_lib.WorkdirError) as e:
+    loop.train_and_evaluate(_tiny(), str(tmp_path / 'ro' / 'run'), log=lambda *_: None)
+  assert_user_line(e, 'is not writable', 'Read-only file system')
+  assert not (tmp_path / 'ro').exists()
+
+
+def test_config_file_errors_name_file_and_line(tmp_path):
+  cases = {
+    'syntax': ('def get_config(:\n  pass\n', ':1: ', 'syntax error'),
+    'raises': ('x = 1\ndef get_config():\n  raise RuntimeError("boom")\n', ':3: ', 'boom'),
+    'dict': ('def get_config():\n  return {"a": 1}\n', 'returned a dict', 'ConfigDict'),
+    'module': ('import no_such_module_here\n', ':1: ', 'ModuleNotFoundError'),
+    'none': ('x = 1\n', 'no get_config()', ''),
+  }
+  for name, (text, *fragments) in cases.items():
+    path = tmp_path / f'{name}.py'
+    path.write_text(text)
+    line = cli.check_config_file(str(path))
+    assert line and '\n' not in line and str(path) in line, (name, line)
+    assert all(f in line for f in fragments), (name, line)
+  assert cli.check_config_file(os.path.join(ROOT, 'configs', 'digits_smoke.py')) is None
+
+
+def test_cpu_devices_env_is_checked(monkeypatch):
+  for value in ('abc', '0', '-1', '1.5'):
+    monkeypatch.setenv('AFL_JAX_CPU_DEVICES', value)
+    with pytest.raises(SystemExit) as e:
+      devices.set_cpu_devices()
+    assert str(e.value).startswith('error: $AFL_JAX_CPU_DEVICES=') and '\n' not in str(e.value)
+  monkeypatch.setenv('AFL_JAX_CPU_DEVICES', '3')
+  assert devices.env_devices() == 3
+
+
+SCRIPTS = {  # every script but report.py (its own tests), and what it takes besides flags
+  'train.py': '',
+  'plot.py': "positional='workdirs'",
+  'benchmark.py': '',
+  'estimate.py': '',
+  'scale_clients.py': '',
+}
+
+
+@pytest.mark.parametrize('script', sorted(SCRIPTS))
+def test_every_script_parses_flags_into_one_line(script):
+  with open(os.path.join(ROOT, 'scripts', script)) as f:
+    source = f.read()
+  assert f'flags_parser=cli.flags_parser({SCRIPTS[script]})' in source
+
+
+@pytest.mark.parametrize(
+  'argv, fragment',
+  [
+    (['prog', '--bogus_flag'], '--bogus_flag is not a flag of this script'),
+    (['prog', 'extra'], "unexpected argument 'extra'"),
+    (['prog', '--config=/no/such/config.py'], "--config='/no/such/config.py' is invalid"),
+  ],
+)
+def test_flags_parser_refuses_unknown_flags_and_stray_arguments(argv, fragment):
+  with pytest.raises(SystemExit) as e:
+    cli.flags_parser()(argv)
+  text = str(e.value)
+  assert text.startswith('error: ') and fragment in text and '\n' not in text, text
+
+
+# ---- every bad input through the scripts: one line, nothing written ----------------------------
+
+
+GRID_CONFIG = """
+import ml_collections
+from afl_jax.pipeline import config as config_lib
+
+
+def get_config():
+  c = config_lib.default()
+  c.dataset, c.model, c.num_clients, c.num_rounds, c.eval_every = 'digits', 'logreg', 8, 4, 2
+  config_lib.set_algorithm(c, 'fedbuff', client_lr=0.1, server_lr=1.0)
+  c.sweep = ml_collections.ConfigDict({'seed': [0, 1]})
+  return c
+"""
+
+
+def _cases(tmp):
+  """name -> (script args, extra env, cwd, fragments of the one error line, path not to create)."""
+  work = str(tmp / 'work')  # each case its own: the processes run at once
+  afile = tmp / 'afile'
+  afile.write_text('not a directory')
+  bad = tmp / 'bad_config.py'
+  bad.write_text('def get_config():\n  return 1 +\n')
+  png = str(tmp / 'out.png')
+  single = tmp / 'single'  # a finished single run (its files, as loop.py leaves them)
+  single.mkdir()
+  for name in ('config.json', 'summary.json', 'plot.png'):
+    (single / name).write_text(name)
+  grid = tmp / 'grid_config.py'
+  grid.write_text(GRID_CONFIG)
+  return {
+    'empty_workdir': (['train.py', '--workdir=', *SMOKE], {}, ROOT, ["--workdir=''"], None),
+    'workdir_is_a_file': (
+      ['train.py', f'--workdir={afile}', *SMOKE],
+      {},
+      ROOT,
+      ['existing file'],
+      None,
+    ),
+    'cpu_devices_abc': (
+      ['train.py', f'--workdir={work}1', *SMOKE],
+      {'AFL_JAX_CPU_DEVICES': 'abc'},
+      ROOT,
+      ["AFL_JAX_CPU_DEVICES='abc' is invalid", '>= 1'],
+      work,
+    ),
+    'config_syntax_error': (
+      ['train.py', f'--workdir={work}3', f'--config={bad}'],
+      {},
+      ROOT,
+      [f'{bad}:2', 'syntax error'],
+      work,
+    ),
+    'outside_the_repository': (
+      ['train.py', f'--workdir={work}5', *SMOKE],
+      {},
+      str(tmp),
+      ["--config='configs/digits_smoke.py' is invalid", 'no such file', str(tmp)],
+      work,
+    ),
+    'outside_the_repository_default_config': (
+      ['train.py', f'--workdir={work}6', '--config.bogus=1'],
+      {},
+      str(tmp),
+      ["config has no field 'bogus'"],
+      work,
+    ),
+    'sweep_into_a_single_run': (
+      ['train.py', f'--workdir={single}', f'--config={grid}'],
+      {},
+      ROOT,
+      ['holds a single run (config.json)'],
+      str(single / workdir_lib.SWEEP_FILE),
+    ),
+    'plot_nonexistent': (
+      ['plot.py', str(tmp / 'nonexistent'), f'--out={png}'],
+      {},
+      ROOT,
+      ['nonexistent is not a directory'],
+      png,
+    ),
+    'benchmark_unknown_task': (['benchmark.py', '--tasks=nope'], {}, ROOT, ["'nope'"], None),
+  }
+
+
+@pytest.fixture(scope='module')
+def script_results(tmp_path_factory):
+  """Every case's (rc, output), the processes started together (they are mostly imports)."""
+  tmp = tmp_path_factory.mktemp('scripts')
+  cases = _cases(tmp)
+  procs = {}
+  for name, (args, env, cwd, _, _) in cases.items():
+    procs[name] = subprocess.Popen(
+      [sys.executable, os.path.join(ROOT, 'scripts', args[0]), *args[1:]],
+      cwd=cwd,
+      env={**ENV, **env},
+      stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT,
+      text=True,
+    )
+  out = {}
+  for name, proc in procs.items():
+    text, _ = proc.communicate(timeout=300)
+    out[name] = (proc.returncode, text)
+  return cases, out
+
+
+CASE_NAMES = [
+  'empty_workdir',
+  'workdir_is_a_file',
+  'cpu_devices_abc',
+  'config_syntax_error',
+  'outside_the_repository',
+  'outside_the_repository_default_config',
+  'sweep_into_a_single_run',
+  'plot_nonexistent',
+  'benchmark_unknown_task',
+]
+
+
+@pytest.mark.parametrize('name', CASE_NAMES)
+def test_bad_input_is_one_line_and_writes_nothing(script_results, name):
+  cases, results = script_results
+  _, _, _, fragments, must_not_exist = cases[name]
+  rc, out = results[name]
+  assert_one_line(rc, out, *fragments)
+  if must_not_exist is not None:  # a path, or the prefix of every case's workdir
+    assert not glob.glob(glob.escape(must_not_exist) + '*'), must_not_exist
+  if name == 'sweep_into_a_single_run':
+    single = os.path.dirname(must_not_exist)
+    for file in ('config.json', 'summary.json', 'plot.png'):
+      assert open(os.path.join(single, file)).read() == file  # untouched

@@ -1,0 +1,162 @@
+"""FedOPT with ``convention='alg2'``: Reddi et al. 2021, Alg. 2, against NumPy.
+
+The NumPy loop below transcribes Alg. 2 in the paper's own signs (``Delta_t`` the mean
+of ``x_local - x_start``, ``x_{t+1} = x_t + eta m_t / (sqrt(v_t) + tau)``), with
+``m_{-1} = 0`` and ``v_{-1} = tau^2``, plus the two variants (Kingma & Ba's step-size
+bias correction with an offset; tau inside the square root). The schedule has stale
+arrivals and a step with no arrival, which must leave x, m, v and t as they were.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from quadratic import make_quadratic, np_replay, quadratic_problem
+
+import afl_jax
+from afl_jax.core.types import Algorithm
+
+LR, ETA, BETA1, BETA2, TAU = 0.3, 0.2, 0.8, 0.9, 0.05
+IDS = [[0, 1], [2, 0], [0, 0], [1, 2], [0, 1], [2, 0]]
+START = [[0, 0], [0, 1], [0, 0], [2, 1], [3, 4], [4, 4]]
+MASK = [[1, 1], [1, 1], [0, 0], [1, 1], [1, 1], [1, 1]]  # step 2: no arrival
+
+
+def _schedule():
+  return afl_jax.schedules.from_arrays(IDS, START, local_steps=[[2, 3]] * 6, mask=MASK)
+
+
+def np_alg2(rule, beta1=BETA1, bias_correction=False, offset=1, inside=False, v_init=None):
+  """A server_step for np_replay: Alg. 2 line by line; also records sign(v - Delta^2)."""
+  state = {'m': None, 'v': None, 't': 0, 'signs': set()}
+
+  def step(x, locals_, starts, taus):
+    del taus
+    if not locals_:  # no arrival: nothing moves, t does not advance
+      return x
+    delta = np.mean([loc - s for loc, s in zip(locals_, starts, strict=True)], axis=0)
+    m = np.zeros_like(x) if state['m'] is None else state['m']
+    v = np.full_like(x, TAU**2 if v_init is None else v_init) if state['v'] is None else state['v']
+    m = beta1 * m + (1 - beta1) * delta
+    if rule == 'adagrad':
+      v = v + delta**2
+    elif rule == 'yogi':
+      state['signs'] |= set(np.sign(v - delta**2).tolist())
+      v = v - (1 - BETA2) * delta**2 * np.sign(v - delta**2)
+    else:
+      v = BETA2 * v + (1 - BETA2) * delta**2
+    eta = ETA
+    if bias_correction:
+      p = state['t'] + offset
+      eta = ETA * np.sqrt(1 - BETA2**p) / (1 - beta1**p)
+    denom = np.sqrt(v + TAU**2) if inside else np.sqrt(v) + TAU
+    state.update(m=m, v=v, t=state['t'] + 1)
+    return x + eta * m / denom
+
+  return step, state
+
+
+def _run(alg, a, b, x0):
+  return afl_jax.simulate(
+    alg, quadratic_problem(a, b), _schedule(), {'x': jnp.asarray(x0)}, jax.random.key(0)
+  )
+
+
+CASES = [
+  ('adagrad', {}, {}),
+  ('yogi', {}, {}),
+  ('adam', {}, {}),
+  ('adam', dict(bias_correction=True), dict(bias_correction=True)),
+  (
+    'yogi',
+    dict(bias_correction=True, tau_placement='inside'),
+    dict(bias_correction=True, inside=True),
+  ),
+  # Flower's FedAdam, FedYogi and FedAdagrad (v_{-1} = 0; FedAdam's offset 2; beta1 = 0).
+  (
+    'adam',
+    dict(bias_correction=True, bias_correction_offset=2, initial_accumulator=0.0),
+    dict(bias_correction=True, offset=2, v_init=0.0),
+  ),
+  ('yogi', dict(initial_accumulator=0.0), dict(v_init=0.0)),
+  ('adagrad', dict(beta1=0.0, initial_accumulator=0.0), dict(beta1=0.0, v_init=0.0)),
+]
+
+
+@pytest.mark.parametrize('rule, hp, np_hp', CASES)
+def test_alg2_matches_numpy_transcription(rule, hp, np_hp):
+  with jax.enable_x64(True):
+    a, b = make_quadratic(dtype=np.float64)
+    x0 = np.linspace(-1.0, 1.0, 4)
+    kw = dict(beta1=BETA1, beta2=BETA2, tau=TAU) | hp
+    alg = afl_jax.algorithms.get(
+      'fedopt', client_lr=LR, server_lr=ETA, server_optimizer=rule, convention='alg2', **kw
+    )
+    res = _run(alg, a, b, x0)
+    step, state = np_alg2(rule, **np_hp)
+    want = np_replay(_schedule(), a, b, x0, LR, step)
+    got = np.asarray(res.params_history['x'])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert np.abs(got[-1] - x0).max() > 1e-2  # it moved
+    # The empty step: the model is the same (bitwise: one program, state selected) ...
+    np.testing.assert_array_equal(got[2], got[1])
+    # ... and the moments and t saw only the five steps with arrivals.
+    alg2_state = res.final_state.server.opt_state[0]
+    assert int(alg2_state.count) == 5 == state['t']
+    # Our pseudo-gradient is the paper's Delta negated, so our m is the paper's m negated.
+    np.testing.assert_allclose(alg2_state.mu['x'], -state['m'], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(alg2_state.nu['x'], state['v'], rtol=1e-12, atol=1e-15)
+    if rule == 'yogi':
+      assert {-1.0, 1.0} <= state['signs']  # v grew and shrank: both branches of sign()
+
+
+def test_alg2_server_step_without_arrivals_keeps_the_state():
+  server = afl_jax.servers.fedopt('yogi', 0.1, convention='alg2', tau=TAU)
+  params = {'x': jnp.asarray([0.5, -1.0, 2.0])}
+  state = server.init(params)
+  arrivals = afl_jax.Arrivals(
+    jnp.zeros(2, jnp.int32),
+    jnp.zeros(2, jnp.int32),
+    jnp.ones(2, bool),
+    jnp.ones(2, jnp.int32),
+    None,
+    jnp.int32(0),
+  )
+  msgs = {'x': jnp.asarray([[1.0, 0.0, -1.0], [0.5, 0.5, 0.5]])}
+  moved, _ = jax.jit(server.update)(state, msgs, arrivals, jax.random.key(0))
+  assert int(moved.opt_state[0].count) == 1
+  empty = arrivals._replace(mask=jnp.zeros(2, bool))
+  same, _ = jax.jit(server.update)(moved, msgs, empty, jax.random.key(0))
+  jax.tree.map(np.testing.assert_array_equal, same, moved)
+
+
+def test_default_convention_is_optax_adam():
+  """The default builds exactly the optax program it built before (so bitwise equal)."""
+  a, b = make_quadratic()
+  x0 = np.linspace(-1.0, 1.0, 4).astype(np.float32)
+  default = afl_jax.algorithms.get('fedopt', client_lr=LR, server_lr=ETA, tau=TAU)
+  by_hand = Algorithm(
+    'fedopt',
+    afl_jax.clients.local_sgd(LR),
+    afl_jax.servers.optimizer_server(optax.adam(ETA, b1=0.9, b2=0.99, eps=TAU)),
+  )
+  got, want = _run(default, a, b, x0), _run(by_hand, a, b, x0)
+  np.testing.assert_array_equal(got.params_history['x'], want.params_history['x'])
+
+
+@pytest.mark.parametrize(
+  'hp, match',
+  [
+    (dict(bias_correction=True), "convention='alg2'"),
+    (dict(tau_placement='inside'), "convention='alg2'"),
+    (dict(convention='alg2', server_optimizer='amsgrad'), "'amsgrad' is optax's only"),
+    (dict(convention='alg2', server_optimizer='adagrad', bias_correction=True), 'FedAdagrad'),
+    (dict(convention='alg2', tau_placement='under'), 'tau_placement'),
+    (dict(convention='alg2', bias_correction_offset=0), 'bias_correction_offset'),
+    (dict(convention='alg3'), 'convention'),
+  ],
+)
+def test_alg2_options_are_validated(hp, match):
+  with pytest.raises(ValueError, match=match):
+    afl_jax.algorithms.get('fedopt', **hp)
