@@ -10,13 +10,30 @@ the message can blame the right field. The Python API raises the same family:
 params, keys or an algorithm argument that cannot work.
 """
 
+from __future__ import annotations
+
 
 class UserError(ValueError):
   """An error caused by the user's input (config, files, sizes), not by a bug."""
 
 
 class ConfigError(UserError):
-  """An invalid experiment configuration: ``config.FIELD=VALUE is invalid: ...``."""
+  """An invalid experiment configuration: ``config.FIELD=VALUE is invalid: ...``.
+
+  Attributes:
+    field: the config path of the value to change (``'schedule.buffer_size'``,
+      ``'hparams.client_lr'``), set where the error is raised; None when no one
+      field is to blame.
+  """
+
+  def __init__(self, message: str, *, field: str | None = None):
+    super().__init__(message)
+    self.field = field
+
+  @classmethod
+  def invalid(cls, field: str, value: object, why: str) -> ConfigError:
+    """``config.FIELD=VALUE is invalid: WHY`` carrying ``field``."""
+    return cls(f'config.{field}={value!r} is invalid: {why}', field=field)
 
 
 class ResumeError(UserError):

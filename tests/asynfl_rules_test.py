@@ -61,9 +61,13 @@ def test_client_rule_under_jit_restarts_after_sync_else_continues():
     assert not bool(state.synced)
 
 
-@pytest.mark.parametrize('normalizer,denominator', [('clients', 5), ('arrivals', 2)])
-def test_server_rule_under_jit_is_eq_5(normalizer, denominator):
-  server = asynfl_lib.asynfl_server(0.8, normalizer=normalizer, num_clients=5)
+@pytest.mark.parametrize(
+  'normalizer,num_clients,denominator',
+  [('clients', 5, 5), ('arrivals', 5, 2), ('clients', None, 5), ('clients', 7, 7)],
+)
+def test_server_rule_under_jit_is_eq_5(normalizer, num_clients, denominator):
+  """n = num_clients; alone, with num_clients=None, n is the arrival axis's width (5)."""
+  server = asynfl_lib.asynfl_server(0.8, normalizer=normalizer, num_clients=num_clients)
   x = np.array([1.0, -2.0, 0.5], np.float32)
   msgs = np.arange(15, dtype=np.float32).reshape(5, 3) / 7.0
   mask = np.array([True, False, False, True, False])
@@ -217,7 +221,6 @@ def test_registry_names_and_hyperparameters():
     ('asynfl', dict(server_lr=-1.0, num_clients=4), 'server_lr'),
     ('asynfl', dict(num_clients=0), 'num_clients'),
     ('asynfl', dict(num_clients=2.5), 'num_clients'),
-    ('asynfl', dict(), 'num_clients'),  # normalizer='clients' needs n
     ('asynfl', dict(num_clients=4, normalizer='mean'), 'normalizer'),
     ('asynfl', dict(num_clients=4, local_training='sometimes'), 'local_training'),
     ('asynflc', dict(num_clients=4, compressor='zip'), 'compressor'),
@@ -235,3 +238,25 @@ def test_invalid_hyperparameters_raise_naming_the_argument(name, hp, match):
 def test_arrivals_normalizer_needs_no_num_clients():
   alg = afl_jax.algorithms.get('asynfl', normalizer='arrivals')
   assert alg.regime == 'always_on'
+
+
+def test_prepare_takes_n_from_the_schedule():
+  """Without num_clients, prepare sizes eq. (5)'s n from the run's schedule."""
+  sched = afl_jax.schedules.from_arrays([[0], [1]], [[0], [1]], num_clients=3)
+  alone = afl_jax.algorithms.get('asynfl', client_lr=0.1, local_training='per_job')
+  given = afl_jax.algorithms.get('asynfl', client_lr=0.1, num_clients=3, local_training='per_job')
+  run = afl_jax.core.types.prepared(alone, sched)
+  x = {'x': jnp.ones(2)}
+  arrivals = Arrivals(
+    client_ids=jnp.arange(1),
+    staleness=jnp.zeros(1, jnp.int32),
+    mask=jnp.ones(1, bool),
+    num_steps=jnp.ones(1, jnp.int32),
+    start_broadcast={'x': jnp.zeros((1, 2))},
+    step=jnp.asarray(0),
+  )
+  msgs, key = {'x': jnp.full((1, 2), 3.0)}, jax.random.key(0)
+  got, _ = run.server.update(run.server.init(x), msgs, arrivals, key)
+  want, _ = given.server.update(given.server.init(x), msgs, arrivals, key)
+  np.testing.assert_array_equal(got.params['x'], want.params['x'])
+  np.testing.assert_allclose(got.params['x'], 1.0 - 1.0 * 3.0 / 3)

@@ -7,7 +7,7 @@ from algorithm_cases import build, run_info
 from quadratic import make_quadratic, quadratic_loss, quadratic_problem
 
 import afl_jax
-from afl_jax.clients.precision import with_compute_dtype
+from afl_jax.core.precision import with_compute_dtype
 
 N = 6
 

@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 import pytest
+from ml_collections.config_flags import config_path
 
 from afl_jax import schedules
 from afl_jax.errors import ConfigError
@@ -26,11 +27,7 @@ def tiny(**overrides):
   c.eval_every = 10
   c.eval_train_samples = 300
   for k, v in overrides.items():
-    node = c
-    *path, last = k.split('.')
-    for p in path:
-      node = node[p]
-    node[last] = v
+    config_path.set_value(k, c, v)
   return c
 
 
@@ -140,9 +137,49 @@ def test_invalid_configs_are_rejected_before_compute(tmp_path, field, value, mat
     c.schedule.client_speed = 'lognormal'
   if field == 'num_clients' and value == 5000:
     c.schedule.concurrency = 4
-  with pytest.raises(ConfigError, match=match):
+  with pytest.raises(ConfigError, match=match) as info:
     loop.train_and_evaluate(c, str(tmp_path / 'w'), log=lambda *_: None)
+  assert info.value.field == field  # carried by the error, not read back from its message
   assert not (tmp_path / 'w' / 'metrics.jsonl').exists()
+
+
+@pytest.mark.parametrize(
+  'overrides,field',
+  [
+    ({'partition': 'shards', 'shards_per_client': 200}, 'shards_per_client'),
+    ({'dirichlet_alpha': 1e-4, 'num_clients': 100, 'schedule.concurrency': 4}, 'dirichlet_alpha'),
+    (
+      {
+        'schedule.kind': 'waiting_windows',
+        'schedule.wait_seconds': 0.001,
+        'schedule.durations': 'constant',
+        'schedule.durations_params': 'value=5',
+      },
+      'schedule.wait_seconds',
+    ),
+  ],
+)
+def test_errors_found_while_building_carry_their_field(overrides, field):
+  with pytest.raises(ConfigError, match=rf'^config\.{field}=') as info:
+    build(tiny(**overrides))
+  assert info.value.field == field
+
+
+def test_a_factory_rejecting_a_combination_blames_the_algorithm_section():
+  from afl_jax.algorithms import registry
+
+  @registry.register('test_combination')
+  def factory(client_lr=0.1, server_lr=1.0):
+    raise ValueError('client_lr and server_lr cannot both be 0.1 and 1.0')
+
+  try:
+    c = tiny()
+    config_lib.set_algorithm(c, 'test_combination')
+    with pytest.raises(ConfigError, match=r"^config.algorithm='test_combination' is invalid: cl"):
+      build(c)
+  finally:
+    registry.ALGORITHMS._factories.pop('test_combination')
+    registry.ALGORITHMS._meta.pop('test_combination')
 
 
 def test_client_speed_needs_a_schedule_that_draws_durations():

@@ -14,7 +14,7 @@ from quadratic import make_quadratic, quadratic_problem
 
 import afl_jax
 from afl_jax.core.types import Arrivals
-from afl_jax.servers.fedac import FedACBroadcast, FedACMessage, fedac, init_state
+from afl_jax.servers.fedac import FedACBroadcast, FedACMessage, fedac_server, init_state
 
 # 6 steps, 2 slots, staleness up to 3, one padding slot. Client 0 has two jobs in
 # flight twice: the job arriving at t=1 started at s=0 before its job of t=0 arrived,
@@ -251,7 +251,7 @@ def test_fedac_server_step_under_jit_and_empty_step_state():
     x = rng.normal(size=3)
     starts = np.stack([x + rng.normal(size=3), x, x + rng.normal(size=3)])
     deltas, dcs = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
-    server = fedac(0.5, 0.6, 0.9, 1e-3, 0.0)
+    server = fedac_server(0.5, 0.6, 0.9, 1e-3, 0.0)
     state = init_state({'x': jnp.asarray(x)}, 4, 0.6, 0.9, 1e-3)
     msgs = FedACMessage({'x': jnp.asarray(deltas)}, {'x': jnp.asarray(dcs)})
     arr = _arrivals([2, 0, 3], [True, True, False], [2, 0, 0], starts, 4)
@@ -284,6 +284,6 @@ def test_fedac_validates_hyperparameters():
   ):
     with pytest.raises(ValueError, match=field):
       get('fedac', **{field: value})
-  assert fedac(num_clients=4).init({'x': jnp.zeros(2)}).applied.shape == (4,)  # no raise
+  assert fedac_server(num_clients=4).init({'x': jnp.zeros(2)}).applied.shape == (4,)  # no raise
   with pytest.raises(ValueError, match='num_clients'):
-    fedac(num_clients=0)
+    fedac_server(num_clients=0)

@@ -13,8 +13,7 @@ import optax
 import pytest
 
 import afl_jax
-from afl_jax.servers.fedecho import distill_optimizer
-from afl_jax.servers.fedecho import fedecho as fedecho_rule
+from afl_jax.servers.fedecho import distill_optimizer, fedecho_server
 
 
 def np_softmax(z):
@@ -74,7 +73,7 @@ def test_server_step_is_fedbuff_then_closed_form_distillation(teacher, alpha_mod
   with jax.enable_x64(True):
     u, x0, starts, msgs = _setup()
     eta_g, eta_d, q = 0.7, 0.3, 2
-    rule = fedecho_rule(
+    rule = fedecho_server(
       apply_fn,
       u,
       N,
@@ -130,7 +129,7 @@ def test_adam_default_first_step_clips_then_normalizes():
     )
     second = {}
     for reset in (True, False):
-      rule = fedecho_rule(
+      rule = fedecho_server(
         apply_fn,
         u,
         N,
@@ -158,7 +157,7 @@ def test_sgd_steps_never_exceed_nu_times_lr(scale):
   with jax.enable_x64(True):
     u, x0, starts, msgs = _setup(seed=2, scale=scale)
     nu, lr = 0.2, 0.5
-    rule = fedecho_rule(
+    rule = fedecho_server(
       apply_fn, u, N, distill_opt=distill_optimizer('sgd', lr, nu), distill_steps=1, distill_batch=4
     )
     update = jax.jit(rule.update)
@@ -188,7 +187,7 @@ def test_fixed_alpha_equals_dynamic_with_equal_bounds():
     args = ({'w': jnp.asarray(msgs)}, _arrivals([0, 1, 2], starts, [True] * 3), jax.random.key(0))
     out = []
     for kw in (dict(alpha_mode='fixed', alpha=0.4), dict(alpha_min=0.4, alpha_max=0.4)):
-      rule = fedecho_rule(apply_fn, u, N, distill_opt=optax.sgd(0.2), distill_steps=3, **kw)
+      rule = fedecho_server(apply_fn, u, N, distill_opt=optax.sgd(0.2), distill_steps=3, **kw)
       out.append(jax.jit(rule.update)(rule.init({'w': jnp.asarray(x0)}), *args)[0].params['w'])
     np.testing.assert_allclose(out[0], out[1], rtol=1e-12)
     assert np.abs(out[0] - x0).max() > 1e-3

@@ -225,7 +225,7 @@ def test_fedfa_nova_unequal_steps_matches_numpy(mode):
 
 def test_server_rule_under_jit_closed_form():
   # The rule on its own: K = 2, eta_g = 0.5, messages m_n = Delta_n (start - local).
-  server = afl_jax.servers.fedfa(window_size=2, mode='delta', server_lr=0.5)
+  server = afl_jax.servers.fedfa_server(window_size=2, mode='delta', server_lr=0.5)
   update = jax.jit(server.update)
   x0 = {'w': jnp.array([1.0, -2.0])}
   state = server.init(x0)
@@ -262,7 +262,7 @@ def test_server_rule_under_jit_closed_form():
   np.testing.assert_array_equal(state.deltas['w'], np.stack([msgs[2], msgs[3]]))
 
   # A padded slot is skipped: three slots, the middle one padding.
-  param_server = afl_jax.servers.fedfa(window_size=2, mode='param', aggregate_on_fill=True)
+  param_server = afl_jax.servers.fedfa_server(window_size=2, mode='param', aggregate_on_fill=True)
   s = param_server.init(x0)
   starts = {'w': jnp.array([[0.0, 0.0], [9.0, 9.0], [2.0, 2.0]])}
   arr = Arrivals(
@@ -292,7 +292,7 @@ def test_server_rule_under_jit_closed_form():
 )
 def test_server_validates_hyperparameters(kwargs, field):
   with pytest.raises(ValueError, match=field):
-    afl_jax.servers.fedfa(**kwargs)
+    afl_jax.servers.fedfa_server(**kwargs)
 
 
 def test_registry_validates_hyperparameters():

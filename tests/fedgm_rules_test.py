@@ -71,7 +71,7 @@ def test_fedgm_server_under_jit_matches_eq2(eta, beta, nu):
   with jax.enable_x64(True):
     msgs, masks, means = _messages()
     x0 = np.linspace(-1, 1, DIM)
-    got, metrics = _run_server(afl_jax.servers.fedgm(eta, beta, nu), x0, msgs, masks)
+    got, metrics = _run_server(afl_jax.servers.fedgm_server(eta, beta, nu), x0, msgs, masks)
     np.testing.assert_allclose(
       got, _np_fedgm(x0, means, [(eta, beta, nu)] * len(means)), rtol=1e-12, atol=1e-12
     )
@@ -211,9 +211,9 @@ def test_divide_by_local_steps_client_under_jit():
 @pytest.mark.parametrize(
   'build,match',
   [
-    (lambda: afl_jax.servers.fedgm(beta=1.0), r'beta must be in \[0.0, 1.0\); got 1.0'),
-    (lambda: afl_jax.servers.fedgm(nu=1.5), r'nu must be in \[0.0, 1.0\]; got 1.5'),
-    (lambda: afl_jax.servers.fedgm(server_lr=0.0), 'server_lr must be > 0; got 0.0'),
+    (lambda: afl_jax.servers.fedgm_server(beta=1.0), r'beta must be in \[0.0, 1.0\); got 1.0'),
+    (lambda: afl_jax.servers.fedgm_server(nu=1.5), r'nu must be in \[0.0, 1.0\]; got 1.5'),
+    (lambda: afl_jax.servers.fedgm_server(server_lr=0.0), 'server_lr must be > 0; got 0.0'),
     (
       lambda: afl_jax.servers.multistage_fedgm([2, 0], [1, 1], [0, 0], [0, 0]),
       r'stage_lengths\[1\] must be an integer >= 1; got 0',

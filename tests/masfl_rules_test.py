@@ -272,9 +272,34 @@ def test_factories_validate_hyperparameters():
     get('adamasfl', client_lr=-1.0, server_lr=0.1, beta=0.5)
   with pytest.raises(ValueError, match='selection'):
     get('masfl', client_lr=0.1, server_lr=0.1, beta=0.5, selection='random')
-  with pytest.raises(ValueError, match='missing'):
-    get('adamasfl')
-  with pytest.raises(ValueError, match="'smoothness'"):
-    get('masfl', arrivals_per_step=2, local_steps=1, num_rounds=100)
+  # No S, K, T: the rule called alone uses STANDALONE; L and tau_max default to 1 and 0.
+  standalone = afl_jax.algorithms.masfl.STANDALONE
+  assert get('adamasfl').prepare is not None  # a run's schedule replaces STANDALONE
+  theory = afl_jax.algorithms.masfl.masfl_theory(2, 1, 100, 1.0, 0)
+  assert get('masfl', arrivals_per_step=2, local_steps=1, num_rounds=100).prepare is not None
+  assert standalone == {'arrivals_per_step': 1, 'local_steps': 1, 'num_rounds': 100}
+  assert theory.server_lr == theory.beta / 4
   with pytest.raises(ValueError, match='arrivals_per_step'):
     get('adamasfl', arrivals_per_step=0, local_steps=1, num_rounds=100)
+
+
+@pytest.mark.parametrize('name', ['masfl', 'adamasfl'])
+def test_prepare_takes_s_k_t_from_the_schedule(name, monkeypatch):
+  """Theorem rates with no S, K, T given: the schedule's in prepare, STANDALONE alone."""
+  masfl_lib = afl_jax.algorithms.masfl
+  rates, real = [], masfl_lib.build
+  monkeypatch.setattr(masfl_lib, 'build', lambda n, *r, **kw: rates.append(r) or real(n, *r, **kw))
+  sched = afl_jax.schedules.from_arrays(
+    [[0, 1]] * 40, [[t, t] for t in range(40)], local_steps=3, num_clients=2
+  )
+  inputs = masfl_lib.schedule_inputs(sched)
+  assert inputs == {'arrivals_per_step': 2, 'local_steps': 3, 'num_rounds': 40}
+  alone = afl_jax.algorithms.get(name)
+  standalone = afl_jax.algorithms.get(name, **masfl_lib.STANDALONE)
+  assert rates[0] == rates[1] and alone.prepare is not None
+  standalone_rates = rates[0]
+  rates.clear()
+  run = afl_jax.core.types.prepared(alone, sched)  # builds at the schedule's S, K, T
+  afl_jax.algorithms.get(name, **inputs)
+  assert rates[0] == rates[-1] != standalone_rates and run.prepare is None
+  assert standalone.prepare is not None  # build's own (history depth)

@@ -131,3 +131,16 @@ def test_one_bit_convention_uncompressed_equals_identity():
   ident = _run(build_algorithm(_config('fedbuff', 'identity'), INFO))
   np.testing.assert_array_equal(plain.metrics['bits_up'], ident.metrics['bits_up'])
   assert float(plain.metrics['bits_up'][0]) == 2 * compression.identity_bits(D)
+
+
+def test_compressor_parameters_are_declared_once_with_the_compressors():
+  for name in ('asynflc', 'asynflc_ef'):
+    specs = afl_jax.algorithms.hyperparameter_specs(name)
+    assert all(specs[k] is spec for k, spec in compression.PARAMS.items())
+    assert specs['compressor'].choices == tuple(sorted(compression.NAMES))
+  assert compression.defaults('top_k_qsgd') == {'fraction': 0.03, 'bits': 4, 'scaled': False}
+  c = config_lib.default()
+  c.compressor.kind, c.compressor.bits = 'qsgd', 64
+  with pytest.raises(ConfigError, match=r'^config.compressor.bits=64 is invalid: must be an') as e:
+    config_lib.validate_compressor(c)
+  assert e.value.field == 'compressor.bits'

@@ -13,7 +13,7 @@ import pytest
 from configs_test import CONFIGS, _load
 from pipeline_cli_test import _train
 
-from afl_jax.clients import precision
+from afl_jax.core import precision
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline import loop

@@ -2,6 +2,7 @@
 
 import ml_collections
 import pytest
+from ml_collections.config_flags import config_path
 
 from afl_jax.core import memory
 from afl_jax.errors import ConfigError
@@ -25,11 +26,7 @@ def config(**overrides):
     }
   )
   for k, v in overrides.items():
-    node = c
-    *path, last = k.split('.')
-    for p in path:
-      node = node[p]
-    node[last] = v
+    config_path.set_value(k, c, v)
   return c
 
 
@@ -42,10 +39,34 @@ def config(**overrides):
     ('random_staleness', 5),
     ('fully_async', 1),
     ('waiting_windows', 20),
+    ('port', 3),
   ],
 )
 def test_slots_per_step_by_kind(kind, m):
   assert sizes.slots_per_step(config(**{'schedule.kind': kind}))[0] == m
+
+
+def test_every_registered_schedule_kind_is_known_to_sizes_and_validation():
+  from afl_jax import schedules
+  from afl_jax.pipeline import config as config_lib
+
+  for kind in schedules.SCHEDULES:
+    meta = schedules.SCHEDULES.meta(kind)
+    assert {'params', 'slots'} <= set(meta), kind  # declared with the kind
+    assert set(schedules.registry.params(kind)) <= set(schedules.registry.PARAMS), kind
+    c = config_lib.default()
+    c.schedule.kind = kind
+    assert set(schedules.registry.params(kind)) <= set(c.schedule), kind  # has a default
+    config_lib.validate_schedule(c)
+    m, field = sizes.slots_per_step(c)
+    assert field in ('num_clients', 'schedule.kind') or field[len('schedule.') :] in c.schedule
+    assert 1 <= m <= c.num_clients, kind
+  c = config_lib.default()
+  c.schedule.kind = 'port'
+  c.schedule.staleness_bound = 0
+  with pytest.raises(ConfigError, match=r'^config.schedule.staleness_bound=0 is invalid') as info:
+    config_lib.validate_schedule(c)
+  assert info.value.field == 'schedule.staleness_bound'
 
 
 def test_estimate_is_bytes_of_the_schedule_arrays():
@@ -96,7 +117,11 @@ def test_memory_guard_names_the_field_of_the_largest_component():
       memory.check({'total': 100}, 10)
   msg = str(info.value)
   assert msg.startswith('config.num_clients=20 is invalid: this run needs about')
+  assert info.value.field == 'num_clients'
   report = {'per_client_state': 1, 'stacked_messages': 10, 'total': 11}
-  assert sizes.blame(report, config()) == ('schedule.buffer_size', 3)
+  with pytest.raises(ConfigError, match=r'^config.schedule.buffer_size=3 is invalid') as info:
+    with sizes.memory_guard(config(), lambda: report):
+      memory.check({'total': 100}, 10)
+  assert info.value.field == 'schedule.buffer_size'
   with sizes.memory_guard(config()):
     pass  # nothing raised, nothing changed

@@ -17,7 +17,7 @@ import afl_jax
 from afl_jax.core.types import Arrivals
 from afl_jax.schedules.durations import Durations
 from afl_jax.schedules.port_clock import port_clock
-from afl_jax.servers.port import PortState, port
+from afl_jax.servers.port import PortState, port_server
 
 # Staleness up to 3 (so the similarity term is used), one padding slot; client 0 has
 # two jobs in flight (its job of t=1 started at s=0, before its job of t=0 arrived).
@@ -169,7 +169,7 @@ def test_port_server_step_under_jit_with_client_weights():
     x, prev = rng.normal(size=3), rng.normal(size=3)
     starts, deltas = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
     sizes = np.array([1, 2, 5, 3])
-    server = port(1.0, 2.0, 0.5, 4.0, reference='last_step', weighting='examples')
+    server = port_server(1.0, 2.0, 0.5, 4.0, reference='last_step', weighting='examples')
     state = PortState({'x': jnp.asarray(x)}, {'x': jnp.asarray(prev)})
     arr = _arrivals([2, 0, 3], [True, False, True], [3, 0, 1], starts)
     arr = arr._replace(num_examples=jnp.asarray(sizes)[arr.client_ids])
@@ -202,7 +202,7 @@ def test_port_validates_hyperparameters():
     with pytest.raises(ValueError, match=field):
       get('port', **{field: value})
   with pytest.raises(ValueError, match='weighting'):
-    port(weighting='data')
+    port_server(weighting='data')
 
 
 def test_port_clock_by_hand():

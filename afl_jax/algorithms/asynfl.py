@@ -53,15 +53,9 @@ from afl_jax.servers.pseudo_gradient import NORMALIZERS, check_normalizer
 
 LOCAL_TRAINING = ('continuous', 'per_job')
 
-# The compressor parameters each compressor takes, with the paper's defaults
-# (Fig. 1: "top3" = k/d 0.03, "Q4b" = QSGD with b = 4; Sign is unscaled, Sec. III-B).
-COMPRESSOR_DEFAULTS: dict[str, dict[str, object]] = {
-  'identity': {},
-  'top_k': {'fraction': 0.03},
-  'sign': {'scaled': False},
-  'qsgd': {'bits': 4},
-  'top_k_qsgd': {'fraction': 0.03, 'bits': 4, 'scaled': False},
-}
+# AsynFLC's hyperparameters naming its compressor and the compressor's parameters: what
+# each accepts is declared with the compressors (afl_jax.compression.PARAMS).
+_COMPRESSOR_SPECS = {'compressor': checks.choice(sorted(compression.NAMES)), **compression.PARAMS}
 
 
 def _check_positive(name: str, value) -> None:
@@ -99,14 +93,12 @@ def build_compressor(
     ValueError: unknown compressor, or a parameter given to a compressor that does
       not take it, or an invalid parameter value.
   """
-  if compressor not in COMPRESSOR_DEFAULTS:
-    raise ValueError(
-      f'compressor must be one of {sorted(COMPRESSOR_DEFAULTS)}; got {compressor!r}.'
-    )
+  if compressor not in compression.NAMES:
+    raise ValueError(f'compressor must be one of {sorted(compression.NAMES)}; got {compressor!r}.')
   given = {
     k: v for k, v in dict(fraction=fraction, bits=bits, scaled=scaled).items() if v is not None
   }
-  takes = COMPRESSOR_DEFAULTS[compressor]
+  takes = compression.defaults(compressor)
   stray = sorted(set(given) - set(takes))
   if stray:
     raise ValueError(
@@ -130,16 +122,30 @@ def asynfl_server(
   rule. Whether ``num_clients`` is the run's n is checked on the host before any
   compute (:func:`check_schedule`).
 
+  ``num_clients=None`` with ``normalizer='clients'``: n is the width M of the
+  arrival axis the rule is called with (every slot one client, as in a synchronous
+  round); the algorithm's ``prepare`` replaces it with the run's n (the schedule's N).
+
   Args:
     server_lr: eta_g.
     normalizer: 'clients' divides by n (as written), 'arrivals' by |S_t|.
-    num_clients: n; required with ``normalizer='clients'``.
+    num_clients: n (None: the arrival axis's width, see above).
     weighting: 'uniform' (as written) or 'examples': client i's Delta weighted by
       ``n_i / sum_j n_j`` in place of ``1/n`` (``n_i / sum_{S_t} n_j`` in place of
       ``1/|S_t|``), :mod:`afl_jax.servers.weighting`.
   """
   _check_positive('server_lr', server_lr)
   _check_num_clients(num_clients)
+  if num_clients is None and normalizer == 'clients':
+    plain = servers.optimizer_server(optax.sgd(server_lr), weighting=weighting)
+
+    def update(state, messages, arrivals, key):
+      width = arrivals.mask.shape[0]  # static: n = M when no run says otherwise
+      return asynfl_server(
+        server_lr, normalizer=normalizer, num_clients=width, weighting=weighting
+      ).update(state, messages, arrivals, key)
+
+    return ServerRule(plain.init, update)
   check_normalizer(normalizer, num_clients)
   return servers.optimizer_server(
     optax.sgd(server_lr),
@@ -232,9 +238,18 @@ def _algorithm(
   )
 
   def prepare(alg: Algorithm, schedule: Schedule) -> Algorithm:
-    for one in schedule if isinstance(schedule, list | tuple) else [schedule]:
+    runs = schedule if isinstance(schedule, list | tuple) else [schedule]
+    for one in runs:
       check_schedule(one, num_clients=num_clients, continuous=continuous, name=name)
-    return alg
+    if num_clients is not None or normalizer != 'clients':
+      return alg
+    n = {one.num_clients for one in runs}
+    if len(n) != 1:
+      raise ScheduleError(f'{name}: the schedules have different client counts {sorted(n)}.')
+    (n,) = n  # eq. (5)'s n is the run's N
+    return alg._replace(
+      server=asynfl_server(server_lr, normalizer=normalizer, num_clients=n, weighting=weighting)
+    )
 
   if continuous:
     client, regime = clients.always_on_sgd(client_lr), 'always_on'
@@ -264,7 +279,9 @@ def asynfl(
   Args:
     client_lr: eta, the local SGD step (eq. 2).
     server_lr: eta_g, the global step (eq. 5).
-    num_clients: n, the divisor of eq. (5); required with ``normalizer='clients'``.
+    num_clients: n, the divisor of eq. (5). None (the default): the run's N, taken
+      from the schedule by ``Algorithm.prepare``; a rule called alone, outside a
+      run, divides by the width of the arrival axis it is given (:func:`asynfl_server`).
     normalizer: 'clients' (divide by n, as written) or 'arrivals' (divide by |S_t|).
     local_training: 'continuous' (eq. 4: clients keep training between reports,
       ``regime='always_on'``) or 'per_job' (FedBuff-style: K steps per job from the
@@ -318,10 +335,7 @@ def _compressed(
   'asynflc',
   context=('num_clients',),
   hparams={
-    'compressor': checks.choice(sorted(COMPRESSOR_DEFAULTS)),
-    'fraction': checks.real(0.0, 1.0, low_open=True),
-    'bits': checks.integer(2, 32),
-    'scaled': checks.boolean(),
+    **_COMPRESSOR_SPECS,
     'normalizer': checks.choice(NORMALIZERS),
     'local_training': checks.choice(LOCAL_TRAINING),
   },
@@ -342,7 +356,7 @@ def asynflc(
 
   ``compressor`` is one of 'identity', 'top_k', 'sign', 'qsgd', 'top_k_qsgd';
   ``fraction`` (k/d), ``bits`` (b) and ``scaled`` are its parameters (None = the
-  paper's default, see :data:`COMPRESSOR_DEFAULTS`); the rest as in :func:`asynfl`.
+  paper's default, :func:`afl_jax.compression.defaults`); the rest as in :func:`asynfl`.
   """
   return _compressed(
     'asynflc',
@@ -364,10 +378,7 @@ def asynflc(
   'asynflc_ef',
   context=('num_clients',),
   hparams={
-    'compressor': checks.choice(sorted(COMPRESSOR_DEFAULTS)),
-    'fraction': checks.real(0.0, 1.0, low_open=True),
-    'bits': checks.integer(2, 32),
-    'scaled': checks.boolean(),
+    **_COMPRESSOR_SPECS,
     'normalizer': checks.choice(NORMALIZERS),
     'local_training': checks.choice(LOCAL_TRAINING),
   },

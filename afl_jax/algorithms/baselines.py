@@ -61,5 +61,5 @@ def fedasync(
 ) -> Algorithm:
   """FedAsync: eta_l = client_lr, mixing alpha, staleness function s_{a,b}."""
   return Algorithm(
-    'fedasync', clients.local_sgd(client_lr), servers.fedasync(alpha, staleness, a, b)
+    'fedasync', clients.local_sgd(client_lr), servers.fedasync_server(alpha, staleness, a, b)
   )

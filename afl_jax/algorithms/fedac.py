@@ -22,8 +22,7 @@ from afl_jax.algorithms.registry import register
 from afl_jax.clients.fedac import fedac_client
 from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
-from afl_jax.servers.fedac import FIRST_UPDATES, init_state
-from afl_jax.servers.fedac import fedac as fedac_server
+from afl_jax.servers.fedac import FIRST_UPDATES, fedac_server, init_state
 
 
 @register(

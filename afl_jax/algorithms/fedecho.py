@@ -2,7 +2,7 @@
 
 Wang, Ma, Chen, "Stragglers Can Contribute More: Uncertainty-Aware Distillation for
 Asynchronous Federated Learning", Alg. 1, eqs. (2)-(4). Clients run local SGD
-(Alg. 1 line 7, as in FedBuff); the server (:func:`afl_jax.servers.fedecho`) stores
+(Alg. 1 line 7, as in FedBuff); the server (:func:`afl_jax.servers.fedecho_server`) stores
 every arriving client's logits on the unlabeled set U, takes the FedBuff step and
 then Q clipped distillation steps toward the averaged teacher.
 
@@ -37,8 +37,12 @@ from afl_jax.algorithms.registry import register
 from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
 from afl_jax.servers.distillation import TEACHERS
-from afl_jax.servers.fedecho import ALPHA_MODES, DISTILL_OPTIMIZERS, distill_optimizer
-from afl_jax.servers.fedecho import fedecho as fedecho_rule
+from afl_jax.servers.fedecho import (
+  ALPHA_MODES,
+  DISTILL_OPTIMIZERS,
+  distill_optimizer,
+  fedecho_server,
+)
 
 
 @register(
@@ -90,7 +94,7 @@ def fedecho(
   if num_clients is None:
     raise ValueError('num_clients is required (N, an integer >= 1); got None.')
   opt = distill_optimizer(optimizer, distill_lr, clip_norm)
-  server = fedecho_rule(
+  server = fedecho_server(
     apply_fn,
     unlabeled_x,
     num_clients,

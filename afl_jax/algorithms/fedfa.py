@@ -53,7 +53,7 @@ def _fedfa(
   weighting: str = 'uniform',
 ) -> Algorithm:
   check_client_lr(client_lr)
-  server = servers.fedfa(
+  server = servers.fedfa_server(
     window_size,
     mode,
     server_lr,

@@ -56,7 +56,7 @@ def _fedgm(
   nu: float,
   weighting: str = 'uniform',
 ) -> Algorithm:
-  server = servers.fedgm(server_lr, beta, nu, weighting=weighting)
+  server = servers.fedgm_server(server_lr, beta, nu, weighting=weighting)
   return Algorithm(name, _local_sgd(client_lr), server)
 
 

@@ -17,10 +17,12 @@ L -> ``smoothness``, tau_max -> ``tau_max`` (the paper's delay counter).
 ``weighting``: 'uniform' (the paper's ``1/S`` and ``1/N``) or 'examples' (by the
 clients' example counts, which travel with the tasks and messages;
 :func:`afl_jax.servers.masfl.masfl_server`). A rate left
-as ``None`` is taken from the theorem, which then needs S, K, T (and, for MasFL's
-gamma and eta, L and tau_max); the experiment pipeline fills ``arrivals_per_step``,
-``local_steps`` and ``num_rounds`` from the run. Both algorithms initialize ``c_i^0``
-for every client through ``Algorithm.init`` (one vmapped pass over all N clients).
+as ``None`` is taken from the theorem at S, K, T given, else the schedule's (read by
+``Algorithm.prepare``), else :data:`STANDALONE` for a rule called outside any run
+(MasFL's gamma and eta also use L and tau_max, default 1 and 0); the experiment
+pipeline passes ``arrivals_per_step``, ``local_steps`` and ``num_rounds`` of the run.
+Both algorithms initialize ``c_i^0`` for every client through ``Algorithm.init`` (one
+vmapped pass over all N clients).
 Docs: docs/algorithms/masfl.md.
 """
 
@@ -30,6 +32,7 @@ import math
 from typing import NamedTuple
 
 import jax
+import numpy as np
 
 from afl_jax.algorithms.registry import register
 from afl_jax.clients.masfl import history_depth, masfl_client
@@ -97,14 +100,6 @@ def masfl_theory(
   return TheoryRates(client_lr=eta, server_lr=beta / (4 * smoothness), beta=beta)
 
 
-def _need(name: str, **given) -> None:
-  missing = sorted(k for k, v in given.items() if v is None)
-  if missing:
-    raise ValueError(
-      f'{name}: pass client_lr, server_lr and beta, or the theorem inputs; missing {missing}.'
-    )
-
-
 def _check_rates(client_lr: float, server_lr: float, beta: float) -> None:
   checks.positive('client_lr', client_lr)
   checks.positive('server_lr', server_lr)
@@ -169,9 +164,52 @@ def build(
   return Algorithm(name, client, server, init=init, prepare=prepare)
 
 
+# The theorem inputs a rate left as None falls back on. S, K, T: a run's ``prepare``
+# reads them from its schedule (:func:`schedule_inputs`); a rule built and called on
+# its own, outside any run, uses STANDALONE. L and tau_max are never read from a run.
+STANDALONE = {'arrivals_per_step': 1, 'local_steps': 1, 'num_rounds': 100}
+DEFAULT_SMOOTHNESS = 1.0  # L when not given
+DEFAULT_TAU_MAX = 0  # tau_max when not given (no delay term)
+RUN_INPUTS = tuple(STANDALONE)
+
+
+def schedule_inputs(schedule) -> dict[str, int]:
+  """S, K, T of a schedule (or of a list of schedules, which must agree).
+
+  S: the largest number of arrivals in a step; K: the median local step count over
+  the schedule's jobs; T: its number of server steps.
+  """
+  found = {
+    (
+      int(one.max_arrivals),
+      int(np.median(one.local_steps[one.mask])),
+      int(one.num_steps),
+    )
+    for one in (schedule if isinstance(schedule, list | tuple) else [schedule])
+  }
+  if len(found) != 1:
+    raise ValueError(f'the schedules disagree on (S, K, T): {sorted(found)}; give them explicitly.')
+  return dict(zip(RUN_INPUTS, found.pop(), strict=True))
+
+
+def _with_run_inputs(make, needed: bool, **given) -> Algorithm:
+  """``make(**inputs)`` with S, K, T filled: given > the schedule (in prepare) > STANDALONE."""
+  if not needed or None not in given.values():
+    return make(**given)
+  alg = make(**{k: STANDALONE[k] if v is None else v for k, v in given.items()})
+
+  def prepare(current: Algorithm, schedule) -> Algorithm:
+    run = schedule_inputs(schedule)
+    sized = make(**{k: run[k] if v is None else v for k, v in given.items()})
+    sized = sized.prepare(sized, schedule)  # the history depth
+    return current._replace(client=sized.client, server=sized.server, init=sized.init)
+
+  return alg._replace(prepare=prepare)
+
+
 @register(
   'masfl',
-  context=('arrivals_per_step', 'local_steps', 'num_rounds'),
+  context=RUN_INPUTS,
   hparams={
     'beta': checks.real(0.0, 1.0, low_open=True),
     'smoothness': checks.POSITIVE,
@@ -194,47 +232,41 @@ def masfl(
   """MasFL (Alg. 1-2): eta = client_lr, gamma = server_lr; missing rates from Thm 3.1.
 
   With ``beta`` given and ``server_lr`` missing, ``gamma = beta / (4L)`` uses that beta.
+  S, K, T not given are the run's (:func:`schedule_inputs`, in ``prepare``), or
+  :data:`STANDALONE` for a rule called outside a run; ``smoothness`` defaults to
+  :data:`DEFAULT_SMOOTHNESS` and ``tau_max`` to :data:`DEFAULT_TAU_MAX`.
   """
-  if beta is None:
-    _need(
-      'masfl', arrivals_per_step=arrivals_per_step, local_steps=local_steps, num_rounds=num_rounds
-    )
-    beta = _beta(
-      _positive_int('arrivals_per_step', arrivals_per_step),
-      _positive_int('local_steps', local_steps),
-      _positive_int('num_rounds', num_rounds),
-    )
-  if server_lr is None:
-    _need('masfl', smoothness=smoothness)
-    if not smoothness > 0:
-      raise ValueError(f'smoothness (L) must be > 0; got {smoothness}.')
-    server_lr = beta / (4 * smoothness)
-  if client_lr is None:
-    _need(
-      'masfl',
-      arrivals_per_step=arrivals_per_step,
-      local_steps=local_steps,
-      num_rounds=num_rounds,
-      smoothness=smoothness,
-      tau_max=tau_max,
-    )
-    client_lr = masfl_theory(
-      arrivals_per_step, local_steps, num_rounds, smoothness, tau_max
-    ).client_lr
-  return build(
-    'masfl',
-    client_lr,
-    server_lr,
-    beta,
-    adaptive=False,
-    selection=selection,
-    weighting=weighting,
+  lips = DEFAULT_SMOOTHNESS if smoothness is None else smoothness
+  tau = DEFAULT_TAU_MAX if tau_max is None else tau_max
+  if not lips > 0:
+    raise ValueError(f'smoothness (L) must be > 0; got {smoothness}.')
+
+  def make(arrivals_per_step, local_steps, num_rounds) -> Algorithm:
+    b = beta
+    if b is None:
+      b = _beta(
+        _positive_int('arrivals_per_step', arrivals_per_step),
+        _positive_int('local_steps', local_steps),
+        _positive_int('num_rounds', num_rounds),
+      )
+    gamma = b / (4 * lips) if server_lr is None else server_lr
+    eta = client_lr
+    if eta is None:
+      eta = masfl_theory(arrivals_per_step, local_steps, num_rounds, lips, tau).client_lr
+    return build('masfl', eta, gamma, b, adaptive=False, selection=selection, weighting=weighting)
+
+  return _with_run_inputs(
+    make,
+    beta is None or client_lr is None,
+    arrivals_per_step=arrivals_per_step,
+    local_steps=local_steps,
+    num_rounds=num_rounds,
   )
 
 
 @register(
   'adamasfl',
-  context=('arrivals_per_step', 'local_steps', 'num_rounds'),
+  context=RUN_INPUTS,
   hparams={'beta': checks.real(0.0, 1.0, low_open=True), 'selection': checks.choice(SELECTIONS)},
 )
 def adamasfl(
@@ -247,27 +279,37 @@ def adamasfl(
   selection: str = 'arrivals',
   weighting: str = 'uniform',
 ) -> Algorithm:
-  """AdaMasFL (Alg. 3-4): eta = client_lr, gamma = server_lr; missing rates from Thm 4.1."""
-  if None in (client_lr, server_lr, beta):
-    _need(
-      'adamasfl',
-      arrivals_per_step=arrivals_per_step,
-      local_steps=local_steps,
-      num_rounds=num_rounds,
-    )
-    theory = adamasfl_theory(arrivals_per_step, local_steps, num_rounds)
-    client_lr = theory.client_lr if client_lr is None else client_lr
-    server_lr = theory.server_lr if server_lr is None else server_lr
-    beta = theory.beta if beta is None else beta
-  return build(
-    'adamasfl',
-    client_lr,
-    server_lr,
-    beta,
-    adaptive=True,
-    selection=selection,
-    weighting=weighting,
+  """AdaMasFL (Alg. 3-4): eta = client_lr, gamma = server_lr; missing rates from Thm 4.1.
+
+  S, K, T not given are the run's (:func:`schedule_inputs`, in ``prepare``), or
+  :data:`STANDALONE` for a rule called outside a run.
+  """
+
+  def make(arrivals_per_step, local_steps, num_rounds) -> Algorithm:
+    eta, gamma, b = client_lr, server_lr, beta
+    if None in (eta, gamma, b):
+      theory = adamasfl_theory(arrivals_per_step, local_steps, num_rounds)
+      eta = theory.client_lr if eta is None else eta
+      gamma = theory.server_lr if gamma is None else gamma
+      b = theory.beta if b is None else b
+    return build('adamasfl', eta, gamma, b, adaptive=True, selection=selection, weighting=weighting)
+
+  return _with_run_inputs(
+    make,
+    None in (client_lr, server_lr, beta),
+    arrivals_per_step=arrivals_per_step,
+    local_steps=local_steps,
+    num_rounds=num_rounds,
   )
 
 
-__all__ = ['TheoryRates', 'adamasfl', 'adamasfl_theory', 'build', 'masfl', 'masfl_theory']
+__all__ = [
+  'STANDALONE',
+  'TheoryRates',
+  'adamasfl',
+  'adamasfl_theory',
+  'build',
+  'masfl',
+  'masfl_theory',
+  'schedule_inputs',
+]

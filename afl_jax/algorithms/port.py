@@ -20,8 +20,7 @@ from afl_jax.algorithms.registry import register
 from afl_jax.clients.sgd import local_sgd
 from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
-from afl_jax.servers.port import REFERENCES
-from afl_jax.servers.port import port as port_server
+from afl_jax.servers.port import REFERENCES, port_server
 
 
 @register(

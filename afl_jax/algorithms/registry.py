@@ -180,7 +180,9 @@ def check_hyperparameters(name: str, hparams: Mapping[str, Any]) -> None:
       continue
     problem = violation(name, k, v)
     if problem is not None:
-      raise ConfigError(f'hparams.{k}={v!r} is invalid: {problem} (algorithm {name!r}).')
+      raise ConfigError(
+        f'hparams.{k}={v!r} is invalid: {problem} (algorithm {name!r}).', field=f'hparams.{k}'
+      )
 
 
 def get(name: str, run: RunInfo | None = None, **hparams) -> Algorithm:

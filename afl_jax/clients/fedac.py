@@ -5,7 +5,7 @@ Prospective Momentum Aggregation and Fine-Grained Correction", AAAI 2024, the
 "client update with fine-grained gradient correction" component (equations as in
 the FedAC of the AFL-Lib benchmark, boyi-liu/AFL-Lib ``alg/fedac.py``; readings in
 docs/algorithms/fedac.md). Client i, starting from the broadcast ``(x_s, c, applied)``
-of :class:`~afl_jax.servers.fedac.FedACBroadcast`, runs K_{t,i} corrected steps
+of :class:`~afl_jax.core.messages.FedACBroadcast`, runs K_{t,i} corrected steps
 
 .. math::
   y_{k+1} = y_k - \\eta_l\\, (\\nabla F_i(y_k; \\xi_k) + c - c_i), \\qquad y_0 = x_s,
@@ -34,8 +34,8 @@ import jax.numpy as jnp
 
 from afl_jax.clients.sgd import run_local_steps
 from afl_jax.core import checks, tree
+from afl_jax.core.messages import FedACBroadcast, FedACMessage
 from afl_jax.core.types import ClientRule, LocalTask, Params
-from afl_jax.servers.fedac import FedACBroadcast, FedACMessage
 
 
 class FedACClientState(NamedTuple):

@@ -5,7 +5,8 @@ Asynchronous Federated Learning" (papers/000). Algorithm 2 (MasFL) and Algorithm
 (AdaMasFL), for client i whose job is consumed at server step t with staleness tau:
 
 * line 1: receive ``theta^{t-tau}`` and ``d^{t-tau} = beta c^{t-tau} + (1-beta) g^{t-tau}``
-  (the server's broadcast, :class:`MasFLBroadcast`); ``theta_i^{t,0} = theta^{t-tau}``;
+  (the server's broadcast, :class:`~afl_jax.core.messages.MasFLBroadcast`);
+  ``theta_i^{t,0} = theta^{t-tau}``;
 * line 3: ``g_i^{t,k} = beta (grad F(theta_i^{t,k}; xi) - c~_i^t + c^{t-tau})
   + (1-beta) g^{t-tau} = beta (grad - c~_i^t) + d^{t-tau}``;
 * line 4 (MasFL): ``theta_i^{t,k+1} = theta_i^{t,k} - eta g_i^{t,k}``;
@@ -41,21 +42,8 @@ import numpy as np
 
 from afl_jax.clients.sgd import run_local_steps
 from afl_jax.core import checks, tree
+from afl_jax.core.messages import MasFLBroadcast, MasFLMessage
 from afl_jax.core.types import ClientRule, LocalTask, Params
-
-
-class MasFLBroadcast(NamedTuple):
-  """What the MasFL server sends (Alg. 1 line 8 / Alg. 3 line 9)."""
-
-  params: Params  # theta^t
-  direction: Params  # d^t = beta c^t + (1 - beta) g^t
-
-
-class MasFLMessage(NamedTuple):
-  """What a MasFL client sends (Alg. 2 line 6 / Alg. 4 line 6)."""
-
-  variate: Params  # c~_i^{t+1}: mean of the job's K stochastic gradients
-  delta: Params | None  # AdaMasFL: (theta_start - theta_K) / (eta K); MasFL: None
 
 
 class MasFLClientState(NamedTuple):

@@ -31,11 +31,12 @@ from afl_jax.compression._base import (
 from afl_jax.compression._dense import identity, paper_sign, sign
 from afl_jax.compression._error_feedback import ErrorFeedbackState, error_feedback
 from afl_jax.compression._qsgd import qsgd, top_k_qsgd
-from afl_jax.compression._registry import NAMES, get
+from afl_jax.compression._registry import NAMES, PARAMS, defaults, get, takes
 from afl_jax.compression._sparse import top_k
 
 __all__ = [
   'NAMES',
+  'PARAMS',
   'VALUE_BITS',
   'Compressor',
   'CompressorState',
@@ -43,6 +44,7 @@ __all__ = [
   'ErrorFeedbackState',
   'Updates',
   'count_bytes',
+  'defaults',
   'dense_bits',
   'error_feedback',
   'get',
@@ -55,6 +57,7 @@ __all__ = [
   'qsgd_bits',
   'sign',
   'sign_bits',
+  'takes',
   'top_k',
   'top_k_bits',
   'top_k_qsgd',

@@ -29,11 +29,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from afl_jax.core.tree import VALUE_BITS as VALUE_BITS
+from afl_jax.core.tree import dense_bits as dense_bits
+
 Updates = Any  # a pytree of arrays: the message of one client
 CompressorState = Any  # a pytree (possibly empty) holding one client's state
 PRNGKey = jax.Array
-
-VALUE_BITS = 32  # bits per transmitted real value (coordinate, norm or scale)
 
 
 class EmptyState(NamedTuple):
@@ -106,11 +107,6 @@ def qsgd_bits(d: int, bits: int) -> int:
 def top_k_qsgd_bits(d: int, k: int, bits: int) -> int:
   """QSGD on the Top-k values: ``32 + k (b + ceil(log2 d))`` bits."""
   return VALUE_BITS + k * (bits + index_bits(d))
-
-
-def dense_bits(tree: Updates) -> int:
-  """Bits of an uncompressed pytree message (e.g. a model broadcast)."""
-  return identity_bits(tree_size(tree))
 
 
 def count_bytes(bits: Any, mask: Any = None) -> float:

@@ -44,8 +44,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from afl_jax.compression._base import dense_bits
-from afl_jax.core import memory, ring, tree
+from afl_jax.core import memory, precision, ring, tree
 from afl_jax.core.problem import Problem
 from afl_jax.core.types import Algorithm, Arrivals, EmptyState, LocalTask, prepared
 from afl_jax.schedules.schedule import Schedule, ScheduleError, clients_mismatch
@@ -669,7 +668,7 @@ class Simulator:
       (:func:`local_step_work`).
     compute_dtype: run the clients' loss and gradients in this dtype (e.g.
       ``jnp.bfloat16``) with float32 params, client and server state
-      (:func:`afl_jax.clients.precision.with_compute_dtype`); None: the params' dtype.
+      (:func:`afl_jax.core.precision.with_compute_dtype`); None: the params' dtype.
     memory_limit_bytes: refuse runs whose analytic memory exceeds 90% of this
       (default: what the backend reports available).
     compress_reports_only: always-on regime with a compressor: compress only the
@@ -701,9 +700,9 @@ class Simulator:
       raise ScheduleError(clients_mismatch(schedule.num_clients, problem.num_clients))
     algorithm = prepared(algorithm, schedule)  # host checks + schedule-sized state
     if compute_dtype is not None:
-      from afl_jax.clients.precision import with_compute_dtype
-
-      algorithm = algorithm._replace(client=with_compute_dtype(algorithm.client, compute_dtype))
+      algorithm = algorithm._replace(
+        client=precision.with_compute_dtype(algorithm.client, compute_dtype)
+      )
     self.algorithm = algorithm
     self.schedule = schedule
     self.chunk_size = int(chunk_size or schedule.num_steps)
@@ -856,5 +855,5 @@ class Simulator:
 
 
 def _bits(tree_: Any) -> float:
-  """Bits of a pytree sent uncompressed (static): 32 per value, afl_jax/compression/_base.py."""
-  return float(dense_bits(tree_))
+  """Bits of a pytree sent uncompressed (static): 32 per value."""
+  return float(tree.dense_bits(tree_))

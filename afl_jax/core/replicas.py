@@ -36,7 +36,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from afl_jax.core import engine, memory, ring
+from afl_jax.core import engine, memory, precision, ring
 from afl_jax.core.problem import Problem
 from afl_jax.core.types import Algorithm
 from afl_jax.schedules.schedule import Schedule, ScheduleError, clients_mismatch
@@ -206,9 +206,7 @@ class ReplicaSimulator:
     compute_dtype: Any = None,
   ):
     if compute_dtype is not None:
-      from afl_jax.clients.precision import with_compute_dtype
-
-      low = lambda alg: alg._replace(client=with_compute_dtype(alg.client, compute_dtype))
+      low = lambda alg: alg._replace(client=precision.with_compute_dtype(alg.client, compute_dtype))
       build = (lambda b: lambda h: low(b(h)))(build)
       algorithms = [low(a) for a in algorithms]
     self.num_replicas = r = len(schedules)

@@ -59,6 +59,14 @@ def size(a: Tree) -> int:
   return sum(int(x.size) for x in jax.tree.leaves(a))
 
 
+VALUE_BITS = 32  # bits per transmitted real value, whatever the in-memory dtype
+
+
+def dense_bits(a: Tree) -> int:
+  """Bits of an uncompressed pytree message (e.g. a model broadcast): 32 per value."""
+  return VALUE_BITS * size(a)
+
+
 def weighted_sum(stacked: Tree, weights: jax.Array) -> Tree:
   """sum_m weights[m] * stacked[m] for every leaf of a tree stacked on axis 0."""
 

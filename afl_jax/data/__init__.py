@@ -19,7 +19,7 @@ from afl_jax.data.federated import (
 from afl_jax.data.fmnist import load_fashion_mnist
 from afl_jax.data.idx import parse_idx, read_idx
 from afl_jax.data.layout import ClientLayout, federate, from_federated
-from afl_jax.data.partition import Partition, dirichlet, iid, shards
+from afl_jax.data.partition import Partition, PartitionError, dirichlet, iid, shards
 from afl_jax.data.synthetic import make_synthetic
 from afl_jax.data.unlabeled import DIGITS_COUNT, UNLABELED_SOURCES, external_unlabeled
 from afl_jax.registry import Registry
@@ -50,6 +50,7 @@ __all__ = [
   'DataError',
   'FederatedData',
   'Partition',
+  'PartitionError',
   'dirichlet',
   'external_unlabeled',
   'federate',

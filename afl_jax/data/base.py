@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -32,3 +33,21 @@ class ArrayDataset(NamedTuple):
   test_x: np.ndarray
   test_y: np.ndarray
   num_classes: int
+
+
+def normalizer(train_x: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+  """Returns ``f(x) -> float32`` normalizing inputs like ``train_x``.
+
+  uint8 images are scaled to ``[0, 1]`` and standardized with the scalar pixel mean and
+  standard deviation of the whole training split (a fixed function of the dataset, not of
+  the seed or partition). Floating-point inputs (digits, synthetic) are already normalized
+  by their loaders and are only cast to float32.
+  """
+  if train_x.dtype != np.uint8:
+    return lambda x: np.asarray(x, dtype=np.float32)
+  # Exact statistics from the 256-bin pixel histogram (no float copy of the images).
+  counts = np.bincount(train_x.ravel(), minlength=256).astype(np.float64)
+  values = np.arange(256) / 255.0
+  mean = float(counts @ values / counts.sum())
+  std = float(np.sqrt(counts @ (values - mean) ** 2 / counts.sum())) or 1.0
+  return lambda x: ((np.asarray(x, np.float32) / 255.0 - mean) / std).astype(np.float32)

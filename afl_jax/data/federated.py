@@ -9,7 +9,6 @@ server-side distillation set, Wang, Ma & Chen, "Stragglers Can Contribute More")
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -17,8 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from afl_jax.data.base import ArrayDataset
-
-PARTITIONS = ('iid', 'dirichlet', 'shards')
+from afl_jax.data.base import normalizer as normalizer
+from afl_jax.data.layout import federate  # the split and partition live there, once
+from afl_jax.data.partition import PARTITIONS as PARTITIONS
 
 
 class FederatedData(NamedTuple):
@@ -54,24 +54,6 @@ class FederatedData(NamedTuple):
     return self.x[sl], self.y[sl]
 
 
-def normalizer(train_x: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-  """Returns ``f(x) -> float32`` normalizing inputs like ``train_x``.
-
-  uint8 images are scaled to ``[0, 1]`` and standardized with the scalar pixel mean and
-  standard deviation of the whole training split (a fixed function of the dataset, not of
-  the seed or partition). Floating-point inputs (digits, synthetic) are already normalized
-  by their loaders and are only cast to float32.
-  """
-  if train_x.dtype != np.uint8:
-    return lambda x: np.asarray(x, dtype=np.float32)
-  # Exact statistics from the 256-bin pixel histogram (no float copy of the images).
-  counts = np.bincount(train_x.ravel(), minlength=256).astype(np.float64)
-  values = np.arange(256) / 255.0
-  mean = float(counts @ values / counts.sum())
-  std = float(np.sqrt(counts @ (values - mean) ** 2 / counts.sum())) or 1.0
-  return lambda x: ((np.asarray(x, np.float32) / 255.0 - mean) / std).astype(np.float32)
-
-
 def make_federated(
   dataset: ArrayDataset,
   partition_name: str,
@@ -100,8 +82,6 @@ def make_federated(
   Returns:
     `FederatedData`. Same arguments -> identical arrays.
   """
-  from afl_jax.data.layout import federate  # the split and partition live there, once
-
   n = len(dataset.train_y)
   if not 0.0 <= unlabeled_fraction < 1.0:
     raise ValueError(f'unlabeled_fraction={unlabeled_fraction!r} must be in [0, 1)')

@@ -16,8 +16,8 @@ from typing import NamedTuple
 import numpy as np
 
 from afl_jax.data import partition as partition_lib
-from afl_jax.data.base import ArrayDataset
-from afl_jax.data.federated import PARTITIONS, normalizer
+from afl_jax.data.base import ArrayDataset, normalizer
+from afl_jax.data.partition import PARTITIONS
 
 # Folded into the seed of the validation split, so that it draws from its own stream.
 _VALIDATION_STREAM = 0x7A11D
@@ -121,9 +121,10 @@ def federate(
   else:
     part = partition_lib.shards(labels, num_clients, shards_per_client, rng)
   if part.sizes.min() < 1:
-    raise ValueError(
+    raise partition_lib.PartitionError(
       f'partition {partition_name!r} left a client without samples (sizes min '
-      f'{part.sizes.min()}); use fewer clients'
+      f'{part.sizes.min()}); use fewer clients',
+      'num_clients',
     )
   norm = normalizer(dataset.train_x)
   return ClientLayout(

@@ -21,6 +21,17 @@ from typing import NamedTuple
 
 import numpy as np
 
+PARTITIONS = ('iid', 'dirichlet', 'shards')
+
+
+class PartitionError(ValueError):
+  """A partition that cannot give every client data; ``argument`` names the argument to change
+  (``'num_clients'``, ``'alpha'`` or ``'shards_per_client'``)."""
+
+  def __init__(self, message: str, argument: str):
+    super().__init__(message)
+    self.argument = argument
+
 
 class Partition(NamedTuple):
   """Client ownership of sample indices.
@@ -73,9 +84,10 @@ def _check_num_clients(num_clients: int, n: int, per_client: int = 1) -> None:
     raise ValueError(f'num_clients={num_clients!r} must be an integer >= 1')
   if num_clients * per_client > n:
     limit = n // per_client
-    raise ValueError(
+    raise PartitionError(
       f'num_clients={num_clients} must be in [1, {limit}]: there are {n} samples'
-      + (f' and each client needs {per_client}' if per_client > 1 else '')
+      + (f' and each client needs {per_client}' if per_client > 1 else ''),
+      'num_clients',
     )
 
 
@@ -139,10 +151,11 @@ def dirichlet(
     assignment = _dirichlet_draw(classes, n, num_clients, float(alpha), rng)
     if assignment is not None and np.bincount(assignment, minlength=num_clients).min() >= min_size:
       return from_assignment(assignment, num_clients)
-  raise ValueError(
+  raise PartitionError(
     f'dirichlet: no draw in max_tries={max_tries} gave every one of num_clients='
     f'{num_clients} clients min_size={min_size} samples at alpha={alpha}; use a larger '
-    'alpha, fewer clients or a smaller min_size'
+    'alpha, fewer clients or a smaller min_size',
+    'alpha',
   )
 
 
@@ -164,7 +177,9 @@ def shards(
   try:
     _check_num_clients(num_clients, n, shards_per_client)
   except ValueError as e:
-    raise ValueError(f'{e} (shards_per_client={shards_per_client})') from None
+    raise PartitionError(
+      f'{e} (shards_per_client={shards_per_client})', 'shards_per_client'
+    ) from None
   rng = np.random.default_rng(rng)
   num_shards = num_clients * shards_per_client
   shuffled = rng.permutation(n)

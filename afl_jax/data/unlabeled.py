@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from afl_jax.data.federated import normalizer
+from afl_jax.data.base import normalizer
 
 UNLABELED_SOURCES = ('heldout', 'digits', 'noise')
 DIGITS_COUNT = 1797  # scikit-learn's digits (UCI optdigits test set)
@@ -120,7 +120,7 @@ def external_unlabeled(source: str, size: int, train_x: np.ndarray) -> np.ndarra
     source: ``'digits'`` or ``'noise'`` (``'heldout'`` is built by ``federate``).
     size: number of samples.
     train_x: the raw training images (shape, dtype and pixel scale to match; the
-      normalizer of the training data, :func:`afl_jax.data.federated.normalizer`).
+      normalizer of the training data, :func:`afl_jax.data.base.normalizer`).
   """
   if source == 'digits':
     raw = digits_images(size, train_x)

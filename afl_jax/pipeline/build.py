@@ -25,7 +25,6 @@ import numpy as np
 
 from afl_jax import algorithms, compression, data, models, schedules
 from afl_jax.algorithms.registry import RunInfo
-from afl_jax.compression._registry import takes as compressor_takes
 from afl_jax.core.problem import Problem
 from afl_jax.core.types import Algorithm
 from afl_jax.errors import ConfigError, UserError
@@ -71,7 +70,7 @@ class Run:
 
 
 def _err(field: str, value: Any, why: str) -> ConfigError:
-  return ConfigError(f'config.{field}={value!r} is invalid: {why}')
+  return ConfigError.invalid(field, value, why)
 
 
 # ---- data ---------------------------------------------------------------------------------
@@ -87,12 +86,12 @@ def load_dataset(c: ml_collections.ConfigDict) -> data.ArrayDataset:
   return ds
 
 
-def _partition_field(c: ml_collections.ConfigDict, message: str, owned: int) -> tuple[str, Any]:
-  if c.partition == 'shards' and ('shards_per_client' in message or c.num_clients <= owned):
-    return 'shards_per_client', c.shards_per_client
-  if 'alpha' in message and c.partition == 'dirichlet':
-    return 'dirichlet_alpha', c.dirichlet_alpha
-  return 'num_clients', c.num_clients
+# The config field behind each argument of ``data.federate`` a partition error names.
+_PARTITION_FIELDS = {
+  'num_clients': 'num_clients',
+  'alpha': 'dirichlet_alpha',
+  'shards_per_client': 'shards_per_client',
+}
 
 
 def build_data(c: ml_collections.ConfigDict) -> data.ClientLayout:
@@ -105,7 +104,7 @@ def build_data(c: ml_collections.ConfigDict) -> data.ClientLayout:
     ds = load_dataset(c)
   except data.DataError as e:
     where = 'data_dir' if c.data_dir else 'dataset'
-    raise data.DataError(f'config.{where}={_get(c, where)!r} is invalid: {e}') from None
+    raise data.DataError(f'config.{where}={c[where]!r} is invalid: {e}') from None
   n = len(ds.train_y)
   if c.validation_size >= n:
     raise _err('validation_size', c.validation_size, f'must be < the {n} training samples.')
@@ -135,12 +134,10 @@ def build_data(c: ml_collections.ConfigDict) -> data.ClientLayout:
       unlabeled_size=heldout,
       validation_size=c.validation_size,
     )
-  except UserError:
-    raise
-  except ValueError as e:
-    field, value = _partition_field(c, str(e), owned)
+  except data.PartitionError as e:
+    field = _PARTITION_FIELDS[e.argument]
     raise _err(
-      field, value, f'partition {c.partition!r} cannot give every client data: {e}.'
+      field, c[field], f'partition {c.partition!r} cannot give every client data: {e}.'
     ) from None
   if c.unlabeled_source == 'heldout':
     return layout
@@ -182,78 +179,44 @@ def build_schedule(
     raise
   except ValueError as e:
     raise _err('schedule.kind', s.kind, f'{e}'.rstrip('.') + '.') from None
-  if not np.any(schedule.mask):
-    field = 'schedule.wait_seconds' if s.kind == 'waiting_windows' else 'schedule.kind'
+  if not np.any(schedule.mask):  # only a waiting window can be too short for every job
+    field = 'wait_seconds' if 'wait_seconds' in schedules.registry.params(s.kind) else 'kind'
     raise _err(
-      field,
-      _get(c, field),
+      f'schedule.{field}',
+      s[field],
       f'no client ever arrives in the {c.num_rounds} server steps of this schedule '
       '(every step is empty); lengthen the waiting window or shorten the job durations.',
     )
   return schedule
 
 
-def _get(c, field):
-  node = c
-  for part in field.split('.'):
-    node = node[part]
-  return node
-
-
 # ---- algorithm ----------------------------------------------------------------------------
-# The config field that sets each RunInfo field (for errors about the run context).
-_CONTEXT_FIELDS = {
-  'num_rounds': 'num_rounds',
-  'num_clients': 'num_clients',
-  'local_steps': 'local_steps',
-  'unlabeled_x': 'unlabeled_size',
-  'apply_fn': 'model',
-}
-
-
-def _hparam_field(c: ml_collections.ConfigDict, message: str) -> tuple[str, Any]:
-  """The config field a factory's error message is about (its first word, else a mention)."""
-  first = message.split(' ', 1)[0].strip('`\'",:;()')
-  for name, field in _CONTEXT_FIELDS.items():
-    if (first == name or first.startswith(f'{name}=')) and name not in c.hparams:
-      return field, _get(c, field)
-  if first == 'arrivals_per_step' or first.startswith('arrivals_per_step='):
-    field = 'schedule.buffer_size' if 'buffer_size' in c.schedule else 'schedule.kind'
-    if c.schedule.kind in ('synchronous', 'random_staleness'):
-      field = 'schedule.clients_per_step'
-    return field, _get(c, field)
-  for name in c.hparams:
-    if first == name or message.startswith(f'{name} ') or message.startswith(f'{name}='):
-      return f'hparams.{name}', c.hparams[name]
-  for name in c.hparams:
-    if f'{name}=' in message or f'{name} ' in message:
-      return f'hparams.{name}', c.hparams[name]
-  return 'algorithm', c.algorithm
-
-
 def build_compressor(c: ml_collections.ConfigDict) -> compression.Compressor | None:
   """``c.compressor`` as a Compressor (None for kind 'none')."""
   if 'compressor' not in c or c.compressor.kind == 'none':
     return None
   kind = c.compressor.kind
-  args = {k: c.compressor[k] for k in compressor_takes(kind)}
+  args = {k: c.compressor[k] for k in compression.takes(kind)}  # each checked by validate()
   try:
     return compression.get(kind, error_feedback=c.compressor.error_feedback, **args)
   except ValueError as e:
-    field = next((k for k in args if k in str(e)), 'kind')
-    raise _err(f'compressor.{field}', c.compressor[field], f'{e}'.rstrip('.') + '.') from None
+    raise _err('compressor.kind', kind, f'{e}'.rstrip('.') + '.') from None
 
 
 def build_algorithm(c: ml_collections.ConfigDict, info: RunInfo) -> Algorithm:
   """The registry entry ``c.algorithm`` with ``c.hparams``, the run context from ``info``
-  and ``c.compressor`` around its client messages."""
+  and ``c.compressor`` around its client messages.
+
+  Each hyperparameter was checked against its spec by ``validate``; what the factory
+  still rejects is a combination (of values, or of values and the run context), an
+  error of the ``algorithm`` section as a whole.
+  """
   try:
     algorithm = algorithms.get(c.algorithm, run=info, **dict(c.hparams))
   except UserError:
     raise
   except (ValueError, TypeError) as e:
-    field, value = _hparam_field(c, str(e))
-    raise _err(field, value, f'{e}'.rstrip('.') + '.') from None
+    raise _err('algorithm', c.algorithm, f'{e}'.rstrip('.') + '.') from None
   compressor = build_compressor(c)
   if compressor is not None:
     if algorithm.compressor is not None:

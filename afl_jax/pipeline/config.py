@@ -26,11 +26,12 @@ from types import ModuleType
 from typing import Any
 
 import ml_collections
+from ml_collections.config_flags import config_path
 
 from afl_jax import algorithms, compression, data, models, schedules
-from afl_jax.compression._registry import takes as compressor_takes
 from afl_jax.core import checks
 from afl_jax.errors import ConfigError
+from afl_jax.schedules.durations import KINDS as DURATION_KINDS
 
 DTYPES = ('float32', 'float64')
 COMPUTE_DTYPES = ('dtype', 'bfloat16', 'float16', 'float32')  # 'dtype': no cast
@@ -146,9 +147,10 @@ def set_algorithm(c: ml_collections.ConfigDict, name: str, **hparams: Any) -> No
   full = default_hparams(name)
   unknown = sorted(set(hparams) - set(algorithms.hyperparameters(name)))
   if unknown:
-    raise ConfigError(
-      f'config.hparams.{unknown[0]}={hparams[unknown[0]]!r} is invalid: {name} takes '
-      f'{sorted(algorithms.hyperparameters(name))}.'
+    raise _err(
+      f'hparams.{unknown[0]}',
+      hparams[unknown[0]],
+      f'{name} takes {sorted(algorithms.hyperparameters(name))}',
     )
   full.update(hparams)
   c.hparams = ml_collections.ConfigDict(full)
@@ -205,21 +207,20 @@ def override_hparam(c: ml_collections.ConfigDict, name: str, text: str) -> None:
   """Apply ``--config.hparams.NAME=TEXT`` to a resolved config (one-line errors)."""
   valid = sorted(algorithms.hyperparameters(c.algorithm))
   if name not in valid:
-    raise ConfigError(
-      f'config.hparams.{name}={text!r} is invalid: {c.algorithm} takes no hyperparameter '
-      f'{name!r}; valid: {valid}.'
+    raise _err(
+      f'hparams.{name}', text, f'{c.algorithm} takes no hyperparameter {name!r}; valid: {valid}'
     )
   try:
     value = parse_value(text, c.hparams.get(name))
   except ValueError as e:
-    raise ConfigError(f'config.hparams.{name}={text!r} is invalid: {e}.') from None
+    raise _err(f'hparams.{name}', text, str(e)) from None
   with c.hparams.unlocked():
     c.hparams[name] = value
 
 
 # ---- field checks -----------------------------------------------------------------------
 def _err(field: str, value: Any, allowed: str) -> ConfigError:
-  return ConfigError(f'config.{field}={value!r} is invalid: {allowed}.')
+  return ConfigError.invalid(field, value, f'{allowed}.')
 
 
 def _check(cond: bool, field: str, value: Any, allowed: str) -> None:
@@ -227,15 +228,8 @@ def _check(cond: bool, field: str, value: Any, allowed: str) -> None:
     raise _err(field, value, allowed)
 
 
-def _get(c: ml_collections.ConfigDict, field: str) -> Any:
-  node = c
-  for part in field.split('.'):
-    node = node[part]
-  return node
-
-
 def _int(c, field: str, low: int, high: int | None = None, note: str = '') -> int:
-  v = _get(c, field)
+  v = config_path.get_value(field, c)
   ok = not isinstance(v, bool) and isinstance(v, int) and v >= low and (high is None or v <= high)
   rng = f'an integer >= {low}' if high is None else f'an integer in [{low}, {high}]'
   _check(ok, field, v, f'must be {rng}{note}')
@@ -243,7 +237,7 @@ def _int(c, field: str, low: int, high: int | None = None, note: str = '') -> in
 
 
 def _float(c, field: str, low: float, high: float = math.inf, *, low_open=False) -> float:
-  v = _get(c, field)
+  v = config_path.get_value(field, c)
   try:
     x = checks.number(field, v)
   except ValueError:
@@ -258,13 +252,13 @@ def _float(c, field: str, low: float, high: float = math.inf, *, low_open=False)
 
 
 def _bool(c, field: str) -> bool:
-  v = _get(c, field)
+  v = config_path.get_value(field, c)
   _check(isinstance(v, bool), field, v, 'must be a boolean (True or False)')
   return v
 
 
 def _choice(c, field: str, allowed) -> Any:
-  v = _get(c, field)
+  v = config_path.get_value(field, c)
   allowed = tuple(allowed)
   _check(isinstance(v, str) and v in allowed, field, v, f'must be one of {allowed}')
   return v
@@ -325,9 +319,9 @@ def validate_data(c: ml_collections.ConfigDict) -> None:
   if data.DATASETS.meta(c.dataset).get('federated'):
     for field in ('unlabeled_size', 'validation_size', 'train_subset'):
       _check(
-        _get(c, field) == 0,
+        config_path.get_value(field, c) == 0,
         field,
-        _get(c, field),
+        config_path.get_value(field, c),
         f'must be 0 for dataset={c.dataset!r} (its data is generated per client)',
       )
 
@@ -342,39 +336,33 @@ def validate_model(c: ml_collections.ConfigDict) -> None:
 
 
 def validate_schedule(c: ml_collections.ConfigDict) -> None:
-  """The delay model (``config.schedule``)."""
+  """The delay model (``config.schedule``): the fields its registry entry declares."""
   s = c.schedule
   kind = _choice(c, 'schedule.kind', schedules.SCHEDULES.names())
   n = c.num_clients
-  if kind in ('fedbuff', 'fully_async', 'fedecho_large', 'fedecho_mild', 'port'):
-    _int(c, 'schedule.concurrency', 1, n, note=f' (num_clients={n})')
-  if kind == 'port':
-    _int(c, 'schedule.staleness_bound', 1)
-    _check(isinstance(s.urgent, bool), 'schedule.urgent', s.urgent, 'must be True or False')
-  if kind in ('fedbuff', 'fedecho_large', 'fedecho_mild', 'port'):
-    _int(c, 'schedule.buffer_size', 1, s.concurrency, note=f' (concurrency={s.concurrency})')
-    _check(
-      n >= s.concurrency + s.buffer_size - 1,
-      'num_clients',
-      n,
-      f'must be >= concurrency + buffer_size - 1 = {s.concurrency + s.buffer_size - 1}',
-    )
-  if kind in ('synchronous', 'random_staleness'):
-    _int(c, 'schedule.clients_per_step', 1, n, note=f' (num_clients={n})')
-  if kind == 'random_staleness':
-    _int(c, 'schedule.window', 1)
-    try:
-      mult = schedules.registry.parse_multipliers(s.local_steps_multipliers)
-    except (ValueError, AttributeError):
-      mult = [0]
-    _check(
-      mult is None or min(mult) >= 1,
-      'schedule.local_steps_multipliers',
-      s.local_steps_multipliers,
-      "must be '' or comma-separated integers >= 1",
-    )
-  if kind == 'waiting_windows':
-    _float(c, 'schedule.wait_seconds', 0.0)
+  for name in schedules.registry.params(kind):
+    field, param = f'schedule.{name}', schedules.registry.PARAMS[name]
+    if param.kind == 'integer':
+      high, note = param.high(s, n) if param.high else (None, '')
+      _int(c, field, param.low, high, note=note)
+    elif param.kind == 'real':
+      _float(c, field, param.low)
+    elif param.kind == 'boolean':
+      _check(isinstance(s[name], bool), field, s[name], 'must be True or False')
+    else:  # 'multipliers'
+      try:
+        mult = schedules.registry.parse_multipliers(s[name])
+      except (ValueError, AttributeError):
+        mult = [0]
+      _check(
+        mult is None or min(mult) >= 1,
+        field,
+        s[name],
+        "must be '' or comma-separated integers >= 1",
+      )
+  if 'min_clients' in schedules.SCHEDULES.meta(kind):
+    what, least = schedules.SCHEDULES.meta(kind)['min_clients']
+    _check(n >= least(s), 'num_clients', n, f'must be >= {what} = {least(s)}')
   _int(c, 'schedule.seed', -1, SEED_MAX, note=' (-1 = derive from config.seed)')
   speed = _choice(c, 'schedule.client_speed', schedules.CLIENT_SPEEDS)
   draws = schedules.SCHEDULES.meta(kind)['draws_durations']
@@ -392,17 +380,7 @@ def validate_schedule(c: ml_collections.ConfigDict) -> None:
   if speed == 'lognormal':
     _float(c, 'schedule.client_speed_sigma', 0.0, low_open=True)
   if draws:
-    _check(
-      isinstance(s.durations, str),
-      'schedule.durations',
-      s.durations,
-      'must be a duration family name',
-    )
-    try:
-      schedules.make_durations(s.durations, 'value=1' if s.durations == 'constant' else '')
-    except ValueError as e:
-      if 'unknown' in str(e):
-        raise _err('schedule.durations', s.durations, str(e).rstrip('.')) from None
+    _choice(c, 'schedule.durations', DURATION_KINDS)
     try:
       params = schedules.parse_params(s.durations_params)
       if not all(math.isfinite(v) for v in params.values()):
@@ -447,13 +425,10 @@ def validate_compressor(c: ml_collections.ConfigDict) -> None:
   _bool(c, 'compressor.error_feedback')
   if kind == 'none':
     return
-  takes = compressor_takes(kind)
-  if 'fraction' in takes:
-    _float(c, 'compressor.fraction', 0.0, 1.0, low_open=True)
-  if 'bits' in takes:
-    _int(c, 'compressor.bits', 2, 32)
-  if 'scaled' in takes:
-    _bool(c, 'compressor.scaled')
+  for name in compression.takes(kind):  # what each accepts: compression.PARAMS
+    problem = compression.PARAMS[name].violation(c.compressor[name])
+    if problem is not None:
+      raise _err(f'compressor.{name}', c.compressor[name], problem)
 
 
 def validate_sweep(c: ml_collections.ConfigDict) -> None:

@@ -326,7 +326,7 @@ def summarize(
     summary['val_accuracy'] = final['val_accuracy']
     summary['val_loss'] = final['val_loss']
   if c.target_accuracy > 0:
-    hit = next((r for r in records if r.get('test_accuracy', 0) >= c.target_accuracy), None)
+    hit = metrics_io.first_reaching(records, c.target_accuracy)
     summary['target_accuracy'] = c.target_accuracy
     summary['steps_to_target'] = hit['step'] if hit else None
     summary['wall_clock_to_target'] = hit['wall_clock'] if hit else None

@@ -22,6 +22,7 @@ tail with a one-line warning; ``repair=True`` also rewrites the file, which the
 writer and :func:`truncate_metrics` do on resume); a damaged line *before* the last
 one is not a crash artifact and raises :class:`MetricsError`.
 :func:`truncate_metrics` keeps the records up to a step (resume after a kill).
+:func:`first_reaching` is the time-to-target rule of single runs and sweeps.
 """
 
 from __future__ import annotations
@@ -365,3 +366,14 @@ def truncate_metrics(
   if os.path.isfile(path) and len(kept) != len(records):
     _atomic_write_lines(path, [json.dumps(r, sort_keys=True, allow_nan=False) for r in kept])
   return [decode_record(dict(r)) for r in kept]
+
+
+def first_reaching(
+  records: Sequence[Mapping[str, Any]], target: float, key: str = 'test_accuracy'
+) -> Mapping[str, Any] | None:
+  """The first record whose ``key`` is >= ``target`` (a record without it counts as 0).
+
+  Its ``step``, ``wall_clock`` and ``bytes_up`` are the run's time to target; None when
+  no record reaches it.
+  """
+  return next((r for r in records if r.get(key, 0) >= target), None)

@@ -16,12 +16,10 @@ schedule are built; wrap the simulator's initialisation in :func:`memory_guard`
 so that the engine's analytic device-memory check (SWEEP's
 :mod:`afl_jax.core.memory`) also names a config field.
 
-Slots per step M by schedule kind (``config.schedule``):
-
-  synchronous, random_staleness   clients_per_step
-  fedbuff, fedecho_large/_mild    buffer_size
-  fully_async                     1
-  waiting_windows                 up to num_clients (every client may report at once)
+The slots per step M of each schedule kind, and whether it is built from arrays or
+from Python lists of arrivals, are declared with the kind
+(:func:`afl_jax.schedules.registry.slots`, ``array_builder``); a kind that declares
+no slots field may have every one of its N clients arrive at once.
 """
 
 from __future__ import annotations
@@ -30,10 +28,13 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from ml_collections.config_flags import config_path
+
+from afl_jax import schedules
 from afl_jax.core import memory
 from afl_jax.errors import ConfigError
 
-__all__ = ['blame', 'check', 'estimate', 'host_limit', 'memory_guard', 'slots_per_step']
+__all__ = ['check', 'estimate', 'host_limit', 'memory_guard', 'slots_per_step']
 
 # Bytes per arrival slot in the finished schedule: client_ids, start_step,
 # local_steps (int32 each) and mask (bool); plus float64 wall_clock per step.
@@ -56,23 +57,15 @@ MAX_SLOTS = 2 * 10**7
 # Fraction of the available host memory the host-side arrays may take.
 HOST_FRACTION = 0.5
 
-_LIST_BUILDERS = ('fedbuff', 'fully_async', 'waiting_windows', 'fedecho_large', 'fedecho_mild')
-
 
 def slots_per_step(config: Any) -> tuple[int, str]:
   """(M, the config field that sets it) for ``config.schedule.kind``, before building."""
-  s, kind, n = config.schedule, config.schedule.kind, int(config.num_clients)
-  if kind in ('synchronous', 'random_staleness'):
-    return int(s.clients_per_step), 'schedule.clients_per_step'
-  if kind in ('fedbuff', 'fedecho_large', 'fedecho_mild'):
-    return int(s.buffer_size), 'schedule.buffer_size'
-  if kind == 'fully_async':
-    return 1, 'schedule.kind'
-  if kind == 'waiting_windows':
-    return n, 'num_clients'
-  # A kind registered later: the larger of the two usual fields, at most N.
-  m = max(int(s.get('clients_per_step', 1)), int(s.get('buffer_size', 1)))
-  return min(m, n), 'schedule.kind'
+  slots = schedules.registry.slots(config.schedule.kind)
+  if slots is None:  # every client may report at once
+    return int(config.num_clients), 'num_clients'
+  if isinstance(slots, int):
+    return slots, 'schedule.kind'
+  return int(config.schedule[slots]), f'schedule.{slots}'
 
 
 def estimate(config: Any) -> dict[str, int]:
@@ -86,11 +79,8 @@ def estimate(config: Any) -> dict[str, int]:
   m, _ = slots_per_step(config)
   n = int(config.num_clients)
   slots = t * m
-  per_arrival = (
-    BUILDER_BYTES_PER_ARRIVAL
-    if config.schedule.kind in _LIST_BUILDERS
-    else ARRAY_BUILDER_BYTES_PER_ARRIVAL
-  )
+  array_builder = schedules.SCHEDULES.meta(config.schedule.kind).get('array_builder', False)
+  per_arrival = ARRAY_BUILDER_BYTES_PER_ARRIVAL if array_builder else BUILDER_BYTES_PER_ARRIVAL
   report = {
     'schedule_arrays': slots * SLOT_BYTES + t * STEP_BYTES,
     'schedule_builder': slots * per_arrival,
@@ -143,11 +133,14 @@ def check(
   m, m_field = slots_per_step(config)
   shape = f'T={t:,} server steps x M={m:,} arrival slots = {report["slots"]:,} slots'
   if report['slots'] > max_slots:
-    field, value = ('num_rounds', t) if t >= m else (m_field, _value(config, m_field))
-    raise ConfigError(
-      f'config.{field}={value!r} is invalid: the schedule would have {shape} '
-      f'({_gib(report["schedule_arrays"])} of arrays, more to build), above the limit of '
-      f'{max_slots:,} slots; lower {field}.'
+    field, value = (
+      ('num_rounds', t) if t >= m else (m_field, config_path.get_value(m_field, config))
+    )
+    raise ConfigError.invalid(
+      field,
+      value,
+      f'the schedule would have {shape} ({_gib(report["schedule_arrays"])} of arrays, more '
+      f'to build), above the limit of {max_slots:,} slots; lower {field}.',
     )
   if limit is not None and report['total'] > limit:
     client_part = report['client_tables'] + report.get('generated_data', 0)
@@ -155,44 +148,29 @@ def check(
     if client_part >= schedule_part:
       field, value = 'num_clients', n
     else:
-      field, value = ('num_rounds', t) if t >= m else (m_field, _value(config, m_field))
-    raise ConfigError(
-      f'config.{field}={value!r} is invalid: the host-side arrays need about '
-      f'{_gib(report["total"])} ({_format(report)}; {shape}) but the limit is '
-      f'{_gib(limit)} ({HOST_FRACTION:.0%} of the available host memory); lower {field}.'
+      field, value = (
+        ('num_rounds', t) if t >= m else (m_field, config_path.get_value(m_field, config))
+      )
+    raise ConfigError.invalid(
+      field,
+      value,
+      f'the host-side arrays need about {_gib(report["total"])} ({_format(report)}; {shape}) '
+      f'but the limit is {_gib(limit)} ({HOST_FRACTION:.0%} of the available host memory); '
+      f'lower {field}.',
     )
   return report
 
 
-def _value(config: Any, field: str) -> Any:
-  node = config
-  for part in field.split('.'):
-    node = node[part]
-  return node
-
-
-# Which config field to lower for each component of the engine's analytic report.
-_MEMORY_FIELDS = {
+# The config field that sets each component of the engine's analytic memory report
+# (:func:`afl_jax.core.memory.estimate`); 'slots' is the one that sets M (slots_per_step).
+MEMORY_FIELDS = {
   'per_client_state': 'num_clients',
   'client_data': 'num_clients',
   'ring_buffer': 'schedule.kind',
   'server_state': 'model',
-  'stacked_messages': 'schedule.buffer_size',
+  'stacked_messages': 'slots',
   'step_working_set': 'client_block_size',
 }
-
-
-def blame(report: dict[str, int], config: Any) -> tuple[str, Any]:
-  """(field, value) to lower for the largest component of a memory.estimate report."""
-  parts = {k: v for k, v in report.items() if k != 'total'}
-  largest = max(parts, key=parts.get) if parts else 'per_client_state'
-  field = _MEMORY_FIELDS.get(largest, 'num_clients')
-  if field == 'schedule.buffer_size':
-    _, field = slots_per_step(config)
-  try:
-    return field, _value(config, field)
-  except (KeyError, AttributeError):
-    return 'num_clients', config.num_clients
 
 
 @contextlib.contextmanager
@@ -201,11 +179,16 @@ def memory_guard(config: Any, report_of: Any = None) -> Iterator[None]:
 
   ``with sizes.memory_guard(config, lambda: sim.memory): state = sim.init(...)``.
   ``report_of`` returns the analytic report (``Simulator.memory``) once the error is
-  raised; the largest component picks the field (:func:`blame`).
+  raised; the field that sets its largest component (:data:`MEMORY_FIELDS`) is named
+  (num_clients without a report).
   """
   try:
     yield
   except memory.InsufficientMemoryError as e:
-    report = report_of() if report_of is not None else {}
-    field, value = blame(report or {}, config)
-    raise ConfigError(f'config.{field}={value!r} is invalid: {e}') from None
+    report = (report_of() if report_of is not None else None) or {}
+    parts = {k: v for k, v in report.items() if k != 'total'}
+    largest = max(parts, key=parts.get) if parts else 'per_client_state'
+    field = MEMORY_FIELDS.get(largest, 'num_clients')
+    if field == 'slots':
+      field = slots_per_step(config)[1]
+    raise ConfigError.invalid(field, config_path.get_value(field, config), str(e)) from None

@@ -49,6 +49,7 @@ from typing import Any
 import jax
 import ml_collections
 import numpy as np
+from ml_collections.config_flags import config_path
 
 from afl_jax import algorithms
 from afl_jax.core import memory, replicas
@@ -79,21 +80,6 @@ def flatten(sweep: Any, prefix: str = '') -> dict[str, list]:
   return out
 
 
-def _get(c: ml_collections.ConfigDict, field: str) -> Any:
-  node = c
-  for part in field.split('.'):
-    node = node[part]
-  return node
-
-
-def _set(c: ml_collections.ConfigDict, field: str, value: Any) -> None:
-  *path, last = field.split('.')
-  node = c
-  for part in path:
-    node = node[part]
-  node[last] = value
-
-
 def validate_section(c: ml_collections.ConfigDict) -> None:
   """``config.sweep``: every field exists and has a non-empty list of values.
 
@@ -107,28 +93,29 @@ def validate_section(c: ml_collections.ConfigDict) -> None:
   )
   for field, values in flatten(c.sweep).items():
     if not values:
-      raise ConfigError(f'config.sweep.{field}=[] is invalid: give at least one value.')
+      raise ConfigError.invalid(f'sweep.{field}', [], 'give at least one value.')
     if field.startswith('hparams.'):
       if hparams and field[len('hparams.') :] not in hparams:
         raise ConfigError(
           f'config.sweep.{field} is invalid: {c.algorithm!r} has no hyperparameter '
-          f'{field[len("hparams.") :]!r}; valid: {sorted(hparams)}.'
+          f'{field[len("hparams.") :]!r}; valid: {sorted(hparams)}.',
+          field=f'sweep.{field}',
         )
       for value in values if hparams else ():  # each value as a single run's would be
         problem = algorithms.violation(c.algorithm, field[len('hparams.') :], value)
         if problem is not None:
-          raise ConfigError(
-            f'config.sweep.{field}={list(values)!r} is invalid: the value {value!r} {problem}.'
+          raise ConfigError.invalid(
+            f'sweep.{field}', list(values), f'the value {value!r} {problem}.'
           )
       continue
     try:
-      _get(c, field)
+      config_path.get_value(field, c)
     except (KeyError, AttributeError):
       raise ConfigError(
-        f'config.sweep.{field} is invalid: config has no field {field!r}.'
+        f'config.sweep.{field} is invalid: config has no field {field!r}.', field=f'sweep.{field}'
       ) from None
     if field == 'sweep' or field.startswith('sweep.'):
-      raise ConfigError('config.sweep cannot sweep itself.')
+      raise ConfigError('config.sweep cannot sweep itself.', field='sweep')
 
 
 def grid(config: ml_collections.ConfigDict) -> list[dict[str, Any]]:
@@ -153,7 +140,7 @@ def point_config(
     if field.startswith('hparams.') and field[len('hparams.') :] not in c.hparams:
       c.hparams[field[len('hparams.') :]] = value
     else:
-      _set(c, field, value)
+      config_path.set_value(field, c, value, accept_new_attributes=True)
   return c
 
 
@@ -309,7 +296,7 @@ def _run_group(points, runs, group, workdir, log) -> tuple[list[dict], dict]:
     target = float(run.config.get('target_accuracy', 0.0) or 0.0)
     if target > 0:
       key = 'val_accuracy' if 'val_accuracy' in final else 'test_accuracy'
-      hit = next((x for x in recs if x.get(key, 0) >= target), None)
+      hit = metrics_io.first_reaching(recs, target, key)
       s['time_to_target'] = hit['wall_clock'] if hit else float('inf')
     summaries.append(s)
   info = {'runs': r, 'compile_seconds': compile_s, 'seconds': seconds, 'mode': sim.mode}
@@ -410,7 +397,8 @@ def plan(
       f'config.sweep is invalid: its grid has {n:,} runs ({shown}), holding about '
       f'{_size(n * per)} on the host ({_size(per)} per run) but the limit is {_size(limit)} '
       f'({sizes.HOST_FRACTION:.0%} of the available host memory); at most {fit:,} runs fit: '
-      'shorten the longest axes or split the grid into several sweeps.'
+      'shorten the longest axes or split the grid into several sweeps.',
+      field='sweep',
     )
   return out
 

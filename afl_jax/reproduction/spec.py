@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import ml_collections
+from ml_collections.config_flags import config_path
 
 # configs/ of the repository checkout that holds this package (an editable install).
 CONFIGS = os.path.join(
@@ -185,19 +186,11 @@ def load_config(name: str) -> ml_collections.ConfigDict:
 
 
 def _set(c: ml_collections.ConfigDict, field: str, value: Any) -> None:
-  *path, last = field.split('.')
-  node = c
-  for part in path:
-    node = node[part]
-  with node.unlocked():
-    node[last] = value
+  config_path.set_value(field, c, value, accept_new_attributes=True)
 
 
 def _get(c: ml_collections.ConfigDict, field: str) -> Any:
-  node = c
-  for part in field.split('.'):
-    node = node[part]
-  return node
+  return config_path.get_value(field, c)
 
 
 def keeping(base: Callable[[ml_collections.ConfigDict], None], *fields: str):

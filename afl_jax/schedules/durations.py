@@ -22,6 +22,8 @@ _PARAMS = {
   'pareto': ('shape', 'scale'),
 }
 
+KINDS: tuple[str, ...] = tuple(_PARAMS)  # the duration families
+
 # Normal draws are clipped here so that no job takes zero or negative time.
 MIN_DURATION = 1e-6
 

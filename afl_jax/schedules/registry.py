@@ -7,14 +7,25 @@ client's local step count and training-set size, the seed). The metadata
 ``draws_durations`` says whether the model draws job durations from
 ``section.durations`` (and so whether a per-client speed factor applies).
 
+Each entry also declares the facts that config validation and the size checks read
+(:func:`params`, :func:`slots`): ``params``, the section fields the model reads, in
+the order they are validated (what each accepts: :data:`PARAMS`); ``slots``, the
+field that sets the arrival slots per server step M (a section field, an int for a
+fixed M, or None where every one of the N clients may arrive at once);
+``min_clients``, a bound on N the model needs beyond its parameters' ranges; and
+``array_builder``, whether the model is built with arrays rather than Python lists
+of arrivals (its host memory while building).
+
 Kinds: ``synchronous``, ``fedbuff`` (FedBuff's event clock), ``fully_async``,
-``random_staleness``, ``waiting_windows`` (afl_jax/schedules/builders.py) and
+``random_staleness``, ``waiting_windows`` (afl_jax/schedules/builders.py),
 ``fedecho_large`` / ``fedecho_mild`` (FedEcho's Table 1 on FedBuff's clock,
-afl_jax/schedules/fedecho_table1.py, which needs the client sizes).
+afl_jax/schedules/fedecho_table1.py, which needs the client sizes) and ``port``
+(Port's staleness-bounded clock, afl_jax/schedules/port_clock.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -47,6 +58,49 @@ class ScheduleContext(NamedTuple):
 SCHEDULES = Registry('schedule')
 
 
+class Param(NamedTuple):
+  """What one section field accepts.
+
+  Attributes:
+    kind: 'integer', 'real' (finite), 'boolean' or 'multipliers' ('' or comma-separated
+      integers >= 1).
+    low: the least value of a number.
+    high: ``high(section, num_clients) -> (bound, note)`` for a bounded number, or None.
+  """
+
+  kind: str
+  low: float = 0
+  high: Callable[[Any, int], tuple[int, str]] | None = None
+
+
+PARAMS: dict[str, Param] = {
+  'concurrency': Param('integer', 1, lambda s, n: (n, f' (num_clients={n})')),
+  'staleness_bound': Param('integer', 1),
+  'urgent': Param('boolean'),
+  'buffer_size': Param(
+    'integer', 1, lambda s, n: (s.concurrency, f' (concurrency={s.concurrency})')
+  ),
+  'clients_per_step': Param('integer', 1, lambda s, n: (n, f' (num_clients={n})')),
+  'window': Param('integer', 1),
+  'local_steps_multipliers': Param('multipliers'),
+  'wait_seconds': Param('real', 0.0),
+}
+
+# FedBuff's clock keeps `concurrency` jobs running and draws a replacement from the idle
+# clients while `buffer_size - 1` finished ones wait for the server step.
+_CLOCK_CLIENTS = ('concurrency + buffer_size - 1', lambda s: s.concurrency + s.buffer_size - 1)
+
+
+def params(kind: str) -> tuple[str, ...]:
+  """The section fields delay model ``kind`` reads (each in :data:`PARAMS`)."""
+  return SCHEDULES.meta(kind).get('params', ())
+
+
+def slots(kind: str) -> str | int | None:
+  """What sets M for ``kind``: a section field, a fixed int, or None (up to N)."""
+  return SCHEDULES.meta(kind).get('slots')
+
+
 def parse_params(text: str) -> dict[str, float]:
   """'low=0,high=20' -> {'low': 0.0, 'high': 20.0}."""
   out = {}
@@ -69,7 +123,13 @@ def section_durations(s: Any, ctx: ScheduleContext) -> Durations:
   return make_durations(s.durations, s.durations_params, speed)
 
 
-@SCHEDULES.register('synchronous', draws_durations=True)
+@SCHEDULES.register(
+  'synchronous',
+  draws_durations=True,
+  params=('clients_per_step',),
+  slots='clients_per_step',
+  array_builder=True,
+)
 def _synchronous(s: Any, ctx: ScheduleContext) -> Schedule:
   return builders.synchronous(
     ctx.num_clients,
@@ -81,7 +141,13 @@ def _synchronous(s: Any, ctx: ScheduleContext) -> Schedule:
   )
 
 
-@SCHEDULES.register('fedbuff', draws_durations=True)
+@SCHEDULES.register(
+  'fedbuff',
+  draws_durations=True,
+  params=('concurrency', 'buffer_size'),
+  slots='buffer_size',
+  min_clients=_CLOCK_CLIENTS,
+)
 def _fedbuff(s: Any, ctx: ScheduleContext) -> Schedule:
   return builders.fedbuff(
     ctx.num_clients,
@@ -94,7 +160,7 @@ def _fedbuff(s: Any, ctx: ScheduleContext) -> Schedule:
   )
 
 
-@SCHEDULES.register('fully_async', draws_durations=True)
+@SCHEDULES.register('fully_async', draws_durations=True, params=('concurrency',), slots=1)
 def _fully_async(s: Any, ctx: ScheduleContext) -> Schedule:
   return builders.fully_async(
     ctx.num_clients,
@@ -106,7 +172,7 @@ def _fully_async(s: Any, ctx: ScheduleContext) -> Schedule:
   )
 
 
-@SCHEDULES.register('waiting_windows', draws_durations=True)
+@SCHEDULES.register('waiting_windows', draws_durations=True, params=('wait_seconds',), slots=None)
 def _waiting_windows(s: Any, ctx: ScheduleContext) -> Schedule:
   return builders.waiting_windows(
     ctx.num_clients,
@@ -123,7 +189,13 @@ def parse_multipliers(text: str) -> list[int] | None:
   return [int(v) for v in text.split(',') if v.strip()] or None
 
 
-@SCHEDULES.register('random_staleness', draws_durations=False)
+@SCHEDULES.register(
+  'random_staleness',
+  draws_durations=False,
+  params=('clients_per_step', 'window', 'local_steps_multipliers'),
+  slots='clients_per_step',
+  array_builder=True,
+)
 def _random_staleness(s: Any, ctx: ScheduleContext) -> Schedule:
   return builders.random_staleness(
     ctx.num_clients,
@@ -151,11 +223,24 @@ def _fedecho(delay: str):
   return factory
 
 
-SCHEDULES.register('fedecho_large', _fedecho('large'), draws_durations=False)
-SCHEDULES.register('fedecho_mild', _fedecho('mild'), draws_durations=False)
+for _delay in ('large', 'mild'):
+  SCHEDULES.register(
+    f'fedecho_{_delay}',
+    _fedecho(_delay),
+    draws_durations=False,
+    params=('concurrency', 'buffer_size'),
+    slots='buffer_size',
+    min_clients=_CLOCK_CLIENTS,
+  )
 
 
-@SCHEDULES.register('port', draws_durations=True)
+@SCHEDULES.register(
+  'port',
+  draws_durations=True,
+  params=('concurrency', 'staleness_bound', 'urgent', 'buffer_size'),
+  slots='buffer_size',
+  min_clients=_CLOCK_CLIENTS,
+)
 def _port(s: Any, ctx: ScheduleContext) -> Schedule:
   """Port's staleness-bounded FedBuff clock: ``schedule.staleness_bound`` B, ``.urgent``."""
   return port_clock.port_clock(

@@ -1,11 +1,11 @@
 """Server (aggregation) rules."""
 
-from afl_jax.servers.fedac import fedac
-from afl_jax.servers.fedasync import fedasync, staleness_function
-from afl_jax.servers.fedecho import fedecho
-from afl_jax.servers.fedfa import fedfa
+from afl_jax.servers.fedac import fedac_server
+from afl_jax.servers.fedasync import fedasync_server, staleness_function
+from afl_jax.servers.fedecho import fedecho_server
+from afl_jax.servers.fedfa import fedfa_server
 from afl_jax.servers.fedgm import (
-  fedgm,
+  fedgm_server,
   fedopt,
   general_momentum,
   multistage_fedgm,
@@ -15,23 +15,23 @@ from afl_jax.servers.fedgm import (
 )
 from afl_jax.servers.fednova import nova, nova_scales
 from afl_jax.servers.masfl import adamasfl_server, masfl_server
-from afl_jax.servers.port import port
+from afl_jax.servers.port import port_server
 from afl_jax.servers.pseudo_gradient import aggregate, fedavg, fedbuff, optimizer_server
 
 __all__ = [
   'aggregate',
-  'fedasync',
+  'fedasync_server',
   'fedavg',
   'fedbuff',
-  'fedecho',
-  'fedfa',
+  'fedecho_server',
+  'fedfa_server',
   'nova',
   'nova_scales',
   'optimizer_server',
   'staleness_function',
 ]
 __all__ += [
-  'fedgm',
+  'fedgm_server',
   'fedopt',
   'general_momentum',
   'multistage_fedgm',
@@ -40,4 +40,4 @@ __all__ += [
   'stagewise_constant',
 ]
 __all__ += ['adamasfl_server', 'masfl_server']
-__all__ += ['fedac', 'port']
+__all__ += ['fedac_server', 'port_server']

@@ -33,9 +33,9 @@ available to us; docs/algorithms/fedac.md lists every reading):
    keeps the global control variate ``c`` and moves it by the same weights,
    ``c <- c + sum_i w_i (c_i^+ - c_i)``, from the variate changes the clients send.
 
-The broadcast is :class:`FedACBroadcast` ``(x, c, applied)``; ``applied[i]`` counts the
-jobs of client i the server has applied, which lets a client with overlapping jobs
-use, causally, the variate of its latest job applied before this job started.
+The broadcast is :class:`~afl_jax.core.messages.FedACBroadcast` ``(x, c, applied)``;
+``applied[i]`` counts the jobs of client i the server has applied, which lets a client
+with overlapping jobs use, causally, the variate of its latest job applied before this job started.
 
 Sign convention: ``Delta_i = x_start - x_local`` (the paper's ``x_local - x_start``
 negated), so the paper's ``x + eta m_hat / ...`` is our ``x - eta m_hat / ...``. A
@@ -51,22 +51,8 @@ import jax.numpy as jnp
 import optax
 
 from afl_jax.core import checks, tree
+from afl_jax.core.messages import FedACBroadcast, FedACMessage
 from afl_jax.core.types import Arrivals, Params, ServerRule, unchanged_if_no_arrival
-
-
-class FedACBroadcast(NamedTuple):
-  """What the FedAC server sends to a starting client."""
-
-  params: Params  # x_t
-  variate: Params  # c: the global control variate
-  applied: jax.Array  # int32[N]: jobs of each client applied so far
-
-
-class FedACMessage(NamedTuple):
-  """What a FedAC client sends."""
-
-  delta: Params  # Delta_i = x_start - x_K
-  variate_change: Params  # c_i^+ - c_i
 
 
 class MomentumState(NamedTuple):
@@ -177,7 +163,7 @@ def check_hyperparameters(
     raise ValueError(f'first_update must be one of {FIRST_UPDATES}; got {first_update!r}.')
 
 
-def fedac(
+def fedac_server(
   server_lr: float = 1e-4,
   beta1: float = 0.6,
   beta2: float = 0.9,

@@ -48,7 +48,7 @@ def staleness_function(
   raise ValueError(f'staleness function {kind!r} is unknown; valid: {STALENESS_FUNCTIONS}.')
 
 
-def fedasync(
+def fedasync_server(
   alpha: float = 0.6, staleness: str = 'polynomial', a: float = 0.5, b: float = 4.0
 ) -> ServerRule:
   """FedAsync's mixing server.

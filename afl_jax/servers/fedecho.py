@@ -131,7 +131,7 @@ def _last_valid(ids: jax.Array, mask: jax.Array) -> jax.Array:
   return mask & ~jnp.any(clash, axis=1)
 
 
-def fedecho(
+def fedecho_server(
   apply_fn: Callable[[Any, jax.Array], jax.Array],
   unlabeled_x: jax.Array,
   num_clients: int,

@@ -70,7 +70,7 @@ def _put(ring: Any, index: jax.Array, row: Any) -> Any:
   return jax.tree.map(lambda r, x: r.at[index].set(x.astype(r.dtype), mode='drop'), ring, row)
 
 
-def fedfa(
+def fedfa_server(
   window_size: int = 5,
   mode: str = 'delta',
   server_lr: float = 1.0,

@@ -133,7 +133,7 @@ def _with_hyperparameter_metrics(rule: ServerRule) -> ServerRule:
   return rule._replace(update=update)
 
 
-def fedgm(
+def fedgm_server(
   server_lr: ScalarOrSchedule = 1.0,
   beta: ScalarOrSchedule = 0.9,
   nu: ScalarOrSchedule = 0.7,
@@ -221,7 +221,7 @@ def multistage_fedgm(
     _check_positive(f'server_lrs[{s}]', server_lrs[s])
     _check_range(f'betas[{s}]', betas[s], 0.0, 1.0, high_open=True)
     _check_range(f'nus[{s}]', nus[s], 0.0, 1.0, high_open=False)
-  return fedgm(
+  return fedgm_server(
     stagewise_constant(server_lrs, lengths),
     stagewise_constant(betas, lengths),
     stagewise_constant(nus, lengths),

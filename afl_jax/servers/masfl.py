@@ -41,8 +41,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from afl_jax.clients.masfl import MasFLBroadcast, MasFLMessage
 from afl_jax.core import checks, tree
+from afl_jax.core.messages import MasFLBroadcast, MasFLMessage
 from afl_jax.core.types import Arrivals, Params, ServerRule, unchanged_if_no_arrival
 from afl_jax.servers import weighting as weighting_lib
 
@@ -134,7 +134,7 @@ def masfl_server(
 
   Returns:
     A :class:`ServerRule` whose state is :class:`MasFLServerState` and whose
-    broadcast is a :class:`~afl_jax.clients.masfl.MasFLBroadcast`.
+    broadcast is a :class:`~afl_jax.core.messages.MasFLBroadcast`.
   """
   check_rates(server_lr, beta)
   check_selection(selection)

@@ -72,7 +72,7 @@ def port_weights(
   return normalized_weights(raw, mask)
 
 
-def port(
+def port_server(
   server_lr: float = 1.0,
   similarity_weight: float = 1.0,
   staleness_weight: float = 3.0,

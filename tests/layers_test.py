@@ -1,0 +1,119 @@
+"""No module of afl_jax imports from a layer above its own or from a sibling (issue 23).
+
+Every ``import`` and ``from ... import`` under ``afl_jax/`` is read with :mod:`ast`,
+function-level (lazy) imports included, and resolved to the module it names. Layers,
+lowest first; the packages of one layer are siblings and must not import each other:
+
+  errors, registry < schedules | data | models < core < compression < clients | servers
+  < algorithms < problems | simulate | sweep (the top-level API) < pipeline < reproduction
+
+``afl_jax/__init__.py`` (the facade that re-exports the API) is the one module exempt.
+"""
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1] / 'afl_jax'
+
+LAYERS = (
+  ('errors', 'registry'),
+  ('schedules', 'data', 'models'),
+  ('core',),
+  ('compression',),
+  ('clients', 'servers'),
+  ('algorithms',),
+  ('problems', 'simulate', 'sweep'),
+  ('pipeline',),
+  ('reproduction',),
+)
+RANK = {group: i for i, layer in enumerate(LAYERS) for group in layer}
+
+# The one known cycle, left for the owners of these files: config.validate_sweep
+# lazily imports pipeline.sweep (which owns the section), and sweep imports config.
+KNOWN_CYCLE_EDGES = {('afl_jax.pipeline.config', 'afl_jax.pipeline.sweep')}
+
+
+def _name(path: pathlib.Path) -> str:
+  parts = path.relative_to(ROOT.parent).with_suffix('').parts
+  return '.'.join(parts[:-1] if parts[-1] == '__init__' else parts)
+
+
+MODULES = {_name(p): p for p in sorted(ROOT.rglob('*.py'))}
+
+
+def _resolve(name: str) -> str:
+  """The longest prefix of ``name`` that is a module of afl_jax."""
+  while name not in MODULES:
+    name = name.rpartition('.')[0]
+  return name
+
+
+def imports(module: str) -> set[str]:
+  """The afl_jax modules ``module`` imports (lazy imports included)."""
+  path = MODULES[module]
+  package = module if path.name == '__init__.py' else module.rpartition('.')[0]
+  found = set()
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.Import):
+      found |= {a.name for a in node.names if a.name.startswith('afl_jax.')}
+    elif isinstance(node, ast.ImportFrom):
+      base = node.module or ''
+      if node.level:
+        anchor = package.split('.')[: len(package.split('.')) - node.level + 1]
+        base = '.'.join(anchor + ([base] if base else []))
+      if base == 'afl_jax' or base.startswith('afl_jax.'):
+        found |= {_resolve(f'{base}.{a.name}') for a in node.names}
+  return {_resolve(n) for n in found} - {module}
+
+
+def _group(module: str) -> str | None:
+  parts = module.split('.')
+  return parts[1] if len(parts) > 1 else None
+
+
+def test_every_group_has_a_layer():
+  groups = {_group(m) for m in MODULES} - {None}
+  assert groups <= set(RANK), f'modules with no layer: {sorted(groups - set(RANK))}'
+
+
+@pytest.mark.parametrize('module', sorted(m for m in MODULES if m != 'afl_jax'))
+def test_imports_go_down_or_within(module):
+  own = _group(module)
+  bad = []
+  for target in sorted(imports(module)):
+    other = _group(target)
+    if other is None:
+      bad.append(f'{target} (the facade)')
+    elif other != own and RANK[other] >= RANK[own]:
+      kind = 'sibling' if RANK[other] == RANK[own] else 'higher'
+      bad.append(f'{target} ({kind} layer)')
+  assert not bad, f'{module} imports {bad}'
+
+
+def test_no_import_cycle():
+  graph = {m: imports(m) for m in MODULES if m != 'afl_jax'}
+  for edge in KNOWN_CYCLE_EDGES:
+    graph[edge[0]].discard(edge[1])
+  state, cycles = {}, []
+
+  def visit(m, stack):
+    state[m] = 'open'
+    for n in sorted(graph.get(m, ())):
+      if state.get(n) == 'open':
+        cycles.append(stack[stack.index(n) :] + [n])
+      elif n not in state:
+        visit(n, stack + [n])
+    state[m] = 'done'
+
+  for m in sorted(graph):
+    if m not in state:
+      visit(m, [m])
+  assert not cycles, f'import cycles: {cycles}'
+
+
+def test_the_known_cycle_is_still_the_only_one():
+  """When the known edge goes, drop it from KNOWN_CYCLE_EDGES (this test then fails)."""
+  for source, target in KNOWN_CYCLE_EDGES:
+    assert target in imports(source)
