@@ -331,9 +331,11 @@ class ReplicaSimulator:
         x = self._pad(x)
       return self._put(x, self._spec(np.ndim(x), ax == 0))
 
+    sizes = problem.client_sizes
     return problem.replace(
       client_views=jax.tree.map(views, problem.client_views, self.axes.client_views),
       shared=jax.tree.map(shared, problem.shared, self.axes.shared),
+      client_sizes=None if sizes is None else shared(sizes, self.axes.client_sizes),
     )
 
   def _batched(self, fn: Callable, in_axes: tuple) -> Callable:
