@@ -48,6 +48,10 @@ PROTOCOL = (
 )
 
 
+def _claims(e: spec.Experiment) -> str:
+  return f'{len(e.claims)} claim' + ('' if len(e.claims) == 1 else 's')
+
+
 def score_paper(paper: spec.Paper, records_dir: str = runs.RECORDS) -> dict:
   """Per experiment with test records: selections, test table, target, raw claims."""
   frame, manifest = runs.read(paper.key, records_dir)
@@ -254,7 +258,7 @@ def render(paper: spec.Paper, scored: Mapping) -> str:
   if pending:
     out += ['## Not yet run under this protocol', '']
     out += [
-      f'- {e.title} ({e.ref}): {len(e.claims)} claims; `python scripts/reproduce.py '
+      f'- {e.title} ({e.ref}): {_claims(e)}; `python scripts/reproduce.py '
       f'--paper={paper.key} --only={e.key}`. Earlier 3-seed numbers (selected and scored '
       f'on the same seeds, superseded): [previous/{paper.key}.md](previous/{paper.key}.md).'
       for e in pending
@@ -302,7 +306,7 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
   for key in reproduction.PAPERS:
     paper = reproduction.load_paper(key)
     pending += [
-      f'- {key} {e.key}: {e.title} ({len(e.claims)} claims)'
+      f'- {key} {e.key}: {e.title} ({_claims(e)})'
       for e in paper.experiments
       if e.key not in scored[key]
     ]
