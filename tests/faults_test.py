@@ -8,7 +8,7 @@
   line, a non-zero exit, no traceback and nothing written; a full disk stops a run
   with the metrics so far on disk and one line, and the rerun resumes;
 * scripts that succeed at nothing: unknown flags, stray arguments and missing inputs
-  are refused by every script (scripts/report.py is covered by its own tests);
+  are refused by every script in scripts/ (each run with ``--bogus_flag=1``);
 * grids too large for the host are refused before they are built; a group too large
   for the device memory is split into groups that fit, said in the log.
 
@@ -330,20 +330,64 @@ def test_cpu_devices_env_is_checked(monkeypatch):
   assert devices.env_devices() == 3
 
 
-SCRIPTS = {  # every script but report.py (its own tests), and what it takes besides flags
-  'train.py': '',
-  'plot.py': "positional='workdirs'",
-  'benchmark.py': '',
-  'estimate.py': '',
-  'scale_clients.py': '',
-}
+SCRIPTS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, 'scripts', '*.py')))
 
 
-@pytest.mark.parametrize('script', sorted(SCRIPTS))
-def test_every_script_parses_flags_into_one_line(script):
-  with open(os.path.join(ROOT, 'scripts', script)) as f:
-    source = f.read()
-  assert f'flags_parser=cli.flags_parser({SCRIPTS[script]})' in source
+def _tree(root):
+  """{relative path: (size, mtime_ns)} of every file under ``root``."""
+  out = {}
+  for d, _, files in os.walk(root):
+    for f in files:
+      st = os.stat(os.path.join(d, f))
+      out[os.path.relpath(os.path.join(d, f), root)] = (st.st_size, st.st_mtime_ns)
+  return out
+
+
+@pytest.fixture(scope='module')
+def bogus_flag_results(tmp_path_factory):
+  """Every script run with ``--bogus_flag=1``, each in its own empty directory, all at once.
+
+  Each script's default outputs are relative to the current directory (train.py's
+  runs/default, reproduce.py's runs/repro, plot.py's compare.png); report.py and
+  reproduce.py write under docs/results of the repository, checked separately.
+  """
+  before = _tree(os.path.join(ROOT, 'docs', 'results'))
+  procs = {}
+  for script in SCRIPTS:
+    cwd = tmp_path_factory.mktemp(script.replace('.py', ''))
+    procs[script] = (
+      cwd,
+      subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, 'scripts', script), '--bogus_flag=1'],
+        cwd=cwd,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+      ),
+    )
+  out = {}
+  for script, (cwd, proc) in procs.items():
+    stdout, stderr = proc.communicate(timeout=300)
+    out[script] = (proc.returncode, stdout, stderr, sorted(os.listdir(cwd)))
+  assert _tree(os.path.join(ROOT, 'docs', 'results')) == before  # no page rewritten
+  return out
+
+
+def test_every_script_is_covered():
+  assert {'train.py', 'reproduce.py', 'report.py', 'plot.py'} <= set(SCRIPTS), SCRIPTS
+
+
+@pytest.mark.parametrize('script', SCRIPTS)
+def test_every_script_refuses_an_unknown_flag_in_one_line(bogus_flag_results, script):
+  """A non-zero exit, nothing on stdout, one ``error:`` line on stderr, nothing written."""
+  rc, stdout, stderr, written = bogus_flag_results[script]
+  assert rc != 0, (rc, stdout, stderr)
+  assert stdout == '', stdout
+  assert stderr.splitlines() == [
+    'error: --bogus_flag is not a flag of this script (see --helpshort)'
+  ], stderr
+  assert written == [], written  # not even train.py's default runs/default
 
 
 @pytest.mark.parametrize(
