@@ -429,6 +429,10 @@ def _cases(tmp):
   afile.write_text('not a directory')
   bad = tmp / 'bad_config.py'
   bad.write_text('def get_config():\n  return 1 +\n')
+  raises = tmp / 'raises_config.py'
+  raises.write_text('x = 1\n\n\ndef get_config():\n  raise RuntimeError("boom")\n')
+  returns_dict = tmp / 'dict_config.py'
+  returns_dict.write_text('def get_config():\n  return {"num_rounds": 4}\n')
   png = str(tmp / 'out.png')
   single = tmp / 'single'  # a finished single run (its files, as loop.py leaves them)
   single.mkdir()
@@ -450,6 +454,30 @@ def _cases(tmp):
       {'AFL_JAX_CPU_DEVICES': 'abc'},
       ROOT,
       ["AFL_JAX_CPU_DEVICES='abc' is invalid", '>= 1'],
+      work,
+    ),
+    'cpu_devices_0': (
+      ['train.py', f'--workdir={work}2', *SMOKE],
+      {'AFL_JAX_CPU_DEVICES': '0'},
+      ROOT,
+      ["$AFL_JAX_CPU_DEVICES='0' is invalid", 'must be an integer >= 1'],
+      work,
+    ),
+    'config_get_config_raises': (
+      ['train.py', f'--workdir={work}4', f'--config={raises}'],
+      {},
+      ROOT,
+      [f"--config='{raises}' is invalid", f'{raises}:5: RuntimeError: boom'],
+      work,
+    ),
+    'config_get_config_returns_a_dict': (
+      ['train.py', f'--workdir={work}7', f'--config={returns_dict}'],
+      {},
+      ROOT,
+      [
+        f"--config='{returns_dict}' is invalid",
+        'returned a dict, not an ml_collections.ConfigDict',
+      ],
       work,
     ),
     'config_syntax_error': (
@@ -517,6 +545,9 @@ CASE_NAMES = [
   'empty_workdir',
   'workdir_is_a_file',
   'cpu_devices_abc',
+  'cpu_devices_0',
+  'config_get_config_raises',
+  'config_get_config_returns_a_dict',
   'config_syntax_error',
   'outside_the_repository',
   'outside_the_repository_default_config',
