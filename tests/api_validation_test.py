@@ -3,11 +3,15 @@
 One spec per hyperparameter, declared at registration, serves ``algorithms.get``,
 ``afl_jax.sweep`` (every replica) and a config (``pipeline.build``); a params tree
 that does not fit the problem, a schedule for another N and a sweep without keys
-are each one :class:`~afl_jax.errors.UserError` naming what to pass.
+are each one :class:`~afl_jax.errors.UserError` naming what to pass. What ``simulate``
+and ``sweep`` return is what ``Result``'s docstring says: its metric keys and values,
+and ``params_history`` (always from ``simulate``; from ``sweep`` only with
+``record_params=True``).
 """
 
 import math
 
+import algorithm_cases
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -300,3 +304,93 @@ def test_register_refuses_specs_for_arguments_the_factory_lacks():
   with pytest.raises(TypeError, match='must be a checks.Spec'):
     afl_jax.algorithms.register('never_registered', hparams={'gain': (0, 1)})
   assert 'never_registered' not in afl_jax.algorithms.names()
+
+
+# ---- 6. what simulate and sweep return (Result's and SweepResult's docstrings) -------------
+# 3 clients, M = 2 with one padded slot (step 1), stale starts, K = 2.
+RESULT_IDS = [[0, 1], [2, 0], [1, 2], [0, 1]]
+RESULT_START = [[0, 0], [0, 1], [1, 2], [2, 3]]
+RESULT_MASK = [[1, 1], [1, 0], [1, 1], [1, 1]]
+EVERY_RUN = {'arrivals', 'bits_up', 'bits_down', 'client/train_loss'}
+DOCUMENTED = {  # the keys Result's docstring names for these algorithms
+  'fedbuff': {'server/update_norm'},
+  'fedgm': {'server/server_lr', 'server/beta', 'server/nu'},
+  'fedfa_param': {'server/aggregations'},
+  'fedac': {'client/variate_evicted', 'server/weight_max'},
+}
+
+
+def _result_run():
+  a, b = make_quadratic(num_clients=3, dim=4)
+  schedule = afl_jax.schedules.from_arrays(
+    RESULT_IDS, RESULT_START, local_steps=2, mask=RESULT_MASK, num_clients=3
+  )
+  return a, b, quadratic_problem(a, b), schedule, {'x': jnp.linspace(-1.0, 1.0, 4)}
+
+
+@pytest.mark.parametrize('name', sorted(DOCUMENTED))
+def test_result_metrics_have_the_documented_keys(name):
+  _, _, problem, schedule, params0 = _result_run()
+  res = afl_jax.simulate(
+    algorithm_cases.build(name, algorithm_cases.run_info(3)),
+    problem,
+    schedule,
+    params0,
+    jax.random.key(0),
+  )
+  keys = set(res.metrics)
+  assert EVERY_RUN | DOCUMENTED[name] <= keys, sorted(keys)
+  assert all(k in EVERY_RUN or k.startswith(('client/', 'server/')) for k in keys), sorted(keys)
+  for k, v in res.metrics.items():
+    assert np.shape(v) == (schedule.num_steps,), k  # one value per server step
+  assert res.params_history['x'].shape == (schedule.num_steps, 4)  # always filled
+
+
+def test_result_metric_values_and_params_history():
+  """arrivals, bits (32 per value), train_loss averaged over the clients that trained."""
+  a, b, problem, schedule, params0 = _result_run()
+  lr, k = 0.1, 2
+  alg = afl_jax.algorithms.get('fedbuff', client_lr=lr)
+  res = afl_jax.simulate(alg, problem, schedule, params0, jax.random.key(0))
+  mask = np.asarray(RESULT_MASK, bool)
+  np.testing.assert_array_equal(res.metrics['arrivals'], mask.sum(1))
+  np.testing.assert_array_equal(res.metrics['bits_up'], 32 * 4 * mask.sum(1))
+  np.testing.assert_array_equal(res.metrics['bits_down'], 32 * 4 * mask.sum(1))
+  history = np.concatenate([np.asarray(params0['x'])[None], np.asarray(res.params_history['x'])])
+  want = []
+  for t in range(schedule.num_steps):
+    losses = []
+    for i, s, valid in zip(RESULT_IDS[t], RESULT_START[t], mask[t], strict=True):
+      x = history[s].astype(np.float64)
+      steps = []
+      for _ in range(k):  # the mean loss of the K full-batch steps run
+        r = a[i] @ x - b[i]
+        steps.append(0.5 * r @ r)
+        x = x - lr * a[i].T @ r
+      if valid:
+        losses.append(np.mean(steps))
+    want.append(np.mean(losses))
+  np.testing.assert_allclose(res.metrics['client/train_loss'], want, rtol=1e-5)
+  last = res.final_state.server.params['x']
+  np.testing.assert_array_equal(res.params_history['x'][-1], last)
+
+
+def test_params_history_only_with_record_params():
+  _, _, problem, schedule, params0 = _result_run()
+  alg = afl_jax.algorithms.get('fedbuff', client_lr=0.1)
+  for record in (False, True):
+    sim = afl_jax.Simulator(alg, problem, schedule, record_params=record)
+    _, out = sim.run_chunk(sim.init(params0, jax.random.key(0)), jax.random.key(0))
+    assert ('params' in out) == record
+  keys = jax.random.split(jax.random.key(0), 2)
+  alone = afl_jax.simulate(alg, problem, schedule, params0, keys[1])
+  plain = afl_jax.sweep('fedbuff', problem, schedule, params0, keys, client_lr=0.1)
+  assert plain.params_history is None
+  assert set(plain.metrics) == set(alone.metrics)
+  assert all(np.shape(v) == (2, schedule.num_steps) for v in plain.metrics.values())
+  recorded = afl_jax.sweep(
+    'fedbuff', problem, schedule, params0, keys, client_lr=0.1, record_params=True
+  )
+  assert recorded.params_history['x'].shape == (2, schedule.num_steps, 4)
+  np.testing.assert_allclose(recorded.params_history['x'][1], alone.params_history['x'], rtol=1e-6)
+  np.testing.assert_array_equal(recorded.params_history['x'][:, -1], recorded.params['x'])
