@@ -5,6 +5,8 @@ of ``x_local - x_start``, ``x_{t+1} = x_t + eta m_t / (sqrt(v_t) + tau)``), with
 ``m_{-1} = 0`` and ``v_{-1} = tau^2``, plus the two variants (Kingma & Ba's step-size
 bias correction with an offset; tau inside the square root). The schedule has stale
 arrivals and a step with no arrival, which must leave x, m, v and t as they were.
+Flower's settings (docs/algorithms/baselines.md, docs/algorithms/fedgm.md) are also run
+on clients of unequal example counts against the example-weighted mean.
 """
 
 import jax
@@ -12,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from quadratic import make_quadratic, np_replay, quadratic_problem
+from quadratic import make_quadratic, np_replay, quadratic_loss, quadratic_problem
 
 import afl_jax
 from afl_jax.core.types import Algorithm
@@ -27,15 +29,34 @@ def _schedule():
   return afl_jax.schedules.from_arrays(IDS, START, local_steps=[[2, 3]] * 6, mask=MASK)
 
 
-def np_alg2(rule, beta1=BETA1, bias_correction=False, offset=1, inside=False, v_init=None):
-  """A server_step for np_replay: Alg. 2 line by line; also records sign(v - Delta^2)."""
+def np_mean_delta(locals_, starts, ids, sizes):
+  """Delta_t: the mean of ``x_local - x_start``, uniform (sizes None) or by example counts.
+
+  Flower's weighted model average ``sum_i n_i x_i / sum_i n_i`` minus the model the
+  clients started from (all start from it in Flower's synchronous rounds).
+  """
+  deltas = [loc - s for loc, s in zip(locals_, starts, strict=True)]
+  if sizes is None:
+    return np.mean(deltas, axis=0)
+  n = np.array([sizes[i] for i in ids], np.float64)
+  return sum(w * d for w, d in zip(n, deltas, strict=True)) / n.sum()
+
+
+def np_alg2(
+  rule, beta1=BETA1, bias_correction=False, offset=1, inside=False, v_init=None, sizes=None
+):
+  """A server_step for np_replay: Alg. 2 line by line; also records sign(v - Delta^2).
+
+  With ``sizes`` (examples per client) Delta_t is the example-weighted mean and the step
+  takes the arrivals' ids (``np_replay(..., with_ids=True)``).
+  """
   state = {'m': None, 'v': None, 't': 0, 'signs': set()}
 
-  def step(x, locals_, starts, taus):
+  def step(x, locals_, starts, taus, ids=None):
     del taus
     if not locals_:  # no arrival: nothing moves, t does not advance
       return x
-    delta = np.mean([loc - s for loc, s in zip(locals_, starts, strict=True)], axis=0)
+    delta = np_mean_delta(locals_, starts, ids, sizes)
     m = np.zeros_like(x) if state['m'] is None else state['m']
     v = np.full_like(x, TAU**2 if v_init is None else v_init) if state['v'] is None else state['v']
     m = beta1 * m + (1 - beta1) * delta
@@ -63,6 +84,20 @@ def _run(alg, a, b, x0):
   )
 
 
+FLOWER = {  # docs/algorithms/baselines.md, the settings that give Flower's strategies
+  'FedAdam': (
+    'adam',
+    dict(bias_correction=True, bias_correction_offset=2, initial_accumulator=0.0),
+    dict(bias_correction=True, offset=2, v_init=0.0),
+  ),
+  'FedYogi': ('yogi', dict(initial_accumulator=0.0), dict(v_init=0.0)),
+  'FedAdagrad': (
+    'adagrad',
+    dict(beta1=0.0, initial_accumulator=0.0),
+    dict(beta1=0.0, v_init=0.0),
+  ),
+}
+
 CASES = [
   ('adagrad', {}, {}),
   ('yogi', {}, {}),
@@ -74,13 +109,7 @@ CASES = [
     dict(bias_correction=True, inside=True),
   ),
   # Flower's FedAdam, FedYogi and FedAdagrad (v_{-1} = 0; FedAdam's offset 2; beta1 = 0).
-  (
-    'adam',
-    dict(bias_correction=True, bias_correction_offset=2, initial_accumulator=0.0),
-    dict(bias_correction=True, offset=2, v_init=0.0),
-  ),
-  ('yogi', dict(initial_accumulator=0.0), dict(v_init=0.0)),
-  ('adagrad', dict(beta1=0.0, initial_accumulator=0.0), dict(beta1=0.0, v_init=0.0)),
+  *FLOWER.values(),
 ]
 
 
@@ -160,3 +189,82 @@ def test_default_convention_is_optax_adam():
 def test_alg2_options_are_validated(hp, match):
   with pytest.raises(ValueError, match=match):
     afl_jax.algorithms.get('fedopt', **hp)
+
+
+# ---- Flower's example weighting: clients of unequal sizes ------------------------------
+# Flower averages the clients' models by their numbers of examples. Clients with 2, 5
+# and 9 rows (sum-of-squares loss over their own rows): 'examples' weighs them 2:5:9.
+SIZES = (2, 5, 9)
+
+
+def _unequal_clients():
+  rng = np.random.default_rng(1)
+  a = [rng.normal(size=(n, 4)) / np.sqrt(n) for n in SIZES]
+  b = [rng.normal(size=n) for n in SIZES]
+  problem = afl_jax.problems.from_loss(
+    quadratic_loss, [{'a': ai, 'b': bi} for ai, bi in zip(a, b, strict=True)], reduction='sum'
+  )
+  np.testing.assert_array_equal(problem.client_sizes, SIZES)
+  return a, b, problem
+
+
+def _run_unequal(alg, problem, x0):
+  return afl_jax.simulate(alg, problem, _schedule(), {'x': jnp.asarray(x0)}, jax.random.key(0))
+
+
+@pytest.mark.parametrize('strategy', sorted(FLOWER))
+def test_flower_settings_weight_unequal_clients_by_examples(strategy):
+  rule, hp, np_hp = FLOWER[strategy]
+  with jax.enable_x64(True):
+    a, b, problem = _unequal_clients()
+    x0 = np.linspace(-1.0, 1.0, 4)
+    kw = dict(beta1=BETA1, beta2=BETA2, tau=TAU) | hp
+    alg = afl_jax.algorithms.get(
+      'fedopt',
+      client_lr=LR,
+      server_lr=ETA,
+      server_optimizer=rule,
+      convention='alg2',
+      weighting='examples',
+      **kw,
+    )
+    got = np.asarray(_run_unequal(alg, problem, x0).params_history['x'])
+    step, state = np_alg2(rule, sizes=SIZES, **np_hp)
+    want = np_replay(_schedule(), a, b, x0, LR, step, with_ids=True)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert state['t'] == 5
+    uniform, _ = np_alg2(rule, **np_hp)  # the same rule on the unweighted mean differs
+    assert np.abs(np_replay(_schedule(), a, b, x0, LR, uniform) - want).max() > 1e-4
+
+
+def test_fedavgm_with_flower_settings_is_flowers_undamped_momentum():
+  """docs/algorithms/fedgm.md: Flower's FedAvgM (v_1 = Delta_1, v_t = beta v_{t-1} + Delta_t,
+  x <- x - eta_F v_t, Delta the example-weighted x_t - mean model) is ``fedavgm`` with
+  ``server_lr = eta_F / (1 - beta)`` and ``weighting='examples'``."""
+  eta_f, beta = 0.4, 0.7
+  with jax.enable_x64(True):
+    a, b, problem = _unequal_clients()
+    x0 = np.linspace(-1.0, 1.0, 4)
+    alg = afl_jax.algorithms.get(
+      'fedavgm', client_lr=LR, server_lr=eta_f / (1 - beta), beta=beta, weighting='examples'
+    )
+    got = np.asarray(_run_unequal(alg, problem, x0).params_history['x'])
+    flower = {'v': None}
+
+    def step(x, locals_, starts, taus, ids):
+      del taus
+      if not locals_:  # a round without results: Flower keeps the model and the momentum
+        return x
+      pseudo_gradient = -np_mean_delta(locals_, starts, ids, SIZES)  # x_t - weighted mean
+      v = flower['v']
+      flower['v'] = pseudo_gradient if v is None else beta * v + pseudo_gradient
+      return x - eta_f * flower['v']
+
+    want = np_replay(_schedule(), a, b, x0, LR, step, with_ids=True)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert np.abs(got[-1] - x0).max() > 1e-2  # it moved
+    uniform = afl_jax.algorithms.get(
+      'fedavgm', client_lr=LR, server_lr=eta_f / (1 - beta), beta=beta
+    )
+    other = np.asarray(_run_unequal(uniform, problem, x0).params_history['x'])
+    assert np.abs(other - want).max() > 1e-4  # the default (uniform) is not Flower's here

@@ -35,15 +35,16 @@ def np_local_gd(a_i, b_i, x0, lr, k):
   return x
 
 
-def np_replay(schedule, a, b, x0, lr, server_step):
+def np_replay(schedule, a, b, x0, lr, server_step, with_ids=False):
   """Replay ``schedule``: history[s] is the broadcast before step s (history[0] = x0).
 
   ``server_step(x_t, locals, starts, taus)`` returns x_{t+1} from the valid arrivals'
-  local models, their start models and staleness.
+  local models, their start models and staleness (and, with ``with_ids=True``, their
+  client ids as a fifth argument). ``a[i]``, ``b[i]`` may have each client's own rows.
   """
   history = [np.array(x0, np.float64)]
   for t in range(schedule.num_steps):
-    locals_, starts, taus = [], [], []
+    locals_, starts, taus, ids = [], [], [], []
     for j in range(schedule.max_arrivals):
       if not schedule.mask[t, j]:
         continue
@@ -51,5 +52,7 @@ def np_replay(schedule, a, b, x0, lr, server_step):
       starts.append(history[s])
       locals_.append(np_local_gd(a[i], b[i], history[s], lr, k))
       taus.append(t - s)
-    history.append(server_step(history[t], locals_, starts, taus))
+      ids.append(int(i))
+    args = (history[t], locals_, starts, taus) + ((ids,) if with_ids else ())
+    history.append(server_step(*args))
   return np.stack(history[1:])
