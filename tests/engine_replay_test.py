@@ -6,8 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from quadratic import make_quadratic, np_replay, quadratic_problem
+from same import assert_close_ulps
 
 import afl_jax
+from afl_jax import compression
 
 # 6 steps, 2 slots, staleness up to 3, one padded arrival (step 2, slot 1), K in {1,2,3}.
 IDS = [[0, 1], [2, 0], [1, 0], [0, 2], [2, 1], [1, 0]]
@@ -175,6 +177,40 @@ def test_chunked_run_equals_one_scan():
   # Bitwise: both scan the same step program at the same shapes; only the trip count differs.
   np.testing.assert_array_equal(whole.params_history['w'], chunked.params_history['w'])
   np.testing.assert_array_equal(whole.metrics['arrivals'], chunked.metrics['arrivals'])
+
+
+def test_slot_order_changes_only_the_order_of_sums():
+  """docs/architecture.md (Randomness): client i's batches and its compressor's draws are
+  keyed by i and t, not by the slot it occupies, so permuting each step's slots (a padded
+  slot included) gives the same run up to the order of the sums over the slots: a few
+  ulps, where a draw keyed by slot would move the iterates as much as another seed does.
+  """
+  ids = np.array([[0, 1, 2], [3, 4, 0], [5, 1, 1], [2, 3, 4], [0, 5, 1], [4, 2, 3]])
+  start = np.array([[0, 0, 0], [1, 0, 1], [2, 1, 2], [3, 2, 1], [4, 3, 4], [5, 3, 4]])
+  steps = np.array([[3, 1, 2], [2, 3, 1], [1, 2, 3], [3, 3, 1], [2, 1, 2], [1, 3, 2]])
+  mask = np.ones((6, 3), bool)
+  mask[2, 2] = False  # a padded slot (reusing client 1's id), moved to slot 0 below
+  perm = np.array([[2, 0, 1], [1, 2, 0], [2, 0, 1], [2, 1, 0], [0, 2, 1], [1, 2, 0]])
+  take = lambda a: np.take_along_axis(a, perm, axis=1)
+  prob = _stochastic_problem()  # mini-batches: every client's steps draw from its key
+  alg = afl_jax.algorithms.get('fedbuff', client_lr=0.5, server_lr=0.8)
+  alg = alg._replace(compressor=compression.qsgd(bits=4))  # random rounding
+  p0 = {'w': jnp.zeros(5), 'b': jnp.zeros(())}
+  sched = afl_jax.schedules.from_arrays(ids, start, local_steps=steps, mask=mask)
+  shuffled = afl_jax.schedules.from_arrays(
+    take(ids), take(start), local_steps=take(steps), mask=take(mask)
+  )
+  first, permuted, other_seed = [
+    afl_jax.simulate(alg, prob, s, p0, jax.random.key(seed))
+    for s, seed in [(sched, 0), (shuffled, 0), (sched, 1)]
+  ]
+  assert_close_ulps(permuted.params_history['w'], first.params_history['w'])
+  assert_close_ulps(permuted.params_history['b'], first.params_history['b'])
+  assert set(permuted.metrics) == set(first.metrics)
+  for k, v in first.metrics.items():
+    assert_close_ulps(permuted.metrics[k], v, err_msg=k)
+  moved = np.abs(other_seed.params_history['w'] - first.params_history['w']).max()
+  assert moved > 1e3 * 8 * np.finfo(np.float32).eps  # the draws matter here
 
 
 def test_engine_compiles_once_for_a_whole_run():

@@ -29,8 +29,9 @@ is padded with inactive steps that leave the state untouched.
 
 Randomness: step t uses ``fold_in(key, t)``; client i at step t uses
 ``fold_in(fold_in(key_t, 0), i)`` and its compressor ``fold_in(fold_in(key_t, 1), i)``;
-the server ``fold_in(key_t, 2)``. Results therefore do not depend on the slot a
-client occupies or on how the run is chunked.
+the server ``fold_in(key_t, 2)``. No draw therefore depends on the slot a client
+occupies or on how the run is chunked (a chunked run is bitwise the same; permuted
+slots change only the order of the sums over a step's arrivals).
 """
 
 from __future__ import annotations
