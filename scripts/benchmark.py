@@ -172,7 +172,7 @@ def run_task(name, repeats):
     alg = afl_jax.algorithms.get('fedbuff', client_lr=0.01, server_lr=1.0)
     updates = steps * spec['m']
   else:
-    durations = afl_jax.schedules.durations('uniform', low=0.5, high=3.0)
+    durations = afl_jax.schedules.durations.make('uniform', low=0.5, high=3.0)
     schedule = afl_jax.schedules.waiting_windows(
       n, steps, window=1.0, durations=durations, local_steps=k, seed=0
     )

@@ -27,7 +27,6 @@ device; vmapped clients on an accelerator usually run faster per step.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import time
 
@@ -44,10 +43,8 @@ from afl_jax import data, models  # noqa: E402
 from afl_jax.core import memory  # noqa: E402
 from afl_jax.core.engine import Simulator  # noqa: E402
 from afl_jax.errors import UserError  # noqa: E402
+from afl_jax.pipeline import build as build_lib  # noqa: E402
 from afl_jax.pipeline import cli  # noqa: E402
-
-# The module (the package re-exports its function ``build`` under the same name).
-build_lib = importlib.import_module('afl_jax.pipeline.build')
 
 _CONFIG = cli.define_config_flag('configs/paper_masfl_cifar10.py')
 _PROBE = flags.DEFINE_integer('probe_steps', 3, 'Timed client steps (after one compile).')
@@ -85,7 +82,7 @@ def build_run(config) -> tuple[build_lib.Run, str]:
   """The built run, and where its data came from."""
   if not _RANDOM.value:
     try:
-      return build_lib.build(config), 'the dataset files'
+      return build_lib.build_run(config), 'the dataset files'
     except data.DataError as e:
       if config.dataset not in SHAPES:
         raise
@@ -93,7 +90,7 @@ def build_run(config) -> tuple[build_lib.Run, str]:
   else:
     reason = '--random_data'
   with random_data(config.dataset):
-    return build_lib.build(config), f'random data of the real shapes ({reason})'
+    return build_lib.build_run(config), f'random data of the real shapes ({reason})'
 
 
 def analytic_memory(run: build_lib.Run) -> tuple[dict[str, int], Simulator]:

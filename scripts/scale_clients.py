@@ -74,7 +74,7 @@ def main(argv):
   params = model.init(jax.random.key(0), jnp.zeros((1, 28, 28)))
   layout = data.from_federated(fed)
   problem = task.make_problem(layout, model.apply, _BATCH.value, jnp.float32)
-  durations = afl_jax.schedules.durations('normal', mean=1.5, std=0.5)
+  durations = afl_jax.schedules.durations.make('normal', mean=1.5, std=0.5)
   t0 = time.perf_counter()
   schedule = afl_jax.schedules.waiting_windows(
     n, _STEPS.value, window=1.0, durations=durations, local_steps=_K.value, seed=0

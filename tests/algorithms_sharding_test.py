@@ -39,7 +39,7 @@ def _problem(n):
 
 def _schedule(n, regime):
   if regime == 'always_on':  # continuous training: starts follow each client's reports
-    durations = afl_jax.schedules.durations('uniform', low=0.3, high=2.5)
+    durations = afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5)
     return afl_jax.schedules.waiting_windows(n, T, window=1.0, durations=durations, local_steps=2)
   return afl_jax.schedules.random_staleness(n, 2, T, window=3, local_steps=2, seed=n)
 

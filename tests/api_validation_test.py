@@ -1,7 +1,7 @@
 """The Python API checks what the command line checks, with one error that says what to pass.
 
 One spec per hyperparameter, declared at registration, serves ``algorithms.get``,
-``afl_jax.sweep`` (every replica) and a config (``pipeline.build``); a params tree
+``afl_jax.sweep`` (every replica) and a config (``pipeline.build_run``); a params tree
 that does not fit the problem, a schedule for another N and a sweep without keys
 are each one :class:`~afl_jax.errors.UserError` naming what to pass. What ``simulate``
 and ``sweep`` return is what ``Result``'s docstring says: its metric keys and values,
@@ -23,7 +23,7 @@ import afl_jax
 from afl_jax.algorithms import registry
 from afl_jax.core import checks
 from afl_jax.errors import ArgumentError, ConfigError, UserError
-from afl_jax.pipeline import build
+from afl_jax.pipeline import build_run
 from afl_jax.pipeline import config as config_lib
 from afl_jax.registry import Registry
 from afl_jax.schedules.schedule import ScheduleError
@@ -141,7 +141,7 @@ def test_config_door_reaches_the_same_spec():
   with pytest.raises(
     ConfigError, match=r'^config.hparams.client_lr=-0.1 is invalid: must be > 0\.$'
   ):
-    build(c)  # validated before any data is loaded
+    build_run(c)  # validated before any data is loaded
   c.hparams = {'client_lr': 0.1, 'server_lr': 1.0}
   c.sweep = {'hparams': {'client_lr': [0.1, -1.0]}}
   with pytest.raises(ConfigError, match=r'client_lr=\[0.1, -1.0\] is invalid: the value -1.0 must'):
@@ -165,9 +165,9 @@ def test_a_spec_declared_at_registration_checks_get_sweep_and_build(gain_algorit
   with pytest.raises(
     ConfigError, match=r'^config.hparams.gain=1.5 is invalid: must be in \[0, 1\]\.$'
   ):
-    build(c)
+    build_run(c)
   config_lib.set_algorithm(c, gain_algorithm, gain=0.25)
-  assert build(c).algorithm.name == gain_algorithm  # valid: builds
+  assert build_run(c).algorithm.name == gain_algorithm  # valid: builds
 
 
 def test_sweep_checks_every_replica_before_compute(quad):

@@ -36,7 +36,7 @@ def _schedule():
     N,
     12,
     window=1.0,
-    durations=afl_jax.schedules.durations('normal', mean=2.2, std=1.0),
+    durations=afl_jax.schedules.durations.make('normal', mean=2.2, std=1.0),
     local_steps=K,
     seed=3,
   )

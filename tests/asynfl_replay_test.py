@@ -29,7 +29,7 @@ def _flexible_schedule():
     N,
     10,
     window=1.0,
-    durations=afl_jax.schedules.durations('normal', mean=1.6, std=0.8),
+    durations=afl_jax.schedules.durations.make('normal', mean=1.6, std=0.8),
     local_steps=K,
     seed=2,
   )
@@ -100,7 +100,7 @@ def test_sync_limit_is_local_sgd_averaged_with_weight_s_over_n():
       N,
       5,
       window=None,
-      durations=afl_jax.schedules.durations('normal', mean=5, std=1),
+      durations=afl_jax.schedules.durations.make('normal', mean=5, std=1),
       local_steps=K,
     )
     assert sched.mask.all() and sched.max_staleness == 0

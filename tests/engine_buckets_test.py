@@ -74,7 +74,7 @@ def test_grouped_by_k_equals_padded_in_float32():
 def test_always_on_clients_grouped_by_their_k():
   """AsynFL: every client trains every step with its own K_i; sorted blocks change nothing."""
   with jax.enable_x64(True):
-    durations = afl_jax.schedules.durations('uniform', low=0.3, high=2.5)
+    durations = afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5)
     sched = afl_jax.schedules.waiting_windows(
       N, 5, window=1.0, durations=durations, local_steps=np.array([1, 4, 2, 1, 3, 1, 4, 2]), seed=0
     )

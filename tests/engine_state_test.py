@@ -53,7 +53,7 @@ def test_per_client_state_scatter_ignores_padding_with_duplicate_ids():
 def test_always_on_clients_train_every_step_and_report_per_schedule():
   a, b = make_quadratic(num_clients=5)
   sched = afl_jax.schedules.waiting_windows(
-    5, 7, window=1.0, durations=afl_jax.schedules.durations('uniform', low=0.5, high=2.5)
+    5, 7, window=1.0, durations=afl_jax.schedules.durations.make('uniform', low=0.5, high=2.5)
   )
   alg = Algorithm('count', counting_client(), afl_jax.servers.fedbuff(1.0), regime='always_on')
   res = afl_jax.simulate(
@@ -165,7 +165,7 @@ def test_client_blocks_give_the_same_run():
 
 def test_memory_is_reported_and_too_large_runs_are_refused():
   a, b = make_quadratic(num_clients=5)
-  durations = afl_jax.schedules.durations('uniform', low=0.3, high=2.5)
+  durations = afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5)
   sched = afl_jax.schedules.waiting_windows(5, 4, window=1.0, durations=durations, seed=0)
   alg = afl_jax.algorithms.get('asynflc_ef', client_lr=0.1, num_clients=5, fraction=0.5)
   p0 = {'x': jnp.ones(4, jnp.float32)}

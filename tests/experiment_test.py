@@ -9,7 +9,7 @@ from ml_collections.config_flags import config_path
 
 from afl_jax import schedules
 from afl_jax.errors import ConfigError
-from afl_jax.pipeline import build, loop
+from afl_jax.pipeline import build_run, loop
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline.build import build_schedule
 
@@ -161,7 +161,7 @@ def test_invalid_configs_are_rejected_before_compute(tmp_path, field, value, mat
 )
 def test_errors_found_while_building_carry_their_field(overrides, field):
   with pytest.raises(ConfigError, match=rf'^config\.{field}=') as info:
-    build(tiny(**overrides))
+    build_run(tiny(**overrides))
   assert info.value.field == field
 
 
@@ -176,7 +176,7 @@ def test_a_factory_rejecting_a_combination_blames_the_algorithm_section():
     c = tiny()
     config_lib.set_algorithm(c, 'test_combination')
     with pytest.raises(ConfigError, match=r"^config.algorithm='test_combination' is invalid: cl"):
-      build(c)
+      build_run(c)
   finally:
     registry.ALGORITHMS._factories.pop('test_combination')
     registry.ALGORITHMS._meta.pop('test_combination')
@@ -254,7 +254,7 @@ def test_build_lays_out_the_same_client_rows_as_make_federated():
   from afl_jax import data
 
   c = tiny(num_clients=7)
-  run = build(c)
+  run = build_run(c)
   shared = run.problem.shared
   assert set(shared) == {'x', 'y', 'index'}
   fed = data.make_federated(
@@ -270,7 +270,7 @@ def test_build_lays_out_the_same_client_rows_as_make_federated():
 
 def test_validation_set_is_held_out_and_reported():
   c = tiny(validation_size=200)
-  run = build(c)
+  run = build_run(c)
   owned = set(run.data.index.tolist())
   assert len(run.data.val_y) == 200 and len(owned) == len(run.data.y) - 200
   ev = run.evaluator(run.params0)

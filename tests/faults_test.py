@@ -184,7 +184,7 @@ def test_sweep_is_finished_only_when_every_run_is_and_splits_to_fit(tmp_path, mo
   work = str(tmp_path / 'sweep')
   c = _grid()
   # A device limit that fits 2 of the 4 replicas (the engine's analytic estimate).
-  runs = [sweep.build_lib.build(sweep.point_config(c, p)) for p in sweep.grid(c)]
+  runs = [sweep.build_lib.build_run(sweep.point_config(c, p)) for p in sweep.grid(c)]
   traced = sweep.traced_fields(c)
   total = {}
   for r in (1, 4):

@@ -140,7 +140,7 @@ def test_longer_prefix_stable_schedule_is_accepted(tmp_path):
 
 
 def test_longer_schedule_with_a_different_past_is_refused(tmp_path):
-  dur = schedules.durations('uniform', low=0.0, high=20.0)
+  dur = schedules.durations.make('uniform', low=0.0, high=20.0)
   short = schedules.synchronous(8, 3, 12, durations=dur, seed=0)
   run(tmp_path, config(num_rounds=12), short, [4, 8])
   # Round durations are drawn after all T rounds' clients: another T, another past.

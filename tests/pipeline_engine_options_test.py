@@ -17,7 +17,7 @@ from afl_jax.core import precision
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline import loop
-from afl_jax.pipeline.build import build, engine_options
+from afl_jax.pipeline.build import build_run, engine_options
 from afl_jax.sweep import simulator as sweep_simulator
 
 
@@ -83,15 +83,15 @@ def test_defaults_are_the_engines_defaults():
 
 
 def test_fields_reach_the_simulator_of_a_run():
-  run = build(_config())
+  run = build_run(_config())
   assert len(set(run.local_steps.tolist())) > 1  # K differs: grouping matters
   auto = loop.make_simulator(run)
-  padded = loop.make_simulator(build(_config(local_step_buckets=0)))
-  three = loop.make_simulator(build(_config(local_step_buckets=3)))
+  padded = loop.make_simulator(build_run(_config(local_step_buckets=0)))
+  three = loop.make_simulator(build_run(_config(local_step_buckets=3)))
   assert not padded.adaptive_steps and padded.block_size == padded.num_slots
   assert three.adaptive_steps and three.num_slots == 3 * three.block_size
   assert auto.adaptive_steps == (auto.step_work[1] < padded.step_work[1])
-  low = loop.make_simulator(build(_config(compute_dtype='bfloat16')))
+  low = loop.make_simulator(build_run(_config(compute_dtype='bfloat16')))
   key = jax.random.key(0)
   outs = []
   for sim in (padded, three, low):
@@ -105,7 +105,7 @@ def test_fields_reach_the_simulator_of_a_run():
 
 def test_sweep_options_reach_the_replica_simulator():
   c = _config(local_step_buckets=2, compute_dtype='bfloat16')
-  run = build(c)
+  run = build_run(c)
   seen = []
   real = precision.with_compute_dtype
 

@@ -47,7 +47,7 @@ def test_statistics_by_hand():
 
 
 def test_synchronous_invariants():
-  d = schedules.durations('uniform', low=1.0, high=3.0)
+  d = schedules.durations.make('uniform', low=1.0, high=3.0)
   s = schedules.synchronous(20, 5, 30, durations=d, seed=3)
   assert s.client_ids.shape == (30, 5) and s.mask.all()
   assert s.max_staleness == 0
@@ -77,7 +77,7 @@ def test_fedbuff_clock_invariants():
 
 
 def test_fedbuff_constant_durations_by_hand():
-  s = schedules.fedbuff(8, 4, 4, 5, durations=schedules.durations('constant', value=2.0))
+  s = schedules.fedbuff(8, 4, 4, 5, durations=schedules.durations.make('constant', value=2.0))
   # All four jobs end together; the first three replacements start before the buffer
   # fills (from version t), the fourth after the update (version t + 1).
   np.testing.assert_array_equal(np.sort(s.staleness, axis=1), [[0, 0, 0, 0]] + [[0, 1, 1, 1]] * 4)
@@ -87,7 +87,7 @@ def test_fedbuff_constant_durations_by_hand():
 def test_masfl_setting_statistics():
   """MasFL setting (N=100, Mc=20, M=10, U(0,20)); the paper quotes tau_avg=0.9184, tau_max=4."""
   s = schedules.fedbuff(
-    100, 20, 10, 600, durations=schedules.durations('uniform', low=0, high=20), seed=0
+    100, 20, 10, 600, durations=schedules.durations.make('uniform', low=0, high=20), seed=0
   )
   # Our convention counts the step that consumes the arrival: tau = t - s. The paper's
   # numbers match one less (tau - 1 for stale arrivals), see docs/architecture.md.
@@ -106,7 +106,7 @@ def test_fedbuff_validation():
 
 def test_fully_async_has_one_arrival_per_step():
   s = schedules.fully_async(
-    10, 4, 50, durations=schedules.durations('pareto', shape=1.5, scale=1.0), seed=2
+    10, 4, 50, durations=schedules.durations.make('pareto', shape=1.5, scale=1.0), seed=2
   )
   assert s.client_ids.shape == (50, 1) and s.mask.all()
   assert s.max_staleness >= 1
@@ -114,7 +114,7 @@ def test_fully_async_has_one_arrival_per_step():
 
 def test_speed_factor_makes_slow_clients_report_less():
   speed = np.where(np.arange(20) < 10, 1.0, 10.0)
-  d = schedules.durations('exponential', mean=1.0, speed=speed)
+  d = schedules.durations.make('exponential', mean=1.0, speed=speed)
   s = schedules.fedbuff(20, 10, 2, 400, durations=d, seed=0)
   counts = s.participation_counts
   assert counts[:10].sum() > 2 * counts[10:].sum()
@@ -132,7 +132,7 @@ def test_random_staleness_window_and_local_steps():
 
 
 def test_waiting_windows_flexible_participation():
-  d = schedules.durations('normal', mean=100.0, std=40.0)
+  d = schedules.durations.make('normal', mean=100.0, std=40.0)
   s = schedules.waiting_windows(30, 40, window=60.0, durations=d, seed=0)
   sizes = s.arrivals_per_step
   assert sizes.min() < sizes.max()  # |S_t| varies
@@ -146,18 +146,18 @@ def test_waiting_windows_flexible_participation():
 
 
 def test_waiting_windows_synchronous_limit():
-  d = schedules.durations('normal', mean=100.0, std=40.0)
+  d = schedules.durations.make('normal', mean=100.0, std=40.0)
   s = schedules.waiting_windows(12, 6, window=None, durations=d, seed=0)
   assert s.mask.all() and s.client_ids.shape == (6, 12) and s.max_staleness == 0
 
 
 def test_durations_validation():
   with pytest.raises(ValueError, match="'gamma' is unknown"):
-    schedules.durations('gamma', k=1)
+    schedules.durations.make('gamma', k=1)
   with pytest.raises(ValueError, match='0 <= low <= high'):
-    schedules.durations('uniform', low=3, high=1)
+    schedules.durations.make('uniform', low=3, high=1)
   with pytest.raises(ValueError, match='takes parameters'):
-    schedules.durations('uniform', low=0)
+    schedules.durations.make('uniform', low=0)
 
 
 def test_save_load_roundtrip(tmp_path):

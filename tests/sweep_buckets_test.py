@@ -28,7 +28,7 @@ def _case(name):
       afl_jax.schedules.random_staleness(N, 2, 7, window=2, local_steps=[3, 1, 1, 2, 4, 1], seed=1),
     ]
     return scheds, dict(server_lr=1.0), {'client_lr': [0.05, 0.04]}
-  d = afl_jax.schedules.durations('uniform', low=0.3, high=2.5)
+  d = afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5)
   scheds = [
     afl_jax.schedules.waiting_windows(
       N, 6, window=1.0, durations=d, local_steps=[1, 4, 2, 2, 1, 4], seed=0

@@ -1,15 +1,15 @@
 """The experiment pipeline: one straight path from a config to results.
 
-``build(config) -> Run`` (validated once), then a loop that only runs, evaluates,
+``build_run(config) -> Run`` (validated once), then a loop that only runs, evaluates,
 checkpoints and writes::
 
-  run = afl_jax.pipeline.build(config)
+  run = afl_jax.pipeline.build_run(config)
   summary = afl_jax.pipeline.train_and_evaluate(config, workdir)
 
 Modules:
 
   config      the default config, one validator per section, hyperparameter helpers
-  build       build(config) -> Run (data, model, schedule, algorithm, problem, evaluator)
+  build       build_run(config) -> Run (data, model, schedule, algorithm, problem, evaluator)
   task        the task loss, the federated problem layout and the evaluator
   loop        the train loop (train_and_evaluate)
   checkpoint  checkpoints, the config fingerprint, resume refusal and fallback
@@ -20,7 +20,7 @@ Modules:
   devices     the CPU device split, chosen by scripts
 """
 
-from afl_jax.pipeline.build import Run, build
+from afl_jax.pipeline.build import Run, build_run
 from afl_jax.pipeline.loop import NonFiniteError, train_and_evaluate
 
-__all__ = ['NonFiniteError', 'Run', 'build', 'train_and_evaluate']
+__all__ = ['NonFiniteError', 'Run', 'build_run', 'train_and_evaluate']

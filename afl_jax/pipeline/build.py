@@ -1,4 +1,4 @@
-"""``build(config) -> Run``: everything a run needs, validated once, before any compute.
+"""``build_run(config) -> Run``: everything a run needs, validated once, before any compute.
 
 The path of a run goes down only: the config is resolved and validated
 (:mod:`afl_jax.pipeline.config`), the dataset loaded by name and laid out as
@@ -254,7 +254,7 @@ def engine_options(c: ml_collections.ConfigDict, *, sweep: bool = False) -> dict
 
 
 # ---- the whole run --------------------------------------------------------------------------
-def build(config: ml_collections.ConfigDict) -> Run:
+def build_run(config: ml_collections.ConfigDict) -> Run:
   """Resolve and validate ``config``, then build every part of the run.
 
   Raises:

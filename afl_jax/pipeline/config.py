@@ -6,7 +6,7 @@ schedule, algorithm + hyperparameters, compressor, sweep), and raises
 :class:`~afl_jax.errors.ConfigError` naming the field, the value and the allowed
 range, before any data is loaded or compiled. Checks that need the loaded data
 (``num_clients`` <= the samples, partitions that cannot give every client data)
-run in :func:`afl_jax.pipeline.build.build`, where the data is known.
+run in :func:`afl_jax.pipeline.build.build_run`, where the data is known.
 
 ``config.hparams`` holds the algorithm's hyperparameters; :func:`resolve` fills in
 every hyperparameter the algorithm takes with its default, so that any of them can
@@ -405,7 +405,7 @@ def validate_algorithm(c: ml_collections.ConfigDict) -> None:
   Each value is checked against the spec its algorithm declared at registration
   (type, finiteness, range: :func:`afl_jax.algorithms.violation`, the same check
   ``afl_jax.algorithms.get`` and ``afl_jax.sweep`` make). Combinations of values are
-  checked by the algorithm's factory, called by :func:`afl_jax.pipeline.build.build`
+  checked by the algorithm's factory, called by :func:`afl_jax.pipeline.build.build_run`
   before any compute.
   """
   name = validate_algorithm_name(c)

@@ -1,7 +1,7 @@
 """``train_and_evaluate(config, workdir)``: run, evaluate, checkpoint and write.
 
 Everything is built (and the config validated) by
-:func:`afl_jax.pipeline.build.build` before anything is written or compiled; this
+:func:`afl_jax.pipeline.build.build_run` before anything is written or compiled; this
 loop only drives the engine in chunks of ``eval_every`` server steps, evaluates
 between chunks, and writes into ``workdir``:
 
@@ -45,7 +45,7 @@ from afl_jax.core import memory
 from afl_jax.core.engine import Simulator, to_host
 from afl_jax.pipeline import checkpoint, metrics_io, plotting, sizes
 from afl_jax.pipeline import workdir as workdir_lib
-from afl_jax.pipeline.build import Run, build, engine_options
+from afl_jax.pipeline.build import Run, build_run, engine_options
 
 
 class NonFiniteError(RuntimeError):
@@ -140,7 +140,7 @@ def _train(
   progress: dict[str, Any],
 ) -> dict[str, Any]:
   """train_and_evaluate's body; ``progress`` says what it is writing and what is on disk."""
-  run = build(config)
+  run = build_run(config)
   c, schedule = run.config, run.schedule
   progress['doing'] = 'writing the run files'
   if writes:

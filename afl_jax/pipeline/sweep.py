@@ -6,7 +6,7 @@ product. ConfigDict keys cannot hold dots, so fields nest::
   c.sweep = {'hparams': {'client_lr': [0.01, 0.03, 0.1], 'server_lr': [0.5, 1.0]},
              'seed': [0, 1, 2]}         # 18 runs
 
-Every grid point is built by :func:`afl_jax.pipeline.build.build` (so it is
+Every grid point is built by :func:`afl_jax.pipeline.build.build_run` (so it is
 validated like a single run). Points are then grouped: within a group, float
 hyperparameters are traced (one value per replica) and everything that only changes
 *values* — the seed, hence the data split, the schedule and the init — is stacked
@@ -37,7 +37,6 @@ memory (the engine's analytic estimate) is split into groups that do, said in th
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import json
 import math
@@ -54,13 +53,11 @@ from ml_collections.config_flags import config_path
 from afl_jax import algorithms
 from afl_jax.core import memory, replicas
 from afl_jax.errors import ConfigError
+from afl_jax.pipeline import build as build_lib
 from afl_jax.pipeline import checkpoint, metrics_io, plotting, sizes
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline import workdir as workdir_lib
 from afl_jax.sweep import simulator as sweep_simulator
-
-# The module (``afl_jax.pipeline.build`` the attribute is the function build()).
-build_lib = importlib.import_module('afl_jax.pipeline.build')
 
 # Fields that change only values, never the compiled program: stacked on the replica axis.
 REPLICA_FIELDS = ('seed',)
@@ -530,7 +527,7 @@ def train_sweep(
   reports); a group that does not fit is split into groups that do.
 
   Raises:
-    ConfigError (and the other UserErrors of ``build``): a bad field of any grid
+    ConfigError (and the other UserErrors of ``build_run``): a bad field of any grid
       point, or a grid too large for the host memory, before anything is compiled.
     WorkdirError: the workdir is busy, holds other outputs (:func:`check_workdir`),
       or a write failed for the disk's reason.
@@ -559,7 +556,7 @@ def _train_sweep(
   config: ml_collections.ConfigDict, workdir: str, log, limit: int | None
 ) -> dict[str, Any]:
   t_start = time.time()
-  first = build_lib.build(point_config(config, next(iter(grid_iter(config)))))
+  first = build_lib.build_run(point_config(config, next(iter(grid_iter(config)))))
   est = plan(config, first)
   points = grid(config)
   traced = traced_fields(config)
@@ -567,7 +564,7 @@ def _train_sweep(
   for i, p in enumerate(points):
     groups.setdefault(group_key(p, traced), []).append(i)
   # Build every point first: a bad grid point fails before any compile.
-  runs = [first] + [build_lib.build(point_config(config, p)) for p in points[1:]]
+  runs = [first] + [build_lib.build_run(point_config(config, p)) for p in points[1:]]
   split: list[list[int]] = []
   for members in groups.values():  # the run context the factory sees must match, too
     by_ctx: dict[str, list[int]] = {}

@@ -2,7 +2,8 @@
 
 Every delay model is reachable by name from ``SCHEDULES``
 (:mod:`afl_jax.schedules.registry`), including FedEcho's Table 1
-(:mod:`afl_jax.schedules.fedecho_table1`).
+(:mod:`afl_jax.schedules.fedecho_table1`). Job-duration models are
+``schedules.durations.make(kind, **params)`` (:mod:`afl_jax.schedules.durations`).
 """
 
 from afl_jax.schedules.builders import (
@@ -13,7 +14,6 @@ from afl_jax.schedules.builders import (
   waiting_windows,
 )
 from afl_jax.schedules.durations import CLIENT_SPEEDS, Durations, speed_factors
-from afl_jax.schedules.durations import make as durations
 from afl_jax.schedules.registry import SCHEDULES, ScheduleContext, make_durations, parse_params
 from afl_jax.schedules.schedule import Schedule, ScheduleError, from_arrays, load
 
@@ -24,7 +24,6 @@ __all__ = [
   'Schedule',
   'ScheduleContext',
   'ScheduleError',
-  'durations',
   'fedbuff',
   'from_arrays',
   'fully_async',

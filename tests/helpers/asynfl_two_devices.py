@@ -36,7 +36,7 @@ for n in (3, 5):
     n,
     8,
     window=1.0,
-    durations=afl_jax.schedules.durations('uniform', low=0.3, high=2.5),
+    durations=afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5),
     local_steps=2,
     seed=n,
   )

@@ -36,7 +36,7 @@ sched = afl_jax.schedules.waiting_windows(
   N,
   10,
   window=1.0,
-  durations=afl_jax.schedules.durations('normal', mean=2.2, std=1.0),
+  durations=afl_jax.schedules.durations.make('normal', mean=2.2, std=1.0),
   local_steps=2,
   seed=1,
 )

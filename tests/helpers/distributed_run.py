@@ -102,7 +102,7 @@ def run_cases(checkpoint_dir: str | None = None, cases: tuple[str, ...] = CASES)
     n,
     8,
     window=1.0,
-    durations=afl_jax.schedules.durations('uniform', low=0.3, high=2.5),
+    durations=afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5),
     local_steps=2,
   )
   runs = {

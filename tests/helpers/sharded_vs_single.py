@@ -34,7 +34,7 @@ windows = afl_jax.schedules.waiting_windows(
   N,
   10,
   window=1.0,
-  durations=afl_jax.schedules.durations('uniform', low=0.3, high=2.5),
+  durations=afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5),
   local_steps=2,
 )
 cases = {

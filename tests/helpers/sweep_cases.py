@@ -67,7 +67,7 @@ def hparams(name):
 
 def schedules(algorithm):
   if algorithm.regime == 'always_on':
-    d = afl_jax.schedules.durations('uniform', low=0.3, high=2.5)
+    d = afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5)
     return [
       afl_jax.schedules.waiting_windows(N, 6, window=1.0, durations=d, local_steps=2, seed=0),
       afl_jax.schedules.waiting_windows(N, 7, window=0.8, durations=d, local_steps=3, seed=1),
