@@ -27,6 +27,7 @@ from afl_jax.pipeline import build_run
 from afl_jax.pipeline import config as config_lib
 from afl_jax.registry import Registry
 from afl_jax.schedules.schedule import ScheduleError
+from afl_jax.servers.ca2fl import ca2fl as ca2fl_server
 
 TEST_NAME = 'api_validation_test_gain'
 
@@ -237,6 +238,40 @@ def test_schedule_for_fewer_clients_says_pass_num_clients(quad):
   exact = afl_jax.schedules.from_arrays([0, 1, 0], [0, 0, 1], num_clients=3)
   assert exact.num_clients == 3
   afl_jax.simulate(alg, problem, exact, params0, jax.random.key(0))
+
+
+# Algorithms whose server keeps per-client state sized by the server's own num_clients
+# (no joint initializer): built here as a user would, from the standalone server rules.
+SIZED_BY_THE_SERVER = {
+  'ca2fl': lambda **kw: afl_jax.Algorithm(
+    'ca2fl', afl_jax.clients.local_sgd(0.1), ca2fl_server(**kw)
+  ),
+  'fedac': lambda **kw: afl_jax.algorithms.get('fedac')._replace(
+    server=afl_jax.servers.fedac_server(**kw), init=None
+  ),
+}
+
+
+@pytest.mark.parametrize('name', sorted(SIZED_BY_THE_SERVER))
+def test_server_sized_for_fewer_clients_than_the_problem_is_one_error(name):
+  """The standalone default num_clients=10 on 12 clients: refused, never clamped."""
+  a, b = make_quadratic(num_clients=12, dim=4)
+  problem = quadratic_problem(a, b)
+  schedule = afl_jax.schedules.from_arrays([11, 3, 10], [0, 0, 1], local_steps=2)
+  params0, key = {'x': jnp.zeros(4)}, jax.random.key(0)
+  alg = SIZED_BY_THE_SERVER[name]()
+  message = (
+    f'{name}: the server keeps per-client state for num_clients=10 (client ids in [0, 9]) '
+    'but the problem has 12 clients (ids in [0, 11]); build the server with num_clients=12.'
+  )
+  with pytest.raises(ArgumentError) as err:
+    afl_jax.simulate(alg, problem, schedule, params0, key)
+  assert str(err.value) == message  # one line (JAX's traceback note is a __notes__ entry)
+  with pytest.raises(ArgumentError) as err:
+    afl_jax.sweep(alg, problem, schedule, params0, jax.random.split(key, 2))
+  assert str(err.value) == message
+  sized = SIZED_BY_THE_SERVER[name](num_clients=12)
+  afl_jax.simulate(sized, problem, schedule, params0, key)
 
 
 # ---- 4. sweep: keys, and a built Algorithm --------------------------------------------

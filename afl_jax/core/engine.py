@@ -48,6 +48,7 @@ from jax.sharding import PartitionSpec as P
 from afl_jax.core import memory, precision, ring, tree
 from afl_jax.core.problem import Problem
 from afl_jax.core.types import Algorithm, Arrivals, EmptyState, LocalTask, prepared
+from afl_jax.errors import ArgumentError
 from afl_jax.schedules.schedule import Schedule, ScheduleError, clients_mismatch
 
 REGIMES = ('per_job', 'always_on')
@@ -335,6 +336,22 @@ def to_host(x: jax.Array) -> np.ndarray:
   return np.asarray(x)
 
 
+def check_server_clients(name: str, server_state: Any, num_clients: int) -> None:
+  """A server state with per-client tables (``state.num_clients``) sized for the problem.
+
+  The tables are indexed by client id, and JAX clamps an out-of-range read and drops
+  an out-of-range write, so a server built for fewer clients (``num_clients=10``,
+  the standalone default) would run silently wrong: refused here, before any compute.
+  """
+  table = getattr(server_state, 'num_clients', None)
+  if table is not None and table != num_clients:
+    raise ArgumentError(
+      f'{name}: the server keeps per-client state for num_clients={table} (client ids in '
+      f'[0, {table - 1}]) but the problem has {num_clients} clients (ids in '
+      f'[0, {num_clients - 1}]); build the server with num_clients={num_clients}.'
+    )
+
+
 class Program(NamedTuple):
   """The pure functions of ONE run, closed over its static plan.
 
@@ -426,6 +443,7 @@ def make_program(
       client_states = jax.vmap(alg.client.init, in_axes=(None, tasks.batch_axes(), 0))(
         params, tasks, keys
       )
+    check_server_clients(alg.name, server_state, problem.num_clients)
     if alg.compressor is None:
       comp_states = EmptyState()
     else:

@@ -37,6 +37,11 @@ class CA2FLState(NamedTuple):
   cache: Params  # h_i^t, leading axis N (the latest Delta_i of each client; 0 before)
   counts: Any = None  # float[N], n_i of each client that has reported (0 before)
 
+  @property
+  def num_clients(self) -> int:
+    """N, the clients with a cached update (ids in [0, N)); the engine checks it."""
+    return jax.tree.leaves(self.cache)[0].shape[0]
+
 
 def init_state(params: Params, num_clients: int) -> CA2FLState:
   """``h_i^0 = 0`` for every client."""
@@ -62,7 +67,7 @@ def ca2fl(
     num_clients: N, the clients 0..N-1 that ``init(params)`` keeps a cached update
       for (Alg. 1's ``1/N``). The registry's ``'ca2fl'`` sizes the cache from the
       problem's clients (``Algorithm.init``), so this matters only when the rule is
-      used on its own.
+      used on its own; the engine refuses a problem with another number of clients.
     weighting: 'uniform' (default, Alg. 1's ``1/N`` and ``1/|S_t|``) or 'examples':
       ``sum_i p_i h_i`` with ``p_i = n_i / sum_j n_j`` and the calibration weighted
       by ``n_i / sum_{S_t} n_j``, from the example counts the messages carry

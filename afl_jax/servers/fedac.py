@@ -140,6 +140,11 @@ class FedACState(NamedTuple):
   applied: jax.Array  # int32[N]
   opt_state: MomentumState
 
+  @property
+  def num_clients(self) -> int:
+    """N, the clients whose applied jobs are counted (ids in [0, N)); the engine checks it."""
+    return self.applied.shape[0]
+
 
 def init_state(params: Params, num_clients: int, beta1=0.6, beta2=0.9, epsilon=1e-8):
   """``c = 0``, no job applied, ``m_0 = v_0 = 0``."""
@@ -190,7 +195,8 @@ def fedac_server(
       ``zero_cosine``) or 'model' (the model itself, as AFL-Lib does).
     num_clients: N, the clients 0..N-1 whose applied jobs ``init(params)`` counts.
       The registry's ``'fedac'`` sizes the count from the problem's clients
-      (``Algorithm.init``), so this matters only when the rule is used on its own.
+      (``Algorithm.init``), so this matters only when the rule is used on its own;
+      the engine refuses a problem with another number of clients.
   """
   check_hyperparameters(server_lr, beta1, beta2, epsilon, min_similarity, zero_cosine, first_update)
   checks.positive_int('num_clients', num_clients)

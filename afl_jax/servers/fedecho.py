@@ -56,6 +56,11 @@ class FedEchoState(NamedTuple):
   logits: jax.Array  # [N, |U|, C] each client's latest logits on U (0 until it reports)
   reported: jax.Array  # bool[N] whether client i has reported at least once
 
+  @property
+  def num_clients(self) -> int:
+    """N, the clients with stored logits (ids in [0, N)); the engine checks it."""
+    return self.reported.shape[0]
+
 
 def distill_optimizer(
   kind: str = 'adam', learning_rate: float = 3e-6, clip_norm: float = 5.0

@@ -57,6 +57,11 @@ class MasFLServerState(NamedTuple):
   pending: MasFLMessage | None  # 'uniform': latest finished message per client [N]; else None
   shares: jax.Array  # float[N], p_i: 1/N, or n_i / sum_j n_j by examples
 
+  @property
+  def num_clients(self) -> int:
+    """N, the clients with a variate c_i (ids in [0, N)); the engine checks it."""
+    return self.shares.shape[0]
+
 
 def check_rates(server_lr: float, beta: float) -> None:
   checks.positive('server_lr (gamma)', server_lr)
