@@ -10,9 +10,9 @@ staleness bound B = 10; server_lr = 1 (a weighted model average) and client_lr =
 0.05 (our FedBuff config's local rate; the authors use 0.1 with momentum 0.9).
 
 The staleness bound's scheduling (waiting for, or urgently requesting, clients
-staler than B: Port-Non-Urgent / Port-Urgent) is built by
-``afl_jax.schedules.port_clock.port_clock``, which is not yet a config schedule
-``kind``; this config runs Port's aggregation on FedBuff's clock (see
+staler than B: Port-Non-Urgent / Port-Urgent) is the schedule kind ``port``
+(``schedule.staleness_bound``, ``schedule.urgent``); this config runs Port's
+aggregation on FedBuff's clock (``--config.schedule.kind=port`` for both; see
 docs/algorithms/port.md).
 """
 

@@ -22,7 +22,7 @@ Before the buffer is full a finished client is replaced at once (FedBuff's clock
 after a step, idle clients drawn uniformly start from the new version until
 ``concurrency`` are training again.
 
-Not registered as a schedule ``kind`` here; ``port_clock`` is a plain builder.
+In a config it is the schedule kind ``port`` (:mod:`afl_jax.schedules.registry`).
 """
 
 from __future__ import annotations

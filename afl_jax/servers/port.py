@@ -26,9 +26,9 @@ If every raw weight is 0 the weights are uniform.
 
 Port's scheduling part (the server waits for, or urgently requests updates from,
 clients whose staleness would exceed ``B``) is a property of the schedule, not of
-this rule: :func:`afl_jax.schedules.port_clock.port_clock` builds it, and
-docs/algorithms/port.md says how. A step with no valid arrival leaves the
-state unchanged.
+this rule: :func:`afl_jax.schedules.port_clock.port_clock` (schedule kind ``port``)
+builds it, and docs/algorithms/port.md says how. A step with no valid arrival leaves
+the state unchanged.
 """
 
 from __future__ import annotations
