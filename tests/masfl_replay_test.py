@@ -1,8 +1,9 @@
 """MasFL / AdaMasFL through the engine, replayed against Alg. 1-4 written in NumPy.
 
 Paper: Yan, Zhong, Wang, Zhang, "Momentum-Driven Adaptivity: Towards Tuning-Free
-Asynchronous Federated Learning" (papers/000). Full-batch quadratic clients, so the
-stochastic gradients of Alg. 1 line 1 and Alg. 2 line 3 are exact gradients.
+Asynchronous Federated Learning" (paper 000; docs/algorithms/masfl.md). Full-batch
+quadratic clients, so the stochastic gradients of Alg. 1 line 1 and Alg. 2 line 3 are
+exact gradients.
 """
 
 import math

@@ -1,7 +1,7 @@
 """MasFL / AdaMasFL rules called directly (under jax.jit) against Alg. 1-4 in NumPy.
 
 Paper: Yan, Zhong, Wang, Zhang, "Momentum-Driven Adaptivity: Towards Tuning-Free
-Asynchronous Federated Learning" (papers/000).
+Asynchronous Federated Learning" (paper 000; docs/algorithms/masfl.md).
 """
 
 import math

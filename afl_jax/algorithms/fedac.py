@@ -2,8 +2,9 @@
 
 Zang, Xue, Ou, Chu, Du, Long, "Efficient Asynchronous Federated Learning with
 Prospective Momentum Aggregation and Fine-Grained Correction", AAAI 2024 -- a
-baseline of FedEcho (papers/002, Table 2). Server :mod:`afl_jax.servers.fedac`, client
-:mod:`afl_jax.clients.fedac`; equations and readings in docs/algorithms/fedac.md.
+baseline of FedEcho (paper 002, Table 2; docs/algorithms/fedecho.md). Server
+:mod:`afl_jax.servers.fedac`, client :mod:`afl_jax.clients.fedac`; equations and
+readings in docs/algorithms/fedac.md.
 
 Symbols: eta_l -> ``client_lr`` (0.1), eta -> ``server_lr`` (1e-4) -- FedEcho's
 Table 8 rates for FedAC; beta_1, beta_2 -> ``beta1``, ``beta2`` (0.6, 0.9),

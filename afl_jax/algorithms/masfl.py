@@ -1,7 +1,7 @@
 """MasFL and AdaMasFL, with the tuning-free hyperparameters of their theorems.
 
 Yan, Zhong, Wang, Zhang, "Momentum-Driven Adaptivity: Towards Tuning-Free
-Asynchronous Federated Learning" (papers/000):
+Asynchronous Federated Learning" (paper 000; readings in docs/algorithms/masfl.md):
 
 * MasFL, Algorithms 1-2 (server :func:`afl_jax.servers.masfl.masfl_server`, client
   :func:`afl_jax.clients.masfl.masfl_client`). Theorem 3.1: ``beta = sqrt(SK/T)``,

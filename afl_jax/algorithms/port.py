@@ -1,7 +1,7 @@
 """Port: staleness- and similarity-aware buffered aggregation with bounded staleness.
 
 Su and Li, "How Asynchronous can Federated Learning Be?", IEEE/ACM IWQoS 2022 -- a
-baseline of FedFa (papers/001, Table 2: Port-Urgent, Port-Non-Urgent). Server
+baseline of FedFa (paper 001, Table 2: Port-Urgent, Port-Non-Urgent). Server
 :mod:`afl_jax.servers.port`; clients run local SGD (``clients.local_sgd``). The
 staleness bound's scheduling part (waiting for / urgently requesting stale clients)
 lives in the schedule; docs/algorithms/port.md says how.

@@ -1,8 +1,9 @@
 """The MasFL / AdaMasFL client: local momentum with a stale control-variate correction.
 
 Yan, Zhong, Wang, Zhang, "Momentum-Driven Adaptivity: Towards Tuning-Free
-Asynchronous Federated Learning" (papers/000). Algorithm 2 (MasFL) and Algorithm 4
-(AdaMasFL), for client i whose job is consumed at server step t with staleness tau:
+Asynchronous Federated Learning" (paper 000; docs/algorithms/masfl.md). Algorithm 2
+(MasFL) and Algorithm 4 (AdaMasFL), for client i whose job is consumed at server step t
+with staleness tau:
 
 * line 1: receive ``theta^{t-tau}`` and ``d^{t-tau} = beta c^{t-tau} + (1-beta) g^{t-tau}``
   (the server's broadcast, :class:`~afl_jax.core.messages.MasFLBroadcast`);

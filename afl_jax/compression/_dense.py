@@ -2,8 +2,9 @@
 
 Sign follows Sec. III-B, item (2) of Yang, Hou, Wu, "Convergence Analysis of
 Asynchronous Federated Learning with Gradient Compression for Non-Convex
-Optimization" (papers/004): ``Sign(x)_i = 1{x_i >= 0} - 1{x_i < 0}`` (so ``0 -> +1``;
-also ``-0.0 -> +1`` since ``-0.0 >= 0``), applied to the paper's update
+Optimization" (paper 004; docs/algorithms/asynfl.md):
+``Sign(x)_i = 1{x_i >= 0} - 1{x_i < 0}`` (so ``0 -> +1``; also ``-0.0 -> +1`` since
+``-0.0 >= 0``), applied to the paper's update
 ``Delta = x_K - x_start`` (eq. 3); the server adds ``C(Delta)`` (eq. 7).
 
 The library's messages are pseudo-gradients ``m = x_start - x_K = -Delta``

@@ -1,10 +1,10 @@
 """The MasFL / AdaMasFL server: stale control variates and a global momentum.
 
 Yan, Zhong, Wang, Zhang, "Momentum-Driven Adaptivity: Towards Tuning-Free
-Asynchronous Federated Learning" (papers/000), Algorithm 1 (MasFL) and Algorithm 3
-(AdaMasFL). The server holds every client's control variate ``c_i`` (``[N, ...]``),
-the global variate ``c`` and the momentum ``g``. At server step t with the set
-``S_t`` of ``S`` clients:
+Asynchronous Federated Learning" (paper 000; docs/algorithms/masfl.md), Algorithm 1
+(MasFL) and Algorithm 3 (AdaMasFL). The server holds every client's control variate
+``c_i`` (``[N, ...]``), the global variate ``c`` and the momentum ``g``. At server step
+t with the set ``S_t`` of ``S`` clients:
 
 * Alg. 1/3 line 4: ``c_i^{t+1} = c~_i^{t+1}`` for ``i in S_t``, else ``c_i^t``;
 * Alg. 1 line 5 / Alg. 3 line 7:
