@@ -15,7 +15,9 @@ from afl_jax import reproduction
 from afl_jax.pipeline import cli
 from afl_jax.reproduction import pages
 
-_PAPERS = flags.DEFINE_list('papers', list(reproduction.PAPERS), 'Papers whose pages to rebuild.')
+_PAPERS = flags.DEFINE_list(
+  'papers', list(reproduction.PAPERS), 'Papers whose plots to redraw (every page is rebuilt).'
+)
 _WRITE = flags.DEFINE_bool('write', False, 'Write the pages (default: only check and print).')
 _PLOTS = flags.DEFINE_bool('plots', True, 'With --write: redraw the plots too.')
 

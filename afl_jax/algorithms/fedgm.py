@@ -107,14 +107,18 @@ def fednag(
   return _fedgm('fednag', client_lr, server_lr, beta, beta, weighting)
 
 
+# Alg. 3-4's per-stage schedules, checked the same way for both multistage variants.
+STAGES = {
+  'stage_lengths': checks.integers(1),
+  'server_lrs': checks.reals(0.0, low_open=True),
+  'betas': checks.reals(0.0, 1.0, high_open=True),
+  'nus': checks.reals(0.0, 1.0),
+}
+
+
 @register(
   'multistage_fedgm',
-  hparams={
-    'stage_lengths': checks.integers(1),
-    'server_lrs': checks.reals(0.0, low_open=True),
-    'betas': checks.reals(0.0, 1.0, high_open=True),
-    'nus': checks.reals(0.0, 1.0),
-  },
+  hparams=STAGES,
 )
 def multistage_fedgm(
   client_lr: float = 0.01,
@@ -134,12 +138,7 @@ def multistage_fedgm(
 
 @register(
   'autonomous_fedgm',
-  hparams={
-    'stage_lengths': checks.integers(1),
-    'server_lrs': checks.reals(0.0, low_open=True),
-    'betas': checks.reals(0.0, 1.0, high_open=True),
-    'nus': checks.reals(0.0, 1.0),
-  },
+  hparams=STAGES,
 )
 def autonomous_fedgm(
   client_lr: float = 0.01,

@@ -380,7 +380,8 @@ def _read_json(path: str) -> Any:
     return json.load(f)
 
 
-def _write_text(path: str, text: str) -> None:
+def write_text(path: str, text: str) -> None:
+  """Write ``text`` to ``path`` atomically (a synced temporary file, then a rename)."""
   tmp = path + '.tmp'
   with open(tmp, 'w') as f:
     f.write(text)
@@ -578,7 +579,7 @@ class Checkpointer:
     del checkpointed
     os.makedirs(self.directory, exist_ok=True)
     text = config_json(config, indent=2)
-    _write_text(os.path.join(self.workdir, 'config.json'), text + '\n')
+    write_text(os.path.join(self.workdir, 'config.json'), text + '\n')
     run = {
       'format': 1,
       'config': json.loads(text),
@@ -589,7 +590,7 @@ class Checkpointer:
     tmp = os.path.join(self.directory, 'schedule.tmp.npz')
     schedule.save(tmp)
     os.replace(tmp, os.path.join(self.directory, SCHEDULE_FILE))
-    _write_text(os.path.join(self.directory, RUN_FILE), json.dumps(run, sort_keys=True, indent=1))
+    write_text(os.path.join(self.directory, RUN_FILE), json.dumps(run, sort_keys=True, indent=1))
 
   # ---- state ------------------------------------------------------------------------
   def save(self, step: int, sim_state: Any, host: Mapping[str, Any]) -> None:
@@ -614,7 +615,7 @@ class Checkpointer:
         run = _read_json(run_file)
         if not run.get('checkpointed'):
           run['checkpointed'] = True
-          _write_text(run_file, json.dumps(run, sort_keys=True, indent=1))
+          write_text(run_file, json.dumps(run, sort_keys=True, indent=1))
     barrier(f'afl_jax checkpoint {step}')  # nobody reads the step before its manifest exists
 
   def restore(

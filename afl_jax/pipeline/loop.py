@@ -60,11 +60,6 @@ def _first_nonfinite(metrics: dict[str, np.ndarray]) -> tuple[int, str] | None:
   return None
 
 
-def _write_json(path: str, obj: Any) -> None:
-  with open(path, 'w') as f:
-    json.dump(obj, f, indent=2, sort_keys=True, default=float)
-
-
 def _quiet(*args: Any) -> None:
   del args  # processes other than 0 do not log progress
 
@@ -283,7 +278,10 @@ def _train(
       os.path.join(workdir, 'plot.png'),
       title=f'{c.algorithm} on {c.dataset}',
     )
-    _write_json(os.path.join(workdir, 'summary.json'), summary)
+    checkpoint.write_text(
+      os.path.join(workdir, 'summary.json'),
+      json.dumps(summary, indent=2, sort_keys=True, default=float),
+    )
   final = records[-1]
   log(
     f'summary: {status}: {final["step"]} steps, test accuracy '

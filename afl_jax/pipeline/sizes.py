@@ -132,10 +132,12 @@ def check(
   t, n = int(config.num_rounds), int(config.num_clients)
   m, m_field = slots_per_step(config)
   shape = f'T={t:,} server steps x M={m:,} arrival slots = {report["slots"]:,} slots'
+  # The larger of T and M is the one to lower.
+  schedule_field = (
+    ('num_rounds', t) if t >= m else (m_field, config_path.get_value(m_field, config))
+  )
   if report['slots'] > max_slots:
-    field, value = (
-      ('num_rounds', t) if t >= m else (m_field, config_path.get_value(m_field, config))
-    )
+    field, value = schedule_field
     raise ConfigError.invalid(
       field,
       value,
@@ -148,9 +150,7 @@ def check(
     if client_part >= schedule_part:
       field, value = 'num_clients', n
     else:
-      field, value = (
-        ('num_rounds', t) if t >= m else (m_field, config_path.get_value(m_field, config))
-      )
+      field, value = schedule_field
     raise ConfigError.invalid(
       field,
       value,

@@ -445,15 +445,6 @@ def _read_json(path: str) -> Any:
     return None
 
 
-def _write_atomic(path: str, text: str) -> None:
-  tmp = path + '.tmp'
-  with open(tmp, 'w') as f:
-    f.write(text)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
-
-
 def _record(config: ml_collections.ConfigDict) -> dict[str, Any]:
   return checkpoint.canonical_config(config_lib.resolve(config))
 
@@ -586,7 +577,7 @@ def _train_sweep(
   # Nothing of an earlier invocation may pass for this one's results until it finishes.
   sweep_file = os.path.join(workdir, workdir_lib.SWEEP_FILE)
   record = {'format': 1, 'config': _record(config), 'runs': len(points), 'complete': False}
-  _write_atomic(sweep_file, json.dumps(record, indent=1, sort_keys=True) + '\n')
+  checkpoint.write_text(sweep_file, json.dumps(record, indent=1, sort_keys=True) + '\n')
   for name in SUMMARY_FILES:
     if os.path.isfile(os.path.join(workdir, name)):
       os.remove(os.path.join(workdir, name))
@@ -608,11 +599,13 @@ def _train_sweep(
         f'{_duration(spent / done * (len(points) - done))} left'
       )
   out = {'runs': summaries, 'groups': group_info, 'traced': traced}
-  _write_atomic(os.path.join(workdir, 'summary.json'), json.dumps(out, indent=2, default=float))
-  _write_atomic(os.path.join(workdir, 'summary.md'), _markdown(summaries, group_info))
+  checkpoint.write_text(
+    os.path.join(workdir, 'summary.json'), json.dumps(out, indent=2, default=float)
+  )
+  checkpoint.write_text(os.path.join(workdir, 'summary.md'), _markdown(summaries, group_info))
   plotting.plot_runs(curves, os.path.join(workdir, 'plot.png'), title=f'sweep: {config.algorithm}')
   record['complete'] = True
-  _write_atomic(sweep_file, json.dumps(record, indent=1, sort_keys=True) + '\n')
+  checkpoint.write_text(sweep_file, json.dumps(record, indent=1, sort_keys=True) + '\n')
   return out
 
 

@@ -353,16 +353,18 @@ def write(
   out_dir: str = RESULTS,
   plots: bool = True,
 ) -> list[str]:
-  """Rebuild the pages of ``papers`` and the summary; returns the paths written."""
+  """Rebuild every page and the summary (the adjusted p-values span all papers, so one
+  paper's new records change the others' pages) and the plots of ``papers``; returns the
+  paths written."""
   scored = score_all(records_dir)
   written = []
-  for key in papers:
+  for key in reproduction.PAPERS:
     paper = reproduction.load_paper(key)
     path = os.path.join(out_dir, f'{key}.md')
     with open(path, 'w') as f:
       f.write(render(paper, scored[key]))
     written.append(path)
-    if plots and scored[key]:
+    if plots and key in papers and scored[key]:
       frame, _ = runs.read(key, records_dir)
       for exp_key, s in scored[key].items():
         png = os.path.join(out_dir, f'{key}_{exp_key}.png')

@@ -314,32 +314,15 @@ def fedopt(
   name: str = 'adam',
   server_lr: ScalarOrSchedule = 0.01,
   *,
-  beta1: float = 0.9,
-  beta2: float = 0.99,
-  tau: float = 1e-3,
-  convention: str = 'optax',
-  bias_correction: bool = False,
-  bias_correction_offset: int = 1,
-  tau_placement: str = 'outside',
-  initial_accumulator: float | None = None,
   normalizer: str = 'arrivals',
   num_clients: int | None = None,
   weighting: str = 'uniform',
+  **options: Any,
 ) -> ServerRule:
-  """FedOPT's server: :func:`server_optimizer` applied to the mean pseudo-gradient."""
+  """FedOPT's server: :func:`server_optimizer` (``name``, ``server_lr`` and its keyword
+  ``options``: betas, tau, convention...) applied to the mean pseudo-gradient."""
   return optimizer_server(
-    server_optimizer(
-      name,
-      server_lr,
-      beta1=beta1,
-      beta2=beta2,
-      tau=tau,
-      convention=convention,
-      bias_correction=bias_correction,
-      bias_correction_offset=bias_correction_offset,
-      tau_placement=tau_placement,
-      initial_accumulator=initial_accumulator,
-    ),
+    server_optimizer(name, server_lr, **options),
     normalizer=normalizer,
     num_clients=num_clients,
     weighting=weighting,
