@@ -48,6 +48,7 @@ from typing import Any
 import jax
 import ml_collections
 import numpy as np
+import pandas as pd
 from ml_collections.config_flags import config_path
 
 from afl_jax import algorithms
@@ -306,23 +307,17 @@ def _markdown(summaries: list[dict], groups: list[dict]) -> str:
     for k in ('val_accuracy', 'test_accuracy', 'test_loss', 'time_to_target')
     if any(k in s for s in summaries)
   ]
-  head = '| run | seed | ' + ' | '.join(metrics) + ' |'
-  lines = [head, '|' + '---|' * (2 + len(metrics))]
-  for s in summaries:
-    vals = ' | '.join(
-      f'{s[m]:.4f}' if isinstance(s.get(m), float) else str(s.get(m, '')) for m in metrics
-    )
-    lines.append(f'| {s["name"]} | {s["seed"]} | {vals} |')
-  lines += [
-    '',
-    '| group | runs | mode | compile + first chunk (s) | total (s) |',
-    '|---|---|---|---|---|',
-  ]
-  for i, g in enumerate(groups):
-    lines.append(
-      f'| {i} | {g["runs"]} | {g["mode"]} | {g["compile_seconds"]:.1f} | {g["seconds"]:.1f} |'
-    )
-  return '\n'.join(lines) + '\n'
+  runs = pd.DataFrame(
+    [{'run': s['name'], 'seed': s['seed']} | {m: s.get(m) for m in metrics} for s in summaries]
+  )
+  timing = pd.DataFrame(groups)[['runs', 'mode', 'compile_seconds', 'seconds']]
+  timing.columns = ['runs', 'mode', 'compile + first chunk (s)', 'total (s)']
+  return (
+    runs.to_markdown(index=False, floatfmt='.4f')
+    + '\n\n'
+    + timing.rename_axis('group').reset_index().to_markdown(index=False, floatfmt='.1f')
+    + '\n'
+  )
 
 
 # ---- sizes --------------------------------------------------------------------------------
