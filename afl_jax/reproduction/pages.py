@@ -302,6 +302,29 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
     rows = [r for r in rows if len(r)]
     out += [f'## {title}', '']
     out += [_table(pd.concat(rows, ignore_index=True)) if rows else 'None scored yet.', '']
+  compute = [
+    {
+      'paper': key,
+      'experiment': e,
+      'runs': sum(m['runs'] for m in s['sweeps']),
+      'minutes': f'{sum(m["seconds"] for m in s["sweeps"]) / 60:.1f}',
+      'machine': '; '.join(sorted({m['machine'] for m in s['sweeps']})),
+    }
+    for key, exps in scored.items()
+    for e, s in exps.items()
+  ]
+  if compute:
+    minutes = sum(float(r['minutes']) for r in compute)
+    out += [
+      f'## Compute: {minutes:.0f} minutes of sweeps for the experiments above',
+      '',
+      '`python scripts/reproduce.py --paper=<paper> --only=<experiment>` reruns one '
+      '(selection and test sweeps; the wall time of each sweep is in its manifest, '
+      '`records/<paper>.json`).',
+      '',
+      _table(pd.DataFrame(compute)),
+      '',
+    ]
   pending = []
   for key in reproduction.PAPERS:
     paper = reproduction.load_paper(key)
