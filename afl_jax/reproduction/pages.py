@@ -183,7 +183,7 @@ def claim_rows(claims: Sequence[Mapping], paper: str | None = None) -> pd.DataFr
     else:
       measured = f'{c["mean"]:+.3f} [{c["lo"]:+.3f}, {c["hi"]:+.3f}]'
     if c['kind'] == 'equivalent':
-      unit += f', |A - B| <= {c["margin"]:g}'
+      unit += f', abs(A - B) <= {c["margin"]:g}'
     if c.get('target') is not None:
       unit += f' (target {c["target"]:.2f})'
     row = {'paper': f'[{paper}]({paper}.md)'} if paper else {}
