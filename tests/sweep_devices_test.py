@@ -29,5 +29,8 @@ def test_odd_seed_sweep_with_per_seed_client_sizes(tmp_path):
       log=lambda *_: None,
     )
     run = next(r for r in out['runs'] if r['name'] == f'client_lr=0.1,seed={s}')
-    # Another program (vmap width, device split): equal up to float32 reassociation.
-    assert run['test_accuracy'] == pytest.approx(alone['test_accuracy'], abs=2e-2)
+    # Another program (vmap width, device split): equal up to float32 reassociation, a
+    # few ulps per step over 8 steps for the loss; at most one of the 359 digits test
+    # predictions may flip with it.
+    assert run['test_loss'] == pytest.approx(alone['test_loss'], rel=1e-4)
+    assert run['test_accuracy'] == pytest.approx(alone['test_accuracy'], abs=1.01 / 359)

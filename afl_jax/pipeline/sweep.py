@@ -308,7 +308,7 @@ def _markdown(summaries: list[dict], groups: list[dict]) -> str:
     if any(k in s for s in summaries)
   ]
   runs = pd.DataFrame(
-    [{'run': s['name'], 'seed': s['seed']} | {m: s.get(m) for m in metrics} for s in summaries]
+    [{'run': s['name'], 'seed': s['seed']} | {m: s.get(m, '') for m in metrics} for s in summaries]
   )
   timing = pd.DataFrame(groups)[['runs', 'mode', 'compile_seconds', 'seconds']]
   timing.columns = ['runs', 'mode', 'compile + first chunk (s)', 'total (s)']
