@@ -274,14 +274,14 @@ def test_full_disk_stops_with_the_metrics_so_far_and_the_rerun_resumes(tmp_path,
   assert [r['step'] for r in metrics_io.read_metrics(work)] == [0, 2, 4, 6]
 
   other = tmp_path / 'metrics'
-  real_write = metrics_io.JsonlWriter.write_scalars
+  real_write = metrics_io.MetricsWriter.write_scalars
 
   def write(self, step, scalars):
     if step == 4:
       _enospc()
     return real_write(self, step, scalars)
 
-  monkeypatch.setattr(metrics_io.JsonlWriter, 'write_scalars', write)
+  monkeypatch.setattr(metrics_io.MetricsWriter, 'write_scalars', write)
   with pytest.raises(workdir_lib.WorkdirError) as e:
     loop.train_and_evaluate(_tiny(), str(other), log=lambda *_: None)
   assert_user_line(e, 'writing the metrics of server step 4', 'up to server step 2')

@@ -32,10 +32,6 @@ LAYERS = (
 )
 RANK = {group: i for i, layer in enumerate(LAYERS) for group in layer}
 
-# The one known cycle, left for the owners of these files: config.validate_sweep
-# lazily imports pipeline.sweep (which owns the section), and sweep imports config.
-KNOWN_CYCLE_EDGES = {('afl_jax.pipeline.config', 'afl_jax.pipeline.sweep')}
-
 # Top-level API functions named like their modules (``afl_jax.simulate``, ``afl_jax.sweep``),
 # left as they are: the facade exempt above.
 KNOWN_SHADOWS = {'afl_jax.simulate', 'afl_jax.sweep'}
@@ -100,8 +96,6 @@ def test_imports_go_down_or_within(module):
 
 def test_no_import_cycle():
   graph = {m: imports(m) for m in MODULES if m != 'afl_jax'}
-  for edge in KNOWN_CYCLE_EDGES:
-    graph[edge[0]].discard(edge[1])
   state, cycles = {}, []
 
   def visit(m, stack):
@@ -117,12 +111,6 @@ def test_no_import_cycle():
     if m not in state:
       visit(m, [m])
   assert not cycles, f'import cycles: {cycles}'
-
-
-def test_the_known_cycle_is_still_the_only_one():
-  """When the known edge goes, drop it from KNOWN_CYCLE_EDGES (this test then fails)."""
-  for source, target in KNOWN_CYCLE_EDGES:
-    assert target in imports(source)
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from afl_jax.pipeline import metrics_io
 
 
 def test_jsonl_round_trip_and_strict_nonfinite(tmp_path):
-  with metrics_io.JsonlWriter(tmp_path) as w:
+  with metrics_io.MetricsWriter(tmp_path) as w:
     w.write_scalars(0, {'test_accuracy': 0.1, 'test_loss': 2.3})
     w.write_scalars(
       10,
@@ -37,12 +37,12 @@ def test_jsonl_round_trip_and_strict_nonfinite(tmp_path):
 
 
 def test_reserved_names_are_rejected(tmp_path):
-  with metrics_io.JsonlWriter(tmp_path) as w, pytest.raises(ValueError, match='reserved'):
+  with metrics_io.MetricsWriter(tmp_path) as w, pytest.raises(ValueError, match='reserved'):
     w.write_scalars(0, {'nonfinite': 1.0})
 
 
 def test_hparams_written_as_strict_json(tmp_path):
-  with metrics_io.JsonlWriter(tmp_path) as w:
+  with metrics_io.MetricsWriter(tmp_path) as w:
     w.write_hparams({'lr': 0.1, 'nested': {'a': math.nan}, 'name': 'fedbuff'})
   hp = json.loads((tmp_path / 'hparams.json').read_text())
   assert hp == {'lr': 0.1, 'nested': {'a': 'nan'}, 'name': 'fedbuff'}
@@ -102,14 +102,14 @@ def test_writer_repairs_torn_tail_before_appending(tmp_path):
   path = tmp_path / 'metrics.jsonl'
   _write(path, [{'step': 0}], tail='{"ste')
   warnings = []
-  with metrics_io.JsonlWriter(tmp_path, warn=warnings.append) as w:
+  with metrics_io.MetricsWriter(tmp_path, warn=warnings.append) as w:
     w.write_scalars(10, {'a': 1.0})
   assert [r['step'] for r in metrics_io.read_metrics(tmp_path)] == [0, 10]
   assert len(warnings) == 1
 
 
 def test_truncate_metrics_keeps_records_up_to_step(tmp_path):
-  with metrics_io.JsonlWriter(tmp_path) as w:
+  with metrics_io.MetricsWriter(tmp_path) as w:
     for step in (0, 10, 20, 30):
       w.write_scalars(step, {'loss': math.nan if step == 10 else float(step)})
   with open(tmp_path / 'metrics.jsonl', 'a') as f:
@@ -176,11 +176,9 @@ def test_crc_helper_matches_a_known_value():
   assert zlib.crc32(b'123456789') != crc  # CRC-32C, not zlib's CRC-32
 
 
-def test_tensorboard_event_file_holds_the_scalars(tmp_path):
-  logdir = tmp_path / 'tb'
-  w = metrics_io.MultiWriter(
-    [metrics_io.JsonlWriter(tmp_path), metrics_io.TensorBoardWriter(logdir)]
-  )
+def test_one_writer_holds_the_scalars_in_jsonl_and_tensorboard(tmp_path):
+  logdir = tmp_path / 'tensorboard'
+  w = metrics_io.MetricsWriter(tmp_path, tensorboard=True)
   w.write_hparams({'lr': 0.1})
   w.write_scalars(0, {'test_accuracy': 0.25, 'stopped': 'x'})
   w.write_scalars(10, {'test_accuracy': 0.5, 'test_loss': np.float32(1.5)})
@@ -195,20 +193,12 @@ def test_tensorboard_event_file_holds_the_scalars(tmp_path):
 def test_tensorboard_resume_writes_purge_marker(tmp_path):
   from tensorboardX.proto import event_pb2
 
-  w = metrics_io.TensorBoardWriter(tmp_path, purge_step=21)
+  w = metrics_io.MetricsWriter(tmp_path, tensorboard=True, resume_step=20)
   w.write_scalars(30, {'a': 1.0})
   w.close()
-  events = [ev for p in glob.glob(str(tmp_path / 'events.*')) for ev in read_events(p)]
+  events = [ev for p in glob.glob(str(tmp_path / 'tensorboard/events.*')) for ev in read_events(p)]
   starts = [ev for ev in events if ev.session_log.status == event_pb2.SessionLog.START]
   assert [ev.step for ev in starts] == [21]
-
-
-def test_create_default_writer(tmp_path):
-  w = metrics_io.create_default_writer(tmp_path, resume_step=None)
-  w.write_scalars(0, {'a': 1.0})
-  w.close()
-  assert (tmp_path / 'metrics.jsonl').exists()
-  assert scalars_of(tmp_path / 'tensorboard')['a'] == [(0, 1.0)]
 
 
 def test_without_tensorboardx_one_warning_and_jsonl_only(tmp_path, monkeypatch):
@@ -216,7 +206,7 @@ def test_without_tensorboardx_one_warning_and_jsonl_only(tmp_path, monkeypatch):
 
   monkeypatch.setitem(sys.modules, 'tensorboardX', None)  # import fails
   warnings = []
-  w = metrics_io.create_default_writer(tmp_path, warn=warnings.append)
+  w = metrics_io.MetricsWriter(tmp_path, tensorboard=True, warn=warnings.append)
   w.write_scalars(0, {'a': 1.0})
   w.close()
   assert len(warnings) == 1 and 'pip install tensorboardX' in warnings[0]

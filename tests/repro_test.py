@@ -35,10 +35,10 @@ def test_declaration_validates(key):
     for method in exp.methods:
       c = spec.sweep_config(exp, method)
       config_lib.validate(config_lib.resolve(c))
-      sweep.validate_section(c)
+      config_lib.validate_sweep(c)
       assert len(sweep.grid(c)) == method.budget * len(exp.seeds)
       for t in runs.sweep_configs(exp, method, 'test', [runs.setting_key({'hparams.x': 1})]):
-        assert sweep.flatten(t.sweep)['seed'] == list(exp.test_seeds)
+        assert config_lib.sweep_axes(t.sweep)['seed'] == list(exp.test_seeds)
 
 
 def test_check_refuses_bad_declarations():

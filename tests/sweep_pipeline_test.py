@@ -8,6 +8,7 @@ import ml_collections
 import pandas as pd
 import pytest
 
+from afl_jax.core import replicas
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline import loop, sweep
@@ -36,10 +37,26 @@ def test_grid_and_validation():
   assert sweep.traced_fields(c) == ['hparams.client_lr']
   c.sweep = ml_collections.ConfigDict({'hparams': {'nope': [1.0]}})
   with pytest.raises(ConfigError, match='nope'):
-    sweep.validate_section(c)
+    config_lib.validate_sweep(c)
   c.sweep = ml_collections.ConfigDict({'no_such_field': [1]})
   with pytest.raises(ConfigError, match='no_such_field'):
-    sweep.validate_section(c)
+    config_lib.validate_sweep(c)
+
+
+def test_one_rule_decides_what_is_traced_for_sweeps_and_the_api():
+  # Float rates are traced; Top-k's fraction sets a shape and stays static, in a config
+  # sweep and in the API's per-replica hyperparameters alike.
+  c = _config()
+  c.algorithm = 'asynflc_ef'
+  c.sweep = ml_collections.ConfigDict(
+    {'hparams': {'client_lr': [0.05, 0.1], 'fraction': [0.1, 0.3]}}
+  )
+  assert sweep.traced_fields(c) == ['hparams.client_lr']
+  defaults = {'client_lr': 0.1, 'fraction': 0.01}
+  static, traced = replicas.split_hparams(
+    defaults, {'client_lr': [0.05, 0.1], 'fraction': [0.1, 0.3]}, 2
+  )
+  assert static == {'fraction': [0.1, 0.3]} and list(traced) == ['client_lr']
 
 
 def test_train_sweep_one_compile_and_equals_single_run(tmp_path):

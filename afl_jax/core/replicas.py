@@ -45,8 +45,20 @@ AXIS = engine.CLIENT_AXIS  # the one mesh axis: replicas or clients are sharded 
 
 
 # ---- hyperparameters -------------------------------------------------------------
-def _per_replica(default: Any, value: Any) -> bool:
-  """Is ``value`` one number per replica (a 1-D array, or numbers for a float default)?"""
+# Float hyperparameters that set a shape (Top-k's k = fraction * d): never traced, one
+# value per compiled program.
+STRUCTURAL = ('fraction',)
+
+
+def is_traced(name: str, default: Any, value: Any) -> bool:
+  """Is ``value`` of hyperparameter ``name`` one number per replica, traced in one program?
+
+  The one rule for the API (:func:`split_hparams`) and config sweeps: a 1-D array, or a
+  list/tuple of numbers where the factory's default is a float (or None and the numbers
+  are floats), unless ``name`` sets a shape (:data:`STRUCTURAL`).
+  """
+  if name in STRUCTURAL:
+    return False
   if hasattr(value, 'shape') and not isinstance(value, np.generic):
     return np.ndim(value) == 1
   if not isinstance(value, list | tuple):
@@ -62,14 +74,13 @@ def split_hparams(
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
   """``(static, traced)``: traced = hyperparameters given one per replica, as float64[R].
 
-  A value is per replica when it is a 1-D array, or a list/tuple of numbers where the
-  factory's default is a float (or None and the numbers are floats); every other
-  value (scalars, strings, ints, sequences such as stagewise learning rates) is
-  static: shared by all replicas and part of the compiled program.
+  A value is per replica when :func:`is_traced`; every other value (scalars, strings,
+  ints, sequences such as stagewise learning rates, Top-k's fraction) is static: shared
+  by all replicas and part of the compiled program.
   """
   static, traced = {}, {}
   for k, v in hparams.items():
-    if not _per_replica(defaults.get(k), v):
+    if not is_traced(k, defaults.get(k), v):
       static[k] = v
       continue
     arr = np.asarray(v)

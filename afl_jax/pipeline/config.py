@@ -22,6 +22,7 @@ import inspect
 import math
 import os
 import sys
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
@@ -431,15 +432,54 @@ def validate_compressor(c: ml_collections.ConfigDict) -> None:
       raise _err(f'compressor.{name}', c.compressor[name], problem)
 
 
-def validate_sweep(c: ml_collections.ConfigDict) -> None:
-  """``config.sweep`` (when present), by the sweep module that reads it."""
-  if 'sweep' not in c:
-    return
-  from afl_jax.pipeline import sweep as sweep_lib  # the module that owns the section
+def sweep_axes(sweep: Any, prefix: str = '') -> dict[str, list]:
+  """Nested ``config.sweep`` -> ``{'hparams.client_lr': [...], 'seed': [...]}``."""
+  out: dict[str, list] = {}
+  for k, v in sweep.items():
+    name = f'{prefix}{k}'
+    if isinstance(v, Mapping | ml_collections.ConfigDict):
+      out.update(sweep_axes(v, name + '.'))
+    else:
+      out[name] = list(v) if isinstance(v, list | tuple) else [v]
+  return out
 
-  check = getattr(sweep_lib, 'validate_section', None)
-  if check is not None:
-    check(c)
+
+def validate_sweep(c: ml_collections.ConfigDict) -> None:
+  """``config.sweep``: every field exists and has a non-empty list of values.
+
+  Each swept hyperparameter value is checked as a single run's would be
+  (:func:`afl_jax.algorithms.violation`), before any grid point is built.
+  """
+  if not c.get('sweep'):
+    return
+  hparams = (
+    set(algorithms.hyperparameters(c.algorithm)) if c.algorithm in algorithms.names() else set()
+  )
+  for field, values in sweep_axes(c.sweep).items():
+    if not values:
+      raise ConfigError.invalid(f'sweep.{field}', [], 'give at least one value.')
+    if field.startswith('hparams.'):
+      if hparams and field[len('hparams.') :] not in hparams:
+        raise ConfigError(
+          f'config.sweep.{field} is invalid: {c.algorithm!r} has no hyperparameter '
+          f'{field[len("hparams.") :]!r}; valid: {sorted(hparams)}.',
+          field=f'sweep.{field}',
+        )
+      for value in values if hparams else ():  # each value as a single run's would be
+        problem = algorithms.violation(c.algorithm, field[len('hparams.') :], value)
+        if problem is not None:
+          raise ConfigError.invalid(
+            f'sweep.{field}', list(values), f'the value {value!r} {problem}.'
+          )
+      continue
+    try:
+      config_path.get_value(field, c)
+    except (KeyError, AttributeError):
+      raise ConfigError(
+        f'config.sweep.{field} is invalid: config has no field {field!r}.', field=f'sweep.{field}'
+      ) from None
+    if field == 'sweep' or field.startswith('sweep.'):
+      raise ConfigError('config.sweep cannot sweep itself.', field='sweep')
 
 
 SECTIONS = (

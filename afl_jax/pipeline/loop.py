@@ -186,7 +186,9 @@ def _train(
     if os.path.exists(metrics_path):
       os.remove(metrics_path)
     shutil.rmtree(os.path.join(workdir, metrics_io.TENSORBOARD_DIR), ignore_errors=True)
-  writer = metrics_io.create_default_writer(workdir, resume_step=resume_step, enabled=writes)
+  writer = metrics_io.MetricsWriter(
+    workdir if writes else None, tensorboard=True, resume_step=resume_step
+  )
   evaluate = _local(run.evaluator)
   status, t_run, ran = 'completed', time.time(), 0
   done = False
@@ -197,17 +199,11 @@ def _train(
         writer.write_hparams(json.loads(checkpoint.config_json(c)))
       else:
         log(f'warning: metrics.jsonl held no records up to step {step0}; they are lost')
-      records.append(
-        {
-          'step': step0,
-          'wall_clock': float(schedule.wall_clock[step0 - 1]) if step0 else 0.0,
-          'bytes_up': float(host['bits_up'] / 8),
-          'bytes_down': float(host['bits_down'] / 8),
-          **evaluate(sim.params(state)),
-        }
-      )
+      clock0 = schedule.wall_clock[step0 - 1] if step0 else 0.0
+      bits = (host['bits_up'], host['bits_down'])
+      records.append(metrics_io.evaluation_record(step0, clock0, bits, evaluate(sim.params(state))))
       progress['doing'] = f'writing the metrics of server step {step0}'
-      writer.write_scalars(step0, {k: v for k, v in records[-1].items() if k != 'step'})
+      writer.write_record(records[-1])
     progress['step'] = records[-1]['step']
     start_pos = sim.position(state)
     tau = schedule.staleness
@@ -229,22 +225,21 @@ def _train(
       ev = evaluate(sim.params(state))
       if bad is None and not all(np.isfinite(v) for v in ev.values()):
         bad = (n_steps - 1, next(k for k, v in ev.items() if not np.isfinite(v)))
-      record = {
-        'step': end,
-        'wall_clock': float(schedule.wall_clock[end - 1]),
-        'bytes_up': float(host['bits_up'] / 8),
-        'bytes_down': float(host['bits_down'] / 8),
-        'tau_avg': float(host['tau_sum'] / max(host['arrivals'], 1)),
-        'tau_max': int(tau[:end].max()),
-        **{k.replace('/', '_'): float(np.mean(v)) for k, v in rule_metrics.items()},
-        **ev,
-      }
+      record = metrics_io.evaluation_record(
+        end,
+        schedule.wall_clock[end - 1],
+        (host['bits_up'], host['bits_down']),
+        ev,
+        rule_metrics,
+        tau_avg=float(host['tau_sum'] / max(host['arrivals'], 1)),
+        tau_max=int(tau[:end].max()),
+      )
       if bad is not None:
         status = f'non-finite {bad[1]} at server step {pos + bad[0]}'
         record['stopped'] = status
       records.append(record)
       progress['doing'] = f'writing the metrics of server step {end}'
-      writer.write_scalars(end, {k: v for k, v in record.items() if k != 'step'})
+      writer.write_record(record)
       progress['step'] = end
       elapsed = time.time() - t_run
       rate = (end - start_pos) / max(elapsed, 1e-9)

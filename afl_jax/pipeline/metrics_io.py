@@ -1,16 +1,16 @@
 """Metrics on disk: ``metrics.jsonl`` (strict JSON) and TensorBoard event files.
 
-The writers follow the interface of CLU's ``metric_writers`` (as used by the flax
-examples): ``write_scalars(step, scalars)``, ``write_hparams(hparams)``, ``flush()``,
-``close()``. :class:`MultiWriter` fans out to several writers.
+One writer, :class:`MetricsWriter`, with the interface of CLU's ``metric_writers``
+(``write_scalars(step, scalars)``, ``write_hparams(hparams)``, ``flush()``,
+``close()``):
 
-* :class:`JsonlWriter` appends one JSON object per line to ``workdir/metrics.jsonl``
+* it appends one JSON object per line to ``workdir/metrics.jsonl``
   and flushes it to the OS at every write, so a crash loses at most the line being
   written. The JSON is strict (``allow_nan=False``): a non-finite float is written
   as ``null`` and named in the record's ``"nonfinite"`` flag, e.g.
   ``{"step": 40, "test_loss": null, "nonfinite": {"test_loss": "nan"}}``.
   :func:`read_metrics` turns them back into floats.
-* :class:`TensorBoardWriter` writes event files with tensorboardX (a ~90 kB pure
+* with ``tensorboard=True`` it also writes event files with tensorboardX (a ~90 kB pure
   Python wheel; its dependencies numpy, protobuf and packaging are already needed
   by jax, orbax and matplotlib), not CLU's writer, which needs TensorFlow.
   ``tensorboard --logdir runs/`` then compares runs. On resume from step S it is
@@ -27,7 +27,6 @@ one is not a crash artifact and raises :class:`MetricsError`.
 
 from __future__ import annotations
 
-import abc
 import json
 import math
 import os
@@ -35,16 +34,13 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from afl_jax.errors import UserError
 
 __all__ = [
-  'JsonlWriter',
-  'MetricWriter',
   'MetricsError',
-  'MultiWriter',
-  'NullWriter',
-  'TensorBoardWriter',
-  'create_default_writer',
+  'MetricsWriter',
   'decode_record',
   'encode_record',
   'read_metrics',
@@ -105,31 +101,6 @@ def decode_record(record: dict[str, Any]) -> dict[str, Any]:
   return record
 
 
-class MetricWriter(abc.ABC):
-  """CLU-style writer: scalars per step, hyperparameters once."""
-
-  @abc.abstractmethod
-  def write_scalars(self, step: int, scalars: Mapping[str, Any]) -> None:
-    """Record ``scalars`` (name -> number) at server step ``step``."""
-
-  @abc.abstractmethod
-  def write_hparams(self, hparams: Mapping[str, Any]) -> None:
-    """Record the run's hyperparameters (the resolved config)."""
-
-  def flush(self) -> None:  # noqa: B027 (optional)
-    """Make everything written so far durable."""
-
-  def close(self) -> None:  # noqa: B027 (optional)
-    """Flush and release resources."""
-
-  def __enter__(self):
-    return self
-
-  def __exit__(self, *exc):
-    self.close()
-    return False
-
-
 def _atomic_write_lines(path: str, lines: Sequence[str]) -> None:
   tmp = path + '.tmp'
   with open(tmp, 'w') as f:
@@ -138,43 +109,6 @@ def _atomic_write_lines(path: str, lines: Sequence[str]) -> None:
     f.flush()
     os.fsync(f.fileno())
   os.replace(tmp, path)
-
-
-class JsonlWriter(MetricWriter):
-  """Appends strict-JSON records to ``workdir/metrics.jsonl`` (see the module docstring).
-
-  Args:
-    workdir: the run directory (created if missing).
-    warn: receives one line per warning (a torn last line repaired on open).
-  """
-
-  def __init__(self, workdir: str | os.PathLike, *, warn: Callable[[str], None] = _warn):
-    self.workdir = os.fspath(workdir)
-    os.makedirs(self.workdir, exist_ok=True)
-    self.path = os.path.join(self.workdir, METRICS_FILE)
-    if os.path.isfile(self.path) and not _ends_with_newline(self.path):
-      read_metrics(self.workdir, repair=True, warn=warn)  # repair a torn tail first
-    self._f = open(self.path, 'a')
-
-  def write_scalars(self, step: int, scalars: Mapping[str, Any]) -> None:
-    self._f.write(encode_record(step, scalars) + '\n')
-    self._f.flush()
-
-  def write_hparams(self, hparams: Mapping[str, Any]) -> None:
-    text = json.dumps(_strict(hparams), sort_keys=True, indent=2, allow_nan=False)
-    path = os.path.join(self.workdir, HPARAMS_FILE)
-    with open(path + '.tmp', 'w') as f:
-      f.write(text + '\n')
-    os.replace(path + '.tmp', path)
-
-  def flush(self) -> None:
-    self._f.flush()
-    os.fsync(self._f.fileno())
-
-  def close(self) -> None:
-    if not self._f.closed:
-      self.flush()
-      self._f.close()
 
 
 def _strict(x: Any) -> Any:
@@ -189,98 +123,128 @@ def _strict(x: Any) -> Any:
   return str(x)
 
 
-class TensorBoardWriter(MetricWriter):
-  """TensorBoard event files under ``logdir`` (default ``workdir/tensorboard``) via tensorboardX.
+def evaluation_record(
+  step: int,
+  wall_clock: float,
+  bits: tuple[float, float],
+  evaluation: Mapping[str, float],
+  rule_metrics: Mapping[str, Any] | None = None,
+  **extra: Any,
+) -> dict[str, Any]:
+  """The record of one evaluation, as single runs and sweeps write it.
 
   Args:
-    logdir: directory of the event files.
-    purge_step: on resume from checkpoint step S pass S + 1: TensorBoard then
-      discards events at steps >= S + 1 written by the interrupted invocation.
+    step: the server step evaluated; wall_clock: its simulated time.
+    bits: cumulative (up, down) bits of the run (written as bytes).
+    evaluation: the evaluator's metrics (test / validation accuracy and loss).
+    rule_metrics: the update rules' per-step metrics of the chunk (``client/...``,
+      ``server/...``), written as their mean over the chunk (``client_...``).
+    extra: further fields (a single run's staleness statistics, a stop reason).
+  """
+  rule = {
+    k.replace('/', '_'): float(np.mean(v))
+    for k, v in (rule_metrics or {}).items()
+    if k.startswith(('client/', 'server/'))
+  }
+  return {
+    'step': int(step),
+    'wall_clock': float(wall_clock),
+    'bytes_up': float(bits[0] / 8),
+    'bytes_down': float(bits[1] / 8),
+    **extra,
+    **rule,
+    **evaluation,
+  }
+
+
+class MetricsWriter:
+  """``workdir/metrics.jsonl`` and, optionally, TensorBoard events (see the module docstring).
+
+  The interface of CLU's writers (``write_scalars``, ``write_hparams``, ``flush``,
+  ``close``, a context manager), without CLU's TensorFlow dependency.
+
+  Args:
+    workdir: the run directory (created if missing); None writes nothing (every process
+      but 0 of a multi-process run).
+    tensorboard: also write event files to ``workdir/tensorboard`` with tensorboardX
+      (without it installed: one warning, ``metrics.jsonl`` only).
+    resume_step: on resume from checkpoint step S, TensorBoard drops the events the
+      interrupted run wrote after S (``purge_step=S + 1``).
+    warn: receives one line per warning (a torn last line repaired on open).
   """
 
-  def __init__(self, logdir: str | os.PathLike, *, purge_step: int | None = None):
-    from tensorboardX import SummaryWriter  # imported lazily: only runs that write events
-
-    self.logdir = os.fspath(logdir)
-    self._writer = SummaryWriter(logdir=self.logdir, purge_step=purge_step, flush_secs=30)
+  def __init__(
+    self,
+    workdir: str | os.PathLike | None,
+    *,
+    tensorboard: bool = False,
+    resume_step: int | None = None,
+    warn: Callable[[str], None] = _warn,
+  ):
+    self.workdir = None if workdir is None else os.fspath(workdir)
+    self._f = self._tb = None
+    if self.workdir is None:
+      return
+    os.makedirs(self.workdir, exist_ok=True)
+    self.path = os.path.join(self.workdir, METRICS_FILE)
+    if os.path.isfile(self.path) and not _ends_with_newline(self.path):
+      read_metrics(self.workdir, repair=True, warn=warn)  # repair a torn tail first
+    self._f = open(self.path, 'a')
+    if tensorboard:
+      try:
+        from tensorboardX import SummaryWriter  # lazily: only runs that write events
+      except ImportError:
+        warn('tensorboardX is not installed (pip install tensorboardX); writing metrics.jsonl only')
+      else:
+        purge = None if resume_step is None else resume_step + 1
+        logdir = os.path.join(self.workdir, TENSORBOARD_DIR)
+        self._tb = SummaryWriter(logdir=logdir, purge_step=purge, flush_secs=30)
 
   def write_scalars(self, step: int, scalars: Mapping[str, Any]) -> None:
-    for name, value in scalars.items():
+    """One record at server step ``step``; TensorBoard gets its numbers (not strings)."""
+    if self._f is None:
+      return
+    self._f.write(encode_record(step, scalars) + '\n')
+    self._f.flush()
+    for name, value in scalars.items() if self._tb is not None else ():
       if hasattr(value, 'item') and getattr(value, 'ndim', 0) == 0:
         value = value.item()
-      if isinstance(value, bool) or not isinstance(value, (int, float)):
-        continue  # strings (a stop reason) are not scalars
-      self._writer.add_scalar(name, float(value), global_step=int(step))
+      if isinstance(value, int | float) and not isinstance(value, bool):
+        self._tb.add_scalar(name, float(value), global_step=int(step))
+
+  def write_record(self, record: Mapping[str, Any]) -> None:
+    """A record of :func:`evaluation_record` (its ``step`` and the rest)."""
+    self.write_scalars(record['step'], {k: v for k, v in record.items() if k != 'step'})
 
   def write_hparams(self, hparams: Mapping[str, Any]) -> None:
-    """The config as a JSON text summary (the hparams plugin needs a metric per run)."""
+    """The resolved config: ``hparams.json``, and a TensorBoard text summary."""
+    if self._f is None:
+      return
     text = json.dumps(_strict(hparams), sort_keys=True, indent=2, allow_nan=False)
-    self._writer.add_text('config', '```\n' + text + '\n```', global_step=0)
+    _atomic_write_lines(os.path.join(self.workdir, HPARAMS_FILE), [text])
+    if self._tb is not None:
+      self._tb.add_text('config', '```\n' + text + '\n```', global_step=0)
 
   def flush(self) -> None:
-    self._writer.flush()
+    if self._f is not None and not self._f.closed:
+      self._f.flush()
+      os.fsync(self._f.fileno())
+    if self._tb is not None:
+      self._tb.flush()
 
   def close(self) -> None:
-    self._writer.close()
+    self.flush()
+    if self._f is not None:
+      self._f.close()
+    if self._tb is not None:
+      self._tb.close()
 
+  def __enter__(self):
+    return self
 
-class MultiWriter(MetricWriter):
-  """Writes to every writer in order."""
-
-  def __init__(self, writers: Sequence[MetricWriter]):
-    self.writers = list(writers)
-
-  def write_scalars(self, step: int, scalars: Mapping[str, Any]) -> None:
-    for w in self.writers:
-      w.write_scalars(step, scalars)
-
-  def write_hparams(self, hparams: Mapping[str, Any]) -> None:
-    for w in self.writers:
-      w.write_hparams(hparams)
-
-  def flush(self) -> None:
-    for w in self.writers:
-      w.flush()
-
-  def close(self) -> None:
-    for w in self.writers:
-      w.close()
-
-
-class NullWriter(MetricWriter):
-  """Writes nothing: the writer of every process but 0 in a multi-process run."""
-
-  def write_scalars(self, step: int, scalars: Mapping[str, Any]) -> None:
-    del step, scalars
-
-  def write_hparams(self, hparams: Mapping[str, Any]) -> None:
-    del hparams
-
-
-def create_default_writer(
-  workdir: str | os.PathLike,
-  *,
-  tensorboard: bool = True,
-  resume_step: int | None = None,
-  warn: Callable[[str], None] = _warn,
-  enabled: bool = True,
-) -> MetricWriter:
-  """``metrics.jsonl`` plus (by default) TensorBoard events in ``workdir/tensorboard``.
-
-  Without tensorboardX installed, one warning and ``metrics.jsonl`` only. With
-  ``enabled=False`` (processes other than 0 of a multi-process run) a
-  :class:`NullWriter`: nothing is opened or written.
-  """
-  if not enabled:
-    return NullWriter()
-  writers: list[MetricWriter] = [JsonlWriter(workdir, warn=warn)]
-  if tensorboard:
-    purge = None if resume_step is None else resume_step + 1
-    try:
-      writers.append(TensorBoardWriter(os.path.join(workdir, TENSORBOARD_DIR), purge_step=purge))
-    except ImportError:
-      warn('tensorboardX is not installed (pip install tensorboardX); writing metrics.jsonl only')
-  return MultiWriter(writers)
+  def __exit__(self, *exc):
+    self.close()
+    return False
 
 
 def _ends_with_newline(path: str) -> bool:

@@ -62,63 +62,11 @@ from afl_jax.sweep import simulator as sweep_simulator
 
 # Fields that change only values, never the compiled program: stacked on the replica axis.
 REPLICA_FIELDS = ('seed',)
-# Float hyperparameters that set a shape (Top-k's k = fraction * d): one value per group.
-STRUCTURAL_HPARAMS = ('fraction',)
-
-
-def flatten(sweep: Any, prefix: str = '') -> dict[str, list]:
-  """Nested ``config.sweep`` -> ``{'hparams.client_lr': [...], 'seed': [...]}``."""
-  out: dict[str, list] = {}
-  for k, v in sweep.items():
-    name = f'{prefix}{k}'
-    if isinstance(v, Mapping | ml_collections.ConfigDict):
-      out.update(flatten(v, name + '.'))
-    else:
-      out[name] = list(v) if isinstance(v, list | tuple) else [v]
-  return out
-
-
-def validate_section(c: ml_collections.ConfigDict) -> None:
-  """``config.sweep``: every field exists and has a non-empty list of values.
-
-  Each swept hyperparameter value is checked as a single run's would be
-  (:func:`afl_jax.algorithms.violation`), before any grid point is built.
-  """
-  if not c.get('sweep'):
-    return
-  hparams = (
-    set(algorithms.hyperparameters(c.algorithm)) if c.algorithm in algorithms.names() else set()
-  )
-  for field, values in flatten(c.sweep).items():
-    if not values:
-      raise ConfigError.invalid(f'sweep.{field}', [], 'give at least one value.')
-    if field.startswith('hparams.'):
-      if hparams and field[len('hparams.') :] not in hparams:
-        raise ConfigError(
-          f'config.sweep.{field} is invalid: {c.algorithm!r} has no hyperparameter '
-          f'{field[len("hparams.") :]!r}; valid: {sorted(hparams)}.',
-          field=f'sweep.{field}',
-        )
-      for value in values if hparams else ():  # each value as a single run's would be
-        problem = algorithms.violation(c.algorithm, field[len('hparams.') :], value)
-        if problem is not None:
-          raise ConfigError.invalid(
-            f'sweep.{field}', list(values), f'the value {value!r} {problem}.'
-          )
-      continue
-    try:
-      config_path.get_value(field, c)
-    except (KeyError, AttributeError):
-      raise ConfigError(
-        f'config.sweep.{field} is invalid: config has no field {field!r}.', field=f'sweep.{field}'
-      ) from None
-    if field == 'sweep' or field.startswith('sweep.'):
-      raise ConfigError('config.sweep cannot sweep itself.', field='sweep')
 
 
 def grid(config: ml_collections.ConfigDict) -> list[dict[str, Any]]:
   """The grid points of ``config.sweep``: cartesian product, in declaration order."""
-  axes = flatten(config.sweep)
+  axes = config_lib.sweep_axes(config.sweep)
   return [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
 
 
@@ -143,18 +91,14 @@ def point_config(
 
 
 def traced_fields(config: ml_collections.ConfigDict) -> list[str]:
-  """Swept float hyperparameters (traced within a group)."""
+  """Swept hyperparameters traced within a group (:func:`replicas.is_traced`)."""
   defaults = algorithms.hyperparameters(config.algorithm)
-  out = []
-  for field, values in flatten(config.sweep).items():
-    name = field[len('hparams.') :] if field.startswith('hparams.') else None
-    if name is None or name in STRUCTURAL_HPARAMS:
-      continue
-    default = defaults.get(name)
-    floats = all(isinstance(v, float | int) and not isinstance(v, bool) for v in values)
-    if floats and (isinstance(default, float) or default is None):
-      out.append(field)
-  return out
+  return [
+    field
+    for field, values in config_lib.sweep_axes(config.sweep).items()
+    if field.startswith('hparams.')
+    and replicas.is_traced(name := field[len('hparams.') :], defaults.get(name), values)
+  ]
 
 
 def group_key(point: Mapping[str, Any], traced: Iterable[str]) -> str:
@@ -229,19 +173,13 @@ def _run_group(points, runs, group, workdir, log) -> tuple[list[dict], dict]:
     d = os.path.join(workdir, run_name(point))
     if os.path.exists(os.path.join(d, metrics_io.METRICS_FILE)):
       os.remove(os.path.join(d, metrics_io.METRICS_FILE))
-    writers.append(metrics_io.JsonlWriter(d))
+    writers.append(metrics_io.MetricsWriter(d))
   params = sim.params(state)
   bits = np.zeros((r, 2), np.float64)  # cumulative bits up, down per replica (as loop.py)
   for i, run in enumerate(runs):
-    rec = {
-      'step': 0,
-      'wall_clock': 0.0,
-      'bytes_up': 0.0,
-      'bytes_down': 0.0,
-      **run.evaluator(jax.tree.map(lambda a: a[i], params)),
-    }
-    records[i].append(rec)
-    writers[i].write_scalars(0, {k: v for k, v in rec.items() if k != 'step'})
+    ev = run.evaluator(jax.tree.map(lambda a: a[i], params))
+    records[i].append(metrics_io.evaluation_record(0, 0.0, (0.0, 0.0), ev))
+    writers[i].write_record(records[i][-1])
   compile_s, first_chunk = None, True
   while (pos := sim.position(state)) < sim.num_steps:
     state, out = sim.run_chunk(state, keys)
@@ -257,21 +195,10 @@ def _run_group(points, runs, group, workdir, log) -> tuple[list[dict], dict]:
       for j, k in enumerate(('bits_up', 'bits_down')):
         if k in m:
           bits[i, j] += m[k].astype(np.float64).sum()
-      rule = {
-        k.replace('/', '_'): float(np.mean(v))
-        for k, v in m.items()
-        if k.startswith(('client/', 'server/'))
-      }
-      rec = {
-        'step': end,
-        'wall_clock': float(run.schedule.wall_clock[end - 1]),
-        'bytes_up': float(bits[i, 0] / 8),
-        'bytes_down': float(bits[i, 1] / 8),
-        **rule,
-        **run.evaluator(jax.tree.map(lambda a: a[i], params)),
-      }
-      records[i].append(rec)
-      writers[i].write_scalars(end, {k: v for k, v in rec.items() if k != 'step'})
+      ev = run.evaluator(jax.tree.map(lambda a: a[i], params))
+      clock = run.schedule.wall_clock[end - 1]
+      records[i].append(metrics_io.evaluation_record(end, clock, bits[i], ev, m))
+      writers[i].write_record(records[i][-1])
   for w in writers:
     w.close()
   seconds = time.time() - t0
@@ -328,7 +255,7 @@ ASSUMED_FLOPS = 1e10
 
 def num_points(config: ml_collections.ConfigDict) -> int:
   """The number of grid points of ``config.sweep`` (without listing them)."""
-  return math.prod(len(v) for v in flatten(config.sweep).values())
+  return math.prod(len(v) for v in config_lib.sweep_axes(config.sweep).values())
 
 
 def _nbytes(tree: Any) -> int:
@@ -382,7 +309,7 @@ def plan(
   out = {'runs': n, 'bytes_per_run': per, 'host_bytes': n * per, 'flops': flops}
   out['seconds'] = flops / ASSUMED_FLOPS
   if limit is not None and n * per > limit:
-    axes = sorted(flatten(config.sweep).items(), key=lambda kv: -len(kv[1]))
+    axes = sorted(config_lib.sweep_axes(config.sweep).items(), key=lambda kv: -len(kv[1]))
     shown = ' x '.join(f'{len(v)} {k}' for k, v in axes)
     fit = max(limit // max(per, 1), 0)
     raise ConfigError(
@@ -518,7 +445,7 @@ def train_sweep(
     WorkdirError: the workdir is busy, holds other outputs (:func:`check_workdir`),
       or a write failed for the disk's reason.
   """
-  validate_section(config)
+  config_lib.validate_sweep(config)
   lock = workdir_lib.acquire(workdir)
   try:
     check_workdir(config, lock.path)
@@ -606,19 +533,17 @@ def _train_sweep(
 
 def grid_iter(config: ml_collections.ConfigDict):
   """The grid points of ``config.sweep`` one at a time (same order as :func:`grid`)."""
-  axes = flatten(config.sweep)
+  axes = config_lib.sweep_axes(config.sweep)
   return (dict(zip(axes, values)) for values in itertools.product(*axes.values()))
 
 
 __all__ = [
   'check_workdir',
   'finished',
-  'flatten',
   'grid',
   'num_points',
   'plan',
   'point_config',
   'run_name',
   'train_sweep',
-  'validate_section',
 ]

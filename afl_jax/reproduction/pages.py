@@ -256,11 +256,18 @@ def render(paper: spec.Paper, scored: Mapping) -> str:
       out += experiment_section(paper, scored[exp.key])
   pending = [e for e in paper.experiments if e.key not in scored]
   if pending:
+    previous = os.path.join(RESULTS, 'previous', f'{paper.key}.md')
+    earlier = open(previous).read() if os.path.exists(previous) else ''
     out += ['## Not yet run under this protocol', '']
     out += [
       f'- {e.title} ({e.ref}): {_claims(e)}; `python scripts/reproduce.py '
-      f'--paper={paper.key} --only={e.key}`. Earlier 3-seed numbers (selected and scored '
-      f'on the same seeds, superseded): [previous/{paper.key}.md](previous/{paper.key}.md).'
+      f'--paper={paper.key} --only={e.key}`.'
+      + (
+        ' Earlier 3-seed numbers (selected and scored on the same seeds, superseded): '
+        f'[previous/{paper.key}.md](previous/{paper.key}.md).'
+        if e.title in earlier
+        else ''
+      )
       for e in pending
     ]
     out += ['']

@@ -171,6 +171,7 @@ def run_phase(
       seeds (:func:`afl_jax.reproduction.scoring.test_settings`).
     rerun: run sweeps whose fingerprint is already in the manifest again.
   """
+  from afl_jax.pipeline import config as config_lib
   from afl_jax.pipeline import sweep as sweep_lib
 
   frame, manifest = read(paper.key, records_dir)
@@ -182,7 +183,7 @@ def run_phase(
         '*'
         if phase == 'select'
         else setting_key(
-          {k: v[0] for k, v in sweep_lib.flatten(config.sweep).items() if k != 'seed'}
+          {k: v[0] for k, v in config_lib.sweep_axes(config.sweep).items() if k != 'seed'}
         )
       )
       entry = {'experiment': exp.key, 'method': method.label, 'phase': phase, 'setting': setting}
@@ -207,7 +208,7 @@ def run_phase(
         entry
         | {
           'fingerprint': fingerprint,
-          'seeds': [int(s) for s in sweep_lib.flatten(config.sweep)['seed']],
+          'seeds': [int(s) for s in config_lib.sweep_axes(config.sweep)['seed']],
           'runs': len(summary['runs']),
           'seconds': round(seconds, 1),
           'machine': machine_info(),
