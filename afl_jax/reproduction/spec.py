@@ -134,8 +134,6 @@ class Experiment:
       and init. Every grid setting runs on them; selection reads validation only.
     test_seeds: fresh seeds (at least 10, disjoint from ``seeds``) on which only the
       selected settings run; every claim is scored on them.
-    axis: a tuned field to tabulate and plot (mean ± std test accuracy per value,
-      other axes selected on validation), e.g. the server rate.
     deviations: how this experiment departs from the paper (printed on the page).
     run: False = declared but not run yet (the page says so).
     target: the test accuracy of the time/upload-to-target table and claims; None =
@@ -151,7 +149,6 @@ class Experiment:
   claims: Sequence[Claim] = ()
   seeds: Sequence[int] = (0, 1, 2)
   test_seeds: Sequence[int] = tuple(range(3, 13))
-  axis: str | None = None
   deviations: Sequence[str] = ()
   run: bool = True
   target: float | None = None

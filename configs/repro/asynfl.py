@@ -298,7 +298,6 @@ TABLE3 = spec.Experiment(
       quote=OBS3,
     ),
   ),
-  axis='hparams.client_lr',
   deviations=DEVIATIONS,
   target=TARGET,
 )
@@ -370,7 +369,6 @@ QSGD_ETA = spec.Experiment(
       ),
     )
   ),
-  axis='hparams.server_lr',
   deviations=(
     DEVIATIONS[0].replace(
       'Every method is tuned on the same eta_l grid {0.02, 0.05, 0.1, 0.2, 0.4} (the paper '

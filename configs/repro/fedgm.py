@@ -112,7 +112,6 @@ SYNC = spec.Experiment(
       added=True,
     ),
   ),
-  axis='hparams.server_lr',
   deviations=(
     'Remark 4.5 is scored as "FedAvg diverges at eta = 3" (a non-finite loss on every test '
     'seed, App. H.2 Fig. 5) and "FedGM beats FedAvg at eta = 3" (Figs. 5-6); "FedGM beats '
