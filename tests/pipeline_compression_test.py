@@ -21,7 +21,7 @@ from afl_jax import compression
 from afl_jax.algorithms.registry import RunInfo
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import config as config_lib
-from afl_jax.pipeline.build import build_algorithm
+from afl_jax.pipeline.build import algorithm_factory, build_algorithm
 
 N, D = 4, 4
 KINDS = ('identity', 'top_k', 'sign', 'qsgd', 'top_k_qsgd')
@@ -108,6 +108,8 @@ def test_every_algorithm_accepts_every_compressor(name):
     if name in PRESETS:
       with pytest.raises(ConfigError, match=r"config.compressor.kind='.*' is invalid: .*preset"):
         build_algorithm(c, INFO)
+      with pytest.raises(ConfigError, match='preset'):  # a sweep builds through the factory
+        algorithm_factory(c, INFO)(**dict(c.hparams))
       continue
     alg = build_algorithm(c, INFO)
     assert alg.compressor is not None

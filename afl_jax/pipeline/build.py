@@ -15,6 +15,7 @@ data, schedules in which no client ever arrives) raise
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import flax.linen as nn
@@ -203,22 +204,19 @@ def build_compressor(c: ml_collections.ConfigDict) -> compression.Compressor | N
     raise _err('compressor.kind', kind, f'{e}'.rstrip('.') + '.') from None
 
 
-def build_algorithm(c: ml_collections.ConfigDict, info: RunInfo) -> Algorithm:
-  """The registry entry ``c.algorithm`` with ``c.hparams``, the run context from ``info``
-  and ``c.compressor`` around its client messages.
+def algorithm_factory(c: ml_collections.ConfigDict, info: RunInfo) -> Callable[..., Algorithm]:
+  """``factory(**hparams) -> Algorithm``: the registry entry ``c.algorithm`` with the run
+  context from ``info`` and ``c.compressor`` around its client messages.
 
-  Each hyperparameter was checked against its spec by ``validate``; what the factory
-  still rejects is a combination (of values, or of values and the run context), an
-  error of the ``algorithm`` section as a whole.
+  The one place a config's algorithm is built: a single run calls it with
+  ``c.hparams`` (:func:`build_algorithm`), a sweep with each group's traced values.
   """
-  try:
-    algorithm = algorithms.get(c.algorithm, run=info, **dict(c.hparams))
-  except UserError:
-    raise
-  except (ValueError, TypeError) as e:
-    raise _err('algorithm', c.algorithm, f'{e}'.rstrip('.') + '.') from None
   compressor = build_compressor(c)
-  if compressor is not None:
+
+  def factory(**hparams: Any) -> Algorithm:
+    algorithm = algorithms.get(c.algorithm, run=info, **hparams)
+    if compressor is None:
+      return algorithm
     if algorithm.compressor is not None:
       raise _err(
         'compressor.kind',
@@ -227,8 +225,24 @@ def build_algorithm(c: ml_collections.ConfigDict, info: RunInfo) -> Algorithm:
         f'(config.hparams.compressor={c.hparams.get("compressor")!r}); set its compressor '
         "through config.hparams, or use algorithm='asynfl' with config.compressor.",
       )
-    algorithm = algorithm._replace(compressor=compressor)
-  return algorithm
+    return algorithm._replace(compressor=compressor)
+
+  return factory
+
+
+def build_algorithm(c: ml_collections.ConfigDict, info: RunInfo) -> Algorithm:
+  """:func:`algorithm_factory` with ``c.hparams``.
+
+  Each hyperparameter was checked against its spec by ``validate``; what the factory
+  still rejects is a combination (of values, or of values and the run context), an
+  error of the ``algorithm`` section as a whole.
+  """
+  try:
+    return algorithm_factory(c, info)(**dict(c.hparams))
+  except UserError:
+    raise
+  except (ValueError, TypeError) as e:
+    raise _err('algorithm', c.algorithm, f'{e}'.rstrip('.') + '.') from None
 
 
 # ---- engine options ---------------------------------------------------------------------------

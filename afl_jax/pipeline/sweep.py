@@ -119,18 +119,6 @@ def _context_key(run: build_lib.Run) -> str:
   return ';'.join(parts)
 
 
-def _factory(run: build_lib.Run) -> Callable[..., Any]:
-  """Builds the algorithm like ``build.build_algorithm`` (compressor from config included)."""
-  c = run.config
-  compressor = build_lib.build_compressor(c)
-
-  def factory(**hparams):
-    alg = algorithms.get(c.algorithm, run=run.info, **hparams)
-    return alg if compressor is None else alg._replace(compressor=compressor)
-
-  return factory
-
-
 def _group_sim(runs, traced, limit: int | None = None) -> tuple[Any, Any, Any]:
   """(simulator, keys, stacked params0) of one group: nothing compiled or allocated yet."""
   first = runs[0]
@@ -149,7 +137,7 @@ def _group_sim(runs, traced, limit: int | None = None) -> tuple[Any, Any, Any]:
     [run.schedule for run in runs],
     r,
     chunk_size=c.eval_every,
-    factory=_factory(first),
+    factory=build_lib.algorithm_factory(c, first.info),
     memory_limit_bytes=limit,
     **build_lib.engine_options(c, sweep=True),
     **static,
