@@ -11,16 +11,19 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import optax
 
 Tree = Any
+
+# optax's tree arithmetic where it is the same operation (add and scale stay ours: optax's
+# add starts from 0, which turns -0.0 into 0.0, and ours keep each leaf's dtype).
+sub = optax.tree.sub
+zeros_like = optax.tree.zeros_like
+where = optax.tree.where  # select whole trees by a scalar condition
 
 
 def add(a: Tree, b: Tree) -> Tree:
   return jax.tree.map(jnp.add, a, b)
-
-
-def sub(a: Tree, b: Tree) -> Tree:
-  return jax.tree.map(jnp.subtract, a, b)
 
 
 def scale(s: jax.Array | float, a: Tree) -> Tree:
@@ -30,15 +33,6 @@ def scale(s: jax.Array | float, a: Tree) -> Tree:
 def axpy(alpha: jax.Array | float, x: Tree, y: Tree) -> Tree:
   """alpha * x + y, leafwise, keeping y's dtype."""
   return jax.tree.map(lambda xi, yi: (alpha * xi + yi).astype(yi.dtype), x, y)
-
-
-def zeros_like(a: Tree) -> Tree:
-  return jax.tree.map(jnp.zeros_like, a)
-
-
-def where(cond: jax.Array, a: Tree, b: Tree) -> Tree:
-  """Select whole trees by a scalar condition."""
-  return jax.tree.map(lambda x, y: jnp.where(cond, x, y), a, b)
 
 
 def vdot(a: Tree, b: Tree) -> jax.Array:
