@@ -235,6 +235,45 @@ def test_records_round_trip_bit_for_bit(tmp_path):
   assert (tmp_path / 'toy.csv.gz').read_bytes() == first  # same rows, same bytes
 
 
+def _manifest(exp):
+  """The manifest entries of ``_frame``'s sweeps as ``exp`` declares them now."""
+  out = []
+  for m in exp.methods:
+    entries = [('select', '*', [])]
+    entries += [('test', k, [k]) for k in sorted(set(_frame().setting))]
+    for phase, setting, settings in entries:
+      (config,) = runs.sweep_configs(exp, m, phase, settings)
+      fp = runs._fingerprint(config)
+      out.append(
+        {'experiment': 'toy', 'method': m.label, 'phase': phase, 'setting': setting}
+        | {'fingerprint': fp}
+      )
+  return out
+
+
+def test_records_of_an_earlier_declaration_are_never_scored(tmp_path):
+  exp = _toy([spec.Claim('r', 't', 'A', 'B')])
+  paper = spec.Paper('toy', '9', 'c', 's', (exp,))
+  runs.write('toy', _frame(), _manifest(exp), str(tmp_path))
+  assert set(pages.score_paper(paper, str(tmp_path))) == {'toy'}
+  # The same records under a declaration with another grid: stale, so not scored.
+  other = {'hparams.client_lr': (0.1, 0.2)}
+  changed = dataclasses.replace(
+    exp, methods=tuple(dataclasses.replace(m, grid=other) for m in exp.methods)
+  )
+  assert pages.score_paper(spec.Paper('toy', '9', 'c', 's', (changed,)), str(tmp_path)) == {}
+  # Only B's grid changed: B's selection is stale; a test sweep of one setting is the same
+  # computation under either grid and stays (it counts only if selected again).
+  half = dataclasses.replace(exp, methods=(exp.methods[0], changed.methods[1]))
+  f = _frame()
+  kept = runs.current(half, f, _manifest(exp))
+  assert len(kept) == len(f) - ((f.method == 'B') & (f.phase == 'select')).sum()
+  # Other test seeds make every test sweep stale.
+  reseeded = dataclasses.replace(exp, test_seeds=tuple(range(20, 30)))
+  assert set(runs.current(reseeded, f, _manifest(exp)).phase) == {'select'}
+  assert pages.score_paper(spec.Paper('toy', '9', 'c', 's', (half,)), str(tmp_path)) == {}
+
+
 def test_committed_pages_rebuild_from_their_records():
   scored = pages.score_all()
   assert any(scored.values()), 'no experiment has committed records'

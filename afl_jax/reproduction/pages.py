@@ -54,7 +54,8 @@ def _claims(e: spec.Experiment) -> str:
 
 def score_paper(paper: spec.Paper, records_dir: str = runs.RECORDS) -> dict:
   """Per experiment with test records: selections, test table, target, raw claims."""
-  frame, manifest = runs.read(paper.key, records_dir)
+  everything, manifest = runs.read(paper.key, records_dir)
+  frame = pd.concat([runs.current(exp, everything, manifest) for exp in paper.experiments])
   fin = scoring.finals(frame) if len(frame) else frame
   out = {}
   for exp in paper.experiments:
@@ -258,7 +259,7 @@ def render(paper: spec.Paper, scored: Mapping) -> str:
   if pending:
     previous = os.path.join(RESULTS, 'previous', f'{paper.key}.md')
     earlier = open(previous).read() if os.path.exists(previous) else ''
-    out += ['## Not yet run under this protocol', '']
+    out += ['## Not yet run as declared', '']
     out += [
       f'- {e.title} ({e.ref}): {_claims(e)}; `python scripts/reproduce.py '
       f'--paper={paper.key} --only={e.key}`.'
@@ -395,10 +396,10 @@ def write(
       f.write(render(paper, scored[key]))
     written.append(path)
     if plots and key in papers and scored[key]:
-      frame, _ = runs.read(key, records_dir)
+      frame, manifest = runs.read(key, records_dir)
       for exp_key, s in scored[key].items():
         png = os.path.join(out_dir, f'{key}_{exp_key}.png')
-        plot_experiment(paper, s, frame, png)
+        plot_experiment(paper, s, runs.current(s['exp'], frame, manifest), png)
         written.append(png)
   path = os.path.join(out_dir, 'README.md')
   with open(path, 'w') as f:

@@ -218,9 +218,24 @@ def run_phase(
       write(paper.key, frame, manifest, records_dir)  # after every sweep: nothing lost
 
 
-def fingerprints(exp: spec.Experiment, method: spec.Method, phase: str, settings=()) -> list[str]:
-  """The fingerprints the declaration gives now (stale records are reported, not used)."""
-  return [_fingerprint(c) for c in sweep_configs(exp, method, phase, settings)]
+def current(exp: spec.Experiment, frame: pd.DataFrame, manifest: Sequence[Mapping]) -> pd.DataFrame:
+  """The rows of ``exp`` whose sweep the declaration still gives: the sweep's fingerprint
+  in the manifest is the one its config has now (records of an earlier grid, setting or
+  seed list are kept in the files but never scored)."""
+  methods = {m.label: m for m in exp.methods}
+  fresh = set()
+  for m in manifest:
+    method = methods.get(m['method']) if m['experiment'] == exp.key else None
+    if method is None:
+      continue
+    settings = [m['setting']] if m['phase'] == 'test' else []
+    if [_fingerprint(c) for c in sweep_configs(exp, method, m['phase'], settings)] == [
+      m['fingerprint']
+    ]:
+      fresh.add((m['method'], m['phase'], m['setting'] if m['phase'] == 'test' else '*'))
+  rows = frame[frame.experiment == exp.key]
+  keys = zip(rows.method, rows.phase, rows.setting.where(rows.phase == 'test', '*'))
+  return rows[[k in fresh for k in keys]]
 
 
 def _safe(label: str) -> str:
