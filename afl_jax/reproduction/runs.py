@@ -11,7 +11,8 @@ Two phases per experiment (:mod:`afl_jax.reproduction.spec`):
 Records are the evaluated curves, one row per (run, evaluation), in one gzipped CSV
 per paper (``docs/results/records/<paper>.csv.gz``: ``pandas.read_csv`` reads it),
 with a manifest (``<paper>.json``) of the sweeps that produced them: their config
-fingerprint, machine and wall time. Pages are rebuilt from these files alone.
+fingerprint, machine and wall time. Pages are rebuilt from these files alone, and only
+from the sweeps whose fingerprint the declaration still gives (:func:`current`).
 """
 
 from __future__ import annotations
