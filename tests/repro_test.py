@@ -271,6 +271,11 @@ def test_records_of_an_earlier_declaration_are_never_scored(tmp_path):
   # Other test seeds make every test sweep stale.
   reseeded = dataclasses.replace(exp, test_seeds=tuple(range(20, 30)))
   assert set(runs.current(reseeded, f, _manifest(exp)).phase) == {'select'}
+  # A selected setting whose test sweep has not run yet: not scored (not a crash).
+  selected_b = runs.setting_key({'hparams.client_lr': 0.1})
+  partial = f[~((f.method == 'B') & (f.phase == 'test') & (f.setting == selected_b))]
+  runs.write('toy', partial, _manifest(exp), str(tmp_path))
+  assert pages.score_paper(paper, str(tmp_path)) == {}
   assert pages.score_paper(spec.Paper('toy', '9', 'c', 's', (half,)), str(tmp_path)) == {}
 
 

@@ -60,11 +60,12 @@ def score_paper(paper: spec.Paper, records_dir: str = runs.RECORDS) -> dict:
   out = {}
   for exp in paper.experiments:
     have = fin[(fin.experiment == exp.key)] if len(fin) else fin
-    needed = {m.label for m in exp.methods}
-    if not len(have) or set(have[have.phase == 'test'].method) < needed:
+    if not len(have) or set(have[have.phase == 'select'].method) < {m.label for m in exp.methods}:
       continue
-    if set(have[have.phase == 'select'].method) < needed:
-      continue
+    tested = set(zip(have.method[have.phase == 'test'], have.setting[have.phase == 'test']))
+    wanted = scoring.test_settings(exp, fin)
+    if any((m, k) not in tested for m, keys in wanted.items() for k in keys):
+      continue  # a test sweep the claims need has not run (e.g. after a new selection)
     target = scoring.target_of(exp, fin)
     claims = [scoring.score_claim(exp, c, frame, fin, target) for c in exp.claims]
     out[exp.key] = {
