@@ -145,9 +145,9 @@ DEVIATIONS = (
   "rates are the configs' (MasFL gamma = 0.1, beta = sqrt(SK/T); AdaMasFL gamma and beta "
   'from Thm 4.1 at this T; CA2FL eta = 1; FADAS AMSGrad eta = 1e-3); the server rates '
   'were chosen by a short sweep before this protocol. The Fig. 1 (non-IID) and Fig. 2 '
-  'experiments tune them inside their grids, where CA2FL selects eta = 0.3 rather than 1: '
-  'the claims against CA2FL in an experiment with this deviation are for CA2FL at an '
-  'untuned eta = 1.',
+  'experiments tune them inside their grids (in Fig. 1, non-IID, CA2FL selects eta = 0.3 '
+  'rather than 1): the claims against CA2FL in an experiment with this deviation are for '
+  'CA2FL at an untuned eta = 1.',
   'Consequence of the short T for the theory rates (S K = 50 here): beta = sqrt(SK/T) is '
   "0.91 at T = 60 against 0.29 at the paper's T = 600, and AdaMasFL's gamma = "
   '(SK)^(1/4) / T^(3/4) is 0.12 against 0.022: both momentum-driven methods run with '
