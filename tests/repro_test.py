@@ -132,6 +132,19 @@ def test_selects_on_validation_over_selection_seeds_only():
   assert settings['B'] == [runs.setting_key(at)]
 
 
+def test_a_tie_is_broken_the_same_way_whatever_the_row_order():
+  # Every setting diverged on every seed (all score 0): the selection must not depend on
+  # the order of the rows (it did, through an unstable sort, before).
+  rows = _rows('A', 'select', 0.1, SEL, [0.5] * 3, [0.5] * 3)
+  rows += _rows('A', 'select', 0.3, SEL, [0.5] * 3, [0.5] * 3)
+  frame = pd.DataFrame(rows)
+  picks = {
+    scoring.select(scoring.finals(frame.sample(frac=1, random_state=i)), 'toy', 'A')['setting']
+    for i in range(20)
+  }
+  assert picks == {runs.setting_key({'hparams.client_lr': 0.1})}
+
+
 def _closed_form(d, alpha=0.05):
   n, mean, sd = len(d), float(np.mean(d)), float(np.std(d, ddof=1))
   t = mean / (sd / math.sqrt(n))
@@ -271,6 +284,14 @@ def test_records_of_an_earlier_declaration_are_never_scored(tmp_path):
   # Other test seeds make every test sweep stale.
   reseeded = dataclasses.replace(exp, test_seeds=tuple(range(20, 30)))
   assert set(runs.current(reseeded, f, _manifest(exp)).phase) == {'select'}
+  # The test phase selects on the current declaration's rows only: B's selection sweep
+  # of an earlier grid does not count (its rows would still select a setting).
+  runs.write('toy', f, _manifest(exp), str(tmp_path))
+  assert scoring.settings_to_test('toy', exp, str(tmp_path))['B'] == [
+    runs.setting_key({'hparams.client_lr': 0.1})
+  ]
+  with pytest.raises(ValueError, match='B: no selection records'):
+    scoring.settings_to_test('toy', half, str(tmp_path))
   # A selected setting whose test sweep has not run yet: not scored (not a crash).
   selected_b = runs.setting_key({'hparams.client_lr': 0.1})
   partial = f[~((f.method == 'B') & (f.phase == 'test') & (f.setting == selected_b))]

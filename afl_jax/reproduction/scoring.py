@@ -43,7 +43,9 @@ TO_TARGET = {  # metric -> (record column, scale to the page's unit)
 def finals(frame: pd.DataFrame) -> pd.DataFrame:
   """The last evaluation of every run; a run with a non-finite score is ``diverged``
   and scores 0 (so it is never selected and counts as a failure when scored)."""
-  runs_ = frame.sort_values('step').groupby(['experiment', 'method', 'phase', 'setting', 'seed'])
+  runs_ = frame.sort_values('step', kind='stable').groupby(
+    ['experiment', 'method', 'phase', 'setting', 'seed']
+  )
   out = runs_.tail(1).copy()
   # A run has a validation split when its first evaluation has a validation score.
   has_val = runs_['val_accuracy'].transform('first').loc[out.index].notna()
@@ -62,14 +64,15 @@ def _matches(key: str, at: Mapping[str, Any]) -> bool:
 def select(fin: pd.DataFrame, exp_key: str, label: str, at: Mapping[str, Any] = ()) -> dict:
   """``label``'s validation-selected setting in ``exp_key`` (selection phase records).
 
-  Returns ``{'setting', 'val', 'scores' (setting -> mean val), 'edges'}``; ties go to the
-  setting listed first. Raises ValueError when there are no selection records.
+  Returns ``{'setting', 'val', 'scores' (setting -> mean val), 'edges'}``; a tie goes to
+  the first of the tied setting keys in sorted order (whatever the rows' order). Raises
+  ValueError when there are no selection records.
   """
   mine = fin[(fin.experiment == exp_key) & (fin.method == label) & (fin.phase == 'select')]
   mine = mine[[_matches(k, dict(at)) for k in mine.setting]]
   if mine.empty:
     raise ValueError(f'{exp_key}/{label}: no selection records{f" at {dict(at)}" if at else ""}.')
-  scores = mine.groupby('setting', sort=False)['val_accuracy'].mean()
+  scores = mine.groupby('setting', sort=True)['val_accuracy'].mean()
   best = scores.idxmax()
   return {
     'setting': best,
@@ -102,6 +105,15 @@ def test_settings(exp: spec.Experiment, fin: pd.DataFrame) -> dict[str, list[str
         if key not in out[label]:
           out[label].append(key)
   return out
+
+
+def settings_to_test(
+  paper_key: str, exp: spec.Experiment, records_dir: str = runs.RECORDS
+) -> dict[str, list[str]]:
+  """:func:`test_settings` selected on the records of the declaration as it is now
+  (:func:`afl_jax.reproduction.runs.current`; an earlier grid's rows never compete)."""
+  frame = runs.current(exp, *runs.read(paper_key, records_dir))
+  return test_settings(exp, finals(frame))
 
 
 def default_target(sel_means: Sequence[float]) -> float:
