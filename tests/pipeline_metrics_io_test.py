@@ -183,6 +183,7 @@ def test_one_writer_holds_the_scalars_in_jsonl_and_tensorboard(tmp_path):
   w.write_scalars(0, {'test_accuracy': 0.25, 'stopped': 'x'})
   w.write_scalars(10, {'test_accuracy': 0.5, 'test_loss': np.float32(1.5)})
   w.close()
+  w.close()  # a second close does nothing
   got = scalars_of(logdir)
   assert got['test_accuracy'] == [(0, 0.25), (10, 0.5)]
   assert got['test_loss'] == [(10, 1.5)]

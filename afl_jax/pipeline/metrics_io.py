@@ -233,11 +233,13 @@ class MetricsWriter:
       self._tb.flush()
 
   def close(self) -> None:
+    """Flush and close; a second call does nothing."""
     self.flush()
     if self._f is not None:
       self._f.close()
     if self._tb is not None:
       self._tb.close()
+      self._tb = None
 
   def __enter__(self):
     return self

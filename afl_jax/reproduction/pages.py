@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import pathlib
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
@@ -258,8 +259,8 @@ def render(paper: spec.Paper, scored: Mapping) -> str:
       out += experiment_section(paper, scored[exp.key])
   pending = [e for e in paper.experiments if e.key not in scored]
   if pending:
-    previous = os.path.join(RESULTS, 'previous', f'{paper.key}.md')
-    earlier = open(previous).read() if os.path.exists(previous) else ''
+    previous = pathlib.Path(RESULTS, 'previous', f'{paper.key}.md')
+    earlier = previous.read_text() if previous.exists() else ''
     out += ['## Not yet run as declared', '']
     out += [
       f'- {e.title} ({e.ref}): {_claims(e)}; `python scripts/reproduce.py '
