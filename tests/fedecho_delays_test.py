@@ -63,3 +63,31 @@ def test_schedule_on_fedbuff_clock():
   assert held_checkpoints(sched).max() <= 25
   with pytest.raises(ValueError, match='delay'):
     fedecho_delays.schedule(sizes, 25, 5, 10, delay='huge')
+
+
+def test_config_gamma_reaches_the_schedule_and_must_be_positive():
+  from afl_jax.errors import ConfigError
+  from afl_jax.pipeline import config as config_lib
+  from afl_jax.schedules import registry
+
+  sizes = _sizes()
+  s = config_lib.default().schedule
+  s.concurrency, s.buffer_size = 25, 5
+  ctx = registry.ScheduleContext(50, 60, np.full(50, 5), sizes, 0)
+  for gamma in (1e-5, 1.0):
+    s.straggler_gamma = gamma
+    built = registry.SCHEDULES.get('fedecho_large')(s, ctx)
+    want = fedecho_delays.schedule(sizes, 25, 5, 60, delay='large', gamma=gamma, local_steps=5)
+    np.testing.assert_array_equal(built.client_ids, want.client_ids)
+    np.testing.assert_array_equal(built.start_step, want.start_step)
+    if gamma == 1e-5:  # the five largest clients are the long ones: they report least
+      counts = built.participation_counts
+      largest = np.isin(np.arange(50), np.argsort(-sizes)[:5])
+      assert counts[largest].mean() * 5 < counts[~largest].mean()
+  c = config_lib.default()
+  c.schedule.kind, c.schedule.concurrency, c.schedule.buffer_size = 'fedecho_large', 25, 5
+  c.num_clients = 50
+  for bad in (0.0, -1.0):
+    c.schedule.straggler_gamma = bad
+    with pytest.raises(ConfigError, match=r'config.schedule.straggler_gamma=.* must be > 0'):
+      config_lib.validate(c)

@@ -87,6 +87,8 @@ def default() -> ml_collections.ConfigDict:
   c.schedule.urgent = False  # port: stale jobs report early (Port-Urgent) instead of waiting
   c.schedule.local_steps_multipliers = ''  # e.g. '1,2,3,4,5,6' (random_staleness)
   c.schedule.wait_seconds = 0.0  # waiting_windows: seconds per round (0 = synchronous)
+  # fedecho_*: gamma of Table 1's runtime categories (smaller: the largest clients are long)
+  c.schedule.straggler_gamma = 1.0
   c.schedule.durations = 'uniform'  # constant | uniform | exponential | normal | ...
   c.schedule.durations_params = 'low=0,high=20'  # the distribution's parameters
   # Per-client factor multiplying every duration draw (larger = slower):
@@ -347,7 +349,7 @@ def validate_schedule(c: ml_collections.ConfigDict) -> None:
       high, note = param.high(s, n) if param.high else (None, '')
       _int(c, field, param.low, high, note=note)
     elif param.kind == 'real':
-      _float(c, field, param.low)
+      _float(c, field, param.low, low_open=param.low_open)
     elif param.kind == 'boolean':
       _check(isinstance(s[name], bool), field, s[name], 'must be True or False')
     else:  # 'multipliers'

@@ -66,11 +66,13 @@ class Param(NamedTuple):
       integers >= 1).
     low: the least value of a number.
     high: ``high(section, num_clients) -> (bound, note)`` for a bounded number, or None.
+    low_open: a real number must exceed ``low`` (not only reach it).
   """
 
   kind: str
   low: float = 0
   high: Callable[[Any, int], tuple[int, str]] | None = None
+  low_open: bool = False
 
 
 PARAMS: dict[str, Param] = {
@@ -84,6 +86,7 @@ PARAMS: dict[str, Param] = {
   'window': Param('integer', 1),
   'local_steps_multipliers': Param('multipliers'),
   'wait_seconds': Param('real', 0.0),
+  'straggler_gamma': Param('real', 0.0, low_open=True),
 }
 
 # FedBuff's clock keeps `concurrency` jobs running and draws a replacement from the idle
@@ -216,6 +219,7 @@ def _fedecho(delay: str):
       s.buffer_size,
       ctx.num_steps,
       delay=delay,
+      gamma=float(s.straggler_gamma),
       local_steps=ctx.local_steps,
       seed=ctx.seed,
     )
@@ -228,7 +232,7 @@ for _delay in ('large', 'mild'):
     f'fedecho_{_delay}',
     _fedecho(_delay),
     draws_durations=False,
-    params=('concurrency', 'buffer_size'),
+    params=('concurrency', 'buffer_size', 'straggler_gamma'),
     slots='buffer_size',
     min_clients=_CLOCK_CLIENTS,
   )

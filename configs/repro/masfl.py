@@ -60,25 +60,31 @@ METHODS = (
 # the same range, so every method gets the same budget.
 SERVER_LRS = {'MasFL': (0.03, 0.1, 0.3), 'CA2FL': (0.3, 1.0, 3.0), 'FADAS': (3e-4, 1e-3, 3e-3)}
 ADAMASFL_LRS = (0.007, 0.01, 0.015, 0.02, 0.03, 0.045, 0.07, 0.1, 0.15)
-TUNED = tuple(
-  spec.Method(
-    m.label,
-    m.config,
-    {'hparams.client_lr': CLIENT_LRS, 'hparams.server_lr': SERVER_LRS[m.label]}
-    if m.label in SERVER_LRS
-    else {'hparams.client_lr': ADAMASFL_LRS},
-    m.fixed,
+
+
+def tuned(lrs, ada_lrs) -> tuple:
+  """METHODS with every rate tuned: eta_l ``lrs`` x the server rate (SERVER_LRS), AdaMasFL
+  (gamma and beta from Thm 4.1) on the eta_l values ``ada_lrs``."""
+  return tuple(
+    spec.Method(
+      m.label,
+      m.config,
+      {'hparams.client_lr': lrs, 'hparams.server_lr': SERVER_LRS[m.label]}
+      if m.label in SERVER_LRS
+      else {'hparams.client_lr': ada_lrs},
+      m.fixed,
+    )
+    for m in METHODS
   )
-  for m in METHODS
-)
 
 
-def on_grid(lrs) -> tuple:
-  """METHODS, each tuned on the eta_l values ``lrs`` instead of CLIENT_LRS."""
-  return tuple(spec.Method(m.label, m.config, {'hparams.client_lr': lrs}, m.fixed) for m in METHODS)
+TUNED = tuned(CLIENT_LRS, ADAMASFL_LRS)
 
 
 IID_LRS = (0.003, 0.01, 0.03, 0.1, 0.3)  # on CLIENT_LRS three of four IID selections hit an edge
+# AdaMasFL's budget is the others' (15 = 5 eta_l x 3 server rates): eta_l over the same range
+IID_ADAMASFL_LRS = (0.003, 0.0042, 0.0058, 0.0081, 0.011, 0.016, 0.022, 0.03, 0.042, 0.058)
+IID_ADAMASFL_LRS += (0.081, 0.11, 0.16, 0.22, 0.3)
 
 
 # The paper gives its results as curves only (Figs. 1-3, no table): no claim of this
@@ -141,33 +147,37 @@ DEVIATIONS = (
   'MLP instead of the 3-conv + 2-FC CNN (logistic regression, used on the old page, '
   'cannot show the collapse the paper is about); 12k training samples; K = 5 steps of '
   f'batch 50 instead of 2 epochs of batch 100; T = {ROUNDS} instead of 600.',
-  'Every method is tuned on the same eta_l grid {0.01, 0.03, 0.1} (budget 3); the other '
-  "rates are the configs' (MasFL gamma = 0.1, beta = sqrt(SK/T); AdaMasFL gamma and beta "
-  'from Thm 4.1 at this T; CA2FL eta = 1; FADAS AMSGrad eta = 1e-3); the server rates '
-  'were chosen by a short sweep before this protocol. The Fig. 1 (non-IID) and Fig. 2 '
-  'experiments tune them inside their grids (in Fig. 1, non-IID, CA2FL selects eta = 0.3 '
-  'rather than 1): the claims against CA2FL in an experiment with this deviation are for '
-  'CA2FL at an untuned eta = 1.',
   'Consequence of the short T for the theory rates (S K = 50 here): beta = sqrt(SK/T) is '
   "0.91 at T = 60 against 0.29 at the paper's T = 600, and AdaMasFL's gamma = "
   '(SK)^(1/4) / T^(3/4) is 0.12 against 0.022: both momentum-driven methods run with '
   "about 3x heavier momentum and (AdaMasFL) a 5x larger server rate than at the paper's "
   "length, so their verdicts here are for that regime, not the paper's.",
   "FADAS uses delay_rule='divide' (eta / tau_max, the authors' released code): with "
-  "eta = 1e-3 the paper's min(eta, 1/tau) never binds (1/tau >= 0.05), so the "
+  "eta <= 3e-3 the paper's min(eta, 1/tau) never binds (1/tau >= 0.05), so the "
   'delay-adaptive rate would be inert; with divide it binds on every step whose largest '
   'staleness exceeds tau_c = 1.',
-  'Fig. 3 is scored on the Fig. 1 sweeps: one order of magnitude of eta_l (0.01-0.1), '
-  'not two; Figs. 2-3 use the Fig. 1 rates in the paper, here each eta_l is a grid point.',
 )
 
-TUNED_DEVIATION = (
-  'Every rate is tuned (budget 9 per method): MasFL, CA2FL and FADAS on eta_l {0.01, '
-  '0.03, 0.1} x their server rate (MasFL gamma {0.03, 0.1, 0.3}, CA2FL eta {0.3, 1, 3}, '
-  'FADAS AMSGrad eta {3e-4, 1e-3, 3e-3}); AdaMasFL, whose gamma and beta come from '
-  'Thm 4.1 at this T, on nine values of eta_l from 0.007 to 0.15. MasFL beta = '
-  'sqrt(SK/T) as in Thm 3.1.'
-)
+
+def _values(xs) -> str:
+  return '{' + ', '.join(f'{x:g}' for x in xs) + '}'
+
+
+def tuned_deviation(lrs, ada_lrs, why: str = '') -> str:
+  """The deviation of an experiment whose methods are ``tuned(lrs, ada_lrs)``."""
+  servers = ', '.join(
+    f'{label} {name} {_values(SERVER_LRS[label])}'
+    for label, name in (('MasFL', 'gamma'), ('CA2FL', 'eta'), ('FADAS', 'AMSGrad eta'))
+  )
+  return (
+    f'Every rate is tuned (budget {3 * len(lrs)} per method): MasFL, CA2FL and FADAS on '
+    f'eta_l {_values(lrs)}{why} x their server rate ({servers}); AdaMasFL, whose gamma and '
+    f'beta come from Thm 4.1 at this T, on {len(ada_lrs)} values of eta_l from '
+    f'{min(ada_lrs):g} to {max(ada_lrs):g}. MasFL beta = sqrt(SK/T) as in Thm 3.1.'
+  )
+
+
+TUNED_DEVIATION = tuned_deviation(CLIENT_LRS, ADAMASFL_LRS)
 
 FIG1_NONIID = spec.Experiment(
   key='fig1_noniid',
@@ -180,7 +190,7 @@ FIG1_NONIID = spec.Experiment(
   deviations=(
     DEVIATIONS[0],
     TUNED_DEVIATION,
-    *DEVIATIONS[2:4],
+    *DEVIATIONS[1:],
     'Fig. 3 is scored on these sweeps: at each eta_l of {0.01, 0.03, 0.1} each method '
     'takes its validation-best server rate; one order of magnitude of eta_l (with the '
     'low-rate experiment below, two).',
@@ -193,17 +203,18 @@ FIG1_IID = spec.Experiment(
   ref='Fig. 1 (i.i.d.)',
   setting=SETTING.replace('clients,', 'clients (IID partition),', 1),
   base=iid,
-  methods=on_grid(IID_LRS),
+  methods=tuned(IID_LRS, IID_ADAMASFL_LRS),
   claims=claims('IID'),
   deviations=(
     DEVIATIONS[0],
-    DEVIATIONS[1].replace(
-      '{0.01, 0.03, 0.1} (budget 3)',
-      '{0.003, 0.01, 0.03, 0.1, 0.3} (budget 5: on '
-      '{0.01, 0.03, 0.1} MasFL and FADAS selected 0.1 and CA2FL 0.01, its edges)',
+    tuned_deviation(
+      IID_LRS,
+      IID_ADAMASFL_LRS,
+      ' (wider than non-IID: on {0.01, 0.03, 0.1} at the untuned server rates three of '
+      'four IID selections sat on an edge of the grid)',
     ),
-  )
-  + DEVIATIONS[2:],
+    *DEVIATIONS[1:],
+  ),
 )
 
 FIG2_MC80 = spec.Experiment(
@@ -277,6 +288,7 @@ FIG2_MC50 = spec.Experiment(
 )
 
 LOW_LRS = (0.001, 0.003)  # with Fig. 1's 0.01-0.1: two orders of magnitude of eta_l
+LOW_ADAMASFL_LRS = (0.001, 0.0013, 0.0016, 0.002, 0.0025, 0.003)  # the others' budget, 6
 
 FIG3_LOW = spec.Experiment(
   key='fig3_low_lr',
@@ -286,13 +298,15 @@ FIG3_LOW = spec.Experiment(
   + ' Everything else is the Fig. 1 (non-IID) experiment above; its eta_l = 0.01-0.1 and '
   'these two values together span 0.001-0.1.',
   base=scaled,
-  methods=on_grid(LOW_LRS),
+  methods=tuned(LOW_LRS, LOW_ADAMASFL_LRS),
   claims=fig3_claims(LOW_LRS),
-  deviations=DEVIATIONS[:3]
-  + (
-    "A separate experiment of the two low rates (budget 2 per method) beside Fig. 1's "
-    'three; the selections here are within 0.001-0.003 only, and the per-rate claims '
-    'compare methods at the same eta_l.',
+  deviations=(
+    DEVIATIONS[0],
+    tuned_deviation(LOW_LRS, LOW_ADAMASFL_LRS),
+    *DEVIATIONS[1:],
+    "A separate experiment of the two low rates beside Fig. 1's three; at each eta_l "
+    'each baseline takes its validation-best server rate, and the per-rate claims compare '
+    'methods at the same eta_l.',
   ),
 )
 
