@@ -1,8 +1,9 @@
 """FedBuff on non-IID FMNIST, a learning-rate grid over 3 seeds in one compiled program.
 
-The validation split (5,000 training samples held out before partitioning) is what
-``afl_jax.pipeline.tuning`` selects on; the seed varies the data split, the schedule
-and the initialization.
+The validation split (5,000 training samples held out before partitioning) is what a
+selection reads (``val_accuracy`` in each run's metrics; the reproductions select on it,
+afl_jax/reproduction/scoring.py); the seed varies the data split, the schedule and the
+initialization.
 """
 
 from afl_jax.pipeline import config as config_lib
