@@ -86,9 +86,16 @@ PARAMS: dict[str, Param] = {
   'wait_seconds': Param('real', 0.0),
 }
 
-# FedBuff's clock keeps `concurrency` jobs running and draws a replacement from the idle
-# clients while `buffer_size - 1` finished ones wait for the server step.
-_CLOCK_CLIENTS = ('concurrency + buffer_size - 1', lambda s: s.concurrency + s.buffer_size - 1)
+# FedBuff's clock (and the kinds built on it): a server step takes `buffer_size`
+# arrivals (M); it keeps `concurrency` jobs running and draws a replacement from the
+# idle clients while `buffer_size - 1` finished ones wait for the server step.
+_CLOCK = {
+  'slots': 'buffer_size',
+  'min_clients': (
+    'concurrency + buffer_size - 1',
+    lambda s: s.concurrency + s.buffer_size - 1,
+  ),
+}
 
 
 def params(kind: str) -> tuple[str, ...]:
@@ -160,8 +167,7 @@ def _synchronous(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
   'fedbuff',
   draws_durations=True,
   params=('concurrency', 'buffer_size'),
-  slots='buffer_size',
-  min_clients=_CLOCK_CLIENTS,
+  **_CLOCK,
 )
 def _fedbuff(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
   return builders.fedbuff(ctx.num_clients, s.concurrency, s.buffer_size, ctx.num_steps, **common)
@@ -216,8 +222,7 @@ for _delay in ('large', 'mild'):
     f'fedecho_{_delay}',
     draws_durations=False,
     params=('concurrency', 'buffer_size'),
-    slots='buffer_size',
-    min_clients=_CLOCK_CLIENTS,
+    **_CLOCK,
   )(_fedecho(_delay))
 
 
@@ -225,8 +230,7 @@ for _delay in ('large', 'mild'):
   'port',
   draws_durations=True,
   params=('concurrency', 'staleness_bound', 'urgent', 'buffer_size'),
-  slots='buffer_size',
-  min_clients=_CLOCK_CLIENTS,
+  **_CLOCK,
 )
 def _port(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
   """Port's staleness-bounded FedBuff clock: ``schedule.staleness_bound`` B, ``.urgent``."""
