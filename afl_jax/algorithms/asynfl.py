@@ -348,30 +348,28 @@ COMPRESSED_PARAMS = {
   'weighting': 'uniform',
 }
 
-# Each factory is also bound in this module (``asynfl.asynflc_ef(...)``).
-globals().update(
-  register_family(
-    _compressed,
-    COMPRESSED_PARAMS,
-    {
-      'asynflc': Variant(
-        """AsynFLC (eq. 7): AsynFL whose uploads are ``C(Delta)``, no error feedback.
+# The registered factories, by name (what ``algorithms.get(name)`` builds with).
+COMPRESSED = register_family(
+  _compressed,
+  COMPRESSED_PARAMS,
+  {
+    'asynflc': Variant(
+      """AsynFLC (eq. 7): AsynFL whose uploads are ``C(Delta)``, no error feedback.
 
-  ``compressor`` is one of 'identity', 'top_k', 'sign', 'qsgd', 'top_k_qsgd';
-  ``fraction`` (k/d), ``bits`` (b) and ``scaled`` are its parameters (None = the
-  paper's default, :func:`afl_jax.compression.defaults`); the rest as in :func:`asynfl`.
-  """,
-        fixed={'error_feedback': False},
-      ),
-      'asynflc_ef': Variant(
-        """AsynFLC-EF (Alg. 1, eqs. 8-10): AsynFLC with error feedback around ``compressor``.
+``compressor`` is one of 'identity', 'top_k', 'sign', 'qsgd', 'top_k_qsgd';
+``fraction`` (k/d), ``bits`` (b) and ``scaled`` are its parameters (None = the
+paper's default, :func:`afl_jax.compression.defaults`); the rest as in :func:`asynfl`.
+""",
+      fixed={'error_feedback': False},
+    ),
+    'asynflc_ef': Variant(
+      """AsynFLC-EF (Alg. 1, eqs. 8-10): AsynFLC with error feedback around ``compressor``.
 
-  Same hyperparameters as :func:`asynflc`.
-  """,
-        fixed={'error_feedback': True},
-      ),
-    },
-    context=('num_clients',),
-    hparams={**_COMPRESSOR_SPECS, **OPTIONS},
-  )
+Same hyperparameters as :func:`asynflc`.
+""",
+      fixed={'error_feedback': True},
+    ),
+  },
+  context=('num_clients',),
+  hparams={**_COMPRESSOR_SPECS, **OPTIONS},
 )

@@ -87,34 +87,32 @@ def _variant(doc: str, mode: str, extension: str = '') -> Variant:
   return Variant(doc, omit, fixed)
 
 
-# Each factory is also bound in this module (``fedfa.fedfa_delta(...)``).
-globals().update(
-  register_family(
-    _fedfa,
-    PARAMS,
-    {
-      'fedfa_param': _variant(
-        'FedFa-Param: local SGD clients; the model is the mean of the K windowed models.', 'param'
-      ),
-      'fedfa_delta': _variant(
-        'FedFa-Delta: local SGD clients; ``x <- x - eta_g * mean of the K windowed deltas``.',
-        'delta',
-      ),
-      'fedfa_param_prox': _variant("FedFa-Param with FedProx's client (mu).", 'param', 'prox'),
-      'fedfa_delta_prox': _variant(
-        'FedFa-Delta with FedProx\'s client (mu): Table 6, "Fedprox w/".', 'delta', 'prox'
-      ),
-      'fedfa_param_nova': _variant(
-        'FedFa-Param with FedNova: model = ``mean(x_start_k) - tau_eff mean(Delta_k / tau_k)``.',
-        'param',
-        'nova',
-      ),
-      'fedfa_delta_nova': _variant(
-        'FedFa-Delta with FedNova (Table 6, "Fednova w/"): ``tau_eff`` over the window.',
-        'delta',
-        'nova',
-      ),
-    },
-    hparams=WINDOW,
-  )
+# The registered factories, by name (what ``algorithms.get(name)`` builds with).
+FEDFA = register_family(
+  _fedfa,
+  PARAMS,
+  {
+    'fedfa_param': _variant(
+      'FedFa-Param: local SGD clients; the model is the mean of the K windowed models.', 'param'
+    ),
+    'fedfa_delta': _variant(
+      'FedFa-Delta: local SGD clients; ``x <- x - eta_g * mean of the K windowed deltas``.',
+      'delta',
+    ),
+    'fedfa_param_prox': _variant("FedFa-Param with FedProx's client (mu).", 'param', 'prox'),
+    'fedfa_delta_prox': _variant(
+      'FedFa-Delta with FedProx\'s client (mu): Table 6, "Fedprox w/".', 'delta', 'prox'
+    ),
+    'fedfa_param_nova': _variant(
+      'FedFa-Param with FedNova: model = ``mean(x_start_k) - tau_eff mean(Delta_k / tau_k)``.',
+      'param',
+      'nova',
+    ),
+    'fedfa_delta_nova': _variant(
+      'FedFa-Delta with FedNova (Table 6, "Fednova w/"): ``tau_eff`` over the window.',
+      'delta',
+      'nova',
+    ),
+  },
+  hparams=WINDOW,
 )

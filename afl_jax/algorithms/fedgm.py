@@ -66,31 +66,29 @@ def _fedgm(
 # fix nu (and beta) instead of taking them.
 PARAMS = {'client_lr': 0.01, 'server_lr': 1.0, 'beta': 0.9, 'nu': 0.7, 'weighting': 'uniform'}
 
-# Each factory is also bound in this module (``fedgm.fednag(...)``).
-globals().update(
-  register_family(
-    _fedgm,
-    PARAMS,
-    {
-      'fedgm': Variant(
-        'FedGM: eta_l = client_lr, eta = server_lr, momentum beta, instant discount nu.'
-      ),
-      'fedsgd': Variant(
-        'FedSGD = FedGM(nu=0): ``x <- x - eta * Delta_t``.',
-        omit=('beta', 'nu'),
-        fixed={'beta': 0.0, 'nu': 0.0},
-      ),
-      'fedavgm': Variant(
-        'FedAvgM = FedGM(nu=1): ``x <- x - eta * d_{t+1}``.', omit=('nu',), fixed={'nu': 1.0}
-      ),
-      'fednag': Variant(
-        'FedNAG = FedGM(nu=beta): ``x <- x - eta [(1 - beta) Delta_t + beta d_{t+1}]``.',
-        omit=('nu',),
-        fixed={'nesterov': True},
-      ),
-    },
-    hparams={'beta': checks.real(0.0, 1.0, high_open=True), 'nu': checks.real(0.0, 1.0)},
-  )
+# The registered factories, by name (what ``algorithms.get(name)`` builds with).
+FEDGM = register_family(
+  _fedgm,
+  PARAMS,
+  {
+    'fedgm': Variant(
+      'FedGM: eta_l = client_lr, eta = server_lr, momentum beta, instant discount nu.'
+    ),
+    'fedsgd': Variant(
+      'FedSGD = FedGM(nu=0): ``x <- x - eta * Delta_t``.',
+      omit=('beta', 'nu'),
+      fixed={'beta': 0.0, 'nu': 0.0},
+    ),
+    'fedavgm': Variant(
+      'FedAvgM = FedGM(nu=1): ``x <- x - eta * d_{t+1}``.', omit=('nu',), fixed={'nu': 1.0}
+    ),
+    'fednag': Variant(
+      'FedNAG = FedGM(nu=beta): ``x <- x - eta [(1 - beta) Delta_t + beta d_{t+1}]``.',
+      omit=('nu',),
+      fixed={'nesterov': True},
+    ),
+  },
+  hparams={'beta': checks.real(0.0, 1.0, high_open=True), 'nu': checks.real(0.0, 1.0)},
 )
 
 
@@ -131,26 +129,24 @@ def _multistage(
   )
 
 
-globals().update(
-  register_family(
-    _multistage,
-    STAGE_PARAMS,
-    {
-      'multistage_fedgm': Variant(
-        'Multistage FedGM (Alg. 3): stage s runs (eta_s, beta_s, nu_s) for T_s server steps.',
-        fixed={'autonomous': False},
-      ),
-      'autonomous_fedgm': Variant(
-        """Autonomous Multistage FedGM (Alg. 4): clients send ``Delta / K_{t,i}``.
+MULTISTAGE = register_family(
+  _multistage,
+  STAGE_PARAMS,
+  {
+    'multistage_fedgm': Variant(
+      'Multistage FedGM (Alg. 3): stage s runs (eta_s, beta_s, nu_s) for T_s server steps.',
+      fixed={'autonomous': False},
+    ),
+    'autonomous_fedgm': Variant(
+      """Autonomous Multistage FedGM (Alg. 4): clients send ``Delta / K_{t,i}``.
 
-  With K_{t,i} = K and no staleness this equals 'multistage_fedgm' with server
-  learning rates ``eta_s / K`` (the FedGM step is linear in Delta).
-  """,
-        fixed={'autonomous': True},
-      ),
-    },
-    hparams=STAGES,
-  )
+With K_{t,i} = K and no staleness this equals 'multistage_fedgm' with server
+learning rates ``eta_s / K`` (the FedGM step is linear in Delta).
+""",
+      fixed={'autonomous': True},
+    ),
+  },
+  hparams=STAGES,
 )
 
 

@@ -82,38 +82,36 @@ def _variant(doc: str, base: str, extension: str) -> Variant:
   return Variant(doc, omit, {'base': base, 'extension': extension}, defaults)
 
 
-# Each factory is also bound in this module (``prox_nova.fedprox(...)``).
-globals().update(
-  register_family(
-    _extended,
-    PARAMS,
-    {
-      'fedprox': _variant(
-        """FedProx = FedAvg's server + the proximal client: eta_l = client_lr, mu.
+# The registered factories, by name (what ``algorithms.get(name)`` builds with).
+EXTENDED = register_family(
+  _extended,
+  PARAMS,
+  {
+    'fedprox': _variant(
+      """FedProx = FedAvg's server + the proximal client: eta_l = client_lr, mu.
 
-  Li et al. weight by ``p_k = n_k / n`` like FedAvg (``weighting='examples'``, default).
-  """,
-        'fedavg',
-        'prox',
-      ),
-      'fedbuff_prox': _variant(
-        'FedBuff with the proximal client: eta_l = client_lr, eta_g = server_lr, mu.',
-        'fedbuff',
-        'prox',
-      ),
-      'fednova': _variant(
-        """FedNova = FedAvg with normalized averaging: ``x <- x - tau_eff * sum_i p_i Delta_i/tau_i``.
+Li et al. weight by ``p_k = n_k / n`` like FedAvg (``weighting='examples'``, default).
+""",
+      'fedavg',
+      'prox',
+    ),
+    'fedbuff_prox': _variant(
+      'FedBuff with the proximal client: eta_l = client_lr, eta_g = server_lr, mu.',
+      'fedbuff',
+      'prox',
+    ),
+    'fednova': _variant(
+      """FedNova = FedAvg with normalized averaging: ``x <- x - tau_eff * sum_i p_i Delta_i/tau_i``.
 
-  Wang et al. take ``p_i = n_i / n`` (``weighting='examples'``, default).
-  """,  # noqa: E501
-        'fedavg',
-        'nova',
-      ),
-      'fedbuff_nova': _variant(
-        'FedBuff with normalized averaging: ``x <- x - eta_g tau_eff mean(Delta_i/tau_i)``.',
-        'fedbuff',
-        'nova',
-      ),
-    },
-  )
+Wang et al. take ``p_i = n_i / n`` (``weighting='examples'``, default).
+""",  # noqa: E501
+      'fedavg',
+      'nova',
+    ),
+    'fedbuff_nova': _variant(
+      'FedBuff with normalized averaging: ``x <- x - eta_g tau_eff mean(Delta_i/tau_i)``.',
+      'fedbuff',
+      'nova',
+    ),
+  },
 )
