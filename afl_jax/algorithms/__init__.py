@@ -6,7 +6,9 @@ from a :class:`RunInfo`) is imported here, so adding an algorithm family is addi
 one file: no list to edit. What each hyperparameter accepts is declared at
 registration (``@register('name', hparams={'alpha': checks.real(0, 1)})``) and
 checked by :func:`get` before the factory runs; ``register(..., replace=True)``
-replaces an algorithm already registered under that name.
+replaces an algorithm already registered under that name. A family whose algorithms
+differ only in fixed arguments registers them all from one table
+(:func:`register_family`, one :class:`Variant` each).
 """
 
 import importlib
@@ -15,6 +17,7 @@ import pkgutil
 from afl_jax.algorithms.registry import (
   SHARED_SPECS,
   RunInfo,
+  Variant,
   check_hyperparameters,
   context,
   get,
@@ -23,6 +26,7 @@ from afl_jax.algorithms.registry import (
   names,
   parameters,
   register,
+  register_family,
   violation,
 )
 
@@ -33,6 +37,7 @@ for _module in pkgutil.iter_modules(__path__):
 __all__ = [
   'SHARED_SPECS',
   'RunInfo',
+  'Variant',
   'check_hyperparameters',
   'context',
   'get',
@@ -41,5 +46,6 @@ __all__ = [
   'names',
   'parameters',
   'register',
+  'register_family',
   'violation',
 ]

@@ -45,7 +45,7 @@ import numpy as np
 import optax
 
 from afl_jax import clients, compression, servers
-from afl_jax.algorithms.registry import register
+from afl_jax.algorithms.registry import Variant, register, register_family
 from afl_jax.core import checks
 from afl_jax.core.types import Algorithm, ServerRule
 from afl_jax.schedules.schedule import Schedule, ScheduleError
@@ -56,6 +56,12 @@ LOCAL_TRAINING = ('continuous', 'per_job')
 # AsynFLC's hyperparameters naming its compressor and the compressor's parameters: what
 # each accepts is declared with the compressors (afl_jax.compression.PARAMS).
 _COMPRESSOR_SPECS = {'compressor': checks.choice(sorted(compression.NAMES)), **compression.PARAMS}
+
+# The options every AsynFL variant takes (docs/algorithms/asynfl.md).
+OPTIONS = {
+  'normalizer': checks.choice(NORMALIZERS),
+  'local_training': checks.choice(LOCAL_TRAINING),
+}
 
 
 def _check_positive(name: str, value) -> None:
@@ -261,10 +267,7 @@ def _algorithm(
 @register(
   'asynfl',
   context=('num_clients',),
-  hparams={
-    'normalizer': checks.choice(NORMALIZERS),
-    'local_training': checks.choice(LOCAL_TRAINING),
-  },
+  hparams=OPTIONS,
 )
 def asynfl(
   client_lr: float = 0.01,
@@ -331,85 +334,42 @@ def _compressed(
   )
 
 
-@register(
-  'asynflc',
-  context=('num_clients',),
-  hparams={
-    **_COMPRESSOR_SPECS,
-    'normalizer': checks.choice(NORMALIZERS),
-    'local_training': checks.choice(LOCAL_TRAINING),
+# AsynFLC's and AsynFLC-EF's hyperparameters with their defaults, in signature order.
+COMPRESSED_PARAMS = {
+  'client_lr': 0.01,
+  'server_lr': 1.0,
+  'num_clients': None,
+  'compressor': 'top_k',
+  'fraction': None,
+  'bits': None,
+  'scaled': None,
+  'normalizer': 'clients',
+  'local_training': 'continuous',
+  'weighting': 'uniform',
+}
+
+# The registered factories, by name (what ``algorithms.get(name)`` builds with).
+COMPRESSED = register_family(
+  _compressed,
+  COMPRESSED_PARAMS,
+  {
+    'asynflc': Variant(
+      """AsynFLC (eq. 7): AsynFL whose uploads are ``C(Delta)``, no error feedback.
+
+``compressor`` is one of 'identity', 'top_k', 'sign', 'qsgd', 'top_k_qsgd';
+``fraction`` (k/d), ``bits`` (b) and ``scaled`` are its parameters (None = the
+paper's default, :func:`afl_jax.compression.defaults`); the rest as in :func:`asynfl`.
+""",
+      fixed={'error_feedback': False},
+    ),
+    'asynflc_ef': Variant(
+      """AsynFLC-EF (Alg. 1, eqs. 8-10): AsynFLC with error feedback around ``compressor``.
+
+Same hyperparameters as :func:`asynflc`.
+""",
+      fixed={'error_feedback': True},
+    ),
   },
-)
-def asynflc(
-  client_lr: float = 0.01,
-  server_lr: float = 1.0,
-  num_clients: int | None = None,
-  compressor: str = 'top_k',
-  fraction: float | None = None,
-  bits: int | None = None,
-  scaled: bool | None = None,
-  normalizer: str = 'clients',
-  local_training: str = 'continuous',
-  weighting: str = 'uniform',
-) -> Algorithm:
-  """AsynFLC (eq. 7): AsynFL whose uploads are ``C(Delta)``, no error feedback.
-
-  ``compressor`` is one of 'identity', 'top_k', 'sign', 'qsgd', 'top_k_qsgd';
-  ``fraction`` (k/d), ``bits`` (b) and ``scaled`` are its parameters (None = the
-  paper's default, :func:`afl_jax.compression.defaults`); the rest as in :func:`asynfl`.
-  """
-  return _compressed(
-    'asynflc',
-    False,
-    client_lr,
-    server_lr,
-    num_clients,
-    compressor,
-    fraction,
-    bits,
-    scaled,
-    normalizer,
-    local_training,
-    weighting,
-  )
-
-
-@register(
-  'asynflc_ef',
   context=('num_clients',),
-  hparams={
-    **_COMPRESSOR_SPECS,
-    'normalizer': checks.choice(NORMALIZERS),
-    'local_training': checks.choice(LOCAL_TRAINING),
-  },
+  hparams={**_COMPRESSOR_SPECS, **OPTIONS},
 )
-def asynflc_ef(
-  client_lr: float = 0.01,
-  server_lr: float = 1.0,
-  num_clients: int | None = None,
-  compressor: str = 'top_k',
-  fraction: float | None = None,
-  bits: int | None = None,
-  scaled: bool | None = None,
-  normalizer: str = 'clients',
-  local_training: str = 'continuous',
-  weighting: str = 'uniform',
-) -> Algorithm:
-  """AsynFLC-EF (Alg. 1, eqs. 8-10): AsynFLC with error feedback around ``compressor``.
-
-  Same hyperparameters as :func:`asynflc`.
-  """
-  return _compressed(
-    'asynflc_ef',
-    True,
-    client_lr,
-    server_lr,
-    num_clients,
-    compressor,
-    fraction,
-    bits,
-    scaled,
-    normalizer,
-    local_training,
-    weighting,
-  )

@@ -27,8 +27,7 @@ their clients' example counts, which travel with the messages).
 from __future__ import annotations
 
 from afl_jax import clients, servers
-from afl_jax.algorithms.prox_nova import with_prox
-from afl_jax.algorithms.registry import register
+from afl_jax.algorithms.registry import Variant, register_family
 from afl_jax.clients.prox import check_client_lr
 from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
@@ -40,17 +39,32 @@ WINDOW = {
   'sliding': checks.boolean(),
 }
 
+# Every FedFa variant's hyperparameters with their defaults, in signature order:
+# Param variants take no ``server_lr`` (eq. (3) has no server step), and only the
+# FedProx variants take ``mu``.
+PARAMS = {
+  'client_lr': 0.01,
+  'server_lr': 1.0,
+  'mu': 0.01,
+  'window_size': 5,
+  'aggregate_on_fill': False,
+  'sliding': True,
+  'weighting': 'uniform',
+}
+
 
 def _fedfa(
   name: str,
   mode: str,
   client_lr: float,
   window_size: int,
-  server_lr: float,
   aggregate_on_fill: bool,
   sliding: bool,
+  weighting: str,
+  server_lr: float = 1.0,
+  prox: bool = False,
+  mu: float = 0.0,
   nova: bool = False,
-  weighting: str = 'uniform',
 ) -> Algorithm:
   check_client_lr(client_lr)
   server = servers.fedfa_server(
@@ -62,129 +76,43 @@ def _fedfa(
     message_scales=servers.nova_scales if nova else None,
     weighting=weighting,
   )
-  return Algorithm(name, clients.local_sgd(client_lr), server)
+  client = clients.prox_sgd(client_lr, mu) if prox else clients.local_sgd(client_lr)
+  return Algorithm(name, client, server)
 
 
-@register('fedfa_param', hparams=WINDOW)
-def fedfa_param(
-  client_lr: float = 0.01,
-  window_size: int = 5,
-  aggregate_on_fill: bool = False,
-  sliding: bool = True,
-  weighting: str = 'uniform',
-) -> Algorithm:
-  """FedFa-Param: local SGD clients; the model is the mean of the K windowed models."""
-  return _fedfa(
-    'fedfa_param',
-    'param',
-    client_lr,
-    window_size,
-    1.0,
-    aggregate_on_fill,
-    sliding,
-    weighting=weighting,
-  )
+def _variant(doc: str, mode: str, extension: str = '') -> Variant:
+  """A FedFa variant: ``mode`` 'param' or 'delta'; ``extension`` '', 'prox' or 'nova'."""
+  omit = ('server_lr',) * (mode == 'param') + ('mu',) * (extension != 'prox')
+  fixed = {'mode': mode, 'prox': extension == 'prox', 'nova': extension == 'nova'}
+  return Variant(doc, omit, fixed)
 
 
-@register('fedfa_delta', hparams=WINDOW)
-def fedfa_delta(
-  client_lr: float = 0.01,
-  server_lr: float = 1.0,
-  window_size: int = 5,
-  aggregate_on_fill: bool = False,
-  sliding: bool = True,
-  weighting: str = 'uniform',
-) -> Algorithm:
-  """FedFa-Delta: local SGD clients; ``x <- x - eta_g * mean of the K windowed deltas``."""
-  return _fedfa(
-    'fedfa_delta',
-    'delta',
-    client_lr,
-    window_size,
-    server_lr,
-    aggregate_on_fill,
-    sliding,
-    weighting=weighting,
-  )
-
-
-@register('fedfa_param_prox', hparams=WINDOW)
-def fedfa_param_prox(
-  client_lr: float = 0.01,
-  mu: float = 0.01,
-  window_size: int = 5,
-  aggregate_on_fill: bool = False,
-  sliding: bool = True,
-  weighting: str = 'uniform',
-) -> Algorithm:
-  """FedFa-Param with FedProx's client (mu)."""
-  return with_prox(
-    fedfa_param(client_lr, window_size, aggregate_on_fill, sliding, weighting),
-    'fedfa_param_prox',
-    client_lr,
-    mu,
-  )
-
-
-@register('fedfa_delta_prox', hparams=WINDOW)
-def fedfa_delta_prox(
-  client_lr: float = 0.01,
-  server_lr: float = 1.0,
-  mu: float = 0.01,
-  window_size: int = 5,
-  aggregate_on_fill: bool = False,
-  sliding: bool = True,
-  weighting: str = 'uniform',
-) -> Algorithm:
-  """FedFa-Delta with FedProx's client (mu): Table 6, "Fedprox w/"."""
-  return with_prox(
-    fedfa_delta(client_lr, server_lr, window_size, aggregate_on_fill, sliding, weighting),
-    'fedfa_delta_prox',
-    client_lr,
-    mu,
-  )
-
-
-@register('fedfa_param_nova', hparams=WINDOW)
-def fedfa_param_nova(
-  client_lr: float = 0.01,
-  window_size: int = 5,
-  aggregate_on_fill: bool = False,
-  sliding: bool = True,
-  weighting: str = 'uniform',
-) -> Algorithm:
-  """FedFa-Param with FedNova: model = ``mean(x_start_k) - tau_eff mean(Delta_k / tau_k)``."""
-  return _fedfa(
-    'fedfa_param_nova',
-    'param',
-    client_lr,
-    window_size,
-    1.0,
-    aggregate_on_fill,
-    sliding,
-    nova=True,
-    weighting=weighting,
-  )
-
-
-@register('fedfa_delta_nova', hparams=WINDOW)
-def fedfa_delta_nova(
-  client_lr: float = 0.01,
-  server_lr: float = 1.0,
-  window_size: int = 5,
-  aggregate_on_fill: bool = False,
-  sliding: bool = True,
-  weighting: str = 'uniform',
-) -> Algorithm:
-  """FedFa-Delta with FedNova (Table 6, "Fednova w/"): ``tau_eff`` over the window."""
-  return _fedfa(
-    'fedfa_delta_nova',
-    'delta',
-    client_lr,
-    window_size,
-    server_lr,
-    aggregate_on_fill,
-    sliding,
-    nova=True,
-    weighting=weighting,
-  )
+# The registered factories, by name (what ``algorithms.get(name)`` builds with).
+FEDFA = register_family(
+  _fedfa,
+  PARAMS,
+  {
+    'fedfa_param': _variant(
+      'FedFa-Param: local SGD clients; the model is the mean of the K windowed models.', 'param'
+    ),
+    'fedfa_delta': _variant(
+      'FedFa-Delta: local SGD clients; ``x <- x - eta_g * mean of the K windowed deltas``.',
+      'delta',
+    ),
+    'fedfa_param_prox': _variant("FedFa-Param with FedProx's client (mu).", 'param', 'prox'),
+    'fedfa_delta_prox': _variant(
+      'FedFa-Delta with FedProx\'s client (mu): Table 6, "Fedprox w/".', 'delta', 'prox'
+    ),
+    'fedfa_param_nova': _variant(
+      'FedFa-Param with FedNova: model = ``mean(x_start_k) - tau_eff mean(Delta_k / tau_k)``.',
+      'param',
+      'nova',
+    ),
+    'fedfa_delta_nova': _variant(
+      'FedFa-Delta with FedNova (Table 6, "Fednova w/"): ``tau_eff`` over the window.',
+      'delta',
+      'nova',
+    ),
+  },
+  hparams=WINDOW,
+)

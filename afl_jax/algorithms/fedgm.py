@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from afl_jax import clients, servers
-from afl_jax.algorithms.registry import register
+from afl_jax.algorithms.registry import Variant, register, register_family
 from afl_jax.core import checks
 from afl_jax.core.types import Algorithm, ClientRule
 from afl_jax.servers.adaptive import TAU_PLACEMENTS
@@ -52,59 +52,44 @@ def _fedgm(
   name: str,
   client_lr: float,
   server_lr: float,
-  beta: float,
-  nu: float,
-  weighting: str = 'uniform',
+  weighting: str,
+  beta: float = 0.0,
+  nu: float = 0.0,
+  nesterov: bool = False,
 ) -> Algorithm:
+  nu = beta if nesterov else nu
   server = servers.fedgm_server(server_lr, beta, nu, weighting=weighting)
   return Algorithm(name, _local_sgd(client_lr), server)
 
 
-@register(
-  'fedgm',
+# FedGM's hyperparameters with their defaults, in signature order; its special cases
+# fix nu (and beta) instead of taking them.
+PARAMS = {'client_lr': 0.01, 'server_lr': 1.0, 'beta': 0.9, 'nu': 0.7, 'weighting': 'uniform'}
+
+# The registered factories, by name (what ``algorithms.get(name)`` builds with).
+FEDGM = register_family(
+  _fedgm,
+  PARAMS,
+  {
+    'fedgm': Variant(
+      'FedGM: eta_l = client_lr, eta = server_lr, momentum beta, instant discount nu.'
+    ),
+    'fedsgd': Variant(
+      'FedSGD = FedGM(nu=0): ``x <- x - eta * Delta_t``.',
+      omit=('beta', 'nu'),
+      fixed={'beta': 0.0, 'nu': 0.0},
+    ),
+    'fedavgm': Variant(
+      'FedAvgM = FedGM(nu=1): ``x <- x - eta * d_{t+1}``.', omit=('nu',), fixed={'nu': 1.0}
+    ),
+    'fednag': Variant(
+      'FedNAG = FedGM(nu=beta): ``x <- x - eta [(1 - beta) Delta_t + beta d_{t+1}]``.',
+      omit=('nu',),
+      fixed={'nesterov': True},
+    ),
+  },
   hparams={'beta': checks.real(0.0, 1.0, high_open=True), 'nu': checks.real(0.0, 1.0)},
 )
-def fedgm(
-  client_lr: float = 0.01,
-  server_lr: float = 1.0,
-  beta: float = 0.9,
-  nu: float = 0.7,
-  weighting: str = 'uniform',
-) -> Algorithm:
-  """FedGM: eta_l = client_lr, eta = server_lr, momentum beta, instant discount nu."""
-  return _fedgm('fedgm', client_lr, server_lr, beta, nu, weighting)
-
-
-@register('fedsgd')
-def fedsgd(
-  client_lr: float = 0.01,
-  server_lr: float = 1.0,
-  weighting: str = 'uniform',
-) -> Algorithm:
-  """FedSGD = FedGM(nu=0): ``x <- x - eta * Delta_t``."""
-  return _fedgm('fedsgd', client_lr, server_lr, 0.0, 0.0, weighting)
-
-
-@register('fedavgm', hparams={'beta': checks.real(0.0, 1.0, high_open=True)})
-def fedavgm(
-  client_lr: float = 0.01,
-  server_lr: float = 1.0,
-  beta: float = 0.9,
-  weighting: str = 'uniform',
-) -> Algorithm:
-  """FedAvgM = FedGM(nu=1): ``x <- x - eta * d_{t+1}``."""
-  return _fedgm('fedavgm', client_lr, server_lr, beta, 1.0, weighting)
-
-
-@register('fednag', hparams={'beta': checks.real(0.0, 1.0, high_open=True)})
-def fednag(
-  client_lr: float = 0.01,
-  server_lr: float = 1.0,
-  beta: float = 0.9,
-  weighting: str = 'uniform',
-) -> Algorithm:
-  """FedNAG = FedGM(nu=beta): ``x <- x - eta [(1 - beta) Delta_t + beta d_{t+1}]``."""
-  return _fedgm('fednag', client_lr, server_lr, beta, beta, weighting)
 
 
 # Alg. 3-4's per-stage schedules, checked the same way for both multistage variants.
@@ -115,49 +100,54 @@ STAGES = {
   'nus': checks.reals(0.0, 1.0),
 }
 
+# The multistage variants' hyperparameters with their defaults, in signature order.
+STAGE_PARAMS = {
+  'client_lr': 0.01,
+  'stage_lengths': STAGE_LENGTHS,
+  'server_lrs': SERVER_LRS,
+  'betas': BETAS,
+  'nus': NUS,
+  'weighting': 'uniform',
+}
 
-@register(
-  'multistage_fedgm',
-  hparams=STAGES,
-)
-def multistage_fedgm(
-  client_lr: float = 0.01,
-  stage_lengths: Sequence[int] = STAGE_LENGTHS,
-  server_lrs: Sequence[float] = SERVER_LRS,
-  betas: Sequence[float] = BETAS,
-  nus: Sequence[float] = NUS,
-  weighting: str = 'uniform',
+
+def _multistage(
+  name: str,
+  autonomous: bool,
+  client_lr: float,
+  stage_lengths: Sequence[int],
+  server_lrs: Sequence[float],
+  betas: Sequence[float],
+  nus: Sequence[float],
+  weighting: str,
 ) -> Algorithm:
-  """Multistage FedGM (Alg. 3): stage s runs (eta_s, beta_s, nu_s) for T_s server steps."""
+  client = _local_sgd(client_lr)
   return Algorithm(
-    'multistage_fedgm',
-    _local_sgd(client_lr),
+    name,
+    clients.divide_by_local_steps(client) if autonomous else client,
     servers.multistage_fedgm(stage_lengths, server_lrs, betas, nus, weighting=weighting),
   )
 
 
-@register(
-  'autonomous_fedgm',
+MULTISTAGE = register_family(
+  _multistage,
+  STAGE_PARAMS,
+  {
+    'multistage_fedgm': Variant(
+      'Multistage FedGM (Alg. 3): stage s runs (eta_s, beta_s, nu_s) for T_s server steps.',
+      fixed={'autonomous': False},
+    ),
+    'autonomous_fedgm': Variant(
+      """Autonomous Multistage FedGM (Alg. 4): clients send ``Delta / K_{t,i}``.
+
+With K_{t,i} = K and no staleness this equals 'multistage_fedgm' with server
+learning rates ``eta_s / K`` (the FedGM step is linear in Delta).
+""",
+      fixed={'autonomous': True},
+    ),
+  },
   hparams=STAGES,
 )
-def autonomous_fedgm(
-  client_lr: float = 0.01,
-  stage_lengths: Sequence[int] = STAGE_LENGTHS,
-  server_lrs: Sequence[float] = SERVER_LRS,
-  betas: Sequence[float] = BETAS,
-  nus: Sequence[float] = NUS,
-  weighting: str = 'uniform',
-) -> Algorithm:
-  """Autonomous Multistage FedGM (Alg. 4): clients send ``Delta / K_{t,i}``.
-
-  With K_{t,i} = K and no staleness this equals 'multistage_fedgm' with server
-  learning rates ``eta_s / K`` (the FedGM step is linear in Delta).
-  """
-  return Algorithm(
-    'autonomous_fedgm',
-    clients.divide_by_local_steps(_local_sgd(client_lr)),
-    servers.multistage_fedgm(stage_lengths, server_lrs, betas, nus, weighting=weighting),
-  )
 
 
 @register(

@@ -207,15 +207,14 @@ def _with_run_inputs(make, needed: bool, **given) -> Algorithm:
   return alg._replace(prepare=prepare)
 
 
+# What the hyperparameters of both MasFL variants accept (beyond the shared specs).
+SPECS = {'beta': checks.real(0.0, 1.0, low_open=True), 'selection': checks.choice(SELECTIONS)}
+
+
 @register(
   'masfl',
   context=RUN_INPUTS,
-  hparams={
-    'beta': checks.real(0.0, 1.0, low_open=True),
-    'smoothness': checks.POSITIVE,
-    'tau_max': checks.integer(0),
-    'selection': checks.choice(SELECTIONS),
-  },
+  hparams={**SPECS, 'smoothness': checks.POSITIVE, 'tau_max': checks.integer(0)},
 )
 def masfl(
   client_lr: float | None = None,
@@ -264,11 +263,7 @@ def masfl(
   )
 
 
-@register(
-  'adamasfl',
-  context=RUN_INPUTS,
-  hparams={'beta': checks.real(0.0, 1.0, low_open=True), 'selection': checks.choice(SELECTIONS)},
-)
+@register('adamasfl', context=RUN_INPUTS, hparams=SPECS)
 def adamasfl(
   client_lr: float | None = None,
   server_lr: float | None = None,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from afl_jax import clients, servers
 from afl_jax.algorithms import baselines
-from afl_jax.algorithms.registry import register
+from afl_jax.algorithms.registry import Variant, register_family
 from afl_jax.clients.prox import check_client_lr
 from afl_jax.clients.sgd import ScalarOrSchedule
 from afl_jax.core import checks
@@ -49,50 +49,69 @@ def with_nova(algorithm: Algorithm, name: str, weighting: str = 'uniform') -> Al
   return algorithm._replace(name=name, server=server)
 
 
-@register('fedprox')
-def fedprox(client_lr: float = 0.01, mu: float = 0.01, weighting: str = 'examples') -> Algorithm:
-  """FedProx = FedAvg's server + the proximal client: eta_l = client_lr, mu.
-
-  Li et al. weight by ``p_k = n_k / n`` like FedAvg (``weighting='examples'``, default).
-  """
-  check_client_lr(client_lr)
-  base = baselines.fedavg(client_lr, weighting)
-  return with_prox(base, 'fedprox', client_lr, mu)
-
-
-@register('fedbuff_prox')
-def fedbuff_prox(
-  client_lr: float = 0.01,
+def _extended(
+  name: str,
+  base: str,
+  extension: str,
+  client_lr: float,
+  weighting: str,
   server_lr: float = 1.0,
-  mu: float = 0.01,
-  weighting: str = 'uniform',
+  mu: float = 0.0,
 ) -> Algorithm:
-  """FedBuff with the proximal client: eta_l = client_lr, eta_g = server_lr, mu."""
+  """FedAvg or FedBuff (``base``) with FedProx's client or FedNova's server (``extension``)."""
   check_client_lr(client_lr)
-  check_server_lr(server_lr)
-  base = baselines.fedbuff(client_lr, server_lr, weighting)
-  return with_prox(base, 'fedbuff_prox', client_lr, mu)
+  if base == 'fedbuff':
+    check_server_lr(server_lr)
+    algorithm = baselines.fedbuff(client_lr, server_lr, weighting)
+  else:
+    algorithm = baselines.fedavg(client_lr, weighting)
+  if extension == 'prox':
+    return with_prox(algorithm, name, client_lr, mu)
+  return with_nova(algorithm, name, weighting)
 
 
-@register('fednova')
-def fednova(client_lr: float = 0.01, weighting: str = 'examples') -> Algorithm:
-  """FedNova = FedAvg with normalized averaging: ``x <- x - tau_eff * sum_i p_i Delta_i/tau_i``.
-
-  Wang et al. take ``p_i = n_i / n`` (``weighting='examples'``, default).
-  """
-  check_client_lr(client_lr)
-  base = baselines.fedavg(client_lr, weighting)
-  return with_nova(base, 'fednova', weighting)
+# The hyperparameters of the four with their defaults, in signature order: only the
+# FedBuff variants take ``server_lr``, only the FedProx variants ``mu``; the FedAvg
+# variants weight by example counts, as the papers do.
+PARAMS = {'client_lr': 0.01, 'server_lr': 1.0, 'mu': 0.01, 'weighting': 'uniform'}
 
 
-@register('fedbuff_nova')
-def fedbuff_nova(
-  client_lr: float = 0.01,
-  server_lr: float = 1.0,
-  weighting: str = 'uniform',
-) -> Algorithm:
-  """FedBuff with normalized averaging: ``x <- x - eta_g tau_eff mean(Delta_i/tau_i)``."""
-  check_client_lr(client_lr)
-  check_server_lr(server_lr)
-  base = baselines.fedbuff(client_lr, server_lr, weighting)
-  return with_nova(base, 'fedbuff_nova', weighting)
+def _variant(doc: str, base: str, extension: str) -> Variant:
+  omit = ('server_lr',) * (base == 'fedavg') + ('mu',) * (extension != 'prox')
+  defaults = {'weighting': 'examples'} if base == 'fedavg' else {}
+  return Variant(doc, omit, {'base': base, 'extension': extension}, defaults)
+
+
+# The registered factories, by name (what ``algorithms.get(name)`` builds with).
+EXTENDED = register_family(
+  _extended,
+  PARAMS,
+  {
+    'fedprox': _variant(
+      """FedProx = FedAvg's server + the proximal client: eta_l = client_lr, mu.
+
+Li et al. weight by ``p_k = n_k / n`` like FedAvg (``weighting='examples'``, default).
+""",
+      'fedavg',
+      'prox',
+    ),
+    'fedbuff_prox': _variant(
+      'FedBuff with the proximal client: eta_l = client_lr, eta_g = server_lr, mu.',
+      'fedbuff',
+      'prox',
+    ),
+    'fednova': _variant(
+      """FedNova = FedAvg with normalized averaging: ``x <- x - tau_eff * sum_i p_i Delta_i/tau_i``.
+
+Wang et al. take ``p_i = n_i / n`` (``weighting='examples'``, default).
+""",  # noqa: E501
+      'fedavg',
+      'nova',
+    ),
+    'fedbuff_nova': _variant(
+      'FedBuff with normalized averaging: ``x <- x - eta_g tau_eff mean(Delta_i/tau_i)``.',
+      'fedbuff',
+      'nova',
+    ),
+  },
+)

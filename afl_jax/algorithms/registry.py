@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
@@ -115,6 +115,76 @@ def register(
     return ALGORITHMS.register(name, context=context, specs=specs, replace=replace)(factory)
 
   return deco
+
+
+class Variant(NamedTuple):
+  """One algorithm of a family registered by :func:`register_family`.
+
+  Attributes:
+    doc: the factory's docstring.
+    omit: the family's keyword arguments this algorithm does not take.
+    fixed: arguments of the family's ``build`` that this algorithm fixes.
+    defaults: defaults that differ from the family's.
+  """
+
+  doc: str
+  omit: tuple[str, ...] = ()
+  fixed: Mapping[str, Any] = {}
+  defaults: Mapping[str, Any] = {}
+
+
+def register_family(
+  build: Callable[..., Algorithm],
+  params: Mapping[str, Any],
+  variants: Mapping[str, Variant],
+  *,
+  context: Sequence[str] = (),
+  hparams: Mapping[str, checks.Spec] | None = None,
+) -> dict[str, Callable[..., Algorithm]]:
+  """Register the algorithms of one family, each as ``build(name, **fixed, **arguments)``.
+
+  Each variant's factory takes the family's keyword arguments (``params``, in that
+  order) less those it omits, with the family's defaults unless it sets its own; the
+  family's ``context`` and ``hparams`` specs apply to the arguments it takes.
+
+  Args:
+    build: ``build(name, **fixed, **arguments) -> Algorithm``.
+    params: the family's keyword arguments with their defaults, in signature order.
+    variants: name -> :class:`Variant`.
+    context: the :class:`RunInfo` fields among ``params`` (see :func:`register`).
+    hparams: what the family's hyperparameters accept (see :func:`register`).
+
+  Returns:
+    name -> the registered factory.
+  """
+  factories = {}
+  for name, variant in variants.items():
+    takes = {k: variant.defaults.get(k, d) for k, d in params.items() if k not in variant.omit}
+    factory = _variant_factory(build, name, takes, variant)
+    factories[name] = register(
+      name,
+      context=[k for k in context if k in takes],
+      hparams={k: spec for k, spec in (hparams or {}).items() if k in takes},
+    )(factory)
+  return factories
+
+
+def _variant_factory(
+  build: Callable[..., Algorithm], name: str, takes: Mapping[str, Any], variant: Variant
+) -> Callable[..., Algorithm]:
+  kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+  sig = inspect.Signature([inspect.Parameter(k, kind, default=d) for k, d in takes.items()])
+
+  def factory(*args, **kwargs) -> Algorithm:
+    bound = sig.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return build(name, **variant.fixed, **bound.arguments)
+
+  factory.__signature__ = sig
+  factory.__name__ = factory.__qualname__ = name
+  factory.__doc__ = variant.doc
+  factory.__module__ = build.__module__
+  return factory
 
 
 def names() -> list[str]:

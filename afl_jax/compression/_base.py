@@ -41,6 +41,12 @@ class EmptyState(NamedTuple):
   """State of a stateless compressor (an empty pytree)."""
 
 
+def init_empty(updates: Updates) -> EmptyState:
+  """``init`` of a stateless compressor."""
+  del updates
+  return EmptyState()
+
+
 class Compressor(NamedTuple):
   """A message transform ``(init, compress)``, optax-style.
 

@@ -35,14 +35,10 @@ from afl_jax.compression._base import (
   Updates,
   bits_scalar,
   identity_bits,
+  init_empty,
   sign_bits,
   tree_size,
 )
-
-
-def _init_empty(updates: Updates) -> EmptyState:
-  del updates
-  return EmptyState()
 
 
 def identity() -> Compressor:
@@ -54,7 +50,7 @@ def identity() -> Compressor:
     del key
     return updates, state, bits_scalar(identity_bits(tree_size(updates)))
 
-  return Compressor(init=_init_empty, compress=compress)
+  return Compressor(init=init_empty, compress=compress)
 
 
 def paper_sign(x: jax.Array) -> jax.Array:
@@ -93,4 +89,4 @@ def sign(scaled: bool = False) -> Compressor:
       signs = jax.tree.map(lambda s: (alpha * s).astype(s.dtype), signs)
     return signs, state, bits_scalar(sign_bits(d, scaled))
 
-  return Compressor(init=_init_empty, compress=compress)
+  return Compressor(init=init_empty, compress=compress)

@@ -36,6 +36,7 @@ from afl_jax.compression._base import (
   PRNGKey,
   Updates,
   bits_scalar,
+  init_empty,
   qsgd_bits,
   top_k_qsgd_bits,
 )
@@ -93,10 +94,6 @@ def qsgd(bits: int | None = None, levels: int | None = None) -> Compressor:
   """
   b, s = resolve_levels(bits, levels, 'qsgd')
 
-  def init(updates: Updates) -> EmptyState:
-    del updates
-    return EmptyState()
-
   def compress(
     updates: Updates, state: EmptyState, key: PRNGKey
   ) -> tuple[Updates, EmptyState, jax.Array]:
@@ -104,7 +101,7 @@ def qsgd(bits: int | None = None, levels: int | None = None) -> Compressor:
     out = quantize(flat, s, key)
     return unravel(out), state, bits_scalar(qsgd_bits(flat.size, b))
 
-  return Compressor(init=init, compress=compress)
+  return Compressor(init=init_empty, compress=compress)
 
 
 def top_k_qsgd(
@@ -138,10 +135,6 @@ def top_k_qsgd(
   validate_fraction_or_k(fraction, k, 'top_k_qsgd')
   b, s = resolve_levels(bits, levels, 'top_k_qsgd')
 
-  def init(updates: Updates) -> EmptyState:
-    del updates
-    return EmptyState()
-
   def compress(
     updates: Updates, state: EmptyState, key: PRNGKey
   ) -> tuple[Updates, EmptyState, jax.Array]:
@@ -155,4 +148,4 @@ def top_k_qsgd(
     out = jnp.zeros_like(flat).at[idx].set(values)
     return unravel(out), state, bits_scalar(top_k_qsgd_bits(d, kk, b))
 
-  return Compressor(init=init, compress=compress)
+  return Compressor(init=init_empty, compress=compress)

@@ -32,6 +32,7 @@ from afl_jax.compression._base import (
   PRNGKey,
   Updates,
   bits_scalar,
+  init_empty,
   num_kept,
   top_k_bits,
 )
@@ -79,10 +80,6 @@ def top_k(fraction: float | None = None, *, k: int | None = None) -> Compressor:
   """
   validate_fraction_or_k(fraction, k, 'top_k')
 
-  def init(updates: Updates) -> EmptyState:
-    del updates
-    return EmptyState()
-
   def compress(
     updates: Updates, state: EmptyState, key: PRNGKey
   ) -> tuple[Updates, EmptyState, jax.Array]:
@@ -94,4 +91,4 @@ def top_k(fraction: float | None = None, *, k: int | None = None) -> Compressor:
     out = jnp.zeros_like(flat).at[idx].set(flat[idx])
     return unravel(out), state, bits_scalar(top_k_bits(d, kk))
 
-  return Compressor(init=init, compress=compress)
+  return Compressor(init=init_empty, compress=compress)

@@ -89,9 +89,16 @@ PARAMS: dict[str, Param] = {
   'straggler_gamma': Param('real', 0.0, low_open=True),
 }
 
-# FedBuff's clock keeps `concurrency` jobs running and draws a replacement from the idle
-# clients while `buffer_size - 1` finished ones wait for the server step.
-_CLOCK_CLIENTS = ('concurrency + buffer_size - 1', lambda s: s.concurrency + s.buffer_size - 1)
+# FedBuff's clock (and the kinds built on it): a server step takes `buffer_size`
+# arrivals (M); it keeps `concurrency` jobs running and draws a replacement from the
+# idle clients while `buffer_size - 1` finished ones wait for the server step.
+_CLOCK = {
+  'slots': 'buffer_size',
+  'min_clients': (
+    'concurrency + buffer_size - 1',
+    lambda s: s.concurrency + s.buffer_size - 1,
+  ),
+}
 
 
 def params(kind: str) -> tuple[str, ...]:
@@ -126,64 +133,58 @@ def section_durations(s: Any, ctx: ScheduleContext) -> Durations:
   return make_durations(s.durations, s.durations_params, speed)
 
 
-@SCHEDULES.register(
+def _kind(kind: str, *, draws_durations: bool, **meta: Any):
+  """Register ``build(s, ctx, **common) -> Schedule`` as delay model ``kind``.
+
+  ``common`` is what every builder takes from the run the same way: each client's
+  local steps, the seed and, for a model that ``draws_durations``, the section's job
+  durations (:func:`section_durations`). ``meta`` as described in the module docstring.
+  """
+
+  def deco(build: Callable[..., Schedule]) -> Callable[..., Schedule]:
+    def factory(s: Any, ctx: ScheduleContext) -> Schedule:
+      common = {'local_steps': ctx.local_steps, 'seed': ctx.seed}
+      if draws_durations:
+        common['durations'] = section_durations(s, ctx)
+      return build(s, ctx, **common)
+
+    factory.__doc__ = build.__doc__
+    SCHEDULES.register(kind, factory, draws_durations=draws_durations, **meta)
+    return build
+
+  return deco
+
+
+@_kind(
   'synchronous',
   draws_durations=True,
   params=('clients_per_step',),
   slots='clients_per_step',
   array_builder=True,
 )
-def _synchronous(s: Any, ctx: ScheduleContext) -> Schedule:
-  return builders.synchronous(
-    ctx.num_clients,
-    s.clients_per_step,
-    ctx.num_steps,
-    durations=section_durations(s, ctx),
-    local_steps=ctx.local_steps,
-    seed=ctx.seed,
-  )
+def _synchronous(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
+  return builders.synchronous(ctx.num_clients, s.clients_per_step, ctx.num_steps, **common)
 
 
-@SCHEDULES.register(
+@_kind(
   'fedbuff',
   draws_durations=True,
   params=('concurrency', 'buffer_size'),
-  slots='buffer_size',
-  min_clients=_CLOCK_CLIENTS,
+  **_CLOCK,
 )
-def _fedbuff(s: Any, ctx: ScheduleContext) -> Schedule:
-  return builders.fedbuff(
-    ctx.num_clients,
-    s.concurrency,
-    s.buffer_size,
-    ctx.num_steps,
-    durations=section_durations(s, ctx),
-    local_steps=ctx.local_steps,
-    seed=ctx.seed,
-  )
+def _fedbuff(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
+  return builders.fedbuff(ctx.num_clients, s.concurrency, s.buffer_size, ctx.num_steps, **common)
 
 
-@SCHEDULES.register('fully_async', draws_durations=True, params=('concurrency',), slots=1)
-def _fully_async(s: Any, ctx: ScheduleContext) -> Schedule:
-  return builders.fully_async(
-    ctx.num_clients,
-    s.concurrency,
-    ctx.num_steps,
-    durations=section_durations(s, ctx),
-    local_steps=ctx.local_steps,
-    seed=ctx.seed,
-  )
+@_kind('fully_async', draws_durations=True, params=('concurrency',), slots=1)
+def _fully_async(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
+  return builders.fully_async(ctx.num_clients, s.concurrency, ctx.num_steps, **common)
 
 
-@SCHEDULES.register('waiting_windows', draws_durations=True, params=('wait_seconds',), slots=None)
-def _waiting_windows(s: Any, ctx: ScheduleContext) -> Schedule:
+@_kind('waiting_windows', draws_durations=True, params=('wait_seconds',), slots=None)
+def _waiting_windows(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
   return builders.waiting_windows(
-    ctx.num_clients,
-    ctx.num_steps,
-    window=s.wait_seconds or None,
-    durations=section_durations(s, ctx),
-    local_steps=ctx.local_steps,
-    seed=ctx.seed,
+    ctx.num_clients, ctx.num_steps, window=s.wait_seconds or None, **common
   )
 
 
@@ -192,27 +193,26 @@ def parse_multipliers(text: str) -> list[int] | None:
   return [int(v) for v in text.split(',') if v.strip()] or None
 
 
-@SCHEDULES.register(
+@_kind(
   'random_staleness',
   draws_durations=False,
   params=('clients_per_step', 'window', 'local_steps_multipliers'),
   slots='clients_per_step',
   array_builder=True,
 )
-def _random_staleness(s: Any, ctx: ScheduleContext) -> Schedule:
+def _random_staleness(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
   return builders.random_staleness(
     ctx.num_clients,
     s.clients_per_step,
     ctx.num_steps,
     window=s.window,
-    local_steps=ctx.local_steps,
     local_steps_multipliers=parse_multipliers(s.local_steps_multipliers),
-    seed=ctx.seed,
+    **common,
   )
 
 
-def _fedecho(delay: str):
-  def factory(s: Any, ctx: ScheduleContext) -> Schedule:
+def _fedecho(delay: str) -> Callable[..., Schedule]:
+  def build(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
     return fedecho_table1.schedule(
       ctx.client_sizes,
       s.concurrency,
@@ -220,32 +220,28 @@ def _fedecho(delay: str):
       ctx.num_steps,
       delay=delay,
       gamma=float(s.straggler_gamma),
-      local_steps=ctx.local_steps,
-      seed=ctx.seed,
+      **common,
     )
 
-  return factory
+  return build
 
 
 for _delay in ('large', 'mild'):
-  SCHEDULES.register(
+  _kind(
     f'fedecho_{_delay}',
-    _fedecho(_delay),
     draws_durations=False,
     params=('concurrency', 'buffer_size', 'straggler_gamma'),
-    slots='buffer_size',
-    min_clients=_CLOCK_CLIENTS,
-  )
+    **_CLOCK,
+  )(_fedecho(_delay))
 
 
-@SCHEDULES.register(
+@_kind(
   'port',
   draws_durations=True,
   params=('concurrency', 'staleness_bound', 'urgent', 'buffer_size'),
-  slots='buffer_size',
-  min_clients=_CLOCK_CLIENTS,
+  **_CLOCK,
 )
-def _port(s: Any, ctx: ScheduleContext) -> Schedule:
+def _port(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
   """Port's staleness-bounded FedBuff clock: ``schedule.staleness_bound`` B, ``.urgent``."""
   return port_clock.port_clock(
     ctx.num_clients,
@@ -254,7 +250,5 @@ def _port(s: Any, ctx: ScheduleContext) -> Schedule:
     int(s.get('staleness_bound', 10)),
     ctx.num_steps,
     urgent=bool(s.get('urgent', False)),
-    durations=section_durations(s, ctx),
-    local_steps=ctx.local_steps,
-    seed=ctx.seed,
+    **common,
   )

@@ -85,50 +85,6 @@ def distill_optimizer(
   return optax.chain(optax.clip_by_global_norm(clip_norm), base)
 
 
-def _check(
-  apply_fn,
-  unlabeled_x,
-  num_clients,
-  server_lr,
-  distill_steps,
-  distill_batch,
-  alpha_mode,
-  alpha_min,
-  alpha_max,
-  alpha,
-  teacher,
-) -> int:
-  if not callable(apply_fn):
-    raise ValueError(
-      f'apply_fn must be a callable apply_fn(params, x) -> logits; got {apply_fn!r}.'
-    )
-  shape = np.shape(unlabeled_x)
-  if len(shape) < 1 or shape[0] < 1:
-    raise ValueError(f'unlabeled_x must be an array [|U|, ...] with |U| >= 1; got shape {shape}.')
-  if int(num_clients) != num_clients or num_clients < 1:
-    raise ValueError(f'num_clients must be an integer >= 1; got {num_clients!r}.')
-  checks.positive('server_lr (eta_g)', server_lr)
-  if int(distill_steps) != distill_steps or distill_steps < 0:
-    raise ValueError(f'distill_steps (Q) must be an integer >= 0; got {distill_steps!r}.')
-  if distill_batch is not None and not (
-    int(distill_batch) == distill_batch and 1 <= distill_batch <= shape[0]
-  ):
-    raise ValueError(
-      f'distill_batch must be None (all of U) or an integer in [1, |U|='
-      f'{shape[0]}]; got {distill_batch!r}.'
-    )
-  if alpha_mode not in ALPHA_MODES:
-    raise ValueError(f'alpha_mode must be one of {ALPHA_MODES}; got {alpha_mode!r}.')
-  if not checks.is_traced(alpha_min + alpha_max) and not 0 <= alpha_min <= alpha_max <= 1:
-    raise ValueError(
-      f'need 0 <= alpha_min <= alpha_max <= 1; got alpha_min={alpha_min}, alpha_max={alpha_max}.'
-    )
-  checks.in_range('alpha', alpha, 0.0, 1.0)
-  if teacher not in distillation.TEACHERS:
-    raise ValueError(f'teacher must be one of {distillation.TEACHERS}; got {teacher!r}.')
-  return shape[0]
-
-
 def _last_valid(ids: jax.Array, mask: jax.Array) -> jax.Array:
   """bool[M]: valid slots not followed by a later valid slot of the same client."""
   later = jnp.triu(jnp.ones((ids.shape[0], ids.shape[0]), bool), k=1)
@@ -176,19 +132,35 @@ def fedecho_server(
       stays the plain mean of the stored logits (Alg. 1 line 14).
   """
   examples = weighting_lib.check(weighting)
-  num_u = _check(
-    apply_fn,
-    unlabeled_x,
-    num_clients,
-    server_lr,
-    distill_steps,
-    distill_batch,
-    alpha_mode,
-    alpha_min,
-    alpha_max,
-    alpha,
-    teacher,
-  )
+  if not callable(apply_fn):
+    raise ValueError(
+      f'apply_fn must be a callable apply_fn(params, x) -> logits; got {apply_fn!r}.'
+    )
+  shape = np.shape(unlabeled_x)
+  if len(shape) < 1 or shape[0] < 1:
+    raise ValueError(f'unlabeled_x must be an array [|U|, ...] with |U| >= 1; got shape {shape}.')
+  if int(num_clients) != num_clients or num_clients < 1:
+    raise ValueError(f'num_clients must be an integer >= 1; got {num_clients!r}.')
+  checks.positive('server_lr (eta_g)', server_lr)
+  if int(distill_steps) != distill_steps or distill_steps < 0:
+    raise ValueError(f'distill_steps (Q) must be an integer >= 0; got {distill_steps!r}.')
+  if distill_batch is not None and not (
+    int(distill_batch) == distill_batch and 1 <= distill_batch <= shape[0]
+  ):
+    raise ValueError(
+      f'distill_batch must be None (all of U) or an integer in [1, |U|='
+      f'{shape[0]}]; got {distill_batch!r}.'
+    )
+  if alpha_mode not in ALPHA_MODES:
+    raise ValueError(f'alpha_mode must be one of {ALPHA_MODES}; got {alpha_mode!r}.')
+  if not checks.is_traced(alpha_min + alpha_max) and not 0 <= alpha_min <= alpha_max <= 1:
+    raise ValueError(
+      f'need 0 <= alpha_min <= alpha_max <= 1; got alpha_min={alpha_min}, alpha_max={alpha_max}.'
+    )
+  checks.in_range('alpha', alpha, 0.0, 1.0)
+  if teacher not in distillation.TEACHERS:
+    raise ValueError(f'teacher must be one of {distillation.TEACHERS}; got {teacher!r}.')
+  num_u = shape[0]
   n, q_steps = int(num_clients), int(distill_steps)
   u = jnp.asarray(unlabeled_x)
   server_opt = optax.sgd(server_lr)
