@@ -5,6 +5,7 @@ import os
 
 import ml_collections
 import numpy as np
+import orbax.checkpoint as ocp
 import pytest
 
 from afl_jax import schedules
@@ -250,6 +251,33 @@ def test_orbax_alone_misses_a_bit_flip_in_tensor_data(tmp_path):
   bit_flip(data_files[0])
   assert os.path.getsize(data_files[0]) == before
   assert 'checksum' in checkpoint.verify_step(str(step_dir))
+
+
+def test_orbax_restores_a_bit_flip_as_wrong_values(tmp_path):
+  """The evidence for the manifest: orbax itself reads flipped tensor bytes back silently."""
+  rng = np.random.default_rng(0)
+  noise = rng.random(4096).astype(np.float32)  # incompressible: zstd stores it raw
+  ck = checkpoint.Checkpointer(tmp_path)
+  ck.save(4, {'noise': noise}, host(4))
+  step_dir = str(tmp_path / 'checkpoints' / '4')
+  bit_flip(_largest_file(step_dir))
+  abstract = {'sim': {'noise': noise}, 'host': host(4)}
+  item = ck.manager.restore(4, args=ocp.args.StandardRestore(abstract))
+  assert not np.array_equal(item['sim']['noise'], noise)  # no error, other values
+  assert 'checksum' in checkpoint.verify_step(step_dir)
+  ck.close()
+
+
+def test_a_torn_save_is_not_a_step(tmp_path):
+  """Orbax writes a step into a tmp directory and renames it when finished."""
+  run(tmp_path, config(), fedbuff(12), [4, 8])
+  torn = tmp_path / 'checkpoints' / '12.orbax-checkpoint-tmp-1234'
+  torn.mkdir()
+  (torn / 'half_written').write_bytes(b'x')
+  warnings = []
+  ck = checkpoint.Checkpointer(tmp_path, warn=warnings.append)
+  assert ck.steps() == [4, 8]
+  assert ck.check_resume(config(), fedbuff(12)) == 8 and not warnings
 
 
 def test_no_intact_checkpoint_left_is_a_resume_error(tmp_path):

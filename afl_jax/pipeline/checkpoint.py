@@ -9,9 +9,9 @@ Beside the orbax files this module keeps, all under ``workdir/checkpoints``:
   JSON), the number of server steps and a SHA-256 of the schedule arrays;
 * ``schedule.npz``: the schedule the checkpoints were computed under (so a longer
   ``num_rounds`` can be checked against the past it would resume);
-* ``<step>/afl_manifest.json``: the SHA-256 and size of every file of that step and
-  the shape/dtype of every saved array, written after orbax finished the step.
-  Orbax does not notice bit flips in tensor data; the manifest does.
+* ``<step>/afl_manifest.json``: the SHA-256 and size of every file of that step,
+  written after orbax finished the step. Orbax does not notice bit flips in tensor
+  data; the manifest does.
 
 The loop calls, in this order (see afl_jax/pipeline/loop.py)::
 
@@ -38,6 +38,19 @@ manifest after a crash mid-save) is moved to ``workdir/damaged_checkpoints/``
 (nothing is deleted) with a one-line warning, and the previous intact one is
 used. If checkpoints exist but none is intact, :class:`ResumeError` says so;
 ``--noresume`` (:func:`start_over`) deletes checkpoints and metrics and starts over.
+
+What orbax's CheckpointManager (orbax-checkpoint 0.12.8) already guarantees, and is
+therefore not repeated here: a step is written into ``<step>.orbax-checkpoint-tmp-*``
+and renamed when finished (``_src/path/atomicity.py:AtomicRenameTemporaryPath.finalize``),
+so a save killed midway never shows as a step (:meth:`Checkpointer.steps` lists steps
+through orbax's ``path.step.checkpoint_steps_paths``); ``max_to_keep`` pruning; and the
+shape and dtype of every saved array (``_METADATA``, read back by
+``StandardCheckpointHandler.metadata``). What it does not do, and this module does:
+checksums of the tensor data (orbax restores flipped bytes as wrong values without
+an error), a fingerprint that a longer ``num_rounds`` may rewrite (orbax's root
+``metadata=`` is written once and never updated: ``CheckpointManager._maybe_save_root_metadata``),
+refusing a template whose shapes differ (orbax restores the saved shapes instead),
+and moving a damaged step aside instead of using or deleting it.
 """
 
 from __future__ import annotations
@@ -56,6 +69,7 @@ from typing import Any
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+from etils import epath
 
 from afl_jax.errors import ResumeError
 from afl_jax.schedules import schedule as schedule_lib
@@ -126,6 +140,7 @@ def _quiet_orbax():
 
 
 # ---- several processes ------------------------------------------------------------------
+# Orbax synchronizes its own saves; the resume decision reads files on process 0 alone.
 def is_writer() -> bool:
   """Does this process write the run's shared files? (process 0 of a multi-process run)."""
   return jax.process_index() == 0
@@ -179,6 +194,7 @@ def on_writer(fn: Callable[[], int | None], name: str) -> int | None:
 
 
 # ---- fingerprints --------------------------------------------------------------------
+# Orbax's root metadata is written once and never updated, so run.json is written here.
 def canonical_config(config: Any) -> dict[str, Any]:
   """The config as plain JSON values (a ConfigDict, FrozenConfigDict or mapping).
 
@@ -267,6 +283,7 @@ def config_diff(
   return diffs
 
 
+# Orbax knows nothing of schedules: what a resumed run's past is checked against.
 _SCHEDULE_ARRAYS = ('client_ids', 'start_step', 'local_steps', 'mask', 'wall_clock')
 
 
@@ -334,17 +351,30 @@ def _files(step_dir: str) -> list[str]:
 
 
 def _tree_spec(tree: Any) -> dict[str, list]:
-  leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
-  return {jax.tree_util.keystr(path): [list(np.shape(x)), str(x.dtype)] for path, x in leaves}
+  """``{"['sim']['ring']": [shape, dtype]}``, keyed as orbax names the leaves it saves."""
+  flat = ocp.tree.to_flat_dict(tree)
+  return {
+    ''.join(f'[{k!r}]' for k in key): [list(np.shape(x)), str(x.dtype)] for key, x in flat.items()
+  }
 
 
-def write_manifest(step_dir: str, item: Any) -> None:
-  """Record size and SHA-256 of every file of a finished step, and the arrays' specs."""
+def _saved_spec(step_dir: str) -> dict[str, list]:
+  """The shape and dtype of every array of a step, as orbax recorded them (``_METADATA``)."""
+  item_dir = os.path.join(step_dir, ocp.checkpoint_manager.DEFAULT_ITEM_NAME)
+  with _quiet_orbax():
+    metadata = ocp.StandardCheckpointHandler().metadata(epath.Path(item_dir))
+  return _tree_spec(metadata.tree)
+
+
+# Orbax keeps no checksum of tensor data (only zarr3's shard index has a crc32c, and
+# a flipped byte restores as a wrong value), so the step's files are hashed here.
+def write_manifest(step_dir: str) -> None:
+  """Record size and SHA-256 of every file of a finished step."""
   files = {}
   for rel in _files(step_dir):
     path = os.path.join(step_dir, rel)
     files[rel] = [os.path.getsize(path), _sha256(path)]
-  manifest = {'format': 1, 'files': files, 'arrays': _tree_spec(item)}
+  manifest = {'format': 1, 'files': files}
   tmp = os.path.join(step_dir, MANIFEST + '.tmp')
   with open(tmp, 'w') as f:
     json.dump(manifest, f, sort_keys=True)
@@ -380,6 +410,7 @@ def _read_json(path: str) -> Any:
     return json.load(f)
 
 
+# Orbax writes only its own items atomically; config.json, run.json, summary.json are ours.
 def write_text(path: str, text: str) -> None:
   """Write ``text`` to ``path`` atomically (a synced temporary file, then a rename)."""
   tmp = path + '.tmp'
@@ -390,6 +421,7 @@ def write_text(path: str, text: str) -> None:
   os.replace(tmp, path)
 
 
+# Deletes orbax's steps together with this module's files and the run's metrics.
 def start_over(workdir: str | os.PathLike) -> None:
   """``--noresume``: delete the workdir's checkpoints, fingerprint and metrics."""
   workdir = os.fspath(workdir)
@@ -435,7 +467,7 @@ class Checkpointer:
         )
     return self._manager
 
-  def _reload(self) -> None:
+  def _reload(self) -> None:  # orbax caches the steps it found when it was constructed
     if self._manager is not None:
       with _quiet_orbax():
         self._manager.close()
@@ -445,10 +477,10 @@ class Checkpointer:
     return os.path.join(self.directory, str(step))
 
   def steps(self) -> list[int]:
-    """Steps with a checkpoint directory on disk (intact or not), ascending."""
-    if not os.path.isdir(self.directory):
-      return []
-    return sorted(int(n) for n in os.listdir(self.directory) if n.isdigit())
+    """Steps orbax finalized (intact or not), ascending; a torn save's tmp dir is not one."""
+    # orbax's own listing: no CheckpointManager, whose constructor waits for every process.
+    paths = ocp.path.step.checkpoint_steps_paths(self.directory)
+    return sorted(int(p.name) for p in paths if p.name.isdigit())  # no step prefix here
 
   def latest_step(self) -> int | None:
     """The latest *intact* step (damaged ones are moved aside with a warning)."""
@@ -459,6 +491,7 @@ class Checkpointer:
       self._move_aside(step, why)
     return None
 
+  # Orbax can only delete a step (todelete_subdir also takes max_to_keep's); keep it.
   def _move_aside(self, step: int, why: str, *, damaged: bool = True) -> None:
     dest_root = os.path.join(self.workdir, DAMAGED_DIR)
     os.makedirs(dest_root, exist_ok=True)
@@ -597,7 +630,8 @@ class Checkpointer:
     """Save a step, wait for orbax to finish it, then write its manifest."""
     item = {'sim': sim_state, 'host': {k: np.asarray(v) for k, v in host.items()}}
 
-    def replace_existing() -> int:  # a step reached again after a fallback
+    # A step reached again after a fallback: orbax refuses it (StepAlreadyExistsError).
+    def replace_existing() -> int:
       if not os.path.isdir(self.step_dir(step)):
         return 0
       self._move_aside(step, 'is replaced by a new save of that step', damaged=False)
@@ -609,7 +643,7 @@ class Checkpointer:
       self.manager.save(step, args=ocp.args.StandardSave(item))
       self.manager.wait_until_finished()
     if jax.process_index() == 0:  # one writer of the shared files (multi-process runs)
-      write_manifest(self.step_dir(step), item)
+      write_manifest(self.step_dir(step))
       run_file = os.path.join(self.directory, RUN_FILE)
       if os.path.isfile(run_file):
         run = _read_json(run_file)
@@ -627,8 +661,12 @@ class Checkpointer:
     templates' (the run would need a different state, e.g. a larger ring buffer).
     """
     template = {'sim': sim_template, 'host': {k: np.asarray(v) for k, v in host_template.items()}}
-    manifest = _read_json(os.path.join(self.step_dir(step), MANIFEST))
-    want, have = _tree_spec(template), manifest.get('arrays', {})
+    try:
+      have = _saved_spec(self.step_dir(step))
+    except (ValueError, TypeError, KeyError, OSError) as e:  # intact bytes, unreadable state
+      raise _unrestorable(self.directory, step, e) from e
+    # Checked here: orbax restores the saved shapes whatever the template says.
+    want = _tree_spec(template)
     if want != have:
       names = sorted(set(want) | set(have))
       bad = next(n for n in names if want.get(n) != have.get(n))
@@ -642,16 +680,21 @@ class Checkpointer:
       with _quiet_orbax():
         item = self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
     except (ValueError, TypeError, KeyError, OSError) as e:  # intact bytes, unreadable state
-      first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-      raise ResumeError(
-        f'cannot restore the checkpoint at step {step} in {self.directory} ({first}); pass '
-        '--noresume to start over'
-      ) from e
+      raise _unrestorable(self.directory, step, e) from e
     sim = jax.tree.unflatten(jax.tree.structure(sim_template), jax.tree.leaves(item['sim']))
     return sim, {k: np.asarray(v) for k, v in item['host'].items()}
 
   def close(self) -> None:
     self._reload()
+
+
+def _unrestorable(directory: str, step: int, error: BaseException) -> ResumeError:
+  """One line for a verified step that orbax cannot read (the error's first line)."""
+  first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+  return ResumeError(
+    f'cannot restore the checkpoint at step {step} in {directory} ({first}); pass '
+    '--noresume to start over'
+  )
 
 
 def _abstract(x: Any) -> Any:

@@ -19,6 +19,11 @@ may acquire it again: the inner acquisition is a no-op.
 This module uses the standard library only, so a script can load it before JAX.
 It also checks a workdir path before anything is computed (:func:`check_path`) and
 turns a failed write (full or read-only disk) into one line (:func:`write_error`).
+
+Why none of it is left to orbax: orbax's ``CheckpointManager`` "is NOT multi-job-safe"
+(its docstring, orbax-checkpoint 0.12.8: two jobs saving into one directory are not
+detected), it guards only ``checkpoints/`` while the lock guards every output of the
+workdir, and the lock must be taken before JAX (hence orbax) is imported.
 """
 
 from __future__ import annotations
