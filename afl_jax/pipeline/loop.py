@@ -38,26 +38,18 @@ from typing import Any
 
 import jax
 import ml_collections
-import numpy as np
 
 from afl_jax import models
 from afl_jax.core import memory
 from afl_jax.core.engine import Simulator, to_host
 from afl_jax.pipeline import checkpoint, metrics_io, plotting, sizes
+from afl_jax.pipeline import track as track_lib
 from afl_jax.pipeline import workdir as workdir_lib
 from afl_jax.pipeline.build import Run, build_run, engine_options
 
 
 class NonFiniteError(RuntimeError):
   """Training produced NaN/inf; the metrics so far are on disk."""
-
-
-def _first_nonfinite(metrics: dict[str, np.ndarray]) -> tuple[int, str] | None:
-  for name, values in sorted(metrics.items()):
-    bad = ~np.isfinite(np.asarray(values))
-    if bad.any():
-      return int(np.argmax(bad)), name
-  return None
 
 
 def _quiet(*args: Any) -> None:
@@ -159,20 +151,13 @@ def _train(
     f'tau_max={stats["tau_max"]}'
   )
 
-  host = {
-    'bits_up': np.zeros((), np.float64),
-    'bits_down': np.zeros((), np.float64),
-    'tau_sum': np.zeros((), np.float64),
-    'arrivals': np.zeros((), np.float64),
-  }
-  key = run.key
   with sizes.memory_guard(c, lambda: sim.memory):
-    state = sim.init(run.params0, key)
+    state = sim.init(run.params0, run.key)
   log(
     f'{memory.format_report(sim.memory)}; ring buffer {sim.ring_size} models; '
     f'{sim.num_devices} device(s)'
   )
-  records: list[dict] = []
+  host, records = track_lib.new_host(), []
   if resume_step is not None:
     state, host = ckpt.restore(resume_step, state, host)
     if writes:
@@ -189,73 +174,46 @@ def _train(
   writer = metrics_io.MetricsWriter(
     workdir if writes else None, tensorboard=True, resume_step=resume_step
   )
-  evaluate = _local(run.evaluator)
+  track = track_lib.Track(schedule, _local(run.evaluator), writer, records, host)
   status, t_run, ran = 'completed', time.time(), 0
   done = False
   try:
-    if not records:  # a fresh run, or a resumed one whose metrics file was lost
+    if not track.records:  # a fresh run, or a resumed one whose metrics file was lost
       step0 = resume_step or 0
       if resume_step is None:
         writer.write_hparams(json.loads(checkpoint.config_json(c)))
       else:
         log(f'warning: metrics.jsonl held no records up to step {step0}; they are lost')
-      clock0 = schedule.wall_clock[step0 - 1] if step0 else 0.0
-      bits = (host['bits_up'], host['bits_down'])
-      records.append(metrics_io.evaluation_record(step0, clock0, bits, evaluate(sim.params(state))))
       progress['doing'] = f'writing the metrics of server step {step0}'
-      writer.write_record(records[-1])
-    progress['step'] = records[-1]['step']
+      track.start(step0, sim.params(state))
+    progress['step'] = track.records[-1]['step']
     start_pos = sim.position(state)
-    tau = schedule.staleness
     while (pos := sim.position(state)) < schedule.num_steps:
       if c.stop_after_steps and ran >= c.stop_after_steps:
         status = 'stopped'
         break
-      state, out = sim.run_chunk(state, key)
-      m = {k: np.asarray(v) for k, v in out['metrics'].items()}
-      n_steps = len(m['arrivals'])
+      state, out = sim.run_chunk(state, run.key)
+      n_steps = len(out['metrics']['arrivals'])
       ran += n_steps
-      end = pos + n_steps
-      host['bits_up'] = host['bits_up'] + m['bits_up'].astype(np.float64).sum()
-      host['bits_down'] = host['bits_down'] + m['bits_down'].astype(np.float64).sum()
-      host['tau_sum'] = host['tau_sum'] + tau[pos:end].sum()
-      host['arrivals'] = host['arrivals'] + schedule.mask[pos:end].sum()
-      rule_metrics = {k: v for k, v in m.items() if k.startswith(('client/', 'server/'))}
-      bad = _first_nonfinite(rule_metrics)
-      ev = evaluate(sim.params(state))
-      if bad is None and not all(np.isfinite(v) for v in ev.values()):
-        bad = (n_steps - 1, next(k for k, v in ev.items() if not np.isfinite(v)))
-      record = metrics_io.evaluation_record(
-        end,
-        schedule.wall_clock[end - 1],
-        (host['bits_up'], host['bits_down']),
-        ev,
-        rule_metrics,
-        tau_avg=float(host['tau_sum'] / max(host['arrivals'], 1)),
-        tau_max=int(tau[:end].max()),
-      )
-      if bad is not None:
-        status = f'non-finite {bad[1]} at server step {pos + bad[0]}'
-        record['stopped'] = status
-      records.append(record)
-      progress['doing'] = f'writing the metrics of server step {end}'
-      writer.write_record(record)
-      progress['step'] = end
+      progress['doing'] = f'writing the metrics of server step {pos + n_steps}'
+      record = track.advance(out['metrics'], pos, sim.params(state))
+      end = progress['step'] = record['step']
       elapsed = time.time() - t_run
       rate = (end - start_pos) / max(elapsed, 1e-9)
       eta = (schedule.num_steps - end) / max(rate, 1e-9)
       log(
-        f'step {end}/{schedule.num_steps} | test acc {ev["test_accuracy"]:.4f} | test loss '
-        f'{ev["test_loss"]:.4f} | sim clock {record["wall_clock"]:.1f} | '
+        f'step {end}/{schedule.num_steps} | test acc {record["test_accuracy"]:.4f} | test loss '
+        f'{record["test_loss"]:.4f} | sim clock {record["wall_clock"]:.1f} | '
         f'{rate:.2f} steps/s | ETA {eta:.0f}s'
       )
-      if bad is not None:
+      if track.stopped is not None:
+        status = track.stopped
         log(f'stopping: {status}; metrics so far are in {workdir}/{metrics_io.METRICS_FILE}')
         break
       if c.checkpoint_every and end % c.checkpoint_every == 0:
         writer.flush()
         progress['doing'] = f'saving the checkpoint of server step {end}'
-        ckpt.save(end, state, host)
+        ckpt.save(end, state, track.host)
     done = True
   finally:
     try:
@@ -265,6 +223,7 @@ def _train(
       if done:
         raise  # else the first failure is the one to report
 
+  records = track.records
   summary = summarize(c, records, status, time.time() - t_run, stats, sim)
   progress['doing'] = 'writing plot.png and summary.json'
   if writes:

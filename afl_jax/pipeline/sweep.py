@@ -57,6 +57,7 @@ from afl_jax.errors import ConfigError
 from afl_jax.pipeline import build as build_lib
 from afl_jax.pipeline import checkpoint, metrics_io, plotting, sizes
 from afl_jax.pipeline import config as config_lib
+from afl_jax.pipeline import track as track_lib
 from afl_jax.pipeline import workdir as workdir_lib
 from afl_jax.sweep import simulator as sweep_simulator
 
@@ -156,18 +157,15 @@ def _run_group(points, runs, group, workdir, log) -> tuple[list[dict], dict]:
   sim, keys, params0 = group
   with sizes.memory_guard(c, lambda: sim.memory):
     state = sim.init(params0, keys)
-  writers, records = [], [[] for _ in runs]
-  for point in points:
+  tracks = []
+  for point, run in zip(points, runs):
     d = os.path.join(workdir, run_name(point))
     if os.path.exists(os.path.join(d, metrics_io.METRICS_FILE)):
       os.remove(os.path.join(d, metrics_io.METRICS_FILE))
-    writers.append(metrics_io.MetricsWriter(d))
+    tracks.append(track_lib.Track(run.schedule, run.evaluator, metrics_io.MetricsWriter(d)))
   params = sim.params(state)
-  bits = np.zeros((r, 2), np.float64)  # cumulative bits up, down per replica (as loop.py)
-  for i, run in enumerate(runs):
-    ev = run.evaluator(jax.tree.map(lambda a: a[i], params))
-    records[i].append(metrics_io.evaluation_record(0, 0.0, (0.0, 0.0), ev))
-    writers[i].write_record(records[i][-1])
+  for i, track in enumerate(tracks):
+    track.start(0, jax.tree.map(lambda a: a[i], params))
   compile_s, first_chunk = None, True
   while (pos := sim.position(state)) < sim.num_steps:
     state, out = sim.run_chunk(state, keys)
@@ -175,23 +173,17 @@ def _run_group(points, runs, group, workdir, log) -> tuple[list[dict], dict]:
       compile_s, first_chunk = time.time() - t0, False
     params = sim.params(state)
     n = out['metrics']['arrivals'].shape[1]
-    for i, run in enumerate(runs):
-      end = min(pos + n, run.schedule.num_steps)
-      if end <= records[i][-1]['step']:
-        continue
-      m = {k: np.asarray(v[i, : end - pos]) for k, v in out['metrics'].items()}
-      for j, k in enumerate(('bits_up', 'bits_down')):
-        if k in m:
-          bits[i, j] += m[k].astype(np.float64).sum()
-      ev = run.evaluator(jax.tree.map(lambda a: a[i], params))
-      clock = run.schedule.wall_clock[end - 1]
-      records[i].append(metrics_io.evaluation_record(end, clock, bits[i], ev, m))
-      writers[i].write_record(records[i][-1])
-  for w in writers:
-    w.close()
+    for i, track in enumerate(tracks):
+      end = min(pos + n, track.schedule.num_steps)
+      if end > track.records[-1]['step']:  # else this replica's schedule has ended
+        m = {k: v[i, : end - pos] for k, v in out['metrics'].items()}
+        track.advance(m, pos, jax.tree.map(lambda a: a[i], params))
+  for track in tracks:
+    track.writer.close()
   seconds = time.time() - t0
   log(f'group of {r} runs: compile + first chunk {compile_s:.1f}s, total {seconds:.1f}s')
   summaries = []
+  records = [track.records for track in tracks]
   for point, run, recs in zip(points, runs, records):
     final = recs[-1]
     s = {

@@ -1,0 +1,104 @@
+"""One run between chunks, for single runs and sweeps alike: evaluate, record, write.
+
+A single run (afl_jax/pipeline/loop.py) keeps one :class:`Track`, a sweep
+(afl_jax/pipeline/sweep.py) one per replica; after each chunk of server steps the
+driver hands each track its own steps' metrics and global params
+(:meth:`Track.advance`), and the track accumulates the bits sent and the staleness,
+evaluates, builds the record (:func:`afl_jax.pipeline.metrics_io.evaluation_record`)
+and writes it. A non-finite rule metric or evaluation marks the record ``stopped``:
+a single run then stops, a sweep's other replicas go on.
+
+The accumulators (:data:`HOST_FIELDS`) are float64 host scalars; a single run's
+checkpoint saves and restores them with the engine state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from afl_jax.pipeline import metrics_io
+from afl_jax.schedules.schedule import Schedule
+
+HOST_FIELDS = ('bits_up', 'bits_down', 'tau_sum', 'arrivals')
+
+
+def new_host() -> dict[str, np.ndarray]:
+  """Zeroed accumulators: cumulative bits up and down, staleness sum, arrivals."""
+  return {k: np.zeros((), np.float64) for k in HOST_FIELDS}
+
+
+def first_nonfinite(metrics: Mapping[str, np.ndarray]) -> tuple[int, str] | None:
+  """(index, name) of the first non-finite value, names in sorted order; None if all finite."""
+  for name, values in sorted(metrics.items()):
+    bad = ~np.isfinite(np.asarray(values))
+    if bad.any():
+      return int(np.argmax(bad)), name
+  return None
+
+
+@dataclasses.dataclass
+class Track:
+  """One run's evaluator, writer, records and accumulators.
+
+  Attributes:
+    schedule: the run's schedule (its simulated clock, staleness and arrivals).
+    evaluate: ``evaluate(params) -> {metric: float}``.
+    writer: where each record goes (a writer of ``None`` workdir writes nothing).
+    records: the records so far (a resumed run starts with those on disk).
+    host: the accumulators (:func:`new_host`; a resumed run's come from its checkpoint).
+    stopped: why the run stopped (a non-finite value), else None.
+  """
+
+  schedule: Schedule
+  evaluate: Callable[[Any], dict]
+  writer: metrics_io.MetricsWriter
+  records: list[dict] = dataclasses.field(default_factory=list)
+  host: dict[str, np.ndarray] = dataclasses.field(default_factory=new_host)
+  stopped: str | None = None
+
+  def _write(self, record: dict) -> dict:
+    self.records.append(record)
+    self.writer.write_record(record)
+    return record
+
+  def start(self, step: int, params: Any) -> dict:
+    """The evaluation of ``params`` at server step ``step`` (0, or a resumed run's step)."""
+    clock = self.schedule.wall_clock[step - 1] if step else 0.0
+    bits = (self.host['bits_up'], self.host['bits_down'])
+    return self._write(metrics_io.evaluation_record(step, clock, bits, self.evaluate(params)))
+
+  def advance(self, metrics: Mapping[str, np.ndarray], pos: int, params: Any) -> dict:
+    """The record after the steps ``pos, pos + 1, ...`` whose per-step ``metrics`` are given.
+
+    ``params`` are the global params after the last of them.
+    """
+    m = {k: np.asarray(v) for k, v in metrics.items()}
+    n = len(m['arrivals'])
+    end = pos + n
+    h, s = self.host, self.schedule
+    h['bits_up'] = h['bits_up'] + m['bits_up'].astype(np.float64).sum()
+    h['bits_down'] = h['bits_down'] + m['bits_down'].astype(np.float64).sum()
+    h['tau_sum'] = h['tau_sum'] + s.staleness[pos:end].sum()
+    h['arrivals'] = h['arrivals'] + s.mask[pos:end].sum()
+    rule = {k: v for k, v in m.items() if k.startswith(('client/', 'server/'))}
+    bad = first_nonfinite(rule)
+    ev = self.evaluate(params)
+    if bad is None and not all(np.isfinite(v) for v in ev.values()):
+      bad = (n - 1, next(k for k, v in ev.items() if not np.isfinite(v)))
+    record = metrics_io.evaluation_record(
+      end,
+      s.wall_clock[end - 1],
+      (h['bits_up'], h['bits_down']),
+      ev,
+      rule,
+      tau_avg=float(h['tau_sum'] / max(h['arrivals'], 1)),
+      tau_max=int(s.staleness[:end].max()),
+    )
+    if bad is not None and self.stopped is None:
+      self.stopped = f'non-finite {bad[1]} at server step {pos + bad[0]}'
+      record['stopped'] = self.stopped
+    return self._write(record)
