@@ -181,7 +181,10 @@ def _run_group(points, runs, group, workdir, log) -> tuple[list[dict], dict]:
   for track in tracks:
     track.writer.close()
   seconds = time.time() - t0
-  log(f'group of {r} runs: compile + first chunk {compile_s:.1f}s, total {seconds:.1f}s')
+  log(
+    f'group of {r} runs: compile + first chunk {compile_s:.1f}s, total {seconds:.1f}s; '
+    f'simulation state about {_size(sim.memory["total"])} (analytic)'
+  )
   summaries = []
   records = [track.records for track in tracks]
   for point, run, recs in zip(points, runs, records):
@@ -473,7 +476,7 @@ def _train_sweep(
   )
   log(
     f'sweep: {len(points)} runs in {len(fitted)} group(s), traced: {traced or "none"}; '
-    f'host about {_size(est["host_bytes"])}, client training about {est["flops"]:.2g} FLOP '
+    f'built runs about {_size(est["host_bytes"])} on the host, client training about {est["flops"]:.2g} FLOP '
     f'(~{_duration(est["seconds"])} at an assumed {ASSUMED_FLOPS:.0e} FLOP/s)'
   )
   # Nothing of an earlier invocation may pass for this one's results until it finishes.
