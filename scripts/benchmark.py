@@ -357,7 +357,7 @@ def run_hetero_task(name, repeats):
       n, spec['s'], spec['steps'], window=5, local_steps=spec['base'],
       local_steps_multipliers=spec['mult'], seed=0,
     )  # fmt: skip
-    alg = afl_jax.algorithms.get('autonomous_fedgm', client_lr=0.01, client_sizes=sizes)
+    alg = afl_jax.algorithms.get('autonomous_fedgm', client_lr=0.01)
   problem, params = _random_problem(sizes, HETERO_HIDDEN, rng)
   key = jax.random.key(0)
   runs = {}
