@@ -51,23 +51,61 @@ The last line printed is one JSON object with at least ``updates_per_s`` and ``c
 (fedbuff task, default devices).
 """
 
+import itertools
 import json
 import os
+import pathlib
+import platform
 import resource
 import subprocess
 import sys
 import tempfile
 import time
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 from absl import app, flags
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import afl_jax
+from afl_jax import data, models
+from afl_jax.core import engine, memory
+from afl_jax.pipeline import devices
+from afl_jax.pipeline import task as task_lib
+from afl_jax.sweep import simulator as sweep_simulator
+
+TASKS = {
+  'fedbuff': dict(hidden=(200, 200), n=100, mc=20, m=10, k=10, steps=50, regime='per_job'),
+  'many_clients': dict(hidden=(32,), n=10_000, mc=2_000, m=1_000, k=10, steps=10, regime='per_job'),
+  'always_on': dict(hidden=(32,), n=1_000, mc=0, m=0, k=10, steps=10, regime='always_on'),
+}
+HETERO = {
+  'dirichlet_epochs': dict(n=100, samples=6_000, alpha=0.5, epochs=2, mc=40, m=20, steps=20),
+  'fedgm_random_k': dict(n=100, samples=6_000, s=10, base=2, mult=range(1, 7), steps=30),
+}
+HETERO_HIDDEN = (200, 200)
+SWEEP = dict(n=100, mc=20, m=10, k=10, steps=20, lrs=(0.003, 0.01, 0.03, 0.1), seeds=(0, 1, 2, 3))
+SWEEP_MODELS = {'logreg': (), 'mlp': (200, 200)}
+BATCH = 32
+# The plain PyTorch loop of each task (--torch_bench_dir, outside the repository).
+REFERENCE = {'fedbuff': 'torch_seq.py', 'many_clients': 'torch_many.py'}
+KNOWN_TASKS = sorted(TASKS) + ['sweep', 'hetero_k']
 
 _TASKS = flags.DEFINE_list('tasks', ['fedbuff', 'many_clients', 'always_on'], 'Tasks to run.')
 _DEVICES = flags.DEFINE_list('devices', ['1', '2', '4'], 'Host device counts to scale over.')
 _REPEATS = flags.DEFINE_integer(
-  'repeats', 3, 'Rounds of fresh processes per task and device count (the best is reported).'
+  'repeats',
+  3,
+  'Rounds of fresh processes per task and device count (the best is reported).',
+  lower_bound=1,
 )
 _PROCESS_RUNS = flags.DEFINE_integer(
-  'process_runs', 3, 'Timed runs inside each task process, after compile (the best counts).'
+  'process_runs',
+  3,
+  'Timed runs inside each task process, after compile (the best counts).',
+  lower_bound=1,
 )
 _TORCH_PYTHON = flags.DEFINE_string(
   'torch_python',
@@ -86,15 +124,21 @@ _TORCH_BENCH = flags.DEFINE_string(
 )
 _WORKER = flags.DEFINE_string('worker', '', 'Internal: run this one task here and print JSON.')
 _WRITE_DOCS = flags.DEFINE_bool('write_docs', False, 'Rewrite docs/performance.md.')
-
-TASKS = {
-  'fedbuff': dict(hidden=(200, 200), n=100, mc=20, m=10, k=10, steps=50, regime='per_job'),
-  'many_clients': dict(hidden=(32,), n=10_000, mc=2_000, m=1_000, k=10, steps=10, regime='per_job'),
-  'always_on': dict(hidden=(32,), n=1_000, mc=0, m=0, k=10, steps=10, regime='always_on'),
-}
-BATCH = 32
-# The plain PyTorch loop of each task (--torch_bench_dir, outside the repository).
-REFERENCE = {'fedbuff': 'torch_seq.py', 'many_clients': 'torch_many.py'}
+# Every flag's value is checked by absl before any process is started (one ``error:`` line).
+flags.register_validator(
+  'tasks', lambda v: bool(v) and set(v) <= set(KNOWN_TASKS), f'choose from {KNOWN_TASKS}'
+)
+flags.register_validator(
+  'devices',
+  lambda v: bool(v) and all(d.isdigit() and int(d) >= 1 for d in v),
+  'give host device counts >= 1, e.g. 1,2',
+)
+flags.register_validator(
+  'torch_python', lambda p: not p or os.access(p, os.X_OK), 'no such executable'
+)
+flags.register_validator(
+  'torch_bench_dir', lambda p: not p or os.path.isdir(p), 'no such directory'
+)
 
 
 def large_size(backend):
@@ -114,59 +158,76 @@ def flops_per_update(hidden, k):
   return 3 * 2 * macs * BATCH * k
 
 
-def _peak_memory_bytes():
-  """Peak device memory on an accelerator, else the process's peak RSS."""
-  from afl_jax.pipeline import devices
+def _sharded(x):
+  """``x`` with its leading axis sharded over the devices when they divide it, else as is."""
+  if x.shape[0] % jax.device_count():
+    return x
+  return jax.device_put(x, NamedSharding(engine.default_mesh(), P(engine.CLIENT_AXIS)))
 
-  peak = devices.peak_device_bytes()
-  return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+def _mlp(hidden):
+  """The task's MLP and its initial params."""
+  model = models.MLP(num_classes=10, hidden_sizes=hidden)
+  return model, model.init(jax.random.key(0), jnp.zeros((1, 28, 28)))
+
+
+def _random_problem(sizes, hidden, rng):
+  """Random FMNIST-shaped data in clients of ``sizes`` rows: the problem and the MLP's params."""
+  total = int(sizes.sum())
+  x = rng.normal(size=(total, 28, 28)).astype(np.float32)
+  y = rng.integers(0, 10, size=total).astype(np.int32)
+  offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
+  fed = data.FederatedData(x, y, offsets, sizes.astype(np.int32), x[:10], y[:10], x[:0], 10)
+  model, params = _mlp(hidden)
+  return task_lib.make_problem(data.from_federated(fed), model.apply, BATCH, jnp.float32), params
+
+
+def _compile(sim, params, key):
+  """``(state, inputs, compiled chunk, compile seconds)``: the whole schedule of ``sim``."""
+  state = sim.init(params, key)
+  inputs = sim.inputs(0)
+  t0 = time.perf_counter()
+  compiled = sim.runner().lower(state, inputs, sim.problem, key).compile()
+  return state, inputs, compiled, time.perf_counter() - t0
+
+
+def _timed_run(sim, compiled, inputs, params, key):
+  """``(seconds, final state)`` of one run of ``compiled`` from a fresh state."""
+  state = sim.init(params, key)
+  jax.block_until_ready(state)
+  t0 = time.perf_counter()
+  state, _ = compiled(state, inputs, sim.problem, key)
+  jax.block_until_ready(state)
+  return time.perf_counter() - t0, state
+
+
+def _best_time(fn, args, repeats):
+  jax.block_until_ready(fn(*args))
+  best = float('inf')
+  for _ in range(max(repeats, 3)):
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    best = min(best, time.perf_counter() - t0)
+  return best
 
 
 def _large_product():
   """``(fn, args)``: one large ``[L, L] x [L, L]`` product, rows sharded over the devices."""
-  import jax
-  from jax.sharding import Mesh, NamedSharding
-  from jax.sharding import PartitionSpec as P
-
-  devices = jax.devices()
   side = large_size(jax.default_backend())
   big = jax.random.normal(jax.random.key(0), (side, side))
-  if side % len(devices) == 0:
-    big_x = jax.device_put(big, NamedSharding(Mesh(devices, ('clients',)), P('clients')))
-  else:
-    big_x = big
-  return jax.jit(lambda x, y: x @ y), (big_x, big)
+  return jax.jit(lambda x, y: x @ y), (_sharded(big), big)
 
 
 def _large_rate(seconds):
-  import jax
-
   return 2 * large_size(jax.default_backend()) ** 3 / seconds / 1e9
 
 
 def run_task(name, repeats):
   """Run one task in this process (device count fixed by XLA_FLAGS) and return a dict."""
-  import jax
-  import jax.numpy as jnp
-  import numpy as np
-
-  import afl_jax
-  from afl_jax import data, models
-  from afl_jax.pipeline import devices, task
-
   spec = TASKS[name]
   n, k, steps = spec['n'], spec['k'], spec['steps']
-  rng = np.random.default_rng(0)
-  samples = max(60_000, n * 8)
-  x = rng.normal(size=(samples, 28, 28)).astype(np.float32)
-  y = rng.integers(0, 10, size=samples).astype(np.int32)
-  size = samples // n
-  fed = data.FederatedData(
-    x, y, np.arange(n, dtype=np.int32) * size, np.full(n, size, np.int32), x[:10], y[:10], x[:0], 10
-  )
-  model = models.MLP(num_classes=10, hidden_sizes=spec['hidden'])
-  params = model.init(jax.random.key(0), jnp.zeros((1, 28, 28)))
-  problem = task.make_problem(data.from_federated(fed), model.apply, BATCH, jnp.float32)
+  sizes = np.full(n, max(60_000, n * 8) // n)
+  problem, params = _random_problem(sizes, spec['hidden'], np.random.default_rng(0))
   if spec['regime'] == 'per_job':
     schedule = afl_jax.schedules.fedbuff(n, spec['mc'], spec['m'], steps, local_steps=k, seed=0)
     alg = afl_jax.algorithms.get('fedbuff', client_lr=0.01, server_lr=1.0)
@@ -180,27 +241,15 @@ def run_task(name, repeats):
     updates = steps * n
   sim = afl_jax.Simulator(alg, problem, schedule, chunk_size=steps)
   key = jax.random.key(0)
-  state = sim.init(params, key)
-  inputs = sim.inputs(0)
-  t0 = time.perf_counter()
-  compiled = sim.runner().lower(state, inputs, sim.problem, key).compile()
-  compile_s = time.perf_counter() - t0
-  large, large_args = _large_product()
-  jax.block_until_ready(large(*large_args))
+  _, inputs, compiled, compile_s = _compile(sim, params, key)
+  large = _large_product()
   times, large_times = [], []
   for _ in range(repeats):  # the large product between the runs: the same machine load
-    state = sim.init(params, key)
-    jax.block_until_ready(state)
-    t0 = time.perf_counter()
-    state, out = compiled(state, inputs, sim.problem, key)
-    jax.block_until_ready(state)
-    times.append(time.perf_counter() - t0)
-    for _ in range(3):
-      t0 = time.perf_counter()
-      jax.block_until_ready(large(*large_args))
-      large_times.append(time.perf_counter() - t0)
+    times.append(_timed_run(sim, compiled, inputs, params, key)[0])
+    large_times.append(_best_time(*large, 3))
   best = min(times)
   flops = flops_per_update(spec['hidden'], k) * updates
+  peak = devices.peak_device_bytes()  # on CPU: the process's peak RSS
   return {
     'task': name,
     'devices': len(jax.devices()),
@@ -211,7 +260,7 @@ def run_task(name, repeats):
     'compile_s': compile_s,
     'large_matmul_gflops_per_s': _large_rate(min(large_times)),
     'analytic_memory_mib': sim.memory['total'] / 2**20,
-    'peak_memory_mib': _peak_memory_bytes() / 2**20,
+    'peak_memory_mib': (peak or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 2**20,
     'backend': jax.default_backend(),
     'device': devices.device_kind(),
     'large_side': large_size(jax.default_backend()),
@@ -219,36 +268,17 @@ def run_task(name, repeats):
   }
 
 
-def _best_time(fn, args, repeats):
-  import jax
-
-  jax.block_until_ready(fn(*args))
-  best = float('inf')
-  for _ in range(max(repeats, 3)):
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    best = min(best, time.perf_counter() - t0)
-  return best
-
-
-def _bare_local_sgd(spec, clients, put):
+def _bare_local_sgd(spec, clients):
   """``(fn, args)``: K steps of SGD on the task's MLP for ``clients`` clients (vmapped,
   sharded like the engine), step k on rows ``32k..32k+31`` (mod 64) of the client's own 64
   rows: the products and updates of the local steps with nothing else (no random batch
   sampling, masking, messages or server step)."""
-  import jax
-  import jax.numpy as jnp
-
-  from afl_jax import models
-  from afl_jax.pipeline import task
-
-  model = models.MLP(num_classes=10, hidden_sizes=spec['hidden'])
-  params = model.init(jax.random.key(0), jnp.zeros((1, 28, 28)))
-  loss = task.make_loss(model.apply)
-  stacked = put(jax.tree.map(lambda p: jnp.broadcast_to(p, (clients, *p.shape)), params))
+  model, params = _mlp(spec['hidden'])
+  loss = task_lib.make_loss(model.apply)
+  stacked = jax.tree.map(lambda p: _sharded(jnp.broadcast_to(p, (clients, *p.shape))), params)
   rows = 2 * BATCH
-  x = put(jax.random.normal(jax.random.key(1), (clients, rows, 28, 28)))
-  y = put(jax.random.randint(jax.random.key(2), (clients, rows), 0, 10))
+  x = _sharded(jax.random.normal(jax.random.key(1), (clients, rows, 28, 28)))
+  y = _sharded(jax.random.randint(jax.random.key(2), (clients, rows), 0, 10))
 
   def one(w, x, y):
     def body(w, k):
@@ -276,24 +306,15 @@ def run_matmul(name, repeats):
   one large ``[L, L] x [L, L]`` product on the same devices, and of bare local
   SGD (:func:`_bare_local_sgd`), the engine's client work without the engine.
   """
-  import jax
-  import jax.numpy as jnp
-  from jax.sharding import Mesh, NamedSharding
-  from jax.sharding import PartitionSpec as P
-
   spec = TASKS[name]
   clients = min(spec['m'] or spec['n'], 1000)
-  devices = jax.devices()
-  mesh = Mesh(devices, ('clients',))
-  shard = clients % len(devices) == 0
-  put = (lambda t: jax.device_put(t, NamedSharding(mesh, P('clients')))) if shard else (lambda t: t)
   sizes = layer_sizes(spec['hidden'])
   key = jax.random.key(0)
   total_time, total_flops = 0.0, 0.0
   for a, b in zip(sizes[:-1], sizes[1:]):
     for lhs, rhs in (((BATCH, a), (a, b)), ((a, BATCH), (BATCH, b)), ((BATCH, b), (b, a))):
-      x = put(jax.random.normal(key, (clients, *lhs)))
-      w = put(jax.random.normal(key, (clients, *rhs)) * 0.01)
+      x = _sharded(jax.random.normal(key, (clients, *lhs)))
+      w = _sharded(jax.random.normal(key, (clients, *rhs)) * 0.01)
 
       @jax.jit
       def loop(x, w):
@@ -307,38 +328,19 @@ def run_matmul(name, repeats):
       total_time += _best_time(loop, (x, w), repeats)
       total_flops += 2 * lhs[0] * lhs[1] * rhs[1] * clients * spec['k']
   big_t = _best_time(*_large_product(), repeats)
-  bare_t = _best_time(*_bare_local_sgd(spec, clients, put), repeats)
+  bare_t = _best_time(*_bare_local_sgd(spec, clients), repeats)
   return {
     'task': name,
     'matmul_gflops_per_s': total_flops / total_time / 1e9,
     'large_matmul_gflops_per_s': _large_rate(big_t),
     'bare_sgd_gflops_per_s': flops_per_update(spec['hidden'], spec['k']) * clients / bare_t / 1e9,
     'clients': clients,
-    'devices': len(devices),
+    'devices': jax.device_count(),
   }
-
-
-HETERO = {
-  'dirichlet_epochs': dict(n=100, samples=6_000, alpha=0.5, epochs=2, mc=40, m=20, steps=20),
-  'fedgm_random_k': dict(n=100, samples=6_000, s=10, base=2, mult=range(1, 7), steps=30),
-}
-HETERO_HIDDEN = (200, 200)
-HETERO_SECTION = '## Heterogeneous local steps'
-GPU_SECTION = '## On an NVIDIA H100'  # measured on the device tool; kept by --write_docs
-LIMITS_SECTION = '## What limits fraction_of_large_matmul'
 
 
 def run_hetero_task(name, repeats):
   """Padded vs grouped-by-K local steps on one heterogeneous-K task, same process."""
-  import jax
-  import jax.numpy as jnp
-  import numpy as np
-
-  import afl_jax
-  from afl_jax import data, models
-  from afl_jax.core import engine
-  from afl_jax.pipeline import task
-
   spec = HETERO[name]
   n = spec['n']
   rng = np.random.default_rng(0)
@@ -355,15 +357,8 @@ def run_hetero_task(name, repeats):
       n, spec['s'], spec['steps'], window=5, local_steps=spec['base'],
       local_steps_multipliers=spec['mult'], seed=0,
     )  # fmt: skip
-    alg = afl_jax.algorithms.get('autonomous_fedgm', client_lr=0.01, client_sizes=sizes)
-  offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
-  total = int(sizes.sum())
-  x = rng.normal(size=(total, 28, 28)).astype(np.float32)
-  y = rng.integers(0, 10, size=total).astype(np.int32)
-  fed = data.FederatedData(x, y, offsets, sizes.astype(np.int32), x[:10], y[:10], x[:0], 10)
-  model = models.MLP(num_classes=10, hidden_sizes=HETERO_HIDDEN)
-  params = model.init(jax.random.key(0), jnp.zeros((1, 28, 28)))
-  problem = task.make_problem(data.from_federated(fed), model.apply, BATCH, jnp.float32)
+    alg = afl_jax.algorithms.get('autonomous_fedgm', client_lr=0.01)
+  problem, params = _random_problem(sizes, HETERO_HIDDEN, rng)
   key = jax.random.key(0)
   runs = {}
   # grouped: the blocks the CPU's automatic choice takes, named explicitly so that an
@@ -373,18 +368,12 @@ def run_hetero_task(name, repeats):
     sim = afl_jax.Simulator(
       alg, problem, schedule, chunk_size=schedule.num_steps, local_step_buckets=buckets
     )
-    state = sim.init(params, key)
-    inputs = sim.inputs(0)
-    compiled = sim.runner().lower(state, inputs, sim.problem, key).compile()
+    _, inputs, compiled, _ = _compile(sim, params, key)
     runs[label] = dict(sim=sim, compiled=compiled, inputs=inputs, times=[])
   for _ in range(repeats):  # alternate, so both paths see the same machine load
     for r in runs.values():
-      state = r['sim'].init(params, key)
-      jax.block_until_ready(state)
-      t0 = time.perf_counter()
-      state, _ = r['compiled'](state, r['inputs'], r['sim'].problem, key)
-      jax.block_until_ready(state)
-      r['times'].append(time.perf_counter() - t0)
+      seconds, state = _timed_run(r['sim'], r['compiled'], r['inputs'], params, key)
+      r['times'].append(seconds)
       r['final'] = [np.asarray(a) for a in jax.tree.leaves(r['sim'].params(state))]
   out = {'task': name, 'devices': len(jax.devices()), 'jax': jax.__version__}
   k = schedule.local_steps[schedule.mask]
@@ -407,49 +396,17 @@ def run_hetero_task(name, repeats):
   return out
 
 
-SWEEP = dict(n=100, mc=20, m=10, k=10, steps=20, lrs=(0.003, 0.01, 0.03, 0.1), seeds=(0, 1, 2, 3))
-SWEEP_MODELS = {'logreg': (), 'mlp': (200, 200)}
-SWEEP_SECTION = '## Sweeps: many runs in one compile'
-
-
-def _fmnist_like(n, hidden):
-  """Random FMNIST-shaped data, one problem, and a model's initial params."""
-  import jax
-  import jax.numpy as jnp
-  import numpy as np
-
-  from afl_jax import data, models
-  from afl_jax.pipeline import task
-
-  rng = np.random.default_rng(0)
-  samples = 60_000
-  x = rng.normal(size=(samples, 28, 28)).astype(np.float32)
-  y = rng.integers(0, 10, size=samples).astype(np.int32)
-  size = samples // n
-  fed = data.FederatedData(
-    x, y, np.arange(n, dtype=np.int32) * size, np.full(n, size, np.int32), x[:10], y[:10], x[:0], 10
-  )
-  model = models.MLP(num_classes=10, hidden_sizes=hidden)
-  params = model.init(jax.random.key(0), jnp.zeros((1, 28, 28)))
-  return task.make_problem(data.from_federated(fed), model.apply, BATCH, jnp.float32), params
-
-
 def run_sweep_task(model_name):
   """16 runs as one sweep vs one after another; times include every compile."""
-  import itertools
-
-  import jax
-  import numpy as np
-
-  import afl_jax
-  from afl_jax.sweep import simulator as sweep_simulator
-
   spec = SWEEP
-  problem, params = _fmnist_like(spec['n'], SWEEP_MODELS[model_name])
+  n = spec['n']
+  problem, params = _random_problem(
+    np.full(n, 60_000 // n), SWEEP_MODELS[model_name], np.random.default_rng(0)
+  )
   grid = list(itertools.product(spec['lrs'], spec['seeds']))
   scheds = {
     s: afl_jax.schedules.fedbuff(
-      spec['n'], spec['mc'], spec['m'], spec['steps'], local_steps=spec['k'], seed=s
+      n, spec['mc'], spec['m'], spec['steps'], local_steps=spec['k'], seed=s
     )
     for s in spec['seeds']
   }
@@ -460,11 +417,8 @@ def run_sweep_task(model_name):
   for lr, s in grid:
     alg = afl_jax.algorithms.get('fedbuff', client_lr=lr, server_lr=1.0)
     sim = afl_jax.Simulator(alg, problem, scheds[s], chunk_size=spec['steps'])
-    state = sim.init(params, keys[s])
-    inputs = sim.inputs(0)
-    c0 = time.perf_counter()
-    compiled = sim.runner().lower(state, inputs, sim.problem, keys[s]).compile()
-    seq_compile += time.perf_counter() - c0
+    state, inputs, compiled, compile_s = _compile(sim, params, keys[s])
+    seq_compile += compile_s
     state, _ = compiled(state, inputs, sim.problem, keys[s])
     seq_final.append(np.asarray(jax.tree.leaves(sim.params(state))[0]))
   seq_s = time.perf_counter() - t0
@@ -508,14 +462,7 @@ def run_sweep_task(model_name):
 
 def run_sweep_memory(limit_gib=24.0):
   """Largest R of the default task whose analytic memory fits in ``limit_gib`` (no allocation)."""
-  import jax
-  import numpy as np
-
-  import afl_jax
-  from afl_jax.core import memory
-  from afl_jax.sweep import simulator as sweep_simulator
-
-  problem, params = _fmnist_like(100, (200, 200))
+  problem, params = _random_problem(np.full(100, 600), (200, 200), np.random.default_rng(0))
   sched = afl_jax.schedules.fedbuff(100, 20, 10, 200, local_steps=10, seed=0)
   reports = []
   for r in (1, 2):
@@ -533,12 +480,13 @@ def run_sweep_memory(limit_gib=24.0):
   }
 
 
-def _spawn(args, devices):
+def _spawn(args, count):
+  """Run ``args`` as a worker process on ``count`` host devices; its last JSON line."""
   env = dict(os.environ)
   flags_ = [
     f for f in env.get('XLA_FLAGS', '').split() if 'xla_force_host_platform_device_count' not in f
   ]
-  env['XLA_FLAGS'] = ' '.join(flags_ + [f'--xla_force_host_platform_device_count={devices}'])
+  env['XLA_FLAGS'] = ' '.join(flags_ + [f'--xla_force_host_platform_device_count={count}'])
   proc = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True)
   if proc.returncode != 0:
     raise RuntimeError(f'worker {args} failed:\n{proc.stderr[-3000:]}')
@@ -562,15 +510,9 @@ def _reference(task):
     args += ['--threads', str(_TORCH_THREADS.value)]
   if task == 'many_clients' and _TORCH_MANY_STEPS.value:
     args += ['--steps', str(_TORCH_MANY_STEPS.value)]
-  proc = subprocess.run(
-    args,
-    env=env,
-    cwd=os.path.dirname(script),
-    capture_output=True,
-    text=True,
-  )
+  proc = subprocess.run(args, env=env, cwd=os.path.dirname(script), capture_output=True, text=True)
   if proc.returncode != 0:
-    print(f'PyTorch reference {script} failed:\n{proc.stderr[-2000:]}', flush=True)
+    print(f'PyTorch reference {script} failed:\n{proc.stderr[-2000:]}')
     return None
   return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -580,60 +522,39 @@ def _best_reference(task, outputs):
   spec = TASKS[task]
   steps = _TORCH_MANY_STEPS.value if task == 'many_clients' and _TORCH_MANY_STEPS.value else 0
   updates = (steps or spec['steps']) * spec['m']  # the task's length unless shortened
-  times = [t for o in outputs if o for t in o.get('run_s', o.get('times_s', []))]
+  done = [o for o in outputs if o]
+  times = [t for o in done for t in o.get('run_s', o.get('times_s', []))]
   if not times:
     return None
-  done = next(o for o in outputs if o)
-  if done.get('updates', updates) != updates:
-    raise RuntimeError(f'{REFERENCE[task]} ran {done["updates"]} updates; expected {updates}.')
+  if done[0].get('updates', updates) != updates:
+    raise RuntimeError(f'{REFERENCE[task]} ran {done[0]["updates"]} updates; expected {updates}.')
   return {
     'updates_per_s': updates / min(times),
     'run_s_best': min(times),
-    'processes': len([o for o in outputs if o]),
-    'torch': done.get('torch'),
+    'processes': len(done),
+    'torch': done[0].get('torch'),
     'script': REFERENCE[task],
     'updates': updates,
     'threads': _TORCH_THREADS.value or 2,
   }
 
 
-def _check_flags() -> None:
-  """Every flag's value before any process is started (one ``error:`` line, exit 1)."""
-  from afl_jax.pipeline import cli
-
-  known = sorted(TASKS) + ['sweep', 'hetero_k']
-  bad = [t for t in _TASKS.value if t not in known]
-  if bad or not _TASKS.value:
-    cli.exit_error(f'--tasks={",".join(_TASKS.value)!r} is invalid: choose from {known}')
-  if not _DEVICES.value or not all(d.isdigit() and int(d) >= 1 for d in _DEVICES.value):
-    cli.exit_error(
-      f'--devices={",".join(_DEVICES.value)!r} is invalid: give host device counts >= 1, e.g. 1,2'
-    )
-  for flag, value in (('repeats', _REPEATS.value), ('process_runs', _PROCESS_RUNS.value)):
-    if value < 1:
-      cli.exit_error(f'--{flag}={value} is invalid: must be >= 1')
-  if _TORCH_PYTHON.value and not os.access(_TORCH_PYTHON.value, os.X_OK):
-    cli.exit_error(f'--torch_python={_TORCH_PYTHON.value!r} is invalid: no such executable')
-  if _TORCH_BENCH.value and not os.path.isdir(_TORCH_BENCH.value):
-    cli.exit_error(f'--torch_bench_dir={_TORCH_BENCH.value!r} is invalid: no such directory')
+def run_worker(worker):
+  """The JSON result of one ``--worker`` (``task``, ``task:matmul``, ``sweep:...``, ...)."""
+  task, _, kind = worker.partition(':')
+  if task == 'sweep':
+    return run_sweep_memory() if kind == 'memory' else run_sweep_task(kind)
+  if task == 'hetero_k':
+    return run_hetero_task(kind, _REPEATS.value)
+  return run_matmul(task, _REPEATS.value) if kind == 'matmul' else run_task(task, _REPEATS.value)
 
 
 def main(argv):
   del argv
-  if not _WORKER.value:
-    _check_flags()
   if _WORKER.value:
-    task, _, kind = _WORKER.value.partition(':')
-    if task == 'sweep':
-      result = run_sweep_memory() if kind == 'memory' else run_sweep_task(kind)
-    elif task == 'hetero_k':
-      result = run_hetero_task(kind, _REPEATS.value)
-    else:
-      result = (
-        run_matmul(task, _REPEATS.value) if kind == 'matmul' else run_task(task, _REPEATS.value)
-      )
-    print(json.dumps(result))
+    print(json.dumps(run_worker(_WORKER.value)))
     return
+  sys.stdout.reconfigure(line_buffering=True)  # each line shows as soon as it is printed
   results, ceilings = [], {}
   if 'hetero_k' in _TASKS.value:
     hetero = [_spawn([f'--worker=hetero_k:{t}', f'--repeats={_REPEATS.value}'], 1) for t in HETERO]
@@ -645,27 +566,23 @@ def main(argv):
         f'({g["blocks"]} blocks of {g["slots"] // g["blocks"]}); {p["run_s_best"]:.2f}s -> '
         f'{g["run_s_best"]:.2f}s: speed-up {r["speedup"]:.2f}x; '
         f'max abs diff {r["max_abs_diff"]:.1e}',
-        flush=True,
       )
     print(json.dumps({'hetero_k': hetero}))
   if 'sweep' in _TASKS.value:
-    devices = int(_DEVICES.value[-1]) if len(_DEVICES.value) == 1 else 2
-    sweeps = [_spawn([f'--worker=sweep:{m}'], devices) for m in SWEEP_MODELS]
-    sweeps.append(_spawn(['--worker=sweep:memory'], devices))
+    count = int(_DEVICES.value[-1]) if len(_DEVICES.value) == 1 else 2
+    sweeps = [_spawn([f'--worker=sweep:{m}'], count) for m in [*SWEEP_MODELS, 'memory']]
     for r in sweeps[:-1]:
       print(
         f'{r["task"]:13s} devices={r["devices"]} ({r["mode"]}): {r["runs"]} runs one after '
         f'another {r["sequential_s"]:.1f}s (compiles {r["sequential_compile_s"]:.1f}s) vs one '
         f'sweep {r["sweep_s"]:.1f}s (compile {r["sweep_compile_s"]:.1f}s): speed-up '
         f'{r["speedup"]:.1f}x ({r["speedup_without_compile"]:.1f}x without compiles)',
-        flush=True,
       )
     m = sweeps[-1]
     print(
       f'sweep memory: default task {m["one_replica_mib"]:.0f} MiB for 1 replica, '
       f'+{m["per_replica_mib"]:.0f} MiB per replica: {m["max_replicas"]} replicas fit in '
       f'{m["limit_gib"]:.0f} GiB',
-      flush=True,
     )
     print(json.dumps({'sweeps': sweeps}))
   if all(t in ('sweep', 'hetero_k') for t in _TASKS.value):
@@ -695,7 +612,6 @@ def main(argv):
     print(
       f'{task:13s} bare local SGD {bare:.1f} GFLOP/s ({100 * bare / large:.0f}% of the large '
       f'product, {large:.1f}): the local steps without the engine',
-      flush=True,
     )
     torch = _best_reference(task, torch_runs)
     if torch is not None:
@@ -716,41 +632,32 @@ def main(argv):
         f'of {ceilings[task]["matmul_gflops_per_s"]:.1f}; fraction_of_large_matmul '
         f'{100 * r["fraction_of_large_matmul"]:.0f}% of {large:.1f}){vs_torch}, '
         f'compile {r["compile_s"]:.1f}s, peak {r["peak_memory_mib"]:.0f} MiB',
-        flush=True,
       )
     if task in REFERENCE and torch is None:
-      print(f'{task:13s} PyTorch reference skipped (give --torch_python)', flush=True)
+      print(f'{task:13s} PyTorch reference skipped (give --torch_python)')
   load_range = (min(loads), max(loads))
   print(
     f'load average (1 min) sampled before each process: {load_range[0]:.1f}-{load_range[1]:.1f}'
   )
   if _WRITE_DOCS.value:
     write_docs(results, ceilings, load_range)
-  main_row = next((r for r in results if r['task'] == 'fedbuff'), results[0])
-  best_fedbuff = max(
-    (r for r in results if r['task'] == main_row['task']), key=lambda r: r['updates_per_s']
-  )
+  main_task = 'fedbuff' if 'fedbuff' in ceilings else results[0]['task']
+  best = max((r for r in results if r['task'] == main_task), key=lambda r: r['updates_per_s'])
+  summary = {k: best[k] for k in ('updates_per_s', 'compile_s', 'devices', 'task')}
   print(
     json.dumps(
-      {
-        'updates_per_s': best_fedbuff['updates_per_s'],
-        'compile_s': best_fedbuff['compile_s'],
-        'devices': best_fedbuff['devices'],
-        'task': best_fedbuff['task'],
-        'results': results,
-        'matmul_ceilings': ceilings,
-        'load_average_1min': load_range,
-      }
+      summary | dict(results=results, matmul_ceilings=ceilings, load_average_1min=load_range)
     )
   )
 
 
 def write_docs(results, ceilings, load_range):
-  import platform
+  """Rewrite the measured part of docs/performance.md (its first paragraph and table).
 
-  import jax
-
-  path = os.path.join(os.path.dirname(__file__), '..', 'docs', 'performance.md')
+  The rest of the page (how to read the table, the GPU figures, the analysis and the
+  sweep / hetero_k sections) is kept as it is.
+  """
+  path = pathlib.Path(__file__).parent.parent / 'docs' / 'performance.md'
   command = ' '.join(['python scripts/benchmark.py', *sys.argv[1:]])
   refs = [c['torch'] for c in ceilings.values() if c.get('torch')]
   torch_versions = sorted(
@@ -785,43 +692,9 @@ def write_docs(results, ceilings, load_range):
       + (f'{torch["updates_per_s"]:.1f} | {r["x_pytorch"]:.2f}x | ' if torch else '- | - | ')
       + f'{r["compile_s"]:.1f} | {r["analytic_memory_mib"]:.0f} | {r["peak_memory_mib"]:.0f} |'
     )
-  lines += [
-    '',
-    'Tasks and the ceilings are defined in the docstring of `scripts/benchmark.py`. '
-    'FLOPs are counted as 3 x the forward products of a local step (the convention of '
-    "the PyTorch reference benchmark; it includes the first layer's input gradient, which "
-    'no '
-    'implementation computes). "same-shape products" times each matrix product of a '
-    'local step alone (batch 32, as many clients as the task trains together, sharded '
-    'like the engine); timing products one shape at a time underestimates what XLA '
-    'reaches when they are compiled together, so the engine can exceed it. '
-    "`fraction_of_large_matmul`: the task's rate over the best rate of one 2048^3 "
-    'product measured in the same run (by every process of the task, between its runs). '
-    '"bare local SGD": the same K local steps of the same clients with nothing else '
-    '(fixed per-client rows, no batch sampling, masking, messages or server step): the '
-    'client work without the engine, timed like the same-shape products. `x PyTorch`: '
-    'client updates/s over those of the plain PyTorch loop of the same task '
-    '(the reference benchmark passed as --torch_bench_dir, in its own venv), best run of '
-    'each, interleaved in the same run. '
-    'Repeated runs on this 2-core machine vary by about 15-25% unloaded, far more when '
-    'other jobs share the cores.',
-    '',
-    'Two host devices (one per core) beat one on every task: one XLA:CPU device '
-    'keeps only part of the second core busy on these small products. Four devices '
-    'on two cores add overhead. On CPU the scripts therefore default to one device '
-    'per core (afl_jax/pipeline/devices.py).',
-    '',
-    'The 100,000-client run is in [scale.md](scale.md).',
-  ]
-  if os.path.exists(path):  # keep the GPU figures, the analysis and the sweep / hetero_k sections
-    with open(path) as f:
-      old = f.read()
-    sections = (GPU_SECTION, LIMITS_SECTION, HETERO_SECTION, SWEEP_SECTION)
-    kept = [old.index(h) for h in sections if h in old]
-    if kept:
-      lines += ['', old[min(kept) :].rstrip('\n')]
-  with open(path, 'w') as f:
-    f.write('\n'.join(lines) + '\n')
+  # The page's title, measured paragraph and table are its first three blocks; the rest stays.
+  old = path.read_text().split('\n\n', 3) if path.exists() else []
+  path.write_text('\n'.join(lines) + '\n' + (f'\n{old[3]}' if len(old) == 4 else ''))
 
 
 if __name__ == '__main__':

@@ -10,9 +10,9 @@ Prints, without running the simulation:
   computed from abstract shapes (``jax.eval_shape`` of the engine's init; nothing of
   the run's state is allocated), against what this machine's backend reports;
 * the client steps the run computes: *useful* (the local steps of the arrivals the
-  schedule sends) and *computed* by the engine today on one device (every arrival
-  slot of a step runs the run's largest K, masked; always-on runs train every client
-  every step);
+  schedule sends) and *computed* by the engine as it plans the run here
+  (``Simulator.step_work``: every arrival slot of a step, padded to the devices, runs
+  the largest K of its block, masked; always-on runs train every client every step);
 * a time estimate from a short probe on this machine: ``--probe_steps`` jitted SGD
   steps of the config's model on one client batch of ``batch_size`` (after one
   compile), times the computed client steps, plus the evaluations; with the XLA
@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from unittest import mock
 
 from afl_jax.pipeline.devices import set_cpu_devices
 
@@ -38,6 +39,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
 from afl_jax import data, models  # noqa: E402
 from afl_jax.core import memory  # noqa: E402
@@ -66,18 +68,6 @@ def random_dataset(name: str, seed: int = 0) -> data.ArrayDataset:
   return data.ArrayDataset(images(n_train), labels(n_train), images(n_test), labels(n_test), 10)
 
 
-@contextlib.contextmanager
-def random_data(name: str):
-  """Within the block, the pipeline loads random data of ``name``'s shapes."""
-  real = build_lib.load_dataset
-  fake = random_dataset(name)
-  build_lib.load_dataset = lambda c: fake
-  try:
-    yield
-  finally:
-    build_lib.load_dataset = real
-
-
 def build_run(config) -> tuple[build_lib.Run, str]:
   """The built run, and where its data came from."""
   if not _RANDOM.value:
@@ -89,40 +79,24 @@ def build_run(config) -> tuple[build_lib.Run, str]:
       reason = str(e).splitlines()[0]
   else:
     reason = '--random_data'
-  with random_data(config.dataset):
+  fake = random_dataset(config.dataset)
+  with mock.patch.object(build_lib, 'load_dataset', lambda c: fake):  # the pipeline loads it
     return build_lib.build_run(config), f'random data of the real shapes ({reason})'
 
 
 def analytic_memory(run: build_lib.Run) -> tuple[dict[str, int], Simulator]:
   """The engine's analytic report; refuses at once (limit 1 byte), so nothing is allocated."""
-  c = run.config
   sim = Simulator(
     run.algorithm,
     run.problem,
     run.schedule,
-    chunk_size=c.eval_every,
-    client_block_size=c.client_block_size or None,
+    chunk_size=run.config.eval_every,
     memory_limit_bytes=1,
+    **build_lib.engine_options(run.config),
   )
-  try:
+  with contextlib.suppress(memory.InsufficientMemoryError):
     sim.init(run.params0, run.key)
-  except memory.InsufficientMemoryError:
-    pass
   return sim.memory, sim
-
-
-def client_steps(run: build_lib.Run, sim: Simulator) -> tuple[int, int]:
-  """(useful, computed) client steps of the whole run, on one device.
-
-  Computed: every arrival slot of a step (every client, always-on) runs the run's
-  largest K under a mask (``afl_jax.clients.sgd.run_local_steps``).
-  """
-  s = run.schedule
-  if run.algorithm.regime == 'always_on':
-    useful = int(s.num_steps * np.asarray(sim.client_steps, np.int64).sum())
-    return useful, int(s.num_steps * s.num_clients * s.max_local_steps)
-  useful = int(np.asarray(s.local_steps, np.int64)[s.mask].sum())
-  return useful, int(s.num_steps * s.max_arrivals * s.max_local_steps)
 
 
 def probe(run: build_lib.Run, steps: int) -> tuple[float, float, float | None]:
@@ -156,15 +130,11 @@ def probe(run: build_lib.Run, steps: int) -> tuple[float, float, float | None]:
   return compile_s, (time.perf_counter() - t0) / steps, flops
 
 
+_flop = ticker.EngFormatter(unit='FLOP', places=1)  # e.g. '4.5 GFLOP'
+
+
 def _gib(b: float) -> str:
   return f'{b / 2**30:.2f} GiB'
-
-
-def _flop(x: float) -> str:
-  for unit, scale in (('PFLOP', 1e15), ('TFLOP', 1e12), ('GFLOP', 1e9), ('MFLOP', 1e6)):
-    if x >= scale:
-      return f'{x / scale:.1f} {unit}'
-  return f'{x:.0f} FLOP'
 
 
 def _hours(s: float) -> str:
@@ -201,7 +171,7 @@ def main(argv):
     f'memory: {_gib(report["total"])} analytic; this machine ({where}) reports '
     f'{_gib(avail) if avail else "unknown"} available: {fits} (90% usable)'
   )
-  useful, computed = client_steps(run, sim)
+  useful, computed = sim.step_work
   compile_s, per_step, flops = probe(run, _PROBE.value)
   evals = -(-s.num_steps // c.eval_every) + 1
   n_test = len(run.data.test_y)

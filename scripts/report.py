@@ -23,8 +23,7 @@ _PLOTS = flags.DEFINE_bool('plots', True, 'With --write: redraw the plots too.')
 
 
 def main(argv):
-  if len(argv) > 1:
-    cli.exit_error(f'unexpected arguments: {" ".join(argv[1:])}')
+  del argv  # cli.flags_parser refuses stray arguments
   unknown = sorted(set(_PAPERS.value) - set(reproduction.PAPERS))
   if unknown:
     cli.exit_error(f'--papers={",".join(unknown)}: not among {", ".join(reproduction.PAPERS)}')

@@ -27,8 +27,7 @@ flags.mark_flag_as_required('paper')
 
 
 def main(argv):
-  if len(argv) > 1:
-    cli.exit_error(f'unexpected arguments: {" ".join(argv[1:])}')
+  del argv  # cli.flags_parser refuses stray arguments
   paper = reproduction.load_paper(_PAPER.value)
   keys = [e.key for e in paper.experiments]
   unknown = sorted(set(_ONLY.value) - set(keys))

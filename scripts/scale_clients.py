@@ -24,27 +24,19 @@ from afl_jax.pipeline.devices import set_cpu_devices
 
 set_cpu_devices()  # before JAX starts its backend; importing afl_jax sets nothing
 
-_N = flags.DEFINE_integer('num_clients', 100_000, 'Number of clients N.')
-_STEPS = flags.DEFINE_integer('steps', 5, 'Server steps.')
-_BLOCK = flags.DEFINE_integer('block', 10_000, 'Clients trained together (client_block_size).')
-_K = flags.DEFINE_integer('local_steps', 2, 'Local steps per server step.')
-_BATCH = flags.DEFINE_integer('batch_size', 16, 'Local batch size.')
-_SIZE = flags.DEFINE_integer('client_size', 32, 'Images per client window.')
+_N = flags.DEFINE_integer('num_clients', 100_000, 'Number of clients N.', lower_bound=1)
+_STEPS = flags.DEFINE_integer('steps', 5, 'Server steps.', lower_bound=1)
+_BLOCK = flags.DEFINE_integer(
+  'block', 10_000, 'Clients trained together (client_block_size).', lower_bound=1
+)
+_K = flags.DEFINE_integer('local_steps', 2, 'Local steps per server step.', lower_bound=1)
+_BATCH = flags.DEFINE_integer('batch_size', 16, 'Local batch size.', lower_bound=1)
+_SIZE = flags.DEFINE_integer('client_size', 32, 'Images per client window.', lower_bound=1)
 _WRITE_DOCS = flags.DEFINE_bool('write_docs', False, 'Write docs/scale.md.')
 
 
 def main(argv):
   del argv
-  for flag, value in (
-    ('num_clients', _N.value),
-    ('steps', _STEPS.value),
-    ('block', _BLOCK.value),
-    ('local_steps', _K.value),
-    ('batch_size', _BATCH.value),
-    ('client_size', _SIZE.value),
-  ):
-    if value < 1:
-      cli.exit_error(f'--{flag}={value} is invalid: must be >= 1')
   import jax
   import jax.numpy as jnp
   import numpy as np
@@ -60,15 +52,9 @@ def main(argv):
   norm = data.federated.normalizer(ds.train_x)
   x, y = norm(ds.train_x[order]), ds.train_y[order].astype(np.int32)
   offsets = ((np.arange(n, dtype=np.int64) * (len(y) - size)) // max(n - 1, 1)).astype(np.int32)
+  sizes = np.full(n, size, np.int32)
   fed = data.FederatedData(
-    x,
-    y,
-    offsets,
-    np.full(n, size, np.int32),
-    norm(ds.test_x),
-    ds.test_y.astype(np.int32),
-    x[:0],
-    10,
+    x, y, offsets, sizes, norm(ds.test_x), ds.test_y.astype(np.int32), x[:0], 10
   )
   model = models.get_model('logreg', 10)
   params = model.init(jax.random.key(0), jnp.zeros((1, 28, 28)))
