@@ -8,6 +8,7 @@ declarations in configs/repro/; nothing is written unless --write is given.
 """
 
 import os
+import pathlib
 
 from absl import app, flags
 
@@ -36,7 +37,7 @@ def main(argv):
   for key in _PAPERS.value:
     text = pages.render(reproduction.load_paper(key), scored[key])
     path = os.path.join(pages.RESULTS, f'{key}.md')
-    if not os.path.exists(path) or open(path).read() != text:
+    if not os.path.exists(path) or pathlib.Path(path).read_text() != text:
       stale.append(path)
   print(pages.tally(scored).to_string())
   print('stale pages (rebuild with --write): ' + (', '.join(stale) or 'none'))
