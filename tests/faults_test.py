@@ -180,6 +180,29 @@ def test_sweep_refuses_a_single_run_workdir_and_the_reverse(tmp_path):
   assert (unknown / 'summary.json').read_text() == '{"x": 1}'
 
 
+def test_sweep_on_cpu_fits_its_groups_to_the_free_memory_over_the_cpu_factor(tmp_path, monkeypatch):
+  c = _grid()
+  runs = [sweep.build_lib.build_run(sweep.point_config(c, p)) for p in sweep.grid(c)]
+  sim, keys, params0 = sweep._group_sim(runs, sweep.traced_fields(c))
+  total = sim.estimate(params0, keys)['total']
+  # 1.2x the 4-run group's analytic state is free: it would fit at the analytic estimate,
+  # not at CPU_STATE_FACTOR = 2 times it, so the group is split.
+  monkeypatch.setattr(sweep.memory, 'available_bytes', lambda: int(1.2 * total / 0.9))
+
+  class Stop(Exception):
+    pass
+
+  def stop(*args, **kw):
+    raise Stop
+
+  logs = []
+  monkeypatch.setattr(sweep, '_run_group', stop)
+  with pytest.raises(Stop):
+    sweep.train_sweep(c, str(tmp_path / 'sweep'), log=logs.append)
+  assert sweep.memory.CPU_STATE_FACTOR == 2.0
+  assert any('split into 2 groups of <= 2 runs' in line for line in logs), logs
+
+
 def test_sweep_is_finished_only_when_every_run_is_and_splits_to_fit(tmp_path, monkeypatch):
   work = str(tmp_path / 'sweep')
   c = _grid()

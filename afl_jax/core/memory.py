@@ -20,6 +20,13 @@ from afl_jax.errors import UserError
 _COPIES_PER_TRAINED_CLIENT = 4
 _SAFETY = 0.9
 SAFETY = _SAFETY  # the usable fraction of the reported memory (check, sweeps' split)
+# On CPU the simulation state shares the host RAM with everything else the process holds:
+# the compiled program's buffers and temporaries and the placed copies of the data come on
+# top of the analytic state. Measured on MasFL's Fig. 1 sweeps (MLP, N = 100, 2 cores):
+# peak RSS growth / analytic state = 1.7 for a group of 9 runs, 1.4 for 45 (which, fitted
+# at 1x, was killed for memory at 21.8 GB). A sweep that measures the free host memory
+# itself fits its groups to that memory divided by this factor.
+CPU_STATE_FACTOR = 2.0
 
 
 class InsufficientMemoryError(UserError, MemoryError):

@@ -419,8 +419,10 @@ def train_sweep(
 ) -> dict[str, Any]:
   """Run the grid of ``config.sweep``; returns ``{'runs': [summary per run], 'groups': [...]}``.
 
-  ``memory_limit_bytes``: the device memory a group may use (default: what the backend
-  reports); a group that does not fit is split into groups that do.
+  ``memory_limit_bytes``: the device memory a group's analytic state may use (default:
+  what the backend reports; on CPU the free host memory divided by
+  :data:`afl_jax.core.memory.CPU_STATE_FACTOR`); a group that does not fit is split
+  into groups that do.
 
   Raises:
     ConfigError (and the other UserErrors of ``build_run``): a bad field of any grid
@@ -467,7 +469,10 @@ def _train_sweep(
     for i in members:
       by_ctx.setdefault(_context_key(runs[i]), []).append(i)
     split.extend(by_ctx.values())
-  limit = limit or memory.available_bytes()
+  if limit is None:
+    limit = memory.available_bytes()
+    if limit is not None and jax.default_backend() == 'cpu':  # the state shares host RAM
+      limit = int(limit / memory.CPU_STATE_FACTOR)
   fitted = _fit_groups(
     [(m, lambda ms: _group_sim([runs[i] for i in ms], traced, limit)) for m in split],
     limit,
@@ -476,8 +481,9 @@ def _train_sweep(
   )
   log(
     f'sweep: {len(points)} runs in {len(fitted)} group(s), traced: {traced or "none"}; '
-    f'built runs about {_size(est["host_bytes"])} on the host, client training about {est["flops"]:.2g} FLOP '
-    f'(~{_duration(est["seconds"])} at an assumed {ASSUMED_FLOPS:.0e} FLOP/s)'
+    f'built runs about {_size(est["host_bytes"])} on the host, client training about '
+    f'{est["flops"]:.2g} FLOP (~{_duration(est["seconds"])} at an assumed '
+    f'{ASSUMED_FLOPS:.0e} FLOP/s)'
   )
   # Nothing of an earlier invocation may pass for this one's results until it finishes.
   sweep_file = os.path.join(workdir, workdir_lib.SWEEP_FILE)
