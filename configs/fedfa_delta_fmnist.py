@@ -21,11 +21,7 @@ paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():
-  c = paper_settings.fedfa_fmnist()
+  c = paper_settings.fedfa_async_fmnist()
   c.algorithm = 'fedfa_delta'
   c.hparams = {'client_lr': 0.01, 'server_lr': 1.0, 'window_size': 5}
-  c.schedule.kind = 'fully_async'
-  c.schedule.concurrency = 10
-  c.num_rounds = 1000
-  c.eval_every = 50
   return c

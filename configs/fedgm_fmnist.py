@@ -16,11 +16,7 @@ paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():
-  c = paper_settings.fedgm_fmnist()
+  c = paper_settings.fedgm_synchronous_fmnist()
   c.algorithm = 'fedgm'
   c.hparams = {'client_lr': 0.01, 'server_lr': 1.0, 'beta': 0.9, 'nu': 0.7}
-  c.local_epochs = 3
-  c.schedule.kind = 'synchronous'
-  c.schedule.durations = 'constant'
-  c.schedule.durations_params = 'value=1'
   return c

@@ -19,7 +19,7 @@ paper_settings = import_beside(__file__, 'paper_settings')
 
 
 def get_config():
-  c = paper_settings.fedgm_fmnist()
+  c = paper_settings.fedgm_synchronous_fmnist()
   c.algorithm = 'multistage_fedgm'
   c.hparams = {
     'client_lr': 0.01,
@@ -28,8 +28,4 @@ def get_config():
     'betas': [0.9, 0.9, 0.9],
     'nus': [0.25, 0.5, 1.0],
   }
-  c.local_epochs = 3
-  c.schedule.kind = 'synchronous'
-  c.schedule.durations = 'constant'
-  c.schedule.durations_params = 'value=1'
   return c

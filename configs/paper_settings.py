@@ -44,6 +44,17 @@ def fedgm_fmnist() -> ml_collections.ConfigDict:
   return c
 
 
+def fedgm_synchronous_fmnist() -> ml_collections.ConfigDict:
+  """``fedgm_fmnist()`` in Table 1's synchronous rounds: 3 local epochs, every job of the
+  same length (the FedGM family's synchronous configs and their baselines)."""
+  c = fedgm_fmnist()
+  c.local_epochs = 3
+  c.schedule.kind = 'synchronous'
+  c.schedule.durations = 'constant'
+  c.schedule.durations_params = 'value=1'
+  return c
+
+
 def fedfa_fmnist() -> ml_collections.ConfigDict:
   """FedFa paper (001): long-tailed (log-normal) job durations, target accuracy 0.75.
 
@@ -55,6 +66,17 @@ def fedfa_fmnist() -> ml_collections.ConfigDict:
   c.schedule.durations_params = 'mu=1.0,sigma=1.0'
   c.target_accuracy = 0.75
   c.eval_train_samples = 1000
+  return c
+
+
+def fedfa_async_fmnist() -> ml_collections.ConfigDict:
+  """``fedfa_fmnist()`` fully asynchronous (one server step per arrival, the FedFa family's
+  configs): Mc = 10 clients training at once, 1,000 arrivals, evaluation every 50."""
+  c = fedfa_fmnist()
+  c.schedule.kind = 'fully_async'
+  c.schedule.concurrency = 10
+  c.num_rounds = 1000
+  c.eval_every = 50
   return c
 
 

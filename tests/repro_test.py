@@ -57,6 +57,19 @@ def test_check_refuses_bad_declarations():
       spec.check(spec.Paper('toy', '9', 'c', 's', (exp,)))
 
 
+def test_setting_variants_set_and_keep_dotted_fields():
+  def base(c):
+    c.num_rounds = 7
+    c.schedule.concurrency = 3
+
+  c = config_lib.default()
+  spec.with_fields(base, {'partition': 'iid', 'schedule.window': 4})(c)
+  assert (c.num_rounds, c.schedule.concurrency, c.partition, c.schedule.window) == (7, 3, 'iid', 4)
+  c.schedule.concurrency = 9
+  spec.keeping(base, 'schedule.concurrency')(c)
+  assert (c.num_rounds, c.schedule.concurrency) == (7, 9)
+
+
 def _toy(claims, **kw):
   grid = {'hparams.client_lr': (0.1, 0.3)}
   return spec.Experiment(

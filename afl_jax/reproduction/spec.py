@@ -204,6 +204,18 @@ def keeping(base: Callable[[ml_collections.ConfigDict], None], *fields: str):
   return apply
 
 
+def with_fields(base: Callable[[ml_collections.ConfigDict], None], fields: Mapping[str, Any]):
+  """``base`` followed by the dotted ``fields`` (a variant of a shared setting: the IID
+  partition, another concurrency, a staleness window)."""
+
+  def apply(c: ml_collections.ConfigDict) -> None:
+    base(c)
+    for field, value in fields.items():
+      _set(c, field, value)
+
+  return apply
+
+
 def nest(flat: Mapping[str, Sequence[Any]]) -> dict:
   """``{'hparams.server_lr': [..]}`` -> ``{'hparams': {'server_lr': [..]}}`` (config.sweep)."""
   out: dict = {}

@@ -25,11 +25,6 @@ def scaled(c):
   c.eval_train_samples = 1000
 
 
-def iid(c):
-  scaled(c)
-  c.partition = 'iid'
-
-
 SETTING = (
   'configs/paper_settings.py:asynfl_fmnist(): n = 20 clients, Dirichlet(0.4) over 12,000 '
   'Fashion-MNIST training samples of which 2,000 are the validation split, MLP '
@@ -105,6 +100,39 @@ OBS8 = (
   'under non-IID data, AsynFLC using the Sign compressor fails to converge'
 )
 UPLOAD_MARGIN = 20.0  # MB; see the AsynFL vs FedBuff upload claim
+# Top-3% + QSGD at 4 bits, as the contraction of Definition 3 (DEVIATIONS).
+TOP3_Q4B = {'hparams.compressor': 'top_k_qsgd', 'hparams.bits': 4, 'hparams.scaled': True}
+
+
+def _ef_claims(label: str, ratio: float, added: bool = False) -> tuple:
+  """Obs. 5-6 for the EF variant ``label``: it matches AsynFL in final accuracy (Fig. 3)
+  and needs 10x less upload to 75% (Table III, FMNIST: AsynFL's 0.48 GB is ``ratio`` times
+  the variant's). ``added``: a contrast of this project's (no quote, no paper effect)."""
+  return (
+    spec.Claim(
+      'Obs. 5-6, Fig. 3',
+      f'{label} matches AsynFL in final accuracy (within 2 points)',
+      label,
+      'AsynFL',
+      quote='' if added else OBS6,
+      kind='equivalent',
+      margin=0.02,
+      added=added,
+    ),
+    spec.Claim(
+      'Obs. 5-6, Table III',
+      f'{label} needs 10x less upload than AsynFL to reach 75% (Table III, FMNIST: '
+      f'{ratio:g}x; scored: >= 10x)',
+      label,
+      'AsynFL',
+      quote='' if added else OBS5,
+      paper_effect=None if added else ratio,
+      metric='mb_to_target',
+      factor=10.0,
+      added=added,
+    ),
+  )
+
 
 TABLE3 = spec.Experiment(
   key='table3',
@@ -112,35 +140,22 @@ TABLE3 = spec.Experiment(
   ref='Table III, Figs. 1-3, Obs. 1-6',
   setting=SETTING,
   base=scaled,
-  methods=(
-    spec.Method('FedBuff', 'fedbuff_asynfl_fmnist', grid={'hparams.client_lr': CLIENT_LRS}),
-    spec.Method('AsynFL', 'asynfl_fmnist', grid={'hparams.client_lr': CLIENT_LRS}),
-    spec.Method(
-      'AsynFL (per-job)',
-      'asynfl_fmnist',
-      grid={'hparams.client_lr': CLIENT_LRS},
-      fixed={'hparams.local_training': 'per_job'},
-    ),
-    spec.Method('AsynFLC(top3)', 'asynflc_fmnist', grid={'hparams.client_lr': CLIENT_LRS}),
-    spec.Method(
-      'AsynFLC(Q4b)',
-      'asynflc_fmnist',
-      grid={'hparams.client_lr': CLIENT_LRS},
-      fixed={'hparams.compressor': 'qsgd', 'hparams.bits': 4, 'hparams.fraction': None},
-    ),
-    spec.Method('AsynFLC-EF(top3)', 'asynflc_ef_fmnist', grid={'hparams.client_lr': CLIENT_LRS}),
-    spec.Method(
-      'AsynFLC-EF(top3+Q4b)',
-      'asynflc_ef_fmnist',
-      grid={'hparams.client_lr': CLIENT_LRS},
-      fixed={'hparams.compressor': 'top_k_qsgd', 'hparams.bits': 4, 'hparams.scaled': True},
-    ),
-    spec.Method(
-      'AsynFLC-EF(top3+Q2b)',
-      'asynflc_ef_fmnist',
-      grid={'hparams.client_lr': CLIENT_LRS},
-      fixed={'hparams.compressor': 'top_k_qsgd', 'hparams.bits': 2, 'hparams.scaled': True},
-    ),
+  methods=tuple(
+    spec.Method(label, config, grid={'hparams.client_lr': CLIENT_LRS}, fixed=fixed)
+    for label, config, fixed in (
+      ('FedBuff', 'fedbuff_asynfl_fmnist', {}),
+      ('AsynFL', 'asynfl_fmnist', {}),
+      ('AsynFL (per-job)', 'asynfl_fmnist', {'hparams.local_training': 'per_job'}),
+      ('AsynFLC(top3)', 'asynflc_fmnist', {}),
+      (
+        'AsynFLC(Q4b)',
+        'asynflc_fmnist',
+        {'hparams.compressor': 'qsgd', 'hparams.bits': 4, 'hparams.fraction': None},
+      ),
+      ('AsynFLC-EF(top3)', 'asynflc_ef_fmnist', {}),
+      ('AsynFLC-EF(top3+Q4b)', 'asynflc_ef_fmnist', TOP3_Q4B),
+      ('AsynFLC-EF(top3+Q2b)', 'asynflc_ef_fmnist', {**TOP3_Q4B, 'hparams.bits': 2}),
+    )
   ),
   claims=(
     spec.Claim(
@@ -234,46 +249,9 @@ TABLE3 = spec.Experiment(
       metric='mb_to_target',
       factor=10.0,
     ),
-    spec.Claim(
-      'Obs. 5-6, Fig. 3',
-      'AsynFLC-EF(top3+Q4b) matches AsynFL in final accuracy (within 2 points)',
-      'AsynFLC-EF(top3+Q4b)',
-      'AsynFL',
-      quote=OBS6,
-      kind='equivalent',
-      margin=0.02,
-    ),
-    spec.Claim(
-      'Obs. 5-6, Table III',
-      'AsynFLC-EF(top3+Q4b) needs 10x less upload than AsynFL to reach 75% (Table III, '
-      'FMNIST: 240x; scored: >= 10x)',
-      'AsynFLC-EF(top3+Q4b)',
-      'AsynFL',
-      quote=OBS5,
-      paper_effect=240.0,  # Table III, FMNIST: AsynFL 0.48 / AsynFLC-EF(top3+Q4b) 0.002 GB
-      metric='mb_to_target',
-      factor=10.0,
-    ),
-    spec.Claim(
-      'Obs. 5-6, Fig. 3',
-      'AsynFLC-EF(top3+Q2b) matches AsynFL in final accuracy (within 2 points)',
-      'AsynFLC-EF(top3+Q2b)',
-      'AsynFL',
-      quote=OBS6,
-      kind='equivalent',
-      margin=0.02,
-    ),
-    spec.Claim(
-      'Obs. 5-6, Table III',
-      'AsynFLC-EF(top3+Q2b) needs 10x less upload than AsynFL to reach 75% (Table III, '
-      'FMNIST: 480x; scored: >= 10x)',
-      'AsynFLC-EF(top3+Q2b)',
-      'AsynFL',
-      quote=OBS5,
-      paper_effect=480.0,  # Table III, FMNIST: AsynFL 0.48 / AsynFLC-EF(top3+Q2b) 0.001 GB
-      metric='mb_to_target',
-      factor=10.0,
-    ),
+    # Table III, FMNIST: AsynFL 0.48 / AsynFLC-EF(top3+Q4b) 0.002 GB, / (top3+Q2b) 0.001 GB
+    *_ef_claims('AsynFLC-EF(top3+Q4b)', 240.0),
+    *_ef_claims('AsynFLC-EF(top3+Q2b)', 480.0),
     spec.Claim(
       'Obs. 2, Table III',
       'AsynFLC-EF(top3) needs less upload than AsynFLC(Q4b) to reach 75%',
@@ -283,19 +261,15 @@ TABLE3 = spec.Experiment(
       paper_effect=40.0,  # Table III, FMNIST: AsynFLC(Q4b) 0.06 - AsynFLC-EF(top3) 0.02 GB, in MB
       metric='mb_to_target',
     ),
-    spec.Claim(
-      'Obs. 3, Fig. 1',
-      'AsynFLC(top3) without EF converges worse than with EF (final accuracy)',
-      'AsynFLC-EF(top3)',
-      'AsynFLC(top3)',
-      quote=OBS3,
-    ),
-    spec.Claim(
-      'Obs. 3, Fig. 1',
-      'AsynFLC(top3) without EF converges worse than AsynFL (final accuracy)',
-      'AsynFL',
-      'AsynFLC(top3)',
-      quote=OBS3,
+    *(
+      spec.Claim(
+        'Obs. 3, Fig. 1',
+        f'AsynFLC(top3) without EF converges worse than {than} (final accuracy)',
+        better,
+        'AsynFLC(top3)',
+        quote=OBS3,
+      )
+      for than, better in (('with EF', 'AsynFLC-EF(top3)'), ('AsynFL', 'AsynFL'))
     ),
   ),
   deviations=DEVIATIONS,
@@ -306,10 +280,8 @@ TABLE3 = spec.Experiment(
 SERVER_LRS = (1.0, 4.0, 12.0)  # 1 + beta_{k,s} = 12 for top-3% + Q4b here
 
 
-def eta_g(c):
-  """Table III's setting at eta_l = 0.1 (every method's table3 selection), eta_g tuned."""
-  scaled(c)
-  c.hparams.client_lr = 0.1
+# Table III's setting at eta_l = 0.1 (every method's table3 selection), eta_g tuned.
+eta_g = spec.with_fields(scaled, {'hparams.client_lr': 0.1})
 
 
 def _q4b(label: str, contraction: bool) -> spec.Method:
@@ -317,7 +289,7 @@ def _q4b(label: str, contraction: bool) -> spec.Method:
     label,
     'asynflc_ef_fmnist',
     grid={'hparams.server_lr': SERVER_LRS},
-    fixed={'hparams.compressor': 'top_k_qsgd', 'hparams.bits': 4, 'hparams.scaled': contraction},
+    fixed={**TOP3_Q4B, 'hparams.scaled': contraction},
   )
 
 
@@ -337,38 +309,8 @@ QSGD_ETA = spec.Experiment(
   ),
   # The contraction is Definition 3's compressor (the paper's claims); the unscaled
   # Q_s(Top_k(x)) is this project's contrast (added), scored outside the paper tally.
-  claims=tuple(
-    claim
-    for label, added in (
-      ('AsynFLC-EF(top3+Q4b), contraction', False),
-      ('AsynFLC-EF(top3+Q4b), unscaled', True),
-    )
-    for claim in (
-      spec.Claim(
-        'Obs. 5-6, Fig. 3',
-        f'{label} matches AsynFL in final accuracy (within 2 points)',
-        label,
-        'AsynFL',
-        quote='' if added else OBS6,
-        kind='equivalent',
-        margin=0.02,
-        added=added,
-      ),
-      spec.Claim(
-        'Obs. 5-6, Table III',
-        f'{label} needs 10x less upload than AsynFL to reach 75% (Table III, FMNIST: 240x; '
-        'scored: >= 10x)',
-        label,
-        'AsynFL',
-        quote='' if added else OBS5,
-        # Table III, FMNIST: AsynFL 0.48 / AsynFLC-EF(top3+Q4b) 0.002 GB
-        paper_effect=None if added else 240.0,
-        metric='mb_to_target',
-        factor=10.0,
-        added=added,
-      ),
-    )
-  ),
+  claims=_ef_claims('AsynFLC-EF(top3+Q4b), contraction', 240.0)
+  + _ef_claims('AsynFLC-EF(top3+Q4b), unscaled', 240.0, added=True),
   deviations=(
     DEVIATIONS[0].replace(
       'Every method is tuned on the same eta_l grid {0.02, 0.05, 0.1, 0.2, 0.4} (the paper '

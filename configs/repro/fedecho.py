@@ -59,6 +59,10 @@ def _fedecho(label: str, **fixed):
 
 
 BASELINE_LRS = (0.003, 0.01, 0.03, 0.1)  # 4 settings, as many as FedEcho's 2 x 2 grid
+BASELINES = tuple(  # configs/fedbuff_fmnist.py, configs/ca2fl_fmnist.py on BASELINE_LRS
+  spec.Method(label, f'{label.lower()}_fmnist', grid={'hparams.client_lr': BASELINE_LRS})
+  for label in ('FedBuff', 'CA2FL')
+)
 
 
 def _delay(label: str, **fixed) -> spec.Method:
@@ -154,8 +158,7 @@ TABLE2 = spec.Experiment(
   methods=(
     _fedecho('FedEcho (held-out)'),
     _fedecho('FedEcho (digits)', unlabeled_source='digits'),
-    spec.Method('FedBuff', 'fedbuff_fmnist', grid={'hparams.client_lr': BASELINE_LRS}),
-    spec.Method('CA2FL', 'ca2fl_fmnist', grid={'hparams.client_lr': BASELINE_LRS}),
+    *BASELINES,
     spec.Method(
       'FADAS',
       'fadas_fmnist',
@@ -223,9 +226,10 @@ TABLE7 = spec.Experiment(
   base=scaled,
   methods=(
     _alpha('dynamic alpha'),
-    _alpha('alpha = 0', **{'hparams.alpha_mode': 'fixed', 'hparams.alpha': 0.0}),
-    _alpha('alpha = 0.5', **{'hparams.alpha_mode': 'fixed', 'hparams.alpha': 0.5}),
-    _alpha('alpha = 1', **{'hparams.alpha_mode': 'fixed', 'hparams.alpha': 1.0}),
+    *(
+      _alpha(f'alpha = {a:g}', **{'hparams.alpha_mode': 'fixed', 'hparams.alpha': a})
+      for a in (0.0, 0.5, 1.0)
+    ),
   ),
   # Table 7 (CIFAR-10, large delay, Dir 0.1, CIFAR-100 distillation): dynamic 75.39,
   # alpha = 0 71.01, alpha = 0.5 74.92, alpha = 1 74.86.
@@ -256,23 +260,14 @@ CONDITIONS = {  # label suffix -> (Table 1 delay model, Dirichlet alpha)
 }
 
 
-def _condition(label: str, config: str, grid: dict, fixed: dict, condition: str) -> spec.Method:
+def _condition(method: spec.Method, condition: str) -> spec.Method:
+  """``method`` under ``condition`` (a key of CONDITIONS), which its label names."""
   kind, alpha = CONDITIONS[condition]
-  return spec.Method(
-    f'{label} ({condition})',
-    config,
-    grid,
-    {**fixed, 'schedule.kind': kind, 'dirichlet_alpha': alpha},
+  return dataclasses.replace(
+    method,
+    label=f'{method.label} ({condition})',
+    fixed={**method.fixed, 'schedule.kind': kind, 'dirichlet_alpha': alpha},
   )
-
-
-_CONDITION_METHODS = (
-  ('FedEcho', 'fedecho_fmnist',
-   {'hparams.client_lr': CLIENT_LRS, 'hparams.distill_lr': DISTILL_LRS},
-   {'hparams.distill_batch': 100}),
-  ('FedBuff', 'fedbuff_fmnist', {'hparams.client_lr': BASELINE_LRS}, {}),
-  ('CA2FL', 'ca2fl_fmnist', {'hparams.client_lr': BASELINE_LRS}, {}),
-)  # fmt: skip
 
 
 # Table 2 (CIFAR-10, mean of 3 seeds), columns large delay Dir (0.1), Dir (0.3), mild delay
@@ -364,8 +359,8 @@ CONDITIONS_EXP = spec.Experiment(
   ),
   base=spec.keeping(scaled, 'schedule.kind', 'dirichlet_alpha'),
   methods=tuple(
-    _condition(label, config, grid, fixed, condition)
-    for label, config, grid, fixed in _CONDITION_METHODS
+    _condition(method, condition)
+    for method in (_fedecho('FedEcho'), *BASELINES)
     for condition in CONDITIONS
   ),
   claims=_delay_claims() + _delay_stability() + _heterogeneity_claims(),

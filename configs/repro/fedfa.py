@@ -24,6 +24,52 @@ TABLE4_QUOTE = (
 )
 
 
+def _similar(a: str, b: str, effect: float, a_text: str, b_text: str) -> spec.Claim:
+  """Table 4's similar accuracies: ``a`` (``a_text`` in the claim) matches ``b``
+  (``b_text``) in final accuracy within 2 points; ``effect`` the paper's A - B."""
+  return spec.Claim(
+    'Sec. 5.3, Table 4',
+    f'{a_text} matches {b_text} in final accuracy (within 2 points)',
+    a,
+    b,
+    quote=TABLE4_QUOTE,
+    paper_effect=effect,
+    kind='equivalent',
+    margin=0.02,
+  )
+
+
+def _speedup(than: str, paper: str, factor: float, effect: float) -> tuple:
+  """Table 2: ``than`` needs ``factor`` times the wall-clock of FedFa-Delta to the target
+  (the paper: ``paper`` times; ``effect`` its CIFAR-10 non-IID ratio), and the same of the
+  1/K variant (this project's, added)."""
+  return (
+    spec.Claim(
+      'Sec. 5.3, Table 2',
+      f'{than} needs {paper}x the wall-clock of FedFa-Delta to the target (scored: >= {factor:g}x)',
+      'FedFa-Delta',
+      than,
+      quote=(
+        'FedFa-Delta achieves up to 7x and 5x speedup compared to synchronous methods and '
+        'semi-asynchronous methods, respectively.'
+      ),
+      paper_effect=effect,
+      metric='clock_to_target',
+      factor=factor,
+    ),
+    spec.Claim(
+      'Table 2 (variant)',
+      f'{than} needs {factor:g}x the wall-clock of FedFa-Delta (eta_g = 1/K) to the target '
+      "(the 1/K variant is this project's)",
+      'FedFa-Delta (1/K)',
+      than,
+      metric='clock_to_target',
+      factor=factor,
+      added=True,
+    ),
+  )
+
+
 def scaled(c):
   """paper_settings.fedfa_fmnist() + persistent per-client speeds and a validation split."""
   c.schedule.concurrency = 10
@@ -58,6 +104,12 @@ def _buffered(cfg: str, label: str, **fixed):
   )
 
 
+# FedFa-Delta at the paper's eta_g = 1 and this project's 1/K variant (Tables 2-3, Table 2).
+DELTAS = (
+  _fully_async('fedfa_delta_fmnist', 'FedFa-Delta'),
+  _fully_async('fedfa_delta_fmnist', 'FedFa-Delta (1/K)', **{'hparams.server_lr': 0.2}),
+)
+
 SETTING = (
   'paper_settings.fedfa_fmnist(): Fashion-MNIST, MLP, 15,000 training samples (2,000 of '
   'them the validation split), 100 clients (Dirichlet 0.5), Mc = 10 training at once, '
@@ -75,8 +127,7 @@ TABLE2 = spec.Experiment(
     _buffered('fedbuff_fmnist', 'FedBuff'),
     _buffered('port_fmnist', 'Port', **{'schedule.kind': 'port'}),
     _fully_async('fedfa_param_fmnist', 'FedFa-Param'),
-    _fully_async('fedfa_delta_fmnist', 'FedFa-Delta'),
-    _fully_async('fedfa_delta_fmnist', 'FedFa-Delta (1/K)', **{'hparams.server_lr': 0.2}),
+    *DELTAS,
   ),
   # The paper has no Fashion-MNIST: every paper_effect is its CIFAR-10 non-IID column
   # (Dirichlet, the nearest to this non-IID setting). Table 2 gives wall-clock seconds to
@@ -95,16 +146,8 @@ TABLE2 = spec.Experiment(
       paper_effect=1403.0,  # Table 2, CIFAR-10 non-IID: Port-Non-Urgent 3320 - FedFa-Delta 1917 s
       metric='clock_to_target',
     ),
-    spec.Claim(
-      'Sec. 5.3, Table 4',
-      'FedFa-Delta (eta_g = 1) matches FedBuff in final accuracy (within 2 points)',
-      'FedFa-Delta',
-      'FedBuff',
-      quote=TABLE4_QUOTE,
-      paper_effect=-0.0083,  # Table 4, CIFAR-10 non-IID: FedFa-Delta 0.6474 - FedBuff 0.6557
-      kind='equivalent',
-      margin=0.02,
-    ),
+    # Table 4, CIFAR-10 non-IID: FedFa-Delta 0.6474 - FedBuff 0.6557
+    _similar('FedFa-Delta', 'FedBuff', -0.0083, 'FedFa-Delta (eta_g = 1)', 'FedBuff'),
     spec.Claim(
       'Sec. 5.3, Table 2',
       'FedFa-Param reaches the target in less simulated time than FedBuff',
@@ -114,16 +157,8 @@ TABLE2 = spec.Experiment(
       paper_effect=2093.0,  # Table 2, CIFAR-10 non-IID: FedBuff 4375 - FedFa-Param 2282 s
       metric='clock_to_target',
     ),
-    spec.Claim(
-      'Sec. 5.3, Table 4',
-      'FedFa-Param matches FedBuff in final accuracy (within 2 points)',
-      'FedFa-Param',
-      'FedBuff',
-      quote=TABLE4_QUOTE,
-      paper_effect=-0.0018,  # Table 4, CIFAR-10 non-IID: FedFa-Param 0.6539 - FedBuff 0.6557
-      kind='equivalent',
-      margin=0.02,
-    ),
+    # Table 4, CIFAR-10 non-IID: FedFa-Param 0.6539 - FedBuff 0.6557
+    _similar('FedFa-Param', 'FedBuff', -0.0018, 'FedFa-Param', 'FedBuff'),
     spec.Claim(
       'Table 4 (variant)',
       'FedFa-Delta (eta_g = 1/K) matches FedBuff in final accuracy (within 2 points; the '
@@ -134,29 +169,8 @@ TABLE2 = spec.Experiment(
       margin=0.02,
       added=True,
     ),
-    spec.Claim(
-      'Sec. 5.3, Table 2',
-      'FedBuff needs 2-4.5x the wall-clock of FedFa-Delta to the target (scored: >= 2x)',
-      'FedFa-Delta',
-      'FedBuff',
-      quote=(
-        'FedFa-Delta achieves up to 7x and 5x speedup compared to synchronous methods and '
-        'semi-asynchronous methods, respectively.'
-      ),
-      paper_effect=2.28,  # Table 2, CIFAR-10 non-IID: FedBuff 4375 / FedFa-Delta 1917 s
-      metric='clock_to_target',
-      factor=2.0,
-    ),
-    spec.Claim(
-      'Table 2 (variant)',
-      'FedBuff needs 2x the wall-clock of FedFa-Delta (eta_g = 1/K) to the target (the 1/K '
-      "variant is this project's)",
-      'FedFa-Delta (1/K)',
-      'FedBuff',
-      metric='clock_to_target',
-      factor=2.0,
-      added=True,
-    ),
+    # Table 2, CIFAR-10 non-IID: FedBuff 4375 / FedFa-Delta 1917 s
+    *_speedup('FedBuff', '2-4.5', 2.0, 2.28),
   ),
   deviations=(
     'Fashion-MNIST + MLP instead of CIFAR-10 + ResNet-18; accuracy after an equal number '
@@ -232,36 +246,14 @@ TABLE2_SYNC = spec.Experiment(
   + ' FedAvg trains synchronous cohorts of 10 clients (60 rounds), waiting for the slowest.',
   base=scaled,
   methods=(
-    _fully_async('fedfa_delta_fmnist', 'FedFa-Delta'),
-    _fully_async('fedfa_delta_fmnist', 'FedFa-Delta (1/K)', **{'hparams.server_lr': 0.2}),
+    *DELTAS,
     _synchronous('fedavg_fmnist', 'FedAvg'),
     _fully_async('fedasync_fmnist', 'FedAsync'),
   ),
   # paper_effect: CIFAR-10 non-IID column of Tables 2 and 4, as in the Tables 2-3 experiment.
   claims=(
-    spec.Claim(
-      'Sec. 5.3, Table 2',
-      'FedAvg needs 5-7x the wall-clock of FedFa-Delta to the target (scored: >= 5x)',
-      'FedFa-Delta',
-      'FedAvg',
-      quote=(
-        'FedFa-Delta achieves up to 7x and 5x speedup compared to synchronous methods and '
-        'semi-asynchronous methods, respectively.'
-      ),
-      paper_effect=5.13,  # Table 2, CIFAR-10 non-IID: FedAvg 9833 / FedFa-Delta 1917 s
-      metric='clock_to_target',
-      factor=5.0,
-    ),
-    spec.Claim(
-      'Table 2 (variant)',
-      'FedAvg needs 5x the wall-clock of FedFa-Delta (eta_g = 1/K) to the target (the 1/K '
-      "variant is this project's)",
-      'FedFa-Delta (1/K)',
-      'FedAvg',
-      metric='clock_to_target',
-      factor=5.0,
-      added=True,
-    ),
+    # Table 2, CIFAR-10 non-IID: FedAvg 9833 / FedFa-Delta 1917 s
+    *_speedup('FedAvg', '5-7', 5.0, 5.13),
     spec.Claim(
       'Sec. 5.3, Table 2',
       'FedAsync never reaches the target (on every test seed; shown beside FedFa-Delta)',
@@ -271,16 +263,8 @@ TABLE2_SYNC = spec.Experiment(
       metric='not_reached',
       kind='on_seeds',
     ),
-    spec.Claim(
-      'Sec. 5.3, Table 4',
-      'FedFa-Delta (eta_g = 1) matches synchronous FedAvg in final accuracy (within 2 points)',
-      'FedFa-Delta',
-      'FedAvg',
-      quote=TABLE4_QUOTE,
-      paper_effect=-0.0096,  # Table 4, CIFAR-10 non-IID: FedFa-Delta 0.6474 - FedAvg 0.6570
-      kind='equivalent',
-      margin=0.02,
-    ),
+    # Table 4, CIFAR-10 non-IID: FedFa-Delta 0.6474 - FedAvg 0.6570
+    _similar('FedFa-Delta', 'FedAvg', -0.0096, 'FedFa-Delta (eta_g = 1)', 'synchronous FedAvg'),
   ),
   target=0.73,
   deviations=(

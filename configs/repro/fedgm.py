@@ -19,16 +19,21 @@ def scaled(c):
   c.eval_train_samples = 1000
 
 
+DATA = (
+  'Fashion-MNIST, MLP 784-200-200-10, 10,000 training samples of which 2,000 are the '
+  'validation split'
+)
+# The synchronous setting (configs/fedgm_fmnist.py), shared by the first two experiments.
+SYNC_SETTING = (
+  'synchronous rounds of 5 of 100 clients (Dirichlet 0.5), 3 local epochs of batch 32 at '
+  f'eta_l = 0.01, {DATA}, {ROUNDS} rounds, evaluation every 5 rounds'
+)
+
 SYNC = spec.Experiment(
   key='sync',
   title='Synchronous server momentum: FedGM vs FedAvgM vs FedAvg, and the server rate',
   ref='Sec. 6.1, Fig. 1(a,b), App. H.2 Figs. 3, 5-6; Remark 4.5',
-  setting=(
-    'configs/fedgm_fmnist.py: synchronous rounds of 5 of 100 clients (Dirichlet 0.5), '
-    '3 local epochs of batch 32 at eta_l = 0.01, Fashion-MNIST, MLP 784-200-200-10, '
-    f'10,000 training samples of which 2,000 are the validation split, {ROUNDS} rounds, '
-    'evaluation every 5 rounds on the full test set.'
-  ),
+  setting=f'configs/fedgm_fmnist.py: {SYNC_SETTING} on the full test set.',
   base=scaled,
   methods=(
     spec.Method(
@@ -52,19 +57,15 @@ SYNC = spec.Experiment(
   ),
   # The paper reports curves only (Figs. 1-9, no table of results): paper_effect None.
   claims=(
-    spec.Claim(
-      'Sec. 6.1, Fig. 1(a,b); App. H.2 Fig. 3',
-      'FedGM outperforms FedAvgM in test accuracy',
-      'FedGM',
-      'FedAvgM',
-      quote='FedGM, in contrast, outperforms FedAvgM and FedAvg in both measures.',
-    ),
-    spec.Claim(
-      'Sec. 6.1, Fig. 1(a,b); App. H.2 Figs. 3-4',
-      'FedGM outperforms FedAvg in test accuracy',
-      'FedGM',
-      'FedAvg',
-      quote='FedGM, in contrast, outperforms FedAvgM and FedAvg in both measures.',
+    *(
+      spec.Claim(
+        f'Sec. 6.1, Fig. 1(a,b); App. H.2 {figs}',
+        f'FedGM outperforms {worse} in test accuracy',
+        'FedGM',
+        worse,
+        quote='FedGM, in contrast, outperforms FedAvgM and FedAvg in both measures.',
+      )
+      for worse, figs in (('FedAvgM', 'Fig. 3'), ('FedAvg', 'Figs. 3-4'))
     ),
     spec.Claim(
       'Sec. 6.1, Fig. 1(b)',
@@ -140,10 +141,7 @@ MULTISTAGE = spec.Experiment(
   ref='Sec. 6.2, Fig. 2; App. H.3',
   setting=(
     'The setting of the synchronous experiment above: configs/multistage_fedgm_fmnist.py '
-    'and configs/fedgm_fmnist.py, synchronous rounds of 5 of 100 clients (Dirichlet 0.5), '
-    '3 local epochs of batch 32 at eta_l = 0.01, Fashion-MNIST, MLP 784-200-200-10, '
-    f'10,000 training samples of which 2,000 are the validation split, {ROUNDS} rounds, '
-    'evaluation every 5 rounds. Multistage FedGM (Alg. 3): stages of '
+    f'and configs/fedgm_fmnist.py, {SYNC_SETTING}. Multistage FedGM (Alg. 3): stages of '
     f'{STAGE_LENGTHS[0]}, {STAGE_LENGTHS[1]} and {STAGE_LENGTHS[2]} rounds (the last cut '
     f'to {ROUNDS - STAGE_LENGTHS[0] - STAGE_LENGTHS[1]} by the end of the run), eta halved '
     'at each stage end, beta = 0.9, nu_s = (0.25, 0.5, 1.0) so that constraint (3) holds '
@@ -206,31 +204,21 @@ MULTISTAGE = spec.Experiment(
 
 def autonomous(window: int):
   """``scaled`` (for the ideal FedGM only its fields apply) + App. H.1's staleness window."""
-
-  def base(c):
-    scaled(c)
-    c.schedule.window = window
-
-  return base
+  return spec.with_fields(scaled, {'schedule.window': window})
 
 
 AUTONOMOUS_LRS = (2.5, 5.0, 10.0)  # around eta = 5, see AUTONOMOUS_DEVIATIONS
 
 
 def autonomous_methods(ideal: bool, lrs=AUTONOMOUS_LRS) -> tuple:
-  methods = (
+  methods = tuple(
     spec.Method(
-      'Autonomous FedGM',
+      label,
       'autonomous_fedgm_fmnist',
       grid={'hparams.server_lrs': tuple((v,) for v in lrs)},
-      fixed={'hparams.betas': (0.9,), 'hparams.nus': (0.9,)},
-    ),
-    spec.Method(
-      'Autonomous FedAvg',
-      'autonomous_fedgm_fmnist',
-      grid={'hparams.server_lrs': tuple((v,) for v in lrs)},
-      fixed={'hparams.betas': (0.9,), 'hparams.nus': (0.0,)},
-    ),
+      fixed={'hparams.betas': (0.9,), 'hparams.nus': (nu,)},
+    )
+    for label, nu in (('Autonomous FedGM', 0.9), ('Autonomous FedAvg', 0.0))
   )
   if ideal:
     methods += (
@@ -251,9 +239,8 @@ def autonomous_setting(window: int) -> str:
     f'last {window} versions and ran a number of local epochs drawn from {{1, ..., 6}} '
     '(batch 32, eta_l = 0.01; an epoch is 1-7 steps, ~3 for the median client, so '
     'K_{t,i} is between 1 and ~40, about 10 on average), and sends Delta / K_{t,i}. '
-    'Autonomous FedAvg is the same with nu = 0. Fashion-MNIST, MLP 784-200-200-10, '
-    f'10,000 training samples of which 2,000 are the validation split, {ROUNDS} server '
-    'steps, evaluation every 5 steps.'
+    f'Autonomous FedAvg is the same with nu = 0. {DATA}, {ROUNDS} server steps, '
+    'evaluation every 5 steps.'
   )
 
 

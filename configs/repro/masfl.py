@@ -20,37 +20,9 @@ def scaled(c):
   c.eval_train_samples = 1000
 
 
-def iid(c):
-  scaled(c)
-  c.partition = 'iid'
-
+iid = spec.with_fields(scaled, {'partition': 'iid'})
 
 MC_HIGH = 80  # Fig. 2's larger concurrency (N = 100, M = 10 allow Mc <= 91)
-
-
-def mid_concurrency(c):
-  """``scaled`` (non-IID) with Mc = 50 clients training concurrently."""
-  scaled(c)
-  c.schedule.concurrency = 50
-
-
-def high_concurrency(c):
-  """``scaled`` (non-IID) with Mc = MC_HIGH clients training concurrently."""
-  scaled(c)
-  c.schedule.concurrency = MC_HIGH
-
-
-METHODS = (
-  spec.Method('MasFL', 'masfl_fmnist', grid={'hparams.client_lr': CLIENT_LRS}),
-  spec.Method('AdaMasFL', 'adamasfl_fmnist', grid={'hparams.client_lr': CLIENT_LRS}),
-  spec.Method('CA2FL', 'ca2fl_fmnist', grid={'hparams.client_lr': CLIENT_LRS}),
-  spec.Method(
-    'FADAS',
-    'fadas_fmnist',
-    grid={'hparams.client_lr': CLIENT_LRS},
-    fixed={'hparams.delay_rule': 'divide'},
-  ),
-)
 
 
 # Fig. 1 (non-IID) tunes every rate a method has inside a declared grid: eta_l x the
@@ -63,18 +35,19 @@ ADAMASFL_LRS = (0.007, 0.01, 0.015, 0.02, 0.03, 0.045, 0.07, 0.1, 0.15)
 
 
 def tuned(lrs, ada_lrs) -> tuple:
-  """METHODS with every rate tuned: eta_l ``lrs`` x the server rate (SERVER_LRS), AdaMasFL
-  (gamma and beta from Thm 4.1) on the eta_l values ``ada_lrs``."""
+  """MasFL, AdaMasFL, CA2FL and FADAS (configs/<method>_fmnist.py; FADAS with
+  delay_rule='divide') with every rate tuned: eta_l ``lrs`` x the server rate (SERVER_LRS),
+  AdaMasFL (gamma and beta from Thm 4.1) on the eta_l values ``ada_lrs``."""
   return tuple(
     spec.Method(
-      m.label,
-      m.config,
-      {'hparams.client_lr': lrs, 'hparams.server_lr': SERVER_LRS[m.label]}
-      if m.label in SERVER_LRS
+      label,
+      f'{label.lower()}_fmnist',
+      {'hparams.client_lr': lrs, 'hparams.server_lr': SERVER_LRS[label]}
+      if label in SERVER_LRS
       else {'hparams.client_lr': ada_lrs},
-      m.fixed,
+      {'hparams.delay_rule': 'divide'} if label == 'FADAS' else {},
     )
-    for m in METHODS
+    for label in ('MasFL', 'AdaMasFL', 'CA2FL', 'FADAS')
   )
 
 
@@ -217,29 +190,40 @@ FIG1_IID = spec.Experiment(
   ),
 )
 
-FIG2_MC80 = spec.Experiment(
-  key='fig2_mc80',
-  title=f'Fig. 2, non-IID (Dirichlet 0.5), higher concurrency Mc = {MC_HIGH}',
-  ref='Fig. 2',
-  setting=SETTING.replace('Mc = 20', f'Mc = {MC_HIGH}', 1)
-  + ' Everything else is the Fig. 1 (non-IID) experiment above, so the Mc = 20 numbers '
-  'on this page are the other end of the concurrency sweep.',
-  base=high_concurrency,
-  methods=TUNED,
-  claims=tuple(
-    spec.Claim(
-      'Sec. 6, Fig. 2',
-      f'AdaMasFL keeps its accuracy as Mc grows; {base} deteriorates (scored: AdaMasFL > '
-      f'{base} at Mc = {MC_HIGH}, every method re-tuned)',
-      'AdaMasFL',
-      base,
-      quote=FIG2_QUOTE,
-    )
-    for base in ('CA2FL', 'FADAS', 'MasFL')
-  ),
-  deviations=(
-    DEVIATIONS[0],
-    TUNED_DEVIATION,
+
+def fig2(mc: int, which: str, sweep: str, deviations: tuple) -> spec.Experiment:
+  """Fig. 2 at the concurrency ``mc`` (``which``: 'higher', 'intermediate'): the Fig. 1
+  (non-IID) experiment with Mc = ``mc`` clients training concurrently, every method
+  re-tuned; ``sweep`` ends the setting, ``deviations`` follow the shared ones."""
+  return spec.Experiment(
+    key=f'fig2_mc{mc}',
+    title=f'Fig. 2, non-IID (Dirichlet 0.5), {which} concurrency Mc = {mc}',
+    ref='Fig. 2',
+    setting=SETTING.replace('Mc = 20', f'Mc = {mc}', 1)
+    + ' Everything else is the Fig. 1 (non-IID) experiment above'
+    + sweep,
+    base=spec.with_fields(scaled, {'schedule.concurrency': mc}),
+    methods=TUNED,
+    claims=tuple(
+      spec.Claim(
+        'Sec. 6, Fig. 2',
+        f'AdaMasFL keeps its accuracy as Mc grows; {base} deteriorates (scored: AdaMasFL > '
+        f'{base} at Mc = {mc}, every method re-tuned)',
+        'AdaMasFL',
+        base,
+        quote=FIG2_QUOTE,
+      )
+      for base in ('CA2FL', 'FADAS', 'MasFL')
+    ),
+    deviations=(DEVIATIONS[0], TUNED_DEVIATION, *deviations),
+  )
+
+
+FIG2_MC80 = fig2(
+  MC_HIGH,
+  'higher',
+  ', so the Mc = 20 numbers on this page are the other end of the concurrency sweep.',
+  (
     f'Fig. 2 sweeps several Mc values (not legible in the text); here one larger value, '
     f'Mc = {MC_HIGH}, against the Mc = 20 of Fig. 1 (N = 100 and M = 10 allow at most '
     'Mc = 91 on our FedBuff clock, so Mc = 100 is not possible).',
@@ -255,29 +239,11 @@ FIG2_MC80 = spec.Experiment(
   ),
 )
 
-FIG2_MC50 = spec.Experiment(
-  key='fig2_mc50',
-  title='Fig. 2, non-IID (Dirichlet 0.5), intermediate concurrency Mc = 50',
-  ref='Fig. 2',
-  setting=SETTING.replace('Mc = 20', 'Mc = 50', 1)
-  + ' Everything else is the Fig. 1 (non-IID) experiment above: Mc = 20, 50, 80 on this '
-  'page form the concurrency sweep.',
-  base=mid_concurrency,
-  methods=TUNED,
-  claims=tuple(
-    spec.Claim(
-      'Sec. 6, Fig. 2',
-      f'AdaMasFL keeps its accuracy as Mc grows; {base} deteriorates (scored: AdaMasFL > '
-      f'{base} at Mc = 50, every method re-tuned)',
-      'AdaMasFL',
-      base,
-      quote=FIG2_QUOTE,
-    )
-    for base in ('CA2FL', 'FADAS', 'MasFL')
-  ),
-  deviations=(
-    DEVIATIONS[0],
-    TUNED_DEVIATION,
+FIG2_MC50 = fig2(
+  50,
+  'intermediate',
+  ': Mc = 20, 50, 80 on this page form the concurrency sweep.',
+  (
     'One intermediate point of the Fig. 2 sweep; every method is tuned again on the same '
     'grid at Mc = 50 (see the Mc = 80 experiment for how the claim is read).',
     "FADAS uses delay_rule='divide' (eta / tau_max). On this clock (seed 0, 60 steps) "
