@@ -213,3 +213,33 @@ def test_without_tensorboardx_one_warning_and_jsonl_only(tmp_path, monkeypatch):
   assert len(warnings) == 1 and 'pip install tensorboardX' in warnings[0]
   assert metrics_io.read_metrics(tmp_path) == [{'step': 0, 'a': 1.0}]
   assert not (tmp_path / 'tensorboard').exists()
+
+
+def test_final_summary_reads_the_target_on_test_accuracy_for_runs_and_sweeps():
+  records = [
+    {'step': 0, 'wall_clock': 0.0, 'bytes_up': 0.0, 'bytes_down': 0.0, 'test_accuracy': 0.1},
+    {'step': 5, 'wall_clock': 7.5, 'bytes_up': 10.0, 'bytes_down': 20.0, 'test_accuracy': 0.6},
+    {'step': 10, 'wall_clock': 15.0, 'bytes_up': 20.0, 'bytes_down': 40.0, 'test_accuracy': 0.5},
+  ]
+  for r, val in zip(records, (0.6, 0.7, 0.65)):  # validation crosses 0.55 at step 0
+    r.update(val_accuracy=val, test_loss=1.0, val_loss=1.1, client_train_loss=0.9)
+  out = metrics_io.final_summary(records, target=0.55)
+  assert out == {
+    'steps': 10,
+    'wall_clock': 15.0,
+    'bytes_up': 20.0,
+    'bytes_down': 40.0,
+    'test_accuracy': 0.5,
+    'val_accuracy': 0.65,
+    'test_loss': 1.0,
+    'val_loss': 1.1,
+    'client_train_loss': 0.9,
+    'best_val_accuracy': 0.7,
+    'target_accuracy': 0.55,
+    'steps_to_target': 5,  # the test accuracy's first crossing, not the validation's
+    'wall_clock_to_target': 7.5,
+    'bytes_up_to_target': 10.0,
+  }
+  missed = metrics_io.final_summary(records, target=0.9)
+  assert missed['steps_to_target'] is None and missed['wall_clock_to_target'] is None
+  assert 'steps_to_target' not in metrics_io.final_summary(records)  # no target: none

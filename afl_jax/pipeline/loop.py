@@ -257,30 +257,14 @@ def summarize(
   sim: Simulator,
 ) -> dict[str, Any]:
   """The run's summary: final metrics, schedule statistics, memory, target reached."""
-  final = records[-1]
-  summary = {
+  return {
     'algorithm': c.algorithm,
     'dataset': c.dataset,
     'status': status,
-    'steps': final['step'],
-    'test_accuracy': final.get('test_accuracy'),
-    'test_loss': final.get('test_loss'),
-    'wall_clock': final['wall_clock'],
-    'bytes_up': final['bytes_up'],
-    'bytes_down': final['bytes_down'],
+    **metrics_io.final_summary(records, c.target_accuracy),
     'run_seconds': seconds,
     'schedule': stats,
     'memory_bytes': dict(sim.memory),
     'ring_buffer_models': sim.ring_size,
     'devices': sim.num_devices,
   }
-  if 'val_accuracy' in final:
-    summary['val_accuracy'] = final['val_accuracy']
-    summary['val_loss'] = final['val_loss']
-  if c.target_accuracy > 0:
-    hit = metrics_io.first_reaching(records, c.target_accuracy)
-    summary['target_accuracy'] = c.target_accuracy
-    summary['steps_to_target'] = hit['step'] if hit else None
-    summary['wall_clock_to_target'] = hit['wall_clock'] if hit else None
-    summary['bytes_up_to_target'] = hit['bytes_up'] if hit else None
-  return summary

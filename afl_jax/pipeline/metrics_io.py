@@ -43,6 +43,8 @@ __all__ = [
   'MetricsWriter',
   'decode_record',
   'encode_record',
+  'final_summary',
+  'first_reaching',
   'read_metrics',
   'truncate_metrics',
 ]
@@ -343,3 +345,31 @@ def first_reaching(
   no record reaches it.
   """
   return next((r for r in records if r.get(key, 0) >= target), None)
+
+
+def final_summary(records: Sequence[Mapping[str, Any]], target: float = 0.0) -> dict[str, Any]:
+  """A run's final metrics and time to target, as single runs and sweeps summarize it.
+
+  The last record's step, simulated clock, bytes and every accuracy and loss it holds;
+  the run's best validation accuracy where it has a validation split; for ``target`` >
+  0, the step, simulated clock and bytes up of the first evaluation whose test
+  accuracy reaches it (:func:`first_reaching`; None where none does), the reading the
+  reproductions score.
+  """
+  final = records[-1]
+  out = {
+    'steps': final['step'],
+    'wall_clock': final['wall_clock'],
+    'bytes_up': final['bytes_up'],
+    'bytes_down': final['bytes_down'],
+    **{k: v for k, v in final.items() if k.endswith(('accuracy', 'loss'))},
+  }
+  if 'val_accuracy' in final:
+    out['best_val_accuracy'] = max(r['val_accuracy'] for r in records if 'val_accuracy' in r)
+  if target > 0:
+    hit = first_reaching(records, target)
+    out['target_accuracy'] = target
+    out['steps_to_target'] = hit['step'] if hit else None
+    out['wall_clock_to_target'] = hit['wall_clock'] if hit else None
+    out['bytes_up_to_target'] = hit['bytes_up'] if hit else None
+  return out

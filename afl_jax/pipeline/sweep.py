@@ -188,24 +188,14 @@ def _run_group(points, runs, group, workdir, log) -> tuple[list[dict], dict]:
   summaries = []
   records = [track.records for track in tracks]
   for point, run, recs in zip(points, runs, records):
-    final = recs[-1]
+    target = float(run.config.get('target_accuracy', 0.0) or 0.0)
     s = {
       'name': run_name(point),
       'method': c.algorithm,
       'seed': int(run.config.seed),
       'hparams': {k: v for k, v in point.items() if k != 'seed'},
-      'steps': final['step'],
-      **{k: v for k, v in final.items() if k.endswith(('accuracy', 'loss'))},
-      'bytes_up': final['bytes_up'],
-      'bytes_down': final['bytes_down'],
+      **metrics_io.final_summary(recs, target),
     }
-    if 'val_accuracy' in recs[-1]:
-      s['best_val_accuracy'] = max(x['val_accuracy'] for x in recs)
-    target = float(run.config.get('target_accuracy', 0.0) or 0.0)
-    if target > 0:
-      key = 'val_accuracy' if 'val_accuracy' in final else 'test_accuracy'
-      hit = metrics_io.first_reaching(recs, target, key)
-      s['time_to_target'] = hit['wall_clock'] if hit else float('inf')
     summaries.append(s)
   info = {'runs': r, 'compile_seconds': compile_s, 'seconds': seconds, 'mode': sim.mode}
   return summaries, {run_name(p): recs for p, recs in zip(points, records)} | {'_group': info}
@@ -214,7 +204,7 @@ def _run_group(points, runs, group, workdir, log) -> tuple[list[dict], dict]:
 def _markdown(summaries: list[dict], groups: list[dict]) -> str:
   metrics = [
     k
-    for k in ('val_accuracy', 'test_accuracy', 'test_loss', 'time_to_target')
+    for k in ('val_accuracy', 'test_accuracy', 'test_loss', 'wall_clock_to_target')
     if any(k in s for s in summaries)
   ]
   runs = pd.DataFrame(
