@@ -106,6 +106,11 @@ def available_bytes() -> int | None:
     return None
 
 
+def format_bytes(x: float) -> str:
+  """'1.5 GiB' from 1 GiB up, else '12.0 MiB'."""
+  return f'{x / 2**30:.1f} GiB' if x >= 2**30 else f'{x / 2**20:.1f} MiB'
+
+
 def format_report(report: dict[str, int]) -> str:
   parts = [f'{k.replace("_", " ")} {v / 2**20:.1f} MiB' for k, v in report.items() if k != 'total']
   return f'memory (analytic): {report["total"] / 2**20:.1f} MiB = ' + ', '.join(parts)

@@ -32,6 +32,7 @@ from ml_collections.config_flags import config_path
 
 from afl_jax import schedules
 from afl_jax.core import memory
+from afl_jax.core.memory import format_bytes
 from afl_jax.errors import ConfigError
 
 __all__ = ['check', 'estimate', 'host_limit', 'memory_guard', 'slots_per_step']
@@ -102,13 +103,11 @@ def host_limit() -> int | None:
   return int(HOST_FRACTION * psutil.virtual_memory().available)
 
 
-def _gib(x: float) -> str:
-  return f'{x / 2**30:.1f} GiB' if x >= 2**30 else f'{x / 2**20:.1f} MiB'
-
-
 def _format(report: dict[str, int]) -> str:
   parts = [
-    f'{k.replace("_", " ")} {_gib(v)}' for k, v in report.items() if k not in ('total', 'slots')
+    f'{k.replace("_", " ")} {format_bytes(v)}'
+    for k, v in report.items()
+    if k not in ('total', 'slots')
   ]
   return ', '.join(parts)
 
@@ -141,7 +140,7 @@ def check(
     raise ConfigError.invalid(
       field,
       value,
-      f'the schedule would have {shape} ({_gib(report["schedule_arrays"])} of arrays, more '
+      f'the schedule would have {shape} ({format_bytes(report["schedule_arrays"])} of arrays, more '
       f'to build), above the limit of {max_slots:,} slots; lower {field}.',
     )
   if limit is not None and report['total'] > limit:
@@ -154,8 +153,9 @@ def check(
     raise ConfigError.invalid(
       field,
       value,
-      f'the host-side arrays need about {_gib(report["total"])} ({_format(report)}; {shape}) '
-      f'but the limit is {_gib(limit)} ({HOST_FRACTION:.0%} of the available host memory); '
+      f'the host-side arrays need about {format_bytes(report["total"])} ({_format(report)}; '
+      f'{shape}) '
+      f'but the limit is {format_bytes(limit)} ({HOST_FRACTION:.0%} of the available host memory); '
       f'lower {field}.',
     )
   return report

@@ -53,6 +53,7 @@ from ml_collections.config_flags import config_path
 
 from afl_jax import algorithms
 from afl_jax.core import memory, replicas
+from afl_jax.core.memory import format_bytes
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import build as build_lib
 from afl_jax.pipeline import checkpoint, metrics_io, plotting, sizes
@@ -183,7 +184,7 @@ def _run_group(points, runs, group, workdir, log) -> tuple[list[dict], dict]:
   seconds = time.time() - t0
   log(
     f'group of {r} runs: compile + first chunk {compile_s:.1f}s, total {seconds:.1f}s; '
-    f'simulation state about {_size(sim.memory["total"])} (analytic)'
+    f'simulation state about {format_bytes(sim.memory["total"])} (analytic)'
   )
   summaries = []
   records = [track.records for track in tracks]
@@ -252,10 +253,6 @@ def run_flops(run: build_lib.Run) -> float:
   return 6.0 * models.count_params(run.params0) * int(run.config.batch_size) * steps
 
 
-def _size(x: float) -> str:
-  return f'{x / 2**30:.1f} GiB' if x >= 2**30 else f'{x / 2**20:.1f} MiB'
-
-
 def _duration(seconds: float) -> str:
   if seconds < 120:
     return f'{seconds:.0f} s'
@@ -287,7 +284,8 @@ def plan(
     fit = max(limit // max(per, 1), 0)
     raise ConfigError(
       f'config.sweep is invalid: its grid has {n:,} runs ({shown}), holding about '
-      f'{_size(n * per)} on the host ({_size(per)} per run) but the limit is {_size(limit)} '
+      f'{format_bytes(n * per)} on the host ({format_bytes(per)} per run) but the limit is '
+      f'{format_bytes(limit)} '
       f'({sizes.HOST_FRACTION:.0%} of the available host memory); at most {fit:,} runs fit: '
       'shorten the longest axes or split the grid into several sweeps.',
       field='sweep',
@@ -320,8 +318,8 @@ def _fit_groups(groups, limit: int | None, log, config) -> list[tuple[list[int],
     fit = max(int((memory.SAFETY * limit - (one['total'] - per)) // per), 1)
     chunks = [members[i : i + fit] for i in range(0, r, fit)]
     log(
-      f'sweep: a group of {r} runs needs about {_size(report["total"])} on the devices, '
-      f'above {memory.SAFETY:.0%} of {_size(limit)}: split into {len(chunks)} groups of '
+      f'sweep: a group of {r} runs needs about {format_bytes(report["total"])} on the devices, '
+      f'above {memory.SAFETY:.0%} of {format_bytes(limit)}: split into {len(chunks)} groups of '
       f'<= {fit} runs (one compile each)'
     )
     out.extend((chunk, build_group(chunk)) for chunk in chunks)
@@ -471,7 +469,7 @@ def _train_sweep(
   )
   log(
     f'sweep: {len(points)} runs in {len(fitted)} group(s), traced: {traced or "none"}; '
-    f'built runs about {_size(est["host_bytes"])} on the host, client training about '
+    f'built runs about {format_bytes(est["host_bytes"])} on the host, client training about '
     f'{est["flops"]:.2g} FLOP (~{_duration(est["seconds"])} at an assumed '
     f'{ASSUMED_FLOPS:.0e} FLOP/s)'
   )
