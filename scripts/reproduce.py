@@ -19,7 +19,12 @@ from afl_jax.pipeline import cli  # noqa: E402
 from afl_jax.reproduction import pages, runs, scoring  # noqa: E402
 
 _PAPER = flags.DEFINE_enum('paper', None, reproduction.PAPERS, 'The paper to reproduce.')
-_ONLY = flags.DEFINE_list('only', [], 'Run only these experiments (keys); default: all.')
+_ONLY = flags.DEFINE_list(
+  'only',
+  [],
+  'Run only these experiments (keys); default: every one declared to run (one declared '
+  'run=False, such as a paper-length run for an accelerator, runs only when named).',
+)
 _PHASE = flags.DEFINE_enum('phase', 'all', ['all', 'select', 'test'], 'Which sweeps to run.')
 _OUT_DIR = flags.DEFINE_string('out_dir', 'runs/repro', 'Where the sweeps write their runs.')
 _RERUN = flags.DEFINE_bool('rerun', False, 'Run sweeps whose records are up to date again.')
@@ -29,13 +34,11 @@ flags.mark_flag_as_required('paper')
 def main(argv):
   del argv  # cli.flags_parser refuses stray arguments
   paper = reproduction.load_paper(_PAPER.value)
-  keys = [e.key for e in paper.experiments]
-  unknown = sorted(set(_ONLY.value) - set(keys))
-  if unknown:
-    cli.exit_error(f'--only={",".join(unknown)}: not among {", ".join(keys)}')
-  for exp in paper.experiments:
-    if (_ONLY.value and exp.key not in _ONLY.value) or not exp.run:
-      continue
+  try:
+    experiments = runs.selected(paper, _ONLY.value)
+  except ValueError as e:
+    cli.exit_error(str(e))
+  for exp in experiments:
     if _PHASE.value in ('all', 'select'):
       runs.run_phase(paper, exp, 'select', _OUT_DIR.value, rerun=_RERUN.value)
     if _PHASE.value in ('all', 'test'):

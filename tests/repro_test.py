@@ -352,3 +352,15 @@ def test_reproduce_unknown_only_key_is_one_line():
   assert proc.returncode != 0 and 'Traceback' not in proc.stderr
   lines = proc.stderr.strip().splitlines()
   assert lines == [lines[-1]] and lines[-1].startswith('error: --only=table9: not among table2')
+
+
+def test_an_experiment_declared_not_to_run_runs_only_when_named():
+  paper = reproduction.load_paper('masfl')
+  long_ = [e.key for e in paper.experiments if not e.run]
+  assert long_ == ['fig1_noniid_t600']
+  assert 'fig1_noniid_t600' not in [e.key for e in runs.selected(paper)]
+  assert [e.key for e in runs.selected(paper)] == [e.key for e in paper.experiments if e.run]
+  named = runs.selected(paper, ['fig1_noniid_t600', 'fig1_noniid'])
+  assert [e.key for e in named] == ['fig1_noniid', 'fig1_noniid_t600']  # declaration order
+  with pytest.raises(ValueError, match=r'--only=nope: not among fig1_noniid, '):
+    runs.selected(paper, ['nope'])

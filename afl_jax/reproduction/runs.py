@@ -86,6 +86,21 @@ def machine_info() -> str:
   )
 
 
+def selected(paper: spec.Paper, only: Sequence[str] = ()) -> list[spec.Experiment]:
+  """The experiments a reproduction runs: those named in ``only``, or (none named) every
+  one declared to run; an experiment declared ``run=False`` (one too long for 2 CPU cores,
+  such as a paper-length run) runs only when named.
+
+  Raises:
+    ValueError: ``only`` names an experiment the paper does not declare.
+  """
+  keys = [e.key for e in paper.experiments]
+  unknown = sorted(set(only) - set(keys))
+  if unknown:
+    raise ValueError(f'--only={",".join(unknown)}: not among {", ".join(keys)}')
+  return [e for e in paper.experiments if (e.key in only if only else e.run)]
+
+
 def sweep_configs(
   exp: spec.Experiment, method: spec.Method, phase: str, settings: Sequence[str] = ()
 ) -> list[ml_collections.ConfigDict]:
