@@ -15,6 +15,7 @@ from afl_jax.pipeline.devices import set_cpu_devices
 set_cpu_devices()  # before JAX starts its backend
 
 from afl_jax import reproduction  # noqa: E402
+from afl_jax.errors import UserError  # noqa: E402
 from afl_jax.pipeline import cli  # noqa: E402
 from afl_jax.reproduction import pages, runs, scoring  # noqa: E402
 
@@ -38,12 +39,15 @@ def main(argv):
     experiments = runs.selected(paper, _ONLY.value)
   except ValueError as e:
     cli.exit_error(str(e))
-  for exp in experiments:
-    if _PHASE.value in ('all', 'select'):
-      runs.run_phase(paper, exp, 'select', _OUT_DIR.value, rerun=_RERUN.value)
-    if _PHASE.value in ('all', 'test'):
-      settings = scoring.settings_to_test(paper.key, exp)
-      runs.run_phase(paper, exp, 'test', _OUT_DIR.value, settings=settings, rerun=_RERUN.value)
+  try:
+    for exp in experiments:
+      if _PHASE.value in ('all', 'select'):
+        runs.run_phase(paper, exp, 'select', _OUT_DIR.value, rerun=_RERUN.value)
+      if _PHASE.value in ('all', 'test'):
+        settings = scoring.settings_to_test(paper.key, exp)
+        runs.run_phase(paper, exp, 'test', _OUT_DIR.value, settings=settings, rerun=_RERUN.value)
+  except UserError as e:  # the records of the sweeps that finished are kept
+    cli.exit_error(e)
   for path in pages.write([paper.key]):
     print(f'wrote {path}')
 

@@ -203,6 +203,29 @@ def test_sweep_on_cpu_fits_its_groups_to_the_free_memory_over_the_cpu_factor(tmp
   assert any('split into 2 groups of <= 2 runs' in line for line in logs), logs
 
 
+def test_a_split_group_is_checked_against_its_own_estimate():
+  """The split extrapolates linearly from 1 and R replicas; a group whose own estimate is
+  still above the limit (the estimate grows less than linearly here) is made smaller."""
+
+  class Sim:
+    def __init__(self, r):
+      self.r = r
+
+    def estimate(self, params, keys):
+      return {'total': 100 + 60 * self.r**0.5}
+
+  logs = []
+  usable = 250  # linear: fit 7, whose estimate is 258.7; 6 replicas estimate 247.0
+  fitted = sweep._fit_groups(
+    [(list(range(10)), lambda ms: (Sim(len(ms)), None, None))],
+    usable / sweep.memory.SAFETY,
+    logs.append,
+    None,
+  )
+  assert [members for members, _ in fitted] == [list(range(6)), list(range(6, 10))]
+  assert any('split into 2 groups of <= 6 runs' in line for line in logs), logs
+
+
 def test_sweep_is_finished_only_when_every_run_is_and_splits_to_fit(tmp_path, monkeypatch):
   work = str(tmp_path / 'sweep')
   c = _grid()

@@ -316,6 +316,11 @@ def _fit_groups(groups, limit: int | None, log, config) -> list[tuple[list[int],
         memory.check(one, limit)
     per = max((report['total'] - one['total']) / max(r - 1, 1), 1.0)
     fit = max(int((memory.SAFETY * limit - (one['total'] - per)) // per), 1)
+    while fit > 1:  # the linear model can miss by a few MB: the group's own check decides
+      sim_fit, keys_fit, params_fit = build_group(members[:fit])
+      if sim_fit.estimate(params_fit, keys_fit)['total'] <= memory.SAFETY * limit:
+        break
+      fit -= max(fit // 20, 1)
     chunks = [members[i : i + fit] for i in range(0, r, fit)]
     log(
       f'sweep: a group of {r} runs needs about {format_bytes(report["total"])} on the devices, '
