@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from quadratic import (
   fresh_schedule,
+  logistic_problem,
   make_quadratic,
   np_local_gd,
   np_replay,
@@ -95,20 +96,8 @@ def test_fedasync_alpha_one_fresh_returns_client_model():
   np.testing.assert_allclose(res.params_history['x'][1], x2, atol=1e-5)
 
 
-def _stochastic_problem(num_clients=6, seed=0):
-  rng = np.random.default_rng(seed)
-  x = rng.normal(size=(num_clients, 32, 5)).astype(np.float32)
-  y = (x @ rng.normal(size=5) > 0).astype(np.int32)
-
-  def loss(p, batch):
-    logits = batch['x'] @ p['w'] + p['b']
-    return jnp.mean(jnp.logaddexp(0.0, logits) - batch['y'] * logits)
-
-  return afl_jax.problems.from_loss(loss, {'x': x, 'y': y}, full_batch=False, batch_size=4)
-
-
 def _run_stochastic(seed, chunk_size=None):
-  prob = _stochastic_problem()
+  prob = logistic_problem(6, 32, 5)
   sched = afl_jax.schedules.fedbuff(6, 3, 2, 9, local_steps=3, seed=1)
   alg = afl_jax.algorithms.get('fedbuff', client_lr=0.5)
   p0 = {'w': jnp.zeros(5), 'b': jnp.zeros(())}
@@ -141,7 +130,7 @@ def test_slot_order_changes_only_the_order_of_sums():
   mask[2, 2] = False  # a padded slot (reusing client 1's id), moved to slot 0 below
   perm = np.array([[2, 0, 1], [1, 2, 0], [2, 0, 1], [2, 1, 0], [0, 2, 1], [1, 2, 0]])
   take = lambda a: np.take_along_axis(a, perm, axis=1)
-  prob = _stochastic_problem()  # mini-batches: every client's steps draw from its key
+  prob = logistic_problem(6, 32, 5)  # mini-batches: every client's steps draw from its key
   alg = afl_jax.algorithms.get('fedbuff', client_lr=0.5, server_lr=0.8)
   alg = alg._replace(compressor=compression.qsgd(bits=4))  # random rounding
   p0 = {'w': jnp.zeros(5), 'b': jnp.zeros(())}
@@ -163,7 +152,7 @@ def test_slot_order_changes_only_the_order_of_sums():
 
 
 def test_engine_compiles_once_for_a_whole_run():
-  prob = _stochastic_problem()
+  prob = logistic_problem(6, 32, 5)
   sched = afl_jax.schedules.fedbuff(6, 3, 2, 10, local_steps=3, seed=1)
   sim = afl_jax.Simulator(
     afl_jax.algorithms.get('fedbuff', client_lr=0.5), prob, sched, chunk_size=3

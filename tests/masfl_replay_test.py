@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from quadratic import (
   fresh_schedule,
+  logistic_problem,
   make_quadratic,
   simulate_quadratic,
   stale_schedule,
@@ -100,22 +101,10 @@ def test_replay_matches_numpy(name, adaptive, dtype, tol):
     np.testing.assert_allclose(res.params_history['x'], want, rtol=tol, atol=tol)
 
 
-def _stochastic_problem(num_clients=6, seed=0):
-  rng = np.random.default_rng(seed)
-  x = rng.normal(size=(num_clients, 16, 3)).astype(np.float32)
-  y = (x @ rng.normal(size=3) > 0).astype(np.int32)
-
-  def loss(p, batch):
-    logits = batch['x'] @ p['w'] + p['b']
-    return jnp.mean(jnp.logaddexp(0.0, logits) - batch['y'] * logits)
-
-  return afl_jax.problems.from_loss(loss, {'x': x, 'y': y}, full_batch=False, batch_size=4)
-
-
 @pytest.mark.parametrize('name,selection', [('masfl', 'arrivals'), ('adamasfl', 'uniform')])
 def test_control_variate_is_mean_of_client_variates_after_every_step(name, selection):
   """Alg. 1 line 7 keeps c^t = (1/N) sum_i c_i^t; checked after each server step."""
-  problem = _stochastic_problem()
+  problem = logistic_problem(6, 16, 3)
   sched = afl_jax.schedules.fedbuff(6, 3, 2, 8, local_steps=3, seed=2)
   alg = afl_jax.algorithms.get(name, client_lr=0.2, server_lr=0.5, beta=0.6, selection=selection)
   sim = afl_jax.Simulator(alg, problem, sched, chunk_size=1)

@@ -2,7 +2,8 @@
 
 Client i has f_i(x) = 0.5 * ||A_i x - b_i||^2 (full batch), so local gradient
 descent is ``x <- x - lr * A_i^T (A_i x - b_i)``. The references below are written
-from the papers' equations, independently of the library.
+from the papers' equations, independently of the library. :func:`logistic_problem`
+is a mini-batched one for the tests where the batches' randomness matters.
 """
 
 import jax
@@ -35,6 +36,22 @@ def quadratic_loss(params, batch):
 
 def quadratic_problem(a, b):
   return afl_jax.problems.from_loss(quadratic_loss, {'a': jnp.asarray(a), 'b': jnp.asarray(b)})
+
+
+def logistic_loss(params, batch):
+  logits = batch['x'] @ params['w'] + params['b']
+  return jnp.mean(jnp.logaddexp(0.0, logits) - batch['y'] * logits)
+
+
+def logistic_problem(num_clients, rows, dim, seed=0):
+  """Client i holds ``rows`` Gaussian points of R^dim, labelled by one random hyperplane.
+
+  The loss is logistic in ``{'w': [dim], 'b': []}``, on mini-batches of 4.
+  """
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(num_clients, rows, dim)).astype(np.float32)
+  y = (x @ rng.normal(size=dim) > 0).astype(np.int32)
+  return afl_jax.problems.from_loss(logistic_loss, {'x': x, 'y': y}, full_batch=False, batch_size=4)
 
 
 def stale_schedule(local_steps=STALE_STEPS):
