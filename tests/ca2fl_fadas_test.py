@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from quadratic import (
   fresh_schedule,
+  hand_arrivals,
   make_quadratic,
   np_local_gd,
   np_replay,
@@ -19,7 +20,6 @@ from quadratic import (
 )
 
 import afl_jax
-from afl_jax.core.types import Arrivals
 from afl_jax.servers.ca2fl import CA2FLState, ca2fl
 from afl_jax.servers.fadas import delay_adaptive_rate, fadas
 
@@ -112,14 +112,7 @@ def test_ca2fl_server_step_under_jit():
     cache, x = rng.normal(size=(4, 3)), rng.normal(size=3)
     msgs = rng.normal(size=(3, 3))
     ids, mask = np.array([2, 0, 3]), np.array([True, False, True])
-    arr = Arrivals(
-      jnp.asarray(ids, jnp.int32),
-      jnp.zeros(3, jnp.int32),
-      jnp.asarray(mask),
-      jnp.ones(3, jnp.int32),
-      None,
-      jnp.int32(0),
-    )
+    arr = hand_arrivals(ids, mask)
     server = ca2fl(0.5)
     state = CA2FLState({'x': jnp.asarray(x)}, {'x': jnp.asarray(cache)})
     new, _ = jax.jit(server.update)(state, {'x': jnp.asarray(msgs)}, arr, jax.random.key(0))
@@ -174,14 +167,7 @@ def test_fadas_delay_rate_and_server_step_under_jit():
   np.testing.assert_allclose(rate(0.1, jnp.int32(2), 2, 'divide'), 0.1, rtol=1e-6)
   server = fadas(0.1, 0.9, 0.99, 1e-8)
   state = server.init({'x': jnp.zeros(2)})
-  arr = Arrivals(
-    jnp.array([0, 1], jnp.int32),
-    jnp.array([0, 0], jnp.int32),
-    jnp.array([True, True]),
-    jnp.ones(2, jnp.int32),
-    None,
-    jnp.int32(0),
-  )
+  arr = hand_arrivals([0, 1], [True, True])
   new, _ = jax.jit(server.update)(
     state, {'x': jnp.array([[1.0, -2.0], [3.0, 2.0]])}, arr, jax.random.key(0)
   )

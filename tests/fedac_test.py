@@ -10,10 +10,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from quadratic import fresh_schedule, make_quadratic, simulate_quadratic, stale_schedule
+from quadratic import (
+  fresh_schedule,
+  hand_arrivals,
+  make_quadratic,
+  simulate_quadratic,
+  stale_schedule,
+)
 
 import afl_jax
-from afl_jax.core.types import Arrivals
 from afl_jax.servers.fedac import FedACBroadcast, FedACMessage, fedac_server, init_state
 
 HP = dict(client_lr=0.3, server_lr=0.5, beta1=0.6, beta2=0.9, epsilon=1e-3)
@@ -195,14 +200,9 @@ def test_fedac_empty_step_and_exact_zeros():
 
 
 def _arrivals(ids, mask, staleness, start_params, n):
-  return Arrivals(
-    jnp.asarray(ids, jnp.int32),
-    jnp.asarray(staleness, jnp.int32),
-    jnp.asarray(mask),
-    jnp.ones(len(ids), jnp.int32),
-    FedACBroadcast({'x': jnp.asarray(start_params)}, None, jnp.zeros((len(ids), n), jnp.int32)),
-    jnp.int32(0),
-  )
+  applied = jnp.zeros((len(ids), n), jnp.int32)
+  broadcast = FedACBroadcast({'x': jnp.asarray(start_params)}, None, applied)
+  return hand_arrivals(ids, mask, staleness=staleness, start_broadcast=broadcast)
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from quadratic import (
   fresh_schedule,
+  hand_arrivals,
   make_quadratic,
   np_local_gd,
   quadratic_problem,
@@ -21,7 +22,6 @@ from quadratic import (
 )
 
 import afl_jax
-from afl_jax.core.types import Arrivals
 from afl_jax.schedules.durations import Durations
 from afl_jax.schedules.port_clock import port_clock
 from afl_jax.servers.port import PortState, port_server
@@ -148,14 +148,7 @@ def test_port_empty_step_and_exact_zeros():
 
 
 def _arrivals(ids, mask, staleness, starts):
-  return Arrivals(
-    jnp.asarray(ids, jnp.int32),
-    jnp.asarray(staleness, jnp.int32),
-    jnp.asarray(mask),
-    jnp.ones(len(ids), jnp.int32),
-    {'x': jnp.asarray(starts)},
-    jnp.int32(0),
-  )
+  return hand_arrivals(ids, mask, staleness=staleness, start_broadcast={'x': jnp.asarray(starts)})
 
 
 def test_port_server_step_under_jit_with_client_weights():

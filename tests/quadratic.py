@@ -82,6 +82,25 @@ def simulate_quadratic(alg, a, b, x0, schedule, /, **hp):
   )
 
 
+def hand_arrivals(ids, mask, *, staleness=0, num_steps=1, start_broadcast=None, step=0):
+  """One server step's :class:`afl_jax.Arrivals` written by hand, for calling a rule directly.
+
+  Ids, staleness, K and t are int32; ``staleness`` and ``num_steps`` are one value per
+  row, or one value for every row.
+  """
+  rows = lambda v: (
+    jnp.full(len(ids), v, jnp.int32) if np.ndim(v) == 0 else jnp.asarray(v, jnp.int32)
+  )
+  return afl_jax.Arrivals(
+    jnp.asarray(ids, jnp.int32),
+    rows(staleness),
+    jnp.asarray(mask, bool),
+    rows(num_steps),
+    start_broadcast,
+    jnp.int32(step),
+  )
+
+
 def np_local_gd(a_i, b_i, x0, lr, k):
   """K steps of full-batch gradient descent on 0.5||A x - b||^2."""
   x = np.array(x0, dtype=np.float64)
