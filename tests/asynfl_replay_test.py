@@ -10,10 +10,10 @@ eta_g / n * sum of the (compressed) Deltas.
 """
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
-from quadratic import make_quadratic, np_local_gd, np_replay, quadratic_problem
+from compression_top_k_test import np_top_k
+from quadratic import make_quadratic, np_local_gd, np_replay, simulate_quadratic
 from same import assert_close_ulps
 
 import afl_jax
@@ -33,14 +33,6 @@ def _flexible_schedule():
     local_steps=K,
     seed=2,
   )
-
-
-def np_top_k(v, k):
-  """Keep the k largest |v_j|, ties to the lowest index."""
-  idx = np.argsort(-np.abs(v), kind='stable')[:k]
-  out = np.zeros_like(v)
-  out[idx] = v[idx]
-  return out
 
 
 def np_asynfl(
@@ -80,9 +72,8 @@ def np_asynfl(
 def _run(name, schedule, dtype=np.float64, **hp):
   a, b = make_quadratic(num_clients=N, dim=DIM, dtype=dtype)
   x0 = np.linspace(-1, 1, DIM).astype(dtype)
-  alg = afl_jax.algorithms.get(name, client_lr=LR, server_lr=ETA_G, num_clients=N, **hp)
-  res = afl_jax.simulate(
-    alg, quadratic_problem(a, b), schedule, {'x': jnp.asarray(x0)}, jax.random.key(0)
+  res = simulate_quadratic(
+    name, a, b, x0, schedule, client_lr=LR, server_lr=ETA_G, num_clients=N, **hp
   )
   return res, a, b, x0
 
@@ -113,22 +104,21 @@ def test_sync_limit_is_local_sgd_averaged_with_weight_s_over_n():
       np.testing.assert_allclose(res.params_history['x'][t], x, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize('normalizer', ['clients', 'arrivals'])
-def test_asynfl_flexible_participation_matches_eqs_2_to_5(normalizer):
-  with jax.enable_x64(True):
+@pytest.mark.parametrize(
+  'normalizer,dtype,rtol,atol',
+  [
+    ('clients', np.float64, 1e-10, 1e-12),
+    ('arrivals', np.float64, 1e-10, 1e-12),
+    ('clients', np.float32, 1e-4, 1e-5),
+  ],
+)
+def test_asynfl_flexible_participation_matches_eqs_2_to_5(normalizer, dtype, rtol, atol):
+  with jax.enable_x64(dtype == np.float64):
     sched = _flexible_schedule()
-    res, a, b, x0 = _run('asynfl', sched, normalizer=normalizer)
+    res, a, b, x0 = _run('asynfl', sched, dtype=dtype, normalizer=normalizer)
     expected, _ = np_asynfl(sched, a, b, x0, LR, ETA_G, K, normalizer)
-    assert res.params_history['x'].dtype == jnp.float64
-    np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-10, atol=1e-12)
-
-
-def test_asynfl_float32_matches_numpy():
-  sched = _flexible_schedule()
-  res, a, b, x0 = _run('asynfl', sched, dtype=np.float32)
-  expected, _ = np_asynfl(sched, a, b, x0, LR, ETA_G, K)
-  assert res.params_history['x'].dtype == jnp.float32
-  np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-4, atol=1e-5)
+    assert res.params_history['x'].dtype == dtype
+    np.testing.assert_allclose(res.params_history['x'], expected, rtol=rtol, atol=atol)
 
 
 def test_per_job_option_is_fedbuff_style_over_n_and_differs_from_continuous():
@@ -148,28 +138,24 @@ def test_per_job_option_is_fedbuff_style_over_n_and_differs_from_continuous():
     assert np.max(np.abs(continuous - expected)) > 1e-3
 
 
-def test_asynflc_top_k_matches_eq_7():
+@pytest.mark.parametrize('name', ['asynflc', 'asynflc_ef'])
+def test_asynflc_top_k_matches_eq_7_and_algorithm_1(name):
+  """AsynFLC: eq. (7); AsynFLC-EF: Algorithm 1 with its residuals (eqs. 8, 9)."""
+  ef = name == 'asynflc_ef'
   with jax.enable_x64(True):
     sched = _flexible_schedule()
-    res, a, b, x0 = _run('asynflc', sched, compressor='top_k', fraction=0.4)  # k = 2 of 5
-    expected, _ = np_asynfl(sched, a, b, x0, LR, ETA_G, K, compress=lambda v: np_top_k(v, 2))
+    res, a, b, x0 = _run(name, sched, compressor='top_k', fraction=0.4)  # k = 2 of 5
+    expected, err = np_asynfl(
+      sched, a, b, x0, LR, ETA_G, K, compress=lambda v: np_top_k(v, 2), error_feedback=ef
+    )
     np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-10, atol=1e-12)
     uncompressed, _ = np_asynfl(sched, a, b, x0, LR, ETA_G, K)
     assert np.max(np.abs(uncompressed - expected)) > 1e-3
-
-
-def test_asynflc_ef_top_k_matches_algorithm_1():
-  with jax.enable_x64(True):
-    sched = _flexible_schedule()
-    res, a, b, x0 = _run('asynflc_ef', sched, compressor='top_k', fraction=0.4)
-    expected, err = np_asynfl(
-      sched, a, b, x0, LR, ETA_G, K, compress=lambda v: np_top_k(v, 2), error_feedback=True
-    )
-    np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-10, atol=1e-12)
-    # The engine's residuals are in our sign (Delta = anchor - x_K): e = -e_paper.
-    residual = np.asarray(res.final_state.compressor.residual['x'])
-    np.testing.assert_allclose(residual, -err, rtol=1e-10, atol=1e-12)
-    assert np.abs(err).max() > 1e-3
+    if ef:
+      # The engine's residuals are in our sign (Delta = anchor - x_K): e = -e_paper.
+      residual = np.asarray(res.final_state.compressor.residual['x'])
+      np.testing.assert_allclose(residual, -err, rtol=1e-10, atol=1e-12)
+      assert np.abs(err).max() > 1e-3
 
 
 def test_asynflc_ef_with_identity_is_asynfl():
@@ -197,11 +183,8 @@ def test_sign_of_a_zero_update_is_plus_one_on_the_papers_delta(name):
     a, b = make_quadratic(num_clients=N, dim=DIM, dtype=np.float64)
     a[:, :, 2] = 0.0  # coordinate 2 never gets a gradient: its update is exactly 0
     x0 = np.linspace(-1, 1, DIM)
-    alg = afl_jax.algorithms.get(
-      name, client_lr=LR, server_lr=ETA_G, num_clients=N, compressor='sign'
-    )
-    res = afl_jax.simulate(
-      alg, quadratic_problem(a, b), sched, {'x': jnp.asarray(x0)}, jax.random.key(0)
+    res = simulate_quadratic(
+      name, a, b, x0, sched, client_lr=LR, server_lr=ETA_G, num_clients=N, compressor='sign'
     )
     expected, _ = np_asynfl(
       sched, a, b, x0, LR, ETA_G, K, compress=np_paper_sign, error_feedback=name == 'asynflc_ef'

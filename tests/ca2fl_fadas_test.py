@@ -9,42 +9,31 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from quadratic import make_quadratic, np_local_gd, quadratic_problem
+from quadratic import (
+  fresh_schedule,
+  hand_arrivals,
+  make_quadratic,
+  np_local_gd,
+  np_replay,
+  simulate_quadratic,
+  stale_schedule,
+)
 
 import afl_jax
-from afl_jax.core.types import Arrivals
 from afl_jax.servers.ca2fl import CA2FLState, ca2fl
 from afl_jax.servers.fadas import delay_adaptive_rate, fadas
 
-# 6 steps, 2 slots, staleness up to 3 (tau_max per step: 0, 1, 2, 3, 3, 3), one padding.
-IDS = [[0, 1], [2, 0], [1, 0], [0, 2], [2, 1], [1, 0]]
-START = [[0, 0], [1, 0], [0, 2], [3, 0], [1, 4], [5, 2]]
-STEPS = [[2, 1], [3, 2], [1, 3], [2, 2], [1, 3], [2, 1]]
-MASK = [[1, 1], [1, 1], [1, 0], [1, 1], [1, 1], [1, 1]]
-
-
-def _schedule():
-  return afl_jax.schedules.from_arrays(IDS, START, local_steps=STEPS, mask=MASK)
-
 
 def _np_replay(schedule, a, b, x0, lr, server_step):
-  """history[s] = broadcast before step s; server_step(x, ids, deltas, taus) -> x_next.
+  """quadratic.np_replay with ``server_step(x, ids, deltas, taus) -> x_next``.
 
   deltas are the library's pseudo-gradients x_start - x_local.
   """
-  history = [np.array(x0, np.float64)]
-  for t in range(schedule.num_steps):
-    ids, deltas, taus = [], [], []
-    for j in range(schedule.max_arrivals):
-      if schedule.mask[t, j]:
-        i, s, k = (
-          int(v[t, j]) for v in (schedule.client_ids, schedule.start_step, schedule.local_steps)
-        )
-        ids.append(i)
-        deltas.append(history[s] - np_local_gd(a[i], b[i], history[s], lr, k))
-        taus.append(t - s)
-    history.append(server_step(history[t], ids, deltas, taus))
-  return np.stack(history[1:])
+
+  def step(x, locals_, starts, taus, ids):
+    return server_step(x, ids, [xs - xl for xl, xs in zip(locals_, starts)], taus)
+
+  return np_replay(schedule, a, b, x0, lr, step, with_ids=True)
 
 
 def _ca2fl_ref(num_clients, eta):
@@ -89,14 +78,8 @@ def test_ca2fl_matches_numpy_over_stale_schedule():
   with jax.enable_x64(True):
     a, b = make_quadratic(dtype=np.float64)
     x0 = np.linspace(-1, 1, 4)
-    sched = _schedule()
-    res = afl_jax.simulate(
-      afl_jax.algorithms.get('ca2fl', client_lr=0.3, server_lr=0.8),
-      quadratic_problem(a, b),
-      sched,
-      {'x': jnp.asarray(x0)},
-      jax.random.key(0),
-    )
+    sched = stale_schedule()
+    res = simulate_quadratic('ca2fl', a, b, x0, sched, client_lr=0.3, server_lr=0.8)
     want = _np_replay(sched, a, b, x0, 0.3, _ca2fl_ref(3, 0.8))
     np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-10)
     # The cache holds each client's latest Delta (client 2 last arrived at step 4 from s=1).
@@ -111,16 +94,9 @@ def test_ca2fl_full_fresh_participation_is_fedbuff():
   with jax.enable_x64(True):
     a, b = make_quadratic(num_clients=4, dtype=np.float64)
     t_steps = 5
-    ids = np.tile(np.arange(4), (t_steps, 1))
-    start = np.tile(np.arange(t_steps)[:, None], (1, 4))
-    sched = afl_jax.schedules.from_arrays(ids, start, local_steps=3)
-    x0 = {'x': jnp.zeros(4)}
-    run = lambda name: afl_jax.simulate(
-      afl_jax.algorithms.get(name, client_lr=0.2, server_lr=0.7),
-      quadratic_problem(a, b),
-      sched,
-      x0,
-      jax.random.key(0),
+    sched = fresh_schedule(4, t_steps, local_steps=3)
+    run = lambda name: simulate_quadratic(
+      name, a, b, np.zeros(4), sched, client_lr=0.2, server_lr=0.7
     ).params_history['x']
     cal, buff = run('ca2fl'), run('fedbuff')
     x = np.zeros(4)
@@ -136,14 +112,7 @@ def test_ca2fl_server_step_under_jit():
     cache, x = rng.normal(size=(4, 3)), rng.normal(size=3)
     msgs = rng.normal(size=(3, 3))
     ids, mask = np.array([2, 0, 3]), np.array([True, False, True])
-    arr = Arrivals(
-      jnp.asarray(ids, jnp.int32),
-      jnp.zeros(3, jnp.int32),
-      jnp.asarray(mask),
-      jnp.ones(3, jnp.int32),
-      None,
-      jnp.int32(0),
-    )
+    arr = hand_arrivals(ids, mask)
     server = ca2fl(0.5)
     state = CA2FLState({'x': jnp.asarray(x)}, {'x': jnp.asarray(cache)})
     new, _ = jax.jit(server.update)(state, {'x': jnp.asarray(msgs)}, arr, jax.random.key(0))
@@ -162,18 +131,19 @@ def test_fadas_matches_numpy_amsgrad_with_delay_adaptive_rate(rule, bias_correct
   with jax.enable_x64(True):
     a, b = make_quadratic(dtype=np.float64)
     x0 = np.linspace(-1, 1, 4)
-    sched = _schedule()
+    sched = stale_schedule()
     hp = dict(server_lr=0.6, beta1=0.8, beta2=0.95, epsilon=1e-3, tau_c=1)
-    alg = afl_jax.algorithms.get(
+    res = simulate_quadratic(
       'fadas',
+      a,
+      b,
+      x0,
+      sched,
       client_lr=0.3,
       delay_rule=rule,
       bias_correction=bias_correction,
       delay_adaptive=adaptive,
       **hp,
-    )
-    res = afl_jax.simulate(
-      alg, quadratic_problem(a, b), sched, {'x': jnp.asarray(x0)}, jax.random.key(0)
     )
     ref = _fadas_ref(0.6, 0.8, 0.95, 1e-3, 1, rule, bias_correction, adaptive)
     want = _np_replay(sched, a, b, x0, 0.3, ref)
@@ -197,14 +167,7 @@ def test_fadas_delay_rate_and_server_step_under_jit():
   np.testing.assert_allclose(rate(0.1, jnp.int32(2), 2, 'divide'), 0.1, rtol=1e-6)
   server = fadas(0.1, 0.9, 0.99, 1e-8)
   state = server.init({'x': jnp.zeros(2)})
-  arr = Arrivals(
-    jnp.array([0, 1], jnp.int32),
-    jnp.array([0, 0], jnp.int32),
-    jnp.array([True, True]),
-    jnp.ones(2, jnp.int32),
-    None,
-    jnp.int32(0),
-  )
+  arr = hand_arrivals([0, 1], [True, True])
   new, _ = jax.jit(server.update)(
     state, {'x': jnp.array([[1.0, -2.0], [3.0, 2.0]])}, arr, jax.random.key(0)
   )

@@ -4,17 +4,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from compression_top_k_test import np_top_k
 
 from afl_jax import compression
 
 T = 20
-
-
-def np_top_k(x: np.ndarray, k: int) -> np.ndarray:
-  keep = np.argsort(-np.abs(x), kind='stable')[:k]
-  out = np.zeros_like(x)
-  out[keep] = x[keep]
-  return out
 
 
 def _deltas(seed, t=T):

@@ -39,6 +39,27 @@ def _load_helper():
   return module
 
 
+def _wait(procs) -> bool:
+  """Wait until all of ``procs`` end, one fails or TIMEOUT_S passes; kill the rest.
+
+  Returns:
+    Whether the time ran out.
+  """
+  deadline = time.monotonic() + TIMEOUT_S
+  try:
+    while any(p.poll() is None for p in procs):
+      failed = [p for p in procs if p.poll() not in (None, 0)]
+      if failed or time.monotonic() > deadline:
+        break  # one died (the other would wait for it at a barrier) or time is up
+      time.sleep(0.2)
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.kill()
+      p.wait()
+  return time.monotonic() > deadline
+
+
 def _run_pair(out_dir: str, cases: str, checkpoint: bool) -> list[dict]:
   """Start both processes and wait; kills both on a failure or timeout.
 
@@ -65,20 +86,9 @@ def _run_pair(out_dir: str, cases: str, checkpoint: bool) -> list[dict]:
     log = open(os.path.join(out_dir, f'process_{pid}.log'), 'w')  # a file: never blocks
     procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
     log.close()
-  deadline = time.monotonic() + TIMEOUT_S
-  try:
-    while any(p.poll() is None for p in procs):
-      failed = [p for p in procs if p.poll() not in (None, 0)]
-      if failed or time.monotonic() > deadline:
-        break  # one died (the other would wait for it at a barrier) or time is up
-      time.sleep(0.2)
-  finally:
-    for p in procs:
-      if p.poll() is None:
-        p.kill()
-      p.wait()
-    logs = [open(os.path.join(out_dir, f'process_{i}.log')).read() for i in range(2)]
-  if time.monotonic() > deadline:
+  timed_out = _wait(procs)
+  logs = [open(os.path.join(out_dir, f'process_{i}.log')).read() for i in range(2)]
+  if timed_out:
     pytest.fail(f'2-process run exceeded {TIMEOUT_S} s; logs:\n' + '\n---\n'.join(logs))
   codes = [p.returncode for p in procs]
   if any(codes):
@@ -174,17 +184,7 @@ def _train_pair(workdir: str, logs: str, *extra: str) -> None:
     )
     log.close()
     names.append(name)
-  deadline = time.monotonic() + TIMEOUT_S
-  try:
-    while any(p.poll() is None for p in procs):
-      if any(p.poll() not in (None, 0) for p in procs) or time.monotonic() > deadline:
-        break
-      time.sleep(0.2)
-  finally:
-    for p in procs:
-      if p.poll() is None:
-        p.kill()
-      p.wait()
+  _wait(procs)
   text = [open(n).read() for n in names]
   if any(p.returncode for p in procs):
     pytest.fail(f'2-process train failed {[p.returncode for p in procs]}:\n' + '\n---\n'.join(text))

@@ -5,21 +5,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from quadratic import make_quadratic, np_replay, quadratic_problem
+from quadratic import (
+  fresh_schedule,
+  logistic_problem,
+  make_quadratic,
+  np_local_gd,
+  np_replay,
+  simulate_quadratic,
+  stale_schedule,
+)
 from same import assert_close_ulps
 
 import afl_jax
 from afl_jax import compression
-
-# 6 steps, 2 slots, staleness up to 3, one padded arrival (step 2, slot 1), K in {1,2,3}.
-IDS = [[0, 1], [2, 0], [1, 0], [0, 2], [2, 1], [1, 0]]
-START = [[0, 0], [1, 0], [0, 2], [3, 0], [1, 4], [5, 2]]
-STEPS = [[2, 1], [3, 2], [1, 3], [2, 2], [1, 3], [2, 1]]
-MASK = [[1, 1], [1, 1], [1, 0], [1, 1], [1, 1], [1, 1]]
-
-
-def _schedule():
-  return afl_jax.schedules.from_arrays(IDS, START, local_steps=STEPS, mask=MASK)
 
 
 def _fedbuff_ref(eta_g):
@@ -42,11 +40,12 @@ def _fedasync_ref(alpha, a):
 
 
 def test_schedule_has_intended_staleness():
-  s = _schedule()
+  s = stale_schedule()
   assert s.max_staleness == 3
   assert s.mask.sum() == 11
 
 
+@pytest.mark.parametrize('dtype,tol', [(np.float32, 1e-5), (np.float64, 1e-10)])
 @pytest.mark.parametrize(
   'name,hp,ref',
   [
@@ -58,75 +57,27 @@ def test_schedule_has_intended_staleness():
     ),
   ],
 )
-def test_replay_matches_numpy_float32(name, hp, ref):
-  a, b = make_quadratic()
-  x0 = np.linspace(-1, 1, 4).astype(np.float32)
-  sched = _schedule()
-  result = afl_jax.simulate(
-    afl_jax.algorithms.get(name, **hp),
-    quadratic_problem(a, b),
-    sched,
-    {'x': jnp.asarray(x0)},
-    jax.random.key(0),
-  )
-  expected = np_replay(sched, a, b, x0, hp['client_lr'], ref)
-  assert result.params_history['x'].dtype == jnp.float32
-  np.testing.assert_allclose(result.params_history['x'], expected, atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize(
-  'name,hp,ref',
-  [
-    ('fedbuff', dict(client_lr=0.3, server_lr=0.7), _fedbuff_ref(0.7)),
-    (
-      'fedasync',
-      dict(client_lr=0.3, alpha=0.8, staleness='polynomial', a=0.5),
-      _fedasync_ref(0.8, 0.5),
-    ),
-  ],
-)
-def test_replay_matches_numpy_float64(name, hp, ref):
-  with jax.enable_x64(True):
-    a, b = make_quadratic(dtype=np.float64)
-    x0 = np.linspace(-1, 1, 4)
-    sched = _schedule()
-    result = afl_jax.simulate(
-      afl_jax.algorithms.get(name, **hp),
-      quadratic_problem(a, b),
-      sched,
-      {'x': jnp.asarray(x0, jnp.float64)},
-      jax.random.key(0),
-    )
+def test_replay_matches_numpy(name, hp, ref, dtype, tol):
+  with jax.enable_x64(dtype == np.float64):
+    a, b = make_quadratic(dtype=dtype)
+    x0 = np.linspace(-1, 1, 4).astype(dtype)
+    sched = stale_schedule()
+    result = simulate_quadratic(name, a, b, x0, sched, **hp)
     expected = np_replay(sched, a, b, x0, hp['client_lr'], ref)
-    assert result.params_history['x'].dtype == jnp.float64
-    np.testing.assert_allclose(result.params_history['x'], expected, atol=1e-10, rtol=1e-10)
+    assert result.params_history['x'].dtype == dtype
+    np.testing.assert_allclose(result.params_history['x'], expected, atol=tol, rtol=tol)
 
 
 def test_fedbuff_zero_staleness_full_participation_is_fedavg():
   a, b = make_quadratic(num_clients=4)
   t = 5
-  ids = np.tile(np.arange(4), (t, 1))
-  start = np.tile(np.arange(t)[:, None], (1, 4))
-  sched = afl_jax.schedules.from_arrays(ids, start, local_steps=3)
-  x0 = {'x': jnp.zeros(4)}
-  buff = afl_jax.simulate(
-    afl_jax.algorithms.get('fedbuff', client_lr=0.2, server_lr=1.0),
-    quadratic_problem(a, b),
-    sched,
-    x0,
-    jax.random.key(0),
-  )
-  avg = afl_jax.simulate(
-    afl_jax.algorithms.get('fedavg', client_lr=0.2, weighting='uniform'),  # equal data sizes
-    quadratic_problem(a, b),
-    sched,
-    x0,
-    jax.random.key(0),
-  )
+  sched = fresh_schedule(4, t, local_steps=3)
+  x0 = np.zeros(4, np.float32)
+  buff = simulate_quadratic('fedbuff', a, b, x0, sched, client_lr=0.2, server_lr=1.0)
+  # equal data sizes
+  avg = simulate_quadratic('fedavg', a, b, x0, sched, client_lr=0.2, weighting='uniform')
   # FedAvg by definition: the mean of the client models trained from x_t.
   x = np.zeros(4)
-  from quadratic import np_local_gd
-
   for step in range(t):
     x = np.mean([np_local_gd(a[i], b[i], x, 0.2, 3) for i in range(4)], axis=0)
     np.testing.assert_allclose(avg.params_history['x'][step], x, atol=1e-5)
@@ -136,30 +87,17 @@ def test_fedbuff_zero_staleness_full_participation_is_fedavg():
 def test_fedasync_alpha_one_fresh_returns_client_model():
   a, b = make_quadratic()
   sched = afl_jax.schedules.from_arrays([[1], [2]], [[0], [1]], local_steps=4)
-  alg = afl_jax.algorithms.get('fedasync', client_lr=0.1, alpha=1.0, staleness='constant')
-  res = afl_jax.simulate(alg, quadratic_problem(a, b), sched, {'x': jnp.ones(4)}, jax.random.key(0))
-  from quadratic import np_local_gd
-
+  res = simulate_quadratic(
+    'fedasync', a, b, np.ones(4, np.float32), sched, client_lr=0.1, alpha=1.0, staleness='constant'
+  )
   x1 = np_local_gd(a[1], b[1], np.ones(4), 0.1, 4)
   x2 = np_local_gd(a[2], b[2], x1, 0.1, 4)
   np.testing.assert_allclose(res.params_history['x'][0], x1, atol=1e-5)
   np.testing.assert_allclose(res.params_history['x'][1], x2, atol=1e-5)
 
 
-def _stochastic_problem(num_clients=6, seed=0):
-  rng = np.random.default_rng(seed)
-  x = rng.normal(size=(num_clients, 32, 5)).astype(np.float32)
-  y = (x @ rng.normal(size=5) > 0).astype(np.int32)
-
-  def loss(p, batch):
-    logits = batch['x'] @ p['w'] + p['b']
-    return jnp.mean(jnp.logaddexp(0.0, logits) - batch['y'] * logits)
-
-  return afl_jax.problems.from_loss(loss, {'x': x, 'y': y}, full_batch=False, batch_size=4)
-
-
 def _run_stochastic(seed, chunk_size=None):
-  prob = _stochastic_problem()
+  prob = logistic_problem(6, 32, 5)
   sched = afl_jax.schedules.fedbuff(6, 3, 2, 9, local_steps=3, seed=1)
   alg = afl_jax.algorithms.get('fedbuff', client_lr=0.5)
   p0 = {'w': jnp.zeros(5), 'b': jnp.zeros(())}
@@ -192,7 +130,7 @@ def test_slot_order_changes_only_the_order_of_sums():
   mask[2, 2] = False  # a padded slot (reusing client 1's id), moved to slot 0 below
   perm = np.array([[2, 0, 1], [1, 2, 0], [2, 0, 1], [2, 1, 0], [0, 2, 1], [1, 2, 0]])
   take = lambda a: np.take_along_axis(a, perm, axis=1)
-  prob = _stochastic_problem()  # mini-batches: every client's steps draw from its key
+  prob = logistic_problem(6, 32, 5)  # mini-batches: every client's steps draw from its key
   alg = afl_jax.algorithms.get('fedbuff', client_lr=0.5, server_lr=0.8)
   alg = alg._replace(compressor=compression.qsgd(bits=4))  # random rounding
   p0 = {'w': jnp.zeros(5), 'b': jnp.zeros(())}
@@ -214,7 +152,7 @@ def test_slot_order_changes_only_the_order_of_sums():
 
 
 def test_engine_compiles_once_for_a_whole_run():
-  prob = _stochastic_problem()
+  prob = logistic_problem(6, 32, 5)
   sched = afl_jax.schedules.fedbuff(6, 3, 2, 10, local_steps=3, seed=1)
   sim = afl_jax.Simulator(
     afl_jax.algorithms.get('fedbuff', client_lr=0.5), prob, sched, chunk_size=3

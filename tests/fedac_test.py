@@ -10,19 +10,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from quadratic import make_quadratic, quadratic_problem
+from quadratic import (
+  fresh_schedule,
+  hand_arrivals,
+  make_quadratic,
+  simulate_quadratic,
+  stale_schedule,
+)
 
 import afl_jax
-from afl_jax.core.types import Arrivals
 from afl_jax.servers.fedac import FedACBroadcast, FedACMessage, fedac_server, init_state
 
-# 6 steps, 2 slots, staleness up to 3, one padding slot. Client 0 has two jobs in
-# flight twice: the job arriving at t=1 started at s=0 before its job of t=0 arrived,
-# and the job arriving at t=5 started at s=2, before its job of t=3 started.
-IDS = [[0, 1], [2, 0], [1, 0], [0, 2], [2, 1], [1, 0]]
-START = [[0, 0], [1, 0], [0, 2], [3, 0], [1, 4], [5, 2]]
-STEPS = [[2, 1], [3, 2], [1, 3], [2, 2], [1, 3], [2, 1]]
-MASK = [[1, 1], [1, 1], [1, 0], [1, 1], [1, 1], [1, 1]]
 HP = dict(client_lr=0.3, server_lr=0.5, beta1=0.6, beta2=0.9, epsilon=1e-3)
 
 
@@ -111,16 +109,6 @@ def _np_fedac(
   return np.stack(xs[1:]), np.array(evicted)
 
 
-def _run(schedule, a, b, x0, **hp):
-  return afl_jax.simulate(
-    afl_jax.algorithms.get('fedac', **hp),
-    quadratic_problem(a, b),
-    schedule,
-    {'x': jnp.asarray(x0)},
-    jax.random.key(0),
-  )
-
-
 @pytest.mark.parametrize('min_similarity', [-1.0, 0.0, 0.2])
 def test_fedac_matches_numpy_over_stale_schedule_with_overlapping_jobs(min_similarity):
   # seed 2 with a large server rate has negative cosines, so each floor r_min matters
@@ -128,15 +116,15 @@ def test_fedac_matches_numpy_over_stale_schedule_with_overlapping_jobs(min_simil
   with jax.enable_x64(True):
     a, b = make_quadratic(seed=2, dtype=np.float64)
     x0 = np.linspace(-1, 1, 4)
-    sched = afl_jax.schedules.from_arrays(IDS, START, local_steps=STEPS, mask=MASK)
+    sched = stale_schedule()  # client 0 has two jobs in flight twice
     hp = dict(HP, server_lr=1.5, min_similarity=min_similarity)
-    res = _run(sched, a, b, x0, history=3, **hp)
+    res = simulate_quadratic('fedac', a, b, x0, sched, history=3, **hp)
     want, _ = _np_fedac(sched, a, b, x0, **hp)
     np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-10)
     if min_similarity != 0.0:
       return
     # history=2 already covers this schedule: client 0 never needs an evicted variate.
-    res2 = _run(sched, a, b, x0, history=2, **hp)
+    res2 = simulate_quadratic('fedac', a, b, x0, sched, history=2, **hp)
     np.testing.assert_allclose(res2.params_history['x'], want, rtol=1e-10, atol=1e-10)
     np.testing.assert_array_equal(res2.metrics['client/variate_evicted'], 0.0)
 
@@ -146,8 +134,8 @@ def test_fedac_variates_are_causal_not_latest():
   with jax.enable_x64(True):
     a, b = make_quadratic(dtype=np.float64)
     x0 = np.linspace(-1, 1, 4)
-    sched = afl_jax.schedules.from_arrays(IDS, START, local_steps=STEPS, mask=MASK)
-    res = _run(sched, a, b, x0, **HP)
+    sched = stale_schedule()
+    res = simulate_quadratic('fedac', a, b, x0, sched, **HP)
     causal, _ = _np_fedac(sched, a, b, x0, **HP)
     np.testing.assert_allclose(res.params_history['x'], causal, rtol=1e-10, atol=1e-10)
     latest, _ = _np_fedac(sched, a, b, x0, latest=True, **HP)
@@ -164,7 +152,7 @@ def test_fedac_eviction_uses_oldest_kept_variate_and_reports_it():
       [[0, 1], [0, 1], [0, 1], [0, 1]], [[0, 0], [1, 0], [2, 2], [1, 3]], local_steps=2
     )
     for history, flagged in ((2, [0, 0, 0, 1]), (3, [0, 0, 0, 0])):
-      res = _run(sched, a, b, x0, history=history, **HP)
+      res = simulate_quadratic('fedac', a, b, x0, sched, history=history, **HP)
       want, ev = _np_fedac(sched, a, b, x0, history=history, **HP)
       np.testing.assert_array_equal(ev, flagged)
       np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-10)
@@ -176,10 +164,8 @@ def test_fedac_fresh_arrivals_without_correction_is_fedbuff_then_prospective_mom
   with jax.enable_x64(True):
     a, b = make_quadratic(num_clients=4, dtype=np.float64)
     t_steps = 4
-    ids = np.tile(np.arange(4), (t_steps, 1))
-    start = np.tile(np.arange(t_steps)[:, None], (1, 4))
-    sched = afl_jax.schedules.from_arrays(ids, start, local_steps=3)
-    res = _run(sched, a, b, np.zeros(4), correction=False, **HP)
+    sched = fresh_schedule(4, t_steps, local_steps=3)
+    res = simulate_quadratic('fedac', a, b, np.zeros(4), sched, correction=False, **HP)
     x, m, v = np.zeros(4), 0.0, 0.0
     for t in range(t_steps):  # fresh: x_s = x_t, cos undefined -> uniform weights
       local = []
@@ -204,7 +190,7 @@ def test_fedac_empty_step_and_exact_zeros():
     start = [[0, 0], [0, 1], [0, 0], [2, 1]]
     mask = [[1, 1], [1, 1], [0, 0], [1, 1]]
     sched = afl_jax.schedules.from_arrays(ids, start, local_steps=2, mask=mask)
-    res = _run(sched, a, b, x0, **HP)
+    res = simulate_quadratic('fedac', a, b, x0, sched, **HP)
     x = np.asarray(res.params_history['x'])
     want, _ = _np_fedac(sched, a, b, x0, **HP)
     np.testing.assert_allclose(x, want, rtol=1e-10, atol=1e-10)
@@ -214,14 +200,9 @@ def test_fedac_empty_step_and_exact_zeros():
 
 
 def _arrivals(ids, mask, staleness, start_params, n):
-  return Arrivals(
-    jnp.asarray(ids, jnp.int32),
-    jnp.asarray(staleness, jnp.int32),
-    jnp.asarray(mask),
-    jnp.ones(len(ids), jnp.int32),
-    FedACBroadcast({'x': jnp.asarray(start_params)}, None, jnp.zeros((len(ids), n), jnp.int32)),
-    jnp.int32(0),
-  )
+  applied = jnp.zeros((len(ids), n), jnp.int32)
+  broadcast = FedACBroadcast({'x': jnp.asarray(start_params)}, None, applied)
+  return hand_arrivals(ids, mask, staleness=staleness, start_broadcast=broadcast)
 
 
 @pytest.mark.parametrize(
@@ -234,10 +215,10 @@ def test_fedac_similarity_conventions_match_numpy(min_similarity, zero_cosine, f
   with jax.enable_x64(True):
     a, b = make_quadratic(seed=2, dtype=np.float64)
     x0 = np.array([-0.05, 0.05, -0.1, -0.025])  # first-update cosines with x_0: 0.23, 0.31
-    sched = afl_jax.schedules.from_arrays(IDS, START, local_steps=STEPS, mask=MASK)
+    sched = stale_schedule()
     hp = dict(HP, server_lr=1.5, min_similarity=min_similarity)
     opts = dict(zero_cosine=zero_cosine, first_update=first_update)
-    res = _run(sched, a, b, x0, history=3, **hp, **opts)
+    res = simulate_quadratic('fedac', a, b, x0, sched, history=3, **hp, **opts)
     want, _ = _np_fedac(sched, a, b, x0, **hp, **opts)
     got = np.asarray(res.params_history['x'])
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)

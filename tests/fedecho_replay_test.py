@@ -9,6 +9,7 @@ distillation on eq. (3) with alpha from eq. (4)).
 import jax
 import jax.numpy as jnp
 import numpy as np
+from fedecho_loss_test import np_softmax
 from same import assert_close_ulps
 
 import afl_jax
@@ -44,11 +45,6 @@ def apply_fn(params, x):
 def loss_fn(params, batch):
   logp = jax.nn.log_softmax(apply_fn(params, batch['x']))
   return -jnp.mean(jnp.take_along_axis(logp, batch['y'][:, None], axis=1))
-
-
-def np_softmax(z):
-  e = np.exp(z - z.max(axis=-1, keepdims=True))
-  return e / e.sum(axis=-1, keepdims=True)
 
 
 def np_local(x, y, p, k):

@@ -11,22 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from fedecho_loss_test import apply_fn, np_softmax, np_teacher
 
 import afl_jax
 from afl_jax.servers.fedecho import distill_optimizer, fedecho_server
-
-
-def np_softmax(z):
-  e = np.exp(z - z.max(axis=-1, keepdims=True))
-  return e / e.sum(axis=-1, keepdims=True)
-
-
-def np_teacher(logits, reported, teacher):
-  """Alg. 1 line 14: average over the clients that reported (logits or probabilities)."""
-  ys = [logits[i] for i in range(len(reported)) if reported[i]]
-  if teacher == 'logits':
-    return np_softmax(np.mean(ys, axis=0))
-  return np.mean([np_softmax(y) for y in ys], axis=0)
 
 
 def np_alpha(p, alpha_min, alpha_max):
@@ -36,10 +24,6 @@ def np_alpha(p, alpha_min, alpha_max):
 
 
 D, C, N = 3, 4, 4
-
-
-def apply_fn(params, x):
-  return x @ params['w']
 
 
 def _arrivals(ids, starts, mask, step=0):

@@ -8,7 +8,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from quadratic import make_quadratic, np_local_gd, np_replay, quadratic_loss, quadratic_problem
+from quadratic import (
+  fresh_schedule,
+  make_quadratic,
+  np_local_gd,
+  np_replay,
+  quadratic_loss,
+  simulate_quadratic,
+  stale_schedule,
+)
 from same import assert_close_ulps
 
 import afl_jax
@@ -70,34 +78,13 @@ def test_prox_one_job_matches_numpy_prox_gd(num_steps):
     assert np.isfinite(float(metrics['train_loss']))
 
 
-# A stale schedule (3 clients, M = 2, one padded slot) with unequal local steps.
-IDS = [[0, 1], [2, 0], [1, 0], [0, 2], [2, 1], [1, 0]]
-START = [[0, 0], [1, 0], [0, 2], [3, 0], [1, 4], [5, 2]]
-STEPS = [[2, 1], [3, 2], [1, 3], [2, 2], [1, 3], [2, 1]]
-MASK = [[1, 1], [1, 1], [1, 0], [1, 1], [1, 1], [1, 1]]
-
-
-def _stale_schedule(steps=STEPS):
-  return afl_jax.schedules.from_arrays(IDS, START, local_steps=steps, mask=MASK)
-
-
 def _sync_schedule(steps):
-  t = len(steps)
-  ids = np.tile(np.arange(3), (t, 1))
-  return afl_jax.schedules.from_arrays(
-    ids, np.tile(np.arange(t)[:, None], (1, 3)), local_steps=steps
-  )
+  return fresh_schedule(3, len(steps), steps)
 
 
 def _run(name, schedule, x0, **hp):
   a, b = make_quadratic(dtype=np.float64)
-  res = afl_jax.simulate(
-    afl_jax.algorithms.get(name, **hp),
-    quadratic_problem(a, b),
-    schedule,
-    {'x': jnp.asarray(x0, jnp.float64)},
-    jax.random.key(0),
-  )
+  res = simulate_quadratic(name, a, b, np.asarray(x0, np.float64), schedule, **hp)
   return a, b, np.asarray(res.params_history['x'])
 
 
@@ -137,7 +124,7 @@ def test_fedprox_mu_zero_is_fedavg():
 
 def test_fedbuff_prox_stale_matches_numpy():
   with jax.enable_x64(True):
-    sched = _stale_schedule()
+    sched = stale_schedule()
     x0 = np.linspace(-1, 1, 4)
     a, b, got = _run('fedbuff_prox', sched, x0, client_lr=LR, server_lr=0.7, mu=0.5)
     expected = np_replay_with(
@@ -174,7 +161,7 @@ def test_fednova_unequal_steps_matches_numpy():
 
 def test_fedbuff_nova_stale_unequal_steps_matches_numpy():
   with jax.enable_x64(True):
-    sched = _stale_schedule()
+    sched = stale_schedule()
     x0 = np.linspace(1, -1, 4)
     a, b, got = _run('fedbuff_nova', sched, x0, client_lr=LR, server_lr=0.6)
     local = lambda i, x, k: np_local_gd(a[i], b[i], x, LR, k)
@@ -184,7 +171,7 @@ def test_fedbuff_nova_stale_unequal_steps_matches_numpy():
 
 def test_fedbuff_nova_equal_steps_is_fedbuff():
   with jax.enable_x64(True):
-    sched = _stale_schedule(steps=2)
+    sched = stale_schedule(local_steps=2)
     x0 = np.linspace(1, -1, 4)
     _, _, nova = _run('fedbuff_nova', sched, x0, client_lr=LR, server_lr=0.6)
     _, _, buff = _run('fedbuff', sched, x0, client_lr=LR, server_lr=0.6)

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from quadratic import make_quadratic, np_local_gd, np_replay, quadratic_problem
+from quadratic import make_quadratic, np_local_gd, np_replay, simulate_quadratic
 
 import afl_jax
 from afl_jax.core.types import Arrivals
@@ -80,14 +80,7 @@ def np_fedfa(
 
 def _run(name, schedule, x0, **hp):
   a, b = make_quadratic(dtype=np.float64)
-  res = afl_jax.simulate(
-    afl_jax.algorithms.get(name, **hp),
-    quadratic_problem(a, b),
-    schedule,
-    {'x': jnp.asarray(x0, jnp.float64)},
-    jax.random.key(0),
-  )
-  return a, b, res
+  return a, b, simulate_quadratic(name, a, b, np.asarray(x0, np.float64), schedule, **hp)
 
 
 def test_schedule_is_fully_async_and_stale():

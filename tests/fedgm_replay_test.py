@@ -6,10 +6,9 @@ and FedOPT with Adam (Reddi et al. 2021, optax's bias-corrected Adam), on the
 """
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
-from quadratic import make_quadratic, np_local_gd, quadratic_problem
+from quadratic import make_quadratic, np_local_gd, simulate_quadratic
 
 import afl_jax
 
@@ -60,33 +59,25 @@ def np_fedgm(schedule, a, b, x0, client_lr, hparams_at, normalize=False):
   return np.stack(history[1:])
 
 
-def _simulate(alg, a, b, x0, schedule):
-  return afl_jax.simulate(
-    alg, quadratic_problem(a, b), schedule, {'x': jnp.asarray(x0)}, jax.random.key(0)
-  )
-
-
-@pytest.mark.parametrize('eta,beta,nu', [(1.0, 0.9, 0.7), (0.6, 0.3, 0.95)])
-def test_fedgm_replay_matches_numpy_float64(eta, beta, nu):
-  with jax.enable_x64(True):
-    a, b = make_quadratic(dtype=np.float64)
-    x0, sched = np.linspace(-1, 1, 4), _replay_schedule()
-    alg = afl_jax.algorithms.get('fedgm', client_lr=CLIENT_LR, server_lr=eta, beta=beta, nu=nu)
-    res = _simulate(alg, a, b, x0, sched)
+@pytest.mark.parametrize(
+  'eta,beta,nu,dtype,tol',
+  [
+    (1.0, 0.9, 0.7, np.float64, 1e-10),
+    (0.6, 0.3, 0.95, np.float64, 1e-10),
+    (0.8, 0.6, 0.5, np.float32, 1e-5),
+  ],
+)
+def test_fedgm_replay_matches_numpy(eta, beta, nu, dtype, tol):
+  with jax.enable_x64(dtype == np.float64):
+    a, b = make_quadratic(dtype=dtype)
+    x0, sched = np.linspace(-1, 1, 4).astype(dtype), _replay_schedule()
+    res = simulate_quadratic(
+      'fedgm', a, b, x0, sched, client_lr=CLIENT_LR, server_lr=eta, beta=beta, nu=nu
+    )
     expected = np_fedgm(sched, a, b, x0, CLIENT_LR, lambda t: (eta, beta, nu))
-    assert res.params_history['x'].dtype == jnp.float64
-    np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-10, atol=1e-10)
-
-
-def test_fedgm_replay_matches_numpy_float32():
-  a, b = make_quadratic()
-  x0, sched = np.linspace(-1, 1, 4).astype(np.float32), _replay_schedule()
-  alg = afl_jax.algorithms.get('fedgm', client_lr=CLIENT_LR, server_lr=0.8, beta=0.6, nu=0.5)
-  res = _simulate(alg, a, b, x0, sched)
-  expected = np_fedgm(sched, a, b, x0, CLIENT_LR, lambda t: (0.8, 0.6, 0.5))
-  assert res.params_history['x'].dtype == jnp.float32
-  assert res.metrics['server/beta'].dtype == jnp.float32
-  np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-5, atol=1e-5)
+    assert res.params_history['x'].dtype == dtype
+    assert res.metrics['server/beta'].dtype == dtype
+    np.testing.assert_allclose(res.params_history['x'], expected, rtol=tol, atol=tol)
 
 
 def test_nu_zero_eta_one_is_fedavg():
@@ -95,16 +86,10 @@ def test_nu_zero_eta_one_is_fedavg():
     sched = _fresh_schedule(5, k=2)
     x0 = np.zeros(4)
     # beta is irrelevant when nu = 0; a large one makes a leak of d visible.
-    gm = _simulate(
-      afl_jax.algorithms.get('fedgm', client_lr=0.2, server_lr=1.0, beta=0.9, nu=0.0),
-      a,
-      b,
-      x0,
-      sched,
+    gm = simulate_quadratic(
+      'fedgm', a, b, x0, sched, client_lr=0.2, server_lr=1.0, beta=0.9, nu=0.0
     )
-    avg = _simulate(
-      afl_jax.algorithms.get('fedavg', client_lr=0.2, weighting='uniform'), a, b, x0, sched
-    )
+    avg = simulate_quadratic('fedavg', a, b, x0, sched, client_lr=0.2, weighting='uniform')
     x = x0  # FedAvg by definition: the mean of the client models trained from x_t.
     for t in range(sched.num_steps):
       x = np.mean([np_local_gd(a[i], b[i], x, 0.2, 2) for i in sched.client_ids[t]], axis=0)
@@ -119,15 +104,18 @@ def test_two_stage_run_switches_exactly_at_the_boundary():
   with jax.enable_x64(True):
     a, b = make_quadratic(dtype=np.float64)
     x0, sched = np.linspace(-1, 1, 4), _replay_schedule()
-    alg = afl_jax.algorithms.get(
+    res = simulate_quadratic(
       'multistage_fedgm',
+      a,
+      b,
+      x0,
+      sched,
       client_lr=CLIENT_LR,
       stage_lengths=lengths,
       server_lrs=etas,
       betas=betas,
       nus=nus,
     )
-    res = _simulate(alg, a, b, x0, sched)
     stage = np.array([0, 0, 1, 1, 1, 1])  # 0-based rounds: stage 1 is steps {0, 1}
     for name, values in (('server_lr', etas), ('beta', betas), ('nu', nus)):
       np.testing.assert_array_equal(res.metrics[f'server/{name}'], np.asarray(values)[stage])
@@ -147,52 +135,23 @@ def test_autonomous_with_constant_k_and_no_delay_is_multistage_at_eta_over_k():
   with jax.enable_x64(True):
     a, b = make_quadratic(dtype=np.float64)
     sched, x0 = _fresh_schedule(5, k), np.linspace(1, -1, 4)
-    auto = _simulate(
-      afl_jax.algorithms.get(
-        'autonomous_fedgm',
-        client_lr=0.1,
-        stage_lengths=lengths,
-        server_lrs=etas,
-        betas=betas,
-        nus=nus,
-      ),
+    run = lambda name, server_lrs: simulate_quadratic(
+      name,
       a,
       b,
       x0,
       sched,
-    )
-    multi = _simulate(
-      afl_jax.algorithms.get(
-        'multistage_fedgm',
-        client_lr=0.1,
-        stage_lengths=lengths,
-        server_lrs=tuple(e / k for e in etas),
-        betas=betas,
-        nus=nus,
-      ),
-      a,
-      b,
-      x0,
-      sched,
-    )
-    np.testing.assert_allclose(
-      auto.params_history['x'], multi.params_history['x'], rtol=1e-12, atol=1e-12
-    )
-    undivided = _simulate(
-      afl_jax.algorithms.get(
-        'multistage_fedgm',
-        client_lr=0.1,
-        stage_lengths=lengths,
-        server_lrs=etas,
-        betas=betas,
-        nus=nus,
-      ),
-      a,
-      b,
-      x0,
-      sched,
-    )
-    assert not np.allclose(auto.params_history['x'], undivided.params_history['x'], atol=1e-3)
+      client_lr=0.1,
+      stage_lengths=lengths,
+      server_lrs=server_lrs,
+      betas=betas,
+      nus=nus,
+    ).params_history['x']
+    auto = run('autonomous_fedgm', etas)
+    multi = run('multistage_fedgm', tuple(e / k for e in etas))
+    np.testing.assert_allclose(auto, multi, rtol=1e-12, atol=1e-12)
+    undivided = run('multistage_fedgm', etas)
+    assert not np.allclose(auto, undivided, atol=1e-3)
 
 
 def test_autonomous_with_random_staleness_and_epochs_matches_numpy():
@@ -205,19 +164,17 @@ def test_autonomous_with_random_staleness_and_epochs_matches_numpy():
     )
     assert sched.max_staleness >= 1 and len(np.unique(sched.local_steps)) > 1
     x0 = np.linspace(-1, 1, 4)
-    res = _simulate(
-      afl_jax.algorithms.get(
-        'autonomous_fedgm',
-        client_lr=0.2,
-        stage_lengths=lengths,
-        server_lrs=etas,
-        betas=betas,
-        nus=nus,
-      ),
+    res = simulate_quadratic(
+      'autonomous_fedgm',
       a,
       b,
       x0,
       sched,
+      client_lr=0.2,
+      stage_lengths=lengths,
+      server_lrs=etas,
+      betas=betas,
+      nus=nus,
     )
     at = lambda t: (etas[t >= 4], betas[t >= 4], nus[t >= 4])
     expected = np_fedgm(sched, a, b, x0, 0.2, at, normalize=True)
@@ -229,14 +186,18 @@ def test_fedadam_via_fedopt_matches_numpy_adam_for_three_steps():
   with jax.enable_x64(True):
     a, b = make_quadratic(dtype=np.float64)
     sched, x0 = _fresh_schedule(3, k=2), np.linspace(-1, 1, 4)
-    res = _simulate(
-      afl_jax.algorithms.get(
-        'fedopt', client_lr=0.2, server_lr=eta, server_optimizer='adam', beta1=b1, beta2=b2, tau=tau
-      ),
+    res = simulate_quadratic(
+      'fedopt',
       a,
       b,
       x0,
       sched,
+      client_lr=0.2,
+      server_lr=eta,
+      server_optimizer='adam',
+      beta1=b1,
+      beta2=b2,
+      tau=tau,
     )
     history, m, v = [x0], np.zeros(4), np.zeros(4)
     for t in range(3):  # Kingma & Ba's Adam on the mean pseudo-gradient Delta_t

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from quadratic import make_quadratic, np_replay, quadratic_loss, quadratic_problem
+from quadratic import hand_arrivals, make_quadratic, np_replay, quadratic_loss, simulate_quadratic
 
 import afl_jax
 from afl_jax.core.types import Algorithm
@@ -79,9 +79,7 @@ def np_alg2(
 
 
 def _run(alg, a, b, x0):
-  return afl_jax.simulate(
-    alg, quadratic_problem(a, b), _schedule(), {'x': jnp.asarray(x0)}, jax.random.key(0)
-  )
+  return simulate_quadratic(alg, a, b, x0, _schedule())
 
 
 FLOWER = {  # docs/algorithms/baselines.md, the settings that give Flower's strategies
@@ -144,14 +142,7 @@ def test_alg2_server_step_without_arrivals_keeps_the_state():
   server = afl_jax.servers.fedopt('yogi', 0.1, convention='alg2', tau=TAU)
   params = {'x': jnp.asarray([0.5, -1.0, 2.0])}
   state = server.init(params)
-  arrivals = afl_jax.Arrivals(
-    jnp.zeros(2, jnp.int32),
-    jnp.zeros(2, jnp.int32),
-    jnp.ones(2, bool),
-    jnp.ones(2, jnp.int32),
-    None,
-    jnp.int32(0),
-  )
+  arrivals = hand_arrivals([0, 0], [True, True])
   msgs = {'x': jnp.asarray([[1.0, 0.0, -1.0], [0.5, 0.5, 0.5]])}
   moved, _ = jax.jit(server.update)(state, msgs, arrivals, jax.random.key(0))
   assert int(moved.opt_state[0].count) == 1

@@ -12,20 +12,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from quadratic import make_quadratic, quadratic_problem
+from quadratic import (
+  fresh_schedule,
+  logistic_problem,
+  make_quadratic,
+  simulate_quadratic,
+  stale_schedule,
+)
 
 import afl_jax
 from afl_jax.clients.masfl import history_depth
-
-# 6 steps, 2 slots, staleness up to 3, one padded arrival, K in {1, 2, 3}.
-IDS = [[0, 1], [2, 0], [1, 0], [0, 2], [2, 1], [1, 0]]
-START = [[0, 0], [1, 0], [0, 2], [3, 0], [1, 4], [5, 2]]
-STEPS = [[2, 1], [3, 2], [1, 3], [2, 2], [1, 3], [2, 1]]
-MASK = [[1, 1], [1, 1], [1, 0], [1, 1], [1, 1], [1, 1]]
-
-
-def _schedule():
-  return afl_jax.schedules.from_arrays(IDS, START, local_steps=STEPS, mask=MASK)
 
 
 def _grad(a_i, b_i, x):
@@ -77,58 +73,38 @@ def np_masfl(schedule, a, b, x0, eta, gamma, beta, adaptive):
   return np.stack(thetas[1:])
 
 
-@pytest.mark.parametrize('name,adaptive', [('masfl', False), ('adamasfl', True)])
-def test_replay_matches_numpy_float64(name, adaptive):
-  with jax.enable_x64(True):
-    a, b = make_quadratic(dtype=np.float64)
-    x0 = np.linspace(-1, 1, 4)
-    hp = dict(client_lr=0.3, server_lr=0.4, beta=0.7)
-    sched = _schedule()
-    res = afl_jax.simulate(
-      afl_jax.algorithms.get(name, **hp),
-      quadratic_problem(a, b),
+@pytest.mark.parametrize(
+  'name,adaptive,dtype,tol',
+  [
+    ('masfl', False, np.float64, 1e-10),
+    ('adamasfl', True, np.float64, 1e-10),
+    ('masfl', False, np.float32, 1e-5),
+  ],
+)
+def test_replay_matches_numpy(name, adaptive, dtype, tol):
+  with jax.enable_x64(dtype == np.float64):
+    a, b = make_quadratic(dtype=dtype)
+    x0 = np.linspace(-1, 1, 4).astype(dtype)
+    sched = stale_schedule()
+    res = simulate_quadratic(name, a, b, x0, sched, client_lr=0.3, server_lr=0.4, beta=0.7)
+    want = np_masfl(
       sched,
-      {'x': jnp.asarray(x0)},
-      jax.random.key(0),
+      a.astype(np.float64),
+      b.astype(np.float64),
+      x0.astype(np.float64),
+      0.3,
+      0.4,
+      0.7,
+      adaptive,
     )
-    want = np_masfl(sched, a, b, x0, 0.3, 0.4, 0.7, adaptive)
-    assert res.params_history['x'].dtype == jnp.float64
-    np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-10)
-
-
-def test_replay_matches_numpy_float32():
-  a, b = make_quadratic()
-  x0 = np.linspace(-1, 1, 4).astype(np.float32)
-  sched = _schedule()
-  res = afl_jax.simulate(
-    afl_jax.algorithms.get('masfl', client_lr=0.3, server_lr=0.4, beta=0.7),
-    quadratic_problem(a, b),
-    sched,
-    {'x': jnp.asarray(x0)},
-    jax.random.key(0),
-  )
-  want = np_masfl(
-    sched, a.astype(np.float64), b.astype(np.float64), x0.astype(np.float64), 0.3, 0.4, 0.7, False
-  )
-  np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-5, atol=1e-5)
-
-
-def _stochastic_problem(num_clients=6, seed=0):
-  rng = np.random.default_rng(seed)
-  x = rng.normal(size=(num_clients, 16, 3)).astype(np.float32)
-  y = (x @ rng.normal(size=3) > 0).astype(np.int32)
-
-  def loss(p, batch):
-    logits = batch['x'] @ p['w'] + p['b']
-    return jnp.mean(jnp.logaddexp(0.0, logits) - batch['y'] * logits)
-
-  return afl_jax.problems.from_loss(loss, {'x': x, 'y': y}, full_batch=False, batch_size=4)
+    assert res.params_history['x'].dtype == dtype
+    np.testing.assert_allclose(res.params_history['x'], want, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize('name,selection', [('masfl', 'arrivals'), ('adamasfl', 'uniform')])
 def test_control_variate_is_mean_of_client_variates_after_every_step(name, selection):
   """Alg. 1 line 7 keeps c^t = (1/N) sum_i c_i^t; checked after each server step."""
-  problem = _stochastic_problem()
+  problem = logistic_problem(6, 16, 3)
   sched = afl_jax.schedules.fedbuff(6, 3, 2, 8, local_steps=3, seed=2)
   alg = afl_jax.algorithms.get(name, client_lr=0.2, server_lr=0.5, beta=0.6, selection=selection)
   sim = afl_jax.Simulator(alg, problem, sched, chunk_size=1)
@@ -153,13 +129,10 @@ def test_beta_one_k_one_full_fresh_participation_is_gradient_descent():
   with jax.enable_x64(True):
     a, b = make_quadratic(num_clients=4, dtype=np.float64)
     t_steps, gamma = 6, 0.3
-    ids = np.tile(np.arange(4), (t_steps, 1))
-    start = np.tile(np.arange(t_steps)[:, None], (1, 4))
-    sched = afl_jax.schedules.from_arrays(ids, start, local_steps=1)
+    sched = fresh_schedule(4, t_steps, local_steps=1)
     # client_lr plays no role with K=1 (only the gradient at theta^t is used).
-    alg = afl_jax.algorithms.get('masfl', client_lr=5.0, server_lr=gamma, beta=1.0)
-    res = afl_jax.simulate(
-      alg, quadratic_problem(a, b), sched, {'x': jnp.ones(4)}, jax.random.key(0)
+    res = simulate_quadratic(
+      'masfl', a, b, np.ones(4), sched, client_lr=5.0, server_lr=gamma, beta=1.0
     )
     x = np.ones(4)
     for t in range(t_steps):
@@ -176,14 +149,18 @@ def test_uniform_selection_with_everyone_arriving_equals_arrival_selection():
     sched = afl_jax.schedules.from_arrays(ids, start, local_steps=2)
     out = []
     for selection in ('arrivals', 'uniform'):
-      alg = afl_jax.algorithms.get(
-        'adamasfl', client_lr=0.2, server_lr=0.3, beta=0.5, selection=selection
+      res = simulate_quadratic(
+        'adamasfl',
+        a,
+        b,
+        np.zeros(4),
+        sched,
+        client_lr=0.2,
+        server_lr=0.3,
+        beta=0.5,
+        selection=selection,
       )
-      out.append(
-        afl_jax.simulate(
-          alg, quadratic_problem(a, b), sched, {'x': jnp.zeros(4)}, jax.random.key(0)
-        ).params_history['x']
-      )
+      out.append(res.params_history['x'])
     np.testing.assert_allclose(out[1], out[0], rtol=1e-12, atol=1e-12)
 
 
@@ -192,11 +169,9 @@ def test_adamasfl_global_step_is_at_most_gamma_and_finite():
   a, b = make_quadratic()
   a = 30.0 * a  # plain steps of size eta * ||g|| would be far larger than eta
   gamma = 0.05
-  sched = _schedule()
-  alg = afl_jax.algorithms.get('adamasfl', client_lr=0.4, server_lr=gamma, beta=0.5)
   x0 = np.linspace(-1, 1, 4).astype(np.float32)
-  res = afl_jax.simulate(
-    alg, quadratic_problem(a, b), sched, {'x': jnp.asarray(x0)}, jax.random.key(0)
+  res = simulate_quadratic(
+    'adamasfl', a, b, x0, stale_schedule(), client_lr=0.4, server_lr=gamma, beta=0.5
   )
   path = np.concatenate([x0[None], np.asarray(res.params_history['x'])])
   steps = np.linalg.norm(np.diff(path, axis=0), axis=1)
@@ -213,7 +188,7 @@ def test_adamasfl_zero_gradient_takes_no_step_and_no_nan():
   problem = afl_jax.problems.from_loss(flat_loss, {'a': jnp.asarray(a), 'b': jnp.asarray(b)})
   alg = afl_jax.algorithms.get('adamasfl', client_lr=0.5, server_lr=0.5, beta=0.5)
   x0 = jnp.asarray([1.0, -2.0, 3.0, 0.5])
-  res = afl_jax.simulate(alg, problem, _schedule(), {'x': x0}, jax.random.key(0))
+  res = afl_jax.simulate(alg, problem, stale_schedule(), {'x': x0}, jax.random.key(0))
   assert np.isfinite(res.params_history['x']).all()
   np.testing.assert_array_equal(res.params_history['x'], np.tile(x0, (6, 1)))
   assert np.isfinite(jax.device_get(res.final_state.server.momentum['x'])).all()
@@ -223,18 +198,16 @@ def test_registry_fills_theory_rates_from_s_k_t():
   """AdaMasFL's Thm 4.1 and MasFL's Thm 3.1 rates are the defaults given S, K, T (L, tau)."""
   with jax.enable_x64(True):
     a, b = make_quadratic(dtype=np.float64)
-    sched = _schedule()
-    x0 = {'x': jnp.asarray(np.linspace(-1, 1, 4))}
+    sched = stale_schedule()
+    x0 = np.linspace(-1, 1, 4)
     s, k, t = 2, 2, 40
-    run = lambda name, **hp: afl_jax.simulate(
-      afl_jax.algorithms.get(name, **hp), quadratic_problem(a, b), sched, x0, jax.random.key(0)
-    ).params_history['x']
+    run = lambda name, **hp: simulate_quadratic(name, a, b, x0, sched, **hp).params_history['x']
     got = run('adamasfl', arrivals_per_step=s, local_steps=k, num_rounds=t)
     want = np_masfl(
       sched,
       a,
       b,
-      np.linspace(-1, 1, 4),
+      x0,
       1 / (k * math.sqrt(t)),
       (s * k) ** 0.25 / t**0.75,
       math.sqrt(s * k / t),
@@ -249,7 +222,7 @@ def test_registry_fills_theory_rates_from_s_k_t():
     eta = math.sqrt(t - math.sqrt(s * k * t) - 4 * s * k * tau**2) / (
       4 * math.sqrt(5) * math.e * k * lips * math.sqrt(t)
     )
-    want = np_masfl(sched, a, b, np.linspace(-1, 1, 4), eta, beta / (4 * lips), beta, False)
+    want = np_masfl(sched, a, b, x0, eta, beta / (4 * lips), beta, False)
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
 
 
@@ -269,13 +242,7 @@ def test_overlapping_jobs_of_one_client_use_the_causal_variate(name, adaptive):
       OVERLAP_IDS, OVERLAP_START, local_steps=2, mask=OVERLAP_MASK, num_clients=3
     )
     assert history_depth(sched) == 2
-    res = afl_jax.simulate(
-      afl_jax.algorithms.get(name, client_lr=0.3, server_lr=0.4, beta=0.7),
-      quadratic_problem(a, b),
-      sched,
-      {'x': jnp.asarray(x0)},
-      jax.random.key(0),
-    )
+    res = simulate_quadratic(name, a, b, x0, sched, client_lr=0.3, server_lr=0.4, beta=0.7)
     want = np_masfl(sched, a, b, x0, 0.3, 0.4, 0.7, adaptive)
     np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-12)
 

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from quadratic import make_quadratic, quadratic_loss
+from quadratic import hand_arrivals, make_quadratic, quadratic_loss
 
 import afl_jax
 from afl_jax.algorithms.masfl import adamasfl_theory, masfl_theory
@@ -21,7 +21,7 @@ from afl_jax.clients.masfl import (
   masfl_client,
   normalized,
 )
-from afl_jax.core.types import Arrivals, LocalTask
+from afl_jax.core.types import LocalTask
 from afl_jax.servers.masfl import init_state, masfl_server, uniform_selection
 
 
@@ -125,13 +125,13 @@ def test_one_server_step_matches_algorithm_1_and_3(adaptive):
     mask = np.array([True, True, False])  # slot 2 is padding
     new_c, deltas = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
     msgs = MasFLMessage({'x': jnp.asarray(new_c)}, {'x': jnp.asarray(deltas)} if adaptive else None)
-    arr = Arrivals(
-      jnp.asarray(ids, jnp.int32),
-      jnp.array([2, 0, 0], jnp.int32),
-      jnp.asarray(mask),
-      jnp.array([2, 2, 1], jnp.int32),
-      MasFLBroadcast({'x': jnp.zeros((3, 3))}, {'x': jnp.zeros((3, 3))}),
-      jnp.int32(5),
+    arr = hand_arrivals(
+      ids,
+      mask,
+      staleness=[2, 0, 0],
+      num_steps=[2, 2, 1],
+      start_broadcast=MasFLBroadcast({'x': jnp.zeros((3, 3))}, {'x': jnp.zeros((3, 3))}),
+      step=5,
     )
     server = masfl_server(gamma, beta, adaptive=adaptive)
     new, metrics = jax.jit(server.update)(state, msgs, arr, jax.random.key(0))
@@ -152,14 +152,7 @@ def test_one_server_step_matches_algorithm_1_and_3(adaptive):
 
 def test_step_without_arrivals_changes_nothing():
   state = init_state({'x': jnp.ones(2)}, {'x': jnp.arange(6.0).reshape(3, 2)})
-  arr = Arrivals(
-    jnp.zeros(2, jnp.int32),
-    jnp.zeros(2, jnp.int32),
-    jnp.zeros(2, bool),
-    jnp.ones(2, jnp.int32),
-    None,
-    jnp.int32(0),
-  )
+  arr = hand_arrivals([0, 0], [False, False])
   new, _ = masfl_server(1.0, 0.5).update(
     state, MasFLMessage({'x': jnp.ones((2, 2))}, None), arr, jax.random.key(0)
   )
@@ -199,14 +192,7 @@ def test_literal_selection_step_and_unchanged_reselection_contributes_zero(adapt
       msgs = MasFLMessage(
         {'x': jnp.asarray(new_c)}, {'x': jnp.asarray(deltas)} if adaptive else None
       )
-      arr = Arrivals(
-        jnp.asarray(ids, jnp.int32),
-        jnp.zeros(2, jnp.int32),
-        jnp.asarray(mask, bool),
-        jnp.ones(2, jnp.int32),
-        None,
-        jnp.int32(t),
-      )
+      arr = hand_arrivals(ids, mask, step=t)
       key = jax.random.key(10 + t)
       for j in range(2):
         if mask[j]:

@@ -201,7 +201,7 @@ def test_config_json_is_strict_and_canonical(tmp_path):
 # ---- damaged checkpoints ------------------------------------------------------------------
 
 
-def _largest_file(step_dir):
+def largest_file(step_dir):
   return max(files_of(step_dir), key=os.path.getsize)
 
 
@@ -210,16 +210,16 @@ def truncate(path):
     f.truncate(os.path.getsize(path) // 2)
 
 
-def bit_flip(path):
+def bit_flip(path, bit=0x10):
   data = bytearray(open(path, 'rb').read())
-  data[len(data) // 2] ^= 0x10
+  data[len(data) // 2] ^= bit
   open(path, 'wb').write(bytes(data))
 
 
 DAMAGE = {
-  'truncate': lambda d: truncate(_largest_file(d)),
-  'bit_flip': lambda d: bit_flip(_largest_file(d)),
-  'delete_file': lambda d: os.remove(_largest_file(d)),
+  'truncate': lambda d: truncate(largest_file(d)),
+  'bit_flip': lambda d: bit_flip(largest_file(d)),
+  'delete_file': lambda d: os.remove(largest_file(d)),
   'delete_manifest': lambda d: os.remove(os.path.join(d, checkpoint.MANIFEST)),
   'every_data_file': lambda d: [bit_flip(p) for p in files_of(d) if '/d/' in p],
 }
@@ -260,7 +260,7 @@ def test_orbax_restores_a_bit_flip_as_wrong_values(tmp_path):
   ck = checkpoint.Checkpointer(tmp_path)
   ck.save(4, {'noise': noise}, host(4))
   step_dir = str(tmp_path / 'checkpoints' / '4')
-  bit_flip(_largest_file(step_dir))
+  bit_flip(largest_file(step_dir))
   abstract = {'sim': {'noise': noise}, 'host': host(4)}
   item = ck.manager.restore(4, args=ocp.args.StandardRestore(abstract))
   assert not np.array_equal(item['sim']['noise'], noise)  # no error, other values
@@ -283,7 +283,7 @@ def test_a_torn_save_is_not_a_step(tmp_path):
 def test_no_intact_checkpoint_left_is_a_resume_error(tmp_path):
   run(tmp_path, config(), fedbuff(12), [4, 8])
   for s in ('4', '8'):
-    truncate(_largest_file(str(tmp_path / 'checkpoints' / s)))
+    truncate(largest_file(str(tmp_path / 'checkpoints' / s)))
   warnings = []
   with pytest.raises(ResumeError, match='no intact checkpoint') as info:
     checkpoint.Checkpointer(tmp_path, warn=warnings.append).check_resume(config(), fedbuff(12))

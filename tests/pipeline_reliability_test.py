@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import pytest
+from pipeline_checkpoint_test import bit_flip, largest_file, truncate
 
 from afl_jax.pipeline import checkpoint, metrics_io
 
@@ -106,28 +107,10 @@ def test_resume_with_a_different_config_is_refused(reference, tmp_path):
 # ---- (b) damaged latest checkpoint ---------------------------------------------------------
 
 
-def _largest_file(step_dir):
-  files = [
-    os.path.join(r, f) for r, _, fs in os.walk(step_dir) for f in fs if f != checkpoint.MANIFEST
-  ]
-  return max(files, key=os.path.getsize)
-
-
-def _truncate(path):
-  with open(path, 'r+b') as f:
-    f.truncate(os.path.getsize(path) // 2)
-
-
-def _bit_flip(path):
-  data = bytearray(open(path, 'rb').read())
-  data[len(data) // 2] ^= 0x01
-  open(path, 'wb').write(bytes(data))
-
-
 DAMAGE = {
-  'truncate': lambda d: _truncate(_largest_file(d)),
-  'bit_flip': lambda d: _bit_flip(_largest_file(d)),
-  'delete_file': lambda d: os.remove(_largest_file(d)),
+  'truncate': lambda d: truncate(largest_file(d)),
+  'bit_flip': lambda d: bit_flip(largest_file(d), bit=0x01),
+  'delete_file': lambda d: os.remove(largest_file(d)),
 }
 
 

@@ -11,20 +11,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from quadratic import make_quadratic, np_local_gd, quadratic_problem
+from quadratic import (
+  fresh_schedule,
+  hand_arrivals,
+  make_quadratic,
+  np_local_gd,
+  quadratic_problem,
+  simulate_quadratic,
+  stale_schedule,
+)
 
 import afl_jax
-from afl_jax.core.types import Arrivals
 from afl_jax.schedules.durations import Durations
 from afl_jax.schedules.port_clock import port_clock
 from afl_jax.servers.port import PortState, port_server
 
-# Staleness up to 3 (so the similarity term is used), one padding slot; client 0 has
-# two jobs in flight (its job of t=1 started at s=0, before its job of t=0 arrived).
-IDS = [[0, 1], [2, 0], [1, 0], [0, 2], [2, 1], [1, 0]]
-START = [[0, 0], [1, 0], [0, 2], [3, 0], [1, 4], [5, 2]]
-STEPS = [[2, 1], [3, 2], [1, 3], [2, 2], [1, 3], [2, 1]]
-MASK = [[1, 1], [1, 1], [1, 0], [1, 1], [1, 1], [1, 1]]
+# quadratic.stale_schedule has staleness up to 3 (so the similarity term is used), one
+# padding slot, and client 0 with two jobs in flight.
 HP = dict(
   client_lr=0.3, server_lr=0.8, similarity_weight=1.0, staleness_weight=3.0, staleness_bound=2.0
 )
@@ -80,13 +83,7 @@ def _np_port(
 
 
 def _run(schedule, a, b, x0, name='port', **hp):
-  return afl_jax.simulate(
-    afl_jax.algorithms.get(name, **hp),
-    quadratic_problem(a, b),
-    schedule,
-    {'x': jnp.asarray(x0)},
-    jax.random.key(0),
-  ).params_history['x']
+  return simulate_quadratic(name, a, b, x0, schedule, **hp).params_history['x']
 
 
 @pytest.mark.parametrize('reference', ['last_step', 'start'])
@@ -94,7 +91,7 @@ def test_port_matches_numpy_over_stale_schedule(reference):
   with jax.enable_x64(True):
     a, b = make_quadratic(dtype=np.float64)
     x0 = np.linspace(-1, 1, 4)
-    sched = afl_jax.schedules.from_arrays(IDS, START, local_steps=STEPS, mask=MASK)
+    sched = stale_schedule()
     got = _run(sched, a, b, x0, reference=reference, **HP)
     want = _np_port(sched, a, b, x0, reference=reference, **HP)
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
@@ -124,9 +121,7 @@ def test_port_fresh_arrivals_with_one_term_is_fedbuff(weights):
   with jax.enable_x64(True):
     a, b = make_quadratic(num_clients=4, dtype=np.float64)
     t_steps = 4
-    ids = np.tile(np.arange(4), (t_steps, 1))
-    start = np.tile(np.arange(t_steps)[:, None], (1, 4))
-    sched = afl_jax.schedules.from_arrays(ids, start, local_steps=3)
+    sched = fresh_schedule(4, t_steps, local_steps=3)
     got = _run(sched, a, b, np.zeros(4), client_lr=0.2, server_lr=0.7, **weights)
     buff = _run(sched, a, b, np.zeros(4), name='fedbuff', client_lr=0.2, server_lr=0.7)
     x = np.zeros(4)
@@ -153,14 +148,7 @@ def test_port_empty_step_and_exact_zeros():
 
 
 def _arrivals(ids, mask, staleness, starts):
-  return Arrivals(
-    jnp.asarray(ids, jnp.int32),
-    jnp.asarray(staleness, jnp.int32),
-    jnp.asarray(mask),
-    jnp.ones(len(ids), jnp.int32),
-    {'x': jnp.asarray(starts)},
-    jnp.int32(0),
-  )
+  return hand_arrivals(ids, mask, staleness=staleness, start_broadcast={'x': jnp.asarray(starts)})
 
 
 def test_port_server_step_under_jit_with_client_weights():

@@ -2,13 +2,24 @@
 
 Client i has f_i(x) = 0.5 * ||A_i x - b_i||^2 (full batch), so local gradient
 descent is ``x <- x - lr * A_i^T (A_i x - b_i)``. The references below are written
-from the papers' equations, independently of the library.
+from the papers' equations, independently of the library. :func:`logistic_problem`
+is a mini-batched one for the tests where the batches' randomness matters.
 """
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 import afl_jax
+
+# A stale schedule of 3 clients: 6 steps, 2 slots, staleness up to 3 (tau_max per step:
+# 0, 1, 2, 3, 3, 3), one padded arrival (step 2, slot 1), K in {1, 2, 3}. Client 0 has
+# two jobs in flight twice: the job arriving at t=1 started at s=0 before its job of t=0
+# arrived, and the job arriving at t=5 started at s=2, before its job of t=3 started.
+STALE_IDS = [[0, 1], [2, 0], [1, 0], [0, 2], [2, 1], [1, 0]]
+STALE_START = [[0, 0], [1, 0], [0, 2], [3, 0], [1, 4], [5, 2]]
+STALE_STEPS = [[2, 1], [3, 2], [1, 3], [2, 2], [1, 3], [2, 1]]
+STALE_MASK = [[1, 1], [1, 1], [1, 0], [1, 1], [1, 1], [1, 1]]
 
 
 def make_quadratic(num_clients=3, dim=4, rows=5, seed=0, dtype=np.float32):
@@ -25,6 +36,69 @@ def quadratic_loss(params, batch):
 
 def quadratic_problem(a, b):
   return afl_jax.problems.from_loss(quadratic_loss, {'a': jnp.asarray(a), 'b': jnp.asarray(b)})
+
+
+def logistic_loss(params, batch):
+  logits = batch['x'] @ params['w'] + params['b']
+  return jnp.mean(jnp.logaddexp(0.0, logits) - batch['y'] * logits)
+
+
+def logistic_problem(num_clients, rows, dim, seed=0):
+  """Client i holds ``rows`` Gaussian points of R^dim, labelled by one random hyperplane.
+
+  The loss is logistic in ``{'w': [dim], 'b': []}``, on mini-batches of 4.
+  """
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(num_clients, rows, dim)).astype(np.float32)
+  y = (x @ rng.normal(size=dim) > 0).astype(np.int32)
+  return afl_jax.problems.from_loss(logistic_loss, {'x': x, 'y': y}, full_batch=False, batch_size=4)
+
+
+def stale_schedule(local_steps=STALE_STEPS):
+  """The stale schedule above; ``local_steps`` replaces its K's."""
+  return afl_jax.schedules.from_arrays(
+    STALE_IDS, STALE_START, local_steps=local_steps, mask=STALE_MASK
+  )
+
+
+def fresh_schedule(num_clients, num_steps, local_steps):
+  """Every client arrives at every step, started from the latest model (no staleness)."""
+  ids = np.tile(np.arange(num_clients), (num_steps, 1))
+  start = np.tile(np.arange(num_steps)[:, None], (1, num_clients))
+  return afl_jax.schedules.from_arrays(ids, start, local_steps=local_steps)
+
+
+def simulate_quadratic(alg, a, b, x0, schedule, /, **hp):
+  """``afl_jax.simulate`` on the quadratic (a, b) from ``{'x': x0}`` with key 0.
+
+  ``alg`` is an algorithm, or a registry name that ``hp`` configures.
+  """
+  if isinstance(alg, str):
+    alg = afl_jax.algorithms.get(alg, **hp)
+  elif hp:
+    raise TypeError(f'hyperparameters {sorted(hp)} given with a built algorithm')
+  return afl_jax.simulate(
+    alg, quadratic_problem(a, b), schedule, {'x': jnp.asarray(x0)}, jax.random.key(0)
+  )
+
+
+def hand_arrivals(ids, mask, *, staleness=0, num_steps=1, start_broadcast=None, step=0):
+  """One server step's :class:`afl_jax.Arrivals` written by hand, for calling a rule directly.
+
+  Ids, staleness, K and t are int32; ``staleness`` and ``num_steps`` are one value per
+  row, or one value for every row.
+  """
+  rows = lambda v: (
+    jnp.full(len(ids), v, jnp.int32) if np.ndim(v) == 0 else jnp.asarray(v, jnp.int32)
+  )
+  return afl_jax.Arrivals(
+    jnp.asarray(ids, jnp.int32),
+    rows(staleness),
+    jnp.asarray(mask, bool),
+    rows(num_steps),
+    start_broadcast,
+    jnp.int32(step),
+  )
 
 
 def np_local_gd(a_i, b_i, x0, lr, k):

@@ -80,22 +80,16 @@ def run_cases(checkpoint_dir: str | None = None, cases: tuple[str, ...] = CASES)
     float64 host NumPy on every process ('resumed' only for checkpointed runs).
   """
   import jax
-  import jax.numpy as jnp
   import numpy as np
   from jax.experimental import multihost_utils
 
   import afl_jax
 
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  from quadratic import logistic_problem
+
   n = 8  # divisible by 2 devices: per-client state is sharded, not replicated
-  rng = np.random.default_rng(0)
-  x = rng.normal(size=(n, 16, 5)).astype(np.float32)
-  y = (x @ rng.normal(size=5) > 0).astype(np.int32)
-
-  def loss(p, batch):
-    logits = batch['x'] @ p['w'] + p['b']
-    return jnp.mean(jnp.logaddexp(0.0, logits) - batch['y'] * logits)
-
-  problem = afl_jax.problems.from_loss(loss, {'x': x, 'y': y}, full_batch=False, batch_size=4)
+  problem = logistic_problem(n, 16, 5)
   p0 = {'w': np.zeros(5, np.float32), 'b': np.zeros((), np.float32)}
   buffered = afl_jax.schedules.fedbuff(n, 5, 3, 10, local_steps=3, seed=0)
   windows = afl_jax.schedules.waiting_windows(

@@ -5,6 +5,7 @@ Prints one JSON line {name: max_abs_difference}.
 
 import json
 import os
+import sys
 
 os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=4'
 
@@ -13,21 +14,14 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import Mesh  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from quadratic import logistic_problem  # noqa: E402
+
 import afl_jax  # noqa: E402
 
 assert len(jax.devices()) == 4, jax.devices()
 N = 8
-rng = np.random.default_rng(0)
-x = rng.normal(size=(N, 16, 5)).astype(np.float32)
-y = (x @ rng.normal(size=5) > 0).astype(np.int32)
-
-
-def loss(p, batch):
-  logits = batch['x'] @ p['w'] + p['b']
-  return jnp.mean(jnp.logaddexp(0.0, logits) - batch['y'] * logits)
-
-
-problem = afl_jax.problems.from_loss(loss, {'x': x, 'y': y}, full_batch=False, batch_size=4)
+problem = logistic_problem(N, 16, 5)
 p0 = {'w': jnp.zeros(5), 'b': jnp.zeros(())}
 buffered = afl_jax.schedules.fedbuff(N, 5, 3, 12, local_steps=3, seed=0)  # M=3 -> 4 slots
 windows = afl_jax.schedules.waiting_windows(

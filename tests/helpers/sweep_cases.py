@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import algorithm_cases  # noqa: E402
 from quadratic import make_quadratic, quadratic_problem  # noqa: E402
 
 import afl_jax  # noqa: E402
@@ -21,32 +22,10 @@ from afl_jax.algorithms import registry  # noqa: E402
 from afl_jax.sweep import run_replicas, simulator  # noqa: E402
 
 N = 6
-UNLABELED = np.random.default_rng(1).normal(size=(8, 4))
-
-
-def _two_class_logits(params, x):
-  z = x @ params['x']
-  return jnp.stack([z, -z], axis=-1)
-
-
-CONTEXT = registry.RunInfo(
-  num_clients=N,
-  arrivals_per_step=2,
-  local_steps=2,
-  num_rounds=8,
-  apply_fn=_two_class_logits,
-  unlabeled_x=UNLABELED,
-)
-EXTRA = {
-  'asynflc': dict(fraction=0.5),
-  'asynflc_ef': dict(fraction=0.5),
-  'masfl': dict(client_lr=0.05, server_lr=1.0, beta=0.5),
-  'adamasfl': dict(client_lr=0.05, server_lr=0.1, beta=0.5),
-  'fedecho': dict(distill_steps=2, distill_lr=0.01),
-  'fadas': dict(server_lr=0.05),
-  'fedac': dict(server_lr=0.05),
-}
-BASE = dict(client_lr=0.05, window_size=2)
+UNLABELED = np.random.default_rng(1).normal(size=(8, 4))  # float64, as the runs
+CONTEXT = algorithm_cases.run_info(N, num_rounds=8, unlabeled_x=UNLABELED)
+EXTRA = {**algorithm_cases.EXTRA, 'fedac': dict(server_lr=0.05)}
+BASE = algorithm_cases.COMMON  # FedFa: a window of 2
 STRUCTURAL = {'fraction'}  # Top-k's k = fraction * d is a shape: one value per compile
 
 
