@@ -4,7 +4,7 @@
   python scripts/benchmark.py --tasks=fedbuff --devices=1 --repeats=3
   python scripts/benchmark.py --write_docs          # also rewrite docs/performance.md
   python scripts/benchmark.py --tasks=fedbuff,many_clients --repeats=3 \
-      --torch_python=../torch-venv/bin/python           # + the plain PyTorch loops, same run
+      --torch_python=../torch-venv/bin/python --torch_bench_dir=DIR  # + the PyTorch loops
 
 Tasks (client updates = local jobs of K steps):
   fedbuff       FedBuff, MLP 784-200-200-10, batch 32, K=10, N=100, Mc=20, M=10, 50 steps
@@ -57,6 +57,7 @@ import os
 import pathlib
 import platform
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -120,7 +121,10 @@ _TORCH_MANY_STEPS = flags.DEFINE_integer(
   'torch_many_steps', 0, "Server steps of torch_many.py (0: its default, the task's 10)."
 )
 _TORCH_BENCH = flags.DEFINE_string(
-  'torch_bench_dir', '', 'Folder of torch_seq.py / torch_many.py (default: ../shared/bench).'
+  'torch_bench_dir',
+  '',
+  'Folder of the reference loops torch_seq.py / torch_many.py (not part of this '
+  'repository); needed with --torch_python.',
 )
 _WORKER = flags.DEFINE_string('worker', '', 'Internal: run this one task here and print JSON.')
 _WRITE_DOCS = flags.DEFINE_bool('write_docs', False, 'Rewrite docs/performance.md.')
@@ -134,7 +138,14 @@ flags.register_validator(
   'give host device counts >= 1, e.g. 1,2',
 )
 flags.register_validator(
-  'torch_python', lambda p: not p or os.access(p, os.X_OK), 'no such executable'
+  'torch_python',
+  lambda p: not p or shutil.which(p) is not None,
+  'no such executable (give a path or a command on PATH)',
+)
+flags.register_multi_flags_validator(
+  ['torch_python', 'torch_bench_dir'],
+  lambda f: not f['torch_python'] or bool(f['torch_bench_dir']),
+  '--torch_python needs --torch_bench_dir, the folder of the reference loops',
 )
 flags.register_validator(
   'torch_bench_dir', lambda p: not p or os.path.isdir(p), 'no such directory'
@@ -498,10 +509,7 @@ def _reference(task):
 
   A failure is reported and returns None, so a run's JAX results are kept.
   """
-  folder = _TORCH_BENCH.value or os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), '..', '..', 'shared', 'bench'
-  )
-  script = os.path.join(os.path.abspath(folder), REFERENCE[task])
+  script = os.path.join(os.path.abspath(_TORCH_BENCH.value), REFERENCE[task])
   env = dict(os.environ)
   env.pop('XLA_FLAGS', None)
   env.setdefault('BENCH_RESULTS', os.path.join(tempfile.gettempdir(), 'afl_jax_bench_results'))

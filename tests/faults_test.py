@@ -562,6 +562,13 @@ def _cases(tmp):
       png,
     ),
     'benchmark_unknown_task': (['benchmark.py', '--tasks=nope'], {}, ROOT, ["'nope'"], None),
+    'benchmark_torch_without_its_loops': (
+      ['benchmark.py', '--tasks=fedbuff', f'--torch_python={sys.executable}'],
+      {},
+      ROOT,
+      ['--torch_python needs --torch_bench_dir'],
+      None,
+    ),
   }
 
 
@@ -600,6 +607,7 @@ CASE_NAMES = [
   'sweep_into_a_single_run',
   'plot_nonexistent',
   'benchmark_unknown_task',
+  'benchmark_torch_without_its_loops',
 ]
 
 
