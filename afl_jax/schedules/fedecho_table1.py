@@ -20,6 +20,7 @@ reading: rank clients by the Gumbel-perturbed score ``n_i / (gamma * mean(n)) + 
 ``exp(n_i / (gamma * mean n))``); the top ``floor(fractions[2] * N)`` are long, the
 next ``floor(fractions[1] * N)`` medium, the rest short. gamma -> 0 makes the largest
 clients the slowest; gamma -> inf assigns categories uniformly at random.
+A run sets gamma with ``config.schedule.straggler_gamma`` (> 0; default 1).
 
 A per-client uniform range U(low_i, high_i) is not ``speed * U(low, high)`` for one
 (low, high) (the three ranges have different high/low ratios), so
