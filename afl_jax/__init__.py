@@ -10,7 +10,7 @@ split with ``afl_jax.pipeline.devices.set_cpu_devices()``.
 """
 
 from afl_jax import algorithms, clients, core, problems, schedules, servers
-from afl_jax.core.engine import Simulator
+from afl_jax.core.simulator import Simulator
 from afl_jax.core.types import (
   Algorithm,
   Arrivals,

@@ -13,8 +13,9 @@ from typing import Any, NamedTuple
 
 import jax
 
-from afl_jax.core.engine import SimState, Simulator
+from afl_jax.core.engine import SimState
 from afl_jax.core.problem import Problem, check_params
+from afl_jax.core.simulator import Simulator
 from afl_jax.core.types import Algorithm
 from afl_jax.schedules.schedule import Schedule
 
@@ -23,7 +24,7 @@ class Result(NamedTuple):
   """What :func:`simulate` returns: every iterate and every per-step metric.
 
   ``params_history`` is always filled here (``simulate`` records the params); with
-  :class:`~afl_jax.core.engine.Simulator`, ``run_chunk``'s output has ``'params'`` only
+  :class:`~afl_jax.core.simulator.Simulator`, ``run_chunk``'s output has ``'params'`` only
   with ``record_params=True``, and ``afl_jax.sweep``'s ``params_history`` is None
   unless ``record_params=True``.
 

@@ -29,6 +29,7 @@ from afl_jax.algorithms import registry
 from afl_jax.core import replicas
 from afl_jax.core.engine import SimState
 from afl_jax.core.problem import Problem, check_params, describe_tree
+from afl_jax.core.simulator import ReplicaSimulator
 from afl_jax.core.types import Algorithm, prepared
 from afl_jax.errors import ArgumentError
 from afl_jax.schedules.schedule import Schedule
@@ -82,8 +83,8 @@ def simulator(
   local_step_buckets: int | None = 0,
   compute_dtype: Any = None,
   **hparams: Any,
-) -> replicas.ReplicaSimulator:
-  """The :class:`~afl_jax.core.replicas.ReplicaSimulator` of a sweep (arguments as :func:`sweep`).
+) -> ReplicaSimulator:
+  """The :class:`~afl_jax.core.simulator.ReplicaSimulator` of a sweep (arguments as :func:`sweep`).
 
   Validates every replica's hyperparameters on the host (each replica's factory is
   called once with its concrete values; the error names the replica). ``factory``
@@ -132,7 +133,7 @@ def simulator(
     stacked, axes = replicas.stack_problems(problem)
   else:
     stacked, axes = problem, replicas.shared_problem_axes(problem)
-  return replicas.ReplicaSimulator(
+  return ReplicaSimulator(
     build_fn(factory, static, schedule_list),
     algorithms,
     stacked,
@@ -149,7 +150,7 @@ def simulator(
 
 
 def run_replicas(
-  sim: replicas.ReplicaSimulator, params0: Any, keys: jax.Array, *, params_per_replica: bool = False
+  sim: ReplicaSimulator, params0: Any, keys: jax.Array, *, params_per_replica: bool = False
 ) -> SweepResult:
   """Run ``sim`` from ``params0`` (shared, or stacked with ``params_per_replica``) to the end."""
   r = sim.num_replicas
@@ -245,7 +246,7 @@ def sweep(
     memory_limit_bytes: refuse sweeps whose analytic memory exceeds 90% of this.
     local_step_buckets: clients with different K: 0 (default) pads them to the
       largest K; B >= 1 sorts each replica's arrivals by K into B blocks; None picks
-      B (:class:`~afl_jax.core.replicas.ReplicaSimulator`). Results do not depend on it.
+      B (:class:`~afl_jax.core.simulator.ReplicaSimulator`). Results do not depend on it.
     compute_dtype: the clients' loss and gradients in this dtype (e.g.
       ``jnp.bfloat16``), float32 state; None: the params' dtype.
     **hparams: the algorithm's hyperparameters. A float hyperparameter may be a

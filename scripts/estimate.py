@@ -43,7 +43,7 @@ from matplotlib import ticker  # noqa: E402
 
 from afl_jax import data, models  # noqa: E402
 from afl_jax.core import memory  # noqa: E402
-from afl_jax.core.engine import Simulator  # noqa: E402
+from afl_jax.core.simulator import Simulator  # noqa: E402
 from afl_jax.errors import UserError  # noqa: E402
 from afl_jax.pipeline import build as build_lib  # noqa: E402
 from afl_jax.pipeline import cli  # noqa: E402

@@ -1,7 +1,8 @@
 """Types, tree helpers, the problem container and the scan/vmap engine."""
 
-from afl_jax.core.engine import SimState, Simulator, StepInputs, step_inputs
+from afl_jax.core.engine import SimState, StepInputs, step_inputs
 from afl_jax.core.problem import Problem, from_loss
+from afl_jax.core.simulator import ReplicaSimulator, Simulator
 from afl_jax.core.types import (
   Algorithm,
   Arrivals,
@@ -18,6 +19,7 @@ __all__ = [
   'EmptyState',
   'LocalTask',
   'Problem',
+  'ReplicaSimulator',
   'ServerRule',
   'SimState',
   'Simulator',

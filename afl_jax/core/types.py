@@ -213,7 +213,7 @@ def prepared(algorithm: Algorithm, schedule: Any) -> Algorithm:
   """``algorithm`` specialized to ``schedule`` (its ``prepare`` hook, if any), on the host.
 
   Every entry point that runs an algorithm along a schedule calls this first
-  (``afl_jax.core.engine.Simulator`` does), so a schedule the algorithm cannot
+  (``afl_jax.core.simulator.Simulator`` does), so a schedule the algorithm cannot
   honour fails before any compute.
   """
   if algorithm.prepare is None:

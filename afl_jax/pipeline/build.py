@@ -252,7 +252,7 @@ def engine_options(c: ml_collections.ConfigDict, *, sweep: bool = False) -> dict
   ``client_block_size`` (0: None), ``local_step_buckets`` (-1: None, chosen from the
   local steps; 0: padded; B: B blocks sorted by K) and ``compute_dtype`` ('dtype':
   None, the params' dtype; else e.g. ``jnp.bfloat16``), for
-  :class:`~afl_jax.core.engine.Simulator`; with ``sweep`` the last two, for
+  :class:`~afl_jax.core.simulator.Simulator`; with ``sweep`` the last two, for
   :func:`afl_jax.sweep.simulator` (sweeps have no client blocks), where -1 keeps the
   padded path sweeps have always taken (their results stay bit for bit those of
   earlier versions; B >= 1 groups by K).

@@ -41,7 +41,8 @@ import ml_collections
 
 from afl_jax import models
 from afl_jax.core import memory
-from afl_jax.core.engine import Simulator, to_host
+from afl_jax.core.engine import to_host
+from afl_jax.core.simulator import Simulator
 from afl_jax.pipeline import checkpoint, metrics_io, plotting, sizes
 from afl_jax.pipeline import track as track_lib
 from afl_jax.pipeline import workdir as workdir_lib
