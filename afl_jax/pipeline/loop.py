@@ -176,7 +176,32 @@ def _train(
     workdir if writes else None, tensorboard=True, resume_step=resume_step
   )
   track = track_lib.Track(schedule, _local(run.evaluator), writer, records, host)
-  status, t_run, ran = 'completed', time.time(), 0
+  t_run, start_pos = time.time(), sim.position(state)
+  next_end = lambda end: min(end + sim.chunk_size, schedule.num_steps)
+
+  def after_chunk(state: Any, end: int) -> str | None:
+    record = track.records[-1]
+    progress['step'] = end
+    elapsed = time.time() - t_run
+    rate = (end - start_pos) / max(elapsed, 1e-9)
+    eta = (schedule.num_steps - end) / max(rate, 1e-9)
+    log(
+      f'step {end}/{schedule.num_steps} | test acc {record["test_accuracy"]:.4f} | test loss '
+      f'{record["test_loss"]:.4f} | sim clock {record["wall_clock"]:.1f} | '
+      f'{rate:.2f} steps/s | ETA {eta:.0f}s'
+    )
+    if track.stopped is not None:
+      log(f'stopping: {track.stopped}; metrics so far are in {workdir}/{metrics_io.METRICS_FILE}')
+      return track.stopped
+    if c.checkpoint_every and end % c.checkpoint_every == 0:
+      writer.flush()
+      progress['doing'] = f'saving the checkpoint of server step {end}'
+      ckpt.save(end, state, track.host)
+    if c.stop_after_steps and end - start_pos >= c.stop_after_steps and end < schedule.num_steps:
+      return 'stopped'
+    progress['doing'] = f'writing the metrics of server step {next_end(end)}'
+    return None
+
   done = False
   try:
     if not track.records:  # a fresh run, or a resumed one whose metrics file was lost
@@ -188,33 +213,8 @@ def _train(
       progress['doing'] = f'writing the metrics of server step {step0}'
       track.start(step0, sim.params(state))
     progress['step'] = track.records[-1]['step']
-    start_pos = sim.position(state)
-    while (pos := sim.position(state)) < schedule.num_steps:
-      if c.stop_after_steps and ran >= c.stop_after_steps:
-        status = 'stopped'
-        break
-      state, out = sim.run_chunk(state, run.key)
-      n_steps = len(out['metrics']['arrivals'])
-      ran += n_steps
-      progress['doing'] = f'writing the metrics of server step {pos + n_steps}'
-      record = track.advance(out['metrics'], pos, sim.params(state))
-      end = progress['step'] = record['step']
-      elapsed = time.time() - t_run
-      rate = (end - start_pos) / max(elapsed, 1e-9)
-      eta = (schedule.num_steps - end) / max(rate, 1e-9)
-      log(
-        f'step {end}/{schedule.num_steps} | test acc {record["test_accuracy"]:.4f} | test loss '
-        f'{record["test_loss"]:.4f} | sim clock {record["wall_clock"]:.1f} | '
-        f'{rate:.2f} steps/s | ETA {eta:.0f}s'
-      )
-      if track.stopped is not None:
-        status = track.stopped
-        log(f'stopping: {status}; metrics so far are in {workdir}/{metrics_io.METRICS_FILE}')
-        break
-      if c.checkpoint_every and end % c.checkpoint_every == 0:
-        writer.flush()
-        progress['doing'] = f'saving the checkpoint of server step {end}'
-        ckpt.save(end, state, track.host)
+    progress['doing'] = f'writing the metrics of server step {next_end(progress["step"])}'
+    state, status = track_lib.drive(sim, state, run.key, [track], after_chunk)
     done = True
   finally:
     try:

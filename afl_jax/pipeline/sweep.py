@@ -167,18 +167,9 @@ def _run_group(points, runs, group, workdir, log) -> tuple[list[dict], dict]:
   params = sim.params(state)
   for i, track in enumerate(tracks):
     track.start(0, jax.tree.map(lambda a: a[i], params))
-  compile_s, first_chunk = None, True
-  while (pos := sim.position(state)) < sim.num_steps:
-    state, out = sim.run_chunk(state, keys)
-    if first_chunk:
-      compile_s, first_chunk = time.time() - t0, False
-    params = sim.params(state)
-    n = out['metrics']['arrivals'].shape[1]
-    for i, track in enumerate(tracks):
-      end = min(pos + n, track.schedule.num_steps)
-      if end > track.records[-1]['step']:  # else this replica's schedule has ended
-        m = {k: v[i, : end - pos] for k, v in out['metrics'].items()}
-        track.advance(m, pos, jax.tree.map(lambda a: a[i], params))
+  chunk_ends = []  # when each chunk was recorded: the first includes the compile
+  track_lib.drive(sim, state, keys, tracks, lambda *_: chunk_ends.append(time.time()))
+  compile_s = chunk_ends[0] - t0 if chunk_ends else None
   for track in tracks:
     track.writer.close()
   seconds = time.time() - t0

@@ -1,8 +1,9 @@
-"""One run between chunks, for single runs and sweeps alike: evaluate, record, write.
+"""The one loop of single runs and sweeps: run a chunk, then evaluate, record, write.
 
-A single run (afl_jax/pipeline/loop.py) keeps one :class:`Track`, a sweep
-(afl_jax/pipeline/sweep.py) one per replica; after each chunk of server steps the
-driver hands each track its own steps' metrics and global params
+:func:`drive` runs a simulator chunk by chunk to the end. A single run
+(afl_jax/pipeline/loop.py) keeps one :class:`Track`, a sweep
+(afl_jax/pipeline/sweep.py) one per replica; after each chunk of server steps
+:func:`drive` hands each track its own steps' metrics and global params
 (:meth:`Track.advance`), and the track accumulates the bits sent and the staleness,
 evaluates, builds the record (:func:`afl_jax.pipeline.metrics_io.evaluation_record`)
 and writes it. A non-finite rule metric or evaluation marks the record ``stopped``:
@@ -18,8 +19,10 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import jax
 import numpy as np
 
+from afl_jax.core.simulator import ReplicaSimulator, Simulator
 from afl_jax.pipeline import metrics_io
 from afl_jax.schedules.schedule import Schedule
 
@@ -102,3 +105,34 @@ class Track:
       self.stopped = f'non-finite {bad[1]} at server step {pos + bad[0]}'
       record['stopped'] = self.stopped
     return self._write(record)
+
+
+def drive(
+  sim: Simulator | ReplicaSimulator,
+  state: Any,
+  key: Any,
+  tracks: list[Track],
+  after_chunk: Callable[[Any, int], str | None] = lambda state, end: None,
+) -> tuple[Any, str]:
+  """Run ``sim`` from ``state`` to its end, feeding every track; ``(state, status)``.
+
+  ``tracks``: one per replica of a :class:`ReplicaSimulator` (a replica whose schedule
+  has ended gets nothing more), or the one track of a :class:`Simulator`.
+  ``after_chunk(state, end)`` runs after each chunk has been recorded (progress,
+  checkpoints); a status it returns stops the run there. Returns the status
+  'completed', or the one ``after_chunk`` returned.
+  """
+  replicas = isinstance(sim, ReplicaSimulator)
+  while (pos := sim.position(state)) < sim.num_steps:
+    state, out = sim.run_chunk(state, key)
+    params = sim.params(state)
+    for i, track in enumerate(tracks):
+      mine = (lambda t, i=i: jax.tree.map(lambda a: a[i], t)) if replicas else (lambda t: t)
+      metrics = mine(out['metrics'])
+      end = min(pos + len(metrics['arrivals']), track.schedule.num_steps)
+      if end > track.records[-1]['step']:  # else this replica's schedule has ended
+        track.advance({k: v[: end - pos] for k, v in metrics.items()}, pos, mine(params))
+    status = after_chunk(state, sim.position(state))
+    if status is not None:
+      return state, status
+  return state, 'completed'
