@@ -82,6 +82,7 @@ def simulator(
   factory: Callable[..., Algorithm] | None = None,
   local_step_buckets: int | None = 0,
   compute_dtype: Any = None,
+  client_block_size: int | None = None,
   **hparams: Any,
 ) -> ReplicaSimulator:
   """The :class:`~afl_jax.core.simulator.ReplicaSimulator` of a sweep (arguments as :func:`sweep`).
@@ -146,6 +147,7 @@ def simulator(
     memory_limit_bytes=memory_limit_bytes,
     local_step_buckets=local_step_buckets,
     compute_dtype=compute_dtype,
+    client_block_size=client_block_size,
   )
 
 
@@ -222,6 +224,7 @@ def sweep(
   memory_limit_bytes: int | None = None,
   local_step_buckets: int | None = 0,
   compute_dtype: Any = None,
+  client_block_size: int | None = None,
   **hparams: Any,
 ) -> SweepResult:
   """Run R replicas of algorithm ``name`` in one compiled program.
@@ -249,6 +252,8 @@ def sweep(
       B (:class:`~afl_jax.core.simulator.ReplicaSimulator`). Results do not depend on it.
     compute_dtype: the clients' loss and gradients in this dtype (e.g.
       ``jnp.bfloat16``), float32 state; None: the params' dtype.
+    client_block_size: train a step's arrival slots in blocks of this many clients
+      (bounds the temporaries of very large steps; the result does not depend on it).
     **hparams: the algorithm's hyperparameters. A float hyperparameter may be a
       sequence of R values (one per replica, traced); anything else is shared and
       structural (part of the compiled program).
@@ -275,6 +280,7 @@ def sweep(
     memory_limit_bytes=memory_limit_bytes,
     local_step_buckets=local_step_buckets,
     compute_dtype=compute_dtype,
+    client_block_size=client_block_size,
     **hparams,
   )
   return run_replicas(sim, params0, keys, params_per_replica=params_per_replica)

@@ -75,7 +75,9 @@ def test_defaults_are_the_engines_defaults():
     local_step_buckets=None, compute_dtype=None, client_block_size=None
   )
   # sweeps keep the padded path they have always taken (results unchanged)
-  assert engine_options(c, sweep=True) == dict(local_step_buckets=0, compute_dtype=None)
+  assert engine_options(c, sweep=True) == dict(
+    local_step_buckets=0, compute_dtype=None, client_block_size=None
+  )
   c.local_step_buckets, c.compute_dtype, c.client_block_size = 0, 'bfloat16', 8
   assert engine_options(c) == dict(
     local_step_buckets=0, compute_dtype=jnp.bfloat16, client_block_size=8

@@ -127,3 +127,24 @@ def test_memory_grows_with_replicas_and_is_checked():
   sim = simulator('fedavgm', prob, sched, 2, client_lr=[0.1, 0.2], memory_limit_bytes=per)
   with pytest.raises(InsufficientMemoryError):
     sim.init({'x': jnp.zeros((2, 4))}, jax.random.split(jax.random.key(0), 2))
+
+
+def test_client_blocks_leave_a_sweep_unchanged():
+  """Blocks of 2 of a step's 3 arrival slots (padded to 4): the same run to float64 round-off."""
+  with jax.enable_x64(True):
+    a, b = make_quadratic(num_clients=6, dtype=np.float64)
+    prob = afl_jax.problems.from_loss(
+      lambda p, d: jnp.sum((d['a'] @ p['x'] - d['b']) ** 2), {'a': a, 'b': b}
+    )
+    sched = afl_jax.schedules.fedbuff(6, 4, 3, 6, local_steps=2, seed=0)
+    keys = jax.random.split(jax.random.key(0), 2)
+    p0 = {'x': jnp.zeros(4, jnp.float64)}
+    run = lambda **kw: afl_jax.sweep('fedbuff', prob, sched, p0, keys, client_lr=[0.01, 0.02], **kw)
+    whole, blocks = run(), run(client_block_size=2)
+    from afl_jax.sweep import simulator
+
+    plan = simulator('fedbuff', prob, sched, 2, client_lr=[0.01, 0.02], client_block_size=2)
+    assert (plan.num_slots, plan.block_size) == (4, 2)  # two blocks of two slots
+    assert blocks.params['x'].shape == (2, 4)
+    assert np.abs(whole.params['x']).max() > 1e-3  # the runs moved
+    np.testing.assert_allclose(blocks.params['x'], whole.params['x'], rtol=0, atol=1e-12)

@@ -247,24 +247,22 @@ def build_algorithm(c: ml_collections.ConfigDict, info: RunInfo) -> Algorithm:
 
 # ---- engine options ---------------------------------------------------------------------------
 def engine_options(c: ml_collections.ConfigDict, *, sweep: bool = False) -> dict[str, Any]:
-  """The engine's keyword arguments from the config (validated by ``validate_run``).
+  """The driver's keyword arguments from the config (validated by ``validate_run``).
 
   ``client_block_size`` (0: None), ``local_step_buckets`` (-1: None, chosen from the
   local steps; 0: padded; B: B blocks sorted by K) and ``compute_dtype`` ('dtype':
-  None, the params' dtype; else e.g. ``jnp.bfloat16``), for
-  :class:`~afl_jax.core.simulator.Simulator`; with ``sweep`` the last two, for
-  :func:`afl_jax.sweep.simulator` (sweeps have no client blocks), where -1 keeps the
-  padded path sweeps have always taken (their results stay bit for bit those of
-  earlier versions; B >= 1 groups by K).
+  None, the params' dtype; else e.g. ``jnp.bfloat16``), for a run's
+  :class:`~afl_jax.core.simulator.Simulator` and, with ``sweep``, a sweep group's
+  :class:`~afl_jax.core.simulator.ReplicaSimulator`, where -1 keeps the padded path
+  sweeps have always taken (their results stay bit for bit those of the committed
+  reproduction records; B >= 1 groups by K).
   """
   buckets = int(c.local_step_buckets)
-  out = {
+  return {
     'local_step_buckets': (0 if sweep else None) if buckets < 0 else buckets,
     'compute_dtype': None if c.compute_dtype == 'dtype' else jnp.dtype(c.compute_dtype),
+    'client_block_size': c.client_block_size or None,
   }
-  if not sweep:
-    out['client_block_size'] = c.client_block_size or None
-  return out
 
 
 # ---- the whole run --------------------------------------------------------------------------
