@@ -10,9 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from quadratic import (
-  fresh_schedule,
+  check_fresh_is_fedbuff,
   hand_arrivals,
-  make_quadratic,
   np_local_gd,
   np_replay,
   simulate_quadratic,
@@ -87,18 +86,7 @@ def test_ca2fl_matches_numpy_over_stale_schedule(x64):
 
 
 def test_ca2fl_full_fresh_participation_is_fedbuff(x64):
-  a, b = make_quadratic(num_clients=4, dtype=np.float64)
-  t_steps = 5
-  sched = fresh_schedule(4, t_steps, local_steps=3)
-  run = lambda name: simulate_quadratic(
-    name, a, b, np.zeros(4), sched, client_lr=0.2, server_lr=0.7
-  ).params_history['x']
-  cal, buff = run('ca2fl'), run('fedbuff')
-  x = np.zeros(4)
-  for t in range(t_steps):  # FedBuff: x <- x + eta_g mean(x_local - x)
-    x = x + 0.7 * np.mean([np_local_gd(a[i], b[i], x, 0.2, 3) - x for i in range(4)], 0)
-    np.testing.assert_allclose(cal[t], x, rtol=1e-10, atol=1e-10)
-  np.testing.assert_allclose(cal, buff, rtol=1e-12, atol=1e-12)
+  check_fresh_is_fedbuff('ca2fl', 5)
 
 
 def test_ca2fl_server_step_under_jit(x64):

@@ -8,20 +8,16 @@ and FedOPT with Adam (Reddi et al. 2021, optax's bias-corrected Adam), on the
 import jax
 import numpy as np
 import pytest
-from quadratic import make_quadratic, np_local_gd, simulate_quadratic
+from quadratic import make_quadratic, np_local_gd, simulate_quadratic, stale_schedule, stale_setup
 
 import afl_jax
 
-# 6 steps, 2 slots, staleness up to 3, one padded arrival (step 3, slot 1), K in {1,2,3}.
-IDS = [[0, 2], [1, 0], [2, 1], [0, 1], [1, 2], [2, 0]]
-START = [[0, 0], [1, 0], [1, 2], [3, 0], [2, 4], [5, 3]]
-STEPS = [[3, 1], [2, 2], [1, 3], [2, 1], [3, 2], [1, 2]]
-MASK = [[1, 1], [1, 1], [1, 1], [1, 0], [1, 1], [1, 1]]
 CLIENT_LR = 0.3
 
 
-def _replay_schedule():
-  return afl_jax.schedules.from_arrays(IDS, START, local_steps=STEPS, mask=MASK)
+def _stages(lengths, etas, betas, nus):
+  """The Multistage / Autonomous FedGM hyperparameters of stages of ``lengths`` steps."""
+  return dict(stage_lengths=lengths, server_lrs=etas, betas=betas, nus=nus)
 
 
 def _fresh_schedule(steps, k):
@@ -70,7 +66,7 @@ def np_fedgm(schedule, a, b, x0, client_lr, hparams_at, normalize=False):
 def test_fedgm_replay_matches_numpy(eta, beta, nu, dtype, tol):
   with jax.enable_x64(dtype == np.float64):
     a, b = make_quadratic(dtype=dtype)
-    x0, sched = np.linspace(-1, 1, 4).astype(dtype), _replay_schedule()
+    x0, sched = np.linspace(-1, 1, 4).astype(dtype), stale_schedule()
     res = simulate_quadratic(
       'fedgm', a, b, x0, sched, client_lr=CLIENT_LR, server_lr=eta, beta=beta, nu=nu
     )
@@ -97,21 +93,10 @@ def test_nu_zero_eta_one_is_fedavg(x64):
 
 
 def test_two_stage_run_switches_exactly_at_the_boundary(x64):
-  lengths, etas, betas, nus = (2, 4), (1.2, 0.4), (0.5, 0.85), (0.3, 0.9)
-  a, b = make_quadratic(dtype=np.float64)
-  x0, sched = np.linspace(-1, 1, 4), _replay_schedule()
-  res = simulate_quadratic(
-    'multistage_fedgm',
-    a,
-    b,
-    x0,
-    sched,
-    client_lr=CLIENT_LR,
-    stage_lengths=lengths,
-    server_lrs=etas,
-    betas=betas,
-    nus=nus,
-  )
+  etas, betas, nus = (1.2, 0.4), (0.5, 0.85), (0.3, 0.9)
+  a, b, x0, sched = stale_setup()
+  stages = _stages((2, 4), etas, betas, nus)
+  res = simulate_quadratic('multistage_fedgm', a, b, x0, sched, client_lr=CLIENT_LR, **stages)
   stage = np.array([0, 0, 1, 1, 1, 1])  # 0-based rounds: stage 1 is steps {0, 1}
   for name, values in (('server_lr', etas), ('beta', betas), ('nu', nus)):
     np.testing.assert_array_equal(res.metrics[f'server/{name}'], np.asarray(values)[stage])
@@ -131,16 +116,7 @@ def test_autonomous_with_constant_k_and_no_delay_is_multistage_at_eta_over_k(x64
   a, b = make_quadratic(dtype=np.float64)
   sched, x0 = _fresh_schedule(5, k), np.linspace(1, -1, 4)
   run = lambda name, server_lrs: simulate_quadratic(
-    name,
-    a,
-    b,
-    x0,
-    sched,
-    client_lr=0.1,
-    stage_lengths=lengths,
-    server_lrs=server_lrs,
-    betas=betas,
-    nus=nus,
+    name, a, b, x0, sched, client_lr=0.1, **_stages(lengths, server_lrs, betas, nus)
   ).params_history['x']
   auto = run('autonomous_fedgm', etas)
   multi = run('multistage_fedgm', tuple(e / k for e in etas))
@@ -158,18 +134,8 @@ def test_autonomous_with_random_staleness_and_epochs_matches_numpy(x64):
   )
   assert sched.max_staleness >= 1 and len(np.unique(sched.local_steps)) > 1
   x0 = np.linspace(-1, 1, 4)
-  res = simulate_quadratic(
-    'autonomous_fedgm',
-    a,
-    b,
-    x0,
-    sched,
-    client_lr=0.2,
-    stage_lengths=lengths,
-    server_lrs=etas,
-    betas=betas,
-    nus=nus,
-  )
+  stages = _stages(lengths, etas, betas, nus)
+  res = simulate_quadratic('autonomous_fedgm', a, b, x0, sched, client_lr=0.2, **stages)
   at = lambda t: (etas[t >= 4], betas[t >= 4], nus[t >= 4])
   expected = np_fedgm(sched, a, b, x0, 0.2, at, normalize=True)
   np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-10, atol=1e-10)

@@ -19,6 +19,7 @@ from quadratic import (
   np_grad,
   simulate_quadratic,
   stale_schedule,
+  stale_setup,
 )
 
 import afl_jax
@@ -30,8 +31,9 @@ def np_masfl(schedule, a, b, x0, eta, gamma, beta, adaptive):
 
   c~_i of a job that started from version s is what client i last sent among its
   jobs that had ARRIVED before step s (c_i^0 if none): causal even when the client
-  has several jobs in flight.
+  has several jobs in flight. Computed in float64 whatever the inputs' dtype.
   """
+  a, b, x0 = (np.asarray(v, np.float64) for v in (a, b, x0))
   n = a.shape[0]
   c_i = np.stack([np_grad(a[i], b[i], x0) for i in range(n)])  # line 1: K grads at theta^0
   sent = {i: [(-1, c_i[i].copy())] for i in range(n)}  # (arrival step, variate) per client
@@ -84,16 +86,7 @@ def test_replay_matches_numpy(name, adaptive, dtype, tol):
     x0 = np.linspace(-1, 1, 4).astype(dtype)
     sched = stale_schedule()
     res = simulate_quadratic(name, a, b, x0, sched, client_lr=0.3, server_lr=0.4, beta=0.7)
-    want = np_masfl(
-      sched,
-      a.astype(np.float64),
-      b.astype(np.float64),
-      x0.astype(np.float64),
-      0.3,
-      0.4,
-      0.7,
-      adaptive,
-    )
+    want = np_masfl(sched, a, b, x0, 0.3, 0.4, 0.7, adaptive)
     assert res.params_history['x'].dtype == dtype
     np.testing.assert_allclose(res.params_history['x'], want, rtol=tol, atol=tol)
 
@@ -191,9 +184,7 @@ def test_adamasfl_zero_gradient_takes_no_step_and_no_nan():
 
 def test_registry_fills_theory_rates_from_s_k_t(x64):
   """AdaMasFL's Thm 4.1 and MasFL's Thm 3.1 rates are the defaults given S, K, T (L, tau)."""
-  a, b = make_quadratic(dtype=np.float64)
-  sched = stale_schedule()
-  x0 = np.linspace(-1, 1, 4)
+  a, b, x0, sched = stale_setup()
   s, k, t = 2, 2, 40
   run = lambda name, **hp: simulate_quadratic(name, a, b, x0, sched, **hp).params_history['x']
   got = run('adamasfl', arrivals_per_step=s, local_steps=k, num_rounds=t)

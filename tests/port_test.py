@@ -12,7 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from quadratic import (
-  fresh_schedule,
+  check_empty_step_and_exact_zeros,
+  check_fresh_is_fedbuff,
   hand_arrivals,
   make_quadratic,
   np_local_gd,
@@ -115,31 +116,11 @@ def test_port_matches_numpy_over_stale_schedule(reference, x64):
 @pytest.mark.parametrize('weights', [dict(similarity_weight=0.0), dict(staleness_weight=0.0)])
 def test_port_fresh_arrivals_with_one_term_is_fedbuff(weights, x64):
   # Fresh arrivals (tau = 0) all get the same weight, so Port is FedBuff at rate eta.
-  a, b = make_quadratic(num_clients=4, dtype=np.float64)
-  t_steps = 4
-  sched = fresh_schedule(4, t_steps, local_steps=3)
-  got = _run(sched, a, b, np.zeros(4), client_lr=0.2, server_lr=0.7, **weights)
-  buff = _run(sched, a, b, np.zeros(4), name='fedbuff', client_lr=0.2, server_lr=0.7)
-  x = np.zeros(4)
-  for t in range(t_steps):
-    x = x + 0.7 * np.mean([np_local_gd(a[i], b[i], x, 0.2, 3) - x for i in range(4)], 0)
-    np.testing.assert_allclose(got[t], x, rtol=1e-10, atol=1e-12)
-  np.testing.assert_allclose(got, buff, rtol=1e-12, atol=1e-12)
+  check_fresh_is_fedbuff('port', 4, **weights)
 
 
 def test_port_empty_step_and_exact_zeros(x64):
-  a, b = make_quadratic(dtype=np.float64)
-  a[:, :, 3] = 0.0  # no sample touches coordinate 3
-  x0 = np.linspace(-1, 1, 4)
-  ids = [[0, 1], [2, 0], [0, 0], [1, 2], [0, 1]]
-  start = [[0, 0], [0, 1], [0, 0], [2, 1], [1, 4]]
-  mask = [[1, 1], [1, 1], [0, 0], [1, 1], [1, 1]]
-  sched = afl_jax.schedules.from_arrays(ids, start, local_steps=2, mask=mask)
-  got = np.asarray(_run(sched, a, b, x0, **HP))
-  np.testing.assert_allclose(got, _np_port(sched, a, b, x0, **HP), rtol=1e-10, atol=1e-10)
-  np.testing.assert_array_equal(got[2], got[1])
-  np.testing.assert_array_equal(got[:, 3], x0[3])
-  assert np.all(np.isfinite(got))
+  check_empty_step_and_exact_zeros('port', _np_port, **HP)
 
 
 def _arrivals(ids, mask, staleness, starts):

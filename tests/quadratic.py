@@ -176,7 +176,7 @@ def check_fresh_is_fedbuff(name, num_steps, **hp):
   x = np.zeros(4)
   for t in range(num_steps):
     x = x + 0.7 * np.mean([np_local_gd(a[i], b[i], x, 0.2, 3) - x for i in range(4)], 0)
-    np.testing.assert_allclose(got[t], x, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(got[t], x, rtol=1e-10, atol=1e-12)
   np.testing.assert_allclose(got, buff, rtol=1e-12, atol=1e-12)
 
 
