@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from quadratic import hand_arrivals
+from quadratic import fresh_schedule, hand_arrivals
 
 import afl_jax
 from afl_jax.servers import weighting
@@ -35,13 +35,6 @@ def np_local_gd(a, b, x, lr, k):
   return x
 
 
-def _sync_schedule(num_steps=T):
-  n = len(SIZES)
-  return afl_jax.schedules.from_arrays(
-    [list(range(n))] * num_steps, [[t] * n for t in range(num_steps)], local_steps=K
-  )
-
-
 @pytest.mark.parametrize('weighting_name', ['examples', 'uniform'])
 def test_fedavg_weights_clients_by_examples_on_unequal_clients(weighting_name, x64):
   clients = _clients()
@@ -49,7 +42,9 @@ def test_fedavg_weights_clients_by_examples_on_unequal_clients(weighting_name, x
   np.testing.assert_array_equal(problem.client_sizes, SIZES)
   x0 = np.array([0.5, -1.0, 0.25])
   alg = afl_jax.algorithms.get('fedavg', client_lr=LR, weighting=weighting_name)
-  res = afl_jax.simulate(alg, problem, _sync_schedule(), {'x': jnp.asarray(x0)}, jax.random.key(0))
+  res = afl_jax.simulate(
+    alg, problem, fresh_schedule(len(SIZES), T, K), {'x': jnp.asarray(x0)}, jax.random.key(0)
+  )
   p = np.array(SIZES, float) / sum(SIZES) if weighting_name == 'examples' else np.ones(3) / 3
   x, want = x0.copy(), []
   for _ in range(T):
