@@ -10,10 +10,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from quadratic import hand_arrivals
 
 import afl_jax
 from afl_jax.core import tree
-from afl_jax.core.types import Arrivals, LocalTask
+from afl_jax.core.types import LocalTask
 
 N, DIM, ROWS, K = 3, 2, 4, 2
 SIZES = np.array([4, 2, 3], np.int32)
@@ -72,15 +73,9 @@ def test_builds_and_runs_under_jit_without_run_context(name):
   axes = tasks.batch_axes().replace(step=None, start_step=0)
   update = jax.jit(jax.vmap(alg.client.update, in_axes=(0, 0, axes, 0)))
   msgs, client_states, _ = update(starts, client_states, tasks, jax.random.split(key, N))
-  arrivals = Arrivals(
-    client_ids=jnp.arange(N, dtype=jnp.int32),
-    staleness=jnp.zeros(N, jnp.int32),
-    mask=jnp.ones(N, bool),
-    num_steps=jnp.full((N,), K, jnp.int32),
-    start_broadcast=starts,
-    step=jnp.asarray(0),
-    num_examples=jnp.asarray(SIZES),
-    total_examples=jnp.asarray(SIZES.sum()),
+  arrivals = hand_arrivals(np.arange(N), np.ones(N, bool), num_steps=K, start_broadcast=starts)
+  arrivals = arrivals._replace(
+    num_examples=jnp.asarray(SIZES), total_examples=jnp.asarray(SIZES.sum())
   )
   new_state, metrics = jax.jit(alg.server.update)(server_state, msgs, arrivals, key)
   new_params = alg.server.params(new_state)

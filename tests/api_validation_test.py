@@ -92,6 +92,74 @@ def test_get_refuses_values_outside_the_spec_naming_field_value_and_range(name, 
   assert isinstance(err.value, UserError)
 
 
+# Each family's hyperparameters (and their combinations): a bad value is refused by
+# ``algorithms.get`` with an error naming the field.
+REFUSED = [
+  ('fedac', dict(client_lr=0.0), 'client_lr'),
+  ('fedac', dict(server_lr=-1.0), 'server_lr'),
+  ('fedac', dict(beta1=1.0), 'beta1'),
+  ('fedac', dict(beta2=-0.1), 'beta2'),
+  ('fedac', dict(epsilon=0.0), 'epsilon'),
+  ('fedac', dict(min_similarity=2.0), 'min_similarity'),
+  ('fedac', dict(history=0), 'history'),
+  ('fedac', dict(zero_cosine=1.5), 'zero_cosine'),
+  ('fedac', dict(first_update='models'), 'first_update'),
+  ('port', dict(client_lr=0.0), 'client_lr'),
+  ('port', dict(server_lr=0.0), 'server_lr'),
+  ('port', dict(similarity_weight=-1.0), 'similarity_weight'),
+  ('port', dict(staleness_weight=-0.5), 'staleness_weight'),
+  ('port', dict(staleness_bound=0.0), 'staleness_bound'),
+  ('port', dict(reference='previous'), 'reference'),
+  ('ca2fl', dict(server_lr=0.0), 'server_lr'),
+  ('ca2fl', dict(client_lr=-0.1), 'client_lr'),
+  ('fadas', dict(beta2=1.0), 'beta2'),
+  ('fadas', dict(tau_c=-1), 'tau_c'),
+  ('fadas', dict(delay_rule='inverse'), 'delay_rule'),
+  ('masfl', dict(client_lr=0.1, server_lr=0.1, beta=1.5), 'beta'),
+  ('adamasfl', dict(client_lr=-1.0, server_lr=0.1, beta=0.5), 'client_lr'),
+  ('masfl', dict(client_lr=0.1, server_lr=0.1, beta=0.5, selection='random'), 'selection'),
+  ('adamasfl', dict(arrivals_per_step=0, local_steps=1, num_rounds=100), 'arrivals_per_step'),
+  ('fedfa_delta', dict(window_size=-1), 'window_size'),
+  ('fedfa_param', dict(client_lr=0.0), 'client_lr'),
+  ('fedfa_delta_prox', dict(mu=-0.1), 'mu'),
+  ('fedfa_param', dict(server_lr=0.5), 'server_lr'),  # eq. (3) has no step size to set
+  ('fedprox', dict(mu=-1.0), 'mu'),
+  ('fedprox', dict(mu=float('nan')), 'mu'),
+  ('fedbuff_prox', dict(client_lr=-0.1), 'client_lr'),
+  ('fednova', dict(client_lr=0.0), 'client_lr'),
+  ('fedbuff_nova', dict(server_lr=0.0), 'server_lr'),
+  ('asynfl', dict(client_lr=0.0, num_clients=4), 'client_lr'),
+  ('asynfl', dict(server_lr=-1.0, num_clients=4), 'server_lr'),
+  ('asynfl', dict(num_clients=0), 'num_clients'),
+  ('asynfl', dict(num_clients=2.5), 'num_clients'),
+  ('asynfl', dict(num_clients=4, normalizer='mean'), 'normalizer'),
+  ('asynfl', dict(num_clients=4, local_training='sometimes'), 'local_training'),
+  ('asynflc', dict(num_clients=4, compressor='zip'), 'compressor'),
+  ('asynflc', dict(num_clients=4, compressor='sign', fraction=0.1), 'fraction'),
+  ('asynflc', dict(num_clients=4, compressor='top_k', bits=4), 'bits'),
+  ('asynflc_ef', dict(num_clients=4, compressor='top_k', fraction=1.5), 'fraction'),
+  ('asynflc_ef', dict(num_clients=4, compressor='qsgd', bits=1), 'bits'),
+  # FedOPT's Alg. 2 options (Reddi et al.) apply only with convention='alg2'.
+  ('fedopt', dict(bias_correction=True), "convention='alg2'"),
+  ('fedopt', dict(tau_placement='inside'), "convention='alg2'"),
+  ('fedopt', dict(convention='alg2', server_optimizer='amsgrad'), "'amsgrad' is optax's only"),
+  (
+    'fedopt',
+    dict(convention='alg2', server_optimizer='adagrad', bias_correction=True),
+    'FedAdagrad',
+  ),
+  ('fedopt', dict(convention='alg2', tau_placement='under'), 'tau_placement'),
+  ('fedopt', dict(convention='alg2', bias_correction_offset=0), 'bias_correction_offset'),
+  ('fedopt', dict(convention='alg3'), 'convention'),
+]
+
+
+@pytest.mark.parametrize('name,hp,match', REFUSED)
+def test_every_family_refuses_a_bad_value_naming_the_field(name, hp, match):
+  with pytest.raises(ValueError, match=match):
+    afl_jax.algorithms.get(name, **hp)
+
+
 def test_a_sequence_error_names_the_entry():
   with pytest.raises(ConfigError, match=r'finite numbers in \[0, 1\); entry 1 is 1.0'):
     afl_jax.algorithms.get('multistage_fedgm', betas=(0.9, 1.0, 0.5))

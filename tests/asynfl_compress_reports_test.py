@@ -83,38 +83,29 @@ def _trajectory(sim, dtype):
 @pytest.mark.parametrize('dtype', [np.float32, np.float64])
 def test_reports_only_equals_compressing_every_client(name, hp, dtype):
   with jax.enable_x64(dtype == np.float64):  # scoped: no other test inherits x64
-    _reports_only_equals_compressing_every_client(name, hp, dtype)
+    sched = _schedule()
+    new, _, _ = _simulator(name, sched, dtype, **hp)
+    assert new.report_slots == int(sched.mask.sum(axis=1).max()) < N
+    old, _, _ = _simulator(name, sched, dtype, reports_only=False, **hp)
+    p_new, r_new, m_new = _trajectory(new, dtype)
+    p_old, r_old, m_old = _trajectory(old, dtype)
+    # Products batched at another width round differently on some CPUs (1 ulp seen): allow
+    # 4 ulps of the values' scale per step (counts such as arrivals and bits, whole numbers
+    # far below 1 / tolerance, are still held exactly).
+    ulps = 4 * sched.num_steps
+    assert_close_ulps(p_new, p_old, ulps=ulps)
+    for a, b in zip(r_new, r_old, strict=True):
+      for x, y in zip(a, b, strict=True):
+        assert_close_ulps(x, y, ulps=ulps)
+    for a, b in zip(m_new, m_old, strict=True):
+      assert a.keys() == b.keys()
+      for k in a:
+        assert_close_ulps(a[k], b[k], ulps=ulps, err_msg=k)
+    assert np.max(np.abs(p_new[-1] - np.linspace(-1, 1, DIM))) > 0.1  # it moved
 
 
-def _reports_only_equals_compressing_every_client(name, hp, dtype):
-  sched = _schedule()
-  new, _, _ = _simulator(name, sched, dtype, **hp)
-  assert new.report_slots == int(sched.mask.sum(axis=1).max()) < N
-  old, _, _ = _simulator(name, sched, dtype, reports_only=False, **hp)
-  p_new, r_new, m_new = _trajectory(new, dtype)
-  p_old, r_old, m_old = _trajectory(old, dtype)
-  # Products batched at another width round differently on some CPUs (1 ulp seen): allow
-  # 4 ulps of the values' scale per step (counts such as arrivals and bits, whole numbers
-  # far below 1 / tolerance, are still held exactly).
-  ulps = 4 * sched.num_steps
-  assert_close_ulps(p_new, p_old, ulps=ulps)
-  for a, b in zip(r_new, r_old, strict=True):
-    for x, y in zip(a, b, strict=True):
-      assert_close_ulps(x, y, ulps=ulps)
-  for a, b in zip(m_new, m_old, strict=True):
-    assert a.keys() == b.keys()
-    for k in a:
-      assert_close_ulps(a[k], b[k], ulps=ulps, err_msg=k)
-  assert np.max(np.abs(p_new[-1] - np.linspace(-1, 1, DIM))) > 0.1  # it moved
-
-
-def test_ef_residuals_of_absent_clients_stay_frozen_step_by_step():
+def test_ef_residuals_of_absent_clients_stay_frozen_step_by_step(x64):
   """eqs. 8-9 per step in NumPy: e_i changes only in the steps where i reports."""
-  with jax.enable_x64(True):  # scoped: no other test inherits x64
-    _ef_residuals_of_absent_clients_stay_frozen_step_by_step()
-
-
-def _ef_residuals_of_absent_clients_stay_frozen_step_by_step():
   sched = _schedule()
   sim, a, b = _simulator('asynflc_ef', sched, np.float64, compressor='top_k', fraction=0.4)
   params, residuals, metrics = _trajectory(sim, np.float64)

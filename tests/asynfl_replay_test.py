@@ -84,24 +84,23 @@ def test_flexible_schedule_has_staleness_and_varying_participation():
   assert set(s.arrivals_per_step.tolist()) >= {0, 1, 3}
 
 
-def test_sync_limit_is_local_sgd_averaged_with_weight_s_over_n():
+def test_sync_limit_is_local_sgd_averaged_with_weight_s_over_n(x64):
   """window=None: everyone reports every round from x_t -> x + eta_g |S_t|/n mean(x_K - x)."""
-  with jax.enable_x64(True):
-    sched = afl_jax.schedules.waiting_windows(
-      N,
-      5,
-      window=None,
-      durations=afl_jax.schedules.durations.make('normal', mean=5, std=1),
-      local_steps=K,
-    )
-    assert sched.mask.all() and sched.max_staleness == 0
-    res, a, b, x0 = _run('asynfl', sched)
-    x = np.array(x0)
-    for t in range(sched.num_steps):
-      s_t = sched.client_ids[t][sched.mask[t]]
-      mean = np.mean([np_local_gd(a[i], b[i], x, LR, K[i]) - x for i in s_t], axis=0)
-      x = x + ETA_G * len(s_t) / N * mean
-      np.testing.assert_allclose(res.params_history['x'][t], x, rtol=1e-12, atol=1e-12)
+  sched = afl_jax.schedules.waiting_windows(
+    N,
+    5,
+    window=None,
+    durations=afl_jax.schedules.durations.make('normal', mean=5, std=1),
+    local_steps=K,
+  )
+  assert sched.mask.all() and sched.max_staleness == 0
+  res, a, b, x0 = _run('asynfl', sched)
+  x = np.array(x0)
+  for t in range(sched.num_steps):
+    s_t = sched.client_ids[t][sched.mask[t]]
+    mean = np.mean([np_local_gd(a[i], b[i], x, LR, K[i]) - x for i in s_t], axis=0)
+    x = x + ETA_G * len(s_t) / N * mean
+    np.testing.assert_allclose(res.params_history['x'][t], x, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -121,53 +120,50 @@ def test_asynfl_flexible_participation_matches_eqs_2_to_5(normalizer, dtype, rto
     np.testing.assert_allclose(res.params_history['x'], expected, rtol=rtol, atol=atol)
 
 
-def test_per_job_option_is_fedbuff_style_over_n_and_differs_from_continuous():
+def test_per_job_option_is_fedbuff_style_over_n_and_differs_from_continuous(x64):
   """local_training='per_job': K steps from x_{start}; x <- x + eta_g/n sum(x_K - x_start)."""
-  with jax.enable_x64(True):
-    sched = _flexible_schedule()
-    res, a, b, x0 = _run('asynfl', sched, local_training='per_job')
+  sched = _flexible_schedule()
+  res, a, b, x0 = _run('asynfl', sched, local_training='per_job')
 
-    def step(x, locals_, starts, taus):
-      del taus
-      deltas = [xl - xs for xl, xs in zip(locals_, starts, strict=True)]
-      return x + ETA_G / N * np.sum(deltas, axis=0)
+  def step(x, locals_, starts, taus):
+    del taus
+    deltas = [xl - xs for xl, xs in zip(locals_, starts, strict=True)]
+    return x + ETA_G / N * np.sum(deltas, axis=0)
 
-    expected = np_replay(sched, a, b, x0, LR, step)
-    np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-10, atol=1e-12)
-    continuous, _ = np_asynfl(sched, a, b, x0, LR, ETA_G, K)
-    assert np.max(np.abs(continuous - expected)) > 1e-3
+  expected = np_replay(sched, a, b, x0, LR, step)
+  np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-10, atol=1e-12)
+  continuous, _ = np_asynfl(sched, a, b, x0, LR, ETA_G, K)
+  assert np.max(np.abs(continuous - expected)) > 1e-3
 
 
 @pytest.mark.parametrize('name', ['asynflc', 'asynflc_ef'])
-def test_asynflc_top_k_matches_eq_7_and_algorithm_1(name):
+def test_asynflc_top_k_matches_eq_7_and_algorithm_1(name, x64):
   """AsynFLC: eq. (7); AsynFLC-EF: Algorithm 1 with its residuals (eqs. 8, 9)."""
   ef = name == 'asynflc_ef'
-  with jax.enable_x64(True):
-    sched = _flexible_schedule()
-    res, a, b, x0 = _run(name, sched, compressor='top_k', fraction=0.4)  # k = 2 of 5
-    expected, err = np_asynfl(
-      sched, a, b, x0, LR, ETA_G, K, compress=lambda v: np_top_k(v, 2), error_feedback=ef
-    )
-    np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-10, atol=1e-12)
-    uncompressed, _ = np_asynfl(sched, a, b, x0, LR, ETA_G, K)
-    assert np.max(np.abs(uncompressed - expected)) > 1e-3
-    if ef:
-      # The engine's residuals are in our sign (Delta = anchor - x_K): e = -e_paper.
-      residual = np.asarray(res.final_state.compressor.residual['x'])
-      np.testing.assert_allclose(residual, -err, rtol=1e-10, atol=1e-12)
-      assert np.abs(err).max() > 1e-3
+  sched = _flexible_schedule()
+  res, a, b, x0 = _run(name, sched, compressor='top_k', fraction=0.4)  # k = 2 of 5
+  expected, err = np_asynfl(
+    sched, a, b, x0, LR, ETA_G, K, compress=lambda v: np_top_k(v, 2), error_feedback=ef
+  )
+  np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-10, atol=1e-12)
+  uncompressed, _ = np_asynfl(sched, a, b, x0, LR, ETA_G, K)
+  assert np.max(np.abs(uncompressed - expected)) > 1e-3
+  if ef:
+    # The engine's residuals are in our sign (Delta = anchor - x_K): e = -e_paper.
+    residual = np.asarray(res.final_state.compressor.residual['x'])
+    np.testing.assert_allclose(residual, -err, rtol=1e-10, atol=1e-12)
+    assert np.abs(err).max() > 1e-3
 
 
-def test_asynflc_ef_with_identity_is_asynfl():
-  with jax.enable_x64(True):
-    sched = _flexible_schedule()
-    plain, *_ = _run('asynfl', sched)
-    ef, *_ = _run('asynflc_ef', sched, compressor='identity')
-    # Identity compression adds and subtracts an exact zero, but AsynFLC-EF is another
-    # program (it compresses a gathered block): 4 ulps of the values' scale per step.
-    assert_close_ulps(ef.params_history['x'], plain.params_history['x'], ulps=4 * sched.num_steps)
-    # The residual is a message minus itself: exactly zero in any program.
-    np.testing.assert_array_equal(ef.final_state.compressor.residual['x'], 0.0)
+def test_asynflc_ef_with_identity_is_asynfl(x64):
+  sched = _flexible_schedule()
+  plain, *_ = _run('asynfl', sched)
+  ef, *_ = _run('asynflc_ef', sched, compressor='identity')
+  # Identity compression adds and subtracts an exact zero, but AsynFLC-EF is another
+  # program (it compresses a gathered block): 4 ulps of the values' scale per step.
+  assert_close_ulps(ef.params_history['x'], plain.params_history['x'], ulps=4 * sched.num_steps)
+  # The residual is a message minus itself: exactly zero in any program.
+  np.testing.assert_array_equal(ef.final_state.compressor.residual['x'], 0.0)
 
 
 def np_paper_sign(v):
@@ -176,22 +172,21 @@ def np_paper_sign(v):
 
 
 @pytest.mark.parametrize('name', ['asynflc', 'asynflc_ef'])
-def test_sign_of_a_zero_update_is_plus_one_on_the_papers_delta(name):
+def test_sign_of_a_zero_update_is_plus_one_on_the_papers_delta(name, x64):
   """A coordinate no sample touches has Delta_i = 0 exactly: C(Delta)_i = +1 (eqs. 3, 7, 8)."""
-  with jax.enable_x64(True):
-    sched = _flexible_schedule()
-    a, b = make_quadratic(num_clients=N, dim=DIM, dtype=np.float64)
-    a[:, :, 2] = 0.0  # coordinate 2 never gets a gradient: its update is exactly 0
-    x0 = np.linspace(-1, 1, DIM)
-    res = simulate_quadratic(
-      name, a, b, x0, sched, client_lr=LR, server_lr=ETA_G, num_clients=N, compressor='sign'
+  sched = _flexible_schedule()
+  a, b = make_quadratic(num_clients=N, dim=DIM, dtype=np.float64)
+  a[:, :, 2] = 0.0  # coordinate 2 never gets a gradient: its update is exactly 0
+  x0 = np.linspace(-1, 1, DIM)
+  res = simulate_quadratic(
+    name, a, b, x0, sched, client_lr=LR, server_lr=ETA_G, num_clients=N, compressor='sign'
+  )
+  expected, _ = np_asynfl(
+    sched, a, b, x0, LR, ETA_G, K, compress=np_paper_sign, error_feedback=name == 'asynflc_ef'
+  )
+  np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-12, atol=1e-12)
+  if name == 'asynflc':  # every report moves coordinate 2 up by eta_g / n
+    reports = np.cumsum(sched.arrivals_per_step)
+    np.testing.assert_allclose(
+      res.params_history['x'][:, 2], x0[2] + ETA_G / N * reports, rtol=1e-12
     )
-    expected, _ = np_asynfl(
-      sched, a, b, x0, LR, ETA_G, K, compress=np_paper_sign, error_feedback=name == 'asynflc_ef'
-    )
-    np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-12, atol=1e-12)
-    if name == 'asynflc':  # every report moves coordinate 2 up by eta_g / n
-      reports = np.cumsum(sched.arrivals_per_step)
-      np.testing.assert_allclose(
-        res.params_history['x'][:, 2], x0[2] + ETA_G / N * reports, rtol=1e-12
-      )

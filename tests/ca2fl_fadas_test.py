@@ -10,16 +10,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from quadratic import (
-  fresh_schedule,
+  check_fresh_is_fedbuff,
   hand_arrivals,
-  make_quadratic,
   np_local_gd,
   np_replay,
   simulate_quadratic,
-  stale_schedule,
+  stale_setup,
 )
 
-import afl_jax
 from afl_jax.servers.ca2fl import CA2FLState, ca2fl
 from afl_jax.servers.fadas import delay_adaptive_rate, fadas
 
@@ -74,89 +72,68 @@ def _fadas_ref(eta, beta1, beta2, eps, tau_c, rule, bias_correction, adaptive=Tr
   return step
 
 
-def test_ca2fl_matches_numpy_over_stale_schedule():
-  with jax.enable_x64(True):
-    a, b = make_quadratic(dtype=np.float64)
-    x0 = np.linspace(-1, 1, 4)
-    sched = stale_schedule()
-    res = simulate_quadratic('ca2fl', a, b, x0, sched, client_lr=0.3, server_lr=0.8)
-    want = _np_replay(sched, a, b, x0, 0.3, _ca2fl_ref(3, 0.8))
-    np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-10)
-    # The cache holds each client's latest Delta (client 2 last arrived at step 4 from s=1).
-    cache = np.asarray(res.final_state.server.cache['x'])
-    hist = np.concatenate([x0[None], np.asarray(res.params_history['x'])])
-    np.testing.assert_allclose(
-      cache[2], hist[1] - np_local_gd(a[2], b[2], hist[1], 0.3, 1), rtol=1e-10, atol=1e-10
-    )
+def test_ca2fl_matches_numpy_over_stale_schedule(x64):
+  a, b, x0, sched = stale_setup()
+  res = simulate_quadratic('ca2fl', a, b, x0, sched, client_lr=0.3, server_lr=0.8)
+  want = _np_replay(sched, a, b, x0, 0.3, _ca2fl_ref(3, 0.8))
+  np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-10)
+  # The cache holds each client's latest Delta (client 2 last arrived at step 4 from s=1).
+  cache = np.asarray(res.final_state.server.cache['x'])
+  hist = np.concatenate([x0[None], np.asarray(res.params_history['x'])])
+  np.testing.assert_allclose(
+    cache[2], hist[1] - np_local_gd(a[2], b[2], hist[1], 0.3, 1), rtol=1e-10, atol=1e-10
+  )
 
 
-def test_ca2fl_full_fresh_participation_is_fedbuff():
-  with jax.enable_x64(True):
-    a, b = make_quadratic(num_clients=4, dtype=np.float64)
-    t_steps = 5
-    sched = fresh_schedule(4, t_steps, local_steps=3)
-    run = lambda name: simulate_quadratic(
-      name, a, b, np.zeros(4), sched, client_lr=0.2, server_lr=0.7
-    ).params_history['x']
-    cal, buff = run('ca2fl'), run('fedbuff')
-    x = np.zeros(4)
-    for t in range(t_steps):  # FedBuff: x <- x + eta_g mean(x_local - x)
-      x = x + 0.7 * np.mean([np_local_gd(a[i], b[i], x, 0.2, 3) - x for i in range(4)], 0)
-      np.testing.assert_allclose(cal[t], x, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(cal, buff, rtol=1e-12, atol=1e-12)
+def test_ca2fl_full_fresh_participation_is_fedbuff(x64):
+  check_fresh_is_fedbuff('ca2fl', 5)
 
 
-def test_ca2fl_server_step_under_jit():
-  with jax.enable_x64(True):
-    rng = np.random.default_rng(0)
-    cache, x = rng.normal(size=(4, 3)), rng.normal(size=3)
-    msgs = rng.normal(size=(3, 3))
-    ids, mask = np.array([2, 0, 3]), np.array([True, False, True])
-    arr = hand_arrivals(ids, mask)
-    server = ca2fl(0.5)
-    state = CA2FLState({'x': jnp.asarray(x)}, {'x': jnp.asarray(cache)})
-    new, _ = jax.jit(server.update)(state, {'x': jnp.asarray(msgs)}, arr, jax.random.key(0))
-    v = cache.mean(0) + ((msgs[0] - cache[2]) + (msgs[2] - cache[3])) / 2
-    want_cache = cache.copy()
-    want_cache[2], want_cache[3] = msgs[0], msgs[2]
-    np.testing.assert_allclose(new.params['x'], x - 0.5 * v, rtol=1e-12)
-    np.testing.assert_allclose(new.cache['x'], want_cache, rtol=1e-12)
+def test_ca2fl_server_step_under_jit(x64):
+  rng = np.random.default_rng(0)
+  cache, x = rng.normal(size=(4, 3)), rng.normal(size=3)
+  msgs = rng.normal(size=(3, 3))
+  ids, mask = np.array([2, 0, 3]), np.array([True, False, True])
+  arr = hand_arrivals(ids, mask)
+  server = ca2fl(0.5)
+  state = CA2FLState({'x': jnp.asarray(x)}, {'x': jnp.asarray(cache)})
+  new, _ = jax.jit(server.update)(state, {'x': jnp.asarray(msgs)}, arr, jax.random.key(0))
+  v = cache.mean(0) + ((msgs[0] - cache[2]) + (msgs[2] - cache[3])) / 2
+  want_cache = cache.copy()
+  want_cache[2], want_cache[3] = msgs[0], msgs[2]
+  np.testing.assert_allclose(new.params['x'], x - 0.5 * v, rtol=1e-12)
+  np.testing.assert_allclose(new.cache['x'], want_cache, rtol=1e-12)
 
 
 @pytest.mark.parametrize(
   'rule,bias_correction,adaptive',
   [('min_inverse', False, True), ('divide', True, True), ('min_inverse', False, False)],
 )
-def test_fadas_matches_numpy_amsgrad_with_delay_adaptive_rate(rule, bias_correction, adaptive):
-  with jax.enable_x64(True):
-    a, b = make_quadratic(dtype=np.float64)
-    x0 = np.linspace(-1, 1, 4)
-    sched = stale_schedule()
-    hp = dict(server_lr=0.6, beta1=0.8, beta2=0.95, epsilon=1e-3, tau_c=1)
-    res = simulate_quadratic(
-      'fadas',
-      a,
-      b,
-      x0,
-      sched,
-      client_lr=0.3,
-      delay_rule=rule,
-      bias_correction=bias_correction,
-      delay_adaptive=adaptive,
-      **hp,
-    )
-    ref = _fadas_ref(0.6, 0.8, 0.95, 1e-3, 1, rule, bias_correction, adaptive)
-    want = _np_replay(sched, a, b, x0, 0.3, ref)
-    np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-10)
-    taus = [0, 1, 2, 3, 3, 3]
-    rates = [
-      0.6
-      if not adaptive or tau <= 1
-      else (min(0.6, 1 / tau) if rule == 'min_inverse' else 0.6 / tau)
-      for tau in taus
-    ]
-    np.testing.assert_allclose(res.metrics['server/server_lr'], rates, rtol=1e-12)
-    np.testing.assert_array_equal(res.metrics['server/tau_max'], taus)
+def test_fadas_matches_numpy_amsgrad_with_delay_adaptive_rate(rule, bias_correction, adaptive, x64):
+  a, b, x0, sched = stale_setup()
+  hp = dict(server_lr=0.6, beta1=0.8, beta2=0.95, epsilon=1e-3, tau_c=1)
+  res = simulate_quadratic(
+    'fadas',
+    a,
+    b,
+    x0,
+    sched,
+    client_lr=0.3,
+    delay_rule=rule,
+    bias_correction=bias_correction,
+    delay_adaptive=adaptive,
+    **hp,
+  )
+  ref = _fadas_ref(0.6, 0.8, 0.95, 1e-3, 1, rule, bias_correction, adaptive)
+  want = _np_replay(sched, a, b, x0, 0.3, ref)
+  np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-10)
+  taus = [0, 1, 2, 3, 3, 3]
+  rates = [
+    0.6 if not adaptive or tau <= 1 else (min(0.6, 1 / tau) if rule == 'min_inverse' else 0.6 / tau)
+    for tau in taus
+  ]
+  np.testing.assert_allclose(res.metrics['server/server_lr'], rates, rtol=1e-12)
+  np.testing.assert_array_equal(res.metrics['server/tau_max'], taus)
 
 
 def test_fadas_delay_rate_and_server_step_under_jit():
@@ -176,18 +153,7 @@ def test_fadas_delay_rate_and_server_step_under_jit():
   np.testing.assert_allclose(new.params['x'], want, rtol=1e-5, atol=1e-7)
 
 
-def test_baseline_factories_validate_hyperparameters():
-  get = afl_jax.algorithms.get
-  with pytest.raises(ValueError, match='server_lr'):
-    get('ca2fl', server_lr=0.0)
-  with pytest.raises(ValueError, match='client_lr'):
-    get('ca2fl', client_lr=-0.1)
-  with pytest.raises(ValueError, match='beta2'):
-    get('fadas', beta2=1.0)
-  with pytest.raises(ValueError, match='tau_c'):
-    get('fadas', tau_c=-1)
-  with pytest.raises(ValueError, match='delay_rule'):
-    get('fadas', delay_rule='inverse')
+def test_ca2fl_server_sizes_its_cache_by_num_clients():
   assert ca2fl(1.0, num_clients=4).init({'x': jnp.zeros(2)}).cache['x'].shape == (4, 2)
   with pytest.raises(ValueError, match='num_clients'):
     ca2fl(1.0, num_clients=0)

@@ -97,13 +97,12 @@ def test_uses_given_residual_and_keeps_structure():
   assert float(bits) == 32 + 2  # d = 3, k = 1
 
 
-def test_mixed_dtypes_under_x64():
-  with jax.enable_x64(True):
-    delta = {'a': jnp.arange(4.0, dtype=jnp.float64) - 1.5, 'b': jnp.ones(3, jnp.float32)}
-    c = compression.error_feedback(compression.top_k(k=2))
-    sent, state, _ = jax.jit(c.compress)(delta, c.init(delta), jax.random.key(0))
-    assert sent['a'].dtype == jnp.float64 and sent['b'].dtype == jnp.float32
-    assert state.residual['a'].dtype == jnp.float64 and state.residual['b'].dtype == jnp.float32
-    # |.| = 1.5, .5, .5, 1.5, 1, 1, 1 -> keep a0 and a3
-    np.testing.assert_array_equal(np.asarray(sent['a']), [-1.5, 0, 0, 1.5])
-    np.testing.assert_array_equal(np.asarray(state.residual['b']), [1, 1, 1])
+def test_mixed_dtypes_under_x64(x64):
+  delta = {'a': jnp.arange(4.0, dtype=jnp.float64) - 1.5, 'b': jnp.ones(3, jnp.float32)}
+  c = compression.error_feedback(compression.top_k(k=2))
+  sent, state, _ = jax.jit(c.compress)(delta, c.init(delta), jax.random.key(0))
+  assert sent['a'].dtype == jnp.float64 and sent['b'].dtype == jnp.float32
+  assert state.residual['a'].dtype == jnp.float64 and state.residual['b'].dtype == jnp.float32
+  # |.| = 1.5, .5, .5, 1.5, 1, 1, 1 -> keep a0 and a3
+  np.testing.assert_array_equal(np.asarray(sent['a']), [-1.5, 0, 0, 1.5])
+  np.testing.assert_array_equal(np.asarray(state.residual['b']), [1, 1, 1])

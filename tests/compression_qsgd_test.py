@@ -95,16 +95,15 @@ def test_one_hot_is_exact():
   np.testing.assert_array_equal(np.asarray(out), np.broadcast_to(np.asarray(x), (100, 16)))
 
 
-def test_levels_argument_and_float64():
-  with jax.enable_x64(True):
-    x = np.random.default_rng(5).standard_normal(12)
-    c = compression.qsgd(levels=5)  # b = ceil(log2 6) + 1 = 4
-    out, bits = _draws(c, jnp.asarray(x, jnp.float64), n=4000)
-    assert out.dtype == jnp.float64
-    np.testing.assert_array_equal(np.asarray(bits), 32 + 12 * 4)
-    norm = np.linalg.norm(x)
-    level = np.abs(np.asarray(out)) * 5 / norm
-    np.testing.assert_allclose(level, np.round(level), atol=1e-9)
+def test_levels_argument_and_float64(x64):
+  x = np.random.default_rng(5).standard_normal(12)
+  c = compression.qsgd(levels=5)  # b = ceil(log2 6) + 1 = 4
+  out, bits = _draws(c, jnp.asarray(x, jnp.float64), n=4000)
+  assert out.dtype == jnp.float64
+  np.testing.assert_array_equal(np.asarray(bits), 32 + 12 * 4)
+  norm = np.linalg.norm(x)
+  level = np.abs(np.asarray(out)) * 5 / norm
+  np.testing.assert_allclose(level, np.round(level), atol=1e-9)
 
 
 def test_top_k_qsgd_quantizes_kept_values_unbiasedly():

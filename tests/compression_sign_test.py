@@ -7,12 +7,9 @@ m = -Delta, so the compressor must send -Sign(-m): m_i = 0 -> -1 (Delta_i -> +1)
 import jax
 import jax.numpy as jnp
 import numpy as np
+from compression_top_k_test import _compress
 
 from afl_jax import compression
-
-
-def _compress(c, x):
-  return jax.jit(c.compress)(x, c.init(x), jax.random.key(0))
 
 
 def test_paper_operator_zero_maps_to_plus_one():

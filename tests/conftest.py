@@ -20,6 +20,8 @@ import os
 import re
 import tempfile
 
+import pytest
+
 _DEVICES = os.environ.get('AFL_JAX_TEST_DEVICES', '1')
 if not _DEVICES.isdigit() or int(_DEVICES) < 1:
   raise ValueError(f'AFL_JAX_TEST_DEVICES must be an integer >= 1; got {_DEVICES!r}.')
@@ -36,3 +38,12 @@ os.environ.setdefault(
   os.path.join(tempfile.gettempdir(), f'afl_jax_test_cache_{os.getuid()}'),
 )
 os.environ.setdefault('JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS', '0')
+
+
+@pytest.fixture
+def x64():
+  """The test runs with 64-bit JAX types, scoped to it: no other test inherits them."""
+  import jax  # after XLA_FLAGS above
+
+  with jax.enable_x64(True):
+    yield

@@ -11,21 +11,21 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from quadratic import (
+  check_empty_step_and_exact_zeros,
   fresh_schedule,
   hand_arrivals,
   make_quadratic,
+  np_grad,
+  np_local_gd,
   simulate_quadratic,
   stale_schedule,
+  stale_setup,
 )
 
 import afl_jax
 from afl_jax.servers.fedac import FedACBroadcast, FedACMessage, fedac_server, init_state
 
 HP = dict(client_lr=0.3, server_lr=0.5, beta1=0.6, beta2=0.9, epsilon=1e-3)
-
-
-def _grad(a_i, b_i, y):
-  return a_i.T @ (a_i @ y - b_i)
 
 
 def _np_fedac(
@@ -71,7 +71,7 @@ def _np_fedac(
       corr = (cs[s] - c_i) if correction else 0.0 * c_i
       y, grads = xs[s].copy(), []
       for _ in range(k):
-        g = _grad(a[i], b[i], y)
+        g = np_grad(a[i], b[i], y)
         grads.append(g)
         y = y - client_lr * (g + corr)
       c_plus = np.mean(grads, axis=0)
@@ -110,93 +110,66 @@ def _np_fedac(
 
 
 @pytest.mark.parametrize('min_similarity', [-1.0, 0.0, 0.2])
-def test_fedac_matches_numpy_over_stale_schedule_with_overlapping_jobs(min_similarity):
+def test_fedac_matches_numpy_over_stale_schedule_with_overlapping_jobs(min_similarity, x64):
   # seed 2 with a large server rate has negative cosines, so each floor r_min matters
   # (the three trajectories differ by > 0.1).
-  with jax.enable_x64(True):
-    a, b = make_quadratic(seed=2, dtype=np.float64)
-    x0 = np.linspace(-1, 1, 4)
-    sched = stale_schedule()  # client 0 has two jobs in flight twice
-    hp = dict(HP, server_lr=1.5, min_similarity=min_similarity)
-    res = simulate_quadratic('fedac', a, b, x0, sched, history=3, **hp)
-    want, _ = _np_fedac(sched, a, b, x0, **hp)
-    np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-10)
-    if min_similarity != 0.0:
-      return
-    # history=2 already covers this schedule: client 0 never needs an evicted variate.
-    res2 = simulate_quadratic('fedac', a, b, x0, sched, history=2, **hp)
-    np.testing.assert_allclose(res2.params_history['x'], want, rtol=1e-10, atol=1e-10)
-    np.testing.assert_array_equal(res2.metrics['client/variate_evicted'], 0.0)
+  a, b, x0, sched = stale_setup(2)  # client 0 has two jobs in flight twice
+  hp = dict(HP, server_lr=1.5, min_similarity=min_similarity)
+  res = simulate_quadratic('fedac', a, b, x0, sched, history=3, **hp)
+  want, _ = _np_fedac(sched, a, b, x0, **hp)
+  np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-10)
+  if min_similarity != 0.0:
+    return
+  # history=2 already covers this schedule: client 0 never needs an evicted variate.
+  res2 = simulate_quadratic('fedac', a, b, x0, sched, history=2, **hp)
+  np.testing.assert_allclose(res2.params_history['x'], want, rtol=1e-10, atol=1e-10)
+  np.testing.assert_array_equal(res2.metrics['client/variate_evicted'], 0.0)
 
 
-def test_fedac_variates_are_causal_not_latest():
+def test_fedac_variates_are_causal_not_latest(x64):
   # The reading "use whatever variate the client last wrote" differs on this schedule.
-  with jax.enable_x64(True):
-    a, b = make_quadratic(dtype=np.float64)
-    x0 = np.linspace(-1, 1, 4)
-    sched = stale_schedule()
-    res = simulate_quadratic('fedac', a, b, x0, sched, **HP)
-    causal, _ = _np_fedac(sched, a, b, x0, **HP)
-    np.testing.assert_allclose(res.params_history['x'], causal, rtol=1e-10, atol=1e-10)
-    latest, _ = _np_fedac(sched, a, b, x0, latest=True, **HP)
-    assert np.max(np.abs(causal - latest)) > 1e-3  # the readings differ on this schedule
+  a, b, x0, sched = stale_setup()
+  res = simulate_quadratic('fedac', a, b, x0, sched, **HP)
+  causal, _ = _np_fedac(sched, a, b, x0, **HP)
+  np.testing.assert_allclose(res.params_history['x'], causal, rtol=1e-10, atol=1e-10)
+  latest, _ = _np_fedac(sched, a, b, x0, latest=True, **HP)
+  assert np.max(np.abs(causal - latest)) > 1e-3  # the readings differ on this schedule
 
 
-def test_fedac_eviction_uses_oldest_kept_variate_and_reports_it():
+def test_fedac_eviction_uses_oldest_kept_variate_and_reports_it(x64):
   # Client 0: a job started at s=1 arrives at t=3 after its jobs of t=1 and t=2 arrived;
   # it needs the variate of job #1 (arrived at t=0), which history=2 no longer keeps.
-  with jax.enable_x64(True):
-    a, b = make_quadratic(num_clients=2, dtype=np.float64)
-    x0 = np.linspace(-1, 1, 4)
-    sched = afl_jax.schedules.from_arrays(
-      [[0, 1], [0, 1], [0, 1], [0, 1]], [[0, 0], [1, 0], [2, 2], [1, 3]], local_steps=2
-    )
-    for history, flagged in ((2, [0, 0, 0, 1]), (3, [0, 0, 0, 0])):
-      res = simulate_quadratic('fedac', a, b, x0, sched, history=history, **HP)
-      want, ev = _np_fedac(sched, a, b, x0, history=history, **HP)
-      np.testing.assert_array_equal(ev, flagged)
-      np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-10)
-      # the client metric is the mean over the step's two jobs
-      np.testing.assert_allclose(res.metrics['client/variate_evicted'], np.array(flagged) / 2)
+  a, b = make_quadratic(num_clients=2, dtype=np.float64)
+  x0 = np.linspace(-1, 1, 4)
+  sched = afl_jax.schedules.from_arrays(
+    [[0, 1], [0, 1], [0, 1], [0, 1]], [[0, 0], [1, 0], [2, 2], [1, 3]], local_steps=2
+  )
+  for history, flagged in ((2, [0, 0, 0, 1]), (3, [0, 0, 0, 0])):
+    res = simulate_quadratic('fedac', a, b, x0, sched, history=history, **HP)
+    want, ev = _np_fedac(sched, a, b, x0, history=history, **HP)
+    np.testing.assert_array_equal(ev, flagged)
+    np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-10)
+    # the client metric is the mean over the step's two jobs
+    np.testing.assert_allclose(res.metrics['client/variate_evicted'], np.array(flagged) / 2)
 
 
-def test_fedac_fresh_arrivals_without_correction_is_fedbuff_then_prospective_momentum():
-  with jax.enable_x64(True):
-    a, b = make_quadratic(num_clients=4, dtype=np.float64)
-    t_steps = 4
-    sched = fresh_schedule(4, t_steps, local_steps=3)
-    res = simulate_quadratic('fedac', a, b, np.zeros(4), sched, correction=False, **HP)
-    x, m, v = np.zeros(4), 0.0, 0.0
-    for t in range(t_steps):  # fresh: x_s = x_t, cos undefined -> uniform weights
-      local = []
-      for i in range(4):
-        y = x.copy()
-        for _ in range(3):
-          y = y - 0.3 * _grad(a[i], b[i], y)
-        local.append(y)
-      g = x - np.mean(local, axis=0)  # FedBuff's mean pseudo-gradient
-      m = 0.6 * m + 0.4 * g
-      v = 0.9 * v + 0.1 * g * g
-      x = x - 0.5 * (0.6 * m + 0.4 * g) / (np.sqrt(v) + 1e-3)
-      np.testing.assert_allclose(res.params_history['x'][t], x, rtol=1e-10, atol=1e-12)
+def test_fedac_fresh_arrivals_without_correction_is_fedbuff_then_prospective_momentum(x64):
+  a, b = make_quadratic(num_clients=4, dtype=np.float64)
+  t_steps = 4
+  sched = fresh_schedule(4, t_steps, local_steps=3)
+  res = simulate_quadratic('fedac', a, b, np.zeros(4), sched, correction=False, **HP)
+  x, m, v = np.zeros(4), 0.0, 0.0
+  for t in range(t_steps):  # fresh: x_s = x_t, cos undefined -> uniform weights
+    local = [np_local_gd(a[i], b[i], x, 0.3, 3) for i in range(4)]
+    g = x - np.mean(local, axis=0)  # FedBuff's mean pseudo-gradient
+    m = 0.6 * m + 0.4 * g
+    v = 0.9 * v + 0.1 * g * g
+    x = x - 0.5 * (0.6 * m + 0.4 * g) / (np.sqrt(v) + 1e-3)
+    np.testing.assert_allclose(res.params_history['x'][t], x, rtol=1e-10, atol=1e-12)
 
 
-def test_fedac_empty_step_and_exact_zeros():
-  with jax.enable_x64(True):
-    a, b = make_quadratic(dtype=np.float64)
-    a[:, :, 3] = 0.0  # no sample touches coordinate 3: its update is exactly 0
-    x0 = np.linspace(-1, 1, 4)
-    ids = [[0, 1], [2, 0], [0, 0], [1, 2]]
-    start = [[0, 0], [0, 1], [0, 0], [2, 1]]
-    mask = [[1, 1], [1, 1], [0, 0], [1, 1]]
-    sched = afl_jax.schedules.from_arrays(ids, start, local_steps=2, mask=mask)
-    res = simulate_quadratic('fedac', a, b, x0, sched, **HP)
-    x = np.asarray(res.params_history['x'])
-    want, _ = _np_fedac(sched, a, b, x0, **HP)
-    np.testing.assert_allclose(x, want, rtol=1e-10, atol=1e-10)
-    np.testing.assert_array_equal(x[2], x[1])  # the empty step moves nothing
-    np.testing.assert_array_equal(x[:, 3], x0[3])  # exact zero update: no drift, no NaN
-    assert np.all(np.isfinite(x))
+def test_fedac_empty_step_and_exact_zeros(x64):
+  check_empty_step_and_exact_zeros('fedac', lambda *args, **hp: _np_fedac(*args, **hp)[0], **HP)
 
 
 def _arrivals(ids, mask, staleness, start_params, n):
@@ -209,62 +182,46 @@ def _arrivals(ids, mask, staleness, start_params, n):
   'min_similarity, zero_cosine, first_update',
   [(0.1, 0.0, 'model'), (0.0, 0.0, 'movement'), (-1.0, 1.0, 'model'), (0.1, 0.0, 'movement')],
 )
-def test_fedac_similarity_conventions_match_numpy(min_similarity, zero_cosine, first_update):
+def test_fedac_similarity_conventions_match_numpy(min_similarity, zero_cosine, first_update, x64):
   """AFL-Lib's readings (floor 0.1, cosine 0 for a zero vector, first update on the
   model) and their mixtures, against the NumPy loop; each changes the trajectory."""
-  with jax.enable_x64(True):
-    a, b = make_quadratic(seed=2, dtype=np.float64)
-    x0 = np.array([-0.05, 0.05, -0.1, -0.025])  # first-update cosines with x_0: 0.23, 0.31
-    sched = stale_schedule()
-    hp = dict(HP, server_lr=1.5, min_similarity=min_similarity)
-    opts = dict(zero_cosine=zero_cosine, first_update=first_update)
-    res = simulate_quadratic('fedac', a, b, x0, sched, history=3, **hp, **opts)
-    want, _ = _np_fedac(sched, a, b, x0, **hp, **opts)
-    got = np.asarray(res.params_history['x'])
-    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
-    ours, _ = _np_fedac(sched, a, b, x0, **hp)  # zero_cosine=1, first_update='movement'
-    assert np.abs(want - ours).max() > 1e-3  # the convention matters on this schedule
+  a, b = make_quadratic(seed=2, dtype=np.float64)
+  x0 = np.array([-0.05, 0.05, -0.1, -0.025])  # first-update cosines with x_0: 0.23, 0.31
+  sched = stale_schedule()
+  hp = dict(HP, server_lr=1.5, min_similarity=min_similarity)
+  opts = dict(zero_cosine=zero_cosine, first_update=first_update)
+  res = simulate_quadratic('fedac', a, b, x0, sched, history=3, **hp, **opts)
+  want, _ = _np_fedac(sched, a, b, x0, **hp, **opts)
+  got = np.asarray(res.params_history['x'])
+  np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+  ours, _ = _np_fedac(sched, a, b, x0, **hp)  # zero_cosine=1, first_update='movement'
+  assert np.abs(want - ours).max() > 1e-3  # the convention matters on this schedule
 
 
-def test_fedac_server_step_under_jit_and_empty_step_state():
-  with jax.enable_x64(True):
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=3)
-    starts = np.stack([x + rng.normal(size=3), x, x + rng.normal(size=3)])
-    deltas, dcs = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
-    server = fedac_server(0.5, 0.6, 0.9, 1e-3, 0.0)
-    state = init_state({'x': jnp.asarray(x)}, 4, 0.6, 0.9, 1e-3)
-    msgs = FedACMessage({'x': jnp.asarray(deltas)}, {'x': jnp.asarray(dcs)})
-    arr = _arrivals([2, 0, 3], [True, True, False], [2, 0, 0], starts, 4)
-    new, _ = jax.jit(server.update)(state, msgs, arr, jax.random.key(0))
-    u0 = starts[0] - x
-    r = np.array([max(u0 @ deltas[0] / np.linalg.norm(u0) / np.linalg.norm(deltas[0]), 0), 1.0])
-    w = r / r.sum()
-    g = w[0] * deltas[0] + w[1] * deltas[1]
-    m_hat = 0.6 * 0.4 * g + 0.4 * g
-    np.testing.assert_allclose(new.params['x'], x - 0.5 * m_hat / (np.sqrt(0.1 * g * g) + 1e-3))
-    np.testing.assert_allclose(new.variate['x'], w[0] * dcs[0] + w[1] * dcs[1])
-    np.testing.assert_array_equal(new.applied, [1, 0, 1, 0])
-    empty = _arrivals([2, 0, 3], [False, False, False], [2, 0, 0], starts, 4)
-    same, _ = jax.jit(server.update)(new, msgs, empty, jax.random.key(0))
-    jax.tree.map(np.testing.assert_array_equal, same, new)
+def test_fedac_server_step_under_jit_and_empty_step_state(x64):
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=3)
+  starts = np.stack([x + rng.normal(size=3), x, x + rng.normal(size=3)])
+  deltas, dcs = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
+  server = fedac_server(0.5, 0.6, 0.9, 1e-3, 0.0)
+  state = init_state({'x': jnp.asarray(x)}, 4, 0.6, 0.9, 1e-3)
+  msgs = FedACMessage({'x': jnp.asarray(deltas)}, {'x': jnp.asarray(dcs)})
+  arr = _arrivals([2, 0, 3], [True, True, False], [2, 0, 0], starts, 4)
+  new, _ = jax.jit(server.update)(state, msgs, arr, jax.random.key(0))
+  u0 = starts[0] - x
+  r = np.array([max(u0 @ deltas[0] / np.linalg.norm(u0) / np.linalg.norm(deltas[0]), 0), 1.0])
+  w = r / r.sum()
+  g = w[0] * deltas[0] + w[1] * deltas[1]
+  m_hat = 0.6 * 0.4 * g + 0.4 * g
+  np.testing.assert_allclose(new.params['x'], x - 0.5 * m_hat / (np.sqrt(0.1 * g * g) + 1e-3))
+  np.testing.assert_allclose(new.variate['x'], w[0] * dcs[0] + w[1] * dcs[1])
+  np.testing.assert_array_equal(new.applied, [1, 0, 1, 0])
+  empty = _arrivals([2, 0, 3], [False, False, False], [2, 0, 0], starts, 4)
+  same, _ = jax.jit(server.update)(new, msgs, empty, jax.random.key(0))
+  jax.tree.map(np.testing.assert_array_equal, same, new)
 
 
-def test_fedac_validates_hyperparameters():
-  get = afl_jax.algorithms.get
-  for field, value in (
-    ('client_lr', 0.0),
-    ('server_lr', -1.0),
-    ('beta1', 1.0),
-    ('beta2', -0.1),
-    ('epsilon', 0.0),
-    ('min_similarity', 2.0),
-    ('history', 0),
-    ('zero_cosine', 1.5),
-    ('first_update', 'models'),
-  ):
-    with pytest.raises(ValueError, match=field):
-      get('fedac', **{field: value})
+def test_fedac_server_sizes_its_table_by_num_clients():
   assert fedac_server(num_clients=4).init({'x': jnp.zeros(2)}).applied.shape == (4,)  # no raise
   with pytest.raises(ValueError, match='num_clients'):
     fedac_server(num_clients=0)

@@ -55,59 +55,56 @@ def np_loss(z, p, alpha):
 
 
 @pytest.mark.parametrize('teacher', ['logits', 'probs'])
-def test_teacher_entropy_alpha_and_loss_match_eqs_3_4(teacher):
-  with jax.enable_x64(True):
-    rng = np.random.default_rng(0)
-    logits = rng.normal(size=(5, 7, 4)) * 2.0
-    reported = np.array([True, False, True, True, False])
-    z = rng.normal(size=(7, 4))
-    p = np_teacher(logits, reported, teacher)
-    alpha, h_hat = np_alpha(p, 0.2, 0.8)
-    got_p = distillation.teacher_probs(jnp.asarray(logits), jnp.asarray(reported), teacher)
-    np.testing.assert_allclose(got_p, p, rtol=1e-12)
-    np.testing.assert_allclose(distillation.normalized_batch_entropy(got_p), h_hat, rtol=1e-12)
-    got_alpha = distillation.dynamic_alpha(got_p, 0.2, 0.8)
-    np.testing.assert_allclose(got_alpha, alpha, rtol=1e-12)
-    assert 0.2 <= alpha <= 0.8
+def test_teacher_entropy_alpha_and_loss_match_eqs_3_4(teacher, x64):
+  rng = np.random.default_rng(0)
+  logits = rng.normal(size=(5, 7, 4)) * 2.0
+  reported = np.array([True, False, True, True, False])
+  z = rng.normal(size=(7, 4))
+  p = np_teacher(logits, reported, teacher)
+  alpha, h_hat = np_alpha(p, 0.2, 0.8)
+  got_p = distillation.teacher_probs(jnp.asarray(logits), jnp.asarray(reported), teacher)
+  np.testing.assert_allclose(got_p, p, rtol=1e-12)
+  np.testing.assert_allclose(distillation.normalized_batch_entropy(got_p), h_hat, rtol=1e-12)
+  got_alpha = distillation.dynamic_alpha(got_p, 0.2, 0.8)
+  np.testing.assert_allclose(got_alpha, alpha, rtol=1e-12)
+  assert 0.2 <= alpha <= 0.8
+  np.testing.assert_allclose(
+    distillation.distillation_loss(jnp.asarray(z), got_p, got_alpha),
+    np_loss(z, p, alpha),
+    rtol=1e-12,
+  )
+  for fixed in (0.0, 0.5, 1.0):  # Table 7 ablation
     np.testing.assert_allclose(
-      distillation.distillation_loss(jnp.asarray(z), got_p, got_alpha),
-      np_loss(z, p, alpha),
+      distillation.distillation_loss(jnp.asarray(z), got_p, fixed),
+      np_loss(z, p, fixed),
       rtol=1e-12,
     )
-    for fixed in (0.0, 0.5, 1.0):  # Table 7 ablation
-      np.testing.assert_allclose(
-        distillation.distillation_loss(jnp.asarray(z), got_p, fixed),
-        np_loss(z, p, fixed),
-        rtol=1e-12,
-      )
 
 
-def test_entropy_extremes_and_zero_probabilities():
-  with jax.enable_x64(True):
-    one_hot = jnp.eye(3)[jnp.array([0, 2, 1])]
-    uniform = jnp.full((4, 3), 1 / 3)
-    np.testing.assert_allclose(distillation.normalized_batch_entropy(one_hot), 0.0, atol=1e-15)
-    np.testing.assert_allclose(distillation.normalized_batch_entropy(uniform), 1.0, rtol=1e-12)
-    # Confident teacher -> alpha_min (mostly CE); uncertain teacher -> alpha_max (mostly KL).
-    np.testing.assert_allclose(distillation.dynamic_alpha(one_hot, 0.2, 0.8), 0.2, rtol=1e-12)
-    np.testing.assert_allclose(distillation.dynamic_alpha(uniform, 0.2, 0.8), 0.8, rtol=1e-12)
-    mixed = jax.nn.softmax(jnp.arange(12.0).reshape(4, 3) / 4)
-    np.testing.assert_allclose(distillation.dynamic_alpha(mixed, 0.4, 0.4), 0.4, rtol=1e-12)
-    loss = distillation.distillation_loss(jnp.zeros((3, 3)), one_hot, 0.5)
-    np.testing.assert_allclose(loss, np.log(3.0), rtol=1e-12)  # KL = CE = log 3, no NaN
+def test_entropy_extremes_and_zero_probabilities(x64):
+  one_hot = jnp.eye(3)[jnp.array([0, 2, 1])]
+  uniform = jnp.full((4, 3), 1 / 3)
+  np.testing.assert_allclose(distillation.normalized_batch_entropy(one_hot), 0.0, atol=1e-15)
+  np.testing.assert_allclose(distillation.normalized_batch_entropy(uniform), 1.0, rtol=1e-12)
+  # Confident teacher -> alpha_min (mostly CE); uncertain teacher -> alpha_max (mostly KL).
+  np.testing.assert_allclose(distillation.dynamic_alpha(one_hot, 0.2, 0.8), 0.2, rtol=1e-12)
+  np.testing.assert_allclose(distillation.dynamic_alpha(uniform, 0.2, 0.8), 0.8, rtol=1e-12)
+  mixed = jax.nn.softmax(jnp.arange(12.0).reshape(4, 3) / 4)
+  np.testing.assert_allclose(distillation.dynamic_alpha(mixed, 0.4, 0.4), 0.4, rtol=1e-12)
+  loss = distillation.distillation_loss(jnp.zeros((3, 3)), one_hot, 0.5)
+  np.testing.assert_allclose(loss, np.log(3.0), rtol=1e-12)  # KL = CE = log 3, no NaN
 
 
-def test_loss_gradient_in_logits_is_closed_form():
+def test_loss_gradient_in_logits_is_closed_form(x64):
   """d f_d / d z = (softmax z - alpha p - (1 - alpha) onehot(argmax p)) / |B| (App. B)."""
-  with jax.enable_x64(True):
-    rng = np.random.default_rng(1)
-    z, p = rng.normal(size=(6, 5)), np_softmax(rng.normal(size=(6, 5)))
-    alpha = 0.35
-    grad = jax.grad(distillation.distillation_loss)(jnp.asarray(z), jnp.asarray(p), alpha)
-    e = np.eye(5)[np.argmax(p, axis=1)]
-    np.testing.assert_allclose(
-      grad, (np_softmax(z) - alpha * p - (1 - alpha) * e) / 6, rtol=1e-10, atol=1e-14
-    )
+  rng = np.random.default_rng(1)
+  z, p = rng.normal(size=(6, 5)), np_softmax(rng.normal(size=(6, 5)))
+  alpha = 0.35
+  grad = jax.grad(distillation.distillation_loss)(jnp.asarray(z), jnp.asarray(p), alpha)
+  e = np.eye(5)[np.argmax(p, axis=1)]
+  np.testing.assert_allclose(
+    grad, (np_softmax(z) - alpha * p - (1 - alpha) * e) / 6, rtol=1e-10, atol=1e-14
+  )
 
 
 def test_clip_inf_is_plain_sgd_and_clip_bounds_the_update():

@@ -127,37 +127,36 @@ def test_q0_is_fedbuff_exactly():
     np.testing.assert_allclose(echo.params_history['w'][t], p['w'], atol=2e-6)
 
 
-def test_replay_matches_numpy_and_logits_belong_to_their_clients():
-  with jax.enable_x64(True):
-    x, y, u, p0 = _data(np.float64)
-    sched, problem = _schedule(), afl_jax.problems.from_loss(loss_fn, {'x': x, 'y': y})
-    sim = afl_jax.Simulator(_fedecho(u, Q), problem, sched, chunk_size=3, record_params=True)
-    key = jax.random.key(0)
-    state = sim.init(jax.tree.map(jnp.asarray, p0), key)
-    state, first = sim.run_chunk(state, key)
-    mid_logits = np.array(state.server.logits, copy=True)
-    mid_reported = np.array(state.server.reported, copy=True)
-    state, second = sim.run_chunk(state, key)
-    hist, snaps, reported, clipped = np_fedecho(sched, x, y, u, p0, Q)
-    assert clipped.any() and not clipped.all()  # both sides of the clip are exercised
-    got_w = np.concatenate([first['params']['w'], second['params']['w']])
-    got_b = np.concatenate([first['params']['b'], second['params']['b']])
-    np.testing.assert_allclose(got_w, [p['w'] for p in hist], rtol=1e-9, atol=1e-11)
-    np.testing.assert_allclose(got_b, [p['b'] for p in hist], rtol=1e-9, atol=1e-11)
-    # After step 2: client 3's logits are from its second job (start 1), not its first;
-    # client 0 keeps those of its stale job (start 0) despite the padded slot id 0.
-    np.testing.assert_allclose(mid_logits, snaps[2], rtol=1e-10, atol=1e-12)
-    np.testing.assert_array_equal(mid_reported, [True, True, True, True, False])
-    np.testing.assert_allclose(state.server.logits, snaps[-1], rtol=1e-10, atol=1e-12)
-    np.testing.assert_array_equal(state.server.reported, reported)
-    assert not np.any(np.asarray(state.server.logits[4]))
-    for c in range(4):  # each row differs from every other client's row
-      others = [snaps[-1][o] for o in range(4) if o != c]
-      assert all(np.abs(state.server.logits[c] - o).max() > 1e-3 for o in others)
-    mem = memory_overhead(state.server, sched)
-    assert mem['logits_bytes'] == N * len(u) * C * 8
-    assert mem['logits_bytes_per_client'] == len(u) * C * 8
-    assert mem['model_bytes'] == (D * C + C) * 8 and mem['max_checkpoints'] == 2
+def test_replay_matches_numpy_and_logits_belong_to_their_clients(x64):
+  x, y, u, p0 = _data(np.float64)
+  sched, problem = _schedule(), afl_jax.problems.from_loss(loss_fn, {'x': x, 'y': y})
+  sim = afl_jax.Simulator(_fedecho(u, Q), problem, sched, chunk_size=3, record_params=True)
+  key = jax.random.key(0)
+  state = sim.init(jax.tree.map(jnp.asarray, p0), key)
+  state, first = sim.run_chunk(state, key)
+  mid_logits = np.array(state.server.logits, copy=True)
+  mid_reported = np.array(state.server.reported, copy=True)
+  state, second = sim.run_chunk(state, key)
+  hist, snaps, reported, clipped = np_fedecho(sched, x, y, u, p0, Q)
+  assert clipped.any() and not clipped.all()  # both sides of the clip are exercised
+  got_w = np.concatenate([first['params']['w'], second['params']['w']])
+  got_b = np.concatenate([first['params']['b'], second['params']['b']])
+  np.testing.assert_allclose(got_w, [p['w'] for p in hist], rtol=1e-9, atol=1e-11)
+  np.testing.assert_allclose(got_b, [p['b'] for p in hist], rtol=1e-9, atol=1e-11)
+  # After step 2: client 3's logits are from its second job (start 1), not its first;
+  # client 0 keeps those of its stale job (start 0) despite the padded slot id 0.
+  np.testing.assert_allclose(mid_logits, snaps[2], rtol=1e-10, atol=1e-12)
+  np.testing.assert_array_equal(mid_reported, [True, True, True, True, False])
+  np.testing.assert_allclose(state.server.logits, snaps[-1], rtol=1e-10, atol=1e-12)
+  np.testing.assert_array_equal(state.server.reported, reported)
+  assert not np.any(np.asarray(state.server.logits[4]))
+  for c in range(4):  # each row differs from every other client's row
+    others = [snaps[-1][o] for o in range(4) if o != c]
+    assert all(np.abs(state.server.logits[c] - o).max() > 1e-3 for o in others)
+  mem = memory_overhead(state.server, sched)
+  assert mem['logits_bytes'] == N * len(u) * C * 8
+  assert mem['logits_bytes_per_client'] == len(u) * C * 8
+  assert mem['model_bytes'] == (D * C + C) * 8 and mem['max_checkpoints'] == 2
 
 
 def test_held_checkpoints_never_exceed_concurrency():

@@ -11,10 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from quadratic import make_quadratic, np_local_gd, np_replay, simulate_quadratic
+from quadratic import hand_arrivals, make_quadratic, np_local_gd, np_replay, simulate_quadratic
 
 import afl_jax
-from afl_jax.core.types import Arrivals
 
 # Fully asynchronous (M = 1): 10 arrivals of 3 clients, staleness up to 4, Q in {1, 2, 3}.
 IDS = [0, 1, 2, 0, 1, 2, 1, 0, 2, 1]
@@ -90,53 +89,50 @@ def test_schedule_is_fully_async_and_stale():
 
 @pytest.mark.parametrize('mode', ['param', 'delta'])
 @pytest.mark.parametrize('on_fill', [False, True])
-def test_fedfa_matches_numpy_alg1(mode, on_fill):
-  with jax.enable_x64(True):
-    x0 = np.linspace(-1, 1, 4)
-    sched = _async_schedule()
-    hp = dict(client_lr=LR, window_size=3, aggregate_on_fill=on_fill)
-    if mode == 'delta':
-      hp['server_lr'] = 0.7
-    a, b, res = _run(f'fedfa_{mode}', sched, x0, **hp)
-    expected = np_fedfa(sched, a, b, x0, LR, 3, mode, eta_g=0.7, on_fill=on_fill)
-    got = np.asarray(res.params_history['x'])
-    np.testing.assert_allclose(got, expected, atol=1e-12, rtol=1e-12)
-    # Warm-up: the first K arrivals (K - 1 with aggregate_on_fill) leave the model unchanged.
-    warm = 2 if on_fill else 3
-    np.testing.assert_array_equal(got[:warm], np.tile(x0, (warm, 1)))
-    assert not np.allclose(got[warm], x0)
-    np.testing.assert_array_equal(
-      res.metrics['server/aggregations'], (np.arange(10) >= warm).astype(np.float32)
-    )
-    # The version counter advanced at every arrival, warm-up included.
-    assert int(res.final_state.step) == 10 and int(res.final_state.server.count) == 10
+def test_fedfa_matches_numpy_alg1(mode, on_fill, x64):
+  x0 = np.linspace(-1, 1, 4)
+  sched = _async_schedule()
+  hp = dict(client_lr=LR, window_size=3, aggregate_on_fill=on_fill)
+  if mode == 'delta':
+    hp['server_lr'] = 0.7
+  a, b, res = _run(f'fedfa_{mode}', sched, x0, **hp)
+  expected = np_fedfa(sched, a, b, x0, LR, 3, mode, eta_g=0.7, on_fill=on_fill)
+  got = np.asarray(res.params_history['x'])
+  np.testing.assert_allclose(got, expected, atol=1e-12, rtol=1e-12)
+  # Warm-up: the first K arrivals (K - 1 with aggregate_on_fill) leave the model unchanged.
+  warm = 2 if on_fill else 3
+  np.testing.assert_array_equal(got[:warm], np.tile(x0, (warm, 1)))
+  assert not np.allclose(got[warm], x0)
+  np.testing.assert_array_equal(
+    res.metrics['server/aggregations'], (np.arange(10) >= warm).astype(np.float32)
+  )
+  # The version counter advanced at every arrival, warm-up included.
+  assert int(res.final_state.step) == 10 and int(res.final_state.server.count) == 10
 
 
-def test_fedfa_delta_literal_eq4_applies_each_delta_up_to_k_times():
+def test_fedfa_delta_literal_eq4_applies_each_delta_up_to_k_times(x64):
   # Closed form, K = 2, eta_g = 1, D_n = w_local - w_start of arrival n (0-based). Arrivals
   # 0 and 1 fill the window; arrival 2 moves x by (D1 + D2) / 2, arrival 3 by (D2 + D3) / 2
   # (D2 is applied twice, D0 never). Arrivals 0-3 all started from x0 (no update before 3).
-  with jax.enable_x64(True):
-    x0 = np.zeros(4)
-    sched = _async_schedule()
-    a, b, res = _run('fedfa_delta', sched, x0, client_lr=LR, window_size=2, server_lr=1.0)
-    got = np.asarray(res.params_history['x'])
-    d = lambda n: np_local_gd(a[IDS[n]], b[IDS[n]], x0, LR, STEPS[n]) - x0
-    np.testing.assert_array_equal(got[1], x0)
-    np.testing.assert_allclose(got[2], x0 + 0.5 * (d(1) + d(2)), atol=1e-12)
-    np.testing.assert_allclose(got[3], x0 + 0.5 * (d(1) + d(2)) + 0.5 * (d(2) + d(3)), atol=1e-12)
+  x0 = np.zeros(4)
+  sched = _async_schedule()
+  a, b, res = _run('fedfa_delta', sched, x0, client_lr=LR, window_size=2, server_lr=1.0)
+  got = np.asarray(res.params_history['x'])
+  d = lambda n: np_local_gd(a[IDS[n]], b[IDS[n]], x0, LR, STEPS[n]) - x0
+  np.testing.assert_array_equal(got[1], x0)
+  np.testing.assert_allclose(got[2], x0 + 0.5 * (d(1) + d(2)), atol=1e-12)
+  np.testing.assert_allclose(got[3], x0 + 0.5 * (d(1) + d(2)) + 0.5 * (d(2) + d(3)), atol=1e-12)
 
 
 @pytest.mark.parametrize('mode', ['param', 'delta'])
-def test_several_arrivals_per_step_processed_in_slot_order(mode):
-  with jax.enable_x64(True):
-    x0 = np.linspace(1, -1, 4)
-    sched = _two_slot_schedule()
-    hp = dict(client_lr=LR, window_size=2)
-    a, b, res = _run(f'fedfa_{mode}', sched, x0, **hp)
-    expected = np_fedfa(sched, a, b, x0, LR, 2, mode)
-    np.testing.assert_allclose(res.params_history['x'], expected, atol=1e-12, rtol=1e-12)
-    np.testing.assert_array_equal(res.metrics['server/aggregations'], [0, 1, 2, 2, 1])
+def test_several_arrivals_per_step_processed_in_slot_order(mode, x64):
+  x0 = np.linspace(1, -1, 4)
+  sched = _two_slot_schedule()
+  hp = dict(client_lr=LR, window_size=2)
+  a, b, res = _run(f'fedfa_{mode}', sched, x0, **hp)
+  expected = np_fedfa(sched, a, b, x0, LR, 2, mode)
+  np.testing.assert_allclose(res.params_history['x'], expected, atol=1e-12, rtol=1e-12)
+  np.testing.assert_array_equal(res.metrics['server/aggregations'], [0, 1, 2, 2, 1])
 
 
 def _fedbuff_numpy(eta_g):
@@ -147,73 +143,69 @@ def _fedbuff_numpy(eta_g):
   return step
 
 
-def test_no_sliding_is_fedbuff_with_buffer_k_same_schedule():
+def test_no_sliding_is_fedbuff_with_buffer_k_same_schedule(x64):
   # Sec. 3.1: replacing all K items before aggregating is FedBuff with buffer K. A step with
   # K arrivals fills the window exactly once.
-  with jax.enable_x64(True):
-    x0 = np.linspace(-1, 1, 4)
-    sched = afl_jax.schedules.from_arrays(
-      [[0, 1], [2, 0], [1, 2], [0, 1], [2, 0]],
-      [[0, 0], [1, 0], [2, 1], [2, 3], [4, 2]],
-      local_steps=[[2, 1], [3, 2], [1, 3], [2, 2], [1, 3]],
-    )
-    a, b, res = _run(
-      'fedfa_delta', sched, x0, client_lr=LR, server_lr=0.7, window_size=2, sliding=False
-    )
-    expected = np_replay(sched, a, b, x0, LR, _fedbuff_numpy(0.7))
-    np.testing.assert_allclose(res.params_history['x'], expected, atol=1e-12, rtol=1e-12)
-    _, _, buff = _run('fedbuff', sched, x0, client_lr=LR, server_lr=0.7)
-    np.testing.assert_allclose(res.params_history['x'], buff.params_history['x'], atol=1e-12)
+  x0 = np.linspace(-1, 1, 4)
+  sched = afl_jax.schedules.from_arrays(
+    [[0, 1], [2, 0], [1, 2], [0, 1], [2, 0]],
+    [[0, 0], [1, 0], [2, 1], [2, 3], [4, 2]],
+    local_steps=[[2, 1], [3, 2], [1, 3], [2, 2], [1, 3]],
+  )
+  a, b, res = _run(
+    'fedfa_delta', sched, x0, client_lr=LR, server_lr=0.7, window_size=2, sliding=False
+  )
+  expected = np_replay(sched, a, b, x0, LR, _fedbuff_numpy(0.7))
+  np.testing.assert_allclose(res.params_history['x'], expected, atol=1e-12, rtol=1e-12)
+  _, _, buff = _run('fedbuff', sched, x0, client_lr=LR, server_lr=0.7)
+  np.testing.assert_allclose(res.params_history['x'], buff.params_history['x'], atol=1e-12)
 
 
-def test_no_sliding_is_fedbuff_on_the_fully_async_clock():
+def test_no_sliding_is_fedbuff_on_the_fully_async_clock(x64):
   # The same FedBuff run, one arrival per server step: FedBuff step j's K arrivals become
   # steps jK .. jK + K - 1, and FedBuff version s is FedFa version sK.
-  with jax.enable_x64(True):
-    k = 3
-    ids = [[0, 1, 2], [2, 0, 1], [1, 2, 0], [0, 2, 1]]
-    start = [[0, 0, 0], [0, 1, 1], [2, 1, 2], [3, 2, 3]]
-    steps = [[1, 2, 3], [2, 1, 3], [3, 3, 1], [2, 2, 1]]
-    buff_sched = afl_jax.schedules.from_arrays(ids, start, local_steps=steps)
-    flat = lambda z: np.asarray(z).reshape(-1, 1)
-    fa_start = flat(np.asarray(start) * k)
-    fa_sched = afl_jax.schedules.from_arrays(flat(ids), fa_start, local_steps=flat(steps))
-    assert fa_sched.max_staleness > k
-    x0 = np.linspace(-1, 1, 4)
-    a, b, res = _run(
-      'fedfa_delta', fa_sched, x0, client_lr=LR, server_lr=0.5, window_size=k, sliding=False
-    )
-    expected = np_replay(buff_sched, a, b, x0, LR, _fedbuff_numpy(0.5))
-    got = np.asarray(res.params_history['x']).reshape(4, k, 4)
-    np.testing.assert_allclose(got[:, -1], expected, atol=1e-12, rtol=1e-12)
-    # Between window fills the model does not move.
-    before = np.concatenate([x0[None], expected[:-1]])
-    np.testing.assert_allclose(got[:, :-1], np.repeat(before[:, None], k - 1, 1), atol=1e-12)
+  k = 3
+  ids = [[0, 1, 2], [2, 0, 1], [1, 2, 0], [0, 2, 1]]
+  start = [[0, 0, 0], [0, 1, 1], [2, 1, 2], [3, 2, 3]]
+  steps = [[1, 2, 3], [2, 1, 3], [3, 3, 1], [2, 2, 1]]
+  buff_sched = afl_jax.schedules.from_arrays(ids, start, local_steps=steps)
+  flat = lambda z: np.asarray(z).reshape(-1, 1)
+  fa_start = flat(np.asarray(start) * k)
+  fa_sched = afl_jax.schedules.from_arrays(flat(ids), fa_start, local_steps=flat(steps))
+  assert fa_sched.max_staleness > k
+  x0 = np.linspace(-1, 1, 4)
+  a, b, res = _run(
+    'fedfa_delta', fa_sched, x0, client_lr=LR, server_lr=0.5, window_size=k, sliding=False
+  )
+  expected = np_replay(buff_sched, a, b, x0, LR, _fedbuff_numpy(0.5))
+  got = np.asarray(res.params_history['x']).reshape(4, k, 4)
+  np.testing.assert_allclose(got[:, -1], expected, atol=1e-12, rtol=1e-12)
+  # Between window fills the model does not move.
+  before = np.concatenate([x0[None], expected[:-1]])
+  np.testing.assert_allclose(got[:, :-1], np.repeat(before[:, None], k - 1, 1), atol=1e-12)
 
 
-def test_fedfa_nova_equal_steps_is_fedfa():
-  with jax.enable_x64(True):
-    x0 = np.linspace(-1, 1, 4)
-    sched = _async_schedule(steps=[2] * 10)
-    for mode in ('param', 'delta'):
-      _, _, plain = _run(f'fedfa_{mode}', sched, x0, client_lr=LR, window_size=3)
-      _, _, nova = _run(f'fedfa_{mode}_nova', sched, x0, client_lr=LR, window_size=3)
-      np.testing.assert_allclose(nova.params_history['x'], plain.params_history['x'], atol=1e-12)
+def test_fedfa_nova_equal_steps_is_fedfa(x64):
+  x0 = np.linspace(-1, 1, 4)
+  sched = _async_schedule(steps=[2] * 10)
+  for mode in ('param', 'delta'):
+    _, _, plain = _run(f'fedfa_{mode}', sched, x0, client_lr=LR, window_size=3)
+    _, _, nova = _run(f'fedfa_{mode}_nova', sched, x0, client_lr=LR, window_size=3)
+    np.testing.assert_allclose(nova.params_history['x'], plain.params_history['x'], atol=1e-12)
 
 
 @pytest.mark.parametrize('mode', ['param', 'delta'])
-def test_fedfa_nova_unequal_steps_matches_numpy(mode):
-  with jax.enable_x64(True):
-    x0 = np.linspace(-1, 1, 4)
-    sched = _async_schedule()
-    hp = dict(client_lr=LR, window_size=3)
-    if mode == 'delta':
-      hp['server_lr'] = 0.8
-    a, b, res = _run(f'fedfa_{mode}_nova', sched, x0, **hp)
-    expected = np_fedfa(sched, a, b, x0, LR, 3, mode, eta_g=0.8, nova=True)
-    np.testing.assert_allclose(res.params_history['x'], expected, atol=1e-12, rtol=1e-12)
-    plain = np_fedfa(sched, a, b, x0, LR, 3, mode, eta_g=0.8)
-    assert not np.allclose(expected, plain)  # the normalization matters here
+def test_fedfa_nova_unequal_steps_matches_numpy(mode, x64):
+  x0 = np.linspace(-1, 1, 4)
+  sched = _async_schedule()
+  hp = dict(client_lr=LR, window_size=3)
+  if mode == 'delta':
+    hp['server_lr'] = 0.8
+  a, b, res = _run(f'fedfa_{mode}_nova', sched, x0, **hp)
+  expected = np_fedfa(sched, a, b, x0, LR, 3, mode, eta_g=0.8, nova=True)
+  np.testing.assert_allclose(res.params_history['x'], expected, atol=1e-12, rtol=1e-12)
+  plain = np_fedfa(sched, a, b, x0, LR, 3, mode, eta_g=0.8)
+  assert not np.allclose(expected, plain)  # the normalization matters here
 
 
 def test_server_rule_under_jit_closed_form():
@@ -230,14 +222,7 @@ def test_server_rule_under_jit_closed_form():
   ]
 
   def arrive(state, m, t):
-    arr = Arrivals(
-      client_ids=jnp.array([0]),
-      staleness=jnp.array([1]),
-      mask=jnp.array([True]),
-      num_steps=jnp.array([1]),
-      start_broadcast={'w': x0['w'][None]},
-      step=jnp.array(t),
-    )
+    arr = hand_arrivals([0], [True], staleness=1, start_broadcast={'w': x0['w'][None]}, step=t)
     return update(state, {'w': m[None]}, arr, jax.random.key(0))
 
   for t in range(2):
@@ -258,14 +243,7 @@ def test_server_rule_under_jit_closed_form():
   param_server = afl_jax.servers.fedfa_server(window_size=2, mode='param', aggregate_on_fill=True)
   s = param_server.init(x0)
   starts = {'w': jnp.array([[0.0, 0.0], [9.0, 9.0], [2.0, 2.0]])}
-  arr = Arrivals(
-    client_ids=jnp.array([0, 1, 2]),
-    staleness=jnp.array([0, 0, 1]),
-    mask=jnp.array([True, False, True]),
-    num_steps=jnp.array([1, 1, 1]),
-    start_broadcast=starts,
-    step=jnp.array(0),
-  )
+  arr = hand_arrivals([0, 1, 2], [True, False, True], staleness=[0, 0, 1], start_broadcast=starts)
   m = {'w': jnp.array([[1.0, -1.0], [5.0, 5.0], [0.0, 4.0]])}
   s, metrics = jax.jit(param_server.update)(s, m, arr, jax.random.key(0))
   # Locals: (0,0)-(1,-1) = (-1,1) and (2,2)-(0,4) = (2,-2); eq. (3): their mean.
@@ -286,14 +264,3 @@ def test_server_rule_under_jit_closed_form():
 def test_server_validates_hyperparameters(kwargs, field):
   with pytest.raises(ValueError, match=field):
     afl_jax.servers.fedfa_server(**kwargs)
-
-
-def test_registry_validates_hyperparameters():
-  with pytest.raises(ValueError, match='window_size'):
-    afl_jax.algorithms.get('fedfa_delta', window_size=-1)
-  with pytest.raises(ValueError, match='client_lr'):
-    afl_jax.algorithms.get('fedfa_param', client_lr=0.0)
-  with pytest.raises(ValueError, match='mu'):
-    afl_jax.algorithms.get('fedfa_delta_prox', mu=-0.1)
-  with pytest.raises(ValueError, match='server_lr'):
-    afl_jax.algorithms.get('fedfa_param', server_lr=0.5)  # eq. (3) has no step size to set

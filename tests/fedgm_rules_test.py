@@ -10,25 +10,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from quadratic import make_quadratic, np_local_gd, quadratic_loss
+from quadratic import hand_arrivals, make_quadratic, np_local_gd, quadratic_task
 
 import afl_jax
-from afl_jax.core.types import Arrivals, EmptyState, LocalTask
+from afl_jax.core.types import EmptyState
 from afl_jax.servers.fedgm import OPTIMIZERS
 
 DIM = 3
-
-
-def _arrivals(messages, mask, t):
-  m = len(mask)
-  return Arrivals(
-    client_ids=jnp.arange(m),
-    staleness=jnp.zeros(m, jnp.int32),
-    mask=jnp.asarray(mask),
-    num_steps=jnp.ones(m, jnp.int32),
-    start_broadcast={'x': jnp.zeros((m, DIM))},
-    step=jnp.int32(t),
-  )
 
 
 def _run_server(server, x0, messages, masks):
@@ -37,7 +25,12 @@ def _run_server(server, x0, messages, masks):
   update = jax.jit(chex.assert_max_traces(server.update, n=1))
   xs, metrics = [], []
   for t, (msg, mask) in enumerate(zip(messages, masks, strict=True)):
-    state, m = update(state, {'x': jnp.asarray(msg)}, _arrivals(msg, mask, t), jax.random.key(t))
+    state, m = update(
+      state,
+      {'x': jnp.asarray(msg)},
+      hand_arrivals(np.arange(len(mask)), mask, step=t),
+      jax.random.key(t),
+    )
     xs.append(np.asarray(state.params['x']))
     metrics.append({k: float(v) for k, v in m.items()})
   chex.clear_trace_counter()
@@ -67,16 +60,15 @@ def _messages(steps=6, slots=3, seed=0):
 
 
 @pytest.mark.parametrize('eta,beta,nu', [(1.0, 0.9, 0.7), (0.3, 0.5, 0.95), (2.5, 0.0, 0.4)])
-def test_fedgm_server_under_jit_matches_eq2(eta, beta, nu):
-  with jax.enable_x64(True):
-    msgs, masks, means = _messages()
-    x0 = np.linspace(-1, 1, DIM)
-    got, metrics = _run_server(afl_jax.servers.fedgm_server(eta, beta, nu), x0, msgs, masks)
-    np.testing.assert_allclose(
-      got, _np_fedgm(x0, means, [(eta, beta, nu)] * len(means)), rtol=1e-12, atol=1e-12
-    )
-    assert metrics[0]['server_lr'] == eta and metrics[0]['beta'] == beta
-    assert metrics[0]['nu'] == nu
+def test_fedgm_server_under_jit_matches_eq2(eta, beta, nu, x64):
+  msgs, masks, means = _messages()
+  x0 = np.linspace(-1, 1, DIM)
+  got, metrics = _run_server(afl_jax.servers.fedgm_server(eta, beta, nu), x0, msgs, masks)
+  np.testing.assert_allclose(
+    got, _np_fedgm(x0, means, [(eta, beta, nu)] * len(means)), rtol=1e-12, atol=1e-12
+  )
+  assert metrics[0]['server_lr'] == eta and metrics[0]['beta'] == beta
+  assert metrics[0]['nu'] == nu
 
 
 def test_qhm_transform_alone_under_jit():
@@ -95,54 +87,51 @@ def test_qhm_transform_alone_under_jit():
     assert h.dtype == jnp.float32
 
 
-def test_fedavgm_is_heavy_ball_on_delta():
+def test_fedavgm_is_heavy_ball_on_delta(x64):
   """nu = 1: x_{t+1} = x_t - eta d_{t+1}; equivalently Hsu et al.'s v = beta v + Delta,
   x <- x - eta (1 - beta) v, i.e. optax.sgd(eta (1 - beta), momentum=beta)."""
   eta, beta = 0.7, 0.9
-  with jax.enable_x64(True):
-    msgs, masks, means = _messages(seed=2)
-    x0 = np.ones(DIM)
-    got, _ = _run_server(
-      afl_jax.algorithms.get('fedavgm', server_lr=eta, beta=beta).server, x0, msgs, masks
-    )
-    x, v, expected = x0.copy(), np.zeros(DIM), []
-    for delta in means:
-      v = beta * v + delta
-      x = x - eta * (1 - beta) * v
-      expected.append(x)
-    np.testing.assert_allclose(got, np.stack(expected), rtol=1e-12, atol=1e-12)
-    hsu, _ = _run_server(
-      afl_jax.servers.optimizer_server(optax.sgd(eta * (1 - beta), beta)), x0, msgs, masks
-    )
-    np.testing.assert_allclose(got, hsu, rtol=1e-12, atol=1e-12)
+  msgs, masks, means = _messages(seed=2)
+  x0 = np.ones(DIM)
+  got, _ = _run_server(
+    afl_jax.algorithms.get('fedavgm', server_lr=eta, beta=beta).server, x0, msgs, masks
+  )
+  x, v, expected = x0.copy(), np.zeros(DIM), []
+  for delta in means:
+    v = beta * v + delta
+    x = x - eta * (1 - beta) * v
+    expected.append(x)
+  np.testing.assert_allclose(got, np.stack(expected), rtol=1e-12, atol=1e-12)
+  hsu, _ = _run_server(
+    afl_jax.servers.optimizer_server(optax.sgd(eta * (1 - beta), beta)), x0, msgs, masks
+  )
+  np.testing.assert_allclose(got, hsu, rtol=1e-12, atol=1e-12)
 
 
-def test_fednag_matches_its_definition():
+def test_fednag_matches_its_definition(x64):
   """nu = beta: x_{t+1} = x_t - eta [(1 - beta) Delta_t + beta d_{t+1}]."""
   eta, beta = 1.3, 0.7
-  with jax.enable_x64(True):
-    msgs, masks, means = _messages(seed=3)
-    x0 = np.zeros(DIM)
-    got, metrics = _run_server(
-      afl_jax.algorithms.get('fednag', server_lr=eta, beta=beta).server, x0, msgs, masks
-    )
-    x, d, expected = x0.copy(), np.zeros(DIM), []
-    for delta in means:
-      d = (1 - beta) * delta + beta * d
-      x = x - eta * ((1 - beta) * delta + beta * d)
-      expected.append(x)
-    np.testing.assert_allclose(got, np.stack(expected), rtol=1e-12, atol=1e-12)
-    assert metrics[-1]['nu'] == beta
+  msgs, masks, means = _messages(seed=3)
+  x0 = np.zeros(DIM)
+  got, metrics = _run_server(
+    afl_jax.algorithms.get('fednag', server_lr=eta, beta=beta).server, x0, msgs, masks
+  )
+  x, d, expected = x0.copy(), np.zeros(DIM), []
+  for delta in means:
+    d = (1 - beta) * delta + beta * d
+    x = x - eta * ((1 - beta) * delta + beta * d)
+    expected.append(x)
+  np.testing.assert_allclose(got, np.stack(expected), rtol=1e-12, atol=1e-12)
+  assert metrics[-1]['nu'] == beta
 
 
-def test_fedsgd_is_a_plain_server_step():
+def test_fedsgd_is_a_plain_server_step(x64):
   """nu = 0: x_{t+1} = x_t - eta Delta_t (no memory)."""
   eta = 0.4
-  with jax.enable_x64(True):
-    msgs, masks, means = _messages(seed=4)
-    x0 = np.zeros(DIM)
-    got, _ = _run_server(afl_jax.algorithms.get('fedsgd', server_lr=eta).server, x0, msgs, masks)
-    np.testing.assert_allclose(got, x0 - eta * np.cumsum(means, axis=0), rtol=1e-12, atol=1e-12)
+  msgs, masks, means = _messages(seed=4)
+  x0 = np.zeros(DIM)
+  got, _ = _run_server(afl_jax.algorithms.get('fedsgd', server_lr=eta).server, x0, msgs, masks)
+  np.testing.assert_allclose(got, x0 - eta * np.cumsum(means, axis=0), rtol=1e-12, atol=1e-12)
 
 
 def test_stagewise_constant_switches_at_zero_based_boundaries():
@@ -152,25 +141,24 @@ def test_stagewise_constant_switches_at_zero_based_boundaries():
   assert float(afl_jax.servers.stagewise_constant([0.5], [4])(jnp.int32(100))) == 0.5
 
 
-def test_two_stage_server_switches_exactly_at_the_boundary():
+def test_two_stage_server_switches_exactly_at_the_boundary(x64):
   lengths, etas, betas, nus = (3, 3), (1.5, 0.5), (0.5, 0.9), (0.2, 0.8)
-  with jax.enable_x64(True):
-    msgs, masks, means = _messages(seed=5)
-    x0 = np.ones(DIM)
-    got, metrics = _run_server(
-      afl_jax.servers.multistage_fedgm(lengths, etas, betas, nus), x0, msgs, masks
-    )
-    stage = [0, 0, 0, 1, 1, 1]
-    for t, s in enumerate(stage):  # the triplet applied at every step
-      assert (metrics[t]['server_lr'], metrics[t]['beta'], metrics[t]['nu']) == (
-        etas[s],
-        betas[s],
-        nus[s],
-      ), t
-    triplets = lambda st: [(etas[s], betas[s], nus[s]) for s in st]
-    np.testing.assert_allclose(got, _np_fedgm(x0, means, triplets(stage)), rtol=1e-12, atol=1e-12)
-    for shifted in ([0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 1, 1]):  # off by one either way
-      assert not np.allclose(got, _np_fedgm(x0, means, triplets(shifted)), atol=1e-6)
+  msgs, masks, means = _messages(seed=5)
+  x0 = np.ones(DIM)
+  got, metrics = _run_server(
+    afl_jax.servers.multistage_fedgm(lengths, etas, betas, nus), x0, msgs, masks
+  )
+  stage = [0, 0, 0, 1, 1, 1]
+  for t, s in enumerate(stage):  # the triplet applied at every step
+    assert (metrics[t]['server_lr'], metrics[t]['beta'], metrics[t]['nu']) == (
+      etas[s],
+      betas[s],
+      nus[s],
+    ), t
+  triplets = lambda st: [(etas[s], betas[s], nus[s]) for s in st]
+  np.testing.assert_allclose(got, _np_fedgm(x0, means, triplets(stage)), rtol=1e-12, atol=1e-12)
+  for shifted in ([0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 1, 1]):  # off by one either way
+    assert not np.allclose(got, _np_fedgm(x0, means, triplets(shifted)), atol=1e-6)
 
 
 @pytest.mark.parametrize('name', OPTIMIZERS)
@@ -184,28 +172,18 @@ def test_every_fedopt_optimizer_runs_under_jit(name):
   assert 'update_norm' in metrics[0]
 
 
-def test_divide_by_local_steps_client_under_jit():
+def test_divide_by_local_steps_client_under_jit(x64):
   a, b = make_quadratic(num_clients=1, dim=DIM, dtype=np.float64)
-  with jax.enable_x64(True):
-    client = afl_jax.clients.divide_by_local_steps(afl_jax.clients.local_sgd(0.2))
-    x0 = np.array([0.5, -1.0, 2.0])
-    for k in (1, 3):  # K_{t,i} below max_steps: the masked steps must not count
-      task = LocalTask(
-        view={'a': jnp.asarray(a[0]), 'b': jnp.asarray(b[0])},
-        shared=None,
-        num_steps=jnp.int32(k),
-        active=jnp.bool_(True),
-        client_id=jnp.int32(0),
-        loss_fn=quadratic_loss,
-        sample_fn=lambda shared, view, key: view,
-        max_steps=4,
-      )
-      msg, state, _ = jax.jit(client.update)(
-        {'x': jnp.asarray(x0)}, EmptyState(), task, jax.random.key(0)
-      )
-      expected = (x0 - np_local_gd(a[0], b[0], x0, 0.2, k)) / k
-      np.testing.assert_allclose(msg['x'], expected, rtol=1e-12, atol=1e-12)
-      assert state == EmptyState()
+  client = afl_jax.clients.divide_by_local_steps(afl_jax.clients.local_sgd(0.2))
+  x0 = np.array([0.5, -1.0, 2.0])
+  for k in (1, 3):  # K_{t,i} below max_steps: the masked steps must not count
+    task = quadratic_task(a[0], b[0], k, 4)
+    msg, state, _ = jax.jit(client.update)(
+      {'x': jnp.asarray(x0)}, EmptyState(), task, jax.random.key(0)
+    )
+    expected = (x0 - np_local_gd(a[0], b[0], x0, 0.2, k)) / k
+    np.testing.assert_allclose(msg['x'], expected, rtol=1e-12, atol=1e-12)
+    assert state == EmptyState()
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""Run a script of tests/helpers/ in a fresh Python process and read its JSON answer.
+"""Run a script of tests/helpers/ in a fresh Python process and read its JSON answer;
+run scripts/train.py in one and read its one ``error:`` line.
 
 The helpers set their own host device count (``XLA_FLAGS`` before JAX starts), so the
 caller's ``XLA_FLAGS`` is dropped and the CPU platform is named (on a machine with an
@@ -11,6 +12,7 @@ import subprocess
 import sys
 
 HELPERS = os.path.join(os.path.dirname(__file__), 'helpers')
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_helper(name: str, timeout: int = 600) -> dict:
@@ -26,3 +28,28 @@ def run_helper(name: str, timeout: int = 600) -> dict:
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
   return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_train(workdir, *args, timeout=300, **env):
+  """``scripts/train.py --workdir=<workdir> <args>`` on the CPU from the repository root, with
+  ``env`` added to the environment: ``(exit status, stdout + stderr)``."""
+  proc = subprocess.run(
+    [sys.executable, 'scripts/train.py', f'--workdir={workdir}', *args],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+    env={**os.environ, 'JAX_PLATFORMS': 'cpu', **env},
+  )
+  return proc.returncode, proc.stdout + proc.stderr
+
+
+def one_error_line(rc, out, *fragments):
+  """The one ``error:`` line of a run that failed without a traceback; it holds ``fragments``."""
+  assert rc != 0, out
+  assert 'Traceback' not in out, out
+  errors = [line for line in out.splitlines() if line.startswith('error:')]
+  assert len(errors) == 1, out
+  for f in fragments:
+    assert f in errors[0], errors[0]
+  return errors[0]

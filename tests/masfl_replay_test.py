@@ -16,16 +16,14 @@ from quadratic import (
   fresh_schedule,
   logistic_problem,
   make_quadratic,
+  np_grad,
   simulate_quadratic,
   stale_schedule,
+  stale_setup,
 )
 
 import afl_jax
 from afl_jax.clients.masfl import history_depth
-
-
-def _grad(a_i, b_i, x):
-  return a_i.T @ (a_i @ x - b_i)
 
 
 def np_masfl(schedule, a, b, x0, eta, gamma, beta, adaptive):
@@ -33,10 +31,11 @@ def np_masfl(schedule, a, b, x0, eta, gamma, beta, adaptive):
 
   c~_i of a job that started from version s is what client i last sent among its
   jobs that had ARRIVED before step s (c_i^0 if none): causal even when the client
-  has several jobs in flight.
+  has several jobs in flight. Computed in float64 whatever the inputs' dtype.
   """
+  a, b, x0 = (np.asarray(v, np.float64) for v in (a, b, x0))
   n = a.shape[0]
-  c_i = np.stack([_grad(a[i], b[i], x0) for i in range(n)])  # line 1: K grads at theta^0
+  c_i = np.stack([np_grad(a[i], b[i], x0) for i in range(n)])  # line 1: K grads at theta^0
   sent = {i: [(-1, c_i[i].copy())] for i in range(n)}  # (arrival step, variate) per client
   c = c_i.mean(0)
   g = c.copy()
@@ -52,7 +51,7 @@ def np_masfl(schedule, a, b, x0, eta, gamma, beta, adaptive):
       c_tilde = [c for when, c in sent[i] if when < s][-1]
       x, grads = thetas[s].copy(), []
       for _ in range(k):  # Alg. 2/4 lines 2-5
-        gr = _grad(a[i], b[i], x)
+        gr = np_grad(a[i], b[i], x)
         grads.append(gr)
         gi = beta * (gr - c_tilde) + directions[s]
         if adaptive:
@@ -87,16 +86,7 @@ def test_replay_matches_numpy(name, adaptive, dtype, tol):
     x0 = np.linspace(-1, 1, 4).astype(dtype)
     sched = stale_schedule()
     res = simulate_quadratic(name, a, b, x0, sched, client_lr=0.3, server_lr=0.4, beta=0.7)
-    want = np_masfl(
-      sched,
-      a.astype(np.float64),
-      b.astype(np.float64),
-      x0.astype(np.float64),
-      0.3,
-      0.4,
-      0.7,
-      adaptive,
-    )
+    want = np_masfl(sched, a, b, x0, 0.3, 0.4, 0.7, adaptive)
     assert res.params_history['x'].dtype == dtype
     np.testing.assert_allclose(res.params_history['x'], want, rtol=tol, atol=tol)
 
@@ -124,44 +114,42 @@ def test_control_variate_is_mean_of_client_variates_after_every_step(name, selec
   assert steps == 8 and moved >= 4  # the variates really change along the run
 
 
-def test_beta_one_k_one_full_fresh_participation_is_gradient_descent():
+def test_beta_one_k_one_full_fresh_participation_is_gradient_descent(x64):
   """beta=1, K=1, S_t = all N, no delay: g^{t+1} = c^{t+1} = grad f(theta^t)."""
-  with jax.enable_x64(True):
-    a, b = make_quadratic(num_clients=4, dtype=np.float64)
-    t_steps, gamma = 6, 0.3
-    sched = fresh_schedule(4, t_steps, local_steps=1)
-    # client_lr plays no role with K=1 (only the gradient at theta^t is used).
-    res = simulate_quadratic(
-      'masfl', a, b, np.ones(4), sched, client_lr=5.0, server_lr=gamma, beta=1.0
-    )
-    x = np.ones(4)
-    for t in range(t_steps):
-      x = x - gamma * np.mean([_grad(a[i], b[i], x) for i in range(4)], 0)
-      np.testing.assert_allclose(res.params_history['x'][t], x, rtol=1e-12, atol=1e-12)
+  a, b = make_quadratic(num_clients=4, dtype=np.float64)
+  t_steps, gamma = 6, 0.3
+  sched = fresh_schedule(4, t_steps, local_steps=1)
+  # client_lr plays no role with K=1 (only the gradient at theta^t is used).
+  res = simulate_quadratic(
+    'masfl', a, b, np.ones(4), sched, client_lr=5.0, server_lr=gamma, beta=1.0
+  )
+  x = np.ones(4)
+  for t in range(t_steps):
+    x = x - gamma * np.mean([np_grad(a[i], b[i], x) for i in range(4)], 0)
+    np.testing.assert_allclose(res.params_history['x'][t], x, rtol=1e-12, atol=1e-12)
 
 
-def test_uniform_selection_with_everyone_arriving_equals_arrival_selection():
+def test_uniform_selection_with_everyone_arriving_equals_arrival_selection(x64):
   """S = N: the literal scheme selects every client, i.e. exactly the arrivals."""
-  with jax.enable_x64(True):
-    a, b = make_quadratic(dtype=np.float64)
-    ids = [[0, 1, 2], [2, 0, 1], [1, 2, 0], [0, 1, 2]]
-    start = [[0, 0, 0], [1, 0, 1], [1, 2, 2], [3, 2, 3]]
-    sched = afl_jax.schedules.from_arrays(ids, start, local_steps=2)
-    out = []
-    for selection in ('arrivals', 'uniform'):
-      res = simulate_quadratic(
-        'adamasfl',
-        a,
-        b,
-        np.zeros(4),
-        sched,
-        client_lr=0.2,
-        server_lr=0.3,
-        beta=0.5,
-        selection=selection,
-      )
-      out.append(res.params_history['x'])
-    np.testing.assert_allclose(out[1], out[0], rtol=1e-12, atol=1e-12)
+  a, b = make_quadratic(dtype=np.float64)
+  ids = [[0, 1, 2], [2, 0, 1], [1, 2, 0], [0, 1, 2]]
+  start = [[0, 0, 0], [1, 0, 1], [1, 2, 2], [3, 2, 3]]
+  sched = afl_jax.schedules.from_arrays(ids, start, local_steps=2)
+  out = []
+  for selection in ('arrivals', 'uniform'):
+    res = simulate_quadratic(
+      'adamasfl',
+      a,
+      b,
+      np.zeros(4),
+      sched,
+      client_lr=0.2,
+      server_lr=0.3,
+      beta=0.5,
+      selection=selection,
+    )
+    out.append(res.params_history['x'])
+  np.testing.assert_allclose(out[1], out[0], rtol=1e-12, atol=1e-12)
 
 
 def test_adamasfl_global_step_is_at_most_gamma_and_finite():
@@ -194,36 +182,31 @@ def test_adamasfl_zero_gradient_takes_no_step_and_no_nan():
   assert np.isfinite(jax.device_get(res.final_state.server.momentum['x'])).all()
 
 
-def test_registry_fills_theory_rates_from_s_k_t():
+def test_registry_fills_theory_rates_from_s_k_t(x64):
   """AdaMasFL's Thm 4.1 and MasFL's Thm 3.1 rates are the defaults given S, K, T (L, tau)."""
-  with jax.enable_x64(True):
-    a, b = make_quadratic(dtype=np.float64)
-    sched = stale_schedule()
-    x0 = np.linspace(-1, 1, 4)
-    s, k, t = 2, 2, 40
-    run = lambda name, **hp: simulate_quadratic(name, a, b, x0, sched, **hp).params_history['x']
-    got = run('adamasfl', arrivals_per_step=s, local_steps=k, num_rounds=t)
-    want = np_masfl(
-      sched,
-      a,
-      b,
-      x0,
-      1 / (k * math.sqrt(t)),
-      (s * k) ** 0.25 / t**0.75,
-      math.sqrt(s * k / t),
-      True,
-    )
-    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
-    lips, tau, t = 3.0, 3, 400
-    got = run(
-      'masfl', arrivals_per_step=s, local_steps=k, num_rounds=t, smoothness=lips, tau_max=tau
-    )
-    beta = math.sqrt(s * k / t)
-    eta = math.sqrt(t - math.sqrt(s * k * t) - 4 * s * k * tau**2) / (
-      4 * math.sqrt(5) * math.e * k * lips * math.sqrt(t)
-    )
-    want = np_masfl(sched, a, b, x0, eta, beta / (4 * lips), beta, False)
-    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+  a, b, x0, sched = stale_setup()
+  s, k, t = 2, 2, 40
+  run = lambda name, **hp: simulate_quadratic(name, a, b, x0, sched, **hp).params_history['x']
+  got = run('adamasfl', arrivals_per_step=s, local_steps=k, num_rounds=t)
+  want = np_masfl(
+    sched,
+    a,
+    b,
+    x0,
+    1 / (k * math.sqrt(t)),
+    (s * k) ** 0.25 / t**0.75,
+    math.sqrt(s * k / t),
+    True,
+  )
+  np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+  lips, tau, t = 3.0, 3, 400
+  got = run('masfl', arrivals_per_step=s, local_steps=k, num_rounds=t, smoothness=lips, tau_max=tau)
+  beta = math.sqrt(s * k / t)
+  eta = math.sqrt(t - math.sqrt(s * k * t) - 4 * s * k * tau**2) / (
+    4 * math.sqrt(5) * math.e * k * lips * math.sqrt(t)
+  )
+  want = np_masfl(sched, a, b, x0, eta, beta / (4 * lips), beta, False)
+  np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
 
 
 # Client 0 has two jobs in flight: B (start 1) arrives at step 1 before A (start 0)
@@ -234,17 +217,16 @@ OVERLAP_MASK = [[1, 0], [1, 0], [1, 0], [1, 0], [1, 1]]
 
 
 @pytest.mark.parametrize('name,adaptive', [('masfl', False), ('adamasfl', True)])
-def test_overlapping_jobs_of_one_client_use_the_causal_variate(name, adaptive):
-  with jax.enable_x64(True):
-    a, b = make_quadratic(dtype=np.float64)
-    x0 = np.linspace(-1, 1, 4)
-    sched = afl_jax.schedules.from_arrays(
-      OVERLAP_IDS, OVERLAP_START, local_steps=2, mask=OVERLAP_MASK, num_clients=3
-    )
-    assert history_depth(sched) == 2
-    res = simulate_quadratic(name, a, b, x0, sched, client_lr=0.3, server_lr=0.4, beta=0.7)
-    want = np_masfl(sched, a, b, x0, 0.3, 0.4, 0.7, adaptive)
-    np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-12)
+def test_overlapping_jobs_of_one_client_use_the_causal_variate(name, adaptive, x64):
+  a, b = make_quadratic(dtype=np.float64)
+  x0 = np.linspace(-1, 1, 4)
+  sched = afl_jax.schedules.from_arrays(
+    OVERLAP_IDS, OVERLAP_START, local_steps=2, mask=OVERLAP_MASK, num_clients=3
+  )
+  assert history_depth(sched) == 2
+  res = simulate_quadratic(name, a, b, x0, sched, client_lr=0.3, server_lr=0.4, beta=0.7)
+  want = np_masfl(sched, a, b, x0, 0.3, 0.4, 0.7, adaptive)
+  np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-12)
 
 
 def test_history_depth_counts_own_arrivals_while_a_job_is_in_flight():

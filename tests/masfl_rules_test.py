@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from quadratic import hand_arrivals, make_quadratic, quadratic_loss
+from quadratic import hand_arrivals, make_quadratic, np_grad, quadratic_task
 
 import afl_jax
 from afl_jax.algorithms.masfl import adamasfl_theory, masfl_theory
@@ -21,25 +21,7 @@ from afl_jax.clients.masfl import (
   masfl_client,
   normalized,
 )
-from afl_jax.core.types import LocalTask
 from afl_jax.servers.masfl import init_state, masfl_server, uniform_selection
-
-
-def _grad(a_i, b_i, x):
-  return a_i.T @ (a_i @ x - b_i)
-
-
-def _task(a, b, i, num_steps, max_steps):
-  return LocalTask(
-    view={'a': jnp.asarray(a[i]), 'b': jnp.asarray(b[i])},
-    shared=None,
-    num_steps=jnp.int32(num_steps),
-    active=jnp.bool_(True),
-    client_id=jnp.int32(i),
-    loss_fn=quadratic_loss,
-    sample_fn=lambda shared, view, key: view,
-    max_steps=max_steps,
-  )
 
 
 def _np_client_job(a_i, b_i, theta, direction, c_tilde, eta, beta, k, normalize):
@@ -47,7 +29,7 @@ def _np_client_job(a_i, b_i, theta, direction, c_tilde, eta, beta, k, normalize)
   x = theta.copy()
   grads = []
   for _ in range(k):
-    gr = _grad(a_i, b_i, x)
+    gr = np_grad(a_i, b_i, x)
     grads.append(gr)
     g = beta * (gr - c_tilde) + direction  # d = beta c^{t-tau} + (1-beta) g^{t-tau}
     if normalize:
@@ -58,40 +40,40 @@ def _np_client_job(a_i, b_i, theta, direction, c_tilde, eta, beta, k, normalize)
 
 
 @pytest.mark.parametrize('normalize', [False, True])
-def test_one_client_job_matches_algorithm_2_and_4(normalize):
-  with jax.enable_x64(True):
-    a, b = make_quadratic(dtype=np.float64)
-    rng = np.random.default_rng(1)
-    theta, direction, c_tilde = rng.normal(size=(3, 4))
-    eta, beta, k = 0.3, 0.6, 3
-    client = masfl_client(eta, beta, normalize=normalize)
-    # max_steps=5 > K=3: the masked steps must not change anything.
-    msg, state, metrics = jax.jit(client.update)(
-      MasFLBroadcast({'x': jnp.asarray(theta)}, {'x': jnp.asarray(direction)}),
-      MasFLClientState({'x': jnp.asarray(c_tilde)[None]}, jnp.full((1,), -1, jnp.int32)),
-      _task(a, b, 1, k, 5),
-      jax.random.key(0),
-    )
-    want_c, want_delta = _np_client_job(
-      a[1], b[1], theta, direction, c_tilde, eta, beta, k, normalize
-    )
-    np.testing.assert_allclose(msg.variate['x'], want_c, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(state.variate['x'], want_c, rtol=1e-12, atol=1e-12)
-    if normalize:
-      np.testing.assert_allclose(msg.delta['x'], want_delta, rtol=1e-12, atol=1e-12)
-      assert np.linalg.norm(msg.delta['x']) <= 1 + 1e-12  # mean of unit steps
-    else:
-      assert msg.delta is None
-    assert np.isfinite(metrics['train_loss'])
+def test_one_client_job_matches_algorithm_2_and_4(normalize, x64):
+  a, b = make_quadratic(dtype=np.float64)
+  rng = np.random.default_rng(1)
+  theta, direction, c_tilde = rng.normal(size=(3, 4))
+  eta, beta, k = 0.3, 0.6, 3
+  client = masfl_client(eta, beta, normalize=normalize)
+  # max_steps=5 > K=3: the masked steps must not change anything.
+  msg, state, metrics = jax.jit(client.update)(
+    MasFLBroadcast({'x': jnp.asarray(theta)}, {'x': jnp.asarray(direction)}),
+    MasFLClientState({'x': jnp.asarray(c_tilde)[None]}, jnp.full((1,), -1, jnp.int32)),
+    quadratic_task(a[1], b[1], k, 5, client_id=1),
+    jax.random.key(0),
+  )
+  want_c, want_delta = _np_client_job(
+    a[1], b[1], theta, direction, c_tilde, eta, beta, k, normalize
+  )
+  np.testing.assert_allclose(msg.variate['x'], want_c, rtol=1e-12, atol=1e-12)
+  np.testing.assert_allclose(state.variate['x'], want_c, rtol=1e-12, atol=1e-12)
+  if normalize:
+    np.testing.assert_allclose(msg.delta['x'], want_delta, rtol=1e-12, atol=1e-12)
+    assert np.linalg.norm(msg.delta['x']) <= 1 + 1e-12  # mean of unit steps
+  else:
+    assert msg.delta is None
+  assert np.isfinite(metrics['train_loss'])
 
 
-def test_client_init_is_mean_of_k_gradients_at_theta0():
-  with jax.enable_x64(True):
-    a, b = make_quadratic(dtype=np.float64)
-    x0 = np.array([0.5, -1.0, 2.0, 0.0])
-    client = masfl_client(0.1, 0.5)
-    state = jax.jit(client.init)({'x': jnp.asarray(x0)}, _task(a, b, 2, 3, 4), jax.random.key(3))
-    np.testing.assert_allclose(state.variate['x'], _grad(a[2], b[2], x0), rtol=1e-12)
+def test_client_init_is_mean_of_k_gradients_at_theta0(x64):
+  a, b = make_quadratic(dtype=np.float64)
+  x0 = np.array([0.5, -1.0, 2.0, 0.0])
+  client = masfl_client(0.1, 0.5)
+  state = jax.jit(client.init)(
+    {'x': jnp.asarray(x0)}, quadratic_task(a[2], b[2], 3, 4, client_id=2), jax.random.key(3)
+  )
+  np.testing.assert_allclose(state.variate['x'], np_grad(a[2], b[2], x0), rtol=1e-12)
 
 
 def _np_server_step(theta, c_i, c, g, arrivals, gamma, beta, adaptive):
@@ -109,45 +91,44 @@ def _np_server_step(theta, c_i, c, g, arrivals, gamma, beta, adaptive):
 
 
 @pytest.mark.parametrize('adaptive', [False, True])
-def test_one_server_step_matches_algorithm_1_and_3(adaptive):
-  with jax.enable_x64(True):
-    rng = np.random.default_rng(2)
-    n, gamma, beta = 4, 0.7, 0.3
-    theta = rng.normal(size=3)
-    c_i = rng.normal(size=(n, 3))
-    state = init_state({'x': jnp.asarray(theta)}, {'x': jnp.asarray(c_i)}, adaptive=adaptive)
-    np.testing.assert_allclose(state.control['x'], c_i.mean(0), rtol=1e-12)  # c^0
-    np.testing.assert_allclose(state.momentum['x'], c_i.mean(0), rtol=1e-12)  # g^0 = c^0
-    # Make c and g differ from mean c_i and c so that every term of line 5 matters.
-    c, g = rng.normal(size=3), rng.normal(size=3)
-    state = state._replace(control={'x': jnp.asarray(c)}, momentum={'x': jnp.asarray(g)})
-    ids = np.array([3, 1, 0])
-    mask = np.array([True, True, False])  # slot 2 is padding
-    new_c, deltas = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
-    msgs = MasFLMessage({'x': jnp.asarray(new_c)}, {'x': jnp.asarray(deltas)} if adaptive else None)
-    arr = hand_arrivals(
-      ids,
-      mask,
-      staleness=[2, 0, 0],
-      num_steps=[2, 2, 1],
-      start_broadcast=MasFLBroadcast({'x': jnp.zeros((3, 3))}, {'x': jnp.zeros((3, 3))}),
-      step=5,
-    )
-    server = masfl_server(gamma, beta, adaptive=adaptive)
-    new, metrics = jax.jit(server.update)(state, msgs, arr, jax.random.key(0))
-    want = _np_server_step(
-      theta, c_i, c, g, {3: (new_c[0], deltas[0]), 1: (new_c[1], deltas[1])}, gamma, beta, adaptive
-    )
-    got = (
-      new.params['x'],
-      new.variates['x'],
-      new.control['x'],
-      new.momentum['x'],
-      jax.jit(server.broadcast)(new).direction['x'],
-    )
-    for x, y in zip(got, want, strict=True):
-      np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(metrics['update_norm'], np.linalg.norm(want[0] - theta))
+def test_one_server_step_matches_algorithm_1_and_3(adaptive, x64):
+  rng = np.random.default_rng(2)
+  n, gamma, beta = 4, 0.7, 0.3
+  theta = rng.normal(size=3)
+  c_i = rng.normal(size=(n, 3))
+  state = init_state({'x': jnp.asarray(theta)}, {'x': jnp.asarray(c_i)}, adaptive=adaptive)
+  np.testing.assert_allclose(state.control['x'], c_i.mean(0), rtol=1e-12)  # c^0
+  np.testing.assert_allclose(state.momentum['x'], c_i.mean(0), rtol=1e-12)  # g^0 = c^0
+  # Make c and g differ from mean c_i and c so that every term of line 5 matters.
+  c, g = rng.normal(size=3), rng.normal(size=3)
+  state = state._replace(control={'x': jnp.asarray(c)}, momentum={'x': jnp.asarray(g)})
+  ids = np.array([3, 1, 0])
+  mask = np.array([True, True, False])  # slot 2 is padding
+  new_c, deltas = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
+  msgs = MasFLMessage({'x': jnp.asarray(new_c)}, {'x': jnp.asarray(deltas)} if adaptive else None)
+  arr = hand_arrivals(
+    ids,
+    mask,
+    staleness=[2, 0, 0],
+    num_steps=[2, 2, 1],
+    start_broadcast=MasFLBroadcast({'x': jnp.zeros((3, 3))}, {'x': jnp.zeros((3, 3))}),
+    step=5,
+  )
+  server = masfl_server(gamma, beta, adaptive=adaptive)
+  new, metrics = jax.jit(server.update)(state, msgs, arr, jax.random.key(0))
+  want = _np_server_step(
+    theta, c_i, c, g, {3: (new_c[0], deltas[0]), 1: (new_c[1], deltas[1])}, gamma, beta, adaptive
+  )
+  got = (
+    new.params['x'],
+    new.variates['x'],
+    new.control['x'],
+    new.momentum['x'],
+    jax.jit(server.broadcast)(new).direction['x'],
+  )
+  for x, y in zip(got, want, strict=True):
+    np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12)
+  np.testing.assert_allclose(metrics['update_norm'], np.linalg.norm(want[0] - theta))
 
 
 def test_step_without_arrivals_changes_nothing():
@@ -170,51 +151,48 @@ def test_uniform_selection_draws_distinct_clients_uniformly():
 
 
 @pytest.mark.parametrize('adaptive', [False, True])
-def test_literal_selection_step_and_unchanged_reselection_contributes_zero(adaptive):
+def test_literal_selection_step_and_unchanged_reselection_contributes_zero(adaptive, x64):
   """Alg. 1 as printed: a server buffer of latest updates, S drawn uniformly from N."""
-  with jax.enable_x64(True):
-    rng = np.random.default_rng(4)
-    n, gamma, beta = 3, 0.5, 0.4
-    theta, c_i = rng.normal(size=2), rng.normal(size=(n, 2))
-    server = masfl_server(gamma, beta, adaptive=adaptive, selection='uniform')
-    state = init_state(
-      {'x': jnp.asarray(theta)}, {'x': jnp.asarray(c_i)}, selection='uniform', adaptive=adaptive
-    )
-    upd = jax.jit(server.update)
-    # NumPy mirror: the server's buffer of each client's latest (c~, Delta).
-    buf_c, buf_d = c_i.copy(), np.zeros((n, 2))
-    c, g = c_i.mean(0), c_i.mean(0)
-    reselected_unchanged = False
-    for t, (ids, mask) in enumerate(
-      [([0, 2], [1, 1]), ([1, 0], [1, 0]), ([0, 0], [0, 0]), ([2, 0], [1, 0])]
-    ):
-      new_c, deltas = rng.normal(size=(2, 2)), rng.normal(size=(2, 2))
-      msgs = MasFLMessage(
-        {'x': jnp.asarray(new_c)}, {'x': jnp.asarray(deltas)} if adaptive else None
-      )
-      arr = hand_arrivals(ids, mask, step=t)
-      key = jax.random.key(10 + t)
-      for j in range(2):
-        if mask[j]:
-          buf_c[ids[j]], buf_d[ids[j]] = new_c[j], deltas[j]
-      s = int(np.sum(mask))
-      chosen = np.asarray(uniform_selection(key, n, jnp.int32(s)))
-      state, _ = upd(state, msgs, arr, key)
-      if s == 0:
-        continue
-      reselected_unchanged |= bool(np.any(chosen & np.all(buf_c == c_i, axis=1)))
-      diff = (buf_c - c_i)[chosen]
-      g = beta * (diff.sum(0) / s + c) + (1 - beta) * g
-      theta = theta - gamma * (buf_d[chosen].sum(0) / s if adaptive else g)
-      c = c + diff.sum(0) / n
-      c_i[chosen] = buf_c[chosen]
-      buf_d[chosen] = 0.0  # consumed: a re-selection without a new update adds 0
-      np.testing.assert_allclose(state.params['x'], theta, rtol=1e-12, atol=1e-12)
-      np.testing.assert_allclose(state.momentum['x'], g, rtol=1e-12, atol=1e-12)
-      np.testing.assert_allclose(state.control['x'], c, rtol=1e-12, atol=1e-12)
-      np.testing.assert_allclose(state.variates['x'], c_i, rtol=1e-12, atol=1e-12)
-      np.testing.assert_allclose(state.control['x'], c_i.mean(0), rtol=1e-12, atol=1e-12)
-    assert reselected_unchanged  # the case the option exists for was exercised
+  rng = np.random.default_rng(4)
+  n, gamma, beta = 3, 0.5, 0.4
+  theta, c_i = rng.normal(size=2), rng.normal(size=(n, 2))
+  server = masfl_server(gamma, beta, adaptive=adaptive, selection='uniform')
+  state = init_state(
+    {'x': jnp.asarray(theta)}, {'x': jnp.asarray(c_i)}, selection='uniform', adaptive=adaptive
+  )
+  upd = jax.jit(server.update)
+  # NumPy mirror: the server's buffer of each client's latest (c~, Delta).
+  buf_c, buf_d = c_i.copy(), np.zeros((n, 2))
+  c, g = c_i.mean(0), c_i.mean(0)
+  reselected_unchanged = False
+  for t, (ids, mask) in enumerate(
+    [([0, 2], [1, 1]), ([1, 0], [1, 0]), ([0, 0], [0, 0]), ([2, 0], [1, 0])]
+  ):
+    new_c, deltas = rng.normal(size=(2, 2)), rng.normal(size=(2, 2))
+    msgs = MasFLMessage({'x': jnp.asarray(new_c)}, {'x': jnp.asarray(deltas)} if adaptive else None)
+    arr = hand_arrivals(ids, mask, step=t)
+    key = jax.random.key(10 + t)
+    for j in range(2):
+      if mask[j]:
+        buf_c[ids[j]], buf_d[ids[j]] = new_c[j], deltas[j]
+    s = int(np.sum(mask))
+    chosen = np.asarray(uniform_selection(key, n, jnp.int32(s)))
+    state, _ = upd(state, msgs, arr, key)
+    if s == 0:
+      continue
+    reselected_unchanged |= bool(np.any(chosen & np.all(buf_c == c_i, axis=1)))
+    diff = (buf_c - c_i)[chosen]
+    g = beta * (diff.sum(0) / s + c) + (1 - beta) * g
+    theta = theta - gamma * (buf_d[chosen].sum(0) / s if adaptive else g)
+    c = c + diff.sum(0) / n
+    c_i[chosen] = buf_c[chosen]
+    buf_d[chosen] = 0.0  # consumed: a re-selection without a new update adds 0
+    np.testing.assert_allclose(state.params['x'], theta, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(state.momentum['x'], g, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(state.control['x'], c, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(state.variates['x'], c_i, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(state.control['x'], c_i.mean(0), rtol=1e-12, atol=1e-12)
+  assert reselected_unchanged  # the case the option exists for was exercised
 
 
 def test_normalized_step_has_unit_norm_and_zero_for_zero():
@@ -250,14 +228,8 @@ def test_theory_helpers_match_theorems_3_1_and_4_1():
     masfl_theory(s, 2, 6000, 0.0, tau)
 
 
-def test_factories_validate_hyperparameters():
+def test_factories_fill_theory_rates_from_standalone_s_k_t():
   get = afl_jax.algorithms.get
-  with pytest.raises(ValueError, match='beta'):
-    get('masfl', client_lr=0.1, server_lr=0.1, beta=1.5)
-  with pytest.raises(ValueError, match='client_lr'):
-    get('adamasfl', client_lr=-1.0, server_lr=0.1, beta=0.5)
-  with pytest.raises(ValueError, match='selection'):
-    get('masfl', client_lr=0.1, server_lr=0.1, beta=0.5, selection='random')
   # No S, K, T: the rule called alone uses STANDALONE; L and tau_max default to 1 and 0.
   standalone = afl_jax.algorithms.masfl.STANDALONE
   assert get('adamasfl').prepare is not None  # a run's schedule replaces STANDALONE
@@ -265,8 +237,6 @@ def test_factories_validate_hyperparameters():
   assert get('masfl', arrivals_per_step=2, local_steps=1, num_rounds=100).prepare is not None
   assert standalone == {'arrivals_per_step': 1, 'local_steps': 1, 'num_rounds': 100}
   assert theory.server_lr == theory.beta / 4
-  with pytest.raises(ValueError, match='arrivals_per_step'):
-    get('adamasfl', arrivals_per_step=0, local_steps=1, num_rounds=100)
 
 
 @pytest.mark.parametrize('name', ['masfl', 'adamasfl'])

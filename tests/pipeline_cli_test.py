@@ -3,12 +3,10 @@
 Each case is one subprocess that stops before any compute (a few seconds each).
 """
 
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
+from helper_runs import one_error_line, run_train
 
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import cli
@@ -19,22 +17,12 @@ SMOKE = str(ROOT / 'configs' / 'digits_smoke.py')
 
 
 def _train(tmp_path, *args):
-  env = dict(os.environ, AFL_JAX_CPU_DEVICES='1', JAX_PLATFORMS='cpu')
-  proc = subprocess.run(
-    [sys.executable, str(ROOT / 'scripts' / 'train.py'), f'--config={SMOKE}']
-    + [f'--workdir={tmp_path / "w"}', *args],
-    capture_output=True,
-    text=True,
-    env=env,
-    cwd=ROOT,
-    timeout=120,
+  rc, out = run_train(
+    tmp_path / 'w', f'--config={SMOKE}', *args, timeout=120, AFL_JAX_CPU_DEVICES='1'
   )
-  lines = [line for line in proc.stderr.splitlines() if line.startswith('error:')]
-  assert proc.returncode != 0, proc.stdout + proc.stderr
-  assert 'Traceback' not in proc.stderr, proc.stderr
-  assert len(lines) == 1, proc.stderr
+  line = one_error_line(rc, out)
   assert not (tmp_path / 'w' / 'metrics.jsonl').exists()
-  return lines[0]
+  return line
 
 
 @pytest.mark.parametrize(

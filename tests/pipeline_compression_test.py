@@ -10,6 +10,7 @@
   identity compressor does.
 """
 
+import algorithm_cases
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,7 +19,6 @@ from quadratic import make_quadratic, np_local_gd, quadratic_problem
 
 import afl_jax
 from afl_jax import compression
-from afl_jax.algorithms.registry import RunInfo
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline.build import algorithm_factory, build_algorithm
@@ -26,22 +26,7 @@ from afl_jax.pipeline.build import algorithm_factory, build_algorithm
 N, D = 4, 4
 KINDS = ('identity', 'top_k', 'sign', 'qsgd', 'top_k_qsgd')
 PRESETS = ('asynflc', 'asynflc_ef')
-UNLABELED = np.random.default_rng(1).normal(size=(8, D)).astype(np.float32)
-
-
-def _two_class_logits(params, x):
-  z = x @ params['x']
-  return jnp.stack([z, -z], axis=-1)
-
-
-INFO = RunInfo(
-  num_clients=N,
-  arrivals_per_step=2,
-  local_steps=2,
-  num_rounds=8,
-  apply_fn=_two_class_logits,
-  unlabeled_x=UNLABELED,
-)
+INFO = algorithm_cases.run_info(N, num_rounds=8)
 HPARAMS = {
   'client_lr': 0.05,
   'window_size': 2,

@@ -11,17 +11,15 @@ named; absurd sizes are refused with the estimate, before any allocation.
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
+from helper_runs import one_error_line, run_train
 from pipeline_checkpoint_test import bit_flip, largest_file, truncate
 
 from afl_jax.pipeline import checkpoint, metrics_io
 
 pytestmark = pytest.mark.slow
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMOKE = [
   '--config=configs/digits_smoke.py',
   '--config.num_clients=10',
@@ -32,29 +30,11 @@ SMOKE = [
 
 
 def train(workdir, *extra, timeout=300):
-  proc = subprocess.run(
-    [sys.executable, 'scripts/train.py', f'--workdir={workdir}', *SMOKE, *extra],
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=timeout,
-    env={**os.environ, 'JAX_PLATFORMS': 'cpu'},
-  )
-  return proc.returncode, proc.stdout + proc.stderr
+  return run_train(workdir, *SMOKE, *extra, timeout=timeout)
 
 
 def lines_starting(output, prefix):
   return [line for line in output.splitlines() if line.startswith(prefix)]
-
-
-def assert_one_error_line(rc, out, *fragments):
-  assert rc != 0, out
-  assert 'Traceback' not in out, out
-  errors = lines_starting(out, 'error:')
-  assert len(errors) == 1, out
-  for f in fragments:
-    assert f in errors[0], errors[0]
-  return errors[0]
 
 
 @pytest.fixture(scope='module')
@@ -92,7 +72,7 @@ def test_resume_with_a_different_config_is_refused(reference, tmp_path):
   rc, out = train(
     workdir, '--config.hparams.client_lr=0.05', '--config.seed=3', '--config.dtype=float64'
   )
-  assert_one_error_line(
+  one_error_line(
     rc,
     out,
     'hparams.client_lr 0.1 -> 0.05',
@@ -161,7 +141,7 @@ def test_corrupt_saved_schedule_is_named_when_extending(interrupted, tmp_path):
   path = workdir / 'checkpoints' / 'schedule.npz'
   path.write_bytes(path.read_bytes()[:100])
   rc, out = train(workdir, '--config.num_rounds=16')
-  assert_one_error_line(rc, out, str(path), '--noresume')
+  one_error_line(rc, out, str(path), '--noresume')
 
 
 # ---- (e) absurd sizes -----------------------------------------------------------------------
@@ -179,6 +159,6 @@ def test_corrupt_saved_schedule_is_named_when_extending(interrupted, tmp_path):
 )
 def test_absurd_sizes_are_refused_with_the_estimate(tmp_path, flags, fragment):
   rc, out = train(tmp_path / 'run', *flags, timeout=120)
-  line = assert_one_error_line(rc, out, fragment, 'slots', 'limit')
+  line = one_error_line(rc, out, fragment, 'slots', 'limit')
   assert 'GiB' in line
   assert not (tmp_path / 'run' / 'checkpoints').exists()

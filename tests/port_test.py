@@ -12,13 +12,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from quadratic import (
-  fresh_schedule,
+  check_empty_step_and_exact_zeros,
+  check_fresh_is_fedbuff,
   hand_arrivals,
   make_quadratic,
   np_local_gd,
   quadratic_problem,
   simulate_quadratic,
-  stale_schedule,
+  stale_setup,
 )
 
 import afl_jax
@@ -87,108 +88,71 @@ def _run(schedule, a, b, x0, name='port', **hp):
 
 
 @pytest.mark.parametrize('reference', ['last_step', 'start'])
-def test_port_matches_numpy_over_stale_schedule(reference):
-  with jax.enable_x64(True):
-    a, b = make_quadratic(dtype=np.float64)
-    x0 = np.linspace(-1, 1, 4)
-    sched = stale_schedule()
-    got = _run(sched, a, b, x0, reference=reference, **HP)
-    want = _np_port(sched, a, b, x0, reference=reference, **HP)
-    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
-    # n_i from the problem (examples per client, carried by each message), as the
-    # authors weight clients.
-    sizes = np.array([10, 40, 25])
-    got_n = afl_jax.simulate(
-      afl_jax.algorithms.get('port', reference=reference, **HP),
-      quadratic_problem(a, b).replace(client_sizes=sizes),
-      sched,
-      {'x': jnp.asarray(x0)},
-      jax.random.key(0),
-    ).params_history['x']
-    want_n = _np_port(sched, a, b, x0, reference=reference, sizes=sizes, **HP)
-    np.testing.assert_allclose(got_n, want_n, rtol=1e-10, atol=1e-10)
-    assert np.max(np.abs(want_n - want)) > 1e-4
-    # Each term matters on this schedule (a wrong reference or weight would be seen).
-    other = 'start' if reference == 'last_step' else 'last_step'
-    assert np.max(np.abs(want - _np_port(sched, a, b, x0, reference=other, **HP))) > 1e-4
-    no_sim = dict(HP, similarity_weight=0.0)
-    assert np.max(np.abs(want - _np_port(sched, a, b, x0, reference=reference, **no_sim))) > 1e-4
+def test_port_matches_numpy_over_stale_schedule(reference, x64):
+  a, b, x0, sched = stale_setup()
+  got = _run(sched, a, b, x0, reference=reference, **HP)
+  want = _np_port(sched, a, b, x0, reference=reference, **HP)
+  np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+  # n_i from the problem (examples per client, carried by each message), as the
+  # authors weight clients.
+  sizes = np.array([10, 40, 25])
+  got_n = afl_jax.simulate(
+    afl_jax.algorithms.get('port', reference=reference, **HP),
+    quadratic_problem(a, b).replace(client_sizes=sizes),
+    sched,
+    {'x': jnp.asarray(x0)},
+    jax.random.key(0),
+  ).params_history['x']
+  want_n = _np_port(sched, a, b, x0, reference=reference, sizes=sizes, **HP)
+  np.testing.assert_allclose(got_n, want_n, rtol=1e-10, atol=1e-10)
+  assert np.max(np.abs(want_n - want)) > 1e-4
+  # Each term matters on this schedule (a wrong reference or weight would be seen).
+  other = 'start' if reference == 'last_step' else 'last_step'
+  assert np.max(np.abs(want - _np_port(sched, a, b, x0, reference=other, **HP))) > 1e-4
+  no_sim = dict(HP, similarity_weight=0.0)
+  assert np.max(np.abs(want - _np_port(sched, a, b, x0, reference=reference, **no_sim))) > 1e-4
 
 
 @pytest.mark.parametrize('weights', [dict(similarity_weight=0.0), dict(staleness_weight=0.0)])
-def test_port_fresh_arrivals_with_one_term_is_fedbuff(weights):
+def test_port_fresh_arrivals_with_one_term_is_fedbuff(weights, x64):
   # Fresh arrivals (tau = 0) all get the same weight, so Port is FedBuff at rate eta.
-  with jax.enable_x64(True):
-    a, b = make_quadratic(num_clients=4, dtype=np.float64)
-    t_steps = 4
-    sched = fresh_schedule(4, t_steps, local_steps=3)
-    got = _run(sched, a, b, np.zeros(4), client_lr=0.2, server_lr=0.7, **weights)
-    buff = _run(sched, a, b, np.zeros(4), name='fedbuff', client_lr=0.2, server_lr=0.7)
-    x = np.zeros(4)
-    for t in range(t_steps):
-      x = x + 0.7 * np.mean([np_local_gd(a[i], b[i], x, 0.2, 3) - x for i in range(4)], 0)
-      np.testing.assert_allclose(got[t], x, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(got, buff, rtol=1e-12, atol=1e-12)
+  check_fresh_is_fedbuff('port', 4, **weights)
 
 
-def test_port_empty_step_and_exact_zeros():
-  with jax.enable_x64(True):
-    a, b = make_quadratic(dtype=np.float64)
-    a[:, :, 3] = 0.0  # no sample touches coordinate 3
-    x0 = np.linspace(-1, 1, 4)
-    ids = [[0, 1], [2, 0], [0, 0], [1, 2], [0, 1]]
-    start = [[0, 0], [0, 1], [0, 0], [2, 1], [1, 4]]
-    mask = [[1, 1], [1, 1], [0, 0], [1, 1], [1, 1]]
-    sched = afl_jax.schedules.from_arrays(ids, start, local_steps=2, mask=mask)
-    got = np.asarray(_run(sched, a, b, x0, **HP))
-    np.testing.assert_allclose(got, _np_port(sched, a, b, x0, **HP), rtol=1e-10, atol=1e-10)
-    np.testing.assert_array_equal(got[2], got[1])
-    np.testing.assert_array_equal(got[:, 3], x0[3])
-    assert np.all(np.isfinite(got))
+def test_port_empty_step_and_exact_zeros(x64):
+  check_empty_step_and_exact_zeros('port', _np_port, **HP)
 
 
 def _arrivals(ids, mask, staleness, starts):
   return hand_arrivals(ids, mask, staleness=staleness, start_broadcast={'x': jnp.asarray(starts)})
 
 
-def test_port_server_step_under_jit_with_client_weights():
-  with jax.enable_x64(True):
-    rng = np.random.default_rng(0)
-    x, prev = rng.normal(size=3), rng.normal(size=3)
-    starts, deltas = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
-    sizes = np.array([1, 2, 5, 3])
-    server = port_server(1.0, 2.0, 0.5, 4.0, reference='last_step', weighting='examples')
-    state = PortState({'x': jnp.asarray(x)}, {'x': jnp.asarray(prev)})
-    arr = _arrivals([2, 0, 3], [True, False, True], [3, 0, 1], starts)
-    arr = arr._replace(num_examples=jnp.asarray(sizes)[arr.client_ids])
-    new, _ = jax.jit(server.update)(state, {'x': jnp.asarray(deltas)}, arr, jax.random.key(0))
-    d = starts - deltas - x  # x_i - x_t
-    u = x - prev
-    cos = u @ d[0] / np.linalg.norm(u) / np.linalg.norm(d[0])
-    raw = np.array([5.0 * (2.0 * (cos + 1) / 2 + 0.5 * 4 / 7), 3.0 * (2.0 + 0.5 * 4 / 5)])
-    p = raw / raw.sum()
-    np.testing.assert_allclose(
-      new.params['x'], p[0] * (starts[0] - deltas[0]) + p[1] * (starts[2] - deltas[2])
-    )  # eta = 1: the weighted mean of the client models
-    np.testing.assert_allclose(new.previous['x'], x)
-    empty = _arrivals([2, 0, 3], [False, False, False], [3, 0, 1], starts)
-    empty = empty._replace(num_examples=arr.num_examples)
-    same, _ = jax.jit(server.update)(new, {'x': jnp.asarray(deltas)}, empty, jax.random.key(0))
-    jax.tree.map(np.testing.assert_array_equal, same, new)
+def test_port_server_step_under_jit_with_client_weights(x64):
+  rng = np.random.default_rng(0)
+  x, prev = rng.normal(size=3), rng.normal(size=3)
+  starts, deltas = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
+  sizes = np.array([1, 2, 5, 3])
+  server = port_server(1.0, 2.0, 0.5, 4.0, reference='last_step', weighting='examples')
+  state = PortState({'x': jnp.asarray(x)}, {'x': jnp.asarray(prev)})
+  arr = _arrivals([2, 0, 3], [True, False, True], [3, 0, 1], starts)
+  arr = arr._replace(num_examples=jnp.asarray(sizes)[arr.client_ids])
+  new, _ = jax.jit(server.update)(state, {'x': jnp.asarray(deltas)}, arr, jax.random.key(0))
+  d = starts - deltas - x  # x_i - x_t
+  u = x - prev
+  cos = u @ d[0] / np.linalg.norm(u) / np.linalg.norm(d[0])
+  raw = np.array([5.0 * (2.0 * (cos + 1) / 2 + 0.5 * 4 / 7), 3.0 * (2.0 + 0.5 * 4 / 5)])
+  p = raw / raw.sum()
+  np.testing.assert_allclose(
+    new.params['x'], p[0] * (starts[0] - deltas[0]) + p[1] * (starts[2] - deltas[2])
+  )  # eta = 1: the weighted mean of the client models
+  np.testing.assert_allclose(new.previous['x'], x)
+  empty = _arrivals([2, 0, 3], [False, False, False], [3, 0, 1], starts)
+  empty = empty._replace(num_examples=arr.num_examples)
+  same, _ = jax.jit(server.update)(new, {'x': jnp.asarray(deltas)}, empty, jax.random.key(0))
+  jax.tree.map(np.testing.assert_array_equal, same, new)
 
 
-def test_port_validates_hyperparameters():
-  get = afl_jax.algorithms.get
-  for field, value in (
-    ('client_lr', 0.0),
-    ('server_lr', 0.0),
-    ('similarity_weight', -1.0),
-    ('staleness_weight', -0.5),
-    ('staleness_bound', 0.0),
-    ('reference', 'previous'),
-  ):
-    with pytest.raises(ValueError, match=field):
-      get('port', **{field: value})
+def test_port_server_validates_weighting():
   with pytest.raises(ValueError, match='weighting'):
     port_server(weighting='data')
 
@@ -231,12 +195,11 @@ def test_port_clock_bounds_staleness_and_is_fedbuff_when_loose(urgent):
 
 
 @pytest.mark.parametrize('urgent', [False, True])
-def test_port_on_its_bounded_clock_matches_numpy(urgent):
-  with jax.enable_x64(True):
-    a, b = make_quadratic(dtype=np.float64)
-    x0 = np.linspace(-1, 1, 4)
-    d = Durations('constant', {'value': 1.0}, speed=np.array([1.0, 2.5, 4.0]))
-    sched = port_clock(3, 2, 1, 1, 8, urgent=urgent, durations=d, local_steps=3)
-    assert (np.arange(8)[:, None] - sched.start_step)[sched.mask].max() == 1
-    got = _run(sched, a, b, x0, **HP)
-    np.testing.assert_allclose(got, _np_port(sched, a, b, x0, **HP), rtol=1e-10, atol=1e-10)
+def test_port_on_its_bounded_clock_matches_numpy(urgent, x64):
+  a, b = make_quadratic(dtype=np.float64)
+  x0 = np.linspace(-1, 1, 4)
+  d = Durations('constant', {'value': 1.0}, speed=np.array([1.0, 2.5, 4.0]))
+  sched = port_clock(3, 2, 1, 1, 8, urgent=urgent, durations=d, local_steps=3)
+  assert (np.arange(8)[:, None] - sched.start_step)[sched.mask].max() == 1
+  got = _run(sched, a, b, x0, **HP)
+  np.testing.assert_allclose(got, _np_port(sched, a, b, x0, **HP), rtol=1e-10, atol=1e-10)

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import afl_jax
+from afl_jax.core.types import LocalTask
 
 # A stale schedule of 3 clients: 6 steps, 2 slots, staleness up to 3 (tau_max per step:
 # 0, 1, 2, 3, 3, 3), one padded arrival (step 2, slot 1), K in {1, 2, 3}. Client 0 has
@@ -61,6 +62,12 @@ def stale_schedule(local_steps=STALE_STEPS):
   )
 
 
+def stale_setup(seed=0):
+  """``(a, b, x0, schedule)``: the float64 quadratic, x0 = linspace(-1, 1, 4), stale_schedule()."""
+  a, b = make_quadratic(seed=seed, dtype=np.float64)
+  return a, b, np.linspace(-1, 1, 4), stale_schedule()
+
+
 def fresh_schedule(num_clients, num_steps, local_steps):
   """Every client arrives at every step, started from the latest model (no staleness)."""
   ids = np.tile(np.arange(num_clients), (num_steps, 1))
@@ -101,6 +108,28 @@ def hand_arrivals(ids, mask, *, staleness=0, num_steps=1, start_broadcast=None, 
   )
 
 
+def quadratic_task(a_i, b_i, num_steps, max_steps, *, client_id=0, active=True):
+  """Client ``client_id``'s :class:`~afl_jax.core.types.LocalTask` on its full batch (a_i, b_i).
+
+  For calling a client rule directly; ``num_steps`` of the scan's ``max_steps`` are run.
+  """
+  return LocalTask(
+    view={'a': jnp.asarray(a_i), 'b': jnp.asarray(b_i)},
+    shared=None,
+    num_steps=jnp.asarray(num_steps, jnp.int32),
+    active=jnp.asarray(active),
+    client_id=jnp.asarray(client_id, jnp.int32),
+    loss_fn=quadratic_loss,
+    sample_fn=lambda shared, view, key: view,
+    max_steps=max_steps,
+  )
+
+
+def np_grad(a_i, b_i, x):
+  """The gradient A^T (A x - b) of 0.5||A x - b||^2."""
+  return a_i.T @ (a_i @ x - b_i)
+
+
 def np_local_gd(a_i, b_i, x0, lr, k):
   """K steps of full-batch gradient descent on 0.5||A x - b||^2."""
   x = np.array(x0, dtype=np.float64)
@@ -130,3 +159,46 @@ def np_replay(schedule, a, b, x0, lr, server_step, with_ids=False):
     args = (history[t], locals_, starts, taus) + ((ids,) if with_ids else ())
     history.append(server_step(*args))
   return np.stack(history[1:])
+
+
+def check_fresh_is_fedbuff(name, num_steps, **hp):
+  """On fresh full participation ``name`` is FedBuff: ``x <- x + eta mean_i(x_i - x)``.
+
+  4 clients, K = 3, client_lr 0.2 and server_lr 0.7 (``hp`` adds to them), from x = 0:
+  against that NumPy loop at every step, and against the library's FedBuff.
+  """
+  a, b = make_quadratic(num_clients=4, dtype=np.float64)
+  sched = fresh_schedule(4, num_steps, local_steps=3)
+  run = lambda alg, **kw: simulate_quadratic(
+    alg, a, b, np.zeros(4), sched, client_lr=0.2, server_lr=0.7, **kw
+  ).params_history['x']
+  got, buff = run(name, **hp), run('fedbuff')
+  x = np.zeros(4)
+  for t in range(num_steps):
+    x = x + 0.7 * np.mean([np_local_gd(a[i], b[i], x, 0.2, 3) - x for i in range(4)], 0)
+    np.testing.assert_allclose(got[t], x, rtol=1e-10, atol=1e-12)
+  np.testing.assert_allclose(got, buff, rtol=1e-12, atol=1e-12)
+
+
+# Step 2 has no arrival; the others have stale starts.
+EMPTY_IDS = [[0, 1], [2, 0], [0, 0], [1, 2], [0, 1]]
+EMPTY_START = [[0, 0], [0, 1], [0, 0], [2, 1], [1, 4]]
+EMPTY_MASK = [[1, 1], [1, 1], [0, 0], [1, 1], [1, 1]]
+
+
+def check_empty_step_and_exact_zeros(name, oracle, **hp):
+  """``name`` against ``oracle(schedule, a, b, x0, **hp)`` (x after each step), on a
+  schedule whose step 2 is empty and a problem where no sample touches coordinate 3.
+
+  The empty step moves nothing, and coordinate 3 (an update of exactly 0) never moves:
+  no drift, no NaN.
+  """
+  a, b = make_quadratic(dtype=np.float64)
+  a[:, :, 3] = 0.0
+  x0 = np.linspace(-1, 1, 4)
+  sched = afl_jax.schedules.from_arrays(EMPTY_IDS, EMPTY_START, local_steps=2, mask=EMPTY_MASK)
+  got = np.asarray(simulate_quadratic(name, a, b, x0, sched, **hp).params_history['x'])
+  np.testing.assert_allclose(got, oracle(sched, a, b, x0, **hp), rtol=1e-10, atol=1e-10)
+  np.testing.assert_array_equal(got[2], got[1])
+  np.testing.assert_array_equal(got[:, 3], x0[3])
+  assert np.all(np.isfinite(got))

@@ -9,9 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from quadratic import fresh_schedule, hand_arrivals
 
 import afl_jax
-from afl_jax.core.types import Arrivals
 from afl_jax.servers import weighting
 
 SIZES = (2, 5, 9)
@@ -35,44 +35,29 @@ def np_local_gd(a, b, x, lr, k):
   return x
 
 
-def _sync_schedule(num_steps=T):
-  n = len(SIZES)
-  return afl_jax.schedules.from_arrays(
-    [list(range(n))] * num_steps, [[t] * n for t in range(num_steps)], local_steps=K
-  )
-
-
 @pytest.mark.parametrize('weighting_name', ['examples', 'uniform'])
-def test_fedavg_weights_clients_by_examples_on_unequal_clients(weighting_name):
-  with jax.enable_x64(True):
-    clients = _clients()
-    problem = afl_jax.problems.from_loss(mse, clients)
-    np.testing.assert_array_equal(problem.client_sizes, SIZES)
-    x0 = np.array([0.5, -1.0, 0.25])
-    alg = afl_jax.algorithms.get('fedavg', client_lr=LR, weighting=weighting_name)
-    res = afl_jax.simulate(
-      alg, problem, _sync_schedule(), {'x': jnp.asarray(x0)}, jax.random.key(0)
-    )
-    p = np.array(SIZES, float) / sum(SIZES) if weighting_name == 'examples' else np.ones(3) / 3
-    x, want = x0.copy(), []
-    for _ in range(T):
-      x = sum(p[i] * np_local_gd(c['a'], c['b'], x, LR, K) for i, c in enumerate(clients))
-      want.append(x)
-    np.testing.assert_allclose(res.params_history['x'], np.stack(want), rtol=1e-12, atol=1e-13)
+def test_fedavg_weights_clients_by_examples_on_unequal_clients(weighting_name, x64):
+  clients = _clients()
+  problem = afl_jax.problems.from_loss(mse, clients)
+  np.testing.assert_array_equal(problem.client_sizes, SIZES)
+  x0 = np.array([0.5, -1.0, 0.25])
+  alg = afl_jax.algorithms.get('fedavg', client_lr=LR, weighting=weighting_name)
+  res = afl_jax.simulate(
+    alg, problem, fresh_schedule(len(SIZES), T, K), {'x': jnp.asarray(x0)}, jax.random.key(0)
+  )
+  p = np.array(SIZES, float) / sum(SIZES) if weighting_name == 'examples' else np.ones(3) / 3
+  x, want = x0.copy(), []
+  for _ in range(T):
+    x = sum(p[i] * np_local_gd(c['a'], c['b'], x, LR, K) for i, c in enumerate(clients))
+    want.append(x)
+  np.testing.assert_allclose(res.params_history['x'], np.stack(want), rtol=1e-12, atol=1e-13)
 
 
 def test_fedavg_defaults_to_examples_and_needs_no_run_context():
   assert afl_jax.algorithms.hyperparameters('fedavg')['weighting'] == 'examples'
   assert afl_jax.algorithms.registry.context('fedavg') == ()
   alg = afl_jax.algorithms.get('fedavg', client_lr=0.1)  # the counts travel with the messages
-  arrivals = Arrivals(
-    client_ids=jnp.array([0, 1]),
-    staleness=jnp.zeros(2, jnp.int32),
-    mask=jnp.array([True, True]),
-    num_steps=jnp.ones(2, jnp.int32),
-    start_broadcast=None,
-    step=jnp.asarray(0),
-  )
+  arrivals = hand_arrivals([0, 1], [True, True])
   state = alg.server.init({'x': jnp.zeros(2)})
   with pytest.raises(ValueError, match='num_examples'):
     alg.server.update(state, {'x': jnp.ones((2, 2))}, arrivals, jax.random.key(0))
@@ -82,14 +67,7 @@ def test_fedavg_defaults_to_examples_and_needs_no_run_context():
 
 def test_row_weights_ignore_padding_and_non_reporting_rows():
   # Slots 2 and 3 are padding (client id 0, as the engine pads); slot 1 does not report.
-  arrivals = Arrivals(
-    client_ids=jnp.array([2, 1, 0, 0]),
-    staleness=jnp.zeros(4, jnp.int32),
-    mask=jnp.array([True, False, False, False]) | jnp.array([False, True, False, False]),
-    num_steps=jnp.ones(4, jnp.int32),
-    start_broadcast=None,
-    step=jnp.asarray(0),
-  )
+  arrivals = hand_arrivals([2, 1, 0, 0], [True, True, False, False])
   arrivals = arrivals._replace(
     num_examples=jnp.asarray(SIZES)[arrivals.client_ids], total_examples=jnp.asarray(sum(SIZES))
   )
@@ -104,42 +82,40 @@ def test_row_weights_ignore_padding_and_non_reporting_rows():
   np.testing.assert_allclose(weighting.row_weights(arrivals, 'clients', 3), [1 / 3, 1 / 3, 0, 0])
 
 
-def test_fednova_examples_matches_numpy_with_unequal_steps():
+def test_fednova_examples_matches_numpy_with_unequal_steps(x64):
   """Wang et al. 2020: x <- x - tau_eff sum_i p_i Delta_i / tau_i, tau_eff = sum_i p_i tau_i."""
-  with jax.enable_x64(True):
-    clients = _clients(1)
-    problem = afl_jax.problems.from_loss(mse, clients)
-    steps = [1, 2, 4]
-    sched = afl_jax.schedules.from_arrays(
-      [[0, 1, 2]] * 2, [[0] * 3, [1] * 3], local_steps=[steps] * 2
-    )
-    x0 = np.array([0.5, -1.0, 0.25])
-    alg = afl_jax.algorithms.get('fednova', client_lr=LR)
-    res = afl_jax.simulate(alg, problem, sched, {'x': jnp.asarray(x0)}, jax.random.key(0))
-    p = np.array(SIZES, float) / sum(SIZES)
-    tau_eff = float(p @ steps)
-    x, want = x0.copy(), []
-    for _ in range(2):
-      d = [
-        (x - np_local_gd(c['a'], c['b'], x, LR, steps[i])) / steps[i] for i, c in enumerate(clients)
-      ]
-      x = x - tau_eff * sum(p[i] * d[i] for i in range(3))
-      want.append(x)
-    np.testing.assert_allclose(res.params_history['x'], np.stack(want), rtol=1e-12, atol=1e-13)
+  clients = _clients(1)
+  problem = afl_jax.problems.from_loss(mse, clients)
+  steps = [1, 2, 4]
+  sched = afl_jax.schedules.from_arrays(
+    [[0, 1, 2]] * 2, [[0] * 3, [1] * 3], local_steps=[steps] * 2
+  )
+  x0 = np.array([0.5, -1.0, 0.25])
+  alg = afl_jax.algorithms.get('fednova', client_lr=LR)
+  res = afl_jax.simulate(alg, problem, sched, {'x': jnp.asarray(x0)}, jax.random.key(0))
+  p = np.array(SIZES, float) / sum(SIZES)
+  tau_eff = float(p @ steps)
+  x, want = x0.copy(), []
+  for _ in range(2):
+    d = [
+      (x - np_local_gd(c['a'], c['b'], x, LR, steps[i])) / steps[i] for i, c in enumerate(clients)
+    ]
+    x = x - tau_eff * sum(p[i] * d[i] for i in range(3))
+    want.append(x)
+  np.testing.assert_allclose(res.params_history['x'], np.stack(want), rtol=1e-12, atol=1e-13)
 
 
-def test_ragged_full_batch_loss_uses_valid_rows_only():
-  with jax.enable_x64(True):
-    clients = _clients()
-    for reduction, red in (('mean', np.mean), ('sum', np.sum)):
-      problem = afl_jax.problems.from_loss(mse, clients, reduction=reduction)
-      x = np.array([0.3, 0.1, -0.2])
-      for i, c in enumerate(clients):
-        view = jax.tree.map(lambda v, i=i: v[i], problem.client_views)
-        batch = problem.sample_fn(problem.shared, view, jax.random.key(0))
-        got = problem.loss_fn({'x': jnp.asarray(x)}, batch)
-        per_row = 0.5 * (c['a'] @ x - c['b']) ** 2
-        np.testing.assert_allclose(got, red(per_row), rtol=1e-13)
+def test_ragged_full_batch_loss_uses_valid_rows_only(x64):
+  clients = _clients()
+  for reduction, red in (('mean', np.mean), ('sum', np.sum)):
+    problem = afl_jax.problems.from_loss(mse, clients, reduction=reduction)
+    x = np.array([0.3, 0.1, -0.2])
+    for i, c in enumerate(clients):
+      view = jax.tree.map(lambda v, i=i: v[i], problem.client_views)
+      batch = problem.sample_fn(problem.shared, view, jax.random.key(0))
+      got = problem.loss_fn({'x': jnp.asarray(x)}, batch)
+      per_row = 0.5 * (c['a'] @ x - c['b']) ** 2
+      np.testing.assert_allclose(got, red(per_row), rtol=1e-13)
 
 
 def test_ragged_minibatches_sample_valid_rows_only():
