@@ -21,11 +21,6 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-try:
-  import tomllib
-except ImportError:  # Python 3.10
-  import tomli as tomllib
-
 import ml_collections
 from ml_collections.config_flags import config_path
 
@@ -185,18 +180,6 @@ def load_config(name: str) -> ml_collections.ConfigDict:
   file, _, entry = name.partition(':')
   path = os.path.join(CONFIGS, f'{file}.py')
   return config_lib.load_file(f'{path}:{entry}' if entry else path)
-
-
-def prose(declaration: str) -> dict:
-  """The pages' prose of the declaration ``configs/repro/<paper>.py`` (its ``__file__``):
-  ``<paper>.toml`` beside it, the paper's ``setting`` and, per experiment key, its
-  ``setting`` and ``deviations`` (``spec.Experiment(key=k, **TEXT[k], ...)``)."""
-  with open(os.path.splitext(declaration)[0] + '.toml', 'rb') as f:
-    text = tomllib.load(f)
-  return {
-    k: {**v, 'deviations': tuple(v['deviations'])} if isinstance(v, dict) else v
-    for k, v in text.items()
-  }
 
 
 def _set(c: ml_collections.ConfigDict, field: str, value: Any) -> None:

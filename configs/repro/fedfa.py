@@ -9,8 +9,6 @@ Table 5 run, every method tuned on a 5-value client-rate grid.
 
 from afl_jax.reproduction import spec
 
-TEXT = spec.prose(__file__)  # the pages' prose: settings and deviations
-
 UPDATES = 600  # client updates per run (every method gets the same number)
 CLIENT_LRS = (0.003, 0.01, 0.03, 0.1, 0.3)  # 5 values: the optima inside the grid
 
@@ -112,12 +110,18 @@ DELTAS = (
   _fully_async('fmnist:fedfa_delta', 'FedFa-Delta (1/K)', **{'hparams.server_lr': 0.2}),
 )
 
+SETTING = (
+  'configs/fmnist.py, setting FEDFA: Fashion-MNIST, MLP, 15,000 training samples (2,000 of '
+  'them the validation split), 100 clients (Dirichlet 0.5), Mc = 10 training at once, '
+  'log-normal job durations times a fixed per-client log-normal speed factor (sigma 1: '
+  f'many fast, few persistent stragglers), {UPDATES} client updates per method.'
+)
 
 TABLE2 = spec.Experiment(
   key='table2',
   title='Tables 2-3: FedFa vs FedBuff and Port at an equal number of client updates',
   ref='Tables 2-3',
-  **TEXT['table2'],
+  setting=SETTING,
   base=scaled,
   methods=(
     _buffered('fmnist:fedbuff', 'FedBuff'),
@@ -168,13 +172,26 @@ TABLE2 = spec.Experiment(
     # Table 2, CIFAR-10 non-IID: FedBuff 4375 / FedFa-Delta 1917 s
     *_speedup('FedBuff', '2-4.5', 2.0, 2.28),
   ),
+  deviations=(
+    'Fashion-MNIST + MLP instead of CIFAR-10 + ResNet-18; accuracy after an equal number '
+    'of client updates, and simulated wall-clock to the target (Table 2 measures time) '
+    "within those updates. Table 2's claims are scored on the simulated time to the "
+    "target, Table 4's similar final accuracies as equivalences within 2 points.",
+    "Port runs on its staleness-bounded clock (schedule.kind='port', B = 10, non-urgent).",
+    "FedFa-Delta at the paper's eta_g = 1 and the 1/K variant are separate methods with "
+    'separate claims.',
+    f'Every method is tuned on the client-rate grid {list(CLIENT_LRS)} (a first run on '
+    '0.01-0.1 selected an edge for every method of this table), FedFa-Delta at eta_g = 1 '
+    f'(here and with FedProx / FedNova clients) on {list(DELTA_LRS)}: on the first grid '
+    'it selected its low edge, 0.003.',
+  ),
 )
 
 TABLE6 = spec.Experiment(
   key='table6',
   title='Table 6: FedFa with FedProx / FedNova clients',
   ref='Table 6',
-  **TEXT['table6'],
+  setting=SETTING,
   base=scaled,
   methods=(
     _buffered('fmnist:fedbuff_prox', 'FedBuff + FedProx'),
@@ -198,6 +215,11 @@ TABLE6 = spec.Experiment(
     )
     for name in ('FedProx', 'FedNova')
   ),
+  deviations=(
+    'As Tables 2-3.',
+    "Table 6's reference is synchronous FedProx / FedNova; here FedBuff with FedProx / "
+    'FedNova clients, so its contrasts are scored outside the paper tally.',
+  ),
 )
 
 
@@ -220,7 +242,8 @@ TABLE2_SYNC = spec.Experiment(
   key='table2_sync',
   title='Table 2: FedFa-Delta against synchronous FedAvg and fully asynchronous FedAsync',
   ref='Table 2',
-  **TEXT['table2_sync'],
+  setting=SETTING
+  + ' FedAvg trains synchronous cohorts of 10 clients (60 rounds), waiting for the slowest.',
   base=scaled,
   methods=(
     *DELTAS,
@@ -244,6 +267,11 @@ TABLE2_SYNC = spec.Experiment(
     _similar('FedFa-Delta', 'FedAvg', -0.0096, 'FedFa-Delta (eta_g = 1)', 'synchronous FedAvg'),
   ),
   target=0.73,
+  deviations=(
+    f'As Tables 2-3 (every method tuned on the client-rate grid {list(CLIENT_LRS)}).',
+    'Target 73%, the default target of Tables 2-3 above, so the two experiments read alike.',
+    "FedAsync at its config's mixing alpha = 0.6 with polynomial staleness weights (a = 0.5).",
+  ),
 )
 
 
@@ -255,7 +283,7 @@ FIG5 = spec.Experiment(
   key='fig5_window',
   title='Fig. 5: the window size K of FedFa-Param',
   ref='Fig. 5',
-  **TEXT['fig5_window'],
+  setting=SETTING + ' FedFa-Param with its sliding window of the last K = 5, 10 or 20 arrivals.',
   base=scaled,
   methods=(_window(5), _window(10), _window(20)),
   claims=(
@@ -285,6 +313,11 @@ FIG5 = spec.Experiment(
     ),
   ),
   target=0.73,
+  deviations=(
+    'As Tables 2-3; client rate tuned per K on the same 5-value grid.',
+    "The paper plots accuracy over time; here 'slower' is simulated seconds to 73% (the "
+    'target of Tables 2-3 above).',
+  ),
 )
 
 MC_LOW, MC_HIGH = 5, 20  # Table 5 varies Mc over 2, 5, 10, 20
@@ -308,7 +341,9 @@ TABLE5 = spec.Experiment(
   key='table5_mc',
   title=f'Table 5: sensitivity to the concurrency Mc ({MC_LOW} vs {MC_HIGH})',
   ref='Table 5',
-  **TEXT['table5_mc'],
+  setting=SETTING.replace(
+    'Mc = 10 training at once', f'Mc = {MC_LOW} or {MC_HIGH} training at once'
+  ),
   base=spec.keeping(scaled, 'schedule.concurrency'),
   methods=tuple(_at_mc(m, mc) for m in _TABLE5 for mc in (MC_LOW, MC_HIGH)),
   # Table 5 (CIFAR-10, best accuracy within a fixed time), Mc = 5 -> 20: FedAvg 0.6757 ->
@@ -342,6 +377,13 @@ TABLE5 = spec.Experiment(
     )
     for name, effect in (('FedAvg', 0.0341), ('FedBuff', 0.0244))
   ),
+  deviations=(
+    'As Tables 2-3; every method tuned on the same 5-value client-rate grid at each Mc '
+    f'(FedFa-Delta on {list(DELTA_LRS)}).',
+    'The paper reports the best accuracy within a fixed time; here the final accuracy '
+    f'after the same {UPDATES} client updates. FedBuff keeps its buffer of 5 at both Mc '
+    '(at Mc = 5 its server steps then wait for every running client).',
+  ),
 )
 
 PAPER = spec.Paper(
@@ -351,6 +393,9 @@ PAPER = spec.Paper(
     'Xu, Zhang, Di, Liu, Alharthi, Cao, *FedFa: A Fully Asynchronous Training Paradigm '
     'for Federated Learning*'
   ),
-  setting=(TEXT['setting']),
+  setting=(
+    'CIFAR-10 / ResNet-18 (and Sent140, SST-2), 100 clients, 10 training at once, '
+    'long-tailed client delays, target accuracy 0.6 (CIFAR-10 non-IID).'
+  ),
   experiments=(TABLE2, TABLE6, TABLE2_SYNC, FIG5, TABLE5),
 )
