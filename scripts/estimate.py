@@ -1,7 +1,7 @@
 """Estimate a run's memory and time before starting it (paper-scale configs).
 
-  python scripts/estimate.py --config=configs/paper_masfl_cifar10.py
-  python scripts/estimate.py --config=configs/paper_fedfa_cifar10.py --probe_steps=5
+  python scripts/estimate.py --config=configs/paper_cifar10.py:masfl
+  python scripts/estimate.py --config=configs/paper_cifar10.py:fedfa --probe_steps=5
 
 Prints, without running the simulation:
 
@@ -48,7 +48,7 @@ from afl_jax.errors import UserError  # noqa: E402
 from afl_jax.pipeline import build as build_lib  # noqa: E402
 from afl_jax.pipeline import cli  # noqa: E402
 
-_CONFIG = cli.define_config_flag('configs/paper_masfl_cifar10.py')
+_CONFIG = cli.define_config_flag('configs/paper_cifar10.py:masfl')
 _PROBE = flags.DEFINE_integer('probe_steps', 3, 'Timed client steps (after one compile).')
 _RANDOM = flags.DEFINE_bool('random_data', False, 'Use random data even if the files exist.')
 

@@ -1,6 +1,6 @@
 """Train one algorithm from a config.
 
-  python scripts/train.py --config=configs/fedbuff_fmnist.py --workdir=runs/fedbuff \
+  python scripts/train.py --config=configs/fmnist.py:fedbuff --workdir=runs/fedbuff \
       --config.num_rounds=300 --config.hparams.client_lr=0.02
 
 A config with a ``sweep`` section runs its grid (afl_jax/pipeline/sweep.py). Any

@@ -4,7 +4,6 @@ Math is checked per family elsewhere; this catches integration faults (shared da
 run-context injection, schedules from configs) that rule-level tests cannot see.
 """
 
-import importlib.util
 import math
 import pathlib
 
@@ -14,16 +13,13 @@ import afl_jax
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline import loop
 
-CONFIGS = pathlib.Path(__file__).parent.parent / 'configs'
+FMNIST_PY = pathlib.Path(__file__).parent.parent / 'configs' / 'fmnist.py'
+FMNIST = config_lib.import_beside(str(FMNIST_PY), 'fmnist')  # its table of configs
 
 
 def _config_for(name):
-  path = CONFIGS / f'{name}_fmnist.py'
-  if path.exists():
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    c = module.get_config()
+  if name in FMNIST.CONFIGS:
+    c = FMNIST.get_config(name)
   else:
     c = config_lib.default()
     c.algorithm = name

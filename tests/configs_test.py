@@ -1,46 +1,66 @@
-"""Every config in configs/ loads and passes validation (before any compute)."""
+"""Every config in configs/ loads and passes validation (before any compute); a config
+file's table (``--config=configs/fmnist.py:NAME``) names its entries on a wrong name."""
 
-import importlib.util
 import pathlib
 
 import pytest
 
 import afl_jax
+from afl_jax.pipeline import cli
 from afl_jax.pipeline import config as config_lib
 
 ROOT = pathlib.Path(__file__).parent.parent
-CONFIGS = sorted(p for p in (ROOT / 'configs').glob('*.py') if 'def get_config' in p.read_text())
+TABLES = {'fmnist.py': 'CONFIGS', 'paper_cifar10.py': 'PAPERS'}
 
 
-def _load(path):
-  spec = importlib.util.spec_from_file_location(path.stem, path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
+def _specs():
+  """``FILE`` for a plain config file, ``FILE:NAME`` for every entry of a table."""
+  out = []
+  for path in sorted((ROOT / 'configs').glob('*.py')):
+    if path.name in TABLES:
+      table = getattr(config_lib.import_beside(str(path), path.stem), TABLES[path.name])
+      out += [f'{path}:{name}' for name in table]
+    else:
+      out.append(str(path))
+  return out
+
+
+SPECS = _specs()
 
 
 def test_there_are_configs():
-  assert len(CONFIGS) >= 4
-  assert {'fedbuff_topk_ef_fmnist', 'fedfa_qsgd_fmnist'} <= {p.stem for p in CONFIGS}
+  names = {pathlib.Path(s).name for s in SPECS}
+  assert {'default.py', 'fmnist.py:fedbuff_topk_ef', 'paper_cifar10.py:fedgm'} <= names
+  assert len(names) >= 40
 
 
-@pytest.mark.parametrize('path', CONFIGS, ids=lambda p: p.stem)
-def test_config_is_valid(path):
-  c = config_lib.resolve(_load(path))
+@pytest.mark.parametrize('spec', SPECS, ids=lambda s: pathlib.Path(s).name)
+def test_config_is_valid(spec):
+  assert cli.check_config_file(spec) is None
+  c = config_lib.resolve(config_lib.load_file(spec))
   config_lib.validate(c)
   # Every hyperparameter the algorithm takes is listed, so each is settable on the
   # command line (--config.hparams.NAME=VALUE).
   assert set(config_lib.default_hparams(c.algorithm)) <= set(c.hparams)
 
 
+@pytest.mark.parametrize('file', TABLES)
+def test_a_wrong_entry_name_is_one_line_naming_the_valid_ones(file):
+  path = str(ROOT / 'configs' / file)
+  for spec, says in ((f'{path}:bogus', "has no config 'bogus'"), (path, 'needs a config name')):
+    message = cli.check_config_file(spec)
+    assert message is not None and '\n' not in message and 'Traceback' not in message
+    assert says in message and 'NAME one of ' in message and 'fedgm' in message
+
+
 def test_compression_configs_wrap_plain_algorithms():
-  topk = _load(ROOT / 'configs' / 'fedbuff_topk_ef_fmnist.py')
+  topk = config_lib.load_file(f'{ROOT}/configs/fmnist.py:fedbuff_topk_ef')
   assert (topk.algorithm, topk.compressor.kind, topk.compressor.error_feedback) == (
     'fedbuff',
     'top_k',
     True,
   )
-  qsgd = _load(ROOT / 'configs' / 'fedfa_qsgd_fmnist.py')
+  qsgd = config_lib.load_file(f'{ROOT}/configs/fmnist.py:fedfa_qsgd')
   assert (qsgd.algorithm, qsgd.compressor.kind, qsgd.compressor.bits) == ('fedfa_delta', 'qsgd', 4)
 
 

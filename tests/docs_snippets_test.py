@@ -9,7 +9,6 @@
   which is then built with those values. No training runs.
 """
 
-import importlib.util
 import pathlib
 import re
 
@@ -17,6 +16,7 @@ import pytest
 
 import afl_jax
 from afl_jax.algorithms import registry
+from afl_jax.pipeline import config as config_lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGES = [ROOT / 'README.md', *sorted((ROOT / 'docs').rglob('*.md'))]
@@ -85,10 +85,7 @@ COMMANDS = [pytest.param(cmd, id=where) for page in PAGES for where, cmd in _com
 
 
 def _load_config(path: str):
-  spec = importlib.util.spec_from_file_location('doc_config', ROOT / path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
+  return config_lib.load_file(str(ROOT / path))
 
 
 def _value(text: str):
@@ -106,7 +103,7 @@ def test_the_pages_have_config_overrides():
 
 @pytest.mark.parametrize('cmd', COMMANDS)
 def test_config_overrides_name_real_fields(cmd):
-  file = re.search(r'--config=([\w/.-]+\.py)', cmd)
+  file = re.search(r'--config=([\w/.-]+\.py(?::\w+)?)', cmd)
   config = _load_config(file.group(1) if file else 'configs/default.py')
   overrides = re.findall(r'--config\.([\w.]+)(?:=(\S*))?', cmd)
   assert overrides, cmd

@@ -42,6 +42,16 @@ def _train(tmp_path, *args):
       ['--config.algorithm=asynflc', '--config.hparams.bits=4', '--config.num_rounds=0'],
       'error: config.num_rounds=0 is invalid',
     ),
+    # an entry of a config file's table: a wrong name lists the valid ones; overrides apply
+    (
+      ['--config=configs/fmnist.py:bogus'],
+      "error: --config='configs/fmnist.py:bogus' is invalid: configs/fmnist.py has no config "
+      "'bogus': give --config=configs/fmnist.py:NAME, NAME one of masfl, adamasfl,",
+    ),
+    (
+      ['--config=configs/fmnist.py:fedgm', '--config.schedule.kindd=x'],
+      "error: config.schedule.kindd='x' is invalid: config.schedule has no field 'kindd'",
+    ),
     # data, partition, schedule
     (
       ['--config.dataset=fmnist', '--config.data_dir=/nonexistent'],

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from configs_test import CONFIGS, _load
+from configs_test import SPECS
 from pipeline_cli_test import _train
 
 from afl_jax.core import precision
@@ -132,10 +132,10 @@ def test_sweep_options_reach_the_replica_simulator():
   assert seen and all(d == jnp.bfloat16 for d in seen)
 
 
-@pytest.mark.parametrize('path', CONFIGS, ids=lambda p: p.stem)
-def test_config_files_keep_their_engine_behaviour(path):
+@pytest.mark.parametrize('spec', SPECS, ids=lambda s: s.rsplit('/', 1)[-1])
+def test_config_files_keep_their_engine_behaviour(spec):
   """Shipped configs leave both fields at the defaults: their runs are unchanged."""
-  c = _load(path)
+  c = config_lib.load_file(spec)
   assert (c.local_step_buckets, c.compute_dtype) == (-1, 'dtype')
 
 

@@ -78,7 +78,7 @@ def _toy(claims, **kw):
     ref='Fig. 0',
     setting='toy setting',
     base=lambda c: None,
-    methods=(spec.Method('A', 'fedbuff_fmnist', grid), spec.Method('B', 'fedbuff_fmnist', grid)),
+    methods=(spec.Method('A', 'fmnist:fedbuff', grid), spec.Method('B', 'fmnist:fedbuff', grid)),
     claims=tuple(claims),
     **kw,
   )

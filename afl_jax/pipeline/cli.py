@@ -22,6 +22,7 @@ import ml_collections
 from absl import flags
 from ml_collections import config_flags
 
+from afl_jax.errors import UserError
 from afl_jax.pipeline import config as config_lib
 
 _HPARAM = re.compile(r'^--config\.hparams\.([A-Za-z_]\w*)=(.*)$', re.S)
@@ -99,6 +100,8 @@ def check_config_file(spec: str) -> str | None:
     return f'{where}: {file} defines no get_config() function'
   try:
     config = get_config(arg) if arg else get_config()
+  except UserError as e:  # the file's own one-line message (e.g. an unknown entry name)
+    return f'{where}: {e}'
   except Exception as e:  # noqa: BLE001
     return f'{where}: get_config() raised at {_raised_at(e, file)}'
   if not isinstance(config, ml_collections.ConfigDict):
@@ -120,14 +123,8 @@ def _raised_at(error: BaseException, file: str) -> str:
 
 
 def _load_config_file(argv: Sequence[str]) -> ml_collections.ConfigDict | None:
-  path = _config_arg(argv) or _default[0]
-  spec = importlib.util.spec_from_file_location('afl_jax_cli_config', path.split(':')[0])
-  if spec is None or spec.loader is None:
-    return None
   try:
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config()
+    return config_lib.load_file(_config_arg(argv) or _default[0])
   except Exception:  # noqa: BLE001 (only used to word an error that already happened)
     return None
 

@@ -17,6 +17,7 @@ is the helper config files use.
 from __future__ import annotations
 
 import ast
+import copy
 import importlib.util
 import inspect
 import math
@@ -108,11 +109,45 @@ def default() -> ml_collections.ConfigDict:
   return c
 
 
+def build(fields: Mapping[str, Any], hparams: Mapping[str, Any]) -> ml_collections.ConfigDict:
+  """:func:`default` with the hyperparameters ``hparams`` and the dotted ``fields``
+  (``'algorithm'``, ``'schedule.kind'``, ...): how a config file's table entry becomes a
+  config (``configs/fmnist.py``, ``configs/paper_cifar10.py``)."""
+  c = default()
+  c.hparams = copy.deepcopy(dict(hparams))
+  for field, value in fields.items():
+    config_path.set_value(field, c, copy.deepcopy(value))
+  return c
+
+
+def entry(table: Mapping[str, Any], name: str, file: str) -> Any:
+  """``table[name]``, the entry ``--config=FILE:NAME`` names in a config file's table.
+
+  Raises:
+    ConfigError: ``name`` is empty or not in ``table`` (the message lists the valid names).
+  """
+  if name in table:
+    return table[name]
+  what = f'has no config {name!r}' if name else 'needs a config name'
+  raise ConfigError(f'{file} {what}: give --config={file}:NAME, NAME one of {", ".join(table)}')
+
+
+def load_file(spec: str) -> ml_collections.ConfigDict:
+  """The config of ``FILE`` or ``FILE:NAME`` (``get_config()``, ``get_config(NAME)``), as
+  ``--config=FILE[:NAME]`` reads it."""
+  file, _, name = spec.partition(':')
+  module_spec = importlib.util.spec_from_file_location('afl_jax_config_file', file)
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  return module.get_config(name) if name else module.get_config()
+
+
 def import_beside(path: str, name: str) -> ModuleType:
   """Import module ``name`` from the directory of the file ``path`` (a config's ``__file__``).
 
-  Config files are loaded by path, not as a package; this is how they share code
-  (``paper_settings = import_beside(__file__, 'paper_settings')``).
+  Config files are loaded by path, not as a package; this is how code imports one
+  (``fmnist = import_beside(path_in_configs, 'fmnist')``, the declarations of
+  ``configs/repro/``).
   """
   file = os.path.join(os.path.dirname(os.path.abspath(path)), f'{name}.py')
   key = f'_afl_jax_beside_{os.path.abspath(file)}'

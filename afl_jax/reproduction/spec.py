@@ -16,7 +16,6 @@ Field names are dotted config paths (``'hparams.server_lr'``, ``'schedule.concur
 """
 
 import dataclasses
-import importlib.util
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -37,7 +36,8 @@ class Method:
 
   Attributes:
     label: its name on the page (also the name claims refer to).
-    config: ``configs/<config>.py`` it starts from.
+    config: the config it starts from, ``'FILE:NAME'`` for ``configs/FILE.py:NAME``
+      (``'fmnist:fedgm'``).
     grid: dotted field -> values tried (the tuned axes; every method of an
       experiment gets the same number of settings).
     fixed: dotted field -> value set on top of the config (e.g. ``nu = 0``).
@@ -174,12 +174,12 @@ class Paper:
 
 
 def load_config(name: str) -> ml_collections.ConfigDict:
-  """``configs/<name>.py``'s ``get_config()``."""
-  path = os.path.join(CONFIGS, f'{name}.py')
-  spec = importlib.util.spec_from_file_location(f'afl_jax_configs_{name}', path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
+  """The config ``configs/FILE.py:NAME`` named ``'FILE:NAME'`` (``'FILE'``: ``get_config()``)."""
+  from afl_jax.pipeline import config as config_lib
+
+  file, _, entry = name.partition(':')
+  path = os.path.join(CONFIGS, f'{file}.py')
+  return config_lib.load_file(f'{path}:{entry}' if entry else path)
 
 
 def _set(c: ml_collections.ConfigDict, field: str, value: Any) -> None:

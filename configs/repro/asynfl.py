@@ -4,7 +4,7 @@ Gradient Compression").
 Sec. V (FMNIST row): MLP, n = 100 clients, Dirichlet(0.4), Normal job times, the server
 waits a fixed window per round and aggregates whoever finished (eq. 5 divides by n);
 Table III: upload (GB) to 75% test accuracy; Fig. 5: Sign / Top-k without EF, IID vs
-non-IID. Scaled here to configs/paper_settings.py:asynfl_fmnist() (20 clients, 12,000
+non-IID. Scaled here to configs/fmnist.py, setting ASYNFL (20 clients, 12,000
 samples, K = 5, a 5 s window over Normal(10, 3) s jobs) with a validation split.
 """
 
@@ -26,12 +26,12 @@ def scaled(c):
 
 
 SETTING = (
-  'configs/paper_settings.py:asynfl_fmnist(): n = 20 clients, Dirichlet(0.4) over 12,000 '
+  'configs/fmnist.py, setting ASYNFL: n = 20 clients, Dirichlet(0.4) over 12,000 '
   'Fashion-MNIST training samples of which 2,000 are the validation split, MLP '
   '784-200-200-10 (d = 199,210), K = 5 local SGD steps of batch 32, job times Normal(10, 3) '
   's; the AsynFL family waits a 5 s window per round (about 8 of 20 clients report, '
   f'continuous local training, eq. 5 divides by n, eta_g = 1); T = {ROUNDS} server steps, '
-  'evaluation every step. FedBuff (configs/fedbuff_asynfl_fmnist.py): its event clock with '
+  'evaluation every step. FedBuff (configs/fmnist.py:fedbuff_asynfl): its event clock with '
   'the same job times, Mc = 12 jobs in flight, buffer M = 8 (about the same reports per '
   'server step), eta_g = 1. Uploads are counted in the bits each compressor sends (32-bit '
   'values, 18-bit indices, 32-bit norms/scales).'
@@ -143,18 +143,18 @@ TABLE3 = spec.Experiment(
   methods=tuple(
     spec.Method(label, config, grid={'hparams.client_lr': CLIENT_LRS}, fixed=fixed)
     for label, config, fixed in (
-      ('FedBuff', 'fedbuff_asynfl_fmnist', {}),
-      ('AsynFL', 'asynfl_fmnist', {}),
-      ('AsynFL (per-job)', 'asynfl_fmnist', {'hparams.local_training': 'per_job'}),
-      ('AsynFLC(top3)', 'asynflc_fmnist', {}),
+      ('FedBuff', 'fmnist:fedbuff_asynfl', {}),
+      ('AsynFL', 'fmnist:asynfl', {}),
+      ('AsynFL (per-job)', 'fmnist:asynfl', {'hparams.local_training': 'per_job'}),
+      ('AsynFLC(top3)', 'fmnist:asynflc', {}),
       (
         'AsynFLC(Q4b)',
-        'asynflc_fmnist',
+        'fmnist:asynflc',
         {'hparams.compressor': 'qsgd', 'hparams.bits': 4, 'hparams.fraction': None},
       ),
-      ('AsynFLC-EF(top3)', 'asynflc_ef_fmnist', {}),
-      ('AsynFLC-EF(top3+Q4b)', 'asynflc_ef_fmnist', TOP3_Q4B),
-      ('AsynFLC-EF(top3+Q2b)', 'asynflc_ef_fmnist', {**TOP3_Q4B, 'hparams.bits': 2}),
+      ('AsynFLC-EF(top3)', 'fmnist:asynflc_ef', {}),
+      ('AsynFLC-EF(top3+Q4b)', 'fmnist:asynflc_ef', TOP3_Q4B),
+      ('AsynFLC-EF(top3+Q2b)', 'fmnist:asynflc_ef', {**TOP3_Q4B, 'hparams.bits': 2}),
     )
   ),
   claims=(
@@ -287,7 +287,7 @@ eta_g = spec.with_fields(scaled, {'hparams.client_lr': 0.1})
 def _q4b(label: str, contraction: bool) -> spec.Method:
   return spec.Method(
     label,
-    'asynflc_ef_fmnist',
+    'fmnist:asynflc_ef',
     grid={'hparams.server_lr': SERVER_LRS},
     fixed={**TOP3_Q4B, 'hparams.scaled': contraction},
   )
@@ -303,7 +303,7 @@ QSGD_ETA = spec.Experiment(
   '(k = 5,977, s = 7), which eta_g = 12 undoes on the aggregate.',
   base=eta_g,
   methods=(
-    spec.Method('AsynFL', 'asynfl_fmnist', grid={'hparams.server_lr': SERVER_LRS}),
+    spec.Method('AsynFL', 'fmnist:asynfl', grid={'hparams.server_lr': SERVER_LRS}),
     _q4b('AsynFLC-EF(top3+Q4b), contraction', True),
     _q4b('AsynFLC-EF(top3+Q4b), unscaled', False),
   ),
@@ -335,7 +335,7 @@ def _sign(label: str, base_iid: bool, scaled_sign: bool) -> spec.Method:
     grid = {'hparams.server_lr': SIGN_SERVER_LRS}
   if base_iid:
     fixed['partition'] = 'iid'
-  return spec.Method(label, 'asynflc_fmnist', grid=grid, fixed=fixed)
+  return spec.Method(label, 'fmnist:asynflc', grid=grid, fixed=fixed)
 
 
 SIGN = spec.Experiment(

@@ -52,21 +52,21 @@ DISTILL_LRS = (1e-6, 1e-5)
 def _fedecho(label: str, **fixed):
   return spec.Method(
     label,
-    'fedecho_fmnist',
+    'fmnist:fedecho',
     grid={'hparams.client_lr': CLIENT_LRS, 'hparams.distill_lr': DISTILL_LRS},
     fixed={'hparams.distill_batch': 100, **fixed},
   )
 
 
 BASELINE_LRS = (0.003, 0.01, 0.03, 0.1)  # 4 settings, as many as FedEcho's 2 x 2 grid
-BASELINES = tuple(  # configs/fedbuff_fmnist.py, configs/ca2fl_fmnist.py on BASELINE_LRS
-  spec.Method(label, f'{label.lower()}_fmnist', grid={'hparams.client_lr': BASELINE_LRS})
+BASELINES = tuple(  # configs/fmnist.py:fedbuff, configs/fmnist.py:ca2fl on BASELINE_LRS
+  spec.Method(label, f'fmnist:{label.lower()}', grid={'hparams.client_lr': BASELINE_LRS})
   for label in ('FedBuff', 'CA2FL')
 )
 
 
 def _delay(label: str, **fixed) -> spec.Method:
-  return spec.Method(label, 'fedbuff_fmnist', {'hparams.client_lr': (0.01, 0.03, 0.1)}, fixed)
+  return spec.Method(label, 'fmnist:fedbuff', {'hparams.client_lr': (0.01, 0.03, 0.1)}, fixed)
 
 
 # No stragglers: FedBuff's clock with every job U(1, 2) (Table 1's short category for all).
@@ -174,13 +174,13 @@ TABLE2 = spec.Experiment(
     *BASELINES,
     spec.Method(
       'FADAS',
-      'fadas_fmnist',
+      'fmnist:fadas',
       grid={'hparams.server_lr': (1e-4, 3e-4, 1e-3, 3e-3)},
       fixed={'hparams.delay_rule': 'divide'},
     ),
     spec.Method(
       'FedAC',
-      'fedac_fmnist',
+      'fmnist:fedac',
       grid={'hparams.client_lr': (0.01, 0.03), 'hparams.server_lr': (1e-4, 1e-3)},
     ),
   ),

@@ -71,7 +71,7 @@ def _speedup(than: str, paper: str, factor: float, effect: float) -> tuple:
 
 
 def scaled(c):
-  """paper_settings.fedfa_fmnist() + persistent per-client speeds and a validation split."""
+  """configs/fmnist.py, setting FEDFA + persistent per-client speeds and a validation split."""
   c.schedule.concurrency = 10
   c.schedule.client_speed = 'lognormal'  # fixed speeds: stragglers persist (the paper)
   c.schedule.client_speed_sigma = 1.0
@@ -86,7 +86,7 @@ DELTA_LRS = (0.001, 0.003, 0.01, 0.03, 0.1)
 
 
 def _fully_async(cfg: str, label: str, **fixed):
-  delta = cfg.startswith('fedfa_delta') and 'hparams.server_lr' not in fixed
+  delta = cfg.startswith('fmnist:fedfa_delta') and 'hparams.server_lr' not in fixed
   return spec.Method(
     label,
     cfg,
@@ -106,12 +106,12 @@ def _buffered(cfg: str, label: str, **fixed):
 
 # FedFa-Delta at the paper's eta_g = 1 and this project's 1/K variant (Tables 2-3, Table 2).
 DELTAS = (
-  _fully_async('fedfa_delta_fmnist', 'FedFa-Delta'),
-  _fully_async('fedfa_delta_fmnist', 'FedFa-Delta (1/K)', **{'hparams.server_lr': 0.2}),
+  _fully_async('fmnist:fedfa_delta', 'FedFa-Delta'),
+  _fully_async('fmnist:fedfa_delta', 'FedFa-Delta (1/K)', **{'hparams.server_lr': 0.2}),
 )
 
 SETTING = (
-  'paper_settings.fedfa_fmnist(): Fashion-MNIST, MLP, 15,000 training samples (2,000 of '
+  'configs/fmnist.py, setting FEDFA: Fashion-MNIST, MLP, 15,000 training samples (2,000 of '
   'them the validation split), 100 clients (Dirichlet 0.5), Mc = 10 training at once, '
   'log-normal job durations times a fixed per-client log-normal speed factor (sigma 1: '
   f'many fast, few persistent stragglers), {UPDATES} client updates per method.'
@@ -124,9 +124,9 @@ TABLE2 = spec.Experiment(
   setting=SETTING,
   base=scaled,
   methods=(
-    _buffered('fedbuff_fmnist', 'FedBuff'),
-    _buffered('port_fmnist', 'Port', **{'schedule.kind': 'port'}),
-    _fully_async('fedfa_param_fmnist', 'FedFa-Param'),
+    _buffered('fmnist:fedbuff', 'FedBuff'),
+    _buffered('fmnist:port', 'Port', **{'schedule.kind': 'port'}),
+    _fully_async('fmnist:fedfa_param', 'FedFa-Param'),
     *DELTAS,
   ),
   # The paper has no Fashion-MNIST: every paper_effect is its CIFAR-10 non-IID column
@@ -194,10 +194,10 @@ TABLE6 = spec.Experiment(
   setting=SETTING,
   base=scaled,
   methods=(
-    _buffered('fedbuff_prox_fmnist', 'FedBuff + FedProx'),
-    _fully_async('fedfa_delta_prox_fmnist', 'FedFa + FedProx'),
-    _buffered('fedbuff_nova_fmnist', 'FedBuff + FedNova'),
-    _fully_async('fedfa_delta_nova_fmnist', 'FedFa + FedNova'),
+    _buffered('fmnist:fedbuff_prox', 'FedBuff + FedProx'),
+    _fully_async('fmnist:fedfa_delta_prox', 'FedFa + FedProx'),
+    _buffered('fmnist:fedbuff_nova', 'FedBuff + FedNova'),
+    _fully_async('fmnist:fedfa_delta_nova', 'FedFa + FedNova'),
   ),
   # Table 6 compares FedFa + FedProx / FedNova with the *synchronous* FedProx / FedNova
   # (wall time to the target: FedProx 1184 vs 3469 s, FedNova 1290 vs 4576 s, CIFAR-10);
@@ -247,8 +247,8 @@ TABLE2_SYNC = spec.Experiment(
   base=scaled,
   methods=(
     *DELTAS,
-    _synchronous('fedavg_fmnist', 'FedAvg'),
-    _fully_async('fedasync_fmnist', 'FedAsync'),
+    _synchronous('fmnist:fedavg', 'FedAvg'),
+    _fully_async('fmnist:fedasync', 'FedAsync'),
   ),
   # paper_effect: CIFAR-10 non-IID column of Tables 2 and 4, as in the Tables 2-3 experiment.
   claims=(
@@ -276,7 +276,7 @@ TABLE2_SYNC = spec.Experiment(
 
 
 def _window(k: int) -> spec.Method:
-  return _fully_async('fedfa_param_fmnist', f'K = {k}', **{'hparams.window_size': k})
+  return _fully_async('fmnist:fedfa_param', f'K = {k}', **{'hparams.window_size': k})
 
 
 FIG5 = spec.Experiment(
@@ -325,16 +325,16 @@ MC_LOW, MC_HIGH = 5, 20  # Table 5 varies Mc over 2, 5, 10, 20
 
 def _at_mc(method: spec.Method, mc: int) -> spec.Method:
   """``method`` with ``mc`` clients training at once (FedAvg: cohorts of ``mc``)."""
-  if method.config == 'fedavg_fmnist':
-    return _synchronous('fedavg_fmnist', f'{method.label} (Mc = {mc})', cohort=mc)
+  if method.config == 'fmnist:fedavg':
+    return _synchronous('fmnist:fedavg', f'{method.label} (Mc = {mc})', cohort=mc)
   fixed = {**method.fixed, 'schedule.concurrency': mc}
   return spec.Method(f'{method.label} (Mc = {mc})', method.config, method.grid, fixed)
 
 
 _TABLE5 = (
-  _synchronous('fedavg_fmnist', 'FedAvg'),
-  _buffered('fedbuff_fmnist', 'FedBuff'),
-  _fully_async('fedfa_delta_fmnist', 'FedFa-Delta'),
+  _synchronous('fmnist:fedavg', 'FedAvg'),
+  _buffered('fmnist:fedbuff', 'FedBuff'),
+  _fully_async('fmnist:fedfa_delta', 'FedFa-Delta'),
 )
 
 TABLE5 = spec.Experiment(

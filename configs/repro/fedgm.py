@@ -14,7 +14,7 @@ ROUNDS = 60
 
 
 def scaled(c):
-  """configs/fedgm_fmnist.py (FMNIST, MLP, 10k samples) + a validation split, 60 rounds."""
+  """configs/fmnist.py:fedgm (FMNIST, MLP, 10k samples) + a validation split, 60 rounds."""
   c.num_rounds = ROUNDS
   c.eval_every = 5
   c.validation_size = 2000
@@ -25,7 +25,7 @@ DATA = (
   'Fashion-MNIST, MLP 784-200-200-10, 10,000 training samples of which 2,000 are the '
   'validation split'
 )
-# The synchronous setting (configs/fedgm_fmnist.py), shared by the first two experiments.
+# The synchronous setting (configs/fmnist.py:fedgm), shared by the first two experiments.
 SYNC_SETTING = (
   'synchronous rounds of 5 of 100 clients (Dirichlet 0.5), 3 local epochs of batch 32 at '
   f'eta_l = 0.01, {DATA}, {ROUNDS} rounds, evaluation every 5 rounds'
@@ -35,24 +35,24 @@ SYNC = spec.Experiment(
   key='sync',
   title='Synchronous server momentum: FedGM vs FedAvgM vs FedAvg, and the server rate',
   ref='Sec. 6.1, Fig. 1(a,b), App. H.2 Figs. 3, 5-6; Remark 4.5',
-  setting=f'configs/fedgm_fmnist.py: {SYNC_SETTING} on the full test set.',
+  setting=f'configs/fmnist.py:fedgm: {SYNC_SETTING} on the full test set.',
   base=scaled,
   methods=(
     spec.Method(
       'FedAvg',
-      'fedgm_fmnist',
+      'fmnist:fedgm',
       grid={'hparams.server_lr': (0.5, 1.0, 2.0, 3.0, 4.0, 5.0)},
       fixed={'hparams.nu': 0.0},
     ),
     spec.Method(
       'FedAvgM',
-      'fedgm_fmnist',
+      'fmnist:fedgm',
       grid={'hparams.server_lr': (1.0, 3.0, 5.0), 'hparams.beta': (0.7, 0.9)},
       fixed={'hparams.nu': 1.0},
     ),
     spec.Method(
       'FedGM',
-      'fedgm_fmnist',
+      'fmnist:fedgm',
       grid={'hparams.server_lr': (1.0, 3.0, 5.0), 'hparams.nu': (0.7, 0.9)},
       fixed={'hparams.beta': 0.9},
     ),
@@ -142,8 +142,8 @@ MULTISTAGE = spec.Experiment(
   title='Multistage FedGM vs constant-eta FedGM',
   ref='Sec. 6.2, Fig. 2; App. H.3',
   setting=(
-    'The setting of the synchronous experiment above: configs/multistage_fedgm_fmnist.py '
-    f'and configs/fedgm_fmnist.py, {SYNC_SETTING}. Multistage FedGM (Alg. 3): stages of '
+    'The setting of the synchronous experiment above: configs/fmnist.py:multistage_fedgm '
+    f'and configs/fmnist.py:fedgm, {SYNC_SETTING}. Multistage FedGM (Alg. 3): stages of '
     f'{STAGE_LENGTHS[0]}, {STAGE_LENGTHS[1]} and {STAGE_LENGTHS[2]} rounds (the last cut '
     f'to {ROUNDS - STAGE_LENGTHS[0] - STAGE_LENGTHS[1]} by the end of the run), eta halved '
     'at each stage end, beta = 0.9, nu_s = (0.25, 0.5, 1.0) so that constraint (3) holds '
@@ -154,13 +154,13 @@ MULTISTAGE = spec.Experiment(
   methods=(
     spec.Method(
       'Multistage FedGM',
-      'multistage_fedgm_fmnist',
+      'fmnist:multistage_fedgm',
       grid={'hparams.server_lrs': STAGEWISE_LRS},
       fixed={'hparams.stage_lengths': STAGE_LENGTHS},
     ),
     spec.Method(
       'FedGM (constant eta)',
-      'fedgm_fmnist',
+      'fmnist:fedgm',
       grid={'hparams.server_lr': (1.0, 2.0, 4.0)},
       fixed={'hparams.beta': 0.9, 'hparams.nu': 0.9},
     ),
@@ -187,7 +187,7 @@ MULTISTAGE = spec.Experiment(
     'constant-eta FedGM takes eta in {1, 2, 4}, the same levels. The paper does not say '
     'which beta, nu its single-stage curves use; here beta = nu = 0.9, the synchronous '
     "experiment's validation-selected values.",
-    'Fig. 2 changes beta by Eq. (3); configs/multistage_fedgm_fmnist.py keeps beta = 0.9 '
+    'Fig. 2 changes beta by Eq. (3); configs/fmnist.py:multistage_fedgm keeps beta = 0.9 '
     'and raises nu_s instead (both satisfy constraint (3)).',
     'Settings are selected on a held-out validation split.',
     'Per setting (mean test accuracy over the 3 seeds at round 60, at round 20 in '
@@ -216,7 +216,7 @@ def autonomous_methods(ideal: bool, lrs=AUTONOMOUS_LRS) -> tuple:
   methods = tuple(
     spec.Method(
       label,
-      'autonomous_fedgm_fmnist',
+      'fmnist:autonomous_fedgm',
       grid={'hparams.server_lrs': tuple((v,) for v in lrs)},
       fixed={'hparams.betas': (0.9,), 'hparams.nus': (nu,)},
     )
@@ -226,7 +226,7 @@ def autonomous_methods(ideal: bool, lrs=AUTONOMOUS_LRS) -> tuple:
     methods += (
       spec.Method(
         'Ideal FedGM',
-        'fedgm_fmnist',
+        'fmnist:fedgm',
         grid={'hparams.server_lr': (1.0, 3.0, 5.0)},
         fixed={'hparams.beta': 0.9, 'hparams.nu': 0.9},
       ),
@@ -236,7 +236,7 @@ def autonomous_methods(ideal: bool, lrs=AUTONOMOUS_LRS) -> tuple:
 
 def autonomous_setting(window: int) -> str:
   return (
-    'configs/autonomous_fedgm_fmnist.py (Alg. 4): at every server step 5 of 100 clients '
+    'configs/fmnist.py:autonomous_fedgm (Alg. 4): at every server step 5 of 100 clients '
     f'(Dirichlet 0.5) report; each started from a global model drawn uniformly from the '
     f'last {window} versions and ran a number of local epochs drawn from {{1, ..., 6}} '
     '(batch 32, eta_l = 0.01; an epoch is 1-7 steps, ~3 for the median client, so '
@@ -270,7 +270,7 @@ AUTONOMOUS = spec.Experiment(
   ref='Sec. 6.3, Fig. 1(c,d), App. H.1',
   setting=autonomous_setting(5)
   + ' Ideal FedGM: synchronous rounds of 5 clients, every client 3 local epochs from the '
-  'current model (configs/fedgm_fmnist.py).',
+  'current model (configs/fmnist.py:fedgm).',
   base=autonomous(5),
   test_seeds=tuple(range(13, 63)),  # 50 fresh seeds (see the last deviation)
   methods=autonomous_methods(ideal=True),

@@ -14,7 +14,7 @@ CLIENT_LRS = (0.01, 0.03, 0.1)  # the same eta_l grid for every method (Fig. 3's
 
 
 def scaled(c):
-  """configs/<method>_fmnist.py with the MLP, a validation split and ROUNDS server steps."""
+  """configs/fmnist.py:<method> with the MLP, a validation split and ROUNDS server steps."""
   c.model = 'mlp'
   c.num_rounds = ROUNDS
   c.eval_every = 5
@@ -37,13 +37,13 @@ ADAMASFL_LRS = (0.007, 0.01, 0.015, 0.02, 0.03, 0.045, 0.07, 0.1, 0.15)
 
 
 def tuned(lrs, ada_lrs) -> tuple:
-  """MasFL, AdaMasFL, CA2FL and FADAS (configs/<method>_fmnist.py; FADAS with
+  """MasFL, AdaMasFL, CA2FL and FADAS (configs/fmnist.py:<method>; FADAS with
   delay_rule='divide') with every rate tuned: eta_l ``lrs`` x the server rate (SERVER_LRS),
   AdaMasFL (gamma and beta from Thm 4.1) on the eta_l values ``ada_lrs``."""
   return tuple(
     spec.Method(
       label,
-      f'{label.lower()}_fmnist',
+      f'fmnist:{label.lower()}',
       {'hparams.client_lr': lrs, 'hparams.server_lr': SERVER_LRS[label]}
       if label in SERVER_LRS
       else {'hparams.client_lr': ada_lrs},
@@ -112,7 +112,7 @@ def fig3_claims(lrs) -> tuple:
 
 
 SETTING = (
-  'configs/<method>_fmnist.py (paper_settings.masfl_fmnist): N = 100 clients, FedBuff '
+  'configs/fmnist.py:<method> (setting MASFL): N = 100 clients, FedBuff '
   'clock with Mc = 20, buffer M = S = 10, durations U(0, 20), K = 5 local steps of batch '
   '50, Fashion-MNIST with the MLP 784-200-200-10, 12,000 training samples of which 2,000 '
   f'are the validation split, T = {ROUNDS} server steps, evaluation every 5 steps.'
