@@ -29,7 +29,7 @@ Tasks (client updates = local jobs of K steps):
                                   S=10 a step, K = 2 * e, e uniform in 1..6; 30 steps
                 Reports the useful-step fraction (sum of K over the arrivals / local slot-
                 steps computed) of both paths, the speed-up and the max abs difference.
-Each task runs in a fresh process per device count (``--xla_force_host_platform_device_count``
+Each task runs in a fresh process per device count (``jax_num_cpu_devices``
 on CPU), with the client axis sharded over the devices. ``matmul`` measures the machine's
 rate for exactly the matrix products of one task's local steps (forward and backward, batch
 32, vmapped over the same number of clients, no other work): the ceiling the engine is
@@ -53,6 +53,7 @@ The last line printed is one JSON object with at least ``updates_per_s`` and ``c
 
 import itertools
 import json
+import multiprocessing
 import os
 import pathlib
 import platform
@@ -62,18 +63,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags
+import pandas as pd
+from absl import flags
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import afl_jax
 from afl_jax import data, models
-from afl_jax.core import engine, memory
-from afl_jax.pipeline import devices
+from afl_jax.core import engine, memory, replicas
+from afl_jax.pipeline import cli, devices
 from afl_jax.pipeline import task as task_lib
 from afl_jax.sweep import simulator as sweep_simulator
 
@@ -126,7 +129,6 @@ _TORCH_BENCH = flags.DEFINE_string(
   'Folder of the reference loops torch_seq.py / torch_many.py (not part of this '
   'repository); needed with --torch_python.',
 )
-_WORKER = flags.DEFINE_string('worker', '', 'Internal: run this one task here and print JSON.')
 _WRITE_DOCS = flags.DEFINE_bool('write_docs', False, 'Rewrite docs/performance.md.')
 # Every flag's value is checked by absl before any process is started (one ``error:`` line).
 flags.register_validator(
@@ -182,8 +184,9 @@ def _mlp(hidden):
   return model, model.init(jax.random.key(0), jnp.zeros((1, 28, 28)))
 
 
-def _random_problem(sizes, hidden, rng):
+def _random_problem(sizes, hidden, rng=None):
   """Random FMNIST-shaped data in clients of ``sizes`` rows: the problem and the MLP's params."""
+  rng = np.random.default_rng(0) if rng is None else rng
   total = int(sizes.sum())
   x = rng.normal(size=(total, 28, 28)).astype(np.float32)
   y = rng.integers(0, 10, size=total).astype(np.int32)
@@ -193,52 +196,51 @@ def _random_problem(sizes, hidden, rng):
   return task_lib.make_problem(data.from_federated(fed), model.apply, BATCH, jnp.float32), params
 
 
-def _compile(sim, params, key):
-  """``(state, inputs, compiled chunk, compile seconds)``: the whole schedule of ``sim``."""
-  state = sim.init(params, key)
-  inputs = sim.inputs(0)
+# ---- timing: every measurement waits for its result ----------------------------------------
+def _clock(fn, *args):
+  """``(seconds, result)`` of ``fn(*args)``, the result ready."""
   t0 = time.perf_counter()
-  compiled = sim.runner().lower(state, inputs, sim.problem, key).compile()
-  return state, inputs, compiled, time.perf_counter() - t0
+  out = jax.block_until_ready(fn(*args))
+  return time.perf_counter() - t0, out
+
+
+def _best_time(fn, args, repeats):
+  """The best of ``max(repeats, 3)`` timed calls of ``fn(*args)`` after a warm-up call."""
+  _clock(fn, *args)
+  return min(_clock(fn, *args)[0] for _ in range(max(repeats, 3)))
+
+
+def _compile(sim, params, key):
+  """``(compile seconds, compiled chunk, state, inputs)``: the whole schedule of ``sim``."""
+  state, inputs = sim.init(params, key), sim.inputs(0)
+  seconds, compiled = _clock(lambda: sim.runner().lower(state, inputs, sim.problem, key).compile())
+  return seconds, compiled, state, inputs
 
 
 def _timed_run(sim, compiled, inputs, params, key):
   """``(seconds, final state)`` of one run of ``compiled`` from a fresh state."""
-  state = sim.init(params, key)
-  jax.block_until_ready(state)
-  t0 = time.perf_counter()
-  state, _ = compiled(state, inputs, sim.problem, key)
-  jax.block_until_ready(state)
-  return time.perf_counter() - t0, state
+  state = jax.block_until_ready(sim.init(params, key))
+  seconds, (state, _) = _clock(compiled, state, inputs, sim.problem, key)
+  return seconds, state
 
 
-def _best_time(fn, args, repeats):
-  jax.block_until_ready(fn(*args))
-  best = float('inf')
-  for _ in range(max(repeats, 3)):
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    best = min(best, time.perf_counter() - t0)
-  return best
+_matmul = jax.jit(jnp.matmul)
 
 
-def _large_product():
-  """``(fn, args)``: one large ``[L, L] x [L, L]`` product, rows sharded over the devices."""
+def _large_rate(repeats):
+  """GFLOP/s of one large ``[L, L] x [L, L]`` product, rows sharded over the devices."""
   side = large_size(jax.default_backend())
   big = jax.random.normal(jax.random.key(0), (side, side))
-  return jax.jit(lambda x, y: x @ y), (_sharded(big), big)
+  return 2 * side**3 / _best_time(_matmul, (_sharded(big), big), repeats) / 1e9
 
 
-def _large_rate(seconds):
-  return 2 * large_size(jax.default_backend()) ** 3 / seconds / 1e9
-
-
+# ---- the workers: one task in this process, its result as a dict ---------------------------
 def run_task(name, repeats):
-  """Run one task in this process (device count fixed by XLA_FLAGS) and return a dict."""
+  """Run one task in this process (on the devices it was started with) and return a dict."""
   spec = TASKS[name]
   n, k, steps = spec['n'], spec['k'], spec['steps']
   sizes = np.full(n, max(60_000, n * 8) // n)
-  problem, params = _random_problem(sizes, spec['hidden'], np.random.default_rng(0))
+  problem, params = _random_problem(sizes, spec['hidden'])
   if spec['regime'] == 'per_job':
     schedule = afl_jax.schedules.fedbuff(n, spec['mc'], spec['m'], steps, local_steps=k, seed=0)
     alg = afl_jax.algorithms.get('fedbuff', client_lr=0.01, server_lr=1.0)
@@ -252,24 +254,22 @@ def run_task(name, repeats):
     updates = steps * n
   sim = afl_jax.Simulator(alg, problem, schedule, chunk_size=steps)
   key = jax.random.key(0)
-  _, inputs, compiled, compile_s = _compile(sim, params, key)
-  large = _large_product()
-  times, large_times = [], []
+  compile_s, compiled, _, inputs = _compile(sim, params, key)
+  times, large = [], []
   for _ in range(repeats):  # the large product between the runs: the same machine load
     times.append(_timed_run(sim, compiled, inputs, params, key)[0])
-    large_times.append(_best_time(*large, 3))
+    large.append(_large_rate(3))
   best = min(times)
-  flops = flops_per_update(spec['hidden'], k) * updates
   peak = devices.peak_device_bytes()  # on CPU: the process's peak RSS
   return {
     'task': name,
     'devices': len(jax.devices()),
     'client_updates': updates,
     'updates_per_s': updates / best,
-    'gflops_per_s': flops / best / 1e9,
+    'gflops_per_s': flops_per_update(spec['hidden'], k) * updates / best / 1e9,
     'run_s_best': best,
     'compile_s': compile_s,
-    'large_matmul_gflops_per_s': _large_rate(min(large_times)),
+    'large_matmul_gflops_per_s': max(large),
     'analytic_memory_mib': sim.memory['total'] / 2**20,
     'peak_memory_mib': (peak or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 2**20,
     'backend': jax.default_backend(),
@@ -321,29 +321,26 @@ def run_matmul(name, repeats):
   clients = min(spec['m'] or spec['n'], 1000)
   sizes = layer_sizes(spec['hidden'])
   key = jax.random.key(0)
+
+  @jax.jit
+  def loop(x, w):
+    def body(_, acc):
+      return acc + jnp.einsum('cij,cjk->cik', x + acc[:, :1, :1] * 0, w)
+
+    return jax.lax.fori_loop(0, spec['k'], body, jnp.zeros((x.shape[0], x.shape[1], w.shape[2])))
+
   total_time, total_flops = 0.0, 0.0
   for a, b in zip(sizes[:-1], sizes[1:]):
     for lhs, rhs in (((BATCH, a), (a, b)), ((a, BATCH), (BATCH, b)), ((BATCH, b), (b, a))):
       x = _sharded(jax.random.normal(key, (clients, *lhs)))
       w = _sharded(jax.random.normal(key, (clients, *rhs)) * 0.01)
-
-      @jax.jit
-      def loop(x, w):
-        def body(_, acc):
-          return acc + jnp.einsum('cij,cjk->cik', x + acc[:, :1, :1] * 0, w)
-
-        return jax.lax.fori_loop(
-          0, spec['k'], body, jnp.zeros((x.shape[0], x.shape[1], w.shape[2]))
-        )
-
       total_time += _best_time(loop, (x, w), repeats)
       total_flops += 2 * lhs[0] * lhs[1] * rhs[1] * clients * spec['k']
-  big_t = _best_time(*_large_product(), repeats)
   bare_t = _best_time(*_bare_local_sgd(spec, clients), repeats)
   return {
     'task': name,
     'matmul_gflops_per_s': total_flops / total_time / 1e9,
-    'large_matmul_gflops_per_s': _large_rate(big_t),
+    'large_matmul_gflops_per_s': _large_rate(repeats),
     'bare_sgd_gflops_per_s': flops_per_update(spec['hidden'], spec['k']) * clients / bare_t / 1e9,
     'clients': clients,
     'devices': jax.device_count(),
@@ -379,15 +376,15 @@ def run_hetero_task(name, repeats):
     sim = afl_jax.Simulator(
       alg, problem, schedule, chunk_size=schedule.num_steps, local_step_buckets=buckets
     )
-    _, inputs, compiled, _ = _compile(sim, params, key)
+    _, compiled, _, inputs = _compile(sim, params, key)
     runs[label] = dict(sim=sim, compiled=compiled, inputs=inputs, times=[])
   for _ in range(repeats):  # alternate, so both paths see the same machine load
     for r in runs.values():
       seconds, state = _timed_run(r['sim'], r['compiled'], r['inputs'], params, key)
       r['times'].append(seconds)
       r['final'] = [np.asarray(a) for a in jax.tree.leaves(r['sim'].params(state))]
-  out = {'task': name, 'devices': len(jax.devices()), 'jax': jax.__version__}
   k = schedule.local_steps[schedule.mask]
+  out = {'task': name, 'devices': len(jax.devices()), 'jax': jax.__version__}
   out.update(k_min=int(k.min()), k_mean=float(k.mean()), k_max=int(k.max()))
   for label, r in runs.items():
     useful, computed = r['sim'].step_work
@@ -409,11 +406,8 @@ def run_hetero_task(name, repeats):
 
 def run_sweep_task(model_name):
   """16 runs as one sweep vs one after another; times include every compile."""
-  spec = SWEEP
-  n = spec['n']
-  problem, params = _random_problem(
-    np.full(n, 60_000 // n), SWEEP_MODELS[model_name], np.random.default_rng(0)
-  )
+  spec, n = SWEEP, SWEEP['n']
+  problem, params = _random_problem(np.full(n, 60_000 // n), SWEEP_MODELS[model_name])
   grid = list(itertools.product(spec['lrs'], spec['seeds']))
   scheds = {
     s: afl_jax.schedules.fedbuff(
@@ -428,33 +422,30 @@ def run_sweep_task(model_name):
   for lr, s in grid:
     alg = afl_jax.algorithms.get('fedbuff', client_lr=lr, server_lr=1.0)
     sim = afl_jax.Simulator(alg, problem, scheds[s], chunk_size=spec['steps'])
-    state, inputs, compiled, compile_s = _compile(sim, params, keys[s])
+    compile_s, compiled, state, inputs = _compile(sim, params, keys[s])
     seq_compile += compile_s
     state, _ = compiled(state, inputs, sim.problem, keys[s])
     seq_final.append(np.asarray(jax.tree.leaves(sim.params(state))[0]))
   seq_s = time.perf_counter() - t0
   # One sweep: the same 16 runs, one compile.
   t0 = time.perf_counter()
+  lrs, seeds = zip(*grid)
   sim = sweep_simulator(
     'fedbuff',
     problem,
-    [scheds[s] for _, s in grid],
+    [scheds[s] for s in seeds],
     len(grid),
     chunk_size=spec['steps'],
-    client_lr=[lr for lr, _ in grid],
+    client_lr=list(lrs),
     server_lr=1.0,
   )
-  rkeys = jax.random.wrap_key_data(np.stack([jax.random.key_data(keys[s]) for _, s in grid]))
-  stacked = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (len(grid),) + x.shape), params)
-  state = sim.init(stacked, rkeys)
+  rkeys = keys[np.array(seeds)]
+  state = sim.init(replicas.stack_trees([params] * len(grid)), rkeys)
   args = (state, sim.inputs(0), sim.problem, sim._keys(rkeys), sim._traced())
-  c0 = time.perf_counter()
-  compiled = sim.runner().lower(*args).compile()
-  sweep_compile = time.perf_counter() - c0
+  sweep_compile, compiled = _clock(lambda: sim.runner().lower(*args).compile())
   state, _ = compiled(*args)
   sweep_final = jax.tree.leaves(sim.params(state))[0]
   sweep_s = time.perf_counter() - t0
-  diff = max(float(np.max(np.abs(a - b))) for a, b in zip(seq_final, sweep_final))
   return {
     'task': f'sweep_{model_name}',
     'devices': len(jax.devices()),
@@ -466,42 +457,50 @@ def run_sweep_task(model_name):
     'sweep_compile_s': sweep_compile,
     'speedup': seq_s / sweep_s,
     'speedup_without_compile': (seq_s - seq_compile) / max(sweep_s - sweep_compile, 1e-9),
-    'max_abs_diff_vs_sequential': diff,
+    'max_abs_diff_vs_sequential': max(
+      float(np.max(np.abs(a - b))) for a, b in zip(seq_final, sweep_final)
+    ),
     'jax': jax.__version__,
   }
 
 
 def run_sweep_memory(limit_gib=24.0):
   """Largest R of the default task whose analytic memory fits in ``limit_gib`` (no allocation)."""
-  problem, params = _random_problem(np.full(100, 600), (200, 200), np.random.default_rng(0))
+  problem, params = _random_problem(np.full(100, 600), (200, 200))
   sched = afl_jax.schedules.fedbuff(100, 20, 10, 200, local_steps=10, seed=0)
   reports = []
   for r in (1, 2):
     sim = sweep_simulator('fedbuff', problem, sched, r, client_lr=[0.05] * r, server_lr=1.0)
-    stacked = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (r,) + x.shape), params)
-    reports.append(sim.estimate(stacked, jax.random.split(jax.random.key(0), r)))
-  fit = memory.replicas_that_fit(reports[0], reports[1], int(limit_gib * 2**30))
+    keys = jax.random.split(jax.random.key(0), r)
+    reports.append(sim.estimate(replicas.stack_trees([params] * r), keys))
   return {
     'task': 'sweep_memory',
     'devices': len(jax.devices()),
     'limit_gib': limit_gib,
     'per_replica_mib': (reports[1]['total'] - reports[0]['total']) / 2**20,
     'one_replica_mib': reports[0]['total'] / 2**20,
-    'max_replicas': fit,
+    'max_replicas': memory.replicas_that_fit(reports[0], reports[1], int(limit_gib * 2**30)),
   }
 
 
-def _spawn(args, count):
-  """Run ``args`` as a worker process on ``count`` host devices; its last JSON line."""
-  env = dict(os.environ)
-  flags_ = [
-    f for f in env.get('XLA_FLAGS', '').split() if 'xla_force_host_platform_device_count' not in f
-  ]
-  env['XLA_FLAGS'] = ' '.join(flags_ + [f'--xla_force_host_platform_device_count={count}'])
-  proc = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True)
-  if proc.returncode != 0:
-    raise RuntimeError(f'worker {args} failed:\n{proc.stderr[-3000:]}')
-  return json.loads(proc.stdout.strip().splitlines()[-1])
+# ---- the driver: each measurement in a fresh process -----------------------------------------
+LOADS = []  # the load average (1 min) sampled before each process
+
+
+def _quiet_process(count):
+  """A worker process: ``count`` host CPU devices (before JAX starts its backend), its own
+  output discarded (its result, or its exception, comes back to the driver)."""
+  jax.config.update('jax_num_cpu_devices', count)
+  for fd in (1, 2):
+    os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+
+
+def _spawn(fn, count, *args):
+  """``fn(*args)`` in a fresh process on ``count`` host devices (on CPU)."""
+  LOADS.append(os.getloadavg()[0])
+  context = multiprocessing.get_context('spawn')
+  with ProcessPoolExecutor(1, context, _quiet_process, (count,)) as pool:
+    return pool.submit(fn, *args).result()
 
 
 def _reference(task):
@@ -510,14 +509,16 @@ def _reference(task):
   A failure is reported and returns None, so a run's JAX results are kept.
   """
   script = os.path.join(os.path.abspath(_TORCH_BENCH.value), REFERENCE[task])
-  env = dict(os.environ)
-  env.pop('XLA_FLAGS', None)
-  env.setdefault('BENCH_RESULTS', os.path.join(tempfile.gettempdir(), 'afl_jax_bench_results'))
+  env = {
+    'BENCH_RESULTS': os.path.join(tempfile.gettempdir(), 'afl_jax_bench_results'),
+    **os.environ,
+  }
   args = [_TORCH_PYTHON.value, script]
   if _TORCH_THREADS.value:
     args += ['--threads', str(_TORCH_THREADS.value)]
   if task == 'many_clients' and _TORCH_MANY_STEPS.value:
     args += ['--steps', str(_TORCH_MANY_STEPS.value)]
+  LOADS.append(os.getloadavg()[0])
   proc = subprocess.run(args, env=env, cwd=os.path.dirname(script), capture_output=True, text=True)
   if proc.returncode != 0:
     print(f'PyTorch reference {script} failed:\n{proc.stderr[-2000:]}')
@@ -527,9 +528,8 @@ def _reference(task):
 
 def _best_reference(task, outputs):
   """The best timed run over the reference processes of a run: updates/s and torch version."""
-  spec = TASKS[task]
-  steps = _TORCH_MANY_STEPS.value if task == 'many_clients' and _TORCH_MANY_STEPS.value else 0
-  updates = (steps or spec['steps']) * spec['m']  # the task's length unless shortened
+  steps = _TORCH_MANY_STEPS.value if task == 'many_clients' else 0
+  updates = (steps or TASKS[task]['steps']) * TASKS[task]['m']  # the task's length unless shortened
   done = [o for o in outputs if o]
   times = [t for o in done for t in o.get('run_s', o.get('times_s', []))]
   if not times:
@@ -547,25 +547,56 @@ def _best_reference(task, outputs):
   }
 
 
-def run_worker(worker):
-  """The JSON result of one ``--worker`` (``task``, ``task:matmul``, ``sweep:...``, ...)."""
-  task, _, kind = worker.partition(':')
-  if task == 'sweep':
-    return run_sweep_memory() if kind == 'memory' else run_sweep_task(kind)
-  if task == 'hetero_k':
-    return run_hetero_task(kind, _REPEATS.value)
-  return run_matmul(task, _REPEATS.value) if kind == 'matmul' else run_task(task, _REPEATS.value)
+def run_scaling(task):
+  """``(results per device count, ceilings)`` of one task: rounds of fresh processes."""
+  found = [_spawn(run_matmul, int(d), task, _PROCESS_RUNS.value) for d in _DEVICES.value]
+  # The ceiling: the best rate of the bare products over the device counts tried.
+  ceiling = dict(max(found, key=lambda c: c['matmul_gflops_per_s']))
+  runs = {d: [] for d in _DEVICES.value}
+  torch_runs = []
+  for _ in range(_REPEATS.value):  # rounds: every implementation once, interleaved
+    for d in _DEVICES.value:
+      runs[d].append(_spawn(run_task, int(d), task, _PROCESS_RUNS.value))
+    if _TORCH_PYTHON.value and task in REFERENCE:
+      torch_runs.append(_reference(task))
+  large = max(r['large_matmul_gflops_per_s'] for r in found + sum(runs.values(), []))
+  bare = max(c['bare_sgd_gflops_per_s'] for c in found)
+  ceiling.update(large_matmul_gflops_per_s=large, bare_sgd_gflops_per_s=bare)
+  print(
+    f'{task:13s} bare local SGD {bare:.1f} GFLOP/s ({100 * bare / large:.0f}% of the large '
+    f'product, {large:.1f}): the local steps without the engine',
+  )
+  torch = _best_reference(task, torch_runs)
+  if torch is not None:
+    ceiling['torch'] = torch
+  results = []
+  for d in _DEVICES.value:
+    r = dict(max(runs[d], key=lambda r: r['updates_per_s']))
+    r['rounds_updates_per_s'] = [x['updates_per_s'] for x in runs[d]]
+    r['fraction_of_matmul_ceiling'] = r['gflops_per_s'] / ceiling['matmul_gflops_per_s']
+    r['fraction_of_large_matmul'] = r['gflops_per_s'] / large
+    r['x_pytorch'] = r['updates_per_s'] / torch['updates_per_s'] if torch else None
+    results.append(r)
+    vs_torch = (
+      f', {r["x_pytorch"]:.2f}x PyTorch ({torch["updates_per_s"]:.1f} updates/s)' if torch else ''
+    )
+    print(
+      f'{task:13s} devices={r["devices"]} ({r["device"]}): {r["updates_per_s"]:9.1f} updates/s '
+      f'{r["gflops_per_s"]:6.1f} GFLOP/s ({100 * r["fraction_of_matmul_ceiling"]:.0f}% '
+      f'of {ceiling["matmul_gflops_per_s"]:.1f}; fraction_of_large_matmul '
+      f'{100 * r["fraction_of_large_matmul"]:.0f}% of {large:.1f}){vs_torch}, '
+      f'compile {r["compile_s"]:.1f}s, peak {r["peak_memory_mib"]:.0f} MiB',
+    )
+  if task in REFERENCE and torch is None:
+    print(f'{task:13s} PyTorch reference skipped (give --torch_python)')
+  return results, ceiling
 
 
 def main(argv):
   del argv
-  if _WORKER.value:
-    print(json.dumps(run_worker(_WORKER.value)))
-    return
   sys.stdout.reconfigure(line_buffering=True)  # each line shows as soon as it is printed
-  results, ceilings = [], {}
   if 'hetero_k' in _TASKS.value:
-    hetero = [_spawn([f'--worker=hetero_k:{t}', f'--repeats={_REPEATS.value}'], 1) for t in HETERO]
+    hetero = [_spawn(run_hetero_task, 1, t, _REPEATS.value) for t in HETERO]
     for r in hetero:
       p, g = r['padded'], r['grouped']
       print(
@@ -573,77 +604,36 @@ def main(argv):
         f'{100 * p["useful_fraction"]:.0f}% padded -> {100 * g["useful_fraction"]:.0f}% grouped '
         f'({g["blocks"]} blocks of {g["slots"] // g["blocks"]}); {p["run_s_best"]:.2f}s -> '
         f'{g["run_s_best"]:.2f}s: speed-up {r["speedup"]:.2f}x; '
-        f'max abs diff {r["max_abs_diff"]:.1e}',
+        f'max abs diff {r["max_abs_diff"]:.1e}'
       )
     print(json.dumps({'hetero_k': hetero}))
   if 'sweep' in _TASKS.value:
     count = int(_DEVICES.value[-1]) if len(_DEVICES.value) == 1 else 2
-    sweeps = [_spawn([f'--worker=sweep:{m}'], count) for m in [*SWEEP_MODELS, 'memory']]
+    sweeps = [_spawn(run_sweep_task, count, m) for m in SWEEP_MODELS]
+    sweeps.append(_spawn(run_sweep_memory, count))
     for r in sweeps[:-1]:
       print(
         f'{r["task"]:13s} devices={r["devices"]} ({r["mode"]}): {r["runs"]} runs one after '
         f'another {r["sequential_s"]:.1f}s (compiles {r["sequential_compile_s"]:.1f}s) vs one '
         f'sweep {r["sweep_s"]:.1f}s (compile {r["sweep_compile_s"]:.1f}s): speed-up '
-        f'{r["speedup"]:.1f}x ({r["speedup_without_compile"]:.1f}x without compiles)',
+        f'{r["speedup"]:.1f}x ({r["speedup_without_compile"]:.1f}x without compiles)'
       )
     m = sweeps[-1]
     print(
       f'sweep memory: default task {m["one_replica_mib"]:.0f} MiB for 1 replica, '
       f'+{m["per_replica_mib"]:.0f} MiB per replica: {m["max_replicas"]} replicas fit in '
-      f'{m["limit_gib"]:.0f} GiB',
+      f'{m["limit_gib"]:.0f} GiB'
     )
     print(json.dumps({'sweeps': sweeps}))
-  if all(t in ('sweep', 'hetero_k') for t in _TASKS.value):
+  tasks = [t for t in _TASKS.value if t in TASKS]
+  if not tasks:
     return
-  loads = [os.getloadavg()[0]]
-  for task in [t for t in _TASKS.value if t not in ('sweep', 'hetero_k')]:
-    # The ceiling: the best rate of the bare products over the device counts tried.
-    found = [
-      _spawn([f'--worker={task}:matmul', f'--repeats={_PROCESS_RUNS.value}'], int(d))
-      for d in _DEVICES.value
-    ]
-    ceilings[task] = dict(max(found, key=lambda c: c['matmul_gflops_per_s']))
-    runs = {d: [] for d in _DEVICES.value}
-    torch_runs = []
-    for _ in range(_REPEATS.value):  # rounds: every implementation once, interleaved
-      for d in _DEVICES.value:
-        loads.append(os.getloadavg()[0])
-        runs[d].append(_spawn([f'--worker={task}', f'--repeats={_PROCESS_RUNS.value}'], int(d)))
-      if _TORCH_PYTHON.value and task in REFERENCE:
-        loads.append(os.getloadavg()[0])
-        torch_runs.append(_reference(task))
-    loads.append(os.getloadavg()[0])
-    large = max(r['large_matmul_gflops_per_s'] for r in found + sum(runs.values(), []))
-    ceilings[task]['large_matmul_gflops_per_s'] = large
-    bare = max(c['bare_sgd_gflops_per_s'] for c in found)
-    ceilings[task]['bare_sgd_gflops_per_s'] = bare
-    print(
-      f'{task:13s} bare local SGD {bare:.1f} GFLOP/s ({100 * bare / large:.0f}% of the large '
-      f'product, {large:.1f}): the local steps without the engine',
-    )
-    torch = _best_reference(task, torch_runs)
-    if torch is not None:
-      ceilings[task]['torch'] = torch
-    for d in _DEVICES.value:
-      r = dict(max(runs[d], key=lambda r: r['updates_per_s']))
-      r['rounds_updates_per_s'] = [x['updates_per_s'] for x in runs[d]]
-      r['fraction_of_matmul_ceiling'] = r['gflops_per_s'] / ceilings[task]['matmul_gflops_per_s']
-      r['fraction_of_large_matmul'] = r['gflops_per_s'] / large
-      r['x_pytorch'] = r['updates_per_s'] / torch['updates_per_s'] if torch else None
-      results.append(r)
-      vs_torch = (
-        f', {r["x_pytorch"]:.2f}x PyTorch ({torch["updates_per_s"]:.1f} updates/s)' if torch else ''
-      )
-      print(
-        f'{task:13s} devices={r["devices"]} ({r["device"]}): {r["updates_per_s"]:9.1f} updates/s '
-        f'{r["gflops_per_s"]:6.1f} GFLOP/s ({100 * r["fraction_of_matmul_ceiling"]:.0f}% '
-        f'of {ceilings[task]["matmul_gflops_per_s"]:.1f}; fraction_of_large_matmul '
-        f'{100 * r["fraction_of_large_matmul"]:.0f}% of {large:.1f}){vs_torch}, '
-        f'compile {r["compile_s"]:.1f}s, peak {r["peak_memory_mib"]:.0f} MiB',
-      )
-    if task in REFERENCE and torch is None:
-      print(f'{task:13s} PyTorch reference skipped (give --torch_python)')
-  load_range = (min(loads), max(loads))
+  results, ceilings = [], {}
+  for task in tasks:
+    rows, ceilings[task] = run_scaling(task)
+    results += rows
+  LOADS.append(os.getloadavg()[0])
+  load_range = (min(LOADS), max(LOADS))
   print(
     f'load average (1 min) sampled before each process: {load_range[0]:.1f}-{load_range[1]:.1f}'
   )
@@ -666,46 +656,51 @@ def write_docs(results, ceilings, load_range):
   sweep / hetero_k sections) is kept as it is.
   """
   path = pathlib.Path(__file__).parent.parent / 'docs' / 'performance.md'
-  command = ' '.join(['python scripts/benchmark.py', *sys.argv[1:]])
   refs = [c['torch'] for c in ceilings.values() if c.get('torch')]
   torch_versions = sorted(
     {f'{t["torch"]} (CPU, torch.set_num_threads({t["threads"]}))' for t in refs}
   )
-  lines = [
-    '# Performance',
-    '',
-    f'Measured by `{command}` on {platform.machine()}, {os.cpu_count()} CPU cores, '
-    f'JAX {jax.__version__} ({jax.default_backend()})'
+  rows = []
+  for r in results:
+    c = ceilings[r['task']]
+    torch = c.get('torch')
+    rows.append(
+      {
+        'task': r['task'],
+        'devices': r['devices'],
+        'client updates/s': f'{r["updates_per_s"]:.1f}',
+        'GFLOP/s': f'{r["gflops_per_s"]:.1f}',
+        'same-shape products GFLOP/s': f'{c["matmul_gflops_per_s"]:.1f}',
+        'fraction': f'{100 * r["fraction_of_matmul_ceiling"]:.0f}%',
+        'large product GFLOP/s': f'{c["large_matmul_gflops_per_s"]:.1f}',
+        'fraction_of_large_matmul': f'{100 * r["fraction_of_large_matmul"]:.0f}%',
+        'bare local SGD fraction': (
+          f'{100 * c["bare_sgd_gflops_per_s"] / c["large_matmul_gflops_per_s"]:.0f}%'
+        ),
+        'PyTorch updates/s': f'{torch["updates_per_s"]:.1f}' if torch else '-',
+        'x PyTorch': f'{r["x_pytorch"]:.2f}x' if torch else '-',
+        'compile s': f'{r["compile_s"]:.1f}',
+        'analytic state MiB': f'{r["analytic_memory_mib"]:.0f}',
+        'peak RSS MiB': f'{r["peak_memory_mib"]:.0f}',
+      }
+    )
+  measured = (
+    f'Measured by `{" ".join(["python scripts/benchmark.py", *sys.argv[1:]])}` on '
+    f'{platform.machine()}, {os.cpu_count()} CPU cores, JAX {jax.__version__} '
+    f'({jax.default_backend()})'
     + (f', PyTorch {", ".join(torch_versions)}' if torch_versions else '')
     + f', {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}. Best of {_REPEATS.value} '
     f'rounds (each a fresh process per device count, best of {_PROCESS_RUNS.value} timed runs, '
     'and the PyTorch loop, interleaved); compile time apart. Load average (1 min) sampled '
-    f'before each process: {load_range[0]:.1f}-{load_range[1]:.1f} on {os.cpu_count()} cores.',
-    '',
-    '| task | devices | client updates/s | GFLOP/s | same-shape products GFLOP/s '
-    '| fraction | large product GFLOP/s | fraction_of_large_matmul | bare local SGD fraction '
-    '| PyTorch updates/s | x PyTorch | compile s | analytic state MiB | peak RSS MiB |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
-  ]
-  for r in results:
-    c = ceilings[r['task']]
-    torch = c.get('torch')
-    lines.append(
-      f'| {r["task"]} | {r["devices"]} | {r["updates_per_s"]:.1f} | '
-      f'{r["gflops_per_s"]:.1f} | {c["matmul_gflops_per_s"]:.1f} | '
-      f'{100 * r["fraction_of_matmul_ceiling"]:.0f}% | '
-      f'{c["large_matmul_gflops_per_s"]:.1f} | '
-      f'{100 * r["fraction_of_large_matmul"]:.0f}% | '
-      f'{100 * c["bare_sgd_gflops_per_s"] / c["large_matmul_gflops_per_s"]:.0f}% | '
-      + (f'{torch["updates_per_s"]:.1f} | {r["x_pytorch"]:.2f}x | ' if torch else '- | - | ')
-      + f'{r["compile_s"]:.1f} | {r["analytic_memory_mib"]:.0f} | {r["peak_memory_mib"]:.0f} |'
-    )
+    f'before each process: {load_range[0]:.1f}-{load_range[1]:.1f} on {os.cpu_count()} cores.'
+  )
+  table = pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True)
   # The page's title, measured paragraph and table are its first three blocks; the rest stays.
   old = path.read_text().split('\n\n', 3) if path.exists() else []
-  path.write_text('\n'.join(lines) + '\n' + (f'\n{old[3]}' if len(old) == 4 else ''))
+  path.write_text(
+    f'# Performance\n\n{measured}\n\n{table}\n' + (f'\n{old[3]}' if len(old) == 4 else '')
+  )
 
 
 if __name__ == '__main__':
-  from afl_jax.pipeline import cli
-
-  app.run(main, flags_parser=cli.flags_parser())
+  cli.run(main)

@@ -38,18 +38,19 @@ set_cpu_devices()
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
 from afl_jax import data, models  # noqa: E402
 from afl_jax.core import memory  # noqa: E402
 from afl_jax.core.simulator import Simulator  # noqa: E402
-from afl_jax.errors import UserError  # noqa: E402
 from afl_jax.pipeline import build as build_lib  # noqa: E402
 from afl_jax.pipeline import cli  # noqa: E402
 
 _CONFIG = cli.define_config_flag('configs/paper_cifar10.py:masfl')
-_PROBE = flags.DEFINE_integer('probe_steps', 3, 'Timed client steps (after one compile).')
+_PROBE = flags.DEFINE_integer(
+  'probe_steps', 3, 'Timed client steps (after one compile).', lower_bound=1
+)
 _RANDOM = flags.DEFINE_bool('random_data', False, 'Use random data even if the files exist.')
 
 # (train samples, test samples, image shape) of the file-backed datasets.
@@ -70,6 +71,7 @@ def random_dataset(name: str, seed: int = 0) -> data.ArrayDataset:
 
 def build_run(config) -> tuple[build_lib.Run, str]:
   """The built run, and where its data came from."""
+  reason = '--random_data'
   if not _RANDOM.value:
     try:
       return build_lib.build_run(config), 'the dataset files'
@@ -77,8 +79,6 @@ def build_run(config) -> tuple[build_lib.Run, str]:
       if config.dataset not in SHAPES:
         raise
       reason = str(e).splitlines()[0]
-  else:
-    reason = '--random_data'
   fake = random_dataset(config.dataset)
   with mock.patch.object(build_lib, 'load_dataset', lambda c: fake):  # the pipeline loads it
     return build_lib.build_run(config), f'random data of the real shapes ({reason})'
@@ -102,27 +102,25 @@ def analytic_memory(run: build_lib.Run) -> tuple[dict[str, int], Simulator]:
 def probe(run: build_lib.Run, steps: int) -> tuple[float, float, float | None]:
   """(compile seconds, seconds per client step, FLOPs per step) on this machine."""
   c = run.config
-  loss_fn = run.problem.loss_fn
-  x = jnp.asarray(np.random.default_rng(0).normal(size=(c.batch_size,) + run.data.x.shape[1:]))
-  x = x.astype(run.dtype)
-  y = jnp.asarray(np.arange(c.batch_size) % run.data.num_classes, jnp.int32)
+  x = np.random.default_rng(0).normal(size=(c.batch_size, *run.data.x.shape[1:]))
+  x, y = (
+    jnp.asarray(x, run.dtype),
+    jnp.asarray(np.arange(c.batch_size) % run.data.num_classes, jnp.int32),
+  )
 
   @jax.jit
   def step(params, x, y):
-    loss, grads = jax.value_and_grad(loss_fn)(params, (x, y))
+    loss, grads = jax.value_and_grad(run.problem.loss_fn)(params, (x, y))
     return jax.tree.map(lambda p, g: p - 0.01 * g, params, grads), loss
 
   t0 = time.perf_counter()
   compiled = step.lower(run.params0, x, y).compile()
   compile_s = time.perf_counter() - t0
-  try:
+  flops = None
+  with contextlib.suppress(Exception):  # cost analysis is optional and backend-specific
     cost = compiled.cost_analysis()
-    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-    flops = float(cost.get('flops')) if cost and cost.get('flops') else None
-  except Exception:  # noqa: BLE001 (cost analysis is optional and backend-specific)
-    flops = None
-  params, loss = compiled(run.params0, x, y)
-  jax.block_until_ready(loss)
+    flops = float((cost[0] if isinstance(cost, (list, tuple)) else cost)['flops']) or None
+  params, loss = jax.block_until_ready(compiled(run.params0, x, y))
   t0 = time.perf_counter()
   for _ in range(steps):
     params, loss = compiled(params, x, y)
@@ -133,23 +131,16 @@ def probe(run: build_lib.Run, steps: int) -> tuple[float, float, float | None]:
 _flop = ticker.EngFormatter(unit='FLOP', places=1)  # e.g. '4.5 GFLOP'
 
 
-def _gib(b: float) -> str:
-  return f'{b / 2**30:.2f} GiB'
-
-
 def _hours(s: float) -> str:
   return f'{s / 3600:.1f} h' if s >= 3600 else f'{s / 60:.1f} min'
 
 
 def main(argv):
   del argv
-  try:
-    config = cli.finish_config(_CONFIG.value)
-    t0 = time.perf_counter()
-    run, source = build_run(config)
-    build_s = time.perf_counter() - t0
-  except UserError as e:
-    cli.exit_error(e)
+  config = cli.finish_config(_CONFIG.value)
+  t0 = time.perf_counter()
+  run, source = build_run(config)
+  build_s = time.perf_counter() - t0
   c, s = run.config, run.schedule
   report, sim = analytic_memory(run)
   avail = memory.available_bytes()
@@ -157,41 +148,38 @@ def main(argv):
   n_params = models.count_params(run.params0)
   print(f'config: {c.algorithm} on {c.dataset} with {c.model} ({n_params:,} params)')
   print(f'data: {source}; built in {build_s:.1f} s')
-  stats = s.stats()
   print(
     f'run: N={run.data.num_clients} clients, T={s.num_steps} server steps, '
     f'{sim.num_slots} arrival slots/step, K median {int(np.median(run.local_steps))} '
-    f'max {s.max_local_steps}, batch {c.batch_size}, tau_avg {stats["tau_avg"]:.2f}, '
+    f'max {s.max_local_steps}, batch {c.batch_size}, tau_avg {s.stats()["tau_avg"]:.2f}, '
     f'regime {run.algorithm.regime}'
   )
   print(memory.format_report(report))
   fits = 'fits' if avail is None or report['total'] <= 0.9 * avail else 'does NOT fit'
-  where = f'{len(jax.devices())} x {device.platform} ({device.device_kind})'
   print(
-    f'memory: {_gib(report["total"])} analytic; this machine ({where}) reports '
-    f'{_gib(avail) if avail else "unknown"} available: {fits} (90% usable)'
+    f'memory: {memory.format_bytes(report["total"])} analytic; this machine '
+    f'({len(jax.devices())} x {device.platform} ({device.device_kind})) reports '
+    f'{memory.format_bytes(avail) if avail else "unknown"} available: {fits} (90% usable)'
   )
   useful, computed = sim.step_work
   compile_s, per_step, flops = probe(run, _PROBE.value)
   evals = -(-s.num_steps // c.eval_every) + 1
-  n_test = len(run.data.test_y)
-  eval_s = evals * (n_test + c.eval_train_samples) / c.batch_size * per_step / 3
-  flop_text = f', {_flop(flops)}/step (XLA)' if flops else ''
-  load = f', load average {os.getloadavg()[0]:.1f}' if hasattr(os, 'getloadavg') else ''
+  eval_s = evals * (len(run.data.test_y) + c.eval_train_samples) / c.batch_size * per_step / 3
   print(
     f'probe: {_PROBE.value} client steps of batch {c.batch_size} on one {device.platform} '
-    f'device: {per_step:.3f} s/step (compile {compile_s:.1f} s){flop_text}; '
-    f'{os.cpu_count()} cores{load}'
+    f'device: {per_step:.3f} s/step (compile {compile_s:.1f} s)'
+    + (f', {_flop(flops)}/step (XLA)' if flops else '')
+    + f'; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}'
   )
   print(
     f'client steps: {useful:,} useful, {computed:,} computed by the engine '
     f'({useful / max(computed, 1):.0%} useful)'
   )
-  total = computed * per_step + eval_s
   print(
-    f'time on this machine: ~{_hours(total)} ({_hours(computed * per_step)} training at '
-    f'{per_step:.3f} s/step, {_hours(eval_s)} for {evals} evaluations); '
-    f'~{_hours(useful * per_step + eval_s)} if only useful steps were computed'
+    f'time on this machine: ~{_hours(computed * per_step + eval_s)} '
+    f'({_hours(computed * per_step)} training at {per_step:.3f} s/step, {_hours(eval_s)} for '
+    f'{evals} evaluations); ~{_hours(useful * per_step + eval_s)} if only useful steps were '
+    'computed'
   )
   if flops:
     print(
@@ -201,4 +189,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main, flags_parser=cli.flags_parser())
+  cli.run(main)

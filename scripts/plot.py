@@ -8,13 +8,20 @@ anything else ends with one ``error:`` line and no plot is written.
 
 import os
 
-from absl import app, flags
+from absl import flags
 
 from afl_jax.pipeline import cli, plotting
-from afl_jax.pipeline.metrics_io import METRICS_FILE, MetricsError
+from afl_jax.pipeline.metrics_io import METRICS_FILE
 
 _OUT = flags.DEFINE_string('out', 'compare.png', 'Output PNG.')
 _METRIC = flags.DEFINE_string('metric', 'test_accuracy', 'Metric of metrics.jsonl to plot.')
+flags.register_validator(
+  'out',
+  lambda p: (
+    p.strip() and os.path.isdir(os.path.dirname(os.path.abspath(p))) and not os.path.isdir(p)
+  ),
+  'give a file in an existing directory',
+)
 
 
 def _read(workdir: str) -> list[dict]:
@@ -26,10 +33,7 @@ def _read(workdir: str) -> list[dict]:
     sweep = os.path.isfile(os.path.join(workdir, 'sweep.json'))
     hint = 'a sweep: give its runs, <sweep>/<run>' if sweep else 'not a run, or not started'
     cli.exit_error(f'{workdir} holds no {METRICS_FILE} ({hint})')
-  try:
-    records = plotting.read_metrics(workdir)
-  except MetricsError as e:
-    cli.exit_error(e)
+  records = plotting.read_metrics(workdir)  # a damaged file: MetricsError, one line
   if not any(_METRIC.value in r for r in records):
     have = sorted({k for r in records for k in r} - {'step'})
     cli.exit_error(f'--metric={_METRIC.value!r} is not in {path}; it has {have}')
@@ -40,9 +44,6 @@ def main(argv):
   workdirs = argv[1:]
   if not workdirs:
     cli.exit_error('give one or more workdirs: python scripts/plot.py runs/a runs/b --out=x.png')
-  out_dir = os.path.dirname(os.path.abspath(_OUT.value))
-  if not _OUT.value.strip() or not os.path.isdir(out_dir) or os.path.isdir(_OUT.value):
-    cli.exit_error(f'--out={_OUT.value!r} is invalid: give a file in an existing directory')
   runs = {os.path.basename(os.path.normpath(w)): _read(w) for w in workdirs}
   try:
     plotting.plot_runs(runs, _OUT.value, metric=_METRIC.value)
@@ -52,4 +53,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main, flags_parser=cli.flags_parser(positional='workdirs'))
+  cli.run(main, positional='workdirs')

@@ -10,7 +10,7 @@ declarations in configs/repro/; nothing is written unless --write is given.
 import os
 import pathlib
 
-from absl import app, flags
+from absl import flags
 
 from afl_jax import reproduction
 from afl_jax.pipeline import cli
@@ -21,13 +21,15 @@ _PAPERS = flags.DEFINE_list(
 )
 _WRITE = flags.DEFINE_bool('write', False, 'Write the pages (default: only check and print).')
 _PLOTS = flags.DEFINE_bool('plots', True, 'With --write: redraw the plots too.')
+flags.register_validator(
+  'papers',
+  lambda v: set(v) <= set(reproduction.PAPERS),
+  f'not among {", ".join(reproduction.PAPERS)}',
+)
 
 
 def main(argv):
   del argv  # cli.flags_parser refuses stray arguments
-  unknown = sorted(set(_PAPERS.value) - set(reproduction.PAPERS))
-  if unknown:
-    cli.exit_error(f'--papers={",".join(unknown)}: not among {", ".join(reproduction.PAPERS)}')
   if _WRITE.value:
     for path in pages.write(_PAPERS.value, plots=_PLOTS.value):
       print(f'wrote {path}')
@@ -44,4 +46,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main, flags_parser=cli.flags_parser())
+  cli.run(main)

@@ -14,15 +14,15 @@ resident memory, seconds per server step and the test accuracy.
 
 import json
 import os
+import pathlib
 import resource
 import time
 
-from absl import app, flags
+from absl import flags
 
 from afl_jax.pipeline import cli, devices
-from afl_jax.pipeline.devices import set_cpu_devices
 
-set_cpu_devices()  # before JAX starts its backend; importing afl_jax sets nothing
+devices.set_cpu_devices()  # before JAX starts its backend; importing afl_jax sets nothing
 
 _N = flags.DEFINE_integer('num_clients', 100_000, 'Number of clients N.', lower_bound=1)
 _STEPS = flags.DEFINE_integer('steps', 5, 'Server steps.', lower_bound=1)
@@ -40,6 +40,7 @@ def main(argv):
   import jax
   import jax.numpy as jnp
   import numpy as np
+  import pandas as pd
 
   import afl_jax
   from afl_jax import data, models
@@ -74,26 +75,20 @@ def main(argv):
   state = sim.init(params, key)
   print(memory.format_report(sim.memory), flush=True)
   evaluate = task.make_evaluator(model.apply, layout, seed=0, train_samples=5000, dtype=jnp.float32)
-  step_s = []
-  compile_s = None
+  times = []  # the first includes the compile
   while sim.position(state) < schedule.num_steps:
     t0 = time.perf_counter()
-    state, out = sim.run_chunk(state, key)
-    jax.block_until_ready(state)
-    dt = time.perf_counter() - t0
-    if compile_s is None:
-      compile_s = dt
-    else:
-      step_s.append(dt)
+    state, out = jax.block_until_ready(sim.run_chunk(state, key))
+    times.append(time.perf_counter() - t0)
     print(
-      f'step {sim.position(state)}: {dt:.1f}s, {int(out["metrics"]["arrivals"][0])} reports',
+      f'step {sim.position(state)}: {times[-1]:.1f}s, {int(out["metrics"]["arrivals"][0])} reports',
       flush=True,
     )
-  ev = evaluate(sim.params(state))
+  step_s = float(np.median(times[1:])) if len(times) > 1 else None
   peak = devices.peak_device_bytes()
   result = {
     'num_clients': n,
-    'params': 7850,
+    'params': models.count_params(params),
     'steps': schedule.num_steps,
     'reports_per_step': float(schedule.arrivals_per_step.mean()),
     'local_steps': _K.value,
@@ -103,31 +98,28 @@ def main(argv):
     'per_client_state_gib': sim.memory['per_client_state'] / 2**30,
     'peak_rss_gib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
     'peak_device_gib': None if peak is None else peak / 2**30,  # None on CPU: peak_rss_gib
-    'first_step_s_with_compile': compile_s,
-    'step_s': float(np.median(step_s)) if step_s else None,
-    'client_updates_per_s': n / float(np.median(step_s)) if step_s else None,
+    'first_step_s_with_compile': times[0],
+    'step_s': step_s,
+    'client_updates_per_s': n / step_s if step_s else None,
     'schedule_build_s': schedule_s,
-    'test_accuracy': ev['test_accuracy'],
+    'test_accuracy': evaluate(sim.params(state))['test_accuracy'],
     'devices': len(jax.devices()),
     'device': devices.device_kind(),
     'jax': jax.__version__,
   }
   if _WRITE_DOCS.value:
-    path = os.path.join(os.path.dirname(__file__), '..', 'docs', 'scale.md')
-    with open(path, 'w') as f:
-      f.write(
-        '# 100,000 clients with per-client error-feedback state\n\n'
-        f'`python scripts/scale_clients.py --num_clients={n} --steps={_STEPS.value} '
-        f'--write_docs` on {os.cpu_count()} CPU cores, JAX {jax.__version__} '
-        f'({jax.default_backend()}), {time.strftime("%Y-%m-%d")}.\n\n'
-        'See the script docstring for the setup.\n\n| quantity | value |\n|---|---|\n'
-        + ''.join(
-          f'| {k} | {v:.4g} |\n' if isinstance(v, float) else f'| {k} | {v} |\n'
-          for k, v in result.items()
-        )
-      )
+    values = pd.Series(result).map(lambda v: f'{v:.4g}' if isinstance(v, float) else str(v))
+    table = values.rename_axis('quantity').reset_index(name='value')
+    (pathlib.Path(__file__).parent.parent / 'docs' / 'scale.md').write_text(
+      '# 100,000 clients with per-client error-feedback state\n\n'
+      f'`python scripts/scale_clients.py --num_clients={n} --steps={_STEPS.value} '
+      f'--write_docs` on {os.cpu_count()} CPU cores, JAX {jax.__version__} '
+      f'({jax.default_backend()}), {time.strftime("%Y-%m-%d")}.\n\n'
+      'See the script docstring for the setup.\n\n'
+      f'{table.to_markdown(index=False, disable_numparse=True)}\n'
+    )
   print(json.dumps(result))
 
 
 if __name__ == '__main__':
-  app.run(main, flags_parser=cli.flags_parser())
+  cli.run(main)

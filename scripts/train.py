@@ -46,7 +46,7 @@ from afl_jax.pipeline.devices import set_cpu_devices  # noqa: E402
 
 set_cpu_devices()
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
 from afl_jax.errors import UserError  # noqa: E402
 from afl_jax.pipeline import cli, loop  # noqa: E402
@@ -67,47 +67,45 @@ _RESUME = flags.DEFINE_bool(
   'Continue from the latest checkpoint of the same run in workdir; --noresume deletes '
   "the workdir's checkpoints and metrics and starts over.",
 )
+flags.register_validator('num_processes', lambda n: n >= 1, 'must be an integer >= 1')
 
 
-def _check_process_flags() -> None:
-  """The multi-process flags, checked before JAX's runtime sees them (UserError)."""
-  n, i, address = _NUM_PROCESSES.value, _PROCESS_ID.value, _COORDINATOR.value
-  if n < 1:
-    raise UserError(f'--num_processes={n} is invalid: must be an integer >= 1')
-  if not 0 <= i < n:
-    raise UserError(f'--process_id={i} is invalid: must be in [0, {n - 1}] (--num_processes={n})')
-  if address in ('', 'auto'):
-    if address == '' and n > 1 and not os.environ.get('JAX_COORDINATOR_ADDRESS'):
-      raise UserError(
-        f"--coordinator='' is invalid with --num_processes={n}: give HOST:PORT of process 0 "
-        "(or 'auto' under SLURM and the like, or set $JAX_COORDINATOR_ADDRESS)"
-      )
-    return
+@flags.multi_flags_validator(['num_processes', 'process_id', 'coordinator'])
+def _check_process_flags(f) -> bool:
+  """The multi-process flags, checked by absl before JAX's runtime sees them."""
+  n, i, address = f['num_processes'], f['process_id'], f['coordinator']
   host, _, port = address.rpartition(':')
-  if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-    raise UserError(
+  if not 0 <= i < n:
+    why = f'--process_id={i} is invalid: must be in [0, {n - 1}] (--num_processes={n})'
+  elif address == '' and n > 1 and not os.environ.get('JAX_COORDINATOR_ADDRESS'):
+    why = (
+      f"--coordinator='' is invalid with --num_processes={n}: give HOST:PORT of process 0 "
+      "(or 'auto' under SLURM and the like, or set $JAX_COORDINATOR_ADDRESS)"
+    )
+  elif address not in ('', 'auto') and not (host and port.isdigit() and 1 <= int(port) <= 65535):
+    why = (
       f'--coordinator={address!r} is invalid: must be HOST:PORT with a port in [1, 65535], '
       "'auto' or ''"
     )
+  else:
+    return True
+  raise flags.ValidationError(why)
 
 
 def _start_processes() -> None:
   """``jax.distributed.initialize`` when asked to (before any JAX computation)."""
-  _check_process_flags()
   if _COORDINATOR.value == '' and _NUM_PROCESSES.value == 1:
     return
   import jax
 
   jax.config.update('jax_cpu_collectives_implementation', 'gloo')  # CPU hosts; GPUs: NCCL
+  given = {
+    'coordinator_address': _COORDINATOR.value or None,
+    'num_processes': _NUM_PROCESSES.value,
+    'process_id': _PROCESS_ID.value,
+  }
   try:
-    if _COORDINATOR.value == 'auto':
-      jax.distributed.initialize()
-    else:
-      jax.distributed.initialize(
-        coordinator_address=_COORDINATOR.value or None,
-        num_processes=_NUM_PROCESSES.value,
-        process_id=_PROCESS_ID.value,
-      )
+    jax.distributed.initialize(**({} if _COORDINATOR.value == 'auto' else given))
   except (ValueError, RuntimeError) as e:  # no cluster detected, coordinator unreachable
     first = (str(e).strip().splitlines() or [type(e).__name__])[0]
     raise UserError(f'jax.distributed.initialize failed: {first}') from None
@@ -115,9 +113,9 @@ def _start_processes() -> None:
 
 def main(argv):
   del argv
+  config = cli.finish_config(_CONFIG.value)
+  _start_processes()
   try:
-    config = cli.finish_config(_CONFIG.value)
-    _start_processes()
     if 'sweep' in config and len(config.sweep):  # a grid declared in the config
       import jax
 
@@ -128,15 +126,12 @@ def main(argv):
           'config.sweep runs in one process (its outputs are not yet guarded for several); '
           'run the grid points as separate multi-process runs or drop --num_processes'
         )
-
       sweep.train_sweep(config, _WORKDIR.value)
     else:
       loop.train_and_evaluate(config, _WORKDIR.value, resume=_RESUME.value)
-  except UserError as e:
-    cli.exit_error(e)
   except loop.NonFiniteError as e:
     sys.exit(f'stopped: {e} (metrics so far in {_WORKDIR.value}/metrics.jsonl)')
 
 
 if __name__ == '__main__':
-  app.run(main, flags_parser=cli.flags_parser())
+  cli.run(main)

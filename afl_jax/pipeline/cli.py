@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import ml_collections
-from absl import flags
+from absl import app, flags
 from ml_collections import config_flags
 
 from afl_jax.errors import UserError
@@ -28,6 +28,10 @@ from afl_jax.pipeline import config as config_lib
 _HPARAM = re.compile(r'^--config\.hparams\.([A-Za-z_]\w*)=(.*)$', re.S)
 _OVERRIDE = re.compile(r'^--config\.([\w.]+)(?:=(.*))?$', re.S)
 _FLAG_VALUE = re.compile(r'flag --(config\.[\w.]+)=(.*?): (.*)$', re.S)
+# absl's word for a bad value: ``flag --NAME=VALUE: WHY`` (a flag's parser or validator) or
+# ``flags A=1, B=2: --A=... WHY`` (a validator of several flags, its message naming the flag).
+_ONE_FLAG = re.compile(r'flag --([\w.]+)=(.*?): (.*)$')
+_SEVERAL_FLAGS = re.compile(r'flags .*?: (--.*)$')
 
 # --config.hparams.NAME=VALUE pairs taken out of argv by the parser, applied by
 # finish_config once the config (and so the algorithm) is known.
@@ -148,6 +152,17 @@ def unknown_field_message(config: ml_collections.ConfigDict, argv: Sequence[str]
   return None
 
 
+def _bad_values(error: Exception) -> str | None:
+  """absl's message of flags with bad values as ``--NAME=VALUE is invalid: WHY`` (None: other)."""
+  lines = []
+  for line in str(error).splitlines():
+    one, several = _ONE_FLAG.match(line), _SEVERAL_FLAGS.match(line)
+    if not (one or several):
+      return None
+    lines.append(f'--{one[1]}={one[2]} is invalid: {one[3]}' if one else several[1])
+  return '; '.join(lines) or None
+
+
 def _split(argv: Sequence[str]) -> tuple[list[tuple[str, str]], list[str]]:
   hparams, rest = [], []
   for arg in argv:
@@ -224,6 +239,7 @@ def flags_parser(*, positional: str = '') -> Callable[[list[str]], list[str]]:
       unknown = re.match(r"Unknown command line flag '([^']+)'", str(e))
       exit_error(
         (config is not None and unknown_field_message(config, rest))
+        or _bad_values(e)
         or (unknown and f'--{unknown.group(1)} is not a flag of this script (see --helpshort)')
         or e
       )
@@ -242,6 +258,19 @@ def flags_parser(*, positional: str = '') -> Callable[[list[str]], list[str]]:
     return remaining
 
   return parse
+
+
+def run(main: Callable[[list[str]], Any], *, positional: str = '') -> None:
+  """``app.run(main)`` where a bad flag (:func:`flags_parser`) or a :class:`UserError` raised
+  by ``main`` ends the script as one ``error:`` line with exit status 1."""
+
+  def guarded(argv: list[str]) -> Any:
+    try:
+      return main(argv)
+    except UserError as e:
+      exit_error(e)
+
+  app.run(guarded, flags_parser=flags_parser(positional=positional))
 
 
 def finish_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -263,5 +292,6 @@ __all__ = [
   'exit_error',
   'finish_config',
   'flags_parser',
+  'run',
   'unknown_field_message',
 ]

@@ -29,6 +29,7 @@ from typing import Any
 import ml_collections
 import pandas as pd
 
+from afl_jax.errors import UserError
 from afl_jax.reproduction import spec
 
 REPO = os.path.dirname(spec.CONFIGS)
@@ -92,12 +93,12 @@ def selected(paper: spec.Paper, only: Sequence[str] = ()) -> list[spec.Experimen
   such as a paper-length run) runs only when named.
 
   Raises:
-    ValueError: ``only`` names an experiment the paper does not declare.
+    UserError: ``only`` names an experiment the paper does not declare.
   """
   keys = [e.key for e in paper.experiments]
   unknown = sorted(set(only) - set(keys))
   if unknown:
-    raise ValueError(f'--only={",".join(unknown)}: not among {", ".join(keys)}')
+    raise UserError(f'--only={",".join(unknown)}: not among {", ".join(keys)}')
   return [e for e in paper.experiments if (e.key in only if only else e.run)]
 
 
