@@ -10,6 +10,7 @@ split with ``afl_jax.pipeline.devices.set_cpu_devices()``.
 """
 
 from afl_jax import algorithms, clients, core, problems, schedules, servers
+from afl_jax.api import Result, SweepResult, simulate, sweep
 from afl_jax.core.simulator import Simulator
 from afl_jax.core.types import (
   Algorithm,
@@ -18,8 +19,6 @@ from afl_jax.core.types import (
   LocalTask,
   ServerRule,
 )
-from afl_jax.simulate import Result, simulate
-from afl_jax.sweep import SweepResult, sweep
 
 __all__ = [
   'Algorithm',

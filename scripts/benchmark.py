@@ -75,10 +75,10 @@ from jax.sharding import PartitionSpec as P
 
 import afl_jax
 from afl_jax import data, models
+from afl_jax.api import simulator as sweep_simulator
 from afl_jax.core import engine, memory, replicas
 from afl_jax.pipeline import cli, devices
 from afl_jax.pipeline import task as task_lib
-from afl_jax.sweep import simulator as sweep_simulator
 
 TASKS = {
   'fedbuff': dict(hidden=(200, 200), n=100, mc=20, m=10, k=10, steps=50, regime='per_job'),

@@ -5,7 +5,7 @@ function-level (lazy) imports included, and resolved to the module it names. Lay
 lowest first; the packages of one layer are siblings and must not import each other:
 
   errors, registry < schedules | data | models < core < compression < clients | servers
-  < algorithms < problems | simulate | sweep (the top-level API) < pipeline < reproduction
+  < algorithms < problems | api (simulate, sweep) < pipeline < reproduction
 
 ``afl_jax/__init__.py`` (the facade that re-exports the API) is the one module exempt.
 """
@@ -26,15 +26,11 @@ LAYERS = (
   ('compression',),
   ('clients', 'servers'),
   ('algorithms',),
-  ('problems', 'simulate', 'sweep'),
+  ('problems', 'api'),
   ('pipeline',),
   ('reproduction',),
 )
 RANK = {group: i for i, layer in enumerate(LAYERS) for group in layer}
-
-# Top-level API functions named like their modules (``afl_jax.simulate``, ``afl_jax.sweep``),
-# left as they are: the facade exempt above.
-KNOWN_SHADOWS = {'afl_jax.simulate', 'afl_jax.sweep'}
 
 
 def _name(path: pathlib.Path) -> str:
@@ -119,7 +115,7 @@ def test_no_import_cycle():
 def test_no_package_attribute_shadows_a_submodule(package):
   """``from afl_jax.pipeline import build`` gives the module, not a function of that name."""
   pkg = importlib.import_module(package)
-  subs = [m for m in MODULES if m.rpartition('.')[0] == package and m not in KNOWN_SHADOWS]
+  subs = [m for m in MODULES if m.rpartition('.')[0] == package]
   found = {m: getattr(pkg, m.rpartition('.')[2], None) for m in subs}  # None: not imported
   shadowed = [m for m, a in found.items() if a is not None and not isinstance(a, types.ModuleType)]
   assert not shadowed, f'{package} exports names that shadow its modules: {shadowed}'

@@ -13,12 +13,12 @@ import pytest
 from configs_test import SPECS
 from pipeline_cli_test import _train
 
+from afl_jax.api import simulator as sweep_simulator
 from afl_jax.core import precision
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline import loop
 from afl_jax.pipeline.build import build_run, engine_options
-from afl_jax.sweep import simulator as sweep_simulator
 
 
 @pytest.mark.parametrize(

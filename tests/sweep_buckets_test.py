@@ -15,8 +15,8 @@ import pytest
 from quadratic import make_quadratic, quadratic_problem
 
 import afl_jax
+from afl_jax.api import run_replicas, simulator
 from afl_jax.core import engine
-from afl_jax.sweep import run_replicas, simulator
 
 N = 6
 

@@ -103,8 +103,8 @@ def test_bad_replica_value_is_refused_before_compute():
 
 
 def test_memory_grows_with_replicas_and_is_checked():
+  from afl_jax.api import simulator
   from afl_jax.core.memory import InsufficientMemoryError
-  from afl_jax.sweep import simulator
 
   a, b = make_quadratic(num_clients=6)
   prob = afl_jax.problems.from_loss(
@@ -141,7 +141,7 @@ def test_client_blocks_leave_a_sweep_unchanged():
     p0 = {'x': jnp.zeros(4, jnp.float64)}
     run = lambda **kw: afl_jax.sweep('fedbuff', prob, sched, p0, keys, client_lr=[0.01, 0.02], **kw)
     whole, blocks = run(), run(client_block_size=2)
-    from afl_jax.sweep import simulator
+    from afl_jax.api import simulator
 
     plan = simulator('fedbuff', prob, sched, 2, client_lr=[0.01, 0.02], client_block_size=2)
     assert (plan.num_slots, plan.block_size) == (4, 2)  # two blocks of two slots

@@ -52,6 +52,7 @@ import pandas as pd
 from ml_collections.config_flags import config_path
 
 from afl_jax import algorithms
+from afl_jax.api import simulator as sweep_simulator
 from afl_jax.core import memory, replicas
 from afl_jax.core.memory import format_bytes
 from afl_jax.errors import ConfigError
@@ -60,7 +61,6 @@ from afl_jax.pipeline import checkpoint, metrics_io, plotting, sizes
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline import track as track_lib
 from afl_jax.pipeline import workdir as workdir_lib
-from afl_jax.sweep import simulator as sweep_simulator
 
 # Fields that change only values, never the compiled program: stacked on the replica axis.
 REPLICA_FIELDS = ('seed',)

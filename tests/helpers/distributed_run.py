@@ -139,7 +139,7 @@ def run_cases(checkpoint_dir: str | None = None, cases: tuple[str, ...] = CASES)
     return out
   # Replica axis: R = 2 runs of FedBuff (client_lr per replica) in one program; with 2
   # devices the replicas are sharded over the processes (one replica each).
-  from afl_jax.sweep import sweep
+  from afl_jax.api import sweep
 
   keys = jax.random.split(jax.random.key(1), 2)
   res = sweep('fedbuff', problem, buffered, p0, keys, client_lr=[0.1, 0.3], record_params=True)

@@ -19,7 +19,7 @@ from quadratic import make_quadratic, quadratic_problem  # noqa: E402
 
 import afl_jax  # noqa: E402
 from afl_jax.algorithms import registry  # noqa: E402
-from afl_jax.sweep import run_replicas, simulator  # noqa: E402
+from afl_jax.api import run_replicas, simulator  # noqa: E402
 
 N = 6
 UNLABELED = np.random.default_rng(1).normal(size=(8, 4))  # float64, as the runs
