@@ -63,6 +63,7 @@ RECORD_BYTES = 1 + PIXELS  # label byte + channel-major pixels
 RECORDS_PER_FILE = 10000
 TRAIN_FILES = tuple(f'data_batch_{i}.bin' for i in range(1, 6))
 TEST_FILES = ('test_batch.bin',)
+_ALL_FILES = TRAIN_FILES + TEST_FILES
 DEFAULT_CACHE_DIR = '~/.cache/afl_jax/cifar-10'
 ARCHIVE = 'cifar-10-binary.tar.gz'
 ARCHIVE_DIR = 'cifar-10-batches-bin'  # the archive's top-level directory
@@ -80,14 +81,14 @@ def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
   base = pathlib.Path(directory).expanduser()
   for sub in _SUBDIRS:
     d = base / sub
-    present = {n: d / n for n in TRAIN_FILES + TEST_FILES if (d / n).is_file()}
-    if len(present) == len(TRAIN_FILES + TEST_FILES):
+    present = {n: d / n for n in _ALL_FILES if (d / n).is_file()}
+    if len(present) == len(_ALL_FILES):
       return present
     if present:
-      missing = [str(d / n) for n in TRAIN_FILES + TEST_FILES if n not in present]
+      missing = [str(d / n) for n in _ALL_FILES if n not in present]
       raise DataError(
         f'{", ".join(missing)}: file not found (the other CIFAR-10 batch files are in {d}; '
-        f'all six are needed: {", ".join(TRAIN_FILES + TEST_FILES)})'
+        f'all six are needed: {", ".join(_ALL_FILES)})'
       )
   return None
 
@@ -135,7 +136,7 @@ def parse_batch(
 
 def _read_archive(path: pathlib.Path) -> dict[str, bytes]:
   """The six batch files' bytes from the official archive, read in memory (no extraction)."""
-  wanted = {f'{ARCHIVE_DIR}/{n}': n for n in TRAIN_FILES + TEST_FILES}
+  wanted = {f'{ARCHIVE_DIR}/{n}': n for n in _ALL_FILES}
   out = {}
   try:
     with tarfile.open(path, 'r:gz') as tar:

@@ -250,31 +250,21 @@ def load(path: str | os.PathLike) -> Schedule:
     ) from None
   except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
     raise ScheduleError(f'cannot read schedule file {path}: {e} (truncated or corrupt?).') from None
-  if 'format_version' in arrays:
-    try:
+  try:  # every error below names the file
+    if 'format_version' in arrays:
       version = _count('format_version', arrays.pop('format_version'))
-    except ScheduleError as e:
-      raise ScheduleError(f'{path}: {e}') from None
-    if version != SCHEDULE_FORMAT_VERSION:
-      raise ScheduleError(
-        f'{path}: format_version {version} is not supported (this library reads version '
-        f'{SCHEDULE_FORMAT_VERSION}).'
-      )
-  for required in ('client_ids', 'start_step', 'num_clients'):
-    if required not in arrays:
-      raise ScheduleError(f'{path}: missing array {required!r}; found {sorted(arrays)}.')
-  unknown = sorted(set(arrays) - set(_ARRAYS))
-  if unknown:
-    raise ScheduleError(f'{path}: unknown arrays {unknown}; a schedule holds {list(_ARRAYS)}.')
-  try:
-    return from_arrays(
-      arrays['client_ids'],
-      arrays['start_step'],
-      local_steps=arrays.get('local_steps'),
-      mask=arrays.get('mask'),
-      wall_clock=arrays.get('wall_clock'),
-      num_clients=arrays['num_clients'],
-    )
+      if version != SCHEDULE_FORMAT_VERSION:
+        raise ScheduleError(
+          f'format_version {version} is not supported (this library reads version '
+          f'{SCHEDULE_FORMAT_VERSION}).'
+        )
+    for required in ('client_ids', 'start_step', 'num_clients'):
+      if required not in arrays:
+        raise ScheduleError(f'missing array {required!r}; found {sorted(arrays)}.')
+    unknown = sorted(set(arrays) - set(_ARRAYS))
+    if unknown:
+      raise ScheduleError(f'unknown arrays {unknown}; a schedule holds {list(_ARRAYS)}.')
+    return from_arrays(**arrays)
   except ScheduleError as e:
     raise ScheduleError(f'{path}: {e}') from None
 
