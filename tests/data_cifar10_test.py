@@ -8,6 +8,7 @@ import io
 import os
 import tarfile
 import urllib.error
+import urllib.request
 
 import numpy as np
 import pytest
@@ -173,7 +174,7 @@ def test_failed_download_gives_instructions(tmp_path, monkeypatch):
   def fail(url, timeout):
     raise urllib.error.URLError('no network in tests')
 
-  monkeypatch.setattr(cifar10.urllib.request, 'urlopen', fail)
+  monkeypatch.setattr(urllib.request, 'urlopen', fail)
   with pytest.raises(DataError, match='Download failed') as info:
     load_cifar10(tmp_path / 'none', download=True, cache_dir=tmp_path / 'cache')
   assert cifar10.SOURCE_URL in str(info.value)
@@ -190,7 +191,7 @@ def test_download_into_cache_with_fake_server(tmp_path, monkeypatch):
     urls.append(url)
     return io.BytesIO(payload)
 
-  monkeypatch.setattr(cifar10.urllib.request, 'urlopen', fake_urlopen)
+  monkeypatch.setattr(urllib.request, 'urlopen', fake_urlopen)
   cache = tmp_path / 'cache'
   ds = load_cifar10(tmp_path / 'none', download=True, cache_dir=cache, records_per_file=N)
   np.testing.assert_array_equal(ds.test_x, arrays['test_batch.bin'][0])

@@ -4,6 +4,7 @@ import gzip
 import os
 import struct
 import urllib.error
+import urllib.request
 
 import numpy as np
 import pytest
@@ -161,7 +162,7 @@ def test_failed_download_gives_instructions(tmp_path, monkeypatch):
   def fail(url, timeout):
     raise urllib.error.URLError('no network in tests')
 
-  monkeypatch.setattr(fmnist.urllib.request, 'urlopen', fail)
+  monkeypatch.setattr(urllib.request, 'urlopen', fail)
   with pytest.raises(DataError, match='Download failed') as info:
     load_fashion_mnist(tmp_path / 'none', download=True, cache_dir=tmp_path / 'cache')
   assert 'sudo apt-get install dataset-fashion-mnist' in str(info.value)
@@ -190,7 +191,7 @@ def test_download_into_cache_with_fake_server(tmp_path, monkeypatch):
     assert timeout <= 30
     return Response(by_name[url.rsplit('/', 1)[1]])
 
-  monkeypatch.setattr(fmnist.urllib.request, 'urlopen', fake_urlopen)
+  monkeypatch.setattr(urllib.request, 'urlopen', fake_urlopen)
   cache = tmp_path / 'cache'
   ds = load_fashion_mnist(tmp_path / 'none', download=True, cache_dir=cache)
   np.testing.assert_array_equal(ds.test_x, arrays['test_x'])

@@ -1,13 +1,20 @@
-"""Shared types of `afl_jax.data`: the error type and the centralized dataset tuple."""
+"""Shared parts of `afl_jax.data`: the error type, the centralized dataset tuple, the
+normalizer, and the file search, download and checks the dataset readers share."""
 
 from __future__ import annotations
 
+import os
+import pathlib
+import urllib.error
+import urllib.request
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from afl_jax.errors import UserError
+
+ENV_VAR = 'AFL_JAX_DATA'  # a directory searched for every dataset (after data_dir)
 
 
 class DataError(UserError):
@@ -51,3 +58,89 @@ def normalizer(train_x: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
   mean = float(counts @ values / counts.sum())
   std = float(np.sqrt(counts @ (values - mean) ** 2 / counts.sum())) or 1.0
   return lambda x: ((np.asarray(x, np.float32) / 255.0 - mean) / std).astype(np.float32)
+
+
+def read_file(path: str | os.PathLike) -> bytes:
+  """The content of ``path``; a missing or unreadable file is a `DataError` naming it."""
+  path = os.fspath(path)
+  try:
+    with open(path, 'rb') as f:
+      return f.read()
+  except FileNotFoundError as e:
+    raise DataError(f'{path}: file not found') from e
+  except OSError as e:
+    raise DataError(f'{path}: cannot read file ({e})') from e
+
+
+def check_labels(labels: np.ndarray, num_classes: int, name: str, at: str, hint: str = ''):
+  """Raises `DataError` naming file ``name`` at the first label outside ``0..num_classes-1``."""
+  if labels.size and int(labels.max()) >= num_classes:
+    bad = int(np.argmax(labels >= num_classes))
+    raise DataError(
+      f'{name}: label {int(labels[bad])} {at} {bad} is out of range 0..{num_classes - 1}{hint}'
+    )
+
+
+def fetch(url: str, target: pathlib.Path, timeout: float) -> None:
+  """Downloads ``url`` to ``target`` (through ``target.part``) unless ``target`` exists."""
+  if target.is_file():
+    return
+  target.parent.mkdir(parents=True, exist_ok=True)
+  tmp = target.with_name(target.name + '.part')
+  with urllib.request.urlopen(url, timeout=timeout) as r:
+    tmp.write_bytes(r.read())
+  tmp.replace(target)
+
+
+def find_dataset(
+  data_dir: str | os.PathLike | None,
+  find: Callable[[pathlib.Path], Any],
+  *,
+  cache: pathlib.Path,
+  download: Callable[[], Any] | None,
+  url: str,
+  title: str,
+  get: str,
+  loader: str,
+  system_dir: str | None = None,
+  package: str | None = None,
+) -> Any:
+  """What ``find(d)`` locates (not None) in the first directory ``d`` that holds a dataset.
+
+  ``data_dir`` is searched alone if given (so a typo is an error, not a silent fallback
+  to another copy); otherwise ``$AFL_JAX_DATA``, ``system_dir`` and the download
+  ``cache``, in that order. If nothing is found, ``download()`` (None: not allowed)
+  fetches the files from ``url`` and returns what it fetched. Otherwise `DataError`
+  names the places searched and the ways to obtain ``title``: the Debian ``package``
+  (which installs ``system_dir``), a manual download (``get``: what, from where, into
+  a directory DIR) and ``loader(download=True)``.
+  """
+  if data_dir is not None:
+    candidates = [pathlib.Path(data_dir)]
+  else:
+    candidates = [pathlib.Path(p) for p in (os.environ.get(ENV_VAR), system_dir) if p] + [cache]
+  for d in candidates:
+    found = find(d)
+    if found is not None:
+      return found
+  searched = [str(d) for d in candidates]
+
+  def missing(searched: list[str], reason: str = '') -> DataError:
+    apt = f'sudo apt-get install {package} (installs {system_dir})'
+    return DataError(
+      f'{title} not found (searched: {", ".join(searched) or "nothing"}).{reason}\n'
+      'To fix this, either:\n'
+      + (f'  * on Debian/Ubuntu: {apt}, or\n' if package else '')
+      + f'  * download {get} and pass --config.data_dir=DIR (or set {ENV_VAR}=DIR), or\n'
+      f'  * call {loader}(download=True) on a machine with internet access.'
+    )
+
+  if download is None:
+    raise missing(searched)
+  try:
+    found = download()
+  except (urllib.error.URLError, OSError, ValueError) as e:
+    raise missing(searched + [url], f' Download failed: {e}.') from e
+  if found is None:  # Defensive: a download fetches every file or raises.
+    raise missing(searched + [str(cache)])
+  return found

@@ -31,13 +31,18 @@ from __future__ import annotations
 import os
 import pathlib
 import tarfile
-import urllib.error
-import urllib.request
 import zlib
 
 import numpy as np
 
-from afl_jax.data.base import ArrayDataset, DataError
+from afl_jax.data.base import (
+  ArrayDataset,
+  DataError,
+  check_labels,
+  fetch,
+  find_dataset,
+  read_file,
+)
 
 NUM_CLASSES = 10
 CLASS_NAMES = (
@@ -58,25 +63,12 @@ RECORD_BYTES = 1 + PIXELS  # label byte + channel-major pixels
 RECORDS_PER_FILE = 10000
 TRAIN_FILES = tuple(f'data_batch_{i}.bin' for i in range(1, 6))
 TEST_FILES = ('test_batch.bin',)
-ENV_VAR = 'AFL_JAX_DATA'
+_ALL_FILES = TRAIN_FILES + TEST_FILES
 DEFAULT_CACHE_DIR = '~/.cache/afl_jax/cifar-10'
 ARCHIVE = 'cifar-10-binary.tar.gz'
 ARCHIVE_DIR = 'cifar-10-batches-bin'  # the archive's top-level directory
 SOURCE_URL = 'https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz'
 _SUBDIRS = ('.', ARCHIVE_DIR, f'cifar10/{ARCHIVE_DIR}')
-
-
-def _instructions(searched: list[str], reason: str = '') -> str:
-  return (
-    f'CIFAR-10 (binary version) not found (searched: {", ".join(searched) or "nothing"}).'
-    f'{reason}\n'
-    'To fix this, either:\n'
-    f'  * download {ARCHIVE} (the BINARY version, not the python one) from {SOURCE_URL} '
-    f'into a directory DIR, optionally extract it there (tar xzf {ARCHIVE} gives '
-    f'DIR/{ARCHIVE_DIR}/data_batch_1.bin ... test_batch.bin), and pass '
-    f'--config.data_dir=DIR (or set {ENV_VAR}=DIR), or\n'
-    '  * call load_cifar10(download=True) on a machine with internet access.'
-  )
 
 
 def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
@@ -89,14 +81,14 @@ def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
   base = pathlib.Path(directory).expanduser()
   for sub in _SUBDIRS:
     d = base / sub
-    present = {n: d / n for n in TRAIN_FILES + TEST_FILES if (d / n).is_file()}
-    if len(present) == len(TRAIN_FILES + TEST_FILES):
+    present = {n: d / n for n in _ALL_FILES if (d / n).is_file()}
+    if len(present) == len(_ALL_FILES):
       return present
     if present:
-      missing = [str(d / n) for n in TRAIN_FILES + TEST_FILES if n not in present]
+      missing = [str(d / n) for n in _ALL_FILES if n not in present]
       raise DataError(
         f'{", ".join(missing)}: file not found (the other CIFAR-10 batch files are in {d}; '
-        f'all six are needed: {", ".join(TRAIN_FILES + TEST_FILES)})'
+        f'all six are needed: {", ".join(_ALL_FILES)})'
       )
   return None
 
@@ -135,27 +127,16 @@ def parse_batch(
     )
   raw = np.frombuffer(data, np.uint8).reshape(n, RECORD_BYTES)
   labels = raw[:, 0].astype(np.int32)
-  if labels.size and int(labels.max()) >= NUM_CLASSES:
-    bad = int(np.argmax(labels >= NUM_CLASSES))
-    raise DataError(
-      f'{name}: label {int(labels[bad])} of record {bad} is out of range 0..{NUM_CLASSES - 1} '
-      '(is this the CIFAR-100 binary version, or a corrupt file?)'
-    )
+  hint = ' (is this the CIFAR-100 binary version, or a corrupt file?)'
+  check_labels(labels, NUM_CLASSES, name, 'of record', hint)
   # Channel-major [n, C, H, W] -> NHWC.
   images = raw[:, 1:].reshape(n, 3, 32, 32).transpose(0, 2, 3, 1)
   return np.ascontiguousarray(images), labels
 
 
-def _read_file(path: pathlib.Path) -> bytes:
-  try:
-    return path.read_bytes()
-  except OSError as e:
-    raise DataError(f'{path}: cannot read file ({e})') from e
-
-
 def _read_archive(path: pathlib.Path) -> dict[str, bytes]:
   """The six batch files' bytes from the official archive, read in memory (no extraction)."""
-  wanted = {f'{ARCHIVE_DIR}/{n}': n for n in TRAIN_FILES + TEST_FILES}
+  wanted = {f'{ARCHIVE_DIR}/{n}': n for n in _ALL_FILES}
   out = {}
   try:
     with tarfile.open(path, 'r:gz') as tar:
@@ -176,19 +157,6 @@ def _read_archive(path: pathlib.Path) -> dict[str, bytes]:
       f'{path}: archive lacks {", ".join(missing)}; is it the binary version ({ARCHIVE})?'
     )
   return out
-
-
-def _download(cache_dir: pathlib.Path, timeout: float) -> pathlib.Path:
-  cache_dir.mkdir(parents=True, exist_ok=True)
-  target = cache_dir / ARCHIVE
-  if target.is_file():
-    return target
-  tmp = target.with_name(target.name + '.part')
-  with urllib.request.urlopen(SOURCE_URL, timeout=timeout) as r, open(tmp, 'wb') as f:
-    while chunk := r.read(1 << 20):
-      f.write(chunk)
-  tmp.replace(target)
-  return target
 
 
 def _locate(directory: pathlib.Path) -> dict[str, pathlib.Path] | pathlib.Path | None:
@@ -227,25 +195,25 @@ def load_cifar10(
       names the file and what is wrong).
   """
   cache = pathlib.Path(cache_dir or DEFAULT_CACHE_DIR).expanduser()
-  if data_dir is not None:
-    candidates = [pathlib.Path(data_dir)]
-  else:
-    candidates = [pathlib.Path(p) for p in (os.environ.get(ENV_VAR),) if p] + [cache]
-  found = None
-  for d in candidates:
-    found = _locate(d)
-    if found is not None:
-      break
-  searched = [str(d) for d in candidates]
-  if found is None:
-    if not download:
-      raise DataError(_instructions(searched))
-    try:
-      found = _download(cache, timeout)
-    except (urllib.error.URLError, OSError, ValueError) as e:
-      raise DataError(_instructions(searched + [SOURCE_URL], f' Download failed: {e}.')) from e
+
+  def fetch_archive():
+    fetch(SOURCE_URL, cache / ARCHIVE, timeout)
+    return cache / ARCHIVE
+
+  found = find_dataset(
+    data_dir,
+    _locate,
+    cache=cache,
+    download=fetch_archive if download else None,
+    url=SOURCE_URL,
+    title='CIFAR-10 (binary version)',
+    get=f'{ARCHIVE} (the BINARY version, not the python one) from {SOURCE_URL} into a '
+    f'directory DIR, optionally extract it there (tar xzf {ARCHIVE} gives '
+    f'DIR/{ARCHIVE_DIR}/data_batch_1.bin ... test_batch.bin),',
+    loader='load_cifar10',
+  )
   if isinstance(found, dict):
-    blobs = {n: (str(p), _read_file(p)) for n, p in found.items()}
+    blobs = {n: (str(p), read_file(p)) for n, p in found.items()}
   else:
     blobs = {n: (f'{found}:{ARCHIVE_DIR}/{n}', b) for n, b in _read_archive(found).items()}
 

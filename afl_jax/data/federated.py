@@ -59,25 +59,23 @@ def make_federated(
   partition_name: str,
   num_clients: int,
   *,
-  alpha: float = 0.5,
-  shards_per_client: int = 2,
-  min_size: int = 10,
-  seed: int = 0,
   unlabeled_fraction: float = 0.0,
   unlabeled_size: int = 0,
+  **partition,
 ) -> FederatedData:
   """Splits off an unlabeled server set, then partitions the rest among clients.
+
+  The rows are those of :func:`afl_jax.data.federate` (without a validation set),
+  copied into client order.
 
   Args:
     dataset: centralized data (`load_fashion_mnist`, `load_digits`, ...).
     partition_name: one of ``'iid'``, ``'dirichlet'``, ``'shards'``.
     num_clients: number of clients N.
-    alpha: Dirichlet concentration (``'dirichlet'`` only).
-    shards_per_client: shards per client (``'shards'`` only).
-    min_size: minimum samples per client (``'dirichlet'`` only).
-    seed: seed of the unlabeled split and the partition.
     unlabeled_fraction: fraction of the training split held out as ``unlabeled_x``.
     unlabeled_size: number of training samples held out (alternative to the fraction).
+    **partition: ``alpha``, ``shards_per_client``, ``min_size`` and ``seed``, as in
+      :func:`afl_jax.data.federate`.
 
   Returns:
     `FederatedData`. Same arguments -> identical arrays.
@@ -89,26 +87,12 @@ def make_federated(
     raise ValueError(
       f'give unlabeled_fraction={unlabeled_fraction} or unlabeled_size={unlabeled_size}, not both'
     )
+  unlabeled_size = unlabeled_size or int(round(unlabeled_fraction * n))
   layout = federate(
-    dataset,
-    partition_name,
-    num_clients,
-    alpha=alpha,
-    shards_per_client=shards_per_client,
-    min_size=min_size,
-    seed=seed,
-    unlabeled_size=unlabeled_size or int(round(unlabeled_fraction * n)),
+    dataset, partition_name, num_clients, unlabeled_size=unlabeled_size, **partition
   )
-  return FederatedData(
-    x=layout.x[layout.index],
-    y=layout.y[layout.index],
-    offsets=layout.offsets,
-    sizes=layout.sizes,
-    test_x=layout.test_x,
-    test_y=layout.test_y,
-    unlabeled_x=layout.unlabeled_x,
-    num_classes=layout.num_classes,
-  )
+  grouped = {f: getattr(layout, f) for f in FederatedData._fields}
+  return FederatedData(**{**grouped, 'x': layout.x[layout.index], 'y': layout.y[layout.index]})
 
 
 def sample_batch(

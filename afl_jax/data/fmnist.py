@@ -17,17 +17,14 @@ from __future__ import annotations
 
 import os
 import pathlib
-import urllib.error
-import urllib.request
 
 import numpy as np
 
-from afl_jax.data.base import ArrayDataset, DataError
+from afl_jax.data.base import ArrayDataset, DataError, check_labels, fetch, find_dataset
 from afl_jax.data.idx import read_idx
 
 NUM_CLASSES = 10
 IMAGE_SHAPE = (28, 28)
-ENV_VAR = 'AFL_JAX_DATA'
 SYSTEM_DIR = '/usr/share/datasets/fashion-mnist'
 DEFAULT_CACHE_DIR = '~/.cache/afl_jax/fashion-mnist'
 SOURCE_URL = 'http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/'
@@ -37,19 +34,6 @@ FILES = {
   'test_x': 't10k-images-idx3-ubyte',
   'test_y': 't10k-labels-idx1-ubyte',
 }
-
-
-def _instructions(searched: list[str], reason: str = '') -> str:
-  names = ', '.join(f'{n}.gz' for n in FILES.values())
-  return (
-    f'Fashion-MNIST not found (searched: {", ".join(searched) or "nothing"}).{reason}\n'
-    'To fix this, either:\n'
-    '  * on Debian/Ubuntu: sudo apt-get install dataset-fashion-mnist '
-    f'(installs {SYSTEM_DIR}), or\n'
-    f'  * download {names} from {SOURCE_URL} into a directory DIR and pass '
-    f'--config.data_dir=DIR (or set {ENV_VAR}=DIR), or\n'
-    '  * call load_fashion_mnist(download=True) on a machine with internet access.'
-  )
 
 
 def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
@@ -89,24 +73,8 @@ def load_split(
       f'{images_path} holds {images.shape[0]} images but {labels_path} holds '
       f'{labels.shape[0]} labels; the two files must have the same count'
     )
-  if labels.size and int(labels.max()) >= NUM_CLASSES:
-    bad = int(np.argmax(labels >= NUM_CLASSES))
-    raise DataError(
-      f'{labels_path}: label {int(labels[bad])} at index {bad} is out of range 0..{NUM_CLASSES - 1}'
-    )
+  check_labels(labels, NUM_CLASSES, labels_path, 'at index')
   return images, labels.astype(np.int32)
-
-
-def _download(cache_dir: pathlib.Path, timeout: float) -> None:
-  cache_dir.mkdir(parents=True, exist_ok=True)
-  for stem in FILES.values():
-    target = cache_dir / (stem + '.gz')
-    if target.is_file():
-      continue
-    tmp = target.with_name(target.name + '.part')
-    with urllib.request.urlopen(SOURCE_URL + stem + '.gz', timeout=timeout) as r:
-      tmp.write_bytes(r.read())
-    tmp.replace(target)
 
 
 def load_fashion_mnist(
@@ -132,27 +100,24 @@ def load_fashion_mnist(
     DataError: if the files cannot be found or obtained, or are malformed.
   """
   cache = pathlib.Path(cache_dir or DEFAULT_CACHE_DIR).expanduser()
-  if data_dir is not None:
-    candidates = [pathlib.Path(data_dir)]
-  else:
-    candidates = [pathlib.Path(p) for p in (os.environ.get(ENV_VAR), SYSTEM_DIR) if p]
-    candidates.append(cache)
-  files = None
-  for d in candidates:
-    files = find_files(d)
-    if files is not None:
-      break
-  searched = [str(d) for d in candidates]
-  if files is None:
-    if not download:
-      raise DataError(_instructions(searched))
-    try:
-      _download(cache, timeout)
-    except (urllib.error.URLError, OSError, ValueError) as e:
-      raise DataError(_instructions(searched + [SOURCE_URL], f' Download failed: {e}.')) from e
-    files = find_files(cache)
-    if files is None:  # Defensive: _download writes all four or raises.
-      raise DataError(_instructions(searched + [str(cache)]))
+
+  def fetch_all():
+    for stem in FILES.values():
+      fetch(SOURCE_URL + stem + '.gz', cache / (stem + '.gz'), timeout)
+    return find_files(cache)
+
+  files = find_dataset(
+    data_dir,
+    find_files,
+    cache=cache,
+    download=fetch_all if download else None,
+    url=SOURCE_URL,
+    title='Fashion-MNIST',
+    get=f'{", ".join(f"{n}.gz" for n in FILES.values())} from {SOURCE_URL} into a directory DIR',
+    loader='load_fashion_mnist',
+    system_dir=SYSTEM_DIR,
+    package='dataset-fashion-mnist',
+  )
   train_x, train_y = load_split(files['train_x'], files['train_y'])
   test_x, test_y = load_split(files['test_x'], files['test_y'])
   return ArrayDataset(train_x, train_y, test_x, test_y, NUM_CLASSES)

@@ -19,7 +19,7 @@ import zlib
 
 import numpy as np
 
-from afl_jax.data.base import DataError
+from afl_jax.data.base import DataError, read_file
 
 # IDX dtype code -> (big-endian NumPy dtype, name used in messages).
 IDX_DTYPES: dict[int, tuple[np.dtype, str]] = {
@@ -35,14 +35,7 @@ _GZIP_MAGIC = b'\x1f\x8b'
 
 def read_bytes(path: str | os.PathLike) -> bytes:
   """Returns the (decompressed, if gzipped) content of ``path``; errors are `DataError`."""
-  path = os.fspath(path)
-  try:
-    with open(path, 'rb') as f:
-      raw = f.read()
-  except FileNotFoundError as e:
-    raise DataError(f'{path}: file not found') from e
-  except OSError as e:
-    raise DataError(f'{path}: cannot read file ({e})') from e
+  raw = read_file(path)
   if raw[:2] != _GZIP_MAGIC:
     return raw
   try:

@@ -144,17 +144,5 @@ def federate(
 
 def from_federated(fed) -> ClientLayout:
   """The layout of data already grouped by client (``afl_jax.data.FederatedData``)."""
-  empty = fed.x[:0]
-  return ClientLayout(
-    x=fed.x,
-    y=fed.y,
-    index=np.arange(len(fed.y), dtype=np.int32),
-    offsets=fed.offsets,
-    sizes=fed.sizes,
-    test_x=fed.test_x,
-    test_y=fed.test_y,
-    unlabeled_x=fed.unlabeled_x,
-    val_x=empty,
-    val_y=fed.y[:0],
-    num_classes=fed.num_classes,
-  )
+  index = np.arange(len(fed.y), dtype=np.int32)
+  return ClientLayout(**fed._asdict(), index=index, val_x=fed.x[:0], val_y=fed.y[:0])

@@ -60,7 +60,7 @@ def from_assignment(assignment: np.ndarray, num_clients: int) -> Partition:
   assignment = np.asarray(assignment)
   order = np.argsort(assignment, kind='stable').astype(np.int64)
   sizes = np.bincount(assignment, minlength=num_clients).astype(np.int32)
-  offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
+  offsets = (np.cumsum(sizes) - sizes).astype(np.int32)
   return Partition(order, offsets, sizes)
 
 
@@ -75,13 +75,13 @@ def _check_labels(labels: np.ndarray) -> np.ndarray:
   return labels
 
 
+def _integer(name: str, value, low: int):
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+    raise ValueError(f'{name}={value!r} must be an integer >= {low}')
+
+
 def _check_num_clients(num_clients: int, n: int, per_client: int = 1) -> None:
-  if (
-    isinstance(num_clients, bool)
-    or not isinstance(num_clients, (int, np.integer))
-    or num_clients < 1
-  ):
-    raise ValueError(f'num_clients={num_clients!r} must be an integer >= 1')
+  _integer('num_clients', num_clients, 1)
   if num_clients * per_client > n:
     limit = n // per_client
     raise PartitionError(
@@ -138,12 +138,10 @@ def dirichlet(
   """
   labels = _check_labels(labels)
   n = len(labels)
-  if not isinstance(min_size, (int, np.integer)) or min_size < 0:
-    raise ValueError(f'min_size={min_size!r} must be an integer >= 0')
+  _integer('min_size', min_size, 0)
   _check_num_clients(num_clients, n, max(min_size, 1))
-  if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.number)):
-    raise ValueError(f'alpha={alpha!r} must be a finite number > 0')
-  if not np.isfinite(alpha) or alpha <= 0:
+  number = not isinstance(alpha, bool) and isinstance(alpha, (int, float, np.number))
+  if not number or not np.isfinite(alpha) or alpha <= 0:
     raise ValueError(f'alpha={alpha!r} must be a finite number > 0')
   rng = np.random.default_rng(rng)
   classes = [np.flatnonzero(labels == k) for k in np.unique(labels)]
@@ -168,12 +166,7 @@ def shards(
   """Label-sorted shards dealt at random, ``shards_per_client`` per client."""
   labels = _check_labels(labels)
   n = len(labels)
-  if (
-    isinstance(shards_per_client, bool)
-    or not isinstance(shards_per_client, (int, np.integer))
-    or shards_per_client < 1
-  ):
-    raise ValueError(f'shards_per_client={shards_per_client!r} must be an integer >= 1')
+  _integer('shards_per_client', shards_per_client, 1)
   try:
     _check_num_clients(num_clients, n, shards_per_client)
   except ValueError as e:

@@ -102,11 +102,10 @@ def make_synthetic(
     test_x.append(x[:n_test])
     test_y.append(y[:n_test])
   train_sizes = np.array([len(t) for t in train_y], dtype=np.int32)
-  offsets = np.concatenate([[0], np.cumsum(train_sizes)[:-1]]).astype(np.int32)
   return FederatedData(
     x=np.concatenate(train_x).astype(np.float32),
     y=np.concatenate(train_y).astype(np.int32),
-    offsets=offsets,
+    offsets=(np.cumsum(train_sizes) - train_sizes).astype(np.int32),
     sizes=train_sizes,
     test_x=np.concatenate(test_x).astype(np.float32),
     test_y=np.concatenate(test_y).astype(np.int32),

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from afl_jax.data.base import normalizer
+from afl_jax.data.digits import digit_images
 
 UNLABELED_SOURCES = ('heldout', 'digits', 'noise')
 DIGITS_COUNT = 1797  # scikit-learn's digits (UCI optdigits test set)
@@ -59,22 +60,15 @@ def resize_into_frame(images: np.ndarray, height: int, width: int) -> np.ndarray
   return out
 
 
-def _raw_scale(train_x: np.ndarray) -> tuple[float, float]:
-  """(low, high) of the training images' raw pixels: 0..255 for uint8, else their range."""
-  if train_x.dtype == np.uint8:
-    return 0.0, 255.0
-  return float(np.min(train_x)), float(np.max(train_x))
-
-
 def _to_raw(images01: np.ndarray, train_x: np.ndarray) -> np.ndarray:
-  """Images in [0, 1] [n, h, w] -> the raw scale, dtype and channels of ``train_x``."""
-  low, high = _raw_scale(train_x)
+  """Images in [0, 1] -> the raw pixel scale (0..255 for uint8, else the range of
+  ``train_x``) and dtype of ``train_x``; grey ``[n, h, w]`` images are repeated over
+  its colour channels."""
+  uint8 = train_x.dtype == np.uint8
+  low, high = (0.0, 255.0) if uint8 else (float(np.min(train_x)), float(np.max(train_x)))
   x = low + (high - low) * images01
-  if train_x.dtype == np.uint8:
-    x = np.clip(np.rint(x), 0, 255).astype(np.uint8)
-  else:
-    x = x.astype(train_x.dtype)
-  if train_x.ndim == 4:  # [n, h, w, c]: repeat grey over the channels
+  x = np.clip(np.rint(x), 0, 255).astype(np.uint8) if uint8 else x.astype(train_x.dtype)
+  if x.ndim < train_x.ndim:  # [n, h, w] on [n, h, w, c]
     x = np.repeat(x[..., None], train_x.shape[3], axis=3)
   return x
 
@@ -93,9 +87,7 @@ def digits_images(size: int, train_x: np.ndarray) -> np.ndarray:
     raise ValueError(f'unlabeled_size={size!r} must be in [0, {DIGITS_COUNT}] for digits')
   if train_x.ndim not in (3, 4):
     raise ValueError(f'digits need image training data [n, h, w(, c)]; got {train_x.shape}')
-  from sklearn.datasets import load_digits
-
-  digits = np.asarray(load_digits().images, np.float64) / 16.0  # [1797, 8, 8] in [0, 1]
+  digits = digit_images()[0]  # [1797, 8, 8] in [0, 1]
   pick = np.sort(np.random.default_rng(_DIGITS_STREAM).permutation(len(digits))[:size])
   images = resize_into_frame(digits[pick], train_x.shape[1], train_x.shape[2])
   return _to_raw(np.clip(images, 0.0, 1.0), train_x)
@@ -105,12 +97,8 @@ def noise_images(size: int, train_x: np.ndarray) -> np.ndarray:
   """``size`` images of i.i.d. uniform pixels, shaped and scaled like ``train_x``."""
   if size < 0:
     raise ValueError(f'unlabeled_size={size!r} must be >= 0')
-  low, high = _raw_scale(train_x)
   u = np.random.default_rng(_NOISE_STREAM).uniform(size=(size, *train_x.shape[1:]))
-  x = low + (high - low) * u
-  if train_x.dtype == np.uint8:
-    return np.clip(np.rint(x), 0, 255).astype(np.uint8)
-  return x.astype(train_x.dtype)
+  return _to_raw(u, train_x)
 
 
 def external_unlabeled(source: str, size: int, train_x: np.ndarray) -> np.ndarray:

@@ -5,7 +5,8 @@
 * :func:`fedbuff` — FedBuff's event clock (Nguyen et al., 2022): ``concurrency``
   clients train at once; each finished job enters a buffer; every ``buffer_size``
   arrivals the server steps; a finished client is replaced at once by a uniformly
-  drawn idle client that starts from the current version.
+  drawn idle client that starts from the current version. With a staleness bound it
+  is Port's clock (:mod:`afl_jax.schedules.port_clock`).
 * :func:`fully_async` — the event clock with a buffer of one (FedAsync, FedFa).
 * :func:`random_staleness` — each participant starts from a version drawn
   uniformly from the last ``window`` versions, with local steps drawn per arrival
@@ -19,11 +20,12 @@ All builders take a ``seed`` and are deterministic given it.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from afl_jax.schedules.durations import Durations, constant, uniform
+from afl_jax.schedules.durations import Durations, make
 from afl_jax.schedules.schedule import Schedule
 
 
@@ -48,14 +50,11 @@ def _steps_table(local_steps, num_clients: int) -> np.ndarray:
 
 
 def _pack(
-  rows: Sequence[Sequence[tuple[int, int, int]]],
-  wall: Sequence[float],
-  num_clients: int,
-  width: int | None = None,
+  rows: Sequence[Sequence[tuple[int, int, int]]], wall: Sequence[float], num_clients: int
 ) -> Schedule:
   """Rows of (client, start_step, local_steps) per server step -> padded Schedule."""
   t = len(rows)
-  m = width or max(1, max((len(r) for r in rows), default=1))
+  m = max(1, max((len(r) for r in rows), default=1))
   ids = np.zeros((t, m), np.int32)
   start = np.zeros((t, m), np.int32)
   steps = np.ones((t, m), np.int32)
@@ -64,6 +63,20 @@ def _pack(
     for j, (c, s, k) in enumerate(row):
       ids[i, j], start[i, j], steps[i, j], mask[i, j] = c, s, k, True
   return Schedule(ids, start, steps, mask, np.asarray(wall, np.float64), num_clients)
+
+
+def _cohorts(num_clients, clients_per_step, num_steps, local_steps, seed):
+  """The cohort models' setup: ``(n, t_max, steps int32[N], rng, ids int32[T, S])``, S of
+  the N clients drawn without replacement at every step."""
+  n = _positive_int('num_clients', num_clients)
+  s = _positive_int('clients_per_step', clients_per_step)
+  t_max = _positive_int('num_steps', num_steps)
+  if s > n:
+    raise ValueError(f'clients_per_step={s} exceeds num_clients={n}.')
+  steps = _steps_table(local_steps, n)
+  rng = np.random.default_rng(seed)
+  ids = np.stack([rng.choice(n, size=s, replace=False) for _ in range(t_max)]).astype(np.int32)
+  return n, t_max, steps, rng, ids
 
 
 def synchronous(
@@ -76,15 +89,8 @@ def synchronous(
   seed: int = 0,
 ) -> Schedule:
   """Synchronous rounds: S clients drawn without replacement, all from the current model."""
-  n = _positive_int('num_clients', num_clients)
-  s = _positive_int('clients_per_step', clients_per_step)
-  t_max = _positive_int('num_steps', num_steps)
-  if s > n:
-    raise ValueError(f'clients_per_step={s} exceeds num_clients={n}.')
-  durations = durations or constant(1.0)
-  steps = _steps_table(local_steps, n)
-  rng = np.random.default_rng(seed)
-  ids = np.stack([rng.choice(n, size=s, replace=False) for _ in range(t_max)]).astype(np.int32)
+  durations = durations or make('constant', value=1.0)
+  n, t_max, steps, rng, ids = _cohorts(num_clients, clients_per_step, num_steps, local_steps, seed)
   round_time = durations.draw(rng, ids).max(axis=1)
   start = np.broadcast_to(np.arange(t_max, dtype=np.int32)[:, None], ids.shape)
   return Schedule(ids, start, steps[ids], np.ones_like(ids, bool), np.cumsum(round_time), n)
@@ -120,11 +126,13 @@ def fedbuff(
   buffer_size: int,
   num_steps: int,
   *,
+  staleness_bound: int | None = None,
+  urgent: bool = False,
   durations: Durations | None = None,
   local_steps=1,
   seed: int = 0,
 ) -> Schedule:
-  """FedBuff's event clock.
+  """FedBuff's event clock (Nguyen et al., 2022), optionally with Port's staleness bound B.
 
   At time 0, ``concurrency`` clients drawn without replacement start from version 0.
   Jobs finish in order of simulated time; a finished job joins the buffer and its
@@ -133,11 +141,17 @@ def fedbuff(
   ``buffer_size``-th arrival triggers server step t (its wall-clock is that arrival's
   time); clients that start afterwards start from version t + 1.
 
+  With ``staleness_bound`` B, jobs still training from a version ``s < t + 1 - B``
+  when the buffer is full are waited for or, ``urgent``, cut short
+  (:mod:`afl_jax.schedules.port_clock`, which documents Port's rule).
+
   Args:
     num_clients: N.
     concurrency: Mc, clients training at any time.
-    buffer_size: M, arrivals per server step (1 = fully asynchronous).
+    buffer_size: M, arrivals per server step (1 = fully asynchronous; Port's minimum).
     num_steps: T server steps to simulate.
+    staleness_bound: B (an integer >= 0), or None for FedBuff's clock (no bound).
+    urgent: Port-Urgent (cut stale jobs short) instead of Port-Non-Urgent (wait).
     durations: job-duration model (default U(0, 20) as in the MasFL experiments).
     local_steps: K per job, an int or per-client array [N].
     seed: seed of the NumPy generator.
@@ -145,6 +159,8 @@ def fedbuff(
   n = _positive_int('num_clients', num_clients)
   mc = _positive_int('concurrency', concurrency)
   m = _positive_int('buffer_size', buffer_size)
+  if staleness_bound is not None:
+    staleness_bound = _positive_int('staleness_bound', staleness_bound, minimum=0)
   t_max = _positive_int('num_steps', num_steps)
   if mc > n:
     raise ValueError(f'concurrency={mc} exceeds num_clients={n}.')
@@ -157,35 +173,51 @@ def fedbuff(
       f'num_clients={n} must be >= concurrency + buffer_size - 1 = '
       f'{mc + m - 1} so an idle client is always available.'
     )
-  durations = durations or uniform(0.0, 20.0)
+  durations = durations or make('uniform', low=0.0, high=20.0)
   steps = _steps_table(local_steps, n)
   rng = np.random.default_rng(seed)
   first = rng.choice(n, size=mc, replace=False)
   pool = _IdlePool(np.setdiff1d(np.arange(n), first))
-  heap: list[tuple[float, int, int, int]] = []
-  seq = 0
-  for c, d in zip(first, durations.draw(rng, first), strict=True):
-    heap.append((float(d), seq, int(c), 0))
+  # heap entries: (finish time, seq, client, start version, start time)
+  heap: list[tuple[float, int, int, int, float]] = []
+  for seq, (c, d) in enumerate(zip(first, durations.draw(rng, first), strict=True)):
+    heapq.heappush(heap, (float(d), seq, int(c), 0, 0.0))
+  seq = mc
+
+  def start_job(c: int, version: int, now: float) -> None:
+    nonlocal seq
+    d = float(durations.draw(rng, np.array([c]))[0])
+    heapq.heappush(heap, (now + d, seq, c, version, now))
     seq += 1
-  heapq.heapify(heap)
+
   rows, wall, buffer = [], [], []
   version = 0
   while version < t_max:
-    now, _, c, s = heapq.heappop(heap)
+    now, _, c, s, _ = heapq.heappop(heap)
     buffer.append((c, s, int(steps[c])))
-    if len(buffer) == m:
-      rows.append(buffer)
-      wall.append(now)
-      for b, _, _ in buffer:
-        if b != c:
-          pool.add(b)
-      buffer = []
-      version += 1
-      pool.add(c)
-    nxt = pool.draw(rng)
-    heapq.heappush(heap, (now + float(durations.draw(rng, np.array([nxt]))[0]), seq, nxt, version))
-    seq += 1
-  return _pack(rows, wall, n, width=m)
+    if len(buffer) < m:
+      start_job(pool.draw(rng), version, now)  # a finished client is replaced at once
+      continue
+    too_stale = []
+    if staleness_bound is not None:
+      too_stale = [j for j in heap if j[3] < version + 1 - staleness_bound]
+    if too_stale and not urgent:
+      continue  # wait (no new job starts) until every too-stale job has arrived
+    for job in too_stale:  # urgent: report now with the steps done so far
+      heap.remove(job)
+      end, _, cj, sj, t0 = job
+      done = (now - t0) / (end - t0) if end > t0 else 1.0
+      buffer.append((cj, sj, max(1, math.floor(steps[cj] * done))))
+    heapq.heapify(heap)
+    rows.append(buffer)
+    wall.append(now)
+    version += 1
+    for b, _, _ in buffer:
+      pool.add(b)
+    buffer = []
+    while len(heap) < mc:  # refill to Mc clients training, from the new version
+      start_job(pool.draw(rng), version, now)
+  return _pack(rows, wall, n)
 
 
 def fully_async(num_clients: int, concurrency: int, num_steps: int, **kwargs) -> Schedule:
@@ -211,15 +243,8 @@ def random_staleness(
   ``local_steps[i] * e`` with ``e`` drawn uniformly from it (``local_steps`` is then
   the steps of one epoch, per client). Wall-clock is the step index.
   """
-  n = _positive_int('num_clients', num_clients)
-  s = _positive_int('clients_per_step', clients_per_step)
-  t_max = _positive_int('num_steps', num_steps)
   w = _positive_int('window', window)
-  if s > n:
-    raise ValueError(f'clients_per_step={s} exceeds num_clients={n}.')
-  steps = _steps_table(local_steps, n)
-  rng = np.random.default_rng(seed)
-  ids = np.stack([rng.choice(n, size=s, replace=False) for _ in range(t_max)]).astype(np.int32)
+  n, t_max, steps, rng, ids = _cohorts(num_clients, clients_per_step, num_steps, local_steps, seed)
   t = np.arange(t_max)[:, None]
   lag = rng.integers(0, w, size=ids.shape)
   start = np.maximum(t - lag, 0)

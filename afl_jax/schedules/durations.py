@@ -13,19 +13,26 @@ import dataclasses
 
 import numpy as np
 
-_PARAMS = {
-  'constant': ('value',),
-  'uniform': ('low', 'high'),
-  'exponential': ('mean',),
-  'normal': ('mean', 'std'),
-  'lognormal': ('mu', 'sigma'),
-  'pareto': ('shape', 'scale'),
-}
-
-KINDS: tuple[str, ...] = tuple(_PARAMS)  # the duration families
-
 # Normal draws are clipped here so that no job takes zero or negative time.
 MIN_DURATION = 1e-6
+
+
+# Each family's parameters (in the order NumPy's generator method of that name takes
+# them), their valid range and its check, in one place.
+_FAMILIES = {
+  'constant': (('value',), 'value >= 0', lambda p: p['value'] >= 0),
+  'uniform': (('low', 'high'), '0 <= low <= high', lambda p: 0 <= p['low'] <= p['high']),
+  'exponential': (('mean',), 'mean > 0', lambda p: p['mean'] > 0),
+  'normal': (('mean', 'std'), 'std >= 0', lambda p: p['std'] >= 0),
+  'lognormal': (('mu', 'sigma'), 'sigma >= 0', lambda p: p['sigma'] >= 0),
+  'pareto': (
+    ('shape', 'scale'),
+    'shape > 0 and scale > 0',
+    lambda p: p['shape'] > 0 and p['scale'] > 0,
+  ),
+}
+
+KINDS: tuple[str, ...] = tuple(_FAMILIES)  # the duration families
 
 # Ways to derive the per-client ``speed`` factors (see :func:`speed_factors`).
 CLIENT_SPEEDS = ('none', 'local_steps', 'lognormal')
@@ -37,7 +44,7 @@ class Durations:
 
   Attributes:
     kind: one of 'constant', 'uniform', 'exponential', 'normal', 'lognormal', 'pareto'.
-    params: the distribution's parameters (see ``_PARAMS``): uniform(low, high),
+    params: the distribution's parameters (see ``_FAMILIES``): uniform(low, high),
       exponential(mean), normal(mean, std) truncated at 1e-6, lognormal(mu, sigma)
       of the underlying normal, pareto(shape, scale) with support [scale, inf).
     speed: optional float[N], per-client multiplier of every draw.
@@ -48,25 +55,16 @@ class Durations:
   speed: np.ndarray | None = None
 
   def __post_init__(self):
-    if self.kind not in _PARAMS:
-      raise ValueError(f'durations kind {self.kind!r} is unknown; valid: {sorted(_PARAMS)}.')
-    expected = set(_PARAMS[self.kind])
-    if set(self.params) != expected:
+    if self.kind not in _FAMILIES:
+      raise ValueError(f'durations kind {self.kind!r} is unknown; valid: {sorted(_FAMILIES)}.')
+    names, rule, valid = _FAMILIES[self.kind]
+    if set(self.params) != set(names):
       raise ValueError(
-        f'durations {self.kind!r} takes parameters {sorted(expected)}; got {sorted(self.params)}.'
+        f'durations {self.kind!r} takes parameters {sorted(names)}; got {sorted(self.params)}.'
       )
-    p = self.params
-    checks = {
-      'constant': p.get('value', 1) >= 0,
-      'uniform': 0 <= p.get('low', 0) <= p.get('high', 0),
-      'exponential': p.get('mean', 1) > 0,
-      'normal': p.get('std', 1) >= 0,
-      'lognormal': p.get('sigma', 1) >= 0,
-      'pareto': p.get('shape', 1) > 0 and p.get('scale', 1) > 0,
-    }
-    if not checks[self.kind]:
+    if not valid(self.params):
       raise ValueError(
-        f'durations {self.kind!r} has invalid parameters {p}: need {_RANGES[self.kind]}.'
+        f'durations {self.kind!r} has invalid parameters {self.params}: need {rule}.'
       )
     if self.speed is not None:
       speed = np.asarray(self.speed, np.float64)
@@ -74,53 +72,32 @@ class Durations:
         raise ValueError('durations speed must be a 1-D array of positive per-client factors.')
       object.__setattr__(self, 'speed', speed)
 
-  def draw(self, rng: np.random.Generator, client_ids: np.ndarray) -> np.ndarray:
-    """One duration per entry of ``client_ids`` (float64, same shape)."""
-    ids = np.asarray(client_ids)
-    shape = ids.shape
-    p = self.params
+  def sample(self, rng: np.random.Generator, ids: np.ndarray) -> np.ndarray:
+    """Unscaled durations, one per entry of ``ids`` (the family's draw)."""
+    p = [self.params[k] for k in _FAMILIES[self.kind][0]]
     if self.kind == 'constant':
-      d = np.full(shape, float(p['value']))
-    elif self.kind == 'uniform':
-      d = rng.uniform(p['low'], p['high'], size=shape)
-    elif self.kind == 'exponential':
-      d = rng.exponential(p['mean'], size=shape)
-    elif self.kind == 'normal':
-      d = np.maximum(rng.normal(p['mean'], p['std'], size=shape), MIN_DURATION)
-    elif self.kind == 'lognormal':
-      d = rng.lognormal(p['mu'], p['sigma'], size=shape)
-    else:  # pareto: numpy's pareto is Lomax; shift to classic Pareto on [scale, inf).
-      d = (rng.pareto(p['shape'], size=shape) + 1.0) * p['scale']
-    if self.speed is not None:
-      if ids.size and ids.max() >= self.speed.shape[0]:
-        raise ValueError(
-          f'durations speed has {self.speed.shape[0]} entries but client id {ids.max()} was drawn.'
-        )
-      d = d * self.speed[ids]
-    return d
+      return np.full(ids.shape, float(p[0]))
+    if self.kind == 'pareto':  # numpy's pareto is Lomax; shifted to Pareto on [scale, inf)
+      return (rng.pareto(p[0], size=ids.shape) + 1.0) * p[1]
+    d = getattr(rng, self.kind)(*p, size=ids.shape)
+    return np.maximum(d, MIN_DURATION) if self.kind == 'normal' else d
 
-
-_RANGES = {
-  'constant': 'value >= 0',
-  'uniform': '0 <= low <= high',
-  'exponential': 'mean > 0',
-  'normal': 'std >= 0',
-  'lognormal': 'sigma >= 0',
-  'pareto': 'shape > 0 and scale > 0',
-}
+  def draw(self, rng: np.random.Generator, client_ids: np.ndarray) -> np.ndarray:
+    """One duration per entry of ``client_ids`` (float64, same shape), times its speed."""
+    ids = np.asarray(client_ids)
+    d = self.sample(rng, ids)
+    if self.speed is None:
+      return d
+    if ids.size and ids.max() >= self.speed.shape[0]:
+      raise ValueError(
+        f'durations speed has {self.speed.shape[0]} entries but client id {ids.max()} was drawn.'
+      )
+    return d * self.speed[ids]
 
 
 def make(kind: str, speed: np.ndarray | None = None, **params: float) -> Durations:
   """``make('uniform', low=0, high=20)``: a duration model by name."""
   return Durations(kind, dict(params), speed)
-
-
-def constant(value: float = 1.0) -> Durations:
-  return Durations('constant', {'value': value})
-
-
-def uniform(low: float, high: float, speed=None) -> Durations:
-  return Durations('uniform', {'low': low, 'high': high}, speed)
 
 
 def speed_factors(

@@ -107,7 +107,8 @@ class PerClientUniform(Durations):
   """Durations U(low[i], high[i]) per client i (a :class:`Durations` of kind 'uniform').
 
   ``params`` holds the overall (min low, max high) so the base validation applies;
-  ``draw`` uses the per-client bounds. ``category`` (int[N]) is kept for reporting.
+  ``sample`` uses the per-client bounds (``draw`` applies ``speed`` as the base does).
+  ``category`` (int[N]) is kept for reporting.
   """
 
   low: np.ndarray | None = None
@@ -124,28 +125,23 @@ class PerClientUniform(Durations):
     object.__setattr__(self, 'low', low)
     object.__setattr__(self, 'high', high)
 
-  def draw(self, rng: np.random.Generator, client_ids: np.ndarray) -> np.ndarray:
-    ids = np.asarray(client_ids)
+  def sample(self, rng: np.random.Generator, ids: np.ndarray) -> np.ndarray:
     if ids.size and ids.max() >= self.low.shape[0]:
       raise ValueError(
         f'PerClientUniform has {self.low.shape[0]} clients but client id {ids.max()} was drawn.'
       )
     u = rng.uniform(0.0, 1.0, size=ids.shape)
-    d = self.low[ids] + (self.high[ids] - self.low[ids]) * u
-    return d if self.speed is None else d * self.speed[ids]
+    return self.low[ids] + (self.high[ids] - self.low[ids]) * u
 
 
 def durations(
-  num_samples: np.ndarray,
-  *,
-  delay: str = 'large',
-  gamma: float = 1.0,
-  fractions: tuple[float, float, float] = (0.6, 0.3, 0.1),
-  unit: float = 10.0,
-  seed: int = 0,
+  num_samples: np.ndarray, *, delay: str = 'large', unit: float = 10.0, **categories
 ) -> PerClientUniform:
-  """Table 1 durations for clients with ``num_samples`` local samples (seconds by default)."""
-  cat = runtime_categories(num_samples, gamma=gamma, fractions=fractions, seed=seed)
+  """Table 1 durations for clients with ``num_samples`` local samples (seconds by default).
+
+  ``categories`` (``gamma``, ``fractions``, ``seed``) as in :func:`runtime_categories`.
+  """
+  cat = runtime_categories(num_samples, **categories)
   low, high = category_ranges(cat, delay, unit)
   return PerClientUniform(
     'uniform',
@@ -162,18 +158,16 @@ def schedule(
   buffer_size: int,
   num_steps: int,
   *,
-  delay: str = 'large',
-  gamma: float = 1.0,
-  fractions: tuple[float, float, float] = (0.6, 0.3, 0.1),
-  unit: float = 10.0,
   local_steps=1,
   seed: int = 0,
+  **table1,
 ) -> Schedule:
   """FedBuff's event clock (Mc = ``concurrency``, M = ``buffer_size``) with Table 1 delays.
 
+  ``table1`` (``delay``, ``unit``, ``gamma``, ``fractions``) as in :func:`durations`.
   The paper's vision setting is N=50, Mc=25, M=5 (Sec. 5.1).
   """
-  dur = durations(num_samples, delay=delay, gamma=gamma, fractions=fractions, unit=unit, seed=seed)
+  dur = durations(num_samples, seed=seed, **table1)
   return builders.fedbuff(
     len(dur.low),
     concurrency,

@@ -23,6 +23,9 @@ import numpy as np
 from afl_jax.errors import UserError
 
 SCHEDULE_FORMAT_VERSION = 1
+# The fields of a Schedule (and the arrays of its file), in order.
+_ARRAYS = ('client_ids', 'start_step', 'local_steps', 'mask', 'wall_clock', 'num_clients')
+_GRID = _ARRAYS[:4]  # the [T, M] arrays
 INDEX_DTYPE = np.int32  # client ids, start steps and local steps are stored as int32
 _INDEX_MAX = int(np.iinfo(INDEX_DTYPE).max)
 
@@ -31,8 +34,12 @@ class ScheduleError(UserError):
   """A malformed schedule; the message names the field, the offending entry and the rule."""
 
 
-def _first_bad(mask: np.ndarray) -> tuple[int, ...]:
-  return tuple(int(v) for v in np.argwhere(mask)[0])
+def _reject(bad: np.ndarray, message: str, values: np.ndarray | None = None, **fmt: Any) -> None:
+  """Raises ``message`` formatted with the first bad entry ``{t}`` (``{j}``) and its ``{v}``."""
+  if bad.any():
+    at = tuple(int(i) for i in np.argwhere(bad)[0])
+    v = None if values is None else values[at]
+    raise ScheduleError(message.format(t=at[0], j=at[-1], v=v, max=_INDEX_MAX, **fmt))
 
 
 def _count(name: str, value: Any, minimum: int = 1) -> int:
@@ -58,7 +65,8 @@ class Schedule:
     local_steps: int32[T, M] K_{t,i}, local steps of that job (>= 1).
     mask: bool[T, M] False marks padding (|S_t| may vary between steps).
     wall_clock: float64[T] simulated time at which each server step happens.
-    num_clients: N, the number of clients (ids are in [0, N)).
+    num_clients: N, the number of clients (ids are in [0, N)); None takes the largest
+      valid id + 1.
   """
 
   client_ids: np.ndarray
@@ -66,11 +74,11 @@ class Schedule:
   local_steps: np.ndarray
   mask: np.ndarray
   wall_clock: np.ndarray
-  num_clients: int
+  num_clients: int | None
 
   def __post_init__(self):
     set_ = lambda k, v: object.__setattr__(self, k, v)
-    for name in ('client_ids', 'start_step', 'local_steps', 'mask'):
+    for name in _GRID:
       arr = _array(name, getattr(self, name))
       if arr.ndim != 2:
         raise ScheduleError(f'{name} must be a 2-D array [T, M]; got shape {arr.shape}.')
@@ -80,7 +88,7 @@ class Schedule:
         )
       set_(name, arr)
     shape = self.client_ids.shape
-    for name in ('start_step', 'local_steps', 'mask'):
+    for name in _GRID[1:]:
       if getattr(self, name).shape != shape:
         raise ScheduleError(
           f'{name} has shape {getattr(self, name).shape} but client_ids has {shape}; '
@@ -92,68 +100,52 @@ class Schedule:
       if not np.issubdtype(self.mask.dtype, np.integer) or not np.isin(self.mask, (0, 1)).all():
         raise ScheduleError(f'mask must be boolean (or integer 0/1); got dtype {self.mask.dtype}.')
       set_('mask', self.mask.astype(bool))
-    try:
-      wall = np.asarray(self.wall_clock)
-      if wall.dtype == np.bool_ or wall.dtype.kind not in 'iuf':
-        raise TypeError(f'dtype {wall.dtype}')
-      wall = wall.astype(np.float64)
-    except (TypeError, ValueError) as e:
-      raise ScheduleError(f'wall_clock must hold real numbers; got {e}.') from None
+    m = self.mask
+    wall = _array('wall_clock', self.wall_clock)
+    if wall.dtype == np.bool_ or wall.dtype.kind not in 'iuf':
+      raise ScheduleError(f'wall_clock must hold real numbers; got dtype {wall.dtype}.')
+    wall = wall.astype(np.float64)
     if wall.shape != (shape[0],):
       raise ScheduleError(f'wall_clock must have shape ({shape[0]},); got {wall.shape}.')
-    if not np.isfinite(wall).all():
-      raise ScheduleError(f'wall_clock must be finite; step {_first_bad(~np.isfinite(wall))[0]}.')
-    if (np.diff(wall) < 0).any():
-      raise ScheduleError(
-        'wall_clock must be non-decreasing; it decreases after step '
-        f'{_first_bad(np.diff(wall) < 0)[0]}.'
-      )
+    _reject(~np.isfinite(wall), 'wall_clock must be finite; step {t}.')
+    _reject(np.diff(wall) < 0, 'wall_clock must be non-decreasing; it decreases after step {t}.')
     set_('wall_clock', wall)
+    if self.num_clients is None:  # from_arrays without num_clients: the largest id + 1
+      set_('num_clients', int(self.client_ids[m].max()) + 1 if m.any() else 1)
     n = _count('num_clients', self.num_clients)
     set_('num_clients', n)
-    m = self.mask
-    ids = np.where(m, self.client_ids, 0)
-    bad = m & ((self.client_ids < 0) | (self.client_ids >= n))
-    if bad.any():
-      t, j = _first_bad(bad)
-      raise ScheduleError(
-        f'client_ids[{t}, {j}] = {self.client_ids[t, j]} is out of range; '
-        f'ids must be in [0, {n}) (num_clients={n}).'
-      )
     t_index = np.arange(shape[0])[:, None]
-    bad = m & ((self.start_step < 0) | (self.start_step > t_index))
-    if bad.any():
-      t, j = _first_bad(bad)
-      raise ScheduleError(
-        f'start_step[{t}, {j}] = {self.start_step[t, j]} is invalid; an '
-        f'arrival at step t={t} must have 0 <= start_step <= t.'
-      )
-    bad = m & ((self.local_steps < 1) | (self.local_steps > _INDEX_MAX))
-    if bad.any():
-      t, j = _first_bad(bad)
-      raise ScheduleError(
-        f'local_steps[{t}, {j}] = {self.local_steps[t, j]} is invalid; local steps must be in '
-        f'[1, {_INDEX_MAX}] (int32).'
-      )
+    for name, low, high, rule in (
+      ('client_ids', 0, n - 1, 'is out of range; ids must be in [0, {n}) (num_clients={n}).'),
+      (
+        'start_step',
+        0,
+        t_index,
+        'is invalid; an arrival at step t={t} must have 0 <= start_step <= t.',
+      ),
+      ('local_steps', 1, _INDEX_MAX, 'is invalid; local steps must be in [1, {max}] (int32).'),
+    ):
+      arr = getattr(self, name)
+      _reject(m & ((arr < low) | (arr > high)), f'{name}[{{t}}, {{j}}] = {{v}} {rule}', arr, n=n)
     if shape[0] > _INDEX_MAX:
       raise ScheduleError(
         f'a schedule may have at most {_INDEX_MAX} steps (int32); got {shape[0]}.'
       )
     # Duplicate ids among the valid arrivals of one step.
+    ids = np.where(m, self.client_ids, 0)
     keyed = np.where(m, ids, -1 - np.arange(shape[1])[None, :])
     srt = np.sort(keyed, axis=1)
     dup = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)
-    if dup.any():
-      t, j = _first_bad(dup)
-      raise ScheduleError(
-        f'client {srt[t, j]} arrives twice at step {t}; a client can '
-        'report at most once per server step.'
-      )
+    _reject(
+      dup,
+      'client {v} arrives twice at step {t}; a client can report at most once per server step.',
+      srt,
+    )
     # Canonical padding: ids 0, start = t, one step. Stored as int32.
     set_('client_ids', ids.astype(np.int32))
     set_('start_step', np.where(m, self.start_step, t_index).astype(np.int32))
     set_('local_steps', np.where(m, self.local_steps, 1).astype(np.int32))
-    for name in ('client_ids', 'start_step', 'local_steps', 'mask', 'wall_clock'):
+    for name in _ARRAYS[:5]:
       getattr(self, name).setflags(write=False)
 
   # ---- shape -----------------------------------------------------------------
@@ -218,15 +210,7 @@ class Schedule:
     """The first ``num_steps`` server steps."""
     if not 1 <= num_steps <= self.num_steps:
       raise ScheduleError(f'num_steps must be in [1, {self.num_steps}]; got {num_steps}.')
-    s = slice(0, num_steps)
-    return Schedule(
-      self.client_ids[s],
-      self.start_step[s],
-      self.local_steps[s],
-      self.mask[s],
-      self.wall_clock[s],
-      self.num_clients,
-    )
+    return Schedule(*(getattr(self, k)[:num_steps] for k in _ARRAYS[:5]), self.num_clients)
 
   # ---- persistence -----------------------------------------------------------
   def save(self, path: str | os.PathLike) -> None:
@@ -234,11 +218,7 @@ class Schedule:
     np.savez(
       path,
       format_version=np.int64(SCHEDULE_FORMAT_VERSION),
-      client_ids=self.client_ids,
-      start_step=self.start_step,
-      local_steps=self.local_steps,
-      mask=self.mask,
-      wall_clock=self.wall_clock,
+      **{k: getattr(self, k) for k in _ARRAYS[:5]},
       num_clients=np.int64(self.num_clients),
     )
 
@@ -270,31 +250,21 @@ def load(path: str | os.PathLike) -> Schedule:
     ) from None
   except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
     raise ScheduleError(f'cannot read schedule file {path}: {e} (truncated or corrupt?).') from None
-  if 'format_version' in arrays:
-    try:
+  try:  # every error below names the file
+    if 'format_version' in arrays:
       version = _count('format_version', arrays.pop('format_version'))
-    except ScheduleError as e:
-      raise ScheduleError(f'{path}: {e}') from None
-    if version != SCHEDULE_FORMAT_VERSION:
-      raise ScheduleError(
-        f'{path}: format_version {version} is not supported (this library reads version '
-        f'{SCHEDULE_FORMAT_VERSION}).'
-      )
-  for required in ('client_ids', 'start_step', 'num_clients'):
-    if required not in arrays:
-      raise ScheduleError(f'{path}: missing array {required!r}; found {sorted(arrays)}.')
-  unknown = sorted(set(arrays) - set(_ARRAYS))
-  if unknown:
-    raise ScheduleError(f'{path}: unknown arrays {unknown}; a schedule holds {list(_ARRAYS)}.')
-  try:
-    return from_arrays(
-      arrays['client_ids'],
-      arrays['start_step'],
-      local_steps=arrays.get('local_steps'),
-      mask=arrays.get('mask'),
-      wall_clock=arrays.get('wall_clock'),
-      num_clients=arrays['num_clients'],
-    )
+      if version != SCHEDULE_FORMAT_VERSION:
+        raise ScheduleError(
+          f'format_version {version} is not supported (this library reads version '
+          f'{SCHEDULE_FORMAT_VERSION}).'
+        )
+    for required in ('client_ids', 'start_step', 'num_clients'):
+      if required not in arrays:
+        raise ScheduleError(f'missing array {required!r}; found {sorted(arrays)}.')
+    unknown = sorted(set(arrays) - set(_ARRAYS))
+    if unknown:
+      raise ScheduleError(f'unknown arrays {unknown}; a schedule holds {list(_ARRAYS)}.')
+    return from_arrays(**arrays)
   except ScheduleError as e:
     raise ScheduleError(f'{path}: {e}') from None
 
@@ -304,9 +274,6 @@ def _array(name: str, x: Any) -> np.ndarray:
     return np.asarray(x)
   except (TypeError, ValueError) as e:  # ragged nested lists
     raise ScheduleError(f'{name} must be a rectangular array; got {e}.') from None
-
-
-_ARRAYS = ('client_ids', 'start_step', 'local_steps', 'mask', 'wall_clock', 'num_clients')
 
 
 def clients_mismatch(schedule_clients: int, problem_clients: int) -> str:
@@ -361,14 +328,4 @@ def from_arrays(
   mask = np.ones(client_ids.shape, bool) if mask is None else _array('mask', mask)
   t = client_ids.shape[0] if client_ids.ndim else 0
   wall_clock = np.arange(t, dtype=np.float64) if wall_clock is None else wall_clock
-  if num_clients is None:
-    if client_ids.ndim != 2 or not np.issubdtype(client_ids.dtype, np.integer):
-      num_clients = 1  # the Schedule rules reject the ids with the precise reason
-    else:
-      ok = mask.shape == client_ids.shape and (
-        mask.dtype == np.bool_
-        or (np.issubdtype(mask.dtype, np.integer) and np.isin(mask, (0, 1)).all())
-      )
-      valid = client_ids[mask.astype(bool)] if ok else client_ids
-      num_clients = int(valid.max()) + 1 if valid.size else 1
   return Schedule(client_ids, start_step, local_steps, mask, wall_clock, num_clients)
