@@ -64,10 +64,6 @@ OPTIONS = {
 }
 
 
-def _check_positive(name: str, value) -> None:
-  checks.positive(name, value)  # optax schedules and traced values (sweeps) pass
-
-
 def _check_num_clients(num_clients: int | None) -> None:
   if num_clients is None:
     return
@@ -140,7 +136,7 @@ def asynfl_server(
       ``n_i / sum_j n_j`` in place of ``1/n`` (``n_i / sum_{S_t} n_j`` in place of
       ``1/|S_t|``), :mod:`afl_jax.servers.weighting`.
   """
-  _check_positive('server_lr', server_lr)
+  checks.positive('server_lr', server_lr)
   _check_num_clients(num_clients)
   if num_clients is None and normalizer == 'clients':
     plain = servers.optimizer_server(optax.sgd(server_lr), weighting=weighting)
@@ -232,9 +228,7 @@ def _algorithm(
   compressor: compression.Compressor | None = None,
   weighting: str = 'uniform',
 ) -> Algorithm:
-  _check_positive('client_lr', client_lr)
-  if local_training not in LOCAL_TRAINING:
-    raise ValueError(f'local_training must be one of {LOCAL_TRAINING}; got {local_training!r}.')
+  checks.one_of('local_training', local_training, LOCAL_TRAINING)
   continuous = local_training == 'continuous'
   server = asynfl_server(
     server_lr,

@@ -16,9 +16,7 @@ the papers send ``x_K - x_start``).
 
 from __future__ import annotations
 
-import jax
-
-from afl_jax.algorithms.registry import register
+from afl_jax.algorithms.registry import joint_init, register
 from afl_jax.clients.sgd import local_sgd
 from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
@@ -26,10 +24,6 @@ from afl_jax.servers.ca2fl import ca2fl as ca2fl_server
 from afl_jax.servers.ca2fl import init_state as ca2fl_init_state
 from afl_jax.servers.fadas import DELAY_RULES
 from afl_jax.servers.fadas import fadas as fadas_server
-
-
-def _check_client_lr(client_lr: float) -> None:
-  checks.positive('client_lr (eta_l)', client_lr)
 
 
 @register('ca2fl')
@@ -42,16 +36,9 @@ def ca2fl(
 
   ``weighting``: 'uniform' (Alg. 1) or 'examples' (by the clients' example counts).
   """
-  _check_client_lr(client_lr)
   client = local_sgd(client_lr)
   server = ca2fl_server(server_lr, weighting=weighting)
-
-  def init(params, tasks, key):
-    n = tasks.client_id.shape[0]
-    keys = jax.random.split(key, n)
-    states = jax.vmap(client.init, in_axes=(None, tasks.batch_axes(), 0))(params, tasks, keys)
-    return ca2fl_init_state(params, n), states
-
+  init = joint_init(client, lambda params, tasks, _: ca2fl_init_state(params, tasks.client_id.size))
   return Algorithm('ca2fl', client, server, init=init)
 
 
@@ -80,7 +67,6 @@ def fadas(
 
   ``weighting``: 'uniform' (Alg. 1's mean) or 'examples' (by the clients' example counts).
   """
-  _check_client_lr(client_lr)
   server = fadas_server(
     server_lr,
     beta1,

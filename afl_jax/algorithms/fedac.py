@@ -17,9 +17,7 @@ current FedAC does.
 
 from __future__ import annotations
 
-import jax
-
-from afl_jax.algorithms.registry import register
+from afl_jax.algorithms.registry import joint_init, register
 from afl_jax.clients.fedac import fedac_client
 from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
@@ -49,7 +47,6 @@ def fedac(
   first_update: str = 'movement',
 ) -> Algorithm:
   """FedAC; the server's per-client job counts get N from the problem (``Algorithm.init``)."""
-  checks.positive('client_lr', client_lr)
   client = fedac_client(client_lr, history=history, correction=correction)
   server = fedac_server(
     server_lr,
@@ -60,11 +57,7 @@ def fedac(
     zero_cosine=zero_cosine,
     first_update=first_update,
   )
-
-  def init(params, tasks, key):
-    n = tasks.client_id.shape[0]
-    keys = jax.random.split(key, n)
-    states = jax.vmap(client.init, in_axes=(None, tasks.batch_axes(), 0))(params, tasks, keys)
-    return init_state(params, n, beta1, beta2, epsilon), states
-
+  init = joint_init(
+    client, lambda params, tasks, _: init_state(params, tasks.client_id.size, beta1, beta2, epsilon)
+  )
   return Algorithm('fedac', client, server, init=init)

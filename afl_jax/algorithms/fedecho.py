@@ -86,7 +86,6 @@ def fedecho(
   Defaults follow Sec. 5.1 (nu=5, alpha in [0.2, 0.8], Adam with eta_d=3e-6) and
   Table 8 (eta_l=0.03, eta=1); Q and |B| are not given by the paper.
   """
-  checks.positive('client_lr (eta_l)', client_lr)
   if apply_fn is None:
     raise ValueError('apply_fn is required: apply_fn(params, x) -> logits; got None.')
   if unlabeled_x is None:

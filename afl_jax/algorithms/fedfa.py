@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from afl_jax import clients, servers
 from afl_jax.algorithms.registry import Variant, register_family
-from afl_jax.clients.prox import check_client_lr
 from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
 
@@ -66,7 +65,6 @@ def _fedfa(
   mu: float = 0.0,
   nova: bool = False,
 ) -> Algorithm:
-  check_client_lr(client_lr)
   server = servers.fedfa_server(
     window_size,
     mode,

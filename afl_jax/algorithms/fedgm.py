@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from afl_jax import clients, servers
 from afl_jax.algorithms.registry import Variant, register, register_family
 from afl_jax.core import checks
-from afl_jax.core.types import Algorithm, ClientRule
+from afl_jax.core.types import Algorithm
 from afl_jax.servers.adaptive import TAU_PLACEMENTS
 from afl_jax.servers.fedgm import CONVENTIONS, OPTIMIZERS
 
@@ -41,11 +41,6 @@ STAGE_LENGTHS = (143, 286, 572)
 SERVER_LRS = (2.0, 1.0, 0.5)
 BETAS = (0.9, 0.9, 0.9)
 NUS = (0.25, 0.5, 1.0)
-
-
-def _local_sgd(client_lr: float) -> ClientRule:
-  checks.positive('client_lr', client_lr)
-  return clients.local_sgd(client_lr)
 
 
 def _fedgm(
@@ -59,7 +54,7 @@ def _fedgm(
 ) -> Algorithm:
   nu = beta if nesterov else nu
   server = servers.fedgm_server(server_lr, beta, nu, weighting=weighting)
-  return Algorithm(name, _local_sgd(client_lr), server)
+  return Algorithm(name, clients.local_sgd(client_lr), server)
 
 
 # FedGM's hyperparameters with their defaults, in signature order; its special cases
@@ -121,7 +116,7 @@ def _multistage(
   nus: Sequence[float],
   weighting: str,
 ) -> Algorithm:
-  client = _local_sgd(client_lr)
+  client = clients.local_sgd(client_lr)
   return Algorithm(
     name,
     clients.divide_by_local_steps(client) if autonomous else client,
@@ -187,7 +182,7 @@ def fedopt(
   """
   return Algorithm(
     'fedopt',
-    _local_sgd(client_lr),
+    clients.local_sgd(client_lr),
     servers.fedopt(
       server_optimizer,
       server_lr,

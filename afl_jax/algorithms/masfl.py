@@ -34,11 +34,11 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from afl_jax.algorithms.registry import register
+from afl_jax.algorithms.registry import joint_init, register
 from afl_jax.clients.masfl import history_depth, masfl_client
 from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
-from afl_jax.servers.masfl import SELECTIONS, check_selection, init_state, masfl_server
+from afl_jax.servers.masfl import SELECTIONS, init_state, masfl_server
 
 
 class TheoryRates(NamedTuple):
@@ -47,10 +47,13 @@ class TheoryRates(NamedTuple):
   beta: float
 
 
-def _positive_int(name: str, value) -> int:
-  if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-    raise ValueError(f'{name} must be an integer >= 1; got {value!r}.')
-  return value
+def _skt(arrivals_per_step: int, local_steps: int, num_rounds: int) -> tuple[int, int, int]:
+  """S, K, T checked: integers >= 1."""
+  return (
+    checks.positive_int('arrivals_per_step', arrivals_per_step),
+    checks.positive_int('local_steps', local_steps),
+    checks.positive_int('num_rounds', num_rounds),
+  )
 
 
 def _beta(s: int, k: int, t: int) -> float:
@@ -65,9 +68,7 @@ def _beta(s: int, k: int, t: int) -> float:
 def adamasfl_theory(arrivals_per_step: int, local_steps: int, num_rounds: int) -> TheoryRates:
   """Theorem 4.1: ``gamma = (SK)^{1/4} / T^{3/4}``, ``eta = 1/(K sqrt T)``,
   ``beta = sqrt(SK/T)``."""
-  s = _positive_int('arrivals_per_step', arrivals_per_step)
-  k = _positive_int('local_steps', local_steps)
-  t = _positive_int('num_rounds', num_rounds)
+  s, k, t = _skt(arrivals_per_step, local_steps, num_rounds)
   return TheoryRates(
     client_lr=1.0 / (k * math.sqrt(t)), server_lr=(s * k) ** 0.25 / t**0.75, beta=_beta(s, k, t)
   )
@@ -81,13 +82,10 @@ def masfl_theory(
   Raises:
     ValueError: the theorem's condition ``T - sqrt(SKT) - 4 S K tau_max^2 >= 0`` fails.
   """
-  s = _positive_int('arrivals_per_step', arrivals_per_step)
-  k = _positive_int('local_steps', local_steps)
-  t = _positive_int('num_rounds', num_rounds)
+  s, k, t = _skt(arrivals_per_step, local_steps, num_rounds)
   if not smoothness > 0:
     raise ValueError(f'smoothness (L) must be > 0; got {smoothness}.')
-  if isinstance(tau_max, bool) or not isinstance(tau_max, int) or tau_max < 0:
-    raise ValueError(f'tau_max must be an integer >= 0; got {tau_max!r}.')
+  checks.positive_int('tau_max', tau_max, 0)
   beta = _beta(s, k, t)
   room = t - math.sqrt(s * k * t) - 4 * s * k * tau_max**2
   if room < 0:
@@ -98,12 +96,6 @@ def masfl_theory(
     )
   eta = math.sqrt(room) / (4 * math.sqrt(5) * math.e * k * smoothness * math.sqrt(t))
   return TheoryRates(client_lr=eta, server_lr=beta / (4 * smoothness), beta=beta)
-
-
-def _check_rates(client_lr: float, server_lr: float, beta: float) -> None:
-  checks.positive('client_lr', client_lr)
-  checks.positive('server_lr', server_lr)
-  checks.in_range('beta', beta, 0.0, 1.0, low_open=True)
 
 
 def build(
@@ -124,8 +116,6 @@ def build(
   :func:`~afl_jax.clients.masfl.history_depth` of the run's schedule, so the
   correction c~_i of every job is causal on any schedule.
   """
-  _check_rates(client_lr, server_lr, beta)
-  check_selection(selection)
   client = masfl_client(client_lr, beta, normalize=adaptive, history=history)
   server = masfl_server(
     server_lr,
@@ -135,15 +125,13 @@ def build(
     weighting=weighting,
   )
 
-  def init(params, tasks, key):
+  def server_init(params, tasks, states):
     """c_i^0 for all N clients in one vmapped pass; c^0 = mean_i c_i^0, g^0 = c^0."""
-    n = tasks.client_id.shape[0]
-    keys = jax.random.split(key, n)
-    states = jax.vmap(client.init, in_axes=(None, tasks.batch_axes(), 0))(params, tasks, keys)
     c0 = jax.tree.map(lambda v: v[:, 0], states.variates)
     counts = tasks.num_examples if weighting == 'examples' else None
-    state = init_state(params, c0, selection=selection, adaptive=adaptive, num_examples=counts)
-    return state, states
+    return init_state(params, c0, selection=selection, adaptive=adaptive, num_examples=counts)
+
+  init = joint_init(client, server_init)
 
   def prepare(alg: Algorithm, schedule) -> Algorithm:
     depth = history_depth(schedule)
@@ -192,8 +180,9 @@ def schedule_inputs(schedule) -> dict[str, int]:
   return dict(zip(RUN_INPUTS, found.pop(), strict=True))
 
 
-def _with_run_inputs(make, needed: bool, **given) -> Algorithm:
-  """``make(**inputs)`` with S, K, T filled: given > the schedule (in prepare) > STANDALONE."""
+def _with_run_inputs(make, needed: bool, *skt: int | None) -> Algorithm:
+  """``make(S, K, T)`` with those not given filled: the schedule's (in prepare) > STANDALONE."""
+  given = dict(zip(RUN_INPUTS, skt, strict=True))
   if not needed or None not in given.values():
     return make(**given)
   alg = make(**{k: STANDALONE[k] if v is None else v for k, v in given.items()})
@@ -243,24 +232,15 @@ def masfl(
   def make(arrivals_per_step, local_steps, num_rounds) -> Algorithm:
     b = beta
     if b is None:
-      b = _beta(
-        _positive_int('arrivals_per_step', arrivals_per_step),
-        _positive_int('local_steps', local_steps),
-        _positive_int('num_rounds', num_rounds),
-      )
+      b = _beta(*_skt(arrivals_per_step, local_steps, num_rounds))
     gamma = b / (4 * lips) if server_lr is None else server_lr
     eta = client_lr
     if eta is None:
       eta = masfl_theory(arrivals_per_step, local_steps, num_rounds, lips, tau).client_lr
     return build('masfl', eta, gamma, b, adaptive=False, selection=selection, weighting=weighting)
 
-  return _with_run_inputs(
-    make,
-    beta is None or client_lr is None,
-    arrivals_per_step=arrivals_per_step,
-    local_steps=local_steps,
-    num_rounds=num_rounds,
-  )
+  needed = beta is None or client_lr is None
+  return _with_run_inputs(make, needed, arrivals_per_step, local_steps, num_rounds)
 
 
 @register('adamasfl', context=RUN_INPUTS, hparams=SPECS)
@@ -289,13 +269,8 @@ def adamasfl(
       b = theory.beta if b is None else b
     return build('adamasfl', eta, gamma, b, adaptive=True, selection=selection, weighting=weighting)
 
-  return _with_run_inputs(
-    make,
-    None in (client_lr, server_lr, beta),
-    arrivals_per_step=arrivals_per_step,
-    local_steps=local_steps,
-    num_rounds=num_rounds,
-  )
+  needed = None in (client_lr, server_lr, beta)
+  return _with_run_inputs(make, needed, arrivals_per_step, local_steps, num_rounds)
 
 
 __all__ = [

@@ -42,7 +42,6 @@ def port(
   weighting: str = 'examples',
 ) -> Algorithm:
   """Port; ``weighting='examples'`` multiplies each raw weight by n_i (the authors' code)."""
-  checks.positive('client_lr', client_lr)
   server = port_server(
     server_lr,
     similarity_weight,

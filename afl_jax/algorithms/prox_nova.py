@@ -23,15 +23,8 @@ from __future__ import annotations
 from afl_jax import clients, servers
 from afl_jax.algorithms import baselines
 from afl_jax.algorithms.registry import Variant, register_family
-from afl_jax.clients.prox import check_client_lr
 from afl_jax.clients.sgd import ScalarOrSchedule
-from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
-
-
-def check_server_lr(server_lr: float) -> None:
-  """eta_g must be a finite number > 0."""
-  checks.positive('server_lr', server_lr)
 
 
 def with_prox(algorithm: Algorithm, name: str, client_lr: ScalarOrSchedule, mu: float) -> Algorithm:
@@ -59,9 +52,7 @@ def _extended(
   mu: float = 0.0,
 ) -> Algorithm:
   """FedAvg or FedBuff (``base``) with FedProx's client or FedNova's server (``extension``)."""
-  check_client_lr(client_lr)
   if base == 'fedbuff':
-    check_server_lr(server_lr)
     algorithm = baselines.fedbuff(client_lr, server_lr, weighting)
   else:
     algorithm = baselines.fedavg(client_lr, weighting)

@@ -29,8 +29,10 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+import jax
+
 from afl_jax.core import checks
-from afl_jax.core.types import Algorithm
+from afl_jax.core.types import Algorithm, ClientRule
 from afl_jax.errors import ConfigError
 from afl_jax.registry import Registry
 from afl_jax.servers.weighting import WEIGHTINGS
@@ -185,6 +187,24 @@ def _variant_factory(
   factory.__doc__ = variant.doc
   factory.__module__ = build.__module__
   return factory
+
+
+def joint_init(
+  client: ClientRule, server_init: Callable[[Any, Any, Any], Any]
+) -> Callable[..., tuple[Any, Any]]:
+  """An ``Algorithm.init`` whose server state depends on every client (N from the tasks).
+
+  Every client's state comes from one vmapped ``client.init`` over the N clients (a key
+  each), then the server's from ``server_init(params, tasks, client_states)``; N is
+  ``tasks.client_id.shape[0]``.
+  """
+
+  def init(params, tasks, key):
+    keys = jax.random.split(key, tasks.client_id.shape[0])
+    states = jax.vmap(client.init, in_axes=(None, tasks.batch_axes(), 0))(params, tasks, keys)
+    return server_init(params, tasks, states), states
+
+  return init
 
 
 def names() -> list[str]:

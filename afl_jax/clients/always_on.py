@@ -68,7 +68,7 @@ def always_on_sgd(learning_rate: ScalarOrSchedule) -> ClientRule:
     ``Delta = anchor - x_{t,K}`` (meaningful when ``task.active``), the new state
     and ``{'train_loss'}``.
   """
-  checks.positive('learning_rate', learning_rate)
+  checks.positive('client_lr', learning_rate)
 
   def init(params: Params, task: LocalTask, key: jax.Array) -> AlwaysOnState:
     del task, key

@@ -21,11 +21,6 @@ from afl_jax.core import checks, tree
 from afl_jax.core.types import ClientRule, Params
 
 
-def check_client_lr(client_lr: ScalarOrSchedule) -> None:
-  """eta_l must be a finite float > 0 or an optax schedule (a callable)."""
-  checks.positive('client_lr', client_lr)  # optax schedules and traced values (sweeps) pass
-
-
 def proximal_gradient(mu: float) -> Callable[[Params, Params], Params]:
   """``g(w, w^t) = mu * (w - w^t)``, the gradient of ``mu/2 ||w - w^t||^2``."""
   return lambda params, start: tree.scale(mu, tree.sub(params, start))
@@ -41,6 +36,5 @@ def prox_sgd(client_lr: ScalarOrSchedule, mu: float) -> ClientRule:
   Returns:
     A :class:`~afl_jax.core.types.ClientRule` (stateless).
   """
-  check_client_lr(client_lr)
   checks.non_negative('mu', mu)
   return local_sgd(client_lr, extra_grad=proximal_gradient(mu))

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from afl_jax.core import tree
+from afl_jax.core import checks, tree
 from afl_jax.core.types import ClientRule, EmptyState, LocalTask
 
 ScalarOrSchedule = float | optax.Schedule
@@ -81,10 +81,12 @@ def local_sgd(learning_rate: ScalarOrSchedule, *, extra_grad: Callable | None = 
   """K steps of SGD from the broadcast params; sends ``Delta = x_start - x_K``.
 
   Args:
-    learning_rate: eta_l, a float or an optax schedule of the local step k.
+    learning_rate: eta_l, a float > 0 or an optax schedule of the local step k (a
+      schedule or a sweep's traced value passes unchecked).
     extra_grad: optional ``extra_grad(params, start) -> tree`` added to every
       gradient (FedProx's proximal term is ``mu * (params - start)``).
   """
+  checks.positive('client_lr', learning_rate)
 
   def init(params, task, key):
     del params, task, key

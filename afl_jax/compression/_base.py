@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.flatten_util import ravel_pytree
 
 from afl_jax.core.tree import VALUE_BITS as VALUE_BITS
 from afl_jax.core.tree import dense_bits as dense_bits
@@ -135,3 +136,23 @@ def count_bytes(bits: Any, mask: Any = None) -> float:
 def bits_scalar(n: int) -> jax.Array:
   """A static bit count as the float32 scalar returned by ``compress``."""
   return jnp.asarray(float(n), dtype=jnp.float32)
+
+
+def stateless(fn: Callable[[Any, PRNGKey], tuple[Any, int]], *, flat: bool = False) -> Compressor:
+  """A stateless :class:`Compressor` from ``fn(x, key) -> (compressed, bits)``.
+
+  ``bits`` is the static bit count of the message; with ``flat=True``, ``x`` is the
+  whole pytree flattened to one vector (``ravel_pytree``) and ``compressed`` is unraveled.
+  """
+
+  def compress(
+    updates: Updates, state: EmptyState, key: PRNGKey
+  ) -> tuple[Updates, EmptyState, jax.Array]:
+    if not flat:
+      out, bits = fn(updates, key)
+      return out, state, bits_scalar(bits)
+    vector, unravel = ravel_pytree(updates)
+    out, bits = fn(vector, key)
+    return unravel(out), state, bits_scalar(bits)
+
+  return Compressor(init=init_empty, compress=compress)

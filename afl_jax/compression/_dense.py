@@ -30,27 +30,18 @@ import jax.numpy as jnp
 
 from afl_jax.compression._base import (
   Compressor,
-  EmptyState,
   PRNGKey,
   Updates,
-  bits_scalar,
   identity_bits,
-  init_empty,
   sign_bits,
+  stateless,
   tree_size,
 )
 
 
 def identity() -> Compressor:
   """No compression: sends ``updates`` unchanged, ``32 d`` bits."""
-
-  def compress(
-    updates: Updates, state: EmptyState, key: PRNGKey
-  ) -> tuple[Updates, EmptyState, jax.Array]:
-    del key
-    return updates, state, bits_scalar(identity_bits(tree_size(updates)))
-
-  return Compressor(init=init_empty, compress=compress)
+  return stateless(lambda updates, key: (updates, identity_bits(tree_size(updates))))
 
 
 def paper_sign(x: jax.Array) -> jax.Array:
@@ -76,9 +67,7 @@ def sign(scaled: bool = False) -> Compressor:
   """
   scaled = bool(scaled)
 
-  def compress(
-    updates: Updates, state: EmptyState, key: PRNGKey
-  ) -> tuple[Updates, EmptyState, jax.Array]:
+  def compress(updates: Updates, key: PRNGKey) -> tuple[Updates, int]:
     del key
     d = tree_size(updates)
     signs = jax.tree.map(lambda m: -paper_sign(-m), updates)  # -Sign(Delta), Delta = -m
@@ -87,6 +76,6 @@ def sign(scaled: bool = False) -> Compressor:
       l1 = sum(jnp.sum(jnp.abs(x).astype(jnp.result_type(*leaves))) for x in leaves)
       alpha = l1 / d
       signs = jax.tree.map(lambda s: (alpha * s).astype(s.dtype), signs)
-    return signs, state, bits_scalar(sign_bits(d, scaled))
+    return signs, sign_bits(d, scaled)
 
-  return Compressor(init=init_empty, compress=compress)
+  return stateless(compress)

@@ -28,16 +28,12 @@ import math
 
 import jax
 import jax.numpy as jnp
-from jax.flatten_util import ravel_pytree
 
 from afl_jax.compression._base import (
   Compressor,
-  EmptyState,
   PRNGKey,
-  Updates,
-  bits_scalar,
-  init_empty,
   qsgd_bits,
+  stateless,
   top_k_qsgd_bits,
 )
 from afl_jax.compression._sparse import resolve_k, top_k_indices, validate_fraction_or_k
@@ -93,15 +89,7 @@ def qsgd(bits: int | None = None, levels: int | None = None) -> Compressor:
     A stateless, unbiased :class:`Compressor`; bits ``32 + d b``.
   """
   b, s = resolve_levels(bits, levels, 'qsgd')
-
-  def compress(
-    updates: Updates, state: EmptyState, key: PRNGKey
-  ) -> tuple[Updates, EmptyState, jax.Array]:
-    flat, unravel = ravel_pytree(updates)
-    out = quantize(flat, s, key)
-    return unravel(out), state, bits_scalar(qsgd_bits(flat.size, b))
-
-  return Compressor(init=init_empty, compress=compress)
+  return stateless(lambda flat, key: (quantize(flat, s, key), qsgd_bits(flat.size, b)), flat=True)
 
 
 def top_k_qsgd(
@@ -135,17 +123,13 @@ def top_k_qsgd(
   validate_fraction_or_k(fraction, k, 'top_k_qsgd')
   b, s = resolve_levels(bits, levels, 'top_k_qsgd')
 
-  def compress(
-    updates: Updates, state: EmptyState, key: PRNGKey
-  ) -> tuple[Updates, EmptyState, jax.Array]:
-    flat, unravel = ravel_pytree(updates)
+  def compress(flat: jax.Array, key: PRNGKey) -> tuple[jax.Array, int]:
     d = flat.size
     kk = resolve_k(fraction, k, d)
     idx = top_k_indices(flat, kk)
     values = quantize(flat[idx], s, key)
     if scaled:
       values = values / (1.0 + min(kk / s**2, math.sqrt(kk) / s))
-    out = jnp.zeros_like(flat).at[idx].set(values)
-    return unravel(out), state, bits_scalar(top_k_qsgd_bits(d, kk, b))
+    return jnp.zeros_like(flat).at[idx].set(values), top_k_qsgd_bits(d, kk, b)
 
-  return Compressor(init=init_empty, compress=compress)
+  return stateless(compress, flat=True)

@@ -24,16 +24,12 @@ import math
 
 import jax
 import jax.numpy as jnp
-from jax.flatten_util import ravel_pytree
 
 from afl_jax.compression._base import (
   Compressor,
-  EmptyState,
   PRNGKey,
-  Updates,
-  bits_scalar,
-  init_empty,
   num_kept,
+  stateless,
   top_k_bits,
 )
 
@@ -80,15 +76,10 @@ def top_k(fraction: float | None = None, *, k: int | None = None) -> Compressor:
   """
   validate_fraction_or_k(fraction, k, 'top_k')
 
-  def compress(
-    updates: Updates, state: EmptyState, key: PRNGKey
-  ) -> tuple[Updates, EmptyState, jax.Array]:
+  def compress(flat: jax.Array, key: PRNGKey) -> tuple[jax.Array, int]:
     del key
-    flat, unravel = ravel_pytree(updates)
-    d = flat.size
-    kk = resolve_k(fraction, k, d)
+    kk = resolve_k(fraction, k, flat.size)
     idx = top_k_indices(flat, kk)
-    out = jnp.zeros_like(flat).at[idx].set(flat[idx])
-    return unravel(out), state, bits_scalar(top_k_bits(d, kk))
+    return jnp.zeros_like(flat).at[idx].set(flat[idx]), top_k_bits(flat.size, kk)
 
-  return Compressor(init=init_empty, compress=compress)
+  return stateless(compress, flat=True)

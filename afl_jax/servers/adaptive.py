@@ -45,6 +45,17 @@ RULES = ('adagrad', 'yogi', 'adam')
 TAU_PLACEMENTS = ('outside', 'inside')
 
 
+def moments(beta1: float, beta2: float, mu: Any, nu: Any, g: Any) -> tuple[Any, Any]:
+  """Adam's moments ``m_t = beta1 m + (1 - beta1) g``, ``v_t = beta2 v + (1 - beta2) g^2``.
+
+  No bias correction and no dtype casts: FADAS's and FedAC's server steps
+  (:mod:`afl_jax.servers.fadas`, :mod:`afl_jax.servers.fedac`) build on it.
+  """
+  mu = jax.tree.map(lambda m, gi: beta1 * m + (1 - beta1) * gi, mu, g)
+  nu = jax.tree.map(lambda v, gi: beta2 * v + (1 - beta2) * gi * gi, nu, g)
+  return mu, nu
+
+
 class Alg2State(NamedTuple):
   count: jax.Array  # int32 []: server updates so far (t)
   mu: Any  # m_{t-1}
@@ -79,10 +90,8 @@ def scale_by_alg2(
     initial_accumulator: v_{-1}; None (default) is ``tau^2``, the paper's smallest
       admissible value; 0 is Flower's.
   """
-  if rule not in RULES:
-    raise ValueError(f'rule must be one of {RULES}; got {rule!r}.')
-  if tau_placement not in TAU_PLACEMENTS:
-    raise ValueError(f'tau_placement must be one of {TAU_PLACEMENTS}; got {tau_placement!r}.')
+  checks.one_of('rule', rule, RULES)
+  checks.one_of('tau_placement', tau_placement, TAU_PLACEMENTS)
   if not isinstance(bias_correction, bool):
     raise ValueError(f'bias_correction must be True or False; got {bias_correction!r}.')
   if bias_correction and rule == 'adagrad':

@@ -28,8 +28,9 @@ import jax
 import jax.numpy as jnp
 
 from afl_jax.core import checks, tree
-from afl_jax.core.types import Arrivals, Params, ServerRule, unchanged_if_no_arrival
+from afl_jax.core.types import Arrivals, Params, ServerRule
 from afl_jax.servers import weighting as weighting_lib
+from afl_jax.servers.pseudo_gradient import step_result
 
 
 class CA2FLState(NamedTuple):
@@ -45,8 +46,7 @@ class CA2FLState(NamedTuple):
 
 def init_state(params: Params, num_clients: int) -> CA2FLState:
   """``h_i^0 = 0`` for every client."""
-  if num_clients < 1:
-    raise ValueError(f'num_clients must be >= 1; got {num_clients}.')
+  num_clients = checks.positive_int('num_clients', num_clients)
   return CA2FLState(
     params,
     tree.zeros_like(tree.stack_n(params, num_clients)),
@@ -107,10 +107,6 @@ def ca2fl(
       tree.scatter(state.cache, ids, messages, mask),
       counts,
     )
-    new = unchanged_if_no_arrival(arrivals, new, state)
-    return new, {
-      'update_norm': tree.global_norm(tree.sub(state.params, new.params)),
-      'calibration_norm': tree.global_norm(calibration),
-    }
+    return step_result(arrivals, new, state, calibration_norm=tree.global_norm(calibration))
 
   return ServerRule(init, update)

@@ -24,6 +24,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from afl_jax.core import checks
+
 TEACHERS = ('logits', 'probs')
 
 
@@ -39,8 +41,7 @@ def teacher_probs(logits: jax.Array, reported: jax.Array, teacher: str = 'logits
   Returns:
     ``[B, C]`` probabilities; the uniform distribution when no client reported.
   """
-  if teacher not in TEACHERS:
-    raise ValueError(f'teacher must be one of {TEACHERS}; got {teacher!r}.')
+  checks.one_of('teacher', teacher, TEACHERS)
   w = reported.astype(logits.dtype)
   w = w / jnp.maximum(jnp.sum(w), 1.0)
   if teacher == 'logits':

@@ -42,8 +42,10 @@ import jax.numpy as jnp
 import optax
 
 from afl_jax.core import checks, tree
-from afl_jax.core.types import Arrivals, Params, ServerRule, unchanged_if_no_arrival
+from afl_jax.core.types import Arrivals, Params, ServerRule
 from afl_jax.servers import weighting as weighting_lib
+from afl_jax.servers.adaptive import moments
+from afl_jax.servers.pseudo_gradient import step_result
 
 DELAY_RULES = ('min_inverse', 'divide')
 
@@ -70,8 +72,7 @@ def scale_by_amsgrad(
 
   def update(updates, state, params=None):
     del params
-    mu = jax.tree.map(lambda m, g: beta1 * m + (1 - beta1) * g, state.mu, updates)
-    nu = jax.tree.map(lambda v, g: beta2 * v + (1 - beta2) * g * g, state.nu, updates)
+    mu, nu = moments(beta1, beta2, state.mu, state.nu, updates)
     nu_max = jax.tree.map(jnp.maximum, state.nu_max, nu)
     count = state.count + 1
     if bias_correction:
@@ -133,8 +134,7 @@ def fadas(
   checks.positive('epsilon', epsilon)
   if not (isinstance(tau_c, int) and tau_c >= 0):
     raise ValueError(f'tau_c must be an integer >= 0; got {tau_c!r}.')
-  if delay_rule not in DELAY_RULES:
-    raise ValueError(f'delay_rule must be one of {DELAY_RULES}; got {delay_rule!r}.')
+  checks.one_of('delay_rule', delay_rule, DELAY_RULES)
   opt = scale_by_amsgrad(beta1, beta2, epsilon, bias_correction=bias_correction)
 
   def init(params: Params) -> FADASState:
@@ -154,11 +154,6 @@ def fadas(
       else jnp.asarray(server_lr)
     )
     new = FADASState(tree.axpy(-eta, direction, state.params), opt_state)
-    new = unchanged_if_no_arrival(arrivals, new, state)
-    return new, {
-      'update_norm': tree.global_norm(tree.sub(state.params, new.params)),
-      'server_lr': eta,
-      'tau_max': tau_max,
-    }
+    return step_result(arrivals, new, state, server_lr=eta, tau_max=tau_max)
 
   return ServerRule(init, update)

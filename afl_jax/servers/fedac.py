@@ -52,7 +52,9 @@ import optax
 
 from afl_jax.core import checks, tree
 from afl_jax.core.messages import FedACBroadcast, FedACMessage
-from afl_jax.core.types import Arrivals, Params, ServerRule, unchanged_if_no_arrival
+from afl_jax.core.types import Arrivals, Params, ServerRule
+from afl_jax.servers.adaptive import moments
+from afl_jax.servers.pseudo_gradient import step_result
 
 
 class MomentumState(NamedTuple):
@@ -76,8 +78,7 @@ def scale_by_prospective_momentum(
 
   def update(updates, state, params=None):
     del params
-    mu = jax.tree.map(lambda m, g: beta1 * m + (1 - beta1) * g, state.mu, updates)
-    nu = jax.tree.map(lambda v, g: beta2 * v + (1 - beta2) * g * g, state.nu, updates)
+    mu, nu = moments(beta1, beta2, state.mu, state.nu, updates)
     out = jax.tree.map(
       lambda m, g, v: ((beta1 * m + (1 - beta1) * g) / (jnp.sqrt(v) + epsilon)).astype(g.dtype),
       mu,
@@ -155,19 +156,6 @@ def init_state(params: Params, num_clients: int, beta1=0.6, beta2=0.9, epsilon=1
   )
 
 
-def check_hyperparameters(
-  server_lr, beta1, beta2, epsilon, min_similarity, zero_cosine=1.0, first_update='movement'
-) -> None:
-  checks.positive('server_lr', server_lr)
-  checks.in_range('beta1', beta1, 0.0, 1.0, high_open=True)
-  checks.in_range('beta2', beta2, 0.0, 1.0, high_open=True)
-  checks.positive('epsilon', epsilon)
-  checks.in_range('min_similarity', min_similarity, -1.0, 1.0)
-  checks.in_range('zero_cosine', zero_cosine, -1.0, 1.0)
-  if first_update not in FIRST_UPDATES:
-    raise ValueError(f'first_update must be one of {FIRST_UPDATES}; got {first_update!r}.')
-
-
 def fedac_server(
   server_lr: float = 1e-4,
   beta1: float = 0.6,
@@ -198,7 +186,13 @@ def fedac_server(
       (``Algorithm.init``), so this matters only when the rule is used on its own;
       the engine refuses a problem with another number of clients.
   """
-  check_hyperparameters(server_lr, beta1, beta2, epsilon, min_similarity, zero_cosine, first_update)
+  checks.positive('server_lr', server_lr)
+  checks.in_range('beta1', beta1, 0.0, 1.0, high_open=True)
+  checks.in_range('beta2', beta2, 0.0, 1.0, high_open=True)
+  checks.positive('epsilon', epsilon)
+  checks.in_range('min_similarity', min_similarity, -1.0, 1.0)
+  checks.in_range('zero_cosine', zero_cosine, -1.0, 1.0)
+  checks.one_of('first_update', first_update, FIRST_UPDATES)
   checks.positive_int('num_clients', num_clients)
   opt = scale_by_prospective_momentum(beta1, beta2, epsilon)
 
@@ -219,11 +213,7 @@ def fedac_server(
     n = state.applied.shape[0]
     applied = state.applied.at[jnp.where(mask, ids, n)].add(1, mode='drop')
     new = FedACState(params, variate, applied, opt_state)
-    new = unchanged_if_no_arrival(arrivals, new, state)
-    return new, {
-      'update_norm': tree.global_norm(tree.sub(state.params, new.params)),
-      'weight_max': jnp.max(jnp.where(mask, w, 0.0)),
-    }
+    return step_result(arrivals, new, state, weight_max=jnp.max(jnp.where(mask, w, 0.0)))
 
   def broadcast(state: FedACState) -> FedACBroadcast:
     return FedACBroadcast(state.params, state.variate, state.applied)

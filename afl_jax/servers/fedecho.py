@@ -70,8 +70,7 @@ def distill_optimizer(
   Adam uses ``b1=0.9, b2=0.999, eps=1e-8`` as in Sec. 5.1. ``clip_norm=inf`` turns
   clipping off (the nu = infinity ablation, Table 11).
   """
-  if kind not in DISTILL_OPTIMIZERS:
-    raise ValueError(f'optimizer must be one of {DISTILL_OPTIMIZERS}; got {kind!r}.')
+  checks.one_of('optimizer', kind, DISTILL_OPTIMIZERS)
   checks.positive('distill_lr', learning_rate)
   if not checks.is_traced(clip_norm) and not clip_norm > 0:  # inf = no clipping
     raise ValueError(f'clip_norm (nu) must be > 0 (inf = no clipping); got {clip_norm}.')
@@ -139,11 +138,9 @@ def fedecho_server(
   shape = np.shape(unlabeled_x)
   if len(shape) < 1 or shape[0] < 1:
     raise ValueError(f'unlabeled_x must be an array [|U|, ...] with |U| >= 1; got shape {shape}.')
-  if int(num_clients) != num_clients or num_clients < 1:
-    raise ValueError(f'num_clients must be an integer >= 1; got {num_clients!r}.')
+  n = checks.positive_int('num_clients', num_clients)
   checks.positive('server_lr (eta_g)', server_lr)
-  if int(distill_steps) != distill_steps or distill_steps < 0:
-    raise ValueError(f'distill_steps (Q) must be an integer >= 0; got {distill_steps!r}.')
+  q_steps = checks.positive_int('distill_steps (Q)', distill_steps, 0)
   if distill_batch is not None and not (
     int(distill_batch) == distill_batch and 1 <= distill_batch <= shape[0]
   ):
@@ -151,17 +148,14 @@ def fedecho_server(
       f'distill_batch must be None (all of U) or an integer in [1, |U|='
       f'{shape[0]}]; got {distill_batch!r}.'
     )
-  if alpha_mode not in ALPHA_MODES:
-    raise ValueError(f'alpha_mode must be one of {ALPHA_MODES}; got {alpha_mode!r}.')
+  checks.one_of('alpha_mode', alpha_mode, ALPHA_MODES)
   if not checks.is_traced(alpha_min + alpha_max) and not 0 <= alpha_min <= alpha_max <= 1:
     raise ValueError(
       f'need 0 <= alpha_min <= alpha_max <= 1; got alpha_min={alpha_min}, alpha_max={alpha_max}.'
     )
   checks.in_range('alpha', alpha, 0.0, 1.0)
-  if teacher not in distillation.TEACHERS:
-    raise ValueError(f'teacher must be one of {distillation.TEACHERS}; got {teacher!r}.')
+  checks.one_of('teacher', teacher, distillation.TEACHERS)
   num_u = shape[0]
-  n, q_steps = int(num_clients), int(distill_steps)
   u = jnp.asarray(unlabeled_x)
   server_opt = optax.sgd(server_lr)
   d_opt = distill_opt if distill_opt is not None else distill_optimizer()

@@ -106,8 +106,7 @@ def fedfa_server(
   """
   if isinstance(window_size, bool) or not isinstance(window_size, int) or window_size < 1:
     raise ValueError(f'window_size must be an integer >= 1; got {window_size!r}.')
-  if mode not in MODES:
-    raise ValueError(f'mode must be one of {MODES}; got {mode!r}.')
+  checks.one_of('mode', mode, MODES)
   checks.positive('server_lr', server_lr)
   if mode == 'param' and server_lr != 1.0:
     raise ValueError(

@@ -40,7 +40,7 @@ import jax
 import numpy as np
 import optax
 
-from afl_jax.core import tree
+from afl_jax.core import checks, tree
 from afl_jax.core.types import ServerRule
 from afl_jax.servers import adaptive
 from afl_jax.servers.pseudo_gradient import optimizer_server
@@ -59,24 +59,6 @@ def _is_number(value: Any) -> bool:
   return isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
 
 
-def _check_range(
-  name: str, value: Any, low: float, high: float, *, high_open: bool, low_open: bool = False
-) -> None:
-  """Range check for plain numbers; arrays and schedules are checked by their builder."""
-  if not _is_number(value):
-    return
-  ok_low = value > low if low_open else value >= low
-  ok_high = value < high if high_open else value <= high
-  if not (ok_low and ok_high):
-    interval = f'{"(" if low_open else "["}{low}, {high}{")" if high_open else "]"}'
-    raise ValueError(f'{name} must be in {interval}; got {value}.')
-
-
-def _check_positive(name: str, value: Any) -> None:
-  if _is_number(value) and not value > 0:
-    raise ValueError(f'{name} must be > 0; got {value}.')
-
-
 def quasi_hyperbolic_momentum(
   beta: float | jax.Array, nu: float | jax.Array
 ) -> optax.GradientTransformation:
@@ -91,8 +73,8 @@ def quasi_hyperbolic_momentum(
   Returns:
     An ``optax.GradientTransformation`` whose state holds ``d`` (initialized to 0).
   """
-  _check_range('beta', beta, 0.0, 1.0, high_open=True)
-  _check_range('nu', nu, 0.0, 1.0, high_open=False)
+  checks.in_range('beta', beta, 0.0, 1.0, high_open=True)
+  checks.in_range('nu', nu, 0.0, 1.0)
 
   def init(params):
     return QuasiHyperbolicMomentumState(tree.zeros_like(params))
@@ -116,7 +98,7 @@ def general_momentum(
   Takes numbers (or traced scalars); for schedules of the step count wrap it in
   ``optax.inject_hyperparams``, as :func:`fedgm` does.
   """
-  _check_positive('learning_rate', learning_rate)
+  checks.positive('learning_rate', learning_rate)
   return optax.chain(
     quasi_hyperbolic_momentum(beta, nu), optax.scale_by_learning_rate(learning_rate)
   )
@@ -153,9 +135,9 @@ def fedgm_server(
     weighting: 'uniform' (the paper's mean over S_t) or 'examples' (client i
       weighted by the example count its message carries, :mod:`afl_jax.servers.weighting`).
   """
-  _check_positive('server_lr', server_lr)
-  _check_range('beta', beta, 0.0, 1.0, high_open=True)
-  _check_range('nu', nu, 0.0, 1.0, high_open=False)
+  checks.positive('server_lr', server_lr)
+  checks.in_range('beta', beta, 0.0, 1.0, high_open=True)
+  checks.in_range('nu', nu, 0.0, 1.0)
   optimizer = optax.inject_hyperparams(general_momentum)(learning_rate=server_lr, beta=beta, nu=nu)
   rule = optimizer_server(
     optimizer,
@@ -218,9 +200,9 @@ def multistage_fedgm(
         f'{len(lengths)}; give one per stage.'
       )
   for s in range(len(lengths)):
-    _check_positive(f'server_lrs[{s}]', server_lrs[s])
-    _check_range(f'betas[{s}]', betas[s], 0.0, 1.0, high_open=True)
-    _check_range(f'nus[{s}]', nus[s], 0.0, 1.0, high_open=False)
+    checks.positive(f'server_lrs[{s}]', server_lrs[s])
+    checks.in_range(f'betas[{s}]', betas[s], 0.0, 1.0, high_open=True)
+    checks.in_range(f'nus[{s}]', nus[s], 0.0, 1.0)
   return fedgm_server(
     stagewise_constant(server_lrs, lengths),
     stagewise_constant(betas, lengths),
@@ -262,14 +244,12 @@ def server_optimizer(
   bias correction; ``bias_correction``, ``bias_correction_offset`` and ``tau_placement``
   select the variants (they need ``convention='alg2'``).
   """
-  if name not in OPTIMIZERS:
-    raise ValueError(f'server_optimizer must be one of {OPTIMIZERS}; got {name!r}.')
-  if convention not in CONVENTIONS:
-    raise ValueError(f'convention must be one of {CONVENTIONS}; got {convention!r}.')
-  _check_positive('server_lr', server_lr)
-  _check_range('beta1', beta1, 0.0, 1.0, high_open=True)
-  _check_range('beta2', beta2, 0.0, 1.0, high_open=True)
-  _check_positive('tau', tau)
+  checks.one_of('server_optimizer', name, OPTIMIZERS)
+  checks.one_of('convention', convention, CONVENTIONS)
+  checks.positive('server_lr', server_lr)
+  checks.in_range('beta1', beta1, 0.0, 1.0, high_open=True)
+  checks.in_range('beta2', beta2, 0.0, 1.0, high_open=True)
+  checks.positive('tau', tau)
   if convention == 'optax':
     variants = dict(
       bias_correction=(bias_correction, False),

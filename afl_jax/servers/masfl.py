@@ -63,16 +63,6 @@ class MasFLServerState(NamedTuple):
     return self.shares.shape[0]
 
 
-def check_rates(server_lr: float, beta: float) -> None:
-  checks.positive('server_lr (gamma)', server_lr)
-  checks.in_range('beta', beta, 0.0, 1.0, low_open=True)
-
-
-def check_selection(selection: str) -> None:
-  if selection not in SELECTIONS:
-    raise ValueError(f'selection must be one of {SELECTIONS}; got {selection!r}.')
-
-
 def init_state(
   params: Params,
   variates: Params,
@@ -92,7 +82,7 @@ def init_state(
       ``[N]`` (``LocalTask.num_examples`` of the tasks ``Algorithm.init`` gets):
       ``c^0 = sum_i p_i c_i^0``, ``p_i = n_i / sum_j n_j`` (None: uniform, ``1/N``).
   """
-  check_selection(selection)
+  checks.one_of('selection', selection, SELECTIONS)
   n = jax.tree.leaves(variates)[0].shape[0]
   if num_examples is None:
     shares = weighting_lib.uniform_weights(n)
@@ -141,8 +131,9 @@ def masfl_server(
     A :class:`ServerRule` whose state is :class:`MasFLServerState` and whose
     broadcast is a :class:`~afl_jax.core.messages.MasFLBroadcast`.
   """
-  check_rates(server_lr, beta)
-  check_selection(selection)
+  checks.positive('server_lr (gamma)', server_lr)
+  checks.in_range('beta', beta, 0.0, 1.0, low_open=True)
+  checks.one_of('selection', selection, SELECTIONS)
   examples = weighting_lib.check(weighting)
   checks.positive_int('num_clients', num_clients)
 

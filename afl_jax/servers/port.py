@@ -39,9 +39,10 @@ import jax
 import jax.numpy as jnp
 
 from afl_jax.core import checks, tree
-from afl_jax.core.types import Arrivals, Params, ServerRule, unchanged_if_no_arrival
+from afl_jax.core.types import Arrivals, Params, ServerRule
 from afl_jax.servers import weighting as weighting_lib
 from afl_jax.servers.fedac import cosine_rows, normalized_weights
+from afl_jax.servers.pseudo_gradient import step_result
 
 REFERENCES = ('last_step', 'start')
 SIMILARITY_AFTER = 1  # the similarity term is used for tau_i > 1 (the authors' code)
@@ -127,10 +128,6 @@ def port_server(
       sizes,
     )
     new = PortState(tree.axpy(server_lr, tree.weighted_sum(d, p), x), x)
-    new = unchanged_if_no_arrival(arrivals, new, state)
-    return new, {
-      'update_norm': tree.global_norm(tree.sub(x, new.params)),
-      'weight_max': jnp.max(jnp.where(arrivals.mask, p, 0.0)),
-    }
+    return step_result(arrivals, new, state, weight_max=jnp.max(jnp.where(arrivals.mask, p, 0.0)))
 
   return ServerRule(init, update)

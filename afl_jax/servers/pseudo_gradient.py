@@ -56,9 +56,16 @@ def aggregate(
   return tree.weighted_sum(messages, weights)
 
 
+def step_result(arrivals: Arrivals, new: Any, state: Any, **metrics: Any) -> tuple[Any, dict]:
+  """A server step's return: ``new`` if any arrival is valid, else ``state``
+  (:func:`~afl_jax.core.types.unchanged_if_no_arrival`), with the metrics led by
+  ``update_norm = ||x_t - x_{t+1}||`` (0 on a step without arrivals)."""
+  new = unchanged_if_no_arrival(arrivals, new, state)
+  return new, {'update_norm': tree.global_norm(tree.sub(state.params, new.params)), **metrics}
+
+
 def check_normalizer(normalizer: str, num_clients: int | None) -> None:
-  if normalizer not in NORMALIZERS:
-    raise ValueError(f'normalizer must be one of {NORMALIZERS}; got {normalizer!r}.')
+  checks.one_of('normalizer', normalizer, NORMALIZERS)
   if normalizer == 'clients' and (num_clients is None or num_clients < 1):
     raise ValueError(f"normalizer='clients' needs num_clients >= 1; got {num_clients!r}.")
 
@@ -86,8 +93,7 @@ def optimizer_server(
     g = aggregate(messages, arrivals, normalizer, num_clients, examples)
     updates, opt_state = optimizer.update(g, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    new = unchanged_if_no_arrival(arrivals, OptimizerServerState(params, opt_state), state)
-    return new, {'update_norm': tree.global_norm(tree.sub(new.params, state.params))}
+    return step_result(arrivals, OptimizerServerState(params, opt_state), state)
 
   return ServerRule(init, update)
 
