@@ -278,6 +278,7 @@ TABLE3 = spec.Experiment(
 
 
 SERVER_LRS = (1.0, 4.0, 12.0)  # 1 + beta_{k,s} = 12 for top-3% + Q4b here
+Q2B_SERVER_LRS = (1.0, 9.0, 78.0)  # 1 + beta_{k,s} = 78 for top-3% + Q2b (s = 1)
 
 
 # Table III's setting at eta_l = 0.1 (every method's table3 selection), eta_g tuned.
@@ -300,16 +301,24 @@ QSGD_ETA = spec.Experiment(
   setting=SETTING.split(' FedBuff (')[0]
   + ' Here eta_l = 0.1 for all and the server rate eta_g is tuned on {1, 4, 12}: the '
   'contraction Q_s(Top_k(x)) / (1 + beta) shrinks every upload by 1 + beta = 12 '
-  '(k = 5,977, s = 7), which eta_g = 12 undoes on the aggregate.',
+  '(k = 5,977, s = 7), which eta_g = 12 undoes on the aggregate; for top-3% + Q2b '
+  '(s = 1, 1 + beta = 78) on {1, 9, 78}.',
   base=eta_g,
   methods=(
     spec.Method('AsynFL', 'fmnist:asynfl', grid={'hparams.server_lr': SERVER_LRS}),
     _q4b('AsynFLC-EF(top3+Q4b), contraction', True),
     _q4b('AsynFLC-EF(top3+Q4b), unscaled', False),
+    spec.Method(
+      'AsynFLC-EF(top3+Q2b), contraction',
+      'fmnist:asynflc_ef',
+      grid={'hparams.server_lr': Q2B_SERVER_LRS},
+      fixed={**TOP3_Q4B, 'hparams.bits': 2},
+    ),
   ),
   # The contraction is Definition 3's compressor (the paper's claims); the unscaled
   # Q_s(Top_k(x)) is this project's contrast (added), scored outside the paper tally.
   claims=_ef_claims('AsynFLC-EF(top3+Q4b), contraction', 240.0)
+  + _ef_claims('AsynFLC-EF(top3+Q2b), contraction', 480.0)
   + _ef_claims('AsynFLC-EF(top3+Q4b), unscaled', 240.0, added=True),
   deviations=(
     DEVIATIONS[0].replace(
@@ -321,6 +330,9 @@ QSGD_ETA = spec.Experiment(
     ),
     'The unscaled Q_s(Top_k(x)) (the library default) is not a contraction at b = 4 (beta = '
     '11 >= 1); it is run for contrast with the same grid.',
+    'Top-3% + Q2b (s = 1) shrinks every upload by 1 + beta = 78, so its eta_g grid is '
+    '{1, 9, 78} (the same budget of 3, from 1 to the factor that undoes the contraction); '
+    'in the Table III experiment it was tuned on eta_l only, at eta_g = 1.',
   ),
   target=TARGET,
 )
