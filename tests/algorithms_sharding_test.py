@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.sharding import Mesh
+from helpers.sim_runs import run
 
 import afl_jax
 
@@ -45,28 +45,23 @@ def _schedule(n, regime):
 
 
 def _run(alg, problem, sched, devices):
-  sim = afl_jax.Simulator(
-    alg, problem, sched, record_params=True, mesh=Mesh(np.array(devices), ('clients',))
-  )
-  state = sim.init({'x': jnp.linspace(-1.0, 1.0, 4)}, jax.random.key(0))
-  state, out = sim.run_chunk(state, jax.random.key(0))
+  out, state, _ = run(alg, problem, sched, {'x': jnp.linspace(-1.0, 1.0, 4)}, devices=devices)
   leaves = [np.asarray(v, np.float64) for v in jax.tree.leaves(state.clients)]
   return np.asarray(out['params']['x']), leaves
 
 
 @pytest.mark.parametrize('n', [3, 5])
 @pytest.mark.parametrize('name', afl_jax.algorithms.names())
-def test_all_devices_equal_one_device(name, n):
-  with jax.enable_x64(True):
-    problem = _problem(n)
-    run = algorithm_cases.run_info(n, num_rounds=T)
-    alg = algorithm_cases.build(name, run)
-    sched = _schedule(n, alg.regime)
-    one, one_clients = _run(alg, problem, sched, jax.devices()[:1])
-    assert np.all(np.isfinite(one)) and np.max(np.abs(one[-1] - np.linspace(-1, 1, 4))) > 1e-6
-    if len(jax.devices()) == 1:
-      return  # the 1-device pass of CI; the 2-device pass compares below
-    many, many_clients = _run(alg, problem, sched, jax.devices())
-    np.testing.assert_allclose(many, one, rtol=1e-12, atol=1e-12)
-    for a, b in zip(many_clients, one_clients, strict=True):
-      np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+def test_all_devices_equal_one_device(name, n, x64):
+  problem = _problem(n)
+  info = algorithm_cases.run_info(n, num_rounds=T)
+  alg = algorithm_cases.build(name, info)
+  sched = _schedule(n, alg.regime)
+  one, one_clients = _run(alg, problem, sched, jax.devices()[:1])
+  assert np.all(np.isfinite(one)) and np.max(np.abs(one[-1] - np.linspace(-1, 1, 4))) > 1e-6
+  if len(jax.devices()) == 1:
+    return  # the 1-device pass of CI; the 2-device pass compares below
+  many, many_clients = _run(alg, problem, sched, jax.devices())
+  np.testing.assert_allclose(many, one, rtol=1e-12, atol=1e-12)
+  for a, b in zip(many_clients, one_clients, strict=True):
+    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)

@@ -4,22 +4,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from algorithm_cases import build, run_info
-from quadratic import make_quadratic, quadratic_loss, quadratic_problem
+from helpers.sim_runs import run
+from quadratic import make_quadratic, quadratic_loss, quadratic_problem, quadratic_task
 
 import afl_jax
 from afl_jax.core.precision import with_compute_dtype
 
 N = 6
+P0 = {'x': jnp.ones(4, jnp.float32)}
+
+
+def _problem_and_schedule():
+  a, b = make_quadratic(num_clients=N)
+  return quadratic_problem(a, b), afl_jax.schedules.fedbuff(N, 4, 3, 8, local_steps=3, seed=1)
 
 
 def _run(name, **kw):
-  a, b = make_quadratic(num_clients=N)
-  sched = afl_jax.schedules.fedbuff(N, 4, 3, 8, local_steps=3, seed=1)
-  sim = afl_jax.Simulator(
-    build(name, run_info(N)), quadratic_problem(a, b), sched, record_params=True, **kw
-  )
-  state = sim.init({'x': jnp.ones(4, jnp.float32)}, jax.random.key(0))
-  state, out = sim.run_chunk(state, jax.random.key(0))
+  out, state, _ = run(build(name, run_info(N)), *_problem_and_schedule(), P0, **kw)
   return state, out
 
 
@@ -31,16 +32,7 @@ def test_loss_runs_in_the_compute_dtype_and_gradients_come_back_float32():
     return quadratic_loss(params, batch)
 
   a, b = make_quadratic(num_clients=1)
-  task = afl_jax.LocalTask(
-    view={'a': jnp.asarray(a[0]), 'b': jnp.asarray(b[0])},
-    shared=None,
-    num_steps=jnp.int32(2),
-    active=jnp.bool_(True),
-    client_id=jnp.int32(0),
-    loss_fn=loss,
-    sample_fn=lambda shared, view, key: view,
-    max_steps=2,
-  )
+  task = quadratic_task(a[0], b[0], 2, 2).replace(loss_fn=loss)
   rule = with_compute_dtype(afl_jax.clients.local_sgd(0.1), jnp.bfloat16)
   msg, _, metrics = rule.update({'x': jnp.ones(4)}, (), task, jax.random.key(0))
   assert seen and all(d == (jnp.bfloat16, jnp.bfloat16) for d in seen)
@@ -48,10 +40,8 @@ def test_loss_runs_in_the_compute_dtype_and_gradients_come_back_float32():
 
 
 def _jaxpr(**kw):
-  a, b = make_quadratic(num_clients=N)
-  sched = afl_jax.schedules.fedbuff(N, 4, 3, 8, local_steps=3, seed=1)
-  sim = afl_jax.Simulator(build('fedbuff', run_info(N)), quadratic_problem(a, b), sched, **kw)
-  state = sim.init({'x': jnp.ones(4, jnp.float32)}, jax.random.key(0))
+  sim = afl_jax.Simulator(build('fedbuff', run_info(N)), *_problem_and_schedule(), **kw)
+  state = sim.init(P0, jax.random.key(0))
   return str(jax.make_jaxpr(sim._chunk_impl)(state, sim.inputs(0), sim.problem, jax.random.key(0)))
 
 

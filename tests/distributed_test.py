@@ -39,12 +39,20 @@ def _load_helper():
   return module
 
 
-def _wait(procs) -> bool:
-  """Wait until all of ``procs`` end, one fails or TIMEOUT_S passes; kill the rest.
+def _two_processes(command, logs: list[str], env: dict, cwd=None, what='2-process run') -> list:
+  """Start ``command(process_id, port)`` for processes 0 and 1 (output to ``logs``) and wait
+  until both end, one fails or TIMEOUT_S passes; then kill the rest.
 
-  Returns:
-    Whether the time ran out.
+  Fails the test on a timeout or a failure (skips it where the jaxlib has no gloo CPU
+  collectives, for ``what='2-process run'``). Returns the processes' outputs.
   """
+  port = _free_port()
+  procs = []
+  for pid, name in enumerate(logs):
+    with open(name, 'w') as log:  # a file: never blocks
+      procs.append(
+        subprocess.Popen(command(pid, port), env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cwd)
+      )
   deadline = time.monotonic() + TIMEOUT_S
   try:
     while any(p.poll() is None for p in procs):
@@ -57,21 +65,26 @@ def _wait(procs) -> bool:
       if p.poll() is None:
         p.kill()
       p.wait()
-  return time.monotonic() > deadline
+  texts = [open(name).read() for name in logs]
+  if time.monotonic() > deadline:
+    pytest.fail(f'{what} exceeded {TIMEOUT_S} s; logs:\n' + '\n---\n'.join(texts))
+  codes = [p.returncode for p in procs]
+  if any(codes):
+    text = '\n---\n'.join(t[-3000:] for t in texts)
+    gloo = 'gloo' in text.lower() and ('not available' in text or 'unsupported' in text.lower())
+    if gloo and what == '2-process run':
+      pytest.skip(f'this jaxlib has no gloo CPU collectives: {text[-500:]}')
+    pytest.fail(f'{what} failed with exit codes {codes}:\n{text}')
+  return texts
 
 
 def _run_pair(out_dir: str, cases: str, checkpoint: bool) -> list[dict]:
-  """Start both processes and wait; kills both on a failure or timeout.
-
-  Returns:
-    Each process's arrays (``process_<i>.npz``).
-  """
-  port = _free_port()
+  """Both processes of the helper, each process's arrays (``process_<i>.npz``)."""
   env = dict(os.environ)
   env.pop('XLA_FLAGS', None)
-  procs = []
-  for pid in range(2):
-    cmd = [
+  ckpt = [f'--checkpoint_dir={os.path.join(out_dir, "ckpt")}'] if checkpoint else []
+  _two_processes(
+    lambda pid, port: [
       sys.executable,
       HELPER,
       '--num_processes=2',
@@ -80,22 +93,11 @@ def _run_pair(out_dir: str, cases: str, checkpoint: bool) -> list[dict]:
       f'--out={out_dir}',
       f'--cases={cases}',
       '--timeout=120',
-    ]
-    if checkpoint:
-      cmd.append(f'--checkpoint_dir={os.path.join(out_dir, "ckpt")}')
-    log = open(os.path.join(out_dir, f'process_{pid}.log'), 'w')  # a file: never blocks
-    procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
-    log.close()
-  timed_out = _wait(procs)
-  logs = [open(os.path.join(out_dir, f'process_{i}.log')).read() for i in range(2)]
-  if timed_out:
-    pytest.fail(f'2-process run exceeded {TIMEOUT_S} s; logs:\n' + '\n---\n'.join(logs))
-  codes = [p.returncode for p in procs]
-  if any(codes):
-    text = '\n---\n'.join(log[-3000:] for log in logs)
-    if 'gloo' in text.lower() and ('not available' in text or 'unsupported' in text.lower()):
-      pytest.skip(f'this jaxlib has no gloo CPU collectives: {text[-500:]}')
-    pytest.fail(f'2-process run failed with exit codes {codes}:\n{text}')
+      *ckpt,
+    ],
+    [os.path.join(out_dir, f'process_{i}.log') for i in range(2)],
+    env,
+  )
   arrays = [dict(np.load(os.path.join(out_dir, f'process_{i}.npz'))) for i in range(2)]
   for i, a in enumerate(arrays):
     assert int(a['process_index']) == i
@@ -170,25 +172,25 @@ def _train_env() -> dict:
   return env
 
 
-def _train_pair(workdir: str, logs: str, *extra: str) -> None:
+def _train_pair(workdir: str, logs: str, *extra: str) -> list[str]:
   """scripts/train.py as 2 processes into one workdir; fails the test if either fails."""
-  port = _free_port()
-  procs, names = [], []
-  for pid in range(2):
-    name = os.path.join(logs, f'train_{len(os.listdir(logs))}_{pid}.log')
-    log = open(name, 'w')
-    cmd = [sys.executable, TRAIN, *TRAIN_ARGS, f'--workdir={workdir}', *extra]
-    cmd += ['--num_processes=2', f'--process_id={pid}', f'--coordinator=127.0.0.1:{port}']
-    procs.append(
-      subprocess.Popen(cmd, env=_train_env(), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-    )
-    log.close()
-    names.append(name)
-  _wait(procs)
-  text = [open(n).read() for n in names]
-  if any(p.returncode for p in procs):
-    pytest.fail(f'2-process train failed {[p.returncode for p in procs]}:\n' + '\n---\n'.join(text))
-  return text
+  n = len(os.listdir(logs))
+  return _two_processes(
+    lambda pid, port: [
+      sys.executable,
+      TRAIN,
+      *TRAIN_ARGS,
+      f'--workdir={workdir}',
+      *extra,
+      '--num_processes=2',
+      f'--process_id={pid}',
+      f'--coordinator=127.0.0.1:{port}',
+    ],  # fmt: skip
+    [os.path.join(logs, f'train_{n + pid}_{pid}.log') for pid in range(2)],
+    _train_env(),
+    cwd=ROOT,
+    what='2-process train',
+  )
 
 
 def _outputs(workdir: str) -> dict[str, int]:

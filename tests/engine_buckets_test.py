@@ -6,16 +6,12 @@ must equal the padded path (every slot runs the schedule's largest K) up to roun
 the two programs batch the same products at different widths.
 """
 
-import json
-import os
-import subprocess
-import sys
-
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from algorithm_cases import build, run_info
+from helper_runs import run_helper
+from helpers.sim_runs import run
 from quadratic import make_quadratic, quadratic_problem
 from same import assert_close_ulps
 
@@ -34,26 +30,23 @@ def _schedule():
 
 def _run(alg, sched, dtype, **kw):
   a, b = make_quadratic(num_clients=N, dtype=dtype)
-  sim = afl_jax.Simulator(alg, quadratic_problem(a, b), sched, record_params=True, **kw)
-  state = sim.init({'x': jnp.ones(4, dtype)}, jax.random.key(0))
-  _, out = sim.run_chunk(state, jax.random.key(0))
+  out, _, sim = run(alg, quadratic_problem(a, b), sched, {'x': jnp.ones(4, dtype)}, **kw)
   return sim, out
 
 
 @pytest.mark.parametrize('name', ['masfl', 'fedbuff_nova'])
-def test_grouped_by_k_equals_padded_float64(name):
+def test_grouped_by_k_equals_padded_float64(name, x64):
   """MasFL (client state, causal variates) and FedNova-style (message / K); local SGD:
   the always-on and 2-device tests below."""
-  with jax.enable_x64(True):
-    alg = build(name, run_info(N))
-    sched = _schedule()
-    _, ref = _run(alg, sched, np.float64, local_step_buckets=0)
-    sim, out = _run(alg, sched, np.float64)  # default: sorted into blocks (here 2 of 2 slots)
-    assert sim.adaptive_steps and sim.num_slots // sim.block_size == 2
-    np.testing.assert_allclose(out['params']['x'], ref['params']['x'], rtol=0, atol=1e-12)
-    for k, v in ref['metrics'].items():
-      np.testing.assert_allclose(out['metrics'][k], v, rtol=1e-12, atol=1e-12, err_msg=k)
-    assert np.abs(ref['params']['x'] - 1.0).max() > 1e-3  # the run moved
+  alg = build(name, run_info(N))
+  sched = _schedule()
+  _, ref = _run(alg, sched, np.float64, local_step_buckets=0)
+  sim, out = _run(alg, sched, np.float64)  # default: sorted into blocks (here 2 of 2 slots)
+  assert sim.adaptive_steps and sim.num_slots // sim.block_size == 2
+  np.testing.assert_allclose(out['params']['x'], ref['params']['x'], rtol=0, atol=1e-12)
+  for k, v in ref['metrics'].items():
+    np.testing.assert_allclose(out['metrics'][k], v, rtol=1e-12, atol=1e-12, err_msg=k)
+  assert np.abs(ref['params']['x'] - 1.0).max() > 1e-3  # the run moved
 
 
 def test_grouped_by_k_equals_padded_in_float32():
@@ -71,18 +64,17 @@ def test_grouped_by_k_equals_padded_in_float32():
     np.testing.assert_array_equal(out['metrics']['bits_up'], ref['metrics']['bits_up'])
 
 
-def test_always_on_clients_grouped_by_their_k():
+def test_always_on_clients_grouped_by_their_k(x64):
   """AsynFL: every client trains every step with its own K_i; sorted blocks change nothing."""
-  with jax.enable_x64(True):
-    durations = afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5)
-    sched = afl_jax.schedules.waiting_windows(
-      N, 5, window=1.0, durations=durations, local_steps=np.array([1, 4, 2, 1, 3, 1, 4, 2]), seed=0
-    )
-    alg = afl_jax.algorithms.get('asynfl', client_lr=0.05, num_clients=N)
-    _, ref = _run(alg, sched, np.float64, local_step_buckets=0)
-    sim, out = _run(alg, sched, np.float64, local_step_buckets=2)
-    assert sim.adaptive_steps and sim.step_work == (18 * 5, (4 + 2) * 4 * 5)
-    np.testing.assert_allclose(out['params']['x'], ref['params']['x'], rtol=0, atol=1e-12)
+  durations = afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5)
+  sched = afl_jax.schedules.waiting_windows(
+    N, 5, window=1.0, durations=durations, local_steps=np.array([1, 4, 2, 1, 3, 1, 4, 2]), seed=0
+  )
+  alg = afl_jax.algorithms.get('asynfl', client_lr=0.05, num_clients=N)
+  _, ref = _run(alg, sched, np.float64, local_step_buckets=0)
+  sim, out = _run(alg, sched, np.float64, local_step_buckets=2)
+  assert sim.adaptive_steps and sim.step_work == (18 * 5, (4 + 2) * 4 * 5)
+  np.testing.assert_allclose(out['params']['x'], ref['params']['x'], rtol=0, atol=1e-12)
 
 
 def test_useful_step_accounting():
@@ -134,43 +126,7 @@ def test_auto_keeps_the_padded_path_when_k_is_constant():
     )
 
 
-_TWO_DEVICES = """
-import json, jax, numpy as np, jax.numpy as jnp
-jax.config.update('jax_enable_x64', True)
-import afl_jax
-from algorithm_cases import build, run_info
-from quadratic import make_quadratic, quadratic_problem
-assert jax.device_count() == 2
-a, b = make_quadratic(num_clients=8, dtype=np.float64)
-sched = afl_jax.schedules.random_staleness(8, 4, 6, window=3, local_steps=1,
-                                           local_steps_multipliers=range(1, 5), seed=2)
-alg = build('fedbuff', run_info(8))
-out = {}
-for buckets in (0, 2):
-  sim = afl_jax.Simulator(alg, quadratic_problem(a, b), sched, record_params=True,
-                          local_step_buckets=buckets)
-  state = sim.init({'x': jnp.ones(4)}, jax.random.key(0))
-  out[buckets] = sim.run_chunk(state, jax.random.key(0))[1]['params']['x']
-print(json.dumps({'diff': float(np.abs(out[0] - out[2]).max()), 'blocks': sim.block_size}))
-"""
-
-
 def test_grouped_by_k_on_two_devices():
-  env = dict(os.environ)
-  env['XLA_FLAGS'] = '--xla_force_host_platform_device_count=2'
-  env['JAX_PLATFORMS'] = 'cpu'  # 2 host devices, also where an accelerator is present
-  here = os.path.dirname(os.path.abspath(__file__))
-  root = os.path.dirname(here)
-  env['PYTHONPATH'] = os.pathsep.join([here, root, env.get('PYTHONPATH', '')])
-  proc = subprocess.run(
-    [sys.executable, '-c', _TWO_DEVICES],
-    capture_output=True,
-    text=True,
-    env=env,
-    cwd=root,
-    timeout=300,
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  result = json.loads(proc.stdout.strip().splitlines()[-1])
+  result = run_helper('buckets_two_devices.py', timeout=300)
   assert result['blocks'] == 2  # 4 slots in 2 blocks, one slot per device each
   assert result['diff'] <= 1e-12

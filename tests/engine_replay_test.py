@@ -5,10 +5,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers.sim_runs import chunks
 from quadratic import (
   fresh_schedule,
   logistic_problem,
   make_quadratic,
+  np_fedbuff_step,
   np_local_gd,
   np_replay,
   simulate_quadratic,
@@ -18,14 +20,6 @@ from same import assert_close_ulps
 
 import afl_jax
 from afl_jax import compression
-
-
-def _fedbuff_ref(eta_g):
-  def step(x, locals_, starts, taus):
-    del taus
-    return x + eta_g * np.mean([xl - xs for xl, xs in zip(locals_, starts)], axis=0)
-
-  return step
 
 
 def _fedasync_ref(alpha, a):
@@ -49,7 +43,7 @@ def test_schedule_has_intended_staleness():
 @pytest.mark.parametrize(
   'name,hp,ref',
   [
-    ('fedbuff', dict(client_lr=0.3, server_lr=0.7), _fedbuff_ref(0.7)),
+    ('fedbuff', dict(client_lr=0.3, server_lr=0.7), np_fedbuff_step(0.7)),
     (
       'fedasync',
       dict(client_lr=0.3, alpha=0.8, staleness='polynomial', a=0.5),
@@ -96,11 +90,15 @@ def test_fedasync_alpha_one_fresh_returns_client_model():
   np.testing.assert_allclose(res.params_history['x'][1], x2, atol=1e-5)
 
 
+def _logistic():
+  """Six clients' mini-batched logistic problem (every step draws batches) and its p0."""
+  return logistic_problem(6, 32, 5), {'w': jnp.zeros(5), 'b': jnp.zeros(())}
+
+
 def _run_stochastic(seed, chunk_size=None):
-  prob = logistic_problem(6, 32, 5)
   sched = afl_jax.schedules.fedbuff(6, 3, 2, 9, local_steps=3, seed=1)
+  prob, p0 = _logistic()
   alg = afl_jax.algorithms.get('fedbuff', client_lr=0.5)
-  p0 = {'w': jnp.zeros(5), 'b': jnp.zeros(())}
   return afl_jax.simulate(alg, prob, sched, p0, jax.random.key(seed), chunk_size=chunk_size)
 
 
@@ -130,10 +128,9 @@ def test_slot_order_changes_only_the_order_of_sums():
   mask[2, 2] = False  # a padded slot (reusing client 1's id), moved to slot 0 below
   perm = np.array([[2, 0, 1], [1, 2, 0], [2, 0, 1], [2, 1, 0], [0, 2, 1], [1, 2, 0]])
   take = lambda a: np.take_along_axis(a, perm, axis=1)
-  prob = logistic_problem(6, 32, 5)  # mini-batches: every client's steps draw from its key
+  prob, p0 = _logistic()  # mini-batches: every client's steps draw from its key
   alg = afl_jax.algorithms.get('fedbuff', client_lr=0.5, server_lr=0.8)
   alg = alg._replace(compressor=compression.qsgd(bits=4))  # random rounding
-  p0 = {'w': jnp.zeros(5), 'b': jnp.zeros(())}
   sched = afl_jax.schedules.from_arrays(ids, start, local_steps=steps, mask=mask)
   shuffled = afl_jax.schedules.from_arrays(
     take(ids), take(start), local_steps=take(steps), mask=take(mask)
@@ -152,17 +149,13 @@ def test_slot_order_changes_only_the_order_of_sums():
 
 
 def test_engine_compiles_once_for_a_whole_run():
-  prob = logistic_problem(6, 32, 5)
+  prob, p0 = _logistic()
   sched = afl_jax.schedules.fedbuff(6, 3, 2, 10, local_steps=3, seed=1)
   sim = afl_jax.Simulator(
     afl_jax.algorithms.get('fedbuff', client_lr=0.5), prob, sched, chunk_size=3
   )  # chunks of 3, 3, 3, 1 (padded)
   sim._chunk_impl = chex.assert_max_traces(sim._chunk_impl, n=1)
   key = jax.random.key(0)
-  state = sim.init({'w': jnp.zeros(5), 'b': jnp.zeros(())}, key)
-  chunks = 0
-  while sim.position(state) < sched.num_steps:
-    state, _ = sim.run_chunk(state, key)
-    chunks += 1
-  assert chunks == 4 and sim.position(state) == 10
+  done = list(chunks(sim, sim.init(p0, key), key))
+  assert len(done) == 4 and sim.position(done[-1][0]) == 10
   chex.clear_trace_counter()

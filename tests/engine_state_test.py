@@ -6,7 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from quadratic import make_quadratic, quadratic_problem
+from helpers.sim_runs import run
+from quadratic import hand_arrivals, make_quadratic, quadratic_problem, simulate_quadratic
 
 import afl_jax
 from afl_jax.core import tree
@@ -43,9 +44,7 @@ def test_per_client_state_scatter_ignores_padding_with_duplicate_ids():
     num_clients=4,
   )
   alg = Algorithm('count', counting_client(), afl_jax.servers.fedbuff(1.0))
-  res = afl_jax.simulate(
-    alg, quadratic_problem(a, b), sched, {'x': jnp.zeros(4)}, jax.random.key(0)
-  )
+  res = simulate_quadratic(alg, a, b, np.zeros(4), sched)
   np.testing.assert_array_equal(res.final_state.clients.jobs, sched.participation_counts)
   np.testing.assert_array_equal(res.final_state.clients.jobs, [1, 2, 1, 1])
 
@@ -56,9 +55,7 @@ def test_always_on_clients_train_every_step_and_report_per_schedule():
     5, 7, window=1.0, durations=afl_jax.schedules.durations.make('uniform', low=0.5, high=2.5)
   )
   alg = Algorithm('count', counting_client(), afl_jax.servers.fedbuff(1.0), regime='always_on')
-  res = afl_jax.simulate(
-    alg, quadratic_problem(a, b), sched, {'x': jnp.zeros(4)}, jax.random.key(0)
-  )
+  res = simulate_quadratic(alg, a, b, np.zeros(4), sched)
   np.testing.assert_array_equal(res.final_state.clients.jobs, np.full(5, 7))
   np.testing.assert_array_equal(res.final_state.clients.reports, sched.participation_counts)
   np.testing.assert_array_equal(res.metrics['arrivals'], sched.arrivals_per_step)
@@ -85,9 +82,8 @@ def test_compressor_applied_per_report_and_frozen_while_absent():
   )
   plain = afl_jax.algorithms.get('fedbuff', client_lr=0.2, server_lr=1.0)
   halved = plain._replace(compressor=halving_compressor())
-  p0 = {'x': jnp.ones(4)}
-  r_plain = afl_jax.simulate(plain, quadratic_problem(a, b), sched, p0, jax.random.key(0))
-  r_half = afl_jax.simulate(halved, quadratic_problem(a, b), sched, p0, jax.random.key(0))
+  r_plain = simulate_quadratic(plain, a, b, np.ones(4), sched)
+  r_half = simulate_quadratic(halved, a, b, np.ones(4), sched)
   np.testing.assert_array_equal(r_half.final_state.compressor, sched.participation_counts)
   np.testing.assert_allclose(r_half.metrics['bits_up'], 7.0 * sched.arrivals_per_step)
   np.testing.assert_allclose(r_plain.metrics['bits_up'], 4 * 32 * sched.arrivals_per_step)
@@ -102,14 +98,7 @@ def test_rules_are_jittable_on_their_own():
   params = {'w': jnp.ones(3)}
   state = server.init(params)
   msgs = {'w': jnp.array([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0], [100.0, 100.0, 100.0]])}
-  arrivals = afl_jax.Arrivals(
-    client_ids=jnp.array([0, 1, 2]),
-    staleness=jnp.zeros(3, int),
-    mask=jnp.array([True, True, False]),
-    num_steps=jnp.ones(3, int),
-    start_broadcast=None,
-    step=jnp.int32(0),
-  )
+  arrivals = hand_arrivals([0, 1, 2], [True, True, False])
   new, _ = jax.jit(server.update)(state, msgs, arrivals, jax.random.key(0))
   # x - eta * (1/n) * sum over valid = 1 - 0.5 * (4, 4, 4) / 4
   np.testing.assert_allclose(new.params['w'], [0.5, 0.5, 0.5])
@@ -151,11 +140,7 @@ def test_client_blocks_give_the_same_run():
   p0 = {'x': jnp.ones(4)}
   runs = []
   for block in (None, 1, 3):
-    sim = afl_jax.Simulator(
-      alg, quadratic_problem(a, b), sched, record_params=True, client_block_size=block
-    )
-    state = sim.init(p0, jax.random.key(0))
-    state, out = sim.run_chunk(state, jax.random.key(0))
+    out, _, sim = run(alg, quadratic_problem(a, b), sched, p0, client_block_size=block)
     runs.append((out['params']['x'], out['metrics']['bits_up'], sim.num_slots))
   assert [r[2] for r in runs] == [4, 4, 6]  # 4 slots; blocks of 3 pad to 6
   for hist, bits, _ in runs[1:]:

@@ -23,9 +23,11 @@ import signal
 import subprocess
 import sys
 import time
+from typing import NamedTuple
 
 import ml_collections
 import pytest
+from helper_runs import run_train
 
 from afl_jax.errors import ConfigError, UserError
 from afl_jax.pipeline import checkpoint, cli, devices, loop, metrics_io, sweep
@@ -33,7 +35,6 @@ from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline import workdir as workdir_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRAIN = os.path.join(ROOT, 'scripts', 'train.py')
 SMOKE = ['--config=configs/digits_smoke.py', '--config.num_rounds=4', '--config.eval_every=2']
 ENV = {**os.environ, 'JAX_PLATFORMS': 'cpu'}
 HOLD = """
@@ -107,18 +108,9 @@ def test_busy_workdir_is_refused_at_once_naming_the_holder(tmp_path):
     subprocess.run([sys.executable, '-c', 'pass'], env=ENV, check=True)
     python_start = time.monotonic() - t0
     t0 = time.monotonic()
-    proc = subprocess.run(
-      [sys.executable, TRAIN, f'--workdir={work}', *SMOKE],
-      cwd=ROOT,
-      capture_output=True,
-      text=True,
-      env=ENV,
-      timeout=60,
-    )
+    rc, out = run_train(work, *SMOKE, timeout=60)
     seconds = time.monotonic() - t0
-    line = assert_one_line(
-      proc.returncode, proc.stdout + proc.stderr, 'is in use by', f'pid {holder.pid}', 'on host'
-    )
+    line = assert_one_line(rc, out, 'is in use by', f'pid {holder.pid}', 'on host')
     assert 'started' in line and 'choose another --workdir' in line
     assert seconds < 1.0 or seconds < python_start + 0.5, (seconds, python_start)
     assert sorted(os.listdir(work)) == [workdir_lib.LOCK_FILE]  # nothing written
@@ -180,11 +172,16 @@ def test_sweep_refuses_a_single_run_workdir_and_the_reverse(tmp_path):
   assert (unknown / 'summary.json').read_text() == '{"x": 1}'
 
 
+def _estimate(c, replicas):
+  """The engine's analytic bytes of one group of the first ``replicas`` runs of ``c``'s grid."""
+  runs = [sweep.build_lib.build_run(sweep.point_config(c, p)) for p in sweep.grid(c)]
+  sim, keys, params0 = sweep._group_sim(runs[:replicas], sweep.traced_fields(c))
+  return sim.estimate(params0, keys)['total']
+
+
 def test_sweep_on_cpu_fits_its_groups_to_the_free_memory_over_the_cpu_factor(tmp_path, monkeypatch):
   c = _grid()
-  runs = [sweep.build_lib.build_run(sweep.point_config(c, p)) for p in sweep.grid(c)]
-  sim, keys, params0 = sweep._group_sim(runs, sweep.traced_fields(c))
-  total = sim.estimate(params0, keys)['total']
+  total = _estimate(c, 4)
   # 1.5x the 4-run group's analytic state is free: it would fit at the analytic estimate,
   # not at CPU_STATE_FACTOR = 2.5 times it, so the group is split.
   monkeypatch.setattr(sweep.memory, 'available_bytes', lambda: int(1.5 * total / 0.9))
@@ -230,12 +227,7 @@ def test_sweep_is_finished_only_when_every_run_is_and_splits_to_fit(tmp_path, mo
   work = str(tmp_path / 'sweep')
   c = _grid()
   # A device limit that fits 2 of the 4 replicas (the engine's analytic estimate).
-  runs = [sweep.build_lib.build_run(sweep.point_config(c, p)) for p in sweep.grid(c)]
-  traced = sweep.traced_fields(c)
-  total = {}
-  for r in (1, 4):
-    sim, keys, params0 = sweep._group_sim(runs[:r], traced)
-    total[r] = sim.estimate(params0, keys)['total']
+  total = {r: _estimate(c, r) for r in (1, 4)}
   per = (total[4] - total[1]) / 3
   limit = int((total[1] + 1.5 * per) / 0.9)
 
@@ -389,35 +381,48 @@ def _tree(root):
   return out
 
 
+def _run_scripts(runs):
+  """``{name: (script, args, cwd, extra env)}`` run all at once (they are mostly imports).
+
+  Returns:
+    ``{name: (exit status, stdout, stderr)}``.
+  """
+  procs = {
+    name: subprocess.Popen(
+      [sys.executable, os.path.join(ROOT, 'scripts', script), *args],
+      cwd=cwd,
+      env={**ENV, **env},
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+    )
+    for name, (script, args, cwd, env) in runs.items()
+  }
+  out = {}
+  for name, proc in procs.items():
+    stdout, stderr = proc.communicate(timeout=300)
+    out[name] = (proc.returncode, stdout, stderr)
+  return out
+
+
 @pytest.fixture(scope='module')
-def bogus_flag_results(tmp_path_factory):
-  """Every script run with ``--bogus_flag=1``, each in its own empty directory, all at once.
+def flag_results(tmp_path_factory):
+  """Every script run with ``--bogus_flag=1`` and with ``--help``, each in its own empty
+  directory: ``{(script, flag): (exit status, stdout, stderr, files written)}``.
 
   Each script's default outputs are relative to the current directory (train.py's
   runs/default, reproduce.py's runs/repro, plot.py's compare.png); report.py and
   reproduce.py write under docs/results of the repository, checked separately.
   """
   before = _tree(os.path.join(ROOT, 'docs', 'results'))
-  procs = {}
-  for script in SCRIPTS:
-    cwd = tmp_path_factory.mktemp(script.replace('.py', ''))
-    procs[script] = (
-      cwd,
-      subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, 'scripts', script), '--bogus_flag=1'],
-        cwd=cwd,
-        env=ENV,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-      ),
-    )
-  out = {}
-  for script, (cwd, proc) in procs.items():
-    stdout, stderr = proc.communicate(timeout=300)
-    out[script] = (proc.returncode, stdout, stderr, sorted(os.listdir(cwd)))
+  cwds = {
+    (script, flag): tmp_path_factory.mktemp(script.replace('.py', ''))
+    for script in SCRIPTS
+    for flag in ('--bogus_flag=1', '--help')
+  }
+  results = _run_scripts({(s, flag): (s, [flag], cwd, {}) for (s, flag), cwd in cwds.items()})
   assert _tree(os.path.join(ROOT, 'docs', 'results')) == before  # no page rewritten
-  return out
+  return {run: (*results[run], sorted(os.listdir(cwd))) for run, cwd in cwds.items()}
 
 
 def test_every_script_is_covered():
@@ -425,15 +430,24 @@ def test_every_script_is_covered():
 
 
 @pytest.mark.parametrize('script', SCRIPTS)
-def test_every_script_refuses_an_unknown_flag_in_one_line(bogus_flag_results, script):
+def test_every_script_refuses_an_unknown_flag_in_one_line(flag_results, script):
   """A non-zero exit, nothing on stdout, one ``error:`` line on stderr, nothing written."""
-  rc, stdout, stderr, written = bogus_flag_results[script]
+  rc, stdout, stderr, written = flag_results[script, '--bogus_flag=1']
   assert rc != 0, (rc, stdout, stderr)
   assert stdout == '', stdout
   assert stderr.splitlines() == [
     'error: --bogus_flag is not a flag of this script (see --helpshort)'
   ], stderr
   assert written == [], written  # not even train.py's default runs/default
+
+
+@pytest.mark.parametrize('script', SCRIPTS)
+def test_help_exits_zero_and_writes_nothing(flag_results, script):
+  """Every script answers --help with its usage and exit status 0, and writes nothing."""
+  rc, stdout, stderr, written = flag_results[script, '--help']
+  assert rc == 0, stderr
+  assert 'flags' in stdout.lower() and 'Traceback' not in stderr
+  assert written == [], written
 
 
 @pytest.mark.parametrize(
@@ -466,160 +480,118 @@ def get_config():
   c.sweep = ml_collections.ConfigDict({'seed': [0, 1]})
   return c
 """
+# Written under the cases' temporary directory, named {tmp} in the cases below. 'single' is a
+# finished single run (its files, as loop.py leaves them).
+FILES = {
+  'afile': 'not a directory',
+  'bad_config.py': 'def get_config():\n  return 1 +\n',
+  'raises_config.py': 'x = 1\n\n\ndef get_config():\n  raise RuntimeError("boom")\n',
+  'dict_config.py': 'def get_config():\n  return {"num_rounds": 4}\n',
+  'grid_config.py': GRID_CONFIG,
+  **{f'single/{name}': name for name in ('config.json', 'summary.json', 'plot.png')},
+}
 
 
-def _cases(tmp):
-  """name -> (script args, extra env, cwd, fragments of the one error line, path not to create)."""
-  work = str(tmp / 'work')  # each case its own: the processes run at once
-  afile = tmp / 'afile'
-  afile.write_text('not a directory')
-  bad = tmp / 'bad_config.py'
-  bad.write_text('def get_config():\n  return 1 +\n')
-  raises = tmp / 'raises_config.py'
-  raises.write_text('x = 1\n\n\ndef get_config():\n  raise RuntimeError("boom")\n')
-  returns_dict = tmp / 'dict_config.py'
-  returns_dict.write_text('def get_config():\n  return {"num_rounds": 4}\n')
-  png = str(tmp / 'out.png')
-  single = tmp / 'single'  # a finished single run (its files, as loop.py leaves them)
-  single.mkdir()
-  for name in ('config.json', 'summary.json', 'plot.png'):
-    (single / name).write_text(name)
-  grid = tmp / 'grid_config.py'
-  grid.write_text(GRID_CONFIG)
-  return {
-    'empty_workdir': (['train.py', '--workdir=', *SMOKE], {}, ROOT, ["--workdir=''"], None),
-    'workdir_is_a_file': (
-      ['train.py', f'--workdir={afile}', *SMOKE],
-      {},
-      ROOT,
-      ['existing file'],
-      None,
-    ),
-    'cpu_devices_abc': (
-      ['train.py', f'--workdir={work}1', *SMOKE],
-      {'AFL_JAX_CPU_DEVICES': 'abc'},
-      ROOT,
-      ["AFL_JAX_CPU_DEVICES='abc' is invalid", '>= 1'],
-      work,
-    ),
-    'cpu_devices_0': (
-      ['train.py', f'--workdir={work}2', *SMOKE],
-      {'AFL_JAX_CPU_DEVICES': '0'},
-      ROOT,
-      ["$AFL_JAX_CPU_DEVICES='0' is invalid", 'must be an integer >= 1'],
-      work,
-    ),
-    'config_get_config_raises': (
-      ['train.py', f'--workdir={work}4', f'--config={raises}'],
-      {},
-      ROOT,
-      [f"--config='{raises}' is invalid", f'{raises}:5: RuntimeError: boom'],
-      work,
-    ),
-    'config_get_config_returns_a_dict': (
-      ['train.py', f'--workdir={work}7', f'--config={returns_dict}'],
-      {},
-      ROOT,
-      [
-        f"--config='{returns_dict}' is invalid",
-        'returned a dict, not an ml_collections.ConfigDict',
-      ],
-      work,
-    ),
-    'config_syntax_error': (
-      ['train.py', f'--workdir={work}3', f'--config={bad}'],
-      {},
-      ROOT,
-      [f'{bad}:2', 'syntax error'],
-      work,
-    ),
-    'outside_the_repository': (
-      ['train.py', f'--workdir={work}5', *SMOKE],
-      {},
-      str(tmp),
-      ["--config='configs/digits_smoke.py' is invalid", 'no such file', str(tmp)],
-      work,
-    ),
-    'outside_the_repository_default_config': (
-      ['train.py', f'--workdir={work}6', '--config.bogus=1'],
-      {},
-      str(tmp),
-      ["config has no field 'bogus'"],
-      work,
-    ),
-    'sweep_into_a_single_run': (
-      ['train.py', f'--workdir={single}', f'--config={grid}'],
-      {},
-      ROOT,
-      ['holds a single run (config.json)'],
-      str(single / workdir_lib.SWEEP_FILE),
-    ),
-    'plot_nonexistent': (
-      ['plot.py', str(tmp / 'nonexistent'), f'--out={png}'],
-      {},
-      ROOT,
-      ['nonexistent is not a directory'],
-      png,
-    ),
-    'benchmark_unknown_task': (['benchmark.py', '--tasks=nope'], {}, ROOT, ["'nope'"], None),
-    'benchmark_torch_without_its_loops': (
-      ['benchmark.py', '--tasks=fedbuff', f'--torch_python={sys.executable}'],
-      {},
-      ROOT,
-      ['--torch_python needs --torch_bench_dir'],
-      None,
-    ),
-  }
+class Bad(NamedTuple):
+  """A bad input: the script and its arguments, fragments of the one error line, a path
+  not to create (or the prefix of every case's workdir), extra environment, directory."""
+
+  args: list
+  fragments: list
+  absent: str | None = None
+  env: dict = {}
+  cwd: str = ROOT
+
+
+WORK = '{tmp}/work'  # each case its own (WORK1, ...): the processes run at once
+BAD_INPUTS = {
+  'empty_workdir': Bad(['train.py', '--workdir=', *SMOKE], ["--workdir=''"]),
+  'workdir_is_a_file': Bad(['train.py', '--workdir={tmp}/afile', *SMOKE], ['existing file']),
+  'cpu_devices_abc': Bad(
+    ['train.py', f'--workdir={WORK}1', *SMOKE],
+    ["AFL_JAX_CPU_DEVICES='abc' is invalid", '>= 1'],
+    WORK,
+    {'AFL_JAX_CPU_DEVICES': 'abc'},
+  ),
+  'cpu_devices_0': Bad(
+    ['train.py', f'--workdir={WORK}2', *SMOKE],
+    ["$AFL_JAX_CPU_DEVICES='0' is invalid", 'must be an integer >= 1'],
+    WORK,
+    {'AFL_JAX_CPU_DEVICES': '0'},
+  ),
+  'config_get_config_raises': Bad(
+    ['train.py', f'--workdir={WORK}4', '--config={tmp}/raises_config.py'],
+    [
+      "--config='{tmp}/raises_config.py' is invalid",
+      '{tmp}/raises_config.py:5: RuntimeError: boom',
+    ],
+    WORK,
+  ),
+  'config_get_config_returns_a_dict': Bad(
+    ['train.py', f'--workdir={WORK}7', '--config={tmp}/dict_config.py'],
+    [
+      "--config='{tmp}/dict_config.py' is invalid",
+      'returned a dict, not an ml_collections.ConfigDict',
+    ],
+    WORK,
+  ),
+  'config_syntax_error': Bad(
+    ['train.py', f'--workdir={WORK}3', '--config={tmp}/bad_config.py'],
+    ['{tmp}/bad_config.py:2', 'syntax error'],
+    WORK,
+  ),
+  'outside_the_repository': Bad(
+    ['train.py', f'--workdir={WORK}5', *SMOKE],
+    ["--config='configs/digits_smoke.py' is invalid", 'no such file', '{tmp}'],
+    WORK,
+    cwd='{tmp}',
+  ),
+  'outside_the_repository_default_config': Bad(
+    ['train.py', f'--workdir={WORK}6', '--config.bogus=1'],
+    ["config has no field 'bogus'"],
+    WORK,
+    cwd='{tmp}',
+  ),
+  'sweep_into_a_single_run': Bad(
+    ['train.py', '--workdir={tmp}/single', '--config={tmp}/grid_config.py'],
+    ['holds a single run (config.json)'],
+    f'{{tmp}}/single/{workdir_lib.SWEEP_FILE}',
+  ),
+  'plot_nonexistent': Bad(
+    ['plot.py', '{tmp}/nonexistent', '--out={tmp}/out.png'],
+    ['nonexistent is not a directory'],
+    '{tmp}/out.png',
+  ),
+  'benchmark_unknown_task': Bad(['benchmark.py', '--tasks=nope'], ["'nope'"]),
+  'benchmark_torch_without_its_loops': Bad(
+    ['benchmark.py', '--tasks=fedbuff', f'--torch_python={sys.executable}'],
+    ['--torch_python needs --torch_bench_dir'],
+  ),
+}
 
 
 @pytest.fixture(scope='module')
 def script_results(tmp_path_factory):
-  """Every case's (rc, output), the processes started together (they are mostly imports)."""
+  """Every case with {tmp} filled in, and its (exit status, stdout and stderr)."""
   tmp = tmp_path_factory.mktemp('scripts')
-  cases = _cases(tmp)
-  procs = {}
-  for name, (args, env, cwd, _, _) in cases.items():
-    procs[name] = subprocess.Popen(
-      [sys.executable, os.path.join(ROOT, 'scripts', args[0]), *args[1:]],
-      cwd=cwd,
-      env={**ENV, **env},
-      stdout=subprocess.PIPE,
-      stderr=subprocess.STDOUT,
-      text=True,
-    )
-  out = {}
-  for name, proc in procs.items():
-    text, _ = proc.communicate(timeout=300)
-    out[name] = (proc.returncode, text)
-  return cases, out
+  for name, text in FILES.items():
+    (tmp / name).parent.mkdir(exist_ok=True)
+    (tmp / name).write_text(text)
+  fill = lambda v: v and (v.replace('{tmp}', str(tmp)) if isinstance(v, str) else [*map(fill, v)])
+  cases = {
+    name: Bad(*map(fill, case[:3]), case.env, fill(case.cwd)) for name, case in BAD_INPUTS.items()
+  }
+  results = _run_scripts({n: (c.args[0], c.args[1:], c.cwd, c.env) for n, c in cases.items()})
+  return {n: (cases[n], rc, stdout + '\n' + stderr) for n, (rc, stdout, stderr) in results.items()}
 
 
-CASE_NAMES = [
-  'empty_workdir',
-  'workdir_is_a_file',
-  'cpu_devices_abc',
-  'cpu_devices_0',
-  'config_get_config_raises',
-  'config_get_config_returns_a_dict',
-  'config_syntax_error',
-  'outside_the_repository',
-  'outside_the_repository_default_config',
-  'sweep_into_a_single_run',
-  'plot_nonexistent',
-  'benchmark_unknown_task',
-  'benchmark_torch_without_its_loops',
-]
-
-
-@pytest.mark.parametrize('name', CASE_NAMES)
+@pytest.mark.parametrize('name', BAD_INPUTS)
 def test_bad_input_is_one_line_and_writes_nothing(script_results, name):
-  cases, results = script_results
-  _, _, _, fragments, must_not_exist = cases[name]
-  rc, out = results[name]
-  assert_one_line(rc, out, *fragments)
-  if must_not_exist is not None:  # a path, or the prefix of every case's workdir
-    assert not glob.glob(glob.escape(must_not_exist) + '*'), must_not_exist
+  case, rc, out = script_results[name]
+  assert_one_line(rc, out, *case.fragments)
+  if case.absent is not None:  # a path, or the prefix of every case's workdir
+    assert not glob.glob(glob.escape(case.absent) + '*'), case.absent
   if name == 'sweep_into_a_single_run':
-    single = os.path.dirname(must_not_exist)
+    single = os.path.dirname(case.absent)
     for file in ('config.json', 'summary.json', 'plot.png'):
       assert open(os.path.join(single, file)).read() == file  # untouched

@@ -11,7 +11,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from quadratic import hand_arrivals, make_quadratic, np_local_gd, np_replay, simulate_quadratic
+from quadratic import (
+  hand_arrivals,
+  make_quadratic,
+  np_fedbuff_step,
+  np_local_gd,
+  np_replay,
+  simulate_quadratic,
+)
 
 import afl_jax
 
@@ -135,14 +142,6 @@ def test_several_arrivals_per_step_processed_in_slot_order(mode, x64):
   np.testing.assert_array_equal(res.metrics['server/aggregations'], [0, 1, 2, 2, 1])
 
 
-def _fedbuff_numpy(eta_g):
-  def step(x, locals_, starts, taus):
-    del taus
-    return x + eta_g * np.mean([xl - xs for xl, xs in zip(locals_, starts)], axis=0)
-
-  return step
-
-
 def test_no_sliding_is_fedbuff_with_buffer_k_same_schedule(x64):
   # Sec. 3.1: replacing all K items before aggregating is FedBuff with buffer K. A step with
   # K arrivals fills the window exactly once.
@@ -155,7 +154,7 @@ def test_no_sliding_is_fedbuff_with_buffer_k_same_schedule(x64):
   a, b, res = _run(
     'fedfa_delta', sched, x0, client_lr=LR, server_lr=0.7, window_size=2, sliding=False
   )
-  expected = np_replay(sched, a, b, x0, LR, _fedbuff_numpy(0.7))
+  expected = np_replay(sched, a, b, x0, LR, np_fedbuff_step(0.7))
   np.testing.assert_allclose(res.params_history['x'], expected, atol=1e-12, rtol=1e-12)
   _, _, buff = _run('fedbuff', sched, x0, client_lr=LR, server_lr=0.7)
   np.testing.assert_allclose(res.params_history['x'], buff.params_history['x'], atol=1e-12)
@@ -177,7 +176,7 @@ def test_no_sliding_is_fedbuff_on_the_fully_async_clock(x64):
   a, b, res = _run(
     'fedfa_delta', fa_sched, x0, client_lr=LR, server_lr=0.5, window_size=k, sliding=False
   )
-  expected = np_replay(buff_sched, a, b, x0, LR, _fedbuff_numpy(0.5))
+  expected = np_replay(buff_sched, a, b, x0, LR, np_fedbuff_step(0.5))
   got = np.asarray(res.params_history['x']).reshape(4, k, 4)
   np.testing.assert_allclose(got[:, -1], expected, atol=1e-12, rtol=1e-12)
   # Between window fills the model does not move.

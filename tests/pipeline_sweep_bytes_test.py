@@ -2,19 +2,15 @@
 
 import ml_collections
 import pytest
+from sweep_pipeline_test import _config as sweep_config
 
-from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline import loop, metrics_io, sweep
 
 
 def _config():
-  c = config_lib.default()
-  c.dataset, c.model, c.num_clients, c.train_subset = 'digits', 'logreg', 12, 0
-  c.schedule.concurrency, c.schedule.buffer_size = 6, 3
-  c.local_steps, c.batch_size = 2, 8
-  c.hparams = {'client_lr': 0.1, 'server_lr': 1.0}
+  c = sweep_config()
+  c.validation_size = 0
   c.compressor.kind = 'top_k'  # bits per upload differ from the dense download
-  c.num_rounds, c.eval_every, c.eval_train_samples = 8, 4, 100
   c.sweep = ml_collections.ConfigDict({'seed': [0, 1]})
   return c
 

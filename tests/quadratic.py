@@ -161,6 +161,16 @@ def np_replay(schedule, a, b, x0, lr, server_step, with_ids=False):
   return np.stack(history[1:])
 
 
+def np_fedbuff_step(eta_g):
+  """A ``server_step`` for :func:`np_replay`: FedBuff's ``x + eta_g * mean(x_local - x_start)``."""
+
+  def step(x, locals_, starts, taus):
+    del taus
+    return x + eta_g * np.mean([xl - xs for xl, xs in zip(locals_, starts)], axis=0)
+
+  return step
+
+
 def check_fresh_is_fedbuff(name, num_steps, **hp):
   """On fresh full participation ``name`` is FedBuff: ``x <- x + eta mean_i(x_i - x)``.
 

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers.sim_runs import run
 from quadratic import make_quadratic, quadratic_problem
 
 import afl_jax
@@ -60,57 +61,50 @@ def _alone(name, buckets):
   out = []
   for r, sched in enumerate(scheds):
     alg = afl_jax.algorithms.get(name, **static, **{k: v[r] for k, v in varied.items()})
-    sim = afl_jax.Simulator(
-      alg, quadratic_problem(a, b), sched, chunk_size=3, record_params=True,
-      local_step_buckets=buckets,
+    o, _, sim = run(
+      alg, quadratic_problem(a, b), sched, {'x': jnp.ones(4, jnp.float64)}, key=keys[r],
+      chunk_size=3, local_step_buckets=buckets,
     )  # fmt: skip
     assert sim.adaptive_steps
-    state, hist = sim.init({'x': jnp.ones(4, jnp.float64)}, keys[r]), []
-    while sim.position(state) < sched.num_steps:
-      state, o = sim.run_chunk(state, keys[r])
-      hist.append(np.asarray(o['params']['x']))
-    out.append(np.concatenate(hist))
+    out.append(o['params']['x'])
   return out
 
 
 @pytest.mark.parametrize('name', ['fedbuff', 'asynflc_ef'])
-def test_grouped_sweep_equals_runs_alone_and_padded_sweep(name):
-  with jax.enable_x64(True):
-    grouped, hist = _sweep(name, 2)
-    assert grouped.adaptive_steps and grouped.block_size * 2 == grouped.num_slots
-    useful, computed = grouped.step_work
-    padded, padded_hist = _sweep(name, 0)
-    assert not padded.adaptive_steps
-    assert computed < padded.step_work[1] and useful == padded.step_work[0]
-    np.testing.assert_allclose(hist, padded_hist, rtol=0, atol=1e-12)
-    for r, alone in enumerate(_alone(name, 2)):
-      t = alone.shape[0]
-      np.testing.assert_allclose(hist[r, :t], alone, rtol=0, atol=1e-12)
-      assert np.max(np.abs(alone[-1] - 1.0)) > 1e-3  # it moved
+def test_grouped_sweep_equals_runs_alone_and_padded_sweep(name, x64):
+  grouped, hist = _sweep(name, 2)
+  assert grouped.adaptive_steps and grouped.block_size * 2 == grouped.num_slots
+  useful, computed = grouped.step_work
+  padded, padded_hist = _sweep(name, 0)
+  assert not padded.adaptive_steps
+  assert computed < padded.step_work[1] and useful == padded.step_work[0]
+  np.testing.assert_allclose(hist, padded_hist, rtol=0, atol=1e-12)
+  for r, alone in enumerate(_alone(name, 2)):
+    t = alone.shape[0]
+    np.testing.assert_allclose(hist[r, :t], alone, rtol=0, atol=1e-12)
+    assert np.max(np.abs(alone[-1] - 1.0)) > 1e-3  # it moved
 
 
-def test_automatic_buckets_plan_over_all_replicas():
-  with jax.enable_x64(True):
-    scheds, _, _ = _case('fedbuff')
-    width = max(s.max_arrivals for s in scheds)
-    b = engine.choose_step_blocks(scheds, 'per_job', width, 1)
-    plan = engine.plan_slots(scheds, 'per_job', width, 1, None)
-    assert plan[2] == (b > 1) and plan[0] // plan[1] == (b if plan[2] else 1)
-    # one schedule: the plan a single run makes
-    one = engine.plan_slots(scheds[0], 'per_job', scheds[0].max_arrivals, 1, None)
-    sim = afl_jax.Simulator(
-      afl_jax.algorithms.get('fedbuff'),
-      quadratic_problem(*make_quadratic(num_clients=N, dtype=np.float64)),
-      scheds[0],
-    )
-    assert one == (sim.num_slots, sim.block_size, sim.adaptive_steps)
+def test_automatic_buckets_plan_over_all_replicas(x64):
+  scheds, _, _ = _case('fedbuff')
+  width = max(s.max_arrivals for s in scheds)
+  b = engine.choose_step_blocks(scheds, 'per_job', width, 1)
+  plan = engine.plan_slots(scheds, 'per_job', width, 1, None)
+  assert plan[2] == (b > 1) and plan[0] // plan[1] == (b if plan[2] else 1)
+  # one schedule: the plan a single run makes
+  one = engine.plan_slots(scheds[0], 'per_job', scheds[0].max_arrivals, 1, None)
+  sim = afl_jax.Simulator(
+    afl_jax.algorithms.get('fedbuff'),
+    quadratic_problem(*make_quadratic(num_clients=N, dtype=np.float64)),
+    scheds[0],
+  )
+  assert one == (sim.num_slots, sim.block_size, sim.adaptive_steps)
 
 
-def test_default_sweep_keeps_the_padded_path():
-  with jax.enable_x64(True):
-    sim, _ = _sweep('fedbuff', 0)
-    scheds, static, varied = _case('fedbuff')
-    a, b = make_quadratic(num_clients=N, dtype=np.float64)
-    default = simulator('fedbuff', quadratic_problem(a, b), scheds, 2, **static, **varied)
-    assert not default.adaptive_steps
-    assert (default.num_slots, default.block_size) == (sim.num_slots, sim.num_slots)
+def test_default_sweep_keeps_the_padded_path(x64):
+  sim, _ = _sweep('fedbuff', 0)
+  scheds, static, varied = _case('fedbuff')
+  a, b = make_quadratic(num_clients=N, dtype=np.float64)
+  default = simulator('fedbuff', quadratic_problem(a, b), scheds, 2, **static, **varied)
+  assert not default.adaptive_steps
+  assert (default.num_slots, default.block_size) == (sim.num_slots, sim.num_slots)

@@ -7,13 +7,17 @@ and 2 devices with 1. Prints one JSON line.
 
 import json
 import os
+import sys
 
 os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=2'
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from jax.sharding import Mesh  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from helpers.sim_runs import max_diff, run  # noqa: E402
+from quadratic import quadratic_problem  # noqa: E402
 
 import afl_jax  # noqa: E402
 from afl_jax.core import engine  # noqa: E402
@@ -21,17 +25,8 @@ from afl_jax.core import engine  # noqa: E402
 jax.config.update('jax_enable_x64', True)
 assert len(jax.devices()) == 2, jax.devices()
 N = 5
-
-
-def loss(p, batch):
-  r = batch['a'] @ p['x'] - batch['b']
-  return 0.5 * jnp.sum(r * r)
-
-
 rng = np.random.default_rng(N)
-problem = afl_jax.problems.from_loss(
-  loss, {'a': rng.normal(size=(N, 6, 4)) / 3.0, 'b': rng.normal(size=(N, 6))}
-)
+problem = quadratic_problem(rng.normal(size=(N, 6, 4)) / 3.0, rng.normal(size=(N, 6)))
 sched = afl_jax.schedules.waiting_windows(
   N,
   10,
@@ -46,32 +41,27 @@ alg = afl_jax.algorithms.get(
 )
 
 
-def run(devices, reports_only):
-  sim = afl_jax.Simulator(
+def run_on(devices, reports_only):
+  out, state, sim = run(
     alg,
     problem,
     sched,
+    {'x': jnp.linspace(-1.0, 1.0, 4)},
+    devices=devices,
     chunk_size=4,
-    record_params=True,
-    mesh=Mesh(np.array(devices), ('clients',)),
     compress_reports_only=reports_only,
   )
-  state = sim.init({'x': jnp.linspace(-1.0, 1.0, 4)}, jax.random.key(0))
-  hist = []
-  while sim.position(state) < sched.num_steps:
-    state, o = sim.run_chunk(state, jax.random.key(0))
-    hist.append(np.asarray(o['params']['x']))
   res = np.asarray(engine.to_host(state.compressor.residual['x']), np.float64)
-  return np.concatenate(hist), res, sim
+  return out['params']['x'], res, sim
 
 
-h_new, r_new, sim = run(jax.devices(), True)
-h_old, r_old, _ = run(jax.devices(), False)
-h_one, r_one, _ = run(jax.devices()[:1], True)
+h_new, r_new, sim = run_on(jax.devices(), True)
+h_old, r_old, _ = run_on(jax.devices(), False)
+h_one, r_one, _ = run_on(jax.devices()[:1], True)
 out = {
   'report_slots': sim.report_slots,
-  'reports_vs_full_2dev': float(max(np.max(np.abs(h_new - h_old)), np.max(np.abs(r_new - r_old)))),
-  'two_vs_one_device': float(max(np.max(np.abs(h_new - h_one)), np.max(np.abs(r_new - r_one)))),
+  'reports_vs_full_2dev': max_diff([h_new, r_new], [h_old, r_old]),
+  'two_vs_one_device': max_diff([h_new, r_new], [h_one, r_one]),
   'moved': float(np.max(np.abs(h_new[-1] - np.linspace(-1.0, 1.0, 4)))),
 }
 print(json.dumps(out))

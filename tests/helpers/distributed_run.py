@@ -86,6 +86,7 @@ def run_cases(checkpoint_dir: str | None = None, cases: tuple[str, ...] = CASES)
   import afl_jax
 
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  from helpers.sim_runs import chunks
   from quadratic import logistic_problem
 
   n = 8  # divisible by 2 devices: per-client state is sharded, not replicated
@@ -111,10 +112,8 @@ def run_cases(checkpoint_dir: str | None = None, cases: tuple[str, ...] = CASES)
     if name not in cases:
       continue
     sim = afl_jax.Simulator(alg, problem, sched, chunk_size=4, record_params=True)
-    state = sim.init(p0, key)
     hist, ckpt = [], None
-    while sim.position(state) < sched.num_steps:
-      state, o = sim.run_chunk(state, key)
+    for state, o in chunks(sim, sim.init(p0, key), key):
       hist.append(np.asarray(o['params']['w'], np.float64))
       if checkpointer is not None and ckpt is None and name in CHECKPOINTED:
         ckpt = checkpointer(os.path.join(checkpoint_dir, name))
@@ -128,10 +127,7 @@ def run_cases(checkpoint_dir: str | None = None, cases: tuple[str, ...] = CASES)
     if ckpt is not None:  # Resume from the checkpoint into a fresh state and finish.
       template = sim.init(p0, key)
       state, _ = ckpt.restore(ckpt.latest_step(), template, {'chunks': np.asarray(0)})
-      resumed = []
-      while sim.position(state) < sched.num_steps:
-        state, o = sim.run_chunk(state, key)
-        resumed.append(np.asarray(o['params']['w'], np.float64))
+      resumed = [np.asarray(o['params']['w'], np.float64) for _, o in chunks(sim, state, key)]
       out[name]['resumed'] = np.concatenate(resumed)
       ckpt.close()
     print(f'process {jax.process_index()}: {name} done at {time.time() - t0:.1f} s', flush=True)

@@ -11,10 +11,9 @@ os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=4'
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from jax.sharding import Mesh  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from helpers.sim_runs import one_vs_all_devices  # noqa: E402
 from quadratic import logistic_problem  # noqa: E402
 
 import afl_jax  # noqa: E402
@@ -48,29 +47,8 @@ if 'masfl' in afl_jax.algorithms.names():
   )
 out = {}
 for name, (alg, sched) in cases.items():
-  runs = []
-  for devices in (jax.devices()[:1], jax.devices()):
-    sim = afl_jax.Simulator(
-      alg,
-      problem,
-      sched,
-      chunk_size=5,
-      record_params=True,
-      mesh=Mesh(np.array(devices), ('clients',)),
-    )
-    state = sim.init(p0, jax.random.key(0))
-    hist = []
-    while sim.position(state) < sched.num_steps:
-      state, o = sim.run_chunk(state, jax.random.key(0))
-      hist.append(np.asarray(o['params']['w']))
-    clients = [np.asarray(v) for v in jax.tree.leaves(state.clients)]
-    runs.append((np.concatenate(hist), clients, sim.num_devices))
-  (h1, c1, d1), (h4, c4, d4) = runs
-  assert (d1, d4) == (1, 4)
-  diff = float(np.max(np.abs(h1 - h4)))
-  for a, b in zip(c1, c4):
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    diff = max(diff, float(np.max(np.abs(a - b))) if a.size else 0.0)
+  diff, moved, sims = one_vs_all_devices(alg, problem, sched, p0, 'w', chunk_size=5)
+  assert [sim.num_devices for sim in sims] == [1, 4]
   out[name] = diff
-  out[name + '_moved'] = float(np.max(np.abs(h1[-1])))
+  out[name + '_moved'] = moved
 print(json.dumps(out))
