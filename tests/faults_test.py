@@ -68,9 +68,9 @@ def _grid(**changes):
 
 
 def assert_one_line(rc, out, *fragments):
-  """rc != 0, no traceback, and the whole output is one ``error:`` line holding ``fragments``."""
+  """Exit status 1, no traceback, and the whole output is one ``error:`` line with ``fragments``."""
   lines = [line for line in out.splitlines() if line.strip()]
-  assert rc != 0, out
+  assert rc == 1, (rc, out)
   assert 'Traceback' not in out, out
   assert len(lines) == 1 and lines[0].startswith('error: '), out
   for f in fragments:
@@ -431,9 +431,9 @@ def test_every_script_is_covered():
 
 @pytest.mark.parametrize('script', SCRIPTS)
 def test_every_script_refuses_an_unknown_flag_in_one_line(flag_results, script):
-  """A non-zero exit, nothing on stdout, one ``error:`` line on stderr, nothing written."""
+  """Exit status 1, nothing on stdout, one ``error:`` line on stderr, nothing written."""
   rc, stdout, stderr, written = flag_results[script, '--bogus_flag=1']
-  assert rc != 0, (rc, stdout, stderr)
+  assert rc == 1, (rc, stdout, stderr)
   assert stdout == '', stdout
   assert stderr.splitlines() == [
     'error: --bogus_flag is not a flag of this script (see --helpshort)'

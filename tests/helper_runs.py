@@ -46,7 +46,7 @@ def run_train(workdir, *args, timeout=300, **env):
 
 def one_error_line(rc, out, *fragments):
   """The one ``error:`` line of a run that failed without a traceback; it holds ``fragments``."""
-  assert rc != 0, out
+  assert rc == 1, (rc, out)  # a user error exits with status 1
   assert 'Traceback' not in out, out
   errors = [line for line in out.splitlines() if line.startswith('error:')]
   assert len(errors) == 1, out
