@@ -88,15 +88,14 @@ def score_all(records_dir: str = runs.RECORDS) -> dict[str, dict]:
   }
   for added in (False, True):
     family = [
-      (key, e, i)
-      for key, exps in scored.items()
-      for e, s in exps.items()
+      (s['claims'], i)
+      for exps in scored.values()
+      for s in exps.values()
       for i, c in enumerate(s['claims'])
       if c['added'] == added
     ]
-    done = scoring.adjust([scored[k][e]['claims'][i] for k, e, i in family])
-    for (key, e, i), claim in zip(family, done):
-      scored[key][e]['claims'][i] = claim
+    for (claims, i), claim in zip(family, scoring.adjust([cs[i] for cs, i in family])):
+      claims[i] = claim
   return scored
 
 
@@ -152,7 +151,7 @@ def _target_rows(exp, frame, fin, target) -> pd.DataFrame | None:
     return None
   rows = []
   for m in exp.methods:
-    key, _ = _selected_test(exp, fin, fin, m.label)
+    key = scoring.select(fin, exp.key, m.label)['setting']
     row = {'method': m.label}
     for metric in scoring.TO_TARGET:
       v = scoring.per_seed(frame, fin, exp.key, m.label, key, metric, target)
