@@ -259,15 +259,10 @@ def score_claim(
   }
   seeds = a.index.intersection(b.index)
   a, b = a.loc[seeds], b.loc[seeds]
-  out |= {
-    'A_mean': float(a.value.mean()),
-    'A_sd': float(a.value.std(ddof=1)),
-    'B_mean': float(b.value.mean()),
-    'B_sd': float(b.value.std(ddof=1)),
-    'A_reached': int(a.reached.sum()),
-    'B_reached': int(b.reached.sum()),
-    'n': len(seeds),
-  }
+  for side, v in (('A', a), ('B', b)):
+    out[f'{side}_mean'], out[f'{side}_sd'] = float(v.value.mean()), float(v.value.std(ddof=1))
+    out[f'{side}_reached'] = int(v.reached.sum())
+  out['n'] = len(seeds)
   if claim.kind == 'on_seeds':
     k, n = int(a.value.sum()), len(a)
     verdict = AGREES if k == n else DISAGREES if k == 0 else INCONCLUSIVE
