@@ -66,7 +66,7 @@ def test_setting_variants_set_and_keep_dotted_fields():
   spec.with_fields(base, {'partition': 'iid', 'schedule.window': 4})(c)
   assert (c.num_rounds, c.schedule.concurrency, c.partition, c.schedule.window) == (7, 3, 'iid', 4)
   c.schedule.concurrency = 9
-  spec.keeping(base, 'schedule.concurrency')(c)
+  spec.with_fields(base, keep=('schedule.concurrency',))(c)
   assert (c.num_rounds, c.schedule.concurrency) == (7, 9)
 
 

@@ -88,15 +88,14 @@ def score_all(records_dir: str = runs.RECORDS) -> dict[str, dict]:
   }
   for added in (False, True):
     family = [
-      (key, e, i)
-      for key, exps in scored.items()
-      for e, s in exps.items()
+      (s['claims'], i)
+      for exps in scored.values()
+      for s in exps.values()
       for i, c in enumerate(s['claims'])
       if c['added'] == added
     ]
-    done = scoring.adjust([scored[k][e]['claims'][i] for k, e, i in family])
-    for (key, e, i), claim in zip(family, done):
-      scored[key][e]['claims'][i] = claim
+    for (claims, i), claim in zip(family, scoring.adjust([cs[i] for cs, i in family])):
+      claims[i] = claim
   return scored
 
 
@@ -104,7 +103,7 @@ def _selection_rows(exp: spec.Experiment, fin: pd.DataFrame) -> pd.DataFrame:
   rows = []
   for m in exp.methods:
     s = scoring.select(fin, exp.key, m.label)
-    mine = fin[(fin.experiment == exp.key) & (fin.method == m.label) & (fin.phase == 'select')]
+    mine = scoring.rows(fin, exp.key, m.label, 'select')
     rows.append(
       {
         'method': m.label,
@@ -118,10 +117,10 @@ def _selection_rows(exp: spec.Experiment, fin: pd.DataFrame) -> pd.DataFrame:
   return pd.DataFrame(rows)
 
 
-def _selected_test(exp, fin, label):
+def _selected_test(exp: spec.Experiment, frame: pd.DataFrame, fin: pd.DataFrame, label: str):
+  """``label``'s selected setting, and its rows of ``frame`` on the test seeds."""
   key = scoring.select(fin, exp.key, label)['setting']
-  sel = (fin.experiment == exp.key) & (fin.method == label) & (fin.phase == 'test')
-  return key, fin[sel & (fin.setting == key)]
+  return key, scoring.rows(frame, exp.key, label, 'test', key)
 
 
 def _test_rows(exp: spec.Experiment, frame: pd.DataFrame, fin: pd.DataFrame) -> pd.DataFrame:
@@ -129,8 +128,8 @@ def _test_rows(exp: spec.Experiment, frame: pd.DataFrame, fin: pd.DataFrame) -> 
   gained over the last quarter of the run (large = the curve has not flattened)."""
   rows = []
   for m in exp.methods:
-    key, mine = _selected_test(exp, fin, m.label)
-    curve = _mean_curve(frame, exp.key, m.label, key)
+    key, mine = _selected_test(exp, fin, fin, m.label)
+    curve = _selected_test(exp, frame, fin, m.label)[1].groupby('step').test_accuracy.mean()
     steps = curve.index.to_numpy()
     quarter = steps[-1] - (steps[-1] - steps[0]) / 4
     before = curve[curve.index <= quarter].iloc[-1]
@@ -147,22 +146,12 @@ def _test_rows(exp: spec.Experiment, frame: pd.DataFrame, fin: pd.DataFrame) -> 
   return pd.DataFrame(rows)
 
 
-def _mean_curve(frame, exp_key, label, key) -> pd.Series:
-  mine = frame[
-    (frame.experiment == exp_key)
-    & (frame.method == label)
-    & (frame.phase == 'test')
-    & (frame.setting == key)
-  ]
-  return mine.groupby('step').test_accuracy.mean()
-
-
 def _target_rows(exp, frame, fin, target) -> pd.DataFrame | None:
   if not any(c.metric in scoring.TO_TARGET for c in exp.claims):
     return None
   rows = []
   for m in exp.methods:
-    key, _ = _selected_test(exp, fin, m.label)
+    key = scoring.select(fin, exp.key, m.label)['setting']
     row = {'method': m.label}
     for metric in scoring.TO_TARGET:
       v = scoring.per_seed(frame, fin, exp.key, m.label, key, metric, target)
@@ -216,44 +205,46 @@ def _table(frame: pd.DataFrame) -> str:
   return frame.to_markdown(index=False, disable_numparse=True)
 
 
+def _part(head: str, *body: str) -> list[str]:
+  """A page part: ``head`` and each of ``body``, every one followed by a blank line."""
+  return [line for text in (head, *body) for line in (text, '')]
+
+
 def experiment_section(paper: spec.Paper, s: Mapping) -> list[str]:
   exp = s['exp']
-  minutes = sum(m['seconds'] for m in s['sweeps']) / 60
-  machines = sorted({m['machine'] for m in s['sweeps']})
-  out = [f'## {exp.title} ({exp.ref})', '', f'**Setting.** {exp.setting}', '']
-  out += ['**Deviations from the paper.**', ''] + [f'- {d}' for d in exp.deviations] + ['']
-  out += [f'**Machine.** {"; ".join(machines)}; sweeps {minutes:.1f} min in all.', '']
-  out += [
+  compute = _compute(s['sweeps'])
+  out = _part(f'## {exp.title} ({exp.ref})', f'**Setting.** {exp.setting}')
+  out += _part('**Deviations from the paper.**', '\n'.join(f'- {d}' for d in exp.deviations))
+  out += _part(f'**Machine.** {compute["machine"]}; sweeps {compute["minutes"]} min in all.')
+  out += _part(
     f'**Selection** on seeds {list(exp.seeds)} (validation accuracy at the last evaluation):',
-    '',
-  ]
-  out += [_table(s['selection']), '']
-  out += [f'**Test** on seeds {list(exp.test_seeds)} (selected settings only):', '']
-  out += [_table(s['test']), '']
+    _table(s['selection']),
+  )
+  out += _part(
+    f'**Test** on seeds {list(exp.test_seeds)} (selected settings only):', _table(s['test'])
+  )
   if s['to_target'] is not None:
-    out += [f'**To the target** test accuracy {s["target"]:.2f} (mean ± std over test seeds):', '']
-    out += [_table(s['to_target']), '']
+    out += _part(
+      f'**To the target** test accuracy {s["target"]:.2f} (mean ± std over test seeds):',
+      _table(s['to_target']),
+    )
   if s['claims']:
-    out += ['**Claims** (A - B oriented so that positive favours the claim):', '']
-    out += [_table(claim_rows(s['claims'])), '']
-  out += [f'![{exp.key}]({paper.key}_{exp.key}.png)', '']
-  return out
+    out += _part(
+      '**Claims** (A - B oriented so that positive favours the claim):',
+      _table(claim_rows(s['claims'])),
+    )
+  return out + _part(f'![{exp.key}]({paper.key}_{exp.key}.png)')
 
 
 def render(paper: spec.Paper, scored: Mapping) -> str:
   """The page of ``paper`` from its scored experiments (``score_all()[paper.key]``)."""
-  out = [
+  out = _part(
     f'# Paper {paper.number}: {paper.citation}',
-    '',
     f"**The paper's setting.** {paper.setting}",
-    '',
-  ]
-  out += ['**Protocol.** ' + PROTOCOL, '']
-  out += [
+    '**Protocol.** ' + PROTOCOL,
     f'Records: `docs/results/records/{paper.key}.csv.gz` (one row per evaluation of '
     f'every run; `pandas.read_csv` reads it) and `{paper.key}.json` (the sweeps).',
-    '',
-  ]
+  )
   for exp in paper.experiments:
     if exp.key in scored:
       out += experiment_section(paper, scored[exp.key])
@@ -261,19 +252,20 @@ def render(paper: spec.Paper, scored: Mapping) -> str:
   if pending:
     previous = pathlib.Path(RESULTS, 'previous', f'{paper.key}.md')
     earlier = previous.read_text() if previous.exists() else ''
-    out += ['## Not yet run as declared', '']
-    out += [
-      f'- {e.title} ({e.ref}): {_claims(e)}; `python scripts/reproduce.py '
-      f'--paper={paper.key} --only={e.key}`.'
-      + (
-        ' Earlier 3-seed numbers (selected and scored on the same seeds, superseded): '
-        f'[previous/{paper.key}.md](previous/{paper.key}.md).'
-        if e.title in earlier
-        else ''
-      )
-      for e in pending
-    ]
-    out += ['']
+    out += _part(
+      '## Not yet run as declared',
+      '\n'.join(
+        f'- {e.title} ({e.ref}): {_claims(e)}; `python scripts/reproduce.py '
+        f'--paper={paper.key} --only={e.key}`.'
+        + (
+          ' Earlier 3-seed numbers (selected and scored on the same seeds, superseded): '
+          f'[previous/{paper.key}.md](previous/{paper.key}.md).'
+          if e.title in earlier
+          else ''
+        )
+        for e in pending
+      ),
+    )
   return '\n'.join(out)
 
 
@@ -285,21 +277,25 @@ def tally(scored: Mapping[str, Mapping]) -> pd.Series:
   return counts.reindex([v for v in scoring.VERDICTS if v in counts.index])
 
 
+def _compute(sweeps: Sequence[Mapping]) -> dict:
+  """The runs, minutes and machines of an experiment's sweeps."""
+  return {
+    'runs': sum(m['runs'] for m in sweeps),
+    'minutes': f'{sum(m["seconds"] for m in sweeps) / 60:.1f}',
+    'machine': '; '.join(sorted({m['machine'] for m in sweeps})),
+  }
+
+
 def render_summary(scored: Mapping[str, Mapping]) -> str:
-  out = ['# Reproductions: summary', '', '**Protocol.** ' + PROTOCOL, '']
   counts = tally(scored)
-  total = int(counts.sum()) if len(counts) else 0
-  declared = sum(
-    not c.added
-    for key in reproduction.PAPERS
-    for e in reproduction.load_paper(key).experiments
-    for c in e.claims
+  papers = [reproduction.load_paper(key) for key in reproduction.PAPERS]
+  declared = sum(not c.added for p in papers for e in p.experiments for c in e.claims)
+  out = _part('# Reproductions: summary', '**Protocol.** ' + PROTOCOL)
+  out += _part(
+    f'## Tally of the paper claims scored ({int(counts.sum())} of {declared}), after the '
+    'adjustment',
+    _table(counts.astype(str).rename_axis('verdict').reset_index(name='claims')),
   )
-  out += [f'## Tally of the paper claims scored ({total} of {declared}), after the adjustment', '']
-  out += [
-    _table(pd.DataFrame({'verdict': counts.index, 'claims': counts.to_numpy().astype(str)})),
-    '',
-  ]
   for added, title in (
     (False, 'Paper claims'),
     (True, "The project's own contrasts (not in the tally)"),
@@ -310,41 +306,29 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
       for s in exps.values()
     ]
     rows = [r for r in rows if len(r)]
-    out += [f'## {title}', '']
-    out += [_table(pd.concat(rows, ignore_index=True)) if rows else 'None scored yet.', '']
-  compute = [
-    {
-      'paper': key,
-      'experiment': e,
-      'runs': sum(m['runs'] for m in s['sweeps']),
-      'minutes': f'{sum(m["seconds"] for m in s["sweeps"]) / 60:.1f}',
-      'machine': '; '.join(sorted({m['machine'] for m in s['sweeps']})),
-    }
+    out += _part(f'## {title}', _table(pd.concat(rows)) if rows else 'None scored yet.')
+  compute = pd.DataFrame(
+    {'paper': key, 'experiment': e} | _compute(s['sweeps'])
     for key, exps in scored.items()
     for e, s in exps.items()
-  ]
-  if compute:
-    minutes = sum(float(r['minutes']) for r in compute)
-    out += [
-      f'## Compute: {minutes:.0f} minutes of sweeps for the experiments above',
-      '',
+  )
+  if len(compute):
+    out += _part(
+      f'## Compute: {compute.minutes.astype(float).sum():.0f} minutes of sweeps for the '
+      'experiments above',
       '`python scripts/reproduce.py --paper=<paper> --only=<experiment>` reruns one '
       '(selection and test sweeps; the wall time of each sweep is in its manifest, '
       '`records/<paper>.json`).',
-      '',
-      _table(pd.DataFrame(compute)),
-      '',
-    ]
-  pending = []
-  for key in reproduction.PAPERS:
-    paper = reproduction.load_paper(key)
-    pending += [
-      f'- {key} {e.key}: {e.title} ({_claims(e)})'
-      for e in paper.experiments
-      if e.key not in scored[key]
-    ]
+      _table(compute),
+    )
+  pending = [
+    f'- {p.key} {e.key}: {e.title} ({_claims(e)})'
+    for p in papers
+    for e in p.experiments
+    if e.key not in scored[p.key]
+  ]
   if pending:
-    out += ['## Experiments not yet run under this protocol', ''] + pending + ['']
+    out += _part('## Experiments not yet run under this protocol', '\n'.join(pending))
   return '\n'.join(out)
 
 
@@ -359,14 +343,7 @@ def plot_experiment(paper: spec.Paper, s: Mapping, frame: pd.DataFrame, path: st
   fin = scoring.finals(frame)
   fig, ax = plt.subplots(figsize=(6, 4))
   for m in exp.methods:
-    key, _ = _selected_test(exp, fin, m.label)
-    mine = frame[
-      (frame.experiment == exp.key)
-      & (frame.method == m.label)
-      & (frame.phase == 'test')
-      & (frame.setting == key)
-    ]
-    g = mine.groupby('step').test_accuracy
+    g = _selected_test(exp, frame, fin, m.label)[1].groupby('step').test_accuracy
     mean, std = g.mean(), g.std(ddof=1)
     ax.plot(mean.index, mean, label=m.label)
     ax.fill_between(mean.index, mean - std, mean + std, alpha=0.2)

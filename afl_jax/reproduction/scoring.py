@@ -56,6 +56,12 @@ def finals(frame: pd.DataFrame) -> pd.DataFrame:
   return out.reset_index(drop=True)
 
 
+def rows(frame: pd.DataFrame, exp_key: str, label: str, phase: str, setting: str | None = None):
+  """The rows of ``label`` in one phase of ``exp_key`` (at one ``setting``, if given)."""
+  mine = (frame.experiment == exp_key) & (frame.method == label) & (frame.phase == phase)
+  return frame[mine & (frame.setting == setting) if setting is not None else mine]
+
+
 def _matches(key: str, at: Mapping[str, Any]) -> bool:
   setting = runs.setting_of(key)
   return all(setting.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in at.items())
@@ -68,7 +74,7 @@ def select(fin: pd.DataFrame, exp_key: str, label: str, at: Mapping[str, Any] = 
   the first of the tied setting keys in sorted order (whatever the rows' order). Raises
   ValueError when there are no selection records.
   """
-  mine = fin[(fin.experiment == exp_key) & (fin.method == label) & (fin.phase == 'select')]
+  mine = rows(fin, exp_key, label, 'select')
   mine = mine[[_matches(k, dict(at)) for k in mine.setting]]
   if mine.empty:
     raise ValueError(f'{exp_key}/{label}: no selection records{f" at {dict(at)}" if at else ""}.')
@@ -132,8 +138,7 @@ def target_of(exp: spec.Experiment, fin: pd.DataFrame) -> float:
   means = []
   for m in exp.methods:
     key = select(fin, exp.key, m.label)['setting']
-    rows = fin[(fin.experiment == exp.key) & (fin.method == m.label) & (fin.phase == 'select')]
-    means.append(float(rows[rows.setting == key].test_accuracy.mean()))
+    means.append(float(rows(fin, exp.key, m.label, 'select', key).test_accuracy.mean()))
   return default_target(means)
 
 
@@ -152,19 +157,13 @@ def per_seed(
   ``target``; a seed that never reaches it gets its value at the last evaluation (a lower
   bound) and ``reached`` False. 'diverged' / 'not_reached' are 0/1 events.
   """
-  sel = (fin.experiment == exp_key) & (fin.method == label) & (fin.phase == 'test')
-  mine = fin[sel & (fin.setting == setting)].set_index('seed').sort_index()
+  mine = rows(fin, exp_key, label, 'test', setting).set_index('seed').sort_index()
   if metric == 'test_accuracy':
     return pd.DataFrame({'value': mine.test_accuracy, 'reached': True})
   if metric == 'diverged':
     return pd.DataFrame({'value': mine.diverged.astype(float), 'reached': True})
-  curves = frame[
-    (frame.experiment == exp_key)
-    & (frame.method == label)
-    & (frame.phase == 'test')
-    & (frame.setting == setting)
-  ]
   out = {}
+  curves = rows(frame, exp_key, label, 'test', setting)
   for seed, curve in curves.sort_values('step').groupby('seed'):
     hit = curve[curve.test_accuracy >= target]
     row = hit.iloc[0] if len(hit) else curve.iloc[-1]
@@ -248,17 +247,10 @@ def score_claim(
     return setting, per_seed(frame, fin, exp.key, label, setting, metric, target)
 
   (sa, a), (sb, b) = values(claim.better), values(claim.worse)
+  shown = ('ref', 'text', 'quote', 'kind', 'metric', 'margin', 'factor', 'paper_effect', 'added')
   out = {
     'experiment': exp.key,
-    'ref': claim.ref,
-    'text': claim.text,
-    'quote': claim.quote,
-    'kind': claim.kind,
-    'metric': claim.metric,
-    'margin': claim.margin,
-    'factor': claim.factor,
-    'paper_effect': claim.paper_effect,
-    'added': claim.added,
+    **{field: getattr(claim, field) for field in shown},
     'A': claim.better,
     'B': claim.worse,
     'A_setting': _short(sa),
@@ -267,15 +259,10 @@ def score_claim(
   }
   seeds = a.index.intersection(b.index)
   a, b = a.loc[seeds], b.loc[seeds]
-  out |= {
-    'A_mean': float(a.value.mean()),
-    'A_sd': float(a.value.std(ddof=1)),
-    'B_mean': float(b.value.mean()),
-    'B_sd': float(b.value.std(ddof=1)),
-    'A_reached': int(a.reached.sum()),
-    'B_reached': int(b.reached.sum()),
-    'n': len(seeds),
-  }
+  for side, v in (('A', a), ('B', b)):
+    out[f'{side}_mean'], out[f'{side}_sd'] = float(v.value.mean()), float(v.value.std(ddof=1))
+    out[f'{side}_reached'] = int(v.reached.sum())
+  out['n'] = len(seeds)
   if claim.kind == 'on_seeds':
     k, n = int(a.value.sum()), len(a)
     verdict = AGREES if k == n else DISAGREES if k == 0 else INCONCLUSIVE

@@ -52,6 +52,11 @@ class Method:
   def budget(self) -> int:
     return math.prod(len(v) for v in self.grid.values())
 
+  def variant(self, fixed: Mapping[str, Any] = {}, **changes) -> 'Method':
+    """This method with the dotted ``fixed`` fields added to its own, and ``changes`` (a
+    new label or grid)."""
+    return dataclasses.replace(self, fixed={**self.fixed, **fixed}, **changes)
+
 
 # Claim metrics: name -> (what the page calls it, higher is better). The *_to_target
 # metrics are read from the selected setting's curve at the first evaluation whose test
@@ -190,27 +195,21 @@ def _get(c: ml_collections.ConfigDict, field: str) -> Any:
   return config_path.get_value(field, c)
 
 
-def keeping(base: Callable[[ml_collections.ConfigDict], None], *fields: str):
-  """``base`` that leaves ``fields`` as the method set them (``base`` runs after a
-  method's fixed fields; this lets methods of one experiment differ in a field the
-  shared setting also sets, e.g. the concurrency or the delay model)."""
-
-  def apply(c: ml_collections.ConfigDict) -> None:
-    saved = {field: _get(c, field) for field in fields}
-    base(c)
-    for field, value in saved.items():
-      _set(c, field, value)
-
-  return apply
-
-
-def with_fields(base: Callable[[ml_collections.ConfigDict], None], fields: Mapping[str, Any]):
+def with_fields(
+  base: Callable[[ml_collections.ConfigDict], None],
+  fields: Mapping[str, Any] = {},
+  keep: Sequence[str] = (),
+):
   """``base`` followed by the dotted ``fields`` (a variant of a shared setting: the IID
-  partition, another concurrency, a staleness window)."""
+  partition, another concurrency, a staleness window), leaving the fields of ``keep`` as
+  the method set them (``base`` runs after a method's fixed fields; ``keep`` lets methods
+  of one experiment differ in a field the shared setting also sets, e.g. the concurrency
+  or the delay model)."""
 
   def apply(c: ml_collections.ConfigDict) -> None:
+    saved = {field: _get(c, field) for field in keep}
     base(c)
-    for field, value in fields.items():
+    for field, value in {**fields, **saved}.items():
       _set(c, field, value)
 
   return apply

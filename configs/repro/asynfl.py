@@ -104,33 +104,45 @@ UPLOAD_MARGIN = 20.0  # MB; see the AsynFL vs FedBuff upload claim
 TOP3_Q4B = {'hparams.compressor': 'top_k_qsgd', 'hparams.bits': 4, 'hparams.scaled': True}
 
 
+def _matches(ref: str, label: str, added: bool = False) -> spec.Claim:
+  """Obs. 5-6: ``label`` matches AsynFL in final accuracy. ``added``: a contrast of this
+  project's (no quote)."""
+  return spec.Claim(
+    ref,
+    f'{label} matches AsynFL in final accuracy (within 2 points)',
+    label,
+    'AsynFL',
+    quote='' if added else OBS6,
+    kind='equivalent',
+    margin=0.02,
+    added=added,
+  )
+
+
+def _less_upload(ref: str, label: str, than: str, ratio: float, quote: str, added=False):
+  """``label`` needs 10x less upload than ``than`` to 75% (Table III, FMNIST: ``than``'s
+  GB are ``ratio`` times ``label``'s). ``added``: this project's (no quote, no effect)."""
+  return spec.Claim(
+    ref,
+    f'{label} needs 10x less upload than {than} to reach 75% (Table III, FMNIST: '
+    f'{ratio:g}x; scored: >= 10x)',
+    label,
+    than,
+    quote='' if added else quote,
+    paper_effect=None if added else ratio,
+    metric='mb_to_target',
+    factor=10.0,
+    added=added,
+  )
+
+
 def _ef_claims(label: str, ratio: float, added: bool = False) -> tuple:
   """Obs. 5-6 for the EF variant ``label``: it matches AsynFL in final accuracy (Fig. 3)
   and needs 10x less upload to 75% (Table III, FMNIST: AsynFL's 0.48 GB is ``ratio`` times
   the variant's). ``added``: a contrast of this project's (no quote, no paper effect)."""
   return (
-    spec.Claim(
-      'Obs. 5-6, Fig. 3',
-      f'{label} matches AsynFL in final accuracy (within 2 points)',
-      label,
-      'AsynFL',
-      quote='' if added else OBS6,
-      kind='equivalent',
-      margin=0.02,
-      added=added,
-    ),
-    spec.Claim(
-      'Obs. 5-6, Table III',
-      f'{label} needs 10x less upload than AsynFL to reach 75% (Table III, FMNIST: '
-      f'{ratio:g}x; scored: >= 10x)',
-      label,
-      'AsynFL',
-      quote='' if added else OBS5,
-      paper_effect=None if added else ratio,
-      metric='mb_to_target',
-      factor=10.0,
-      added=added,
-    ),
+    _matches('Obs. 5-6, Fig. 3', label, added),
+    _less_upload('Obs. 5-6, Table III', label, 'AsynFL', ratio, OBS5, added),
   )
 
 
@@ -208,26 +220,9 @@ TABLE3 = spec.Experiment(
       quote=OBS1,
       metric='steps_to_target',
     ),
-    spec.Claim(
-      'Obs. 1, Table III',
-      'AsynFLC-EF(top3) needs 10x less upload than FedBuff to reach 75% (Table III, FMNIST: '
-      '24x; scored: >= 10x)',
-      'AsynFLC-EF(top3)',
-      'FedBuff',
-      quote=OBS1_TABLE,
-      paper_effect=24.0,  # Table III, FMNIST: FedBuff 0.48 / AsynFLC-EF(top3) 0.02 GB
-      metric='mb_to_target',
-      factor=10.0,
-    ),
-    spec.Claim(
-      'Obs. 5-6, Figs. 1-2',
-      'AsynFLC-EF(top3) matches AsynFL in final accuracy (within 2 points)',
-      'AsynFLC-EF(top3)',
-      'AsynFL',
-      quote=OBS6,
-      kind='equivalent',
-      margin=0.02,
-    ),
+    # Table III, FMNIST: FedBuff 0.48 / AsynFLC-EF(top3) 0.02 GB
+    _less_upload('Obs. 1, Table III', 'AsynFLC-EF(top3)', 'FedBuff', 24.0, OBS1_TABLE),
+    _matches('Obs. 5-6, Figs. 1-2', 'AsynFLC-EF(top3)'),
     spec.Claim(
       'Obs. 4, Fig. 1',
       'AsynFLC-EF(top3) converges as fast as AsynFL (steps to 75%, within 8)',
@@ -238,17 +233,8 @@ TABLE3 = spec.Experiment(
       kind='equivalent',
       margin=8.0,
     ),
-    spec.Claim(
-      'Obs. 5, Table III',
-      'AsynFLC-EF(top3) needs 10x less upload than AsynFL to reach 75% (Table III, FMNIST: '
-      '24x; scored: >= 10x)',
-      'AsynFLC-EF(top3)',
-      'AsynFL',
-      quote=OBS5,
-      paper_effect=24.0,  # Table III, FMNIST: AsynFL 0.48 / AsynFLC-EF(top3) 0.02 GB
-      metric='mb_to_target',
-      factor=10.0,
-    ),
+    # Table III, FMNIST: AsynFL 0.48 / AsynFLC-EF(top3) 0.02 GB
+    _less_upload('Obs. 5, Table III', 'AsynFLC-EF(top3)', 'AsynFL', 24.0, OBS5),
     # Table III, FMNIST: AsynFL 0.48 / AsynFLC-EF(top3+Q4b) 0.002 GB, / (top3+Q2b) 0.001 GB
     *_ef_claims('AsynFLC-EF(top3+Q4b)', 240.0),
     *_ef_claims('AsynFLC-EF(top3+Q2b)', 480.0),

@@ -96,7 +96,7 @@ DELAY = spec.Experiment(
     "FedEcho's claims are about recovering what the stragglers' delay costs; this "
     'experiment checks, before they are scored, that the delay costs FedBuff accuracy here.'
   ),
-  base=spec.keeping(scaled, 'schedule.kind'),
+  base=spec.with_fields(scaled, keep=('schedule.kind',)),
   test_seeds=tuple(range(23, 63)),  # 40 fresh seeds: see FRESH_SEEDS
   methods=(
     _delay('FedBuff (no stragglers)', **NO_STRAGGLERS),
@@ -125,6 +125,13 @@ DELAY = spec.Experiment(
 )
 
 
+def _own(claims, note: str) -> tuple:
+  """``claims`` as this project's (added), ``note`` closing their text's parenthesis."""
+  return tuple(
+    dataclasses.replace(c, text=c.text.replace(')', f', {note})'), added=True) for c in claims
+  )
+
+
 # The same check with K = 20 local steps: a stale update then carries more client drift,
 # the mechanism by which delay hurts in the paper's setting (two local epochs).
 DELAY_K20 = dataclasses.replace(
@@ -133,16 +140,12 @@ DELAY_K20 = dataclasses.replace(
   test_seeds=tuple(range(3, 13)),  # 10: on them the difference asked for about 270
   title='The condition with K = 20 local steps: does the large delay degrade FedBuff?',
   setting=DELAY.setting + ' K = 20 local steps instead of 5 (more drift per stale update).',
-  base=spec.keeping(scaled, 'schedule.kind', 'local_steps'),
+  base=spec.with_fields(scaled, keep=('schedule.kind', 'local_steps')),
   methods=tuple(  # the rate grid one step lower: at K = 20 both selected 0.01 on 0.01-0.1
-    dataclasses.replace(
-      m, grid={'hparams.client_lr': (0.003, 0.01, 0.03)}, fixed={**m.fixed, 'local_steps': 20}
-    )
+    m.variant({'local_steps': 20}, grid={'hparams.client_lr': (0.003, 0.01, 0.03)})
     for m in DELAY.methods
   ),
-  claims=tuple(
-    dataclasses.replace(c, text=c.text.replace(')', ', K = 20)'), added=True) for c in DELAY.claims
-  ),
+  claims=_own(DELAY.claims, 'K = 20'),
   deviations=tuple(d for d in DELAY.deviations if d != FRESH_SEEDS)
   + ("A setting of this project's (K = 20), so its claim is scored outside the paper tally.",),
 )
@@ -276,10 +279,8 @@ CONDITIONS = {  # label suffix -> (Table 1 delay model, Dirichlet alpha)
 def _condition(method: spec.Method, condition: str) -> spec.Method:
   """``method`` under ``condition`` (a key of CONDITIONS), which its label names."""
   kind, alpha = CONDITIONS[condition]
-  return dataclasses.replace(
-    method,
-    label=f'{method.label} ({condition})',
-    fixed={**method.fixed, 'schedule.kind': kind, 'dirichlet_alpha': alpha},
+  return method.variant(
+    {'schedule.kind': kind, 'dirichlet_alpha': alpha}, label=f'{method.label} ({condition})'
   )
 
 
@@ -370,7 +371,7 @@ CONDITIONS_EXP = spec.Experiment(
     'conditions: the mild delay (long clients U(100, 200) s) and the large delay '
     '(U(500, 800) s) at Dirichlet 0.1, and the large delay at Dirichlet 0.3.'
   ),
-  base=spec.keeping(scaled, 'schedule.kind', 'dirichlet_alpha'),
+  base=spec.with_fields(scaled, keep=('schedule.kind', 'dirichlet_alpha')),
   methods=tuple(
     _condition(method, condition)
     for method in (_fedecho('FedEcho'), *BASELINES)
@@ -404,18 +405,11 @@ DELAY_LARGEST = dataclasses.replace(
   setting=DELAY.setting
   + f' Under the large delay, runtime categories with gamma = {STRAGGLER_GAMMA:g}: the '
   'largest clients are the long ones.',
-  base=spec.keeping(scaled, 'schedule.kind'),
   methods=(
     DELAY.methods[0],
-    dataclasses.replace(
-      DELAY.methods[1],
-      fixed={**DELAY.methods[1].fixed, 'schedule.straggler_gamma': STRAGGLER_GAMMA},
-    ),
+    DELAY.methods[1].variant({'schedule.straggler_gamma': STRAGGLER_GAMMA}),
   ),
-  claims=tuple(
-    dataclasses.replace(c, text=c.text.replace(')', ', the largest clients long)'), added=True)
-    for c in DELAY.claims
-  ),
+  claims=_own(DELAY.claims, 'the largest clients long'),
   deviations=tuple(d for d in DELAY.deviations if d != FRESH_SEEDS)
   + (
     'Scored on test seeds 23-62, none of which was looked at before (on seeds 3-12 the '

@@ -7,6 +7,9 @@ and Port. Tables 2-3 and 6, Table 2's synchronous / FedAsync comparison, Fig. 5 
 Table 5 run, every method tuned on a 5-value client-rate grid.
 """
 
+from collections.abc import Mapping
+from typing import Any
+
 from afl_jax.reproduction import spec
 
 UPDATES = 600  # client updates per run (every method gets the same number)
@@ -85,29 +88,29 @@ def scaled(c):
 DELTA_LRS = (0.001, 0.003, 0.01, 0.03, 0.1)
 
 
-def _fully_async(cfg: str, label: str, **fixed):
+# The clocks, each spending UPDATES client updates: one per server step (fully
+# asynchronous), FedBuff's buffer of 5, or synchronous rounds of ``cohort`` clients (FedAvg,
+# waiting for the slowest).
+FULLY_ASYNC = {'schedule.kind': 'fully_async', 'num_rounds': UPDATES, 'eval_every': 2}
+BUFFERED = {'schedule.buffer_size': 5, 'num_rounds': UPDATES // 5, 'eval_every': 2}
+
+
+def synchronous(cohort: int = 10) -> dict:
+  return {'schedule.clients_per_step': cohort, 'num_rounds': UPDATES // cohort, 'eval_every': 1}
+
+
+def _method(cfg: str, label: str, clock: dict, fixed: Mapping[str, Any] = {}) -> spec.Method:
+  """``cfg`` on ``clock`` with the ``fixed`` fields, tuned on the client rate: CLIENT_LRS,
+  DELTA_LRS for FedFa-Delta at eta_g = 1."""
   delta = cfg.startswith('fmnist:fedfa_delta') and 'hparams.server_lr' not in fixed
-  return spec.Method(
-    label,
-    cfg,
-    grid={'hparams.client_lr': DELTA_LRS if delta else CLIENT_LRS},
-    fixed={'schedule.kind': 'fully_async', 'num_rounds': UPDATES, 'eval_every': 2, **fixed},
-  )
-
-
-def _buffered(cfg: str, label: str, **fixed):
-  return spec.Method(
-    label,
-    cfg,
-    grid={'hparams.client_lr': CLIENT_LRS},
-    fixed={'schedule.buffer_size': 5, 'num_rounds': UPDATES // 5, 'eval_every': 2, **fixed},
-  )
+  grid = {'hparams.client_lr': DELTA_LRS if delta else CLIENT_LRS}
+  return spec.Method(label, cfg, grid, {**clock, **fixed})
 
 
 # FedFa-Delta at the paper's eta_g = 1 and this project's 1/K variant (Tables 2-3, Table 2).
 DELTAS = (
-  _fully_async('fmnist:fedfa_delta', 'FedFa-Delta'),
-  _fully_async('fmnist:fedfa_delta', 'FedFa-Delta (1/K)', **{'hparams.server_lr': 0.2}),
+  _method('fmnist:fedfa_delta', 'FedFa-Delta', FULLY_ASYNC),
+  _method('fmnist:fedfa_delta', 'FedFa-Delta (1/K)', FULLY_ASYNC, {'hparams.server_lr': 0.2}),
 )
 
 SETTING = (
@@ -124,9 +127,9 @@ TABLE2 = spec.Experiment(
   setting=SETTING,
   base=scaled,
   methods=(
-    _buffered('fmnist:fedbuff', 'FedBuff'),
-    _buffered('fmnist:port', 'Port', **{'schedule.kind': 'port'}),
-    _fully_async('fmnist:fedfa_param', 'FedFa-Param'),
+    _method('fmnist:fedbuff', 'FedBuff', BUFFERED),
+    _method('fmnist:port', 'Port', BUFFERED, {'schedule.kind': 'port'}),
+    _method('fmnist:fedfa_param', 'FedFa-Param', FULLY_ASYNC),
     *DELTAS,
   ),
   # The paper has no Fashion-MNIST: every paper_effect is its CIFAR-10 non-IID column
@@ -194,10 +197,10 @@ TABLE6 = spec.Experiment(
   setting=SETTING,
   base=scaled,
   methods=(
-    _buffered('fmnist:fedbuff_prox', 'FedBuff + FedProx'),
-    _fully_async('fmnist:fedfa_delta_prox', 'FedFa + FedProx'),
-    _buffered('fmnist:fedbuff_nova', 'FedBuff + FedNova'),
-    _fully_async('fmnist:fedfa_delta_nova', 'FedFa + FedNova'),
+    _method('fmnist:fedbuff_prox', 'FedBuff + FedProx', BUFFERED),
+    _method('fmnist:fedfa_delta_prox', 'FedFa + FedProx', FULLY_ASYNC),
+    _method('fmnist:fedbuff_nova', 'FedBuff + FedNova', BUFFERED),
+    _method('fmnist:fedfa_delta_nova', 'FedFa + FedNova', FULLY_ASYNC),
   ),
   # Table 6 compares FedFa + FedProx / FedNova with the *synchronous* FedProx / FedNova
   # (wall time to the target: FedProx 1184 vs 3469 s, FedNova 1290 vs 4576 s, CIFAR-10);
@@ -223,21 +226,6 @@ TABLE6 = spec.Experiment(
 )
 
 
-def _synchronous(cfg: str, label: str, cohort: int = 10, **fixed):
-  """Synchronous rounds of ``cohort`` clients (FedAvg), the same number of client updates."""
-  return spec.Method(
-    label,
-    cfg,
-    grid={'hparams.client_lr': CLIENT_LRS},
-    fixed={
-      'schedule.clients_per_step': cohort,
-      'num_rounds': UPDATES // cohort,
-      'eval_every': 1,
-      **fixed,
-    },
-  )
-
-
 TABLE2_SYNC = spec.Experiment(
   key='table2_sync',
   title='Table 2: FedFa-Delta against synchronous FedAvg and fully asynchronous FedAsync',
@@ -247,8 +235,8 @@ TABLE2_SYNC = spec.Experiment(
   base=scaled,
   methods=(
     *DELTAS,
-    _synchronous('fmnist:fedavg', 'FedAvg'),
-    _fully_async('fmnist:fedasync', 'FedAsync'),
+    _method('fmnist:fedavg', 'FedAvg', synchronous()),
+    _method('fmnist:fedasync', 'FedAsync', FULLY_ASYNC),
   ),
   # paper_effect: CIFAR-10 non-IID column of Tables 2 and 4, as in the Tables 2-3 experiment.
   claims=(
@@ -276,7 +264,7 @@ TABLE2_SYNC = spec.Experiment(
 
 
 def _window(k: int) -> spec.Method:
-  return _fully_async('fmnist:fedfa_param', f'K = {k}', **{'hparams.window_size': k})
+  return _method('fmnist:fedfa_param', f'K = {k}', FULLY_ASYNC, {'hparams.window_size': k})
 
 
 FIG5 = spec.Experiment(
@@ -325,16 +313,16 @@ MC_LOW, MC_HIGH = 5, 20  # Table 5 varies Mc over 2, 5, 10, 20
 
 def _at_mc(method: spec.Method, mc: int) -> spec.Method:
   """``method`` with ``mc`` clients training at once (FedAvg: cohorts of ``mc``)."""
+  label = f'{method.label} (Mc = {mc})'
   if method.config == 'fmnist:fedavg':
-    return _synchronous('fmnist:fedavg', f'{method.label} (Mc = {mc})', cohort=mc)
-  fixed = {**method.fixed, 'schedule.concurrency': mc}
-  return spec.Method(f'{method.label} (Mc = {mc})', method.config, method.grid, fixed)
+    return _method('fmnist:fedavg', label, synchronous(mc))
+  return method.variant({'schedule.concurrency': mc}, label=label)
 
 
 _TABLE5 = (
-  _synchronous('fmnist:fedavg', 'FedAvg'),
-  _buffered('fmnist:fedbuff', 'FedBuff'),
-  _fully_async('fmnist:fedfa_delta', 'FedFa-Delta'),
+  _method('fmnist:fedavg', 'FedAvg', synchronous()),
+  _method('fmnist:fedbuff', 'FedBuff', BUFFERED),
+  _method('fmnist:fedfa_delta', 'FedFa-Delta', FULLY_ASYNC),
 )
 
 TABLE5 = spec.Experiment(
@@ -344,7 +332,7 @@ TABLE5 = spec.Experiment(
   setting=SETTING.replace(
     'Mc = 10 training at once', f'Mc = {MC_LOW} or {MC_HIGH} training at once'
   ),
-  base=spec.keeping(scaled, 'schedule.concurrency'),
+  base=spec.with_fields(scaled, keep=('schedule.concurrency',)),
   methods=tuple(_at_mc(m, mc) for m in _TABLE5 for mc in (MC_LOW, MC_HIGH)),
   # Table 5 (CIFAR-10, best accuracy within a fixed time), Mc = 5 -> 20: FedAvg 0.6757 ->
   # 0.6017, FedBuff 0.6688 -> 0.6045, FedFa-Delta 0.6755 -> 0.6356.
