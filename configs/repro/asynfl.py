@@ -311,8 +311,8 @@ QSGD_ETA = spec.Experiment(
       'Every method is tuned on the same eta_l grid {0.02, 0.05, 0.1, 0.2, 0.4} (the paper '
       'fixes eta_l = 0.01; a first run on 0.02-0.1 selected 0.1, its edge, for every method).',
       'eta_l = 0.1 (the Table III experiment selected it, on its first grid 0.02-0.1, for '
-      'every AsynFL variant); eta_g tuned on {1, 4, 12} for every method (the paper does not '
-      'give eta_g).',
+      'every AsynFL variant); eta_g tuned on {1, 4, 12} for every method but top-3% + Q2b '
+      '(below; the paper does not give eta_g).',
     ),
     'The unscaled Q_s(Top_k(x)) (the library default) is not a contraction at b = 4 (beta = '
     '11 >= 1); it is run for contrast with the same grid.',
