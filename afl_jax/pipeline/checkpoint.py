@@ -59,7 +59,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import math
 import os
 import shutil
 import sys
@@ -71,7 +70,9 @@ import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 
-from afl_jax.errors import ResumeError
+from afl_jax.errors import ResumeError, UserError
+from afl_jax.pipeline.metrics_io import jsonable
+from afl_jax.pipeline.workdir import read_json, write_text
 from afl_jax.schedules import schedule as schedule_lib
 
 __all__ = [
@@ -84,6 +85,7 @@ __all__ = [
   'first_difference',
   'is_writer',
   'on_writer',
+  'refuse_changed',
   'schedule_digest',
   'start_over',
   'verify_step',
@@ -169,8 +171,6 @@ def on_writer(fn: Callable[[], int | None], name: str) -> int | None:
     return fn()
   from jax.experimental import multihost_utils
 
-  from afl_jax.errors import UserError
-
   status, value, message = 0, 0, b''
   error = None
   if is_writer():
@@ -207,34 +207,11 @@ def canonical_config(config: Any) -> dict[str, Any]:
   return json.loads(config_json(config))
 
 
-def _jsonable(x: Any) -> Any:
-  if isinstance(x, Mapping):
-    return {str(k): _jsonable(v) for k, v in x.items()}
-  if isinstance(x, (list, tuple)):
-    return [_jsonable(v) for v in x]
-  if isinstance(x, (bool, np.bool_)):
-    return bool(x)
-  if isinstance(x, (int, np.integer)):
-    return int(x)
-  if isinstance(x, (float, np.floating)):
-    x = float(x)
-    return x if math.isfinite(x) else repr(x)  # strict JSON: 'nan', 'inf' as strings
-  if x is None or isinstance(x, str):
-    return x
-  if hasattr(x, 'to_dict'):
-    return _jsonable(x.to_dict())
-  if callable(x):  # repr() would hold a memory address, different in every process
-    return (
-      f'<callable {getattr(x, "__module__", "?")}.{getattr(x, "__qualname__", type(x).__name__)}>'
-    )
-  return repr(x)
-
-
 def config_json(config: Any, indent: int | None = None) -> str:
   """Canonical JSON of a config: sorted keys, strict (no NaN/Infinity literals)."""
   if hasattr(config, 'to_dict'):
     config = config.to_dict()
-  return json.dumps(_jsonable(config), sort_keys=True, indent=indent, allow_nan=False)
+  return json.dumps(jsonable(config), sort_keys=True, indent=indent, allow_nan=False)
 
 
 def _flatten(d: Mapping[str, Any], prefix: str = '') -> dict[str, Any]:
@@ -281,6 +258,24 @@ def config_diff(
     if va != vb and not _is_free(field, free):
       diffs.append((field, va, vb))
   return diffs
+
+
+def refuse_changed(
+  saved: Mapping[str, Any],
+  config: Any,
+  error: type[UserError],
+  what: str,
+  advice: str,
+  free_fields: Iterable[str] = (),
+  *,
+  resume: bool = True,
+) -> None:
+  """Raise ``error('WHAT: FIELD OLD -> NEW, ...; ADVICE')`` when :func:`config_diff` finds
+  fields of ``config`` that differ from the ``saved`` one (a resumed run, a sweep's workdir)."""
+  diffs = config_diff(saved, canonical_config(config), free_fields, resume=resume)
+  if diffs:
+    listed = ', '.join(f'{f} {_show(a)} -> {_show(b)}' for f, a, b in diffs)
+    raise error(f'{what}: {listed}; {advice}')
 
 
 # Orbax knows nothing of schedules: what a resumed run's past is checked against.
@@ -374,22 +369,15 @@ def write_manifest(step_dir: str) -> None:
   for rel in _files(step_dir):
     path = os.path.join(step_dir, rel)
     files[rel] = [os.path.getsize(path), _sha256(path)]
-  manifest = {'format': 1, 'files': files}
-  tmp = os.path.join(step_dir, MANIFEST + '.tmp')
-  with open(tmp, 'w') as f:
-    json.dump(manifest, f, sort_keys=True)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, os.path.join(step_dir, MANIFEST))
+  write_text(
+    os.path.join(step_dir, MANIFEST), json.dumps({'format': 1, 'files': files}, sort_keys=True)
+  )
 
 
 def verify_step(step_dir: str) -> str | None:
   """Why the step directory is damaged, or None when every file matches its manifest."""
-  path = os.path.join(step_dir, MANIFEST)
   try:
-    with open(path) as f:
-      manifest = json.load(f)
-    files = manifest['files']
+    files = read_json(os.path.join(step_dir, MANIFEST))['files']
   except FileNotFoundError:
     return 'no manifest (the save did not finish)'
   except (OSError, ValueError, KeyError, TypeError) as e:
@@ -403,22 +391,6 @@ def verify_step(step_dir: str) -> str | None:
     if _sha256(p) != digest:
       return f'file {rel} does not match its checksum (corrupted)'
   return None
-
-
-def _read_json(path: str) -> Any:
-  with open(path) as f:
-    return json.load(f)
-
-
-# Orbax writes only its own items atomically; config.json, run.json, summary.json are ours.
-def write_text(path: str, text: str) -> None:
-  """Write ``text`` to ``path`` atomically (a synced temporary file, then a rename)."""
-  tmp = path + '.tmp'
-  with open(tmp, 'w') as f:
-    f.write(text)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
 
 
 # Deletes orbax's steps together with this module's files and the run's metrics.
@@ -488,11 +460,11 @@ class Checkpointer:
       why = verify_step(self.step_dir(step))
       if why is None:
         return step
-      self._move_aside(step, why)
+      self._move_aside(step, f'is damaged: {why}', ' and falling back to the previous checkpoint')
     return None
 
   # Orbax can only delete a step (todelete_subdir also takes max_to_keep's); keep it.
-  def _move_aside(self, step: int, why: str, *, damaged: bool = True) -> None:
+  def _move_aside(self, step: int, why: str, then: str = '') -> None:
     dest_root = os.path.join(self.workdir, DAMAGED_DIR)
     os.makedirs(dest_root, exist_ok=True)
     dest, k = os.path.join(dest_root, str(step)), 1
@@ -500,13 +472,7 @@ class Checkpointer:
       dest, k = os.path.join(dest_root, f'{step}.{k}'), k + 1
     shutil.move(self.step_dir(step), dest)
     self._reload()
-    if damaged:
-      self.warn(
-        f'checkpoint at step {step} in {self.directory} is damaged: {why}; moved it to '
-        f'{dest} and falling back to the previous checkpoint'
-      )
-    else:
-      self.warn(f'checkpoint at step {step} in {self.directory} {why}; moved it to {dest}')
+    self.warn(f'checkpoint at step {step} in {self.directory} {why}; moved it to {dest}{then}')
 
   # ---- fingerprint ------------------------------------------------------------------
   def _saved_run(self) -> tuple[dict, str] | None:
@@ -515,7 +481,7 @@ class Checkpointer:
     has_results = os.path.isfile(os.path.join(self.workdir, 'metrics.jsonl'))
     if os.path.isfile(run_file):
       try:
-        run = _read_json(run_file)
+        run = read_json(run_file)
       except (OSError, ValueError) as e:
         raise ResumeError(
           f"cannot read {run_file} ({e}); pass --noresume to delete this workdir's "
@@ -526,10 +492,8 @@ class Checkpointer:
       return None  # recorded, then stopped before producing anything: nothing to protect
     config_file = os.path.join(self.workdir, 'config.json')
     if os.path.isfile(config_file) and has_results:
-      try:
-        return {'config': _read_json(config_file)}, config_file
-      except (OSError, ValueError):
-        return None  # a torn config.json of a run with no checkpoint: nothing to protect
+      saved = read_json(config_file, strict=False)  # torn, without a checkpoint: no run
+      return ({'config': saved}, config_file) if saved is not None else None
     return None
 
   def check_resume(self, config: Any, schedule: Any) -> int | None:
@@ -550,14 +514,15 @@ class Checkpointer:
         )
       return None
     run, source = saved
-    diffs = config_diff(run.get('config', {}), canonical_config(config), self.free_fields)
-    if diffs:
-      listed = ', '.join(f'{f} {_show(a)} -> {_show(b)}' for f, a, b in diffs)
-      raise ResumeError(
-        f'workdir {self.workdir} holds a run with a different config ({source}): {listed}; '
-        'resume it with its own config, or pass --noresume to delete its checkpoints and '
-        'metrics and start over, or choose another --workdir'
-      )
+    refuse_changed(
+      run.get('config', {}),
+      config,
+      ResumeError,
+      f'workdir {self.workdir} holds a run with a different config ({source})',
+      'resume it with its own config, or pass --noresume to delete its checkpoints and '
+      'metrics and start over, or choose another --workdir',
+      self.free_fields,
+    )
     if 'schedule_sha256' not in run:  # a finished run without checkpoints, same config
       return None
     step = self.latest_step()
@@ -634,7 +599,7 @@ class Checkpointer:
     def replace_existing() -> int:
       if not os.path.isdir(self.step_dir(step)):
         return 0
-      self._move_aside(step, 'is replaced by a new save of that step', damaged=False)
+      self._move_aside(step, 'is replaced by a new save of that step')
       return 1
 
     if on_writer(replace_existing, f'save {step}'):  # process 0 moves; all see it moved
@@ -646,7 +611,7 @@ class Checkpointer:
       write_manifest(self.step_dir(step))
       run_file = os.path.join(self.directory, RUN_FILE)
       if os.path.isfile(run_file):
-        run = _read_json(run_file)
+        run = read_json(run_file)
         if not run.get('checkpointed'):
           run['checkpointed'] = True
           write_text(run_file, json.dumps(run, sort_keys=True, indent=1))

@@ -10,7 +10,6 @@ mistyped ``--config.FIELD`` ends as one line too (absl would print a traceback).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import sys
@@ -24,13 +23,13 @@ from ml_collections import config_flags
 
 from afl_jax.errors import UserError
 from afl_jax.pipeline import config as config_lib
+from afl_jax.pipeline.workdir import flag_value
 
 _HPARAM = re.compile(r'^--config\.hparams\.([A-Za-z_]\w*)=(.*)$', re.S)
 _OVERRIDE = re.compile(r'^--config\.([\w.]+)(?:=(.*))?$', re.S)
-_FLAG_VALUE = re.compile(r'flag --(config\.[\w.]+)=(.*?): (.*)$', re.S)
 # absl's word for a bad value: ``flag --NAME=VALUE: WHY`` (a flag's parser or validator) or
 # ``flags A=1, B=2: --A=... WHY`` (a validator of several flags, its message naming the flag).
-_ONE_FLAG = re.compile(r'flag --([\w.]+)=(.*?): (.*)$')
+_ONE_FLAG = re.compile(r'flag --([\w.]+)=(.*?): (.*)$', re.S)
 _SEVERAL_FLAGS = re.compile(r'flags .*?: (--.*)$')
 
 # --config.hparams.NAME=VALUE pairs taken out of argv by the parser, applied by
@@ -62,13 +61,7 @@ def repo_path(path: str) -> str:
 
 def _config_arg(argv: Sequence[str]) -> str | None:
   """The last ``--config=FILE`` (or ``--config FILE``) of ``argv``; None if not given."""
-  value = None
-  for i, arg in enumerate(argv):
-    if arg.startswith('--config='):
-      value = arg.split('=', 1)[1]
-    elif arg == '--config' and i + 1 < len(argv):
-      value = argv[i + 1]
-  return value
+  return flag_value(argv, 'config')
 
 
 def check_config_file(spec: str) -> str | None:
@@ -92,9 +85,7 @@ def check_config_file(spec: str) -> str | None:
       'full path, or run from the repository root'
     )
   try:
-    module_spec = importlib.util.spec_from_file_location('afl_jax_checked_config', file)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
+    module = config_lib.exec_file(file)
   except SyntaxError as e:
     return f'{where}: syntax error at {e.filename or file}:{e.lineno}: {e.msg}'
   except Exception as e:  # noqa: BLE001 (any failure of the user's file, named by its line)
@@ -159,7 +150,12 @@ def _bad_values(error: Exception) -> str | None:
     one, several = _ONE_FLAG.match(line), _SEVERAL_FLAGS.match(line)
     if not (one or several):
       return None
-    lines.append(f'--{one[1]}={one[2]} is invalid: {one[3]}' if one else several[1])
+    if several:
+      lines.append(several[1])
+    elif one[1].startswith('config.'):  # a config field, as ConfigError words it
+      lines.append(f'{one[1]}={one[2]!r} is invalid: {one[3]}')
+    else:
+      lines.append(f'--{one[1]}={one[2]} is invalid: {one[3]}')
   return '; '.join(lines) or None
 
 
@@ -202,7 +198,7 @@ def _config_file_error(argv: Sequence[str]) -> str | None:
   try:
     _holder[0].value.keys()
   except Exception as e:  # noqa: BLE001 (any failure of the user's config file)
-    path = next((a.split('=', 1)[1] for a in argv if a.startswith('--config=')), None)
+    path = _config_arg(argv)
     lines = [line.strip() for line in str(e).splitlines() if line.strip()]
     return f'--config={path!r} is invalid: cannot load it: {lines[-1] if lines else e}'
   return None
@@ -229,12 +225,9 @@ def flags_parser(*, positional: str = '') -> Callable[[list[str]], list[str]]:
       asked = any(a.split('=')[0] in _HELP for a in rest[1:])
       raise SystemExit(0 if asked and e.code == 1 else e.code) from None
     except flags.Error as e:
-      m = _FLAG_VALUE.search(str(e))
       missing = re.match(r'Missing value for flag (--[\w.]+)', str(e))
       if missing:
         exit_error(f'{missing.group(1)} needs a value: {missing.group(1)}=VALUE')
-      if m:
-        exit_error(f'{m.group(1)}={m.group(2)!r} is invalid: {m.group(3)}')
       config = _load_config_file(rest)
       unknown = re.match(r"Unknown command line flag '([^']+)'", str(e))
       exit_error(

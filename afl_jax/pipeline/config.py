@@ -132,13 +132,19 @@ def entry(table: Mapping[str, Any], name: str, file: str) -> Any:
   raise ConfigError(f'{file} {what}: give --config={file}:NAME, NAME one of {", ".join(table)}')
 
 
+def exec_file(file: str) -> ModuleType:
+  """The Python file ``file`` run as a fresh module (not entered in ``sys.modules``)."""
+  spec = importlib.util.spec_from_file_location('afl_jax_config_file', file)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
 def load_file(spec: str) -> ml_collections.ConfigDict:
   """The config of ``FILE`` or ``FILE:NAME`` (``get_config()``, ``get_config(NAME)``), as
   ``--config=FILE[:NAME]`` reads it."""
   file, _, name = spec.partition(':')
-  module_spec = importlib.util.spec_from_file_location('afl_jax_config_file', file)
-  module = importlib.util.module_from_spec(module_spec)
-  module_spec.loader.exec_module(module)
+  module = exec_file(file)
   return module.get_config(name) if name else module.get_config()
 
 
@@ -356,12 +362,8 @@ def validate_data(c: ml_collections.ConfigDict) -> None:
   _int(c, 'train_subset', 0, note=' (0 = all)')
   if data.DATASETS.meta(c.dataset).get('federated'):
     for field in ('unlabeled_size', 'validation_size', 'train_subset'):
-      _check(
-        config_path.get_value(field, c) == 0,
-        field,
-        config_path.get_value(field, c),
-        f'must be 0 for dataset={c.dataset!r} (its data is generated per client)',
-      )
+      why = f'must be 0 for dataset={c.dataset!r} (its data is generated per client)'
+      _check(c[field] == 0, field, c[field], why)
 
 
 def validate_model(c: ml_collections.ConfigDict) -> None:
@@ -386,7 +388,7 @@ def validate_schedule(c: ml_collections.ConfigDict) -> None:
     elif param.kind == 'real':
       _float(c, field, param.low, low_open=param.low_open)
     elif param.kind == 'boolean':
-      _check(isinstance(s[name], bool), field, s[name], 'must be True or False')
+      _bool(c, field)
     else:  # 'multipliers'
       try:
         mult = schedules.registry.parse_multipliers(s[name])
@@ -496,18 +498,16 @@ def validate_sweep(c: ml_collections.ConfigDict) -> None:
     if not values:
       raise ConfigError.invalid(f'sweep.{field}', [], 'give at least one value.')
     if field.startswith('hparams.'):
-      if hparams and field[len('hparams.') :] not in hparams:
+      name = field[len('hparams.') :]
+      if hparams and name not in hparams:
         raise ConfigError(
           f'config.sweep.{field} is invalid: {c.algorithm!r} has no hyperparameter '
-          f'{field[len("hparams.") :]!r}; valid: {sorted(hparams)}.',
+          f'{name!r}; valid: {sorted(hparams)}.',
           field=f'sweep.{field}',
         )
       for value in values if hparams else ():  # each value as a single run's would be
-        problem = algorithms.violation(c.algorithm, field[len('hparams.') :], value)
-        if problem is not None:
-          raise ConfigError.invalid(
-            f'sweep.{field}', list(values), f'the value {value!r} {problem}.'
-          )
+        problem = algorithms.violation(c.algorithm, name, value)
+        _check(problem is None, f'sweep.{field}', list(values), f'the value {value!r} {problem}')
       continue
     try:
       config_path.get_value(field, c)

@@ -100,7 +100,7 @@ def train_and_evaluate(
   progress = {'doing': 'starting', 'step': None}
   try:
     if writes:
-      workdir_lib.refuse_sweep(workdir)
+      workdir_lib.refuse_other(workdir, 'single run')
     return _train(config, workdir, resume, log if writes else _quiet, writes, progress)
   except OSError as e:
     disk = workdir_lib.disk_error(e, workdir)
@@ -233,7 +233,7 @@ def _train(
       os.path.join(workdir, 'plot.png'),
       title=f'{c.algorithm} on {c.dataset}',
     )
-    checkpoint.write_text(
+    workdir_lib.write_text(
       os.path.join(workdir, 'summary.json'),
       json.dumps(summary, indent=2, sort_keys=True, default=float),
     )

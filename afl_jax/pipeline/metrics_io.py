@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from afl_jax.errors import UserError
+from afl_jax.pipeline.workdir import write_text
 
 __all__ = [
   'MetricsError',
@@ -45,6 +46,7 @@ __all__ = [
   'encode_record',
   'final_summary',
   'first_reaching',
+  'jsonable',
   'read_metrics',
   'truncate_metrics',
 ]
@@ -103,26 +105,30 @@ def decode_record(record: dict[str, Any]) -> dict[str, Any]:
   return record
 
 
-def _atomic_write_lines(path: str, lines: Sequence[str]) -> None:
-  tmp = path + '.tmp'
-  with open(tmp, 'w') as f:
-    for line in lines:
-      f.write(line + '\n')
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
-
-
-def _strict(x: Any) -> Any:
+def jsonable(x: Any) -> Any:
+  """``x`` as strict JSON values: NumPy scalars as Python ones, a non-finite float as its name
+  ('nan', 'inf', '-inf'), a callable by its qualified name (repr() would hold a memory
+  address, different in every process), anything else by its repr."""
   if isinstance(x, Mapping):
-    return {str(k): _strict(v) for k, v in x.items()}
+    return {str(k): jsonable(v) for k, v in x.items()}
   if isinstance(x, (list, tuple)):
-    return [_strict(v) for v in x]
-  if isinstance(x, float) and not math.isfinite(x):
-    return _nonfinite_name(x)
-  if x is None or isinstance(x, (bool, int, float, str)):
+    return [jsonable(v) for v in x]
+  if isinstance(x, (bool, np.bool_)):
+    return bool(x)
+  if isinstance(x, (int, np.integer)):
+    return int(x)
+  if isinstance(x, (float, np.floating)):
+    x = float(x)
+    return x if math.isfinite(x) else _nonfinite_name(x)
+  if x is None or isinstance(x, str):
     return x
-  return str(x)
+  if hasattr(x, 'to_dict'):
+    return jsonable(x.to_dict())
+  if callable(x):
+    return (
+      f'<callable {getattr(x, "__module__", "?")}.{getattr(x, "__qualname__", type(x).__name__)}>'
+    )
+  return repr(x)
 
 
 def evaluation_record(
@@ -222,8 +228,8 @@ class MetricsWriter:
     """The resolved config: ``hparams.json``, and a TensorBoard text summary."""
     if self._f is None:
       return
-    text = json.dumps(_strict(hparams), sort_keys=True, indent=2, allow_nan=False)
-    _atomic_write_lines(os.path.join(self.workdir, HPARAMS_FILE), [text])
+    text = json.dumps(jsonable(hparams), sort_keys=True, indent=2, allow_nan=False)
+    write_text(os.path.join(self.workdir, HPARAMS_FILE), text + '\n')
     if self._tb is not None:
       self._tb.add_text('config', '```\n' + text + '\n```', global_step=0)
 
@@ -306,7 +312,7 @@ def read_metrics(
     msg = f'{path}: dropped a torn last line ({len(torn)} bytes) left by an interrupted run'
     warn(msg + ('; rewrote the file without it' if repair else ''))
   if repair and rewrite:
-    _atomic_write_lines(path, good)
+    write_text(path, ''.join(line + '\n' for line in good))
   if decode:
     records = [decode_record(r) for r in records]
   return records
@@ -332,7 +338,7 @@ def truncate_metrics(
   records = read_metrics(workdir, repair=True, decode=False, warn=warn)
   kept = [r for r in records if r['step'] <= step]
   if os.path.isfile(path) and len(kept) != len(records):
-    _atomic_write_lines(path, [json.dumps(r, sort_keys=True, allow_nan=False) for r in kept])
+    write_text(path, ''.join(json.dumps(r, sort_keys=True, allow_nan=False) + '\n' for r in kept))
   return [decode_record(dict(r)) for r in kept]
 
 

@@ -135,30 +135,24 @@ def check(
   schedule_field = (
     ('num_rounds', t) if t >= m else (m_field, config_path.get_value(m_field, config))
   )
+  client_part = report['client_tables'] + report.get('generated_data', 0)
+  schedule_part = report['schedule_arrays'] + report['schedule_builder']
   if report['slots'] > max_slots:
     field, value = schedule_field
-    raise ConfigError.invalid(
-      field,
-      value,
-      f'the schedule would have {shape} ({format_bytes(report["schedule_arrays"])} of arrays, more '
-      f'to build), above the limit of {max_slots:,} slots; lower {field}.',
+    why = (
+      f'the schedule would have {shape} ({format_bytes(report["schedule_arrays"])} of arrays, '
+      f'more to build), above the limit of {max_slots:,} slots'
     )
-  if limit is not None and report['total'] > limit:
-    client_part = report['client_tables'] + report.get('generated_data', 0)
-    schedule_part = report['schedule_arrays'] + report['schedule_builder']
-    if client_part >= schedule_part:
-      field, value = 'num_clients', n
-    else:
-      field, value = schedule_field
-    raise ConfigError.invalid(
-      field,
-      value,
+  elif limit is not None and report['total'] > limit:
+    field, value = ('num_clients', n) if client_part >= schedule_part else schedule_field
+    why = (
       f'the host-side arrays need about {format_bytes(report["total"])} ({_format(report)}; '
-      f'{shape}) '
-      f'but the limit is {format_bytes(limit)} ({HOST_FRACTION:.0%} of the available host memory); '
-      f'lower {field}.',
+      f'{shape}) but the limit is {format_bytes(limit)} ({HOST_FRACTION:.0%} of the available '
+      'host memory)'
     )
-  return report
+  else:
+    return report
+  raise ConfigError.invalid(field, value, f'{why}; lower {field}.')
 
 
 # The config field that sets each component of the engine's analytic memory report

@@ -326,12 +326,8 @@ def _fit_groups(groups, limit: int | None, log, config) -> list[tuple[list[int],
 SUMMARY_FILES = ('summary.json', 'summary.md', 'plot.png')
 
 
-def _read_json(path: str) -> Any:
-  try:
-    with open(path) as f:
-      return json.load(f)
-  except (OSError, ValueError):
-    return None
+# Compared whole (the summary depends on num_rounds and eval_every too) but where the data is.
+_FREE_FIELDS = ('data_dir', 'download')
 
 
 def _record(config: ml_collections.ConfigDict) -> dict[str, Any]:
@@ -346,30 +342,25 @@ def check_workdir(config: ml_collections.ConfigDict, workdir: str) -> None:
   they change the summary) or a ``summary.json`` no sweep recorded. The same sweep
   (finished or interrupted) may run again into its own workdir.
   """
-  where = os.path.relpath(workdir) if not os.path.relpath(workdir).startswith('..') else workdir
-  single = workdir_lib.single_run_file(workdir)
-  if single:
-    raise workdir_lib.WorkdirError(
-      f'workdir {where} holds a single run ({os.path.relpath(single, workdir)}); a sweep would '
-      'overwrite its summary.json and plot.png; choose another --workdir'
-    )
-  saved = _read_json(os.path.join(workdir, workdir_lib.SWEEP_FILE))
+  workdir_lib.refuse_other(workdir, 'sweep')
+  saved = workdir_lib.read_json(os.path.join(workdir, workdir_lib.SWEEP_FILE), strict=False)
   if saved is None:
     if os.path.exists(os.path.join(workdir, 'summary.json')):
       raise workdir_lib.WorkdirError(
-        f'workdir {where} holds a summary.json that no sweep recorded (no '
+        f'workdir {workdir_lib.show(workdir)} holds a summary.json that no sweep recorded (no '
         f'{workdir_lib.SWEEP_FILE}); a sweep would overwrite it; choose another --workdir'
       )
     return
-  diffs = checkpoint.config_diff(
-    saved.get('config', {}), _record(config), ('data_dir', 'download'), resume=False
+  checkpoint.refuse_changed(
+    saved.get('config', {}),
+    _record(config),
+    workdir_lib.WorkdirError,
+    f'workdir {workdir_lib.show(workdir)} holds a sweep with a different config '
+    f'({workdir_lib.SWEEP_FILE})',
+    'its summary.json and plot.png are kept: choose another --workdir',
+    _FREE_FIELDS,
+    resume=False,
   )
-  if diffs:
-    listed = ', '.join(f'{f} {json.dumps(a)} -> {json.dumps(b)}' for f, a, b in diffs)
-    raise workdir_lib.WorkdirError(
-      f'workdir {where} holds a sweep with a different config ({workdir_lib.SWEEP_FILE}): '
-      f'{listed}; its summary.json and plot.png are kept: choose another --workdir'
-    )
 
 
 def finished(workdir: str, config: ml_collections.ConfigDict) -> bool:
@@ -379,14 +370,12 @@ def finished(workdir: str, config: ml_collections.ConfigDict) -> bool:
   has one record per grid point and every run's ``metrics.jsonl`` exists: an
   interrupted sweep is never reused as finished.
   """
-  saved = _read_json(os.path.join(workdir, workdir_lib.SWEEP_FILE))
+  saved = workdir_lib.read_json(os.path.join(workdir, workdir_lib.SWEEP_FILE), strict=False)
   if not saved or not saved.get('complete'):
     return False
-  if checkpoint.config_diff(
-    saved.get('config', {}), _record(config), ('data_dir', 'download'), resume=False
-  ):
+  if checkpoint.config_diff(saved.get('config', {}), _record(config), _FREE_FIELDS, resume=False):
     return False
-  summary = _read_json(os.path.join(workdir, 'summary.json'))
+  summary = workdir_lib.read_json(os.path.join(workdir, 'summary.json'), strict=False)
   names = [run_name(p) for p in grid(config)]
   got = [r.get('name') for r in (summary or {}).get('runs') or [] if isinstance(r, dict)]
   return sorted(got) == sorted(names) and all(
@@ -438,7 +427,8 @@ def _train_sweep(
   config: ml_collections.ConfigDict, workdir: str, log, limit: int | None
 ) -> dict[str, Any]:
   t_start = time.time()
-  first = build_lib.build_run(point_config(config, next(iter(grid_iter(config)))))
+  axes = config_lib.sweep_axes(config.sweep)  # the first point, before listing the grid:
+  first = build_lib.build_run(point_config(config, {k: v[0] for k, v in axes.items()}))
   est = plan(config, first)
   points = grid(config)
   traced = traced_fields(config)
@@ -472,7 +462,7 @@ def _train_sweep(
   # Nothing of an earlier invocation may pass for this one's results until it finishes.
   sweep_file = os.path.join(workdir, workdir_lib.SWEEP_FILE)
   record = {'format': 1, 'config': _record(config), 'runs': len(points), 'complete': False}
-  checkpoint.write_text(sweep_file, json.dumps(record, indent=1, sort_keys=True) + '\n')
+  workdir_lib.write_text(sweep_file, json.dumps(record, indent=1, sort_keys=True) + '\n')
   for name in SUMMARY_FILES:
     if os.path.isfile(os.path.join(workdir, name)):
       os.remove(os.path.join(workdir, name))
@@ -494,20 +484,14 @@ def _train_sweep(
         f'{_duration(spent / done * (len(points) - done))} left'
       )
   out = {'runs': summaries, 'groups': group_info, 'traced': traced}
-  checkpoint.write_text(
+  workdir_lib.write_text(
     os.path.join(workdir, 'summary.json'), json.dumps(out, indent=2, default=float)
   )
-  checkpoint.write_text(os.path.join(workdir, 'summary.md'), _markdown(summaries, group_info))
+  workdir_lib.write_text(os.path.join(workdir, 'summary.md'), _markdown(summaries, group_info))
   plotting.plot_runs(curves, os.path.join(workdir, 'plot.png'), title=f'sweep: {config.algorithm}')
   record['complete'] = True
-  checkpoint.write_text(sweep_file, json.dumps(record, indent=1, sort_keys=True) + '\n')
+  workdir_lib.write_text(sweep_file, json.dumps(record, indent=1, sort_keys=True) + '\n')
   return out
-
-
-def grid_iter(config: ml_collections.ConfigDict):
-  """The grid points of ``config.sweep`` one at a time (same order as :func:`grid`)."""
-  axes = config_lib.sweep_axes(config.sweep)
-  return (dict(zip(axes, values)) for values in itertools.product(*axes.values()))
 
 
 __all__ = [

@@ -17,7 +17,9 @@ takes it before importing JAX, so a busy workdir is refused in well under a seco
 may acquire it again: the inner acquisition is a no-op.
 
 This module uses the standard library only, so a script can load it before JAX.
-It also checks a workdir path before anything is computed (:func:`check_path`) and
+It also checks a workdir path before anything is computed (:func:`check_path`),
+refuses a workdir holding the other kind of run (:func:`refuse_other`), writes the
+run's own files atomically (:func:`write_text`; orbax does so only for its items) and
 turns a failed write (full or read-only disk) into one line (:func:`write_error`).
 
 Why none of it is left to orbax: orbax's ``CheckpointManager`` "is NOT multi-job-safe"
@@ -53,11 +55,14 @@ __all__ = [
   'acquire',
   'check_path',
   'disk_error',
+  'flag_value',
   'holder',
   'lock_from_argv',
-  'refuse_sweep',
-  'single_run_file',
+  'read_json',
+  'refuse_other',
+  'show',
   'write_error',
+  'write_text',
 ]
 
 LOCK_FILE = '.lock'
@@ -74,29 +79,48 @@ class WorkdirBusyError(WorkdirError):
 
 
 SWEEP_FILE = 'sweep.json'  # a sweep's config and whether every run of it finished
-RUN_FILES = ('config.json', os.path.join('checkpoints', 'run.json'))  # a single run's
+# The files that show what a workdir holds: a single run's and a sweep's.
+KIND_FILES = {
+  'single run': ('config.json', os.path.join('checkpoints', 'run.json')),
+  'sweep': (SWEEP_FILE,),
+}
 
 
-def refuse_sweep(workdir: str | os.PathLike) -> None:
-  """WorkdirError when ``workdir`` holds a sweep (a single run would overwrite its outputs)."""
-  path = os.path.join(os.fspath(workdir), SWEEP_FILE)
-  if os.path.isfile(path):
-    raise WorkdirError(
-      f'workdir {_show(os.path.dirname(os.path.abspath(path)))} holds a sweep ({SWEEP_FILE}); '
-      'a single run would overwrite its summary.json and plot.png; choose another --workdir'
-    )
+def refuse_other(workdir: str | os.PathLike, kind: str) -> None:
+  """WorkdirError when ``workdir`` holds the other kind of run (``kind``: a KIND_FILES key),
+  whose summary.json and plot.png a run of ``kind`` would overwrite."""
+  for other, names in KIND_FILES.items():
+    for name in names if other != kind else ():
+      if os.path.isfile(os.path.join(os.fspath(workdir), name)):
+        raise WorkdirError(
+          f'workdir {show(os.path.abspath(workdir))} holds a {other} ({name}); a {kind} would '
+          'overwrite its summary.json and plot.png; choose another --workdir'
+        )
 
 
-def single_run_file(workdir: str | os.PathLike) -> str | None:
-  """The file showing that ``workdir`` holds a single run, if any."""
-  for name in RUN_FILES:
-    path = os.path.join(os.fspath(workdir), name)
-    if os.path.isfile(path):
-      return path
-  return None
+def write_text(path: str, text: str) -> None:
+  """Write ``text`` to ``path`` atomically (a synced temporary file, then a rename)."""
+  tmp = path + '.tmp'
+  with open(tmp, 'w') as f:
+    f.write(text)
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(tmp, path)
 
 
-def _show(path: str) -> str:
+def read_json(path: str, *, strict: bool = True) -> Any:
+  """The JSON value in ``path``; ``strict=False``: None when it is missing or unreadable."""
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    if strict:
+      raise
+    return None
+
+
+def show(path: str) -> str:
+  """``path`` relative to the current directory when under it, else as given."""
   return os.path.relpath(path) if not os.path.relpath(path).startswith('..') else path
 
 
@@ -205,7 +229,7 @@ def _busy_message(path: str, info: dict[str, Any] | None) -> str:
     who = f'pid {info.get("pid")} on host {info.get("host")} (started {info.get("started")}'
     who += f': {info["command"]})' if info.get('command') else ')'
   return (
-    f'workdir {_show(path)} is in use by {who}; wait for it to finish, stop it, or choose '
+    f'workdir {show(path)} is in use by {who}; wait for it to finish, stop it, or choose '
     'another --workdir'
   )
 
@@ -228,7 +252,7 @@ def acquire(workdir: str | os.PathLike, flag: str = '--workdir') -> WorkdirLock:
       fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as e:
       _rmdirs(created)
-      raise WorkdirError(f'workdir {_show(path)} is not writable ({e})') from None
+      raise WorkdirError(f'workdir {show(path)} is not writable ({e})') from None
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -250,7 +274,7 @@ def acquire(workdir: str | os.PathLike, flag: str = '--workdir') -> WorkdirLock:
       os.pwrite(fd, text.encode(), 0)
     except OSError as e:
       os.close(fd)
-      raise WorkdirError(f'workdir {_show(path)} is not writable ({e})') from None
+      raise WorkdirError(f'workdir {show(path)} is not writable ({e})') from None
     return WorkdirLock(path, fd, created)
   raise WorkdirBusyError(_busy_message(path, holder(path)))
 
@@ -264,7 +288,7 @@ def _rmdirs(created: Sequence[str]) -> None:
       break
 
 
-def _flag_value(argv: Sequence[str], name: str) -> str | None:
+def flag_value(argv: Sequence[str], name: str) -> str | None:
   """The last value of ``--name`` (or absl's ``-name``) in ``argv``, as absl reads it."""
   value = None
   for i, arg in enumerate(argv):
@@ -288,10 +312,10 @@ def lock_from_argv(argv: Sequence[str], default: str) -> WorkdirLock | None:
   """
   if any(a.startswith(('--help', '-h', '--helpshort', '--helpfull')) for a in argv[1:]):
     return None
-  procs = _flag_value(argv, 'num_processes')
-  if _flag_value(argv, 'coordinator') or (procs not in (None, '1')):
+  procs = flag_value(argv, 'num_processes')
+  if flag_value(argv, 'coordinator') or (procs not in (None, '1')):
     return None
-  workdir = _flag_value(argv, 'workdir')
+  workdir = flag_value(argv, 'workdir')
   try:
     lock = acquire(default if workdir is None else workdir)
   except WorkdirError as e:
@@ -324,6 +348,6 @@ def write_error(workdir: str | os.PathLike, error: OSError, doing: str, kept: st
   """One line for a failed write: what failed, why, and what was kept."""
   why = os.strerror(error.errno) if error.errno else str(error)
   return WorkdirError(
-    f'cannot write to workdir {_show(os.path.abspath(os.fspath(workdir)))} while {doing}: '
+    f'cannot write to workdir {show(os.path.abspath(os.fspath(workdir)))} while {doing}: '
     f'{why} [errno {error.errno}]; {kept}'
   )
