@@ -287,15 +287,7 @@ def sweep(
   keys: jax.Array,
   *,
   params_per_replica: bool = False,
-  run: registry.RunInfo | None = None,
-  chunk_size: int | None = None,
-  record_params: bool = False,
-  mesh: Mesh | None = None,
-  memory_limit_bytes: int | None = None,
-  local_step_buckets: int | None = 0,
-  compute_dtype: Any = None,
-  client_block_size: int | None = None,
-  **hparams: Any,
+  **options: Any,
 ) -> SweepResult:
   """Run R replicas of algorithm ``name`` in one compiled program.
 
@@ -311,22 +303,23 @@ def sweep(
       ``params_per_replica=True``.
     keys: [R] PRNG keys, one per replica; R is ``len(keys)``.
     params_per_replica: ``params0`` has a leading replica axis.
-    run: run context for factories that take it (``registry.RunInfo``).
-    chunk_size: server steps per compiled scan (default: the longest schedule).
-    record_params: also return the params after every step (``params_history``).
-    mesh: device mesh with an axis 'clients' (default: all devices). Replicas are
-      sharded over it when there are at least as many replicas as devices.
-    memory_limit_bytes: refuse sweeps whose analytic memory exceeds 90% of this.
-    local_step_buckets: clients with different K: 0 (default) pads them to the
-      largest K; B >= 1 sorts each replica's arrivals by K into B blocks; None picks
-      B (:class:`~afl_jax.core.simulator.ReplicaSimulator`). Results do not depend on it.
-    compute_dtype: the clients' loss and gradients in this dtype (e.g.
-      ``jnp.bfloat16``), float32 state; None: the params' dtype.
-    client_block_size: train a step's arrival slots in blocks of this many clients
-      (bounds the temporaries of very large steps; the result does not depend on it).
-    **hparams: the algorithm's hyperparameters. A float hyperparameter may be a
-      sequence of R values (one per replica, traced); anything else is shared and
-      structural (part of the compiled program).
+    **options: the keyword arguments of :func:`simulator`:
+      run: run context for factories that take it (``registry.RunInfo``).
+      chunk_size: server steps per compiled scan (default: the longest schedule).
+      record_params: also return the params after every step (``params_history``).
+      mesh: device mesh with an axis 'clients' (default: all devices). Replicas are
+        sharded over it when there are at least as many replicas as devices.
+      memory_limit_bytes: refuse sweeps whose analytic memory exceeds 90% of this.
+      local_step_buckets: clients with different K: 0 (default) pads them to the
+        largest K; B >= 1 sorts each replica's arrivals by K into B blocks; None picks
+        B (:class:`~afl_jax.core.simulator.ReplicaSimulator`). Results do not depend on it.
+      compute_dtype: the clients' loss and gradients in this dtype (e.g.
+        ``jnp.bfloat16``), float32 state; None: the params' dtype.
+      client_block_size: train a step's arrival slots in blocks of this many clients
+        (bounds the temporaries of very large steps; the result does not depend on it).
+      hyperparameters (every other keyword): the algorithm's. A float hyperparameter
+        may be a sequence of R values (one per replica, traced); anything else is
+        shared and structural (part of the compiled program).
 
   Raises:
     ConfigError: a replica's hyperparameter is outside its range (checked on the
@@ -338,21 +331,7 @@ def sweep(
   """
   r = _num_replicas(keys)
   _check_params(problem, params0, r, params_per_replica)
-  sim = simulator(
-    name,
-    problem,
-    schedules,
-    r,
-    run=run,
-    chunk_size=chunk_size,
-    record_params=record_params,
-    mesh=mesh,
-    memory_limit_bytes=memory_limit_bytes,
-    local_step_buckets=local_step_buckets,
-    compute_dtype=compute_dtype,
-    client_block_size=client_block_size,
-    **hparams,
-  )
+  sim = simulator(name, problem, schedules, r, **options)
   return run_replicas(sim, params0, keys, params_per_replica=params_per_replica)
 
 

@@ -10,6 +10,8 @@ ResNet-18 uses GroupNorm (afl_jax/models/resnet.py), no data augmentation.
 
 from afl_jax.pipeline import config as config_lib
 
+fmnist = config_lib.import_beside(__file__, 'fmnist')
+
 # Every paper's main experiment: non-IID (Dirichlet) CIFAR-10, ResNet-18.
 SHARED = {
   'dataset': 'cifar10',
@@ -75,18 +77,8 @@ PAPERS = {
       'num_rounds': 500,
       'eval_every': 20,
     },
-    {
-      'client_lr': 0.03,
-      'server_lr': 1.0,
-      'distill_lr': 3e-6,
-      'distill_steps': 5,
-      'distill_batch': 250,
-      'clip_norm': 5.0,
-      'alpha_min': 0.2,
-      'alpha_max': 0.8,
-      'alpha_mode': 'dynamic',
-      'optimizer': 'adam',
-    },
+    # FMNIST's FedEcho rates (configs/fmnist.py) but distilling at Table 8's eta_s = 3e-6.
+    fmnist.CONFIGS['fedecho'][1] | {'distill_lr': 3e-6},
   ),
   # FedGM (Sun et al., paper 003), Sec. 6.1, App. H.1 Table 1: 5 of 100 per synchronous
   # round, 3 epochs at eta_l = 0.01, one grid point (eta, beta, nu); ours: batch 32.
