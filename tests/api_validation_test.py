@@ -497,3 +497,11 @@ def test_params_history_only_with_record_params():
   assert recorded.params_history['x'].shape == (2, schedule.num_steps, 4)
   np.testing.assert_allclose(recorded.params_history['x'][1], alone.params_history['x'], rtol=1e-6)
   np.testing.assert_array_equal(recorded.params_history['x'][:, -1], recorded.params['x'])
+
+
+def test_positive_int_takes_numpy_integers_and_refuses_the_rest():
+  """An integer count given as a NumPy scalar (e.g. from an array's shape) is an integer."""
+  assert checks.positive_int('n', np.int64(3)) == 3 and checks.positive_int('n', 2.0) == 2
+  for bad in (True, np.bool_(True), 0, 2.5, float('inf'), float('nan'), '3', np.float32(1.5)):
+    with pytest.raises(ValueError, match=r'^n must be an integer >= 1; got '):
+      checks.positive_int('n', bad)

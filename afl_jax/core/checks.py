@@ -76,7 +76,8 @@ def in_range(
 
 def positive_int(name: str, value: Any, minimum: int = 1) -> int:
   """An integer ``>= minimum`` (structural: never traced)."""
-  if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+  whole = isinstance(value, int | float | np.integer | np.floating) and math.isfinite(value)
+  if isinstance(value, bool | np.bool_) or not whole or int(value) != value:
     raise ValueError(f'{name} must be an integer >= {minimum}; got {value!r}.')
   if value < minimum:
     raise ValueError(f'{name} must be an integer >= {minimum}; got {value!r}.')
