@@ -142,3 +142,18 @@ def test_boolean_hparam_where_a_float_is_meant():
 def test_bad_process_flags_are_one_line_before_jax_starts(tmp_path, args, expected, monkeypatch):
   monkeypatch.delenv('JAX_COORDINATOR_ADDRESS', raising=False)
   assert _train(tmp_path, *args).startswith(expected)
+
+
+def test_an_error_after_jax_starts_is_the_only_line_with_platform_detection_on(tmp_path):
+  """With JAX's platform detection on (no JAX_PLATFORMS), JAX logs an INFO line when it
+  finds no TPU; the scripts keep it out of the output, and --verbosity=0 shows it."""
+  args = (f'--config={SMOKE}', '--config.hparams.client_lr=-1')
+  rc, out = run_train(tmp_path / 'w', *args, timeout=120, JAX_PLATFORMS='', AFL_JAX_CPU_DEVICES='1')
+  assert [line for line in out.splitlines() if line.strip()] == [
+    'error: config.hparams.client_lr=-1.0 is invalid: must be > 0.'
+  ], out
+  assert rc == 1
+  rc, out = run_train(
+    tmp_path / 'v', *args, '--verbosity=0', timeout=120, JAX_PLATFORMS='', AFL_JAX_CPU_DEVICES='1'
+  )
+  assert rc == 1 and out.count('error:') == 1, out

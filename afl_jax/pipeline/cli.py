@@ -10,6 +10,7 @@ mistyped ``--config.FIELD`` ends as one line too (absl would print a traceback).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -255,9 +256,13 @@ def flags_parser(*, positional: str = '') -> Callable[[list[str]], list[str]]:
 
 def run(main: Callable[[list[str]], Any], *, positional: str = '') -> None:
   """``app.run(main)`` where a bad flag (:func:`flags_parser`) or a :class:`UserError` raised
-  by ``main`` ends the script as one ``error:`` line with exit status 1."""
+  by ``main`` ends the script as one ``error:`` line with exit status 1, and JAX's INFO
+  log lines stay out of the output unless ``--verbosity`` is given."""
 
   def guarded(argv: list[str]) -> Any:
+    asked = {a.split('=')[0].lstrip('-') for a in sys.argv[1:]} & {'verbosity', 'v'}
+    if not asked:  # JAX's INFO lines (e.g. no TPU found) are noise; --verbosity=0 shows them
+      logging.getLogger('jax').setLevel(logging.WARNING)
     try:
       return main(argv)
     except UserError as e:
