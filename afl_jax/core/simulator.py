@@ -45,6 +45,29 @@ from afl_jax.schedules.schedule import Schedule, ScheduleError, clients_mismatch
 AXIS = engine.CLIENT_AXIS  # the one mesh axis: replicas or clients are sharded over it
 
 
+def check_runs(algorithms: Sequence[Algorithm], problem: Problem, schedules: Sequence[Schedule]):
+  """The R runs can share one program: known regimes, one structure, schedules for the
+  problem's clients (ValueError / ScheduleError, one line; checked before anything else)."""
+  r = len(schedules)
+  if len(algorithms) != r:
+    raise ValueError(f'{len(algorithms)} algorithms for {r} schedules.')
+  first = algorithms[0]
+  for i, alg in enumerate(algorithms):
+    if alg.regime not in engine.REGIMES:
+      valid = engine.REGIMES
+      raise ValueError(f'algorithm {alg.name!r} has regime {alg.regime!r}; valid: {valid}.')
+    shape = (alg.regime, alg.compressor is None, alg.init is None)
+    if shape != (first.regime, first.compressor is None, first.init is None):
+      raise ValueError(
+        f'replica {i} builds a structurally different algorithm (regime, compressor, '
+        'init); run it in a separate sweep group.'
+      )
+  for i, s in enumerate(schedules):
+    if s.num_clients != problem.num_clients:
+      where = f'schedule {i}: ' if r > 1 else ''
+      raise ScheduleError(where + clients_mismatch(s.num_clients, problem.num_clients))
+
+
 class ReplicaSimulator:
   """R runs of one algorithm along R schedules in one compiled program.
 
@@ -117,24 +140,8 @@ class ReplicaSimulator:
       build = (lambda b: lambda h: low(b(h)))(build)
       algorithms = [low(a) for a in algorithms]
     self.num_replicas = r = len(schedules)
-    if len(algorithms) != r:
-      raise ValueError(f'{len(algorithms)} algorithms for {r} schedules.')
+    check_runs(algorithms, problem, schedules)
     first = algorithms[0]
-    for i, alg in enumerate(algorithms):
-      if alg.regime not in engine.REGIMES:
-        raise ValueError(
-          f'algorithm {alg.name!r} has regime {alg.regime!r}; valid: {engine.REGIMES}.'
-        )
-      shape = (alg.regime, alg.compressor is None, alg.init is None)
-      if shape != (first.regime, first.compressor is None, first.init is None):
-        raise ValueError(
-          f'replica {i} builds a structurally different algorithm (regime, compressor, '
-          'init); run it in a separate sweep group.'
-        )
-    for i, s in enumerate(schedules):
-      if s.num_clients != problem.num_clients:
-        where = f'schedule {i}: ' if r > 1 else ''
-        raise ScheduleError(where + clients_mismatch(s.num_clients, problem.num_clients))
     self.regime = first.regime
     self.algorithms = list(algorithms)
     self.schedules = list(schedules)
@@ -434,8 +441,8 @@ class Simulator:
     local_step_buckets: int | None = None,
     **options: Any,
   ):
-    if algorithm.regime in engine.REGIMES and schedule.num_clients == problem.num_clients:
-      algorithm = prepared(algorithm, schedule)  # host checks + schedule-sized state
+    check_runs([algorithm], problem, [schedule])  # before prepared's own host checks
+    algorithm = prepared(algorithm, schedule)  # schedule-sized state
     self.replicas = ReplicaSimulator(
       lambda _: algorithm,
       [algorithm],
@@ -508,4 +515,4 @@ class Simulator:
     return self.algorithm.server.params(state.server)
 
 
-__all__ = ['ReplicaSimulator', 'Simulator']
+__all__ = ['ReplicaSimulator', 'Simulator', 'check_runs']
