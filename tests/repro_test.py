@@ -183,6 +183,27 @@ def test_better_claim_is_the_paired_t_on_test_seeds():
   assert c['mean'] == pytest.approx(np.mean(A_TEST - 0.05 - B_TEST))
 
 
+def test_a_decided_verdict_names_the_losers_grid_edge():
+  # A is selected at 0.3 (its high edge), B at 0.1 (its low edge): a verdict names the edge
+  # of the method it goes against, and the page shows it only beside a decided verdict.
+  frame = _frame()
+  fin = scoring.finals(frame)
+  claim = spec.Claim('r', 'A beats B', 'A', 'B')
+  c = scoring.score_claim(_toy([claim]), claim, frame, fin, 0.5)
+  assert c['verdict_raw'] == scoring.AGREES and c['edges_against'] == ['B: client_lr on low edge']
+  rev = spec.Claim('r', 'B beats A', 'B', 'A')
+  c = scoring.score_claim(_toy([rev]), rev, frame, fin, 0.5)
+  assert c['verdict_raw'] == scoring.DISAGREES
+  assert c['edges_against'] == ['B: client_lr on low edge']  # B is the claim's A, and lost
+  row = pages.claim_rows([c | {'verdict': c['verdict_raw'], 'p_adj': c['p']}]).iloc[0]
+  assert row['verdict'].endswith('(against a grid edge: B: client_lr on low edge)')
+  row = pages.claim_rows([c | {'verdict': scoring.INCONCLUSIVE, 'p_adj': 0.5}]).iloc[0]
+  assert row['verdict'] == f'**{scoring.INCONCLUSIVE}**'
+  wide = spec.Claim('r', 'A ~ B', 'A', 'B', kind='equivalent', margin=0.05)
+  c = scoring.score_claim(_toy([wide]), wide, frame, fin, 0.5)
+  assert c['verdict_raw'] == scoring.EQUIVALENT and c['edges_against'] == []
+
+
 def test_to_target_reads_the_first_evaluation_and_missed_seeds_block_agreement():
   frame = _frame()
   fin = scoring.finals(frame)

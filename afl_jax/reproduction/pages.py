@@ -45,7 +45,9 @@ PROTOCOL = (
   f'verdict keeps a decided raw verdict only when its adjusted p is below {scoring.ALPHA}. '
   'There is no effect-size floor: the interval states the size. An inconclusive claim lists the '
   'test seeds that would give 80% power at its observed effect and spread (before the '
-  'adjustment).'
+  'adjustment). A decided verdict whose losing method was selected on an edge of its grid '
+  '(the smallest or largest value tried of a swept rate) names that edge beside it: a '
+  'wider grid might move it.'
 )
 
 
@@ -165,6 +167,13 @@ def _num(x, fmt='{:.3f}') -> str:
   return '—' if x is None or (isinstance(x, float) and not math.isfinite(x)) else fmt.format(x)
 
 
+def _edge_note(c: Mapping) -> str:
+  """Beside a decided verdict: the methods it goes against that were selected on an edge
+  of their grid (a wider grid might move it)."""
+  edges = c.get('edges_against', []) if c['verdict'] in scoring.DECIDED else []
+  return f' (against a grid edge: {"; ".join(edges)})' if edges else ''
+
+
 def claim_rows(claims: Sequence[Mapping], paper: str | None = None) -> pd.DataFrame:
   """The claims table; with ``paper`` (the summary), a paper column and no quotes."""
   rows = []
@@ -190,7 +199,7 @@ def claim_rows(claims: Sequence[Mapping], paper: str | None = None) -> pd.DataFr
       'p': _num(c['p'], '{:.3g}'),
       'p (BH)': _num(c.get('p_adj'), '{:.3g}'),
       'raw verdict': c['verdict_raw'],
-      'verdict': f'**{c["verdict"]}**',
+      'verdict': f'**{c["verdict"]}**' + _edge_note(c),
       'seeds for 80% power': (
         _num(c['needed'], '{:.0f}') if c['verdict'] == scoring.INCONCLUSIVE else ''
       ),
@@ -269,12 +278,25 @@ def render(paper: spec.Paper, scored: Mapping) -> str:
   return '\n'.join(out)
 
 
-def tally(scored: Mapping[str, Mapping]) -> pd.Series:
-  claims = [
+def _paper_claims(scored: Mapping[str, Mapping]) -> list[Mapping]:
+  """The scored claims of the papers (not the project's own contrasts)."""
+  return [
     c for exps in scored.values() for s in exps.values() for c in s['claims'] if not c['added']
   ]
-  counts = pd.Series([c['verdict'] for c in claims], dtype=object).value_counts()
+
+
+def tally(scored: Mapping[str, Mapping]) -> pd.Series:
+  counts = pd.Series([c['verdict'] for c in _paper_claims(scored)], dtype=object).value_counts()
   return counts.reindex([v for v in scoring.VERDICTS if v in counts.index])
+
+
+def _edge_tally(scored: Mapping[str, Mapping]) -> str:
+  decided = [c for c in _paper_claims(scored) if c['verdict'] in scoring.DECIDED]
+  edged = sum(bool(_edge_note(c)) for c in decided)
+  return (
+    f'{edged} of the {len(decided)} decided verdicts go against a method selected on an edge '
+    'of its grid (marked "against a grid edge" below).'
+  )
 
 
 def _compute(sweeps: Sequence[Mapping]) -> dict:
@@ -295,6 +317,7 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
     f'## Tally of the paper claims scored ({int(counts.sum())} of {declared}), after the '
     'adjustment',
     _table(counts.astype(str).rename_axis('verdict').reset_index(name='claims')),
+    _edge_tally(scored),
   )
   for added, title in (
     (False, 'Paper claims'),

@@ -276,6 +276,7 @@ def score_claim(
       'p': p,
       'verdict_raw': verdict,
       'needed': math.inf,
+      'edges_against': [],
     }
   if claim.baseline:
     _, a0 = values(claim.baseline[0])
@@ -321,7 +322,23 @@ def score_claim(
     out['condition'] = f'{claim.condition[0]} - {claim.condition[1]} = {_ci(cond)}'
     if not (cond['p'] < ALPHA and cond['mean'] > 0):
       verdict, p = NO_CONDITION, math.nan
-  return out | {'p': p, 'verdict_raw': verdict, 'needed': needed}
+  against = _against(claim, verdict, st['mean'])
+  edges = [(label, select(fin, exp.key, label, claim.at)['edges']) for label in against]
+  edges = [f'{label}: {", ".join(e)}' for label, e in edges if e]
+  return out | {'p': p, 'verdict_raw': verdict, 'needed': needed, 'edges_against': edges}
+
+
+def _against(claim: spec.Claim, verdict: str, mean: float) -> tuple[str, ...]:
+  """The methods a decided verdict goes against (the side that lost, with its reference
+  condition for a sensitivity claim): were one tuned on a grid edge, a wider grid might
+  move the verdict, so the page says so beside it."""
+  a = (claim.better, *claim.baseline[:1])
+  b = (claim.worse, *claim.baseline[1:])
+  if verdict in (AGREES, AGREES_SMALLER):
+    return b
+  if verdict in (DISAGREES, SMALLER) or (verdict == NOT_EQUIVALENT and mean < 0):
+    return a
+  return b if verdict == NOT_EQUIVALENT else ()
 
 
 def _against_paper(claim: spec.Claim, a: pd.Series, b: pd.Series, d: np.ndarray):

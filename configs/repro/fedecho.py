@@ -150,6 +150,15 @@ DELAY_K20 = dataclasses.replace(
   + ("A setting of this project's (K = 20), so its claim is scored outside the paper tally.",),
 )
 
+# Table 2 gives every method 9 settings: on 4 (FedEcho's client rate {0.01, 0.03} x its
+# distillation rate {1e-6, 1e-5}) FedEcho was selected on the high edge of both rates.
+TABLE2_FEDECHO_GRID = {
+  'hparams.client_lr': (0.01, 0.03, 0.1),
+  'hparams.distill_lr': (1e-6, 1e-5, 1e-4),
+}
+TABLE2_CLIENT_LRS = (0.003, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3)
+_digits = _fedecho('FedEcho (digits)', unlabeled_source='digits')
+
 TABLE2 = spec.Experiment(
   key='table2',
   title='Table 2: FedEcho vs FedBuff, CA2FL, FADAS, FedAC under the large delay',
@@ -171,20 +180,20 @@ TABLE2 = spec.Experiment(
     '13,000 subset).'
   ),
   base=scaled,
+  test_seeds=tuple(range(13, 23)),  # fresh: see the deviation on the 9-setting grids
   methods=(
-    _fedecho('FedEcho (held-out)'),
-    _fedecho('FedEcho (digits)', unlabeled_source='digits'),
-    *BASELINES,
+    *(m.variant(grid=TABLE2_FEDECHO_GRID) for m in (_fedecho('FedEcho (held-out)'), _digits)),
+    *(m.variant(grid={'hparams.client_lr': TABLE2_CLIENT_LRS}) for m in BASELINES),
     spec.Method(
       'FADAS',
       'fmnist:fadas',
-      grid={'hparams.server_lr': (1e-4, 3e-4, 1e-3, 3e-3)},
+      grid={'hparams.server_lr': (1e-4, 2e-4, 3e-4, 5e-4, 1e-3, 2e-3, 3e-3, 5e-3, 1e-2)},
       fixed={'hparams.delay_rule': 'divide'},
     ),
     spec.Method(
       'FedAC',
       'fmnist:fedac',
-      grid={'hparams.client_lr': (0.01, 0.03), 'hparams.server_lr': (1e-4, 1e-3)},
+      grid={'hparams.client_lr': (0.01, 0.03, 0.1), 'hparams.server_lr': (3e-5, 1e-4, 3e-4)},
     ),
   ),
   # paper_effect: Table 2 (CIFAR-10), large delay, Dir (0.1) column: FedBuff 52.85, CA2FL
@@ -213,14 +222,20 @@ TABLE2 = spec.Experiment(
     f'Distillation set: {UNLABELED} samples (paper 2,000), held-out Fashion-MNIST or '
     "scikit-learn's digits (paper: CIFAR-100, STL10 or generated images); Q = 5 "
     'distillation steps on batches of 100 (the paper gives neither).',
-    'Every method gets 4 settings: FedEcho its client rate (0.01, 0.03) x its distillation '
-    "rate (1e-6, 1e-5, bracketing the paper's 3e-6); FedBuff and CA2FL the client rate "
-    '(0.003-0.1); FADAS the server rate (1e-4-3e-3); FedAC the client rate (0.01, 0.03) x '
-    "the server rate (1e-4, 1e-3). Other rates are the paper's Table 8 / the configs.",
-    "FedAC at the paper's eta_l = 0.1 (Table 8) diverged in every run of an earlier sweep "
-    '(server rate 1e-4 or 1e-3, 3 seeds, non-finite before step 100), so its client-rate '
-    'values stop at 0.03.',
+    'Every method gets 9 settings: FedEcho its client rate (0.01, 0.03, 0.1) x its '
+    "distillation rate (1e-6, 1e-5, 1e-4, around the paper's 3e-6); FedBuff and CA2FL the "
+    'client rate (0.003-0.3); FADAS the server rate (1e-4-1e-2); FedAC the client rate '
+    "(0.01, 0.03, 0.1) x the server rate (3e-5, 1e-4, 3e-4). Other rates are the paper's "
+    'Table 8 / the configs.',
+    'A first run gave every method 4 settings and selected FedEcho on the high edge of both '
+    'its rates (client 0.03 of {0.01, 0.03}, distillation 1e-5 of {1e-6, 1e-5}) and FedAC on '
+    'edges; the 9-setting grids replace it, scored on test seeds 13-22, which the first run '
+    '(seeds 3-12) never looked at.',
     'Dirichlet 0.1 and the large delay only (the paper also runs Dir 0.3 and the mild delay).',
+    'The delay FedEcho exists to offset does not cost FedBuff accuracy in this setting (the '
+    'delay experiments above: FedBuff ends higher under the large delay than with no '
+    'stragglers), so these claims compare the methods without the degradation the paper '
+    "attributes to the stragglers; the claims are scored as the paper's Table 2 states them.",
   ),
 )
 
@@ -235,7 +250,8 @@ TABLE7 = spec.Experiment(
   ref='Table 7 (Dir 0.1, large delay)',
   setting=(
     "Table 2's setting with FedEcho distilling on scikit-learn's digits (the external set), "
-    "each variant tuned on Table 2's FedEcho grid (client rate x distillation rate): "
+    "each variant tuned on FedEcho's 4 settings (client rate {0.01, 0.03} x distillation "
+    'rate {1e-6, 1e-5}): '
     'the dynamic alpha in [0.2, 0.8] of eq. (4) against alpha fixed at 0 (cross-entropy on '
     "the teacher's pseudo-labels only), 0.5 and 1 (KL only)."
   ),
@@ -265,7 +281,8 @@ TABLE7 = spec.Experiment(
     for b, effect in (('alpha = 0', 0.0438), ('alpha = 0.5', 0.0047), ('alpha = 1', 0.0053))
   ),
   deviations=(
-    "Table 2's deviations; the external set is scikit-learn's digits (paper: CIFAR-100).",
+    "Table 2's deviations, but 4 settings per variant; the external set is scikit-learn's "
+    'digits (paper: CIFAR-100).',
   ),
 )
 
@@ -380,7 +397,9 @@ CONDITIONS_EXP = spec.Experiment(
   claims=_delay_claims() + _delay_stability() + _heterogeneity_claims(),
   deviations=(
     "Table 2's deviations (Fashion-MNIST + MLP, K = 5, |U| = 500, held-out distillation set).",
-    "Every method gets Table 2's 4 settings, tuned again under each condition.",
+    'Every method gets 4 settings (FedEcho its client rate {0.01, 0.03} x distillation rate '
+    '{1e-6, 1e-5}, FedBuff and CA2FL the client rate 0.003-0.1), tuned again under each '
+    'condition.',
     "The paper's claims are read off Table 2 across its four columns; here each is a "
     'paired test over seeds of the drop between two conditions.',
     "Table 2 contradicts the paper's text at Dir 0.1: FedBuff and CA2FL score higher under "
