@@ -202,6 +202,10 @@ def test_a_decided_verdict_names_the_losers_grid_edge():
   wide = spec.Claim('r', 'A ~ B', 'A', 'B', kind='equivalent', margin=0.05)
   c = scoring.score_claim(_toy([wide]), wide, frame, fin, 0.5)
   assert c['verdict_raw'] == scoring.EQUIVALENT and c['edges_against'] == []
+  narrow = spec.Claim('r', 'A ~ B', 'A', 'B', kind='equivalent', margin=0.001)
+  c = scoring.score_claim(_toy([narrow]), narrow, frame, fin, 0.5)  # A - B > 0.001: B is low
+  assert c['verdict_raw'] == scoring.NOT_EQUIVALENT and c['mean'] > 0
+  assert c['edges_against'] == ['B: client_lr on low edge']
 
 
 def test_to_target_reads_the_first_evaluation_and_missed_seeds_block_agreement():
