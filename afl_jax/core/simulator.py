@@ -115,6 +115,9 @@ class ReplicaSimulator:
       step, :func:`~afl_jax.core.engine.report_width`); False compresses every
       client's message and keeps the reporters' (the same result, N rows of work:
       for equality checks).
+    ring_plans: the ring buffer's slot plan of each schedule (per-job regime; default
+      :func:`afl_jax.core.ring.plan` of each; a single run passes the plan that keeps
+      the jobs running past its end, so that it can be extended).
   """
 
   def __init__(
@@ -134,6 +137,7 @@ class ReplicaSimulator:
     compute_dtype: Any = None,
     client_block_size: int | None = None,
     compress_reports_only: bool = True,
+    ring_plans: Sequence[ring.RingPlan] | None = None,
   ):
     if compute_dtype is not None:
       low = lambda alg: alg._replace(client=precision.with_compute_dtype(alg.client, compute_dtype))
@@ -152,7 +156,9 @@ class ReplicaSimulator:
       raise ValueError(f'chunk_size must be >= 1; got {chunk_size}.')
     self.record_params = record_params
     per_job = self.regime == 'per_job'
-    self.ring_plans = [ring.plan(s) if per_job else None for s in schedules]
+    if ring_plans is None or not per_job:
+      ring_plans = [ring.plan(s) if per_job else None for s in schedules]
+    self.ring_plans = list(ring_plans)
     self.ring_size = max(p.size for p in self.ring_plans) if per_job else 1
     self.max_steps = max(s.max_local_steps for s in schedules)
     self.client_steps = np.stack([engine.per_client_steps(s) for s in schedules])

@@ -70,6 +70,8 @@ import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 
+from afl_jax.core import ring
+from afl_jax.core.engine import to_host
 from afl_jax.errors import ResumeError, UserError
 from afl_jax.pipeline.metrics_io import jsonable
 from afl_jax.pipeline.workdir import read_json, write_text
@@ -82,6 +84,7 @@ __all__ = [
   'canonical_config',
   'config_diff',
   'config_json',
+  'data_digest',
   'first_difference',
   'is_writer',
   'on_writer',
@@ -363,26 +366,38 @@ def _saved_spec(step_dir: str) -> dict[str, list]:
 
 # Orbax keeps no checksum of tensor data (only zarr3's shard index has a crc32c, and
 # a flipped byte restores as a wrong value), so the step's files are hashed here.
-def write_manifest(step_dir: str) -> None:
-  """Record size and SHA-256 of every file of a finished step."""
+def write_manifest(step_dir: str, meta: Mapping[str, Any] | None = None) -> None:
+  """Record size and SHA-256 of every file of a finished step (and ``meta``)."""
   files = {}
   for rel in _files(step_dir):
     path = os.path.join(step_dir, rel)
     files[rel] = [os.path.getsize(path), _sha256(path)]
   write_text(
-    os.path.join(step_dir, MANIFEST), json.dumps({'format': 1, 'files': files}, sort_keys=True)
+    os.path.join(step_dir, MANIFEST),
+    json.dumps({'format': 1, 'files': files, **jsonable(dict(meta or {}))}, sort_keys=True),
   )
+
+
+def _manifest(step_dir: str) -> dict[str, Any]:
+  """A verified step's manifest (its ``meta`` entries checked as lists of integers)."""
+  return read_json(os.path.join(step_dir, MANIFEST))
 
 
 def verify_step(step_dir: str) -> str | None:
   """Why the step directory is damaged, or None when every file matches its manifest."""
   try:
-    files = read_json(os.path.join(step_dir, MANIFEST))['files']
+    manifest = read_json(os.path.join(step_dir, MANIFEST))
+    files = manifest['files']
+    for key in _META_LISTS:
+      if key in manifest and not _int_list(manifest[key]):
+        raise ValueError(f'{key} is not a list of integers')
+    items = sorted(files.items())
+    checked = [(rel, int(size), str(digest)) for rel, (size, digest) in items]
   except FileNotFoundError:
     return 'no manifest (the save did not finish)'
-  except (OSError, ValueError, KeyError, TypeError) as e:
+  except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
     return f'unreadable manifest ({e})'
-  for rel, (size, digest) in sorted(files.items()):
+  for rel, size, digest in checked:
     p = os.path.join(step_dir, rel)
     if not os.path.isfile(p):
       return f'file {rel} is missing'
@@ -391,6 +406,13 @@ def verify_step(step_dir: str) -> str | None:
     if _sha256(p) != digest:
       return f'file {rel} does not match its checksum (corrupted)'
   return None
+
+
+_META_LISTS = ('ring_versions', 'metrics_steps')
+
+
+def _int_list(x: Any) -> bool:
+  return isinstance(x, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in x)
 
 
 # Deletes orbax's steps together with this module's files and the run's metrics.
@@ -403,6 +425,75 @@ def start_over(workdir: str | os.PathLike) -> None:
     path = os.path.join(workdir, name)
     if os.path.isfile(path):
       os.remove(path)
+
+
+# ---- run identity ------------------------------------------------------------------
+_DATA_ARRAYS = ('x', 'y', 'index', 'offsets', 'sizes', 'test_x', 'test_y', 'unlabeled_x')
+_DATA_ARRAYS += ('val_x', 'val_y')
+
+
+def data_digest(layout: Any) -> str:
+  """SHA-256 of the arrays a run trains and evaluates on (a :class:`~afl_jax.data.ClientLayout`:
+  training samples and labels, the clients' index, test, validation and unlabeled sets).
+
+  Hashed once per invocation from the host NumPy bytes (about 1 s per GB); two loads of
+  the same files give the same digest wherever the files are.
+  """
+  h = hashlib.sha256(f'num_classes={int(layout.num_classes)};'.encode())
+  for name in _DATA_ARRAYS:
+    a = np.ascontiguousarray(getattr(layout, name))
+    h.update(f'{name}:{a.dtype.str}:{a.shape};'.encode())
+    h.update(a.tobytes() if a.size == 0 else memoryview(a).cast('B'))
+  return h.hexdigest()
+
+
+def _get(config: Any, field: str) -> Any:
+  try:
+    return config[field]
+  except (KeyError, AttributeError, TypeError):
+    return None
+
+
+def _reads_num_rounds(config: Any) -> bool:
+  """Does the config's algorithm take num_rounds from the run (e.g. MasFL's theory rates)?"""
+  from afl_jax import algorithms
+
+  name = _get(config, 'algorithm')
+  try:
+    return 'num_rounds' in algorithms.ALGORITHMS.meta(name).get('context', ())
+  except Exception:  # an unknown name was refused by the config's validation already
+    return False
+
+
+_RUN_TYPES = {
+  'config': (dict,),
+  'num_steps': (int,),
+  'schedule_sha256': (str,),
+  'checkpointed': (bool,),
+  'data_sha256': (str,),
+  'engine': (dict,),
+}
+
+
+def _read_run(run_file: str) -> dict[str, Any]:
+  """run.json as a dict whose fields have their types, or ResumeError naming the file."""
+  advice = (
+    "pass --noresume to delete this workdir's checkpoints and metrics and start over, or choose "
+    'another --workdir'
+  )
+  try:
+    run = read_json(run_file)
+  except (OSError, ValueError) as e:
+    raise ResumeError(f'cannot read {run_file} ({e}); {advice}') from None
+  if not isinstance(run, dict):
+    raise ResumeError(f'{run_file} holds a {type(run).__name__}, not a JSON object; {advice}')
+  for field, types in _RUN_TYPES.items():
+    v = run.get(field)
+    if v is not None and (not isinstance(v, types) or (types == (int,) and isinstance(v, bool))):
+      raise ResumeError(
+        f'{run_file}: field {field!r} is {json.dumps(v)[:40]}, not a {types[0].__name__}; {advice}'
+      )
+  return run
 
 
 class Checkpointer:
@@ -429,6 +520,8 @@ class Checkpointer:
     self.free_fields = tuple(free_fields)
     self.warn = warn
     self._manager = None
+    self.resume_held: np.ndarray | None = None  # check_resume's step: version per ring slot
+    self.held: np.ndarray | None = None  # after restore: version per slot of the run's ring
 
   @property
   def manager(self) -> ocp.CheckpointManager:
@@ -476,42 +569,56 @@ class Checkpointer:
 
   # ---- fingerprint ------------------------------------------------------------------
   def _saved_run(self) -> tuple[dict, str] | None:
-    """(run.json content, where it came from) or None for a workdir without a run."""
+    """(run.json content, where it came from) or None for a workdir without a run.
+
+    Checkpoints without a readable ``run.json`` are refused, never restarted over.
+    """
+    if os.path.lexists(self.directory) and not os.path.isdir(self.directory):
+      raise ResumeError(
+        f'{self.directory} is not a directory (the checkpoints of a run live there); move it '
+        'away, or choose another --workdir'
+      )
     run_file = os.path.join(self.directory, RUN_FILE)
-    has_results = os.path.isfile(os.path.join(self.workdir, 'metrics.jsonl'))
-    if os.path.isfile(run_file):
-      try:
-        run = read_json(run_file)
-      except (OSError, ValueError) as e:
-        raise ResumeError(
-          f"cannot read {run_file} ({e}); pass --noresume to delete this workdir's "
-          'checkpoints and metrics and start over, or choose another --workdir'
-        ) from e
+    metrics = os.path.join(self.workdir, 'metrics.jsonl')
+    has_results = os.path.lexists(metrics)
+    if os.path.lexists(run_file):
+      run = _read_run(run_file)
       if run.get('checkpointed') or self.steps() or has_results:
         return run, run_file
       return None  # recorded, then stopped before producing anything: nothing to protect
+    if self.steps():  # checkpoints without a fingerprint: never guess what made them
+      raise ResumeError(
+        f'{run_file} is missing but {self.directory} holds checkpoints: nothing records which '
+        'run made them; restore the file, or pass --noresume to delete the checkpoints and '
+        'metrics and start over, or choose another --workdir'
+      )
     config_file = os.path.join(self.workdir, 'config.json')
     if os.path.isfile(config_file) and has_results:
       saved = read_json(config_file, strict=False)  # torn, without a checkpoint: no run
-      return ({'config': saved}, config_file) if saved is not None else None
+      return ({'config': saved}, config_file) if isinstance(saved, dict) else None
     return None
 
-  def check_resume(self, config: Any, schedule: Any) -> int | None:
+  def check_resume(
+    self,
+    config: Any,
+    schedule: Any,
+    identity: Mapping[str, Any] | None = None,
+    *,
+    records: Callable[[], list[dict]] | None = None,
+  ) -> int | None:
     """The step to resume from (None: start fresh), or ResumeError; writes nothing else.
 
     Raises ResumeError when the workdir holds a run (a checkpoint fingerprint, or the
     config.json and metrics of a finished run) whose config differs in a field that
-    changes the computation, when the new schedule does not reproduce the
-    checkpointed past, or when every checkpoint is damaged. Damaged checkpoints are
-    moved to ``damaged_checkpoints/`` with a warning.
+    changes the computation, whose ``identity`` (:func:`run_identity`: the data digest,
+    the device count and the engine's plan) differs, when the new schedule does not
+    reproduce the checkpointed past, or when every checkpoint is damaged. Damaged
+    checkpoints are moved to ``damaged_checkpoints/`` with a warning. ``records()``
+    (the metrics on disk): a checkpoint whose metrics are not all there is passed
+    over for the latest earlier one whose metrics are, or ResumeError names the file.
     """
     saved = self._saved_run()
     if saved is None:
-      if self.steps():  # checkpoints without a fingerprint: not written by this module
-        raise ResumeError(
-          f'{self.directory} holds checkpoints but no {RUN_FILE} recording which config made '
-          'them; pass --noresume to delete them and start over, or choose another --workdir'
-        )
       return None
     run, source = saved
     refuse_changed(
@@ -523,6 +630,8 @@ class Checkpointer:
       'metrics and start over, or choose another --workdir',
       self.free_fields,
     )
+    if identity is not None:
+      self._check_identity(run, source, config, identity)
     if 'schedule_sha256' not in run:  # a finished run without checkpoints, same config
       return None
     step = self.latest_step()
@@ -533,8 +642,94 @@ class Checkpointer:
           '--noresume to delete the checkpoints and metrics and start over'
         )
       return None
+    if records is not None:
+      step = self._with_metrics(step, records())
     self._check_schedule(run, schedule, step)
+    self.resume_held = self._held(step, run)
     return step
+
+  def _check_identity(
+    self, run: Mapping[str, Any], source: str, config: Any, identity: Mapping[str, Any]
+  ) -> None:
+    """Refuse a resume on other data, another device count or another engine plan."""
+    old_data, new_data = run.get('data_sha256'), identity.get('data_sha256')
+    if old_data is not None and new_data is not None and old_data != new_data:
+      data_dir = _get(config, 'data_dir') or os.environ.get('AFL_JAX_DATA') or '<default>'
+      raise ResumeError(
+        f'config.data_dir={data_dir!r}: the dataset files there hold other data than the run '
+        f'in {self.workdir} trained on (data digest {old_data[:12]} -> {new_data[:12]}, '
+        f'{source}); point config.data_dir (or $AFL_JAX_DATA) at the files the run used, or '
+        'pass --noresume to start over'
+      )
+    old_engine, new_engine = run.get('engine') or {}, identity.get('engine') or {}
+    a, b = old_engine.get('devices'), new_engine.get('devices')
+    if old_engine.get('platform', new_engine.get('platform')) != new_engine.get('platform'):
+      a, b = f'{a} {old_engine["platform"]}', f'{b} {new_engine.get("platform")}'
+    if a is not None and b is not None and a != b:
+      raise ResumeError(
+        f'the device count changes from {a} to {b} (the run in {self.workdir} ran on {a}; '
+        '$AFL_JAX_CPU_DEVICES / XLA_FLAGS=--xla_force_host_platform_device_count on CPU): '
+        'clients sharded over another count sum in another order; resume it with '
+        f'{a} devices, or pass --noresume to start over'
+      )
+    changed = sorted(
+      k
+      for k in set(old_engine) & set(new_engine)
+      if k not in ('devices', 'platform') and old_engine[k] != new_engine[k]
+    )
+    if changed:
+      rounds = run.get('config', {}).get(_ROUNDS_FIELD)
+      listed = ', '.join(f'{k} {old_engine[k]} -> {new_engine[k]}' for k in changed)
+      raise ResumeError(
+        f"config.num_rounds {rounds} -> {_get(config, _ROUNDS_FIELD)} changes the engine's plan "
+        f'({listed}), so the steps already run would not be those of the longer run; keep '
+        f'num_rounds={rounds}, or pass --noresume to start over'
+      )
+    if _reads_num_rounds(config) and run.get('num_steps') not in (None, identity.get('num_steps')):
+      rounds = run.get('config', {}).get(_ROUNDS_FIELD)
+      raise ResumeError(
+        f'config.num_rounds {rounds} -> {_get(config, _ROUNDS_FIELD)}: algorithm '
+        f'{_get(config, "algorithm")!r} derives its rates from num_rounds, so the steps already '
+        f'run are not those of the longer run; keep num_rounds={rounds}, or pass --noresume'
+      )
+
+  def _with_metrics(self, step: int, records: list[dict]) -> int:
+    """The latest intact step ``<= step`` whose evaluation records are all on disk."""
+    on_disk = {r['step'] for r in records}
+    candidates = [s for s in self.steps() if s <= step]
+    for s in reversed(candidates):
+      if verify_step(self.step_dir(s)) is not None:
+        continue
+      wanted = _manifest(self.step_dir(s)).get('metrics_steps')
+      if wanted is None:
+        wanted = [s]  # written before this record existed: its own step at least
+      lost = sorted(set(wanted) - on_disk)
+      if not lost:
+        if s != step:
+          self.warn(
+            f'{self.workdir}/metrics.jsonl lacks records the checkpoints after step {s} follow; '
+            f'resuming from the checkpoint at step {s}, whose records are all there'
+          )
+        return s
+    path = os.path.join(self.workdir, 'metrics.jsonl')
+    raise ResumeError(
+      f'{path} lacks evaluation records that every checkpoint in {self.directory} follows '
+      f'(e.g. steps {lost[:5]}), so resuming would leave a gap; restore the file, or pass '
+      '--noresume to start over'
+    )
+
+  def _held(self, step: int, run: Mapping[str, Any]) -> np.ndarray | None:
+    """The version each ring slot of the checkpoint at ``step`` holds (None: no ring)."""
+    held = _manifest(self.step_dir(step)).get('ring_versions')
+    if held is not None:
+      return np.asarray(held, np.int64)
+    try:  # written before manifests recorded it: the plan of the schedule it ran under
+      old = schedule_lib.load(os.path.join(self.directory, SCHEDULE_FILE))
+    except schedule_lib.ScheduleError:
+      return None
+    if old.num_steps != run.get('num_steps'):
+      return None
+    return ring.held_versions(ring.plan(old), step)
 
   def _check_schedule(self, run: dict, schedule: Any, step: int) -> None:
     if run.get('num_steps') == schedule.num_steps:
@@ -565,7 +760,14 @@ class Checkpointer:
       '--noresume to delete the checkpoints and metrics and start over'
     )
 
-  def record_run(self, config: Any, schedule: Any, *, checkpointed: bool = True) -> None:
+  def record_run(
+    self,
+    config: Any,
+    schedule: Any,
+    *,
+    checkpointed: bool = True,
+    identity: Mapping[str, Any] | None = None,
+  ) -> None:
     """Write ``config.json`` (workdir), the fingerprint and the schedule (checkpoints/).
 
     Call only after :meth:`check_resume` accepted the run. The fingerprint is written
@@ -584,6 +786,7 @@ class Checkpointer:
       'num_steps': schedule.num_steps,
       'schedule_sha256': schedule_digest(schedule),
       'checkpointed': bool(self.steps()),
+      **{k: v for k, v in (identity or {}).items() if k != 'num_steps'},
     }
     tmp = os.path.join(self.directory, 'schedule.tmp.npz')
     schedule.save(tmp)
@@ -591,8 +794,12 @@ class Checkpointer:
     write_text(os.path.join(self.directory, RUN_FILE), json.dumps(run, sort_keys=True, indent=1))
 
   # ---- state ------------------------------------------------------------------------
-  def save(self, step: int, sim_state: Any, host: Mapping[str, Any]) -> None:
-    """Save a step, wait for orbax to finish it, then write its manifest."""
+  def save(
+    self, step: int, sim_state: Any, host: Mapping[str, Any], meta: Mapping[str, Any] | None = None
+  ) -> None:
+    """Save a step, wait for orbax to finish it, then write its manifest (with ``meta``:
+    ``ring_versions``, the version each ring slot holds; ``metrics_steps``, the steps of
+    the evaluation records written so far)."""
     item = {'sim': sim_state, 'host': {k: np.asarray(v) for k, v in host.items()}}
 
     # A step reached again after a fallback: orbax refuses it (StepAlreadyExistsError).
@@ -608,7 +815,7 @@ class Checkpointer:
       self.manager.save(step, args=ocp.args.StandardSave(item))
       self.manager.wait_until_finished()
     if jax.process_index() == 0:  # one writer of the shared files (multi-process runs)
-      write_manifest(self.step_dir(step))
+      write_manifest(self.step_dir(step), meta)
       run_file = os.path.join(self.directory, RUN_FILE)
       if os.path.isfile(run_file):
         run = read_json(run_file)
@@ -618,13 +825,36 @@ class Checkpointer:
     barrier(f'afl_jax checkpoint {step}')  # nobody reads the step before its manifest exists
 
   def restore(
-    self, step: int, sim_template: Any, host_template: Mapping[str, Any]
+    self,
+    step: int,
+    sim_template: Any,
+    host_template: Mapping[str, Any],
+    ring_layout: tuple[ring.RingPlan, np.ndarray] | None = None,
   ) -> tuple[Any, dict[str, np.ndarray]]:
     """Restore a verified step into the templates' structure.
 
-    Raises ResumeError when the saved arrays' shapes or dtypes differ from the
-    templates' (the run would need a different state, e.g. a larger ring buffer).
+    ``ring_layout``: ``(plan, last_use)`` of the run resumed. The ring slots of the
+    checkpoint (``self.resume_held``, the version each holds) are moved to where
+    ``plan`` reads them (a longer ``num_rounds`` may plan other slots, or more), and
+    ``self.held`` says what each slot then holds. Raises ResumeError when the
+    saved arrays' shapes or dtypes differ from the templates', or when a version the
+    run reads is not in the checkpoint's ring.
     """
+    held, idx = self.resume_held, None
+    if ring_layout is not None and held is not None and hasattr(sim_template, 'ring'):
+      plan, last = ring_layout
+      idx = ring.remap(held, plan, last, step)
+      if isinstance(idx, int):
+        raise ResumeError(
+          f'the checkpoint at step {step} in {self.directory} does not hold the broadcast of '
+          f'server step {idx}, which a job of this run reads later (config.num_rounds changed '
+          'and the shorter run did not keep it); keep num_rounds as it was, or pass '
+          '--noresume to start over'
+        )
+      ring_template = sim_template.ring
+      sim_template = sim_template._replace(
+        ring=jax.tree.map(lambda r: _resized(r, len(held)), ring_template)
+      )
     template = {'sim': sim_template, 'host': {k: np.asarray(v) for k, v in host_template.items()}}
     try:
       have = _saved_spec(self.step_dir(step))
@@ -647,6 +877,11 @@ class Checkpointer:
     except (ValueError, TypeError, KeyError, OSError) as e:  # intact bytes, unreadable state
       raise _unrestorable(self.directory, step, e) from e
     sim = jax.tree.unflatten(jax.tree.structure(sim_template), jax.tree.leaves(item['sim']))
+    if idx is not None:
+      self.held = held[idx]
+      if len(held) != len(idx) or (idx != np.arange(len(idx))).any():
+        moved = jax.tree.map(lambda r, t: _take(r, idx, t), sim.ring, ring_template)
+        sim = sim._replace(ring=moved)
     return sim, {k: np.asarray(v) for k, v in item['host'].items()}
 
   def close(self) -> None:
@@ -662,7 +897,19 @@ def _unrestorable(directory: str, step: int, error: BaseException) -> ResumeErro
   )
 
 
+def _resized(x: Any, size: int) -> jax.ShapeDtypeStruct:
+  """The abstract array ``x`` with ``size`` rows (a checkpoint's ring under another plan)."""
+  return jax.ShapeDtypeStruct((size,) + tuple(x.shape[1:]), x.dtype, sharding=x.sharding)
+
+
+def _take(x: jax.Array, idx: np.ndarray, like: jax.Array) -> jax.Array:
+  """Rows ``idx`` of ``x``, placed as ``like`` (the ring of the run's own plan)."""
+  return jax.device_put(to_host(x)[idx], like.sharding)
+
+
 def _abstract(x: Any) -> Any:
+  if isinstance(x, jax.ShapeDtypeStruct):
+    return x
   if isinstance(x, jax.Array):
     return ocp.utils.to_shape_dtype_struct(x)  # keeps the sharding
   return jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype)

@@ -40,13 +40,14 @@ import jax
 import ml_collections
 
 from afl_jax import models
-from afl_jax.core import memory
+from afl_jax.core import memory, ring
 from afl_jax.core.engine import to_host
 from afl_jax.core.simulator import Simulator
+from afl_jax.errors import UserError
 from afl_jax.pipeline import checkpoint, metrics_io, plotting, sizes
 from afl_jax.pipeline import track as track_lib
 from afl_jax.pipeline import workdir as workdir_lib
-from afl_jax.pipeline.build import Run, build_run, engine_options
+from afl_jax.pipeline.build import Run, build_run, build_schedule, engine_options
 
 
 class NonFiniteError(RuntimeError):
@@ -68,12 +69,61 @@ def _local(evaluate: Callable[[Any], dict]) -> Callable[[Any], dict]:
   return lambda params: evaluate(jax.tree.map(to_host, params))
 
 
-def make_simulator(run: Run) -> Simulator:
+# How far past its end a run looks for the jobs still running then (min(T, this) more steps).
+LOOKAHEAD_STEPS = 10_000
+
+
+def ring_plan(run: Run) -> ring.RingPlan | None:
+  """The ring buffer's plan of ``run``, keeping the jobs still running after its last step.
+
+  Those are read off the schedule built for more rounds (the same past: builders draw
+  step by step), so that a later ``num_rounds`` extension finds every start model in
+  the last checkpoint (afl_jax/core/ring.py). Where the longer schedule has another
+  past (drawn whole) or cannot be built, nothing is kept past the end; a resume then
+  checks the checkpoint's ring against the plan (Checkpointer.restore).
+  """
+  if run.algorithm.regime != 'per_job':
+    return None
+  t = run.schedule.num_steps
+  longer_config = run.config.copy_and_resolve_references()
+  longer_config.num_rounds = t + min(max(t, 1), LOOKAHEAD_STEPS)
+  try:
+    longer = build_schedule(longer_config, run.local_steps, run.data.sizes)
+  except (UserError, ValueError):
+    longer = None
+  pending = None
+  if longer is not None and checkpoint.first_difference(run.schedule, longer, t) is None:
+    pending = ring.pending_versions(longer, t)
+  return ring.plan(run.schedule, pending)
+
+
+def make_simulator(run: Run, plan: ring.RingPlan | None = None) -> Simulator:
   """The engine for ``run`` (plans memory; raises InsufficientMemoryError if it cannot fit)."""
   c = run.config
+  plans = {} if plan is None else {'ring_plans': [plan]}
   return Simulator(
-    run.algorithm, run.problem, run.schedule, chunk_size=c.eval_every, **engine_options(c)
+    run.algorithm,
+    run.problem,
+    run.schedule,
+    chunk_size=c.eval_every,
+    **plans,
+    **engine_options(c),
   )
+
+
+def identity(run: Run, sim: Simulator) -> dict[str, Any]:
+  """What besides the config decides a run's numbers: its data, devices and engine plan."""
+  return {
+    'data_sha256': checkpoint.data_digest(run.data),
+    'num_steps': run.schedule.num_steps,
+    'engine': {
+      'devices': int(sim.num_devices),
+      'platform': str(jax.devices()[0].platform),
+      'num_slots': int(sim.num_slots),
+      'block_size': int(sim.block_size),
+      'adaptive_steps': bool(sim.adaptive_steps),
+    },
+  }
 
 
 def train_and_evaluate(
@@ -136,13 +186,21 @@ def _train(
     if not resume:
       checkpoint.start_over(workdir)
   checkpoint.barrier('afl_jax workdir')
-  ckpt = checkpoint.Checkpointer(workdir)
-  resume_step = checkpoint.on_writer(lambda: ckpt.check_resume(c, schedule), 'resume')
+  plan = ring_plan(run)
   sim = None
   with sizes.memory_guard(c, lambda: sim.memory if sim is not None else None):
-    sim = make_simulator(run)  # plans device memory before allocating anything
+    sim = make_simulator(run, plan)  # plans device memory before allocating anything
+  ident = identity(run, sim)
+  ckpt = checkpoint.Checkpointer(workdir)
+
+  def check_resume() -> int | None:
+    metrics_io.check_file(workdir)
+    records = lambda: metrics_io.read_metrics(workdir, warn=lambda m: None)
+    return ckpt.check_resume(c, schedule, ident, records=records)
+
+  resume_step = checkpoint.on_writer(check_resume, 'resume')
   if writes:
-    ckpt.record_run(c, schedule, checkpointed=c.checkpoint_every > 0)
+    ckpt.record_run(c, schedule, checkpointed=c.checkpoint_every > 0, identity=ident)
     schedule.save(os.path.join(workdir, 'schedule.npz'))
   stats = schedule.stats()
   log(
@@ -159,8 +217,13 @@ def _train(
     f'{sim.num_devices} device(s)'
   )
   host, records = track_lib.new_host(), []
+  last = None if plan is None else ring.last_use(schedule)  # the reads of this run
+  held = None if plan is None else ring.held_versions(plan, 0)  # version in each slot
   if resume_step is not None:
-    state, host = ckpt.restore(resume_step, state, host)
+    layout = None if plan is None else (plan, last)
+    state, host = ckpt.restore(resume_step, state, host, layout)
+    if plan is not None:
+      held = ckpt.held if ckpt.held is not None else ring.held_versions(plan, resume_step)
     if writes:
       records = metrics_io.truncate_metrics(workdir, resume_step)
     checkpoint.barrier('afl_jax metrics')
@@ -179,6 +242,17 @@ def _train(
   t_run, start_pos = time.time(), sim.position(state)
   next_end = lambda end: min(end + sim.chunk_size, schedule.num_steps)
 
+  ring_at = {'held': held, 'step': sim.position(state)}
+
+  def checkpoint_meta(end: int) -> dict[str, Any]:
+    """What a checkpoint at ``end`` records beside the state (see Checkpointer.save)."""
+    meta = {'metrics_steps': [int(r['step']) for r in track.records]}
+    if plan is not None:
+      ring_at['held'] = ring.advance(ring_at['held'], plan, ring_at['step'], end)
+      ring_at['step'] = end
+      meta['ring_versions'] = [int(v) for v in ring_at['held']]
+    return meta
+
   def after_chunk(state: Any, end: int) -> str | None:
     record = track.records[-1]
     progress['step'] = end
@@ -193,11 +267,13 @@ def _train(
     if track.stopped is not None:
       log(f'stopping: {track.stopped}; metrics so far are in {workdir}/{metrics_io.METRICS_FILE}')
       return track.stopped
-    if c.checkpoint_every and end % c.checkpoint_every == 0:
+    stop = c.stop_after_steps and end - start_pos >= c.stop_after_steps
+    stop = stop and end < schedule.num_steps
+    if (c.checkpoint_every and end % c.checkpoint_every == 0) or stop:  # a stop can resume
       writer.flush()
       progress['doing'] = f'saving the checkpoint of server step {end}'
-      ckpt.save(end, state, track.host)
-    if c.stop_after_steps and end - start_pos >= c.stop_after_steps and end < schedule.num_steps:
+      ckpt.save(end, state, track.host, checkpoint_meta(end))
+    if stop:
       return 'stopped'
     progress['doing'] = f'writing the metrics of server step {next_end(end)}'
     return None
@@ -226,6 +302,7 @@ def _train(
 
   records = track.records
   summary = summarize(c, records, status, time.time() - t_run, stats, sim)
+  summary['data_sha256'] = ident['data_sha256']  # what it trained and evaluated on
   progress['doing'] = 'writing plot.png and summary.json'
   if writes:
     plotting.plot_runs(

@@ -298,7 +298,7 @@ def read_metrics(
   for k, (number, line) in enumerate(numbered):
     rec = _parse(line)
     if rec is None:
-      if k == len(numbered) - 1:
+      if k == len(numbered) - 1 and not _is_record_like(line):
         torn = line
         break
       raise MetricsError(
@@ -323,7 +323,30 @@ def _parse(line: bytes) -> dict | None:
     rec = json.loads(line)
   except (ValueError, UnicodeDecodeError):
     return None
-  return rec if isinstance(rec, dict) and 'step' in rec else None
+  return rec if isinstance(rec, dict) and _is_step(rec.get('step')) else None
+
+
+def _is_record_like(line: bytes) -> bool:
+  """A whole JSON object (not a line cut by a crash) that is still not a record."""
+  try:
+    return isinstance(json.loads(line), dict)
+  except (ValueError, UnicodeDecodeError):
+    return False
+
+
+def _is_step(x: Any) -> bool:
+  return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def check_file(workdir: str | os.PathLike) -> None:
+  """MetricsError naming ``workdir/metrics.jsonl`` when it exists but is not a regular file."""
+  path = os.path.join(os.fspath(workdir), METRICS_FILE)
+  if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
+    kind = 'a symlink' if os.path.islink(path) else 'not a regular file'
+    raise MetricsError(
+      f'{path} is {kind}; the run writes its metrics there: move it away, or choose another '
+      '--workdir'
+    )
 
 
 def truncate_metrics(
