@@ -521,6 +521,7 @@ class Checkpointer:
     self.warn = warn
     self._manager = None
     self.resume_held: np.ndarray | None = None  # check_resume's step: version per ring slot
+    self.resume_move: np.ndarray | int | None = None  # its slots under the run's plan
     self.held: np.ndarray | None = None  # after restore: version per slot of the run's ring
 
   @property
@@ -588,9 +589,9 @@ class Checkpointer:
       return None  # recorded, then stopped before producing anything: nothing to protect
     if self.steps():  # checkpoints without a fingerprint: never guess what made them
       raise ResumeError(
-        f'{run_file} is missing but {self.directory} holds checkpoints: nothing records which '
-        'run made them; restore the file, or pass --noresume to delete the checkpoints and '
-        'metrics and start over, or choose another --workdir'
+        f'{self.directory} holds checkpoints but no {RUN_FILE} recording which config made '
+        f'them ({run_file} is missing); restore the file, or pass --noresume to delete the '
+        'checkpoints and metrics and start over, or choose another --workdir'
       )
     config_file = os.path.join(self.workdir, 'config.json')
     if os.path.isfile(config_file) and has_results:
@@ -605,6 +606,7 @@ class Checkpointer:
     identity: Mapping[str, Any] | None = None,
     *,
     records: Callable[[], list[dict]] | None = None,
+    ring_layout: tuple[ring.RingPlan, np.ndarray] | None = None,
   ) -> int | None:
     """The step to resume from (None: start fresh), or ResumeError; writes nothing else.
 
@@ -616,6 +618,8 @@ class Checkpointer:
     checkpoints are moved to ``damaged_checkpoints/`` with a warning. ``records()``
     (the metrics on disk): a checkpoint whose metrics are not all there is passed
     over for the latest earlier one whose metrics are, or ResumeError names the file.
+    ``ring_layout``: ``(plan, last_use)`` of the run resumed; ResumeError when the
+    checkpoint's ring lacks a broadcast the run reads (see :meth:`restore`).
     """
     saved = self._saved_run()
     if saved is None:
@@ -646,6 +650,16 @@ class Checkpointer:
       step = self._with_metrics(step, records())
     self._check_schedule(run, schedule, step)
     self.resume_held = self._held(step, run)
+    if ring_layout is not None and self.resume_held is not None:
+      plan, last = ring_layout
+      self.resume_move = ring.remap(self.resume_held, plan, last, step)
+      if isinstance(self.resume_move, int):
+        raise ResumeError(
+          f'the checkpoint at step {step} in {self.directory} does not hold the broadcast of '
+          f'server step {self.resume_move}, which a job of this run reads later '
+          '(config.num_rounds changed and the shorter run did not keep it); keep num_rounds '
+          'as it was, or pass --noresume to start over'
+        )
     return step
 
   def _check_identity(
@@ -840,17 +854,12 @@ class Checkpointer:
     saved arrays' shapes or dtypes differ from the templates', or when a version the
     run reads is not in the checkpoint's ring.
     """
-    held, idx = self.resume_held, None
-    if ring_layout is not None and held is not None and hasattr(sim_template, 'ring'):
-      plan, last = ring_layout
-      idx = ring.remap(held, plan, last, step)
-      if isinstance(idx, int):
-        raise ResumeError(
-          f'the checkpoint at step {step} in {self.directory} does not hold the broadcast of '
-          f'server step {idx}, which a job of this run reads later (config.num_rounds changed '
-          'and the shorter run did not keep it); keep num_rounds as it was, or pass '
-          '--noresume to start over'
-        )
+    held, idx = self.resume_held, self.resume_move
+    if ring_layout is not None and held is not None and idx is None:
+      idx = ring.remap(held, *ring_layout, step)  # check_resume ran on another process
+    if isinstance(idx, int) or (idx is not None and not hasattr(sim_template, 'ring')):
+      raise ResumeError(f'the checkpoint at step {step} lacks a broadcast the run reads')
+    if idx is not None:
       ring_template = sim_template.ring
       sim_template = sim_template._replace(
         ring=jax.tree.map(lambda r: _resized(r, len(held)), ring_template)

@@ -191,12 +191,14 @@ def _train(
   with sizes.memory_guard(c, lambda: sim.memory if sim is not None else None):
     sim = make_simulator(run, plan)  # plans device memory before allocating anything
   ident = identity(run, sim)
+  last = None if plan is None else ring.last_use(schedule)  # the reads of this run
+  layout = None if plan is None else (plan, last)
   ckpt = checkpoint.Checkpointer(workdir)
 
   def check_resume() -> int | None:
     metrics_io.check_file(workdir)
     records = lambda: metrics_io.read_metrics(workdir, warn=lambda m: None)
-    return ckpt.check_resume(c, schedule, ident, records=records)
+    return ckpt.check_resume(c, schedule, ident, records=records, ring_layout=layout)
 
   resume_step = checkpoint.on_writer(check_resume, 'resume')
   if writes:
@@ -217,10 +219,8 @@ def _train(
     f'{sim.num_devices} device(s)'
   )
   host, records = track_lib.new_host(), []
-  last = None if plan is None else ring.last_use(schedule)  # the reads of this run
   held = None if plan is None else ring.held_versions(plan, 0)  # version in each slot
   if resume_step is not None:
-    layout = None if plan is None else (plan, last)
     state, host = ckpt.restore(resume_step, state, host, layout)
     if plan is not None:
       held = ckpt.held if ckpt.held is not None else ring.held_versions(plan, resume_step)
