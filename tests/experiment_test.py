@@ -8,7 +8,7 @@ import pytest
 from ml_collections.config_flags import config_path
 
 from afl_jax import schedules
-from afl_jax.errors import ConfigError
+from afl_jax.errors import ConfigError, ResumeError
 from afl_jax.pipeline import build_run, loop
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline.build import build_schedule
@@ -69,18 +69,17 @@ def test_kill_and_resume_is_bitwise_identical(tmp_path):
   assert [r['step'] for r in b] == [0, 10, 20, 30]
   for ra, rb in zip(a, b, strict=True):
     assert ra == rb
-  # Resume after the metrics file was lost: records restart at the checkpointed step
-  # (labelled with it, evaluated on the restored model), never as a fake step 0.
+  # Resume after the metrics file was lost: refused in one line naming the file (the
+  # records before the checkpoint are gone, a resume would leave a gap); nothing deleted.
   lost = tmp_path / 'lost'
   loop.train_and_evaluate(
     tiny(checkpoint_every=10, stop_after_steps=20), str(lost), log=lambda *_: None
   )
   os.remove(lost / 'metrics.jsonl')
-  loop.train_and_evaluate(tiny(checkpoint_every=10), str(lost), log=lambda *_: None)
-  c = _records(lost)
-  assert [r['step'] for r in c] == [20, 30]
-  assert c[0] == {k: v for k, v in a[2].items() if k in c[0]}  # evaluation, clock, bytes
-  assert c[1] == a[3]
+  with pytest.raises(ResumeError, match='metrics.jsonl lacks evaluation records') as e:
+    loop.train_and_evaluate(tiny(checkpoint_every=10), str(lost), log=lambda *_: None)
+  assert '\n' not in str(e.value) and not (lost / 'metrics.jsonl').exists()
+  assert sorted(os.listdir(lost / 'checkpoints'))[:2] == ['10', '20']
 
 
 def test_non_finite_stops_cleanly_with_metrics_kept(tmp_path):

@@ -636,6 +636,11 @@ class Checkpointer:
     )
     if identity is not None:
       self._check_identity(run, source, config, identity)
+      if 'data_sha256' not in run:
+        self.warn(
+          f'{source} predates data digests: cannot check that the data are those the run '
+          'trained on (the resumed run records them from now on)'
+        )
     if 'schedule_sha256' not in run:  # a finished run without checkpoints, same config
       return None
     step = self.latest_step()
@@ -649,18 +654,27 @@ class Checkpointer:
     if records is not None:
       step = self._with_metrics(step, records())
     self._check_schedule(run, schedule, step)
-    self.resume_held = self._held(step, run)
-    if ring_layout is not None and self.resume_held is not None:
-      plan, last = ring_layout
-      self.resume_move = ring.remap(self.resume_held, plan, last, step)
-      if isinstance(self.resume_move, int):
-        raise ResumeError(
-          f'the checkpoint at step {step} in {self.directory} does not hold the broadcast of '
-          f'server step {self.resume_move}, which a job of this run reads later '
-          '(config.num_rounds changed and the shorter run did not keep it); keep num_rounds '
-          'as it was, or pass --noresume to start over'
-        )
+    if ring_layout is not None:
+      self.prepare_ring(step, ring_layout)
     return step
+
+  def prepare_ring(self, step: int, ring_layout: tuple[ring.RingPlan, np.ndarray]) -> None:
+    """Where the ring slots of the checkpoint at ``step`` go under ``(plan, last_use)``
+    (``self.resume_held``, ``self.resume_move``), or ResumeError naming the broadcast the
+    checkpoint lacks. Reads the step's manifest (and, for a step written before manifests
+    recorded the ring, the saved run's schedule): call before :meth:`record_run`."""
+    self.resume_held = self._held(step)
+    if self.resume_held is None:
+      return
+    plan, last = ring_layout
+    self.resume_move = ring.remap(self.resume_held, plan, last, step)
+    if isinstance(self.resume_move, int):
+      raise ResumeError(
+        f'the checkpoint at step {step} in {self.directory} does not hold the broadcast of '
+        f'server step {self.resume_move}, which a job of this run reads later '
+        '(config.num_rounds changed and the shorter run did not keep it); keep num_rounds '
+        'as it was, or pass --noresume to start over'
+      )
 
   def _check_identity(
     self, run: Mapping[str, Any], source: str, config: Any, identity: Mapping[str, Any]
@@ -732,14 +746,15 @@ class Checkpointer:
       '--noresume to start over'
     )
 
-  def _held(self, step: int, run: Mapping[str, Any]) -> np.ndarray | None:
-    """The version each ring slot of the checkpoint at ``step`` holds (None: no ring)."""
+  def _held(self, step: int) -> np.ndarray | None:
+    """The version each ring slot of the checkpoint at ``step`` holds (None: unknown)."""
     held = _manifest(self.step_dir(step)).get('ring_versions')
     if held is not None:
       return np.asarray(held, np.int64)
     try:  # written before manifests recorded it: the plan of the schedule it ran under
+      run = _read_run(os.path.join(self.directory, RUN_FILE))
       old = schedule_lib.load(os.path.join(self.directory, SCHEDULE_FILE))
-    except schedule_lib.ScheduleError:
+    except (ResumeError, schedule_lib.ScheduleError):
       return None
     if old.num_steps != run.get('num_steps'):
       return None
@@ -847,16 +862,14 @@ class Checkpointer:
   ) -> tuple[Any, dict[str, np.ndarray]]:
     """Restore a verified step into the templates' structure.
 
-    ``ring_layout``: ``(plan, last_use)`` of the run resumed. The ring slots of the
-    checkpoint (``self.resume_held``, the version each holds) are moved to where
+    ``ring_layout``: ``(plan, last_use)`` of the run resumed, given to
+    :meth:`prepare_ring` before: the ring slots of the checkpoint are moved to where
     ``plan`` reads them (a longer ``num_rounds`` may plan other slots, or more), and
     ``self.held`` says what each slot then holds. Raises ResumeError when the
     saved arrays' shapes or dtypes differ from the templates', or when a version the
     run reads is not in the checkpoint's ring.
     """
-    held, idx = self.resume_held, self.resume_move
-    if ring_layout is not None and held is not None and idx is None:
-      idx = ring.remap(held, *ring_layout, step)  # check_resume ran on another process
+    held, idx = self.resume_held, self.resume_move if ring_layout is not None else None
     if isinstance(idx, int) or (idx is not None and not hasattr(sim_template, 'ring')):
       raise ResumeError(f'the checkpoint at step {step} lacks a broadcast the run reads')
     if idx is not None:

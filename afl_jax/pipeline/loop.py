@@ -69,8 +69,9 @@ def _local(evaluate: Callable[[Any], dict]) -> Callable[[Any], dict]:
   return lambda params: evaluate(jax.tree.map(to_host, params))
 
 
-# How far past its end a run looks for the jobs still running then (min(T, this) more steps).
-LOOKAHEAD_STEPS = 10_000
+# How far past its end a run looks for the jobs still running then: min(T, max(this,
+# 4 tau_max)) more steps (a job still running after that is found missing on extension).
+LOOKAHEAD_STEPS = 64
 
 
 def ring_plan(run: Run) -> ring.RingPlan | None:
@@ -86,7 +87,8 @@ def ring_plan(run: Run) -> ring.RingPlan | None:
     return None
   t = run.schedule.num_steps
   longer_config = run.config.copy_and_resolve_references()
-  longer_config.num_rounds = t + min(max(t, 1), LOOKAHEAD_STEPS)
+  ahead = max(LOOKAHEAD_STEPS, 4 * run.schedule.max_staleness)
+  longer_config.num_rounds = t + min(t, ahead)
   try:
     longer = build_schedule(longer_config, run.local_steps, run.data.sizes)
   except (UserError, ValueError):
@@ -201,6 +203,9 @@ def _train(
     return ckpt.check_resume(c, schedule, ident, records=records, ring_layout=layout)
 
   resume_step = checkpoint.on_writer(check_resume, 'resume')
+  if resume_step is not None and layout is not None and not writes:
+    ckpt.prepare_ring(resume_step, layout)  # as process 0 did, before it records the run
+  checkpoint.barrier('afl_jax resume')
   if writes:
     ckpt.record_run(c, schedule, checkpointed=c.checkpoint_every > 0, identity=ident)
     schedule.save(os.path.join(workdir, 'schedule.npz'))
