@@ -299,6 +299,57 @@ def test_deleted_run_json_through_the_script_is_one_error_line(stopped, tmp_path
 
 # ---- run identity: data and devices ---------------------------------------------------------
 
+ENGINE = {'devices': 1, 'platform': 'cpu', 'num_slots': 2, 'block_size': 2, 'adaptive_steps': False}
+
+
+def recorded(workdir, cfg, sched, **identity):
+  from pipeline_checkpoint_test import host, state
+
+  ident = {'data_sha256': 'a' * 64, 'num_steps': sched.num_steps, 'engine': dict(ENGINE)}
+  ident.update(identity)
+  ck = checkpoint.Checkpointer(workdir)
+  ck.record_run(cfg, sched, identity=ident)
+  ck.save(4, state(4), host(4))
+  ck.close()
+  return ident
+
+
+@pytest.mark.parametrize(
+  'change, fragment',
+  [
+    ({'data_sha256': 'b' * 64}, 'config.data_dir'),
+    ({'engine': {**ENGINE, 'devices': 2}}, 'device count changes from 1 to 2'),
+    ({'engine': {**ENGINE, 'platform': 'gpu'}}, 'device count changes from 1 cpu to 1 gpu'),
+    ({'engine': {**ENGINE, 'num_slots': 4}}, 'num_slots 2 -> 4'),
+  ],
+)
+def test_an_identity_change_is_refused_naming_it(tmp_path, change, fragment):
+  from pipeline_checkpoint_test import config, fedbuff
+
+  ident = recorded(tmp_path, config(), fedbuff(12))
+  before = snapshot(tmp_path)
+  with pytest.raises(ResumeError) as e:
+    checkpoint.Checkpointer(tmp_path).check_resume(config(), fedbuff(12), {**ident, **change})
+  assert fragment in one_line(e)
+  assert snapshot(tmp_path) == before
+  assert checkpoint.Checkpointer(tmp_path).check_resume(config(), fedbuff(12), ident) == 4
+
+
+def test_extending_an_algorithm_that_reads_num_rounds_is_refused(tmp_path):
+  from pipeline_checkpoint_test import config, fedbuff
+
+  ident = recorded(tmp_path, config(algorithm='masfl'), fedbuff(12))
+  longer = {**ident, 'num_steps': 16}
+  with pytest.raises(ResumeError) as e:
+    checkpoint.Checkpointer(tmp_path).check_resume(
+      config(algorithm='masfl', num_rounds=16), fedbuff(16), longer
+    )
+  assert "algorithm 'masfl' derives its rates from num_rounds" in one_line(e)
+  other = tmp_path / 'fedbuff'  # FedBuff's rates do not: extended from step 4
+  recorded(other, config(algorithm='fedbuff'), fedbuff(12))
+  ck = checkpoint.Checkpointer(other)
+  assert ck.check_resume(config(algorithm='fedbuff', num_rounds=16), fedbuff(16), longer) == 4
+
 
 def fmnist_run(data_dir, **overrides):
   return tiny(
@@ -371,3 +422,47 @@ def test_resume_with_another_cpu_device_count_is_refused(tmp_path):
   rc, out = run_train(tmp_path, *args, **devices(1))
   one_error_line(rc, out, 'device count changes from 2 to 1', '--noresume')
   assert snapshot(tmp_path) == before
+
+
+# ---- kills at any moment still resume to the uninterrupted run ------------------------------
+
+SCRIPT = ['--config=configs/digits_smoke.py', '--config.num_clients=12', '--config.num_rounds=30']
+SCRIPT += ['--config.eval_every=5', '--config.checkpoint_every=10']
+ONE_DEVICE = {'XLA_FLAGS': '--xla_force_host_platform_device_count=1'}
+
+
+@pytest.fixture(scope='module')
+def script_reference(tmp_path_factory):
+  workdir = tmp_path_factory.mktemp('script_reference')
+  rc, out = run_train(workdir, *SCRIPT, **ONE_DEVICE)
+  assert rc == 0, out
+  return records(workdir)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('sig', ['SIGKILL', 'SIGINT', 'SIGTERM'])
+def test_a_killed_run_resumes_to_the_uninterrupted_run(script_reference, tmp_path, sig):
+  import signal
+  import subprocess
+  import sys
+  import time
+
+  from helper_runs import ROOT
+
+  workdir = tmp_path / 'run'
+  proc = subprocess.Popen(
+    [sys.executable, 'scripts/train.py', f'--workdir={workdir}', *SCRIPT],
+    cwd=ROOT,
+    env={**os.environ, 'JAX_PLATFORMS': 'cpu', **ONE_DEVICE},
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.DEVNULL,
+  )
+  manifest = workdir / 'checkpoints' / '10' / checkpoint.MANIFEST
+  deadline = time.time() + 240
+  while not manifest.exists() and proc.poll() is None and time.time() < deadline:
+    time.sleep(0.05)
+  proc.send_signal(getattr(signal, sig))  # mid-way through steps 10-20, or just after 10
+  proc.wait(timeout=60)
+  rc, out = run_train(workdir, *SCRIPT, **ONE_DEVICE)
+  assert rc == 0, out
+  assert records(workdir) == script_reference

@@ -456,13 +456,12 @@ def _get(config: Any, field: str) -> Any:
 
 def _reads_num_rounds(config: Any) -> bool:
   """Does the config's algorithm take num_rounds from the run (e.g. MasFL's theory rates)?"""
-  from afl_jax import algorithms
+  from afl_jax.algorithms import registry
 
   name = _get(config, 'algorithm')
-  try:
-    return 'num_rounds' in algorithms.ALGORITHMS.meta(name).get('context', ())
-  except Exception:  # an unknown name was refused by the config's validation already
-    return False
+  if not isinstance(name, str) or name not in registry.ALGORITHMS:
+    return False  # an unknown name was refused by the config's validation already
+  return 'num_rounds' in registry.context(name)
 
 
 _RUN_TYPES = {
