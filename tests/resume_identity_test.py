@@ -28,7 +28,7 @@ from helper_runs import one_error_line, run_train
 from afl_jax import schedules
 from afl_jax.core import ring
 from afl_jax.errors import ResumeError, UserError
-from afl_jax.pipeline import checkpoint, loop, metrics_io
+from afl_jax.pipeline import checkpoint, loop, metrics_io, run_identity
 
 QUIET = {'log': lambda *_: None}
 
@@ -175,6 +175,12 @@ def test_a_stop_between_checkpoints_leaves_one_and_the_rerun_equals_the_whole_ru
 ):
   assert checkpoint.Checkpointer(stopped).steps() == [10, 15]
   workdir = copy_of(stopped, tmp_path)
+  train(workdir, **RUN)
+  assert records(workdir) == reference
+
+
+def test_a_moved_workdir_with_an_odd_path_resumes_to_the_whole_run(reference, stopped, tmp_path):
+  workdir = copy_of(stopped, tmp_path, name='moved run é ü #1')
   train(workdir, **RUN)
   assert records(workdir) == reference
 
@@ -375,7 +381,7 @@ def test_data_digest_names_what_changes_and_ignores_where_it_lives(tmp_path):
 
   shifted['train_y'] = idx_bytes((arrays['train_y'] + 1) % 10)
   write_fake(tmp_path / 'shifted', n_train=120, n_test=30, **shifted)
-  digest = lambda d: checkpoint.data_digest(build_data(fmnist_run(tmp_path / d)))
+  digest = lambda d: run_identity.data_digest(build_data(fmnist_run(tmp_path / d)))
   assert digest('a') == digest('copy')
   assert digest('a') != digest('shifted')  # labels only
 
@@ -440,7 +446,7 @@ def script_reference(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('sig', ['SIGKILL', 'SIGINT', 'SIGTERM'])
+@pytest.mark.parametrize('sig', ['SIGKILL', 'SIGINT', 'SIGTERM', 'SIGHUP'])
 def test_a_killed_run_resumes_to_the_uninterrupted_run(script_reference, tmp_path, sig):
   import signal
   import subprocess
@@ -462,7 +468,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_run(script_reference, tmp_pat
   while not manifest.exists() and proc.poll() is None and time.time() < deadline:
     time.sleep(0.05)
   proc.send_signal(getattr(signal, sig))  # mid-way through steps 10-20, or just after 10
-  proc.wait(timeout=60)
+  assert proc.wait(timeout=60) != 0  # stopped before its end
   rc, out = run_train(workdir, *SCRIPT, **ONE_DEVICE)
   assert rc == 0, out
   assert records(workdir) == script_reference

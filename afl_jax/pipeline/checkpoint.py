@@ -6,27 +6,34 @@ accumulators. Randomness is a function of (seed, step), so no RNG state is saved
 Beside the orbax files this module keeps, all under ``workdir/checkpoints``:
 
 * ``run.json``: the **fingerprint** of the run: the resolved config (canonical
-  JSON), the number of server steps and a SHA-256 of the schedule arrays;
+  JSON), the number of server steps, a SHA-256 of the schedule arrays, a SHA-256 of
+  the data (:func:`data_digest`) and the engine facts that change the arithmetic
+  (device count and platform, arrival slots, client blocks);
 * ``schedule.npz``: the schedule the checkpoints were computed under (so a longer
   ``num_rounds`` can be checked against the past it would resume);
 * ``<step>/afl_manifest.json``: the SHA-256 and size of every file of that step,
-  written after orbax finished the step. Orbax does not notice bit flips in tensor
-  data; the manifest does.
+  written after orbax finished the step (orbax does not notice bit flips in tensor
+  data; the manifest does), the version each ring slot holds (``ring_versions``: a
+  resume under a longer ``num_rounds`` moves them where its plan reads them) and
+  the steps of the evaluation records written before it (``metrics_steps``: a
+  checkpoint whose records are not all on disk is passed over, never resumed
+  with a gap).
 
 The loop calls, in this order (see afl_jax/pipeline/loop.py)::
 
   ckpt = Checkpointer(workdir)
-  step = ckpt.check_resume(config, schedule)   # before compiling anything
-  ckpt.record_run(config, schedule)            # config.json + fingerprint, only if accepted
+  step = ckpt.check_resume(config, schedule, identity, records=..., ring_layout=...)
+  ckpt.record_run(config, schedule, identity=identity)  # only if accepted
   state = sim.init(...)
   if step is not None:
-    state, host = ckpt.restore(step, state, host)
+    state, host = ckpt.restore(step, state, host, ring_layout)
   ...
-  ckpt.save(end, state, host)
+  ckpt.save(end, state, host, meta)
 
 ``check_resume`` refuses (:class:`~afl_jax.errors.ResumeError`, one line) a
 workdir whose run differs from the requested one, naming every differing field
-``old -> new``; it never writes anything then, so ``config.json`` still says what
+``old -> new`` (or the data, the device count, ``num_rounds``, the damaged file);
+it never writes anything then, so ``config.json`` still says what
 ran. Fields in :data:`RESUME_FREE_FIELDS` describe how a run is observed, not what
 it computes, and may change between invocations. ``num_rounds`` may change when
 the new schedule's first S steps (S = the checkpointed step) are identical to the
@@ -73,6 +80,7 @@ from etils import epath
 from afl_jax.core import ring
 from afl_jax.core.engine import to_host
 from afl_jax.errors import ResumeError, UserError
+from afl_jax.pipeline import run_identity
 from afl_jax.pipeline.metrics_io import jsonable
 from afl_jax.pipeline.workdir import read_json, write_text
 from afl_jax.schedules import schedule as schedule_lib
@@ -84,7 +92,6 @@ __all__ = [
   'canonical_config',
   'config_diff',
   'config_json',
-  'data_digest',
   'first_difference',
   'is_writer',
   'on_writer',
@@ -427,74 +434,6 @@ def start_over(workdir: str | os.PathLike) -> None:
       os.remove(path)
 
 
-# ---- run identity ------------------------------------------------------------------
-_DATA_ARRAYS = ('x', 'y', 'index', 'offsets', 'sizes', 'test_x', 'test_y', 'unlabeled_x')
-_DATA_ARRAYS += ('val_x', 'val_y')
-
-
-def data_digest(layout: Any) -> str:
-  """SHA-256 of the arrays a run trains and evaluates on (a :class:`~afl_jax.data.ClientLayout`:
-  training samples and labels, the clients' index, test, validation and unlabeled sets).
-
-  Hashed once per invocation from the host NumPy bytes (about 1 s per GB); two loads of
-  the same files give the same digest wherever the files are.
-  """
-  h = hashlib.sha256(f'num_classes={int(layout.num_classes)};'.encode())
-  for name in _DATA_ARRAYS:
-    a = np.ascontiguousarray(getattr(layout, name))
-    h.update(f'{name}:{a.dtype.str}:{a.shape};'.encode())
-    h.update(a.tobytes() if a.size == 0 else memoryview(a).cast('B'))
-  return h.hexdigest()
-
-
-def _get(config: Any, field: str) -> Any:
-  try:
-    return config[field]
-  except (KeyError, AttributeError, TypeError):
-    return None
-
-
-def _reads_num_rounds(config: Any) -> bool:
-  """Does the config's algorithm take num_rounds from the run (e.g. MasFL's theory rates)?"""
-  from afl_jax.algorithms import registry
-
-  name = _get(config, 'algorithm')
-  if not isinstance(name, str) or name not in registry.ALGORITHMS:
-    return False  # an unknown name was refused by the config's validation already
-  return 'num_rounds' in registry.context(name)
-
-
-_RUN_TYPES = {
-  'config': (dict,),
-  'num_steps': (int,),
-  'schedule_sha256': (str,),
-  'checkpointed': (bool,),
-  'data_sha256': (str,),
-  'engine': (dict,),
-}
-
-
-def _read_run(run_file: str) -> dict[str, Any]:
-  """run.json as a dict whose fields have their types, or ResumeError naming the file."""
-  advice = (
-    "pass --noresume to delete this workdir's checkpoints and metrics and start over, or choose "
-    'another --workdir'
-  )
-  try:
-    run = read_json(run_file)
-  except (OSError, ValueError) as e:
-    raise ResumeError(f'cannot read {run_file} ({e}); {advice}') from None
-  if not isinstance(run, dict):
-    raise ResumeError(f'{run_file} holds a {type(run).__name__}, not a JSON object; {advice}')
-  for field, types in _RUN_TYPES.items():
-    v = run.get(field)
-    if v is not None and (not isinstance(v, types) or (types == (int,) and isinstance(v, bool))):
-      raise ResumeError(
-        f'{run_file}: field {field!r} is {json.dumps(v)[:40]}, not a {types[0].__name__}; {advice}'
-      )
-  return run
-
-
 class Checkpointer:
   """Save / restore ``{'sim': SimState, 'host': dict of arrays}`` under ``workdir/checkpoints``.
 
@@ -582,7 +521,7 @@ class Checkpointer:
     metrics = os.path.join(self.workdir, 'metrics.jsonl')
     has_results = os.path.lexists(metrics)
     if os.path.lexists(run_file):
-      run = _read_run(run_file)
+      run = run_identity.read_run(run_file)
       if run.get('checkpointed') or self.steps() or has_results:
         return run, run_file
       return None  # recorded, then stopped before producing anything: nothing to protect
@@ -634,7 +573,7 @@ class Checkpointer:
       self.free_fields,
     )
     if identity is not None:
-      self._check_identity(run, source, config, identity)
+      run_identity.check(run, source, config, identity, self.workdir)
       if 'data_sha256' not in run:
         self.warn(
           f'{source} predates data digests: cannot check that the data are those the run '
@@ -675,51 +614,6 @@ class Checkpointer:
         'as it was, or pass --noresume to start over'
       )
 
-  def _check_identity(
-    self, run: Mapping[str, Any], source: str, config: Any, identity: Mapping[str, Any]
-  ) -> None:
-    """Refuse a resume on other data, another device count or another engine plan."""
-    old_data, new_data = run.get('data_sha256'), identity.get('data_sha256')
-    if old_data is not None and new_data is not None and old_data != new_data:
-      data_dir = _get(config, 'data_dir') or os.environ.get('AFL_JAX_DATA') or '<default>'
-      raise ResumeError(
-        f'config.data_dir={data_dir!r}: the dataset files there hold other data than the run '
-        f'in {self.workdir} trained on (data digest {old_data[:12]} -> {new_data[:12]}, '
-        f'{source}); point config.data_dir (or $AFL_JAX_DATA) at the files the run used, or '
-        'pass --noresume to start over'
-      )
-    old_engine, new_engine = run.get('engine') or {}, identity.get('engine') or {}
-    a, b = old_engine.get('devices'), new_engine.get('devices')
-    if old_engine.get('platform', new_engine.get('platform')) != new_engine.get('platform'):
-      a, b = f'{a} {old_engine["platform"]}', f'{b} {new_engine.get("platform")}'
-    if a is not None and b is not None and a != b:
-      raise ResumeError(
-        f'the device count changes from {a} to {b} (the run in {self.workdir} ran on {a}; '
-        '$AFL_JAX_CPU_DEVICES / XLA_FLAGS=--xla_force_host_platform_device_count on CPU): '
-        'clients sharded over another count sum in another order; resume it with '
-        f'{a} devices, or pass --noresume to start over'
-      )
-    changed = sorted(
-      k
-      for k in set(old_engine) & set(new_engine)
-      if k not in ('devices', 'platform') and old_engine[k] != new_engine[k]
-    )
-    if changed:
-      rounds = run.get('config', {}).get(_ROUNDS_FIELD)
-      listed = ', '.join(f'{k} {old_engine[k]} -> {new_engine[k]}' for k in changed)
-      raise ResumeError(
-        f"config.num_rounds {rounds} -> {_get(config, _ROUNDS_FIELD)} changes the engine's plan "
-        f'({listed}), so the steps already run would not be those of the longer run; keep '
-        f'num_rounds={rounds}, or pass --noresume to start over'
-      )
-    if _reads_num_rounds(config) and run.get('num_steps') not in (None, identity.get('num_steps')):
-      rounds = run.get('config', {}).get(_ROUNDS_FIELD)
-      raise ResumeError(
-        f'config.num_rounds {rounds} -> {_get(config, _ROUNDS_FIELD)}: algorithm '
-        f'{_get(config, "algorithm")!r} derives its rates from num_rounds, so the steps already '
-        f'run are not those of the longer run; keep num_rounds={rounds}, or pass --noresume'
-      )
-
   def _with_metrics(self, step: int, records: list[dict]) -> int:
     """The latest intact step ``<= step`` whose evaluation records are all on disk."""
     on_disk = {r['step'] for r in records}
@@ -751,7 +645,7 @@ class Checkpointer:
     if held is not None:
       return np.asarray(held, np.int64)
     try:  # written before manifests recorded it: the plan of the schedule it ran under
-      run = _read_run(os.path.join(self.directory, RUN_FILE))
+      run = run_identity.read_run(os.path.join(self.directory, RUN_FILE))
       old = schedule_lib.load(os.path.join(self.directory, SCHEDULE_FILE))
     except (ResumeError, schedule_lib.ScheduleError):
       return None

@@ -44,7 +44,7 @@ from afl_jax.core import memory, ring
 from afl_jax.core.engine import to_host
 from afl_jax.core.simulator import Simulator
 from afl_jax.errors import UserError
-from afl_jax.pipeline import checkpoint, metrics_io, plotting, sizes
+from afl_jax.pipeline import checkpoint, metrics_io, plotting, run_identity, sizes
 from afl_jax.pipeline import track as track_lib
 from afl_jax.pipeline import workdir as workdir_lib
 from afl_jax.pipeline.build import Run, build_run, build_schedule, engine_options
@@ -113,21 +113,6 @@ def make_simulator(run: Run, plan: ring.RingPlan | None = None) -> Simulator:
   )
 
 
-def identity(run: Run, sim: Simulator) -> dict[str, Any]:
-  """What besides the config decides a run's numbers: its data, devices and engine plan."""
-  return {
-    'data_sha256': checkpoint.data_digest(run.data),
-    'num_steps': run.schedule.num_steps,
-    'engine': {
-      'devices': int(sim.num_devices),
-      'platform': str(jax.devices()[0].platform),
-      'num_slots': int(sim.num_slots),
-      'block_size': int(sim.block_size),
-      'adaptive_steps': bool(sim.adaptive_steps),
-    },
-  }
-
-
 def train_and_evaluate(
   config: ml_collections.ConfigDict, workdir: str, *, resume: bool = True, log=print
 ) -> dict[str, Any]:
@@ -192,7 +177,7 @@ def _train(
   sim = None
   with sizes.memory_guard(c, lambda: sim.memory if sim is not None else None):
     sim = make_simulator(run, plan)  # plans device memory before allocating anything
-  ident = identity(run, sim)
+  ident = run_identity.of_run(run, sim)
   last = None if plan is None else ring.last_use(schedule)  # the reads of this run
   layout = None if plan is None else (plan, last)
   ckpt = checkpoint.Checkpointer(workdir)
