@@ -35,8 +35,8 @@ def data_digest(layout: Any) -> str:
   """SHA-256 of the arrays a run trains and evaluates on (a :class:`~afl_jax.data.ClientLayout`:
   training samples and labels, the clients' index, test, validation and unlabeled sets).
 
-  Hashed once per invocation from the host NumPy bytes (about 1 s per GB); two loads of
-  the same files give the same digest wherever the files are.
+  Hashed once per invocation from the host NumPy bytes (0.8 s for Fashion-MNIST's 220 MB
+  on a 2-core CPU); two loads of the same files give the same digest wherever they are.
   """
   h = hashlib.sha256(f'num_classes={int(layout.num_classes)};'.encode())
   for name in _DATA_ARRAYS:
