@@ -19,7 +19,9 @@ import json
 import os
 import shutil
 
+import jax
 import numpy as np
+import orbax.checkpoint as ocp
 import pytest
 from data_fmnist_test import write_fake
 from experiment_test import tiny
@@ -196,6 +198,25 @@ def test_extending_a_finished_run_equals_the_longer_run(reference, tmp_path):
   assert records(tmp_path) == reference
   run = json.loads((tmp_path / 'checkpoints' / 'run.json').read_text())
   assert run['num_steps'] == 30 and run['config']['num_rounds'] == 30
+
+
+def test_a_checkpoint_with_another_ring_layout_is_moved_where_the_plan_reads(
+  reference, stopped, tmp_path
+):
+  # A checkpoint written under another plan: its ring slots reversed and one more slot,
+  # its manifest saying so. The resume moves every slot to where this run's plan reads it.
+  workdir = copy_of(stopped, tmp_path)
+  ck = checkpoint.Checkpointer(workdir)
+  item = ck.manager.restore(15, args=ocp.args.StandardRestore())
+  meta = json.loads((workdir / 'checkpoints' / '15' / checkpoint.MANIFEST).read_text())
+  held = np.asarray(meta['ring_versions'])
+  order = np.r_[np.arange(len(held))[::-1], 0]
+  item['sim']['ring'] = jax.tree.map(lambda r: np.asarray(r)[order], item['sim']['ring'])
+  meta = {'metrics_steps': meta['metrics_steps'], 'ring_versions': held[order].tolist()}
+  ck.save(15, item['sim'], item['host'], meta)  # the original goes to damaged_checkpoints/
+  ck.close()
+  train(workdir, **RUN)
+  assert records(workdir) == reference
 
 
 def test_an_extension_whose_start_model_is_gone_is_refused_naming_num_rounds(
