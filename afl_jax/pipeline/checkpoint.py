@@ -386,7 +386,7 @@ def write_manifest(step_dir: str, meta: Mapping[str, Any] | None = None) -> None
 
 
 def _manifest(step_dir: str) -> dict[str, Any]:
-  """A verified step's manifest (its ``meta`` entries checked as lists of integers)."""
+  """A step's manifest (:func:`verify_step` checked its ``meta`` entries: lists of integers)."""
   return read_json(os.path.join(step_dir, MANIFEST))
 
 
@@ -617,7 +617,7 @@ class Checkpointer:
   def _with_metrics(self, step: int, records: list[dict]) -> int:
     """The latest intact step ``<= step`` whose evaluation records are all on disk."""
     on_disk = {r['step'] for r in records}
-    candidates = [s for s in self.steps() if s <= step]
+    candidates, lost = [s for s in self.steps() if s <= step], []
     for s in reversed(candidates):
       if verify_step(self.step_dir(s)) is not None:
         continue

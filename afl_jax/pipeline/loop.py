@@ -9,9 +9,12 @@ between chunks, and writes into ``workdir``:
 * ``metrics.jsonl`` (strict JSON, one record per evaluation) and TensorBoard
   events in ``tensorboard/`` (afl_jax/pipeline/metrics_io.py);
 * ``plot.png`` and ``summary.json`` at the end;
-* orbax checkpoints every ``checkpoint_every`` steps (afl_jax/pipeline/checkpoint.py):
-  a workdir holding a run with a different config is refused (``ResumeError``), a
-  damaged latest checkpoint falls back to the previous intact one.
+* orbax checkpoints every ``checkpoint_every`` steps and where ``stop_after_steps``
+  stops (afl_jax/pipeline/checkpoint.py): a workdir holding a run with a different
+  config or identity (data digest, device count, engine plan:
+  afl_jax/pipeline/run_identity.py) is refused (``ResumeError``), a damaged latest
+  checkpoint, or one whose metrics are not all on disk, falls back to the previous
+  one; a longer ``num_rounds`` continues as the longer run (:func:`ring_plan`).
 
 One writer per workdir (afl_jax/pipeline/workdir.py): the workdir is locked first
 (a second writer is refused, naming the holder), a workdir holding a sweep is
