@@ -72,7 +72,7 @@ from etils import epath
 
 from afl_jax.errors import ResumeError, UserError
 from afl_jax.pipeline.metrics_io import jsonable
-from afl_jax.pipeline.workdir import read_json, write_text
+from afl_jax.pipeline.workdir import read_json, write_text, write_with
 from afl_jax.schedules import schedule as schedule_lib
 
 __all__ = [
@@ -585,9 +585,7 @@ class Checkpointer:
       'schedule_sha256': schedule_digest(schedule),
       'checkpointed': bool(self.steps()),
     }
-    tmp = os.path.join(self.directory, 'schedule.tmp.npz')
-    schedule.save(tmp)
-    os.replace(tmp, os.path.join(self.directory, SCHEDULE_FILE))
+    write_with(os.path.join(self.directory, SCHEDULE_FILE), schedule.save)
     write_text(os.path.join(self.directory, RUN_FILE), json.dumps(run, sort_keys=True, indent=1))
 
   # ---- state ------------------------------------------------------------------------

@@ -143,7 +143,7 @@ def _train(
     sim = make_simulator(run)  # plans device memory before allocating anything
   if writes:
     ckpt.record_run(c, schedule, checkpointed=c.checkpoint_every > 0)
-    schedule.save(os.path.join(workdir, 'schedule.npz'))
+    workdir_lib.write_with(os.path.join(workdir, 'schedule.npz'), schedule.save)
   stats = schedule.stats()
   log(
     f'afl_jax: {c.algorithm} on {c.dataset} ({run.data.num_clients} clients, {c.model}, '
