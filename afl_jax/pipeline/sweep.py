@@ -259,6 +259,7 @@ def _run_group(k, points, runs, build_group, workdir, log) -> dict:
     f'{seconds:.1f}s; simulation state about {format_bytes(sim.memory["total"])} (analytic)'
   )
   info = {'runs': len(runs), 'compile_seconds': compile_s, 'seconds': seconds, 'mode': sim.mode}
+  workdir_lib.make_dirs(gdir)
   workdir_lib.write_text(
     os.path.join(gdir, DONE_FILE),
     json.dumps(metrics_io.jsonable({'runs': names, 'info': info}), allow_nan=False) + '\n',
