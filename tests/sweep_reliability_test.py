@@ -16,6 +16,7 @@ Kept small: digits + logistic regression, 2 groups of 2 replicas, a few steps.
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -171,6 +172,60 @@ def test_extending_a_sweep_is_refused_naming_num_rounds(reference):
   text = str(e.value)
   assert '\n' not in text and 'num_rounds 6 -> 8' in text and 'cannot be extended' in text, text
   assert (_metrics(ref), open(os.path.join(ref, 'summary.json'), 'rb').read()) == kept
+
+
+def _copy(ref, tmp_path):
+  work = str(tmp_path / 'copy')
+  shutil.copytree(ref, work)
+  return work
+
+
+@pytest.mark.parametrize(
+  'key, value, fragment',
+  [
+    ('data_sha256', '0' * 64, 'the data differs from the files it trained on (config.data_dir'),
+    ('devices', 64, 'it ran on 64 device(s), this process has 1 ($AFL_JAX_CPU_DEVICES'),
+    ('platform', 'tpu', 'it ran on tpu, this process on cpu ($JAX_PLATFORMS)'),
+  ],
+)
+def test_a_sweep_is_not_continued_on_other_data_or_devices(
+  reference, tmp_path, key, value, fragment
+):
+  ref, _ = reference
+  work = _copy(ref, tmp_path)
+  path = os.path.join(work, workdir_lib.SWEEP_FILE)
+  record = _strict(path)
+  assert set(record['identity']) == {'data_sha256', 'devices', 'platform'}
+  record['identity'][key] = value  # as if it had run on other data, devices or platform
+  with open(path, 'w') as f:
+    json.dump(record, f)
+  kept = _metrics(work), open(os.path.join(work, 'summary.json'), 'rb').read()
+  with pytest.raises(workdir_lib.WorkdirError) as e:
+    sweep.train_sweep(_grid(), work, log=lambda *_: None)
+  text = str(e.value)
+  assert '\n' not in text and fragment in text and workdir_lib.SWEEP_FILE in text, text
+  assert (_metrics(work), open(os.path.join(work, 'summary.json'), 'rb').read()) == kept
+
+
+def test_damaged_sweep_files_are_refused_in_one_line_before_compute(reference, tmp_path):
+  ref, _ = reference
+  work = _copy(ref, tmp_path)
+  path = os.path.join(work, workdir_lib.SWEEP_FILE)
+  kept = open(path).read()
+  with open(path, 'w') as f:
+    f.write('[1, 2]')
+  with pytest.raises(workdir_lib.WorkdirError, match='sweep.json is not a JSON object'):
+    sweep.train_sweep(_grid(), work, log=lambda *_: None)
+  with open(path, 'w') as f:
+    f.write(kept)
+  run = os.path.join(work, _names(2)[0])
+  shutil.move(run, run + '.kept')
+  with open(run, 'w') as f:  # a run's directory replaced by a file
+    f.write('x')
+  with pytest.raises(workdir_lib.WorkdirError) as e:
+    sweep.train_sweep(_grid(), work, log=lambda *_: None)
+  assert f'{_names(2)[0]} is a file, not a directory' in str(e.value), str(e.value)
+  assert open(run).read() == 'x' and _strict(path)['complete'] is True
 
 
 # ---- through scripts/train.py -------------------------------------------------------------

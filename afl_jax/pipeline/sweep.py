@@ -37,6 +37,7 @@ memory (the engine's analytic estimate) is split into groups that do, said in th
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
@@ -580,6 +581,43 @@ def train_sweep(
     lock.release()
 
 
+def identity(first: build_lib.Run) -> dict[str, Any]:
+  """What besides the config decides a sweep's numbers: the data files (a SHA-256 of the
+  first grid point's arrays: every point loads the same files) and the devices."""
+  h = hashlib.sha256()
+  for name, value in sorted(first.data._asdict().items()):  # a ClientLayout
+    a = np.ascontiguousarray(np.asarray(value))
+    h.update(f'{name}:{a.dtype.str}:{a.shape};'.encode())
+    h.update(a.tobytes())
+  return {
+    'data_sha256': h.hexdigest(),
+    'devices': jax.device_count(),
+    'platform': jax.default_backend(),
+  }
+
+
+def _refuse_other_identity(saved: dict, ident: dict[str, Any], workdir: str) -> None:
+  """WorkdirError (one line) when the sweep in ``workdir`` ran on other data or devices."""
+  old = saved.get('identity')
+  if not isinstance(old, dict):
+    return  # recorded before identities were: nothing to compare
+  why = {
+    'data_sha256': 'the data differs from the files it trained on (config.data_dir or '
+    '$AFL_JAX_DATA names other files)',
+    'devices': f'it ran on {old.get("devices")} device(s), this process has '
+    f'{ident["devices"]} ($AFL_JAX_CPU_DEVICES on the CPU)',
+    'platform': f'it ran on {old.get("platform")}, this process on {ident["platform"]} '
+    '($JAX_PLATFORMS)',
+  }
+  changed = [text for key, text in why.items() if old.get(key) != ident[key]]
+  if changed:
+    raise workdir_lib.WorkdirError(
+      f'workdir {workdir_lib.show(workdir)} holds a sweep this invocation would not continue '
+      f'exactly ({workdir_lib.SWEEP_FILE}): {"; ".join(changed)}; run it as it ran, or choose '
+      'another --workdir'
+    )
+
+
 def _saved_plan(saved: dict | None, config, names: list[str]) -> list[list[int]] | None:
   """The grouping an earlier invocation of this sweep recorded (None: none, or another)."""
   if not saved or not isinstance(saved.get('config'), dict):
@@ -613,7 +651,14 @@ def _train_sweep(
     if limit is not None and jax.default_backend() == 'cpu':  # the state shares host RAM
       limit = int(limit / memory.CPU_STATE_FACTOR)
   build = lambda ms: _group_sim([runs[i] for i in ms], traced, limit)
-  recorded = _saved_plan(_saved(workdir), config, names)
+  for n in names:  # every run's file can be written: refused before any compute
+    workdir_lib.check_dir(os.path.join(workdir, n))
+    workdir_lib.check_target(os.path.join(workdir, n, metrics_io.METRICS_FILE))
+  ident = identity(first)
+  saved = _saved(workdir)
+  recorded = _saved_plan(saved, config, names)
+  if recorded is not None:
+    _refuse_other_identity(saved, ident, workdir)
   if recorded is not None:  # an earlier invocation's groups: its checkpoints fit them
     fitted = [(members, None) for members in recorded]
     log(f'sweep: continuing the sweep in its workdir ({len(recorded)} group(s) as recorded)')
@@ -642,6 +687,7 @@ def _train_sweep(
     'config': _record(config),
     'runs': len(points),
     'groups': [[names[i] for i in members] for members, _ in fitted],
+    'identity': ident,
     'complete': False,
     'status': 'running',
   }

@@ -18,9 +18,22 @@ may acquire it again: the inner acquisition is a no-op.
 
 This module uses the standard library only, so a script can load it before JAX.
 It also checks a workdir path before anything is computed (:func:`check_path`),
-refuses a workdir holding the other kind of run (:func:`refuse_other`), writes the
-run's own files atomically (:func:`write_text`; orbax does so only for its items) and
-turns a failed write (full or read-only disk) into one line (:func:`write_error`).
+refuses a workdir holding the other kind of run (:func:`refuse_other`) and turns a
+failed write (full or read-only disk) into one line (:func:`write_error`).
+
+It is the one place where afl_jax writes a file (orbax writes its own items, atomically):
+:func:`atomic_file` (and :func:`write_text`, :func:`write_bytes`, :func:`write_with`
+for an .npz or a .png) creates a temporary file exclusively beside the target
+(``tempfile.mkstemp``: O_CREAT | O_EXCL | O_NOFOLLOW, a random name, so no planted name
+is ever opened), syncs it and renames it into place: a reader sees the old file or the
+new one, never half of one. :func:`open_append` (metrics.jsonl) opens with O_NOFOLLOW
+and refuses anything but a regular file with one link. No link is followed: a target
+that is a symbolic link, and below a held workdir any directory on the way that is one,
+is refused with one line naming it (:func:`check_target`). When a workdir is locked, a
+symbolic link anywhere inside it is refused before anything is read or written, and the
+temporary files of a writer killed mid-write are removed. The lock file itself is opened
+with O_NOFOLLOW and must be a regular file with one link; it is written in place (its
+inode is what the flock holds, so it cannot be replaced by a rename).
 
 Why none of it is left to orbax: orbax's ``CheckpointManager`` "is NOT multi-job-safe"
 (its docstring, orbax-checkpoint 0.12.8: two jobs saving into one directory are not
@@ -52,20 +65,30 @@ else:  # loaded by path before afl_jax (and JAX) is imported: scripts/train.py
 __all__ = [
   'LOCK_FILE',
   'SWEEP_FILE',
+  'TMP_SUFFIX',
+  'Interrupted',
   'WorkdirBusyError',
   'WorkdirError',
   'WorkdirLock',
   'acquire',
+  'atomic_file',
+  'check_dir',
   'check_path',
+  'check_target',
   'disk_error',
+  'find_link',
   'flag_value',
   'holder',
   'lock_from_argv',
+  'make_dirs',
+  'open_append',
   'read_json',
   'refuse_other',
   'show',
+  'write_bytes',
   'write_error',
   'write_text',
+  'write_with',
 ]
 
 LOCK_FILE = '.lock'
@@ -217,10 +240,24 @@ def open_append(path: str | os.PathLike) -> IO[str]:
   return os.fdopen(fd, 'a')
 
 
-def make_dirs(path: str | os.PathLike) -> str:
-  """``os.makedirs(path, exist_ok=True)`` after :func:`check_target`'s checks of the way."""
+def check_dir(path: str | os.PathLike) -> str:
+  """``path`` (absolute) when it is, or can be made, a directory without following a link
+  (:func:`check_target`'s checks of the way) nor replacing a file; else WorkdirError."""
   path = os.path.abspath(os.fspath(path))
   check_target(os.path.join(path, '_'))  # every directory on the way, ``path`` included
+  d = path
+  while not os.path.isdir(d) and d != os.path.dirname(d):
+    if os.path.lexists(d):
+      raise WorkdirError(
+        f'{show(d)} is a file, not a directory; move it away or choose another --workdir'
+      )
+    d = os.path.dirname(d)
+  return path
+
+
+def make_dirs(path: str | os.PathLike) -> str:
+  """``os.makedirs(path, exist_ok=True)`` after :func:`check_dir`."""
+  path = check_dir(path)
   os.makedirs(path, exist_ok=True)
   return path
 
