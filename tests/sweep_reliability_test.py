@@ -228,6 +228,28 @@ def test_damaged_sweep_files_are_refused_in_one_line_before_compute(reference, t
   assert open(run).read() == 'x' and _strict(path)['complete'] is True
 
 
+def test_ctrl_c_during_a_checkpoint_waits_for_it():
+  done = []
+  with pytest.raises(KeyboardInterrupt):
+    with workdir_lib.ctrl_c_after():
+      os.kill(os.getpid(), signal.SIGINT)
+      time.sleep(0.1)  # the handler ran meanwhile: nothing raised inside the block
+      done.append('saved')
+  assert done == ['saved']
+  assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_diverged_single_run_writes_strict_json(tmp_path):
+  from afl_jax.pipeline import loop
+
+  c = _grid()
+  c.hparams.client_lr, c.sweep = 1e30, ml_collections.ConfigDict()
+  with pytest.raises(loop.NonFiniteError):
+    loop.train_and_evaluate(c, str(tmp_path), log=lambda *_: None)
+  summary = _strict(tmp_path / 'summary.json')
+  assert summary['status'].startswith('non-finite')
+
+
 # ---- through scripts/train.py -------------------------------------------------------------
 CONFIG = """
 import ml_collections

@@ -235,7 +235,7 @@ def _train(
     )
     workdir_lib.write_text(
       os.path.join(workdir, 'summary.json'),
-      json.dumps(summary, indent=2, sort_keys=True, default=float),
+      json.dumps(metrics_io.jsonable(summary), indent=2, sort_keys=True, allow_nan=False),
     )
   final = records[-1]
   log(

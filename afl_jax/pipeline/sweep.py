@@ -246,7 +246,8 @@ def _run_group(k, points, runs, build_group, workdir, log) -> dict:
         for track in tracks:
           track.writer.flush()
         stacked = {f: np.stack([np.asarray(t.host[f]) for t in tracks]) for f in host}
-        ckpt.save(end, state, stacked)
+        with workdir_lib.ctrl_c_after():  # a Ctrl-C leaves this checkpoint whole
+          ckpt.save(end, state, stacked)
 
     track_lib.drive(sim, state, keys, tracks, after_chunk)
   finally:

@@ -50,10 +50,12 @@ import errno
 import fcntl
 import json
 import os
+import signal
 import socket
 import stat
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
@@ -75,6 +77,7 @@ __all__ = [
   'check_dir',
   'check_path',
   'check_target',
+  'ctrl_c_after',
   'disk_error',
   'find_link',
   'flag_value',
@@ -135,6 +138,25 @@ os.umask(_UMASK)
 
 class Interrupted(KeyboardInterrupt):
   """Ctrl-C (SIGINT), with one line saying what was kept and how to continue."""
+
+
+@contextlib.contextmanager
+def ctrl_c_after() -> Iterator[None]:
+  """Hold a Ctrl-C (SIGINT) that arrives inside the block until the block has finished
+  (e.g. a checkpoint being saved), then raise it. Other threads: no effect."""
+  if threading.current_thread() is not threading.main_thread() or (
+    signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+  ):  # another thread, or SIGINT ignored or handled by the caller: left as it is
+    yield
+    return
+  caught = []
+  old = signal.signal(signal.SIGINT, lambda *args: caught.append(args))
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGINT, old)
+  if caught:
+    raise KeyboardInterrupt
 
 
 def _link_error(path: str) -> WorkdirError:
