@@ -15,17 +15,29 @@ size, compressor kind, model, batch size...) splits the grid into groups, one
 compile each. Outputs under ``workdir``:
 
 * ``<run-name>/metrics.jsonl`` per grid point (same records as a single run);
-* ``summary.json`` (one record per run: swept values, final and best metrics) and
-  ``summary.md`` (a table, the groups and their compile times);
+* ``summary.json`` (strict JSON, one record per run: swept values, ``status`` --
+  ``completed`` or ``stopped: diverged at step S (QUANTITY)``, with null accuracies and
+  losses -- and final and best metrics) and ``summary.md`` (a table, the groups and
+  their compile times); :func:`outcome` gives the line counting diverged runs;
 * ``plot.png`` (test accuracy of every run);
-* ``sweep.json``: the sweep's resolved config and whether every run of it finished
-  (``complete``); ``summary.json`` is written (whole, atomically) only then.
+* ``sweep.json``: the sweep's resolved config, its grouping, what else decides its
+  numbers (data digest, devices, platform: :func:`sweep_groups.identity`), whether every run of it
+  finished (``complete``) and a ``status``; ``summary.json`` is written (whole,
+  atomically) only then;
+* ``groups/<k>/checkpoints`` while group ``k`` runs (every ``checkpoint_every`` steps)
+  and ``groups/<k>/done.json`` once it finished (afl_jax/pipeline/sweep_groups.py).
 
 One writer per workdir (afl_jax/pipeline/workdir.py): the sweep locks its workdir;
 a workdir holding a single run, a sweep of another config (the differing fields are
-named) or a ``summary.json`` of unknown origin is refused before anything is
-written. A sweep is finished (:func:`finished`) only when every run of its grid is:
-an interrupted sweep leaves ``complete: false`` and no ``summary.json``.
+named; a longer ``num_rounds`` is refused: a sweep is not extended), a
+``summary.json`` of unknown origin, a damaged ``sweep.json``, or a sweep recorded on
+other data, devices or platform is refused before anything is written. Run again into
+its workdir, a sweep continues with its recorded grouping: a finished group is not run
+again (its runs' records are checked whole and read back), an interrupted one resumes
+from its latest intact checkpoint with each run's records truncated to that step (a
+gap starts the group over), so the result equals the uninterrupted sweep's bit for
+bit. Ctrl-C records the status in ``sweep.json`` and ends as one line
+(:class:`workdir.Interrupted`; a checkpoint being saved is finished first).
 
 Sizes are checked before the grid is built (:func:`plan`): the first grid point is
 built, its host arrays are measured, and a grid whose runs would not fit in host
@@ -37,14 +49,11 @@ memory (the engine's analytic estimate) is split into groups that do, said in th
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import math
 import os
-import re
 import shutil
-import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -63,8 +72,10 @@ from afl_jax.errors import ConfigError
 from afl_jax.pipeline import build as build_lib
 from afl_jax.pipeline import checkpoint, metrics_io, plotting, sizes
 from afl_jax.pipeline import config as config_lib
-from afl_jax.pipeline import track as track_lib
+from afl_jax.pipeline import sweep_groups as groups_lib
 from afl_jax.pipeline import workdir as workdir_lib
+from afl_jax.pipeline.sweep_groups import outcome, run_summary
+from afl_jax.pipeline.sweep_groups import run_group as _run_group
 
 # Fields that change only values, never the compiled program: stacked on the replica axis.
 REPLICA_FIELDS = ('seed',)
@@ -152,165 +163,6 @@ def _group_sim(runs, traced, limit: int | None = None) -> tuple[Any, Any, Any]:
   keys = jax.random.wrap_key_data(np.stack([jax.random.key_data(run.key) for run in runs]))
   params0 = replicas.stack_trees([run.params0 for run in runs])
   return sim, keys, params0
-
-
-def _expected_steps(num_steps: int, chunk: int, total: int, upto: int) -> list[int]:
-  """The steps whose records a replica of ``num_steps`` steps holds once its group (chunks of
-  ``chunk`` steps, ``total`` in all) ran ``upto`` steps, as :func:`track.drive` writes them."""
-  ends = [min(k * chunk, total) for k in range(1, -(-total // chunk) + 1)]
-  return sorted({0} | {min(e, num_steps) for e in ends if e <= upto})
-
-
-def _whole(records: list[dict], expected: list[int]) -> bool:
-  return [r.get('step') for r in records] == expected
-
-
-def _group_runs(workdir: str, points) -> list[str]:
-  return [os.path.join(workdir, run_name(p)) for p in points]
-
-
-def _done(gdir: str, names: list[str]) -> dict | None:
-  """The group's info when it finished earlier (``done.json`` naming the same runs)."""
-  done = workdir_lib.read_json(os.path.join(gdir, DONE_FILE), strict=False)
-  ok = isinstance(done, dict) and done.get('runs') == names and isinstance(done.get('info'), dict)
-  return done['info'] if ok else None
-
-
-def _run_group(k, points, runs, build_group, workdir, log) -> dict:
-  """Group ``k``: one compile for ``runs``; writes each run's metrics; returns the group's info.
-
-  A group that finished earlier (``groups/<k>/done.json``, every run's records whole) is
-  not run again. Otherwise it continues from its latest intact checkpoint
-  (``groups/<k>/checkpoints``, every ``checkpoint_every`` steps; each run's
-  ``metrics.jsonl`` truncated to that step) or starts at step 0; a run whose records up
-  to the checkpoint have a gap (a hand-damaged file) starts the group over, with a
-  warning. Either way the records equal those of an uninterrupted group.
-  """
-  c = runs[0].config
-  gdir = os.path.join(workdir, GROUPS_DIR, str(k))
-  names = [run_name(p) for p in points]
-  dirs = _group_runs(workdir, points)
-  chunk = int(c.eval_every)
-  total = max(int(run.schedule.num_steps) for run in runs)
-  info = _done(gdir, names)
-  if info is not None:
-    full = [_expected_steps(int(r.schedule.num_steps), chunk, total, total) for r in runs]
-    if all(_whole(metrics_io.read_metrics(d), e) for d, e in zip(dirs, full)):
-      log(f'group {k}: its {len(runs)} runs finished earlier; not run again')
-      return info
-    _warn(f'{workdir_lib.show(gdir)}: a finished run of this group lost records; running it again')
-  t0 = time.time()
-  sim, keys, params0 = build_group()
-  with sizes.memory_guard(c, lambda: sim.memory):
-    state = sim.init(params0, keys)
-  ckpt = checkpoint.Checkpointer(gdir, warn=_warn)
-  host = {f: np.zeros(len(runs), np.float64) for f in track_lib.HOST_FIELDS}
-  step = ckpt.latest_step() if ckpt.steps() else None
-  records: list[list[dict]] = [[] for _ in runs]
-  if step is not None:
-    state, host = ckpt.restore(step, state, host)
-    kept = [metrics_io.truncate_metrics(d, step) for d in dirs]
-    upto = [_expected_steps(int(r.schedule.num_steps), chunk, total, step) for r in runs]
-    if all(_whole(recs, e) for recs, e in zip(kept, upto)):
-      records = kept
-      log(f'group {k}: resumed from its checkpoint at server step {step}')
-    else:
-      _warn(
-        f'{workdir_lib.show(gdir)}: the records of a run have a gap before the checkpoint '
-        f'at step {step}; running the group again from step 0'
-      )
-      state, host = sim.init(params0, keys), {f: np.zeros_like(v) for f, v in host.items()}
-      step = None
-      ckpt.close()  # its steps would be saved again, equal: orbax saves no step below them
-      shutil.rmtree(ckpt.directory, ignore_errors=True)
-  if step is None:
-    for d in dirs:
-      if os.path.isfile(os.path.join(d, metrics_io.METRICS_FILE)):
-        os.remove(os.path.join(d, metrics_io.METRICS_FILE))
-  tracks = []
-  for i, (d, run) in enumerate(zip(dirs, runs)):
-    one = {f: np.asarray(v[i]) for f, v in host.items()}
-    stop = next((r['stopped'] for r in records[i] if r.get('stopped')), None)
-    writer = metrics_io.MetricsWriter(d)
-    tracks.append(track_lib.Track(run.schedule, run.evaluator, writer, records[i], one, stop))
-  try:
-    if step is None:
-      params = sim.params(state)
-      for i, track in enumerate(tracks):
-        track.start(0, jax.tree.map(lambda a, i=i: a[i], params))
-    chunk_ends = []  # when each chunk was recorded: the first includes the compile
-
-    def after_chunk(state: Any, end: int) -> None:
-      chunk_ends.append(time.time())
-      if c.checkpoint_every and end % c.checkpoint_every == 0 and end < sim.num_steps:
-        for track in tracks:
-          track.writer.flush()
-        stacked = {f: np.stack([np.asarray(t.host[f]) for t in tracks]) for f in host}
-        with workdir_lib.ctrl_c_after():  # a Ctrl-C leaves this checkpoint whole
-          ckpt.save(end, state, stacked)
-
-    track_lib.drive(sim, state, keys, tracks, after_chunk)
-  finally:
-    for track in tracks:
-      track.writer.close()
-    ckpt.close()
-  compile_s = chunk_ends[0] - t0 if chunk_ends else None
-  seconds = time.time() - t0
-  log(
-    f'group {k} of {len(runs)} runs: compile + first chunk {compile_s or 0:.1f}s, total '
-    f'{seconds:.1f}s; simulation state about {format_bytes(sim.memory["total"])} (analytic)'
-  )
-  info = {'runs': len(runs), 'compile_seconds': compile_s, 'seconds': seconds, 'mode': sim.mode}
-  workdir_lib.make_dirs(gdir)
-  workdir_lib.write_text(
-    os.path.join(gdir, DONE_FILE),
-    json.dumps(metrics_io.jsonable({'runs': names, 'info': info}), allow_nan=False) + '\n',
-  )
-  shutil.rmtree(ckpt.directory, ignore_errors=True)  # finished: never resumed again
-  return info
-
-
-_DIVERGED = re.compile(r'non-finite (\S+) at server step (\d+)')
-
-
-def run_summary(point: Mapping[str, Any], run: build_lib.Run, records: list[dict]) -> dict:
-  """One run's entry of summary.json: its values, its status and its final metrics.
-
-  ``status`` is ``completed``, or ``stopped: diverged at step S (QUANTITY)`` for a run
-  whose rule metric or evaluation became non-finite (:class:`track.Track`); a diverged
-  run's accuracies and losses are null, never a number that looks like a result.
-  """
-  c = run.config
-  target = float(c.get('target_accuracy', 0.0) or 0.0)
-  s = {
-    'name': run_name(point),
-    'method': c.algorithm,
-    'seed': int(c.seed),
-    'hparams': {k: v for k, v in point.items() if k != 'seed'},
-    'status': 'completed',
-    **metrics_io.final_summary(records, target),
-  }
-  stop = next((r['stopped'] for r in records if r.get('stopped')), None)
-  if stop is not None:
-    m = _DIVERGED.search(stop)
-    at, what = (int(m[2]), m[1]) if m else (None, stop)
-    s['status'] = f'stopped: diverged at step {at} ({what})'
-    s['diverged'] = {'step': at, 'quantity': what}
-    for key in s:
-      if key.endswith(('accuracy', 'loss')) and key != 'target_accuracy':
-        s[key] = None
-  return s
-
-
-def outcome(summary: Mapping[str, Any]) -> tuple[int, str]:
-  """(number of runs that diverged, the sweep's last line)."""
-  runs = summary.get('runs') or []
-  bad = [r for r in runs if r.get('status', 'completed') != 'completed']
-  line = f'sweep: {len(runs)} runs, {len(runs) - len(bad)} completed, {len(bad)} diverged'
-  if bad:
-    shown = ', '.join(f'{r["name"]} ({r["status"][len("stopped: ") :]})' for r in bad[:5])
-    line += f': {shown}' + (f' and {len(bad) - 5} more' if len(bad) > 5 else '')
-  return len(bad), line
 
 
 def _markdown(summaries: list[dict], groups: list[dict]) -> str:
@@ -448,16 +300,10 @@ def _fit_groups(groups, limit: int | None, log, config) -> list[tuple[list[int],
 
 # ---- the workdir --------------------------------------------------------------------------
 SUMMARY_FILES = ('summary.json', 'summary.md', 'plot.png')
-GROUPS_DIR = 'groups'  # groups/<k>/checkpoints while group k runs, groups/<k>/done.json after
-DONE_FILE = 'done.json'
 
 
 # Compared whole (the summary depends on num_rounds and eval_every too) but where the data is.
 _FREE_FIELDS = ('data_dir', 'download')
-
-
-def _warn(message: str) -> None:
-  print(f'warning: {message}', file=sys.stderr, flush=True)
 
 
 def _record(config: ml_collections.ConfigDict) -> dict[str, Any]:
@@ -582,43 +428,6 @@ def train_sweep(
     lock.release()
 
 
-def identity(first: build_lib.Run) -> dict[str, Any]:
-  """What besides the config decides a sweep's numbers: the data files (a SHA-256 of the
-  first grid point's arrays: every point loads the same files) and the devices."""
-  h = hashlib.sha256()
-  for name, value in sorted(first.data._asdict().items()):  # a ClientLayout
-    a = np.ascontiguousarray(np.asarray(value))
-    h.update(f'{name}:{a.dtype.str}:{a.shape};'.encode())
-    h.update(a.tobytes())
-  return {
-    'data_sha256': h.hexdigest(),
-    'devices': jax.device_count(),
-    'platform': jax.default_backend(),
-  }
-
-
-def _refuse_other_identity(saved: dict, ident: dict[str, Any], workdir: str) -> None:
-  """WorkdirError (one line) when the sweep in ``workdir`` ran on other data or devices."""
-  old = saved.get('identity')
-  if not isinstance(old, dict):
-    return  # recorded before identities were: nothing to compare
-  why = {
-    'data_sha256': 'the data differs from the files it trained on (config.data_dir or '
-    '$AFL_JAX_DATA names other files)',
-    'devices': f'it ran on {old.get("devices")} device(s), this process has '
-    f'{ident["devices"]} ($AFL_JAX_CPU_DEVICES on the CPU)',
-    'platform': f'it ran on {old.get("platform")}, this process on {ident["platform"]} '
-    '($JAX_PLATFORMS)',
-  }
-  changed = [text for key, text in why.items() if old.get(key) != ident[key]]
-  if changed:
-    raise workdir_lib.WorkdirError(
-      f'workdir {workdir_lib.show(workdir)} holds a sweep this invocation would not continue '
-      f'exactly ({workdir_lib.SWEEP_FILE}): {"; ".join(changed)}; run it as it ran, or choose '
-      'another --workdir'
-    )
-
-
 def _saved_plan(saved: dict | None, config, names: list[str]) -> list[list[int]] | None:
   """The grouping an earlier invocation of this sweep recorded (None: none, or another)."""
   if not saved or not isinstance(saved.get('config'), dict):
@@ -655,12 +464,11 @@ def _train_sweep(
   for n in names:  # every run's file can be written: refused before any compute
     workdir_lib.check_dir(os.path.join(workdir, n))
     workdir_lib.check_target(os.path.join(workdir, n, metrics_io.METRICS_FILE))
-  ident = identity(first)
+  ident = groups_lib.identity(first)
   saved = _saved(workdir)
   recorded = _saved_plan(saved, config, names)
-  if recorded is not None:
-    _refuse_other_identity(saved, ident, workdir)
   if recorded is not None:  # an earlier invocation's groups: its checkpoints fit them
+    groups_lib.refuse_other_identity(saved, ident, workdir)
     fitted = [(members, None) for members in recorded]
     log(f'sweep: continuing the sweep in its workdir ({len(recorded)} group(s) as recorded)')
   else:
@@ -674,7 +482,9 @@ def _train_sweep(
         by_ctx.setdefault(_context_key(runs[i]), []).append(i)
       split.extend(by_ctx.values())
     fitted = _fit_groups([(m, build) for m in split], limit, log, first.config)
-    shutil.rmtree(os.path.join(workdir, GROUPS_DIR), ignore_errors=True)  # another grouping's
+    shutil.rmtree(
+      os.path.join(workdir, groups_lib.GROUPS_DIR), ignore_errors=True
+    )  # another grouping's
   log(
     f'sweep: {len(points)} runs in {len(fitted)} group(s), traced: {traced or "none"}; '
     f'built runs about {format_bytes(est["host_bytes"])} on the host, client training about '
@@ -704,7 +514,7 @@ def _train_sweep(
     for k, (members, group) in enumerate(fitted):
       info = _run_group(
         k,
-        [points[i] for i in members],
+        [names[i] for i in members],
         [runs[i] for i in members],
         (lambda group=group, members=members: group or build(members)),
         workdir,
@@ -732,7 +542,7 @@ def _train_sweep(
       )
     ) from None
   records = {n: metrics_io.read_metrics(os.path.join(workdir, n)) for n in names}
-  summaries = [run_summary(p, run, records[n]) for p, run, n in zip(points, runs, names)]
+  summaries = [run_summary(n, p, run, records[n]) for p, run, n in zip(points, runs, names)]
   out = metrics_io.jsonable({'runs': summaries, 'groups': group_info, 'traced': traced})
   workdir_lib.write_text(
     os.path.join(workdir, 'summary.json'), json.dumps(out, indent=2, allow_nan=False) + '\n'
