@@ -315,11 +315,19 @@ def _wait_for(path, proc, timeout=240):
     time.sleep(0.05)
 
 
-@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGKILL])
-def test_signal_mid_sweep_then_rerun_equals_uninterrupted(tmp_path, sig):
-  config = _config_file(tmp_path, 40, (0.05, 0.1))
-  rc, out = _train(config, tmp_path / 'whole')
+@pytest.fixture(scope='module')
+def whole(tmp_path_factory):
+  """A 40-step sweep of 2 runs through scripts/train.py, uninterrupted: (config, workdir)."""
+  tmp = tmp_path_factory.mktemp('whole')
+  config = _config_file(tmp, 40, (0.05, 0.1))
+  rc, out = _train(config, tmp / 'sweep')
   assert rc == 0, out
+  return config, tmp / 'sweep'
+
+
+@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGKILL, signal.SIGTERM, signal.SIGHUP])
+def test_signal_mid_sweep_then_rerun_equals_uninterrupted(whole, tmp_path, sig):
+  config, reference = whole
   work = tmp_path / 'cut'
   cmd = [sys.executable, 'scripts/train.py', f'--config={config}', f'--workdir={work}']
   proc = subprocess.Popen(
@@ -335,13 +343,12 @@ def test_signal_mid_sweep_then_rerun_equals_uninterrupted(tmp_path, sig):
     assert len(lines) == 1 and lines[0].startswith('interrupted (Ctrl-C): 0 of 2 runs'), stderr
     record = _strict(work / workdir_lib.SWEEP_FILE)
     assert record['status'].startswith('interrupted') and not record['complete']
-  else:
-    assert proc.returncode == -signal.SIGKILL
+  else:  # no Python cleanup: the default action of SIGKILL, SIGTERM and SIGHUP
+    assert proc.returncode == -sig
   assert not (work / 'summary.json').exists()
   assert all((work / n / 'metrics.jsonl').exists() for n in ('client_lr=0.05,seed=0',))
   rc, out = _train(config, work)
   assert rc == 0, out
   assert 'group 0: resumed from its checkpoint at server step' in out, out
-  assert _metrics(work) == _metrics(tmp_path / 'whole')
-  whole = _strict(tmp_path / 'whole' / 'summary.json')
-  assert _strict(work / 'summary.json')['runs'] == whole['runs']
+  assert _metrics(work) == _metrics(reference)
+  assert _strict(work / 'summary.json')['runs'] == _strict(reference / 'summary.json')['runs']
