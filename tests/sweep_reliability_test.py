@@ -165,8 +165,13 @@ def test_a_gap_before_the_checkpoint_runs_the_group_again(reference, tmp_path, m
 
 
 def test_extending_a_sweep_is_refused_naming_num_rounds(reference):
-  ref, _ = reference
+  ref, ref_out = reference
   kept = _metrics(ref), open(os.path.join(ref, 'summary.json'), 'rb').read()
+  # How often checkpoints are kept may change: nothing is run again.
+  logs = []
+  out = sweep.train_sweep(_grid(checkpoint_every=4), ref, log=logs.append)
+  assert out['runs'] == ref_out['runs'] and sum('not run again' in x for x in logs) == 2, logs
+  assert (_metrics(ref), open(os.path.join(ref, 'summary.json'), 'rb').read()) == kept
   with pytest.raises(workdir_lib.WorkdirError) as e:
     sweep.train_sweep(_grid(num_rounds=8), ref, log=lambda *_: None)
   text = str(e.value)

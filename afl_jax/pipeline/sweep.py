@@ -302,8 +302,9 @@ def _fit_groups(groups, limit: int | None, log, config) -> list[tuple[list[int],
 SUMMARY_FILES = ('summary.json', 'summary.md', 'plot.png')
 
 
-# Compared whole (the summary depends on num_rounds and eval_every too) but where the data is.
-_FREE_FIELDS = ('data_dir', 'download')
+# Compared whole (the summary depends on num_rounds and eval_every too) but where the data is
+# (its digest is compared instead: sweep_groups.identity) and how often checkpoints are kept.
+_FREE_FIELDS = ('data_dir', 'download', 'checkpoint_every')
 
 
 def _record(config: ml_collections.ConfigDict) -> dict[str, Any]:
