@@ -18,6 +18,11 @@ process writes its checkpoint shards. ``--workdir`` must be on a shared filesyst
 One writer per workdir (afl_jax/pipeline/workdir.py): the workdir is locked first
 thing, before JAX is imported, so a second invocation on a busy workdir is refused
 with one line naming the holder's pid and host at once.
+
+Exit status: 0 when the run (every run of a sweep) completed; 1 with one line for a
+user error, or a run (any run of a sweep) that diverged (``stopped: ...``, the sweep's
+line counts them); 130 with one line on Ctrl-C (the metrics so far are kept, and the
+same command continues from the last checkpoint).
 """
 
 import importlib.util
@@ -40,16 +45,20 @@ def _lock_workdir():
   return module.lock_from_argv(sys.argv, default='runs/default')
 
 
-_LOCK = _lock_workdir()
+try:  # Ctrl-C while JAX is imported: one line too, nothing written yet
+  _LOCK = _lock_workdir()
 
-from afl_jax.pipeline.devices import set_cpu_devices  # noqa: E402
+  from afl_jax.pipeline.devices import set_cpu_devices
 
-set_cpu_devices()
+  set_cpu_devices()
 
-from absl import flags  # noqa: E402
+  from absl import flags
 
-from afl_jax.errors import UserError  # noqa: E402
-from afl_jax.pipeline import cli, loop  # noqa: E402
+  from afl_jax.errors import UserError
+  from afl_jax.pipeline import cli, loop
+except KeyboardInterrupt:
+  print('interrupted (Ctrl-C) before the run started; nothing was written', file=sys.stderr)
+  sys.exit(130)
 
 _CONFIG = cli.define_config_flag('configs/default.py')
 _WORKDIR = flags.DEFINE_string('workdir', 'runs/default', 'Output directory.')
@@ -126,7 +135,10 @@ def main(argv):
           'config.sweep runs in one process (its outputs are not yet guarded for several); '
           'run the grid points as separate multi-process runs or drop --num_processes'
         )
-      sweep.train_sweep(config, _WORKDIR.value)
+      out = sweep.train_sweep(config, _WORKDIR.value)
+      diverged, line = sweep.outcome(out)
+      if diverged:  # the last line, and exit status 1: not every run completed
+        sys.exit(f'stopped: {line} (see {_WORKDIR.value}/summary.json)')
     else:
       loop.train_and_evaluate(config, _WORKDIR.value, resume=_RESUME.value)
   except loop.NonFiniteError as e:

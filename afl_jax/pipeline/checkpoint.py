@@ -82,7 +82,7 @@ from afl_jax.core.engine import to_host
 from afl_jax.errors import ResumeError, UserError
 from afl_jax.pipeline import run_identity
 from afl_jax.pipeline.metrics_io import jsonable
-from afl_jax.pipeline.workdir import read_json, write_text
+from afl_jax.pipeline.workdir import read_json, write_text, write_with
 from afl_jax.schedules import schedule as schedule_lib
 
 __all__ = [
@@ -710,9 +710,7 @@ class Checkpointer:
       'checkpointed': bool(self.steps()),
       **{k: v for k, v in (identity or {}).items() if k != 'num_steps'},
     }
-    tmp = os.path.join(self.directory, 'schedule.tmp.npz')
-    schedule.save(tmp)
-    os.replace(tmp, os.path.join(self.directory, SCHEDULE_FILE))
+    write_with(os.path.join(self.directory, SCHEDULE_FILE), schedule.save)
     write_text(os.path.join(self.directory, RUN_FILE), json.dumps(run, sort_keys=True, indent=1))
 
   # ---- state ------------------------------------------------------------------------

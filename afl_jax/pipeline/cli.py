@@ -268,7 +268,21 @@ def run(main: Callable[[list[str]], Any], *, positional: str = '') -> None:
     except UserError as e:
       exit_error(e)
 
-  app.run(guarded, flags_parser=flags_parser(positional=positional))
+  try:
+    app.run(guarded, flags_parser=flags_parser(positional=positional))
+  except KeyboardInterrupt as e:  # Ctrl-C: one line, exit status 130 (128 + SIGINT)
+    interrupted(e)
+
+
+def interrupted(error: BaseException | None = None) -> NoReturn:
+  """Print the one line of a Ctrl-C (the error's message, else a generic one), exit 130."""
+  text = ' '.join(str(error or '').split()) or (
+    'interrupted (Ctrl-C); the metrics so far are kept, and the same command continues '
+    'from the last checkpoint'
+  )
+  print(text if text.startswith('interrupted') else f'interrupted: {text}', file=sys.stderr)
+  sys.stderr.flush()
+  sys.exit(130)
 
 
 def finish_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -290,6 +304,7 @@ __all__ = [
   'exit_error',
   'finish_config',
   'flags_parser',
+  'interrupted',
   'run',
   'unknown_field_message',
 ]

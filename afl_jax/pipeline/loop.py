@@ -196,7 +196,7 @@ def _train(
   checkpoint.barrier('afl_jax resume')
   if writes:
     ckpt.record_run(c, schedule, checkpointed=c.checkpoint_every > 0, identity=ident)
-    schedule.save(os.path.join(workdir, 'schedule.npz'))
+    workdir_lib.write_with(os.path.join(workdir, 'schedule.npz'), schedule.save)
   stats = schedule.stats()
   log(
     f'afl_jax: {c.algorithm} on {c.dataset} ({run.data.num_clients} clients, {c.model}, '
@@ -305,7 +305,7 @@ def _train(
     )
     workdir_lib.write_text(
       os.path.join(workdir, 'summary.json'),
-      json.dumps(summary, indent=2, sort_keys=True, default=float),
+      json.dumps(metrics_io.jsonable(summary), indent=2, sort_keys=True, allow_nan=False),
     )
   final = records[-1]
   log(

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from afl_jax.errors import UserError
-from afl_jax.pipeline.workdir import write_text
+from afl_jax.pipeline.workdir import make_dirs, open_append, write_text
 
 __all__ = [
   'MetricsError',
@@ -193,11 +193,11 @@ class MetricsWriter:
     self._f = self._tb = None
     if self.workdir is None:
       return
-    os.makedirs(self.workdir, exist_ok=True)
+    make_dirs(self.workdir)  # no link followed (afl_jax/pipeline/workdir.py)
     self.path = os.path.join(self.workdir, METRICS_FILE)
     if os.path.isfile(self.path) and not _ends_with_newline(self.path):
       read_metrics(self.workdir, repair=True, warn=warn)  # repair a torn tail first
-    self._f = open(self.path, 'a')
+    self._f = open_append(self.path)
     if tensorboard:
       try:
         from tensorboardX import SummaryWriter  # lazily: only runs that write events
@@ -205,7 +205,7 @@ class MetricsWriter:
         warn('tensorboardX is not installed (pip install tensorboardX); writing metrics.jsonl only')
       else:
         purge = None if resume_step is None else resume_step + 1
-        logdir = os.path.join(self.workdir, TENSORBOARD_DIR)
+        logdir = make_dirs(os.path.join(self.workdir, TENSORBOARD_DIR))
         self._tb = SummaryWriter(logdir=logdir, purge_step=purge, flush_secs=30)
 
   def write_scalars(self, step: int, scalars: Mapping[str, Any]) -> None:

@@ -11,6 +11,7 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 
 from afl_jax.pipeline.metrics_io import read_metrics  # noqa: E402
+from afl_jax.pipeline.workdir import write_with  # noqa: E402
 
 __all__ = ['plot_runs', 'read_metrics']
 
@@ -40,5 +41,8 @@ def plot_runs(
   if title:
     fig.suptitle(title)
   fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
+  try:  # atomically, never through a link (afl_jax/pipeline/workdir.py)
+    kind = os.path.splitext(os.fspath(path))[1].lstrip('.').lower() or 'png'
+    write_with(path, lambda f: fig.savefig(f, dpi=110, format=kind))
+  finally:
+    plt.close(fig)

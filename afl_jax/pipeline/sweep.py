@@ -15,17 +15,29 @@ size, compressor kind, model, batch size...) splits the grid into groups, one
 compile each. Outputs under ``workdir``:
 
 * ``<run-name>/metrics.jsonl`` per grid point (same records as a single run);
-* ``summary.json`` (one record per run: swept values, final and best metrics) and
-  ``summary.md`` (a table, the groups and their compile times);
+* ``summary.json`` (strict JSON, one record per run: swept values, ``status`` --
+  ``completed`` or ``stopped: diverged at step S (QUANTITY)``, with null accuracies and
+  losses -- and final and best metrics) and ``summary.md`` (a table, the groups and
+  their compile times); :func:`outcome` gives the line counting diverged runs;
 * ``plot.png`` (test accuracy of every run);
-* ``sweep.json``: the sweep's resolved config and whether every run of it finished
-  (``complete``); ``summary.json`` is written (whole, atomically) only then.
+* ``sweep.json``: the sweep's resolved config, its grouping, what else decides its
+  numbers (data digest, devices, platform: :func:`sweep_groups.identity`), whether every run of it
+  finished (``complete``) and a ``status``; ``summary.json`` is written (whole,
+  atomically) only then;
+* ``groups/<k>/checkpoints`` while group ``k`` runs (every ``checkpoint_every`` steps)
+  and ``groups/<k>/done.json`` once it finished (afl_jax/pipeline/sweep_groups.py).
 
 One writer per workdir (afl_jax/pipeline/workdir.py): the sweep locks its workdir;
 a workdir holding a single run, a sweep of another config (the differing fields are
-named) or a ``summary.json`` of unknown origin is refused before anything is
-written. A sweep is finished (:func:`finished`) only when every run of its grid is:
-an interrupted sweep leaves ``complete: false`` and no ``summary.json``.
+named; a longer ``num_rounds`` is refused: a sweep is not extended), a
+``summary.json`` of unknown origin, a damaged ``sweep.json``, or a sweep recorded on
+other data, devices or platform is refused before anything is written. Run again into
+its workdir, a sweep continues with its recorded grouping: a finished group is not run
+again (its runs' records are checked whole and read back), an interrupted one resumes
+from its latest intact checkpoint with each run's records truncated to that step (a
+gap starts the group over), so the result equals the uninterrupted sweep's bit for
+bit. Ctrl-C records the status in ``sweep.json`` and ends as one line
+(:class:`workdir.Interrupted`; a checkpoint being saved is finished first).
 
 Sizes are checked before the grid is built (:func:`plan`): the first grid point is
 built, its host arrays are measured, and a grid whose runs would not fit in host
@@ -41,6 +53,7 @@ import itertools
 import json
 import math
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -59,8 +72,10 @@ from afl_jax.errors import ConfigError
 from afl_jax.pipeline import build as build_lib
 from afl_jax.pipeline import checkpoint, metrics_io, plotting, sizes
 from afl_jax.pipeline import config as config_lib
-from afl_jax.pipeline import track as track_lib
+from afl_jax.pipeline import sweep_groups as groups_lib
 from afl_jax.pipeline import workdir as workdir_lib
+from afl_jax.pipeline.sweep_groups import outcome, run_summary
+from afl_jax.pipeline.sweep_groups import run_group as _run_group
 
 # Fields that change only values, never the compiled program: stacked on the replica axis.
 REPLICA_FIELDS = ('seed',)
@@ -150,49 +165,6 @@ def _group_sim(runs, traced, limit: int | None = None) -> tuple[Any, Any, Any]:
   return sim, keys, params0
 
 
-def _run_group(points, runs, group, workdir, log) -> tuple[list[dict], dict]:
-  """One compile for ``runs``; writes each run's metrics; returns their summaries."""
-  c = runs[0].config
-  r = len(runs)
-  t0 = time.time()
-  sim, keys, params0 = group
-  with sizes.memory_guard(c, lambda: sim.memory):
-    state = sim.init(params0, keys)
-  tracks = []
-  for point, run in zip(points, runs):
-    d = os.path.join(workdir, run_name(point))
-    if os.path.exists(os.path.join(d, metrics_io.METRICS_FILE)):
-      os.remove(os.path.join(d, metrics_io.METRICS_FILE))
-    tracks.append(track_lib.Track(run.schedule, run.evaluator, metrics_io.MetricsWriter(d)))
-  params = sim.params(state)
-  for i, track in enumerate(tracks):
-    track.start(0, jax.tree.map(lambda a: a[i], params))
-  chunk_ends = []  # when each chunk was recorded: the first includes the compile
-  track_lib.drive(sim, state, keys, tracks, lambda *_: chunk_ends.append(time.time()))
-  compile_s = chunk_ends[0] - t0 if chunk_ends else None
-  for track in tracks:
-    track.writer.close()
-  seconds = time.time() - t0
-  log(
-    f'group of {r} runs: compile + first chunk {compile_s:.1f}s, total {seconds:.1f}s; '
-    f'simulation state about {format_bytes(sim.memory["total"])} (analytic)'
-  )
-  summaries = []
-  records = [track.records for track in tracks]
-  for point, run, recs in zip(points, runs, records):
-    target = float(run.config.get('target_accuracy', 0.0) or 0.0)
-    s = {
-      'name': run_name(point),
-      'method': c.algorithm,
-      'seed': int(run.config.seed),
-      'hparams': {k: v for k, v in point.items() if k != 'seed'},
-      **metrics_io.final_summary(recs, target),
-    }
-    summaries.append(s)
-  info = {'runs': r, 'compile_seconds': compile_s, 'seconds': seconds, 'mode': sim.mode}
-  return summaries, {run_name(p): recs for p, recs in zip(points, records)} | {'_group': info}
-
-
 def _markdown(summaries: list[dict], groups: list[dict]) -> str:
   metrics = [
     k
@@ -200,7 +172,11 @@ def _markdown(summaries: list[dict], groups: list[dict]) -> str:
     if any(k in s for s in summaries)
   ]
   runs = pd.DataFrame(
-    [{'run': s['name'], 'seed': s['seed']} | {m: s.get(m, '') for m in metrics} for s in summaries]
+    [
+      {'run': s['name'], 'seed': s['seed'], 'status': s.get('status', 'completed')}
+      | {m: '' if s.get(m) is None else s[m] for m in metrics}
+      for s in summaries
+    ]
   )
   timing = pd.DataFrame(groups)[['runs', 'mode', 'compile_seconds', 'seconds']]
   timing.columns = ['runs', 'mode', 'compile + first chunk (s)', 'total (s)']
@@ -326,12 +302,18 @@ def _fit_groups(groups, limit: int | None, log, config) -> list[tuple[list[int],
 SUMMARY_FILES = ('summary.json', 'summary.md', 'plot.png')
 
 
-# Compared whole (the summary depends on num_rounds and eval_every too) but where the data is.
-_FREE_FIELDS = ('data_dir', 'download')
+# Compared whole (the summary depends on num_rounds and eval_every too) but where the data is
+# (its digest is compared instead: sweep_groups.identity) and how often checkpoints are kept.
+_FREE_FIELDS = ('data_dir', 'download', 'checkpoint_every')
 
 
 def _record(config: ml_collections.ConfigDict) -> dict[str, Any]:
   return checkpoint.canonical_config(config_lib.resolve(config))
+
+
+def _saved(workdir: str) -> dict | None:
+  saved = workdir_lib.read_json(os.path.join(workdir, workdir_lib.SWEEP_FILE), strict=False)
+  return saved if isinstance(saved, dict) else None
 
 
 def check_workdir(config: ml_collections.ConfigDict, workdir: str) -> None:
@@ -339,25 +321,40 @@ def check_workdir(config: ml_collections.ConfigDict, workdir: str) -> None:
 
   Refused: a workdir holding a single run, a sweep of a different config (every
   differing field named ``old -> new``; ``num_rounds`` and ``eval_every`` included, as
-  they change the summary) or a ``summary.json`` no sweep recorded. The same sweep
-  (finished or interrupted) may run again into its own workdir.
+  they change the summary: a sweep is not extended to more rounds, its replicas would
+  not continue exactly as the longer sweep's) or a ``summary.json`` no sweep recorded.
+  The same sweep (finished or interrupted) may run again into its own workdir.
   """
   workdir_lib.refuse_other(workdir, 'sweep')
-  saved = workdir_lib.read_json(os.path.join(workdir, workdir_lib.SWEEP_FILE), strict=False)
+  saved = _saved(workdir)
   if saved is None:
+    if os.path.exists(os.path.join(workdir, workdir_lib.SWEEP_FILE)):
+      raise workdir_lib.WorkdirError(
+        f'{workdir_lib.show(os.path.join(workdir, workdir_lib.SWEEP_FILE))} is not a JSON '
+        'object (damaged); move it away to run this sweep again, or choose another --workdir'
+      )
     if os.path.exists(os.path.join(workdir, 'summary.json')):
       raise workdir_lib.WorkdirError(
         f'workdir {workdir_lib.show(workdir)} holds a summary.json that no sweep recorded (no '
         f'{workdir_lib.SWEEP_FILE}); a sweep would overwrite it; choose another --workdir'
       )
     return
+  old = saved.get('config') if isinstance(saved.get('config'), dict) else {}
+  diffs = checkpoint.config_diff(old, _record(config), _FREE_FIELDS, resume=False)
+  extend = any(f == 'num_rounds' for f, _, _ in diffs)
   checkpoint.refuse_changed(
-    saved.get('config', {}),
+    old,
     _record(config),
     workdir_lib.WorkdirError,
     f'workdir {workdir_lib.show(workdir)} holds a sweep with a different config '
     f'({workdir_lib.SWEEP_FILE})',
-    'its summary.json and plot.png are kept: choose another --workdir',
+    (
+      'a sweep cannot be extended to more num_rounds (its runs would not continue exactly as '
+      'the longer sweep): run it into another --workdir; '
+      if extend
+      else ''
+    )
+    + 'its summary.json and plot.png are kept: choose another --workdir',
     _FREE_FIELDS,
     resume=False,
   )
@@ -370,14 +367,15 @@ def finished(workdir: str, config: ml_collections.ConfigDict) -> bool:
   has one record per grid point and every run's ``metrics.jsonl`` exists: an
   interrupted sweep is never reused as finished.
   """
-  saved = workdir_lib.read_json(os.path.join(workdir, workdir_lib.SWEEP_FILE), strict=False)
-  if not saved or not saved.get('complete'):
+  saved = _saved(workdir)
+  if not saved or not saved.get('complete') or not isinstance(saved.get('config'), dict):
     return False
-  if checkpoint.config_diff(saved.get('config', {}), _record(config), _FREE_FIELDS, resume=False):
+  if checkpoint.config_diff(saved['config'], _record(config), _FREE_FIELDS, resume=False):
     return False
   summary = workdir_lib.read_json(os.path.join(workdir, 'summary.json'), strict=False)
   names = [run_name(p) for p in grid(config)]
-  got = [r.get('name') for r in (summary or {}).get('runs') or [] if isinstance(r, dict)]
+  runs = summary.get('runs') if isinstance(summary, dict) else None
+  got = [r.get('name') for r in runs or [] if isinstance(r, dict)]
   return sorted(got) == sorted(names) and all(
     os.path.isfile(os.path.join(workdir, n, metrics_io.METRICS_FILE)) for n in names
   )
@@ -392,6 +390,12 @@ def train_sweep(
 ) -> dict[str, Any]:
   """Run the grid of ``config.sweep``; returns ``{'runs': [summary per run], 'groups': [...]}``.
 
+  The result is what ``summary.json`` holds (strict JSON). Run again into its workdir,
+  a sweep continues with the grouping recorded in ``sweep.json``: a group that finished
+  is not run again (its runs' records are read back), the others resume from their
+  checkpoints (``checkpoint_every``), so the result equals an uninterrupted sweep's.
+  Each run's ``status`` says whether it diverged (:func:`run_summary`, :func:`outcome`).
+
   ``memory_limit_bytes``: the device memory a group's analytic state may use (default:
   what the backend reports; on CPU the free host memory divided by
   :data:`afl_jax.core.memory.CPU_STATE_FACTOR`); a group that does not fit is split
@@ -402,6 +406,8 @@ def train_sweep(
       point, or a grid too large for the host memory, before anything is compiled.
     WorkdirError: the workdir is busy, holds other outputs (:func:`check_workdir`),
       or a write failed for the disk's reason.
+    workdir.Interrupted: Ctrl-C; the status is recorded in ``sweep.json`` and the
+      message (one line) says what was kept.
   """
   config_lib.validate_sweep(config)
   lock = workdir_lib.acquire(workdir)
@@ -423,6 +429,22 @@ def train_sweep(
     lock.release()
 
 
+def _saved_plan(saved: dict | None, config, names: list[str]) -> list[list[int]] | None:
+  """The grouping an earlier invocation of this sweep recorded (None: none, or another)."""
+  if not saved or not isinstance(saved.get('config'), dict):
+    return None
+  if checkpoint.config_diff(saved['config'], _record(config), _FREE_FIELDS, resume=False):
+    return None
+  groups = saved.get('groups')
+  index = {n: i for i, n in enumerate(names)}
+  if not isinstance(groups, list) or not all(isinstance(g, list) and g for g in groups):
+    return None
+  flat = [n for g in groups for n in g]
+  if sorted(map(str, flat)) != sorted(names):
+    return None
+  return [[index[n] for n in g] for g in groups]
+
+
 def _train_sweep(
   config: ml_collections.ConfigDict, workdir: str, log, limit: int | None
 ) -> dict[str, Any]:
@@ -431,28 +453,39 @@ def _train_sweep(
   first = build_lib.build_run(point_config(config, {k: v[0] for k, v in axes.items()}))
   est = plan(config, first)
   points = grid(config)
+  names = [run_name(p) for p in points]
   traced = traced_fields(config)
-  groups: dict[str, list[int]] = {}
-  for i, p in enumerate(points):
-    groups.setdefault(group_key(p, traced), []).append(i)
   # Build every point first: a bad grid point fails before any compile.
   runs = [first] + [build_lib.build_run(point_config(config, p)) for p in points[1:]]
-  split: list[list[int]] = []
-  for members in groups.values():  # the run context the factory sees must match, too
-    by_ctx: dict[str, list[int]] = {}
-    for i in members:
-      by_ctx.setdefault(_context_key(runs[i]), []).append(i)
-    split.extend(by_ctx.values())
   if limit is None:
     limit = memory.available_bytes()
     if limit is not None and jax.default_backend() == 'cpu':  # the state shares host RAM
       limit = int(limit / memory.CPU_STATE_FACTOR)
-  fitted = _fit_groups(
-    [(m, lambda ms: _group_sim([runs[i] for i in ms], traced, limit)) for m in split],
-    limit,
-    log,
-    first.config,
-  )
+  build = lambda ms: _group_sim([runs[i] for i in ms], traced, limit)
+  for n in names:  # every run's file can be written: refused before any compute
+    workdir_lib.check_dir(os.path.join(workdir, n))
+    workdir_lib.check_target(os.path.join(workdir, n, metrics_io.METRICS_FILE))
+  ident = groups_lib.identity(first)
+  saved = _saved(workdir)
+  recorded = _saved_plan(saved, config, names)
+  if recorded is not None:  # an earlier invocation's groups: its checkpoints fit them
+    groups_lib.refuse_other_identity(saved, ident, workdir)
+    fitted = [(members, None) for members in recorded]
+    log(f'sweep: continuing the sweep in its workdir ({len(recorded)} group(s) as recorded)')
+  else:
+    groups: dict[str, list[int]] = {}
+    for i, p in enumerate(points):
+      groups.setdefault(group_key(p, traced), []).append(i)
+    split: list[list[int]] = []
+    for members in groups.values():  # the run context the factory sees must match, too
+      by_ctx: dict[str, list[int]] = {}
+      for i in members:
+        by_ctx.setdefault(_context_key(runs[i]), []).append(i)
+      split.extend(by_ctx.values())
+    fitted = _fit_groups([(m, build) for m in split], limit, log, first.config)
+    shutil.rmtree(
+      os.path.join(workdir, groups_lib.GROUPS_DIR), ignore_errors=True
+    )  # another grouping's
   log(
     f'sweep: {len(points)} runs in {len(fitted)} group(s), traced: {traced or "none"}; '
     f'built runs about {format_bytes(est["host_bytes"])} on the host, client training about '
@@ -461,36 +494,67 @@ def _train_sweep(
   )
   # Nothing of an earlier invocation may pass for this one's results until it finishes.
   sweep_file = os.path.join(workdir, workdir_lib.SWEEP_FILE)
-  record = {'format': 1, 'config': _record(config), 'runs': len(points), 'complete': False}
-  workdir_lib.write_text(sweep_file, json.dumps(record, indent=1, sort_keys=True) + '\n')
+  record = {
+    'format': 2,
+    'config': _record(config),
+    'runs': len(points),
+    'groups': [[names[i] for i in members] for members, _ in fitted],
+    'identity': ident,
+    'complete': False,
+    'status': 'running',
+  }
+  write_record = lambda: workdir_lib.write_text(
+    sweep_file, json.dumps(record, indent=1, sort_keys=True, allow_nan=False) + '\n'
+  )
+  write_record()
   for name in SUMMARY_FILES:
     if os.path.isfile(os.path.join(workdir, name)):
       os.remove(os.path.join(workdir, name))
-  summaries, group_info, curves = [None] * len(points), [], {}
-  done = 0
-  for members, group in fitted:
-    s, recs = _run_group(
-      [points[i] for i in members], [runs[i] for i in members], group, workdir, log
-    )
-    group_info.append(recs.pop('_group'))
-    curves.update(recs)
-    for i, one in zip(members, s):
-      summaries[i] = one
-    done += len(members)
-    if done < len(points):
-      spent = time.time() - t_start
-      log(
-        f'sweep: {done}/{len(points)} runs done in {_duration(spent)}; about '
-        f'{_duration(spent / done * (len(points) - done))} left'
+  group_info, done = [], 0
+  try:
+    for k, (members, group) in enumerate(fitted):
+      info = _run_group(
+        k,
+        [names[i] for i in members],
+        [runs[i] for i in members],
+        (lambda group=group, members=members: group or build(members)),
+        workdir,
+        log,
       )
-  out = {'runs': summaries, 'groups': group_info, 'traced': traced}
+      group_info.append(info)
+      done += len(members)
+      if done < len(points):
+        spent = time.time() - t_start
+        log(
+          f'sweep: {done}/{len(points)} runs done in {_duration(spent)}; about '
+          f'{_duration(spent / done * (len(points) - done))} left'
+        )
+  except KeyboardInterrupt:
+    every = int(config.checkpoint_every)
+    record['status'] = f'interrupted (Ctrl-C) in group {len(group_info)} of {len(fitted)}'
+    write_record()
+    raise workdir_lib.Interrupted(
+      f'interrupted (Ctrl-C): {done} of {len(points)} runs of the sweep finished; the metrics '
+      f'so far are in {workdir_lib.show(workdir)}/<run>/metrics.jsonl; run the same command to '
+      + (
+        f'continue from the last checkpoint (checkpoint_every={every})'
+        if every
+        else 'continue (finished groups are kept; set config.checkpoint_every to keep more)'
+      )
+    ) from None
+  records = {n: metrics_io.read_metrics(os.path.join(workdir, n)) for n in names}
+  summaries = [run_summary(n, p, run, records[n]) for p, run, n in zip(points, runs, names)]
+  out = metrics_io.jsonable({'runs': summaries, 'groups': group_info, 'traced': traced})
   workdir_lib.write_text(
-    os.path.join(workdir, 'summary.json'), json.dumps(out, indent=2, default=float)
+    os.path.join(workdir, 'summary.json'), json.dumps(out, indent=2, allow_nan=False) + '\n'
   )
   workdir_lib.write_text(os.path.join(workdir, 'summary.md'), _markdown(summaries, group_info))
-  plotting.plot_runs(curves, os.path.join(workdir, 'plot.png'), title=f'sweep: {config.algorithm}')
+  plotting.plot_runs(records, os.path.join(workdir, 'plot.png'), title=f'sweep: {config.algorithm}')
+  diverged, line = outcome(out)
   record['complete'] = True
-  workdir_lib.write_text(sweep_file, json.dumps(record, indent=1, sort_keys=True) + '\n')
+  record['status'] = f'finished: {len(points)} runs, {diverged} diverged'
+  write_record()
+  log(line)
   return out
 
 
@@ -499,8 +563,10 @@ __all__ = [
   'finished',
   'grid',
   'num_points',
+  'outcome',
   'plan',
   'point_config',
   'run_name',
+  'run_summary',
   'train_sweep',
 ]

@@ -18,9 +18,22 @@ may acquire it again: the inner acquisition is a no-op.
 
 This module uses the standard library only, so a script can load it before JAX.
 It also checks a workdir path before anything is computed (:func:`check_path`),
-refuses a workdir holding the other kind of run (:func:`refuse_other`), writes the
-run's own files atomically (:func:`write_text`; orbax does so only for its items) and
-turns a failed write (full or read-only disk) into one line (:func:`write_error`).
+refuses a workdir holding the other kind of run (:func:`refuse_other`) and turns a
+failed write (full or read-only disk) into one line (:func:`write_error`).
+
+It is the one place where afl_jax writes a file (orbax writes its own items, atomically):
+:func:`atomic_file` (and :func:`write_text`, :func:`write_bytes`, :func:`write_with`
+for an .npz or a .png) creates a temporary file exclusively beside the target
+(``tempfile.mkstemp``: O_CREAT | O_EXCL | O_NOFOLLOW, a random name, so no planted name
+is ever opened), syncs it and renames it into place: a reader sees the old file or the
+new one, never half of one. :func:`open_append` (metrics.jsonl) opens with O_NOFOLLOW
+and refuses anything but a regular file with one link. No link is followed: a target
+that is a symbolic link, and below a held workdir any directory on the way that is one,
+is refused with one line naming it (:func:`check_target`). When a workdir is locked, a
+symbolic link anywhere inside it is refused before anything is read or written, and the
+temporary files of a writer killed mid-write are removed. The lock file itself is opened
+with O_NOFOLLOW and must be a regular file with one link; it is written in place (its
+inode is what the flock holds, so it cannot be replaced by a rename).
 
 Why none of it is left to orbax: orbax's ``CheckpointManager`` "is NOT multi-job-safe"
 (its docstring, orbax-checkpoint 0.12.8: two jobs saving into one directory are not
@@ -31,15 +44,20 @@ workdir, and the lock must be taken before JAX (hence orbax) is imported.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime
 import errno
 import fcntl
 import json
 import os
+import signal
 import socket
+import stat
 import sys
-from collections.abc import Sequence
-from typing import Any
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any
 
 if __name__.startswith('afl_jax.'):  # a UserError ends a script as one line
   from afl_jax.errors import UserError as _Base
@@ -49,20 +67,31 @@ else:  # loaded by path before afl_jax (and JAX) is imported: scripts/train.py
 __all__ = [
   'LOCK_FILE',
   'SWEEP_FILE',
+  'TMP_SUFFIX',
+  'Interrupted',
   'WorkdirBusyError',
   'WorkdirError',
   'WorkdirLock',
   'acquire',
+  'atomic_file',
+  'check_dir',
   'check_path',
+  'check_target',
+  'ctrl_c_after',
   'disk_error',
+  'find_link',
   'flag_value',
   'holder',
   'lock_from_argv',
+  'make_dirs',
+  'open_append',
   'read_json',
   'refuse_other',
   'show',
+  'write_bytes',
   'write_error',
   'write_text',
+  'write_with',
 ]
 
 LOCK_FILE = '.lock'
@@ -98,14 +127,183 @@ def refuse_other(workdir: str | os.PathLike, kind: str) -> None:
         )
 
 
-def write_text(path: str, text: str) -> None:
-  """Write ``text`` to ``path`` atomically (a synced temporary file, then a rename)."""
-  tmp = path + '.tmp'
-  with open(tmp, 'w') as f:
+# ---- writing without following links ----------------------------------------------------
+# The workdirs this process holds (acquire adds, release removes): below one of them no
+# directory on the way to a written file may be a symbolic link.
+_ROOTS: list[str] = []
+TMP_SUFFIX = '.afl-tmp'  # temporary files of atomic writes (removed when a workdir is locked)
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+class Interrupted(KeyboardInterrupt):
+  """Ctrl-C (SIGINT), with one line saying what was kept and how to continue."""
+
+
+@contextlib.contextmanager
+def ctrl_c_after() -> Iterator[None]:
+  """Hold a Ctrl-C (SIGINT) that arrives inside the block until the block has finished
+  (e.g. a checkpoint being saved), then raise it. Other threads: no effect."""
+  if threading.current_thread() is not threading.main_thread() or (
+    signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+  ):  # another thread, or SIGINT ignored or handled by the caller: left as it is
+    yield
+    return
+  caught = []
+  old = signal.signal(signal.SIGINT, lambda *args: caught.append(args))
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGINT, old)
+  if caught:
+    raise KeyboardInterrupt
+
+
+def _link_error(path: str) -> WorkdirError:
+  try:
+    target = os.readlink(path)
+  except OSError:
+    target = '?'
+  return WorkdirError(
+    f'{show(path)} is a symbolic link (to {target}); afl_jax writes no file through a link: '
+    'remove it (its target is untouched) or choose another --workdir'
+  )
+
+
+def check_target(path: str) -> str:
+  """``path`` (absolute) when a file may be written there, else WorkdirError (one line).
+
+  Refused: ``path`` itself a symbolic link or a directory, and, below a workdir this
+  process holds, any directory on the way to it that is a symbolic link.
+  """
+  path = os.path.abspath(os.fspath(path))
+  root = next((r for r in _ROOTS if path.startswith(r.rstrip(os.sep) + os.sep)), None)
+  if root is not None:
+    d = root
+    for part in os.path.relpath(os.path.dirname(path), root).split(os.sep):
+      if part in ('', '.'):
+        continue
+      d = os.path.join(d, part)
+      if os.path.islink(d):
+        raise _link_error(d)
+  if os.path.islink(path):
+    raise _link_error(path)
+  if os.path.isdir(path):
+    raise WorkdirError(
+      f'{show(path)} is a directory, not a file; move it away or choose another --workdir'
+    )
+  return path
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike, mode: str = 'w') -> Iterator[IO[Any]]:
+  """A new file that replaces ``path`` when the block ends without an error.
+
+  The file is created exclusively beside ``path`` (``tempfile.mkstemp``: O_CREAT |
+  O_EXCL | O_NOFOLLOW, a fresh random name, so a planted link is never opened), synced,
+  given the permissions the umask allows and renamed over ``path``; on an error it is
+  removed and ``path`` keeps its old content. No link is followed (:func:`check_target`).
+  """
+  path = check_target(os.fspath(path))
+  d, name = os.path.split(path)
+  fd, tmp = tempfile.mkstemp(prefix=f'.{name}.', suffix=TMP_SUFFIX, dir=d)
+  try:
+    os.fchmod(fd, 0o666 & ~_UMASK)
+    with os.fdopen(fd, mode) as f:
+      yield f
+      f.flush()
+      os.fsync(f.fileno())
+    check_target(path)  # a link planted meanwhile is refused, not replaced
+    os.replace(tmp, path)
+  except BaseException:
+    with contextlib.suppress(OSError):
+      os.unlink(tmp)
+    raise
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+  """Write ``text`` to ``path`` atomically (:func:`atomic_file`)."""
+  with atomic_file(path, 'w') as f:
     f.write(text)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+  """Write ``data`` to ``path`` atomically (:func:`atomic_file`)."""
+  with atomic_file(path, 'wb') as f:
+    f.write(data)
+
+
+def write_with(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> None:
+  """``write(f)`` into a binary file that atomically becomes ``path`` (an .npz, a .png)."""
+  with atomic_file(path, 'wb') as f:
+    write(f)
+
+
+def open_append(path: str | os.PathLike) -> IO[str]:
+  """``path`` opened for appending text (created if missing), never through a link.
+
+  Refused (WorkdirError): a link (O_NOFOLLOW), a directory, anything but a regular
+  file, and a file with other hard links (appending would change them too).
+  """
+  path = check_target(os.fspath(path))
+  try:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+  except OSError as e:
+    if e.errno == errno.ELOOP:
+      raise _link_error(path) from None
+    raise
+  st = os.fstat(fd)
+  if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+    os.close(fd)
+    why = 'not a regular file' if not stat.S_ISREG(st.st_mode) else 'a file with other hard links'
+    raise WorkdirError(
+      f'{show(path)} is {why}; afl_jax appends only to its own files: move it away'
+    )
+  return os.fdopen(fd, 'a')
+
+
+def check_dir(path: str | os.PathLike) -> str:
+  """``path`` (absolute) when it is, or can be made, a directory without following a link
+  (:func:`check_target`'s checks of the way) nor replacing a file; else WorkdirError."""
+  path = os.path.abspath(os.fspath(path))
+  check_target(os.path.join(path, '_'))  # every directory on the way, ``path`` included
+  d = path
+  while not os.path.isdir(d) and d != os.path.dirname(d):
+    if os.path.lexists(d):
+      raise WorkdirError(
+        f'{show(d)} is a file, not a directory; move it away or choose another --workdir'
+      )
+    d = os.path.dirname(d)
+  return path
+
+
+def make_dirs(path: str | os.PathLike) -> str:
+  """``os.makedirs(path, exist_ok=True)`` after :func:`check_dir`."""
+  path = check_dir(path)
+  os.makedirs(path, exist_ok=True)
+  return path
+
+
+def find_link(workdir: str | os.PathLike) -> str | None:
+  """The first symbolic link inside ``workdir`` (files and directories, links not followed)."""
+  for root, dirs, files in os.walk(os.fspath(workdir)):
+    for name in sorted(dirs) + sorted(files):
+      if os.path.islink(os.path.join(root, name)):
+        return os.path.join(root, name)
+  return None
+
+
+def _tidy(workdir: str) -> None:
+  """Refuse a workdir holding a link (one line, before anything is written); remove the
+  temporary files of atomic writes an earlier holder left when it was killed."""
+  link = find_link(workdir)
+  if link is not None:
+    raise _link_error(link)
+  for root, _, files in os.walk(workdir):
+    for name in files:
+      if name.startswith('.') and name.endswith(TMP_SUFFIX):
+        with contextlib.suppress(OSError):
+          os.unlink(os.path.join(root, name))
 
 
 def read_json(path: str, *, strict: bool = True) -> Any:
@@ -198,6 +396,8 @@ class WorkdirLock:
     self.path = path
     self._fd = fd
     self._created = list(created)
+    self._held = True
+    _ROOTS.append(path)  # writes below it follow no link (check_target)
 
   @property
   def owner(self) -> bool:
@@ -205,6 +405,9 @@ class WorkdirLock:
 
   def release(self) -> None:
     """Drop the lock, remove the lock file and the directories it created, if left empty."""
+    if self._held:
+      self._held = False
+      _ROOTS.remove(self.path)
     if self._fd is None:
       return
     fd, self._fd = self._fd, None
@@ -249,16 +452,24 @@ def acquire(workdir: str | os.PathLike, flag: str = '--workdir') -> WorkdirLock:
   lock_path = os.path.join(path, LOCK_FILE)
   for _ in range(10):  # the file may be replaced between open and flock (a release)
     try:
-      fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+      fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
     except OSError as e:
       _rmdirs(created)
+      if e.errno == errno.ELOOP:  # a planted link: its target is never opened
+        raise _link_error(lock_path) from None
       raise WorkdirError(f'workdir {show(path)} is not writable ({e})') from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:  # writing the holder would change it
+      os.close(fd)
+      why = 'not a regular file' if not stat.S_ISREG(st.st_mode) else 'a file with other hard links'
+      raise WorkdirError(f'{show(lock_path)} is {why}; remove it or choose another --workdir')
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
       os.close(fd)
       info = holder(path)
       if _is_me(info):
+        _tidy(path)
         return WorkdirLock(path, None)  # this process holds it already
       raise WorkdirBusyError(_busy_message(path, info)) from None
     try:
@@ -268,14 +479,19 @@ def acquire(workdir: str | os.PathLike, flag: str = '--workdir') -> WorkdirLock:
     if not same:  # released and unlinked meanwhile: lock the new file instead
       os.close(fd)
       continue
+    lock = WorkdirLock(path, fd, created)
     try:
+      _tidy(path)  # held: no other afl_jax writer is in the workdir
       text = json.dumps(_describe())
       os.ftruncate(fd, 0)
       os.pwrite(fd, text.encode(), 0)
+    except WorkdirError:
+      lock.release()
+      raise
     except OSError as e:
-      os.close(fd)
+      lock.release()
       raise WorkdirError(f'workdir {show(path)} is not writable ({e})') from None
-    return WorkdirLock(path, fd, created)
+    return lock
   raise WorkdirBusyError(_busy_message(path, holder(path)))
 
 
