@@ -277,9 +277,7 @@ def test_records_round_trip_bit_for_bit(tmp_path):
   runs.write('toy', frame, sweeps, str(tmp_path))
   first = (tmp_path / 'toy.csv.gz').read_bytes()
   back, manifest = runs.read('toy', str(tmp_path))
-  assert sorted(manifest, key=repr) == sorted(
-    (dict(sorted(m.items())) for m in sweeps), key=repr
-  )
+  assert sorted(manifest, key=repr) == sorted((dict(sorted(m.items())) for m in sweeps), key=repr)
   cols = runs.METRIC_COLUMNS
   key = runs.KEYS
   a = frame.sort_values(key).reset_index(drop=True)[cols].to_numpy(float)
