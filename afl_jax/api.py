@@ -122,11 +122,11 @@ class SweepResult(NamedTuple):
 
 
 def _check_key(key: Any) -> None:
-  """``key`` is one PRNG key: a typed key of shape () or a raw uint32 [2] key."""
+  """``key`` is one PRNG key: a typed key of shape () or a raw uint32 key ([2]; [4] rbg)."""
   dtype = getattr(key, 'dtype', None)
   typed = dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
   shape = tuple(np.shape(key)) if dtype is not None else None
-  if (typed and shape == ()) or (not typed and dtype == np.uint32 and shape == (2,)):
+  if (typed and shape == ()) or (not typed and dtype == np.uint32 and shape in ((2,), (4,))):
     return
   if typed and len(shape) == 1:
     got = f'{shape[0]} keys ({dtype} of shape {shape}); simulate runs one replica, '
