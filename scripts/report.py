@@ -16,6 +16,7 @@ import pathlib
 from absl import flags
 
 from afl_jax import reproduction
+from afl_jax.errors import UserError
 from afl_jax.pipeline import cli
 from afl_jax.reproduction import pages, runs
 
@@ -37,6 +38,9 @@ flags.register_validator(
 
 def main(argv):
   del argv  # cli.flags_parser refuses stray arguments
+  for flag in (_RECORDS_DIR, _OUT_DIR):
+    if not os.path.isdir(flag.value):
+      raise UserError(f'--{flag.name}={flag.value} is invalid: not an existing directory')
   if _WRITE.value:
     written = pages.write(
       _PAPERS.value, records_dir=_RECORDS_DIR.value, out_dir=_OUT_DIR.value, plots=_PLOTS.value

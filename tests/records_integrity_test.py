@@ -300,3 +300,8 @@ def test_reproduce_test_phase_without_selection_records_is_one_line():
   )
   line = _one_line(proc, 'error: --phase=test: experiment fig1_noniid_t600 of masfl has no')
   assert 'run --phase=select' in line
+
+
+def test_report_refuses_a_records_dir_that_is_not_one(tmp_path):
+  proc = _script('report.py', f'--records_dir={tmp_path / "nope"}')
+  _one_line(proc, f'error: --records_dir={tmp_path / "nope"} is invalid: not an existing dir')

@@ -215,3 +215,24 @@ def test_estimate_covers_every_grid_point_of_a_sweep(tmp_path):
   ]
   assert steps[1] * 5 == steps[0] * 7 and steps[0] == steps[2]  # K scales the useful steps
   assert lines[5].startswith(f'total: {sum(steps):,} useful')
+
+
+def test_estimate_names_what_train_would_refuse_instead_of_refusing():
+  proc = subprocess.run(
+    [
+      sys.executable,
+      str(ROOT / 'scripts' / 'estimate.py'),
+      f'--config={SMOKE}',
+      '--config.local_epochs=1000000',
+      '--probe_steps=1',
+    ],
+    capture_output=True,
+    text=True,
+    timeout=300,
+    env=dict(os.environ, JAX_PLATFORMS='cpu', AFL_JAX_CPU_DEVICES='1'),
+  )
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  last = proc.stdout.strip().splitlines()[-1]
+  assert last.startswith(
+    'train.py would refuse this run: config.local_epochs=1000000 is invalid: 606,000,000 client'
+  )
