@@ -91,7 +91,9 @@ def simulate(
       shapes are not what ``loss_fn`` reads; checked before compiling).
     ScheduleError: ``schedule`` was built for another number of clients than
       ``problem`` has (pass ``num_clients=`` to its builder).
+    ArgumentError: ``key`` is not one PRNG key (an int, or several keys).
   """
+  _check_key(key)
   check_params(problem, params0)
   sim = Simulator(algorithm, problem, schedule, chunk_size=chunk_size, record_params=True)
   state = sim.init(params0, key)
@@ -119,10 +121,25 @@ class SweepResult(NamedTuple):
   final_state: SimState  # leading axis R (padded replicas included on a multi-device mesh)
 
 
+def _check_key(key: Any) -> None:
+  """``key`` is one PRNG key: a typed key of shape () or a raw uint32 key ([2]; [4] rbg)."""
+  dtype = getattr(key, 'dtype', None)
+  typed = dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+  shape = tuple(np.shape(key)) if dtype is not None else None
+  if (typed and shape == ()) or (not typed and dtype == np.uint32 and shape in ((2,), (4,))):
+    return
+  if typed and len(shape) == 1:
+    got = f'{shape[0]} keys ({dtype} of shape {shape}); simulate runs one replica, '
+    got += 'afl_jax.sweep runs one per key'
+  else:
+    got = type(key).__name__ if dtype is None else f'{dtype} of shape {shape}'
+  raise ArgumentError(f'key must be one PRNG key; got {got}. Pass jax.random.key(seed).')
+
+
 def _as_list(x: Any, r: int, what: str) -> list:
   if isinstance(x, list | tuple):
     if len(x) != r:
-      raise ValueError(f'got {len(x)} {what} for {r} replicas (keys); give one or {r}.')
+      raise ArgumentError(f'got {len(x)} {what} for {r} replicas (keys); give one or {r}.')
     return list(x)
   return [x] * r
 
@@ -200,7 +217,7 @@ def simulator(
       raise type(e)(f'replica {i}: {e}') from e
   if isinstance(problem, list | tuple):
     if len(problem) != r:
-      raise ValueError(f'got {len(problem)} problems for {r} replicas (keys).')
+      raise ArgumentError(f'got {len(problem)} problems for {r} replicas (keys); give one or {r}.')
     stacked, axes = replicas.stack_problems(problem)
   else:
     stacked, axes = problem, replicas.shared_problem_axes(problem)

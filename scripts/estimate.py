@@ -18,6 +18,11 @@ Prints, without running the simulation:
   compile), times the computed client steps, plus the evaluations; with the XLA
   FLOP count of one step, to rescale to another device.
 
+A config with a ``sweep`` section is estimated at every grid point (each built as the
+sweep builds it): one line per point (memory of one run, client steps, time) and the
+totals, with the grid points that train.py would refuse (memory of one local step,
+time above $AFL_JAX_MAX_HOURS: :func:`afl_jax.pipeline.sizes.check_work`) named.
+
 When the dataset's files are not present, random data of the dataset's shapes is
 used (labels balanced like the real set, so client sizes and K come out the same
 in distribution). The probe assumes client steps run one after another on one
@@ -45,7 +50,9 @@ from afl_jax import data, models  # noqa: E402
 from afl_jax.core import memory  # noqa: E402
 from afl_jax.core.simulator import Simulator  # noqa: E402
 from afl_jax.pipeline import build as build_lib  # noqa: E402
-from afl_jax.pipeline import cli  # noqa: E402
+from afl_jax.pipeline import cli, sizes  # noqa: E402
+from afl_jax.pipeline import config as config_lib  # noqa: E402
+from afl_jax.pipeline import sweep as sweep_lib  # noqa: E402
 
 _CONFIG = cli.define_config_flag('configs/paper_cifar10.py:masfl')
 _PROBE = flags.DEFINE_integer(
@@ -69,19 +76,34 @@ def random_dataset(name: str, seed: int = 0) -> data.ArrayDataset:
   return data.ArrayDataset(images(n_train), labels(n_train), images(n_test), labels(n_test), 10)
 
 
-def build_run(config) -> tuple[build_lib.Run, str]:
-  """The built run, and where its data came from."""
-  reason = '--random_data'
-  if not _RANDOM.value:
+def build_run(config) -> tuple[build_lib.Run, str, dict, str | None]:
+  """The built run, where its data came from, its work (:func:`sizes.work`) and why
+  train.py would refuse it (None: it would not), without refusing here."""
+  seen = {}
+  real_check = sizes.check_work
+
+  def check(*args, **kwargs):  # estimate whatever the limits; say what train.py would do
+    seen['work'] = sizes.work(*args)
     try:
-      return build_lib.build_run(config), 'the dataset files'
-    except data.DataError as e:
-      if config.dataset not in SHAPES:
-        raise
-      reason = str(e).splitlines()[0]
-  fake = random_dataset(config.dataset)
-  with mock.patch.object(build_lib, 'load_dataset', lambda c: fake):  # the pipeline loads it
-    return build_lib.build_run(config), f'random data of the real shapes ({reason})'
+      real_check(*args, **kwargs, log=lambda line: None)
+    except sizes.ConfigError as e:
+      seen['refused'] = str(e)
+    return seen['work']
+
+  reason = '--random_data'
+  with mock.patch.object(sizes, 'check_work', check):
+    if not _RANDOM.value:
+      try:
+        run = build_lib.build_run(config)
+        return run, 'the dataset files', seen['work'], seen.get('refused')
+      except data.DataError as e:
+        if config.dataset not in SHAPES:
+          raise
+        reason = str(e).splitlines()[0]
+    fake = random_dataset(config.dataset)
+    with mock.patch.object(build_lib, 'load_dataset', lambda c: fake):  # the pipeline loads it
+      run = build_lib.build_run(config)
+  return run, f'random data of the real shapes ({reason})', seen['work'], seen.get('refused')
 
 
 def analytic_memory(run: build_lib.Run) -> tuple[dict[str, int], Simulator]:
@@ -138,8 +160,10 @@ def _hours(s: float) -> str:
 def main(argv):
   del argv
   config = cli.finish_config(_CONFIG.value)
+  if config_lib.sweep_axes(config.get('sweep', {})):
+    return estimate_sweep(config)
   t0 = time.perf_counter()
-  run, source = build_run(config)
+  run, source, _, refused = build_run(config)
   build_s = time.perf_counter() - t0
   c, s = run.config, run.schedule
   report, sim = analytic_memory(run)
@@ -186,6 +210,55 @@ def main(argv):
       f'work: {_flop(computed * flops)} of client training computed '
       f'({_flop(useful * flops)} useful)'
     )
+  if refused:
+    print(f'train.py would refuse this run: {refused}')
+
+
+def estimate_sweep(config) -> None:
+  """One line per grid point of ``config.sweep`` (built as the sweep builds it) and totals.
+
+  The probe runs once per distinct (model, batch size, dtype) among the points.
+  """
+  points = sweep_lib.grid(config)
+  device = jax.devices()[0]
+  print(
+    f'sweep: {len(points)} grid points of {config.algorithm} on {config.dataset} '
+    f'({", ".join(f"{len(v)} {k}" for k, v in config_lib.sweep_axes(config.sweep).items())}); '
+    f'{len(jax.devices())} x {device.platform} ({device.device_kind})'
+  )
+  probes: dict[tuple, float] = {}
+  total_s = total_mem = steps_useful = steps_computed = 0
+  refused = []
+  for point in points:
+    run, _, _, why = build_run(sweep_lib.point_config(config, point))
+    c = run.config
+    report, sim = analytic_memory(run)
+    key = (c.model, c.dataset, int(c.batch_size), c.dtype)
+    if key not in probes:
+      probes[key] = probe(run, _PROBE.value)[1]
+    per_step = probes[key]
+    useful, computed = sim.step_work
+    evals = -(-run.schedule.num_steps // c.eval_every) + 1
+    eval_s = evals * (len(run.data.test_y) + c.eval_train_samples) / c.batch_size * per_step / 3
+    seconds = computed * per_step + eval_s
+    total_s += seconds
+    total_mem = max(total_mem, report['total'])
+    steps_useful, steps_computed = steps_useful + useful, steps_computed + computed
+    name = sweep_lib.run_name(point)
+    print(
+      f'  {name}: memory {memory.format_bytes(report["total"])}, client steps {useful:,} '
+      f'useful / {computed:,} computed, ~{_hours(seconds)}' + (' (REFUSED)' if why else '')
+    )
+    if why:
+      refused.append(f'{name}: {why}')
+  print(
+    f'total: {steps_useful:,} useful / {steps_computed:,} computed client steps, '
+    f'~{_hours(total_s)} on this machine if the runs went one after another (a sweep '
+    f'stacks runs of one group: often faster); largest run {memory.format_bytes(total_mem)} '
+    'analytic'
+  )
+  for line in refused:
+    print(f'train.py would refuse grid point {line}')
 
 
 if __name__ == '__main__':

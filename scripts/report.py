@@ -4,7 +4,10 @@
   python scripts/report.py --write         # rewrite docs/results/<paper>.md, plots, README.md
 
 Every number on a page comes from docs/results/records/<paper>.csv.gz and the
-declarations in configs/repro/; nothing is written unless --write is given.
+declarations in configs/repro/; nothing is written unless --write is given. Each
+paper's records are checked against their manifest first (sweeps, seeds, runs, row
+count, SHA-256): a damaged or mismatched pair ends the command with one ``error:`` line
+naming the file, before any page is written.
 """
 
 import os
@@ -13,14 +16,19 @@ import pathlib
 from absl import flags
 
 from afl_jax import reproduction
+from afl_jax.errors import UserError
 from afl_jax.pipeline import cli
-from afl_jax.reproduction import pages
+from afl_jax.reproduction import pages, runs
 
 _PAPERS = flags.DEFINE_list(
   'papers', list(reproduction.PAPERS), 'Papers whose plots to redraw (every page is rebuilt).'
 )
 _WRITE = flags.DEFINE_bool('write', False, 'Write the pages (default: only check and print).')
 _PLOTS = flags.DEFINE_bool('plots', True, 'With --write: redraw the plots too.')
+_RECORDS_DIR = flags.DEFINE_string(
+  'records_dir', runs.RECORDS, 'The records and manifests to build from (checked first).'
+)
+_OUT_DIR = flags.DEFINE_string('out_dir', pages.RESULTS, 'Where the pages are (and are written).')
 flags.register_validator(
   'papers',
   lambda v: set(v) <= set(reproduction.PAPERS),
@@ -30,15 +38,21 @@ flags.register_validator(
 
 def main(argv):
   del argv  # cli.flags_parser refuses stray arguments
+  for flag in (_RECORDS_DIR, _OUT_DIR):
+    if not os.path.isdir(flag.value):
+      raise UserError(f'--{flag.name}={flag.value} is invalid: not an existing directory')
   if _WRITE.value:
-    for path in pages.write(_PAPERS.value, plots=_PLOTS.value):
+    written = pages.write(
+      _PAPERS.value, records_dir=_RECORDS_DIR.value, out_dir=_OUT_DIR.value, plots=_PLOTS.value
+    )
+    for path in written:
       print(f'wrote {path}')
     return
-  scored = pages.score_all()
+  scored = pages.score_all(_RECORDS_DIR.value)
   stale = []
   for key in _PAPERS.value:
     text = pages.render(reproduction.load_paper(key), scored[key])
-    path = os.path.join(pages.RESULTS, f'{key}.md')
+    path = os.path.join(_OUT_DIR.value, f'{key}.md')
     if not os.path.exists(path) or pathlib.Path(path).read_text() != text:
       stale.append(path)
   print(pages.tally(scored).to_string())

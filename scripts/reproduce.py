@@ -40,6 +40,7 @@ def main(argv):
     if _PHASE.value in ('all', 'select'):
       runs.run_phase(paper, exp, 'select', _OUT_DIR.value, rerun=_RERUN.value)
     if _PHASE.value in ('all', 'test'):
+      runs.require_selection(paper.key, exp)
       settings = scoring.settings_to_test(paper.key, exp)
       runs.run_phase(paper, exp, 'test', _OUT_DIR.value, settings=settings, rerun=_RERUN.value)
   for path in pages.write([paper.key]):

@@ -273,16 +273,17 @@ def test_benjamini_hochberg_by_hand():
 
 def test_records_round_trip_bit_for_bit(tmp_path):
   frame = _frame()
-  runs.write('toy', frame, [], str(tmp_path))
+  sweeps = _manifest(_toy([]))
+  runs.write('toy', frame, sweeps, str(tmp_path))
   first = (tmp_path / 'toy.csv.gz').read_bytes()
   back, manifest = runs.read('toy', str(tmp_path))
-  assert manifest == []
+  assert sorted(manifest, key=repr) == sorted((dict(sorted(m.items())) for m in sweeps), key=repr)
   cols = runs.METRIC_COLUMNS
   key = runs.KEYS
   a = frame.sort_values(key).reset_index(drop=True)[cols].to_numpy(float)
   b = back.sort_values(key).reset_index(drop=True)[cols].to_numpy(float)
   np.testing.assert_array_equal(a, b)  # repr floats: the same bits back
-  runs.write('toy', back, [], str(tmp_path))
+  runs.write('toy', back, manifest, str(tmp_path))
   assert (tmp_path / 'toy.csv.gz').read_bytes() == first  # same rows, same bytes
 
 
@@ -295,9 +296,11 @@ def _manifest(exp):
     for phase, setting, settings in entries:
       (config,) = runs.sweep_configs(exp, m, phase, settings)
       fp = runs._fingerprint(config)
+      seeds = list(SEL if phase == 'select' else TEST)
+      runs_ = len(seeds) * (len(settings) or len(m.grid['hparams.client_lr']))
       out.append(
         {'experiment': 'toy', 'method': m.label, 'phase': phase, 'setting': setting}
-        | {'fingerprint': fp}
+        | {'fingerprint': fp, 'seeds': seeds, 'runs': runs_}
       )
   return out
 
@@ -333,7 +336,8 @@ def test_records_of_an_earlier_declaration_are_never_scored(tmp_path):
   # A selected setting whose test sweep has not run yet: not scored (not a crash).
   selected_b = runs.setting_key({'hparams.client_lr': 0.1})
   partial = f[~((f.method == 'B') & (f.phase == 'test') & (f.setting == selected_b))]
-  runs.write('toy', partial, _manifest(exp), str(tmp_path))
+  unrun = [m for m in _manifest(exp) if (m['method'], m['setting']) != ('B', selected_b)]
+  runs.write('toy', partial, unrun, str(tmp_path))
   assert pages.score_paper(paper, str(tmp_path)) == {}
   assert pages.score_paper(spec.Paper('toy', '9', 'c', 's', (half,)), str(tmp_path)) == {}
 

@@ -4,15 +4,19 @@ The state of a run is dominated by a few arrays whose sizes are known before any
 compute: per-client state (control variates, residuals, local models, logits),
 the ring buffer of past broadcasts, the server state, the client data, and the
 working set of one step (start models, local models, gradients and messages of the
-clients trained together). :func:`estimate` adds them up from abstract shapes;
+clients trained together, and each one's batch and the activations its gradient
+keeps: :func:`client_step_bytes`). :func:`estimate` adds them up from abstract shapes;
 :func:`check` refuses a run that cannot fit, with the breakdown in the message.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
+import jax.extend
+import numpy as np
 
 from afl_jax.errors import UserError
 
@@ -38,6 +42,59 @@ def nbytes(tree: Any) -> int:
   return int(sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree)))
 
 
+def _intermediate_bytes(jaxpr: Any) -> int:
+  """Bytes of every value a traced program produces (sub-programs counted inside)."""
+  total = 0
+  for eqn in jaxpr.eqns:
+    subs = [
+      getattr(v, 'jaxpr', v)
+      for v in eqn.params.values()
+      if isinstance(v, jax.extend.core.ClosedJaxpr | jax.extend.core.Jaxpr)
+    ]
+    if subs:
+      total += sum(_intermediate_bytes(j) for j in subs)
+      continue
+    for v in eqn.outvars:
+      aval = getattr(v, 'aval', None)
+      if hasattr(aval, 'shape') and hasattr(aval, 'dtype'):
+        total += math.prod(aval.shape) * getattr(aval.dtype, 'itemsize', 4)
+  return total
+
+
+def _one_replica(tree: Any, axes: Any) -> Any:
+  """Abstract leaves of ``tree`` without the replica axis where ``axes`` has 0."""
+  if axes is None:
+    return jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), tree)
+  leaves, treedef = jax.tree.flatten(tree)
+  flat_axes = jax.tree.leaves(axes, is_leaf=lambda a: a is None)
+  out = [
+    jax.ShapeDtypeStruct(np.shape(x)[1:] if a == 0 else np.shape(x), x.dtype)
+    for x, a in zip(leaves, flat_axes)
+  ]
+  return jax.tree.unflatten(treedef, out)
+
+
+def client_step_bytes(problem: Any, params_shape: Any, replica_axes: Any = None) -> int:
+  """Bytes one trained client holds in a local step besides its parameter copies: its
+  batch (``problem.sample_fn`` on client 0) and the values the loss computes on it (the
+  activations its gradient keeps; every intermediate of the traced loss, an upper
+  bound, as XLA fuses some away). Abstract shapes only: nothing is computed.
+
+  ``replica_axes``: for a problem stacked over replicas (a sweep's), its ``in_axes``
+  (0: the leaf has a leading replica axis). A problem whose batch cannot be traced this
+  way counts 0 (its loss is checked when the run compiles).
+  """
+  try:
+    views = _one_replica(problem.client_views, getattr(replica_axes, 'client_views', None))
+    shared = _one_replica(problem.shared, getattr(replica_axes, 'shared', None))
+    view0 = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), views)
+    batch = jax.eval_shape(problem.sample_fn, shared, view0, jax.random.key(0))
+    jaxpr = jax.make_jaxpr(problem.loss_fn)(params_shape, batch)
+  except Exception:  # noqa: BLE001 (an estimate: a problem it cannot trace is left to the run)
+    return 0
+  return nbytes(batch) + _intermediate_bytes(jaxpr.jaxpr)
+
+
 def estimate(
   state_shape: Any,
   params_shape: Any,
@@ -48,6 +105,7 @@ def estimate(
   num_devices: int,
   num_replicas: int = 1,
   problem_axes: Any = None,
+  replica_axes: Any = None,
 ) -> dict[str, int]:
   """Bytes by component (abstract shapes in, no allocation).
 
@@ -60,6 +118,8 @@ def estimate(
     num_replicas: R runs stepping together (a sweep): the step's temporaries scale with R.
     problem_axes: for a sweep whose replicas are sharded over the devices, the
       problem's ``in_axes`` (0 = a per-replica leaf, stored once, not per device).
+    replica_axes: the problem's ``in_axes`` whatever the placement (which leaves carry
+      a replica axis), to trace one client's batch (:func:`client_step_bytes`).
   """
   params = nbytes(params_shape)
   shared = nbytes(problem.shared) * num_devices
@@ -74,6 +134,11 @@ def estimate(
     'client_data': nbytes(problem.client_views) + shared,
     'stacked_messages': num_replicas * num_slots * params,
     'step_working_set': num_replicas * block_size * params * _COPIES_PER_TRAINED_CLIENT,
+    'batch_activations': num_replicas
+    * block_size
+    * client_step_bytes(
+      problem, params_shape, replica_axes if replica_axes is not None else problem_axes
+    ),
   }
   report['total'] = sum(report.values())
   return report

@@ -320,6 +320,7 @@ class ReplicaSimulator:
       num_devices=self.num_devices,
       num_replicas=self.padded,
       problem_axes=self.axes if self.mode == 'replicas' else None,
+      replica_axes=self.axes,
     )
 
   def _plan(self, params: Any, keys: jax.Array) -> tuple:

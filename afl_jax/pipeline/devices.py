@@ -40,9 +40,44 @@ def set_cpu_devices(count: int | None = None) -> None:
   except ValueError as e:
     sys.exit(f'error: {e}')
   flags = os.environ.get('XLA_FLAGS', '')
-  if _FLAG in flags:
-    return
-  os.environ['XLA_FLAGS'] = f'{flags} --{_FLAG}={int(n)}'.strip()
+  if _FLAG not in flags:
+    os.environ['XLA_FLAGS'] = f'{flags} --{_FLAG}={int(n)}'.strip()
+  message = platform_error()
+  if message:
+    sys.exit(f'error: {message}')
+
+
+def _multi_process(argv: list[str]) -> bool:
+  from afl_jax.pipeline.workdir import flag_value
+
+  procs = flag_value(argv, 'num_processes')
+  return bool(flag_value(argv, 'coordinator')) or procs not in (None, '1')
+
+
+def platform_error(argv: list[str] | None = None) -> str | None:
+  """Why the platforms $JAX_PLATFORMS asks for cannot start (None: unset, or they start).
+
+  JAX reports an unknown platform, or one without its plugin or device here (``cuda``
+  on a machine without a GPU), with a traceback at its first use; this starts the
+  backend once, up front, to say it in one line. Not probed for a multi-process run
+  (``--coordinator``, ``--num_processes`` > 1): JAX's distributed runtime must start
+  before any backend.
+  """
+  text = os.environ.get('JAX_PLATFORMS', '').strip()
+  if not text or _multi_process(list(sys.argv if argv is None else argv)):
+    return None
+  import jax
+
+  try:
+    jax.devices()
+  except Exception as e:  # noqa: BLE001 (RuntimeError, or a bare AssertionError for cuda)
+    why = ' '.join(str(e).split()).split(' (set JAX_PLATFORMS')[0].rstrip('.')
+    why = why or f'JAX found no backend for {text} here (no plugin or no device)'
+    return (
+      f'$JAX_PLATFORMS={text!r} is invalid: {why}; set JAX_PLATFORMS=cpu (or a platform '
+      'this machine has) or unset it to let JAX choose'
+    )
+  return None
 
 
 def device_kind() -> str:

@@ -25,17 +25,30 @@ no slots field may have every one of its N clients arrive at once.
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
+import jax
+import numpy as np
 from ml_collections.config_flags import config_path
 
 from afl_jax import schedules
 from afl_jax.core import memory
 from afl_jax.core.memory import format_bytes
 from afl_jax.errors import ConfigError
+from afl_jax.schedules import schedule as schedule_lib
 
-__all__ = ['check', 'estimate', 'host_limit', 'memory_guard', 'slots_per_step']
+__all__ = [
+  'check',
+  'check_work',
+  'estimate',
+  'host_limit',
+  'memory_guard',
+  'slots_per_step',
+  'work',
+]
 
 # Bytes per arrival slot in the finished schedule: client_ids, start_step,
 # local_steps (int32 each) and mask (bool); plus float64 wall_clock per step.
@@ -54,7 +67,7 @@ SYNTHETIC_BYTES_PER_CLIENT = 453 * 61 * 8
 # Arrival slots a schedule may have. The event-clock builders make ~1e5 slots/s on one
 # core (fedbuff, T=20,000 x M=10: 1.8 s), so 2e7 slots is ~4 minutes of building
 # before any training; the largest experiment in this project has ~1e6.
-MAX_SLOTS = 2 * 10**7
+MAX_SLOTS = schedule_lib.MAX_SLOTS  # 2e7, the limit a schedule file is read against too
 # Fraction of the available host memory the host-side arrays may take.
 HOST_FRACTION = 0.5
 
@@ -164,6 +177,7 @@ MEMORY_FIELDS = {
   'server_state': 'model',
   'stacked_messages': 'slots',
   'step_working_set': 'client_block_size',
+  'batch_activations': 'batch_size',
 }
 
 
@@ -186,3 +200,133 @@ def memory_guard(config: Any, report_of: Any = None) -> Iterator[None]:
     if field == 'slots':
       field = slots_per_step(config)[1]
     raise ConfigError.invalid(field, config_path.get_value(field, config), str(e)) from None
+
+
+# ---- the work of a built run: one step's memory and the run's time, before compute -------
+# Client-training throughput assumed for the time estimate (FLOP/s): a few CPU cores' worth
+# of float32 products (as the sweep's plan assumes), an accelerator's sustained rate.
+ASSUMED_FLOPS = {'cpu': 1e10, 'other': 1e14}
+WARN_HOURS = 0.25  # a run estimated longer gets one warning line
+MAX_HOURS_ENV = 'AFL_JAX_MAX_HOURS'  # a run estimated longer is refused (default 24 h)
+MAX_HOURS = 24.0
+# Bytes per local step each trained client keeps until its loop ends (its float32 loss of
+# the step, in the [K] array of afl_jax.clients.sgd.local_loop).
+LOSS_BYTES = 4
+# The fields whose value multiplies the work, with the value they are compared against
+# to name the one that is out of scale (the shared default's).
+WORK_FIELDS = {'batch_size': 32, 'local_steps': 10, 'local_epochs': 1, 'num_rounds': 200}
+_warned: set[str] = set()
+
+
+def _max_hours() -> float:
+  text = os.environ.get(MAX_HOURS_ENV, '').strip()
+  if not text:
+    return MAX_HOURS
+  try:
+    hours = float(text)
+  except ValueError:
+    hours = -1.0
+  if not hours > 0:
+    raise ConfigError(f'${MAX_HOURS_ENV}={text!r} is invalid: must be a number of hours > 0')
+  return hours
+
+
+def _work_field(config: Any) -> tuple[str, Any]:
+  """The field of WORK_FIELDS most above its reference value (local_steps only when
+  local_epochs is 0: it is the one that sets K then)."""
+  fields = dict(WORK_FIELDS)
+  fields.pop('local_steps' if int(config.local_epochs) > 0 else 'local_epochs')
+  name = max(fields, key=lambda f: float(config[f]) / fields[f])
+  return name, config[name]
+
+
+def work(config: Any, schedule: Any, problem: Any, params0: Any, regime: str) -> dict[str, Any]:
+  """The client training of a built run, from its schedule and shapes (nothing computed).
+
+  Keys: ``client_steps`` (useful local steps: the sum of K over the arrivals, or over
+  every client every step for the always-on regime), ``flops`` (6 x params x batch per
+  client step: forward and backward of a dense model), ``seconds`` (at ASSUMED_FLOPS of
+  the backend), ``clients_per_step`` (trained together: a step's arrival slots, all N
+  always-on, at most ``client_block_size``), ``step_bytes`` (what they hold in one local
+  loop: batch, activations and the per-step losses).
+  """
+  from afl_jax import models
+  from afl_jax.core import engine
+
+  steps, _ = engine.local_step_work(schedule, regime, 1, 1, True)
+  flops = 6.0 * models.count_params(params0) * int(config.batch_size) * steps
+  backend = jax.default_backend()
+  seconds = flops / ASSUMED_FLOPS['cpu' if backend == 'cpu' else 'other']
+  width = schedule.num_clients if regime != 'per_job' else int(schedule.client_ids.shape[1])
+  block = min(int(config.client_block_size or width), width)
+  shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), params0)
+  per_client = memory.client_step_bytes(problem, shapes)
+  per_client += LOSS_BYTES * int(schedule.max_local_steps)
+  return {
+    'client_steps': int(steps),
+    'flops': flops,
+    'seconds': seconds,
+    'backend': backend,
+    'clients_per_step': block,
+    'step_bytes': block * per_client,
+  }
+
+
+def check_work(
+  config: Any,
+  schedule: Any,
+  problem: Any,
+  params0: Any,
+  regime: str,
+  *,
+  limit_bytes: int | None = None,
+  log: Any = None,
+) -> dict[str, Any]:
+  """Refuse a built run whose local step cannot fit in memory or whose training cannot
+  end in a sane time; warn (one line) when it takes more than WARN_HOURS. Returns
+  :func:`work`'s report.
+
+  Raises:
+    ConfigError: ``config.FIELD=VALUE is invalid: ...`` naming batch_size, local_steps or
+      local_epochs (memory), or the field of WORK_FIELDS most out of scale (time), with
+      the estimate and the limit.
+  """
+  report = work(config, schedule, problem, params0, regime)
+  limit = memory.available_bytes() if limit_bytes is None else limit_bytes
+  if limit is not None and report['step_bytes'] > memory.SAFETY * limit:
+    k = int(schedule.max_local_steps)
+    trace = report['clients_per_step'] * LOSS_BYTES * k
+    if trace * 2 > report['step_bytes']:
+      field = 'local_epochs' if int(config.local_epochs) > 0 else 'local_steps'
+      what = f'{LOSS_BYTES} bytes per local step (K up to {k:,})'
+    else:
+      field, what = 'batch_size', f'its batch of {int(config.batch_size):,} and the activations'
+    raise ConfigError.invalid(
+      field,
+      config[field],
+      f'the local loop of {report["clients_per_step"]:,} clients trained together holds about '
+      f'{format_bytes(report["step_bytes"])} ({what}) but the backend reports '
+      f'{format_bytes(limit)} available ({memory.SAFETY:.0%} usable); lower {field} (or '
+      'set client_block_size to train fewer clients together).',
+    )
+  hours = report['seconds'] / 3600
+  field, value = _work_field(config)
+  rate = ASSUMED_FLOPS['cpu' if report['backend'] == 'cpu' else 'other']
+  what = (
+    f'{report["client_steps"]:,} client steps x batch {int(config.batch_size):,} = '
+    f'{report["flops"]:.2g} FLOP of client training, about {hours:,.1f} h at an assumed '
+    f'{rate:.0e} FLOP/s on {report["backend"]}'
+  )
+  max_hours = _max_hours()
+  if hours > max_hours:
+    raise ConfigError.invalid(
+      field,
+      value,
+      f'{what}, above the limit of {max_hours:g} h (${MAX_HOURS_ENV}); lower {field}.',
+    )
+  if hours > WARN_HOURS:
+    line = f'warning: config.{field}={value!r}: {what}; scripts/estimate.py measures it here'
+    if line not in _warned:
+      _warned.add(line)
+      (log or (lambda s: print(s, file=sys.stderr)))(line)
+  return report

@@ -30,20 +30,12 @@ import ml_collections
 import pandas as pd
 
 from afl_jax.errors import UserError
-from afl_jax.reproduction import spec
+from afl_jax.reproduction import records, spec
+from afl_jax.reproduction.records import KEYS, METRIC_COLUMNS
 
 REPO = os.path.dirname(spec.CONFIGS)
 RECORDS = os.path.join(REPO, 'docs', 'results', 'records')
 # One row per evaluation of a run; the metric columns are what the sweep evaluates.
-KEYS = ['experiment', 'method', 'phase', 'setting', 'seed', 'step']
-METRIC_COLUMNS = [
-  'wall_clock',
-  'bytes_up',
-  'val_accuracy',
-  'val_loss',
-  'test_accuracy',
-  'test_loss',
-]
 PHASES = ('select', 'test')
 
 
@@ -142,32 +134,23 @@ def records_of_sweep(exp_key: str, label: str, phase: str, workdir: str, summary
 
 
 def read(paper_key: str, records_dir: str = RECORDS) -> tuple[pd.DataFrame, list[dict]]:
-  """A paper's records (empty frame if none) and its manifest of sweeps."""
-  path = os.path.join(records_dir, f'{paper_key}.csv.gz')
-  frame = pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(columns=KEYS + METRIC_COLUMNS)
-  manifest_path = os.path.join(records_dir, f'{paper_key}.json')
-  manifest = []
-  if os.path.exists(manifest_path):
-    with open(manifest_path) as f:
-      manifest = json.load(f)['sweeps']
-  return frame, manifest
+  """A paper's records (empty frame if none) and its manifest of sweeps, checked against
+  each other (:func:`afl_jax.reproduction.records.read`: a damaged or mismatched pair is
+  refused in one line)."""
+  return records.read(paper_key, records_dir)
 
 
 def write(
   paper_key: str, frame: pd.DataFrame, manifest: list[dict], records_dir: str = RECORDS
 ) -> None:
-  """Store a paper's records (sorted, gzip without a timestamp: same rows, same bytes)."""
-  os.makedirs(records_dir, exist_ok=True)
+  """Store a paper's records and manifest together, atomically (sorted, gzip without a
+  timestamp: same rows, same bytes; :func:`afl_jax.reproduction.records.write`)."""
   frame = frame.sort_values(KEYS, kind='stable').reset_index(drop=True)
   frame = frame[KEYS + METRIC_COLUMNS]
-  path = os.path.join(records_dir, f'{paper_key}.csv.gz')
-  frame.to_csv(path, index=False, compression={'method': 'gzip', 'mtime': 0})
   manifest = sorted(
     manifest, key=lambda m: (m['experiment'], m['phase'], m['method'], m['setting'])
   )
-  with open(os.path.join(records_dir, f'{paper_key}.json'), 'w') as f:
-    json.dump({'sweeps': manifest}, f, indent=1, sort_keys=True)
-    f.write('\n')
+  records.write(paper_key, frame, manifest, records_dir)
 
 
 def run_phase(
@@ -252,7 +235,25 @@ def current(exp: spec.Experiment, frame: pd.DataFrame, manifest: Sequence[Mappin
       fresh.add((m['method'], m['phase'], m['setting'] if m['phase'] == 'test' else '*'))
   rows = frame[frame.experiment == exp.key]
   keys = zip(rows.method, rows.phase, rows.setting.where(rows.phase == 'test', '*'))
-  return rows[[k in fresh for k in keys]]
+  # A boolean mask (an empty list would select no columns from rows of no experiment).
+  return rows[pd.Series([k in fresh for k in keys], index=rows.index, dtype=bool)]
+
+
+def require_selection(paper_key: str, exp: spec.Experiment, records_dir: str = RECORDS) -> None:
+  """Refuse the test phase of ``exp`` while a method has no selection records of the
+  declaration as it is now (nothing to select a setting from).
+
+  Raises:
+    UserError: one line naming the experiment and the methods.
+  """
+  rows = current(exp, *read(paper_key, records_dir))
+  have = set(rows.method[rows.phase == 'select'])
+  missing = [m.label for m in exp.methods if m.label not in have]
+  if missing:
+    raise UserError(
+      f'--phase=test: experiment {exp.key} of {paper_key} has no selection records (as '
+      f'declared now) for {", ".join(missing)}; run --phase=select (or all) first'
+    )
 
 
 def _safe(label: str) -> str:

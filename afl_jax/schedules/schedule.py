@@ -28,6 +28,13 @@ _ARRAYS = ('client_ids', 'start_step', 'local_steps', 'mask', 'wall_clock', 'num
 _GRID = _ARRAYS[:4]  # the [T, M] arrays
 INDEX_DTYPE = np.int32  # client ids, start steps and local steps are stored as int32
 _INDEX_MAX = int(np.iinfo(INDEX_DTYPE).max)
+# Arrival slots T x M a schedule may have (the limit afl_jax.pipeline.sizes applies to a
+# built schedule too): an array of a schedule file with more entries is refused unread.
+MAX_SLOTS = 2 * 10**7
+_HEADERS = {
+  (1, 0): np.lib.format.read_array_header_1_0,
+  (2, 0): np.lib.format.read_array_header_2_0,
+}
 
 
 class ScheduleError(UserError):
@@ -223,32 +230,71 @@ class Schedule:
     )
 
 
-def load(path: str | os.PathLike) -> Schedule:
+def _member_sizes(path: str, max_slots: int) -> None:
+  """Refuse, before anything is expanded, an archive whose arrays are too large: each
+  member's shape is read from its .npy header (the first bytes of the member, the rest
+  left compressed)."""
+  try:
+    archive = zipfile.ZipFile(path)
+  except zipfile.BadZipFile:
+    raise ScheduleError(
+      f'cannot read schedule file {path}: not an .npz archive written by Schedule.save.'
+    ) from None
+  with archive:
+    for info in archive.infolist():
+      name = info.filename.removesuffix('.npy')
+      try:
+        with archive.open(info) as member:
+          version = np.lib.format.read_magic(member)
+          if version not in _HEADERS:
+            raise ValueError(f'.npy format version {version} is not read here')
+          shape, _, dtype = _HEADERS[version](member)
+      except (ValueError, EOFError, OSError, zipfile.BadZipFile, zlib.error) as e:
+        raise ScheduleError(
+          f'cannot read schedule file {path}: array {name!r} is not a readable .npy array ({e}).'
+        ) from None
+      entries = int(np.prod(shape, dtype=np.float64))
+      if entries > max_slots:
+        raise ScheduleError(
+          f'cannot read schedule file {path}: array {name!r} has shape {tuple(shape)} '
+          f'({entries:,} entries, {entries * dtype.itemsize / 2**20:,.0f} MiB expanded), above '
+          f'the limit of {max_slots:,} arrival slots of a schedule; nothing was expanded.'
+        )
+
+
+def load(path: str | os.PathLike, *, max_slots: int = MAX_SLOTS) -> Schedule:
   """Read a schedule written by :meth:`Schedule.save` (or a measured trace in that format).
 
   A trace needs the arrays ``client_ids``, ``start_step`` and ``num_clients``;
   ``local_steps`` (default 1), ``mask`` (default all True) and ``wall_clock``
-  (default the step index) are optional. Nothing is unpickled.
+  (default the step index) are optional. Nothing is unpickled, and nothing is expanded
+  before every array's shape (read from its header) is within ``max_slots`` entries.
 
   Raises:
-    ScheduleError: naming the file, when it is missing, not an .npz archive,
-      truncated or corrupt, holds object arrays, lacks a required array, has an
-      unknown ``format_version`` or any entry the :class:`Schedule` rules reject
-      (values are never cast silently).
+    ScheduleError: naming the file, when it is missing, not an .npz archive (an .npy
+      file included), truncated or corrupt, holds an array larger than ``max_slots``
+      entries or object arrays, lacks a required array, has an unknown
+      ``format_version`` or any entry the :class:`Schedule` rules reject (values are
+      never cast silently).
   """
   path = os.fspath(path)
   try:
+    _member_sizes(path, max_slots)
     with np.load(path, allow_pickle=False) as f:
       if not isinstance(f, np.lib.npyio.NpzFile):
         raise ValueError('not an .npz archive')
       arrays = {k: f[k] for k in f.files}
   except FileNotFoundError:
     raise ScheduleError(f'cannot read schedule file {path}: file not found.') from None
-  except AttributeError:  # np.load returned an ndarray (an .npy file): no context manager
+  except (AttributeError, TypeError):  # an .npy file: an ndarray has no context manager
     raise ScheduleError(
       f'cannot read schedule file {path}: not an .npz archive written by Schedule.save.'
     ) from None
+  except IsADirectoryError:
+    raise ScheduleError(f'cannot read schedule file {path}: it is a directory.') from None
   except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+    if isinstance(e, ScheduleError):
+      raise
     raise ScheduleError(f'cannot read schedule file {path}: {e} (truncated or corrupt?).') from None
   try:  # every error below names the file
     if 'format_version' in arrays:

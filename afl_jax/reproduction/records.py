@@ -1,0 +1,295 @@
+"""A paper's records and manifest, written together and read only when whole.
+
+The records (``<paper>.csv.gz``, one row per evaluation of a run) and the manifest
+(``<paper>.json``, the sweeps that produced them) are one pair. :func:`write` writes
+both to temporary files created exclusively beside them (never through a symlink),
+syncs them, then renames the records and then the manifest into place: a kill or a
+failed write leaves the previous pair whole. The manifest states the records' row
+count and SHA-256 (``"records": {"rows", "sha256"}``), so a records file from another
+write than its manifest (a kill between the two renames, a file copied by hand) is
+detected.
+
+:func:`read` checks the pair before any row is scored and refuses, in one line naming
+the file and what differs (:class:`RecordsError`): a records file that is not a
+readable gzipped CSV, a manifest that is not the JSON object written here, a missing
+or extra column, a non-numeric or empty cell, duplicate rows, a sweep of the manifest
+whose rows do not hold its seeds and runs, rows no sweep lists, a row count or digest
+other than the manifest's. A page is never rebuilt from part of the data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import io
+import json
+import os
+import tempfile
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from afl_jax.errors import UserError
+
+KEYS = ['experiment', 'method', 'phase', 'setting', 'seed', 'step']
+METRIC_COLUMNS = [
+  'wall_clock',
+  'bytes_up',
+  'val_accuracy',
+  'val_loss',
+  'test_accuracy',
+  'test_loss',
+]
+TEXT_COLUMNS = ['experiment', 'method', 'phase', 'setting']
+INT_COLUMNS = ['seed', 'step']
+SWEEP_FIELDS = ('experiment', 'method', 'phase', 'setting', 'fingerprint', 'seeds', 'runs')
+PHASES = ('select', 'test')
+RESTORE = 'restore both files (git checkout) or rerun the reproduction'
+
+
+class RecordsError(UserError):
+  """Records or a manifest that are damaged or do not match each other."""
+
+
+def paths(paper_key: str, records_dir: str) -> tuple[str, str]:
+  """(records file, manifest file) of ``paper_key``."""
+  return (
+    os.path.join(records_dir, f'{paper_key}.csv.gz'),
+    os.path.join(records_dir, f'{paper_key}.json'),
+  )
+
+
+def encode(frame: pd.DataFrame, name: str) -> bytes:
+  """The gzipped CSV of ``frame`` byte for byte as pandas writes it to a file ``name`` (gzip
+  header without a timestamp: the same rows give the same bytes)."""
+  buf = io.BytesIO()
+  buf.name = name  # the gzip header names the file, as for a path
+  frame.to_csv(buf, index=False, compression={'method': 'gzip', 'mtime': 0})
+  return buf.getvalue()
+
+
+def digest(data: bytes) -> str:
+  return hashlib.sha256(data).hexdigest()
+
+
+def _temp(directory: str, name: str, data: bytes) -> str:
+  """A synced new file holding ``data`` (created exclusively: no file or link is reused)."""
+  fd, tmp = tempfile.mkstemp(dir=directory, prefix=f'.{name}.', suffix='.tmp')
+  try:
+    os.fchmod(fd, 0o644)
+    with os.fdopen(fd, 'wb') as f:
+      f.write(data)
+      f.flush()
+      os.fsync(f.fileno())
+  except BaseException:
+    with contextlib.suppress(OSError):
+      os.unlink(tmp)
+    raise
+  return tmp
+
+
+def write(paper_key: str, frame: pd.DataFrame, sweeps: Sequence[Mapping], records_dir: str) -> None:
+  """Replace the pair of ``paper_key`` with ``frame`` (columns in order) and ``sweeps``.
+
+  Raises:
+    RecordsError: the directory cannot be written (the previous pair is kept).
+  """
+  records_path, manifest_path = paths(paper_key, records_dir)
+  data = encode(frame, os.path.basename(records_path))
+  manifest = {'records': {'rows': len(frame), 'sha256': digest(data)}, 'sweeps': list(sweeps)}
+  text = json.dumps(manifest, indent=1, sort_keys=True) + '\n'
+  temps = []
+  try:
+    os.makedirs(records_dir, exist_ok=True)
+    temps.append(_temp(records_dir, os.path.basename(records_path), data))
+    temps.append(_temp(records_dir, os.path.basename(manifest_path), text.encode()))
+    os.replace(temps[0], records_path)
+    os.replace(temps[1], manifest_path)
+    temps = []
+    dir_fd = os.open(records_dir, os.O_RDONLY)
+    try:
+      os.fsync(dir_fd)
+    finally:
+      os.close(dir_fd)
+  except OSError as e:
+    raise RecordsError(
+      f'cannot write the records of {paper_key} to {records_dir}: '
+      f'{e.strerror or e} [errno {e.errno}]; the previous records and manifest are kept'
+    ) from None
+  finally:
+    for tmp in temps:
+      with contextlib.suppress(OSError):
+        os.unlink(tmp)
+
+
+def _load_manifest(path: str) -> dict[str, Any]:
+  try:
+    with open(path, 'rb') as f:
+      manifest = json.loads(f.read().decode())
+  except (OSError, UnicodeDecodeError, ValueError) as e:
+    raise RecordsError(f'{path}: not a readable JSON manifest ({_short(e)}); {RESTORE}') from None
+  if not isinstance(manifest, dict) or not isinstance(manifest.get('sweeps'), list):
+    raise RecordsError(f'{path}: not a records manifest (no "sweeps" list); {RESTORE}')
+  stated = manifest.get('records')
+  if not (
+    isinstance(stated, dict)
+    and _is_int(stated.get('rows'))
+    and isinstance(stated.get('sha256'), str)
+  ):
+    raise RecordsError(
+      f'{path}: the manifest states no row count and digest of its records ("records": '
+      '{"rows", "sha256"}); ' + RESTORE
+    )
+  for i, s in enumerate(manifest['sweeps']):
+    missing = [k for k in SWEEP_FIELDS if not isinstance(s, dict) or k not in s]
+    if missing:
+      raise RecordsError(f'{path}: sweep {i} lacks {", ".join(missing)}; {RESTORE}')
+    if (
+      s['phase'] not in PHASES
+      or not _is_int(s['runs'])
+      or not isinstance(s['seeds'], list)
+      or not all(_is_int(x) for x in s['seeds'])
+    ):
+      raise RecordsError(f'{path}: sweep {i} has an invalid phase, runs or seeds; {RESTORE}')
+  return manifest
+
+
+def _is_int(x: Any) -> bool:
+  return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _short(e: BaseException) -> str:
+  return ' '.join(str(e).split())[:200] or type(e).__name__
+
+
+def _load_records(path: str) -> tuple[pd.DataFrame, bytes]:
+  try:
+    with open(path, 'rb') as f:
+      data = f.read()
+    text = gzip.decompress(data)
+  except (OSError, EOFError, zlib.error) as e:
+    raise RecordsError(f'{path}: not a whole gzip file ({_short(e)}); {RESTORE}') from None
+  try:
+    frame = pd.read_csv(io.BytesIO(text))
+  except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
+    raise RecordsError(f'{path}: not a readable CSV ({_short(e)}); {RESTORE}') from None
+  columns = KEYS + METRIC_COLUMNS
+  missing = [c for c in columns if c not in frame.columns]
+  extra = [c for c in frame.columns if c not in columns]
+  if missing or extra:
+    what = '; '.join(
+      part
+      for part in (
+        f'missing column {", ".join(missing)}' if missing else '',
+        f'unknown column {", ".join(map(str, extra))}' if extra else '',
+      )
+      if part
+    )
+    raise RecordsError(f'{path}: {what}; {RESTORE}')
+  for column in columns:
+    values = frame[column]
+    kind = (
+      'text' if column in TEXT_COLUMNS else 'an integer' if column in INT_COLUMNS else 'a number'
+    )
+    if column in TEXT_COLUMNS:
+      bad = values.isna()
+    else:
+      number = pd.to_numeric(values, errors='coerce')
+      bad = number.isna() & values.notna()  # a metric may be NaN (a diverged run), not text
+      if column in INT_COLUMNS:
+        bad |= number.isna() | (number != number.round())
+    if bad.any():
+      i = int(bad.to_numpy().nonzero()[0][0])
+      raise RecordsError(
+        f'{path}: row {i + 1} column {column} holds {values.iloc[i]!r}, not {kind}; {RESTORE}'
+      )
+    if column not in TEXT_COLUMNS:
+      frame[column] = pd.to_numeric(values).astype('int64' if column in INT_COLUMNS else float)
+  return frame, data
+
+
+def _label(s: Mapping) -> str:
+  where = f'{s["experiment"]}/{s["method"]}/{s["phase"]}'
+  return where + (f' {s["setting"]}' if s['phase'] == 'test' else '')
+
+
+def _check_sweeps(path: str, frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> None:
+  """Every manifest sweep's rows hold its seeds and runs; every row belongs to one sweep."""
+  covered = pd.Series(False, index=frame.index)
+  for s in sweeps:
+    rows = (
+      (frame.experiment == s['experiment'])
+      & (frame.method == s['method'])
+      & (frame.phase == s['phase'])
+    )
+    if s['phase'] == 'test':
+      rows &= frame.setting == s['setting']
+    mine = frame[rows]
+    covered |= rows
+    seeds = sorted({int(x) for x in mine.seed})
+    listed = sorted(set(s['seeds']))
+    if seeds != listed:
+      lost = [x for x in listed if x not in seeds]
+      more = [x for x in seeds if x not in listed]
+      what = []
+      if lost:
+        what.append(f'missing {len(lost)} of its {len(listed)} seeds {lost}')
+      if more:
+        what.append(f'seeds {more} the manifest does not list')
+      raise RecordsError(f'{path}: sweep {_label(s)}: the records have {" and ".join(what)}')
+    runs = len(set(zip(mine.setting, mine.seed)))
+    if runs != s['runs']:
+      raise RecordsError(
+        f'{path}: sweep {_label(s)}: the records hold {runs} runs where the manifest lists '
+        f'{s["runs"]}'
+      )
+  if not covered.all():
+    first = frame[~covered].iloc[0]
+    raise RecordsError(
+      f'{path}: {int((~covered).sum())} rows belong to no sweep of the manifest (first: '
+      f'{first.experiment}/{first.method}/{first.phase}); {RESTORE}'
+    )
+  duplicated = frame.duplicated(['experiment', 'method', 'phase', 'setting', 'seed', 'step'])
+  if duplicated.any():
+    raise RecordsError(
+      f'{path}: {int(duplicated.sum())} duplicate rows (same run and step); {RESTORE}'
+    )
+
+
+def read(paper_key: str, records_dir: str) -> tuple[pd.DataFrame, list[dict]]:
+  """A paper's records and manifest sweeps, checked against each other; an empty frame and
+  no sweeps when neither file exists.
+
+  Raises:
+    RecordsError: one line naming the file and what is damaged or differs.
+  """
+  records_path, manifest_path = paths(paper_key, records_dir)
+  have_records, have_manifest = os.path.lexists(records_path), os.path.lexists(manifest_path)
+  if not have_records and not have_manifest:
+    return pd.DataFrame(columns=KEYS + METRIC_COLUMNS), []
+  if not have_manifest:
+    raise RecordsError(f'{records_path}: the records have no manifest ({manifest_path}); {RESTORE}')
+  manifest = _load_manifest(manifest_path)
+  stated = manifest['records']
+  if not have_records:
+    if stated['rows'] or manifest['sweeps']:
+      raise RecordsError(
+        f'{records_path}: missing, while the manifest lists {len(manifest["sweeps"])} sweeps '
+        f'and {stated["rows"]} rows; {RESTORE}'
+      )
+    return pd.DataFrame(columns=KEYS + METRIC_COLUMNS), []
+  frame, data = _load_records(records_path)
+  _check_sweeps(records_path, frame, manifest['sweeps'])
+  if len(frame) != stated['rows']:
+    raise RecordsError(
+      f'{records_path}: {len(frame)} rows where the manifest lists {stated["rows"]}; {RESTORE}'
+    )
+  if digest(data) != stated['sha256']:
+    raise RecordsError(
+      f'{records_path}: its SHA-256 differs from the one in {manifest_path} (the two files '
+      f'are from different writes); {RESTORE}'
+    )
+  return frame, manifest['sweeps']
