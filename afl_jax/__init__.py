@@ -7,8 +7,9 @@ experiment pipeline (config -> ``build`` -> train loop) is ``afl_jax.pipeline``.
 
 The public subpackages are attributes of the package: ``afl_jax.data``,
 ``afl_jax.models``, ``afl_jax.schedules``, ``afl_jax.compression``,
-``afl_jax.algorithms``, ``afl_jax.pipeline`` and ``afl_jax.reproduction``; the ones that
-pull in flax, pandas or matplotlib are imported on first use. Importing afl_jax changes
+``afl_jax.algorithms``, ``afl_jax.pipeline``, ``afl_jax.reproduction`` and
+``afl_jax.results`` (tables over seeds); the ones that pull in flax, pandas or
+matplotlib are imported on first use. Importing afl_jax changes
 no process-wide setting; scripts choose the CPU device split with
 ``afl_jax.pipeline.devices.set_cpu_devices()``.
 """
@@ -44,6 +45,7 @@ __all__ = [
   'pipeline',
   'problems',
   'reproduction',
+  'results',
   'schedules',
   'servers',
   'simulate',
@@ -52,7 +54,7 @@ __all__ = [
 __version__ = '0.1.0'
 
 # Imported on first access (``afl_jax.data``): they load flax, pandas or matplotlib.
-_LAZY = ('data', 'models', 'pipeline', 'reproduction')
+_LAZY = ('data', 'models', 'pipeline', 'reproduction', 'results')
 
 
 def __getattr__(name: str):

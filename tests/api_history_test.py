@@ -113,7 +113,7 @@ def test_import_gives_public_subpackages_lazily():
     'assert "fmnist" in afl_jax.data.DATASETS.names(); '
     'assert "mlp" in afl_jax.models.MODELS.names(); '
     'assert "fedbuff" in afl_jax.schedules.SCHEDULES.names(); '
-    'afl_jax.compression, afl_jax.algorithms, afl_jax.pipeline.build_run; '
+    'afl_jax.compression, afl_jax.algorithms, afl_jax.pipeline.build_run, afl_jax.results.table; '
     'assert "fedgm" in afl_jax.reproduction.PAPERS; '
     'assert {"data", "pipeline"} <= set(dir(afl_jax))'
   )
