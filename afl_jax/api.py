@@ -322,8 +322,8 @@ def run_replicas(
     params0 = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (r,) + np.shape(x)), params0)
   state = sim.init(params0, keys)
   every = eval_every if eval_fn is not None else None
-  batched = lambda f, p: jax.vmap(f)(p)  # one call for the R replicas
-  hist = _History(keep_every, eval_fn, every, sim.num_steps, batched)
+  batched = jax.jit(jax.vmap(eval_fn)) if eval_fn is not None else None  # the R replicas at once
+  hist = _History(keep_every, eval_fn, every, sim.num_steps, lambda f, p: batched(p))
   hist.see(0, lambda: _host(sim.params(state)))
   outs = []
   while sim.position(state) < sim.num_steps:
