@@ -160,3 +160,18 @@ def test_run_from_config_on_a_trace_resumes_bitwise(tmp_path):
   np.savez(trace, client=j % 12, start=0.4 * j, finish=0.5 * j + 3.0)
   with pytest.raises(ResumeError, match='schedule'):
     loop.train_and_evaluate(cfg(), str(other), **quiet)
+
+
+@pytest.mark.parametrize(
+  'fields,field,fragment',
+  [
+    ({'client_speed': 'lognormal'}, 'client_speed', 'with a trace of recorded jobs'),
+    ({'buffer_size': 0}, 'buffer_size', 'must be an integer >= 1'),
+  ],
+)
+def test_recorded_jobs_refuse_fields_they_cannot_honour(tmp_path, fields, field, fragment):
+  path = tmp_path / 'jobs.csv'
+  path.write_text(JOBS)
+  with pytest.raises(ConfigError) as e:
+    build_schedule(trace_config(path, **fields), K)
+  assert e.value.field == f'schedule.{field}' and fragment in str(e.value)
