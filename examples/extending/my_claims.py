@@ -18,6 +18,19 @@ def setting(c):
   c.num_rounds = 10
 
 
+METHODS = (
+  spec.Method('FedBuff', f'{CONFIG}:fedbuff', grid={'hparams.client_lr': (0.05,)}),
+  spec.Method('FedBuff-Adam', f'{CONFIG}:mine', grid={'hparams.client_lr': (0.05,)}),
+)
+CLAIMS = (
+  spec.Claim(
+    'my note, Sec. 1',
+    'FedBuff-Adam reaches a higher final test accuracy than FedBuff',
+    'FedBuff-Adam',
+    'FedBuff',
+  ),
+)
+
 PAPER = spec.Paper(
   key='my_claims',
   number='own',
@@ -30,18 +43,8 @@ PAPER = spec.Paper(
       ref='my note, Sec. 1',
       setting='my_config.py: blobs, tiny_mlp, the jobs.csv trace, 10 server steps.',
       base=setting,
-      methods=(
-        spec.Method('FedBuff', f'{CONFIG}:fedbuff', grid={'hparams.client_lr': (0.05,)}),
-        spec.Method('FedBuff-Adam', f'{CONFIG}:mine', grid={'hparams.client_lr': (0.05,)}),
-      ),
-      claims=(
-        spec.Claim(
-          'my note, Sec. 1',
-          'FedBuff-Adam reaches a higher final test accuracy than FedBuff',
-          'FedBuff-Adam',
-          'FedBuff',
-        ),
-      ),
+      methods=METHODS,
+      claims=CLAIMS,
       seeds=(0, 1, 2),
       test_seeds=tuple(range(3, 13)),
     ),
