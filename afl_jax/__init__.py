@@ -5,11 +5,18 @@ schedules computed up front (``afl_jax.schedules``), one scan/vmap engine
 (``afl_jax.core``) and a registry of algorithms (``afl_jax.algorithms``); the
 experiment pipeline (config -> ``build`` -> train loop) is ``afl_jax.pipeline``.
 
-Importing afl_jax changes no process-wide setting; scripts choose the CPU device
-split with ``afl_jax.pipeline.devices.set_cpu_devices()``.
+The public subpackages are attributes of the package: ``afl_jax.data``,
+``afl_jax.models``, ``afl_jax.schedules``, ``afl_jax.compression``,
+``afl_jax.algorithms``, ``afl_jax.pipeline``, ``afl_jax.reproduction`` and
+``afl_jax.results`` (tables over seeds); the ones that pull in flax, pandas or
+matplotlib are imported on first use. Importing afl_jax changes
+no process-wide setting; scripts choose the CPU device split with
+``afl_jax.pipeline.devices.set_cpu_devices()``.
 """
 
-from afl_jax import algorithms, clients, core, problems, schedules, servers
+import importlib
+
+from afl_jax import algorithms, clients, compression, core, problems, schedules, servers
 from afl_jax.api import Result, SweepResult, simulate, sweep
 from afl_jax.core.simulator import Simulator
 from afl_jax.core.types import (
@@ -31,11 +38,30 @@ __all__ = [
   'SweepResult',
   'algorithms',
   'clients',
+  'compression',
   'core',
+  'data',
+  'models',
+  'pipeline',
   'problems',
+  'reproduction',
+  'results',
   'schedules',
   'servers',
   'simulate',
   'sweep',
 ]
 __version__ = '0.1.0'
+
+# Imported on first access (``afl_jax.data``): they load flax, pandas or matplotlib.
+_LAZY = ('data', 'models', 'pipeline', 'reproduction', 'results')
+
+
+def __getattr__(name: str):
+  if name in _LAZY:
+    return importlib.import_module(f'afl_jax.{name}')
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def __dir__() -> list[str]:
+  return sorted(set(globals()) | set(_LAZY))

@@ -27,6 +27,7 @@ the runs are stacked and placed.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -66,11 +67,65 @@ class Result(NamedTuple):
     ``'server/aggregations'`` (FedFa), ``'server/weight_max'`` (FedAC).
 
   ``list(result.metrics)`` shows the keys of a given algorithm.
+
+  ``history_steps[h]`` is how many server steps were applied before
+  ``params_history[h]`` (1, 2, ..., T; with ``keep_every=k``: k, 2k, ...).
+  ``evaluations`` (with an ``eval_fn``) holds ``'step'`` (0, k, 2k, ..., and T) and one
+  array per key ``eval_fn`` returns, the value on the params after that many steps.
   """
 
-  params_history: Any  # params after each server step, leading axis T
+  params_history: Any  # params after each kept server step, leading axis T (or H)
   metrics: dict  # per-step metrics, each [T]; keys in the docstring above
   final_state: SimState  # the engine's state after the last step (server, clients, ring)
+  history_steps: np.ndarray | None = None  # int[H] steps applied before each kept iterate
+  evaluations: dict | None = None  # 'step': int[E] and each eval_fn value, [E]
+
+
+def _period(name: str, k: Any) -> int:
+  if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+    raise ArgumentError(f'{name} must be an integer >= 1; got {k!r}.')
+  return int(k)
+
+
+def _host(tree: Any) -> Any:
+  """A host copy (the state's buffers are donated to the next chunk)."""
+  return jax.tree.map(lambda x: np.array(x, copy=True), tree)
+
+
+def _chunk(chunk_size: int | None, *periods: int | None) -> int | None:
+  """The scan length: a divisor of every period (so each kept/evaluated step ends a chunk)."""
+  given = [p for p in periods if p is not None]
+  if not given:
+    return chunk_size
+  return math.gcd(*given, *([chunk_size] if chunk_size else []))
+
+
+class _History:
+  """The kept iterates and evaluations of a run (or of R runs: ``evaluate`` batches them)."""
+
+  def __init__(self, keep_every, eval_fn, eval_every, num_steps, evaluate):
+    self.keep, self.every, self.t = keep_every, eval_every, num_steps
+    self.eval_fn, self.evaluate = eval_fn, evaluate
+    self.steps, self.params, self.evals = [], [], []
+
+  def see(self, step: int, params: Callable[[], Any]) -> None:
+    """After ``step`` server steps (a chunk end): keep and evaluate where due."""
+    if self.keep is not None and step > 0 and step % self.keep == 0:
+      self.steps.append(step)
+      self.params.append(params())
+    if self.eval_fn is not None and (step % self.every == 0 or step == self.t):
+      values = self.evaluate(self.eval_fn, params())
+      self.evals.append({'step': step, **{k: np.asarray(v) for k, v in values.items()}})
+
+  def result(self, axis: int) -> tuple[Any, np.ndarray | None, dict | None]:
+    stack = lambda *xs: np.stack(xs, axis=axis)
+    history = jax.tree.map(stack, *self.params) if self.params else None
+    evals = None
+    if self.evals:
+      evals = {k: np.stack([e[k] for e in self.evals], axis=-1) for k in self.evals[0]}
+      evals['step'] = np.asarray([e['step'] for e in self.evals], np.int64)
+    steps = np.asarray(self.steps, np.int64) if self.keep is not None else None
+    return history, steps, evals
 
 
 def simulate(
@@ -81,29 +136,53 @@ def simulate(
   key: jax.Array,
   *,
   chunk_size: int | None = None,
+  keep_every: int = 1,
+  eval_fn: Callable[[Any], dict] | None = None,
+  eval_every: int = 1,
 ) -> Result:
   """Run ``algorithm`` on ``problem`` along ``schedule`` from ``params0``.
 
   Works in float64 when ``jax_enable_x64`` is on and ``params0`` is float64.
 
+  Args:
+    keep_every: keep the params after every ``keep_every``-th server step only
+      (``result.history_steps``; 1: every iterate).
+    eval_fn: ``eval_fn(params) -> dict`` of scalars, e.g. accuracy on held-out data,
+      called on the initial params, after every ``eval_every`` server steps and at the
+      end (``result.evaluations``).
+    eval_every: the evaluation period in server steps.
+
   Raises:
     ArgumentError: ``params0`` does not fit ``problem`` (its structure or leaf
-      shapes are not what ``loss_fn`` reads; checked before compiling).
+      shapes are not what ``loss_fn`` reads; checked before compiling), or a period
+      that is not an integer >= 1.
     ScheduleError: ``schedule`` was built for another number of clients than
       ``problem`` has (pass ``num_clients=`` to its builder).
     ArgumentError: ``key`` is not one PRNG key (an int, or several keys).
   """
   _check_key(key)
   check_params(problem, params0)
-  sim = Simulator(algorithm, problem, schedule, chunk_size=chunk_size, record_params=True)
+  keep = _period('keep_every', keep_every)
+  every = _period('eval_every', eval_every) if eval_fn is not None else None
+  t = schedule.num_steps
+  record = keep == 1  # every iterate: recorded inside the scan
+  chunk = _chunk(chunk_size, None if record else keep, every)
+  sim = Simulator(algorithm, problem, schedule, chunk_size=chunk, record_params=record)
   state = sim.init(params0, key)
+  hist = _History(None if record else keep, eval_fn, every, t, lambda f, p: f(p))
+  hist.see(0, lambda: _host(sim.params(state)))
   params, metrics = [], []
-  while sim.position(state) < schedule.num_steps:
+  while sim.position(state) < t:
     state, out = sim.run_chunk(state, key)
-    params.append(out['params'])
+    if record:
+      params.append(out['params'])
     metrics.append(out['metrics'])
+    hist.see(sim.position(state), lambda: _host(sim.params(state)))
   cat = lambda *xs: jax.numpy.concatenate(xs, axis=0)
-  return Result(jax.tree.map(cat, *params), jax.tree.map(cat, *metrics), state)
+  kept, steps, evals = hist.result(axis=0)
+  if record:
+    kept, steps = jax.tree.map(cat, *params), np.arange(1, t + 1)
+  return Result(kept, jax.tree.map(cat, *metrics), state, steps, evals)
 
 
 # ---- R runs in one program -------------------------------------------------------------
@@ -117,8 +196,10 @@ class SweepResult(NamedTuple):
   params: Any  # final global params, [R, ...]
   metrics: dict  # per-step metrics, each [R, T] (T = the longest schedule)
   num_steps: np.ndarray  # int[R] each replica's own number of server steps
-  params_history: Any  # [R, T, ...] with record_params=True, else None
+  params_history: Any  # [R, T, ...] with record_params=True, [R, H, ...] with keep_every
   final_state: SimState  # leading axis R (padded replicas included on a multi-device mesh)
+  history_steps: np.ndarray | None = None  # int[H] with keep_every: k, 2k, ...
+  evaluations: dict | None = None  # with eval_fn: 'step' int[E], each value [R, E]
 
 
 def _check_key(key: Any) -> None:
@@ -239,24 +320,43 @@ def simulator(
 
 
 def run_replicas(
-  sim: ReplicaSimulator, params0: Any, keys: jax.Array, *, params_per_replica: bool = False
+  sim: ReplicaSimulator,
+  params0: Any,
+  keys: jax.Array,
+  *,
+  params_per_replica: bool = False,
+  keep_every: int | None = None,
+  eval_fn: Callable[[Any], dict] | None = None,
+  eval_every: int = 1,
 ) -> SweepResult:
-  """Run ``sim`` from ``params0`` (shared, or stacked with ``params_per_replica``) to the end."""
+  """Run ``sim`` from ``params0`` (shared, or stacked with ``params_per_replica``) to the end.
+
+  ``keep_every`` and ``eval_fn`` as :func:`sweep` takes them; ``sim``'s chunk size must
+  divide their periods (:func:`sweep` picks it so).
+  """
   r = sim.num_replicas
   if not params_per_replica:
     params0 = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (r,) + np.shape(x)), params0)
   state = sim.init(params0, keys)
+  every = eval_every if eval_fn is not None else None
+  batched = jax.jit(jax.vmap(eval_fn)) if eval_fn is not None else None  # the R replicas at once
+  hist = _History(keep_every, eval_fn, every, sim.num_steps, lambda f, p: batched(p))
+  hist.see(0, lambda: _host(sim.params(state)))
   outs = []
   while sim.position(state) < sim.num_steps:
     state, out = sim.run_chunk(state, keys)
     outs.append(out)
+    hist.see(sim.position(state), lambda: _host(sim.params(state)))
   out = jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *outs)
+  kept, steps, evals = hist.result(axis=1)
   return SweepResult(
     params=sim.params(state),
     metrics=out['metrics'],
     num_steps=sim.replica_steps,
-    params_history=out.get('params'),
+    params_history=out.get('params') if keep_every is None else kept,
     final_state=state,
+    history_steps=steps,
+    evaluations=evals,
   )
 
 
@@ -304,6 +404,9 @@ def sweep(
   keys: jax.Array,
   *,
   params_per_replica: bool = False,
+  keep_every: int | None = None,
+  eval_fn: Callable[[Any], dict] | None = None,
+  eval_every: int = 1,
   **options: Any,
 ) -> SweepResult:
   """Run R replicas of algorithm ``name`` in one compiled program.
@@ -320,6 +423,13 @@ def sweep(
       ``params_per_replica=True``.
     keys: [R] PRNG keys, one per replica; R is ``len(keys)``.
     params_per_replica: ``params0`` has a leading replica axis.
+    keep_every: keep every replica's params after every ``keep_every``-th server
+      step only (``params_history`` [R, H, ...], ``history_steps``); None: every
+      iterate with ``record_params=True``, none without.
+    eval_fn: ``eval_fn(params) -> dict`` of scalars on one replica's params (written
+      in JAX: it is vmapped over the R replicas), called on the initial params, every
+      ``eval_every`` server steps and at the end (``evaluations``, values [R, E]).
+    eval_every: the evaluation period in server steps.
     **options: the keyword arguments of :func:`simulator`:
       run: run context for factories that take it (``registry.RunInfo``).
       chunk_size: server steps per compiled scan (default: the longest schedule).
@@ -348,8 +458,22 @@ def sweep(
   """
   r = _num_replicas(keys)
   _check_params(problem, params0, r, params_per_replica)
+  keep = None if keep_every is None else _period('keep_every', keep_every)
+  every = _period('eval_every', eval_every) if eval_fn is not None else None
+  if keep is not None or every is not None:
+    options['chunk_size'] = _chunk(options.get('chunk_size'), keep, every)
+    if keep is not None and options.get('record_params'):
+      raise ArgumentError('give keep_every or record_params=True (every iterate), not both.')
   sim = simulator(name, problem, schedules, r, **options)
-  return run_replicas(sim, params0, keys, params_per_replica=params_per_replica)
+  return run_replicas(
+    sim,
+    params0,
+    keys,
+    params_per_replica=params_per_replica,
+    keep_every=keep,
+    eval_fn=eval_fn,
+    eval_every=eval_every,
+  )
 
 
 __all__ = ['Result', 'SweepResult', 'run_replicas', 'simulate', 'simulator', 'sweep']

@@ -36,8 +36,10 @@ import os
 import time
 from unittest import mock
 
+from afl_jax.pipeline import cache
 from afl_jax.pipeline.devices import set_cpu_devices
 
+cache.use_checkout(__file__)  # configs/ of this checkout, also after a regular pip install
 set_cpu_devices()
 
 import jax  # noqa: E402

@@ -1,55 +1,66 @@
-"""Overlay several runs: accuracy vs server steps and vs simulated wall-clock.
+"""Compare runs and sweeps: curves averaged over seeds with 95% bands, and the table.
 
-python scripts/plot.py runs/fedavg runs/fedbuff --out=compare.png --metric=test_accuracy
+  python scripts/plot.py runs/fedavg runs/fedbuff --out=compare.png
+  python scripts/plot.py runs/sweepA runs/sweepB --x=seconds --table --baseline=fedbuff
 
-Every argument must be a run's workdir (a ``metrics.jsonl`` holding ``--metric``);
-anything else ends with one ``error:`` line and no plot is written.
+Every argument is a run's workdir (holding ``metrics.jsonl``) or a sweep's (each run
+in it). Runs are grouped by method, everything but the seed (afl_jax/results.py):
+each method is one curve, the mean over its seeds with its 95% t band, on server steps,
+simulated seconds or MB uploaded (``--x``). Runs are never merged silently: methods
+are labelled by the config fields in which they differ, and the same method and seed
+given twice stay two curves, labelled by the shortest distinguishing end of their
+paths. ``--table`` prints the table (markdown): final and best accuracy, steps,
+seconds and MB to ``--target``, and paired differences against ``--baseline``.
+Anything wrong ends with one ``error:`` line and nothing is written.
 """
 
 import os
 
 from absl import flags
 
+from afl_jax import results
 from afl_jax.pipeline import cli, plotting
-from afl_jax.pipeline.metrics_io import METRICS_FILE
 
-_OUT = flags.DEFINE_string('out', 'compare.png', 'Output PNG.')
+_OUT = flags.DEFINE_string('out', 'compare.png', "Output PNG ('' for none).")
 _METRIC = flags.DEFINE_string('metric', 'test_accuracy', 'Metric of metrics.jsonl to plot.')
+_X = flags.DEFINE_enum('x', 'steps', list(results.AXES), 'The x axis: steps, seconds or MB.')
+_TABLE = flags.DEFINE_bool('table', False, 'Print the table of methods (markdown).')
+_BASELINE = flags.DEFINE_string('baseline', None, 'The method paired differences are against.')
+_TARGET = flags.DEFINE_float(
+  'target', None, "Accuracy for steps/seconds/MB to target (default: the runs' target_accuracy)."
+)
 flags.register_validator(
   'out',
   lambda p: (
-    p.strip() and os.path.isdir(os.path.dirname(os.path.abspath(p))) and not os.path.isdir(p)
+    p == ''
+    or (p.strip() and os.path.isdir(os.path.dirname(os.path.abspath(p))) and not os.path.isdir(p))
   ),
-  'give a file in an existing directory',
+  "give a file in an existing directory, or '' for no plot",
+)
+flags.register_validator(
+  'target', lambda t: t is None or 0 < t <= 1, 'must be an accuracy in (0, 1]'
 )
 
 
-def _read(workdir: str) -> list[dict]:
-  """The records of a run's workdir, or one ``error:`` line."""
-  path = os.path.join(workdir, METRICS_FILE)
-  if not os.path.isdir(workdir):
-    cli.exit_error(f'{workdir} is not a directory (give the workdir of a run)')
-  if not os.path.isfile(path):
-    sweep = os.path.isfile(os.path.join(workdir, 'sweep.json'))
-    hint = 'a sweep: give its runs, <sweep>/<run>' if sweep else 'not a run, or not started'
-    cli.exit_error(f'{workdir} holds no {METRICS_FILE} ({hint})')
-  records = plotting.read_metrics(workdir)  # a damaged file: MetricsError, one line
-  if not any(_METRIC.value in r for r in records):
-    have = sorted({k for r in records for k in r} - {'step'})
-    cli.exit_error(f'--metric={_METRIC.value!r} is not in {path}; it has {have}')
-  return records
-
-
 def main(argv):
-  workdirs = argv[1:]
-  if not workdirs:
-    cli.exit_error('give one or more workdirs: python scripts/plot.py runs/a runs/b --out=x.png')
-  runs = {os.path.basename(os.path.normpath(w)): _read(w) for w in workdirs}
-  try:
-    plotting.plot_runs(runs, _OUT.value, metric=_METRIC.value)
-  except OSError as e:
-    cli.exit_error(f'cannot write --out={_OUT.value}: {e}')
-  print(f'wrote {_OUT.value}')
+  paths = argv[1:]
+  if not paths:
+    cli.exit_error('give one or more run or sweep folders: python scripts/plot.py runs/a runs/b')
+  groups = results.methods(results.load(paths))  # damaged files: MetricsError, one line
+  frame = results.table(
+    groups, metric=_METRIC.value, target=_TARGET.value, baseline=_BASELINE.value
+  )
+  if _OUT.value:
+    curves = {k: results.curves(v, _X.value, _METRIC.value) for k, v in groups.items()}
+    try:
+      plotting.plot_methods(
+        curves, _OUT.value, xlabel=results.AXIS_NAMES[_X.value], metric=_METRIC.value
+      )
+    except OSError as e:
+      cli.exit_error(f'cannot write --out={_OUT.value}: {e}')
+    print(f'wrote {_OUT.value} ({len(groups)} methods)')
+  if _TABLE.value:
+    print(results.markdown(frame), end='')
 
 
 if __name__ == '__main__':

@@ -15,10 +15,14 @@ import pathlib
 
 from absl import flags
 
-from afl_jax import reproduction
-from afl_jax.errors import UserError
-from afl_jax.pipeline import cli
-from afl_jax.reproduction import pages, runs
+from afl_jax.pipeline import cache
+
+cache.use_checkout(__file__)  # configs/ and docs/ of this checkout, before reproduction loads
+
+from afl_jax import reproduction  # noqa: E402
+from afl_jax.errors import UserError  # noqa: E402
+from afl_jax.pipeline import cli  # noqa: E402
+from afl_jax.reproduction import pages, runs  # noqa: E402
 
 _PAPERS = flags.DEFINE_list(
   'papers', list(reproduction.PAPERS), 'Papers whose plots to redraw (every page is rebuilt).'

@@ -1,24 +1,40 @@
-"""Reproduce a paper's claims as declared in configs/repro/<paper>.py.
+"""Reproduce a paper's claims as declared in configs/repro/<paper>.py, or your own.
 
   python scripts/reproduce.py --paper=fedgm [--only=sync,...] [--phase=all|select|test]
+  python scripts/reproduce.py --paper=/path/to/my_claims.py
 
 Runs the selection sweeps (every grid setting on the selection seeds), then the
 selected settings on the fresh test seeds, storing per-run records in
 docs/results/records/<paper>.csv.gz (sweeps whose records are up to date are skipped),
 then rebuilds docs/results/<paper>.md and the summary from the records.
+
+``--paper`` may also name a declaration file of your own (a ``PAPER`` built with
+``afl_jax.reproduction.spec``, anywhere on disk; docs/extending.md): its records go to
+``records/`` beside the file, its page to ``<key>.md`` beside it, and its claims'
+verdicts (adjusted among themselves) are printed. The configs and declarations are
+found in this script's checkout (``scripts/..``), or the working directory.
 """
+
+import os
 
 from absl import flags
 
+from afl_jax.pipeline import cache
 from afl_jax.pipeline.devices import set_cpu_devices
 
+cache.use_checkout(__file__)  # configs/ of this checkout, also after a regular pip install
 set_cpu_devices()  # before JAX starts its backend
 
 from afl_jax import reproduction  # noqa: E402
+from afl_jax.errors import UserError  # noqa: E402
 from afl_jax.pipeline import cli  # noqa: E402
-from afl_jax.reproduction import pages, runs, scoring  # noqa: E402
+from afl_jax.pipeline.config import import_beside  # noqa: E402
+from afl_jax.pipeline.workdir import write_text  # noqa: E402
+from afl_jax.reproduction import pages, runs, scoring, spec  # noqa: E402
 
-_PAPER = flags.DEFINE_enum('paper', None, reproduction.PAPERS, 'The paper to reproduce.')
+_PAPER = flags.DEFINE_string(
+  'paper', None, f'The paper to reproduce: one of {", ".join(reproduction.PAPERS)}, or a .py file.'
+)
 _ONLY = flags.DEFINE_list(
   'only',
   [],
@@ -29,22 +45,65 @@ _PHASE = flags.DEFINE_enum('phase', 'all', ['all', 'select', 'test'], 'Which swe
 _OUT_DIR = flags.DEFINE_string('out_dir', 'runs/repro', 'Where the sweeps write their runs.')
 _RERUN = flags.DEFINE_bool('rerun', False, 'Run sweeps whose records are up to date again.')
 flags.mark_flag_as_required('paper')
+flags.register_validator(
+  'paper',
+  lambda p: p in reproduction.PAPERS or (p.endswith('.py') and os.path.isfile(p)),
+  f'must be one of {", ".join(reproduction.PAPERS)} or an existing declaration file (.py)',
+)
+
+
+def load_own(path: str) -> spec.Paper:
+  """The ``PAPER`` of a declaration file outside the package (checked)."""
+  name = os.path.splitext(os.path.basename(path))[0]
+  try:
+    paper = import_beside(path, name).PAPER
+  except AttributeError:
+    raise UserError(f'--paper={path!r} is invalid: the file defines no PAPER') from None
+  try:
+    spec.check(paper)
+  except ValueError as e:
+    raise UserError(f'--paper={path!r} is invalid: {e}') from None
+  return paper
 
 
 def main(argv):
   del argv  # cli.flags_parser refuses stray arguments
-  paper = reproduction.load_paper(_PAPER.value)
+  own = _PAPER.value not in reproduction.PAPERS
+  paper = load_own(_PAPER.value) if own else reproduction.load_paper(_PAPER.value)
+  records = os.path.join(os.path.dirname(os.path.abspath(_PAPER.value)), 'records')
+  records = records if own else runs.RECORDS
+  os.makedirs(records, exist_ok=True)
+  cache.use_compilation_cache(_OUT_DIR.value)  # the test phase reuses the selection's programs
   # A UserError (an --only key the paper does not declare, a failed sweep) ends the script
   # as one line (cli.run); the records of the sweeps that finished are kept.
   for exp in runs.selected(paper, _ONLY.value):
     if _PHASE.value in ('all', 'select'):
-      runs.run_phase(paper, exp, 'select', _OUT_DIR.value, rerun=_RERUN.value)
+      runs.run_phase(paper, exp, 'select', _OUT_DIR.value, rerun=_RERUN.value, records_dir=records)
     if _PHASE.value in ('all', 'test'):
-      runs.require_selection(paper.key, exp)
-      settings = scoring.settings_to_test(paper.key, exp)
-      runs.run_phase(paper, exp, 'test', _OUT_DIR.value, settings=settings, rerun=_RERUN.value)
-  for path in pages.write([paper.key]):
-    print(f'wrote {path}')
+      runs.require_selection(paper.key, exp, records)
+      settings = scoring.settings_to_test(paper.key, exp, records)
+      runs.run_phase(
+        paper,
+        exp,
+        'test',
+        _OUT_DIR.value,
+        settings=settings,
+        rerun=_RERUN.value,
+        records_dir=records,
+      )
+  if not own:
+    for path in pages.write([paper.key]):
+      print(f'wrote {path}')
+    return
+  scored = pages.score_paper(paper, records)
+  claims = [c for s in scored.values() for c in s['claims']]
+  for claim, adjusted in zip(claims, scoring.adjust(claims)):
+    claim.update(adjusted)
+  page = os.path.join(os.path.dirname(records), f'{paper.key}.md')
+  write_text(page, pages.render(paper, scored))  # a temporary file, renamed
+  print(f'wrote {page}')
+  if claims:
+    print(pages.claim_rows(claims).to_markdown(index=False, disable_numparse=True))
 
 
 if __name__ == '__main__':

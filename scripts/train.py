@@ -48,8 +48,10 @@ def _lock_workdir():
 try:  # Ctrl-C while JAX is imported: one line too, nothing written yet
   _LOCK = _lock_workdir()
 
+  from afl_jax.pipeline import cache
   from afl_jax.pipeline.devices import set_cpu_devices
 
+  cache.use_checkout(__file__)  # configs/ of this checkout, also after a regular pip install
   set_cpu_devices()
 
   from absl import flags
@@ -124,6 +126,7 @@ def main(argv):
   del argv
   config = cli.finish_config(_CONFIG.value)
   _start_processes()
+  cache.use_compilation_cache(_WORKDIR.value)  # a rerun loads its programs, no compile
   try:
     if 'sweep' in config and len(config.sweep):  # a grid declared in the config
       import jax

@@ -49,7 +49,9 @@ def exit_error(error: Exception | str) -> NoReturn:
 
 # The repository root (configs/ lives there): a relative default config file is found
 # from any working directory.
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.environ.get('AFL_JAX_CHECKOUT') or os.path.dirname(  # afl_jax/pipeline/cache.py
+  os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+)
 
 
 def repo_path(path: str) -> str:

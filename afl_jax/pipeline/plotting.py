@@ -1,4 +1,5 @@
-"""Plots of training curves: accuracy vs server steps and vs simulated wall-clock."""
+"""Plots of training curves: accuracy vs server steps and vs simulated wall-clock, and
+methods averaged over seeds with interval bands (:func:`plot_methods`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from afl_jax.pipeline.metrics_io import read_metrics  # noqa: E402
 from afl_jax.pipeline.workdir import write_with  # noqa: E402
 
-__all__ = ['plot_runs', 'read_metrics']
+__all__ = ['plot_methods', 'plot_runs', 'read_metrics']
 
 
 def plot_runs(
@@ -41,8 +42,38 @@ def plot_runs(
   if title:
     fig.suptitle(title)
   fig.tight_layout()
-  try:  # atomically, never through a link (afl_jax/pipeline/workdir.py)
+  _save(fig, path)
+
+
+def _save(fig, path: str | os.PathLike) -> None:
+  """Write ``fig`` atomically, never through a link (afl_jax/pipeline/workdir.py)."""
+  try:
     kind = os.path.splitext(os.fspath(path))[1].lstrip('.').lower() or 'png'
     write_with(path, lambda f: fig.savefig(f, dpi=110, format=kind))
   finally:
     plt.close(fig)
+
+
+def plot_methods(
+  curves: Mapping[str, Mapping[str, Sequence[float]]],
+  path: str | os.PathLike,
+  *,
+  xlabel: str = 'server steps',
+  metric: str = 'test_accuracy',
+  title: str = '',
+) -> None:
+  """One curve per method with its interval band (``afl_jax.results.curves``: ``x``,
+  ``mean``, ``lo``, ``hi``, ``n``); written to a temporary name, then renamed."""
+  fig, ax = plt.subplots(figsize=(7, 4.5))
+  for label, c in curves.items():
+    (line,) = ax.plot(c['x'], c['mean'], marker='.', label=f'{label} (n={c["n"]})')
+    if c['n'] > 1:
+      ax.fill_between(c['x'], c['lo'], c['hi'], color=line.get_color(), alpha=0.2, lw=0)
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(metric.replace('_', ' '))
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
+  if title:
+    ax.set_title(title)
+  fig.tight_layout()
+  _save(fig, path)

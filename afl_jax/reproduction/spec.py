@@ -24,9 +24,12 @@ from typing import Any
 import ml_collections
 from ml_collections.config_flags import config_path
 
-# configs/ of the repository checkout that holds this package (an editable install).
+# configs/ of the checkout the scripts run from ($AFL_JAX_CHECKOUT, afl_jax/pipeline/cache.py),
+# else of the checkout that holds this package (an editable install).
 CONFIGS = os.path.join(
-  os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'configs'
+  os.environ.get('AFL_JAX_CHECKOUT')
+  or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+  'configs',
 )
 
 

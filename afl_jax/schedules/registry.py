@@ -20,7 +20,8 @@ Kinds: ``synchronous``, ``fedbuff`` (FedBuff's event clock), ``fully_async``,
 ``random_staleness``, ``waiting_windows`` (afl_jax/schedules/builders.py),
 ``fedecho_large`` / ``fedecho_mild`` (FedEcho's Table 1 on FedBuff's clock,
 afl_jax/schedules/fedecho_table1.py, which needs the client sizes) and ``port``
-(Port's staleness-bounded clock, afl_jax/schedules/port_clock.py).
+(Port's staleness-bounded clock, afl_jax/schedules/port_clock.py) and ``trace`` (a
+measured trace from the file ``schedule.trace``, afl_jax/schedules/traces.py).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from afl_jax.registry import Registry
-from afl_jax.schedules import builders, fedecho_table1, port_clock
+from afl_jax.schedules import builders, fedecho_table1, port_clock, traces
 from afl_jax.schedules.durations import Durations, speed_factors
 from afl_jax.schedules.durations import make as make_duration_model
 from afl_jax.schedules.schedule import Schedule
@@ -252,3 +253,10 @@ def _port(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
     urgent=bool(s.get('urgent', False)),
     **common,
   )
+
+
+# A measured trace (per-client speeds or recorded jobs); it checks its own fields.
+@_kind('trace', draws_durations=True, slots='buffer_size')
+def _trace(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
+  """A trace file, ``schedule.trace`` (afl_jax/schedules/traces.py)."""
+  return traces.schedule(s, ctx, **common)

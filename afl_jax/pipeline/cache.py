@@ -1,0 +1,59 @@
+"""What the scripts set up for their process: the checkout their configs come from, and
+JAX's persistent compilation cache.
+
+* :func:`use_checkout` (first thing in a script, before ``afl_jax.pipeline.cli`` or
+  ``afl_jax.reproduction`` is imported): the repository checkout whose ``configs/``
+  (and ``docs/results/``) the script reads is the one the script lives in
+  (``scripts/..``), else the working directory. It is passed down as
+  ``$AFL_JAX_CHECKOUT``, so a regular (non-editable) ``pip install .`` works with the
+  checkout's configs and scripts on top; a value already set is kept.
+* :func:`use_compilation_cache`: compiled programs are kept on disk in
+  ``$AFL_JAX_CACHE``, else ``<parent of the workdir>/.jax_cache``, with no minimum
+  compile time, so running a config again (a resume, a rerun, the test phase after
+  the selection phase) loads its programs instead of compiling them again (results
+  are the same programs, bit for bit). ``scripts/benchmark.py`` does not use it: it
+  measures compile times.
+"""
+
+from __future__ import annotations
+
+import os
+
+CHECKOUT_ENV = 'AFL_JAX_CHECKOUT'
+CACHE_ENV = 'AFL_JAX_CACHE'
+CACHE_DIR = '.jax_cache'
+
+
+def use_checkout(script: str) -> str:
+  """Set ``$AFL_JAX_CHECKOUT`` (unless set) to ``script``'s checkout, or the working
+  directory when the script's parent has no ``configs/``; returns it."""
+  if os.environ.get(CHECKOUT_ENV):
+    return os.environ[CHECKOUT_ENV]
+  root = os.path.dirname(os.path.dirname(os.path.abspath(script)))
+  if not os.path.isdir(os.path.join(root, 'configs')):
+    root = os.getcwd()
+  os.environ[CHECKOUT_ENV] = root
+  return root
+
+
+def cache_dir(workdir: str) -> str:
+  """``$AFL_JAX_CACHE``, else ``.jax_cache`` beside ``workdir``."""
+  given = os.environ.get(CACHE_ENV)
+  if given:
+    return os.path.abspath(os.path.expanduser(given))
+  parent = os.path.dirname(os.path.abspath(os.path.expanduser(workdir)))
+  return os.path.join(parent, CACHE_DIR)
+
+
+def use_compilation_cache(workdir: str) -> str:
+  """Keep every compiled program in :func:`cache_dir` (before the first compile); returns it."""
+  import jax
+
+  path = cache_dir(workdir)
+  jax.config.update('jax_compilation_cache_dir', path)
+  jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.0)
+  jax.config.update('jax_persistent_cache_min_entry_size_bytes', 0)
+  return path
+
+
+__all__ = ['cache_dir', 'use_checkout', 'use_compilation_cache']

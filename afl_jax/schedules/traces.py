@@ -1,0 +1,222 @@
+"""Delay traces from a file: the schedule kind ``trace`` (``config.schedule.trace``).
+
+A measured trace runs through the whole pipeline (checkpoints, metrics, plots, sweeps)
+by naming its file in the config::
+
+  c.schedule.kind = 'trace'
+  c.schedule.trace = '/data/my_trace.csv'  # .csv (with a header line) or .npz
+
+The file holds one of two things, told apart by its columns (csv header names, or the
+arrays of an npz, each 1-D):
+
+* **per-client speeds**, column ``duration`` (row i: client i; or columns ``client``
+  and ``duration`` in any order), one positive value per client, N rows. The jobs
+  run on FedBuff's event clock (:func:`afl_jax.schedules.builders.fedbuff`, with
+  ``schedule.concurrency`` and ``schedule.buffer_size``): every job of client i takes
+  ``duration_i`` times a draw of ``schedule.durations`` (``durations='constant'``,
+  ``durations_params='value=1'``: exactly ``duration_i``), times the
+  ``schedule.client_speed`` factor where one is set.
+* **a recorded list of jobs**, columns ``client``, ``start``, ``finish`` (simulated
+  seconds), one row per job in any order. Jobs arrive in finish order (ties in file
+  order); every ``schedule.buffer_size`` arrivals make one server step, applied at
+  the finish time of its last arrival. A job's start version is the number of server
+  steps applied before it started: the steps applied at a time <= its start (a job
+  starting at the moment of a step trains from that step's model), never its own
+  step. ``num_rounds`` steps are taken from the start of the trace; each job runs the
+  client's local steps K_i.
+
+Files are size-checked before they are read (:data:`MAX_BYTES`), npz files are read
+without unpickling, and every problem is one :class:`~afl_jax.errors.ConfigError`
+naming ``config.schedule.<field>``.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import zipfile
+from typing import Any
+
+import numpy as np
+
+from afl_jax.errors import ConfigError
+from afl_jax.schedules import builders
+from afl_jax.schedules.durations import Durations
+from afl_jax.schedules.schedule import Schedule, ScheduleError
+
+MAX_BYTES = 1 << 30  # a trace file (an npz: its arrays uncompressed) of at most 1 GiB
+SPEEDS = ('duration',)
+JOBS = ('client', 'start', 'finish')
+
+
+def _bad(field: str, value: Any, why: str) -> ConfigError:
+  return ConfigError.invalid(f'schedule.{field}', value, why.rstrip('.') + '.')
+
+
+def _size(path: str) -> int:
+  """Bytes the file's columns take once read (an npz: the sum of its members)."""
+  if path.endswith('.npz'):
+    try:
+      with zipfile.ZipFile(path) as z:
+        return sum(info.file_size for info in z.infolist())
+    except (zipfile.BadZipFile, OSError) as e:
+      raise _bad('trace', path, f'cannot read it as an npz archive: {e}') from None
+  return os.path.getsize(path)
+
+
+def read(path: Any) -> dict[str, np.ndarray]:
+  """The columns of a trace file: name -> float64[rows].
+
+  Raises:
+    ConfigError: naming ``config.schedule.trace``: no file, another extension, too large
+      (checked before reading), unreadable, ragged or non-numeric columns.
+  """
+  if not isinstance(path, str) or not path:
+    raise _bad('trace', path, "schedule.kind='trace' needs the path of a .csv or .npz file")
+  if not os.path.isfile(path):
+    raise _bad('trace', path, f'no such file (relative to {os.getcwd()})')
+  if not path.endswith(('.csv', '.npz')):
+    raise _bad('trace', path, 'must be a .csv (with a header line) or an .npz file')
+  size = _size(path)
+  if size > MAX_BYTES:
+    raise _bad('trace', path, f'the file holds {size:,} bytes, more than {MAX_BYTES:,}')
+  try:
+    if path.endswith('.npz'):
+      with np.load(path, allow_pickle=False) as f:
+        raw = {k: f[k] for k in f.files}
+    else:
+      with open(path, newline='') as f:
+        rows = list(csv.reader(f))
+      if not rows:
+        raise ValueError('the file is empty')
+      header = [h.strip() for h in rows[0]]
+      body = [r for r in rows[1:] if r]
+      if any(len(r) != len(header) for r in body):
+        raise ValueError(f'every row must have the {len(header)} columns of {header}')
+      raw = {h: np.asarray([r[i] for r in body], dtype=np.float64) for i, h in enumerate(header)}
+    columns = {k: np.asarray(v) for k, v in raw.items()}
+    for k, v in columns.items():
+      if v.ndim != 1 or v.dtype.kind not in 'iuf':
+        raise ValueError(f'column {k!r} must be 1-D numbers; got {v.dtype} of shape {v.shape}')
+    columns = {k: v.astype(np.float64) for k, v in columns.items()}
+  except (OSError, ValueError, zipfile.BadZipFile) as e:
+    raise _bad('trace', path, f'cannot read it: {e}') from None
+  lengths = {len(v) for v in columns.values()}
+  if len(lengths) > 1:
+    raise _bad('trace', path, f'its columns have different lengths {sorted(lengths)}')
+  for k, v in columns.items():
+    if not np.isfinite(v).all():
+      raise _bad('trace', path, f'column {k!r} holds a non-finite value at row {_first(v)}')
+  return columns
+
+
+def _first(v: np.ndarray) -> int:
+  return int(np.flatnonzero(~np.isfinite(v))[0])
+
+
+def _clients(path: str, ids: np.ndarray, n: int) -> np.ndarray:
+  bad = (ids != np.round(ids)) | (ids < 0) | (ids >= n)
+  if bad.any():
+    i = int(np.flatnonzero(bad)[0])
+    raise _bad('trace', path, f'row {i}: client {ids[i]:g} is not an id in [0, {n}) (num_clients)')
+  return ids.astype(np.int64)
+
+
+def _count(s: Any, field: str, low: int, high: int | None = None, note: str = '') -> int:
+  v = s.get(field)
+  if isinstance(v, bool) or not isinstance(v, int) or v < low or (high is not None and v > high):
+    rng = f'>= {low}' if high is None else f'in [{low}, {high}]'
+    raise _bad(field, v, f'must be an integer {rng}{note}')
+  return v
+
+
+def speeds(path: str, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
+  """float64[N] per-client duration factors from a speeds file."""
+  d = columns['duration']
+  if 'client' in columns:
+    ids = _clients(path, columns['client'], n)
+    if len(ids) != n or len(np.unique(ids)) != n:
+      raise _bad('trace', path, f'must list each of the {n} clients once (num_clients={n})')
+    d = d[np.argsort(ids)]
+  if len(d) != n:
+    raise _bad('trace', path, f'holds {len(d)} per-client durations for num_clients={n}')
+  if not (d > 0).all():
+    raise _bad('trace', path, f'client {int(np.flatnonzero(d <= 0)[0])} has a duration <= 0')
+  return d
+
+
+def from_jobs(
+  client: np.ndarray,
+  start: np.ndarray,
+  finish: np.ndarray,
+  *,
+  num_clients: int,
+  buffer_size: int,
+  num_steps: int,
+  local_steps: np.ndarray,
+) -> Schedule:
+  """The [T, M] schedule of recorded jobs (module docstring): ``M = buffer_size``.
+
+  Raises:
+    ValueError: a job finishing before it starts, fewer than ``num_steps * buffer_size``
+      jobs, or a client twice in one server step (ScheduleError).
+  """
+  client, start, finish = (np.asarray(a) for a in (client, start, finish))
+  if (finish < start).any():
+    i = int(np.flatnonzero(finish < start)[0])
+    raise ValueError(f'row {i}: the job finishes at {finish[i]:g}, before its start {start[i]:g}')
+  m, t = buffer_size, num_steps
+  if len(client) < t * m:
+    raise ValueError(
+      f'it holds {len(client)} jobs: {len(client) // m} server steps of buffer_size={m}, '
+      f'fewer than num_rounds={t} (needs {t * m} jobs)'
+    )
+  order = np.argsort(finish, kind='stable')[: t * m].reshape(t, m)
+  wall = finish[order[:, -1]]
+  steps = np.arange(t)[:, None]
+  version = np.minimum(np.searchsorted(wall, start[order], side='right'), steps)
+  ids = client[order]
+  return Schedule(
+    ids, version, np.asarray(local_steps)[ids], np.ones((t, m), bool), wall, num_clients
+  )
+
+
+def schedule(s: Any, ctx: Any, *, durations: Durations, local_steps: np.ndarray, seed: int):
+  """The ``trace`` kind: the schedule of ``s.trace`` for the run ``ctx`` (ScheduleContext)."""
+  path = s.get('trace', '')
+  columns = read(path)
+  n = ctx.num_clients
+  names = sorted(columns)
+  if names in (sorted(SPEEDS), sorted(('client',) + SPEEDS)):
+    factor = speeds(path, columns, n)
+    mc = _count(s, 'concurrency', 1, n, f' (num_clients={n})')
+    m = _count(s, 'buffer_size', 1, mc, f' (concurrency={mc})')
+    if n < mc + m - 1:
+      raise _bad('concurrency', mc, f'needs num_clients={n} >= concurrency + buffer_size - 1')
+    speed = factor if durations.speed is None else factor * durations.speed
+    timing = Durations(durations.kind, durations.params, speed)
+    return builders.fedbuff(
+      n, mc, m, ctx.num_steps, durations=timing, local_steps=local_steps, seed=seed
+    )
+  if names == sorted(JOBS):
+    if s.get('client_speed', 'none') != 'none':
+      raise _bad('client_speed', s.client_speed, "must be 'none' with a trace of recorded jobs")
+    m = _count(s, 'buffer_size', 1, note=' (arrivals per server step)')
+    try:
+      return from_jobs(
+        _clients(path, columns['client'], n),
+        columns['start'],
+        columns['finish'],
+        num_clients=n,
+        buffer_size=m,
+        num_steps=ctx.num_steps,
+        local_steps=local_steps,
+      )
+    except (ScheduleError, ValueError) as e:
+      raise _bad('trace', path, str(e)) from None
+  raise _bad(
+    'trace',
+    path,
+    f'has columns {names}; a trace holds per-client speeds {list(SPEEDS)} (optionally with '
+    f'client) or recorded jobs {list(JOBS)}',
+  )

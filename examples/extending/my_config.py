@@ -1,0 +1,41 @@
+"""Configs of the worked examples (docs/extending.md), outside the package.
+
+  python <checkout>/scripts/train.py --config=my_config.py:mine --workdir=runs/mine
+
+The config file imports the researcher's module, which registers its components:
+``import_beside`` loads ``my_components.py`` from this file's folder once per process
+(the config file itself may be read several times).
+"""
+
+import os
+
+from afl_jax.pipeline import config as config_lib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+config_lib.import_beside(__file__, 'my_components')  # registers fedbuff_adam, tiny_mlp, ...
+
+ALGORITHMS = {
+  'mine': ('fedbuff_adam', {'client_lr': 0.05, 'server_lr': 0.01}),
+  'clip': ('fedbuff_clip', {'client_lr': 0.05, 'max_norm': 1.0}),
+  'fedbuff': ('fedbuff', {'client_lr': 0.05, 'server_lr': 1.0}),
+}
+
+
+def get_config(name='mine'):
+  """``NAME`` (one algorithm) or ``NAME_seeds`` (its sweep over 3 seeds)."""
+  alg, _, seeds = name.partition('_')
+  c = config_lib.default()
+  c.dataset, c.model = 'blobs', 'tiny_mlp'  # (c), (d)
+  c.num_clients, c.partition = 8, 'iid'
+  c.validation_size = 100  # val_accuracy, which the reproduction protocol selects on
+  c.local_steps, c.batch_size = 2, 16
+  c.num_rounds, c.eval_every, c.eval_train_samples = 10, 5, 200
+  c.schedule.kind = 'trace'  # (e): recorded jobs, two arrivals per server step
+  c.schedule.trace = os.path.join(HERE, 'jobs.csv')
+  c.schedule.buffer_size = 2
+  c.target_accuracy = 0.5
+  name_, hparams = config_lib.entry(ALGORITHMS, alg, __file__)
+  config_lib.set_algorithm(c, name_, **hparams)
+  if seeds:
+    c.sweep = {'seed': [0, 1, 2]}  # (f)
+  return c

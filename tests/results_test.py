@@ -1,0 +1,212 @@
+"""afl_jax.results: intervals and paired tests against hand computations, methods over
+seeds from run and sweep folders, the table, curves with bands, and scripts/plot.py."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from afl_jax import results
+from afl_jax.reproduction import scoring
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+T975 = {2: 4.302652729911275, 3: 3.182446305284263}  # t_{0.975, df} from a t table
+
+
+def t3_cdf(t):
+  """Student's t CDF with 3 degrees of freedom, in closed form."""
+  u = t / math.sqrt(3)
+  return 0.5 + (u / (1 + u * u) + math.atan(u)) / math.pi
+
+
+def test_t_interval_and_paired_by_hand():
+  d = [1.0, 2.0, 3.0, 4.0]
+  sd = math.sqrt(5 / 3)  # squares of deviations 2.25 + 0.25 + 0.25 + 2.25 = 5, over n - 1
+  half = T975[3] * sd / 2
+  st = results.paired(d)
+  assert st['n'] == 4 and st['mean'] == 2.5
+  assert st['sd'] == pytest.approx(sd, rel=1e-12)
+  assert (st['lo'], st['hi']) == pytest.approx((2.5 - half, 2.5 + half), rel=1e-9)
+  t = 2.5 / (sd / 2)
+  assert st['p'] == pytest.approx(2 * (1 - t3_cdf(t)), rel=1e-9)
+  assert results.one_sided_p(d, 1.0, 'greater') == pytest.approx(1 - t3_cdf(1.5 / (sd / 2)))
+  assert results.one_sided_p(d, 1.0, 'less') == pytest.approx(t3_cdf(1.5 / (sd / 2)))
+  # Edge cases: one value, equal values.
+  one = results.paired([0.3])
+  assert one['lo'] == -math.inf and one['hi'] == math.inf and one['p'] == 1.0
+  same = results.paired([0.2, 0.2, 0.2])
+  assert (same['lo'], same['hi'], same['p']) == (0.2, 0.2, 0.0)
+  assert results.paired([0.0, 0.0])['p'] == 1.0
+
+
+def test_statistics_are_the_reproduction_protocols():
+  rng = np.random.default_rng(0)
+  for n in (2, 3, 10):
+    d = rng.normal(0.1, 1.0, n)
+    ours, theirs = results.paired(d), scoring.paired(d)
+    for k in ('n', 'mean', 'sd', 'lo', 'hi', 'p'):
+      assert ours[k] == pytest.approx(theirs[k], rel=1e-9), k
+    for alt in ('less', 'greater'):
+      assert results.one_sided_p(d, 0.2, alt) == pytest.approx(scoring.one_sided_p(d, 0.2, alt))
+  assert results.seeds_needed(0.1, 0.2) == scoring.seeds_needed(0.1, 0.2)
+
+
+def records(accs, dt=2.0, mb=0.5):
+  """Evaluations every 10 steps, ``dt`` simulated seconds and ``mb`` MB apart."""
+  return [
+    {'step': 10 * i, 'wall_clock': dt * i, 'bytes_up': mb * 1e6 * i, 'test_accuracy': a}
+    for i, a in enumerate(accs)
+  ]
+
+
+def write_run(d, recs, **config):
+  os.makedirs(d, exist_ok=True)
+  with open(os.path.join(d, 'metrics.jsonl'), 'w') as f:
+    f.writelines(json.dumps(r) + '\n' for r in recs)
+  if config:
+    cfg = {'algorithm': 'fedbuff', 'hparams': {'client_lr': 0.1}, 'seed': 0, 'target_accuracy': 0}
+    for k, v in config.items():
+      node = cfg
+      *path, last = k.split('.')
+      for p in path:
+        node = node[p]
+      node[last] = v
+    with open(os.path.join(d, 'config.json'), 'w') as f:
+      json.dump(cfg, f)
+
+
+# Method A (fedbuff lr 0.1) and B (lr 0.3), three seeds each.
+A = {0: [0.1, 0.5, 0.7, 0.6], 1: [0.1, 0.4, 0.8, 0.7], 2: [0.1, 0.6, 0.6, 0.8]}
+B = {0: [0.1, 0.3, 0.5, 0.5], 1: [0.1, 0.2, 0.4, 0.6], 2: [0.1, 0.5, 0.6, 0.6]}
+
+
+@pytest.fixture
+def two_methods(tmp_path):
+  for name, runs, lr in (('a', A, 0.1), ('b', B, 0.3)):
+    for seed, accs in runs.items():
+      write_run(tmp_path / f'{name}{seed}', records(accs), seed=seed, **{'hparams.client_lr': lr})
+  return tmp_path
+
+
+def test_table_by_hand(two_methods):
+  paths = sorted(str(p) for p in two_methods.iterdir())
+  groups = results.methods(results.load(paths))
+  assert list(groups) == ['client_lr=0.1', 'client_lr=0.3']
+  frame = results.table(groups, target=0.55, baseline='client_lr=0.3')
+  a = frame.loc['client_lr=0.1']
+  finals = [0.6, 0.7, 0.8]
+  sd = np.std(finals, ddof=1)  # 0.1
+  assert a['final'] == pytest.approx(0.7)
+  assert (a['final_lo'], a['final_hi']) == pytest.approx(
+    (0.7 - T975[2] * sd / math.sqrt(3), 0.7 + T975[2] * sd / math.sqrt(3))
+  )
+  assert a['best'] == pytest.approx(np.mean([0.7, 0.8, 0.8]))
+  # Steps to 0.55: A reaches it at steps 20, 20, 10; B never (last: 30), at 30 and 20.
+  assert a['steps'] == pytest.approx(50 / 3) and a['reached'] == 3
+  b = frame.loc['client_lr=0.3']
+  assert b['steps'] == pytest.approx(80 / 3) and b['reached'] == 2
+  assert a['seconds'] == pytest.approx(2 * 5 / 3) and a['mb'] == pytest.approx(0.5 * 5 / 3)
+  # Paired by seed: final A - B = 0.1, 0.1, 0.2.
+  d = [0.1, 0.1, 0.2]
+  half = T975[2] * np.std(d, ddof=1) / math.sqrt(3)
+  assert a['diff_final'] == pytest.approx(np.mean(d))
+  assert a['diff_final_lo'] == pytest.approx(np.mean(d) - half)
+  assert a['diff_final_n'] == 3
+  assert a['diff_steps'] == -10 and a['diff_steps_lo'] == -10  # equal: no spread
+  text = results.markdown(frame)
+  assert '| client_lr=0.1 |' in text and '3/3' in text and '2/3' in text
+  assert '>= 27 [' in text  # B's steps: a lower bound
+  assert 'Δ final vs client_lr=0.3' in text
+
+
+def test_same_seed_twice_is_never_merged(tmp_path):
+  # Two copies of one sweep: sweepA/seed=0 and sweepB/seed=0 with the same config.
+  for sweep in ('sweepA', 'sweepB'):
+    for seed in (0, 1):
+      write_run(tmp_path / sweep / f'seed={seed}', records(A[seed]), seed=seed)
+  groups = results.methods(results.load([tmp_path / 'sweepA', tmp_path / 'sweepB']))
+  assert sorted(groups) == ['fedbuff (sweepA)', 'fedbuff (sweepB)']
+  assert all(len(v) == 2 for v in groups.values())
+  # Run folders without a config: a method each, labelled by the shortest distinct path.
+  write_run(tmp_path / 'x' / 'seed=0', records(A[0]))
+  write_run(tmp_path / 'y' / 'seed=0', records(B[0]))
+  groups = results.methods(results.load([tmp_path / 'x' / 'seed=0', tmp_path / 'y' / 'seed=0']))
+  assert sorted(groups) == ['x/seed=0', 'y/seed=0']
+
+
+def test_short_paths():
+  assert results.short_paths(['/r/a/seed=0', '/r/b/seed=0', '/r/b/seed=1']) == [
+    'a/seed=0',
+    'b/seed=0',
+    'seed=1',
+  ]
+
+
+def test_sweep_folder_runs_get_their_grid_point(tmp_path):
+  sweep = tmp_path / 'grid'
+  names = []
+  for lr in (0.1, 0.3):
+    for seed in (0, 1):
+      name = f'client_lr={lr},seed={seed}'
+      names.append({'name': name, 'seed': seed, 'hparams': {'hparams.client_lr': lr}})
+      write_run(sweep / name, records((A if lr == 0.1 else B)[seed]))
+  cfg = {'algorithm': 'fedbuff', 'hparams': {'client_lr': 0.05}, 'seed': 0, 'sweep': {'x': [1]}}
+  (sweep / 'sweep.json').write_text(json.dumps({'config': cfg, 'complete': True}))
+  (sweep / 'summary.json').write_text(json.dumps({'runs': names}))
+  groups = results.methods(results.load([sweep]))
+  assert sorted(groups) == ['client_lr=0.1', 'client_lr=0.3']
+  assert [r.seed for r in groups['client_lr=0.1']] == [0, 1]
+
+
+def test_curves_average_seeds_with_bands(two_methods):
+  groups = results.methods(results.load(sorted(str(p) for p in two_methods.iterdir())))
+  c = results.curves(groups['client_lr=0.1'], 'seconds')
+  np.testing.assert_allclose(c['x'], [0, 2, 4, 6])
+  ys = np.array([A[s] for s in range(3)])
+  np.testing.assert_allclose(c['mean'], ys.mean(0))
+  half = T975[2] * ys.std(0, ddof=1) / math.sqrt(3)
+  np.testing.assert_allclose(c['hi'], ys.mean(0) + half)
+  assert results.curves(groups['client_lr=0.1'], 'mb')['x'][-1] == pytest.approx(1.5)
+  with pytest.raises(results.ResultsError, match="--x='hours' is invalid"):
+    results.curves(groups['client_lr=0.1'], 'hours')
+
+
+def plot(*args, cwd):
+  env = dict(os.environ, PYTHONPATH=REPO)
+  return subprocess.run(
+    [sys.executable, os.path.join(REPO, 'scripts', 'plot.py'), *map(str, args)],
+    capture_output=True,
+    text=True,
+    cwd=cwd,
+    env=env,
+    timeout=300,
+  )
+
+
+def test_plot_script_table_and_bands(two_methods, tmp_path):
+  # Same folder names under two parents: two curves, and the table with a baseline.
+  for name in ('sweepA', 'sweepB'):
+    for seed in (0, 1):
+      write_run(tmp_path / name / 'seed=0' / str(seed), records(A[seed]))
+  out = tmp_path / 'c.png'
+  p = plot(
+    tmp_path / 'sweepA' / 'seed=0',
+    tmp_path / 'sweepB' / 'seed=0',
+    f'--out={out}',
+    '--x=mb',
+    '--table',
+    '--target=0.5',
+    cwd=tmp_path,
+  )
+  assert p.returncode == 0, p.stderr
+  assert '(4 methods)' in p.stdout and out.stat().st_size > 0
+  assert 'sweepA/seed=0/0' in p.stdout and 'sweepB/seed=0/1' in p.stdout
+  p = plot(*sorted(two_methods.glob('[ab]*')), '--out=', '--table', '--baseline=nope', cwd=tmp_path)
+  assert p.returncode == 1 and p.stderr.strip().count('\n') == 0
+  assert p.stderr.startswith("error: --baseline='nope' is not a method")
+  p = plot(tmp_path / 'missing', cwd=tmp_path)
+  assert p.returncode == 1 and 'is not a directory' in p.stderr
