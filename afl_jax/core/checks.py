@@ -1,23 +1,27 @@
-"""Checks of hyperparameter values, one place for every rule and factory.
+"""The vocabulary of ranges: what a setting accepts, and value checks of rule arguments.
 
-Every factory validates its numeric hyperparameters with these helpers and raises
-``ValueError`` naming the argument, the value and the allowed range. A sweep
-(many runs in one compiled program) passes numeric hyperparameters as traced
-arrays: it validates each replica's concrete values on the host first, then calls
-the same factory inside the trace, where a traced value passes through unchecked.
-Callables (optax schedules) pass through too.
+:class:`Spec` states what one setting accepts (its type and, for numbers, its range;
+a bound may name another setting or run fact, e.g. ``integer(1, 'concurrency')``).
+Every component a config names (algorithm, schedule, compressor, dataset, model)
+declares the Specs of its settings beside its factory at registration, and
+:meth:`afl_jax.registry.Registry.bind` checks them: in a config, in
+``afl_jax.algorithms.get`` and in ``afl_jax.sweep`` (every replica). The run's own
+fields (seed, sizes, data) are checked with Specs too
+(:data:`afl_jax.pipeline.config.FIELDS`).
 
-:class:`Spec` states what one hyperparameter accepts (its type and, for numbers,
-its range). Algorithms declare their specs at registration
-(``afl_jax.algorithms.register(name, hparams={...})``), and the same spec checks a
-value given to ``afl_jax.algorithms.get``, to ``afl_jax.sweep`` (every replica) and
-in a config (``afl_jax.pipeline.config.validate``).
+The functions (:func:`positive`, :func:`in_range`...) check the arguments of the
+client and server rules called directly from Python, raising ``ValueError`` naming the
+argument. A sweep passes numeric hyperparameters as traced arrays: each replica's
+concrete values are checked on the host first, then the same factory is called inside
+the trace, where a traced value passes through unchecked. Callables (optax schedules)
+pass through too.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Any
 
 import jax
@@ -94,12 +98,16 @@ def one_of(name: str, value: Any, allowed: tuple) -> None:
 SPEC_KINDS = ('real', 'integer', 'boolean', 'choice', 'string', 'reals', 'integers')
 
 
+def _g(x: float | str) -> str:
+  return x if isinstance(x, str) else f'{x:g}'
+
+
 def _interval(low: float, high: float, low_open: bool, high_open: bool) -> str:
   if high == math.inf:
-    return '' if low == -math.inf else f'{">" if low_open else ">="} {low:g}'
+    return '' if low == -math.inf else f'{">" if low_open else ">="} {_g(low)}'
   if low == -math.inf:
-    return f'{"<" if high_open else "<="} {high:g}'
-  return f'in {"(" if low_open else "["}{low:g}, {high:g}{")" if high_open else "]"}'
+    return f'{"<" if high_open else "<="} {_g(high)}'
+  return f'in {"(" if low_open else "["}{_g(low)}, {_g(high)}{")" if high_open else "]"}'
 
 
 def _is_int(value: Any) -> bool:
@@ -112,9 +120,11 @@ class Spec:
 
   Attributes:
     kind: one of :data:`SPEC_KINDS` ('reals' / 'integers': a non-empty sequence of them).
-    low, high, low_open, high_open: the range of a number (of each entry of a sequence).
+    low, high, low_open, high_open: the range of a number (of each entry of a sequence);
+      a bound given as a name is that setting's value (``Registry.bind`` fills it in).
     finite: a real must be finite (``False``: +inf is allowed, e.g. "no clipping").
     choices: the allowed values of a 'choice'.
+    pattern: a 'string' must match this regular expression ('' = any string).
     note: appended to the allowed range in errors, e.g. ``' (inf = no clipping)'``.
   """
 
@@ -126,6 +136,7 @@ class Spec:
   finite: bool = True
   choices: tuple = ()
   note: str = ''
+  pattern: str = ''
 
   def __post_init__(self):
     if self.kind not in SPEC_KINDS:
@@ -189,7 +200,8 @@ class Spec:
       ok = isinstance(value, str | int | float | None) and value in self.choices
       return None if ok else f'must be {self.describe()}'
     if self.kind == 'string':
-      return None if isinstance(value, str) else f'must be {self.describe()}'
+      ok = isinstance(value, str) and (not self.pattern or re.match(self.pattern, value))
+      return None if ok else f'must be {self.describe()}'
     # 'reals' / 'integers': a non-empty list, tuple or 1-D array, every entry checked.
     if isinstance(value, np.ndarray) and value.ndim == 1:
       value = value.tolist()
@@ -230,9 +242,9 @@ def choice(choices: tuple | list, *, note: str = '') -> Spec:
   return Spec('choice', choices=tuple(choices), note=note)
 
 
-def string() -> Spec:
-  """Any string (the factory checks which)."""
-  return Spec('string')
+def string(*, pattern: str = '', note: str = '') -> Spec:
+  """A string (matching the regular expression ``pattern``, when given)."""
+  return Spec('string', pattern=pattern, note=note)
 
 
 def reals(

@@ -174,8 +174,10 @@ def build_schedule(
     client_sizes=np.ones(n, np.int64) if client_sizes is None else np.asarray(client_sizes),
     seed=s.seed if s.seed >= 0 else c.seed,
   )
+  takes = schedules.registry.params(s.kind) if s.kind in schedules.SCHEDULES else ()
+  values = {k: s[k] for k in takes if k in s}  # the kind's own (validate refused strays)
   try:
-    schedule = schedules.SCHEDULES.get(s.kind)(s, ctx)
+    schedule = schedules.registry.build(s.kind, values, ctx)
   except UserError:
     raise
   except ValueError as e:
@@ -197,9 +199,11 @@ def build_compressor(c: ml_collections.ConfigDict) -> compression.Compressor | N
   if 'compressor' not in c or c.compressor.kind == 'none':
     return None
   kind = c.compressor.kind
-  args = {k: c.compressor[k] for k in compression.takes(kind)}  # each checked by validate()
+  args = {k: c.compressor[k] for k in compression.takes(kind) if k in c.compressor}
   try:
     return compression.get(kind, error_feedback=c.compressor.error_feedback, **args)
+  except UserError:
+    raise
   except ValueError as e:
     raise _err('compressor.kind', kind, f'{e}'.rstrip('.') + '.') from None
 
