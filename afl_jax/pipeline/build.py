@@ -251,7 +251,7 @@ def build_algorithm(c: ml_collections.ConfigDict, info: RunInfo) -> Algorithm:
 
 # ---- engine options ---------------------------------------------------------------------------
 def engine_options(c: ml_collections.ConfigDict, *, sweep: bool = False) -> dict[str, Any]:
-  """The driver's keyword arguments from the config (validated by ``validate_run``).
+  """The driver's keyword arguments from the config (validated by ``config.validate_fields``).
 
   ``client_block_size`` (0: None), ``local_step_buckets`` (-1: None, chosen from the
   local steps; 0: padded; B: B blocks sorted by K) and ``compute_dtype`` ('dtype':

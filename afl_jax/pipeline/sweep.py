@@ -6,6 +6,15 @@ product. ConfigDict keys cannot hold dots, so fields nest::
   c.sweep = {'hparams': {'client_lr': [0.01, 0.03, 0.1], 'server_lr': [0.5, 1.0]},
              'seed': [0, 1, 2]}         # 18 runs
 
+A component swept whole: each ``algorithm`` entry, a name or a name with its settings,
+replaces the config's ``algorithm`` + ``hparams`` pair (its own defaults for the rest;
+``hparams`` axes then sweep within each algorithm)::
+
+  c.sweep = {'algorithm': ['fedbuff', {'name': 'fadas', 'server_lr': 1e-4}],
+             'seed': [0, 1, 2]}         # 6 runs, each algorithm with its own values
+
+Two grid points that resolve to the same run are refused (:func:`grid`).
+
 Every grid point is built by :func:`afl_jax.pipeline.build.build_run` (so it is
 validated like a single run). Points are then grouped: within a group, float
 hyperparameters are traced (one value per replica) and everything that only changes
@@ -14,8 +23,10 @@ on the replica axis (:mod:`afl_jax.core.replicas`); any other swept field (windo
 size, compressor kind, model, batch size...) splits the grid into groups, one
 compile each. Outputs under ``workdir``:
 
-* ``<run-name>/metrics.jsonl`` per grid point (same records as a single run);
-* ``summary.json`` (one record per run: swept values, final and best metrics) and
+* ``<run-name>/metrics.jsonl`` per grid point (same records as a single run) and
+  ``<run-name>/config.json`` (its resolved config: every value it ran with);
+* ``summary.json`` (one record per run: swept values, its resolved ``config``, final
+  and best metrics) and
   ``summary.md`` (a table, the groups and their compile times);
 * ``plot.png`` (test accuracy of every run);
 * ``sweep.json``: the sweep's resolved config and whether every run of it finished
@@ -67,24 +78,61 @@ REPLICA_FIELDS = ('seed',)
 
 
 def grid(config: ml_collections.ConfigDict) -> list[dict[str, Any]]:
-  """The grid points of ``config.sweep``: cartesian product, in declaration order."""
+  """The grid points of ``config.sweep``: cartesian product, in declaration order.
+
+  Raises:
+    ConfigError: two points give the same run (every resolved value equal), before
+      anything is built.
+  """
   axes = config_lib.sweep_axes(config.sweep)
-  return [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
+  points = [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
+  seen: dict[str, dict[str, Any]] = {}
+  for p in points:
+    key = checkpoint.config_json(config_lib.resolve(point_config(config, p)))
+    if key in seen:
+      raise ConfigError(
+        f'config.sweep is invalid: grid points {run_name(seen[key])!r} and {run_name(p)!r} '
+        'are the same run (every value equal once resolved); remove the duplicate value.',
+        field='sweep',
+      )
+    seen[key] = p
+  return points
+
+
+def _show(value: Any) -> str:
+  """A swept value in a run name: an algorithm entry as ``fadas(server_lr=0.0001)``."""
+  if isinstance(value, Mapping | ml_collections.ConfigDict):
+    name, given = config_lib.algorithm_entry(value)
+    return name + (
+      '(' + ','.join(f'{k}={v}' for k, v in sorted(given.items())) + ')' if given else ''
+    )
+  return str(value)
 
 
 def run_name(point: Mapping[str, Any]) -> str:
   """A directory name for a grid point, e.g. ``client_lr=0.1,seed=0``."""
-  parts = [f'{k.rsplit(".", 1)[-1]}={v}' for k, v in point.items()]
+  parts = [f'{k.rsplit(".", 1)[-1]}={_show(v)}' for k, v in point.items()]
   return ','.join(parts).replace('/', '_').replace(' ', '') or 'run'
 
 
 def point_config(
   config: ml_collections.ConfigDict, point: Mapping[str, Any]
 ) -> ml_collections.ConfigDict:
-  """``config`` with the grid point applied and no sweep."""
+  """``config`` with the grid point applied and no sweep.
+
+  An ``algorithm`` entry replaces the whole ``algorithm`` + ``hparams`` pair: the run
+  gets that algorithm with the settings the entry gives and its own defaults for the
+  rest, never the base config's (another algorithm's) values. ``hparams.*`` axes then
+  apply within it.
+  """
   c = ml_collections.ConfigDict(config.to_dict())
   c.sweep = ml_collections.ConfigDict()
+  if 'algorithm' in point:
+    c.algorithm, given = config_lib.algorithm_entry(point['algorithm'])
+    c.hparams = ml_collections.ConfigDict(given)
   for field, value in point.items():
+    if field == 'algorithm':
+      continue
     if field.startswith('hparams.') and field[len('hparams.') :] not in c.hparams:
       c.hparams[field[len('hparams.') :]] = value
     else:
@@ -93,18 +141,22 @@ def point_config(
 
 
 def traced_fields(config: ml_collections.ConfigDict) -> list[str]:
-  """Swept hyperparameters traced within a group (:func:`replicas.is_traced`)."""
-  defaults = algorithms.hyperparameters(config.algorithm)
+  """Swept hyperparameters traced within a group (:func:`replicas.is_traced` for every
+  algorithm of the grid)."""
+  axes = config_lib.sweep_axes(config.sweep)
+  entries = axes.get('algorithm', [config.algorithm])
+  names = {config_lib.algorithm_entry(e)[0] for e in entries}
+  defaults = [algorithms.hyperparameters(n) for n in names if n in algorithms.ALGORITHMS]
   return [
     field
-    for field, values in config_lib.sweep_axes(config.sweep).items()
+    for field, values in axes.items()
     if field.startswith('hparams.')
-    and replicas.is_traced(name := field[len('hparams.') :], defaults.get(name), values)
+    and all(replicas.is_traced(k := field[len('hparams.') :], d.get(k), values) for d in defaults)
   ]
 
 
 def group_key(point: Mapping[str, Any], traced: Iterable[str]) -> str:
-  """Points with the same key share one compile."""
+  """Points with the same key share one compile (an algorithm entry is part of the key)."""
   skip = set(traced) | set(REPLICA_FIELDS)
   return json.dumps({k: v for k, v in point.items() if k not in skip}, sort_keys=True, default=str)
 
@@ -163,6 +215,8 @@ def _run_group(points, runs, group, workdir, log) -> tuple[list[dict], dict]:
     d = os.path.join(workdir, run_name(point))
     if os.path.exists(os.path.join(d, metrics_io.METRICS_FILE)):
       os.remove(os.path.join(d, metrics_io.METRICS_FILE))
+    os.makedirs(d, exist_ok=True)  # every value this run ran with (its resolved config)
+    workdir_lib.write_text(os.path.join(d, 'config.json'), _run_config(run) + '\n')
     tracks.append(track_lib.Track(run.schedule, run.evaluator, metrics_io.MetricsWriter(d)))
   params = sim.params(state)
   for i, track in enumerate(tracks):
@@ -186,6 +240,7 @@ def _run_group(points, runs, group, workdir, log) -> tuple[list[dict], dict]:
       'method': c.algorithm,
       'seed': int(run.config.seed),
       'hparams': {k: v for k, v in point.items() if k != 'seed'},
+      'config': json.loads(_run_config(run)),
       **metrics_io.final_summary(recs, target),
     }
     summaries.append(s)
@@ -328,6 +383,11 @@ SUMMARY_FILES = ('summary.json', 'summary.md', 'plot.png')
 
 # Compared whole (the summary depends on num_rounds and eval_every too) but where the data is.
 _FREE_FIELDS = ('data_dir', 'download')
+
+
+def _run_config(run: build_lib.Run) -> str:
+  """A grid point's resolved config (every value it ran with), as canonical JSON."""
+  return checkpoint.config_json(run.config, indent=1)
 
 
 def _record(config: ml_collections.ConfigDict) -> dict[str, Any]:

@@ -227,7 +227,7 @@ def waiting_windows(
   slots='clients_per_step',
   array_builder=True,
   local_steps_multipliers=checks.string(
-    pattern=r'^\s*([1-9]\d*\s*(,\s*[1-9]\d*\s*)*)?$', note="('' or comma-separated integers >= 1)"
+    pattern=r'^\s*([1-9]\d*\s*(,\s*[1-9]\d*\s*)*)?$', note=" ('' or comma-separated integers >= 1)"
   ),
 )
 def random_staleness(
