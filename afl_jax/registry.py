@@ -29,7 +29,7 @@ import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from afl_jax.core import checks
+from afl_jax import ranges as checks
 from afl_jax.errors import ConfigError
 
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
