@@ -238,3 +238,51 @@ def test_a_delay_model_is_one_function_and_its_registration():
   run = build.build_run(c)
   assert run.schedule.client_ids.shape == (8, 4)  # T x M, M from the declared slots
   assert np.all(np.asarray(run.schedule.mask))
+
+
+def test_schedule_and_compressor_axes_sweep_whole_entries():
+  c = _base()
+  c.schedule.seed = 7
+  sync = {'kind': 'synchronous', 'clients_per_step': 4}
+  c.sweep = ml_collections.ConfigDict(
+    {
+      'schedule': [{'kind': 'fedbuff', 'concurrency': 8, 'buffer_size': 2}, sync],
+      'compressor': [{'kind': 'none'}, {'kind': 'top_k'}],
+    }
+  )
+  config_lib.validate_sweep(c)
+  points = {sweep.run_name(p): p for p in sweep.grid(c)}
+  assert sorted(points) == [
+    'compressor=none,schedule=fedbuff(buffer_size=2,concurrency=8)',
+    'compressor=none,schedule=synchronous(clients_per_step=4)',
+    'compressor=top_k,schedule=fedbuff(buffer_size=2,concurrency=8)',
+    'compressor=top_k,schedule=synchronous(clients_per_step=4)',
+  ]
+  last = points['compressor=top_k,schedule=synchronous(clients_per_step=4)']
+  one = config_lib.resolve(sweep.point_config(c, last))
+  # The entry replaces the section (the base's concurrency 6 and buffer 3 are not kept),
+  # keeping only its section-level seed; the kind's own defaults fill the rest.
+  first = points['compressor=none,schedule=fedbuff(buffer_size=2,concurrency=8)']
+  first = config_lib.resolve(sweep.point_config(c, first)).schedule
+  assert (first.concurrency, first.buffer_size, first.seed, first.durations) == (8, 2, 7, 'uniform')
+  c.sweep.schedule = [{'kind': 'fedbuff'}]
+  with pytest.raises(
+    ConfigError, match=r'config.num_clients=12 is invalid: must be >= concurrency'
+  ):
+    config_lib.validate_sweep(c)  # fedbuff's own 20 + 10 - 1 = 29 clients needed
+  assert dict(one.schedule) == {'kind': 'synchronous', 'seed': 7, 'clients_per_step': 4} | {
+    'durations': 'uniform',
+    'durations_params': 'low=0,high=20',
+    'client_speed': 'none',
+    'client_speed_sigma': 0.5,
+  }
+  assert dict(one.compressor) == {'kind': 'top_k', 'error_feedback': False, 'fraction': 0.03}
+  assert build.build_run(sweep.point_config(c, last)).schedule.client_ids.shape == (8, 4)
+  c.sweep = ml_collections.ConfigDict(
+    {'schedule': [{'kind': 'synchronous', 'clients_per_step': 13}]}
+  )
+  with pytest.raises(ConfigError, match=r'config.schedule.clients_per_step=13 is invalid: must be'):
+    config_lib.validate_sweep(c)
+  c.sweep = ml_collections.ConfigDict({'compressor': ['top_k']})
+  with pytest.raises(ConfigError, match=r"^config.sweep.compressor='top_k' is invalid: each entry"):
+    config_lib.validate_sweep(c)

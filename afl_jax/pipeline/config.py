@@ -409,11 +409,41 @@ def algorithm_entry(entry: Any, field: str = 'sweep.algorithm') -> tuple[str, di
   raise _err(field, entry, why)
 
 
+# Section-level fields a swept schedule / compressor entry keeps from the config unless given.
+SECTION_FIELDS = {'schedule': ('seed',), 'compressor': ('error_feedback',)}
+
+
+def section_entry(entry: Any, field: str) -> tuple[str, dict[str, Any]]:
+  """A sweep's ``schedule`` / ``compressor`` entry, ``{'kind': 'synchronous',
+  'clients_per_step': 5}``, as (kind, the settings it gives).
+
+  Raises:
+    ConfigError: not a mapping with a ``kind``.
+  """
+  if isinstance(entry, Mapping | ml_collections.ConfigDict) and isinstance(entry.get('kind'), str):
+    return entry['kind'], {k: v for k, v in dict(entry).items() if k != 'kind'}
+  why = "each entry must be a mapping {'kind': KIND, SETTING: VALUE, ...}"
+  raise _err(f'sweep.{field}', entry, why)
+
+
+def _check_section_entry(c: ml_collections.ConfigDict, field: str, entry: Any) -> None:
+  kind, given = section_entry(entry, field)
+  given = {k: v for k, v in given.items() if k not in SECTION_FIELDS[field]}
+  try:
+    if field == 'schedule':
+      schedules.registry.bind(kind, given, c.num_clients)
+    elif kind != 'none' or given:
+      compression.COMPRESSORS.bind(kind, given)
+  except ConfigError as e:
+    raise ConfigError(f'config.sweep.{field} entry {entry!r}: {e}', field=e.field) from None
+
+
 def validate_sweep(c: ml_collections.ConfigDict) -> None:
   """``config.sweep``: every field exists and has a non-empty list of values.
 
   An ``algorithm`` axis lists whole entries (a name, or a name with its settings; each
-  bound to its own algorithm); an ``hparams`` axis sweeps within every algorithm of the
+  bound to its own algorithm), and so does a ``schedule`` or ``compressor`` axis
+  (``{'kind': KIND, SETTING: VALUE}``); an ``hparams`` axis sweeps within every algorithm of the
   grid, each value checked as a single run's would be. Both before any grid point is built.
   """
   if not c.get('sweep'):
@@ -433,6 +463,9 @@ def validate_sweep(c: ml_collections.ConfigDict) -> None:
       names.append(name)
   else:
     names = [c.algorithm] if c.algorithm in algorithms.ALGORITHMS else []
+  for field in SECTION_FIELDS:
+    for entry in axes.get(field, ()):
+      _check_section_entry(c, field, entry)
   for field, values in axes.items():
     if field.startswith('hparams.'):
       arg = field[len('hparams.') :]

@@ -13,6 +13,8 @@ replaces the config's ``algorithm`` + ``hparams`` pair (its own defaults for the
   c.sweep = {'algorithm': ['fedbuff', {'name': 'fadas', 'server_lr': 1e-4}],
              'seed': [0, 1, 2]}         # 6 runs, each algorithm with its own values
 
+A ``schedule`` or ``compressor`` axis lists whole entries the same way,
+``{'schedule': [{'kind': 'fedbuff'}, {'kind': 'synchronous', 'clients_per_step': 5}]}``.
 Two grid points that resolve to the same run are refused (:func:`grid`).
 
 Every grid point is built by :func:`afl_jax.pipeline.build.build_run` (so it is
@@ -100,13 +102,13 @@ def grid(config: ml_collections.ConfigDict) -> list[dict[str, Any]]:
 
 
 def _show(value: Any) -> str:
-  """A swept value in a run name: an algorithm entry as ``fadas(server_lr=0.0001)``."""
-  if isinstance(value, Mapping | ml_collections.ConfigDict):
-    name, given = config_lib.algorithm_entry(value)
-    return name + (
-      '(' + ','.join(f'{k}={v}' for k, v in sorted(given.items())) + ')' if given else ''
-    )
-  return str(value)
+  """A swept value in a run name: an entry as ``fadas(server_lr=0.0001)``."""
+  if not isinstance(value, Mapping | ml_collections.ConfigDict):
+    return str(value)
+  entry = dict(value)
+  name = entry.pop('kind', None) or entry.pop('name', None)
+  given = ','.join(f'{k}={v}' for k, v in sorted(entry.items()))
+  return f'{name}({given})' if given else str(name)
 
 
 def run_name(point: Mapping[str, Any]) -> str:
@@ -123,15 +125,21 @@ def point_config(
   An ``algorithm`` entry replaces the whole ``algorithm`` + ``hparams`` pair: the run
   gets that algorithm with the settings the entry gives and its own defaults for the
   rest, never the base config's (another algorithm's) values. ``hparams.*`` axes then
-  apply within it.
+  apply within it. A ``schedule`` / ``compressor`` entry (``{'kind': ..., ...}``)
+  replaces that section likewise, keeping only its section-level field (the schedule's
+  ``seed``, the compressor's ``error_feedback``) unless the entry gives it.
   """
   c = ml_collections.ConfigDict(config.to_dict())
   c.sweep = ml_collections.ConfigDict()
   if 'algorithm' in point:
     c.algorithm, given = config_lib.algorithm_entry(point['algorithm'])
     c.hparams = ml_collections.ConfigDict(given)
+  for field in config_lib.SECTION_FIELDS:  # a whole schedule / compressor entry
+    if isinstance(point.get(field), Mapping | ml_collections.ConfigDict):
+      keep = {k: c[field][k] for k in config_lib.SECTION_FIELDS[field] if k in c[field]}
+      c[field] = ml_collections.ConfigDict(keep | dict(point[field]))
   for field, value in point.items():
-    if field == 'algorithm':
+    if field == 'algorithm' or field in config_lib.SECTION_FIELDS:
       continue
     if field.startswith('hparams.') and field[len('hparams.') :] not in c.hparams:
       c.hparams[field[len('hparams.') :]] = value
