@@ -119,6 +119,12 @@ class Registry:
 
     return deco if factory is None else deco(factory)
 
+  def unregister(self, name: str) -> None:
+    """Remove ``name`` (e.g. a test's or notebook's own entry); unknown names: ValueError."""
+    self.get(name)
+    for table in (self._factories, self._meta, self._specs, self._context):
+      table.pop(name)
+
   def get(self, name: str) -> Callable[..., Any]:
     """The factory registered as ``name``.
 

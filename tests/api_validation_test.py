@@ -51,8 +51,7 @@ def gain_algorithm():
     )._replace(name=TEST_NAME)
 
   yield TEST_NAME
-  registry.ALGORITHMS._factories.pop(TEST_NAME)
-  registry.ALGORITHMS._meta.pop(TEST_NAME)
+  registry.ALGORITHMS.unregister(TEST_NAME)
 
 
 # ---- 1. hyperparameters: one spec, both doors ------------------------------------------

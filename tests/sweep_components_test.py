@@ -203,7 +203,11 @@ def test_a_users_compressor_is_registered_named_and_recorded(tmp_path):
   with pytest.raises(ConfigError, match=r'^config.compressor.scale=2.0 is invalid: must be in'):
     config_lib.validate(c)
   c.compressor.scale = 0.25
-  run = build.build_run(c)
+  try:
+    run = build.build_run(c)
+  finally:
+    compression.COMPRESSORS.unregister('test_scaled')
+  assert 'test_scaled' not in compression.COMPRESSORS.names()
   assert dict(run.config.compressor) == {
     'kind': 'test_scaled',
     'error_feedback': False,
@@ -235,7 +239,10 @@ def test_a_delay_model_is_one_function_and_its_registration():
   ):
     config_lib.validate(c)
   c.schedule.cohort = 4
-  run = build.build_run(c)
+  try:
+    run = build.build_run(c)
+  finally:
+    schedules.SCHEDULES.unregister('test_lockstep')
   assert run.schedule.client_ids.shape == (8, 4)  # T x M, M from the declared slots
   assert np.all(np.asarray(run.schedule.mask))
 
