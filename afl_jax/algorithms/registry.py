@@ -9,17 +9,15 @@ plus, for some algorithms, facts about the run (the number of clients, the model
 :class:`RunInfo` by ``get(name, run=info, **hparams)``: the run context reaches a
 factory explicitly, never by inspecting its signature.
 
-What each hyperparameter accepts (type and range, a :class:`~afl_jax.core.checks.Spec`)
-is declared at registration too, ``@register('fedasync', hparams={'alpha':
-checks.real(0, 1, low_open=True)})``; names that mean the same in every algorithm
-(``client_lr``, ``server_lr``, ``weighting``...) share one spec
-(:data:`SHARED_SPECS`), and a hyperparameter with neither is checked for the type of
-its default. :func:`get` checks every value given against these specs before the
-factory runs and raises :class:`~afl_jax.errors.ConfigError` naming the field, the
-value and the allowed range, ``hparams.client_lr=-0.1 is invalid: must be > 0``;
-``afl_jax.sweep`` checks every replica's values the same way, and a config's
-``hparams`` section is checked by the same :func:`violation`
-(``afl_jax.pipeline.config.validate``).
+The range of each hyperparameter (a :class:`~afl_jax.ranges.Spec`) is declared beside
+the factory at registration, ``@register('fedasync', alpha=checks.real(0, 1,
+low_open=True))``; names that mean the same in every algorithm (``client_lr``,
+``server_lr``, ``weighting``...) share one range (:data:`SHARED_SPECS`), and a
+hyperparameter with neither is checked for the type of its default. ``ALGORITHMS``
+is a :class:`~afl_jax.registry.Registry`: its ``bind`` is the one check behind
+:func:`get` (``hparams.client_lr=-0.1 is invalid: must be > 0 (algorithm 'fedbuff')``),
+every replica of ``afl_jax.sweep`` and a config's ``hparams``
+(``config.hparams.client_lr=-0.1 is invalid: must be > 0.``).
 """
 
 from __future__ import annotations
