@@ -213,12 +213,15 @@ def algorithm_factory(c: ml_collections.ConfigDict, info: RunInfo) -> Callable[.
   context from ``info`` and ``c.compressor`` around its client messages.
 
   The one place a config's algorithm is built: a single run calls it with
-  ``c.hparams`` (:func:`build_algorithm`), a sweep with each group's traced values.
+  ``c.hparams`` (:func:`build_algorithm`), a sweep with each group's traced values;
+  every value was bound to the factory (checked) once, by ``config.validate``.
   """
   compressor = build_compressor(c)
+  make = algorithms.ALGORITHMS.get(c.algorithm)
+  context = {field: getattr(info, field) for field in algorithms.context(c.algorithm)}
 
   def factory(**hparams: Any) -> Algorithm:
-    algorithm = algorithms.get(c.algorithm, run=info, **hparams)
+    algorithm = make(**hparams, **context)  # the values were bound once, by validate
     if compressor is None:
       return algorithm
     if algorithm.compressor is not None:
