@@ -286,7 +286,9 @@ def simulator(
   schedule_list = _as_list(schedules, r, 'schedules')
   static, traced = replicas.split_hparams(defaults, hparams, r)
   if isinstance(name, str):  # shared values once (not as 'replica 0'); unknown names: below
-    registry.check_hyperparameters(name, {k: v for k, v in static.items() if k in defaults})
+    registry.ALGORITHMS.bind(
+      name, {k: v for k, v in static.items() if k in defaults}, in_config=False
+    )
   algorithms = []
   for i in range(r):
     try:

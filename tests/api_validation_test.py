@@ -44,15 +44,14 @@ def quad():
 def gain_algorithm():
   """A test algorithm whose hyperparameter ``gain`` is declared in [0, 1] at registration."""
 
-  @afl_jax.algorithms.register(TEST_NAME, hparams={'gain': checks.real(0.0, 1.0)})
+  @afl_jax.algorithms.register(TEST_NAME, gain=checks.real(0.0, 1.0))
   def factory(client_lr=0.1, gain=0.5, weighting='uniform'):
     return afl_jax.algorithms.get(
       'fedbuff', client_lr=client_lr * gain, weighting=weighting
     )._replace(name=TEST_NAME)
 
   yield TEST_NAME
-  registry.ALGORITHMS._factories.pop(TEST_NAME)
-  registry.ALGORITHMS._meta.pop(TEST_NAME)
+  registry.ALGORITHMS.unregister(TEST_NAME)
 
 
 # ---- 1. hyperparameters: one spec, both doors ------------------------------------------
@@ -179,7 +178,7 @@ def test_a_sequence_error_names_the_entry():
 )
 def test_valid_values_still_pass_the_spec(name, hp):
   for k, v in hp.items():
-    assert afl_jax.algorithms.violation(name, k, v) is None, (k, v)
+    assert afl_jax.algorithms.ALGORITHMS.violation(name, k, v) is None, (k, v)
 
 
 def test_valid_values_still_build():
@@ -198,7 +197,7 @@ def test_every_hyperparameter_has_a_spec_or_says_nothing():
       if spec is None:
         assert defaults[k] is None or isinstance(defaults[k], tuple), (name, k)
       else:
-        assert afl_jax.algorithms.violation(name, k, defaults[k]) is None, (name, k)
+        assert afl_jax.algorithms.ALGORITHMS.violation(name, k, defaults[k]) is None, (name, k)
 
 
 def test_config_door_reaches_the_same_spec():
@@ -388,9 +387,7 @@ def test_reregistering_an_algorithm_in_a_notebook(gain_algorithm):
   with pytest.raises(ValueError, match='registered twice.*replace=True'):
     afl_jax.algorithms.register(gain_algorithm)(lambda client_lr=0.1: None)
 
-  @afl_jax.algorithms.register(
-    gain_algorithm, hparams={'gain': checks.real(0.0, 2.0)}, replace=True
-  )
+  @afl_jax.algorithms.register(gain_algorithm, gain=checks.real(0.0, 2.0), replace=True)
   def again(client_lr=0.1, gain=1.0):
     return afl_jax.algorithms.get('fedbuff', client_lr=client_lr * gain)
 
@@ -400,12 +397,10 @@ def test_reregistering_an_algorithm_in_a_notebook(gain_algorithm):
 
 
 def test_register_refuses_specs_for_arguments_the_factory_lacks():
-  with pytest.raises(ValueError, match=r"hparams \['gian'\] are not hyperparameters"):
-    afl_jax.algorithms.register('never_registered', hparams={'gian': checks.POSITIVE})(
-      lambda gain=0.5: None
-    )
+  with pytest.raises(ValueError, match=r"ranges \['gian'\] are not settings of"):
+    afl_jax.algorithms.register('never_registered', gian=checks.POSITIVE)(lambda gain=0.5: None)
   with pytest.raises(TypeError, match='must be a checks.Spec'):
-    afl_jax.algorithms.register('never_registered', hparams={'gain': (0, 1)})
+    afl_jax.algorithms.register('never_registered', gain=(0, 1))
   assert 'never_registered' not in afl_jax.algorithms.names()
 
 

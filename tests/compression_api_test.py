@@ -126,7 +126,7 @@ def test_vmap_jit_over_clients_with_per_client_ef_state():
   'name,kwargs', [('qsgd', {'bits': 3}), ('top_k_qsgd', {'k': 4, 'bits': 3})]
 )
 def test_vmap_stochastic_per_client_keys(name, kwargs):
-  c = compression.get(name, **kwargs)
+  c = getattr(compression, name)(**kwargs)
   xs = jnp.asarray(np.random.default_rng(1).standard_normal((4, 12)), jnp.float32)
   keys = jax.random.split(jax.random.key(3), 4)
   batched, _, _ = jax.jit(jax.vmap(c.compress, in_axes=(0, None, 0)))(xs, c.init(xs[0]), keys)

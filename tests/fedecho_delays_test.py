@@ -71,12 +71,11 @@ def test_config_gamma_reaches_the_schedule_and_must_be_positive():
   from afl_jax.schedules import registry
 
   sizes = _sizes()
-  s = config_lib.default().schedule
-  s.concurrency, s.buffer_size = 25, 5
+  s = {'concurrency': 25, 'buffer_size': 5}
   ctx = registry.ScheduleContext(50, 60, np.full(50, 5), sizes, 0)
   for gamma in (1e-5, 1.0):
-    s.straggler_gamma = gamma
-    built = registry.SCHEDULES.get('fedecho_large')(s, ctx)
+    s['straggler_gamma'] = gamma
+    built = registry.build('fedecho_large', s, ctx)
     want = fedecho_delays.schedule(sizes, 25, 5, 60, delay='large', gamma=gamma, local_steps=5)
     np.testing.assert_array_equal(built.client_ids, want.client_ids)
     np.testing.assert_array_equal(built.start_step, want.start_step)

@@ -129,5 +129,5 @@ def test_compressor_parameters_are_declared_once_with_the_compressors():
   c = config_lib.default()
   c.compressor.kind, c.compressor.bits = 'qsgd', 64
   with pytest.raises(ConfigError, match=r'^config.compressor.bits=64 is invalid: must be an') as e:
-    config_lib.validate_compressor(c)
+    config_lib.validate(c)
   assert e.value.field == 'compressor.bits'

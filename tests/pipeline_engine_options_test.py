@@ -65,12 +65,12 @@ def test_validator_names_field_value_and_range(field, value):
   with c.unlocked():
     c[field] = value
   with pytest.raises(ConfigError, match=rf'^config\.{field}=.* is invalid: must be '):
-    config_lib.validate_run(c)
+    config_lib.validate_fields(c)
 
 
 def test_defaults_are_the_engines_defaults():
   c = config_lib.default()
-  config_lib.validate_run(c)
+  config_lib.validate_fields(c)
   assert engine_options(c) == dict(
     local_step_buckets=None, compute_dtype=None, client_block_size=None
   )

@@ -53,7 +53,10 @@ def test_get_fills_declared_context_from_run_info_unless_given():
   assert alg.name == 'asynfl'
   with pytest.raises(ValueError, match='num_clients'):
     afl_jax.algorithms.get('asynfl', run=info, num_clients=0)  # given by hand: wins
-  with pytest.raises(ValueError, match=r"has no hyperparameter\(s\) \['bits'\]"):
+  with pytest.raises(
+    ValueError,
+    match=r"^hparams.bits=4 is invalid: algorithm 'fedbuff' takes no setting 'bits'; valid: \[",
+  ):
     afl_jax.algorithms.get('fedbuff', run=info, bits=4)
 
 

@@ -51,13 +51,13 @@ def test_every_registered_schedule_kind_is_known_to_sizes_and_validation():
   from afl_jax.pipeline import config as config_lib
 
   for kind in schedules.SCHEDULES:
-    meta = schedules.SCHEDULES.meta(kind)
-    assert {'params', 'slots'} <= set(meta), kind  # declared with the kind
-    assert set(schedules.registry.params(kind)) <= set(schedules.registry.PARAMS), kind
+    specs = schedules.SCHEDULES.specs(kind)
+    assert all(spec is not None for spec in specs.values()), kind  # every setting has a range
     c = config_lib.default()
     c.schedule.kind = kind
-    assert set(schedules.registry.params(kind)) <= set(c.schedule), kind  # has a default
-    config_lib.validate_schedule(c)
+    config_lib.validate(c)
+    c = config_lib.resolve(c)  # exactly the kind's settings, each with its default
+    assert set(c.schedule) == {'kind', 'seed', *schedules.registry.params(kind)}, kind
     m, field = sizes.slots_per_step(c)
     assert field in ('num_clients', 'schedule.kind') or field[len('schedule.') :] in c.schedule
     assert 1 <= m <= c.num_clients, kind
@@ -65,7 +65,7 @@ def test_every_registered_schedule_kind_is_known_to_sizes_and_validation():
   c.schedule.kind = 'port'
   c.schedule.staleness_bound = 0
   with pytest.raises(ConfigError, match=r'^config.schedule.staleness_bound=0 is invalid') as info:
-    config_lib.validate_schedule(c)
+    config_lib.validate(c)
   assert info.value.field == 'schedule.staleness_bound'
 
 

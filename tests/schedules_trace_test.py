@@ -42,7 +42,8 @@ def trace_config(path, **fields):
 
 
 def build(c, local_steps=K):
-  config_lib.validate_schedule(c)
+  c = config_lib.resolve(c)
+  config_lib.validate_components(c)
   return build_schedule(c, local_steps)
 
 

@@ -3,9 +3,10 @@
 Every module in this package that registers algorithms (``@register('name')``, or
 ``@register('name', context=(...))`` for factories that take facts about the run
 from a :class:`RunInfo`) is imported here, so adding an algorithm family is adding
-one file: no list to edit. What each hyperparameter accepts is declared at
-registration (``@register('name', hparams={'alpha': checks.real(0, 1)})``) and
-checked by :func:`get` before the factory runs; ``register(..., replace=True)``
+one file: no list to edit. The range of each hyperparameter is declared beside the
+factory at registration (``@register('name', alpha=checks.real(0, 1))``) and checked
+by ``ALGORITHMS.bind`` (:mod:`afl_jax.registry`, the one check of every component a
+config names) before the factory runs; ``register(..., replace=True)``
 replaces an algorithm already registered under that name. A family whose algorithms
 differ only in fixed arguments registers them all from one table
 (:func:`register_family`, one :class:`Variant` each).
@@ -15,10 +16,10 @@ import importlib
 import pkgutil
 
 from afl_jax.algorithms.registry import (
+  ALGORITHMS,
   SHARED_SPECS,
   RunInfo,
   Variant,
-  check_hyperparameters,
   context,
   get,
   hyperparameter_specs,
@@ -27,7 +28,6 @@ from afl_jax.algorithms.registry import (
   parameters,
   register,
   register_family,
-  violation,
 )
 
 for _module in pkgutil.iter_modules(__path__):
@@ -35,10 +35,10 @@ for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f'{__name__}.{_module.name}')
 
 __all__ = [
+  'ALGORITHMS',
   'SHARED_SPECS',
   'RunInfo',
   'Variant',
-  'check_hyperparameters',
   'context',
   'get',
   'hyperparameter_specs',
@@ -47,5 +47,4 @@ __all__ = [
   'parameters',
   'register',
   'register_family',
-  'violation',
 ]

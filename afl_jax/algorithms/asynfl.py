@@ -261,7 +261,7 @@ def _algorithm(
 @register(
   'asynfl',
   context=('num_clients',),
-  hparams=OPTIONS,
+  **OPTIONS,
 )
 def asynfl(
   client_lr: float = 0.01,
@@ -365,5 +365,5 @@ Same hyperparameters as :func:`asynflc`.
     ),
   },
   context=('num_clients',),
-  hparams={**_COMPRESSOR_SPECS, **OPTIONS},
+  specs={**_COMPRESSOR_SPECS, **OPTIONS},
 )

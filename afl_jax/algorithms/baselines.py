@@ -45,12 +45,10 @@ def fedbuff(
 
 @register(
   'fedasync',
-  hparams={
-    'alpha': checks.real(0.0, 1.0, low_open=True),
-    'staleness': checks.choice(STALENESS_FUNCTIONS),
-    'a': checks.NON_NEGATIVE,
-    'b': checks.NON_NEGATIVE,
-  },
+  alpha=checks.real(0.0, 1.0, low_open=True),
+  staleness=checks.choice(STALENESS_FUNCTIONS),
+  a=checks.NON_NEGATIVE,
+  b=checks.NON_NEGATIVE,
 )
 def fedasync(
   client_lr: float = 0.01,

@@ -44,12 +44,10 @@ def ca2fl(
 
 @register(
   'fadas',
-  hparams={
-    'delay_adaptive': checks.boolean(),
-    'tau_c': checks.integer(0),
-    'delay_rule': checks.choice(DELAY_RULES),
-    'bias_correction': checks.boolean(),
-  },
+  delay_adaptive=checks.boolean(),
+  tau_c=checks.integer(0),
+  delay_rule=checks.choice(DELAY_RULES),
+  bias_correction=checks.boolean(),
 )
 def fadas(
   client_lr: float = 0.1,

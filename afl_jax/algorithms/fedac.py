@@ -26,13 +26,11 @@ from afl_jax.servers.fedac import FIRST_UPDATES, fedac_server, init_state
 
 @register(
   'fedac',
-  hparams={
-    'min_similarity': checks.real(-1.0, 1.0),
-    'history': checks.integer(1),
-    'correction': checks.boolean(),
-    'zero_cosine': checks.real(-1.0, 1.0),
-    'first_update': checks.choice(FIRST_UPDATES),
-  },
+  min_similarity=checks.real(-1.0, 1.0),
+  history=checks.integer(1),
+  correction=checks.boolean(),
+  zero_cosine=checks.real(-1.0, 1.0),
+  first_update=checks.choice(FIRST_UPDATES),
 )
 def fedac(
   client_lr: float = 0.1,

@@ -112,5 +112,5 @@ FEDFA = register_family(
       'nova',
     ),
   },
-  hparams=WINDOW,
+  specs=WINDOW,
 )

@@ -83,7 +83,7 @@ FEDGM = register_family(
       fixed={'nesterov': True},
     ),
   },
-  hparams={'beta': checks.real(0.0, 1.0, high_open=True), 'nu': checks.real(0.0, 1.0)},
+  specs={'beta': checks.real(0.0, 1.0, high_open=True), 'nu': checks.real(0.0, 1.0)},
 )
 
 
@@ -141,21 +141,19 @@ learning rates ``eta_s / K`` (the FedGM step is linear in Delta).
       fixed={'autonomous': True},
     ),
   },
-  hparams=STAGES,
+  specs=STAGES,
 )
 
 
 @register(
   'fedopt',
-  hparams={
-    'server_optimizer': checks.choice(OPTIMIZERS),
-    'tau': checks.POSITIVE,
-    'convention': checks.choice(CONVENTIONS),
-    'bias_correction': checks.boolean(),
-    'bias_correction_offset': checks.integer(1),
-    'tau_placement': checks.choice(TAU_PLACEMENTS),
-    'initial_accumulator': checks.real(0.0),
-  },
+  server_optimizer=checks.choice(OPTIMIZERS),
+  tau=checks.POSITIVE,
+  convention=checks.choice(CONVENTIONS),
+  bias_correction=checks.boolean(),
+  bias_correction_offset=checks.integer(1),
+  tau_placement=checks.choice(TAU_PLACEMENTS),
+  initial_accumulator=checks.real(0.0),
 )
 def fedopt(
   client_lr: float = 0.01,

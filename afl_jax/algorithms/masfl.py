@@ -203,7 +203,7 @@ SPECS = {'beta': checks.real(0.0, 1.0, low_open=True), 'selection': checks.choic
 @register(
   'masfl',
   context=RUN_INPUTS,
-  hparams={**SPECS, 'smoothness': checks.POSITIVE, 'tau_max': checks.integer(0)},
+  **{**SPECS, 'smoothness': checks.POSITIVE, 'tau_max': checks.integer(0)},
 )
 def masfl(
   client_lr: float | None = None,
@@ -243,7 +243,7 @@ def masfl(
   return _with_run_inputs(make, needed, arrivals_per_step, local_steps, num_rounds)
 
 
-@register('adamasfl', context=RUN_INPUTS, hparams=SPECS)
+@register('adamasfl', context=RUN_INPUTS, **SPECS)
 def adamasfl(
   client_lr: float | None = None,
   server_lr: float | None = None,

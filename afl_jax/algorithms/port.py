@@ -25,12 +25,10 @@ from afl_jax.servers.port import REFERENCES, port_server
 
 @register(
   'port',
-  hparams={
-    'similarity_weight': checks.NON_NEGATIVE,
-    'staleness_weight': checks.NON_NEGATIVE,
-    'staleness_bound': checks.POSITIVE,
-    'reference': checks.choice(REFERENCES),
-  },
+  similarity_weight=checks.NON_NEGATIVE,
+  staleness_weight=checks.NON_NEGATIVE,
+  staleness_bound=checks.POSITIVE,
+  reference=checks.choice(REFERENCES),
 )
 def port(
   client_lr: float = 0.1,

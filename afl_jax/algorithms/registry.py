@@ -9,17 +9,15 @@ plus, for some algorithms, facts about the run (the number of clients, the model
 :class:`RunInfo` by ``get(name, run=info, **hparams)``: the run context reaches a
 factory explicitly, never by inspecting its signature.
 
-What each hyperparameter accepts (type and range, a :class:`~afl_jax.core.checks.Spec`)
-is declared at registration too, ``@register('fedasync', hparams={'alpha':
-checks.real(0, 1, low_open=True)})``; names that mean the same in every algorithm
-(``client_lr``, ``server_lr``, ``weighting``...) share one spec
-(:data:`SHARED_SPECS`), and a hyperparameter with neither is checked for the type of
-its default. :func:`get` checks every value given against these specs before the
-factory runs and raises :class:`~afl_jax.errors.ConfigError` naming the field, the
-value and the allowed range, ``hparams.client_lr=-0.1 is invalid: must be > 0``;
-``afl_jax.sweep`` checks every replica's values the same way, and a config's
-``hparams`` section is checked by the same :func:`violation`
-(``afl_jax.pipeline.config.validate``).
+The range of each hyperparameter (a :class:`~afl_jax.ranges.Spec`) is declared beside
+the factory at registration, ``@register('fedasync', alpha=checks.real(0, 1,
+low_open=True))``; names that mean the same in every algorithm (``client_lr``,
+``server_lr``, ``weighting``...) share one range (:data:`SHARED_SPECS`), and a
+hyperparameter with neither is checked for the type of its default. ``ALGORITHMS``
+is a :class:`~afl_jax.registry.Registry`: its ``bind`` is the one check behind
+:func:`get` (``hparams.client_lr=-0.1 is invalid: must be > 0 (algorithm 'fedbuff')``),
+every replica of ``afl_jax.sweep`` and a config's ``hparams``
+(``config.hparams.client_lr=-0.1 is invalid: must be > 0.``).
 """
 
 from __future__ import annotations
@@ -33,7 +31,6 @@ import jax
 
 from afl_jax.core import checks
 from afl_jax.core.types import Algorithm, ClientRule
-from afl_jax.errors import ConfigError
 from afl_jax.registry import Registry
 from afl_jax.servers.weighting import WEIGHTINGS
 
@@ -61,9 +58,6 @@ class RunInfo:
 
 CONTEXT_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunInfo))
 
-ALGORITHMS = Registry('algorithm')
-
-
 # Hyperparameters that mean the same in every algorithm that takes them.
 SHARED_SPECS: dict[str, checks.Spec] = {
   'client_lr': checks.POSITIVE,  # eta_l (an optax schedule is also accepted)
@@ -75,23 +69,27 @@ SHARED_SPECS: dict[str, checks.Spec] = {
   'epsilon': checks.POSITIVE,
 }
 
+ALGORITHMS = Registry('algorithm', section='hparams', name_field='algorithm', shared=SHARED_SPECS)
+
 
 def register(
   name: str,
   context: Sequence[str] = (),
-  hparams: Mapping[str, checks.Spec] | None = None,
   *,
   replace: bool = False,
+  **specs: checks.Spec,
 ) -> Callable[[Callable[..., Algorithm]], Callable[..., Algorithm]]:
   """Decorator: register ``factory(**hparams, **context) -> Algorithm`` under ``name``.
+
+  ``ALGORITHMS.register`` with the run context checked against :class:`RunInfo`.
 
   Args:
     name: the algorithm's name in configs.
     context: the :class:`RunInfo` fields the factory takes as keyword arguments.
-    hparams: what each hyperparameter accepts (``checks.real(0, 1)``,
-      ``checks.integer(1)``, ``checks.choice(...)``...), for those whose spec is not
-      in :data:`SHARED_SPECS` (or differs from it). A hyperparameter whose default
-      is None also accepts None (the factory's own default rule).
+    **specs: the range of each hyperparameter (``alpha=checks.real(0, 1)``,
+      ``checks.integer(1)``, ``checks.choice(...)``...) whose range is not in
+      :data:`SHARED_SPECS` (or differs from it). A hyperparameter whose default is None
+      also accepts None (the factory's own default rule).
     replace: replace an algorithm already registered as ``name`` (without it, a
       second registration is an error): re-running a notebook cell that defines
       and registers an algorithm needs ``replace=True``.
@@ -102,21 +100,12 @@ def register(
     raise ValueError(
       f'algorithm {name!r}: context {unknown} are not RunInfo fields {CONTEXT_FIELDS}.'
     )
-  specs = dict(hparams or {})
   for k, spec in specs.items():
     if not isinstance(spec, checks.Spec):
-      raise TypeError(f'algorithm {name!r}: hparams[{k!r}] must be a checks.Spec; got {spec!r}.')
-
-  def deco(factory: Callable[..., Algorithm]) -> Callable[..., Algorithm]:
-    takes = inspect.signature(factory).parameters
-    stray = sorted(set(specs) - (set(takes) - set(context)))
-    if stray:
-      raise ValueError(
-        f'algorithm {name!r}: hparams {stray} are not hyperparameters of {factory.__name__}.'
+      raise TypeError(
+        f'algorithm {name!r}: the range of {k!r} must be a checks.Spec; got {spec!r}.'
       )
-    return ALGORITHMS.register(name, context=context, specs=specs, replace=replace)(factory)
-
-  return deco
+  return ALGORITHMS.register(name, context=context, replace=replace, **specs)
 
 
 class Variant(NamedTuple):
@@ -141,20 +130,20 @@ def register_family(
   variants: Mapping[str, Variant],
   *,
   context: Sequence[str] = (),
-  hparams: Mapping[str, checks.Spec] | None = None,
+  specs: Mapping[str, checks.Spec] | None = None,
 ) -> dict[str, Callable[..., Algorithm]]:
   """Register the algorithms of one family, each as ``build(name, **fixed, **arguments)``.
 
   Each variant's factory takes the family's keyword arguments (``params``, in that
   order) less those it omits, with the family's defaults unless it sets its own; the
-  family's ``context`` and ``hparams`` specs apply to the arguments it takes.
+  family's ``context`` and ``specs`` apply to the arguments it takes.
 
   Args:
     build: ``build(name, **fixed, **arguments) -> Algorithm``.
     params: the family's keyword arguments with their defaults, in signature order.
     variants: name -> :class:`Variant`.
     context: the :class:`RunInfo` fields among ``params`` (see :func:`register`).
-    hparams: what the family's hyperparameters accept (see :func:`register`).
+    specs: the ranges of the family's hyperparameters (see :func:`register`).
 
   Returns:
     name -> the registered factory.
@@ -166,7 +155,7 @@ def register_family(
     factories[name] = register(
       name,
       context=[k for k in context if k in takes],
-      hparams={k: spec for k, spec in (hparams or {}).items() if k in takes},
+      **{k: spec for k, spec in (specs or {}).items() if k in takes},
     )(factory)
   return factories
 
@@ -214,7 +203,7 @@ def names() -> list[str]:
 
 def context(name: str) -> tuple[str, ...]:
   """The :class:`RunInfo` fields algorithm ``name`` takes."""
-  return ALGORITHMS.meta(name)['context']
+  return ALGORITHMS.context(name)
 
 
 def parameters(name: str) -> dict[str, object]:
@@ -228,51 +217,13 @@ def hyperparameters(name: str) -> dict[str, object]:
 
   Run-context arguments (:func:`context`) are not hyperparameters and are left out.
   """
-  ctx = set(context(name))
-  return {k: v for k, v in parameters(name).items() if k not in ctx}
+  return ALGORITHMS.settings(name)
 
 
 def hyperparameter_specs(name: str) -> dict[str, checks.Spec | None]:
-  """What each hyperparameter of ``name`` accepts (None: not checked).
-
-  The spec declared at registration, else the shared one (:data:`SHARED_SPECS`),
-  else the one implied by the default's type (:func:`~afl_jax.core.checks.inferred`).
-  """
-  declared = ALGORITHMS.meta(name)['specs']
-  return {
-    k: declared.get(k) or SHARED_SPECS.get(k) or checks.inferred(default)
-    for k, default in hyperparameters(name).items()
-  }
-
-
-def violation(name: str, hparam: str, value: Any) -> str | None:
-  """None when ``value`` is allowed for ``name``'s ``hparam``, else what is (``'must be > 0'``).
-
-  The one check behind :func:`get`, ``afl_jax.sweep`` and a config's ``hparams``.
-  None is allowed where the factory's default is None.
-  """
-  if value is None and hyperparameters(name).get(hparam, 0) is None:
-    return None
-  spec = hyperparameter_specs(name).get(hparam)
-  return None if spec is None else spec.violation(value)
-
-
-def check_hyperparameters(name: str, hparams: Mapping[str, Any]) -> None:
-  """Raise ConfigError for the first value in ``hparams`` that ``name`` does not accept.
-
-  The message names the field, the value and the allowed range:
-  ``hparams.client_lr=-0.1 is invalid: must be > 0 (algorithm 'fedbuff').``
-  Run-context arguments given by hand are left to the factory.
-  """
-  ctx = set(context(name))
-  for k, v in hparams.items():
-    if k in ctx:
-      continue
-    problem = violation(name, k, v)
-    if problem is not None:
-      raise ConfigError(
-        f'hparams.{k}={v!r} is invalid: {problem} (algorithm {name!r}).', field=f'hparams.{k}'
-      )
+  """The range of each hyperparameter of ``name`` (None: not checked): declared at
+  registration, else shared (:data:`SHARED_SPECS`), else implied by the default."""
+  return ALGORITHMS.specs(name)
 
 
 def get(name: str, run: RunInfo | None = None, **hparams) -> Algorithm:
@@ -285,23 +236,15 @@ def get(name: str, run: RunInfo | None = None, **hparams) -> Algorithm:
 
   Raises:
     ConfigError: a hyperparameter the algorithm does not take (the message lists
-      the valid ones), or a value outside its spec (:func:`hyperparameter_specs`),
-      checked before the factory runs.
+      the valid ones), or a value outside its range (``ALGORITHMS.bind``), checked
+      before the factory runs.
     ValueError: unknown name, or a combination of values the factory rejects.
   """
   factory = ALGORITHMS.get(name)
-  ctx = context(name)
-  valid = set(hyperparameters(name)) | set(ctx)
-  unknown = sorted(set(hparams) - valid)
-  if unknown:
-    raise ConfigError(
-      f'algorithm {name!r} has no hyperparameter(s) {unknown}; '
-      f'valid: {sorted(hyperparameters(name))}.'
-    )
-  check_hyperparameters(name, hparams)
-  kwargs = dict(hparams)
+  kwargs = ALGORITHMS.bind(name, hparams, in_config=False)
+  kwargs.update({k: v for k, v in hparams.items() if k in context(name)})
   if run is not None:
-    for field in ctx:
+    for field in context(name):
       if field not in kwargs:
         kwargs[field] = getattr(run, field)
   return factory(**kwargs)

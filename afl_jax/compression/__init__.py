@@ -31,10 +31,11 @@ from afl_jax.compression._base import (
 from afl_jax.compression._dense import identity, paper_sign, sign
 from afl_jax.compression._error_feedback import ErrorFeedbackState, error_feedback
 from afl_jax.compression._qsgd import qsgd, top_k_qsgd
-from afl_jax.compression._registry import NAMES, PARAMS, defaults, get, takes
+from afl_jax.compression._registry import COMPRESSORS, NAMES, PARAMS, defaults, get, takes
 from afl_jax.compression._sparse import top_k
 
 __all__ = [
+  'COMPRESSORS',
   'NAMES',
   'PARAMS',
   'VALUE_BITS',

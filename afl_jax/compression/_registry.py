@@ -1,12 +1,17 @@
-"""Name -> compressor factory, for configs (``config.compressor.kind = 'top_k'``).
+"""Compressors by name, for configs (``config.compressor.kind = 'top_k'``) and users' own.
 
-The names follow Sec. III-B of Yang, Hou, Wu, "Convergence Analysis of
-Asynchronous Federated Learning with Gradient Compression for Non-Convex
-Optimization" (AsynFLC uses ``top_k`` / ``sign`` / ``top_k_qsgd``; AsynFLC-EF
-adds ``error_feedback=True``); ``qsgd`` is Alistarh et al. 2017. Each entry
-records which of the parameters ``fraction``, ``bits``, ``scaled`` its factory takes,
-with the paper's defaults (:func:`defaults`; Fig. 1: "top3" = k/d 0.03, "Q4b" = QSGD
-with b = 4; Sign is unscaled, Sec. III-B); :data:`PARAMS` says what each accepts.
+Each compressor is a registered function whose keyword arguments are its settings, with
+the paper's defaults (Sec. III-B of Yang, Hou, Wu, "Convergence Analysis of Asynchronous
+Federated Learning with Gradient Compression for Non-Convex Optimization"; Fig. 1: "top3"
+= k/d 0.03, "Q4b" = QSGD with b = 4; Sign is unscaled; ``qsgd`` is Alistarh et al. 2017).
+A config's ``compressor`` section names one (``kind``) and its settings; the section's
+``error_feedback`` wraps any of them (AsynFLC-EF). A user registers their own like
+every component (:mod:`afl_jax.registry`)::
+
+  @compression.COMPRESSORS.register('rand_k', fraction=compression.PARAMS['fraction'])
+  def rand_k(fraction: float = 0.1) -> compression.Compressor: ...
+
+and ``config.compressor.kind = 'rand_k'`` names it (config.json records it).
 """
 
 from __future__ import annotations
@@ -14,61 +19,86 @@ from __future__ import annotations
 from typing import Any
 
 from afl_jax.compression._base import Compressor
-from afl_jax.compression._dense import identity, sign
+from afl_jax.compression._dense import identity as _identity
+from afl_jax.compression._dense import sign as _sign
 from afl_jax.compression._error_feedback import error_feedback as _error_feedback
-from afl_jax.compression._qsgd import qsgd, top_k_qsgd
-from afl_jax.compression._sparse import top_k
+from afl_jax.compression._qsgd import qsgd as _qsgd
+from afl_jax.compression._qsgd import top_k_qsgd as _top_k_qsgd
+from afl_jax.compression._sparse import top_k as _top_k
 from afl_jax.core import checks
 from afl_jax.registry import Registry
 
-# What each compressor parameter accepts (a config's ``compressor`` section, AsynFLC's
-# hyperparameters of the same names).
+# The range of each setting several compressors share (a config's ``compressor`` section,
+# AsynFLC's hyperparameters of the same names).
 PARAMS: dict[str, checks.Spec] = {
   'fraction': checks.real(0.0, 1.0, low_open=True),  # k/d
   'bits': checks.integer(2, 32),  # b, bits per coordinate including the sign
   'scaled': checks.boolean(),
 }
 
-COMPRESSORS = Registry('compressor')
-COMPRESSORS.register('identity', identity, defaults={})
-COMPRESSORS.register('top_k', top_k, defaults={'fraction': 0.03})
-COMPRESSORS.register('sign', sign, defaults={'scaled': False})
-COMPRESSORS.register('qsgd', qsgd, defaults={'bits': 4})
-COMPRESSORS.register(
-  'top_k_qsgd', top_k_qsgd, defaults={'fraction': 0.03, 'bits': 4, 'scaled': False}
+COMPRESSORS = Registry(
+  'compressor', section='compressor', name_field='compressor.kind', shared=PARAMS
 )
 
+
+@COMPRESSORS.register('identity')
+def identity() -> Compressor:
+  """Every coordinate sent at full precision (counts the dense bits)."""
+  return _identity()
+
+
+@COMPRESSORS.register('top_k')
+def top_k(fraction: float = 0.03) -> Compressor:
+  """Top-k with k = ceil(fraction d)."""
+  return _top_k(fraction)
+
+
+@COMPRESSORS.register('sign')
+def sign(scaled: bool = False) -> Compressor:
+  """The deterministic Sign quantizer (times ||x||_1 / d when ``scaled``)."""
+  return _sign(scaled)
+
+
+@COMPRESSORS.register('qsgd')
+def qsgd(bits: int = 4) -> Compressor:
+  """QSGD with ``bits`` per coordinate including the sign."""
+  return _qsgd(bits)
+
+
+@COMPRESSORS.register('top_k_qsgd')
+def top_k_qsgd(fraction: float = 0.03, bits: int = 4, scaled: bool = False) -> Compressor:
+  """Q_s(Top_k): QSGD of the Top-k coordinates (divided by 1 + beta when ``scaled``)."""
+  return _top_k_qsgd(fraction, bits, scaled=scaled)
+
+
+# The built-in names (``COMPRESSORS.names()`` also lists the ones users register).
 NAMES: tuple[str, ...] = ('identity', 'top_k', 'sign', 'qsgd', 'top_k_qsgd')
 
 
 def defaults(name: str) -> dict[str, object]:
-  """The parameters (of :data:`PARAMS`) compressor ``name`` takes, with the paper's defaults."""
-  return dict(COMPRESSORS.meta(name)['defaults'])
+  """The settings compressor ``name`` takes, with their defaults."""
+  return COMPRESSORS.defaults(name)
 
 
 def takes(name: str) -> tuple[str, ...]:
-  """The parameters (of ``fraction``, ``bits``, ``scaled``) compressor ``name`` takes."""
-  return tuple(defaults(name))
+  """The settings compressor ``name`` takes."""
+  return tuple(COMPRESSORS.settings(name))
 
 
-def get(name: str, *, error_feedback: bool = False, **kwargs: Any) -> Compressor:
+def get(name: str, *, error_feedback: bool = False, **settings: Any) -> Compressor:
   """Builds a compressor by name.
 
   Args:
-    name: one of ``NAMES`` (``identity``, ``top_k``, ``sign``, ``qsgd``,
-      ``top_k_qsgd``).
+    name: a registered name (``identity``, ``top_k``, ``sign``, ``qsgd``,
+      ``top_k_qsgd``, or a user's).
     error_feedback: wrap the result with :func:`error_feedback`.
-    **kwargs: the factory's arguments (e.g. ``fraction=0.1``, ``bits=4``).
-
-  Returns:
-    A :class:`Compressor`.
+    **settings: its settings (e.g. ``fraction=0.1``, ``bits=4``), checked against
+      their ranges (``COMPRESSORS.bind``).
 
   Raises:
-    ValueError: unknown name, or invalid factory arguments.
+    ValueError: unknown name; ConfigError (a ValueError) for an unknown setting or a
+      value out of its range.
   """
   factory = COMPRESSORS.get(name)
-  try:
-    compressor = factory(**kwargs)
-  except TypeError as err:
-    raise ValueError(f'compressor {name!r}: invalid arguments {sorted(kwargs)}: {err}') from err
+  compressor = factory(**COMPRESSORS.bind(name, settings, in_config=False))
   return _error_feedback(compressor) if error_feedback else compressor

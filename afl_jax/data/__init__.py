@@ -1,6 +1,7 @@
 """Datasets by name (Fashion-MNIST, digits, Synthetic(alpha, beta)), partitions and batching.
 
-``DATASETS`` maps a config's ``dataset`` name to a loader called as
+``DATASETS`` (a :class:`~afl_jax.registry.Registry`, like every component a config
+names) maps a config's ``dataset`` name to a loader called as
 ``loader(data_dir=..., download=..., seed=...) -> ArrayDataset``; an entry
 registered with ``federated=True`` is instead called as
 ``loader(num_clients=..., seed=...) -> FederatedData`` (data generated per client).
@@ -24,7 +25,8 @@ from afl_jax.data.synthetic import make_synthetic
 from afl_jax.data.unlabeled import DIGITS_COUNT, UNLABELED_SOURCES, external_unlabeled
 from afl_jax.registry import Registry
 
-DATASETS = Registry('dataset')
+# A loader's arguments are filled by the pipeline (not settings of the dataset).
+DATASETS = Registry('dataset', supplied=('data_dir', 'download', 'seed', 'num_clients'))
 DATASETS.register(
   'fmnist',
   lambda *, data_dir=None, download=False, seed=0: load_fashion_mnist(data_dir, download=download),

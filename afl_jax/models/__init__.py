@@ -18,7 +18,8 @@ from afl_jax.models.resnet import BasicBlock, ResNet18
 from afl_jax.models.simple import MLP, LogisticRegression
 from afl_jax.registry import Registry
 
-MODELS = Registry('model')
+# A model's ``num_classes`` comes from the data; flax's ``parent`` and ``name`` are not settings.
+MODELS = Registry('model', supplied=('num_classes', 'parent', 'name'))
 MODELS.register('logreg', LogisticRegression)
 MODELS.register('mlp', MLP)
 MODELS.register('cnn', CNN)

@@ -174,8 +174,10 @@ def build_schedule(
     client_sizes=np.ones(n, np.int64) if client_sizes is None else np.asarray(client_sizes),
     seed=s.seed if s.seed >= 0 else c.seed,
   )
+  takes = schedules.registry.params(s.kind) if s.kind in schedules.SCHEDULES else ()
+  values = {k: s[k] for k in takes if k in s}  # the kind's own (validate refused strays)
   try:
-    schedule = schedules.SCHEDULES.get(s.kind)(s, ctx)
+    schedule = schedules.registry.build(s.kind, values, ctx)
   except UserError:
     raise
   except ValueError as e:
@@ -197,9 +199,11 @@ def build_compressor(c: ml_collections.ConfigDict) -> compression.Compressor | N
   if 'compressor' not in c or c.compressor.kind == 'none':
     return None
   kind = c.compressor.kind
-  args = {k: c.compressor[k] for k in compression.takes(kind)}  # each checked by validate()
+  args = {k: c.compressor[k] for k in compression.takes(kind) if k in c.compressor}
   try:
     return compression.get(kind, error_feedback=c.compressor.error_feedback, **args)
+  except UserError:
+    raise
   except ValueError as e:
     raise _err('compressor.kind', kind, f'{e}'.rstrip('.') + '.') from None
 
@@ -209,12 +213,15 @@ def algorithm_factory(c: ml_collections.ConfigDict, info: RunInfo) -> Callable[.
   context from ``info`` and ``c.compressor`` around its client messages.
 
   The one place a config's algorithm is built: a single run calls it with
-  ``c.hparams`` (:func:`build_algorithm`), a sweep with each group's traced values.
+  ``c.hparams`` (:func:`build_algorithm`), a sweep with each group's traced values;
+  every value was bound to the factory (checked) once, by ``config.validate``.
   """
   compressor = build_compressor(c)
+  make = algorithms.ALGORITHMS.get(c.algorithm)
+  context = {field: getattr(info, field) for field in algorithms.context(c.algorithm)}
 
   def factory(**hparams: Any) -> Algorithm:
-    algorithm = algorithms.get(c.algorithm, run=info, **hparams)
+    algorithm = make(**hparams, **context)  # the values were bound once, by validate
     if compressor is None:
       return algorithm
     if algorithm.compressor is not None:
@@ -247,7 +254,7 @@ def build_algorithm(c: ml_collections.ConfigDict, info: RunInfo) -> Algorithm:
 
 # ---- engine options ---------------------------------------------------------------------------
 def engine_options(c: ml_collections.ConfigDict, *, sweep: bool = False) -> dict[str, Any]:
-  """The driver's keyword arguments from the config (validated by ``validate_run``).
+  """The driver's keyword arguments from the config (validated by ``config.validate_fields``).
 
   ``client_block_size`` (0: None), ``local_step_buckets`` (-1: None, chosen from the
   local steps; 0: padded; B: B blocks sorted by K) and ``compute_dtype`` ('dtype':

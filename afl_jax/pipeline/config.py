@@ -1,17 +1,20 @@
-"""Experiment configuration: the shared default and one validator per section.
+"""Experiment configuration: the shared default, resolution and validation.
 
-Every field can be overridden on the command line (``--config.num_rounds=300``).
-:func:`validate` checks a whole config, section by section (run, data, model,
-schedule, algorithm + hyperparameters, compressor, sweep), and raises
-:class:`~afl_jax.errors.ConfigError` naming the field, the value and the allowed
-range, before any data is loaded or compiled. Checks that need the loaded data
-(``num_clients`` <= the samples, partitions that cannot give every client data)
+A config names each component once with its own settings: ``algorithm`` + ``hparams``,
+``schedule.kind`` + its settings, ``compressor.kind`` + its settings, ``dataset``,
+``model``. A config file records only the values it sets; :func:`resolve` fills the
+named components' own defaults (from their factories' signatures) and drops other
+kinds' fields, so the resolved config (config.json) lists every value the run uses.
+Every field can be overridden on the command line (``--config.num_rounds=300``,
+``--config.hparams.bits=4``).
+
+:func:`validate` checks the run's own fields against their ranges (:data:`FIELDS`),
+binds each component's settings to its factory (``Registry.bind``, the one check of
+:mod:`afl_jax.registry`) and checks the sweep; every error is a
+:class:`~afl_jax.errors.ConfigError` naming ``config.<section>.<field>``, the value and
+the allowed range, before any data is loaded or compiled. Checks that need the loaded
+data (``num_clients`` <= the samples, partitions that cannot give every client data)
 run in :func:`afl_jax.pipeline.build.build_run`, where the data is known.
-
-``config.hparams`` holds the algorithm's hyperparameters; :func:`resolve` fills in
-every hyperparameter the algorithm takes with its default, so that any of them can
-be set on the command line (``--config.hparams.bits=4``), and :func:`set_algorithm`
-is the helper config files use.
 """
 
 from __future__ import annotations
@@ -33,11 +36,9 @@ from ml_collections.config_flags import config_path
 from afl_jax import algorithms, compression, data, models, schedules
 from afl_jax.core import checks
 from afl_jax.errors import ConfigError
-from afl_jax.schedules.durations import KINDS as DURATION_KINDS
 
 DTYPES = ('float32', 'float64')
 COMPUTE_DTYPES = ('dtype', 'bfloat16', 'float16', 'float32')  # 'dtype': no cast
-COMPRESSOR_KINDS = ('none',) + tuple(compression.NAMES)
 SEED_MAX = 2**32 - 1  # NumPy and JAX seeds are uint32
 
 
@@ -171,47 +172,65 @@ def import_beside(path: str, name: str) -> ModuleType:
   return sys.modules[key]
 
 
-# ---- hyperparameters --------------------------------------------------------------------
+# ---- components: each named once, with its own settings ----------------------------------
 def default_hparams(algorithm: str) -> dict[str, Any]:
   """Every hyperparameter ``algorithm`` takes with its default (required ones left out)."""
-  return {
-    k: v
-    for k, v in algorithms.hyperparameters(algorithm).items()
-    if v is not inspect.Parameter.empty
-  }
+  return algorithms.ALGORITHMS.defaults(algorithm)
 
 
 def set_algorithm(c: ml_collections.ConfigDict, name: str, **hparams: Any) -> None:
-  """Set ``c.algorithm = name`` and ``c.hparams`` = its full hyperparameter set.
-
-  Defaults come from the algorithm's factory, ``hparams`` override them; every name
-  is then settable on the command line (``--config.hparams.bits=4``).
-  """
+  """Set ``c.algorithm = name`` and ``c.hparams = hparams`` (the values this config sets;
+  :func:`resolve` fills the algorithm's own defaults for the rest, :func:`validate` checks
+  them)."""
   c.algorithm = name
-  full = default_hparams(name)
-  unknown = sorted(set(hparams) - set(algorithms.hyperparameters(name)))
-  if unknown:
-    raise _err(
-      f'hparams.{unknown[0]}',
-      hparams[unknown[0]],
-      f'{name} takes {sorted(algorithms.hyperparameters(name))}',
-    )
-  full.update(hparams)
-  c.hparams = ml_collections.ConfigDict(full)
+  c.hparams = ml_collections.ConfigDict(hparams)
+
+
+def _section(
+  c: ml_collections.ConfigDict, name: str, takes: Mapping[str, Any], known: set, keep: tuple
+) -> ml_collections.ConfigDict:
+  """Section ``name`` resolved to exactly the named kind's settings ``takes`` (defaults
+  filled) and the fields of ``keep``. Fields of the other kinds (``known``) are dropped
+  (switching the kind needs no clean-up); a field no kind takes (a typo) is kept for
+  :func:`validate` to reject."""
+  given = dict(c[name])
+  out = {k: given[k] for k in keep if k in given}
+  out |= {k: given.get(k, d) for k, d in takes.items() if d is not inspect.Parameter.empty}
+  out |= {k: v for k, v in given.items() if k not in out and k not in known}
+  return ml_collections.ConfigDict(out)
+
+
+def _all_settings(kinds, settings) -> set:
+  return {k for kind in kinds for k in settings(kind)}
 
 
 def resolve(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """A copy of ``c`` whose ``hparams`` lists every hyperparameter of ``c.algorithm``.
+  """A copy of ``c`` whose sections list every value the run uses, and only those.
 
-  Values given in ``c.hparams`` are kept (unknown names are left for
-  :func:`validate` to reject); an unknown algorithm is left as it is.
+  ``hparams``: every hyperparameter of ``c.algorithm`` (the values given kept, the
+  algorithm's own defaults for the rest); ``schedule`` and ``compressor``: exactly the
+  named kind's settings (other kinds' fields dropped). Unknown names and fields are
+  left for :func:`validate` to reject.
   """
   out = ml_collections.ConfigDict(c.to_dict())
-  if isinstance(c.algorithm, str) and c.algorithm in algorithms.names():
-    full = default_hparams(c.algorithm)
-    full.update(dict(c.hparams))
-    out.hparams = ml_collections.ConfigDict(full)
+  if c.algorithm in algorithms.ALGORITHMS:
+    out.hparams = ml_collections.ConfigDict(default_hparams(c.algorithm) | dict(c.hparams))
+  if 'schedule' in c and c.schedule.get('kind') in schedules.SCHEDULES:
+    takes = schedules.registry.settings(c.schedule.kind)
+    known = _all_settings(schedules.SCHEDULES, schedules.registry.settings)
+    out.schedule = _section(c, 'schedule', takes, known, ('kind', 'seed'))
+  kind = c.get('compressor', {}).get('kind')
+  if kind == 'none' or kind in compression.COMPRESSORS:
+    takes = {} if kind == 'none' else compression.COMPRESSORS.settings(kind)
+    known = _all_settings(compression.COMPRESSORS, compression.COMPRESSORS.settings)
+    out.compressor = _section(c, 'compressor', takes, known, ('kind', 'error_feedback'))
   return out
+
+
+def validate_algorithm_name(c: ml_collections.ConfigDict) -> str:
+  """``config.algorithm`` names a registered algorithm."""
+  algorithms.ALGORITHMS.bind(c.algorithm, {})
+  return c.algorithm
 
 
 def parse_value(text: str, current: Any) -> Any:
@@ -262,215 +281,107 @@ def override_hparam(c: ml_collections.ConfigDict, name: str, text: str) -> None:
     c.hparams[name] = value
 
 
-# ---- field checks -----------------------------------------------------------------------
+# ---- the run's own fields: one range each, checked like a component's settings -----------
 def _err(field: str, value: Any, allowed: str) -> ConfigError:
   return ConfigError.invalid(field, value, f'{allowed}.')
 
 
-def _check(cond: bool, field: str, value: Any, allowed: str) -> None:
-  if not cond:
-    raise _err(field, value, allowed)
-
-
-def _int(c, field: str, low: int, high: int | None = None, note: str = '') -> int:
-  v = config_path.get_value(field, c)
-  ok = not isinstance(v, bool) and isinstance(v, int) and v >= low and (high is None or v <= high)
-  rng = f'an integer >= {low}' if high is None else f'an integer in [{low}, {high}]'
-  _check(ok, field, v, f'must be {rng}{note}')
-  return v
-
-
-def _float(c, field: str, low: float, high: float = math.inf, *, low_open=False) -> float:
-  v = config_path.get_value(field, c)
-  try:
-    x = checks.number(field, v)
-  except ValueError:
-    raise _err(field, v, 'must be a finite number (not a boolean)') from None
-  ok = (x > low if low_open else x >= low) and x <= high
-  if high == math.inf:
-    rng = f'> {low:g}' if low_open else f'>= {low:g}'
-  else:
-    rng = f'in {"(" if low_open else "["}{low:g}, {high:g}]'
-  _check(ok, field, v, f'must be {rng}')
-  return x
-
-
-def _bool(c, field: str) -> bool:
-  v = config_path.get_value(field, c)
-  _check(isinstance(v, bool), field, v, 'must be a boolean (True or False)')
-  return v
-
-
-def _choice(c, field: str, allowed) -> Any:
-  v = config_path.get_value(field, c)
-  allowed = tuple(allowed)
-  _check(isinstance(v, str) and v in allowed, field, v, f'must be one of {allowed}')
-  return v
-
-
-# ---- one validator per section ---------------------------------------------------------
-def validate_run(c: ml_collections.ConfigDict) -> None:
-  """seed, run length, evaluation, checkpoints, dtype, engine options."""
-  _int(c, 'seed', 0, SEED_MAX)
-  _int(c, 'num_rounds', 1)
-  _int(c, 'eval_every', 1)
-  _int(c, 'eval_train_samples', 1)
-  every = _int(c, 'checkpoint_every', 0)
-  _check(
-    every % c.eval_every == 0,
-    'checkpoint_every',
-    every,
-    f'must be 0 or a positive multiple of eval_every={c.eval_every}',
-  )
-  _int(c, 'stop_after_steps', 0)
-  _float(c, 'target_accuracy', 0.0, 1.0)
-  _choice(c, 'dtype', DTYPES)
-  blocks = _int(c, 'client_block_size', 0, note=' (0 = all clients of a step at once)')
-  _int(
-    c,
-    'local_step_buckets',
+FIELDS: dict[str, checks.Spec] = {
+  'seed': checks.integer(0, SEED_MAX),
+  'num_rounds': checks.integer(1),
+  'eval_every': checks.integer(1),
+  'eval_train_samples': checks.integer(1),
+  'checkpoint_every': checks.integer(0),
+  'stop_after_steps': checks.integer(0),
+  'target_accuracy': checks.real(0.0, 1.0),
+  'dtype': checks.choice(DTYPES),
+  'client_block_size': checks.integer(0, note=' (0 = all clients of a step at once)'),
+  'local_step_buckets': checks.integer(
     -1,
     note=' (-1 = chosen from the local steps, 0 = every client padded to the largest K, '
     'B >= 1 = B blocks of clients sorted by K)',
-  )
-  _check(
-    not (blocks and c.local_step_buckets >= 1),
-    'local_step_buckets',
-    c.local_step_buckets,
-    f'must be -1 or 0 with client_block_size={blocks} (the blocks are those of '
-    'client_block_size; -1 groups them by K, 0 does not)',
-  )
-  _choice(c, 'compute_dtype', COMPUTE_DTYPES)
+  ),
+  'compute_dtype': checks.choice(COMPUTE_DTYPES),
+  'data_dir': checks.string(note=' (a path)'),
+  'download': checks.boolean(),
+  'partition': checks.choice(data.PARTITIONS),
+  'num_clients': checks.integer(1),
+  'unlabeled_source': checks.choice(data.UNLABELED_SOURCES),
+  'unlabeled_size': checks.integer(0),
+  'validation_size': checks.integer(0),
+  'train_subset': checks.integer(0, note=' (0 = all)'),
+  'batch_size': checks.integer(1),
+  'local_epochs': checks.integer(0, note=' (0 = use local_steps)'),
+  'schedule.seed': checks.integer(-1, SEED_MAX, note=' (-1 = derive from config.seed)'),
+  'compressor.error_feedback': checks.boolean(),
+}
+# Fields checked only where another field makes them count.
+WHEN: dict[str, tuple[Any, checks.Spec]] = {
+  'dirichlet_alpha': (lambda c: c.partition == 'dirichlet', checks.real(0.0, low_open=True)),
+  'shards_per_client': (lambda c: c.partition == 'shards', checks.integer(1)),
+  'local_steps': (lambda c: c.local_epochs == 0, checks.integer(1)),
+  'unlabeled_size': (
+    lambda c: c.unlabeled_source == 'digits',
+    checks.integer(0, data.DIGITS_COUNT, note=" (scikit-learn's digits)"),
+  ),
+}
 
 
-def validate_data(c: ml_collections.ConfigDict) -> None:
-  """dataset, partition and its parameters, client count, held-out sets."""
-  _choice(c, 'dataset', data.DATASETS.names())
-  _check(isinstance(c.data_dir, str), 'data_dir', c.data_dir, 'must be a path (a string)')
-  _bool(c, 'download')
-  _choice(c, 'partition', data.PARTITIONS)
-  if c.partition == 'dirichlet':
-    _float(c, 'dirichlet_alpha', 0.0, low_open=True)
-  if c.partition == 'shards':
-    _int(c, 'shards_per_client', 1)
-  _int(c, 'num_clients', 1)
-  _int(c, 'unlabeled_size', 0)
-  source = _choice(c, 'unlabeled_source', data.UNLABELED_SOURCES)
-  if source == 'digits':
-    _int(c, 'unlabeled_size', 0, data.DIGITS_COUNT, note=" (scikit-learn's digits)")
-  _int(c, 'validation_size', 0)
-  _int(c, 'train_subset', 0, note=' (0 = all)')
+def _field(c: ml_collections.ConfigDict, field: str, spec: checks.Spec) -> Any:
+  value = config_path.get_value(field, c)
+  problem = spec.violation(value)
+  if problem is not None:
+    raise _err(field, value, problem)
+  return value
+
+
+def validate_fields(c: ml_collections.ConfigDict) -> None:
+  """The run's own fields (:data:`FIELDS`, :data:`WHEN`) and the combinations of them."""
+  for field, spec in FIELDS.items():
+    if field.split('.')[0] in c:
+      _field(c, field, spec)
+  for field, (counts, spec) in WHEN.items():
+    if counts(c):
+      _field(c, field, spec)
+  if c.checkpoint_every % c.eval_every:
+    why = f'must be 0 or a positive multiple of eval_every={c.eval_every}'
+    raise _err('checkpoint_every', c.checkpoint_every, why)
+  if c.client_block_size and c.local_step_buckets >= 1:
+    why = (
+      f'must be -1 or 0 with client_block_size={c.client_block_size} (the blocks are those of '
+      'client_block_size; -1 groups them by K, 0 does not)'
+    )
+    raise _err('local_step_buckets', c.local_step_buckets, why)
+
+
+def validate_components(c: ml_collections.ConfigDict) -> None:
+  """Each named component with its own settings (``Registry.bind``: the one check)."""
+  data.DATASETS.bind(c.dataset, {})
+  models.MODELS.bind(c.model, {})
   if data.DATASETS.meta(c.dataset).get('federated'):
     for field in ('unlabeled_size', 'validation_size', 'train_subset'):
       why = f'must be 0 for dataset={c.dataset!r} (its data is generated per client)'
-      _check(c[field] == 0, field, c[field], why)
-
-
-def validate_model(c: ml_collections.ConfigDict) -> None:
-  """model and local training."""
-  _choice(c, 'model', models.MODELS.names())
-  _int(c, 'batch_size', 1)
-  _int(c, 'local_epochs', 0, note=' (0 = use local_steps)')
-  if c.local_epochs == 0:
-    _int(c, 'local_steps', 1)
-
-
-def validate_schedule(c: ml_collections.ConfigDict) -> None:
-  """The delay model (``config.schedule``): the fields its registry entry declares."""
-  s = c.schedule
-  kind = _choice(c, 'schedule.kind', schedules.SCHEDULES.names())
-  n = c.num_clients
-  for name in schedules.registry.params(kind):
-    field, param = f'schedule.{name}', schedules.registry.PARAMS[name]
-    if param.kind == 'integer':
-      high, note = param.high(s, n) if param.high else (None, '')
-      _int(c, field, param.low, high, note=note)
-    elif param.kind == 'real':
-      _float(c, field, param.low, low_open=param.low_open)
-    elif param.kind == 'boolean':
-      _bool(c, field)
-    else:  # 'multipliers'
-      try:
-        mult = schedules.registry.parse_multipliers(s[name])
-      except (ValueError, AttributeError):
-        mult = [0]
-      _check(
-        mult is None or min(mult) >= 1,
-        field,
-        s[name],
-        "must be '' or comma-separated integers >= 1",
-      )
-  if 'min_clients' in schedules.SCHEDULES.meta(kind):
-    what, least = schedules.SCHEDULES.meta(kind)['min_clients']
-    _check(n >= least(s), 'num_clients', n, f'must be >= {what} = {least(s)}')
-  _int(c, 'schedule.seed', -1, SEED_MAX, note=' (-1 = derive from config.seed)')
-  speed = _choice(c, 'schedule.client_speed', schedules.CLIENT_SPEEDS)
-  draws = schedules.SCHEDULES.meta(kind)['draws_durations']
-  if speed != 'none':
-    drawing = tuple(
-      k for k in schedules.SCHEDULES if schedules.SCHEDULES.meta(k)['draws_durations']
-    )
-    _check(
-      draws,
-      'schedule.client_speed',
-      speed,
-      f"must be 'none' for schedule.kind={kind!r} (it draws no durations); "
-      f'per-client speed applies to {drawing}',
-    )
-  if speed == 'lognormal':
-    _float(c, 'schedule.client_speed_sigma', 0.0, low_open=True)
-  if draws:
-    _choice(c, 'schedule.durations', DURATION_KINDS)
+      if c[field] != 0:
+        raise _err(field, c[field], why)
+  s = {k: v for k, v in c.schedule.items() if k not in ('kind', 'seed')}
+  schedules.registry.bind(c.schedule.kind, s, c.num_clients)
+  if schedules.registry.draws_durations(c.schedule.kind):
     try:
-      params = schedules.parse_params(s.durations_params)
+      params = schedules.parse_params(c.schedule.durations_params)
       if not all(math.isfinite(v) for v in params.values()):
         raise ValueError('parameters must be finite numbers')
-      schedules.make_durations(s.durations, s.durations_params)
+      schedules.make_durations(c.schedule.durations, c.schedule.durations_params)
     except (ValueError, AttributeError) as e:
-      raise _err(
-        'schedule.durations_params',
-        s.durations_params,
-        f'{str(e).rstrip(".")} (schedule.durations={s.durations!r})',
-      ) from None
+      why = f'{str(e).rstrip(".")} (schedule.durations={c.schedule.durations!r})'
+      raise _err('schedule.durations_params', c.schedule.durations_params, why) from None
+  algorithms.ALGORITHMS.bind(c.algorithm, dict(c.hparams))
+  kind = c.compressor.kind if 'compressor' in c else 'none'
+  if kind != 'none':
+    fields = {k: v for k, v in c.compressor.items() if k not in ('kind', 'error_feedback')}
+    compression.COMPRESSORS.bind(kind, fields)
 
 
-def validate_algorithm_name(c: ml_collections.ConfigDict) -> str:
-  """``config.algorithm`` names a registered algorithm."""
-  return _choice(c, 'algorithm', algorithms.names())
-
-
-def validate_algorithm(c: ml_collections.ConfigDict) -> None:
-  """algorithm name and every value of ``config.hparams``.
-
-  Each value is checked against the spec its algorithm declared at registration
-  (type, finiteness, range: :func:`afl_jax.algorithms.violation`, the same check
-  ``afl_jax.algorithms.get`` and ``afl_jax.sweep`` make). Combinations of values are
-  checked by the algorithm's factory, called by :func:`afl_jax.pipeline.build.build_run`
-  before any compute.
-  """
-  name = validate_algorithm_name(c)
-  valid = algorithms.hyperparameters(name)
-  for k, v in c.hparams.items():
-    _check(k in valid, f'hparams.{k}', v, f'{name} takes {sorted(valid)}')
-    problem = algorithms.violation(name, k, v)
-    if problem is not None:
-      raise _err(f'hparams.{k}', v, problem)
-
-
-def validate_compressor(c: ml_collections.ConfigDict) -> None:
-  """``config.compressor``: kind and the parameters that kind takes."""
-  if 'compressor' not in c:
-    return
-  kind = _choice(c, 'compressor.kind', COMPRESSOR_KINDS)
-  _bool(c, 'compressor.error_feedback')
-  if kind == 'none':
-    return
-  for name in compression.takes(kind):  # what each accepts: compression.PARAMS
-    problem = compression.PARAMS[name].violation(c.compressor[name])
-    if problem is not None:
-      raise _err(f'compressor.{name}', c.compressor[name], problem)
-
-
+# ---- sweeps: grids of whole runs -------------------------------------------------------------
 def sweep_axes(sweep: Any, prefix: str = '') -> dict[str, list]:
   """Nested ``config.sweep`` -> ``{'hparams.client_lr': [...], 'seed': [...]}``."""
   out: dict[str, list] = {}
@@ -483,54 +394,119 @@ def sweep_axes(sweep: Any, prefix: str = '') -> dict[str, list]:
   return out
 
 
+def algorithm_entry(entry: Any, field: str = 'sweep.algorithm') -> tuple[str, dict[str, Any]]:
+  """A sweep's ``algorithm`` entry, ``'fedbuff'`` or ``{'name': 'fadas', 'server_lr': 1e-4}``,
+  as (name, the settings it gives).
+
+  Raises:
+    ConfigError: neither a name nor a mapping with a ``name``.
+  """
+  if isinstance(entry, str):
+    return entry, {}
+  if isinstance(entry, Mapping | ml_collections.ConfigDict) and isinstance(entry.get('name'), str):
+    return entry['name'], {k: v for k, v in dict(entry).items() if k != 'name'}
+  why = "each entry must be an algorithm name or a mapping {'name': NAME, SETTING: VALUE, ...}"
+  raise _err(field, entry, why)
+
+
+# Section-level fields a swept schedule / compressor entry keeps from the config unless given.
+SECTION_FIELDS = {'schedule': ('seed',), 'compressor': ('error_feedback',)}
+
+
+def section_entry(entry: Any, field: str) -> tuple[str, dict[str, Any]]:
+  """A sweep's ``schedule`` / ``compressor`` entry, ``{'kind': 'synchronous',
+  'clients_per_step': 5}``, as (kind, the settings it gives).
+
+  Raises:
+    ConfigError: not a mapping with a ``kind``.
+  """
+  if isinstance(entry, Mapping | ml_collections.ConfigDict) and isinstance(entry.get('kind'), str):
+    return entry['kind'], {k: v for k, v in dict(entry).items() if k != 'kind'}
+  why = "each entry must be a mapping {'kind': KIND, SETTING: VALUE, ...}"
+  raise _err(f'sweep.{field}', entry, why)
+
+
+def _check_section_entry(c: ml_collections.ConfigDict, field: str, entry: Any) -> None:
+  kind, given = section_entry(entry, field)
+  given = {k: v for k, v in given.items() if k not in SECTION_FIELDS[field]}
+  try:
+    if field == 'schedule':
+      schedules.registry.bind(kind, given, c.num_clients)
+    elif kind != 'none' or given:
+      compression.COMPRESSORS.bind(kind, given)
+  except ConfigError as e:
+    raise ConfigError(f'config.sweep.{field} entry {entry!r}: {e}', field=e.field) from None
+
+
 def validate_sweep(c: ml_collections.ConfigDict) -> None:
   """``config.sweep``: every field exists and has a non-empty list of values.
 
-  Each swept hyperparameter value is checked as a single run's would be
-  (:func:`afl_jax.algorithms.violation`), before any grid point is built.
+  An ``algorithm`` axis lists whole entries (a name, or a name with its settings; each
+  bound to its own algorithm), and so does a ``schedule`` or ``compressor`` axis
+  (``{'kind': KIND, SETTING: VALUE}``); an ``hparams`` axis sweeps within every algorithm of the
+  grid, each value checked as a single run's would be. Both before any grid point is built.
   """
   if not c.get('sweep'):
     return
-  hparams = (
-    set(algorithms.hyperparameters(c.algorithm)) if c.algorithm in algorithms.names() else set()
-  )
-  for field, values in sweep_axes(c.sweep).items():
+  axes = sweep_axes(c.sweep)
+  for field, values in axes.items():
     if not values:
       raise ConfigError.invalid(f'sweep.{field}', [], 'give at least one value.')
+  if 'algorithm' in axes:
+    names = []
+    for entry in axes['algorithm']:
+      name, given = algorithm_entry(entry)
+      try:
+        algorithms.ALGORITHMS.bind(name, given)
+      except ConfigError as e:
+        raise ConfigError(f'config.sweep.algorithm entry {entry!r}: {e}', field=e.field) from None
+      names.append(name)
+  else:
+    names = [c.algorithm] if c.algorithm in algorithms.ALGORITHMS else []
+  for field in SECTION_FIELDS:
+    for entry in axes.get(field, ()):
+      _check_section_entry(c, field, entry)
+  for field, values in axes.items():
     if field.startswith('hparams.'):
-      name = field[len('hparams.') :]
-      if hparams and name not in hparams:
-        raise ConfigError(
-          f'config.sweep.{field} is invalid: {c.algorithm!r} has no hyperparameter '
-          f'{name!r}; valid: {sorted(hparams)}.',
-          field=f'sweep.{field}',
-        )
-      for value in values if hparams else ():  # each value as a single run's would be
-        problem = algorithms.violation(c.algorithm, name, value)
-        _check(problem is None, f'sweep.{field}', list(values), f'the value {value!r} {problem}')
+      arg = field[len('hparams.') :]
+      for name in names:
+        takes = algorithms.ALGORITHMS.settings(name)
+        if arg not in takes:
+          raise ConfigError(
+            f'config.sweep.{field} is invalid: {name!r} has no hyperparameter '
+            f'{arg!r}; valid: {sorted(takes)}.',
+            field=f'sweep.{field}',
+          )
+        for value in values:  # each value as a single run's would be
+          problem = algorithms.ALGORITHMS.violation(name, arg, value)
+          if problem is not None:
+            raise _err(f'sweep.{field}', list(values), f'the value {value!r} {problem}')
       continue
+    if field == 'sweep' or field.startswith('sweep.'):
+      raise ConfigError('config.sweep cannot sweep itself.', field='sweep')
     try:
       config_path.get_value(field, c)
     except (KeyError, AttributeError):
-      raise ConfigError(
-        f'config.sweep.{field} is invalid: config has no field {field!r}.', field=f'sweep.{field}'
-      ) from None
-    if field == 'sweep' or field.startswith('sweep.'):
-      raise ConfigError('config.sweep cannot sweep itself.', field='sweep')
-
-
-SECTIONS = (
-  validate_run,
-  validate_data,
-  validate_model,
-  validate_schedule,
-  validate_algorithm,
-  validate_compressor,
-  validate_sweep,
-)
+      if not field.startswith(('schedule.', 'compressor.')):
+        raise ConfigError(
+          f'config.sweep.{field} is invalid: config has no field {field!r}.',
+          field=f'sweep.{field}',
+        ) from None
 
 
 def validate(c: ml_collections.ConfigDict) -> None:
-  """Raise ConfigError on the first invalid field (every section, in order)."""
-  for section in SECTIONS:
-    section(c)
+  """Raise ConfigError on the first invalid field of ``c`` (:func:`resolve`-d first): the
+  run's own fields, then each component with its settings, then the sweep."""
+  speed = c.schedule.get('client_speed', 'none')  # set, but dropped by resolve: refused
+  if c.schedule.kind in schedules.SCHEDULES and speed != 'none':
+    if not schedules.registry.draws_durations(c.schedule.kind):
+      drawing = tuple(k for k in schedules.SCHEDULES if schedules.registry.draws_durations(k))
+      why = (
+        f"must be 'none' for schedule.kind={c.schedule.kind!r} (it draws no durations); "
+        f'per-client speed applies to {drawing}'
+      )
+      raise _err('schedule.client_speed', speed, why)
+  c = resolve(c)
+  validate_fields(c)
+  validate_components(c)
+  validate_sweep(c)

@@ -6,6 +6,17 @@ product. ConfigDict keys cannot hold dots, so fields nest::
   c.sweep = {'hparams': {'client_lr': [0.01, 0.03, 0.1], 'server_lr': [0.5, 1.0]},
              'seed': [0, 1, 2]}         # 18 runs
 
+A component swept whole: each ``algorithm`` entry, a name or a name with its settings,
+replaces the config's ``algorithm`` + ``hparams`` pair (its own defaults for the rest;
+``hparams`` axes then sweep within each algorithm)::
+
+  c.sweep = {'algorithm': ['fedbuff', {'name': 'fadas', 'server_lr': 1e-4}],
+             'seed': [0, 1, 2]}         # 6 runs, each algorithm with its own values
+
+A ``schedule`` or ``compressor`` axis lists whole entries the same way,
+``{'schedule': [{'kind': 'fedbuff'}, {'kind': 'synchronous', 'clients_per_step': 5}]}``.
+Two grid points that resolve to the same run are refused (:func:`grid`).
+
 Every grid point is built by :func:`afl_jax.pipeline.build.build_run` (so it is
 validated like a single run). Points are then grouped: within a group, float
 hyperparameters are traced (one value per replica) and everything that only changes
@@ -14,11 +25,13 @@ on the replica axis (:mod:`afl_jax.core.replicas`); any other swept field (windo
 size, compressor kind, model, batch size...) splits the grid into groups, one
 compile each. Outputs under ``workdir``:
 
-* ``<run-name>/metrics.jsonl`` per grid point (same records as a single run);
-* ``summary.json`` (strict JSON, one record per run: swept values, ``status`` --
-  ``completed`` or ``stopped: diverged at step S (QUANTITY)``, with null accuracies and
-  losses -- and final and best metrics) and ``summary.md`` (a table, the groups and
-  their compile times); :func:`outcome` gives the line counting diverged runs;
+* ``<run-name>/metrics.jsonl`` per grid point (same records as a single run) and
+  ``<run-name>/config.json`` (its resolved config: every value it ran with);
+* ``summary.json`` (strict JSON, one record per run: swept values, its resolved
+  ``config``, ``status`` -- ``completed`` or ``stopped: diverged at step S (QUANTITY)``,
+  with null accuracies and losses -- and final and best metrics) and ``summary.md`` (a
+  table, the groups and their compile times); :func:`outcome` gives the line counting
+  diverged runs;
 * ``plot.png`` (test accuracy of every run);
 * ``sweep.json``: the sweep's resolved config, its grouping, what else decides its
   numbers (data digest, devices, platform: :func:`sweep_groups.identity`), whether every run of it
@@ -82,24 +95,67 @@ REPLICA_FIELDS = ('seed',)
 
 
 def grid(config: ml_collections.ConfigDict) -> list[dict[str, Any]]:
-  """The grid points of ``config.sweep``: cartesian product, in declaration order."""
+  """The grid points of ``config.sweep``: cartesian product, in declaration order.
+
+  Raises:
+    ConfigError: two points give the same run (every resolved value equal), before
+      anything is built.
+  """
   axes = config_lib.sweep_axes(config.sweep)
-  return [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
+  points = [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
+  seen: dict[str, dict[str, Any]] = {}
+  for p in points:
+    key = checkpoint.config_json(config_lib.resolve(point_config(config, p)))
+    if key in seen:
+      raise ConfigError(
+        f'config.sweep is invalid: grid points {run_name(seen[key])!r} and {run_name(p)!r} '
+        'are the same run (every value equal once resolved); remove the duplicate value.',
+        field='sweep',
+      )
+    seen[key] = p
+  return points
+
+
+def _show(value: Any) -> str:
+  """A swept value in a run name: an entry as ``fadas(server_lr=0.0001)``."""
+  if not isinstance(value, Mapping | ml_collections.ConfigDict):
+    return str(value)
+  entry = dict(value)
+  name = entry.pop('kind', None) or entry.pop('name', None)
+  given = ','.join(f'{k}={v}' for k, v in sorted(entry.items()))
+  return f'{name}({given})' if given else str(name)
 
 
 def run_name(point: Mapping[str, Any]) -> str:
   """A directory name for a grid point, e.g. ``client_lr=0.1,seed=0``."""
-  parts = [f'{k.rsplit(".", 1)[-1]}={v}' for k, v in point.items()]
+  parts = [f'{k.rsplit(".", 1)[-1]}={_show(v)}' for k, v in point.items()]
   return ','.join(parts).replace('/', '_').replace(' ', '') or 'run'
 
 
 def point_config(
   config: ml_collections.ConfigDict, point: Mapping[str, Any]
 ) -> ml_collections.ConfigDict:
-  """``config`` with the grid point applied and no sweep."""
+  """``config`` with the grid point applied and no sweep.
+
+  An ``algorithm`` entry replaces the whole ``algorithm`` + ``hparams`` pair: the run
+  gets that algorithm with the settings the entry gives and its own defaults for the
+  rest, never the base config's (another algorithm's) values. ``hparams.*`` axes then
+  apply within it. A ``schedule`` / ``compressor`` entry (``{'kind': ..., ...}``)
+  replaces that section likewise, keeping only its section-level field (the schedule's
+  ``seed``, the compressor's ``error_feedback``) unless the entry gives it.
+  """
   c = ml_collections.ConfigDict(config.to_dict())
   c.sweep = ml_collections.ConfigDict()
+  if 'algorithm' in point:
+    c.algorithm, given = config_lib.algorithm_entry(point['algorithm'])
+    c.hparams = ml_collections.ConfigDict(given)
+  for field in config_lib.SECTION_FIELDS:  # a whole schedule / compressor entry
+    if isinstance(point.get(field), Mapping | ml_collections.ConfigDict):
+      keep = {k: c[field][k] for k in config_lib.SECTION_FIELDS[field] if k in c[field]}
+      c[field] = ml_collections.ConfigDict(keep | dict(point[field]))
   for field, value in point.items():
+    if field == 'algorithm' or field in config_lib.SECTION_FIELDS:
+      continue
     if field.startswith('hparams.') and field[len('hparams.') :] not in c.hparams:
       c.hparams[field[len('hparams.') :]] = value
     else:
@@ -108,18 +164,22 @@ def point_config(
 
 
 def traced_fields(config: ml_collections.ConfigDict) -> list[str]:
-  """Swept hyperparameters traced within a group (:func:`replicas.is_traced`)."""
-  defaults = algorithms.hyperparameters(config.algorithm)
+  """Swept hyperparameters traced within a group (:func:`replicas.is_traced` for every
+  algorithm of the grid)."""
+  axes = config_lib.sweep_axes(config.sweep)
+  entries = axes.get('algorithm', [config.algorithm])
+  names = {config_lib.algorithm_entry(e)[0] for e in entries}
+  defaults = [algorithms.hyperparameters(n) for n in names if n in algorithms.ALGORITHMS]
   return [
     field
-    for field, values in config_lib.sweep_axes(config.sweep).items()
+    for field, values in axes.items()
     if field.startswith('hparams.')
-    and replicas.is_traced(name := field[len('hparams.') :], defaults.get(name), values)
+    and all(replicas.is_traced(k := field[len('hparams.') :], d.get(k), values) for d in defaults)
   ]
 
 
 def group_key(point: Mapping[str, Any], traced: Iterable[str]) -> str:
-  """Points with the same key share one compile."""
+  """Points with the same key share one compile (an algorithm entry is part of the key)."""
   skip = set(traced) | set(REPLICA_FIELDS)
   return json.dumps({k: v for k, v in point.items() if k not in skip}, sort_keys=True, default=str)
 

@@ -114,6 +114,8 @@ def run_group(k, names, runs, build_group, workdir, log) -> dict:
         os.remove(os.path.join(d, metrics_io.METRICS_FILE))
   tracks = []
   for i, (d, run) in enumerate(zip(dirs, runs)):
+    workdir_lib.make_dirs(d)  # every value this run ran with (its resolved config)
+    workdir_lib.write_text(os.path.join(d, 'config.json'), run_config(run) + '\n')
     one = {f: np.asarray(v[i]) for f, v in host.items()}
     stop = next((r['stopped'] for r in records[i] if r.get('stopped')), None)
     writer = metrics_io.MetricsWriter(d)
@@ -155,6 +157,11 @@ def run_group(k, names, runs, build_group, workdir, log) -> dict:
   return info
 
 
+def run_config(run: build_lib.Run) -> str:
+  """A grid point's resolved config (every value it ran with), as canonical JSON."""
+  return checkpoint.config_json(run.config, indent=1)
+
+
 _DIVERGED = re.compile(r'non-finite (\S+) at server step (\d+)')
 
 
@@ -174,6 +181,7 @@ def run_summary(
     'method': c.algorithm,
     'seed': int(c.seed),
     'hparams': {k: v for k, v in point.items() if k != 'seed'},
+    'config': json.loads(run_config(run)),
     'status': 'completed',
     **metrics_io.final_summary(records, target),
   }

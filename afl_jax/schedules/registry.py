@@ -1,20 +1,24 @@
-"""Delay models by name: ``SCHEDULES.get(kind)(section, context) -> Schedule``.
+"""Delay models by name: a registered function ``kind(ctx, [durations], **settings) -> Schedule``.
 
-A config's ``schedule`` section names a delay model (``kind``) and its parameters;
-each factory here reads the fields it needs from the section and receives the run's
-facts explicitly in a :class:`ScheduleContext` (number of clients and steps, each
-client's local step count and training-set size, the seed). The metadata
-``draws_durations`` says whether the model draws job durations from
-``section.durations`` (and so whether a per-client speed factor applies).
+A config's ``schedule`` section names a delay model (``kind``) and its settings. Each
+model is one function and its registration::
 
-Each entry also declares the facts that config validation and the size checks read
-(:func:`params`, :func:`slots`): ``params``, the section fields the model reads, in
-the order they are validated (what each accepts: :data:`PARAMS`); ``slots``, the
-field that sets the arrival slots per server step M (a section field, an int for a
-fixed M, or None where every one of the N clients may arrive at once);
-``min_clients``, a bound on N the model needs beyond its parameters' ranges; and
-``array_builder``, whether the model is built with arrays rather than Python lists
-of arrivals (its host memory while building).
+  @SCHEDULES.register('fedbuff', slots='buffer_size', min_clients=CLOCK)
+  def fedbuff(ctx, durations, concurrency: int = 20, buffer_size: int = 10) -> Schedule:
+    ...
+
+Its keyword arguments are its settings (defaults and ranges as for every component,
+:mod:`afl_jax.registry`; names shared by several models share one range,
+:data:`SHARED`); the run's facts come in a :class:`ScheduleContext`. A model that takes
+``durations`` draws job durations: it receives them built from the section's
+``durations``, ``durations_params``, ``client_speed`` and ``client_speed_sigma``
+(:func:`job_durations`, settings of every such model), and a per-client speed applies.
+
+What the size checks and validation read is declared in the registration: ``slots``,
+the setting that gives the arrival slots per server step M (an int for a fixed M, None
+(the default) where every one of the N clients may arrive at once); ``min_clients``, a
+bound on N beyond the settings' ranges (``(text, settings -> int)``); ``array_builder``,
+whether the model is built with arrays rather than Python lists (its host memory).
 
 Kinds: ``synchronous``, ``fedbuff`` (FedBuff's event clock), ``fully_async``,
 ``random_staleness``, ``waiting_windows`` (afl_jax/schedules/builders.py),
@@ -26,14 +30,18 @@ measured trace from the file ``schedule.trace``, afl_jax/schedules/traces.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from afl_jax import ranges as checks
+from afl_jax.errors import ConfigError
 from afl_jax.registry import Registry
 from afl_jax.schedules import builders, fedecho_table1, port_clock, traces
-from afl_jax.schedules.durations import Durations, speed_factors
+from afl_jax.schedules.durations import CLIENT_SPEEDS, Durations, speed_factors
+from afl_jax.schedules.durations import KINDS as DURATION_KINDS
 from afl_jax.schedules.durations import make as make_duration_model
 from afl_jax.schedules.schedule import Schedule
 
@@ -56,60 +64,50 @@ class ScheduleContext(NamedTuple):
   seed: int
 
 
-SCHEDULES = Registry('schedule')
-
-
-class Param(NamedTuple):
-  """What one section field accepts.
-
-  Attributes:
-    kind: 'integer', 'real' (finite), 'boolean' or 'multipliers' ('' or comma-separated
-      integers >= 1).
-    low: the least value of a number.
-    high: ``high(section, num_clients) -> (bound, note)`` for a bounded number, or None.
-    low_open: a real number must exceed ``low`` (not only reach it).
-  """
-
-  kind: str
-  low: float = 0
-  high: Callable[[Any, int], tuple[int, str]] | None = None
-  low_open: bool = False
-
-
-PARAMS: dict[str, Param] = {
-  'concurrency': Param('integer', 1, lambda s, n: (n, f' (num_clients={n})')),
-  'staleness_bound': Param('integer', 1),
-  'urgent': Param('boolean'),
-  'buffer_size': Param(
-    'integer', 1, lambda s, n: (s.concurrency, f' (concurrency={s.concurrency})')
-  ),
-  'clients_per_step': Param('integer', 1, lambda s, n: (n, f' (num_clients={n})')),
-  'window': Param('integer', 1),
-  'local_steps_multipliers': Param('multipliers'),
-  'wait_seconds': Param('real', 0.0),
-  'straggler_gamma': Param('real', 0.0, low_open=True),
+# Settings that mean the same in every delay model that takes them; a bound given by
+# name is that setting's (or the run's) value.
+SHARED: dict[str, checks.Spec] = {
+  'concurrency': checks.integer(1, 'num_clients'),  # Mc, jobs running at once
+  'buffer_size': checks.integer(1, 'concurrency'),  # M, arrivals per server step
+  'clients_per_step': checks.integer(1, 'num_clients'),
+  'window': checks.integer(1),
+  'staleness_bound': checks.integer(1),
+  'wait_seconds': checks.real(0.0),
+  'straggler_gamma': checks.real(0.0, low_open=True),
 }
+SCHEDULES = Registry(
+  'schedule',
+  section='schedule',
+  name_field='schedule.kind',
+  supplied=('ctx', 'durations'),
+  shared=SHARED,
+)
+# FedBuff's clock (and the kinds built on it): it keeps `concurrency` jobs running and
+# draws a replacement from the idle clients while `buffer_size - 1` finished ones wait.
+CLOCK = ('concurrency + buffer_size - 1', lambda s: s['concurrency'] + s['buffer_size'] - 1)
 
-# FedBuff's clock (and the kinds built on it): a server step takes `buffer_size`
-# arrivals (M); it keeps `concurrency` jobs running and draws a replacement from the
-# idle clients while `buffer_size - 1` finished ones wait for the server step.
-_CLOCK = {
-  'slots': 'buffer_size',
-  'min_clients': (
-    'concurrency + buffer_size - 1',
-    lambda s: s.concurrency + s.buffer_size - 1,
-  ),
-}
-
-
-def params(kind: str) -> tuple[str, ...]:
-  """The section fields delay model ``kind`` reads (each in :data:`PARAMS`)."""
-  return SCHEDULES.meta(kind).get('params', ())
+# ---- job durations: settings of every model that draws them -----------------------------
+DURATIONS = Registry('job durations', section='schedule', supplied=('ctx',))
 
 
-def slots(kind: str) -> str | int | None:
-  """What sets M for ``kind``: a section field, a fixed int, or None (up to N)."""
-  return SCHEDULES.meta(kind).get('slots')
+@DURATIONS.register(
+  'draw',
+  durations=checks.choice(DURATION_KINDS),
+  client_speed=checks.choice(CLIENT_SPEEDS),
+  client_speed_sigma=checks.real(0.0, low_open=True),
+)
+def job_durations(
+  ctx: ScheduleContext,
+  durations: str = 'uniform',
+  durations_params: str = 'low=0,high=20',
+  client_speed: str = 'none',
+  client_speed_sigma: float = 0.5,
+) -> Durations:
+  """The section's job durations (``durations`` with ``durations_params``, e.g. 'uniform'
+  with 'low=0,high=20'), scaled by per-client speed factors (``client_speed``: none |
+  local_steps | lognormal with sigma ``client_speed_sigma``, schedule seed)."""
+  speed = speed_factors(client_speed, ctx.local_steps, sigma=client_speed_sigma, seed=ctx.seed)
+  return make_durations(durations, durations_params, speed)
 
 
 def parse_params(text: str) -> dict[str, float]:
@@ -128,135 +126,186 @@ def make_durations(kind: str, params: str, speed: np.ndarray | None = None) -> D
   return make_duration_model(kind, speed=speed, **parse_params(params))
 
 
-def section_durations(s: Any, ctx: ScheduleContext) -> Durations:
-  """The section's job durations, scaled by its per-client speed factors."""
-  speed = speed_factors(s.client_speed, ctx.local_steps, sigma=s.client_speed_sigma, seed=ctx.seed)
-  return make_durations(s.durations, s.durations_params, speed)
+# ---- what validation, the size checks and the builder read ------------------------------
+def draws_durations(kind: str) -> bool:
+  """Whether delay model ``kind`` draws job durations (its function takes ``durations``)."""
+  return 'durations' in inspect.signature(SCHEDULES.get(kind)).parameters
 
 
-def _kind(kind: str, *, draws_durations: bool, **meta: Any):
-  """Register ``build(s, ctx, **common) -> Schedule`` as delay model ``kind``.
+def settings(kind: str) -> dict[str, Any]:
+  """Every setting of ``kind``'s section with its default (durations' when it draws them)."""
+  own = SCHEDULES.settings(kind)
+  return own | DURATIONS.settings('draw') if draws_durations(kind) else own
 
-  ``common`` is what every builder takes from the run the same way: each client's
-  local steps, the seed and, for a model that ``draws_durations``, the section's job
-  durations (:func:`section_durations`). ``meta`` as described in the module docstring.
+
+def params(kind: str) -> tuple[str, ...]:
+  """The names of :func:`settings`."""
+  return tuple(settings(kind))
+
+
+def slots(kind: str) -> str | int | None:
+  """What sets M for ``kind``: a setting, a fixed int, or None (up to N)."""
+  return SCHEDULES.meta(kind).get('slots')
+
+
+def bind(kind: str, values: Mapping[str, Any], num_clients: int | None = None) -> dict[str, Any]:
+  """Every setting ``kind`` runs with: ``values`` (the section less ``kind`` and ``seed``)
+  checked, defaults filled (the one check of :mod:`afl_jax.registry`).
+
+  Raises:
+    ConfigError: naming ``config.schedule.<setting>`` (see ``Registry.bind``), or
+      ``config.num_clients`` below the model's ``min_clients``.
   """
-
-  def deco(build: Callable[..., Schedule]) -> Callable[..., Schedule]:
-    def factory(s: Any, ctx: ScheduleContext) -> Schedule:
-      common = {'local_steps': ctx.local_steps, 'seed': ctx.seed}
-      if draws_durations:
-        common['durations'] = section_durations(s, ctx)
-      return build(s, ctx, **common)
-
-    factory.__doc__ = build.__doc__
-    SCHEDULES.register(kind, factory, draws_durations=draws_durations, **meta)
-    return build
-
-  return deco
-
-
-@_kind(
-  'synchronous',
-  draws_durations=True,
-  params=('clients_per_step',),
-  slots='clients_per_step',
-  array_builder=True,
-)
-def _synchronous(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
-  return builders.synchronous(ctx.num_clients, s.clients_per_step, ctx.num_steps, **common)
+  facts = {} if num_clients is None else {'num_clients': num_clients}
+  SCHEDULES.bind(kind, {}, facts=facts)  # the name
+  valid = settings(kind)
+  for k, v in values.items():
+    if k not in valid:
+      raise ConfigError.invalid(
+        f'schedule.{k}', v, f'schedule {kind!r} takes no setting {k!r}; valid: {sorted(valid)}.'
+      )
+  own = set(SCHEDULES.settings(kind))
+  out = SCHEDULES.bind(kind, {k: v for k, v in values.items() if k in own}, facts=facts)
+  if draws_durations(kind):
+    rest = {k: v for k, v in values.items() if k not in own}
+    out |= DURATIONS.bind('draw', rest)
+  least = SCHEDULES.meta(kind).get('min_clients')
+  if least is not None and num_clients is not None and num_clients < least[1](out):
+    why = f'must be >= {least[0]} = {least[1](out)} (schedule {kind!r}).'
+    raise ConfigError.invalid('num_clients', num_clients, why)
+  return out
 
 
-@_kind(
-  'fedbuff',
-  draws_durations=True,
-  params=('concurrency', 'buffer_size'),
-  **_CLOCK,
-)
-def _fedbuff(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
-  return builders.fedbuff(ctx.num_clients, s.concurrency, s.buffer_size, ctx.num_steps, **common)
+def build(kind: str, values: Mapping[str, Any], ctx: ScheduleContext) -> Schedule:
+  """Delay model ``kind`` with the section's ``values``, over the run ``ctx``."""
+  bound = bind(kind, values, ctx.num_clients)
+  own = {k: v for k, v in bound.items() if k in SCHEDULES.settings(kind)}
+  if draws_durations(kind):
+    drawn = {k: v for k, v in bound.items() if k not in own}
+    own['durations'] = job_durations(ctx, **drawn)
+  return SCHEDULES.get(kind)(ctx, **own)
 
 
-@_kind('fully_async', draws_durations=True, params=('concurrency',), slots=1)
-def _fully_async(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
-  return builders.fully_async(ctx.num_clients, s.concurrency, ctx.num_steps, **common)
-
-
-@_kind('waiting_windows', draws_durations=True, params=('wait_seconds',), slots=None)
-def _waiting_windows(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
-  return builders.waiting_windows(
-    ctx.num_clients, ctx.num_steps, window=s.wait_seconds or None, **common
+# ---- the delay models -------------------------------------------------------------------
+@SCHEDULES.register('synchronous', slots='clients_per_step', array_builder=True)
+def synchronous(ctx: ScheduleContext, durations: Durations, clients_per_step: int = 10) -> Schedule:
+  """Synchronous rounds of ``clients_per_step`` clients (:func:`builders.synchronous`)."""
+  return builders.synchronous(
+    ctx.num_clients, clients_per_step, ctx.num_steps, **_common(ctx, durations)
   )
 
 
-def parse_multipliers(text: str) -> list[int] | None:
-  """'1,2,3' -> [1, 2, 3]; '' -> None."""
-  return [int(v) for v in text.split(',') if v.strip()] or None
+@SCHEDULES.register('fedbuff', slots='buffer_size', min_clients=CLOCK)
+def fedbuff(
+  ctx: ScheduleContext, durations: Durations, concurrency: int = 20, buffer_size: int = 10
+) -> Schedule:
+  """FedBuff's event clock: Mc = ``concurrency`` jobs, M = ``buffer_size`` per step."""
+  return builders.fedbuff(
+    ctx.num_clients, concurrency, buffer_size, ctx.num_steps, **_common(ctx, durations)
+  )
 
 
-@_kind(
+@SCHEDULES.register('fully_async', slots=1)
+def fully_async(ctx: ScheduleContext, durations: Durations, concurrency: int = 20) -> Schedule:
+  """The event clock stepping at every arrival, ``concurrency`` jobs running."""
+  return builders.fully_async(
+    ctx.num_clients, concurrency, ctx.num_steps, **_common(ctx, durations)
+  )
+
+
+@SCHEDULES.register('waiting_windows')
+def waiting_windows(
+  ctx: ScheduleContext, durations: Durations, wait_seconds: float = 0.0
+) -> Schedule:
+  """The server steps every ``wait_seconds`` of simulated time (0 = synchronous)."""
+  return builders.waiting_windows(
+    ctx.num_clients, ctx.num_steps, window=wait_seconds or None, **_common(ctx, durations)
+  )
+
+
+@SCHEDULES.register(
   'random_staleness',
-  draws_durations=False,
-  params=('clients_per_step', 'window', 'local_steps_multipliers'),
   slots='clients_per_step',
   array_builder=True,
+  local_steps_multipliers=checks.string(
+    pattern=r'^\s*([1-9]\d*\s*(,\s*[1-9]\d*\s*)*)?$', note=" ('' or comma-separated integers >= 1)"
+  ),
 )
-def _random_staleness(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
+def random_staleness(
+  ctx: ScheduleContext,
+  clients_per_step: int = 10,
+  window: int = 5,
+  local_steps_multipliers: str = '',
+) -> Schedule:
+  """Cohorts from one of the last ``window`` versions; local steps times a multiplier
+  drawn from ``local_steps_multipliers`` (e.g. '1,2,3,4,5,6'; '' = none)."""
+  multipliers = [int(v) for v in local_steps_multipliers.split(',') if v.strip()] or None
   return builders.random_staleness(
     ctx.num_clients,
-    s.clients_per_step,
+    clients_per_step,
     ctx.num_steps,
-    window=s.window,
-    local_steps_multipliers=parse_multipliers(s.local_steps_multipliers),
-    **common,
+    window=window,
+    local_steps_multipliers=multipliers,
+    **_common(ctx),
   )
 
 
-def _fedecho(delay: str) -> Callable[..., Schedule]:
-  def build(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
-    return fedecho_table1.schedule(
-      ctx.client_sizes,
-      s.concurrency,
-      s.buffer_size,
-      ctx.num_steps,
-      delay=delay,
-      gamma=float(s.straggler_gamma),
-      **common,
-    )
-
-  return build
+@SCHEDULES.register('fedecho_large', slots='buffer_size', min_clients=CLOCK)
+def fedecho_large(
+  ctx: ScheduleContext, concurrency: int = 20, buffer_size: int = 10, straggler_gamma: float = 1.0
+) -> Schedule:
+  """FedEcho's Table 1 large delays on FedBuff's clock (gamma = ``straggler_gamma``)."""
+  return fedecho_table1.schedule(
+    ctx.client_sizes, concurrency, buffer_size, ctx.num_steps, delay='large',
+    gamma=float(straggler_gamma), **_common(ctx),
+  )  # fmt: skip
 
 
-for _delay in ('large', 'mild'):
-  _kind(
-    f'fedecho_{_delay}',
-    draws_durations=False,
-    params=('concurrency', 'buffer_size', 'straggler_gamma'),
-    **_CLOCK,
-  )(_fedecho(_delay))
+@SCHEDULES.register('fedecho_mild', slots='buffer_size', min_clients=CLOCK)
+def fedecho_mild(
+  ctx: ScheduleContext, concurrency: int = 20, buffer_size: int = 10, straggler_gamma: float = 1.0
+) -> Schedule:
+  """FedEcho's Table 1 mild delays on FedBuff's clock (gamma = ``straggler_gamma``)."""
+  return fedecho_table1.schedule(
+    ctx.client_sizes, concurrency, buffer_size, ctx.num_steps, delay='mild',
+    gamma=float(straggler_gamma), **_common(ctx),
+  )  # fmt: skip
 
 
-@_kind(
-  'port',
-  draws_durations=True,
-  params=('concurrency', 'staleness_bound', 'urgent', 'buffer_size'),
-  **_CLOCK,
-)
-def _port(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
-  """Port's staleness-bounded FedBuff clock: ``schedule.staleness_bound`` B, ``.urgent``."""
+@SCHEDULES.register('port', slots='buffer_size', min_clients=CLOCK)
+def port(
+  ctx: ScheduleContext,
+  durations: Durations,
+  concurrency: int = 20,
+  staleness_bound: int = 10,
+  urgent: bool = False,
+  buffer_size: int = 10,
+) -> Schedule:
+  """Port's staleness-bounded FedBuff clock: bound B = ``staleness_bound``; ``urgent``:
+  stale jobs report early (Port-Urgent) instead of waiting (Su & Li 2022)."""
   return port_clock.port_clock(
-    ctx.num_clients,
-    s.concurrency,
-    s.buffer_size,
-    int(s.get('staleness_bound', 10)),
-    ctx.num_steps,
-    urgent=bool(s.get('urgent', False)),
-    **common,
-  )
+    ctx.num_clients, concurrency, buffer_size, staleness_bound, ctx.num_steps,
+    urgent=urgent, **_common(ctx, durations),
+  )  # fmt: skip
 
 
-# A measured trace (per-client speeds or recorded jobs); it checks its own fields.
-@_kind('trace', draws_durations=True, slots='buffer_size')
-def _trace(s: Any, ctx: ScheduleContext, **common: Any) -> Schedule:
-  """A trace file, ``schedule.trace`` (afl_jax/schedules/traces.py)."""
-  return traces.schedule(s, ctx, **common)
+# concurrency bounds only a speeds trace's clock (checked there); a jobs trace ignores it.
+@SCHEDULES.register(
+  'trace', slots='buffer_size', concurrency=checks.integer(1), buffer_size=checks.integer(1)
+)
+def trace(
+  ctx: ScheduleContext,
+  durations: Durations,
+  trace: str = '',
+  concurrency: int = 20,
+  buffer_size: int = 10,
+) -> Schedule:
+  """A measured trace from the csv/npz file ``trace``: per-client speeds on FedBuff's clock
+  (``concurrency``, ``buffer_size``) or recorded jobs (client, start, finish), ``buffer_size``
+  arrivals per server step (afl_jax/schedules/traces.py)."""
+  return traces.schedule(ctx, durations, trace, concurrency, buffer_size)
+
+
+def _common(ctx: ScheduleContext, durations: Durations | None = None) -> dict[str, Any]:
+  out = {'local_steps': ctx.local_steps, 'seed': ctx.seed}
+  return out if durations is None else out | {'durations': durations}

@@ -122,14 +122,6 @@ def _clients(path: str, ids: np.ndarray, n: int) -> np.ndarray:
   return ids.astype(np.int64)
 
 
-def _count(s: Any, field: str, low: int, high: int | None = None, note: str = '') -> int:
-  v = s.get(field)
-  if isinstance(v, bool) or not isinstance(v, int) or v < low or (high is not None and v > high):
-    rng = f'>= {low}' if high is None else f'in [{low}, {high}]'
-    raise _bad(field, v, f'must be an integer {rng}{note}')
-  return v
-
-
 def speeds(path: str, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
   """float64[N] per-client duration factors from a speeds file."""
   d = columns['duration']
@@ -181,27 +173,32 @@ def from_jobs(
   )
 
 
-def schedule(s: Any, ctx: Any, *, durations: Durations, local_steps: np.ndarray, seed: int):
-  """The ``trace`` kind: the schedule of ``s.trace`` for the run ``ctx`` (ScheduleContext)."""
-  path = s.get('trace', '')
+def schedule(
+  ctx: Any, durations: Durations, path: str, concurrency: int, buffer_size: int
+) -> Schedule:
+  """The ``trace`` kind: the schedule of the file ``path`` for the run ``ctx``
+  (ScheduleContext; ``concurrency`` and ``buffer_size`` already checked by the registry)."""
   columns = read(path)
   n = ctx.num_clients
   names = sorted(columns)
   if names in (sorted(SPEEDS), sorted(('client',) + SPEEDS)):
     factor = speeds(path, columns, n)
-    mc = _count(s, 'concurrency', 1, n, f' (num_clients={n})')
-    m = _count(s, 'buffer_size', 1, mc, f' (concurrency={mc})')
+    mc, m = concurrency, buffer_size
+    if mc > n:
+      raise _bad('concurrency', mc, f'must be an integer in [1, {n}] (num_clients={n})')
+    if m > mc:
+      raise _bad('buffer_size', m, f'must be an integer in [1, {mc}] (concurrency={mc})')
     if n < mc + m - 1:
       raise _bad('concurrency', mc, f'needs num_clients={n} >= concurrency + buffer_size - 1')
     speed = factor if durations.speed is None else factor * durations.speed
     timing = Durations(durations.kind, durations.params, speed)
     return builders.fedbuff(
-      n, mc, m, ctx.num_steps, durations=timing, local_steps=local_steps, seed=seed
+      n, mc, m, ctx.num_steps, durations=timing, local_steps=ctx.local_steps, seed=ctx.seed
     )
   if names == sorted(JOBS):
-    if s.get('client_speed', 'none') != 'none':
-      raise _bad('client_speed', s.client_speed, "must be 'none' with a trace of recorded jobs")
-    m = _count(s, 'buffer_size', 1, note=' (arrivals per server step)')
+    if durations.speed is not None:
+      raise _bad('client_speed', 'set', "must be 'none' with a trace of recorded jobs")
+    m = buffer_size
     try:
       return from_jobs(
         _clients(path, columns['client'], n),
@@ -210,7 +207,7 @@ def schedule(s: Any, ctx: Any, *, durations: Durations, local_steps: np.ndarray,
         num_clients=n,
         buffer_size=m,
         num_steps=ctx.num_steps,
-        local_steps=local_steps,
+        local_steps=ctx.local_steps,
       )
     except (ScheduleError, ValueError) as e:
       raise _bad('trace', path, str(e)) from None

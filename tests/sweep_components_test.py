@@ -1,0 +1,295 @@
+"""Each component named once with its own settings: sweeps over whole algorithm entries,
+the values each run records, one error form for every component kind, users' own
+compressors and delay models registered by one function each."""
+
+import json
+import os
+
+import ml_collections
+import numpy as np
+import pytest
+
+from afl_jax import compression, schedules
+from afl_jax.core import checks
+from afl_jax.errors import ConfigError
+from afl_jax.pipeline import build, loop, metrics_io, sweep
+from afl_jax.pipeline import config as config_lib
+from afl_jax.schedules import builders
+
+QUIET = {'log': lambda *_: None}
+
+
+def _base(**fields):
+  c = config_lib.default()
+  c.dataset, c.model, c.num_clients, c.train_subset = 'digits', 'logreg', 12, 0
+  c.schedule.concurrency, c.schedule.buffer_size = 6, 3
+  c.local_steps, c.batch_size = 2, 8
+  c.algorithm, c.hparams = 'fedbuff', {'client_lr': 0.05, 'server_lr': 1.0}
+  c.num_rounds, c.eval_every, c.eval_train_samples = 8, 4, 100
+  for k, v in fields.items():
+    setattr(c, k, v)
+  return c
+
+
+def _curve(workdir):
+  recs = [r for r in metrics_io.read_metrics(workdir) if 'test_loss' in r]
+  return [(r['step'], r['test_accuracy'], r['test_loss']) for r in recs]
+
+
+# ---- sweeps over whole algorithm entries --------------------------------------------------
+def test_sweep_over_two_algorithms_runs_each_with_its_own_values(tmp_path):
+  c = _base()
+  fadas = {'name': 'fadas', 'server_lr': 1e-3, 'beta1': 0.8}
+  c.sweep = ml_collections.ConfigDict({'algorithm': ['fedbuff', fadas], 'seed': [0, 1]})
+  out = sweep.train_sweep(c, str(tmp_path / 'sweep'), **QUIET)
+  assert len(out['runs']) == 4 and len(out['groups']) == 2  # one compile per algorithm
+  with open(tmp_path / 'sweep' / 'summary.json') as f:
+    records = {r['name']: r for r in json.load(f)['runs']}
+  assert sorted(records) == [
+    'algorithm=fadas(beta1=0.8,server_lr=0.001),seed=0',
+    'algorithm=fadas(beta1=0.8,server_lr=0.001),seed=1',
+    'algorithm=fedbuff,seed=0',
+    'algorithm=fedbuff,seed=1',
+  ]
+  # The values each ran with: fedbuff's own defaults (the entry replaces the base's
+  # algorithm + hparams), fadas's own defaults plus the entry's two values.
+  fb = records['algorithm=fedbuff,seed=1']
+  fa = records['algorithm=fadas(beta1=0.8,server_lr=0.001),seed=1']
+  assert fb['method'] == 'fedbuff' and fa['method'] == 'fadas'
+  assert fb['config']['hparams'] == {'client_lr': 0.01, 'server_lr': 1.0, 'weighting': 'uniform'}
+  hp = fa['config']['hparams']
+  assert (hp['server_lr'], hp['beta1'], hp['client_lr'], hp['beta2']) == (1e-3, 0.8, 0.1, 0.99)
+  assert fa['config']['seed'] == 1 and fa['config']['sweep'] == {}
+  for name, record in records.items():  # and the same in each run's folder
+    with open(tmp_path / 'sweep' / name / 'config.json') as f:
+      assert json.load(f) == record['config'], name
+  # Each run equals the same algorithm run alone from a config written by hand.
+  for name, alg, hparams in [
+    ('algorithm=fedbuff,seed=1', 'fedbuff', {}),
+    (
+      'algorithm=fadas(beta1=0.8,server_lr=0.001),seed=1',
+      'fadas',
+      {'server_lr': 1e-3, 'beta1': 0.8},
+    ),
+  ]:
+    alone = _base(seed=1)
+    config_lib.set_algorithm(alone, alg, **hparams)
+    loop.train_and_evaluate(alone, str(tmp_path / alg), **QUIET)
+    got, want = _curve(str(tmp_path / 'sweep' / name)), _curve(str(tmp_path / alg))
+    assert [g[0] for g in got] == [w[0] for w in want] and len(got) == 3
+    np.testing.assert_allclose(np.array(got)[:, 1:], np.array(want)[:, 1:], rtol=1e-5, atol=1e-6)
+  # fadas at its recorded server_lr, not fedbuff's 1.0: the two curves differ.
+  assert _curve(str(tmp_path / 'fadas')) != _curve(str(tmp_path / 'fedbuff'))
+
+
+def test_hparams_axis_sweeps_within_each_algorithm_of_the_grid():
+  c = _base()
+  c.sweep = ml_collections.ConfigDict(
+    {'algorithm': ['fedbuff', 'fadas'], 'hparams': {'client_lr': [0.05, 0.1]}}
+  )
+  points = sweep.grid(c)
+  assert len(points) == 4 and sweep.traced_fields(c) == ['hparams.client_lr']
+  one = config_lib.resolve(sweep.point_config(c, points[2]))
+  assert one.algorithm == 'fadas' and one.hparams.client_lr == 0.05
+  assert one.hparams.server_lr == 1e-4  # fadas's own default, not the base's 1.0
+  keys = {sweep.group_key(p, sweep.traced_fields(c)) for p in points}
+  assert len(keys) == 2  # one compile per algorithm, the rates traced within it
+  c.sweep = ml_collections.ConfigDict(
+    {'algorithm': ['fedbuff', 'fadas'], 'hparams': {'beta1': [0.9]}}
+  )
+  with pytest.raises(
+    ConfigError, match=r"^config.sweep.hparams.beta1 is invalid: 'fedbuff' has no"
+  ):
+    config_lib.validate_sweep(c)
+
+
+def test_duplicate_grid_points_are_refused_before_anything_runs(tmp_path):
+  c = _base()
+  c.sweep = ml_collections.ConfigDict({'hparams': {'client_lr': [0.1, 0.1]}, 'seed': [0]})
+  with pytest.raises(ConfigError, match=r'^config.sweep is invalid: grid points .* are the same'):
+    sweep.grid(c)
+  # fadas named alone and with its own default server_lr: the same run.
+  c.sweep = ml_collections.ConfigDict(
+    {'algorithm': ['fadas', {'name': 'fadas', 'server_lr': 1e-4}]}
+  )
+  with pytest.raises(ConfigError, match=r"'algorithm=fadas' and 'algorithm=fadas\(server_lr="):
+    sweep.train_sweep(c, str(tmp_path), **QUIET)
+  assert not os.path.exists(tmp_path / 'sweep.json')  # refused before compute, nothing written
+
+
+def test_a_bad_algorithm_entry_names_its_setting():
+  c = _base()
+  c.sweep = ml_collections.ConfigDict({'algorithm': [{'name': 'fadas', 'server_lr': -1.0}]})
+  with pytest.raises(
+    ConfigError, match=r'config.hparams.server_lr=-1.0 is invalid: must be > 0'
+  ) as e:
+    config_lib.validate_sweep(c)
+  assert e.value.field == 'hparams.server_lr'
+  c.sweep = ml_collections.ConfigDict({'algorithm': [{'server_lr': 1.0}]})
+  with pytest.raises(ConfigError, match=r'^config.sweep.algorithm=.* each entry must be'):
+    config_lib.validate_sweep(c)
+
+
+# ---- one error form for every component kind ------------------------------------------------
+SCHEDULE_ERRORS = [
+  ({'schedule.buffer_size': 7}, r'schedule.buffer_size=7 is invalid: must be an integer in '
+   r'\[1, 6\] \(concurrency=6\)'),
+  ({'schedule.windw': 3}, r"schedule.windw=3 is invalid: schedule 'fedbuff' takes no "
+   r"setting 'windw'; valid: \["),
+  ({'schedule.kind': 'port', 'schedule.staleness_bound': 0},
+   r'schedule.staleness_bound=0 is invalid: must be an integer >= 1'),
+  ({'schedule.kind': 'random_staleness', 'schedule.local_steps_multipliers': '1,0'},
+   r"schedule.local_steps_multipliers='1,0' is invalid: must be a string \(''"),
+]  # fmt: skip
+COMPRESSOR_ERRORS = [
+  ({'compressor.kind': 'qsgd', 'compressor.bits': 1},
+   r'compressor.bits=1 is invalid: must be an integer in \[2, 32\]'),
+  ({'compressor.kind': 'top_k', 'compressor.fractoin': 0.1},
+   r"compressor.fractoin=0.1 is invalid: compressor 'top_k' takes no"),
+  ({'compressor.kind': 'zip'}, r"compressor.kind='zip' is invalid: must be one of \["),
+]  # fmt: skip
+OTHER_ERRORS = [
+  ({'hparams.client_lr': -1.0}, r'hparams.client_lr=-1.0 is invalid: must be > 0\.$'),
+  ({'hparams.bitz': 4}, r"hparams.bitz=4 is invalid: algorithm 'fedbuff' takes no "),
+  ({'algorithm': 'nope'}, r"algorithm='nope' is invalid: must be one of \["),
+  ({'dataset': 'nope'}, r"dataset='nope' is invalid: must be one of \["),
+  ({'model': 'nope'}, r"model='nope' is invalid: must be one of \["),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize('fields,message', SCHEDULE_ERRORS + COMPRESSOR_ERRORS + OTHER_ERRORS)
+def test_every_component_error_names_config_section_argument(fields, message):
+  c = _base()
+  for field, value in fields.items():
+    section, _, name = field.partition('.')
+    if name:
+      c[section][name] = value
+    else:
+      c[section] = value
+  with pytest.raises(ConfigError, match='^config.' + message) as e:
+    config_lib.validate(c)
+  assert e.value.field == list(fields)[-1]  # the field named in the message
+
+
+def test_resolve_lists_exactly_the_named_kinds_settings():
+  c = _base()
+  c.schedule.kind, c.schedule.clients_per_step = 'random_staleness', 4
+  c.compressor.kind = 'top_k'
+  r = config_lib.resolve(c)
+  assert dict(r.schedule) == {
+    'kind': 'random_staleness',
+    'seed': -1,
+    'clients_per_step': 4,
+    'window': 5,
+    'local_steps_multipliers': '',
+  }
+  assert dict(r.compressor) == {'kind': 'top_k', 'error_feedback': False, 'fraction': 0.03}
+  assert dict(config_lib.resolve(_base()).hparams) == {
+    'client_lr': 0.05,
+    'server_lr': 1.0,
+    'weighting': 'uniform',
+  }
+
+
+# ---- users' own components ---------------------------------------------------------------
+def test_a_users_compressor_is_registered_named_and_recorded(tmp_path):
+  @compression.COMPRESSORS.register('test_scaled', scale=checks.real(0.0, 1.0), replace=True)
+  def scaled(scale: float = 0.5) -> compression.Compressor:
+    inner = compression.identity()
+    return inner._replace(compress=lambda u, s, k: (u * scale, s, inner.compress(u, s, k)[2]))
+
+  c = _base()
+  c.compressor.kind, c.compressor.scale = 'test_scaled', 2.0
+  with pytest.raises(ConfigError, match=r'^config.compressor.scale=2.0 is invalid: must be in'):
+    config_lib.validate(c)
+  c.compressor.scale = 0.25
+  try:
+    run = build.build_run(c)
+  finally:
+    compression.COMPRESSORS.unregister('test_scaled')
+  assert 'test_scaled' not in compression.COMPRESSORS.names()
+  assert dict(run.config.compressor) == {
+    'kind': 'test_scaled',
+    'error_feedback': False,
+    'scale': 0.25,
+  }
+  msg, _, _ = run.algorithm.compressor.compress(np.ones(3, np.float32), None, None)
+  np.testing.assert_array_equal(msg, np.full(3, 0.25, np.float32))
+
+
+def test_a_delay_model_is_one_function_and_its_registration():
+  @schedules.SCHEDULES.register(
+    'test_lockstep', slots='cohort', cohort=checks.integer(1, 'num_clients'), replace=True
+  )
+  def lockstep(ctx: schedules.ScheduleContext, cohort: int = 3) -> schedules.Schedule:
+    return builders.synchronous(
+      ctx.num_clients, cohort, ctx.num_steps, local_steps=ctx.local_steps, seed=ctx.seed
+    )
+
+  assert not schedules.registry.draws_durations('test_lockstep')
+  assert schedules.registry.draws_durations('fedbuff')  # takes `durations`: derived
+  c = _base()
+  c.schedule.kind = 'test_lockstep'
+  r = config_lib.resolve(c)
+  assert dict(r.schedule) == {'kind': 'test_lockstep', 'seed': -1, 'cohort': 3}
+  c.schedule.cohort = 13
+  with pytest.raises(
+    ConfigError,
+    match=r'^config.schedule.cohort=13 is invalid: must be an integer in \[1, 12\] \(num_clients',
+  ):
+    config_lib.validate(c)
+  c.schedule.cohort = 4
+  try:
+    run = build.build_run(c)
+  finally:
+    schedules.SCHEDULES.unregister('test_lockstep')
+  assert run.schedule.client_ids.shape == (8, 4)  # T x M, M from the declared slots
+  assert np.all(np.asarray(run.schedule.mask))
+
+
+def test_schedule_and_compressor_axes_sweep_whole_entries():
+  c = _base()
+  c.schedule.seed = 7
+  sync = {'kind': 'synchronous', 'clients_per_step': 4}
+  c.sweep = ml_collections.ConfigDict(
+    {
+      'schedule': [{'kind': 'fedbuff', 'concurrency': 8, 'buffer_size': 2}, sync],
+      'compressor': [{'kind': 'none'}, {'kind': 'top_k'}],
+    }
+  )
+  config_lib.validate_sweep(c)
+  points = {sweep.run_name(p): p for p in sweep.grid(c)}
+  assert sorted(points) == [
+    'compressor=none,schedule=fedbuff(buffer_size=2,concurrency=8)',
+    'compressor=none,schedule=synchronous(clients_per_step=4)',
+    'compressor=top_k,schedule=fedbuff(buffer_size=2,concurrency=8)',
+    'compressor=top_k,schedule=synchronous(clients_per_step=4)',
+  ]
+  last = points['compressor=top_k,schedule=synchronous(clients_per_step=4)']
+  one = config_lib.resolve(sweep.point_config(c, last))
+  # The entry replaces the section (the base's concurrency 6 and buffer 3 are not kept),
+  # keeping only its section-level seed; the kind's own defaults fill the rest.
+  first = points['compressor=none,schedule=fedbuff(buffer_size=2,concurrency=8)']
+  first = config_lib.resolve(sweep.point_config(c, first)).schedule
+  assert (first.concurrency, first.buffer_size, first.seed, first.durations) == (8, 2, 7, 'uniform')
+  c.sweep.schedule = [{'kind': 'fedbuff'}]
+  with pytest.raises(
+    ConfigError, match=r'config.num_clients=12 is invalid: must be >= concurrency'
+  ):
+    config_lib.validate_sweep(c)  # fedbuff's own 20 + 10 - 1 = 29 clients needed
+  assert dict(one.schedule) == {'kind': 'synchronous', 'seed': 7, 'clients_per_step': 4} | {
+    'durations': 'uniform',
+    'durations_params': 'low=0,high=20',
+    'client_speed': 'none',
+    'client_speed_sigma': 0.5,
+  }
+  assert dict(one.compressor) == {'kind': 'top_k', 'error_feedback': False, 'fraction': 0.03}
+  assert build.build_run(sweep.point_config(c, last)).schedule.client_ids.shape == (8, 4)
+  c.sweep = ml_collections.ConfigDict(
+    {'schedule': [{'kind': 'synchronous', 'clients_per_step': 13}]}
+  )
+  with pytest.raises(ConfigError, match=r'config.schedule.clients_per_step=13 is invalid: must be'):
+    config_lib.validate_sweep(c)
+  c.sweep = ml_collections.ConfigDict({'compressor': ['top_k']})
+  with pytest.raises(ConfigError, match=r"^config.sweep.compressor='top_k' is invalid: each entry"):
+    config_lib.validate_sweep(c)
