@@ -109,13 +109,14 @@ def test_client_rule(outside):
 
 def test_user_algorithm_against_fedbuff_over_three_seeds(outside):
   _, work, _ = outside
-  for name in ('fedbuff_seeds', 'mine_seeds'):
-    script(outside, 'train.py', f'--config=my_config.py:{name}', f'--workdir=runs/{name}')
+  script(outside, 'train.py', '--config=my_config.py:compare', '--workdir=runs/compare')
+  summary = json.loads((work / 'runs' / 'compare' / 'summary.json').read_text())
+  lrs = {r['config']['algorithm']: r['config']['hparams']['server_lr'] for r in summary['runs']}
+  assert lrs == {'fedbuff': 1.0, 'fedbuff_adam': 0.01}  # each its own, recorded
   out = script(
     outside,
     'plot.py',
-    'runs/fedbuff_seeds',
-    'runs/mine_seeds',
+    'runs/compare',
     '--table',
     '--baseline=fedbuff',
     '--x=seconds',

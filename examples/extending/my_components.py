@@ -50,7 +50,7 @@ def staleness_adam_server(server_lr: float, a: float) -> afl_jax.ServerRule:
   return afl_jax.ServerRule(init, update)
 
 
-@afl_jax.algorithms.register('fedbuff_adam', hparams={'a': checks.NON_NEGATIVE})
+@afl_jax.algorithms.register('fedbuff_adam', a=checks.NON_NEGATIVE)
 def fedbuff_adam(client_lr: float = 0.05, server_lr: float = 0.01, a: float = 0.5):
   """Local SGD on the clients, the staleness-scaled Adam server above."""
   return afl_jax.Algorithm(
@@ -78,7 +78,7 @@ def clipped_sgd(client_lr: float, max_norm: float) -> afl_jax.ClientRule:
   return afl_jax.ClientRule(init, update)
 
 
-@afl_jax.algorithms.register('fedbuff_clip', hparams={'max_norm': checks.POSITIVE})
+@afl_jax.algorithms.register('fedbuff_clip', max_norm=checks.POSITIVE)
 def fedbuff_clip(client_lr: float = 0.05, server_lr: float = 1.0, max_norm: float = 1.0):
   """Clipped local SGD on the clients, FedBuff's server."""
   return afl_jax.Algorithm(

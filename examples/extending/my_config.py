@@ -22,8 +22,11 @@ ALGORITHMS = {
 
 
 def get_config(name='mine'):
-  """``NAME`` (one algorithm) or ``NAME_seeds`` (its sweep over 3 seeds)."""
+  """``NAME`` (one algorithm), ``NAME_seeds`` (its sweep over 3 seeds) or ``compare`` (yours
+  against FedBuff over 3 seeds, one sweep: each algorithm with its own settings)."""
   alg, _, seeds = name.partition('_')
+  if name == 'compare':
+    alg, seeds = 'mine', ''
   c = config_lib.default()
   c.dataset, c.model = 'blobs', 'tiny_mlp'  # (c), (d)
   c.num_clients, c.partition = 8, 'iid'
@@ -37,5 +40,8 @@ def get_config(name='mine'):
   name_, hparams = config_lib.entry(ALGORITHMS, alg, __file__)
   config_lib.set_algorithm(c, name_, **hparams)
   if seeds:
-    c.sweep = {'seed': [0, 1, 2]}  # (f)
+    c.sweep = {'seed': [0, 1, 2]}
+  if name == 'compare':  # (f): an algorithm entry replaces the whole algorithm + hparams
+    entries = [{'name': ALGORITHMS[k][0], **ALGORITHMS[k][1]} for k in ('fedbuff', 'mine')]
+    c.sweep = {'algorithm': entries, 'seed': [0, 1, 2]}
   return c
