@@ -207,3 +207,46 @@ def test_forest_panels_group_by_unit():
     'speedup B / A (log axis)',
     'difference (MB)',
   ]
+
+
+def test_a_missed_target_says_how_many_seeds_reached_it():
+  c = {
+    'A': 'X',
+    'B': 'Y',
+    'A_reached': 0,
+    'B_reached': 10,
+    'n': 10,
+    'verdict': scoring.MISSED,
+    'verdict_raw': scoring.MISSED,
+  }
+  assert pages._reached_note(c) == ' (X reached it on 0/10, Y on 10/10)'
+  assert pages._reached_note(c | {'verdict': 'agrees', 'verdict_raw': 'agrees'}) == ''
+
+
+def test_effects_carry_their_unit():
+  c = {'kind': 'better', 'metric': 'test_accuracy', 'mean': 0.0123, 'lo': -0.004, 'hi': 0.0286}
+  assert pages.effect_text(c) == '+1.2 pts [-0.4, +2.9]'
+  mb = c | {'metric': 'mb_to_target', 'kind': 'equivalent', 'mean': 41.0, 'lo': 12.0, 'hi': 71.0}
+  assert pages.effect_text(mb) == '+41 MB [+12, +71]'
+  assert pages.effect_text({'kind': 'on_seeds', 'mean': 0.3, 'n': 10}) == '3/10 seeds'
+  table = pages._compact(pd.DataFrame({'a': ['x|y'], 'b': ['1']}))
+  assert table.splitlines() == ['| a | b |', '| --- | --- |', '| x/y | 1 |']
+
+
+def test_masfl_fig2_at_mc20_replays_fig1s_test_runs_bit_for_bit():
+  # Same config, same test seeds: the Mc = 20 leg of Fig. 2 is Fig. 1's test runs again.
+  paper = reproduction.load_paper('masfl')
+  exps = {e.key: e for e in paper.experiments}
+  frame, manifest = runs.read('masfl')
+  cols = ['seed', 'step', 'test_accuracy', 'val_accuracy', 'wall_clock', 'bytes_up']
+  for m in exps['fig2_fixed'].methods:
+    name, mc = pages.MC_LABEL.match(m.label).groups()
+    if mc != '20':
+      continue
+    setting = runs.setting_key({k: v[0] for k, v in m.grid.items()})
+    fixed = runs.current(exps['fig2_fixed'], frame, manifest)
+    fig1 = runs.current(exps['fig1_noniid'], frame, manifest)
+    a = scoring.rows(fixed, 'fig2_fixed', m.label, 'test', setting).sort_values(['seed', 'step'])
+    b = scoring.rows(fig1, 'fig1_noniid', name, 'test', setting).sort_values(['seed', 'step'])
+    assert len(a) == len(b) > 0
+    np.testing.assert_array_equal(a[cols].to_numpy(), b[cols].to_numpy())

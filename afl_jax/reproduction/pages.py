@@ -227,6 +227,15 @@ def _side(c: Mapping, side: str) -> str:
   return f'{label}: {c[f"{side}_mean"]:.4g}'
 
 
+def _reached_note(c: Mapping) -> str:
+  """Beside a verdict blocked by a missed target: how many test seeds reached it."""
+  if scoring.MISSED not in (c['verdict'], c['verdict_raw']):
+    return ''
+  return (
+    f' ({c["A"]} reached it on {c["A_reached"]}/{c["n"]}, {c["B"]} on {c["B_reached"]}/{c["n"]})'
+  )
+
+
 def claim_rows(claims: Sequence[Mapping], paper: str | None = None) -> pd.DataFrame:
   """The claims table; with ``paper`` (the summary), a narrow one: a paper column, the
   effect, the adjusted p-values and verdicts (settings, values and quotes stay on the
@@ -241,7 +250,9 @@ def claim_rows(claims: Sequence[Mapping], paper: str | None = None) -> pd.DataFr
     text = c['text'] + (' [restated]' if c.get('restated') else '')
     if c.get('condition') and not paper:
       text += f' [condition: {c["condition"]}]'
-    verdict = f'**{c["verdict"]}**' + _edge_note(c)
+    verdict = f'**{c["verdict"]}**' + _edge_note(c) + _reached_note(c)
+    if c.get('not_comparable') and c['verdict'] != scoring.NOT_COMPARABLE:
+      verdict += " (the paper's effect is not comparable here)"
     if paper:
       rows.append(
         {
