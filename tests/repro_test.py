@@ -196,9 +196,9 @@ def test_a_decided_verdict_names_the_losers_grid_edge():
   assert c['verdict_raw'] == scoring.DISAGREES
   assert c['edges_against'] == ['B: client_lr on low edge']  # B is the claim's A, and lost
   row = pages.claim_rows([c | {'verdict': c['verdict_raw'], 'p_adj': c['p']}]).iloc[0]
-  assert row['verdict'].endswith('(against a grid edge: B: client_lr on low edge)')
+  assert row['verdict (BH)'].endswith('(against a grid edge: B: client_lr on low edge)')
   row = pages.claim_rows([c | {'verdict': scoring.INCONCLUSIVE, 'p_adj': 0.5}]).iloc[0]
-  assert row['verdict'] == f'**{scoring.INCONCLUSIVE}**'
+  assert row['verdict (BH)'] == f'**{scoring.INCONCLUSIVE}**'
   wide = spec.Claim('r', 'A ~ B', 'A', 'B', kind='equivalent', margin=0.05)
   c = scoring.score_claim(_toy([wide]), wide, frame, fin, 0.5)
   assert c['verdict_raw'] == scoring.EQUIVALENT and c['edges_against'] == []
@@ -217,7 +217,7 @@ def test_to_target_reads_the_first_evaluation_and_missed_seeds_block_agreement()
   c = scoring.score_claim(_toy([claim]), claim, frame, fin, 0.395)
   a_clock = np.where(A_TEST >= 0.79, 20.0, 40.0)
   b_clock = np.where(B_TEST >= 0.79, 20.0, 40.0)
-  assert c['mean'] == pytest.approx(np.mean(b_clock - a_clock))
+  assert c['ratio'] and c['mean'] == pytest.approx(np.exp(np.mean(np.log(b_clock / a_clock))))
   high = scoring.score_claim(_toy([claim]), claim, frame, fin, 0.81)  # A misses on some seeds
   assert high['A_reached'] == int((A_TEST >= 0.81).sum()) < 10
   assert high['verdict_raw'] in (scoring.MISSED, scoring.INCONCLUSIVE, scoring.DISAGREES)

@@ -10,7 +10,12 @@ The protocol (printed on every page, :data:`PROTOCOL`):
    paired t-test's p-value (``scipy.stats.ttest_rel``);
 3. the p-values of all paper claims are adjusted together (Benjamini-Hochberg,
    ``scipy.stats.false_discovery_control``); a verdict is decided only when its
-   adjusted p-value is below ``ALPHA``. Both raw and adjusted verdicts are shown.
+   adjusted p-value is below ``ALPHA``. Both raw and adjusted verdicts are shown, and
+   beside them Holm's step-down adjustment (family-wise error, :func:`holm`).
+
+A speedup (a 'better' claim on steps, seconds or MB to a target) is scored as the
+per-seed ratio B / A on a log scale: the paired t-test of log(B / A) against
+log(factor), its interval shown as a ratio (the geometric mean and its 95% interval).
 
 No effect-size floor: with a fixed number of seeds a floor measured in seed-stds would
 keep a real, precisely measured effect undecided however many seeds are added; the
@@ -30,6 +35,10 @@ from scipy import stats
 from afl_jax.reproduction import runs, spec
 
 ALPHA = 0.05
+# An accuracy effect of the paper is comparable here only if the level it asks of A (B's
+# mean + the effect) stays below this: a CIFAR-10 gap of 20 points on top of an 80%
+# Fashion-MNIST baseline needs > 99% and no outcome could show it.
+ACCURACY_CEILING = 0.99
 POWER_Z = 0.8416  # z of 80% power, for the seeds an inconclusive claim would need
 DEFAULT_TARGET_FRACTION = 0.9
 SCORES = ('val_accuracy', 'test_accuracy', 'val_loss', 'test_loss')
@@ -94,7 +103,11 @@ def _edges(best: str, mine: pd.DataFrame) -> list[str]:
   tried = [runs.setting_of(k) for k in mine.setting.unique()]
   out = []
   for field, value in chosen.items():
-    values = sorted({t[field] for t in tried if isinstance(t[field], int | float)})
+    # A list-valued axis (e.g. a staleness window [5, 10]) is ordered as tuples.
+    values = sorted({tuple(t[field]) if isinstance(t[field], list) else t[field] for t in tried})
+    value = tuple(value) if isinstance(value, list) else value
+    if not all(isinstance(v, int | float | tuple) for v in values):
+      continue
     if len(values) > 1 and value in (values[0], values[-1]):
       out.append(f'{field.rsplit(".", 1)[-1]} on {"low" if value == values[0] else "high"} edge')
   return out
@@ -160,6 +173,10 @@ def per_seed(
   mine = rows(fin, exp_key, label, 'test', setting).set_index('seed').sort_index()
   if metric == 'test_accuracy':
     return pd.DataFrame({'value': mine.test_accuracy, 'reached': True})
+  if metric == 'best_test_accuracy':  # the best evaluation of the run (a paper's "best")
+    curves = rows(frame, exp_key, label, 'test', setting)
+    best = curves.groupby('seed').test_accuracy.max().reindex(mine.index)
+    return pd.DataFrame({'value': best.fillna(0.0), 'reached': True})
   if metric == 'diverged':
     return pd.DataFrame({'value': mine.diverged.astype(float), 'reached': True})
   out = {}
@@ -215,6 +232,7 @@ AGREES_SMALLER = f'agrees, {SMALLER}'
 EQUIVALENT = 'equivalent within the margin'
 NOT_EQUIVALENT = 'disagrees (differ by more than the margin)'
 NO_CONDITION = 'condition not reproduced'
+NOT_COMPARABLE = "not comparable (the paper's effect is out of reach here)"
 MISSED = 'inconclusive: target not reached on some seeds'
 VERDICTS = (
   AGREES,
@@ -224,6 +242,7 @@ VERDICTS = (
   DISAGREES,
   NOT_EQUIVALENT,
   NO_CONDITION,
+  NOT_COMPARABLE,
   MISSED,
   INCONCLUSIVE,
 )
@@ -235,8 +254,9 @@ def score_claim(
 ) -> dict:
   """One claim on the test seeds: the measurement, its interval and its raw verdict.
 
-  ``diff`` is oriented so that positive favours the claim: A - B for accuracy, B - f A
-  for a to-target metric, B's drop minus A's for a sensitivity claim. ``p`` is the
+  ``diff`` is oriented so that positive favours the claim: A - B for accuracy,
+  log(B / A) - log(f) for a to-target metric (a speedup: ``ratio`` True, the interval
+  shown as B / A), B's drop minus A's for a sensitivity claim. ``p`` is the
   p-value of the verdict's own test (two-sided paired t; TOST for an equivalence; an
   exact binomial test of "on most seeds" for an event), adjusted later across claims.
   """
@@ -248,6 +268,7 @@ def score_claim(
 
   (sa, a), (sb, b) = values(claim.better), values(claim.worse)
   shown = ('ref', 'text', 'quote', 'kind', 'metric', 'margin', 'factor', 'paper_effect', 'added')
+  shown += ('restated',)
   out = {
     'experiment': exp.key,
     **{field: getattr(claim, field) for field in shown},
@@ -263,6 +284,10 @@ def score_claim(
     out[f'{side}_mean'], out[f'{side}_sd'] = float(v.value.mean()), float(v.value.std(ddof=1))
     out[f'{side}_reached'] = int(v.reached.sum())
   out['n'] = len(seeds)
+  out['ratio'] = False
+  for side, v in (('A', a), ('B', b)):  # a to-target value over the seeds that reached it
+    hit = v.value[v.reached.astype(bool)]
+    out[f'{side}_reached_mean'] = float(hit.mean()) if len(hit) else math.nan
   if claim.kind == 'on_seeds':
     k, n = int(a.value.sum()), len(a)
     verdict = AGREES if k == n else DISAGREES if k == 0 else INCONCLUSIVE
@@ -282,13 +307,16 @@ def score_claim(
     _, a0 = values(claim.baseline[0])
     _, b0 = values(claim.baseline[1])
     d = (b0.value.loc[seeds] - b.value) - (a0.value.loc[seeds] - a.value)
-  elif higher:
+  elif higher or claim.kind == 'equivalent':
     d = a.value - b.value
   else:
-    d = b.value - claim.factor * a.value
-  d = d.to_numpy(float)
+    d = speedup_log(a.value.to_numpy(float), b.value.to_numpy(float), claim.factor)
+    out['ratio'] = True
+  d = np.asarray(d, float)
   st = paired(d)
   out |= {k: st[k] for k in ('mean', 'sd', 'lo', 'hi')}
+  if out['ratio']:  # shown as the ratio B / A (geometric mean over seeds, its interval)
+    out |= {k: claim.factor * math.exp(st[k]) for k in ('mean', 'lo', 'hi')}
   missed_a, missed_b = not a.reached.all(), not b.reached.all()
   if claim.kind == 'equivalent':
     m = claim.margin
@@ -310,14 +338,19 @@ def score_claim(
     if (verdict == AGREES and missed_a) or (verdict == DISAGREES and missed_b):
       verdict = MISSED
     paper_d = _against_paper(claim, a.value, b.value, d)
+    if comparable(claim, out['B_mean']) is False and verdict in (AGREES, INCONCLUSIVE):
+      paper_d = None
+      verdict = NOT_COMPARABLE if verdict == INCONCLUSIVE else verdict
+      out['not_comparable'] = True
     if paper_d is not None and verdict in (AGREES, INCONCLUSIVE):
       p_small = one_sided_p(paper_d, 0.0, 'less')
       if p_small < ALPHA:
         verdict, p = (AGREES_SMALLER, max(p, p_small)) if verdict == AGREES else (SMALLER, p_small)
     needed = seeds_needed(st['mean'], st['sd'])
   if claim.condition:
-    _, r = values(claim.condition[0], 'test_accuracy')
-    _, h = values(claim.condition[1], 'test_accuracy')
+    accuracy = claim.metric if claim.metric in spec.ACCURACY_METRICS else 'test_accuracy'
+    _, r = values(claim.condition[0], accuracy)
+    _, h = values(claim.condition[1], accuracy)
     cond = paired((r.value - h.value).dropna().to_numpy(float))
     out['condition'] = f'{claim.condition[0]} - {claim.condition[1]} = {_ci(cond)}'
     if not (cond['p'] < ALPHA and cond['mean'] > 0):
@@ -341,34 +374,73 @@ def _against(claim: spec.Claim, verdict: str, mean: float) -> tuple[str, ...]:
   return b if verdict == NOT_EQUIVALENT else ()
 
 
+def speedup_log(a: np.ndarray, b: np.ndarray, factor: float = 1.0) -> np.ndarray:
+  """Per-seed log(B / A) - log(factor): positive when A needs ``factor`` times less than
+  B (A, B > 0: steps, seconds or MB to a target, all positive after the first step)."""
+  if np.any(a <= 0) or np.any(b <= 0):
+    raise ValueError('a speedup needs positive values on every seed.')
+  return np.log(b / a) - math.log(factor)
+
+
+def comparable(claim: spec.Claim, b_mean: float) -> bool | None:
+  """Whether the paper's accuracy effect can carry over: B's mean plus the effect stays
+  below ACCURACY_CEILING (None: no accuracy effect to compare)."""
+  effect = claim.paper_effect
+  if effect is None or effect <= 0 or not claim.metric.endswith('test_accuracy'):
+    return None
+  if claim.baseline:
+    return True  # a difference of drops: no level is asked of A
+  return b_mean + effect <= ACCURACY_CEILING
+
+
 def _against_paper(claim: spec.Claim, a: pd.Series, b: pd.Series, d: np.ndarray):
   """Per-seed excess over the paper's own effect (negative: smaller than the paper's),
   where the units carry over: an accuracy difference (or difference of drops), or a
-  ratio B / A for a ``factor`` claim (B - paper_ratio A). None otherwise: seconds or MB
-  of the paper's hardware, or a paper effect that is not in the claim's direction (the
-  paper's own table disagrees with its text; the page quotes both)."""
+  speedup ratio B / A (log(B / A) - log(paper ratio)). None otherwise: a paper effect
+  that is not in the claim's direction (the paper's own table disagrees with its text;
+  the page quotes both)."""
   effect = claim.paper_effect
   if effect is None or effect <= 0:
     return None
-  if claim.metric == 'test_accuracy':
+  if claim.metric.endswith('test_accuracy'):
     return d - effect
-  if claim.factor != 1.0 and effect > 1.0:
-    return (b - effect * a).to_numpy(float)
+  if claim.metric in TO_TARGET and effect > 1.0:
+    return speedup_log(a.to_numpy(float), b.to_numpy(float), effect)
   return None
 
 
+def holm(ps: Sequence[float]) -> np.ndarray:
+  """Holm's step-down adjusted p-values: the i-th smallest of m is multiplied by
+  m - i + 1 (i from 1), made non-decreasing in that order, and capped at 1."""
+  ps = np.asarray(ps, float)
+  order = np.argsort(ps, kind='stable')
+  m = len(ps)
+  stepped = np.maximum.accumulate((m - np.arange(m)) * ps[order])
+  out = np.empty(m)
+  out[order] = np.minimum(stepped, 1.0)
+  return out
+
+
 def adjust(claims: list[dict]) -> list[dict]:
-  """Benjamini-Hochberg over the claims' p-values (those with one); the adjusted verdict
-  keeps a decided raw verdict only when its adjusted p-value is below ALPHA."""
+  """Benjamini-Hochberg and Holm over the claims' p-values (those with one); each
+  adjusted verdict keeps a decided raw verdict only when its adjusted p-value is below
+  ALPHA (``verdict``: BH, ``verdict_holm``: Holm)."""
   ps = [c['p'] for c in claims if math.isfinite(c['p'])]
-  adjusted = iter(stats.false_discovery_control(ps, method='bh') if ps else [])
+  bh = iter(stats.false_discovery_control(ps, method='bh') if ps else [])
+  fwer = iter(holm(ps))
   out = []
   for c in claims:
-    p_adj = float(next(adjusted)) if math.isfinite(c['p']) else math.nan
+    finite = math.isfinite(c['p'])
+    p_adj = float(next(bh)) if finite else math.nan
+    p_holm = float(next(fwer)) if finite else math.nan
     v = c['verdict_raw']
-    if v in DECIDED and not p_adj < ALPHA:
-      v = INCONCLUSIVE
-    out.append(c | {'p_adj': p_adj, 'verdict': v})
+
+    def keep(p, v=v):
+      return INCONCLUSIVE if v in DECIDED and not p < ALPHA else v
+
+    out.append(
+      c | {'p_adj': p_adj, 'verdict': keep(p_adj), 'p_holm': p_holm, 'verdict_holm': keep(p_holm)}
+    )
   return out
 
 

@@ -61,12 +61,15 @@ class Method:
     return dataclasses.replace(self, fixed={**self.fixed, **fixed}, **changes)
 
 
-# Claim metrics: name -> (what the page calls it, higher is better). The *_to_target
+# Claim metrics: name -> (what the page calls it, higher is better). 'best_test_accuracy'
+# is the best evaluation of a test run (where a paper's table reports the best accuracy
+# reached, e.g. FedFa's Table 4). The *_to_target
 # metrics are read from the selected setting's curve at the first evaluation whose test
 # accuracy reaches the experiment's target (Experiment.target). 'diverged' and
 # 'not_reached' are events on a seed, for claims of kind 'on_seeds'.
 METRICS = {
   'test_accuracy': ('final test accuracy', True),
+  'best_test_accuracy': ('best test accuracy', True),
   'steps_to_target': ('server steps to target', False),
   'clock_to_target': ('simulated seconds to target', False),
   'mb_to_target': ('MB uploaded to target', False),
@@ -74,6 +77,17 @@ METRICS = {
   'not_reached': ('never reached the target', True),
 }
 KINDS = ('better', 'equivalent', 'on_seeds')
+# The unit of a metric's values (and of a difference of them) on the pages.
+UNITS = {
+  'test_accuracy': 'accuracy',
+  'best_test_accuracy': 'accuracy',
+  'steps_to_target': 'steps',
+  'clock_to_target': 's',
+  'mb_to_target': 'MB',
+  'diverged': 'seeds',
+  'not_reached': 'seeds',
+}
+ACCURACY_METRICS = ('test_accuracy', 'best_test_accuracy')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +123,8 @@ class Claim:
       "condition not reproduced".
     added: a contrast this project added (not a claim of the paper): scored in its own
       table, outside the paper tally.
+    restated: how and why the claim was restated against the paper's passage (the
+      earlier reading it replaces); the pages list every restated claim with its quote.
   """
 
   ref: str
@@ -125,6 +141,7 @@ class Claim:
   baseline: tuple[str, str] = ()
   condition: tuple[str, str] = ()
   added: bool = False
+  restated: str = ''
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,6 +163,8 @@ class Experiment:
     run: False = declared but not run yet (the page says so).
     target: the test accuracy of the time/upload-to-target table and claims; None =
       the report's default (:func:`report.default_target`, stated on the page).
+    second_look: non-empty when the test seeds were drawn again after an inconclusive
+      result on earlier ones: what was looked at (the page reports it as a second look).
   """
 
   key: str
@@ -160,6 +179,7 @@ class Experiment:
   deviations: Sequence[str] = ()
   run: bool = True
   target: float | None = None
+  second_look: str = ''
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,7 +285,7 @@ def check(paper: Paper) -> None:
       if (claim.kind == 'on_seeds') != (claim.metric in ('diverged', 'not_reached')):
         raise ValueError(f"{at}: kind 'on_seeds' goes with metric 'diverged' or 'not_reached'.")
       if claim.baseline and (
-        len(claim.baseline) != 2 or claim.metric != 'test_accuracy' or claim.kind != 'better'
+        len(claim.baseline) != 2 or claim.metric not in ACCURACY_METRICS or claim.kind != 'better'
       ):
         raise ValueError(f'{at}: a baseline is (A0, B0), for "better" on test accuracy.')
       if claim.condition and len(claim.condition) != 2:

@@ -171,18 +171,18 @@ TABLE3 = spec.Experiment(
   ),
   claims=(
     spec.Claim(
-      'Obs. 1, Table III (FMNIST row)',
-      "AsynFL needs the same upload as FedBuff to reach 75% (within 20 MB): Table III's "
-      'FMNIST row is a tie (0.48 vs 0.48 GB; the 1.4x saving the text quotes is on CIFAR-10)',
+      'Obs. 1, Table III',
+      'AsynFL needs less upload than FedBuff to reach 75%',
       'AsynFL',
       'FedBuff',
-      quote=OBS1 + ' ... [Table III, FMNIST (MLP, 75%): FedBuff 0.48, AsynFL 0.48 GB]',
-      # The row ties at its 0.01 GB resolution (2% of 0.48 GB); 20 MB is about 10% of
-      # FedBuff's upload to 75% at this scale (221 MB on the 3-seed page).
-      paper_effect=0.0,  # Table III, FMNIST: FedBuff 0.48 - AsynFL 0.48 GB
+      quote=OBS1 + '. ' + OBS1_TABLE + ' [Table III, FMNIST (MLP, 75%): FedBuff 0.48, AsynFL '
+      '0.48 GB; the 1.4x saving the text quotes is on CIFAR-10]',
       metric='mb_to_target',
-      kind='equivalent',
-      margin=UPLOAD_MARGIN,
+      restated=(
+        'scored in Obs. 1\'s direction (AsynFL lower), no margin: it was "the same upload as '
+        "FedBuff (within 20 MB, a margin of this project's)\", read off Table III's tied "
+        'FMNIST cell; the text says lower.'
+      ),
     ),
     spec.Claim(
       'Obs. 1, Fig. 1',

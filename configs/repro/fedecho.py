@@ -122,6 +122,7 @@ DELAY = spec.Experiment(
     'shared 2-core CPU.',
     FRESH_SEEDS,
   ),
+  second_look=FRESH_SEEDS,
 )
 
 
@@ -146,6 +147,7 @@ DELAY_K20 = dataclasses.replace(
     for m in DELAY.methods
   ),
   claims=_own(DELAY.claims, 'K = 20'),
+  second_look='',  # its own test seeds 3-12, looked at once
   deviations=tuple(d for d in DELAY.deviations if d != FRESH_SEEDS)
   + ("A setting of this project's (K = 20), so its claim is scored outside the paper tally.",),
 )
@@ -307,9 +309,9 @@ def _condition(method: spec.Method, condition: str) -> spec.Method:
 # 83.74). The text reads them as "FedBuff and CA2FL suffer pronounced degradation under
 # delays" and "FedEcho demonstrates greater stability", but at Dir 0.1 FedBuff and CA2FL
 # score 10-12 points *higher* under the large delay than under the mild one, and FedEcho
-# loses more than either from Dir 0.3 to Dir 0.1. The claims below say what the table
-# shows; the delay-stability claims keep the text's direction but only count where the
-# large delay does hurt the baseline (condition). FedEcho here distils on held-out
+# loses more than either from Dir 0.3 to Dir 0.1. The claims below say what the text
+# says (the cells' seed spread is 5-8 points); the delay-stability claims count only where
+# the large delay does hurt the baseline (condition). FedEcho here distils on held-out
 # Fashion-MNIST, read against the paper's FedEcho (STL10) row (as in Table 2 above).
 STABILITY_QUOTE = (
   'In contrast, FedEcho demonstrates greater stability, yielding more consistent '
@@ -317,21 +319,29 @@ STABILITY_QUOTE = (
 )
 
 
+DEGRADE_QUOTE = (
+  'Both tables also show that existing asynchronous FL baselines, particularly FedBuff '
+  'and CA2FL, suffer from pronounced accuracy degradation under asynchronous delays.'
+)
+
+
 def _delay_claims() -> tuple:
-  """Table 2 at Dir 0.1: the baselines under the mild vs the large delay."""
+  """Sec. 5.1 (Main results) at Dir 0.1: the large delay degrades FedBuff and CA2FL (the
+  mild delay scores higher). Table 2's own cells go the other way (no paper effect)."""
   return tuple(
     spec.Claim(
-      'Table 2 (Dir 0.1)',
-      f'{b} scores higher under the large delay than under the mild one, as in Table 2 (the '
-      f'text says the delays degrade {b})',
-      f'{b} (large)',
+      'Sec. 5.1, Main results (Dir 0.1)',
+      f'the large delay degrades {b}: {b} scores higher under the mild delay than under the '
+      'large one',
       f'{b} (mild)',
-      quote=(
-        'Both tables also show that existing asynchronous FL baselines, particularly FedBuff '
-        f'and CA2FL, suffer from pronounced accuracy degradation under asynchronous delays. '
-        f'[Table 2, {b}, Dir (0.1): large delay {large}, mild delay {mild}]'
+      f'{b} (large)',
+      quote=DEGRADE_QUOTE + f' [Table 2, {b}, Dir (0.1): mild delay {mild}, large delay '
+      f'{large}: the cells go the other way, with a seed spread of 5-8 points]',
+      restated=(
+        "stated as the paper's text (Sec. 5.1, Main results) says: the delays degrade "
+        f'{b}. It was "{b} scores higher under the large delay than under the mild one", '
+        "read off Table 2's cells, which contradict the text."
       ),
-      paper_effect=round((large - mild) / 100, 4),  # Table 2, Dir (0.1): large - mild
     )
     for b, large, mild in (('FedBuff', 52.85, 42.57), ('CA2FL', 55.33, 42.99))
   )
@@ -359,20 +369,24 @@ def _delay_stability() -> tuple:
 
 
 def _heterogeneity_claims() -> tuple:
-  """Table 2, large delay: the drop from Dir 0.3 to Dir 0.1 of the baselines vs FedEcho."""
+  """Sec. 5.1 (Main results), large delay: FedEcho is more stable across heterogeneity than
+  FedBuff / CA2FL (a smaller drop from Dir 0.3 to 0.1). Table 2's cells go the other way."""
   return tuple(
     spec.Claim(
-      'Table 2 (large delay)',
-      f'{b} loses less than FedEcho from Dirichlet 0.3 to 0.1 (large delay), as in Table 2 '
-      '(the text calls FedEcho the more stable across heterogeneity)',
-      f'{b} (large)',
+      'Sec. 5.1, Main results (large delay)',
+      f'FedEcho is more stable than {b} across heterogeneity: it loses less from Dirichlet '
+      '0.3 to 0.1 (large delay)',
       'FedEcho (large)',
+      f'{b} (large)',
       quote=STABILITY_QUOTE
       + f' [Table 2, large delay, Dir (0.3) -> Dir (0.1): {b} {dir3} -> {dir1}, FedEcho '
-      '(STL10) 84.96 -> 77.81]',
-      # Table 2: drop of FedEcho (STL10) 0.0715 - drop of b (negative: b gains)
-      paper_effect=round(0.0715 - (dir3 - dir1) / 100, 4),
-      baseline=(f'{b} (Dir 0.3)', 'FedEcho (Dir 0.3)'),
+      '(STL10) 84.96 -> 77.81: the cells go the other way]',
+      baseline=('FedEcho (Dir 0.3)', f'{b} (Dir 0.3)'),
+      restated=(
+        "stated as the paper's text (Sec. 5.1, Main results) says: FedEcho the more stable "
+        f'across heterogeneity. It was "{b} loses less than FedEcho from Dirichlet 0.3 to '
+        '0.1", read off Table 2\'s cells, which contradict the text.'
+      ),
     )
     for b, dir3, dir1 in (('FedBuff', 51.44, 52.85), ('CA2FL', 50.37, 55.33))
   )
@@ -405,9 +419,10 @@ CONDITIONS_EXP = spec.Experiment(
     "Table 2 contradicts the paper's text at Dir 0.1: FedBuff and CA2FL score higher under "
     'the large delay than under the mild one (52.85 vs 42.57, 55.33 vs 42.99), and FedEcho '
     'loses more than either from Dir 0.3 to 0.1 (STL10: 84.96 -> 77.81; FedBuff 51.44 -> '
-    '52.85). The delay and heterogeneity claims assert what Table 2 shows; the '
-    '"more stable across delays" claims keep the text\'s direction and count only where the '
-    'large delay hurts the baseline (else "condition not reproduced", as in Table 2 itself).',
+    '52.85), with a seed spread of 5-8 points in those cells. Every claim here is stated as '
+    'the text (Sec. 5.1, Main results) states it, with no paper effect where the cells go '
+    'the other way; the "more stable across delays" claims count only where the large '
+    'delay hurts the baseline (else "condition not reproduced").',
   ),
 )
 
@@ -429,6 +444,10 @@ DELAY_LARGEST = dataclasses.replace(
     DELAY.methods[1].variant({'schedule.straggler_gamma': STRAGGLER_GAMMA}),
   ),
   claims=_own(DELAY.claims, 'the largest clients long'),
+  second_look=(
+    'scored on test seeds 23-62, drawn after seeds 3-12 left the difference undecided '
+    '(-0.024 [-0.056, +0.007]) and seeds 3-22 were looked at: fresh seeds, but a second look.'
+  ),
   deviations=tuple(d for d in DELAY.deviations if d != FRESH_SEEDS)
   + (
     'Scored on test seeds 23-62, none of which was looked at before (on seeds 3-12 the '

@@ -7,6 +7,7 @@ and Port. Tables 2-3 and 6, Table 2's synchronous / FedAsync comparison, Fig. 5 
 Table 5 run, every method tuned on a 5-value client-rate grid.
 """
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,19 +28,49 @@ TABLE4_QUOTE = (
 )
 
 
+# Table 4 ("Best Accuracy Comparison") calls the paradigms' best accuracies similar; its
+# widest gap between two of them is 2.0 points (SST-2: FedAvg 0.891, FedBuff 0.871;
+# Sent140: FedFa-Delta 0.7403, FedAvg 0.7209), so "similar" is read as within that gap.
+SIMILAR = 0.02
+
+
 def _similar(a: str, b: str, effect: float, a_text: str, b_text: str) -> spec.Claim:
   """Table 4's similar accuracies: ``a`` (``a_text`` in the claim) matches ``b``
-  (``b_text``) in final accuracy within 2 points; ``effect`` the paper's A - B."""
+  (``b_text``) in best accuracy within SIMILAR; ``effect`` the paper's A - B."""
   return spec.Claim(
     'Sec. 5.3, Table 4',
-    f'{a_text} matches {b_text} in final accuracy (within 2 points)',
+    f"{a_text} matches {b_text} in best accuracy (within Table 4's widest gap, 2 points)",
     a,
     b,
-    quote=TABLE4_QUOTE,
+    quote='Tab. 4 shows the optimal accuracy of the three foundational paradigms within a '
+    'fixed number of communication rounds. ... ' + TABLE4_QUOTE,
     paper_effect=effect,
+    metric='best_test_accuracy',
     kind='equivalent',
-    margin=0.02,
+    margin=SIMILAR,
+    restated=(
+      'scored on the best test accuracy of each run, as Table 4 reports ("Best Accuracy '
+      'Comparison"), where it was the final accuracy; the margin is the widest gap Table 4 '
+      'itself calls similar (2.0 points, SST-2 and Sent140), no longer a margin of the '
+      "project's own."
+    ),
   )
+
+
+SPEEDUP_QUOTE = (
+  'FedFa-Delta achieves up to 7x and 5x speedup compared to synchronous methods and '
+  'semi-asynchronous methods, respectively.'
+)
+# Eq. (4) has two readings, both scored and labelled: literally (eta_g = 1, every delta in
+# the window of K added with weight 1/K on each of the K arrivals it stays for: total
+# weight 1, K times FedBuff's), and with eta_g = 1/K (server_lr = 0.2 at K = 5: total
+# weight 1/K, as FedBuff's buffer of K gives each delta).
+EQ4_READINGS = (
+  'eq. (4) has two readings and both are scored, each labelled: literally (eta_g = 1: '
+  'each delta applied with total weight 1 over the K arrivals it stays in the window) and '
+  "with eta_g = 1/K (total weight 1/K, FedBuff's); the 1/K reading was scored outside the "
+  'paper tally before.'
+)
 
 
 def _speedup(than: str, paper: str, factor: float, effect: float) -> tuple:
@@ -49,26 +80,26 @@ def _speedup(than: str, paper: str, factor: float, effect: float) -> tuple:
   return (
     spec.Claim(
       'Sec. 5.3, Table 2',
-      f'{than} needs {paper}x the wall-clock of FedFa-Delta to the target (scored: >= {factor:g}x)',
+      f'{than} needs {paper}x the wall-clock of FedFa-Delta (eq. (4) literal, eta_g = 1) to '
+      f'the target (scored: >= {factor:g}x)',
       'FedFa-Delta',
       than,
-      quote=(
-        'FedFa-Delta achieves up to 7x and 5x speedup compared to synchronous methods and '
-        'semi-asynchronous methods, respectively.'
-      ),
+      quote=SPEEDUP_QUOTE,
       paper_effect=effect,
       metric='clock_to_target',
       factor=factor,
     ),
     spec.Claim(
-      'Table 2 (variant)',
-      f'{than} needs {factor:g}x the wall-clock of FedFa-Delta (eta_g = 1/K) to the target '
-      "(the 1/K variant is this project's)",
+      'Sec. 5.3, Table 2 (eq. (4), 1/K reading)',
+      f'{than} needs {paper}x the wall-clock of FedFa-Delta (eq. (4) read with eta_g = 1/K) '
+      f'to the target (scored: >= {factor:g}x)',
       'FedFa-Delta (1/K)',
       than,
+      quote=SPEEDUP_QUOTE,
+      paper_effect=effect,
       metric='clock_to_target',
       factor=factor,
-      added=True,
+      restated=EQ4_READINGS,
     ),
   )
 
@@ -141,36 +172,35 @@ TABLE2 = spec.Experiment(
   claims=(
     spec.Claim(
       'Sec. 5.3, Table 2',
-      'FedFa-Delta (eta_g = 1) reaches the target in less simulated time than Port (the '
-      "paper's Port-Non-Urgent: 1.7x)",
+      'FedFa-Delta (eq. (4) literal, eta_g = 1) reaches the target in less simulated time '
+      "than Port (the paper's Port-Non-Urgent: 1.7x)",
       'FedFa-Delta',
       'Port',
       quote=TABLE2_QUOTE,
-      paper_effect=1403.0,  # Table 2, CIFAR-10 non-IID: Port-Non-Urgent 3320 - FedFa-Delta 1917 s
+      paper_effect=1.73,  # Table 2, CIFAR-10 non-IID: Port-Non-Urgent 3320 / FedFa-Delta 1917 s
       metric='clock_to_target',
     ),
     # Table 4, CIFAR-10 non-IID: FedFa-Delta 0.6474 - FedBuff 0.6557
-    _similar('FedFa-Delta', 'FedBuff', -0.0083, 'FedFa-Delta (eta_g = 1)', 'FedBuff'),
+    _similar(
+      'FedFa-Delta', 'FedBuff', -0.0083, 'FedFa-Delta (eq. (4) literal, eta_g = 1)', 'FedBuff'
+    ),
     spec.Claim(
       'Sec. 5.3, Table 2',
       'FedFa-Param reaches the target in less simulated time than FedBuff',
       'FedFa-Param',
       'FedBuff',
       quote=TABLE2_QUOTE,
-      paper_effect=2093.0,  # Table 2, CIFAR-10 non-IID: FedBuff 4375 - FedFa-Param 2282 s
+      paper_effect=1.92,  # Table 2, CIFAR-10 non-IID: FedBuff 4375 / FedFa-Param 2282 s
       metric='clock_to_target',
     ),
     # Table 4, CIFAR-10 non-IID: FedFa-Param 0.6539 - FedBuff 0.6557
     _similar('FedFa-Param', 'FedBuff', -0.0018, 'FedFa-Param', 'FedBuff'),
-    spec.Claim(
-      'Table 4 (variant)',
-      'FedFa-Delta (eta_g = 1/K) matches FedBuff in final accuracy (within 2 points; the '
-      "1/K variant is this project's, not the paper's eq. (4))",
-      'FedFa-Delta (1/K)',
-      'FedBuff',
-      kind='equivalent',
-      margin=0.02,
-      added=True,
+    dataclasses.replace(
+      _similar(
+        'FedFa-Delta (1/K)', 'FedBuff', -0.0083, 'FedFa-Delta (eq. (4), eta_g = 1/K)', 'FedBuff'
+      ),
+      ref='Sec. 5.3, Table 4 (eq. (4), 1/K reading)',
+      restated=EQ4_READINGS,
     ),
     # Table 2, CIFAR-10 non-IID: FedBuff 4375 / FedFa-Delta 1917 s
     *_speedup('FedBuff', '2-4.5', 2.0, 2.28),
@@ -179,10 +209,12 @@ TABLE2 = spec.Experiment(
     'Fashion-MNIST + MLP instead of CIFAR-10 + ResNet-18; accuracy after an equal number '
     'of client updates, and simulated wall-clock to the target (Table 2 measures time) '
     "within those updates. Table 2's claims are scored on the simulated time to the "
-    "target, Table 4's similar final accuracies as equivalences within 2 points.",
+    "target (as speedup ratios), Table 4's similar best accuracies as equivalences within "
+    'the widest gap Table 4 calls similar (2 points).',
     "Port runs on its staleness-bounded clock (schedule.kind='port', B = 10, non-urgent).",
-    "FedFa-Delta at the paper's eta_g = 1 and the 1/K variant are separate methods with "
-    'separate claims.',
+    'Eq. (4) read literally (FedFa-Delta, eta_g = 1) and with eta_g = 1/K (FedFa-Delta '
+    "(1/K), server_lr = 0.2 at K = 5) are separate methods, each scored on the paper's "
+    'claims and labelled.',
     f'Every method is tuned on the client-rate grid {list(CLIENT_LRS)} (a first run on '
     '0.01-0.1 selected an edge for every method of this table), FedFa-Delta at eta_g = 1 '
     f'(here and with FedProx / FedNova clients) on {list(DELTA_LRS)}: on the first grid '
@@ -252,7 +284,13 @@ TABLE2_SYNC = spec.Experiment(
       kind='on_seeds',
     ),
     # Table 4, CIFAR-10 non-IID: FedFa-Delta 0.6474 - FedAvg 0.6570
-    _similar('FedFa-Delta', 'FedAvg', -0.0096, 'FedFa-Delta (eta_g = 1)', 'synchronous FedAvg'),
+    _similar(
+      'FedFa-Delta',
+      'FedAvg',
+      -0.0096,
+      'FedFa-Delta (eq. (4) literal, eta_g = 1)',
+      'synchronous FedAvg',
+    ),
   ),
   target=0.73,
   deviations=(
@@ -319,6 +357,11 @@ def _at_mc(method: spec.Method, mc: int) -> spec.Method:
   return method.variant({'schedule.concurrency': mc}, label=label)
 
 
+TABLE5_BEST = (
+  'scored on the best test accuracy of each run (Table 5 reports the best accuracy within '
+  'a fixed time), where it was the final accuracy.'
+)
+
 _TABLE5 = (
   _method('fmnist:fedavg', 'FedAvg', synchronous()),
   _method('fmnist:fedbuff', 'FedBuff', BUFFERED),
@@ -348,6 +391,8 @@ TABLE5 = spec.Experiment(
         'accuracy as Mc increases.'
       ),
       paper_effect=drop,  # Table 5: accuracy at Mc = 5 - at Mc = 20
+      metric='best_test_accuracy',
+      restated=TABLE5_BEST,
     )
     for name, drop in (('FedAvg', 0.0740), ('FedBuff', 0.0643), ('FedFa-Delta', 0.0399))
   )
@@ -360,6 +405,8 @@ TABLE5 = spec.Experiment(
       f'{name} (Mc = {MC_HIGH})',
       quote='Moreover, our algorithm is less insensitive to Mc than other algorithms.',
       paper_effect=effect,  # Table 5: drop of {name} - drop of FedFa-Delta (0.0399)
+      metric='best_test_accuracy',
+      restated=TABLE5_BEST,
       baseline=(f'FedFa-Delta (Mc = {MC_LOW})', f'{name} (Mc = {MC_LOW})'),
       condition=(f'{name} (Mc = {MC_LOW})', f'{name} (Mc = {MC_HIGH})'),
     )
@@ -368,8 +415,8 @@ TABLE5 = spec.Experiment(
   deviations=(
     'As Tables 2-3; every method tuned on the same 5-value client-rate grid at each Mc '
     f'(FedFa-Delta on {list(DELTA_LRS)}).',
-    'The paper reports the best accuracy within a fixed time; here the final accuracy '
-    f'after the same {UPDATES} client updates. FedBuff keeps its buffer of 5 at both Mc '
+    'The paper reports the best accuracy within a fixed time; here the best accuracy '
+    f'within the same {UPDATES} client updates. FedBuff keeps its buffer of 5 at both Mc '
     '(at Mc = 5 its server steps then wait for every running client).',
   ),
 )
