@@ -33,13 +33,12 @@ import pandas as pd
 from scipy import stats
 
 from afl_jax.reproduction import runs, spec
+from afl_jax.results import ALPHA, one_sided_p, paired, seeds_needed  # the one implementation
 
-ALPHA = 0.05
 # An accuracy effect of the paper is comparable here only if the level it asks of A (B's
 # mean + the effect) stays below this: a CIFAR-10 gap of 20 points on top of an 80%
 # Fashion-MNIST baseline needs > 99% and no outcome could show it.
 ACCURACY_CEILING = 0.99
-POWER_Z = 0.8416  # z of 80% power, for the seeds an inconclusive claim would need
 DEFAULT_TARGET_FRACTION = 0.9
 SCORES = ('val_accuracy', 'test_accuracy', 'val_loss', 'test_loss')
 TO_TARGET = {  # metric -> (record column, scale to the page's unit)
@@ -190,40 +189,6 @@ def per_seed(
       column, scale = TO_TARGET[metric]
       out[seed] = (float(row[column]) * scale, not hit.empty)
   return pd.DataFrame.from_dict(out, orient='index', columns=['value', 'reached']).sort_index()
-
-
-def paired(d: np.ndarray, alpha: float = ALPHA) -> dict:
-  """Mean, std, two-sided t interval and paired t-test p of per-seed differences ``d``."""
-  n = len(d)
-  mean, sd = float(np.mean(d)), float(np.std(d, ddof=1)) if n > 1 else math.nan
-  if n < 2:
-    return {'n': n, 'mean': mean, 'sd': sd, 'lo': -math.inf, 'hi': math.inf, 'p': 1.0}
-  if sd == 0.0:
-    p = 0.0 if mean != 0 else 1.0
-    return {'n': n, 'mean': mean, 'sd': sd, 'lo': mean, 'hi': mean, 'p': p}
-  res = stats.ttest_1samp(d, 0.0)
-  ci = res.confidence_interval(1 - alpha)
-  return {'n': n, 'mean': mean, 'sd': sd, 'lo': ci.low, 'hi': ci.high, 'p': float(res.pvalue)}
-
-
-def one_sided_p(d: np.ndarray, bound: float, alternative: str) -> float:
-  """p of H0 "mean >= bound" (alternative 'less') or "mean <= bound" ('greater')."""
-  if len(d) < 2:
-    return 1.0
-  if np.std(d) == 0.0:
-    mean = float(np.mean(d))
-    return 0.0 if (mean < bound if alternative == 'less' else mean > bound) else 1.0
-  return float(stats.ttest_1samp(d, bound, alternative=alternative).pvalue)
-
-
-def seeds_needed(mean: float, sd: float, over: float = 0.0, two_sided: bool = True) -> float:
-  """Seeds for 80% power to decide an effect of ``|mean| - over`` at the observed std
-  (normal approximation, before the FDR adjustment); inf when there is no effect."""
-  effect = abs(mean) - over
-  if not math.isfinite(sd) or effect <= 0:
-    return math.inf
-  z = stats.norm.ppf(1 - ALPHA / (2 if two_sided else 1)) + POWER_Z
-  return float(max(3, math.ceil((z * sd / effect) ** 2) + 1))
 
 
 AGREES, DISAGREES, INCONCLUSIVE = 'agrees', 'disagrees', 'inconclusive'
