@@ -29,6 +29,7 @@ LAYERS = (
   ('algorithms',),
   ('problems', 'api'),
   ('pipeline',),
+  ('results',),
   ('reproduction',),
 )
 RANK = {group: i for i, layer in enumerate(LAYERS) for group in layer}

@@ -603,7 +603,10 @@ def _train_sweep(
       )
     ) from None
   records = {n: metrics_io.read_metrics(os.path.join(workdir, n)) for n in names}
-  summaries = [run_summary(n, p, run, records[n]) for p, run, n in zip(points, runs, names)]
+  summaries = [
+    run_summary(n, p, run, records[n], os.path.join(workdir, n))
+    for p, run, n in zip(points, runs, names)
+  ]
   out = metrics_io.jsonable({'runs': summaries, 'groups': group_info, 'traced': traced})
   workdir_lib.write_text(
     os.path.join(workdir, 'summary.json'), json.dumps(out, indent=2, allow_nan=False) + '\n'

@@ -114,8 +114,9 @@ def run_group(k, names, runs, build_group, workdir, log) -> dict:
         os.remove(os.path.join(d, metrics_io.METRICS_FILE))
   tracks = []
   for i, (d, run) in enumerate(zip(dirs, runs)):
-    workdir_lib.make_dirs(d)  # every value this run ran with (its resolved config)
-    workdir_lib.write_text(os.path.join(d, 'config.json'), run_config(run) + '\n')
+    if step is None or not os.path.isfile(os.path.join(d, RUN_CONFIG)):
+      workdir_lib.make_dirs(d)  # every value this run ran with, as it started
+      workdir_lib.write_text(os.path.join(d, RUN_CONFIG), run_config(run) + '\n')
     one = {f: np.asarray(v[i]) for f, v in host.items()}
     stop = next((r['stopped'] for r in records[i] if r.get('stopped')), None)
     writer = metrics_io.MetricsWriter(d)
@@ -157,6 +158,9 @@ def run_group(k, names, runs, build_group, workdir, log) -> dict:
   return info
 
 
+RUN_CONFIG = 'config.json'  # in each run's folder: its resolved config, written as it started
+
+
 def run_config(run: build_lib.Run) -> str:
   """A grid point's resolved config (every value it ran with), as canonical JSON."""
   return checkpoint.config_json(run.config, indent=1)
@@ -166,7 +170,7 @@ _DIVERGED = re.compile(r'non-finite (\S+) at server step (\d+)')
 
 
 def run_summary(
-  name: str, point: Mapping[str, Any], run: build_lib.Run, records: list[dict]
+  name: str, point: Mapping[str, Any], run: build_lib.Run, records: list[dict], run_dir: str
 ) -> dict:
   """One run's entry of summary.json: its values, its status and its final metrics.
 
@@ -181,7 +185,8 @@ def run_summary(
     'method': c.algorithm,
     'seed': int(c.seed),
     'hparams': {k: v for k, v in point.items() if k != 'seed'},
-    'config': json.loads(run_config(run)),
+    'config': workdir_lib.read_json(os.path.join(run_dir, RUN_CONFIG), strict=False)
+    or json.loads(run_config(run)),  # as the run started; as now if that file is gone
     'status': 'completed',
     **metrics_io.final_summary(records, target),
   }
