@@ -482,14 +482,22 @@ def test_a_killed_run_resumes_to_the_uninterrupted_run(script_reference, tmp_pat
     cwd=ROOT,
     env={**os.environ, 'JAX_PLATFORMS': 'cpu', **ONE_DEVICE},
     stdout=subprocess.DEVNULL,
-    stderr=subprocess.DEVNULL,
+    stderr=subprocess.PIPE,
+    text=True,
   )
   manifest = workdir / 'checkpoints' / '10' / checkpoint.MANIFEST
   deadline = time.time() + 240
   while not manifest.exists() and proc.poll() is None and time.time() < deadline:
     time.sleep(0.05)
   proc.send_signal(getattr(signal, sig))  # mid-way through steps 10-20, or just after 10
-  assert proc.wait(timeout=60) != 0  # stopped before its end
+  _, err = proc.communicate(timeout=60)
+  assert proc.returncode != 0  # stopped before its end
+  if sig == 'SIGINT':  # Ctrl-C: one line, exit 130, the status recorded with the metrics
+    assert proc.returncode == 130 and 'Traceback' not in err, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith('interrupted (Ctrl-C) after server step'), err
+    status = json.loads((workdir / 'summary.json').read_text())['status']
+    assert status.startswith('interrupted (Ctrl-C) after server step'), status
   rc, out = run_train(workdir, *SCRIPT, **ONE_DEVICE)
   assert rc == 0, out
   assert records(workdir) == script_reference

@@ -283,7 +283,10 @@ def _train(
       track.start(step0, sim.params(state))
     progress['step'] = track.records[-1]['step']
     progress['doing'] = f'writing the metrics of server step {next_end(progress["step"])}'
-    state, status = track_lib.drive(sim, state, run.key, [track], after_chunk)
+    try:
+      state, status = track_lib.drive(sim, state, run.key, [track], after_chunk)
+    except KeyboardInterrupt:  # recorded in summary.json below, then raised again
+      status = f'interrupted (Ctrl-C) after server step {track.records[-1]["step"]}'
     done = True
   finally:
     try:
@@ -316,6 +319,11 @@ def _train(
   sys.stdout.flush()
   if status.startswith('non-finite'):
     raise NonFiniteError(status)
+  if status.startswith('interrupted'):
+    raise KeyboardInterrupt(  # one line and exit status 130 (cli.run)
+      f'{status}; the metrics so far are in {workdir}/{metrics_io.METRICS_FILE} and the '
+      'status in summary.json; the same command continues from the last checkpoint'
+    )
   return summary
 
 
