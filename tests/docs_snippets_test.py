@@ -62,7 +62,28 @@ def test_python_block_runs_as_written(text, not_run):
   code = compile(text, '<snippet>', 'exec')
   if not_run:
     pytest.skip(f'marked not-run: {not_run}')
-  exec(code, {'__name__': '__snippet__'})
+  registries = _registries()
+  before = {id(r): set(r.names()) for r in registries}
+  try:
+    exec(code, {'__name__': '__snippet__'})
+  finally:  # a snippet's own components leave no trace in the other tests of this process
+    for r in registries:
+      for name in set(r.names()) - before[id(r)]:
+        r.unregister(name)
+
+
+def _registries():
+  import afl_jax
+  from afl_jax.schedules.registry import DURATIONS
+
+  return (
+    afl_jax.algorithms.ALGORITHMS,
+    afl_jax.schedules.SCHEDULES,
+    DURATIONS,
+    afl_jax.compression.COMPRESSORS,
+    afl_jax.data.DATASETS,
+    afl_jax.models.MODELS,
+  )
 
 
 def _commands(page: pathlib.Path):

@@ -10,7 +10,8 @@ from afl_jax.pipeline import cache
 
 
 def test_checkout_is_the_scripts_parent_else_the_working_directory(tmp_path, monkeypatch):
-  monkeypatch.delenv(cache.CHECKOUT_ENV, raising=False)
+  monkeypatch.setenv(cache.CHECKOUT_ENV, '')  # so that undoing leaves it as it was
+  monkeypatch.delenv(cache.CHECKOUT_ENV)
   (tmp_path / 'repo' / 'configs').mkdir(parents=True)
   script = tmp_path / 'repo' / 'scripts' / 'train.py'
   assert cache.use_checkout(str(script)) == str(tmp_path / 'repo')
