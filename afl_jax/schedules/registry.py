@@ -31,7 +31,7 @@ measured trace from the file ``schedule.trace``, afl_jax/schedules/traces.py).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -250,26 +250,21 @@ def random_staleness(
   )
 
 
-@SCHEDULES.register('fedecho_large', slots='buffer_size', min_clients=CLOCK)
-def fedecho_large(
-  ctx: ScheduleContext, concurrency: int = 20, buffer_size: int = 10, straggler_gamma: float = 1.0
-) -> Schedule:
-  """FedEcho's Table 1 large delays on FedBuff's clock (gamma = ``straggler_gamma``)."""
-  return fedecho_table1.schedule(
-    ctx.client_sizes, concurrency, buffer_size, ctx.num_steps, delay='large',
-    gamma=float(straggler_gamma), **_common(ctx),
-  )  # fmt: skip
+def _fedecho(delay: str) -> Callable[..., Schedule]:
+  def build(
+    ctx: ScheduleContext, concurrency: int = 20, buffer_size: int = 10, straggler_gamma: float = 1.0
+  ) -> Schedule:
+    return fedecho_table1.schedule(
+      ctx.client_sizes, concurrency, buffer_size, ctx.num_steps, delay=delay,
+      gamma=float(straggler_gamma), **_common(ctx),
+    )  # fmt: skip
+
+  build.__doc__ = f"FedEcho's Table 1 {delay} delays on FedBuff's clock (gamma = straggler_gamma)."
+  return build
 
 
-@SCHEDULES.register('fedecho_mild', slots='buffer_size', min_clients=CLOCK)
-def fedecho_mild(
-  ctx: ScheduleContext, concurrency: int = 20, buffer_size: int = 10, straggler_gamma: float = 1.0
-) -> Schedule:
-  """FedEcho's Table 1 mild delays on FedBuff's clock (gamma = ``straggler_gamma``)."""
-  return fedecho_table1.schedule(
-    ctx.client_sizes, concurrency, buffer_size, ctx.num_steps, delay='mild',
-    gamma=float(straggler_gamma), **_common(ctx),
-  )  # fmt: skip
+for _delay in ('large', 'mild'):
+  SCHEDULES.register(f'fedecho_{_delay}', slots='buffer_size', min_clients=CLOCK)(_fedecho(_delay))
 
 
 @SCHEDULES.register('port', slots='buffer_size', min_clients=CLOCK)
