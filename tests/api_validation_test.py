@@ -33,14 +33,6 @@ TEST_NAME = 'api_validation_test_gain'
 
 
 @pytest.fixture
-def quad():
-  a, b = make_quadratic(num_clients=3, dim=4)
-  problem = quadratic_problem(a, b)
-  schedule = afl_jax.schedules.from_arrays([0, 1, 2, 0], [0, 0, 1, 2], local_steps=2)
-  return problem, schedule, {'x': jnp.zeros(4)}
-
-
-@pytest.fixture
 def gain_algorithm():
   """A test algorithm whose hyperparameter ``gain`` is declared in [0, 1] at registration."""
 

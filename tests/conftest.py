@@ -47,3 +47,17 @@ def x64():
 
   with jax.enable_x64(True):
     yield
+
+
+@pytest.fixture
+def quad():
+  """A 3-client quadratic problem, a 4-arrival schedule and zero params (API argument checks)."""
+  import jax.numpy as jnp
+  from quadratic import make_quadratic, quadratic_problem
+
+  import afl_jax
+
+  a, b = make_quadratic(num_clients=3, dim=4)
+  problem = quadratic_problem(a, b)
+  schedule = afl_jax.schedules.from_arrays([0, 1, 2, 0], [0, 0, 1, 2], local_steps=2)
+  return problem, schedule, {'x': jnp.zeros(4)}

@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 import pytest
 from helper_runs import one_error_line, run_train
-from quadratic import make_quadratic, quadratic_problem
 
 import afl_jax
 from afl_jax.errors import ArgumentError
@@ -46,14 +45,6 @@ def test_platforms_are_not_probed_for_a_multi_process_run(monkeypatch):
   assert devices.platform_error(['train.py', '--num_processes=2']) is None
   monkeypatch.setenv('JAX_PLATFORMS', '')
   assert devices.platform_error(['train.py']) is None
-
-
-@pytest.fixture
-def quad():
-  a, b = make_quadratic(num_clients=3, dim=4)
-  problem = quadratic_problem(a, b)
-  schedule = afl_jax.schedules.from_arrays([0, 1, 2, 0], [0, 0, 1, 2], local_steps=2)
-  return problem, schedule, {'x': jnp.zeros(4)}
 
 
 @pytest.mark.parametrize(

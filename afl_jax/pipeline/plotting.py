@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from afl_jax.pipeline.metrics_io import read_metrics  # noqa: E402
 from afl_jax.pipeline.workdir import write_with  # noqa: E402
 
-__all__ = ['plot_methods', 'plot_runs', 'read_metrics']
+__all__ = ['plot_methods', 'plot_runs', 'read_metrics', 'save_figure']
 
 
 def plot_runs(
@@ -42,14 +42,14 @@ def plot_runs(
   if title:
     fig.suptitle(title)
   fig.tight_layout()
-  _save(fig, path)
+  save_figure(fig, path)
 
 
-def _save(fig, path: str | os.PathLike) -> None:
-  """Write ``fig`` atomically, never through a link (afl_jax/pipeline/workdir.py)."""
+def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> None:
+  """Write ``fig`` atomically, never through a link (afl_jax/pipeline/workdir.py), and close it."""
   try:
     kind = os.path.splitext(os.fspath(path))[1].lstrip('.').lower() or 'png'
-    write_with(path, lambda f: fig.savefig(f, dpi=110, format=kind))
+    write_with(path, lambda f: fig.savefig(f, dpi=dpi, format=kind))
   finally:
     plt.close(fig)
 
@@ -76,4 +76,4 @@ def plot_methods(
   if title:
     ax.set_title(title)
   fig.tight_layout()
-  _save(fig, path)
+  save_figure(fig, path)

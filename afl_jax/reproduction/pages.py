@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from afl_jax import reproduction
+from afl_jax.pipeline.plotting import save_figure
+from afl_jax.pipeline.workdir import write_text
 from afl_jax.reproduction import runs, scoring, spec
 
 RESULTS = os.path.dirname(runs.RECORDS)
@@ -535,8 +537,7 @@ def plot_experiment(paper: spec.Paper, s: Mapping, frame: pd.DataFrame, path: st
   ax.grid(alpha=0.3)
   ax.legend(fontsize=7)
   fig.tight_layout()
-  fig.savefig(path, dpi=90)
-  plt.close(fig)
+  save_figure(fig, path, dpi=90)  # a temporary file, renamed
 
 
 def _mc_curve(exp: spec.Experiment) -> dict[str, list[tuple[int, str]]]:
@@ -578,8 +579,7 @@ def plot_mc(s: Mapping, frame: pd.DataFrame, path: str) -> None:
   ax.grid(alpha=0.3)
   ax.legend(fontsize=7)
   fig.tight_layout()
-  fig.savefig(path, dpi=90)
-  plt.close(fig)
+  save_figure(fig, path, dpi=90)  # a temporary file, renamed
 
 
 VERDICT_COLOURS = {
@@ -656,8 +656,7 @@ def plot_forest(paper_key: str, scored: Mapping, path: str) -> None:
   )
   fig.tight_layout()
   fig.subplots_adjust(left=0.42)  # room for the claims' names
-  fig.savefig(path, dpi=90)
-  plt.close(fig)
+  save_figure(fig, path, dpi=90)  # a temporary file, renamed
 
 
 def write(
@@ -674,8 +673,7 @@ def write(
   for key in reproduction.PAPERS:
     paper = reproduction.load_paper(key)
     path = os.path.join(out_dir, f'{key}.md')
-    with open(path, 'w') as f:
-      f.write(render(paper, scored[key]))
+    write_text(path, render(paper, scored[key]))  # a temporary file, renamed
     written.append(path)
     if plots and key in papers and scored[key]:
       frame, manifest = runs.read(key, records_dir)
@@ -691,6 +689,5 @@ def write(
       plot_forest(key, scored[key], png)
       written.append(png)
   path = os.path.join(out_dir, 'README.md')
-  with open(path, 'w') as f:
-    f.write(render_summary(scored))
+  write_text(path, render_summary(scored))
   return written + [path]
