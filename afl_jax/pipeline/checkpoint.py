@@ -82,7 +82,7 @@ from afl_jax.core.engine import to_host
 from afl_jax.errors import ResumeError, UserError
 from afl_jax.pipeline import run_identity
 from afl_jax.pipeline.metrics_io import jsonable
-from afl_jax.pipeline.workdir import read_json, write_text, write_with
+from afl_jax.pipeline.workdir import SCHEDULE_FILE, read_json, write_schedule, write_text
 from afl_jax.schedules import schedule as schedule_lib
 
 __all__ = [
@@ -104,7 +104,6 @@ __all__ = [
 
 MANIFEST = 'afl_manifest.json'
 RUN_FILE = 'run.json'
-SCHEDULE_FILE = 'schedule.npz'
 CHECKPOINT_DIR = 'checkpoints'
 DAMAGED_DIR = 'damaged_checkpoints'
 # Outputs of a run that --noresume deletes (besides the checkpoints).
@@ -428,7 +427,7 @@ def start_over(workdir: str | os.PathLike) -> None:
   workdir = os.fspath(workdir)
   for name in (CHECKPOINT_DIR, DAMAGED_DIR) + METRICS_DIRS:
     shutil.rmtree(os.path.join(workdir, name), ignore_errors=True)
-  for name in METRICS_FILES + ('config.json', 'schedule.npz'):
+  for name in METRICS_FILES + ('config.json', SCHEDULE_FILE):
     path = os.path.join(workdir, name)
     if os.path.isfile(path):
       os.remove(path)
@@ -710,7 +709,7 @@ class Checkpointer:
       'checkpointed': bool(self.steps()),
       **{k: v for k, v in (identity or {}).items() if k != 'num_steps'},
     }
-    write_with(os.path.join(self.directory, SCHEDULE_FILE), schedule.save)
+    write_schedule(self.directory, schedule)
     write_text(os.path.join(self.directory, RUN_FILE), json.dumps(run, sort_keys=True, indent=1))
 
   # ---- state ------------------------------------------------------------------------

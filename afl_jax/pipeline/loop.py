@@ -196,7 +196,7 @@ def _train(
   checkpoint.barrier('afl_jax resume')
   if writes:
     ckpt.record_run(c, schedule, checkpointed=c.checkpoint_every > 0, identity=ident)
-    workdir_lib.write_with(os.path.join(workdir, 'schedule.npz'), schedule.save)
+    workdir_lib.write_schedule(workdir, schedule)
   stats = schedule.stats()
   log(
     f'afl_jax: {c.algorithm} on {c.dataset} ({run.data.num_clients} clients, {c.model}, '

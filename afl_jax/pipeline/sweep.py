@@ -25,8 +25,11 @@ on the replica axis (:mod:`afl_jax.core.replicas`); any other swept field (windo
 size, compressor kind, model, batch size...) splits the grid into groups, one
 compile each. Outputs under ``workdir``:
 
-* ``<run-name>/metrics.jsonl`` per grid point (same records as a single run) and
-  ``<run-name>/config.json`` (its resolved config: every value it ran with);
+* ``<run-name>/metrics.jsonl`` per grid point (same records as a single run),
+  ``<run-name>/config.json`` (its resolved config: every value it ran with) and
+  ``<run-name>/schedule.npz`` (its schedule, written as a single run's:
+  :func:`workdir.write_schedule`; ``afl_jax.schedules.load`` reads it, the ``trace``
+  schedule kind replays it);
 * ``summary.json`` (strict JSON, one record per run: swept values, its resolved
   ``config``, ``status`` -- ``completed`` or ``stopped: diverged at step S (QUANTITY)``,
   with null accuracies and losses -- and final and best metrics) and ``summary.md`` (a

@@ -117,6 +117,8 @@ def run_group(k, names, runs, build_group, workdir, log) -> dict:
     if step is None or not os.path.isfile(os.path.join(d, RUN_CONFIG)):
       workdir_lib.make_dirs(d)  # every value this run ran with, as it started
       workdir_lib.write_text(os.path.join(d, RUN_CONFIG), run_config(run) + '\n')
+    if step is None or not os.path.isfile(os.path.join(d, workdir_lib.SCHEDULE_FILE)):
+      workdir_lib.write_schedule(d, run.schedule)  # the arrays it runs on, as a single run's
     one = {f: np.asarray(v[i]) for f, v in host.items()}
     stop = next((r['stopped'] for r in records[i] if r.get('stopped')), None)
     writer = metrics_io.MetricsWriter(d)

@@ -66,6 +66,7 @@ else:  # loaded by path before afl_jax (and JAX) is imported: scripts/train.py
 
 __all__ = [
   'LOCK_FILE',
+  'SCHEDULE_FILE',
   'SWEEP_FILE',
   'TMP_SUFFIX',
   'Interrupted',
@@ -90,6 +91,7 @@ __all__ = [
   'show',
   'write_bytes',
   'write_error',
+  'write_schedule',
   'write_text',
   'write_with',
 ]
@@ -237,6 +239,16 @@ def write_with(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> No
   """``write(f)`` into a binary file that atomically becomes ``path`` (an .npz, a .png)."""
   with atomic_file(path, 'wb') as f:
     write(f)
+
+
+SCHEDULE_FILE = 'schedule.npz'  # a run folder's schedule (single run and each run of a sweep)
+
+
+def write_schedule(run_dir: str | os.PathLike, schedule: Any) -> None:
+  """``schedule`` (an :class:`afl_jax.schedules.Schedule`) as ``<run_dir>/schedule.npz``,
+  atomically (:meth:`Schedule.save`: plain arrays, no pickles). ``afl_jax.schedules.load``
+  reads it back and the ``trace`` schedule kind replays it (afl_jax/schedules/traces.py)."""
+  write_with(os.path.join(os.fspath(run_dir), SCHEDULE_FILE), schedule.save)
 
 
 def open_append(path: str | os.PathLike) -> IO[str]:

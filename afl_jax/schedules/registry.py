@@ -296,8 +296,9 @@ def trace(
   buffer_size: int = 10,
 ) -> Schedule:
   """A measured trace from the csv/npz file ``trace``: per-client speeds on FedBuff's clock
-  (``concurrency``, ``buffer_size``) or recorded jobs (client, start, finish), ``buffer_size``
-  arrivals per server step (afl_jax/schedules/traces.py)."""
+  (``concurrency``, ``buffer_size``), recorded jobs (client, start, finish), ``buffer_size``
+  arrivals per server step, or a run folder's ``schedule.npz`` replayed as recorded
+  (afl_jax/schedules/traces.py)."""
   return traces.schedule(ctx, durations, trace, concurrency, buffer_size)
 
 

@@ -25,6 +25,14 @@ arrays of an npz, each 1-D):
   step. ``num_rounds`` steps are taken from the start of the trace; each job runs the
   client's local steps K_i.
 
+* **a recorded schedule**, the ``schedule.npz`` of a run folder (a single run's
+  workdir or a sweep's ``<run>/``, written by :meth:`Schedule.save`; arrays
+  ``client_ids``, ``start_step``, ``local_steps``, ``mask``, ``wall_clock``, ``num_clients``):
+  replayed as recorded (:func:`replay`), its first ``num_rounds`` steps, so a run on it
+  trains on exactly the arrivals of the run that wrote it. ``schedule.buffer_size`` must
+  equal its arrival slots per step M, and each arrival's K must be a multiple of its
+  client's K_i (``config.local_steps`` / ``local_epochs`` as the recorded run had them).
+
 Files are size-checked before they are read (:data:`MAX_BYTES`), npz files are read
 without unpickling, and every problem is one :class:`~afl_jax.errors.ConfigError`
 naming ``config.schedule.<field>``.
@@ -42,7 +50,7 @@ import numpy as np
 from afl_jax.errors import ConfigError
 from afl_jax.schedules import builders
 from afl_jax.schedules.durations import Durations
-from afl_jax.schedules.schedule import Schedule, ScheduleError
+from afl_jax.schedules.schedule import Schedule, ScheduleError, load
 
 MAX_BYTES = 1 << 30  # a trace file (an npz: its arrays uncompressed) of at most 1 GiB
 SPEEDS = ('duration',)
@@ -173,11 +181,66 @@ def from_jobs(
   )
 
 
+def recorded(path: Any) -> bool:
+  """Whether ``path`` is a schedule file (an npz holding ``client_ids``, as
+  :meth:`Schedule.save` writes), not a trace of speeds or jobs."""
+  if not (isinstance(path, str) and path.endswith('.npz') and os.path.isfile(path)):
+    return False
+  try:
+    with zipfile.ZipFile(path) as z:
+      return 'client_ids.npy' in z.namelist()
+  except (zipfile.BadZipFile, OSError):
+    return False  # read() names the problem
+
+
+def replay(ctx: Any, durations: Durations, path: str, buffer_size: int) -> Schedule:
+  """The recorded schedule ``path`` (:func:`recorded`) for the run ``ctx``: its first
+  ``ctx.num_steps`` steps, every array as written.
+
+  Raises:
+    ConfigError: naming ``config.schedule.<field>``: an unreadable file (the reason of
+      :func:`afl_jax.schedules.load`), another number of clients, fewer steps than
+      ``num_rounds``, ``buffer_size`` other than the recorded M, an arrival whose K is
+      not a multiple of its client's K_i, or a ``client_speed`` set.
+  """
+  if durations.speed is not None:
+    raise _bad('client_speed', 'set', "must be 'none' with a recorded schedule")
+  try:
+    s = load(path)
+  except ScheduleError as e:
+    raise _bad('trace', path, str(e).removeprefix(f'{path}: ')) from None
+  n, t = ctx.num_clients, ctx.num_steps
+  if s.num_clients != n:
+    raise _bad('trace', path, f'records a schedule of {s.num_clients} clients; num_clients={n}')
+  if s.num_steps < t:
+    raise _bad('trace', path, f'records {s.num_steps} server steps, fewer than num_rounds={t}')
+  if s.max_arrivals != buffer_size:
+    raise _bad(
+      'buffer_size',
+      buffer_size,
+      f'must be {s.max_arrivals}, the arrival slots per step of the recorded schedule {path}',
+    )
+  k = np.asarray(ctx.local_steps)[np.where(s.mask, s.client_ids, 0)]
+  off = s.mask & (s.local_steps % k != 0)
+  if off.any():
+    at, j = (int(i) for i in np.argwhere(off)[0])
+    raise _bad(
+      'trace',
+      path,
+      f'step {at}, slot {j}: client {s.client_ids[at, j]} ran K={s.local_steps[at, j]} local '
+      f'steps, not a multiple of its K_i={k[at, j]}; set config.local_steps / local_epochs '
+      'as the recorded run had them',
+    )
+  return s if s.num_steps == t else s.truncate(t)
+
+
 def schedule(
   ctx: Any, durations: Durations, path: str, concurrency: int, buffer_size: int
 ) -> Schedule:
   """The ``trace`` kind: the schedule of the file ``path`` for the run ``ctx``
   (ScheduleContext; ``concurrency`` and ``buffer_size`` already checked by the registry)."""
+  if recorded(path):
+    return replay(ctx, durations, path, buffer_size)
   columns = read(path)
   n = ctx.num_clients
   names = sorted(columns)
