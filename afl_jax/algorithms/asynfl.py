@@ -1,42 +1,23 @@
 """AsynFL, AsynFLC and AsynFLC-EF.
 
 Yang, Hou, Wu, "Convergence Analysis of Asynchronous Federated Learning with
-Gradient Compression for Non-Convex Optimization" (IEEE).
+Gradient Compression for Non-Convex Optimization" (IEEE):
 
-* AsynFL (Sec. III-A, eqs. 2-5): every client trains K local SGD steps every
-  round on its own local model (eq. 2, :func:`afl_jax.clients.always_on_sgd`);
-  the clients S_t that report at round t send ``Delta_t^{(i)}`` relative to the
-  global model they last synchronized to (eq. 3) and restart from ``x_{t+1}``,
-  the others keep training (eq. 4); the server steps
+* AsynFL (Sec. III-A, eqs. 2-5): the always-on client of eqs. 2-4
+  (:func:`afl_jax.clients.always_on_sgd`) and the server step of eq. (5),
+  :func:`afl_jax.servers.optimizer_server` with ``optax.sgd(eta_g)`` and
+  ``normalizer='clients'``;
+* AsynFLC (Sec. III-B, eq. 7): AsynFL whose uploads pass through a compressor ``C``
+  (:mod:`afl_jax.compression`);
+* AsynFLC-EF (Sec. III-C, eqs. 8-10, Algorithm 1): AsynFLC with error feedback.
 
-  .. math::  x_{t+1} = x_t + \\frac{\\eta_g}{n} \\sum_{i \\in S_t} \\Delta_t^{(i)}  \\quad (5)
-
-  i.e. :func:`afl_jax.servers.optimizer_server` with ``optax.sgd(eta_g)`` and
-  ``normalizer='clients'`` (our Delta is the negative of the paper's).
-* AsynFLC (Sec. III-B, eq. 7): AsynFL whose uploads pass through a compressor
-  ``C`` (Top-k, Sign, QSGD, Top-k + QSGD; :mod:`afl_jax.compression`).
-* AsynFLC-EF (Sec. III-C, eqs. 8-10, Algorithm 1): AsynFLC with error feedback,
-  ``Deltahat = C(Delta + e)``, ``e <- e + Delta - Deltahat``, ``e`` frozen while
-  the client is absent (the engine writes compressor state back only for
-  reporting clients).
-
-All three are compositions: one client rule, one server rule, and an optional
-``Algorithm.compressor``. Options (docs/algorithms/asynfl.md): ``normalizer='arrivals'``
-divides by |S_t| instead of n; ``local_training='per_job'`` runs FedBuff-style jobs
-(K steps from the version each client started from, :func:`afl_jax.clients.local_sgd`)
-instead of continuous training.
-
-Continuous training honours only schedules whose start steps it implies (each
-arrival starts at the step after the client's previous report, eq. 4 / Alg. 1
-line 14) and one K per client (eq. 2): anything else is rejected on the host before
-any compute (:func:`check_schedule`, through ``Algorithm.prepare``), never silently
-re-derived. The server counts valid arrivals only; the arrival slots the engine pads
-never enter eq. (5).
-
-Hyperparameters vs the paper: ``client_lr`` = eta (local learning rate),
-``server_lr`` = eta_g (global learning rate), ``num_clients`` = n; ``weighting``
-(option: weight client i by ``n_i / sum_j n_j`` in place of ``1/n``, from the example
-counts the messages carry).
+Equations in (docs/algorithms/asynfl.md, "Equations as implemented"); the options
+``normalizer='arrivals'``, ``local_training='per_job'`` and ``weighting``, and why
+continuous training honours only schedules whose starts it implies (rejected on the
+host by :func:`check_schedule`, through ``Algorithm.prepare``), in
+(docs/algorithms/asynfl.md, "Readings taken") and (docs/algorithms/asynfl.md,
+"How it meets the engine"). Hyperparameters: ``client_lr`` = eta, ``server_lr`` =
+eta_g, ``num_clients`` = n.
 """
 
 from __future__ import annotations
@@ -119,10 +100,9 @@ def asynfl_server(
 ) -> ServerRule:
   """eq. (5)/(7)/(10): ``x <- x - eta_g * (1/n) sum_{S_t} Delta`` (our sign).
 
-  Only the valid arrivals (``arrivals.mask``) count: the engine pads the arrival
-  axis (to a multiple of the device count), and the padded width never enters the
-  rule. Whether ``num_clients`` is the run's n is checked on the host before any
-  compute (:func:`check_schedule`).
+  Only the valid arrivals (``arrivals.mask``) count, never the engine's padded slots
+  (docs/algorithms/asynfl.md, "How it meets the engine"). Whether ``num_clients`` is
+  the run's n is checked on the host before any compute (:func:`check_schedule`).
 
   ``num_clients=None`` with ``normalizer='clients'``: n is the width M of the
   arrival axis the rule is called with (every slot one client, as in a synchronous
@@ -180,9 +160,9 @@ def check_schedule(
 
   Raises:
     ScheduleError: ``num_clients`` is not the schedule's N; or, with continuous
-      training, an arrival whose ``start_step`` is not the step after the client's
-      previous report (0 before its first), or a client whose ``local_steps``
-      change between arrivals (eq. 2 runs the same K every round).
+      training, an arrival whose ``start_step`` differs from the one eq. (4) implies
+      (:func:`continuous_starts`), or a client whose ``local_steps`` change between
+      arrivals (eq. 2 runs the same K every round).
   """
   if num_clients is not None and num_clients != schedule.num_clients:
     raise ScheduleError(

@@ -10,6 +10,9 @@
   deltas ``x_local - x_start`` (uniform, default; ``weighting='examples'`` optional).
 * FedAsync — Xie, Koyejo, Gupta, "Asynchronous Federated Optimization", 2019:
   ``x <- (1 - a) x + a x_local``, ``a = alpha * s(tau)``.
+
+Readings and symbols: (docs/algorithms/baselines.md, "Baselines: FedAvg, FedBuff,
+FedAsync").
 """
 
 from __future__ import annotations

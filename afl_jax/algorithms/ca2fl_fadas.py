@@ -11,7 +11,9 @@
   released commands (local 0.1, global 1e-4, threshold tau_c = 1).
 
 Clients run K local SGD steps and send ``Delta = x_start - x_K`` (the library's sign;
-the papers send ``x_K - x_start``).
+the papers send ``x_K - x_start``). Equations and readings: (docs/algorithms/ca2fl_fadas.md,
+"CA2FL (equations as implemented)"), (docs/algorithms/ca2fl_fadas.md, "FADAS (equations
+as implemented)"), (docs/algorithms/ca2fl_fadas.md, "Readings taken").
 """
 
 from __future__ import annotations

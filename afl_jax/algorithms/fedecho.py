@@ -4,7 +4,9 @@ Wang, Ma, Chen, "Stragglers Can Contribute More: Uncertainty-Aware Distillation 
 Asynchronous Federated Learning", Alg. 1, eqs. (2)-(4). Clients run local SGD
 (Alg. 1 line 7, as in FedBuff); the server (:func:`afl_jax.servers.fedecho_server`) stores
 every arriving client's logits on the unlabeled set U, takes the FedBuff step and
-then Q clipped distillation steps toward the averaged teacher.
+then Q clipped distillation steps toward the averaged teacher. Readings:
+(docs/algorithms/fedecho.md, "Readings taken"); Table 1's delay model is
+:mod:`afl_jax.schedules.fedecho_table1`.
 
 Hyperparameters vs the paper's symbols:
 
@@ -21,8 +23,6 @@ Hyperparameters vs the paper's symbols:
 ``weighting``          the FedBuff mean: 'uniform' (line 10) or 'examples'
 ``optimizer``          'adam' (Sec. 5.1) or 'sgd' (eq. 2)
 =====================  ====================================================
-
-The delay model of Table 1 is in :mod:`afl_jax.schedules.fedecho_table1`.
 """
 
 from __future__ import annotations

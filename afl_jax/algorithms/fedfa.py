@@ -19,7 +19,8 @@ arrivals in one step are taken one after another in slot order.
 
 Hyperparameters: ``client_lr`` = eta_l; ``server_lr`` = eta_g of eq. (4) (Delta only,
 default 1 as eq. (4) is written); ``window_size`` = K; ``mu`` = FedProx's mu;
-``aggregate_on_fill`` and ``sliding`` are the options of docs/algorithms/fedfa.md;
+``aggregate_on_fill`` and ``sliding`` are the options of (docs/algorithms/fedfa.md,
+"Readings taken");
 ``weighting`` 'uniform' (the paper's 1/K) or 'examples' (window items weighted by
 their clients' example counts, which travel with the messages).
 """

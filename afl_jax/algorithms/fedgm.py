@@ -20,7 +20,9 @@ rate); beta = momentum factor; nu = instant discount factor; stagewise versions
 server_lrs = (eta_s), betas = (beta_s), nus = (nu_s), stage_lengths = (T_s).
 FedOPT: beta1, beta2, tau as in Reddi et al. Every factory takes ``weighting``:
 'uniform' (default; the paper's mean over S_t) or 'examples' (by the example counts
-the messages carry, :mod:`afl_jax.servers.weighting`).
+the messages carry, :mod:`afl_jax.servers.weighting`). Equations and readings:
+(docs/algorithms/fedgm.md, "Equations as implemented"), (docs/algorithms/fedgm.md,
+"Readings taken").
 """
 
 from __future__ import annotations

@@ -1,29 +1,23 @@
 """MasFL and AdaMasFL, with the tuning-free hyperparameters of their theorems.
 
 Yan, Zhong, Wang, Zhang, "Momentum-Driven Adaptivity: Towards Tuning-Free
-Asynchronous Federated Learning" (paper 000; readings in docs/algorithms/masfl.md):
+Asynchronous Federated Learning" (paper 000):
 
 * MasFL, Algorithms 1-2 (server :func:`afl_jax.servers.masfl.masfl_server`, client
-  :func:`afl_jax.clients.masfl.masfl_client`). Theorem 3.1: ``beta = sqrt(SK/T)``,
-  ``gamma = beta / (4L)``, and ``eta <= sqrt(T - sqrt(SKT) - 4 S K tau_max^2) /
-  (4 sqrt(5) e K L sqrt(T))`` (also Table 1); :func:`masfl_theory` returns the bound.
+  :func:`afl_jax.clients.masfl.masfl_client`), with the rates of Theorem 3.1 and
+  Table 1: :func:`masfl_theory`;
 * AdaMasFL, Algorithms 3-4 (normalized local steps, the server steps along the mean
-  ``Delta_i``). Theorem 4.1: ``gamma = (SK)^{1/4} / T^{3/4}``, ``eta = 1 / (K sqrt(T))``,
-  ``beta = sqrt(SK/T)``: :func:`adamasfl_theory`.
+  ``Delta_i``), with the rates of Theorem 4.1: :func:`adamasfl_theory`.
 
 Hyperparameters (paper symbol -> name): eta -> ``client_lr``, gamma -> ``server_lr``,
 beta -> ``beta``, S -> ``arrivals_per_step``, K -> ``local_steps``, T -> ``num_rounds``,
-L -> ``smoothness``, tau_max -> ``tau_max`` (the paper's delay counter).
-``weighting``: 'uniform' (the paper's ``1/S`` and ``1/N``) or 'examples' (by the
-clients' example counts, which travel with the tasks and messages;
-:func:`afl_jax.servers.masfl.masfl_server`). A rate left
-as ``None`` is taken from the theorem at S, K, T given, else the schedule's (read by
-``Algorithm.prepare``), else :data:`STANDALONE` for a rule called outside any run
-(MasFL's gamma and eta also use L and tau_max, default 1 and 0); the experiment
-pipeline passes ``arrivals_per_step``, ``local_steps`` and ``num_rounds`` of the run.
-Both algorithms initialize ``c_i^0`` for every client through ``Algorithm.init`` (one
-vmapped pass over all N clients).
-Docs: docs/algorithms/masfl.md.
+L -> ``smoothness``, tau_max -> ``tau_max`` (the paper's delay counter); ``weighting``
+'uniform' (the paper's ``1/S`` and ``1/N``) or 'examples'. A rate left as ``None`` is
+the theorem's at S, K, T given, else the schedule's (read by ``Algorithm.prepare``),
+else :data:`STANDALONE`: (docs/algorithms/masfl.md, "Theory rates (defaults for rates
+left as `None`)"). Both algorithms initialize ``c_i^0`` for every client through
+``Algorithm.init`` (one vmapped pass over all N clients). Equations in
+(docs/algorithms/masfl.md, "Equations as implemented").
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Su and Li, "How Asynchronous can Federated Learning Be?", IEEE/ACM IWQoS 2022 --
 baseline of FedFa (paper 001, Table 2: Port-Urgent, Port-Non-Urgent). Server
 :mod:`afl_jax.servers.port`; clients run local SGD (``clients.local_sgd``). The
 staleness bound's scheduling part (waiting for / urgently requesting stale clients)
-lives in the schedule; docs/algorithms/port.md says how.
+lives in the schedule: (docs/algorithms/port.md, "The staleness bound: a scheduling
+mechanism").
 
 Symbols: eta_l -> ``client_lr`` (0.1, the authors' CIFAR-10 configuration),
 eta -> ``server_lr`` (1: weighted model average), lambda_sim -> ``similarity_weight``

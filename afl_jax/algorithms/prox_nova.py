@@ -15,7 +15,8 @@ proximal one, :func:`with_nova` puts FedNova's normalization in front of its ser
 FedFa's window needs ``tau_eff`` over the window instead, see ``fedfa.py``.
 
 Hyperparameters: ``client_lr`` = eta_l, ``server_lr`` = eta_g (FedBuff's server step),
-``mu`` = FedProx's mu.
+``mu`` = FedProx's mu. Equations and readings: (docs/algorithms/fedfa.md, "Equations as
+implemented"), (docs/algorithms/fedfa.md, "Readings taken").
 """
 
 from __future__ import annotations

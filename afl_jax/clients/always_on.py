@@ -2,30 +2,17 @@
 
 Yang, Hou, Wu, "Convergence Analysis of Asynchronous Federated Learning with
 Gradient Compression for Non-Convex Optimization", Sec. III-A, eqs. (2)-(4) and
-Algorithm 1 lines 2-17. Every client trains K local SGD steps in EVERY server
-round on its own local model, whether or not it reports in that round:
+Algorithm 1 lines 2-17: every client trains K local SGD steps in every server round
+on its own local model (eq. 2); a reporting client sends its update relative to its
+*anchor*, the global model it last synchronized to (eq. 3, line 10), and restarts from
+``x_{t+1}`` (eq. 4, line 14); the others keep their local model (eq. 4, line 16). The
+message is ``Delta = anchor - x^{(i)}_{t,K}``, the negative of eq. (3).
 
-.. math::
-  x^{(i)}_{t,0} = x^{(i)}_t, \\qquad
-  x^{(i)}_{t,k+1} = x^{(i)}_{t,k} - \\eta\\, \\nabla F_i(x^{(i)}_{t,k}; \\xi^{(i)}_{t,k})
-  \\quad (2)
-
-A client that reports at round t sends its update relative to the global model it
-last synchronized to (its *anchor* ``x_{t - tau_t^i}``, eq. 3 / Alg. 1 line 10)
-and then restarts from the new global model ``x_{t+1}`` (eq. 4, Alg. 1 line 14);
-a client that does not report keeps its local model ``x^{(i)}_{t+1} = x^{(i)}_{t,K}``
-(eq. 4, Alg. 1 line 16).
-
-Sign convention (library-wide): the message is ``Delta = anchor - x^{(i)}_{t,K}``,
-the NEGATIVE of the paper's eq. (3) ``Delta_t^{(i)} = x^{(i)}_{t,K} - x_{t-tau}``;
-servers then step ``x <- x - eta_g * aggregate``.
-
-How this meets the engine (``Algorithm(regime='always_on')``): at server step t
-every client's ``update`` runs with the CURRENT global model ``x_t`` as its start
-broadcast and ``task.active`` telling whether it reports at t. The client cannot
-see ``x_{t+1}`` (the server has not stepped yet), so a reporting client only
-records ``synced = True``; at step t + 1 it then starts from, and anchors to, the
-broadcast it is given, which is ``x_{t+1}``.
+Under ``Algorithm(regime='always_on')`` the client sees the current ``x_t`` and
+``task.active``; a reporting client records ``synced = True`` and anchors to the next
+broadcast, ``x_{t+1}`` (:class:`AlwaysOnState`): (docs/algorithms/asynfl.md,
+"How it meets the engine"); equations in (docs/algorithms/asynfl.md, "Equations as
+implemented").
 """
 
 from __future__ import annotations

@@ -1,28 +1,21 @@
-"""FedAC's client: local SGD with a fine-grained (control-variate) gradient correction.
+r"""FedAC's client: local SGD with a fine-grained (control-variate) gradient correction.
 
 Zang, Xue, Ou, Chu, Du, Long, "Efficient Asynchronous Federated Learning with
 Prospective Momentum Aggregation and Fine-Grained Correction", AAAI 2024, the
-"client update with fine-grained gradient correction" component (equations as in
-the FedAC of the AFL-Lib benchmark, boyi-liu/AFL-Lib ``alg/fedac.py``; readings in
-docs/algorithms/fedac.md). Client i, starting from the broadcast ``(x_s, c, applied)``
-of :class:`~afl_jax.core.messages.FedACBroadcast`, runs K_{t,i} corrected steps
+"client update with fine-grained gradient correction" component, as AFL-Lib's
+FedAC writes it. Client i, from the broadcast ``(x_s, c, applied)`` of
+:class:`~afl_jax.core.messages.FedACBroadcast`, runs K_{t,i} corrected steps
 
 .. math::
-  y_{k+1} = y_k - \\eta_l\\, (\\nabla F_i(y_k; \\xi_k) + c - c_i), \\qquad y_0 = x_s,
+  y_{k+1} = y_k - \eta_l\, (\nabla F_i(y_k; \xi_k) + c - c_i), \qquad y_0 = x_s,
 
-and sends ``Delta_i = x_s - y_K`` with the change of its control variate
-``c_i^+ - c_i``, where (SCAFFOLD's option II, Karimireddy et al., ICML 2020)
+and sends ``Delta_i = x_s - y_K`` with ``c_i^+ - c_i``, ``c_i^+`` from SCAFFOLD's
+option II (Karimireddy et al., ICML 2020, eq. (4)): (docs/algorithms/fedac.md,
+"Equations as implemented").
 
-.. math::
-  c_i^+ = \\frac{x_s - y_K}{K \\eta_l} - (c - c_i)
-        = \\frac{1}{K} \\sum_{k<K} \\nabla F_i(y_k; \\xi_k).
-
-``c_i`` is causal: the variate of the client's latest job that the server had
-applied before this job started (``applied[i]`` in the broadcast), 0 before any.
-The client keeps its last ``history`` variates (a ring indexed by job number) to
-look it up when its jobs overlap; if more than ``history - 1`` of its jobs arrived
-while this one was in flight, the oldest kept variate is used and the client metric
-``variate_evicted`` is 1 for that job (0 otherwise).
+``c_i`` is causal, looked up by ``applied[i]`` in the client's ring of its last
+``history`` variates; an evicted one is reported by the client metric
+``variate_evicted`` (1 for that job): (docs/algorithms/fedac.md, "Readings taken").
 """
 
 from __future__ import annotations

@@ -1,36 +1,18 @@
 """The MasFL / AdaMasFL client: local momentum with a stale control-variate correction.
 
 Yan, Zhong, Wang, Zhang, "Momentum-Driven Adaptivity: Towards Tuning-Free
-Asynchronous Federated Learning" (paper 000; docs/algorithms/masfl.md). Algorithm 2
-(MasFL) and Algorithm 4 (AdaMasFL), for client i whose job is consumed at server step t
-with staleness tau:
+Asynchronous Federated Learning" (paper 000), Alg. 2 (MasFL) and Alg. 4 (AdaMasFL),
+lines 1, 3, 4 and 6: K_{t,i} corrected momentum steps from ``theta^{t-tau}`` with the
+broadcast ``d^{t-tau}``, plain (MasFL) or normalized by the global l2 norm (AdaMasFL,
+no step when it is 0), then the variate ``c~_i^{t+1}`` (and AdaMasFL's scaled
+``Delta_i``) as the message; :func:`masfl_client`'s ``init`` is ``c_i^0`` (Alg. 1/3
+line 1). Equations in (docs/algorithms/masfl.md, "Equations as implemented").
 
-* line 1: receive ``theta^{t-tau}`` and ``d^{t-tau} = beta c^{t-tau} + (1-beta) g^{t-tau}``
-  (the server's broadcast, :class:`~afl_jax.core.messages.MasFLBroadcast`);
-  ``theta_i^{t,0} = theta^{t-tau}``;
-* line 3: ``g_i^{t,k} = beta (grad F(theta_i^{t,k}; xi) - c~_i^t + c^{t-tau})
-  + (1-beta) g^{t-tau} = beta (grad - c~_i^t) + d^{t-tau}``;
-* line 4 (MasFL): ``theta_i^{t,k+1} = theta_i^{t,k} - eta g_i^{t,k}``;
-  line 4 (AdaMasFL): ``theta_i^{t,k+1} = theta_i^{t,k} - eta g_i^{t,k} / ||g_i^{t,k}||``
-  (global l2 norm over the pytree; no step when ``||g|| = 0``, never a NaN);
-* line 6: send ``c~_i^{t+1} = (1/K) sum_k grad F(theta_i^{t,k}; xi_i^{t,k})``; AdaMasFL
-  also sends ``Delta_i^t = (theta^{t-tau} - theta_i^{t,K}) / (eta K)``.
-
-``c~_i`` is the variate this client itself last sent (docs/algorithms/masfl.md), read causally: a
-job that started from version s uses the variate of the client's latest job that had
-ARRIVED by then (arrival step < s), ``c_i^0`` if none. With overlapping jobs of one
-client (``schedules.random_staleness``, imported traces) a later-arriving job may
-have started before an earlier one arrived, so the client keeps a short history of
-``(arrival step, variate)`` pairs (:class:`MasFLClientState`, newest first, depth
-``history``); the engine passes the job's ``start_step`` and ``step`` in the
-:class:`~afl_jax.core.types.LocalTask`, and :func:`history_depth` sizes the history
-exactly from the schedule on the host. :func:`masfl_client`'s ``init`` computes
-``c_i^0 = (1/K) sum_{k<K} grad F(theta^0; xi_i^{-1,k})`` (Alg. 1/3 line 1): K
-stochastic gradients all taken at ``theta^0``. With heterogeneous ``K_{t,i}`` the
-means and the AdaMasFL scaling use this job's own ``K_{t,i}``.
-
-Sign convention: AdaMasFL's ``Delta`` is ``x_start - x_local`` (scaled), as every
-message in the library; the server moves ``theta <- theta - gamma * mean(Delta)``.
+``c~_i`` is read causally, from the client's own history of ``(arrival step, variate)``
+pairs (:class:`MasFLClientState`, newest first, depth ``history``, sized from the
+schedule by :func:`history_depth`), given the job's ``start_step`` and ``step`` in
+the :class:`~afl_jax.core.types.LocalTask`: (docs/algorithms/masfl.md, "Readings
+taken"), with the job's own K_{t,i} in the means and the AdaMasFL scaling.
 """
 
 from __future__ import annotations

@@ -12,21 +12,13 @@ large       U(1, 2)   U(3, 5)   U(50, 80)
 mild        U(1, 2)   U(3, 5)   U(10, 20)
 ==========  ========  ========  ==========
 
-The paper assigns categories "based on a parameter gamma and the number of local
-training samples" (a smaller gamma ties runtime more strongly to the sample count)
-and keeps at most 10% of the clients in the long group; it gives no formula. Our
-reading: rank clients by the Gumbel-perturbed score ``n_i / (gamma * mean(n)) + G_i``
-(i.e. draw without replacement with probabilities proportional to
-``exp(n_i / (gamma * mean n))``); the top ``floor(fractions[2] * N)`` are long, the
-next ``floor(fractions[1] * N)`` medium, the rest short. gamma -> 0 makes the largest
-clients the slowest; gamma -> inf assigns categories uniformly at random.
-A run sets gamma with ``config.schedule.straggler_gamma`` (> 0; default 1).
-
-A per-client uniform range U(low_i, high_i) is not ``speed * U(low, high)`` for one
-(low, high) (the three ranges have different high/low ratios), so
-:class:`PerClientUniform` extends :class:`afl_jax.schedules.Durations` with
-per-client bounds; :func:`schedule` feeds it to FedBuff's event clock
-(:func:`afl_jax.schedules.fedbuff`, Mc clients training, M arrivals per step).
+The paper gives no formula for the categories (only gamma, the sample counts and at
+most 10% long); ours, a Gumbel-top-k on ``n_i / (gamma * mean(n))``, is in
+(docs/algorithms/fedecho.md, "Delay model (Table 1)"). A run sets gamma with
+``config.schedule.straggler_gamma`` (> 0; default 1). :class:`PerClientUniform`
+extends :class:`afl_jax.schedules.Durations` with per-client bounds, and
+:func:`schedule` feeds it to FedBuff's event clock (:func:`afl_jax.schedules.fedbuff`,
+Mc clients training, M arrivals per step).
 """
 
 from __future__ import annotations

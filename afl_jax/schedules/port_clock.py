@@ -4,25 +4,18 @@ Port ("How Asynchronous can Federated Learning Be?", IEEE/ACM IWQoS 2022) runs o
 FedBuff's event clock (:func:`afl_jax.schedules.builders.fedbuff`: ``concurrency``
 clients train at once, the server steps once ``buffer_size`` jobs have finished)
 plus a staleness bound B, as the authors' Plato server does it
-(``plato/servers/base.py``, ``staleness_bound`` and ``request_update``). Here every
-arrival has staleness ``tau = t - s <= B``: when the buffer is full at time ``now``
-for step t, a job still training from a version ``s < t + 1 - B`` would arrive
-too stale at any later step, and
-
-* ``urgent=False`` (Port-Non-Urgent): the server waits. Jobs keep finishing in time
-  order and join the buffer, and no new job starts, until no such job is left; the
-  step's wall-clock time is the last finish time, and the step holds more than
-  ``buffer_size`` arrivals.
-* ``urgent=True`` (Port-Urgent): the server sends such jobs an urgent request and
-  they report at ``now`` what they have: ``K' = max(1, floor(K * elapsed /
-  duration))`` local steps of the K they were given (the engine runs
-  heterogeneous K per arrival).
+(``plato/servers/base.py``, ``staleness_bound`` and ``request_update``): every
+arrival has staleness ``tau = t - s <= B``. When the buffer is full, a job that would
+arrive staler than B is waited for (``urgent=False``, Port-Non-Urgent: the step holds
+more than ``buffer_size`` arrivals) or reports early with ``K' = max(1, floor(K *
+elapsed / duration))`` of its K local steps (``urgent=True``, Port-Urgent):
+(docs/algorithms/port.md, "The staleness bound: a scheduling mechanism"), where the
+readings are too.
 
 Before the buffer is full a finished client is replaced at once (FedBuff's clock);
 after a step, idle clients drawn uniformly start from the new version until
-``concurrency`` are training again.
-
-In a config it is the schedule kind ``port`` (:mod:`afl_jax.schedules.registry`).
+``concurrency`` are training again. In a config it is the schedule kind ``port``
+(:mod:`afl_jax.schedules.registry`).
 """
 
 from __future__ import annotations

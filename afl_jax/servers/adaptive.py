@@ -1,31 +1,13 @@
 """FedAdagrad, FedYogi and FedAdam as written in Reddi et al. 2021, Alg. 2.
 
 Reddi, Charles, Zaheer, Garrett, Rush, Konecny, Kumar, McMahan, "Adaptive Federated
-Optimization", ICLR 2021, Algorithm 2. With ``Delta_t`` the mean pseudo-gradient of
-server step t (t = 0, 1, ... counts the steps that had arrivals):
-
-.. math::
-  m_t = \\beta_1 m_{t-1} + (1 - \\beta_1) \\Delta_t, \\qquad m_{-1} = 0
-
-  v_t = v_{t-1} + \\Delta_t^2                                        \\quad (FedAdagrad)
-
-  v_t = v_{t-1} - (1 - \\beta_2) \\Delta_t^2 \\operatorname{sign}(v_{t-1} - \\Delta_t^2)
-                                                                     \\quad (FedYogi)
-
-  v_t = \\beta_2 v_{t-1} + (1 - \\beta_2) \\Delta_t^2                 \\quad (FedAdam)
-
-  x_{t+1} = x_t + \\eta\\, m_t / (\\sqrt{v_t} + \\tau), \\qquad v_{-1} = \\tau^2
-
-(the paper asks for ``v_{-1} >= tau^2``; we take ``tau^2``). Our pseudo-gradient is the
-paper's ``Delta_t`` negated (``x_start - x_local``), so the last line reads
-``x_{t+1} = x_t - eta m_t / (sqrt(v_t) + tau)`` here. Two departures, both off by default:
-
-* ``bias_correction=True`` scales the step as Kingma & Ba do in the sentence before
-  their Sec. 2.1: ``eta_t = eta sqrt(1 - beta_2^(t+k)) / (1 - beta_1^(t+k))`` with
-  ``k = bias_correction_offset`` (1 in Kingma & Ba; 2 where a 1-based round r is raised
-  to ``r + 1``, as Flower's FedAdam does). Not for FedAdagrad, whose v is a sum.
-* ``tau_placement='inside'`` divides by ``sqrt(v_t + tau^2)`` instead of
-  ``sqrt(v_t) + tau``.
+Optimization", ICLR 2021, Algorithm 2: the first moment ``m_t``, the second moment
+``v_t`` of FedAdagrad, FedYogi or FedAdam, and ``x_{t+1} = x_t + eta m_t / (sqrt(v_t) +
+tau)`` with ``v_{-1} = tau^2``, t counting the server steps that had arrivals; with our
+``Delta_t = x_start - x_local`` the step reads ``x_t - eta m_t / (...)``. Equations,
+and the variants (``bias_correction`` with ``bias_correction_offset``,
+``tau_placement='inside'``, ``initial_accumulator``; all off by default), in
+(docs/algorithms/baselines.md, "FedOPT: Reddi et al. 2021, Alg. 2 as written").
 
 A step without arrivals changes nothing (the server wraps the update in
 :func:`afl_jax.core.types.unchanged_if_no_arrival`), so it does not advance t either.

@@ -11,9 +11,9 @@ update
         + \\frac{1}{|S_t|} \\sum_{i \\in S_t} (\\Delta_i - h_i^t), \\qquad
   x_{t+1} = x_t - \\eta\\, v_t, \\qquad h_i^{t+1} = \\Delta_i \\ (i \\in S_t).
 
-Sign convention: ``Delta_i = x_start - x_local`` (the library's pseudo-gradient, the
-negative of the paper's ``x_local - x_start``), so the paper's ``x + eta v`` is our
-``x - eta v``. ``eta`` is the paper's global learning rate (``server_lr``).
+With ``Delta_i = x_start - x_local`` (the paper's ``x_local - x_start`` negated) the
+paper's ``x + eta v`` is our ``x - eta v``; ``eta`` is the paper's global learning rate
+(``server_lr``). Readings: (docs/algorithms/ca2fl_fadas.md, "Readings taken").
 
 Consistency checks: with every client arriving every step with zero staleness,
 ``v_t = mean_i Delta_i`` and CA2FL is FedBuff (tested). A step with no valid arrival

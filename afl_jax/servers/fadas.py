@@ -1,36 +1,19 @@
 """FADAS's server: AMSGrad on the buffered mean pseudo-gradient, delay-adaptive rate.
 
 Wang, Wang, Lu, Chen, "FADAS: Towards Federated Adaptive Asynchronous
-Optimization", ICML 2024, Algorithm 1 and its delay-adaptive extension. At server
-step t with the buffered arrivals ``S_t`` (``|S_t| = M``):
+Optimization", ICML 2024, Algorithm 1 and its delay-adaptive extension: AMSGrad
+(:func:`scale_by_amsgrad`, no bias correction, ``epsilon`` outside the square root)
+on the mean ``Delta_t`` of the step's valid arrivals, then the rate ``eta_t`` from the
+step's largest staleness ``tau_t^max`` and the threshold ``tau_c``:
+(docs/algorithms/ca2fl_fadas.md, "FADAS (equations as implemented)").
 
-.. math::
-  \\Delta_t = \\tfrac{1}{M} \\sum_{i \\in S_t} \\Delta_i, \\quad
-  m_t = \\beta_1 m_{t-1} + (1 - \\beta_1) \\Delta_t, \\quad
-  v_t = \\beta_2 v_{t-1} + (1 - \\beta_2) \\Delta_t^2, \\quad
-  \\hat v_t = \\max(\\hat v_{t-1}, v_t),
-
-  x_{t+1} = x_t - \\eta_t\\, \\frac{m_t}{\\sqrt{\\hat v_t} + \\epsilon}
-
-(``m_0 = v_0 = \\hat v_0 = 0``; our ``Delta_i = x_start - x_local`` is the negative
-of the paper's, hence ``x - ...`` for the paper's ``x + ...``). The delay-adaptive
-learning rate uses the largest staleness of the step, ``tau_t^max``, and a
-threshold ``tau_c``: ``eta_t = eta`` when ``tau_t^max <= tau_c``, otherwise
-
-* ``delay_rule='min_inverse'`` (default, the paper's rule as we read it):
-  ``eta_t = min(eta, 1 / tau_t^max)``;
-* ``delay_rule='divide'`` (the authors' released code, ``g_delay_adaptive.py``,
-  which multiplies the rate by ``1 / max(delay)``): ``eta_t = eta / tau_t^max``.
-
-``delay_adaptive=False`` is plain FADAS (``eta_t = eta``). ``bias_correction=True``
-adds Adam's corrections as the authors' code does:
-``m_t / (1 - beta_1^t)`` over ``sqrt(\\hat v_t) / sqrt(1 - beta_2^t) + epsilon``
-(the max is taken over the uncorrected ``v``), t counting applied server steps.
-
-Staleness: ``tau = t - start_step`` (docs/architecture.md). In the authors' code a
-job started from the model of round e and aggregated at the end of round e has delay
-0, as in our convention, so ``tau_c`` needs no offset. A step with no valid arrival
-leaves the state unchanged.
+``delay_rule`` chooses between the paper's rule as we read it (``'min_inverse'``,
+default) and the authors' released code (``'divide'``); ``delay_adaptive=False`` is
+plain FADAS; ``bias_correction=True`` adds the code's Adam corrections; ``tau_c``
+needs no offset against our staleness ``tau = t - start_step``: all in
+(docs/algorithms/ca2fl_fadas.md, "Readings taken") and the section above. Our
+``Delta_i = x_start - x_local`` is the negative of the paper's, hence ``x - ...``. A
+step with no valid arrival leaves the state unchanged.
 """
 
 from __future__ import annotations

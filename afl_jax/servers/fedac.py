@@ -1,45 +1,26 @@
 """FedAC's server: similarity-weighted buffer, prospective (Nesterov) adaptive momentum.
 
 Zang, Xue, Ou, Chu, Du, Long, "Efficient Asynchronous Federated Learning with
-Prospective Momentum Aggregation and Fine-Grained Correction", AAAI 2024 (FedAC). The
-paper's three components, as implemented here (the equations follow the FedAC of the
-AFL-Lib benchmark, boyi-liu/AFL-Lib ``alg/fedac.py``, since the paper's text was not
-available to us; docs/algorithms/fedac.md lists every reading):
+Prospective Momentum Aggregation and Fine-Grained Correction", AAAI 2024 (FedAC),
+as the FedAC of the AFL-Lib benchmark (boyi-liu/AFL-Lib ``alg/fedac.py``) writes it:
+the paper's text was not available to us. The server's parts, with the equations in
+(docs/algorithms/fedac.md, "Equations as implemented"):
 
-1. *Client weights from the temporal gradient.* For each valid arrival i of step t,
-   with start model ``x_{s_i}`` (``s_i = t - tau_i``) and pseudo-gradient ``Delta_i``:
+1. client weights ``w_i`` from the clipped cosine of the server's movement
+   ``x_t - x_{s_i}`` with ``Delta_i`` (floor ``r_min``; ``zero_cosine`` for a zero
+   vector, ``first_update`` for the first update; uniform if every weight is 0);
+2. prospective weighted momentum with an adaptive rate on ``g_t = sum_i w_i Delta_i``
+   (:func:`scale_by_prospective_momentum`, an ``optax.GradientTransformation``; no bias
+   correction, ``m_0 = v_0 = 0``);
+3. the global control variate moved by the same weights (the client's half of the
+   correction is :mod:`afl_jax.clients.fedac`).
 
-   .. math::
-     r_i = \\max(\\cos(x_{s_i} - x_t, \\Delta_i), r_{\\min}), \\qquad
-     w_i = r_i / \\textstyle\\sum_{j \\in S_t} r_j
-
-   (``x_t - x_{s_i}`` is the server's movement while the client trained; the paper's
-   client update is ``-Delta_i``, so this is cos(server move, client update)). A
-   cosine with a zero vector (a fresh arrival, ``tau_i = 0``) is taken as
-   ``zero_cosine`` (default 1), and if every ``r_i`` is 0 the weights are uniform.
-   ``first_update='model'`` compares the server's first update with the model itself.
-2. *Prospective weighted momentum with an adaptive rate* on ``g_t = sum_i w_i Delta_i``:
-
-   .. math::
-     m_t = \\beta_1 m_{t-1} + (1-\\beta_1) g_t, \\quad
-     v_t = \\beta_2 v_{t-1} + (1-\\beta_2) g_t^2, \\quad
-     \\hat m_t = \\beta_1 m_t + (1-\\beta_1) g_t,
-
-     x_{t+1} = x_t - \\eta\\, \\hat m_t / (\\sqrt{v_t} + \\epsilon)
-
-   (:func:`scale_by_prospective_momentum`, an ``optax.GradientTransformation``; no
-   bias correction, ``m_0 = v_0 = 0``).
-3. *Fine-grained correction* (the client, :mod:`afl_jax.clients.fedac`): the server
-   keeps the global control variate ``c`` and moves it by the same weights,
-   ``c <- c + sum_i w_i (c_i^+ - c_i)``, from the variate changes the clients send.
-
-The broadcast is :class:`~afl_jax.core.messages.FedACBroadcast` ``(x, c, applied)``;
-``applied[i]`` counts the jobs of client i the server has applied, which lets a client
-with overlapping jobs use, causally, the variate of its latest job applied before this job started.
-
-Sign convention: ``Delta_i = x_start - x_local`` (the paper's ``x_local - x_start``
-negated), so the paper's ``x + eta m_hat / ...`` is our ``x - eta m_hat / ...``. A
-step with no valid arrival leaves the state unchanged.
+Every reading (and AFL-Lib's current one) is in (docs/algorithms/fedac.md, "Readings
+taken"). The broadcast is :class:`~afl_jax.core.messages.FedACBroadcast`
+``(x, c, applied)``, ``applied[i]`` counting the jobs of client i applied, which
+makes a client's variate causal. With ``Delta_i = x_start - x_local`` the paper's
+``x + eta m_hat / ...`` is ``x - eta m_hat / ...`` here; a step with no valid arrival
+leaves the state unchanged.
 """
 
 from __future__ import annotations

@@ -1,31 +1,23 @@
 """FedEcho's server: a FedBuff step followed by uncertainty-aware distillation.
 
 Wang, Ma, Chen, "Stragglers Can Contribute More: Uncertainty-Aware Distillation for
-Asynchronous Federated Learning", Alg. 1 and eqs. (2)-(4). In our sign convention
-(``Delta = x_start - x_local``) one server step t is:
+Asynchronous Federated Learning", Alg. 1 and eqs. (2)-(4). One server step t:
 
-* line 5, for every arrival i: rebuild the client's model
-  ``x^i = x_{t - tau} - Delta^i`` (its start broadcast minus its message), run it on
-  the unlabeled set U and store its logits ``y^i`` (``[N, |U|, C]`` in the state,
-  with ``reported[i] = True``); a client's newer logits replace its older ones;
-* lines 10-11, the FedBuff step ``x_hat = x_t - eta_g * mean_i Delta^i`` (an
-  ``optax.sgd(eta_g)`` on the mean message, exactly as
-  :func:`afl_jax.servers.fedbuff`);
-* lines 12-16, Q distillation steps on mini-batches B of U drawn with the server
-  key: teacher = mean of the stored logits of every client that has reported
-  (option: mean of probabilities), loss eq. (3) with alpha from eq. (4), and the
-  eq. (2) step ``x_hat <- x_hat - eta_d * Clip(grad f_d, nu)``, run by an optax
+* line 5: every arrival's model ``x^i = x_{t - tau} - Delta^i`` is run on the
+  unlabeled set U and its logits stored (``[N, |U|, C]``, ``reported[i] = True``);
+* lines 10-11: the FedBuff step ``x_hat = x_t - eta_g * mean_i Delta^i``, as
+  :func:`afl_jax.servers.fedbuff`;
+* lines 12-16: Q distillation steps on mini-batches of U toward the teacher of the
+  stored logits, loss eq. (3) with alpha from eq. (4), step eq. (2) by an optax
   transformation (default ``chain(clip_by_global_norm(nu), adam(eta_d))``, Sec. 5.1)
   whose state lives in the server state;
 * line 17: ``x_{t+1} = x_hat``.
 
-With ``distill_steps = 0`` the rule is FedBuff exactly. A step with no valid arrival
-leaves the whole state unchanged (no FedBuff step, no distillation), so there is
-always a teacher when distillation runs.
-
-Memory (Sec. 3.2, "Memory overhead on the server"): :func:`memory_overhead` reports
-the bytes of the per-client logits store and, given the schedule, how many distinct
-past start versions the server must hold (at most the concurrency Mc).
+Equations and options in (docs/algorithms/fedecho.md, "What runs"), readings in
+(docs/algorithms/fedecho.md, "Readings taken"). With ``distill_steps = 0`` the rule is
+FedBuff; a step with no valid arrival leaves the whole state unchanged, so there is
+always a teacher when distillation runs. :func:`memory_overhead` is Sec. 3.2's memory
+overhead: (docs/algorithms/fedecho.md, "Memory (Sec. 3.2)").
 """
 
 from __future__ import annotations

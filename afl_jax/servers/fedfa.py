@@ -2,37 +2,22 @@
 
 Xu, Zhang, Di, Liu, Alharthi, Cao, "FedFa: A Fully Asynchronous Training Paradigm
 for Federated Learning", IJCAI 2024: Alg. 1 (FedFa-Server), Sec. 3.1-3.2, eqs. (3)
-and (4).
+and (4). The server updates the model at every arrival and keeps a window of the
+last K arrivals: a ring ``[K, ...]`` and an arrival counter n, arrival n written into
+slot ``n mod K`` (Alg. 1 lines 8-9). An aggregating arrival sets the model to the
+mean of the K buffered client models (FedFa-Param, eq. (3)) or steps
+``x <- x - eta_g * mean_window(Delta)`` (FedFa-Delta, eq. (4)):
+(docs/algorithms/fedfa.md, "Equations as implemented").
 
-The server updates the model at every arrival (the schedule has one arrival per
-server step, ``afl_jax.schedules.fully_async``) and keeps a *sliding window* of the
-last K arrivals. The window is a fixed-size ring (``[K, ...]``) and an arrival
-counter n; arrival n (0-based) is written into slot ``n mod K``, which holds the
-oldest item once the window is full (enqueue + dequeue of Alg. 1 lines 8-9).
-
-Readings (docs/algorithms/fedfa.md):
-
-* The window holds exactly K items (the prose of Sec. 3.1; Alg. 1 as printed would
-  hold K + 1). The first K arrivals only fill it: the model is unchanged, the
-  version counter still advances. Every later arrival enqueues, drops the oldest,
-  then aggregates. ``aggregate_on_fill=True`` also aggregates on the arrival that
-  first fills the window.
-* FedFa-Param, eq. (3): ``w_g <- (1/K) sum_{k in window} w_k``, the mean of the K
-  buffered client models, ``w_k = x_start_k - Delta_k``.
-* FedFa-Delta, eq. (4), literal: ``w_g <- w_g + (eta_g/K) sum_{k in window}
-  (w_k - x_start_k)``, i.e. ``x <- x - eta_g * mean_window(Delta)`` at *every*
-  aggregating arrival, so each delta is applied up to K times with weight 1/K
-  (eq. (4) is written with ``eta_g = 1``, the default).
-* ``sliding=False`` aggregates only when K new arrivals have replaced the whole
-  window (arrivals K, 2K, ...): the alternative that Sec. 3.1 says "is exactly
-  equivalent to the FedBuff with buffer size K".
-* Several arrivals in one server step (M > 1) are processed one after another in
-  slot order (``lax.scan``), padding skipped.
+Which arrivals aggregate (``aggregate_on_fill``, ``sliding=False`` = FedBuff with
+buffer K, Sec. 3.1), the window of exactly K, eq. (4) read literally and M > 1
+arrivals per step (processed in slot order, ``lax.scan``): (docs/algorithms/fedfa.md,
+"Readings taken") and (docs/algorithms/fedfa.md, "No sliding = FedBuff with buffer K").
 
 ``message_scales(num_steps[K], mask[K]) -> float[K]`` optionally rescales the K
-windowed messages before aggregating (FedNova's ``tau_eff / tau_i`` with ``tau_eff``
-over the window, ``afl_jax.servers.fednova.nova_scales``); in param mode the model
-becomes ``mean(x_start_k) - mean(scale_k * Delta_k)``.
+windowed messages before aggregating (FedNova's ``tau_eff / tau_i`` over the window,
+:func:`afl_jax.servers.fednova.nova_scales`); in param mode the model becomes
+``mean(x_start_k) - mean(scale_k * Delta_k)``.
 """
 
 from __future__ import annotations

@@ -1,34 +1,25 @@
 """Server momentum: FedGM, its special cases, Multistage FedGM and FedOPT optimizers.
 
-Sun, Wu, Huang, Zhang, "On the Role of Server Momentum in Federated Learning".
+Sun, Wu, Huang, Zhang, "On the Role of Server Momentum in Federated Learning":
 
 * FedGM (Sec. 3, eq. (2)), the quasi-hyperbolic momentum (QHM, Ma & Yarats 2019)
-  step applied to the mean pseudo-gradient ``Delta_t`` of step t:
-
-  .. math::  d_{t+1} = (1 - \\beta) \\Delta_t + \\beta d_t,\\quad
-             h_{t+1} = (1 - \\nu) \\Delta_t + \\nu d_{t+1},\\quad
-             x_{t+1} = x_t - \\eta h_{t+1},\\qquad d_0 = 0.
-
-  ``nu = 0`` is FedSGD (FedAvg with a server learning rate), ``nu = 1`` FedAvgM
-  (server heavy ball on Delta), ``nu = beta`` FedNAG (Sec. 3).
+  step on the mean pseudo-gradient ``Delta_t``, ``d_0 = 0``; ``nu = 0`` is FedSGD,
+  ``nu = 1`` FedAvgM, ``nu = beta`` FedNAG (Sec. 3);
 * Multistage FedGM (Alg. 3, lines 8-10): the same step with stagewise
-  ``(eta_s, beta_s, nu_s)``, stage s covering the 0-based server steps
-  ``[T_1 + ... + T_{s-1}, T_1 + ... + T_s)`` ("constant and drop"); the momentum
-  buffer d carries across stages. Steps past ``sum_s T_s`` keep the last stage's
-  values.
-* Autonomous Multistage FedGM (Alg. 4, lines 10-13) has the same server; its
-  clients divide their update by K_{t,i} (``afl_jax.clients.divide_by_local_steps``)
-  and staleness comes from the schedule.
-* FedOPT (Reddi et al., "Adaptive Federated Optimization", 2021; Alg. 1 of Sun et
-  al.): any optax optimizer as ServerOPT, by name in :data:`OPTIMIZERS`, or Reddi et
-  al.'s Alg. 2 as written (``convention='alg2'``, :mod:`afl_jax.servers.adaptive`).
+  ``(eta_s, beta_s, nu_s)`` over 0-based intervals of server steps, ``d`` carried
+  across stages; Autonomous Multistage FedGM (Alg. 4, lines 10-13) has the same
+  server (its clients divide by K_{t,i}, ``afl_jax.clients.divide_by_local_steps``);
+* FedOPT (Reddi et al. 2021; Alg. 1 of Sun et al.): any optax optimizer by name in
+  :data:`OPTIMIZERS`, or Reddi et al.'s Alg. 2 as written (``convention='alg2'``,
+  :mod:`afl_jax.servers.adaptive`).
 
-The FedGM step is an ``optax.GradientTransformation``
-(:func:`quasi_hyperbolic_momentum` chained with ``scale_by_learning_rate``),
-wrapped in ``optax.inject_hyperparams`` so that every hyperparameter may be a
-schedule of the server step count, and applied by
-:func:`afl_jax.servers.optimizer_server`. The values used at each step are reported
-as the metrics ``server_lr``, ``beta`` and ``nu``.
+Equations in (docs/algorithms/fedgm.md, "Equations as implemented"), readings in
+(docs/algorithms/fedgm.md, "Readings taken"). The FedGM step is an
+``optax.GradientTransformation`` (:func:`quasi_hyperbolic_momentum` chained with
+``scale_by_learning_rate``) in ``optax.inject_hyperparams``, so every hyperparameter
+may be a schedule of the server step count, applied by
+:func:`afl_jax.servers.optimizer_server`; the values of each step are the metrics
+``server_lr``, ``beta`` and ``nu``.
 """
 
 from __future__ import annotations

@@ -1,30 +1,21 @@
-"""FedNova's normalized averaging for plain local SGD.
+r"""FedNova's normalized averaging for plain local SGD.
 
 Wang, Liu, Liang, Joshi, Poor, "Tackling the Objective Inconsistency Problem in
 Heterogeneous Federated Optimization", NeurIPS 2020 (Sec. 4, the generalized update
-rule; Sec. 5, FedNova).
+rule; Sec. 5, FedNova). With vanilla SGD ``||a_i||_1 = tau_i`` (the client's local
+steps), so in our sign convention
 
-FedNova writes client i's cumulative local change as ``eta * G_i a_i`` and averages
-the *normalized* updates ``d_i = G_i a_i / ||a_i||_1``, then rescales by the
-effective number of steps ``tau_eff = sum_i p_i ||a_i||_1``. With vanilla SGD,
-``a_i = (1, ..., 1)`` has ``||a_i||_1 = tau_i`` (the client's local steps), so in our
-sign convention (``Delta_i = x_start - x_local``):
+.. math::  x \leftarrow x - \eta_g\, \tau_{eff}\, \frac{1}{|S|}\sum_{i \in S}
+           \frac{\Delta_i}{\tau_i},\qquad
+           \tau_{eff} = \frac{1}{|S|}\sum_{i \in S} \tau_i,
 
-.. math::  x \\leftarrow x - \\eta_g\\, \\tau_{eff}\\, \\frac{1}{|S|}\\sum_{i \\in S}
-           \\frac{\\Delta_i}{\\tau_i},\\qquad
-           \\tau_{eff} = \\frac{1}{|S|}\\sum_{i \\in S} \\tau_i,
-
-with weights ``p_i`` over the aggregated set S: ``1/|S|`` (``weighting='uniform'``)
-or ``n_i / sum_{j in S} n_j`` (``weighting='examples'``, the paper's ``p_i = n_i / n``) and
-``eta_g = 1`` for FedNova proper (any server step for the FedBuff variant).
-
-The normalization is a per-message scale ``tau_eff / tau_i`` (:func:`nova_scales`):
-the mean of the rescaled messages is exactly ``tau_eff * mean(d_i)``. :func:`nova`
-puts it in front of any server that averages the messages of a step (FedAvg,
-FedBuff, any :func:`~afl_jax.servers.optimizer_server`); FedFa's sliding window
-applies the same scales to the K windowed messages, with ``tau_eff`` taken over the
-window (``afl_jax.servers.fedfa``, argument ``message_scales``). With equal local
-steps every scale is 1 and FedNova is FedAvg / FedBuff / FedFa unchanged.
+with weights ``1/|S|`` (``weighting='uniform'``) or ``n_i / sum_{j in S} n_j``
+(``'examples'``, the paper's ``p_i = n_i / n``): (docs/algorithms/fedfa.md,
+"Equations as implemented"). The normalization is a per-message scale
+``tau_eff / tau_i`` (:func:`nova_scales`); :func:`nova` puts it in front of any server
+that averages a step's messages, and FedFa applies it to its window
+(``afl_jax.servers.fedfa``, ``message_scales``). With equal local steps every scale is
+1 and FedNova is its base rule unchanged.
 """
 
 from __future__ import annotations

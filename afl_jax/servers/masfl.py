@@ -1,37 +1,19 @@
 """The MasFL / AdaMasFL server: stale control variates and a global momentum.
 
 Yan, Zhong, Wang, Zhang, "Momentum-Driven Adaptivity: Towards Tuning-Free
-Asynchronous Federated Learning" (paper 000; docs/algorithms/masfl.md), Algorithm 1
-(MasFL) and Algorithm 3 (AdaMasFL). The server holds every client's control variate
-``c_i`` (``[N, ...]``), the global variate ``c`` and the momentum ``g``. At server step
-t with the set ``S_t`` of ``S`` clients:
+Asynchronous Federated Learning" (paper 000), Alg. 1 (MasFL) lines 1 and 4-8, Alg. 3
+(AdaMasFL) lines 1 and 4-9: the state ``c_i`` (``[N, ...]``), ``c``, ``g``; the update
+of ``c_i``, ``g``, ``theta`` and ``c`` at step t, the broadcast
+``(theta, beta c + (1-beta) g)`` (:class:`~afl_jax.core.messages.MasFLBroadcast`);
+equations in (docs/algorithms/masfl.md, "Equations as implemented"). The initial
+state ``c^0 = mean_i c_i^0``, ``g^0 = c^0`` is :func:`init_state`, with ``c_i^0``
+from :func:`afl_jax.clients.masfl.initial_variate`.
 
-* Alg. 1/3 line 4: ``c_i^{t+1} = c~_i^{t+1}`` for ``i in S_t``, else ``c_i^t``;
-* Alg. 1 line 5 / Alg. 3 line 7:
-  ``g^{t+1} = beta ((1/S) sum_{i in S_t} (c_i^{t+1} - c_i^t) + c^t) + (1 - beta) g^t``;
-* MasFL, Alg. 1 line 6: ``theta^{t+1} = theta^t - gamma g^{t+1}``;
-  AdaMasFL, Alg. 3 lines 5-6: ``theta^{t+1} = theta^t - gamma (1/S) sum_{i in S_t} Delta_i``;
-* Alg. 1 line 7 / Alg. 3 line 8: ``c^{t+1} = c^t + (1/N) sum_{i in S_t} (c_i^{t+1} - c_i^t)``,
-  so ``c^t = mean_i c_i^t`` at every step;
-* Alg. 1 line 8 / Alg. 3 line 9: broadcast ``(theta^{t+1}, beta c^{t+1} + (1-beta) g^{t+1})``.
-
-Initial state (Alg. 1/3 line 1): ``c_i^0`` from each client (see
-:func:`afl_jax.clients.masfl.initial_variate`), ``c^0 = mean_i c_i^0``, ``g^0 = c^0``;
-build it with :func:`init_state`.
-
-``S_t`` (``selection``), docs/algorithms/masfl.md:
-
-* ``'arrivals'`` (default): the clients arriving at step t (FedBuff's buffer scheme,
-  used in the paper's experiments); ``S`` = the number of valid arrivals.
-* ``'uniform'``: the literal Alg. 1 scheme. The server keeps each client's latest
-  finished message in a buffer (every arrival overwrites its client's entry), then
-  draws ``S`` = (number of valid arrivals) distinct clients uniformly from all N with
-  the key passed to ``update``. A re-selected client whose entry did not change
-  contributes 0: its ``c_i`` already equals the buffered variate, and AdaMasFL's
-  buffered ``Delta_i`` is zeroed once consumed.
-
-A step with no valid arrival leaves the state unchanged. Valid arrivals of one step
-have distinct client ids (``Schedule`` guarantees it).
+``selection`` chooses ``S_t``: ``'arrivals'`` (default, the step's valid arrivals) or
+``'uniform'`` (Alg. 1 as printed, a buffer of every client's latest message and S
+clients drawn with the server key), (docs/algorithms/masfl.md, "`S_t`: the `selection`
+option"); ``weighting`` and the other readings in (docs/algorithms/masfl.md,
+"Readings taken"). A step with no valid arrival leaves the state unchanged.
 """
 
 from __future__ import annotations

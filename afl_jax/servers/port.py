@@ -1,34 +1,20 @@
 """Port's server: a buffered weighted average with staleness- and similarity-aware weights.
 
-Su and Li, "How Asynchronous can Federated Learning Be?", IEEE/ACM IWQoS 2022 (Port).
-The aggregation as released by the authors in the Plato framework
-(TL-System/plato ``examples/port/port_server.py``; the paper's text was not
-available to us, docs/algorithms/port.md lists every reading). At a server step
-t with the valid arrivals ``S_t``, each with local model ``x_i = x_{s_i} - Delta_i``
-and staleness ``tau_i``, and the update relative to the *current* model
-``d_i = x_i - x_t``:
+Su and Li, "How Asynchronous can Federated Learning Be?", IEEE/ACM IWQoS 2022 (Port),
+as the authors released it in the Plato framework (TL-System/plato
+``examples/port/port_server.py``; the paper's text was not available to us). At step
+t each valid arrival's update relative to the current model, ``d_i = x_i - x_t``, is
+weighted by ``p_i``, proportional to ``n_i`` times a similarity term (the cosine of
+``d_i`` with the global model's recent movement ``u_i``, for ``tau_i > 1``) plus a
+staleness term ``B / (tau_i + B)``, and ``x_{t+1} = x_t + eta sum_i p_i d_i``:
+(docs/algorithms/port.md, "Equations as implemented"), with ``reference``
+(``'last_step'``, the authors' code, or ``'start'``) choosing ``u_i``. Zero cosines,
+all-zero weights and empty steps: (docs/algorithms/port.md, "Readings taken").
 
-.. math::
-  \\rho_i = \\cos(u_i, d_i) \\text{ if } \\tau_i > 1 \\text{ else } 1, \\qquad
-  p_i \\propto n_i \\Big(\\lambda_{sim} \\frac{\\rho_i + 1}{2}
-        + \\lambda_{st} \\frac{B}{\\tau_i + B}\\Big), \\qquad \\sum_{i \\in S_t} p_i = 1,
-
-  x_{t+1} = x_t + \\eta \\sum_{i \\in S_t} p_i d_i
-
-(``eta = 1``: the new model is the p-weighted mean of the client models). ``u_i``
-is the global model's recent movement: ``reference='last_step'`` (the authors'
-code) ``u_i = x_t - x_{t'}`` with ``x_{t'}`` the model before the last applied
-update; ``reference='start'`` ``u_i = x_t - x_{s_i}``, the movement during the
-client's own staleness. A cosine with a zero vector is 0 (PyTorch's convention).
-``B`` is the staleness bound, which also sets the staleness discount; ``n_i``
-the number of examples of client i (the authors' code), uniform when not given.
-If every raw weight is 0 the weights are uniform.
-
-Port's scheduling part (the server waits for, or urgently requests updates from,
-clients whose staleness would exceed ``B``) is a property of the schedule, not of
-this rule: :func:`afl_jax.schedules.port_clock.port_clock` (schedule kind ``port``)
-builds it, and docs/algorithms/port.md says how. A step with no valid arrival leaves
-the state unchanged.
+Port's scheduling part (waiting for, or urgently requesting, clients whose
+staleness would exceed ``B``) is the schedule kind ``port``
+(:func:`afl_jax.schedules.port_clock.port_clock`): (docs/algorithms/port.md, "The
+staleness bound: a scheduling mechanism").
 """
 
 from __future__ import annotations

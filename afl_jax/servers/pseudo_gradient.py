@@ -17,9 +17,8 @@ The messages of one server step are averaged (:func:`aggregate`) and the mean
 ('uniform' or 'examples', by the example counts the messages carry); only valid
 arrivals count, never the engine's padded slots.
 
-A step with no valid arrival leaves the state unchanged: no momentum or adaptive
-step is taken on an empty buffer, and the optimizer's step count (which drives
-optax schedules such as Multistage FedGM's stages) counts server updates only.
+A step with no valid arrival leaves the state unchanged: neither a momentum or
+adaptive step nor the optimizer's step count (Multistage FedGM's stages) advances.
 """
 
 from __future__ import annotations
