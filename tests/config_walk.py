@@ -664,7 +664,7 @@ def main() -> None:
     print('  modules: ' + ', '.join(w.modules))
     if name != 'both':
       print('  path: ' + ' > '.join(s.rsplit('afl_jax.', 1)[-1] for s in w.stays))
-    for caller, callee, where in w.climbs:
+    for _, callee, where in w.climbs:
       print(f'  climb: {where} -> {callee}')
     for module, function, line, what in dict.fromkeys(w.checks):
       print(f'  range check: {module}.{function} line {line}: {what}(...)')

@@ -161,9 +161,7 @@ def test_the_walk_counts_what_it_should_on_a_made_up_package():
     'afl_jax.pipeline.loop',
   ]
   assert walk.figures() == {'modules': 4, 'stays': 9, 'climbs': 1, 'returns': 5}
-  assert walk.climbs == [
-    ('afl_jax.schedules', 'afl_jax.pipeline.config', 'afl_jax.schedules.make')
-  ]
+  assert walk.climbs == [('afl_jax.schedules', 'afl_jax.pipeline.config', 'afl_jax.schedules.make')]
   assert [(m, f, what) for m, f, _, what in walk.checks] == [
     ('afl_jax.pipeline.build', 'build_run', 'schedules.check')
   ]

@@ -174,5 +174,5 @@ def test_recorded_jobs_refuse_fields_they_cannot_honour(tmp_path, fields, field,
   path = tmp_path / 'jobs.csv'
   path.write_text(JOBS)
   with pytest.raises(ConfigError) as e:
-    build_schedule(trace_config(path, **fields), K)
+    build(trace_config(path, **fields))
   assert e.value.field == f'schedule.{field}' and fragment in str(e.value)

@@ -160,7 +160,8 @@ def client_local_steps(c: ml_collections.ConfigDict, sizes: np.ndarray) -> np.nd
 def build_schedule(
   c: ml_collections.ConfigDict, local_steps: np.ndarray, client_sizes: np.ndarray | None = None
 ) -> schedules.Schedule:
-  """The delay model ``c.schedule.kind`` over ``c.num_rounds`` server steps.
+  """The delay model ``c.schedule.kind`` over ``c.num_rounds`` server steps, with the
+  settings ``config.validate`` checked (built as they are, not checked again).
 
   Raises:
     ConfigError: the delay model rejects its parameters, or no client ever arrives.
@@ -177,7 +178,7 @@ def build_schedule(
   takes = schedules.registry.params(s.kind) if s.kind in schedules.SCHEDULES else ()
   values = {k: s[k] for k in takes if k in s}  # the kind's own (validate refused strays)
   try:
-    schedule = schedules.registry.build(s.kind, values, ctx)
+    schedule = schedules.registry.make(s.kind, values, ctx)
   except UserError:
     raise
   except ValueError as e:
@@ -195,13 +196,16 @@ def build_schedule(
 
 # ---- algorithm ----------------------------------------------------------------------------
 def build_compressor(c: ml_collections.ConfigDict) -> compression.Compressor | None:
-  """``c.compressor`` as a Compressor (None for kind 'none')."""
+  """``c.compressor`` as a Compressor (None for kind 'none'), from the settings
+  ``config.validate`` bound (checked) once: the factory is called with them as they are."""
   if 'compressor' not in c or c.compressor.kind == 'none':
     return None
   kind = c.compressor.kind
-  args = {k: c.compressor[k] for k in compression.takes(kind) if k in c.compressor}
+  args = compression.COMPRESSORS.defaults(kind)
+  args |= {k: c.compressor[k] for k in args if k in c.compressor}
   try:
-    return compression.get(kind, error_feedback=c.compressor.error_feedback, **args)
+    compressor = compression.COMPRESSORS.get(kind)(**args)
+    return compression.error_feedback(compressor) if c.compressor.error_feedback else compressor
   except UserError:
     raise
   except ValueError as e:
@@ -280,8 +284,7 @@ def build_run(config: ml_collections.ConfigDict) -> Run:
     ConfigError (and the other :class:`~afl_jax.errors.UserError` kinds): a field
       that cannot work, named with its value, before anything is compiled.
   """
-  c = config_lib.resolve(config)
-  config_lib.validate(c)
+  c = config_lib.validate(config)  # resolved once, checked once
   sizes.check(c)  # host-side sizes (schedule, generated data) before allocating them
   if c.dtype == 'float64':
     jax.config.update('jax_enable_x64', True)

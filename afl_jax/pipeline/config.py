@@ -494,9 +494,10 @@ def validate_sweep(c: ml_collections.ConfigDict) -> None:
         ) from None
 
 
-def validate(c: ml_collections.ConfigDict) -> None:
-  """Raise ConfigError on the first invalid field of ``c`` (:func:`resolve`-d first): the
-  run's own fields, then each component with its settings, then the sweep."""
+def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """``c`` resolved (:func:`resolve`) and checked: raise ConfigError on its first invalid
+  field (the run's own fields, then each component with its settings, then the sweep);
+  the one place the config's values meet their ranges."""
   speed = c.schedule.get('client_speed', 'none')  # set, but dropped by resolve: refused
   if c.schedule.kind in schedules.SCHEDULES and speed != 'none':
     if not schedules.registry.draws_durations(c.schedule.kind):
@@ -510,3 +511,4 @@ def validate(c: ml_collections.ConfigDict) -> None:
   validate_fields(c)
   validate_components(c)
   validate_sweep(c)
+  return c

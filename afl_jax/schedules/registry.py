@@ -177,8 +177,16 @@ def bind(kind: str, values: Mapping[str, Any], num_clients: int | None = None) -
 
 
 def build(kind: str, values: Mapping[str, Any], ctx: ScheduleContext) -> Schedule:
-  """Delay model ``kind`` with the section's ``values``, over the run ``ctx``."""
-  bound = bind(kind, values, ctx.num_clients)
+  """Delay model ``kind`` with the section's ``values`` (checked: :func:`bind`), over the
+  run ``ctx``."""
+  return make(kind, bind(kind, values, ctx.num_clients), ctx)
+
+
+def make(kind: str, bound: Mapping[str, Any], ctx: ScheduleContext) -> Schedule:
+  """Delay model ``kind`` with settings already checked (a validated config's section,
+  :func:`bind`'s result), over the run ``ctx``; defaults for the settings not given."""
+  defaults = {k: d for k, d in settings(kind).items() if d is not inspect.Parameter.empty}
+  bound = defaults | dict(bound)
   own = {k: v for k, v in bound.items() if k in SCHEDULES.settings(kind)}
   if draws_durations(kind):
     drawn = {k: v for k, v in bound.items() if k not in own}
