@@ -1,8 +1,9 @@
 """A static walk of the config from the functions ``scripts/train.py`` hands it to.
 
-Read with :mod:`ast` only (nothing of the walked code runs): starting from
-``afl_jax.pipeline.loop.train_and_evaluate`` (a single run) and
-``afl_jax.pipeline.sweep.train_sweep`` (a config with a ``sweep`` section), every call
+Read with :mod:`ast` only (nothing of the walked code runs): starting from each function
+``scripts/train.py`` hands the config to (:func:`roots`: ``cli.finish_config``, which
+applies the command line's hyperparameters, ``loop.train_and_evaluate`` for a single run,
+``sweep.train_sweep`` for a config with a ``sweep`` section), every call
 that passes the config on is followed into the function it resolves to (through the
 calling module's imports, re-exports, module-level instances such as
 ``ALGORITHMS = Registry(...)`` and locals built from a class), recursively.
@@ -40,11 +41,10 @@ from collections.abc import Iterable, Iterator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# The walk's starting points: what scripts/train.py calls with the config.
-ROOTS = (
-  ('afl_jax.pipeline.loop', 'train_and_evaluate', 'config'),
-  ('afl_jax.pipeline.sweep', 'train_sweep', 'config'),
-)
+# Where the config comes from: scripts/train.py's ``main`` gets it from the flag
+# (``_CONFIG.value``) and hands it on; every package function it hands it to is a root.
+SCRIPT = ('scripts.train', 'main')
+SCRIPT_CONFIG = ('config', '_CONFIG.value')
 
 # Layers, highest first: a call may go to the same layer or a lower one, never back up.
 # A module belongs to the first layer one of whose prefixes it starts with.
@@ -436,6 +436,10 @@ class Walker:
     if isinstance(func, ast.Attribute) and func.attr in COPY_METHODS:
       if self.taint(func.value, names, fn, local) == CONFIG:
         return CONFIG
+    if isinstance(func, ast.Attribute) and func.attr == 'get' and node.args:  # c.get('schedule')
+      key = node.args[0]
+      if isinstance(key, ast.Constant) and key.value in self.sections:
+        return CONFIG if self.taint(func.value, names, fn, local) == CONFIG else None
     args = list(node.args) + [k.value for k in node.keywords]
     passed = {self.taint(a, names, fn, local) for a in args} & {CONFIG, CARRIER}
     text = ast.unparse(func)
@@ -640,14 +644,30 @@ class Walk:
     }
 
 
+def roots(walker: Walker) -> list[tuple[str, str, str]]:
+  """(module, function, parameter) of each call in :data:`SCRIPT` that hands over the
+  config (an argument among :data:`SCRIPT_CONFIG`), in the script's order."""
+  module, function = SCRIPT
+  fn = walker.resolve.module_attr(module, function)
+  out = []
+  calls = sorted((n for n in ast.walk(fn.node) if isinstance(n, ast.Call)), key=lambda n: n.lineno)
+  for call in calls:
+    for i, a in enumerate(call.args):
+      if ast.unparse(a) in SCRIPT_CONFIG:
+        callee = walker.resolve.expr(call.func, module, {})
+        if callee is not None and callee.kind == 'function':
+          out.append((callee.module, callee.qualname, _params(callee.node)[i]))
+  return out
+
+
 def walks(walker: Walker | None = None) -> dict[str, Walk]:
-  """The walk from each of :data:`ROOTS`, by ``module.function``."""
+  """The walk from each of :func:`roots`, by ``module.function``."""
   walker = walker or Walker()
-  return {f'{m}.{f}': walker.walk(m, f, p) for m, f, p in ROOTS}
+  return {f'{m}.{f}': walker.walk(m, f, p) for m, f, p in roots(walker)}
 
 
 def joined(found: dict[str, Walk]) -> Walk:
-  """The roots' walks one after the other (train.py calls one or the other)."""
+  """The roots' walks one after the other (train.py's: the config's whole path)."""
   total = Walk()
   for w in found.values():
     total.path.extend(w.path)
@@ -659,10 +679,10 @@ def joined(found: dict[str, Walk]) -> Walk:
 
 def main() -> None:
   found = walks()
-  for name, w in {**found, 'both': joined(found)}.items():
+  for name, w in {**found, 'all': joined(found)}.items():
     print(f'{name}: {w.figures()}')
     print('  modules: ' + ', '.join(w.modules))
-    if name != 'both':
+    if name != 'all':
       print('  path: ' + ' > '.join(s.rsplit('afl_jax.', 1)[-1] for s in w.stays))
     for _, callee, where in w.climbs:
       print(f'  climb: {where} -> {callee}')
