@@ -201,8 +201,8 @@ def build_compressor(c: ml_collections.ConfigDict) -> compression.Compressor | N
   if 'compressor' not in c or c.compressor.kind == 'none':
     return None
   kind = c.compressor.kind
-  args = compression.COMPRESSORS.defaults(kind)
-  args |= {k: c.compressor[k] for k in args if k in c.compressor}
+  given = {k: c.compressor[k] for k in compression.takes(kind) if k in c.compressor}
+  args = compression.COMPRESSORS.defaults(kind) | given
   try:
     compressor = compression.COMPRESSORS.get(kind)(**args)
     return compression.error_feedback(compressor) if c.compressor.error_feedback else compressor
