@@ -26,9 +26,11 @@ caller's again on each return. Its measures:
 * ``stays``: maximal runs of one module in that sequence;
 * ``returns``: stays in a module the config had already left;
 * ``climbs``: calls from a module of a lower layer into one of a higher layer
-  (:data:`LAYERS`, highest first).
+  (:data:`LAYERS`, highest first);
+* ``checks``: where a value read from the config is handed to a range check
+  (:data:`CHECKS`, a ``Spec``'s ``violation``, or a package function that calls one).
 
-``python tests/config_walk.py`` prints them with the path and the climbs.
+``python tests/config_walk.py`` prints them with the path, the climbs and the checks.
 """
 
 from __future__ import annotations
