@@ -96,10 +96,10 @@ def default() -> ml_collections.ConfigDict:
   # fedecho_*: gamma of Table 1's runtime categories (smaller: the largest clients are long)
   c.schedule.straggler_gamma = 1.0
   c.schedule.durations = 'uniform'  # constant | uniform | exponential | normal | ...
-  # The distribution's parameters (schedules.durations.DISTRIBUTIONS: constant(value),
-  # uniform(low, high), exponential(mean), normal(mean, std), lognormal(mu, sigma),
-  # pareto(shape, scale)); another distribution's are dropped by resolve.
-  c.schedule.durations_params = ml_collections.ConfigDict({'low': 0.0, 'high': 20.0})
+  # The distribution's parameters, e.g. {'low': 0, 'high': 20} (schedules.DISTRIBUTIONS:
+  # constant(value), uniform(low=0, high=20), exponential(mean), normal(mean, std),
+  # lognormal(mu, sigma), pareto(shape, scale)); resolve fills the named one's defaults.
+  c.schedule.durations_params = ml_collections.ConfigDict()
   # Per-client factor multiplying every duration draw (larger = slower):
   # none | local_steps (K_i / mean K: more local work takes longer) |
   # lognormal (exp(sigma * z) per client, sigma = client_speed_sigma, schedule seed).
@@ -225,8 +225,9 @@ def resolve(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   ``hparams``, ``model_args``, ``dataset_args``: every setting of ``c.algorithm``,
   ``c.model``, ``c.dataset`` (the values given kept, the factory's own defaults for the
   rest); ``schedule`` and ``compressor``: exactly the named kind's settings (other
-  kinds' fields dropped), ``schedule.durations_params`` exactly the named distribution's
-  parameters. Unknown names and fields are left for :func:`validate` to reject.
+  kinds' fields dropped), ``schedule.durations_params`` the named distribution's
+  parameters (the values given kept, its defaults for the rest). Unknown names and
+  fields are left for :func:`validate` to reject.
   """
   out = ml_collections.ConfigDict(c.to_dict())
   if c.algorithm in algorithms.ALGORITHMS:

@@ -149,14 +149,9 @@ def as_mapping(text: str) -> dict[str, float] | None:
 
 
 def resolve_durations_params(kind: str, params: Mapping[str, Any]) -> dict[str, Any]:
-  """``params`` as distribution ``kind`` takes them: the values given kept, its defaults
-  filled, the parameters only other distributions take dropped (switching ``durations``
-  needs no clean-up); a name no distribution takes is kept for validation to refuse."""
-  takes = DISTRIBUTIONS.settings(kind)
-  others = {k for name in DISTRIBUTIONS for k in DISTRIBUTIONS.settings(name)} - set(takes)
-  out = DISTRIBUTIONS.defaults(kind)
-  out.update({k: v for k, v in params.items() if k not in others})
-  return out
+  """``params`` with distribution ``kind``'s defaults filled for the parameters not given
+  (a name it does not take is kept, for validation to refuse)."""
+  return DISTRIBUTIONS.defaults(kind) | dict(params)
 
 
 # ---- what validation, the size checks and the builder read ------------------------------
