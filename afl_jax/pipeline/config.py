@@ -492,8 +492,10 @@ def validate_sweep(c: ml_collections.ConfigDict) -> None:
 
   An ``algorithm`` axis lists whole entries (a name, or a name with its settings; each
   bound to its own algorithm), and so does a ``schedule`` or ``compressor`` axis
-  (``{'kind': KIND, SETTING: VALUE}``); an ``hparams`` axis sweeps within every algorithm of the
-  grid, each value checked as a single run's would be. Both before any grid point is built.
+  (``{'kind': KIND, SETTING: VALUE}``) and a ``model`` or ``dataset`` axis (``{'name': NAME,
+  SETTING: VALUE}``); an ``hparams`` (``model_args``, ``dataset_args``) axis sweeps within
+  every algorithm (model, dataset) of the grid, each value checked as a single run's
+  would be. Both before any grid point is built.
   """
   if not c.get('sweep'):
     return
@@ -515,26 +517,33 @@ def validate_sweep(c: ml_collections.ConfigDict) -> None:
   for field in SECTION_FIELDS:
     for entry in axes.get(field, ()):
       _check_section_entry(c, field, entry)
+  # Each section of settings with the registry and the names of the grid it applies to.
+  within = {'hparams': (algorithms.ALGORITHMS, names)}
   for field, registry in NAMED.items():
-    for entry in axes.get(field, ()):
+    grid_names = []
+    for entry in axes.get(field, [c[field]] if c.get(field) in registry else []):
       name, given = algorithm_entry(entry, f'sweep.{field}')
       try:
         registry.bind(name, given)
       except ConfigError as e:
         raise ConfigError(f'config.sweep.{field} entry {entry!r}: {e}', field=e.field) from None
+      grid_names.append(name)
+    within[registry.section] = (registry, grid_names)
   for field, values in axes.items():
-    if field.startswith('hparams.'):
-      arg = field[len('hparams.') :]
-      for name in names:
-        takes = algorithms.ALGORITHMS.settings(name)
+    section, _, arg = field.partition('.')
+    if section in within and arg:
+      registry, grid_names = within[section]
+      for name in grid_names:
+        takes = registry.settings(name)
         if arg not in takes:
+          what = 'hyperparameter' if section == 'hparams' else 'setting'
           raise ConfigError(
-            f'config.sweep.{field} is invalid: {name!r} has no hyperparameter '
+            f'config.sweep.{field} is invalid: {name!r} has no {what} '
             f'{arg!r}; valid: {sorted(takes)}.',
             field=f'sweep.{field}',
           )
         for value in values:  # each value as a single run's would be
-          problem = algorithms.ALGORITHMS.violation(name, arg, value)
+          problem = registry.violation(name, arg, value)
           if problem is not None:
             raise _err(f'sweep.{field}', list(values), f'the value {value!r} {problem}')
       continue
