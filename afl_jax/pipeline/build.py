@@ -76,9 +76,11 @@ def _err(field: str, value: Any, why: str) -> ConfigError:
 
 # ---- data ---------------------------------------------------------------------------------
 def load_dataset(c: ml_collections.ConfigDict) -> data.ArrayDataset:
-  """The centralized dataset ``c.dataset`` (optionally a seeded subset of its training split)."""
+  """The centralized dataset ``c.dataset``, its loader given ``c.dataset_args`` (optionally a
+  seeded subset of its training split)."""
   loader = data.DATASETS.get(c.dataset)
-  ds = loader(data_dir=c.data_dir or None, download=c.download, seed=c.seed)
+  args = dict(c.get('dataset_args') or {})
+  ds = loader(data_dir=c.data_dir or None, download=c.download, seed=c.seed, **args)
   if c.train_subset:
     rng = np.random.default_rng(c.seed)
     n = len(ds.train_y)
@@ -99,7 +101,8 @@ def build_data(c: ml_collections.ConfigDict) -> data.ClientLayout:
   """Load ``c.dataset`` and lay it out over ``c.num_clients`` clients."""
   entry = data.DATASETS.meta(c.dataset)
   if entry.get('federated'):
-    fed = data.DATASETS.get(c.dataset)(num_clients=c.num_clients, seed=c.seed)
+    args = dict(c.get('dataset_args') or {})
+    fed = data.DATASETS.get(c.dataset)(num_clients=c.num_clients, seed=c.seed, **args)
     return data.from_federated(fed)
   try:
     ds = load_dataset(c)
@@ -290,12 +293,16 @@ def build_run(config: ml_collections.ConfigDict) -> Run:
     jax.config.update('jax_enable_x64', True)
   dtype = jnp.dtype(c.dtype)
   layout = build_data(c)
-  model = models.get_model(c.model, layout.num_classes)
+  model = models.get_model(c.model, layout.num_classes, **dict(c.get('model_args') or {}))
   local_steps = client_local_steps(c, layout.sizes)
   schedule = build_schedule(c, local_steps, layout.sizes)
   key = jax.random.key(c.seed)
   first = layout.x[layout.index[:1]]
-  params0 = model.init(jax.random.fold_in(key, 1), jnp.asarray(first, dtype))
+  try:  # each setting was checked by validate; what the model still rejects is a combination
+    params0 = model.init(jax.random.fold_in(key, 1), jnp.asarray(first, dtype))
+  except (ValueError, TypeError) as e:
+    why = f'model {c.model!r} cannot be built with these settings on this data: {e}'
+    raise _err('model_args', dict(c.get('model_args') or {}), why.rstrip('.') + '.') from None
   params0 = jax.tree.map(lambda x: x.astype(dtype), params0)
   info = RunInfo(
     num_clients=layout.num_clients,

@@ -73,7 +73,7 @@ def _delay(label: str, **fixed) -> spec.Method:
 NO_STRAGGLERS = {
   'schedule.kind': 'fedbuff',
   'schedule.durations': 'uniform',
-  'schedule.durations_params': 'low=1,high=2',
+  'schedule.durations_params': {'low': 1.0, 'high': 2.0},
 }
 
 # The verdict of the delay condition is read on 40 test seeds that were never looked at:
