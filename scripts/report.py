@@ -7,7 +7,9 @@ Every number on a page comes from docs/results/records/<paper>.csv.gz and the
 declarations in configs/repro/; nothing is written unless --write is given. Each
 paper's records are checked against their manifest first (sweeps, seeds, runs, row
 count, SHA-256): a damaged or mismatched pair ends the command with one ``error:`` line
-naming the file, before any page is written.
+naming the file, before any page is written. ``--write`` first rewrites the records
+whose sweeps' status (current / superseded, the ``status`` column) is not the one the
+declarations give now; the check says which are.
 """
 
 import os
@@ -45,7 +47,12 @@ def main(argv):
   for flag in (_RECORDS_DIR, _OUT_DIR):
     if not os.path.isdir(flag.value):
       raise UserError(f'--{flag.name}={flag.value} is invalid: not an existing directory')
+  papers = [reproduction.load_paper(key) for key in reproduction.PAPERS]
+  stale_records = [p for p in papers if runs.stale_status(p, _RECORDS_DIR.value)]  # all read
   if _WRITE.value:
+    for paper in stale_records:
+      runs.refresh(paper, _RECORDS_DIR.value)
+      print(f'wrote {runs.records.paths(paper.key, _RECORDS_DIR.value)[0]} (status)')
     written = pages.write(
       _PAPERS.value, records_dir=_RECORDS_DIR.value, out_dir=_OUT_DIR.value, plots=_PLOTS.value
     )
@@ -61,6 +68,10 @@ def main(argv):
       stale.append(path)
   print(pages.tally(scored).to_string())
   print('stale pages (rebuild with --write): ' + (', '.join(stale) or 'none'))
+  status = [
+    f'{p.key} ({len(runs.stale_status(p, _RECORDS_DIR.value))} sweeps)' for p in stale_records
+  ]
+  print('records with a stale status (rewrite with --write): ' + (', '.join(status) or 'none'))
 
 
 if __name__ == '__main__':
