@@ -24,7 +24,7 @@ cache.use_checkout(__file__)  # configs/ and docs/ of this checkout, before repr
 from afl_jax import reproduction  # noqa: E402
 from afl_jax.errors import UserError  # noqa: E402
 from afl_jax.pipeline import cli  # noqa: E402
-from afl_jax.reproduction import pages, runs  # noqa: E402
+from afl_jax.reproduction import pages, records, runs  # noqa: E402
 
 _PAPERS = flags.DEFINE_list(
   'papers', list(reproduction.PAPERS), 'Papers whose plots to redraw (every page is rebuilt).'
@@ -48,11 +48,14 @@ def main(argv):
     if not os.path.isdir(flag.value):
       raise UserError(f'--{flag.name}={flag.value} is invalid: not an existing directory')
   papers = [reproduction.load_paper(key) for key in reproduction.PAPERS]
-  stale_records = [p for p in papers if runs.stale_status(p, _RECORDS_DIR.value)]  # all read
+  # Every pair read and checked (and each sweep's status compared with the declaration's)
+  # before anything is written.
+  stale_status = {p.key: runs.stale_status(p, _RECORDS_DIR.value) for p in papers}
+  stale_records = [p for p in papers if stale_status[p.key]]
   if _WRITE.value:
     for paper in stale_records:
       runs.refresh(paper, _RECORDS_DIR.value)
-      print(f'wrote {runs.records.paths(paper.key, _RECORDS_DIR.value)[0]} (status)')
+      print(f'wrote {records.paths(paper.key, _RECORDS_DIR.value)[0]} (status)')
     written = pages.write(
       _PAPERS.value, records_dir=_RECORDS_DIR.value, out_dir=_OUT_DIR.value, plots=_PLOTS.value
     )
@@ -68,9 +71,7 @@ def main(argv):
       stale.append(path)
   print(pages.tally(scored).to_string())
   print('stale pages (rebuild with --write): ' + (', '.join(stale) or 'none'))
-  status = [
-    f'{p.key} ({len(runs.stale_status(p, _RECORDS_DIR.value))} sweeps)' for p in stale_records
-  ]
+  status = [f'{p.key} ({len(stale_status[p.key])} sweeps)' for p in stale_records]
   print('records with a stale status (rewrite with --write): ' + (', '.join(status) or 'none'))
 
 

@@ -347,25 +347,61 @@ def test_a_superseded_sweeps_rows_are_marked_and_refresh_follows_the_declaration
   paper = spec.Paper('toy', '9', 'c', 's', (exp,))
   f = _frame()
   runs.write('toy', f, _manifest(exp), str(tmp_path))  # unmarked, as before the column
-  assert len(runs.stale_status(paper, str(tmp_path))) == len(_manifest(exp))
+  assert len(runs.stale_status(paper, str(tmp_path))) == len(_manifest(exp)) == 6
   assert runs.refresh(paper, str(tmp_path))
   frame, manifest = runs.read('toy', str(tmp_path))
-  assert (frame.status == 'current').all() and {m['status'] for m in manifest} == {'current'}
+
+  def tested(*pairs):  # by hand: the test rows of these (method, client_lr)
+    out = pd.Series(False, index=frame.index)
+    for label, lr in pairs:
+      key = runs.setting_key({'hparams.client_lr': lr})
+      out |= (frame.method == label) & (frame.phase == 'test') & (frame.setting == key)
+    return out
+
+  def expect(current):
+    assert (frame.status[current] == 'current').all()
+    assert (frame.status[~current] == 'superseded').all()
+
+  # A is selected at 0.3 and B at 0.1: the tests at the other settings are not scored.
+  expect((frame.phase == 'select') | tested(('A', 0.3), ('B', 0.1)))
   assert runs.stale_status(paper, str(tmp_path)) == [] and not runs.refresh(paper, str(tmp_path))
-  # B's grid changes: B's selection sweep is superseded, every other sweep stays current.
+  # A claim "at client_lr = 0.1" scores A's test at 0.1 too.
+  at = dataclasses.replace(
+    exp, claims=(*exp.claims, spec.Claim('r', 'at', 'A', 'B', at={'hparams.client_lr': 0.1}))
+  )
+  assert runs.stale_status(spec.Paper('toy', '9', 'c', 's', (at,)), str(tmp_path)) == [
+    'toy/A/test {"hparams.client_lr": 0.1}'
+  ]
+  assert runs.refresh(spec.Paper('toy', '9', 'c', 's', (at,)), str(tmp_path))
+  frame, _ = runs.read('toy', str(tmp_path))
+  expect((frame.phase == 'select') | tested(('A', 0.3), ('A', 0.1), ('B', 0.1)))
+  # B's grid changes: B's selection sweep is superseded, and with it every test sweep
+  # (B has nothing to select from: the experiment is not scored); A's selection stays.
   other = {'hparams.client_lr': (0.1, 0.2)}
   b_other = dataclasses.replace(exp.methods[1], grid=other)
-  half = dataclasses.replace(exp, methods=(exp.methods[0], b_other))
-  changed = spec.Paper('toy', '9', 'c', 's', (half,))
-  assert runs.stale_status(changed, str(tmp_path)) == ['toy/B/select']
-  assert runs.refresh(changed, str(tmp_path))
-  frame, _ = runs.read('toy', str(tmp_path))
-  superseded = (frame.method == 'B') & (frame.phase == 'select')  # by hand
-  assert (frame.status[superseded] == 'superseded').all()
-  assert (frame.status[~superseded] == 'current').all()
-  # The rows marked current are the rows scoring uses.
-  kept = runs.current(half, frame, runs.read('toy', str(tmp_path))[1])
-  assert sorted(kept.index) == sorted(frame.index[frame.status == 'current'])
+  half = spec.Paper(
+    'toy', '9', 'c', 's', (dataclasses.replace(exp, methods=(exp.methods[0], b_other)),)
+  )
+  assert runs.refresh(half, str(tmp_path))
+  frame, manifest = runs.read('toy', str(tmp_path))
+  expect((frame.phase == 'select') & (frame.method == 'A'))
+  assert pages.score_paper(half, str(tmp_path)) == {}
+  # Back to the first declaration: the marking follows it, and the rows marked current
+  # are the ones its page scores (its tables and claims rebuilt from them alone).
+  assert runs.refresh(paper, str(tmp_path))
+  frame, manifest = runs.read('toy', str(tmp_path))
+  expect((frame.phase == 'select') | tested(('A', 0.3), ('B', 0.1)))
+  only = tmp_path / 'only'
+  only.mkdir()
+  keep = [m for m in manifest if m['status'] == 'current']
+  runs.write('toy', frame[frame.status == 'current'], keep, str(only))
+  full, alone = (
+    pages.score_paper(paper, str(tmp_path))['toy'],
+    pages.score_paper(paper, str(only))['toy'],
+  )
+  for part in ('selection', 'test'):
+    pd.testing.assert_frame_equal(full[part], alone[part])
+  assert full['claims'] == alone['claims'] and full['target'] == alone['target']
   # Rows and values are untouched by the marking.
   cols = runs.KEYS + runs.METRIC_COLUMNS
   a = f.sort_values(runs.KEYS).reset_index(drop=True)[cols]
@@ -373,14 +409,17 @@ def test_a_superseded_sweeps_rows_are_marked_and_refresh_follows_the_declaration
 
 
 def test_committed_records_state_the_declarations_status():
-  # Each paper's rows marked current are exactly those its pages score (runs.current).
+  # Each paper's records are marked as the declaration gives them now, and a selection
+  # row is current exactly when scoring reads it (runs.current).
   for key in reproduction.PAPERS:
     paper = reproduction.load_paper(key)
     frame, manifest = runs.read(key)
     assert records.marked(manifest), f'{key}: no status (python scripts/report.py --write)'
     assert runs.stale_status(paper) == [], key
     scored = pd.concat([runs.current(e, frame, manifest) for e in paper.experiments])
-    assert sorted(scored.index) == sorted(frame.index[frame.status == 'current']), key
+    select = frame.index[(frame.status == 'current') & (frame.phase == 'select')]
+    assert sorted(scored.index[scored.phase == 'select']) == sorted(select), key
+    assert set(frame.index[frame.status == 'current']) <= set(scored.index), key
 
 
 def test_at_restricts_only_the_methods_that_sweep_its_field():

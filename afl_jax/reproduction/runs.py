@@ -219,7 +219,7 @@ def run_phase(
         }
       ]
       # After every sweep (nothing lost), each sweep marked current or superseded.
-      write(paper.key, frame, mark(paper, manifest), records_dir)
+      write(paper.key, frame, mark(paper, frame, manifest), records_dir)
 
 
 def is_current(exp: spec.Experiment, sweep: Mapping) -> bool:
@@ -233,15 +233,30 @@ def is_current(exp: spec.Experiment, sweep: Mapping) -> bool:
   return [_fingerprint(c) for c in configs] == [sweep['fingerprint']]
 
 
-def mark(paper: spec.Paper, manifest: Sequence[Mapping]) -> list[dict]:
-  """``manifest`` with each sweep's status as ``paper`` declares it now: ``current``
-  (:func:`is_current`) or ``superseded`` (an earlier grid, setting or seed list, or an
-  experiment or method no longer declared)."""
+def mark(paper: spec.Paper, frame: pd.DataFrame, manifest: Sequence[Mapping]) -> list[dict]:
+  """``manifest`` with each sweep's status as ``paper`` declares it now, ``current`` for
+  the sweeps the pages score: a selection sweep the declaration gives (:func:`is_current`),
+  and a test sweep it gives whose setting the claims test, as selected on those selection
+  rows (:func:`afl_jax.reproduction.scoring.test_settings`); every other sweep is
+  ``superseded`` (an earlier grid, setting or seed list, a setting no longer selected,
+  the tests of an experiment whose selection is incomplete, an experiment or method no
+  longer declared)."""
+  from afl_jax.reproduction import scoring  # scoring reads the records through this module
+
   exps = {e.key: e for e in paper.experiments}
+  tested = {}
+  for exp in paper.experiments:
+    rows = current(exp, frame, manifest)
+    try:
+      wanted = scoring.test_settings(exp, scoring.finals(rows)) if len(rows) else {}
+    except ValueError:  # a method without selection records: no test sweep is scored
+      wanted = {}
+    tested[exp.key] = {(label, key) for label, keys in wanted.items() for key in keys}
 
   def status(m: Mapping) -> str:
     exp = exps.get(m['experiment'])
-    return 'current' if exp is not None and is_current(exp, m) else 'superseded'
+    used = m['phase'] == 'select' or (m['method'], m['setting']) in tested.get(m['experiment'], ())
+    return 'current' if exp is not None and used and is_current(exp, m) else 'superseded'
 
   return [dict(m) | {STATUS: status(m)} for m in manifest]
 
@@ -250,8 +265,8 @@ def stale_status(paper: spec.Paper, records_dir: str = RECORDS) -> list[str]:
   """The sweeps of ``paper``'s records whose stated status is not the one the declaration
   gives now (every sweep of a pair written before the status column), as labels; empty
   when the records are up to date (:func:`refresh` rewrites them)."""
-  _, manifest = read(paper.key, records_dir)
-  fresh = mark(paper, manifest)
+  frame, manifest = read(paper.key, records_dir)
+  fresh = mark(paper, frame, manifest)
   if not records.marked(manifest):
     return [records.label(m) for m in manifest]
   return [records.label(m) for m, f in zip(manifest, fresh) if m[STATUS] != f[STATUS]]
@@ -263,7 +278,7 @@ def refresh(paper: spec.Paper, records_dir: str = RECORDS) -> bool:
   if not stale_status(paper, records_dir):
     return False
   frame, manifest = read(paper.key, records_dir)
-  write(paper.key, frame, mark(paper, manifest), records_dir)
+  write(paper.key, frame, mark(paper, frame, manifest), records_dir)
   return True
 
 
