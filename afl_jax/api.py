@@ -255,13 +255,56 @@ def simulator(
 ) -> ReplicaSimulator:
   """The :class:`~afl_jax.core.simulator.ReplicaSimulator` of a sweep (arguments as :func:`sweep`).
 
-  Validates every replica's hyperparameters on the host (each replica's factory is
-  called once with its concrete values; the error names the replica). ``factory``
+  Validates every replica's hyperparameters on the host: the values shared by the
+  replicas against their ranges (``ALGORITHMS.bind``), then each replica's factory is
+  called once with its concrete values (the error names the replica); see
+  :func:`replica_simulator`, which takes values checked already. ``factory``
   (default: ``algorithms.get(name, run=run, **hparams)``) builds the algorithm from
   keyword hyperparameters, e.g. to wrap it in a compressor; it is called inside the
   trace with the traced ones. ``name`` may also be a built :class:`Algorithm` (then
   no hyperparameters, ``run`` or ``factory``: every replica runs that algorithm).
   """
+  options = {
+    'run': run,
+    'chunk_size': chunk_size,
+    'record_params': record_params,
+    'mesh': mesh,
+    'memory_limit_bytes': memory_limit_bytes,
+    'factory': factory,
+    'local_step_buckets': local_step_buckets,
+    'compute_dtype': compute_dtype,
+    'client_block_size': client_block_size,
+  }
+  if isinstance(name, str):  # shared values once (not as 'replica 0'); unknown names: here
+    defaults = registry.hyperparameters(name)
+    _as_list(schedules, num_replicas, 'schedules')
+    static, _ = replicas.split_hparams(defaults, hparams, num_replicas)
+    registry.ALGORITHMS.bind(
+      name, {k: v for k, v in static.items() if k in defaults}, in_config=False
+    )
+  return replica_simulator(name, problem, schedules, num_replicas, **options, **hparams)
+
+
+def replica_simulator(
+  name: str | Algorithm,
+  problem: Problem | Sequence[Problem],
+  schedules: Schedule | Sequence[Schedule],
+  num_replicas: int,
+  *,
+  run: registry.RunInfo | None = None,
+  chunk_size: int | None = None,
+  record_params: bool = False,
+  mesh: Mesh | None = None,
+  memory_limit_bytes: int | None = None,
+  factory: Callable[..., Algorithm] | None = None,
+  local_step_buckets: int | None = 0,
+  compute_dtype: Any = None,
+  client_block_size: int | None = None,
+  **hparams: Any,
+) -> ReplicaSimulator:
+  """:func:`simulator` for hyperparameters whose ranges were checked already (a validated
+  config's: ``afl_jax.pipeline.sweep``); each replica's factory is still called once on
+  the host."""
   if isinstance(name, Algorithm):
     given = sorted(hparams) + [k for k, v in (('run', run), ('factory', factory)) if v is not None]
     if given:
@@ -285,10 +328,6 @@ def simulator(
   r = num_replicas
   schedule_list = _as_list(schedules, r, 'schedules')
   static, traced = replicas.split_hparams(defaults, hparams, r)
-  if isinstance(name, str):  # shared values once (not as 'replica 0'); unknown names: below
-    registry.ALGORITHMS.bind(
-      name, {k: v for k, v in static.items() if k in defaults}, in_config=False
-    )
   algorithms = []
   for i in range(r):
     try:

@@ -33,14 +33,14 @@ FEDGM_SYNC = FEDGM | {
   'local_epochs': 3,
   'schedule.kind': 'synchronous',
   'schedule.durations': 'constant',
-  'schedule.durations_params': 'value=1',
+  'schedule.durations_params': {'value': 1.0},
 }
 # FedFa paper (001): long-tailed (log-normal) job durations, target accuracy 0.75. Scaled:
 # MLP, 15,000 training samples.
 FEDFA = {
   'train_subset': 15000,
   'schedule.durations': 'lognormal',
-  'schedule.durations_params': 'mu=1.0,sigma=1.0',
+  'schedule.durations_params': {'mu': 1.0, 'sigma': 1.0},
   'target_accuracy': 0.75,
   'eval_train_samples': 1000,
 }
@@ -63,7 +63,7 @@ ASYNFL = {
   'schedule.kind': 'waiting_windows',
   'schedule.wait_seconds': 5.0,
   'schedule.durations': 'normal',
-  'schedule.durations_params': 'mean=10,std=3',
+  'schedule.durations_params': {'mean': 10.0, 'std': 3.0},
   'num_rounds': 100,
   'eval_every': 5,
   'eval_train_samples': 1000,

@@ -235,7 +235,7 @@ def estimate_sweep(config) -> None:
     run, _, _, why = build_run(sweep_lib.point_config(config, point))
     c = run.config
     report, sim = analytic_memory(run)
-    key = (c.model, c.dataset, int(c.batch_size), c.dtype)
+    key = (c.model, str(c.get('model_args')), c.dataset, int(c.batch_size), c.dtype)
     if key not in probes:
       probes[key] = probe(run, _PROBE.value)[1]
     per_step = probes[key]

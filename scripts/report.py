@@ -7,7 +7,9 @@ Every number on a page comes from docs/results/records/<paper>.csv.gz and the
 declarations in configs/repro/; nothing is written unless --write is given. Each
 paper's records are checked against their manifest first (sweeps, seeds, runs, row
 count, SHA-256): a damaged or mismatched pair ends the command with one ``error:`` line
-naming the file, before any page is written.
+naming the file, before any page is written. ``--write`` first rewrites the records
+whose sweeps' status (current / superseded, the ``status`` column) is not the one the
+declarations give now; the check says which are.
 """
 
 import os
@@ -22,7 +24,7 @@ cache.use_checkout(__file__)  # configs/ and docs/ of this checkout, before repr
 from afl_jax import reproduction  # noqa: E402
 from afl_jax.errors import UserError  # noqa: E402
 from afl_jax.pipeline import cli  # noqa: E402
-from afl_jax.reproduction import pages, runs  # noqa: E402
+from afl_jax.reproduction import pages, records, runs  # noqa: E402
 
 _PAPERS = flags.DEFINE_list(
   'papers', list(reproduction.PAPERS), 'Papers whose plots to redraw (every page is rebuilt).'
@@ -45,7 +47,15 @@ def main(argv):
   for flag in (_RECORDS_DIR, _OUT_DIR):
     if not os.path.isdir(flag.value):
       raise UserError(f'--{flag.name}={flag.value} is invalid: not an existing directory')
+  papers = [reproduction.load_paper(key) for key in reproduction.PAPERS]
+  # Every pair read and checked (and each sweep's status compared with the declaration's)
+  # before anything is written.
+  stale_status = {p.key: runs.stale_status(p, _RECORDS_DIR.value) for p in papers}
+  stale_records = [p for p in papers if stale_status[p.key]]
   if _WRITE.value:
+    for paper in stale_records:
+      runs.refresh(paper, _RECORDS_DIR.value)
+      print(f'wrote {records.paths(paper.key, _RECORDS_DIR.value)[0]} (status)')
     written = pages.write(
       _PAPERS.value, records_dir=_RECORDS_DIR.value, out_dir=_OUT_DIR.value, plots=_PLOTS.value
     )
@@ -61,6 +71,8 @@ def main(argv):
       stale.append(path)
   print(pages.tally(scored).to_string())
   print('stale pages (rebuild with --write): ' + (', '.join(stale) or 'none'))
+  status = [f'{p.key} ({len(stale_status[p.key])} sweeps)' for p in stale_records]
+  print('records with a stale status (rewrite with --write): ' + (', '.join(status) or 'none'))
 
 
 if __name__ == '__main__':

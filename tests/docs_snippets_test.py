@@ -13,6 +13,7 @@ import pathlib
 import re
 
 import pytest
+from ml_collections.config_flags import config_path
 
 import afl_jax
 from afl_jax.algorithms import registry
@@ -128,6 +129,11 @@ def test_config_overrides_name_real_fields(cmd):
   config = _load_config(file.group(1) if file else 'configs/default.py')
   overrides = re.findall(r'--config\.([\w.]+)(?:=(\S*))?', cmd)
   assert overrides, cmd
+  # A section of a named component's settings (model_args, ...) holds them once resolved.
+  for key, value in overrides:
+    if key in ('model', 'dataset', 'schedule.durations') and value:
+      config_path.set_value(key, config, value)
+  config = config_lib.resolve(config)
   algorithm = dict(overrides).get('algorithm') or config.algorithm
   hparams = {}
   for key, value in overrides:

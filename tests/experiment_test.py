@@ -152,7 +152,7 @@ def test_invalid_configs_are_rejected_before_compute(tmp_path, field, value, mat
         'schedule.kind': 'waiting_windows',
         'schedule.wait_seconds': 0.001,
         'schedule.durations': 'constant',
-        'schedule.durations_params': 'value=5',
+        'schedule.durations_params': {'value': 5.0},
       },
       'schedule.wait_seconds',
     ),
@@ -201,7 +201,7 @@ def test_client_speed_local_steps_scales_each_job_by_its_work():
       'schedule.kind': 'fully_async',
       'schedule.concurrency': 4,
       'schedule.durations': 'constant',
-      'schedule.durations_params': 'value=1',
+      'schedule.durations_params': {'value': 1.0},
       'schedule.client_speed': 'local_steps',
     },
   )

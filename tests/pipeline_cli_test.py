@@ -66,7 +66,7 @@ def _train(tmp_path, *args):
         '--config.schedule.kind=waiting_windows',
         '--config.schedule.wait_seconds=0.001',
         '--config.schedule.durations=constant',
-        '--config.schedule.durations_params=value=5',
+        '--config.schedule.durations_params.value=5',
       ],
       'error: config.schedule.wait_seconds=0.001 is invalid: no client ever arrives',
     ),

@@ -22,7 +22,7 @@ from scipy import stats
 from afl_jax import reproduction
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline import sweep
-from afl_jax.reproduction import pages, runs, scoring, spec
+from afl_jax.reproduction import pages, records, runs, scoring, spec
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -342,6 +342,112 @@ def test_records_of_an_earlier_declaration_are_never_scored(tmp_path):
   assert pages.score_paper(spec.Paper('toy', '9', 'c', 's', (half,)), str(tmp_path)) == {}
 
 
+def test_a_superseded_sweeps_rows_are_marked_and_refresh_follows_the_declaration(tmp_path):
+  exp = _toy([spec.Claim('r', 't', 'A', 'B')])
+  paper = spec.Paper('toy', '9', 'c', 's', (exp,))
+  f = _frame()
+  runs.write('toy', f, _manifest(exp), str(tmp_path))  # unmarked, as before the column
+  assert len(runs.stale_status(paper, str(tmp_path))) == len(_manifest(exp)) == 6
+  assert runs.refresh(paper, str(tmp_path))
+  frame, manifest = runs.read('toy', str(tmp_path))
+
+  def tested(*pairs):  # by hand: the test rows of these (method, client_lr)
+    out = pd.Series(False, index=frame.index)
+    for label, lr in pairs:
+      key = runs.setting_key({'hparams.client_lr': lr})
+      out |= (frame.method == label) & (frame.phase == 'test') & (frame.setting == key)
+    return out
+
+  def expect(current):
+    assert (frame.status[current] == 'current').all()
+    assert (frame.status[~current] == 'superseded').all()
+
+  # A is selected at 0.3 and B at 0.1: the tests at the other settings are not scored.
+  expect((frame.phase == 'select') | tested(('A', 0.3), ('B', 0.1)))
+  assert runs.stale_status(paper, str(tmp_path)) == [] and not runs.refresh(paper, str(tmp_path))
+  # A claim "at client_lr = 0.1" scores A's test at 0.1 too.
+  at = dataclasses.replace(
+    exp, claims=(*exp.claims, spec.Claim('r', 'at', 'A', 'B', at={'hparams.client_lr': 0.1}))
+  )
+  assert runs.stale_status(spec.Paper('toy', '9', 'c', 's', (at,)), str(tmp_path)) == [
+    'toy/A/test {"hparams.client_lr": 0.1}'
+  ]
+  assert runs.refresh(spec.Paper('toy', '9', 'c', 's', (at,)), str(tmp_path))
+  frame, _ = runs.read('toy', str(tmp_path))
+  expect((frame.phase == 'select') | tested(('A', 0.3), ('A', 0.1), ('B', 0.1)))
+  # B's grid changes: B's selection sweep is superseded, and with it every test sweep
+  # (B has nothing to select from: the experiment is not scored); A's selection stays.
+  other = {'hparams.client_lr': (0.1, 0.2)}
+  b_other = dataclasses.replace(exp.methods[1], grid=other)
+  half = spec.Paper(
+    'toy', '9', 'c', 's', (dataclasses.replace(exp, methods=(exp.methods[0], b_other)),)
+  )
+  assert runs.refresh(half, str(tmp_path))
+  frame, manifest = runs.read('toy', str(tmp_path))
+  expect((frame.phase == 'select') & (frame.method == 'A'))
+  assert pages.score_paper(half, str(tmp_path)) == {}
+  # Back to the first declaration: the marking follows it, and the rows marked current
+  # are the ones its page scores (its tables and claims rebuilt from them alone).
+  assert runs.refresh(paper, str(tmp_path))
+  frame, manifest = runs.read('toy', str(tmp_path))
+  expect((frame.phase == 'select') | tested(('A', 0.3), ('B', 0.1)))
+  only = tmp_path / 'only'
+  only.mkdir()
+  keep = [m for m in manifest if m['status'] == 'current']
+  runs.write('toy', frame[frame.status == 'current'], keep, str(only))
+  full, alone = (
+    pages.score_paper(paper, str(tmp_path))['toy'],
+    pages.score_paper(paper, str(only))['toy'],
+  )
+  for part in ('selection', 'test'):
+    pd.testing.assert_frame_equal(full[part], alone[part])
+  assert full['claims'] == alone['claims'] and full['target'] == alone['target']
+  # Rows and values are untouched by the marking.
+  cols = runs.KEYS + runs.METRIC_COLUMNS
+  a = f.sort_values(runs.KEYS).reset_index(drop=True)[cols]
+  pd.testing.assert_frame_equal(a, frame[cols], check_dtype=False)
+
+
+def test_committed_records_state_the_declarations_status():
+  # Each paper's records are marked as the declaration gives them now, and a selection
+  # row is current exactly when scoring reads it (runs.current).
+  for key in reproduction.PAPERS:
+    paper = reproduction.load_paper(key)
+    frame, manifest = runs.read(key)
+    assert records.marked(manifest), f'{key}: no status (python scripts/report.py --write)'
+    assert runs.stale_status(paper) == [], key
+    scored = pd.concat([runs.current(e, frame, manifest) for e in paper.experiments])
+    select = frame.index[(frame.status == 'current') & (frame.phase == 'select')]
+    assert sorted(scored.index[scored.phase == 'select']) == sorted(select), key
+    assert set(frame.index[frame.status == 'current']) <= set(scored.index), key
+
+
+def test_at_restricts_only_the_methods_that_sweep_its_field():
+  # B sweeps another field (as a multistage schedule against a constant eta): "A at
+  # client_lr = 0.1 against B" restricts A only; B keeps its own selection.
+  frame = _frame()
+  b = frame.method == 'B'
+  frame.loc[b, 'setting'] = frame.setting[b].str.replace('client_lr', 'server_lr')
+  fin = scoring.finals(frame)
+  grid_b = {'hparams.server_lr': (0.1, 0.3)}
+  exp = _toy([spec.Claim('r', 't', 'A', 'B', at={'hparams.client_lr': 0.1})])
+  b_other = spec.Method('B', 'fmnist:fedbuff', grid_b)
+  exp = dataclasses.replace(exp, methods=(exp.methods[0], b_other))
+  spec.check(spec.Paper('toy', '9', 'c', 's', (exp,)))
+  claim = exp.claims[0]
+  assert scoring.select(fin, 'toy', 'A', claim.at)['setting'] == runs.setting_key(claim.at)
+  b_at, b_all = scoring.select(fin, 'toy', 'B', claim.at), scoring.select(fin, 'toy', 'B')
+  assert b_at['setting'] == b_all['setting'] == runs.setting_key({'hparams.server_lr': 0.1})
+  assert len(b_at['scores']) == 2
+  c = scoring.score_claim(exp, claim, frame, fin, 0.5)
+  assert c['mean'] == pytest.approx(np.mean(A_TEST - 0.05 - B_TEST))  # B at 0.1, its selection
+  with pytest.raises(ValueError, match='no selection records'):  # a value A never ran
+    scoring.select(fin, 'toy', 'A', {'hparams.client_lr': 0.2})
+  nobody = dataclasses.replace(exp, claims=(dataclasses.replace(claim, at={'hparams.beta': 0.9}),))
+  with pytest.raises(ValueError, match="at names 'hparams.beta', which none of its methods sweeps"):
+    spec.check(spec.Paper('toy', '9', 'c', 's', (nobody,)))
+
+
 def test_committed_pages_rebuild_from_their_records():
   scored = pages.score_all()
   assert any(scored.values()), 'no experiment has committed records'
@@ -372,6 +478,7 @@ def test_report_command_line_writes_nothing_unless_asked():
   assert 'Traceback' not in bad.stderr
   check = _script('report.py')
   assert check.returncode == 0 and 'stale pages (rebuild with --write): none' in check.stdout
+  assert 'records with a stale status (rewrite with --write): none' in check.stdout
   after = {p: p.stat().st_mtime_ns for p in (ROOT / 'docs' / 'results').iterdir()}
   assert after == before
 

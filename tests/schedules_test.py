@@ -152,12 +152,18 @@ def test_waiting_windows_synchronous_limit():
 
 
 def test_durations_validation():
-  with pytest.raises(ValueError, match="'gamma' is unknown"):
+  # Each distribution's parameters are bound to its registered function (ranges beside it).
+  with pytest.raises(ValueError, match=r"schedule.durations='gamma' is invalid: must be one of"):
     schedules.durations.make('gamma', k=1)
-  with pytest.raises(ValueError, match='0 <= low <= high'):
+  with pytest.raises(ValueError, match=r'params.high=1 is invalid: must be >= 3 \(low=3\)'):
     schedules.durations.make('uniform', low=3, high=1)
-  with pytest.raises(ValueError, match='takes parameters'):
-    schedules.durations.make('uniform', low=0)
+  with pytest.raises(ValueError, match=r"takes no setting 'lo'; valid: \['high', 'low'\]"):
+    schedules.durations.make('uniform', lo=0)
+  with pytest.raises(ValueError, match=r'durations_params.std is required'):
+    schedules.durations.make('normal', mean=1.0)
+  with pytest.raises(ValueError, match=r'durations_params.mean=inf is invalid: must be a finite'):
+    schedules.durations.make('exponential', mean=float('inf'))
+  assert schedules.durations.make('uniform', low=5).params == {'low': 5, 'high': 20.0}  # default
 
 
 def test_save_load_roundtrip(tmp_path):

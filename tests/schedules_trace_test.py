@@ -78,7 +78,7 @@ def test_per_client_speeds_run_on_the_event_clock(tmp_path):
   path.write_text('client,duration\n2,4\n0,1\n1,2.5\n')
   c = trace_config(path, concurrency=3, buffer_size=1, durations='constant')
   c.num_clients, c.num_rounds = 3, 6
-  c.schedule.durations_params = 'value=1'
+  c.schedule.durations_params = {'value': 1.0}
   s = build(c, np.ones(3, int))
   np.testing.assert_array_equal(s.client_ids[:, 0], [0, 0, 1, 0, 2, 0])
   np.testing.assert_array_equal(s.start_step[:, 0], [0, 1, 0, 2, 0, 4])
@@ -174,5 +174,5 @@ def test_recorded_jobs_refuse_fields_they_cannot_honour(tmp_path, fields, field,
   path = tmp_path / 'jobs.csv'
   path.write_text(JOBS)
   with pytest.raises(ConfigError) as e:
-    build_schedule(trace_config(path, **fields), K)
+    build(trace_config(path, **fields))
   assert e.value.field == f'schedule.{field}' and fragment in str(e.value)

@@ -277,9 +277,9 @@ def test_schedule_and_compressor_axes_sweep_whole_entries():
     ConfigError, match=r'config.num_clients=12 is invalid: must be >= concurrency'
   ):
     config_lib.validate_sweep(c)  # fedbuff's own 20 + 10 - 1 = 29 clients needed
-  assert dict(one.schedule) == {'kind': 'synchronous', 'seed': 7, 'clients_per_step': 4} | {
+  assert one.schedule.to_dict() == {'kind': 'synchronous', 'seed': 7, 'clients_per_step': 4} | {
     'durations': 'uniform',
-    'durations_params': 'low=0,high=20',
+    'durations_params': {'low': 0.0, 'high': 20.0},
     'client_speed': 'none',
     'client_speed_sigma': 0.5,
   }

@@ -2,11 +2,14 @@
 
 ``DATASETS`` (a :class:`~afl_jax.registry.Registry`, like every component a config
 names) maps a config's ``dataset`` name to a loader called as
-``loader(data_dir=..., download=..., seed=...) -> ArrayDataset``; an entry
-registered with ``federated=True`` is instead called as
-``loader(num_clients=..., seed=...) -> FederatedData`` (data generated per client).
+``loader(data_dir=..., download=..., seed=..., **config.dataset_args) -> ArrayDataset``;
+an entry registered with ``federated=True`` is instead called as
+``loader(num_clients=..., seed=..., **config.dataset_args) -> FederatedData`` (data
+generated per client). A loader's keyword arguments other than these supplied ones are
+its settings (``config.dataset_args``), their ranges declared at registration.
 """
 
+from afl_jax import ranges as checks
 from afl_jax.data.base import ArrayDataset, DataError
 from afl_jax.data.cifar10 import load_cifar10
 from afl_jax.data.digits import load_digits
@@ -26,7 +29,9 @@ from afl_jax.data.unlabeled import DIGITS_COUNT, UNLABELED_SOURCES, external_unl
 from afl_jax.registry import Registry
 
 # A loader's arguments are filled by the pipeline (not settings of the dataset).
-DATASETS = Registry('dataset', supplied=('data_dir', 'download', 'seed', 'num_clients'))
+DATASETS = Registry(
+  'dataset', section='dataset_args', supplied=('data_dir', 'download', 'seed', 'num_clients')
+)
 DATASETS.register(
   'fmnist',
   lambda *, data_dir=None, download=False, seed=0: load_fashion_mnist(data_dir, download=download),
@@ -36,11 +41,34 @@ DATASETS.register(
   lambda *, data_dir=None, download=False, seed=0: load_cifar10(data_dir, download=download),
 )
 DATASETS.register('digits', lambda *, data_dir=None, download=False, seed=0: load_digits(seed=seed))
-DATASETS.register(
+
+
+@DATASETS.register(
   'synthetic',
-  lambda *, num_clients, seed=0: make_synthetic(num_clients=num_clients, seed=seed),
   federated=True,
+  alpha=checks.NON_NEGATIVE,
+  beta=checks.NON_NEGATIVE,
+  dim=checks.integer(1),
+  num_classes=checks.integer(2),
+  test_fraction=checks.real(0.0, 1.0, low_open=True, high_open=True),
 )
+def synthetic(
+  *,
+  num_clients: int,
+  seed: int = 0,
+  alpha: float = 1.0,
+  beta: float = 1.0,
+  iid: bool = False,
+  dim: int = 60,
+  num_classes: int = 10,
+  test_fraction: float = 0.2,
+) -> FederatedData:
+  """Synthetic(alpha, beta) (:func:`make_synthetic`), generated per client."""
+  return make_synthetic(
+    alpha, beta, num_clients, seed=seed, iid=iid, dim=dim, num_classes=num_classes,
+    test_fraction=test_fraction,
+  )  # fmt: skip
+
 
 __all__ = [
   'DATASETS',

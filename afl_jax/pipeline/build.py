@@ -76,9 +76,11 @@ def _err(field: str, value: Any, why: str) -> ConfigError:
 
 # ---- data ---------------------------------------------------------------------------------
 def load_dataset(c: ml_collections.ConfigDict) -> data.ArrayDataset:
-  """The centralized dataset ``c.dataset`` (optionally a seeded subset of its training split)."""
+  """The centralized dataset ``c.dataset``, its loader given ``c.dataset_args`` (optionally a
+  seeded subset of its training split)."""
   loader = data.DATASETS.get(c.dataset)
-  ds = loader(data_dir=c.data_dir or None, download=c.download, seed=c.seed)
+  args = dict(c.get('dataset_args') or {})
+  ds = loader(data_dir=c.data_dir or None, download=c.download, seed=c.seed, **args)
   if c.train_subset:
     rng = np.random.default_rng(c.seed)
     n = len(ds.train_y)
@@ -99,7 +101,8 @@ def build_data(c: ml_collections.ConfigDict) -> data.ClientLayout:
   """Load ``c.dataset`` and lay it out over ``c.num_clients`` clients."""
   entry = data.DATASETS.meta(c.dataset)
   if entry.get('federated'):
-    fed = data.DATASETS.get(c.dataset)(num_clients=c.num_clients, seed=c.seed)
+    args = dict(c.get('dataset_args') or {})
+    fed = data.DATASETS.get(c.dataset)(num_clients=c.num_clients, seed=c.seed, **args)
     return data.from_federated(fed)
   try:
     ds = load_dataset(c)
@@ -160,7 +163,8 @@ def client_local_steps(c: ml_collections.ConfigDict, sizes: np.ndarray) -> np.nd
 def build_schedule(
   c: ml_collections.ConfigDict, local_steps: np.ndarray, client_sizes: np.ndarray | None = None
 ) -> schedules.Schedule:
-  """The delay model ``c.schedule.kind`` over ``c.num_rounds`` server steps.
+  """The delay model ``c.schedule.kind`` over ``c.num_rounds`` server steps, with the
+  settings ``config.validate`` checked (built as they are, not checked again).
 
   Raises:
     ConfigError: the delay model rejects its parameters, or no client ever arrives.
@@ -177,7 +181,7 @@ def build_schedule(
   takes = schedules.registry.params(s.kind) if s.kind in schedules.SCHEDULES else ()
   values = {k: s[k] for k in takes if k in s}  # the kind's own (validate refused strays)
   try:
-    schedule = schedules.registry.build(s.kind, values, ctx)
+    schedule = schedules.registry.make(s.kind, values, ctx)
   except UserError:
     raise
   except ValueError as e:
@@ -195,13 +199,16 @@ def build_schedule(
 
 # ---- algorithm ----------------------------------------------------------------------------
 def build_compressor(c: ml_collections.ConfigDict) -> compression.Compressor | None:
-  """``c.compressor`` as a Compressor (None for kind 'none')."""
+  """``c.compressor`` as a Compressor (None for kind 'none'), from the settings
+  ``config.validate`` bound (checked) once: the factory is called with them as they are."""
   if 'compressor' not in c or c.compressor.kind == 'none':
     return None
   kind = c.compressor.kind
-  args = {k: c.compressor[k] for k in compression.takes(kind) if k in c.compressor}
+  given = {k: c.compressor[k] for k in compression.takes(kind) if k in c.compressor}
+  args = compression.COMPRESSORS.defaults(kind) | given
   try:
-    return compression.get(kind, error_feedback=c.compressor.error_feedback, **args)
+    compressor = compression.COMPRESSORS.get(kind)(**args)
+    return compression.error_feedback(compressor) if c.compressor.error_feedback else compressor
   except UserError:
     raise
   except ValueError as e:
@@ -280,19 +287,22 @@ def build_run(config: ml_collections.ConfigDict) -> Run:
     ConfigError (and the other :class:`~afl_jax.errors.UserError` kinds): a field
       that cannot work, named with its value, before anything is compiled.
   """
-  c = config_lib.resolve(config)
-  config_lib.validate(c)
+  c = config_lib.validate(config)  # resolved once, checked once
   sizes.check(c)  # host-side sizes (schedule, generated data) before allocating them
   if c.dtype == 'float64':
     jax.config.update('jax_enable_x64', True)
   dtype = jnp.dtype(c.dtype)
   layout = build_data(c)
-  model = models.get_model(c.model, layout.num_classes)
+  model = models.get_model(c.model, layout.num_classes, **dict(c.get('model_args') or {}))
   local_steps = client_local_steps(c, layout.sizes)
   schedule = build_schedule(c, local_steps, layout.sizes)
   key = jax.random.key(c.seed)
   first = layout.x[layout.index[:1]]
-  params0 = model.init(jax.random.fold_in(key, 1), jnp.asarray(first, dtype))
+  try:  # each setting was checked by validate; what the model still rejects is a combination
+    params0 = model.init(jax.random.fold_in(key, 1), jnp.asarray(first, dtype))
+  except (ValueError, TypeError) as e:
+    why = f'model {c.model!r} cannot be built with these settings on this data: {e}'
+    raise _err('model_args', dict(c.get('model_args') or {}), why.rstrip('.') + '.') from None
   params0 = jax.tree.map(lambda x: x.astype(dtype), params0)
   info = RunInfo(
     num_clients=layout.num_clients,

@@ -4,7 +4,10 @@
 ``hparams`` filled with every hyperparameter of the algorithm
 (:func:`afl_jax.pipeline.config.resolve`), so any hyperparameter the algorithm
 takes can be set even when the config file does not name it, and a name the
-algorithm does not take is reported with the valid ones. Any other unknown or
+algorithm does not take is reported with the valid ones; so are
+``--config.model_args.NAME``, ``--config.dataset_args.NAME`` and
+``--config.schedule.durations_params.NAME`` (the model's, the dataset loader's and the
+duration distribution's settings). Any other unknown or
 mistyped ``--config.FIELD`` ends as one line too (absl would print a traceback).
 """
 
@@ -22,19 +25,26 @@ import ml_collections
 from absl import app, flags
 from ml_collections import config_flags
 
+from afl_jax import schedules
 from afl_jax.errors import UserError
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline.workdir import flag_value
 
-_HPARAM = re.compile(r'^--config\.hparams\.([A-Za-z_]\w*)=(.*)$', re.S)
+_HPARAM = re.compile(
+  r'^--config\.(hparams\.|model_args\.|dataset_args\.|schedule\.durations_params\.)'
+  r'([A-Za-z_]\w*)=(.*)$',
+  re.S,
+)
+_PARAMS_TEXT = re.compile(r'^--config\.schedule\.durations_params=(.*)$', re.S)
 _OVERRIDE = re.compile(r'^--config\.([\w.]+)(?:=(.*))?$', re.S)
 # absl's word for a bad value: ``flag --NAME=VALUE: WHY`` (a flag's parser or validator) or
 # ``flags A=1, B=2: --A=... WHY`` (a validator of several flags, its message naming the flag).
 _ONE_FLAG = re.compile(r'flag --([\w.]+)=(.*?): (.*)$', re.S)
 _SEVERAL_FLAGS = re.compile(r'flags .*?: (--.*)$')
 
-# --config.hparams.NAME=VALUE pairs taken out of argv by the parser, applied by
-# finish_config once the config (and so the algorithm) is known.
+# (NAME, VALUE) of --config.hparams.NAME=VALUE (SECTION.NAME for the other sections of
+# _HPARAM) taken out of argv by the parser, applied by finish_config once the config (and
+# so the algorithm, model, dataset, distribution) is known.
 _HELP = ('--help', '-help', '-h', '-?', '--helpshort', '--helpfull', '--helpxml')
 _pending: list[tuple[str, str]] = []
 _holder: list[Any] = []  # the --config flag defined by define_config_flag
@@ -165,8 +175,20 @@ def _bad_values(error: Exception) -> str | None:
 def _split(argv: Sequence[str]) -> tuple[list[tuple[str, str]], list[str]]:
   hparams, rest = [], []
   for arg in argv:
+    text = _PARAMS_TEXT.match(arg)
+    if text:
+      example = schedules.registry.as_mapping(text[1]) or {'NAME': 'VALUE'}
+      given = ' '.join(f'--config.schedule.durations_params.{k}={v}' for k, v in example.items())
+      exit_error(
+        f'config.schedule.durations_params={text[1]!r} is invalid: give each parameter as '
+        f"{given} (the 'name=value,...' string form is no longer read)"
+      )
     m = _HPARAM.match(arg)
-    (hparams.append((m.group(1), m.group(2))) if m else rest.append(arg))
+    if m:
+      section = '' if m[1] == 'hparams.' else m[1]
+      hparams.append((section + m[2], m[3]))
+    else:
+      rest.append(arg)
   return hparams, rest
 
 
@@ -288,16 +310,18 @@ def interrupted(error: BaseException | None = None) -> NoReturn:
 
 
 def finish_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """The resolved config with the command line's ``--config.hparams.*`` applied.
+  """The resolved config with the command line's ``--config.hparams.*`` (and
+  ``model_args.*``, ``dataset_args.*``, ``schedule.durations_params.*``) applied.
 
   Raises:
-    ConfigError: an unknown algorithm, or a hyperparameter it does not take.
+    ConfigError: an unknown algorithm (model, ...), or a setting it does not take.
   """
   out = config_lib.resolve(config)
-  if _pending:
+  if any('.' not in name for name, _ in _pending):
     config_lib.validate_algorithm_name(out)
   for name, text in _pending:
-    config_lib.override_hparam(out, name, text)
+    section, _, arg = name.rpartition('.')
+    config_lib.override_setting(out, section or 'hparams', arg, text)
   return out
 
 

@@ -1,12 +1,15 @@
 """Experiment configuration: the shared default, resolution and validation.
 
 A config names each component once with its own settings: ``algorithm`` + ``hparams``,
-``schedule.kind`` + its settings, ``compressor.kind`` + its settings, ``dataset``,
-``model``. A config file records only the values it sets; :func:`resolve` fills the
-named components' own defaults (from their factories' signatures) and drops other
-kinds' fields, so the resolved config (config.json) lists every value the run uses.
-Every field can be overridden on the command line (``--config.num_rounds=300``,
-``--config.hparams.bits=4``).
+``schedule.kind`` + its settings (``schedule.durations`` + the distribution's
+``schedule.durations_params``, a mapping), ``compressor.kind`` + its settings,
+``dataset`` + ``dataset_args`` (the loader's own settings), ``model`` + ``model_args``
+(the model's constructor settings). A config file records only the values it sets;
+:func:`resolve` fills the named components' own defaults (from their factories'
+signatures) and drops other kinds' fields, so the resolved config (config.json) lists
+every value the run uses. Every field can be overridden on the command line
+(``--config.num_rounds=300``, ``--config.hparams.bits=4``,
+``--config.model_args.hidden_sizes=(100,)``).
 
 :func:`validate` checks the run's own fields against their ranges (:data:`FIELDS`),
 binds each component's settings to its factory (``Registry.bind``, the one check of
@@ -23,7 +26,6 @@ import ast
 import copy
 import importlib.util
 import inspect
-import math
 import os
 import sys
 from collections.abc import Mapping
@@ -57,6 +59,7 @@ def default() -> ml_collections.ConfigDict:
   c.compressor.error_feedback = False
   # Data.
   c.dataset = 'fmnist'
+  c.dataset_args = ml_collections.ConfigDict()  # the loader's own settings (its defaults)
   c.data_dir = ''  # '' = $AFL_JAX_DATA, then /usr/share/datasets/fashion-mnist
   c.download = False
   c.partition = 'dirichlet'
@@ -69,6 +72,7 @@ def default() -> ml_collections.ConfigDict:
   c.train_subset = 0  # use only this many training samples (0 = all), for quick runs
   # Model and local training.
   c.model = 'mlp'
+  c.model_args = ml_collections.ConfigDict()  # the model's settings, e.g. hidden_sizes
   c.batch_size = 32
   c.local_steps = 10  # used when local_epochs == 0
   c.local_epochs = 0  # > 0: K_i = local_epochs * ceil(n_i / batch_size), differs per client
@@ -92,7 +96,10 @@ def default() -> ml_collections.ConfigDict:
   # fedecho_*: gamma of Table 1's runtime categories (smaller: the largest clients are long)
   c.schedule.straggler_gamma = 1.0
   c.schedule.durations = 'uniform'  # constant | uniform | exponential | normal | ...
-  c.schedule.durations_params = 'low=0,high=20'  # the distribution's parameters
+  # The distribution's parameters, e.g. {'low': 0, 'high': 20} (schedules.DISTRIBUTIONS:
+  # constant(value), uniform(low=0, high=20), exponential(mean), normal(mean, std),
+  # lognormal(mu, sigma), pareto(shape, scale)); resolve fills the named one's defaults.
+  c.schedule.durations_params = ml_collections.ConfigDict()
   # Per-client factor multiplying every duration draw (larger = slower):
   # none | local_steps (K_i / mean K: more local work takes longer) |
   # lognormal (exp(sigma * z) per client, sigma = client_speed_sigma, schedule seed).
@@ -117,8 +124,16 @@ def build(fields: Mapping[str, Any], hparams: Mapping[str, Any]) -> ml_collectio
   c = default()
   c.hparams = copy.deepcopy(dict(hparams))
   for field, value in fields.items():
-    config_path.set_value(field, c, copy.deepcopy(value))
+    if field == 'schedule.durations_params' and isinstance(value, str):
+      schedules.registry.durations_params(fields.get('schedule.durations', 'uniform'), value)
+    open_section = field.rsplit('.', 1)[0] in OPEN_SECTIONS
+    config_path.set_value(field, c, copy.deepcopy(value), accept_new_attributes=open_section)
   return c
+
+
+# Sections whose fields are the named component's arguments (not fixed in default()): a
+# config sets any of them; validate refuses one the component does not take.
+OPEN_SECTIONS = ('hparams', 'model_args', 'dataset_args', 'schedule.durations_params')
 
 
 def entry(table: Mapping[str, Any], name: str, file: str) -> Any:
@@ -207,18 +222,33 @@ def _all_settings(kinds, settings) -> set:
 def resolve(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """A copy of ``c`` whose sections list every value the run uses, and only those.
 
-  ``hparams``: every hyperparameter of ``c.algorithm`` (the values given kept, the
-  algorithm's own defaults for the rest); ``schedule`` and ``compressor``: exactly the
-  named kind's settings (other kinds' fields dropped). Unknown names and fields are
-  left for :func:`validate` to reject.
+  ``hparams``, ``model_args``, ``dataset_args``: every setting of ``c.algorithm``,
+  ``c.model``, ``c.dataset`` (the values given kept, the factory's own defaults for the
+  rest); ``schedule`` and ``compressor``: exactly the named kind's settings (other
+  kinds' fields dropped), ``schedule.durations_params`` the named distribution's
+  parameters (the values given kept, its defaults for the rest). Unknown names and
+  fields are left for :func:`validate` to reject.
   """
   out = ml_collections.ConfigDict(c.to_dict())
   if c.algorithm in algorithms.ALGORITHMS:
     out.hparams = ml_collections.ConfigDict(default_hparams(c.algorithm) | dict(c.hparams))
+  for registry, name, args in (
+    (models.MODELS, 'model', 'model_args'),
+    (data.DATASETS, 'dataset', 'dataset_args'),
+  ):
+    if c.get(name) in registry:
+      out[args] = ml_collections.ConfigDict(registry.defaults(c[name]) | dict(c.get(args) or {}))
   if 'schedule' in c and c.schedule.get('kind') in schedules.SCHEDULES:
     takes = schedules.registry.settings(c.schedule.kind)
     known = _all_settings(schedules.SCHEDULES, schedules.registry.settings)
     out.schedule = _section(c, 'schedule', takes, known, ('kind', 'seed'))
+    params = out.schedule.get('durations_params', {})  # None: the distribution's defaults
+    if out.schedule.get('durations') in schedules.DISTRIBUTIONS and (
+      params is None or isinstance(params, Mapping | ml_collections.ConfigDict)
+    ):
+      kind = out.schedule.durations
+      params = schedules.registry.resolve_durations_params(kind, dict(params or {}))
+      out.schedule.durations_params = ml_collections.ConfigDict(params)
   kind = c.get('compressor', {}).get('kind')
   if kind == 'none' or kind in compression.COMPRESSORS:
     takes = {} if kind == 'none' else compression.COMPRESSORS.settings(kind)
@@ -268,17 +298,39 @@ def parse_value(text: str, current: Any) -> Any:
 
 def override_hparam(c: ml_collections.ConfigDict, name: str, text: str) -> None:
   """Apply ``--config.hparams.NAME=TEXT`` to a resolved config (one-line errors)."""
-  valid = sorted(algorithms.hyperparameters(c.algorithm))
+  override_setting(c, 'hparams', name, text)
+
+
+def _component(c: ml_collections.ConfigDict, section: str):
+  """(registry, name) of the component whose settings ``section`` holds."""
+  if section == 'hparams':
+    return algorithms.ALGORITHMS, c.algorithm
+  if section == 'schedule.durations_params':
+    return schedules.DISTRIBUTIONS, c.schedule.durations
+  field = {registry.section: field for field, registry in NAMED.items()}[section]
+  return NAMED[field], c[field]
+
+
+def override_setting(c: ml_collections.ConfigDict, section: str, name: str, text: str) -> None:
+  """Apply ``--config.SECTION.NAME=TEXT`` to a resolved config, for a section of
+  :data:`OPEN_SECTIONS` (its fields are the named component's settings, not fixed by
+  :func:`default`; one-line errors)."""
+  registry, component = _component(c, section)
+  if component not in registry:
+    registry.bind(component, {})  # the unknown name, in one line
+  valid = sorted(registry.settings(component))
   if name not in valid:
-    raise _err(
-      f'hparams.{name}', text, f'{c.algorithm} takes no hyperparameter {name!r}; valid: {valid}'
-    )
+    why = f'{registry.kind} {component!r} takes no setting {name!r}; valid: {valid}'
+    if section == 'hparams':
+      why = f'{component} takes no hyperparameter {name!r}; valid: {valid}'
+    raise _err(f'{section}.{name}', text, why)
+  target = config_path.get_value(section, c)
   try:
-    value = parse_value(text, c.hparams.get(name))
+    value = parse_value(text, target.get(name))
   except ValueError as e:
-    raise _err(f'hparams.{name}', text, str(e)) from None
-  with c.hparams.unlocked():
-    c.hparams[name] = value
+    raise _err(f'{section}.{name}', text, str(e)) from None
+  with target.unlocked():
+    target[name] = value
 
 
 # ---- the run's own fields: one range each, checked like a component's settings -----------
@@ -356,8 +408,8 @@ def validate_fields(c: ml_collections.ConfigDict) -> None:
 
 def validate_components(c: ml_collections.ConfigDict) -> None:
   """Each named component with its own settings (``Registry.bind``: the one check)."""
-  data.DATASETS.bind(c.dataset, {})
-  models.MODELS.bind(c.model, {})
+  data.DATASETS.bind(c.dataset, dict(c.get('dataset_args') or {}))
+  models.MODELS.bind(c.model, dict(c.get('model_args') or {}))
   if data.DATASETS.meta(c.dataset).get('federated'):
     for field in ('unlabeled_size', 'validation_size', 'train_subset'):
       why = f'must be 0 for dataset={c.dataset!r} (its data is generated per client)'
@@ -365,15 +417,6 @@ def validate_components(c: ml_collections.ConfigDict) -> None:
         raise _err(field, c[field], why)
   s = {k: v for k, v in c.schedule.items() if k not in ('kind', 'seed')}
   schedules.registry.bind(c.schedule.kind, s, c.num_clients)
-  if schedules.registry.draws_durations(c.schedule.kind):
-    try:
-      params = schedules.parse_params(c.schedule.durations_params)
-      if not all(math.isfinite(v) for v in params.values()):
-        raise ValueError('parameters must be finite numbers')
-      schedules.make_durations(c.schedule.durations, c.schedule.durations_params)
-    except (ValueError, AttributeError) as e:
-      why = f'{str(e).rstrip(".")} (schedule.durations={c.schedule.durations!r})'
-      raise _err('schedule.durations_params', c.schedule.durations_params, why) from None
   algorithms.ALGORITHMS.bind(c.algorithm, dict(c.hparams))
   kind = c.compressor.kind if 'compressor' in c else 'none'
   if kind != 'none':
@@ -405,8 +448,14 @@ def algorithm_entry(entry: Any, field: str = 'sweep.algorithm') -> tuple[str, di
     return entry, {}
   if isinstance(entry, Mapping | ml_collections.ConfigDict) and isinstance(entry.get('name'), str):
     return entry['name'], {k: v for k, v in dict(entry).items() if k != 'name'}
-  why = "each entry must be an algorithm name or a mapping {'name': NAME, SETTING: VALUE, ...}"
+  what = field.rsplit('.', 1)[-1]
+  why = f"each entry must be a name of a {what} or a mapping {{'name': NAME, SETTING: VALUE, ...}}"
   raise _err(field, entry, why)
+
+
+# Components named by a top-level field, with their settings in a section of their own; a
+# sweep's entry ``{'name': NAME, SETTING: VALUE}`` replaces both (as an algorithm entry does).
+NAMED = {'model': models.MODELS, 'dataset': data.DATASETS}
 
 
 # Section-level fields a swept schedule / compressor entry keeps from the config unless given.
@@ -443,8 +492,10 @@ def validate_sweep(c: ml_collections.ConfigDict) -> None:
 
   An ``algorithm`` axis lists whole entries (a name, or a name with its settings; each
   bound to its own algorithm), and so does a ``schedule`` or ``compressor`` axis
-  (``{'kind': KIND, SETTING: VALUE}``); an ``hparams`` axis sweeps within every algorithm of the
-  grid, each value checked as a single run's would be. Both before any grid point is built.
+  (``{'kind': KIND, SETTING: VALUE}``) and a ``model`` or ``dataset`` axis (``{'name': NAME,
+  SETTING: VALUE}``); an ``hparams`` (``model_args``, ``dataset_args``) axis sweeps within
+  every algorithm (model, dataset) of the grid, each value checked as a single run's
+  would be. Both before any grid point is built.
   """
   if not c.get('sweep'):
     return
@@ -466,19 +517,33 @@ def validate_sweep(c: ml_collections.ConfigDict) -> None:
   for field in SECTION_FIELDS:
     for entry in axes.get(field, ()):
       _check_section_entry(c, field, entry)
+  # Each section of settings with the registry and the names of the grid it applies to.
+  within = {'hparams': (algorithms.ALGORITHMS, names)}
+  for field, registry in NAMED.items():
+    grid_names = []
+    for entry in axes.get(field, [c[field]] if c.get(field) in registry else []):
+      name, given = algorithm_entry(entry, f'sweep.{field}')
+      try:
+        registry.bind(name, given)
+      except ConfigError as e:
+        raise ConfigError(f'config.sweep.{field} entry {entry!r}: {e}', field=e.field) from None
+      grid_names.append(name)
+    within[registry.section] = (registry, grid_names)
   for field, values in axes.items():
-    if field.startswith('hparams.'):
-      arg = field[len('hparams.') :]
-      for name in names:
-        takes = algorithms.ALGORITHMS.settings(name)
+    section, _, arg = field.partition('.')
+    if section in within and arg:
+      registry, grid_names = within[section]
+      for name in grid_names:
+        takes = registry.settings(name)
         if arg not in takes:
+          what = 'hyperparameter' if section == 'hparams' else 'setting'
           raise ConfigError(
-            f'config.sweep.{field} is invalid: {name!r} has no hyperparameter '
+            f'config.sweep.{field} is invalid: {name!r} has no {what} '
             f'{arg!r}; valid: {sorted(takes)}.',
             field=f'sweep.{field}',
           )
         for value in values:  # each value as a single run's would be
-          problem = algorithms.ALGORITHMS.violation(name, arg, value)
+          problem = registry.violation(name, arg, value)
           if problem is not None:
             raise _err(f'sweep.{field}', list(values), f'the value {value!r} {problem}')
       continue
@@ -494,9 +559,10 @@ def validate_sweep(c: ml_collections.ConfigDict) -> None:
         ) from None
 
 
-def validate(c: ml_collections.ConfigDict) -> None:
-  """Raise ConfigError on the first invalid field of ``c`` (:func:`resolve`-d first): the
-  run's own fields, then each component with its settings, then the sweep."""
+def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """``c`` resolved (:func:`resolve`) and checked: raise ConfigError on its first invalid
+  field (the run's own fields, then each component with its settings, then the sweep);
+  the one place the config's values meet their ranges."""
   speed = c.schedule.get('client_speed', 'none')  # set, but dropped by resolve: refused
   if c.schedule.kind in schedules.SCHEDULES and speed != 'none':
     if not schedules.registry.draws_durations(c.schedule.kind):
@@ -510,3 +576,4 @@ def validate(c: ml_collections.ConfigDict) -> None:
   validate_fields(c)
   validate_components(c)
   validate_sweep(c)
+  return c

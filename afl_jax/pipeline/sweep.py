@@ -81,7 +81,7 @@ import pandas as pd
 from ml_collections.config_flags import config_path
 
 from afl_jax import algorithms
-from afl_jax.api import simulator as sweep_simulator
+from afl_jax.api import replica_simulator as sweep_simulator
 from afl_jax.core import memory, replicas
 from afl_jax.core.memory import format_bytes
 from afl_jax.errors import ConfigError
@@ -143,7 +143,9 @@ def point_config(
   An ``algorithm`` entry replaces the whole ``algorithm`` + ``hparams`` pair: the run
   gets that algorithm with the settings the entry gives and its own defaults for the
   rest, never the base config's (another algorithm's) values. ``hparams.*`` axes then
-  apply within it. A ``schedule`` / ``compressor`` entry (``{'kind': ..., ...}``)
+  apply within it. A ``model`` / ``dataset`` entry (``'mlp'``, ``{'name': 'mlp',
+  'hidden_sizes': [100]}``) replaces ``model`` + ``model_args`` (``dataset`` +
+  ``dataset_args``) likewise. A ``schedule`` / ``compressor`` entry (``{'kind': ..., ...}``)
   replaces that section likewise, keeping only its section-level field (the schedule's
   ``seed``, the compressor's ``error_feedback``) unless the entry gives it.
   """
@@ -152,12 +154,16 @@ def point_config(
   if 'algorithm' in point:
     c.algorithm, given = config_lib.algorithm_entry(point['algorithm'])
     c.hparams = ml_collections.ConfigDict(given)
+  for field, registry in config_lib.NAMED.items():  # a model / dataset entry, likewise
+    if field in point:
+      c[field], given = config_lib.algorithm_entry(point[field], f'sweep.{field}')
+      c[registry.section] = ml_collections.ConfigDict(given)
   for field in config_lib.SECTION_FIELDS:  # a whole schedule / compressor entry
     if isinstance(point.get(field), Mapping | ml_collections.ConfigDict):
       keep = {k: c[field][k] for k in config_lib.SECTION_FIELDS[field] if k in c[field]}
       c[field] = ml_collections.ConfigDict(keep | dict(point[field]))
   for field, value in point.items():
-    if field == 'algorithm' or field in config_lib.SECTION_FIELDS:
+    if field in ('algorithm', *config_lib.SECTION_FIELDS, *config_lib.NAMED):
       continue
     if field.startswith('hparams.') and field[len('hparams.') :] not in c.hparams:
       c.hparams[field[len('hparams.') :]] = value

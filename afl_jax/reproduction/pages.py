@@ -21,7 +21,7 @@ import pandas as pd
 from afl_jax import reproduction
 from afl_jax.pipeline.plotting import save_figure
 from afl_jax.pipeline.workdir import write_text
-from afl_jax.reproduction import runs, scoring, spec
+from afl_jax.reproduction import records, runs, scoring, spec
 
 RESULTS = os.path.dirname(runs.RECORDS)
 
@@ -356,7 +356,8 @@ def render(paper: spec.Paper, scored: Mapping) -> str:
     f"**The paper's setting.** {paper.setting}",
     '**Protocol.** ' + PROTOCOL,
     f'Records: `docs/results/records/{paper.key}.csv.gz` (one row per evaluation of '
-    f'every run; `pandas.read_csv` reads it) and `{paper.key}.json` (the sweeps).',
+    f'every run; `pandas.read_csv` reads it; the rows this page scores have `status` '
+    f'`current`, those of superseded sweeps `superseded`) and `{paper.key}.json` (the sweeps).',
   )
   if scored:
     out += _part(
@@ -437,7 +438,7 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
   ]
   papers = [reproduction.load_paper(key) for key in reproduction.PAPERS]
   declared = sum(not c.added for p in papers for e in p.experiments for c in e.claims)
-  out = _part('# Reproductions: summary', '**Protocol.** ' + PROTOCOL)
+  out = _part('# Reproductions: summary', '**Protocol.** ' + PROTOCOL, records.NOTE)
   out += _part(
     f'## Tally of the paper claims scored ({int(counts.sum())} of {declared}), after the '
     'adjustment',

@@ -15,6 +15,19 @@ readable gzipped CSV, a manifest that is not the JSON object written here, a mis
 or extra column, a non-numeric or empty cell, duplicate rows, a sweep of the manifest
 whose rows do not hold its seeds and runs, rows no sweep lists, a row count or digest
 other than the manifest's. A page is never rebuilt from part of the data.
+
+**Status.** Every sweep of the manifest states whether the declaration still gives it
+(``"status": "current"``, its config's fingerprint is the one the declaration has now)
+or not (``"superseded"``: an earlier grid, setting or seed list, kept but never
+scored), and every row repeats its sweep's status in the ``status`` column, so a reader
+filtering the CSV (``status == 'current'``) gets exactly the rows the pages use. The
+status is derived from the declaration by
+:func:`afl_jax.reproduction.runs.mark` (each write of a reproduction, and
+``scripts/report.py --write`` after a declaration changed); here it is only copied
+from the manifest to the rows and checked: a status other than the two, or a row whose
+status differs from its sweep's, is refused. A pair written before the column existed
+(no ``status`` column; any status in its manifest is then ignored) reads as
+*unmarked* (:func:`marked` is False) until it is written again with statuses.
 """
 
 from __future__ import annotations
@@ -47,6 +60,18 @@ TEXT_COLUMNS = ['experiment', 'method', 'phase', 'setting']
 INT_COLUMNS = ['seed', 'step']
 SWEEP_FIELDS = ('experiment', 'method', 'phase', 'setting', 'fingerprint', 'seeds', 'runs')
 PHASES = ('select', 'test')
+STATUS = 'status'  # the column (and manifest field) of a sweep's status
+STATUSES = ('current', 'superseded')
+# What the summary page says about the records' files and their status column.
+NOTE = (
+  '**Records.** Every number comes from `records/<paper>.csv.gz` (one row per evaluation '
+  'of a run) and its manifest `records/<paper>.json` (the sweeps, their config '
+  'fingerprint, seeds, machine and seconds). The `status` column (and each manifest '
+  "sweep's `status`) says whether the sweep is `current` (the declaration gives it now: "
+  'these are the rows the pages score) or `superseded` (an earlier grid, setting or seed '
+  'list, kept for the record and never scored): filter on `status == "current"` to get '
+  'exactly the rows behind the pages.'
+)
 RESTORE = 'restore both files (git checkout) or rerun the reproduction'
 
 
@@ -91,13 +116,55 @@ def _temp(directory: str, name: str, data: bytes) -> str:
   return tmp
 
 
-def write(paper_key: str, frame: pd.DataFrame, sweeps: Sequence[Mapping], records_dir: str) -> None:
-  """Replace the pair of ``paper_key`` with ``frame`` (columns in order) and ``sweeps``.
+def marked(sweeps: Sequence[Mapping]) -> bool:
+  """Whether ``sweeps`` state their status (all of them; none: an unmarked pair).
 
   Raises:
-    RecordsError: the directory cannot be written (the previous pair is kept).
+    RecordsError: some sweeps state one and others do not, or one is not a status.
+  """
+  have = [STATUS in s for s in sweeps]
+  if any(have) and not all(have):
+    s = sweeps[have.index(False)]
+    raise RecordsError(f'sweep {label(s)} states no status while others do')
+  bad = [s for s in sweeps if STATUS in s and s[STATUS] not in STATUSES]
+  if bad:
+    raise RecordsError(
+      f'sweep {label(bad[0])} has status {bad[0][STATUS]!r}, not one of {", ".join(STATUSES)}'
+    )
+  return bool(sweeps) and all(have)
+
+
+def _sweep_rows(frame: pd.DataFrame, s: Mapping) -> pd.Series:
+  """The rows of sweep ``s`` (a test sweep is one setting; a selection sweep, all)."""
+  rows = (frame.experiment == s['experiment']) & (frame.method == s['method'])
+  rows &= frame.phase == s['phase']
+  return rows & (frame.setting == s['setting']) if s['phase'] == 'test' else rows
+
+
+def statuses(frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> pd.Series:
+  """Each row's status: its sweep's (NaN for a row no sweep lists)."""
+  out = pd.Series(float('nan'), index=frame.index, dtype=object)
+  for s in sweeps:
+    out[_sweep_rows(frame, s)] = s[STATUS]
+  return out
+
+
+def write(paper_key: str, frame: pd.DataFrame, sweeps: Sequence[Mapping], records_dir: str) -> None:
+  """Replace the pair of ``paper_key`` with ``frame`` (columns in order) and ``sweeps``;
+  when the sweeps state their status (:func:`marked`), each row gets its sweep's in the
+  ``status`` column, after the others (any status column of ``frame`` is replaced).
+
+  Raises:
+    RecordsError: the directory cannot be written (the previous pair is kept); some
+      sweeps state a status and others not, or one that is not a status.
   """
   records_path, manifest_path = paths(paper_key, records_dir)
+  frame = frame.drop(columns=[STATUS], errors='ignore')
+  try:
+    if marked(sweeps):
+      frame = frame.assign(**{STATUS: statuses(frame, sweeps)})
+  except RecordsError as e:
+    raise RecordsError(f'cannot write the records of {paper_key}: {e}') from None
   data = encode(frame, os.path.basename(records_path))
   manifest = {'records': {'rows': len(frame), 'sha256': digest(data)}, 'sweeps': list(sweeps)}
   text = json.dumps(manifest, indent=1, sort_keys=True) + '\n'
@@ -178,7 +245,7 @@ def _load_records(path: str) -> tuple[pd.DataFrame, bytes]:
     raise RecordsError(f'{path}: not a readable CSV ({_short(e)}); {RESTORE}') from None
   columns = KEYS + METRIC_COLUMNS
   missing = [c for c in columns if c not in frame.columns]
-  extra = [c for c in frame.columns if c not in columns]
+  extra = [c for c in frame.columns if c not in [*columns, STATUS]]
   if missing or extra:
     what = '; '.join(
       part
@@ -211,22 +278,17 @@ def _load_records(path: str) -> tuple[pd.DataFrame, bytes]:
   return frame, data
 
 
-def _label(s: Mapping) -> str:
+def label(s: Mapping) -> str:
   where = f'{s["experiment"]}/{s["method"]}/{s["phase"]}'
   return where + (f' {s["setting"]}' if s['phase'] == 'test' else '')
 
 
 def _check_sweeps(path: str, frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> None:
-  """Every manifest sweep's rows hold its seeds and runs; every row belongs to one sweep."""
+  """Every manifest sweep's rows hold its seeds and runs (and its status, in a marked
+  pair); every row belongs to one sweep."""
   covered = pd.Series(False, index=frame.index)
   for s in sweeps:
-    rows = (
-      (frame.experiment == s['experiment'])
-      & (frame.method == s['method'])
-      & (frame.phase == s['phase'])
-    )
-    if s['phase'] == 'test':
-      rows &= frame.setting == s['setting']
+    rows = _sweep_rows(frame, s)
     mine = frame[rows]
     covered |= rows
     seeds = sorted({int(x) for x in mine.seed})
@@ -239,13 +301,20 @@ def _check_sweeps(path: str, frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> 
         what.append(f'missing {len(lost)} of its {len(listed)} seeds {lost}')
       if more:
         what.append(f'seeds {more} the manifest does not list')
-      raise RecordsError(f'{path}: sweep {_label(s)}: the records have {" and ".join(what)}')
+      raise RecordsError(f'{path}: sweep {label(s)}: the records have {" and ".join(what)}')
     runs = len(set(zip(mine.setting, mine.seed)))
     if runs != s['runs']:
       raise RecordsError(
-        f'{path}: sweep {_label(s)}: the records hold {runs} runs where the manifest lists '
+        f'{path}: sweep {label(s)}: the records hold {runs} runs where the manifest lists '
         f'{s["runs"]}'
       )
+    if STATUS in frame.columns:
+      wrong = mine[STATUS] != s[STATUS]
+      if wrong.any():
+        raise RecordsError(
+          f'{path}: sweep {label(s)} is {s[STATUS]!r} in the manifest but {int(wrong.sum())} '
+          f'of its rows say {mine[STATUS][wrong].iloc[0]!r}; {RESTORE}'
+        )
   if not covered.all():
     first = frame[~covered].iloc[0]
     raise RecordsError(
@@ -282,6 +351,23 @@ def read(paper_key: str, records_dir: str) -> tuple[pd.DataFrame, list[dict]]:
       )
     return pd.DataFrame(columns=KEYS + METRIC_COLUMNS), []
   frame, data = _load_records(records_path)
+  if STATUS in frame.columns:
+    bad = frame[STATUS].isna() | ~frame[STATUS].isin(STATUSES)
+    if bad.any():
+      i = int(bad.to_numpy().nonzero()[0][0])
+      raise RecordsError(
+        f'{records_path}: row {i + 1} column {STATUS} holds {frame[STATUS].iloc[i]!r}, not '
+        f'one of {", ".join(STATUSES)}; {RESTORE}'
+      )
+    try:
+      if not marked(manifest['sweeps']) and manifest['sweeps']:
+        raise RecordsError('its sweeps state no status')
+    except RecordsError as e:
+      raise RecordsError(
+        f'{manifest_path}: the records have a {STATUS} column but {e}; {RESTORE}'
+      ) from None
+  else:  # unmarked (written before the column existed): a status in the manifest is ignored
+    manifest['sweeps'] = [{k: v for k, v in s.items() if k != STATUS} for s in manifest['sweeps']]
   _check_sweeps(records_path, frame, manifest['sweeps'])
   if len(frame) != stated['rows']:
     raise RecordsError(

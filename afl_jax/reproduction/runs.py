@@ -12,7 +12,10 @@ Records are the evaluated curves, one row per (run, evaluation), in one gzipped 
 per paper (``docs/results/records/<paper>.csv.gz``: ``pandas.read_csv`` reads it),
 with a manifest (``<paper>.json``) of the sweeps that produced them: their config
 fingerprint, machine and wall time. Pages are rebuilt from these files alone, and only
-from the sweeps whose fingerprint the declaration still gives (:func:`current`).
+from the sweeps whose fingerprint the declaration still gives (:func:`current`); each
+sweep and row states that status (:func:`mark`: ``current`` or ``superseded``, the
+``status`` column of :mod:`afl_jax.reproduction.records`), set at every write and
+refreshed after a declaration changes (:func:`refresh`).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import pandas as pd
 
 from afl_jax.errors import UserError
 from afl_jax.reproduction import records, spec
-from afl_jax.reproduction.records import KEYS, METRIC_COLUMNS
+from afl_jax.reproduction.records import KEYS, METRIC_COLUMNS, STATUS
 
 REPO = os.path.dirname(spec.CONFIGS)
 RECORDS = os.path.join(REPO, 'docs', 'results', 'records')
@@ -146,7 +149,7 @@ def write(
   """Store a paper's records and manifest together, atomically (sorted, gzip without a
   timestamp: same rows, same bytes; :func:`afl_jax.reproduction.records.write`)."""
   frame = frame.sort_values(KEYS, kind='stable').reset_index(drop=True)
-  frame = frame[KEYS + METRIC_COLUMNS]
+  frame = frame[KEYS + METRIC_COLUMNS]  # the status column is the manifest's (records.write)
   manifest = sorted(
     manifest, key=lambda m: (m['experiment'], m['phase'], m['method'], m['setting'])
   )
@@ -215,24 +218,79 @@ def run_phase(
           'date': datetime.date.today().isoformat(),
         }
       ]
-      write(paper.key, frame, manifest, records_dir)  # after every sweep: nothing lost
+      # After every sweep (nothing lost), each sweep marked current or superseded.
+      write(paper.key, frame, mark(paper, frame, manifest), records_dir)
+
+
+def is_current(exp: spec.Experiment, sweep: Mapping) -> bool:
+  """Whether ``exp`` (as declared now) still gives the manifest entry ``sweep`` of one of
+  its methods: the sweep's config has the recorded fingerprint."""
+  method = {m.label: m for m in exp.methods}.get(sweep['method'])
+  if sweep['experiment'] != exp.key or method is None:
+    return False
+  settings = [sweep['setting']] if sweep['phase'] == 'test' else []
+  configs = sweep_configs(exp, method, sweep['phase'], settings)
+  return [_fingerprint(c) for c in configs] == [sweep['fingerprint']]
+
+
+def mark(paper: spec.Paper, frame: pd.DataFrame, manifest: Sequence[Mapping]) -> list[dict]:
+  """``manifest`` with each sweep's status as ``paper`` declares it now, ``current`` for
+  the sweeps the pages score: a selection sweep the declaration gives (:func:`is_current`),
+  and a test sweep it gives whose setting the claims test, as selected on those selection
+  rows (:func:`afl_jax.reproduction.scoring.test_settings`); every other sweep is
+  ``superseded`` (an earlier grid, setting or seed list, a setting no longer selected,
+  the tests of an experiment whose selection is incomplete, an experiment or method no
+  longer declared)."""
+  from afl_jax.reproduction import scoring  # scoring reads the records through this module
+
+  exps = {e.key: e for e in paper.experiments}
+  tested = {}
+  for exp in paper.experiments:
+    rows = current(exp, frame, manifest)
+    try:
+      wanted = scoring.test_settings(exp, scoring.finals(rows)) if len(rows) else {}
+    except ValueError:  # a method without selection records: no test sweep is scored
+      wanted = {}
+    tested[exp.key] = {(label, key) for label, keys in wanted.items() for key in keys}
+
+  def status(m: Mapping) -> str:
+    exp = exps.get(m['experiment'])
+    used = m['phase'] == 'select' or (m['method'], m['setting']) in tested.get(m['experiment'], ())
+    return 'current' if exp is not None and used and is_current(exp, m) else 'superseded'
+
+  return [dict(m) | {STATUS: status(m)} for m in manifest]
+
+
+def stale_status(paper: spec.Paper, records_dir: str = RECORDS) -> list[str]:
+  """The sweeps of ``paper``'s records whose stated status is not the one the declaration
+  gives now (every sweep of a pair written before the status column), as labels; empty
+  when the records are up to date (:func:`refresh` rewrites them)."""
+  frame, manifest = read(paper.key, records_dir)
+  fresh = mark(paper, frame, manifest)
+  if not records.marked(manifest):
+    return [records.label(m) for m in manifest]
+  return [records.label(m) for m, f in zip(manifest, fresh) if m[STATUS] != f[STATUS]]
+
+
+def refresh(paper: spec.Paper, records_dir: str = RECORDS) -> bool:
+  """Rewrite ``paper``'s records with each sweep's status as declared now, if any differs
+  (or the pair has none yet); returns whether it wrote. The rows and their order stay."""
+  if not stale_status(paper, records_dir):
+    return False
+  frame, manifest = read(paper.key, records_dir)
+  write(paper.key, frame, mark(paper, frame, manifest), records_dir)
+  return True
 
 
 def current(exp: spec.Experiment, frame: pd.DataFrame, manifest: Sequence[Mapping]) -> pd.DataFrame:
   """The rows of ``exp`` whose sweep the declaration still gives: the sweep's fingerprint
   in the manifest is the one its config has now (records of an earlier grid, setting or
-  seed list are kept in the files but never scored)."""
-  methods = {m.label: m for m in exp.methods}
-  fresh = set()
-  for m in manifest:
-    method = methods.get(m['method']) if m['experiment'] == exp.key else None
-    if method is None:
-      continue
-    settings = [m['setting']] if m['phase'] == 'test' else []
-    if [_fingerprint(c) for c in sweep_configs(exp, method, m['phase'], settings)] == [
-      m['fingerprint']
-    ]:
-      fresh.add((m['method'], m['phase'], m['setting'] if m['phase'] == 'test' else '*'))
+  seed list are kept in the files, marked superseded, and never scored)."""
+  fresh = {
+    (m['method'], m['phase'], m['setting'] if m['phase'] == 'test' else '*')
+    for m in manifest
+    if is_current(exp, m)
+  }
   rows = frame[frame.experiment == exp.key]
   keys = zip(rows.method, rows.phase, rows.setting.where(rows.phase == 'test', '*'))
   # A boolean mask (an empty list would select no columns from rows of no experiment).

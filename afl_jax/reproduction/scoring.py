@@ -83,7 +83,11 @@ def select(fin: pd.DataFrame, exp_key: str, label: str, at: Mapping[str, Any] = 
   ValueError when there are no selection records.
   """
   mine = rows(fin, exp_key, label, 'select')
-  mine = mine[[_matches(k, dict(at)) for k in mine.setting]]
+  # ``at`` restricts the fields this method sweeps (another method of the claim may sweep
+  # a field this one fixes, e.g. a constant eta against a multistage schedule).
+  swept = {field for k in mine.setting.unique() for field in runs.setting_of(k)}
+  at = {field: v for field, v in dict(at).items() if field in swept}
+  mine = mine[[_matches(k, at) for k in mine.setting]]
   if mine.empty:
     raise ValueError(f'{exp_key}/{label}: no selection records{f" at {dict(at)}" if at else ""}.')
   scores = mine.groupby('setting', sort=True)['val_accuracy'].mean()

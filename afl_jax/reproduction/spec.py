@@ -106,8 +106,10 @@ class Claim:
     paper_effect: the paper's own effect in the metric's units, signed so that positive
       favours the claim (A - B for accuracy, B - A for a to-target metric; for a
       ``factor`` claim the ratio B / A); None where the paper gives no number.
-    at: restrict both methods to the settings with these field values before
-      selecting (e.g. ``{'hparams.server_lr': 5.0}``: "at eta = 5").
+    at: restrict the methods to the settings with these field values before
+      selecting (e.g. ``{'hparams.server_lr': 5.0}``: "at eta = 5"); a field restricts
+      the methods whose grid sweeps it (one of the claim's methods must), so a method
+      that fixes it (a multistage schedule against a constant eta) keeps its selection.
     metric: a key of :data:`METRICS` (default: final test accuracy).
     kind: 'better', 'equivalent' or 'on_seeds'.
     margin: equivalence margin in the metric's units (accuracy 0.02 = 2 points).
@@ -288,6 +290,11 @@ def check(paper: Paper) -> None:
         len(claim.baseline) != 2 or claim.metric not in ACCURACY_METRICS or claim.kind != 'better'
       ):
         raise ValueError(f'{at}: a baseline is (A0, B0), for "better" on test accuracy.')
+      grids = {m.label: m.grid for m in exp.methods}
+      names = (claim.better, claim.worse, *claim.baseline, *claim.condition)
+      for field in claim.at:
+        if not any(field in grids[name] for name in names):
+          raise ValueError(f'{at}: at names {field!r}, which none of its methods sweeps.')
       if claim.condition and len(claim.condition) != 2:
         raise ValueError(f'{at}: a condition is (reference, harsh).')
       if claim.kind == 'equivalent' and not (claim.margin and claim.margin > 0):

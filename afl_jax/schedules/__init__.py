@@ -3,7 +3,8 @@
 Every delay model is reachable by name from ``SCHEDULES``
 (:mod:`afl_jax.schedules.registry`), including FedEcho's Table 1
 (:mod:`afl_jax.schedules.fedecho_table1`). Job-duration models are
-``schedules.durations.make(kind, **params)`` (:mod:`afl_jax.schedules.durations`).
+``schedules.durations.make(kind, **params)``, the distributions ``DISTRIBUTIONS``
+(:mod:`afl_jax.schedules.durations`).
 """
 
 from afl_jax.schedules.builders import (
@@ -13,12 +14,13 @@ from afl_jax.schedules.builders import (
   synchronous,
   waiting_windows,
 )
-from afl_jax.schedules.durations import CLIENT_SPEEDS, Durations, speed_factors
-from afl_jax.schedules.registry import SCHEDULES, ScheduleContext, make_durations, parse_params
+from afl_jax.schedules.durations import CLIENT_SPEEDS, DISTRIBUTIONS, Durations, speed_factors
+from afl_jax.schedules.registry import SCHEDULES, ScheduleContext
 from afl_jax.schedules.schedule import Schedule, ScheduleError, from_arrays, load
 
 __all__ = [
   'CLIENT_SPEEDS',
+  'DISTRIBUTIONS',
   'SCHEDULES',
   'Durations',
   'Schedule',
@@ -28,8 +30,6 @@ __all__ = [
   'from_arrays',
   'fully_async',
   'load',
-  'make_durations',
-  'parse_params',
   'random_staleness',
   'speed_factors',
   'synchronous',

@@ -3,36 +3,76 @@
 A :class:`Durations` draws the wall-clock time of each client job. The families
 are those used by the papers: uniform U(0, 20) (MasFL, FedBuff), exponential,
 truncated normal (AsynFL, per-client mean), log-normal and Pareto (long-tailed
-delays of FedFa). A per-client ``speed`` factor (>0, larger = slower) multiplies
-every draw of that client, which gives persistent stragglers.
+delays of FedFa), each registered in :data:`DISTRIBUTIONS` with its parameters' ranges
+(a config's ``schedule.durations`` names one, ``schedule.durations_params`` gives its
+parameters as a mapping, e.g. ``{'low': 0, 'high': 20}``). A per-client ``speed``
+factor (>0, larger = slower) multiplies every draw of that client, which gives
+persistent stragglers.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
+
+from afl_jax import ranges as checks
+from afl_jax.registry import Registry
 
 # Normal draws are clipped here so that no job takes zero or negative time.
 MIN_DURATION = 1e-6
 
+# The duration distributions by name. Each is one function whose keyword arguments are
+# the distribution's parameters (a config's ``schedule.durations_params``), with the
+# range of each declared beside it, and which returns the draw ``sample(rng, shape)``.
+# A parameter without a default must be given (only uniform's U(0, 20), the FedBuff and
+# MasFL papers' durations, is a default).
+DISTRIBUTIONS = Registry(
+  'durations distribution', section='schedule.durations_params', name_field='schedule.durations'
+)
+Sampler = Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]
 
-# Each family's parameters (in the order NumPy's generator method of that name takes
-# them), their valid range and its check, in one place.
-_FAMILIES = {
-  'constant': (('value',), 'value >= 0', lambda p: p['value'] >= 0),
-  'uniform': (('low', 'high'), '0 <= low <= high', lambda p: 0 <= p['low'] <= p['high']),
-  'exponential': (('mean',), 'mean > 0', lambda p: p['mean'] > 0),
-  'normal': (('mean', 'std'), 'std >= 0', lambda p: p['std'] >= 0),
-  'lognormal': (('mu', 'sigma'), 'sigma >= 0', lambda p: p['sigma'] >= 0),
-  'pareto': (
-    ('shape', 'scale'),
-    'shape > 0 and scale > 0',
-    lambda p: p['shape'] > 0 and p['scale'] > 0,
-  ),
-}
 
-KINDS: tuple[str, ...] = tuple(_FAMILIES)  # the duration families
+@DISTRIBUTIONS.register('constant', value=checks.real(0.0))
+def constant(value: float) -> Sampler:
+  """Every job takes ``value``."""
+  return lambda rng, shape: np.full(shape, float(value))
+
+
+@DISTRIBUTIONS.register('uniform', low=checks.real(0.0), high=checks.real('low'))
+def uniform(low: float = 0.0, high: float = 20.0) -> Sampler:
+  """U(low, high)."""
+  return lambda rng, shape: rng.uniform(float(low), float(high), size=shape)
+
+
+@DISTRIBUTIONS.register('exponential', mean=checks.POSITIVE)
+def exponential(mean: float) -> Sampler:
+  """Exponential with mean ``mean``."""
+  return lambda rng, shape: rng.exponential(float(mean), size=shape)
+
+
+@DISTRIBUTIONS.register('normal', std=checks.NON_NEGATIVE)
+def normal(mean: float, std: float) -> Sampler:
+  """Normal(mean, std) truncated at :data:`MIN_DURATION`."""
+  return lambda rng, shape: np.maximum(
+    rng.normal(float(mean), float(std), size=shape), MIN_DURATION
+  )
+
+
+@DISTRIBUTIONS.register('lognormal', sigma=checks.NON_NEGATIVE)
+def lognormal(mu: float, sigma: float) -> Sampler:
+  """exp(Normal(mu, sigma)): ``mu`` and ``sigma`` of the underlying normal."""
+  return lambda rng, shape: rng.lognormal(float(mu), float(sigma), size=shape)
+
+
+@DISTRIBUTIONS.register('pareto', shape=checks.POSITIVE, scale=checks.POSITIVE)
+def pareto(shape: float, scale: float) -> Sampler:
+  """Pareto with support [scale, inf) (NumPy's ``pareto`` is Lomax, shifted here)."""
+  return lambda rng, size: (rng.pareto(float(shape), size=size) + 1.0) * float(scale)
+
+
+KINDS: tuple[str, ...] = tuple(DISTRIBUTIONS)  # the duration families
 
 # Ways to derive the per-client ``speed`` factors (see :func:`speed_factors`).
 CLIENT_SPEEDS = ('none', 'local_steps', 'lognormal')
@@ -43,11 +83,14 @@ class Durations:
   """A duration distribution, optionally scaled per client.
 
   Attributes:
-    kind: one of 'constant', 'uniform', 'exponential', 'normal', 'lognormal', 'pareto'.
-    params: the distribution's parameters (see ``_FAMILIES``): uniform(low, high),
-      exponential(mean), normal(mean, std) truncated at 1e-6, lognormal(mu, sigma)
-      of the underlying normal, pareto(shape, scale) with support [scale, inf).
+    kind: a name of :data:`DISTRIBUTIONS` ('constant', 'uniform', 'exponential',
+      'normal', 'lognormal', 'pareto').
+    params: its parameters; every one it runs with once built (defaults filled).
     speed: optional float[N], per-client multiplier of every draw.
+
+  Raises:
+    ConfigError (a ValueError): an unknown kind, an unknown or missing parameter or one
+      outside its range (``DISTRIBUTIONS.bind``).
   """
 
   kind: str
@@ -55,17 +98,8 @@ class Durations:
   speed: np.ndarray | None = None
 
   def __post_init__(self):
-    if self.kind not in _FAMILIES:
-      raise ValueError(f'durations kind {self.kind!r} is unknown; valid: {sorted(_FAMILIES)}.')
-    names, rule, valid = _FAMILIES[self.kind]
-    if set(self.params) != set(names):
-      raise ValueError(
-        f'durations {self.kind!r} takes parameters {sorted(names)}; got {sorted(self.params)}.'
-      )
-    if not valid(self.params):
-      raise ValueError(
-        f'durations {self.kind!r} has invalid parameters {self.params}: need {rule}.'
-      )
+    bound = DISTRIBUTIONS.bind(self.kind, dict(self.params), in_config=False)
+    object.__setattr__(self, 'params', bound)
     if self.speed is not None:
       speed = np.asarray(self.speed, np.float64)
       if speed.ndim != 1 or not (speed > 0).all():
@@ -74,13 +108,7 @@ class Durations:
 
   def sample(self, rng: np.random.Generator, ids: np.ndarray) -> np.ndarray:
     """Unscaled durations, one per entry of ``ids`` (the family's draw)."""
-    p = [self.params[k] for k in _FAMILIES[self.kind][0]]
-    if self.kind == 'constant':
-      return np.full(ids.shape, float(p[0]))
-    if self.kind == 'pareto':  # numpy's pareto is Lomax; shifted to Pareto on [scale, inf)
-      return (rng.pareto(p[0], size=ids.shape) + 1.0) * p[1]
-    d = getattr(rng, self.kind)(*p, size=ids.shape)
-    return np.maximum(d, MIN_DURATION) if self.kind == 'normal' else d
+    return DISTRIBUTIONS.get(self.kind)(**self.params)(rng, ids.shape)
 
   def draw(self, rng: np.random.Generator, client_ids: np.ndarray) -> np.ndarray:
     """One duration per entry of ``client_ids`` (float64, same shape), times its speed."""

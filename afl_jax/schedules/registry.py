@@ -11,8 +11,10 @@ Its keyword arguments are its settings (defaults and ranges as for every compone
 :mod:`afl_jax.registry`; names shared by several models share one range,
 :data:`SHARED`); the run's facts come in a :class:`ScheduleContext`. A model that takes
 ``durations`` draws job durations: it receives them built from the section's
-``durations``, ``durations_params``, ``client_speed`` and ``client_speed_sigma``
-(:func:`job_durations`, settings of every such model), and a per-client speed applies.
+``durations`` (a distribution's name), ``durations_params`` (its parameters, a mapping
+validated against the distribution, :data:`~afl_jax.schedules.durations.DISTRIBUTIONS`),
+``client_speed`` and ``client_speed_sigma`` (:func:`job_durations`, settings of every
+such model), and a per-client speed applies.
 
 What the size checks and validation read is declared in the registration: ``slots``,
 the setting that gives the arrival slots per server step M (an int for a fixed M, None
@@ -40,9 +42,7 @@ from afl_jax import ranges as checks
 from afl_jax.errors import ConfigError
 from afl_jax.registry import Registry
 from afl_jax.schedules import builders, fedecho_table1, port_clock, traces
-from afl_jax.schedules.durations import CLIENT_SPEEDS, Durations, speed_factors
-from afl_jax.schedules.durations import KINDS as DURATION_KINDS
-from afl_jax.schedules.durations import make as make_duration_model
+from afl_jax.schedules.durations import CLIENT_SPEEDS, DISTRIBUTIONS, Durations, speed_factors
 from afl_jax.schedules.schedule import Schedule
 
 
@@ -92,38 +92,66 @@ DURATIONS = Registry('job durations', section='schedule', supplied=('ctx',))
 
 @DURATIONS.register(
   'draw',
-  durations=checks.choice(DURATION_KINDS),
   client_speed=checks.choice(CLIENT_SPEEDS),
   client_speed_sigma=checks.real(0.0, low_open=True),
 )
 def job_durations(
   ctx: ScheduleContext,
   durations: str = 'uniform',
-  durations_params: str = 'low=0,high=20',
+  durations_params: Mapping[str, float] | None = None,
   client_speed: str = 'none',
   client_speed_sigma: float = 0.5,
 ) -> Durations:
-  """The section's job durations (``durations`` with ``durations_params``, e.g. 'uniform'
-  with 'low=0,high=20'), scaled by per-client speed factors (``client_speed``: none |
-  local_steps | lognormal with sigma ``client_speed_sigma``, schedule seed)."""
+  """The section's job durations: the distribution ``durations`` (a name of
+  :data:`~afl_jax.schedules.durations.DISTRIBUTIONS`) with its parameters
+  ``durations_params`` (a mapping, e.g. ``{'low': 0, 'high': 20}``; None or a parameter
+  left out: the distribution's defaults), scaled by per-client speed factors
+  (``client_speed``: none | local_steps | lognormal with sigma ``client_speed_sigma``,
+  schedule seed)."""
   speed = speed_factors(client_speed, ctx.local_steps, sigma=client_speed_sigma, seed=ctx.seed)
-  return make_durations(durations, durations_params, speed)
+  return Durations(durations, dict(durations_params or {}), speed)
 
 
-def parse_params(text: str) -> dict[str, float]:
-  """'low=0,high=20' -> {'low': 0.0, 'high': 20.0}."""
-  out = {}
-  for item in filter(None, (p.strip() for p in text.split(','))):
-    if '=' not in item:
-      raise ValueError(f'expected name=value, got {item!r}')
-    k, v = item.split('=', 1)
-    out[k.strip()] = float(v)
-  return out
+def durations_params(kind: str, params: Any) -> dict[str, float]:
+  """Every parameter distribution ``kind`` draws with: ``params`` (the config's
+  ``schedule.durations_params``, a mapping or ConfigDict) bound to it, defaults filled.
+
+  Raises:
+    ConfigError: ``kind`` unknown (``config.schedule.durations``), ``params`` not a
+      mapping (the string form ``'low=0,high=20'`` is refused, with the mapping to write
+      instead), or a parameter unknown, missing or out of its range
+      (``config.schedule.durations_params.<param>``).
+  """
+  if kind not in DISTRIBUTIONS:
+    DISTRIBUTIONS.bind(kind, {})  # the unknown name, in one line
+  if params is None:
+    params = {}
+  if isinstance(params, str) or not callable(getattr(params, 'items', None)):
+    example = as_mapping(params) if isinstance(params, str) else None
+    why = (
+      f'must be a mapping of the parameters of distribution {kind!r}, e.g. '
+      f'{example or DISTRIBUTIONS.defaults("uniform")}'
+      + (
+        " (the string form 'name=value,...' is no longer read)." if isinstance(params, str) else '.'
+      )
+    )
+    raise ConfigError.invalid('schedule.durations_params', params, why)
+  return DISTRIBUTIONS.bind(kind, dict(params.items()))
 
 
-def make_durations(kind: str, params: str, speed: np.ndarray | None = None) -> Durations:
-  """A duration model from the config's ``durations`` and ``durations_params`` strings."""
-  return make_duration_model(kind, speed=speed, **parse_params(params))
+def as_mapping(text: str) -> dict[str, float] | None:
+  """The mapping a string of the old form 'low=0,high=20' meant (None: not of that form)."""
+  try:
+    items = [p.split('=', 1) for p in text.split(',') if p.strip()]
+    return {k.strip(): float(v) for k, v in items} or None
+  except ValueError:
+    return None
+
+
+def resolve_durations_params(kind: str, params: Mapping[str, Any]) -> dict[str, Any]:
+  """``params`` with distribution ``kind``'s defaults filled for the parameters not given
+  (a name it does not take is kept, for validation to refuse)."""
+  return DISTRIBUTIONS.defaults(kind) | dict(params)
 
 
 # ---- what validation, the size checks and the builder read ------------------------------
@@ -169,6 +197,7 @@ def bind(kind: str, values: Mapping[str, Any], num_clients: int | None = None) -
   if draws_durations(kind):
     rest = {k: v for k, v in values.items() if k not in own}
     out |= DURATIONS.bind('draw', rest)
+    out['durations_params'] = durations_params(out['durations'], out['durations_params'])
   least = SCHEDULES.meta(kind).get('min_clients')
   if least is not None and num_clients is not None and num_clients < least[1](out):
     why = f'must be >= {least[0]} = {least[1](out)} (schedule {kind!r}).'
@@ -177,8 +206,16 @@ def bind(kind: str, values: Mapping[str, Any], num_clients: int | None = None) -
 
 
 def build(kind: str, values: Mapping[str, Any], ctx: ScheduleContext) -> Schedule:
-  """Delay model ``kind`` with the section's ``values``, over the run ``ctx``."""
-  bound = bind(kind, values, ctx.num_clients)
+  """Delay model ``kind`` with the section's ``values`` (checked: :func:`bind`), over the
+  run ``ctx``."""
+  return make(kind, bind(kind, values, ctx.num_clients), ctx)
+
+
+def make(kind: str, bound: Mapping[str, Any], ctx: ScheduleContext) -> Schedule:
+  """Delay model ``kind`` with settings already checked (a validated config's section,
+  :func:`bind`'s result), over the run ``ctx``; defaults for the settings not given."""
+  defaults = {k: d for k, d in settings(kind).items() if d is not inspect.Parameter.empty}
+  bound = defaults | dict(bound)
   own = {k: v for k, v in bound.items() if k in SCHEDULES.settings(kind)}
   if draws_durations(kind):
     drawn = {k: v for k, v in bound.items() if k not in own}

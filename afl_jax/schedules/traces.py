@@ -14,7 +14,7 @@ arrays of an npz, each 1-D):
   run on FedBuff's event clock (:func:`afl_jax.schedules.builders.fedbuff`, with
   ``schedule.concurrency`` and ``schedule.buffer_size``): every job of client i takes
   ``duration_i`` times a draw of ``schedule.durations`` (``durations='constant'``,
-  ``durations_params='value=1'``: exactly ``duration_i``), times the
+  ``durations_params={'value': 1.0}``: exactly ``duration_i``), times the
   ``schedule.client_speed`` factor where one is set.
 * **a recorded list of jobs**, columns ``client``, ``start``, ``finish`` (simulated
   seconds), one row per job in any order. Jobs arrive in finish order (ties in file

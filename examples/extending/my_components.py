@@ -99,21 +99,24 @@ class TinyMLP(nn.Module):
     return nn.Dense(self.num_classes)(nn.relu(nn.Dense(self.width)(x)))
 
 
-afl_jax.models.MODELS.register('tiny_mlp', TinyMLP)
+# Its attributes other than num_classes are its settings (config.model_args.width).
+afl_jax.models.MODELS.register('tiny_mlp', TinyMLP, width=checks.integer(1))
 
 
 # ---- (d) a dataset from arrays ---------------------------------------------------------------
-def blobs(*, data_dir=None, download=False, seed=0) -> afl_jax.data.ArrayDataset:
-  """Four Gaussian blobs in 8 dimensions: 800 training and 200 test points.
+def blobs(*, data_dir=None, download=False, seed=0, spread=1.0) -> afl_jax.data.ArrayDataset:
+  """Four Gaussian blobs in 8 dimensions, each of standard deviation ``spread``: 800
+  training and 200 test points.
 
-  The loader is called as ``loader(data_dir=..., download=..., seed=...)``; the data
-  here does not depend on them (the run's seed splits it over the clients).
+  The loader is called as ``loader(data_dir=..., download=..., seed=..., spread=...)``:
+  ``spread`` is its own setting (``config.dataset_args.spread``); the data here does not
+  depend on the others (the run's seed splits it over the clients).
   """
   rng = np.random.default_rng(1234)
   centers = 1.5 * rng.normal(size=(4, 8))
   y = rng.integers(0, 4, size=1000).astype(np.int32)
-  x = (centers[y] + rng.normal(size=(1000, 8))).astype(np.float32)
+  x = (centers[y] + spread * rng.normal(size=(1000, 8))).astype(np.float32)
   return afl_jax.data.ArrayDataset(x[:800], y[:800], x[800:], y[800:], num_classes=4)
 
 
-afl_jax.data.DATASETS.register('blobs', blobs)
+afl_jax.data.DATASETS.register('blobs', blobs, spread=checks.real(0.0, low_open=True))

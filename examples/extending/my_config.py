@@ -29,6 +29,7 @@ def get_config(name='mine'):
     alg, seeds = 'mine', ''
   c = config_lib.default()
   c.dataset, c.model = 'blobs', 'tiny_mlp'  # (c), (d)
+  c.model_args.width, c.dataset_args.spread = 32, 1.0  # their own settings
   c.num_clients, c.partition = 8, 'iid'
   c.validation_size = 100  # val_accuracy, which the reproduction protocol selects on
   c.local_steps, c.batch_size = 2, 16
