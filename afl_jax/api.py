@@ -27,6 +27,7 @@ the runs are stacked and placed.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -241,19 +242,10 @@ def simulator(
   problem: Problem | Sequence[Problem],
   schedules: Schedule | Sequence[Schedule],
   num_replicas: int,
-  *,
-  run: registry.RunInfo | None = None,
-  chunk_size: int | None = None,
-  record_params: bool = False,
-  mesh: Mesh | None = None,
-  memory_limit_bytes: int | None = None,
-  factory: Callable[..., Algorithm] | None = None,
-  local_step_buckets: int | None = 0,
-  compute_dtype: Any = None,
-  client_block_size: int | None = None,
-  **hparams: Any,
+  **kwargs: Any,
 ) -> ReplicaSimulator:
-  """The :class:`~afl_jax.core.simulator.ReplicaSimulator` of a sweep (arguments as :func:`sweep`).
+  """The :class:`~afl_jax.core.simulator.ReplicaSimulator` of a sweep (arguments as
+  :func:`replica_simulator`, hyperparameters as :func:`sweep`).
 
   Validates every replica's hyperparameters on the host: the values shared by the
   replicas against their ranges (``ALGORITHMS.bind``), then each replica's factory is
@@ -264,25 +256,16 @@ def simulator(
   trace with the traced ones. ``name`` may also be a built :class:`Algorithm` (then
   no hyperparameters, ``run`` or ``factory``: every replica runs that algorithm).
   """
-  options = {
-    'run': run,
-    'chunk_size': chunk_size,
-    'record_params': record_params,
-    'mesh': mesh,
-    'memory_limit_bytes': memory_limit_bytes,
-    'factory': factory,
-    'local_step_buckets': local_step_buckets,
-    'compute_dtype': compute_dtype,
-    'client_block_size': client_block_size,
-  }
   if isinstance(name, str):  # shared values once (not as 'replica 0'); unknown names: here
+    options = inspect.signature(replica_simulator).parameters
+    hparams = {k: v for k, v in kwargs.items() if k not in options}
     defaults = registry.hyperparameters(name)
     _as_list(schedules, num_replicas, 'schedules')
     static, _ = replicas.split_hparams(defaults, hparams, num_replicas)
     registry.ALGORITHMS.bind(
       name, {k: v for k, v in static.items() if k in defaults}, in_config=False
     )
-  return replica_simulator(name, problem, schedules, num_replicas, **options, **hparams)
+  return replica_simulator(name, problem, schedules, num_replicas, **kwargs)
 
 
 def replica_simulator(
