@@ -57,6 +57,33 @@ def test_check_refuses_bad_declarations():
       spec.check(spec.Paper('toy', '9', 'c', 's', (exp,)))
 
 
+def test_check_allows_an_untuned_axis_only_when_declared_and_counted_alike():
+  two = {'hparams.client_lr': (0.1, 0.3), 'hparams.server_lr': (1.0, 3.0)}
+  why = {'hparams.server_lr': 'set by the paper'}
+
+  def paper(*methods):
+    exp = dataclasses.replace(_toy([spec.Claim('r', 't', 'A', 'B')]), methods=methods)
+    return spec.Paper('toy', '9', 'c', 's', (exp,))
+
+  a = spec.Method('A', 'fmnist:fedbuff', two)
+  spec.check(
+    paper(a, spec.Method('B', 'fmnist:fedbuff', {'hparams.client_lr': (0.1, 0.3)}, untuned=why))
+  )
+  bad = [
+    # fewer settings without saying why (budget 2 against 4)
+    spec.Method('B', 'fmnist:fedbuff', {'hparams.client_lr': (0.1, 0.3)}),
+    # the shared axis with another number of values (4 settings, as the others)
+    spec.Method('B', 'fmnist:fedbuff', {'hparams.client_lr': (0.1, 0.2, 0.3, 0.4)}, untuned=why),
+    # an untuned axis no other method sweeps
+    spec.Method(
+      'B', 'fmnist:fedbuff', {'hparams.client_lr': (0.1, 0.3)}, untuned={'hparams.beta': 'x'}
+    ),
+  ]
+  for b in bad:
+    with pytest.raises(ValueError, match='toy/toy'):
+      spec.check(paper(a, b))
+
+
 def test_setting_variants_set_and_keep_dotted_fields():
   def base(c):
     c.num_rounds = 7

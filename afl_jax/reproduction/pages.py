@@ -26,7 +26,9 @@ from afl_jax.reproduction import records, runs, scoring, spec
 RESULTS = os.path.dirname(runs.RECORDS)
 
 PROTOCOL = (
-  'Every method of an experiment is tuned on the same number of grid settings. '
+  'Every method of an experiment is tuned on the same number of grid settings (a method '
+  "whose paper sets a rate by design has no axis for it and the others' values on the "
+  'axes it has: fewer settings, said in its grid). '
   "**Selection**: each setting runs on the selection seeds; a method's setting is the one "
   'with the best mean final **validation** accuracy (a split held out of the training '
   'data); a run that diverged scores 0. **Test**: only the selected settings run again, '
@@ -119,7 +121,10 @@ def _selection_rows(exp: spec.Experiment, fin: pd.DataFrame) -> pd.DataFrame:
     rows.append(
       {
         'method': m.label,
-        'grid': '; '.join(f'{k.rsplit(".", 1)[-1]} in {list(v)}' for k, v in m.grid.items()),
+        'grid': '; '.join(
+          [f'{k.rsplit(".", 1)[-1]} in {list(v)}' for k, v in m.grid.items()]
+          + [f'no {k.rsplit(".", 1)[-1]} axis: {why}' for k, why in m.untuned.items()]
+        ),
         'selected (validation)': scoring._short(s['setting']),
         'edge': ', '.join(s['edges']) or '—',
         'val acc': f'{s["val"]:.3f}',

@@ -44,12 +44,17 @@ class Method:
     grid: dotted field -> values tried (the tuned axes; every method of an
       experiment gets the same number of settings).
     fixed: dotted field -> value set on top of the config (e.g. ``nu = 0``).
+    untuned: dotted field -> why this method has no such axis although the other methods
+      of its experiment sweep it (a rate its paper sets by design, e.g. AdaMasFL's server
+      rate from Thm 4.1): its budget is the others' without that axis (fewer settings,
+      stated on the page), and every axis it does sweep has the others' number of values.
   """
 
   label: str
   config: str
   grid: Mapping[str, Sequence[Any]]
   fixed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  untuned: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
   @property
   def budget(self) -> int:
@@ -262,15 +267,38 @@ def sweep_config(exp: Experiment, method: Method) -> ml_collections.ConfigDict:
   return c
 
 
+def _check_budgets(exp: Experiment, where: str) -> None:
+  """Equal budgets; a method with ``untuned`` axes has the others' number of values on
+  every axis it sweeps and lacks only the declared ones (else ValueError)."""
+  tuned = [m for m in exp.methods if not m.untuned]
+  budgets = {m.label: m.budget for m in tuned}
+  if len(set(budgets.values())) > 1:
+    raise ValueError(f'{where}: unequal grid budgets {budgets}.')
+  for m in exp.methods:
+    if not m.untuned:
+      continue
+    if not tuned or any(set(m.grid) | set(m.untuned) != set(o.grid) for o in tuned):
+      raise ValueError(
+        f'{where}: {m.label} sweeps {sorted(m.grid)} and leaves '
+        f'{sorted(m.untuned)} untuned: not the axes of the other methods.'
+      )
+    for field, values in m.grid.items():
+      counts = {len(o.grid[field]) for o in tuned} | {len(values)}
+      if len(counts) > 1:
+        raise ValueError(
+          f'{where}: {m.label} tries {len(values)} values of {field}, the '
+          f'other methods {sorted(counts - {len(values)})}.'
+        )
+
+
 def check(paper: Paper) -> None:
-  """Equal budgets, >= 3 selection and >= 10 fresh test seeds, well-formed claims naming
-  declared methods (else ValueError naming the experiment and claim)."""
+  """Equal budgets (:func:`_check_budgets`), >= 3 selection and >= 10 fresh test seeds,
+  well-formed claims naming declared methods (else ValueError naming the experiment and
+  claim)."""
   for exp in paper.experiments:
     labels = [m.label for m in exp.methods]
-    budgets = {m.label: m.budget for m in exp.methods}
     where = f'{paper.key}/{exp.key}'
-    if len(set(budgets.values())) > 1:
-      raise ValueError(f'{where}: unequal grid budgets {budgets}.')
+    _check_budgets(exp, where)
     if len(set(exp.seeds)) < 3:
       raise ValueError(f'{where}: needs >= 3 selection seeds, got {exp.seeds}.')
     if len(set(exp.test_seeds)) < 10 or set(exp.test_seeds) & set(exp.seeds):
