@@ -42,26 +42,35 @@ flags.register_validator(
 )
 
 
+def _write(papers: list) -> None:
+  """``--write``: rewrite the stale statuses of ``papers``' records, then every page.
+
+  Every pair is read and checked (and each sweep's status compared with the
+  declaration's) before anything is written.
+  """
+  stale = [p for p in papers if runs.stale_status(p, _RECORDS_DIR.value)]
+  for paper in stale:
+    runs.refresh(paper, _RECORDS_DIR.value)
+    print(f'wrote {records.paths(paper.key, _RECORDS_DIR.value)[0]} (status)')
+  written = pages.write(
+    _PAPERS.value, records_dir=_RECORDS_DIR.value, out_dir=_OUT_DIR.value, plots=_PLOTS.value
+  )
+  for path in written:
+    print(f'wrote {path}')
+
+
 def main(argv):
   del argv  # cli.flags_parser refuses stray arguments
   for flag in (_RECORDS_DIR, _OUT_DIR):
     if not os.path.isdir(flag.value):
       raise UserError(f'--{flag.name}={flag.value} is invalid: not an existing directory')
   papers = [reproduction.load_paper(key) for key in reproduction.PAPERS]
-  # Every pair read and checked (and each sweep's status compared with the declaration's)
-  # before anything is written.
+  if _WRITE.value:
+    with runs.lock_records(_RECORDS_DIR.value):  # one writer of these records at a time
+      _write(papers)
+    return
   stale_status = {p.key: runs.stale_status(p, _RECORDS_DIR.value) for p in papers}
   stale_records = [p for p in papers if stale_status[p.key]]
-  if _WRITE.value:
-    for paper in stale_records:
-      runs.refresh(paper, _RECORDS_DIR.value)
-      print(f'wrote {records.paths(paper.key, _RECORDS_DIR.value)[0]} (status)')
-    written = pages.write(
-      _PAPERS.value, records_dir=_RECORDS_DIR.value, out_dir=_OUT_DIR.value, plots=_PLOTS.value
-    )
-    for path in written:
-      print(f'wrote {path}')
-    return
   scored = pages.score_all(_RECORDS_DIR.value)
   stale = []
   for key in _PAPERS.value:

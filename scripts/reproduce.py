@@ -73,6 +73,14 @@ def main(argv):
   records = os.path.join(os.path.dirname(os.path.abspath(_PAPER.value)), 'records')
   records = records if own else runs.RECORDS
   os.makedirs(records, exist_ok=True)
+  lock = runs.lock_records(records)  # one writer of these records at a time
+  try:
+    _reproduce(paper, own, records)
+  finally:
+    lock.release()
+
+
+def _reproduce(paper: spec.Paper, own: bool, records: str) -> None:
   cache.use_compilation_cache(_OUT_DIR.value)  # the test phase reuses the selection's programs
   # A UserError (an --only key the paper does not declare, a failed sweep) ends the script
   # as one line (cli.run); the records of the sweeps that finished are kept.

@@ -365,3 +365,42 @@ def test_a_pair_without_the_status_column_reads_as_unmarked(pair):
   frame, sweeps = runs.read('toy', str(pair))
   assert 'status' not in frame.columns and not records.marked(sweeps)
   assert len(frame) == len(_frame())
+
+
+def test_a_second_writer_of_the_same_records_is_refused_in_one_line(tmp_path):
+  """reproduce.py and report.py --write lock their records dir: two writers at once would
+  write over each other's rows (runs.lock_records)."""
+  recs = tmp_path / 'records'
+  recs.mkdir()
+  shutil.copy(ROOT / 'examples' / 'extending' / 'my_claims.py', tmp_path / 'my_claims.py')
+  for name in ('my_components.py', 'my_config.py', 'jobs.csv'):
+    shutil.copy(ROOT / 'examples' / 'extending' / name, tmp_path / name)
+  holder = subprocess.Popen(
+    [
+      sys.executable,
+      '-c',
+      'import sys, time; from afl_jax.pipeline import workdir; '
+      'workdir.acquire(sys.argv[1]); print("held", flush=True); time.sleep(120)',
+      str(recs),
+    ],
+    stdout=subprocess.PIPE,
+    text=True,
+    env=dict(os.environ, PYTHONPATH=str(ROOT)),
+  )
+  try:
+    assert holder.stdout.readline().strip() == 'held'
+    pages_dir = tmp_path / 'pages'
+    pages_dir.mkdir()
+    line = _one_line(
+      _script('report.py', f'--records_dir={recs}', f'--out_dir={pages_dir}', '--write'),
+      'error: the records in',
+    )
+    assert f'pid {holder.pid}' in line and 'one reproduce.py or report.py --write' in line
+    assert list(pages_dir.iterdir()) == []
+    proc = _script('reproduce.py', f'--paper={tmp_path / "my_claims.py"}', '--out_dir=/nonexistent')
+    line = _one_line(proc, 'error: the records in')
+    assert f'pid {holder.pid}' in line
+    assert sorted(p.name for p in recs.iterdir()) == ['.lock']  # nothing was written
+  finally:
+    holder.kill()
+    holder.wait()

@@ -71,6 +71,28 @@ def _fingerprint(config: ml_collections.ConfigDict) -> str:
   return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def lock_records(records_dir: str):
+  """Lock ``records_dir`` for this process (released at exit): one writer of a paper's
+  records and pages at a time. A second ``reproduce.py`` or ``report.py --write`` on the
+  same records would otherwise write over the rows the first one appends.
+
+  Raises:
+    UserError: another live process holds them (one line naming it).
+  """
+  from afl_jax.pipeline import workdir
+
+  try:
+    return workdir.acquire(records_dir, '--records_dir')
+  except workdir.WorkdirBusyError:
+    info = workdir.holder(records_dir) or {}
+    who = f'pid {info.get("pid")} on host {info.get("host")}' if info else 'another process'
+    raise UserError(
+      f'the records in {workdir.show(records_dir)} are being written by {who}'
+      f' ({info.get("command", "starting")}); run one reproduce.py or report.py --write'
+      ' on them at a time'
+    ) from None
+
+
 def machine_info() -> str:
   """One line describing where the sweeps ran."""
   import jax
