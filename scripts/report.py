@@ -24,7 +24,7 @@ cache.use_checkout(__file__)  # configs/ and docs/ of this checkout, before repr
 from afl_jax import reproduction  # noqa: E402
 from afl_jax.errors import UserError  # noqa: E402
 from afl_jax.pipeline import cli  # noqa: E402
-from afl_jax.reproduction import pages, records, runs  # noqa: E402
+from afl_jax.reproduction import pages, records, runs, scoring  # noqa: E402
 
 _PAPERS = flags.DEFINE_list(
   'papers', list(reproduction.PAPERS), 'Papers whose plots to redraw (every page is rebuilt).'
@@ -48,9 +48,9 @@ def _write(papers: list) -> None:
   Every pair is read and checked (and each sweep's status compared with the
   declaration's) before anything is written.
   """
-  stale = [p for p in papers if runs.stale_status(p, _RECORDS_DIR.value)]
+  stale = [p for p in papers if scoring.stale_status(p, _RECORDS_DIR.value)]
   for paper in stale:
-    runs.refresh(paper, _RECORDS_DIR.value)
+    scoring.refresh(paper, _RECORDS_DIR.value)
     print(f'wrote {records.paths(paper.key, _RECORDS_DIR.value)[0]} (status)')
   written = pages.write(
     _PAPERS.value, records_dir=_RECORDS_DIR.value, out_dir=_OUT_DIR.value, plots=_PLOTS.value
@@ -69,7 +69,7 @@ def main(argv):
     with runs.lock_records(_RECORDS_DIR.value):  # one writer of these records at a time
       _write(papers)
     return
-  stale_status = {p.key: runs.stale_status(p, _RECORDS_DIR.value) for p in papers}
+  stale_status = {p.key: scoring.stale_status(p, _RECORDS_DIR.value) for p in papers}
   stale_records = [p for p in papers if stale_status[p.key]]
   scored = pages.score_all(_RECORDS_DIR.value)
   stale = []

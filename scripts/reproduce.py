@@ -73,6 +73,10 @@ def main(argv):
   records = os.path.join(os.path.dirname(os.path.abspath(_PAPER.value)), 'records')
   records = records if own else runs.RECORDS
   os.makedirs(records, exist_ok=True)
+  exps = runs.selected(paper, _ONLY.value)  # an unknown --only key: one line, nothing locked
+  if _PHASE.value == 'test':
+    for exp in exps:
+      runs.require_selection(paper.key, exp, records)
   lock = runs.lock_records(records)  # one writer of these records at a time
   try:
     _reproduce(paper, own, records)
@@ -86,7 +90,15 @@ def _reproduce(paper: spec.Paper, own: bool, records: str) -> None:
   # as one line (cli.run); the records of the sweeps that finished are kept.
   for exp in runs.selected(paper, _ONLY.value):
     if _PHASE.value in ('all', 'select'):
-      runs.run_phase(paper, exp, 'select', _OUT_DIR.value, rerun=_RERUN.value, records_dir=records)
+      runs.run_phase(
+        paper,
+        exp,
+        'select',
+        _OUT_DIR.value,
+        rerun=_RERUN.value,
+        records_dir=records,
+        mark=scoring.mark,
+      )
     if _PHASE.value in ('all', 'test'):
       runs.require_selection(paper.key, exp, records)
       settings = scoring.settings_to_test(paper.key, exp, records)
@@ -98,6 +110,7 @@ def _reproduce(paper: spec.Paper, own: bool, records: str) -> None:
         settings=settings,
         rerun=_RERUN.value,
         records_dir=records,
+        mark=scoring.mark,
       )
   if not own:
     for path in pages.write([paper.key]):

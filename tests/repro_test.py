@@ -374,8 +374,8 @@ def test_a_superseded_sweeps_rows_are_marked_and_refresh_follows_the_declaration
   paper = spec.Paper('toy', '9', 'c', 's', (exp,))
   f = _frame()
   runs.write('toy', f, _manifest(exp), str(tmp_path))  # unmarked, as before the column
-  assert len(runs.stale_status(paper, str(tmp_path))) == len(_manifest(exp)) == 6
-  assert runs.refresh(paper, str(tmp_path))
+  assert len(scoring.stale_status(paper, str(tmp_path))) == len(_manifest(exp)) == 6
+  assert scoring.refresh(paper, str(tmp_path))
   frame, manifest = runs.read('toy', str(tmp_path))
 
   def tested(*pairs):  # by hand: the test rows of these (method, client_lr)
@@ -391,15 +391,16 @@ def test_a_superseded_sweeps_rows_are_marked_and_refresh_follows_the_declaration
 
   # A is selected at 0.3 and B at 0.1: the tests at the other settings are not scored.
   expect((frame.phase == 'select') | tested(('A', 0.3), ('B', 0.1)))
-  assert runs.stale_status(paper, str(tmp_path)) == [] and not runs.refresh(paper, str(tmp_path))
+  assert scoring.stale_status(paper, str(tmp_path)) == []
+  assert not scoring.refresh(paper, str(tmp_path))
   # A claim "at client_lr = 0.1" scores A's test at 0.1 too.
   at = dataclasses.replace(
     exp, claims=(*exp.claims, spec.Claim('r', 'at', 'A', 'B', at={'hparams.client_lr': 0.1}))
   )
-  assert runs.stale_status(spec.Paper('toy', '9', 'c', 's', (at,)), str(tmp_path)) == [
+  assert scoring.stale_status(spec.Paper('toy', '9', 'c', 's', (at,)), str(tmp_path)) == [
     'toy/A/test {"hparams.client_lr": 0.1}'
   ]
-  assert runs.refresh(spec.Paper('toy', '9', 'c', 's', (at,)), str(tmp_path))
+  assert scoring.refresh(spec.Paper('toy', '9', 'c', 's', (at,)), str(tmp_path))
   frame, _ = runs.read('toy', str(tmp_path))
   expect((frame.phase == 'select') | tested(('A', 0.3), ('A', 0.1), ('B', 0.1)))
   # B's grid changes: B's selection sweep is superseded, and with it every test sweep
@@ -409,13 +410,13 @@ def test_a_superseded_sweeps_rows_are_marked_and_refresh_follows_the_declaration
   half = spec.Paper(
     'toy', '9', 'c', 's', (dataclasses.replace(exp, methods=(exp.methods[0], b_other)),)
   )
-  assert runs.refresh(half, str(tmp_path))
+  assert scoring.refresh(half, str(tmp_path))
   frame, manifest = runs.read('toy', str(tmp_path))
   expect((frame.phase == 'select') & (frame.method == 'A'))
   assert pages.score_paper(half, str(tmp_path)) == {}
   # Back to the first declaration: the marking follows it, and the rows marked current
   # are the ones its page scores (its tables and claims rebuilt from them alone).
-  assert runs.refresh(paper, str(tmp_path))
+  assert scoring.refresh(paper, str(tmp_path))
   frame, manifest = runs.read('toy', str(tmp_path))
   expect((frame.phase == 'select') | tested(('A', 0.3), ('B', 0.1)))
   only = tmp_path / 'only'
@@ -442,7 +443,7 @@ def test_committed_records_state_the_declarations_status():
     paper = reproduction.load_paper(key)
     frame, manifest = runs.read(key)
     assert records.marked(manifest), f'{key}: no status (python scripts/report.py --write)'
-    assert runs.stale_status(paper) == [], key
+    assert scoring.stale_status(paper) == [], key
     scored = pd.concat([runs.current(e, frame, manifest) for e in paper.experiments])
     select = frame.index[(frame.status == 'current') & (frame.phase == 'select')]
     assert sorted(scored.index[scored.phase == 'select']) == sorted(select), key

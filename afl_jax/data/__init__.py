@@ -52,7 +52,7 @@ DATASETS.register('digits', lambda *, data_dir=None, download=False, seed=0: loa
   num_classes=checks.integer(2),
   test_fraction=checks.real(0.0, 1.0, low_open=True, high_open=True),
 )
-def synthetic(
+def _synthetic(
   *,
   num_clients: int,
   seed: int = 0,

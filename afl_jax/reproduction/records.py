@@ -22,7 +22,7 @@ or not (``"superseded"``: an earlier grid, setting or seed list, kept but never
 scored), and every row repeats its sweep's status in the ``status`` column, so a reader
 filtering the CSV (``status == 'current'``) gets exactly the rows the pages use. The
 status is derived from the declaration by
-:func:`afl_jax.reproduction.runs.mark` (each write of a reproduction, and
+:func:`afl_jax.reproduction.scoring.mark` (each write of a reproduction, and
 ``scripts/report.py --write`` after a declaration changed); here it is only copied
 from the manifest to the rows and checked: a status other than the two, or a row whose
 status differs from its sweep's, is refused. A pair written before the column existed

@@ -13,9 +13,10 @@ per paper (``docs/results/records/<paper>.csv.gz``: ``pandas.read_csv`` reads it
 with a manifest (``<paper>.json``) of the sweeps that produced them: their config
 fingerprint, machine and wall time. Pages are rebuilt from these files alone, and only
 from the sweeps whose fingerprint the declaration still gives (:func:`current`); each
-sweep and row states that status (:func:`mark`: ``current`` or ``superseded``, the
+sweep and row states that status (:func:`afl_jax.reproduction.scoring.mark`:
+``current`` or ``superseded``, the
 ``status`` column of :mod:`afl_jax.reproduction.records`), set at every write and
-refreshed after a declaration changes (:func:`refresh`).
+refreshed after a declaration changes (:func:`afl_jax.reproduction.scoring.refresh`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import pandas as pd
 
 from afl_jax.errors import UserError
 from afl_jax.reproduction import records, spec
-from afl_jax.reproduction.records import KEYS, METRIC_COLUMNS, STATUS
+from afl_jax.reproduction.records import KEYS, METRIC_COLUMNS
 
 REPO = os.path.dirname(spec.CONFIGS)
 RECORDS = os.path.join(REPO, 'docs', 'results', 'records')
@@ -188,6 +189,7 @@ def run_phase(
   records_dir: str = RECORDS,
   rerun: bool = False,
   log: Callable[[str], None] = print,
+  mark: Callable[[spec.Paper, pd.DataFrame, list], list],
 ) -> None:
   """Run one phase of ``exp`` and merge its rows into the paper's records.
 
@@ -195,6 +197,9 @@ def run_phase(
     settings: test phase only: method label -> the setting keys to run on the test
       seeds (:func:`afl_jax.reproduction.scoring.test_settings`).
     rerun: run sweeps whose fingerprint is already in the manifest again.
+    mark: ``(paper, frame, manifest) -> manifest`` with each sweep's status
+      (:func:`afl_jax.reproduction.scoring.mark`; passed in, as scoring reads the
+      records through this module).
   """
   from afl_jax.pipeline import config as config_lib
   from afl_jax.pipeline import sweep as sweep_lib
@@ -253,55 +258,6 @@ def is_current(exp: spec.Experiment, sweep: Mapping) -> bool:
   settings = [sweep['setting']] if sweep['phase'] == 'test' else []
   configs = sweep_configs(exp, method, sweep['phase'], settings)
   return [_fingerprint(c) for c in configs] == [sweep['fingerprint']]
-
-
-def mark(paper: spec.Paper, frame: pd.DataFrame, manifest: Sequence[Mapping]) -> list[dict]:
-  """``manifest`` with each sweep's status as ``paper`` declares it now, ``current`` for
-  the sweeps the pages score: a selection sweep the declaration gives (:func:`is_current`),
-  and a test sweep it gives whose setting the claims test, as selected on those selection
-  rows (:func:`afl_jax.reproduction.scoring.test_settings`); every other sweep is
-  ``superseded`` (an earlier grid, setting or seed list, a setting no longer selected,
-  the tests of an experiment whose selection is incomplete, an experiment or method no
-  longer declared)."""
-  from afl_jax.reproduction import scoring  # scoring reads the records through this module
-
-  exps = {e.key: e for e in paper.experiments}
-  tested = {}
-  for exp in paper.experiments:
-    rows = current(exp, frame, manifest)
-    try:
-      wanted = scoring.test_settings(exp, scoring.finals(rows)) if len(rows) else {}
-    except ValueError:  # a method without selection records: no test sweep is scored
-      wanted = {}
-    tested[exp.key] = {(label, key) for label, keys in wanted.items() for key in keys}
-
-  def status(m: Mapping) -> str:
-    exp = exps.get(m['experiment'])
-    used = m['phase'] == 'select' or (m['method'], m['setting']) in tested.get(m['experiment'], ())
-    return 'current' if exp is not None and used and is_current(exp, m) else 'superseded'
-
-  return [dict(m) | {STATUS: status(m)} for m in manifest]
-
-
-def stale_status(paper: spec.Paper, records_dir: str = RECORDS) -> list[str]:
-  """The sweeps of ``paper``'s records whose stated status is not the one the declaration
-  gives now (every sweep of a pair written before the status column), as labels; empty
-  when the records are up to date (:func:`refresh` rewrites them)."""
-  frame, manifest = read(paper.key, records_dir)
-  fresh = mark(paper, frame, manifest)
-  if not records.marked(manifest):
-    return [records.label(m) for m in manifest]
-  return [records.label(m) for m, f in zip(manifest, fresh) if m[STATUS] != f[STATUS]]
-
-
-def refresh(paper: spec.Paper, records_dir: str = RECORDS) -> bool:
-  """Rewrite ``paper``'s records with each sweep's status as declared now, if any differs
-  (or the pair has none yet); returns whether it wrote. The rows and their order stay."""
-  if not stale_status(paper, records_dir):
-    return False
-  frame, manifest = read(paper.key, records_dir)
-  write(paper.key, frame, mark(paper, frame, manifest), records_dir)
-  return True
 
 
 def current(exp: spec.Experiment, frame: pd.DataFrame, manifest: Sequence[Mapping]) -> pd.DataFrame:

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from afl_jax.reproduction import runs, spec
+from afl_jax.reproduction import records, runs, spec
 from afl_jax.results import ALPHA, one_sided_p, paired, seeds_needed  # the one implementation
 
 # An accuracy effect of the paper is comparable here only if the level it asks of A (B's
@@ -420,3 +420,51 @@ def _short(setting: str) -> str:
 
 def _ci(st: Mapping) -> str:
   return f'{st["mean"]:+.3f} [{st["lo"]:+.3f}, {st["hi"]:+.3f}]'
+
+
+def mark(paper: spec.Paper, frame: pd.DataFrame, manifest: Sequence[Mapping]) -> list[dict]:
+  """``manifest`` with each sweep's status as ``paper`` declares it now, ``current`` for
+  the sweeps the pages score: a selection sweep the declaration gives (:func:`is_current`),
+  and a test sweep it gives whose setting the claims test, as selected on those selection
+  rows (:func:`afl_jax.reproduction.scoring.test_settings`); every other sweep is
+  ``superseded`` (an earlier grid, setting or seed list, a setting no longer selected,
+  the tests of an experiment whose selection is incomplete, an experiment or method no
+  longer declared)."""
+  exps = {e.key: e for e in paper.experiments}
+  tested = {}
+  for exp in paper.experiments:
+    rows = runs.current(exp, frame, manifest)
+    try:
+      wanted = test_settings(exp, finals(rows)) if len(rows) else {}
+    except ValueError:  # a method without selection records: no test sweep is scored
+      wanted = {}
+    tested[exp.key] = {(label, key) for label, keys in wanted.items() for key in keys}
+
+  def status(m: Mapping) -> str:
+    exp = exps.get(m['experiment'])
+    used = m['phase'] == 'select' or (m['method'], m['setting']) in tested.get(m['experiment'], ())
+    return 'current' if exp is not None and used and runs.is_current(exp, m) else 'superseded'
+
+  return [dict(m) | {records.STATUS: status(m)} for m in manifest]
+
+
+def stale_status(paper: spec.Paper, records_dir: str = runs.RECORDS) -> list[str]:
+  """The sweeps of ``paper``'s records whose stated status is not the one the declaration
+  gives now (every sweep of a pair written before the status column), as labels; empty
+  when the records are up to date (:func:`refresh` rewrites them)."""
+  frame, manifest = runs.read(paper.key, records_dir)
+  fresh = mark(paper, frame, manifest)
+  if not records.marked(manifest):
+    return [records.label(m) for m in manifest]
+  status = records.STATUS
+  return [records.label(m) for m, f in zip(manifest, fresh) if m[status] != f[status]]
+
+
+def refresh(paper: spec.Paper, records_dir: str = runs.RECORDS) -> bool:
+  """Rewrite ``paper``'s records with each sweep's status as declared now, if any differs
+  (or the pair has none yet); returns whether it wrote. The rows and their order stay."""
+  if not stale_status(paper, records_dir):
+    return False
+  frame, manifest = runs.read(paper.key, records_dir)
+  runs.write(paper.key, frame, mark(paper, frame, manifest), records_dir)
+  return True
