@@ -61,21 +61,3 @@ def quad():
   problem = quadratic_problem(a, b)
   schedule = afl_jax.schedules.from_arrays([0, 1, 2, 0], [0, 0, 1, 2], local_steps=2)
   return problem, schedule, {'x': jnp.zeros(4)}
-
-
-@pytest.fixture
-def digits_config():
-  """A factory of the pipeline tests' tiny run: FedBuff on 12 digits clients with logistic
-  regression, 8 server steps (a fresh config at each call)."""
-  from afl_jax.pipeline import config as config_lib
-
-  def make():
-    c = config_lib.default()
-    c.dataset, c.model, c.num_clients, c.train_subset = 'digits', 'logreg', 12, 0
-    c.schedule.concurrency, c.schedule.buffer_size = 6, 3
-    c.local_steps, c.batch_size = 2, 8
-    c.hparams = {'client_lr': 0.1, 'server_lr': 1.0}
-    c.num_rounds, c.eval_every, c.eval_train_samples = 8, 4, 100
-    return c
-
-  return make

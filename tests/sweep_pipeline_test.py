@@ -15,15 +15,20 @@ from afl_jax.pipeline import loop, sweep
 from afl_jax.reproduction import runs, scoring
 
 
-def _config(digits_config):
-  c = digits_config()
+def _config():
+  c = config_lib.default()
+  c.dataset, c.model, c.num_clients, c.train_subset = 'digits', 'logreg', 12, 0
+  c.schedule.concurrency, c.schedule.buffer_size = 6, 3
+  c.local_steps, c.batch_size = 2, 8
+  c.hparams = {'client_lr': 0.1, 'server_lr': 1.0}
+  c.num_rounds, c.eval_every, c.eval_train_samples = 8, 4, 100
   c.validation_size = 100
   c.sweep = ml_collections.ConfigDict({'hparams': {'client_lr': [0.05, 0.1]}, 'seed': [0, 1, 2]})
   return c
 
 
-def test_grid_and_validation(digits_config):
-  c = _config(digits_config)
+def test_grid_and_validation():
+  c = _config()
   assert sweep.grid(c)[:2] == [
     {'hparams.client_lr': 0.05, 'seed': 0},
     {'hparams.client_lr': 0.05, 'seed': 1},
@@ -38,10 +43,10 @@ def test_grid_and_validation(digits_config):
     config_lib.validate_sweep(c)
 
 
-def test_one_rule_decides_what_is_traced_for_sweeps_and_the_api(digits_config):
+def test_one_rule_decides_what_is_traced_for_sweeps_and_the_api():
   # Float rates are traced; Top-k's fraction sets a shape and stays static, in a config
   # sweep and in the API's per-replica hyperparameters alike.
-  c = _config(digits_config)
+  c = _config()
   c.algorithm = 'asynflc_ef'
   c.sweep = ml_collections.ConfigDict(
     {'hparams': {'client_lr': [0.05, 0.1], 'fraction': [0.1, 0.3]}}
@@ -54,8 +59,8 @@ def test_one_rule_decides_what_is_traced_for_sweeps_and_the_api(digits_config):
   assert static == {'fraction': [0.1, 0.3]} and list(traced) == ['client_lr']
 
 
-def test_train_sweep_one_compile_and_equals_single_run(tmp_path, digits_config):
-  c = _config(digits_config)
+def test_train_sweep_one_compile_and_equals_single_run(tmp_path):
+  c = _config()
   out = sweep.train_sweep(c, str(tmp_path), log=lambda *_: None)
   assert len(out['runs']) == 6 and len(out['groups']) == 1  # lr traced, seeds stacked
   for name in ('summary.json', 'summary.md', 'plot.png'):
