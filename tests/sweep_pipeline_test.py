@@ -15,13 +15,20 @@ from afl_jax.pipeline import loop, sweep
 from afl_jax.reproduction import runs, scoring
 
 
-def _config():
+def tiny_config():
+  """FedBuff on 12 digits clients with logistic regression, 8 server steps (the pipeline
+  tests' tiny run; tests/sweep_schedule_files_test.py too)."""
   c = config_lib.default()
   c.dataset, c.model, c.num_clients, c.train_subset = 'digits', 'logreg', 12, 0
   c.schedule.concurrency, c.schedule.buffer_size = 6, 3
   c.local_steps, c.batch_size = 2, 8
   c.hparams = {'client_lr': 0.1, 'server_lr': 1.0}
   c.num_rounds, c.eval_every, c.eval_train_samples = 8, 4, 100
+  return c
+
+
+def _config():
+  c = tiny_config()
   c.validation_size = 100
   c.sweep = ml_collections.ConfigDict({'hparams': {'client_lr': [0.05, 0.1]}, 'seed': [0, 1, 2]})
   return c

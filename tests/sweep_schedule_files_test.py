@@ -12,25 +12,15 @@ import zipfile
 import ml_collections
 import numpy as np
 import pytest
+from sweep_pipeline_test import tiny_config
 
 from afl_jax import schedules
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import build as build_lib
-from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline import loop, sweep
 
 ARRAYS = ('client_ids', 'start_step', 'local_steps', 'mask', 'wall_clock')
 QUIET = {'log': lambda *_: None}
-
-
-def _config():
-  c = config_lib.default()
-  c.dataset, c.model, c.num_clients, c.train_subset = 'digits', 'logreg', 12, 0
-  c.schedule.concurrency, c.schedule.buffer_size = 6, 3
-  c.local_steps, c.batch_size = 2, 8
-  c.hparams = {'client_lr': 0.1, 'server_lr': 1.0}
-  c.num_rounds, c.eval_every, c.eval_train_samples = 8, 4, 100
-  return c
 
 
 def _arrays(path):
@@ -44,7 +34,7 @@ def _records(workdir):
 
 
 def test_each_sweep_run_keeps_its_own_schedule_bit_for_bit(tmp_path):
-  c = _config()
+  c = tiny_config()
   c.sweep = ml_collections.ConfigDict({'seed': [0, 1]})  # schedule.seed=-1: the seed's
   out = sweep.train_sweep(c, str(tmp_path), **QUIET)
   assert len(out['groups']) == 1  # both runs are replicas of one program
@@ -69,11 +59,11 @@ def test_each_sweep_run_keeps_its_own_schedule_bit_for_bit(tmp_path):
 
 
 def test_a_recorded_schedule_replays_to_the_same_metrics(tmp_path):
-  c = _config()
+  c = tiny_config()
   c.schedule.seed = 5
   loop.train_and_evaluate(c, str(tmp_path / 'original'), **QUIET)
   recorded = str(tmp_path / 'original' / 'schedule.npz')
-  replay = _config()
+  replay = tiny_config()
   replay.schedule.kind, replay.schedule.trace = 'trace', recorded
   loop.train_and_evaluate(replay, str(tmp_path / 'replay'), **QUIET)
   original, again = _records(tmp_path / 'original'), _records(tmp_path / 'replay')
@@ -104,10 +94,10 @@ def test_a_recorded_schedule_replays_to_the_same_metrics(tmp_path):
 def test_a_recorded_schedule_that_does_not_fit_the_config_is_one_line(
   tmp_path, field, value, message
 ):
-  c = _config()
+  c = tiny_config()
   path = str(tmp_path / 'schedule.npz')
   build_lib.build_run(c).schedule.save(path)
-  replay = _config()
+  replay = tiny_config()
   replay.schedule.kind, replay.schedule.trace = 'trace', path
   if field == 'buffer_size':
     replay.schedule.buffer_size = value
