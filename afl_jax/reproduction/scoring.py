@@ -202,7 +202,7 @@ EQUIVALENT = 'equivalent within the margin'
 NOT_EQUIVALENT = 'disagrees (differ by more than the margin)'
 NO_CONDITION = 'condition not reproduced'
 NOT_COMPARABLE = "not comparable (the paper's effect is out of reach here)"
-MISSED = 'inconclusive: target not reached on some seeds'
+MISSED = 'inconclusive: target not reached'
 VERDICTS = (
   AGREES,
   AGREES_SMALLER,
