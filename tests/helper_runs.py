@@ -8,11 +8,18 @@ accelerator JAX would otherwise pick it); a helper prints one JSON object as its
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
 HELPERS = os.path.join(os.path.dirname(__file__), 'helpers')
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def default_signals() -> None:
+  """``preexec_fn`` of a process a test signals: SIGHUP's default action (stop the process),
+  also when the tests run under ``nohup``, whose ignored SIGHUP a child would inherit."""
+  signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def run_helper(name: str, timeout: int = 600) -> dict:

@@ -474,12 +474,13 @@ def test_a_killed_run_resumes_to_the_uninterrupted_run(script_reference, tmp_pat
   import sys
   import time
 
-  from helper_runs import ROOT
+  from helper_runs import ROOT, default_signals
 
   workdir = tmp_path / 'run'
   proc = subprocess.Popen(
     [sys.executable, 'scripts/train.py', f'--workdir={workdir}', *SCRIPT],
     cwd=ROOT,
+    preexec_fn=default_signals,
     env={**os.environ, 'JAX_PLATFORMS': 'cpu', **ONE_DEVICE},
     stdout=subprocess.DEVNULL,
     stderr=subprocess.PIPE,

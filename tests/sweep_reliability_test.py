@@ -24,6 +24,7 @@ import time
 
 import ml_collections
 import pytest
+from helper_runs import default_signals
 
 from afl_jax.pipeline import checkpoint, sweep
 from afl_jax.pipeline import config as config_lib
@@ -336,7 +337,13 @@ def test_signal_mid_sweep_then_rerun_equals_uninterrupted(whole, tmp_path, sig):
   work = tmp_path / 'cut'
   cmd = [sys.executable, 'scripts/train.py', f'--config={config}', f'--workdir={work}']
   proc = subprocess.Popen(
-    cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    cmd,
+    cwd=ROOT,
+    env=ENV,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+    preexec_fn=default_signals,
   )
   _wait_for(work / 'groups' / '0' / 'checkpoints' / '4' / checkpoint.MANIFEST, proc)
   proc.send_signal(sig)
