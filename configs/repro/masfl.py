@@ -185,6 +185,22 @@ EXTENDED = (
 
 TUNED_DEVIATION = tuned_deviation(CLIENT_LRS, WIDE_SERVER_LRS)
 
+
+def tuned_deviations(lrs, server_lrs, note: str, extended: str, why: str = '') -> tuple:
+  """The deviations of a paper experiment whose methods are ``tuned(lrs, server_lrs)``:
+  the shared ones, ``note`` (the experiment's own), AdaMasFL's equal axes (before them it
+  had 3 eta_l values per value of the others', their budget on 3 server rates) and the
+  grid extension ``extended`` (what was extended and why, for EXTENDED)."""
+  return (
+    DEVIATIONS[0],
+    tuned_deviation(lrs, server_lrs, why),
+    *DEVIATIONS[1:],
+    *([note] if note else []),
+    EQUAL_AXES.format(ada=len(lrs) * 3, lrs=_values(lrs)),
+    EXTENDED.format(what=extended),
+  )
+
+
 # Fig. 2 re-tuned: on Fig. 1's first 3-value server windows MasFL (gamma 0.03, both Mc)
 # and CA2FL (eta 0.3) sat on their low edges behind decided contrasts.
 FIG2_EXTENDED = EXTENDED.format(
@@ -207,24 +223,20 @@ FIG1_NONIID = spec.Experiment(
   base=scaled,
   methods=TUNED,
   claims=claims('non-IID') + fig3_claims(CLIENT_LRS),
-  deviations=(
-    DEVIATIONS[0],
-    TUNED_DEVIATION,
-    *DEVIATIONS[1:],
+  deviations=tuned_deviations(
+    CLIENT_LRS,
+    WIDE_SERVER_LRS,
     'Fig. 3 is scored on these sweeps: at each eta_l of {0.01, 0.03, 0.1} each method '
     'takes its validation-best server rate; one order of magnitude of eta_l (with the '
     'low-rate experiment below, two).',
-    EQUAL_AXES.format(ada=9, lrs=_values(CLIENT_LRS)),
-    EXTENDED.format(
-      what='at eta_l = 0.03 CA2FL (eta 0.3) and FADAS (eta 3e-4) were selected on the low '
-      'edge of their 3-value server windows behind two decided Fig. 3 verdicts; CA2FL '
-      '{0.3, 1, 3} -> {0.1, 0.3, 1, 3}, FADAS {3e-4, 1e-3, 3e-3} -> {1e-4, 3e-4, 1e-3, '
-      '3e-3}, and MasFL {0.03, 0.1, 0.3} -> {0.01, 0.03, 0.1, 0.3} (its own eta_l = 0.01 '
-      'selection sat on the low edge) so that every method keeps the same number of server '
-      'rates; 4 values rather than a shifted 3-value window because each eta_l selects its '
-      'own server rate and a shifted window would put CA2FL at eta_l = 0.01 and FADAS at '
-      'eta_l = 0.1 on its new high edge'
-    ),
+    'at eta_l = 0.03 CA2FL (eta 0.3) and FADAS (eta 3e-4) were selected on the low '
+    'edge of their 3-value server windows behind two decided Fig. 3 verdicts; CA2FL '
+    '{0.3, 1, 3} -> {0.1, 0.3, 1, 3}, FADAS {3e-4, 1e-3, 3e-3} -> {1e-4, 3e-4, 1e-3, '
+    '3e-3}, and MasFL {0.03, 0.1, 0.3} -> {0.01, 0.03, 0.1, 0.3} (its own eta_l = 0.01 '
+    'selection sat on the low edge) so that every method keeps the same number of server '
+    'rates; 4 values rather than a shifted 3-value window because each eta_l selects its '
+    'own server rate and a shifted window would put CA2FL at eta_l = 0.01 and FADAS at '
+    'eta_l = 0.1 on its new high edge',
   ),
 )
 
@@ -236,22 +248,16 @@ FIG1_IID = spec.Experiment(
   base=iid,
   methods=tuned(IID_LRS, IID_SERVER_LRS),
   claims=claims('IID'),
-  deviations=(
-    DEVIATIONS[0],
-    tuned_deviation(
-      IID_LRS,
-      IID_SERVER_LRS,
-      ' (wider than non-IID: on {0.01, 0.03, 0.1} at the untuned server rates three of '
-      'four IID selections sat on an edge of the grid)',
-    ),
-    *DEVIATIONS[1:],
-    EQUAL_AXES.format(ada=15, lrs=_values(IID_LRS)),
-    EXTENDED.format(
-      what='CA2FL was selected at eta = 0.3, the low edge of {0.3, 1, 3}, behind the decided '
-      '"MasFL outperforms CA2FL" verdict; the IID claims use only the overall selection, so '
-      'its 3-value window moved one step down the same ~3x spacing, {0.1, 0.3, 1} (3.0, '
-      'never selected, left), and every method keeps 3 server rates'
-    ),
+  deviations=tuned_deviations(
+    IID_LRS,
+    IID_SERVER_LRS,
+    '',
+    'CA2FL was selected at eta = 0.3, the low edge of {0.3, 1, 3}, behind the decided '
+    '"MasFL outperforms CA2FL" verdict; the IID claims use only the overall selection, so '
+    'its 3-value window moved one step down the same ~3x spacing, {0.1, 0.3, 1} (3.0, '
+    'never selected, left), and every method keeps 3 server rates',
+    why=' (wider than non-IID: on {0.01, 0.03, 0.1} at the untuned server rates three of '
+    'four IID selections sat on an edge of the grid)',
   ),
 )
 
@@ -409,25 +415,21 @@ FIG3_LOW = spec.Experiment(
   base=scaled,
   methods=tuned(LOW_LRS, LOW_SERVER_LRS),
   claims=fig3_claims(LOW_LRS),
-  deviations=(
-    DEVIATIONS[0],
-    tuned_deviation(LOW_LRS, LOW_SERVER_LRS),
-    *DEVIATIONS[1:],
+  deviations=tuned_deviations(
+    LOW_LRS,
+    LOW_SERVER_LRS,
     "A separate experiment of the two low rates beside Fig. 1's three; at each eta_l "
     'each baseline takes its validation-best server rate, and the per-rate claims compare '
     'methods at the same eta_l.',
-    EQUAL_AXES.format(ada=6, lrs=_values(LOW_LRS)),
-    EXTENDED.format(
-      what='at eta_l = 0.001 CA2FL was selected at eta = 3, the high edge of {0.3, 1, 3}, '
-      'behind a decided Fig. 3 verdict; a 3-value window one step up, {1, 3, 10}, selected '
-      '10 at eta_l = 0.001 (the high edge again) and 1 at eta_l = 0.003 (now the low edge), '
-      'and FADAS and MasFL sat on the low edge of theirs at both rates. Since each eta_l '
-      'selects its own server rate, every method now has 5 server rates on the same ~3x '
-      'spacing (MasFL gamma {0.003, ..., 0.3}, CA2FL eta {0.3, ..., 30}, FADAS eta {3e-5, '
-      '..., 3e-3}; 90 selection runs, 9 min on 2 cores). Every selection is interior and '
-      'the same as before (CA2FL eta 10 at eta_l = 0.001 and 1 at 0.003, FADAS 3e-4, MasFL '
-      '0.03), so the test runs and the verdicts are unchanged'
-    ),
+    'at eta_l = 0.001 CA2FL was selected at eta = 3, the high edge of {0.3, 1, 3}, '
+    'behind a decided Fig. 3 verdict; a 3-value window one step up, {1, 3, 10}, selected '
+    '10 at eta_l = 0.001 (the high edge again) and 1 at eta_l = 0.003 (now the low edge), '
+    'and FADAS and MasFL sat on the low edge of theirs at both rates. Since each eta_l '
+    'selects its own server rate, every method now has 5 server rates on the same ~3x '
+    'spacing (MasFL gamma {0.003, ..., 0.3}, CA2FL eta {0.3, ..., 30}, FADAS eta {3e-5, '
+    '..., 3e-3}; 90 selection runs, 9 min on 2 cores). Every selection is interior and '
+    'the same as before (CA2FL eta 10 at eta_l = 0.001 and 1 at 0.003, FADAS 3e-4, MasFL '
+    '0.03), so the test runs and the verdicts are unchanged',
   ),
 )
 
