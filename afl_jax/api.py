@@ -310,6 +310,7 @@ def replica_simulator(
     )
   r = num_replicas
   schedule_list = _as_list(schedules, r, 'schedules')
+  distinct = list({id(s): s for s in schedule_list}.values())  # each checked once in prepare
   static, traced = replicas.split_hparams(defaults, hparams, r)
   algorithms = []
   for i in range(r):
@@ -317,7 +318,7 @@ def replica_simulator(
       alg = factory(**static, **replicas.replica_values(traced, i))
       # Prepared against every replica's schedule: one compiled program (and one state
       # shape, e.g. MasFL's history depth) must suit them all.
-      algorithms.append(prepared(alg, schedule_list))
+      algorithms.append(prepared(alg, distinct))
     except ValueError as e:
       raise type(e)(f'replica {i}: {e}') from e
   if isinstance(problem, list | tuple):
@@ -327,7 +328,7 @@ def replica_simulator(
   else:
     stacked, axes = problem, replicas.shared_problem_axes(problem)
   return ReplicaSimulator(
-    build_fn(factory, static, schedule_list),
+    build_fn(factory, static, distinct),
     algorithms,
     stacked,
     axes,

@@ -1,5 +1,145 @@
-"""Problems for :func:`afl_jax.simulate` (re-exported from :mod:`afl_jax.core.problem`)."""
+"""Problems for :func:`afl_jax.simulate` and :func:`afl_jax.sweep`.
+
+:func:`from_loss` builds a problem from any loss (:mod:`afl_jax.core.problem`);
+:func:`quadratic` and :func:`shifted_quadratic` build least-squares problems whose
+constants are known exactly, the ones the papers' convergence theorems are stated in
+(docs/theory.md): client i has ``f_i(x) = 0.5 ||A_i x - b_i||^2`` on params
+``{'x': x}``, and ``f = mean_i f_i``. With ``sigma > 0`` every local step's gradient
+carries independent noise ``xi ~ N(0, sigma^2/d I)`` (the batch's ``'xi'``, the loss
+adds ``<xi, x>``): unbiased, with variance exactly ``sigma^2`` at every x.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
 
 from afl_jax.core.problem import Problem, from_loss
 
-__all__ = ['Problem', 'from_loss']
+
+def quadratic_loss(params: Any, batch: dict) -> jax.Array:
+  """``0.5 ||a x - b||^2`` (+ ``<xi, x>`` when the batch carries noise ``'xi'``)."""
+  r = batch['a'] @ params['x'] - batch['b']
+  loss = 0.5 * jnp.sum(r * r)
+  return loss + jnp.dot(batch['xi'], params['x']) if 'xi' in batch else loss
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Quadratic:
+  """A quadratic problem and its constants (float64, computed on the host).
+
+  Attributes:
+    problem: the :class:`Problem` to run.
+    L: the largest eigenvalue of any client's Hessian ``A_i^T A_i`` (every f_i is L-smooth).
+    mu: the smallest eigenvalue of f's Hessian (f is mu-strongly convex; 0 if singular).
+    sigma2: the variance ``E||g - grad f_i(x)||^2`` of a stochastic gradient, every x.
+    sigma_g2: ``sup_x (1/N) sum_i ||grad f_i(x) - grad f(x)||^2``: finite (and attained
+      at every x) when all clients share one Hessian, else ``inf``.
+    f_star: ``min f``.
+    x_star: the minimizer of f, float64[d].
+    hessians: ``A_i^T A_i``, float64[N, d, d]; ``hessian`` is their mean (f's Hessian).
+    linears: ``A_i^T b_i``, float64[N, d]: ``grad f_i(x) = hessians[i] x - linears[i]``.
+  """
+
+  problem: Problem
+  L: float
+  mu: float
+  sigma2: float
+  sigma_g2: float
+  f_star: float
+  x_star: np.ndarray
+  hessians: np.ndarray
+  linears: np.ndarray
+
+  @property
+  def hessian(self) -> np.ndarray:
+    return self.hessians.mean(0)
+
+  def grad_norm2(self, x: Any) -> Any:
+    """``||grad f(x)||^2`` for x of shape [..., d] (NumPy or JAX; vectorized)."""
+    g = x @ self.hessian - self.linears.mean(0)
+    return (g * g).sum(-1)
+
+  def client_grad_norm2(self, x: Any) -> np.ndarray:
+    """``||grad f_i(x)||^2`` of every client, [..., N] for x of shape [..., d] (NumPy)."""
+    g = np.einsum('...d,nde->...ne', x, self.hessians) - self.linears
+    return (g * g).sum(-1)
+
+  def gap(self, x: Any) -> Any:
+    """``f(x) - f*`` for x of shape [..., d]: ``0.5 (x - x*)^T H (x - x*)``."""
+    e = x - self.x_star
+    return 0.5 * ((e @ self.hessian) * e).sum(-1)
+
+  def eval_fn(self, params: Any) -> dict[str, Any]:
+    """``eval_fn`` for :func:`afl_jax.simulate` / :func:`afl_jax.sweep`:
+    ``{'grad_norm2': ||grad f(x)||^2, 'gap': f(x) - f*}``."""
+    x = params['x']
+    return {'grad_norm2': self.grad_norm2(x), 'gap': self.gap(x)}
+
+
+def quadratic(a: Any, b: Any, *, sigma: float = 0.0) -> Quadratic:
+  """Client i has ``f_i(x) = 0.5 ||a[i] x - b[i]||^2`` on its full data, a: [N, n, d], b: [N, n].
+
+  Args:
+    a, b: the clients' data; the problem keeps their dtype (float64 needs jax x64).
+    sigma: the standard deviation of the gradient noise (``sigma2 = sigma^2``); 0: exact
+      gradients (the problem is then ``from_loss(quadratic_loss, {'a': a, 'b': b})``).
+  """
+  if not sigma >= 0:
+    raise ValueError(f'sigma must be >= 0; got {sigma!r}.')
+  problem = from_loss(quadratic_loss, {'a': jnp.asarray(a), 'b': jnp.asarray(b)})
+  a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+  dim = a64.shape[-1]
+  if sigma > 0:
+    scale = sigma / math.sqrt(dim)
+
+    def noisy(shared, view, key):
+      del shared
+      return {**view, 'xi': scale * jax.random.normal(key, (dim,), view['b'].dtype)}
+
+    problem = problem.replace(sample_fn=noisy)
+  hessians = np.einsum('nrd,nre->nde', a64, a64)
+  linears = np.einsum('nrd,nr->nd', a64, b64)
+  hessian, linear = hessians.mean(0), linears.mean(0)
+  x_star = np.linalg.lstsq(hessian, linear, rcond=None)[0]
+  r = np.einsum('nrd,d->nr', a64, x_star) - b64
+  shared = np.allclose(hessians, hessians[:1], rtol=1e-12, atol=0.0)
+  spread = linears - linear
+  return Quadratic(
+    problem=problem,
+    L=float(np.linalg.eigvalsh(hessians)[:, -1].max()),
+    mu=float(max(np.linalg.eigvalsh(hessian)[0], 0.0)),
+    sigma2=float(sigma) ** 2,
+    sigma_g2=float((spread * spread).sum(-1).mean()) if shared else math.inf,
+    f_star=float(0.5 * (r * r).sum(-1).mean()),
+    x_star=x_star,
+    hessians=hessians,
+    linears=linears,
+  )
+
+
+def shifted_quadratic(eigenvalues: Any, centers: Any, *, sigma: float = 0.0) -> Quadratic:
+  """``f_i(x) = 0.5 (x - c_i)^T diag(eigenvalues) (x - c_i)``: one Hessian, N centers [N, d].
+
+  Then ``L = max eigenvalue``, ``mu = min``, ``x* = mean_i c_i`` and
+  ``sigma_g2 = (1/N) sum_i ||diag(eigenvalues) (c_i - x*)||^2`` at every x (Assumption
+  "bounded global variance" holds with equality). Built as :func:`quadratic` with
+  ``A_i = diag(sqrt(eigenvalues))``, ``b_i = sqrt(eigenvalues) * c_i``.
+  """
+  lam = np.asarray(eigenvalues, np.float64)
+  c = np.asarray(centers, np.float64)
+  if lam.ndim != 1 or (lam <= 0).any() or c.ndim != 2 or c.shape[1] != lam.size:
+    raise ValueError(
+      f'need eigenvalues > 0 of shape [d] and centers of shape [N, d]; got {lam.shape}, {c.shape}.'
+    )
+  root = np.sqrt(lam)
+  a = np.broadcast_to(np.diag(root), (c.shape[0], lam.size, lam.size))
+  return quadratic(a, c * root, sigma=sigma)
+
+
+__all__ = ['Problem', 'Quadratic', 'from_loss', 'quadratic', 'quadratic_loss', 'shifted_quadratic']

@@ -1,9 +1,10 @@
 """A tiny deterministic federated problem and plain-NumPy reference loops for tests.
 
-Client i has f_i(x) = 0.5 * ||A_i x - b_i||^2 (full batch), so local gradient
-descent is ``x <- x - lr * A_i^T (A_i x - b_i)``. The references below are written
-from the papers' equations, independently of the library. :func:`logistic_problem`
-is a mini-batched one for the tests where the batches' randomness matters.
+Client i has f_i(x) = 0.5 * ||A_i x - b_i||^2 (full batch; the library's
+``afl_jax.problems.quadratic``), so local gradient descent is
+``x <- x - lr * A_i^T (A_i x - b_i)``. The references below are written from the
+papers' equations, independently of the library. :func:`logistic_problem` is a
+mini-batched one for the tests where the batches' randomness matters.
 """
 
 import jax
@@ -12,6 +13,7 @@ import numpy as np
 
 import afl_jax
 from afl_jax.core.types import LocalTask
+from afl_jax.problems import quadratic_loss
 
 # A stale schedule of 3 clients: 6 steps, 2 slots, staleness up to 3 (tau_max per step:
 # 0, 1, 2, 3, 3, 3), one padded arrival (step 2, slot 1), K in {1, 2, 3}. Client 0 has
@@ -30,13 +32,8 @@ def make_quadratic(num_clients=3, dim=4, rows=5, seed=0, dtype=np.float32):
   return a.astype(dtype), b.astype(dtype)
 
 
-def quadratic_loss(params, batch):
-  r = batch['a'] @ params['x'] - batch['b']
-  return 0.5 * jnp.sum(r * r)
-
-
 def quadratic_problem(a, b):
-  return afl_jax.problems.from_loss(quadratic_loss, {'a': jnp.asarray(a), 'b': jnp.asarray(b)})
+  return afl_jax.problems.quadratic(a, b).problem
 
 
 def logistic_loss(params, batch):

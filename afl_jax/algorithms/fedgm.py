@@ -8,9 +8,9 @@ Sun, Wu, Huang, Zhang, "On the Role of Server Momentum in Federated Learning":
 * 'fednag'           FedGM with nu = beta (server Nesterov momentum, Sec. 3).
 * 'multistage_fedgm' Alg. 3: stagewise (eta_s, beta_s, nu_s) for T_s server steps.
 * 'autonomous_fedgm' Alg. 4: Alg. 3's server; clients divide their update by
-                     K_{t,i}; heterogeneous K_{t,i} and stale starts come from the
-                     schedule (e.g. ``schedules.random_staleness``, App. H.1), and
-                     the server steps every m = M collected updates.
+                     K_{t,i}; stale starts, K_{t,i} and m = M come from the schedule
+                     (e.g. ``schedules.random_staleness``, App. H.1).
+                     'autonomous_fedgm_single_stage': one stage, FedGM's eta, beta, nu.
 * 'fedopt'           FedOPT (Alg. 1; Reddi et al. 2021) with an optax ServerOPT:
                      FedAdam, FedYogi, FedAdagrad, FedAMSGrad, FedSGD; or Reddi
                      et al.'s Alg. 2 as written (convention='alg2').
@@ -53,10 +53,12 @@ def _fedgm(
   beta: float = 0.0,
   nu: float = 0.0,
   nesterov: bool = False,
+  autonomous: bool = False,
 ) -> Algorithm:
   nu = beta if nesterov else nu
   server = servers.fedgm_server(server_lr, beta, nu, weighting=weighting)
-  return Algorithm(name, clients.local_sgd(client_lr), server)
+  client = clients.local_sgd(client_lr)
+  return Algorithm(name, clients.divide_by_local_steps(client) if autonomous else client, server)
 
 
 # FedGM's hyperparameters with their defaults, in signature order; its special cases
@@ -83,6 +85,10 @@ FEDGM = register_family(
       'FedNAG = FedGM(nu=beta): ``x <- x - eta [(1 - beta) Delta_t + beta d_{t+1}]``.',
       omit=('nu',),
       fixed={'nesterov': True},
+    ),
+    'autonomous_fedgm_single_stage': Variant(
+      'Autonomous FedGM with one stage (Alg. 4, S = 1): clients send ``Delta / K_{t,i}``.',
+      fixed={'autonomous': True},
     ),
   },
   specs={'beta': checks.real(0.0, 1.0, high_open=True), 'nu': checks.real(0.0, 1.0)},

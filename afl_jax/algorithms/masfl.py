@@ -69,9 +69,19 @@ def adamasfl_theory(arrivals_per_step: int, local_steps: int, num_rounds: int) -
 
 
 def masfl_theory(
-  arrivals_per_step: int, local_steps: int, num_rounds: int, smoothness: float, tau_max: int
+  arrivals_per_step: int,
+  local_steps: int,
+  num_rounds: int,
+  smoothness: float,
+  tau_max: int,
+  margin: float = 0.0,
 ) -> TheoryRates:
-  """Theorem 3.1: ``beta = sqrt(SK/T)``, ``gamma = beta/(4L)``, eta = its upper bound.
+  """Theorem 3.1: ``beta = sqrt(SK/T)``, ``gamma = beta/(4L)``, eta = ``sqrt(1 - margin)``
+  times its upper bound.
+
+  The condition ``1 - 4a - sqrt(SK/T) >= 0`` (a = tau_max^2 beta^2 + 20 e^2 eta^2 K^2
+  L^2) then holds with slack ``margin (T - sqrt(SKT) - 4SK tau_max^2) / T``: at
+  ``margin=0`` (the printed bound) App. C's final bound divides by zero.
 
   Raises:
     ValueError: the theorem's condition ``T - sqrt(SKT) - 4 S K tau_max^2 >= 0`` fails.
@@ -80,6 +90,7 @@ def masfl_theory(
   if not smoothness > 0:
     raise ValueError(f'smoothness (L) must be > 0; got {smoothness}.')
   checks.positive_int('tau_max', tau_max, 0)
+  checks.in_range('margin', margin, 0.0, 1.0, high_open=True)
   beta = _beta(s, k, t)
   room = t - math.sqrt(s * k * t) - 4 * s * k * tau_max**2
   if room < 0:
@@ -88,7 +99,7 @@ def masfl_theory(
       f'local_steps={k}, tau_max={tau_max}: T - sqrt(SKT) - 4SK tau_max^2 = '
       f'{room:.4g} < 0.'
     )
-  eta = math.sqrt(room) / (4 * math.sqrt(5) * math.e * k * smoothness * math.sqrt(t))
+  eta = math.sqrt((1 - margin) * room) / (4 * math.sqrt(5) * math.e * k * smoothness * math.sqrt(t))
   return TheoryRates(client_lr=eta, server_lr=beta / (4 * smoothness), beta=beta)
 
 
@@ -197,7 +208,12 @@ SPECS = {'beta': checks.real(0.0, 1.0, low_open=True), 'selection': checks.choic
 @register(
   'masfl',
   context=RUN_INPUTS,
-  **{**SPECS, 'smoothness': checks.POSITIVE, 'tau_max': checks.integer(0)},
+  **{
+    **SPECS,
+    'smoothness': checks.POSITIVE,
+    'tau_max': checks.integer(0),
+    'margin': checks.real(0.0, 1.0, high_open=True),
+  },
 )
 def masfl(
   client_lr: float | None = None,
@@ -208,14 +224,18 @@ def masfl(
   num_rounds: int | None = None,
   smoothness: float | None = None,
   tau_max: int | None = None,
+  margin: float = 0.0,
   selection: str = 'arrivals',
   weighting: str = 'uniform',
 ) -> Algorithm:
   """MasFL (Alg. 1-2): eta = client_lr, gamma = server_lr; missing rates from Thm 3.1.
 
-  With ``beta`` given and ``server_lr`` missing, ``gamma = beta / (4L)`` uses that beta.
-  S, K, T not given are the run's (:func:`schedule_inputs`, in ``prepare``), or
-  :data:`STANDALONE` for a rule called outside a run; ``smoothness`` defaults to
+  Missing S, K, T are read from the run's schedule: S its widest step, K its median
+  local steps, T its length (:func:`schedule_inputs`; :data:`STANDALONE` outside a
+  run). A missing eta is ``sqrt(1 - margin)`` times the theorem's bound
+  (:func:`masfl_theory`): the default margin 0 puts it on the bound, where App. C's
+  final bound is infinite. With ``beta`` given and ``server_lr`` missing,
+  ``gamma = beta / (4L)`` uses that beta; ``smoothness`` defaults to
   :data:`DEFAULT_SMOOTHNESS` and ``tau_max`` to :data:`DEFAULT_TAU_MAX`.
   """
   lips = DEFAULT_SMOOTHNESS if smoothness is None else smoothness
@@ -230,7 +250,7 @@ def masfl(
     gamma = b / (4 * lips) if server_lr is None else server_lr
     eta = client_lr
     if eta is None:
-      eta = masfl_theory(arrivals_per_step, local_steps, num_rounds, lips, tau).client_lr
+      eta = masfl_theory(arrivals_per_step, local_steps, num_rounds, lips, tau, margin).client_lr
     return build('masfl', eta, gamma, b, adaptive=False, selection=selection, weighting=weighting)
 
   needed = beta is None or client_lr is None
@@ -250,8 +270,8 @@ def adamasfl(
 ) -> Algorithm:
   """AdaMasFL (Alg. 3-4): eta = client_lr, gamma = server_lr; missing rates from Thm 4.1.
 
-  S, K, T not given are the run's (:func:`schedule_inputs`, in ``prepare``), or
-  :data:`STANDALONE` for a rule called outside a run.
+  Missing S, K, T are read from the run's schedule: S its widest step, K its median
+  local steps, T its length (:func:`schedule_inputs`; :data:`STANDALONE` outside a run).
   """
 
   def make(arrivals_per_step, local_steps, num_rounds) -> Algorithm:

@@ -14,7 +14,15 @@
 * :func:`waiting_windows` — the server waits a fixed time per round and takes
   whoever finished (AsynFL's flexible participation, Yang et al., Sec. VI).
 
-All builders take a ``seed`` and are deterministic given it.
+All builders take a ``seed`` and are deterministic given it. Their staleness, in the
+:class:`Schedule` convention ``tau = t - start_step`` (``Schedule.stats(counter=...)``
+gives a paper's own counter): :func:`synchronous` 0; :func:`fedbuff` the server steps
+applied while the job trained (``<= staleness_bound`` B when given; with constant
+durations and buffer 1, ``concurrency - 1`` once every client has reported);
+:func:`random_staleness` uniform on ``{0, ..., window - 1}`` (``max_staleness``),
+cut at ``t``; :func:`waiting_windows` ``t`` minus the step after the client's previous
+report (0 for a client that reports every step; always 0 with ``window=None``).
+Tested in tests/theory_test.py.
 """
 
 from __future__ import annotations
@@ -230,7 +238,8 @@ def random_staleness(
   clients_per_step: int,
   num_steps: int,
   *,
-  window: int = 5,
+  window: int | None = None,
+  max_staleness: int | None = None,
   local_steps=1,
   local_steps_multipliers: Sequence[int] | None = None,
   seed: int = 0,
@@ -238,12 +247,23 @@ def random_staleness(
   """FedGM App. H.1: each participant starts from one of the last ``window`` versions.
 
   Each step draws S clients without replacement; each starts from a version drawn
-  uniformly from ``{max(0, t - window + 1), ..., t}``. If ``local_steps_multipliers``
-  is given (e.g. epochs ``range(1, 7)``), each arrival's local steps are
-  ``local_steps[i] * e`` with ``e`` drawn uniformly from it (``local_steps`` is then
-  the steps of one epoch, per client). Wall-clock is the step index.
+  uniformly from ``{max(0, t - window + 1), ..., t}``: staleness ``tau <= window - 1``
+  (App. H.1's "last 5 or 10 versions"; default window 5). ``max_staleness=tau`` is the
+  same with ``window = tau + 1``: staleness uniform on ``{0, ..., tau}`` (give one of
+  the two). If ``local_steps_multipliers`` is given (e.g. epochs ``range(1, 7)``), each
+  arrival's local steps are ``local_steps[i] * e`` with ``e`` drawn uniformly from it
+  (``local_steps`` is then the steps of one epoch, per client). Wall-clock is the step
+  index.
   """
-  w = _positive_int('window', window)
+  if window is not None and max_staleness is not None:
+    raise ValueError(
+      f'give window={window} (the last W versions) or max_staleness={max_staleness} '
+      '(staleness <= tau), not both.'
+    )
+  if max_staleness is not None:
+    w = _positive_int('max_staleness', max_staleness, minimum=0) + 1
+  else:
+    w = _positive_int('window', 5 if window is None else window)
   n, t_max, steps, rng, ids = _cohorts(num_clients, clients_per_step, num_steps, local_steps, seed)
   t = np.arange(t_max)[:, None]
   lag = rng.integers(0, w, size=ids.shape)

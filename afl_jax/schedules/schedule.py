@@ -37,6 +37,22 @@ _HEADERS = {
 }
 
 
+# Each paper's delay counter minus ours (tau = t - start_step), docs/theory.md: FedGM
+# (tau_{t,i}, Thm 5.1), MasFL (Assumption 2.3) and FedEcho (Assumption 4.3) count as we
+# do; AsynFL (Def. 1-2: synchronous FL has tau = 1) and FedFa (eq. (8), 1 <= tau) count
+# the consuming update too; the tau_avg = 0.9184, tau_max = 4 that MasFL Sec. 5 quotes
+# from CA2FL's analysis of the same clock are ours minus one (docs/architecture.md).
+DELAY_COUNTERS = {
+  'afl_jax': 0,
+  'fedgm': 0,
+  'masfl': 0,
+  'fedecho': 0,
+  'asynfl': 1,
+  'fedfa': 1,
+  'ca2fl': -1,
+}
+
+
 class ScheduleError(UserError):
   """A malformed schedule; the message names the field, the offending entry and the rule."""
 
@@ -196,16 +212,20 @@ class Schedule:
   def max_local_steps(self) -> int:
     return int(self.local_steps[self.mask].max()) if self.mask.any() else 1
 
-  def stats(self) -> dict[str, Any]:
-    """Summary statistics, JSON-serializable."""
+  def stats(self, counter: str = 'afl_jax') -> dict[str, Any]:
+    """Summary statistics, JSON-serializable; ``tau_max`` and ``tau_avg`` (over the
+    arrivals) in ``counter``'s convention, one of :data:`DELAY_COUNTERS`."""
+    if counter not in DELAY_COUNTERS:
+      raise ValueError(f'counter must be one of {sorted(DELAY_COUNTERS)}; got {counter!r}.')
+    offset = DELAY_COUNTERS[counter]
     counts = self.participation_counts
     return {
       'num_steps': self.num_steps,
       'max_arrivals': self.max_arrivals,
       'num_clients': self.num_clients,
       'arrivals': int(self.mask.sum()),
-      'tau_max': self.max_staleness,
-      'tau_avg': self.avg_staleness,
+      'tau_max': self.max_staleness + offset,
+      'tau_avg': self.avg_staleness + offset,
       'participation_min': int(counts.min()),
       'participation_max': int(counts.max()),
       'clients_never_arrived': int((counts == 0).sum()),
