@@ -269,8 +269,9 @@ RHO_FA = decaying(0.0125, 1600)  # eta_g eta_l Q L (Corollary: eta_l = O(1/(K sq
 
 
 def fedfa_tau_max(schedule: Schedule) -> int:
-  """FedFa's tau_max (eq. (8), counting from 1) over every window item of eq. (3)-(4): an
-  arrival at step a from version s is aged t - s + 1 at each step t < a + K it stays."""
+  """FedFa's tau_max (eq. (8), counting from 1) over the window items of eq. (3)-(4), one
+  arrival per step: the arrival at step a from version s is aged t - s + 1 at each step
+  t < a + K that it stays in the window."""
   a = np.arange(schedule.num_steps)
   last = np.minimum(a + WINDOW_FA - 1, schedule.num_steps - 1)
   return int((last - schedule.start_step[:, 0] + 1).max())
