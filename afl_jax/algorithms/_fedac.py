@@ -1,37 +1,18 @@
-"""FedAC: similarity-weighted buffer, prospective adaptive momentum, corrected clients.
-
-Zang, Xue, Ou, Chu, Du, Long, "Efficient Asynchronous Federated Learning with
-Prospective Momentum Aggregation and Fine-Grained Correction", AAAI 2024 -- a
-baseline of FedEcho (paper 002, Table 2; docs/algorithms/fedecho.md). Server
-:mod:`afl_jax.servers.fedac`, client :mod:`afl_jax.clients.fedac`; equations and
-readings in docs/algorithms/fedac.md.
-
-Symbols: eta_l -> ``client_lr`` (0.1), eta -> ``server_lr`` (1e-4) -- FedEcho's
-Table 8 rates for FedAC; beta_1, beta_2 -> ``beta1``, ``beta2`` (0.6, 0.9),
-epsilon (1e-8) and r_min -> ``min_similarity`` (0) follow the AFL-Lib FedAC
-these equations were written from (AFL-Lib's floor is 0.1 since July 2025).
-``zero_cosine`` (1) and ``first_update`` ('movement') are our readings;
-``min_similarity=0.1, zero_cosine=0.0, first_update='model'`` reads as AFL-Lib's
-current FedAC does.
+"""FedAC (Zang, Xue, Ou, Chu, Du, Long, AAAI 2024), a baseline of FedEcho: eta_l =
+``client_lr`` and eta = ``server_lr`` default to FedEcho's Table 8 rates, the rest to
+AFL-Lib's FedAC; ``zero_cosine`` and ``first_update`` are our readings
+(docs/algorithms/fedac.md).
 """
 
 from __future__ import annotations
 
+from afl_jax import clients, servers
 from afl_jax.algorithms.registry import joint_init, register
-from afl_jax.clients.fedac import fedac_client
-from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
-from afl_jax.servers.fedac import FIRST_UPDATES, fedac_server, init_state
+from afl_jax.servers._fedac import init_state
 
 
-@register(
-  'fedac',
-  min_similarity=checks.real(-1.0, 1.0),
-  history=checks.integer(1),
-  correction=checks.boolean(),
-  zero_cosine=checks.real(-1.0, 1.0),
-  first_update=checks.choice(FIRST_UPDATES),
-)
+@register('fedac', uses=(servers.fedac, clients.fedac))
 def fedac(
   client_lr: float = 0.1,
   server_lr: float = 1e-4,
@@ -44,9 +25,9 @@ def fedac(
   zero_cosine: float = 1.0,
   first_update: str = 'movement',
 ) -> Algorithm:
-  """FedAC; the server's per-client job counts get N from the problem (``Algorithm.init``)."""
-  client = fedac_client(client_lr, history=history, correction=correction)
-  server = fedac_server(
+  """FedAC; the server counts the problem's N clients' jobs."""
+  client = clients.fedac(client_lr, history=history, correction=correction)
+  server = servers.fedac(
     server_lr,
     beta1,
     beta2,

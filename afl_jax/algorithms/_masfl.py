@@ -1,23 +1,11 @@
-"""MasFL and AdaMasFL, with the tuning-free hyperparameters of their theorems.
-
-Yan, Zhong, Wang, Zhang, "Momentum-Driven Adaptivity: Towards Tuning-Free
-Asynchronous Federated Learning" (paper 000):
-
-* MasFL, Algorithms 1-2 (server :func:`afl_jax.servers.masfl.masfl_server`, client
-  :func:`afl_jax.clients.masfl.masfl_client`), with the rates of Theorem 3.1 and
-  Table 1: :func:`masfl_theory`;
-* AdaMasFL, Algorithms 3-4 (normalized local steps, the server steps along the mean
-  ``Delta_i``), with the rates of Theorem 4.1: :func:`adamasfl_theory`.
-
-Hyperparameters (paper symbol -> name): eta -> ``client_lr``, gamma -> ``server_lr``,
-beta -> ``beta``, S -> ``arrivals_per_step``, K -> ``local_steps``, T -> ``num_rounds``,
-L -> ``smoothness``, tau_max -> ``tau_max`` (the paper's delay counter); ``weighting``
-'uniform' (the paper's ``1/S`` and ``1/N``) or 'examples'. A rate left as ``None`` is
-the theorem's at S, K, T given, else the schedule's (read by ``Algorithm.prepare``),
-else :data:`STANDALONE`: (docs/algorithms/masfl.md, "Theory rates (defaults for rates
-left as `None`)"). Both algorithms initialize ``c_i^0`` for every client through
-``Algorithm.init`` (one vmapped pass over all N clients). Equations in
-(docs/algorithms/masfl.md, "Equations as implemented").
+"""MasFL (Alg. 1-2) and AdaMasFL (Alg. 3-4) of Yan, Zhong, Wang, Zhang, "Momentum-Driven
+Adaptivity: Towards Tuning-Free Asynchronous Federated Learning", with the rates of
+Theorem 3.1 / Table 1 (:func:`masfl_theory`) and Theorem 4.1 (:func:`adamasfl_theory`)
+for the ones left as None: eta = ``client_lr``, gamma = ``server_lr``, ``beta``; S, K, T
+the run's (``Algorithm.prepare``) unless given, else :data:`STANDALONE`; L =
+``smoothness``, ``tau_max``. Every client's ``c_i^0`` comes from one vmapped pass in
+``Algorithm.init`` (docs/algorithms/masfl.md, "Theory rates (defaults for rates left as
+`None`)", "Equations as implemented").
 """
 
 from __future__ import annotations
@@ -28,11 +16,12 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from afl_jax import clients, servers
 from afl_jax.algorithms.registry import joint_init, register
-from afl_jax.clients.masfl import history_depth, masfl_client
+from afl_jax.clients._masfl import history_depth
 from afl_jax.core import checks
 from afl_jax.core.types import Algorithm
-from afl_jax.servers.masfl import SELECTIONS, init_state, masfl_server
+from afl_jax.servers._masfl import init_state
 
 
 class TheoryRates(NamedTuple):
@@ -41,13 +30,12 @@ class TheoryRates(NamedTuple):
   beta: float
 
 
-def _skt(arrivals_per_step: int, local_steps: int, num_rounds: int) -> tuple[int, int, int]:
-  """S, K, T checked: integers >= 1."""
-  return (
-    checks.positive_int('arrivals_per_step', arrivals_per_step),
-    checks.positive_int('local_steps', local_steps),
-    checks.positive_int('num_rounds', num_rounds),
-  )
+# The theorems' inputs S, K, T (run facts) and L, tau_max.
+RUN_SPECS = {
+  'arrivals_per_step': checks.integer(1),
+  'local_steps': checks.integer(1),
+  'num_rounds': checks.integer(1),
+}
 
 
 def _beta(s: int, k: int, t: int) -> float:
@@ -59,27 +47,23 @@ def _beta(s: int, k: int, t: int) -> float:
   return math.sqrt(s * k / t)
 
 
+@checks.validated(**RUN_SPECS)
 def adamasfl_theory(arrivals_per_step: int, local_steps: int, num_rounds: int) -> TheoryRates:
   """Theorem 4.1: ``gamma = (SK)^{1/4} / T^{3/4}``, ``eta = 1/(K sqrt T)``,
   ``beta = sqrt(SK/T)``."""
-  s, k, t = _skt(arrivals_per_step, local_steps, num_rounds)
+  s, k, t = arrivals_per_step, local_steps, num_rounds
   return TheoryRates(
     client_lr=1.0 / (k * math.sqrt(t)), server_lr=(s * k) ** 0.25 / t**0.75, beta=_beta(s, k, t)
   )
 
 
+@checks.validated(smoothness=checks.POSITIVE, tau_max=checks.integer(0), **RUN_SPECS)
 def masfl_theory(
   arrivals_per_step: int, local_steps: int, num_rounds: int, smoothness: float, tau_max: int
 ) -> TheoryRates:
-  """Theorem 3.1: ``beta = sqrt(SK/T)``, ``gamma = beta/(4L)``, eta = its upper bound.
-
-  Raises:
-    ValueError: the theorem's condition ``T - sqrt(SKT) - 4 S K tau_max^2 >= 0`` fails.
-  """
-  s, k, t = _skt(arrivals_per_step, local_steps, num_rounds)
-  if not smoothness > 0:
-    raise ValueError(f'smoothness (L) must be > 0; got {smoothness}.')
-  checks.positive_int('tau_max', tau_max, 0)
+  """Theorem 3.1: ``beta = sqrt(SK/T)``, ``gamma = beta/(4L)``, eta its upper bound; a
+  ValueError where ``T - sqrt(SKT) - 4 S K tau_max^2 < 0``."""
+  s, k, t = arrivals_per_step, local_steps, num_rounds
   beta = _beta(s, k, t)
   room = t - math.sqrt(s * k * t) - 4 * s * k * tau_max**2
   if room < 0:
@@ -103,15 +87,10 @@ def build(
   history: int = 1,
   weighting: str = 'uniform',
 ) -> Algorithm:
-  """The MasFL (``adaptive=False``) or AdaMasFL recipe with explicit rates.
-
-  ``history`` is the depth of each client's record of its sent variates (see
-  :mod:`afl_jax.clients.masfl`); the returned algorithm's ``prepare`` resizes it to
-  :func:`~afl_jax.clients.masfl.history_depth` of the run's schedule, so the
-  correction c~_i of every job is causal on any schedule.
-  """
-  client = masfl_client(client_lr, beta, normalize=adaptive, history=history)
-  server = masfl_server(
+  """The MasFL (``adaptive=False``) or AdaMasFL recipe with explicit rates; its ``prepare``
+  sizes each client's variate history to the run's schedule (:func:`history_depth`)."""
+  client = clients.masfl(client_lr, beta, normalize=adaptive, history=history)
+  server = servers.masfl(
     server_lr,
     beta,
     adaptive=adaptive,
@@ -156,11 +135,8 @@ RUN_INPUTS = tuple(STANDALONE)
 
 
 def schedule_inputs(schedule) -> dict[str, int]:
-  """S, K, T of a schedule (or of a list of schedules, which must agree).
-
-  S: the largest number of arrivals in a step; K: the median local step count over
-  the schedule's jobs; T: its number of server steps.
-  """
+  """S (the largest arrivals of a step), K (the median local steps of its jobs) and T of a
+  schedule, or of a list of schedules, which must agree."""
   found = {
     (
       int(one.max_arrivals),
@@ -190,15 +166,7 @@ def _with_run_inputs(make, needed: bool, *skt: int | None) -> Algorithm:
   return alg._replace(prepare=prepare)
 
 
-# What the hyperparameters of both MasFL variants accept (beyond the shared specs).
-SPECS = {'beta': checks.real(0.0, 1.0, low_open=True), 'selection': checks.choice(SELECTIONS)}
-
-
-@register(
-  'masfl',
-  context=RUN_INPUTS,
-  **{**SPECS, 'smoothness': checks.POSITIVE, 'tau_max': checks.integer(0)},
-)
+@register('masfl', context=RUN_INPUTS, uses=(servers.masfl, masfl_theory))
 def masfl(
   client_lr: float | None = None,
   server_lr: float | None = None,
@@ -211,22 +179,15 @@ def masfl(
   selection: str = 'arrivals',
   weighting: str = 'uniform',
 ) -> Algorithm:
-  """MasFL (Alg. 1-2): eta = client_lr, gamma = server_lr; missing rates from Thm 3.1.
-
-  With ``beta`` given and ``server_lr`` missing, ``gamma = beta / (4L)`` uses that beta.
-  S, K, T not given are the run's (:func:`schedule_inputs`, in ``prepare``), or
-  :data:`STANDALONE` for a rule called outside a run; ``smoothness`` defaults to
-  :data:`DEFAULT_SMOOTHNESS` and ``tau_max`` to :data:`DEFAULT_TAU_MAX`.
-  """
+  """MasFL; the rates left as None from Theorem 3.1 (``gamma = beta / (4L)`` with a given
+  beta); L and tau_max default to :data:`DEFAULT_SMOOTHNESS`, :data:`DEFAULT_TAU_MAX`."""
   lips = DEFAULT_SMOOTHNESS if smoothness is None else smoothness
   tau = DEFAULT_TAU_MAX if tau_max is None else tau_max
-  if not lips > 0:
-    raise ValueError(f'smoothness (L) must be > 0; got {smoothness}.')
 
   def make(arrivals_per_step, local_steps, num_rounds) -> Algorithm:
     b = beta
     if b is None:
-      b = _beta(*_skt(arrivals_per_step, local_steps, num_rounds))
+      b = _beta(arrivals_per_step, local_steps, num_rounds)
     gamma = b / (4 * lips) if server_lr is None else server_lr
     eta = client_lr
     if eta is None:
@@ -237,7 +198,7 @@ def masfl(
   return _with_run_inputs(make, needed, arrivals_per_step, local_steps, num_rounds)
 
 
-@register('adamasfl', context=RUN_INPUTS, **SPECS)
+@register('adamasfl', context=RUN_INPUTS, uses=(servers.adamasfl, adamasfl_theory))
 def adamasfl(
   client_lr: float | None = None,
   server_lr: float | None = None,
@@ -248,11 +209,7 @@ def adamasfl(
   selection: str = 'arrivals',
   weighting: str = 'uniform',
 ) -> Algorithm:
-  """AdaMasFL (Alg. 3-4): eta = client_lr, gamma = server_lr; missing rates from Thm 4.1.
-
-  S, K, T not given are the run's (:func:`schedule_inputs`, in ``prepare``), or
-  :data:`STANDALONE` for a rule called outside a run.
-  """
+  """AdaMasFL; the rates left as None from Theorem 4.1."""
 
   def make(arrivals_per_step, local_steps, num_rounds) -> Algorithm:
     eta, gamma, b = client_lr, server_lr, beta
@@ -265,15 +222,3 @@ def adamasfl(
 
   needed = None in (client_lr, server_lr, beta)
   return _with_run_inputs(make, needed, arrivals_per_step, local_steps, num_rounds)
-
-
-__all__ = [
-  'STANDALONE',
-  'TheoryRates',
-  'adamasfl',
-  'adamasfl_theory',
-  'build',
-  'masfl',
-  'masfl_theory',
-  'schedule_inputs',
-]

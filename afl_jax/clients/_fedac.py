@@ -1,21 +1,8 @@
-r"""FedAC's client: local SGD with a fine-grained (control-variate) gradient correction.
-
-Zang, Xue, Ou, Chu, Du, Long, "Efficient Asynchronous Federated Learning with
-Prospective Momentum Aggregation and Fine-Grained Correction", AAAI 2024, the
-"client update with fine-grained gradient correction" component, as AFL-Lib's
-FedAC writes it. Client i, from the broadcast ``(x_s, c, applied)`` of
-:class:`~afl_jax.core.messages.FedACBroadcast`, runs K_{t,i} corrected steps
-
-.. math::
-  y_{k+1} = y_k - \eta_l\, (\nabla F_i(y_k; \xi_k) + c - c_i), \qquad y_0 = x_s,
-
-and sends ``Delta_i = x_s - y_K`` with ``c_i^+ - c_i``, ``c_i^+`` from SCAFFOLD's
-option II (Karimireddy et al., ICML 2020, eq. (4)): (docs/algorithms/fedac.md,
-"Equations as implemented").
-
-``c_i`` is causal, looked up by ``applied[i]`` in the client's ring of its last
-``history`` variates; an evicted one is reported by the client metric
-``variate_evicted`` (1 for that job): (docs/algorithms/fedac.md, "Readings taken").
+r"""FedAC's client (Zang, Xue, Ou, Chu, Du, Long, AAAI 2024, as AFL-Lib's FedAC writes it):
+K_{t,i} local SGD steps corrected by ``c - c_i``, sending ``Delta_i`` and ``c_i^+ - c_i``
+with ``c_i^+`` from SCAFFOLD's option II (Karimireddy et al., ICML 2020, eq. (4)); ``c_i``
+is read causally from the client's ring of its last ``history`` variates
+(docs/algorithms/fedac.md, "Equations as implemented", "Readings taken").
 """
 
 from __future__ import annotations
@@ -25,7 +12,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from afl_jax.clients.sgd import run_local_steps
+from afl_jax.clients._sgd import run_local_steps
 from afl_jax.core import checks, tree
 from afl_jax.core.messages import FedACBroadcast, FedACMessage
 from afl_jax.core.types import ClientRule, LocalTask, Params
@@ -45,22 +32,11 @@ def lookup_variate(state: FedACClientState, applied: jax.Array) -> tuple[Params,
   return tree.where(job > 0, row, tree.zeros_like(row)), evicted
 
 
-def fedac_client(client_lr: float, *, history: int = 2, correction: bool = True) -> ClientRule:
-  """FedAC's local rule.
-
-  Args:
-    client_lr: eta_l, the local step size (> 0).
-    history: H, how many of its own past variates a client keeps (>= 1, static);
-      2 covers a client with two jobs in flight.
-    correction: False drops ``c - c_i`` from the local steps (plain local SGD; the
-      variates are still computed and sent).
-
-  Returns:
-    A :class:`ClientRule` taking a :class:`FedACBroadcast`, sending a
-    :class:`FedACMessage`.
-  """
-  checks.positive('client_lr', client_lr)
-  history = checks.positive_int('history', history)
+@checks.validated(history=checks.integer(1), correction=checks.boolean())
+def fedac(client_lr: float, *, history: int = 2, correction: bool = True) -> ClientRule:
+  """FedAC's client at eta_l = ``client_lr``, keeping H = ``history`` past variates (2
+  covers two jobs in flight); ``correction=False`` drops ``c - c_i`` from the steps. Takes a
+  :class:`~afl_jax.core.messages.FedACBroadcast`, sends a ``FedACMessage``."""
 
   def init(params: Params, task: LocalTask, key: jax.Array) -> FedACClientState:
     del task, key

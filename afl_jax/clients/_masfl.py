@@ -1,18 +1,10 @@
-"""The MasFL / AdaMasFL client: local momentum with a stale control-variate correction.
-
-Yan, Zhong, Wang, Zhang, "Momentum-Driven Adaptivity: Towards Tuning-Free
-Asynchronous Federated Learning" (paper 000), Alg. 2 (MasFL) and Alg. 4 (AdaMasFL),
-lines 1, 3, 4 and 6: K_{t,i} corrected momentum steps from ``theta^{t-tau}`` with the
-broadcast ``d^{t-tau}``, plain (MasFL) or normalized by the global l2 norm (AdaMasFL,
-no step when it is 0), then the variate ``c~_i^{t+1}`` (and AdaMasFL's scaled
-``Delta_i``) as the message; :func:`masfl_client`'s ``init`` is ``c_i^0`` (Alg. 1/3
-line 1). Equations in (docs/algorithms/masfl.md, "Equations as implemented").
-
-``c~_i`` is read causally, from the client's own history of ``(arrival step, variate)``
-pairs (:class:`MasFLClientState`, newest first, depth ``history``, sized from the
-schedule by :func:`history_depth`), given the job's ``start_step`` and ``step`` in
-the :class:`~afl_jax.core.types.LocalTask`: (docs/algorithms/masfl.md, "Readings
-taken"), with the job's own K_{t,i} in the means and the AdaMasFL scaling.
+"""The MasFL / AdaMasFL client (Yan, Zhong, Wang, Zhang, "Momentum-Driven Adaptivity:
+Towards Tuning-Free Asynchronous Federated Learning", Alg. 2 and Alg. 4, lines 1, 3, 4,
+6): K_{t,i} momentum steps corrected by the stale variate ``c~_i`` (normalized for
+AdaMasFL), sending the new variate (and AdaMasFL's scaled ``Delta_i``); ``c~_i`` is read
+causally from the client's history of its sent variates, ``history`` deep
+(:func:`history_depth`) (docs/algorithms/masfl.md, "Equations as implemented", "Readings
+taken").
 """
 
 from __future__ import annotations
@@ -23,19 +15,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from afl_jax.clients.sgd import run_local_steps
+from afl_jax.clients._sgd import run_local_steps
 from afl_jax.core import checks, tree
 from afl_jax.core.messages import MasFLBroadcast, MasFLMessage
 from afl_jax.core.types import ClientRule, LocalTask, Params
 
 
 class MasFLClientState(NamedTuple):
-  """The variates this client sent, newest first (depth D = ``history``).
-
-  Attributes:
-    variates: ``[D, ...]`` the client's last D sent variates (c_i^0 fills the rest).
-    arrived: int32[D] the server step at which each arrived (-1 for c_i^0).
-  """
+  """The client's last D sent ``variates`` ``[D, ...]``, newest first (c_i^0 fills the
+  rest), and the server step each ``arrived`` at (int32[D], -1 for c_i^0)."""
 
   variates: Params
   arrived: jax.Array
@@ -47,14 +35,8 @@ class MasFLClientState(NamedTuple):
 
 
 def history_depth(schedule: Any) -> int:
-  """D: the history a client needs so every job finds its causal ``c~_i`` (host, exact).
-
-  A job of client i from version s arriving at t needs the variate of i's latest
-  arrival before s; the entries pushed after it are i's arrivals in ``[s, t)``, so
-  ``D = 1 + max_jobs #{arrivals of i in [s, t)}`` (1 when no client ever has two
-  jobs in flight). A sequence of schedules (the replicas of a sweep, which share one
-  compiled program) gives the largest D over them.
-  """
+  """D, the history every job needs for its causal ``c~_i``: ``1 + max over jobs of #{i's
+  arrivals in [s, t)}`` (the largest over a sequence of schedules, a sweep's replicas)."""
   if isinstance(schedule, list | tuple):
     return max(history_depth(s) for s in schedule)
   mask = np.asarray(schedule.mask)
@@ -71,10 +53,8 @@ def history_depth(schedule: Any) -> int:
 
 
 def causal_variate(state: MasFLClientState, task: LocalTask) -> Params:
-  """c~_i for this job: the newest entry that arrived before ``task.start_step``.
-
-  Without a start step (a task built by hand) the newest entry.
-  """
+  """c~_i of this job: the newest entry that arrived before ``task.start_step`` (without
+  one, the newest)."""
   if task.start_step is None:
     return state.variate
   before = state.arrived < task.start_step
@@ -93,22 +73,14 @@ def push(state: MasFLClientState, variate: Params, step: Any) -> MasFLClientStat
   return MasFLClientState(variates, arrived)
 
 
-def _check(client_lr: float, beta: float) -> None:
-  checks.positive('client_lr (eta)', client_lr)
-  checks.in_range('beta', beta, 0.0, 1.0, low_open=True)
-
-
 def _num_steps(task: LocalTask) -> jax.Array:
   """K_{t,i} as actually run (at least 1, so a mean is always defined)."""
   return jnp.maximum(jnp.minimum(task.num_steps, task.max_steps), 1)
 
 
 def initial_variate(params: Params, task: LocalTask, key: jax.Array) -> Params:
-  """c_i^0: the mean of K_i stochastic gradients all taken at ``params`` (Alg. 1 line 1).
-
-  Step k draws its batch with ``fold_in(key, k)``; steps ``k >= task.num_steps`` are
-  masked out exactly as in the local loop.
-  """
+  """c_i^0 (Alg. 1 line 1): the mean of K_i stochastic gradients at ``params``, batches
+  drawn as in the local loop."""
 
   def body(total, batch, k):
     del k
@@ -126,25 +98,13 @@ def normalized(g: Params) -> Params:
   return tree.scale(jnp.where(norm > 0, 1.0 / safe, 0.0), g)
 
 
-def masfl_client(
-  client_lr: float, beta: float, *, normalize: bool = False, history: int = 1
-) -> ClientRule:
-  """MasFL's local rule (Alg. 2), or AdaMasFL's (Alg. 4) with ``normalize=True``.
-
-  Args:
-    client_lr: eta, the local step size.
-    beta: the momentum parameter (weight of the corrected fresh gradient).
-    normalize: AdaMasFL: normalized local steps, and ``Delta`` in the message.
-    history: D, sent variates kept per client (:func:`history_depth` of the
-      schedule; ``afl_jax.algorithms.get('masfl')`` sizes it for each run).
-
-  Returns:
-    A :class:`ClientRule`; ``update(start, state, task, key)`` takes a
-    :class:`MasFLBroadcast` and returns a :class:`MasFLMessage`.
-  """
-  _check(client_lr, beta)
-  if isinstance(history, bool) or not isinstance(history, int) or history < 1:
-    raise ValueError(f'history must be an integer >= 1; got {history!r}.')
+@checks.validated(
+  beta=checks.real(0.0, 1.0, low_open=True), normalize=checks.boolean(), history=checks.integer(1)
+)
+def masfl(client_lr: float, beta: float, *, normalize: bool = False, history: int = 1):
+  """MasFL's client (Alg. 2), AdaMasFL's (Alg. 4) with ``normalize``: eta = ``client_lr``,
+  ``beta``; D = ``history`` (the registry's 'masfl' sizes it for each run). Takes a
+  :class:`~afl_jax.core.messages.MasFLBroadcast`, sends a ``MasFLMessage``."""
 
   def init(params: Params, task: LocalTask, key: jax.Array) -> MasFLClientState:
     c0 = initial_variate(params, task, key)  # Alg. 1/3 line 1
@@ -176,6 +136,6 @@ def masfl_client(
   return ClientRule(init, update)
 
 
-def adamasfl_client(client_lr: float, beta: float) -> ClientRule:
-  """AdaMasFL's local rule (Alg. 4): normalized momentum steps, sends Delta and c~."""
-  return masfl_client(client_lr, beta, normalize=True)
+def adamasfl(client_lr: float, beta: float) -> ClientRule:
+  """AdaMasFL's client (Alg. 4): normalized momentum steps, sends Delta and c~."""
+  return masfl(client_lr, beta, normalize=True)

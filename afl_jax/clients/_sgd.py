@@ -1,13 +1,7 @@
-"""Local SGD, the client of FedAvg (McMahan et al., 2017), FedBuff (Nguyen et al.,
-2022), FedAsync (Xie et al., 2019), FedFa Alg. 2 and AsynFL eq. (2).
-
-K_{t,i} steps ``x_{k+1} = x_k - eta_l * grad F_i(x_k; xi_k)`` from the start
-broadcast; the message is the pseudo-gradient ``Delta = x_start - x_K``.
-
-:func:`run_local_steps` is the shared inner loop: ``task.max_steps`` iterations (or the
-dynamic ``task.loop_steps``) whose steps ``k >= task.num_steps`` leave the carry
-untouched, so clients with different K_{t,i} run together under ``vmap``. Every other
-client rule builds on it.
+"""Local SGD, the client of FedAvg (McMahan et al. 2017), FedBuff (Nguyen et al. 2022),
+FedAsync (Xie et al. 2019), FedFa (Alg. 2) and AsynFL (eq. 2): K_{t,i} steps ``x_{k+1} =
+x_k - eta_l grad F_i(x_k; xi_k)`` from the broadcast, message ``Delta = x_start - x_K``.
+:func:`run_local_steps` is every client rule's masked inner loop.
 """
 
 from __future__ import annotations
@@ -31,23 +25,12 @@ def run_local_steps(
   carry: Any,
   body: Callable[[Any, Any, jax.Array], tuple[Any, jax.Array]],
 ) -> tuple[Any, dict[str, jax.Array]]:
-  """Masked local loop.
+  """The carry after ``task.num_steps`` steps ``body(carry, batch, k) -> (carry, loss)``,
+  batch k drawn with ``fold_in(key, k)``, and ``{'train_loss'}`` (their mean loss).
 
-  Step k runs ``body`` and keeps its result only where ``k < task.num_steps``. The
-  loop runs ``task.max_steps`` iterations (a ``lax.scan``), or, when the engine sets
-  ``task.loop_steps`` (the largest K of the clients trained together), only that many
-  (a ``lax.fori_loop`` with a dynamic trip count): the steps it skips are masked no-ops,
-  and the losses are collected in the same ``[max_steps]`` array, so both loops give
-  the same result bit for bit.
-
-  Args:
-    task: the client's task (``num_steps``, ``max_steps``, ``loop_steps``, data).
-    key: PRNG key; step k samples its batch with ``fold_in(key, k)``.
-    carry: initial carry (e.g. the params).
-    body: ``body(carry, batch, k) -> (new_carry, loss)``.
-
-  Returns:
-    The carry after ``num_steps`` steps and ``{'train_loss': mean loss of the steps run}``.
+  ``task.max_steps`` iterations of a ``lax.scan`` whose steps ``k >= num_steps`` are
+  masked no-ops (so clients with different K run together under ``vmap``), or only
+  ``task.loop_steps`` of them (a ``lax.fori_loop``, bit-identical) when the engine sets it.
   """
 
   def step(c, k):
@@ -77,16 +60,11 @@ def learning_rate_at(lr: ScalarOrSchedule, k: jax.Array) -> jax.Array:
   return lr(k) if callable(lr) else jnp.asarray(lr)
 
 
-def local_sgd(learning_rate: ScalarOrSchedule, *, extra_grad: Callable | None = None) -> ClientRule:
-  """K steps of SGD from the broadcast params; sends ``Delta = x_start - x_K``.
-
-  Args:
-    learning_rate: eta_l, a float > 0 or an optax schedule of the local step k (a
-      schedule or a sweep's traced value passes unchecked).
-    extra_grad: optional ``extra_grad(params, start) -> tree`` added to every
-      gradient (FedProx's proximal term is ``mu * (params - start)``).
-  """
-  checks.positive('client_lr', learning_rate)
+@checks.validated()
+def local_sgd(client_lr: ScalarOrSchedule, *, extra_grad: Callable | None = None) -> ClientRule:
+  """K steps of SGD at eta_l = ``client_lr`` (a number or an optax schedule of k) from the
+  broadcast; sends ``x_start - x_K``. ``extra_grad(params, start)`` is added to every
+  gradient (FedProx's proximal term)."""
 
   def init(params, task, key):
     del params, task, key
@@ -97,7 +75,7 @@ def local_sgd(learning_rate: ScalarOrSchedule, *, extra_grad: Callable | None = 
       loss, g = jax.value_and_grad(task.loss_fn)(params, batch)
       if extra_grad is not None:
         g = tree.add(g, extra_grad(params, start))
-      return tree.axpy(-learning_rate_at(learning_rate, k), g, params), loss
+      return tree.axpy(-learning_rate_at(client_lr, k), g, params), loss
 
     final, metrics = run_local_steps(task, key, start, body)
     return tree.sub(start, final), state, metrics

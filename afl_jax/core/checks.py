@@ -1,30 +1,21 @@
-"""The vocabulary of ranges (:mod:`afl_jax.ranges`, re-exported) and value checks of rules.
+"""The range vocabulary (:mod:`afl_jax.ranges`, re-exported) and the check of a rule's call.
 
-:class:`Spec` states what one setting accepts (its type and, for numbers, its range;
-a bound may name another setting or run fact, e.g. ``integer(1, 'concurrency')``).
-Every component a config names (algorithm, schedule, compressor, dataset, model)
-declares the Specs of its settings beside its factory at registration, and
-:meth:`afl_jax.registry.Registry.bind` checks them: in a config, in
-``afl_jax.algorithms.get`` and in ``afl_jax.sweep`` (every replica). The run's own
-fields (seed, sizes, data) are checked with Specs too
-(:data:`afl_jax.pipeline.config.FIELDS`).
-
-The functions (:func:`positive`, :func:`in_range`...) check the arguments of the
-client and server rules called directly from Python, raising ``ValueError`` naming the
-argument. A sweep passes numeric hyperparameters as traced arrays: each replica's
-concrete values are checked on the host first, then the same factory is called inside
-the trace, where a traced value passes through unchecked. Callables (optax schedules)
-pass through too.
+A client or server rule declares the range of each argument once, with
+``@checks.validated(alpha=checks.real(0, 1, low_open=True))``; an argument named in
+:data:`COMMON` takes its range from there. A direct call (``servers.fedasync(alpha=2)``)
+raises one :class:`~afl_jax.errors.ArgumentError` naming the argument; a rule called
+inside an algorithm's factory is not checked again (the registry checked the
+algorithm's settings, whose ranges include its rules', ``register(..., uses=...)``).
 """
 
 from __future__ import annotations
 
-import math
+import inspect
+from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
-from afl_jax.ranges import (  # the range vocabulary, re-exported: checks.real(...), ...
+from afl_jax.errors import ArgumentError
+from afl_jax.ranges import (
   NON_NEGATIVE,
   POSITIVE,
   SPEC_KINDS,
@@ -38,88 +29,80 @@ from afl_jax.ranges import (  # the range vocabulary, re-exported: checks.real(.
   real,
   reals,
   string,
+  validating,
+  violation,
 )
 
+WEIGHTINGS = ('uniform', 'examples')
+NORMALIZERS = ('arrivals', 'clients')
 
-def _skip(value: Any) -> bool:
-  return callable(value) or is_traced(value)
-
-
-def number(name: str, value: Any) -> float:
-  """``value`` as a finite float; booleans, strings and non-numbers are rejected."""
-  if isinstance(value, bool):
-    raise ValueError(f'{name} must be a number; got the boolean {value!r}.')
-  if isinstance(value, str | bytes):
-    raise ValueError(f'{name} must be a number; got the string {value!r}.')
-  try:
-    out = float(value)
-  except (TypeError, ValueError):
-    raise ValueError(f'{name} must be a number; got {value!r}.') from None
-  if not math.isfinite(out):
-    raise ValueError(f'{name} must be finite; got {value!r}.')
-  return out
+# Arguments that mean the same in every rule and algorithm that takes them.
+COMMON: dict[str, Spec] = {
+  'client_lr': POSITIVE,  # eta_l (an optax schedule is also accepted)
+  'server_lr': POSITIVE,  # eta_g
+  'weighting': choice(WEIGHTINGS),  # afl_jax.servers.weighting
+  'normalizer': choice(NORMALIZERS),  # the mean over |S_t| or over n (AsynFL eq. 5)
+  'mu': NON_NEGATIVE,  # the proximal coefficient
+  'beta1': real(0.0, 1.0, high_open=True),  # first-moment decay
+  'beta2': real(0.0, 1.0, high_open=True),  # second-moment decay
+  'epsilon': POSITIVE,
+  'num_clients': integer(1),
+}
 
 
-def positive(name: str, value: Any) -> None:
-  """``value > 0`` (schedules and traced values pass)."""
-  if not _skip(value) and not number(name, value) > 0:
-    raise ValueError(f'{name} must be > 0; got {value!r}.')
+def validated(**specs: Spec) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+  """Decorator: the rule checks its arguments against ``specs`` (else :data:`COMMON`,
+  else the type of the default) when called; the result's ``specs`` are the declared
+  and common ranges (what an algorithm built on it inherits)."""
+
+  def deco(f):
+    defaults = {k: p.default for k, p in inspect.signature(f).parameters.items()}
+    stray = sorted(set(specs) - set(defaults))
+    if stray:
+      raise ValueError(f'{f.__name__}: ranges {stray} are not arguments.')
+    table = {k: specs.get(k) or COMMON.get(k) for k in defaults}
+    where = f'{f.__module__.split(".")[1]}.{f.__name__}'
+
+    def check(args):
+      known = {k: d for k, d in defaults.items() if d is not inspect.Parameter.empty} | args
+      for k, value in args.items():
+        problem = violation(
+          table.get(k) or inferred(defaults.get(k)), value, defaults.get(k), known
+        )
+        if problem is not None:
+          raise ArgumentError(f'{k}={value!r} is invalid: {problem} ({where}).')
+
+    out = validating(f, check)
+    out.specs = {k: s for k, s in table.items() if s is not None}
+    return out
+
+  return deco
 
 
-def non_negative(name: str, value: Any) -> None:
-  """``value >= 0`` (schedules and traced values pass)."""
-  if not _skip(value) and not number(name, value) >= 0:
-    raise ValueError(f'{name} must be >= 0; got {value!r}.')
-
-
-def in_range(
-  name: str, value: Any, low: float, high: float, *, low_open: bool = False, high_open: bool = False
-) -> None:
-  """``low <= value <= high`` (open ends with ``low_open`` / ``high_open``)."""
-  if _skip(value):
-    return
-  v = number(name, value)
-  ok_low = v > low if low_open else v >= low
-  ok_high = v < high if high_open else v <= high
-  if not (ok_low and ok_high):
-    interval = f'{"(" if low_open else "["}{low}, {high}{")" if high_open else "]"}'
-    raise ValueError(f'{name} must be in {interval}; got {value!r}.')
-
-
-def positive_int(name: str, value: Any, minimum: int = 1) -> int:
-  """An integer ``>= minimum`` (structural: never traced)."""
-  whole = isinstance(value, int | float | np.integer | np.floating) and math.isfinite(value)
-  if isinstance(value, bool | np.bool_) or not whole or int(value) != value:
-    raise ValueError(f'{name} must be an integer >= {minimum}; got {value!r}.')
-  if value < minimum:
-    raise ValueError(f'{name} must be an integer >= {minimum}; got {value!r}.')
-  return int(value)
-
-
-def one_of(name: str, value: Any, allowed: tuple) -> None:
-  """``value in allowed`` (structural)."""
-  if value not in allowed:
-    raise ValueError(f'{name} must be one of {allowed}; got {value!r}.')
+def require(name: str, value: Any, spec: Spec) -> None:
+  """Raises ArgumentError naming ``name`` unless ``spec`` allows ``value``."""
+  problem = violation(spec, value, 0, {})
+  if problem is not None:
+    raise ArgumentError(f'{name}={value!r} is invalid: {problem}.')
 
 
 __all__ = [
+  'COMMON',
   'NON_NEGATIVE',
+  'NORMALIZERS',
   'POSITIVE',
   'SPEC_KINDS',
+  'WEIGHTINGS',
   'Spec',
   'boolean',
   'choice',
-  'in_range',
   'inferred',
   'integer',
   'integers',
   'is_traced',
-  'non_negative',
-  'number',
-  'one_of',
-  'positive',
-  'positive_int',
   'real',
   'reals',
+  'require',
   'string',
+  'validated',
 ]

@@ -1,16 +1,8 @@
-"""FedAdagrad, FedYogi and FedAdam as written in Reddi et al. 2021, Alg. 2.
-
-Reddi, Charles, Zaheer, Garrett, Rush, Konecny, Kumar, McMahan, "Adaptive Federated
-Optimization", ICLR 2021, Algorithm 2: the first moment ``m_t``, the second moment
-``v_t`` of FedAdagrad, FedYogi or FedAdam, and ``x_{t+1} = x_t + eta m_t / (sqrt(v_t) +
-tau)`` with ``v_{-1} = tau^2``, t counting the server steps that had arrivals; with our
-``Delta_t = x_start - x_local`` the step reads ``x_t - eta m_t / (...)``. Equations,
-and the variants (``bias_correction`` with ``bias_correction_offset``,
-``tau_placement='inside'``, ``initial_accumulator``; all off by default), in
-(docs/algorithms/baselines.md, "FedOPT: Reddi et al. 2021, Alg. 2 as written").
-
-A step without arrivals changes nothing (the server wraps the update in
-:func:`afl_jax.core.types.unchanged_if_no_arrival`), so it does not advance t either.
+"""FedAdagrad, FedYogi and FedAdam as written in Reddi et al., "Adaptive Federated
+Optimization", ICLR 2021, Alg. 2: ``x_{t+1} = x_t - eta m_t / (sqrt(v_t) + tau)``,
+``v_{-1} = tau^2``, t counting the steps with arrivals; the variants (bias correction,
+tau inside the root, another ``v_{-1}``) are off by default (docs/algorithms/baselines.md,
+"FedOPT: Reddi et al. 2021, Alg. 2 as written").
 """
 
 from __future__ import annotations
@@ -28,11 +20,8 @@ TAU_PLACEMENTS = ('outside', 'inside')
 
 
 def moments(beta1: float, beta2: float, mu: Any, nu: Any, g: Any) -> tuple[Any, Any]:
-  """Adam's moments ``m_t = beta1 m + (1 - beta1) g``, ``v_t = beta2 v + (1 - beta2) g^2``.
-
-  No bias correction and no dtype casts: FADAS's and FedAC's server steps
-  (:mod:`afl_jax.servers.fadas`, :mod:`afl_jax.servers.fedac`) build on it.
-  """
+  """Adam's ``m_t = beta1 m + (1 - beta1) g`` and ``v_t = beta2 v + (1 - beta2) g^2``
+  (no bias correction, no casts): FADAS's and FedAC's server steps build on it."""
   mu = jax.tree.map(lambda m, gi: beta1 * m + (1 - beta1) * gi, mu, g)
   nu = jax.tree.map(lambda v, gi: beta2 * v + (1 - beta2) * gi * gi, nu, g)
   return mu, nu
@@ -44,6 +33,17 @@ class Alg2State(NamedTuple):
   nu: Any  # v_{t-1}
 
 
+# The options of Alg. 2 beyond (beta1, beta2, tau), declared once for every rule taking them.
+ALG2 = {
+  'tau': checks.POSITIVE,
+  'bias_correction': checks.boolean(),
+  'bias_correction_offset': checks.integer(1),
+  'tau_placement': checks.choice(TAU_PLACEMENTS),
+  'initial_accumulator': checks.NON_NEGATIVE,
+}
+
+
+@checks.validated(rule=checks.choice(RULES), **ALG2)
 def scale_by_alg2(
   rule: str,
   *,
@@ -55,44 +55,20 @@ def scale_by_alg2(
   tau_placement: str = 'outside',
   initial_accumulator: float | None = None,
 ) -> optax.GradientTransformation:
-  """Alg. 2's direction ``m_t / (sqrt(v_t) + tau)`` (times the bias correction, if on).
-
-  Chain it with ``optax.scale_by_learning_rate(eta)`` for the step.
-
-  Args:
-    rule: 'adagrad', 'yogi' or 'adam' (how v is updated).
-    beta1: first-moment decay, in [0, 1) (Flower's FedAdagrad uses 0).
-    beta2: second-moment decay, in [0, 1) (unused by 'adagrad').
-    tau: the adaptivity, > 0.
-    bias_correction: scale by ``sqrt(1 - beta2^(t+k)) / (1 - beta1^(t+k))`` (not with
-      'adagrad').
-    bias_correction_offset: k >= 1 above.
-    tau_placement: 'outside' (``sqrt(v) + tau``, the paper) or 'inside'
-      (``sqrt(v + tau^2)``).
-    initial_accumulator: v_{-1}; None (default) is ``tau^2``, the paper's smallest
-      admissible value; 0 is Flower's.
-  """
-  checks.one_of('rule', rule, RULES)
-  checks.one_of('tau_placement', tau_placement, TAU_PLACEMENTS)
-  if not isinstance(bias_correction, bool):
-    raise ValueError(f'bias_correction must be True or False; got {bias_correction!r}.')
+  """Alg. 2's direction ``m_t / (sqrt(v_t) + tau)`` for ``rule`` (how v is updated);
+  chain it with ``optax.scale_by_learning_rate(eta)``. ``bias_correction`` scales by
+  ``sqrt(1 - beta2^(t+k)) / (1 - beta1^(t+k))``, k = ``bias_correction_offset`` (not
+  with 'adagrad', whose v is a sum); ``initial_accumulator``: v_{-1} (None: tau^2)."""
   if bias_correction and rule == 'adagrad':
     raise ValueError(
       "bias_correction applies to 'adam' and 'yogi' only: FedAdagrad's v is a sum, not an "
       'average; pass bias_correction=False.'
     )
-  offset = checks.positive_int('bias_correction_offset', bias_correction_offset)
-  checks.in_range('beta1', beta1, 0.0, 1.0, high_open=True)
-  checks.in_range('beta2', beta2, 0.0, 1.0, high_open=True)
-  checks.positive('tau', tau)
-  if initial_accumulator is not None:
-    checks.in_range('initial_accumulator', initial_accumulator, 0.0, float('inf'))
   v0 = tau**2 if initial_accumulator is None else initial_accumulator
 
   def init(params):
-    mu = tree.zeros_like(params)
     nu = jax.tree.map(lambda p: jnp.full_like(p, v0), params)
-    return Alg2State(jnp.zeros([], jnp.int32), mu, nu)
+    return Alg2State(jnp.zeros([], jnp.int32), tree.zeros_like(params), nu)
 
   def second_moment(v, g):
     g2 = g * g
@@ -111,11 +87,10 @@ def scale_by_alg2(
       denom = jnp.sqrt(v) + tau if tau_placement == 'outside' else jnp.sqrt(v + tau**2)
       out = m / denom
       if bias_correction:
-        power = (state.count + offset).astype(m.dtype)
+        power = (state.count + bias_correction_offset).astype(m.dtype)
         out = out * (jnp.sqrt(1 - jnp.power(beta2, power)) / (1 - jnp.power(beta1, power)))
       return out.astype(m.dtype)
 
-    out = jax.tree.map(direction, mu, nu)
-    return out, Alg2State(state.count + 1, mu, nu)
+    return jax.tree.map(direction, mu, nu), Alg2State(state.count + 1, mu, nu)
 
   return optax.GradientTransformation(init, update)

@@ -1,22 +1,8 @@
-"""Uncertainty-aware distillation loss of FedEcho (eqs. 3-4) and its teacher.
-
-Wang, Ma, Chen, "Stragglers Can Contribute More: Uncertainty-Aware Distillation for
-Asynchronous Federated Learning". Given teacher probabilities ``p`` (the softmax of
-the averaged client logits, Alg. 1 line 14) and student logits ``z`` on a batch B:
-
-.. math::
-
-  H^u = -\\sum_c p^u_c \\log p^u_c,\\qquad
-  \\widehat H = \\frac{1}{\\log C}\\,\\frac{1}{|B|}\\sum_{u \\in B} H^u        \\quad (4)
-
-  \\alpha = \\widehat H\\,\\alpha_{max} + (1 - \\widehat H)\\,\\alpha_{min}
-
-  f_d = \\alpha\\, KL(p \\,\\|\\, \\sigma(z)) + (1 - \\alpha)\\, CE(z, \\arg\\max p)   \\quad (3)
-
-Readings (docs/algorithms/fedecho.md): KL is summed over classes, both terms are averaged
-over the batch, no temperature; ``alpha`` is a constant of the step (no gradient
-flows through it). Option: the teacher is the mean of the clients' probabilities
-(App. B) instead of the softmax of their mean logits.
+"""FedEcho's uncertainty-aware distillation loss (Wang, Ma, Chen, eqs. (3)-(4)) and its
+teacher: ``f_d = alpha KL(p || softmax(z)) + (1 - alpha) CE(z, argmax p)`` with ``alpha``
+interpolated by the teacher's normalized batch entropy (a constant of the step); KL
+summed over classes, both terms averaged over the batch, no temperature
+(docs/algorithms/fedecho.md, "What runs").
 """
 
 from __future__ import annotations
@@ -24,24 +10,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from afl_jax.core import checks
-
 TEACHERS = ('logits', 'probs')
 
 
 def teacher_probs(logits: jax.Array, reported: jax.Array, teacher: str = 'logits') -> jax.Array:
-  """The teacher's class probabilities from the stored client logits.
-
-  Args:
-    logits: ``[N, B, C]`` each client's stored logits on the batch.
-    reported: ``bool[N]``, clients whose logits exist (S_u of Alg. 1 line 14).
-    teacher: 'logits' (softmax of the mean logits, Alg. 1 line 14) or 'probs'
-      (mean of the clients' softmax probabilities, App. B).
-
-  Returns:
-    ``[B, C]`` probabilities; the uniform distribution when no client reported.
-  """
-  checks.one_of('teacher', teacher, TEACHERS)
+  """``[B, C]`` teacher probabilities from the clients' stored logits ``[N, B, C]`` of
+  those ``reported``: the softmax of their mean (``'logits'``, Alg. 1 line 14) or the mean
+  of their softmax (``'probs'``, App. B); uniform when none reported."""
   w = reported.astype(logits.dtype)
   w = w / jnp.maximum(jnp.sum(w), 1.0)
   if teacher == 'logits':
@@ -82,13 +57,8 @@ def ce_term(probs: jax.Array, student_logits: jax.Array) -> jax.Array:
 def distillation_loss(
   student_logits: jax.Array, probs: jax.Array, alpha: jax.Array | float
 ) -> jax.Array:
-  """Eq. (3): ``alpha * KL(p || sigma(z)) + (1 - alpha) * CE(z, argmax p)``.
-
-  Args:
-    student_logits: ``[B, C]`` logits of the global (student) model.
-    probs: ``[B, C]`` teacher probabilities (no gradient flows into them).
-    alpha: the mixing weight (treated as a constant).
-  """
+  """Eq. (3) for the student's logits ``[B, C]``; no gradient flows into ``probs`` or
+  ``alpha``."""
   probs = jax.lax.stop_gradient(probs)
   alpha = jax.lax.stop_gradient(jnp.asarray(alpha, student_logits.dtype))
   return alpha * kl_term(probs, student_logits) + (1.0 - alpha) * ce_term(probs, student_logits)

@@ -1,19 +1,9 @@
-"""FADAS's server: AMSGrad on the buffered mean pseudo-gradient, delay-adaptive rate.
-
-Wang, Wang, Lu, Chen, "FADAS: Towards Federated Adaptive Asynchronous
-Optimization", ICML 2024, Algorithm 1 and its delay-adaptive extension: AMSGrad
-(:func:`scale_by_amsgrad`, no bias correction, ``epsilon`` outside the square root)
-on the mean ``Delta_t`` of the step's valid arrivals, then the rate ``eta_t`` from the
-step's largest staleness ``tau_t^max`` and the threshold ``tau_c``:
-(docs/algorithms/ca2fl_fadas.md, "FADAS (equations as implemented)").
-
-``delay_rule`` chooses between the paper's rule as we read it (``'min_inverse'``,
-default) and the authors' released code (``'divide'``); ``delay_adaptive=False`` is
-plain FADAS; ``bias_correction=True`` adds the code's Adam corrections; ``tau_c``
-needs no offset against our staleness ``tau = t - start_step``: all in
-(docs/algorithms/ca2fl_fadas.md, "Readings taken") and the section above. Our
-``Delta_i = x_start - x_local`` is the negative of the paper's, hence ``x - ...``. A
-step with no valid arrival leaves the state unchanged.
+"""FADAS's server (Wang, Wang, Lu, Chen, "FADAS: Towards Federated Adaptive Asynchronous
+Optimization", ICML 2024, Alg. 1 and its delay-adaptive rate): AMSGrad without bias
+correction on the mean pseudo-gradient, at a rate reduced on steps whose largest
+staleness exceeds ``tau_c``; ``delay_rule`` 'min_inverse' (the paper as we read it) or
+'divide' (the authors' code) (docs/algorithms/ca2fl_fadas.md, "FADAS (equations as
+implemented)", "Readings taken").
 """
 
 from __future__ import annotations
@@ -26,9 +16,9 @@ import optax
 
 from afl_jax.core import checks, tree
 from afl_jax.core.types import Arrivals, Params, ServerRule
-from afl_jax.servers import weighting as weighting_lib
-from afl_jax.servers.adaptive import moments
-from afl_jax.servers.pseudo_gradient import step_result
+from afl_jax.servers import _weighting as weighting_lib
+from afl_jax.servers._adaptive import moments
+from afl_jax.servers._pseudo_gradient import step_result
 
 DELAY_RULES = ('min_inverse', 'divide')
 
@@ -43,11 +33,8 @@ class AMSGradState(NamedTuple):
 def scale_by_amsgrad(
   beta1: float = 0.9, beta2: float = 0.99, epsilon: float = 1e-8, *, bias_correction: bool = False
 ) -> optax.GradientTransformation:
-  """``m_t / (sqrt(max_{s<=t} v_s) + epsilon)`` (Reddi, Kale, Kumar, 2018), as FADAS uses it.
-
-  Unlike ``optax.scale_by_amsgrad`` (which takes the max over bias-corrected ``v``),
-  the max is over the raw ``v``; corrections, if any, are applied afterwards.
-  """
+  """``m_t / (sqrt(max_{s<=t} v_s) + epsilon)`` (Reddi, Kale, Kumar, 2018) as FADAS uses
+  it: the max over the raw ``v`` (optax's is over the corrected one)."""
 
   def init(params):
     zeros = tree.zeros_like(params)
@@ -74,7 +61,7 @@ def scale_by_amsgrad(
 def delay_adaptive_rate(
   server_lr: float, tau_max: jax.Array, tau_c: int, rule: str = 'min_inverse'
 ) -> jax.Array:
-  """eta_t from the step's largest staleness ``tau_max`` (see the module docstring)."""
+  """eta_t from the step's largest staleness ``tau_max``."""
   tau = jnp.maximum(tau_max, 1).astype(jnp.result_type(float))
   reduced = jnp.minimum(server_lr, 1.0 / tau) if rule == 'min_inverse' else server_lr / tau
   return jnp.where(tau_max > tau_c, reduced, server_lr)
@@ -85,6 +72,9 @@ class FADASState(NamedTuple):
   opt_state: AMSGradState
 
 
+@checks.validated(
+  tau_c=checks.integer(0), delay_rule=checks.choice(DELAY_RULES), delay_adaptive=checks.boolean()
+)
 def fadas(
   server_lr: float = 1e-4,
   beta1: float = 0.9,
@@ -97,27 +87,10 @@ def fadas(
   bias_correction: bool = False,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """The FADAS server.
-
-  Args:
-    server_lr: eta, the global learning rate (> 0).
-    beta1, beta2: AMSGrad's moment decays, in [0, 1).
-    epsilon: added to ``sqrt(v_hat)`` (> 0).
-    delay_adaptive: reduce the rate on steps whose largest staleness exceeds tau_c.
-    tau_c: the delay threshold (>= 0), in the library's staleness convention.
-    delay_rule: 'min_inverse' or 'divide'.
-    bias_correction: Adam-style corrections (the authors' code), off in the paper.
-    weighting: 'uniform' (default, the paper's mean) or 'examples' (client i
-      weighted by the example count its message carries, :mod:`afl_jax.servers.weighting`).
-  """
-  examples = weighting_lib.check(weighting)
-  checks.positive('server_lr (eta)', server_lr)
-  checks.in_range('beta1', beta1, 0.0, 1.0, high_open=True)
-  checks.in_range('beta2', beta2, 0.0, 1.0, high_open=True)
-  checks.positive('epsilon', epsilon)
-  if not (isinstance(tau_c, int) and tau_c >= 0):
-    raise ValueError(f'tau_c must be an integer >= 0; got {tau_c!r}.')
-  checks.one_of('delay_rule', delay_rule, DELAY_RULES)
+  """The FADAS server: eta = ``server_lr``, AMSGrad's ``beta1``, ``beta2``, ``epsilon``;
+  ``delay_adaptive``, ``tau_c``, ``delay_rule`` the rate's rule; ``bias_correction``:
+  Adam's corrections (the authors' code, off in the paper)."""
+  examples = weighting == 'examples'
   opt = scale_by_amsgrad(beta1, beta2, epsilon, bias_correction=bias_correction)
 
   def init(params: Params) -> FADASState:

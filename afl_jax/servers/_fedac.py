@@ -1,26 +1,10 @@
-"""FedAC's server: similarity-weighted buffer, prospective (Nesterov) adaptive momentum.
-
-Zang, Xue, Ou, Chu, Du, Long, "Efficient Asynchronous Federated Learning with
-Prospective Momentum Aggregation and Fine-Grained Correction", AAAI 2024 (FedAC),
-as the FedAC of the AFL-Lib benchmark (boyi-liu/AFL-Lib ``alg/fedac.py``) writes it:
-the paper's text was not available to us. The server's parts, with the equations in
-(docs/algorithms/fedac.md, "Equations as implemented"):
-
-1. client weights ``w_i`` from the clipped cosine of the server's movement
-   ``x_t - x_{s_i}`` with ``Delta_i`` (floor ``r_min``; ``zero_cosine`` for a zero
-   vector, ``first_update`` for the first update; uniform if every weight is 0);
-2. prospective weighted momentum with an adaptive rate on ``g_t = sum_i w_i Delta_i``
-   (:func:`scale_by_prospective_momentum`, an ``optax.GradientTransformation``; no bias
-   correction, ``m_0 = v_0 = 0``);
-3. the global control variate moved by the same weights (the client's half of the
-   correction is :mod:`afl_jax.clients.fedac`).
-
-Every reading (and AFL-Lib's current one) is in (docs/algorithms/fedac.md, "Readings
-taken"). The broadcast is :class:`~afl_jax.core.messages.FedACBroadcast`
-``(x, c, applied)``, ``applied[i]`` counting the jobs of client i applied, which
-makes a client's variate causal. With ``Delta_i = x_start - x_local`` the paper's
-``x + eta m_hat / ...`` is ``x - eta m_hat / ...`` here; a step with no valid arrival
-leaves the state unchanged.
+"""FedAC's server (Zang, Xue, Ou, Chu, Du, Long, "Efficient Asynchronous Federated
+Learning with Prospective Momentum Aggregation and Fine-Grained Correction", AAAI 2024),
+as AFL-Lib's ``alg/fedac.py`` writes it (the paper's text was not available to us):
+arrivals weighted by the clipped cosine of the server's movement with their update, a
+prospective (Nesterov) adaptive momentum step, and the global control variate moved by
+the same weights; the broadcast ``(x, c, applied)`` makes a client's variate causal
+(docs/algorithms/fedac.md, "Equations as implemented", "Readings taken").
 """
 
 from __future__ import annotations
@@ -34,8 +18,8 @@ import optax
 from afl_jax.core import checks, tree
 from afl_jax.core.messages import FedACBroadcast, FedACMessage
 from afl_jax.core.types import Arrivals, Params, ServerRule
-from afl_jax.servers.adaptive import moments
-from afl_jax.servers.pseudo_gradient import step_result
+from afl_jax.servers._adaptive import moments
+from afl_jax.servers._pseudo_gradient import step_result
 
 
 class MomentumState(NamedTuple):
@@ -46,12 +30,8 @@ class MomentumState(NamedTuple):
 def scale_by_prospective_momentum(
   beta1: float = 0.6, beta2: float = 0.9, epsilon: float = 1e-8
 ) -> optax.GradientTransformation:
-  """``(beta1 m_t + (1 - beta1) g_t) / (sqrt(v_t) + epsilon)``: FedAC's server direction.
-
-  ``m_t, v_t`` are the usual first and second moments of ``g_t`` (no bias correction);
-  the numerator looks one momentum step ahead (Nesterov), FedAC's "prospective"
-  momentum.
-  """
+  """FedAC's direction ``(beta1 m_t + (1 - beta1) g_t) / (sqrt(v_t) + epsilon)``: the
+  numerator one momentum step ahead (no bias correction)."""
 
   def init(params):
     zeros = tree.zeros_like(params)
@@ -102,12 +82,9 @@ def temporal_weights(
   zero_cosine: Any = 1.0,
   first: jax.Array | None = None,
 ) -> jax.Array:
-  """FedAC's w_i: clipped cosine of (x_{s_i} - x_t, Delta_i), normalized over S_t.
-
-  ``zero_cosine`` is the cosine taken where a norm is 0. ``first``: a traced bool; where
-  True, the reference is the model itself (``-x_t`` in our signs) instead of the
-  movement (AFL-Lib's first update); None: always the movement.
-  """
+  """FedAC's w_i: the cosine of (x_{s_i} - x_t, Delta_i) (``zero_cosine`` where a norm is
+  0) clipped below at ``min_similarity``, normalized over S_t; where the traced bool
+  ``first`` holds, the reference is the model itself (AFL-Lib's first update)."""
   starts = arrivals.start_broadcast.params
   moved = jax.tree.map(lambda s, x: s - x[None], starts, params)  # x_{s_i} - x_t
   if first is not None:
@@ -130,14 +107,18 @@ class FedACState(NamedTuple):
 
 def init_state(params: Params, num_clients: int, beta1=0.6, beta2=0.9, epsilon=1e-8):
   """``c = 0``, no job applied, ``m_0 = v_0 = 0``."""
-  checks.positive_int('num_clients', num_clients)
   opt = scale_by_prospective_momentum(beta1, beta2, epsilon)
   return FedACState(
     params, tree.zeros_like(params), jnp.zeros((num_clients,), jnp.int32), opt.init(params)
   )
 
 
-def fedac_server(
+@checks.validated(
+  min_similarity=checks.real(-1.0, 1.0),
+  zero_cosine=checks.real(-1.0, 1.0),
+  first_update=checks.choice(FIRST_UPDATES),
+)
+def fedac(
   server_lr: float = 1e-4,
   beta1: float = 0.6,
   beta2: float = 0.9,
@@ -148,33 +129,10 @@ def fedac_server(
   first_update: str = 'movement',
   num_clients: int = 10,
 ) -> ServerRule:
-  """The FedAC server.
-
-  Args:
-    server_lr: eta, the global learning rate (> 0).
-    beta1, beta2: decays of the first and second moments, in [0, 1).
-    epsilon: added to ``sqrt(v)`` (> 0).
-    min_similarity: r_min, the floor of the clipped cosine, in [-1, 1] (0 here and in
-      the AFL-Lib version these equations follow; AFL-Lib uses 0.1 since July 2025).
-    zero_cosine: the cosine taken where the movement or the update is the zero vector
-      (a fresh arrival), in [-1, 1]: 1 (default: no evidence of conflict) or 0
-      (PyTorch's ``cosine_similarity``, as in AFL-Lib).
-    first_update: the reference vector of the server's first update (no job applied
-      yet, so every start is ``x_0``): 'movement' (default; ``x_{s_i} - x_t = 0``, so
-      ``zero_cosine``) or 'model' (the model itself, as AFL-Lib does).
-    num_clients: N, the clients 0..N-1 whose applied jobs ``init(params)`` counts.
-      The registry's ``'fedac'`` sizes the count from the problem's clients
-      (``Algorithm.init``), so this matters only when the rule is used on its own;
-      the engine refuses a problem with another number of clients.
-  """
-  checks.positive('server_lr', server_lr)
-  checks.in_range('beta1', beta1, 0.0, 1.0, high_open=True)
-  checks.in_range('beta2', beta2, 0.0, 1.0, high_open=True)
-  checks.positive('epsilon', epsilon)
-  checks.in_range('min_similarity', min_similarity, -1.0, 1.0)
-  checks.in_range('zero_cosine', zero_cosine, -1.0, 1.0)
-  checks.one_of('first_update', first_update, FIRST_UPDATES)
-  checks.positive_int('num_clients', num_clients)
+  """The FedAC server: eta = ``server_lr``; ``beta1``, ``beta2``, ``epsilon`` of the
+  momentum; r_min = ``min_similarity``; ``zero_cosine`` (1, or PyTorch's 0) and
+  ``first_update`` ('movement', or AFL-Lib's 'model') are readings; ``init(params)``
+  counts clients 0..N-1 (``num_clients``; the registry's 'fedac' sizes it)."""
   opt = scale_by_prospective_momentum(beta1, beta2, epsilon)
 
   def init(params: Params) -> FedACState:

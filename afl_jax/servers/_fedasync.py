@@ -1,17 +1,7 @@
-"""FedAsync (Xie, Koyejo, Gupta, "Asynchronous Federated Optimization", 2019).
-
-Every arrival mixes its local model into the global one (Alg. 1, Sec. 4):
-
-.. math::  x_{t+1} = (1 - \\alpha_t) x_t + \\alpha_t x_{local},\\quad
-           \\alpha_t = \\alpha\\, s(t - \\tau)
-
-with the staleness functions of Sec. 5.2: constant ``s = 1``; polynomial
-``s_a(tau) = (1 + tau)^(-a)``; hinge ``s_{a,b}(tau) = 1`` if ``tau <= b`` else
-``1 / (a (tau - b) + 1)``. Here ``tau`` is the staleness t - s of the arrival.
-``x_local = x_start - Delta`` is rebuilt from the client's start broadcast.
-
-FedAsync is defined for one arrival per step; with several, they are mixed in one
-after another in slot order (padding skipped).
+"""FedAsync's mixing server (Xie, Koyejo, Gupta, "Asynchronous Federated Optimization",
+2019, Alg. 1): each arrival mixes in ``x <- (1 - a) x + a x_local``, ``a = alpha s(tau)``
+with the staleness functions of Sec. 5.2; several arrivals of a step are mixed in slot
+order (docs/algorithms/baselines.md).
 """
 
 from __future__ import annotations
@@ -26,39 +16,36 @@ from afl_jax.core import checks, tree
 from afl_jax.core.types import ServerRule
 
 STALENESS_FUNCTIONS = ('constant', 'polynomial', 'hinge')
+_S = {'a': checks.NON_NEGATIVE, 'b': checks.NON_NEGATIVE}  # the parameters of s(tau)
 
 
 class FedAsyncState(NamedTuple):
   params: Any
 
 
+@checks.validated(kind=checks.choice(STALENESS_FUNCTIONS), **_S)
 def staleness_function(
   kind: str = 'constant', a: float = 0.5, b: float = 4.0
 ) -> Callable[[jax.Array], jax.Array]:
-  """s(tau) of Xie et al. Sec. 5.2."""
+  """s(tau) of Sec. 5.2: 1; ``(1 + tau)^-a``; or 1 for ``tau <= b``, else
+  ``1 / (a (tau - b) + 1)``."""
   if kind == 'constant':
     return lambda tau: jnp.ones_like(tau)
   if kind == 'polynomial':
-    checks.non_negative('polynomial staleness exponent a', a)
     return lambda tau: (1.0 + tau) ** (-a)
-  if kind == 'hinge':
-    checks.positive('hinge staleness a', a)
-    checks.non_negative('hinge staleness b', b)
-    return lambda tau: jnp.where(tau <= b, 1.0, 1.0 / (a * (tau - b) + 1.0))
-  raise ValueError(f'staleness function {kind!r} is unknown; valid: {STALENESS_FUNCTIONS}.')
+  return lambda tau: jnp.where(tau <= b, 1.0, 1.0 / (a * (tau - b) + 1.0))
 
 
-def fedasync_server(
+@checks.validated(
+  alpha=checks.real(0.0, 1.0, low_open=True),
+  staleness=checks.choice(STALENESS_FUNCTIONS),
+  **_S,
+)
+def fedasync(
   alpha: float = 0.6, staleness: str = 'polynomial', a: float = 0.5, b: float = 4.0
 ) -> ServerRule:
-  """FedAsync's mixing server.
-
-  Args:
-    alpha: mixing weight in (0, 1].
-    staleness: 'constant', 'polynomial' or 'hinge'.
-    a, b: parameters of the staleness function.
-  """
-  checks.in_range('alpha', alpha, 0.0, 1.0, low_open=True)
+  """FedAsync's server: mixing weight ``alpha`` in (0, 1], staleness function ``staleness``
+  with parameters ``a``, ``b``."""
   s = staleness_function(staleness, a, b)
 
   def init(params):

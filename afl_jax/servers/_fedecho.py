@@ -1,23 +1,10 @@
-"""FedEcho's server: a FedBuff step followed by uncertainty-aware distillation.
-
-Wang, Ma, Chen, "Stragglers Can Contribute More: Uncertainty-Aware Distillation for
-Asynchronous Federated Learning", Alg. 1 and eqs. (2)-(4). One server step t:
-
-* line 5: every arrival's model ``x^i = x_{t - tau} - Delta^i`` is run on the
-  unlabeled set U and its logits stored (``[N, |U|, C]``, ``reported[i] = True``);
-* lines 10-11: the FedBuff step ``x_hat = x_t - eta_g * mean_i Delta^i``, as
-  :func:`afl_jax.servers.fedbuff`;
-* lines 12-16: Q distillation steps on mini-batches of U toward the teacher of the
-  stored logits, loss eq. (3) with alpha from eq. (4), step eq. (2) by an optax
-  transformation (default ``chain(clip_by_global_norm(nu), adam(eta_d))``, Sec. 5.1)
-  whose state lives in the server state;
-* line 17: ``x_{t+1} = x_hat``.
-
-Equations and options in (docs/algorithms/fedecho.md, "What runs"), readings in
-(docs/algorithms/fedecho.md, "Readings taken"). With ``distill_steps = 0`` the rule is
-FedBuff; a step with no valid arrival leaves the whole state unchanged, so there is
-always a teacher when distillation runs. :func:`memory_overhead` is Sec. 3.2's memory
-overhead: (docs/algorithms/fedecho.md, "Memory (Sec. 3.2)").
+"""FedEcho's server (Wang, Ma, Chen, "Stragglers Can Contribute More: Uncertainty-Aware
+Distillation for Asynchronous Federated Learning", Alg. 1, eqs. (2)-(4)): each arrival's
+logits on the unlabeled set U are stored (line 5), the FedBuff step is taken (lines
+10-11), then Q distillation steps toward the teacher of the stored logits (lines 12-16,
+loss :mod:`._distillation`, optimizer clip-then-Adam of Sec. 5.1). ``distill_steps=0`` is
+FedBuff; :func:`memory_overhead` is Sec. 3.2's (docs/algorithms/fedecho.md, "What runs",
+"Readings taken", "Memory (Sec. 3.2)").
 """
 
 from __future__ import annotations
@@ -33,9 +20,8 @@ import optax
 from afl_jax.core import checks, tree
 from afl_jax.core.types import ServerRule, unchanged_if_no_arrival
 from afl_jax.schedules.schedule import Schedule
-from afl_jax.servers import distillation
-from afl_jax.servers import weighting as weighting_lib
-from afl_jax.servers.pseudo_gradient import aggregate
+from afl_jax.servers import _distillation as distillation
+from afl_jax.servers._pseudo_gradient import aggregate
 
 ALPHA_MODES = ('dynamic', 'fixed')
 DISTILL_OPTIMIZERS = ('adam', 'sgd')
@@ -54,23 +40,24 @@ class FedEchoState(NamedTuple):
     return self.reported.shape[0]
 
 
-def distill_optimizer(
-  kind: str = 'adam', learning_rate: float = 3e-6, clip_norm: float = 5.0
-) -> optax.GradientTransformation:
-  """``chain(clip_by_global_norm(nu), adam(eta_d))`` (Sec. 5.1) or with ``sgd`` (eq. 2).
+# The distillation's settings, declared once for the rule and its optimizer.
+DISTILL = {
+  'optimizer': checks.choice(DISTILL_OPTIMIZERS),
+  'distill_lr': checks.POSITIVE,
+  'clip_norm': checks.real(0.0, low_open=True, finite=False, note=' (inf = no clipping)'),
+}
 
-  Adam uses ``b1=0.9, b2=0.999, eps=1e-8`` as in Sec. 5.1. ``clip_norm=inf`` turns
-  clipping off (the nu = infinity ablation, Table 11).
-  """
-  checks.one_of('optimizer', kind, DISTILL_OPTIMIZERS)
-  checks.positive('distill_lr', learning_rate)
-  if not checks.is_traced(clip_norm) and not clip_norm > 0:  # inf = no clipping
-    raise ValueError(f'clip_norm (nu) must be > 0 (inf = no clipping); got {clip_norm}.')
-  base = (
-    optax.adam(learning_rate, b1=0.9, b2=0.999, eps=1e-8)
-    if kind == 'adam'
-    else optax.sgd(learning_rate)
-  )
+
+@checks.validated(**DISTILL)
+def distill_optimizer(
+  optimizer: str = 'adam', distill_lr: float = 3e-6, clip_norm: float = 5.0
+) -> optax.GradientTransformation:
+  """``chain(clip_by_global_norm(nu), adam(eta_d))`` of Sec. 5.1 (b1 = 0.9, b2 = 0.999,
+  eps = 1e-8), or ``sgd`` (eq. 2); ``clip_norm=inf``: no clipping (Table 11)."""
+  if optimizer == 'adam':
+    base = optax.adam(distill_lr, b1=0.9, b2=0.999, eps=1e-8)
+  else:
+    base = optax.sgd(distill_lr)
   if not checks.is_traced(clip_norm) and np.isinf(clip_norm):
     return base
   return optax.chain(optax.clip_by_global_norm(clip_norm), base)
@@ -83,13 +70,26 @@ def _last_valid(ids: jax.Array, mask: jax.Array) -> jax.Array:
   return mask & ~jnp.any(clash, axis=1)
 
 
-def fedecho_server(
+@checks.validated(
+  distill_steps=checks.integer(0),
+  distill_batch=checks.integer(1, note=' (None = all of the unlabeled set)'),
+  alpha_mode=checks.choice(ALPHA_MODES),
+  alpha_min=checks.real(0.0, 1.0),
+  alpha_max=checks.real('alpha_min', 1.0),
+  alpha=checks.real(0.0, 1.0),
+  teacher=checks.choice(distillation.TEACHERS),
+  reset_distill_state=checks.boolean(),
+  **DISTILL,
+)
+def fedecho(
   apply_fn: Callable[[Any, jax.Array], jax.Array],
   unlabeled_x: jax.Array,
   num_clients: int,
   *,
   server_lr: float = 1.0,
-  distill_opt: optax.GradientTransformation | None = None,
+  optimizer: str = 'adam',
+  distill_lr: float = 3e-6,
+  clip_norm: float = 5.0,
   distill_steps: int = 10,
   distill_batch: int | None = None,
   alpha_mode: str = 'dynamic',
@@ -100,29 +100,14 @@ def fedecho_server(
   reset_distill_state: bool = False,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """FedEcho's server rule (Alg. 1 lines 4-5 and 9-17).
-
-  Args:
-    apply_fn: ``apply_fn(params, x) -> logits [B, C]`` of the global model.
-    unlabeled_x: U, inputs ``[|U|, ...]`` whose labels are never read.
-    num_clients: N (size of the logits store).
-    server_lr: eta_g of the FedBuff step (the paper's eta).
-    distill_opt: the distillation optimizer (default :func:`distill_optimizer`:
-      clip nu=5 then Adam eta_d=3e-6).
-    distill_steps: Q, distillation steps per server step (0 = FedBuff).
-    distill_batch: |B|, mini-batch drawn from U without replacement with the server
-      key (None = every step uses all of U).
-    alpha_mode: 'dynamic' (eq. 4) or 'fixed' (``alpha`` every step, Table 7).
-    alpha_min, alpha_max: the range of the dynamic alpha.
-    alpha: the fixed alpha (alpha_mode='fixed').
-    teacher: 'logits' (mean logits, Alg. 1 line 14) or 'probs' (mean probabilities).
-    reset_distill_state: re-initialize the distillation optimizer every server step
-      instead of carrying it across steps.
-    weighting: the FedBuff step's mean, 'uniform' (default, Alg. 1 line 10) or
-      'examples' (by the messages' example counts, :mod:`afl_jax.servers.weighting`); the teacher
-      stays the plain mean of the stored logits (Alg. 1 line 14).
-  """
-  examples = weighting_lib.check(weighting)
+  """FedEcho's server (Alg. 1 lines 4-5, 9-17) for the model ``apply_fn(params, x) ->
+  logits`` and the unlabeled inputs U = ``unlabeled_x``, storing N = ``num_clients``
+  clients' logits. eta = ``server_lr``; the distillation :func:`distill_optimizer`
+  (``optimizer``, eta_d = ``distill_lr``, nu = ``clip_norm``), Q = ``distill_steps``,
+  |B| = ``distill_batch`` drawn from U with the server key (None: all of U); alpha
+  'dynamic' (eq. 4, in [``alpha_min``, ``alpha_max``]) or 'fixed' (``alpha``, Table 7);
+  ``teacher`` 'logits' (line 14) or 'probs' (App. B); ``reset_distill_state``: a fresh
+  optimizer state every step; ``weighting``: the FedBuff step's mean."""
   if not callable(apply_fn):
     raise ValueError(
       f'apply_fn must be a callable apply_fn(params, x) -> logits; got {apply_fn!r}.'
@@ -130,27 +115,14 @@ def fedecho_server(
   shape = np.shape(unlabeled_x)
   if len(shape) < 1 or shape[0] < 1:
     raise ValueError(f'unlabeled_x must be an array [|U|, ...] with |U| >= 1; got shape {shape}.')
-  n = checks.positive_int('num_clients', num_clients)
-  checks.positive('server_lr (eta_g)', server_lr)
-  q_steps = checks.positive_int('distill_steps (Q)', distill_steps, 0)
-  if distill_batch is not None and not (
-    int(distill_batch) == distill_batch and 1 <= distill_batch <= shape[0]
-  ):
-    raise ValueError(
-      f'distill_batch must be None (all of U) or an integer in [1, |U|='
-      f'{shape[0]}]; got {distill_batch!r}.'
-    )
-  checks.one_of('alpha_mode', alpha_mode, ALPHA_MODES)
-  if not checks.is_traced(alpha_min + alpha_max) and not 0 <= alpha_min <= alpha_max <= 1:
-    raise ValueError(
-      f'need 0 <= alpha_min <= alpha_max <= 1; got alpha_min={alpha_min}, alpha_max={alpha_max}.'
-    )
-  checks.in_range('alpha', alpha, 0.0, 1.0)
-  checks.one_of('teacher', teacher, distillation.TEACHERS)
+  if distill_batch is not None and distill_batch > shape[0]:
+    raise ValueError(f'distill_batch={distill_batch} exceeds the {shape[0]} unlabeled inputs.')
+  examples = weighting == 'examples'
+  n, q_steps = num_clients, distill_steps
   num_u = shape[0]
   u = jnp.asarray(unlabeled_x)
   server_opt = optax.sgd(server_lr)
-  d_opt = distill_opt if distill_opt is not None else distill_optimizer()
+  d_opt = distill_optimizer(optimizer, distill_lr, clip_norm)
 
   def alpha_of(probs):
     if alpha_mode == 'dynamic':
@@ -233,14 +205,9 @@ def fedecho_server(
 
 
 def held_checkpoints(schedule: Schedule) -> np.ndarray:
-  """int[T]: distinct past start versions the server holds while it collects step t.
-
-  A job arriving at step t' from version s needs checkpoint x_s from its start
-  until it arrives (its logits are computed on arrival, Alg. 1 line 5). While the
-  buffer of step t fills, the jobs that still need an old checkpoint are those with
-  ``s < t <= t'``; all of them were training when step t-1 was applied, so there
-  are at most Mc of them (the current model, version t, is not counted).
-  """
+  """int[T]: the distinct past versions the server holds while it collects step t: those
+  ``s < t`` of jobs arriving at ``t' >= t`` (their logits are computed on arrival), at
+  most Mc (the current model not counted)."""
   t_arr = np.broadcast_to(np.arange(schedule.num_steps)[:, None], schedule.mask.shape)
   starts, ends = schedule.start_step[schedule.mask], t_arr[schedule.mask]
   out = np.zeros(schedule.num_steps, np.int64)
@@ -250,13 +217,10 @@ def held_checkpoints(schedule: Schedule) -> np.ndarray:
 
 
 def memory_overhead(state: FedEchoState, schedule: Schedule | None = None) -> dict[str, float]:
-  """FedEcho's extra server memory (Sec. 3.2): the logits store and the checkpoints.
-
-  Returns a dict with ``logits_bytes`` (the whole ``[N, |U|, C]`` store),
-  ``logits_bytes_per_client``, ``model_bytes`` (one checkpoint) and, if a schedule is
-  given, ``max_checkpoints`` / ``mean_checkpoints`` from :func:`held_checkpoints` and
-  ``checkpoint_bytes`` = ``max_checkpoints * model_bytes``.
-  """
+  """FedEcho's extra server memory (Sec. 3.2): ``logits_bytes`` (the ``[N, |U|, C]``
+  store), ``logits_bytes_per_client``, ``model_bytes`` and, given a schedule, the
+  ``max_checkpoints`` / ``mean_checkpoints`` held (:func:`held_checkpoints`) and
+  ``checkpoint_bytes``."""
   logits = state.logits
   per_client = int(np.prod(logits.shape[1:])) * jnp.dtype(logits.dtype).itemsize
   model = sum(int(x.size) * jnp.dtype(x.dtype).itemsize for x in jax.tree.leaves(state.params))

@@ -1,28 +1,14 @@
-"""FedFa's sliding-window server.
-
-Xu, Zhang, Di, Liu, Alharthi, Cao, "FedFa: A Fully Asynchronous Training Paradigm
-for Federated Learning", IJCAI 2024: Alg. 1 (FedFa-Server), Sec. 3.1-3.2, eqs. (3)
-and (4). The server updates the model at every arrival and keeps a window of the
-last K arrivals: a ring ``[K, ...]`` and an arrival counter n, arrival n written into
-slot ``n mod K`` (Alg. 1 lines 8-9). An aggregating arrival sets the model to the
-mean of the K buffered client models (FedFa-Param, eq. (3)) or steps
-``x <- x - eta_g * mean_window(Delta)`` (FedFa-Delta, eq. (4)):
-(docs/algorithms/fedfa.md, "Equations as implemented").
-
-Which arrivals aggregate (``aggregate_on_fill``, ``sliding=False`` = FedBuff with
-buffer K, Sec. 3.1), the window of exactly K, eq. (4) read literally and M > 1
-arrivals per step (processed in slot order, ``lax.scan``): (docs/algorithms/fedfa.md,
-"Readings taken") and (docs/algorithms/fedfa.md, "No sliding = FedBuff with buffer K").
-
-``message_scales(num_steps[K], mask[K]) -> float[K]`` optionally rescales the K
-windowed messages before aggregating (FedNova's ``tau_eff / tau_i`` over the window,
-:func:`afl_jax.servers.fednova.nova_scales`); in param mode the model becomes
-``mean(x_start_k) - mean(scale_k * Delta_k)``.
+"""FedFa's sliding-window server (Xu, Zhang, Di, Liu, Alharthi, Cao, "FedFa: A Fully
+Asynchronous Training Paradigm for Federated Learning", IJCAI 2024, Alg. 1, eqs. (3)-(4)):
+arrival n enters slot ``n mod K`` of a window of the last K; an aggregating arrival sets
+the model to the window's mean client model (FedFa-Param, eq. 3) or steps ``x <- x -
+eta_g mean_window(Delta)`` (FedFa-Delta, eq. 4); ``nova`` rescales the windowed messages
+by FedNova's ``tau_eff / tau_k`` (Sec. 5.3) (docs/algorithms/fedfa.md, "Equations as
+implemented", "Readings taken").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -30,7 +16,8 @@ import jax.numpy as jnp
 
 from afl_jax.core import checks, tree
 from afl_jax.core.types import Arrivals, EmptyState, ServerRule
-from afl_jax.servers import weighting as weighting_lib
+from afl_jax.servers import _weighting as weighting_lib
+from afl_jax.servers._fednova import nova_scales
 
 MODES = ('param', 'delta')
 
@@ -55,55 +42,37 @@ def _put(ring: Any, index: jax.Array, row: Any) -> Any:
   return jax.tree.map(lambda r, x: r.at[index].set(x.astype(r.dtype), mode='drop'), ring, row)
 
 
-def fedfa_server(
+@checks.validated(
+  window_size=checks.integer(1),
+  mode=checks.choice(MODES),
+  aggregate_on_fill=checks.boolean(),
+  sliding=checks.boolean(),
+  nova=checks.boolean(),
+)
+def fedfa(
   window_size: int = 5,
   mode: str = 'delta',
   server_lr: float = 1.0,
   *,
   aggregate_on_fill: bool = False,
   sliding: bool = True,
-  message_scales: Callable[..., jax.Array] | None = None,
+  nova: bool = False,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """FedFa's server, Alg. 1 with eq. (3) (``mode='param'``) or eq. (4) (``mode='delta'``).
-
-  Args:
-    window_size: K >= 1, the number of arrivals in the sliding window.
-    mode: 'param' (eq. 3, the model is the window's mean client model) or 'delta'
-      (eq. 4, the model moves by ``eta_g`` times the window's mean delta).
-    server_lr: eta_g > 0 of eq. (4); mode 'delta' only (eq. (3) has no step size).
-    aggregate_on_fill: also aggregate on the arrival that first fills the window.
-    sliding: False = aggregate only after K new arrivals replaced the whole window
-      (FedBuff with buffer K); the first full window always aggregates then.
-    message_scales: optional ``f(num_steps[K], mask[K]) -> float[K]`` applied to the
-      windowed messages at aggregation (FedNova: ``nova_scales``); with
-      ``weighting='examples'`` it is called as ``f(num_steps, mask, weights)``.
-    weighting: 'uniform' (default: the paper's ``1/K`` over the window) or
-      'examples': windowed item k weighted by ``n_k / sum_{window} n_j``, where
-      ``n_k`` is the size of the client that sent it (:mod:`afl_jax.servers.weighting`).
-
-  Returns:
-    A :class:`~afl_jax.core.types.ServerRule` with state :class:`FedFaState`.
-
-  .. math::  \\text{param: } w_g \\leftarrow \\tfrac1K \\textstyle\\sum_{k \\in S} w_k,
-     \\qquad \\text{delta: } w_g \\leftarrow w_g - \\eta_g \\tfrac1K
-     \\textstyle\\sum_{k \\in S} \\Delta_k
-  """
-  if isinstance(window_size, bool) or not isinstance(window_size, int) or window_size < 1:
-    raise ValueError(f'window_size must be an integer >= 1; got {window_size!r}.')
-  checks.one_of('mode', mode, MODES)
-  checks.positive('server_lr', server_lr)
+  """FedFa's server: K = ``window_size``; ``mode`` 'param' (eq. 3) or 'delta' (eq. 4,
+  with eta_g = ``server_lr``); ``aggregate_on_fill``: also on the arrival that first fills
+  the window; ``sliding=False``: only after K new arrivals (FedBuff with buffer K);
+  ``nova``: FedNova's scales over the window; ``'examples'`` weighs item k by ``n_k /
+  sum_window n_j``."""
   if mode == 'param' and server_lr != 1.0:
     raise ValueError(
       f"server_lr applies to mode='delta' only (eq. (3) has no step size); "
       f"got server_lr={server_lr} with mode='param'."
     )
-  if message_scales is not None and not callable(message_scales):
-    raise ValueError(f'message_scales must be callable or None; got {message_scales!r}.')
   k_size = window_size
-  examples = weighting_lib.check(weighting)
+  examples = weighting == 'examples'
   keep_models = mode == 'param'
-  keep_deltas = mode == 'delta' or message_scales is not None
+  keep_deltas = mode == 'delta' or nova
   first_aggregation = k_size - 1 if aggregate_on_fill else k_size
 
   def init(params):
@@ -121,10 +90,10 @@ def fedfa_server(
     full = jnp.ones((k_size,), bool)
     if not examples:
       uniform = jnp.full((k_size,), 1.0 / k_size, jnp.result_type(float))
-      scales = None if message_scales is None else message_scales(num_steps, full)
+      scales = nova_scales(num_steps, full) if nova else None
     else:
       uniform = item_sizes / jnp.sum(item_sizes)  # n_k / sum_window n_j
-      scales = None if message_scales is None else message_scales(num_steps, full, uniform)
+      scales = nova_scales(num_steps, full, uniform) if nova else None
     share = (lambda v: v / k_size) if not examples else (lambda v: v * uniform)
     if mode == 'delta':
       weights = uniform if scales is None else share(scales)

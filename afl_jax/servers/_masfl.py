@@ -1,19 +1,10 @@
-"""The MasFL / AdaMasFL server: stale control variates and a global momentum.
-
-Yan, Zhong, Wang, Zhang, "Momentum-Driven Adaptivity: Towards Tuning-Free
-Asynchronous Federated Learning" (paper 000), Alg. 1 (MasFL) lines 1 and 4-8, Alg. 3
-(AdaMasFL) lines 1 and 4-9: the state ``c_i`` (``[N, ...]``), ``c``, ``g``; the update
-of ``c_i``, ``g``, ``theta`` and ``c`` at step t, the broadcast
-``(theta, beta c + (1-beta) g)`` (:class:`~afl_jax.core.messages.MasFLBroadcast`);
-equations in (docs/algorithms/masfl.md, "Equations as implemented"). The initial
-state ``c^0 = mean_i c_i^0``, ``g^0 = c^0`` is :func:`init_state`, with ``c_i^0``
-from :func:`afl_jax.clients.masfl.initial_variate`.
-
-``selection`` chooses ``S_t``: ``'arrivals'`` (default, the step's valid arrivals) or
-``'uniform'`` (Alg. 1 as printed, a buffer of every client's latest message and S
-clients drawn with the server key), (docs/algorithms/masfl.md, "`S_t`: the `selection`
-option"); ``weighting`` and the other readings in (docs/algorithms/masfl.md,
-"Readings taken"). A step with no valid arrival leaves the state unchanged.
+"""The MasFL / AdaMasFL server (Yan, Zhong, Wang, Zhang, "Momentum-Driven Adaptivity:
+Towards Tuning-Free Asynchronous Federated Learning", Alg. 1 lines 1, 4-8 and Alg. 3
+lines 1, 4-9): the stale variates ``c_i`` (``[N, ...]``), their mean ``c`` and the
+momentum ``g`` move with the arrivals' variates; the broadcast is ``(theta, beta c + (1 -
+beta) g)``. ``selection`` 'arrivals' takes S_t as the step's arrivals, 'uniform' draws S
+clients from a buffer of each one's latest message (Alg. 1 as printed)
+(docs/algorithms/masfl.md, "Equations as implemented", "Readings taken").
 """
 
 from __future__ import annotations
@@ -26,9 +17,10 @@ import jax.numpy as jnp
 from afl_jax.core import checks, tree
 from afl_jax.core.messages import MasFLBroadcast, MasFLMessage
 from afl_jax.core.types import Arrivals, Params, ServerRule, unchanged_if_no_arrival
-from afl_jax.servers import weighting as weighting_lib
+from afl_jax.servers import _weighting as weighting_lib
 
 SELECTIONS = ('arrivals', 'uniform')
+SPECS = {'beta': checks.real(0.0, 1.0, low_open=True), 'selection': checks.choice(SELECTIONS)}
 
 
 class MasFLServerState(NamedTuple):
@@ -53,18 +45,10 @@ def init_state(
   adaptive: bool = False,
   num_examples: Any = None,
 ) -> MasFLServerState:
-  """Alg. 1/3 line 1: ``c^0 = mean_i c_i^0``, ``g^0 = c^0``.
-
-  Args:
-    params: theta^0.
-    variates: c_i^0 stacked on a leading client axis N.
-    selection: as for :func:`masfl_server` (decides whether a message buffer is kept).
-    adaptive: AdaMasFL (the buffer then also holds each client's ``Delta``).
-    num_examples: with ``weighting='examples'``, every client's example count
-      ``[N]`` (``LocalTask.num_examples`` of the tasks ``Algorithm.init`` gets):
-      ``c^0 = sum_i p_i c_i^0``, ``p_i = n_i / sum_j n_j`` (None: uniform, ``1/N``).
-  """
-  checks.one_of('selection', selection, SELECTIONS)
+  """Alg. 1/3 line 1: ``c^0 = sum_i p_i c_i^0``, ``g^0 = c^0`` from the variates ``c_i^0``
+  stacked on axis N; ``p_i = 1/N``, or ``n_i / sum_j n_j`` given ``num_examples`` [N]
+  (``weighting='examples'``); ``selection='uniform'`` keeps a message buffer (with each
+  client's ``Delta`` when ``adaptive``)."""
   n = jax.tree.leaves(variates)[0].shape[0]
   if num_examples is None:
     shares = weighting_lib.uniform_weights(n)
@@ -83,7 +67,8 @@ def uniform_selection(key: jax.Array, num_clients: int, count: jax.Array) -> jax
   return rank < count
 
 
-def masfl_server(
+@checks.validated(adaptive=checks.boolean(), **SPECS)
+def masfl(
   server_lr: float,
   beta: float,
   *,
@@ -92,32 +77,11 @@ def masfl_server(
   num_clients: int = 10,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """The MasFL server (Alg. 1), or AdaMasFL's (Alg. 3) with ``adaptive=True``.
-
-  Args:
-    server_lr: gamma, the global step size.
-    beta: the momentum parameter.
-    adaptive: AdaMasFL: step along the mean of the clients' ``Delta_i`` instead of g.
-    selection: ``'arrivals'`` or ``'uniform'`` (see the module docstring).
-    num_clients: only for ``init(params)``, which starts every ``c_i`` of clients
-      0..N-1 at 0 with ``p_i = 1/N``; the paper's initialization needs every client's
-      data: use :func:`init_state` (``afl_jax.algorithms.get('masfl')`` does,
-      through ``Algorithm.init``).
-    weighting: 'uniform' (default; the paper's ``1/S`` and ``1/N``) or 'examples':
-      ``(1/S) sum_{S_t}`` becomes ``sum_{S_t} n_i / sum_{S_t} n_j`` (the counts the
-      messages carry) and ``1/N`` becomes the state's ``p_i = n_i / sum_j n_j`` (so
-      ``c = sum_i p_i c_i``; build the state with ``init_state(...,
-      num_examples=...)``); :mod:`afl_jax.servers.weighting`.
-
-  Returns:
-    A :class:`ServerRule` whose state is :class:`MasFLServerState` and whose
-    broadcast is a :class:`~afl_jax.core.messages.MasFLBroadcast`.
-  """
-  checks.positive('server_lr (gamma)', server_lr)
-  checks.in_range('beta', beta, 0.0, 1.0, low_open=True)
-  checks.one_of('selection', selection, SELECTIONS)
-  examples = weighting_lib.check(weighting)
-  checks.positive_int('num_clients', num_clients)
+  """The MasFL server (Alg. 1), AdaMasFL's (Alg. 3) with ``adaptive``: gamma =
+  ``server_lr``, ``beta``; ``init(params)`` starts every ``c_i`` of N = ``num_clients`` at
+  0 (the paper's ``c_i^0`` needs every client's data: :func:`init_state`, as the registry's
+  'masfl' does); ``'examples'`` weighs by the messages' and the state's counts."""
+  examples = weighting == 'examples'
 
   def init(params: Params) -> MasFLServerState:
     return init_state(
@@ -191,8 +155,7 @@ def masfl_server(
   return ServerRule(init, update, broadcast)
 
 
-def adamasfl_server(
-  server_lr: float, beta: float, *, selection: str = 'arrivals', num_clients: int = 10
-) -> ServerRule:
+@checks.validated(**SPECS)
+def adamasfl(server_lr: float, beta: float, *, selection: str = 'arrivals', num_clients: int = 10):
   """AdaMasFL's server (Alg. 3): ``theta <- theta - gamma mean(Delta_i)``."""
-  return masfl_server(server_lr, beta, adaptive=True, selection=selection, num_clients=num_clients)
+  return masfl(server_lr, beta, adaptive=True, selection=selection, num_clients=num_clients)

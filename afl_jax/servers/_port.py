@@ -1,20 +1,9 @@
-"""Port's server: a buffered weighted average with staleness- and similarity-aware weights.
-
-Su and Li, "How Asynchronous can Federated Learning Be?", IEEE/ACM IWQoS 2022 (Port),
-as the authors released it in the Plato framework (TL-System/plato
-``examples/port/port_server.py``; the paper's text was not available to us). At step
-t each valid arrival's update relative to the current model, ``d_i = x_i - x_t``, is
-weighted by ``p_i``, proportional to ``n_i`` times a similarity term (the cosine of
-``d_i`` with the global model's recent movement ``u_i``, for ``tau_i > 1``) plus a
-staleness term ``B / (tau_i + B)``, and ``x_{t+1} = x_t + eta sum_i p_i d_i``:
-(docs/algorithms/port.md, "Equations as implemented"), with ``reference``
-(``'last_step'``, the authors' code, or ``'start'``) choosing ``u_i``. Zero cosines,
-all-zero weights and empty steps: (docs/algorithms/port.md, "Readings taken").
-
-Port's scheduling part (waiting for, or urgently requesting, clients whose
-staleness would exceed ``B``) is the schedule kind ``port``
-(:func:`afl_jax.schedules.port_clock.port_clock`): (docs/algorithms/port.md, "The
-staleness bound: a scheduling mechanism").
+"""Port's server (Su and Li, "How Asynchronous can Federated Learning Be?", IWQoS 2022) as
+the authors released it in Plato (``examples/port/port_server.py``; the paper's text was
+not available to us): ``x <- x + eta sum_i p_i (x_i - x_t)``, ``p_i`` proportional to
+``n_i`` times a similarity term plus the staleness term ``B / (tau_i + B)``
+(docs/algorithms/port.md, "Equations as implemented", "Readings taken"). The staleness
+bound's scheduling part is the schedule kind ``port``.
 """
 
 from __future__ import annotations
@@ -26,9 +15,9 @@ import jax.numpy as jnp
 
 from afl_jax.core import checks, tree
 from afl_jax.core.types import Arrivals, Params, ServerRule
-from afl_jax.servers import weighting as weighting_lib
-from afl_jax.servers.fedac import cosine_rows, normalized_weights
-from afl_jax.servers.pseudo_gradient import step_result
+from afl_jax.servers import _weighting as weighting_lib
+from afl_jax.servers._fedac import cosine_rows, normalized_weights
+from afl_jax.servers._pseudo_gradient import step_result
 
 REFERENCES = ('last_step', 'start')
 SIMILARITY_AFTER = 1  # the similarity term is used for tau_i > 1 (the authors' code)
@@ -59,7 +48,13 @@ def port_weights(
   return normalized_weights(raw, mask)
 
 
-def port_server(
+@checks.validated(
+  similarity_weight=checks.NON_NEGATIVE,
+  staleness_weight=checks.NON_NEGATIVE,
+  staleness_bound=checks.POSITIVE,
+  reference=checks.choice(REFERENCES),
+)
+def port(
   server_lr: float = 1.0,
   similarity_weight: float = 1.0,
   staleness_weight: float = 3.0,
@@ -68,24 +63,10 @@ def port_server(
   reference: str = 'last_step',
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """The Port server.
-
-  Args:
-    server_lr: eta (> 0); 1 is the authors' weighted model average.
-    similarity_weight: lambda_sim (>= 0), weight of the similarity term.
-    staleness_weight: lambda_st (>= 0), weight of the staleness term.
-    staleness_bound: B (> 0) in the discount B / (tau + B).
-    reference: 'last_step' (the authors' code) or 'start' (see the module docstring).
-    weighting: 'uniform' (default) or 'examples': the raw weights are multiplied by
-      ``n_i``, the example count each message carries (the authors' code,
-      :mod:`afl_jax.servers.weighting`).
-  """
-  checks.positive('server_lr', server_lr)
-  checks.non_negative('similarity_weight', similarity_weight)
-  checks.non_negative('staleness_weight', staleness_weight)
-  checks.positive('staleness_bound', staleness_bound)
-  checks.one_of('reference', reference, REFERENCES)
-  examples = weighting_lib.check(weighting)
+  """The Port server: eta = ``server_lr``, lambda_sim, lambda_st, B; ``reference``: the
+  movement ``u_i`` of the similarity term, 'last_step' (the authors') or 'start';
+  ``'examples'`` multiplies the raw weights by ``n_i`` (the authors' code)."""
+  examples = weighting == 'examples'
 
   def init(params: Params) -> PortState:
     return PortState(params, params)

@@ -1,24 +1,12 @@
-"""Servers that feed the aggregated pseudo-gradient to an optax optimizer (FedOPT view).
+"""Servers that feed the mean pseudo-gradient of a step to an optax optimizer (FedOPT view).
 
-The messages of one server step are averaged (:func:`aggregate`) and the mean
-``g_t = (1/|S_t|) sum_{i in S_t} Delta_i`` is treated as a gradient:
-``updates, opt_state = optimizer.update(g_t, opt_state, x_t)``,
-``x_{t+1} = x_t + updates``.
-
-* FedAvg (McMahan et al., 2017, Alg. 1): ``optax.sgd(1.0)`` on synchronous cohorts,
-  so ``x_{t+1} = sum_i (n_i / n) x_i``, weighted by the clients' example counts
-  (``weighting='examples'``, the default of :func:`fedavg`; :mod:`afl_jax.servers.weighting`).
-* FedBuff (Nguyen et al., 2022, Alg. 1): ``optax.sgd(eta_g)``:
-  ``x <- x + eta_g * mean of the M buffered (x_local - x_start)``.
-* FedAvgM / FedAdam / FedYogi / FedAdagrad (Reddi et al., 2021): any optax optimizer.
-
-``normalizer='clients'`` divides the sum by the number of clients n instead of
-|S_t| (AsynFL eq. 5, Yang et al.). Every server here takes ``weighting``
-('uniform' or 'examples', by the example counts the messages carry); only valid
-arrivals count, never the engine's padded slots.
-
-A step with no valid arrival leaves the state unchanged: neither a momentum or
-adaptive step nor the optimizer's step count (Multistage FedGM's stages) advances.
+``g_t = sum_i w_i Delta_i`` over the step's valid arrivals (:func:`aggregate`, weights
+of :mod:`~afl_jax.servers._weighting`) is treated as a gradient:
+``x_{t+1} = x_t + optimizer.update(g_t)``. FedAvg (McMahan et al. 2017, Alg. 1) is
+``optax.sgd(1.0)`` weighted by examples, FedBuff (Nguyen et al. 2022, Alg. 1)
+``optax.sgd(eta_g)``, FedAvgM / FedAdam / FedYogi (Reddi et al. 2021) any optax
+optimizer; a step without a valid arrival changes nothing, not even the optimizer's
+count (docs/algorithms/baselines.md).
 """
 
 from __future__ import annotations
@@ -29,9 +17,7 @@ import optax
 
 from afl_jax.core import checks, tree
 from afl_jax.core.types import Arrivals, ServerRule, unchanged_if_no_arrival
-from afl_jax.servers import weighting as weighting_lib
-
-NORMALIZERS = ('arrivals', 'clients')
+from afl_jax.servers import _weighting
 
 
 class OptimizerServerState(NamedTuple):
@@ -46,29 +32,20 @@ def aggregate(
   num_clients: int | None = None,
   examples: bool = False,
 ) -> Any:
-  """Weighted mean of the valid stacked messages (:func:`afl_jax.servers.weighting.row_weights`).
-
-  Uniform: over |S_t| or over n. By examples (``arrivals.num_examples``):
-  ``n_i / sum_{S_t} n_j`` or ``n_i / sum_N n_j``.
-  """
-  weights = weighting_lib.row_weights(arrivals, normalizer, num_clients, examples)
-  return tree.weighted_sum(messages, weights)
+  """The weighted mean of the valid stacked messages (over |S_t|, or n for 'clients')."""
+  return tree.weighted_sum(
+    messages, _weighting.row_weights(arrivals, normalizer, num_clients, examples)
+  )
 
 
 def step_result(arrivals: Arrivals, new: Any, state: Any, **metrics: Any) -> tuple[Any, dict]:
-  """A server step's return: ``new`` if any arrival is valid, else ``state``
-  (:func:`~afl_jax.core.types.unchanged_if_no_arrival`), with the metrics led by
-  ``update_norm = ||x_t - x_{t+1}||`` (0 on a step without arrivals)."""
+  """``new`` if any arrival is valid, else ``state``, with the metrics led by
+  ``update_norm = ||x_t - x_{t+1}||``."""
   new = unchanged_if_no_arrival(arrivals, new, state)
   return new, {'update_norm': tree.global_norm(tree.sub(state.params, new.params)), **metrics}
 
 
-def check_normalizer(normalizer: str, num_clients: int | None) -> None:
-  checks.one_of('normalizer', normalizer, NORMALIZERS)
-  if normalizer == 'clients' and (num_clients is None or num_clients < 1):
-    raise ValueError(f"normalizer='clients' needs num_clients >= 1; got {num_clients!r}.")
-
-
+@checks.validated()
 def optimizer_server(
   optimizer: optax.GradientTransformation,
   *,
@@ -76,13 +53,11 @@ def optimizer_server(
   num_clients: int | None = None,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """A server applying ``optimizer`` to the mean pseudo-gradient of each step.
-
-  ``weighting='examples'`` weights client i by the example count its message carries
-  (:mod:`afl_jax.servers.weighting`); ``'uniform'`` (default) weights every arrival alike.
-  """
-  check_normalizer(normalizer, num_clients)
-  examples = weighting_lib.check(weighting)
+  """A server applying ``optimizer`` to the weighted mean pseudo-gradient of each step;
+  ``normalizer='clients'`` divides by ``num_clients`` n instead of |S_t|."""
+  if normalizer == 'clients' and num_clients is None:
+    raise ValueError("normalizer='clients' needs num_clients (n >= 1); got None.")
+  examples = weighting == 'examples'
 
   def init(params):
     return OptimizerServerState(params, optimizer.init(params))
@@ -97,21 +72,14 @@ def optimizer_server(
   return ServerRule(init, update)
 
 
+@checks.validated()
 def fedavg(*, weighting: str = 'examples') -> ServerRule:
-  """FedAvg's server: the new model is the weighted mean of the arriving client models.
-
-  McMahan et al. 2017, Alg. 1: ``w_{t+1} = sum_k (n_k / n) w^k_{t+1}`` over the
-  cohort, i.e. ``weighting='examples'`` (default, as in the paper; the counts travel
-  with the messages); ``weighting='uniform'`` is the plain mean.
-  """
+  """FedAvg's server (McMahan et al. 2017, Alg. 1): ``x_{t+1} = sum_k (n_k / n) x_k``
+  over the cohort (``'uniform'``: the plain mean)."""
   return optimizer_server(optax.sgd(1.0), weighting=weighting)
 
 
+@checks.validated()
 def fedbuff(server_lr: float = 1.0, *, weighting: str = 'uniform') -> ServerRule:
-  """FedBuff's server: ``x <- x + eta_g * mean(x_local - x_start)`` over the buffer.
-
-  Nguyen et al. 2022, Alg. 1 averages the buffer uniformly (default);
-  ``weighting='examples'`` weights by the clients' example counts.
-  """
-  checks.positive('server_lr', server_lr)
+  """FedBuff's server (Nguyen et al. 2022, Alg. 1): ``x <- x - eta_g mean_i Delta_i``."""
   return optimizer_server(optax.sgd(server_lr), weighting=weighting)

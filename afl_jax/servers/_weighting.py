@@ -1,23 +1,10 @@
-"""How an averaging server weights the clients of a step: uniformly or by their data.
+"""How an averaging server weights the arrivals of a step: uniformly or by their data.
 
-FedAvg (McMahan et al., "Communication-Efficient Learning of Deep Networks from
-Decentralized Data", AISTATS 2017, Alg. 1: ``w_{t+1} = sum_k (n_k / n) w^k_{t+1}``)
-weights client k by its number of examples ``n_k``; most asynchronous papers average
-uniformly. Every averaging server takes ``weighting``:
-
-* ``'uniform'``: row m of a step has weight ``1/|S_t|`` (``normalizer='arrivals'``)
-  or ``1/n`` (``normalizer='clients'``, AsynFL eq. 5);
-* ``'examples'``: ``n_i / sum_{j in S_t} n_j`` (``'arrivals'``), or
-  ``n_i / sum_{j=1}^{N} n_j`` (``'clients'``: the data-weighted form of eq. 5's
-  ``1/n``, so a full step of every client is the data-weighted mean).
-
-The counts travel with the messages: ``n_i`` is ``arrivals.num_examples`` of the row
-and ``sum_{j=1}^{N} n_j`` is ``arrivals.total_examples``
-(:class:`~afl_jax.core.types.Arrivals`, filled by the engine from the problem's
-client sizes), so a server needs no run context to weight by data. Only valid rows
-(``arrivals.mask``) get weight: padding slots added by the engine (to a multiple of
-the device count) and non-reporting clients never enter a count, a mean or a
-normalizer.
+``weighting='uniform'`` gives row m the weight ``1/|S_t|`` (``normalizer='arrivals'``)
+or ``1/n`` (``'clients'``, AsynFL eq. 5); ``'examples'`` gives ``n_i / sum_{S_t} n_j``
+or ``n_i / sum_{j=1}^N n_j`` (FedAvg, McMahan et al. 2017, Alg. 1). The counts travel
+with the messages (``arrivals.num_examples``, ``arrivals.total_examples``); only valid
+rows (``arrivals.mask``) get weight (docs/algorithms/baselines.md).
 """
 
 from __future__ import annotations
@@ -26,20 +13,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-
-from afl_jax.core import checks
-
-WEIGHTINGS = ('uniform', 'examples')
-
-
-def check(weighting: str) -> bool:
-  """Validate ``weighting``; True when it is ``'examples'``.
-
-  Raises:
-    ValueError: unknown weighting.
-  """
-  checks.one_of('weighting', weighting, WEIGHTINGS)
-  return weighting == 'examples'
 
 
 def row_counts(arrivals: Any, field: str = 'num_examples') -> jax.Array:
@@ -59,14 +32,8 @@ def row_weights(
   num_clients: int | None = None,
   examples: bool = False,
 ) -> jax.Array:
-  """float[M]: the weight of each stacked message of a step (0 on invalid rows).
-
-  Args:
-    arrivals: the step's :class:`~afl_jax.core.types.Arrivals` (mask, example counts).
-    normalizer: 'arrivals' (over the valid rows) or 'clients' (over all N clients).
-    num_clients: n, for ``normalizer='clients'`` with uniform weights.
-    examples: weight by ``arrivals.num_examples`` (:func:`check`'s output).
-  """
+  """float[M]: the weight of each stacked message of a step (0 on invalid rows);
+  ``examples``: by ``arrivals.num_examples``; ``num_clients``: n of ``'clients'``."""
   dtype = jnp.result_type(float)
   mask = arrivals.mask.astype(dtype)
   if not examples:
@@ -78,11 +45,8 @@ def row_weights(
 
 
 def client_weights(counts: jax.Array, total: Any = None) -> jax.Array:
-  """float[N]: ``p_i = n_i / sum_j n_j`` over all clients from their counts ``[N]``.
-
-  ``total`` (default ``sum(counts)``) is the population's count where ``counts`` holds
-  only the clients seen so far (0 for the others).
-  """
+  """float[N]: ``p_i = n_i / total`` (default ``sum_j n_j``; the population's count where
+  ``counts`` holds only the clients seen so far)."""
   dtype = jnp.result_type(float)
   counts = jnp.asarray(counts, dtype)
   total = jnp.sum(counts) if total is None else jnp.asarray(total, dtype)
