@@ -200,12 +200,22 @@ def validating(f: Callable[..., Any], check: Callable[[dict[str, Any]], None]) -
   another validating call (an algorithm's rules: its arguments were checked already)."""
   params = inspect.signature(f).parameters.values()
   positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+  run = trusted(f)
 
   @functools.wraps(f)
   def call(*args, **kwargs):
-    if _INSIDE.get():
-      return f(*args, **kwargs)
-    check({**dict(zip(positional, args, strict=False)), **kwargs})
+    if not _INSIDE.get():
+      check({**dict(zip(positional, args, strict=False)), **kwargs})
+    return run(*args, **kwargs)
+
+  return call
+
+
+def trusted(f: Callable[..., Any]) -> Callable:
+  """``f`` for arguments checked already: the validating calls inside it check nothing."""
+
+  @functools.wraps(f)
+  def call(*args, **kwargs):
     token = _INSIDE.set(True)
     try:
       return f(*args, **kwargs)

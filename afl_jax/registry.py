@@ -84,13 +84,14 @@ class Registry:
         raise ValueError(f'{self.kind} {name!r}: ranges {stray} are not arguments of {f}.')
       inherited = {k: s for rule in uses for k, s in rule.specs.items() if k in takes}
       specs = {**inherited, **declared}
-      out = f
+      out = run = f
       if inspect.isfunction(f):
         supplied = set(self.supplied)
         out = ranges.validating(
           f, lambda args: self._check(name, {k: v for k, v in args.items() if k not in supplied})
         )
-      self._entries[name] = (out, meta, specs, tuple(context))
+        run = ranges.trusted(f)
+      self._entries[name] = (run, meta, specs, tuple(context))
       return out
 
     return deco if factory is None else deco(factory)
@@ -101,7 +102,8 @@ class Registry:
     del self._entries[name]
 
   def get(self, name: str) -> Callable[..., Any]:
-    """The factory registered as ``name``; unknown: ValueError listing the valid names."""
+    """The factory registered as ``name``, for settings :meth:`bind` returned (it does not
+    check them again; the function ``register`` returned does); unknown: ValueError."""
     if name not in self:
       raise ValueError(f'unknown {self.kind} name={name!r}; valid: {self.names()}.')
     return self._entries[name][0]

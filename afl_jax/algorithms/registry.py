@@ -111,4 +111,4 @@ def get(name: str, run: RunInfo | None = None, **hparams) -> Algorithm:
   factory = ALGORITHMS.get(name)
   if run is not None:
     hparams = {f: getattr(run, f) for f in context(name)} | hparams
-  return factory(**hparams)
+  return factory(**ALGORITHMS.bind(name, hparams, in_config=False))

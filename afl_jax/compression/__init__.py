@@ -48,7 +48,7 @@ def takes(name: str) -> tuple[str, ...]:
 def get(name: str, *, error_feedback: bool = False, **settings: Any) -> Compressor:
   """The compressor ``name`` with ``settings`` (checked: ``ConfigError`` naming the one
   unknown or out of range), wrapped in error feedback when asked."""
-  compressor = COMPRESSORS.get(name)(**settings)
+  compressor = COMPRESSORS.get(name)(**COMPRESSORS.bind(name, settings, in_config=False))
   return _error_feedback.error_feedback(compressor) if error_feedback else compressor
 
 
