@@ -27,7 +27,7 @@ from afl_jax.pipeline import build_run
 from afl_jax.pipeline import config as config_lib
 from afl_jax.registry import Registry
 from afl_jax.schedules.schedule import ScheduleError
-from afl_jax.servers.ca2fl import ca2fl as ca2fl_server
+from afl_jax.servers._ca2fl import ca2fl as ca2fl_server
 
 TEST_NAME = 'api_validation_test_gain'
 

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 import afl_jax
-from afl_jax.servers import distillation
-from afl_jax.servers.fedecho import distill_optimizer
+from afl_jax.servers import _distillation as distillation
 
 D, N = 3, 4
 
@@ -109,63 +108,9 @@ def test_loss_gradient_in_logits_is_closed_form(x64):
 
 def test_clip_inf_is_plain_sgd_and_clip_bounds_the_update():
   g = {'w': jnp.full((3, 4), 100.0)}  # ||g|| = 100 sqrt(12)
-  free = distill_optimizer('sgd', 0.1, float('inf'))
+  free = afl_jax.servers.distill_optimizer('sgd', 0.1, float('inf'))
   upd, _ = free.update(g, free.init(g))
   np.testing.assert_allclose(upd['w'], -10.0, rtol=1e-6)
-  clipped = distill_optimizer('sgd', 0.1, 5.0)
+  clipped = afl_jax.servers.distill_optimizer('sgd', 0.1, 5.0)
   upd, _ = clipped.update(g, clipped.init(g))
   np.testing.assert_allclose(np.linalg.norm(upd['w']), 0.5, rtol=1e-6)
-
-
-@pytest.mark.parametrize(
-  'kwargs,field',
-  [
-    (dict(client_lr=0.0), 'client_lr'),
-    (dict(server_lr=-1.0), 'server_lr'),
-    (dict(distill_steps=-1), 'distill_steps'),
-    (dict(distill_steps=1.5), 'distill_steps'),
-    (dict(distill_lr=0.0), 'distill_lr'),
-    (dict(distill_batch=10), 'distill_batch'),
-    (dict(clip_norm=0.0), 'clip_norm'),
-    (dict(alpha_min=0.9, alpha_max=0.8), 'alpha_min'),
-    (dict(alpha_max=1.5), 'alpha_max'),
-    (dict(alpha_mode='linear'), 'alpha_mode'),
-    (dict(alpha_mode='fixed', alpha=2.0), 'alpha'),
-    (dict(teacher='soft'), 'teacher'),
-    (dict(optimizer='rmsprop'), 'optimizer'),
-    (dict(num_clients=0), 'num_clients'),
-    (dict(num_clients=None), 'num_clients'),
-    (dict(apply_fn=None), 'apply_fn'),
-    (dict(unlabeled_x=None), 'unlabeled_x'),
-  ],
-)
-def test_registry_validates_hyperparameters(kwargs, field):
-  base = dict(apply_fn=apply_fn, unlabeled_x=np.zeros((9, D)), num_clients=N)
-  with pytest.raises(ValueError, match=field):
-    afl_jax.algorithms.get('fedecho', **{**base, **kwargs})
-
-
-def test_registry_entry():
-  assert 'fedecho' in afl_jax.algorithms.names()
-  hp = afl_jax.algorithms.registry.parameters('fedecho')  # hyperparameters and run context
-  for name in (
-    'client_lr',
-    'server_lr',
-    'apply_fn',
-    'unlabeled_x',
-    'distill_steps',
-    'distill_lr',
-    'distill_batch',
-    'clip_norm',
-    'alpha_min',
-    'alpha_max',
-    'alpha_mode',
-    'teacher',
-    'optimizer',
-    'num_clients',
-  ):
-    assert name in hp
-  alg = afl_jax.algorithms.get(
-    'fedecho', apply_fn=apply_fn, unlabeled_x=np.zeros((9, D)), num_clients=N
-  )
-  assert alg.name == 'fedecho' and alg.regime == 'per_job'

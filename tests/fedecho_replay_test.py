@@ -13,7 +13,7 @@ from fedecho_loss_test import np_softmax
 from same import assert_close_ulps
 
 import afl_jax
-from afl_jax.servers.fedecho import held_checkpoints, memory_overhead
+from afl_jax.servers._fedecho import held_checkpoints, memory_overhead
 
 N, D, C = 5, 3, 3  # client 4 never reports
 # Out of order: at step 1 the job that started later (client 2, from 1) sits before the

@@ -9,12 +9,11 @@ for Asynchronous Federated Learning", where the distillation gradient of eq. (3)
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pytest
 from fedecho_loss_test import apply_fn, np_alpha, np_softmax, np_teacher
 from quadratic import hand_arrivals
 
-from afl_jax.servers.fedecho import distill_optimizer, fedecho_server
+import afl_jax
 
 D, C, N = 3, 4, 4
 
@@ -42,12 +41,14 @@ def _np_step(u, x_hat, p, alpha):
 def test_server_step_is_fedbuff_then_closed_form_distillation(teacher, alpha_mode, x64):
   u, x0, starts, msgs = _setup()
   eta_g, eta_d, q = 0.7, 0.3, 2
-  rule = fedecho_server(
+  rule = afl_jax.servers.fedecho(
     apply_fn,
     u,
     N,
     server_lr=eta_g,
-    distill_opt=distill_optimizer('sgd', eta_d, float('inf')),
+    optimizer='sgd',
+    distill_lr=eta_d,
+    clip_norm=float('inf'),
     distill_steps=q,
     alpha_mode=alpha_mode,
     alpha=1.0,
@@ -97,11 +98,12 @@ def test_adam_default_first_step_clips_then_normalizes(x64):
   )
   second = {}
   for reset in (True, False):
-    rule = fedecho_server(
+    rule = afl_jax.servers.fedecho(
       apply_fn,
       u,
       N,
-      distill_opt=distill_optimizer('adam', lr, nu),
+      distill_lr=lr,
+      clip_norm=nu,
       distill_steps=1,
       reset_distill_state=reset,
     )
@@ -124,8 +126,8 @@ def test_adam_default_first_step_clips_then_normalizes(x64):
 def test_sgd_steps_never_exceed_nu_times_lr(scale, x64):
   u, x0, starts, msgs = _setup(seed=2, scale=scale)
   nu, lr = 0.2, 0.5
-  rule = fedecho_server(
-    apply_fn, u, N, distill_opt=distill_optimizer('sgd', lr, nu), distill_steps=1, distill_batch=4
+  rule = afl_jax.servers.fedecho(
+    apply_fn, u, N, optimizer='sgd', distill_lr=lr, clip_norm=nu, distill_steps=1, distill_batch=4
   )
   update = jax.jit(rule.update)
   state = rule.init({'w': jnp.asarray(x0)})
@@ -153,7 +155,9 @@ def test_fixed_alpha_equals_dynamic_with_equal_bounds(x64):
   args = ({'w': jnp.asarray(msgs)}, _arrivals([0, 1, 2], starts, [True] * 3), jax.random.key(0))
   out = []
   for kw in (dict(alpha_mode='fixed', alpha=0.4), dict(alpha_min=0.4, alpha_max=0.4)):
-    rule = fedecho_server(apply_fn, u, N, distill_opt=optax.sgd(0.2), distill_steps=3, **kw)
+    rule = afl_jax.servers.fedecho(
+      apply_fn, u, N, optimizer='sgd', distill_lr=0.2, clip_norm=np.inf, distill_steps=3, **kw
+    )
     out.append(jax.jit(rule.update)(rule.init({'w': jnp.asarray(x0)}), *args)[0].params['w'])
   np.testing.assert_allclose(out[0], out[1], rtol=1e-12)
   assert np.abs(out[0] - x0).max() > 1e-3
