@@ -50,25 +50,24 @@ COMMON: dict[str, Spec] = {
 }
 
 
-def validated(**specs: Spec) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-  """Decorator: the rule checks its arguments against ``specs`` (else :data:`COMMON`,
-  else the type of the default) when called; the result's ``specs`` are the declared
-  and common ranges (what an algorithm built on it inherits)."""
+def validated(**specs: Spec | None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+  """Decorator: the rule checks its arguments against ``specs`` (None: unchecked), else
+  :data:`COMMON`, else the type of the default, when called; the result's ``specs`` are
+  the declared and common ranges (what an algorithm built on it inherits)."""
 
   def deco(f):
     defaults = {k: p.default for k, p in inspect.signature(f).parameters.items()}
     stray = sorted(set(specs) - set(defaults))
     if stray:
       raise ValueError(f'{f.__name__}: ranges {stray} are not arguments.')
-    table = {k: specs.get(k) or COMMON.get(k) for k in defaults}
+    table = {k: specs[k] if k in specs else COMMON.get(k) for k in defaults}
     where = f'{f.__module__.split(".")[1]}.{f.__name__}'
 
     def check(args):
       known = {k: d for k, d in defaults.items() if d is not inspect.Parameter.empty} | args
       for k, value in args.items():
-        problem = violation(
-          table.get(k) or inferred(defaults.get(k)), value, defaults.get(k), known
-        )
+        spec = table[k] if k in specs or table.get(k) else inferred(defaults.get(k))
+        problem = violation(spec, value, defaults.get(k), known)
         if problem is not None:
           raise ArgumentError(f'{k}={value!r} is invalid: {problem} ({where}).')
 

@@ -29,8 +29,8 @@ SETTINGS = {
 }
 
 
-def _specs(*names: str) -> dict[str, checks.Spec]:
-  return {k: SETTINGS[k] for k in names}
+def _specs(*names: str, steps: bool = True) -> dict[str, checks.Spec | None]:
+  return {k: SETTINGS[k] for k in names} | ({'local_steps': None} if steps else {})  # int or [N]
 
 
 def _steps_table(local_steps, num_clients: int) -> np.ndarray:
@@ -190,7 +190,7 @@ def fedbuff(
   return _pack(rows, wall, n)
 
 
-@checks.validated(**_specs('concurrency', 'num_steps'))
+@checks.validated(**_specs('concurrency', 'num_steps', steps=False))
 def fully_async(num_clients: int, concurrency: int, num_steps: int, **kwargs) -> Schedule:
   """The event clock with buffer size 1: the server steps at every arrival."""
   return fedbuff(num_clients, concurrency, 1, num_steps, **kwargs)
@@ -225,14 +225,13 @@ def random_staleness(
 
 
 @checks.validated(
-  window=checks.real(0.0, low_open=True, note=' seconds (None: synchronous)'),
-  num_steps=SETTINGS['num_steps'],
+  window=checks.real(0.0, low_open=True, note=' seconds (None: synchronous)'), **_specs('num_steps')
 )
 def waiting_windows(
   num_clients: int,
   num_steps: int,
   *,
-  window: float | None,
+  window: float | None = None,
   durations: Durations,
   local_steps=1,
   seed: int = 0,
