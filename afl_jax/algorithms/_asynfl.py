@@ -22,7 +22,7 @@ from afl_jax.schedules.schedule import Schedule, ScheduleError
 LOCAL_TRAINING = ('continuous', 'per_job')
 OPTIONS = {'local_training': checks.choice(LOCAL_TRAINING)}
 # AsynFLC's compressor: its name and parameters (ranges declared with the compressors).
-COMPRESSOR = {'compressor': checks.choice(compression.NAMES), **compression.PARAMS}
+COMPRESSOR = {'compressor': checks.choice(sorted(compression.NAMES)), **compression.PARAMS}
 
 
 @checks.validated()
