@@ -13,7 +13,10 @@ entry names in ``uses``, else the registry's shared one, else the one its defaul
 :meth:`Registry.bind` checks a config section (one :class:`~afl_jax.errors.ConfigError`
 naming ``config.<section>.<argument>``); the registered function checks a direct call
 through the same :meth:`bind`, so ``afl_jax.algorithms.fedbuff(client_lr=-1)`` is
-refused as ``algorithms.get('fedbuff', client_lr=-1)`` and the config are.
+refused as ``algorithms.get('fedbuff', client_lr=-1)`` and the config are. A rule outside
+any registry declares its ranges with :func:`validated` (an argument named in
+:data:`COMMON` takes its range from there); a call from inside a checked one (an
+algorithm's factory) is not checked again.
 """
 
 from __future__ import annotations
@@ -23,10 +26,52 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from afl_jax import ranges
-from afl_jax.errors import ConfigError
+from afl_jax.errors import ArgumentError, ConfigError
 
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 _EMPTY = inspect.Parameter.empty
+
+
+# Arguments that mean the same in every rule and algorithm that takes them.
+COMMON: dict[str, ranges.Spec] = {
+  'client_lr': ranges.POSITIVE,  # eta_l (an optax schedule is also accepted)
+  'server_lr': ranges.POSITIVE,  # eta_g
+  'weighting': ranges.choice(('uniform', 'examples')),  # servers._weighting
+  'normalizer': ranges.choice(('arrivals', 'clients')),  # over |S_t| or n (AsynFL eq. 5)
+  'mu': ranges.NON_NEGATIVE,  # the proximal coefficient
+  'beta1': ranges.real(0.0, 1.0, high_open=True),  # first-moment decay
+  'beta2': ranges.real(0.0, 1.0, high_open=True),  # second-moment decay
+  'epsilon': ranges.POSITIVE,
+  'num_clients': ranges.integer(1),
+}
+
+
+def validated(**specs: ranges.Spec | None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+  """Decorator: the rule checks its arguments against ``specs`` (None: unchecked), else
+  :data:`COMMON`, else the type of the default, when called; the result's ``specs`` are
+  the declared and common ranges (what an algorithm built on it inherits)."""
+
+  def deco(f):
+    defaults = {k: p.default for k, p in inspect.signature(f).parameters.items()}
+    stray = sorted(set(specs) - set(defaults))
+    if stray:
+      raise ValueError(f'{f.__name__}: ranges {stray} are not arguments.')
+    table = {k: specs[k] if k in specs else COMMON.get(k) for k in defaults}
+    where = f'{f.__module__.split(".")[1]}.{f.__name__}'
+
+    def check(args):
+      known = {k: d for k, d in defaults.items() if d is not inspect.Parameter.empty} | args
+      for k, value in args.items():
+        spec = table[k] if k in specs or table.get(k) else ranges.inferred(defaults.get(k))
+        problem = ranges.violation(spec, value, defaults.get(k), known)
+        if problem is not None:
+          raise ArgumentError(f'{k}={value!r} is invalid: {problem} ({where}).')
+
+    out = ranges.validating(f, check)
+    out.specs = {k: s for k, s in table.items() if s is not None}
+    return out
+
+  return deco
 
 
 class Registry:

@@ -9,7 +9,7 @@ generated per client). A loader's keyword arguments other than these supplied on
 its settings (``config.dataset_args``), their ranges declared at registration.
 """
 
-from afl_jax.core import checks
+from afl_jax import ranges as checks
 from afl_jax.data.base import ArrayDataset, DataError
 from afl_jax.data.cifar10 import load_cifar10
 from afl_jax.data.digits import load_digits

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from afl_jax.core import checks
+from afl_jax import ranges as checks
+from afl_jax.registry import validated
 from afl_jax.schedules.durations import Durations, make
 from afl_jax.schedules.schedule import Schedule
 
@@ -73,7 +74,7 @@ def _cohorts(num_clients, clients_per_step, num_steps, local_steps, seed):
   return n, t_max, steps, rng, np.stack(ids).astype(np.int32)
 
 
-@checks.validated(**_specs('clients_per_step', 'num_steps'))
+@validated(**_specs('clients_per_step', 'num_steps'))
 def synchronous(
   num_clients: int,
   clients_per_step: int,
@@ -115,9 +116,7 @@ class _IdlePool:
     return c
 
 
-@checks.validated(
-  staleness_bound=checks.integer(0), **_specs('concurrency', 'buffer_size', 'num_steps')
-)
+@validated(staleness_bound=checks.integer(0), **_specs('concurrency', 'buffer_size', 'num_steps'))
 def fedbuff(
   num_clients: int,
   concurrency: int,
@@ -190,13 +189,13 @@ def fedbuff(
   return _pack(rows, wall, n)
 
 
-@checks.validated(**_specs('concurrency', 'num_steps', steps=False))
+@validated(**_specs('concurrency', 'num_steps', steps=False))
 def fully_async(num_clients: int, concurrency: int, num_steps: int, **kwargs) -> Schedule:
   """The event clock with buffer size 1: the server steps at every arrival."""
   return fedbuff(num_clients, concurrency, 1, num_steps, **kwargs)
 
 
-@checks.validated(
+@validated(
   local_steps_multipliers=checks.integers(1), **_specs('clients_per_step', 'num_steps', 'window')
 )
 def random_staleness(
@@ -224,7 +223,7 @@ def random_staleness(
   return Schedule(ids, start, k, np.ones_like(ids, bool), np.arange(t_max, dtype=np.float64), n)
 
 
-@checks.validated(
+@validated(
   window=checks.real(0.0, low_open=True, note=' seconds (None: synchronous)'), **_specs('num_steps')
 )
 def waiting_windows(

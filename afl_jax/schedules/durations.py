@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from afl_jax.core import checks
-from afl_jax.registry import Registry
+from afl_jax import ranges as checks
+from afl_jax.registry import Registry, validated
 
 # Normal draws are clipped here so that no job takes zero or negative time.
 MIN_DURATION = 1e-6
@@ -111,7 +111,7 @@ def make(kind: str, speed: np.ndarray | None = None, **params: float) -> Duratio
   return Durations(kind, dict(params), speed)
 
 
-@checks.validated(kind=checks.choice(CLIENT_SPEEDS), sigma=checks.POSITIVE)
+@validated(kind=checks.choice(CLIENT_SPEEDS), sigma=checks.POSITIVE)
 def speed_factors(
   kind: str, local_steps: np.ndarray, *, sigma: float = 0.5, seed: int = 0
 ) -> np.ndarray | None:

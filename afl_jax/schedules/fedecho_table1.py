@@ -11,7 +11,8 @@ import dataclasses
 
 import numpy as np
 
-from afl_jax.core import checks
+from afl_jax import ranges as checks
+from afl_jax.registry import validated
 from afl_jax.schedules import builders
 from afl_jax.schedules.durations import Durations
 from afl_jax.schedules.schedule import Schedule
@@ -24,7 +25,7 @@ TABLE_1 = {
 MAX_LONG_FRACTION = 0.1  # "no more than 10% of the clients" in the long group
 
 
-@checks.validated(gamma=checks.POSITIVE, fractions=checks.reals(0.0, 1.0))
+@validated(gamma=checks.POSITIVE, fractions=checks.reals(0.0, 1.0))
 def runtime_categories(
   num_samples: np.ndarray,
   *,
@@ -58,7 +59,7 @@ def runtime_categories(
   return cat
 
 
-@checks.validated(delay=checks.choice(TABLE_1), unit=checks.POSITIVE)
+@validated(delay=checks.choice(TABLE_1), unit=checks.POSITIVE)
 def category_ranges(
   categories: np.ndarray, delay: str = 'large', unit: float = 10.0
 ) -> tuple[np.ndarray, np.ndarray]:

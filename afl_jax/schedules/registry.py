@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from afl_jax.core import checks
+from afl_jax import ranges as checks
 from afl_jax.errors import ConfigError
 from afl_jax.registry import Registry
 from afl_jax.schedules import builders, fedecho_table1, traces
