@@ -9,7 +9,7 @@ distillation on eq. (3) with alpha from eq. (4)).
 import jax
 import jax.numpy as jnp
 import numpy as np
-from fedecho_loss_test import np_softmax
+from fedecho_rules_test import np_softmax
 from same import assert_close_ulps
 
 import afl_jax
