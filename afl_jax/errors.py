@@ -1,13 +1,11 @@
 """The errors a user can cause, one family: every one ends a script as one line.
 
-``scripts/train.py`` catches :class:`UserError` and prints ``error: <message>``
-with a non-zero exit status (no traceback). Each module raises its own subclass
-(``ScheduleError`` in afl_jax/schedules/schedule.py, ``DataError`` in
-afl_jax/data/base.py, ``InsufficientMemoryError`` in afl_jax/core/memory.py) so
-the message can blame the right field. The Python API raises the same family:
-``ConfigError`` for a hyperparameter outside its declared range
-(``afl_jax.algorithms.get``, ``afl_jax.sweep``) and :class:`ArgumentError` for
-params, keys or an algorithm argument that cannot work.
+``scripts/train.py`` catches :class:`UserError` and prints ``error: <message>`` with a
+non-zero exit status (no traceback). A module raises its own subclass where the message
+blames a file or size (``ScheduleError``, ``DataError``, ``InsufficientMemoryError``); a
+setting out of its declared range is a ``ConfigError`` (a config, ``algorithms.get``, a
+registered factory called directly) or an :class:`ArgumentError` (a rule or builder
+called directly, an argument of ``afl_jax.simulate`` or ``afl_jax.sweep`` that cannot work).
 """
 
 from __future__ import annotations

@@ -1,23 +1,29 @@
-"""Ranges: what one setting of a component accepts (its type and, for numbers, its range).
+"""What one setting of a component accepts, and the one check of a call's arguments.
 
-A :class:`Spec` is declared beside a factory's argument at registration
-(:mod:`afl_jax.registry`) and checked by ``Registry.bind``; build one with
-:func:`real`, :func:`integer`, :func:`boolean`, :func:`choice`, :func:`string`,
-:func:`reals`, :func:`integers`. A bound may name another setting or a run fact
-(``integer(1, 'concurrency')``): ``Registry.bind`` fills in its value. Traced values (a
-sweep's hyperparameters inside the trace) pass unchecked, and so do callables (optax
-schedules) where a number is expected. ``afl_jax.core.checks`` re-exports all of these.
+A :class:`Spec` (built with :func:`real`, :func:`integer`, :func:`boolean`,
+:func:`choice`, :func:`string`, :func:`reals`, :func:`integers`) is declared once,
+beside the factory that takes the setting. :func:`validating` makes a factory check
+its arguments against them when called; ``Registry.bind`` checks a config's section
+with the same :func:`violation`. A bound may name another argument or run fact
+(``integer(1, 'concurrency')``). Traced values (a sweep's hyperparameters inside the
+trace) pass, and so do callables (optax schedules) where a number is expected.
 """
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
+import functools
+import inspect
 import math
 import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
 import numpy as np
+
+SPEC_KINDS = ('real', 'integer', 'boolean', 'choice', 'string', 'reals', 'integers')
 
 
 def is_traced(value: Any) -> bool:
@@ -25,20 +31,8 @@ def is_traced(value: Any) -> bool:
   return isinstance(value, jax.core.Tracer)
 
 
-# ---- declared specs -------------------------------------------------------------------
-SPEC_KINDS = ('real', 'integer', 'boolean', 'choice', 'string', 'reals', 'integers')
-
-
 def _g(x: float | str) -> str:
   return x if isinstance(x, str) else f'{x:g}'
-
-
-def _interval(low: float, high: float, low_open: bool, high_open: bool) -> str:
-  if high == math.inf:
-    return '' if low == -math.inf else f'{">" if low_open else ">="} {_g(low)}'
-  if low == -math.inf:
-    return f'{"<" if high_open else "<="} {_g(high)}'
-  return f'in {"(" if low_open else "["}{_g(low)}, {_g(high)}{")" if high_open else "]"}'
 
 
 def _is_int(value: Any) -> bool:
@@ -47,21 +41,13 @@ def _is_int(value: Any) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Spec:
-  """The values one hyperparameter accepts; build with :func:`real`, :func:`integer`, ...
-
-  Attributes:
-    kind: one of :data:`SPEC_KINDS` ('reals' / 'integers': a non-empty sequence of them).
-    low, high, low_open, high_open: the range of a number (of each entry of a sequence);
-      a bound given as a name is that setting's value (``Registry.bind`` fills it in).
-    finite: a real must be finite (``False``: +inf is allowed, e.g. "no clipping").
-    choices: the allowed values of a 'choice'.
-    pattern: a 'string' must match this regular expression ('' = any string).
-    note: appended to the allowed range in errors, e.g. ``' (inf = no clipping)'``.
-  """
+  """The values one setting accepts: a number in ``[low, high]`` (``*_open`` ends;
+  ``finite=False`` admits inf), one of ``choices``, a string matching ``pattern``, or a
+  non-empty sequence ('reals', 'integers'); ``note`` follows the range in errors."""
 
   kind: str
-  low: float = -math.inf
-  high: float = math.inf
+  low: float | str = -math.inf
+  high: float | str = math.inf
   low_open: bool = False
   high_open: bool = False
   finite: bool = True
@@ -76,14 +62,19 @@ class Spec:
   @property
   def range(self) -> str:
     """The allowed range, e.g. ``'> 0'``, ``'in [0, 1)'`` ('' for none)."""
-    return _interval(self.low, self.high, self.low_open, self.high_open)
+    low, high = self.low, self.high
+    if high == math.inf:
+      return '' if low == -math.inf else f'{">" if self.low_open else ">="} {_g(low)}'
+    if low == -math.inf:
+      return f'{"<" if self.high_open else "<="} {_g(high)}'
+    left, right = '(' if self.low_open else '[', ')' if self.high_open else ']'
+    return f'in {left}{_g(low)}, {_g(high)}{right}'
 
   def describe(self) -> str:
     """What the spec accepts, e.g. ``'a finite number > 0'``, ``'an integer >= 1'``."""
     rng = f' {self.range}' if self.range else ''
-    number = 'finite number' if self.finite else 'number'
     return {
-      'real': f'a {number}{rng}',
+      'real': f'a {"finite " * self.finite}number{rng}',
       'integer': f'an integer{rng}',
       'boolean': 'a boolean (True or False)',
       'choice': f'one of {self.choices}',
@@ -94,71 +85,50 @@ class Spec:
 
   def _in_range(self, x: float) -> bool:
     ok_low = x > self.low if self.low_open else x >= self.low
-    ok_high = x < self.high if self.high_open else x <= self.high
-    return ok_low and ok_high
-
-  def _real(self, value: Any) -> str | None:
-    if isinstance(value, bool | np.bool_ | str | bytes) or np.ndim(value) != 0:
-      return f'must be {self.describe()}, not a {type(value).__name__}'
-    try:
-      x = float(value)
-    except (TypeError, ValueError):
-      return f'must be {self.describe()}, not a {type(value).__name__}'
-    if math.isnan(x) or (self.finite and math.isinf(x)):
-      return f'must be {self.describe()}'
-    return None if self._in_range(x) else f'must be {self.range}{self.note}'
-
-  def _integer(self, value: Any) -> str | None:
-    if not _is_int(value) or not self._in_range(int(value)):
-      return f'must be {self.describe()}'
-    return None
+    return ok_low and (x < self.high if self.high_open else x <= self.high)
 
   def violation(self, value: Any) -> str | None:
-    """None when ``value`` is allowed, else what is allowed (``'must be > 0'``).
-
-    Traced values (a sweep's per-replica hyperparameters inside the trace) and, for
-    numbers, callables (optax schedules) are not checked.
-    """
-    if is_traced(value):
+    """None when ``value`` is allowed, else what is (``'must be > 0'``)."""
+    must = f'must be {self.describe()}'
+    if is_traced(value) or (self.kind == 'real' and callable(value)):
       return None
     if self.kind == 'real':
-      return None if callable(value) else self._real(value)
+      if isinstance(value, bool | np.bool_ | str | bytes) or np.ndim(value) != 0:
+        return f'{must}, not a {type(value).__name__}'
+      try:
+        x = float(value)
+      except (TypeError, ValueError):
+        return f'{must}, not a {type(value).__name__}'
+      if math.isnan(x) or (self.finite and math.isinf(x)):
+        return must
+      return None if self._in_range(x) else f'must be {self.range}{self.note}'
     if self.kind == 'integer':
-      return self._integer(value)
+      return None if _is_int(value) and self._in_range(int(value)) else must
     if self.kind == 'boolean':
-      return None if isinstance(value, bool | np.bool_) else f'must be {self.describe()}'
+      return None if isinstance(value, bool | np.bool_) else must
     if self.kind == 'choice':
       ok = isinstance(value, str | int | float | None) and value in self.choices
-      return None if ok else f'must be {self.describe()}'
+      return None if ok else must
     if self.kind == 'string':
       ok = isinstance(value, str) and (not self.pattern or re.match(self.pattern, value))
-      return None if ok else f'must be {self.describe()}'
-    # 'reals' / 'integers': a non-empty list, tuple or 1-D array, every entry checked.
-    if isinstance(value, np.ndarray) and value.ndim == 1:
-      value = value.tolist()
+      return None if ok else must
+    if isinstance(value, range) or (isinstance(value, np.ndarray) and value.ndim == 1):
+      value = list(value)
     if not isinstance(value, list | tuple) or not value:
-      return f'must be {self.describe()}'
+      return must
     one = dataclasses.replace(self, kind=self.kind[:-1], note='')
     for i, v in enumerate(value):
       if one.violation(v) is not None:
-        return f'must be {self.describe()}; entry {i} is {v!r}'
+        return f'{must}; entry {i} is {v!r}'
     return None
 
 
-def real(
-  low: float = -math.inf,
-  high: float = math.inf,
-  *,
-  low_open: bool = False,
-  high_open: bool = False,
-  finite: bool = True,
-  note: str = '',
-) -> Spec:
+def real(low=-math.inf, high=math.inf, *, low_open=False, high_open=False, finite=True, note=''):
   """A number (or an optax schedule) in the range; NaN never, inf only with ``finite=False``."""
   return Spec('real', low, high, low_open, high_open, finite, note=note)
 
 
-def integer(low: float = -math.inf, high: float = math.inf, *, note: str = '') -> Spec:
+def integer(low=-math.inf, high=math.inf, *, note: str = '') -> Spec:
   """An int in ``[low, high]`` (not a bool, not a float)."""
   return Spec('integer', low, high, note=note)
 
@@ -168,7 +138,7 @@ def boolean() -> Spec:
   return Spec('boolean')
 
 
-def choice(choices: tuple | list, *, note: str = '') -> Spec:
+def choice(choices, *, note: str = '') -> Spec:
   """One of ``choices``."""
   return Spec('choice', choices=tuple(choices), note=note)
 
@@ -178,15 +148,13 @@ def string(*, pattern: str = '', note: str = '') -> Spec:
   return Spec('string', pattern=pattern, note=note)
 
 
-def reals(
-  low: float = -math.inf, high: float = math.inf, *, low_open: bool = False, high_open: bool = False
-) -> Spec:
+def reals(low=-math.inf, high=math.inf, *, low_open=False, high_open=False) -> Spec:
   """A non-empty list, tuple or 1-D array of finite numbers, each in the range."""
   return Spec('reals', low, high, low_open, high_open)
 
 
-def integers(low: float = -math.inf, high: float = math.inf) -> Spec:
-  """A non-empty list, tuple or 1-D array of ints, each in ``[low, high]``."""
+def integers(low=-math.inf, high=math.inf) -> Spec:
+  """A non-empty list, tuple, range or 1-D array of ints, each in ``[low, high]``."""
   return Spec('integers', low, high)
 
 
@@ -195,17 +163,63 @@ NON_NEGATIVE = real(0.0)
 
 
 def inferred(default: Any) -> Spec | None:
-  """The spec implied by a factory's default when none is declared (None: unchecked).
-
-  A float default means a finite number, an int an integer, a bool a boolean and a
-  str a string; other defaults (None, tuples) say nothing.
-  """
-  if isinstance(default, bool):
-    return boolean()
-  if isinstance(default, float):
-    return real()
-  if isinstance(default, int):
-    return integer()
-  if isinstance(default, str):
-    return string()
+  """The spec a default implies where none is declared: float -> a finite number, int
+  -> an integer, bool -> a boolean, str -> a string; others (None, tuples) none."""
+  for kind, spec in ((bool, boolean()), (float, real()), (int, integer()), (str, string())):
+    if isinstance(default, kind):
+      return spec
   return None
+
+
+def violation(spec: Spec | None, value: Any, default: Any, facts: Mapping[str, Any]) -> str | None:
+  """None when ``value`` is allowed by ``spec`` (None too where ``default`` is None), else
+  what is; a bound given by name reads that argument's (or run fact's) value in ``facts``."""
+  if spec is None or (value is None and default is None):
+    return None
+  changes, notes = {}, []
+  for end in ('low', 'high'):
+    ref = getattr(spec, end)
+    if isinstance(ref, str):
+      known = facts.get(ref)
+      if isinstance(known, int | float) and not isinstance(known, bool):
+        changes[end] = known
+        notes.append(f'{ref}={known}')
+      else:
+        changes[end] = -math.inf if end == 'low' else math.inf
+  if changes:
+    note = f' ({", ".join(notes)})' if notes else ''
+    spec = dataclasses.replace(spec, **changes, note=spec.note + note)
+  return spec.violation(value)
+
+
+_INSIDE = contextvars.ContextVar('afl_jax_validated_call', default=False)
+
+
+def validating(f: Callable[..., Any], check: Callable[[dict[str, Any]], None]) -> Callable:
+  """``f`` that first runs ``check(arguments by name)``, except when called from inside
+  another validating call (an algorithm's rules: its arguments were checked already)."""
+  params = inspect.signature(f).parameters.values()
+  positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+  run = trusted(f)
+
+  @functools.wraps(f)
+  def call(*args, **kwargs):
+    if not _INSIDE.get():
+      check({**dict(zip(positional, args, strict=False)), **kwargs})
+    return run(*args, **kwargs)
+
+  return call
+
+
+def trusted(f: Callable[..., Any]) -> Callable:
+  """``f`` for arguments checked already: the validating calls inside it check nothing."""
+
+  @functools.wraps(f)
+  def call(*args, **kwargs):
+    token = _INSIDE.set(True)
+    try:
+      return f(*args, **kwargs)
+    finally:
+      _INSIDE.reset(token)
+
+  return call

@@ -1,61 +1,84 @@
 """One name -> factory mechanism, and the one validation, for every component a config names.
 
-Algorithms, schedules (delay models), compressors, datasets and models are each a
-:class:`Registry`. A factory's signature is the one source of truth for its settings:
-its keyword arguments are the settings, their defaults the defaults, and the range of
-each is declared beside it at registration, as a :class:`~afl_jax.core.checks.Spec`::
+Algorithms, schedules, compressors, datasets and models are each a :class:`Registry`. A
+factory's signature is the one truth for its settings (keyword arguments, defaults);
+the range of each is declared beside it at registration as a
+:class:`~afl_jax.ranges.Spec`::
 
-  @ALGORITHMS.register('fadas', server_lr=checks.real(0, low_open=True))
-  def fadas(client_lr: float = 0.1, server_lr: float = 1e-4): ...
+  @ALGORITHMS.register('fadas', tau_c=checks.integer(0))
+  def fadas(client_lr: float = 0.1, tau_c: int = 1): ...
 
-Keyword arguments of ``register`` that are Specs are ranges (each must name an argument
-of the factory); the others are metadata (:meth:`Registry.meta`). A setting without a
-declared range takes the registry's shared one (names that mean the same in every entry,
-e.g. ``client_lr``), else the one its default implies (:func:`~afl_jax.core.checks.inferred`).
-A range may be bounded by another setting or a run fact (``checks.integer(1, 'concurrency')``).
-
-:meth:`Registry.bind` binds a config section to the factory: an unknown argument, a
-value outside its range or a missing required argument raises one
-:class:`~afl_jax.errors.ConfigError` naming ``config.<section>.<argument>``, the value and
-the allowed range; the result is every setting the factory runs with (defaults filled).
-Traced values (a sweep's hyperparameters inside the trace) and callables (optax
-schedules) pass through unchecked.
+A setting without a declared range takes the range of the same argument of a rule the
+entry names in ``uses``, else the registry's shared one, else the one its default implies.
+:meth:`Registry.bind` checks a config section (one :class:`~afl_jax.errors.ConfigError`
+naming ``config.<section>.<argument>``); the registered function checks a direct call
+through the same :meth:`bind`, so ``afl_jax.algorithms.fedbuff(client_lr=-1)`` is
+refused as ``algorithms.get('fedbuff', client_lr=-1)`` and the config are. A rule outside
+any registry declares its ranges with :func:`validated` (an argument named in
+:data:`COMMON` takes its range from there); a call from inside a checked one (an
+algorithm's factory) is not checked again.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from afl_jax import ranges as checks
-from afl_jax.errors import ConfigError
+from afl_jax import ranges
+from afl_jax.errors import ArgumentError, ConfigError
 
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+_EMPTY = inspect.Parameter.empty
+
+
+# Arguments that mean the same in every rule and algorithm that takes them.
+COMMON: dict[str, ranges.Spec] = {
+  'client_lr': ranges.POSITIVE,  # eta_l (an optax schedule is also accepted)
+  'server_lr': ranges.POSITIVE,  # eta_g
+  'weighting': ranges.choice(('uniform', 'examples')),  # servers._weighting
+  'normalizer': ranges.choice(('arrivals', 'clients')),  # over |S_t| or n (AsynFL eq. 5)
+  'mu': ranges.NON_NEGATIVE,  # the proximal coefficient
+  'beta1': ranges.real(0.0, 1.0, high_open=True),  # first-moment decay
+  'beta2': ranges.real(0.0, 1.0, high_open=True),  # second-moment decay
+  'epsilon': ranges.POSITIVE,
+  'num_clients': ranges.integer(1),
+}
+
+
+def validated(**specs: ranges.Spec | None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+  """Decorator: the rule checks its arguments against ``specs`` (None: unchecked), else
+  :data:`COMMON`, else the type of the default, when called; the result's ``specs`` are
+  the declared and common ranges (what an algorithm built on it inherits)."""
+
+  def deco(f):
+    defaults = {k: p.default for k, p in inspect.signature(f).parameters.items()}
+    stray = sorted(set(specs) - set(defaults))
+    if stray:
+      raise ValueError(f'{f.__name__}: ranges {stray} are not arguments.')
+    table = {k: specs[k] if k in specs else COMMON.get(k) for k in defaults}
+    where = f'{f.__module__.split(".")[1]}.{f.__name__}'
+
+    def check(args):
+      known = {k: d for k, d in defaults.items() if d is not inspect.Parameter.empty} | args
+      for k, value in args.items():
+        spec = table[k] if k in specs or table.get(k) else ranges.inferred(defaults.get(k))
+        problem = ranges.violation(spec, value, defaults.get(k), known)
+        if problem is not None:
+          raise ArgumentError(f'{k}={value!r} is invalid: {problem} ({where}).')
+
+    out = ranges.validating(f, check)
+    out.specs = {k: s for k, s in table.items() if s is not None}
+    return out
+
+  return deco
 
 
 class Registry:
-  """Names -> factories of one kind (``'algorithm'``, ``'compressor'``, ...).
-
-  Args:
-    kind: what an entry is, in messages.
-    section: the config section holding an entry's settings (``'hparams'``,
-      ``'schedule'``...); errors name ``config.<section>.<argument>``.
-    name_field: the config field naming the entry (``'algorithm'``, ``'schedule.kind'``).
-    supplied: arguments every factory of this kind receives from the caller (not
-      settings), e.g. a model's ``num_classes``; an entry adds its own with ``context=``.
-    shared: name -> Spec for settings that mean the same in every entry.
-
-  Example::
-
-    MODELS = Registry('model')
-
-    @MODELS.register('mlp')
-    def mlp(num_classes): ...
-
-    MODELS.get('mlp')(10)
-  """
+  """Names -> factories of one ``kind``, whose settings live in config ``section`` and
+  whose name in config field ``name_field``; ``supplied``: arguments every factory
+  receives from the caller (not settings); ``shared``: name -> Spec for settings that
+  mean the same in every entry."""
 
   def __init__(
     self,
@@ -64,17 +87,13 @@ class Registry:
     section: str | None = None,
     name_field: str | None = None,
     supplied: Sequence[str] = (),
-    shared: Mapping[str, checks.Spec] | None = None,
+    shared: Mapping[str, ranges.Spec] | None = None,
   ):
-    self.kind = kind
-    self.section = section or kind
+    self.kind, self.section = kind, section or kind
     self.name_field = name_field or kind
     self.supplied = tuple(supplied)
     self.shared = dict(shared or {})
-    self._factories: dict[str, Callable[..., Any]] = {}
-    self._meta: dict[str, dict[str, Any]] = {}
-    self._specs: dict[str, dict[str, checks.Spec]] = {}
-    self._context: dict[str, tuple[str, ...]] = {}
+    self._entries: dict[str, tuple[Callable, dict, dict, tuple]] = {}
 
   def register(
     self,
@@ -83,99 +102,88 @@ class Registry:
     *,
     replace: bool = False,
     context: Sequence[str] = (),
+    uses: Sequence[Callable[..., Any]] = (),
     **ranges_and_meta: Any,
   ):
-    """Register ``factory`` under ``name`` (as a decorator when ``factory`` is omitted).
+    """Register ``factory`` as ``name`` (a decorator when ``factory`` is omitted).
 
-    ``context``: arguments the caller fills (facts about the run), not settings.
-    Keyword arguments that are :class:`~afl_jax.core.checks.Spec` declare the range of
-    the setting of that name; the others are stored as metadata (:meth:`meta`). A name
-    registered twice is an error unless ``replace=True`` (a notebook cell run again).
-
-    Raises:
-      ValueError: a range for an argument the factory does not take as a setting.
+    ``context``: arguments the caller fills (facts about the run), not settings, checked
+    only against a declared range; ``uses``: rules whose declared ranges (``.specs``) apply
+    to the arguments of the same name; keyword arguments that are Specs declare ranges,
+    the others are metadata (:meth:`meta`). A name registered twice is an error unless
+    ``replace=True``. Returns the factory checking its arguments when called (a class is
+    kept as is).
     """
-    specs = {k: v for k, v in ranges_and_meta.items() if isinstance(v, checks.Spec)}
-    meta = {k: v for k, v in ranges_and_meta.items() if k not in specs}
+    declared = {k: v for k, v in ranges_and_meta.items() if isinstance(v, ranges.Spec)}
+    meta = {k: v for k, v in ranges_and_meta.items() if k not in declared}
 
     def deco(f: Callable[..., Any]) -> Callable[..., Any]:
-      if name in self._factories and not replace:
+      if name in self._entries and not replace:
         raise ValueError(
           f'{self.kind} {name!r} is registered twice; to replace the registered one '
           '(e.g. a notebook cell run again), pass replace=True to register.'
         )
-      takes = _settings(f, self.supplied + tuple(context))
-      stray = sorted(set(specs) - set(takes))
+      takes = set(_settings(f, self.supplied)) - set(self.supplied)
+      stray = sorted(set(declared) - takes)
       if stray:
-        raise ValueError(
-          f'{self.kind} {name!r}: ranges {stray} are not settings of {_name(f)} '
-          f'(its settings: {sorted(takes)}).'
+        raise ValueError(f'{self.kind} {name!r}: ranges {stray} are not arguments of {f}.')
+      inherited = {k: s for rule in uses for k, s in rule.specs.items() if k in takes}
+      specs = {**inherited, **declared}
+      out = run = f
+      if inspect.isfunction(f):
+        supplied = set(self.supplied)
+        out = ranges.validating(
+          f, lambda args: self._check(name, {k: v for k, v in args.items() if k not in supplied})
         )
-      self._factories[name] = f
-      self._meta[name] = meta
-      self._specs[name] = specs
-      self._context[name] = tuple(context)
-      return f
+        run = ranges.trusted(f)
+      self._entries[name] = (run, meta, specs, tuple(context))
+      return out
 
     return deco if factory is None else deco(factory)
 
   def unregister(self, name: str) -> None:
-    """Remove ``name`` (e.g. a test's or notebook's own entry); unknown names: ValueError."""
+    """Remove ``name`` (a test's or notebook's own entry); unknown names: ValueError."""
     self.get(name)
-    for table in (self._factories, self._meta, self._specs, self._context):
-      table.pop(name)
+    del self._entries[name]
 
   def get(self, name: str) -> Callable[..., Any]:
-    """The factory registered as ``name``.
-
-    Raises:
-      ValueError: unknown name (the message lists the valid names).
-    """
-    if not isinstance(name, str) or name not in self._factories:
+    """The factory registered as ``name``, for settings :meth:`bind` returned (it does not
+    check them again; the function ``register`` returned does); unknown: ValueError."""
+    if name not in self:
       raise ValueError(f'unknown {self.kind} name={name!r}; valid: {self.names()}.')
-    return self._factories[name]
+    return self._entries[name][0]
 
   def meta(self, name: str) -> dict[str, Any]:
     """The metadata given at registration (a copy)."""
     self.get(name)
-    return dict(self._meta[name])
+    return dict(self._entries[name][1])
 
   def context(self, name: str) -> tuple[str, ...]:
     """The arguments of ``name``'s factory that the caller fills (not settings)."""
     self.get(name)
-    return self._context[name]
+    return self._entries[name][3]
 
   def settings(self, name: str) -> dict[str, Any]:
     """The settings of ``name`` with their defaults (``inspect.Parameter.empty``: required)."""
-    return _settings(self.get(name), self.supplied + self._context[name])
+    return _settings(self.get(name), self.supplied + self._entries[name][3])
 
   def defaults(self, name: str) -> dict[str, Any]:
     """The settings of ``name`` that have a default, with it."""
-    return {k: v for k, v in self.settings(name).items() if v is not inspect.Parameter.empty}
+    return {k: v for k, v in self.settings(name).items() if v is not _EMPTY}
 
-  def specs(self, name: str) -> dict[str, checks.Spec | None]:
-    """The range of each setting of ``name`` (None: unchecked): declared, shared or implied."""
-    declared = self._specs[name] if name in self._specs else {}
+  def specs(self, name: str) -> dict[str, ranges.Spec | None]:
+    """The range of each setting of ``name`` (None: unchecked): declared, used, shared or
+    implied by the default."""
+    own = self._entries[name][2] if name in self else {}
     return {
-      k: declared.get(k) or self.shared.get(k) or checks.inferred(d)
+      k: own.get(k) or self.shared.get(k) or ranges.inferred(d)
       for k, d in self.settings(name).items()
     }
 
-  def violation(
-    self, name: str, arg: str, value: Any, facts: Mapping[str, Any] | None = None
-  ) -> str | None:
-    """None when ``value`` is allowed for setting ``arg`` of ``name``, else what is.
-
-    ``facts``: the values a range bounded by name reads (other settings, run facts).
-    None is allowed where the default is None.
-    """
+  def violation(self, name: str, arg: str, value: Any, facts: Mapping[str, Any] | None = None):
+    """None when ``value`` is allowed for setting ``arg`` of ``name``, else what is."""
     default = self.settings(name).get(arg, 0)
-    if value is None and default is None:
-      return None
-    spec = self.specs(name).get(arg)
-    if spec is None:
-      return None
-    return _bounded(spec, facts or {}).violation(value)
+    return ranges.violation(self.specs(name).get(arg), value, default, facts or {})
 
   def field(self, arg: str) -> str:
     """The config field of setting ``arg`` (``'hparams.client_lr'``)."""
@@ -191,43 +199,41 @@ class Registry:
   ) -> dict[str, Any]:
     """Every setting ``name``'s factory runs with: ``settings`` checked, defaults filled.
 
-    Args:
-      name: the registered name (from the config field :attr:`name_field`).
-      settings: the section's values for this entry.
-      facts: run facts a range may be bounded by (``num_clients``); the bound settings
-        are added to them.
-      in_config: errors read ``config.<section>.<arg>=...`` (else ``<section>.<arg>=...
-        (<kind> 'name')``, for the Python API).
+    ``facts``: run facts a range may be bounded by (``num_clients``); ``in_config``:
+    errors read ``config.<section>.<arg>=...`` (else ``<section>.<arg>=... (<kind>
+    'name')``, for the Python API).
 
     Raises:
-      ConfigError: unknown name, unknown argument (the valid ones listed), a value out
-        of its range, or a required argument not given.
+      ConfigError: unknown name or argument, a value out of its range, or a required
+        argument not given.
     """
+    self._check(name, settings, facts, in_config)
+    takes = self.settings(name)
+    missing = [k for k, d in takes.items() if d is _EMPTY and k not in settings]
+    if missing:
+      field = self.field(missing[0])
+      raise ConfigError(
+        f'config.{field} is required by {self.kind} {name!r} (no default).', field=field
+      )
+    return {k: d for k, d in takes.items() if d is not _EMPTY} | dict(settings)
+
+  def _check(self, name, settings, facts=None, in_config=False) -> None:
     if name not in self:
       why = f'must be one of {self.names()} (the registered {self.kind}s).'
       raise self._error(self.name_field, name, why, name, in_config)
-    takes = self.settings(name)
-    context = set(self._context[name])
+    takes, context = self.settings(name), self._entries[name][3]
     for arg, value in settings.items():
       if arg not in takes and arg not in context:
         why = f'{self.kind} {name!r} takes no setting {arg!r}; valid: {sorted(takes)}.'
         raise self._error(self.field(arg), value, why, name, in_config)
-    missing = [k for k, d in takes.items() if d is inspect.Parameter.empty and k not in settings]
-    if missing:
-      raise ConfigError(
-        f'config.{self.field(missing[0])} is required by {self.kind} {name!r} (no default).',
-        field=self.field(missing[0]),
-      )
-    out = {k: d for k, d in takes.items() if d is not inspect.Parameter.empty}
-    out.update(settings)
-    known = {**out, **(facts or {})}
+    known = {**{k: d for k, d in takes.items() if d is not _EMPTY}, **settings, **(facts or {})}
     for arg, value in settings.items():
-      if arg in context:
-        continue
-      problem = self.violation(name, arg, value, known)
+      if arg in context:  # a run fact given by hand: checked against its declared range
+        problem = ranges.violation(self._entries[name][2].get(arg), value, None, known)
+      else:
+        problem = self.violation(name, arg, value, known)
       if problem is not None:
         raise self._error(self.field(arg), value, f'{problem}.', name, in_config)
-    return out
 
   def _error(self, field: str, value: Any, why: str, name: str, in_config: bool) -> ConfigError:
     if in_config:
@@ -237,20 +243,16 @@ class Registry:
 
   def names(self) -> list[str]:
     """All registered names, sorted."""
-    return sorted(self._factories)
+    return sorted(self._entries)
 
   def __contains__(self, name: object) -> bool:
-    return isinstance(name, str) and name in self._factories
+    return isinstance(name, str) and name in self._entries
 
   def __iter__(self) -> Iterator[str]:
     return iter(self.names())
 
   def __len__(self) -> int:
-    return len(self._factories)
-
-
-def _name(f: Callable[..., Any]) -> str:
-  return getattr(f, '__name__', type(f).__name__)
+    return len(self._entries)
 
 
 def _settings(f: Callable[..., Any], supplied: Sequence[str]) -> dict[str, Any]:
@@ -260,21 +262,3 @@ def _settings(f: Callable[..., Any], supplied: Sequence[str]) -> dict[str, Any]:
     for p in params
     if p.kind not in _VARIADIC and p.name not in supplied and not p.name.startswith('_')
   }
-
-
-def _bounded(spec: checks.Spec, facts: Mapping[str, Any]) -> checks.Spec:
-  """``spec`` with a bound given by name replaced by that setting's (or fact's) value."""
-  changes, notes = {}, []
-  for end in ('low', 'high'):
-    ref = getattr(spec, end)
-    if isinstance(ref, str):
-      value = facts.get(ref)
-      if not isinstance(value, int | float) or isinstance(value, bool):
-        changes[end] = -float('inf') if end == 'low' else float('inf')
-        continue
-      changes[end] = value
-      notes.append(f'{ref}={value}')
-  if not changes:
-    return spec
-  note = f' ({", ".join(notes)})' if notes else ''
-  return dataclasses.replace(spec, **changes, note=spec.note + note)

@@ -29,7 +29,7 @@ import jax
 import numpy as np
 
 import afl_jax
-from afl_jax.algorithms.masfl import masfl_theory
+from afl_jax.algorithms import masfl_theory
 from afl_jax.schedules import Schedule, from_arrays, random_staleness
 
 SEEDS = 8

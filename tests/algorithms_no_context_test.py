@@ -22,9 +22,6 @@ SIZES = np.array([4, 2, 3], np.int32)
 # FedEcho distills on the server with the model's apply_fn over an unlabeled set U:
 # no default can stand for an arbitrary model (the toy problem's params have no logits).
 NEEDS_CONTEXT = {'fedecho'}
-# Take run facts when a run gives them (the pipeline does) and build without: AsynFL's
-# n (eq. 5) from the schedule in prepare, MasFL's theorem S, K, T likewise.
-CONTEXT_OPTIONAL = {'asynfl', 'asynflc', 'asynflc_ef', 'masfl', 'adamasfl'}
 
 
 def loss_fn(params, batch):
@@ -82,11 +79,3 @@ def test_builds_and_runs_under_jit_without_run_context(name):
   assert jax.tree.structure(new_params) == jax.tree.structure(params)
   for leaf in jax.tree.leaves((new_params, metrics)):
     assert np.all(np.isfinite(np.asarray(leaf))), name
-
-
-def test_no_registration_declares_client_sizes():
-  fields = afl_jax.algorithms.registry.CONTEXT_FIELDS
-  assert 'client_sizes' not in fields
-  for name in afl_jax.algorithms.names():
-    if name not in NEEDS_CONTEXT | CONTEXT_OPTIONAL:
-      assert afl_jax.algorithms.context(name) == (), name

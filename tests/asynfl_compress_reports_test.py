@@ -18,7 +18,7 @@ import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from compression_top_k_test import np_top_k
+from compression_test import np_top_k
 from helper_runs import run_helper
 from quadratic import make_quadratic, np_local_gd, quadratic_problem
 from same import assert_close_ulps

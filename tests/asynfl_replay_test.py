@@ -12,7 +12,7 @@ eta_g / n * sum of the (compressed) Deltas.
 import jax
 import numpy as np
 import pytest
-from compression_top_k_test import np_top_k
+from compression_test import np_top_k
 from quadratic import make_quadratic, np_local_gd, np_replay, simulate_quadratic
 from same import assert_close_ulps
 

@@ -12,7 +12,7 @@ import pytest
 from quadratic import hand_arrivals, make_quadratic, np_local_gd, quadratic_problem, quadratic_task
 
 import afl_jax
-from afl_jax.algorithms import asynfl as asynfl_lib
+from afl_jax.algorithms import _asynfl as asynfl_lib
 
 
 def test_client_rule_under_jit_restarts_after_sync_else_continues(x64):
@@ -169,33 +169,13 @@ def test_absent_client_keeps_its_residual():
   assert np.abs(final[0] - after_report[0]).max() > 0
 
 
-def test_registry_names_and_hyperparameters():
-  names = afl_jax.algorithms.names()
-  assert {'asynfl', 'asynflc', 'asynflc_ef'} <= set(names)
-  hp = afl_jax.algorithms.hyperparameters('asynflc_ef')
-  assert afl_jax.algorithms.registry.context('asynflc_ef') == ('num_clients',)
-  assert {
-    'client_lr',
-    'server_lr',
-    'compressor',
-    'fraction',
-    'bits',
-    'scaled',
-    'normalizer',
-    'local_training',
-    'weighting',
-  } == set(hp)
-  assert afl_jax.algorithms.get('asynfl', num_clients=4).regime == 'always_on'
-  assert (
-    afl_jax.algorithms.get('asynfl', num_clients=4, local_training='per_job').regime == 'per_job'
-  )
-  assert afl_jax.algorithms.get('asynfl', num_clients=4).compressor is None
-  assert afl_jax.algorithms.get('asynflc', num_clients=4).compressor is not None
-
-
-def test_arrivals_normalizer_needs_no_num_clients():
-  alg = afl_jax.algorithms.get('asynfl', normalizer='arrivals')
-  assert alg.regime == 'always_on'
+def test_local_training_and_compressor_choose_the_regime_and_the_upload():
+  get = afl_jax.algorithms.get
+  assert get('asynfl', num_clients=4).regime == 'always_on'
+  assert get('asynfl', normalizer='arrivals').regime == 'always_on'  # n not needed
+  assert get('asynfl', local_training='per_job').regime == 'per_job'
+  assert get('asynfl').compressor is None and get('asynflc').compressor is not None
+  assert afl_jax.algorithms.context('asynflc_ef') == ('num_clients',)
 
 
 def test_prepare_takes_n_from_the_schedule():

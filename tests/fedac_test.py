@@ -23,7 +23,7 @@ from quadratic import (
 )
 
 import afl_jax
-from afl_jax.servers.fedac import FedACBroadcast, FedACMessage, fedac_server, init_state
+from afl_jax.servers._fedac import FedACBroadcast, FedACMessage, init_state
 
 HP = dict(client_lr=0.3, server_lr=0.5, beta1=0.6, beta2=0.9, epsilon=1e-3)
 
@@ -203,7 +203,7 @@ def test_fedac_server_step_under_jit_and_empty_step_state(x64):
   x = rng.normal(size=3)
   starts = np.stack([x + rng.normal(size=3), x, x + rng.normal(size=3)])
   deltas, dcs = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
-  server = fedac_server(0.5, 0.6, 0.9, 1e-3, 0.0)
+  server = afl_jax.servers.fedac(0.5, 0.6, 0.9, 1e-3, 0.0)
   state = init_state({'x': jnp.asarray(x)}, 4, 0.6, 0.9, 1e-3)
   msgs = FedACMessage({'x': jnp.asarray(deltas)}, {'x': jnp.asarray(dcs)})
   arr = _arrivals([2, 0, 3], [True, True, False], [2, 0, 0], starts, 4)
@@ -222,6 +222,4 @@ def test_fedac_server_step_under_jit_and_empty_step_state(x64):
 
 
 def test_fedac_server_sizes_its_table_by_num_clients():
-  assert fedac_server(num_clients=4).init({'x': jnp.zeros(2)}).applied.shape == (4,)  # no raise
-  with pytest.raises(ValueError, match='num_clients'):
-    fedac_server(num_clients=0)
+  assert afl_jax.servers.fedac(num_clients=4).init({'x': jnp.zeros(2)}).applied.shape == (4,)

@@ -5,7 +5,7 @@ import pytest
 
 from afl_jax.schedules import fedecho_table1 as fedecho_delays
 from afl_jax.schedules.durations import Durations
-from afl_jax.servers.fedecho import held_checkpoints
+from afl_jax.servers._fedecho import held_checkpoints
 
 
 def _sizes(n=50, seed=0):

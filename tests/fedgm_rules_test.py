@@ -14,7 +14,7 @@ from quadratic import hand_arrivals, make_quadratic, np_local_gd, quadratic_task
 
 import afl_jax
 from afl_jax.core.types import EmptyState
-from afl_jax.servers.fedgm import OPTIMIZERS
+from afl_jax.servers._fedgm import OPTIMIZERS
 
 DIM = 3
 
@@ -63,7 +63,7 @@ def _messages(steps=6, slots=3, seed=0):
 def test_fedgm_server_under_jit_matches_eq2(eta, beta, nu, x64):
   msgs, masks, means = _messages()
   x0 = np.linspace(-1, 1, DIM)
-  got, metrics = _run_server(afl_jax.servers.fedgm_server(eta, beta, nu), x0, msgs, masks)
+  got, metrics = _run_server(afl_jax.servers.fedgm(eta, beta, nu), x0, msgs, masks)
   np.testing.assert_allclose(
     got, _np_fedgm(x0, means, [(eta, beta, nu)] * len(means)), rtol=1e-12, atol=1e-12
   )
@@ -87,51 +87,45 @@ def test_qhm_transform_alone_under_jit():
     assert h.dtype == jnp.float32
 
 
-def test_fedavgm_is_heavy_ball_on_delta(x64):
-  """nu = 1: x_{t+1} = x_t - eta d_{t+1}; equivalently Hsu et al.'s v = beta v + Delta,
-  x <- x - eta (1 - beta) v, i.e. optax.sgd(eta (1 - beta), momentum=beta)."""
-  eta, beta = 0.7, 0.9
-  msgs, masks, means = _messages(seed=2)
-  x0 = np.ones(DIM)
-  got, _ = _run_server(
-    afl_jax.algorithms.get('fedavgm', server_lr=eta, beta=beta).server, x0, msgs, masks
-  )
-  x, v, expected = x0.copy(), np.zeros(DIM), []
+def _heavy_ball(x0, means, eta, beta):
+  """Hsu et al.'s v = beta v + Delta, x <- x - eta (1 - beta) v."""
+  x, v, out = x0.copy(), np.zeros(DIM), []
   for delta in means:
     v = beta * v + delta
     x = x - eta * (1 - beta) * v
-    expected.append(x)
-  np.testing.assert_allclose(got, np.stack(expected), rtol=1e-12, atol=1e-12)
-  hsu, _ = _run_server(
-    afl_jax.servers.optimizer_server(optax.sgd(eta * (1 - beta), beta)), x0, msgs, masks
-  )
-  np.testing.assert_allclose(got, hsu, rtol=1e-12, atol=1e-12)
+    out.append(x)
+  return np.stack(out)
 
 
-def test_fednag_matches_its_definition(x64):
-  """nu = beta: x_{t+1} = x_t - eta [(1 - beta) Delta_t + beta d_{t+1}]."""
-  eta, beta = 1.3, 0.7
-  msgs, masks, means = _messages(seed=3)
-  x0 = np.zeros(DIM)
-  got, metrics = _run_server(
-    afl_jax.algorithms.get('fednag', server_lr=eta, beta=beta).server, x0, msgs, masks
-  )
-  x, d, expected = x0.copy(), np.zeros(DIM), []
+def _nesterov(x0, means, eta, beta):
+  """x <- x - eta [(1 - beta) Delta_t + beta d_{t+1}]."""
+  x, d, out = x0.copy(), np.zeros(DIM), []
   for delta in means:
     d = (1 - beta) * delta + beta * d
     x = x - eta * ((1 - beta) * delta + beta * d)
-    expected.append(x)
-  np.testing.assert_allclose(got, np.stack(expected), rtol=1e-12, atol=1e-12)
-  assert metrics[-1]['nu'] == beta
+    out.append(x)
+  return np.stack(out)
 
 
-def test_fedsgd_is_a_plain_server_step(x64):
-  """nu = 0: x_{t+1} = x_t - eta Delta_t (no memory)."""
-  eta = 0.4
-  msgs, masks, means = _messages(seed=4)
-  x0 = np.zeros(DIM)
-  got, _ = _run_server(afl_jax.algorithms.get('fedsgd', server_lr=eta).server, x0, msgs, masks)
-  np.testing.assert_allclose(got, x0 - eta * np.cumsum(means, axis=0), rtol=1e-12, atol=1e-12)
+@pytest.mark.parametrize(
+  'name,hp,closed_form',
+  [
+    ('fedavgm', dict(server_lr=0.7, beta=0.9), _heavy_ball),
+    ('fednag', dict(server_lr=1.3, beta=0.7), _nesterov),
+    ('fedsgd', dict(server_lr=0.4), lambda x0, m, eta: x0 - eta * np.cumsum(m, axis=0)),
+  ],
+)
+def test_special_cases_match_their_closed_forms(name, hp, closed_form, x64):
+  """Sec. 3: nu = 1 (heavy ball), nu = beta (Nesterov), nu = 0 (a plain step)."""
+  msgs, masks, means = _messages(seed=2)
+  x0 = np.linspace(1, 2, DIM)
+  got, _ = _run_server(afl_jax.algorithms.get(name, **hp).server, x0, msgs, masks)
+  expected = closed_form(x0, means, *hp.values())
+  np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+  if name == 'fedavgm':  # = optax.sgd(eta (1 - beta), momentum=beta)
+    sgd = optax.sgd(hp['server_lr'] * (1 - hp['beta']), hp['beta'])
+    hsu, _ = _run_server(afl_jax.servers.optimizer_server(sgd), x0, msgs, masks)
+    np.testing.assert_allclose(got, hsu, rtol=1e-12, atol=1e-12)
 
 
 def test_stagewise_constant_switches_at_zero_based_boundaries():
@@ -184,38 +178,3 @@ def test_divide_by_local_steps_client_under_jit(x64):
     expected = (x0 - np_local_gd(a[0], b[0], x0, 0.2, k)) / k
     np.testing.assert_allclose(msg['x'], expected, rtol=1e-12, atol=1e-12)
     assert state == EmptyState()
-
-
-@pytest.mark.parametrize(
-  'build,match',
-  [
-    (lambda: afl_jax.servers.fedgm_server(beta=1.0), r'beta must be in \[0.0, 1.0\); got 1.0'),
-    (lambda: afl_jax.servers.fedgm_server(nu=1.5), r'nu must be in \[0.0, 1.0\]; got 1.5'),
-    (lambda: afl_jax.servers.fedgm_server(server_lr=0.0), 'server_lr must be > 0; got 0.0'),
-    (
-      lambda: afl_jax.servers.multistage_fedgm([2, 0], [1, 1], [0, 0], [0, 0]),
-      r'stage_lengths\[1\] must be an integer >= 1; got 0',
-    ),
-    (
-      lambda: afl_jax.servers.multistage_fedgm([2, 2], [1.0], [0, 0], [0, 0]),
-      'server_lrs has 1 entries but stage_lengths has 2',
-    ),
-    (
-      lambda: afl_jax.servers.multistage_fedgm([2, 2], [1, 1], [0.5, -0.1], [0, 0]),
-      r'betas\[1\] must be in',
-    ),
-    (lambda: afl_jax.servers.fedopt('rmsprop'), "server_optimizer must be one of .*'rmsprop'"),
-    (lambda: afl_jax.servers.fedopt('adam', tau=0.0), 'tau must be > 0'),
-    (
-      lambda: afl_jax.algorithms.get('fedgm', client_lr=-0.1),
-      'client_lr=-0.1 is invalid: must be > 0',
-    ),
-    (
-      lambda: afl_jax.algorithms.get('fednag', beta=1.2),
-      r'beta=1.2 is invalid: must be in \[0, 1\)',
-    ),
-  ],
-)
-def test_bad_hyperparameters_are_rejected_before_compute(build, match):
-  with pytest.raises(ValueError, match=match):
-    build()

@@ -23,7 +23,7 @@ from quadratic import (
 )
 
 import afl_jax
-from afl_jax.clients.masfl import history_depth
+from afl_jax.clients._masfl import history_depth
 
 
 def np_masfl(schedule, a, b, x0, eta, gamma, beta, adaptive):

@@ -13,15 +13,15 @@ import pytest
 from quadratic import hand_arrivals, make_quadratic, np_grad, quadratic_task
 
 import afl_jax
-from afl_jax.algorithms.masfl import adamasfl_theory, masfl_theory
-from afl_jax.clients.masfl import (
+from afl_jax.algorithms import _masfl as masfl_lib
+from afl_jax.algorithms._masfl import adamasfl_theory, masfl_theory
+from afl_jax.clients._masfl import (
   MasFLBroadcast,
   MasFLClientState,
   MasFLMessage,
-  masfl_client,
   normalized,
 )
-from afl_jax.servers.masfl import init_state, masfl_server, uniform_selection
+from afl_jax.servers._masfl import init_state, uniform_selection
 
 
 def _np_client_job(a_i, b_i, theta, direction, c_tilde, eta, beta, k, normalize):
@@ -45,7 +45,7 @@ def test_one_client_job_matches_algorithm_2_and_4(normalize, x64):
   rng = np.random.default_rng(1)
   theta, direction, c_tilde = rng.normal(size=(3, 4))
   eta, beta, k = 0.3, 0.6, 3
-  client = masfl_client(eta, beta, normalize=normalize)
+  client = afl_jax.clients.masfl(eta, beta, normalize=normalize)
   # max_steps=5 > K=3: the masked steps must not change anything.
   msg, state, metrics = jax.jit(client.update)(
     MasFLBroadcast({'x': jnp.asarray(theta)}, {'x': jnp.asarray(direction)}),
@@ -69,7 +69,7 @@ def test_one_client_job_matches_algorithm_2_and_4(normalize, x64):
 def test_client_init_is_mean_of_k_gradients_at_theta0(x64):
   a, b = make_quadratic(dtype=np.float64)
   x0 = np.array([0.5, -1.0, 2.0, 0.0])
-  client = masfl_client(0.1, 0.5)
+  client = afl_jax.clients.masfl(0.1, 0.5)
   state = jax.jit(client.init)(
     {'x': jnp.asarray(x0)}, quadratic_task(a[2], b[2], 3, 4, client_id=2), jax.random.key(3)
   )
@@ -114,7 +114,7 @@ def test_one_server_step_matches_algorithm_1_and_3(adaptive, x64):
     start_broadcast=MasFLBroadcast({'x': jnp.zeros((3, 3))}, {'x': jnp.zeros((3, 3))}),
     step=5,
   )
-  server = masfl_server(gamma, beta, adaptive=adaptive)
+  server = afl_jax.servers.masfl(gamma, beta, adaptive=adaptive)
   new, metrics = jax.jit(server.update)(state, msgs, arr, jax.random.key(0))
   want = _np_server_step(
     theta, c_i, c, g, {3: (new_c[0], deltas[0]), 1: (new_c[1], deltas[1])}, gamma, beta, adaptive
@@ -134,7 +134,7 @@ def test_one_server_step_matches_algorithm_1_and_3(adaptive, x64):
 def test_step_without_arrivals_changes_nothing():
   state = init_state({'x': jnp.ones(2)}, {'x': jnp.arange(6.0).reshape(3, 2)})
   arr = hand_arrivals([0, 0], [False, False])
-  new, _ = masfl_server(1.0, 0.5).update(
+  new, _ = afl_jax.servers.masfl(1.0, 0.5).update(
     state, MasFLMessage({'x': jnp.ones((2, 2))}, None), arr, jax.random.key(0)
   )
   for x, y in zip(jax.tree.leaves(new), jax.tree.leaves(state), strict=True):
@@ -156,7 +156,7 @@ def test_literal_selection_step_and_unchanged_reselection_contributes_zero(adapt
   rng = np.random.default_rng(4)
   n, gamma, beta = 3, 0.5, 0.4
   theta, c_i = rng.normal(size=2), rng.normal(size=(n, 2))
-  server = masfl_server(gamma, beta, adaptive=adaptive, selection='uniform')
+  server = afl_jax.servers.masfl(gamma, beta, adaptive=adaptive, selection='uniform')
   state = init_state(
     {'x': jnp.asarray(theta)}, {'x': jnp.asarray(c_i)}, selection='uniform', adaptive=adaptive
   )
@@ -228,21 +228,9 @@ def test_theory_helpers_match_theorems_3_1_and_4_1():
     masfl_theory(s, 2, 6000, 0.0, tau)
 
 
-def test_factories_fill_theory_rates_from_standalone_s_k_t():
-  get = afl_jax.algorithms.get
-  # No S, K, T: the rule called alone uses STANDALONE; L and tau_max default to 1 and 0.
-  standalone = afl_jax.algorithms.masfl.STANDALONE
-  assert get('adamasfl').prepare is not None  # a run's schedule replaces STANDALONE
-  theory = afl_jax.algorithms.masfl.masfl_theory(2, 1, 100, 1.0, 0)
-  assert get('masfl', arrivals_per_step=2, local_steps=1, num_rounds=100).prepare is not None
-  assert standalone == {'arrivals_per_step': 1, 'local_steps': 1, 'num_rounds': 100}
-  assert theory.server_lr == theory.beta / 4
-
-
 @pytest.mark.parametrize('name', ['masfl', 'adamasfl'])
 def test_prepare_takes_s_k_t_from_the_schedule(name, monkeypatch):
   """Theorem rates with no S, K, T given: the schedule's in prepare, STANDALONE alone."""
-  masfl_lib = afl_jax.algorithms.masfl
   rates, real = [], masfl_lib.build
   monkeypatch.setattr(masfl_lib, 'build', lambda n, *r, **kw: rates.append(r) or real(n, *r, **kw))
   sched = afl_jax.schedules.from_arrays(

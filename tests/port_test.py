@@ -24,8 +24,7 @@ from quadratic import (
 
 import afl_jax
 from afl_jax.schedules.durations import Durations
-from afl_jax.schedules.port_clock import port_clock
-from afl_jax.servers.port import PortState, port_server
+from afl_jax.servers._port import PortState
 
 # quadratic.stale_schedule has staleness up to 3 (so the similarity term is used), one
 # padding slot, and client 0 with two jobs in flight.
@@ -132,7 +131,7 @@ def test_port_server_step_under_jit_with_client_weights(x64):
   x, prev = rng.normal(size=3), rng.normal(size=3)
   starts, deltas = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
   sizes = np.array([1, 2, 5, 3])
-  server = port_server(1.0, 2.0, 0.5, 4.0, reference='last_step', weighting='examples')
+  server = afl_jax.servers.port(1.0, 2.0, 0.5, 4.0, reference='last_step', weighting='examples')
   state = PortState({'x': jnp.asarray(x)}, {'x': jnp.asarray(prev)})
   arr = _arrivals([2, 0, 3], [True, False, True], [3, 0, 1], starts)
   arr = arr._replace(num_examples=jnp.asarray(sizes)[arr.client_ids])
@@ -152,17 +151,16 @@ def test_port_server_step_under_jit_with_client_weights(x64):
   jax.tree.map(np.testing.assert_array_equal, same, new)
 
 
-def test_port_server_validates_weighting():
-  with pytest.raises(ValueError, match='weighting'):
-    port_server(weighting='data')
-
-
 def test_port_clock_by_hand():
   # Client 0's jobs take 1 s, client 1's 2.5 s; M = 1, B = 1, K = 10. At t = 2 s the
   # job of client 1 (started from version 0) would be too stale for step 2.
   d = Durations('constant', {'value': 1.0}, speed=np.array([1.0, 2.5]))
-  urgent = port_clock(2, 2, 1, 1, 3, urgent=True, durations=d, local_steps=10)
-  wait = port_clock(2, 2, 1, 1, 3, urgent=False, durations=d, local_steps=10)
+  urgent = afl_jax.schedules.fedbuff(
+    2, 2, 1, 3, staleness_bound=1, urgent=True, durations=d, local_steps=10
+  )
+  wait = afl_jax.schedules.fedbuff(
+    2, 2, 1, 3, staleness_bound=1, urgent=False, durations=d, local_steps=10
+  )
   for s in (urgent, wait):
     np.testing.assert_array_equal(s.client_ids[s.mask], [0, 0, 1, 0])
     np.testing.assert_array_equal(s.start_step[s.mask], [0, 1, 0, 2])
@@ -179,11 +177,15 @@ def test_port_clock_bounds_staleness_and_is_fedbuff_when_loose(urgent):
   fb = afl_jax.schedules.fedbuff(20, 8, 3, 60, local_steps=4, seed=1)
   tau_fb = (np.arange(60)[:, None] - fb.start_step)[fb.mask]
   assert tau_fb.max() > 2  # FedBuff's clock alone exceeds the bounds below
-  loose = port_clock(20, 8, 3, int(tau_fb.max()), 60, urgent=urgent, local_steps=4, seed=1)
+  loose = afl_jax.schedules.fedbuff(
+    20, 8, 3, 60, staleness_bound=int(tau_fb.max()), urgent=urgent, local_steps=4, seed=1
+  )
   for field in ('client_ids', 'start_step', 'local_steps', 'mask', 'wall_clock'):
     np.testing.assert_array_equal(getattr(loose, field), getattr(fb, field))
   for bound in (0, 1, 2):
-    s = port_clock(20, 8, 3, bound, 60, urgent=urgent, local_steps=4, seed=1)
+    s = afl_jax.schedules.fedbuff(
+      20, 8, 3, 60, staleness_bound=bound, urgent=urgent, local_steps=4, seed=1
+    )
     tau = (np.arange(60)[:, None] - s.start_step)[s.mask]
     assert tau.max() <= bound and np.all(np.diff(s.wall_clock) >= 0)
     assert np.all(s.mask.sum(1) >= 3)
@@ -199,7 +201,9 @@ def test_port_on_its_bounded_clock_matches_numpy(urgent, x64):
   a, b = make_quadratic(dtype=np.float64)
   x0 = np.linspace(-1, 1, 4)
   d = Durations('constant', {'value': 1.0}, speed=np.array([1.0, 2.5, 4.0]))
-  sched = port_clock(3, 2, 1, 1, 8, urgent=urgent, durations=d, local_steps=3)
+  sched = afl_jax.schedules.fedbuff(
+    3, 2, 1, 8, staleness_bound=1, urgent=urgent, durations=d, local_steps=3
+  )
   assert (np.arange(8)[:, None] - sched.start_step)[sched.mask].max() == 1
   got = _run(sched, a, b, x0, **HP)
   np.testing.assert_allclose(got, _np_port(sched, a, b, x0, **HP), rtol=1e-10, atol=1e-10)

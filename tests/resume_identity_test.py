@@ -23,7 +23,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
-from data_fmnist_test import write_fake
+from data_files_test import write_fmnist as write_fake
 from experiment_test import tiny
 from helper_runs import one_error_line, run_train
 
@@ -398,7 +398,7 @@ def test_data_digest_names_what_changes_and_ignores_where_it_lives(tmp_path):
   arrays, _ = write_fake(tmp_path / 'a', n_train=120, n_test=30)
   shutil.copytree(tmp_path / 'a', tmp_path / 'copy')
   shifted = {'train_y': None}
-  from data_fmnist_test import idx_bytes
+  from data_files_test import idx_bytes
 
   shifted['train_y'] = idx_bytes((arrays['train_y'] + 1) % 10)
   write_fake(tmp_path / 'shifted', n_train=120, n_test=30, **shifted)
@@ -411,7 +411,7 @@ def test_resume_on_other_data_is_refused_and_on_the_same_data_elsewhere_resumes(
   tmp_path, monkeypatch
 ):
   arrays, _ = write_fake(tmp_path / 'data', n_train=120, n_test=30)
-  from data_fmnist_test import idx_bytes
+  from data_files_test import idx_bytes
 
   write_fake(
     tmp_path / 'shifted', n_train=120, n_test=30, train_y=idx_bytes(arrays['train_y'] // 2)

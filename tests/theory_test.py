@@ -21,7 +21,7 @@ from quadratic import hand_arrivals, make_quadratic, np_local_gd, quadratic_task
 
 import afl_jax
 from afl_jax import compression, schedules
-from afl_jax.algorithms.masfl import masfl_theory
+from afl_jax.algorithms import masfl_theory
 from afl_jax.problems import quadratic, shifted_quadratic
 
 _SPEC = importlib.util.spec_from_file_location(
@@ -102,7 +102,7 @@ def test_asynflc_contraction_assumption_fails_for_top_k():
   gamma in (0, 1] fits a discontinuous compressor). The contraction Top-k does satisfy,
   ||C(x) - x||^2 <= (1 - k/d) ||x||^2, is a different assumption.
   """
-  top1 = compression.top_k(k=1)
+  top1 = compression.top_k(fraction=0.5)
   x, y = np.array([1.0, 0.9], np.float32), np.array([0.9, 1.0], np.float32)
   cx, cy = (np.asarray(top1.compress(v, top1.init(v), jax.random.key(0))[0]) for v in (x, y))
   np.testing.assert_array_equal([cx, cy], [[1.0, 0.0], [0.0, 1.0]])
@@ -271,9 +271,9 @@ def test_masfl_margin_leaves_the_conditions_slack_in_proportion(monkeypatch):
   with pytest.raises(ValueError, match='margin'):
     masfl_theory(s, k, t, lips, tau, 1.0)
   built = []  # the registered factory builds MasFL with the theorem's rates at that margin
-  real = afl_jax.algorithms.masfl.build
+  real = afl_jax.algorithms._masfl.build
   monkeypatch.setattr(
-    afl_jax.algorithms.masfl, 'build', lambda *a, **kw: built.append(a[1:4]) or real(*a, **kw)
+    afl_jax.algorithms._masfl, 'build', lambda *a, **kw: built.append(a[1:4]) or real(*a, **kw)
   )
   given = dict(arrivals_per_step=s, local_steps=k, num_rounds=t, smoothness=lips, tau_max=tau)
   afl_jax.algorithms.get('masfl', margin=0.5, **given)

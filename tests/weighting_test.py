@@ -12,7 +12,7 @@ import pytest
 from quadratic import fresh_schedule, hand_arrivals
 
 import afl_jax
-from afl_jax.servers import weighting
+from afl_jax.servers import _weighting as weighting
 
 SIZES = (2, 5, 9)
 DIM, LR, K, T = 3, 0.2, 3, 4
@@ -61,8 +61,6 @@ def test_fedavg_defaults_to_examples_and_needs_no_run_context():
   state = alg.server.init({'x': jnp.zeros(2)})
   with pytest.raises(ValueError, match='num_examples'):
     alg.server.update(state, {'x': jnp.ones((2, 2))}, arrivals, jax.random.key(0))
-  with pytest.raises(ValueError, match='weighting'):
-    afl_jax.algorithms.get('fedbuff', weighting='data')
 
 
 def test_row_weights_ignore_padding_and_non_reporting_rows():
@@ -71,12 +69,9 @@ def test_row_weights_ignore_padding_and_non_reporting_rows():
   arrivals = arrivals._replace(
     num_examples=jnp.asarray(SIZES)[arrivals.client_ids], total_examples=jnp.asarray(sum(SIZES))
   )
-  examples = weighting.check('examples')
+  np.testing.assert_allclose(weighting.row_weights(arrivals, examples=True), [9 / 14, 5 / 14, 0, 0])
   np.testing.assert_allclose(
-    weighting.row_weights(arrivals, examples=examples), [9 / 14, 5 / 14, 0, 0]
-  )
-  np.testing.assert_allclose(
-    weighting.row_weights(arrivals, 'clients', examples=examples), [9 / 16, 5 / 16, 0, 0]
+    weighting.row_weights(arrivals, 'clients', examples=True), [9 / 16, 5 / 16, 0, 0]
   )
   np.testing.assert_allclose(weighting.row_weights(arrivals), [0.5, 0.5, 0, 0])
   np.testing.assert_allclose(weighting.row_weights(arrivals, 'clients', 3), [1 / 3, 1 / 3, 0, 0])

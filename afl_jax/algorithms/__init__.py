@@ -1,25 +1,40 @@
-"""Algorithms by name.
-
-Every module in this package that registers algorithms (``@register('name')``, or
-``@register('name', context=(...))`` for factories that take facts about the run
-from a :class:`RunInfo`) is imported here, so adding an algorithm family is adding
-one file: no list to edit. The range of each hyperparameter is declared beside the
-factory at registration (``@register('name', alpha=checks.real(0, 1))``) and checked
-by ``ALGORITHMS.bind`` (:mod:`afl_jax.registry`, the one check of every component a
-config names) before the factory runs; ``register(..., replace=True)``
-replaces an algorithm already registered under that name. A family whose algorithms
-differ only in fixed arguments registers them all from one table
-(:func:`register_family`, one :class:`Variant` each).
+"""Algorithms by name: ``afl_jax.algorithms.<name>(**hparams)`` (or ``get(name, **hparams)``,
+``get(name, run=RunInfo(...))`` for the run facts some take) builds the
+:class:`~afl_jax.core.types.Algorithm` registered as ``name``, its hyperparameters checked
+once against the ranges declared with it (:mod:`afl_jax.algorithms.registry`). A new family
+is a module registering its factories with :func:`register`, imported here.
 """
 
-import importlib
-import pkgutil
-
+from afl_jax.algorithms._asynfl import asynfl, asynflc, asynflc_ef
+from afl_jax.algorithms._baselines import fedasync, fedavg, fedbuff
+from afl_jax.algorithms._ca2fl_fadas import ca2fl, fadas
+from afl_jax.algorithms._fedac import fedac
+from afl_jax.algorithms._fedecho import fedecho
+from afl_jax.algorithms._fedfa import (
+  fedfa_delta,
+  fedfa_delta_nova,
+  fedfa_delta_prox,
+  fedfa_param,
+  fedfa_param_nova,
+  fedfa_param_prox,
+)
+from afl_jax.algorithms._fedgm import (
+  autonomous_fedgm,
+  autonomous_fedgm_single_stage,
+  fedavgm,
+  fedgm,
+  fednag,
+  fedopt,
+  fedsgd,
+  multistage_fedgm,
+)
+from afl_jax.algorithms._masfl import adamasfl, adamasfl_theory, masfl, masfl_theory
+from afl_jax.algorithms._port import port
+from afl_jax.algorithms._prox_nova import fedbuff_nova, fedbuff_prox, fednova, fedprox
 from afl_jax.algorithms.registry import (
   ALGORITHMS,
   SHARED_SPECS,
   RunInfo,
-  Variant,
   context,
   get,
   hyperparameter_specs,
@@ -27,24 +42,21 @@ from afl_jax.algorithms.registry import (
   names,
   parameters,
   register,
-  register_family,
 )
 
-for _module in pkgutil.iter_modules(__path__):
-  if _module.name != 'registry':
-    importlib.import_module(f'{__name__}.{_module.name}')
-
-__all__ = [
-  'ALGORITHMS',
-  'SHARED_SPECS',
-  'RunInfo',
-  'Variant',
-  'context',
-  'get',
-  'hyperparameter_specs',
-  'hyperparameters',
-  'names',
-  'parameters',
-  'register',
-  'register_family',
+__all__ = ['ALGORITHMS', 'SHARED_SPECS', 'RunInfo', 'context', 'get', 'hyperparameter_specs']
+__all__ += ['hyperparameters', 'names', 'parameters', 'register', 'adamasfl_theory']
+__all__ += ['masfl_theory', 'asynfl', 'asynflc', 'asynflc_ef', 'fedasync', 'fedavg', 'fedbuff']
+__all__ += ['ca2fl', 'fadas', 'fedac', 'fedecho', 'fedfa_delta', 'fedfa_delta_nova']
+__all__ += ['fedfa_delta_prox', 'fedfa_param', 'fedfa_param_nova', 'fedfa_param_prox']
+__all__ += [
+  'autonomous_fedgm',
+  'autonomous_fedgm_single_stage',
+  'fedavgm',
+  'fedgm',
+  'fednag',
+  'fedopt',
+  'fedsgd',
 ]
+__all__ += ['multistage_fedgm', 'adamasfl', 'masfl', 'port', 'fedbuff_nova', 'fedbuff_prox']
+__all__ += ['fednova', 'fedprox']

@@ -1,21 +1,24 @@
-"""Client (local training) rules."""
+"""Client (local training) rules: ``afl_jax.clients.<name>(...)`` builds the
+:class:`~afl_jax.core.types.ClientRule` of that name (its arguments checked once, at the
+call); :func:`run_local_steps` is the masked loop every rule builds on."""
 
-from afl_jax.clients.always_on import AlwaysOnState, always_on_sgd
-from afl_jax.clients.fedac import fedac_client
-from afl_jax.clients.masfl import adamasfl_client, masfl_client
-from afl_jax.clients.normalized import divide_by_local_steps
-from afl_jax.clients.prox import prox_sgd
-from afl_jax.clients.sgd import local_sgd, run_local_steps
+from afl_jax.clients._always_on import AlwaysOnState, always_on_sgd
+from afl_jax.clients._fedac import fedac
+from afl_jax.clients._masfl import adamasfl, masfl
+from afl_jax.clients._normalized import divide_by_local_steps
+from afl_jax.clients._prox import prox_sgd
+from afl_jax.clients._sgd import local_sgd, run_local_steps
 from afl_jax.core.precision import with_compute_dtype
 
 __all__ = [
   'AlwaysOnState',
+  'adamasfl',
   'always_on_sgd',
   'divide_by_local_steps',
+  'fedac',
   'local_sgd',
+  'masfl',
   'prox_sgd',
   'run_local_steps',
+  'with_compute_dtype',
 ]
-__all__ += ['adamasfl_client', 'masfl_client']
-__all__ += ['fedac_client']
-__all__ += ['with_compute_dtype']

@@ -1,22 +1,12 @@
-"""Shared types and bit-accounting helpers for message compressors.
+"""The compressor type, its registry and the bit accounting of every compressor.
 
-A compressor is a pure, jittable transform applied by ONE client to its upload
-(a pseudo-gradient pytree).  The engine vmaps ``compress`` over the arriving
-clients and gathers/scatters the per-client ``CompressorState`` by client id, so
-a client's state (e.g. its error-feedback residual) is frozen while it is absent,
-as required by Algorithm 1 (lines 13 and 16) of
-
-  X. Yang, Y. Hou, B. Wu, "Convergence Analysis of Asynchronous Federated
-  Learning with Gradient Compression for Non-Convex Optimization".
-
-Bit accounting convention (used by every compressor in this package): a
-transmitted real value (a kept coordinate, a norm, a scale) costs
-``VALUE_BITS = 32`` bits whatever the in-memory dtype; a coordinate index into a
-flattened vector of size ``d`` costs ``ceil(log2 d)`` bits; a sign costs 1 bit.
-The bits of one message depend only on static shapes, so they are computed in
-Python (exact integers, see the ``*_bits`` helpers) and returned by ``compress``
-as a float32 scalar (exact up to 2**24 bits, and for any multiple of 32 up to
-2**29; use the integer helpers for exact totals of very large models).
+A compressor is a pure, jittable transform of ONE client's upload; the engine vmaps it
+over the arriving clients and scatters each one's state by client id, so an absent
+client's state (its error-feedback residual) is frozen (Yang, Hou, Wu, "Convergence
+Analysis of Asynchronous Federated Learning with Gradient Compression for Non-Convex
+Optimization", Alg. 1 lines 13 and 16). Bits: a transmitted real costs
+``VALUE_BITS = 32``, an index into d coordinates ``ceil(log2 d)``, a sign 1; they
+depend on static shapes only, computed exactly in Python (docs/algorithms/asynfl.md).
 """
 
 from __future__ import annotations
@@ -30,12 +20,27 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from afl_jax.core import checks
 from afl_jax.core.tree import VALUE_BITS as VALUE_BITS
 from afl_jax.core.tree import dense_bits as dense_bits
+from afl_jax.registry import Registry
 
 Updates = Any  # a pytree of arrays: the message of one client
 CompressorState = Any  # a pytree (possibly empty) holding one client's state
 PRNGKey = jax.Array
+
+
+# The ranges of the settings several compressors share (also AsynFLC's hyperparameters).
+PARAMS: dict[str, checks.Spec] = {
+  'fraction': checks.real(0.0, 1.0, low_open=True),  # k/d
+  'bits': checks.integer(2, 32),  # b, bits per coordinate including the sign
+  'scaled': checks.boolean(),
+}
+# Compressors by name: a config's ``compressor.kind`` and its settings; a user registers
+# their own with ``@COMPRESSORS.register('name')``.
+COMPRESSORS = Registry(
+  'compressor', section='compressor', name_field='compressor.kind', shared=PARAMS
+)
 
 
 class EmptyState(NamedTuple):
@@ -49,16 +54,9 @@ def init_empty(updates: Updates) -> EmptyState:
 
 
 class Compressor(NamedTuple):
-  """A message transform ``(init, compress)``, optax-style.
-
-  Attributes:
-    init: ``init(updates) -> state`` for ONE client; ``updates`` is a pytree with
-      the shapes/dtypes of the messages (e.g. the model params).
-    compress: ``compress(updates, state, key) -> (message, new_state, bits)`` where
-      ``message`` is the decompressed message as the server sees it (same tree
-      structure, shapes and dtypes as ``updates``) and ``bits`` is a float32 scalar,
-      the number of bits the client uploads.
-  """
+  """A message transform, optax-style: ``init(updates) -> state`` for one client and
+  ``compress(updates, state, key) -> (message, new_state, bits)``, the message as the
+  server sees it (the tree of ``updates``) and the bits uploaded (a float32 scalar)."""
 
   init: Callable[[Updates], CompressorState]
   compress: Callable[
@@ -73,20 +71,12 @@ def tree_size(tree: Updates) -> int:
 
 def index_bits(d: int) -> int:
   """``ceil(log2 d)``: bits to address one coordinate of a length-``d`` vector."""
-  if d < 1:
-    raise ValueError(f'index_bits: d must be >= 1, got {d}')
   return (d - 1).bit_length()
 
 
 def num_kept(fraction: float, d: int) -> int:
-  """Number of coordinates kept by Top-k: ``k = clip(ceil(fraction * d), 1, d)``.
-
-  ``ceil`` guarantees that at least ``fraction`` of the coordinates are kept; a
-  relative slack of 1e-12 absorbs binary round-off of ``fraction * d`` (so
-  ``fraction=0.3, d=10`` gives ``k=3``, not 4).
-  """
-  if d < 1:
-    raise ValueError(f'num_kept: d must be >= 1, got {d}')
+  """Top-k's ``k = clip(ceil(fraction d), 1, d)``, at least ``fraction`` of the coordinates
+  (a 1e-12 relative slack absorbs round-off: ``fraction=0.3, d=10`` keeps 3)."""
   k = math.ceil(fraction * d * (1.0 - 1e-12))
   return min(d, max(1, k))
 
@@ -117,16 +107,8 @@ def top_k_qsgd_bits(d: int, k: int, bits: int) -> int:
 
 
 def count_bytes(bits: Any, mask: Any = None) -> float:
-  """Host-side total bytes of an array of per-message bit counts.
-
-  Args:
-    bits: bit counts, any shape (e.g. ``[T, M]`` stacked over a run).
-    mask: optional boolean array broadcastable to ``bits``; False entries
-      (padding, non-participants) are not counted.
-
-  Returns:
-    ``sum(bits[mask]) / 8`` as a Python float, accumulated in float64.
-  """
+  """``sum(bits[mask]) / 8`` in float64 (host): the bytes of per-message bit counts, the
+  entries where ``mask`` is False (padding) left out."""
   b = np.asarray(bits, dtype=np.float64)
   if mask is not None:
     b = np.where(np.asarray(mask, dtype=bool), b, 0.0)
@@ -139,11 +121,8 @@ def bits_scalar(n: int) -> jax.Array:
 
 
 def stateless(fn: Callable[[Any, PRNGKey], tuple[Any, int]], *, flat: bool = False) -> Compressor:
-  """A stateless :class:`Compressor` from ``fn(x, key) -> (compressed, bits)``.
-
-  ``bits`` is the static bit count of the message; with ``flat=True``, ``x`` is the
-  whole pytree flattened to one vector (``ravel_pytree``) and ``compressed`` is unraveled.
-  """
+  """A stateless :class:`Compressor` from ``fn(x, key) -> (compressed, static bits)``; with
+  ``flat=True`` ``x`` is the whole pytree raveled to one vector."""
 
   def compress(
     updates: Updates, state: EmptyState, key: PRNGKey

@@ -1,16 +1,6 @@
-"""Error feedback (EF) around any compressor.
-
-Algorithm 1 and eqs. (8)-(9) of Yang, Hou, Wu, "Convergence Analysis of
-Asynchronous Federated Learning with Gradient Compression for Non-Convex
-Optimization": a participating client sends
-
-.. math::
-  \\widehat\\Delta = C(\\Delta + e), \\qquad e \\leftarrow e + \\Delta - \\widehat\\Delta,
-
-with ``e`` initialized to zero.  While a client is absent its ``e`` is frozen
-(Alg. 1 line 16); that is the engine's job (it only scatters the new state of
-arriving clients).  Over any sequence of participations the sent messages
-telescope: ``sum_t sent_t + e_T = sum_t Delta_t`` (with ``e_0 = 0``).
+"""Error feedback around any compressor (Yang, Hou, Wu, Alg. 1, eqs. (8)-(9)): a client
+sends ``C(Delta + e)`` and keeps ``e <- e + Delta - C(Delta + e)``, ``e_0 = 0``, frozen
+while absent (the engine's scatter), so ``sum_t sent_t + e_T = sum_t Delta_t``.
 """
 
 from __future__ import annotations
@@ -29,16 +19,8 @@ class ErrorFeedbackState(NamedTuple):
 
 
 def error_feedback(compressor: Compressor) -> Compressor:
-  """Wraps ``compressor`` with error feedback (eqs. 8-9).
-
-  Args:
-    compressor: any :class:`Compressor` (biased or not, stateful or not).
-
-  Returns:
-    A :class:`Compressor` whose state is ``ErrorFeedbackState(residual, inner)``;
-    the bits are those of the wrapped compressor (the residual never leaves the
-    client).  With :func:`identity` the message is ``Delta`` and ``e`` stays 0.
-  """
+  """``compressor`` with error feedback; state ``ErrorFeedbackState(residual, inner)``,
+  the wrapped compressor's bits (the residual never leaves the client)."""
 
   def init(updates: Updates) -> ErrorFeedbackState:
     residual = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), updates)

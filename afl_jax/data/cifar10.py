@@ -1,29 +1,9 @@
-"""CIFAR-10 loader for the official **binary** version (Krizhevsky, "Learning Multiple
-Layers of Features from Tiny Images", 2009; https://www.cs.toronto.edu/~kriz/cifar.html).
-
-The binary version is six files, ``data_batch_1.bin`` .. ``data_batch_5.bin`` (training)
-and ``test_batch.bin``, each 10,000 records of 3,073 bytes: one label byte (0..9), then
-3,072 pixel bytes, channel-major (1,024 red, then green, then blue), each channel a 32x32
-image in row-major order. The pickled "python version" is never read: nothing is ever
-unpickled.
-
-The files are looked up in this order:
-
-1. ``data_dir`` if given (and then only there, so a typo is an error, not a silent
-   fallback to another copy);
-2. ``$AFL_JAX_DATA``;
-3. the download cache (``~/.cache/afl_jax/cifar-10`` by default).
-
-In each directory ``d`` the six files are searched in ``d``, ``d/cifar-10-batches-bin``
-and ``d/cifar10/cifar-10-batches-bin``; failing that, the archive
-``d/cifar-10-binary.tar.gz`` is read directly (its six members, as regular files, in
-memory: nothing is extracted to disk). If nothing is found and ``download=True``, the
-archive is fetched from the official URL into the cache. Otherwise `DataError` explains
-where to put the files and where to get them.
-
-Images are returned as uint8 NHWC ``[n, 32, 32, 3]``, the convention of the
-Fashion-MNIST loader (raw uint8 pixels): :func:`afl_jax.data.make_federated` scales
-them to ``[0, 1]`` and standardizes them with the training split's statistics.
+"""CIFAR-10 from the official binary version (Krizhevsky 2009): six files of 10,000
+records, one label byte then 3,072 channel-major pixel bytes (the pickled python version
+is never read). Searched in ``data_dir`` alone if given, else ``$AFL_JAX_DATA`` and the
+download cache, each in ``d``, ``d/cifar-10-batches-bin``, ``d/cifar10/cifar-10-batches-bin``,
+then the archive ``d/cifar-10-binary.tar.gz`` read in memory; images are uint8 NHWC
+``[n, 32, 32, 3]`` like Fashion-MNIST's (docs/extending.md).
 """
 
 from __future__ import annotations
@@ -72,12 +52,8 @@ _SUBDIRS = ('.', ARCHIVE_DIR, f'cifar10/{ARCHIVE_DIR}')
 
 
 def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
-  """The six batch files in ``directory`` (or its known subdirectories); None if absent.
-
-  Raises:
-    DataError: a directory holds some of the six files but not all of them (names the
-      missing ones).
-  """
+  """The six batch files in ``directory`` (or its known subdirectories); None if absent, a
+  DataError naming the missing ones if only some are there."""
   base = pathlib.Path(directory).expanduser()
   for sub in _SUBDIRS:
     d = base / sub
@@ -96,21 +72,9 @@ def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
 def parse_batch(
   data: bytes, *, name: str = '<bytes>', records: int | None = RECORDS_PER_FILE
 ) -> tuple[np.ndarray, np.ndarray]:
-  """Parses one binary batch.
-
-  Args:
-    data: the file content.
-    name: file name used in error messages.
-    records: the required number of records (10,000 in every official file); None
-      accepts any positive number.
-
-  Returns:
-    ``(images uint8[n, 32, 32, 3], labels int32[n])``.
-
-  Raises:
-    DataError: a size that is not a whole number of 3,073-byte records, the wrong number
-      of records, or a label outside 0..9.
-  """
+  """``(images uint8[n, 32, 32, 3], labels int32[n])`` of one batch file's bytes; a
+  DataError naming ``name`` for a partial record, another count than ``records`` (None:
+  any) or a label outside 0..9."""
   size = len(data)
   if size == 0 or size % RECORD_BYTES:
     whole, rest = divmod(size, RECORD_BYTES)
@@ -175,25 +139,9 @@ def load_cifar10(
   timeout: float = 30.0,
   records_per_file: int | None = RECORDS_PER_FILE,
 ) -> ArrayDataset:
-  """Loads CIFAR-10 (50,000 train / 10,000 test 32x32 colour images, 10 classes).
-
-  Args:
-    data_dir: directory holding the six binary batch files (or ``cifar-10-batches-bin/``,
-      or ``cifar-10-binary.tar.gz``). If given, no other place is searched (except the
-      cache when ``download=True``).
-    download: fetch the archive from the official URL into ``cache_dir`` if not found.
-    cache_dir: download cache, default ``~/.cache/afl_jax/cifar-10``.
-    timeout: network timeout in seconds (per socket operation).
-    records_per_file: required records per batch file (10,000, as in the official
-      files); None accepts any number (small synthesized files in tests).
-
-  Returns:
-    `ArrayDataset` with uint8 NHWC images ``[n, 32, 32, 3]`` and int32 labels.
-
-  Raises:
-    DataError: if the files cannot be found or obtained, or are malformed (the message
-      names the file and what is wrong).
-  """
+  """CIFAR-10's 50,000 train / 10,000 test images as an `ArrayDataset`; ``download``
+  fetches the archive into ``cache_dir`` when not found; ``records_per_file``: None
+  accepts small synthesized files. A DataError names the file and what is wrong."""
   cache = pathlib.Path(cache_dir or DEFAULT_CACHE_DIR).expanduser()
 
   def fetch_archive():

@@ -1,10 +1,6 @@
-"""Federated view of a dataset: one flat, client-ordered array plus per-client ranges.
-
-Client ``i`` owns rows ``offsets[i] : offsets[i] + sizes[i]`` of ``x``/``y``. Nothing is
-padded per client, so memory is that of the dataset itself, and a vmapped client reads its
-own rows with `sample_batch` given its (traced) offset and size. A held-out part of the
-training split, ``unlabeled_x``, is owned by no client and has no labels (FedEcho's
-server-side distillation set, Wang, Ma & Chen, "Stragglers Can Contribute More").
+"""Federated view of a dataset: one flat client-ordered array, client i owning rows
+``offsets[i] : offsets[i] + sizes[i]`` (no padding; a vmapped client reads its rows with
+`sample_batch`), and ``unlabeled_x``, training inputs no client owns (FedEcho's server set).
 """
 
 from __future__ import annotations
@@ -22,18 +18,9 @@ from afl_jax.data.partition import PARTITIONS as PARTITIONS
 
 
 class FederatedData(NamedTuple):
-  """Client-partitioned training data (host NumPy arrays).
-
-  Attributes:
-    x: float32[n, ...] normalized training inputs, grouped by client.
-    y: int32[n] training labels, aligned with ``x``.
-    offsets: int32[N] first row of each client.
-    sizes: int32[N] number of rows of each client (all >= 1).
-    test_x: float32[n_test, ...] normalized test inputs.
-    test_y: int32[n_test] test labels.
-    unlabeled_x: float32[n_u, ...] training inputs that no client owns; labels dropped.
-    num_classes: number of classes.
-  """
+  """Client-partitioned training data (host NumPy): normalized ``x`` grouped by client
+  with labels ``y``, each client's first row (``offsets``) and row count (``sizes``, all
+  >= 1), the normalized test split, ``unlabeled_x`` and ``num_classes``."""
 
   x: np.ndarray
   y: np.ndarray
@@ -63,23 +50,9 @@ def make_federated(
   unlabeled_size: int = 0,
   **partition,
 ) -> FederatedData:
-  """Splits off an unlabeled server set, then partitions the rest among clients.
-
-  The rows are those of :func:`afl_jax.data.federate` (without a validation set),
-  copied into client order.
-
-  Args:
-    dataset: centralized data (`load_fashion_mnist`, `load_digits`, ...).
-    partition_name: one of ``'iid'``, ``'dirichlet'``, ``'shards'``.
-    num_clients: number of clients N.
-    unlabeled_fraction: fraction of the training split held out as ``unlabeled_x``.
-    unlabeled_size: number of training samples held out (alternative to the fraction).
-    **partition: ``alpha``, ``shards_per_client``, ``min_size`` and ``seed``, as in
-      :func:`afl_jax.data.federate`.
-
-  Returns:
-    `FederatedData`. Same arguments -> identical arrays.
-  """
+  """The rows :func:`afl_jax.data.federate` gives each client (``partition``: its
+  ``alpha``, ``shards_per_client``, ``min_size``, ``seed``), copied into client order,
+  ``unlabeled_size`` (or ``unlabeled_fraction``) training samples held out unlabeled."""
   n = len(dataset.train_y)
   if not 0.0 <= unlabeled_fraction < 1.0:
     raise ValueError(f'unlabeled_fraction={unlabeled_fraction!r} must be in [0, 1)')
@@ -103,24 +76,8 @@ def sample_batch(
   key: jax.Array,
   batch_size: int,
 ) -> tuple[jax.Array, jax.Array]:
-  """Samples one client's minibatch, uniformly **with replacement** from its rows.
-
-  Jittable and vmappable over ``(offset, size, key)``: e.g.
-  ``jax.vmap(sample_batch, in_axes=(None, None, 0, 0, 0, None))``.
-
-  Args:
-    x: ``[n, ...]`` flat client-ordered inputs (`FederatedData.x`).
-    y: ``[n]`` labels.
-    offset: scalar int, first row of the client (may be traced).
-    size: scalar int >= 1, number of rows of the client (may be traced). With
-      ``size == 0`` the result would be rows of another client; `make_federated`
-      guarantees ``size >= 1``.
-    key: PRNG key.
-    batch_size: static batch size B.
-
-  Returns:
-    ``(x[idx], y[idx])`` with ``idx`` i.i.d. uniform on ``[offset, offset + size)``.
-  """
+  """``(x[idx], y[idx])``, ``batch_size`` rows drawn uniformly with replacement from the
+  client's ``[offset, offset + size)`` (``size >= 1``; both may be traced: vmappable)."""
   idx = offset + jax.random.randint(key, (batch_size,), 0, size, dtype=jnp.int32)
   return x[idx], y[idx]
 

@@ -1,16 +1,8 @@
-"""Fashion-MNIST loader (Xiao, Rasul & Vollgraf, 2017, arXiv:1708.07747).
-
-The four IDX files are looked up, plain or gzipped, in this order:
-
-1. ``data_dir`` if given (and then only there, so a typo is an error, not a silent
-   fallback to another copy);
-2. ``$AFL_JAX_DATA``;
-3. ``/usr/share/datasets/fashion-mnist`` (Debian/Ubuntu package ``dataset-fashion-mnist``);
-4. the download cache (``~/.cache/afl_jax/fashion-mnist`` by default).
-
-Each directory ``d`` is tried as ``d`` and as ``d/fashion-mnist``. If nothing is found and
-``download=True``, the gzipped files are fetched from the canonical Zalando mirror into the
-cache with a short timeout. Otherwise `DataError` explains exactly how to obtain the data.
+"""Fashion-MNIST (Xiao, Rasul & Vollgraf, 2017, arXiv:1708.07747) from its four IDX files,
+plain or gzipped, searched in ``data_dir`` alone if given, else ``$AFL_JAX_DATA``,
+``/usr/share/datasets/fashion-mnist`` (Debian's ``dataset-fashion-mnist``) and the download
+cache, each as ``d`` and ``d/fashion-mnist``; ``download=True`` fetches them from Zalando's
+mirror, otherwise a DataError says how to obtain them.
 """
 
 from __future__ import annotations
@@ -84,21 +76,9 @@ def load_fashion_mnist(
   cache_dir: str | os.PathLike | None = None,
   timeout: float = 10.0,
 ) -> ArrayDataset:
-  """Loads Fashion-MNIST (60,000 train / 10,000 test 28x28 grayscale images, 10 classes).
-
-  Args:
-    data_dir: directory holding the four IDX files. If given, no other place is
-      searched (except the cache when ``download=True``).
-    download: fetch missing files from the canonical source into ``cache_dir``.
-    cache_dir: download cache, default ``~/.cache/afl_jax/fashion-mnist``.
-    timeout: per-request network timeout in seconds.
-
-  Returns:
-    `ArrayDataset` with uint8 images ``[n, 28, 28]`` and int32 labels.
-
-  Raises:
-    DataError: if the files cannot be found or obtained, or are malformed.
-  """
+  """Fashion-MNIST's 60,000 train / 10,000 test images (uint8 ``[n, 28, 28]``) as an
+  `ArrayDataset`; ``download`` fetches missing files into ``cache_dir``; a DataError names
+  the file and what is wrong."""
   cache = pathlib.Path(cache_dir or DEFAULT_CACHE_DIR).expanduser()
 
   def fetch_all():

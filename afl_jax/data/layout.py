@@ -1,12 +1,7 @@
-"""Client data as views into one sample array: ``x[index[offset_i : offset_i + size_i]]``.
-
-The training samples stay in ONE fixed order (the dataset's, after the optional
-training subset); a partition is an int32 permutation ``index`` grouped by client
-plus per-client ``(offset, size)``. Runs that differ only in their partition (a
-sweep over seeds) can therefore share ``x`` and ``y`` and stack their own
-``index`` and views. The split is the one of :func:`afl_jax.data.make_federated`
-(same seed -> the same rows for every client), with an optional validation set
-held out first (its labels are used only for evaluation).
+"""Client data as views into one sample array, ``x[index[offset_i : offset_i + size_i]]``:
+the samples keep one order and a partition is an int32 ``index`` grouped by client, so
+runs differing only in their partition (a sweep over seeds) share ``x`` and ``y``; a
+validation set may be held out first (its labels used only for evaluation).
 """
 
 from __future__ import annotations
@@ -24,19 +19,10 @@ _VALIDATION_STREAM = 0x7A11D
 
 
 class ClientLayout(NamedTuple):
-  """Partitioned training data as views into one sample array (host NumPy).
-
-  Attributes:
-    x: float32[n, ...] normalized training samples, in the dataset's order.
-    y: int32[n] their labels.
-    index: int32[m] rows of ``x`` owned by clients, grouped by client.
-    offsets: int32[N] first position of each client in ``index``.
-    sizes: int32[N] number of rows of each client (all >= 1).
-    test_x, test_y: the normalized test split.
-    unlabeled_x: float32[n_u, ...] training inputs no client owns; labels dropped.
-    val_x, val_y: the validation set held out before partitioning (may be empty).
-    num_classes: number of classes.
-  """
+  """Partitioned training data (host NumPy): normalized ``x`` in the dataset's order with
+  labels ``y``; ``index`` the rows owned by clients, grouped by client from ``offsets``
+  (``sizes`` rows each, >= 1); the test split; ``unlabeled_x``; the validation set held
+  out before partitioning (may be empty); ``num_classes``."""
 
   x: np.ndarray
   y: np.ndarray
@@ -76,25 +62,11 @@ def federate(
   unlabeled_size: int = 0,
   validation_size: int = 0,
 ) -> ClientLayout:
-  """Holds out a validation set, splits off an unlabeled set, partitions the rest.
-
-  With ``validation_size=0`` the clients own exactly the rows
-  :func:`afl_jax.data.make_federated` gives them for the same arguments.
-
-  Args:
-    dataset: centralized data (``afl_jax.data.load_fashion_mnist``, ...).
-    partition_name: one of ``'iid'``, ``'dirichlet'``, ``'shards'``.
-    num_clients: number of clients N.
-    alpha: Dirichlet concentration (``'dirichlet'`` only).
-    shards_per_client: shards per client (``'shards'`` only).
-    min_size: minimum samples per client (``'dirichlet'`` only).
-    seed: seed of the splits and the partition.
-    unlabeled_size: training samples held out, unlabeled, for the server.
-    validation_size: training samples held out, labeled, for evaluation only.
-
-  Raises:
-    ValueError: sizes out of range, or a partition that leaves a client without data.
-  """
+  """Holds out ``validation_size`` labeled samples (evaluation only), then
+  ``unlabeled_size`` unlabeled ones (the server's), and partitions the rest among
+  ``num_clients`` by ``partition_name`` (``alpha``, ``min_size``: Dirichlet's;
+  ``shards_per_client``: shards'), all drawn from ``seed``; a ValueError for sizes out of
+  range or a client left without data."""
   if partition_name not in PARTITIONS:
     raise ValueError(f'partition_name={partition_name!r} must be one of {PARTITIONS}')
   n = len(dataset.train_y)

@@ -47,24 +47,10 @@ def make_synthetic(
   samples_per_client: Sequence[int] | None = None,
   test_fraction: float = 0.2,
 ) -> FederatedData:
-  """Generates Synthetic(alpha, beta), already partitioned into clients.
-
-  Args:
-    alpha: spread of the client models, >= 0 (default Synthetic(1, 1), FedProx's most
-      heterogeneous setting).
-    beta: spread of the client input means, >= 0.
-    num_clients: number of clients (FedProx uses 30).
-    seed: seed of the NumPy generator (same seed -> identical data).
-    iid: Synthetic-IID (shared model, identical input distribution).
-    dim: feature dimension d.
-    num_classes: number of classes C.
-    samples_per_client: optional explicit sizes n_k (each >= 2), overriding the law.
-    test_fraction: fraction of each client's samples pooled into the test set.
-
-  Returns:
-    `FederatedData` with float32 ``x [n, dim]`` (not further normalized), no unlabeled
-    set (``unlabeled_x`` has shape ``[0, dim]``).
-  """
+  """Synthetic(alpha, beta) partitioned into ``num_clients`` (FedProx's Synthetic(1, 1) and
+  30 by default): float32 ``x [n, dim]`` as generated, no unlabeled set; ``iid``:
+  Synthetic-IID; ``samples_per_client``: explicit sizes (each >= 2) instead of the law;
+  ``test_fraction`` of each client's samples pooled into the test set."""
   if alpha < 0 or beta < 0:
     raise ValueError(f'alpha={alpha!r} and beta={beta!r} must both be >= 0')
   if num_clients < 1:

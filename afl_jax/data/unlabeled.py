@@ -1,24 +1,9 @@
-"""Unlabeled server sets that are not drawn from the clients' distribution.
-
-FedEcho (paper 002, Sec. 5.1) distils on an external unlabeled set (CIFAR-100,
-STL10 or generated images for CIFAR-10 clients). ``config.unlabeled_source``
-chooses the server's set:
-
-* ``'heldout'``: ``unlabeled_size`` training samples held out from the clients
-  (:func:`afl_jax.data.federate`; the default).
-* ``'digits'``: ``unlabeled_size`` of scikit-learn's 1,797 8x8 handwritten digits
-  (a different dataset), bilinearly upsampled into the training images' frame
-  (a 20/28 inner box centred in zero padding, MNIST's layout) and brought to the
-  training images' raw pixel scale (0..16 -> 0..255 for uint8 images), then
-  normalized like the training images. Grey images are repeated over colour
-  channels.
-* ``'noise'``: ``unlabeled_size`` images of i.i.d. uniform pixels over the raw
-  pixel range, normalized like the training images (a generated set with no
-  structure at all).
-
-The external sets are fixed: they depend only on their size and the training
-images' shape and scale, never on the run's seed, and they take no sample from the
-clients.
+"""Unlabeled server sets not drawn from the clients' distribution, as FedEcho (Sec. 5.1)
+distils on external data: ``config.unlabeled_source`` 'heldout' (training samples no
+client owns, the default), 'digits' (scikit-learn's 8x8 digits upsampled into a 20/28
+box of the training frame, at its pixel scale) or 'noise' (uniform pixels). The external
+sets depend only on their size and the training images' shape and scale, never the seed
+(docs/configs.md).
 """
 
 from __future__ import annotations
@@ -74,15 +59,8 @@ def _to_raw(images01: np.ndarray, train_x: np.ndarray) -> np.ndarray:
 
 
 def digits_images(size: int, train_x: np.ndarray) -> np.ndarray:
-  """``size`` scikit-learn digits in the frame, raw scale and dtype of ``train_x``.
-
-  Args:
-    size: number of images, in ``[0, 1797]`` (a fixed choice, the same every call).
-    train_x: the training images ``[n, h, w]`` or ``[n, h, w, c]``.
-
-  Raises:
-    ValueError: ``size`` out of range, or ``train_x`` not images.
-  """
+  """``size`` (<= 1797, a fixed choice) scikit-learn digits in the frame, raw scale and
+  dtype of the training images ``train_x`` ``[n, h, w(, c)]``."""
   if not 0 <= size <= DIGITS_COUNT:
     raise ValueError(f'unlabeled_size={size!r} must be in [0, {DIGITS_COUNT}] for digits')
   if train_x.ndim not in (3, 4):
@@ -102,14 +80,8 @@ def noise_images(size: int, train_x: np.ndarray) -> np.ndarray:
 
 
 def external_unlabeled(source: str, size: int, train_x: np.ndarray) -> np.ndarray:
-  """float32[size, ...]: the external set ``source``, normalized like ``train_x``.
-
-  Args:
-    source: ``'digits'`` or ``'noise'`` (``'heldout'`` is built by ``federate``).
-    size: number of samples.
-    train_x: the raw training images (shape, dtype and pixel scale to match; the
-      normalizer of the training data, :func:`afl_jax.data.base.normalizer`).
-  """
+  """float32[size, ...]: the external set ``source`` ('digits' or 'noise'), normalized
+  like the raw training images ``train_x``."""
   if source == 'digits':
     raw = digits_images(size, train_x)
   elif source == 'noise':

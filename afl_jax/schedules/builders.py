@@ -1,28 +1,17 @@
-"""Schedule builders: the delay models of the papers, computed up front in NumPy.
-
-* :func:`synchronous` — cohorts of S clients per round (FedAvg); a round lasts as
-  long as its slowest member.
-* :func:`fedbuff` — FedBuff's event clock (Nguyen et al., 2022): ``concurrency``
-  clients train at once; each finished job enters a buffer; every ``buffer_size``
-  arrivals the server steps; a finished client is replaced at once by a uniformly
-  drawn idle client that starts from the current version. With a staleness bound it
-  is Port's clock (:mod:`afl_jax.schedules.port_clock`).
-* :func:`fully_async` — the event clock with a buffer of one (FedAsync, FedFa).
-* :func:`random_staleness` — each participant starts from a version drawn
-  uniformly from the last ``window`` versions, with local steps drawn per arrival
-  (FedGM, Sun et al., App. H.1).
-* :func:`waiting_windows` — the server waits a fixed time per round and takes
-  whoever finished (AsynFL's flexible participation, Yang et al., Sec. VI).
-
-All builders take a ``seed`` and are deterministic given it. Their staleness, in the
-:class:`Schedule` convention ``tau = t - start_step`` (``Schedule.stats(counter=...)``
-gives a paper's own counter): :func:`synchronous` 0; :func:`fedbuff` the server steps
-applied while the job trained (``<= staleness_bound`` B when given; with constant
-durations and buffer 1, ``concurrency - 1`` once every client has reported);
-:func:`random_staleness` uniform on ``{0, ..., window - 1}`` (``max_staleness``),
-cut at ``t``; :func:`waiting_windows` ``t`` minus the step after the client's previous
-report (0 for a client that reports every step; always 0 with ``window=None``).
-Tested in tests/theory_test.py.
+"""The papers' delay models, computed up front in NumPy (deterministic given ``seed``):
+:func:`synchronous` cohorts (FedAvg), FedBuff's event clock (:func:`fedbuff`, Nguyen et
+al. 2022; with a staleness bound, Port's clock), :func:`fully_async` (its buffer of one),
+:func:`random_staleness` (FedGM, Sun et al., App. H.1) and :func:`waiting_windows`
+(AsynFL's flexible participation, Yang et al., Sec. VI). Their arguments are checked at
+the call against :data:`SETTINGS`, which the config's schedule kinds share. Their
+staleness, in the :class:`Schedule` convention ``tau = t - start_step``
+(``Schedule.stats(counter=...)`` gives a paper's own counter): :func:`synchronous` 0;
+:func:`fedbuff` the server steps applied while the job trained (``<= staleness_bound``
+when given; with constant durations and buffer 1, ``concurrency - 1`` once every client
+has reported); :func:`random_staleness` uniform on ``{0, ..., window - 1}``
+(``max_staleness``), cut at ``t``; :func:`waiting_windows` ``t`` minus the step after the
+client's previous report (0 for a client that reports every step). Tested in
+tests/theory_test.py.
 """
 
 from __future__ import annotations
@@ -33,14 +22,24 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from afl_jax import ranges as checks
+from afl_jax.registry import validated
 from afl_jax.schedules.durations import Durations, make
 from afl_jax.schedules.schedule import Schedule
 
+# The ranges of the delay models' settings (the config's schedule kinds take them too); a
+# bound given by name is that argument's value.
+SETTINGS = {
+  'concurrency': checks.integer(1, 'num_clients'),  # Mc, jobs running at once
+  'buffer_size': checks.integer(1, 'concurrency'),  # M, arrivals per server step
+  'clients_per_step': checks.integer(1, 'num_clients'),
+  'window': checks.integer(1),  # versions a random_staleness start is drawn from
+  'num_steps': checks.integer(1),
+}
 
-def _positive_int(name: str, value, minimum: int = 1) -> int:
-  if int(value) != value or value < minimum:
-    raise ValueError(f'{name} must be an integer >= {minimum}; got {value!r}.')
-  return int(value)
+
+def _specs(*names: str, steps: bool = True) -> dict[str, checks.Spec | None]:
+  return {k: SETTINGS[k] for k in names} | ({'local_steps': None} if steps else {})  # int or [N]
 
 
 def _steps_table(local_steps, num_clients: int) -> np.ndarray:
@@ -76,17 +75,14 @@ def _pack(
 def _cohorts(num_clients, clients_per_step, num_steps, local_steps, seed):
   """The cohort models' setup: ``(n, t_max, steps int32[N], rng, ids int32[T, S])``, S of
   the N clients drawn without replacement at every step."""
-  n = _positive_int('num_clients', num_clients)
-  s = _positive_int('clients_per_step', clients_per_step)
-  t_max = _positive_int('num_steps', num_steps)
-  if s > n:
-    raise ValueError(f'clients_per_step={s} exceeds num_clients={n}.')
+  n, t_max = num_clients, num_steps
   steps = _steps_table(local_steps, n)
   rng = np.random.default_rng(seed)
-  ids = np.stack([rng.choice(n, size=s, replace=False) for _ in range(t_max)]).astype(np.int32)
-  return n, t_max, steps, rng, ids
+  ids = [rng.choice(n, size=clients_per_step, replace=False) for _ in range(t_max)]
+  return n, t_max, steps, rng, np.stack(ids).astype(np.int32)
 
 
+@validated(**_specs('clients_per_step', 'num_steps'))
 def synchronous(
   num_clients: int,
   clients_per_step: int,
@@ -128,6 +124,7 @@ class _IdlePool:
     return c
 
 
+@validated(staleness_bound=checks.integer(0), **_specs('concurrency', 'buffer_size', 'num_steps'))
 def fedbuff(
   num_clients: int,
   concurrency: int,
@@ -140,42 +137,14 @@ def fedbuff(
   local_steps=1,
   seed: int = 0,
 ) -> Schedule:
-  """FedBuff's event clock (Nguyen et al., 2022), optionally with Port's staleness bound B.
-
-  At time 0, ``concurrency`` clients drawn without replacement start from version 0.
-  Jobs finish in order of simulated time; a finished job joins the buffer and its
-  client is replaced by one drawn uniformly from the idle clients (neither training
-  nor waiting in the current buffer), which starts from the current version. The
-  ``buffer_size``-th arrival triggers server step t (its wall-clock is that arrival's
-  time); clients that start afterwards start from version t + 1.
-
-  With ``staleness_bound`` B, jobs still training from a version ``s < t + 1 - B``
-  when the buffer is full are waited for or, ``urgent``, cut short
-  (:mod:`afl_jax.schedules.port_clock`, which documents Port's rule).
-
-  Args:
-    num_clients: N.
-    concurrency: Mc, clients training at any time.
-    buffer_size: M, arrivals per server step (1 = fully asynchronous; Port's minimum).
-    num_steps: T server steps to simulate.
-    staleness_bound: B (an integer >= 0), or None for FedBuff's clock (no bound).
-    urgent: Port-Urgent (cut stale jobs short) instead of Port-Non-Urgent (wait).
-    durations: job-duration model (default U(0, 20) as in the MasFL experiments).
-    local_steps: K per job, an int or per-client array [N].
-    seed: seed of the NumPy generator.
-  """
-  n = _positive_int('num_clients', num_clients)
-  mc = _positive_int('concurrency', concurrency)
-  m = _positive_int('buffer_size', buffer_size)
-  if staleness_bound is not None:
-    staleness_bound = _positive_int('staleness_bound', staleness_bound, minimum=0)
-  t_max = _positive_int('num_steps', num_steps)
-  if mc > n:
-    raise ValueError(f'concurrency={mc} exceeds num_clients={n}.')
-  if m > mc:
-    raise ValueError(
-      f'buffer_size={m} exceeds concurrency={mc}; a buffer cannot fill with fewer clients training.'
-    )
+  """FedBuff's event clock over T = ``num_steps`` server steps: Mc = ``concurrency`` of the
+  N clients train at once (drawn without replacement, from version 0); a finished job
+  joins the buffer and its client is replaced by an idle one drawn uniformly, from the
+  current version; the M-th (``buffer_size``) arrival triggers the step. With B =
+  ``staleness_bound``, jobs from a version ``s < t + 1 - B`` are waited for when the
+  buffer is full or, ``urgent``, cut short (Port: docs/algorithms/port.md). ``durations``:
+  default U(0, 20); ``local_steps``: K, an int or per-client [N]."""
+  n, mc, m, t_max = num_clients, concurrency, buffer_size, num_steps
   if n < mc + m - 1:
     raise ValueError(
       f'num_clients={n} must be >= concurrency + buffer_size - 1 = '
@@ -228,11 +197,17 @@ def fedbuff(
   return _pack(rows, wall, n)
 
 
+@validated(**_specs('concurrency', 'num_steps', steps=False))
 def fully_async(num_clients: int, concurrency: int, num_steps: int, **kwargs) -> Schedule:
   """The event clock with buffer size 1: the server steps at every arrival."""
   return fedbuff(num_clients, concurrency, 1, num_steps, **kwargs)
 
 
+@validated(
+  local_steps_multipliers=checks.integers(1),
+  max_staleness=checks.integer(0),
+  **_specs('clients_per_step', 'num_steps', 'window'),
+)
 def random_staleness(
   num_clients: int,
   clients_per_step: int,
@@ -244,64 +219,43 @@ def random_staleness(
   local_steps_multipliers: Sequence[int] | None = None,
   seed: int = 0,
 ) -> Schedule:
-  """FedGM App. H.1: each participant starts from one of the last ``window`` versions.
-
-  Each step draws S clients without replacement; each starts from a version drawn
-  uniformly from ``{max(0, t - window + 1), ..., t}``: staleness ``tau <= window - 1``
-  (App. H.1's "last 5 or 10 versions"; default window 5). ``max_staleness=tau`` is the
-  same with ``window = tau + 1``: staleness uniform on ``{0, ..., tau}`` (give one of
-  the two). If ``local_steps_multipliers`` is given (e.g. epochs ``range(1, 7)``), each
-  arrival's local steps are ``local_steps[i] * e`` with ``e`` drawn uniformly from it
-  (``local_steps`` is then the steps of one epoch, per client). Wall-clock is the step
-  index.
-  """
+  """FedGM App. H.1: S = ``clients_per_step`` clients drawn each step, each from a version
+  drawn uniformly from the last ``window`` (default 5): staleness ``<= window - 1``;
+  ``max_staleness=tau`` is the same with ``window = tau + 1`` (give one of the two). Given
+  ``local_steps_multipliers`` (epochs, e.g. ``range(1, 7)``), an arrival's K is
+  ``local_steps[i]`` times one drawn from it. Wall-clock is the step index."""
   if window is not None and max_staleness is not None:
     raise ValueError(
       f'give window={window} (the last W versions) or max_staleness={max_staleness} '
       '(staleness <= tau), not both.'
     )
-  if max_staleness is not None:
-    w = _positive_int('max_staleness', max_staleness, minimum=0) + 1
-  else:
-    w = _positive_int('window', 5 if window is None else window)
+  w = max_staleness + 1 if max_staleness is not None else (5 if window is None else window)
   n, t_max, steps, rng, ids = _cohorts(num_clients, clients_per_step, num_steps, local_steps, seed)
   t = np.arange(t_max)[:, None]
   lag = rng.integers(0, w, size=ids.shape)
   start = np.maximum(t - lag, 0)
   k = steps[ids]
   if local_steps_multipliers is not None:
-    mult = np.asarray(list(local_steps_multipliers))
-    if mult.ndim != 1 or mult.size == 0 or (mult < 1).any():
-      raise ValueError(
-        'local_steps_multipliers must be a non-empty list of integers >= 1; '
-        f'got {local_steps_multipliers!r}.'
-      )
-    k = k * rng.choice(mult, size=ids.shape)
+    k = k * rng.choice(np.asarray(list(local_steps_multipliers)), size=ids.shape)
   return Schedule(ids, start, k, np.ones_like(ids, bool), np.arange(t_max, dtype=np.float64), n)
 
 
+@validated(
+  window=checks.real(0.0, low_open=True, note=' seconds (None: synchronous)'), **_specs('num_steps')
+)
 def waiting_windows(
   num_clients: int,
   num_steps: int,
   *,
-  window: float | None,
+  window: float | None = None,
   durations: Durations,
   local_steps=1,
   seed: int = 0,
 ) -> Schedule:
-  """Flexible participation: the server waits ``window`` seconds per round (AsynFL).
-
-  Every client starts a job from version 0 at time 0. Round t ends at time
-  ``(t + 1) * window``; the clients whose current job has finished by then report
-  at step t (|S_t| varies, carried by the mask) and start a new job from version
-  t + 1 at that moment. Clients still training keep going. ``window=None`` is the
-  synchronous limit: each round waits for every client (its length is the slowest
-  job), so all N report every step with staleness 0.
-  """
-  n = _positive_int('num_clients', num_clients)
-  t_max = _positive_int('num_steps', num_steps)
-  if window is not None and not window > 0:
-    raise ValueError(f'window must be > 0 seconds (or None for synchronous); got {window}.')
+  """AsynFL's flexible participation: every client trains from time 0; round t ends at
+  ``(t + 1) window`` seconds and the clients finished by then report at step t and restart
+  from version t + 1; ``window=None``: each round waits for every client (synchronous)."""
+  n, t_max = num_clients, num_steps
   steps = _steps_table(local_steps, n)
   rng = np.random.default_rng(seed)
   all_ids = np.arange(n)

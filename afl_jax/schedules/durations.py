@@ -1,13 +1,8 @@
-"""Job-duration models for the simulated clock (host-side NumPy).
-
-A :class:`Durations` draws the wall-clock time of each client job. The families
-are those used by the papers: uniform U(0, 20) (MasFL, FedBuff), exponential,
-truncated normal (AsynFL, per-client mean), log-normal and Pareto (long-tailed
-delays of FedFa), each registered in :data:`DISTRIBUTIONS` with its parameters' ranges
-(a config's ``schedule.durations`` names one, ``schedule.durations_params`` gives its
-parameters as a mapping, e.g. ``{'low': 0, 'high': 20}``). A per-client ``speed``
-factor (>0, larger = slower) multiplies every draw of that client, which gives
-persistent stragglers.
+"""Job-duration models of the simulated clock (host NumPy): the families the papers use
+(uniform U(0, 20) of MasFL and FedBuff, exponential, truncated normal of AsynFL,
+log-normal and Pareto of FedFa), each in :data:`DISTRIBUTIONS` with its parameters'
+ranges (a config's ``schedule.durations`` and ``schedule.durations_params``), and a
+per-client ``speed`` factor (> 0, larger = slower) for persistent stragglers.
 """
 
 from __future__ import annotations
@@ -18,16 +13,12 @@ from collections.abc import Callable
 import numpy as np
 
 from afl_jax import ranges as checks
-from afl_jax.registry import Registry
+from afl_jax.registry import Registry, validated
 
 # Normal draws are clipped here so that no job takes zero or negative time.
 MIN_DURATION = 1e-6
 
-# The duration distributions by name. Each is one function whose keyword arguments are
-# the distribution's parameters (a config's ``schedule.durations_params``), with the
-# range of each declared beside it, and which returns the draw ``sample(rng, shape)``.
-# A parameter without a default must be given (only uniform's U(0, 20), the FedBuff and
-# MasFL papers' durations, is a default).
+# Each distribution's parameters are its keyword arguments; it returns ``draw(rng, shape)``.
 DISTRIBUTIONS = Registry(
   'durations distribution', section='schedule.durations_params', name_field='schedule.durations'
 )
@@ -80,26 +71,18 @@ CLIENT_SPEEDS = ('none', 'local_steps', 'lognormal')
 
 @dataclasses.dataclass(frozen=True)
 class Durations:
-  """A duration distribution, optionally scaled per client.
-
-  Attributes:
-    kind: a name of :data:`DISTRIBUTIONS` ('constant', 'uniform', 'exponential',
-      'normal', 'lognormal', 'pareto').
-    params: its parameters; every one it runs with once built (defaults filled).
-    speed: optional float[N], per-client multiplier of every draw.
-
-  Raises:
-    ConfigError (a ValueError): an unknown kind, an unknown or missing parameter or one
-      outside its range (``DISTRIBUTIONS.bind``).
-  """
+  """The distribution ``kind`` of :data:`DISTRIBUTIONS` with its ``params`` (checked,
+  defaults filled: ConfigError otherwise), each draw of client i times ``speed[i]``."""
 
   kind: str
   params: dict
   speed: np.ndarray | None = None
+  _draw: Sampler | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
   def __post_init__(self):
     bound = DISTRIBUTIONS.bind(self.kind, dict(self.params), in_config=False)
     object.__setattr__(self, 'params', bound)
+    object.__setattr__(self, '_draw', DISTRIBUTIONS.get(self.kind)(**bound))
     if self.speed is not None:
       speed = np.asarray(self.speed, np.float64)
       if speed.ndim != 1 or not (speed > 0).all():
@@ -108,7 +91,7 @@ class Durations:
 
   def sample(self, rng: np.random.Generator, ids: np.ndarray) -> np.ndarray:
     """Unscaled durations, one per entry of ``ids`` (the family's draw)."""
-    return DISTRIBUTIONS.get(self.kind)(**self.params)(rng, ids.shape)
+    return self._draw(rng, ids.shape)
 
   def draw(self, rng: np.random.Generator, client_ids: np.ndarray) -> np.ndarray:
     """One duration per entry of ``client_ids`` (float64, same shape), times its speed."""
@@ -128,23 +111,17 @@ def make(kind: str, speed: np.ndarray | None = None, **params: float) -> Duratio
   return Durations(kind, dict(params), speed)
 
 
+@validated(kind=checks.choice(CLIENT_SPEEDS), sigma=checks.POSITIVE)
 def speed_factors(
   kind: str, local_steps: np.ndarray, *, sigma: float = 0.5, seed: int = 0
 ) -> np.ndarray | None:
-  """float[N] per-client ``speed`` factors, or None for ``'none'``.
-
-  ``'local_steps'``: ``K_i / mean(K)``, a job takes longer in proportion to its local
-  work. ``'lognormal'``: ``exp(sigma * z_i)``, a persistent random device speed drawn
-  from its own stream of ``seed``, so the duration draws themselves are unchanged.
-  """
-  if kind not in CLIENT_SPEEDS:
-    raise ValueError(f'client speed must be one of {CLIENT_SPEEDS}; got {kind!r}.')
+  """float[N] per-client factors: None (``'none'``), ``K_i / mean(K)`` (``'local_steps'``)
+  or ``exp(sigma z_i)`` from its own stream of ``seed`` (``'lognormal'``, the duration
+  draws unchanged)."""
   k = np.asarray(local_steps, np.float64)
   if kind == 'none':
     return None
   if kind == 'local_steps':
     return k / k.mean()
-  if not sigma > 0:
-    raise ValueError(f'lognormal client speed needs sigma > 0; got {sigma}.')
   rng = np.random.default_rng([seed, 0x5EED])
   return np.exp(sigma * rng.standard_normal(k.shape[0]))

@@ -1,24 +1,8 @@
-"""FedEcho's wall-clock delay model (Table 1 and Sec. 5, "Overview of running time").
-
-Wang, Ma, Chen, "Stragglers Can Contribute More: Uncertainty-Aware Distillation for
-Asynchronous Federated Learning". Each client is assigned once to a runtime
-category, and every job of a client in category c lasts U(low_c, high_c) (units of
-10 seconds):
-
-==========  ========  ========  ==========
-delay       short     medium    long
-==========  ========  ========  ==========
-large       U(1, 2)   U(3, 5)   U(50, 80)
-mild        U(1, 2)   U(3, 5)   U(10, 20)
-==========  ========  ========  ==========
-
-The paper gives no formula for the categories (only gamma, the sample counts and at
-most 10% long); ours, a Gumbel-top-k on ``n_i / (gamma * mean(n))``, is in
-(docs/algorithms/fedecho.md, "Delay model (Table 1)"). A run sets gamma with
-``config.schedule.straggler_gamma`` (> 0; default 1). :class:`PerClientUniform`
-extends :class:`afl_jax.schedules.Durations` with per-client bounds, and
-:func:`schedule` feeds it to FedBuff's event clock (:func:`afl_jax.schedules.fedbuff`,
-Mc clients training, M arrivals per step).
+"""FedEcho's wall-clock delay model (Wang, Ma, Chen, "Stragglers Can Contribute More",
+Table 1 and Sec. 5): each client is assigned once to a runtime category (short, medium,
+long; at most 10% long) by a Gumbel-top-k on ``n_i / (gamma mean(n))``, and every job of
+a category-c client lasts U(low_c, high_c) tens of seconds (``delay`` 'large' or 'mild'),
+on FedBuff's event clock (docs/algorithms/fedecho.md, "Delay model (Table 1)").
 """
 
 from __future__ import annotations
@@ -27,6 +11,8 @@ import dataclasses
 
 import numpy as np
 
+from afl_jax import ranges as checks
+from afl_jax.registry import validated
 from afl_jax.schedules import builders
 from afl_jax.schedules.durations import Durations
 from afl_jax.schedules.schedule import Schedule
@@ -39,6 +25,7 @@ TABLE_1 = {
 MAX_LONG_FRACTION = 0.1  # "no more than 10% of the clients" in the long group
 
 
+@validated(gamma=checks.POSITIVE, fractions=checks.reals(0.0, 1.0))
 def runtime_categories(
   num_samples: np.ndarray,
   *,
@@ -46,21 +33,14 @@ def runtime_categories(
   fractions: tuple[float, float, float] = (0.6, 0.3, 0.1),
   seed: int = 0,
 ) -> np.ndarray:
-  """int[N] category per client: 0 short, 1 medium, 2 long (see the module docstring).
-
-  Args:
-    num_samples: int[N] local training samples per client.
-    gamma: > 0; smaller = runtime depends more strongly on the sample count.
-    fractions: (short, medium, long) shares; long <= 0.1, summing to 1.
-    seed: seed of the Gumbel noise.
-  """
+  """int[N] category per client (0 short, 1 medium, 2 long) from its ``num_samples``:
+  ``gamma`` (smaller: runtime follows the sample count more), the (short, medium, long)
+  ``fractions`` (long <= 0.1) and the seed of the Gumbel noise."""
   n_i = np.asarray(num_samples, np.float64)
   if n_i.ndim != 1 or n_i.size < 1 or (n_i < 0).any():
     raise ValueError(
       f'num_samples must be a non-empty 1-D array of counts >= 0; got shape {n_i.shape}.'
     )
-  if not gamma > 0:
-    raise ValueError(f'gamma must be > 0; got {gamma}.')
   fr = np.asarray(fractions, np.float64)
   if fr.shape != (3,) or (fr < 0).any() or not np.isclose(fr.sum(), 1.0):
     raise ValueError(
@@ -79,14 +59,11 @@ def runtime_categories(
   return cat
 
 
+@validated(delay=checks.choice(TABLE_1), unit=checks.POSITIVE)
 def category_ranges(
   categories: np.ndarray, delay: str = 'large', unit: float = 10.0
 ) -> tuple[np.ndarray, np.ndarray]:
-  """Per-client (low[N], high[N]) of Table 1 for ``delay`` in {'large', 'mild'}, times ``unit``."""
-  if delay not in TABLE_1:
-    raise ValueError(f'delay must be one of {sorted(TABLE_1)}; got {delay!r}.')
-  if not unit > 0:
-    raise ValueError(f'unit must be > 0 (seconds per Table 1 unit); got {unit}.')
+  """Per-client (low[N], high[N]) of Table 1 for ``delay``, times ``unit`` seconds."""
   cat = np.asarray(categories)
   if cat.ndim != 1 or not np.isin(cat, (0, 1, 2)).all():
     raise ValueError('categories must be a 1-D array of 0 (short), 1 (medium), 2 (long).')
@@ -96,12 +73,8 @@ def category_ranges(
 
 @dataclasses.dataclass(frozen=True)
 class PerClientUniform(Durations):
-  """Durations U(low[i], high[i]) per client i (a :class:`Durations` of kind 'uniform').
-
-  ``params`` holds the overall (min low, max high) so the base validation applies;
-  ``sample`` uses the per-client bounds (``draw`` applies ``speed`` as the base does).
-  ``category`` (int[N]) is kept for reporting.
-  """
+  """Durations U(low[i], high[i]) per client i: a 'uniform' :class:`Durations` whose params
+  are the overall (min low, max high); ``category`` (int[N]) kept for reporting."""
 
   low: np.ndarray | None = None
   high: np.ndarray | None = None
@@ -129,10 +102,8 @@ class PerClientUniform(Durations):
 def durations(
   num_samples: np.ndarray, *, delay: str = 'large', unit: float = 10.0, **categories
 ) -> PerClientUniform:
-  """Table 1 durations for clients with ``num_samples`` local samples (seconds by default).
-
-  ``categories`` (``gamma``, ``fractions``, ``seed``) as in :func:`runtime_categories`.
-  """
+  """Table 1 durations of clients with ``num_samples`` samples (``categories``: the
+  arguments of :func:`runtime_categories`)."""
   cat = runtime_categories(num_samples, **categories)
   low, high = category_ranges(cat, delay, unit)
   return PerClientUniform(
@@ -154,11 +125,9 @@ def schedule(
   seed: int = 0,
   **table1,
 ) -> Schedule:
-  """FedBuff's event clock (Mc = ``concurrency``, M = ``buffer_size``) with Table 1 delays.
-
-  ``table1`` (``delay``, ``unit``, ``gamma``, ``fractions``) as in :func:`durations`.
-  The paper's vision setting is N=50, Mc=25, M=5 (Sec. 5.1).
-  """
+  """FedBuff's event clock (Mc = ``concurrency``, M = ``buffer_size``) with Table 1 delays
+  (``table1``: the arguments of :func:`durations`); the paper's vision setting is N = 50,
+  Mc = 25, M = 5 (Sec. 5.1)."""
   dur = durations(num_samples, seed=seed, **table1)
   return builders.fedbuff(
     len(dur.low),

@@ -1,33 +1,12 @@
-"""Delay models by name: a registered function ``kind(ctx, [durations], **settings) -> Schedule``.
-
-A config's ``schedule`` section names a delay model (``kind``) and its settings. Each
-model is one function and its registration::
-
-  @SCHEDULES.register('fedbuff', slots='buffer_size', min_clients=CLOCK)
-  def fedbuff(ctx, durations, concurrency: int = 20, buffer_size: int = 10) -> Schedule:
-    ...
-
-Its keyword arguments are its settings (defaults and ranges as for every component,
-:mod:`afl_jax.registry`; names shared by several models share one range,
-:data:`SHARED`); the run's facts come in a :class:`ScheduleContext`. A model that takes
-``durations`` draws job durations: it receives them built from the section's
-``durations`` (a distribution's name), ``durations_params`` (its parameters, a mapping
-validated against the distribution, :data:`~afl_jax.schedules.durations.DISTRIBUTIONS`),
-``client_speed`` and ``client_speed_sigma`` (:func:`job_durations`, settings of every
-such model), and a per-client speed applies.
-
-What the size checks and validation read is declared in the registration: ``slots``,
-the setting that gives the arrival slots per server step M (an int for a fixed M, None
-(the default) where every one of the N clients may arrive at once); ``min_clients``, a
-bound on N beyond the settings' ranges (``(text, settings -> int)``); ``array_builder``,
-whether the model is built with arrays rather than Python lists (its host memory).
-
-Kinds: ``synchronous``, ``fedbuff`` (FedBuff's event clock), ``fully_async``,
-``random_staleness``, ``waiting_windows`` (afl_jax/schedules/builders.py),
-``fedecho_large`` / ``fedecho_mild`` (FedEcho's Table 1 on FedBuff's clock,
-afl_jax/schedules/fedecho_table1.py, which needs the client sizes) and ``port``
-(Port's staleness-bounded clock, afl_jax/schedules/port_clock.py) and ``trace`` (a
-measured trace from the file ``schedule.trace``, afl_jax/schedules/traces.py).
+"""Delay models by name, for a config's ``schedule`` section: ``kind(ctx, [durations],
+**settings) -> Schedule``, each an adapter of a builder (:mod:`.builders`,
+:mod:`.fedecho_table1`, :mod:`.traces`) from the run's
+:class:`ScheduleContext`. Settings shared with the builders take their ranges from
+:data:`~afl_jax.schedules.builders.SETTINGS`. A model taking ``durations`` receives them
+from the section's ``durations``, ``durations_params``, ``client_speed`` and
+``client_speed_sigma`` (:func:`job_durations`). The registration declares what the size
+checks read: ``slots`` (the setting giving M, an int, or None for up to N),
+``min_clients`` (a bound on N, ``(text, settings -> int)``) and ``array_builder``.
 """
 
 from __future__ import annotations
@@ -41,21 +20,14 @@ import numpy as np
 from afl_jax import ranges as checks
 from afl_jax.errors import ConfigError
 from afl_jax.registry import Registry
-from afl_jax.schedules import builders, fedecho_table1, port_clock, traces
+from afl_jax.schedules import builders, fedecho_table1, traces
 from afl_jax.schedules.durations import CLIENT_SPEEDS, DISTRIBUTIONS, Durations, speed_factors
 from afl_jax.schedules.schedule import Schedule
 
 
 class ScheduleContext(NamedTuple):
-  """What a delay model may need to know about the run.
-
-  Attributes:
-    num_clients: N.
-    num_steps: T, server steps.
-    local_steps: int[N] K_i of each client.
-    client_sizes: int[N] training examples of each client.
-    seed: the schedule's seed.
-  """
+  """What a delay model may need to know about the run: N, T, each client's K_i and
+  training examples, and the schedule's seed."""
 
   num_clients: int
   num_steps: int
@@ -64,13 +36,9 @@ class ScheduleContext(NamedTuple):
   seed: int
 
 
-# Settings that mean the same in every delay model that takes them; a bound given by
-# name is that setting's (or the run's) value.
+# Settings that mean the same in every delay model that takes them.
 SHARED: dict[str, checks.Spec] = {
-  'concurrency': checks.integer(1, 'num_clients'),  # Mc, jobs running at once
-  'buffer_size': checks.integer(1, 'concurrency'),  # M, arrivals per server step
-  'clients_per_step': checks.integer(1, 'num_clients'),
-  'window': checks.integer(1),
+  **builders.SETTINGS,
   'staleness_bound': checks.integer(1),
   'wait_seconds': checks.real(0.0),
   'straggler_gamma': checks.real(0.0, low_open=True),
@@ -102,26 +70,16 @@ def job_durations(
   client_speed: str = 'none',
   client_speed_sigma: float = 0.5,
 ) -> Durations:
-  """The section's job durations: the distribution ``durations`` (a name of
-  :data:`~afl_jax.schedules.durations.DISTRIBUTIONS`) with its parameters
-  ``durations_params`` (a mapping, e.g. ``{'low': 0, 'high': 20}``; None or a parameter
-  left out: the distribution's defaults), scaled by per-client speed factors
-  (``client_speed``: none | local_steps | lognormal with sigma ``client_speed_sigma``,
-  schedule seed)."""
+  """The distribution ``durations`` with ``durations_params`` (a mapping; left out: its
+  defaults) scaled by the per-client ``client_speed`` factors (:func:`speed_factors`)."""
   speed = speed_factors(client_speed, ctx.local_steps, sigma=client_speed_sigma, seed=ctx.seed)
   return Durations(durations, dict(durations_params or {}), speed)
 
 
 def durations_params(kind: str, params: Any) -> dict[str, float]:
-  """Every parameter distribution ``kind`` draws with: ``params`` (the config's
-  ``schedule.durations_params``, a mapping or ConfigDict) bound to it, defaults filled.
-
-  Raises:
-    ConfigError: ``kind`` unknown (``config.schedule.durations``), ``params`` not a
-      mapping (the string form ``'low=0,high=20'`` is refused, with the mapping to write
-      instead), or a parameter unknown, missing or out of its range
-      (``config.schedule.durations_params.<param>``).
-  """
+  """``params`` (``schedule.durations_params``, a mapping) bound to distribution ``kind``,
+  defaults filled; ConfigError naming the field otherwise (the string form
+  ``'low=0,high=20'`` is refused with the mapping to write)."""
   if kind not in DISTRIBUTIONS:
     DISTRIBUTIONS.bind(kind, {})  # the unknown name, in one line
   if params is None:
@@ -178,12 +136,8 @@ def slots(kind: str) -> str | int | None:
 
 def bind(kind: str, values: Mapping[str, Any], num_clients: int | None = None) -> dict[str, Any]:
   """Every setting ``kind`` runs with: ``values`` (the section less ``kind`` and ``seed``)
-  checked, defaults filled (the one check of :mod:`afl_jax.registry`).
-
-  Raises:
-    ConfigError: naming ``config.schedule.<setting>`` (see ``Registry.bind``), or
-      ``config.num_clients`` below the model's ``min_clients``.
-  """
+  checked, defaults filled; ConfigError naming ``config.schedule.<setting>``, or
+  ``config.num_clients`` below the model's ``min_clients``."""
   facts = {} if num_clients is None else {'num_clients': num_clients}
   SCHEDULES.bind(kind, {}, facts=facts)  # the name
   valid = settings(kind)
@@ -315,10 +269,15 @@ def port(
 ) -> Schedule:
   """Port's staleness-bounded FedBuff clock: bound B = ``staleness_bound``; ``urgent``:
   stale jobs report early (Port-Urgent) instead of waiting (Su & Li 2022)."""
-  return port_clock.port_clock(
-    ctx.num_clients, concurrency, buffer_size, staleness_bound, ctx.num_steps,
-    urgent=urgent, **_common(ctx, durations),
-  )  # fmt: skip
+  return builders.fedbuff(
+    ctx.num_clients,
+    concurrency,
+    buffer_size,
+    ctx.num_steps,
+    staleness_bound=staleness_bound,
+    urgent=urgent,
+    **_common(ctx, durations),
+  )
 
 
 # concurrency bounds only a speeds trace's clock (checked there); a jobs trace ignores it.

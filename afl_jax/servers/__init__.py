@@ -1,43 +1,50 @@
-"""Server (aggregation) rules."""
+"""Server (aggregation) rules: ``afl_jax.servers.<name>(...)`` builds the
+:class:`~afl_jax.core.types.ServerRule` of that name (its arguments checked once, at the
+call); the papers' readings are in docs/algorithms/."""
 
-from afl_jax.servers.fedac import fedac_server
-from afl_jax.servers.fedasync import fedasync_server, staleness_function
-from afl_jax.servers.fedecho import fedecho_server
-from afl_jax.servers.fedfa import fedfa_server
-from afl_jax.servers.fedgm import (
-  fedgm_server,
+from afl_jax.servers._ca2fl import ca2fl
+from afl_jax.servers._fadas import fadas
+from afl_jax.servers._fedac import fedac
+from afl_jax.servers._fedasync import fedasync, staleness_function
+from afl_jax.servers._fedecho import distill_optimizer, fedecho
+from afl_jax.servers._fedfa import fedfa
+from afl_jax.servers._fedgm import (
+  fedgm,
   fedopt,
+  fedopt_optimizer,
   general_momentum,
   multistage_fedgm,
   quasi_hyperbolic_momentum,
-  server_optimizer,
   stagewise_constant,
 )
-from afl_jax.servers.fednova import nova, nova_scales
-from afl_jax.servers.masfl import adamasfl_server, masfl_server
-from afl_jax.servers.port import port_server
-from afl_jax.servers.pseudo_gradient import aggregate, fedavg, fedbuff, optimizer_server
+from afl_jax.servers._fednova import nova, nova_scales
+from afl_jax.servers._masfl import adamasfl, masfl
+from afl_jax.servers._port import port
+from afl_jax.servers._pseudo_gradient import aggregate, fedavg, fedbuff, optimizer_server
 
 __all__ = [
+  'adamasfl',
   'aggregate',
-  'fedasync_server',
+  'ca2fl',
+  'distill_optimizer',
+  'fadas',
+  'fedac',
+  'fedasync',
   'fedavg',
   'fedbuff',
-  'fedecho_server',
-  'fedfa_server',
+  'fedecho',
+  'fedfa',
+  'fedgm',
+  'fedopt',
+  'fedopt_optimizer',
+  'general_momentum',
+  'masfl',
+  'multistage_fedgm',
   'nova',
   'nova_scales',
   'optimizer_server',
+  'port',
+  'quasi_hyperbolic_momentum',
+  'stagewise_constant',
   'staleness_function',
 ]
-__all__ += [
-  'fedgm_server',
-  'fedopt',
-  'general_momentum',
-  'multistage_fedgm',
-  'quasi_hyperbolic_momentum',
-  'server_optimizer',
-  'stagewise_constant',
-]
-__all__ += ['adamasfl_server', 'masfl_server']
-__all__ += ['fedac_server', 'port_server']

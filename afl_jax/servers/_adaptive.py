@@ -1,0 +1,96 @@
+"""FedAdagrad, FedYogi and FedAdam as written in Reddi et al., "Adaptive Federated
+Optimization", ICLR 2021, Alg. 2: ``x_{t+1} = x_t - eta m_t / (sqrt(v_t) + tau)``,
+``v_{-1} = tau^2``, t counting the steps with arrivals; the variants (bias correction,
+tau inside the root, another ``v_{-1}``) are off by default (docs/algorithms/baselines.md,
+"FedOPT: Reddi et al. 2021, Alg. 2 as written").
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from afl_jax.core import checks, tree
+
+RULES = ('adagrad', 'yogi', 'adam')
+TAU_PLACEMENTS = ('outside', 'inside')
+
+
+def moments(beta1: float, beta2: float, mu: Any, nu: Any, g: Any) -> tuple[Any, Any]:
+  """Adam's ``m_t = beta1 m + (1 - beta1) g`` and ``v_t = beta2 v + (1 - beta2) g^2``
+  (no bias correction, no casts): FADAS's and FedAC's server steps build on it."""
+  mu = jax.tree.map(lambda m, gi: beta1 * m + (1 - beta1) * gi, mu, g)
+  nu = jax.tree.map(lambda v, gi: beta2 * v + (1 - beta2) * gi * gi, nu, g)
+  return mu, nu
+
+
+class Alg2State(NamedTuple):
+  count: jax.Array  # int32 []: server updates so far (t)
+  mu: Any  # m_{t-1}
+  nu: Any  # v_{t-1}
+
+
+# The options of Alg. 2 beyond (beta1, beta2, tau), declared once for every rule taking them.
+ALG2 = {
+  'tau': checks.POSITIVE,
+  'bias_correction': checks.boolean(),
+  'bias_correction_offset': checks.integer(1),
+  'tau_placement': checks.choice(TAU_PLACEMENTS),
+  'initial_accumulator': checks.NON_NEGATIVE,
+}
+
+
+@checks.validated(rule=checks.choice(RULES), **ALG2)
+def scale_by_alg2(
+  rule: str,
+  *,
+  beta1: float = 0.9,
+  beta2: float = 0.99,
+  tau: float = 1e-3,
+  bias_correction: bool = False,
+  bias_correction_offset: int = 1,
+  tau_placement: str = 'outside',
+  initial_accumulator: float | None = None,
+) -> optax.GradientTransformation:
+  """Alg. 2's direction ``m_t / (sqrt(v_t) + tau)`` for ``rule`` (how v is updated);
+  chain it with ``optax.scale_by_learning_rate(eta)``. ``bias_correction`` scales by
+  ``sqrt(1 - beta2^(t+k)) / (1 - beta1^(t+k))``, k = ``bias_correction_offset`` (not
+  with 'adagrad', whose v is a sum); ``initial_accumulator``: v_{-1} (None: tau^2)."""
+  if bias_correction and rule == 'adagrad':
+    raise ValueError(
+      "bias_correction applies to 'adam' and 'yogi' only: FedAdagrad's v is a sum, not an "
+      'average; pass bias_correction=False.'
+    )
+  v0 = tau**2 if initial_accumulator is None else initial_accumulator
+
+  def init(params):
+    nu = jax.tree.map(lambda p: jnp.full_like(p, v0), params)
+    return Alg2State(jnp.zeros([], jnp.int32), tree.zeros_like(params), nu)
+
+  def second_moment(v, g):
+    g2 = g * g
+    if rule == 'adagrad':
+      return v + g2
+    if rule == 'yogi':
+      return v - (1 - beta2) * g2 * jnp.sign(v - g2)
+    return beta2 * v + (1 - beta2) * g2
+
+  def update(updates, state, params=None):
+    del params
+    mu = jax.tree.map(lambda m, g: (beta1 * m + (1 - beta1) * g).astype(m.dtype), state.mu, updates)
+    nu = jax.tree.map(lambda v, g: second_moment(v, g).astype(v.dtype), state.nu, updates)
+
+    def direction(m, v):
+      denom = jnp.sqrt(v) + tau if tau_placement == 'outside' else jnp.sqrt(v + tau**2)
+      out = m / denom
+      if bias_correction:
+        power = (state.count + bias_correction_offset).astype(m.dtype)
+        out = out * (jnp.sqrt(1 - jnp.power(beta2, power)) / (1 - jnp.power(beta1, power)))
+      return out.astype(m.dtype)
+
+    return jax.tree.map(direction, mu, nu), Alg2State(state.count + 1, mu, nu)
+
+  return optax.GradientTransformation(init, update)

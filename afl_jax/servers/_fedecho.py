@@ -1,0 +1,239 @@
+"""FedEcho's server (Wang, Ma, Chen, "Stragglers Can Contribute More: Uncertainty-Aware
+Distillation for Asynchronous Federated Learning", Alg. 1, eqs. (2)-(4)): each arrival's
+logits on the unlabeled set U are stored (line 5), the FedBuff step is taken (lines
+10-11), then Q distillation steps toward the teacher of the stored logits (lines 12-16,
+loss :mod:`._distillation`, optimizer clip-then-Adam of Sec. 5.1). ``distill_steps=0`` is
+FedBuff; :func:`memory_overhead` is Sec. 3.2's (docs/algorithms/fedecho.md, "What runs",
+"Readings taken", "Memory (Sec. 3.2)").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from afl_jax.core import checks, tree
+from afl_jax.core.types import ServerRule, unchanged_if_no_arrival
+from afl_jax.schedules.schedule import Schedule
+from afl_jax.servers import _distillation as distillation
+from afl_jax.servers._pseudo_gradient import aggregate
+
+ALPHA_MODES = ('dynamic', 'fixed')
+DISTILL_OPTIMIZERS = ('adam', 'sgd')
+
+
+class FedEchoState(NamedTuple):
+  params: Any
+  opt_state: optax.OptState  # state of the FedBuff step (optax.sgd(eta_g))
+  distill_state: optax.OptState  # state of the distillation optimizer
+  logits: jax.Array  # [N, |U|, C] each client's latest logits on U (0 until it reports)
+  reported: jax.Array  # bool[N] whether client i has reported at least once
+
+  @property
+  def num_clients(self) -> int:
+    """N, the clients with stored logits (ids in [0, N)); the engine checks it."""
+    return self.reported.shape[0]
+
+
+# The distillation's settings, declared once for the rule and its optimizer.
+DISTILL = {
+  'optimizer': checks.choice(DISTILL_OPTIMIZERS),
+  'distill_lr': checks.POSITIVE,
+  'clip_norm': checks.real(0.0, low_open=True, finite=False, note=' (inf = no clipping)'),
+}
+
+
+@checks.validated(**DISTILL)
+def distill_optimizer(
+  optimizer: str = 'adam', distill_lr: float = 3e-6, clip_norm: float = 5.0
+) -> optax.GradientTransformation:
+  """``chain(clip_by_global_norm(nu), adam(eta_d))`` of Sec. 5.1 (b1 = 0.9, b2 = 0.999,
+  eps = 1e-8), or ``sgd`` (eq. 2); ``clip_norm=inf``: no clipping (Table 11)."""
+  if optimizer == 'adam':
+    base = optax.adam(distill_lr, b1=0.9, b2=0.999, eps=1e-8)
+  else:
+    base = optax.sgd(distill_lr)
+  if not checks.is_traced(clip_norm) and np.isinf(clip_norm):
+    return base
+  return optax.chain(optax.clip_by_global_norm(clip_norm), base)
+
+
+def _last_valid(ids: jax.Array, mask: jax.Array) -> jax.Array:
+  """bool[M]: valid slots not followed by a later valid slot of the same client."""
+  later = jnp.triu(jnp.ones((ids.shape[0], ids.shape[0]), bool), k=1)
+  clash = later & (ids[:, None] == ids[None, :]) & mask[None, :]
+  return mask & ~jnp.any(clash, axis=1)
+
+
+@checks.validated(
+  distill_steps=checks.integer(0),
+  distill_batch=checks.integer(1, note=' (None = all of the unlabeled set)'),
+  alpha_mode=checks.choice(ALPHA_MODES),
+  alpha_min=checks.real(0.0, 1.0),
+  alpha_max=checks.real('alpha_min', 1.0),
+  alpha=checks.real(0.0, 1.0),
+  teacher=checks.choice(distillation.TEACHERS),
+  reset_distill_state=checks.boolean(),
+  **DISTILL,
+)
+def fedecho(
+  apply_fn: Callable[[Any, jax.Array], jax.Array],
+  unlabeled_x: jax.Array,
+  num_clients: int,
+  *,
+  server_lr: float = 1.0,
+  optimizer: str = 'adam',
+  distill_lr: float = 3e-6,
+  clip_norm: float = 5.0,
+  distill_steps: int = 10,
+  distill_batch: int | None = None,
+  alpha_mode: str = 'dynamic',
+  alpha_min: float = 0.2,
+  alpha_max: float = 0.8,
+  alpha: float = 0.5,
+  teacher: str = 'logits',
+  reset_distill_state: bool = False,
+  weighting: str = 'uniform',
+) -> ServerRule:
+  """FedEcho's server (Alg. 1 lines 4-5, 9-17) for the model ``apply_fn(params, x) ->
+  logits`` and the unlabeled inputs U = ``unlabeled_x``, storing N = ``num_clients``
+  clients' logits. eta = ``server_lr``; the distillation :func:`distill_optimizer`
+  (``optimizer``, eta_d = ``distill_lr``, nu = ``clip_norm``), Q = ``distill_steps``,
+  |B| = ``distill_batch`` drawn from U with the server key (None: all of U); alpha
+  'dynamic' (eq. 4, in [``alpha_min``, ``alpha_max``]) or 'fixed' (``alpha``, Table 7);
+  ``teacher`` 'logits' (line 14) or 'probs' (App. B); ``reset_distill_state``: a fresh
+  optimizer state every step; ``weighting``: the FedBuff step's mean."""
+  if not callable(apply_fn):
+    raise ValueError(
+      f'apply_fn must be a callable apply_fn(params, x) -> logits; got {apply_fn!r}.'
+    )
+  shape = np.shape(unlabeled_x)
+  if len(shape) < 1 or shape[0] < 1:
+    raise ValueError(f'unlabeled_x must be an array [|U|, ...] with |U| >= 1; got shape {shape}.')
+  if distill_batch is not None and distill_batch > shape[0]:
+    raise ValueError(f'distill_batch={distill_batch} exceeds the {shape[0]} unlabeled inputs.')
+  examples = weighting == 'examples'
+  n, q_steps = num_clients, distill_steps
+  num_u = shape[0]
+  u = jnp.asarray(unlabeled_x)
+  server_opt = optax.sgd(server_lr)
+  d_opt = distill_optimizer(optimizer, distill_lr, clip_norm)
+
+  def alpha_of(probs):
+    if alpha_mode == 'dynamic':
+      return distillation.dynamic_alpha(probs, alpha_min, alpha_max)
+    return jnp.asarray(alpha, probs.dtype)
+
+  def init(params):
+    out = jax.eval_shape(apply_fn, params, u)
+    return FedEchoState(
+      params,
+      server_opt.init(params),
+      d_opt.init(params),
+      jnp.zeros((n,) + tuple(out.shape), out.dtype),
+      jnp.zeros(n, bool),
+    )
+
+  def store_logits(state, messages, arrivals):
+    local = tree.sub(arrivals.start_broadcast, messages)
+    write = _last_valid(arrivals.client_ids, arrivals.mask)
+
+    def infer(item):
+      x_local, valid = item
+      return jax.lax.cond(
+        valid,
+        lambda p: apply_fn(p, u).astype(state.logits.dtype),
+        lambda p: jnp.zeros(state.logits.shape[1:], state.logits.dtype),
+        x_local,
+      )
+
+    new = jax.lax.map(infer, (local, write))
+    logits = tree.scatter(state.logits, arrivals.client_ids, new, write)
+    idx = jnp.where(write, arrivals.client_ids, n)
+    return logits, state.reported.at[idx].set(True, mode='drop')
+
+  def distill(params, d_state, logits, reported, key):
+    def step(carry, q):
+      p, s = carry
+      if distill_batch is None:
+        xb, yb = u, logits
+      else:
+        idx = jax.random.choice(jax.random.fold_in(key, q), num_u, (distill_batch,), replace=False)
+        xb, yb = u[idx], logits[:, idx]
+      probs = distillation.teacher_probs(yb, reported, teacher)
+      a = alpha_of(probs)
+      loss_fn = lambda w: distillation.distillation_loss(apply_fn(w, xb), probs, a)
+      loss, grad = jax.value_and_grad(loss_fn)(p)
+      updates, s = d_opt.update(grad, s, p)
+      out = (loss, a, distillation.normalized_batch_entropy(probs), tree.global_norm(grad))
+      return (optax.apply_updates(p, updates), s), out
+
+    (new_p, new_s), (loss, a, h, gnorm) = jax.lax.scan(step, (params, d_state), jnp.arange(q_steps))
+    metrics = {
+      'distill_loss': jnp.mean(loss),
+      'alpha': jnp.mean(a),
+      'teacher_entropy': jnp.mean(h),
+      'distill_grad_norm': jnp.mean(gnorm),
+    }
+    return new_p, new_s, metrics
+
+  def update(state, messages, arrivals, key):
+    logits, reported = store_logits(state, messages, arrivals)
+    g = aggregate(messages, arrivals, examples=examples)
+    updates, opt_state = server_opt.update(g, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    metrics = {
+      'update_norm': tree.global_norm(updates),
+      'teachers': jnp.sum(reported).astype(jnp.float32),
+    }
+    d_state = state.distill_state
+    if q_steps > 0:
+      start = d_opt.init(params) if reset_distill_state else d_state
+      new_p, new_s, dmetrics = distill(params, start, logits, reported, key)
+      params, d_state = new_p, new_s
+      ran = jnp.any(arrivals.mask)  # distillation takes effect only when someone reported
+      metrics.update({k: jnp.where(ran, v, 0.0) for k, v in dmetrics.items()})
+    new = FedEchoState(params, opt_state, d_state, logits, reported)
+    return unchanged_if_no_arrival(arrivals, new, state), metrics
+
+  return ServerRule(init, update)
+
+
+def held_checkpoints(schedule: Schedule) -> np.ndarray:
+  """int[T]: the distinct past versions the server holds while it collects step t: those
+  ``s < t`` of jobs arriving at ``t' >= t`` (their logits are computed on arrival), at
+  most Mc (the current model not counted)."""
+  t_arr = np.broadcast_to(np.arange(schedule.num_steps)[:, None], schedule.mask.shape)
+  starts, ends = schedule.start_step[schedule.mask], t_arr[schedule.mask]
+  out = np.zeros(schedule.num_steps, np.int64)
+  for t in range(schedule.num_steps):
+    out[t] = np.unique(starts[(starts < t) & (ends >= t)]).size
+  return out
+
+
+def memory_overhead(state: FedEchoState, schedule: Schedule | None = None) -> dict[str, float]:
+  """FedEcho's extra server memory (Sec. 3.2): ``logits_bytes`` (the ``[N, |U|, C]``
+  store), ``logits_bytes_per_client``, ``model_bytes`` and, given a schedule, the
+  ``max_checkpoints`` / ``mean_checkpoints`` held (:func:`held_checkpoints`) and
+  ``checkpoint_bytes``."""
+  logits = state.logits
+  per_client = int(np.prod(logits.shape[1:])) * jnp.dtype(logits.dtype).itemsize
+  model = sum(int(x.size) * jnp.dtype(x.dtype).itemsize for x in jax.tree.leaves(state.params))
+  out = {
+    'logits_bytes': float(per_client * logits.shape[0]),
+    'logits_bytes_per_client': float(per_client),
+    'model_bytes': float(model),
+  }
+  if schedule is not None:
+    held = held_checkpoints(schedule)
+    out.update(
+      max_checkpoints=float(held.max()),
+      mean_checkpoints=float(held.mean()),
+      checkpoint_bytes=float(held.max() * model),
+    )
+  return out

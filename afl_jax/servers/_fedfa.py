@@ -1,0 +1,146 @@
+"""FedFa's sliding-window server (Xu, Zhang, Di, Liu, Alharthi, Cao, "FedFa: A Fully
+Asynchronous Training Paradigm for Federated Learning", IJCAI 2024, Alg. 1, eqs. (3)-(4)):
+arrival n enters slot ``n mod K`` of a window of the last K; an aggregating arrival sets
+the model to the window's mean client model (FedFa-Param, eq. 3) or steps ``x <- x -
+eta_g mean_window(Delta)`` (FedFa-Delta, eq. 4); ``nova`` rescales the windowed messages
+by FedNova's ``tau_eff / tau_k`` (Sec. 5.3) (docs/algorithms/fedfa.md, "Equations as
+implemented", "Readings taken").
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from afl_jax.core import checks, tree
+from afl_jax.core.types import Arrivals, EmptyState, ServerRule
+from afl_jax.servers import _weighting as weighting_lib
+from afl_jax.servers._fednova import nova_scales
+
+MODES = ('param', 'delta')
+
+
+class FedFaState(NamedTuple):
+  """The global model and the sliding window."""
+
+  params: Any
+  models: Any  # [K, ...] buffered client models (param mode), else EmptyState()
+  deltas: Any  # [K, ...] buffered messages Delta (delta mode, or param mode with scales)
+  num_steps: jax.Array  # int32[K], local steps behind each buffered message
+  count: jax.Array  # int32 scalar, valid arrivals received so far (n)
+  sizes: Any = EmptyState()  # float[K] examples behind each message ('examples'), else empty
+
+
+def _ring(params: Any, size: int) -> Any:
+  return jax.tree.map(lambda x: jnp.zeros((size,) + jnp.shape(x), jnp.asarray(x).dtype), params)
+
+
+def _put(ring: Any, index: jax.Array, row: Any) -> Any:
+  """Write ``row`` into slot ``index`` (an out-of-range index writes nothing)."""
+  return jax.tree.map(lambda r, x: r.at[index].set(x.astype(r.dtype), mode='drop'), ring, row)
+
+
+@checks.validated(
+  window_size=checks.integer(1),
+  mode=checks.choice(MODES),
+  aggregate_on_fill=checks.boolean(),
+  sliding=checks.boolean(),
+  nova=checks.boolean(),
+)
+def fedfa(
+  window_size: int = 5,
+  mode: str = 'delta',
+  server_lr: float = 1.0,
+  *,
+  aggregate_on_fill: bool = False,
+  sliding: bool = True,
+  nova: bool = False,
+  weighting: str = 'uniform',
+) -> ServerRule:
+  """FedFa's server: K = ``window_size``; ``mode`` 'param' (eq. 3) or 'delta' (eq. 4,
+  with eta_g = ``server_lr``); ``aggregate_on_fill``: also on the arrival that first fills
+  the window; ``sliding=False``: only after K new arrivals (FedBuff with buffer K);
+  ``nova``: FedNova's scales over the window; ``'examples'`` weighs item k by ``n_k /
+  sum_window n_j``."""
+  if mode == 'param' and server_lr != 1.0:
+    raise ValueError(
+      f"server_lr applies to mode='delta' only (eq. (3) has no step size); "
+      f"got server_lr={server_lr} with mode='param'."
+    )
+  k_size = window_size
+  examples = weighting == 'examples'
+  keep_models = mode == 'param'
+  keep_deltas = mode == 'delta' or nova
+  first_aggregation = k_size - 1 if aggregate_on_fill else k_size
+
+  def init(params):
+    return FedFaState(
+      params=params,
+      models=_ring(params, k_size) if keep_models else EmptyState(),
+      deltas=_ring(params, k_size) if keep_deltas else EmptyState(),
+      num_steps=jnp.zeros((k_size,), jnp.int32),
+      count=jnp.zeros((), jnp.int32),
+      sizes=EmptyState() if not examples else jnp.zeros((k_size,), jnp.result_type(float)),
+    )
+
+  def aggregate(params, models, deltas, num_steps, item_sizes):
+    """The model after aggregating a full window (eq. (3) or eq. (4))."""
+    full = jnp.ones((k_size,), bool)
+    if not examples:
+      uniform = jnp.full((k_size,), 1.0 / k_size, jnp.result_type(float))
+      scales = nova_scales(num_steps, full) if nova else None
+    else:
+      uniform = item_sizes / jnp.sum(item_sizes)  # n_k / sum_window n_j
+      scales = nova_scales(num_steps, full, uniform) if nova else None
+    share = (lambda v: v / k_size) if not examples else (lambda v: v * uniform)
+    if mode == 'delta':
+      weights = uniform if scales is None else share(scales)
+      return tree.axpy(-server_lr, tree.weighted_sum(deltas, weights), params)
+    mean_model = tree.weighted_sum(models, uniform)
+    if scales is None:
+      return jax.tree.map(lambda m, p: m.astype(p.dtype), mean_model, params)
+    # mean(x_start - s * Delta) = mean(w_k) + mean((1 - s) * Delta).
+    correction = tree.weighted_sum(deltas, share(1.0 - scales))
+    return jax.tree.map(lambda m, c, p: (m + c).astype(p.dtype), mean_model, correction, params)
+
+  def should_aggregate(n):
+    if sliding:
+      return n >= first_aggregation
+    return (n + 1) % k_size == 0
+
+  def update(state: FedFaState, messages, arrivals: Arrivals, key):
+    del key
+
+    def one_arrival(s: FedFaState, item):
+      delta, start, steps, n_i, valid = item
+      index = jnp.where(valid, s.count % k_size, k_size)  # k_size: dropped
+      models = _put(s.models, index, tree.sub(start, delta)) if keep_models else s.models
+      deltas = _put(s.deltas, index, delta) if keep_deltas else s.deltas
+      num_steps = s.num_steps.at[index].set(steps.astype(jnp.int32), mode='drop')
+      item_sizes = s.sizes
+      if examples:
+        item_sizes = item_sizes.at[index].set(n_i.astype(item_sizes.dtype), mode='drop')
+      now = valid & should_aggregate(s.count)
+      new_params = aggregate(s.params, models, deltas, num_steps, item_sizes)
+      params = tree.where(now, new_params, s.params)
+      new = FedFaState(params, models, deltas, num_steps, s.count + valid, item_sizes)
+      return new, now
+
+    xs = (
+      messages,
+      arrivals.start_broadcast,
+      arrivals.num_steps,
+      weighting_lib.row_counts(arrivals) if examples else arrivals.client_ids,
+      arrivals.mask,
+    )
+    new_state, aggregated = jax.lax.scan(one_arrival, state, xs)
+    metrics = {
+      'aggregations': jnp.sum(aggregated).astype(jnp.float32),
+      'window_fill': jnp.minimum(new_state.count, k_size).astype(jnp.float32),
+      'update_norm': tree.global_norm(tree.sub(new_state.params, state.params)),
+    }
+    return new_state, metrics
+
+  return ServerRule(init, update)

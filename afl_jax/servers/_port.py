@@ -1,0 +1,100 @@
+"""Port's server (Su and Li, "How Asynchronous can Federated Learning Be?", IWQoS 2022) as
+the authors released it in Plato (``examples/port/port_server.py``; the paper's text was
+not available to us): ``x <- x + eta sum_i p_i (x_i - x_t)``, ``p_i`` proportional to
+``n_i`` times a similarity term plus the staleness term ``B / (tau_i + B)``
+(docs/algorithms/port.md, "Equations as implemented", "Readings taken"). The staleness
+bound's scheduling part is the schedule kind ``port``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from afl_jax.core import checks, tree
+from afl_jax.core.types import Arrivals, Params, ServerRule
+from afl_jax.servers import _weighting as weighting_lib
+from afl_jax.servers._fedac import cosine_rows, normalized_weights
+from afl_jax.servers._pseudo_gradient import step_result
+
+REFERENCES = ('last_step', 'start')
+SIMILARITY_AFTER = 1  # the similarity term is used for tau_i > 1 (the authors' code)
+
+
+class PortState(NamedTuple):
+  params: Params  # x_t
+  previous: Params  # the model before the last applied update (x_0 at the start)
+
+
+def port_weights(
+  raw_similarity: jax.Array,
+  staleness: jax.Array,
+  mask: jax.Array,
+  similarity_weight: Any,
+  staleness_weight: Any,
+  staleness_bound: Any,
+  sizes: jax.Array | None = None,
+) -> jax.Array:
+  """p_i over the valid arrivals from the cosines rho_i and the staleness tau_i."""
+  rho = jnp.where(staleness > SIMILARITY_AFTER, raw_similarity, 1.0)
+  tau = staleness.astype(rho.dtype)
+  raw = similarity_weight * (rho + 1) / 2 + staleness_weight * staleness_bound / (
+    tau + staleness_bound
+  )
+  if sizes is not None:
+    raw = raw * sizes
+  return normalized_weights(raw, mask)
+
+
+@checks.validated(
+  similarity_weight=checks.NON_NEGATIVE,
+  staleness_weight=checks.NON_NEGATIVE,
+  staleness_bound=checks.POSITIVE,
+  reference=checks.choice(REFERENCES),
+)
+def port(
+  server_lr: float = 1.0,
+  similarity_weight: float = 1.0,
+  staleness_weight: float = 3.0,
+  staleness_bound: float = 10.0,
+  *,
+  reference: str = 'last_step',
+  weighting: str = 'uniform',
+) -> ServerRule:
+  """The Port server: eta = ``server_lr``, lambda_sim, lambda_st, B; ``reference``: the
+  movement ``u_i`` of the similarity term, 'last_step' (the authors') or 'start';
+  ``'examples'`` multiplies the raw weights by ``n_i`` (the authors' code)."""
+  examples = weighting == 'examples'
+
+  def init(params: Params) -> PortState:
+    return PortState(params, params)
+
+  def update(
+    state: PortState, messages: Params, arrivals: Arrivals, key: jax.Array
+  ) -> tuple[PortState, dict[str, Any]]:
+    del key
+    x = state.params
+    starts = arrivals.start_broadcast
+    locals_ = tree.sub(starts, messages)  # x_i = x_{s_i} - Delta_i
+    d = jax.tree.map(lambda xi, xt: xi - xt[None], locals_, x)  # d_i = x_i - x_t
+    if reference == 'last_step':
+      moved = tree.stack_n(tree.sub(x, state.previous), arrivals.mask.shape[0])
+    else:
+      moved = jax.tree.map(lambda xt, s: xt[None] - s, x, starts)  # x_t - x_{s_i}
+    sim = cosine_rows(moved, d, 0.0)
+    sizes = weighting_lib.row_counts(arrivals) if examples else None
+    p = port_weights(
+      sim,
+      arrivals.staleness,
+      arrivals.mask,
+      similarity_weight,
+      staleness_weight,
+      staleness_bound,
+      sizes,
+    )
+    new = PortState(tree.axpy(server_lr, tree.weighted_sum(d, p), x), x)
+    return step_result(arrivals, new, state, weight_max=jnp.max(jnp.where(arrivals.mask, p, 0.0)))
+
+  return ServerRule(init, update)

@@ -1,0 +1,58 @@
+"""How an averaging server weights the arrivals of a step: uniformly or by their data.
+
+``weighting='uniform'`` gives row m the weight ``1/|S_t|`` (``normalizer='arrivals'``)
+or ``1/n`` (``'clients'``, AsynFL eq. 5); ``'examples'`` gives ``n_i / sum_{S_t} n_j``
+or ``n_i / sum_{j=1}^N n_j`` (FedAvg, McMahan et al. 2017, Alg. 1). The counts travel
+with the messages (``arrivals.num_examples``, ``arrivals.total_examples``); only valid
+rows (``arrivals.mask``) get weight (docs/algorithms/baselines.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+
+def row_counts(arrivals: Any, field: str = 'num_examples') -> jax.Array:
+  """float[M]: ``arrivals.num_examples`` (or another count field) in the float dtype."""
+  value = getattr(arrivals, field)
+  if value is None:
+    raise ValueError(
+      f"weighting='examples' needs arrivals.{field} (the engine fills it from the "
+      "problem's client sizes); build the Arrivals with it, or use weighting='uniform'."
+    )
+  return jnp.asarray(value, jnp.result_type(float))
+
+
+def row_weights(
+  arrivals: Any,
+  normalizer: str = 'arrivals',
+  num_clients: int | None = None,
+  examples: bool = False,
+) -> jax.Array:
+  """float[M]: the weight of each stacked message of a step (0 on invalid rows);
+  ``examples``: by ``arrivals.num_examples``; ``num_clients``: n of ``'clients'``."""
+  dtype = jnp.result_type(float)
+  mask = arrivals.mask.astype(dtype)
+  if not examples:
+    denom = jnp.sum(mask) if normalizer == 'arrivals' else jnp.asarray(num_clients, dtype)
+    return mask / jnp.maximum(denom, 1.0)
+  n = row_counts(arrivals) * mask
+  denom = jnp.sum(n) if normalizer == 'arrivals' else row_counts(arrivals, 'total_examples')
+  return n / jnp.where(denom > 0, denom, 1.0)
+
+
+def client_weights(counts: jax.Array, total: Any = None) -> jax.Array:
+  """float[N]: ``p_i = n_i / total`` (default ``sum_j n_j``; the population's count where
+  ``counts`` holds only the clients seen so far)."""
+  dtype = jnp.result_type(float)
+  counts = jnp.asarray(counts, dtype)
+  total = jnp.sum(counts) if total is None else jnp.asarray(total, dtype)
+  return counts / jnp.where(total > 0, total, 1.0)
+
+
+def uniform_weights(num_clients: int) -> jax.Array:
+  """float[N]: ``1/N`` for every client."""
+  return jnp.full((num_clients,), 1.0 / num_clients, jnp.result_type(float))

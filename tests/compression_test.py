@@ -1,0 +1,275 @@
+"""Compressors (Yang, Hou, Wu, Sec. III-B, Alg. 1) against NumPy references: Top-k (ties to
+the lowest flat index), Sign (``0 -> +1`` on the paper's Delta = -m), error feedback (eqs.
+8-9), bit counts by hand, and the engine's use: vmap over clients with per-client states."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from afl_jax import compression
+
+
+def np_top_k(x: np.ndarray, k: int) -> np.ndarray:
+  """Keep the k largest |x|; ties -> lowest index (stable sort)."""
+  keep = np.argsort(-np.abs(x), kind='stable')[:k]
+  out = np.zeros_like(x)
+  out[keep] = x[keep]
+  return out
+
+
+def top_k(k: int, d: int) -> compression.Compressor:
+  return compression.top_k(k / d)  # keeps exactly k of d (num_kept's ceil with slack)
+
+
+def _compress(c, x, key=None):
+  return jax.jit(c.compress)(x, c.init(x), jax.random.key(0) if key is None else key)
+
+
+def _batch(c, xs):
+  return jax.jit(jax.vmap(c.compress, in_axes=(0, None, None)))(
+    jnp.asarray(xs), compression.EmptyState(), jax.random.key(0)
+  )[0]
+
+
+X10 = jnp.linspace(-1.0, 2.0, 10, dtype=jnp.float32)
+
+
+@pytest.mark.parametrize(
+  'c,expected',
+  [
+    (compression.identity(), 320),  # 32 * 10
+    (compression.top_k(0.3), 108),  # 3*32 + 3*ceil(log2 10) = 96 + 12
+    (compression.sign(), 10),
+    (compression.sign(scaled=True), 42),
+    (compression.qsgd(bits=4), 72),  # 32 + 10*4
+    (compression.qsgd(bits=2), 52),
+    (compression.top_k_qsgd(0.3, bits=4), 56),  # 32 + 3*(4 + 4)
+    (compression.error_feedback(compression.top_k(0.3)), 108),
+    (compression.get('top_k_qsgd', fraction=0.3, error_feedback=True), 56),
+  ],
+)
+def test_bits_by_hand_d10(c, expected):
+  _, _, bits = _compress(c, X10)
+  assert bits.shape == () and bits.dtype == jnp.float32 and float(bits) == expected
+
+
+def test_bits_index_width_edges_and_bytes():
+  assert float(_compress(top_k(1, 1), jnp.ones(1))[2]) == 32  # ceil(log2 1) = 0
+  assert float(_compress(top_k(2, 16), jnp.ones(16))[2]) == 2 * (32 + 4)
+  assert float(_compress(top_k(2, 17), jnp.ones(17))[2]) == 2 * (32 + 5)
+  tree = {'a': jnp.ones((10, 10)), 'b': jnp.ones(28)}  # d = 128 -> 7 index bits
+  assert float(_compress(top_k(5, 128), tree)[2]) == 5 * (32 + 7)
+  assert [compression.index_bits(d) for d in (1, 2, 3, 4, 5, 1024, 1025)] == [0, 1, 2, 2, 3, 10, 11]
+  assert compression.dense_bits(tree) == 32 * 128 == compression.identity_bits(128)
+  bits = np.array([[108.0, 108.0, 108.0], [72.0, 72.0, 72.0]])
+  mask = np.array([[True, False, True], [True, True, False]])
+  assert compression.count_bytes(bits, mask) == (216 + 144) / 8
+  assert compression.count_bytes(bits) == (324 + 216) / 8
+
+
+@pytest.mark.parametrize('d,k', [(1, 1), (10, 3), (50, 1), (50, 17), (50, 50), (257, 40)])
+def test_top_k_keeps_k_largest_magnitudes(d, k):
+  rng = np.random.default_rng(d * 1000 + k)
+  xs = (rng.standard_normal((64, d)) * rng.exponential(1.0, (64, 1))).astype(np.float32)
+  for x, o in zip(xs, np.asarray(_batch(top_k(k, d), xs)), strict=True):
+    np.testing.assert_array_equal(o, np_top_k(x, k))
+    assert np.count_nonzero(o) == k
+
+
+@pytest.mark.parametrize('d', [6, 37, 1000, 20000])
+def test_top_k_ties_go_to_the_lowest_index(d):
+  rng = np.random.default_rng(d)
+  for k in sorted({1, max(d // 7, 1), d // 2, d - 1}):
+    x = rng.integers(-3, 4, size=d).astype(np.float32)
+    np.testing.assert_array_equal(
+      np.asarray(_compress(top_k(k, d), jnp.asarray(x))[0]), np_top_k(x, k)
+    )
+  # Across leaves, in flatten order a0, a1, b0, b1 (|.| = 1, 2, 2, 2): a1 and b0.
+  out, _, _ = _compress(top_k(2, 4), {'a': jnp.array([1.0, 2.0]), 'b': jnp.array([-2.0, 2.0])})
+  np.testing.assert_array_equal(out['a'], [0.0, 2.0])
+  np.testing.assert_array_equal(out['b'], [-2.0, 0.0])
+
+
+def test_top_k_is_global_over_the_pytree_and_contracts():
+  tree = {'a': jnp.array([[0.1, -0.2], [0.3, 0.05]]), 'b': jnp.array([5.0, -4.0, 0.0, 3.0, 0.2])}
+  out, _, bits = _compress(top_k(3, 9), tree)  # a per-leaf top-k would keep some of 'a'
+  np.testing.assert_array_equal(out['a'], np.zeros((2, 2)))
+  np.testing.assert_array_equal(out['b'], [5.0, -4.0, 0.0, 3.0, 0.0])
+  assert float(bits) == 3 * 32 + 3 * 4
+  rng, d = np.random.default_rng(7), 40
+  xs = np.concatenate(
+    [
+      rng.standard_normal((200, d)),
+      rng.standard_t(1.5, (200, d)),  # heavy tails
+      rng.standard_normal((200, d)) * (rng.random((200, d)) < 0.2),  # sparse
+    ]
+  ).astype(np.float32)
+  for k in (1, 5, 20, 39, 40):  # ||Top_k(x) - x||^2 <= (1 - k/d) ||x||^2
+    x64 = xs.astype(np.float64)
+    err = np.sum((np.asarray(_batch(top_k(k, d), xs), np.float64) - x64) ** 2, axis=1)
+    assert np.all(err <= (1 - k / d) * np.sum(x64**2, axis=1) * (1 + 1e-6) + 1e-30), k
+
+
+@pytest.mark.parametrize(
+  'fraction,d,k',
+  [(0.3, 10, 3), (0.25, 10, 3), (0.01, 10, 1), (1.0, 10, 10), (0.7, 10, 7), (0.001, 12345, 13)]
+  + [(0.5, 1, 1), (0.07, 100, 7), (0.55, 100, 55), (0.29, 100, 29)],
+)
+def test_top_k_keeps_ceil_fraction_d_at_least_one(fraction, d, k):
+  assert compression.num_kept(fraction, d) == k
+  x = jnp.asarray(np.random.default_rng(d).standard_normal(d) + 10.0, jnp.float32)  # no zeros
+  out, _, _ = _compress(compression.top_k(fraction), x)
+  assert np.count_nonzero(np.asarray(out)) == k
+
+
+def test_top_k_zero_vector_and_float64(x64):
+  np.testing.assert_array_equal(_compress(top_k(3, 8), jnp.zeros(8, jnp.float32))[0], np.zeros(8))
+  x = np.random.default_rng(3).standard_normal(30)
+  out, _, bits = _compress(compression.top_k(0.2), jnp.asarray(x, jnp.float64))
+  assert out.dtype == jnp.float64 and bits.dtype == jnp.float32
+  np.testing.assert_array_equal(out, np_top_k(x, 6))
+
+
+def test_sign_is_the_papers_operator_on_delta():
+  """Sign(x)_i = +1 for x_i >= 0 (0 and -0.0 too) on the paper's Delta = -m."""
+  m = np.array([-1.5, 0.0, 2.0, -0.0, 1e-30, -1e-30, -7.0], np.float32)
+  np.testing.assert_array_equal(compression.paper_sign(jnp.asarray(m)), [-1, 1, 1, 1, 1, -1, -1])
+  out, state, bits = _compress(compression.sign(), jnp.asarray(m))
+  np.testing.assert_array_equal(out, -np.where(-m.astype(np.float64) >= 0, 1.0, -1.0))
+  assert out.dtype == jnp.float32 and state == compression.EmptyState() and float(bits) == 7
+  rng = np.random.default_rng(0)
+  x = rng.standard_normal(1000).astype(np.float32) * (rng.random(1000) < 0.7)  # many zeros
+  np.testing.assert_array_equal(
+    _compress(compression.sign(), jnp.asarray(x))[0], np.where(x > 0, 1.0, -1.0)
+  )
+
+
+def test_scaled_sign_uses_l1_over_the_whole_pytree(x64):
+  tree = {
+    'a': jnp.array([[1.0, -2.0], [0.0, 4.0]], jnp.float32),
+    'b': jnp.array([-3.0], jnp.float32),
+  }
+  out, _, bits = _compress(compression.sign(scaled=True), tree)
+  alpha = (1 + 2 + 0 + 4 + 3) / 5
+  np.testing.assert_allclose(out['a'], alpha * np.array([[1, -1], [-1, 1]]), rtol=1e-6)
+  np.testing.assert_allclose(out['b'], [-alpha], rtol=1e-6)
+  assert float(bits) == 5 + 32
+  np.testing.assert_array_equal(
+    _compress(compression.sign(scaled=True), jnp.zeros(4))[0], np.zeros(4)
+  )
+  x = np.random.default_rng(1).standard_normal(9)
+  out, _, _ = _compress(compression.sign(scaled=True), jnp.asarray(x, jnp.float64))
+  assert out.dtype == jnp.float64
+  np.testing.assert_allclose(out, np.abs(x).mean() * np.where(x > 0, 1.0, -1.0), rtol=1e-14)
+
+
+# ---- error feedback (eqs. 8-9) ------------------------------------------------------------
+def _deltas(seed, t=20):
+  rng = np.random.default_rng(seed)
+  return [
+    {
+      'w': rng.standard_normal((3, 4)).astype(np.float32),
+      'b': (0.1 * rng.standard_normal(5)).astype(np.float32),
+    }
+    for _ in range(t)
+  ]
+
+
+def _flat(tree):
+  return np.concatenate([np.ravel(tree['b']), np.ravel(tree['w'])])  # jax order: sorted keys
+
+
+def _run(c, deltas):
+  step, state, sents = jax.jit(c.compress), c.init(jax.tree.map(jnp.asarray, deltas[0])), []
+  for t, delta in enumerate(deltas):
+    sent, state, _ = step(jax.tree.map(jnp.asarray, delta), state, jax.random.key(t))
+    sents.append(jax.tree.map(np.asarray, sent))
+  return sents, state
+
+
+def test_top_k_error_feedback_matches_the_numpy_recursion():
+  deltas, k = _deltas(0), 4
+  sents, state = _run(compression.error_feedback(top_k(k, 17)), deltas)
+  e = np.zeros(17, np.float32)
+  for delta, sent in zip(deltas, sents, strict=True):
+    corrected = _flat(delta) + e  # eq. (8), float32 as the paper's
+    e = corrected - np_top_k(corrected, k)  # eq. (9)
+    np.testing.assert_allclose(_flat(sent), np_top_k(corrected, k), rtol=1e-6, atol=1e-7)
+  np.testing.assert_allclose(_flat(jax.tree.map(np.asarray, state.residual)), e, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+  'inner',
+  [
+    compression.top_k(0.2),
+    compression.sign(),
+    compression.sign(scaled=True),
+    compression.qsgd(bits=3),
+    compression.top_k_qsgd(0.3, 4),
+    compression.identity(),
+  ],
+  ids=['top_k', 'sign', 'sign_scaled', 'qsgd', 'top_k_qsgd', 'identity'],
+)
+def test_error_feedback_telescopes(inner):
+  """sum_t sent_t + e_T = sum_t Delta_t; the identity sends Delta exactly, e stays 0."""
+  deltas = _deltas(1)
+  sents, state = _run(compression.error_feedback(inner), deltas)
+  total_delta = np.sum([_flat(d).astype(np.float64) for d in deltas], axis=0)
+  total_sent = np.sum([_flat(s).astype(np.float64) for s in sents], 0)
+  e_t = _flat(jax.tree.map(np.asarray, state.residual)).astype(np.float64)
+  scale = max(np.abs(total_delta).max(), np.abs(e_t).max(), 1.0)
+  np.testing.assert_allclose(total_sent + e_t, total_delta, atol=20 * 1e-6 * scale)
+  lossy = not np.array_equal(
+    np.stack([_flat(s) for s in sents]), np.stack([_flat(d) for d in deltas])
+  )
+  assert (np.abs(e_t).max() > 1e-3) == lossy  # e_T is 0 exactly when nothing was lost
+
+
+def test_error_feedback_uses_the_residual_and_keeps_dtypes(x64):
+  c = compression.error_feedback(top_k(1, 3))
+  delta = {'b': jnp.array([1.0, 0.0], jnp.float32), 'w': jnp.array([[0.5]], jnp.float64)}
+  state = c.init(delta)._replace(residual={'b': jnp.array([0.0, -3.0]), 'w': jnp.array([[0.25]])})
+  sent, new, bits = jax.jit(c.compress)(delta, state, jax.random.key(0))
+  np.testing.assert_array_equal(sent['b'], [0.0, -3.0])  # corrected [1, -3, 0.75]: keep -3
+  np.testing.assert_array_equal(sent['w'], [[0.0]])
+  np.testing.assert_array_equal(new.residual['b'], [1.0, 0.0])
+  np.testing.assert_array_equal(new.residual['w'], [[0.75]])
+  assert sent['w'].dtype == new.residual['w'].dtype == jnp.float64 and float(bits) == 32 + 2
+
+
+def test_vmap_jit_over_clients_with_per_client_error_feedback():
+  """The engine's use: gather the arriving ids' states, vmap compress, scatter back."""
+  n_clients, k = 5, 3
+  rng = np.random.default_rng(0)
+  params = {'b': jnp.zeros(4, jnp.float32), 'w': jnp.zeros((2, 3), jnp.float32)}
+  c = compression.error_feedback(top_k(k, 10))
+  states = jax.vmap(lambda _: c.init(params))(jnp.arange(n_clients))
+
+  @jax.jit
+  @chex.assert_max_traces(n=1)
+  def step(states, ids, deltas, keys):
+    mine = jax.tree.map(lambda s: s[ids], states)
+    sent, new, bits = jax.vmap(c.compress)(deltas, mine, keys)
+    return sent, jax.tree.map(lambda s, n: s.at[ids].set(n), states, new), bits
+
+  e_ref = np.zeros((n_clients, 10), np.float32)
+  for ids in ([0, 2, 4], [1, 2, 3], [4, 0, 1], [2, 3, 4]):
+    deltas = {
+      'b': rng.standard_normal((3, 4)).astype(np.float32),
+      'w': rng.standard_normal((3, 2, 3)).astype(np.float32),
+    }
+    keys = jax.random.split(jax.random.key(len(ids)), 3)
+    sent, states, bits = step(states, jnp.array(ids), deltas, keys)
+    np.testing.assert_array_equal(bits, [k * (32 + 4)] * 3)
+    for j, i in enumerate(ids):
+      corrected = np.concatenate([deltas['b'][j], deltas['w'][j].ravel()]) + e_ref[i]
+      e_ref[i] = corrected - np_top_k(corrected, k)
+      got = np.concatenate([np.asarray(sent['b'][j]), np.asarray(sent['w'][j]).ravel()])
+      np.testing.assert_allclose(got, np_top_k(corrected, k), rtol=1e-6)
+  got_e = np.concatenate(
+    [states.residual['b'], np.reshape(states.residual['w'], (n_clients, 6))], 1
+  )
+  np.testing.assert_allclose(got_e, e_ref, rtol=1e-6, atol=1e-6)
+  chex.clear_trace_counter()

@@ -1,0 +1,264 @@
+"""One declaration and one check of every setting; the public names are the factories.
+
+A value outside its declared range is refused in one line naming the argument and the
+value: ``ConfigError`` from a registered component (``algorithms.get``, a direct call of
+``afl_jax.algorithms.<name>``, ``compression.get``, a config's section), ``ArgumentError``
+from a rule or builder called directly. A combination no range can state is a plain
+``ValueError`` naming the fields. Values inside the ranges (schedules, NumPy scalars, None
+where the default is None) build.
+"""
+
+import inspect
+import math
+import types
+
+import jax
+import numpy as np
+import optax
+import pytest
+
+import afl_jax
+from afl_jax import algorithms, clients, compression, schedules, servers
+from afl_jax.algorithms._masfl import adamasfl_theory, masfl_theory
+from afl_jax.algorithms.registry import RunInfo
+from afl_jax.core import checks
+from afl_jax.errors import ArgumentError, ConfigError
+from afl_jax.pipeline import build_run
+from afl_jax.pipeline import config as config_lib
+from afl_jax.registry import Registry
+
+TEST_NAME = 'registry_test_gain'
+FN, U = (lambda p, x: x), np.zeros((9, 2))  # FedEcho's model and unlabeled set
+ECHO = dict(apply_fn=FN, unlabeled_x=U, num_clients=3)
+
+
+def get(name, **hp):
+  return lambda: algorithms.get(name, **hp)
+
+
+def call(f, *args, **kwargs):
+  return lambda: f(*args, **kwargs)
+
+
+# (the call, the error's class, the start of its message)
+OUT_OF_RANGE = [
+  (get('fedbuff', client_lr=-0.1), ConfigError, 'hparams.client_lr=-0.1 is invalid: must be > 0'),
+  (get('fedbuff', client_lr=math.nan), ConfigError, 'hparams.client_lr=nan is invalid'),
+  (get('fedbuff', client_lr=math.inf), ConfigError, 'hparams.client_lr=inf is invalid'),
+  (get('fedbuff', client_lr='0.1'), ConfigError, "hparams.client_lr='0.1' is invalid"),
+  (get('fedbuff', server_lr=True), ConfigError, 'hparams.server_lr=True is invalid'),
+  (get('fedbuff', weighting='size'), ConfigError, "hparams.weighting='size' is invalid"),
+  (get('fedbuff', bitz=4), ConfigError, "hparams.bitz=4 is invalid: algorithm 'fedbuff' takes no"),
+  (get('fedasync', alpha=1.5), ConfigError, 'hparams.alpha=1.5 is invalid: must be in (0, 1]'),
+  (get('fedasync', staleness='linear'), ConfigError, "hparams.staleness='linear' is invalid"),
+  (get('fedfa_delta', window_size=2.5), ConfigError, 'hparams.window_size=2.5 is invalid'),
+  (get('fedfa_delta_prox', mu=-0.1), ConfigError, 'hparams.mu=-0.1 is invalid'),
+  (get('fadas', delay_adaptive=1), ConfigError, 'hparams.delay_adaptive=1 is invalid'),
+  (get('fadas', tau_c=-1), ConfigError, 'hparams.tau_c=-1 is invalid'),
+  (get('multistage_fedgm', betas=(0.9, 1.0)), ConfigError, 'hparams.betas=(0.9, 1.0) is invalid'),
+  (get('fednag', beta=1.2), ConfigError, 'hparams.beta=1.2 is invalid: must be in [0, 1)'),
+  (get('asynflc', bits=64), ConfigError, 'hparams.bits=64 is invalid: must be an integer in'),
+  (get('asynflc', compressor='zip'), ConfigError, "hparams.compressor='zip' is invalid"),
+  (get('asynfl', num_clients=2.5), ConfigError, 'hparams.num_clients=2.5 is invalid'),
+  (get('asynfl', local_training='x'), ConfigError, "hparams.local_training='x' is invalid"),
+  (get('masfl', beta=0.0), ConfigError, 'hparams.beta=0.0 is invalid: must be in (0, 1]'),
+  (get('adamasfl', local_steps=0), ConfigError, 'hparams.local_steps=0 is invalid'),
+  (get('fedac', min_similarity=2.0), ConfigError, 'hparams.min_similarity=2.0 is invalid'),
+  (get('fedac', history=0), ConfigError, 'hparams.history=0 is invalid'),
+  (get('port', staleness_bound=0.0), ConfigError, 'hparams.staleness_bound=0.0 is invalid'),
+  (get('fedopt', convention='alg3'), ConfigError, "hparams.convention='alg3' is invalid"),
+  (get('fedopt', bias_correction_offset=0), ConfigError, 'hparams.bias_correction_offset=0'),
+  (get('fedecho', **ECHO, alpha_max=0.1), ConfigError, 'hparams.alpha_max=0.1 is invalid'),
+  (get('fedecho', **ECHO, clip_norm=0.0), ConfigError, 'hparams.clip_norm=0.0 is invalid'),
+  (get('fedecho', **{**ECHO, 'num_clients': 0}), ConfigError, 'hparams.num_clients=0 is invalid'),
+  (call(algorithms.fedasync, alpha=2), ConfigError, 'hparams.alpha=2 is invalid'),
+  (call(compression.get, 'qsgd', bits=1), ConfigError, 'compressor.bits=1 is invalid'),
+  (call(compression.get, 'top_k', frac=0.1), ConfigError, 'compressor.frac=0.1 is invalid'),
+  (call(compression.top_k, math.nan), ConfigError, 'compressor.fraction=nan is invalid'),
+  (call(schedules.durations.make, 'gamma'), ConfigError, "schedule.durations='gamma' is invalid"),
+  (
+    call(schedules.durations.make, 'uniform', low=3, high=1),
+    ConfigError,
+    'schedule.durations_params.high=1',
+  ),
+  (call(servers.fedgm, beta=1.0), ArgumentError, 'beta=1.0 is invalid: must be in [0, 1)'),
+  (call(servers.fedgm, server_lr=0.0), ArgumentError, 'server_lr=0.0 is invalid: must be > 0'),
+  (
+    call(servers.multistage_fedgm, [2, 0], [1, 1], [0, 0], [0, 0]),
+    ArgumentError,
+    'stage_lengths=[2, 0]',
+  ),
+  (call(servers.fedopt, 'rmsprop'), ArgumentError, "server_optimizer='rmsprop' is invalid"),
+  (call(servers.fedopt, 'adam', tau=0.0), ArgumentError, 'tau=0.0 is invalid'),
+  (call(servers.fedfa, window_size=0), ArgumentError, 'window_size=0 is invalid'),
+  (call(servers.port, weighting='data'), ArgumentError, "weighting='data' is invalid"),
+  (call(servers.ca2fl, num_clients=0), ArgumentError, 'num_clients=0 is invalid'),
+  (call(servers.fedecho, FN, U, 3, teacher='soft'), ArgumentError, "teacher='soft' is invalid"),
+  (call(servers.staleness_function, 'linear'), ArgumentError, "kind='linear' is invalid"),
+  (call(clients.local_sgd, 0.0), ArgumentError, 'client_lr=0.0 is invalid'),
+  (call(clients.masfl, 0.1, 0.0), ArgumentError, 'beta=0.0 is invalid'),
+  (call(schedules.fedbuff, 100, 20, 30, 5), ArgumentError, 'buffer_size=30 is invalid: must be'),
+  (call(schedules.fedbuff, 100, 200, 10, 5), ArgumentError, 'concurrency=200 is invalid'),
+  (call(schedules.synchronous, 4, 5, 3), ArgumentError, 'clients_per_step=5 is invalid'),
+  (call(masfl_theory, 10, 2, 6000, 0.0, 4), ArgumentError, 'smoothness=0.0 is invalid'),
+]
+
+
+@pytest.mark.parametrize('build,cls,start', OUT_OF_RANGE, ids=lambda v: getattr(v, '__name__', ''))
+def test_a_value_out_of_range_is_refused_in_one_line_naming_it(build, cls, start):
+  with pytest.raises(cls) as err:
+    build()
+  message = str(err.value)
+  assert message.startswith(start) and '\n' not in message, message
+
+
+# A combination of values (and a run fact) no single range states: (call, what the message names)
+COMBINATIONS = [
+  (get('fedopt', bias_correction=True), "convention='alg2'"),
+  (get('fedopt', convention='alg2', server_optimizer='amsgrad'), "'amsgrad' is optax's only"),
+  (
+    get('fedopt', convention='alg2', server_optimizer='adagrad', bias_correction=True),
+    'FedAdagrad',
+  ),
+  (call(servers.fedfa, mode='param', server_lr=0.5), "server_lr applies to mode='delta' only"),
+  (get('asynflc', compressor='sign', fraction=0.1), "compressor 'sign' takes no ['fraction']"),
+  (get('fedecho', **ECHO, distill_batch=10), 'distill_batch=10 exceeds the 9 unlabeled'),
+  (get('fedecho', apply_fn=FN), "fedecho needs the run context ['unlabeled_x', 'num_clients']"),
+  (call(servers.multistage_fedgm, [2, 2], [1.0], [0, 0], [0, 0]), 'server_lrs has 1 entries'),
+  (call(schedules.fedbuff, 10, 6, 6, 5), 'num_clients=10 must be >= concurrency + buffer_size'),
+  (call(masfl_theory, 10, 12, 600, 2.5, 4), 'Theorem 3.1'),
+  (call(adamasfl_theory, 10, 12, 100), 'num_rounds=100 must be >='),
+  (get('fedbuf'), "unknown algorithm name='fedbuf'; valid: ['adamasfl',"),
+]
+
+
+@pytest.mark.parametrize('build,named', COMBINATIONS)
+def test_a_combination_that_cannot_work_is_one_line(build, named):
+  with pytest.raises(ValueError) as err:
+    build()
+  assert named in str(err.value) and '\n' not in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize(
+  'name,hp',
+  [
+    ('fedbuff', dict(client_lr=0.1, server_lr=1)),  # an int where a float is the default
+    ('fedbuff', dict(client_lr=np.float32(0.05), weighting='examples')),
+    ('fedbuff', dict(client_lr=optax.linear_schedule(0.1, 0.01, 10))),  # schedules pass
+    ('fedasync', dict(alpha=1.0, staleness='hinge', a=0.0, b=0.0)),
+    ('fedecho', dict(**ECHO, clip_norm=math.inf, alpha_min=0.5, alpha_max=0.5)),  # inf: no clip
+    ('multistage_fedgm', dict(betas=np.array([0.9, 0.0, 0.5]))),
+    ('masfl', dict(client_lr=None, beta=1.0)),  # None where the default is None
+  ],
+)
+def test_values_inside_the_ranges_build(name, hp):
+  assert algorithms.get(name, **hp).name == name
+
+
+def test_every_hyperparameter_has_a_range_its_default_meets():
+  """Declared, inherited from a rule, shared or implied by the default; unchecked only where
+  the default is None or a sequence (a sequence's own spec then checks it)."""
+  for name in algorithms.names():
+    defaults = algorithms.hyperparameters(name)
+    for k, spec in algorithms.hyperparameter_specs(name).items():
+      if spec is None:
+        assert defaults[k] is None or isinstance(defaults[k], tuple), (name, k)
+      else:
+        assert algorithms.ALGORITHMS.violation(name, k, defaults[k]) is None, (name, k)
+
+
+def test_an_algorithm_takes_the_ranges_of_the_rules_it_uses():
+  """Declared once, beside the rule: the algorithm's range is the rule's own Spec object."""
+  assert algorithms.hyperparameter_specs('fedasync')['alpha'] is servers.fedasync.specs['alpha']
+  assert (
+    algorithms.hyperparameter_specs('fedfa_delta')['window_size']
+    is servers.fedfa.specs['window_size']
+  )
+  assert algorithms.hyperparameter_specs('fedbuff')['client_lr'] is checks.COMMON['client_lr']
+
+
+@pytest.mark.parametrize('package', [algorithms, servers, clients, compression])
+def test_every_public_name_is_a_function_or_type_never_a_module(package):
+  """``afl_jax.servers.fedgm`` builds FedGM's server (no module of that name shadows it)."""
+  for name in package.__all__:
+    assert not isinstance(getattr(package, name), types.ModuleType), name
+  if package is algorithms:
+    for name in algorithms.names():  # each registered algorithm is the attribute of its name
+      assert getattr(algorithms, name).__name__ == name
+      assert inspect.signature(getattr(algorithms, name)) == inspect.signature(
+        algorithms.ALGORITHMS.get(name)
+      )
+  if package is compression:
+    assert all(getattr(compression, n).__name__ == n for n in compression.NAMES)
+
+
+def test_get_fills_the_declared_context_from_a_run_info_unless_given():
+  info = RunInfo(num_clients=7)
+  assert algorithms.get('asynfl', run=info, client_lr=0.1).name == 'asynfl'
+  with pytest.raises(ConfigError, match='hparams.num_clients=0 is invalid'):
+    algorithms.get('asynfl', run=info, num_clients=0)  # given by hand: wins
+  for name in algorithms.names():  # a factory taking a RunInfo field declares it
+    takes = [f for f in algorithms.registry.CONTEXT_FIELDS if f in algorithms.parameters(name)]
+    assert sorted(takes) == sorted(algorithms.context(name)), name
+
+
+@pytest.fixture
+def gain_algorithm():
+  """A test algorithm whose hyperparameter ``gain`` is declared in [0, 1] at registration."""
+
+  @algorithms.register(TEST_NAME, gain=checks.real(0.0, 1.0))
+  def factory(client_lr=0.1, gain=0.5, weighting='uniform'):
+    return algorithms.get('fedbuff', client_lr=client_lr * gain, weighting=weighting)._replace(
+      name=TEST_NAME
+    )
+
+  yield TEST_NAME
+  algorithms.ALGORITHMS.unregister(TEST_NAME)
+
+
+def test_a_range_declared_at_registration_checks_get_sweep_and_a_config(gain_algorithm, quad):
+  with pytest.raises(ConfigError, match=r'^hparams.gain=1.5 is invalid: must be in \[0, 1\]'):
+    algorithms.get(gain_algorithm, gain=1.5)
+  problem, schedule, params0 = quad
+  keys = jax.random.split(jax.random.key(0), 2)
+  with pytest.raises(ConfigError, match=r'^replica 1: hparams.gain=2.0 is invalid: must be in'):
+    afl_jax.sweep(gain_algorithm, problem, schedule, params0, keys, gain=[0.5, 2.0])
+  with pytest.raises(ConfigError, match=r'^replica 1: hparams.client_lr=-1.0 is invalid'):
+    afl_jax.sweep('fedbuff', problem, schedule, params0, keys, client_lr=[0.1, -1.0])
+  c = config_lib.default()
+  c.dataset, c.num_clients, c.schedule.concurrency, c.schedule.buffer_size = 'digits', 12, 4, 2
+  c.num_rounds, c.eval_every, c.batch_size = 10, 10, 16
+  config_lib.set_algorithm(c, gain_algorithm, gain=1.5)
+  with pytest.raises(
+    ConfigError, match=r'^config.hparams.gain=1.5 is invalid: must be in \[0, 1\]\.$'
+  ):
+    build_run(c)  # validated before any data is loaded
+  c.hparams = {'client_lr': '0.1', 'gain': 0.5}
+  with pytest.raises(ConfigError, match=r"^config.hparams.client_lr='0.1' is invalid: must be a"):
+    config_lib.validate(c)
+  config_lib.set_algorithm(c, gain_algorithm, gain=0.25)
+  assert build_run(c).algorithm.name == gain_algorithm
+
+
+def test_registering_a_name_again_needs_replace_and_ranges_name_arguments(gain_algorithm):
+  with pytest.raises(ValueError, match='registered twice.*replace=True'):
+    algorithms.register(gain_algorithm)(lambda client_lr=0.1: None)
+
+  @algorithms.register(gain_algorithm, gain=checks.real(0.0, 2.0), replace=True)
+  def again(client_lr=0.1, gain=1.0):
+    return algorithms.get('fedbuff', client_lr=client_lr * gain)
+
+  assert algorithms.get(gain_algorithm, gain=1.5).name == 'fedbuff'  # the new range
+  with pytest.raises(ValueError, match=r"ranges \['gian'\] are not arguments of"):
+    algorithms.register('never_registered', gian=checks.POSITIVE)(lambda gain=0.5: None)
+  with pytest.raises(TypeError, match='must be a checks.Spec'):
+    algorithms.register('never_registered', gain=(0, 1))
+  with pytest.raises(ValueError, match='not RunInfo fields'):
+    algorithms.register('never_registered', context=('num_widgets',))
+  assert 'never_registered' not in algorithms.names()
+  r = Registry('widget')
+  r.register('a', lambda: 1, colour='red')
+  with pytest.raises(ValueError, match=r"unknown widget name='c'; valid: \['a'\]"):
+    r.get('c')
+  r.register('a', lambda: 3, replace=True, colour='blue')
+  assert r.get('a')() == 3 and r.meta('a') == {'colour': 'blue'} and len(r) == 1
