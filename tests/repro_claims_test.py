@@ -221,10 +221,12 @@ def test_forest_panels_group_by_family_and_include_events():
 
 
 def test_a_far_row_does_not_flatten_its_panel():
-  spans = [(-1.0, 1.0), (0.5, 2.0), (-3.0, -1.0), (2.0, 4.0), (-72.0, -66.0)]
-  lo, hi = figures._limits(spans, ratio=False)
-  assert (lo, hi) == pytest.approx((-1.1 * 2 * 4.0, 1.1 * 2 * 4.0))  # 80th pct of extents: 4
-  assert figures._limits(spans[:4], ratio=False) == pytest.approx((-4.4, 4.4))
+  near = [(-1.0, 1.0), (0.5, 2.0), (-3.0, -1.0), (2.0, 4.0), (4.6, 13.4)]
+  assert figures._limits(near, ratio=False) == pytest.approx((-1.1 * 13.4, 1.1 * 13.4))
+  # Extents 1, 1, 2, 3, 4, 13.4, 72 (with the floor 1): the 80th percentile interpolates
+  # 4 + 0.8 * 9.4 = 11.52, so the axis stops at 3 x 11.52 and the -69-point row is cut.
+  far = near + [(-72.0, -66.0)]
+  assert figures._limits(far, ratio=False) == pytest.approx((-1.1 * 34.56, 1.1 * 34.56))
 
 
 def test_overlapping_curves_are_faceted():
@@ -265,7 +267,7 @@ def test_effects_carry_their_unit():
   assert pages.effect_text(mb) == '+41 MB [+12, +71]'
   assert pages.effect_text({'kind': 'on_seeds', 'mean': 0.3, 'n': 10}) == '3/10 seeds'
   table = pages._compact(pd.DataFrame({'a': ['x|y'], 'b': ['1']}))
-  assert table.splitlines() == ['| a | b |', '| --- | --- |', '| x/y | 1 |']
+  assert table.splitlines() == ['| a | b |', '| --- | --- |', '| x\\|y | 1 |']
 
 
 def test_masfl_fig2_at_mc20_replays_fig1s_test_runs_bit_for_bit():

@@ -95,7 +95,7 @@ def plot_experiment(s: Mapping, frame: pd.DataFrame, path: str) -> None:
   column, scale, xlabel, log = _x_axis(exp)
   fin = scoring.finals(frame)
   panels = facets(exp)
-  cols = 2 if len(panels) == 4 else min(3, len(panels))
+  cols = min(2, len(panels))  # two panels across keep the text readable at page width
   rows = math.ceil(len(panels) / cols)
   fig, axes = plt.subplots(
     rows, cols, figsize=(5.2 * cols, 3.4 * rows + 0.8), squeeze=False, sharey=True
@@ -208,19 +208,27 @@ def _marks(c: Mapping, scale: float) -> tuple[float | None, list[float]]:
 
 
 def _limits(spans: list[tuple[float, float]], ratio: bool) -> tuple[float, float]:
-  """The x range of a linear panel: every interval, unless a few far ones would flatten
-  the rest (more than 3x the 80th percentile of the extents and beyond 10 units): then
-  cut there and the far rows are drawn to the edge with their value written."""
+  """The x range of a panel: every interval, unless a few far rows would flatten the rest
+  (beyond 20 units and 3x the 80th percentile of the extents): the axis then stops at
+  that bound and the far rows are drawn to its edge with their values written."""
   if ratio:
     lo = min(min(a, b) for a, b in spans)
     hi = max(max(a, b) for a, b in spans)
     return lo / 1.3, hi * 1.3
   extents = np.array([max(abs(a), abs(b)) for a, b in spans] + [1.0])
-  lim = float(extents.max())
-  typical = float(np.percentile(extents, 80))
-  if lim > 10 and lim > 3 * typical:
-    lim = max(2 * typical, 5.0)
-  return -1.1 * lim, 1.1 * lim
+  bound = max(20.0, 3 * float(np.percentile(extents, 80)))
+  return -1.1 * min(extents.max(), bound), 1.1 * min(extents.max(), bound)
+
+
+def _ratio_ticks(ax, lo: float, hi: float) -> None:
+  """Plain tick labels on a log axis (0.5, 1, 2, 3, 5, 10, ...), none of the form 2 x 10^0."""
+  from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+  ticks = [v * 10.0**e for e in range(-2, 4) for v in (1, 2, 3, 5)]
+  ax.xaxis.set_major_locator(FixedLocator([t for t in ticks if lo <= t <= hi]))
+  ax.xaxis.set_major_formatter(lambda v, _: f'{v:g}')
+  ax.xaxis.set_minor_locator(NullLocator())
+  ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def plot_forest(paper_key: str, scored: Mapping, path: str, width: int = 52) -> None:
@@ -270,16 +278,16 @@ def plot_forest(paper_key: str, scored: Mapping, path: str, width: int = 52) -> 
       face = 'white' if c['outside'] else colour
       marker = 'o' if clipped == mean else ('<' if mean < lo else '>')
       ax.plot(clipped, y, marker, color=colour, mfc=face, ms=7, mew=1.5)
-      if clipped != mean:  # beyond the axis: the effect and interval written beside the arrow
-        left = mean < lo
+      if a < lo or b > hi:  # cut by the axis: the effect and interval written inside it
+        left = a < lo
         ax.annotate(
           f'{mean:+.1f} [{a:+.1f}, {b:+.1f}]',
-          (clipped, y),
-          xytext=(8 if left else -8, 0),
+          (lo if left else hi, y),
+          xytext=(4 if left else -4, 7),
           textcoords='offset points',
           fontsize=FONT - 1,
           ha='left' if left else 'right',
-          va='center',
+          va='bottom',
           color=colour,
         )
       effect, ticks = _marks(c, scale)
@@ -299,6 +307,7 @@ def plot_forest(paper_key: str, scored: Mapping, path: str, width: int = 52) -> 
     ax.axvline(1.0 if ratio else 0.0, color='black', lw=0.8)
     if ratio:
       ax.set_xscale('log')
+      _ratio_ticks(ax, lo, hi)
     ax.set_xlim(lo, hi)
     ax.set_ylim(y - 0.3, 0.3)
     ax.set_yticks(ys, names, fontsize=FONT)
@@ -339,7 +348,7 @@ def _legend(fig, plt, claims: Sequence[Mapping]) -> None:
     Line2D([], [], color='black', marker='D', ls='', ms=5, label="the paper's effect"),
     Line2D([], [], color='black', marker='|', ls='', ms=10, label='margin, bound or factor'),
     Line2D([], [], color='gray', marker='o', mfc='white', ls='', label='outside the tally'),
-    Line2D([], [], color='gray', marker='>', ls='', label='beyond the axis (value written)'),
+    Line2D([], [], color='gray', marker='>', ls='', label='cut by the axis (values written)'),
   ]
   fig.legend(
     handles=handles,

@@ -40,51 +40,50 @@ SCALE = (
 
 PROTOCOL = (
   'Every method of an experiment is tuned on the same number of grid settings (a method '
-  "whose paper sets a rate by design has no axis for it and the others' values on the "
-  'axes it has: fewer settings, said in its grid). '
+  "whose paper sets a rate by design has no axis for it and the others' values on the axes "
+  'it has: fewer settings, said in its grid).',
   "**Selection**: each setting runs on the selection seeds; a method's setting is the one "
   'with the best mean final **validation** accuracy (a split held out of the training '
-  'data); a run that diverged scores 0. A selection on an edge of its grid (the smallest '
-  'or largest value tried of a swept axis) extends the grid before any test run '
-  '(`reproduce.py` refuses the test phase until it is extended or the experiment says '
-  'why not: "edges kept"). **Test**: only the selected settings run again, on fresh test '
-  'seeds (the seed varies the data split, the schedule and the initial model), and every '
-  'claim is scored there: the per-seed paired difference (oriented so that positive '
-  'favours the claim), its mean with the 95% t interval, and the p-value of each test '
-  'the verdict rests on. A claim on steps, simulated seconds or MB to a target reads each '
-  'curve at its first evaluation at or above the target (unless declared, 90% of the '
-  "median of the selected settings' validation accuracy on the selection seeds, fixed "
-  'before the test runs); a seed that never reaches it counts with its last value, a '
-  'lower bound, so the claim cannot agree when A missed on a seed, nor disagree when B '
-  f'did. **Verdicts**: *agrees* / *disagrees*: paired t-test p < {scoring.ALPHA}; '
-  '*equivalent within the margin*: both one-sided tests against ±m reject (TOST); '
-  '*differ by more than the margin*: the one-sided test against the margin on the side '
-  'of the mean rejects; a non-inferiority ("A loses at most m") agrees when the '
-  'one-sided test against -m rejects and disagrees when the opposite one does; a bounded '
-  'claim ("only marginally better") is two tests, the direction and the one-sided test '
-  "against the bound, and agrees only when both do; *smaller than the paper's effect*: "
-  "the one-sided test against the paper's own effect size rejects; *condition not "
-  'reproduced*: the setting does not show the effect the claim is about (the declared '
-  'reference beats the harsh condition, or for a consistency claim differs from it, '
-  f'with p < {scoring.ALPHA}); an event claim (diverges, never reaches the target) agrees '
-  'when it happens on every test seed and disagrees when on none (exact binomial p). '
-  'A speedup (fewer steps, seconds or MB to the target) is scored as the per-seed ratio '
-  "B / A on a log scale (paired t-test of log(B / A) against the claimed factor's log) "
-  'and shown as the geometric-mean ratio with its 95% interval. *not comparable*: the '
-  "paper's accuracy effect would need more than "
-  f'{scoring.ACCURACY_CEILING:.0%} accuracy here (B plus the effect), so no outcome could '
-  'show it; the direction alone is scored. **Adjustment**: each paper statement is one '
-  "scored claim in the tally (other readings of it and the project's own contrasts are "
-  'scored outside it, adjusted among themselves); the p-values of every test of every '
-  f'tallied claim are adjusted together, Benjamini-Hochberg at {scoring.ALPHA} (BH) and '
-  "Holm's step-down (family-wise), and a claim's verdict is composed from the tests that "
-  'stay decided after each adjustment (each test shown with its own adjusted p). There '
-  'is no effect-size floor: the interval states the size. An inconclusive claim lists '
-  'the test seeds that would give 80% power at its observed effect and spread (before '
-  'the adjustment). A decided verdict whose losing method was selected on an edge of its '
-  'grid names that edge beside it: a wider grid might move it.'
+  'data); a run that diverged scores 0. A selection on an edge of its grid (the smallest or '
+  'largest value tried of a swept axis) extends the grid before any test run: '
+  '`reproduce.py` refuses the test phase until it is extended, or the experiment says why '
+  'not ("edges kept", listed on its page).',
+  '**Test**: only the selected settings run again, on fresh test seeds (the seed varies the '
+  'data split, the schedule and the initial model), and every claim is scored there: the '
+  'per-seed paired difference (oriented so that positive favours the claim), its mean with '
+  'the 95% t interval, and the p-value of each test the verdict rests on.',
+  '**To a target**: steps, simulated seconds or MB are read at the first evaluation at or '
+  "above the target (unless declared, 90% of the median of the selected settings' "
+  'validation accuracy on the selection seeds, fixed before the test runs); a seed that '
+  'never reaches it counts with its last value, a lower bound, so the claim cannot agree '
+  'when A missed on a seed, nor disagree when B did. A speedup is the per-seed ratio B / A '
+  "on a log scale (paired t-test of log(B / A) against the claimed factor's log), shown as "
+  'the geometric-mean ratio with its 95% interval.',
+  f'**Verdicts**: *agrees* / *disagrees*: paired t-test p < {scoring.ALPHA}. *Equivalent '
+  'within the margin*: both one-sided tests against ±m reject (TOST); *differ by more than '
+  'the margin*: the one-sided test against the margin, on the side of the mean, rejects. '
+  'A non-inferiority ("A loses at most m") agrees when the one-sided test against -m '
+  'rejects and disagrees when the opposite one does. A bounded claim ("only marginally '
+  'better") is two tests, the direction and the one-sided test against the bound, and '
+  "agrees only when both do. *Smaller than the paper's effect*: the one-sided test against "
+  "the paper's own effect size rejects. *Condition not reproduced*: the setting does not "
+  'show the effect the claim is about (the declared reference beats the harsh condition, or '
+  f'for a consistency claim differs from it, with p < {scoring.ALPHA}). An event claim '
+  '(diverges, never reaches the target) agrees when it happens on every test seed and '
+  "disagrees when on none (exact binomial p). *Not comparable*: the paper's accuracy effect "
+  f'would need more than {scoring.ACCURACY_CEILING:.0%} accuracy here (B plus the effect), '
+  'so no outcome could show it; the direction alone is scored.',
+  '**Adjustment**: each paper statement is one scored claim in the tally (other readings '
+  "of it and the project's own contrasts are scored outside it, adjusted among "
+  'themselves). The p-values of every test of every tallied claim are adjusted together, '
+  f"Benjamini-Hochberg at {scoring.ALPHA} (BH) and Holm's step-down (family-wise); a claim's "
+  'verdict is composed from the tests that stay decided after each adjustment, each test '
+  'shown with its own adjusted p.',
+  'There is no effect-size floor: the interval states the size. An inconclusive claim lists '
+  'the test seeds that would give 80% power at its observed effect and spread (before the '
+  'adjustment). A decided verdict whose losing method was selected on an edge of its grid '
+  'names that edge beside it: a wider grid might move it.',
 )
-
 TERMS = (
   ('A, B', 'the two methods of a claim, oriented so that a positive effect favours the claim'),
   ('pts', 'accuracy points (0.01 test accuracy = 1 pt)'),
@@ -118,6 +117,10 @@ TERMS = (
     'a look at test results: fresh seeds or not, the decision followed the data',
   ),
 )
+
+
+def _bullets(lines) -> str:
+  return '\n'.join(f'- {line}' for line in lines)
 
 
 def _claims(e: spec.Experiment) -> str:
@@ -291,9 +294,9 @@ def _part_names(c: Mapping) -> dict[str, str]:
 
 
 def verdict_cell(c: Mapping, key: str = 'verdict') -> str:
-  """A verdict after one adjustment (``key``: 'verdict' BH, 'verdict_holm' Holm) with the
-  adjusted p of each test it rests on."""
-  p_key = 'p_adj' if key == 'verdict' else 'p_holm'
+  """A verdict (``key``: 'verdict' after BH, 'verdict_holm' after Holm, 'verdict_raw'
+  before adjusting) with the p of each test it rests on, adjusted alike."""
+  p_key = {'verdict': 'p_adj', 'verdict_holm': 'p_holm', 'verdict_raw': 'p'}[key]
   names = _part_names(c)
   parts = [part for part in c['parts'] if math.isfinite(part.get(p_key, math.nan))]
   ps = '; '.join(
@@ -393,7 +396,7 @@ def claim_notes(claims: Sequence[Mapping], start: int = 1) -> list[str]:
       notes.append(f'{c["needed"]:.0f} test seeds for 80% power')
     if c['outside']:
       notes.append(f'outside the tally: {c["outside"]}')
-    notes.append(f'raw: {c["verdict_raw"]}, p={_num(c["p"], "{:.3g}")}')
+    notes.append('before adjusting: ' + verdict_cell(c, 'verdict_raw').replace('**', ''))
     out.append(f'- {i}: ' + '; '.join(notes) + '.')
   return out
 
@@ -414,7 +417,9 @@ def _table(frame: pd.DataFrame) -> str:
 def _compact(frame: pd.DataFrame) -> str:
   """A markdown table without column padding (each line as long as its own cells)."""
   cells = [list(frame.columns), ['---'] * frame.shape[1], *frame.astype(str).to_numpy().tolist()]
-  return '\n'.join('| ' + ' | '.join(str(c).replace('|', '/') for c in row) + ' |' for row in cells)
+  return '\n'.join(
+    '| ' + ' | '.join(str(c).replace('|', '\\|') for c in row) + ' |' for row in cells
+  )
 
 
 def _part(head: str, *body: str) -> list[str]:
@@ -473,38 +478,51 @@ def _seeds(seeds: Sequence[int]) -> str:
   return str(seeds)
 
 
-def _looks(paper: spec.Paper, keys) -> list[str]:
-  """Each experiment's second look and grid extended after a test look, one line each."""
-  return [
-    f'- {e.key}: {kind}: {text}'
+LOOKS = (
+  ('second_look', 'fresh test seeds after a look'),
+  ('extended', 'grid extended after a test look'),
+)
+
+
+def _looks(paper: spec.Paper, keys, full: bool = True) -> list[str]:
+  """Each experiment's second look and grid extended after a test look: one line each
+  (``full``), or one line per experiment naming them (its section says what)."""
+  looks = [
+    (e, [(kind, getattr(e, field)) for field, kind in LOOKS if getattr(e, field)])
     for e in paper.experiments
     if e.key in keys
-    for kind, text in (('second look', e.second_look), ('grid extended', e.extended))
-    if text
   ]
+  if full:
+    return [f'- {e.key}: {kind}: {text}' for e, kinds in looks for kind, text in kinds]
+  return [f'- {e.key}: {"; ".join(kind for kind, _ in kinds)}' for e, kinds in looks if kinds]
 
 
 def render(paper: spec.Paper, scored: Mapping) -> str:
   """The page of ``paper`` from its scored experiments (``score_all()[paper.key]``)."""
+  here = (
+    '**Here.** Fashion-MNIST with an MLP at 2-core scale: what a verdict here does and does '
+    'not say about the paper is in [the summary](README.md#scale), with the '
+    '[protocol](README.md#protocol) and the [terms](README.md#terms).'
+    if paper.key in reproduction.PAPERS
+    else '**Protocol.**\n\n' + _bullets(PROTOCOL)  # one's own declaration: no summary beside it
+  )
   out = _part(
     f'# Paper {paper.number}: {paper.citation}',
     f"**The paper's setting.** {paper.setting}",
-    '**Here.** Fashion-MNIST with an MLP at 2-core scale: what a verdict here does and does '
-    'not say about the paper is in [the summary](README.md#scale), with the '
-    '[protocol](README.md#protocol) and the [terms](README.md#terms).',
+    here,
     f'Records: `docs/results/records/{paper.key}.csv.gz` (one row per evaluation of '
     f'every run; `pandas.read_csv` reads it; the rows this page scores have `status` '
     f'`current`, those of superseded sweeps `superseded`) and `{paper.key}.json` (the sweeps).',
   )
   if scored:
-    looks = _looks(paper, scored)
+    looks = _looks(paper, scored, full=False)
     out += _part(
       f'![every claim of {paper.key}]({paper.key}_forest.png)',
       "Every claim's observed effect with its 95% interval, one panel per kind of "
       "measure; the colour is the BH verdict; a black diamond marks the paper's own "
       'effect, where it gives one.',
-      '**Second looks and grids extended after a look at the test seeds:** '
-      + ('\n\n' + '\n'.join(looks) if looks else 'none.'),
+      "**Looks at the test seeds before the verdicts** (each experiment's section says "
+      'what was looked at and changed): ' + ('\n\n' + '\n'.join(looks) if looks else 'none.'),
     )
   start = 1
   for exp in paper.experiments:
@@ -612,14 +630,14 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
     'adjustment',
     f'The tally holds {len(claims)} distinct statements of the papers, each scored once (a '
     'statement is one comparison a passage makes; other readings of it and this '
-    f"project's own contrasts are scored outside the tally), from {passages} quoted passages.",
+    f"project's own contrasts are scored outside the tally), quoting {passages} passages.",
     _table(tally_table(scored)),
     _edge_tally(scored),
     '## Protocol',
-    PROTOCOL,
+    _bullets(PROTOCOL),
     records.NOTE,
     '## Terms',
-    '\n'.join(f'- **{t}**: {d}.' for t, d in TERMS),
+    _bullets(f'**{t}**: {d}.' for t, d in TERMS),
   )
   out += _part('## Paper statements (the tally)', _compact(summary_rows(scored, True)))
   outside = summary_rows(scored, False)
@@ -639,13 +657,13 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
       'followed a look at the test data.',
       '\n'.join(looks),
     )
-  kept = [
-    f'- {p.key} {e.key}, {label}: {why}'
-    for p in papers
-    for e in p.experiments
-    if e.key in scored[p.key]
-    for label, why in e.edges_kept.items()
-  ]
+  kept = []
+  for p in papers:
+    for e in (e for e in p.experiments if e.key in scored[p.key]):
+      reasons: dict[str, list[str]] = {}
+      for label, why in e.edges_kept.items():
+        reasons.setdefault(why, []).append(label)
+      kept += [f'- {p.key} {e.key} ({", ".join(labels)}): {why}' for why, labels in reasons.items()]
   if kept:
     out += _part(
       '## Edges kept (selected on an edge of the grid, not extended before the test runs)',

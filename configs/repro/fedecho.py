@@ -420,8 +420,9 @@ def _consistency(b: str, other: str) -> spec.Claim:
     f'{b} (large)',
     quote=STABILITY_QUOTE,
     paper_effect=round(effect / 100, 4),
-    source=f'Table 2, CIFAR-10 / ResNet-18: |{b} {CELLS[b][other]} -> {CELLS[b]["large"]}| '
-    f'- |FedEcho (STL10) {CELLS["FedEcho"][other]} -> {CELLS["FedEcho"]["large"]}|',
+    source=f'Table 2, CIFAR-10 / ResNet-18: {b} {CELLS[b][other]} -> {CELLS[b]["large"]} '
+    f'(a change of {changes[b]:.2f}) against FedEcho (STL10) {CELLS["FedEcho"][other]} -> '
+    f'{CELLS["FedEcho"]["large"]} ({changes["FedEcho"]:.2f})',
     baseline=(f'FedEcho ({other})', f'{b} ({other})'),
     consistency=True,
     condition=(f'{b} ({other})', f'{b} (large)'),
