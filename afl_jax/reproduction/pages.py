@@ -30,8 +30,9 @@ SCALE = (
   "**Scale.** These are not the papers' experiments. Every claim is reproduced on "
   'Fashion-MNIST with an MLP (784-200-200-10; 10,000-15,000 training samples, 20-100 '
   'clients) on a shared 2-core CPU, for 40-600 server steps or 600 client updates; the '
-  'papers train ResNet-18, AlexNet, VGG or CNNs on CIFAR-10/100 (and text tasks) for '
-  "500-1,000 rounds (AsynFL's Table III also has an FMNIST MLP row). A verdict here says "
+  'papers train CNNs, ResNet-18, AlexNet or VGG, mostly on CIFAR-10/100 (MasFL also on '
+  'FMNIST with a CNN, AsynFL on MNIST/FMNIST with an MLP as well, FedFa on text too), for '
+  '500-1,000 rounds where they say. A verdict here says '
   'whether the statement holds in this small setting, tuned and tested as the protocol '
   "below says. It does not confirm or refute the papers' CIFAR numbers: the paper's "
   'effect is shown beside each observed one for scale, and "smaller than the paper\'s '
@@ -106,6 +107,17 @@ TERMS = (
     'flattened when the run ended',
   ),
   ('diverged runs', 'runs of the grid whose loss became non-finite (scored as 0)'),
+  (
+    'outside the tally',
+    'a claim scored beside the tally of paper statements, its reason '
+    'given: another reading of a statement the tally scores once, or a contrast of this '
+    "project's (adjusted among themselves)",
+  ),
+  (
+    'edges kept',
+    'selections on an edge of their grid that were not extended before the '
+    'test runs, each with the reason',
+  ),
   (
     'BH, Holm',
     'the verdict after the Benjamini-Hochberg (false discovery rate) and the Holm '
