@@ -458,7 +458,7 @@ def experiment_section(paper: spec.Paper, s: Mapping, start: int) -> list[str]:
   if exp.edges_kept:
     out += _part(
       '**Edges kept** (selected on an edge, not extended before the test runs):',
-      '\n'.join(f'- {label}: {why}' for label, why in exp.edges_kept.items()),
+      '\n'.join(f'- {labels}: {why}' for labels, why in _kept(exp)),
     )
   out += _part(
     f'**Test** on seeds {_seeds(exp.test_seeds)} (selected settings only; last-quarter gain: '
@@ -480,6 +480,14 @@ def experiment_section(paper: spec.Paper, s: Mapping, start: int) -> list[str]:
   if figures.mc_curve(exp):
     out += _part(f'![{exp.key} over Mc]({paper.key}_{exp.key}_mc.png)')
   return out
+
+
+def _kept(exp: spec.Experiment) -> list[tuple[str, str]]:
+  """The methods of ``exp`` kept on an edge, grouped by reason: [(labels, why)]."""
+  reasons: dict[str, list[str]] = {}
+  for label, why in exp.edges_kept.items():
+    reasons.setdefault(why, []).append(label)
+  return [(', '.join(labels), why) for why, labels in reasons.items()]
 
 
 def _seeds(seeds: Sequence[int]) -> str:
@@ -669,13 +677,13 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
       'followed a look at the test data.',
       '\n'.join(looks),
     )
-  kept = []
-  for p in papers:
-    for e in (e for e in p.experiments if e.key in scored[p.key]):
-      reasons: dict[str, list[str]] = {}
-      for label, why in e.edges_kept.items():
-        reasons.setdefault(why, []).append(label)
-      kept += [f'- {p.key} {e.key} ({", ".join(labels)}): {why}' for why, labels in reasons.items()]
+  kept = [
+    f'- {p.key} {e.key} ({labels}): {why}'
+    for p in papers
+    for e in p.experiments
+    if e.key in scored[p.key]
+    for labels, why in _kept(e)
+  ]
   if kept:
     out += _part(
       '## Edges kept (selected on an edge of the grid, not extended before the test runs)',
