@@ -114,6 +114,11 @@ TERMS = (
     "project's (adjusted among themselves)",
   ),
   (
+    '[restated]',
+    "the claim was restated against the paper's passage (an earlier reading replaced); its "
+    'page says how and why',
+  ),
+  (
     'edges kept',
     'selections on an edge of their grid that were not extended before the '
     'test runs, each with the reason',
@@ -381,7 +386,8 @@ def claim_notes(claims: Sequence[Mapping], start: int = 1) -> list[str]:
   """Below a claims table: each paper passage once (with the claims quoting it), then per
   claim what its row leaves out: the metric and target, the values of A and B, the
   accuracies of both conditions, the condition checked, the paper's source, a missed
-  target, the seeds an inconclusive claim would need, the raw verdict."""
+  target, the seeds an inconclusive claim would need, why it is outside the tally or how
+  it was restated, the verdict before adjusting."""
   out = []
   passages: dict[str, list[int]] = {}
   for i, c in enumerate(claims, start):
@@ -408,18 +414,11 @@ def claim_notes(claims: Sequence[Mapping], start: int = 1) -> list[str]:
       notes.append(f'{c["needed"]:.0f} test seeds for 80% power')
     if c['outside']:
       notes.append(f'outside the tally: {c["outside"]}')
+    if c.get('restated'):
+      notes.append(f'restated: {c["restated"].rstrip(".")}')
     notes.append('before adjusting: ' + verdict_cell(c, 'verdict_raw').replace('**', ''))
     out.append(f'- {i}: ' + '; '.join(notes) + '.')
   return out
-
-
-def restated_rows(claims: Sequence[Mapping]) -> str:
-  """Every restated claim next to the paper's passage it is scored against."""
-  return '\n'.join(
-    f'- **{c["ref"]}**: {c["text"]}. Restated: {c["restated"]} Paper: "{c["quote"]}"'
-    for c in claims
-    if c.get('restated')
-  )
 
 
 def _table(frame: pd.DataFrame) -> str:
@@ -665,9 +664,6 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
     "## Scored outside the tally (other readings, the project's own contrasts)",
     _compact(outside) if len(outside) else 'None scored yet.',
   )
-  restated = [c for c in claims if c.get('restated')]
-  if restated:
-    out += _part(f'## Claims restated against the paper ({len(restated)})', restated_rows(restated))
   looks = [line for p in papers for line in _looks(p, scored[p.key])]
   if looks:
     out += _part(
