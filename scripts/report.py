@@ -1,6 +1,6 @@
 """Rebuild the result pages from the committed per-run records, or check them.
 
-  python scripts/report.py                 # print the tally; say which pages are stale
+  python scripts/report.py                 # print the tally (BH, Holm); say which pages are stale
   python scripts/report.py --write         # rewrite docs/results/<paper>.md, plots, README.md
 
 Every number on a page comes from docs/results/records/<paper>.csv.gz and the
@@ -78,7 +78,7 @@ def main(argv):
     path = os.path.join(_OUT_DIR.value, f'{key}.md')
     if not os.path.exists(path) or pathlib.Path(path).read_text() != text:
       stale.append(path)
-  print(pages.tally(scored).to_string())
+  print(pages.tally_table(scored).to_string(index=False))  # paper statements, after BH and Holm
   print('stale pages (rebuild with --write): ' + (', '.join(stale) or 'none'))
   status = [f'{p.key} ({len(stale_status[p.key])} sweeps)' for p in stale_records]
   print('records with a stale status (rewrite with --write): ' + (', '.join(status) or 'none'))

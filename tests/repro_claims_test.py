@@ -1,6 +1,9 @@
 """Claims as their papers state them: the best-accuracy metric, speedups as ratios, the
-"not comparable" verdict, Holm beside BH, list-valued grid edges, the page's units, and
-the MasFL Fig. 2 declaration's fixed rates (each against a hand computation here)."""
+"not comparable" verdict, a difference beyond the margin tested against the margin,
+non-inferiority, bounded claims ("only marginally better"), consistency across two
+conditions, each test of a compound verdict adjusted on its own, Holm beside BH,
+list-valued grid edges, the page's units and plots, and the MasFL Fig. 2 declaration's
+fixed rates (each against a hand computation here)."""
 
 import math
 
@@ -10,7 +13,7 @@ import pytest
 from scipy import stats
 
 from afl_jax import reproduction
-from afl_jax.reproduction import pages, runs, scoring, spec
+from afl_jax.reproduction import figures, pages, runs, scoring, spec
 
 SEL, TEST = (0, 1, 2), tuple(range(3, 13))
 RNG = np.random.default_rng(1)
@@ -112,8 +115,8 @@ def test_a_side_shows_its_value_to_the_target_over_the_seeds_that_reached_it():
   frame, fin = _frame(accs, never, a_t)
   claim = spec.Claim('r', 'A faster', 'A', 'B', metric='mb_to_target')
   c = _score(claim, frame, fin)
-  assert pages._side(c, 'A').endswith(': 10 MB (10/10 seeds reached)')  # step 10 = 10 MB
-  assert pages._side(c, 'B').endswith(': not reached (0/10 seeds)')
+  assert pages._side(c, 'A') == 'A 10 MB (10/10 seeds reached)'  # step 10 = 10 MB
+  assert pages._side(c, 'B') == 'B not reached (0/10 seeds)'
   clock = _score(spec.Claim('r', 'A faster', 'A', 'B', metric='clock_to_target'), frame, fin)
   assert clock['A_reached_mean'] == pytest.approx(np.mean([5.0 + i for i in range(10)]))
 
@@ -137,10 +140,15 @@ def test_a_paper_effect_beyond_the_accuracy_ceiling_is_not_comparable():
   assert _score(big, frame2, fin2)['verdict_raw'] == scoring.AGREES
 
 
+def _claim(*parts):
+  """A scored claim of ``parts``: (name, raw verdict, p) each."""
+  return {'parts': [{'name': n, 'verdict': v, 'p': p} for n, v, p in parts]}
+
+
 def test_holm_by_hand():
   ps = [0.001, 0.041, 0.028, 0.2, 0.012, math.nan]
-  claims = [{'p': p, 'verdict_raw': scoring.AGREES} for p in ps[:-1]]
-  claims.append({'p': math.nan, 'verdict_raw': scoring.NO_CONDITION})
+  claims = [_claim((scoring.STATEMENT, scoring.AGREES, p)) for p in ps[:-1]]
+  claims.append(_claim((scoring.STATEMENT, scoring.NO_CONDITION, math.nan)))
   out = scoring.adjust(claims)
   # sorted: 0.001 (x5), 0.012 (x4), 0.028 (x3), 0.041 (x2), 0.2 (x1), running maximum
   want = {0: 0.005, 4: 0.048, 2: 0.084, 1: 0.084, 3: 0.2}
@@ -153,9 +161,9 @@ def test_holm_by_hand():
 
 def test_the_summary_counts_both_adjustments():
   claims = [
-    {'verdict': scoring.AGREES, 'verdict_holm': scoring.AGREES, 'added': False},
-    {'verdict': scoring.AGREES, 'verdict_holm': scoring.INCONCLUSIVE, 'added': False},
-    {'verdict': scoring.INCONCLUSIVE, 'verdict_holm': scoring.INCONCLUSIVE, 'added': True},
+    {'verdict': scoring.AGREES, 'verdict_holm': scoring.AGREES, 'outside': ''},
+    {'verdict': scoring.AGREES, 'verdict_holm': scoring.INCONCLUSIVE, 'outside': ''},
+    {'verdict': scoring.INCONCLUSIVE, 'verdict_holm': scoring.INCONCLUSIVE, 'outside': 'mine'},
   ]
   table = pages.tally_table({'p': {'e': {'claims': claims}}})
   assert table.values.tolist() == [['agrees', '2', '1'], ['inconclusive', '0', '1']]
@@ -184,29 +192,58 @@ def test_masfl_fig2_runs_the_fig1d_selection_at_every_mc():
   fin = scoring.finals(runs.current(exps['fig1_noniid'], frame, manifest))
   fixed = exps['fig2_fixed']
   for m in fixed.methods:
-    name, mc = pages.MC_LABEL.match(m.label).groups()
+    name, mc = figures.MC_LABEL.match(m.label).groups()
     chosen = runs.setting_of(scoring.select(fin, 'fig1_noniid', name)['setting'])
     assert {k: [v] for k, v in chosen.items()} == {k: list(v) for k, v in m.grid.items()}
     assert m.fixed['schedule.concurrency'] == int(mc) and m.budget == 1
   for c in fixed.claims:  # the drop from Mc = 20, AdaMasFL against each baseline
     assert c.baseline[0].startswith('AdaMasFL') and c.baseline[0].endswith('(Mc = 20)')
-    assert c.better.startswith('AdaMasFL') and not c.added
+    assert c.better.startswith('AdaMasFL') and not c.outside
 
 
-def test_forest_panels_group_by_unit():
+def test_forest_panels_group_by_family_and_include_events():
   base = {'kind': 'better', 'lo': -1.0, 'hi': 1.0, 'ratio': False, 'metric': 'test_accuracy'}
   claims = [
     base,
     base | {'ratio': True, 'metric': 'clock_to_target'},
     base | {'metric': 'mb_to_target'},
     base | {'kind': 'on_seeds', 'metric': 'diverged'},
+    base | {'metric': 'best_test_accuracy'},
   ]
-  panels = pages.forest_panels(claims)
+  panels = figures.forest_panels(claims)
   assert list(panels) == [
     'accuracy difference (points)',
-    'speedup B / A (log axis)',
+    'ratio B / A (log axis)',
     'difference (MB)',
+    'event: share of the test seeds it happened on (exact 95% interval)',
   ]
+  assert len(panels['accuracy difference (points)']) == 2  # final and best accuracy alike
+
+
+def test_a_far_row_does_not_flatten_its_panel():
+  near = [(-1.0, 1.0), (0.5, 2.0), (-3.0, -1.0), (2.0, 4.0), (4.6, 13.4)]
+  assert figures._limits(near, ratio=False) == pytest.approx((-1.1 * 13.4, 1.1 * 13.4))
+  # Extents 1, 1, 2, 3, 4, 13.4, 72 (with the floor 1): the 80th percentile interpolates
+  # 4 + 0.8 * 9.4 = 11.52, so the axis stops at 3 x 11.52 and the -69-point row is cut.
+  far = near + [(-72.0, -66.0)]
+  assert figures._limits(far, ratio=False) == pytest.approx((-1.1 * 34.56, 1.1 * 34.56))
+
+
+def test_overlapping_curves_are_faceted():
+  def exp(*labels):
+    methods = tuple(spec.Method(x, 'fmnist:fedbuff', {'hparams.client_lr': (0.1,)}) for x in labels)
+    return spec.Experiment('e', 't', 'r', 's', lambda c: None, methods)
+
+  few = exp('A', 'B', 'C')
+  assert figures.facets(few) == [['A', 'B', 'C']]
+  conditions = exp(*(f'{m} ({c})' for m in ('X', 'Y', 'Z') for c in ('mild', 'large')))
+  assert figures.facets(conditions) == [
+    ['X (mild)', 'X (large)'],
+    ['Y (mild)', 'Y (large)'],
+    ['Z (mild)', 'Z (large)'],
+  ]
+  eight = exp(*'ABCDEFGH')  # no conditions: the reference A beside at most 4 others
+  assert figures.facets(eight) == [list('ABCDE'), ['A', 'F', 'G', 'H']]
 
 
 def test_a_missed_target_says_how_many_seeds_reached_it():
@@ -219,7 +256,7 @@ def test_a_missed_target_says_how_many_seeds_reached_it():
     'verdict': scoring.MISSED,
     'verdict_raw': scoring.MISSED,
   }
-  assert pages._reached_note(c) == ' (X reached it on 0/10, Y on 10/10)'
+  assert pages._reached_note(c) == 'X reached it on 0/10, Y on 10/10'
   assert pages._reached_note(c | {'verdict': 'agrees', 'verdict_raw': 'agrees'}) == ''
 
 
@@ -230,7 +267,7 @@ def test_effects_carry_their_unit():
   assert pages.effect_text(mb) == '+41 MB [+12, +71]'
   assert pages.effect_text({'kind': 'on_seeds', 'mean': 0.3, 'n': 10}) == '3/10 seeds'
   table = pages._compact(pd.DataFrame({'a': ['x|y'], 'b': ['1']}))
-  assert table.splitlines() == ['| a | b |', '| --- | --- |', '| x/y | 1 |']
+  assert table.splitlines() == ['| a | b |', '| --- | --- |', '| x\\|y | 1 |']
 
 
 def test_masfl_fig2_at_mc20_replays_fig1s_test_runs_bit_for_bit():
@@ -240,7 +277,7 @@ def test_masfl_fig2_at_mc20_replays_fig1s_test_runs_bit_for_bit():
   frame, manifest = runs.read('masfl')
   cols = ['seed', 'step', 'test_accuracy', 'val_accuracy', 'wall_clock', 'bytes_up']
   for m in exps['fig2_fixed'].methods:
-    name, mc = pages.MC_LABEL.match(m.label).groups()
+    name, mc = figures.MC_LABEL.match(m.label).groups()
     if mc != '20':
       continue
     setting = runs.setting_key({k: v[0] for k, v in m.grid.items()})
@@ -250,3 +287,122 @@ def test_masfl_fig2_at_mc20_replays_fig1s_test_runs_bit_for_bit():
     b = scoring.rows(fig1, 'fig1_noniid', name, 'test', setting).sort_values(['seed', 'step'])
     assert len(a) == len(b) > 0
     np.testing.assert_array_equal(a[cols].to_numpy(), b[cols].to_numpy())
+
+
+def _one_sided(d, bound, alternative):
+  """p of the one-sided t-test of mean(d) against ``bound``, by hand."""
+  d = np.asarray(d, float)
+  t = (d.mean() - bound) / (d.std(ddof=1) / math.sqrt(len(d)))
+  return stats.t.sf(t, len(d) - 1) if alternative == 'greater' else stats.t.cdf(t, len(d) - 1)
+
+
+def test_beyond_the_margin_is_tested_against_the_margin():
+  # A - B ~ +2 pts with a 1-point margin: "differ by more than the margin" carries the p of
+  # the one-sided test of A - B > 0.01, not of the test against 0.
+  a = [[0.1, 0.5, x] for x in B_TEST + 0.02 + 0.004 * RNG.standard_normal(10)]
+  b = [[0.1, 0.5, x] for x in B_TEST]
+  frame, fin = _frame(a, b)
+  d = np.array([x[-1] for x in a]) - B_TEST
+  c = _score(spec.Claim('r', 'A ~ B', 'A', 'B', kind='equivalent', margin=0.01), frame, fin)
+  assert c['verdict_raw'] == scoring.NOT_EQUIVALENT
+  assert c['p'] == pytest.approx(_one_sided(d, 0.01, 'greater'))
+  assert c['p'] > stats.ttest_1samp(d, 0.0).pvalue  # the test against 0 is far smaller
+
+
+def test_non_inferiority_is_one_sided_against_minus_the_margin():
+  loses = [[0.1, 0.5, x] for x in B_TEST - 0.01 + 0.002 * RNG.standard_normal(10)]
+  b = [[0.1, 0.5, x] for x in B_TEST]
+  frame, fin = _frame(loses, b)
+  d = np.array([x[-1] for x in loses]) - B_TEST
+  ok = spec.Claim('r', 'A loses < 2', 'A', 'B', kind='noninferior', margin=0.02)
+  c = _score(ok, frame, fin)
+  assert c['verdict_raw'] == scoring.AGREES  # A is 1 point behind, within 2
+  assert c['p'] == pytest.approx(_one_sided(d, -0.02, 'greater'))
+  tight = spec.Claim('r', 'A loses < 0.5', 'A', 'B', kind='noninferior', margin=0.005)
+  c = _score(tight, frame, fin)
+  assert c['verdict_raw'] == scoring.DISAGREES  # 1 point behind: beyond 0.5
+  assert c['p'] == pytest.approx(_one_sided(d, -0.005, 'less'))
+
+
+def test_a_bounded_claim_agrees_only_when_both_parts_do():
+  # A - B ~ +1 pt: "better, by less than 2 points" agrees; "by less than 0.5" disagrees.
+  a = [[0.1, 0.5, x] for x in B_TEST + 0.01 + 0.002 * RNG.standard_normal(10)]
+  b = [[0.1, 0.5, x] for x in B_TEST]
+  frame, fin = _frame(a, b)
+  d = np.array([x[-1] for x in a]) - B_TEST
+  c = _score(spec.Claim('r', 'A marginally', 'A', 'B', upper=0.02), frame, fin)
+  assert [p['name'] for p in c['parts']] == [scoring.STATEMENT, scoring.BOUND]
+  assert c['parts'][0]['p'] == pytest.approx(stats.ttest_1samp(d, 0.0).pvalue)
+  assert c['parts'][1]['p'] == pytest.approx(_one_sided(d, 0.02, 'less'))
+  assert c['verdict_raw'] == scoring.AGREES
+  c = _score(spec.Claim('r', 'A marginally', 'A', 'B', upper=0.005), frame, fin)
+  assert c['parts'][1]['p'] == pytest.approx(_one_sided(d, 0.005, 'greater'))
+  assert c['verdict_raw'] == scoring.DISAGREES
+  # A ratio bound is read on the log scale: B / A ~ 3 is a slowdown, but not within 1.5x.
+  a_t = 10.0 + RNG.uniform(0, 2, 10)
+  b_t = 3 * a_t * np.exp(0.05 * RNG.standard_normal(10))
+  accs = [[0.1, 0.6, 0.7]] * 10
+  frame, fin = _frame(accs, accs, [[0.0, t, 2 * t] for t in a_t], [[0.0, t, 2 * t] for t in b_t])
+  slow = spec.Claim('r', 'B slower, by < 1.5x', 'A', 'B', metric='clock_to_target', upper=1.5)
+  c = _score(slow, frame, fin)
+  log_ratio = np.log(b_t / a_t)
+  assert c['parts'][1]['p'] == pytest.approx(_one_sided(log_ratio, math.log(1.5), 'greater'))
+  assert c['verdict_raw'] == scoring.DISAGREES and c['edges_against'] == []
+
+
+def test_consistency_compares_the_sizes_of_the_changes_and_its_condition_is_two_sided():
+  # Four conditions' accuracies per seed: A barely moves, B gains 3 points (either sign counts).
+  rows = []
+  base = 0.78 + 0.01 * RNG.standard_normal(10)
+  accs = {
+    'A0': base + 0.002 * RNG.standard_normal(10),
+    'A': base + 0.002 * RNG.standard_normal(10),
+    'B0': base - 0.03 + 0.005 * RNG.standard_normal(10),
+    'B': base + 0.005 * RNG.standard_normal(10),
+  }
+  clocks = [[0.0, 10.0, 20.0]] * 10
+  for label, acc in accs.items():
+    rows += _curves(label, 'select', SEL, [[0.1, 0.5, x] for x in acc[:3]], clocks)
+    rows += _curves(label, 'test', TEST, [[0.1, 0.5, x] for x in acc], clocks)
+  frame = pd.DataFrame(rows)
+  fin = scoring.finals(frame)
+  grid = {'hparams.client_lr': (0.1,)}
+  methods = tuple(spec.Method(x, 'fmnist:fedbuff', grid) for x in accs)
+  kw = dict(baseline=('A0', 'B0'), condition=('B0', 'B'))
+  steady = spec.Claim('r', 'A steadier', 'A', 'B', consistency=True, **kw)
+  exp = spec.Experiment('toy', 'toy', 'Fig. 0', 'toy', lambda c: None, methods, (steady,))
+  c = scoring.score_claim(exp, steady, frame, fin, 0.5)
+  d = np.abs(accs['B0'] - accs['B']) - np.abs(accs['A0'] - accs['A'])
+  assert c['mean'] == pytest.approx(d.mean()) and c['verdict_raw'] == scoring.AGREES
+  assert c['conditions'] == pytest.approx({k: v.mean() for k, v in accs.items()})
+  # The signed drop of B is negative (B gains): "loses less" needs B0 > B and fails there.
+  drop = spec.Claim('r', 'A loses less', 'A', 'B', **kw)
+  assert scoring.score_claim(exp, drop, frame, fin, 0.5)['verdict_raw'] == scoring.NO_CONDITION
+
+
+def test_each_test_of_a_compound_verdict_is_adjusted_on_its_own():
+  # Direction p = 2e-4, the paper's size p = 0.04, among 8 other claims at p = 0.5: Holm over
+  # the 10 tests keeps the direction (2e-3) and drops the size (0.36), so the claim agrees.
+  compound = _claim(
+    (scoring.STATEMENT, scoring.AGREES, 2e-4), (scoring.SIZE, scoring.SMALLER, 0.04)
+  )
+  others = [_claim((scoring.STATEMENT, scoring.INCONCLUSIVE, 0.5)) for _ in range(8)]
+  out = scoring.adjust([compound, *others])[0]
+  assert [p['p_holm'] for p in out['parts']] == pytest.approx([10 * 2e-4, 9 * 0.04])
+  assert out['verdict_holm'] == scoring.AGREES
+  assert out['p_holm'] == pytest.approx(2e-3)
+  # BH: ranks 1 and 2 of 10 -> 2e-3 and 0.2: the direction stays, the size does not.
+  assert [p['p_adj'] for p in out['parts']] == pytest.approx([2e-3, 0.2])
+  assert out['verdict'] == scoring.AGREES
+  alone = scoring.adjust([compound])[0]  # no other tests: both stay
+  assert alone['verdict'] == alone['verdict_holm'] == scoring.AGREES_SMALLER
+
+
+def test_the_default_target_is_read_from_validation():
+  a = [[0.1, 0.5, x] for x in A_TEST]
+  b = [[0.1, 0.5, x] for x in B_TEST]
+  frame, fin = _frame(a, b)
+  fin.loc[fin.phase == 'select', 'test_accuracy'] = 0.99  # test accuracy must not count
+  exp = _toy([spec.Claim('r', 'A faster', 'A', 'B', metric='steps_to_target')])
+  val = [fin[(fin.phase == 'select') & (fin.method == m)].val_accuracy.mean() for m in 'AB']
+  assert scoring.target_of(exp, fin) == math.floor(100 * 0.9 * np.median(val)) / 100

@@ -20,6 +20,7 @@ import pytest
 from scipy import stats
 
 from afl_jax import reproduction
+from afl_jax.errors import UserError
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline import sweep
 from afl_jax.reproduction import pages, records, runs, scoring, spec
@@ -222,10 +223,12 @@ def test_a_decided_verdict_names_the_losers_grid_edge():
   c = scoring.score_claim(_toy([rev]), rev, frame, fin, 0.5)
   assert c['verdict_raw'] == scoring.DISAGREES
   assert c['edges_against'] == ['B: client_lr on low edge']  # B is the claim's A, and lost
-  row = pages.claim_rows([c | {'verdict': c['verdict_raw'], 'p_adj': c['p']}]).iloc[0]
-  assert row['verdict (BH)'].endswith('(against a grid edge: B: client_lr on low edge)')
-  row = pages.claim_rows([c | {'verdict': scoring.INCONCLUSIVE, 'p_adj': 0.5}]).iloc[0]
-  assert row['verdict (BH)'] == f'**{scoring.INCONCLUSIVE}**'
+  row = pages.claim_rows(scoring.adjust([c])).iloc[0]
+  assert row['BH'].endswith('(against a grid edge: B: client_lr on low edge)')
+  assert row['BH'].startswith(f'**{scoring.DISAGREES}** (p=')
+  undecided = c | {'parts': [c['parts'][0] | {'p': 0.5}]}
+  row = pages.claim_rows(scoring.adjust([undecided])).iloc[0]
+  assert row['BH'] == f'**{scoring.INCONCLUSIVE}** (p=0.5)'
   wide = spec.Claim('r', 'A ~ B', 'A', 'B', kind='equivalent', margin=0.05)
   c = scoring.score_claim(_toy([wide]), wide, frame, fin, 0.5)
   assert c['verdict_raw'] == scoring.EQUIVALENT and c['edges_against'] == []
@@ -266,10 +269,10 @@ def test_equivalence_is_tost_and_condition_gates():
     p_tost = max(
       stats.t.sf((d.mean() + margin) / se, n - 1), stats.t.cdf((d.mean() - margin) / se, n - 1)
     )
-    assert (
-      c['p'] == pytest.approx(p_tost, rel=1e-9, abs=1e-300)
-      or c['verdict_raw'] == 'disagrees (differ by more than the margin)'
-    )
+    # beyond the margin: the one-sided test against the margin on the side of the mean
+    p_out = stats.t.sf((d.mean() - margin) / se, n - 1)
+    want = p_out if c['verdict_raw'] == scoring.NOT_EQUIVALENT else p_tost
+    assert c['p'] == pytest.approx(want, rel=1e-9, abs=1e-300)
   wide = spec.Claim('r', 'A ~ B', 'A', 'B', kind='equivalent', margin=0.05)
   assert (
     scoring.score_claim(_toy([wide]), wide, frame, fin, 0.5)['verdict_raw'] == scoring.EQUIVALENT
@@ -281,8 +284,12 @@ def test_equivalence_is_tost_and_condition_gates():
 
 def test_benjamini_hochberg_by_hand():
   ps = [0.001, 0.041, 0.028, 0.2, 0.012, math.nan]
-  claims = [{'p': p, 'verdict_raw': scoring.AGREES} for p in ps[:-1]]
-  claims.append({'p': math.nan, 'verdict_raw': scoring.NO_CONDITION})
+  claims = [
+    {'parts': [{'name': scoring.STATEMENT, 'verdict': scoring.AGREES, 'p': p}]} for p in ps[:-1]
+  ]
+  claims.append(
+    {'parts': [{'name': scoring.STATEMENT, 'verdict': scoring.NO_CONDITION, 'p': math.nan}]}
+  )
   out = scoring.adjust(claims)
   finite = sorted((p, i) for i, p in enumerate(ps) if math.isfinite(p))
   m, adj, running = len(finite), {}, 1.0
@@ -333,7 +340,8 @@ def _manifest(exp):
 
 
 def test_records_of_an_earlier_declaration_are_never_scored(tmp_path):
-  exp = _toy([spec.Claim('r', 't', 'A', 'B')])
+  # Two-value grids: every selection is on an edge, kept here (the edge rule's own test below).
+  exp = _toy([spec.Claim('r', 't', 'A', 'B')], edges_kept={'A': 'toy', 'B': 'toy'})
   paper = spec.Paper('toy', '9', 'c', 's', (exp,))
   runs.write('toy', _frame(), _manifest(exp), str(tmp_path))
   assert set(pages.score_paper(paper, str(tmp_path))) == {'toy'}
@@ -367,6 +375,60 @@ def test_records_of_an_earlier_declaration_are_never_scored(tmp_path):
   runs.write('toy', partial, unrun, str(tmp_path))
   assert pages.score_paper(paper, str(tmp_path)) == {}
   assert pages.score_paper(spec.Paper('toy', '9', 'c', 's', (half,)), str(tmp_path)) == {}
+
+
+def test_a_selection_on_a_grid_edge_stops_the_test_phase(tmp_path):
+  # A is selected at 0.3 (its high edge) and B at 0.1 (its low edge): the test phase is
+  # refused, naming both, until the grid is extended or the experiment keeps the edges.
+  exp = _toy([spec.Claim('r', 't', 'A', 'B')])
+  runs.write('toy', _frame(), _manifest(exp), str(tmp_path))
+  with pytest.raises(UserError) as e:
+    scoring.settings_to_test('toy', exp, str(tmp_path))
+  assert 'A (client_lr=0.3): client_lr on high edge' in str(e.value)
+  assert 'B (client_lr=0.1): client_lr on low edge' in str(e.value)
+  kept = dataclasses.replace(exp, edges_kept={'A': 'why', 'B': 'why'})
+  assert scoring.settings_to_test('toy', kept, str(tmp_path)) == {
+    'A': [runs.setting_key({'hparams.client_lr': 0.3})],
+    'B': [runs.setting_key({'hparams.client_lr': 0.1})],
+  }
+  with pytest.raises(ValueError, match='edges_kept names unknown methods'):
+    spec.check(spec.Paper('toy', '9', 'c', 's', (dataclasses.replace(exp, edges_kept={'C': 'x'}),)))
+
+
+def test_committed_declarations_keep_no_edge_silently_and_state_their_second_looks():
+  # From the records alone: no selection the claims score sits on an edge the experiment
+  # does not keep (the edge rule), and an experiment whose records hold a test sweep of an
+  # earlier selection on its test seeds says so (a grid changed after a test look).
+  for key in reproduction.PAPERS:
+    paper = reproduction.load_paper(key)
+    frame, manifest = runs.read(key)
+    for exp in (e for e in paper.experiments if e.run):
+      fin = scoring.finals(runs.current(exp, frame, manifest))
+      assert scoring.open_edges(exp, fin) == [], (key, exp.key)
+      looked = [
+        m
+        for m in manifest
+        if m['experiment'] == exp.key
+        and m['phase'] == 'test'
+        and m[records.STATUS] == 'superseded'
+        and set(m['seeds']) & set(exp.test_seeds)
+      ]
+      assert not looked or exp.extended or exp.second_look, (key, exp.key)
+
+
+def test_the_tally_scores_each_statement_once():
+  # No two claims of the tally compare the same methods under the same passage of the same
+  # figure or table (and restriction); every claim of the tally quotes its passage.
+  seen = {}
+  for key in reproduction.PAPERS:
+    for exp in reproduction.load_paper(key).experiments:
+      for c in exp.claims:
+        if c.outside:
+          continue
+        statement = (c.ref, c.quote, c.better, c.worse, c.baseline, tuple(sorted(c.at.items())))
+        assert statement not in seen, (key, exp.key, c.text, seen.get(statement))
+        seen[statement] = (key, exp.key, c.text)
+        assert c.quote, (key, exp.key, c.text)
 
 
 def test_a_superseded_sweeps_rows_are_marked_and_refresh_follows_the_declaration(tmp_path):

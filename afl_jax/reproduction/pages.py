@@ -1,11 +1,14 @@
 """The result pages, rebuilt from the committed per-run records alone.
 
-``docs/results/<paper>.md`` (one section per experiment: setting, deviations, machine
-and sweep time, selection on the selection seeds, the selected settings on the test
-seeds, time to target, claims with raw and adjusted verdicts, plot) and the summary
-``docs/results/README.md`` (the tally of paper claims after the FDR adjustment, every
-claim, the project's own contrasts in their own table). :func:`render` returns the
-text without writing; a test rebuilds a committed page this way and compares.
+``docs/results/README.md`` (the summary) opens with what the scale of these runs can
+and cannot say about the papers, then the tally of paper statements after the BH and Holm
+adjustments, the protocol and the terms (stated once: every paper page links to them),
+and every claim beside the paper's own effect. ``docs/results/<paper>.md`` has one
+section per experiment: setting, deviations, machine and sweep time, the selection on
+the selection seeds, the selected settings on the test seeds, time to target, one short
+row per claim (the paper's quote once per passage below the table) and the plots
+(:mod:`afl_jax.reproduction.figures`). :func:`render` returns the text without writing; a
+test rebuilds a committed page this way and compares.
 """
 
 from __future__ import annotations
@@ -13,54 +16,128 @@ from __future__ import annotations
 import math
 import os
 import pathlib
-import re
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
 from afl_jax import reproduction
-from afl_jax.pipeline.plotting import save_figure
 from afl_jax.pipeline.workdir import write_text
-from afl_jax.reproduction import records, runs, scoring, spec
+from afl_jax.reproduction import figures, records, runs, scoring, spec
 
 RESULTS = os.path.dirname(runs.RECORDS)
 
+SCALE = (
+  "**Scale.** These are not the papers' experiments. Every claim is reproduced on "
+  'Fashion-MNIST with an MLP (784-200-200-10; 10,000-15,000 training samples, 20-100 '
+  'clients) on a shared 2-core CPU, for 40-600 server steps or 600 client updates; the '
+  'papers train CNNs, ResNet-18, AlexNet or VGG, mostly on CIFAR-10/100 (MasFL also on '
+  'FMNIST with a CNN, AsynFL on MNIST/FMNIST with an MLP as well, FedFa on text too), for '
+  '500-1,000 rounds where they say. A verdict here says '
+  'whether the statement holds in this small setting, tuned and tested as the protocol '
+  "below says. It does not confirm or refute the papers' CIFAR numbers: the paper's "
+  'effect is shown beside each observed one for scale, and "smaller than the paper\'s '
+  'effect" means smaller here, not that the paper overstated it.'
+)
+
 PROTOCOL = (
   'Every method of an experiment is tuned on the same number of grid settings (a method '
-  "whose paper sets a rate by design has no axis for it and the others' values on the "
-  'axes it has: fewer settings, said in its grid). '
+  "whose paper sets a rate by design has no axis for it and the others' values on the axes "
+  'it has: fewer settings, said in its grid).',
   "**Selection**: each setting runs on the selection seeds; a method's setting is the one "
   'with the best mean final **validation** accuracy (a split held out of the training '
-  'data); a run that diverged scores 0. **Test**: only the selected settings run again, '
-  'on fresh test seeds (the seed varies the data split, the schedule and the initial '
-  'model), and every claim is scored there: the per-seed paired difference (oriented so '
-  'that positive favours the claim), its mean with the 95% t interval, and its p-value. '
-  'A claim on steps, simulated seconds or MB to a target reads each curve at its first '
-  'evaluation at or above the target (fixed from the selection phase before the test '
-  'runs); a seed that never reaches it counts with its last value, a lower bound, so the '
-  'claim cannot agree when A missed on a seed, nor disagree when B did. '
-  f'**Verdicts**: *agrees* / *disagrees*: paired t-test p < {scoring.ALPHA}; *equivalent within '
-  'the margin*: both one-sided tests against ±m reject (TOST); *smaller than the '
-  "paper's effect*: the one-sided test against the paper's own effect size rejects; "
-  '*condition not reproduced*: the setting does not show the effect the claim is about '
-  f'(the declared reference beats the harsh condition with p < {scoring.ALPHA}); an event claim '
+  'data); a run that diverged scores 0. A selection on an edge of its grid (the smallest or '
+  'largest value tried of a swept axis) extends the grid before any test run: '
+  '`reproduce.py` refuses the test phase until it is extended, or the experiment says why '
+  'not ("edges kept", listed on its page).',
+  '**Test**: only the selected settings run again, on fresh test seeds (the seed varies the '
+  'data split, the schedule and the initial model), and every claim is scored there: the '
+  'per-seed paired difference (oriented so that positive favours the claim), its mean with '
+  'the 95% t interval, and the p-value of each test the verdict rests on.',
+  '**To a target**: steps, simulated seconds or MB are read at the first evaluation at or '
+  "above the target (unless declared, 90% of the median of the selected settings' "
+  'validation accuracy on the selection seeds, fixed before the test runs); a seed that '
+  'never reaches it counts with its last value, a lower bound, so the claim cannot agree '
+  'when A missed on a seed, nor disagree when B did. A speedup is the per-seed ratio B / A '
+  "on a log scale (paired t-test of log(B / A) against the claimed factor's log), shown as "
+  'the geometric-mean ratio with its 95% interval.',
+  f'**Verdicts**: *agrees* / *disagrees*: paired t-test p < {scoring.ALPHA}. *Equivalent '
+  'within the margin*: both one-sided tests against ±m reject (TOST); *differ by more than '
+  'the margin*: the one-sided test against the margin, on the side of the mean, rejects. '
+  'A non-inferiority ("A loses at most m") agrees when the one-sided test against -m '
+  'rejects and disagrees when the opposite one does. A bounded claim ("only marginally '
+  'better") is two tests, the direction and the one-sided test against the bound, and '
+  "agrees only when both do. *Smaller than the paper's effect*: the one-sided test against "
+  "the paper's own effect size rejects. *Condition not reproduced*: the setting does not "
+  'show the effect the claim is about (the declared reference beats the harsh condition, or '
+  f'for a consistency claim differs from it, with p < {scoring.ALPHA}). An event claim '
   '(diverges, never reaches the target) agrees when it happens on every test seed and '
-  'disagrees when on none (exact binomial p). The p-values of all paper claims in the '
-  f'summary are adjusted together (Benjamini-Hochberg at {scoring.ALPHA}); the **adjusted** '
-  f'verdict keeps a decided raw verdict only when its adjusted p is below {scoring.ALPHA}; '
-  "Holm's step-down adjustment (family-wise error) is shown beside it, with its own "
-  'verdict and count. A speedup (fewer steps, seconds or MB to the target) is scored as '
-  'the per-seed ratio B / A on a log scale (paired t-test of log(B / A) against the '
-  "claimed factor's log) and shown as the geometric-mean ratio with its 95% interval. "
-  "*not comparable*: the paper's accuracy effect would need more than "
-  f'{scoring.ACCURACY_CEILING:.0%} accuracy here (B plus the effect), so no outcome could '
-  'show it; the direction alone is scored. '
-  'There is no effect-size floor: the interval states the size. An inconclusive claim lists the '
-  'test seeds that would give 80% power at its observed effect and spread (before the '
+  "disagrees when on none (exact binomial p). *Not comparable*: the paper's accuracy effect "
+  f'would need more than {scoring.ACCURACY_CEILING:.0%} accuracy here (B plus the effect), '
+  'so no outcome could show it; the direction alone is scored.',
+  '**Adjustment**: each paper statement is one scored claim in the tally (other readings '
+  "of it and the project's own contrasts are scored outside it, adjusted among "
+  'themselves). The p-values of every test of every tallied claim are adjusted together, '
+  f"Benjamini-Hochberg at {scoring.ALPHA} (BH) and Holm's step-down (family-wise); a claim's "
+  'verdict is composed from the tests that stay decided after each adjustment, each test '
+  'shown with its own adjusted p.',
+  'There is no effect-size floor: the interval states the size. An inconclusive claim lists '
+  'the test seeds that would give 80% power at its observed effect and spread (before the '
   'adjustment). A decided verdict whose losing method was selected on an edge of its grid '
-  '(the smallest or largest value tried of a swept axis, list-valued axes included) names '
-  'that edge beside it: a wider grid might move it.'
+  'names that edge beside it: a wider grid might move it.',
 )
+TERMS = (
+  ('A, B', 'the two methods of a claim, oriented so that a positive effect favours the claim'),
+  ('pts', 'accuracy points (0.01 test accuracy = 1 pt)'),
+  (
+    'B/A',
+    "B's steps, simulated seconds or MB to the target divided by A's: the geometric "
+    'mean over the test seeds, with its 95% interval',
+  ),
+  (
+    'change (drop)',
+    "for a claim across two conditions: a method's accuracy under the "
+    'reference condition minus under the other; "loses less" compares the signed drops, '
+    '"more consistent" their sizes (either sign), per seed',
+  ),
+  ('edge', 'the selected value of a swept axis is the smallest or largest tried'),
+  (
+    'last-quarter gain',
+    'the mean test accuracy gained over the last quarter of the run '
+    '(from the evaluation at 3/4 of the run to the last): large means the curve had not '
+    'flattened when the run ended',
+  ),
+  ('diverged runs', 'runs of the grid whose loss became non-finite (scored as 0)'),
+  (
+    'outside the tally',
+    'a claim scored beside the tally of paper statements, its reason '
+    'given: another reading of a statement the tally scores once, or a contrast of this '
+    "project's (adjusted among themselves)",
+  ),
+  (
+    '[restated]',
+    "the claim was restated against the paper's passage (an earlier reading replaced); its "
+    'page says how and why',
+  ),
+  (
+    'edges kept',
+    'selections on an edge of their grid that were not extended before the '
+    'test runs, each with the reason',
+  ),
+  (
+    'BH, Holm',
+    'the verdict after the Benjamini-Hochberg (false discovery rate) and the Holm '
+    '(family-wise error) adjustment, with the adjusted p of each test',
+  ),
+  (
+    'second look',
+    'test seeds drawn again, or a grid extended and the tests run again, after '
+    'a look at test results: fresh seeds or not, the decision followed the data',
+  ),
+)
+
+
+def _bullets(lines) -> str:
+  return '\n'.join(f'- {line}' for line in lines)
 
 
 def _claims(e: spec.Experiment) -> str:
@@ -96,17 +173,17 @@ def score_paper(paper: spec.Paper, records_dir: str = runs.RECORDS) -> dict:
 
 
 def score_all(records_dir: str = runs.RECORDS) -> dict[str, dict]:
-  """Every paper scored; the paper claims adjusted together, the added contrasts apart."""
+  """Every paper scored; the tallied claims adjusted together, those outside apart."""
   scored = {
     key: score_paper(reproduction.load_paper(key), records_dir) for key in reproduction.PAPERS
   }
-  for added in (False, True):
+  for outside in (False, True):
     family = [
       (s['claims'], i)
       for exps in scored.values()
       for s in exps.values()
       for i, c in enumerate(s['claims'])
-      if c['added'] == added
+      if bool(c['outside']) == outside
     ]
     for (claims, i), claim in zip(family, scoring.adjust([cs[i] for cs, i in family])):
       claims[i] = claim
@@ -118,6 +195,7 @@ def _selection_rows(exp: spec.Experiment, fin: pd.DataFrame) -> pd.DataFrame:
   for m in exp.methods:
     s = scoring.select(fin, exp.key, m.label)
     mine = scoring.rows(fin, exp.key, m.label, 'select')
+    edge = ', '.join(s['edges']) or '—'
     rows.append(
       {
         'method': m.label,
@@ -126,7 +204,7 @@ def _selection_rows(exp: spec.Experiment, fin: pd.DataFrame) -> pd.DataFrame:
           + [f'no {k.rsplit(".", 1)[-1]} axis: {why}' for k, why in m.untuned.items()]
         ),
         'selected (validation)': scoring._short(s['setting']),
-        'edge': ', '.join(s['edges']) or '—',
+        'edge': edge + (' (kept)' if s['edges'] and m.label in exp.edges_kept else ''),
         'val acc': f'{s["val"]:.3f}',
         'diverged runs': int(mine.diverged.sum()),
       }
@@ -134,19 +212,12 @@ def _selection_rows(exp: spec.Experiment, fin: pd.DataFrame) -> pd.DataFrame:
   return pd.DataFrame(rows)
 
 
-def _selected_test(exp: spec.Experiment, frame: pd.DataFrame, fin: pd.DataFrame, label: str):
-  """``label``'s selected setting, and its rows of ``frame`` on the test seeds."""
-  key = scoring.select(fin, exp.key, label)['setting']
-  return key, scoring.rows(frame, exp.key, label, 'test', key)
-
-
 def _test_rows(exp: spec.Experiment, frame: pd.DataFrame, fin: pd.DataFrame) -> pd.DataFrame:
-  """Selected settings on the test seeds; 'last-quarter gain': the mean test accuracy
-  gained over the last quarter of the run (large = the curve has not flattened)."""
+  """Selected settings on the test seeds, with the last-quarter gain (TERMS)."""
   rows = []
   for m in exp.methods:
-    key, mine = _selected_test(exp, fin, fin, m.label)
-    curve = _selected_test(exp, frame, fin, m.label)[1].groupby('step').test_accuracy.mean()
+    key, mine = scoring.selected_test(exp, fin, fin, m.label)
+    curve = scoring.selected_test(exp, frame, fin, m.label)[1].groupby('step').test_accuracy.mean()
     steps = curve.index.to_numpy()
     quarter = steps[-1] - (steps[-1] - steps[0]) / 4
     before = curve[curve.index <= quarter].iloc[-1]
@@ -178,7 +249,7 @@ def _target_rows(exp, frame, fin, target) -> pd.DataFrame | None:
   return pd.DataFrame(rows)
 
 
-def _num(x, fmt='{:.3f}') -> str:
+def _num(x, fmt='{:.2g}') -> str:
   return '—' if x is None or (isinstance(x, float) and not math.isfinite(x)) else fmt.format(x)
 
 
@@ -218,91 +289,136 @@ def paper_effect_text(c: Mapping) -> str:
   return f'{effect:g} {spec.UNITS[c["metric"]]}'
 
 
+def _part_names(c: Mapping) -> dict[str, str]:
+  """What each test of a claim tests, in words."""
+  m = c.get('margin')
+  unit = 'pts' if c['metric'] in spec.ACCURACY_METRICS else spec.UNITS[c['metric']]
+  scale = 100 if unit == 'pts' else 1
+  statement = {
+    'better': 'direction',
+    'equivalent': f'within ±{_num(m and m * scale, "{:g}")} {unit}',
+    'noninferior': f'loses < {_num(m and m * scale, "{:g}")} {unit}',
+    'on_seeds': 'every seed',
+  }[c['kind']]
+  upper = c.get('upper')
+  if upper is None:
+    bound = ''
+  elif c.get('ratio'):
+    bound = f'below {upper:g}x'
+  else:
+    bound = f'below {upper * scale:g} {unit}'
+  return {scoring.STATEMENT: statement, scoring.BOUND: bound, scoring.SIZE: "vs the paper's"}
+
+
+def verdict_cell(c: Mapping, key: str = 'verdict') -> str:
+  """A verdict (``key``: 'verdict' after BH, 'verdict_holm' after Holm, 'verdict_raw'
+  before adjusting) with the p of each test it rests on, adjusted alike."""
+  p_key = {'verdict': 'p_adj', 'verdict_holm': 'p_holm', 'verdict_raw': 'p'}[key]
+  names = _part_names(c)
+  parts = [part for part in c['parts'] if math.isfinite(part.get(p_key, math.nan))]
+  ps = '; '.join(
+    (f'{names[part["name"]]} ' if len(c['parts']) > 1 else '') + f'p={_num(part[p_key])}'
+    for part in parts
+  )
+  out = f'**{c[key]}**' + (f' ({ps})' if ps else '')
+  return out + (_edge_note(c) if key == 'verdict' else '')
+
+
+def _settings(c: Mapping) -> str:
+  return f'A: {c["A_setting"]}; B: {c["B_setting"]}'
+
+
+def claim_rows(claims: Sequence[Mapping], start: int = 1) -> pd.DataFrame:
+  """One short row per claim (numbered from ``start``): the claim, the paper's effect,
+  the observed effect, the verdicts after BH and Holm with each test's adjusted p, and
+  the selected settings; everything else goes in :func:`claim_notes`."""
+  return pd.DataFrame(
+    {
+      '#': i,
+      'claim': c['text']
+      + (' [restated]' if c.get('restated') else '')
+      + (' *(outside the tally)*' if c['outside'] else ''),
+      "paper's effect": paper_effect_text(c),
+      'observed [95%]': effect_text(c),
+      'BH': verdict_cell(c),
+      'Holm': verdict_cell(c, 'verdict_holm'),
+      'selected': _settings(c),
+    }
+    for i, c in enumerate(claims, start)
+  )
+
+
 def _side(c: Mapping, side: str) -> str:
   """A method's value on the claim's metric, where it means something: none for an
   event claim; for a to-target metric the mean over the seeds that reached the target,
   with how many did."""
-  label = f'{c[side]} ({c[f"{side}_setting"]})'
+  label = c[side]
   if c['kind'] == 'on_seeds':
     return label
   if c['metric'] in scoring.TO_TARGET:
     k, n = c[f'{side}_reached'], c['n']
     if k == 0:
-      return f'{label}: not reached (0/{n} seeds)'
+      return f'{label} not reached (0/{n} seeds)'
     unit = spec.UNITS[c['metric']]
-    return f'{label}: {c[f"{side}_reached_mean"]:.4g} {unit} ({k}/{n} seeds reached)'
-  return f'{label}: {c[f"{side}_mean"]:.4g}'
+    return f'{label} {c[f"{side}_reached_mean"]:.4g} {unit} ({k}/{n} seeds reached)'
+  return f'{label} {c[f"{side}_mean"]:.4g}'
 
 
 def _reached_note(c: Mapping) -> str:
-  """Beside a verdict blocked by a missed target: how many test seeds reached it."""
+  """How many test seeds reached the target, where a missed target blocks the verdict."""
   if scoring.MISSED not in (c['verdict'], c['verdict_raw']):
     return ''
+  return f'{c["A"]} reached it on {c["A_reached"]}/{c["n"]}, {c["B"]} on {c["B_reached"]}/{c["n"]}'
+
+
+def _conditions_note(c: Mapping) -> str:
+  """The four mean accuracies of a claim across two conditions, and what is compared."""
+  acc = c['conditions']
+  a0, b0 = c['baseline']
+  how = 'sizes of the changes (either sign)' if c['consistency'] else 'drops'
   return (
-    f' ({c["A"]} reached it on {c["A_reached"]}/{c["n"]}, {c["B"]} on {c["B_reached"]}/{c["n"]})'
+    f'{a0} {acc[a0]:.3f} -> {c["A"]} {acc[c["A"]]:.3f}; {b0} {acc[b0]:.3f} -> '
+    f"{c['B']} {acc[c['B']]:.3f}; scored: the per-seed {how}, B's minus A's"
   )
 
 
-def claim_rows(claims: Sequence[Mapping], paper: str | None = None) -> pd.DataFrame:
-  """The claims table; with ``paper`` (the summary), a narrow one: a paper column, the
-  effect, the adjusted p-values and verdicts (settings, values and quotes stay on the
-  paper's page)."""
-  rows = []
-  for c in claims:
-    unit = spec.METRICS[c['metric']][0]
-    if c['kind'] == 'equivalent':
-      unit += f', abs(A - B) <= {c["margin"]:g} {spec.UNITS[c["metric"]]}'
+def claim_notes(claims: Sequence[Mapping], start: int = 1) -> list[str]:
+  """Below a claims table: each paper passage once (with the claims quoting it), then per
+  claim what its row leaves out: the metric and target, the values of A and B, the
+  accuracies of both conditions, the condition checked, the paper's source, a missed
+  target, the seeds an inconclusive claim would need, why it is outside the tally or how
+  it was restated, the verdict before adjusting."""
+  out = []
+  passages: dict[str, list[int]] = {}
+  for i, c in enumerate(claims, start):
+    if c['quote']:
+      passages.setdefault(c['quote'], []).append(i)
+  for quote, numbers in passages.items():
+    which = ', '.join(map(str, numbers))
+    out.append(f'- Paper (claim{"s" if len(numbers) > 1 else ""} {which}): "{quote}"')
+  for i, c in enumerate(claims, start):
+    metric = spec.METRICS[c['metric']][0]
     if c.get('target') is not None:
-      unit += f' (target {c["target"]:.2f})'
-    text = c['text'] + (' [restated]' if c.get('restated') else '')
-    if c.get('condition') and not paper:
-      text += f' [condition: {c["condition"]}]'
-    verdict = f'**{c["verdict"]}**' + _edge_note(c) + _reached_note(c)
-    if c.get('not_comparable') and c['verdict'] != scoring.NOT_COMPARABLE:
-      verdict += " (the paper's effect is not comparable here)"
-    if paper:
-      rows.append(
-        {
-          'paper': f'[{paper}]({paper}.md)',
-          'ref': c['ref'],
-          'claim': text,
-          'effect (95% CI)': effect_text(c),
-          'p (BH)': _num(c.get('p_adj'), '{:.2g}'),
-          'verdict (BH)': verdict,
-          'Holm': c.get('verdict_holm', ''),
-        }
-      )
-      continue
-    quote = f' (paper: "{c["quote"]}")' if c['quote'] else ''
-    row = {
-      'ref': c['ref'],
-      'claim': text + quote,
-      'metric': unit,
-      'A': _side(c, 'A'),
-      'B': _side(c, 'B'),
-      'measured (95% CI)': effect_text(c),
-      'paper effect': paper_effect_text(c),
-      'p': _num(c['p'], '{:.3g}'),
-      'p (BH)': _num(c.get('p_adj'), '{:.3g}'),
-      'p (Holm)': _num(c.get('p_holm'), '{:.3g}'),
-      'raw verdict': c['verdict_raw'],
-      'verdict (BH)': verdict,
-      'verdict (Holm)': c.get('verdict_holm', ''),
-      'seeds for 80% power': (
-        _num(c['needed'], '{:.0f}') if c['verdict'] == scoring.INCONCLUSIVE else ''
-      ),
-    }
-    rows.append(row)
-  return pd.DataFrame(rows)
-
-
-def restated_rows(claims: Sequence[Mapping]) -> str:
-  """Every restated claim next to the paper's passage it is scored against."""
-  return '\n'.join(
-    f'- **{c["ref"]}**: {c["text"]}. Paper: "{c["quote"]}" Restated: {c["restated"]}'
-    for c in claims
-    if c.get('restated')
-  )
+      metric += f' (target {c["target"]:.2f})'
+    sides = _conditions_note(c) if c.get('conditions') else f'{_side(c, "A")}; {_side(c, "B")}'
+    notes = [f'{metric}: {sides}']
+    if c.get('condition'):
+      notes.append(f'condition: {c["condition"]}')
+    if c.get('source'):
+      notes.append(f"the paper's effect: {c['source']}")
+    if c.get('not_comparable'):
+      notes.append(f"the paper's effect would need more than {scoring.ACCURACY_CEILING:.0%}")
+    if _reached_note(c):
+      notes.append(_reached_note(c))
+    if c['verdict'] == scoring.INCONCLUSIVE and math.isfinite(c['needed']):
+      notes.append(f'{c["needed"]:.0f} test seeds for 80% power')
+    if c['outside']:
+      notes.append(f'outside the tally: {c["outside"]}')
+    if c.get('restated'):
+      notes.append(f'restated: {c["restated"].rstrip(".")}')
+    notes.append('before adjusting: ' + verdict_cell(c, 'verdict_raw').replace('**', ''))
+    out.append(f'- {i}: ' + '; '.join(notes) + '.')
+  return out
 
 
 def _table(frame: pd.DataFrame) -> str:
@@ -312,7 +428,9 @@ def _table(frame: pd.DataFrame) -> str:
 def _compact(frame: pd.DataFrame) -> str:
   """A markdown table without column padding (each line as long as its own cells)."""
   cells = [list(frame.columns), ['---'] * frame.shape[1], *frame.astype(str).to_numpy().tolist()]
-  return '\n'.join('| ' + ' | '.join(str(c).replace('|', '/') for c in row) + ' |' for row in cells)
+  return '\n'.join(
+    '| ' + ' | '.join(str(c).replace('|', '\\|') for c in row) + ' |' for row in cells
+  )
 
 
 def _part(head: str, *body: str) -> list[str]:
@@ -320,20 +438,31 @@ def _part(head: str, *body: str) -> list[str]:
   return [line for text in (head, *body) for line in (text, '')]
 
 
-def experiment_section(paper: spec.Paper, s: Mapping) -> list[str]:
+def experiment_section(paper: spec.Paper, s: Mapping, start: int) -> list[str]:
   exp = s['exp']
   compute = _compute(s['sweeps'])
   out = _part(f'## {exp.title} ({exp.ref})', f'**Setting.** {exp.setting}')
-  if exp.second_look:
-    out += _part(f'**Second look.** {exp.second_look}')
+  for head, text in (
+    ('Second look', exp.second_look),
+    ('Grid extended after a test look', exp.extended),
+  ):
+    if text:
+      out += _part(f'**{head}.** {text}')
   out += _part('**Deviations from the paper.**', '\n'.join(f'- {d}' for d in exp.deviations))
   out += _part(f'**Machine.** {compute["machine"]}; sweeps {compute["minutes"]} min in all.')
   out += _part(
     f'**Selection** on seeds {list(exp.seeds)} (validation accuracy at the last evaluation):',
     _table(s['selection']),
   )
+  if exp.edges_kept:
+    out += _part(
+      '**Edges kept** (selected on an edge, not extended before the test runs):',
+      '\n'.join(f'- {labels}: {why}' for labels, why in _kept(exp)),
+    )
   out += _part(
-    f'**Test** on seeds {list(exp.test_seeds)} (selected settings only):', _table(s['test'])
+    f'**Test** on seeds {_seeds(exp.test_seeds)} (selected settings only; last-quarter gain: '
+    'the test accuracy gained over the last quarter of the run):',
+    _table(s['test']),
   )
   if s['to_target'] is not None:
     out += _part(
@@ -342,37 +471,83 @@ def experiment_section(paper: spec.Paper, s: Mapping) -> list[str]:
     )
   if s['claims']:
     out += _part(
-      '**Claims** (A - B oriented so that positive favours the claim; accuracy in points):',
-      _table(claim_rows(s['claims'])),
+      '**Claims** (positive favours the claim; [terms](README.md#terms)):',
+      _table(claim_rows(s['claims'], start)),
+      '\n'.join(claim_notes(s['claims'], start)),
     )
-    if restated_rows(s['claims']):
-      out += _part('**Restated claims** (the paper passage each is scored against):')
-      out += _part(restated_rows(s['claims']))
   out += _part(f'![{exp.key}]({paper.key}_{exp.key}.png)')
-  if _mc_curve(exp):
+  if figures.mc_curve(exp):
     out += _part(f'![{exp.key} over Mc]({paper.key}_{exp.key}_mc.png)')
   return out
 
 
+def _kept(exp: spec.Experiment) -> list[tuple[str, str]]:
+  """The methods of ``exp`` kept on an edge, grouped by reason: [(labels, why)]."""
+  reasons: dict[str, list[str]] = {}
+  for label, why in exp.edges_kept.items():
+    reasons.setdefault(why, []).append(label)
+  return [(', '.join(labels), why) for why, labels in reasons.items()]
+
+
+def _seeds(seeds: Sequence[int]) -> str:
+  """``3-12`` for a run of consecutive seeds, else the list."""
+  seeds = list(seeds)
+  if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2:
+    return f'{seeds[0]}-{seeds[-1]}'
+  return str(seeds)
+
+
+LOOKS = (
+  ('second_look', 'fresh test seeds after a look'),
+  ('extended', 'grid extended after a test look'),
+)
+
+
+def _looks(paper: spec.Paper, keys, full: bool = True) -> list[str]:
+  """Each experiment's second look and grid extended after a test look: one line each
+  (``full``), or one line per experiment naming them (its section says what)."""
+  looks = [
+    (e, [(kind, getattr(e, field)) for field, kind in LOOKS if getattr(e, field)])
+    for e in paper.experiments
+    if e.key in keys
+  ]
+  if full:
+    return [f'- {e.key}: {kind}: {text}' for e, kinds in looks for kind, text in kinds]
+  return [f'- {e.key}: {"; ".join(kind for kind, _ in kinds)}' for e, kinds in looks if kinds]
+
+
 def render(paper: spec.Paper, scored: Mapping) -> str:
   """The page of ``paper`` from its scored experiments (``score_all()[paper.key]``)."""
+  here = (
+    '**Here.** Fashion-MNIST with an MLP at 2-core scale: what a verdict here does and does '
+    'not say about the paper is in [the summary](README.md#scale), with the '
+    '[protocol](README.md#protocol) and the [terms](README.md#terms).'
+    if paper.key in reproduction.PAPERS
+    else '**Protocol.**\n\n' + _bullets(PROTOCOL)  # one's own declaration: no summary beside it
+  )
   out = _part(
     f'# Paper {paper.number}: {paper.citation}',
     f"**The paper's setting.** {paper.setting}",
-    '**Protocol.** ' + PROTOCOL,
+    here,
     f'Records: `docs/results/records/{paper.key}.csv.gz` (one row per evaluation of '
     f'every run; `pandas.read_csv` reads it; the rows this page scores have `status` '
     f'`current`, those of superseded sweeps `superseded`) and `{paper.key}.json` (the sweeps).',
   )
   if scored:
+    looks = _looks(paper, scored, full=False)
     out += _part(
       f'![every claim of {paper.key}]({paper.key}_forest.png)',
-      "Every claim's effect with its 95% interval, one panel per unit (dot colour: the "
-      'verdict after the BH adjustment; a speedup on a log axis).',
+      "Every claim's observed effect with its 95% interval, one panel per kind of "
+      "measure; the colour is the BH verdict; a black diamond marks the paper's own "
+      'effect, where it gives one.',
+      "**Looks at the test seeds before the verdicts** (each experiment's section says "
+      'what was looked at and changed): ' + ('\n\n' + '\n'.join(looks) if looks else 'none.'),
     )
+  start = 1
   for exp in paper.experiments:
     if exp.key in scored:
-      out += experiment_section(paper, scored[exp.key])
+      out += experiment_section(paper, scored[exp.key], start)
+      start += len(scored[exp.key]['claims'])
   pending = [e for e in paper.experiments if e.key not in scored]
   if pending:
     previous = pathlib.Path(RESULTS, 'previous', f'{paper.key}.md')
@@ -394,16 +569,20 @@ def render(paper: spec.Paper, scored: Mapping) -> str:
   return '\n'.join(out)
 
 
-def _paper_claims(scored: Mapping[str, Mapping]) -> list[Mapping]:
-  """The scored claims of the papers (not the project's own contrasts)."""
+def _tallied(scored: Mapping[str, Mapping], tallied: bool = True) -> list[Mapping]:
+  """The scored claims in the tally of paper statements (``tallied``), or outside it."""
   return [
-    c for exps in scored.values() for s in exps.values() for c in s['claims'] if not c['added']
+    c
+    for exps in scored.values()
+    for s in exps.values()
+    for c in s['claims']
+    if bool(c['outside']) != tallied
   ]
 
 
 def tally(scored: Mapping[str, Mapping], key: str = 'verdict') -> pd.Series:
-  """Paper claims per verdict (``key``: 'verdict' after BH, 'verdict_holm' after Holm)."""
-  counts = pd.Series([c[key] for c in _paper_claims(scored)], dtype=object).value_counts()
+  """Paper statements per verdict (``key``: 'verdict' after BH, 'verdict_holm' after Holm)."""
+  counts = pd.Series([c[key] for c in _tallied(scored)], dtype=object).value_counts()
   return counts.reindex([v for v in scoring.VERDICTS if v in counts.index])
 
 
@@ -415,11 +594,11 @@ def tally_table(scored: Mapping[str, Mapping]) -> pd.DataFrame:
 
 
 def _edge_tally(scored: Mapping[str, Mapping]) -> str:
-  decided = [c for c in _paper_claims(scored) if c['verdict'] in scoring.DECIDED]
+  decided = [c for c in _tallied(scored) if c['verdict'] in scoring.DECIDED]
   edged = sum(bool(_edge_note(c)) for c in decided)
   return (
     f'{edged} of the {len(decided)} decided verdicts go against a method selected on an edge '
-    'of its grid (marked "against a grid edge" below).'
+    'of its grid (marked "against a grid edge").'
   )
 
 
@@ -432,47 +611,80 @@ def _compute(sweeps: Sequence[Mapping]) -> dict:
   }
 
 
+def summary_rows(scored: Mapping[str, Mapping], tallied: bool) -> pd.DataFrame:
+  """The summary's table: per claim its paper and reference, the paper's effect and where
+  it is read beside the observed effect, the verdicts (and, outside the tally, why)."""
+  rows = []
+  for key, exps in scored.items():
+    for s in exps.values():
+      for c in s['claims']:
+        if bool(c['outside']) == tallied:
+          continue
+        paper = paper_effect_text(c)
+        row = {
+          'paper': f'[{key}]({key}.md)',
+          'ref': c['ref'],
+          'claim': c['text'] + (' [restated]' if c.get('restated') else ''),
+          "paper's effect (where)": paper + (f' ({c["source"]})' if c.get('source') else ''),
+          'observed here [95%]': effect_text(c),
+          'BH': verdict_cell(c),
+          'Holm': verdict_cell(c, 'verdict_holm'),
+        }
+        if not tallied:
+          row = {k: v for k, v in row.items() if k != "paper's effect (where)"}
+          row['why outside the tally'] = c['outside']
+        rows.append(row)
+  return pd.DataFrame(rows)
+
+
 def render_summary(scored: Mapping[str, Mapping]) -> str:
-  counts = tally(scored)
-  restated = [c for c in _paper_claims(scored) if c.get('restated')]
-  looks = [
-    f'- {p.key} {e.key}: {e.second_look}'
-    for p in (reproduction.load_paper(k) for k in reproduction.PAPERS)
-    for e in p.experiments
-    if e.second_look and e.key in scored[p.key]
-  ]
   papers = [reproduction.load_paper(key) for key in reproduction.PAPERS]
-  declared = sum(not c.added for p in papers for e in p.experiments for c in e.claims)
-  out = _part('# Reproductions: summary', '**Protocol.** ' + PROTOCOL, records.NOTE)
-  out += _part(
-    f'## Tally of the paper claims scored ({int(counts.sum())} of {declared}), after the '
+  claims = _tallied(scored)
+  passages = len({c['quote'] for c in claims})
+  declared = sum(not c.outside for p in papers for e in p.experiments for c in e.claims)
+  out = _part(
+    '# Reproductions: summary',
+    '<a id="scale"></a>' + SCALE,
+    f'## Tally: {len(claims)} paper statements scored (of {declared} declared), after the '
     'adjustment',
+    f'The tally holds {len(claims)} distinct statements of the papers, each scored once (a '
+    'statement is one comparison a passage makes; other readings of it and this '
+    f"project's own contrasts are scored outside the tally), quoting {passages} passages.",
     _table(tally_table(scored)),
     _edge_tally(scored),
+    '## Protocol',
+    _bullets(PROTOCOL),
+    records.NOTE,
+    '## Terms',
+    _bullets(f'**{t}**: {d}.' for t, d in TERMS),
   )
-  if restated:
-    out += _part(
-      f'## Claims restated against the paper ({len(restated)})',
-      restated_rows(restated),
-    )
+  out += _part('## Paper statements (the tally)', _compact(summary_rows(scored, True)))
+  outside = summary_rows(scored, False)
+  out += _part(
+    "## Scored outside the tally (other readings, the project's own contrasts)",
+    _compact(outside) if len(outside) else 'None scored yet.',
+  )
+  looks = [line for p in papers for line in _looks(p, scored[p.key])]
   if looks:
     out += _part(
-      '## Second looks',
-      'Test seeds drawn again after an inconclusive result on earlier test seeds: fresh '
-      'seeds, but the decision to draw them followed a look at the data.',
+      '## Second looks and grids extended after a look at the test seeds',
+      'Test seeds drawn again after an inconclusive result, or a grid extended after a '
+      'decided verdict and the tests run again on the same seeds: either way the decision '
+      'followed a look at the test data.',
       '\n'.join(looks),
     )
-  for added, title in (
-    (False, 'Paper claims'),
-    (True, "The project's own contrasts (not in the tally)"),
-  ):
-    rows = [
-      claim_rows([c for c in s['claims'] if c['added'] == added], paper=key)
-      for key, exps in scored.items()
-      for s in exps.values()
-    ]
-    rows = [r for r in rows if len(r)]
-    out += _part(f'## {title}', _compact(pd.concat(rows)) if rows else 'None scored yet.')
+  kept = [
+    f'- {p.key} {e.key} ({labels}): {why}'
+    for p in papers
+    for e in p.experiments
+    if e.key in scored[p.key]
+    for labels, why in _kept(e)
+  ]
+  if kept:
+    out += _part(
+      '## Edges kept (selected on an edge of the grid, not extended before the test runs)',
+      '\n'.join(kept),
+    )
   compute = pd.DataFrame(
     {'paper': key, 'experiment': e} | _compute(s['sweeps'])
     for key, exps in scored.items()
@@ -498,173 +710,6 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
   return '\n'.join(out)
 
 
-def _pyplot():
-  import matplotlib
-
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt
-
-  return plt
-
-
-# The x axis of an experiment's curves: the axis of its to-target claims.
-X_AXES = {
-  'clock_to_target': ('wall_clock', 1.0, 'simulated seconds'),
-  'mb_to_target': ('bytes_up', 1e-6, 'MB uploaded'),
-}
-MC_LABEL = re.compile(r'^(.*) \(Mc = (\d+)\)$')
-
-
-def _x_axis(exp: spec.Experiment) -> tuple[str, float, str]:
-  for c in exp.claims:
-    if c.metric in X_AXES:
-      return X_AXES[c.metric]
-  return 'step', 1.0, 'server steps'
-
-
-def plot_experiment(paper: spec.Paper, s: Mapping, frame: pd.DataFrame, path: str) -> None:
-  """Test accuracy of each selected setting over the test seeds (mean ± std), against
-  the axis its claims are about (server steps, simulated seconds or MB uploaded; the
-  mean over seeds of that axis at each evaluation)."""
-  plt = _pyplot()
-  exp = s['exp']
-  column, scale, xlabel = _x_axis(exp)
-  fin = scoring.finals(frame)
-  fig, ax = plt.subplots(figsize=(6, 4))
-  for m in exp.methods:
-    g = _selected_test(exp, frame, fin, m.label)[1].groupby('step')
-    mean, std = g.test_accuracy.mean(), g.test_accuracy.std(ddof=1)
-    x = g[column].mean().to_numpy(float) * scale
-    ax.plot(x, mean, label=m.label)
-    ax.fill_between(x, mean - std, mean + std, alpha=0.2)
-  if s['to_target'] is not None:
-    ax.axhline(s['target'], color='gray', ls='--', lw=0.8)
-  ax.set(xlabel=xlabel, ylabel='test accuracy', title=f'{exp.title[:60]} (test seeds)')
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=7)
-  fig.tight_layout()
-  save_figure(fig, path, dpi=90)  # a temporary file, renamed
-
-
-def _mc_curve(exp: spec.Experiment) -> dict[str, list[tuple[int, str]]]:
-  """Method name -> [(Mc, label)] when every method of ``exp`` is one method at one
-  concurrency ('X (Mc = n)', at least two values each), else {}."""
-  out: dict[str, list[tuple[int, str]]] = {}
-  for m in exp.methods:
-    match = MC_LABEL.match(m.label)
-    if not match:
-      return {}
-    out.setdefault(match[1], []).append((int(match[2]), m.label))
-  return out if all(len(v) > 1 for v in out.values()) else {}
-
-
-def plot_mc(s: Mapping, frame: pd.DataFrame, path: str) -> None:
-  """Test accuracy against the concurrency Mc (mean ± std over the test seeds): the best
-  evaluation of each run where the claims score the best accuracy, else the final one."""
-  plt = _pyplot()
-  exp = s['exp']
-  best = any(c.metric == 'best_test_accuracy' for c in exp.claims)
-  fin = scoring.finals(frame)
-  fig, ax = plt.subplots(figsize=(6, 4))
-  for name, points in _mc_curve(exp).items():
-    mcs, means, stds = [], [], []
-    for mc, label in sorted(points):
-      if best:
-        acc = _selected_test(exp, frame, fin, label)[1].groupby('seed').test_accuracy.max()
-      else:
-        acc = _selected_test(exp, fin, fin, label)[1].test_accuracy
-      mcs.append(mc)
-      means.append(acc.mean())
-      stds.append(acc.std(ddof=1))
-    ax.errorbar(mcs, means, yerr=stds, marker='o', capsize=3, label=name)
-  ax.set(
-    xlabel='Mc (clients training at once)',
-    ylabel=f'{"best" if best else "final"} test accuracy',
-  )
-  ax.set_title(f'{exp.title[:60]} (test seeds)', fontsize=9)
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=7)
-  fig.tight_layout()
-  save_figure(fig, path, dpi=90)  # a temporary file, renamed
-
-
-VERDICT_COLOURS = {
-  scoring.AGREES: 'tab:green',
-  scoring.AGREES_SMALLER: 'tab:olive',
-  scoring.EQUIVALENT: 'tab:green',
-  scoring.SMALLER: 'tab:orange',
-  scoring.DISAGREES: 'tab:red',
-  scoring.NOT_EQUIVALENT: 'tab:red',
-}
-
-
-def forest_panels(claims: Sequence[Mapping]) -> dict[str, list[Mapping]]:
-  """The claims of a forest plot by panel: 'accuracy (points)', 'speedup B / A' or the
-  metric's unit (event claims have no interval and are left out)."""
-  out: dict[str, list[Mapping]] = {}
-  for c in claims:
-    if c['kind'] == 'on_seeds' or not math.isfinite(c['lo']):
-      continue
-    if c.get('ratio'):
-      panel = 'speedup B / A (log axis)'
-    elif c['metric'] in spec.ACCURACY_METRICS:
-      panel = 'accuracy difference (points)'
-    else:
-      panel = f'difference ({spec.UNITS[c["metric"]]})'
-    out.setdefault(panel, []).append(c)
-  return out
-
-
-def _short_text(text: str, n: int) -> str:
-  return text if len(text) <= n else text[: n - 3] + '...'
-
-
-def plot_forest(paper_key: str, scored: Mapping, path: str) -> None:
-  """Every claim of a paper: its effect (positive favours the claim) with its 95%
-  interval, one panel per unit, coloured by the BH verdict."""
-  plt = _pyplot()
-  claims = [c for s in scored.values() for c in s['claims']]
-  panels = forest_panels(claims)
-  heights = [len(v) + 1 for v in panels.values()]
-  fig, axes = plt.subplots(
-    len(panels),
-    1,
-    figsize=(11, 0.28 * sum(heights) + 1.2),
-    squeeze=False,
-    gridspec_kw={'height_ratios': heights},
-  )
-  for ax, (panel, cs) in zip(axes[:, 0], panels.items()):
-    ratio = panel.startswith('speedup')
-    scale = 1.0 if ratio else 100.0 if panel.startswith('accuracy') else 1.0
-    for i, c in enumerate(cs):
-      y = len(cs) - i
-      colour = VERDICT_COLOURS.get(c['verdict'], 'gray')
-      ax.plot([c['lo'] * scale, c['hi'] * scale], [y, y], color=colour, lw=1.5)
-      ax.plot(c['mean'] * scale, y, 'o', color=colour, ms=4)
-      if c['kind'] == 'equivalent':  # the margin, both sides
-        ax.plot([-c['margin'] * scale, c['margin'] * scale], [y, y], '|', color='black', ms=8)
-      elif ratio and c['factor'] != 1.0:  # the claimed factor
-        ax.plot(c['factor'], y, '|', color='black', ms=8)
-    ax.axvline(1.0 if ratio else 0.0, color='black', lw=0.8)
-    if ratio:
-      ax.set_xscale('log')
-    names = [
-      _short_text(f'{c["experiment"]}: {c["text"]}', 75) + (' *' if c['added'] else '') for c in cs
-    ]
-    ax.set_yticks(range(len(cs), 0, -1), names, fontsize=6)
-    ax.set_xlabel(panel, fontsize=8)
-    ax.grid(alpha=0.3, axis='x')
-  axes[0, 0].set_title(
-    f'{paper_key}: every claim, effect and 95% interval (BH verdict: green agrees, red '
-    'disagrees,\norange smaller than the paper, gray undecided; | the margin or the claimed '
-    "factor; * the project's own)",
-    fontsize=8,
-  )
-  fig.tight_layout()
-  fig.subplots_adjust(left=0.42)  # room for the claims' names
-  save_figure(fig, path, dpi=90)  # a temporary file, renamed
-
-
 def write(
   papers: Sequence[str] = reproduction.PAPERS,
   records_dir: str = runs.RECORDS,
@@ -683,17 +728,7 @@ def write(
     written.append(path)
     if plots and key in papers and scored[key]:
       frame, manifest = runs.read(key, records_dir)
-      for exp_key, s in scored[key].items():
-        png = os.path.join(out_dir, f'{key}_{exp_key}.png')
-        current = runs.current(s['exp'], frame, manifest)
-        plot_experiment(paper, s, current, png)
-        written.append(png)
-        if _mc_curve(s['exp']):
-          plot_mc(s, current, png.replace('.png', '_mc.png'))
-          written.append(png.replace('.png', '_mc.png'))
-      png = os.path.join(out_dir, f'{key}_forest.png')
-      plot_forest(key, scored[key], png)
-      written.append(png)
+      written += figures.draw(paper, scored[key], frame, manifest, out_dir)
   path = os.path.join(out_dir, 'README.md')
   write_text(path, render_summary(scored))
   return written + [path]

@@ -1,17 +1,18 @@
 """Select on validation over the selection seeds; score every claim on the test seeds.
 
-The protocol (printed on every page, :data:`PROTOCOL`):
+The protocol (stated once, on the summary page: :data:`afl_jax.reproduction.pages.PROTOCOL`):
 
 1. each method's setting is the grid setting with the best mean final validation
    accuracy over the selection seeds (a diverged run scores 0); a claim restricted
-   ``at`` some field values selects within that restriction;
+   ``at`` some field values selects within that restriction; a selection on an edge of
+   its grid extends the grid before any test run (:func:`settings_to_test`);
 2. the selected settings run again on fresh test seeds, and every claim is scored
    there only: the per-seed paired difference, its mean, its 95% t interval and the
-   paired t-test's p-value (``scipy.stats.ttest_rel``);
-3. the p-values of all paper claims are adjusted together (Benjamini-Hochberg,
-   ``scipy.stats.false_discovery_control``); a verdict is decided only when its
-   adjusted p-value is below ``ALPHA``. Both raw and adjusted verdicts are shown, and
-   beside them Holm's step-down adjustment (family-wise error, :func:`holm`).
+   p-value of each test its verdict rests on (:func:`score_claim`);
+3. the p-values of every part of the paper claims are adjusted together
+   (Benjamini-Hochberg, ``scipy.stats.false_discovery_control``, and beside it Holm's
+   step-down adjustment, :func:`holm`); a part is decided only when its adjusted p-value
+   is below ``ALPHA``, and the verdict is composed from the decided parts (:func:`compose`).
 
 A speedup (a 'better' claim on steps, seconds or MB to a target) is scored as the
 per-seed ratio B / A on a log scale: the paired t-test of log(B / A) against
@@ -32,6 +33,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from afl_jax.errors import UserError
 from afl_jax.reproduction import records, runs, spec
 from afl_jax.results import ALPHA, one_sided_p, paired, seeds_needed  # the one implementation
 
@@ -116,32 +118,72 @@ def _edges(best: str, mine: pd.DataFrame) -> list[str]:
   return out
 
 
+def selected_test(exp: spec.Experiment, frame: pd.DataFrame, fin: pd.DataFrame, label: str):
+  """``label``'s selected setting, and its rows of ``frame`` on the test seeds."""
+  key = select(fin, exp.key, label)['setting']
+  return key, rows(frame, exp.key, label, 'test', key)
+
+
+def selections(exp: spec.Experiment, fin: pd.DataFrame) -> list[tuple[str, dict]]:
+  """(method label, :func:`select`) of every selection the claims score, each setting once:
+  every method's overall selection, and its selection under each ``at`` restriction."""
+  out = [(m.label, select(fin, exp.key, m.label)) for m in exp.methods]
+  for claim in exp.claims:
+    for label in (claim.better, claim.worse, *claim.baseline, *claim.condition) if claim.at else ():
+      chosen = select(fin, exp.key, label, claim.at)
+      if (label, chosen['setting']) not in {(k, s['setting']) for k, s in out}:
+        out.append((label, chosen))
+  return out
+
+
 def test_settings(exp: spec.Experiment, fin: pd.DataFrame) -> dict[str, list[str]]:
   """Method -> the settings its claims score on the test seeds (selected overall and
   under each ``at`` restriction naming it)."""
-  out = {m.label: [select(fin, exp.key, m.label)['setting']] for m in exp.methods}
-  for claim in exp.claims:
-    if claim.at:
-      for label in (claim.better, claim.worse, *claim.baseline, *claim.condition):
-        key = select(fin, exp.key, label, claim.at)['setting']
-        if key not in out[label]:
-          out[label].append(key)
+  out: dict[str, list[str]] = {m.label: [] for m in exp.methods}
+  for label, chosen in selections(exp, fin):
+    out[label].append(chosen['setting'])
   return out
+
+
+def open_edges(exp: spec.Experiment, fin: pd.DataFrame) -> list[str]:
+  """The selections on an edge of their grid that ``exp`` does not keep (``edges_kept``):
+  '<method> (<setting>): <field> on <side> edge'."""
+  return [
+    f'{label} ({_short(chosen["setting"])}): {", ".join(chosen["edges"])}'
+    for label, chosen in selections(exp, fin)
+    if chosen['edges'] and label not in exp.edges_kept
+  ]
 
 
 def settings_to_test(
   paper_key: str, exp: spec.Experiment, records_dir: str = runs.RECORDS
 ) -> dict[str, list[str]]:
   """:func:`test_settings` selected on the records of the declaration as it is now
-  (:func:`afl_jax.reproduction.runs.current`; an earlier grid's rows never compete)."""
-  frame = runs.current(exp, *runs.read(paper_key, records_dir))
-  return test_settings(exp, finals(frame))
+  (:func:`afl_jax.reproduction.runs.current`; an earlier grid's rows never compete).
+
+  The edge rule is part of the selection: a selected setting on an edge of its grid
+  (the smallest or largest value tried of a swept axis) stops the test phase before any
+  test run, until the grid is extended past it (the selection then runs again) or the
+  experiment says in ``edges_kept`` why not.
+
+  Raises:
+    UserError: a selection on an edge not kept (one line naming each).
+  """
+  fin = finals(runs.current(exp, *runs.read(paper_key, records_dir)))
+  edges = open_edges(exp, fin)
+  if edges:
+    raise UserError(
+      f'{paper_key}/{exp.key}: selected on an edge of its grid: {"; ".join(edges)}; extend '
+      'the grid past it (the selection runs again) before the test runs, or say why not '
+      "in the experiment's edges_kept"
+    )
+  return test_settings(exp, fin)
 
 
 def default_target(sel_means: Sequence[float]) -> float:
-  """90% of the median over methods of the selected settings' mean final test accuracy
-  on the selection seeds, rounded down to a whole percent (fixed before the test
-  phase; diverged methods, mean 0, left out)."""
+  """90% of the median over methods of the selected settings' mean final validation
+  accuracy on the selection seeds, rounded down to a whole percent (fixed before the
+  test phase from validation alone; diverged methods, mean 0, left out)."""
   means = [m for m in sel_means if math.isfinite(m) and m > 0]
   if not means:
     return 1.0
@@ -154,7 +196,7 @@ def target_of(exp: spec.Experiment, fin: pd.DataFrame) -> float:
   means = []
   for m in exp.methods:
     key = select(fin, exp.key, m.label)['setting']
-    means.append(float(rows(fin, exp.key, m.label, 'select', key).test_accuracy.mean()))
+    means.append(float(rows(fin, exp.key, m.label, 'select', key).val_accuracy.mean()))
   return default_target(means)
 
 
@@ -216,6 +258,15 @@ VERDICTS = (
   INCONCLUSIVE,
 )
 DECIDED = (AGREES, AGREES_SMALLER, EQUIVALENT, SMALLER, DISAGREES, NOT_EQUIVALENT)
+# The parts of a verdict, each a test of its own with its own p-value, adjusted on its own
+# (:func:`adjust`) and composed into the claim's verdict (:func:`compose`): the statement
+# itself, its bound (``upper``: "only marginally better"), and the test against the
+# paper's own effect size.
+STATEMENT, BOUND, SIZE = 'statement', 'bound', "paper's size"
+
+
+def _part(name: str, verdict: str, p: float) -> dict:
+  return {'name': name, 'verdict': verdict, 'p': p}
 
 
 def score_claim(
@@ -225,9 +276,13 @@ def score_claim(
 
   ``diff`` is oriented so that positive favours the claim: A - B for accuracy,
   log(B / A) - log(f) for a to-target metric (a speedup: ``ratio`` True, the interval
-  shown as B / A), B's drop minus A's for a sensitivity claim. ``p`` is the
-  p-value of the verdict's own test (two-sided paired t; TOST for an equivalence; an
-  exact binomial test of "on most seeds" for an event), adjusted later across claims.
+  shown as B / A), B's change minus A's for a claim across two conditions (signed drops,
+  or their sizes for a consistency claim). ``parts`` are the tests the verdict rests on,
+  each with its p-value: the statement's own (two-sided paired t; TOST for an
+  equivalence, "within the margin" or "beyond it" on the side of the mean; the one-sided
+  test against -margin for a non-inferiority; an exact binomial test for an event), the
+  bound of an ``upper`` claim (one-sided against it), and the one-sided test against the
+  paper's own effect; each is adjusted later across claims (:func:`adjust`).
   """
   higher = spec.METRICS[claim.metric][1]
 
@@ -236,8 +291,8 @@ def score_claim(
     return setting, per_seed(frame, fin, exp.key, label, setting, metric, target)
 
   (sa, a), (sb, b) = values(claim.better), values(claim.worse)
-  shown = ('ref', 'text', 'quote', 'kind', 'metric', 'margin', 'factor', 'paper_effect', 'added')
-  shown += ('restated',)
+  shown = ('ref', 'text', 'quote', 'kind', 'metric', 'margin', 'upper', 'factor')
+  shown += ('paper_effect', 'source', 'outside', 'restated', 'consistency', 'baseline')
   out = {
     'experiment': exp.key,
     **{field: getattr(claim, field) for field in shown},
@@ -262,21 +317,18 @@ def score_claim(
     verdict = AGREES if k == n else DISAGREES if k == 0 else INCONCLUSIVE
     alt = 'greater' if k * 2 >= n else 'less'
     p = float(stats.binomtest(k, n, 0.5, alternative=alt).pvalue)
-    return out | {
-      'mean': k / n,
-      'sd': math.nan,
-      'lo': math.nan,
-      'hi': math.nan,
-      'p': p,
-      'verdict_raw': verdict,
-      'needed': math.inf,
-      'edges_against': [],
-    }
-  if claim.baseline:
-    _, a0 = values(claim.baseline[0])
-    _, b0 = values(claim.baseline[1])
-    d = (b0.value.loc[seeds] - b.value) - (a0.value.loc[seeds] - a.value)
-  elif higher or claim.kind == 'equivalent':
+    ci = stats.binomtest(k, n).proportion_ci()  # Clopper-Pearson, for the plot
+    out |= {'mean': k / n, 'sd': math.nan, 'lo': float(ci.low), 'hi': float(ci.high)}
+    out |= {'parts': [_part(STATEMENT, verdict, p)], 'needed': math.inf, 'edges_against': []}
+    return out | {'p': p, 'verdict_raw': compose(out)}
+  if claim.baseline:  # the change from the other condition (A0, B0) to this one (A, B)
+    (_, a0), (_, b0) = values(claim.baseline[0]), values(claim.baseline[1])
+    a0, b0 = a0.value.loc[seeds], b0.value.loc[seeds]
+    out['conditions'] = {claim.baseline[0]: a0.mean(), claim.better: a.value.mean()}
+    out['conditions'] |= {claim.baseline[1]: b0.mean(), claim.worse: b.value.mean()}
+    da, db = a0 - a.value, b0 - b.value
+    d = db.abs() - da.abs() if claim.consistency else db - da
+  elif higher or claim.kind in ('equivalent', 'noninferior'):
     d = a.value - b.value
   else:
     d = speedup_log(a.value.to_numpy(float), b.value.to_numpy(float), claim.factor)
@@ -286,54 +338,109 @@ def score_claim(
   out |= {k: st[k] for k in ('mean', 'sd', 'lo', 'hi')}
   if out['ratio']:  # shown as the ratio B / A (geometric mean over seeds, its interval)
     out |= {k: claim.factor * math.exp(st[k]) for k in ('mean', 'lo', 'hi')}
-  missed_a, missed_b = not a.reached.all(), not b.reached.all()
+  missed = not (a.reached.all() and b.reached.all())
+  m = claim.margin
   if claim.kind == 'equivalent':
-    m = claim.margin
-    p_tost = max(one_sided_p(d, -m, 'greater'), one_sided_p(d, m, 'less'))
-    if missed_a or missed_b:
-      verdict, p = MISSED, p_tost
-    elif p_tost < ALPHA:
-      verdict, p = EQUIVALENT, p_tost
-    elif st['p'] < ALPHA and (st['lo'] > m or st['hi'] < -m):
-      verdict, p = NOT_EQUIVALENT, st['p']
-    else:
-      verdict, p = INCONCLUSIVE, p_tost
+    p_in = max(one_sided_p(d, -m, 'greater'), one_sided_p(d, m, 'less'))
+    p_out = one_sided_p(d, m, 'greater') if st['mean'] > 0 else one_sided_p(d, -m, 'less')
+    verdict, p = (
+      (MISSED, p_in)
+      if missed
+      else (EQUIVALENT, p_in)
+      if p_in < ALPHA
+      else (NOT_EQUIVALENT, p_out)
+      if p_out < ALPHA
+      else (INCONCLUSIVE, p_in)
+    )
+    parts = [_part(STATEMENT, verdict, p)]
     needed = seeds_needed(m, st['sd'], over=abs(st['mean']), two_sided=False)
+  elif claim.kind == 'noninferior':  # A - B > -m
+    p_in, p_out = one_sided_p(d, -m, 'greater'), one_sided_p(d, -m, 'less')
+    verdict, p = (
+      (AGREES, p_in)
+      if p_in < ALPHA
+      else (DISAGREES, p_out)
+      if p_out < ALPHA
+      else (INCONCLUSIVE, p_in)
+    )
+    parts = [_part(STATEMENT, verdict, p)]
+    needed = seeds_needed(st['mean'] + m, st['sd'], two_sided=False)
   else:
     p = st['p']
     verdict = INCONCLUSIVE
     if p < ALPHA:
       verdict = AGREES if st['mean'] > 0 else DISAGREES
-    if (verdict == AGREES and missed_a) or (verdict == DISAGREES and missed_b):
+    if (verdict == AGREES and not a.reached.all()) or (
+      verdict == DISAGREES and not b.reached.all()
+    ):
       verdict = MISSED
+    parts = [_part(STATEMENT, verdict, p)]
+    if claim.upper is not None:  # the effect below the bound (on the log scale for a ratio)
+      bound = math.log(claim.upper / claim.factor) if out['ratio'] else claim.upper
+      below = st['mean'] < bound
+      p_bound = one_sided_p(d, bound, 'less' if below else 'greater')
+      decided = AGREES if below else DISAGREES
+      parts.append(_part(BOUND, decided if p_bound < ALPHA else INCONCLUSIVE, p_bound))
+      needed = seeds_needed(st['mean'] - bound, st['sd'], two_sided=False)
     paper_d = _against_paper(claim, a.value, b.value, d)
     if comparable(claim, out['B_mean']) is False and verdict in (AGREES, INCONCLUSIVE):
       paper_d = None
-      verdict = NOT_COMPARABLE if verdict == INCONCLUSIVE else verdict
       out['not_comparable'] = True
     if paper_d is not None and verdict in (AGREES, INCONCLUSIVE):
       p_small = one_sided_p(paper_d, 0.0, 'less')
-      if p_small < ALPHA:
-        verdict, p = (AGREES_SMALLER, max(p, p_small)) if verdict == AGREES else (SMALLER, p_small)
-    needed = seeds_needed(st['mean'], st['sd'])
+      parts.append(_part(SIZE, SMALLER if p_small < ALPHA else INCONCLUSIVE, p_small))
+    needed = max(seeds_needed(st['mean'], st['sd']), needed if claim.upper is not None else 0)
   if claim.condition:
     accuracy = claim.metric if claim.metric in spec.ACCURACY_METRICS else 'test_accuracy'
     _, r = values(claim.condition[0], accuracy)
     _, h = values(claim.condition[1], accuracy)
     cond = paired((r.value - h.value).dropna().to_numpy(float))
     out['condition'] = f'{claim.condition[0]} - {claim.condition[1]} = {_ci(cond)}'
-    if not (cond['p'] < ALPHA and cond['mean'] > 0):
-      verdict, p = NO_CONDITION, math.nan
-  against = _against(claim, verdict, st['mean'])
+    if not (cond['p'] < ALPHA and (claim.consistency or cond['mean'] > 0)):
+      parts = [_part(STATEMENT, NO_CONDITION, math.nan)]
+  out |= {'parts': parts, 'p': parts[0]['p'], 'needed': needed}
+  out['verdict_raw'] = compose(out)
+  # A bounded claim broken by too large an effect goes against B, which fell too far behind.
+  bound_broken = parts[0]['verdict'] == AGREES and out['verdict_raw'] == DISAGREES
+  against = _against(claim, AGREES if bound_broken else out['verdict_raw'], st['mean'])
   edges = [(label, select(fin, exp.key, label, claim.at)['edges']) for label in against]
-  edges = [f'{label}: {", ".join(e)}' for label, e in edges if e]
-  return out | {'p': p, 'verdict_raw': verdict, 'needed': needed, 'edges_against': edges}
+  return out | {'edges_against': [f'{label}: {", ".join(e)}' for label, e in edges if e]}
+
+
+def compose(claim: Mapping, key: str = 'p') -> str:
+  """The verdict of a scored claim from its parts, each decided only when its p-value
+  ``key`` ('p' raw, 'p_adj' after BH, 'p_holm' after Holm) is below ALPHA: the
+  statement's verdict; with a bound, "agrees" only when both parts agree and "disagrees"
+  when either disagrees; "not comparable" for an undecided statement whose paper effect
+  is out of reach; and the test against the paper's size appended ("agrees, smaller than
+  the paper's effect") or alone ("smaller than the paper's effect")."""
+
+  def decided(part):
+    v = part['verdict']
+    return v if v not in DECIDED or part[key] < ALPHA else INCONCLUSIVE
+
+  parts = claim['parts']
+  verdict = decided(parts[0])
+  bounds = [decided(part) for part in parts[1:] if part['name'] == BOUND]
+  if bounds and verdict in (AGREES, DISAGREES, INCONCLUSIVE):
+    verdict = (
+      DISAGREES
+      if DISAGREES in (verdict, *bounds)
+      else AGREES
+      if {verdict, *bounds} == {AGREES}
+      else INCONCLUSIVE
+    )
+  if verdict == INCONCLUSIVE and claim.get('not_comparable'):
+    verdict = NOT_COMPARABLE
+  if any(decided(part) == SMALLER for part in parts[1:] if part['name'] == SIZE):
+    verdict = {AGREES: AGREES_SMALLER, INCONCLUSIVE: SMALLER}.get(verdict, verdict)
+  return verdict
 
 
 def _against(claim: spec.Claim, verdict: str, mean: float) -> tuple[str, ...]:
   """The methods a decided verdict goes against (the side that lost, with its reference
-  condition for a sensitivity claim): were one tuned on a grid edge, a wider grid might
-  move the verdict, so the page says so beside it."""
+  condition for a claim across conditions): were one tuned on a grid edge, a wider grid
+  might move the verdict, so the page says so beside it."""
   a = (claim.better, *claim.baseline[:1])
   b = (claim.worse, *claim.baseline[1:])
   if verdict in (AGREES, AGREES_SMALLER):
@@ -391,25 +498,26 @@ def holm(ps: Sequence[float]) -> np.ndarray:
 
 
 def adjust(claims: list[dict]) -> list[dict]:
-  """Benjamini-Hochberg and Holm over the claims' p-values (those with one); each
-  adjusted verdict keeps a decided raw verdict only when its adjusted p-value is below
-  ALPHA (``verdict``: BH, ``verdict_holm``: Holm)."""
-  ps = [c['p'] for c in claims if math.isfinite(c['p'])]
-  bh = iter(stats.false_discovery_control(ps, method='bh') if ps else [])
-  fwer = iter(holm(ps))
-  out = []
+  """Benjamini-Hochberg and Holm over the p-values of every part of the claims (those
+  with one: each test a verdict rests on counts once); each part keeps its adjusted
+  p-values (``p_adj``, ``p_holm``), the claim its statement's, and the claims' verdicts
+  are composed from the parts that stay decided (``verdict``: BH, ``verdict_holm``:
+  Holm; :func:`compose`)."""
+  parts = [dict(part) for c in claims for part in c['parts']]
+  finite = [part for part in parts if math.isfinite(part['p'])]
+  ps = [part['p'] for part in finite]
+  for part, p_adj, p_holm in zip(
+    finite, stats.false_discovery_control(ps, method='bh') if ps else [], holm(ps)
+  ):
+    part |= {'p_adj': float(p_adj), 'p_holm': float(p_holm)}
+  out, it = [], iter(parts)
   for c in claims:
-    finite = math.isfinite(c['p'])
-    p_adj = float(next(bh)) if finite else math.nan
-    p_holm = float(next(fwer)) if finite else math.nan
-    v = c['verdict_raw']
-
-    def keep(p, v=v):
-      return INCONCLUSIVE if v in DECIDED and not p < ALPHA else v
-
-    out.append(
-      c | {'p_adj': p_adj, 'verdict': keep(p_adj), 'p_holm': p_holm, 'verdict_holm': keep(p_holm)}
-    )
+    mine = [next(it) | {} for _ in c['parts']]
+    for part in mine:
+      part.setdefault('p_adj', math.nan)
+      part.setdefault('p_holm', math.nan)
+    c = c | {'parts': mine, 'p_adj': mine[0]['p_adj'], 'p_holm': mine[0]['p_holm']}
+    out.append(c | {'verdict': compose(c, 'p_adj'), 'verdict_holm': compose(c, 'p_holm')})
   return out
 
 

@@ -81,7 +81,7 @@ METRICS = {
   'diverged': ('diverged (non-finite loss)', True),
   'not_reached': ('never reached the target', True),
 }
-KINDS = ('better', 'equivalent', 'on_seeds')
+KINDS = ('better', 'equivalent', 'noninferior', 'on_seeds')
 # The unit of a metric's values (and of a difference of them) on the pages.
 UNITS = {
   'test_accuracy': 'accuracy',
@@ -97,39 +97,52 @@ ACCURACY_METRICS = ('test_accuracy', 'best_test_accuracy')
 
 @dataclasses.dataclass(frozen=True)
 class Claim:
-  """A claim of the paper, scored paired over the held-out test seeds.
+  """A statement of the paper, scored paired over the held-out test seeds.
 
   Attributes:
     ref: where the paper makes it (section, figure/table number).
     text: the claim as tested here (short; names the methods).
     better, worse: method labels A and B. ``kind='better'``: A beats B on ``metric``
       (higher accuracy; fewer steps / seconds / MB to target). ``kind='equivalent'``:
-      A matches B within ``margin``. ``kind='on_seeds'``: the event ``metric``
-      ('diverged' or 'not_reached') happens to A on every test seed (``worse`` is the
-      reference it is read against, shown beside it).
+      A matches B within ``margin`` (both sides). ``kind='noninferior'``: A loses at
+      most ``margin`` against B ("does not compromise accuracy"). ``kind='on_seeds'``:
+      the event ``metric`` ('diverged' or 'not_reached') happens to A on every test
+      seed (``worse`` is the reference it is read against, shown beside it).
     quote: the paper's own statement (its words, shortened with '...').
     paper_effect: the paper's own effect in the metric's units, signed so that positive
-      favours the claim (A - B for accuracy, B - A for a to-target metric; for a
-      ``factor`` claim the ratio B / A); None where the paper gives no number.
+      favours the claim (A - B for accuracy, the ratio B / A for a to-target metric, the
+      difference of the two changes for a ``baseline`` claim); None where the paper gives
+      no number.
+    source: where ``paper_effect`` is read, with the paper's setting there (its table
+      cells, dataset and model), shown beside it.
     at: restrict the methods to the settings with these field values before
       selecting (e.g. ``{'hparams.server_lr': 5.0}``: "at eta = 5"); a field restricts
       the methods whose grid sweeps it (one of the claim's methods must), so a method
       that fixes it (a multistage schedule against a constant eta) keeps its selection.
     metric: a key of :data:`METRICS` (default: final test accuracy).
-    kind: 'better', 'equivalent' or 'on_seeds'.
-    margin: equivalence margin in the metric's units (accuracy 0.02 = 2 points).
+    kind: 'better', 'equivalent', 'noninferior' or 'on_seeds'.
+    margin: the margin of an equivalence or non-inferiority in the metric's units
+      (accuracy 0.02 = 2 points).
+    upper: 'better' only: the statement also bounds the effect ("only marginally
+      better", "a slowdown within a small margin"): A - B below ``upper`` (a ratio B / A
+      for a to-target metric); the two parts are tested and adjusted each on its own.
     factor: 'better' on a lower-is-better metric only: A needs ``factor`` times less
-      than B (the paired difference is factor * A - B; 10 = "an order of magnitude").
-    baseline: ``(A0, B0)``: a sensitivity claim, "A loses less than B": A and B are a
-      method under a harder condition (e.g. Mc = 50), A0 and B0 the same methods under
-      the reference one (Mc = 10), declared in the same experiment; scored on the
-      per-seed drops A0 - A and B0 - B of final test accuracy (a smaller drop is better).
+      than B (the paired difference is log(B / A) - log(factor); 10 = "an order of
+      magnitude").
+    baseline: ``(A0, B0)``: a claim across two conditions: A and B are the methods under
+      one condition (e.g. Mc = 50), A0 and B0 the same methods under the other (Mc = 10),
+      declared in the same experiment; scored on the per-seed changes A0 - A and B0 - B
+      of the accuracy metric: "A loses less than B" (a smaller drop), or with
+      ``consistency`` "A is more consistent than B" (a smaller change of either sign).
+    consistency: with ``baseline``: score the size of each change, |A0 - A| against
+      |B0 - B|, not the signed drop.
     condition: ``(R, H)``: the claim is about an effect of the setting (e.g. a large
-      delay hurting FedBuff): method R (reference condition) must beat H (harsh
-      condition) in final test accuracy on the test seeds, else the verdict is
-      "condition not reproduced".
-    added: a contrast this project added (not a claim of the paper): scored in its own
-      table, outside the paper tally.
+      delay hurting FedBuff): R (reference condition) must beat H (harsh condition) in
+      the accuracy metric on the test seeds (with ``consistency``: differ from it, either
+      sign), else the verdict is "condition not reproduced".
+    outside: why the claim is scored outside the tally of paper statements ('' = in
+      it): a contrast of this project's, or another reading of a statement the tally
+      scores once (each paper statement counts once).
     restated: how and why the claim was restated against the paper's passage (the
       earlier reading it replaces); the pages list every restated claim with its quote.
   """
@@ -140,14 +153,17 @@ class Claim:
   worse: str
   quote: str = ''
   paper_effect: float | None = None
+  source: str = ''
   at: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   metric: str = 'test_accuracy'
   kind: str = 'better'
   margin: float | None = None
+  upper: float | None = None
   factor: float = 1.0
   baseline: tuple[str, str] = ()
+  consistency: bool = False
   condition: tuple[str, str] = ()
-  added: bool = False
+  outside: str = ''
   restated: str = ''
 
 
@@ -172,6 +188,12 @@ class Experiment:
       the report's default (:func:`report.default_target`, stated on the page).
     second_look: non-empty when the test seeds were drawn again after an inconclusive
       result on earlier ones: what was looked at (the page reports it as a second look).
+    extended: non-empty when a grid was extended (or changed) after a look at the test
+      seeds and the tests ran again on the same seeds: which grid, after which verdict,
+      and the test seeds looked at (each page lists them).
+    edges_kept: method label -> why its selection on an edge of its grid was kept
+      without extending the grid before the test runs (the edge rule,
+      :func:`afl_jax.reproduction.scoring.settings_to_test`, refuses any other).
   """
 
   key: str
@@ -187,6 +209,8 @@ class Experiment:
   run: bool = True
   target: float | None = None
   second_look: str = ''
+  extended: str = ''
+  edges_kept: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -314,6 +338,7 @@ def check(paper: Paper) -> None:
         raise ValueError(f'{at}: kind {claim.kind!r} not in {KINDS}.')
       if (claim.kind == 'on_seeds') != (claim.metric in ('diverged', 'not_reached')):
         raise ValueError(f"{at}: kind 'on_seeds' goes with metric 'diverged' or 'not_reached'.")
+      ratio = claim.kind == 'better' and not METRICS[claim.metric][1] and not claim.baseline
       if claim.baseline and (
         len(claim.baseline) != 2 or claim.metric not in ACCURACY_METRICS or claim.kind != 'better'
       ):
@@ -325,9 +350,18 @@ def check(paper: Paper) -> None:
           raise ValueError(f'{at}: at names {field!r}, which none of its methods sweeps.')
       if claim.condition and len(claim.condition) != 2:
         raise ValueError(f'{at}: a condition is (reference, harsh).')
-      if claim.kind == 'equivalent' and not (claim.margin and claim.margin > 0):
-        raise ValueError(f'{at}: an equivalence claim needs a margin > 0.')
+      if claim.kind in ('equivalent', 'noninferior') and not (claim.margin and claim.margin > 0):
+        raise ValueError(f'{at}: an {claim.kind} claim needs a margin > 0.')
+      if claim.upper is not None and (
+        claim.kind != 'better' or claim.baseline or claim.upper <= (claim.factor if ratio else 0)
+      ):
+        raise ValueError(f'{at}: upper bounds a "better" effect (above the factor of a ratio).')
+      if claim.consistency and not claim.baseline:
+        raise ValueError(f'{at}: consistency compares the changes of a baseline claim.')
       if claim.factor != 1.0 and (claim.kind != 'better' or METRICS[claim.metric][1]):
         raise ValueError(f'{at}: factor is for "better" on a lower-is-better metric.')
+    unknown = sorted(set(exp.edges_kept) - set(labels))
+    if unknown:
+      raise ValueError(f'{where}: edges_kept names unknown methods {unknown}.')
     if exp.target is not None and not 0 < exp.target <= 1:
       raise ValueError(f'{where}: target {exp.target} is not an accuracy.')

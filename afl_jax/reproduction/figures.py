@@ -1,0 +1,380 @@
+"""The plots of the result pages, drawn from the records and the scored claims.
+
+Per experiment (:func:`plot_experiment`): the test accuracy of each selected setting
+over the test seeds against the axis its claims are about (server steps, simulated
+seconds, or MB uploaded on a log axis), one panel per group of methods where more than
+five would overlap; against the concurrency Mc where the methods are one method at
+several Mc (:func:`plot_mc`). Per paper (:func:`plot_forest`): every claim's observed
+effect with its 95% interval, one panel per kind of measure (accuracy points, ratios
+B / A on a log axis, other units, events as the share of test seeds), coloured by the BH
+verdict (one colour per verdict, all in the legend), with the paper's own effect, the
+margin or bound, and the full claim text wrapped beside each row.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import textwrap
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from afl_jax.pipeline.plotting import save_figure
+from afl_jax.reproduction import runs, scoring, spec
+
+MC_LABEL = re.compile(r'^(.*) \(Mc = (\d+)\)$')
+GROUP = re.compile(r'^(.*) \((.*)\)$')  # 'FedBuff (mild)': the method and its condition
+MAX_LINES = 5  # curves per panel before an experiment's plot is faceted
+# The x axis of an experiment's curves: the axis of its to-target claims (MB on a log axis).
+X_AXES = {
+  'clock_to_target': ('wall_clock', 1.0, 'simulated seconds', False),
+  'mb_to_target': ('bytes_up', 1e-6, 'MB uploaded (log axis)', True),
+}
+VERDICT_COLOURS = {
+  scoring.AGREES: '#1a9850',
+  scoring.AGREES_SMALLER: '#a6d96a',
+  scoring.EQUIVALENT: '#01665e',
+  scoring.SMALLER: '#fdae61',
+  scoring.DISAGREES: '#d73027',
+  scoring.NOT_EQUIVALENT: '#8e0152',
+  scoring.NO_CONDITION: '#8c510a',
+  scoring.NOT_COMPARABLE: '#de77ae',
+  scoring.MISSED: '#74add1',
+  scoring.INCONCLUSIVE: '#7f7f7f',
+}
+FONT = 10
+
+
+def _pyplot():
+  import matplotlib
+
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+
+  return plt
+
+
+def _x_axis(exp: spec.Experiment) -> tuple[str, float, str, bool]:
+  for c in exp.claims:
+    if c.metric in X_AXES:
+      return X_AXES[c.metric]
+  return 'step', 1.0, 'server steps', False
+
+
+def facets(exp: spec.Experiment) -> list[list[str]]:
+  """The methods of each panel: all in one up to MAX_LINES; else one panel per method
+  where every label is 'Method (condition)' and each method has several conditions;
+  else the first method (the reference) beside at most MAX_LINES - 1 others per panel."""
+  labels = [m.label for m in exp.methods]
+  if len(labels) <= MAX_LINES:
+    return [labels]
+  groups: dict[str, list[str]] = {}
+  for label in labels:
+    match = GROUP.match(label)
+    groups.setdefault(match[1] if match else label, []).append(label)
+  if len(groups) > 1 and all(1 < len(g) <= MAX_LINES for g in groups.values()):
+    return list(groups.values())
+  ref, rest = labels[0], labels[1:]
+  size = math.ceil(len(rest) / math.ceil(len(rest) / (MAX_LINES - 1)))
+  return [[ref, *rest[i : i + size]] for i in range(0, len(rest), size)]
+
+
+def _title(text: str, width: int) -> str:
+  return '\n'.join(textwrap.wrap(text, width))
+
+
+def plot_experiment(s: Mapping, frame: pd.DataFrame, path: str) -> None:
+  """Test accuracy of each selected setting over the test seeds (mean ± std) against the
+  axis its claims are about (the mean over seeds of that axis at each evaluation), one
+  panel per group of :func:`facets`, every panel on the same y axis."""
+  plt = _pyplot()
+  exp = s['exp']
+  column, scale, xlabel, log = _x_axis(exp)
+  fin = scoring.finals(frame)
+  panels = facets(exp)
+  cols = min(2, len(panels))  # two panels across keep the text readable at page width
+  rows = math.ceil(len(panels) / cols)
+  fig, axes = plt.subplots(
+    rows, cols, figsize=(5.2 * cols, 3.4 * rows + 0.8), squeeze=False, sharey=True
+  )
+  for ax, panel in zip(axes.flat, panels):
+    colour = {label: f'C{i}' for i, label in enumerate(panel)}  # the reference C0 in each
+    for label in panel:
+      g = scoring.selected_test(exp, frame, fin, label)[1].groupby('step')
+      mean, std = g.test_accuracy.mean(), g.test_accuracy.std(ddof=1)
+      x = g[column].mean().to_numpy(float) * scale
+      keep = x > 0 if log else np.ones(len(x), bool)
+      ax.plot(x[keep], mean[keep], label=label, color=colour[label])
+      ax.fill_between(
+        x[keep], (mean - std)[keep], (mean + std)[keep], alpha=0.2, color=colour[label]
+      )
+    if s['to_target'] is not None:
+      ax.axhline(s['target'], color='gray', ls='--', lw=0.8, label=f'target {s["target"]:.2f}')
+    if log:
+      ax.set_xscale('log')
+    ax.set_xlabel(xlabel, fontsize=FONT)
+    ax.tick_params(labelsize=FONT - 1)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=FONT - 1)
+  for ax in axes[:, 0]:
+    ax.set_ylabel('test accuracy', fontsize=FONT)
+  for ax in axes.flat[len(panels) :]:
+    ax.axis('off')
+  fig.suptitle(_title(f'{exp.title}: test seeds, mean ± std', 40 * cols), fontsize=FONT + 1)
+  fig.tight_layout()
+  save_figure(fig, path, dpi=100)  # a temporary file, renamed
+
+
+def mc_curve(exp: spec.Experiment) -> dict[str, list[tuple[int, str]]]:
+  """Method name -> [(Mc, label)] when every method of ``exp`` is one method at one
+  concurrency ('X (Mc = n)', at least two values each), else {}."""
+  out: dict[str, list[tuple[int, str]]] = {}
+  for m in exp.methods:
+    match = MC_LABEL.match(m.label)
+    if not match:
+      return {}
+    out.setdefault(match[1], []).append((int(match[2]), m.label))
+  return out if all(len(v) > 1 for v in out.values()) else {}
+
+
+def plot_mc(s: Mapping, frame: pd.DataFrame, path: str) -> None:
+  """Test accuracy against the concurrency Mc (mean ± std over the test seeds): the best
+  evaluation of each run where the claims score the best accuracy, else the final one."""
+  plt = _pyplot()
+  exp = s['exp']
+  best = any(c.metric == 'best_test_accuracy' for c in exp.claims)
+  fin = scoring.finals(frame)
+  fig, ax = plt.subplots(figsize=(6, 4.2))
+  for name, points in mc_curve(exp).items():
+    mcs, means, stds = [], [], []
+    for mc, label in sorted(points):
+      if best:
+        acc = scoring.selected_test(exp, frame, fin, label)[1].groupby('seed').test_accuracy.max()
+      else:
+        acc = scoring.selected_test(exp, fin, fin, label)[1].test_accuracy
+      mcs.append(mc)
+      means.append(acc.mean())
+      stds.append(acc.std(ddof=1))
+    ax.errorbar(mcs, means, yerr=stds, marker='o', capsize=3, label=name)
+  ax.set_xlabel('Mc (clients training at once)', fontsize=FONT)
+  ax.set_ylabel(f'{"best" if best else "final"} test accuracy', fontsize=FONT)
+  ax.set_title(_title(f'{exp.title}: test seeds, mean ± std', 60), fontsize=FONT)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=FONT - 1)
+  fig.tight_layout()
+  save_figure(fig, path, dpi=100)  # a temporary file, renamed
+
+
+def family(c: Mapping) -> str:
+  """The forest panel of a claim: accuracy points, a ratio B / A, another unit, or an event."""
+  if c['kind'] == 'on_seeds':
+    return 'event: share of the test seeds it happened on (exact 95% interval)'
+  if c.get('ratio'):
+    return 'ratio B / A (log axis)'
+  if c['metric'] in spec.ACCURACY_METRICS:
+    return 'accuracy difference (points)'
+  return f'difference ({spec.UNITS[c["metric"]]})'
+
+
+def forest_panels(claims: Sequence[Mapping]) -> dict[str, list[Mapping]]:
+  """The claims of a forest plot by :func:`family`, in their order."""
+  out: dict[str, list[Mapping]] = {}
+  for c in claims:
+    out.setdefault(family(c), []).append(c)
+  return out
+
+
+def _marks(c: Mapping, scale: float) -> tuple[float | None, list[float]]:
+  """A row's paper effect (an event's: every seed) and its margin, bound or factor, in
+  the panel's units."""
+  effect = c['paper_effect']
+  if c['kind'] == 'on_seeds':
+    return 1.0, []
+  if effect is not None:
+    effect = effect if c.get('ratio') else effect * scale
+  m = c.get('margin')
+  ticks = {
+    'equivalent': [-m * scale, m * scale] if m else [],
+    'noninferior': [-m * scale] if m else [],
+  }.get(c['kind'], [])
+  if c.get('upper') is not None:
+    ticks.append(c['upper'] if c.get('ratio') else c['upper'] * scale)
+  if c.get('ratio') and c['factor'] != 1.0:
+    ticks.append(c['factor'])
+  return effect, ticks
+
+
+def _limits(spans: list[tuple[float, float]], ratio: bool) -> tuple[float, float]:
+  """The x range of a panel: every interval, unless a few far rows would flatten the rest
+  (beyond 20 units and 3x the 80th percentile of the extents): the axis then stops at
+  that bound and the far rows are drawn to its edge with their values written."""
+  if ratio:
+    lo = min(min(a, b) for a, b in spans)
+    hi = max(max(a, b) for a, b in spans)
+    return lo / 1.3, hi * 1.3
+  extents = np.array([max(abs(a), abs(b)) for a, b in spans] + [1.0])
+  bound = max(20.0, 3 * float(np.percentile(extents, 80)))
+  return -1.1 * min(extents.max(), bound), 1.1 * min(extents.max(), bound)
+
+
+def _ratio_ticks(ax, lo: float, hi: float) -> None:
+  """Plain tick labels on a log axis (0.5, 1, 2, 3, 5, 10, ...), none of the form 2 x 10^0."""
+  from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+  ticks = [v * 10.0**e for e in range(-2, 4) for v in (1, 2, 3, 5)]
+  ax.xaxis.set_major_locator(FixedLocator([t for t in ticks if lo <= t <= hi]))
+  ax.xaxis.set_major_formatter(lambda v, _: f'{v:g}')
+  ax.xaxis.set_minor_locator(NullLocator())
+  ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def plot_forest(paper_key: str, scored: Mapping, path: str, width: int = 52) -> None:
+  """Every claim of a paper (the tally's and those outside it, hollow), one panel per
+  :func:`family`: its observed effect (positive favours the claim) with its 95% interval,
+  coloured by the BH verdict, the paper's own effect (a black diamond; written at the
+  right, '—' where the paper gives none), the margin / bound / factor (black ticks), the
+  claim's full text wrapped at ``width`` characters."""
+  plt = _pyplot()
+  claims = [c for s in scored.values() for c in s['claims']]
+  panels = forest_panels(claims)
+  wrapped = {
+    id(c): textwrap.wrap(
+      f'{c["experiment"]}: {c["text"]}' + (' [outside the tally]' if c['outside'] else ''), width
+    )
+    for c in claims
+  }
+  heights = [sum(len(wrapped[id(c)]) + 0.7 for c in cs) + 1.6 for cs in panels.values()]
+  fig, axes = plt.subplots(
+    len(panels),
+    1,
+    figsize=(11, 0.2 * sum(heights) + 1.8),
+    squeeze=False,
+    gridspec_kw={'height_ratios': heights},
+  )
+  for ax, (panel, cs) in zip(axes[:, 0], panels.items()):
+    ratio = panel.startswith('ratio')
+    scale = 100.0 if panel.startswith('accuracy') else 1.0
+    spans = []
+    for c in cs:
+      effect, ticks = _marks(c, scale)
+      k = 1.0 if ratio or c['kind'] == 'on_seeds' else scale
+      spans.append((c['lo'] * k, c['hi'] * k))
+      spans += [(t, t) for t in ticks] + ([(effect, effect)] if effect is not None else [])
+    lo, hi = (-0.05, 1.05) if panel.startswith('event') else _limits(spans, ratio)
+    y, names, ys = 0.0, [], []
+    for c in cs:
+      lines = wrapped[id(c)]
+      y -= (len(lines) + 0.7) / 2
+      ys.append(y)
+      names.append('\n'.join(lines))
+      colour = VERDICT_COLOURS[c['verdict']]
+      k = 1.0 if ratio or c['kind'] == 'on_seeds' else scale
+      a, b, mean = c['lo'] * k, c['hi'] * k, c['mean'] * k
+      ax.plot([max(a, lo), min(b, hi)], [y, y], color=colour, lw=2)
+      clipped = min(max(mean, lo), hi)
+      face = 'white' if c['outside'] else colour
+      marker = 'o' if clipped == mean else ('<' if mean < lo else '>')
+      ax.plot(clipped, y, marker, color=colour, mfc=face, ms=7, mew=1.5)
+      if a < lo or b > hi:  # cut by the axis: the effect and interval written inside it
+        left = a < lo
+        ax.annotate(
+          f'{mean:+.1f} [{a:+.1f}, {b:+.1f}]',
+          (lo if left else hi, y),
+          xytext=(4 if left else -4, 7),
+          textcoords='offset points',
+          fontsize=FONT - 1,
+          ha='left' if left else 'right',
+          va='bottom',
+          color=colour,
+        )
+      effect, ticks = _marks(c, scale)
+      for t in ticks:
+        ax.plot(t, y, '|', color='black', ms=10, mew=1.2)
+      if effect is not None and lo <= effect <= hi:
+        ax.plot(effect, y, 'D', color='black', ms=5)
+      ax.text(
+        1.01,
+        y,
+        paper_effect_label(c),
+        transform=ax.get_yaxis_transform(),
+        fontsize=FONT - 1,
+        va='center',
+      )
+      y -= (len(lines) + 0.7) / 2
+    ax.axvline(1.0 if ratio else 0.0, color='black', lw=0.8)
+    if ratio:
+      ax.set_xscale('log')
+      _ratio_ticks(ax, lo, hi)
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(y - 0.3, 0.3)
+    ax.set_yticks(ys, names, fontsize=FONT)
+    ax.set_xlabel(panel, fontsize=FONT)
+    ax.tick_params(axis='x', labelsize=FONT)
+    ax.grid(alpha=0.3, axis='x')
+  _legend(fig, plt, claims)
+  fig.suptitle(
+    f"{paper_key}: every claim's observed effect and 95% interval (positive favours the "
+    "claim; right: the paper's effect)",
+    fontsize=FONT + 1,
+  )
+  fig.tight_layout(rect=(0, 0, 0.93, 1 - 1.3 / fig.get_figheight()))
+  save_figure(fig, path, dpi=100)  # a temporary file, renamed
+
+
+def paper_effect_label(c: Mapping) -> str:
+  """The paper's effect as written at the right of its forest row."""
+  if c['kind'] == 'on_seeds':
+    return 'paper: every seed'
+  effect = c['paper_effect']
+  if effect is None:
+    return 'paper: —'
+  if c.get('ratio'):
+    return f'paper: {effect:.2f}x'
+  if c['metric'] in spec.ACCURACY_METRICS:
+    return f'paper: {100 * effect:+.1f}'
+  return f'paper: {effect:g}'
+
+
+def _legend(fig, plt, claims: Sequence[Mapping]) -> None:
+  """One entry per verdict on the plot (its colour) and per mark."""
+  from matplotlib.lines import Line2D
+
+  shown = [v for v in scoring.VERDICTS if any(c['verdict'] == v for c in claims)]
+  handles = [Line2D([], [], color=VERDICT_COLOURS[v], marker='o', lw=2, label=v) for v in shown]
+  handles += [
+    Line2D([], [], color='black', marker='D', ls='', ms=5, label="the paper's effect"),
+    Line2D([], [], color='black', marker='|', ls='', ms=10, label='margin, bound or factor'),
+    Line2D([], [], color='gray', marker='o', mfc='white', ls='', label='outside the tally'),
+    Line2D([], [], color='gray', marker='>', ls='', label='cut by the axis (values written)'),
+  ]
+  fig.legend(
+    handles=handles,
+    loc='upper center',
+    ncol=3,
+    fontsize=FONT,
+    frameon=False,
+    bbox_to_anchor=(0.5, 1 - 0.45 / fig.get_figheight()),
+    title='BH verdict (colour) and marks',
+    title_fontsize=FONT,
+  )
+
+
+def draw(
+  paper: spec.Paper, scored: Mapping, frame: pd.DataFrame, manifest, out_dir: str
+) -> list[str]:
+  """Every plot of ``paper``'s page from its records and scored experiments; the paths."""
+  written = []
+  for exp_key, s in scored.items():
+    png = os.path.join(out_dir, f'{paper.key}_{exp_key}.png')
+    current = runs.current(s['exp'], frame, manifest)
+    plot_experiment(s, current, png)
+    written.append(png)
+    if mc_curve(s['exp']):
+      plot_mc(s, current, png.replace('.png', '_mc.png'))
+      written.append(png.replace('.png', '_mc.png'))
+  png = os.path.join(out_dir, f'{paper.key}_forest.png')
+  plot_forest(paper.key, scored, png)
+  return written + [png]
