@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import difflib
 import importlib.util
 import inspect
 import os
@@ -226,10 +227,18 @@ def resolve(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   ``c.model``, ``c.dataset`` (the values given kept, the factory's own defaults for the
   rest); ``schedule`` and ``compressor``: exactly the named kind's settings (other
   kinds' fields dropped), ``schedule.durations_params`` the named distribution's
-  parameters (the values given kept, its defaults for the rest). Unknown names and
-  fields are left for :func:`validate` to reject.
+  parameters (the values given kept, its defaults for the rest); a field of :data:`COUNTS`
+  the run does not read, its default. Unknown names and fields are left for
+  :func:`validate` to reject.
   """
   out = ml_collections.ConfigDict(c.to_dict())
+  base = default()
+  for field, counts in COUNTS.items():
+    try:
+      if field in out and not counts(out):
+        out[field] = base[field]
+    except (AttributeError, KeyError, TypeError):  # a field it reads is missing: validate says so
+      pass
   if c.algorithm in algorithms.ALGORITHMS:
     out.hparams = ml_collections.ConfigDict(default_hparams(c.algorithm) | dict(c.hparams))
   for registry, name, args in (
@@ -367,11 +376,18 @@ FIELDS: dict[str, checks.Spec] = {
   'schedule.seed': checks.integer(-1, SEED_MAX, note=' (-1 = derive from config.seed)'),
   'compressor.error_feedback': checks.boolean(),
 }
+# Fields a run reads only where another field makes them count: elsewhere :func:`resolve`
+# gives them their default (two configs differing only there are one run).
+COUNTS = {
+  'dirichlet_alpha': lambda c: c.partition == 'dirichlet',
+  'shards_per_client': lambda c: c.partition == 'shards',
+  'local_steps': lambda c: c.local_epochs == 0,
+}
 # Fields checked only where another field makes them count.
 WHEN: dict[str, tuple[Any, checks.Spec]] = {
-  'dirichlet_alpha': (lambda c: c.partition == 'dirichlet', checks.real(0.0, low_open=True)),
-  'shards_per_client': (lambda c: c.partition == 'shards', checks.integer(1)),
-  'local_steps': (lambda c: c.local_epochs == 0, checks.integer(1)),
+  'dirichlet_alpha': (COUNTS['dirichlet_alpha'], checks.real(0.0, low_open=True)),
+  'shards_per_client': (COUNTS['shards_per_client'], checks.integer(1)),
+  'local_steps': (COUNTS['local_steps'], checks.integer(1)),
   'unlabeled_size': (
     lambda c: c.unlabeled_source == 'digits',
     checks.integer(0, data.DIGITS_COUNT, note=" (scikit-learn's digits)"),
@@ -404,6 +420,22 @@ def validate_fields(c: ml_collections.ConfigDict) -> None:
       'client_block_size; -1 groups them by K, 0 does not)'
     )
     raise _err('local_step_buckets', c.local_step_buckets, why)
+
+
+def validate_names(c: ml_collections.ConfigDict) -> None:
+  """Every top-level field is one of :func:`default`'s (a misspelt ``c.num_round`` would be
+  ignored), and a config without a compressor sets none of a compressor's settings."""
+  known = default()
+  for field in c:
+    if field not in known:
+      near = difflib.get_close_matches(field, list(known), n=1)
+      hint = f' (did you mean {near[0]}?)' if near else ''
+      raise ConfigError(f'config.{field} is not a field of the config{hint}.', field=field)
+  kind = c.compressor.get('kind') if 'compressor' in c else 'none'
+  stray = sorted(set(c.compressor) - {'kind', 'error_feedback'}) if kind == 'none' else []
+  if stray:
+    why = f"compressor kind 'none' takes no setting {stray[0]!r} (set compressor.kind)."
+    raise _err(f'compressor.{stray[0]}', c.compressor[stray[0]], why[:-1])
 
 
 def validate_components(c: ml_collections.ConfigDict) -> None:
@@ -573,6 +605,7 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
       )
       raise _err('schedule.client_speed', speed, why)
   c = resolve(c)
+  validate_names(c)
   validate_fields(c)
   validate_components(c)
   validate_sweep(c)
