@@ -25,6 +25,7 @@ them): :func:`t_interval`, :func:`paired`, :func:`one_sided_p`, :func:`seeds_nee
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -121,7 +122,7 @@ def load(paths: Iterable[str]) -> list[RunRecord]:
     subs = [d for d in subs if os.path.isfile(os.path.join(p, d, metrics_io.METRICS_FILE))]
     if not subs:
       raise ResultsError(f'{p} holds no {metrics_io.METRICS_FILE} and no run folders with one')
-    out.extend(record_lib.read(os.path.join(p, d)) for d in subs)
+    out.extend(dataclasses.replace(record_lib.read(os.path.join(p, d)), source=str(p)) for d in subs)
   return out
 
 
@@ -150,13 +151,6 @@ def _fields(run: RunRecord) -> dict[str, Any]:
   return out
 
 
-def _source(path: str) -> str:
-  """The sweep folder a run folder is in, else the run folder."""
-  parent = os.path.dirname(os.path.normpath(path))
-  summary = read_json(os.path.join(parent, record_lib.SUMMARY_FILE), strict=False)
-  return parent if isinstance(summary, dict) and 'runs' in summary else path
-
-
 def _value(v: Any) -> str:
   return f'{v:g}' if isinstance(v, float) else str(v)
 
@@ -172,7 +166,7 @@ def methods(runs: Sequence[RunRecord]) -> dict[str, list[RunRecord]]:
     seeds = [m.seed for m in members]
     for m in members:  # the same seed twice: one method per sweep (or run) it came from
       split.setdefault(
-        (key, _source(m.path)) if len(set(seeds)) < len(seeds) else (key,), []
+        (key, m.source) if len(set(seeds)) < len(seeds) else (key,), []
       ).append(m)
   keys = list(split)
   fields = [_fields(split[k][0]) if split[k][0].config else {} for k in keys]

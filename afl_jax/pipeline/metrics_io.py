@@ -191,6 +191,12 @@ class MetricsWriter:
       self._tb.close()
       self._tb = None
 
+  def __enter__(self) -> MetricsWriter:
+    return self
+
+  def __exit__(self, *exc: Any) -> None:
+    self.close()
+
 
 def read_metrics(
   workdir: str | os.PathLike,

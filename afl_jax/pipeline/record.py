@@ -229,13 +229,15 @@ def status(records: Sequence[Mapping[str, Any]], num_steps: int) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class RunRecord:
-  """One run folder: config (nested), identity ({} before identities), records, status."""
+  """One run folder: config (nested), identity ({} before identities), records, status;
+  ``source``: the folder it was read from (a sweep's, or its own)."""
 
   path: str
   config: dict[str, Any]
   identity: dict[str, Any]
   records: list[dict]
   status: str
+  source: str = ''
 
   @property
   def seed(self) -> int | None:
@@ -271,7 +273,7 @@ def read(run_dir: str) -> RunRecord:
   config, ident = found
   records = metrics_io.read_metrics(run_dir)
   rounds = int(config.get('num_rounds') or (records[-1]['step'] if records else 0))
-  return RunRecord(run_dir, config, ident, records, status(records, rounds))
+  return RunRecord(run_dir, config, ident, records, status(records, rounds), run_dir)
 
 
 def final(records: Sequence[Mapping[str, Any]], target: float = 0.0) -> dict[str, Any]:
