@@ -82,9 +82,11 @@ def test_a_stop_between_checkpoints_then_rerun_equals_the_whole_run(reference, t
   assert set(statuses) == {'stopped at step 4'}
   again = train(config(kind), tmp_path)
   assert metrics(tmp_path) == metrics(reference[kind])
-  assert (again['complete'] if kind == 'sweep' else again['status'] == 'completed')
+  assert again['complete'] if kind == 'sweep' else again['status'] == 'completed'
   # Finished: run again, nothing is computed and the records stay as they are.
-  before = {p: os.stat(p).st_mtime_ns for p in glob.glob(f'{tmp_path}/**/metrics.jsonl', recursive=True)}
+  before = {
+    p: os.stat(p).st_mtime_ns for p in glob.glob(f'{tmp_path}/**/metrics.jsonl', recursive=True)
+  }
   train(config(kind), tmp_path)
   assert {p: os.stat(p).st_mtime_ns for p in before} == before
 

@@ -72,7 +72,8 @@ def file_digest(path: str) -> str:
 
 
 def own_code(factories: Iterable[Any]) -> dict[str, str]:
-  """``{source file: SHA-256}`` of the factories defined outside afl_jax (a user's module)."""
+  """``{source file name: SHA-256}`` of the factories defined outside afl_jax (a user's
+  module; by name, so that the same files elsewhere are the same run)."""
   out = {}
   for f in factories:
     try:
@@ -80,7 +81,7 @@ def own_code(factories: Iterable[Any]) -> dict[str, str]:
     except TypeError:  # a builtin or a C extension: not a researcher's source
       continue
     if os.path.isfile(path) and not path.startswith(_PACKAGE + os.sep):
-      out[path] = file_digest(path)
+      out[os.path.basename(path)] = file_digest(path)
   return out
 
 
@@ -110,9 +111,12 @@ def flatten(d: Mapping[str, Any], prefix: str = '') -> dict[str, Any]:
 
 
 def computed(config: Any) -> dict[str, Any]:
-  """The config fields a run's numbers depend on (all but :data:`FREE_FIELDS` and ``sweep``)."""
-  free = FREE_FIELDS + ('sweep',)
-  return {k: v for k, v in canonical(config).items() if k not in free}
+  """The config fields a run's numbers depend on: all but :data:`FREE_FIELDS`, ``sweep`` and
+  the trace file's path (its arrays are digested, wherever the file is)."""
+  out = {k: v for k, v in canonical(config).items() if k not in FREE_FIELDS + ('sweep',)}
+  if isinstance(out.get('schedule'), dict):
+    out['schedule'] = {k: v for k, v in out['schedule'].items() if k != 'trace'}
+  return out
 
 
 def config_digest(config: Any) -> str:
@@ -136,9 +140,9 @@ def identity(config: Any, *, data: str, schedule: str, code: Mapping[str, str], 
     'schedule': schedule,
     'code': dict(sorted(code.items())),
     'engine': engine(),
-    'sources': dict(sorted(sources.items())),
   }
-  return {'digest': _sha(json.dumps(inputs, sort_keys=True))[:32], **inputs}
+  digest = _sha(json.dumps(inputs, sort_keys=True))[:32]  # the files' arrays, not their bytes
+  return {'digest': digest, **inputs, 'sources': dict(sorted(sources.items()))}
 
 
 def changes(old: Mapping[str, Any], new: Mapping[str, Any], old_config, new_config) -> str:
