@@ -122,7 +122,9 @@ def load(paths: Iterable[str]) -> list[RunRecord]:
     subs = [d for d in subs if os.path.isfile(os.path.join(p, d, metrics_io.METRICS_FILE))]
     if not subs:
       raise ResultsError(f'{p} holds no {metrics_io.METRICS_FILE} and no run folders with one')
-    out.extend(dataclasses.replace(record_lib.read(os.path.join(p, d)), source=str(p)) for d in subs)
+    out.extend(
+      dataclasses.replace(record_lib.read(os.path.join(p, d)), source=str(p)) for d in subs
+    )
   return out
 
 
@@ -165,9 +167,7 @@ def methods(runs: Sequence[RunRecord]) -> dict[str, list[RunRecord]]:
   for key, members in groups.items():
     seeds = [m.seed for m in members]
     for m in members:  # the same seed twice: one method per sweep (or run) it came from
-      split.setdefault(
-        (key, m.source) if len(set(seeds)) < len(seeds) else (key,), []
-      ).append(m)
+      split.setdefault((key, m.source) if len(set(seeds)) < len(seeds) else (key,), []).append(m)
   keys = list(split)
   fields = [_fields(split[k][0]) if split[k][0].config else {} for k in keys]
   places = [k[1] if len(k) > 1 else ('' if f else k[0]) for k, f in zip(keys, fields)]

@@ -51,16 +51,19 @@ def _frame(test_seeds=TEST):
               'val_loss': float('nan') if seed == 2 else 1.0,  # a diverged run's NaN is valid
               'test_accuracy': 0.2 + lr * step / 10,
               'test_loss': 1.0,
+              'run': f'{phase}{lr}{seed}',  # the run's identity
             }
           )
   return pd.DataFrame(rows)
 
 
-def _sweeps():
-  base = {'experiment': 'toy', 'method': 'A', 'fingerprint': 'f'}
+def _sweeps(test_seeds=TEST):
+  base = {'experiment': 'toy', 'method': 'A', 'config': 'c'}
+  select = records.sweep_identity(f'select{lr}{s}' for lr in LRS for s in SEL)
+  test = records.sweep_identity(f'test0.3{s}' for s in test_seeds)
   return [
-    base | {'phase': 'select', 'setting': '*', 'seeds': SEL, 'runs': 6},
-    base | {'phase': 'test', 'setting': _setting(0.3), 'seeds': TEST, 'runs': 10},
+    base | {'phase': 'select', 'setting': '*', 'seeds': SEL, 'runs': 6, 'identity': select},
+    base | {'phase': 'test', 'setting': _setting(0.3), 'seeds': TEST, 'runs': 10, 'identity': test},
   ]
 
 
@@ -246,7 +249,17 @@ def test_damaged_files_are_refused_in_one_line(pair, damage, match):
 
 def test_neither_file_is_no_records(tmp_path):
   frame, sweeps = runs.read('toy', str(tmp_path))
-  assert frame.empty and sweeps == [] and list(frame.columns) == runs.KEYS + runs.METRIC_COLUMNS
+  assert frame.empty and sweeps == []
+  assert list(frame.columns) == runs.KEYS + runs.METRIC_COLUMNS + [records.RUN]
+
+
+def test_rows_of_other_runs_and_a_pair_from_before_identities_are_one_line(pair):
+  _rewrite_manifest(pair, lambda m: m['sweeps'][0].update(identity='0' * 32))
+  _refused(pair, 'sweep toy/A/select: its rows are of other runs than its identity')
+  _rewrite_manifest(
+    pair, lambda m: [s.update(fingerprint='f') or s.pop('identity') for s in m['sweeps']]
+  )
+  _refused(pair, 'written before runs had identities', 'reproduce.py --paper=toy --migrate')
 
 
 def _script(name, *args):

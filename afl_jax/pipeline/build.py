@@ -142,9 +142,14 @@ _PARTITION_FIELDS = {
 }
 
 
-def build_data(c: ml_collections.ConfigDict) -> tuple[data.ClientLayout, str]:
-  """Load ``c.dataset`` and lay it out over ``c.num_clients`` clients: (layout, a digest of the
-  files' arrays; '' for a dataset generated per client, which the config determines)."""
+def build_data(c: ml_collections.ConfigDict) -> data.ClientLayout:
+  """Load ``c.dataset`` and lay it out over ``c.num_clients`` clients."""
+  return data_and_source(c)[0]
+
+
+def data_and_source(c: ml_collections.ConfigDict) -> tuple[data.ClientLayout, str]:
+  """:func:`build_data` and a seed-independent digest of the files read (:func:`_source`;
+  '' for a dataset generated per client, which the config determines)."""
   entry = data.DATASETS.meta(c.dataset)
   if entry.get('federated'):
     args = dict(c.get('dataset_args') or {})
@@ -339,7 +344,7 @@ def build_run(config: ml_collections.ConfigDict) -> Run:
   if c.dtype == 'float64':
     jax.config.update('jax_enable_x64', True)
   dtype = jnp.dtype(c.dtype)
-  layout, source = build_data(c)
+  layout, source = data_and_source(c)
   model = models.get_model(c.model, layout.num_classes, **dict(c.get('model_args') or {}))
   local_steps = client_local_steps(c, layout.sizes)
   schedule = build_schedule(c, local_steps, layout.sizes)
@@ -386,7 +391,7 @@ def built_identity(config: ml_collections.ConfigDict) -> dict[str, Any]:
   """The identity of the run ``config`` describes, from its data and schedule alone (nothing
   else built, trained or compiled): what reproduction records are compared with."""
   c = config_lib.validate(config)
-  layout, source = build_data(c)
+  layout, source = data_and_source(c)
   schedule = build_schedule(c, client_local_steps(c, layout.sizes), layout.sizes)
   return identity(c, layout, schedule, source)
 

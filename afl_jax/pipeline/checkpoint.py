@@ -18,8 +18,11 @@ that reads shared files on process 0 and hands its answer (or its one-line error
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
+import re
+import resource
 import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -109,7 +112,9 @@ class Checkpointer:
   def manager(self) -> ocp.CheckpointManager:
     if self._manager is None:
       with _quiet_orbax():
-        options = ocp.CheckpointManagerOptions(max_to_keep=self.max_to_keep)
+        options = ocp.CheckpointManagerOptions(
+          max_to_keep=self.max_to_keep, enable_async_checkpointing=False
+        )
         self._manager = ocp.CheckpointManager(self.directory, options=options)
     return self._manager
 
@@ -123,10 +128,29 @@ class Checkpointer:
     return (self.steps() or [None])[-1]
 
   def save(self, step: int, sim_state: Any, host: dict[str, Any]) -> None:
+    """Save ``step``. A disk without room for it or a file-size limit below it is an OSError
+    naming the step's folder before anything is written (tensorstore's own failure, a
+    ValueError with the OS error code, is turned into the same)."""
     item = {'sim': sim_state, 'host': {k: np.asarray(v) for k, v in host.items()}}
-    with _quiet_orbax():
-      self.manager.save(step, args=ocp.args.StandardSave(item))
-      self.manager.wait_until_finished()
+    where = os.path.join(self.directory, str(step))
+    size = sum(int(x.nbytes) for x in jax.tree.leaves(item))
+    os.makedirs(self.directory, exist_ok=True)
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    for code, short in (
+      (errno.ENOSPC, shutil.disk_usage(self.directory).free),
+      (errno.EFBIG, limit),
+    ):
+      if short != resource.RLIM_INFINITY and short < size + (1 << 20):
+        raise OSError(code, os.strerror(code), where)
+    try:
+      with _quiet_orbax():
+        self.manager.save(step, args=ocp.args.StandardSave(item))
+        self.manager.wait_until_finished()
+    except ValueError as e:
+      code = re.search(r"os_error_code='(\d+)'", str(e))
+      if code is None:
+        raise
+      raise OSError(int(code[1]), os.strerror(int(code[1])), where) from None
 
   def restore(self, step: int, sim_template: Any, host_template: dict) -> tuple[Any, dict]:
     """The state saved at ``step`` in the templates' structure, or ResumeError naming it."""

@@ -470,8 +470,9 @@ def sweep_axes(sweep: Any, prefix: str = '') -> dict[str, list]:
 
 
 def algorithm_entry(entry: Any, field: str = 'sweep.algorithm') -> tuple[str, dict[str, Any]]:
-  """A sweep's ``algorithm`` entry, ``'fedbuff'`` or ``{'name': 'fadas', 'server_lr': 1e-4}``,
-  as (name, the settings it gives).
+  """A sweep's ``algorithm`` entry, ``'fedbuff'`` or ``{'name': 'fadas', 'server_lr': 1e-4}``
+  (an algorithm's entry may add its own ``'schedule': {SETTING: VALUE}``), as (name, the
+  settings it gives).
 
   Raises:
     ConfigError: neither a name nor a mapping with a ``name``.
@@ -539,8 +540,19 @@ def validate_sweep(c: ml_collections.ConfigDict) -> None:
     names = []
     for entry in axes['algorithm']:
       name, given = algorithm_entry(entry)
+      schedule = given.pop('schedule', None)  # the entry's own schedule settings
       try:
         algorithms.ALGORITHMS.bind(name, given)
+        if schedule is not None:
+          if not isinstance(schedule, Mapping | ml_collections.ConfigDict):
+            raise _err(
+              'sweep.algorithm', entry, "'schedule' must be a mapping of schedule settings"
+            )
+          kind = schedule.get('kind', c.schedule.kind)
+          takes = schedules.registry.settings(kind) if kind in schedules.SCHEDULES else {}
+          settings = {k: v for k, v in c.schedule.items() if k in takes} | dict(schedule)
+          settings = {k: v for k, v in settings.items() if k not in ('kind', 'seed')}
+          schedules.registry.bind(kind, settings, c.num_clients)
       except ConfigError as e:
         raise ConfigError(f'config.sweep.algorithm entry {entry!r}: {e}', field=e.field) from None
       names.append(name)

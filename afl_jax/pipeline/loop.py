@@ -70,10 +70,24 @@ def start_over(run_dir: str) -> None:
       os.remove(path)
 
 
-def is_sweep(workdir: str) -> bool:
-  """Does ``workdir`` hold a sweep (a ``summary.json`` listing runs)?"""
+def refuse_other_kind(workdir: str, kind: str) -> None:
+  """ResumeError when ``workdir`` holds the other kind of run (``kind``: 'sweep' or 'single
+  run'), or a ``summary.json`` of neither: a run never writes over another's outputs."""
   summary = workdir_lib.read_json(os.path.join(workdir, record_lib.SUMMARY_FILE), strict=False)
-  return isinstance(summary, dict) and 'runs' in summary
+  single = os.path.isfile(os.path.join(workdir, record_lib.CONFIG_FILE))
+  swept = isinstance(summary, dict) and 'runs' in summary
+  if swept and kind != 'sweep':
+    other = 'a sweep'
+  elif single and kind == 'sweep':
+    other = 'a single run (config.json)'
+  elif summary is not None and not (swept or single):
+    other = 'a summary.json of no run'
+  else:
+    return
+  raise ResumeError(
+    f'workdir {workdir_lib.show(workdir)} holds {other}; a {kind} would overwrite its '
+    'summary.json and plot.png; choose another --workdir'
+  )
 
 
 def preflight(run: Run, workdir: str, ckpt: checkpoint.Checkpointer, resume: bool) -> int | None:
@@ -84,11 +98,7 @@ def preflight(run: Run, workdir: str, ckpt: checkpoint.Checkpointer, resume: boo
   Raises:
     ResumeError: the workdir holds a sweep, or a run of other inputs (named).
   """
-  if is_sweep(workdir):
-    raise ResumeError(
-      f'workdir {workdir_lib.show(workdir)} holds a sweep; a single run would overwrite its '
-      'summary.json and plot.png; choose another --workdir'
-    )
+  refuse_other_kind(workdir, 'single run')
   if not resume:
     start_over(workdir)
   record_lib.refuse(workdir, run.identity, run.config)

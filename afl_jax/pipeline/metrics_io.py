@@ -157,8 +157,12 @@ class MetricsWriter:
   def write_scalars(self, step: int, scalars: Mapping[str, Any]) -> None:
     if self._f is None:
       return
-    self._f.write(encode_record(step, scalars) + '\n')
-    self._f.flush()
+    try:
+      self._f.write(encode_record(step, scalars) + '\n')
+      self._f.flush()
+    except OSError as e:
+      e.filename = e.filename or self.path  # a failed write names its file
+      raise
     for name, value in scalars.items() if self._tb is not None else ():
       value = _item(value)
       if isinstance(value, int | float) and not isinstance(value, bool):

@@ -132,7 +132,8 @@ def identity(config: Any, *, data: str, schedule: str, code: Mapping[str, str], 
       :func:`schedule_digest` of what the run trains and evaluates on and runs.
     code: :func:`own_code` of the components it uses. sources: seed-independent digests
       of the files read (the dataset's arrays, a trace file), by which readers tell
-      runs of one method apart from runs on other files.
+      runs of one method apart from runs on other files (not in the digest: what the run
+      read from them is).
   """
   inputs = {
     'config': config_digest(config),

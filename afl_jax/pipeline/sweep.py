@@ -47,7 +47,7 @@ from afl_jax import algorithms
 from afl_jax.api import replica_simulator as sweep_simulator
 from afl_jax.core import memory, replicas
 from afl_jax.core.memory import format_bytes
-from afl_jax.errors import ConfigError, ResumeError
+from afl_jax.errors import ConfigError
 from afl_jax.pipeline import build as build_lib
 from afl_jax.pipeline import checkpoint, loop, metrics_io, plotting, sizes
 from afl_jax.pipeline import config as config_lib
@@ -178,13 +178,15 @@ def traced_fields(config: ml_collections.ConfigDict) -> list[str]:
   ]
 
 
-def group_key(point: Mapping[str, Any], traced: Iterable[str], run: build_lib.Run) -> str:
+def group_key(
+  point: Mapping[str, Any], traced: Iterable[str], run: build_lib.Run | None = None
+) -> str:
   """Points with the same key share one compile: the same values but the traced ones and
   the seed, and the same run context for the algorithm's factory (but the model's apply)."""
   skip = set(traced) | set(REPLICA_FIELDS)
   context = [
     (f, record_lib._sha(np.asarray(getattr(run.info, f))))
-    for f in algorithms.registry.context(run.config.algorithm)
+    for f in (algorithms.registry.context(run.config.algorithm) if run is not None else ())
     if f != 'apply_fn' and getattr(run.info, f) is not None
   ]
   kept = {k: v for k, v in point.items() if k not in skip}
@@ -347,13 +349,15 @@ def train_sweep(
 
 def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> dict[str, Any]:
   t_start = time.time()
-  points = grid(config)
-  names = [run_name(p) for p in points]
+  loop.refuse_other_kind(workdir, 'sweep')
+  axes = config_lib.sweep_axes(config.sweep)
   traced = traced_fields(config)
   with build_lib.reusing_data():  # every point is built before the first compile
-    first = build_lib.build_run(point_config(config, points[0]))
-    est = plan(config, first)
+    first = build_lib.build_run(point_config(config, {k: v[0] for k, v in axes.items()}))
+    est = plan(config, first)  # the grid's size, before it is listed
+    points = grid(config)
     runs = [first] + [build_lib.build_run(point_config(config, p)) for p in points[1:]]
+  names = [run_name(p) for p in points]
   if limit is None:
     limit = memory.available_bytes()
     if limit is not None and jax.default_backend() == 'cpu':  # the state shares host RAM
@@ -412,13 +416,8 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
 
 
 def _check_workdir(workdir: str, dirs: list[str], runs, resume: bool) -> None:
-  """Refuse, before compute, a workdir holding a single run and a run folder holding a run
-  of other inputs (the input named); ``resume=False`` deletes this grid's outputs first."""
-  if os.path.isfile(os.path.join(workdir, record_lib.CONFIG_FILE)):
-    raise ResumeError(
-      f'workdir {workdir_lib.show(workdir)} holds a single run ({record_lib.CONFIG_FILE}); a '
-      'sweep would overwrite its summary.json and plot.png; choose another --workdir'
-    )
+  """Refuse, before compute, a run folder holding a run of other inputs (the input named);
+  ``resume=False`` deletes this grid's outputs first."""
   if not resume:
     for d in dirs:
       loop.start_over(d)

@@ -6,10 +6,11 @@ reproduction records; a second writer gets one line naming the holder. The kerne
 flock when its holder dies (``kill -9`` too). Locking refuses a symbolic link anywhere in
 the directory and removes the temporary files of a writer killed mid-write.
 
-:func:`atomic_file` is how afl_jax writes a file (orbax writes its own, atomically too): a
+:func:`write_files` is how afl_jax writes a file (orbax writes its own, atomically too): a
 temporary file created exclusively beside the target (``mkstemp``: O_EXCL | O_NOFOLLOW, a
 random name), synced, renamed over the target; a reader sees the old file or the new one,
-a failed write leaves the old one. No link is followed (:func:`check_target`).
+a failed write leaves the old one; files written together (a records file and its
+manifest) are all synced before the first rename. No link is followed (:func:`check_target`).
 :func:`open_append` (``metrics.jsonl``) opens with O_NOFOLLOW a regular file of one link.
 :func:`write_error` turns a disk's failure (full, too large, read-only) into one line.
 
@@ -31,7 +32,7 @@ import stat
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
 if __name__.startswith('afl_jax.'):  # a UserError ends a script as one line
@@ -116,37 +117,46 @@ def check_target(path: str | os.PathLike) -> str:
   return path
 
 
-@contextlib.contextmanager
-def atomic_file(path: str | os.PathLike, mode: str = 'w') -> Iterator[IO[Any]]:
-  """A new file that replaces ``path`` when the block ends without an error (module docstring)."""
-  path = check_target(path)
-  d, name = os.path.split(path)
-  fd, tmp = tempfile.mkstemp(prefix=f'.{name}.', suffix=TMP_SUFFIX, dir=d)
+def write_files(
+  files: Mapping[str | os.PathLike, str | bytes | Callable[[IO[bytes]], Any]],
+) -> None:
+  """Write each file (text, bytes, or ``write(f)`` into a binary file) to a temporary beside
+  it, sync them all, then rename each into place in order: a failure before the renames
+  leaves every old file as it was and no temporary (module docstring)."""
+  temps = []
   try:
-    os.fchmod(fd, 0o666 & ~_UMASK)
-    with os.fdopen(fd, mode) as f:
-      yield f
-      f.flush()
-      os.fsync(f.fileno())
-    check_target(path)  # a link planted meanwhile is refused, not replaced
-    os.replace(tmp, path)
+    for path, content in files.items():
+      path = check_target(path)
+      d, name = os.path.split(path)
+      fd, tmp = tempfile.mkstemp(prefix=f'.{name}.', suffix=TMP_SUFFIX, dir=d)
+      temps.append((tmp, path))
+      os.fchmod(fd, 0o666 & ~_UMASK)
+      with os.fdopen(fd, 'wb') as f:
+        if callable(content):
+          content(f)
+        else:
+          f.write(content.encode() if isinstance(content, str) else content)
+        f.flush()
+        os.fsync(f.fileno())
+    for tmp, path in temps:
+      check_target(path)  # a link planted meanwhile is refused, not replaced
+      os.replace(tmp, path)
   except BaseException as e:
-    with contextlib.suppress(OSError):
-      os.unlink(tmp)
-    if isinstance(e, OSError) and not e.filename:
-      e.filename = path  # a failed write names the file it was writing
+    for tmp, _ in temps:
+      with contextlib.suppress(OSError):
+        os.unlink(tmp)
+    if isinstance(e, OSError) and not e.filename and temps:
+      e.filename = temps[-1][1]  # a failed write names the file it was writing
     raise
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
-  with atomic_file(path, 'w') as f:
-    f.write(text)
+  write_files({path: text})
 
 
 def write_with(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> None:
   """``write(f)`` into a binary file that atomically becomes ``path`` (an .npz, a .png)."""
-  with atomic_file(path, 'wb') as f:
-    write(f)
+  write_files({path: write})
 
 
 def write_schedule(run_dir: str | os.PathLike, schedule: Any) -> None:
@@ -308,6 +318,9 @@ def acquire(workdir: str | os.PathLike, flag: str = '--workdir') -> WorkdirLock:
     try:
       fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
     except OSError as e:
+      for d in reversed(created):  # what acquire created, nothing else
+        with contextlib.suppress(OSError):
+          os.rmdir(d)
       if e.errno == errno.ELOOP:
         raise _link_error(lock_path) from None
       raise WorkdirError(f'workdir {show(path)} is not writable ({e})') from None
@@ -418,7 +431,6 @@ __all__ = [
   'WorkdirError',
   'WorkdirLock',
   'acquire',
-  'atomic_file',
   'check_path',
   'check_target',
   'ctrl_c_after',
@@ -431,6 +443,7 @@ __all__ = [
   'read_json',
   'show',
   'write_error',
+  'write_files',
   'write_schedule',
   'write_text',
   'write_with',

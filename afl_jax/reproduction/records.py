@@ -3,8 +3,8 @@
 The records (``<paper>.csv.gz``, one row per evaluation of a run, its ``run`` column the
 run's identity, :func:`afl_jax.pipeline.record.identity`) and the manifest
 (``<paper>.json``, the sweeps that produced them) are one pair. :func:`write` replaces
-the records and then the manifest, each atomically (``afl_jax.pipeline.workdir``'s one
-writer); the manifest states the records' row count and SHA-256, so a pair from different
+both together (``afl_jax.pipeline.workdir.write_files``: both synced, then renamed); the
+manifest states the records' row count and SHA-256, so a pair from different
 writes (a kill between the two) is detected. Each manifest sweep states its ``identity``
 (the digest of its runs' identities: what the reproduction keys reuse on) and ``config``
 (the digest of its runs' resolved configs: whether the declaration still gives it).
@@ -152,13 +152,12 @@ def write(paper_key: str, frame: pd.DataFrame, sweeps: Sequence[Mapping], record
   manifest = {'records': {'rows': len(frame), 'sha256': digest(data)}, 'sweeps': list(sweeps)}
   try:
     os.makedirs(records_dir, exist_ok=True)
-    with workdir.atomic_file(records_path, 'wb') as f:
-      f.write(data)
-    workdir.write_text(manifest_path, json.dumps(manifest, indent=1, sort_keys=True) + '\n')
+    text = json.dumps(manifest, indent=1, sort_keys=True) + '\n'
+    workdir.write_files({records_path: data, manifest_path: text})
   except OSError as e:
     raise RecordsError(
       f'cannot write the records of {paper_key} to {records_dir}: '
-      f'{e.strerror or e} [errno {e.errno}]; the previous manifest is kept'
+      f'{e.strerror or e} [errno {e.errno}]; the previous records and manifest are kept'
     ) from None
 
 
