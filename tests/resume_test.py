@@ -20,8 +20,8 @@ import time
 import pytest
 from helper_runs import ROOT, default_signals, one_error_line, run_train
 
-from afl_jax.pipeline import loop, sweep
 from afl_jax.pipeline import config as config_lib
+from afl_jax.pipeline import loop, sweep
 
 CONFIG = """
 from afl_jax.pipeline import config as config_lib

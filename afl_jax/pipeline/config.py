@@ -430,7 +430,7 @@ def validate_names(c: ml_collections.ConfigDict) -> None:
     if field not in known:
       near = difflib.get_close_matches(field, list(known), n=1)
       hint = f' (did you mean {near[0]}?)' if near else ''
-      raise ConfigError(f'config.{field} is not a field of the config{hint}.', field=field)
+      raise ConfigError(f'config.{field} is not a field{hint}.', field=field)
   kind = c.compressor.get('kind') if 'compressor' in c else 'none'
   stray = sorted(set(c.compressor) - {'kind', 'error_feedback'}) if kind == 'none' else []
   if stray:
