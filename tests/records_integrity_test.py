@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import sys
 import pandas as pd
 import pytest
 
+from afl_jax.errors import UserError
 from afl_jax.reproduction import records, runs
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -148,7 +150,7 @@ def _write_killed_at(d, at):
 def test_killed_before_the_renames_the_previous_pair_is_whole(pair):
   before = _files(pair)
   _write_killed_at(pair, 1)
-  after = {k: v for k, v in _files(pair).items() if not k.endswith('.tmp')}
+  after = {k: v for k, v in _files(pair).items() if not k.startswith('.')}  # temporaries
   assert after == before
   assert len(runs.read('toy', str(pair))[0]) == len(_frame())
 
@@ -158,17 +160,15 @@ def test_killed_between_the_renames_the_pair_is_refused(pair):
   _refused(pair, 'toy.csv.gz', 'missing 5 of its 10 seeds [8, 9, 10, 11, 12]')
 
 
-def test_a_symlink_at_a_record_path_is_replaced_not_followed(tmp_path):
+def test_a_symlink_at_a_record_path_is_refused_and_its_target_untouched(tmp_path):
   target = tmp_path / 'elsewhere.txt'
   target.write_text('keep me')
   out = tmp_path / 'records'
   out.mkdir()
-  (out / 'toy.csv.gz').symlink_to(target)
   (out / 'toy.json').symlink_to(target)
-  runs.write('toy', _frame(), _sweeps(), str(out))
-  assert target.read_text() == 'keep me'
-  assert not (out / 'toy.csv.gz').is_symlink() and not (out / 'toy.json').is_symlink()
-  assert len(runs.read('toy', str(out))[0]) == len(_frame())
+  with pytest.raises(UserError, match='toy.json is a symbolic link'):
+    runs.write('toy', _frame(), _sweeps(), str(out))
+  assert target.read_text() == 'keep me' and sorted(os.listdir(out)) == ['toy.json']
 
 
 def _rewrite_manifest(d, edit):
@@ -227,11 +227,11 @@ def _rewrite_csv(d, edit):
       'sweep 1 lacks seeds',
     ),
     (
-      lambda d: _rewrite_csv(d, lambda t: t.replace(',test_loss\n', '\n').replace(',1.0\n', '\n')),
-      'missing column test_loss',
+      lambda d: _rewrite_csv(d, lambda t: re.sub(r',[^,\n]*\n', '\n', t)),  # the last column
+      'missing column run',
     ),
     (
-      lambda d: _rewrite_csv(d, lambda t: t.replace(',1.0\n', ',abc\n', 1)),
+      lambda d: _rewrite_csv(d, lambda t: t.replace(',1.0,select', ',abc,select', 1)),
       "row 1 column test_loss holds 'abc', not a number",
     ),
     (
