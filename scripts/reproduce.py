@@ -50,7 +50,7 @@ _MIGRATE = flags.DEFINE_bool(
   'migrate',
   False,
   'Give records written before runs had identities theirs (data and schedules built, nothing '
-  'trained), then rebuild the pages; rerunnable (migrated records are left as they are).',
+  'trained); rerunnable (migrated records are left as they are). Then scripts/report.py --write.',
 )
 flags.mark_flag_as_required('paper')
 flags.register_validator(
