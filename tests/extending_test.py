@@ -143,8 +143,8 @@ def test_equal_time_and_equal_mb_budgets(outside):
   _, work, _ = outside
   script(outside, 'train.py', '--config=my_config.py:budget', '--workdir=runs/budget')
   runs = json.loads((work / 'runs' / 'budget' / 'summary.json').read_text())['runs']
-  end = {r['algorithm']: r['wall_clock'] for r in runs}
-  assert end['fedasync'] < 12 < end['fedbuff']  # 30 steps of 1 arrival, of 3
+  end = {a: [r['wall_clock'] for r in runs if r['algorithm'] == a] for a in ('fedasync', 'fedbuff')}
+  assert max(end['fedasync']) < min(end['fedbuff']) and 12 < min(end['fedbuff'])  # M = 1, 3
   for at, head in (('seconds:12', 'at 12 simulated seconds'), ('mb:0.05', 'at 0.05 MB uploaded')):
     out = script(
       outside, 'plot.py', 'runs/budget', '--table', '--baseline=fedbuff', f'--at={at}', '--out='
