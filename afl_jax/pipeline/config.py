@@ -305,11 +305,6 @@ def parse_value(text: str, current: Any) -> Any:
   return text
 
 
-def override_hparam(c: ml_collections.ConfigDict, name: str, text: str) -> None:
-  """Apply ``--config.hparams.NAME=TEXT`` to a resolved config (one-line errors)."""
-  override_setting(c, 'hparams', name, text)
-
-
 def _component(c: ml_collections.ConfigDict, section: str):
   """(registry, name) of the component whose settings ``section`` holds."""
   if section == 'hparams':
