@@ -166,3 +166,37 @@ def test_the_identity_is_one_function_of_the_built_run(tmp_path):
   assert record.changes(saved, build.built_identity(c), run.config, config_lib.resolve(c)) == (
     'config.eval_every 2 -> 1'
   )
+
+
+def test_a_reproduction_reruns_exactly_the_sweeps_whose_inputs_changed(tmp_path):
+  """Records are keyed by their runs' identities: a second reproduction reuses them, one
+  after a data edit runs the sweep again (the rows name the new runs)."""
+  from afl_jax.reproduction import records, runs, scoring, spec
+
+  make_world(tmp_path)
+  grid = {'hparams.client_lr': (0.1,)}
+  exp = spec.Experiment(
+    key='e',
+    title='t',
+    ref='r',
+    setting='s',
+    base=lambda c: None,
+    methods=(spec.Method('A', f'{tmp_path / "cfg"}:single', grid),),
+  )
+  paper = spec.Paper('own', '0', 'c', 's', (exp,))
+  logs, out = [], str(tmp_path / 'runs')
+  phase = lambda: runs.run_phase(
+    paper, exp, 'select', out, records_dir=str(tmp_path / 'rec'), log=logs.append, mark=scoring.mark
+  )  # noqa: E731
+  phase()
+  first, sweeps = runs.read('own', str(tmp_path / 'rec'))
+  assert sweeps[0]['identity'] == records.sweep_identity(first.run) and first.run.nunique() == 3
+  logs.clear()
+  phase()
+  assert any('records up to date' in line for line in logs), logs
+  edit(tmp_path, 'data')
+  logs.clear()
+  phase()
+  assert any("its runs' inputs changed" in line for line in logs), logs
+  again, _ = runs.read('own', str(tmp_path / 'rec'))
+  assert set(again.run).isdisjoint(first.run) and len(again) == len(first)
