@@ -1,25 +1,26 @@
 """Results as a paper prints them: methods over seeds, with 95% t intervals.
 
-For any set of run folders and sweep folders (:func:`load`), runs are grouped by
-method, everything the run was configured with except its seed (:func:`methods`), and
-each method gets one row (:func:`table`): the final and best accuracy, and the server
-steps, simulated seconds and MB uploaded to a target accuracy, each as the mean over
-seeds with its 95% t interval, the seeds that reached the target, and paired
-differences against a baseline method (per seed, with the interval and the paired
-t-test's p). :func:`curves` averages a method's curves over seeds with interval bands
-on a steps, seconds or MB axis (``scripts/plot.py``).
+Every run is read through its record (:class:`afl_jax.pipeline.record.RunRecord`: config,
+identity, status, records) by :func:`load`, from run folders and sweep folders. Then:
 
-The statistics here are the one implementation of the project (the reproduction
-protocol reads the same): :func:`t_interval` (mean, sd and two-sided t interval),
-:func:`paired` (the same for per-seed differences, with the paired t-test's p),
-:func:`one_sided_p`, :func:`seeds_needed` and :func:`to_target` (a curve read at the
-first evaluation reaching a target; a seed that never reaches it counts with its
-value at the last evaluation, a lower bound, and ``reached`` False).
+* :func:`methods` groups runs whose identity agrees in everything but the seed (config,
+  own code, devices and the files read: the dataset's arrays, a trace) and labels each
+  group by every field in which it differs from the others; the same seed twice in one
+  group splits it by path. Runs are never merged silently.
+* :func:`table` gives one row per method: the final and best value of a metric ("best" in
+  its direction: a loss's minimum), and steps, seconds and MB to a target accuracy, each
+  the mean over the *completed* runs with its 95% t interval; stopped and diverged runs
+  are counted and shown as such, never averaged. Paired differences against a baseline
+  use the seeds both methods completed, with their number n. A run that never reached the
+  target counts with its last value, a lower bound, marked ``>=`` (a difference then ``>=``
+  or ``<=``, or ``?`` when both sides are bounds).
+* ``at=(axis, budget)`` reads every run at a budget of simulated seconds, MB uploaded or
+  server steps (its last evaluation within the budget): a run that got there counts, one
+  stopped or diverged before it does not. :func:`curves` averages a method's curves with
+  interval bands up to the budget.
 
-Labels never merge runs that were given: methods are labelled by the fields in which
-their configs differ; runs whose config cannot be told apart (the same method and seed
-given twice, e.g. two copies of a sweep) stay separate methods labelled by the shortest
-distinguishing end of their paths.
+The statistics are the project's one implementation (the reproduction protocol imports
+them): :func:`t_interval`, :func:`paired`, :func:`one_sided_p`, :func:`seeds_needed`.
 """
 
 from __future__ import annotations
@@ -37,14 +38,16 @@ from scipy import stats
 
 from afl_jax.errors import UserError
 from afl_jax.pipeline import metrics_io
-from afl_jax.pipeline.workdir import SWEEP_FILE, read_json
+from afl_jax.pipeline import record as record_lib
+from afl_jax.pipeline.record import RunRecord
+from afl_jax.pipeline.workdir import read_json
 
 ALPHA = 0.05  # two-sided 95% intervals
 POWER_Z = 0.8416  # z of 80% power, for the seeds an undecided difference would need
 AXES = {'steps': ('step', 1.0), 'seconds': ('wall_clock', 1.0), 'mb': ('bytes_up', 1e-6)}
 AXIS_NAMES = {'steps': 'server steps', 'seconds': 'simulated seconds', 'mb': 'MB uploaded'}
-# Fields that never tell two methods apart (where files are read, how long a run was cut).
-_NOT_METHOD = ('seed', 'data_dir', 'download', 'stop_after_steps', 'checkpoint_every')
+# Fields that never tell two methods apart: the pairing axis, and those no number depends on.
+_NOT_METHOD = ('seed', *record_lib.FREE_FIELDS)
 
 
 class ResultsError(UserError):
@@ -53,9 +56,8 @@ class ResultsError(UserError):
 
 # ---- statistics ---------------------------------------------------------------------------
 def t_interval(values: Sequence[float], alpha: float = ALPHA) -> dict[str, float]:
-  """``n``, ``mean``, ``sd`` (ddof 1) and the two-sided ``1 - alpha`` t interval
-  ``mean -+ t_{1 - alpha/2, n-1} sd / sqrt(n)`` (``lo``, ``hi``); infinite for n < 2,
-  the mean itself when every value is equal."""
+  """``n``, ``mean``, ``sd`` (ddof 1) and the two-sided ``1 - alpha`` t interval (``lo``,
+  ``hi``; infinite for n < 2, the mean itself when every value is equal)."""
   x = np.asarray(values, np.float64)
   n = len(x)
   mean = float(np.mean(x)) if n else math.nan
@@ -69,16 +71,14 @@ def t_interval(values: Sequence[float], alpha: float = ALPHA) -> dict[str, float
 
 
 def paired(d: Sequence[float], alpha: float = ALPHA) -> dict[str, float]:
-  """:func:`t_interval` of per-seed differences ``d`` with ``p``, the two-sided paired
-  t-test's p-value (1 for n < 2; 0 or 1 when every difference is equal)."""
+  """:func:`t_interval` of per-seed differences with ``p``, the two-sided paired t-test's."""
   out = t_interval(d, alpha)
   n, mean, sd = out['n'], out['mean'], out['sd']
   if n < 2:
     return out | {'p': 1.0}
   if sd == 0.0:
     return out | {'p': 0.0 if mean != 0 else 1.0}
-  t = mean / (sd / math.sqrt(n))
-  return out | {'p': float(2 * stats.t.sf(abs(t), n - 1))}
+  return out | {'p': float(2 * stats.t.sf(abs(mean / (sd / math.sqrt(n))), n - 1))}
 
 
 def one_sided_p(d: Sequence[float], bound: float, alternative: str) -> float:
@@ -86,17 +86,14 @@ def one_sided_p(d: Sequence[float], bound: float, alternative: str) -> float:
   x = np.asarray(d, np.float64)
   if len(x) < 2:
     return 1.0
-  mean = float(np.mean(x))
   if (x == x[0]).all():
-    mean = float(x[0])
-    return 0.0 if (mean < bound if alternative == 'less' else mean > bound) else 1.0
-  t = (mean - bound) / (float(np.std(x, ddof=1)) / math.sqrt(len(x)))
+    return 0.0 if (x[0] < bound if alternative == 'less' else x[0] > bound) else 1.0
+  t = (float(np.mean(x)) - bound) / (float(np.std(x, ddof=1)) / math.sqrt(len(x)))
   return float(stats.t.cdf(t, len(x) - 1) if alternative == 'less' else stats.t.sf(t, len(x) - 1))
 
 
 def seeds_needed(mean: float, sd: float, over: float = 0.0, two_sided: bool = True) -> float:
-  """Seeds for 80% power to decide an effect of ``|mean| - over`` at the observed std
-  (normal approximation); inf when there is no effect."""
+  """Seeds for 80% power to decide an effect of ``|mean| - over`` at the observed std."""
   effect = abs(mean) - over
   if not math.isfinite(sd) or effect <= 0:
     return math.inf
@@ -104,70 +101,10 @@ def seeds_needed(mean: float, sd: float, over: float = 0.0, two_sided: bool = Tr
   return float(max(3, math.ceil((z * sd / effect) ** 2) + 1))
 
 
-def to_target(
-  records: Sequence[Mapping[str, Any]], target: float, key: str = 'test_accuracy'
-) -> tuple[dict[str, float], bool]:
-  """``({'steps', 'seconds', 'mb'}, reached)`` at the first record whose ``key`` reaches
-  ``target``; never reached: the last record's values (lower bounds) and False."""
-  hit = metrics_io.first_reaching(records, target, key)
-  row = hit if hit is not None else records[-1]
-  return {a: float(row.get(col, math.nan)) * scale for a, (col, scale) in AXES.items()}, (
-    hit is not None
-  )
-
-
 # ---- runs ---------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class RunRecords:
-  """One run: its folder, the argument it came from, its config (dotted fields; None
-  when unknown), seed and evaluation records."""
-
-  path: str
-  source: str
-  config: dict[str, Any] | None
-  seed: int | None
-  records: list[dict]
-
-
-def flatten(d: Mapping[str, Any], prefix: str = '') -> dict[str, Any]:
-  """``{'a': {'b': 1}}`` -> ``{'a.b': 1}`` (lists as tuples)."""
-  out: dict[str, Any] = {}
-  for k, v in d.items():
-    if isinstance(v, Mapping):
-      out.update(flatten(v, f'{prefix}{k}.'))
-    else:
-      out[f'{prefix}{k}'] = tuple(v) if isinstance(v, list) else v
-  return out
-
-
-def _sweep_config(run_dir: str) -> dict[str, Any] | None:
-  """A sweep run's config: the sweep's config with the run's grid point applied."""
-  parent, name = os.path.split(os.path.normpath(run_dir))
-  saved = read_json(os.path.join(parent, SWEEP_FILE), strict=False)
-  summary = read_json(os.path.join(parent, 'summary.json'), strict=False)
-  if not isinstance(saved, dict) or not isinstance(summary, dict):
-    return None
-  point = next((r for r in summary.get('runs') or [] if r.get('name') == name), None)
-  if point is None:
-    return None
-  config = {k: v for k, v in flatten(saved.get('config', {})).items() if not k.startswith('sweep.')}
-  config.update(flatten(point.get('hparams', {})) | {'seed': point.get('seed')})
-  return {k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}
-
-
-def read_run(path: str, source: str | None = None) -> RunRecords:
-  """The run in folder ``path`` (a single run's workdir or a sweep's run folder)."""
-  records = metrics_io.read_metrics(path)
-  if not records:
-    raise ResultsError(f'{path}/{metrics_io.METRICS_FILE} holds no evaluation')
-  saved = read_json(os.path.join(path, 'config.json'), strict=False)
-  config = flatten(saved) if isinstance(saved, dict) else _sweep_config(path)
-  seed = config.get('seed') if config else None
-  return RunRecords(path, source or path, config, seed, records)
-
-
-def load(paths: Iterable[str]) -> list[RunRecords]:
-  """Every run of the given run folders and sweep folders (a sweep: each run in it)."""
+def load(paths: Iterable[str]) -> list[RunRecord]:
+  """Every run of the given run folders and sweep folders (a sweep: the runs its
+  ``summary.json`` lists, else every folder in it holding a ``metrics.jsonl``)."""
   out, seen = [], set()
   for p in paths:
     real = os.path.realpath(p)
@@ -177,14 +114,17 @@ def load(paths: Iterable[str]) -> list[RunRecords]:
     if not os.path.isdir(p):
       raise ResultsError(f'{p} is not a directory (give run or sweep folders)')
     if os.path.isfile(os.path.join(p, metrics_io.METRICS_FILE)):
-      out.append(read_run(p))
+      out.append(record_lib.read(p))
       continue
-    subs = sorted(
-      d for d in os.listdir(p) if os.path.isfile(os.path.join(p, d, metrics_io.METRICS_FILE))
-    )
+    summary = read_json(os.path.join(p, record_lib.SUMMARY_FILE), strict=False)
+    listed = [r.get('name') for r in summary.get('runs', [])] if isinstance(summary, dict) else []
+    subs = [n for n in listed if isinstance(n, str)] or sorted(os.listdir(p))
+    subs = [d for d in subs if os.path.isfile(os.path.join(p, d, metrics_io.METRICS_FILE))]
     if not subs:
       raise ResultsError(f'{p} holds no {metrics_io.METRICS_FILE} and no run folders with one')
-    out.extend(read_run(os.path.join(p, d), source=p) for d in subs)
+    out.extend(
+      dataclasses.replace(record_lib.read(os.path.join(p, d)), source=str(p)) for d in subs
+    )
   return out
 
 
@@ -201,135 +141,165 @@ def short_paths(paths: Sequence[str]) -> list[str]:
   return out
 
 
-def _method_key(run: RunRecords) -> str | None:
-  if run.config is None:
-    return None
-  kept = {k: v for k, v in run.config.items() if k not in _NOT_METHOD}
-  return json.dumps(kept, sort_keys=True, default=str)
+def _fields(run: RunRecord) -> dict[str, Any]:
+  """What a method is: the run's config but the seed, and its seed-independent inputs."""
+  out = {
+    k: v for k, v in record_lib.flatten(run.config).items() if k.split('.')[0] not in _NOT_METHOD
+  }
+  ident = run.identity
+  out |= {f'code:{os.path.basename(p)}': d[:8] for p, d in (ident.get('code') or {}).items()}
+  out |= {f'{k}': v for k, v in (ident.get('engine') or {}).items()}
+  out |= {f'{k} file': v[:8] for k, v in (ident.get('sources') or {}).items() if v}
+  return out
 
 
 def _value(v: Any) -> str:
   return f'{v:g}' if isinstance(v, float) else str(v)
 
 
-def _labels(configs: Sequence[dict[str, Any]]) -> list[str]:
-  """Each method's algorithm and the fields in which it differs from the methods of the
-  same algorithm (an hparam another algorithm lacks does not count)."""
-  out = []
-  algs = {c.get('algorithm') for c in configs}
-  for c in configs:
-    same = [o for o in configs if o is not c and o.get('algorithm') == c.get('algorithm')]
-    fields = sorted(
-      k
-      for k, v in c.items()
-      if k not in _NOT_METHOD and k != 'algorithm' and any(o.get(k, v) != v for o in same)
-    )
-    shown = [f'{k.rsplit(".", 1)[-1]}={_value(c[k])}' for k in fields]
-    head = [str(c.get('algorithm'))] if len(algs) > 1 or not shown else []
-    out.append(' '.join(head + [','.join(shown)] if shown else head))
-  return out
-
-
-def methods(runs: Sequence[RunRecords]) -> dict[str, list[RunRecords]]:
-  """Method label -> its runs (one per seed). Runs are one method when their configs
-  match in everything but the seed; a method given the same seed twice is split by the
-  argument each came from, and runs without a known config are a method each."""
-  groups: dict[tuple, list[RunRecords]] = {}
+def methods(runs: Sequence[RunRecord]) -> dict[str, list[RunRecord]]:
+  """Method label -> its runs (module docstring)."""
+  groups: dict[str, list[RunRecord]] = {}
   for r in runs:
-    key = _method_key(r)
-    groups.setdefault((key,) if key else ('path', r.path), []).append(r)
-  split: dict[tuple, list[RunRecords]] = {}
+    key = json.dumps(_fields(r), sort_keys=True, default=str) if r.config else r.path
+    groups.setdefault(key, []).append(r)
+  split: dict[tuple, list[RunRecord]] = {}
   for key, members in groups.items():
     seeds = [m.seed for m in members]
-    if len(set(seeds)) == len(seeds):
-      split[key] = members
-      continue
-    for m in members:  # repeated seeds: one method per source (per run if still repeated)
-      by_source = [o for o in members if o.source == m.source]
-      repeated = len({o.seed for o in by_source}) < len(by_source)
-      split.setdefault(key + ((m.path,) if repeated else (m.source,)), []).append(m)
+    for m in members:  # the same seed twice: one method per sweep (or run) it came from
+      split.setdefault((key, m.source) if len(set(seeds)) < len(seeds) else (key,), []).append(m)
   keys = list(split)
-  configured = [k for k in keys if k[0] != 'path']
-  names = dict(zip(configured, _labels([split[k][0].config for k in configured])))
-  places = [k[-1] if len(k) > 1 else '' for k in keys]
+  fields = [_fields(split[k][0]) if split[k][0].config else {} for k in keys]
+  places = [k[1] if len(k) > 1 else ('' if f else k[0]) for k, f in zip(keys, fields)]
   ends = dict(zip(places, short_paths(places))) if any(places) else {}
-  out: dict[str, list[RunRecords]] = {}
-  for k in keys:
-    label = names.get(k, '')
-    if len(k) > 1:
-      label = f'{label} ({ends[k[-1]]})' if label else ends[k[-1]]
-    while label in out:  # never merge: a label taken already gets the path too
+  algs = {f.get('algorithm') for f in fields}
+  out: dict[str, list[RunRecord]] = {}
+  for k, f, place in zip(keys, fields, places):
+    same = [o for o in fields if o is not f and o.get('algorithm') == f.get('algorithm')]
+    differ = sorted(
+      x for x, v in f.items() if x != 'algorithm' and any(o.get(x, v) != v for o in same)
+    )
+    shown = ','.join(f'{x.rsplit(".", 1)[-1]}={_value(f[x])}' for x in differ)
+    head = str(f.get('algorithm')) if f and (len(algs) > 1 or not shown) else ''
+    label = ' '.join(p for p in (head, shown) if p)
+    if place:  # never merged: where they came from tells them apart
+      label = f'{label} ({ends[place]})' if label else ends[place]
+    while label in out:
       label = f'{label} ({split[k][0].path})'
     out[label] = split[k]
   return out
 
 
-# ---- the table ----------------------------------------------------------------------------
-def per_seed(
-  runs: Sequence[RunRecords], metric: str = 'test_accuracy', target: float | None = None
-) -> pd.DataFrame:
-  """One row per seed: ``final``, ``best`` and, with a target, ``steps``, ``seconds``,
-  ``mb`` to it and ``reached``. A non-finite final value (a diverged run) counts as 0."""
-  rows = {}
+# ---- one run read at a budget -------------------------------------------------------------
+def parse_at(text: str | None) -> tuple[str, float] | None:
+  """``'seconds:200'`` -> ``('seconds', 200.0)`` (None: no budget); ResultsError if malformed."""
+  if not text:
+    return None
+  axis, _, value = text.partition(':')
+  try:
+    budget = float(value)
+  except ValueError:
+    budget = math.nan
+  if axis not in AXES or not budget > 0:
+    raise ResultsError(f'--at={text!r} is invalid: give AXIS:BUDGET, AXIS one of {", ".join(AXES)}')
+  return axis, budget
+
+
+def at_budget(run: RunRecord, at: tuple[str, float] | None) -> tuple[list[dict], str]:
+  """(the run's records up to the budget ``at``, its status there): ``completed`` where it
+  reached the budget (or finished before it), else its own status."""
+  if at is None:
+    return run.records, run.status
+  column, scale = AXES[at[0]]
+  within = [r for r in run.records if r[column] * scale <= at[1] + 1e-9]
+  reached = run.records and run.records[-1][column] * scale >= at[1] - 1e-9
+  diverged = (
+    run.status.startswith('diverged') and int(run.status.rsplit(' ', 1)[1]) <= within[-1]['step']
+  )
+  if diverged or not (reached or run.completed):
+    return within, run.status
+  return within, 'completed'
+
+
+def per_seed(runs, metric='test_accuracy', target=None, at=None) -> pd.DataFrame:
+  """One row per run: ``seed``, ``status`` and, for a completed one, ``final``, ``best`` (in the
+  metric's direction) and, with a target, ``steps``, ``seconds``, ``mb`` to it and
+  ``reached`` (False: the last values, lower bounds)."""
+  best = min if metric.endswith('loss') else max
+  rows = []
   for i, r in enumerate(runs):
-    values = [float(x[metric]) for x in r.records if x.get(metric) is not None]
-    if not values:
-      raise ResultsError(f'{r.path} has no {metric!r} in {metrics_io.METRICS_FILE}')
-    final = values[-1] if math.isfinite(values[-1]) else 0.0
-    finite = [v for v in values if math.isfinite(v)]
-    row = {'final': final, 'best': max(finite) if finite else 0.0}
-    if target:
-      reached_at, reached = to_target(r.records, target, metric)
-      row |= reached_at | {'reached': reached}
-    rows[r.seed if r.seed is not None else i] = row
-  return pd.DataFrame.from_dict(rows, orient='index').sort_index()
+    records, status = at_budget(r, at)
+    row: dict[str, Any] = {'seed': r.seed if r.seed is not None else i, 'status': status}
+    values = [float(x[metric]) for x in records if x.get(metric) is not None]
+    if status == 'completed':
+      if not values:
+        raise ResultsError(f'{r.path} has no {metric!r} in {metrics_io.METRICS_FILE}')
+      row |= {'final': values[-1], 'best': best(values)}
+      if target:
+        hit = metrics_io.first_reaching(records, target, metric)
+        end = hit if hit is not None else records[-1]
+        row |= {a: float(end[col]) * s for a, (col, s) in AXES.items()} | {
+          'reached': hit is not None
+        }
+    rows.append(row)
+  return pd.DataFrame(rows).set_index('seed')
 
 
-def _target_of(runs: Sequence[RunRecords]) -> float | None:
-  targets = {(r.config or {}).get('target_accuracy') for r in runs}
+def _target_of(runs: Sequence[RunRecord]) -> float | None:
+  targets = {r.config.get('target_accuracy') for r in runs}
   target = targets.pop() if len(targets) == 1 else None
   return float(target) if target else None
 
 
 def table(
-  groups: Mapping[str, Sequence[RunRecords]],
+  groups: Mapping[str, Sequence[RunRecord]],
   *,
   metric: str = 'test_accuracy',
   target: float | None = None,
   baseline: str | None = None,
+  at: tuple[str, float] | None = None,
   alpha: float = ALPHA,
 ) -> pd.DataFrame:
-  """One row per method: ``seeds`` and, for each quantity Q, ``Q``, ``Q_lo``, ``Q_hi``
-  (mean and t interval over seeds). Quantities: ``final``, ``best`` (of ``metric``);
-  with a target (default: the runs' ``target_accuracy`` where they share one),
-  ``steps``, ``seconds``, ``mb`` to it and ``reached`` (seeds that did); with a
-  ``baseline`` method, ``diff_Q`` (``_lo``, ``_hi``, ``_p``, ``_n``) for Q in final, best
-  and the to-target ones: the method minus the baseline, paired by seed.
-  """
+  """One row per method: ``seeds`` (completed runs), ``stopped``, ``diverged`` and, for each
+  quantity Q (final, best; with a target steps, seconds, mb and ``reached``), ``Q``,
+  ``Q_lo``, ``Q_hi`` over the completed runs; with a ``baseline``, ``diff_Q`` (``_lo``,
+  ``_hi``, ``_p``, ``_n``, ``_bound``) paired on the seeds both completed."""
   if baseline is not None and baseline not in groups:
     raise ResultsError(f'--baseline={baseline!r} is not a method; methods: {list(groups)}')
   if target is None:
     target = _target_of([r for rs in groups.values() for r in rs])
-  seeds = {label: per_seed(rs, metric, target) for label, rs in groups.items()}
+  seeds = {label: per_seed(rs, metric, target, at) for label, rs in groups.items()}
+  done = {k: f[f.status == 'completed'] for k, f in seeds.items()}
   quantities = ['final', 'best'] + (['steps', 'seconds', 'mb'] if target else [])
   out = []
-  for label, frame in seeds.items():
+  for label, frame in done.items():
+    status = seeds[label].status
     row: dict[str, Any] = {'method': label, 'seeds': len(frame)}
+    row |= {'stopped': int(status.str.startswith('stopped').sum())}
+    row |= {'diverged': int(status.str.startswith('diverged').sum())}
     for q in quantities:
-      st = t_interval(frame[q].to_numpy(float), alpha)
+      st = t_interval(frame[q].to_numpy(float) if q in frame else [], alpha)
       row |= {q: st['mean'], f'{q}_lo': st['lo'], f'{q}_hi': st['hi']}
     if target:
-      row['reached'] = int(frame['reached'].sum())
+      row['reached'] = int(frame['reached'].sum()) if 'reached' in frame else 0
     if baseline is not None and label != baseline:
-      base = seeds[baseline]
+      base = done[baseline]
       common = frame.index.intersection(base.index)
       for q in quantities:
-        st = paired((frame.loc[common, q] - base.loc[common, q]).to_numpy(float), alpha)
+        d = (frame.loc[common, q] - base.loc[common, q]).to_numpy(float) if len(common) else []
+        st = paired(d, alpha)
         row |= {f'diff_{q}{s}': st[k] for s, k in (('', 'mean'), ('_lo', 'lo'), ('_hi', 'hi'))}
         row |= {f'diff_{q}_p': st['p'], f'diff_{q}_n': st['n']}
+        if q in ('steps', 'seconds', 'mb') and len(common):
+          mine, theirs = ~frame.loc[common, 'reached'], ~base.loc[common, 'reached']
+          row[f'diff_{q}_bound'] = (
+            '?'
+            if (mine & theirs).any() or (mine.any() and theirs.any())
+            else ('>=' if mine.any() else '<=' if theirs.any() else '')
+          )
     out.append(row)
   frame = pd.DataFrame(out).set_index('method')
-  frame.attrs.update(target=target, metric=metric, baseline=baseline)
+  frame.attrs.update(target=target, metric=metric, baseline=baseline, at=at)
   return frame
 
 
@@ -351,59 +321,73 @@ def _ci(mean: float, lo: float, hi: float, fmt: str) -> str:
 
 
 def markdown(frame: pd.DataFrame) -> str:
-  """The table as a paper prints it: mean [95% interval] per method, one column per
-  quantity; paired differences as ``+d [lo, hi]`` against the baseline."""
-  metric, target = frame.attrs.get('metric', 'accuracy'), frame.attrs.get('target')
+  """The table as a paper prints it: mean [95% interval] over the completed runs per method;
+  paired differences ``+d [lo, hi] (n)`` against the baseline; bounds marked."""
+  metric, target, at = (
+    frame.attrs.get('metric', 'accuracy'),
+    frame.attrs.get('target'),
+    frame.attrs.get('at'),
+  )
   m = metric.replace('_', ' ')
+  if at is not None:
+    m += f' at {at[1]:g} {AXIS_NAMES[at[0]]}'
   rows = []
   for label, r in frame.iterrows():
-    row = {'method': label, 'seeds': int(r['seeds'])}
+    runs = f'{int(r["seeds"])}' + ''.join(
+      f', {int(r[k])} {k}' for k in ('stopped', 'diverged') if r[k]
+    )
+    row = {'method': label, 'completed runs': runs}
     for q, (head, fmt) in _UNITS.items():
       if q not in frame:
         continue
-      name = head.format(m=m, t=f'{target:g}' if target else '')
       cell = _ci(r[q], r[f'{q}_lo'], r[f'{q}_hi'], fmt)
       if q in ('steps', 'seconds', 'mb') and r['reached'] < r['seeds']:
         cell = f'>= {cell}'  # a lower bound: not every seed reached the target
-      row[name] = cell
-      if f'diff_{q}' in frame:
-        sign = '{:+' + fmt[2:]
-        diff = _ci(r[f'diff_{q}'], r[f'diff_{q}_lo'], r[f'diff_{q}_hi'], sign)
-        row[f'Δ {head.split(" ")[0]} vs {frame.attrs["baseline"]}'] = diff
+      row[head.format(m=m, t=f'{target:g}' if target else '')] = cell
+      if f'diff_{q}' in frame and label != frame.attrs['baseline']:
+        diff = _ci(r[f'diff_{q}'], r[f'diff_{q}_lo'], r[f'diff_{q}_hi'], '{:+' + fmt[2:])
+        bound = r.get(f'diff_{q}_bound') if f'diff_{q}_bound' in frame else ''
+        bound = bound if isinstance(bound, str) else ''
+        name = f'Δ {head.split(" ")[0]} vs {frame.attrs["baseline"]}'
+        row[name] = f'{bound} {diff} (n={int(r[f"diff_{q}_n"])})'.strip()
     if target:
       row['reached'] = f'{int(r["reached"])}/{int(r["seeds"])}'
     rows.append(row)
-  text = pd.DataFrame(rows).to_markdown(index=False)
-  note = '\n\nmean [95% t interval] over seeds; Δ: paired by seed against the baseline' + (
-    '; ">=": some seeds never reached the target (their last value counts)' if target else ''
+  note = (
+    '\n\nmean [95% t interval] over the completed runs (stopped and diverged runs are counted, '
+    'never averaged); Δ: paired by the seeds both methods completed (n)'
   )
-  return text + note + '\n'
+  if target:
+    note += '; ">=": some seeds never reached the target (their last value counts)'
+  return pd.DataFrame(rows).fillna('').to_markdown(index=False) + note + '\n'
 
 
 # ---- curves -------------------------------------------------------------------------------
-def curves(
-  runs: Sequence[RunRecords], x: str = 'steps', metric: str = 'test_accuracy', alpha=ALPHA
-) -> dict[str, np.ndarray]:
-  """A method's curve over seeds on axis ``x`` (steps, seconds or mb): ``x``, ``mean``,
-  ``lo``, ``hi`` (pointwise t interval) and ``n``. Each seed's curve is read on the
-  union of the seeds' x values (linear interpolation), up to the end of the shortest."""
+def curves(runs, x='steps', metric='test_accuracy', at=None, alpha=ALPHA) -> dict[str, Any]:
+  """A method's curve over its completed runs (at the budget ``at``) on axis ``x``: ``x``,
+  ``mean``, ``lo``, ``hi`` (pointwise t interval) and ``n``. Each run is read on the union of
+  the runs' x values (linear interpolation), up to the end of the shortest."""
   if x not in AXES:
     raise ResultsError(f'--x={x!r} is invalid: one of {", ".join(AXES)}')
   column, scale = AXES[x]
   pairs = []
   for r in runs:
-    recs = [q for q in r.records if q.get(metric) is not None and q.get(column) is not None]
-    if not recs:
-      raise ResultsError(f'{r.path} has no {metric!r} with {column!r}')
-    pairs.append(
-      (np.asarray([q[column] for q in recs], float) * scale, np.asarray([q[metric] for q in recs]))
-    )
+    records, status = at_budget(r, at)
+    recs = [q for q in records if q.get(metric) is not None]
+    if status == 'completed' and recs:
+      pairs.append(
+        (
+          np.asarray([q[column] for q in recs], float) * scale,
+          np.asarray([q[metric] for q in recs]),
+        )
+      )
+  if not pairs:
+    return {'x': np.zeros(0), 'mean': np.zeros(0), 'lo': np.zeros(0), 'hi': np.zeros(0), 'n': 0}
   end = min(p[0][-1] for p in pairs)
   grid = np.unique(np.concatenate([p[0] for p in pairs]))
   grid = grid[grid <= end]
   ys = np.stack([np.interp(grid, px, py) for px, py in pairs])
-  n = len(ys)
-  mean = ys.mean(axis=0)
+  n, mean = len(ys), ys.mean(axis=0)
   if n < 2:
     return {'x': grid, 'mean': mean, 'lo': mean, 'hi': mean, 'n': n}
   half = stats.t.ppf(1 - alpha / 2, n - 1) * ys.std(axis=0, ddof=1) / math.sqrt(n)
@@ -414,16 +398,17 @@ __all__ = [
   'ALPHA',
   'AXES',
   'ResultsError',
-  'RunRecords',
+  'RunRecord',
+  'at_budget',
   'curves',
   'load',
   'markdown',
   'methods',
   'one_sided_p',
   'paired',
+  'parse_at',
   'per_seed',
   'seeds_needed',
   't_interval',
   'table',
-  'to_target',
 ]

@@ -3,15 +3,18 @@
   python scripts/plot.py runs/fedavg runs/fedbuff --out=compare.png
   python scripts/plot.py runs/sweepA runs/sweepB --x=seconds --table --baseline=fedbuff
 
+  python scripts/plot.py runs/sweep --table --baseline=fedbuff --at=seconds:200
+
 Every argument is a run's workdir (holding ``metrics.jsonl``) or a sweep's (each run
-in it). Runs are grouped by method, everything but the seed (afl_jax/results.py):
-each method is one curve, the mean over its seeds with its 95% t band, on server steps,
-simulated seconds or MB uploaded (``--x``). Runs are never merged silently: methods
-are labelled by the config fields in which they differ, and the same method and seed
-given twice stay two curves, labelled by the shortest distinguishing end of their
-paths. ``--table`` prints the table (markdown): final and best accuracy, steps,
-seconds and MB to ``--target``, and paired differences against ``--baseline``.
-Anything wrong ends with one ``error:`` line and nothing is written.
+in it). Runs are read through their records and grouped by method, everything but the
+seed (afl_jax/results.py): each method is one curve, the mean over its completed runs
+with its 95% t band, on server steps, simulated seconds or MB uploaded (``--x``).
+Methods are labelled by every field in which they differ; stopped and diverged runs are
+counted, never averaged. ``--table`` prints the table (markdown): final and best value,
+steps, seconds and MB to ``--target``, paired differences against ``--baseline`` (on the
+seeds both completed, n shown). ``--at=AXIS:BUDGET`` reads every run at a budget of
+simulated seconds, MB or steps. Anything wrong ends with one ``error:`` line and nothing
+is written.
 """
 
 import os
@@ -28,6 +31,9 @@ _TABLE = flags.DEFINE_bool('table', False, 'Print the table of methods (markdown
 _BASELINE = flags.DEFINE_string('baseline', None, 'The method paired differences are against.')
 _TARGET = flags.DEFINE_float(
   'target', None, "Accuracy for steps/seconds/MB to target (default: the runs' target_accuracy)."
+)
+_AT = flags.DEFINE_string(
+  'at', '', "Read every run at a budget: 'seconds:200', 'mb:50' or 'steps:100' ('': at its end)."
 )
 flags.register_validator(
   'out',
@@ -46,12 +52,13 @@ def main(argv):
   paths = argv[1:]
   if not paths:
     cli.exit_error('give one or more run or sweep folders: python scripts/plot.py runs/a runs/b')
+  at = results.parse_at(_AT.value)
   groups = results.methods(results.load(paths))  # damaged files: MetricsError, one line
   frame = results.table(
-    groups, metric=_METRIC.value, target=_TARGET.value, baseline=_BASELINE.value
+    groups, metric=_METRIC.value, target=_TARGET.value, baseline=_BASELINE.value, at=at
   )
   if _OUT.value:
-    curves = {k: results.curves(v, _X.value, _METRIC.value) for k, v in groups.items()}
+    curves = {k: results.curves(v, _X.value, _METRIC.value, at) for k, v in groups.items()}
     try:
       plotting.plot_methods(
         curves, _OUT.value, xlabel=results.AXIS_NAMES[_X.value], metric=_METRIC.value

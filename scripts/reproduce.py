@@ -2,6 +2,7 @@
 
   python scripts/reproduce.py --paper=fedgm [--only=sync,...] [--phase=all|select|test]
   python scripts/reproduce.py --paper=/path/to/my_claims.py
+  python scripts/reproduce.py --paper=fedgm --migrate   # records written before identities
 
 Runs the selection sweeps (every grid setting on the selection seeds), then the
 selected settings on the fresh test seeds, storing per-run records in
@@ -16,6 +17,7 @@ found in this script's checkout (``scripts/..``), or the working directory.
 """
 
 import os
+import time
 
 from absl import flags
 
@@ -44,6 +46,12 @@ _ONLY = flags.DEFINE_list(
 _PHASE = flags.DEFINE_enum('phase', 'all', ['all', 'select', 'test'], 'Which sweeps to run.')
 _OUT_DIR = flags.DEFINE_string('out_dir', 'runs/repro', 'Where the sweeps write their runs.')
 _RERUN = flags.DEFINE_bool('rerun', False, 'Run sweeps whose records are up to date again.')
+_MIGRATE = flags.DEFINE_bool(
+  'migrate',
+  False,
+  'Give records written before runs had identities theirs (data and schedules built, nothing '
+  'trained); rerunnable (migrated records are left as they are). Then scripts/report.py --write.',
+)
 flags.mark_flag_as_required('paper')
 flags.register_validator(
   'paper',
@@ -56,8 +64,11 @@ def load_own(path: str) -> spec.Paper:
   """The ``PAPER`` of a declaration file outside the package (checked)."""
   name = os.path.splitext(os.path.basename(path))[0]
   try:
-    paper = import_beside(path, name).PAPER
-  except AttributeError:
+    module = import_beside(path, name)
+  except Exception as e:  # noqa: BLE001 (any failure of the user's file, named by its line)
+    raise UserError(f'--paper={path!r} is invalid: {cli.raised_at(e, path)}') from None
+  paper = getattr(module, 'PAPER', None)
+  if paper is None:
     raise UserError(f'--paper={path!r} is invalid: the file defines no PAPER') from None
   try:
     spec.check(paper)
@@ -79,6 +90,17 @@ def main(argv):
       runs.require_selection(paper.key, exp, records)
   lock = runs.lock_records(records)  # one writer of these records at a time
   try:
+    if _MIGRATE.value:
+      t0 = time.time()
+      done = runs.migrate(paper, records, mark=scoring.mark)
+      print(
+        f'{paper.key}: '
+        + (f'migrated in {time.time() - t0:.0f}s' if done else 'nothing to migrate')
+      )
+      if done and not own:
+        for path in pages.write([paper.key]):
+          print(f'wrote {path}')
+      return
     _reproduce(paper, own, records)
   finally:
     lock.release()

@@ -75,8 +75,8 @@ _PROCESS_ID = flags.DEFINE_integer('process_id', 0, 'This process (0 .. num_proc
 _RESUME = flags.DEFINE_bool(
   'resume',
   True,
-  'Continue from the latest checkpoint of the same run in workdir; --noresume deletes '
-  "the workdir's checkpoints and metrics and starts over.",
+  'Continue the run (each run of a sweep) of the same identity in workdir where it stopped; '
+  '--noresume deletes its outputs and starts over.',
 )
 flags.register_validator('num_processes', lambda n: n >= 1, 'must be an integer >= 1')
 
@@ -138,7 +138,7 @@ def main(argv):
           'config.sweep runs in one process (its outputs are not yet guarded for several); '
           'run the grid points as separate multi-process runs or drop --num_processes'
         )
-      out = sweep.train_sweep(config, _WORKDIR.value)
+      out = sweep.train_sweep(config, _WORKDIR.value, resume=_RESUME.value)
       diverged, line = sweep.outcome(out)
       if diverged:  # the last line, and exit status 1: not every run completed
         sys.exit(f'stopped: {line} (see {_WORKDIR.value}/summary.json)')

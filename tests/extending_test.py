@@ -129,6 +129,48 @@ def test_user_algorithm_against_fedbuff_over_three_seeds(outside):
   assert 'Δ final vs fedbuff' in out
 
 
+def test_own_compressor_counts_its_bits(outside):
+  _, work, _ = outside
+  script(outside, 'train.py', '--config=my_config.py:compressed', '--workdir=runs/compressed')
+  summary = json.loads((work / 'runs' / 'compressed' / 'summary.json').read_text())
+  assert summary['status'] == 'completed' and summary['test_accuracy'] > 0.5
+  d = (8 * 32 + 32) + (32 * 4 + 4)  # tiny_mlp(width=32) on 8 features, 4 classes
+  arrivals = summary['schedule']['arrivals']
+  assert metrics(work, 'compressed')[-1]['bytes_up'] == arrivals * (d + 32) / 8
+
+
+def test_equal_time_and_equal_mb_budgets(outside):
+  _, work, _ = outside
+  script(outside, 'train.py', '--config=my_config.py:budget', '--workdir=runs/budget')
+  runs = json.loads((work / 'runs' / 'budget' / 'summary.json').read_text())['runs']
+  end = {a: [r['wall_clock'] for r in runs if r['algorithm'] == a] for a in ('fedasync', 'fedbuff')}
+  assert max(end['fedasync']) < min(end['fedbuff']) and 12 < min(end['fedbuff'])  # M = 1, 3
+  for at, head in (('seconds:12', 'at 12 simulated seconds'), ('mb:0.05', 'at 0.05 MB uploaded')):
+    out = script(
+      outside, 'plot.py', 'runs/budget', '--table', '--baseline=fedbuff', f'--at={at}', '--out='
+    )
+    assert f'final test accuracy {head}' in out, out
+    rows = [line for line in out.splitlines() if line.startswith('| fedasync')]
+    assert len(rows) == 1 and '(n=3)' in rows[0], out
+
+
+def test_a_declaration_missing_a_field_is_one_line(outside):
+  py, work, env = outside
+  text = (
+    (work / 'my_claims.py')
+    .read_text()
+    .replace("    'FedBuff-Adam',\n    'FedBuff',\n", "    'FedBuff-Adam',\n")
+  )
+  (work / 'broken_claims.py').write_text(text)
+  proc = subprocess.run(
+    [py, os.path.join(SCRIPTS, 'reproduce.py'), '--paper=broken_claims.py'],
+    capture_output=True, text=True, cwd=work, env=env, timeout=300,
+  )  # fmt: skip
+  assert proc.returncode == 1 and 'Traceback' not in proc.stderr, proc.stderr
+  assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+  assert "missing 1 required positional argument: 'worse'" in proc.stderr, proc.stderr
+
+
 def test_own_claim_through_the_protocol(outside):
   _, work, _ = outside
   out = script(outside, 'reproduce.py', '--paper=my_claims.py', '--out_dir=runs/repro')

@@ -19,6 +19,7 @@ import errno
 import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -141,35 +142,28 @@ def test_workdir_of_a_killed_holder_is_taken_over(tmp_path):
     assert outer.owner and not inner.owner
 
 
-def test_sweep_refuses_a_single_run_workdir_and_the_reverse(tmp_path):
+def test_a_sweep_refuses_a_single_run_workdir_and_the_reverse(tmp_path):
   single = tmp_path / 'single'
   single.mkdir()
   files = {'config.json': '{}', 'metrics.jsonl': '{"step": 0}\n', 'summary.json': '{"a": 1}'}
-  files['plot.png'] = 'png'
   for name, text in files.items():
     (single / name).write_text(text)
-  with pytest.raises(workdir_lib.WorkdirError) as e:
+  with pytest.raises(UserError) as e:
     sweep.train_sweep(_grid(), str(single), log=lambda *_: None)
   assert_user_line(e, 'holds a single run (config.json)', 'summary.json and plot.png')
-  assert {n: (single / n).read_text() for n in files} == files
-  assert not (single / workdir_lib.SWEEP_FILE).exists()
-
+  assert sorted(os.listdir(single)) == sorted(files)  # nothing written
   swept = tmp_path / 'swept'
   swept.mkdir()
-  (swept / workdir_lib.SWEEP_FILE).write_text('{"config": {}, "complete": true}')
   (swept / 'summary.json').write_text('{"runs": []}')
-  with pytest.raises(workdir_lib.WorkdirError) as e:
+  with pytest.raises(UserError) as e:
     loop.train_and_evaluate(_tiny(), str(swept), log=lambda *_: None)
-  assert_user_line(e, 'holds a sweep (sweep.json)')
-  assert sorted(os.listdir(swept)) == ['summary.json', workdir_lib.SWEEP_FILE]
-
-  unknown = tmp_path / 'unknown'
-  unknown.mkdir()
-  (unknown / 'summary.json').write_text('{"x": 1}')
-  with pytest.raises(workdir_lib.WorkdirError) as e:
-    sweep.train_sweep(_grid(), str(unknown), log=lambda *_: None)
-  assert_user_line(e, 'no sweep recorded')
-  assert (unknown / 'summary.json').read_text() == '{"x": 1}'
+  assert_user_line(e, 'holds a sweep')
+  (single / 'config.json').unlink()  # a summary.json of no run: neither overwrites it
+  for train in (loop.train_and_evaluate, sweep.train_sweep):
+    with pytest.raises(UserError) as e:
+      train(_grid() if train is sweep.train_sweep else _tiny(), str(single), log=lambda *_: None)
+    assert_user_line(e, 'holds a summary.json of no run')
+  assert (single / 'summary.json').read_text() == '{"a": 1}'
 
 
 def _estimate(c, replicas):
@@ -223,14 +217,12 @@ def test_a_split_group_is_checked_against_its_own_estimate():
   assert any('split into 2 groups of <= 6 runs' in line for line in logs), logs
 
 
-def test_sweep_is_finished_only_when_every_run_is_and_splits_to_fit(tmp_path, monkeypatch):
+def test_an_interrupted_sweep_keeps_its_finished_runs_and_splits_to_fit(tmp_path, monkeypatch):
   work = str(tmp_path / 'sweep')
   c = _grid()
   # A device limit that fits 2 of the 4 replicas (the engine's analytic estimate).
   total = {r: _estimate(c, r) for r in (1, 4)}
-  per = (total[4] - total[1]) / 3
-  limit = int((total[1] + 1.5 * per) / 0.9)
-
+  limit = int((total[1] + 1.5 * (total[4] - total[1]) / 3) / 0.9)
   calls, real = [], sweep._run_group
 
   def interrupted(*args, **kw):
@@ -245,25 +237,18 @@ def test_sweep_is_finished_only_when_every_run_is_and_splits_to_fit(tmp_path, mo
     sweep.train_sweep(c, work, log=logs.append, memory_limit_bytes=limit)
   monkeypatch.setattr(sweep, '_run_group', real)
   assert any('split into 2 groups of <= 2 runs' in line for line in logs), logs
-  assert not os.path.exists(os.path.join(work, 'summary.json'))
-  with open(os.path.join(work, workdir_lib.SWEEP_FILE)) as f:
-    assert json.load(f)['complete'] is False
-  assert len([d for d in os.listdir(work) if '=' in d]) == 2  # the first group's runs
-  assert not sweep.finished(work, c)  # 2 of 4 runs: never reused as finished
-  assert not os.path.exists(os.path.join(work, workdir_lib.LOCK_FILE))
-
-  out = sweep.train_sweep(c, work, log=lambda *_: None, memory_limit_bytes=limit)
-  assert len(out['runs']) == 4 and len(out['groups']) == 2
-  assert sweep.finished(work, c)
+  summary = json.loads(open(os.path.join(work, 'summary.json')).read())
+  assert not summary['complete']
+  assert sorted(r['status'] for r in summary['runs']) == ['completed'] * 2 + ['not started'] * 2
+  logs = []
+  out = sweep.train_sweep(c, work, log=logs.append, memory_limit_bytes=limit)
+  assert out['complete'] and len(out['runs']) == 4 and len(out['groups']) == 1
+  assert any('(2 finished earlier, reused)' in line for line in logs), logs
   kept = {n: open(os.path.join(work, n), 'rb').read() for n in ('summary.json', 'plot.png')}
-
-  other = _grid(num_rounds=8)
-  assert not sweep.finished(work, other)
-  with pytest.raises(workdir_lib.WorkdirError) as e:
-    sweep.train_sweep(other, work, log=lambda *_: None)
-  assert_user_line(e, 'holds a sweep with a different config', 'num_rounds 6 -> 8')
+  with pytest.raises(UserError) as e:  # the same sweep with more rounds: refused
+    sweep.train_sweep(_grid(num_rounds=8), work, log=lambda *_: None)
+  assert_user_line(e, 'holds a run of other inputs', 'config.num_rounds 6 -> 8')
   assert {n: open(os.path.join(work, n), 'rb').read() for n in kept} == kept
-  assert sweep.finished(work, c)
 
 
 def test_grid_too_large_for_the_host_is_refused_before_it_is_built(tmp_path):
@@ -284,46 +269,49 @@ def test_grid_too_large_for_the_host_is_refused_before_it_is_built(tmp_path):
 # ---- full or read-only disk -----------------------------------------------------------------
 
 
-def _enospc(*args, **kw):
-  raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+def _limited(blocks):
+  """``preexec_fn`` of a process whose files may hold at most ``blocks`` x 512 bytes."""
+  import resource
+
+  return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (512 * blocks, 512 * blocks))
 
 
-def test_full_disk_stops_with_the_metrics_so_far_and_the_rerun_resumes(tmp_path, monkeypatch):
-  c = _tiny(checkpoint_every=2)
-  work = tmp_path / 'run'
-  real_save = checkpoint.Checkpointer.save
-
-  def save(self, step, *args):
-    if step == 4:
-      _enospc()
-    return real_save(self, step, *args)
-
-  monkeypatch.setattr(checkpoint.Checkpointer, 'save', save)
-  with pytest.raises(workdir_lib.WorkdirError) as e:
-    loop.train_and_evaluate(c, str(work), log=lambda *_: None)
-  assert_user_line(
-    e, 'No space left on device', 'saving the checkpoint of server step 4', 'up to server step 4'
+def test_a_file_size_limit_during_a_checkpoint_is_one_line_and_the_rerun_resumes(tmp_path):
+  """EFBIG (``ulimit -f``) while saving a checkpoint: one line naming its folder, the metrics
+  so far kept; the rerun without the limit ends equal to an uninterrupted run."""
+  args = [*SMOKE, '--config.checkpoint_every=2']
+  cmd = [sys.executable, 'scripts/train.py', f'--workdir={tmp_path / "cut"}', *args]
+  proc = subprocess.run(
+    cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, preexec_fn=_limited(8), timeout=300
   )
-  assert [r['step'] for r in metrics_io.read_metrics(work)] == [0, 2, 4]
-  assert not (work / workdir_lib.LOCK_FILE).exists() and not (work / 'summary.json').exists()
-  monkeypatch.setattr(checkpoint.Checkpointer, 'save', real_save)
-  summary = loop.train_and_evaluate(c, str(work), log=lambda *_: None)  # space freed
-  assert summary['status'] == 'completed'
-  assert [r['step'] for r in metrics_io.read_metrics(work)] == [0, 2, 4, 6]
+  line = assert_one_line(1, proc.stderr, 'checkpoints/2 while saving the checkpoint of server')
+  assert proc.returncode == 1 and 'File too large [errno 27]' in line
+  assert [r['step'] for r in metrics_io.read_metrics(tmp_path / 'cut')] == [0, 2]
+  assert run_train(tmp_path / 'cut', *args)[0] == 0
+  assert run_train(tmp_path / 'whole', *args)[0] == 0
+  whole = (tmp_path / 'whole' / 'metrics.jsonl').read_bytes()
+  assert (tmp_path / 'cut' / 'metrics.jsonl').read_bytes() == whole
 
-  other = tmp_path / 'metrics'
-  real_write = metrics_io.MetricsWriter.write_scalars
 
-  def write(self, step, scalars):
-    if step == 4:
-      _enospc()
-    return real_write(self, step, scalars)
-
-  monkeypatch.setattr(metrics_io.MetricsWriter, 'write_scalars', write)
+def test_a_full_disk_is_one_line_naming_the_file(tmp_path, monkeypatch):
+  usage = shutil.disk_usage(tmp_path)._replace(free=0)
+  monkeypatch.setattr(checkpoint.shutil, 'disk_usage', lambda p: usage)
   with pytest.raises(workdir_lib.WorkdirError) as e:
-    loop.train_and_evaluate(_tiny(), str(other), log=lambda *_: None)
-  assert_user_line(e, 'writing the metrics of server step 4', 'up to server step 2')
-  assert [r['step'] for r in metrics_io.read_metrics(other)] == [0, 2]
+    loop.train_and_evaluate(_tiny(checkpoint_every=2), str(tmp_path / 'run'), log=lambda *_: None)
+  assert_user_line(e, 'run/checkpoints/2 while saving the checkpoint', 'No space left on device')
+  monkeypatch.undo()
+  real_encode = metrics_io.encode_record
+
+  def encode(step, scalars):  # the line of step 4 does not fit on the disk
+    if step == 4:
+      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return real_encode(step, scalars)
+
+  monkeypatch.setattr(metrics_io, 'encode_record', encode)
+  with pytest.raises(workdir_lib.WorkdirError) as e:
+    loop.train_and_evaluate(_tiny(), str(tmp_path / 'other'), log=lambda *_: None)
+  assert_user_line(e, 'other/metrics.jsonl while writing the metrics after server step 2')
+  assert [r['step'] for r in metrics_io.read_metrics(tmp_path / 'other')] == [0, 2]
 
 
 def test_unwritable_workdir_is_one_line(tmp_path, monkeypatch):
@@ -555,7 +543,7 @@ BAD_INPUTS = {
   'sweep_into_a_single_run': Bad(
     ['train.py', '--workdir={tmp}/single', '--config={tmp}/grid_config.py'],
     ['holds a single run (config.json)'],
-    f'{{tmp}}/single/{workdir_lib.SWEEP_FILE}',
+    '{tmp}/single/seed=',
   ),
   'plot_nonexistent': Bad(
     ['plot.py', '{tmp}/nonexistent', '--out={tmp}/out.png'],

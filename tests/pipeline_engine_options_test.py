@@ -139,17 +139,6 @@ def test_config_files_keep_their_engine_behaviour(spec):
   assert (c.local_step_buckets, c.compute_dtype) == (-1, 'dtype')
 
 
-def test_runs_checkpointed_before_the_fields_existed_still_resume():
-  from afl_jax.pipeline import checkpoint
-
-  new = config_lib.default()
-  old = new.to_dict()
-  del old['local_step_buckets'], old['compute_dtype']
-  assert checkpoint.config_diff(old, new) == []
-  new.compute_dtype = 'bfloat16'  # not the default: a different run
-  assert checkpoint.config_diff(old, new) == [('compute_dtype', '<absent>', 'bfloat16')]
-
-
 def test_sweep_from_a_config_passes_the_engine_options(tmp_path, monkeypatch):
   from afl_jax.pipeline import sweep as sweep_pipeline
 

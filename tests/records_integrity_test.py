@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import sys
 import pandas as pd
 import pytest
 
+from afl_jax.errors import UserError
 from afl_jax.reproduction import records, runs
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -51,16 +53,19 @@ def _frame(test_seeds=TEST):
               'val_loss': float('nan') if seed == 2 else 1.0,  # a diverged run's NaN is valid
               'test_accuracy': 0.2 + lr * step / 10,
               'test_loss': 1.0,
+              'run': f'{phase}{lr}{seed}',  # the run's identity
             }
           )
   return pd.DataFrame(rows)
 
 
-def _sweeps():
-  base = {'experiment': 'toy', 'method': 'A', 'fingerprint': 'f'}
+def _sweeps(test_seeds=TEST):
+  base = {'experiment': 'toy', 'method': 'A', 'config': 'c'}
+  select = records.sweep_identity(f'select{lr}{s}' for lr in LRS for s in SEL)
+  test = records.sweep_identity(f'test0.3{s}' for s in test_seeds)
   return [
-    base | {'phase': 'select', 'setting': '*', 'seeds': SEL, 'runs': 6},
-    base | {'phase': 'test', 'setting': _setting(0.3), 'seeds': TEST, 'runs': 10},
+    base | {'phase': 'select', 'setting': '*', 'seeds': SEL, 'runs': 6, 'identity': select},
+    base | {'phase': 'test', 'setting': _setting(0.3), 'seeds': TEST, 'runs': 10, 'identity': test},
   ]
 
 
@@ -145,7 +150,7 @@ def _write_killed_at(d, at):
 def test_killed_before_the_renames_the_previous_pair_is_whole(pair):
   before = _files(pair)
   _write_killed_at(pair, 1)
-  after = {k: v for k, v in _files(pair).items() if not k.endswith('.tmp')}
+  after = {k: v for k, v in _files(pair).items() if not k.startswith('.')}  # temporaries
   assert after == before
   assert len(runs.read('toy', str(pair))[0]) == len(_frame())
 
@@ -155,17 +160,15 @@ def test_killed_between_the_renames_the_pair_is_refused(pair):
   _refused(pair, 'toy.csv.gz', 'missing 5 of its 10 seeds [8, 9, 10, 11, 12]')
 
 
-def test_a_symlink_at_a_record_path_is_replaced_not_followed(tmp_path):
+def test_a_symlink_at_a_record_path_is_refused_and_its_target_untouched(tmp_path):
   target = tmp_path / 'elsewhere.txt'
   target.write_text('keep me')
   out = tmp_path / 'records'
   out.mkdir()
-  (out / 'toy.csv.gz').symlink_to(target)
   (out / 'toy.json').symlink_to(target)
-  runs.write('toy', _frame(), _sweeps(), str(out))
-  assert target.read_text() == 'keep me'
-  assert not (out / 'toy.csv.gz').is_symlink() and not (out / 'toy.json').is_symlink()
-  assert len(runs.read('toy', str(out))[0]) == len(_frame())
+  with pytest.raises(UserError, match='toy.json is a symbolic link'):
+    runs.write('toy', _frame(), _sweeps(), str(out))
+  assert target.read_text() == 'keep me' and sorted(os.listdir(out)) == ['toy.json']
 
 
 def _rewrite_manifest(d, edit):
@@ -224,11 +227,11 @@ def _rewrite_csv(d, edit):
       'sweep 1 lacks seeds',
     ),
     (
-      lambda d: _rewrite_csv(d, lambda t: t.replace(',test_loss\n', '\n').replace(',1.0\n', '\n')),
-      'missing column test_loss',
+      lambda d: _rewrite_csv(d, lambda t: re.sub(r',[^,\n]*\n', '\n', t)),  # the last column
+      'missing column run',
     ),
     (
-      lambda d: _rewrite_csv(d, lambda t: t.replace(',1.0\n', ',abc\n', 1)),
+      lambda d: _rewrite_csv(d, lambda t: t.replace(',1.0,select', ',abc,select', 1)),
       "row 1 column test_loss holds 'abc', not a number",
     ),
     (
@@ -246,7 +249,17 @@ def test_damaged_files_are_refused_in_one_line(pair, damage, match):
 
 def test_neither_file_is_no_records(tmp_path):
   frame, sweeps = runs.read('toy', str(tmp_path))
-  assert frame.empty and sweeps == [] and list(frame.columns) == runs.KEYS + runs.METRIC_COLUMNS
+  assert frame.empty and sweeps == []
+  assert list(frame.columns) == runs.KEYS + runs.METRIC_COLUMNS + [records.RUN]
+
+
+def test_rows_of_other_runs_and_a_pair_from_before_identities_are_one_line(pair):
+  _rewrite_manifest(pair, lambda m: m['sweeps'][0].update(identity='0' * 32))
+  _refused(pair, 'sweep toy/A/select: its rows are of other runs than its identity')
+  _rewrite_manifest(
+    pair, lambda m: [s.update(fingerprint='f') or s.pop('identity') for s in m['sweeps']]
+  )
+  _refused(pair, 'written before runs had identities', 'reproduce.py --paper=toy --migrate')
 
 
 def _script(name, *args):

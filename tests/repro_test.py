@@ -132,6 +132,7 @@ def _rows(label, phase, lr, seeds, val, test, steps=(0, 10, 20)):
           'val_loss': 1.0,
           'test_accuracy': t * frac,
           'test_loss': 1.0,
+          'run': f'{label}-{phase}-{lr}-{seed}',  # the run's identity
         }
       )
   return out
@@ -329,12 +330,14 @@ def _manifest(exp):
     entries += [('test', k, [k]) for k in sorted(set(_frame().setting))]
     for phase, setting, settings in entries:
       (config,) = runs.sweep_configs(exp, m, phase, settings)
-      fp = runs._fingerprint(config)
       seeds = list(SEL if phase == 'select' else TEST)
       runs_ = len(seeds) * (len(settings) or len(m.grid['hparams.client_lr']))
+      entry = {'experiment': 'toy', 'method': m.label, 'phase': phase, 'setting': setting}
+      ident = records.sweep_identity(_frame()[records._sweep_rows(_frame(), entry)].run)
       out.append(
-        {'experiment': 'toy', 'method': m.label, 'phase': phase, 'setting': setting}
-        | {'fingerprint': fp, 'seeds': seeds, 'runs': runs_}
+        entry
+        | {'config': runs.config_digest(config), 'identity': ident}
+        | {'seeds': seeds, 'runs': runs_}
       )
   return out
 

@@ -67,12 +67,16 @@ def records(accs, dt=2.0, mb=0.5):
   ]
 
 
-def write_run(d, recs, **config):
+def write_run(d, recs, identity=None, **config):
+  """A run folder: its records and, given any config field, a config.json (30 rounds)."""
   os.makedirs(d, exist_ok=True)
   with open(os.path.join(d, 'metrics.jsonl'), 'w') as f:
     f.writelines(json.dumps(r) + '\n' for r in recs)
   if config:
-    cfg = {'algorithm': 'fedbuff', 'hparams': {'client_lr': 0.1}, 'seed': 0, 'target_accuracy': 0}
+    cfg = {'algorithm': 'fedbuff', 'hparams': {'client_lr': 0.1}, 'seed': 0, 'num_rounds': 30}
+    cfg['target_accuracy'] = 0
+    if identity is not None:
+      cfg['identity'] = identity
     for k, v in config.items():
       node = cfg
       *path, last = k.split('.')
@@ -124,7 +128,68 @@ def test_table_by_hand(two_methods):
   text = results.markdown(frame)
   assert '| client_lr=0.1 |' in text and '3/3' in text and '2/3' in text
   assert '>= 27 [' in text  # B's steps: a lower bound
-  assert 'Δ final vs client_lr=0.3' in text
+  assert 'Δ final vs client_lr=0.3' in text and '(n=3)' in text
+  # A's steps minus B's lower bounds: an upper bound on the difference.
+  assert a['diff_steps_bound'] == '<=' and '<= -10' in text
+
+
+def test_stopped_and_diverged_runs_are_counted_never_averaged_and_pairs_show_n(tmp_path):
+  nan = float('nan')
+  runs = {
+    'a0': (A[0], 0, 0.1),
+    'a1': (A[1][:3], 1, 0.1),  # stopped at step 20 of 30
+    'a2': (A[2][:2] + [nan, nan], 2, 0.1),  # diverged at step 20
+    'b0': (B[0], 0, 0.3),
+    'b1': (B[1], 1, 0.3),
+    'b2': (B[2], 2, 0.3),
+  }
+  for name, (accs, seed, lr) in runs.items():
+    recs = records(accs)
+    for r in recs[2:] if name == 'a2' else []:
+      r['stopped'] = 'non-finite test_accuracy at server step 20'
+    write_run(tmp_path / name, recs, seed=seed, **{'hparams.client_lr': lr})
+  got = results.load(sorted(str(p) for p in tmp_path.iterdir()))
+  assert [r.status for r in got] == ['completed', 'stopped at step 20', 'diverged at step 20'] + [
+    'completed'
+  ] * 3
+  frame = results.table(results.methods(got), baseline='client_lr=0.3')
+  a = frame.loc['client_lr=0.1']
+  assert (a['seeds'], a['stopped'], a['diverged']) == (1, 1, 1)
+  assert a['final'] == 0.6  # seed 0 alone: the stopped and diverged runs are not averaged
+  assert a['diff_final_n'] == 1 and a['diff_final'] == pytest.approx(0.6 - 0.5)  # seed 0 only
+  text = results.markdown(frame)
+  assert '1, 1 stopped, 1 diverged' in text and '(n=1)' in text
+
+
+def test_best_follows_the_metric_direction_and_a_budget_reads_every_run_there(tmp_path):
+  for seed, accs in A.items():
+    recs = records(accs)
+    for r, loss in zip(recs, (2.0, 1.0, 0.5, 0.7)):
+      r['test_loss'] = loss
+    write_run(tmp_path / f'a{seed}', recs[: 3 if seed == 2 else 4], seed=seed)
+  runs = results.load(sorted(str(p) for p in tmp_path.iterdir()))
+  frame = results.table(results.methods(runs), metric='test_loss')
+  assert frame.iloc[0]['best'] == 0.5 and frame.iloc[0]['final'] == 0.7  # min, not max
+  assert frame.iloc[0]['seeds'] == 2  # seed 2 stopped at step 20 of 30
+  # At 4 simulated seconds (step 20) every run got there, seed 2 included: 3 seeds.
+  at = results.parse_at('seconds:4')
+  frame = results.table(results.methods(runs), at=at)
+  assert frame.iloc[0]['seeds'] == 3
+  assert frame.iloc[0]['final'] == pytest.approx(np.mean([A[s][2] for s in range(3)]))
+  assert frame.iloc[0]['best'] == pytest.approx(np.mean([0.7, 0.8, 0.6]))
+  curve = results.curves(runs, 'seconds', at=results.parse_at('mb:1'))
+  assert curve['n'] == 3 and curve['x'][-1] == 4.0
+  with pytest.raises(results.ResultsError, match="--at='hours:3' is invalid"):
+    results.parse_at('hours:3')
+
+
+def test_runs_on_other_files_or_code_are_labelled_apart(tmp_path):
+  ident = lambda data: {'sources': {'dataset': data}, 'code': {}, 'engine': {'devices': 1}}
+  for seed in (0, 1):
+    write_run(tmp_path / f'x{seed}', records(A[seed]), ident('aaaa1111'), seed=seed)
+    write_run(tmp_path / f'y{seed}', records(B[seed]), ident('bbbb2222'), seed=seed)
+  groups = results.methods(results.load(sorted(str(p) for p in tmp_path.iterdir())))
+  assert sorted(groups) == ['dataset file=aaaa1111', 'dataset file=bbbb2222']
 
 
 def test_same_seed_twice_is_never_merged(tmp_path):
@@ -150,16 +215,15 @@ def test_short_paths():
   ]
 
 
-def test_sweep_folder_runs_get_their_grid_point(tmp_path):
+def test_a_sweep_folder_is_the_runs_its_summary_lists(tmp_path):
   sweep = tmp_path / 'grid'
   names = []
   for lr in (0.1, 0.3):
     for seed in (0, 1):
-      name = f'client_lr={lr},seed={seed}'
-      names.append({'name': name, 'seed': seed, 'hparams': {'hparams.client_lr': lr}})
-      write_run(sweep / name, records((A if lr == 0.1 else B)[seed]))
-  cfg = {'algorithm': 'fedbuff', 'hparams': {'client_lr': 0.05}, 'seed': 0, 'sweep': {'x': [1]}}
-  (sweep / 'sweep.json').write_text(json.dumps({'config': cfg, 'complete': True}))
+      names.append({'name': f'client_lr={lr},seed={seed}'})
+      recs = records((A if lr == 0.1 else B)[seed])
+      write_run(sweep / names[-1]['name'], recs, seed=seed, **{'hparams.client_lr': lr})
+  write_run(sweep / 'another_grids_run', records(A[0]), seed=0)
   (sweep / 'summary.json').write_text(json.dumps({'runs': names}))
   groups = results.methods(results.load([sweep]))
   assert sorted(groups) == ['client_lr=0.1', 'client_lr=0.3']

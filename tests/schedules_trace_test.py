@@ -95,7 +95,9 @@ def test_per_client_speeds_run_on_the_event_clock(tmp_path):
     ('client,start,finish\n0,0,1\n1,0,2\n', 'trace', 'fewer than num_rounds=3 (needs 6 jobs)'),
     ('client,start,finish\n0,0,1\n7,0,2\n', 'trace', 'row 1: client 7 is not an id in [0, 4)'),
     ('client,start,finish\n0,2,1\n', 'trace', 'row 0: the job finishes at 1, before its start 2'),
-    (JOBS.replace('2,1,4', '0,1,4'), 'trace', 'client 0 arrives twice at step 0'),
+    (JOBS.replace('2,1,4', '0,1,4'), 'trace', 'rows 2 and 4: client 0 runs two jobs at once'),
+    (JOBS + '3,4,6\n', 'trace', 'rows 5 and 6: client 3 runs two jobs at once'),  # a row twice
+    ('client,start,start,finish\n0,0,0,1\n', 'trace', "column 'start' appears twice"),
     ('duration\n1\n2\n', 'trace', 'holds 2 per-client durations for num_clients=4'),
     ('duration\n1\n2\n0\n1\n', 'trace', 'client 2 has a duration <= 0'),
     ('duration\n1\n1\n1\n1\n', 'concurrency', 'must be an integer in [1, 4]'),
@@ -145,7 +147,7 @@ def test_run_from_config_on_a_trace_resumes_bitwise(tmp_path):
   quiet = dict(log=lambda *_: None)
   loop.train_and_evaluate(cfg(), str(tmp_path / 'whole'), **quiet)
   first = loop.train_and_evaluate(cfg(stop_after_steps=20), str(tmp_path / 'parts'), **quiet)
-  assert first['status'] == 'stopped' and first['steps'] == 20
+  assert first['status'] == 'stopped at step 20' and first['steps'] == 20
   loop.train_and_evaluate(cfg(), str(tmp_path / 'parts'), **quiet)
   read = lambda d: [json.loads(x) for x in open(os.path.join(d, 'metrics.jsonl'))]
   whole, parts = read(tmp_path / 'whole'), read(tmp_path / 'parts')
@@ -158,8 +160,8 @@ def test_run_from_config_on_a_trace_resumes_bitwise(tmp_path):
   other = tmp_path / 'other'
   loop.train_and_evaluate(cfg(stop_after_steps=10), str(other), **quiet)
   j = np.arange(60)
-  np.savez(trace, client=j % 12, start=0.4 * j, finish=0.5 * j + 3.0)
-  with pytest.raises(ResumeError, match='schedule'):
+  np.savez(trace, client=j % 12, start=0.5 * j + 1.0, finish=0.5 * j + 3.0)
+  with pytest.raises(ResumeError, match='the schedule arrays .config.schedule.trace='):
     loop.train_and_evaluate(cfg(), str(other), **quiet)
 
 

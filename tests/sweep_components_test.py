@@ -4,6 +4,7 @@ compressors and delay models registered by one function each."""
 
 import json
 import os
+import re
 
 import ml_collections
 import numpy as np
@@ -55,14 +56,15 @@ def test_sweep_over_two_algorithms_runs_each_with_its_own_values(tmp_path):
   # algorithm + hparams), fadas's own defaults plus the entry's two values.
   fb = records['algorithm=fedbuff,seed=1']
   fa = records['algorithm=fadas(beta1=0.8,server_lr=0.001),seed=1']
-  assert fb['method'] == 'fedbuff' and fa['method'] == 'fadas'
+  assert fb['algorithm'] == 'fedbuff' and fa['algorithm'] == 'fadas'
   assert fb['config']['hparams'] == {'client_lr': 0.01, 'server_lr': 1.0, 'weighting': 'uniform'}
   hp = fa['config']['hparams']
   assert (hp['server_lr'], hp['beta1'], hp['client_lr'], hp['beta2']) == (1e-3, 0.8, 0.1, 0.99)
   assert fa['config']['seed'] == 1 and fa['config']['sweep'] == {}
   for name, record in records.items():  # and the same in each run's folder
-    with open(tmp_path / 'sweep' / name / 'config.json') as f:
-      assert json.load(f) == record['config'], name
+    saved = json.loads((tmp_path / 'sweep' / name / 'config.json').read_text())
+    assert saved.pop('identity')['digest'] == record['identity'], name
+    assert saved == record['config'], name
   # Each run equals the same algorithm run alone from a config written by hand.
   for name, alg, hparams in [
     ('algorithm=fedbuff,seed=1', 'fedbuff', {}),
@@ -114,7 +116,57 @@ def test_duplicate_grid_points_are_refused_before_anything_runs(tmp_path):
   )
   with pytest.raises(ConfigError, match=r"'algorithm=fadas' and 'algorithm=fadas\(server_lr="):
     sweep.train_sweep(c, str(tmp_path), **QUIET)
-  assert not os.path.exists(tmp_path / 'sweep.json')  # refused before compute, nothing written
+  assert not os.listdir(tmp_path)  # refused before compute, nothing written
+
+
+NOT_RUN = [  # (fields of the config, its sweep, what the one line names)
+  ({'partition': 'iid'}, {'dirichlet_alpha': [0.1, 1.0]}, 'does not read dirichlet_alpha'),
+  ({'local_epochs': 1}, {'local_steps': [1, 2]}, 'does not read local_steps'),
+  ({'schedule.kind': 'synchronous'}, {'schedule': {'concurrency': [4, 6]}}, 'schedule.concurrency'),
+  ({}, {'compressor': {'fractoin': [0.1]}}, "compressor.fractoin=0.1 is invalid: compressor kind"),
+  ({}, {'num_rounds': ['ten']}, 'config.sweep.num_rounds='),
+  ({}, {'seed': [0.5]}, 'config.sweep.seed='),
+  ({}, {'hparams': {'client_lr': ['fast']}}, 'config.sweep.hparams.client_lr='),
+  ({}, {'seed': [0, 0]}, 'are the same run'),
+  ({'num_round': 5}, {'seed': [0]}, 'config.num_round is not a field (did you mean num_rounds?)'),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize('fields,axes,named', NOT_RUN)
+def test_a_sweep_that_would_not_run_what_it_says_is_one_line_before_compute(fields, axes, named):
+  c = _base()
+  for field, value in fields.items():
+    section, _, name = field.partition('.')
+    with c.unlocked() if not name else c[section].unlocked():
+      (c[section] if name else c)[name or section] = value
+  c.sweep = ml_collections.ConfigDict(axes)
+  with pytest.raises(ConfigError, match=re.escape(named)):
+    config_lib.validate_sweep(config_lib.validate(c))
+    for p in sweep.grid(c):
+      config_lib.validate(sweep.point_config(c, p))
+
+
+def test_an_algorithm_entry_carries_its_own_schedule_settings(tmp_path):
+  c = _base()
+  c.sweep = ml_collections.ConfigDict(
+    {
+      'algorithm': [
+        {'name': 'fedasync', 'schedule': {'buffer_size': 1}},
+        {'name': 'fedbuff', 'schedule': {'buffer_size': 3}},
+      ]
+    }
+  )
+  config_lib.validate_sweep(c)
+  runs = [build.build_run(sweep.point_config(c, p)) for p in sweep.grid(c)]
+  assert [r.config.algorithm for r in runs] == ['fedasync', 'fedbuff']
+  assert [r.schedule.max_arrivals for r in runs] == [1, 3]
+  assert [sweep.run_name(p) for p in sweep.grid(c)] == [
+    'algorithm=fedasync(schedule=(buffer_size=1))',
+    'algorithm=fedbuff(schedule=(buffer_size=3))',
+  ]
+  c.sweep.algorithm[0]['schedule']['buffer_size'] = 9  # checked as the schedule's own field
+  with pytest.raises(ConfigError, match='schedule.buffer_size=9 is invalid'):
+    config_lib.validate_sweep(c)
 
 
 def test_a_bad_algorithm_entry_names_its_setting():

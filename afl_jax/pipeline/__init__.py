@@ -12,7 +12,8 @@ Modules:
   build       build_run(config) -> Run (data, model, schedule, algorithm, problem, evaluator)
   task        the task loss, the federated problem layout and the evaluator
   loop        the train loop (train_and_evaluate)
-  checkpoint  checkpoints, the config fingerprint, resume refusal and fallback
+  record      a run's identity and its record (status, steps, seed), read by every reader
+  checkpoint  orbax checkpoints, and the step a run continues from
   metrics_io  metrics.jsonl (strict JSON, torn-line repair) and TensorBoard writers
   sweep       sweeps declared in config.sweep, many runs per compile
   plotting    plots of metrics

@@ -14,8 +14,10 @@ data, schedules in which no client ever arrives) raise
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import flax.linen as nn
@@ -30,7 +32,7 @@ from afl_jax.core.problem import Problem
 from afl_jax.core.types import Algorithm
 from afl_jax.errors import ConfigError, UserError
 from afl_jax.pipeline import config as config_lib
-from afl_jax.pipeline import sizes, task
+from afl_jax.pipeline import record, sizes, task
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -50,6 +52,7 @@ class Run:
     evaluator: ``evaluator(params) -> {metric: float}``.
     info: the run context handed to the algorithm's factory.
     dtype: the parameter and data dtype.
+    identity: what its numbers depend on (:func:`afl_jax.pipeline.record.identity`).
   """
 
   config: ml_collections.ConfigDict
@@ -64,6 +67,7 @@ class Run:
   evaluator: task.Evaluator
   info: RunInfo
   dtype: Any
+  identity: dict[str, Any]
 
   @property
   def apply_fn(self):
@@ -75,6 +79,47 @@ def _err(field: str, value: Any, why: str) -> ConfigError:
 
 
 # ---- data ---------------------------------------------------------------------------------
+_LOADED: dict[str, tuple[data.ArrayDataset, str]] | None = None  # set inside reusing_data()
+
+
+@contextlib.contextmanager
+def reusing_data() -> Iterator[None]:
+  """Within the block, a dataset is loaded (and digested) once per loader arguments: the
+  points of a sweep, the records of a reproduction share it. Outside, every build reads its
+  files anew (a file changed between two invocations is read as it is now)."""
+  global _LOADED
+  outer, _LOADED = _LOADED, {} if _LOADED is None else _LOADED
+  try:
+    yield
+  finally:
+    _LOADED = outer
+
+
+def _load(c: ml_collections.ConfigDict) -> tuple[data.ArrayDataset, str]:
+  """(the dataset, a SHA-256 of its arrays)."""
+  fields = ('dataset', 'dataset_args', 'data_dir', 'download', 'seed', 'train_subset')
+  key = json.dumps(record.canonical({k: c.get(k) for k in fields}), sort_keys=True)
+  if _LOADED is not None and key in _LOADED:
+    return _LOADED[key]
+  ds = load_dataset(c)
+  arrays = (np.asarray(ds.train_x), np.asarray(ds.train_y), np.asarray(ds.test_x))
+  out = ds, record._sha(*arrays, np.asarray(ds.test_y))
+  if _LOADED is not None:
+    _LOADED[key] = out
+  return out
+
+
+def _source(c: ml_collections.ConfigDict, digest: str) -> str:
+  """A seed-independent digest of the files ``c.dataset`` reads: its arrays as loaded with
+  seed 0 and no subset (a loader may split by seed: scikit-learn's digits)."""
+  if c.seed == 0 and not c.train_subset:
+    return digest
+  c0 = ml_collections.ConfigDict(c.to_dict())
+  c0.seed, c0.train_subset = 0, 0
+  with reusing_data():
+    return _load(c0)[1]
+
+
 def load_dataset(c: ml_collections.ConfigDict) -> data.ArrayDataset:
   """The centralized dataset ``c.dataset``, its loader given ``c.dataset_args`` (optionally a
   seeded subset of its training split)."""
@@ -99,13 +144,20 @@ _PARTITION_FIELDS = {
 
 def build_data(c: ml_collections.ConfigDict) -> data.ClientLayout:
   """Load ``c.dataset`` and lay it out over ``c.num_clients`` clients."""
+  return data_and_source(c)[0]
+
+
+def data_and_source(c: ml_collections.ConfigDict) -> tuple[data.ClientLayout, str]:
+  """:func:`build_data` and a seed-independent digest of the files read (:func:`_source`;
+  '' for a dataset generated per client, which the config determines)."""
   entry = data.DATASETS.meta(c.dataset)
   if entry.get('federated'):
     args = dict(c.get('dataset_args') or {})
     fed = data.DATASETS.get(c.dataset)(num_clients=c.num_clients, seed=c.seed, **args)
-    return data.from_federated(fed)
+    return data.from_federated(fed), ''
   try:
-    ds = load_dataset(c)
+    ds, digest = _load(c)
+    source = _source(c, digest)
   except data.DataError as e:
     where = 'data_dir' if c.data_dir else 'dataset'
     raise data.DataError(f'config.{where}={c[where]!r} is invalid: {e}') from None
@@ -144,12 +196,12 @@ def build_data(c: ml_collections.ConfigDict) -> data.ClientLayout:
       field, c[field], f'partition {c.partition!r} cannot give every client data: {e}.'
     ) from None
   if c.unlabeled_source == 'heldout':
-    return layout
+    return layout, source
   try:  # an external set: the clients keep every sample
     external = data.external_unlabeled(c.unlabeled_source, c.unlabeled_size, ds.train_x)
   except ValueError as e:
     raise _err('unlabeled_source', c.unlabeled_source, f'{e}.') from None
-  return layout._replace(unlabeled_x=external)
+  return layout._replace(unlabeled_x=external), source
 
 
 def client_local_steps(c: ml_collections.ConfigDict, sizes: np.ndarray) -> np.ndarray:
@@ -292,7 +344,7 @@ def build_run(config: ml_collections.ConfigDict) -> Run:
   if c.dtype == 'float64':
     jax.config.update('jax_enable_x64', True)
   dtype = jnp.dtype(c.dtype)
-  layout = build_data(c)
+  layout, source = data_and_source(c)
   model = models.get_model(c.model, layout.num_classes, **dict(c.get('model_args') or {}))
   local_steps = client_local_steps(c, layout.sizes)
   schedule = build_schedule(c, local_steps, layout.sizes)
@@ -331,4 +383,35 @@ def build_run(config: ml_collections.ConfigDict) -> Run:
     evaluator=evaluator,
     info=info,
     dtype=dtype,
+    identity=identity(c, layout, schedule, source),
+  )
+
+
+def built_identity(config: ml_collections.ConfigDict) -> dict[str, Any]:
+  """The identity of the run ``config`` describes, from its data and schedule alone (nothing
+  else built, trained or compiled): what reproduction records are compared with."""
+  c = config_lib.validate(config)
+  layout, source = data_and_source(c)
+  schedule = build_schedule(c, client_local_steps(c, layout.sizes), layout.sizes)
+  return identity(c, layout, schedule, source)
+
+
+def identity(c: ml_collections.ConfigDict, layout, schedule, source: str) -> dict[str, Any]:
+  """The run's identity (:func:`afl_jax.pipeline.record.identity`) from what was built."""
+  s = c.schedule
+  used = [
+    (algorithms.ALGORITHMS, c.algorithm),
+    (schedules.SCHEDULES, s.kind),
+    (schedules.DISTRIBUTIONS, s.get('durations')),
+    (compression.COMPRESSORS, c.compressor.kind),
+    (data.DATASETS, c.dataset),
+    (models.MODELS, c.model),
+  ]
+  trace = s.get('trace') if s.kind == 'trace' else None
+  return record.identity(
+    c,
+    data=record.data_digest(layout),
+    schedule=record.schedule_digest(schedule),
+    code=record.own_code(reg.get(name) for reg, name in used if name in reg),
+    sources={'dataset': source, 'trace': record.file_digest(trace) if trace else ''},
   )

@@ -18,6 +18,7 @@ JAX's persistent compilation cache.
 from __future__ import annotations
 
 import os
+import warnings
 
 CHECKOUT_ENV = 'AFL_JAX_CHECKOUT'
 CACHE_ENV = 'AFL_JAX_CACHE'
@@ -50,6 +51,8 @@ def use_compilation_cache(workdir: str) -> str:
   import jax
 
   path = cache_dir(workdir)
+  # A cache entry that cannot be written (a full disk) only costs a compile next time.
+  warnings.filterwarnings('ignore', message='Error writing persistent compilation cache')
   jax.config.update('jax_compilation_cache_dir', path)
   jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.0)
   jax.config.update('jax_persistent_cache_min_entry_size_bytes', 0)

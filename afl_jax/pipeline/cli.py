@@ -102,7 +102,7 @@ def check_config_file(spec: str) -> str | None:
   except SyntaxError as e:
     return f'{where}: syntax error at {e.filename or file}:{e.lineno}: {e.msg}'
   except Exception as e:  # noqa: BLE001 (any failure of the user's file, named by its line)
-    return f'{where}: {_raised_at(e, file)}'
+    return f'{where}: {raised_at(e, file)}'
   get_config = getattr(module, 'get_config', None)
   if not callable(get_config):
     return f'{where}: {file} defines no get_config() function'
@@ -111,7 +111,7 @@ def check_config_file(spec: str) -> str | None:
   except UserError as e:  # the file's own one-line message (e.g. an unknown entry name)
     return f'{where}: {e}'
   except Exception as e:  # noqa: BLE001
-    return f'{where}: get_config() raised at {_raised_at(e, file)}'
+    return f'{where}: get_config() raised at {raised_at(e, file)}'
   if not isinstance(config, ml_collections.ConfigDict):
     return (
       f'{where}: get_config() returned a {type(config).__name__}, not an '
@@ -120,7 +120,7 @@ def check_config_file(spec: str) -> str | None:
   return None
 
 
-def _raised_at(error: BaseException, file: str) -> str:
+def raised_at(error: BaseException, file: str) -> str:
   """``FILE:LINE: Type: message`` at the deepest frame in ``file`` (else the deepest)."""
   frames = traceback.extract_tb(error.__traceback__)
   mine = [f for f in frames if os.path.abspath(f.filename) == os.path.abspath(file)]

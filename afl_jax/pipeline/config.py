@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import difflib
 import importlib.util
 import inspect
 import os
@@ -226,10 +227,18 @@ def resolve(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   ``c.model``, ``c.dataset`` (the values given kept, the factory's own defaults for the
   rest); ``schedule`` and ``compressor``: exactly the named kind's settings (other
   kinds' fields dropped), ``schedule.durations_params`` the named distribution's
-  parameters (the values given kept, its defaults for the rest). Unknown names and
-  fields are left for :func:`validate` to reject.
+  parameters (the values given kept, its defaults for the rest); a field of :data:`COUNTS`
+  the run does not read, its default. Unknown names and fields are left for
+  :func:`validate` to reject.
   """
   out = ml_collections.ConfigDict(c.to_dict())
+  base = default()
+  for field, counts in COUNTS.items():
+    try:
+      if field in out and not counts(out):
+        out[field] = base[field]
+    except (AttributeError, KeyError, TypeError):  # a field it reads is missing: validate says so
+      pass
   if c.algorithm in algorithms.ALGORITHMS:
     out.hparams = ml_collections.ConfigDict(default_hparams(c.algorithm) | dict(c.hparams))
   for registry, name, args in (
@@ -294,11 +303,6 @@ def parse_value(text: str, current: Any) -> Any:
         pass
     return None if low == 'none' else text
   return text
-
-
-def override_hparam(c: ml_collections.ConfigDict, name: str, text: str) -> None:
-  """Apply ``--config.hparams.NAME=TEXT`` to a resolved config (one-line errors)."""
-  override_setting(c, 'hparams', name, text)
 
 
 def _component(c: ml_collections.ConfigDict, section: str):
@@ -367,11 +371,18 @@ FIELDS: dict[str, checks.Spec] = {
   'schedule.seed': checks.integer(-1, SEED_MAX, note=' (-1 = derive from config.seed)'),
   'compressor.error_feedback': checks.boolean(),
 }
+# Fields a run reads only where another field makes them count: elsewhere :func:`resolve`
+# gives them their default (two configs differing only there are one run).
+COUNTS = {
+  'dirichlet_alpha': lambda c: c.partition == 'dirichlet',
+  'shards_per_client': lambda c: c.partition == 'shards',
+  'local_steps': lambda c: c.local_epochs == 0,
+}
 # Fields checked only where another field makes them count.
 WHEN: dict[str, tuple[Any, checks.Spec]] = {
-  'dirichlet_alpha': (lambda c: c.partition == 'dirichlet', checks.real(0.0, low_open=True)),
-  'shards_per_client': (lambda c: c.partition == 'shards', checks.integer(1)),
-  'local_steps': (lambda c: c.local_epochs == 0, checks.integer(1)),
+  'dirichlet_alpha': (COUNTS['dirichlet_alpha'], checks.real(0.0, low_open=True)),
+  'shards_per_client': (COUNTS['shards_per_client'], checks.integer(1)),
+  'local_steps': (COUNTS['local_steps'], checks.integer(1)),
   'unlabeled_size': (
     lambda c: c.unlabeled_source == 'digits',
     checks.integer(0, data.DIGITS_COUNT, note=" (scikit-learn's digits)"),
@@ -406,6 +417,22 @@ def validate_fields(c: ml_collections.ConfigDict) -> None:
     raise _err('local_step_buckets', c.local_step_buckets, why)
 
 
+def validate_names(c: ml_collections.ConfigDict) -> None:
+  """Every top-level field is one of :func:`default`'s (a misspelt ``c.num_round`` would be
+  ignored), and a config without a compressor sets none of a compressor's settings."""
+  known = default()
+  for field in c:
+    if field not in known:
+      near = difflib.get_close_matches(field, list(known), n=1)
+      hint = f' (did you mean {near[0]}?)' if near else ''
+      raise ConfigError(f'config.{field} is not a field{hint}.', field=field)
+  kind = c.compressor.get('kind') if 'compressor' in c else 'none'
+  stray = sorted(set(c.compressor) - {'kind', 'error_feedback'}) if kind == 'none' else []
+  if stray:
+    why = f"compressor kind 'none' takes no setting {stray[0]!r} (set compressor.kind)."
+    raise _err(f'compressor.{stray[0]}', c.compressor[stray[0]], why[:-1])
+
+
 def validate_components(c: ml_collections.ConfigDict) -> None:
   """Each named component with its own settings (``Registry.bind``: the one check)."""
   data.DATASETS.bind(c.dataset, dict(c.get('dataset_args') or {}))
@@ -438,8 +465,9 @@ def sweep_axes(sweep: Any, prefix: str = '') -> dict[str, list]:
 
 
 def algorithm_entry(entry: Any, field: str = 'sweep.algorithm') -> tuple[str, dict[str, Any]]:
-  """A sweep's ``algorithm`` entry, ``'fedbuff'`` or ``{'name': 'fadas', 'server_lr': 1e-4}``,
-  as (name, the settings it gives).
+  """A sweep's ``algorithm`` entry, ``'fedbuff'`` or ``{'name': 'fadas', 'server_lr': 1e-4}``
+  (an algorithm's entry may add its own ``'schedule': {SETTING: VALUE}``), as (name, the
+  settings it gives).
 
   Raises:
     ConfigError: neither a name nor a mapping with a ``name``.
@@ -507,8 +535,19 @@ def validate_sweep(c: ml_collections.ConfigDict) -> None:
     names = []
     for entry in axes['algorithm']:
       name, given = algorithm_entry(entry)
+      schedule = given.pop('schedule', None)  # the entry's own schedule settings
       try:
         algorithms.ALGORITHMS.bind(name, given)
+        if schedule is not None:
+          if not isinstance(schedule, Mapping | ml_collections.ConfigDict):
+            raise _err(
+              'sweep.algorithm', entry, "'schedule' must be a mapping of schedule settings"
+            )
+          kind = schedule.get('kind', c.schedule.kind)
+          takes = schedules.registry.settings(kind) if kind in schedules.SCHEDULES else {}
+          settings = {k: v for k, v in c.schedule.items() if k in takes} | dict(schedule)
+          settings = {k: v for k, v in settings.items() if k not in ('kind', 'seed')}
+          schedules.registry.bind(kind, settings, c.num_clients)
       except ConfigError as e:
         raise ConfigError(f'config.sweep.algorithm entry {entry!r}: {e}', field=e.field) from None
       names.append(name)
@@ -573,6 +612,7 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
       )
       raise _err('schedule.client_speed', speed, why)
   c = resolve(c)
+  validate_names(c)
   validate_fields(c)
   validate_components(c)
   validate_sweep(c)

@@ -1,25 +1,11 @@
-"""Sizes checked before anything is allocated: absurd client or round counts are refused.
+"""Sizes checked before anything is allocated (docs/reliability.md, "Sizes before allocation").
 
-A schedule is ``T x M`` arrays (T = ``num_rounds`` server steps, M = arrival slots
-per step) built on the host, most builders through Python lists of arrivals; a
-generated dataset (``synthetic``) is drawn client by client. Neither is bounded
-by the device memory check of the engine (:func:`afl_jax.core.memory.check`,
-which runs on abstract shapes before the simulation state is allocated), so a
-typo such as ``--config.num_rounds=2000000000`` would otherwise end in an
-out-of-memory kill or an hour-long silent loop. :func:`check` estimates these
-host sizes from the config alone and raises one
-:class:`~afl_jax.errors.ConfigError` naming the field to change, the estimate
-and the limit.
-
-Call :func:`check` after the config is validated and before the data and the
-schedule are built; wrap the simulator's initialisation in :func:`memory_guard`
-so that the engine's analytic device-memory check (SWEEP's
-:mod:`afl_jax.core.memory`) also names a config field.
-
-The slots per step M of each schedule kind, and whether it is built from arrays or
-from Python lists of arrivals, are declared with the kind
-(:func:`afl_jax.schedules.registry.slots`, ``array_builder``); a kind that declares
-no slots field may have every one of its N clients arrive at once.
+:func:`check` (after validation, before the data and schedule are built) refuses a
+schedule of more than :data:`MAX_SLOTS` arrival slots or host arrays above half of the
+available memory, from the config alone; :func:`check_work` (for every built run) refuses
+a local loop that cannot fit in the backend's memory or a run estimated above
+``$AFL_JAX_MAX_HOURS``; :func:`memory_guard` turns the engine's analytic device-memory
+error into one naming a config field. Each is one ConfigError naming the field to lower.
 """
 
 from __future__ import annotations
@@ -50,26 +36,15 @@ __all__ = [
   'work',
 ]
 
-# Bytes per arrival slot in the finished schedule: client_ids, start_step,
-# local_steps (int32 each) and mask (bool); plus float64 wall_clock per step.
-SLOT_BYTES = 4 + 4 + 4 + 1
-STEP_BYTES = 8
-# Peak host bytes per arrival slot while a builder runs (tracemalloc): list-based
-# builders hold a Python tuple of three ints per arrival (fedbuff 142, waiting_windows
-# 120); the array builders (synchronous, random_staleness) ~50. Rounded up.
-BUILDER_BYTES_PER_ARRIVAL = 160
-ARRAY_BUILDER_BYTES_PER_ARRIVAL = 64
-# Host tables per client (ids, sizes, offsets, local steps, speed factors, the idle pool).
-CLIENT_BYTES = 128
-# Synthetic(alpha, beta): mean client size 50 + E[LogNormal(4, 2)] = 50 + e^6 ~ 453
-# samples of 60 float64 features + a label, drawn client by client.
-SYNTHETIC_BYTES_PER_CLIENT = 453 * 61 * 8
-# Arrival slots a schedule may have. The event-clock builders make ~1e5 slots/s on one
-# core (fedbuff, T=20,000 x M=10: 1.8 s), so 2e7 slots is ~4 minutes of building
-# before any training; the largest experiment in this project has ~1e6.
+SLOT_BYTES, STEP_BYTES = 4 + 4 + 4 + 1, 8  # ids, start, K (int32), mask; wall clock per step
+# Peak host bytes per arrival while a builder runs (tracemalloc: list builders ~142, array
+# builders ~50), per client (ids, sizes, offsets, K, speeds) and per synthetic client
+# (mean 50 + e^6 ~ 453 samples of 60 float64 features and a label).
+BUILDER_BYTES_PER_ARRIVAL, ARRAY_BUILDER_BYTES_PER_ARRIVAL = 160, 64
+CLIENT_BYTES, SYNTHETIC_BYTES_PER_CLIENT = 128, 453 * 61 * 8
+# Event-clock builders make ~1e5 slots/s on one core: 2e7 slots is minutes of building.
 MAX_SLOTS = schedule_lib.MAX_SLOTS  # 2e7, the limit a schedule file is read against too
-# Fraction of the available host memory the host-side arrays may take.
-HOST_FRACTION = 0.5
+HOST_FRACTION = 0.5  # of the available host memory, for the host-side arrays
 
 
 def slots_per_step(config: Any) -> tuple[int, str]:
@@ -203,17 +178,10 @@ def memory_guard(config: Any, report_of: Any = None) -> Iterator[None]:
 
 
 # ---- the work of a built run: one step's memory and the run's time, before compute -------
-# Client-training throughput assumed for the time estimate (FLOP/s): a few CPU cores' worth
-# of float32 products (as the sweep's plan assumes), an accelerator's sustained rate.
-ASSUMED_FLOPS = {'cpu': 1e10, 'other': 1e14}
-WARN_HOURS = 0.25  # a run estimated longer gets one warning line
-MAX_HOURS_ENV = 'AFL_JAX_MAX_HOURS'  # a run estimated longer is refused (default 24 h)
-MAX_HOURS = 24.0
-# Bytes per local step each trained client keeps until its loop ends (its float32 loss of
-# the step, in the [K] array of afl_jax.clients.sgd.local_loop).
-LOSS_BYTES = 4
-# The fields whose value multiplies the work, with the value they are compared against
-# to name the one that is out of scale (the shared default's).
+ASSUMED_FLOPS = {'cpu': 1e10, 'other': 1e14}  # client-training FLOP/s of the time estimate
+WARN_HOURS, MAX_HOURS, MAX_HOURS_ENV = 0.25, 24.0, 'AFL_JAX_MAX_HOURS'  # warn, refuse (h)
+LOSS_BYTES = 4  # each trained client's float32 loss per local step, kept until its loop ends
+# The fields that multiply the work, with the default they are compared against.
 WORK_FIELDS = {'batch_size': 32, 'local_steps': 10, 'local_epochs': 1, 'num_rounds': 200}
 _warned: set[str] = set()
 

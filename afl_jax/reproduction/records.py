@@ -1,44 +1,34 @@
 """A paper's records and manifest, written together and read only when whole.
 
-The records (``<paper>.csv.gz``, one row per evaluation of a run) and the manifest
-(``<paper>.json``, the sweeps that produced them) are one pair. :func:`write` writes
-both to temporary files created exclusively beside them (never through a symlink),
-syncs them, then renames the records and then the manifest into place: a kill or a
-failed write leaves the previous pair whole. The manifest states the records' row
-count and SHA-256 (``"records": {"rows", "sha256"}``), so a records file from another
-write than its manifest (a kill between the two renames, a file copied by hand) is
-detected.
+The records (``<paper>.csv.gz``, one row per evaluation of a run, its ``run`` column the
+run's identity, :func:`afl_jax.pipeline.record.identity`) and the manifest
+(``<paper>.json``, the sweeps that produced them) are one pair. :func:`write` replaces
+both together (``afl_jax.pipeline.workdir.write_files``: both synced, then renamed); the
+manifest states the records' row count and SHA-256, so a pair from different
+writes (a kill between the two) is detected. Each manifest sweep states its ``identity``
+(the digest of its runs' identities: what the reproduction keys reuse on) and ``config``
+(the digest of its runs' resolved configs: whether the declaration still gives it).
 
-:func:`read` checks the pair before any row is scored and refuses, in one line naming
-the file and what differs (:class:`RecordsError`): a records file that is not a
-readable gzipped CSV, a manifest that is not the JSON object written here, a missing
-or extra column, a non-numeric or empty cell, duplicate rows, a sweep of the manifest
-whose rows do not hold its seeds and runs, rows no sweep lists, a row count or digest
-other than the manifest's. A page is never rebuilt from part of the data.
+:func:`read` checks the pair before any row is scored and refuses, in one line naming the
+file and what differs (:class:`RecordsError`): a records file that is not a readable
+gzipped CSV, a manifest that is not the JSON object written here, a missing or extra
+column, a non-numeric or empty cell, duplicate rows, a sweep whose rows do not hold its
+seeds, runs and identity, rows no sweep lists, a row count or digest other than the
+manifest's, and a pair written before runs had identities (migrate it:
+``scripts/reproduce.py --migrate``).
 
-**Status.** Every sweep of the manifest states whether the declaration still gives it
-(``"status": "current"``, its config's fingerprint is the one the declaration has now)
-or not (``"superseded"``: an earlier grid, setting or seed list, kept but never
-scored), and every row repeats its sweep's status in the ``status`` column, so a reader
-filtering the CSV (``status == 'current'``) gets exactly the rows the pages use. The
-status is derived from the declaration by
-:func:`afl_jax.reproduction.scoring.mark` (each write of a reproduction, and
-``scripts/report.py --write`` after a declaration changed); here it is only copied
-from the manifest to the rows and checked: a status other than the two, or a row whose
-status differs from its sweep's, is refused. A pair written before the column existed
-(no ``status`` column; any status in its manifest is then ignored) reads as
-*unmarked* (:func:`marked` is False) until it is written again with statuses.
+**Status.** Every sweep states whether the declaration still gives it (``current``) or not
+(``superseded``: kept, never scored); every row repeats it in the ``status`` column, set by
+:func:`afl_jax.reproduction.scoring.mark` and checked here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import hashlib
 import io
 import json
 import os
-import tempfile
 import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -46,6 +36,7 @@ from typing import Any
 import pandas as pd
 
 from afl_jax.errors import UserError
+from afl_jax.pipeline import workdir
 
 KEYS = ['experiment', 'method', 'phase', 'setting', 'seed', 'step']
 METRIC_COLUMNS = [
@@ -56,9 +47,11 @@ METRIC_COLUMNS = [
   'test_accuracy',
   'test_loss',
 ]
-TEXT_COLUMNS = ['experiment', 'method', 'phase', 'setting']
+RUN = 'run'  # the column of each row's run identity
+TEXT_COLUMNS = ['experiment', 'method', 'phase', 'setting', RUN]
 INT_COLUMNS = ['seed', 'step']
-SWEEP_FIELDS = ('experiment', 'method', 'phase', 'setting', 'fingerprint', 'seeds', 'runs')
+SWEEP_FIELDS = ('experiment', 'method', 'phase', 'setting', 'identity', 'config', 'seeds', 'runs')
+LEGACY = 'legacy:'  # a migrated sweep the declaration no longer gives: its runs are unknown
 PHASES = ('select', 'test')
 STATUS = 'status'  # the column (and manifest field) of a sweep's status
 STATUSES = ('current', 'superseded')
@@ -73,6 +66,7 @@ NOTE = (
   'exactly the rows behind the pages.'
 )
 RESTORE = 'restore both files (git checkout) or rerun the reproduction'
+MIGRATE = 'python scripts/reproduce.py --paper={paper} --migrate'
 
 
 class RecordsError(UserError):
@@ -100,20 +94,9 @@ def digest(data: bytes) -> str:
   return hashlib.sha256(data).hexdigest()
 
 
-def _temp(directory: str, name: str, data: bytes) -> str:
-  """A synced new file holding ``data`` (created exclusively: no file or link is reused)."""
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix=f'.{name}.', suffix='.tmp')
-  try:
-    os.fchmod(fd, 0o644)
-    with os.fdopen(fd, 'wb') as f:
-      f.write(data)
-      f.flush()
-      os.fsync(f.fileno())
-  except BaseException:
-    with contextlib.suppress(OSError):
-      os.unlink(tmp)
-    raise
-  return tmp
+def sweep_identity(run_identities) -> str:
+  """A sweep's identity: the digest of its runs' identities (in any order)."""
+  return digest(json.dumps(sorted(set(run_identities))).encode())[:32]
 
 
 def marked(sweeps: Sequence[Mapping]) -> bool:
@@ -167,29 +150,15 @@ def write(paper_key: str, frame: pd.DataFrame, sweeps: Sequence[Mapping], record
     raise RecordsError(f'cannot write the records of {paper_key}: {e}') from None
   data = encode(frame, os.path.basename(records_path))
   manifest = {'records': {'rows': len(frame), 'sha256': digest(data)}, 'sweeps': list(sweeps)}
-  text = json.dumps(manifest, indent=1, sort_keys=True) + '\n'
-  temps = []
   try:
     os.makedirs(records_dir, exist_ok=True)
-    temps.append(_temp(records_dir, os.path.basename(records_path), data))
-    temps.append(_temp(records_dir, os.path.basename(manifest_path), text.encode()))
-    os.replace(temps[0], records_path)
-    os.replace(temps[1], manifest_path)
-    temps = []
-    dir_fd = os.open(records_dir, os.O_RDONLY)
-    try:
-      os.fsync(dir_fd)
-    finally:
-      os.close(dir_fd)
+    text = json.dumps(manifest, indent=1, sort_keys=True) + '\n'
+    workdir.write_files({records_path: data, manifest_path: text})
   except OSError as e:
     raise RecordsError(
       f'cannot write the records of {paper_key} to {records_dir}: '
       f'{e.strerror or e} [errno {e.errno}]; the previous records and manifest are kept'
     ) from None
-  finally:
-    for tmp in temps:
-      with contextlib.suppress(OSError):
-        os.unlink(tmp)
 
 
 def _load_manifest(path: str) -> dict[str, Any]:
@@ -211,11 +180,18 @@ def _load_manifest(path: str) -> dict[str, Any]:
       '{"rows", "sha256"}); ' + RESTORE
     )
   for i, s in enumerate(manifest['sweeps']):
+    if isinstance(s, dict) and 'fingerprint' in s and 'identity' not in s:
+      paper = os.path.basename(path).removesuffix('.json')
+      raise RecordsError(
+        f'{path}: written before runs had identities (sweep {i} has a fingerprint); migrate the '
+        f'records once: {MIGRATE.format(paper=paper)}'
+      )
     missing = [k for k in SWEEP_FIELDS if not isinstance(s, dict) or k not in s]
     if missing:
       raise RecordsError(f'{path}: sweep {i} lacks {", ".join(missing)}; {RESTORE}')
     if (
-      s['phase'] not in PHASES
+      not isinstance(s['identity'], str)
+      or s['phase'] not in PHASES
       or not _is_int(s['runs'])
       or not isinstance(s['seeds'], list)
       or not all(_is_int(x) for x in s['seeds'])
@@ -243,7 +219,7 @@ def _load_records(path: str) -> tuple[pd.DataFrame, bytes]:
     frame = pd.read_csv(io.BytesIO(text))
   except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
     raise RecordsError(f'{path}: not a readable CSV ({_short(e)}); {RESTORE}') from None
-  columns = KEYS + METRIC_COLUMNS
+  columns = KEYS + METRIC_COLUMNS + [RUN]
   missing = [c for c in columns if c not in frame.columns]
   extra = [c for c in frame.columns if c not in [*columns, STATUS]]
   if missing or extra:
@@ -308,6 +284,11 @@ def _check_sweeps(path: str, frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> 
         f'{path}: sweep {label(s)}: the records hold {runs} runs where the manifest lists '
         f'{s["runs"]}'
       )
+    if not s['identity'].startswith(LEGACY) and sweep_identity(mine[RUN]) != s['identity']:
+      raise RecordsError(
+        f'{path}: sweep {label(s)}: its rows are of other runs than its identity '
+        f'{s["identity"]} says; {RESTORE}'
+      )
     if STATUS in frame.columns:
       wrong = mine[STATUS] != s[STATUS]
       if wrong.any():
@@ -338,7 +319,7 @@ def read(paper_key: str, records_dir: str) -> tuple[pd.DataFrame, list[dict]]:
   records_path, manifest_path = paths(paper_key, records_dir)
   have_records, have_manifest = os.path.lexists(records_path), os.path.lexists(manifest_path)
   if not have_records and not have_manifest:
-    return pd.DataFrame(columns=KEYS + METRIC_COLUMNS), []
+    return pd.DataFrame(columns=KEYS + METRIC_COLUMNS + [RUN]), []
   if not have_manifest:
     raise RecordsError(f'{records_path}: the records have no manifest ({manifest_path}); {RESTORE}')
   manifest = _load_manifest(manifest_path)
@@ -349,7 +330,7 @@ def read(paper_key: str, records_dir: str) -> tuple[pd.DataFrame, list[dict]]:
         f'{records_path}: missing, while the manifest lists {len(manifest["sweeps"])} sweeps '
         f'and {stated["rows"]} rows; {RESTORE}'
       )
-    return pd.DataFrame(columns=KEYS + METRIC_COLUMNS), []
+    return pd.DataFrame(columns=KEYS + METRIC_COLUMNS + [RUN]), []
   frame, data = _load_records(records_path)
   if STATUS in frame.columns:
     bad = frame[STATUS].isna() | ~frame[STATUS].isin(STATUSES)

@@ -9,14 +9,14 @@ Two phases per experiment (:mod:`afl_jax.reproduction.spec`):
   sweep per method and setting, its seeds stacked on the replica axis).
 
 Records are the evaluated curves, one row per (run, evaluation), in one gzipped CSV
-per paper (``docs/results/records/<paper>.csv.gz``: ``pandas.read_csv`` reads it),
-with a manifest (``<paper>.json``) of the sweeps that produced them: their config
-fingerprint, machine and wall time. Pages are rebuilt from these files alone, and only
-from the sweeps whose fingerprint the declaration still gives (:func:`current`); each
-sweep and row states that status (:func:`afl_jax.reproduction.scoring.mark`:
-``current`` or ``superseded``, the
-``status`` column of :mod:`afl_jax.reproduction.records`), set at every write and
-refreshed after a declaration changes (:func:`afl_jax.reproduction.scoring.refresh`).
+per paper (``docs/results/records/<paper>.csv.gz``: ``pandas.read_csv`` reads it), each
+row naming its run's identity, with a manifest (``<paper>.json``) of the sweeps that
+produced them: their identity, machine and wall time. A sweep runs again exactly when its
+identity (:func:`identities`: each run's data and schedule built, nothing trained) differs
+from the records': a changed data file, trace, own module or config. Pages are rebuilt
+from these files alone, and only from the sweeps the declaration still gives (their
+config digest, :func:`is_current`); each sweep and row states that status
+(:func:`afl_jax.reproduction.scoring.mark`: ``current`` or ``superseded``).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import pandas as pd
 
 from afl_jax.errors import UserError
 from afl_jax.reproduction import records, spec
-from afl_jax.reproduction.records import KEYS, METRIC_COLUMNS
+from afl_jax.reproduction.records import KEYS, METRIC_COLUMNS, RUN
 
 REPO = os.path.dirname(spec.CONFIGS)
 RECORDS = os.path.join(REPO, 'docs', 'results', 'records')
@@ -55,21 +55,28 @@ def setting_of(key: str) -> dict[str, Any]:
   return json.loads(key)
 
 
-def _fingerprint(config: ml_collections.ConfigDict) -> str:
-  """A hash of the fields ``config`` sets away from the library's defaults (so a field
-  added to the defaults later does not make earlier records stale)."""
+def identities(config: ml_collections.ConfigDict) -> dict[str, dict[str, Any]]:
+  """Each grid point's identity (:func:`afl_jax.pipeline.build.built_identity`: its data and
+  schedule built, nothing trained), by run name."""
+  from afl_jax.pipeline import build, sweep
+
+  with build.reusing_data():
+    return {
+      sweep.run_name(p): build.built_identity(sweep.point_config(config, p))
+      for p in sweep.grid(config)
+    }
+
+
+def config_digest(config: ml_collections.ConfigDict) -> str:
+  """The digest of a sweep's runs' resolved configs (their identities' config part)."""
   from afl_jax.pipeline import config as config_lib
+  from afl_jax.pipeline import record, sweep
 
-  def flat(d, prefix=''):
-    out = {}
-    for k, v in d.items():
-      out.update(flat(v, f'{prefix}{k}.') if isinstance(v, dict) else {f'{prefix}{k}': v})
-    return out
-
-  defaults = flat(json.loads(config_lib.default().to_json_best_effort()))
-  fields = flat(json.loads(config.to_json_best_effort()))
-  kept = {k: v for k, v in fields.items() if k not in defaults or defaults[k] != v}
-  return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
+  parts = [
+    record.config_digest(config_lib.resolve(sweep.point_config(config, p)))
+    for p in sweep.grid(config)
+  ]
+  return records.sweep_identity(parts)
 
 
 def lock_records(records_dir: str):
@@ -153,6 +160,7 @@ def records_of_sweep(exp_key: str, label: str, phase: str, workdir: str, summary
         'setting': setting,
         'seed': int(run['seed']),
         'step': int(rec['step']),
+        RUN: run['identity'],
       }
       row.update({k: rec.get(k, float('nan')) for k in METRIC_COLUMNS})
       rows.append(row)
@@ -172,7 +180,9 @@ def write(
   """Store a paper's records and manifest together, atomically (sorted, gzip without a
   timestamp: same rows, same bytes; :func:`afl_jax.reproduction.records.write`)."""
   frame = frame.sort_values(KEYS, kind='stable').reset_index(drop=True)
-  frame = frame[KEYS + METRIC_COLUMNS]  # the status column is the manifest's (records.write)
+  frame = frame[
+    KEYS + METRIC_COLUMNS + [RUN]
+  ]  # the status column is the manifest's (records.write)
   manifest = sorted(
     manifest, key=lambda m: (m['experiment'], m['phase'], m['method'], m['setting'])
   )
@@ -196,7 +206,7 @@ def run_phase(
   Args:
     settings: test phase only: method label -> the setting keys to run on the test
       seeds (:func:`afl_jax.reproduction.scoring.test_settings`).
-    rerun: run sweeps whose fingerprint is already in the manifest again.
+    rerun: run sweeps whose identity is already in the manifest again.
     mark: ``(paper, frame, manifest) -> manifest`` with each sweep's status
       (:func:`afl_jax.reproduction.scoring.mark`; passed in, as scoring reads the
       records through this module).
@@ -208,7 +218,7 @@ def run_phase(
   for method in exp.methods:
     wanted = (settings or {}).get(method.label, ())
     for config in sweep_configs(exp, method, phase, wanted):
-      fingerprint = _fingerprint(config)
+      ident = records.sweep_identity(i['digest'] for i in identities(config).values())
       setting = (
         '*'
         if phase == 'select'
@@ -218,11 +228,15 @@ def run_phase(
       )
       entry = {'experiment': exp.key, 'method': method.label, 'phase': phase, 'setting': setting}
       old = [m for m in manifest if all(m[k] == v for k, v in entry.items())]
-      if old and old[0]['fingerprint'] == fingerprint and not rerun:
-        log(f'[{exp.key}/{method.label}/{phase}] records up to date ({fingerprint})')
+      where = f'[{exp.key}/{method.label}/{phase}]'
+      if old and old[0]['identity'] == ident and not rerun:
+        log(f'{where} records up to date (identity {ident})')
         continue
-      workdir = os.path.join(out_dir, paper.key, exp.key, phase, _safe(method.label), fingerprint)
-      log(f'[{exp.key}/{method.label}/{phase}] sweep {setting} -> {workdir}')
+      if old:
+        was = old[0]['identity']
+        log(f"{where} its runs' inputs changed (identity {was} -> {ident}): running again")
+      workdir = os.path.join(out_dir, paper.key, exp.key, phase, _safe(method.label), ident[:16])
+      log(f'{where} sweep {setting} -> {workdir}')
       t0 = time.time()
       summary = sweep_lib.train_sweep(config, workdir, log=log)
       seconds = time.time() - t0
@@ -237,7 +251,8 @@ def run_phase(
       manifest = [m for m in manifest if m not in old] + [
         entry
         | {
-          'fingerprint': fingerprint,
+          'identity': ident,
+          'config': config_digest(config),
           'seeds': [int(s) for s in config_lib.sweep_axes(config.sweep)['seed']],
           'runs': len(summary['runs']),
           'seconds': round(seconds, 1),
@@ -251,19 +266,19 @@ def run_phase(
 
 def is_current(exp: spec.Experiment, sweep: Mapping) -> bool:
   """Whether ``exp`` (as declared now) still gives the manifest entry ``sweep`` of one of
-  its methods: the sweep's config has the recorded fingerprint."""
+  its methods: the sweep's runs have the recorded config digest."""
   method = {m.label: m for m in exp.methods}.get(sweep['method'])
-  if sweep['experiment'] != exp.key or method is None:
+  if sweep['experiment'] != exp.key or method is None or not sweep.get('config'):
     return False
   settings = [sweep['setting']] if sweep['phase'] == 'test' else []
   configs = sweep_configs(exp, method, sweep['phase'], settings)
-  return [_fingerprint(c) for c in configs] == [sweep['fingerprint']]
+  return [config_digest(c) for c in configs] == [sweep['config']]
 
 
 def current(exp: spec.Experiment, frame: pd.DataFrame, manifest: Sequence[Mapping]) -> pd.DataFrame:
-  """The rows of ``exp`` whose sweep the declaration still gives: the sweep's fingerprint
-  in the manifest is the one its config has now (records of an earlier grid, setting or
-  seed list are kept in the files, marked superseded, and never scored)."""
+  """The rows of ``exp`` whose sweep the declaration still gives (:func:`is_current`; records
+  of an earlier grid, setting or seed list are kept in the files, marked superseded, and
+  never scored)."""
   fresh = {
     (m['method'], m['phase'], m['setting'] if m['phase'] == 'test' else '*')
     for m in manifest
@@ -294,3 +309,69 @@ def require_selection(paper_key: str, exp: spec.Experiment, records_dir: str = R
 
 def _safe(label: str) -> str:
   return ''.join(ch if ch.isalnum() or ch in '+-_.' else '_' for ch in label)
+
+
+def migrate(paper: spec.Paper, records_dir: str = RECORDS, *, mark, log=print) -> bool:
+  """Give a pair written before runs had identities theirs (once; False when there is nothing
+  to migrate). Each sweep the declaration still gives (its old config fingerprint) gets its
+  runs' identities, their data and schedules built without training
+  (:func:`identities`); every row its run's. A sweep it no longer gives keeps
+  ``legacy:<fingerprint>`` and is superseded. ``mark``: as for :func:`run_phase`."""
+  import gzip
+  import io
+
+  from afl_jax.pipeline import config as config_lib
+  from afl_jax.pipeline import sweep as sweep_lib
+
+  def fingerprint(config) -> str:  # the former key, only to find each sweep's config
+    def flat(d, prefix=''):
+      out = {}
+      for k, v in d.items():
+        out.update(flat(v, f'{prefix}{k}.') if isinstance(v, dict) else {f'{prefix}{k}': v})
+      return out
+
+    defaults = flat(json.loads(config_lib.default().to_json_best_effort()))
+    fields = flat(json.loads(config.to_json_best_effort()))
+    kept = {k: v for k, v in fields.items() if k not in defaults or defaults[k] != v}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
+
+  records_path, manifest_path = records.paths(paper.key, records_dir)
+  if not os.path.isfile(manifest_path):
+    return False
+  with open(manifest_path) as f:
+    sweeps = json.load(f)['sweeps']
+  if not any('fingerprint' in s for s in sweeps):
+    return False
+  with open(records_path, 'rb') as f:
+    frame = pd.read_csv(io.BytesIO(gzip.decompress(f.read())))
+  frame[RUN] = ''
+  exps = {e.key: e for e in paper.experiments}
+  for s in sweeps:
+    old = s.pop('fingerprint', None)
+    if old is None:
+      continue
+    exp = exps.get(s['experiment'])
+    method = {m.label: m for m in exp.methods}.get(s['method']) if exp else None
+    settings = [s['setting']] if s['phase'] == 'test' else []
+    configs = sweep_configs(exp, method, s['phase'], settings) if method else []
+    rows = records._sweep_rows(frame, s)
+    if not configs or fingerprint(configs[0]) != old:
+      s['identity'], s['config'] = f'{records.LEGACY}{old}', None
+      frame.loc[rows, RUN] = s['identity']
+      continue
+    t0 = time.time()
+    found = identities(configs[0])
+    by_run = {}
+    for p in sweep_lib.grid(configs[0]):
+      key = (setting_key({k: v for k, v in p.items() if k != 'seed'}), int(p['seed']))
+      by_run[key] = found[sweep_lib.run_name(p)]['digest']
+    keys = list(zip(frame.loc[rows, 'setting'], frame.loc[rows, 'seed'].astype(int)))
+    frame.loc[rows, RUN] = [by_run.get(k, f'{records.LEGACY}{old}') for k in keys]
+    s['identity'] = records.sweep_identity(frame.loc[rows, RUN])
+    s['config'] = config_digest(configs[0])
+    log(
+      f'[{records.label(s)}] {len(found)} runs: identity {s["identity"]} ({time.time() - t0:.1f}s)'
+    )
+  frame = frame.drop(columns=[records.STATUS], errors='ignore')
+  write(paper.key, frame, mark(paper, frame, sweeps), records_dir)
+  return True

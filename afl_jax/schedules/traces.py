@@ -17,10 +17,11 @@ arrays of an npz, each 1-D):
   ``durations_params={'value': 1.0}``: exactly ``duration_i``), times the
   ``schedule.client_speed`` factor where one is set.
 * **a recorded list of jobs**, columns ``client``, ``start``, ``finish`` (simulated
-  seconds), one row per job in any order. Jobs arrive in finish order (ties in file
-  order); every ``schedule.buffer_size`` arrivals make one server step, applied at
-  the finish time of its last arrival. A job's start version is the number of server
-  steps applied before it started: the steps applied at a time <= its start (a job
+  seconds), one row per job in any order; a client runs one job at a time, so two jobs
+  of one client that overlap (or a row given twice) are refused. Jobs arrive in finish
+  order (ties in file order); every ``schedule.buffer_size`` arrivals make one server
+  step, applied at the finish time of its last arrival. A job's start version is the number of
+  server steps applied before it started: the steps applied at a time <= its start (a job
   starting at the moment of a step trains from that step's model), never its own
   step. ``num_rounds`` steps are taken from the start of the trace; each job runs the
   client's local steps K_i.
@@ -34,8 +35,8 @@ arrays of an npz, each 1-D):
   client's K_i (``config.local_steps`` / ``local_epochs`` as the recorded run had them).
 
 Files are size-checked before they are read (:data:`MAX_BYTES`), npz files are read
-without unpickling, and every problem is one :class:`~afl_jax.errors.ConfigError`
-naming ``config.schedule.<field>``.
+without unpickling, a column named twice is refused, and every problem is one
+:class:`~afl_jax.errors.ConfigError` naming ``config.schedule.<field>``.
 """
 
 from __future__ import annotations
@@ -98,6 +99,9 @@ def read(path: Any) -> dict[str, np.ndarray]:
       if not rows:
         raise ValueError('the file is empty')
       header = [h.strip() for h in rows[0]]
+      twice = sorted({h for h in header if header.count(h) > 1})
+      if twice:
+        raise ValueError(f'column {twice[0]!r} appears twice in the header')
       body = [r for r in rows[1:] if r]
       if any(len(r) != len(header) for r in body):
         raise ValueError(f'every row must have the {len(header)} columns of {header}')
@@ -158,13 +162,24 @@ def from_jobs(
   """The [T, M] schedule of recorded jobs (module docstring): ``M = buffer_size``.
 
   Raises:
-    ValueError: a job finishing before it starts, fewer than ``num_steps * buffer_size``
-      jobs, or a client twice in one server step (ScheduleError).
+    ValueError: a job finishing before it starts, two jobs of one client at once (a row
+      given twice), fewer than ``num_steps * buffer_size`` jobs, or a client twice in one
+      server step (ScheduleError).
   """
   client, start, finish = (np.asarray(a) for a in (client, start, finish))
   if (finish < start).any():
     i = int(np.flatnonzero(finish < start)[0])
     raise ValueError(f'row {i}: the job finishes at {finish[i]:g}, before its start {start[i]:g}')
+  by = np.lexsort((finish, start, client))  # each client's jobs in start order
+  c, s, f = client[by], start[by], finish[by]
+  both = (c[1:] == c[:-1]) & ((s[1:] < f[:-1]) | (s[1:] == s[:-1]))
+  if both.any():
+    k = int(np.flatnonzero(both)[0])
+    i, j = sorted((int(by[k]), int(by[k + 1])))
+    raise ValueError(
+      f'rows {i} and {j}: client {c[k]:g} runs two jobs at once ([{s[k]:g}, {f[k]:g}] and '
+      f'[{s[k + 1]:g}, {f[k + 1]:g}]); a client trains one job at a time'
+    )
   m, t = buffer_size, num_steps
   if len(client) < t * m:
     raise ValueError(

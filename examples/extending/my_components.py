@@ -6,13 +6,16 @@ imports it with ``import_beside``), and importing it registers
 * (a) ``fedbuff_adam``: FedBuff's buffer with a staleness-scaled Adam server rule;
 * (b) ``fedbuff_clip``: FedBuff's server with a new client rule, clipped local SGD;
 * (c) the flax model ``tiny_mlp``;
-* (d) the dataset ``blobs``, built from NumPy arrays.
+* (d) the dataset ``blobs``, built from NumPy arrays;
+* (h) the compressor ``residual_sign``: the scaled sign of the message plus what earlier
+  messages did not send (its state).
 """
 
 from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -120,3 +123,29 @@ def blobs(*, data_dir=None, download=False, seed=0, spread=1.0) -> afl_jax.data.
 
 
 afl_jax.data.DATASETS.register('blobs', blobs, spread=checks.real(0.0, low_open=True))
+
+
+# ---- (h) a compressor ------------------------------------------------------------------------
+class ResidualState(NamedTuple):
+  residual: Any  # what this client's earlier messages did not send (same tree as a message)
+
+
+def residual_sign() -> afl_jax.compression.Compressor:
+  """Sends mean(|v|) * sign(v) of v = message + residual, keeps v - sent as the residual;
+  uploads one bit per coordinate and one 32-bit scale."""
+
+  def init(updates):
+    return ResidualState(jax.tree.map(jnp.zeros_like, updates))
+
+  def compress(updates, state, key):
+    del key  # deterministic
+    v = jax.tree.map(jnp.add, updates, state.residual)
+    flat, unravel = jax.flatten_util.ravel_pytree(v)
+    sent = unravel(jnp.mean(jnp.abs(flat)) * jnp.sign(flat))
+    bits = jnp.float32(flat.size + 32)  # static shapes: the same count every message
+    return sent, ResidualState(jax.tree.map(jnp.subtract, v, sent)), bits
+
+  return afl_jax.compression.Compressor(init, compress)
+
+
+afl_jax.compression.COMPRESSORS.register('residual_sign', residual_sign)

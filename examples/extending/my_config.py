@@ -22,11 +22,13 @@ ALGORITHMS = {
 
 
 def get_config(name='mine'):
-  """``NAME`` (one algorithm), ``NAME_seeds`` (its sweep over 3 seeds) or ``compare`` (yours
-  against FedBuff over 3 seeds, one sweep: each algorithm with its own settings)."""
+  """``NAME`` (one algorithm), ``NAME_seeds`` (its sweep over 3 seeds), ``compare`` (yours
+  against FedBuff over 3 seeds, one sweep: each algorithm with its own settings),
+  ``compressed`` (FedBuff with your compressor) or ``budget`` (FedAsync against FedBuff on
+  a trace of per-client speeds, each with its own buffer size)."""
   alg, _, seeds = name.partition('_')
-  if name == 'compare':
-    alg, seeds = 'mine', ''
+  if name in ('compare', 'compressed', 'budget'):
+    alg, seeds = 'fedbuff' if name != 'compare' else 'mine', ''
   c = config_lib.default()
   c.dataset, c.model = 'blobs', 'tiny_mlp'  # (c), (d)
   c.model_args.width, c.dataset_args.spread = 32, 1.0  # their own settings
@@ -45,4 +47,18 @@ def get_config(name='mine'):
   if name == 'compare':  # (f): an algorithm entry replaces the whole algorithm + hparams
     entries = [{'name': ALGORITHMS[k][0], **ALGORITHMS[k][1]} for k in ('fedbuff', 'mine')]
     c.sweep = {'algorithm': entries, 'seed': [0, 1, 2]}
+  if name == 'compressed':  # (h): FedBuff with the compressor above
+    c.compressor.kind = 'residual_sign'
+  if name == 'budget':  # (i): FedAsync (M = 1) against FedBuff (M = 3), 2 of 8 clients 10x slower
+    c.schedule.kind, c.schedule.trace = 'trace', os.path.join(HERE, 'speeds.csv')
+    c.schedule.concurrency, c.schedule.durations = 4, 'constant'
+    c.schedule.durations_params = {'value': 1.0}  # a job of client i takes duration_i seconds
+    c.num_rounds, c.eval_every = 30, 3
+    c.sweep = {
+      'algorithm': [
+        {'name': 'fedasync', 'client_lr': 0.05, 'schedule': {'buffer_size': 1}},
+        {'name': 'fedbuff', 'client_lr': 0.05, 'schedule': {'buffer_size': 3}},
+      ],
+      'seed': [0, 1, 2],
+    }
   return c

@@ -1,0 +1,320 @@
+"""A run's identity and its record: what every reuse and every reader of results checks.
+
+:func:`identity` is the one digest of everything a run's numbers depend on: the resolved
+config (but :data:`FREE_FIELDS`: where the files are, when to checkpoint or stop), the
+data arrays it trains and evaluates on, the schedule arrays it runs (whatever built them:
+a builder, a trace, a speeds file), the source file of every component the run uses that
+is registered outside afl_jax (a researcher's own module), and the engine facts (device
+count, platform). It is written into the run folder's ``config.json`` before compute and
+into its ``summary.json``; a single run, each run of a sweep and each reproduction record
+reuse results only under an equal identity, else :func:`refuse` names the input that
+changed in one line. docs/reliability.md lists the guarantees.
+
+:class:`RunRecord` is a run folder as every reader sees it (:func:`read`): its config,
+identity, evaluation records and status (``completed``, ``stopped at step S``, ``diverged
+at step S``), derived from the records alone, so a run cut by ``kill -9`` reads right.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from afl_jax.errors import ResumeError
+from afl_jax.pipeline import metrics_io
+from afl_jax.pipeline.workdir import read_json, show
+
+CONFIG_FILE, SUMMARY_FILE = 'config.json', 'summary.json'
+# Config fields that change no number a run writes: where its files are (their content is
+# digested), when it checkpoints, where this invocation stops, the target a summary reads.
+FREE_FIELDS = ('data_dir', 'download', 'checkpoint_every', 'stop_after_steps', 'target_accuracy')
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_DIVERGED = re.compile(r'non-finite (\S+) at server step (\d+)')
+
+
+def _sha(*parts: Any) -> str:
+  h = hashlib.sha256()
+  for p in parts:
+    if isinstance(p, np.ndarray):
+      a = np.ascontiguousarray(p)
+      h.update(f'{a.dtype.str}{a.shape};'.encode())
+      h.update(memoryview(a).cast('B') if a.size else b'')
+    else:
+      h.update(p if isinstance(p, bytes) else str(p).encode())
+  return h.hexdigest()
+
+
+def data_digest(layout: Any) -> str:
+  """SHA-256 of a :class:`~afl_jax.data.ClientLayout`'s arrays (samples, labels, the clients'
+  index and views, test, validation and unlabeled sets): the same files anywhere, one digest."""
+  names = ('x', 'y', 'index', 'offsets', 'sizes', 'test_x', 'test_y', 'unlabeled_x', 'val_x')
+  return _sha(layout.num_classes, *(np.asarray(getattr(layout, n)) for n in names + ('val_y',)))
+
+
+def schedule_digest(schedule: Any) -> str:
+  """SHA-256 of a schedule's arrays and client count."""
+  names = ('client_ids', 'start_step', 'local_steps', 'mask', 'wall_clock')
+  return _sha(schedule.num_clients, *(np.asarray(getattr(schedule, n)) for n in names))
+
+
+def file_digest(path: str) -> str:
+  with open(path, 'rb') as f:
+    return _sha(f.read())
+
+
+def own_code(factories: Iterable[Any]) -> dict[str, str]:
+  """``{source file name: SHA-256}`` of the factories defined outside afl_jax (a user's
+  module; by name, so that the same files elsewhere are the same run)."""
+  out = {}
+  for f in factories:
+    try:
+      path = os.path.abspath(inspect.getsourcefile(inspect.unwrap(f)) or '')
+    except TypeError:  # a builtin or a C extension: not a researcher's source
+      continue
+    if os.path.isfile(path) and not path.startswith(_PACKAGE + os.sep):
+      out[os.path.basename(path)] = file_digest(path)
+  return out
+
+
+def engine() -> dict[str, Any]:
+  """The engine facts that change a run's arithmetic besides its config."""
+  import jax
+
+  return {'devices': jax.device_count(), 'platform': jax.default_backend()}
+
+
+def canonical(config: Any) -> dict[str, Any]:
+  """A config (ConfigDict or mapping) as plain, strict JSON values."""
+  if hasattr(config, 'to_dict'):
+    config = config.to_dict()
+  return json.loads(json.dumps(metrics_io.jsonable(config), sort_keys=True, allow_nan=False))
+
+
+def flatten(d: Mapping[str, Any], prefix: str = '') -> dict[str, Any]:
+  """``{'a': {'b': 1}}`` -> ``{'a.b': 1}`` (lists as tuples)."""
+  out: dict[str, Any] = {}
+  for k, v in d.items():
+    if isinstance(v, Mapping) and v:
+      out.update(flatten(v, f'{prefix}{k}.'))
+    else:
+      out[f'{prefix}{k}'] = tuple(v) if isinstance(v, list) else v
+  return out
+
+
+def computed(config: Any) -> dict[str, Any]:
+  """The config fields a run's numbers depend on: all but :data:`FREE_FIELDS`, ``sweep`` and
+  the trace file's path (its arrays are digested, wherever the file is)."""
+  out = {k: v for k, v in canonical(config).items() if k not in FREE_FIELDS + ('sweep',)}
+  if isinstance(out.get('schedule'), dict):
+    out['schedule'] = {k: v for k, v in out['schedule'].items() if k != 'trace'}
+  return out
+
+
+def config_digest(config: Any) -> str:
+  """The config's part of the identity: a SHA-256 of its :func:`computed` fields."""
+  return _sha(json.dumps(computed(config), sort_keys=True))
+
+
+def identity(config: Any, *, data: str, schedule: str, code: Mapping[str, str], sources) -> dict:
+  """The run's identity: ``digest`` over its inputs, each kept to name what changed.
+
+  Args:
+    config: the resolved config. data, schedule: :func:`data_digest`,
+      :func:`schedule_digest` of what the run trains and evaluates on and runs.
+    code: :func:`own_code` of the components it uses. sources: seed-independent digests
+      of the files read (the dataset's arrays, a trace file), by which readers tell
+      runs of one method apart from runs on other files (not in the digest: what the run
+      read from them is).
+  """
+  inputs = {
+    'config': config_digest(config),
+    'data': data,
+    'schedule': schedule,
+    'code': dict(sorted(code.items())),
+    'engine': engine(),
+  }
+  digest = _sha(json.dumps(inputs, sort_keys=True))[:32]  # the files' arrays, not their bytes
+  return {'digest': digest, **inputs, 'sources': dict(sorted(sources.items()))}
+
+
+def changes(old: Mapping[str, Any], new: Mapping[str, Any], old_config, new_config) -> str:
+  """What differs between two identities (and their configs), named for the user."""
+  out = []
+  if old.get('config') != new['config']:
+    a, b = flatten(computed(old_config or {})), flatten(computed(new_config))
+    out += [
+      f'config.{k} {json.dumps(a.get(k))} -> {json.dumps(b.get(k))}'
+      for k in sorted(set(a) | set(b))
+      if a.get(k) != b.get(k)
+    ] or ['the resolved config']
+  place = new_config.get('data_dir') or os.environ.get('AFL_JAX_DATA') or 'its default place'
+  if old.get('data') != new['data']:
+    out.append(f'the data (config.dataset={new_config.get("dataset")!r} read from {place})')
+  if old.get('schedule') != new['schedule']:
+    trace = (new_config.get('schedule') or {}).get('trace')
+    out.append(f'the schedule arrays (config.schedule.trace={trace})' if trace else 'the schedule')
+  code_a, code_b = old.get('code') or {}, new['code']
+  out += [
+    f'the source of {p}'
+    for p in sorted(set(code_a) | set(code_b))
+    if code_a.get(p) != code_b.get(p)
+  ]
+  a, b = old.get('engine') or {}, new['engine']
+  out += [
+    f'{k} {a.get(k)} -> {b[k]} ($AFL_JAX_CPU_DEVICES, $JAX_PLATFORMS)'
+    for k in b
+    if a.get(k) != b[k]
+  ]
+  return ', '.join(out) or 'its identity (written by another version of afl_jax)'
+
+
+def saved(run_dir: str) -> tuple[dict, dict] | None:
+  """(config, identity) a run folder's ``config.json`` records; None when it has none."""
+  path = os.path.join(run_dir, CONFIG_FILE)
+  if not os.path.lexists(path):
+    return None
+  config = read_json(path, strict=False)
+  if not isinstance(config, dict):
+    raise ResumeError(
+      f'{show(path)} is not a JSON object; move it away, or choose another --workdir'
+    )
+  ident = config.pop('identity', None)
+  return config, (ident if isinstance(ident, dict) else {})
+
+
+def refuse(run_dir: str, ident: Mapping[str, Any], config: Any) -> None:
+  """ResumeError (one line naming the input) when ``run_dir`` holds another run's files."""
+  found = saved(run_dir)
+  if found is None:
+    others = (
+      [n for n in os.listdir(run_dir) if not n.startswith('.')] if os.path.isdir(run_dir) else []
+    )
+    others = [n for n in others if n not in (SUMMARY_FILE, 'plot.png', 'tensorboard')]
+    if others:
+      raise ResumeError(
+        f'{show(run_dir)} holds {sorted(others)[:3]} but no {CONFIG_FILE} saying which run wrote '
+        'them; a run never writes over another: move them away, or choose another --workdir'
+      )
+    return
+  old_config, old = found
+  if old.get('digest') != ident['digest']:
+    what = changes(old, ident, old_config, canonical(config))
+    raise ResumeError(
+      f'{show(run_dir)} holds a run of other inputs: {what}; pass --noresume to delete its '
+      'results and start over, or choose another --workdir'
+    )
+
+
+def config_text(config: Any, ident: Mapping[str, Any]) -> str:
+  """``config.json``: the resolved config (every value the run uses) and its identity."""
+  return json.dumps(canonical(config) | {'identity': dict(ident)}, indent=1, sort_keys=True) + '\n'
+
+
+# ---- the run record ---------------------------------------------------------------------
+def status(records: Sequence[Mapping[str, Any]], num_steps: int) -> str:
+  """``completed``, ``diverged at step S`` or ``stopped at step S`` (``not started``)."""
+  if not records:
+    return 'not started'
+  stop = next((r['stopped'] for r in records if r.get('stopped')), None)
+  if stop is not None:
+    m = _DIVERGED.search(stop)
+    return f'diverged at step {m[2] if m else records[-1]["step"]}'
+  last = int(records[-1]['step'])
+  return 'completed' if last >= num_steps else f'stopped at step {last}'
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+  """One run folder: config (nested), identity ({} before identities), records, status;
+  ``source``: the folder it was read from (a sweep's, or its own)."""
+
+  path: str
+  config: dict[str, Any]
+  identity: dict[str, Any]
+  records: list[dict]
+  status: str
+  source: str = ''
+
+  @property
+  def seed(self) -> int | None:
+    return self.config.get('seed')
+
+  @property
+  def steps(self) -> int:
+    return int(self.records[-1]['step']) if self.records else 0
+
+  @property
+  def completed(self) -> bool:
+    return self.status == 'completed'
+
+  def summary(self) -> dict[str, Any]:
+    """What ``summary.json`` says of the run: status, identity, steps, seed, data digest and
+    the final metrics (null for a diverged run: never a number that looks like a result)."""
+    out = {
+      'status': self.status,
+      'identity': self.identity.get('digest'),
+      'data_sha256': self.identity.get('data'),
+      'seed': self.seed,
+      'algorithm': self.config.get('algorithm'),
+      **final(self.records, float(self.config.get('target_accuracy') or 0.0)),
+    }
+    if self.status.startswith('diverged'):
+      out |= {k: None for k in out if k.endswith(('accuracy', 'loss')) and k != 'target_accuracy'}
+    return out
+
+
+def read(run_dir: str) -> RunRecord:
+  """The run in ``run_dir`` (a single run's workdir or a sweep's run folder)."""
+  found = saved(run_dir) or ({}, {})
+  config, ident = found
+  records = metrics_io.read_metrics(run_dir)
+  rounds = int(config.get('num_rounds') or (records[-1]['step'] if records else 0))
+  return RunRecord(run_dir, config, ident, records, status(records, rounds), run_dir)
+
+
+def final(records: Sequence[Mapping[str, Any]], target: float = 0.0) -> dict[str, Any]:
+  """A run's last record (step, clock, bytes, accuracies and losses), its best validation
+  accuracy, and for ``target`` > 0 the step, clock and bytes of the first evaluation whose
+  test accuracy reaches it (None where none does)."""
+  if not records:
+    return {'steps': 0}
+  last = records[-1]
+  out = {'steps': last['step'], 'wall_clock': last['wall_clock'], 'bytes_up': last['bytes_up']}
+  out |= {'bytes_down': last.get('bytes_down')}
+  out |= {k: v for k, v in last.items() if k.endswith(('accuracy', 'loss'))}
+  vals = [r['val_accuracy'] for r in records if isinstance(r.get('val_accuracy'), float)]
+  if vals and all(math.isfinite(v) for v in vals):
+    out['best_val_accuracy'] = max(vals)
+  if target > 0:
+    hit = metrics_io.first_reaching(records, target)
+    out['target_accuracy'] = target
+    for key, col in (('steps', 'step'), ('wall_clock', 'wall_clock'), ('bytes_up', 'bytes_up')):
+      out[f'{key}_to_target'] = hit[col] if hit else None
+  return out
+
+
+__all__ = [
+  'CONFIG_FILE',
+  'FREE_FIELDS',
+  'SUMMARY_FILE',
+  'RunRecord',
+  'canonical',
+  'changes',
+  'config_text',
+  'data_digest',
+  'identity',
+  'own_code',
+  'read',
+  'refuse',
+  'schedule_digest',
+  'status',
+]

@@ -1,0 +1,202 @@
+"""One identity keys every reuse: what changes a run's numbers reruns it or is one line.
+
+A researcher's world outside the package: an own module registering a dataset that reads
+``<data_dir>/data.npz``, a trace of recorded jobs, and a config file naming both. After a
+finished single run and a finished sweep, each edit (the trace, the data file, the own
+module, a config field, the device count) is refused through scripts/train.py in one
+``error:`` line naming the input; --noresume then reruns it equal to a fresh run. What
+changes no number (the data at another path, checkpoint_every) reuses the finished run.
+"""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+from helper_runs import one_error_line, run_train
+
+from afl_jax.pipeline import build, record
+from afl_jax.pipeline import config as config_lib
+
+MODULE = '''
+import os
+import numpy as np
+import afl_jax
+
+
+def npzdata(*, data_dir=None, download=False, seed=0):
+  """Samples and labels from <data_dir>/data.npz (the first 150 train, the rest test)."""
+  with np.load(os.path.join(data_dir, 'data.npz')) as f:
+    x, y = f['x'], f['y']
+  return afl_jax.data.ArrayDataset(x[:150], y[:150], x[150:], y[150:], num_classes=3)
+
+
+afl_jax.data.DATASETS.register('npzdata', npzdata)
+'''
+CONFIG = """
+import os
+from afl_jax.pipeline import config as config_lib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+config_lib.import_beside(__file__, 'mydata')
+
+
+def get_config(kind='single'):
+  c = config_lib.default()
+  c.dataset, c.data_dir, c.model = 'npzdata', os.path.join(HERE, 'data'), 'logreg'
+  c.num_clients, c.partition, c.local_steps, c.batch_size = 4, 'iid', 2, 8
+  c.schedule.kind, c.schedule.trace = 'trace', os.path.join(HERE, 'jobs.csv')
+  c.schedule.buffer_size = 2
+  config_lib.set_algorithm(c, 'fedbuff', client_lr=0.1, server_lr=1.0)
+  c.num_rounds, c.eval_every, c.eval_train_samples = 4, 2, 50
+  if kind == 'sweep':
+    c.sweep = {'seed': [0, 1]}
+  return c
+"""
+
+
+def make_world(where):
+  """The researcher's files: mydata.py, data/data.npz, jobs.csv (10 jobs), cfg.py."""
+  os.makedirs(where / 'data')
+  (where / 'mydata.py').write_text(MODULE)
+  rng = np.random.default_rng(0)
+  np.savez(
+    where / 'data' / 'data.npz',
+    x=rng.normal(size=(200, 5)).astype(np.float32),
+    y=rng.integers(0, 3, 200),
+  )
+  jobs = [(i % 4, float(i), float(i) + 1.5 + (i % 3)) for i in range(10)]
+  (where / 'jobs.csv').write_text(
+    'client,start,finish\n' + ''.join(f'{c},{s},{f}\n' for c, s, f in jobs)
+  )
+  (where / 'cfg.py').write_text(CONFIG)
+
+
+def edit(world, what):
+  """Change one input; returns a fragment the refusal must name."""
+  if what == 'trace':
+    text = (world / 'jobs.csv').read_text().replace('0,0.0,1.5', '0,0.0,3.75')
+    (world / 'jobs.csv').write_text(text)
+    return 'config.schedule.trace='
+  if what == 'data':
+    with np.load(world / 'data' / 'data.npz') as f:
+      x, y = f['x'], f['y'].copy()
+    y[0] = (y[0] + 1) % 3
+    np.savez(world / 'data' / 'data.npz', x=x, y=y)
+    return "the data (config.dataset='npzdata'"
+  if what == 'module':
+    with open(world / 'mydata.py', 'a') as f:
+      f.write('# the researcher edited their module\n')
+    return 'the source of mydata.py'
+  assert what == 'config'
+  return 'config.hparams.client_lr 0.1 -> 0.2'
+
+
+@pytest.fixture(scope='module')
+def finished(tmp_path_factory):
+  """A world and its finished single run and sweep (kind -> workdir)."""
+  base = tmp_path_factory.mktemp('finished')
+  make_world(base / 'world')
+  for kind in ('single', 'sweep'):
+    rc, out = run_train(base / kind, f'--config={base / "world" / "cfg.py"}:{kind}')
+    assert rc == 0, out
+  return base
+
+
+def metrics(work):
+  return {
+    os.path.relpath(os.path.join(d, f), work): open(os.path.join(d, f), 'rb').read()
+    for d, _, files in os.walk(work)
+    for f in files
+    if f == 'metrics.jsonl'
+  }
+
+
+@pytest.mark.parametrize('what', ['trace', 'data', 'module', 'config'])
+@pytest.mark.parametrize('kind', ['single', 'sweep'])
+def test_an_edited_input_is_refused_naming_it_and_noresume_equals_a_fresh_run(
+  finished, tmp_path, kind, what
+):
+  world, work = tmp_path / 'world', tmp_path / kind
+  shutil.copytree(finished / 'world', world)
+  shutil.copytree(finished / kind, work)
+  spec = f'--config={world / "cfg.py"}:{kind}'
+  assert 'finished earlier' in run_train(work, spec)[1]  # moved, nothing changed: reused
+  extra = ['--config.hparams.client_lr=0.2'] if what == 'config' else []
+  named = edit(world, what)
+  one_error_line(*run_train(work, spec, *extra), 'holds a run of other inputs', named)
+  if kind == 'sweep' and what in ('data', 'config'):  # the whole rerun, for two of the cases
+    assert run_train(work, spec, *extra, '--noresume')[0] == 0
+    assert run_train(tmp_path / 'fresh', spec, *extra)[0] == 0
+    assert metrics(work) == metrics(tmp_path / 'fresh')
+
+
+def test_what_changes_no_number_reuses_the_run_and_the_device_count_does_not(finished, tmp_path):
+  world, work = tmp_path / 'world', tmp_path / 'single'
+  shutil.copytree(finished / 'world', world)
+  shutil.copytree(finished / 'single', work)
+  shutil.move(world / 'data', tmp_path / 'elsewhere')  # the same files at another path
+  spec = f'--config={world / "cfg.py"}:single'
+  rc, out = run_train(
+    work, spec, f'--config.data_dir={tmp_path / "elsewhere"}', '--config.checkpoint_every=2'
+  )
+  assert rc == 0 and 'finished earlier' in out, out
+  had = json.loads((work / 'config.json').read_text())['identity']['engine']['devices']
+  devices = {'AFL_JAX_CPU_DEVICES': str(3 - had), 'XLA_FLAGS': ''}  # 1 <-> 2
+  one_error_line(
+    *run_train(work, spec, f'--config.data_dir={tmp_path / "elsewhere"}', **devices),
+    f'devices {had} -> {3 - had}',
+  )
+
+
+def test_the_identity_is_one_function_of_the_built_run(tmp_path):
+  make_world(tmp_path)
+  c = config_lib.load_file(f'{tmp_path / "cfg.py"}:single')
+  run = build.build_run(c)
+  assert build.built_identity(c) == run.identity  # data and schedule alone give the same
+  assert set(run.identity) == {'digest', 'config', 'data', 'schedule', 'code', 'engine', 'sources'}
+  assert list(run.identity['code']) == ['mydata.py']
+  assert run.identity['sources']['trace'] == record.file_digest(str(tmp_path / 'jobs.csv'))
+  c.stop_after_steps, c.checkpoint_every, c.target_accuracy = 2, 2, 0.5  # observe, not compute
+  assert build.built_identity(c) == run.identity
+  c.eval_every = 1  # the records it writes
+  assert build.built_identity(c)['digest'] != run.identity['digest']
+  saved = json.loads(json.dumps(run.identity))
+  assert record.changes(saved, build.built_identity(c), run.config, config_lib.resolve(c)) == (
+    'config.eval_every 2 -> 1'
+  )
+
+
+def test_a_reproduction_reruns_exactly_the_sweeps_whose_inputs_changed(tmp_path):
+  """Records are keyed by their runs' identities: a second reproduction reuses them, one
+  after a data edit runs the sweep again (the rows name the new runs)."""
+  from afl_jax.reproduction import records, runs, scoring, spec
+
+  make_world(tmp_path)
+  grid = {'hparams.client_lr': (0.1,)}
+  exp = spec.Experiment(
+    key='e',
+    title='t',
+    ref='r',
+    setting='s',
+    base=lambda c: None,
+    methods=(spec.Method('A', f'{tmp_path / "cfg"}:single', grid),),
+  )
+  paper = spec.Paper('own', '0', 'c', 's', (exp,))
+  logs, out = [], str(tmp_path / 'runs')
+  phase = lambda: runs.run_phase(
+    paper, exp, 'select', out, records_dir=str(tmp_path / 'rec'), log=logs.append, mark=scoring.mark
+  )  # noqa: E731
+  phase()
+  first, sweeps = runs.read('own', str(tmp_path / 'rec'))
+  assert sweeps[0]['identity'] == records.sweep_identity(first.run) and first.run.nunique() == 3
+  logs.clear()
+  phase()
+  assert any('records up to date' in line for line in logs), logs
+  edit(tmp_path, 'data')
+  logs.clear()
+  phase()
+  assert any("its runs' inputs changed" in line for line in logs), logs
+  again, _ = runs.read('own', str(tmp_path / 'rec'))
+  assert set(again.run).isdisjoint(first.run) and len(again) == len(first)
