@@ -396,7 +396,7 @@ def test_register_refuses_specs_for_arguments_the_factory_lacks():
   assert 'never_registered' not in afl_jax.algorithms.names()
 
 
-# ---- 6. what simulate and sweep return (Result's and SweepResult's docstrings) -------------
+# ---- 6. what simulate and sweep return (Result's docstring) ------------------------------
 # 3 clients, M = 2 with one padded slot (step 1), stale starts, K = 2.
 RESULT_IDS = [[0, 1], [2, 0], [1, 2], [0, 1]]
 RESULT_START = [[0, 0], [0, 1], [1, 2], [2, 3]]

@@ -41,8 +41,8 @@ def test_loss_runs_in_the_compute_dtype_and_gradients_come_back_float32():
 
 def _jaxpr(**kw):
   sim = afl_jax.Simulator(build('fedbuff', run_info(N)), *_problem_and_schedule(), **kw)
-  state = sim.init(P0, jax.random.key(0))
-  return str(jax.make_jaxpr(sim._chunk_impl)(state, sim.inputs(0), sim.problem, jax.random.key(0)))
+  key = jax.random.key(0)
+  return str(jax.make_jaxpr(sim._chunk)(*sim.args(sim.init(P0, key), key)))
 
 
 def test_float32_path_is_unchanged():

@@ -154,7 +154,7 @@ def test_engine_compiles_once_for_a_whole_run():
   sim = afl_jax.Simulator(
     afl_jax.algorithms.get('fedbuff', client_lr=0.5), prob, sched, chunk_size=3
   )  # chunks of 3, 3, 3, 1 (padded)
-  sim._chunk_impl = chex.assert_max_traces(sim._chunk_impl, n=1)
+  sim._chunk = chex.assert_max_traces(sim._chunk, n=1)
   key = jax.random.key(0)
   done = list(chunks(sim, sim.init(p0, key), key))
   assert len(done) == 4 and sim.position(done[-1][0]) == 10

@@ -1,8 +1,9 @@
 """A sweep's replica r equals the same run alone, for every registered algorithm.
 
-Two replicas differ in the PRNG key, the schedule (length, arrival width, local
-steps) and every float hyperparameter (traced); float64, so they must agree to
-1e-10. The chunk compiles once for the whole sweep (``chex.assert_max_traces``).
+Two replicas differ in the PRNG key, the schedule (length: one ends two chunks before
+the other; arrival width, local steps) and every float hyperparameter (traced); float64,
+so they must agree to 1e-10. The chunk compiles once for the whole sweep
+(``chex.assert_max_traces``).
 The same cases on 2 devices (replicas sharded over the mesh, and clients sharded
 when there are fewer replicas than devices) run in tests/helpers/sweep_devices.py.
 """
@@ -84,19 +85,6 @@ def _sum_of_squares(a, b):
   return afl_jax.problems.from_loss(
     lambda p, d: jnp.sum((d['a'] @ p['x'] - d['b']) ** 2), {'a': a, 'b': b}
   )
-
-
-def test_bad_replica_value_is_refused_before_compute():
-  a, b = make_quadratic(num_clients=6)
-  sched = afl_jax.schedules.fedbuff(6, 3, 2, 4, seed=0)
-  keys = jax.random.split(jax.random.key(0), 2)
-  prob = _sum_of_squares(a, b)
-  with pytest.raises(
-    ValueError, match=r'replica 1: hparams.server_lr=-1.0 is invalid: must be > 0'
-  ):
-    afl_jax.sweep('fedbuff', prob, sched, {'x': jnp.zeros(4)}, keys, server_lr=[1.0, -1.0])
-  with pytest.raises(ValueError, match='one per replica'):
-    afl_jax.sweep('fedbuff', prob, sched, {'x': jnp.zeros(4)}, keys, client_lr=[0.1, 0.2, 0.3])
 
 
 def test_memory_grows_with_replicas_and_is_checked():
