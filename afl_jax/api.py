@@ -263,7 +263,8 @@ def simulator(
   for i in range(r):
     try:
       # Prepared against every replica's schedule: one program (and state shape) for all.
-      alg = prepared(factory(**static, **replicas.replica_values(traced, i)), schedule_list)
+      values = {k: float(v[i]) for k, v in traced.items()}
+      alg = prepared(factory(**static, **values), schedule_list)
     except ValueError as e:
       raise type(e)(f'replica {i}: {e}') from e
     shape = (alg.regime, alg.compressor is None, alg.init is None)

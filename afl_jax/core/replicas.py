@@ -58,11 +58,6 @@ def split_hparams(
   return static, traced
 
 
-def replica_values(traced: dict[str, np.ndarray], r: int) -> dict[str, float]:
-  """Replica r's concrete values of the traced hyperparameters."""
-  return {k: float(v[r]) for k, v in traced.items()}
-
-
 # ---- problems ----------------------------------------------------------------------
 def _same(a: Any, b: Any) -> bool:
   if a is b:
@@ -126,7 +121,6 @@ def stack_trees(trees: Sequence[Any]) -> Any:
 
 
 __all__ = [
-  'replica_values',
   'shared_problem_axes',
   'split_hparams',
   'stack_problems',
