@@ -33,12 +33,6 @@ def _fedasync_ref(alpha, a):
   return step
 
 
-def test_schedule_has_intended_staleness():
-  s = stale_schedule()
-  assert s.max_staleness == 3
-  assert s.mask.sum() == 11
-
-
 @pytest.mark.parametrize('dtype,tol', [(np.float32, 1e-5), (np.float64, 1e-10)])
 @pytest.mark.parametrize(
   'name,hp,ref',
