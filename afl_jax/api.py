@@ -170,7 +170,7 @@ def simulate(
   n = _num_keys(key)
   if n is not None:
     got = _what(key)
-    if n >= 0:
+    if n >= 0 and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
       got = f'{n} keys ({got}); simulate runs one replica, afl_jax.sweep runs one per key'
     raise ArgumentError(f'key must be one PRNG key; got {got}. Pass jax.random.key(seed).')
   check_params(problem, params0)
