@@ -230,7 +230,9 @@ class Simulator:
     if keys is None:
       keys = jax.random.split(jax.random.key(0), self.num_replicas)
       keys = keys if self.batched else keys[0]
-    shape = jax.eval_shape(self._init, *self._init_args(params, keys))
+    return self._report(jax.eval_shape(self._init, *self._init_args(params, keys)), params)
+
+  def _report(self, shape: SimState, params: Any) -> dict[str, int]:
     one = jax.tree.map(
       lambda x: jax.ShapeDtypeStruct(np.shape(x)[int(self.batched) :], x.dtype), params
     )
@@ -254,9 +256,10 @@ class Simulator:
       InsufficientMemoryError: the analytic memory (``self.memory``) does not fit.
     """
     args = self._init_args(params, keys)
-    self.memory = self.estimate(params, keys)
+    shape = jax.eval_shape(self._init, *args)
+    self.memory = self._report(shape, params)
     memory.check(self.memory, self.memory_limit_bytes or memory.available_bytes())
-    self._state_shardings = self._state_sharding(jax.eval_shape(self._init, *args))
+    self._state_shardings = self._state_sharding(shape)
     return jax.jit(self._init, out_shardings=self._state_shardings)(*args)
 
   def inputs(self, start: int) -> StepInputs:
