@@ -17,7 +17,7 @@ no process-wide setting; scripts choose the CPU device split with
 import importlib
 
 from afl_jax import algorithms, clients, compression, core, problems, schedules, servers
-from afl_jax.api import Result, SweepResult, simulate, sweep
+from afl_jax.api import Result, simulate, sweep
 from afl_jax.core.simulator import Simulator
 from afl_jax.core.types import (
   Algorithm,
@@ -35,7 +35,6 @@ __all__ = [
   'Result',
   'ServerRule',
   'Simulator',
-  'SweepResult',
   'algorithms',
   'clients',
   'compression',

@@ -211,16 +211,17 @@ def _best_time(fn, args, repeats):
 
 
 def _compile(sim, params, key):
-  """``(compile seconds, compiled chunk, state, inputs)``: the whole schedule of ``sim``."""
-  state, inputs = sim.init(params, key), sim.inputs(0)
-  seconds, compiled = _clock(lambda: sim.runner().lower(state, inputs, sim.problem, key).compile())
+  """``(compile seconds, compiled chunk, state, inputs)``: the whole schedule of ``sim``;
+  ``inputs``: the chunk's arguments after the state."""
+  state, *inputs = sim.args(sim.init(params, key), key)
+  seconds, compiled = _clock(lambda: sim.runner().lower(state, *inputs).compile())
   return seconds, compiled, state, inputs
 
 
 def _timed_run(sim, compiled, inputs, params, key):
   """``(seconds, final state)`` of one run of ``compiled`` from a fresh state."""
   state = jax.block_until_ready(sim.init(params, key))
-  seconds, (state, _) = _clock(compiled, state, inputs, sim.problem, key)
+  seconds, (state, _) = _clock(compiled, state, *inputs)
   return seconds, state
 
 
@@ -424,7 +425,7 @@ def run_sweep_task(model_name):
     sim = afl_jax.Simulator(alg, problem, scheds[s], chunk_size=spec['steps'])
     compile_s, compiled, state, inputs = _compile(sim, params, keys[s])
     seq_compile += compile_s
-    state, _ = compiled(state, inputs, sim.problem, keys[s])
+    state, _ = compiled(state, *inputs)
     seq_final.append(np.asarray(jax.tree.leaves(sim.params(state))[0]))
   seq_s = time.perf_counter() - t0
   # One sweep: the same 16 runs, one compile.
@@ -441,7 +442,7 @@ def run_sweep_task(model_name):
   )
   rkeys = keys[np.array(seeds)]
   state = sim.init(replicas.stack_trees([params] * len(grid)), rkeys)
-  args = (state, sim.inputs(0), sim.problem, sim._keys(rkeys), sim._traced())
+  args = sim.args(state, rkeys)
   sweep_compile, compiled = _clock(lambda: sim.runner().lower(*args).compile())
   state, _ = compiled(*args)
   sweep_final = jax.tree.leaves(sim.params(state))[0]

@@ -143,7 +143,7 @@ def test_sweep_takes_a_built_algorithm_like_simulate(quad):
     afl_jax.sweep(3, problem, schedule, params0, keys)
 
 
-# ---- what simulate and sweep return (Result's and SweepResult's docstrings) -------------
+# ---- what simulate and sweep return (Result's docstring) ------------------------------
 # 3 clients, M = 2 with one padded slot (step 1), stale starts, K = 2.
 RESULT_IDS = [[0, 1], [2, 0], [1, 2], [0, 1]]
 RESULT_START = [[0, 0], [0, 1], [1, 2], [2, 3]]

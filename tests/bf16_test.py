@@ -39,16 +39,8 @@ def test_loss_runs_in_the_compute_dtype_and_gradients_come_back_float32():
   assert msg['x'].dtype == jnp.float32 and metrics['train_loss'].dtype == jnp.float32
 
 
-def _jaxpr(**kw):
-  sim = afl_jax.Simulator(build('fedbuff', run_info(N)), *_problem_and_schedule(), **kw)
-  state = sim.init(P0, jax.random.key(0))
-  return str(jax.make_jaxpr(sim._chunk_impl)(state, sim.inputs(0), sim.problem, jax.random.key(0)))
-
-
 def test_float32_path_is_unchanged():
-  """Off (None) is the plain program; float32 as the compute dtype is bit for bit the same."""
-  # Bitwise is sound only because the two are one program: the casts to float32 vanish.
-  assert _jaxpr(compute_dtype=jnp.float32) == _jaxpr()
+  """float32 as the compute dtype is the plain program (the casts vanish): bit for bit."""
   _, ref = _run('fedbuff')
   _, out = _run('fedbuff', compute_dtype=jnp.float32)
   np.testing.assert_array_equal(out['params']['x'], ref['params']['x'])

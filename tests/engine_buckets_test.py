@@ -1,11 +1,12 @@
-"""Arrivals grouped by K (``Simulator(local_step_buckets=...)``) give the padded run.
+"""Arrivals grouped by K (``local_step_buckets``) give the padded run, alone and in sweeps.
 
-The engine sorts a step's arrival slots by K into blocks and bounds each block's
-local loop by its largest K; the skipped steps are masked no-ops, so the iterates
-must equal the padded path (every slot runs the schedule's largest K) up to round-off:
-the two programs batch the same products at different widths.
+The engine sorts a step's arrival slots by K into blocks and stops each block's local
+loop at its largest K; the skipped steps are masked no-ops, so the iterates equal the
+padded path (every slot runs the largest K) up to round-off: the two programs batch the
+same products at different widths (float64: 1e-12; float32: a few ulps per step).
 """
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from quadratic import make_quadratic, quadratic_problem
 from same import assert_close_ulps
 
 import afl_jax
+from afl_jax.api import simulator
 from afl_jax.core import engine
 
 N = 8
@@ -28,53 +30,47 @@ def _schedule():
   )
 
 
+def _windows(n, steps, window, seed, k):
+  d = afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5)
+  return afl_jax.schedules.waiting_windows(
+    n, steps, window=window, durations=d, local_steps=np.array(k), seed=seed
+  )
+
+
 def _run(alg, sched, dtype, **kw):
   a, b = make_quadratic(num_clients=N, dtype=dtype)
   out, _, sim = run(alg, quadratic_problem(a, b), sched, {'x': jnp.ones(4, dtype)}, **kw)
   return sim, out
 
 
-@pytest.mark.parametrize('name', ['masfl', 'fedbuff_nova'])
+@pytest.mark.parametrize('name', ['masfl', 'fedbuff_nova', 'asynfl'])
 def test_grouped_by_k_equals_padded_float64(name, x64):
-  """MasFL (client state, causal variates) and FedNova-style (message / K); local SGD:
-  the always-on and 2-device tests below."""
+  """MasFL (client state, causal variates), FedNova-style (message / K) and AsynFL (every
+  client trains every step with its own K_i)."""
   alg = build(name, run_info(N))
-  sched = _schedule()
+  if alg.regime == 'always_on':
+    sched = _windows(N, 5, 1.0, 0, [1, 4, 2, 1, 3, 1, 4, 2])
+  else:
+    sched = _schedule()
   _, ref = _run(alg, sched, np.float64, local_step_buckets=0)
-  sim, out = _run(alg, sched, np.float64)  # default: sorted into blocks (here 2 of 2 slots)
+  sim, out = _run(alg, sched, np.float64, local_step_buckets=2)
   assert sim.adaptive_steps and sim.num_slots // sim.block_size == 2
+  assert sim.step_work[1] < sim.step_work[0] * 2  # grouping saved masked steps
   np.testing.assert_allclose(out['params']['x'], ref['params']['x'], rtol=0, atol=1e-12)
   for k, v in ref['metrics'].items():
     np.testing.assert_allclose(out['metrics'][k], v, rtol=1e-12, atol=1e-12, err_msg=k)
   assert np.abs(ref['params']['x'] - 1.0).max() > 1e-3  # the run moved
 
 
-def test_grouped_by_k_equals_padded_in_float32():
-  """Local SGD's float32 iterates are those of the padded path to a few ulps.
-
-  The block width changes the shapes XLA compiles (and so its reduction order, vector
-  width and fused multiply-adds, per CPU model and per accelerator): round-off only.
-  """
+@pytest.mark.parametrize('buckets', [1, 2, None])
+def test_grouped_by_k_equals_padded_in_float32(buckets):
+  """Local SGD's float32 iterates are those of the padded path to a few ulps (another
+  block width changes XLA's reduction order, vector width and fused multiply-adds)."""
   alg = build('fedbuff', run_info(N))
   _, ref = _run(alg, _schedule(), np.float32, local_step_buckets=0)
-  for buckets in (1, 2):
-    _, out = _run(alg, _schedule(), np.float32, local_step_buckets=buckets)
-    # Round-off of another batching width: 4 ulps of the values' scale per server step.
-    assert_close_ulps(out['params']['x'], ref['params']['x'], ulps=4 * _schedule().num_steps)
-    np.testing.assert_array_equal(out['metrics']['bits_up'], ref['metrics']['bits_up'])
-
-
-def test_always_on_clients_grouped_by_their_k(x64):
-  """AsynFL: every client trains every step with its own K_i; sorted blocks change nothing."""
-  durations = afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5)
-  sched = afl_jax.schedules.waiting_windows(
-    N, 5, window=1.0, durations=durations, local_steps=np.array([1, 4, 2, 1, 3, 1, 4, 2]), seed=0
-  )
-  alg = afl_jax.algorithms.get('asynfl', client_lr=0.05, num_clients=N)
-  _, ref = _run(alg, sched, np.float64, local_step_buckets=0)
-  sim, out = _run(alg, sched, np.float64, local_step_buckets=2)
-  assert sim.adaptive_steps and sim.step_work == (18 * 5, (4 + 2) * 4 * 5)
-  np.testing.assert_allclose(out['params']['x'], ref['params']['x'], rtol=0, atol=1e-12)
+  _, out = _run(alg, _schedule(), np.float32, local_step_buckets=buckets)
+  assert_close_ulps(out['params']['x'], ref['params']['x'], ulps=4 * _schedule().num_steps)
+  np.testing.assert_array_equal(out['metrics']['bits_up'], ref['metrics']['bits_up'])
 
 
 def test_useful_step_accounting():
@@ -88,45 +84,75 @@ def test_useful_step_accounting():
     num_clients=8,
   )
   useful = 7 + 5
-  assert engine.local_step_work(sched, 'per_job', 4, 1, False) == (useful, 2 * 4 * 4)
-  # one block: each step runs its own max K: 4 * 4 + 4 * 2
-  assert engine.local_step_work(sched, 'per_job', 4, 1, True) == (useful, 24)
+  work = lambda *plan: engine.local_step_work(sched, 'per_job', *plan)
+  assert work(4, 4, False) == (useful, 2 * 4 * 4)  # padded: every slot to the largest K
+  assert work(4, 4, True) == (useful, 4 * 4 + 4 * 2)  # one block: each step to its max K
   # two blocks of 2 sorted slots: (4, 1 | 1, 1) -> 2 * (4 + 1); (2, 2 | 1, 0) -> 2 * (2 + 1)
-  assert engine.local_step_work(sched, 'per_job', 4, 2, True) == (useful, 16)
-  assert engine.local_step_work(sched, 'per_job', 4, 4, True) == (useful, useful)
-  # Blocks keep >= 2 slots a device: 2 blocks (75%) are the best on offer for 90%;
-  # one block (50%) is enough for a 50% target; 2 devices leave one block of 4.
+  assert work(4, 2, True) == (useful, 16)
+  assert work(4, 1, True) == (useful, useful)
+  # Blocks keep >= 2 slots a device: 2 blocks (75%) are the best on offer for 90%; one
+  # block (50%) is enough for a 50% target; 2 devices leave one block of 4.
   assert engine.choose_step_blocks(sched, 'per_job', 4, 1) == 2
   assert engine.choose_step_blocks(sched, 'per_job', 4, 1, target=0.5) == 1
   assert engine.choose_step_blocks(sched, 'per_job', 4, 2) == 1
 
 
-def test_auto_pads_on_accelerators_and_groups_on_cpu():
-  """The automatic choice groups by K on CPU only: an accelerator runs the padded lanes in
-  parallel, and blocks run one after another measured slower there."""
-  sched = _schedule()
-  cpu = engine.plan_slots(sched, 'per_job', 4, 1, None, platform='cpu')
-  assert cpu == (4, 2, True)
+def test_automatic_plan():
+  """By default a run groups by K on CPU where that saves steps; accelerators run masked
+  lanes in parallel and keep the padded path; equal K keeps it everywhere."""
+  plan = lambda sched, buckets, block=None, platform='cpu': engine.plan_slots(
+    sched, 'per_job', 4, 1, buckets, block, platform
+  )
+  assert plan(_schedule(), None) == (4, 2, True)
   for platform in ('gpu', 'tpu'):
-    assert engine.plan_slots(sched, 'per_job', 4, 1, None, platform=platform) == (4, 4, False)
-    # an explicit B still groups; client_block_size blocks still run their own K
-    assert engine.plan_slots(sched, 'per_job', 4, 1, 2, platform=platform) == (4, 2, True)
-    assert engine.plan_slots(sched, 'per_job', 4, 1, None, 2, platform) == (4, 2, True)
-
-
-def test_auto_keeps_the_padded_path_when_k_is_constant():
-  a, b = make_quadratic(num_clients=N)
-  sched = afl_jax.schedules.fedbuff(N, 5, 4, 6, local_steps=3, seed=0)
-  sim = afl_jax.Simulator(build('fedbuff', run_info(N)), quadratic_problem(a, b), sched)
-  assert not sim.adaptive_steps
-  assert sim.num_slots == sim.block_size == 4
+    assert plan(_schedule(), None, platform=platform) == (4, 4, False)
+    assert plan(_schedule(), 2, platform=platform) == (4, 2, True)  # an explicit B groups
+    assert plan(_schedule(), None, 2, platform) == (4, 2, True)  # client blocks sorted by K
+  constant = afl_jax.schedules.fedbuff(N, 5, 4, 6, local_steps=3, seed=0)
+  assert plan(constant, None) == (4, 4, False)
   with pytest.raises(ValueError, match='local_step_buckets'):
-    afl_jax.Simulator(
-      build('fedbuff', run_info(N)), quadratic_problem(a, b), sched, local_step_buckets=-1
-    )
+    plan(constant, -1)
 
 
 def test_grouped_by_k_on_two_devices():
   result = run_helper('buckets_two_devices.py', timeout=300)
   assert result['blocks'] == 2  # 4 slots in 2 blocks, one slot per device each
   assert result['diff'] <= 1e-12
+
+
+def _sweep_case(name):
+  """Two replicas: other lengths, widths, per-client K and learning rates."""
+  if name == 'fedbuff':
+    return [
+      afl_jax.schedules.random_staleness(N, 3, 6, window=3, local_steps=[1, 4, 2, 2, 1, 4, 1, 3]),
+      afl_jax.schedules.random_staleness(N, 2, 7, window=2, local_steps=[3, 1, 1, 2, 4, 1, 2, 2]),
+    ], dict(server_lr=1.0)
+  scheds = [_windows(N, 6, 1.0, 0, [1, 4, 2, 2, 1, 4, 1, 3]), _windows(N, 7, 0.8, 1, [3, 1] * 4)]
+  return scheds, dict(num_clients=N, compressor='top_k', fraction=0.5, server_lr=1.0)
+
+
+@pytest.mark.parametrize('name', ['fedbuff', 'asynflc_ef'])
+def test_grouped_sweep_equals_runs_alone_and_padded_sweep(name, x64):
+  scheds, static = _sweep_case(name)
+  problem = quadratic_problem(*make_quadratic(num_clients=N, dtype=np.float64))
+  keys = jax.random.split(jax.random.key(3), 2)
+  p0 = {'x': jnp.ones(4, jnp.float64)}
+  lrs = [0.05, 0.04]
+  sims, hist = {}, {}
+  for buckets in (2, None):  # a sweep's default keeps the padded path
+    opts = {} if buckets is None else {'local_step_buckets': buckets}
+    sims[buckets] = simulator(name, problem, scheds, 2, chunk_size=3, record_params=True,
+                              client_lr=lrs, **static, **opts)  # fmt: skip
+    res = afl_jax.api.run(sims[buckets], jax.tree.map(lambda x: jnp.stack([x, x]), p0), keys)
+    hist[buckets] = np.asarray(res.params_history['x'])
+  grouped, padded = sims[2], sims[None]
+  assert grouped.adaptive_steps and grouped.block_size * 2 == grouped.num_slots
+  assert not padded.adaptive_steps and padded.block_size == padded.num_slots
+  assert grouped.step_work[1] < padded.step_work[1] and grouped.step_work[0] == padded.step_work[0]
+  np.testing.assert_allclose(hist[2], hist[None], rtol=0, atol=1e-12)
+  for r, sched in enumerate(scheds):
+    alg = afl_jax.algorithms.get(name, client_lr=lrs[r], **static)
+    out, _, _ = run(alg, problem, sched, p0, key=keys[r], chunk_size=3, local_step_buckets=2)
+    t = sched.num_steps
+    np.testing.assert_allclose(hist[2][r, :t], out['params']['x'], rtol=0, atol=1e-12)
+    assert np.max(np.abs(out['params']['x'][-1] - 1.0)) > 1e-3  # it moved

@@ -33,12 +33,6 @@ def _fedasync_ref(alpha, a):
   return step
 
 
-def test_schedule_has_intended_staleness():
-  s = stale_schedule()
-  assert s.max_staleness == 3
-  assert s.mask.sum() == 11
-
-
 @pytest.mark.parametrize('dtype,tol', [(np.float32, 1e-5), (np.float64, 1e-10)])
 @pytest.mark.parametrize(
   'name,hp,ref',
@@ -154,7 +148,7 @@ def test_engine_compiles_once_for_a_whole_run():
   sim = afl_jax.Simulator(
     afl_jax.algorithms.get('fedbuff', client_lr=0.5), prob, sched, chunk_size=3
   )  # chunks of 3, 3, 3, 1 (padded)
-  sim._chunk_impl = chex.assert_max_traces(sim._chunk_impl, n=1)
+  sim._chunk = chex.assert_max_traces(sim._chunk, n=1)
   key = jax.random.key(0)
   done = list(chunks(sim, sim.init(p0, key), key))
   assert len(done) == 4 and sim.position(done[-1][0]) == 10

@@ -2,7 +2,7 @@
 
 from afl_jax.core.engine import SimState, StepInputs, step_inputs
 from afl_jax.core.problem import Problem, from_loss
-from afl_jax.core.simulator import ReplicaSimulator, Simulator
+from afl_jax.core.simulator import Simulator
 from afl_jax.core.types import (
   Algorithm,
   Arrivals,
@@ -19,7 +19,6 @@ __all__ = [
   'EmptyState',
   'LocalTask',
   'Problem',
-  'ReplicaSimulator',
   'ServerRule',
   'SimState',
   'Simulator',

@@ -22,8 +22,7 @@ from afl_jax.errors import UserError
 
 # Working-set multiplier: start model, local model, gradient and message per client.
 _COPIES_PER_TRAINED_CLIENT = 4
-_SAFETY = 0.9
-SAFETY = _SAFETY  # the usable fraction of the reported memory (check, sweeps' split)
+SAFETY = 0.9  # the usable fraction of the reported memory (check, sweeps' split)
 # On CPU the simulation state shares the host RAM with everything else the process holds:
 # the compiled program's buffers and temporaries and the placed copies of the data come on
 # top of the analytic state. Measured on MasFL's Fig. 1 sweeps (MLP, N = 100, 2 cores):
@@ -99,46 +98,36 @@ def estimate(
   state_shape: Any,
   params_shape: Any,
   problem: Any,
+  axes: Any,
   *,
   num_slots: int,
   block_size: int,
   num_devices: int,
   num_replicas: int = 1,
-  problem_axes: Any = None,
-  replica_axes: Any = None,
+  replicas_sharded: bool = False,
 ) -> dict[str, int]:
-  """Bytes by component (abstract shapes in, no allocation).
+  """Bytes by component and their ``'total'`` (abstract shapes in, no allocation).
 
-  Args:
-    state_shape: the run's state (for a sweep: stacked over replicas).
-    params_shape: ONE run's params.
-    problem: the placed problem (leaves of a sweep may carry a replica axis).
-    num_slots: arrival slots per step; block_size: slots trained together.
-    num_devices: devices of the mesh; shared data is counted once per device.
-    num_replicas: R runs stepping together (a sweep): the step's temporaries scale with R.
-    problem_axes: for a sweep whose replicas are sharded over the devices, the
-      problem's ``in_axes`` (0 = a per-replica leaf, stored once, not per device).
-    replica_axes: the problem's ``in_axes`` whatever the placement (which leaves carry
-      a replica axis), to trace one client's batch (:func:`client_step_bytes`).
+  ``state_shape``: the state of the ``num_replicas`` runs; ``params_shape``: ONE run's
+  params; ``problem``: the placed problem and ``axes`` its ``in_axes`` (0: a leaf with
+  a replica axis). Shared data is stored once per device, except a per-replica leaf of
+  replicas sharded over the devices; a step's temporaries scale with ``num_replicas``.
   """
   params = nbytes(params_shape)
-  shared = nbytes(problem.shared) * num_devices
-  if problem_axes is not None:
-    axes = jax.tree.leaves(problem_axes.shared, is_leaf=lambda a: a is None)
-    leaves = jax.tree.leaves(problem.shared)
-    shared = sum(nbytes(x) * (1 if a == 0 else num_devices) for x, a in zip(leaves, axes))
+  shared_axes = jax.tree.leaves(axes.shared, is_leaf=lambda a: a is None)
+  shared = sum(
+    nbytes(x) * (1 if replicas_sharded and a == 0 else num_devices)
+    for x, a in zip(jax.tree.leaves(problem.shared), shared_axes)
+  )
+  step = num_replicas * block_size
   report = {
     'per_client_state': nbytes(state_shape.clients) + nbytes(state_shape.compressor),
     'ring_buffer': nbytes(state_shape.ring),
     'server_state': nbytes(state_shape.server),
     'client_data': nbytes(problem.client_views) + shared,
     'stacked_messages': num_replicas * num_slots * params,
-    'step_working_set': num_replicas * block_size * params * _COPIES_PER_TRAINED_CLIENT,
-    'batch_activations': num_replicas
-    * block_size
-    * client_step_bytes(
-      problem, params_shape, replica_axes if replica_axes is not None else problem_axes
-    ),
+    'step_working_set': step * params * _COPIES_PER_TRAINED_CLIENT,
+    'batch_activations': step * client_step_bytes(problem, params_shape, axes),
   }
   report['total'] = sum(report.values())
   return report
@@ -153,7 +142,7 @@ def replicas_that_fit(one: dict[str, int], two: dict[str, int], limit: int) -> i
   fixed = one['total'] - per
   if per <= 0:
     raise ValueError('a replica must add memory; got estimates that do not grow with R.')
-  return max(int((_SAFETY * limit - fixed) // per), 0)
+  return max(int((SAFETY * limit - fixed) // per), 0)
 
 
 def available_bytes() -> int | None:
@@ -185,7 +174,7 @@ def check(report: dict[str, int], limit: int | None) -> None:
   """Raise InsufficientMemoryError when the analytic total exceeds 90% of ``limit``."""
   if limit is None:
     return
-  if report['total'] > _SAFETY * limit:
+  if report['total'] > SAFETY * limit:
     raise InsufficientMemoryError(
       f'this run needs about {report["total"] / 2**30:.2f} GiB but the backend reports '
       f'{limit / 2**30:.2f} GiB available (90% usable). {format_report(report)}. Reduce '

@@ -1,12 +1,8 @@
-"""The replica axis: which hyperparameters are traced, and problems stacked for R runs.
+"""The replica axis of a sweep: which hyperparameters are traced, problems stacked for R runs.
 
-A sweep stacks R runs on a leading *replica* axis (:mod:`afl_jax.core.simulator`).
-Numeric hyperparameters are traced ``[R]`` arrays: the algorithm is built INSIDE the
-trace by its registered factory from one replica's scalars, so the factory's
-arithmetic is batched like the rest of the step. Everything the factory decides in
-Python (window sizes, compressor kinds, K padding, the model) is structural: it is
-the same for all replicas of one program, and a grid that varies it is split into
-groups, one compile each (:mod:`afl_jax.pipeline.sweep`).
+A traced hyperparameter is an ``[R]`` array from which the registered factory builds the
+algorithm inside the trace; everything the factory decides in Python is structural, the
+same for the replicas of one program (docs/architecture.md, Replica axis).
 """
 
 from __future__ import annotations
@@ -27,12 +23,9 @@ STRUCTURAL = ('fraction',)
 
 
 def is_traced(name: str, default: Any, value: Any) -> bool:
-  """Is ``value`` of hyperparameter ``name`` one number per replica, traced in one program?
-
-  The one rule for the API (:func:`split_hparams`) and config sweeps: a 1-D array, or a
-  list/tuple of numbers where the factory's default is a float (or None and the numbers
-  are floats), unless ``name`` sets a shape (:data:`STRUCTURAL`).
-  """
+  """Is ``value`` of hyperparameter ``name`` one number per replica (traced)? A 1-D array,
+  or a list/tuple of numbers where the factory's default is a float (or None and the
+  numbers are floats), unless ``name`` sets a shape (:data:`STRUCTURAL`)."""
   if name in STRUCTURAL:
     return False
   if hasattr(value, 'shape') and not isinstance(value, np.generic):
@@ -48,12 +41,8 @@ def is_traced(name: str, default: Any, value: Any) -> bool:
 def split_hparams(
   defaults: dict[str, Any], hparams: dict[str, Any], num_replicas: int
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-  """``(static, traced)``: traced = hyperparameters given one per replica, as float64[R].
-
-  A value is per replica when :func:`is_traced`; every other value (scalars, strings,
-  ints, sequences such as stagewise learning rates, Top-k's fraction) is static: shared
-  by all replicas and part of the compiled program.
-  """
+  """``(static, traced)``: the values given one per replica (:func:`is_traced`) as
+  float64[R]; every other value is static, shared and part of the compiled program."""
   static, traced = {}, {}
   for k, v in hparams.items():
     if not is_traced(k, defaults.get(k), v):
@@ -69,11 +58,6 @@ def split_hparams(
   return static, traced
 
 
-def replica_values(traced: dict[str, np.ndarray], r: int) -> dict[str, float]:
-  """Replica r's concrete values of the traced hyperparameters."""
-  return {k: float(v[r]) for k, v in traced.items()}
-
-
 # ---- problems ----------------------------------------------------------------------
 def _same(a: Any, b: Any) -> bool:
   if a is b:
@@ -83,13 +67,9 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def stack_problems(problems: Sequence[Problem]) -> tuple[Problem, Problem]:
-  """One problem for R replicas and its ``in_axes``: ``(stacked, axes)``.
-
-  ``client_views`` are stacked on a new leading replica axis; a leaf of ``shared``
-  is stacked only where the replicas' leaves differ (a per-seed permutation of the
-  sample index), and stays shared where they are the same array (the samples).
-  ``axes`` has the structure of the problem with 0 (stacked) or None per leaf.
-  """
+  """One problem for R replicas and its ``in_axes`` (0 or None per leaf): client views
+  stacked on a leading replica axis, a ``shared`` leaf stacked only where the replicas'
+  leaves differ (a per-seed index permutation), else shared (the samples)."""
   first = problems[0]
   for p in problems[1:]:
     same_static = (p.loss_fn, p.sample_fn, p.num_clients) == (
@@ -141,7 +121,6 @@ def stack_trees(trees: Sequence[Any]) -> Any:
 
 
 __all__ = [
-  'replica_values',
   'shared_problem_axes',
   'split_hparams',
   'stack_problems',

@@ -71,20 +71,6 @@ def weighted_sum(stacked: Tree, weights: jax.Array) -> Tree:
   return jax.tree.map(one, stacked)
 
 
-def masked_mean(stacked: Tree, mask: jax.Array, denominator: jax.Array | None = None) -> Tree:
-  """Mean over the valid rows of a stacked tree (0 when no row is valid).
-
-  Args:
-    stacked: tree with leading axis M.
-    mask: bool[M].
-    denominator: divide by this instead of the number of valid rows
-      (e.g. the number of clients n, as AsynFL eq. 5 does).
-  """
-  count = jnp.sum(mask) if denominator is None else denominator
-  weights = mask / jnp.maximum(count, 1)
-  return weighted_sum(stacked, weights)
-
-
 def gather(tree: Tree, index: jax.Array) -> Tree:
   """Rows ``index`` of every leaf (leading axis)."""
   return jax.tree.map(lambda x: x[index], tree)

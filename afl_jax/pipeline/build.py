@@ -318,8 +318,8 @@ def engine_options(c: ml_collections.ConfigDict, *, sweep: bool = False) -> dict
   ``client_block_size`` (0: None), ``local_step_buckets`` (-1: None, chosen from the
   local steps; 0: padded; B: B blocks sorted by K) and ``compute_dtype`` ('dtype':
   None, the params' dtype; else e.g. ``jnp.bfloat16``), for a run's
-  :class:`~afl_jax.core.simulator.Simulator` and, with ``sweep``, a sweep group's
-  :class:`~afl_jax.core.simulator.ReplicaSimulator`, where -1 keeps the padded path
+  :class:`~afl_jax.core.simulator.Simulator` (one run, or with ``sweep`` a sweep
+  group's replicas), where -1 keeps the padded path
   sweeps have always taken (their results stay bit for bit those of the committed
   reproduction records; B >= 1 groups by K).
   """

@@ -44,7 +44,7 @@ import pandas as pd
 from ml_collections.config_flags import config_path
 
 from afl_jax import algorithms
-from afl_jax.api import replica_simulator as sweep_simulator
+from afl_jax.api import simulator as sweep_simulator
 from afl_jax.core import memory, replicas
 from afl_jax.core.memory import format_bytes
 from afl_jax.errors import ConfigError

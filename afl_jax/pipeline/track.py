@@ -22,7 +22,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from afl_jax.core.simulator import ReplicaSimulator, Simulator
+from afl_jax.core.simulator import Simulator
 from afl_jax.pipeline import metrics_io
 from afl_jax.schedules.schedule import Schedule
 
@@ -108,7 +108,7 @@ class Track:
 
 
 def drive(
-  sim: Simulator | ReplicaSimulator,
+  sim: Simulator,
   state: Any,
   key: Any,
   tracks: list[Track],
@@ -116,13 +116,13 @@ def drive(
 ) -> tuple[Any, str]:
   """Run ``sim`` from ``state`` to its end, feeding every track; ``(state, status)``.
 
-  ``tracks``: one per replica of a :class:`ReplicaSimulator` (a replica whose schedule
+  ``tracks``: one per replica of a batched :class:`Simulator` (a replica whose schedule
   has ended gets nothing more), or the one track of a :class:`Simulator`.
   ``after_chunk(state, end)`` runs after each chunk has been recorded (progress,
   checkpoints); a status it returns stops the run there. Returns the status
   'completed', or the one ``after_chunk`` returned.
   """
-  replicas = isinstance(sim, ReplicaSimulator)
+  replicas = sim.batched
   while (pos := sim.position(state)) < sim.num_steps:
     state, out = sim.run_chunk(state, key)
     params = sim.params(state)

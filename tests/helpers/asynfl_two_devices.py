@@ -45,6 +45,7 @@ for n in (3, 5):
     'asynfl_arrivals': (dict(normalizer='arrivals'), windows),
     'asynfl_per_job_full': (dict(local_training='per_job'), full),
     'asynflc_ef_sign': (dict(compressor='sign'), windows),
+    'asynflc_ef_top_k': (dict(compressor='top_k', fraction=0.5), windows),
   }
   for case, (hp, sched) in cases.items():
     name = 'asynflc_ef' if case.startswith('asynflc_ef') else 'asynfl'

@@ -1,8 +1,9 @@
 """Sweep test cases shared by tests/sweep_test.py and tests/helpers/sweep_devices.py.
 
 Every registered algorithm on a tiny float64 quadratic: two replicas that differ in
-the PRNG key, the schedule (length, width, local steps) and every float
-hyperparameter, and the same runs one at a time through ``afl_jax.simulate``.
+the PRNG key, the schedule (width, local steps, and length: the first ends more than a
+chunk before the second) and every float hyperparameter, and the same runs one at a time
+through ``afl_jax.simulate``.
 """
 
 import functools
@@ -19,9 +20,10 @@ from quadratic import make_quadratic, quadratic_problem  # noqa: E402
 
 import afl_jax  # noqa: E402
 from afl_jax.algorithms import registry  # noqa: E402
-from afl_jax.api import run_replicas, simulator  # noqa: E402
+from afl_jax.api import run, simulator  # noqa: E402
 
 N = 6
+T = 10  # the longer replica's steps (the other has 6; chunks of 3)
 UNLABELED = np.random.default_rng(1).normal(size=(8, 4))  # float64, as the runs
 CONTEXT = algorithm_cases.run_info(N, num_rounds=8, unlabeled_x=UNLABELED)
 EXTRA = {**algorithm_cases.EXTRA, 'fedac': dict(server_lr=0.05)}
@@ -49,13 +51,13 @@ def schedules(algorithm):
     d = afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5)
     return [
       afl_jax.schedules.waiting_windows(N, 6, window=1.0, durations=d, local_steps=2, seed=0),
-      afl_jax.schedules.waiting_windows(N, 7, window=0.8, durations=d, local_steps=3, seed=1),
+      afl_jax.schedules.waiting_windows(N, T, window=0.8, durations=d, local_steps=3, seed=1),
     ]
   return [
     afl_jax.schedules.fedbuff(N, 3, 2, 6, local_steps=2, seed=0),
     # Random staleness gives clients overlapping jobs: rules that size state from the
     # schedule (MasFL's history of variates) must suit both replicas in one program.
-    afl_jax.schedules.random_staleness(N, 3, 7, window=3, local_steps=[1, 3, 2, 2, 1, 3], seed=1),
+    afl_jax.schedules.random_staleness(N, 3, T, window=3, local_steps=[1, 3, 2, 2, 1, 3], seed=1),
   ]
 
 
@@ -97,9 +99,10 @@ def sweep_histories(name, mesh=None, wrap=None):
     **static, **varied,
   )  # fmt: skip
   if wrap is not None:
-    sim._chunk_impl = wrap(sim._chunk_impl)
-  res = run_replicas(sim, p0, keys)
-  assert res.params_history['x'].shape[:2] == (2, 7)
+    sim._chunk = wrap(sim._chunk)
+  p0 = jax.tree.map(lambda x: jnp.stack([x, x]), p0)
+  res = run(sim, p0, keys)
+  assert res.params_history['x'].shape[:2] == (2, T)
   return np.asarray(res.params_history['x']), np.asarray(res.params['x'])
 
 
