@@ -3,14 +3,19 @@
   python scripts/benchmark.py                       # all tasks, 1/2/4 host devices
   python scripts/benchmark.py --tasks=fedbuff --devices=1 --repeats=3
   python scripts/benchmark.py --write_docs          # also rewrite docs/performance.md
-  python scripts/benchmark.py --tasks=fedbuff,many_clients --repeats=3 \
-      --torch_python=../torch-venv/bin/python --torch_bench_dir=DIR  # + the PyTorch loops
+  python scripts/benchmark.py --tasks=cnn,resnet18 --devices=2 \
+      --torch_python=../torch-venv/bin/python  # + the PyTorch loops (scripts/torch_reference.py)
 
 Tasks (client updates = local jobs of K steps):
   fedbuff       FedBuff, MLP 784-200-200-10, batch 32, K=10, N=100, Mc=20, M=10, 50 steps
   many_clients  FedBuff, MLP 784-32-10, batch 32, K=10, N=10,000, Mc=2,000, M=1,000, 10 steps
   always_on     AsynFL (every client trains every step), MLP 784-32-10, batch 32, K=10,
                 N=1,000, waiting windows, 10 steps
+  cnn           FedBuff, the CNN of afl_jax/models/cnn.py (3x3 convs 32-64-64, two 2x2
+                max-pools, FC 128, FC 10) on 28x28x1 images, batch 32, K=5, N=100, Mc=20,
+                M=10, 6 steps (60 client jobs)
+  resnet18      FedBuff, ResNet-18 with GroupNorm (afl_jax/models/resnet.py) on 32x32x3
+                images, batch 32, K=2, N=20 clients of 100 rows, Mc=4, M=2, 3 steps (6 jobs)
   sweep         16 short FedBuff runs (4 client learning rates x 4 seeds: keys and
                 schedules), N=100, Mc=20, M=10, K=10, 20 steps, as ONE compiled sweep
                 (afl_jax.sweep, replicas sharded over the devices) vs the same 16 runs
@@ -36,16 +41,20 @@ rate for exactly the matrix products of one task's local steps (forward and back
 compared with. Every task process also times one large ``[L, L] x [L, L]`` product (L = 2048
 on CPU, 8192 on an accelerator: :func:`large_size`) on its devices between its runs;
 ``fraction_of_large_matmul`` is the task's best GFLOP/s over the best large-product rate of
-the same run (all its processes of that task, every device count).
-Data are random images of FMNIST's shape.
+the same run (all its processes of that task, every device count). A task's FLOPs are
+3 x the matrix products and convolutions of its model's forward pass (:func:`flops_per_update`).
+The ``matmul`` ceiling and bare local SGD are measured for the MLP tasks only.
+Data are random images of FMNIST's shape (CIFAR-10's for resnet18). The engine trains the
+model through :func:`afl_jax.models.fast_apply`, as the pipeline does.
 
 Rounds: ``--repeats`` rounds, each running one fresh process per device count (best of
-``--process_runs`` timed runs after compile) and, with ``--torch_python``, the matching plain
-PyTorch reference loop (--torch_bench_dir; ``fedbuff``: torch_seq.py, ``many_clients``:
-torch_many.py; best of its 3 timed runs after a warm-up), so both see the same machine load;
-the best round of each counts and ``x PyTorch`` is their ratio of client updates/s. PyTorch is
-not a dependency of afl_jax: give a Python of its own venv (e.g. ``python -m venv
-../torch-venv && ../torch-venv/bin/pip install torch numpy psutil``, the CPU wheel).
+``--process_runs`` timed runs after compile) and, with ``--torch_python``, the plain PyTorch
+loop of the same work (scripts/torch_reference.py, given the task's model, N, Mc, M, K, batch
+and steps; best of ``--process_runs`` timed runs after a warm-up job), so both see the same
+machine load; the best round of each counts and ``x PyTorch`` is their ratio of client
+updates/s. Every FedBuff task has that reference (always_on has none). PyTorch is not a
+dependency of afl_jax: give a Python of its own venv (e.g. ``python -m venv ../torch-venv &&
+../torch-venv/bin/pip install torch numpy psutil``, the CPU wheel).
 
 The last line printed is one JSON object with at least ``updates_per_s`` and ``compile_s``
 (fedbuff task, default devices).
@@ -53,6 +62,7 @@ The last line printed is one JSON object with at least ``updates_per_s`` and ``c
 
 import itertools
 import json
+import math
 import multiprocessing
 import os
 import pathlib
@@ -61,7 +71,6 @@ import resource
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 
@@ -80,24 +89,31 @@ from afl_jax.core import engine, memory, replicas
 from afl_jax.pipeline import cli, devices
 from afl_jax.pipeline import task as task_lib
 
+MLP = dict(model='mlp', regime='per_job')
 TASKS = {
-  'fedbuff': dict(hidden=(200, 200), n=100, mc=20, m=10, k=10, steps=50, regime='per_job'),
-  'many_clients': dict(hidden=(32,), n=10_000, mc=2_000, m=1_000, k=10, steps=10, regime='per_job'),
-  'always_on': dict(hidden=(32,), n=1_000, mc=0, m=0, k=10, steps=10, regime='always_on'),
+  'fedbuff': MLP | dict(hidden=(200, 200), n=100, mc=20, m=10, k=10, steps=50),
+  'many_clients': MLP | dict(hidden=(32,), n=10_000, mc=2_000, m=1_000, k=10, steps=10),
+  'always_on': MLP | dict(hidden=(32,), n=1_000, mc=0, m=0, k=10, steps=10, regime='always_on'),
+  'cnn': dict(model='cnn', n=100, mc=20, m=10, k=5, steps=6, regime='per_job'),
+  'resnet18': dict(
+    model='resnet18', image=(32, 32, 3), n=20, rows=100, mc=4, m=2, k=2, steps=3, regime='per_job'
+  ),
 }
 HETERO = {
   'dirichlet_epochs': dict(n=100, samples=6_000, alpha=0.5, epochs=2, mc=40, m=20, steps=20),
   'fedgm_random_k': dict(n=100, samples=6_000, s=10, base=2, mult=range(1, 7), steps=30),
 }
-HETERO_HIDDEN = (200, 200)
+MLP_200 = MLP | dict(hidden=(200, 200))
 SWEEP = dict(n=100, mc=20, m=10, k=10, steps=20, lrs=(0.003, 0.01, 0.03, 0.1), seeds=(0, 1, 2, 3))
-SWEEP_MODELS = {'logreg': (), 'mlp': (200, 200)}
+SWEEP_MODELS = {'logreg': MLP | dict(hidden=()), 'mlp': MLP_200}
 BATCH = 32
-# The plain PyTorch loop of each task (--torch_bench_dir, outside the repository).
-REFERENCE = {'fedbuff': 'torch_seq.py', 'many_clients': 'torch_many.py'}
+# The plain PyTorch loop, run for every FedBuff task.
+REFERENCE = pathlib.Path(__file__).with_name('torch_reference.py')
 KNOWN_TASKS = sorted(TASKS) + ['sweep', 'hetero_k']
 
-_TASKS = flags.DEFINE_list('tasks', ['fedbuff', 'many_clients', 'always_on'], 'Tasks to run.')
+_TASKS = flags.DEFINE_list(
+  'tasks', ['fedbuff', 'many_clients', 'always_on', 'cnn', 'resnet18'], 'Tasks to run.'
+)
 _DEVICES = flags.DEFINE_list('devices', ['1', '2', '4'], 'Host device counts to scale over.')
 _REPEATS = flags.DEFINE_integer(
   'repeats',
@@ -118,16 +134,13 @@ _TORCH_PYTHON = flags.DEFINE_string(
   'empty: skip them.',
 )
 _TORCH_THREADS = flags.DEFINE_integer(
-  'torch_threads', 0, 'PyTorch intra-op threads of the reference loops (0: their default, 2).'
+  'torch_threads', 2, 'PyTorch intra-op threads of the reference loops.', lower_bound=1
 )
-_TORCH_MANY_STEPS = flags.DEFINE_integer(
-  'torch_many_steps', 0, "Server steps of torch_many.py (0: its default, the task's 10)."
-)
-_TORCH_BENCH = flags.DEFINE_string(
-  'torch_bench_dir',
-  '',
-  'Folder of the reference loops torch_seq.py / torch_many.py (not part of this '
-  'repository); needed with --torch_python.',
+_TORCH_STEPS = flags.DEFINE_integer(
+  'torch_steps',
+  0,
+  "Server steps of each reference loop (0: the task's); a rate over identical jobs either way.",
+  lower_bound=0,
 )
 _WRITE_DOCS = flags.DEFINE_bool('write_docs', False, 'Rewrite docs/performance.md.')
 # Every flag's value is checked by absl before any process is started (one ``error:`` line).
@@ -144,14 +157,6 @@ flags.register_validator(
   lambda p: not p or shutil.which(p) is not None,
   'no such executable (give a path or a command on PATH)',
 )
-flags.register_multi_flags_validator(
-  ['torch_python', 'torch_bench_dir'],
-  lambda f: not f['torch_python'] or bool(f['torch_bench_dir']),
-  '--torch_python needs --torch_bench_dir, the folder of the reference loops',
-)
-flags.register_validator(
-  'torch_bench_dir', lambda p: not p or os.path.isdir(p), 'no such directory'
-)
 
 
 def large_size(backend):
@@ -164,11 +169,24 @@ def layer_sizes(hidden):
   return (784, *hidden, 10)
 
 
-def flops_per_update(hidden, k):
-  """Matrix-product FLOPs of one client job: forward + 2 backward products per layer."""
-  sizes = layer_sizes(hidden)
-  macs = sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
-  return 3 * 2 * macs * BATCH * k
+def _product_flops(eqn):
+  """FLOPs of one matrix product or (ungrouped) convolution of a jaxpr; 0 for anything else."""
+  out = math.prod(eqn.outvars[0].aval.shape)
+  if eqn.primitive.name == 'dot_general':
+    (contracted, _), _ = eqn.params['dimension_numbers']
+    return 2 * out * math.prod(eqn.invars[0].aval.shape[d] for d in contracted)
+  if eqn.primitive.name == 'conv_general_dilated':  # per output: kernel window x input channels
+    kernel = eqn.invars[1].aval.shape
+    return 2 * out * math.prod(kernel) // kernel[eqn.params['dimension_numbers'].rhs_spec[0]]
+  return 0
+
+
+def flops_per_update(spec):
+  """Product FLOPs of one client job: K steps of 3 x the forward's matrix products and
+  convolutions at batch 32 (forward + 2 backward products per layer)."""
+  model, params, image = _model(spec)
+  jaxpr = jax.make_jaxpr(model.apply)(params, jnp.zeros((BATCH, *image))).jaxpr
+  return 3 * sum(map(_product_flops, jaxpr.eqns)) * spec['k']
 
 
 def _sharded(x):
@@ -178,22 +196,34 @@ def _sharded(x):
   return jax.device_put(x, NamedSharding(engine.default_mesh(), P(engine.CLIENT_AXIS)))
 
 
-def _mlp(hidden):
-  """The task's MLP and its initial params."""
-  model = models.MLP(num_classes=10, hidden_sizes=hidden)
-  return model, model.init(jax.random.key(0), jnp.zeros((1, 28, 28)))
+def _model(spec):
+  """``(model, initial params, image shape)`` of a task: ``spec['model']`` (an MLP of widths
+  ``spec['hidden']``, or a registered model) on images of ``spec['image']`` (FMNIST's)."""
+  image = spec.get('image', (28, 28))
+  if spec['model'] == 'mlp':
+    model = models.MLP(num_classes=10, hidden_sizes=spec['hidden'])
+  else:
+    model = models.get_model(spec['model'], 10, image_shape=image)
+  return model, model.init(jax.random.key(0), jnp.zeros((1, *image))), image
 
 
-def _random_problem(sizes, hidden, rng=None):
-  """Random FMNIST-shaped data in clients of ``sizes`` rows: the problem and the MLP's params."""
+def _rows(spec):
+  """Rows per client: ``spec['rows']``, else 60,000 over the clients (at least 8)."""
+  return spec.get('rows', max(60_000, spec['n'] * 8) // spec['n'])
+
+
+def _random_problem(sizes, spec, rng=None):
+  """Random images in clients of ``sizes`` rows: the problem (the model trained through
+  ``models.fast_apply``, as the pipeline trains it) and the model's initial params."""
   rng = np.random.default_rng(0) if rng is None else rng
+  model, params, image = _model(spec)
   total = int(sizes.sum())
-  x = rng.normal(size=(total, 28, 28)).astype(np.float32)
+  x = rng.normal(size=(total, *image)).astype(np.float32)
   y = rng.integers(0, 10, size=total).astype(np.int32)
   offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
   fed = data.FederatedData(x, y, offsets, sizes.astype(np.int32), x[:10], y[:10], x[:0], 10)
-  model, params = _mlp(hidden)
-  return task_lib.make_problem(data.from_federated(fed), model.apply, BATCH, jnp.float32), params
+  apply_fn = models.fast_apply(model.apply)
+  return task_lib.make_problem(data.from_federated(fed), apply_fn, BATCH, jnp.float32), params
 
 
 # ---- timing: every measurement waits for its result ----------------------------------------
@@ -240,8 +270,7 @@ def run_task(name, repeats):
   """Run one task in this process (on the devices it was started with) and return a dict."""
   spec = TASKS[name]
   n, k, steps = spec['n'], spec['k'], spec['steps']
-  sizes = np.full(n, max(60_000, n * 8) // n)
-  problem, params = _random_problem(sizes, spec['hidden'])
+  problem, params = _random_problem(np.full(n, _rows(spec)), spec)
   if spec['regime'] == 'per_job':
     schedule = afl_jax.schedules.fedbuff(n, spec['mc'], spec['m'], steps, local_steps=k, seed=0)
     alg = afl_jax.algorithms.get('fedbuff', client_lr=0.01, server_lr=1.0)
@@ -267,7 +296,7 @@ def run_task(name, repeats):
     'devices': len(jax.devices()),
     'client_updates': updates,
     'updates_per_s': updates / best,
-    'gflops_per_s': flops_per_update(spec['hidden'], k) * updates / best / 1e9,
+    'gflops_per_s': flops_per_update(spec) * updates / best / 1e9,
     'run_s_best': best,
     'compile_s': compile_s,
     'large_matmul_gflops_per_s': max(large),
@@ -285,7 +314,7 @@ def _bare_local_sgd(spec, clients):
   sharded like the engine), step k on rows ``32k..32k+31`` (mod 64) of the client's own 64
   rows: the products and updates of the local steps with nothing else (no random batch
   sampling, masking, messages or server step)."""
-  model, params = _mlp(spec['hidden'])
+  model, params, _ = _model(spec)
   loss = task_lib.make_loss(model.apply)
   stacked = jax.tree.map(lambda p: _sharded(jnp.broadcast_to(p, (clients, *p.shape))), params)
   rows = 2 * BATCH
@@ -342,7 +371,7 @@ def run_matmul(name, repeats):
     'task': name,
     'matmul_gflops_per_s': total_flops / total_time / 1e9,
     'large_matmul_gflops_per_s': _large_rate(repeats),
-    'bare_sgd_gflops_per_s': flops_per_update(spec['hidden'], spec['k']) * clients / bare_t / 1e9,
+    'bare_sgd_gflops_per_s': flops_per_update(spec) * clients / bare_t / 1e9,
     'clients': clients,
     'devices': jax.device_count(),
   }
@@ -367,7 +396,7 @@ def run_hetero_task(name, repeats):
       local_steps_multipliers=spec['mult'], seed=0,
     )  # fmt: skip
     alg = afl_jax.algorithms.get('autonomous_fedgm', client_lr=0.01)
-  problem, params = _random_problem(sizes, HETERO_HIDDEN, rng)
+  problem, params = _random_problem(sizes, MLP_200, rng)
   key = jax.random.key(0)
   runs = {}
   # grouped: the blocks the CPU's automatic choice takes, named explicitly so that an
@@ -467,7 +496,7 @@ def run_sweep_task(model_name):
 
 def run_sweep_memory(limit_gib=24.0):
   """Largest R of the default task whose analytic memory fits in ``limit_gib`` (no allocation)."""
-  problem, params = _random_problem(np.full(100, 600), (200, 200))
+  problem, params = _random_problem(np.full(100, 600), MLP_200)
   sched = afl_jax.schedules.fedbuff(100, 20, 10, 200, local_steps=10, seed=0)
   reports = []
   for r in (1, 2):
@@ -505,90 +534,101 @@ def _spawn(fn, count, *args):
 
 
 def _reference(task):
-  """Run the plain PyTorch loop of ``task`` once (its own warm-up + 3 timed runs); its JSON.
-
-  A failure is reported and returns None, so a run's JAX results are kept.
-  """
-  script = os.path.join(os.path.abspath(_TORCH_BENCH.value), REFERENCE[task])
-  env = {
-    'BENCH_RESULTS': os.path.join(tempfile.gettempdir(), 'afl_jax_bench_results'),
-    **os.environ,
-  }
-  args = [_TORCH_PYTHON.value, script]
-  if _TORCH_THREADS.value:
-    args += ['--threads', str(_TORCH_THREADS.value)]
-  if task == 'many_clients' and _TORCH_MANY_STEPS.value:
-    args += ['--steps', str(_TORCH_MANY_STEPS.value)]
+  """Run the plain PyTorch loop of ``task`` once (a warm-up job + ``--process_runs`` timed
+  runs of the task's work); its JSON. A failure is reported and returns None, so a run's JAX
+  results are kept."""
+  spec = TASKS[task]
+  height, width, channels = (*spec.get('image', (28, 28)), 1)[:3]
+  work = dict(
+    model=spec['model'], image=f'{height},{width},{channels}', clients=spec['n'],
+    concurrency=spec['mc'], buffer=spec['m'], local_steps=spec['k'], batch=BATCH,
+    steps=_TORCH_STEPS.value or spec['steps'], rows=_rows(spec), runs=_PROCESS_RUNS.value,
+    threads=_TORCH_THREADS.value,
+  )  # fmt: skip
+  if spec['model'] == 'mlp':
+    work['hidden'] = ','.join(map(str, spec['hidden']))
   LOADS.append(os.getloadavg()[0])
-  proc = subprocess.run(args, env=env, cwd=os.path.dirname(script), capture_output=True, text=True)
+  args = [_TORCH_PYTHON.value, str(REFERENCE), *(f'--{k}={v}' for k, v in work.items())]
+  proc = subprocess.run(args, capture_output=True, text=True)
   if proc.returncode != 0:
-    print(f'PyTorch reference {script} failed:\n{proc.stderr[-2000:]}')
+    print(f'PyTorch reference {REFERENCE.name} failed:\n{proc.stderr[-2000:]}')
     return None
-  return json.loads(proc.stdout.strip().splitlines()[-1])
+  out = json.loads(proc.stdout.strip().splitlines()[-1])
+  if out['jobs'] != (jobs := work['steps'] * spec['m']):
+    raise RuntimeError(f'{REFERENCE.name} ran {out["jobs"]} jobs; expected {jobs}.')
+  return out
 
 
-def _best_reference(task, outputs):
+def _best_reference(outputs):
   """The best timed run over the reference processes of a run: updates/s and torch version."""
-  steps = _TORCH_MANY_STEPS.value if task == 'many_clients' else 0
-  updates = (steps or TASKS[task]['steps']) * TASKS[task]['m']  # the task's length unless shortened
   done = [o for o in outputs if o]
-  times = [t for o in done for t in o.get('run_s', o.get('times_s', []))]
-  if not times:
+  if not done:
     return None
-  if done[0].get('updates', updates) != updates:
-    raise RuntimeError(f'{REFERENCE[task]} ran {done[0]["updates"]} updates; expected {updates}.')
+  best = min(t for o in done for t in o['run_s'])
   return {
-    'updates_per_s': updates / min(times),
-    'run_s_best': min(times),
+    'updates_per_s': done[0]['jobs'] / best,
+    'run_s_best': best,
     'processes': len(done),
-    'torch': done[0].get('torch'),
-    'script': REFERENCE[task],
-    'updates': updates,
-    'threads': _TORCH_THREADS.value or 2,
+    'torch': done[0]['torch'],
+    'script': REFERENCE.name,
+    'updates': done[0]['jobs'],
+    'threads': done[0]['threads'],
   }
 
 
 def run_scaling(task):
   """``(results per device count, ceilings)`` of one task: rounds of fresh processes."""
-  found = [_spawn(run_matmul, int(d), task, _PROCESS_RUNS.value) for d in _DEVICES.value]
+  mlp = TASKS[task]['model'] == 'mlp'
+  referenced = _TORCH_PYTHON.value and TASKS[task]['regime'] == 'per_job'
+  found = [_spawn(run_matmul, int(d), task, _PROCESS_RUNS.value) for d in _DEVICES.value if mlp]
   # The ceiling: the best rate of the bare products over the device counts tried.
-  ceiling = dict(max(found, key=lambda c: c['matmul_gflops_per_s']))
+  ceiling = dict(max(found, key=lambda c: c['matmul_gflops_per_s'])) if found else {}
   runs = {d: [] for d in _DEVICES.value}
   torch_runs = []
   for _ in range(_REPEATS.value):  # rounds: every implementation once, interleaved
     for d in _DEVICES.value:
       runs[d].append(_spawn(run_task, int(d), task, _PROCESS_RUNS.value))
-    if _TORCH_PYTHON.value and task in REFERENCE:
+    if referenced:
       torch_runs.append(_reference(task))
   large = max(r['large_matmul_gflops_per_s'] for r in found + sum(runs.values(), []))
-  bare = max(c['bare_sgd_gflops_per_s'] for c in found)
-  ceiling.update(large_matmul_gflops_per_s=large, bare_sgd_gflops_per_s=bare)
-  print(
-    f'{task:13s} bare local SGD {bare:.1f} GFLOP/s ({100 * bare / large:.0f}% of the large '
-    f'product, {large:.1f}): the local steps without the engine',
-  )
-  torch = _best_reference(task, torch_runs)
+  ceiling['large_matmul_gflops_per_s'] = large
+  if found:
+    ceiling['bare_sgd_gflops_per_s'] = bare = max(c['bare_sgd_gflops_per_s'] for c in found)
+    print(
+      f'{task:13s} bare local SGD {bare:.1f} GFLOP/s ({100 * bare / large:.0f}% of the large '
+      f'product, {large:.1f}): the local steps without the engine',
+    )
+  torch = _best_reference(torch_runs)
   if torch is not None:
     ceiling['torch'] = torch
   results = []
   for d in _DEVICES.value:
     r = dict(max(runs[d], key=lambda r: r['updates_per_s']))
     r['rounds_updates_per_s'] = [x['updates_per_s'] for x in runs[d]]
-    r['fraction_of_matmul_ceiling'] = r['gflops_per_s'] / ceiling['matmul_gflops_per_s']
+    r['fraction_of_matmul_ceiling'] = (
+      r['gflops_per_s'] / ceiling['matmul_gflops_per_s'] if found else None
+    )
     r['fraction_of_large_matmul'] = r['gflops_per_s'] / large
     r['x_pytorch'] = r['updates_per_s'] / torch['updates_per_s'] if torch else None
     results.append(r)
     vs_torch = (
-      f', {r["x_pytorch"]:.2f}x PyTorch ({torch["updates_per_s"]:.1f} updates/s)' if torch else ''
+      f', {r["x_pytorch"]:.2f}x PyTorch ({torch["updates_per_s"]:.2f} updates/s, '
+      f'{torch["threads"]} threads)'
+      if torch
+      else ''
+    )
+    vs_products = (
+      f'{100 * r["fraction_of_matmul_ceiling"]:.0f}% of {ceiling["matmul_gflops_per_s"]:.1f}; '
+      if found
+      else ''
     )
     print(
-      f'{task:13s} devices={r["devices"]} ({r["device"]}): {r["updates_per_s"]:9.1f} updates/s '
-      f'{r["gflops_per_s"]:6.1f} GFLOP/s ({100 * r["fraction_of_matmul_ceiling"]:.0f}% '
-      f'of {ceiling["matmul_gflops_per_s"]:.1f}; fraction_of_large_matmul '
+      f'{task:13s} devices={r["devices"]} ({r["device"]}): {r["updates_per_s"]:9.2f} updates/s '
+      f'{r["gflops_per_s"]:6.1f} GFLOP/s ({vs_products}fraction_of_large_matmul '
       f'{100 * r["fraction_of_large_matmul"]:.0f}% of {large:.1f}){vs_torch}, '
       f'compile {r["compile_s"]:.1f}s, peak {r["peak_memory_mib"]:.0f} MiB',
     )
-  if task in REFERENCE and torch is None:
+  if TASKS[task]['regime'] == 'per_job' and torch is None:
     print(f'{task:13s} PyTorch reference skipped (give --torch_python)')
   return results, ceiling
 
@@ -662,21 +702,22 @@ def write_docs(results, ceilings, load_range):
     {f'{t["torch"]} (CPU, torch.set_num_threads({t["threads"]}))' for t in refs}
   )
   rows = []
+  percent = lambda v: '-' if v is None else f'{100 * v:.0f}%'
   for r in results:
     c = ceilings[r['task']]
-    torch = c.get('torch')
+    torch, products = c.get('torch'), c.get('matmul_gflops_per_s')
     rows.append(
       {
         'task': r['task'],
         'devices': r['devices'],
         'client updates/s': f'{r["updates_per_s"]:.1f}',
         'GFLOP/s': f'{r["gflops_per_s"]:.1f}',
-        'same-shape products GFLOP/s': f'{c["matmul_gflops_per_s"]:.1f}',
-        'fraction': f'{100 * r["fraction_of_matmul_ceiling"]:.0f}%',
+        'same-shape products GFLOP/s': '-' if products is None else f'{products:.1f}',
+        'fraction': percent(r['fraction_of_matmul_ceiling']),
         'large product GFLOP/s': f'{c["large_matmul_gflops_per_s"]:.1f}',
-        'fraction_of_large_matmul': f'{100 * r["fraction_of_large_matmul"]:.0f}%',
-        'bare local SGD fraction': (
-          f'{100 * c["bare_sgd_gflops_per_s"] / c["large_matmul_gflops_per_s"]:.0f}%'
+        'fraction_of_large_matmul': percent(r['fraction_of_large_matmul']),
+        'bare local SGD fraction': percent(
+          c['bare_sgd_gflops_per_s'] / c['large_matmul_gflops_per_s'] if products else None
         ),
         'PyTorch updates/s': f'{torch["updates_per_s"]:.1f}' if torch else '-',
         'x PyTorch': f'{r["x_pytorch"]:.2f}x' if torch else '-',

@@ -14,9 +14,13 @@ Prints, without running the simulation:
   (``Simulator.step_work``: every arrival slot of a step, padded to the devices, runs
   the largest K of its block, masked; always-on runs train every client every step);
 * a time estimate from a short probe on this machine: ``--probe_steps`` jitted SGD
-  steps of the config's model on one client batch of ``batch_size`` (after one
-  compile), times the computed client steps, plus the evaluations; with the XLA
-  FLOP count of one step, to rescale to another device.
+  steps (after one compile) of one block of the engine's arrival slots, trained as the
+  engine trains it: ``block_size`` clients at once, vmapped (each its own params and
+  batch of ``batch_size``), sharded over the devices, through the model the run trains
+  (``afl_jax.models.fast_apply``: on CPU, convolutions as matrix products); the block's
+  time per client step times the computed client steps, plus one timed evaluation per
+  evaluation of the run; with the XLA FLOP count of one client step, to rescale to
+  another device.
 
 A config with a ``sweep`` section is estimated at every grid point (each built as the
 sweep builds it): one line per point (memory of one run, client steps, time) and the
@@ -25,8 +29,8 @@ time above $AFL_JAX_MAX_HOURS: :func:`afl_jax.pipeline.sizes.check_work`) named.
 
 When the dataset's files are not present, random data of the dataset's shapes is
 used (labels balanced like the real set, so client sizes and K come out the same
-in distribution). The probe assumes client steps run one after another on one
-device; vmapped clients on an accelerator usually run faster per step.
+in distribution). Not counted: the server step, batch sampling and messages
+(small beside the clients' training for these models), and compiles.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
+from jax.sharding import Mesh, NamedSharding  # noqa: E402
+from jax.sharding import PartitionSpec as P  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
 from afl_jax import data, models  # noqa: E402
@@ -123,33 +129,59 @@ def analytic_memory(run: build_lib.Run) -> tuple[dict[str, int], Simulator]:
   return sim.memory, sim
 
 
-def probe(run: build_lib.Run, steps: int) -> tuple[float, float, float | None]:
-  """(compile seconds, seconds per client step, FLOPs per step) on this machine."""
-  c = run.config
-  x = np.random.default_rng(0).normal(size=(c.batch_size, *run.data.x.shape[1:]))
-  x, y = (
-    jnp.asarray(x, run.dtype),
-    jnp.asarray(np.arange(c.batch_size) % run.data.num_classes, jnp.int32),
-  )
+def probe(run: build_lib.Run, steps: int, clients: int) -> tuple[float, float, float | None]:
+  """(compile seconds, seconds per client step, FLOPs per client step) on this machine:
+  ``steps`` SGD steps of ``clients`` clients at once (vmapped, sharded over the devices
+  when they divide them, as the engine trains a block of arrival slots)."""
+  c, devices = run.config, jax.devices()
+  spread = clients % len(devices) == 0
+  clients_axis = NamedSharding(Mesh(np.array(devices), ('clients',)), P('clients'))
+  put = lambda a: jax.device_put(a, clients_axis) if spread else jnp.asarray(a)
+  rng = np.random.default_rng(0)
+  x = put(rng.normal(size=(clients, c.batch_size, *run.data.x.shape[1:])).astype(run.dtype))
+  y = put(np.tile(np.arange(c.batch_size) % run.data.num_classes, (clients, 1)).astype(np.int32))
+  params = jax.tree.map(lambda p: put(np.broadcast_to(p, (clients, *p.shape))), run.params0)
 
   @jax.jit
+  @jax.vmap
   def step(params, x, y):
     loss, grads = jax.value_and_grad(run.problem.loss_fn)(params, (x, y))
     return jax.tree.map(lambda p, g: p - 0.01 * g, params, grads), loss
 
   t0 = time.perf_counter()
-  compiled = step.lower(run.params0, x, y).compile()
+  compiled = step.lower(params, x, y).compile()
   compile_s = time.perf_counter() - t0
   flops = None
-  with contextlib.suppress(Exception):  # cost analysis is optional and backend-specific
+  with contextlib.suppress(Exception):  # optional, backend-specific; one device's program
     cost = compiled.cost_analysis()
-    flops = float((cost[0] if isinstance(cost, (list, tuple)) else cost)['flops']) or None
-  params, loss = jax.block_until_ready(compiled(run.params0, x, y))
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    flops = float(cost['flops']) / (clients // len(devices) if spread else clients) or None
+  params, loss = jax.block_until_ready(compiled(params, x, y))
   t0 = time.perf_counter()
   for _ in range(steps):
     params, loss = compiled(params, x, y)
   jax.block_until_ready(loss)
-  return compile_s, (time.perf_counter() - t0) / steps, flops
+  return compile_s, (time.perf_counter() - t0) / steps / clients, flops
+
+
+def _seconds(fn) -> float:
+  """Seconds of one call of ``fn()`` after a first call (its compile)."""
+  jax.block_until_ready(fn())
+  t0 = time.perf_counter()
+  jax.block_until_ready(fn())
+  return time.perf_counter() - t0
+
+
+def evaluation_seconds(run: build_lib.Run) -> float:
+  """Seconds of one evaluation, from its parts timed after their compile: the evaluator's
+  main function on one test batch (with the training sample's loss and gradient), and one
+  test batch alone for each further test and validation batch."""
+  ev, params = run.evaluator, run.params0
+  first = tuple(a[:1] for a in ev.test)
+  with_train = _seconds(lambda: ev.fns.main(params, first, ev.train))
+  batch = _seconds(lambda: ev.fns.held_out(params, *first))
+  batches = ev.test[0].shape[0] - 1 + (0 if ev.val is None else ev.val[0].shape[0])
+  return with_train + batches * batch
 
 
 _flop = ticker.EngFormatter(unit='FLOP', places=1)  # e.g. '4.5 GFLOP'
@@ -188,12 +220,13 @@ def main(argv):
     f'{memory.format_bytes(avail) if avail else "unknown"} available: {fits} (90% usable)'
   )
   useful, computed = sim.step_work
-  compile_s, per_step, flops = probe(run, _PROBE.value)
+  compile_s, per_step, flops = probe(run, _PROBE.value, sim.block_size)
   evals = -(-s.num_steps // c.eval_every) + 1
-  eval_s = evals * (len(run.data.test_y) + c.eval_train_samples) / c.batch_size * per_step / 3
+  eval_s = evals * evaluation_seconds(run)
   print(
-    f'probe: {_PROBE.value} client steps of batch {c.batch_size} on one {device.platform} '
-    f'device: {per_step:.3f} s/step (compile {compile_s:.1f} s)'
+    f'probe: {_PROBE.value} local steps of a block of {sim.block_size} clients (batch '
+    f'{c.batch_size}, vmapped over {len(jax.devices())} {device.platform} devices): '
+    f'{per_step:.3f} s per client step (compile {compile_s:.1f} s)'
     + (f', {_flop(flops)}/step (XLA)' if flops else '')
     + f'; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}'
   )
@@ -219,7 +252,7 @@ def main(argv):
 def estimate_sweep(config) -> None:
   """One line per grid point of ``config.sweep`` (built as the sweep builds it) and totals.
 
-  The probe runs once per distinct (model, batch size, dtype) among the points.
+  The probe runs once per distinct (model, batch size, dtype, block size) among the points.
   """
   points = sweep_lib.grid(config)
   device = jax.devices()[0]
@@ -228,7 +261,7 @@ def estimate_sweep(config) -> None:
     f'({", ".join(f"{len(v)} {k}" for k, v in config_lib.sweep_axes(config.sweep).items())}); '
     f'{len(jax.devices())} x {device.platform} ({device.device_kind})'
   )
-  probes: dict[tuple, float] = {}
+  probes: dict[tuple, tuple[float, float]] = {}
   total_s = total_mem = steps_useful = steps_computed = 0
   refused = []
   for point in points:
@@ -236,13 +269,13 @@ def estimate_sweep(config) -> None:
     c = run.config
     report, sim = analytic_memory(run)
     key = (c.model, str(c.get('model_args')), c.dataset, int(c.batch_size), c.dtype)
+    key += (sim.block_size,)
     if key not in probes:
-      probes[key] = probe(run, _PROBE.value)[1]
-    per_step = probes[key]
+      probes[key] = probe(run, _PROBE.value, sim.block_size)[1], evaluation_seconds(run)
+    per_step, one_eval = probes[key]
     useful, computed = sim.step_work
     evals = -(-run.schedule.num_steps // c.eval_every) + 1
-    eval_s = evals * (len(run.data.test_y) + c.eval_train_samples) / c.batch_size * per_step / 3
-    seconds = computed * per_step + eval_s
+    seconds = computed * per_step + evals * one_eval
     total_s += seconds
     total_mem = max(total_mem, report['total'])
     steps_useful, steps_computed = steps_useful + useful, steps_computed + computed

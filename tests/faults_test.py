@@ -551,9 +551,9 @@ BAD_INPUTS = {
     '{tmp}/out.png',
   ),
   'benchmark_unknown_task': Bad(['benchmark.py', '--tasks=nope'], ["'nope'"]),
-  'benchmark_torch_without_its_loops': Bad(
-    ['benchmark.py', '--tasks=fedbuff', f'--torch_python={sys.executable}'],
-    ['--torch_python needs --torch_bench_dir'],
+  'benchmark_torch_python_missing': Bad(
+    ['benchmark.py', '--tasks=fedbuff', '--torch_python={tmp}/no_python'],
+    ['no such executable'],
   ),
 }
 

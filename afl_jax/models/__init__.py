@@ -9,6 +9,11 @@ names) maps a config's ``model`` name to a factory called as
 arguments other than ``num_classes`` (from the data) are the model's settings
 (``config.model_args``, e.g. the MLP's ``hidden_sizes``), their ranges declared at
 registration.
+
+:func:`fast_apply` wraps a model's apply (or any function of it) so that convolutions and
+non-overlapping pooling run as matrix products where that is faster (CPU): the pipeline
+trains every model through it; call it yourself when building a problem directly, e.g.
+``problems.from_loss(lambda p, b: loss(fast_apply(model.apply)(p, b[0]), b[1]), ...)``.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ import jax
 import numpy as np
 
 from afl_jax import ranges as checks
+from afl_jax.models import fast
 from afl_jax.models.cnn import CNN
+from afl_jax.models.fast import fast_apply
 from afl_jax.models.resnet import BasicBlock, ResNet18
 from afl_jax.models.simple import MLP, LogisticRegression
 from afl_jax.registry import Registry
@@ -73,5 +80,7 @@ __all__ = [
   'LogisticRegression',
   'ResNet18',
   'count_params',
+  'fast',
+  'fast_apply',
   'get_model',
 ]

@@ -356,16 +356,17 @@ def build_run(config: ml_collections.ConfigDict) -> Run:
     why = f'model {c.model!r} cannot be built with these settings on this data: {e}'
     raise _err('model_args', dict(c.get('model_args') or {}), why.rstrip('.') + '.') from None
   params0 = jax.tree.map(lambda x: x.astype(dtype), params0)
+  apply_fn = models.fast_apply(model.apply)  # clients and server; the evaluator keeps lax's
   info = RunInfo(
     num_clients=layout.num_clients,
     arrivals_per_step=schedule.max_arrivals,
     local_steps=int(np.median(local_steps)),
     num_rounds=c.num_rounds,
-    apply_fn=model.apply,
+    apply_fn=apply_fn,
     unlabeled_x=jnp.asarray(layout.unlabeled_x, dtype),
   )
   algorithm = build_algorithm(c, info)
-  problem = task.make_problem(layout, model.apply, c.batch_size, dtype)
+  problem = task.make_problem(layout, apply_fn, c.batch_size, dtype)
   evaluator = task.make_evaluator(
     model.apply, layout, seed=c.seed, train_samples=c.eval_train_samples, dtype=dtype
   )

@@ -1,0 +1,227 @@
+"""afl_jax.models.fast_apply: convolution and pooling as matrix products equal lax's own.
+
+Tolerance (float32, eps = 2^-23): the patches' matrix product sums a convolution's
+window x channel terms, and the reshaped pooling its window, in another order than XLA's
+convolution and ``reduce_window``; the results differ by rounding only. Both are compared
+with the same function computed in float64 ("exact"): the fast result's error must stay
+within twice lax's own error plus the rounding of sums of ``n`` float32 terms,
+``||fast - exact|| <= 2 ||lax - exact|| + 4 sqrt(n) eps ||exact||`` (norms over every
+output and gradient; ``n``, the longest sum of the case, is stated with it). A max-pool
+and its gradient do no arithmetic (they select), so they are asserted bit for bit, also
+where the values of a window tie (the gradient goes to the window's first maximum, as
+``select_and_scatter_add`` sends it). Each case also asserts that the rewrite happened
+(no ``conv_general_dilated`` or ``reduce_window`` left in the traced program) or, for the
+cases it does not cover, that lax's operation is kept.
+"""
+
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from afl_jax.models import fast, fast_apply, get_model
+
+EPS = float(np.finfo(np.float32).eps)
+RNG = np.random.default_rng(0)
+CLIENTS = 3
+
+
+def normal(*shape):
+  return jnp.asarray(RNG.normal(size=shape), jnp.float32)
+
+
+def _norm(tree):
+  return math.sqrt(sum(np.sum(np.square(np.asarray(v, np.float64))) for v in jax.tree.leaves(tree)))
+
+
+def _distance(a, b):
+  f64 = lambda v: np.asarray(v, np.float64)
+  return _norm(jax.tree.map(lambda u, v: f64(u) - f64(v), a, b))
+
+
+def _primitives(fn, *args):
+  return str(jax.make_jaxpr(fn)(*args))
+
+
+def assert_as_accurate(make, apply, args, n, rewritten=True):
+  """``make(apply)(*args)`` through fast_apply vs lax in float32, both against float64."""
+  lax32 = jax.jit(make(apply))(*args)
+  fast32 = jax.jit(make(fast_apply(apply)))(*args)
+  with jax.enable_x64(True):
+    args64 = jax.tree.map(lambda v: jnp.asarray(v, jnp.float64), args)
+    exact = jax.jit(make(apply))(*args64)
+  error, bound = _distance(fast32, exact), _distance(lax32, exact)
+  assert error <= 2 * bound + 4 * math.sqrt(n) * EPS * _norm(exact), (error, bound)
+  program = _primitives(make(fast_apply(apply)), *args)
+  kept = 'conv_general_dilated' in program or 'reduce_window' in program
+  assert kept != rewritten, program
+  assert 'select_and_scatter' not in program or not rewritten
+
+
+def outputs_and_grads(apply):
+  """Outputs and the gradients of a loss wrt params and input, vmapped over clients."""
+
+  def one(params, x):
+    loss = lambda p, x: jnp.sum(jnp.sin(apply(p, x)))  # a cotangent that varies per output
+    return apply(params, x), jax.grad(loss, argnums=(0, 1))(params, x)
+
+  return jax.vmap(one)
+
+
+def client_params(model, x):
+  """Params of ``CLIENTS`` clients, each its own (the kernels differ per client)."""
+  keys = jax.random.split(jax.random.key(1), CLIENTS)
+  return jax.vmap(lambda k: model.init(k, x[0]))(keys)
+
+
+class Conv(nn.Module):
+  """A user's module: one nn.Conv with the given settings."""
+
+  settings: dict
+
+  @nn.compact
+  def __call__(self, x):
+    return nn.Conv(6, **self.settings)(x)
+
+
+CONVS = {  # settings, rewritten by fast_apply
+  'same_bias': (dict(kernel_size=(3, 3), padding='SAME'), True),
+  'same_stride2_no_bias': (dict(kernel_size=(3, 3), strides=2, use_bias=False), True),
+  'valid': (dict(kernel_size=(3, 3), padding='VALID'), True),
+  'explicit_padding_strides': (
+    dict(kernel_size=(2, 3), strides=(2, 1), padding=((1, 0), (2, 1))),
+    True,
+  ),
+  'kernel_dilation': (dict(kernel_size=(3, 3), kernel_dilation=2, padding='SAME'), True),
+  'one_by_one_stride2': (dict(kernel_size=(1, 1), strides=2, use_bias=False), True),
+  'circular': (dict(kernel_size=(3, 3), padding='CIRCULAR'), True),
+  'one_dimensional': (dict(kernel_size=(3,), padding='SAME'), True),
+  'grouped_kept': (dict(kernel_size=(3, 3), feature_group_count=2, use_bias=False), False),
+  'input_dilation_kept': (dict(kernel_size=(3, 3), input_dilation=2, padding=((1, 1),) * 2), False),
+}
+
+
+@pytest.mark.parametrize('case', sorted(CONVS))
+def test_conv_equals_lax_under_vmap(case):
+  settings, rewritten = CONVS[case]
+  shape = (CLIENTS, 2, 9) if case == 'one_dimensional' else (CLIENTS, 2, 9, 10)
+  x = normal(*shape, 4)
+  model = Conv(settings)
+  params = client_params(model, x)
+  n = 9 * 4 * 2 * 9 * 10  # kernel gradient: batch x positions x (window x channels) at most
+  assert_as_accurate(outputs_and_grads, model.apply, (params, x), n, rewritten)
+
+
+POOLS = {  # pooling, rewritten by fast_apply
+  'max_2x2': (lambda x: nn.max_pool(x, (2, 2), (2, 2)), True),
+  'max_3x3_same': (lambda x: nn.max_pool(x, (3, 3), (3, 3), padding='SAME'), True),
+  'avg_2x2': (lambda x: nn.avg_pool(x, (2, 2), (2, 2)), True),
+  'avg_2x2_same_exclude_pad': (
+    lambda x: nn.avg_pool(x, (2, 2), (2, 2), padding='SAME', count_include_pad=False),
+    True,
+  ),
+  'max_overlapping_kept': (lambda x: nn.max_pool(x, (3, 3), (2, 2)), False),
+}
+
+
+class Pool(nn.Module):
+  """A user's module: a conv (so the pool's input depends on the params), then a pool."""
+
+  pool: object
+
+  @nn.compact
+  def __call__(self, x):
+    return self.pool(nn.Conv(4, (1, 1))(x))
+
+
+@pytest.mark.parametrize('case', sorted(POOLS))
+def test_pooling_equals_reduce_window_under_vmap(case):
+  pool, rewritten = POOLS[case]
+  x = normal(CLIENTS, 2, 9, 10, 3)
+  model = Pool(pool)
+  params = client_params(model, x)
+  n = 2 * 9 * 10  # the 1x1 kernel's gradient: batch x positions
+  assert_as_accurate(outputs_and_grads, model.apply, (params, x), n, rewritten)
+
+
+@pytest.mark.parametrize('padding', ['VALID', 'SAME'])
+def test_max_pool_and_its_gradient_bit_for_bit_with_ties(padding):
+  x = jnp.round(normal(CLIENTS, 2, 9, 10, 3))  # few distinct values: most windows tie
+  pool = lambda x: nn.max_pool(x, (3, 3), (3, 3), padding=padding)
+  cotangent = normal(*jax.eval_shape(jax.vmap(pool), x).shape)
+  vjp = lambda pool: jax.vmap(lambda x, t: jax.vjp(pool, x)[1](t)[0])
+  np.testing.assert_array_equal(jax.jit(fast_apply(pool))(x), jax.jit(pool)(x))
+  got = jax.jit(vjp(fast_apply(pool)))(x, cotangent)
+  np.testing.assert_array_equal(got, jax.jit(vjp(pool))(x, cotangent))
+  assert 'reduce_window' not in _primitives(vjp(fast_apply(pool)), x, cotangent)
+
+
+@pytest.mark.parametrize(
+  'name, shape, n',
+  [
+    ('cnn', (2, 28, 28, 1), 2 * 28 * 28 * 9),  # conv1's kernel gradient: batch x positions
+    ('resnet18', (2, 32, 32, 3), 2 * 32 * 32 * 9 * 8),  # a block's first kernel gradient
+  ],
+)
+def test_project_models_equal_lax_under_vmap(name, shape, n):
+  """The CNN as configured; ResNet-18's blocks, strides and projections at narrow widths."""
+  widths = {'resnet18': dict(stage_features=(8, 16, 16, 16))}
+  model = get_model(name, 10, **widths.get(name, {}))
+  x = normal(CLIENTS, *shape)
+  params = client_params(model, x)
+  assert_as_accurate(outputs_and_grads, model.apply, (params, x), n)
+
+
+def test_parameter_trees_unchanged():
+  """fast_apply changes how a model is evaluated, never its parameters: init through it
+  gives the same tree (names, shapes, values) and the CNN's names are flax's."""
+  model = get_model('cnn', 10)
+  x = jnp.zeros((1, 28, 28, 1))
+  params = model.init(jax.random.key(0), x)
+  same = fast_apply(model.init)(jax.random.key(0), x)
+  jax.tree.map(np.testing.assert_array_equal, same, params)
+  leaves = jax.tree_util.tree_leaves_with_path(params)
+  shapes = {jax.tree_util.keystr(k): v.shape for k, v in leaves}
+  assert shapes == {
+    "['params']['Conv_0']['kernel']": (3, 3, 1, 32),
+    "['params']['Conv_0']['bias']": (32,),
+    "['params']['Conv_1']['kernel']": (3, 3, 32, 64),
+    "['params']['Conv_1']['bias']": (64,),
+    "['params']['Conv_2']['kernel']": (3, 3, 64, 64),
+    "['params']['Conv_2']['bias']": (64,),
+    "['params']['Dense_0']['kernel']": (3136, 128),
+    "['params']['Dense_0']['bias']": (128,),
+    "['params']['Dense_1']['kernel']": (128, 10),
+    "['params']['Dense_1']['bias']": (10,),
+  }
+
+
+def test_other_platforms_keep_lax(monkeypatch):
+  model = Conv(CONVS['same_bias'][0])
+  x = normal(2, 9, 10, 4)
+  params = model.init(jax.random.key(0), x)
+  assert 'conv_general_dilated' not in _primitives(fast_apply(model.apply), params, x)
+  monkeypatch.setattr(fast, 'PLATFORMS', ('gpu', 'tpu'))
+  assert 'conv_general_dilated' in _primitives(fast_apply(model.apply), params, x)
+
+
+def test_keyword_arguments_and_nested_jit_pass_through():
+  """Keyword arguments reach the function; a convolution inside a nested jit is rewritten."""
+  model = Conv(CONVS['same_bias'][0])
+  x = normal(2, 9, 10, 4)
+  params = model.init(jax.random.key(0), x)
+  apply = lambda p, x, scale=1.0: jax.jit(model.apply)(p, x) * scale
+  make = lambda apply: lambda p, x: apply(p, x, scale=3.0)
+  assert_as_accurate(make, apply, (params, x), n=9 * 4)
+
+
+def test_functions_without_convolution_or_pooling_are_traced_unchanged():
+  """An MLP (its jitted log-softmax included) is the very program it was: same numerics."""
+  model = get_model('mlp', 10)
+  x = normal(4, 28, 28)
+  params = model.init(jax.random.key(0), x)
+  loss = lambda p: jnp.mean(jax.nn.log_softmax(model.apply(p, x)))
+  assert _primitives(jax.grad(fast_apply(loss)), params) == _primitives(jax.grad(loss), params)
