@@ -56,7 +56,6 @@ class Simulator:
       round-off); ``step_work`` is ``(useful, computed)`` local slot-steps.
     compute_dtype: the clients' loss and gradients in this dtype (e.g. ``jnp.bfloat16``),
       float32 state (:func:`afl_jax.core.precision.with_compute_dtype`).
-    ring_plans: each schedule's ring plan (default :func:`afl_jax.core.ring.plan`).
   """
 
   def __init__(
@@ -75,7 +74,6 @@ class Simulator:
     local_step_buckets: int | None = None,
     compute_dtype: Any = None,
     client_block_size: int | None = None,
-    ring_plans: Sequence[ring.RingPlan] | None = None,
   ):
     self.batched = not isinstance(schedule, Schedule)
     self.schedules = schedules = list(schedule) if self.batched else [schedule]
@@ -106,9 +104,7 @@ class Simulator:
     if self.chunk_size < 1:
       raise ValueError(f'chunk_size must be >= 1; got {chunk_size}.')
     per_job = regime == 'per_job'
-    if ring_plans is None or not per_job:
-      ring_plans = [ring.plan(s) if per_job else None for s in schedules]
-    self.ring_plans = list(ring_plans)
+    self.ring_plans = [ring.plan(s) if per_job else None for s in schedules]
     self.ring_size = max(p.size for p in self.ring_plans) if per_job else 1
     self.mesh = engine.default_mesh() if mesh is None else mesh
     if AXIS not in self.mesh.axis_names:
