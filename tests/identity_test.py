@@ -32,7 +32,7 @@ def npzdata(*, data_dir=None, download=False, seed=0):
   return afl_jax.data.ArrayDataset(x[:150], y[:150], x[150:], y[150:], num_classes=3)
 
 
-afl_jax.data.DATASETS.register('npzdata', npzdata)
+afl_jax.data.DATASETS.register('npzdata', npzdata, replace=True)  # each test's own copy
 '''
 CONFIG = """
 import os

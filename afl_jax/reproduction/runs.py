@@ -144,14 +144,22 @@ def sweep_configs(
 
 
 def records_of_sweep(exp_key: str, label: str, phase: str, workdir: str, summary: Mapping):
-  """The rows of a finished sweep (``summary`` as train_sweep returns it)."""
-  from afl_jax.pipeline import metrics_io
+  """The rows of a finished sweep (``summary`` as train_sweep returns it), each run read
+  through its run record (:func:`afl_jax.pipeline.record.read`): its identity is the one
+  its folder holds, and a run that stopped before its last step is refused in one line (a
+  diverged run keeps its records up to the divergence; scoring reads it as diverged)."""
+  from afl_jax.pipeline import record
 
   rows = []
   for run in summary['runs']:
+    rec = record.read(os.path.join(workdir, run['name']))
+    if not (rec.completed or rec.status.startswith('diverged')):
+      raise UserError(f'{rec.path}: {rec.status}; a record needs the finished run: rerun the sweep')
+    if rec.identity.get('digest') != run['identity']:
+      raise UserError(f'{rec.path}: holds a run of another identity than its sweep ran; rerun')
     setting = setting_key(run['hparams'])
-    for rec in metrics_io.read_metrics(os.path.join(workdir, run['name'])):
-      if 'test_accuracy' not in rec:
+    for r in rec.records:
+      if 'test_accuracy' not in r:
         continue
       row = {
         'experiment': exp_key,
@@ -159,10 +167,10 @@ def records_of_sweep(exp_key: str, label: str, phase: str, workdir: str, summary
         'phase': phase,
         'setting': setting,
         'seed': int(run['seed']),
-        'step': int(rec['step']),
+        'step': int(r['step']),
         RUN: run['identity'],
       }
-      row.update({k: rec.get(k, float('nan')) for k in METRIC_COLUMNS})
+      row.update({k: r.get(k, float('nan')) for k in METRIC_COLUMNS})
       rows.append(row)
   return rows
 
