@@ -34,6 +34,11 @@ Tasks (client updates = local jobs of K steps):
                                   S=10 a step, K = 2 * e, e uniform in 1..6; 30 steps
                 Reports the useful-step fraction (sum of K over the arrivals / local slot-
                 steps computed) of both paths, the speed-up and the max abs difference.
+  conv_step     where a CNN client's time goes: one local SGD step (forward and backward,
+                batch 32) of the cnn task's model, one client alone and 10 clients vmapped
+                (each its own params and batch), 1 device, under each set of
+                ``fast_apply``'s rules: none (lax.conv and reduce_window), convolutions
+                only, pooling only, both (what the pipeline runs); best of ``--repeats``.
 Each task runs in a fresh process per device count (``jax_num_cpu_devices``
 on CPU), with the client axis sharded over the devices. ``matmul`` measures the machine's
 rate for exactly the matrix products of one task's local steps (forward and backward, batch
@@ -77,6 +82,7 @@ from concurrent.futures import ProcessPoolExecutor
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pandas as pd
 from absl import flags
 from jax.sharding import NamedSharding
@@ -109,7 +115,7 @@ SWEEP_MODELS = {'logreg': MLP | dict(hidden=()), 'mlp': MLP_200}
 BATCH = 32
 # The plain PyTorch loop, run for every FedBuff task.
 REFERENCE = pathlib.Path(__file__).with_name('torch_reference.py')
-KNOWN_TASKS = sorted(TASKS) + ['sweep', 'hetero_k']
+KNOWN_TASKS = sorted(TASKS) + ['sweep', 'hetero_k', 'conv_step']
 
 _TASKS = flags.DEFINE_list(
   'tasks', ['fedbuff', 'many_clients', 'always_on', 'cnn', 'resnet18'], 'Tasks to run.'
@@ -141,6 +147,13 @@ _TORCH_STEPS = flags.DEFINE_integer(
   0,
   "Server steps of each reference loop (0: the task's); a rate over identical jobs either way.",
   lower_bound=0,
+)
+_CONV = flags.DEFINE_enum(
+  'conv',
+  'fast',
+  ['fast', 'lax'],
+  'fast: models trained through afl_jax.models.fast_apply as the pipeline trains them; lax: '
+  'fast_apply switched off (lax.conv and reduce_window, the engine before issue 39).',
 )
 _WRITE_DOCS = flags.DEFINE_bool('write_docs', False, 'Rewrite docs/performance.md.')
 # Every flag's value is checked by absl before any process is started (one ``error:`` line).
@@ -513,14 +526,49 @@ def run_sweep_memory(limit_gib=24.0):
   }
 
 
+def run_conv_step(repeats):
+  """Seconds of one CNN client step, alone and 10 vmapped, under each set of rules."""
+  from afl_jax.models import fast
+
+  model, params, image = _model(TASKS['cnn'])
+  rng = np.random.default_rng(0)
+  rules = {
+    'lax': {},
+    'convolutions': {k: v for k, v in fast._RULES.items() if 'reduce_window' not in k},
+    'pooling': {k: v for k, v in fast._RULES.items() if k != 'conv_general_dilated'},
+    'both': dict(fast._RULES),
+  }
+  every = fast._RULES
+  out = {'task': 'conv_step', 'devices': 1}
+  for clients in (1, 10):
+    x = jnp.asarray(rng.normal(size=(clients, BATCH, *image)), jnp.float32)
+    y = jnp.asarray(rng.integers(0, 10, size=(clients, BATCH)), jnp.int32)
+    ps = jax.tree.map(lambda p: jnp.broadcast_to(p, (clients, *p.shape)), params)
+    for name, chosen in rules.items():
+      fast._RULES = chosen
+      apply = models.fast_apply(model.apply)
+
+      def step(p, x, y, apply=apply):
+        loss = lambda p: optax.softmax_cross_entropy_with_integer_labels(apply(p, x), y).mean()
+        return jax.tree.map(lambda a, g: a - 0.01 * g, p, jax.grad(loss)(p))
+
+      fn = jax.jit(jax.vmap(step))
+      fn.lower(ps, x, y).compile()  # traced with these rules
+      out[f'{name}_{clients}_s'] = _best_time(fn, (ps, x, y), repeats)
+      fast._RULES = every
+  return out
+
+
 # ---- the driver: each measurement in a fresh process -----------------------------------------
 LOADS = []  # the load average (1 min) sampled before each process
 
 
-def _quiet_process(count):
-  """A worker process: ``count`` host CPU devices (before JAX starts its backend), its own
-  output discarded (its result, or its exception, comes back to the driver)."""
+def _quiet_process(count, conv):
+  """A worker process: ``count`` host CPU devices (before JAX starts its backend), ``conv``
+  as ``--conv``, its own output discarded (its result, or its exception, comes back)."""
   jax.config.update('jax_num_cpu_devices', count)
+  if conv == 'lax':
+    models.fast.PLATFORMS = ()
   for fd in (1, 2):
     os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
 
@@ -529,7 +577,7 @@ def _spawn(fn, count, *args):
   """``fn(*args)`` in a fresh process on ``count`` host devices (on CPU)."""
   LOADS.append(os.getloadavg()[0])
   context = multiprocessing.get_context('spawn')
-  with ProcessPoolExecutor(1, context, _quiet_process, (count,)) as pool:
+  with ProcessPoolExecutor(1, context, _quiet_process, (count, _CONV.value)) as pool:
     return pool.submit(fn, *args).result()
 
 
@@ -648,6 +696,15 @@ def main(argv):
         f'max abs diff {r["max_abs_diff"]:.1e}'
       )
     print(json.dumps({'hetero_k': hetero}))
+  if 'conv_step' in _TASKS.value:
+    r = _spawn(run_conv_step, 1, _REPEATS.value)
+    for clients in (1, 10):
+      times = ', '.join(
+        f'{n} {1e3 * r[f"{n}_{clients}_s"]:.1f} ms'
+        for n in ('lax', 'convolutions', 'pooling', 'both')
+      )
+      print(f'conv_step     {clients:2d} client(s), one local step, rules: {times}')
+    print(json.dumps({'conv_step': r}))
   if 'sweep' in _TASKS.value:
     count = int(_DEVICES.value[-1]) if len(_DEVICES.value) == 1 else 2
     sweeps = [_spawn(run_sweep_task, count, m) for m in SWEEP_MODELS]
