@@ -16,10 +16,8 @@ previous one. tests/theory_test.py asserts them, and each counterexample.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -27,9 +25,11 @@ from typing import NamedTuple
 
 import jax
 import numpy as np
+from absl import flags
 
 import afl_jax
 from afl_jax.algorithms import masfl_theory
+from afl_jax.pipeline import cli
 from afl_jax.schedules import Schedule, from_arrays, random_staleness
 
 SEEDS = 8
@@ -448,16 +448,17 @@ def write(page: str, tables: str) -> None:
   os.replace(tmp, page)
 
 
+_WRITE = flags.DEFINE_bool('write', False, 'Replace the tables in docs/theory.md.')
+
+
 def main(argv: list[str]) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('--write', action='store_true', help='replace the tables in docs/theory.md')
-  args = parser.parse_args(argv)
+  del argv  # cli.flags_parser refuses stray arguments
   start = time.time()
   tables = markdown(everything())
   print(tables + f'\n({time.time() - start:.0f} s)')
-  if args.write:
+  if _WRITE.value:
     write(PAGE, tables)
 
 
 if __name__ == '__main__':
-  main(sys.argv[1:])
+  cli.run(main)

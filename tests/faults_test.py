@@ -356,7 +356,13 @@ def test_cpu_devices_env_is_checked(monkeypatch):
   assert devices.env_devices() == 3
 
 
-SCRIPTS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, 'scripts', '*.py')))
+# torch_reference.py is the benchmark's PyTorch loop, run by a Python of its own venv (not
+# afl_jax's command line; PyTorch is no dependency of the project).
+SCRIPTS = sorted(
+  os.path.basename(p)
+  for p in glob.glob(os.path.join(ROOT, 'scripts', '*.py'))
+  if os.path.basename(p) != 'torch_reference.py'
+)
 
 
 def _tree(root):
