@@ -138,14 +138,28 @@ def _wait_for(pattern, proc, timeout=300):
     time.sleep(0.05)
 
 
+@pytest.fixture(scope='module')
+def uninterrupted(tmp_path_factory):
+  """``kind -> (--config spec, metrics of the whole 60-step run)``, each run once."""
+  done = {}
+
+  def get(kind):
+    if kind not in done:
+      where = tmp_path_factory.mktemp(f'whole_{kind}')
+      (where / 'cfg.py').write_text(CONFIG.format(rounds=60))
+      spec = f'--config={where / "cfg.py"}:{kind}'
+      rc, out = run_train(where / 'whole', spec)
+      assert rc == 0, out
+      done[kind] = spec, metrics(where / 'whole')
+    return done[kind]
+
+  return get
+
+
 @pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGKILL])
 @pytest.mark.parametrize('kind', ['single', 'sweep'])
-def test_a_killed_run_resumes_to_the_uninterrupted_run(tmp_path, kind, sig):
-  file = tmp_path / 'cfg.py'
-  file.write_text(CONFIG.format(rounds=60))
-  spec = f'--config={file}:{kind}'
-  rc, out = run_train(tmp_path / 'whole', spec)
-  assert rc == 0, out
+def test_a_killed_run_resumes_to_the_uninterrupted_run(tmp_path, uninterrupted, kind, sig):
+  spec, whole = uninterrupted(kind)
   work = tmp_path / 'cut'
   proc = subprocess.Popen(
     [sys.executable, 'scripts/train.py', spec, f'--workdir={work}'],
@@ -168,7 +182,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_run(tmp_path, kind, sig):
   rc, out = run_train(work, spec)
   assert rc == 0, out
   assert 'resumed from' in out, out
-  assert metrics(work) == metrics(tmp_path / 'whole')
+  assert metrics(work) == whole
   shutil.rmtree(work)
 
 

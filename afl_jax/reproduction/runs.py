@@ -67,16 +67,23 @@ def identities(config: ml_collections.ConfigDict) -> dict[str, dict[str, Any]]:
     }
 
 
+_DIGESTS: dict[str, str] = {}  # a sweep config's text -> config_digest (pages, marks, current)
+
+
 def config_digest(config: ml_collections.ConfigDict) -> str:
-  """The digest of a sweep's runs' resolved configs (their identities' config part)."""
+  """The digest of a sweep's runs' resolved configs (their identities' config part); each
+  distinct config is resolved once per process (scoring asks for each sweep many times)."""
   from afl_jax.pipeline import config as config_lib
   from afl_jax.pipeline import record, sweep
 
-  parts = [
-    record.config_digest(config_lib.resolve(sweep.point_config(config, p)))
-    for p in sweep.grid(config)
-  ]
-  return records.sweep_identity(parts)
+  text = config.to_json_best_effort(sort_keys=True)
+  if text not in _DIGESTS:
+    parts = [
+      record.config_digest(config_lib.resolve(sweep.point_config(config, p)))
+      for p in sweep.grid(config)
+    ]
+    _DIGESTS[text] = records.sweep_identity(parts)
+  return _DIGESTS[text]
 
 
 def lock_records(records_dir: str):
