@@ -30,6 +30,9 @@ from afl_jax.errors import ArgumentError, ConfigError
 
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 _EMPTY = inspect.Parameter.empty
+# Bumped by every register/unregister: what a resolved config can depend on changed (caches of
+# resolved configs, e.g. afl_jax.reproduction.runs.config_digest, key on it).
+GENERATION = [0]
 
 
 # Arguments that mean the same in every rule and algorithm that takes them.
@@ -137,6 +140,7 @@ class Registry:
         )
         run = ranges.trusted(f)
       self._entries[name] = (run, meta, specs, tuple(context))
+      GENERATION[0] += 1
       return out
 
     return deco if factory is None else deco(factory)
@@ -145,6 +149,7 @@ class Registry:
     """Remove ``name`` (a test's or notebook's own entry); unknown names: ValueError."""
     self.get(name)
     del self._entries[name]
+    GENERATION[0] += 1
 
   def get(self, name: str) -> Callable[..., Any]:
     """The factory registered as ``name``, for settings :meth:`bind` returned (it does not

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from helper_runs import one_error_line, run_train
 
+import afl_jax
 from afl_jax.pipeline import build, record
 from afl_jax.pipeline import config as config_lib
 
@@ -200,3 +201,31 @@ def test_a_reproduction_reruns_exactly_the_sweeps_whose_inputs_changed(tmp_path)
   assert any("its runs' inputs changed" in line for line in logs), logs
   again, _ = runs.read('own', str(tmp_path / 'rec'))
   assert set(again.run).isdisjoint(first.run) and len(again) == len(first)
+
+
+def test_a_sweeps_config_digest_follows_a_component_registered_anew():
+  """The digest is cached per process, but a component registered again (other defaults:
+  other resolved configs) gives the new digest, never the cached one."""
+  import flax.linen as nn
+  import ml_collections
+
+  from afl_jax.reproduction import runs
+
+  def tiny(num_classes: int = 10, width: int = 4):
+    return nn.Dense(num_classes)
+
+  c = config_lib.default()
+  c.model = 'tiny_digest'
+  c.sweep = ml_collections.ConfigDict({'seed': [0, 1]})
+  afl_jax.models.MODELS.register('tiny_digest', tiny, replace=True)
+  try:
+    first = runs.config_digest(c)
+    assert runs.config_digest(c) == first
+
+    def wider(num_classes: int = 10, width: int = 8):
+      return nn.Dense(num_classes)
+
+    afl_jax.models.MODELS.register('tiny_digest', wider, replace=True)
+    assert runs.config_digest(c) != first
+  finally:
+    afl_jax.models.MODELS.unregister('tiny_digest')

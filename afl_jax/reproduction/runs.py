@@ -67,16 +67,19 @@ def identities(config: ml_collections.ConfigDict) -> dict[str, dict[str, Any]]:
     }
 
 
-_DIGESTS: dict[str, str] = {}  # a sweep config's text -> config_digest (pages, marks, current)
+# (registry generation, a sweep config's text) -> config_digest (pages, marks, current)
+_DIGESTS: dict[tuple[int, str], str] = {}
 
 
 def config_digest(config: ml_collections.ConfigDict) -> str:
   """The digest of a sweep's runs' resolved configs (their identities' config part); each
-  distinct config is resolved once per process (scoring asks for each sweep many times)."""
+  distinct config is resolved once while no component is registered anew (scoring asks
+  for each sweep many times)."""
+  from afl_jax import registry
   from afl_jax.pipeline import config as config_lib
   from afl_jax.pipeline import record, sweep
 
-  text = config.to_json_best_effort(sort_keys=True)
+  text = (registry.GENERATION[0], config.to_json_best_effort(sort_keys=True))
   if text not in _DIGESTS:
     parts = [
       record.config_digest(config_lib.resolve(sweep.point_config(config, p)))
