@@ -1,11 +1,5 @@
-"""Delay models computed up front as arrays (see :mod:`afl_jax.schedules.schedule`).
-
-Every delay model is reachable by name from ``SCHEDULES``
-(:mod:`afl_jax.schedules.registry`), including FedEcho's Table 1
-(:mod:`afl_jax.schedules.fedecho_table1`). Job-duration models are
-``schedules.durations.make(kind, **params)``, the distributions ``DISTRIBUTIONS``
-(:mod:`afl_jax.schedules.durations`).
-"""
+"""Delay models computed up front as ``[T, M]`` arrays (docs/architecture.md): the builders, the
+``SCHEDULES`` registry of a config's ``schedule.kind`` and the job-duration ``DISTRIBUTIONS``."""
 
 from afl_jax.schedules.builders import (
   fedbuff,

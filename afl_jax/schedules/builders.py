@@ -1,18 +1,7 @@
-"""The papers' delay models, computed up front in NumPy (deterministic given ``seed``):
-:func:`synchronous` cohorts (FedAvg), FedBuff's event clock (:func:`fedbuff`, Nguyen et
-al. 2022; with a staleness bound, Port's clock), :func:`fully_async` (its buffer of one),
-:func:`random_staleness` (FedGM, Sun et al., App. H.1) and :func:`waiting_windows`
-(AsynFL's flexible participation, Yang et al., Sec. VI). Their arguments are checked at
-the call against :data:`SETTINGS`, which the config's schedule kinds share. Their
-staleness, in the :class:`Schedule` convention ``tau = t - start_step``
-(``Schedule.stats(counter=...)`` gives a paper's own counter): :func:`synchronous` 0;
-:func:`fedbuff` the server steps applied while the job trained (``<= staleness_bound``
-when given; with constant durations and buffer 1, ``concurrency - 1`` once every client
-has reported); :func:`random_staleness` uniform on ``{0, ..., window - 1}``
-(``max_staleness``), cut at ``t``; :func:`waiting_windows` ``t`` minus the step after the
-client's previous report (0 for a client that reports every step). Tested in
-tests/theory_test.py.
-"""
+"""The papers' delay models in NumPy, deterministic given ``seed``: synchronous cohorts (FedAvg),
+FedBuff's event clock (Nguyen et al. 2022; with a staleness bound, Port's), its buffer of one,
+FedGM's random staleness (App. H.1) and AsynFL's waiting windows (Sec. VI); their staleness in
+each paper's counter is docs/theory.md's (tests/theory_test.py)."""
 
 from __future__ import annotations
 
@@ -73,8 +62,7 @@ def _pack(
 
 
 def _cohorts(num_clients, clients_per_step, num_steps, local_steps, seed):
-  """The cohort models' setup: ``(n, t_max, steps int32[N], rng, ids int32[T, S])``, S of
-  the N clients drawn without replacement at every step."""
+  """``(n, t_max, steps, rng, ids int32[T, S])``, S of N clients drawn per step."""
   n, t_max = num_clients, num_steps
   steps = _steps_table(local_steps, n)
   rng = np.random.default_rng(seed)
@@ -137,13 +125,10 @@ def fedbuff(
   local_steps=1,
   seed: int = 0,
 ) -> Schedule:
-  """FedBuff's event clock over T = ``num_steps`` server steps: Mc = ``concurrency`` of the
-  N clients train at once (drawn without replacement, from version 0); a finished job
-  joins the buffer and its client is replaced by an idle one drawn uniformly, from the
-  current version; the M-th (``buffer_size``) arrival triggers the step. With B =
-  ``staleness_bound``, jobs from a version ``s < t + 1 - B`` are waited for when the
-  buffer is full or, ``urgent``, cut short (Port: docs/algorithms/port.md). ``durations``:
-  default U(0, 20); ``local_steps``: K, an int or per-client [N]."""
+  """FedBuff's event clock: Mc = ``concurrency`` jobs running, each finished one replaced by an idle
+  client drawn uniformly; the M-th (``buffer_size``) arrival triggers a step. With B =
+  ``staleness_bound``, jobs older than B are waited for or, ``urgent``, cut short
+  (docs/algorithms/port.md). Durations default to U(0, 20)."""
   n, mc, m, t_max = num_clients, concurrency, buffer_size, num_steps
   if n < mc + m - 1:
     raise ValueError(
@@ -199,7 +184,7 @@ def fedbuff(
 
 @validated(**_specs('concurrency', 'num_steps', steps=False))
 def fully_async(num_clients: int, concurrency: int, num_steps: int, **kwargs) -> Schedule:
-  """The event clock with buffer size 1: the server steps at every arrival."""
+  """The event clock with buffer size 1."""
   return fedbuff(num_clients, concurrency, 1, num_steps, **kwargs)
 
 
@@ -219,11 +204,9 @@ def random_staleness(
   local_steps_multipliers: Sequence[int] | None = None,
   seed: int = 0,
 ) -> Schedule:
-  """FedGM App. H.1: S = ``clients_per_step`` clients drawn each step, each from a version
-  drawn uniformly from the last ``window`` (default 5): staleness ``<= window - 1``;
-  ``max_staleness=tau`` is the same with ``window = tau + 1`` (give one of the two). Given
-  ``local_steps_multipliers`` (epochs, e.g. ``range(1, 7)``), an arrival's K is
-  ``local_steps[i]`` times one drawn from it. Wall-clock is the step index."""
+  """FedGM App. H.1: each arrival starts from a version drawn from the last ``window`` (default 5;
+  ``max_staleness=tau`` is ``window = tau + 1``); its K times one of ``local_steps_multipliers``
+  when given."""
   if window is not None and max_staleness is not None:
     raise ValueError(
       f'give window={window} (the last W versions) or max_staleness={max_staleness} '
@@ -252,9 +235,8 @@ def waiting_windows(
   local_steps=1,
   seed: int = 0,
 ) -> Schedule:
-  """AsynFL's flexible participation: every client trains from time 0; round t ends at
-  ``(t + 1) window`` seconds and the clients finished by then report at step t and restart
-  from version t + 1; ``window=None``: each round waits for every client (synchronous)."""
+  """AsynFL's flexible participation: round t ends at ``(t + 1) window`` seconds; clients finished
+  by then report and restart from version t + 1 (``window=None``: synchronous)."""
   n, t_max = num_clients, num_steps
   steps = _steps_table(local_steps, n)
   rng = np.random.default_rng(seed)

@@ -1,9 +1,6 @@
-"""Job-duration models of the simulated clock (host NumPy): the families the papers use
-(uniform U(0, 20) of MasFL and FedBuff, exponential, truncated normal of AsynFL,
-log-normal and Pareto of FedFa), each in :data:`DISTRIBUTIONS` with its parameters'
-ranges (a config's ``schedule.durations`` and ``schedule.durations_params``), and a
-per-client ``speed`` factor (> 0, larger = slower) for persistent stragglers.
-"""
+"""Job-duration models of the simulated clock (host NumPy), each in :data:`DISTRIBUTIONS` with its
+parameters' ranges, and per-client ``speed`` factors (> 0, larger = slower) for persistent
+stragglers (docs/configs.md)."""
 
 from __future__ import annotations
 
@@ -27,19 +24,16 @@ Sampler = Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]
 
 @DISTRIBUTIONS.register('constant', value=checks.real(0.0))
 def constant(value: float) -> Sampler:
-  """Every job takes ``value``."""
   return lambda rng, shape: np.full(shape, float(value))
 
 
 @DISTRIBUTIONS.register('uniform', low=checks.real(0.0), high=checks.real('low'))
 def uniform(low: float = 0.0, high: float = 20.0) -> Sampler:
-  """U(low, high)."""
   return lambda rng, shape: rng.uniform(float(low), float(high), size=shape)
 
 
 @DISTRIBUTIONS.register('exponential', mean=checks.POSITIVE)
 def exponential(mean: float) -> Sampler:
-  """Exponential with mean ``mean``."""
   return lambda rng, shape: rng.exponential(float(mean), size=shape)
 
 
@@ -53,7 +47,7 @@ def normal(mean: float, std: float) -> Sampler:
 
 @DISTRIBUTIONS.register('lognormal', sigma=checks.NON_NEGATIVE)
 def lognormal(mu: float, sigma: float) -> Sampler:
-  """exp(Normal(mu, sigma)): ``mu`` and ``sigma`` of the underlying normal."""
+  """exp(Normal(mu, sigma))."""
   return lambda rng, shape: rng.lognormal(float(mu), float(sigma), size=shape)
 
 
@@ -71,8 +65,8 @@ CLIENT_SPEEDS = ('none', 'local_steps', 'lognormal')
 
 @dataclasses.dataclass(frozen=True)
 class Durations:
-  """The distribution ``kind`` of :data:`DISTRIBUTIONS` with its ``params`` (checked,
-  defaults filled: ConfigError otherwise), each draw of client i times ``speed[i]``."""
+  """Distribution ``kind`` with ``params`` (checked, defaults filled); client i's draws times
+  ``speed[i]``."""
 
   kind: str
   params: dict
@@ -90,11 +84,11 @@ class Durations:
       object.__setattr__(self, 'speed', speed)
 
   def sample(self, rng: np.random.Generator, ids: np.ndarray) -> np.ndarray:
-    """Unscaled durations, one per entry of ``ids`` (the family's draw)."""
+    """Unscaled durations, one per entry of ``ids``."""
     return self._draw(rng, ids.shape)
 
   def draw(self, rng: np.random.Generator, client_ids: np.ndarray) -> np.ndarray:
-    """One duration per entry of ``client_ids`` (float64, same shape), times its speed."""
+    """One duration per entry of ``client_ids``, times its client's speed."""
     ids = np.asarray(client_ids)
     d = self.sample(rng, ids)
     if self.speed is None:
@@ -107,7 +101,6 @@ class Durations:
 
 
 def make(kind: str, speed: np.ndarray | None = None, **params: float) -> Durations:
-  """``make('uniform', low=0, high=20)``: a duration model by name."""
   return Durations(kind, dict(params), speed)
 
 
@@ -115,9 +108,8 @@ def make(kind: str, speed: np.ndarray | None = None, **params: float) -> Duratio
 def speed_factors(
   kind: str, local_steps: np.ndarray, *, sigma: float = 0.5, seed: int = 0
 ) -> np.ndarray | None:
-  """float[N] per-client factors: None (``'none'``), ``K_i / mean(K)`` (``'local_steps'``)
-  or ``exp(sigma z_i)`` from its own stream of ``seed`` (``'lognormal'``, the duration
-  draws unchanged)."""
+  """float[N]: None (``'none'``), ``K_i / mean(K)`` (``'local_steps'``) or ``exp(sigma z_i)`` from
+  its own stream of ``seed`` (``'lognormal'``)."""
   k = np.asarray(local_steps, np.float64)
   if kind == 'none':
     return None

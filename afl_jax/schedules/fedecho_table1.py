@@ -1,9 +1,5 @@
-"""FedEcho's wall-clock delay model (Wang, Ma, Chen, "Stragglers Can Contribute More",
-Table 1 and Sec. 5): each client is assigned once to a runtime category (short, medium,
-long; at most 10% long) by a Gumbel-top-k on ``n_i / (gamma mean(n))``, and every job of
-a category-c client lasts U(low_c, high_c) tens of seconds (``delay`` 'large' or 'mild'),
-on FedBuff's event clock (docs/algorithms/fedecho.md, "Delay model (Table 1)").
-"""
+"""FedEcho's wall-clock delay model (Wang, Ma, Chen, "Stragglers Can Contribute More", Table 1, Sec.
+5) on FedBuff's event clock (docs/algorithms/fedecho.md, "Delay model (Table 1)")."""
 
 from __future__ import annotations
 
@@ -33,9 +29,8 @@ def runtime_categories(
   fractions: tuple[float, float, float] = (0.6, 0.3, 0.1),
   seed: int = 0,
 ) -> np.ndarray:
-  """int[N] category per client (0 short, 1 medium, 2 long) from its ``num_samples``:
-  ``gamma`` (smaller: runtime follows the sample count more), the (short, medium, long)
-  ``fractions`` (long <= 0.1) and the seed of the Gumbel noise."""
+  """int[N] category per client (0 short, 1 medium, 2 long): Gumbel-top-k on ``n_i / (gamma
+  mean(n))``."""
   n_i = np.asarray(num_samples, np.float64)
   if n_i.ndim != 1 or n_i.size < 1 or (n_i < 0).any():
     raise ValueError(
@@ -73,8 +68,7 @@ def category_ranges(
 
 @dataclasses.dataclass(frozen=True)
 class PerClientUniform(Durations):
-  """Durations U(low[i], high[i]) per client i: a 'uniform' :class:`Durations` whose params
-  are the overall (min low, max high); ``category`` (int[N]) kept for reporting."""
+  """Durations U(low[i], high[i]) per client i; ``params`` are the overall (min low, max high)."""
 
   low: np.ndarray | None = None
   high: np.ndarray | None = None
@@ -102,8 +96,7 @@ class PerClientUniform(Durations):
 def durations(
   num_samples: np.ndarray, *, delay: str = 'large', unit: float = 10.0, **categories
 ) -> PerClientUniform:
-  """Table 1 durations of clients with ``num_samples`` samples (``categories``: the
-  arguments of :func:`runtime_categories`)."""
+  """Table 1 durations of clients with ``num_samples`` samples."""
   cat = runtime_categories(num_samples, **categories)
   low, high = category_ranges(cat, delay, unit)
   return PerClientUniform(
@@ -125,9 +118,7 @@ def schedule(
   seed: int = 0,
   **table1,
 ) -> Schedule:
-  """FedBuff's event clock (Mc = ``concurrency``, M = ``buffer_size``) with Table 1 delays
-  (``table1``: the arguments of :func:`durations`); the paper's vision setting is N = 50,
-  Mc = 25, M = 5 (Sec. 5.1)."""
+  """FedBuff's event clock with Table 1 delays (Sec. 5.1: N = 50, Mc = 25, M = 5)."""
   dur = durations(num_samples, seed=seed, **table1)
   return builders.fedbuff(
     len(dur.low),

@@ -1,13 +1,7 @@
-"""Delay models by name, for a config's ``schedule`` section: ``kind(ctx, [durations],
-**settings) -> Schedule``, each an adapter of a builder (:mod:`.builders`,
-:mod:`.fedecho_table1`, :mod:`.traces`) from the run's
-:class:`ScheduleContext`. Settings shared with the builders take their ranges from
-:data:`~afl_jax.schedules.builders.SETTINGS`. A model taking ``durations`` receives them
-from the section's ``durations``, ``durations_params``, ``client_speed`` and
-``client_speed_sigma`` (:func:`job_durations`). The registration declares what the size
-checks read: ``slots`` (the setting giving M, an int, or None for up to N),
-``min_clients`` (a bound on N, ``(text, settings -> int)``) and ``array_builder``.
-"""
+"""Delay models by name for a config's ``schedule`` section: each ``kind(ctx, [durations],
+**settings) -> Schedule`` adapts a builder to the run's :class:`ScheduleContext`; ``slots``,
+``min_clients`` and ``array_builder`` in its registration are what the size checks read
+(docs/extending.md, "A delay trace from a file")."""
 
 from __future__ import annotations
 
@@ -26,8 +20,7 @@ from afl_jax.schedules.schedule import Schedule
 
 
 class ScheduleContext(NamedTuple):
-  """What a delay model may need to know about the run: N, T, each client's K_i and
-  training examples, and the schedule's seed."""
+  """What a delay model may read of the run: N, T, each client's K_i and examples, the seed."""
 
   num_clients: int
   num_steps: int
@@ -70,16 +63,14 @@ def job_durations(
   client_speed: str = 'none',
   client_speed_sigma: float = 0.5,
 ) -> Durations:
-  """The distribution ``durations`` with ``durations_params`` (a mapping; left out: its
-  defaults) scaled by the per-client ``client_speed`` factors (:func:`speed_factors`)."""
+  """Distribution ``durations`` with ``durations_params``, times the ``client_speed`` factors."""
   speed = speed_factors(client_speed, ctx.local_steps, sigma=client_speed_sigma, seed=ctx.seed)
   return Durations(durations, dict(durations_params or {}), speed)
 
 
 def durations_params(kind: str, params: Any) -> dict[str, float]:
-  """``params`` (``schedule.durations_params``, a mapping) bound to distribution ``kind``,
-  defaults filled; ConfigError naming the field otherwise (the string form
-  ``'low=0,high=20'`` is refused with the mapping to write)."""
+  """``schedule.durations_params`` (a mapping) bound to distribution ``kind``, defaults filled; the
+  old string form is refused with the mapping to write."""
   if kind not in DISTRIBUTIONS:
     DISTRIBUTIONS.bind(kind, {})  # the unknown name, in one line
   if params is None:
@@ -98,7 +89,7 @@ def durations_params(kind: str, params: Any) -> dict[str, float]:
 
 
 def as_mapping(text: str) -> dict[str, float] | None:
-  """The mapping a string of the old form 'low=0,high=20' meant (None: not of that form)."""
+  """The mapping an old-form string 'low=0,high=20' meant (None: not of that form)."""
   try:
     items = [p.split('=', 1) for p in text.split(',') if p.strip()]
     return {k.strip(): float(v) for k, v in items} or None
@@ -107,25 +98,23 @@ def as_mapping(text: str) -> dict[str, float] | None:
 
 
 def resolve_durations_params(kind: str, params: Mapping[str, Any]) -> dict[str, Any]:
-  """``params`` with distribution ``kind``'s defaults filled for the parameters not given
-  (a name it does not take is kept, for validation to refuse)."""
+  """``params`` with ``kind``'s defaults filled (an unknown name kept for validation to refuse)."""
   return DISTRIBUTIONS.defaults(kind) | dict(params)
 
 
 # ---- what validation, the size checks and the builder read ------------------------------
 def draws_durations(kind: str) -> bool:
-  """Whether delay model ``kind`` draws job durations (its function takes ``durations``)."""
+  """Whether delay model ``kind`` takes ``durations``."""
   return 'durations' in inspect.signature(SCHEDULES.get(kind)).parameters
 
 
 def settings(kind: str) -> dict[str, Any]:
-  """Every setting of ``kind``'s section with its default (durations' when it draws them)."""
+  """Every setting of ``kind``'s section with its default (durations' too where it draws them)."""
   own = SCHEDULES.settings(kind)
   return own | DURATIONS.settings('draw') if draws_durations(kind) else own
 
 
 def params(kind: str) -> tuple[str, ...]:
-  """The names of :func:`settings`."""
   return tuple(settings(kind))
 
 
@@ -135,9 +124,8 @@ def slots(kind: str) -> str | int | None:
 
 
 def bind(kind: str, values: Mapping[str, Any], num_clients: int | None = None) -> dict[str, Any]:
-  """Every setting ``kind`` runs with: ``values`` (the section less ``kind`` and ``seed``)
-  checked, defaults filled; ConfigError naming ``config.schedule.<setting>``, or
-  ``config.num_clients`` below the model's ``min_clients``."""
+  """The settings ``kind`` runs with: ``values`` checked, defaults filled (ConfigError naming the
+  field, or ``config.num_clients`` below ``min_clients``)."""
   facts = {} if num_clients is None else {'num_clients': num_clients}
   SCHEDULES.bind(kind, {}, facts=facts)  # the name
   valid = settings(kind)
@@ -160,14 +148,12 @@ def bind(kind: str, values: Mapping[str, Any], num_clients: int | None = None) -
 
 
 def build(kind: str, values: Mapping[str, Any], ctx: ScheduleContext) -> Schedule:
-  """Delay model ``kind`` with the section's ``values`` (checked: :func:`bind`), over the
-  run ``ctx``."""
+  """Delay model ``kind`` with the section's ``values`` checked, over the run ``ctx``."""
   return make(kind, bind(kind, values, ctx.num_clients), ctx)
 
 
 def make(kind: str, bound: Mapping[str, Any], ctx: ScheduleContext) -> Schedule:
-  """Delay model ``kind`` with settings already checked (a validated config's section,
-  :func:`bind`'s result), over the run ``ctx``; defaults for the settings not given."""
+  """Delay model ``kind`` with settings already checked, over the run ``ctx``."""
   defaults = {k: d for k, d in settings(kind).items() if d is not inspect.Parameter.empty}
   bound = defaults | dict(bound)
   own = {k: v for k, v in bound.items() if k in SCHEDULES.settings(kind)}
@@ -180,7 +166,6 @@ def make(kind: str, bound: Mapping[str, Any], ctx: ScheduleContext) -> Schedule:
 # ---- the delay models -------------------------------------------------------------------
 @SCHEDULES.register('synchronous', slots='clients_per_step', array_builder=True)
 def synchronous(ctx: ScheduleContext, durations: Durations, clients_per_step: int = 10) -> Schedule:
-  """Synchronous rounds of ``clients_per_step`` clients (:func:`builders.synchronous`)."""
   return builders.synchronous(
     ctx.num_clients, clients_per_step, ctx.num_steps, **_common(ctx, durations)
   )
@@ -190,7 +175,6 @@ def synchronous(ctx: ScheduleContext, durations: Durations, clients_per_step: in
 def fedbuff(
   ctx: ScheduleContext, durations: Durations, concurrency: int = 20, buffer_size: int = 10
 ) -> Schedule:
-  """FedBuff's event clock: Mc = ``concurrency`` jobs, M = ``buffer_size`` per step."""
   return builders.fedbuff(
     ctx.num_clients, concurrency, buffer_size, ctx.num_steps, **_common(ctx, durations)
   )
@@ -198,7 +182,6 @@ def fedbuff(
 
 @SCHEDULES.register('fully_async', slots=1)
 def fully_async(ctx: ScheduleContext, durations: Durations, concurrency: int = 20) -> Schedule:
-  """The event clock stepping at every arrival, ``concurrency`` jobs running."""
   return builders.fully_async(
     ctx.num_clients, concurrency, ctx.num_steps, **_common(ctx, durations)
   )
@@ -228,8 +211,7 @@ def random_staleness(
   window: int = 5,
   local_steps_multipliers: str = '',
 ) -> Schedule:
-  """Cohorts from one of the last ``window`` versions; local steps times a multiplier
-  drawn from ``local_steps_multipliers`` (e.g. '1,2,3,4,5,6'; '' = none)."""
+  """FedGM App. H.1; ``local_steps_multipliers`` e.g. '1,2,3,4,5,6' ('' = none)."""
   multipliers = [int(v) for v in local_steps_multipliers.split(',') if v.strip()] or None
   return builders.random_staleness(
     ctx.num_clients,
@@ -267,8 +249,7 @@ def port(
   urgent: bool = False,
   buffer_size: int = 10,
 ) -> Schedule:
-  """Port's staleness-bounded FedBuff clock: bound B = ``staleness_bound``; ``urgent``:
-  stale jobs report early (Port-Urgent) instead of waiting (Su & Li 2022)."""
+  """Port's staleness-bounded FedBuff clock (docs/algorithms/port.md)."""
   return builders.fedbuff(
     ctx.num_clients,
     concurrency,
@@ -291,10 +272,7 @@ def trace(
   concurrency: int = 20,
   buffer_size: int = 10,
 ) -> Schedule:
-  """A measured trace from the csv/npz file ``trace``: per-client speeds on FedBuff's clock
-  (``concurrency``, ``buffer_size``), recorded jobs (client, start, finish), ``buffer_size``
-  arrivals per server step, or a run folder's ``schedule.npz`` replayed as recorded
-  (afl_jax/schedules/traces.py)."""
+  """A trace file: per-client speeds, recorded jobs or a recorded schedule (docs/extending.md)."""
   return traces.schedule(ctx, durations, trace, concurrency, buffer_size)
 
 

@@ -1,14 +1,6 @@
-"""The precomputed arrival schedule: who arrives at which server step, from which version.
-
-Convention (used by every builder, the engine and the statistics): an arrival of
-client ``i`` at server step ``t`` with ``start_step = s`` trained from the
-broadcast made *before* server step ``s`` was applied (``s = 0`` is the initial
-model). Its staleness is ``tau = t - s`` with ``0 <= s <= t``; a client that starts
-and finishes between two consecutive server updates has ``tau = 0``.
-
-A schedule is host-side NumPy, validated on construction, and never traced: the
-engine turns it into device arrays scanned over.
-"""
+"""The precomputed arrival schedule, host-side NumPy validated on construction
+(docs/architecture.md): an arrival at step ``t`` with ``start_step = s`` trained from the
+broadcast made before step ``s`` was applied, staleness ``tau = t - s``."""
 
 from __future__ import annotations
 
@@ -58,7 +50,6 @@ class ScheduleError(UserError):
 
 
 def _reject(bad: np.ndarray, message: str, values: np.ndarray | None = None, **fmt: Any) -> None:
-  """Raises ``message`` formatted with the first bad entry ``{t}`` (``{j}``) and its ``{v}``."""
   if bad.any():
     at = tuple(int(i) for i in np.argwhere(bad)[0])
     v = None if values is None else values[at]
@@ -66,7 +57,7 @@ def _reject(bad: np.ndarray, message: str, values: np.ndarray | None = None, **f
 
 
 def _count(name: str, value: Any, minimum: int = 1) -> int:
-  """An integer count (num_clients, a scalar local_steps); never cast silently."""
+  """An integer count, never cast silently."""
   arr = np.asarray(value)
   if arr.ndim != 0 or arr.dtype == np.bool_ or arr.dtype.kind not in 'iuf':
     raise ScheduleError(f'{name} must be an integer; got {value!r}.')
@@ -80,17 +71,8 @@ def _count(name: str, value: Any, minimum: int = 1) -> int:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Schedule:
-  """Arrays [T, M] describing T server steps with at most M arrivals each.
-
-  Attributes:
-    client_ids: int32[T, M] arriving clients per server step.
-    start_step: int32[T, M] the server version each arrival started from (<= t).
-    local_steps: int32[T, M] K_{t,i}, local steps of that job (>= 1).
-    mask: bool[T, M] False marks padding (|S_t| may vary between steps).
-    wall_clock: float64[T] simulated time at which each server step happens.
-    num_clients: N, the number of clients (ids are in [0, N)); None takes the largest
-      valid id + 1.
-  """
+  """Arrays [T, M] ``client_ids``, ``start_step``, ``local_steps`` (K >= 1) and ``mask`` (False =
+  padding), ``wall_clock`` [T] and N = ``num_clients`` (None: the largest valid id + 1)."""
 
   client_ids: np.ndarray
   start_step: np.ndarray
@@ -174,12 +156,10 @@ class Schedule:
   # ---- shape -----------------------------------------------------------------
   @property
   def num_steps(self) -> int:
-    """T, the number of server steps."""
     return int(self.client_ids.shape[0])
 
   @property
   def max_arrivals(self) -> int:
-    """M, the number of arrival slots per step."""
     return int(self.client_ids.shape[1])
 
   # ---- statistics ------------------------------------------------------------
@@ -200,12 +180,10 @@ class Schedule:
 
   @property
   def arrivals_per_step(self) -> np.ndarray:
-    """int[T] |S_t|."""
     return self.mask.sum(axis=1)
 
   @property
   def participation_counts(self) -> np.ndarray:
-    """int[N] how many times each client reported."""
     return np.bincount(self.client_ids[self.mask], minlength=self.num_clients)
 
   @property
@@ -213,8 +191,7 @@ class Schedule:
     return int(self.local_steps[self.mask].max()) if self.mask.any() else 1
 
   def stats(self, counter: str = 'afl_jax') -> dict[str, Any]:
-    """Summary statistics, JSON-serializable; ``tau_max`` and ``tau_avg`` (over the
-    arrivals) in ``counter``'s convention, one of :data:`DELAY_COUNTERS`."""
+    """Summary statistics (JSON), ``tau_max`` and ``tau_avg`` in ``counter``'s convention."""
     if counter not in DELAY_COUNTERS:
       raise ValueError(f'counter must be one of {sorted(DELAY_COUNTERS)}; got {counter!r}.')
     offset = DELAY_COUNTERS[counter]
@@ -234,14 +211,13 @@ class Schedule:
     }
 
   def truncate(self, num_steps: int) -> Schedule:
-    """The first ``num_steps`` server steps."""
     if not 1 <= num_steps <= self.num_steps:
       raise ScheduleError(f'num_steps must be in [1, {self.num_steps}]; got {num_steps}.')
     return Schedule(*(getattr(self, k)[:num_steps] for k in _ARRAYS[:5]), self.num_clients)
 
   # ---- persistence -----------------------------------------------------------
   def save(self, path: str | os.PathLike) -> None:
-    """Write an .npz (plain arrays, no pickles) that :func:`load` replays exactly."""
+    """An .npz of plain arrays that :func:`load` replays exactly."""
     np.savez(
       path,
       format_version=np.int64(SCHEDULE_FORMAT_VERSION),
@@ -251,9 +227,8 @@ class Schedule:
 
 
 def _member_sizes(path: str, max_slots: int) -> None:
-  """Refuse, before anything is expanded, an archive whose arrays are too large: each
-  member's shape is read from its .npy header (the first bytes of the member, the rest
-  left compressed)."""
+  """Refuse an archive whose arrays exceed ``max_slots`` entries, from their .npy headers, before
+  expanding any."""
   try:
     archive = zipfile.ZipFile(path)
   except zipfile.BadZipFile:
@@ -283,20 +258,9 @@ def _member_sizes(path: str, max_slots: int) -> None:
 
 
 def load(path: str | os.PathLike, *, max_slots: int = MAX_SLOTS) -> Schedule:
-  """Read a schedule written by :meth:`Schedule.save` (or a measured trace in that format).
-
-  A trace needs the arrays ``client_ids``, ``start_step`` and ``num_clients``;
-  ``local_steps`` (default 1), ``mask`` (default all True) and ``wall_clock``
-  (default the step index) are optional. Nothing is unpickled, and nothing is expanded
-  before every array's shape (read from its header) is within ``max_slots`` entries.
-
-  Raises:
-    ScheduleError: naming the file, when it is missing, not an .npz archive (an .npy
-      file included), truncated or corrupt, holds an array larger than ``max_slots``
-      entries or object arrays, lacks a required array, has an unknown
-      ``format_version`` or any entry the :class:`Schedule` rules reject (values are
-      never cast silently).
-  """
+  """A schedule written by :meth:`Schedule.save` (or a trace in that format: ``local_steps``,
+  ``mask``, ``wall_clock`` optional); nothing unpickled, nothing expanded beyond ``max_slots``;
+  every problem a ScheduleError naming the file."""
   path = os.fspath(path)
   try:
     _member_sizes(path, max_slots)
@@ -343,7 +307,7 @@ def _array(name: str, x: Any) -> np.ndarray:
 
 
 def clients_mismatch(schedule_clients: int, problem_clients: int) -> str:
-  """The error for a schedule of N clients used on a problem of another N: what to pass."""
+  """The error for a schedule of N clients used on a problem of another N."""
   return (
     f'schedule.num_clients={schedule_clients} but the problem has {problem_clients} '
     f'clients; build the schedule for all of them, e.g. '
@@ -360,22 +324,10 @@ def from_arrays(
   wall_clock=None,
   num_clients: int | None = None,
 ) -> Schedule:
-  """A schedule from explicit arrays (lists are fine), for replay and verification.
-
-  Args:
-    client_ids: [T, M] arriving client ids (a 1-D [T] array means M = 1).
-    start_step: [T, M] version each arrival started from ([T] when M = 1).
-    local_steps: [T, M] or a scalar integer (default 1).
-    mask: [T, M] validity (default all True).
-    wall_clock: [T] (default 0, 1, ..., T-1).
-    num_clients: N, the number of clients (ids in [0, N)). Default: the largest
-      valid client id + 1, which is less than the problem's N whenever the last
-      clients never arrive; pass the problem's ``num_clients`` to be exact.
-
-  Raises:
-    ScheduleError: on any entry the :class:`Schedule` rules reject; floats with a
-      fractional part, values outside int32 and mismatched shapes are never cast.
-  """
+  """A schedule from explicit arrays (lists too): 1-D ``[T]`` arrays mean M = 1; ``local_steps`` may
+  be a scalar (default 1), ``mask`` defaults to all True, ``wall_clock`` to the step index,
+  ``num_clients`` to the largest valid id + 1 (pass the problem's N to be exact); nothing is cast
+  silently."""
   client_ids = _array('client_ids', client_ids)
   if client_ids.ndim == 1:
     client_ids = client_ids[:, None]

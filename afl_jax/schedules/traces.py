@@ -1,43 +1,7 @@
-"""Delay traces from a file: the schedule kind ``trace`` (``config.schedule.trace``).
-
-A measured trace runs through the whole pipeline (checkpoints, metrics, plots, sweeps)
-by naming its file in the config::
-
-  c.schedule.kind = 'trace'
-  c.schedule.trace = '/data/my_trace.csv'  # .csv (with a header line) or .npz
-
-The file holds one of two things, told apart by its columns (csv header names, or the
-arrays of an npz, each 1-D):
-
-* **per-client speeds**, column ``duration`` (row i: client i; or columns ``client``
-  and ``duration`` in any order), one positive value per client, N rows. The jobs
-  run on FedBuff's event clock (:func:`afl_jax.schedules.builders.fedbuff`, with
-  ``schedule.concurrency`` and ``schedule.buffer_size``): every job of client i takes
-  ``duration_i`` times a draw of ``schedule.durations`` (``durations='constant'``,
-  ``durations_params={'value': 1.0}``: exactly ``duration_i``), times the
-  ``schedule.client_speed`` factor where one is set.
-* **a recorded list of jobs**, columns ``client``, ``start``, ``finish`` (simulated
-  seconds), one row per job in any order; a client runs one job at a time, so two jobs
-  of one client that overlap (or a row given twice) are refused. Jobs arrive in finish
-  order (ties in file order); every ``schedule.buffer_size`` arrivals make one server
-  step, applied at the finish time of its last arrival. A job's start version is the number of
-  server steps applied before it started: the steps applied at a time <= its start (a job
-  starting at the moment of a step trains from that step's model), never its own
-  step. ``num_rounds`` steps are taken from the start of the trace; each job runs the
-  client's local steps K_i.
-
-* **a recorded schedule**, the ``schedule.npz`` of a run folder (a single run's
-  workdir or a sweep's ``<run>/``, written by :meth:`Schedule.save`; arrays
-  ``client_ids``, ``start_step``, ``local_steps``, ``mask``, ``wall_clock``, ``num_clients``):
-  replayed as recorded (:func:`replay`), its first ``num_rounds`` steps, so a run on it
-  trains on exactly the arrivals of the run that wrote it. ``schedule.buffer_size`` must
-  equal its arrival slots per step M, and each arrival's K must be a multiple of its
-  client's K_i (``config.local_steps`` / ``local_epochs`` as the recorded run had them).
-
-Files are size-checked before they are read (:data:`MAX_BYTES`), npz files are read
-without unpickling, a column named twice is refused, and every problem is one
-:class:`~afl_jax.errors.ConfigError` naming ``config.schedule.<field>``.
-"""
+"""The schedule kind ``trace``: per-client speeds, recorded jobs or a run's recorded
+``schedule.npz`` (docs/extending.md, "A delay trace from a file"); files are size-checked before
+they are read, npz files read without unpickling, and every problem is one ConfigError naming
+``config.schedule.<field>``."""
 
 from __future__ import annotations
 
@@ -63,7 +27,6 @@ def _bad(field: str, value: Any, why: str) -> ConfigError:
 
 
 def _size(path: str) -> int:
-  """Bytes the file's columns take once read (an npz: the sum of its members)."""
   if path.endswith('.npz'):
     try:
       with zipfile.ZipFile(path) as z:
@@ -74,12 +37,7 @@ def _size(path: str) -> int:
 
 
 def read(path: Any) -> dict[str, np.ndarray]:
-  """The columns of a trace file: name -> float64[rows].
-
-  Raises:
-    ConfigError: naming ``config.schedule.trace``: no file, another extension, too large
-      (checked before reading), unreadable, ragged or non-numeric columns.
-  """
+  """The columns of a trace file: name -> float64[rows]."""
   if not isinstance(path, str) or not path:
     raise _bad('trace', path, "schedule.kind='trace' needs the path of a .csv or .npz file")
   if not os.path.isfile(path):
@@ -159,13 +117,7 @@ def from_jobs(
   num_steps: int,
   local_steps: np.ndarray,
 ) -> Schedule:
-  """The [T, M] schedule of recorded jobs (module docstring): ``M = buffer_size``.
-
-  Raises:
-    ValueError: a job finishing before it starts, two jobs of one client at once (a row
-      given twice), fewer than ``num_steps * buffer_size`` jobs, or a client twice in one
-      server step (ScheduleError).
-  """
+  """The [T, M] schedule of recorded jobs, ``M = buffer_size``."""
   client, start, finish = (np.asarray(a) for a in (client, start, finish))
   if (finish < start).any():
     i = int(np.flatnonzero(finish < start)[0])
@@ -197,8 +149,7 @@ def from_jobs(
 
 
 def recorded(path: Any) -> bool:
-  """Whether ``path`` is a schedule file (an npz holding ``client_ids``, as
-  :meth:`Schedule.save` writes), not a trace of speeds or jobs."""
+  """Whether ``path`` is an npz written by :meth:`Schedule.save` (it holds ``client_ids``)."""
   if not (isinstance(path, str) and path.endswith('.npz') and os.path.isfile(path)):
     return False
   try:
@@ -209,15 +160,7 @@ def recorded(path: Any) -> bool:
 
 
 def replay(ctx: Any, durations: Durations, path: str, buffer_size: int) -> Schedule:
-  """The recorded schedule ``path`` (:func:`recorded`) for the run ``ctx``: its first
-  ``ctx.num_steps`` steps, every array as written.
-
-  Raises:
-    ConfigError: naming ``config.schedule.<field>``: an unreadable file (the reason of
-      :func:`afl_jax.schedules.load`), another number of clients, fewer steps than
-      ``num_rounds``, ``buffer_size`` other than the recorded M, an arrival whose K is
-      not a multiple of its client's K_i, or a ``client_speed`` set.
-  """
+  """The recorded schedule ``path``, its first ``ctx.num_steps`` steps as written."""
   if durations.speed is not None:
     raise _bad('client_speed', 'set', "must be 'none' with a recorded schedule")
   try:
@@ -252,8 +195,7 @@ def replay(ctx: Any, durations: Durations, path: str, buffer_size: int) -> Sched
 def schedule(
   ctx: Any, durations: Durations, path: str, concurrency: int, buffer_size: int
 ) -> Schedule:
-  """The ``trace`` kind: the schedule of the file ``path`` for the run ``ctx``
-  (ScheduleContext; ``concurrency`` and ``buffer_size`` already checked by the registry)."""
+  """The ``trace`` kind: the schedule of the file ``path`` for the run ``ctx``."""
   if recorded(path):
     return replay(ctx, durations, path, buffer_size)
   columns = read(path)

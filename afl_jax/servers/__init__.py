@@ -1,6 +1,5 @@
-"""Server (aggregation) rules: ``afl_jax.servers.<name>(...)`` builds the
-:class:`~afl_jax.core.types.ServerRule` of that name (its arguments checked once, at the
-call); the papers' readings are in docs/algorithms/."""
+"""Server rules: ``afl_jax.servers.<name>(...)`` builds a :class:`~afl_jax.core.types.ServerRule`,
+its arguments checked at the call (docs/algorithms/)."""
 
 from afl_jax.servers._ca2fl import ca2fl
 from afl_jax.servers._fadas import fadas

@@ -1,9 +1,5 @@
-"""FedAdagrad, FedYogi and FedAdam as written in Reddi et al., "Adaptive Federated
-Optimization", ICLR 2021, Alg. 2: ``x_{t+1} = x_t - eta m_t / (sqrt(v_t) + tau)``,
-``v_{-1} = tau^2``, t counting the steps with arrivals; the variants (bias correction,
-tau inside the root, another ``v_{-1}``) are off by default (docs/algorithms/baselines.md,
-"FedOPT: Reddi et al. 2021, Alg. 2 as written").
-"""
+"""FedAdagrad, FedYogi and FedAdam as written in Reddi et al., ICLR 2021, Alg. 2
+(docs/algorithms/baselines.md)."""
 
 from __future__ import annotations
 
@@ -20,8 +16,7 @@ TAU_PLACEMENTS = ('outside', 'inside')
 
 
 def moments(beta1: float, beta2: float, mu: Any, nu: Any, g: Any) -> tuple[Any, Any]:
-  """Adam's ``m_t = beta1 m + (1 - beta1) g`` and ``v_t = beta2 v + (1 - beta2) g^2``
-  (no bias correction, no casts): FADAS's and FedAC's server steps build on it."""
+  """Adam's first and second moments without bias correction."""
   mu = jax.tree.map(lambda m, gi: beta1 * m + (1 - beta1) * gi, mu, g)
   nu = jax.tree.map(lambda v, gi: beta2 * v + (1 - beta2) * gi * gi, nu, g)
   return mu, nu
@@ -55,10 +50,7 @@ def scale_by_alg2(
   tau_placement: str = 'outside',
   initial_accumulator: float | None = None,
 ) -> optax.GradientTransformation:
-  """Alg. 2's direction ``m_t / (sqrt(v_t) + tau)`` for ``rule`` (how v is updated);
-  chain it with ``optax.scale_by_learning_rate(eta)``. ``bias_correction`` scales by
-  ``sqrt(1 - beta2^(t+k)) / (1 - beta1^(t+k))``, k = ``bias_correction_offset`` (not
-  with 'adagrad', whose v is a sum); ``initial_accumulator``: v_{-1} (None: tau^2)."""
+  """Alg. 2's direction ``m_t / (sqrt(v_t) + tau)`` for ``rule``; chain it with a learning rate."""
   if bias_correction and rule == 'adagrad':
     raise ValueError(
       "bias_correction applies to 'adam' and 'yogi' only: FedAdagrad's v is a sum, not an "

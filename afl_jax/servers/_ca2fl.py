@@ -1,10 +1,5 @@
-"""CA2FL's server (Wang, Cao, Wu, Chen, Chen, "Tackling the Data Heterogeneity in
-Asynchronous Federated Learning with Cached Update Calibration", ICLR 2024, Alg. 1): the
-step ``v_t = mean_i h_i + mean_{S_t} (Delta_i - h_i)``, ``x <- x - eta v_t``, with each
-client's latest update cached in ``h_i`` (``[N, ...]``, 0 at first); with every client
-arriving fresh it is FedBuff (docs/algorithms/ca2fl_fadas.md, "CA2FL (equations as
-implemented)").
-"""
+"""CA2FL's server (Wang et al., ICLR 2024, Alg. 1): ``v_t = mean_i h_i + mean_{S_t} (Delta_i -
+h_i)`` with each client's latest update cached (docs/algorithms/ca2fl_fadas.md)."""
 
 from __future__ import annotations
 
@@ -26,12 +21,10 @@ class CA2FLState(NamedTuple):
 
   @property
   def num_clients(self) -> int:
-    """N, the clients with a cached update (ids in [0, N)); the engine checks it."""
     return jax.tree.leaves(self.cache)[0].shape[0]
 
 
 def init_state(params: Params, num_clients: int) -> CA2FLState:
-  """``h_i^0 = 0`` for every client."""
   return CA2FLState(
     params,
     tree.zeros_like(tree.stack_n(params, num_clients)),
@@ -41,9 +34,7 @@ def init_state(params: Params, num_clients: int) -> CA2FLState:
 
 @checks.validated()
 def ca2fl(server_lr: float = 1.0, *, num_clients: int = 10, weighting: str = 'uniform'):
-  """The CA2FL server: eta = ``server_lr``; ``init(params)`` caches clients 0..N-1
-  (``num_clients``; the registry's 'ca2fl' sizes it from the problem). ``'examples'``
-  weighs ``h_i`` by ``n_i / sum_j n_j`` and the calibration by ``n_i / sum_{S_t} n_j``."""
+  """The CA2FL server caching clients 0..N-1 (``num_clients``)."""
   examples = weighting == 'examples'
 
   def init(params: Params) -> CA2FLState:

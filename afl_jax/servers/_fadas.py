@@ -1,10 +1,5 @@
-"""FADAS's server (Wang, Wang, Lu, Chen, "FADAS: Towards Federated Adaptive Asynchronous
-Optimization", ICML 2024, Alg. 1 and its delay-adaptive rate): AMSGrad without bias
-correction on the mean pseudo-gradient, at a rate reduced on steps whose largest
-staleness exceeds ``tau_c``; ``delay_rule`` 'min_inverse' (the paper as we read it) or
-'divide' (the authors' code) (docs/algorithms/ca2fl_fadas.md, "FADAS (equations as
-implemented)", "Readings taken").
-"""
+"""FADAS's server (Wang et al., ICML 2024, Alg. 1): AMSGrad on the mean pseudo-gradient with the
+delay-adaptive rate (docs/algorithms/ca2fl_fadas.md)."""
 
 from __future__ import annotations
 
@@ -33,8 +28,8 @@ class AMSGradState(NamedTuple):
 def scale_by_amsgrad(
   beta1: float = 0.9, beta2: float = 0.99, epsilon: float = 1e-8, *, bias_correction: bool = False
 ) -> optax.GradientTransformation:
-  """``m_t / (sqrt(max_{s<=t} v_s) + epsilon)`` (Reddi, Kale, Kumar, 2018) as FADAS uses
-  it: the max over the raw ``v`` (optax's is over the corrected one)."""
+  """``m_t / (sqrt(max_{s<=t} v_s) + epsilon)``, the max over the raw ``v`` (optax's is over the
+  corrected one)."""
 
   def init(params):
     zeros = tree.zeros_like(params)
@@ -87,9 +82,8 @@ def fadas(
   bias_correction: bool = False,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """The FADAS server: eta = ``server_lr``, AMSGrad's ``beta1``, ``beta2``, ``epsilon``;
-  ``delay_adaptive``, ``tau_c``, ``delay_rule`` the rate's rule; ``bias_correction``:
-  Adam's corrections (the authors' code, off in the paper)."""
+  """The FADAS server; ``bias_correction``: Adam's corrections (the authors' code, off in the
+  paper)."""
   examples = weighting == 'examples'
   opt = scale_by_amsgrad(beta1, beta2, epsilon, bias_correction=bias_correction)
 

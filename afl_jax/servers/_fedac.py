@@ -1,11 +1,6 @@
-"""FedAC's server (Zang, Xue, Ou, Chu, Du, Long, "Efficient Asynchronous Federated
-Learning with Prospective Momentum Aggregation and Fine-Grained Correction", AAAI 2024),
-as AFL-Lib's ``alg/fedac.py`` writes it (the paper's text was not available to us):
-arrivals weighted by the clipped cosine of the server's movement with their update, a
-prospective (Nesterov) adaptive momentum step, and the global control variate moved by
-the same weights; the broadcast ``(x, c, applied)`` makes a client's variate causal
-(docs/algorithms/fedac.md, "Equations as implemented", "Readings taken").
-"""
+"""FedAC's server (Zang et al., AAAI 2024) as AFL-Lib's ``alg/fedac.py`` writes it: cosine-weighted
+arrivals, a prospective adaptive momentum step and the global control variate
+(docs/algorithms/fedac.md)."""
 
 from __future__ import annotations
 
@@ -30,8 +25,7 @@ class MomentumState(NamedTuple):
 def scale_by_prospective_momentum(
   beta1: float = 0.6, beta2: float = 0.9, epsilon: float = 1e-8
 ) -> optax.GradientTransformation:
-  """FedAC's direction ``(beta1 m_t + (1 - beta1) g_t) / (sqrt(v_t) + epsilon)``: the
-  numerator one momentum step ahead (no bias correction)."""
+  """``(beta1 m_t + (1 - beta1) g_t) / (sqrt(v_t) + epsilon)`` (no bias correction)."""
 
   def init(params):
     zeros = tree.zeros_like(params)
@@ -82,9 +76,8 @@ def temporal_weights(
   zero_cosine: Any = 1.0,
   first: jax.Array | None = None,
 ) -> jax.Array:
-  """FedAC's w_i: the cosine of (x_{s_i} - x_t, Delta_i) (``zero_cosine`` where a norm is
-  0) clipped below at ``min_similarity``, normalized over S_t; where the traced bool
-  ``first`` holds, the reference is the model itself (AFL-Lib's first update)."""
+  """FedAC's w_i: cos(x_{s_i} - x_t, Delta_i) clipped below at ``min_similarity``, normalized over
+  S_t; where ``first``, the reference is the model itself."""
   starts = arrivals.start_broadcast.params
   moved = jax.tree.map(lambda s, x: s - x[None], starts, params)  # x_{s_i} - x_t
   if first is not None:
@@ -101,7 +94,6 @@ class FedACState(NamedTuple):
 
   @property
   def num_clients(self) -> int:
-    """N, the clients whose applied jobs are counted (ids in [0, N)); the engine checks it."""
     return self.applied.shape[0]
 
 
@@ -129,10 +121,8 @@ def fedac(
   first_update: str = 'movement',
   num_clients: int = 10,
 ) -> ServerRule:
-  """The FedAC server: eta = ``server_lr``; ``beta1``, ``beta2``, ``epsilon`` of the
-  momentum; r_min = ``min_similarity``; ``zero_cosine`` (1, or PyTorch's 0) and
-  ``first_update`` ('movement', or AFL-Lib's 'model') are readings; ``init(params)``
-  counts clients 0..N-1 (``num_clients``; the registry's 'fedac' sizes it)."""
+  """The FedAC server; ``zero_cosine`` and ``first_update`` are readings (docs/algorithms/fedac.md);
+  ``init`` counts clients 0..N-1."""
   opt = scale_by_prospective_momentum(beta1, beta2, epsilon)
 
   def init(params: Params) -> FedACState:

@@ -1,8 +1,5 @@
-"""FedAsync's mixing server (Xie, Koyejo, Gupta, "Asynchronous Federated Optimization",
-2019, Alg. 1): each arrival mixes in ``x <- (1 - a) x + a x_local``, ``a = alpha s(tau)``
-with the staleness functions of Sec. 5.2; several arrivals of a step are mixed in slot
-order (docs/algorithms/baselines.md).
-"""
+"""FedAsync's mixing server (Xie, Koyejo, Gupta 2019, Alg. 1, Sec. 5.2), arrivals mixed in slot
+order (docs/algorithms/baselines.md)."""
 
 from __future__ import annotations
 
@@ -27,8 +24,7 @@ class FedAsyncState(NamedTuple):
 def staleness_function(
   kind: str = 'constant', a: float = 0.5, b: float = 4.0
 ) -> Callable[[jax.Array], jax.Array]:
-  """s(tau) of Sec. 5.2: 1; ``(1 + tau)^-a``; or 1 for ``tau <= b``, else
-  ``1 / (a (tau - b) + 1)``."""
+  """s(tau) of Sec. 5.2: constant, polynomial or hinge."""
   if kind == 'constant':
     return lambda tau: jnp.ones_like(tau)
   if kind == 'polynomial':
@@ -44,8 +40,6 @@ def staleness_function(
 def fedasync(
   alpha: float = 0.6, staleness: str = 'polynomial', a: float = 0.5, b: float = 4.0
 ) -> ServerRule:
-  """FedAsync's server: mixing weight ``alpha`` in (0, 1], staleness function ``staleness``
-  with parameters ``a``, ``b``."""
   s = staleness_function(staleness, a, b)
 
   def init(params):

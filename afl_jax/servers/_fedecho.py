@@ -1,11 +1,5 @@
-"""FedEcho's server (Wang, Ma, Chen, "Stragglers Can Contribute More: Uncertainty-Aware
-Distillation for Asynchronous Federated Learning", Alg. 1, eqs. (2)-(4)): each arrival's
-logits on the unlabeled set U are stored (line 5), the FedBuff step is taken (lines
-10-11), then Q distillation steps toward the teacher of the stored logits (lines 12-16,
-loss :mod:`._distillation`, optimizer clip-then-Adam of Sec. 5.1). ``distill_steps=0`` is
-FedBuff; :func:`memory_overhead` is Sec. 3.2's (docs/algorithms/fedecho.md, "What runs",
-"Readings taken", "Memory (Sec. 3.2)").
-"""
+"""FedEcho's server (Wang, Ma, Chen, Alg. 1, eqs. (2)-(4); memory: Sec. 3.2)
+(docs/algorithms/fedecho.md)."""
 
 from __future__ import annotations
 
@@ -36,7 +30,6 @@ class FedEchoState(NamedTuple):
 
   @property
   def num_clients(self) -> int:
-    """N, the clients with stored logits (ids in [0, N)); the engine checks it."""
     return self.reported.shape[0]
 
 
@@ -52,8 +45,8 @@ DISTILL = {
 def distill_optimizer(
   optimizer: str = 'adam', distill_lr: float = 3e-6, clip_norm: float = 5.0
 ) -> optax.GradientTransformation:
-  """``chain(clip_by_global_norm(nu), adam(eta_d))`` of Sec. 5.1 (b1 = 0.9, b2 = 0.999,
-  eps = 1e-8), or ``sgd`` (eq. 2); ``clip_norm=inf``: no clipping (Table 11)."""
+  """Sec. 5.1's ``chain(clip_by_global_norm(nu), adam(eta_d))``, or ``sgd`` (eq. 2);
+  ``clip_norm=inf``: no clipping."""
   if optimizer == 'adam':
     base = optax.adam(distill_lr, b1=0.9, b2=0.999, eps=1e-8)
   else:
@@ -64,7 +57,6 @@ def distill_optimizer(
 
 
 def _last_valid(ids: jax.Array, mask: jax.Array) -> jax.Array:
-  """bool[M]: valid slots not followed by a later valid slot of the same client."""
   later = jnp.triu(jnp.ones((ids.shape[0], ids.shape[0]), bool), k=1)
   clash = later & (ids[:, None] == ids[None, :]) & mask[None, :]
   return mask & ~jnp.any(clash, axis=1)
@@ -100,14 +92,8 @@ def fedecho(
   reset_distill_state: bool = False,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """FedEcho's server (Alg. 1 lines 4-5, 9-17) for the model ``apply_fn(params, x) ->
-  logits`` and the unlabeled inputs U = ``unlabeled_x``, storing N = ``num_clients``
-  clients' logits. eta = ``server_lr``; the distillation :func:`distill_optimizer`
-  (``optimizer``, eta_d = ``distill_lr``, nu = ``clip_norm``), Q = ``distill_steps``,
-  |B| = ``distill_batch`` drawn from U with the server key (None: all of U); alpha
-  'dynamic' (eq. 4, in [``alpha_min``, ``alpha_max``]) or 'fixed' (``alpha``, Table 7);
-  ``teacher`` 'logits' (line 14) or 'probs' (App. B); ``reset_distill_state``: a fresh
-  optimizer state every step; ``weighting``: the FedBuff step's mean."""
+  """FedEcho's server (Alg. 1 lines 4-5, 9-17) for ``apply_fn(params, x) -> logits`` on U =
+  ``unlabeled_x``; ``distill_steps=0`` is FedBuff."""
   if not callable(apply_fn):
     raise ValueError(
       f'apply_fn must be a callable apply_fn(params, x) -> logits; got {apply_fn!r}.'
@@ -205,9 +191,8 @@ def fedecho(
 
 
 def held_checkpoints(schedule: Schedule) -> np.ndarray:
-  """int[T]: the distinct past versions the server holds while it collects step t: those
-  ``s < t`` of jobs arriving at ``t' >= t`` (their logits are computed on arrival), at
-  most Mc (the current model not counted)."""
+  """int[T]: the distinct past versions held while step t collects (jobs from ``s < t`` arriving at
+  ``t' >= t``)."""
   t_arr = np.broadcast_to(np.arange(schedule.num_steps)[:, None], schedule.mask.shape)
   starts, ends = schedule.start_step[schedule.mask], t_arr[schedule.mask]
   out = np.zeros(schedule.num_steps, np.int64)
@@ -217,10 +202,7 @@ def held_checkpoints(schedule: Schedule) -> np.ndarray:
 
 
 def memory_overhead(state: FedEchoState, schedule: Schedule | None = None) -> dict[str, float]:
-  """FedEcho's extra server memory (Sec. 3.2): ``logits_bytes`` (the ``[N, |U|, C]``
-  store), ``logits_bytes_per_client``, ``model_bytes`` and, given a schedule, the
-  ``max_checkpoints`` / ``mean_checkpoints`` held (:func:`held_checkpoints`) and
-  ``checkpoint_bytes``."""
+  """FedEcho's extra server memory (Sec. 3.2), in bytes; with a schedule, the checkpoints held."""
   logits = state.logits
   per_client = int(np.prod(logits.shape[1:])) * jnp.dtype(logits.dtype).itemsize
   model = sum(int(x.size) * jnp.dtype(x.dtype).itemsize for x in jax.tree.leaves(state.params))

@@ -1,11 +1,5 @@
-"""FedFa's sliding-window server (Xu, Zhang, Di, Liu, Alharthi, Cao, "FedFa: A Fully
-Asynchronous Training Paradigm for Federated Learning", IJCAI 2024, Alg. 1, eqs. (3)-(4)):
-arrival n enters slot ``n mod K`` of a window of the last K; an aggregating arrival sets
-the model to the window's mean client model (FedFa-Param, eq. 3) or steps ``x <- x -
-eta_g mean_window(Delta)`` (FedFa-Delta, eq. 4); ``nova`` rescales the windowed messages
-by FedNova's ``tau_eff / tau_k`` (Sec. 5.3) (docs/algorithms/fedfa.md, "Equations as
-implemented", "Readings taken").
-"""
+"""FedFa's sliding-window server (Xu et al., IJCAI 2024, Alg. 1, eqs. (3)-(4); ``nova``: Sec. 5.3)
+(docs/algorithms/fedfa.md)."""
 
 from __future__ import annotations
 
@@ -23,8 +17,6 @@ MODES = ('param', 'delta')
 
 
 class FedFaState(NamedTuple):
-  """The global model and the sliding window."""
-
   params: Any
   models: Any  # [K, ...] buffered client models (param mode), else EmptyState()
   deltas: Any  # [K, ...] buffered messages Delta (delta mode, or param mode with scales)
@@ -59,11 +51,8 @@ def fedfa(
   nova: bool = False,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """FedFa's server: K = ``window_size``; ``mode`` 'param' (eq. 3) or 'delta' (eq. 4,
-  with eta_g = ``server_lr``); ``aggregate_on_fill``: also on the arrival that first fills
-  the window; ``sliding=False``: only after K new arrivals (FedBuff with buffer K);
-  ``nova``: FedNova's scales over the window; ``'examples'`` weighs item k by ``n_k /
-  sum_window n_j``."""
+  """FedFa's server: ``mode`` 'param' (eq. 3) or 'delta' (eq. 4); ``sliding=False`` aggregates only
+  after K new arrivals."""
   if mode == 'param' and server_lr != 1.0:
     raise ValueError(
       f"server_lr applies to mode='delta' only (eq. (3) has no step size); "
@@ -86,7 +75,6 @@ def fedfa(
     )
 
   def aggregate(params, models, deltas, num_steps, item_sizes):
-    """The model after aggregating a full window (eq. (3) or eq. (4))."""
     full = jnp.ones((k_size,), bool)
     if not examples:
       uniform = jnp.full((k_size,), 1.0 / k_size, jnp.result_type(float))

@@ -1,14 +1,5 @@
-"""Server momentum: FedGM, Multistage FedGM and FedOPT's optimizers.
-
-Sun, Wu, Huang, Zhang, "On the Role of Server Momentum in Federated Learning": FedGM
-(Sec. 3, eq. (2)) is the quasi-hyperbolic momentum step on the mean pseudo-gradient
-(``nu = 0``: FedSGD, ``nu = 1``: FedAvgM, ``nu = beta``: FedNAG); Multistage FedGM
-(Alg. 3) runs it with stagewise ``(eta_s, beta_s, nu_s)``; FedOPT (Reddi et al. 2021)
-takes an optax optimizer by name, or Alg. 2 as written (:mod:`._adaptive`). Every
-hyperparameter may be an optax schedule of the server step (``optax.inject_hyperparams``;
-the metrics ``server_lr``, ``beta``, ``nu``): (docs/algorithms/fedgm.md, "Equations as
-implemented").
-"""
+"""Server momentum (Sun et al., "On the Role of Server Momentum in Federated Learning"): FedGM (eq.
+(2)), Multistage FedGM (Alg. 3) and FedOPT (Reddi et al. 2021) (docs/algorithms/fedgm.md)."""
 
 from __future__ import annotations
 
@@ -44,8 +35,7 @@ class QuasiHyperbolicMomentumState(NamedTuple):
 
 @checks.validated(**MOMENTUM)
 def quasi_hyperbolic_momentum(beta, nu) -> optax.GradientTransformation:
-  """Eq. (2)'s momentum: ``d_{t+1} = (1 - beta) g + beta d_t``, returns
-  ``h_{t+1} = (1 - nu) g + nu d_{t+1}`` (``d_0 = 0``)."""
+  """Eq. (2)'s ``d_{t+1} = (1 - beta) g + beta d_t``, ``h_{t+1} = (1 - nu) g + nu d_{t+1}``."""
 
   def init(params):
     return QuasiHyperbolicMomentumState(tree.zeros_like(params))
@@ -63,7 +53,6 @@ def quasi_hyperbolic_momentum(beta, nu) -> optax.GradientTransformation:
 
 @checks.validated(learning_rate=checks.POSITIVE, **MOMENTUM)
 def general_momentum(learning_rate, beta, nu) -> optax.GradientTransformation:
-  """FedGM's server step as an optax optimizer: updates ``-eta h_{t+1}``."""
   return optax.chain(
     quasi_hyperbolic_momentum(beta, nu), optax.scale_by_learning_rate(learning_rate)
   )
@@ -79,8 +68,7 @@ def fedgm(
   num_clients: int | None = None,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """FedGM's server (eq. (2)): eta = ``server_lr``, ``beta``, ``nu``, each a number or an
-  optax schedule of the server step; the mean over S_t (``normalizer``, ``weighting``)."""
+  """FedGM's server (eq. (2)); each hyperparameter a number or an optax schedule of the step."""
   optimizer = optax.inject_hyperparams(general_momentum)(learning_rate=server_lr, beta=beta, nu=nu)
   rule = optimizer_server(
     optimizer, normalizer=normalizer, num_clients=num_clients, weighting=weighting
@@ -95,8 +83,7 @@ def fedgm(
 
 
 def stagewise_constant(values: Sequence[float], stage_lengths: Sequence[int]) -> optax.Schedule:
-  """Alg. 3's "constant and drop": ``values[s]`` on the 0-based steps of stage s
-  (``[T_1 + ... + T_{s-1}, T_1 + ... + T_s)``); later steps keep the last value."""
+  """Alg. 3's "constant and drop": ``values[s]`` through stage s, the last value after."""
   if len(values) != len(stage_lengths):
     raise ValueError(
       f'got {len(values)} stage values for {len(stage_lengths)} stages; give one per stage.'
@@ -116,8 +103,7 @@ def multistage_fedgm(
   num_clients: int | None = None,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """Multistage FedGM's server (Alg. 3): stage s runs FedGM(eta_s, beta_s, nu_s) for T_s
-  server steps, ``d`` carried across stages."""
+  """Multistage FedGM (Alg. 3): FedGM(eta_s, beta_s, nu_s) for T_s steps, ``d`` carried across."""
   for name, values in (('server_lrs', server_lrs), ('betas', betas), ('nus', nus)):
     if len(values) != len(stage_lengths):
       raise ValueError(
@@ -148,10 +134,8 @@ def fedopt_optimizer(
   tau_placement: str = 'outside',
   initial_accumulator: float | None = None,
 ) -> optax.GradientTransformation:
-  """FedOPT's ServerOPT by name (Reddi et al. 2021 symbols): ``convention='optax'`` uses
-  optax's sgd, adam, yogi, amsgrad (b1 = beta1, b2 = beta2, eps = tau) and adagrad
-  (``eps = tau^2``, no first moment); ``'alg2'`` is Alg. 2 as written
-  (:func:`._adaptive.scale_by_alg2`, whose options need it): docs/algorithms/fedgm.md."""
+  """FedOPT's ServerOPT: optax's optimizers (``convention='optax'``) or Alg. 2 as written
+  (``'alg2'``)."""
   alg2 = dict(
     bias_correction=(bias_correction, False),
     bias_correction_offset=(bias_correction_offset, 1),
@@ -190,8 +174,6 @@ def fedopt(
   weighting: str = 'uniform',
   **options: Any,
 ) -> ServerRule:
-  """FedOPT's server: :func:`fedopt_optimizer` (its keyword ``options``: betas, tau,
-  convention, ...) applied to the mean pseudo-gradient."""
   return optimizer_server(
     fedopt_optimizer(server_optimizer, server_lr, **options),
     normalizer=normalizer,

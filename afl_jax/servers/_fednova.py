@@ -1,9 +1,5 @@
-"""FedNova's normalized averaging for local SGD (Wang, Liu, Liang, Joshi, Poor, NeurIPS
-2020, Sec. 5): ``x <- x - eta_g tau_eff sum_i p_i Delta_i / tau_i``, ``tau_eff =
-sum_i p_i tau_i``, as a per-message scale ``tau_eff / tau_i`` (:func:`nova_scales`) put
-in front of an averaging server (:func:`nova`) or FedFa's window
-(docs/algorithms/fedfa.md, "Equations as implemented").
-"""
+"""FedNova's normalized averaging (Wang et al., NeurIPS 2020, Sec. 5) as per-message scales
+``tau_eff / tau_i`` (docs/algorithms/fedfa.md)."""
 
 from __future__ import annotations
 
@@ -30,7 +26,6 @@ def nova_scales(
 
 
 def scale_messages(messages, scales: jax.Array):
-  """Row m of every stacked leaf times ``scales[m]``, keeping the leaf's dtype."""
   return jax.tree.map(
     lambda x: scales.astype(x.dtype).reshape((-1,) + (1,) * (x.ndim - 1)) * x, messages
   )
@@ -38,8 +33,7 @@ def scale_messages(messages, scales: jax.Array):
 
 @checks.validated()
 def nova(inner: ServerRule, *, weighting: str = 'uniform') -> ServerRule:
-  """``inner`` (an averaging server of the same ``weighting``) on the messages scaled by
-  :func:`nova_scales`; adds the metric ``tau_eff``."""
+  """``inner`` on the messages scaled by :func:`nova_scales`, with the metric ``tau_eff``."""
   examples = weighting == 'examples'
 
   def update(state, messages, arrivals: Arrivals, key):

@@ -1,11 +1,5 @@
-"""The MasFL / AdaMasFL server (Yan, Zhong, Wang, Zhang, "Momentum-Driven Adaptivity:
-Towards Tuning-Free Asynchronous Federated Learning", Alg. 1 lines 1, 4-8 and Alg. 3
-lines 1, 4-9): the stale variates ``c_i`` (``[N, ...]``), their mean ``c`` and the
-momentum ``g`` move with the arrivals' variates; the broadcast is ``(theta, beta c + (1 -
-beta) g)``. ``selection`` 'arrivals' takes S_t as the step's arrivals, 'uniform' draws S
-clients from a buffer of each one's latest message (Alg. 1 as printed)
-(docs/algorithms/masfl.md, "Equations as implemented", "Readings taken").
-"""
+"""The MasFL / AdaMasFL server (Yan et al., Alg. 1 lines 1, 4-8; Alg. 3 lines 1, 4-9); ``selection``
+'arrivals' or 'uniform' (docs/algorithms/masfl.md)."""
 
 from __future__ import annotations
 
@@ -33,7 +27,6 @@ class MasFLServerState(NamedTuple):
 
   @property
   def num_clients(self) -> int:
-    """N, the clients with a variate c_i (ids in [0, N)); the engine checks it."""
     return self.shares.shape[0]
 
 
@@ -45,10 +38,8 @@ def init_state(
   adaptive: bool = False,
   num_examples: Any = None,
 ) -> MasFLServerState:
-  """Alg. 1/3 line 1: ``c^0 = sum_i p_i c_i^0``, ``g^0 = c^0`` from the variates ``c_i^0``
-  stacked on axis N; ``p_i = 1/N``, or ``n_i / sum_j n_j`` given ``num_examples`` [N]
-  (``weighting='examples'``); ``selection='uniform'`` keeps a message buffer (with each
-  client's ``Delta`` when ``adaptive``)."""
+  """Alg. 1/3 line 1: ``c^0 = sum_i p_i c_i^0``, ``g^0 = c^0``; ``p_i`` uniform or by
+  ``num_examples``."""
   n = jax.tree.leaves(variates)[0].shape[0]
   if num_examples is None:
     shares = weighting_lib.uniform_weights(n)
@@ -77,10 +68,8 @@ def masfl(
   num_clients: int = 10,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """The MasFL server (Alg. 1), AdaMasFL's (Alg. 3) with ``adaptive``: gamma =
-  ``server_lr``, ``beta``; ``init(params)`` starts every ``c_i`` of N = ``num_clients`` at
-  0 (the paper's ``c_i^0`` needs every client's data: :func:`init_state`, as the registry's
-  'masfl' does); ``'examples'`` weighs by the messages' and the state's counts."""
+  """The MasFL server (Alg. 1), AdaMasFL's (Alg. 3) with ``adaptive``; ``init(params)`` starts every
+  ``c_i`` at 0 (the paper's ``c_i^0``: :func:`init_state`)."""
   examples = weighting == 'examples'
 
   def init(params: Params) -> MasFLServerState:
@@ -99,8 +88,7 @@ def masfl(
     direction: Params | None,
     p: jax.Array,
   ) -> MasFLServerState:
-    """Lines 5-7 given ``diff`` = rows of ``c_i^{t+1} - c_i^t``, their mean ``weights``
-    (``1/S`` or by examples, 0 on unused rows) and ``p`` (``1/N`` or ``p_i``, 0 on unused)."""
+    """Lines 5-7 given the rows ``diff`` of ``c_i^{t+1} - c_i^t`` and their weights."""
     mean_diff = tree.weighted_sum(diff, weights)
     momentum = jax.tree.map(
       lambda md, c, g: beta * (md + c) + (1 - beta) * g, mean_diff, state.control, state.momentum

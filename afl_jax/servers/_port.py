@@ -1,10 +1,5 @@
-"""Port's server (Su and Li, "How Asynchronous can Federated Learning Be?", IWQoS 2022) as
-the authors released it in Plato (``examples/port/port_server.py``; the paper's text was
-not available to us): ``x <- x + eta sum_i p_i (x_i - x_t)``, ``p_i`` proportional to
-``n_i`` times a similarity term plus the staleness term ``B / (tau_i + B)``
-(docs/algorithms/port.md, "Equations as implemented", "Readings taken"). The staleness
-bound's scheduling part is the schedule kind ``port``.
-"""
+"""Port's server (Su and Li, IWQoS 2022) as the authors' Plato code writes it: ``x <- x + eta sum_i
+p_i (x_i - x_t)`` (docs/algorithms/port.md)."""
 
 from __future__ import annotations
 
@@ -63,9 +58,7 @@ def port(
   reference: str = 'last_step',
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """The Port server: eta = ``server_lr``, lambda_sim, lambda_st, B; ``reference``: the
-  movement ``u_i`` of the similarity term, 'last_step' (the authors') or 'start';
-  ``'examples'`` multiplies the raw weights by ``n_i`` (the authors' code)."""
+  """The Port server; ``reference`` 'last_step' (the authors') or 'start'."""
   examples = weighting == 'examples'
 
   def init(params: Params) -> PortState:

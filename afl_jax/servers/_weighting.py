@@ -1,11 +1,5 @@
-"""How an averaging server weights the arrivals of a step: uniformly or by their data.
-
-``weighting='uniform'`` gives row m the weight ``1/|S_t|`` (``normalizer='arrivals'``)
-or ``1/n`` (``'clients'``, AsynFL eq. 5); ``'examples'`` gives ``n_i / sum_{S_t} n_j``
-or ``n_i / sum_{j=1}^N n_j`` (FedAvg, McMahan et al. 2017, Alg. 1). The counts travel
-with the messages (``arrivals.num_examples``, ``arrivals.total_examples``); only valid
-rows (``arrivals.mask``) get weight (docs/algorithms/baselines.md).
-"""
+"""Arrival weights of an averaging server: uniform or by examples, over |S_t| or all clients (AsynFL
+eq. 5; FedAvg) (docs/algorithms/baselines.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +10,6 @@ import jax.numpy as jnp
 
 
 def row_counts(arrivals: Any, field: str = 'num_examples') -> jax.Array:
-  """float[M]: ``arrivals.num_examples`` (or another count field) in the float dtype."""
   value = getattr(arrivals, field)
   if value is None:
     raise ValueError(
@@ -32,8 +25,7 @@ def row_weights(
   num_clients: int | None = None,
   examples: bool = False,
 ) -> jax.Array:
-  """float[M]: the weight of each stacked message of a step (0 on invalid rows);
-  ``examples``: by ``arrivals.num_examples``; ``num_clients``: n of ``'clients'``."""
+  """float[M] weight of each message (0 on invalid rows)."""
   dtype = jnp.result_type(float)
   mask = arrivals.mask.astype(dtype)
   if not examples:
@@ -45,8 +37,7 @@ def row_weights(
 
 
 def client_weights(counts: jax.Array, total: Any = None) -> jax.Array:
-  """float[N]: ``p_i = n_i / total`` (default ``sum_j n_j``; the population's count where
-  ``counts`` holds only the clients seen so far)."""
+  """float[N] ``n_i / total`` (default ``sum_j n_j``)."""
   dtype = jnp.result_type(float)
   counts = jnp.asarray(counts, dtype)
   total = jnp.sum(counts) if total is None else jnp.asarray(total, dtype)
@@ -54,5 +45,4 @@ def client_weights(counts: jax.Array, total: Any = None) -> jax.Array:
 
 
 def uniform_weights(num_clients: int) -> jax.Array:
-  """float[N]: ``1/N`` for every client."""
   return jnp.full((num_clients,), 1.0 / num_clients, jnp.result_type(float))
