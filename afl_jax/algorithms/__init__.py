@@ -1,9 +1,5 @@
-"""Algorithms by name: ``afl_jax.algorithms.<name>(**hparams)`` (or ``get(name, **hparams)``,
-``get(name, run=RunInfo(...))`` for the run facts some take) builds the
-:class:`~afl_jax.core.types.Algorithm` registered as ``name``, its hyperparameters checked
-once against the ranges declared with it (:mod:`afl_jax.algorithms.registry`). A new family
-is a module registering its factories with :func:`register`, imported here.
-"""
+"""Algorithms by name: ``afl_jax.algorithms.<name>(**hparams)`` or ``get(name, run=RunInfo(...),
+**hparams)`` builds the registered :class:`~afl_jax.core.types.Algorithm` (docs/algorithms.md)."""
 
 from afl_jax.algorithms._asynfl import asynfl, asynflc, asynflc_ef
 from afl_jax.algorithms._baselines import fedasync, fedavg, fedbuff

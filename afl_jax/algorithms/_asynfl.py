@@ -1,12 +1,6 @@
-"""AsynFL, AsynFLC and AsynFLC-EF (Yang, Hou, Wu, "Convergence Analysis of Asynchronous
-Federated Learning with Gradient Compression for Non-Convex Optimization"): the always-on
-client of eqs. (2)-(4) and the server step of eq. (5), ``x <- x - eta_g (1/n) sum_{S_t}
-Delta``; AsynFLC (eq. 7) compresses the uploads, AsynFLC-EF (Alg. 1, eqs. 8-10) with error
-feedback. eta = ``client_lr``, eta_g = ``server_lr``, n = ``num_clients``; continuous
-training accepts only schedules whose starts it implies (:func:`check_schedule`, through
-``Algorithm.prepare``) (docs/algorithms/asynfl.md, "Equations as implemented", "Readings
-taken", "How it meets the engine").
-"""
+"""AsynFL, AsynFLC and AsynFLC-EF (Yang, Hou, Wu, eqs. (2)-(5), (7), Alg. 1 eqs. (8)-(10));
+continuous training accepts only the schedules whose starts it implies
+(docs/algorithms/asynfl.md)."""
 
 from __future__ import annotations
 
@@ -33,9 +27,8 @@ def asynfl_server(
   num_clients: int | None = None,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """Eq. (5)/(7)/(10): ``x <- x - eta_g (1/n) sum_{S_t} Delta`` (``normalizer='arrivals'``:
-  ``1/|S_t|``); n = ``num_clients``, or, when None, the width of the arrival axis (the
-  algorithm's ``prepare`` sets the run's N)."""
+  """Eq. (5)/(7)/(10); n = ``num_clients``, or when None the width of the arrival axis (``prepare``
+  sets the run's N)."""
   if num_clients is None and normalizer == 'clients':
     plain = servers.optimizer_server(optax.sgd(server_lr), weighting=weighting)
 
@@ -52,8 +45,7 @@ def asynfl_server(
 
 
 def continuous_starts(schedule: Schedule) -> np.ndarray:
-  """int32[T, M]: the start step continuous training implies for every arrival (eq. 4, Alg.
-  1 line 14: the version after the client's previous report, 0 before its first)."""
+  """int32[T, M]: the start step continuous training implies (eq. 4, Alg. 1 line 14)."""
   last = np.zeros(schedule.num_clients, np.int64)  # version each client last synced to
   out = np.array(schedule.start_step, np.int32)
   for t in range(schedule.num_steps):
@@ -66,9 +58,8 @@ def continuous_starts(schedule: Schedule) -> np.ndarray:
 def check_schedule(
   schedule: Schedule, *, num_clients: int | None, continuous: bool, name: str = 'asynfl'
 ) -> None:
-  """ScheduleError before any compute where ``num_clients`` is not the schedule's N or, with
-  continuous training, an arrival starts elsewhere than :func:`continuous_starts` or a
-  client's K changes between arrivals (eq. 2 runs the same K every round)."""
+  """ScheduleError before any compute where ``num_clients`` is not the schedule's N or, continuous,
+  an arrival's start or a client's K disagrees with eqs. (2)-(4)."""
   if num_clients is not None and num_clients != schedule.num_clients:
     raise ScheduleError(
       f'{name}: num_clients={num_clients} does not match this run, whose schedule has '
@@ -151,9 +142,7 @@ def asynfl(
   local_training: str = 'continuous',
   weighting: str = 'uniform',
 ) -> Algorithm:
-  """AsynFL (eqs. 2-5): ``normalizer`` 'clients' (eq. 5's 1/n, n the run's N unless
-  given) or 'arrivals' (1/|S_t|); ``local_training`` 'continuous' (eq. 4, ``regime=
-  'always_on'``) or 'per_job' (K steps per job from its start version)."""
+  """AsynFL (eqs. 2-5); ``local_training`` 'continuous' (eq. 4) or 'per_job'."""
   return _algorithm(
     'asynfl', client_lr, server_lr, num_clients, normalizer, local_training, weighting=weighting
   )  # noqa: E501
@@ -188,9 +177,8 @@ def asynflc(
   local_training: str = 'continuous',
   weighting: str = 'uniform',
 ) -> Algorithm:
-  """AsynFLC (eq. 7): AsynFL whose uploads are ``C(Delta)``: ``compressor`` (a name of
-  ``afl_jax.compression.NAMES``) with its ``fraction`` (k/d), ``bits`` (b) and ``scaled``
-  (None: its default)."""
+  """AsynFLC (eq. 7): AsynFL uploading ``C(Delta)`` (``fraction``, ``bits``, ``scaled`` None: the
+  compressor's default)."""
   return _compressed('asynflc', False, **locals())
 
 

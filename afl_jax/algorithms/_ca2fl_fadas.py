@@ -1,8 +1,5 @@
-"""CA2FL (Wang, Cao, Wu, Chen, Chen, ICLR 2024, Alg. 1) and FADAS (Wang, Wang, Lu, Chen,
-ICML 2024, Alg. 1, delay-adaptive) with local-SGD clients: eta_l = ``client_lr``, eta =
-``server_lr``; FADAS's defaults are the authors' released commands
-(docs/algorithms/ca2fl_fadas.md).
-"""
+"""CA2FL (Wang et al., ICLR 2024, Alg. 1) and FADAS (Wang et al., ICML 2024, Alg. 1) with local-SGD
+clients; FADAS's defaults are the authors' commands (docs/algorithms/ca2fl_fadas.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +11,6 @@ from afl_jax.servers._ca2fl import init_state
 
 @register('ca2fl')
 def ca2fl(client_lr: float = 0.01, server_lr: float = 1.0, weighting: str = 'uniform'):
-  """CA2FL; the cache ``h_i`` starts at 0 for the problem's N clients."""
   client = clients.local_sgd(client_lr)
   init = joint_init(client, lambda params, tasks, _: init_state(params, tasks.client_id.size))
   return Algorithm('ca2fl', client, servers.ca2fl(server_lr, weighting=weighting), init=init)
@@ -33,8 +29,6 @@ def fadas(
   bias_correction: bool = False,
   weighting: str = 'uniform',
 ) -> Algorithm:
-  """FADAS: AMSGrad server (``beta1``, ``beta2``, ``epsilon``) at the rate eta_t
-  (``server_lr``, ``tau_c``, ``delay_rule``)."""
   server = servers.fadas(
     server_lr,
     beta1,

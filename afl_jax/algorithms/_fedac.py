@@ -1,8 +1,5 @@
-"""FedAC (Zang, Xue, Ou, Chu, Du, Long, AAAI 2024), a baseline of FedEcho: eta_l =
-``client_lr`` and eta = ``server_lr`` default to FedEcho's Table 8 rates, the rest to
-AFL-Lib's FedAC; ``zero_cosine`` and ``first_update`` are our readings
-(docs/algorithms/fedac.md).
-"""
+"""FedAC (Zang et al., AAAI 2024), a baseline of FedEcho, with FedEcho's Table 8 rates
+(docs/algorithms/fedac.md)."""
 
 from __future__ import annotations
 
@@ -25,7 +22,6 @@ def fedac(
   zero_cosine: float = 1.0,
   first_update: str = 'movement',
 ) -> Algorithm:
-  """FedAC; the server counts the problem's N clients' jobs."""
   client = clients.fedac(client_lr, history=history, correction=correction)
   server = servers.fedac(
     server_lr,

@@ -1,10 +1,5 @@
-"""FedEcho (Wang, Ma, Chen, "Stragglers Can Contribute More: Uncertainty-Aware
-Distillation for Asynchronous Federated Learning", Alg. 1, eqs. (2)-(4)): local-SGD
-clients and :func:`afl_jax.servers.fedecho`; the symbols (eta_l = ``client_lr``, eta =
-``server_lr``, eta_d = ``distill_lr``, Q = ``distill_steps``, |B| = ``distill_batch``, nu =
-``clip_norm``, alpha_min / alpha_max) and Table 1's delay model are in
-docs/algorithms/fedecho.md.
-"""
+"""FedEcho (Wang, Ma, Chen, Alg. 1, eqs. (2)-(4)): local-SGD clients and
+:func:`afl_jax.servers.fedecho` (docs/algorithms/fedecho.md)."""
 
 from __future__ import annotations
 
@@ -38,9 +33,8 @@ def fedecho(
   reset_distill_state: bool = False,
   weighting: str = 'uniform',
 ) -> Algorithm:
-  """FedEcho; defaults from Sec. 5.1 (nu = 5, alpha in [0.2, 0.8], Adam at eta_d = 3e-6) and
-  Table 8 (eta_l = 0.03, eta = 1); Q and |B| are not given by the paper. Needs the run
-  context ``apply_fn``, ``unlabeled_x`` and ``num_clients``."""
+  """FedEcho with the defaults of Sec. 5.1 and Table 8; needs the run context ``apply_fn``,
+  ``unlabeled_x`` and ``num_clients``."""
   context = {'apply_fn': apply_fn, 'unlabeled_x': unlabeled_x, 'num_clients': num_clients}
   missing = [k for k, v in context.items() if v is None]
   if missing:

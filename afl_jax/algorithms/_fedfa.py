@@ -1,10 +1,5 @@
-"""FedFa (Xu, Zhang, Di, Liu, Alharthi, Cao, "FedFa: A Fully Asynchronous Training Paradigm
-for Federated Learning", IJCAI 2024): local-SGD clients (Alg. 2, Q = the schedule's local
-steps) and the sliding-window server (Alg. 1), FedFa-Param (eq. 3) or FedFa-Delta (eq. 4),
-alone or with FedProx's client or FedNova's normalization (Sec. 5.3, Table 6). eta_l =
-``client_lr``, eta_g = ``server_lr`` (Delta only), K = ``window_size``, ``mu`` FedProx's;
-the window's options are the server's (docs/algorithms/fedfa.md).
-"""
+"""FedFa (Xu et al., IJCAI 2024): the sliding-window server (Alg. 1, eqs. (3)-(4)) with local-SGD,
+FedProx or FedNova clients (Sec. 5.3, Table 6) (docs/algorithms/fedfa.md)."""
 
 from __future__ import annotations
 
@@ -23,7 +18,6 @@ def _fedfa(name, mode, client_lr, *, server_lr=1.0, mu=None, nova=False, **windo
 def fedfa_param(
   client_lr=0.01, window_size=5, aggregate_on_fill=False, sliding=True, weighting='uniform'
 ) -> Algorithm:
-  """FedFa-Param: the model is the mean of the K windowed client models."""
   return _fedfa('fedfa_param', 'param', **locals())
 
 
@@ -36,7 +30,6 @@ def fedfa_delta(
   sliding=True,
   weighting='uniform',
 ) -> Algorithm:
-  """FedFa-Delta: ``x <- x - eta_g mean of the K windowed deltas``."""
   return _fedfa('fedfa_delta', 'delta', **locals())
 
 
@@ -44,7 +37,6 @@ def fedfa_delta(
 def fedfa_param_prox(
   client_lr=0.01, mu=0.01, window_size=5, aggregate_on_fill=False, sliding=True, weighting='uniform'
 ) -> Algorithm:
-  """FedFa-Param with FedProx's client."""
   return _fedfa('fedfa_param_prox', 'param', **locals())
 
 
@@ -58,7 +50,6 @@ def fedfa_delta_prox(
   sliding=True,
   weighting='uniform',
 ) -> Algorithm:
-  """FedFa-Delta with FedProx's client (Table 6, "Fedprox w/")."""
   return _fedfa('fedfa_delta_prox', 'delta', **locals())
 
 
@@ -66,7 +57,6 @@ def fedfa_delta_prox(
 def fedfa_param_nova(
   client_lr=0.01, window_size=5, aggregate_on_fill=False, sliding=True, weighting='uniform'
 ) -> Algorithm:
-  """FedFa-Param with FedNova: model = ``mean(x_start_k) - tau_eff mean(Delta_k / tau_k)``."""
   return _fedfa('fedfa_param_nova', 'param', nova=True, **locals())
 
 
@@ -79,5 +69,4 @@ def fedfa_delta_nova(
   sliding=True,
   weighting='uniform',
 ) -> Algorithm:
-  """FedFa-Delta with FedNova (Table 6, "Fednova w/"): ``tau_eff`` over the window."""
   return _fedfa('fedfa_delta_nova', 'delta', nova=True, **locals())

@@ -1,10 +1,6 @@
-"""Server momentum (Sun, Wu, Huang, Zhang, "On the Role of Server Momentum in Federated
-Learning") with local-SGD clients: FedGM (Sec. 3, eq. (2)) and its special cases FedSGD
-(nu = 0), FedAvgM (nu = 1), FedNAG (nu = beta); Multistage FedGM (Alg. 3) and Autonomous
-Multistage FedGM (Alg. 4, clients divide by K_{t,i}); FedOPT (Alg. 1; Reddi et al. 2021).
-eta_l = ``client_lr``, eta = ``server_lr``, ``beta``, ``nu``; stagewise ``server_lrs``,
-``betas``, ``nus``, ``stage_lengths`` (docs/algorithms/fedgm.md).
-"""
+"""Server momentum (Sun et al.) with local-SGD clients: FedGM (eq. (2)) and its special cases,
+Multistage FedGM (Alg. 3), Autonomous Multistage FedGM (Alg. 4) and FedOPT (Reddi et al. 2021)
+(docs/algorithms/fedgm.md)."""
 
 from __future__ import annotations
 
@@ -36,7 +32,6 @@ def fedgm(
   nu: float = 0.7,
   weighting: str = 'uniform',
 ) -> Algorithm:
-  """FedGM: momentum ``beta``, instant discount ``nu``."""
   return _fedgm('fedgm', client_lr, server_lr, beta, nu, weighting)
 
 
@@ -48,26 +43,25 @@ def autonomous_fedgm_single_stage(
   nu: float = 0.7,
   weighting: str = 'uniform',
 ) -> Algorithm:
-  """Autonomous FedGM with one stage (Alg. 4, S = 1): FedGM's eta, beta, nu; clients send
-  ``Delta / K_{t,i}``."""
+  """Alg. 4 with one stage: FedGM whose clients send ``Delta / K_{t,i}``."""
   return _fedgm('autonomous_fedgm_single_stage', client_lr, server_lr, beta, nu, weighting, True)
 
 
 @register('fedsgd')
 def fedsgd(client_lr=0.01, server_lr=1.0, weighting='uniform') -> Algorithm:
-  """FedSGD = FedGM(nu=0): ``x <- x - eta Delta_t``."""
+  """FedGM(nu=0)."""
   return _fedgm('fedsgd', client_lr, server_lr, 0.0, 0.0, weighting)
 
 
 @register('fedavgm', uses=(servers.fedgm,))
 def fedavgm(client_lr=0.01, server_lr=1.0, beta=0.9, weighting='uniform') -> Algorithm:
-  """FedAvgM = FedGM(nu=1): ``x <- x - eta d_{t+1}``."""
+  """FedGM(nu=1)."""
   return _fedgm('fedavgm', client_lr, server_lr, beta, 1.0, weighting)
 
 
 @register('fednag', uses=(servers.fedgm,))
 def fednag(client_lr=0.01, server_lr=1.0, beta=0.9, weighting='uniform') -> Algorithm:
-  """FedNAG = FedGM(nu=beta): ``x <- x - eta [(1 - beta) Delta_t + beta d_{t+1}]``."""
+  """FedGM(nu=beta)."""
   return _fedgm('fednag', client_lr, server_lr, beta, beta, weighting)
 
 
@@ -89,7 +83,6 @@ def multistage_fedgm(
   nus: Sequence[float] = NUS,
   weighting: str = 'uniform',
 ) -> Algorithm:
-  """Multistage FedGM (Alg. 3): stage s runs (eta_s, beta_s, nu_s) for T_s server steps."""
   return _multistage('multistage_fedgm', False, **locals())
 
 
@@ -102,8 +95,7 @@ def autonomous_fedgm(
   nus: Sequence[float] = NUS,
   weighting: str = 'uniform',
 ) -> Algorithm:
-  """Autonomous Multistage FedGM (Alg. 4): clients send ``Delta / K_{t,i}`` (with K_{t,i} = K
-  and no staleness, Multistage FedGM at ``eta_s / K``)."""
+  """Alg. 4: Multistage FedGM whose clients send ``Delta / K_{t,i}``."""
   return _multistage('autonomous_fedgm', True, **locals())
 
 
@@ -122,9 +114,6 @@ def fedopt(
   tau_placement: str = 'outside',
   initial_accumulator: float | None = None,
 ) -> Algorithm:
-  """FedOPT with the ServerOPT ``server_optimizer`` ('sgd', 'adam', 'yogi', 'adagrad',
-  'amsgrad'; :func:`afl_jax.servers.fedopt_optimizer`): optax's (``convention='optax'``)
-  or Reddi et al.'s Alg. 2 as written (``'alg2'``, with its variants)."""
   server = servers.fedopt(
     server_optimizer,
     server_lr,

@@ -1,12 +1,5 @@
-"""MasFL (Alg. 1-2) and AdaMasFL (Alg. 3-4) of Yan, Zhong, Wang, Zhang, "Momentum-Driven
-Adaptivity: Towards Tuning-Free Asynchronous Federated Learning", with the rates of
-Theorem 3.1 / Table 1 (:func:`masfl_theory`) and Theorem 4.1 (:func:`adamasfl_theory`)
-for the ones left as None: eta = ``client_lr``, gamma = ``server_lr``, ``beta``; S, K, T
-the run's (``Algorithm.prepare``) unless given, else :data:`STANDALONE`; L =
-``smoothness``, ``tau_max``. Every client's ``c_i^0`` comes from one vmapped pass in
-``Algorithm.init`` (docs/algorithms/masfl.md, "Theory rates (defaults for rates left as
-`None`)", "Equations as implemented").
-"""
+"""MasFL (Alg. 1-2) and AdaMasFL (Alg. 3-4) of Yan et al., rates left as None from Theorem 3.1 / 4.1
+with S, K, T read from the run's schedule (docs/algorithms/masfl.md, "Theory rates")."""
 
 from __future__ import annotations
 
@@ -49,8 +42,8 @@ def _beta(s: int, k: int, t: int) -> float:
 
 @checks.validated(**RUN_SPECS)
 def adamasfl_theory(arrivals_per_step: int, local_steps: int, num_rounds: int) -> TheoryRates:
-  """Theorem 4.1: ``gamma = (SK)^{1/4} / T^{3/4}``, ``eta = 1/(K sqrt T)``,
-  ``beta = sqrt(SK/T)``."""
+  """Theorem 4.1: ``gamma = (SK)^{1/4} / T^{3/4}``, ``eta = 1/(K sqrt T)``, ``beta =
+  sqrt(SK/T)``."""
   s, k, t = arrivals_per_step, local_steps, num_rounds
   return TheoryRates(
     client_lr=1.0 / (k * math.sqrt(t)), server_lr=(s * k) ** 0.25 / t**0.75, beta=_beta(s, k, t)
@@ -71,10 +64,8 @@ def masfl_theory(
   tau_max: int,
   margin: float = 0.0,
 ) -> TheoryRates:
-  """Theorem 3.1: ``beta = sqrt(SK/T)``, ``gamma = beta/(4L)``, eta = ``sqrt(1 - margin)``
-  times its upper bound, leaving slack ``margin (T - sqrt(SKT) - 4SK tau_max^2) / T`` in
-  the condition (at ``margin=0``, the printed bound, App. C's final bound divides by
-  zero); a ValueError where ``T - sqrt(SKT) - 4 S K tau_max^2 < 0``."""
+  """Theorem 3.1: ``beta = sqrt(SK/T)``, ``gamma = beta/(4L)``, eta ``sqrt(1 - margin)`` times its
+  bound (docs/algorithms/masfl.md)."""
   s, k, t = arrivals_per_step, local_steps, num_rounds
   beta = _beta(s, k, t)
   room = t - math.sqrt(s * k * t) - 4 * s * k * tau_max**2
@@ -99,8 +90,7 @@ def build(
   history: int = 1,
   weighting: str = 'uniform',
 ) -> Algorithm:
-  """The MasFL (``adaptive=False``) or AdaMasFL recipe with explicit rates; its ``prepare``
-  sizes each client's variate history to the run's schedule (:func:`history_depth`)."""
+  """The MasFL or AdaMasFL recipe with explicit rates; ``prepare`` sizes the variate history."""
   client = clients.masfl(client_lr, beta, normalize=adaptive, history=history)
   server = servers.masfl(
     server_lr,
@@ -111,7 +101,6 @@ def build(
   )
 
   def server_init(params, tasks, states):
-    """c_i^0 for all N clients in one vmapped pass; c^0 = mean_i c_i^0, g^0 = c^0."""
     c0 = jax.tree.map(lambda v: v[:, 0], states.variates)
     counts = tasks.num_examples if weighting == 'examples' else None
     return init_state(params, c0, selection=selection, adaptive=adaptive, num_examples=counts)
@@ -147,8 +136,7 @@ RUN_INPUTS = tuple(STANDALONE)
 
 
 def schedule_inputs(schedule) -> dict[str, int]:
-  """S (the largest arrivals of a step), K (the median local steps of its jobs) and T of a
-  schedule, or of a list of schedules, which must agree."""
+  """S (widest step), K (median local steps) and T of a schedule, or of schedules that agree."""
   found = {
     (
       int(one.max_arrivals),
@@ -192,10 +180,6 @@ def masfl(
   selection: str = 'arrivals',
   weighting: str = 'uniform',
 ) -> Algorithm:
-  """MasFL; the rates left as None from Theorem 3.1 (``gamma = beta / (4L)`` with a given
-  beta; eta ``sqrt(1 - margin)`` times the bound). S, K, T left as None are read from the
-  run's schedule: S its widest step, K its median local steps, T its length. L and tau_max
-  default to :data:`DEFAULT_SMOOTHNESS`, :data:`DEFAULT_TAU_MAX`."""
   lips = DEFAULT_SMOOTHNESS if smoothness is None else smoothness
   tau = DEFAULT_TAU_MAX if tau_max is None else tau_max
 
@@ -224,8 +208,6 @@ def adamasfl(
   selection: str = 'arrivals',
   weighting: str = 'uniform',
 ) -> Algorithm:
-  """AdaMasFL; the rates left as None from Theorem 4.1. S, K, T left as None are read from
-  the run's schedule: S its widest step, K its median local steps, T its length."""
 
   def make(arrivals_per_step, local_steps, num_rounds) -> Algorithm:
     eta, gamma, b = client_lr, server_lr, beta

@@ -1,7 +1,5 @@
-"""Port (Su and Li, IWQoS 2022), a baseline of FedFa, with local-SGD clients; defaults are
-the authors' Plato configuration (``port_cifar10.yml``); the staleness bound's scheduling
-part is the schedule kind ``port`` (docs/algorithms/port.md).
-"""
+"""Port (Su and Li, IWQoS 2022), a baseline of FedFa, with the authors' Plato defaults
+(docs/algorithms/port.md)."""
 
 from __future__ import annotations
 
@@ -20,8 +18,6 @@ def port(
   reference: str = 'last_step',
   weighting: str = 'examples',
 ) -> Algorithm:
-  """Port: eta_l, eta, lambda_sim, lambda_st, B; ``'examples'`` (default, the authors'
-  code) multiplies each raw weight by n_i."""
   server = servers.port(
     server_lr,
     similarity_weight,

@@ -1,12 +1,5 @@
-"""Algorithms by name: ``get('fedbuff', client_lr=0.01, server_lr=1.0)``.
-
-``ALGORITHMS`` is a :class:`~afl_jax.registry.Registry`: a factory's keyword arguments
-are the algorithm's hyperparameters (documented in docs/algorithms/), plus the run facts
-it declares as ``context`` and receives from a :class:`RunInfo`. Their ranges are
-declared at registration, inherited from the rules it names in ``uses``, or shared
-(:data:`afl_jax.core.checks.COMMON`); ``bind`` checks them for :func:`get`, every
-replica of ``afl_jax.sweep``, a config's ``hparams`` and a direct call of the factory.
-"""
+"""The algorithm registry: a factory's keyword arguments are its hyperparameters plus the
+:class:`RunInfo` facts it declares as ``context`` (:mod:`afl_jax.registry`)."""
 
 from __future__ import annotations
 
@@ -24,9 +17,8 @@ from afl_jax.registry import Registry
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class RunInfo:
-  """Facts about a run that some algorithm factories need (all optional): N, the
-  schedule's largest arrivals per step S, the median local steps K, the server steps T,
-  the model's ``apply_fn(params, x) -> logits`` and the unlabeled inputs no client owns."""
+  """Run facts some factories take: N, the widest step S, the median K, T, the model's ``apply_fn``
+  and the unlabeled inputs."""
 
   num_clients: int | None = None
   arrivals_per_step: int | None = None
@@ -49,12 +41,7 @@ def register(
   replace: bool = False,
   **specs: checks.Spec,
 ) -> Callable[[Callable[..., Algorithm]], Callable[..., Algorithm]]:
-  """Decorator: register ``factory(**hparams, **context) -> Algorithm`` as ``name``.
-
-  ``context``: the :class:`RunInfo` fields it takes; ``uses``: the rules whose ranges its
-  hyperparameters of the same name take; ``specs``: the other ranges
-  (``alpha=checks.real(0, 1)``); ``replace``: re-register a name (a notebook cell).
-  """
+  """Decorator: register ``factory(**hparams, **context) -> Algorithm`` as ``name``."""
   unknown = sorted(set(context) - set(CONTEXT_FIELDS))
   if unknown:
     raise ValueError(f'algorithm {name!r}: context {unknown} are not RunInfo fields.')
@@ -69,8 +56,8 @@ def register(
 def joint_init(
   client: ClientRule, server_init: Callable[[Any, Any, Any], Any]
 ) -> Callable[..., tuple[Any, Any]]:
-  """An ``Algorithm.init`` whose server state depends on every client: the N client
-  states from one vmapped ``client.init``, then ``server_init(params, tasks, states)``."""
+  """An ``Algorithm.init`` from one vmapped ``client.init`` over the N clients, then
+  ``server_init(params, tasks, states)``."""
 
   def init(params, tasks, key):
     keys = jax.random.split(key, tasks.client_id.shape[0])
@@ -81,12 +68,10 @@ def joint_init(
 
 
 def names() -> list[str]:
-  """All registered algorithm names, sorted."""
   return ALGORITHMS.names()
 
 
 def context(name: str) -> tuple[str, ...]:
-  """The :class:`RunInfo` fields algorithm ``name`` takes."""
   return ALGORITHMS.context(name)
 
 
@@ -96,18 +81,15 @@ def parameters(name: str) -> dict[str, object]:
 
 
 def hyperparameters(name: str) -> dict[str, object]:
-  """The hyperparameters of ``name`` (not its context) with their defaults."""
   return ALGORITHMS.settings(name)
 
 
 def hyperparameter_specs(name: str) -> dict[str, checks.Spec | None]:
-  """The range of each hyperparameter of ``name`` (None: not checked)."""
   return ALGORITHMS.specs(name)
 
 
 def get(name: str, run: RunInfo | None = None, **hparams) -> Algorithm:
-  """The algorithm ``name`` with ``hparams`` (checked: ``ConfigError`` naming the one out
-  of range or unknown), its context arguments not given filled from ``run``."""
+  """The algorithm ``name`` with ``hparams`` checked, its context filled from ``run``."""
   factory = ALGORITHMS.get(name)
   if run is not None:
     hparams = {f: getattr(run, f) for f in context(name)} | hparams

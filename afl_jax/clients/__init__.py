@@ -1,6 +1,5 @@
-"""Client (local training) rules: ``afl_jax.clients.<name>(...)`` builds the
-:class:`~afl_jax.core.types.ClientRule` of that name (its arguments checked once, at the
-call); :func:`run_local_steps` is the masked loop every rule builds on."""
+"""Client rules: ``afl_jax.clients.<name>(...)`` builds a :class:`~afl_jax.core.types.ClientRule`;
+:func:`run_local_steps` is the masked loop they build on."""
 
 from afl_jax.clients._always_on import AlwaysOnState, always_on_sgd
 from afl_jax.clients._fedac import fedac

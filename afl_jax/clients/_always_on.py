@@ -1,10 +1,5 @@
-"""Always-on local SGD, the client of AsynFL / AsynFLC / AsynFLC-EF (Yang, Hou, Wu,
-"Convergence Analysis of Asynchronous Federated Learning with Gradient Compression for
-Non-Convex Optimization", eqs. (2)-(4), Alg. 1 lines 2-17): every client trains K steps
-every round on its own model (eq. 2), a reporting client sends ``anchor - x_{t,K}`` (eq.
-3 negated) and restarts from the next broadcast (eq. 4) (docs/algorithms/asynfl.md, "How it
-meets the engine", "Equations as implemented").
-"""
+"""AsynFL's always-on local SGD (Yang, Hou, Wu, eqs. (2)-(4), Alg. 1 lines 2-17)
+(docs/algorithms/asynfl.md, "How it meets the engine")."""
 
 from __future__ import annotations
 
@@ -19,8 +14,8 @@ from afl_jax.core.types import ClientRule, LocalTask, Params
 
 
 class AlwaysOnState(NamedTuple):
-  """A client's local model x^{(i)}_t, its ``anchor`` (the global model it last synced to,
-  eq. 3) and ``synced`` (it reported last round: it restarts from the next broadcast)."""
+  """The local model, the ``anchor`` it last synced to (eq. 3) and ``synced`` (it restarts from the
+  next broadcast)."""
 
   local: Params
   anchor: Params
@@ -29,9 +24,7 @@ class AlwaysOnState(NamedTuple):
 
 @checks.validated()
 def always_on_sgd(client_lr: ScalarOrSchedule) -> ClientRule:
-  """AsynFL's client for ``regime='always_on'`` at eta = ``client_lr``: ``update`` returns
-  ``anchor - x_{t,K}`` (meaningful when ``task.active``) and the new
-  :class:`AlwaysOnState`."""
+  """AsynFL's client (``regime='always_on'``): sends ``anchor - x_{t,K}``."""
 
   def init(params: Params, task: LocalTask, key: jax.Array) -> AlwaysOnState:
     del task, key

@@ -1,9 +1,5 @@
-r"""FedAC's client (Zang, Xue, Ou, Chu, Du, Long, AAAI 2024, as AFL-Lib's FedAC writes it):
-K_{t,i} local SGD steps corrected by ``c - c_i``, sending ``Delta_i`` and ``c_i^+ - c_i``
-with ``c_i^+`` from SCAFFOLD's option II (Karimireddy et al., ICML 2020, eq. (4)); ``c_i``
-is read causally from the client's ring of its last ``history`` variates
-(docs/algorithms/fedac.md, "Equations as implemented", "Readings taken").
-"""
+"""FedAC's client as AFL-Lib writes it: SGD corrected by ``c - c_i``, SCAFFOLD's option II variate
+(Karimireddy et al. 2020, eq. (4)), ``c_i`` read causally (docs/algorithms/fedac.md)."""
 
 from __future__ import annotations
 
@@ -34,9 +30,8 @@ def lookup_variate(state: FedACClientState, applied: jax.Array) -> tuple[Params,
 
 @checks.validated(history=checks.integer(1), correction=checks.boolean())
 def fedac(client_lr: float, *, history: int = 2, correction: bool = True) -> ClientRule:
-  """FedAC's client at eta_l = ``client_lr``, keeping H = ``history`` past variates (2
-  covers two jobs in flight); ``correction=False`` drops ``c - c_i`` from the steps. Takes a
-  :class:`~afl_jax.core.messages.FedACBroadcast`, sends a ``FedACMessage``."""
+  """FedAC's client keeping H = ``history`` past variates; ``correction=False`` drops
+  ``c - c_i``."""
 
   def init(params: Params, task: LocalTask, key: jax.Array) -> FedACClientState:
     del task, key

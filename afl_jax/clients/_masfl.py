@@ -1,11 +1,5 @@
-"""The MasFL / AdaMasFL client (Yan, Zhong, Wang, Zhang, "Momentum-Driven Adaptivity:
-Towards Tuning-Free Asynchronous Federated Learning", Alg. 2 and Alg. 4, lines 1, 3, 4,
-6): K_{t,i} momentum steps corrected by the stale variate ``c~_i`` (normalized for
-AdaMasFL), sending the new variate (and AdaMasFL's scaled ``Delta_i``); ``c~_i`` is read
-causally from the client's history of its sent variates, ``history`` deep
-(:func:`history_depth`) (docs/algorithms/masfl.md, "Equations as implemented", "Readings
-taken").
-"""
+"""The MasFL / AdaMasFL client (Yan et al., Alg. 2 and 4): momentum steps corrected by the stale
+variate read causally from its history (docs/algorithms/masfl.md)."""
 
 from __future__ import annotations
 
@@ -22,21 +16,18 @@ from afl_jax.core.types import ClientRule, LocalTask, Params
 
 
 class MasFLClientState(NamedTuple):
-  """The client's last D sent ``variates`` ``[D, ...]``, newest first (c_i^0 fills the
-  rest), and the server step each ``arrived`` at (int32[D], -1 for c_i^0)."""
+  """The last D sent ``variates`` newest first, and the step each ``arrived`` at (-1 for c_i^0)."""
 
   variates: Params
   arrived: jax.Array
 
   @property
   def variate(self) -> Params:
-    """The newest variate (c_i^0 before the first report)."""
     return tree.gather(self.variates, 0)
 
 
 def history_depth(schedule: Any) -> int:
-  """D, the history every job needs for its causal ``c~_i``: ``1 + max over jobs of #{i's
-  arrivals in [s, t)}`` (the largest over a sequence of schedules, a sweep's replicas)."""
+  """D, the history a causal ``c~_i`` needs: ``1 + max over jobs of #{i's arrivals in [s, t)}``."""
   if isinstance(schedule, list | tuple):
     return max(history_depth(s) for s in schedule)
   mask = np.asarray(schedule.mask)
@@ -53,8 +44,7 @@ def history_depth(schedule: Any) -> int:
 
 
 def causal_variate(state: MasFLClientState, task: LocalTask) -> Params:
-  """c~_i of this job: the newest entry that arrived before ``task.start_step`` (without
-  one, the newest)."""
+  """c~_i: the newest entry arrived before ``task.start_step`` (else the newest)."""
   if task.start_step is None:
     return state.variate
   before = state.arrived < task.start_step
@@ -63,7 +53,6 @@ def causal_variate(state: MasFLClientState, task: LocalTask) -> Params:
 
 
 def push(state: MasFLClientState, variate: Params, step: Any) -> MasFLClientState:
-  """The history with ``(step, variate)`` as its newest entry (the oldest dropped)."""
   if step is None:
     step = state.arrived[0] + 1
   variates = jax.tree.map(
@@ -74,13 +63,11 @@ def push(state: MasFLClientState, variate: Params, step: Any) -> MasFLClientStat
 
 
 def _num_steps(task: LocalTask) -> jax.Array:
-  """K_{t,i} as actually run (at least 1, so a mean is always defined)."""
   return jnp.maximum(jnp.minimum(task.num_steps, task.max_steps), 1)
 
 
 def initial_variate(params: Params, task: LocalTask, key: jax.Array) -> Params:
-  """c_i^0 (Alg. 1 line 1): the mean of K_i stochastic gradients at ``params``, batches
-  drawn as in the local loop."""
+  """c_i^0 (Alg. 1 line 1): the mean of K_i stochastic gradients at ``params``."""
 
   def body(total, batch, k):
     del k

@@ -1,7 +1,5 @@
-"""Clients whose message is divided by their number of local steps: Autonomous Multistage
-FedGM (Sun, Wu, Huang, Zhang, "On the Role of Server Momentum in Federated Learning",
-Alg. 4 lines 6-7) sends ``(x_0 - x_{K_{t,i}}) / K_{t,i}`` (docs/algorithms/fedgm.md).
-"""
+"""Autonomous Multistage FedGM's client (Sun et al., Alg. 4 lines 6-7): the message divided by its
+local steps (docs/algorithms/fedgm.md)."""
 
 from __future__ import annotations
 
@@ -12,8 +10,7 @@ from afl_jax.core.types import ClientRule
 
 
 def divide_by_local_steps(client: ClientRule) -> ClientRule:
-  """``client`` (whose message is a pseudo-gradient) sending ``Delta / K_{t,i}``, K the
-  steps it ran."""
+  """``client`` sending ``Delta / K_{t,i}``, K the steps it ran."""
 
   def update(start, state, task, key):
     message, state, metrics = client.update(start, state, task, key)

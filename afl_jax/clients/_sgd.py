@@ -1,8 +1,5 @@
-"""Local SGD, the client of FedAvg (McMahan et al. 2017), FedBuff (Nguyen et al. 2022),
-FedAsync (Xie et al. 2019), FedFa (Alg. 2) and AsynFL (eq. 2): K_{t,i} steps ``x_{k+1} =
-x_k - eta_l grad F_i(x_k; xi_k)`` from the broadcast, message ``Delta = x_start - x_K``.
-:func:`run_local_steps` is every client rule's masked inner loop.
-"""
+"""Local SGD, the client of FedAvg, FedBuff, FedAsync, FedFa (Alg. 2) and AsynFL (eq. 2), and
+:func:`run_local_steps`, every client rule's masked inner loop."""
 
 from __future__ import annotations
 
@@ -25,13 +22,11 @@ def run_local_steps(
   carry: Any,
   body: Callable[[Any, Any, jax.Array], tuple[Any, jax.Array]],
 ) -> tuple[Any, dict[str, jax.Array]]:
-  """The carry after ``task.num_steps`` steps ``body(carry, batch, k) -> (carry, loss)``,
-  batch k drawn with ``fold_in(key, k)``, and ``{'train_loss'}`` (their mean loss).
-
-  ``task.max_steps`` iterations of a ``lax.scan`` whose steps ``k >= num_steps`` are
-  masked no-ops (so clients with different K run together under ``vmap``), or only
-  ``task.loop_steps`` of them (a ``lax.fori_loop``, bit-identical) when the engine sets it.
-  """
+  """The carry after ``task.num_steps`` steps of ``body(carry, batch, k) -> (carry, loss)``, batch k
+  drawn with ``fold_in(key, k)``, and their mean ``train_loss``: a ``lax.scan`` over
+  ``task.max_steps`` whose steps past ``num_steps`` are masked no-ops (clients with different K
+  run together under ``vmap``), or a ``fori_loop`` over ``task.loop_steps`` when the engine sets
+  it (bit-identical)."""
 
   def step(c, k):
     batch = task.sample(jax.random.fold_in(key, k))
@@ -62,9 +57,8 @@ def learning_rate_at(lr: ScalarOrSchedule, k: jax.Array) -> jax.Array:
 
 @checks.validated()
 def local_sgd(client_lr: ScalarOrSchedule, *, extra_grad: Callable | None = None) -> ClientRule:
-  """K steps of SGD at eta_l = ``client_lr`` (a number or an optax schedule of k) from the
-  broadcast; sends ``x_start - x_K``. ``extra_grad(params, start)`` is added to every
-  gradient (FedProx's proximal term)."""
+  """K steps of SGD at eta_l = ``client_lr`` (a number or an optax schedule of k), sending ``x_start
+  - x_K``; ``extra_grad(params, start)`` is added to every gradient (FedProx)."""
 
   def init(params, task, key):
     del params, task, key

@@ -1,9 +1,6 @@
-"""Message compressors (Yang, Hou, Wu, "Convergence Analysis of Asynchronous Federated
-Learning with Gradient Compression for Non-Convex Optimization", Sec. III-B, Alg. 1; QSGD
-of Alistarh et al., NeurIPS 2017): ``afl_jax.compression.<name>(**settings)`` builds the
-registered :class:`Compressor` of that name, its settings checked at the call; the
-defaults are the paper's (Fig. 1: "top3" = k/d 0.03, "Q4b" = QSGD with b = 4).
-"""
+"""Message compressors (Yang, Hou, Wu, Sec. III-B, Alg. 1; QSGD of Alistarh et al. 2017):
+``afl_jax.compression.<name>(**settings)``; the defaults are the paper's Fig. 1 ("top3", "Q4b")
+(docs/algorithms/asynfl.md)."""
 
 from typing import Any
 
@@ -36,18 +33,15 @@ NAMES: tuple[str, ...] = ('identity', 'top_k', 'sign', 'qsgd', 'top_k_qsgd')  # 
 
 
 def defaults(name: str) -> dict[str, object]:
-  """The settings compressor ``name`` takes, with their defaults."""
   return COMPRESSORS.defaults(name)
 
 
 def takes(name: str) -> tuple[str, ...]:
-  """The settings compressor ``name`` takes."""
   return tuple(COMPRESSORS.settings(name))
 
 
 def get(name: str, *, error_feedback: bool = False, **settings: Any) -> Compressor:
-  """The compressor ``name`` with ``settings`` (checked: ``ConfigError`` naming the one
-  unknown or out of range), wrapped in error feedback when asked."""
+  """The compressor ``name`` with ``settings`` checked, wrapped in error feedback when asked."""
   compressor = COMPRESSORS.get(name)(**COMPRESSORS.bind(name, settings, in_config=False))
   return _error_feedback.error_feedback(compressor) if error_feedback else compressor
 

@@ -1,13 +1,6 @@
-"""The compressor type, its registry and the bit accounting of every compressor.
-
-A compressor is a pure, jittable transform of ONE client's upload; the engine vmaps it
-over the arriving clients and scatters each one's state by client id, so an absent
-client's state (its error-feedback residual) is frozen (Yang, Hou, Wu, "Convergence
-Analysis of Asynchronous Federated Learning with Gradient Compression for Non-Convex
-Optimization", Alg. 1 lines 13 and 16). Bits: a transmitted real costs
-``VALUE_BITS = 32``, an index into d coordinates ``ceil(log2 d)``, a sign 1; they
-depend on static shapes only, computed exactly in Python (docs/algorithms/asynfl.md).
-"""
+"""The compressor type, its registry and the bit accounting: a compressor transforms ONE client's
+upload, vmapped over the arrivals with its state scattered by client id (Yang, Hou, Wu, Alg. 1
+lines 13, 16); a real costs 32 bits, an index ``ceil(log2 d)``, a sign 1."""
 
 from __future__ import annotations
 
@@ -48,15 +41,13 @@ class EmptyState(NamedTuple):
 
 
 def init_empty(updates: Updates) -> EmptyState:
-  """``init`` of a stateless compressor."""
   del updates
   return EmptyState()
 
 
 class Compressor(NamedTuple):
-  """A message transform, optax-style: ``init(updates) -> state`` for one client and
-  ``compress(updates, state, key) -> (message, new_state, bits)``, the message as the
-  server sees it (the tree of ``updates``) and the bits uploaded (a float32 scalar)."""
+  """Optax-style: ``init(updates) -> state``, ``compress(updates, state, key) -> (message, state,
+  bits)``, bits a float32 scalar."""
 
   init: Callable[[Updates], CompressorState]
   compress: Callable[
@@ -65,12 +56,11 @@ class Compressor(NamedTuple):
 
 
 def tree_size(tree: Updates) -> int:
-  """Total number of scalar entries ``d`` of a pytree (static)."""
   return int(sum(math.prod(np.shape(leaf)) for leaf in jax.tree_util.tree_leaves(tree)))
 
 
 def index_bits(d: int) -> int:
-  """``ceil(log2 d)``: bits to address one coordinate of a length-``d`` vector."""
+  """``ceil(log2 d)``."""
   return (d - 1).bit_length()
 
 
@@ -82,33 +72,27 @@ def num_kept(fraction: float, d: int) -> int:
 
 
 def identity_bits(d: int) -> int:
-  """Dense float message: ``32 d`` bits."""
   return VALUE_BITS * d
 
 
 def top_k_bits(d: int, k: int) -> int:
-  """Top-k: ``k`` values and ``k`` indices, ``32 k + k ceil(log2 d)`` bits."""
   return k * (VALUE_BITS + index_bits(d))
 
 
 def sign_bits(d: int, scaled: bool = False) -> int:
-  """Sign: one bit per coordinate, plus one 32-bit scale if ``scaled``."""
   return d + (VALUE_BITS if scaled else 0)
 
 
 def qsgd_bits(d: int, bits: int) -> int:
-  """QSGD: one 32-bit norm plus ``b`` bits per coordinate (sign included)."""
   return VALUE_BITS + d * bits
 
 
 def top_k_qsgd_bits(d: int, k: int, bits: int) -> int:
-  """QSGD on the Top-k values: ``32 + k (b + ceil(log2 d))`` bits."""
   return VALUE_BITS + k * (bits + index_bits(d))
 
 
 def count_bytes(bits: Any, mask: Any = None) -> float:
-  """``sum(bits[mask]) / 8`` in float64 (host): the bytes of per-message bit counts, the
-  entries where ``mask`` is False (padding) left out."""
+  """``sum(bits[mask]) / 8`` in float64, padding left out."""
   b = np.asarray(bits, dtype=np.float64)
   if mask is not None:
     b = np.where(np.asarray(mask, dtype=bool), b, 0.0)
@@ -116,13 +100,12 @@ def count_bytes(bits: Any, mask: Any = None) -> float:
 
 
 def bits_scalar(n: int) -> jax.Array:
-  """A static bit count as the float32 scalar returned by ``compress``."""
   return jnp.asarray(float(n), dtype=jnp.float32)
 
 
 def stateless(fn: Callable[[Any, PRNGKey], tuple[Any, int]], *, flat: bool = False) -> Compressor:
-  """A stateless :class:`Compressor` from ``fn(x, key) -> (compressed, static bits)``; with
-  ``flat=True`` ``x`` is the whole pytree raveled to one vector."""
+  """A stateless :class:`Compressor` from ``fn(x, key) -> (compressed, static bits)``; ``flat``:
+  ``x`` is the pytree raveled."""
 
   def compress(
     updates: Updates, state: EmptyState, key: PRNGKey

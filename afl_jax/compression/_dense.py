@@ -24,7 +24,6 @@ from afl_jax.compression._base import (
 
 @COMPRESSORS.register('identity')
 def identity() -> Compressor:
-  """No compression: sends ``updates`` unchanged, ``32 d`` bits."""
   return stateless(lambda updates, key: (updates, identity_bits(tree_size(updates))))
 
 

@@ -19,8 +19,7 @@ class ErrorFeedbackState(NamedTuple):
 
 
 def error_feedback(compressor: Compressor) -> Compressor:
-  """``compressor`` with error feedback; state ``ErrorFeedbackState(residual, inner)``,
-  the wrapped compressor's bits (the residual never leaves the client)."""
+  """``compressor`` with error feedback, state ``ErrorFeedbackState(residual, inner)``."""
 
   def init(updates: Updates) -> ErrorFeedbackState:
     residual = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), updates)

@@ -37,7 +37,7 @@ def quantize(x: jax.Array, s: int, key: PRNGKey) -> jax.Array:
 
 @COMPRESSORS.register('qsgd')
 def qsgd(bits: int = 4) -> Compressor:
-  """QSGD on the whole flattened pytree, ``bits`` per coordinate; ``32 + d b`` bits."""
+  """QSGD on the whole flattened pytree."""
   s = 2 ** (bits - 1) - 1
   return stateless(
     lambda flat, key: (quantize(flat, s, key), qsgd_bits(flat.size, bits)), flat=True

@@ -1,13 +1,7 @@
-"""Datasets by name (Fashion-MNIST, digits, Synthetic(alpha, beta)), partitions and batching.
-
-``DATASETS`` (a :class:`~afl_jax.registry.Registry`, like every component a config
-names) maps a config's ``dataset`` name to a loader called as
-``loader(data_dir=..., download=..., seed=..., **config.dataset_args) -> ArrayDataset``;
-an entry registered with ``federated=True`` is instead called as
-``loader(num_clients=..., seed=..., **config.dataset_args) -> FederatedData`` (data
-generated per client). A loader's keyword arguments other than these supplied ones are
-its settings (``config.dataset_args``), their ranges declared at registration.
-"""
+"""Datasets by name, partitions and batching: ``DATASETS`` maps a config's ``dataset`` to
+``loader(data_dir=, download=, seed=, **dataset_args) -> ArrayDataset``, or, registered
+``federated=True``, ``loader(num_clients=, seed=, **dataset_args) -> FederatedData``
+(docs/extending.md)."""
 
 from afl_jax import ranges as checks
 from afl_jax.data.base import ArrayDataset, DataError
@@ -63,7 +57,6 @@ def _synthetic(
   num_classes: int = 10,
   test_fraction: float = 0.2,
 ) -> FederatedData:
-  """Synthetic(alpha, beta) (:func:`make_synthetic`), generated per client."""
   return make_synthetic(
     alpha, beta, num_clients, seed=seed, iid=iid, dim=dim, num_classes=num_classes,
     test_fraction=test_fraction,

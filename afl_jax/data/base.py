@@ -1,5 +1,5 @@
-"""Shared parts of `afl_jax.data`: the error type, the centralized dataset tuple, the
-normalizer, and the file search, download and checks the dataset readers share."""
+"""What the dataset readers share: the error type, the dataset tuple, the normalizer, the file
+search and download."""
 
 from __future__ import annotations
 
@@ -18,22 +18,12 @@ ENV_VAR = 'AFL_JAX_DATA'  # a directory searched for every dataset (after data_d
 
 
 class DataError(UserError):
-  """A dataset file is missing, corrupt or inconsistent.
-
-  The message always names the file (or directory) and what is wrong with it.
-  """
+  """A dataset file is missing, corrupt or inconsistent; the message names the file."""
 
 
 class ArrayDataset(NamedTuple):
-  """A centralized (not yet federated) classification dataset held in host memory.
-
-  Attributes:
-    train_x: training inputs, ``[n_train, ...]`` (uint8 images or float32 features).
-    train_y: int32 ``[n_train]`` labels in ``[0, num_classes)``.
-    test_x: test inputs, ``[n_test, ...]``, same dtype and trailing shape as ``train_x``.
-    test_y: int32 ``[n_test]`` labels.
-    num_classes: number of classes.
-  """
+  """A centralized classification dataset in host memory: ``train_x``/``test_x`` ``[n, ...]`` (uint8
+  images or float32 features), int32 labels in ``[0, num_classes)``."""
 
   train_x: np.ndarray
   train_y: np.ndarray
@@ -43,13 +33,8 @@ class ArrayDataset(NamedTuple):
 
 
 def normalizer(train_x: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-  """Returns ``f(x) -> float32`` normalizing inputs like ``train_x``.
-
-  uint8 images are scaled to ``[0, 1]`` and standardized with the scalar pixel mean and
-  standard deviation of the whole training split (a fixed function of the dataset, not of
-  the seed or partition). Floating-point inputs (digits, synthetic) are already normalized
-  by their loaders and are only cast to float32.
-  """
+  """``f(x) -> float32``: uint8 images scaled to [0, 1] and standardized by the training split's
+  scalar pixel mean and std; float inputs only cast."""
   if train_x.dtype != np.uint8:
     return lambda x: np.asarray(x, dtype=np.float32)
   # Exact statistics from the 256-bin pixel histogram (no float copy of the images).
@@ -73,7 +58,7 @@ def read_file(path: str | os.PathLike) -> bytes:
 
 
 def check_labels(labels: np.ndarray, num_classes: int, name: str, at: str, hint: str = ''):
-  """Raises `DataError` naming file ``name`` at the first label outside ``0..num_classes-1``."""
+  """DataError naming file ``name`` at the first label outside ``0..num_classes-1``."""
   if labels.size and int(labels.max()) >= num_classes:
     bad = int(np.argmax(labels >= num_classes))
     raise DataError(
@@ -82,7 +67,7 @@ def check_labels(labels: np.ndarray, num_classes: int, name: str, at: str, hint:
 
 
 def fetch(url: str, target: pathlib.Path, timeout: float) -> None:
-  """Downloads ``url`` to ``target`` (through ``target.part``) unless ``target`` exists."""
+  """Download ``url`` to ``target`` (through ``target.part``) unless it exists."""
   if target.is_file():
     return
   target.parent.mkdir(parents=True, exist_ok=True)
@@ -105,16 +90,10 @@ def find_dataset(
   system_dir: str | None = None,
   package: str | None = None,
 ) -> Any:
-  """What ``find(d)`` locates (not None) in the first directory ``d`` that holds a dataset.
-
-  ``data_dir`` is searched alone if given (so a typo is an error, not a silent fallback
-  to another copy); otherwise ``$AFL_JAX_DATA``, ``system_dir`` and the download
-  ``cache``, in that order. If nothing is found, ``download()`` (None: not allowed)
-  fetches the files from ``url`` and returns what it fetched. Otherwise `DataError`
-  names the places searched and the ways to obtain ``title``: the Debian ``package``
-  (which installs ``system_dir``), a manual download (``get``: what, from where, into
-  a directory DIR) and ``loader(download=True)``.
-  """
+  """What ``find(d)`` locates in the first directory holding the dataset: ``data_dir`` alone if
+  given (a typo is an error, not a fallback), else ``$AFL_JAX_DATA``, ``system_dir`` and the
+  download ``cache``; then ``download()`` if allowed; else a DataError naming the places searched
+  and how to obtain ``title``."""
   if data_dir is not None:
     candidates = [pathlib.Path(data_dir)]
   else:

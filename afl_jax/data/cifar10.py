@@ -1,10 +1,6 @@
-"""CIFAR-10 from the official binary version (Krizhevsky 2009): six files of 10,000
-records, one label byte then 3,072 channel-major pixel bytes (the pickled python version
-is never read). Searched in ``data_dir`` alone if given, else ``$AFL_JAX_DATA`` and the
-download cache, each in ``d``, ``d/cifar-10-batches-bin``, ``d/cifar10/cifar-10-batches-bin``,
-then the archive ``d/cifar-10-binary.tar.gz`` read in memory; images are uint8 NHWC
-``[n, 32, 32, 3]`` like Fashion-MNIST's (docs/extending.md).
-"""
+"""CIFAR-10 from the official binary version (Krizhevsky 2009; the pickled version is never read),
+searched in the usual places and inside ``cifar-10-binary.tar.gz`` read in memory; uint8 NHWC
+images (docs/extending.md)."""
 
 from __future__ import annotations
 
@@ -52,8 +48,8 @@ _SUBDIRS = ('.', ARCHIVE_DIR, f'cifar10/{ARCHIVE_DIR}')
 
 
 def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
-  """The six batch files in ``directory`` (or its known subdirectories); None if absent, a
-  DataError naming the missing ones if only some are there."""
+  """The six batch files in ``directory`` or its known subdirectories; None if absent, a DataError
+  if only some are there."""
   base = pathlib.Path(directory).expanduser()
   for sub in _SUBDIRS:
     d = base / sub
@@ -72,9 +68,8 @@ def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
 def parse_batch(
   data: bytes, *, name: str = '<bytes>', records: int | None = RECORDS_PER_FILE
 ) -> tuple[np.ndarray, np.ndarray]:
-  """``(images uint8[n, 32, 32, 3], labels int32[n])`` of one batch file's bytes; a
-  DataError naming ``name`` for a partial record, another count than ``records`` (None:
-  any) or a label outside 0..9."""
+  """``(images uint8[n, 32, 32, 3], labels int32[n])`` of one batch file (``records`` None: any
+  count)."""
   size = len(data)
   if size == 0 or size % RECORD_BYTES:
     whole, rest = divmod(size, RECORD_BYTES)
@@ -139,9 +134,8 @@ def load_cifar10(
   timeout: float = 30.0,
   records_per_file: int | None = RECORDS_PER_FILE,
 ) -> ArrayDataset:
-  """CIFAR-10's 50,000 train / 10,000 test images as an `ArrayDataset`; ``download``
-  fetches the archive into ``cache_dir`` when not found; ``records_per_file``: None
-  accepts small synthesized files. A DataError names the file and what is wrong."""
+  """CIFAR-10's 50,000 train / 10,000 test images; ``records_per_file`` None accepts small
+  synthesized files."""
   cache = pathlib.Path(cache_dir or DEFAULT_CACHE_DIR).expanduser()
 
   def fetch_archive():

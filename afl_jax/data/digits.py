@@ -1,7 +1,4 @@
-"""scikit-learn's 8x8 handwritten digits (UCI optdigits test set, 1,797 images, 10 classes).
-
-Small enough for fast end-to-end tests. Pixel values 0..16 are scaled to ``[0, 1]``.
-"""
+"""scikit-learn's 8x8 digits (UCI optdigits test set, 1,797 images), pixels scaled to [0, 1]."""
 
 from __future__ import annotations
 
@@ -11,7 +8,6 @@ from afl_jax.data.base import ArrayDataset
 
 
 def digit_images() -> tuple[np.ndarray, np.ndarray]:
-  """All 1,797 digits: ``(float64[1797, 8, 8] in [0, 1], int32[1797] labels)``."""
   from sklearn.datasets import load_digits as _sk_load_digits
 
   bunch = _sk_load_digits()
@@ -19,15 +15,7 @@ def digit_images() -> tuple[np.ndarray, np.ndarray]:
 
 
 def load_digits(*, test_fraction: float = 0.2, seed: int = 0) -> ArrayDataset:
-  """Loads the digits dataset with a deterministic, seeded train/test split.
-
-  Args:
-    test_fraction: fraction of the 1,797 samples held out for testing, in ``(0, 1)``.
-    seed: seed of the split permutation (same seed -> same split).
-
-  Returns:
-    `ArrayDataset` with float32 images ``[n, 8, 8]`` in ``[0, 1]`` and int32 labels.
-  """
+  """The digits with a train/test split seeded by ``seed``."""
   if not 0.0 < test_fraction < 1.0:
     raise ValueError(f'test_fraction={test_fraction!r} must be in the open interval (0, 1)')
   images, y = digit_images()

@@ -1,7 +1,5 @@
-"""Federated view of a dataset: one flat client-ordered array, client i owning rows
-``offsets[i] : offsets[i] + sizes[i]`` (no padding; a vmapped client reads its rows with
-`sample_batch`), and ``unlabeled_x``, training inputs no client owns (FedEcho's server set).
-"""
+"""Client-ordered data: client i owns rows ``offsets[i] : offsets[i] + sizes[i]`` of one array;
+``unlabeled_x`` are training inputs no client owns (FedEcho's server set)."""
 
 from __future__ import annotations
 
@@ -18,9 +16,8 @@ from afl_jax.data.partition import PARTITIONS as PARTITIONS
 
 
 class FederatedData(NamedTuple):
-  """Client-partitioned training data (host NumPy): normalized ``x`` grouped by client
-  with labels ``y``, each client's first row (``offsets``) and row count (``sizes``, all
-  >= 1), the normalized test split, ``unlabeled_x`` and ``num_classes``."""
+  """Client-partitioned normalized training data (host NumPy) with the test split, ``unlabeled_x``
+  and ``num_classes``; every client has >= 1 row."""
 
   x: np.ndarray
   y: np.ndarray
@@ -36,7 +33,6 @@ class FederatedData(NamedTuple):
     return len(self.sizes)
 
   def client(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-    """Returns ``(x, y)`` of client ``i`` (host-side helper for tests and inspection)."""
     sl = slice(int(self.offsets[i]), int(self.offsets[i] + self.sizes[i]))
     return self.x[sl], self.y[sl]
 
@@ -50,9 +46,7 @@ def make_federated(
   unlabeled_size: int = 0,
   **partition,
 ) -> FederatedData:
-  """The rows :func:`afl_jax.data.federate` gives each client (``partition``: its
-  ``alpha``, ``shards_per_client``, ``min_size``, ``seed``), copied into client order,
-  ``unlabeled_size`` (or ``unlabeled_fraction``) training samples held out unlabeled."""
+  """The rows :func:`afl_jax.data.federate` gives each client, copied into client order."""
   n = len(dataset.train_y)
   if not 0.0 <= unlabeled_fraction < 1.0:
     raise ValueError(f'unlabeled_fraction={unlabeled_fraction!r} must be in [0, 1)')
@@ -76,14 +70,13 @@ def sample_batch(
   key: jax.Array,
   batch_size: int,
 ) -> tuple[jax.Array, jax.Array]:
-  """``(x[idx], y[idx])``, ``batch_size`` rows drawn uniformly with replacement from the
-  client's ``[offset, offset + size)`` (``size >= 1``; both may be traced: vmappable)."""
+  """``batch_size`` rows drawn uniformly with replacement from the client's rows (vmappable)."""
   idx = offset + jax.random.randint(key, (batch_size,), 0, size, dtype=jnp.int32)
   return x[idx], y[idx]
 
 
 def steps_per_epoch(sizes: np.ndarray, batch_size: int) -> np.ndarray:
-  """Local steps for one pass over each client's data: int32 ``ceil(size / batch_size)``."""
+  """int32 ``ceil(size / batch_size)``."""
   if batch_size < 1:
     raise ValueError(f'batch_size={batch_size!r} must be >= 1')
   sizes = np.asarray(sizes, dtype=np.int64)

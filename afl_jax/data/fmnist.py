@@ -1,9 +1,6 @@
-"""Fashion-MNIST (Xiao, Rasul & Vollgraf, 2017, arXiv:1708.07747) from its four IDX files,
-plain or gzipped, searched in ``data_dir`` alone if given, else ``$AFL_JAX_DATA``,
-``/usr/share/datasets/fashion-mnist`` (Debian's ``dataset-fashion-mnist``) and the download
-cache, each as ``d`` and ``d/fashion-mnist``; ``download=True`` fetches them from Zalando's
-mirror, otherwise a DataError says how to obtain them.
-"""
+"""Fashion-MNIST (Xiao, Rasul, Vollgraf 2017) from its four IDX files, plain or gzipped, found as
+:func:`~afl_jax.data.base.find_dataset` searches (Debian's ``dataset-fashion-mnist`` included) or
+fetched from Zalando's mirror."""
 
 from __future__ import annotations
 
@@ -29,8 +26,8 @@ FILES = {
 
 
 def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
-  """Returns the paths of the four files in ``directory`` (or its ``fashion-mnist``
-  subdirectory), preferring uncompressed names; None if any of them is missing."""
+  """The four files in ``directory`` or its ``fashion-mnist`` subdirectory (uncompressed first);
+  None if any is missing."""
   base = pathlib.Path(directory).expanduser()
   for d in (base, base / 'fashion-mnist'):
     found = {}
@@ -47,15 +44,7 @@ def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
 def load_split(
   images_path: str | os.PathLike, labels_path: str | os.PathLike
 ) -> tuple[np.ndarray, np.ndarray]:
-  """Reads one images/labels pair and checks that they belong together.
-
-  Returns:
-    ``(images uint8[n, 28, 28], labels int32[n])``.
-
-  Raises:
-    DataError: on a malformed file, a shape other than 28x28, a count mismatch or a
-      label outside ``0..9``.
-  """
+  """``(images uint8[n, 28, 28], labels int32[n])`` of one pair, checked to belong together."""
   images = read_idx(images_path, dtype='ubyte', ndim=3)
   labels = read_idx(labels_path, dtype='ubyte', ndim=1)
   if images.shape[1:] != IMAGE_SHAPE:
@@ -76,9 +65,7 @@ def load_fashion_mnist(
   cache_dir: str | os.PathLike | None = None,
   timeout: float = 10.0,
 ) -> ArrayDataset:
-  """Fashion-MNIST's 60,000 train / 10,000 test images (uint8 ``[n, 28, 28]``) as an
-  `ArrayDataset`; ``download`` fetches missing files into ``cache_dir``; a DataError names
-  the file and what is wrong."""
+  """Fashion-MNIST's 60,000 train / 10,000 test images as an ``ArrayDataset``."""
   cache = pathlib.Path(cache_dir or DEFAULT_CACHE_DIR).expanduser()
 
   def fetch_all():

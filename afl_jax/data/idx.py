@@ -1,14 +1,6 @@
-"""Strict reader for the IDX file format used by MNIST and Fashion-MNIST.
-
-An IDX file is a 4-byte magic number ``0x00 0x00 <dtype code> <ndim>``, then ``ndim``
-big-endian uint32 dimension sizes, then exactly ``prod(dims)`` big-endian items
-(LeCun & Cortes, "The MNIST database", file-format section). Files may be gzipped; gzip
-is detected by its magic bytes, not by the file name. Nothing is ever unpickled.
-
-Every inconsistency (bad magic, unknown dtype code, wrong number of dimensions, a payload
-shorter or longer than the header declares, a corrupt gzip stream) raises `DataError`
-naming the file and the problem, before NumPy sees the bytes.
-"""
+"""Strict reader of the IDX format (LeCun and Cortes, "The MNIST database"): magic ``0 0 <dtype>
+<ndim>``, big-endian uint32 sizes, then exactly ``prod(dims)`` items; gzip detected by its magic
+bytes; every inconsistency a DataError naming the file before NumPy sees the bytes."""
 
 from __future__ import annotations
 
@@ -34,7 +26,6 @@ _GZIP_MAGIC = b'\x1f\x8b'
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
-  """Returns the (decompressed, if gzipped) content of ``path``; errors are `DataError`."""
   raw = read_file(path)
   if raw[:2] != _GZIP_MAGIC:
     return raw
@@ -53,20 +44,7 @@ def parse_idx(
   dtype: str | None = None,
   ndim: int | None = None,
 ) -> np.ndarray:
-  """Parses IDX bytes into a native-endian NumPy array.
-
-  Args:
-    data: the uncompressed file content.
-    name: file name used in error messages.
-    dtype: if given, the required IDX dtype name (e.g. ``"ubyte"``).
-    ndim: if given, the required number of dimensions.
-
-  Returns:
-    A writable array of shape ``dims`` in native byte order.
-
-  Raises:
-    DataError: on any malformed or unexpected content.
-  """
+  """IDX bytes as a writable native-endian array, of IDX ``dtype`` and ``ndim`` when given."""
   if len(data) < 4:
     raise DataError(f'{name}: file is {len(data)} bytes, too short for the 4-byte IDX magic')
   if data[0] != 0 or data[1] != 0:
@@ -108,5 +86,4 @@ def parse_idx(
 def read_idx(
   path: str | os.PathLike, *, dtype: str | None = None, ndim: int | None = None
 ) -> np.ndarray:
-  """Reads an IDX file (plain or gzipped). See `parse_idx` for arguments and errors."""
   return parse_idx(read_bytes(path), name=os.fspath(path), dtype=dtype, ndim=ndim)

@@ -1,8 +1,5 @@
-"""Client data as views into one sample array, ``x[index[offset_i : offset_i + size_i]]``:
-the samples keep one order and a partition is an int32 ``index`` grouped by client, so
-runs differing only in their partition (a sweep over seeds) share ``x`` and ``y``; a
-validation set may be held out first (its labels used only for evaluation).
-"""
+"""Client data as views ``x[index[offset_i : offset_i + size_i]]`` of one sample array, so runs
+differing only in their partition share ``x`` and ``y``; a validation set may be held out first."""
 
 from __future__ import annotations
 
@@ -19,10 +16,9 @@ _VALIDATION_STREAM = 0x7A11D
 
 
 class ClientLayout(NamedTuple):
-  """Partitioned training data (host NumPy): normalized ``x`` in the dataset's order with
-  labels ``y``; ``index`` the rows owned by clients, grouped by client from ``offsets``
-  (``sizes`` rows each, >= 1); the test split; ``unlabeled_x``; the validation set held
-  out before partitioning (may be empty); ``num_classes``."""
+  """Partitioned training data (host NumPy): ``x``, ``y`` in the dataset's order, ``index`` grouped
+  by client from ``offsets`` (``sizes`` >= 1), the test split, ``unlabeled_x``, the validation
+  set, ``num_classes``."""
 
   x: np.ndarray
   y: np.ndarray
@@ -41,11 +37,9 @@ class ClientLayout(NamedTuple):
     return len(self.sizes)
 
   def client_rows(self, i: int) -> np.ndarray:
-    """Rows of ``x`` owned by client ``i``."""
     return self.index[int(self.offsets[i]) : int(self.offsets[i] + self.sizes[i])]
 
   def client(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(x, y)`` of client ``i`` (host-side helper for tests and inspection)."""
     rows = self.client_rows(i)
     return self.x[rows], self.y[rows]
 
@@ -62,11 +56,8 @@ def federate(
   unlabeled_size: int = 0,
   validation_size: int = 0,
 ) -> ClientLayout:
-  """Holds out ``validation_size`` labeled samples (evaluation only), then
-  ``unlabeled_size`` unlabeled ones (the server's), and partitions the rest among
-  ``num_clients`` by ``partition_name`` (``alpha``, ``min_size``: Dirichlet's;
-  ``shards_per_client``: shards'), all drawn from ``seed``; a ValueError for sizes out of
-  range or a client left without data."""
+  """Hold out ``validation_size`` labeled, then ``unlabeled_size`` unlabeled samples, and partition
+  the rest among ``num_clients`` by ``partition_name``, all drawn from ``seed``."""
   if partition_name not in PARTITIONS:
     raise ValueError(f'partition_name={partition_name!r} must be one of {PARTITIONS}')
   n = len(dataset.train_y)

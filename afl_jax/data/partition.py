@@ -1,19 +1,8 @@
-"""Partitions of a labelled training set among federated clients.
-
-All schemes assign every sample to exactly one client and return a `Partition`: sample
-indices grouped by client (``order``), with ``offsets``/``sizes`` delimiting each client's
-contiguous range, so client ``i`` owns ``order[offsets[i] : offsets[i] + sizes[i]]``.
-
-* `iid`: a uniform random permutation cut into near-equal parts (sizes differ by <= 1).
-* `dirichlet`: label skew of Yurochkin et al. (ICML 2019) / Wang et al. (ICLR 2020,
- FedMA), used as Dir(alpha) by the MasFL paper (App. E.1): for every class k draw
- ``p_k ~ Dir(alpha * 1_N)`` and give client i the fraction ``p_k[i]`` of the (shuffled)
- samples of class k. Redrawn until every client holds at least ``min_size`` samples.
- Small alpha -> strong skew; alpha -> inf -> iid label proportions.
-* `shards`: pathological non-iid split of McMahan et al. (AISTATS 2017): sort by label,
- cut into ``num_clients * shards_per_client`` near-equal shards, deal each client
- ``shards_per_client`` random shards.
-"""
+"""Partitions of a labelled training set, each sample to one client, client i owning
+``order[offsets[i] : offsets[i] + sizes[i]]``: ``iid`` (sizes differing by <= 1); ``dirichlet``,
+the label skew of Yurochkin et al. 2019 that MasFL uses (App. E.1): per class k, ``p_k ~
+Dir(alpha 1_N)`` shares of its shuffled samples, redrawn until every client has ``min_size``;
+``shards``, McMahan et al.'s (2017) label-sorted shards dealt ``shards_per_client`` per client."""
 
 from __future__ import annotations
 
@@ -25,8 +14,7 @@ PARTITIONS = ('iid', 'dirichlet', 'shards')
 
 
 class PartitionError(ValueError):
-  """A partition that cannot give every client data; ``argument`` names the argument to change
-  (``'num_clients'``, ``'alpha'`` or ``'shards_per_client'``)."""
+  """A partition that cannot give every client data; ``argument`` names the argument to change."""
 
   def __init__(self, message: str, argument: str):
     super().__init__(message)
@@ -34,13 +22,8 @@ class PartitionError(ValueError):
 
 
 class Partition(NamedTuple):
-  """Client ownership of sample indices.
-
-  Attributes:
-    order: int64[n], sample indices grouped by client (ascending within a client).
-    offsets: int32[N], start of each client's range in ``order``.
-    sizes: int32[N], number of samples of each client.
-  """
+  """Sample indices ``order`` grouped by client (ascending within one), ``offsets`` and ``sizes``
+  int32[N]."""
 
   order: np.ndarray
   offsets: np.ndarray
@@ -51,12 +34,11 @@ class Partition(NamedTuple):
     return len(self.sizes)
 
   def client_indices(self, i: int) -> np.ndarray:
-    """The sample indices owned by client ``i``."""
     return self.order[self.offsets[i] : self.offsets[i] + self.sizes[i]]
 
 
 def from_assignment(assignment: np.ndarray, num_clients: int) -> Partition:
-  """Builds a `Partition` from ``assignment[j]`` = the client owning sample ``j``."""
+  """A Partition from ``assignment[j]``, the client owning sample ``j``."""
   assignment = np.asarray(assignment)
   order = np.argsort(assignment, kind='stable').astype(np.int64)
   sizes = np.bincount(assignment, minlength=num_clients).astype(np.int32)
@@ -92,7 +74,6 @@ def _check_num_clients(num_clients: int, n: int, per_client: int = 1) -> None:
 
 
 def iid(labels: np.ndarray, num_clients: int, rng: np.random.Generator | int) -> Partition:
-  """Uniform random split into ``num_clients`` parts whose sizes differ by at most one."""
   labels = _check_labels(labels)
   n = len(labels)
   _check_num_clients(num_clients, n)
@@ -105,7 +86,7 @@ def iid(labels: np.ndarray, num_clients: int, rng: np.random.Generator | int) ->
 def _dirichlet_draw(
   classes: list[np.ndarray], n: int, num_clients: int, alpha: float, rng: np.random.Generator
 ) -> np.ndarray | None:
-  """One draw of the per-class Dirichlet assignment; None on a degenerate (NaN) draw."""
+  """One draw of the per-class assignment; None on a degenerate (NaN) draw."""
   assignment = np.empty(n, dtype=np.int64)
   for idx in classes:
     p = rng.dirichlet(np.full(num_clients, alpha))
@@ -126,16 +107,8 @@ def dirichlet(
   min_size: int = 10,
   max_tries: int = 1000,
 ) -> Partition:
-  """Per-class Dirichlet label skew; see the module docstring.
-
-  Args:
-    labels: int[n] labels.
-    num_clients: N >= 1, at most ``n // max(min_size, 1)``.
-    alpha: Dirichlet concentration, > 0.
-    rng: NumPy generator or seed.
-    min_size: every client gets at least this many samples (draws are repeated).
-    max_tries: give up after this many draws.
-  """
+  """Per-class Dirichlet label skew, redrawn up to ``max_tries`` times until every client has
+  ``min_size``."""
   labels = _check_labels(labels)
   n = len(labels)
   _integer('min_size', min_size, 0)
@@ -163,7 +136,6 @@ def shards(
   shards_per_client: int,
   rng: np.random.Generator | int,
 ) -> Partition:
-  """Label-sorted shards dealt at random, ``shards_per_client`` per client."""
   labels = _check_labels(labels)
   n = len(labels)
   _integer('shards_per_client', shards_per_client, 1)

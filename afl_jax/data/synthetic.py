@@ -31,7 +31,7 @@ from afl_jax.data.federated import FederatedData
 
 
 def client_sizes(num_clients: int, rng: np.random.Generator) -> np.ndarray:
-  """Heavy-tailed client sizes ``50 + floor(LogNormal(4, 2))`` (int64[num_clients])."""
+  """``50 + floor(LogNormal(4, 2))`` per client."""
   return 50 + np.floor(rng.lognormal(4.0, 2.0, num_clients)).astype(np.int64)
 
 
@@ -47,9 +47,8 @@ def make_synthetic(
   samples_per_client: Sequence[int] | None = None,
   test_fraction: float = 0.2,
 ) -> FederatedData:
-  """Synthetic(alpha, beta) partitioned into ``num_clients`` (FedProx's Synthetic(1, 1) and
-  30 by default): float32 ``x [n, dim]`` as generated, no unlabeled set; ``iid``:
-  Synthetic-IID; ``samples_per_client``: explicit sizes (each >= 2) instead of the law;
+  """Synthetic(alpha, beta) over ``num_clients`` (FedProx's Synthetic(1, 1), 30): float32 ``x [n,
+  dim]``; ``iid``: Synthetic-IID; ``samples_per_client`` (each >= 2) instead of the law;
   ``test_fraction`` of each client's samples pooled into the test set."""
   if alpha < 0 or beta < 0:
     raise ValueError(f'alpha={alpha!r} and beta={beta!r} must both be >= 0')

@@ -1,10 +1,6 @@
-"""Unlabeled server sets not drawn from the clients' distribution, as FedEcho (Sec. 5.1)
-distils on external data: ``config.unlabeled_source`` 'heldout' (training samples no
-client owns, the default), 'digits' (scikit-learn's 8x8 digits upsampled into a 20/28
-box of the training frame, at its pixel scale) or 'noise' (uniform pixels). The external
-sets depend only on their size and the training images' shape and scale, never the seed
-(docs/configs.md).
-"""
+"""Unlabeled server sets not drawn from the clients' distribution, as FedEcho distils on external
+data (Sec. 5.1): 'digits' upsampled into the training frame, or 'noise'; they depend only on
+their size and the training images' shape and scale (docs/configs.md)."""
 
 from __future__ import annotations
 
@@ -46,9 +42,7 @@ def resize_into_frame(images: np.ndarray, height: int, width: int) -> np.ndarray
 
 
 def _to_raw(images01: np.ndarray, train_x: np.ndarray) -> np.ndarray:
-  """Images in [0, 1] -> the raw pixel scale (0..255 for uint8, else the range of
-  ``train_x``) and dtype of ``train_x``; grey ``[n, h, w]`` images are repeated over
-  its colour channels."""
+  """Images in [0, 1] at the raw pixel scale, dtype and channels of ``train_x``."""
   uint8 = train_x.dtype == np.uint8
   low, high = (0.0, 255.0) if uint8 else (float(np.min(train_x)), float(np.max(train_x)))
   x = low + (high - low) * images01
@@ -59,8 +53,7 @@ def _to_raw(images01: np.ndarray, train_x: np.ndarray) -> np.ndarray:
 
 
 def digits_images(size: int, train_x: np.ndarray) -> np.ndarray:
-  """``size`` (<= 1797, a fixed choice) scikit-learn digits in the frame, raw scale and
-  dtype of the training images ``train_x`` ``[n, h, w(, c)]``."""
+  """``size`` (<= 1797, a fixed choice) digits in the frame, at the training images' scale."""
   if not 0 <= size <= DIGITS_COUNT:
     raise ValueError(f'unlabeled_size={size!r} must be in [0, {DIGITS_COUNT}] for digits')
   if train_x.ndim not in (3, 4):
@@ -80,8 +73,7 @@ def noise_images(size: int, train_x: np.ndarray) -> np.ndarray:
 
 
 def external_unlabeled(source: str, size: int, train_x: np.ndarray) -> np.ndarray:
-  """float32[size, ...]: the external set ``source`` ('digits' or 'noise'), normalized
-  like the raw training images ``train_x``."""
+  """float32[size, ...]: the set ``source`` normalized like ``train_x``."""
   if source == 'digits':
     raw = digits_images(size, train_x)
   elif source == 'noise':

@@ -1,20 +1,7 @@
-"""Flax models: logistic regression, MLP, the MasFL FMNIST CNN, CIFAR ResNet-18.
-
-All are ``flax.linen`` modules used functionally: ``params = model.init(key, x)``,
-``logits = model.apply(params, x)``; no mutable state (no BatchNorm).
-
-``MODELS`` (a :class:`~afl_jax.registry.Registry`, like every component a config
-names) maps a config's ``model`` name to a factory called as
-``factory(num_classes=..., **config.model_args) -> flax.linen.Module``: its keyword
-arguments other than ``num_classes`` (from the data) are the model's settings
-(``config.model_args``, e.g. the MLP's ``hidden_sizes``), their ranges declared at
-registration.
-
-:func:`fast_apply` wraps a model's apply (or any function of it) so that convolutions and
-non-overlapping pooling run as matrix products where that is faster (CPU): the pipeline
-trains every model through it; call it yourself when building a problem directly, e.g.
-``problems.from_loss(lambda p, b: loss(fast_apply(model.apply)(p, b[0]), b[1]), ...)``.
-"""
+"""Flax models used functionally (no mutable state): ``MODELS`` maps a config's ``model`` to
+``factory(num_classes=, **model_args) -> nn.Module``; :func:`fast_apply` runs convolutions and
+non-overlapping pooling as matrix products where faster (the pipeline trains every model through
+it; wrap ``model.apply`` yourself when building a problem directly)."""
 
 from __future__ import annotations
 
@@ -57,18 +44,12 @@ MODELS.register(
 
 
 def get_model(name: str, num_classes: int, **kwargs: Any) -> nn.Module:
-  """Returns the model registered as ``name``; ``kwargs`` (its settings, e.g. a config's
-  ``model_args``; lists are passed as tuples) go to its constructor.
-
-  Raises:
-    ValueError: for an unknown name (the message lists the valid names).
-  """
+  """The model registered as ``name`` with ``kwargs`` (lists passed as tuples)."""
   kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
   return MODELS.get(name)(num_classes=num_classes, **kwargs)
 
 
 def count_params(params: Any) -> int:
-  """Total number of scalar parameters in a pytree."""
   return int(sum(math.prod(np.shape(leaf)) for leaf in jax.tree_util.tree_leaves(params)))
 
 

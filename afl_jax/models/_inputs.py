@@ -10,7 +10,6 @@ import jax.numpy as jnp
 
 
 def as_float(x: jax.Array) -> jax.Array:
-  """Casts integer inputs to float32; floating inputs keep their dtype."""
   x = jnp.asarray(x)
   return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.float32)
 
@@ -22,11 +21,7 @@ def flatten(x: jax.Array) -> jax.Array:
 
 
 def as_nhwc(x: jax.Array, image_shape: Sequence[int]) -> jax.Array:
-  """Brings a batch to NHWC.
-
-  Accepts ``[B, H, W, C]`` (returned as is), ``[B, H, W]`` (a channel axis of size 1 is
-  added) or flat ``[B, H*W*C]`` (reshaped to ``[B, *image_shape]``).
-  """
+  """A batch ``[B, H, W, C]``, ``[B, H, W]`` or flat ``[B, H*W*C]`` as NHWC."""
   x = as_float(x)
   if x.ndim == 4:
     return x

@@ -1,24 +1,7 @@
-"""The Fashion-MNIST CNN of the MasFL/AdaMasFL experiments.
-
-Yan, Zhong, Wang & Zhang, "Momentum-Driven Adaptivity: Towards Tuning-Free Asynchronous
-Federated Learning", Sec. 5 and App. E.1: "For FMNIST, we utilize a convolutional neural
-network (CNN) consisting of three convolutional layers and two fully connected layers."
-The paper gives no widths, kernels or pooling, so this module *chooses* a standard one
-(our choice, not the paper's):
-
-=======  ===========================================  ==============
-layer    operation                                    output (28x28)
-=======  ===========================================  ==============
-conv1    3x3 conv, 32 channels, SAME, ReLU, 2x2 max   14x14x32
-conv2    3x3 conv, 64 channels, SAME, ReLU, 2x2 max   7x7x64
-conv3    3x3 conv, 64 channels, SAME, ReLU            7x7x64
-fc1      Dense 128, ReLU                              128
-fc2      Dense num_classes (logits)                   10
-=======  ===========================================  ==============
-
-Parameters for 28x28x1 input and 10 classes: 320 + 18,496 + 36,928 + 401,536 + 1,290
-= 458,570. Widths are attributes, so another reading can be configured.
-"""
+"""The Fashion-MNIST CNN of the MasFL experiments (Yan et al., Sec. 5, App. E.1: "three
+convolutional layers and two fully connected layers"); the widths, 3x3 SAME kernels and 2x2
+max-pooling after conv1 and conv2 are our choice (458,570 parameters; docs/algorithms.md),
+attributes so another reading can be configured."""
 
 from __future__ import annotations
 

@@ -1,30 +1,9 @@
-"""Convolution and pooling as matrix products: fast for clients vmapped on CPU.
-
-Under ``jax.vmap`` over clients, each with its own kernel, ``lax.conv_general_dilated``
-becomes one grouped convolution, which XLA:CPU runs ~50x slower than the clients' matrix
-products; the gradient of ``lax.reduce_window`` max-pooling (``select_and_scatter_add``)
-costs ~10x the pooling (docs/performance.md has the profile). :func:`fast_apply` wraps a
-function (a flax ``model.apply``, a loss) so that, on the platforms of ``PLATFORMS``,
-
-* each convolution (any dimension numbers, strides, padding and kernel dilation;
-  ``feature_group_count = batch_group_count = 1``, no input dilation) is its im2col
-  patches (the kernel's taps as shifted, strided slices of the padded input, stacked
-  along the features) times the kernel as one matrix product, a batched product per
-  client under vmap;
-* each pooling whose stride equals its window (max, or sum: ``nn.max_pool``,
-  ``nn.avg_pool`` with non-overlapping windows) is a reshape and a reduction; a max
-  sends its gradient to the first maximum of each window, as ``select_and_scatter_add``
-  does.
-
-Everything else is evaluated as traced. The function is re-evaluated from its jaxpr with
-these rules, so the model, its parameter names and shapes (checkpoints, initialisation)
-and its numerics up to float32 rounding (tests/fast_test.py) are those of the original.
-Accelerators keep ``lax.conv`` (their convolution kernels handle grouped convolutions;
-measure before adding one to ``PLATFORMS``), and so does the evaluation of one model on
-large batches, where unvmapped ``lax.conv`` is 3-4x faster on CPU than the patches: the
-pipeline wraps the clients' training and the server's use of the model, not the
-evaluator (afl_jax/pipeline/build.py).
-"""
+"""Convolution and pooling as matrix products, for clients vmapped on CPU (docs/performance.md):
+:func:`fast_apply` re-evaluates a function's jaxpr with each convolution as im2col patches times
+the kernel and each pooling whose stride equals its window as a reshape and reduction (a max's
+gradient to the first maximum, as ``select_and_scatter_add``); parameters and numerics up to
+float32 rounding are the original's (tests/fast_test.py). Other platforms keep ``lax.conv``, and
+so does the evaluator."""
 
 from __future__ import annotations
 
@@ -44,9 +23,7 @@ PLATFORMS = ('cpu',)  # where the rules below beat XLA's own lowering (docs/perf
 
 
 def fast_apply(fn: Callable[..., Any]) -> Callable[..., Any]:
-  """``fn`` with its convolutions and non-overlapping pooling as matrix products and
-  reshapes on the platforms of ``PLATFORMS`` (``jax.default_backend()`` when traced);
-  elsewhere ``fn`` itself. Use it on a model's apply, e.g. ``fast_apply(model.apply)``."""
+  """``fn`` with the rewrites on the platforms of ``PLATFORMS``, else ``fn`` itself."""
 
   @functools.wraps(fn)
   def wrapped(*args, **kwargs):
@@ -72,8 +49,8 @@ def _rewrites(jaxpr) -> bool:
 
 
 def _evaluate(jaxpr, consts, args) -> list:
-  """``jaxpr`` evaluated on ``args``: each equation bound as traced, except those with a
-  rule in ``_RULES`` that takes them."""
+  """``jaxpr`` evaluated on ``args``, each equation bound as traced unless a rule of ``_RULES``
+  takes it."""
   env = dict(zip(jaxpr.constvars, consts)) | dict(zip(jaxpr.invars, args))
   read = lambda v: v.val if isinstance(v, jex_core.Literal) else env[v]
   for eqn in jaxpr.eqns:
@@ -90,8 +67,8 @@ def _evaluate(jaxpr, consts, args) -> list:
 
 
 def _inline_jit(*args, jaxpr, **unused):
-  """A nested ``jax.jit`` holding a convolution or pooling, evaluated inline with the rules;
-  any other (e.g. of a jnp function) is kept as it is, so its numerics do not change."""
+  """A nested jit holding a convolution or pooling evaluated inline with the rules; any other kept
+  as is."""
   return _evaluate(jaxpr.jaxpr, jaxpr.consts, args) if _rewrites(jaxpr.jaxpr) else None
 
 
@@ -140,8 +117,8 @@ def _window_max(x, axes):
 
 @_window_max.defjvp
 def _window_max_jvp(axes, primals, tangents):
-  """The tangent of the first maximum of each window (row-major order within the window):
-  the subgradient ``select_and_scatter_add`` picks, also where values tie."""
+  """The tangent of the first maximum of each window (the subgradient ``select_and_scatter_add``
+  picks)."""
   (x,), (t,) = primals, tangents
   y = jnp.max(x, axes, keepdims=True)
   shape = [size if a in axes else 1 for a, size in enumerate(x.shape)]
@@ -151,8 +128,8 @@ def _window_max_jvp(axes, primals, tangents):
 
 
 def _pool(reduce, identity):
-  """A ``reduce_window`` rule for windows equal to their strides: pad with the reduction's
-  identity (as reduce_window does), drop the partial windows, reshape, reduce."""
+  """A ``reduce_window`` with windows equal to strides: pad with the identity, drop partial windows,
+  reshape, reduce."""
 
   def rule(x, *, window_dimensions, window_strides, padding, base_dilation, window_dilation):
     if tuple(window_strides) != tuple(window_dimensions):

@@ -1,17 +1,7 @@
-"""CIFAR-style ResNet-18 with GroupNorm (He, Zhang, Ren & Sun, CVPR 2016).
-
-Used for CIFAR-10 by the MasFL, FedFa, FedEcho and FedGM papers. The CIFAR variant
-replaces the ImageNet stem (7x7 stride-2 conv + max-pool) by a single 3x3 stride-1 conv,
-then four stages of two basic blocks (64, 128, 256, 512 channels; strides 1, 2, 2, 2),
-global average pooling and a linear classifier.
-
-BatchNorm is replaced by GroupNorm: batch statistics are ill-defined across non-iid
-clients and would need extra mutable state in the federated update (Hsieh et al., "The
-Non-IID Data Quagmire of Decentralized Machine Learning", ICML 2020, who use GroupNorm
-with 2 groups, our default). GroupNorm has the same 2 * channels affine parameters as
-BatchNorm, so the count equals the usual CIFAR ResNet-18: 11,173,962 for 10 classes.
-Convolutions have no bias and He (fan-out) initialization.
-"""
+"""CIFAR-style ResNet-18 (He et al., CVPR 2016): a 3x3 stride-1 stem, four stages of two basic
+blocks, GroupNorm (2 groups, Hsieh et al., ICML 2020) in place of BatchNorm since batch
+statistics are ill-defined across non-iid clients; 11,173,962 parameters for 10 classes, no conv
+bias, He fan-out init."""
 
 from __future__ import annotations
 

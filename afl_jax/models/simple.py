@@ -11,10 +11,7 @@ from afl_jax.models._inputs import flatten
 
 
 class LogisticRegression(nn.Module):
-  """Flatten + ``Dense(num_classes)``; returns logits ``[B, num_classes]``.
-
-  Parameters: ``D * num_classes + num_classes`` for D input features.
-  """
+  """Flatten + ``Dense(num_classes)``."""
 
   num_classes: int = 10
 
@@ -24,11 +21,8 @@ class LogisticRegression(nn.Module):
 
 
 class MLP(nn.Module):
-  """Flatten, ReLU hidden layers, linear output; default 784-200-200-10.
-
-  The 2-hidden-layer 200-unit MLP is McMahan et al.'s (AISTATS 2017) "2NN"; the AsynFL
-  paper (Yang, Hou & Wu) trains "the typical MLP model" on (F)MNIST.
-  """
+  """Flatten, ReLU hidden layers, linear output; the default 784-200-200-10 is McMahan et al.'s
+  (2017) "2NN"."""
 
   num_classes: int = 10
   hidden_sizes: Sequence[int] = (200, 200)
