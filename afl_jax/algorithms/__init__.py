@@ -29,7 +29,6 @@ from afl_jax.algorithms._port import port
 from afl_jax.algorithms._prox_nova import fedbuff_nova, fedbuff_prox, fednova, fedprox
 from afl_jax.algorithms.registry import (
   ALGORITHMS,
-  SHARED_SPECS,
   RunInfo,
   context,
   get,
@@ -40,7 +39,7 @@ from afl_jax.algorithms.registry import (
   register,
 )
 
-__all__ = ['ALGORITHMS', 'SHARED_SPECS', 'RunInfo', 'context', 'get', 'hyperparameter_specs']
+__all__ = ['ALGORITHMS', 'RunInfo', 'context', 'get', 'hyperparameter_specs']
 __all__ += ['hyperparameters', 'names', 'parameters', 'register', 'adamasfl_theory']
 __all__ += ['masfl_theory', 'asynfl', 'asynflc', 'asynflc_ef', 'fedasync', 'fedavg', 'fedbuff']
 __all__ += ['ca2fl', 'fadas', 'fedac', 'fedecho', 'fedfa_delta', 'fedfa_delta_nova']

@@ -29,8 +29,7 @@ class RunInfo:
 
 
 CONTEXT_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunInfo))
-SHARED_SPECS = checks.COMMON
-ALGORITHMS = Registry('algorithm', section='hparams', name_field='algorithm', shared=SHARED_SPECS)
+ALGORITHMS = Registry('algorithm', section='hparams', name_field='algorithm', shared=checks.COMMON)
 
 
 def register(

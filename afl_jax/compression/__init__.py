@@ -29,7 +29,7 @@ from afl_jax.compression._error_feedback import ErrorFeedbackState, error_feedba
 from afl_jax.compression._qsgd import qsgd, top_k_qsgd
 from afl_jax.compression._sparse import top_k
 
-NAMES: tuple[str, ...] = ('identity', 'top_k', 'sign', 'qsgd', 'top_k_qsgd')  # the built-in ones
+NAMES: tuple[str, ...] = tuple(COMPRESSORS.names())  # the built-in ones, as registered
 
 
 def defaults(name: str) -> dict[str, object]:

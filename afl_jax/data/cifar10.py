@@ -21,18 +21,6 @@ from afl_jax.data.base import (
 )
 
 NUM_CLASSES = 10
-CLASS_NAMES = (
-  'airplane',
-  'automobile',
-  'bird',
-  'cat',
-  'deer',
-  'dog',
-  'frog',
-  'horse',
-  'ship',
-  'truck',
-)
 IMAGE_SHAPE = (32, 32, 3)  # NHWC
 PIXELS = 32 * 32 * 3
 RECORD_BYTES = 1 + PIXELS  # label byte + channel-major pixels

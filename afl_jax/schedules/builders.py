@@ -23,8 +23,12 @@ SETTINGS = {
   'buffer_size': checks.integer(1, 'concurrency'),  # M, arrivals per server step
   'clients_per_step': checks.integer(1, 'num_clients'),
   'window': checks.integer(1),  # versions a random_staleness start is drawn from
+  'staleness_bound': checks.integer(1),  # B of Port's clock
   'num_steps': checks.integer(1),
 }
+# FedBuff's clock keeps `concurrency` jobs running and draws a replacement from the idle clients
+# while `buffer_size - 1` finished ones wait: the clients it needs, declared once.
+CLOCK = ('concurrency + buffer_size - 1', lambda s: s['concurrency'] + s['buffer_size'] - 1)
 
 
 def _specs(*names: str, steps: bool = True) -> dict[str, checks.Spec | None]:
@@ -112,7 +116,7 @@ class _IdlePool:
     return c
 
 
-@validated(staleness_bound=checks.integer(0), **_specs('concurrency', 'buffer_size', 'num_steps'))
+@validated(**_specs('concurrency', 'buffer_size', 'num_steps', 'staleness_bound'))
 def fedbuff(
   num_clients: int,
   concurrency: int,
@@ -130,11 +134,9 @@ def fedbuff(
   ``staleness_bound``, jobs older than B are waited for or, ``urgent``, cut short
   (docs/algorithms/port.md). Durations default to U(0, 20)."""
   n, mc, m, t_max = num_clients, concurrency, buffer_size, num_steps
-  if n < mc + m - 1:
-    raise ValueError(
-      f'num_clients={n} must be >= concurrency + buffer_size - 1 = '
-      f'{mc + m - 1} so an idle client is always available.'
-    )
+  least = CLOCK[1]({'concurrency': mc, 'buffer_size': m})
+  if n < least:
+    raise ValueError(f'num_clients={n} must be >= {CLOCK[0]} = {least} (an idle client to draw).')
   durations = durations or make('uniform', low=0.0, high=20.0)
   steps = _steps_table(local_steps, n)
   rng = np.random.default_rng(seed)

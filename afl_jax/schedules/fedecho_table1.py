@@ -13,7 +13,6 @@ from afl_jax.schedules import builders
 from afl_jax.schedules.durations import Durations
 from afl_jax.schedules.schedule import Schedule
 
-CATEGORIES = ('short', 'medium', 'long')
 TABLE_1 = {
   'large': ((1.0, 2.0), (3.0, 5.0), (50.0, 80.0)),
   'mild': ((1.0, 2.0), (3.0, 5.0), (10.0, 20.0)),

@@ -29,23 +29,14 @@ class ScheduleContext(NamedTuple):
   seed: int
 
 
-# Settings that mean the same in every delay model that takes them.
-SHARED: dict[str, checks.Spec] = {
-  **builders.SETTINGS,
-  'staleness_bound': checks.integer(1),
-  'wait_seconds': checks.real(0.0),
-  'straggler_gamma': checks.real(0.0, low_open=True),
-}
+# A setting shared with the builders takes their range (builders.SETTINGS), declared there once.
 SCHEDULES = Registry(
   'schedule',
   section='schedule',
   name_field='schedule.kind',
   supplied=('ctx', 'durations'),
-  shared=SHARED,
+  shared=builders.SETTINGS,
 )
-# FedBuff's clock (and the kinds built on it): it keeps `concurrency` jobs running and
-# draws a replacement from the idle clients while `buffer_size - 1` finished ones wait.
-CLOCK = ('concurrency + buffer_size - 1', lambda s: s['concurrency'] + s['buffer_size'] - 1)
 
 # ---- job durations: settings of every model that draws them -----------------------------
 DURATIONS = Registry('job durations', section='schedule', supplied=('ctx',))
@@ -171,7 +162,7 @@ def synchronous(ctx: ScheduleContext, durations: Durations, clients_per_step: in
   )
 
 
-@SCHEDULES.register('fedbuff', slots='buffer_size', min_clients=CLOCK)
+@SCHEDULES.register('fedbuff', slots='buffer_size', min_clients=builders.CLOCK)
 def fedbuff(
   ctx: ScheduleContext, durations: Durations, concurrency: int = 20, buffer_size: int = 10
 ) -> Schedule:
@@ -187,7 +178,7 @@ def fully_async(ctx: ScheduleContext, durations: Durations, concurrency: int = 2
   )
 
 
-@SCHEDULES.register('waiting_windows')
+@SCHEDULES.register('waiting_windows', wait_seconds=checks.real(0.0))
 def waiting_windows(
   ctx: ScheduleContext, durations: Durations, wait_seconds: float = 0.0
 ) -> Schedule:
@@ -237,10 +228,15 @@ def _fedecho(delay: str) -> Callable[..., Schedule]:
 
 
 for _delay in ('large', 'mild'):
-  SCHEDULES.register(f'fedecho_{_delay}', slots='buffer_size', min_clients=CLOCK)(_fedecho(_delay))
+  SCHEDULES.register(
+    f'fedecho_{_delay}',
+    slots='buffer_size',
+    min_clients=builders.CLOCK,
+    straggler_gamma=fedecho_table1.runtime_categories.specs['gamma'],  # declared with it
+  )(_fedecho(_delay))
 
 
-@SCHEDULES.register('port', slots='buffer_size', min_clients=CLOCK)
+@SCHEDULES.register('port', slots='buffer_size', min_clients=builders.CLOCK)
 def port(
   ctx: ScheduleContext,
   durations: Durations,

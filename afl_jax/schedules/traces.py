@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from afl_jax import ranges
 from afl_jax.errors import ConfigError
 from afl_jax.schedules import builders
 from afl_jax.schedules.durations import Durations
@@ -204,12 +205,13 @@ def schedule(
   if names in (sorted(SPEEDS), sorted(('client',) + SPEEDS)):
     factor = speeds(path, columns, n)
     mc, m = concurrency, buffer_size
-    if mc > n:
-      raise _bad('concurrency', mc, f'must be an integer in [1, {n}] (num_clients={n})')
-    if m > mc:
-      raise _bad('buffer_size', m, f'must be an integer in [1, {mc}] (concurrency={mc})')
-    if n < mc + m - 1:
-      raise _bad('concurrency', mc, f'needs num_clients={n} >= concurrency + buffer_size - 1')
+    facts = {'num_clients': n, 'concurrency': mc, 'buffer_size': m}
+    for k in ('concurrency', 'buffer_size'):  # the clock's ranges, declared with the builders
+      problem = ranges.violation(builders.SETTINGS[k], facts[k], None, facts)
+      if problem is not None:
+        raise _bad(k, facts[k], problem)
+    if n < builders.CLOCK[1](facts):
+      raise _bad('concurrency', mc, f'needs num_clients={n} >= {builders.CLOCK[0]}')
     speed = factor if durations.speed is None else factor * durations.speed
     timing = Durations(durations.kind, durations.params, speed)
     return builders.fedbuff(
