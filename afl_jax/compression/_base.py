@@ -1,6 +1,6 @@
-"""The compressor type, its registry and the bit accounting: a compressor transforms ONE client's
-upload, vmapped over the arrivals with its state scattered by client id (Yang, Hou, Wu, Alg. 1
-lines 13, 16); a real costs 32 bits, an index ``ceil(log2 d)``, a sign 1."""
+"""The compressor type, its registry and the bit accounting (docs/algorithms/asynfl.md,
+"Compressors"): a compressor transforms ONE client's upload, vmapped over the arrivals with its
+state scattered by client id (Yang, Hou, Wu, Alg. 1 lines 13, 16)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from afl_jax.core import checks
+from afl_jax.core import checks, tree
 from afl_jax.core.tree import VALUE_BITS as VALUE_BITS
 from afl_jax.core.tree import dense_bits as dense_bits
 from afl_jax.registry import Registry
@@ -55,8 +55,7 @@ class Compressor(NamedTuple):
   ]
 
 
-def tree_size(tree: Updates) -> int:
-  return int(sum(math.prod(np.shape(leaf)) for leaf in jax.tree_util.tree_leaves(tree)))
+tree_size = tree.size  # d, the scalars of a message (static)
 
 
 def index_bits(d: int) -> int:

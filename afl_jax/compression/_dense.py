@@ -1,9 +1,5 @@
-"""The identity and the deterministic Sign quantizer (Yang, Hou, Wu, Sec. III-B item (2)):
-``Sign(x)_i = +1`` for ``x_i >= 0`` (so 0 and -0.0 give +1), else -1, applied to the
-paper's ``Delta = x_K - x_start`` and returned in the library's sign, ``C(m) = -alpha
-Sign(-m)``; ``scaled``: ``alpha = ||m||_1 / d`` (Karimireddy et al. 2019)
-(docs/algorithms/asynfl.md).
-"""
+"""The identity and the Sign quantizer (Yang, Hou, Wu, Sec. III-B item (2);
+docs/algorithms/asynfl.md, "Compressors")."""
 
 from __future__ import annotations
 

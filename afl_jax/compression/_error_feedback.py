@@ -1,7 +1,5 @@
-"""Error feedback around any compressor (Yang, Hou, Wu, Alg. 1, eqs. (8)-(9)): a client
-sends ``C(Delta + e)`` and keeps ``e <- e + Delta - C(Delta + e)``, ``e_0 = 0``, frozen
-while absent (the engine's scatter), so ``sum_t sent_t + e_T = sum_t Delta_t``.
-"""
+"""Error feedback around any compressor (Yang, Hou, Wu, Alg. 1, eqs. (8)-(9);
+docs/algorithms/asynfl.md, "EF")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""QSGD (Alistarh, Grubic, Li, Tomioka, Vojnovic, NeurIPS 2017), alone and on the Top-k
-values (Yang, Hou, Wu, Sec. III-B item (3)): ``Q_s(x)_i = ||x||_2 sgn(x_i) xi_i / s``
-with ``xi_i`` the stochastic rounding of ``s |x_i| / ||x||_2``, unbiased, ``Q_s(0) = 0``;
-b bits per coordinate including the sign, so ``s = 2^(b-1) - 1``, plus one 32-bit norm
-(docs/algorithms/asynfl.md).
-"""
+"""QSGD (Alistarh et al., NeurIPS 2017), alone and on the Top-k values (Yang, Hou, Wu, Sec. III-B
+item (3); docs/algorithms/asynfl.md, "Compressors")."""
 
 from __future__ import annotations
 
@@ -46,10 +42,8 @@ def qsgd(bits: int = 4) -> Compressor:
 
 @COMPRESSORS.register('top_k_qsgd')
 def top_k_qsgd(fraction: float = 0.03, bits: int = 4, scaled: bool = False) -> Compressor:
-  """``Q_s(Top_k(x))``: QSGD on the k kept values (their own norm); ``scaled`` divides by
-  ``1 + beta_{k,s}``, ``beta_{k,s} = min(k / s^2, sqrt(k) / s)``, the contraction whose
-  ``gamma = k / (d (1 + beta_{k,s}))`` the paper quotes (Basu et al. 2019); ``32 + k (b +
-  ceil(log2 d))`` bits."""
+  """``Q_s(Top_k(x))``; ``scaled`` divides by ``1 + beta_{k,s}``
+  (docs/algorithms/asynfl.md, "EF")."""
   s = 2 ** (bits - 1) - 1
 
   def compress(flat: jax.Array, key: PRNGKey) -> tuple[jax.Array, int]:

@@ -1,7 +1,5 @@
-"""Top-k (Yang, Hou, Wu, Sec. III-B item (1)) over the whole flattened message: the k
-entries of largest magnitude kept, ``k = clip(ceil(fraction d), 1, d)``, ties to the lowest
-flat index (``jax.lax.top_k``), ``k (32 + ceil(log2 d))`` bits (docs/algorithms/asynfl.md).
-"""
+"""Top-k over the whole flattened message (Yang, Hou, Wu, Sec. III-B item (1);
+docs/algorithms/asynfl.md, "Compressors")."""
 
 from __future__ import annotations
 

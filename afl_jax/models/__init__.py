@@ -5,14 +5,12 @@ it; wrap ``model.apply`` yourself when building a problem directly)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import flax.linen as nn
-import jax
-import numpy as np
 
 from afl_jax import ranges as checks
+from afl_jax.core import tree
 from afl_jax.models import fast
 from afl_jax.models.cnn import CNN
 from afl_jax.models.fast import fast_apply
@@ -49,8 +47,7 @@ def get_model(name: str, num_classes: int, **kwargs: Any) -> nn.Module:
   return MODELS.get(name)(num_classes=num_classes, **kwargs)
 
 
-def count_params(params: Any) -> int:
-  return int(sum(math.prod(np.shape(leaf)) for leaf in jax.tree_util.tree_leaves(params)))
+count_params = tree.size  # the scalars of a parameter tree
 
 
 __all__ = [
