@@ -153,7 +153,6 @@ class Schedule:
     for name in _ARRAYS[:5]:
       getattr(self, name).setflags(write=False)
 
-  # ---- shape -----------------------------------------------------------------
   @property
   def num_steps(self) -> int:
     return int(self.client_ids.shape[0])
@@ -162,7 +161,6 @@ class Schedule:
   def max_arrivals(self) -> int:
     return int(self.client_ids.shape[1])
 
-  # ---- statistics ------------------------------------------------------------
   @property
   def staleness(self) -> np.ndarray:
     """int32[T, M] tau = t - start_step (0 on padding)."""
@@ -215,7 +213,6 @@ class Schedule:
       raise ScheduleError(f'num_steps must be in [1, {self.num_steps}]; got {num_steps}.')
     return Schedule(*(getattr(self, k)[:num_steps] for k in _ARRAYS[:5]), self.num_clients)
 
-  # ---- persistence -----------------------------------------------------------
   def save(self, path: str | os.PathLike) -> None:
     """An .npz of plain arrays that :func:`load` replays exactly."""
     np.savez(
