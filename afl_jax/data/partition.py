@@ -10,7 +10,16 @@ from typing import NamedTuple
 
 import numpy as np
 
+from afl_jax import ranges
+
 PARTITIONS = ('iid', 'dirichlet', 'shards')
+# The ranges of the partitions' arguments, checked by their Spec rather than by hand.
+SPECS = {
+  'num_clients': ranges.integer(1),
+  'min_size': ranges.integer(0),
+  'alpha': ranges.POSITIVE,  # Dirichlet's concentration
+  'shards_per_client': ranges.integer(1),
+}
 
 
 class PartitionError(ValueError):
@@ -57,13 +66,13 @@ def _check_labels(labels: np.ndarray) -> np.ndarray:
   return labels
 
 
-def _integer(name: str, value, low: int):
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-    raise ValueError(f'{name}={value!r} must be an integer >= {low}')
+def _check(name: str, value) -> None:
+  if SPECS[name].violation(value) is not None:
+    raise ValueError(f'{name}={value!r} must be {SPECS[name].describe()}')
 
 
 def _check_num_clients(num_clients: int, n: int, per_client: int = 1) -> None:
-  _integer('num_clients', num_clients, 1)
+  _check('num_clients', num_clients)
   if num_clients * per_client > n:
     limit = n // per_client
     raise PartitionError(
@@ -111,11 +120,9 @@ def dirichlet(
   ``min_size``."""
   labels = _check_labels(labels)
   n = len(labels)
-  _integer('min_size', min_size, 0)
+  _check('min_size', min_size)
   _check_num_clients(num_clients, n, max(min_size, 1))
-  number = not isinstance(alpha, bool) and isinstance(alpha, (int, float, np.number))
-  if not number or not np.isfinite(alpha) or alpha <= 0:
-    raise ValueError(f'alpha={alpha!r} must be a finite number > 0')
+  _check('alpha', alpha)
   rng = np.random.default_rng(rng)
   classes = [np.flatnonzero(labels == k) for k in np.unique(labels)]
   for _ in range(max_tries):
@@ -138,7 +145,7 @@ def shards(
 ) -> Partition:
   labels = _check_labels(labels)
   n = len(labels)
-  _integer('shards_per_client', shards_per_client, 1)
+  _check('shards_per_client', shards_per_client)
   try:
     _check_num_clients(num_clients, n, shards_per_client)
   except ValueError as e:

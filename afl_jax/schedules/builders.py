@@ -23,7 +23,6 @@ SETTINGS = {
   'buffer_size': checks.integer(1, 'concurrency'),  # M, arrivals per server step
   'clients_per_step': checks.integer(1, 'num_clients'),
   'window': checks.integer(1),  # versions a random_staleness start is drawn from
-  'staleness_bound': checks.integer(1),  # B of Port's clock
   'num_steps': checks.integer(1),
 }
 # FedBuff's clock keeps `concurrency` jobs running and draws a replacement from the idle clients
@@ -116,7 +115,7 @@ class _IdlePool:
     return c
 
 
-@validated(**_specs('concurrency', 'buffer_size', 'num_steps', 'staleness_bound'))
+@validated(staleness_bound=checks.integer(0), **_specs('concurrency', 'buffer_size', 'num_steps'))
 def fedbuff(
   num_clients: int,
   concurrency: int,

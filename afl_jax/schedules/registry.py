@@ -236,7 +236,10 @@ for _delay in ('large', 'mild'):
   )(_fedecho(_delay))
 
 
-@SCHEDULES.register('port', slots='buffer_size', min_clients=builders.CLOCK)
+# B = 0 (every job waited for) is the builder's; the config kind takes a bound of 1 or more.
+@SCHEDULES.register(
+  'port', slots='buffer_size', min_clients=builders.CLOCK, staleness_bound=checks.integer(1)
+)
 def port(
   ctx: ScheduleContext,
   durations: Durations,
