@@ -138,10 +138,8 @@ def _reproduce(paper: spec.Paper, own: bool, records: str) -> None:
     for path in pages.write([paper.key]):
       print(f'wrote {path}')
     return
-  scored = pages.score_paper(paper, records)
+  scored = pages.score_all(records, [paper])[paper.key]
   claims = [c for s in scored.values() for c in s['claims']]
-  for claim, adjusted in zip(claims, scoring.adjust(claims)):
-    claim.update(adjusted)
   page = os.path.join(os.path.dirname(records), f'{paper.key}.md')
   write_text(page, pages.render(paper, scored))  # a temporary file, renamed
   print(f'wrote {page}')

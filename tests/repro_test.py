@@ -38,7 +38,7 @@ def test_declaration_validates(key):
       config_lib.validate(config_lib.resolve(c))
       config_lib.validate_sweep(c)
       assert len(sweep.grid(c)) == method.budget * len(exp.seeds)
-      for t in runs.sweep_configs(exp, method, 'test', [runs.setting_key({'hparams.x': 1})]):
+      for _, t in runs.sweep_configs(exp, method, 'test', [runs.setting_key({'hparams.x': 1})]):
         assert config_lib.sweep_axes(t.sweep)['seed'] == list(exp.test_seeds)
 
 
@@ -329,11 +329,11 @@ def _manifest(exp):
     entries = [('select', '*', [])]
     entries += [('test', k, [k]) for k in sorted(set(_frame().setting))]
     for phase, setting, settings in entries:
-      (config,) = runs.sweep_configs(exp, m, phase, settings)
+      ((_, config),) = runs.sweep_configs(exp, m, phase, settings)
       seeds = list(SEL if phase == 'select' else TEST)
       runs_ = len(seeds) * (len(settings) or len(m.grid['hparams.client_lr']))
       entry = {'experiment': 'toy', 'method': m.label, 'phase': phase, 'setting': setting}
-      ident = records.sweep_identity(_frame()[records._sweep_rows(_frame(), entry)].run)
+      ident = records.sweep_identity(_frame()[records.sweep_rows(_frame(), entry)].run)
       out.append(
         entry
         | {'config': runs.config_digest(config), 'identity': ident}

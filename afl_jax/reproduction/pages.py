@@ -1,14 +1,7 @@
-"""The result pages, rebuilt from the committed per-run records alone.
-
-``docs/results/README.md`` (the summary) opens with what the scale of these runs can
-and cannot say about the papers, then the tally of paper statements after the BH and Holm
-adjustments, the protocol and the terms (stated once: every paper page links to them),
-and every claim beside the paper's own effect. ``docs/results/<paper>.md`` has one
-section per experiment: setting, deviations, machine and sweep time, the selection on
-the selection seeds, the selected settings on the test seeds, time to target, one short
-row per claim (the paper's quote once per passage below the table) and the plots
-(:mod:`afl_jax.reproduction.figures`). :func:`render` returns the text without writing; a
-test rebuilds a committed page this way and compares.
+"""The result pages (``docs/results/<paper>.md`` and the summary ``README.md``) and their
+plots, rebuilt from the committed per-run records alone: :func:`render` returns a page's
+text, :func:`write` writes them all. The summary states the scale, the protocol and the
+terms once (:data:`PROTOCOL`, :data:`TERMS`); every paper page links to them.
 """
 
 from __future__ import annotations
@@ -22,7 +15,7 @@ import pandas as pd
 
 from afl_jax import reproduction
 from afl_jax.pipeline.workdir import write_text
-from afl_jax.reproduction import figures, records, runs, scoring, spec
+from afl_jax.reproduction import figures, runs, scoring, spec
 
 RESULTS = os.path.dirname(runs.RECORDS)
 
@@ -84,6 +77,15 @@ PROTOCOL = (
   'the test seeds that would give 80% power at its observed effect and spread (before the '
   'adjustment). A decided verdict whose losing method was selected on an edge of its grid '
   'names that edge beside it: a wider grid might move it.',
+)
+NOTE = (
+  '**Records.** Every number comes from `records/<paper>.csv.gz` (one row per evaluation '
+  'of a run) and its manifest `records/<paper>.json` (the sweeps, their config '
+  'fingerprint, seeds, machine and seconds). The `status` column (and each manifest '
+  "sweep's `status`) says whether the sweep is `current` (the declaration gives it now: "
+  'these are the rows the pages score) or `superseded` (an earlier grid, setting or seed '
+  'list, kept for the record and never scored): filter on `status == "current"` to get '
+  'exactly the rows behind the pages.'
 )
 TERMS = (
   ('A, B', 'the two methods of a claim, oriented so that a positive effect favours the claim'),
@@ -172,11 +174,11 @@ def score_paper(paper: spec.Paper, records_dir: str = runs.RECORDS) -> dict:
   return out
 
 
-def score_all(records_dir: str = runs.RECORDS) -> dict[str, dict]:
-  """Every paper scored; the tallied claims adjusted together, those outside apart."""
-  scored = {
-    key: score_paper(reproduction.load_paper(key), records_dir) for key in reproduction.PAPERS
-  }
+def score_all(records_dir: str = runs.RECORDS, papers: Sequence[spec.Paper] = ()) -> dict:
+  """``papers`` (default: the bundled ones) scored, paper key -> :func:`score_paper`; the
+  tallied claims adjusted together, those outside apart."""
+  papers = papers or [reproduction.load_paper(key) for key in reproduction.PAPERS]
+  scored = {paper.key: score_paper(paper, records_dir) for paper in papers}
   for outside in (False, True):
     family = [
       (s['claims'], i)
@@ -273,7 +275,7 @@ def effect_text(c: Mapping) -> str:
     return f'B/A {c["mean"]:.2f}x [{c["lo"]:.2f}, {c["hi"]:.2f}]'
   if c['metric'] in spec.ACCURACY_METRICS:
     return f'{_pts(c["mean"])} pts [{_pts(c["lo"])}, {_pts(c["hi"])}]'
-  unit = spec.UNITS[c['metric']]
+  unit = spec.METRICS[c['metric']][2]
   return f'{c["mean"]:+.4g} {unit} [{c["lo"]:+.4g}, {c["hi"]:+.4g}]'
 
 
@@ -286,13 +288,13 @@ def paper_effect_text(c: Mapping) -> str:
     return f'{_pts(effect)} pts'
   if c['metric'] in scoring.TO_TARGET and c.get('ratio'):
     return f'{effect:.2f}x'
-  return f'{effect:g} {spec.UNITS[c["metric"]]}'
+  return f'{effect:g} {spec.METRICS[c["metric"]][2]}'
 
 
 def _part_names(c: Mapping) -> dict[str, str]:
   """What each test of a claim tests, in words."""
   m = c.get('margin')
-  unit = 'pts' if c['metric'] in spec.ACCURACY_METRICS else spec.UNITS[c['metric']]
+  unit = 'pts' if c['metric'] in spec.ACCURACY_METRICS else spec.METRICS[c['metric']][2]
   scale = 100 if unit == 'pts' else 1
   statement = {
     'better': 'direction',
@@ -324,14 +326,8 @@ def verdict_cell(c: Mapping, key: str = 'verdict') -> str:
   return out + (_edge_note(c) if key == 'verdict' else '')
 
 
-def _settings(c: Mapping) -> str:
-  return f'A: {c["A_setting"]}; B: {c["B_setting"]}'
-
-
 def claim_rows(claims: Sequence[Mapping], start: int = 1) -> pd.DataFrame:
-  """One short row per claim (numbered from ``start``): the claim, the paper's effect,
-  the observed effect, the verdicts after BH and Holm with each test's adjusted p, and
-  the selected settings; everything else goes in :func:`claim_notes`."""
+  """One short row per claim (numbered from ``start``); the rest is in :func:`claim_notes`."""
   return pd.DataFrame(
     {
       '#': i,
@@ -342,7 +338,7 @@ def claim_rows(claims: Sequence[Mapping], start: int = 1) -> pd.DataFrame:
       'observed [95%]': effect_text(c),
       'BH': verdict_cell(c),
       'Holm': verdict_cell(c, 'verdict_holm'),
-      'selected': _settings(c),
+      'selected': f'A: {c["A_setting"]}; B: {c["B_setting"]}',
     }
     for i, c in enumerate(claims, start)
   )
@@ -359,7 +355,7 @@ def _side(c: Mapping, side: str) -> str:
     k, n = c[f'{side}_reached'], c['n']
     if k == 0:
       return f'{label} not reached (0/{n} seeds)'
-    unit = spec.UNITS[c['metric']]
+    unit = spec.METRICS[c['metric']][2]
     return f'{label} {c[f"{side}_reached_mean"]:.4g} {unit} ({k}/{n} seeds reached)'
   return f'{label} {c[f"{side}_mean"]:.4g}'
 
@@ -383,11 +379,7 @@ def _conditions_note(c: Mapping) -> str:
 
 
 def claim_notes(claims: Sequence[Mapping], start: int = 1) -> list[str]:
-  """Below a claims table: each paper passage once (with the claims quoting it), then per
-  claim what its row leaves out: the metric and target, the values of A and B, the
-  accuracies of both conditions, the condition checked, the paper's source, a missed
-  target, the seeds an inconclusive claim would need, why it is outside the tally or how
-  it was restated, the verdict before adjusting."""
+  """Below a claims table: each paper passage once, then per claim what its row leaves out."""
   out = []
   passages: dict[str, list[int]] = {}
   for i, c in enumerate(claims, start):
@@ -654,7 +646,7 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
     _edge_tally(scored),
     '## Protocol',
     _bullets(PROTOCOL),
-    records.NOTE,
+    NOTE,
     '## Terms',
     _bullets(f'**{t}**: {d}.' for t, d in TERMS),
   )
@@ -716,9 +708,8 @@ def write(
   out_dir: str = RESULTS,
   plots: bool = True,
 ) -> list[str]:
-  """Rebuild every page and the summary (the adjusted p-values span all papers, so one
-  paper's new records change the others' pages) and the plots of ``papers``; returns the
-  paths written."""
+  """Rebuild every page and the summary (the adjustment spans all papers) and the plots of
+  ``papers``; the paths written."""
   scored = score_all(records_dir)
   written = []
   for key in reproduction.PAPERS:
