@@ -3,7 +3,8 @@
 A kill or a failed write leaves the previous records and manifest (or, killed between the
 two renames, a pair refused for its digest); a symlink at a record's path is never
 followed; every damaged or mismatched pair is refused in one line naming the file, by the
-library and by report.py, before any page is written; a second writer is refused.
+library and by report.py, before any page is written; a second writer is refused;
+report.py writes one paper's pages and plots from its records and then finds none stale.
 """
 
 import gzip
@@ -328,6 +329,25 @@ def _one_line(proc, start):
   lines = proc.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith(start), lines
   return lines[0]
+
+
+def test_report_writes_pages_from_records_and_then_finds_none_stale(tmp_path):
+  # One paper's records (the others absent): --write builds its page and plots; the check
+  # then finds nothing stale and writes nothing.
+  recs, out = tmp_path / 'records', tmp_path / 'pages'
+  recs.mkdir()
+  out.mkdir()
+  for name in ('fedgm.csv.gz', 'fedgm.json'):
+    shutil.copy(ROOT / 'docs' / 'results' / 'records' / name, recs / name)
+  flags = (f'--records_dir={recs}', f'--out_dir={out}', '--papers=fedgm')
+  write = _script('report.py', *flags, '--write')
+  assert write.returncode == 0, write.stderr
+  assert f'wrote {out / "fedgm.md"}' in write.stdout and (out / 'fedgm_forest.png').exists()
+  before = {p: p.stat().st_mtime_ns for p in out.iterdir()}
+  check = _script('report.py', *flags)
+  assert check.returncode == 0 and 'stale pages (rebuild with --write): none' in check.stdout
+  assert 'records with a stale status (rewrite with --write): none' in check.stdout
+  assert {p: p.stat().st_mtime_ns for p in out.iterdir()} == before
 
 
 def test_report_refuses_a_mismatched_pair_before_writing_any_page(tmp_path):
