@@ -41,12 +41,11 @@ RUN = 'run'  # the column of each row's run identity
 TEXT_COLUMNS = ['experiment', 'method', 'phase', 'setting', RUN]
 INT_COLUMNS = ['seed', 'step']
 SWEEP_FIELDS = ('experiment', 'method', 'phase', 'setting', 'identity', 'config', 'seeds', 'runs')
-LEGACY = 'legacy:'  # a migrated sweep the declaration no longer gives: its runs are unknown
+LEGACY = 'legacy:'  # a sweep from before run identities (superseded): its runs are unknown
 PHASES = ('select', 'test')
 STATUS = 'status'  # the column (and manifest field) of a sweep's status
 STATUSES = ('current', 'superseded')
 RESTORE = 'restore both files (git checkout) or rerun the reproduction'
-MIGRATE = 'python scripts/reproduce.py --paper={paper} --migrate'
 
 
 class RecordsError(UserError):
@@ -160,10 +159,8 @@ def _load_manifest(path: str) -> dict[str, Any]:
     )
   for i, s in enumerate(manifest['sweeps']):
     if isinstance(s, dict) and 'fingerprint' in s and 'identity' not in s:
-      paper = os.path.basename(path).removesuffix('.json')
       raise RecordsError(
-        f'{path}: written before runs had identities (sweep {i} has a fingerprint); migrate the '
-        f'records once: {MIGRATE.format(paper=paper)}'
+        f'{path}: written before runs had identities (sweep {i} has a fingerprint); {RESTORE}'
       )
     missing = [k for k in SWEEP_FIELDS if not isinstance(s, dict) or k not in s]
     if missing:

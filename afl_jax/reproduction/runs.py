@@ -11,7 +11,6 @@ sweeps the declaration still gives (:func:`is_current`). The records' files:
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import os
 import platform
@@ -236,69 +235,3 @@ def require_selection(paper_key: str, exp: spec.Experiment, records_dir: str = R
       f'--phase=test: experiment {exp.key} of {paper_key} has no selection records (as '
       f'declared now) for {", ".join(missing)}; run --phase=select (or all) first'
     )
-
-
-def migrate(paper: spec.Paper, records_dir: str = RECORDS, *, mark, log=print) -> bool:
-  """Give a pair written before runs had identities theirs (once; False when there is nothing
-  to migrate). Each sweep the declaration still gives (its old config fingerprint) gets its
-  runs' identities, their data and schedules built without training
-  (:func:`identities`); every row its run's. A sweep it no longer gives keeps
-  ``legacy:<fingerprint>`` and is superseded. ``mark``: as for :func:`run_phase`."""
-  import gzip
-  import io
-
-  from afl_jax.pipeline import config as config_lib
-  from afl_jax.pipeline import sweep as sweep_lib
-
-  def fingerprint(config) -> str:  # the former key, only to find each sweep's config
-    def flat(d, prefix=''):
-      out = {}
-      for k, v in d.items():
-        out.update(flat(v, f'{prefix}{k}.') if isinstance(v, dict) else {f'{prefix}{k}': v})
-      return out
-
-    defaults = flat(json.loads(config_lib.default().to_json_best_effort()))
-    fields = flat(json.loads(config.to_json_best_effort()))
-    kept = {k: v for k, v in fields.items() if k not in defaults or defaults[k] != v}
-    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
-
-  records_path, manifest_path = records.paths(paper.key, records_dir)
-  if not os.path.isfile(manifest_path):
-    return False
-  with open(manifest_path) as f:
-    sweeps = json.load(f)['sweeps']
-  if not any('fingerprint' in s for s in sweeps):
-    return False
-  with open(records_path, 'rb') as f:
-    frame = pd.read_csv(io.BytesIO(gzip.decompress(f.read())))
-  frame[RUN] = ''
-  exps = {e.key: e for e in paper.experiments}
-  for s in sweeps:
-    old = s.pop('fingerprint', None)
-    if old is None:
-      continue
-    exp = exps.get(s['experiment'])
-    method = {m.label: m for m in exp.methods}.get(s['method']) if exp else None
-    settings = [s['setting']] if s['phase'] == 'test' else []
-    configs = [c for _, c in sweep_configs(exp, method, s['phase'], settings)] if method else []
-    rows = records.sweep_rows(frame, s)
-    if not configs or fingerprint(configs[0]) != old:
-      s['identity'], s['config'] = f'{records.LEGACY}{old}', None
-      frame.loc[rows, RUN] = s['identity']
-      continue
-    t0 = time.time()
-    found = identities(configs[0])
-    by_run = {}
-    for p in sweep_lib.grid(configs[0]):
-      key = (setting_key({k: v for k, v in p.items() if k != 'seed'}), int(p['seed']))
-      by_run[key] = found[sweep_lib.run_name(p)]['digest']
-    keys = list(zip(frame.loc[rows, 'setting'], frame.loc[rows, 'seed'].astype(int)))
-    frame.loc[rows, RUN] = [by_run.get(k, f'{records.LEGACY}{old}') for k in keys]
-    s['identity'] = records.sweep_identity(frame.loc[rows, RUN])
-    s['config'] = config_digest(configs[0])
-    log(
-      f'[{records.label(s)}] {len(found)} runs: identity {s["identity"]} ({time.time() - t0:.1f}s)'
-    )
-  frame = frame.drop(columns=[records.STATUS], errors='ignore')
-  write(paper.key, frame, mark(paper, frame, sweeps), records_dir)
-  return True
