@@ -572,15 +572,16 @@ def _tallied(scored: Mapping[str, Mapping], tallied: bool = True) -> list[Mappin
   ]
 
 
-def tally(scored: Mapping[str, Mapping], key: str = 'verdict') -> pd.Series:
-  """Paper statements per verdict (``key``: 'verdict' after BH, 'verdict_holm' after Holm)."""
-  counts = pd.Series([c[key] for c in _tallied(scored)], dtype=object).value_counts()
-  return counts.reindex([v for v in scoring.VERDICTS if v in counts.index])
-
-
 def tally_table(scored: Mapping[str, Mapping]) -> pd.DataFrame:
-  """The verdict counts after BH and after Holm, side by side."""
-  both = pd.concat({'BH': tally(scored), 'Holm': tally(scored, 'verdict_holm')}, axis=1)
+  """Paper statements per verdict after BH and after Holm, side by side."""
+  claims = _tallied(scored)
+  both = pd.concat(
+    {
+      name: pd.Series([c[key] for c in claims], dtype=object).value_counts()
+      for name, key in (('BH', 'verdict'), ('Holm', 'verdict_holm'))
+    },
+    axis=1,
+  )
   both = both.reindex([v for v in scoring.VERDICTS if v in both.index]).fillna(0).astype(int)
   return both.astype(str).rename_axis('verdict').reset_index()
 

@@ -223,6 +223,12 @@ def _part(name: str, verdict: str, p: float) -> dict:
   return {'name': name, 'verdict': verdict, 'p': p}
 
 
+def _decide(p_in: float, p_out: float, yes: str, no: str) -> tuple[str, float]:
+  """(``yes``, p_in) when p_in < ALPHA, else (``no``, p_out) when p_out < ALPHA, else
+  inconclusive at p_in."""
+  return (yes, p_in) if p_in < ALPHA else (no, p_out) if p_out < ALPHA else (INCONCLUSIVE, p_in)
+
+
 def score_claim(
   exp: spec.Experiment, claim: spec.Claim, frame: pd.DataFrame, fin: pd.DataFrame, target: float
 ) -> dict:
@@ -250,13 +256,11 @@ def score_claim(
   seeds = a.index.intersection(b.index)
   a, b = a.loc[seeds], b.loc[seeds]
   for side, v in (('A', a), ('B', b)):
+    hit = v.value[v.reached.astype(bool)]  # a to-target value over the seeds that reached it
     out[f'{side}_mean'], out[f'{side}_sd'] = float(v.value.mean()), float(v.value.std(ddof=1))
     out[f'{side}_reached'] = int(v.reached.sum())
-  out['n'] = len(seeds)
-  out['ratio'] = False
-  for side, v in (('A', a), ('B', b)):  # a to-target value over the seeds that reached it
-    hit = v.value[v.reached.astype(bool)]
     out[f'{side}_reached_mean'] = float(hit.mean()) if len(hit) else math.nan
+  out |= {'n': len(seeds), 'ratio': False}
   if claim.kind == 'on_seeds':
     k, n = int(a.value.sum()), len(a)
     verdict = AGREES if k == n else DISAGREES if k == 0 else INCONCLUSIVE
@@ -288,26 +292,12 @@ def score_claim(
   if claim.kind == 'equivalent':
     p_in = max(one_sided_p(d, -m, 'greater'), one_sided_p(d, m, 'less'))
     p_out = one_sided_p(d, m, 'greater') if st['mean'] > 0 else one_sided_p(d, -m, 'less')
-    verdict, p = (
-      (MISSED, p_in)
-      if missed
-      else (EQUIVALENT, p_in)
-      if p_in < ALPHA
-      else (NOT_EQUIVALENT, p_out)
-      if p_out < ALPHA
-      else (INCONCLUSIVE, p_in)
-    )
+    verdict, p = (MISSED, p_in) if missed else _decide(p_in, p_out, EQUIVALENT, NOT_EQUIVALENT)
     parts = [_part(STATEMENT, verdict, p)]
     needed = seeds_needed(m, st['sd'], over=abs(st['mean']), two_sided=False)
   elif claim.kind == 'noninferior':  # A - B > -m
     p_in, p_out = one_sided_p(d, -m, 'greater'), one_sided_p(d, -m, 'less')
-    verdict, p = (
-      (AGREES, p_in)
-      if p_in < ALPHA
-      else (DISAGREES, p_out)
-      if p_out < ALPHA
-      else (INCONCLUSIVE, p_in)
-    )
+    verdict, p = _decide(p_in, p_out, AGREES, DISAGREES)
     parts = [_part(STATEMENT, verdict, p)]
     needed = seeds_needed(st['mean'] + m, st['sd'], two_sided=False)
   else:
