@@ -1,7 +1,7 @@
 """The result pages (``docs/results/<paper>.md`` and the summary ``README.md``) and their
 plots, rebuilt from the committed per-run records alone: :func:`render` returns a page's
 text, :func:`write` writes them all. The summary states the scale, the protocol and the
-terms once (:data:`PROTOCOL`, :data:`TERMS`); every paper page links to them.
+terms once (written by hand in docs/results/protocol.md); every paper page links to them.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import pathlib
+import re
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
@@ -19,127 +20,15 @@ from afl_jax.reproduction import figures, runs, scoring, spec
 
 RESULTS = os.path.dirname(runs.RECORDS)
 
-SCALE = (
-  "**Scale.** These are not the papers' experiments. Every claim is reproduced on "
-  'Fashion-MNIST with an MLP (784-200-200-10; 10,000-15,000 training samples, 20-100 '
-  'clients) on a shared 2-core CPU, for 40-600 server steps or 600 client updates; the '
-  'papers train CNNs, ResNet-18, AlexNet or VGG, mostly on CIFAR-10/100 (MasFL also on '
-  'FMNIST with a CNN, AsynFL on MNIST/FMNIST with an MLP as well, FedFa on text too), for '
-  '500-1,000 rounds where they say. A verdict here says '
-  'whether the statement holds in this small setting, tuned and tested as the protocol '
-  "below says. It does not confirm or refute the papers' CIFAR numbers: the paper's "
-  'effect is shown beside each observed one for scale, and "smaller than the paper\'s '
-  'effect" means smaller here, not that the paper overstated it.'
-)
 
-PROTOCOL = (
-  'Every method of an experiment is tuned on the same number of grid settings (a method '
-  "whose paper sets a rate by design has no axis for it and the others' values on the axes "
-  'it has: fewer settings, said in its grid).',
-  "**Selection**: each setting runs on the selection seeds; a method's setting is the one "
-  'with the best mean final **validation** accuracy (a split held out of the training '
-  'data); a run that diverged scores 0. A selection on an edge of its grid (the smallest or '
-  'largest value tried of a swept axis) extends the grid before any test run: '
-  '`reproduce.py` refuses the test phase until it is extended, or the experiment says why '
-  'not ("edges kept", listed on its page).',
-  '**Test**: only the selected settings run again, on fresh test seeds (the seed varies the '
-  'data split, the schedule and the initial model), and every claim is scored there: the '
-  'per-seed paired difference (oriented so that positive favours the claim), its mean with '
-  'the 95% t interval, and the p-value of each test the verdict rests on.',
-  '**To a target**: steps, simulated seconds or MB are read at the first evaluation at or '
-  "above the target (unless declared, 90% of the median of the selected settings' "
-  'validation accuracy on the selection seeds, fixed before the test runs); a seed that '
-  'never reaches it counts with its last value, a lower bound, so the claim cannot agree '
-  'when A missed on a seed, nor disagree when B did. A speedup is the per-seed ratio B / A '
-  "on a log scale (paired t-test of log(B / A) against the claimed factor's log), shown as "
-  'the geometric-mean ratio with its 95% interval.',
-  f'**Verdicts**: *agrees* / *disagrees*: paired t-test p < {scoring.ALPHA}. *Equivalent '
-  'within the margin*: both one-sided tests against ±m reject (TOST); *differ by more than '
-  'the margin*: the one-sided test against the margin, on the side of the mean, rejects. '
-  'A non-inferiority ("A loses at most m") agrees when the one-sided test against -m '
-  'rejects and disagrees when the opposite one does. A bounded claim ("only marginally '
-  'better") is two tests, the direction and the one-sided test against the bound, and '
-  "agrees only when both do. *Smaller than the paper's effect*: the one-sided test against "
-  "the paper's own effect size rejects. *Condition not reproduced*: the setting does not "
-  'show the effect the claim is about (the declared reference beats the harsh condition, or '
-  f'for a consistency claim differs from it, with p < {scoring.ALPHA}). An event claim '
-  '(diverges, never reaches the target) agrees when it happens on every test seed and '
-  "disagrees when on none (exact binomial p). *Not comparable*: the paper's accuracy effect "
-  f'would need more than {scoring.ACCURACY_CEILING:.0%} accuracy here (B plus the effect), '
-  'so no outcome could show it; the direction alone is scored.',
-  '**Adjustment**: each paper statement is one scored claim in the tally (other readings '
-  "of it and the project's own contrasts are scored outside it, adjusted among "
-  'themselves). The p-values of every test of every tallied claim are adjusted together, '
-  f"Benjamini-Hochberg at {scoring.ALPHA} (BH) and Holm's step-down (family-wise); a claim's "
-  'verdict is composed from the tests that stay decided after each adjustment, each test '
-  'shown with its own adjusted p.',
-  'There is no effect-size floor: the interval states the size. An inconclusive claim lists '
-  'the test seeds that would give 80% power at its observed effect and spread (before the '
-  'adjustment). A decided verdict whose losing method was selected on an edge of its grid '
-  'names that edge beside it: a wider grid might move it.',
-)
-NOTE = (
-  '**Records.** Every number comes from `records/<paper>.csv.gz` (one row per evaluation '
-  'of a run) and its manifest `records/<paper>.json` (the sweeps, their config '
-  'fingerprint, seeds, machine and seconds). The `status` column (and each manifest '
-  "sweep's `status`) says whether the sweep is `current` (the declaration gives it now: "
-  'these are the rows the pages score) or `superseded` (an earlier grid, setting or seed '
-  'list, kept for the record and never scored): filter on `status == "current"` to get '
-  'exactly the rows behind the pages.'
-)
-TERMS = (
-  ('A, B', 'the two methods of a claim, oriented so that a positive effect favours the claim'),
-  ('pts', 'accuracy points (0.01 test accuracy = 1 pt)'),
-  (
-    'B/A',
-    "B's steps, simulated seconds or MB to the target divided by A's: the geometric "
-    'mean over the test seeds, with its 95% interval',
-  ),
-  (
-    'change (drop)',
-    "for a claim across two conditions: a method's accuracy under the "
-    'reference condition minus under the other; "loses less" compares the signed drops, '
-    '"more consistent" their sizes (either sign), per seed',
-  ),
-  ('edge', 'the selected value of a swept axis is the smallest or largest tried'),
-  (
-    'last-quarter gain',
-    'the mean test accuracy gained over the last quarter of the run '
-    '(from the evaluation at 3/4 of the run to the last): large means the curve had not '
-    'flattened when the run ended',
-  ),
-  ('diverged runs', 'runs of the grid whose loss became non-finite (scored as 0)'),
-  (
-    'outside the tally',
-    'a claim scored beside the tally of paper statements, its reason '
-    'given: another reading of a statement the tally scores once, or a contrast of this '
-    "project's (adjusted among themselves)",
-  ),
-  (
-    '[restated]',
-    "the claim was restated against the paper's passage (an earlier reading replaced); its "
-    'page says how and why',
-  ),
-  (
-    'edges kept',
-    'selections on an edge of their grid that were not extended before the '
-    'test runs, each with the reason',
-  ),
-  (
-    'BH, Holm',
-    'the verdict after the Benjamini-Hochberg (false discovery rate) and the Holm '
-    '(family-wise error) adjustment, with the adjusted p of each test',
-  ),
-  (
-    'second look',
-    'test seeds drawn again, or a grid extended and the tests run again, after '
-    'a look at test results: fresh seeds or not, the decision followed the data',
-  ),
-)
-
-
-def _bullets(lines) -> str:
-  return '\n'.join(f'- {line}' for line in lines)
+def _prose() -> dict[str, str]:
+  """The summary's parts written by hand in docs/results/protocol.md (scale, protocol,
+  records, terms: the protocol stated once), its values filled in."""
+  text = pathlib.Path(RESULTS, 'protocol.md').read_text() + '\n'
+  parts = dict(re.findall(r'<!-- (\w+) -->\n(.*?)\n\n', text, re.S))
+  return {
+    k: v.format(alpha=scoring.ALPHA, ceiling=scoring.ACCURACY_CEILING) for k, v in parts.items()
+  }
 
 
 def _claims(e: spec.Experiment) -> str:
@@ -215,7 +104,7 @@ def _selection_rows(exp: spec.Experiment, fin: pd.DataFrame) -> pd.DataFrame:
 
 
 def _test_rows(exp: spec.Experiment, frame: pd.DataFrame, fin: pd.DataFrame) -> pd.DataFrame:
-  """Selected settings on the test seeds, with the last-quarter gain (TERMS)."""
+  """Selected settings on the test seeds, with the last-quarter gain (docs/results/protocol.md)."""
   rows = []
   for m in exp.methods:
     key, mine = scoring.selected_test(exp, fin, fin, m.label)
@@ -515,7 +404,7 @@ def render(paper: spec.Paper, scored: Mapping) -> str:
     'not say about the paper is in [the summary](README.md#scale), with the '
     '[protocol](README.md#protocol) and the [terms](README.md#terms).'
     if paper.key in reproduction.PAPERS
-    else '**Protocol.**\n\n' + _bullets(PROTOCOL)  # one's own declaration: no summary beside it
+    else '**Protocol.**\n\n' + _prose()['protocol']  # one's own declaration: no summary beside it
   )
   out = _part(
     f'# Paper {paper.number}: {paper.citation}',
@@ -631,13 +520,14 @@ def summary_rows(scored: Mapping[str, Mapping], tallied: bool) -> pd.DataFrame:
 
 
 def render_summary(scored: Mapping[str, Mapping]) -> str:
+  prose = _prose()
   papers = [reproduction.load_paper(key) for key in reproduction.PAPERS]
   claims = _tallied(scored)
   passages = len({c['quote'] for c in claims})
   declared = sum(not c.outside for p in papers for e in p.experiments for c in e.claims)
   out = _part(
     '# Reproductions: summary',
-    '<a id="scale"></a>' + SCALE,
+    '<a id="scale"></a>' + prose['scale'],
     f'## Tally: {len(claims)} paper statements scored (of {declared} declared), after the '
     'adjustment',
     f'The tally holds {len(claims)} distinct statements of the papers, each scored once (a '
@@ -646,10 +536,10 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
     _table(tally_table(scored)),
     _edge_tally(scored),
     '## Protocol',
-    _bullets(PROTOCOL),
-    NOTE,
+    prose['protocol'],
+    prose['records'],
     '## Terms',
-    _bullets(f'**{t}**: {d}.' for t, d in TERMS),
+    prose['terms'],
   )
   out += _part('## Paper statements (the tally)', _compact(summary_rows(scored, True)))
   outside = summary_rows(scored, False)

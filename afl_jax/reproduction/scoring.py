@@ -4,8 +4,8 @@ Each method's setting is the one with the best mean final validation accuracy (a
 on a grid edge stops the test phase: :func:`settings_to_test`); each claim is a paired test
 on the test seeds (:func:`score_claim`; a speedup on the log scale), its verdict composed
 from the tests that stay decided after the Benjamini-Hochberg and Holm adjustments
-(:func:`adjust`). The protocol, stated once: docs/results/README.md#protocol (written from
-:data:`afl_jax.reproduction.pages.PROTOCOL`).
+(:func:`adjust`). The protocol, stated once: docs/results/protocol.md (in the summary,
+docs/results/README.md#protocol).
 """
 
 from __future__ import annotations
