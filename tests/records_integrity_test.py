@@ -212,12 +212,25 @@ def _fewer_test_seeds(d):
   _manifest(lambda m: m.update(records={'rows': rows, 'sha256': sha}))(d)
 
 
+def _sweep(i, **fields):
+  return _manifest(lambda m: m['sweeps'][i].update(**fields))
+
+
+def _stated(**fields):
+  return _manifest(lambda m: m['records'].update(**fields))
+
+
+def _truncated(d):
+  (d / 'toy.csv.gz').write_bytes((d / 'toy.csv.gz').read_bytes()[:300])
+
+
+def _fingerprinted(m):  # as written before runs had identities
+  return [s.update(fingerprint='f') or s.pop('identity') for s in m['sweeps']]
+
+
 DAMAGED = [
-  (
-    lambda d: (d / 'toy.csv.gz').write_bytes((d / 'toy.csv.gz').read_bytes()[:300]),
-    'not a whole gzip',
-  ),
-  (lambda d: (d / 'toy.csv.gz').write_bytes(b'not gzip'), 'not a whole gzip'),
+  (_truncated, 'not a whole gzip'),
+  (_write('toy.csv.gz', 'not gzip'), 'not a whole gzip'),
   (_write('toy.json', '{"sweeps": ['), 'not a readable JSON manifest'),
   (_write('toy.json', '[1, 2]'), 'not a records manifest'),
   (_write('toy.json', '{"sweeps": []}'), 'toy.json: the manifest states no row count and digest'),
@@ -225,29 +238,14 @@ DAMAGED = [
   (lambda d: (d / 'toy.json').unlink(), 'the records have no manifest'),
   (lambda d: (d / 'toy.csv.gz').unlink(), 'missing, while the manifest lists 2 sweeps'),
   (_manifest(lambda m: m['sweeps'][1].pop('seeds')), 'sweep 1 lacks seeds'),
-  (
-    _manifest(lambda m: m['sweeps'][0].update(runs=9)),
-    'toy/A/select: the records hold 6 runs where the manifest lists 9',
-  ),
-  (
-    _manifest(lambda m: m['records'].update(rows=7)),
-    f'{len(_frame())} rows where the manifest lists 7',
-  ),
-  (_manifest(lambda m: m['records'].update(sha256='0' * 64)), 'SHA-256 differs'),
-  (
-    _manifest(lambda m: m['sweeps'][0].update(identity='0' * 32)),
-    'sweep toy/A/select: its rows are of other runs than its identity',
-  ),
-  (
-    _manifest(lambda m: [s.update(fingerprint='f') or s.pop('identity') for s in m['sweeps']]),
-    'written before runs had identities',
-  ),
+  (_sweep(0, runs=9), 'toy/A/select: the records hold 6 runs where the manifest lists 9'),
+  (_stated(rows=7), f'{len(_frame())} rows where the manifest lists 7'),
+  (_stated(sha256='0' * 64), 'SHA-256 differs'),
+  (_sweep(0, identity='0' * 32), 'toy/A/select: its rows are of other runs than its identity'),
+  (_manifest(_fingerprinted), 'written before runs had identities'),
   (_fewer_test_seeds, ('sweep toy/A/test', 'missing 5 of its 10 seeds')),
   (_csv(lambda t: re.sub(r',[^,\n]*\n', '\n', t)), 'missing column run'),  # the last column
-  (
-    _csv(lambda t: t.replace(',1.0,select', ',abc,select', 1)),
-    "row 1 column test_loss holds 'abc', not a number",
-  ),
+  (_csv(lambda t: t.replace(',1.0,select', ',abc,select', 1)), "test_loss holds 'abc', not a"),
   (_csv(lambda t: t.replace(',0,0,', ',zero,0,', 1)), "column seed holds 'zero', not an integer"),
   (_csv(lambda t: t + t.splitlines()[1] + '\n'), 'duplicate rows'),
 ]
@@ -259,17 +257,18 @@ def test_damaged_files_are_refused_in_one_line(pair, damage, match):
   _refused(pair, *((match,) if isinstance(match, str) else match))
 
 
+def _status(old, new):
+  return _csv(lambda t: t.replace(f',{old}\n', f',{new}\n', 1), digest=True)
+
+
 STATUS_DAMAGED = [
+  (_status('current', 'superseded'), "toy/A/select is 'current' in the manifest but 1 of its rows"),
   (
-    _csv(lambda t: t.replace(',current\n', ',superseded\n', 1), digest=True),
-    "sweep toy/A/select is 'current' in the manifest but 1 of its rows say",
-  ),
-  (
-    _csv(lambda t: t.replace(',current\n', ',stale\n', 1), digest=True),
+    _status('current', 'stale'),
     "row 1 column status holds 'stale', not one of current, superseded",
   ),
   (
-    _manifest(lambda m: m['sweeps'][1].update(status='superseded')),
+    _sweep(1, status='superseded'),
     "is 'superseded' in the manifest but 20 of its rows say 'current'",
   ),
   (
