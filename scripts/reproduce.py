@@ -2,7 +2,6 @@
 
   python scripts/reproduce.py --paper=fedgm [--only=sync,...] [--phase=all|select|test]
   python scripts/reproduce.py --paper=/path/to/my_claims.py
-  python scripts/reproduce.py --paper=fedgm --migrate   # records written before identities
 
 Runs the selection sweeps (every grid setting on the selection seeds), then the
 selected settings on the fresh test seeds, storing per-run records in
@@ -17,7 +16,6 @@ found in this script's checkout (``scripts/..``), or the working directory.
 """
 
 import os
-import time
 
 from absl import flags
 
@@ -46,12 +44,6 @@ _ONLY = flags.DEFINE_list(
 _PHASE = flags.DEFINE_enum('phase', 'all', ['all', 'select', 'test'], 'Which sweeps to run.')
 _OUT_DIR = flags.DEFINE_string('out_dir', 'runs/repro', 'Where the sweeps write their runs.')
 _RERUN = flags.DEFINE_bool('rerun', False, 'Run sweeps whose records are up to date again.')
-_MIGRATE = flags.DEFINE_bool(
-  'migrate',
-  False,
-  'Give records written before runs had identities theirs (data and schedules built, nothing '
-  'trained); rerunnable (migrated records are left as they are). Then scripts/report.py --write.',
-)
 flags.mark_flag_as_required('paper')
 flags.register_validator(
   'paper',
@@ -90,58 +82,29 @@ def main(argv):
       runs.require_selection(paper.key, exp, records)
   lock = runs.lock_records(records)  # one writer of these records at a time
   try:
-    if _MIGRATE.value:
-      t0 = time.time()
-      done = runs.migrate(paper, records, mark=scoring.mark)
-      print(
-        f'{paper.key}: '
-        + (f'migrated in {time.time() - t0:.0f}s' if done else 'nothing to migrate')
-      )
-      if done and not own:
-        for path in pages.write([paper.key]):
-          print(f'wrote {path}')
-      return
-    _reproduce(paper, own, records)
+    _reproduce(paper, own, records, exps)
   finally:
     lock.release()
 
 
-def _reproduce(paper: spec.Paper, own: bool, records: str) -> None:
+def _reproduce(paper: spec.Paper, own: bool, records: str, exps: list) -> None:
   cache.use_compilation_cache(_OUT_DIR.value)  # the test phase reuses the selection's programs
-  # A UserError (an --only key the paper does not declare, a failed sweep) ends the script
-  # as one line (cli.run); the records of the sweeps that finished are kept.
-  for exp in runs.selected(paper, _ONLY.value):
+  # A UserError (a failed sweep) ends the script as one line (cli.run); the records of the
+  # sweeps that finished are kept.
+  kw = dict(rerun=_RERUN.value, records_dir=records, mark=scoring.mark)
+  for exp in exps:
     if _PHASE.value in ('all', 'select'):
-      runs.run_phase(
-        paper,
-        exp,
-        'select',
-        _OUT_DIR.value,
-        rerun=_RERUN.value,
-        records_dir=records,
-        mark=scoring.mark,
-      )
+      runs.run_phase(paper, exp, 'select', _OUT_DIR.value, **kw)
     if _PHASE.value in ('all', 'test'):
       runs.require_selection(paper.key, exp, records)
       settings = scoring.settings_to_test(paper.key, exp, records)
-      runs.run_phase(
-        paper,
-        exp,
-        'test',
-        _OUT_DIR.value,
-        settings=settings,
-        rerun=_RERUN.value,
-        records_dir=records,
-        mark=scoring.mark,
-      )
+      runs.run_phase(paper, exp, 'test', _OUT_DIR.value, settings=settings, **kw)
   if not own:
     for path in pages.write([paper.key]):
       print(f'wrote {path}')
     return
-  scored = pages.score_paper(paper, records)
+  scored = pages.score_all(records, [paper])[paper.key]
   claims = [c for s in scored.values() for c in s['claims']]
-  for claim, adjusted in zip(claims, scoring.adjust(claims)):
-    claim.update(adjusted)
   page = os.path.join(os.path.dirname(records), f'{paper.key}.md')
   write_text(page, pages.render(paper, scored))  # a temporary file, renamed
   print(f'wrote {page}')

@@ -1,11 +1,10 @@
 """Result records are whole or absent: written together atomically, read only when whole.
 
-A kill or a failed write during :func:`afl_jax.reproduction.runs.write` leaves the previous
-records and manifest as they were (or, killed between the two renames, a pair that is
-refused for its digest); a symlink at a record's path is replaced, never followed; every
-damaged or mismatched pair (a manifest reduced to no sweeps, missing seeds, a truncated
-gzip, a non-JSON manifest, a missing column, a non-numeric cell, another row count or
-digest) is refused in one line naming the file, by the library and by report.py.
+A kill or a failed write leaves the previous records and manifest (or, killed between the
+two renames, a pair refused for its digest); a symlink at a record's path is never
+followed; every damaged or mismatched pair is refused in one line naming the file, by the
+library and by report.py, before any page is written; a second writer is refused;
+report.py writes one paper's pages and plots from its records and then finds none stale.
 """
 
 import gzip
@@ -18,9 +17,11 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from afl_jax import reproduction
 from afl_jax.errors import UserError
 from afl_jax.reproduction import records, runs
 
@@ -59,19 +60,26 @@ def _frame(test_seeds=TEST):
   return pd.DataFrame(rows)
 
 
-def _sweeps(test_seeds=TEST):
+def _sweeps(*statuses):
   base = {'experiment': 'toy', 'method': 'A', 'config': 'c'}
   select = records.sweep_identity(f'select{lr}{s}' for lr in LRS for s in SEL)
-  test = records.sweep_identity(f'test0.3{s}' for s in test_seeds)
-  return [
+  test = records.sweep_identity(f'test0.3{s}' for s in TEST)
+  out = [
     base | {'phase': 'select', 'setting': '*', 'seeds': SEL, 'runs': 6, 'identity': select},
     base | {'phase': 'test', 'setting': _setting(0.3), 'seeds': TEST, 'runs': 10, 'identity': test},
   ]
+  return [s | {'status': st} for s, st in zip(out, statuses)] if statuses else out
 
 
 @pytest.fixture
 def pair(tmp_path):
   runs.write('toy', _frame(), _sweeps(), str(tmp_path))
+  return tmp_path
+
+
+@pytest.fixture
+def marked_pair(tmp_path):
+  runs.write('toy', _frame(), _sweeps('current', 'current'), str(tmp_path))
   return tmp_path
 
 
@@ -83,19 +91,23 @@ def _refused(d, *match):
   with pytest.raises(records.RecordsError) as info:
     runs.read('toy', str(d))
   text = str(info.value)
-  assert '\n' not in text
+  assert '\n' not in text and str(d) in text, text
   for m in match:
     assert m in text, text
-  return text
 
 
-def test_a_written_pair_reads_back_and_states_its_rows_and_digest(pair):
+def test_a_written_pair_reads_back_bit_for_bit_and_states_its_rows_and_digest(pair):
   frame, sweeps = runs.read('toy', str(pair))
-  assert len(frame) == len(_frame()) and len(sweeps) == 2
+  want = _frame().sort_values(runs.KEYS).reset_index(drop=True)
+  cols = runs.METRIC_COLUMNS
+  np.testing.assert_array_equal(frame[cols].to_numpy(float), want[cols].to_numpy(float))
+  assert sorted(sweeps, key=repr) == sorted((dict(sorted(s.items())) for s in _sweeps()), key=repr)
   manifest = json.loads((pair / 'toy.json').read_text())
   data = (pair / 'toy.csv.gz').read_bytes()
   assert manifest['records'] == {'rows': len(_frame()), 'sha256': hashlib.sha256(data).hexdigest()}
   assert sorted(os.listdir(pair)) == ['toy.csv.gz', 'toy.json']  # no temporary file left
+  runs.write('toy', frame, sweeps, str(pair))
+  assert (pair / 'toy.csv.gz').read_bytes() == data  # same rows, same bytes
 
 
 def test_committed_records_match_their_manifests_and_rewrite_to_the_same_bytes():
@@ -121,7 +133,6 @@ def test_a_failed_write_keeps_the_previous_pair(pair, monkeypatch):
     runs.write('toy', _frame(test_seeds=TEST[:5]), _sweeps(), str(pair))
   monkeypatch.undo()
   assert _files(pair) == before  # nothing replaced, no temporary file left
-  assert len(runs.read('toy', str(pair))[0]) == len(_frame())
 
 
 _KILL = """
@@ -140,24 +151,18 @@ runs.write('toy', _frame(test_seeds=TEST[:5]), _sweeps(), {d!r})
 """
 
 
-def _write_killed_at(d, at):
-  code = _KILL.format(tests=str(ROOT / 'tests'), at=at, d=str(d))
+@pytest.mark.parametrize('at', [1, 2])
+def test_a_write_killed_at_a_rename_leaves_the_previous_pair_or_a_refused_one(pair, at):
+  before = _files(pair)
+  code = _KILL.format(tests=str(ROOT / 'tests'), at=at, d=str(pair))
   env = dict(os.environ, PYTHONPATH=str(ROOT))
   proc = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, timeout=120)
   assert proc.returncode == -9, proc.stderr
-
-
-def test_killed_before_the_renames_the_previous_pair_is_whole(pair):
-  before = _files(pair)
-  _write_killed_at(pair, 1)
-  after = {k: v for k, v in _files(pair).items() if not k.startswith('.')}  # temporaries
-  assert after == before
-  assert len(runs.read('toy', str(pair))[0]) == len(_frame())
-
-
-def test_killed_between_the_renames_the_pair_is_refused(pair):
-  _write_killed_at(pair, 2)  # new records, old manifest
-  _refused(pair, 'toy.csv.gz', 'missing 5 of its 10 seeds [8, 9, 10, 11, 12]')
+  if at == 1:  # before the renames: the previous pair, whole
+    assert {k: v for k, v in _files(pair).items() if not k.startswith('.')} == before
+    assert len(runs.read('toy', str(pair))[0]) == len(_frame())
+  else:  # new records, old manifest
+    _refused(pair, 'toy.csv.gz', 'missing 5 of its 10 seeds [8, 9, 10, 11, 12]')
 
 
 def test_a_symlink_at_a_record_path_is_refused_and_its_target_untouched(tmp_path):
@@ -171,80 +176,112 @@ def test_a_symlink_at_a_record_path_is_refused_and_its_target_untouched(tmp_path
   assert target.read_text() == 'keep me' and sorted(os.listdir(out)) == ['toy.json']
 
 
-def _rewrite_manifest(d, edit):
-  manifest = json.loads((d / 'toy.json').read_text())
-  edit(manifest)
-  (d / 'toy.json').write_text(json.dumps(manifest))
+def _manifest(edit):
+  def damage(d):
+    manifest = json.loads((d / 'toy.json').read_text())
+    edit(manifest)
+    (d / 'toy.json').write_text(json.dumps(manifest))
+
+  return damage
 
 
-def test_a_manifest_reduced_to_no_sweeps_is_refused(pair):
-  (pair / 'toy.json').write_text('{"sweeps": []}')
-  _refused(pair, 'toy.json', 'no row count and digest')
-  _rewrite_manifest(pair, lambda m: m.update(records={'rows': 50, 'sha256': 'x'}))
-  _refused(pair, 'toy.csv.gz', 'rows belong to no sweep of the manifest')
+def _csv(edit, digest=False):
+  """The records' CSV edited; with ``digest``, the manifest's row count and digest made to
+  match (so that a check other than the digest refuses)."""
+
+  def damage(d):
+    data = gzip.compress(edit(gzip.decompress((d / 'toy.csv.gz').read_bytes()).decode()).encode())
+    (d / 'toy.csv.gz').write_bytes(data)
+    if digest:
+      rows = len(pd.read_csv(d / 'toy.csv.gz'))
+      sha = hashlib.sha256(data).hexdigest()
+      _manifest(lambda m: m.update(records={'rows': rows, 'sha256': sha}))(d)
+
+  return damage
 
 
-def test_records_missing_seeds_are_refused(pair):
-  # The records rewritten on 5 of the 10 test seeds while the manifest lists 10.
-  frame = _frame(test_seeds=TEST[:5])
-  data = records.encode(frame, 'toy.csv.gz')
-  (pair / 'toy.csv.gz').write_bytes(data)
-  _rewrite_manifest(
-    pair,
-    lambda m: m.update(records={'rows': len(frame), 'sha256': hashlib.sha256(data).hexdigest()}),
-  )
-  _refused(pair, 'toy.csv.gz', 'sweep toy/A/test', 'missing 5 of its 10 seeds')
+def _write(name, text):
+  return lambda d: (d / name).write_text(text)
 
 
-def test_runs_rows_and_digest_must_match_the_manifest(pair):
-  _rewrite_manifest(pair, lambda m: m['sweeps'][0].update(runs=9))
-  _refused(pair, 'toy/A/select', 'hold 6 runs where the manifest lists 9')
-  _rewrite_manifest(pair, lambda m: (m['sweeps'][0].update(runs=6), m['records'].update(rows=7)))
-  _refused(pair, f'{len(_frame())} rows where the manifest lists 7')
-  _rewrite_manifest(pair, lambda m: m['records'].update(rows=len(_frame()), sha256='0' * 64))
-  _refused(pair, 'SHA-256 differs')
+def _fewer_test_seeds(d):
+  """The records rewritten on 5 of the 10 test seeds, their digest in the manifest."""
+  data = records.encode(_frame(test_seeds=TEST[:5]), 'toy.csv.gz')
+  (d / 'toy.csv.gz').write_bytes(data)
+  rows, sha = len(_frame(test_seeds=TEST[:5])), hashlib.sha256(data).hexdigest()
+  _manifest(lambda m: m.update(records={'rows': rows, 'sha256': sha}))(d)
 
 
-def _rewrite_csv(d, edit):
-  text = gzip.decompress((d / 'toy.csv.gz').read_bytes()).decode()
-  (d / 'toy.csv.gz').write_bytes(gzip.compress(edit(text).encode()))
+def _sweep(i, **fields):
+  return _manifest(lambda m: m['sweeps'][i].update(**fields))
 
 
-@pytest.mark.parametrize(
-  'damage, match',
-  [
-    (
-      lambda d: (d / 'toy.csv.gz').write_bytes((d / 'toy.csv.gz').read_bytes()[:300]),
-      'not a whole gzip',
-    ),
-    (lambda d: (d / 'toy.csv.gz').write_bytes(b'not gzip'), 'not a whole gzip'),
-    (lambda d: (d / 'toy.json').write_text('{"sweeps": ['), 'not a readable JSON manifest'),
-    (lambda d: (d / 'toy.json').write_text('[1, 2]'), 'not a records manifest'),
-    (lambda d: (d / 'toy.json').unlink(), 'the records have no manifest'),
-    (lambda d: (d / 'toy.csv.gz').unlink(), 'missing, while the manifest lists 2 sweeps'),
-    (
-      lambda d: _rewrite_manifest(d, lambda m: m['sweeps'][1].pop('seeds')),
-      'sweep 1 lacks seeds',
-    ),
-    (
-      lambda d: _rewrite_csv(d, lambda t: re.sub(r',[^,\n]*\n', '\n', t)),  # the last column
-      'missing column run',
-    ),
-    (
-      lambda d: _rewrite_csv(d, lambda t: t.replace(',1.0,select', ',abc,select', 1)),
-      "row 1 column test_loss holds 'abc', not a number",
-    ),
-    (
-      lambda d: _rewrite_csv(d, lambda t: t.replace(',0,0,', ',zero,0,', 1)),
-      "column seed holds 'zero', not an integer",
-    ),
-    (lambda d: _rewrite_csv(d, lambda t: t + t.splitlines()[1] + '\n'), 'duplicate rows'),
-  ],
-)
+def _stated(**fields):
+  return _manifest(lambda m: m['records'].update(**fields))
+
+
+def _truncated(d):
+  (d / 'toy.csv.gz').write_bytes((d / 'toy.csv.gz').read_bytes()[:300])
+
+
+def _fingerprinted(m):  # as written before runs had identities
+  return [s.update(fingerprint='f') or s.pop('identity') for s in m['sweeps']]
+
+
+DAMAGED = [
+  (_truncated, 'not a whole gzip'),
+  (_write('toy.csv.gz', 'not gzip'), 'not a whole gzip'),
+  (_write('toy.json', '{"sweeps": ['), 'not a readable JSON manifest'),
+  (_write('toy.json', '[1, 2]'), 'not a records manifest'),
+  (_write('toy.json', '{"sweeps": []}'), 'toy.json: the manifest states no row count and digest'),
+  (_manifest(lambda m: m.update(sweeps=[])), 'rows belong to no sweep of the manifest'),
+  (lambda d: (d / 'toy.json').unlink(), 'the records have no manifest'),
+  (lambda d: (d / 'toy.csv.gz').unlink(), 'missing, while the manifest lists 2 sweeps'),
+  (_manifest(lambda m: m['sweeps'][1].pop('seeds')), 'sweep 1 lacks seeds'),
+  (_sweep(0, runs=9), 'toy/A/select: the records hold 6 runs where the manifest lists 9'),
+  (_stated(rows=7), f'{len(_frame())} rows where the manifest lists 7'),
+  (_stated(sha256='0' * 64), 'SHA-256 differs'),
+  (_sweep(0, identity='0' * 32), 'toy/A/select: its rows are of other runs than its identity'),
+  (_manifest(_fingerprinted), 'written before runs had identities'),
+  (_fewer_test_seeds, ('sweep toy/A/test', 'missing 5 of its 10 seeds')),
+  (_csv(lambda t: re.sub(r',[^,\n]*\n', '\n', t)), 'missing column run'),  # the last column
+  (_csv(lambda t: t.replace(',1.0,select', ',abc,select', 1)), "test_loss holds 'abc', not a"),
+  (_csv(lambda t: t.replace(',0,0,', ',zero,0,', 1)), "column seed holds 'zero', not an integer"),
+  (_csv(lambda t: t + t.splitlines()[1] + '\n'), 'duplicate rows'),
+]
+
+
+@pytest.mark.parametrize('damage, match', DAMAGED)
 def test_damaged_files_are_refused_in_one_line(pair, damage, match):
   damage(pair)
-  text = _refused(pair, match)
-  assert str(pair) in text
+  _refused(pair, *((match,) if isinstance(match, str) else match))
+
+
+def _status(old, new):
+  return _csv(lambda t: t.replace(f',{old}\n', f',{new}\n', 1), digest=True)
+
+
+STATUS_DAMAGED = [
+  (_status('current', 'superseded'), "toy/A/select is 'current' in the manifest but 1 of its rows"),
+  (
+    _status('current', 'stale'),
+    "row 1 column status holds 'stale', not one of current, superseded",
+  ),
+  (
+    _sweep(1, status='superseded'),
+    "is 'superseded' in the manifest but 20 of its rows say 'current'",
+  ),
+  (
+    _manifest(lambda m: m['sweeps'][1].pop('status')),
+    ('status column but sweep toy/A/test', 'states no status'),
+  ),
+]
+
+
+@pytest.mark.parametrize('damage, match', STATUS_DAMAGED)
+def test_a_wrong_status_is_refused_in_one_line(marked_pair, damage, match):
+  damage(marked_pair)
+  _refused(marked_pair, *((match,) if isinstance(match, str) else match))
 
 
 def test_neither_file_is_no_records(tmp_path):
@@ -253,13 +290,27 @@ def test_neither_file_is_no_records(tmp_path):
   assert list(frame.columns) == runs.KEYS + runs.METRIC_COLUMNS + [records.RUN]
 
 
-def test_rows_of_other_runs_and_a_pair_from_before_identities_are_one_line(pair):
-  _rewrite_manifest(pair, lambda m: m['sweeps'][0].update(identity='0' * 32))
-  _refused(pair, 'sweep toy/A/select: its rows are of other runs than its identity')
-  _rewrite_manifest(
-    pair, lambda m: [s.update(fingerprint='f') or s.pop('identity') for s in m['sweeps']]
-  )
-  _refused(pair, 'written before runs had identities', 'reproduce.py --paper=toy --migrate')
+def test_each_row_states_its_sweeps_status(tmp_path):
+  runs.write('toy', _frame(), _sweeps('superseded', 'current'), str(tmp_path))
+  frame, sweeps = runs.read('toy', str(tmp_path))
+  assert records.marked(sweeps) and list(frame.columns)[-1] == 'status'
+  expected = frame.phase.map({'select': 'superseded', 'test': 'current'})  # by hand
+  assert (frame.status == expected).all()
+  before = (tmp_path / 'toy.csv.gz').read_bytes()
+  runs.write('toy', frame, sweeps, str(tmp_path))  # the status column and all: same bytes
+  assert (tmp_path / 'toy.csv.gz').read_bytes() == before
+  plain = pd.read_csv(tmp_path / 'toy.csv.gz')  # a reader filtering the CSV by status
+  assert set(plain[plain.status == 'current'].phase) == {'test'}
+  with pytest.raises(records.RecordsError, match="has status 'old', not one of"):
+    runs.write('toy', _frame(), _sweeps('current', 'old'), str(tmp_path))
+
+
+def test_a_pair_without_the_status_column_reads_as_unmarked(pair):
+  # Written before the column existed: readable, unmarked, a status in its manifest ignored.
+  _manifest(lambda m: m['sweeps'][0].update(status='current'))(pair)
+  frame, sweeps = runs.read('toy', str(pair))
+  assert 'status' not in frame.columns and not records.marked(sweeps)
+  assert len(frame) == len(_frame())
 
 
 def _script(name, *args):
@@ -279,115 +330,68 @@ def _one_line(proc, start):
   return lines[0]
 
 
-def test_report_refuses_a_mismatched_pair_before_writing_any_page(tmp_path):
-  src = ROOT / 'docs' / 'results' / 'records'
-  recs = tmp_path / 'records'
+def test_report_writes_pages_from_records_and_then_finds_none_stale(tmp_path):
+  # One paper's records (the others absent): --write builds its page and plots; the check
+  # then finds nothing stale and writes nothing.
+  recs, out = tmp_path / 'records', tmp_path / 'pages'
   recs.mkdir()
+  out.mkdir()
   for name in ('fedgm.csv.gz', 'fedgm.json'):
-    shutil.copy(src / name, recs / name)
+    shutil.copy(ROOT / 'docs' / 'results' / 'records' / name, recs / name)
+  flags = (f'--records_dir={recs}', f'--out_dir={out}', '--papers=fedgm')
+  write = _script('report.py', *flags, '--write')
+  assert write.returncode == 0, write.stderr
+  assert f'wrote {out / "fedgm.md"}' in write.stdout and (out / 'fedgm_forest.png').exists()
+  before = {p: p.stat().st_mtime_ns for p in out.iterdir()}
+  check = _script('report.py', *flags)
+  assert check.returncode == 0 and 'stale pages (rebuild with --write): none' in check.stdout
+  assert 'records with a stale status (rewrite with --write): none' in check.stdout
+  assert {p: p.stat().st_mtime_ns for p in out.iterdir()} == before
+
+
+def test_report_refuses_a_mismatched_pair_before_writing_any_page(tmp_path):
+  recs, pages_dir = tmp_path / 'records', tmp_path / 'pages'
+  recs.mkdir()
+  pages_dir.mkdir()
+  for name in ('fedgm.csv.gz', 'fedgm.json'):
+    shutil.copy(ROOT / 'docs' / 'results' / 'records' / name, recs / name)
   manifest = json.loads((recs / 'fedgm.json').read_text())
   manifest['sweeps'][-1]['seeds'] = manifest['sweeps'][-1]['seeds'][:-1]
   (recs / 'fedgm.json').write_text(json.dumps(manifest))
-  pages_dir = tmp_path / 'pages'
-  pages_dir.mkdir()
-  for args in ((), ('--write',)):
-    proc = _script('report.py', f'--records_dir={recs}', f'--out_dir={pages_dir}', *args)
-    line = _one_line(proc, 'error: ')
-    assert 'fedgm.csv.gz' in line and 'the manifest does not list' in line
-  assert list(pages_dir.iterdir()) == []
-  (recs / 'fedgm.json').write_text('{"sweeps": []}')
-  line = _one_line(
-    _script('report.py', f'--records_dir={recs}', '--write', f'--out_dir={pages_dir}'), 'error: '
-  )
-  assert 'fedgm.json' in line and 'no row count and digest' in line
+  proc = _script('report.py', f'--records_dir={recs}', f'--out_dir={pages_dir}', '--write')
+  line = _one_line(proc, 'error: ')
+  assert 'fedgm.csv.gz' in line and 'the manifest does not list' in line
   assert list(pages_dir.iterdir()) == []
 
 
-def test_reproduce_test_phase_without_selection_records_is_one_line():
-  proc = _script(
-    'reproduce.py',
-    '--paper=masfl',
-    '--only=fig1_noniid_t600',
-    '--phase=test',
-    '--out_dir=/nonexistent',
-  )
-  line = _one_line(proc, 'error: --phase=test: experiment fig1_noniid_t600 of masfl has no')
-  assert 'run --phase=select' in line
+@pytest.mark.parametrize(
+  'args, start',
+  [
+    (
+      ['--records_dir=/nonexistent'],
+      'error: --records_dir=/nonexistent is invalid: not an existing dir',
+    ),
+    (['--papers=nope'], 'error: --papers'),
+  ],
+)
+def test_report_refuses_bad_flags_in_one_line(args, start):
+  _one_line(_script('report.py', *args), start)
 
 
-def test_report_refuses_a_records_dir_that_is_not_one(tmp_path):
-  proc = _script('report.py', f'--records_dir={tmp_path / "nope"}')
-  _one_line(proc, f'error: --records_dir={tmp_path / "nope"} is invalid: not an existing dir')
-
-
-def _marked(*statuses):
-  return [s | {'status': st} for s, st in zip(_sweeps(), statuses)]
-
-
-def test_each_row_states_its_sweeps_status(tmp_path):
-  runs.write('toy', _frame(), _marked('superseded', 'current'), str(tmp_path))
-  frame, sweeps = runs.read('toy', str(tmp_path))
-  assert records.marked(sweeps) and list(frame.columns)[-1] == 'status'
-  expected = frame.phase.map({'select': 'superseded', 'test': 'current'})  # by hand
-  assert (frame.status == expected).all()
-  # Written again from what was read (status column and all): the same bytes.
-  before = (tmp_path / 'toy.csv.gz').read_bytes()
-  runs.write('toy', frame, sweeps, str(tmp_path))
-  assert (tmp_path / 'toy.csv.gz').read_bytes() == before
-  # A reader filtering the CSV by status gets the current sweep's rows and no others.
-  plain = pd.read_csv(tmp_path / 'toy.csv.gz')
-  assert set(plain[plain.status == 'current'].phase) == {'test'}
-
-
-def _rewrite_status(d, edit):
-  """The records' CSV edited, the manifest's row count and digest made to match (so the
-  status check, not the digest, is what refuses)."""
-  text = gzip.decompress((d / 'toy.csv.gz').read_bytes()).decode()
-  data = gzip.compress(edit(text).encode())
-  (d / 'toy.csv.gz').write_bytes(data)
-  rows = len(pd.read_csv(d / 'toy.csv.gz'))
-  _rewrite_manifest(
-    d, lambda m: m.update(records={'rows': rows, 'sha256': hashlib.sha256(data).hexdigest()})
-  )
-
-
-def test_a_wrong_status_is_refused(tmp_path):
-  runs.write('toy', _frame(), _marked('current', 'current'), str(tmp_path))
-  good = _files(tmp_path)
-  # One row of the current test sweep says superseded.
-  _rewrite_status(tmp_path, lambda t: t.replace(',current\n', ',superseded\n', 1))
-  _refused(tmp_path, "sweep toy/A/select is 'current' in the manifest but 1 of its rows say")
-  for name, data in good.items():
-    (tmp_path / name).write_bytes(data)
-  _rewrite_status(tmp_path, lambda t: t.replace(',current\n', ',stale\n', 1))
-  _refused(tmp_path, "row 1 column status holds 'stale', not one of current, superseded")
-  for name, data in good.items():
-    (tmp_path / name).write_bytes(data)
-  _rewrite_manifest(tmp_path, lambda m: m['sweeps'][1].update(status='superseded'))
-  _refused(tmp_path, "is 'superseded' in the manifest but 20 of its rows say 'current'")
-  _rewrite_manifest(tmp_path, lambda m: m['sweeps'][1].pop('status'))
-  _refused(tmp_path, 'toy.json', 'status column but sweep toy/A/test', 'states no status')
-  with pytest.raises(records.RecordsError, match="has status 'old', not one of"):
-    runs.write('toy', _frame(), _marked('current', 'old'), str(tmp_path))
-
-
-def test_a_pair_without_the_status_column_reads_as_unmarked(pair):
-  # Written before the column existed (or by code that drops it): readable, unmarked,
-  # and a status its manifest states is ignored until the pair is written with one.
-  _rewrite_manifest(pair, lambda m: m['sweeps'][0].update(status='current'))
-  frame, sweeps = runs.read('toy', str(pair))
-  assert 'status' not in frame.columns and not records.marked(sweeps)
-  assert len(frame) == len(_frame())
+def test_the_test_phase_without_selection_records_is_refused_in_one_line():
+  paper = reproduction.load_paper('masfl')
+  (exp,) = runs.selected(paper, ['fig1_noniid_t600'])
+  with pytest.raises(UserError) as e:
+    runs.require_selection('masfl', exp)
+  assert str(e.value).startswith('--phase=test: experiment fig1_noniid_t600 of masfl has no')
+  assert 'run --phase=select' in str(e.value) and '\n' not in str(e.value)
 
 
 def test_a_second_writer_of_the_same_records_is_refused_in_one_line(tmp_path):
-  """reproduce.py and report.py --write lock their records dir: two writers at once would
-  write over each other's rows (runs.lock_records)."""
-  recs = tmp_path / 'records'
+  """reproduce.py and report.py --write lock their records dir (runs.lock_records)."""
+  recs, pages_dir = tmp_path / 'records', tmp_path / 'pages'
   recs.mkdir()
-  shutil.copy(ROOT / 'examples' / 'extending' / 'my_claims.py', tmp_path / 'my_claims.py')
-  for name in ('my_components.py', 'my_config.py', 'jobs.csv'):
-    shutil.copy(ROOT / 'examples' / 'extending' / name, tmp_path / name)
+  pages_dir.mkdir()
   holder = subprocess.Popen(
     [
       sys.executable,
@@ -402,18 +406,13 @@ def test_a_second_writer_of_the_same_records_is_refused_in_one_line(tmp_path):
   )
   try:
     assert holder.stdout.readline().strip() == 'held'
-    pages_dir = tmp_path / 'pages'
-    pages_dir.mkdir()
-    line = _one_line(
-      _script('report.py', f'--records_dir={recs}', f'--out_dir={pages_dir}', '--write'),
-      'error: the records in',
-    )
-    assert f'pid {holder.pid}' in line and 'one reproduce.py or report.py --write' in line
-    assert list(pages_dir.iterdir()) == []
-    proc = _script('reproduce.py', f'--paper={tmp_path / "my_claims.py"}', '--out_dir=/nonexistent')
-    line = _one_line(proc, 'error: the records in')
-    assert f'pid {holder.pid}' in line
-    assert sorted(p.name for p in recs.iterdir()) == ['.lock']  # nothing was written
+    with pytest.raises(
+      UserError, match=f'pid {holder.pid} .*one reproduce.py or report.py --write'
+    ):
+      runs.lock_records(str(recs))
+    proc = _script('report.py', f'--records_dir={recs}', f'--out_dir={pages_dir}', '--write')
+    assert f'pid {holder.pid}' in _one_line(proc, 'error: the records in')
+    assert list(pages_dir.iterdir()) == [] and sorted(p.name for p in recs.iterdir()) == ['.lock']
   finally:
     holder.kill()
     holder.wait()

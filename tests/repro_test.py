@@ -1,18 +1,16 @@
 """Reproductions: declarations (configs/repro/), the held-out protocol, the pages.
 
-Every declaration validates; synthetic records with known answers give the right
-selection (validation only, selection seeds only), the right test settings, and claim
-statistics equal to the closed forms computed here (paired mean, t interval, p-value,
-TOST, Benjamini-Hochberg by hand); every committed page rebuilds from its committed
-records; report.py has a real command line.
+Every declaration validates and a bad one is refused; synthetic records with known answers
+give the right selection (validation only, selection seeds only), test settings and claim
+statistics (closed forms computed here: paired t, TOST, Benjamini-Hochberg and Holm by
+hand); records of an earlier declaration are never scored; the committed pages rebuild
+from the committed records (scored once, in one test).
 """
 
 import dataclasses
 import math
-import os
 import pathlib
-import subprocess
-import sys
+import re
 
 import numpy as np
 import pandas as pd
@@ -38,51 +36,56 @@ def test_declaration_validates(key):
       config_lib.validate(config_lib.resolve(c))
       config_lib.validate_sweep(c)
       assert len(sweep.grid(c)) == method.budget * len(exp.seeds)
-      for t in runs.sweep_configs(exp, method, 'test', [runs.setting_key({'hparams.x': 1})]):
+      for _, t in runs.sweep_configs(exp, method, 'test', [runs.setting_key({'hparams.x': 1})]):
         assert config_lib.sweep_axes(t.sweep)['seed'] == list(exp.test_seeds)
 
 
-def test_check_refuses_bad_declarations():
-  toy = _toy([spec.Claim('r', 't', 'A', 'B')])
-  spec.check(spec.Paper('toy', '9', 'c', 's', (toy,)))
-  bad = [
-    dataclasses.replace(toy, test_seeds=(0, 1, 2)),  # overlaps the selection seeds
-    dataclasses.replace(toy, test_seeds=(3, 4, 5)),  # fewer than 10
-    _toy([spec.Claim('r', 't', 'A', 'C')]),  # unknown method
-    _toy([spec.Claim('r', 't', 'A', 'B', kind='equivalent')]),  # no margin
-    _toy([spec.Claim('r', 't', 'A', 'B', kind='on_seeds')]),  # event claim, accuracy metric
-    _toy([spec.Claim('r', 't', 'A', 'B', condition=('A', 'Z'))]),
-  ]
-  for exp in bad:
-    with pytest.raises(ValueError, match='toy/toy'):
-      spec.check(spec.Paper('toy', '9', 'c', 's', (exp,)))
+_GRID = {'hparams.client_lr': (0.1, 0.3)}
+_TWO = {'hparams.client_lr': (0.1, 0.3), 'hparams.server_lr': (1.0, 3.0)}
+_WHY = {'hparams.server_lr': 'set by the paper'}
 
 
-def test_check_allows_an_untuned_axis_only_when_declared_and_counted_alike():
-  two = {'hparams.client_lr': (0.1, 0.3), 'hparams.server_lr': (1.0, 3.0)}
-  why = {'hparams.server_lr': 'set by the paper'}
-
-  def paper(*methods):
-    exp = dataclasses.replace(_toy([spec.Claim('r', 't', 'A', 'B')]), methods=methods)
-    return spec.Paper('toy', '9', 'c', 's', (exp,))
-
-  a = spec.Method('A', 'fmnist:fedbuff', two)
-  spec.check(
-    paper(a, spec.Method('B', 'fmnist:fedbuff', {'hparams.client_lr': (0.1, 0.3)}, untuned=why))
+def _with_b(b, **kw):
+  """A toy experiment whose B is ``b`` (A sweeps two axes), for the untuned-axis rules."""
+  return dataclasses.replace(
+    _toy([spec.Claim('r', 't', 'A', 'B')], **kw), methods=(spec.Method('A', 'x', _TWO), b)
   )
-  bad = [
-    # fewer settings without saying why (budget 2 against 4)
-    spec.Method('B', 'fmnist:fedbuff', {'hparams.client_lr': (0.1, 0.3)}),
-    # the shared axis with another number of values (4 settings, as the others)
-    spec.Method('B', 'fmnist:fedbuff', {'hparams.client_lr': (0.1, 0.2, 0.3, 0.4)}, untuned=why),
-    # an untuned axis no other method sweeps
-    spec.Method(
-      'B', 'fmnist:fedbuff', {'hparams.client_lr': (0.1, 0.3)}, untuned={'hparams.beta': 'x'}
+
+
+@pytest.mark.parametrize(
+  'exp, match',
+  [
+    (lambda: _toy([spec.Claim('r', 't', 'A', 'B')], test_seeds=(0, 1, 2)), 'disjoint'),
+    (lambda: _toy([spec.Claim('r', 't', 'A', 'B')], test_seeds=(3, 4, 5)), '>= 10 test seeds'),
+    (lambda: _toy([spec.Claim('r', 't', 'A', 'C')]), "unknown method 'C'"),
+    (lambda: _toy([spec.Claim('r', 't', 'A', 'B', kind='equivalent')]), 'needs a margin'),
+    (lambda: _toy([spec.Claim('r', 't', 'A', 'B', kind='on_seeds')]), "'on_seeds' goes with"),
+    (lambda: _toy([spec.Claim('r', 't', 'A', 'B', condition=('A', 'Z'))]), "unknown method 'Z'"),
+    (lambda: _toy([spec.Claim('r', 't', 'A', 'B')], edges_kept={'C': 'x'}), 'edges_kept names'),
+    (
+      lambda: _toy([spec.Claim('r', 't', 'A', 'B', at={'hparams.beta': 0.9})]),
+      "at names 'hparams.beta', which none of its methods sweeps",
     ),
-  ]
-  for b in bad:
-    with pytest.raises(ValueError, match='toy/toy'):
-      spec.check(paper(a, b))
+    # fewer settings without saying why (budget 2 against 4)
+    (lambda: _with_b(spec.Method('B', 'x', _GRID)), 'unequal grid budgets'),
+    # the shared axis with another number of values (4 settings, as the others)
+    (
+      lambda: _with_b(
+        spec.Method('B', 'x', {'hparams.client_lr': (0.1, 0.2, 0.3, 0.4)}, untuned=_WHY)
+      ),
+      'tries 4 values of hparams.client_lr',
+    ),
+    # an untuned axis no other method sweeps
+    (lambda: _with_b(spec.Method('B', 'x', _GRID, untuned={'hparams.beta': 'x'})), 'untuned'),
+  ],
+)
+def test_check_refuses_bad_declarations(exp, match):
+  spec.check(spec.Paper('toy', '9', 'c', 's', (_toy([spec.Claim('r', 't', 'A', 'B')]),)))
+  spec.check(
+    spec.Paper('toy', '9', 'c', 's', (_with_b(spec.Method('B', 'x', _GRID, untuned=_WHY)),))
+  )
+  with pytest.raises(ValueError, match=f'toy/toy.*{re.escape(match)}'):
+    spec.check(spec.Paper('toy', '9', 'c', 's', (exp(),)))
 
 
 def test_setting_variants_set_and_keep_dotted_fields():
@@ -283,43 +286,29 @@ def test_equivalence_is_tost_and_condition_gates():
   assert c['verdict_raw'] == scoring.NO_CONDITION and math.isnan(c['p'])
 
 
-def test_benjamini_hochberg_by_hand():
-  ps = [0.001, 0.041, 0.028, 0.2, 0.012, math.nan]
-  claims = [
-    {'parts': [{'name': scoring.STATEMENT, 'verdict': scoring.AGREES, 'p': p}]} for p in ps[:-1]
-  ]
+def test_benjamini_hochberg_and_holm_by_hand():
+  ps = [0.001, 0.041, 0.028, 0.2, 0.012]
+  claims = [{'parts': [{'name': scoring.STATEMENT, 'verdict': scoring.AGREES, 'p': p}]} for p in ps]
   claims.append(
     {'parts': [{'name': scoring.STATEMENT, 'verdict': scoring.NO_CONDITION, 'p': math.nan}]}
   )
   out = scoring.adjust(claims)
-  finite = sorted((p, i) for i, p in enumerate(ps) if math.isfinite(p))
-  m, adj, running = len(finite), {}, 1.0
-  for rank in range(m, 0, -1):  # step-up: p_(k) * m / k, made monotone from the top
-    p, i = finite[rank - 1]
-    running = min(running, p * m / rank)
-    adj[i] = running
-  for i, c in enumerate(out):
-    if i in adj:
-      assert c['p_adj'] == pytest.approx(adj[i])
-      assert c['verdict'] == (scoring.AGREES if adj[i] < 0.05 else scoring.INCONCLUSIVE)
-    else:
-      assert math.isnan(c['p_adj']) and c['verdict'] == scoring.NO_CONDITION
-
-
-def test_records_round_trip_bit_for_bit(tmp_path):
-  frame = _frame()
-  sweeps = _manifest(_toy([]))
-  runs.write('toy', frame, sweeps, str(tmp_path))
-  first = (tmp_path / 'toy.csv.gz').read_bytes()
-  back, manifest = runs.read('toy', str(tmp_path))
-  assert sorted(manifest, key=repr) == sorted((dict(sorted(m.items())) for m in sweeps), key=repr)
-  cols = runs.METRIC_COLUMNS
-  key = runs.KEYS
-  a = frame.sort_values(key).reset_index(drop=True)[cols].to_numpy(float)
-  b = back.sort_values(key).reset_index(drop=True)[cols].to_numpy(float)
-  np.testing.assert_array_equal(a, b)  # repr floats: the same bits back
-  runs.write('toy', back, manifest, str(tmp_path))
-  assert (tmp_path / 'toy.csv.gz').read_bytes() == first  # same rows, same bytes
+  order = np.argsort(ps)
+  m, bh, holm = len(ps), {}, {}
+  running = 1.0
+  for rank in range(m, 0, -1):  # BH step-up: p_(k) * m / k, made monotone from the top
+    running = min(running, ps[order[rank - 1]] * m / rank)
+    bh[order[rank - 1]] = running
+  running = 0.0
+  for rank in range(1, m + 1):  # Holm step-down: p_(k) * (m - k + 1), running maximum, <= 1
+    running = max(running, ps[order[rank - 1]] * (m - rank + 1))
+    holm[order[rank - 1]] = min(running, 1.0)
+  for i in range(m):
+    assert (out[i]['p_adj'], out[i]['p_holm']) == pytest.approx((bh[i], holm[i]))
+    assert out[i]['verdict'] == (scoring.AGREES if bh[i] < 0.05 else scoring.INCONCLUSIVE)
+    assert out[i]['verdict_holm'] == (scoring.AGREES if holm[i] < 0.05 else scoring.INCONCLUSIVE)
+  assert math.isnan(out[m]['p_adj']) and math.isnan(out[m]['p_holm'])
+  assert out[m]['verdict'] == out[m]['verdict_holm'] == scoring.NO_CONDITION
 
 
 def _manifest(exp):
@@ -329,11 +318,11 @@ def _manifest(exp):
     entries = [('select', '*', [])]
     entries += [('test', k, [k]) for k in sorted(set(_frame().setting))]
     for phase, setting, settings in entries:
-      (config,) = runs.sweep_configs(exp, m, phase, settings)
+      ((_, config),) = runs.sweep_configs(exp, m, phase, settings)
       seeds = list(SEL if phase == 'select' else TEST)
       runs_ = len(seeds) * (len(settings) or len(m.grid['hparams.client_lr']))
       entry = {'experiment': 'toy', 'method': m.label, 'phase': phase, 'setting': setting}
-      ident = records.sweep_identity(_frame()[records._sweep_rows(_frame(), entry)].run)
+      ident = records.sweep_identity(_frame()[records.sweep_rows(_frame(), entry)].run)
       out.append(
         entry
         | {'config': runs.config_digest(config), 'identity': ident}
@@ -394,29 +383,6 @@ def test_a_selection_on_a_grid_edge_stops_the_test_phase(tmp_path):
     'A': [runs.setting_key({'hparams.client_lr': 0.3})],
     'B': [runs.setting_key({'hparams.client_lr': 0.1})],
   }
-  with pytest.raises(ValueError, match='edges_kept names unknown methods'):
-    spec.check(spec.Paper('toy', '9', 'c', 's', (dataclasses.replace(exp, edges_kept={'C': 'x'}),)))
-
-
-def test_committed_declarations_keep_no_edge_silently_and_state_their_second_looks():
-  # From the records alone: no selection the claims score sits on an edge the experiment
-  # does not keep (the edge rule), and an experiment whose records hold a test sweep of an
-  # earlier selection on its test seeds says so (a grid changed after a test look).
-  for key in reproduction.PAPERS:
-    paper = reproduction.load_paper(key)
-    frame, manifest = runs.read(key)
-    for exp in (e for e in paper.experiments if e.run):
-      fin = scoring.finals(runs.current(exp, frame, manifest))
-      assert scoring.open_edges(exp, fin) == [], (key, exp.key)
-      looked = [
-        m
-        for m in manifest
-        if m['experiment'] == exp.key
-        and m['phase'] == 'test'
-        and m[records.STATUS] == 'superseded'
-        and set(m['seeds']) & set(exp.test_seeds)
-      ]
-      assert not looked or exp.extended or exp.second_look, (key, exp.key)
 
 
 def test_the_tally_scores_each_statement_once():
@@ -501,20 +467,6 @@ def test_a_superseded_sweeps_rows_are_marked_and_refresh_follows_the_declaration
   pd.testing.assert_frame_equal(a, frame[cols], check_dtype=False)
 
 
-def test_committed_records_state_the_declarations_status():
-  # Each paper's records are marked as the declaration gives them now, and a selection
-  # row is current exactly when scoring reads it (runs.current).
-  for key in reproduction.PAPERS:
-    paper = reproduction.load_paper(key)
-    frame, manifest = runs.read(key)
-    assert records.marked(manifest), f'{key}: no status (python scripts/report.py --write)'
-    assert scoring.stale_status(paper) == [], key
-    scored = pd.concat([runs.current(e, frame, manifest) for e in paper.experiments])
-    select = frame.index[(frame.status == 'current') & (frame.phase == 'select')]
-    assert sorted(scored.index[scored.phase == 'select']) == sorted(select), key
-    assert set(frame.index[frame.status == 'current']) <= set(scored.index), key
-
-
 def test_at_restricts_only_the_methods_that_sweep_its_field():
   # B sweeps another field (as a multistage schedule against a constant eta): "A at
   # client_lr = 0.1 against B" restricts A only; B keeps its own selection.
@@ -536,51 +488,38 @@ def test_at_restricts_only_the_methods_that_sweep_its_field():
   assert c['mean'] == pytest.approx(np.mean(A_TEST - 0.05 - B_TEST))  # B at 0.1, its selection
   with pytest.raises(ValueError, match='no selection records'):  # a value A never ran
     scoring.select(fin, 'toy', 'A', {'hparams.client_lr': 0.2})
-  nobody = dataclasses.replace(exp, claims=(dataclasses.replace(claim, at={'hparams.beta': 0.9}),))
-  with pytest.raises(ValueError, match="at names 'hparams.beta', which none of its methods sweeps"):
-    spec.check(spec.Paper('toy', '9', 'c', 's', (nobody,)))
 
 
-def test_committed_pages_rebuild_from_their_records():
+def test_committed_records_rebuild_the_pages_as_declared():
+  """Scored once: every committed page and the summary rebuild from the committed records;
+  each paper's records state the declaration's status (a row is current exactly when
+  scoring reads it); no selection sits on an edge the experiment does not keep; an
+  experiment whose records hold a superseded test sweep on its test seeds says so."""
   scored = pages.score_all()
   assert any(scored.values()), 'no experiment has committed records'
   for key in reproduction.PAPERS:
+    paper = reproduction.load_paper(key)
     page = (ROOT / 'docs' / 'results' / f'{key}.md').read_text()
-    assert pages.render(reproduction.load_paper(key), scored[key]) == page, key
-  summary = (ROOT / 'docs' / 'results' / 'README.md').read_text()
-  assert pages.render_summary(scored) == summary
-
-
-def _script(name, *args):
-  return subprocess.run(
-    [sys.executable, str(ROOT / 'scripts' / name), *args],
-    capture_output=True,
-    text=True,
-    env=dict(os.environ, JAX_PLATFORMS='cpu'),
-    timeout=300,
-  )
-
-
-def test_report_command_line_writes_nothing_unless_asked():
-  before = {p: p.stat().st_mtime_ns for p in (ROOT / 'docs' / 'results').iterdir()}
-  proc = _script('report.py', '--help')
-  assert proc.returncode == 0 and '--write' in proc.stdout
-  assert _script('report.py', '--bogus_flag').returncode != 0
-  bad = _script('report.py', '--papers=nope')
-  assert bad.returncode != 0 and bad.stderr.strip().splitlines()[-1].startswith('error: --papers')
-  assert 'Traceback' not in bad.stderr
-  check = _script('report.py', '--papers=fedgm')  # every paper: the committed-pages tests
-  assert check.returncode == 0 and 'stale pages (rebuild with --write): none' in check.stdout
-  assert 'records with a stale status (rewrite with --write): none' in check.stdout
-  after = {p: p.stat().st_mtime_ns for p in (ROOT / 'docs' / 'results').iterdir()}
-  assert after == before
-
-
-def test_reproduce_unknown_only_key_is_one_line():
-  proc = _script('reproduce.py', '--paper=fedfa', '--only=table9')
-  assert proc.returncode != 0 and 'Traceback' not in proc.stderr
-  lines = proc.stderr.strip().splitlines()
-  assert lines == [lines[-1]] and lines[-1].startswith('error: --only=table9: not among table2')
+    assert pages.render(paper, scored[key]) == page, key
+    frame, manifest = runs.read(key)
+    assert records.marked(manifest), f'{key}: no status (python scripts/report.py --write)'
+    assert scoring.stale_status(paper) == [], key
+    read = pd.concat([runs.current(e, frame, manifest) for e in paper.experiments])
+    select = frame.index[(frame.status == 'current') & (frame.phase == 'select')]
+    assert sorted(read.index[read.phase == 'select']) == sorted(select), key
+    assert set(frame.index[frame.status == 'current']) <= set(read.index), key
+    for exp in (e for e in paper.experiments if e.run):
+      assert scoring.open_edges(exp, scoring.finals(runs.current(exp, frame, manifest))) == []
+      looked = [
+        m
+        for m in manifest
+        if m['experiment'] == exp.key
+        and m['phase'] == 'test'
+        and m[records.STATUS] == 'superseded'
+        and set(m['seeds']) & set(exp.test_seeds)
+      ]
+      assert not looked or exp.extended or exp.second_look, (key, exp.key)
+  assert pages.render_summary(scored) == (ROOT / 'docs' / 'results' / 'README.md').read_text()
 
 
 def test_an_experiment_declared_not_to_run_runs_only_when_named():
@@ -591,5 +530,5 @@ def test_an_experiment_declared_not_to_run_runs_only_when_named():
   assert [e.key for e in runs.selected(paper)] == [e.key for e in paper.experiments if e.run]
   named = runs.selected(paper, ['fig1_noniid_t600', 'fig1_noniid'])
   assert [e.key for e in named] == ['fig1_noniid', 'fig1_noniid_t600']  # declaration order
-  with pytest.raises(ValueError, match=r'--only=nope: not among fig1_noniid, '):
+  with pytest.raises(UserError, match=r'--only=nope: not among fig1_noniid, '):
     runs.selected(paper, ['nope'])

@@ -1,14 +1,8 @@
-"""The plots of the result pages, drawn from the records and the scored claims.
-
-Per experiment (:func:`plot_experiment`): the test accuracy of each selected setting
-over the test seeds against the axis its claims are about (server steps, simulated
-seconds, or MB uploaded on a log axis), one panel per group of methods where more than
-five would overlap; against the concurrency Mc where the methods are one method at
-several Mc (:func:`plot_mc`). Per paper (:func:`plot_forest`): every claim's observed
-effect with its 95% interval, one panel per kind of measure (accuracy points, ratios
-B / A on a log axis, other units, events as the share of test seeds), coloured by the BH
-verdict (one colour per verdict, all in the legend), with the paper's own effect, the
-margin or bound, and the full claim text wrapped beside each row.
+"""The plots of the result pages, drawn from the records and the scored claims: per
+experiment the test-seed curves of the selected settings against the axis its claims are
+about (:func:`plot_experiment`; against Mc where the methods are one method at several Mc,
+:func:`plot_mc`), and per paper a forest plot of every claim's effect and interval,
+coloured by its BH verdict (:func:`plot_forest`).
 """
 
 from __future__ import annotations
@@ -65,9 +59,8 @@ def _x_axis(exp: spec.Experiment) -> tuple[str, float, str, bool]:
 
 
 def facets(exp: spec.Experiment) -> list[list[str]]:
-  """The methods of each panel: all in one up to MAX_LINES; else one panel per method
-  where every label is 'Method (condition)' and each method has several conditions;
-  else the first method (the reference) beside at most MAX_LINES - 1 others per panel."""
+  """The methods of each panel: all in one up to MAX_LINES; else one per method where every
+  label is 'Method (condition)'; else the first (the reference) beside MAX_LINES - 1 others."""
   labels = [m.label for m in exp.methods]
   if len(labels) <= MAX_LINES:
     return [labels]
@@ -87,9 +80,8 @@ def _title(text: str, width: int) -> str:
 
 
 def plot_experiment(s: Mapping, frame: pd.DataFrame, path: str) -> None:
-  """Test accuracy of each selected setting over the test seeds (mean ± std) against the
-  axis its claims are about (the mean over seeds of that axis at each evaluation), one
-  panel per group of :func:`facets`, every panel on the same y axis."""
+  """Test accuracy of each selected setting (mean ± std over the test seeds) against the
+  axis its claims are about, one panel per group of :func:`facets`."""
   plt = _pyplot()
   exp = s['exp']
   column, scale, xlabel, log = _x_axis(exp)
@@ -141,8 +133,7 @@ def mc_curve(exp: spec.Experiment) -> dict[str, list[tuple[int, str]]]:
 
 
 def plot_mc(s: Mapping, frame: pd.DataFrame, path: str) -> None:
-  """Test accuracy against the concurrency Mc (mean ± std over the test seeds): the best
-  evaluation of each run where the claims score the best accuracy, else the final one."""
+  """Final (or, where the claims score it, best) test accuracy against the concurrency Mc."""
   plt = _pyplot()
   exp = s['exp']
   best = any(c.metric == 'best_test_accuracy' for c in exp.claims)
@@ -176,7 +167,7 @@ def family(c: Mapping) -> str:
     return 'ratio B / A (log axis)'
   if c['metric'] in spec.ACCURACY_METRICS:
     return 'accuracy difference (points)'
-  return f'difference ({spec.UNITS[c["metric"]]})'
+  return f'difference ({spec.METRICS[c["metric"]][2]})'
 
 
 def forest_panels(claims: Sequence[Mapping]) -> dict[str, list[Mapping]]:
@@ -188,8 +179,7 @@ def forest_panels(claims: Sequence[Mapping]) -> dict[str, list[Mapping]]:
 
 
 def _marks(c: Mapping, scale: float) -> tuple[float | None, list[float]]:
-  """A row's paper effect (an event's: every seed) and its margin, bound or factor, in
-  the panel's units."""
+  """A row's paper effect and its margin, bound or factor, in the panel's units."""
   effect = c['paper_effect']
   if c['kind'] == 'on_seeds':
     return 1.0, []
@@ -208,9 +198,8 @@ def _marks(c: Mapping, scale: float) -> tuple[float | None, list[float]]:
 
 
 def _limits(spans: list[tuple[float, float]], ratio: bool) -> tuple[float, float]:
-  """The x range of a panel: every interval, unless a few far rows would flatten the rest
-  (beyond 20 units and 3x the 80th percentile of the extents): the axis then stops at
-  that bound and the far rows are drawn to its edge with their values written."""
+  """The x range of a panel: every interval, or stopped at max(20, 3x the 80th percentile of
+  the extents) where a few far rows would flatten the rest (drawn to the edge, values written)."""
   if ratio:
     lo = min(min(a, b) for a, b in spans)
     hi = max(max(a, b) for a, b in spans)
@@ -232,11 +221,9 @@ def _ratio_ticks(ax, lo: float, hi: float) -> None:
 
 
 def plot_forest(paper_key: str, scored: Mapping, path: str, width: int = 52) -> None:
-  """Every claim of a paper (the tally's and those outside it, hollow), one panel per
-  :func:`family`: its observed effect (positive favours the claim) with its 95% interval,
-  coloured by the BH verdict, the paper's own effect (a black diamond; written at the
-  right, '—' where the paper gives none), the margin / bound / factor (black ticks), the
-  claim's full text wrapped at ``width`` characters."""
+  """Every claim of a paper (those outside the tally hollow), one panel per :func:`family`:
+  effect and 95% interval coloured by the BH verdict, the paper's effect (a diamond, and
+  written at the right), margin / bound / factor (ticks), the text wrapped at ``width``."""
   plt = _pyplot()
   claims = [c for s in scored.values() for c in s['claims']]
   panels = forest_panels(claims)

@@ -1,14 +1,7 @@
-"""The result pages, rebuilt from the committed per-run records alone.
-
-``docs/results/README.md`` (the summary) opens with what the scale of these runs can
-and cannot say about the papers, then the tally of paper statements after the BH and Holm
-adjustments, the protocol and the terms (stated once: every paper page links to them),
-and every claim beside the paper's own effect. ``docs/results/<paper>.md`` has one
-section per experiment: setting, deviations, machine and sweep time, the selection on
-the selection seeds, the selected settings on the test seeds, time to target, one short
-row per claim (the paper's quote once per passage below the table) and the plots
-(:mod:`afl_jax.reproduction.figures`). :func:`render` returns the text without writing; a
-test rebuilds a committed page this way and compares.
+"""The result pages (``docs/results/<paper>.md`` and the summary ``README.md``) and their
+plots, rebuilt from the committed per-run records alone: :func:`render` returns a page's
+text, :func:`write` writes them all. The summary states the scale, the protocol and the
+terms once (written by hand in docs/results/protocol.md); every paper page links to them.
 """
 
 from __future__ import annotations
@@ -16,128 +9,26 @@ from __future__ import annotations
 import math
 import os
 import pathlib
+import re
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
 from afl_jax import reproduction
 from afl_jax.pipeline.workdir import write_text
-from afl_jax.reproduction import figures, records, runs, scoring, spec
+from afl_jax.reproduction import figures, runs, scoring, spec
 
 RESULTS = os.path.dirname(runs.RECORDS)
 
-SCALE = (
-  "**Scale.** These are not the papers' experiments. Every claim is reproduced on "
-  'Fashion-MNIST with an MLP (784-200-200-10; 10,000-15,000 training samples, 20-100 '
-  'clients) on a shared 2-core CPU, for 40-600 server steps or 600 client updates; the '
-  'papers train CNNs, ResNet-18, AlexNet or VGG, mostly on CIFAR-10/100 (MasFL also on '
-  'FMNIST with a CNN, AsynFL on MNIST/FMNIST with an MLP as well, FedFa on text too), for '
-  '500-1,000 rounds where they say. A verdict here says '
-  'whether the statement holds in this small setting, tuned and tested as the protocol '
-  "below says. It does not confirm or refute the papers' CIFAR numbers: the paper's "
-  'effect is shown beside each observed one for scale, and "smaller than the paper\'s '
-  'effect" means smaller here, not that the paper overstated it.'
-)
 
-PROTOCOL = (
-  'Every method of an experiment is tuned on the same number of grid settings (a method '
-  "whose paper sets a rate by design has no axis for it and the others' values on the axes "
-  'it has: fewer settings, said in its grid).',
-  "**Selection**: each setting runs on the selection seeds; a method's setting is the one "
-  'with the best mean final **validation** accuracy (a split held out of the training '
-  'data); a run that diverged scores 0. A selection on an edge of its grid (the smallest or '
-  'largest value tried of a swept axis) extends the grid before any test run: '
-  '`reproduce.py` refuses the test phase until it is extended, or the experiment says why '
-  'not ("edges kept", listed on its page).',
-  '**Test**: only the selected settings run again, on fresh test seeds (the seed varies the '
-  'data split, the schedule and the initial model), and every claim is scored there: the '
-  'per-seed paired difference (oriented so that positive favours the claim), its mean with '
-  'the 95% t interval, and the p-value of each test the verdict rests on.',
-  '**To a target**: steps, simulated seconds or MB are read at the first evaluation at or '
-  "above the target (unless declared, 90% of the median of the selected settings' "
-  'validation accuracy on the selection seeds, fixed before the test runs); a seed that '
-  'never reaches it counts with its last value, a lower bound, so the claim cannot agree '
-  'when A missed on a seed, nor disagree when B did. A speedup is the per-seed ratio B / A '
-  "on a log scale (paired t-test of log(B / A) against the claimed factor's log), shown as "
-  'the geometric-mean ratio with its 95% interval.',
-  f'**Verdicts**: *agrees* / *disagrees*: paired t-test p < {scoring.ALPHA}. *Equivalent '
-  'within the margin*: both one-sided tests against ±m reject (TOST); *differ by more than '
-  'the margin*: the one-sided test against the margin, on the side of the mean, rejects. '
-  'A non-inferiority ("A loses at most m") agrees when the one-sided test against -m '
-  'rejects and disagrees when the opposite one does. A bounded claim ("only marginally '
-  'better") is two tests, the direction and the one-sided test against the bound, and '
-  "agrees only when both do. *Smaller than the paper's effect*: the one-sided test against "
-  "the paper's own effect size rejects. *Condition not reproduced*: the setting does not "
-  'show the effect the claim is about (the declared reference beats the harsh condition, or '
-  f'for a consistency claim differs from it, with p < {scoring.ALPHA}). An event claim '
-  '(diverges, never reaches the target) agrees when it happens on every test seed and '
-  "disagrees when on none (exact binomial p). *Not comparable*: the paper's accuracy effect "
-  f'would need more than {scoring.ACCURACY_CEILING:.0%} accuracy here (B plus the effect), '
-  'so no outcome could show it; the direction alone is scored.',
-  '**Adjustment**: each paper statement is one scored claim in the tally (other readings '
-  "of it and the project's own contrasts are scored outside it, adjusted among "
-  'themselves). The p-values of every test of every tallied claim are adjusted together, '
-  f"Benjamini-Hochberg at {scoring.ALPHA} (BH) and Holm's step-down (family-wise); a claim's "
-  'verdict is composed from the tests that stay decided after each adjustment, each test '
-  'shown with its own adjusted p.',
-  'There is no effect-size floor: the interval states the size. An inconclusive claim lists '
-  'the test seeds that would give 80% power at its observed effect and spread (before the '
-  'adjustment). A decided verdict whose losing method was selected on an edge of its grid '
-  'names that edge beside it: a wider grid might move it.',
-)
-TERMS = (
-  ('A, B', 'the two methods of a claim, oriented so that a positive effect favours the claim'),
-  ('pts', 'accuracy points (0.01 test accuracy = 1 pt)'),
-  (
-    'B/A',
-    "B's steps, simulated seconds or MB to the target divided by A's: the geometric "
-    'mean over the test seeds, with its 95% interval',
-  ),
-  (
-    'change (drop)',
-    "for a claim across two conditions: a method's accuracy under the "
-    'reference condition minus under the other; "loses less" compares the signed drops, '
-    '"more consistent" their sizes (either sign), per seed',
-  ),
-  ('edge', 'the selected value of a swept axis is the smallest or largest tried'),
-  (
-    'last-quarter gain',
-    'the mean test accuracy gained over the last quarter of the run '
-    '(from the evaluation at 3/4 of the run to the last): large means the curve had not '
-    'flattened when the run ended',
-  ),
-  ('diverged runs', 'runs of the grid whose loss became non-finite (scored as 0)'),
-  (
-    'outside the tally',
-    'a claim scored beside the tally of paper statements, its reason '
-    'given: another reading of a statement the tally scores once, or a contrast of this '
-    "project's (adjusted among themselves)",
-  ),
-  (
-    '[restated]',
-    "the claim was restated against the paper's passage (an earlier reading replaced); its "
-    'page says how and why',
-  ),
-  (
-    'edges kept',
-    'selections on an edge of their grid that were not extended before the '
-    'test runs, each with the reason',
-  ),
-  (
-    'BH, Holm',
-    'the verdict after the Benjamini-Hochberg (false discovery rate) and the Holm '
-    '(family-wise error) adjustment, with the adjusted p of each test',
-  ),
-  (
-    'second look',
-    'test seeds drawn again, or a grid extended and the tests run again, after '
-    'a look at test results: fresh seeds or not, the decision followed the data',
-  ),
-)
-
-
-def _bullets(lines) -> str:
-  return '\n'.join(f'- {line}' for line in lines)
+def _prose() -> dict[str, str]:
+  """The summary's parts written by hand in docs/results/protocol.md (scale, protocol,
+  records, terms: the protocol stated once), its values filled in."""
+  text = pathlib.Path(RESULTS, 'protocol.md').read_text() + '\n'
+  parts = dict(re.findall(r'<!-- (\w+) -->\n(.*?)\n\n', text, re.S))
+  return {
+    k: v.format(alpha=scoring.ALPHA, ceiling=scoring.ACCURACY_CEILING) for k, v in parts.items()
+  }
 
 
 def _claims(e: spec.Experiment) -> str:
@@ -172,11 +63,11 @@ def score_paper(paper: spec.Paper, records_dir: str = runs.RECORDS) -> dict:
   return out
 
 
-def score_all(records_dir: str = runs.RECORDS) -> dict[str, dict]:
-  """Every paper scored; the tallied claims adjusted together, those outside apart."""
-  scored = {
-    key: score_paper(reproduction.load_paper(key), records_dir) for key in reproduction.PAPERS
-  }
+def score_all(records_dir: str = runs.RECORDS, papers: Sequence[spec.Paper] = ()) -> dict:
+  """``papers`` (default: the bundled ones) scored, paper key -> :func:`score_paper`; the
+  tallied claims adjusted together, those outside apart."""
+  papers = papers or [reproduction.load_paper(key) for key in reproduction.PAPERS]
+  scored = {paper.key: score_paper(paper, records_dir) for paper in papers}
   for outside in (False, True):
     family = [
       (s['claims'], i)
@@ -213,7 +104,7 @@ def _selection_rows(exp: spec.Experiment, fin: pd.DataFrame) -> pd.DataFrame:
 
 
 def _test_rows(exp: spec.Experiment, frame: pd.DataFrame, fin: pd.DataFrame) -> pd.DataFrame:
-  """Selected settings on the test seeds, with the last-quarter gain (TERMS)."""
+  """Selected settings on the test seeds, with the last-quarter gain (docs/results/protocol.md)."""
   rows = []
   for m in exp.methods:
     key, mine = scoring.selected_test(exp, fin, fin, m.label)
@@ -273,7 +164,7 @@ def effect_text(c: Mapping) -> str:
     return f'B/A {c["mean"]:.2f}x [{c["lo"]:.2f}, {c["hi"]:.2f}]'
   if c['metric'] in spec.ACCURACY_METRICS:
     return f'{_pts(c["mean"])} pts [{_pts(c["lo"])}, {_pts(c["hi"])}]'
-  unit = spec.UNITS[c['metric']]
+  unit = spec.METRICS[c['metric']][2]
   return f'{c["mean"]:+.4g} {unit} [{c["lo"]:+.4g}, {c["hi"]:+.4g}]'
 
 
@@ -286,13 +177,13 @@ def paper_effect_text(c: Mapping) -> str:
     return f'{_pts(effect)} pts'
   if c['metric'] in scoring.TO_TARGET and c.get('ratio'):
     return f'{effect:.2f}x'
-  return f'{effect:g} {spec.UNITS[c["metric"]]}'
+  return f'{effect:g} {spec.METRICS[c["metric"]][2]}'
 
 
 def _part_names(c: Mapping) -> dict[str, str]:
   """What each test of a claim tests, in words."""
   m = c.get('margin')
-  unit = 'pts' if c['metric'] in spec.ACCURACY_METRICS else spec.UNITS[c['metric']]
+  unit = 'pts' if c['metric'] in spec.ACCURACY_METRICS else spec.METRICS[c['metric']][2]
   scale = 100 if unit == 'pts' else 1
   statement = {
     'better': 'direction',
@@ -324,14 +215,8 @@ def verdict_cell(c: Mapping, key: str = 'verdict') -> str:
   return out + (_edge_note(c) if key == 'verdict' else '')
 
 
-def _settings(c: Mapping) -> str:
-  return f'A: {c["A_setting"]}; B: {c["B_setting"]}'
-
-
 def claim_rows(claims: Sequence[Mapping], start: int = 1) -> pd.DataFrame:
-  """One short row per claim (numbered from ``start``): the claim, the paper's effect,
-  the observed effect, the verdicts after BH and Holm with each test's adjusted p, and
-  the selected settings; everything else goes in :func:`claim_notes`."""
+  """One short row per claim (numbered from ``start``); the rest is in :func:`claim_notes`."""
   return pd.DataFrame(
     {
       '#': i,
@@ -342,7 +227,7 @@ def claim_rows(claims: Sequence[Mapping], start: int = 1) -> pd.DataFrame:
       'observed [95%]': effect_text(c),
       'BH': verdict_cell(c),
       'Holm': verdict_cell(c, 'verdict_holm'),
-      'selected': _settings(c),
+      'selected': f'A: {c["A_setting"]}; B: {c["B_setting"]}',
     }
     for i, c in enumerate(claims, start)
   )
@@ -359,7 +244,7 @@ def _side(c: Mapping, side: str) -> str:
     k, n = c[f'{side}_reached'], c['n']
     if k == 0:
       return f'{label} not reached (0/{n} seeds)'
-    unit = spec.UNITS[c['metric']]
+    unit = spec.METRICS[c['metric']][2]
     return f'{label} {c[f"{side}_reached_mean"]:.4g} {unit} ({k}/{n} seeds reached)'
   return f'{label} {c[f"{side}_mean"]:.4g}'
 
@@ -383,11 +268,7 @@ def _conditions_note(c: Mapping) -> str:
 
 
 def claim_notes(claims: Sequence[Mapping], start: int = 1) -> list[str]:
-  """Below a claims table: each paper passage once (with the claims quoting it), then per
-  claim what its row leaves out: the metric and target, the values of A and B, the
-  accuracies of both conditions, the condition checked, the paper's source, a missed
-  target, the seeds an inconclusive claim would need, why it is outside the tally or how
-  it was restated, the verdict before adjusting."""
+  """Below a claims table: each paper passage once, then per claim what its row leaves out."""
   out = []
   passages: dict[str, list[int]] = {}
   for i, c in enumerate(claims, start):
@@ -523,7 +404,7 @@ def render(paper: spec.Paper, scored: Mapping) -> str:
     'not say about the paper is in [the summary](README.md#scale), with the '
     '[protocol](README.md#protocol) and the [terms](README.md#terms).'
     if paper.key in reproduction.PAPERS
-    else '**Protocol.**\n\n' + _bullets(PROTOCOL)  # one's own declaration: no summary beside it
+    else '**Protocol.**\n\n' + _prose()['protocol']  # one's own declaration: no summary beside it
   )
   out = _part(
     f'# Paper {paper.number}: {paper.citation}',
@@ -580,15 +461,16 @@ def _tallied(scored: Mapping[str, Mapping], tallied: bool = True) -> list[Mappin
   ]
 
 
-def tally(scored: Mapping[str, Mapping], key: str = 'verdict') -> pd.Series:
-  """Paper statements per verdict (``key``: 'verdict' after BH, 'verdict_holm' after Holm)."""
-  counts = pd.Series([c[key] for c in _tallied(scored)], dtype=object).value_counts()
-  return counts.reindex([v for v in scoring.VERDICTS if v in counts.index])
-
-
 def tally_table(scored: Mapping[str, Mapping]) -> pd.DataFrame:
-  """The verdict counts after BH and after Holm, side by side."""
-  both = pd.concat({'BH': tally(scored), 'Holm': tally(scored, 'verdict_holm')}, axis=1)
+  """Paper statements per verdict after BH and after Holm, side by side."""
+  claims = _tallied(scored)
+  both = pd.concat(
+    {
+      name: pd.Series([c[key] for c in claims], dtype=object).value_counts()
+      for name, key in (('BH', 'verdict'), ('Holm', 'verdict_holm'))
+    },
+    axis=1,
+  )
   both = both.reindex([v for v in scoring.VERDICTS if v in both.index]).fillna(0).astype(int)
   return both.astype(str).rename_axis('verdict').reset_index()
 
@@ -638,13 +520,14 @@ def summary_rows(scored: Mapping[str, Mapping], tallied: bool) -> pd.DataFrame:
 
 
 def render_summary(scored: Mapping[str, Mapping]) -> str:
+  prose = _prose()
   papers = [reproduction.load_paper(key) for key in reproduction.PAPERS]
   claims = _tallied(scored)
   passages = len({c['quote'] for c in claims})
   declared = sum(not c.outside for p in papers for e in p.experiments for c in e.claims)
   out = _part(
     '# Reproductions: summary',
-    '<a id="scale"></a>' + SCALE,
+    '<a id="scale"></a>' + prose['scale'],
     f'## Tally: {len(claims)} paper statements scored (of {declared} declared), after the '
     'adjustment',
     f'The tally holds {len(claims)} distinct statements of the papers, each scored once (a '
@@ -653,10 +536,10 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
     _table(tally_table(scored)),
     _edge_tally(scored),
     '## Protocol',
-    _bullets(PROTOCOL),
-    records.NOTE,
+    prose['protocol'],
+    prose['records'],
     '## Terms',
-    _bullets(f'**{t}**: {d}.' for t, d in TERMS),
+    prose['terms'],
   )
   out += _part('## Paper statements (the tally)', _compact(summary_rows(scored, True)))
   outside = summary_rows(scored, False)
@@ -716,9 +599,8 @@ def write(
   out_dir: str = RESULTS,
   plots: bool = True,
 ) -> list[str]:
-  """Rebuild every page and the summary (the adjusted p-values span all papers, so one
-  paper's new records change the others' pages) and the plots of ``papers``; returns the
-  paths written."""
+  """Rebuild every page and the summary (the adjustment spans all papers) and the plots of
+  ``papers``; the paths written."""
   scored = score_all(records_dir)
   written = []
   for key in reproduction.PAPERS:

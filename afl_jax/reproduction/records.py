@@ -1,25 +1,12 @@
 """A paper's records and manifest, written together and read only when whole.
 
 The records (``<paper>.csv.gz``, one row per evaluation of a run, its ``run`` column the
-run's identity, :func:`afl_jax.pipeline.record.identity`) and the manifest
-(``<paper>.json``, the sweeps that produced them) are one pair. :func:`write` replaces
-both together (``afl_jax.pipeline.workdir.write_files``: both synced, then renamed); the
-manifest states the records' row count and SHA-256, so a pair from different
-writes (a kill between the two) is detected. Each manifest sweep states its ``identity``
-(the digest of its runs' identities: what the reproduction keys reuse on) and ``config``
-(the digest of its runs' resolved configs: whether the declaration still gives it).
-
-:func:`read` checks the pair before any row is scored and refuses, in one line naming the
-file and what differs (:class:`RecordsError`): a records file that is not a readable
-gzipped CSV, a manifest that is not the JSON object written here, a missing or extra
-column, a non-numeric or empty cell, duplicate rows, a sweep whose rows do not hold its
-seeds, runs and identity, rows no sweep lists, a row count or digest other than the
-manifest's, and a pair written before runs had identities (migrate it:
-``scripts/reproduce.py --migrate``).
-
-**Status.** Every sweep states whether the declaration still gives it (``current``) or not
-(``superseded``: kept, never scored); every row repeats it in the ``status`` column, set by
-:func:`afl_jax.reproduction.scoring.mark` and checked here.
+run's identity) and the manifest (``<paper>.json``: the sweeps that produced them, the
+records' row count and SHA-256) are one pair, replaced together (:func:`write`) and
+checked against each other before any row is scored (:func:`read`: a damaged or
+mismatched pair is refused in one line naming the file). Each sweep states its status
+(``current``: the declaration gives it now; ``superseded``), repeated in every row's
+``status`` column. What each guarantee means: docs/reliability.md#result-records.
 """
 
 from __future__ import annotations
@@ -37,6 +24,9 @@ import pandas as pd
 
 from afl_jax.errors import UserError
 from afl_jax.pipeline import workdir
+from afl_jax.reproduction import spec
+
+RECORDS = os.path.join(os.path.dirname(spec.CONFIGS), 'docs', 'results', 'records')
 
 KEYS = ['experiment', 'method', 'phase', 'setting', 'seed', 'step']
 METRIC_COLUMNS = [
@@ -51,22 +41,11 @@ RUN = 'run'  # the column of each row's run identity
 TEXT_COLUMNS = ['experiment', 'method', 'phase', 'setting', RUN]
 INT_COLUMNS = ['seed', 'step']
 SWEEP_FIELDS = ('experiment', 'method', 'phase', 'setting', 'identity', 'config', 'seeds', 'runs')
-LEGACY = 'legacy:'  # a migrated sweep the declaration no longer gives: its runs are unknown
+LEGACY = 'legacy:'  # a sweep from before run identities (superseded): its runs are unknown
 PHASES = ('select', 'test')
 STATUS = 'status'  # the column (and manifest field) of a sweep's status
 STATUSES = ('current', 'superseded')
-# What the summary page says about the records' files and their status column.
-NOTE = (
-  '**Records.** Every number comes from `records/<paper>.csv.gz` (one row per evaluation '
-  'of a run) and its manifest `records/<paper>.json` (the sweeps, their config '
-  'fingerprint, seeds, machine and seconds). The `status` column (and each manifest '
-  "sweep's `status`) says whether the sweep is `current` (the declaration gives it now: "
-  'these are the rows the pages score) or `superseded` (an earlier grid, setting or seed '
-  'list, kept for the record and never scored): filter on `status == "current"` to get '
-  'exactly the rows behind the pages.'
-)
 RESTORE = 'restore both files (git checkout) or rerun the reproduction'
-MIGRATE = 'python scripts/reproduce.py --paper={paper} --migrate'
 
 
 class RecordsError(UserError):
@@ -117,35 +96,34 @@ def marked(sweeps: Sequence[Mapping]) -> bool:
   return bool(sweeps) and all(have)
 
 
-def _sweep_rows(frame: pd.DataFrame, s: Mapping) -> pd.Series:
+def sweep_rows(frame: pd.DataFrame, s: Mapping) -> pd.Series:
   """The rows of sweep ``s`` (a test sweep is one setting; a selection sweep, all)."""
   rows = (frame.experiment == s['experiment']) & (frame.method == s['method'])
   rows &= frame.phase == s['phase']
   return rows & (frame.setting == s['setting']) if s['phase'] == 'test' else rows
 
 
-def statuses(frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> pd.Series:
-  """Each row's status: its sweep's (NaN for a row no sweep lists)."""
-  out = pd.Series(float('nan'), index=frame.index, dtype=object)
-  for s in sweeps:
-    out[_sweep_rows(frame, s)] = s[STATUS]
-  return out
-
-
-def write(paper_key: str, frame: pd.DataFrame, sweeps: Sequence[Mapping], records_dir: str) -> None:
-  """Replace the pair of ``paper_key`` with ``frame`` (columns in order) and ``sweeps``;
-  when the sweeps state their status (:func:`marked`), each row gets its sweep's in the
-  ``status`` column, after the others (any status column of ``frame`` is replaced).
+def write(
+  paper_key: str, frame: pd.DataFrame, sweeps: Sequence[Mapping], records_dir: str = RECORDS
+) -> None:
+  """Replace the pair of ``paper_key`` with ``frame`` and ``sweeps``, both sorted (same rows,
+  same bytes), each row with its sweep's status when the sweeps state theirs.
 
   Raises:
     RecordsError: the directory cannot be written (the previous pair is kept); some
       sweeps state a status and others not, or one that is not a status.
   """
   records_path, manifest_path = paths(paper_key, records_dir)
-  frame = frame.drop(columns=[STATUS], errors='ignore')
+  frame = frame.sort_values(KEYS, kind='stable').reset_index(drop=True)[
+    KEYS + METRIC_COLUMNS + [RUN]
+  ]
+  sweeps = sorted(sweeps, key=lambda m: (m['experiment'], m['phase'], m['method'], m['setting']))
   try:
     if marked(sweeps):
-      frame = frame.assign(**{STATUS: statuses(frame, sweeps)})
+      status = pd.Series(float('nan'), index=frame.index, dtype=object)
+      for s in sweeps:
+        status[sweep_rows(frame, s)] = s[STATUS]
+      frame = frame.assign(**{STATUS: status})
   except RecordsError as e:
     raise RecordsError(f'cannot write the records of {paper_key}: {e}') from None
   data = encode(frame, os.path.basename(records_path))
@@ -181,10 +159,8 @@ def _load_manifest(path: str) -> dict[str, Any]:
     )
   for i, s in enumerate(manifest['sweeps']):
     if isinstance(s, dict) and 'fingerprint' in s and 'identity' not in s:
-      paper = os.path.basename(path).removesuffix('.json')
       raise RecordsError(
-        f'{path}: written before runs had identities (sweep {i} has a fingerprint); migrate the '
-        f'records once: {MIGRATE.format(paper=paper)}'
+        f'{path}: written before runs had identities (sweep {i} has a fingerprint); {RESTORE}'
       )
     missing = [k for k in SWEEP_FIELDS if not isinstance(s, dict) or k not in s]
     if missing:
@@ -223,15 +199,9 @@ def _load_records(path: str) -> tuple[pd.DataFrame, bytes]:
   missing = [c for c in columns if c not in frame.columns]
   extra = [c for c in frame.columns if c not in [*columns, STATUS]]
   if missing or extra:
-    what = '; '.join(
-      part
-      for part in (
-        f'missing column {", ".join(missing)}' if missing else '',
-        f'unknown column {", ".join(map(str, extra))}' if extra else '',
-      )
-      if part
-    )
-    raise RecordsError(f'{path}: {what}; {RESTORE}')
+    what = [f'missing column {", ".join(missing)}'] * bool(missing)
+    what += [f'unknown column {", ".join(map(str, extra))}'] * bool(extra)
+    raise RecordsError(f'{path}: {"; ".join(what)}; {RESTORE}')
   for column in columns:
     values = frame[column]
     kind = (
@@ -264,19 +234,14 @@ def _check_sweeps(path: str, frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> 
   pair); every row belongs to one sweep."""
   covered = pd.Series(False, index=frame.index)
   for s in sweeps:
-    rows = _sweep_rows(frame, s)
+    rows = sweep_rows(frame, s)
     mine = frame[rows]
     covered |= rows
-    seeds = sorted({int(x) for x in mine.seed})
-    listed = sorted(set(s['seeds']))
+    seeds, listed = {int(x) for x in mine.seed}, set(s['seeds'])
     if seeds != listed:
-      lost = [x for x in listed if x not in seeds]
-      more = [x for x in seeds if x not in listed]
-      what = []
-      if lost:
-        what.append(f'missing {len(lost)} of its {len(listed)} seeds {lost}')
-      if more:
-        what.append(f'seeds {more} the manifest does not list')
+      lost, more = sorted(listed - seeds), sorted(seeds - listed)
+      what = [f'missing {len(lost)} of its {len(listed)} seeds {lost}'] * bool(lost)
+      what += [f'seeds {more} the manifest does not list'] * bool(more)
       raise RecordsError(f'{path}: sweep {label(s)}: the records have {" and ".join(what)}')
     runs = len(set(zip(mine.setting, mine.seed)))
     if runs != s['runs']:
@@ -302,14 +267,14 @@ def _check_sweeps(path: str, frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> 
       f'{path}: {int((~covered).sum())} rows belong to no sweep of the manifest (first: '
       f'{first.experiment}/{first.method}/{first.phase}); {RESTORE}'
     )
-  duplicated = frame.duplicated(['experiment', 'method', 'phase', 'setting', 'seed', 'step'])
+  duplicated = frame.duplicated(KEYS)
   if duplicated.any():
     raise RecordsError(
       f'{path}: {int(duplicated.sum())} duplicate rows (same run and step); {RESTORE}'
     )
 
 
-def read(paper_key: str, records_dir: str) -> tuple[pd.DataFrame, list[dict]]:
+def read(paper_key: str, records_dir: str = RECORDS) -> tuple[pd.DataFrame, list[dict]]:
   """A paper's records and manifest sweeps, checked against each other; an empty frame and
   no sweeps when neither file exists.
 
@@ -318,8 +283,9 @@ def read(paper_key: str, records_dir: str) -> tuple[pd.DataFrame, list[dict]]:
   """
   records_path, manifest_path = paths(paper_key, records_dir)
   have_records, have_manifest = os.path.lexists(records_path), os.path.lexists(manifest_path)
+  empty = pd.DataFrame(columns=KEYS + METRIC_COLUMNS + [RUN]), []
   if not have_records and not have_manifest:
-    return pd.DataFrame(columns=KEYS + METRIC_COLUMNS + [RUN]), []
+    return empty
   if not have_manifest:
     raise RecordsError(f'{records_path}: the records have no manifest ({manifest_path}); {RESTORE}')
   manifest = _load_manifest(manifest_path)
@@ -330,7 +296,7 @@ def read(paper_key: str, records_dir: str) -> tuple[pd.DataFrame, list[dict]]:
         f'{records_path}: missing, while the manifest lists {len(manifest["sweeps"])} sweeps '
         f'and {stated["rows"]} rows; {RESTORE}'
       )
-    return pd.DataFrame(columns=KEYS + METRIC_COLUMNS + [RUN]), []
+    return empty
   frame, data = _load_records(records_path)
   if STATUS in frame.columns:
     bad = frame[STATUS].isna() | ~frame[STATUS].isin(STATUSES)

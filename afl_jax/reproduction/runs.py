@@ -1,28 +1,16 @@
 """Run a declared experiment's sweeps and keep their per-run records.
 
-Two phases per experiment (:mod:`afl_jax.reproduction.spec`):
-
-* ``select``: every grid setting of every method on the selection seeds (one sweep per
-  method: :func:`afl_jax.pipeline.sweep.train_sweep`);
-* ``test``: only the settings the claims need (the validation-selected one, and the
-  one selected under each claim's ``at`` restriction) on the fresh test seeds (one
-  sweep per method and setting, its seeds stacked on the replica axis).
-
-Records are the evaluated curves, one row per (run, evaluation), in one gzipped CSV
-per paper (``docs/results/records/<paper>.csv.gz``: ``pandas.read_csv`` reads it), each
-row naming its run's identity, with a manifest (``<paper>.json``) of the sweeps that
-produced them: their identity, machine and wall time. A sweep runs again exactly when its
-identity (:func:`identities`: each run's data and schedule built, nothing trained) differs
-from the records': a changed data file, trace, own module or config. Pages are rebuilt
-from these files alone, and only from the sweeps the declaration still gives (their
-config digest, :func:`is_current`); each sweep and row states that status
-(:func:`afl_jax.reproduction.scoring.mark`: ``current`` or ``superseded``).
+``select`` runs every grid setting of every method on the selection seeds (one sweep per
+method); ``test`` runs only the settings the claims need on the fresh test seeds (one sweep
+per method and setting). A sweep runs again exactly when its identity (its runs' data and
+schedules built, nothing trained) differs from the records'; the pages score only the
+sweeps the declaration still gives (:func:`is_current`). The records' files:
+:mod:`~afl_jax.reproduction.records`; the protocol: docs/results/README.md#protocol.
 """
 
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import os
 import platform
@@ -35,12 +23,7 @@ import pandas as pd
 
 from afl_jax.errors import UserError
 from afl_jax.reproduction import records, spec
-from afl_jax.reproduction.records import KEYS, METRIC_COLUMNS, RUN
-
-REPO = os.path.dirname(spec.CONFIGS)
-RECORDS = os.path.join(REPO, 'docs', 'results', 'records')
-# One row per evaluation of a run; the metric columns are what the sweep evaluates.
-PHASES = ('select', 'test')
+from afl_jax.reproduction.records import KEYS, METRIC_COLUMNS, RECORDS, RUN, read, write  # noqa: F401
 
 
 def setting_key(hparams: Mapping[str, Any]) -> str:
@@ -56,8 +39,7 @@ def setting_of(key: str) -> dict[str, Any]:
 
 
 def identities(config: ml_collections.ConfigDict) -> dict[str, dict[str, Any]]:
-  """Each grid point's identity (:func:`afl_jax.pipeline.build.built_identity`: its data and
-  schedule built, nothing trained), by run name."""
+  """Each grid point's identity (:func:`afl_jax.pipeline.build.built_identity`), by run name."""
   from afl_jax.pipeline import build, sweep
 
   with build.reusing_data():
@@ -72,9 +54,8 @@ _DIGESTS: dict[tuple[int, str], str] = {}
 
 
 def config_digest(config: ml_collections.ConfigDict) -> str:
-  """The digest of a sweep's runs' resolved configs (their identities' config part); each
-  distinct config is resolved once while no component is registered anew (scoring asks
-  for each sweep many times)."""
+  """The digest of a sweep's runs' resolved configs, resolved once per distinct config while
+  no component is registered anew."""
   from afl_jax import registry
   from afl_jax.pipeline import config as config_lib
   from afl_jax.pipeline import record, sweep
@@ -90,13 +71,8 @@ def config_digest(config: ml_collections.ConfigDict) -> str:
 
 
 def lock_records(records_dir: str):
-  """Lock ``records_dir`` for this process (released at exit): one writer of a paper's
-  records and pages at a time. A second ``reproduce.py`` or ``report.py --write`` on the
-  same records would otherwise write over the rows the first one appends.
-
-  Raises:
-    UserError: another live process holds them (one line naming it).
-  """
+  """Lock ``records_dir`` for this process (one writer of records and pages at a time), or
+  raise UserError naming the live process that holds it."""
   from afl_jax.pipeline import workdir
 
   try:
@@ -123,13 +99,8 @@ def machine_info() -> str:
 
 
 def selected(paper: spec.Paper, only: Sequence[str] = ()) -> list[spec.Experiment]:
-  """The experiments a reproduction runs: those named in ``only``, or (none named) every
-  one declared to run; an experiment declared ``run=False`` (one too long for 2 CPU cores,
-  such as a paper-length run) runs only when named.
-
-  Raises:
-    UserError: ``only`` names an experiment the paper does not declare.
-  """
+  """The experiments named in ``only`` (in declaration order), else those declared to run;
+  UserError for a name the paper does not declare."""
   keys = [e.key for e in paper.experiments]
   unknown = sorted(set(only) - set(keys))
   if unknown:
@@ -139,25 +110,24 @@ def selected(paper: spec.Paper, only: Sequence[str] = ()) -> list[spec.Experimen
 
 def sweep_configs(
   exp: spec.Experiment, method: spec.Method, phase: str, settings: Sequence[str] = ()
-) -> list[ml_collections.ConfigDict]:
-  """The sweep configs of ``method`` in one phase: its grid on the selection seeds, or
-  each of ``settings`` (setting keys) on the test seeds."""
+) -> list[tuple[str, ml_collections.ConfigDict]]:
+  """(setting key, sweep config) of ``method`` in one phase: ``'*'`` and its grid on the
+  selection seeds, or each of ``settings`` on the test seeds."""
   if phase == 'select':
-    return [spec.sweep_config(exp, method)]
+    return [('*', spec.sweep_config(exp, method))]
   out = []
   for key in settings:
     c = spec.sweep_config(exp, method)
     grid = {field: [value] for field, value in setting_of(key).items()}
     c.sweep = ml_collections.ConfigDict(spec.nest({**grid, 'seed': list(exp.test_seeds)}))
-    out.append(c)
+    out.append((key, c))
   return out
 
 
 def records_of_sweep(exp_key: str, label: str, phase: str, workdir: str, summary: Mapping):
   """The rows of a finished sweep (``summary`` as train_sweep returns it), each run read
-  through its run record (:func:`afl_jax.pipeline.record.read`): its identity is the one
-  its folder holds, and a run that stopped before its last step is refused in one line (a
-  diverged run keeps its records up to the divergence; scoring reads it as diverged)."""
+  through its run record; a run of another identity, or stopped before its last step, is
+  refused in one line (a diverged run keeps its rows; scoring reads it as diverged)."""
   from afl_jax.pipeline import record
 
   rows = []
@@ -167,44 +137,13 @@ def records_of_sweep(exp_key: str, label: str, phase: str, workdir: str, summary
       raise UserError(f'{rec.path}: {rec.status}; a record needs the finished run: rerun the sweep')
     if rec.identity.get('digest') != run['identity']:
       raise UserError(f'{rec.path}: holds a run of another identity than its sweep ran; rerun')
-    setting = setting_key(run['hparams'])
+    key = {'experiment': exp_key, 'method': label, 'phase': phase}
+    key |= {'setting': setting_key(run['hparams']), 'seed': int(run['seed'])}
     for r in rec.records:
-      if 'test_accuracy' not in r:
-        continue
-      row = {
-        'experiment': exp_key,
-        'method': label,
-        'phase': phase,
-        'setting': setting,
-        'seed': int(run['seed']),
-        'step': int(r['step']),
-        RUN: run['identity'],
-      }
-      row.update({k: r.get(k, float('nan')) for k in METRIC_COLUMNS})
-      rows.append(row)
+      if 'test_accuracy' in r:
+        metrics = {k: r.get(k, float('nan')) for k in METRIC_COLUMNS}
+        rows.append(key | {'step': int(r['step']), RUN: run['identity']} | metrics)
   return rows
-
-
-def read(paper_key: str, records_dir: str = RECORDS) -> tuple[pd.DataFrame, list[dict]]:
-  """A paper's records (empty frame if none) and its manifest of sweeps, checked against
-  each other (:func:`afl_jax.reproduction.records.read`: a damaged or mismatched pair is
-  refused in one line)."""
-  return records.read(paper_key, records_dir)
-
-
-def write(
-  paper_key: str, frame: pd.DataFrame, manifest: list[dict], records_dir: str = RECORDS
-) -> None:
-  """Store a paper's records and manifest together, atomically (sorted, gzip without a
-  timestamp: same rows, same bytes; :func:`afl_jax.reproduction.records.write`)."""
-  frame = frame.sort_values(KEYS, kind='stable').reset_index(drop=True)
-  frame = frame[
-    KEYS + METRIC_COLUMNS + [RUN]
-  ]  # the status column is the manifest's (records.write)
-  manifest = sorted(
-    manifest, key=lambda m: (m['experiment'], m['phase'], m['method'], m['setting'])
-  )
-  records.write(paper_key, frame, manifest, records_dir)
 
 
 def run_phase(
@@ -219,31 +158,19 @@ def run_phase(
   log: Callable[[str], None] = print,
   mark: Callable[[spec.Paper, pd.DataFrame, list], list],
 ) -> None:
-  """Run one phase of ``exp`` and merge its rows into the paper's records.
-
-  Args:
-    settings: test phase only: method label -> the setting keys to run on the test
-      seeds (:func:`afl_jax.reproduction.scoring.test_settings`).
-    rerun: run sweeps whose identity is already in the manifest again.
-    mark: ``(paper, frame, manifest) -> manifest`` with each sweep's status
-      (:func:`afl_jax.reproduction.scoring.mark`; passed in, as scoring reads the
-      records through this module).
-  """
+  """Run one phase of ``exp`` (the sweeps whose identity the records lack, or all with
+  ``rerun``) and merge each sweep's rows into the paper's records as it finishes.
+  ``settings``: test phase, method -> setting keys
+  (:func:`afl_jax.reproduction.scoring.settings_to_test`); ``mark``: the statuses
+  (:func:`afl_jax.reproduction.scoring.mark`, passed in: scoring reads through here)."""
   from afl_jax.pipeline import config as config_lib
   from afl_jax.pipeline import sweep as sweep_lib
 
   frame, manifest = read(paper.key, records_dir)
   for method in exp.methods:
     wanted = (settings or {}).get(method.label, ())
-    for config in sweep_configs(exp, method, phase, wanted):
+    for setting, config in sweep_configs(exp, method, phase, wanted):
       ident = records.sweep_identity(i['digest'] for i in identities(config).values())
-      setting = (
-        '*'
-        if phase == 'select'
-        else setting_key(
-          {k: v[0] for k, v in config_lib.sweep_axes(config.sweep).items() if k != 'seed'}
-        )
-      )
       entry = {'experiment': exp.key, 'method': method.label, 'phase': phase, 'setting': setting}
       old = [m for m in manifest if all(m[k] == v for k, v in entry.items())]
       where = f'[{exp.key}/{method.label}/{phase}]'
@@ -253,19 +180,14 @@ def run_phase(
       if old:
         was = old[0]['identity']
         log(f"{where} its runs' inputs changed (identity {was} -> {ident}): running again")
-      workdir = os.path.join(out_dir, paper.key, exp.key, phase, _safe(method.label), ident[:16])
+      label = ''.join(ch if ch.isalnum() or ch in '+-_.' else '_' for ch in method.label)
+      workdir = os.path.join(out_dir, paper.key, exp.key, phase, label, ident[:16])
       log(f'{where} sweep {setting} -> {workdir}')
       t0 = time.time()
       summary = sweep_lib.train_sweep(config, workdir, log=log)
       seconds = time.time() - t0
       rows = pd.DataFrame(records_of_sweep(exp.key, method.label, phase, workdir, summary))
-      keep = ~(
-        (frame['experiment'] == exp.key)
-        & (frame['method'] == method.label)
-        & (frame['phase'] == phase)
-        & ((frame['setting'] == setting) if phase == 'test' else True)
-      )
-      frame = pd.concat([frame[keep], rows], ignore_index=True) if len(frame) else rows
+      frame = pd.concat([frame[~records.sweep_rows(frame, entry)], rows], ignore_index=True)
       manifest = [m for m in manifest if m not in old] + [
         entry
         | {
@@ -278,43 +200,33 @@ def run_phase(
           'date': datetime.date.today().isoformat(),
         }
       ]
-      # After every sweep (nothing lost), each sweep marked current or superseded.
-      write(paper.key, frame, mark(paper, frame, manifest), records_dir)
+      write(paper.key, frame, mark(paper, frame, manifest), records_dir)  # nothing lost
 
 
 def is_current(exp: spec.Experiment, sweep: Mapping) -> bool:
-  """Whether ``exp`` (as declared now) still gives the manifest entry ``sweep`` of one of
-  its methods: the sweep's runs have the recorded config digest."""
+  """Whether ``exp`` as declared now still gives the manifest entry ``sweep`` (the sweep's
+  runs have the recorded config digest)."""
   method = {m.label: m for m in exp.methods}.get(sweep['method'])
   if sweep['experiment'] != exp.key or method is None or not sweep.get('config'):
     return False
   settings = [sweep['setting']] if sweep['phase'] == 'test' else []
   configs = sweep_configs(exp, method, sweep['phase'], settings)
-  return [config_digest(c) for c in configs] == [sweep['config']]
+  return [config_digest(c) for _, c in configs] == [sweep['config']]
 
 
 def current(exp: spec.Experiment, frame: pd.DataFrame, manifest: Sequence[Mapping]) -> pd.DataFrame:
-  """The rows of ``exp`` whose sweep the declaration still gives (:func:`is_current`; records
-  of an earlier grid, setting or seed list are kept in the files, marked superseded, and
-  never scored)."""
-  fresh = {
-    (m['method'], m['phase'], m['setting'] if m['phase'] == 'test' else '*')
-    for m in manifest
-    if is_current(exp, m)
-  }
+  """The rows of ``exp`` whose sweep the declaration still gives (:func:`is_current`)."""
   rows = frame[frame.experiment == exp.key]
-  keys = zip(rows.method, rows.phase, rows.setting.where(rows.phase == 'test', '*'))
-  # A boolean mask (an empty list would select no columns from rows of no experiment).
-  return rows[pd.Series([k in fresh for k in keys], index=rows.index, dtype=bool)]
+  keep = pd.Series(False, index=rows.index)
+  for m in manifest:
+    if is_current(exp, m):
+      keep |= records.sweep_rows(rows, m)
+  return rows[keep]
 
 
 def require_selection(paper_key: str, exp: spec.Experiment, records_dir: str = RECORDS) -> None:
-  """Refuse the test phase of ``exp`` while a method has no selection records of the
-  declaration as it is now (nothing to select a setting from).
-
-  Raises:
-    UserError: one line naming the experiment and the methods.
-  """
+  """Refuse (UserError, one line) the test phase of ``exp`` while a method has no selection
+  records of the declaration as it is now."""
   rows = current(exp, *read(paper_key, records_dir))
   have = set(rows.method[rows.phase == 'select'])
   missing = [m.label for m in exp.methods if m.label not in have]
@@ -323,73 +235,3 @@ def require_selection(paper_key: str, exp: spec.Experiment, records_dir: str = R
       f'--phase=test: experiment {exp.key} of {paper_key} has no selection records (as '
       f'declared now) for {", ".join(missing)}; run --phase=select (or all) first'
     )
-
-
-def _safe(label: str) -> str:
-  return ''.join(ch if ch.isalnum() or ch in '+-_.' else '_' for ch in label)
-
-
-def migrate(paper: spec.Paper, records_dir: str = RECORDS, *, mark, log=print) -> bool:
-  """Give a pair written before runs had identities theirs (once; False when there is nothing
-  to migrate). Each sweep the declaration still gives (its old config fingerprint) gets its
-  runs' identities, their data and schedules built without training
-  (:func:`identities`); every row its run's. A sweep it no longer gives keeps
-  ``legacy:<fingerprint>`` and is superseded. ``mark``: as for :func:`run_phase`."""
-  import gzip
-  import io
-
-  from afl_jax.pipeline import config as config_lib
-  from afl_jax.pipeline import sweep as sweep_lib
-
-  def fingerprint(config) -> str:  # the former key, only to find each sweep's config
-    def flat(d, prefix=''):
-      out = {}
-      for k, v in d.items():
-        out.update(flat(v, f'{prefix}{k}.') if isinstance(v, dict) else {f'{prefix}{k}': v})
-      return out
-
-    defaults = flat(json.loads(config_lib.default().to_json_best_effort()))
-    fields = flat(json.loads(config.to_json_best_effort()))
-    kept = {k: v for k, v in fields.items() if k not in defaults or defaults[k] != v}
-    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
-
-  records_path, manifest_path = records.paths(paper.key, records_dir)
-  if not os.path.isfile(manifest_path):
-    return False
-  with open(manifest_path) as f:
-    sweeps = json.load(f)['sweeps']
-  if not any('fingerprint' in s for s in sweeps):
-    return False
-  with open(records_path, 'rb') as f:
-    frame = pd.read_csv(io.BytesIO(gzip.decompress(f.read())))
-  frame[RUN] = ''
-  exps = {e.key: e for e in paper.experiments}
-  for s in sweeps:
-    old = s.pop('fingerprint', None)
-    if old is None:
-      continue
-    exp = exps.get(s['experiment'])
-    method = {m.label: m for m in exp.methods}.get(s['method']) if exp else None
-    settings = [s['setting']] if s['phase'] == 'test' else []
-    configs = sweep_configs(exp, method, s['phase'], settings) if method else []
-    rows = records._sweep_rows(frame, s)
-    if not configs or fingerprint(configs[0]) != old:
-      s['identity'], s['config'] = f'{records.LEGACY}{old}', None
-      frame.loc[rows, RUN] = s['identity']
-      continue
-    t0 = time.time()
-    found = identities(configs[0])
-    by_run = {}
-    for p in sweep_lib.grid(configs[0]):
-      key = (setting_key({k: v for k, v in p.items() if k != 'seed'}), int(p['seed']))
-      by_run[key] = found[sweep_lib.run_name(p)]['digest']
-    keys = list(zip(frame.loc[rows, 'setting'], frame.loc[rows, 'seed'].astype(int)))
-    frame.loc[rows, RUN] = [by_run.get(k, f'{records.LEGACY}{old}') for k in keys]
-    s['identity'] = records.sweep_identity(frame.loc[rows, RUN])
-    s['config'] = config_digest(configs[0])
-    log(
-      f'[{records.label(s)}] {len(found)} runs: identity {s["identity"]} ({time.time() - t0:.1f}s)'
-    )
-  frame = frame.drop(columns=[records.STATUS], errors='ignore')
-  write(paper.key, frame, mark(paper, frame, sweeps), records_dir)
-  return True

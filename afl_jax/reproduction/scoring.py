@@ -1,26 +1,11 @@
 """Select on validation over the selection seeds; score every claim on the test seeds.
 
-The protocol (stated once, on the summary page: :data:`afl_jax.reproduction.pages.PROTOCOL`):
-
-1. each method's setting is the grid setting with the best mean final validation
-   accuracy over the selection seeds (a diverged run scores 0); a claim restricted
-   ``at`` some field values selects within that restriction; a selection on an edge of
-   its grid extends the grid before any test run (:func:`settings_to_test`);
-2. the selected settings run again on fresh test seeds, and every claim is scored
-   there only: the per-seed paired difference, its mean, its 95% t interval and the
-   p-value of each test its verdict rests on (:func:`score_claim`);
-3. the p-values of every part of the paper claims are adjusted together
-   (Benjamini-Hochberg, ``scipy.stats.false_discovery_control``, and beside it Holm's
-   step-down adjustment, :func:`holm`); a part is decided only when its adjusted p-value
-   is below ``ALPHA``, and the verdict is composed from the decided parts (:func:`compose`).
-
-A speedup (a 'better' claim on steps, seconds or MB to a target) is scored as the
-per-seed ratio B / A on a log scale: the paired t-test of log(B / A) against
-log(factor), its interval shown as a ratio (the geometric mean and its 95% interval).
-
-No effect-size floor: with a fixed number of seeds a floor measured in seed-stds would
-keep a real, precisely measured effect undecided however many seeds are added; the
-interval says how large the effect is.
+Each method's setting is the one with the best mean final validation accuracy (a selection
+on a grid edge stops the test phase: :func:`settings_to_test`); each claim is a paired test
+on the test seeds (:func:`score_claim`; a speedup on the log scale), its verdict composed
+from the tests that stay decided after the Benjamini-Hochberg and Holm adjustments
+(:func:`adjust`). The protocol, stated once: docs/results/protocol.md (in the summary,
+docs/results/README.md#protocol).
 """
 
 from __future__ import annotations
@@ -42,7 +27,6 @@ from afl_jax.results import ALPHA, one_sided_p, paired, seeds_needed  # the one 
 # Fashion-MNIST baseline needs > 99% and no outcome could show it.
 ACCURACY_CEILING = 0.99
 DEFAULT_TARGET_FRACTION = 0.9
-SCORES = ('val_accuracy', 'test_accuracy', 'val_loss', 'test_loss')
 TO_TARGET = {  # metric -> (record column, scale to the page's unit)
   'steps_to_target': ('step', 1.0),
   'clock_to_target': ('wall_clock', 1.0),
@@ -51,8 +35,8 @@ TO_TARGET = {  # metric -> (record column, scale to the page's unit)
 
 
 def finals(frame: pd.DataFrame) -> pd.DataFrame:
-  """The last evaluation of every run; a run with a non-finite score is ``diverged``
-  and scores 0 (so it is never selected and counts as a failure when scored)."""
+  """The last evaluation of every run; a run with a non-finite score is ``diverged`` and
+  scores 0."""
   runs_ = frame.sort_values('step', kind='stable').groupby(
     ['experiment', 'method', 'phase', 'setting', 'seed']
   )
@@ -78,15 +62,10 @@ def _matches(key: str, at: Mapping[str, Any]) -> bool:
 
 
 def select(fin: pd.DataFrame, exp_key: str, label: str, at: Mapping[str, Any] = ()) -> dict:
-  """``label``'s validation-selected setting in ``exp_key`` (selection phase records).
-
-  Returns ``{'setting', 'val', 'scores' (setting -> mean val), 'edges'}``; a tie goes to
-  the first of the tied setting keys in sorted order (whatever the rows' order). Raises
-  ValueError when there are no selection records.
-  """
+  """``label``'s validation-selected setting in ``exp_key`` (within ``at`` on the fields it
+  sweeps): ``{'setting', 'val', 'scores' (setting -> mean val), 'edges'}``, a tie to the
+  first setting key in sorted order; ValueError without selection records."""
   mine = rows(fin, exp_key, label, 'select')
-  # ``at`` restricts the fields this method sweeps (another method of the claim may sweep
-  # a field this one fixes, e.g. a constant eta against a multistage schedule).
   swept = {field for k in mine.setting.unique() for field in runs.setting_of(k)}
   at = {field: v for field, v in dict(at).items() if field in swept}
   mine = mine[[_matches(k, at) for k in mine.setting]]
@@ -137,8 +116,7 @@ def selections(exp: spec.Experiment, fin: pd.DataFrame) -> list[tuple[str, dict]
 
 
 def test_settings(exp: spec.Experiment, fin: pd.DataFrame) -> dict[str, list[str]]:
-  """Method -> the settings its claims score on the test seeds (selected overall and
-  under each ``at`` restriction naming it)."""
+  """Method -> the settings its claims score on the test seeds (:func:`selections`)."""
   out: dict[str, list[str]] = {m.label: [] for m in exp.methods}
   for label, chosen in selections(exp, fin):
     out[label].append(chosen['setting'])
@@ -158,17 +136,8 @@ def open_edges(exp: spec.Experiment, fin: pd.DataFrame) -> list[str]:
 def settings_to_test(
   paper_key: str, exp: spec.Experiment, records_dir: str = runs.RECORDS
 ) -> dict[str, list[str]]:
-  """:func:`test_settings` selected on the records of the declaration as it is now
-  (:func:`afl_jax.reproduction.runs.current`; an earlier grid's rows never compete).
-
-  The edge rule is part of the selection: a selected setting on an edge of its grid
-  (the smallest or largest value tried of a swept axis) stops the test phase before any
-  test run, until the grid is extended past it (the selection then runs again) or the
-  experiment says in ``edges_kept`` why not.
-
-  Raises:
-    UserError: a selection on an edge not kept (one line naming each).
-  """
+  """:func:`test_settings` on the current selection records; UserError (one line naming
+  each) while a selection sits on an edge of its grid that the experiment does not keep."""
   fin = finals(runs.current(exp, *runs.read(paper_key, records_dir)))
   edges = open_edges(exp, fin)
   if edges:
@@ -180,24 +149,16 @@ def settings_to_test(
   return test_settings(exp, fin)
 
 
-def default_target(sel_means: Sequence[float]) -> float:
-  """90% of the median over methods of the selected settings' mean final validation
-  accuracy on the selection seeds, rounded down to a whole percent (fixed before the
-  test phase from validation alone; diverged methods, mean 0, left out)."""
-  means = [m for m in sel_means if math.isfinite(m) and m > 0]
+def target_of(exp: spec.Experiment, fin: pd.DataFrame) -> float:
+  """``exp.target``, else 90% of the median over methods of the selected settings' mean
+  final validation accuracy, rounded down to a whole percent (diverged methods left out)."""
+  if exp.target is not None:
+    return exp.target
+  means = [select(fin, exp.key, m.label)['val'] for m in exp.methods]
+  means = [m for m in means if math.isfinite(m) and m > 0]
   if not means:
     return 1.0
   return math.floor(100 * DEFAULT_TARGET_FRACTION * float(np.median(means))) / 100
-
-
-def target_of(exp: spec.Experiment, fin: pd.DataFrame) -> float:
-  if exp.target is not None:
-    return exp.target
-  means = []
-  for m in exp.methods:
-    key = select(fin, exp.key, m.label)['setting']
-    means.append(float(rows(fin, exp.key, m.label, 'select', key).val_accuracy.mean()))
-  return default_target(means)
 
 
 def per_seed(
@@ -209,12 +170,8 @@ def per_seed(
   metric: str,
   target: float,
 ) -> pd.DataFrame:
-  """Per test seed of ``label`` at ``setting``: ``value`` of ``metric`` and ``reached``.
-
-  A to-target metric is read at the first evaluation whose test accuracy reaches
-  ``target``; a seed that never reaches it gets its value at the last evaluation (a lower
-  bound) and ``reached`` False. 'diverged' / 'not_reached' are 0/1 events.
-  """
+  """Per test seed of ``label`` at ``setting``: ``value`` of ``metric`` and ``reached`` (a
+  to-target value at the first evaluation reaching ``target``, else at the last: a bound)."""
   mine = rows(fin, exp_key, label, 'test', setting).set_index('seed').sort_index()
   if metric == 'test_accuracy':
     return pd.DataFrame({'value': mine.test_accuracy, 'reached': True})
@@ -258,10 +215,7 @@ VERDICTS = (
   INCONCLUSIVE,
 )
 DECIDED = (AGREES, AGREES_SMALLER, EQUIVALENT, SMALLER, DISAGREES, NOT_EQUIVALENT)
-# The parts of a verdict, each a test of its own with its own p-value, adjusted on its own
-# (:func:`adjust`) and composed into the claim's verdict (:func:`compose`): the statement
-# itself, its bound (``upper``: "only marginally better"), and the test against the
-# paper's own effect size.
+# The tests a verdict rests on, each adjusted on its own: the statement, its bound, the size.
 STATEMENT, BOUND, SIZE = 'statement', 'bound', "paper's size"
 
 
@@ -269,21 +223,18 @@ def _part(name: str, verdict: str, p: float) -> dict:
   return {'name': name, 'verdict': verdict, 'p': p}
 
 
+def _decide(p_in: float, p_out: float, yes: str, no: str) -> tuple[str, float]:
+  """(``yes``, p_in) when p_in < ALPHA, else (``no``, p_out) when p_out < ALPHA, else
+  inconclusive at p_in."""
+  return (yes, p_in) if p_in < ALPHA else (no, p_out) if p_out < ALPHA else (INCONCLUSIVE, p_in)
+
+
 def score_claim(
   exp: spec.Experiment, claim: spec.Claim, frame: pd.DataFrame, fin: pd.DataFrame, target: float
 ) -> dict:
-  """One claim on the test seeds: the measurement, its interval and its raw verdict.
-
-  ``diff`` is oriented so that positive favours the claim: A - B for accuracy,
-  log(B / A) - log(f) for a to-target metric (a speedup: ``ratio`` True, the interval
-  shown as B / A), B's change minus A's for a claim across two conditions (signed drops,
-  or their sizes for a consistency claim). ``parts`` are the tests the verdict rests on,
-  each with its p-value: the statement's own (two-sided paired t; TOST for an
-  equivalence, "within the margin" or "beyond it" on the side of the mean; the one-sided
-  test against -margin for a non-inferiority; an exact binomial test for an event), the
-  bound of an ``upper`` claim (one-sided against it), and the one-sided test against the
-  paper's own effect; each is adjusted later across claims (:func:`adjust`).
-  """
+  """One claim on the test seeds: the paired difference (positive favours the claim: A - B,
+  log(B / A) - log(factor) for a speedup, the drops for a baseline claim), its interval,
+  the tests (``parts``) its raw verdict rests on, each with its p-value."""
   higher = spec.METRICS[claim.metric][1]
 
   def values(label, metric=claim.metric):
@@ -305,13 +256,11 @@ def score_claim(
   seeds = a.index.intersection(b.index)
   a, b = a.loc[seeds], b.loc[seeds]
   for side, v in (('A', a), ('B', b)):
+    hit = v.value[v.reached.astype(bool)]  # a to-target value over the seeds that reached it
     out[f'{side}_mean'], out[f'{side}_sd'] = float(v.value.mean()), float(v.value.std(ddof=1))
     out[f'{side}_reached'] = int(v.reached.sum())
-  out['n'] = len(seeds)
-  out['ratio'] = False
-  for side, v in (('A', a), ('B', b)):  # a to-target value over the seeds that reached it
-    hit = v.value[v.reached.astype(bool)]
     out[f'{side}_reached_mean'] = float(hit.mean()) if len(hit) else math.nan
+  out |= {'n': len(seeds), 'ratio': False}
   if claim.kind == 'on_seeds':
     k, n = int(a.value.sum()), len(a)
     verdict = AGREES if k == n else DISAGREES if k == 0 else INCONCLUSIVE
@@ -343,26 +292,12 @@ def score_claim(
   if claim.kind == 'equivalent':
     p_in = max(one_sided_p(d, -m, 'greater'), one_sided_p(d, m, 'less'))
     p_out = one_sided_p(d, m, 'greater') if st['mean'] > 0 else one_sided_p(d, -m, 'less')
-    verdict, p = (
-      (MISSED, p_in)
-      if missed
-      else (EQUIVALENT, p_in)
-      if p_in < ALPHA
-      else (NOT_EQUIVALENT, p_out)
-      if p_out < ALPHA
-      else (INCONCLUSIVE, p_in)
-    )
+    verdict, p = (MISSED, p_in) if missed else _decide(p_in, p_out, EQUIVALENT, NOT_EQUIVALENT)
     parts = [_part(STATEMENT, verdict, p)]
     needed = seeds_needed(m, st['sd'], over=abs(st['mean']), two_sided=False)
   elif claim.kind == 'noninferior':  # A - B > -m
     p_in, p_out = one_sided_p(d, -m, 'greater'), one_sided_p(d, -m, 'less')
-    verdict, p = (
-      (AGREES, p_in)
-      if p_in < ALPHA
-      else (DISAGREES, p_out)
-      if p_out < ALPHA
-      else (INCONCLUSIVE, p_in)
-    )
+    verdict, p = _decide(p_in, p_out, AGREES, DISAGREES)
     parts = [_part(STATEMENT, verdict, p)]
     needed = seeds_needed(st['mean'] + m, st['sd'], two_sided=False)
   else:
@@ -383,7 +318,7 @@ def score_claim(
       parts.append(_part(BOUND, decided if p_bound < ALPHA else INCONCLUSIVE, p_bound))
       needed = seeds_needed(st['mean'] - bound, st['sd'], two_sided=False)
     paper_d = _against_paper(claim, a.value, b.value, d)
-    if comparable(claim, out['B_mean']) is False and verdict in (AGREES, INCONCLUSIVE):
+    if _out_of_reach(claim, out['B_mean']) and verdict in (AGREES, INCONCLUSIVE):
       paper_d = None
       out['not_comparable'] = True
     if paper_d is not None and verdict in (AGREES, INCONCLUSIVE):
@@ -395,7 +330,8 @@ def score_claim(
     _, r = values(claim.condition[0], accuracy)
     _, h = values(claim.condition[1], accuracy)
     cond = paired((r.value - h.value).dropna().to_numpy(float))
-    out['condition'] = f'{claim.condition[0]} - {claim.condition[1]} = {_ci(cond)}'
+    ci = f'{cond["mean"]:+.3f} [{cond["lo"]:+.3f}, {cond["hi"]:+.3f}]'
+    out['condition'] = f'{claim.condition[0]} - {claim.condition[1]} = {ci}'
     if not (cond['p'] < ALPHA and (claim.consistency or cond['mean'] > 0)):
       parts = [_part(STATEMENT, NO_CONDITION, math.nan)]
   out |= {'parts': parts, 'p': parts[0]['p'], 'needed': needed}
@@ -409,11 +345,7 @@ def score_claim(
 
 def compose(claim: Mapping, key: str = 'p') -> str:
   """The verdict of a scored claim from its parts, each decided only when its p-value
-  ``key`` ('p' raw, 'p_adj' after BH, 'p_holm' after Holm) is below ALPHA: the
-  statement's verdict; with a bound, "agrees" only when both parts agree and "disagrees"
-  when either disagrees; "not comparable" for an undecided statement whose paper effect
-  is out of reach; and the test against the paper's size appended ("agrees, smaller than
-  the paper's effect") or alone ("smaller than the paper's effect")."""
+  ``key`` ('p' raw, 'p_adj' after BH, 'p_holm' after Holm) is below ALPHA."""
 
   def decided(part):
     v = part['verdict']
@@ -458,15 +390,12 @@ def speedup_log(a: np.ndarray, b: np.ndarray, factor: float = 1.0) -> np.ndarray
   return np.log(b / a) - math.log(factor)
 
 
-def comparable(claim: spec.Claim, b_mean: float) -> bool | None:
-  """Whether the paper's accuracy effect can carry over: B's mean plus the effect stays
-  below ACCURACY_CEILING (None: no accuracy effect to compare)."""
+def _out_of_reach(claim: spec.Claim, b_mean: float) -> bool:
+  """Whether the paper's accuracy effect asks more of A than ACCURACY_CEILING (B + effect)."""
   effect = claim.paper_effect
   if effect is None or effect <= 0 or not claim.metric.endswith('test_accuracy'):
-    return None
-  if claim.baseline:
-    return True  # a difference of drops: no level is asked of A
-  return b_mean + effect <= ACCURACY_CEILING
+    return False
+  return not claim.baseline and b_mean + effect > ACCURACY_CEILING
 
 
 def _against_paper(claim: spec.Claim, a: pd.Series, b: pd.Series, d: np.ndarray):
@@ -498,12 +427,10 @@ def holm(ps: Sequence[float]) -> np.ndarray:
 
 
 def adjust(claims: list[dict]) -> list[dict]:
-  """Benjamini-Hochberg and Holm over the p-values of every part of the claims (those
-  with one: each test a verdict rests on counts once); each part keeps its adjusted
-  p-values (``p_adj``, ``p_holm``), the claim its statement's, and the claims' verdicts
-  are composed from the parts that stay decided (``verdict``: BH, ``verdict_holm``:
-  Holm; :func:`compose`)."""
-  parts = [dict(part) for c in claims for part in c['parts']]
+  """Benjamini-Hochberg and Holm over the finite p-values of every test of the claims; each
+  part keeps its ``p_adj`` and ``p_holm``, the claim its statement's and its verdicts after
+  each (``verdict``, ``verdict_holm``: :func:`compose`)."""
+  parts = [part | {'p_adj': math.nan, 'p_holm': math.nan} for c in claims for part in c['parts']]
   finite = [part for part in parts if math.isfinite(part['p'])]
   ps = [part['p'] for part in finite]
   for part, p_adj, p_holm in zip(
@@ -512,10 +439,7 @@ def adjust(claims: list[dict]) -> list[dict]:
     part |= {'p_adj': float(p_adj), 'p_holm': float(p_holm)}
   out, it = [], iter(parts)
   for c in claims:
-    mine = [next(it) | {} for _ in c['parts']]
-    for part in mine:
-      part.setdefault('p_adj', math.nan)
-      part.setdefault('p_holm', math.nan)
+    mine = [next(it) for _ in c['parts']]
     c = c | {'parts': mine, 'p_adj': mine[0]['p_adj'], 'p_holm': mine[0]['p_holm']}
     out.append(c | {'verdict': compose(c, 'p_adj'), 'verdict_holm': compose(c, 'p_holm')})
   return out
@@ -526,18 +450,10 @@ def _short(setting: str) -> str:
   return ', '.join(f'{k.rsplit(".", 1)[-1]}={v}' for k, v in items) or '—'
 
 
-def _ci(st: Mapping) -> str:
-  return f'{st["mean"]:+.3f} [{st["lo"]:+.3f}, {st["hi"]:+.3f}]'
-
-
 def mark(paper: spec.Paper, frame: pd.DataFrame, manifest: Sequence[Mapping]) -> list[dict]:
-  """``manifest`` with each sweep's status as ``paper`` declares it now, ``current`` for
-  the sweeps the pages score: a selection sweep the declaration gives (:func:`is_current`),
-  and a test sweep it gives whose setting the claims test, as selected on those selection
-  rows (:func:`afl_jax.reproduction.scoring.test_settings`); every other sweep is
-  ``superseded`` (an earlier grid, setting or seed list, a setting no longer selected,
-  the tests of an experiment whose selection is incomplete, an experiment or method no
-  longer declared)."""
+  """``manifest`` with each sweep's status as ``paper`` declares it now: ``current`` for a
+  selection sweep it gives (:func:`~afl_jax.reproduction.runs.is_current`) and a test sweep
+  it gives at a setting the claims test (:func:`test_settings`), else ``superseded``."""
   exps = {e.key: e for e in paper.experiments}
   tested = {}
   for exp in paper.experiments:
@@ -557,9 +473,8 @@ def mark(paper: spec.Paper, frame: pd.DataFrame, manifest: Sequence[Mapping]) ->
 
 
 def stale_status(paper: spec.Paper, records_dir: str = runs.RECORDS) -> list[str]:
-  """The sweeps of ``paper``'s records whose stated status is not the one the declaration
-  gives now (every sweep of a pair written before the status column), as labels; empty
-  when the records are up to date (:func:`refresh` rewrites them)."""
+  """The labels of the sweeps whose stated status is not the one :func:`mark` gives now
+  (every sweep of an unmarked pair)."""
   frame, manifest = runs.read(paper.key, records_dir)
   fresh = mark(paper, frame, manifest)
   if not records.marked(manifest):
@@ -569,8 +484,7 @@ def stale_status(paper: spec.Paper, records_dir: str = runs.RECORDS) -> list[str
 
 
 def refresh(paper: spec.Paper, records_dir: str = runs.RECORDS) -> bool:
-  """Rewrite ``paper``'s records with each sweep's status as declared now, if any differs
-  (or the pair has none yet); returns whether it wrote. The rows and their order stay."""
+  """Rewrite ``paper``'s records with :func:`mark`'s statuses if any differs; whether it wrote."""
   if not stale_status(paper, records_dir):
     return False
   frame, manifest = runs.read(paper.key, records_dir)

@@ -1,18 +1,11 @@
 """The vocabulary of a reproduction declaration (``configs/repro/<paper>.py``).
 
-A declaration says, per figure/table of a paper: the shared (scaled) setting, the
-methods (a config of ``configs/`` + fixed fields), the grid each method is tuned on
-(the same number of settings for every method), the selection seeds, the held-out
-test seeds, and the claims the experiment tests, each quoted from the paper with its
-metric and the paper's own effect size. :mod:`afl_jax.reproduction.runs` runs the
-grids as sweeps and stores per-run records; :mod:`afl_jax.reproduction.scoring`
-selects on validation over the selection seeds and scores every claim on the test
-seeds; nothing about a paper is programmed anywhere else.
-
-Declarations and the configs they start from live in the repository (``configs/``),
-not in the installed package: this module finds them beside ``afl_jax/``.
-
-Field names are dotted config paths (``'hparams.server_lr'``, ``'schedule.concurrency'``).
+A :class:`Paper` declares experiments (one figure or table each): methods (a config of
+``configs/`` plus fixed fields) tuned on equal grids over the selection seeds, the held-out
+test seeds, and the claims quoted from the paper; :mod:`~afl_jax.reproduction.runs` and
+:mod:`~afl_jax.reproduction.scoring` do the rest. Field names are dotted config paths
+(``'hparams.server_lr'``). The records and each field: docs/extending.md (section g); the
+protocol: docs/results/README.md#protocol.
 """
 
 import dataclasses
@@ -35,20 +28,11 @@ CONFIGS = os.path.join(
 
 @dataclasses.dataclass(frozen=True)
 class Method:
-  """One method of a comparison.
-
-  Attributes:
-    label: its name on the page (also the name claims refer to).
-    config: the config it starts from, ``'FILE:NAME'`` for ``configs/FILE.py:NAME``
-      (``'fmnist:fedgm'``).
-    grid: dotted field -> values tried (the tuned axes; every method of an
-      experiment gets the same number of settings).
-    fixed: dotted field -> value set on top of the config (e.g. ``nu = 0``).
-    untuned: dotted field -> why this method has no such axis although the other methods
-      of its experiment sweep it (a rate its paper sets by design, e.g. AdaMasFL's server
-      rate from Thm 4.1): its budget is the others' without that axis (fewer settings,
-      stated on the page), and every axis it does sweep has the others' number of values.
-  """
+  """One method of a comparison: ``config`` (``'FILE:NAME'``, ``configs/FILE.py:NAME``) with
+  the dotted ``fixed`` fields set on top, tuned on ``grid`` (dotted field -> values; every
+  method of an experiment gets the same number of settings). ``untuned``: dotted field -> why
+  this method has no such axis although the others sweep it (a rate its paper sets by
+  design): it has the others' number of values on every axis it does sweep."""
 
   label: str
   config: str
@@ -61,140 +45,70 @@ class Method:
     return math.prod(len(v) for v in self.grid.values())
 
   def variant(self, fixed: Mapping[str, Any] = {}, **changes) -> 'Method':
-    """This method with the dotted ``fixed`` fields added to its own, and ``changes`` (a
-    new label or grid)."""
+    """This method with ``fixed`` added to its own fields, and ``changes`` (label, grid)."""
     return dataclasses.replace(self, fixed={**self.fixed, **fixed}, **changes)
 
 
-# Claim metrics: name -> (what the page calls it, higher is better). 'best_test_accuracy'
-# is the best evaluation of a test run (where a paper's table reports the best accuracy
-# reached, e.g. FedFa's Table 4). The *_to_target
-# metrics are read from the selected setting's curve at the first evaluation whose test
-# accuracy reaches the experiment's target (Experiment.target). 'diverged' and
-# 'not_reached' are events on a seed, for claims of kind 'on_seeds'.
+# Claim metrics: name -> (what the page calls it, higher is better, unit). The *_to_target
+# metrics are read at the first evaluation whose test accuracy reaches the experiment's
+# target; 'diverged' and 'not_reached' are events on a seed (kind 'on_seeds').
 METRICS = {
-  'test_accuracy': ('final test accuracy', True),
-  'best_test_accuracy': ('best test accuracy', True),
-  'steps_to_target': ('server steps to target', False),
-  'clock_to_target': ('simulated seconds to target', False),
-  'mb_to_target': ('MB uploaded to target', False),
-  'diverged': ('diverged (non-finite loss)', True),
-  'not_reached': ('never reached the target', True),
+  'test_accuracy': ('final test accuracy', True, 'accuracy'),
+  'best_test_accuracy': ('best test accuracy', True, 'accuracy'),
+  'steps_to_target': ('server steps to target', False, 'steps'),
+  'clock_to_target': ('simulated seconds to target', False, 's'),
+  'mb_to_target': ('MB uploaded to target', False, 'MB'),
+  'diverged': ('diverged (non-finite loss)', True, 'seeds'),
+  'not_reached': ('never reached the target', True, 'seeds'),
 }
 KINDS = ('better', 'equivalent', 'noninferior', 'on_seeds')
-# The unit of a metric's values (and of a difference of them) on the pages.
-UNITS = {
-  'test_accuracy': 'accuracy',
-  'best_test_accuracy': 'accuracy',
-  'steps_to_target': 'steps',
-  'clock_to_target': 's',
-  'mb_to_target': 'MB',
-  'diverged': 'seeds',
-  'not_reached': 'seeds',
-}
 ACCURACY_METRICS = ('test_accuracy', 'best_test_accuracy')
 
 
 @dataclasses.dataclass(frozen=True)
 class Claim:
-  """A statement of the paper, scored paired over the held-out test seeds.
-
-  Attributes:
-    ref: where the paper makes it (section, figure/table number).
-    text: the claim as tested here (short; names the methods).
-    better, worse: method labels A and B. ``kind='better'``: A beats B on ``metric``
-      (higher accuracy; fewer steps / seconds / MB to target). ``kind='equivalent'``:
-      A matches B within ``margin`` (both sides). ``kind='noninferior'``: A loses at
-      most ``margin`` against B ("does not compromise accuracy"). ``kind='on_seeds'``:
-      the event ``metric`` ('diverged' or 'not_reached') happens to A on every test
-      seed (``worse`` is the reference it is read against, shown beside it).
-    quote: the paper's own statement (its words, shortened with '...').
-    paper_effect: the paper's own effect in the metric's units, signed so that positive
-      favours the claim (A - B for accuracy, the ratio B / A for a to-target metric, the
-      difference of the two changes for a ``baseline`` claim); None where the paper gives
-      no number.
-    source: where ``paper_effect`` is read, with the paper's setting there (its table
-      cells, dataset and model), shown beside it.
-    at: restrict the methods to the settings with these field values before
-      selecting (e.g. ``{'hparams.server_lr': 5.0}``: "at eta = 5"); a field restricts
-      the methods whose grid sweeps it (one of the claim's methods must), so a method
-      that fixes it (a multistage schedule against a constant eta) keeps its selection.
-    metric: a key of :data:`METRICS` (default: final test accuracy).
-    kind: 'better', 'equivalent', 'noninferior' or 'on_seeds'.
-    margin: the margin of an equivalence or non-inferiority in the metric's units
-      (accuracy 0.02 = 2 points).
-    upper: 'better' only: the statement also bounds the effect ("only marginally
-      better", "a slowdown within a small margin"): A - B below ``upper`` (a ratio B / A
-      for a to-target metric); the two parts are tested and adjusted each on its own.
-    factor: 'better' on a lower-is-better metric only: A needs ``factor`` times less
-      than B (the paired difference is log(B / A) - log(factor); 10 = "an order of
-      magnitude").
-    baseline: ``(A0, B0)``: a claim across two conditions: A and B are the methods under
-      one condition (e.g. Mc = 50), A0 and B0 the same methods under the other (Mc = 10),
-      declared in the same experiment; scored on the per-seed changes A0 - A and B0 - B
-      of the accuracy metric: "A loses less than B" (a smaller drop), or with
-      ``consistency`` "A is more consistent than B" (a smaller change of either sign).
-    consistency: with ``baseline``: score the size of each change, |A0 - A| against
-      |B0 - B|, not the signed drop.
-    condition: ``(R, H)``: the claim is about an effect of the setting (e.g. a large
-      delay hurting FedBuff): R (reference condition) must beat H (harsh condition) in
-      the accuracy metric on the test seeds (with ``consistency``: differ from it, either
-      sign), else the verdict is "condition not reproduced".
-    outside: why the claim is scored outside the tally of paper statements ('' = in
-      it): a contrast of this project's, or another reading of a statement the tally
-      scores once (each paper statement counts once).
-    restated: how and why the claim was restated against the paper's passage (the
-      earlier reading it replaces); the pages list every restated claim with its quote.
-  """
+  """A statement of the paper (``quote``, at ``ref``) that method A (``better``) beats B
+  (``worse``) on ``metric``, scored paired over the test seeds as ``kind`` says; each
+  optional field is commented below, and how each kind is tested is the protocol
+  (docs/results/README.md#protocol)."""
 
   ref: str
-  text: str
+  text: str  # the claim as tested here (short; names the methods)
   better: str
   worse: str
-  quote: str = ''
+  quote: str = ''  # the paper's own words, shortened with '...'
+  # Positive favours the claim: A - B (accuracy), the ratio B / A (to a target), the
+  # difference of the two drops (a baseline claim); None: the paper gives no number.
   paper_effect: float | None = None
-  source: str = ''
+  source: str = ''  # where paper_effect is read (table cells, dataset, model)
+  # Select within these field values; restricts only the methods whose grid sweeps a field.
   at: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-  metric: str = 'test_accuracy'
-  kind: str = 'better'
-  margin: float | None = None
-  upper: float | None = None
-  factor: float = 1.0
+  metric: str = 'test_accuracy'  # a key of METRICS
+  kind: str = 'better'  # or 'equivalent' / 'noninferior' (within margin), 'on_seeds' (an event)
+  margin: float | None = None  # in the metric's units (accuracy 0.02 = 2 points)
+  upper: float | None = None  # 'better' only: also A - B below it (B / A for a ratio)
+  factor: float = 1.0  # 'better' on a lower-is-better metric: A needs factor x less than B
+  # (A0, B0): the same methods under another condition; scores the per-seed drops A0 - A
+  # against B0 - B (their sizes with consistency).
   baseline: tuple[str, str] = ()
   consistency: bool = False
+  # (R, H): the claim is about an effect of the setting: R must beat H in accuracy (differ
+  # from it, with consistency), else the verdict is "condition not reproduced".
   condition: tuple[str, str] = ()
-  outside: str = ''
-  restated: str = ''
+  outside: str = ''  # why it is scored outside the tally of paper statements ('' = in it)
+  restated: str = ''  # how and why it was restated against the paper's passage
 
 
 @dataclasses.dataclass(frozen=True)
 class Experiment:
-  """One figure/table: methods on one shared setting, tuned and scored the same way.
-
-  Attributes:
-    key: short name (workdir and plot names).
-    title: heading on the page; ``ref`` the paper's figure/table it reproduces.
-    setting: what the shared setting is, in prose (the page prints it).
-    base: applied to every method's config after its own fields (the scaled setting).
-    methods: the methods compared.
-    claims: the claims tested.
-    seeds: the selection seeds (at least 3); the seed varies the data split, schedule
-      and init. Every grid setting runs on them; selection reads validation only.
-    test_seeds: fresh seeds (at least 10, disjoint from ``seeds``) on which only the
-      selected settings run; every claim is scored on them.
-    deviations: how this experiment departs from the paper (printed on the page).
-    run: False = declared but not run yet (the page says so).
-    target: the test accuracy of the time/upload-to-target table and claims; None =
-      the report's default (:func:`report.default_target`, stated on the page).
-    second_look: non-empty when the test seeds were drawn again after an inconclusive
-      result on earlier ones: what was looked at (the page reports it as a second look).
-    extended: non-empty when a grid was extended (or changed) after a look at the test
-      seeds and the tests ran again on the same seeds: which grid, after which verdict,
-      and the test seeds looked at (each page lists them).
-    edges_kept: method label -> why its selection on an edge of its grid was kept
-      without extending the grid before the test runs (the edge rule,
-      :func:`afl_jax.reproduction.scoring.settings_to_test`, refuses any other).
-  """
+  """One figure or table: ``methods`` on one shared setting (``base`` applied to every
+  method's config after its own fields), tuned on ``seeds`` (>= 3; the seed varies the data
+  split, schedule and init) and scored on the fresh ``test_seeds`` (>= 10, disjoint).
+  ``run=False``: run only when named (e.g. a paper-length run); ``target``: the accuracy of
+  its to-target claims (None: the default, :func:`~afl_jax.reproduction.scoring.target_of`);
+  ``second_look`` / ``extended``: test seeds drawn again, or a grid extended, after a look at
+  test results (the pages list them); ``edges_kept``: method -> why its selection on a grid
+  edge was kept (the edge rule, :func:`~afl_jax.reproduction.scoring.settings_to_test`)."""
 
   key: str
   title: str
@@ -215,15 +129,8 @@ class Experiment:
 
 @dataclasses.dataclass(frozen=True)
 class Paper:
-  """A paper's reproduction: its experiments.
-
-  Attributes:
-    key: ``docs/results/<key>.md``, ``scripts/reproduce.py --paper=<key>``.
-    number: the paper's number (000-004, as in docs/algorithms.md); ``citation``
-      authors, title.
-    setting: the paper's own setting in one paragraph.
-    experiments: the declared figures/tables.
-  """
+  """A paper's reproduction: ``docs/results/<key>.md``, its number (000-004, as in
+  docs/algorithms.md), citation, its own setting in one paragraph, and its experiments."""
 
   key: str
   number: str
@@ -245,23 +152,16 @@ def _set(c: ml_collections.ConfigDict, field: str, value: Any) -> None:
   config_path.set_value(field, c, value, accept_new_attributes=True)
 
 
-def _get(c: ml_collections.ConfigDict, field: str) -> Any:
-  return config_path.get_value(field, c)
-
-
 def with_fields(
   base: Callable[[ml_collections.ConfigDict], None],
   fields: Mapping[str, Any] = {},
   keep: Sequence[str] = (),
 ):
-  """``base`` followed by the dotted ``fields`` (a variant of a shared setting: the IID
-  partition, another concurrency, a staleness window), leaving the fields of ``keep`` as
-  the method set them (``base`` runs after a method's fixed fields; ``keep`` lets methods
-  of one experiment differ in a field the shared setting also sets, e.g. the concurrency
-  or the delay model)."""
+  """``base`` followed by the dotted ``fields`` (a variant of a shared setting), leaving the
+  fields of ``keep`` as the method set them (methods that differ in a field ``base`` sets)."""
 
   def apply(c: ml_collections.ConfigDict) -> None:
-    saved = {field: _get(c, field) for field in keep}
+    saved = {field: config_path.get_value(field, c) for field in keep}
     base(c)
     for field, value in {**fields, **saved}.items():
       _set(c, field, value)
@@ -292,15 +192,13 @@ def sweep_config(exp: Experiment, method: Method) -> ml_collections.ConfigDict:
 
 
 def _check_budgets(exp: Experiment, where: str) -> None:
-  """Equal budgets; a method with ``untuned`` axes has the others' number of values on
-  every axis it sweeps and lacks only the declared ones (else ValueError)."""
+  """Equal budgets; a method with ``untuned`` axes sweeps the others' other axes, each with
+  their number of values (else ValueError)."""
   tuned = [m for m in exp.methods if not m.untuned]
   budgets = {m.label: m.budget for m in tuned}
   if len(set(budgets.values())) > 1:
     raise ValueError(f'{where}: unequal grid budgets {budgets}.')
-  for m in exp.methods:
-    if not m.untuned:
-      continue
+  for m in (m for m in exp.methods if m.untuned):
     if not tuned or any(set(m.grid) | set(m.untuned) != set(o.grid) for o in tuned):
       raise ValueError(
         f'{where}: {m.label} sweeps {sorted(m.grid)} and leaves '
@@ -315,52 +213,71 @@ def _check_budgets(exp: Experiment, where: str) -> None:
         )
 
 
+def _check_claim(claim: Claim, grids: Mapping[str, Mapping], at: str) -> None:
+  names = (claim.better, claim.worse, *claim.baseline, *claim.condition)
+  for name in names:
+    if name not in grids:
+      raise ValueError(f'{at} names unknown method {name!r}.')
+  higher = METRICS.get(claim.metric, ('', True))[1]
+  ratio = claim.kind == 'better' and not higher and not claim.baseline
+  rules = (
+    (claim.metric not in METRICS, f'metric {claim.metric!r} not in {sorted(METRICS)}.'),
+    (claim.kind not in KINDS, f'kind {claim.kind!r} not in {KINDS}.'),
+    (
+      (claim.kind == 'on_seeds') != (claim.metric in ('diverged', 'not_reached')),
+      "kind 'on_seeds' goes with metric 'diverged' or 'not_reached'.",
+    ),
+    (
+      claim.baseline
+      and (
+        len(claim.baseline) != 2 or claim.metric not in ACCURACY_METRICS or claim.kind != 'better'
+      ),
+      'a baseline is (A0, B0), for "better" on test accuracy.',
+    ),
+    *(
+      (not any(f in grids[n] for n in names), f'at names {f!r}, which none of its methods sweeps.')
+      for f in claim.at
+    ),
+    (claim.condition and len(claim.condition) != 2, 'a condition is (reference, harsh).'),
+    (
+      claim.kind in ('equivalent', 'noninferior') and not (claim.margin and claim.margin > 0),
+      f'an {claim.kind} claim needs a margin > 0.',
+    ),
+    (
+      claim.upper is not None
+      and (
+        claim.kind != 'better' or claim.baseline or claim.upper <= (claim.factor if ratio else 0)
+      ),
+      'upper bounds a "better" effect (above the factor of a ratio).',
+    ),
+    (
+      claim.consistency and not claim.baseline,
+      'consistency compares the changes of a baseline claim.',
+    ),
+    (
+      claim.factor != 1.0 and (claim.kind != 'better' or higher),
+      'factor is for "better" on a lower-is-better metric.',
+    ),
+  )
+  for broken, why in rules:
+    if broken:
+      raise ValueError(f'{at}: {why}')
+
+
 def check(paper: Paper) -> None:
-  """Equal budgets (:func:`_check_budgets`), >= 3 selection and >= 10 fresh test seeds,
-  well-formed claims naming declared methods (else ValueError naming the experiment and
-  claim)."""
+  """Equal budgets, >= 3 selection and >= 10 fresh test seeds, well-formed claims naming
+  declared methods (else ValueError naming the experiment and claim)."""
   for exp in paper.experiments:
-    labels = [m.label for m in exp.methods]
     where = f'{paper.key}/{exp.key}'
     _check_budgets(exp, where)
     if len(set(exp.seeds)) < 3:
       raise ValueError(f'{where}: needs >= 3 selection seeds, got {exp.seeds}.')
     if len(set(exp.test_seeds)) < 10 or set(exp.test_seeds) & set(exp.seeds):
       raise ValueError(f'{where}: needs >= 10 test seeds disjoint from {exp.seeds}.')
+    grids = {m.label: m.grid for m in exp.methods}
     for claim in exp.claims:
-      at = f'{where}: claim {claim.text!r}'
-      for name in (claim.better, claim.worse, *claim.baseline, *claim.condition):
-        if name not in labels:
-          raise ValueError(f'{at} names unknown method {name!r}.')
-      if claim.metric not in METRICS:
-        raise ValueError(f'{at}: metric {claim.metric!r} not in {sorted(METRICS)}.')
-      if claim.kind not in KINDS:
-        raise ValueError(f'{at}: kind {claim.kind!r} not in {KINDS}.')
-      if (claim.kind == 'on_seeds') != (claim.metric in ('diverged', 'not_reached')):
-        raise ValueError(f"{at}: kind 'on_seeds' goes with metric 'diverged' or 'not_reached'.")
-      ratio = claim.kind == 'better' and not METRICS[claim.metric][1] and not claim.baseline
-      if claim.baseline and (
-        len(claim.baseline) != 2 or claim.metric not in ACCURACY_METRICS or claim.kind != 'better'
-      ):
-        raise ValueError(f'{at}: a baseline is (A0, B0), for "better" on test accuracy.')
-      grids = {m.label: m.grid for m in exp.methods}
-      names = (claim.better, claim.worse, *claim.baseline, *claim.condition)
-      for field in claim.at:
-        if not any(field in grids[name] for name in names):
-          raise ValueError(f'{at}: at names {field!r}, which none of its methods sweeps.')
-      if claim.condition and len(claim.condition) != 2:
-        raise ValueError(f'{at}: a condition is (reference, harsh).')
-      if claim.kind in ('equivalent', 'noninferior') and not (claim.margin and claim.margin > 0):
-        raise ValueError(f'{at}: an {claim.kind} claim needs a margin > 0.')
-      if claim.upper is not None and (
-        claim.kind != 'better' or claim.baseline or claim.upper <= (claim.factor if ratio else 0)
-      ):
-        raise ValueError(f'{at}: upper bounds a "better" effect (above the factor of a ratio).')
-      if claim.consistency and not claim.baseline:
-        raise ValueError(f'{at}: consistency compares the changes of a baseline claim.')
-      if claim.factor != 1.0 and (claim.kind != 'better' or METRICS[claim.metric][1]):
-        raise ValueError(f'{at}: factor is for "better" on a lower-is-better metric.')
-    unknown = sorted(set(exp.edges_kept) - set(labels))
+      _check_claim(claim, grids, f'{where}: claim {claim.text!r}')
+    unknown = sorted(set(exp.edges_kept) - set(grids))
     if unknown:
       raise ValueError(f'{where}: edges_kept names unknown methods {unknown}.')
     if exp.target is not None and not 0 < exp.target <= 1:
