@@ -104,8 +104,6 @@ CASES = [
     dict(bias_correction=True, tau_placement='inside'),
     dict(bias_correction=True, inside=True),
   ),
-  # Flower's FedAdam, FedYogi and FedAdagrad (v_{-1} = 0; FedAdam's offset 2; beta1 = 0).
-  *FLOWER.values(),
 ]
 
 
