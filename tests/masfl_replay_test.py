@@ -151,21 +151,11 @@ def test_uniform_selection_with_everyone_arriving_equals_arrival_selection(x64):
   ids = [[0, 1, 2], [2, 0, 1], [1, 2, 0], [0, 1, 2]]
   start = [[0, 0, 0], [1, 0, 1], [1, 2, 2], [3, 2, 3]]
   sched = afl_jax.schedules.from_arrays(ids, start, local_steps=2)
-  out = []
-  for selection in ('arrivals', 'uniform'):
-    res = simulate_quadratic(
-      'adamasfl',
-      a,
-      b,
-      np.zeros(4),
-      sched,
-      client_lr=0.2,
-      server_lr=0.3,
-      beta=0.5,
-      selection=selection,
-    )
-    out.append(res.params_history['x'])
-  np.testing.assert_allclose(out[1], out[0], rtol=1e-12, atol=1e-12)
+  hp = dict(client_lr=0.2, server_lr=0.3, beta=0.5)
+  run = lambda selection: simulate_quadratic(
+    'adamasfl', a, b, np.zeros(4), sched, selection=selection, **hp
+  ).params_history['x']
+  np.testing.assert_allclose(run('uniform'), run('arrivals'), rtol=1e-12, atol=1e-12)
 
 
 def test_adamasfl_global_step_is_at_most_gamma_and_finite():

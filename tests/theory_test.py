@@ -29,13 +29,9 @@ theory = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(theory)
 
 
-def measured(check):
-  """``theory.measure`` of ``check`` with its counterexample runs, once per session."""
-  return _measured(check.theorem)
-
-
 @functools.cache
-def _measured(theorem):
+def measured(theorem):
+  """``theory.measure`` of ``theorem``'s check with its counterexample runs, once per session."""
   (check,) = (c for c in theory.CHECKS if c.theorem == theorem)
   return theory.measure(check, theory.counterexample_runs(check), seeds=4)
 
@@ -43,7 +39,7 @@ def _measured(theorem):
 # ---- the theorems ----------------------------------------------------------------------------
 @pytest.mark.parametrize('check', theory.CHECKS, ids=lambda c: c.theorem)
 def test_bound_holds_with_every_condition_met_and_the_rate_is_the_theorems(check):
-  rows, _ = measured(check)
+  rows, _ = measured(check.theorem)
   assert [r.t for r in rows] == list(check.ts) and len(rows) == 3
   assert check.schedule(max(check.ts)).num_clients == theory.NUM_CLIENTS
   for t in check.ts:
@@ -61,7 +57,7 @@ def test_fedgm_thm_5_1_omits_the_condition_that_limits_the_server_step():
   t, lr, eta = (theory.BAD_51[k] for k in ('T', 'client_lr', 'server_lr'))
   *stated, omitted = theory.fedgm_51_conditions(eta, lr, theory.FEDGM_51.schedule(t)).values()
   assert max(stated) <= 1 + 1e-12 and omitted > 100
-  _, (paths,) = measured(theory.FEDGM_51)
+  _, (paths,) = measured(theory.FEDGM_51.theorem)
   bound = theory.fedgm_51_bound(t, eta, lr)
   assert theory.observed(paths) > 1e10 * bound
   assert theory.final(paths) > 1e10 * float(theory.PROBLEM.grad_norm2(theory.X0))
@@ -73,7 +69,7 @@ def test_fedfa_thm_1_condition_ignores_staleness():
   eq. (8)): eta_g eta_l Q L = 0.5 and 1 diverge; 0.125 and 0.25 do not."""
   t = theory.BAD_FA['T']
   assert theory.fedfa_tau_max(theory.round_robin(t, theory.Q_FA)) == 9
-  _, runs = measured(theory.FEDFA_1)
+  _, runs = measured(theory.FEDFA_1.theorem)
   start = float(theory.PROBLEM.grad_norm2(theory.X0))
   for rho, paths in zip(theory.BAD_FA['rho'], runs):
     if rho <= 0.25:
