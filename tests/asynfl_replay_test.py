@@ -10,10 +10,12 @@ eta_g / n * sum of the (compressed) Deltas.
 """
 
 import jax
+import jax.extend
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from compression_test import np_top_k
-from quadratic import make_quadratic, np_local_gd, np_replay, simulate_quadratic
+from quadratic import make_quadratic, np_local_gd, np_replay, quadratic_problem, simulate_quadratic
 from same import assert_close_ulps
 
 import afl_jax
@@ -23,28 +25,28 @@ K = np.array([1, 2, 3, 2])
 LR, ETA_G = 0.2, 1.7
 
 
-def _flexible_schedule():
-  """Waiting windows of 1 s, N(1.6, 0.8) job times: |S_t| in {0, .., 3}, tau_max = 3."""
+def _flexible_schedule(n=N, steps=10, mean=1.6, std=0.8, seed=2):
+  """Waiting windows of 1 s, N(mean, std) job times; by default |S_t| in {0, .., 3}, tau_max = 3."""
   return afl_jax.schedules.waiting_windows(
-    N,
-    10,
+    n,
+    steps,
     window=1.0,
-    durations=afl_jax.schedules.durations.make('normal', mean=1.6, std=0.8),
-    local_steps=K,
-    seed=2,
+    durations=afl_jax.schedules.durations.make('normal', mean=mean, std=std),
+    local_steps=np.resize(K, n),
+    seed=seed,
   )
 
 
 def np_asynfl(
   schedule, a, b, x0, lr, eta_g, steps, normalizer='clients', compress=None, error_feedback=False
 ):
-  """Algorithm 1 / eqs. (2)-(10) literally; returns x_1..x_T and the final residuals."""
+  """Algorithm 1 / eqs. (2)-(10) literally; returns x_1..x_T and the residuals after each step."""
   n = schedule.num_clients
   x = np.array(x0, np.float64)
   local = [x.copy() for _ in range(n)]  # x_t^{(i)}
   synced_to = [x.copy() for _ in range(n)]  # x_{t - tau_t^i}
   err = [np.zeros_like(x) for _ in range(n)]  # e^{(i)}
-  history = []
+  history, errs = [], []
   for t in range(schedule.num_steps):
     s_t = set(schedule.client_ids[t][schedule.mask[t]].tolist())
     total = np.zeros_like(x)
@@ -66,7 +68,8 @@ def np_asynfl(
       local[i] = x.copy()
       synced_to[i] = x.copy()
     history.append(x)
-  return np.stack(history), np.stack(err)
+    errs.append(np.stack(err))
+  return np.stack(history), np.stack(errs)
 
 
 def _run(name, schedule, dtype=np.float64, **hp):
@@ -76,12 +79,6 @@ def _run(name, schedule, dtype=np.float64, **hp):
     name, a, b, x0, schedule, client_lr=LR, server_lr=ETA_G, num_clients=N, **hp
   )
   return res, a, b, x0
-
-
-def test_flexible_schedule_has_staleness_and_varying_participation():
-  s = _flexible_schedule()
-  assert s.max_staleness >= 2
-  assert set(s.arrivals_per_step.tolist()) >= {0, 1, 3}
 
 
 def test_sync_limit_is_local_sgd_averaged_with_weight_s_over_n(x64):
@@ -114,6 +111,7 @@ def test_sync_limit_is_local_sgd_averaged_with_weight_s_over_n(x64):
 def test_asynfl_flexible_participation_matches_eqs_2_to_5(normalizer, dtype, rtol, atol):
   with jax.enable_x64(dtype == np.float64):
     sched = _flexible_schedule()
+    assert sched.max_staleness >= 2 and set(sched.arrivals_per_step.tolist()) >= {0, 1, 3}
     res, a, b, x0 = _run('asynfl', sched, dtype=dtype, normalizer=normalizer)
     expected, _ = np_asynfl(sched, a, b, x0, LR, ETA_G, K, normalizer)
     assert res.params_history['x'].dtype == dtype
@@ -142,7 +140,7 @@ def test_asynflc_top_k_matches_eq_7_and_algorithm_1(name, x64):
   ef = name == 'asynflc_ef'
   sched = _flexible_schedule()
   res, a, b, x0 = _run(name, sched, compressor='top_k', fraction=0.4)  # k = 2 of 5
-  expected, err = np_asynfl(
+  expected, errs = np_asynfl(
     sched, a, b, x0, LR, ETA_G, K, compress=lambda v: np_top_k(v, 2), error_feedback=ef
   )
   np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-10, atol=1e-12)
@@ -151,8 +149,8 @@ def test_asynflc_top_k_matches_eq_7_and_algorithm_1(name, x64):
   if ef:
     # The engine's residuals are in our sign (Delta = anchor - x_K): e = -e_paper.
     residual = np.asarray(res.final_state.compressor.residual['x'])
-    np.testing.assert_allclose(residual, -err, rtol=1e-10, atol=1e-12)
-    assert np.abs(err).max() > 1e-3
+    np.testing.assert_allclose(residual, -errs[-1], rtol=1e-10, atol=1e-12)
+    assert np.abs(errs[-1]).max() > 1e-3
 
 
 def test_asynflc_ef_with_identity_is_asynfl(x64):
@@ -190,3 +188,56 @@ def test_sign_of_a_zero_update_is_plus_one_on_the_papers_delta(name, x64):
     np.testing.assert_allclose(
       res.params_history['x'][:, 2], x0[2] + ETA_G / N * reports, rtol=1e-12
     )
+
+
+def _ef_simulator(dtype):
+  """AsynFLC-EF (Top-k, k = 2 of 5) over 6 clients, some steps with no report, chunks of 1."""
+  sched = _flexible_schedule(n=6, steps=12, mean=2.2, std=1.0, seed=3)
+  counts = sched.mask.sum(axis=1)
+  assert counts.min() == 0 and 0 < counts.max() < 6, counts
+  a, b = make_quadratic(num_clients=6, dim=DIM, dtype=dtype)
+  alg = afl_jax.algorithms.get(
+    'asynflc_ef', client_lr=LR, server_lr=ETA_G, num_clients=6, compressor='top_k', fraction=0.4
+  )
+  return afl_jax.Simulator(alg, quadratic_problem(a, b), sched, chunk_size=1), a, b
+
+
+def test_ef_only_reporting_clients_upload_and_update_their_residual(x64):
+  """Alg. 1 lines 8-16 step by step: e_i changes only in the steps where i reports (bit for
+  bit frozen otherwise); the bits sent are those of the reports."""
+  sim, a, b = _ef_simulator(np.float64)
+  sched, key, x0 = sim.schedules[0], jax.random.key(0), np.linspace(-1.0, 1.0, DIM)
+  top2 = lambda v: np_top_k(v, 2)
+  xs, errs = np_asynfl(sched, a, b, x0, LR, ETA_G, np.resize(K, 6), 'clients', top2, True)
+  state, previous = sim.init({'x': jnp.asarray(x0)}, key), np.zeros((6, DIM))
+  for t in range(sched.num_steps):
+    state, out = sim.run_chunk(state, key)
+    reports = sched.client_ids[t][sched.mask[t]]
+    got = np.asarray(jax.tree.leaves(state.compressor)[0])
+    np.testing.assert_allclose(got, -errs[t], rtol=0, atol=1e-12)  # our Delta is -(paper's)
+    absent = np.setdiff1d(np.arange(6), reports)
+    np.testing.assert_array_equal(got[absent], previous[absent])
+    previous = got
+    np.testing.assert_allclose(sim.params(state)['x'], xs[t], rtol=0, atol=1e-12)
+    assert out['metrics']['arrivals'][0] == len(reports)
+    assert out['metrics']['bits_up'][0] == len(reports) * 2 * (32 + 3)  # ceil(log2 5) = 3
+  assert np.abs(xs[-1] - x0).max() > 0.1  # it moved
+
+
+def test_the_compressor_runs_on_the_reporting_rows_only():
+  """The compressor sees the most reports of any step (rounded to the devices), not N rows."""
+  sim, _, _ = _ef_simulator(np.float32)
+  key = jax.random.key(0)
+  jaxpr = jax.make_jaxpr(sim._chunk)(*sim.args(sim.init({'x': jnp.zeros(DIM)}, key), key))
+  rows = []
+
+  def walk(jx):
+    for eqn in jx.eqns:
+      if eqn.primitive.name == 'top_k':
+        rows.append(eqn.invars[0].aval.shape[0])
+      for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+        walk(sub)
+
+  walk(jaxpr.jaxpr)
+  most, d = int(sim.schedules[0].mask.sum(axis=1).max()), sim.num_devices
+  assert rows == [-(-most // d) * d] and most < 6

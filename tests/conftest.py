@@ -1,19 +1,8 @@
 """Shared test setup: the number of CPU devices the tests run on.
 
-``AFL_JAX_TEST_DEVICES`` (default 1) sets
-``XLA_FLAGS=--xla_force_host_platform_device_count=<n>`` before JAX is imported
-(importing afl_jax changes no process-wide setting). CI runs the algorithm suite a
-second time on 2 devices, so every registered algorithm is also run with its client
-axis sharded over 2 devices and client counts the device count does not divide:
-
-  AFL_JAX_TEST_DEVICES=2 python -m pytest -n 2 -p no:cacheprovider \\
-    tests/algorithms_sharding_test.py tests/empty_step_test.py tests/algorithms_smoke_test.py
-
-(.ci/run does). Every algorithm also runs on 2 devices through the sweep tests
-(tests/helpers/sweep_devices.py, replicas and clients sharded).
-
-Subprocess tests (tests/sharding_test.py, tests/asynfl_devices_test.py) force
-their own device counts whatever this is.
+``AFL_JAX_TEST_DEVICES`` (default 1) sets ``--xla_force_host_platform_device_count``
+before JAX is imported; .ci/run runs the device tests a second time with 2. Subprocess
+tests (tests/sharding_test.py) force their own device counts whatever this is.
 """
 
 import os

@@ -1,18 +1,12 @@
-"""Two processes, one run, through JAX's distributed runtime: same iterates as one process.
+"""Two processes, one run, through JAX's distributed runtime: the iterates of one process.
 
-Starts ``tests/helpers/distributed_run.py`` twice on localhost (one CPU device each,
-CPU collectives over gloo, coordinator on a free loopback port), so the default mesh
-spans 2 devices in 2 processes. Compares the global iterates and the per-client
-state with a 1-process run of the same function in this process:
-
-* FedBuff (per-job) and AsynFL (always-on, per-client state sharded across the
-  processes): the client axis over the global mesh; an orbax checkpoint written by
-  both processes (each its own shards) resumes to the same iterates;
-* a sweep of 2 FedBuff runs: the replica axis over the global mesh (one replica per
-  process; the host reads the outputs of both, gathered by ``engine.to_host``).
+tests/helpers/distributed_run.py twice on localhost (one CPU device each, gloo
+collectives): FedBuff and AsynFL with the client axis (and AsynFL's per-client state)
+over both processes, AsynFL's orbax checkpoint written by both and resumed, and a sweep
+of 2 replicas with the replica axis over both; then scripts/train.py as 2 processes.
 """
 
-import importlib.util
+import json
 import os
 import socket
 import subprocess
@@ -21,6 +15,7 @@ import time
 
 import numpy as np
 import pytest
+from helpers import distributed_run
 
 HELPER = os.path.join(os.path.dirname(__file__), 'helpers', 'distributed_run.py')
 TIMEOUT_S = 240  # generous: the pair runs in ~10-60 s on 2 busy cores
@@ -32,20 +27,10 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
-def _load_helper():
-  spec = importlib.util.spec_from_file_location('distributed_run', HELPER)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
 def _two_processes(command, logs: list[str], env: dict, cwd=None, what='2-process run') -> list:
-  """Start ``command(process_id, port)`` for processes 0 and 1 (output to ``logs``) and wait
-  until both end, one fails or TIMEOUT_S passes; then kill the rest.
-
-  Fails the test on a timeout or a failure (skips it where the jaxlib has no gloo CPU
-  collectives, for ``what='2-process run'``). Returns the processes' outputs.
-  """
+  """``command(process_id, port)`` for processes 0 and 1 (output to ``logs``) until both end,
+  one fails or TIMEOUT_S passes; fails the test then (skips it where the jaxlib has no gloo
+  CPU collectives). Returns the processes' outputs."""
   port = _free_port()
   procs = []
   for pid, name in enumerate(logs):
@@ -78,11 +63,10 @@ def _two_processes(command, logs: list[str], env: dict, cwd=None, what='2-proces
   return texts
 
 
-def _run_pair(out_dir: str, cases: str, checkpoint: bool) -> list[dict]:
-  """Both processes of the helper, each process's arrays (``process_<i>.npz``)."""
+def _run_pair(out_dir: str) -> list[dict]:
+  """Both processes of the helper running every case, each process's arrays."""
   env = dict(os.environ)
   env.pop('XLA_FLAGS', None)
-  ckpt = [f'--checkpoint_dir={os.path.join(out_dir, "ckpt")}'] if checkpoint else []
   _two_processes(
     lambda pid, port: [
       sys.executable,
@@ -91,9 +75,9 @@ def _run_pair(out_dir: str, cases: str, checkpoint: bool) -> list[dict]:
       f'--process_id={pid}',
       f'--coordinator=127.0.0.1:{port}',
       f'--out={out_dir}',
-      f'--cases={cases}',
+      f'--cases={",".join(distributed_run.ALL_CASES)}',
       '--timeout=120',
-      *ckpt,
+      f'--checkpoint_dir={os.path.join(out_dir, "ckpt")}',
     ],
     [os.path.join(out_dir, f'process_{i}.log') for i in range(2)],
     env,
@@ -123,35 +107,16 @@ def _max_differences(procs: list[dict], reference: dict) -> dict[str, float]:
   return diffs
 
 
-@pytest.fixture(scope='module')
-def pair(tmp_path_factory):
-  """One 2-process launch running every case; (out_dir, each process's arrays)."""
-  out = str(tmp_path_factory.mktemp('distributed'))
-  return out, _run_pair(out, 'fedbuff,asynfl,sweep', checkpoint=True)
-
-
-def test_client_axis_two_processes_match_one_process(pair):
-  out, procs = pair
-  reference = _load_helper().run_cases(cases=('fedbuff', 'asynfl'))  # 1 process
-  diffs = _max_differences(procs, reference)
-  print('max |2-process - 1-process| per run:', diffs)
-  assert set(diffs) == {'fedbuff', 'asynfl'}
-  for name, diff in diffs.items():
-    assert diff <= 1e-5, (name, diff)
+def test_two_processes_match_one_process(tmp_path):
+  procs = _run_pair(str(tmp_path))
+  diffs = _max_differences(procs, distributed_run.run_cases(cases=distributed_run.ALL_CASES))
+  assert set(diffs) == set(distributed_run.ALL_CASES)
+  assert max(diffs.values()) <= 1e-5, diffs  # float32 round-off of cross-process sums
   # Orbax checkpoint written by both processes after chunk 1 (4 steps), restored into a
   # fresh state on both, then continued: the same iterates as the uninterrupted run.
   for arrays in procs:
     np.testing.assert_array_equal(arrays['asynfl/resumed'], arrays['asynfl/params'][4:])
-  step_dir = os.path.join(out, 'ckpt', 'asynfl', 'checkpoints', '4')
-  assert os.path.isdir(step_dir), os.listdir(out)
-
-
-def test_replica_axis_two_processes_match_one_process(pair):
-  _, procs = pair
-  reference = _load_helper().run_cases(cases=('sweep',))
-  diffs = _max_differences(procs, reference)
-  print('max |2-process - 1-process| (sweep of 2 replicas):', diffs)
-  assert diffs['sweep'] <= 1e-5, diffs
+  assert os.path.isdir(tmp_path / 'ckpt' / 'asynfl' / 'checkpoints' / '4')
 
 
 # ---- scripts/train.py in 2 processes: one set of outputs (process 0 writes) ----------------
@@ -214,8 +179,6 @@ def _outputs(workdir: str) -> dict[str, int]:
 )
 def test_train_script_two_processes_write_one_set_of_outputs(tmp_path):
   """2 processes (one stopping after 4 steps, then a resume), same outputs as 1 process."""
-  import json
-
   from afl_jax.pipeline import metrics_io
 
   logs = str(tmp_path / 'logs')
@@ -246,9 +209,7 @@ def test_train_script_two_processes_write_one_set_of_outputs(tmp_path):
   assert outs.get(os.path.join('tensorboard', 'events.out.tfevents.*')) == 2  # 2 invocations
   for name in ('metrics.jsonl', 'summary.json', 'config.json', 'plot.png', 'schedule.npz'):
     assert outs.get(name) == 1, (name, outs)
-  assert os.path.isdir(
-    os.path.join(two, 'checkpoints', '4')
-  )  # none at the end: the records say it finished
+  assert os.path.isdir(os.path.join(two, 'checkpoints', '4'))  # none at the end: it finished
   assert not [k for k in outs if k.endswith('.tmp')], outs
   with open(os.path.join(two, 'summary.json')) as f:
     summary = json.load(f)

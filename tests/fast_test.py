@@ -1,17 +1,12 @@
 """afl_jax.models.fast_apply: convolution and pooling as matrix products equal lax's own.
 
-Tolerance (float32, eps = 2^-23): the patches' matrix product sums a convolution's
-window x channel terms, and the reshaped pooling its window, in another order than XLA's
-convolution and ``reduce_window``; the results differ by rounding only. Both are compared
-with the same function computed in float64 ("exact"): the fast result's error must stay
-within twice lax's own error plus the rounding of sums of ``n`` float32 terms,
-``||fast - exact|| <= 2 ||lax - exact|| + 4 sqrt(n) eps ||exact||`` (norms over every
-output and gradient; ``n``, the longest sum of the case, is stated with it). A max-pool
-and its gradient do no arithmetic (they select), so they are asserted bit for bit, also
-where the values of a window tie (the gradient goes to the window's first maximum, as
-``select_and_scatter_add`` sends it). Each case also asserts that the rewrite happened
-(no ``conv_general_dilated`` or ``reduce_window`` left in the traced program) or, for the
-cases it does not cover, that lax's operation is kept.
+float32 (eps = 2^-23): the products sum a window's terms in another order than XLA's
+convolution and ``reduce_window``. Against the same function in float64 ("exact"):
+``||fast - exact|| <= 2 ||lax - exact|| + 4 sqrt(n) eps ||exact||`` over every output and
+gradient, ``n`` the longest sum of the case. Max-pools and their gradients select, so
+they are bit for bit, ties included (the gradient goes to the window's first maximum,
+as ``select_and_scatter_add`` sends it). Each case also asserts the rewrite happened or,
+where it does not apply, that lax's operation is kept.
 """
 
 import math
@@ -177,26 +172,12 @@ def test_project_models_equal_lax_under_vmap(name, shape, n):
 
 def test_parameter_trees_unchanged():
   """fast_apply changes how a model is evaluated, never its parameters: init through it
-  gives the same tree (names, shapes, values) and the CNN's names are flax's."""
+  gives the same tree (names, shapes, values)."""
   model = get_model('cnn', 10)
   x = jnp.zeros((1, 28, 28, 1))
   params = model.init(jax.random.key(0), x)
   same = fast_apply(model.init)(jax.random.key(0), x)
   jax.tree.map(np.testing.assert_array_equal, same, params)
-  leaves = jax.tree_util.tree_leaves_with_path(params)
-  shapes = {jax.tree_util.keystr(k): v.shape for k, v in leaves}
-  assert shapes == {
-    "['params']['Conv_0']['kernel']": (3, 3, 1, 32),
-    "['params']['Conv_0']['bias']": (32,),
-    "['params']['Conv_1']['kernel']": (3, 3, 32, 64),
-    "['params']['Conv_1']['bias']": (64,),
-    "['params']['Conv_2']['kernel']": (3, 3, 64, 64),
-    "['params']['Conv_2']['bias']": (64,),
-    "['params']['Dense_0']['kernel']": (3136, 128),
-    "['params']['Dense_0']['bias']": (128,),
-    "['params']['Dense_1']['kernel']": (128, 10),
-    "['params']['Dense_1']['bias']": (10,),
-  }
 
 
 def test_other_platforms_keep_lax(monkeypatch):

@@ -6,14 +6,12 @@ and local steps corrected by ``c - c_i`` with SCAFFOLD's option-II variates, whe
 ``c_i`` is the variate of the client's latest job applied before this job started.
 """
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from quadratic import (
   check_empty_step_and_exact_zeros,
   fresh_schedule,
-  hand_arrivals,
   make_quadratic,
   np_grad,
   np_local_gd,
@@ -23,7 +21,6 @@ from quadratic import (
 )
 
 import afl_jax
-from afl_jax.servers._fedac import FedACBroadcast, FedACMessage, init_state
 
 HP = dict(client_lr=0.3, server_lr=0.5, beta1=0.6, beta2=0.9, epsilon=1e-3)
 
@@ -172,12 +169,6 @@ def test_fedac_empty_step_and_exact_zeros(x64):
   check_empty_step_and_exact_zeros('fedac', lambda *args, **hp: _np_fedac(*args, **hp)[0], **HP)
 
 
-def _arrivals(ids, mask, staleness, start_params, n):
-  applied = jnp.zeros((len(ids), n), jnp.int32)
-  broadcast = FedACBroadcast({'x': jnp.asarray(start_params)}, None, applied)
-  return hand_arrivals(ids, mask, staleness=staleness, start_broadcast=broadcast)
-
-
 @pytest.mark.parametrize(
   'min_similarity, zero_cosine, first_update',
   [(0.1, 0.0, 'model'), (0.0, 0.0, 'movement'), (-1.0, 1.0, 'model'), (0.1, 0.0, 'movement')],
@@ -196,29 +187,6 @@ def test_fedac_similarity_conventions_match_numpy(min_similarity, zero_cosine, f
   np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
   ours, _ = _np_fedac(sched, a, b, x0, **hp)  # zero_cosine=1, first_update='movement'
   assert np.abs(want - ours).max() > 1e-3  # the convention matters on this schedule
-
-
-def test_fedac_server_step_under_jit_and_empty_step_state(x64):
-  rng = np.random.default_rng(0)
-  x = rng.normal(size=3)
-  starts = np.stack([x + rng.normal(size=3), x, x + rng.normal(size=3)])
-  deltas, dcs = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
-  server = afl_jax.servers.fedac(0.5, 0.6, 0.9, 1e-3, 0.0)
-  state = init_state({'x': jnp.asarray(x)}, 4, 0.6, 0.9, 1e-3)
-  msgs = FedACMessage({'x': jnp.asarray(deltas)}, {'x': jnp.asarray(dcs)})
-  arr = _arrivals([2, 0, 3], [True, True, False], [2, 0, 0], starts, 4)
-  new, _ = jax.jit(server.update)(state, msgs, arr, jax.random.key(0))
-  u0 = starts[0] - x
-  r = np.array([max(u0 @ deltas[0] / np.linalg.norm(u0) / np.linalg.norm(deltas[0]), 0), 1.0])
-  w = r / r.sum()
-  g = w[0] * deltas[0] + w[1] * deltas[1]
-  m_hat = 0.6 * 0.4 * g + 0.4 * g
-  np.testing.assert_allclose(new.params['x'], x - 0.5 * m_hat / (np.sqrt(0.1 * g * g) + 1e-3))
-  np.testing.assert_allclose(new.variate['x'], w[0] * dcs[0] + w[1] * dcs[1])
-  np.testing.assert_array_equal(new.applied, [1, 0, 1, 0])
-  empty = _arrivals([2, 0, 3], [False, False, False], [2, 0, 0], starts, 4)
-  same, _ = jax.jit(server.update)(new, msgs, empty, jax.random.key(0))
-  jax.tree.map(np.testing.assert_array_equal, same, new)
 
 
 def test_fedac_server_sizes_its_table_by_num_clients():

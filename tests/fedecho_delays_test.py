@@ -79,10 +79,6 @@ def test_config_gamma_reaches_the_schedule_and_must_be_positive():
     want = fedecho_delays.schedule(sizes, 25, 5, 60, delay='large', gamma=gamma, local_steps=5)
     np.testing.assert_array_equal(built.client_ids, want.client_ids)
     np.testing.assert_array_equal(built.start_step, want.start_step)
-    if gamma == 1e-5:  # the five largest clients are the long ones: they report least
-      counts = built.participation_counts
-      largest = np.isin(np.arange(50), np.argsort(-sizes)[:5])
-      assert counts[largest].mean() * 5 < counts[~largest].mean()
   c = config_lib.default()
   c.schedule.kind, c.schedule.concurrency, c.schedule.buffer_size = 'fedecho_large', 25, 5
   c.num_clients = 50

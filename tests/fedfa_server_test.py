@@ -7,18 +7,9 @@ shares nothing with ``afl_jax.servers.fedfa`` (which uses a ring buffer).
 
 import collections
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
-from quadratic import (
-  hand_arrivals,
-  make_quadratic,
-  np_fedbuff_step,
-  np_local_gd,
-  np_replay,
-  simulate_quadratic,
-)
+from quadratic import make_quadratic, np_fedbuff_step, np_local_gd, np_replay, simulate_quadratic
 
 import afl_jax
 
@@ -36,48 +27,30 @@ MASK2 = [[1, 1], [1, 0], [1, 1], [1, 1], [0, 1]]
 LR = 0.3
 
 
-def _async_schedule(steps=STEPS):
-  return afl_jax.schedules.from_arrays(
-    np.array(IDS)[:, None], np.array(START)[:, None], local_steps=np.array(steps)[:, None]
-  )
+def _async_schedule():
+  col = lambda z: np.asarray(z)[:, None]
+  return afl_jax.schedules.from_arrays(col(IDS), col(START), local_steps=col(STEPS))
 
 
-def _two_slot_schedule():
-  return afl_jax.schedules.from_arrays(IDS2, START2, local_steps=STEPS2, mask=MASK2)
-
-
-def np_fedfa(
-  schedule, a, b, x0, lr, window, mode, eta_g=1.0, on_fill=False, sliding=True, nova=False
-):
-  """Alg. 1 with a window of exactly K; returns x after every server step."""
+def np_fedfa(schedule, a, b, x0, lr, window, mode, eta_g=1.0, on_fill=False, nova=False, mu=0.0):
+  """Alg. 1 with a window of exactly K (FedNova or FedProx clients as asked); x after each step."""
   history = [np.array(x0, np.float64)]  # history[s]: the broadcast before step s
   x = history[0]
   buf = collections.deque(maxlen=window)  # (local model, start model, local steps)
   received = 0
   for t in range(schedule.num_steps):
-    for j in range(schedule.max_arrivals):
-      if not schedule.mask[t, j]:
-        continue
+    for j in np.flatnonzero(schedule.mask[t]):
       i, s, q = schedule.client_ids[t, j], schedule.start_step[t, j], schedule.local_steps[t, j]
-      buf.append((np_local_gd(a[i], b[i], history[s], lr, q), history[s], q))
+      buf.append((np_local_gd(a[i], b[i], history[s], lr, q, mu), history[s], q))
       received += 1
-      if sliding:
-        aggregate = received > window or (on_fill and received == window)
-      else:
-        aggregate = received % window == 0
-      if not aggregate:
+      if not (received > window or (on_fill and received == window)):
         continue
-      locals_ = [w for w, _, _ in buf]
       deltas = [w - st for w, st, _ in buf]  # w_local - w_start (the paper's Delta)
       if nova:  # FedNova: tau_eff * mean(Delta_k / tau_k) over the window.
         tau_eff = np.mean([q for _, _, q in buf])
         deltas = [tau_eff * d / q for d, (_, _, q) in zip(deltas, buf)]
       if mode == 'param':  # eq. (3): mean of the buffered client models.
-        x = (
-          np.mean([st for _, st, _ in buf], axis=0) + np.mean(deltas, axis=0)
-          if nova
-          else np.mean(locals_, axis=0)
-        )
+        x = np.mean([st for _, st, _ in buf], axis=0) + np.mean(deltas, axis=0)
       else:  # eq. (4): w_g + eta_g / K * sum of the buffered deltas.
         x = x + eta_g / window * np.sum(deltas, axis=0)
     history.append(x)
@@ -89,30 +62,39 @@ def _run(name, schedule, x0, **hp):
   return a, b, simulate_quadratic(name, a, b, np.asarray(x0, np.float64), schedule, **hp)
 
 
-def test_schedule_is_fully_async_and_stale():
-  s = _async_schedule()
-  assert s.max_arrivals == 1 and s.max_staleness == 4 and s.avg_staleness > 1
+# Variants on the fully asynchronous schedule, and plain FedFa on the two-slot one.
+CASES = [(m, v) for m in ('param', 'delta') for v in ('', 'on_fill', 'nova', 'two_slots')]
 
 
-@pytest.mark.parametrize('mode', ['param', 'delta'])
-@pytest.mark.parametrize('on_fill', [False, True])
-def test_fedfa_matches_numpy_alg1(mode, on_fill, x64):
-  x0 = np.linspace(-1, 1, 4)
-  sched = _async_schedule()
-  hp = dict(client_lr=LR, window_size=3, aggregate_on_fill=on_fill)
-  if mode == 'delta':
-    hp['server_lr'] = 0.7
-  a, b, res = _run(f'fedfa_{mode}', sched, x0, **hp)
-  expected = np_fedfa(sched, a, b, x0, LR, 3, mode, eta_g=0.7, on_fill=on_fill)
+@pytest.mark.parametrize('mode, variant', CASES + [('delta', 'prox')])
+def test_fedfa_matches_numpy_alg1(mode, variant, x64):
+  two = variant == 'two_slots'
+  if two:
+    sched = afl_jax.schedules.from_arrays(IDS2, START2, local_steps=STEPS2, mask=MASK2)
+  else:
+    sched = _async_schedule()
+    assert sched.max_arrivals == 1 and sched.max_staleness == 4
+  k, x0, on_fill = (2 if two else 3), np.linspace(-1, 1, 4), variant == 'on_fill'
+  hp = dict(client_lr=LR, window_size=k, aggregate_on_fill=on_fill)
+  hp |= dict(server_lr=0.7) if mode == 'delta' else {}
+  hp |= dict(mu=0.4) if variant == 'prox' else {}
+  name = f'fedfa_{mode}' + (f'_{variant}' if variant in ('nova', 'prox') else '')
+  a, b, res = _run(name, sched, x0, **hp)
+  ref = lambda **kw: np_fedfa(sched, a, b, x0, LR, k, mode, eta_g=0.7, on_fill=on_fill, **kw)
+  expected = ref(nova=variant == 'nova', mu=hp.get('mu', 0.0))
   got = np.asarray(res.params_history['x'])
   np.testing.assert_allclose(got, expected, atol=1e-12, rtol=1e-12)
+  if variant in ('nova', 'prox'):
+    assert not np.allclose(expected, ref())  # the normalization / proximal term matters
+  aggregations = res.metrics['server/aggregations']
+  if two:  # arrivals are taken in slot order, padded slots skipped
+    np.testing.assert_array_equal(aggregations, [0, 1, 2, 2, 1])
+    return
   # Warm-up: the first K arrivals (K - 1 with aggregate_on_fill) leave the model unchanged.
   warm = 2 if on_fill else 3
   np.testing.assert_array_equal(got[:warm], np.tile(x0, (warm, 1)))
   assert not np.allclose(got[warm], x0)
-  np.testing.assert_array_equal(
-    res.metrics['server/aggregations'], (np.arange(10) >= warm).astype(np.float32)
-  )
+  np.testing.assert_array_equal(aggregations, (np.arange(10) >= warm).astype(np.float32))
   # The version counter advanced at every arrival, warm-up included.
   assert int(res.final_state.step) == 10 and int(res.final_state.server.count) == 10
 
@@ -131,17 +113,6 @@ def test_fedfa_delta_literal_eq4_applies_each_delta_up_to_k_times(x64):
   np.testing.assert_allclose(got[3], x0 + 0.5 * (d(1) + d(2)) + 0.5 * (d(2) + d(3)), atol=1e-12)
 
 
-@pytest.mark.parametrize('mode', ['param', 'delta'])
-def test_several_arrivals_per_step_processed_in_slot_order(mode, x64):
-  x0 = np.linspace(1, -1, 4)
-  sched = _two_slot_schedule()
-  hp = dict(client_lr=LR, window_size=2)
-  a, b, res = _run(f'fedfa_{mode}', sched, x0, **hp)
-  expected = np_fedfa(sched, a, b, x0, LR, 2, mode)
-  np.testing.assert_allclose(res.params_history['x'], expected, atol=1e-12, rtol=1e-12)
-  np.testing.assert_array_equal(res.metrics['server/aggregations'], [0, 1, 2, 2, 1])
-
-
 def test_no_sliding_is_fedbuff_with_buffer_k_same_schedule(x64):
   # Sec. 3.1: replacing all K items before aggregating is FedBuff with buffer K. A step with
   # K arrivals fills the window exactly once.
@@ -156,8 +127,6 @@ def test_no_sliding_is_fedbuff_with_buffer_k_same_schedule(x64):
   )
   expected = np_replay(sched, a, b, x0, LR, np_fedbuff_step(0.7))
   np.testing.assert_allclose(res.params_history['x'], expected, atol=1e-12, rtol=1e-12)
-  _, _, buff = _run('fedbuff', sched, x0, client_lr=LR, server_lr=0.7)
-  np.testing.assert_allclose(res.params_history['x'], buff.params_history['x'], atol=1e-12)
 
 
 def test_no_sliding_is_fedbuff_on_the_fully_async_clock(x64):
@@ -182,69 +151,3 @@ def test_no_sliding_is_fedbuff_on_the_fully_async_clock(x64):
   # Between window fills the model does not move.
   before = np.concatenate([x0[None], expected[:-1]])
   np.testing.assert_allclose(got[:, :-1], np.repeat(before[:, None], k - 1, 1), atol=1e-12)
-
-
-def test_fedfa_nova_equal_steps_is_fedfa(x64):
-  x0 = np.linspace(-1, 1, 4)
-  sched = _async_schedule(steps=[2] * 10)
-  for mode in ('param', 'delta'):
-    _, _, plain = _run(f'fedfa_{mode}', sched, x0, client_lr=LR, window_size=3)
-    _, _, nova = _run(f'fedfa_{mode}_nova', sched, x0, client_lr=LR, window_size=3)
-    np.testing.assert_allclose(nova.params_history['x'], plain.params_history['x'], atol=1e-12)
-
-
-@pytest.mark.parametrize('mode', ['param', 'delta'])
-def test_fedfa_nova_unequal_steps_matches_numpy(mode, x64):
-  x0 = np.linspace(-1, 1, 4)
-  sched = _async_schedule()
-  hp = dict(client_lr=LR, window_size=3)
-  if mode == 'delta':
-    hp['server_lr'] = 0.8
-  a, b, res = _run(f'fedfa_{mode}_nova', sched, x0, **hp)
-  expected = np_fedfa(sched, a, b, x0, LR, 3, mode, eta_g=0.8, nova=True)
-  np.testing.assert_allclose(res.params_history['x'], expected, atol=1e-12, rtol=1e-12)
-  plain = np_fedfa(sched, a, b, x0, LR, 3, mode, eta_g=0.8)
-  assert not np.allclose(expected, plain)  # the normalization matters here
-
-
-def test_server_rule_under_jit_closed_form():
-  # The rule on its own: K = 2, eta_g = 0.5, messages m_n = Delta_n (start - local).
-  server = afl_jax.servers.fedfa(window_size=2, mode='delta', server_lr=0.5)
-  update = jax.jit(server.update)
-  x0 = {'w': jnp.array([1.0, -2.0])}
-  state = server.init(x0)
-  msgs = [
-    jnp.array([1.0, 0.0]),
-    jnp.array([0.0, 2.0]),
-    jnp.array([4.0, 4.0]),
-    jnp.array([-2.0, 6.0]),
-  ]
-
-  def arrive(state, m, t):
-    arr = hand_arrivals([0], [True], staleness=1, start_broadcast={'w': x0['w'][None]}, step=t)
-    return update(state, {'w': m[None]}, arr, jax.random.key(0))
-
-  for t in range(2):
-    state, metrics = arrive(state, msgs[t], t)
-    np.testing.assert_array_equal(state.params['w'], x0['w'])
-    assert float(metrics['aggregations']) == 0
-  state, _ = arrive(state, msgs[2], 2)  # window {m1, m2}: x0 - 0.5 * (m1 + m2) / 2
-  x3 = np.array([1.0, -2.0]) - 0.25 * (np.array([0.0, 2.0]) + np.array([4.0, 4.0]))
-  np.testing.assert_allclose(state.params['w'], x3, atol=1e-6)
-  state, _ = arrive(state, msgs[3], 3)  # window {m2, m3}
-  x4 = x3 - 0.25 * (np.array([4.0, 4.0]) + np.array([-2.0, 6.0]))
-  np.testing.assert_allclose(state.params['w'], x4, atol=1e-6)
-  assert int(state.count) == 4 and state.deltas['w'].shape == (2, 2)
-  # Ring: arrival n sits in slot n mod K.
-  np.testing.assert_array_equal(state.deltas['w'], np.stack([msgs[2], msgs[3]]))
-
-  # A padded slot is skipped: three slots, the middle one padding.
-  param_server = afl_jax.servers.fedfa(window_size=2, mode='param', aggregate_on_fill=True)
-  s = param_server.init(x0)
-  starts = {'w': jnp.array([[0.0, 0.0], [9.0, 9.0], [2.0, 2.0]])}
-  arr = hand_arrivals([0, 1, 2], [True, False, True], staleness=[0, 0, 1], start_broadcast=starts)
-  m = {'w': jnp.array([[1.0, -1.0], [5.0, 5.0], [0.0, 4.0]])}
-  s, metrics = jax.jit(param_server.update)(s, m, arr, jax.random.key(0))
-  # Locals: (0,0)-(1,-1) = (-1,1) and (2,2)-(0,4) = (2,-2); eq. (3): their mean.
-  np.testing.assert_allclose(s.params['w'], [0.5, -0.5], atol=1e-6)
-  assert int(s.count) == 2 and float(metrics['aggregations']) == 1

@@ -139,25 +139,22 @@ def test_autonomous_with_random_staleness_and_epochs_matches_numpy(x64):
   at = lambda t: (etas[t >= 4], betas[t >= 4], nus[t >= 4])
   expected = np_fedgm(sched, a, b, x0, 0.2, at, normalize=True)
   np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-10, atol=1e-10)
+  # Alg. 4 with one stage, by its own name and FedGM's hyperparameters.
+  assert afl_jax.algorithms.hyperparameters('autonomous_fedgm_single_stage') == (
+    afl_jax.algorithms.hyperparameters('fedgm')
+  )
+  hp = dict(server_lr=etas[0], beta=betas[0], nu=nus[0])
+  one = simulate_quadratic('autonomous_fedgm_single_stage', a, b, x0, sched, client_lr=0.2, **hp)
+  expected = np_fedgm(sched, a, b, x0, 0.2, lambda t: tuple(hp.values()), normalize=True)
+  np.testing.assert_allclose(one.params_history['x'], expected, rtol=1e-10, atol=1e-10)
 
 
-def test_fedadam_via_fedopt_matches_numpy_adam_for_three_steps(x64):
+def test_fedopt_default_is_numpy_adam_for_three_steps(x64):
   eta, b1, b2, tau = 0.05, 0.9, 0.99, 1e-3
   a, b = make_quadratic(dtype=np.float64)
   sched, x0 = _fresh_schedule(3, k=2), np.linspace(-1, 1, 4)
-  res = simulate_quadratic(
-    'fedopt',
-    a,
-    b,
-    x0,
-    sched,
-    client_lr=0.2,
-    server_lr=eta,
-    server_optimizer='adam',
-    beta1=b1,
-    beta2=b2,
-    tau=tau,
-  )
+  # FedOPT's defaults: Adam, beta1 = 0.9, beta2 = 0.99, tau = 1e-3 (optax's convention).
+  res = simulate_quadratic('fedopt', a, b, x0, sched, client_lr=0.2, server_lr=eta)
   history, m, v = [x0], np.zeros(4), np.zeros(4)
   for t in range(3):  # Kingma & Ba's Adam on the mean pseudo-gradient Delta_t
     g = _mean_deltas(sched, a, b, history, t, 0.2, normalize=False)

@@ -72,21 +72,37 @@ def np_masfl(schedule, a, b, x0, eta, gamma, beta, adaptive):
   return np.stack(thetas[1:])
 
 
+# Client 0 has two jobs in flight: B (start 1) arrives at step 1 before A (start 0)
+# arrives at step 2, so A must still use c_0^0; C (start 2) uses B's variate, not A's.
+OVERLAP = dict(
+  client_ids=[[1, 0], [0, 0], [0, 0], [0, 0], [2, 0]],
+  start_step=[[0, 0], [1, 0], [0, 0], [2, 0], [0, 4]],
+  mask=[[1, 0], [1, 0], [1, 0], [1, 0], [1, 1]],
+  local_steps=2,
+  num_clients=3,
+)
+
+
 @pytest.mark.parametrize(
-  'name,adaptive,dtype,tol',
+  'name,dtype,tol,overlap',
   [
-    ('masfl', False, np.float64, 1e-10),
-    ('adamasfl', True, np.float64, 1e-10),
-    ('masfl', False, np.float32, 1e-5),
+    ('masfl', np.float64, 1e-10, False),
+    ('adamasfl', np.float64, 1e-10, False),
+    ('masfl', np.float32, 1e-5, False),
+    ('masfl', np.float64, 1e-10, True),
+    ('adamasfl', np.float64, 1e-10, True),
   ],
 )
-def test_replay_matches_numpy(name, adaptive, dtype, tol):
+def test_replay_matches_numpy(name, dtype, tol, overlap):
+  """quadratic.stale_schedule, or jobs of one client overlapping so that only the causal
+  variate c~_i is right."""
   with jax.enable_x64(dtype == np.float64):
     a, b = make_quadratic(dtype=dtype)
     x0 = np.linspace(-1, 1, 4).astype(dtype)
-    sched = stale_schedule()
+    sched = afl_jax.schedules.from_arrays(**OVERLAP) if overlap else stale_schedule()
+    assert history_depth(sched) == (2 if overlap else 3)
     res = simulate_quadratic(name, a, b, x0, sched, client_lr=0.3, server_lr=0.4, beta=0.7)
-    want = np_masfl(sched, a, b, x0, 0.3, 0.4, 0.7, adaptive)
+    want = np_masfl(sched, a, b, x0, 0.3, 0.4, 0.7, name == 'adamasfl')
     assert res.params_history['x'].dtype == dtype
     np.testing.assert_allclose(res.params_history['x'], want, rtol=tol, atol=tol)
 
@@ -135,21 +151,11 @@ def test_uniform_selection_with_everyone_arriving_equals_arrival_selection(x64):
   ids = [[0, 1, 2], [2, 0, 1], [1, 2, 0], [0, 1, 2]]
   start = [[0, 0, 0], [1, 0, 1], [1, 2, 2], [3, 2, 3]]
   sched = afl_jax.schedules.from_arrays(ids, start, local_steps=2)
-  out = []
-  for selection in ('arrivals', 'uniform'):
-    res = simulate_quadratic(
-      'adamasfl',
-      a,
-      b,
-      np.zeros(4),
-      sched,
-      client_lr=0.2,
-      server_lr=0.3,
-      beta=0.5,
-      selection=selection,
-    )
-    out.append(res.params_history['x'])
-  np.testing.assert_allclose(out[1], out[0], rtol=1e-12, atol=1e-12)
+  hp = dict(client_lr=0.2, server_lr=0.3, beta=0.5)
+  run = lambda selection: simulate_quadratic(
+    'adamasfl', a, b, np.zeros(4), sched, selection=selection, **hp
+  ).params_history['x']
+  np.testing.assert_allclose(run('uniform'), run('arrivals'), rtol=1e-12, atol=1e-12)
 
 
 def test_adamasfl_global_step_is_at_most_gamma_and_finite():
@@ -207,26 +213,6 @@ def test_registry_fills_theory_rates_from_s_k_t(x64):
   )
   want = np_masfl(sched, a, b, x0, eta, beta / (4 * lips), beta, False)
   np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
-
-
-# Client 0 has two jobs in flight: B (start 1) arrives at step 1 before A (start 0)
-# arrives at step 2, so A must still use c_0^0; C (start 2) uses B's variate, not A's.
-OVERLAP_IDS = [[1, 0], [0, 0], [0, 0], [0, 0], [2, 0]]
-OVERLAP_START = [[0, 0], [1, 0], [0, 0], [2, 0], [0, 4]]
-OVERLAP_MASK = [[1, 0], [1, 0], [1, 0], [1, 0], [1, 1]]
-
-
-@pytest.mark.parametrize('name,adaptive', [('masfl', False), ('adamasfl', True)])
-def test_overlapping_jobs_of_one_client_use_the_causal_variate(name, adaptive, x64):
-  a, b = make_quadratic(dtype=np.float64)
-  x0 = np.linspace(-1, 1, 4)
-  sched = afl_jax.schedules.from_arrays(
-    OVERLAP_IDS, OVERLAP_START, local_steps=2, mask=OVERLAP_MASK, num_clients=3
-  )
-  assert history_depth(sched) == 2
-  res = simulate_quadratic(name, a, b, x0, sched, client_lr=0.3, server_lr=0.4, beta=0.7)
-  want = np_masfl(sched, a, b, x0, 0.3, 0.4, 0.7, adaptive)
-  np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-12)
 
 
 def test_history_depth_counts_own_arrivals_while_a_job_is_in_flight():

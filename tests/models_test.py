@@ -1,6 +1,8 @@
-"""Tests of the flax models: hand-computed parameter counts, shapes, input handling."""
+"""The flax models: hand-computed parameter counts, input layouts, a NumPy forward pass.
 
-import chex
+Outputs and gradients of the CNN and ResNet-18 against float64: fast_test.py.
+"""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -70,11 +72,6 @@ def test_param_counts_match_hand_formulas():
   assert n_params('resnet18', (1, 32, 32, 3), num_classes=100) == resnet18_count(100)
 
 
-def test_count_params_on_a_plain_tree():
-  tree = {'a': np.zeros((3, 4)), 'b': [np.zeros(5), jnp.zeros(())]}
-  assert count_params(tree) == 18
-
-
 @pytest.mark.parametrize('name', ['logreg', 'mlp', 'cnn'])
 def test_image_input_layouts_agree(name):
   model = get_model(name, 10)
@@ -106,37 +103,6 @@ def test_mlp_and_logreg_match_numpy_forward():
   p = numpy_params(logreg, x)['params']['Dense_0']
   ref = flat @ p['kernel'] + p['bias']
   np.testing.assert_allclose(logreg.apply({'params': {'Dense_0': p}}, x), ref, rtol=1e-4, atol=1e-5)
-
-
-def test_cnn_forward_and_grad_finite():
-  model = get_model('cnn', 10)
-  x = jnp.asarray(np.random.default_rng(2).normal(size=(2, 28, 28, 1)), jnp.float32)
-  y = jnp.array([3, 7])
-
-  loss_fn = lambda p: (
-    -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(model.apply(p, x)), y[:, None], 1))
-  )
-  loss, grads = jax.jit(jax.value_and_grad(loss_fn))(numpy_params(model, x))
-  assert np.isfinite(loss) and loss > 0
-  leaves = jax.tree_util.tree_leaves(grads)
-  assert all(np.all(np.isfinite(g)) for g in leaves)
-  assert any(np.any(g != 0) for g in leaves)
-
-
-def test_resnet18_forward_nhwc_32x32x3():
-  model = get_model('resnet18', 10)
-  x = jnp.asarray(np.random.default_rng(3).normal(size=(2, 32, 32, 3)), jnp.float32)
-  logits = jax.jit(model.apply)(numpy_params(model, x), x)
-  assert logits.shape == (2, 10)
-  assert np.all(np.isfinite(logits)) and not np.allclose(logits[0], logits[1])
-
-
-def test_real_init_matches_eval_shape():
-  model = get_model('logreg', 10)
-  x = jnp.zeros((1, 8, 8))
-  params = model.init(jax.random.key(0), x)
-  chex.assert_trees_all_equal_shapes_and_dtypes(params, numpy_params(model, x))
-  assert count_params(params) == dense(64, 10)
 
 
 def test_get_model_errors():

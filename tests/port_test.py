@@ -14,7 +14,6 @@ import pytest
 from quadratic import (
   check_empty_step_and_exact_zeros,
   check_fresh_is_fedbuff,
-  hand_arrivals,
   make_quadratic,
   np_local_gd,
   quadratic_problem,
@@ -24,7 +23,6 @@ from quadratic import (
 
 import afl_jax
 from afl_jax.schedules.durations import Durations
-from afl_jax.servers._port import PortState
 
 # quadratic.stale_schedule has staleness up to 3 (so the similarity term is used), one
 # padding slot, and client 0 with two jobs in flight.
@@ -120,35 +118,6 @@ def test_port_fresh_arrivals_with_one_term_is_fedbuff(weights, x64):
 
 def test_port_empty_step_and_exact_zeros(x64):
   check_empty_step_and_exact_zeros('port', _np_port, **HP)
-
-
-def _arrivals(ids, mask, staleness, starts):
-  return hand_arrivals(ids, mask, staleness=staleness, start_broadcast={'x': jnp.asarray(starts)})
-
-
-def test_port_server_step_under_jit_with_client_weights(x64):
-  rng = np.random.default_rng(0)
-  x, prev = rng.normal(size=3), rng.normal(size=3)
-  starts, deltas = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
-  sizes = np.array([1, 2, 5, 3])
-  server = afl_jax.servers.port(1.0, 2.0, 0.5, 4.0, reference='last_step', weighting='examples')
-  state = PortState({'x': jnp.asarray(x)}, {'x': jnp.asarray(prev)})
-  arr = _arrivals([2, 0, 3], [True, False, True], [3, 0, 1], starts)
-  arr = arr._replace(num_examples=jnp.asarray(sizes)[arr.client_ids])
-  new, _ = jax.jit(server.update)(state, {'x': jnp.asarray(deltas)}, arr, jax.random.key(0))
-  d = starts - deltas - x  # x_i - x_t
-  u = x - prev
-  cos = u @ d[0] / np.linalg.norm(u) / np.linalg.norm(d[0])
-  raw = np.array([5.0 * (2.0 * (cos + 1) / 2 + 0.5 * 4 / 7), 3.0 * (2.0 + 0.5 * 4 / 5)])
-  p = raw / raw.sum()
-  np.testing.assert_allclose(
-    new.params['x'], p[0] * (starts[0] - deltas[0]) + p[1] * (starts[2] - deltas[2])
-  )  # eta = 1: the weighted mean of the client models
-  np.testing.assert_allclose(new.previous['x'], x)
-  empty = _arrivals([2, 0, 3], [False, False, False], [3, 0, 1], starts)
-  empty = empty._replace(num_examples=arr.num_examples)
-  same, _ = jax.jit(server.update)(new, {'x': jnp.asarray(deltas)}, empty, jax.random.key(0))
-  jax.tree.map(np.testing.assert_array_equal, same, new)
 
 
 def test_port_clock_by_hand():

@@ -127,11 +127,11 @@ def np_grad(a_i, b_i, x):
   return a_i.T @ (a_i @ x - b_i)
 
 
-def np_local_gd(a_i, b_i, x0, lr, k):
-  """K steps of full-batch gradient descent on 0.5||A x - b||^2."""
-  x = np.array(x0, dtype=np.float64)
+def np_local_gd(a_i, b_i, x0, lr, k, mu=0.0):
+  """K steps of full-batch gradient descent on 0.5||A x - b||^2 (+ mu/2 ||x - x0||^2, FedProx)."""
+  x = x0 = np.array(x0, dtype=np.float64)
   for _ in range(k):
-    x = x - lr * a_i.T.astype(np.float64) @ (a_i.astype(np.float64) @ x - b_i)
+    x = x - lr * (a_i.T.astype(np.float64) @ (a_i.astype(np.float64) @ x - b_i) + mu * (x - x0))
   return x
 
 

@@ -1,11 +1,9 @@
 """The papers' convergence theorems checked numerically (docs/theory.md, scripts/theory.py).
 
-Each bound holds at its 3 values of T with every condition met, and the exponent of T
-fitted on the last pair is within 0.05 of the theorem's; each counterexample the checks
-found is a test that expects the failure. Then the pieces they stand on: the quadratic's
-constants against their definitions, each schedule builder's staleness, each paper's
-delay counter, single-stage FedGM by name and MasFL's margin. float64 (the script's
-sweeps enable x64 themselves; the other tests take the ``x64`` fixture).
+Each bound holds at its 3 values of T with every condition met and the fitted exponent of
+T is within 0.05 of the theorem's; each counterexample found is a test expecting the
+failure. Then what they stand on: the quadratic's constants, each builder's staleness,
+each paper's delay counter and MasFL's theorem rates. float64 throughout.
 """
 
 import functools
@@ -17,11 +15,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from quadratic import hand_arrivals, make_quadratic, np_local_gd, quadratic_task
+from quadratic import make_quadratic
 
 import afl_jax
 from afl_jax import compression, schedules
-from afl_jax.algorithms import masfl_theory
+from afl_jax.algorithms import adamasfl_theory, masfl_theory
 from afl_jax.problems import quadratic, shifted_quadratic
 
 _SPEC = importlib.util.spec_from_file_location(
@@ -31,13 +29,9 @@ theory = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(theory)
 
 
-def measured(check):
-  """``theory.measure`` of ``check`` with its counterexample runs, once per session."""
-  return _measured(check.theorem)
-
-
 @functools.cache
-def _measured(theorem):
+def measured(theorem):
+  """``theory.measure`` of ``theorem``'s check with its counterexample runs, once per session."""
   (check,) = (c for c in theory.CHECKS if c.theorem == theorem)
   return theory.measure(check, theory.counterexample_runs(check), seeds=4)
 
@@ -45,7 +39,7 @@ def _measured(theorem):
 # ---- the theorems ----------------------------------------------------------------------------
 @pytest.mark.parametrize('check', theory.CHECKS, ids=lambda c: c.theorem)
 def test_bound_holds_with_every_condition_met_and_the_rate_is_the_theorems(check):
-  rows, _ = measured(check)
+  rows, _ = measured(check.theorem)
   assert [r.t for r in rows] == list(check.ts) and len(rows) == 3
   assert check.schedule(max(check.ts)).num_clients == theory.NUM_CLIENTS
   for t in check.ts:
@@ -57,34 +51,25 @@ def test_bound_holds_with_every_condition_met_and_the_rate_is_the_theorems(check
 
 
 def test_fedgm_thm_5_1_omits_the_condition_that_limits_the_server_step():
-  """FedGM (Sun et al.) Thm 5.1 states: "Under the condition eta_l <= min{1/(8 K_{t,max}
-  L), sqrt(1/(120 L^2 C_eta tau K_{t,max}^2))} [...] And further assume each client is
-  included in S_t with probability m/n uniformly and independently", which does not
-  limit eta. Its proof (App. F, step (i)) "holds by plugging in the assumption,
-  2L^2 tau^2 eta-hat^2 C_eta^2 S eta_l^2 + (L^2 W_1^2 C_eta^2 + L eta-bar C_eta + C_eta)
-  S eta_l <= m/n", which the theorem lacks. With every stated condition met and that
-  one violated, the run diverges far above the stated bound.
-  """
+  """FedGM (Sun et al.) Thm 5.1's conditions do not limit eta; its proof (App. F, step (i))
+  assumes one that does. With every stated condition met and that one violated, the run
+  diverges far above the stated bound (docs/theory.md quotes both)."""
   t, lr, eta = (theory.BAD_51[k] for k in ('T', 'client_lr', 'server_lr'))
   *stated, omitted = theory.fedgm_51_conditions(eta, lr, theory.FEDGM_51.schedule(t)).values()
   assert max(stated) <= 1 + 1e-12 and omitted > 100
-  _, (paths,) = measured(theory.FEDGM_51)
+  _, (paths,) = measured(theory.FEDGM_51.theorem)
   bound = theory.fedgm_51_bound(t, eta, lr)
   assert theory.observed(paths) > 1e10 * bound
   assert theory.final(paths) > 1e10 * float(theory.PROBLEM.grad_norm2(theory.X0))
 
 
 def test_fedfa_thm_1_condition_ignores_staleness():
-  """FedFa (Xu et al.) Thm 1 states no condition; its proof's "To ensure T4+T5 <= 0, it
-  is sufficient to choose eta_g eta_l^(q) Q <= 1/L" has no staleness in it: eq. (12)
-  replaces the window's K models by "the global weight that is least optimized in the
-  buffer" and the sum telescopes f(w^{t'}) - f(w^{t+1}) as if t' = t. With 5 clients
-  always training (round robin) and a window of 5 (tau_max = 9 in eq. (8)'s counter),
-  eta_g eta_l Q L = 0.5 and 1 diverge; 0.125 and 0.25 do not.
-  """
+  """FedFa (Xu et al.) Thm 1's step condition eta_g eta_l Q <= 1/L has no staleness in it
+  (eq. (12) telescopes as if t' = t). Round robin over 5 clients, window 5 (tau_max = 9,
+  eq. (8)): eta_g eta_l Q L = 0.5 and 1 diverge; 0.125 and 0.25 do not."""
   t = theory.BAD_FA['T']
   assert theory.fedfa_tau_max(theory.round_robin(t, theory.Q_FA)) == 9
-  _, runs = measured(theory.FEDFA_1)
+  _, runs = measured(theory.FEDFA_1.theorem)
   start = float(theory.PROBLEM.grad_norm2(theory.X0))
   for rho, paths in zip(theory.BAD_FA['rho'], runs):
     if rho <= 0.25:
@@ -96,12 +81,9 @@ def test_fedfa_thm_1_condition_ignores_staleness():
 
 
 def test_asynflc_contraction_assumption_fails_for_top_k():
-  """AsynFLC (Yang et al.) Def. 3, eq. (6): "||C(x) - C(y)|| <= (1 - gamma) ||x - y||,
-  for all x, y", with "Top_k(x) with gamma = k/d". Top-1 of x = (1, 0.9), y = (0.9, 1)
-  keeps different coordinates: ||C(x) - C(y)|| / ||x - y|| = 10 > 1 - gamma = 0.5 (no
-  gamma in (0, 1] fits a discontinuous compressor). The contraction Top-k does satisfy,
-  ||C(x) - x||^2 <= (1 - k/d) ||x||^2, is a different assumption.
-  """
+  """AsynFLC (Yang et al.) Def. 3, eq. (6) asks ||C(x) - C(y)|| <= (1 - gamma) ||x - y||
+  of Top_k with gamma = k/d: Top-1 of (1, 0.9) and (0.9, 1) gives ratio 10. Top-k does
+  satisfy ||C(x) - x||^2 <= (1 - k/d) ||x||^2, a different assumption."""
   top1 = compression.top_k(fraction=0.5)
   x, y = np.array([1.0, 0.9], np.float32), np.array([0.9, 1.0], np.float32)
   cx, cy = (np.asarray(top1.compress(v, top1.init(v), jax.random.key(0))[0]) for v in (x, y))
@@ -187,12 +169,10 @@ def test_random_staleness_max_staleness_is_window_minus_one():
 
 def test_each_builder_states_its_staleness():
   constant = schedules.durations.make('constant', value=1.0)
-  assert schedules.synchronous(6, 3, 20, seed=2).max_staleness == 0
   fully = schedules.fully_async(8, 4, 30, durations=constant)  # buffer 1, 4 always training
   np.testing.assert_array_equal(fully.staleness[:, 0], np.minimum(np.arange(30), 3))
   bounded = schedules.fedbuff(30, 10, 3, 300, staleness_bound=2, seed=4)
   assert bounded.max_staleness == 2
-  assert schedules.waiting_windows(4, 10, window=None, durations=constant).max_staleness == 0
   slow = schedules.durations.make('constant', value=2.5)
   ww = schedules.waiting_windows(3, 12, window=1.0, durations=slow)  # report every 3 steps
   previous = np.full(3, -1)
@@ -220,47 +200,7 @@ def test_stats_reports_each_papers_delay_counter():
   assert periodic.stats('asynfl')['tau_max'] == theory.asynfl_delays(periodic)['max'] == 2
 
 
-# ---- algorithms ------------------------------------------------------------------------------
-def test_single_stage_autonomous_fedgm_is_alg_4_with_one_stage(x64):
-  """Alg. 4 with S = 1: the client sends ``Delta / K`` (line 7), the server steps eq. (2)
-  on the mean (lines 10-13); the same rules as 'autonomous_fedgm' with one stage."""
-  eta, beta, nu, lr, k = 0.7, 0.5, 0.3, 0.1, 3
-  one = afl_jax.algorithms.get(
-    'autonomous_fedgm_single_stage', client_lr=lr, server_lr=eta, beta=beta, nu=nu
-  )
-  staged = afl_jax.algorithms.get(
-    'autonomous_fedgm',
-    client_lr=lr,
-    stage_lengths=(9,),
-    server_lrs=(eta,),
-    betas=(beta,),
-    nus=(nu,),
-  )
-  assert afl_jax.algorithms.hyperparameters('autonomous_fedgm_single_stage') == (
-    afl_jax.algorithms.hyperparameters('fedgm')
-  )
-  a, b = make_quadratic(dtype=np.float64)
-  x0, key = np.linspace(-1.0, 1.0, 4), jax.random.key(0)
-  task = quadratic_task(a[1], b[1], k, 4)
-  want = (x0 - np_local_gd(a[1], b[1], x0, lr, k)) / k
-  rng = np.random.default_rng(0)
-  msgs, mask = rng.normal(size=(4, 2, 4)), np.array([True, False])  # slot 1 is padding
-  x, d = x0.copy(), np.zeros(4)
-  states = [alg.server.init({'x': jnp.asarray(x0)}) for alg in (one, staged)]
-  for t, msg in enumerate(msgs):
-    delta = msg[0]
-    d = (1 - beta) * delta + beta * d
-    x = x - eta * ((1 - nu) * delta + nu * d)
-    for i, alg in enumerate((one, staged)):
-      arrivals = hand_arrivals([0, 1], mask, step=t)
-      states[i], _ = alg.server.update(states[i], {'x': jnp.asarray(msg)}, arrivals, key)
-      np.testing.assert_allclose(states[i].params['x'], x, rtol=1e-13, atol=1e-15)
-  for alg in (one, staged):
-    start = {'x': jnp.asarray(x0)}
-    sent, _, _ = alg.client.update(start, alg.client.init(start, task, key), task, key)
-    np.testing.assert_allclose(sent['x'], want, rtol=1e-12, atol=1e-15)
-
-
+# ---- MasFL's theorem rates -------------------------------------------------------------------
 def test_masfl_margin_leaves_the_conditions_slack_in_proportion(monkeypatch):
   s, k, t, lips, tau = 2, 2, 400, 1.0, 2
   room = t - math.sqrt(s * k * t) - 4 * s * k * tau**2
@@ -270,6 +210,12 @@ def test_masfl_margin_leaves_the_conditions_slack_in_proportion(monkeypatch):
     assert 1 - 4 * a - math.sqrt(s * k / t) == pytest.approx(margin * room / t, abs=1e-14)
   with pytest.raises(ValueError, match='margin'):
     masfl_theory(s, k, t, lips, tau, 1.0)
+  with pytest.raises(ValueError, match='Theorem 3.1'):
+    masfl_theory(10, 12, 600, 2.5, 4)  # T - sqrt(SKT) - 4SK tau^2 < 0
+  with pytest.raises(ValueError, match='smoothness'):
+    masfl_theory(s, k, t, 0.0, tau)
+  with pytest.raises(ValueError, match='num_rounds'):
+    adamasfl_theory(10, 12, 100)  # beta = sqrt(SK/T) > 1
   built = []  # the registered factory builds MasFL with the theorem's rates at that margin
   real = afl_jax.algorithms._masfl.build
   monkeypatch.setattr(

@@ -41,7 +41,8 @@ def test_fedavg_weights_clients_by_examples_on_unequal_clients(weighting_name, x
   problem = afl_jax.problems.from_loss(mse, clients)
   np.testing.assert_array_equal(problem.client_sizes, SIZES)
   x0 = np.array([0.5, -1.0, 0.25])
-  alg = afl_jax.algorithms.get('fedavg', client_lr=LR, weighting=weighting_name)
+  hp = {} if weighting_name == 'examples' else dict(weighting=weighting_name)  # the default
+  alg = afl_jax.algorithms.get('fedavg', client_lr=LR, **hp)
   res = afl_jax.simulate(
     alg, problem, fresh_schedule(len(SIZES), T, K), {'x': jnp.asarray(x0)}, jax.random.key(0)
   )
@@ -53,9 +54,7 @@ def test_fedavg_weights_clients_by_examples_on_unequal_clients(weighting_name, x
   np.testing.assert_allclose(res.params_history['x'], np.stack(want), rtol=1e-12, atol=1e-13)
 
 
-def test_fedavg_defaults_to_examples_and_needs_no_run_context():
-  assert afl_jax.algorithms.hyperparameters('fedavg')['weighting'] == 'examples'
-  assert afl_jax.algorithms.registry.context('fedavg') == ()
+def test_fedavg_without_example_counts_is_refused():
   alg = afl_jax.algorithms.get('fedavg', client_lr=0.1)  # the counts travel with the messages
   arrivals = hand_arrivals([0, 1], [True, True])
   state = alg.server.init({'x': jnp.zeros(2)})

@@ -1,0 +1,87 @@
+"""Run with 2 forced CPU devices: runs on 2 devices vs the same runs on 1 (float64).
+
+N = 8 (the client axis and per-client state sharded; M = 3 arrivals padded to 4) for
+FedBuff, MasFL, AsynFL and AsynFLC-EF, and AsynFL with N = 3 and 5 (the arrival axis
+padded to 4 and 6 slots, which no rule may see). Prints one JSON line {case: max |2 - 1
+device|} plus {case_moved: how far the 1-device run moved}.
+"""
+
+import json
+import os
+import sys
+
+os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=2'
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from helpers.sim_runs import one_vs_all_devices  # noqa: E402
+from quadratic import logistic_problem, quadratic_problem  # noqa: E402
+
+import afl_jax  # noqa: E402
+
+jax.config.update('jax_enable_x64', True)
+assert len(jax.devices()) == 2, jax.devices()
+get = afl_jax.algorithms.get
+out = {}
+
+
+def compare(case, alg, problem, sched, params0, leaf, **options):
+  diff, moved, (_, sim) = one_vs_all_devices(alg, problem, sched, params0, leaf, **options)
+  assert sim.num_devices == 2
+  out[case], out[f'{case}_moved'] = diff, moved
+  return sim
+
+
+def windows(n, steps, seed=0):
+  durations = afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5)
+  return afl_jax.schedules.waiting_windows(
+    n, steps, window=1.0, durations=durations, local_steps=2, seed=seed
+  )
+
+
+buffered = afl_jax.schedules.fedbuff(8, 5, 3, 12, local_steps=3, seed=0)
+sharded = {
+  'fedbuff': (get('fedbuff', client_lr=0.3), buffered),
+  'masfl': (get('masfl', client_lr=0.1, server_lr=0.5, beta=0.5), buffered),
+  'asynfl': (get('asynfl', client_lr=0.3, num_clients=8), windows(8, 10)),
+  'asynflc_ef': (
+    get('asynflc_ef', client_lr=0.3, num_clients=8, compressor='top_k', fraction=0.5),
+    windows(8, 10),
+  ),
+}
+p0 = {'w': jnp.zeros(5), 'b': jnp.zeros(())}
+for case, (alg, sched) in sharded.items():
+  compare(f'{case}_n8', alg, logistic_problem(8, 16, 5), sched, p0, 'w', chunk_size=5)
+
+for n in (3, 5):
+  rng = np.random.default_rng(n)
+  problem = quadratic_problem(rng.normal(size=(n, 6, 4)) / 3.0, rng.normal(size=(n, 6)))
+  # Every client in every step: padded M (4 or 6) exceeds N for per-job training.
+  full = afl_jax.schedules.from_arrays(
+    [list(range(n))] * 4, [[t] * n for t in range(4)], local_steps=2, num_clients=n
+  )
+  cases = {
+    'asynfl': (dict(), windows(n, 8, n)),
+    'asynfl_arrivals': (dict(normalizer='arrivals'), windows(n, 8, n)),
+    'asynfl_per_job_full': (dict(local_training='per_job'), full),
+    'asynflc_ef_sign': (dict(compressor='sign'), windows(n, 8, n)),
+    'asynflc_ef_top_k': (dict(compressor='top_k', fraction=0.5), windows(n, 8, n)),
+  }
+  for case, (hp, sched) in cases.items():
+    name = 'asynflc_ef' if case.startswith('asynflc_ef') else 'asynfl'
+    alg = get(name, client_lr=0.2, num_clients=n, **hp)
+    sim = compare(
+      f'{case}_n{n}',
+      alg,
+      problem,
+      sched,
+      {'x': jnp.linspace(-1.0, 1.0, 4)},
+      'x',
+      state=lambda s: (s.clients, s.compressor),
+      chunk_size=3,
+    )
+    assert sim.num_slots > n, (case, n, sim.num_slots)
+print(json.dumps(out))
