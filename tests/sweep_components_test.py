@@ -182,47 +182,6 @@ def test_a_bad_algorithm_entry_names_its_setting():
     config_lib.validate_sweep(c)
 
 
-# ---- one error form for every component kind ------------------------------------------------
-SCHEDULE_ERRORS = [
-  ({'schedule.buffer_size': 7}, r'schedule.buffer_size=7 is invalid: must be an integer in '
-   r'\[1, 6\] \(concurrency=6\)'),
-  ({'schedule.windw': 3}, r"schedule.windw=3 is invalid: schedule 'fedbuff' takes no "
-   r"setting 'windw'; valid: \["),
-  ({'schedule.kind': 'port', 'schedule.staleness_bound': 0},
-   r'schedule.staleness_bound=0 is invalid: must be an integer >= 1'),
-  ({'schedule.kind': 'random_staleness', 'schedule.local_steps_multipliers': '1,0'},
-   r"schedule.local_steps_multipliers='1,0' is invalid: must be a string \(''"),
-]  # fmt: skip
-COMPRESSOR_ERRORS = [
-  ({'compressor.kind': 'qsgd', 'compressor.bits': 1},
-   r'compressor.bits=1 is invalid: must be an integer in \[2, 32\]'),
-  ({'compressor.kind': 'top_k', 'compressor.fractoin': 0.1},
-   r"compressor.fractoin=0.1 is invalid: compressor 'top_k' takes no"),
-  ({'compressor.kind': 'zip'}, r"compressor.kind='zip' is invalid: must be one of \["),
-]  # fmt: skip
-OTHER_ERRORS = [
-  ({'hparams.client_lr': -1.0}, r'hparams.client_lr=-1.0 is invalid: must be > 0\.$'),
-  ({'hparams.bitz': 4}, r"hparams.bitz=4 is invalid: algorithm 'fedbuff' takes no "),
-  ({'algorithm': 'nope'}, r"algorithm='nope' is invalid: must be one of \["),
-  ({'dataset': 'nope'}, r"dataset='nope' is invalid: must be one of \["),
-  ({'model': 'nope'}, r"model='nope' is invalid: must be one of \["),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize('fields,message', SCHEDULE_ERRORS + COMPRESSOR_ERRORS + OTHER_ERRORS)
-def test_every_component_error_names_config_section_argument(fields, message):
-  c = _base()
-  for field, value in fields.items():
-    section, _, name = field.partition('.')
-    if name:
-      c[section][name] = value
-    else:
-      c[section] = value
-  with pytest.raises(ConfigError, match='^config.' + message) as e:
-    config_lib.validate(c)
-  assert e.value.field == list(fields)[-1]  # the field named in the message
-
-
 def test_resolve_lists_exactly_the_named_kinds_settings():
   c = _base()
   c.schedule.kind, c.schedule.clients_per_step = 'random_staleness', 4
