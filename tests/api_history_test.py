@@ -1,8 +1,5 @@
 """``simulate``/``sweep`` keep every k-th iterate and evaluate on held-out data, against
-the NumPy replay of FedBuff (tests/quadratic.py); ``import afl_jax`` gives its subpackages."""
-
-import subprocess
-import sys
+the NumPy replay of FedBuff (tests/quadratic.py)."""
 
 import jax
 import jax.numpy as jnp
@@ -103,18 +100,3 @@ def test_bad_periods_are_refused(bad):
     afl_jax.simulate(
       alg, prob, sched, {'x': x0.astype(np.float32)}, jax.random.key(0), keep_every=bad
     )
-
-
-def test_import_gives_public_subpackages_lazily():
-  code = (
-    'import sys, afl_jax; heavy = [m for m in ("afl_jax.pipeline", "afl_jax.results", '
-    '"afl_jax.reproduction", "matplotlib", "pandas") if m in sys.modules]; '
-    'assert not heavy, heavy; '
-    'assert "fmnist" in afl_jax.data.DATASETS.names(); '
-    'assert "mlp" in afl_jax.models.MODELS.names(); '
-    'assert "fedbuff" in afl_jax.schedules.SCHEDULES.names(); '
-    'afl_jax.compression, afl_jax.algorithms, afl_jax.pipeline.build_run, afl_jax.results.table; '
-    'assert "fedgm" in afl_jax.reproduction.PAPERS; '
-    'assert {"data", "pipeline"} <= set(dir(afl_jax))'
-  )
-  subprocess.run([sys.executable, '-c', code], check=True)
