@@ -52,14 +52,6 @@ def test_noise_is_uniform_over_the_pixel_range():
   assert abs(raw.mean() - 127.5) < 2.0  # 156,800 pixels: std of the mean ~0.2
 
 
-@pytest.mark.parametrize('source', ['digits', 'noise'])
-def test_external_sets_are_deterministic_and_seed_free(source):
-  a = data.external_unlabeled(source, 64, fake_images(seed=1))
-  b = data.external_unlabeled(source, 64, fake_images(seed=1))
-  np.testing.assert_array_equal(a, b)
-  assert np.isfinite(a).all()
-
-
 def test_digits_need_images_and_at_most_1797():
   with pytest.raises(ValueError, match='unlabeled_size=1798'):
     unlabeled.digits_images(1798, fake_images())
