@@ -24,7 +24,6 @@ import signal
 import subprocess
 import sys
 import time
-from typing import NamedTuple
 
 import ml_collections
 import pytest
@@ -455,60 +454,43 @@ def test_flags_parser_refuses_unknown_flags_and_stray_arguments(argv, fragment):
 # ---- every bad input through the scripts: one line, nothing written ----------------------------
 
 
-# Written under the cases' temporary directory, named {tmp} in the cases below.
-FILES = {'afile': 'not a directory'}
-
-
-class Bad(NamedTuple):
-  """A bad input: the script and its arguments, fragments of the one error line, a path
-  not to create (or the prefix of every case's workdir), directory."""
-
-  args: list
-  fragments: list
-  absent: str | None = None
-  cwd: str = ROOT
-
-
-WORK = '{tmp}/work'  # each case its own (WORK1, ...): the processes run at once
-BAD_INPUTS = {
-  'empty_workdir': Bad(['train.py', '--workdir=', *SMOKE], ["--workdir=''"]),
-  'workdir_is_a_file': Bad(['train.py', '--workdir={tmp}/afile', *SMOKE], ['existing file']),
-  'outside_the_repository': Bad(
-    ['train.py', f'--workdir={WORK}5', *SMOKE],
+BAD_INPUTS = {  # (script and arguments, fragments of the one line, working directory)
+  'empty_workdir': (['train.py', '--workdir=', *SMOKE], ["--workdir=''"], ROOT),
+  'workdir_is_a_file': (['train.py', '--workdir={tmp}/afile', *SMOKE], ['existing file'], ROOT),
+  'outside_the_repository': (
+    ['train.py', '--workdir={tmp}/w1', *SMOKE],
     ["--config='configs/digits_smoke.py' is invalid", 'no such file', '{tmp}'],
-    WORK,
-    cwd='{tmp}',
+    '{tmp}',
   ),
-  'outside_the_repository_default_config': Bad(
-    ['train.py', f'--workdir={WORK}6', '--config.bogus=1'],
+  'outside_the_repository_default_config': (
+    ['train.py', '--workdir={tmp}/w2', '--config.bogus=1'],
     ["config has no field 'bogus'"],
-    WORK,
-    cwd='{tmp}',
+    '{tmp}',
   ),
-  'plot_nonexistent': Bad(
+  'plot_nonexistent': (
     ['plot.py', '{tmp}/nonexistent', '--out={tmp}/out.png'],
     ['nonexistent is not a directory'],
-    '{tmp}/out.png',
+    ROOT,
   ),
-  'benchmark_unknown_task': Bad(['benchmark.py', '--tasks=nope'], ["'nope'"]),
+  'benchmark_unknown_task': (['benchmark.py', '--tasks=nope'], ["'nope'"], ROOT),
 }
 
 
 @pytest.fixture(scope='module')
 def script_results(tmp_path_factory):
-  """Every case with {tmp} filled in, and its (exit status, stdout and stderr)."""
+  """{tmp}, ``{case: (exit status, stdout and stderr, the files in {tmp} after)}``, run at once."""
   tmp = tmp_path_factory.mktemp('scripts')
-  for name, text in FILES.items():
-    (tmp / name).write_text(text)
-  fill = lambda v: v and (v.replace('{tmp}', str(tmp)) if isinstance(v, str) else [*map(fill, v)])
-  cases = {name: Bad(*map(fill, case)) for name, case in BAD_INPUTS.items()}
-  results = _run_scripts({n: (c.args[0], c.args[1:], c.cwd, {}) for n, c in cases.items()})
-  return {n: (cases[n], rc, stdout + '\n' + stderr) for n, (rc, stdout, stderr) in results.items()}
+  (tmp / 'afile').write_text('not a directory')
+  fill = lambda v: v.replace('{tmp}', str(tmp))
+  runs = {n: (a[0], [*map(fill, a[1:])], fill(cwd), {}) for n, (a, _, cwd) in BAD_INPUTS.items()}
+  results = _run_scripts(runs)
+  after = sorted(os.listdir(tmp))
+  return tmp, {n: (rc, out + '\n' + err, after) for n, (rc, out, err) in results.items()}
 
 
 @pytest.mark.parametrize('name', BAD_INPUTS)
 def test_bad_input_is_one_line_and_writes_nothing(script_results, name):
-  case, rc, out = script_results[name]
-  assert_one_line(rc, out, *case.fragments)
-  if case.absent is not None:  # a path, or the prefix of every case's workdir
-    assert not glob.glob(glob.escape(case.absent) + '*'), case.absent
+  tmp, results = script_results
+  rc, out, after = results[name]
+  assert_one_line(rc, out, *[f.replace('{tmp}', str(tmp)) for f in BAD_INPUTS[name][1]])
+  assert after == ['afile'], after  # no workdir, no plot written

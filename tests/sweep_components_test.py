@@ -167,26 +167,6 @@ def test_an_algorithm_entry_carries_its_own_schedule_settings(tmp_path):
   ]
 
 
-def test_resolve_lists_exactly_the_named_kinds_settings():
-  c = _base()
-  c.schedule.kind, c.schedule.clients_per_step = 'random_staleness', 4
-  c.compressor.kind = 'top_k'
-  r = config_lib.resolve(c)
-  assert dict(r.schedule) == {
-    'kind': 'random_staleness',
-    'seed': -1,
-    'clients_per_step': 4,
-    'window': 5,
-    'local_steps_multipliers': '',
-  }
-  assert dict(r.compressor) == {'kind': 'top_k', 'error_feedback': False, 'fraction': 0.03}
-  assert dict(config_lib.resolve(_base()).hparams) == {
-    'client_lr': 0.05,
-    'server_lr': 1.0,
-    'weighting': 'uniform',
-  }
-
-
 # ---- users' own components ---------------------------------------------------------------
 def test_a_users_compressor_is_registered_named_and_recorded(tmp_path):
   @compression.COMPRESSORS.register('test_scaled', scale=checks.real(0.0, 1.0), replace=True)
