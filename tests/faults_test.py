@@ -172,49 +172,6 @@ def _estimate(c, replicas):
   return sim.estimate(params0, keys)['total']
 
 
-def test_sweep_on_cpu_fits_its_groups_to_the_free_memory_over_the_cpu_factor(tmp_path, monkeypatch):
-  c = _grid()
-  total = _estimate(c, 4)
-  # 1.5x the 4-run group's analytic state is free: it would fit at the analytic estimate,
-  # not at CPU_STATE_FACTOR = 2.5 times it, so the group is split.
-  monkeypatch.setattr(sweep.memory, 'available_bytes', lambda: int(1.5 * total / 0.9))
-
-  class Stop(Exception):
-    pass
-
-  def stop(*args, **kw):
-    raise Stop
-
-  logs = []
-  monkeypatch.setattr(sweep, '_run_group', stop)
-  with pytest.raises(Stop):
-    sweep.train_sweep(c, str(tmp_path / 'sweep'), log=logs.append)
-  assert any('split into 2 groups of <= 2 runs' in line for line in logs), logs
-
-
-def test_a_split_group_is_checked_against_its_own_estimate():
-  """The split extrapolates linearly from 1 and R replicas; a group whose own estimate is
-  still above the limit (the estimate grows less than linearly here) is made smaller."""
-
-  class Sim:
-    def __init__(self, r):
-      self.r = r
-
-    def estimate(self, params, keys):
-      return {'total': 100 + 60 * self.r**0.5}
-
-  logs = []
-  usable = 250  # linear: fit 7, whose estimate is 258.7; 6 replicas estimate 247.0
-  fitted = sweep._fit_groups(
-    [(list(range(10)), lambda ms: (Sim(len(ms)), None, None))],
-    usable / sweep.memory.SAFETY,
-    logs.append,
-    None,
-  )
-  assert [members for members, _ in fitted] == [list(range(6)), list(range(6, 10))]
-  assert any('split into 2 groups of <= 6 runs' in line for line in logs), logs
-
-
 def test_an_interrupted_sweep_keeps_its_finished_runs_and_splits_to_fit(tmp_path, monkeypatch):
   work = str(tmp_path / 'sweep')
   c = _grid()
