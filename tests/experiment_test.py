@@ -31,6 +31,15 @@ def tiny(**overrides):
   return c
 
 
+def set_fields(c, fields):
+  """``c`` with ``{'a.b': value}`` set, new names included (a config a user mistyped)."""
+  for field, value in fields.items():
+    section, _, name = field.partition('.')
+    with c.unlocked() if not name else c[section].unlocked():
+      (c[section] if name else c)[name or section] = value
+  return c
+
+
 def _records(workdir):
   with open(os.path.join(workdir, 'metrics.jsonl')) as f:
     return [json.loads(line) for line in f]
@@ -96,11 +105,7 @@ INVALID = [
 
 @pytest.mark.parametrize('fields,match', INVALID)
 def test_invalid_configs_are_rejected_before_compute(tmp_path, fields, match):
-  c = tiny()
-  for field, value in fields.items():
-    section, _, name = field.partition('.')
-    with c.unlocked() if not name else c[section].unlocked():
-      (c[section] if name else c)[name or section] = value
+  c = set_fields(tiny(), fields)
   with pytest.raises(ConfigError, match='^config.' + match) as info:
     loop.train_and_evaluate(c, str(tmp_path / 'w'), log=lambda *_: None)
   assert info.value.field == list(fields)[-1] and '\n' not in str(info.value)

@@ -8,6 +8,7 @@ import re
 import ml_collections
 import numpy as np
 import pytest
+from experiment_test import set_fields
 
 from afl_jax import compression, schedules
 from afl_jax.core import checks
@@ -135,11 +136,7 @@ NOT_RUN = [  # (fields of the config, its sweep, what the one line names)
 
 @pytest.mark.parametrize('fields,axes,named', NOT_RUN)
 def test_a_sweep_that_would_not_run_what_it_says_is_one_line_before_compute(fields, axes, named):
-  c = _base()
-  for field, value in fields.items():
-    section, _, name = field.partition('.')
-    with c.unlocked() if not name else c[section].unlocked():
-      (c[section] if name else c)[name or section] = value
+  c = set_fields(_base(), fields)
   c.sweep = ml_collections.ConfigDict(axes)
   with pytest.raises(ConfigError, match=re.escape(named)):
     config_lib.validate_sweep(config_lib.validate(c))
