@@ -104,20 +104,17 @@ def test_reads_the_archive_without_extracting(tmp_path):
   assert sorted(os.listdir(dest)) == [cifar10.ARCHIVE]  # nothing written next to it
 
 
-def test_archive_of_the_python_version_is_refused(tmp_path):
-  _tarball(tmp_path, {'cifar-10-batches-py/data_batch_1': b'\x80\x04pickle'})
-  with pytest.raises(DataError, match='binary version') as info:
-    load_cifar10(tmp_path)
-  assert cifar10.ARCHIVE in str(info.value)
-
-
-def test_truncated_archive_raises_data_error(tmp_path):
-  src = tmp_path / 'src'
-  write_cifar(src)
-  path = _tarball(tmp_path, {f'cifar-10-batches-bin/{n}': (src / n).read_bytes() for n in NAMES})
-  raw = open(path, 'rb').read()
-  open(path, 'wb').write(raw[: len(raw) // 2])
-  with pytest.raises(DataError, match='corrupt or truncated archive') as info:
+@pytest.mark.parametrize('python_version', [True, False])
+def test_an_archive_of_the_python_version_or_truncated_is_refused(tmp_path, python_version):
+  if python_version:
+    _tarball(tmp_path, {'cifar-10-batches-py/data_batch_1': b'\x80\x04pickle'})
+  else:
+    write_cifar(tmp_path / 'src')
+    members = {f'cifar-10-batches-bin/{n}': (tmp_path / 'src' / n).read_bytes() for n in NAMES}
+    raw = open(_tarball(tmp_path, members), 'rb').read()
+    open(tmp_path / cifar10.ARCHIVE, 'wb').write(raw[: len(raw) // 2])
+  match = 'binary version' if python_version else 'corrupt or truncated archive'
+  with pytest.raises(DataError, match=match) as info:
     load_cifar10(tmp_path, records_per_file=N)
   assert cifar10.ARCHIVE in str(info.value)
 
