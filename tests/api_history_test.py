@@ -1,8 +1,5 @@
 """``simulate``/``sweep`` keep every k-th iterate and evaluate on held-out data, against
-the NumPy replay of FedBuff (tests/quadratic.py); ``import afl_jax`` gives its subpackages."""
-
-import subprocess
-import sys
+the NumPy replay of FedBuff (tests/quadratic.py)."""
 
 import jax
 import jax.numpy as jnp
@@ -29,41 +26,29 @@ def _held_out(params):  # "held-out" loss: distance to a fixed point, and a seco
   return {'dist': jnp.sum((x - 0.5) ** 2), 'first': x[0]}
 
 
-@pytest.mark.parametrize('keep,every', [(2, 3), (4, 1), (1, 2), (3, 4)])
+@pytest.mark.parametrize('keep,every', [(2, 3), (4, 1), (1, 2), (3, 4), (None, None)])
 def test_simulate_keeps_every_kth_iterate_and_evaluates(keep, every):
   with jax.enable_x64(True):
     a, b, x0, sched, ref = _setup()
     alg = afl_jax.algorithms.get('fedbuff', client_lr=LR, server_lr=ETA)
+    periods = {} if keep is None else dict(keep_every=keep, eval_fn=_held_out, eval_every=every)
     res = afl_jax.simulate(
-      alg,
-      quadratic_problem(a, b),
-      sched,
-      {'x': jnp.asarray(x0)},
-      jax.random.key(0),
-      keep_every=keep,
-      eval_fn=_held_out,
-      eval_every=every,
+      alg, quadratic_problem(a, b), sched, {'x': jnp.asarray(x0)}, jax.random.key(0), **periods
     )
+    if keep is None:  # the default: every iterate, no evaluations
+      assert res.evaluations is None
+      keep = 1
     kept = list(range(keep, 7, keep))
     np.testing.assert_array_equal(res.history_steps, kept)
     np.testing.assert_allclose(res.params_history['x'], ref[kept], rtol=1e-10, atol=1e-12)
-    steps = sorted(set(range(0, 7, every)) | {6})
-    np.testing.assert_array_equal(res.evaluations['step'], steps)
-    dist = [np.sum((ref[s] - 0.5) ** 2) for s in steps]
-    np.testing.assert_allclose(res.evaluations['dist'], dist, rtol=1e-10)
-    np.testing.assert_allclose(res.evaluations['first'], ref[steps, 0], rtol=1e-10)
     assert res.metrics['arrivals'].shape == (6,)  # per-step metrics stay whole
     np.testing.assert_array_equal(res.metrics['arrivals'], sched.mask.sum(1))
-
-
-def test_simulate_default_keeps_every_iterate():
-  with jax.enable_x64(True):
-    a, b, x0, sched, ref = _setup()
-    alg = afl_jax.algorithms.get('fedbuff', client_lr=LR, server_lr=ETA)
-    res = afl_jax.simulate(alg, quadratic_problem(a, b), sched, {'x': x0}, jax.random.key(0))
-    np.testing.assert_allclose(res.params_history['x'], ref[1:], rtol=1e-10, atol=1e-12)
-    np.testing.assert_array_equal(res.history_steps, np.arange(1, 7))
-    assert res.evaluations is None
+    if res.evaluations is not None:
+      steps = sorted(set(range(0, 7, every)) | {6})
+      np.testing.assert_array_equal(res.evaluations['step'], steps)
+      dist = [np.sum((ref[s] - 0.5) ** 2) for s in steps]
+      np.testing.assert_allclose(res.evaluations['dist'], dist, rtol=1e-10)
+      np.testing.assert_allclose(res.evaluations['first'], ref[steps, 0], rtol=1e-10)
 
 
 def test_sweep_keeps_and_evaluates_each_replica():
@@ -103,18 +88,3 @@ def test_bad_periods_are_refused(bad):
     afl_jax.simulate(
       alg, prob, sched, {'x': x0.astype(np.float32)}, jax.random.key(0), keep_every=bad
     )
-
-
-def test_import_gives_public_subpackages_lazily():
-  code = (
-    'import sys, afl_jax; heavy = [m for m in ("afl_jax.pipeline", "afl_jax.results", '
-    '"afl_jax.reproduction", "matplotlib", "pandas") if m in sys.modules]; '
-    'assert not heavy, heavy; '
-    'assert "fmnist" in afl_jax.data.DATASETS.names(); '
-    'assert "mlp" in afl_jax.models.MODELS.names(); '
-    'assert "fedbuff" in afl_jax.schedules.SCHEDULES.names(); '
-    'afl_jax.compression, afl_jax.algorithms, afl_jax.pipeline.build_run, afl_jax.results.table; '
-    'assert "fedgm" in afl_jax.reproduction.PAPERS; '
-    'assert {"data", "pipeline"} <= set(dir(afl_jax))'
-  )
-  subprocess.run([sys.executable, '-c', code], check=True)

@@ -7,13 +7,11 @@ defaults of the rest, and a bad value is refused in one line naming its field.
 """
 
 import json
-import os
 
 import ml_collections
 import numpy as np
 import pytest
 
-import afl_jax
 from afl_jax import data, ranges
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import build, cli, loop, sweep
@@ -121,27 +119,11 @@ def test_a_model_or_dataset_sweep_swaps_the_name_and_its_settings(toy):
   c.sweep = ml_collections.ConfigDict({'dataset': [{'name': 'toy_sections', 'noise': -1.0}]})
   with pytest.raises(ConfigError, match=r'^config.sweep.dataset entry .*dataset_args.noise=-1.0'):
     config_lib.validate(c)
-  # An axis within the settings: every value checked against every model of the grid.
-  c.sweep = ml_collections.ConfigDict({'model_args': {'hidden_sizes': [[5], [0]]}})
-  with pytest.raises(
-    ConfigError, match=r'^config.sweep.model_args.hidden_sizes=\[\[5\], \[0\]\] is'
-  ):
-    config_lib.validate(c)
-  c.sweep = ml_collections.ConfigDict(
-    {'model': ['logreg', 'mlp'], 'model_args': {'hidden_sizes': [[5]]}}
-  )
-  with pytest.raises(
-    ConfigError, match=r"^config.sweep.model_args.hidden_sizes is invalid: 'logreg'"
-  ):
-    config_lib.validate(c)
   c.sweep = ml_collections.ConfigDict({'dataset_args': {'noise': [0.1, 0.2]}})
   config_lib.validate(c)
   runs = [build.build_run(sweep.point_config(c, p)) for p in sweep.grid(c)]
   assert [r.config.dataset_args.noise for r in runs] == [0.1, 0.2]
   assert [call['noise'] for call in CALLS[-2:]] == [0.1, 0.2]
-  c.sweep = ml_collections.ConfigDict({'model': [3]})
-  with pytest.raises(ConfigError, match=r'^config.sweep.model=3 is invalid: each entry must be'):
-    config_lib.validate(c)
 
 
 def test_command_line_sets_the_settings_of_the_named_components(monkeypatch):
@@ -177,19 +159,14 @@ def test_durations_params_are_the_distributions_own_resolved_and_recorded():
   [
     ('uniform', {'low': 5.0, 'high': 1.0}, r'durations_params.high=1.0 is invalid: must be >= 5'),
     ('uniform', {'low': -1.0}, r'durations_params.low=-1.0 is invalid: must be >= 0'),
-    ('normal', {'mean': 1.0, 'std': -1.0}, r'durations_params.std=-1.0 is invalid: must be >= 0'),
     ('normal', {'mean': 1.0}, r'^config.schedule.durations_params.std is required'),
-    ('exponential', {}, r'^config.schedule.durations_params.mean is required'),
     ('exponential', {'mean': 0.0}, r'durations_params.mean=0.0 is invalid: must be > 0'),
     ('lognormal', {'mu': 1.0, 'sigma': float('nan')}, r'durations_params.sigma=nan is invalid'),
-    ('pareto', {'shape': 1.0, 'scale': 0.0}, r'durations_params.scale=0.0 is invalid: must be > 0'),
     (
       'constant',
       {'value': 1.0, 'mean': 2.0},
       r"durations_params.mean=2.0 is invalid: .*'constant'",
     ),
-    ('constant', {'valu': 1.0}, r"durations_params.valu=1.0 is invalid: .*takes no setting 'valu'"),
-    ('gamma', {}, r"^config.schedule.durations='gamma' is invalid: must be one of"),
   ],
 )
 def test_durations_params_are_validated_per_distribution(kind, params, message):
@@ -227,16 +204,3 @@ def test_the_draws_use_the_given_parameters():
   for kind, params, by_hand in cases:
     got = durations.Durations(kind, params).draw(np.random.default_rng(3), ids)
     np.testing.assert_array_equal(got, by_hand(np.random.default_rng(3)), err_msg=kind)
-
-
-def test_every_bundled_config_gives_its_durations_as_a_mapping():
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  for folder in ('configs', os.path.join('configs', 'repro'), 'docs', 'examples'):
-    for dirpath, _, files in os.walk(os.path.join(root, folder)):
-      if 'results' in dirpath.split(os.sep):  # the records of earlier pages quote the old form
-        continue
-      for name in files:
-        if name.endswith(('.py', '.md')):
-          text = open(os.path.join(dirpath, name)).read()
-          assert "durations_params': '" not in text and "durations_params='" not in text, name
-  assert afl_jax.schedules.DISTRIBUTIONS.names() == sorted(durations.KINDS)

@@ -53,17 +53,6 @@ def test_a_wrong_entry_name_is_one_line_naming_the_valid_ones(file):
     assert says in message and 'NAME one of ' in message and 'fedgm' in message
 
 
-def test_compression_configs_wrap_plain_algorithms():
-  topk = config_lib.load_file(f'{ROOT}/configs/fmnist.py:fedbuff_topk_ef')
-  assert (topk.algorithm, topk.compressor.kind, topk.compressor.error_feedback) == (
-    'fedbuff',
-    'top_k',
-    True,
-  )
-  qsgd = config_lib.load_file(f'{ROOT}/configs/fmnist.py:fedfa_qsgd')
-  assert (qsgd.algorithm, qsgd.compressor.kind, qsgd.compressor.bits) == ('fedfa_delta', 'qsgd', 4)
-
-
 def test_every_registered_algorithm_is_documented():
   doc = (ROOT / 'docs' / 'algorithms.md').read_text()
   missing = [n for n in afl_jax.algorithms.names() if f'`{n}`' not in doc]

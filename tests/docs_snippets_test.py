@@ -54,10 +54,6 @@ PYTHON = [
 ]
 
 
-def test_the_pages_have_python_examples():
-  assert len(PYTHON) >= 3, [p.id for p in PYTHON]
-
-
 @pytest.mark.parametrize('text, not_run', PYTHON)
 def test_python_block_runs_as_written(text, not_run):
   code = compile(text, '<snippet>', 'exec')
@@ -119,8 +115,8 @@ def _value(text: str):
   return {'true': True, 'false': False}.get(text.lower(), text)
 
 
-def test_the_pages_have_config_overrides():
-  assert len(COMMANDS) >= 3, [p.id for p in COMMANDS]
+def test_the_pages_have_examples_and_overrides():  # the parsers above found them
+  assert len(PYTHON) >= 3 and len(COMMANDS) >= 3, ([p.id for p in PYTHON], COMMANDS)
 
 
 @pytest.mark.parametrize('cmd', COMMANDS)

