@@ -119,6 +119,8 @@ class Simulator:
     )  # fmt: skip
     self.num_slots, self.block_size, self.adaptive_steps = plan
     self.step_work = engine.local_step_work(schedules, regime, *plan)
+    self.useful_steps = [engine.local_step_work(s, regime, 1, 1, True)[0] for s in schedules]
+    self.max_steps = max(s.max_local_steps for s in schedules)
     self.report_slots = (
       engine.report_width(schedules, unit, self.num_slots) if algorithm.compressor else None
     )
@@ -137,7 +139,7 @@ class Simulator:
     self.program = engine.make_program(
       self._build,
       ring_size=self.ring_size,
-      max_steps=max(s.max_local_steps for s in schedules),
+      max_steps=self.max_steps,
       num_slots=self.num_slots,
       block_size=self.block_size,
       by_steps=self.adaptive_steps,
@@ -245,6 +247,13 @@ class Simulator:
       replicas_sharded=self.mode == 'replicas',
     )
 
+  def client_bytes(self, params: Any) -> int:
+    """Bytes one trained client holds in a local step besides its parameter copies (its
+    batch and activations, :func:`afl_jax.core.memory.client_step_bytes`); ``params``:
+    one run's."""
+    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), params)
+    return memory.client_step_bytes(self.problem, shapes, self.axes)
+
   # ---- running -----------------------------------------------------------------------
   def init(self, params: Any, keys: jax.Array) -> SimState:
     """The state before server step 0 (one run: ``params``, ``key``; R runs: leading axis R).
@@ -319,8 +328,8 @@ class Simulator:
   def params(self, state: SimState) -> Any:
     """The global model(s) of ``state`` (R runs: leading axis R, on the host)."""
     out = self._params(state, self.hparams)
-    if not self.batched:
-      return out
+    if not self.batched:  # several processes: each gets its host copy
+      return out if jax.process_count() == 1 else jax.tree.map(to_host, out)
     return jax.tree.map(lambda a: to_host(a)[: self.num_replicas], out)
 
 

@@ -370,7 +370,6 @@ def build_run(config: ml_collections.ConfigDict) -> Run:
   evaluator = task.make_evaluator(
     model.apply, layout, seed=c.seed, train_samples=c.eval_train_samples, dtype=dtype
   )
-  sizes.check_work(c, schedule, problem, params0, algorithm.regime)  # one step's memory, time
   return Run(
     config=c,
     data=layout,

@@ -28,7 +28,6 @@ import ml_collections
 
 from afl_jax import models
 from afl_jax.core import memory
-from afl_jax.core.engine import to_host
 from afl_jax.core.simulator import Simulator
 from afl_jax.errors import ResumeError
 from afl_jax.pipeline import checkpoint, metrics_io, plotting, sizes
@@ -47,16 +46,13 @@ class NonFiniteError(RuntimeError):
 
 
 def make_simulator(run: Run) -> Simulator:
-  """The engine for ``run`` (plans memory; a run that cannot fit is a ConfigError)."""
-  sim = None
-  with sizes.memory_guard(run.config, lambda: sim.memory if sim is not None else None):
-    sim = Simulator(
-      run.algorithm,
-      run.problem,
-      run.schedule,
-      chunk_size=run.config.eval_every,
-      **engine_options(run.config),
-    )
+  """The engine for ``run``, planned (nothing compiled); a local loop that cannot fit or a
+  run too long is a ConfigError (:func:`sizes.check_work`)."""
+  c = run.config
+  sim = Simulator(
+    run.algorithm, run.problem, run.schedule, chunk_size=c.eval_every, **engine_options(c)
+  )
+  sizes.check_work(c, sim, run.params0)
   return sim
 
 
@@ -157,6 +153,7 @@ def train_and_evaluate(
 def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
   run = build_run(config)
   c, schedule = run.config, run.schedule
+  sim = make_simulator(run)
   ckpt = checkpoint.Checkpointer(workdir)
   progress['doing'] = 'writing the run files'
   start = checkpoint.on_writer(lambda: preflight(run, workdir, ckpt, resume), 'resume')
@@ -164,7 +161,6 @@ def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
   if start == checkpoint.DONE:
     log(f'afl_jax: the run in {workdir} finished earlier; not run again')
     return _finish(run, workdir, None, writes, 0.0, log)
-  sim = make_simulator(run)
   stats = schedule.stats()
   log(
     f'afl_jax: {c.algorithm} on {c.dataset} ({run.data.num_clients} clients, {c.model}, '
@@ -183,10 +179,7 @@ def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
   writer = metrics_io.MetricsWriter(
     workdir if writes else None, tensorboard=True, resume_step=start
   )
-  evaluate = run.evaluator
-  if jax.process_count() > 1:  # each process evaluates its host copy of the global params
-    evaluate = lambda params: run.evaluator(jax.tree.map(to_host, params))  # noqa: E731
-  track = track_lib.Track(schedule, evaluate, writer, records, host)
+  track = track_lib.Track(schedule, run.evaluator, writer, records, host)
   t_run, first = time.time(), sim.position(state)
 
   def after_chunk(state: Any, end: int) -> str | None:

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import jax
-import numpy as np
 from ml_collections.config_flags import config_path
 
 from afl_jax import schedules
@@ -208,44 +207,36 @@ def _work_field(config: Any) -> tuple[str, Any]:
   return name, config[name]
 
 
-def work(config: Any, schedule: Any, problem: Any, params0: Any, regime: str) -> dict[str, Any]:
-  """The client training of a built run, from its schedule and shapes (nothing computed).
+def work(config: Any, sim: Any, params0: Any) -> dict[str, Any]:
+  """The client training of a built run, asked of its simulator (nothing computed).
 
-  Keys: ``client_steps`` (useful local steps: the sum of K over the arrivals, or over
-  every client every step for the always-on regime), ``flops`` (6 x params x batch per
-  client step: forward and backward of a dense model), ``seconds`` (at ASSUMED_FLOPS of
-  the backend), ``clients_per_step`` (trained together: a step's arrival slots, all N
-  always-on, at most ``client_block_size``), ``step_bytes`` (what they hold in one local
-  loop: batch, activations and the per-step losses).
+  Keys: ``client_steps`` (useful local steps of the longest run: the sum of K over its
+  arrivals, or every client every step for the always-on regime), ``flops`` (6 x params x
+  batch per client step: forward and backward of a dense model), ``seconds`` (at
+  ASSUMED_FLOPS of the backend), ``clients_per_step`` (trained together: the engine's
+  block of slots), ``step_bytes`` (what they hold in one local loop: batch, activations
+  and the per-step losses). ``params0``: one run's initial params.
   """
   from afl_jax import models
-  from afl_jax.core import engine
 
-  steps, _ = engine.local_step_work(schedule, regime, 1, 1, True)
+  steps = int(max(sim.useful_steps))
   flops = 6.0 * models.count_params(params0) * int(config.batch_size) * steps
   backend = jax.default_backend()
-  seconds = flops / ASSUMED_FLOPS['cpu' if backend == 'cpu' else 'other']
-  width = schedule.num_clients if regime != 'per_job' else int(schedule.client_ids.shape[1])
-  block = min(int(config.client_block_size or width), width)
-  shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), params0)
-  per_client = memory.client_step_bytes(problem, shapes)
-  per_client += LOSS_BYTES * int(schedule.max_local_steps)
+  per_client = sim.client_bytes(params0) + LOSS_BYTES * int(sim.max_steps)
   return {
-    'client_steps': int(steps),
+    'client_steps': steps,
     'flops': flops,
-    'seconds': seconds,
+    'seconds': flops / ASSUMED_FLOPS['cpu' if backend == 'cpu' else 'other'],
     'backend': backend,
-    'clients_per_step': block,
-    'step_bytes': block * per_client,
+    'clients_per_step': sim.block_size,
+    'step_bytes': sim.block_size * per_client,
   }
 
 
 def check_work(
   config: Any,
-  schedule: Any,
-  problem: Any,
+  sim: Any,
   params0: Any,
-  regime: str,
   *,
   limit_bytes: int | None = None,
   log: Any = None,
@@ -259,10 +250,10 @@ def check_work(
       local_epochs (memory), or the field of WORK_FIELDS most out of scale (time), with
       the estimate and the limit.
   """
-  report = work(config, schedule, problem, params0, regime)
+  report = work(config, sim, params0)
   limit = memory.available_bytes() if limit_bytes is None else limit_bytes
   if limit is not None and report['step_bytes'] > memory.SAFETY * limit:
-    k = int(schedule.max_local_steps)
+    k = int(sim.max_steps)
     trace = report['clients_per_step'] * LOSS_BYTES * k
     if trace * 2 > report['step_bytes']:
       field = 'local_epochs' if int(config.local_epochs) > 0 else 'local_steps'

@@ -272,12 +272,15 @@ def plan(config, first: build_lib.Run, *, limit_bytes: int | None = None) -> dic
   return out
 
 
-def _fit_groups(groups, limit: int | None, log, config) -> list[tuple[list[int], Any]]:
-  """Each group's simulator, split into groups whose replicas fit the device memory (the
-  engine's analytic estimate); one replica that does not fit is a ConfigError."""
+def _fit_groups(groups, runs, limit: int | None, log) -> list[tuple[list[int], Any]]:
+  """Each group's simulator, its runs' work checked (:func:`sizes.check_work`), split into
+  groups whose replicas fit the device memory (the engine's analytic estimate); one
+  replica that does not fit is a ConfigError."""
   out = []
   for members, build_group in groups:
     group = build_group(members)
+    config = runs[members[0]].config
+    sizes.check_work(config, group[0], runs[members[0]].params0)
     report = group[0].estimate(group[2], group[1])
     r = len(members)
     if limit is None or report['total'] <= memory.SAFETY * limit:
@@ -364,16 +367,16 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
       limit = int(limit / memory.CPU_STATE_FACTOR)
   build = lambda ms: _group_sim([runs[i] for i in ms], traced, limit)  # noqa: E731
   dirs = [os.path.join(workdir, n) for n in names]
-  _check_workdir(workdir, dirs, runs, resume)
   todo = [
     i
     for i, (d, run) in enumerate(zip(dirs, runs))
-    if not checkpoint.finished(d, run.schedule.num_steps, run.config.eval_every)
+    if not (resume and checkpoint.finished(d, run.schedule.num_steps, run.config.eval_every))
   ]
   keyed: dict[str, list[int]] = {}
   for i in todo:
     keyed.setdefault(group_key(points[i], traced, runs[i]), []).append(i)
-  fitted = _fit_groups([(m, build) for m in keyed.values()], limit, log, first.config)
+  fitted = _fit_groups([(m, build) for m in keyed.values()], runs, limit, log)
+  _check_workdir(workdir, dirs, runs, resume)  # nothing is written before the checks above
   starts = _starts(workdir, dirs, runs, fitted)
   log(
     f'sweep: {len(points)} runs ({len(points) - len(todo)} finished earlier, reused) in '
