@@ -1,25 +1,10 @@
-"""The two entry points: one run, ``afl_jax.simulate``; R runs in one program, ``afl_jax.sweep``.
+"""The two entry points: one run, ``afl_jax.simulate``; R runs in one program, ``afl_jax.sweep``::
 
-``simulate`` replays a schedule and returns every iterate (verification)::
-
-  alg = afl_jax.algorithms.get('fedbuff', client_lr=0.1, server_lr=1.0)
-  problem = afl_jax.problems.from_loss(loss_fn, client_data, full_batch=True)
-  schedule = afl_jax.schedules.from_arrays(client_ids, start_step, local_steps=2)
   result = afl_jax.simulate(alg, problem, schedule, params0, jax.random.key(0))
-  result.params_history  # params after server steps 1..T, leading axis T
+  res = afl_jax.sweep('fedbuff', problem, schedule, params0, keys, client_lr=[0.05, 0.1])
 
-``sweep`` runs many runs of one algorithm in one compiled program::
-
-  keys = jax.random.split(jax.random.key(0), 3)
-  res = afl_jax.sweep('fedbuff', problem, schedule, params0, keys,
-                      client_lr=[0.05, 0.1, 0.2], server_lr=1.0)
-  res.params      # final params of each run, leading axis R = 3
-  res.metrics     # per-step metrics, each [R, T]
-
-Replica r equals ``simulate(algorithms.get('fedbuff', client_lr=lr[r], ...), problem_r,
-schedule_r, params0_r, keys[r])`` (tests/sweep_test.py). Both drive one
-:class:`~afl_jax.core.simulator.Simulator` with :func:`run`.
-"""
+Replica r of a sweep equals the single run of its values (tests/sweep_test.py); both drive
+one :class:`~afl_jax.core.simulator.Simulator` with :func:`run`."""
 
 from __future__ import annotations
 

@@ -1,23 +1,9 @@
 """One name -> factory mechanism, and the one validation, for every component a config names.
 
-Algorithms, schedules, compressors, datasets and models are each a :class:`Registry`. A
-factory's signature is the one truth for its settings (keyword arguments, defaults);
-the range of each is declared beside it at registration as a
-:class:`~afl_jax.ranges.Spec`::
-
-  @ALGORITHMS.register('fadas', tau_c=checks.integer(0))
-  def fadas(client_lr: float = 0.1, tau_c: int = 1): ...
-
-A setting without a declared range takes the range of the same argument of a rule the
-entry names in ``uses``, else the registry's shared one, else the one its default implies.
-:meth:`Registry.bind` checks a config section (one :class:`~afl_jax.errors.ConfigError`
-naming ``config.<section>.<argument>``); the registered function checks a direct call
-through the same :meth:`bind`, so ``afl_jax.algorithms.fedbuff(client_lr=-1)`` is
-refused as ``algorithms.get('fedbuff', client_lr=-1)`` and the config are. A rule outside
-any registry declares its ranges with :func:`validated` (an argument named in
-:data:`COMMON` takes its range from there); a call from inside a checked one (an
-algorithm's factory) is not checked again.
-"""
+A factory's signature is the one truth for its settings; each setting's range is declared
+beside it at registration (``@ALGORITHMS.register('fadas', tau_c=checks.integer(0))``) and
+checked once by :meth:`Registry.bind`, for a config section and a direct call alike;
+docs/extending.md."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""The compiled run: one ``lax.scan`` over server steps, the arriving clients under ``jax.vmap``.
-
-A server step gathers each arrival's start broadcast from the ring buffer
-(:mod:`afl_jax.core.ring`), trains the arrival slots with the client rule (in blocks of
-slots, optionally sorted by K so that each block's local loop stops at its own largest
-K), compresses the reporting clients' messages, applies the server rule and writes the
-new broadcast into the ring. :func:`make_program` returns these per-run functions; the
-host side (slot plan, step inputs, placement) is :mod:`afl_jax.core.simulator`.
-docs/architecture.md describes the step, the key discipline and the padding.
-"""
+"""The compiled run: one ``lax.scan`` over server steps, the arriving clients under ``jax.vmap``
+(:func:`make_program`), and the host plan of a step's slots; docs/architecture.md,
+"A server step"."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""Analytic memory of a simulation, checked against the backend before allocating.
-
-The state of a run is dominated by a few arrays whose sizes are known before any
-compute: per-client state (control variates, residuals, local models, logits),
-the ring buffer of past broadcasts, the server state, the client data, and the
-working set of one step (start models, local models, gradients and messages of the
-clients trained together, and each one's batch and the activations its gradient
-keeps: :func:`client_step_bytes`). :func:`estimate` adds them up from abstract shapes;
-:func:`check` refuses a run that cannot fit, with the breakdown in the message.
-"""
+"""Analytic memory of a simulation from abstract shapes (:func:`estimate`), checked against
+the backend before allocating (:func:`check`); docs/reliability.md, "Sizes before
+allocation"."""
 
 from __future__ import annotations
 

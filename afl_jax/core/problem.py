@@ -1,23 +1,8 @@
 """A federated problem: a loss, each client's data, and how a client draws a batch.
 
-The engine gathers ``client_views`` rows for the arriving clients and passes
-``shared`` to every client unchanged, so data can be stored either per client
-(a pytree with a leading client axis, as :func:`from_loss` does) or as one flat
-array indexed by per-client ``(offset, size)`` views (the experiment pipeline,
-where client sizes differ a lot and padding every client to the largest would
-waste memory).
-
-Clients of unequal sizes (:func:`from_loss` with a list of per-client pytrees) are
-padded to the largest client with the true sizes kept in the view: a full batch is
-the client's valid rows only, and mini-batches are drawn among the valid rows only,
-so the padding never enters a loss or a gradient. ``Problem.client_sizes`` (host
-ints) is what an example-weighted server needs (``weighting='examples'``).
-
-:func:`check_params` checks up front that a params tree fits a problem (its
-``loss_fn`` evaluated abstractly on client 0's batch), so that a tree of the wrong
-structure or shapes is one error naming both trees, not a ``dot_general`` or
-``KeyError`` from inside the compiled program.
-"""
+Data is stored per client (a leading client axis, :func:`from_loss`; unequal clients padded,
+the padding never entering a loss) or as one flat array with per-client ``(offset, size)``
+views (the pipeline); docs/architecture.md, "Seams"."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The replica axis of a sweep: which hyperparameters are traced, problems stacked for R runs.
-
-A traced hyperparameter is an ``[R]`` array from which the registered factory builds the
-algorithm inside the trace; everything the factory decides in Python is structural, the
-same for the replicas of one program (docs/architecture.md, Replica axis).
-"""
+"""The replica axis of a sweep: which hyperparameters are traced (``[R]`` arrays the factory
+builds the algorithm from inside the trace) and problems stacked for R runs
+(docs/architecture.md, "Replica axis")."""
 
 from __future__ import annotations
 

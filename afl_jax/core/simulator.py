@@ -1,14 +1,8 @@
-"""The driver: one run, or R runs of one algorithm stacked on a replica axis, in one program.
+"""The driver: one run, or R runs of one algorithm on a replica axis, in one program.
 
-:class:`Simulator` plans a run on the host (arrival slots and blocks, the ring buffer,
-analytic memory, placement on the device mesh), compiles the engine's per-run
-functions (:func:`afl_jax.core.engine.make_program`) once and runs them chunk by chunk.
-Given one schedule it runs one run with no replica axis; given a list of R schedules it
-``jax.vmap``s the same functions over a leading replica axis (seeds, schedules, data
-partitions and traced hyperparameters may differ per replica). docs/architecture.md
-(Replica axis) and docs/sharding.md say how schedules are padded and how replicas or
-clients are sharded over the devices.
-"""
+:class:`Simulator` plans a run on the host (slots, ring buffer, memory, placement), compiles
+the engine's functions once and runs them chunk by chunk; docs/architecture.md ("Replica
+axis") and docs/sharding.md."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Small pytree helpers shared by every rule (one implementation of each idea).
-
-Aggregation over the stacked client axis is written as a ``[M] x [M, P]``
-contraction (``jnp.tensordot``) rather than ``mean(axis=0)``: on XLA:CPU the
-reduction form of a ``[10, 784, 200]`` mean is an order of magnitude slower.
-"""
+"""Small pytree helpers shared by every rule (aggregation as a ``tensordot`` contraction: on
+XLA:CPU an order of magnitude faster than ``mean(axis=0)``)."""
 
 from __future__ import annotations
 

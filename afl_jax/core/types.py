@@ -1,19 +1,11 @@
 """The seams of afl_jax: client rules, server rules, algorithms and what flows between them.
 
-An asynchronous run is a sequence of server steps. At step ``t`` a set of clients
-*arrives*; each trained from the broadcast made before server step ``s <= t`` was
-applied (its staleness is ``tau = t - s``). The engine (``afl_jax.core.engine``)
-gathers each arrival's start broadcast from a ring buffer, runs the arriving
-clients' :class:`ClientRule` together under ``jax.vmap``, optionally passes each
-message through a per-client compressor, and hands the stacked messages to the
-:class:`ServerRule`.
-
-Sign convention: a plain client's message is the pseudo-gradient
-``Delta = x_start - x_local`` (it points uphill, like a gradient), so a server
-applying step size ``eta`` moves ``x <- x - eta * mean(Delta)``. This is the
-convention of FedOPT (Reddi et al., 2021) and lets the aggregated message be fed
-straight into an ``optax.GradientTransformation``.
-"""
+At server step ``t`` a set of clients *arrives*, each trained from the broadcast made before
+server step ``s <= t`` (staleness ``tau = t - s``); the engine runs the arriving clients'
+:class:`ClientRule` together under ``jax.vmap``, optionally compresses each message, and
+hands the stacked messages to the :class:`ServerRule`. A plain client's message is the
+pseudo-gradient ``Delta = x_start - x_local`` (FedOPT's convention, Reddi et al., 2021), so
+a server moves ``x <- x - eta * mean(Delta)`` or feeds it to an optax transformation."""
 
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
-"""``build_run(config) -> Run``: everything a run needs, validated once, before any compute.
-
-The path of a run goes down only: the config is resolved and validated
-(:mod:`afl_jax.pipeline.config`), the dataset loaded by name and laid out as
-client views (:func:`afl_jax.data.federate`), the model, the schedule (by name,
-:mod:`afl_jax.schedules.registry`), the algorithm (by name, with the run context
-passed explicitly as a :class:`~afl_jax.algorithms.registry.RunInfo`), the
-optional message compressor (``config.compressor``, wrapping any algorithm), the
-federated problem and the evaluator are built here. Checks that need the loaded
-data (client counts against samples, partitions that cannot give every client
-data, schedules in which no client ever arrives) raise
-:class:`~afl_jax.errors.ConfigError` naming the config field to change.
-"""
+"""``build_run(config) -> Run``: everything a run needs, validated once, before any compute
+(docs/architecture.md, "The path of a run"). Checks that need the loaded data raise a
+:class:`~afl_jax.errors.ConfigError` naming the config field to change."""
 
 from __future__ import annotations
 

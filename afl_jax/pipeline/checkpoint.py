@@ -1,19 +1,5 @@
-"""Checkpoints (orbax), and the step a run, or a sweep's group of runs, continues from.
-
-:class:`Checkpointer` keeps ``{'sim': SimState, 'host': accumulators}`` under
-``<dir>/checkpoints/<step>`` with orbax's ``CheckpointManager`` (its atomic step
-directories and ``max_to_keep`` retention); randomness is a function of (seed, step), so
-no RNG state is saved. Which run wrote them is the run folder's identity (``config.json``,
-afl_jax/pipeline/record.py), checked before this module is reached.
-
-:func:`start` decides where runs whose records live in ``dirs`` continue: ``DONE`` when
-every one finished, the latest checkpoint whose evaluation records are all on disk (later
-checkpoints are deleted, later records truncated), or None (from step 0). A checkpoint
-orbax cannot restore is refused in one line naming it.
-
-Several processes: orbax writes every process's shards; :func:`on_writer` runs a decision
-that reads shared files on process 0 and hands its answer (or its one-line error) to all.
-"""
+"""Checkpoints (orbax ``CheckpointManager``) and the step a run, or a sweep's group, continues
+from (:func:`start`); docs/reliability.md, "Where a rerun starts"."""
 
 from __future__ import annotations
 

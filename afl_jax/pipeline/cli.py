@@ -1,15 +1,5 @@
-"""Command-line handling for scripts/train.py: config overrides as one-line errors.
-
-``--config.hparams.NAME=VALUE`` is applied after the config file is loaded and its
-``hparams`` filled with every hyperparameter of the algorithm
-(:func:`afl_jax.pipeline.config.resolve`), so any hyperparameter the algorithm
-takes can be set even when the config file does not name it, and a name the
-algorithm does not take is reported with the valid ones; so are
-``--config.model_args.NAME``, ``--config.dataset_args.NAME`` and
-``--config.schedule.durations_params.NAME`` (the model's, the dataset loader's and the
-duration distribution's settings). Any other unknown or
-mistyped ``--config.FIELD`` ends as one line too (absl would print a traceback).
-"""
+"""Command-line handling for the scripts: ``--config.FIELD`` overrides (any hyperparameter or
+component setting, filled by :func:`afl_jax.pipeline.config.resolve`) and one-line errors."""
 
 from __future__ import annotations
 

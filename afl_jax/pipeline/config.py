@@ -1,24 +1,7 @@
-"""Experiment configuration: the shared default, resolution and validation.
-
-A config names each component once with its own settings: ``algorithm`` + ``hparams``,
-``schedule.kind`` + its settings (``schedule.durations`` + the distribution's
-``schedule.durations_params``, a mapping), ``compressor.kind`` + its settings,
-``dataset`` + ``dataset_args`` (the loader's own settings), ``model`` + ``model_args``
-(the model's constructor settings). A config file records only the values it sets;
-:func:`resolve` fills the named components' own defaults (from their factories'
-signatures) and drops other kinds' fields, so the resolved config (config.json) lists
-every value the run uses. Every field can be overridden on the command line
-(``--config.num_rounds=300``, ``--config.hparams.bits=4``,
-``--config.model_args.hidden_sizes=(100,)``).
-
-:func:`validate` checks the run's own fields against their ranges (:data:`FIELDS`),
-binds each component's settings to its factory (``Registry.bind``, the one check of
-:mod:`afl_jax.registry`) and checks the sweep; every error is a
-:class:`~afl_jax.errors.ConfigError` naming ``config.<section>.<field>``, the value and
-the allowed range, before any data is loaded or compiled. Checks that need the loaded
-data (``num_clients`` <= the samples, partitions that cannot give every client data)
-run in :func:`afl_jax.pipeline.build.build_run`, where the data is known.
-"""
+"""Experiment configuration: the shared default, :func:`resolve` (each named component's
+defaults from its factory's signature) and :func:`validate` (every field against its range,
+each component's settings bound once by ``Registry.bind``); errors are one
+:class:`~afl_jax.errors.ConfigError` naming ``config.<field>``. docs/configs.md."""
 
 from __future__ import annotations
 

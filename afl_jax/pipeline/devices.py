@@ -1,10 +1,5 @@
-"""The CPU device split, chosen by scripts (importing afl_jax changes no process setting).
-
-On CPU, XLA exposes one device that keeps ~1.6 of 2 cores busy on these small
-products; one host device per core lets the engine shard clients over all cores
-(1.7x faster on the benchmark task, docs/performance.md). Scripts call
-:func:`set_cpu_devices` first thing, before JAX starts its backend.
-"""
+"""The CPU device split, chosen by scripts before JAX starts its backend (one host device per
+core; docs/performance.md). Importing afl_jax changes no process setting."""
 
 from __future__ import annotations
 

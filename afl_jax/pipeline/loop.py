@@ -1,18 +1,8 @@
 """``train_and_evaluate(config, workdir)``: one run, evaluated, checkpointed and written.
 
-Everything is built and checked first (:func:`afl_jax.pipeline.build.build_run`, then
-:func:`preflight`: the workdir's run must have this run's identity, and where it stopped
-decides where this one starts); the drive loop then only runs a chunk of ``eval_every``
-server steps, evaluates, writes and checkpoints. A workdir holds ``config.json`` (the
-resolved config and the run's identity), ``schedule.npz``, ``metrics.jsonl`` (and
-TensorBoard events), ``checkpoints/`` (every ``checkpoint_every`` steps and where
-``stop_after_steps`` stops), ``summary.json`` (the run record) and ``plot.png``.
-docs/reliability.md says what a rerun does.
-
-Several processes (docs/distributed.md): each builds, runs and evaluates the same program;
-process 0 alone reads and writes the workdir's files (its decisions reach the others
-through :func:`afl_jax.pipeline.checkpoint.on_writer`); orbax writes every process's shards.
-"""
+Everything is built and checked first (:func:`preflight`); the drive loop then runs a chunk
+of ``eval_every`` server steps, evaluates, writes and checkpoints. docs/reliability.md
+says what a workdir holds and what a rerun does; docs/distributed.md, several processes."""
 
 from __future__ import annotations
 

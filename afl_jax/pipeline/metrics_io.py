@@ -1,16 +1,5 @@
-"""Metrics on disk: ``metrics.jsonl`` (strict JSON, one record per evaluation) and TensorBoard.
-
-:class:`MetricsWriter` has CLU's writer interface (``write_scalars``, ``write_hparams``,
-``flush``, ``close``). It appends one line per record and flushes it, so a crash loses at
-most the line being written; a non-finite float is written as ``null`` and named under
-``"nonfinite"`` (``{"step": 40, "test_loss": null, "nonfinite": {"test_loss": "nan"}}``),
-which :func:`read_metrics` turns back into a float. With ``tensorboard=True`` it also
-writes events with tensorboardX (CLU's writer needs TensorFlow); a resume from step S
-opens them with ``purge_step=S + 1``.
-
-:func:`read_metrics` drops a last line cut by a crash (one warning; the owner of the run
-rewrites the file without it), and refuses damage before the last line (``MetricsError``).
-"""
+"""``metrics.jsonl`` (strict JSON, one flushed line per evaluation, non-finite values named)
+and TensorBoard events; docs/reliability.md, "Metrics"."""
 
 from __future__ import annotations
 

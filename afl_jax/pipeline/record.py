@@ -1,19 +1,5 @@
-"""A run's identity and its record: what every reuse and every reader of results checks.
-
-:func:`identity` is the one digest of everything a run's numbers depend on: the resolved
-config (but :data:`FREE_FIELDS`: where the files are, when to checkpoint or stop), the
-data arrays it trains and evaluates on, the schedule arrays it runs (whatever built them:
-a builder, a trace, a speeds file), the source file of every component the run uses that
-is registered outside afl_jax (a researcher's own module), and the engine facts (device
-count, platform). It is written into the run folder's ``config.json`` before compute and
-into its ``summary.json``; a single run, each run of a sweep and each reproduction record
-reuse results only under an equal identity, else :func:`refuse` names the input that
-changed in one line. docs/reliability.md lists the guarantees.
-
-:class:`RunRecord` is a run folder as every reader sees it (:func:`read`): its config,
-identity, evaluation records and status (``completed``, ``stopped at step S``, ``diverged
-at step S``), derived from the records alone, so a run cut by ``kill -9`` reads right.
-"""
+"""A run's identity (:func:`identity`) and its record (:func:`read`): what every reuse and
+every reader of results checks; docs/reliability.md, "One identity" and "The run record"."""
 
 from __future__ import annotations
 

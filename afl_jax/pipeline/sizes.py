@@ -1,12 +1,6 @@
-"""Sizes checked before anything is allocated (docs/reliability.md, "Sizes before allocation").
-
-:func:`check` (after validation, before the data and schedule are built) refuses a
-schedule of more than :data:`MAX_SLOTS` arrival slots or host arrays above half of the
-available memory, from the config alone; :func:`check_work` (for every built run) refuses
-a local loop that cannot fit in the backend's memory or a run estimated above
-``$AFL_JAX_MAX_HOURS``; :func:`memory_guard` turns the engine's analytic device-memory
-error into one naming a config field. Each is one ConfigError naming the field to lower.
-"""
+"""Sizes checked before anything is allocated or compiled (docs/reliability.md, "Sizes before
+allocation"): the host arrays from the config (:func:`check`), and a built run's local
+loop and time from its simulator (:func:`check_work`); one ConfigError naming the field."""
 
 from __future__ import annotations
 

@@ -1,30 +1,10 @@
-"""Sweeps declared in ``config.sweep``: a grid of runs, as few compiles as the grid allows.
-
-``config.sweep`` maps config fields to lists of values; the grid is their product
-(ConfigDict keys hold no dots, so fields nest)::
+"""Sweeps declared in ``config.sweep``: a grid of runs, as few compiles as the grid allows::
 
   c.sweep = {'hparams': {'client_lr': [0.01, 0.1]}, 'seed': [0, 1, 2]}   # 6 runs
 
-An ``algorithm`` entry (a name, or a mapping with a ``name``, its hyperparameters and
-optionally its own ``schedule`` settings) replaces ``algorithm`` + ``hparams``::
-
-  c.sweep = {'algorithm': [{'name': 'fedasync', 'schedule': {'buffer_size': 1}},
-                           {'name': 'fedbuff', 'schedule': {'buffer_size': 3}}]}
-
-``model``/``dataset`` entries replace the name and its settings, ``schedule``/``compressor``
-entries (``{'kind': ..., ...}``) the section. :func:`grid` refuses, before anything is
-built, an axis the run does not read (``dirichlet_alpha`` under ``partition='iid'``) and
-two points that are one run.
-
-Every point is built as a single run (:func:`afl_jax.pipeline.build.build_run`); points
-that differ only in traced hyperparameters and the seed share a compile (a group). Each run
-has its folder ``<workdir>/<run-name>/`` holding what a single run's workdir holds
-(``config.json`` with its identity, ``schedule.npz``, ``metrics.jsonl``); a group keeps its
-checkpoints in ``groups/<digest of its runs>/``. ``summary.json`` (the runs' records),
-``summary.md`` and ``plot.png`` sum it up. Run again into its workdir, a sweep reuses each
-finished run of the same identity, continues the others from their group's checkpoint,
-and refuses (one line, before compute) a run folder holding a run of other inputs.
-"""
+Every point is built as a single run; points that differ only in traced hyperparameters
+and the seed share a compile (a group). docs/reliability.md, "Sweeps", says what a
+sweep's workdir holds and how a rerun reuses it; docs/performance.md, what it saves."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""The supervised task of the pipeline: the loss, the federated problem, the evaluator.
-
-The problem stores the training samples once, in a fixed order, and gives each
-client a view ``(offset, size)`` into an index permutation
-(:class:`afl_jax.data.ClientLayout`): ``shared = {'x', 'y', 'index'}``. A client's
-batch is ``x[index[offset + u]]`` with ``u`` uniform on ``[0, size)``, drawn with
-replacement.
-"""
+"""The supervised task: the loss, the federated problem (samples stored once, each client a
+view into an index permutation, batches drawn with replacement) and the evaluator."""
 
 from __future__ import annotations
 

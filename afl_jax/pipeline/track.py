@@ -1,17 +1,6 @@
-"""The one loop of single runs and sweeps: run a chunk, then evaluate, record, write.
-
-:func:`drive` runs a simulator chunk by chunk to the end. A single run
-(afl_jax/pipeline/loop.py) keeps one :class:`Track`, a sweep
-(afl_jax/pipeline/sweep.py) one per replica; after each chunk of server steps
-:func:`drive` hands each track its own steps' metrics and global params
-(:meth:`Track.advance`), and the track accumulates the bits sent and the staleness,
-evaluates, builds the record (:func:`afl_jax.pipeline.metrics_io.evaluation_record`)
-and writes it. A non-finite rule metric or evaluation marks the record ``stopped``:
-a single run then stops, a sweep's other replicas go on.
-
-The accumulators (:data:`HOST_FIELDS`) are float64 host scalars; a single run's
-checkpoint saves and restores them with the engine state.
-"""
+"""The one loop of single runs and sweeps: :func:`drive` runs a simulator chunk by chunk and
+hands each run's :class:`Track` its metrics and params, which it evaluates, records and
+writes; a non-finite value marks the record ``stopped``."""
 
 from __future__ import annotations
 

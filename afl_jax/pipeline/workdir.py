@@ -1,21 +1,6 @@
-"""One writer per directory, one atomic writer for every file, one line for a failed write.
-
-:func:`acquire` locks ``<dir>/.lock`` (an exclusive ``fcntl.flock``, naming the holder's
-pid, host, start time and command) for every writer of a workdir (a run, a sweep) or of the
-reproduction records; a second writer gets one line naming the holder. The kernel drops a
-flock when its holder dies (``kill -9`` too). Locking refuses a symbolic link anywhere in
-the directory and removes the temporary files of a writer killed mid-write.
-
-:func:`write_files` is how afl_jax writes a file (orbax writes its own, atomically too): a
-temporary file created exclusively beside the target (``mkstemp``: O_EXCL | O_NOFOLLOW, a
-random name), synced, renamed over the target; a reader sees the old file or the new one,
-a failed write leaves the old one; files written together (a records file and its
-manifest) are all synced before the first rename. No link is followed (:func:`check_target`).
-:func:`open_append` (``metrics.jsonl``) opens with O_NOFOLLOW a regular file of one link.
-:func:`write_error` turns a disk's failure (full, too large, read-only) into one line.
-
-Standard library only: ``scripts/train.py`` loads it by path before JAX is imported.
-"""
+"""One writer per directory (:func:`acquire`), one atomic writer for every file
+(:func:`write_files`), one line for a failed write; docs/reliability.md, "Workdir files".
+Standard library only: ``scripts/train.py`` loads it by path before JAX is imported."""
 
 from __future__ import annotations
 
