@@ -68,12 +68,8 @@ def _config_arg(argv: Sequence[str]) -> str | None:
 
 
 def check_config_file(spec: str) -> str | None:
-  """One line saying why the config file ``spec`` (``FILE`` or ``FILE:ARG``) cannot be used.
-
-  The file must exist, import, and have a ``get_config`` returning an
-  ``ml_collections.ConfigDict``. A syntax error or an exception raised by the file
-  is named with its file and line (no traceback). None: the file is fine.
-  """
+  """One line saying why the config file ``spec`` (``FILE`` or ``FILE:ARG``) cannot be used
+  (missing, does not import, no ``get_config`` returning a ConfigDict); None when fine."""
   file, _, arg = spec.partition(':')
   where = f'--config={spec!r} is invalid'
   if not file:
@@ -183,12 +179,8 @@ def _split(argv: Sequence[str]) -> tuple[list[tuple[str, str]], list[str]]:
 
 
 def define_config_flag(default: str = 'configs/default.py') -> flags.FlagHolder:
-  """``--config`` (a config file) whose ``--config.hparams.*`` overrides this module applies.
-
-  ml_collections reads overrides from ``sys.argv`` when the flag is defined; the
-  hyperparameter overrides are kept out of it (the file may not name them) and
-  applied by :func:`finish_config`.
-  """
+  """``--config`` (a config file); its ``--config.hparams.*`` overrides are kept out of
+  ml_collections (the file may not name them) and applied by :func:`finish_config`."""
   hparams, rest = _split(sys.argv)
   _pending[:] = hparams
   default = repo_path(default)
@@ -220,13 +212,8 @@ def _config_file_error(argv: Sequence[str]) -> str | None:
 
 
 def flags_parser(*, positional: str = '') -> Callable[[list[str]], list[str]]:
-  """An absl ``flags_parser`` for ``app.run`` that turns flag errors into one line.
-
-  Args:
-    positional: what the script's positional arguments are (e.g. 'workdirs'), for its
-      usage line; '' refuses any positional argument (a typo such as a missing ``--``
-      must not be ignored).
-  """
+  """An absl ``flags_parser`` turning flag errors into one line; ``positional`` names the
+  script's positional arguments for its usage line ('' refuses any)."""
 
   def parse(argv: list[str]) -> list[str]:
     hparams, rest = _split(argv)
@@ -269,9 +256,8 @@ def flags_parser(*, positional: str = '') -> Callable[[list[str]], list[str]]:
 
 
 def run(main: Callable[[list[str]], Any], *, positional: str = '') -> None:
-  """``app.run(main)`` where a bad flag (:func:`flags_parser`) or a :class:`UserError` raised
-  by ``main`` ends the script as one ``error:`` line with exit status 1, and JAX's INFO
-  log lines stay out of the output unless ``--verbosity`` is given."""
+  """``app.run(main)``: a bad flag or a :class:`UserError` ends the script as one ``error:`` line
+  (exit status 1); JAX's INFO lines stay out unless ``--verbosity`` is given."""
 
   def guarded(argv: list[str]) -> Any:
     asked = {a.split('=')[0].lstrip('-') for a in sys.argv[1:]} & {'verbosity', 'v'}
@@ -300,12 +286,8 @@ def interrupted(error: BaseException | None = None) -> NoReturn:
 
 
 def finish_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """The resolved config with the command line's ``--config.hparams.*`` (and
-  ``model_args.*``, ``dataset_args.*``, ``schedule.durations_params.*``) applied.
-
-  Raises:
-    ConfigError: an unknown algorithm (model, ...), or a setting it does not take.
-  """
+  """The resolved config with the command line's ``--config.<open section>.*`` overrides
+  applied (ConfigError: an unknown component, or a setting it does not take)."""
   out = config_lib.resolve(config)
   if any('.' not in name for name, _ in _pending):
     config_lib.validate_algorithm_name(out)

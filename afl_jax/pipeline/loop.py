@@ -77,13 +77,8 @@ def refuse_other_kind(workdir: str, kind: str) -> None:
 
 
 def preflight(run: Run, workdir: str, ckpt: checkpoint.Checkpointer, resume: bool) -> int | None:
-  """Check ``workdir`` against ``run`` before any compute; returns where the run starts
-  (:func:`checkpoint.start`: ``DONE``, a checkpointed step, None from 0) and writes its
-  ``config.json`` and ``schedule.npz``. Process 0 only.
-
-  Raises:
-    ResumeError: the workdir holds a sweep, or a run of other inputs (named).
-  """
+  """Check ``workdir`` against ``run`` and write its ``config.json`` and ``schedule.npz``
+  (process 0); returns where the run starts (:func:`checkpoint.start`)."""
   refuse_other_kind(workdir, 'single run')
   if not resume:
     start_over(workdir)
@@ -106,18 +101,10 @@ def train_and_evaluate(
 ) -> dict[str, Any]:
   """Run one experiment; returns its summary (also ``summary.json``).
 
-  Args:
-    config: the experiment config (afl_jax/pipeline/config.py).
-    workdir: the output directory.
-    resume: continue the run in ``workdir`` (the same identity) where it stopped; a
-      finished one is not run again. False deletes its outputs first.
-    log: receives one line per progress message.
-
-  Raises:
-    UserError (ConfigError, ResumeError, WorkdirError, ...): one line, before compute; a
-      write the disk refused (one line naming the file; what was written is kept).
-    NonFiniteError: training produced NaN/inf (the metrics so far are written).
-  """
+  ``resume``: continue the run of the same identity in ``workdir`` where it stopped (a
+  finished one is not run again); False deletes its outputs first. A user error
+  (:class:`~afl_jax.errors.UserError`) is one line, before compute; NonFiniteError when
+  training diverged (the metrics so far are written)."""
   writes = checkpoint.is_writer()
   lock = workdir_lib.acquire(workdir) if writes else None
   progress = {'doing': 'starting', 'step': None}

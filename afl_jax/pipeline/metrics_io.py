@@ -198,14 +198,9 @@ def read_metrics(
   decode: bool = True,
   warn: Callable[[str], None] = _warn,
 ) -> list[dict[str, Any]]:
-  """The records of ``<workdir>/metrics.jsonl`` in order ([] without the file).
-
-  A last line cut by a crash is dropped with a warning (``repair``: the file is rewritten
-  without it; only the run's writer does that). ``decode``: nulls back to NaN / inf.
-
-  Raises:
-    MetricsError: a line before the last one is not a record, or the path is no file.
-  """
+  """The records of ``<workdir>/metrics.jsonl`` in order ([] without it): a last line cut by
+  a crash dropped with a warning (``repair``: rewritten without it), MetricsError for damage
+  before it; ``decode``: nulls back to NaN / inf."""
   path = os.path.join(os.fspath(workdir), METRICS_FILE)
   if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
     raise MetricsError(f'{path} is not a regular file; move it away, or choose another --workdir')

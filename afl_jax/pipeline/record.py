@@ -111,16 +111,9 @@ def config_digest(config: Any) -> str:
 
 
 def identity(config: Any, *, data: str, schedule: str, code: Mapping[str, str], sources) -> dict:
-  """The run's identity: ``digest`` over its inputs, each kept to name what changed.
-
-  Args:
-    config: the resolved config. data, schedule: :func:`data_digest`,
-      :func:`schedule_digest` of what the run trains and evaluates on and runs.
-    code: :func:`own_code` of the components it uses. sources: seed-independent digests
-      of the files read (the dataset's arrays, a trace file), by which readers tell
-      runs of one method apart from runs on other files (not in the digest: what the run
-      read from them is).
-  """
+  """The run's identity: ``digest`` over the config, ``data``, ``schedule`` and ``code``
+  digests, each kept to name what changed; ``sources`` (seed-independent digests of the
+  files read) are kept beside it, not in the digest."""
   inputs = {
     'config': config_digest(config),
     'data': data,
@@ -268,9 +261,8 @@ def read(run_dir: str) -> RunRecord:
 
 
 def final(records: Sequence[Mapping[str, Any]], target: float = 0.0) -> dict[str, Any]:
-  """A run's last record (step, clock, bytes, accuracies and losses), its best validation
-  accuracy, and for ``target`` > 0 the step, clock and bytes of the first evaluation whose
-  test accuracy reaches it (None where none does)."""
+  """A run's last record, best validation accuracy and, for ``target`` > 0, the step, clock
+  and bytes of the first evaluation reaching it."""
   if not records:
     return {'steps': 0}
   last = records[-1]

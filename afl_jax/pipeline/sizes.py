@@ -51,12 +51,8 @@ def slots_per_step(config: Any) -> tuple[int, str]:
 
 
 def estimate(config: Any) -> dict[str, int]:
-  """Host bytes by component, from the config alone (no allocation).
-
-  Keys: ``schedule_arrays`` (the finished T x M schedule), ``schedule_builder`` (peak
-  extra while it is built), ``client_tables`` and, for generated datasets,
-  ``generated_data``; ``total`` adds them; ``slots`` is T x M (not bytes).
-  """
+  """Host bytes by component from the config alone (``schedule_arrays``,
+  ``schedule_builder``, ``client_tables``, ``generated_data``), ``total`` and ``slots``."""
   t = int(config.num_rounds)
   m, _ = slots_per_step(config)
   n = int(config.num_clients)
@@ -96,17 +92,8 @@ def _format(report: dict[str, int]) -> str:
 def check(
   config: Any, *, limit_bytes: int | None = None, max_slots: int = MAX_SLOTS
 ) -> dict[str, int]:
-  """Refuse a config whose host-side sizes are absurd; returns :func:`estimate`'s report.
-
-  Args:
-    config: a validated config (num_rounds, num_clients, dataset, schedule).
-    limit_bytes: host bytes allowed (default :func:`host_limit`).
-    max_slots: most arrival slots T x M a schedule may have.
-
-  Raises:
-    ConfigError: ``config.FIELD=VALUE is invalid: ...`` with the estimate and the
-      limit; FIELD is num_rounds, num_clients or the schedule field setting M.
-  """
+  """Refuse a config whose host-side sizes are absurd (ConfigError naming num_rounds,
+  num_clients or the field setting M); returns :func:`estimate`'s report."""
   report = estimate(config)
   limit = host_limit() if limit_bytes is None else limit_bytes
   t, n = int(config.num_rounds), int(config.num_clients)
@@ -151,13 +138,8 @@ MEMORY_FIELDS = {
 
 @contextlib.contextmanager
 def memory_guard(config: Any, report_of: Any = None) -> Iterator[None]:
-  """Turn the engine's InsufficientMemoryError into a ConfigError naming a field.
-
-  ``with sizes.memory_guard(config, lambda: sim.memory): state = sim.init(...)``.
-  ``report_of`` returns the analytic report (``Simulator.memory``) once the error is
-  raised; the field that sets its largest component (:data:`MEMORY_FIELDS`) is named
-  (num_clients without a report).
-  """
+  """Turn the engine's InsufficientMemoryError into a ConfigError naming the field that
+  sets the largest component of ``report_of()`` (:data:`MEMORY_FIELDS`)."""
   try:
     yield
   except memory.InsufficientMemoryError as e:
@@ -202,15 +184,10 @@ def _work_field(config: Any) -> tuple[str, Any]:
 
 
 def work(config: Any, sim: Any, params0: Any) -> dict[str, Any]:
-  """The client training of a built run, asked of its simulator (nothing computed).
-
-  Keys: ``client_steps`` (useful local steps of the longest run: the sum of K over its
-  arrivals, or every client every step for the always-on regime), ``flops`` (6 x params x
-  batch per client step: forward and backward of a dense model), ``seconds`` (at
-  ASSUMED_FLOPS of the backend), ``clients_per_step`` (trained together: the engine's
-  block of slots), ``step_bytes`` (what they hold in one local loop: batch, activations
-  and the per-step losses). ``params0``: one run's initial params.
-  """
+  """A built run's client training, asked of its simulator: useful ``client_steps`` of its
+  longest run, ``flops`` (6 x params x batch per client step), ``seconds`` at
+  ASSUMED_FLOPS, ``clients_per_step`` (the engine's block) and ``step_bytes`` (their batch,
+  activations and per-step losses). ``params0``: one run's."""
   from afl_jax import models
 
   steps = int(max(sim.useful_steps))
@@ -235,15 +212,9 @@ def check_work(
   limit_bytes: int | None = None,
   log: Any = None,
 ) -> dict[str, Any]:
-  """Refuse a built run whose local step cannot fit in memory or whose training cannot
-  end in a sane time; warn (one line) when it takes more than WARN_HOURS. Returns
-  :func:`work`'s report.
-
-  Raises:
-    ConfigError: ``config.FIELD=VALUE is invalid: ...`` naming batch_size, local_steps or
-      local_epochs (memory), or the field of WORK_FIELDS most out of scale (time), with
-      the estimate and the limit.
-  """
+  """Refuse a built run whose local loop cannot fit in memory (naming batch_size or K's
+  field) or whose training cannot end within ``$AFL_JAX_MAX_HOURS`` (naming the field of
+  :data:`WORK_FIELDS` most out of scale); warn once above WARN_HOURS."""
   report = work(config, sim, params0)
   limit = memory.available_bytes() if limit_bytes is None else limit_bytes
   if limit is not None and report['step_bytes'] > memory.SAFETY * limit:

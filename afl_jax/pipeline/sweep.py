@@ -61,13 +61,8 @@ def run_name(point: Mapping[str, Any]) -> str:
 def point_config(
   config: ml_collections.ConfigDict, point: Mapping[str, Any]
 ) -> ml_collections.ConfigDict:
-  """``config`` with the grid point applied and no sweep (module docstring: entries replace
-  their component whole, with its own defaults; a schedule/compressor entry keeps the
-  section's ``seed``/``error_feedback`` unless it gives them).
-
-  Raises:
-    ConfigError: a value of the wrong type for its field (one line).
-  """
+  """``config`` with the grid point applied and no sweep: an entry replaces its component
+  whole; a schedule/compressor entry keeps the section's ``seed``/``error_feedback``."""
   c = ml_collections.ConfigDict(config.to_dict())
   c.sweep = ml_collections.ConfigDict()
   if 'algorithm' in point:
@@ -105,12 +100,8 @@ def _json(x: Any) -> str:
 
 
 def grid(config: ml_collections.ConfigDict) -> list[dict[str, Any]]:
-  """The grid points of ``config.sweep``, in declaration order.
-
-  Raises:
-    ConfigError: an axis value the run does not read (it resolves away), or two points
-      that are one run, named, before anything is built.
-  """
+  """The grid points of ``config.sweep``, in declaration order; ConfigError for an axis value
+  the run does not read or two points that are one run, before anything is built."""
   axes = config_lib.sweep_axes(config.sweep)
   points = [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
   seen: dict[str, dict[str, Any]] = {}
@@ -253,9 +244,8 @@ def plan(config, first: build_lib.Run, *, limit_bytes: int | None = None) -> dic
 
 
 def _fit_groups(groups, runs, limit: int | None, log) -> list[tuple[list[int], Any]]:
-  """Each group's simulator, its runs' work checked (:func:`sizes.check_work`), split into
-  groups whose replicas fit the device memory (the engine's analytic estimate); one
-  replica that does not fit is a ConfigError."""
+  """Each group's simulator, its work checked (:func:`sizes.check_work`), split into groups
+  whose replicas fit the device memory; one replica that does not fit is a ConfigError."""
   out = []
   for members, build_group in groups:
     group = build_group(members)
@@ -297,20 +287,13 @@ def train_sweep(
   memory_limit_bytes: int | None = None,
   resume: bool = True,
 ) -> dict[str, Any]:
-  """Run the grid of ``config.sweep``; returns what ``summary.json`` holds: ``runs`` (each
-  run's record: name, swept values, config, status, final metrics), ``groups``, ``traced``
-  and ``complete``.
+  """Run the grid of ``config.sweep``; returns what ``summary.json`` holds (``runs``,
+  ``groups``, ``traced``, ``complete``).
 
-  ``memory_limit_bytes``: the device memory a group's analytic state may use (default: the
-  backend's; on CPU the free host memory / :data:`afl_jax.core.memory.CPU_STATE_FACTOR`).
-  ``resume=False`` deletes the outputs of this grid's runs first.
-
-  Raises:
-    ConfigError (and build_run's UserErrors): a bad grid point, a grid too large, before
-      compute. ResumeError / WorkdirError: a workdir holding a single run, a run folder
-      holding a run of other inputs (the input named), a failed write (one line).
-    workdir.Interrupted: Ctrl-C (one line saying what was kept).
-  """
+  ``memory_limit_bytes``: what a group's analytic state may use (default: the backend's; on
+  CPU the free host memory / :data:`afl_jax.core.memory.CPU_STATE_FACTOR`);
+  ``resume=False`` deletes this grid's outputs first. User errors are one line, before
+  compute."""
   config_lib.validate_sweep(config)
   lock = workdir_lib.acquire(workdir)
   try:

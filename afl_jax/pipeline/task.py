@@ -136,11 +136,8 @@ def make_evaluator(
   dtype: Any,
   batch: int = 1000,
 ) -> Evaluator:
-  """Test / validation metrics and the training loss on ``train_samples`` client rows.
-
-  The training rows are a fixed sample (seed ``seed + 1``) of the rows the clients
-  own; validation metrics are reported only when ``layout`` holds a validation set.
-  """
+  """Test / validation metrics and the training loss on ``train_samples`` client rows (a
+  fixed sample, seed ``seed + 1``)."""
   rng = np.random.default_rng(seed + 1)
   owned = len(layout.index)
   pick = layout.index[rng.choice(owned, size=min(train_samples, owned), replace=False)]

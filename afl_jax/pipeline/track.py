@@ -34,16 +34,8 @@ def first_nonfinite(metrics: Mapping[str, np.ndarray]) -> tuple[int, str] | None
 
 @dataclasses.dataclass
 class Track:
-  """One run's evaluator, writer, records and accumulators.
-
-  Attributes:
-    schedule: the run's schedule (its simulated clock, staleness and arrivals).
-    evaluate: ``evaluate(params) -> {metric: float}``.
-    writer: where each record goes (a writer of ``None`` workdir writes nothing).
-    records: the records so far (a resumed run starts with those on disk).
-    host: the accumulators (:func:`new_host`; a resumed run's come from its checkpoint).
-    stopped: why the run stopped (a non-finite value), else None.
-  """
+  """One run's schedule, evaluator, writer, records (a resumed run's from disk),
+  accumulators (:func:`new_host`) and why it stopped."""
 
   schedule: Schedule
   evaluate: Callable[[Any], dict]
@@ -64,10 +56,8 @@ class Track:
     return self._write(metrics_io.evaluation_record(step, clock, bits, self.evaluate(params)))
 
   def advance(self, metrics: Mapping[str, np.ndarray], pos: int, params: Any) -> dict:
-    """The record after the steps ``pos, pos + 1, ...`` whose per-step ``metrics`` are given.
-
-    ``params`` are the global params after the last of them.
-    """
+    """The record after the steps from ``pos`` whose ``metrics`` are given; ``params``: after
+    the last of them."""
     m = {k: np.asarray(v) for k, v in metrics.items()}
     n = len(m['arrivals'])
     end = pos + n
@@ -103,14 +93,8 @@ def drive(
   tracks: list[Track],
   after_chunk: Callable[[Any, int], str | None] = lambda state, end: None,
 ) -> tuple[Any, str]:
-  """Run ``sim`` from ``state`` to its end, feeding every track; ``(state, status)``.
-
-  ``tracks``: one per replica of a batched :class:`Simulator` (a replica whose schedule
-  has ended gets nothing more), or the one track of a :class:`Simulator`.
-  ``after_chunk(state, end)`` runs after each chunk has been recorded (progress,
-  checkpoints); a status it returns stops the run there. Returns the status
-  'completed', or the one ``after_chunk`` returned.
-  """
+  """Run ``sim`` to its end, feeding every track (one per replica); ``after_chunk(state,
+  end)`` runs after each chunk and a status it returns stops there. ``(state, status)``."""
   replicas = sim.batched
   while (pos := sim.position(state)) < sim.num_steps:
     state, out = sim.run_chunk(state, key)

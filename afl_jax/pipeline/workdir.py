@@ -105,9 +105,8 @@ def check_target(path: str | os.PathLike) -> str:
 def write_files(
   files: Mapping[str | os.PathLike, str | bytes | Callable[[IO[bytes]], Any]],
 ) -> None:
-  """Write each file (text, bytes, or ``write(f)`` into a binary file) to a temporary beside
-  it, sync them all, then rename each into place in order: a failure before the renames
-  leaves every old file as it was and no temporary (module docstring)."""
+  """Write each file (text, bytes, or ``write(f)``) to a temporary beside it, sync them all,
+  then rename each into place: a failure before the renames leaves every old file."""
   temps = []
   try:
     for path, content in files.items():
@@ -235,9 +234,8 @@ def holder(workdir: str | os.PathLike) -> dict[str, Any] | None:
 
 
 class WorkdirLock:
-  """A held lock; ``release()`` (or ``with``) drops it and removes the lock file and the
-  directories it created if nothing was written into them. ``owner`` is False for an
-  inner acquisition by the process that holds it already."""
+  """A held lock; ``release()`` (or ``with``) drops it and removes what it created if nothing
+  was written; ``owner`` is False for an inner acquisition by the holder."""
 
   def __init__(self, path: str, fd: int | None, created: Sequence[str] = ()):
     self.path, self._fd, self._created, self._held = path, fd, list(created), True
@@ -282,12 +280,8 @@ def _busy(path: str, info: dict[str, Any] | None) -> WorkdirBusyError:
 
 
 def acquire(workdir: str | os.PathLike, flag: str = '--workdir') -> WorkdirLock:
-  """Create ``workdir`` if needed and lock it (module docstring).
-
-  Raises:
-    WorkdirError: the path cannot be a writable directory, or holds a link.
-    WorkdirBusyError: another live process holds the lock (named).
-  """
+  """Create ``workdir`` if needed and lock it; WorkdirError for a path that cannot be a
+  writable directory or holds a link, WorkdirBusyError naming another live holder."""
   path = check_path(workdir, flag)
   created, p = [], path
   while not os.path.isdir(p):
