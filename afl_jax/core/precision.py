@@ -33,15 +33,8 @@ def _low_precision_task(task: LocalTask, dtype: Any) -> LocalTask:
 
 
 def with_compute_dtype(client: ClientRule, dtype: Any) -> ClientRule:
-  """``client`` whose loss and gradients are computed in ``dtype``; state stays as is.
-
-  Args:
-    client: any client rule that uses ``task.loss_fn`` (every rule in this package).
-    dtype: the compute dtype, e.g. ``jnp.bfloat16``.
-
-  Returns:
-    A client rule with the same state, message and metrics structure and dtypes.
-  """
+  """``client`` with its loss and gradients computed in ``dtype`` (e.g. ``jnp.bfloat16``);
+  its state, message and metrics keep their structure and dtypes."""
 
   def init(params, task, key):
     return client.init(params, _low_precision_task(task, dtype), key)

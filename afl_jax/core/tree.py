@@ -73,11 +73,8 @@ def gather(tree: Tree, index: jax.Array) -> Tree:
 
 
 def scatter(tree: Tree, index: jax.Array, rows: Tree, mask: jax.Array) -> Tree:
-  """Write ``rows[m]`` into row ``index[m]`` where ``mask[m]``; other rows untouched.
-
-  Masked-out slots are routed out of bounds and dropped, so a padded slot never
-  overwrites a real client that shares its id.
-  """
+  """Write ``rows[m]`` into row ``index[m]`` where ``mask[m]`` (masked slots are routed out
+  of bounds and dropped, never overwriting a real client)."""
 
   def one(x, r):
     n = x.shape[0]

@@ -37,7 +37,6 @@ from afl_jax.pipeline import workdir as workdir_lib
 
 REPLICA_FIELDS = ('seed',)  # change only values, never the program: stacked on the replica axis
 GROUPS_DIR = 'groups'
-SUMMARY_FILES = ('summary.md', 'plot.png')
 _ENTRIES = ('algorithm', *config_lib.NAMED, *config_lib.SECTION_FIELDS)
 
 
