@@ -44,6 +44,3 @@ def use_compilation_cache(workdir: str) -> str:
   jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.0)
   jax.config.update('jax_persistent_cache_min_entry_size_bytes', 0)
   return path
-
-
-__all__ = ['cache_dir', 'use_checkout', 'use_compilation_cache']

@@ -219,15 +219,3 @@ def start(
     with contextlib.suppress(FileNotFoundError):
       os.remove(os.path.join(d, metrics_io.METRICS_FILE))
   return None
-
-
-__all__ = [
-  'DONE',
-  'Checkpointer',
-  'barrier',
-  'expected_steps',
-  'finished',
-  'is_writer',
-  'on_writer',
-  'start',
-]

@@ -295,14 +295,3 @@ def finish_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDic
     section, _, arg = name.rpartition('.')
     config_lib.override_setting(out, section or 'hparams', arg, text)
   return out
-
-
-__all__ = [
-  'define_config_flag',
-  'exit_error',
-  'finish_config',
-  'flags_parser',
-  'interrupted',
-  'run',
-  'unknown_field_message',
-]

@@ -253,17 +253,3 @@ def first_reaching(
 ) -> Mapping[str, Any] | None:
   """The first record whose ``key`` is >= ``target`` (None: none reaches it)."""
   return next((r for r in records if (r.get(key) or 0) >= target), None)
-
-
-__all__ = [
-  'METRICS_FILE',
-  'MetricsError',
-  'MetricsWriter',
-  'decode_record',
-  'encode_record',
-  'evaluation_record',
-  'first_reaching',
-  'jsonable',
-  'read_metrics',
-  'truncate_metrics',
-]

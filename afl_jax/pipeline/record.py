@@ -278,21 +278,3 @@ def final(records: Sequence[Mapping[str, Any]], target: float = 0.0) -> dict[str
     for key, col in (('steps', 'step'), ('wall_clock', 'wall_clock'), ('bytes_up', 'bytes_up')):
       out[f'{key}_to_target'] = hit[col] if hit else None
   return out
-
-
-__all__ = [
-  'CONFIG_FILE',
-  'FREE_FIELDS',
-  'SUMMARY_FILE',
-  'RunRecord',
-  'canonical',
-  'changes',
-  'config_text',
-  'data_digest',
-  'identity',
-  'own_code',
-  'read',
-  'refuse',
-  'schedule_digest',
-  'status',
-]

@@ -19,16 +19,6 @@ from afl_jax.core.memory import format_bytes
 from afl_jax.errors import ConfigError
 from afl_jax.schedules import schedule as schedule_lib
 
-__all__ = [
-  'check',
-  'check_work',
-  'estimate',
-  'host_limit',
-  'memory_guard',
-  'slots_per_step',
-  'work',
-]
-
 SLOT_BYTES, STEP_BYTES = 4 + 4 + 4 + 1, 8  # ids, start, K (int32), mask; wall clock per step
 # Peak host bytes per arrival while a builder runs (tracemalloc: list builders ~142, array
 # builders ~50), per client (ids, sizes, offsets, K, speeds) and per synthetic client

@@ -538,15 +538,3 @@ def outcome(summary: Mapping[str, Any]) -> tuple[int, str]:
     shown = ', '.join(f'{r["name"]} ({r["status"]})' for r in bad[:5])
     line += f': {shown}' + (f' and {len(bad) - 5} more' if len(bad) > 5 else '')
   return len(bad), line
-
-
-__all__ = [
-  'grid',
-  'num_points',
-  'outcome',
-  'plan',
-  'point_config',
-  'run_name',
-  'traced_fields',
-  'train_sweep',
-]

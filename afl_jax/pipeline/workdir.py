@@ -400,30 +400,3 @@ def write_error(workdir: str | os.PathLike, error: OSError, doing: str, kept: st
   name = error.filename if isinstance(error.filename, str) else ''
   where = f'{show(os.path.abspath(name))}' if name else f'workdir {show(os.path.abspath(workdir))}'
   return WorkdirError(f'cannot write {where} while {doing}: {why} [errno {error.errno}]; {kept}')
-
-
-__all__ = [
-  'LOCK_FILE',
-  'SCHEDULE_FILE',
-  'Interrupted',
-  'WorkdirBusyError',
-  'WorkdirError',
-  'WorkdirLock',
-  'acquire',
-  'check_path',
-  'check_target',
-  'ctrl_c_after',
-  'disk_error',
-  'flag_value',
-  'holder',
-  'lock_from_argv',
-  'make_dirs',
-  'open_append',
-  'read_json',
-  'show',
-  'write_error',
-  'write_files',
-  'write_schedule',
-  'write_text',
-  'write_with',
-]
