@@ -76,16 +76,28 @@ def refuse_other_kind(workdir: str, kind: str) -> None:
   )
 
 
-def preflight(run: Run, workdir: str, ckpt: checkpoint.Checkpointer, resume: bool) -> int | None:
-  """Check ``workdir`` against ``run`` and write its ``config.json`` and ``schedule.npz``
-  (process 0); returns where the run starts (:func:`checkpoint.start`)."""
-  refuse_other_kind(workdir, 'single run')
-  if not resume:
-    start_over(workdir)
-  record_lib.refuse(workdir, run.identity, run.config)
-  step = checkpoint.start([workdir], [run.schedule.num_steps], run.config.eval_every, ckpt)
-  write_run_files(workdir, run)
-  return step
+def preflight(config, workdir: str, resume: bool, progress: dict) -> tuple:
+  """Every check before compute, in one place: the run built (:func:`build_run`), its work
+  checked (:func:`make_simulator`), the workdir's run of the same identity (process 0, which
+  writes ``config.json`` and ``schedule.npz``); returns ``(run, sim, ckpt, start)``, where
+  ``start`` is :func:`checkpoint.start`'s."""
+  run = build_run(config)
+  sim = make_simulator(run)
+  ckpt = checkpoint.Checkpointer(workdir)
+  progress['doing'] = 'writing the run files'
+
+  def on_writer() -> int | None:
+    refuse_other_kind(workdir, 'single run')
+    if not resume:
+      start_over(workdir)
+    record_lib.refuse(workdir, run.identity, run.config)
+    step = checkpoint.start([workdir], [run.schedule.num_steps], run.config.eval_every, ckpt)
+    write_run_files(workdir, run)
+    return step
+
+  start = checkpoint.on_writer(on_writer, 'resume')
+  checkpoint.barrier('afl_jax preflight')
+  return run, sim, ckpt, start
 
 
 def write_run_files(run_dir: str, run: Run) -> None:
@@ -128,22 +140,16 @@ def train_and_evaluate(
 
 
 def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
-  run = build_run(config)
+  run, sim, ckpt, start = preflight(config, workdir, resume, progress)
   c, schedule = run.config, run.schedule
-  sim = make_simulator(run)
-  ckpt = checkpoint.Checkpointer(workdir)
-  progress['doing'] = 'writing the run files'
-  start = checkpoint.on_writer(lambda: preflight(run, workdir, ckpt, resume), 'resume')
-  checkpoint.barrier('afl_jax preflight')
   if start == checkpoint.DONE:
     log(f'afl_jax: the run in {workdir} finished earlier; not run again')
     return _finish(run, workdir, None, writes, 0.0, log)
-  stats = schedule.stats()
+  s = schedule.stats()
   log(
     f'afl_jax: {c.algorithm} on {c.dataset} ({run.data.num_clients} clients, {c.model}, '
     f'{models.count_params(run.params0)} params), schedule {c.schedule.kind}: '
-    f'T={stats["num_steps"]}, M={stats["max_arrivals"]}, tau_avg={stats["tau_avg"]:.3f}, '
-    f'tau_max={stats["tau_max"]}'
+    f'T={s["num_steps"]}, M={s["max_arrivals"]}, tau_avg={s["tau_avg"]:.3f}, tau_max={s["tau_max"]}'
   )
   with sizes.memory_guard(c, lambda: sim.memory):
     state = sim.init(run.params0, run.key)
@@ -159,8 +165,7 @@ def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
   track = track_lib.Track(schedule, run.evaluator, writer, records, host)
   t_run, first = time.time(), sim.position(state)
 
-  def after_chunk(state: Any, end: int) -> str | None:
-    """Progress, then a checkpoint every ``checkpoint_every`` steps and where a stop stops."""
+  def after_chunk(state: Any, end: int) -> str | None:  # the drive loop: log, checkpoint, stop
     rec, progress['step'] = track.records[-1], end
     rate = (end - first) / max(time.time() - t_run, 1e-9)
     log(
@@ -170,16 +175,14 @@ def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
     )
     if track.stopped is not None:
       return track.stopped
-    stop = bool(c.stop_after_steps) and end - first >= c.stop_after_steps
-    if end < schedule.num_steps and (
-      stop or (c.checkpoint_every and end % c.checkpoint_every == 0)
-    ):
+    save, stop = track_lib.due(c, first, end, schedule.num_steps)
+    if save:
       writer.flush()
       progress['doing'] = f'saving the checkpoint of server step {end}'
       with workdir_lib.ctrl_c_after():
         ckpt.save(end, state, track.host)
     progress['doing'] = f'writing the metrics after server step {end}'
-    return 'stopped' if stop and end < schedule.num_steps else None
+    return 'stopped' if stop else None
 
   interrupted = False
   try:

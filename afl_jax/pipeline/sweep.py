@@ -443,14 +443,14 @@ def _run_group(k, names, runs, group, start, workdir, log) -> dict:
 
   def after_chunk(state: Any, end: int) -> str | None:
     chunk_ends.append(time.time())
-    stop = bool(c.stop_after_steps) and end - first >= c.stop_after_steps
-    if end < sim.num_steps and (stop or (c.checkpoint_every and end % c.checkpoint_every == 0)):
+    save, stop = track_lib.due(c, first, end, sim.num_steps)
+    if save:
       for track in tracks:
         track.writer.flush()
       stacked = {f: np.stack([np.asarray(t.host[f]) for t in tracks]) for f in host}
       with workdir_lib.ctrl_c_after():  # a Ctrl-C leaves this checkpoint whole
         ckpt.save(end, state, stacked)
-    return 'stopped' if stop and end < sim.num_steps else None
+    return 'stopped' if stop else None
 
   try:
     if start is None:

@@ -86,6 +86,15 @@ class Track:
     return self._write(record)
 
 
+def due(config: Any, first: int, end: int, num_steps: int) -> tuple[bool, bool]:
+  """(checkpoint, stop) after the chunk ending at server step ``end`` of a run this invocation
+  started at ``first``: every ``checkpoint_every`` steps, and where ``stop_after_steps``
+  stops (then checkpointed); neither at the end of the run."""
+  stop = bool(config.stop_after_steps) and end - first >= config.stop_after_steps
+  every = bool(config.checkpoint_every) and end % config.checkpoint_every == 0
+  return end < num_steps and (stop or every), end < num_steps and stop
+
+
 def drive(
   sim: Simulator,
   state: Any,
