@@ -177,16 +177,19 @@ def work(config: Any, sim: Any, params0: Any) -> dict[str, Any]:
   """A built run's client training, asked of its simulator: useful ``client_steps`` of its
   longest run, ``flops`` (6 x params x batch per client step), ``seconds`` at
   ASSUMED_FLOPS, ``clients_per_step`` (the engine's block) and ``step_bytes`` (their batch,
-  activations and per-step losses). ``params0``: one run's."""
+  activations and per-step losses), ``total_flops`` (of all the simulator's runs).
+  ``params0``: one run's."""
   from afl_jax import models
 
   steps = int(max(sim.useful_steps))
-  flops = 6.0 * models.count_params(params0) * int(config.batch_size) * steps
+  per_step = 6.0 * models.count_params(params0) * int(config.batch_size)
+  flops = per_step * steps
   backend = jax.default_backend()
   per_client = sim.client_bytes(params0) + LOSS_BYTES * int(sim.max_steps)
   return {
     'client_steps': steps,
     'flops': flops,
+    'total_flops': per_step * sum(sim.useful_steps),
     'seconds': flops / ASSUMED_FLOPS['cpu' if backend == 'cpu' else 'other'],
     'backend': backend,
     'clients_per_step': sim.block_size,

@@ -191,7 +191,6 @@ def _group_sim(runs, traced, limit: int | None = None) -> tuple[Any, Any, Any]:
 
 
 # ---- sizes --------------------------------------------------------------------------------
-ASSUMED_FLOPS = 1e10  # client-training FLOP/s of the rough estimate (the log measures it)
 
 
 def num_points(config: ml_collections.ConfigDict) -> int:
@@ -207,14 +206,6 @@ def run_bytes(run: build_lib.Run) -> int:
   return int(sum(np.asarray(x).nbytes if not hasattr(x, 'nbytes') else x.nbytes for x in arrays))
 
 
-def run_flops(run: build_lib.Run) -> float:
-  """Rough client-training FLOPs of one run: 6 x params x batch x local steps, summed."""
-  from afl_jax import models
-
-  steps = float(np.asarray(run.schedule.local_steps)[np.asarray(run.schedule.mask)].sum())
-  return 6.0 * models.count_params(run.params0) * int(run.config.batch_size) * steps
-
-
 def _duration(seconds: float) -> str:
   if seconds < 120:
     return f'{seconds:.0f} s'
@@ -222,13 +213,11 @@ def _duration(seconds: float) -> str:
 
 
 def plan(config, first: build_lib.Run, *, limit_bytes: int | None = None) -> dict[str, Any]:
-  """The grid's host bytes and rough time from its first point; ConfigError for a grid whose
+  """The grid's host bytes from its first point; ConfigError for a grid whose
   built points would not fit in the host memory (:func:`sizes.host_limit`)."""
   n, per = num_points(config), run_bytes(first)
   limit = sizes.host_limit() if limit_bytes is None else limit_bytes
-  flops = run_flops(first) * n
-  out = {'runs': n, 'bytes_per_run': per, 'host_bytes': n * per, 'flops': flops}
-  out['seconds'] = flops / ASSUMED_FLOPS
+  out = {'runs': n, 'bytes_per_run': per, 'host_bytes': n * per}
   if limit is not None and n * per > limit:
     axes = sorted(config_lib.sweep_axes(config.sweep).items(), key=lambda kv: -len(kv[1]))
     shown = ' x '.join(f'{len(v)} {k}' for k, v in axes)
@@ -242,14 +231,15 @@ def plan(config, first: build_lib.Run, *, limit_bytes: int | None = None) -> dic
   return out
 
 
-def _fit_groups(groups, runs, limit: int | None, log) -> list[tuple[list[int], Any]]:
+def _fit_groups(groups, runs, limit: int | None, log) -> tuple[list[tuple[list[int], Any]], float]:
   """Each group's simulator, its work checked (:func:`sizes.check_work`), split into groups
-  whose replicas fit the device memory; one replica that does not fit is a ConfigError."""
-  out = []
+  whose replicas fit the device memory (one replica that does not fit is a ConfigError), and
+  the groups' client-training FLOPs."""
+  out, flops = [], 0.0
   for members, build_group in groups:
     group = build_group(members)
     config = runs[members[0]].config
-    sizes.check_work(config, group[0], runs[members[0]].params0)
+    flops += sizes.check_work(config, group[0], runs[members[0]].params0)['total_flops']
     report = group[0].estimate(group[2], group[1])
     r = len(members)
     if limit is None or report['total'] <= memory.SAFETY * limit:
@@ -274,7 +264,7 @@ def _fit_groups(groups, runs, limit: int | None, log) -> list[tuple[list[int], A
       f'<= {fit} runs (one compile each)'
     )
     out.extend((chunk, build_group(chunk)) for chunk in chunks)
-  return out
+  return out, flops
 
 
 # ---- running ------------------------------------------------------------------------------
@@ -337,14 +327,15 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
   keyed: dict[str, list[int]] = {}
   for i in todo:
     keyed.setdefault(group_key(points[i], traced, runs[i]), []).append(i)
-  fitted = _fit_groups([(m, build) for m in keyed.values()], runs, limit, log)
+  fitted, flops = _fit_groups([(m, build) for m in keyed.values()], runs, limit, log)
   _check_workdir(workdir, dirs, runs, resume)  # nothing is written before the checks above
   starts = _starts(workdir, dirs, runs, fitted)
+  rate = sizes.ASSUMED_FLOPS['cpu' if jax.default_backend() == 'cpu' else 'other']
   log(
     f'sweep: {len(points)} runs ({len(points) - len(todo)} finished earlier, reused) in '
     f'{len(fitted)} group(s), traced: {traced or "none"}; built runs about '
-    f'{format_bytes(est["host_bytes"])} on the host, client training about {est["flops"]:.2g} '
-    f'FLOP (~{_duration(est["seconds"])} at an assumed {ASSUMED_FLOPS:.0e} FLOP/s)'
+    f'{format_bytes(est["host_bytes"])} on the host, client training about {flops:.2g} '
+    f'FLOP (~{_duration(flops / rate)} at an assumed {rate:.0e} FLOP/s)'
   )
   infos, stopped = [], False
   write = lambda complete: _summarize(workdir, points, names, infos, traced, complete)  # noqa: E731
