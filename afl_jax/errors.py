@@ -9,13 +9,8 @@ class UserError(ValueError):
 
 
 class ConfigError(UserError):
-  """An invalid experiment configuration: ``config.FIELD=VALUE is invalid: ...``.
-
-  Attributes:
-    field: the config path of the value to change (``'schedule.buffer_size'``,
-      ``'hparams.client_lr'``), set where the error is raised; None when no one
-      field is to blame.
-  """
+  """An invalid experiment configuration: ``config.FIELD=VALUE is invalid: ...``; ``field``
+  is the config path to change (None when no one field is to blame)."""
 
   def __init__(self, message: str, *, field: str | None = None):
     super().__init__(message)
