@@ -231,15 +231,12 @@ def plan(config, first: build_lib.Run, *, limit_bytes: int | None = None) -> dic
   return out
 
 
-def _fit_groups(groups, runs, limit: int | None, log) -> tuple[list[tuple[list[int], Any]], float]:
-  """Each group's simulator, its work checked (:func:`sizes.check_work`), split into groups
-  whose replicas fit the device memory (one replica that does not fit is a ConfigError), and
-  the groups' client-training FLOPs."""
-  out, flops = [], 0.0
+def _fit_groups(groups, limit: int | None, log, config) -> list[tuple[list[int], Any]]:
+  """Each group's simulator, split into groups whose replicas fit the device memory (the
+  engine's analytic estimate); one replica that does not fit is a ConfigError."""
+  out = []
   for members, build_group in groups:
     group = build_group(members)
-    config = runs[members[0]].config
-    flops += sizes.check_work(config, group[0], runs[members[0]].params0)['total_flops']
     report = group[0].estimate(group[2], group[1])
     r = len(members)
     if limit is None or report['total'] <= memory.SAFETY * limit:
@@ -264,7 +261,7 @@ def _fit_groups(groups, runs, limit: int | None, log) -> tuple[list[tuple[list[i
       f'<= {fit} runs (one compile each)'
     )
     out.extend((chunk, build_group(chunk)) for chunk in chunks)
-  return out, flops
+  return out
 
 
 # ---- running ------------------------------------------------------------------------------
@@ -327,7 +324,11 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
   keyed: dict[str, list[int]] = {}
   for i in todo:
     keyed.setdefault(group_key(points[i], traced, runs[i]), []).append(i)
-  fitted, flops = _fit_groups([(m, build) for m in keyed.values()], runs, limit, log)
+  fitted = _fit_groups([(m, build) for m in keyed.values()], limit, log, first.config)
+  flops = sum(  # each group's work checked, from its simulator (sizes.check_work)
+    sizes.check_work(runs[m[0]].config, sim, runs[m[0]].params0)['total_flops']
+    for m, (sim, _, _) in fitted
+  )
   _check_workdir(workdir, dirs, runs, resume)  # nothing is written before the checks above
   starts = _starts(workdir, dirs, runs, fitted)
   rate = sizes.ASSUMED_FLOPS['cpu' if jax.default_backend() == 'cpu' else 'other']
