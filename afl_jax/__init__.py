@@ -1,18 +1,10 @@
 """afl_jax: asynchronous federated learning in JAX.
 
-Pure, jitted update rules (``afl_jax.clients``, ``afl_jax.servers``), delay
-schedules computed up front (``afl_jax.schedules``), one scan/vmap engine
-(``afl_jax.core``) and a registry of algorithms (``afl_jax.algorithms``); the
-experiment pipeline (config -> ``build`` -> train loop) is ``afl_jax.pipeline``.
-
-The public subpackages are attributes of the package: ``afl_jax.data``,
-``afl_jax.models``, ``afl_jax.schedules``, ``afl_jax.compression``,
-``afl_jax.algorithms``, ``afl_jax.pipeline``, ``afl_jax.reproduction`` and
-``afl_jax.results`` (tables over seeds); the ones that pull in flax, pandas or
-matplotlib are imported on first use. Importing afl_jax changes
-no process-wide setting; scripts choose the CPU device split with
-``afl_jax.pipeline.devices.set_cpu_devices()``.
-"""
+Pure, jitted update rules (``clients``, ``servers``), delay schedules computed up front
+(``schedules``), one scan/vmap engine (``core``), a registry of algorithms
+(``algorithms``) and the experiment pipeline (``pipeline``); subpackages that pull in
+flax, pandas or matplotlib are imported on first use. Importing afl_jax changes no
+process-wide setting."""
 
 import importlib
 

@@ -1,25 +1,10 @@
-"""The two entry points: one run, ``afl_jax.simulate``; R runs in one program, ``afl_jax.sweep``.
+"""The two entry points: one run, ``afl_jax.simulate``; R runs in one program, ``afl_jax.sweep``::
 
-``simulate`` replays a schedule and returns every iterate (verification)::
-
-  alg = afl_jax.algorithms.get('fedbuff', client_lr=0.1, server_lr=1.0)
-  problem = afl_jax.problems.from_loss(loss_fn, client_data, full_batch=True)
-  schedule = afl_jax.schedules.from_arrays(client_ids, start_step, local_steps=2)
   result = afl_jax.simulate(alg, problem, schedule, params0, jax.random.key(0))
-  result.params_history  # params after server steps 1..T, leading axis T
+  res = afl_jax.sweep('fedbuff', problem, schedule, params0, keys, client_lr=[0.05, 0.1])
 
-``sweep`` runs many runs of one algorithm in one compiled program::
-
-  keys = jax.random.split(jax.random.key(0), 3)
-  res = afl_jax.sweep('fedbuff', problem, schedule, params0, keys,
-                      client_lr=[0.05, 0.1, 0.2], server_lr=1.0)
-  res.params      # final params of each run, leading axis R = 3
-  res.metrics     # per-step metrics, each [R, T]
-
-Replica r equals ``simulate(algorithms.get('fedbuff', client_lr=lr[r], ...), problem_r,
-schedule_r, params0_r, keys[r])`` (tests/sweep_test.py). Both drive one
-:class:`~afl_jax.core.simulator.Simulator` with :func:`run`.
-"""
+Replica r of a sweep equals the single run of its values (tests/sweep_test.py); both drive
+one :class:`~afl_jax.core.simulator.Simulator` with :func:`run`."""
 
 from __future__ import annotations
 
@@ -45,17 +30,11 @@ from afl_jax.schedules.schedule import Schedule
 class Result(NamedTuple):
   """What :func:`simulate` and :func:`sweep` return (a sweep's fields: leading axis R).
 
-  ``metrics`` maps a name to one value per server step: ``'arrivals'`` (messages
-  used), ``'bits_up'`` / ``'bits_down'`` (32 per transmitted value, exact counts for
-  compressed messages), ``'client/<name>'`` (a client metric averaged over the clients
-  that trained, e.g. ``'client/train_loss'``) and ``'server/<name>'`` (e.g.
-  ``'server/update_norm'``); ``list(result.metrics)`` shows an algorithm's keys. Steps
-  past the end of a replica's own (shorter) schedule are zero. ``params_history[h]`` is
-  the global model after ``history_steps[h]`` server steps (``simulate``: every step
-  unless ``keep_every``; ``sweep``: with ``record_params`` or ``keep_every``).
-  ``evaluations`` (with an ``eval_fn``) holds ``'step'`` (0, k, 2k, ..., and T) and each
-  value ``eval_fn`` returns on the params after that many steps.
-  """
+  ``metrics``: one value per server step of ``'arrivals'``, ``'bits_up'`` / ``'bits_down'``
+  (32 per value sent, exact for compressed messages), ``'client/<name>'`` (averaged over
+  the clients that trained) and ``'server/<name>'``; zero past a replica's own schedule.
+  ``params_history[h]``: the model after ``history_steps[h]`` steps; ``evaluations``:
+  ``'step'`` and each ``eval_fn`` value."""
 
   params: Any  # the final global model
   metrics: dict  # per-step metrics, each [T] ([R, T]; T = the longest schedule)
@@ -92,11 +71,8 @@ def run(
   eval_fn: Callable[[Any], dict] | None = None,
   eval_every: int = 1,
 ) -> Result:
-  """Run ``sim`` from ``params0`` (stacked [R, ...] for R runs) to the end of its schedules.
-
-  ``keep_every`` and ``eval_fn`` as :func:`sweep` takes them; ``sim``'s chunk size must
-  divide their periods (:func:`simulate` and :func:`sweep` pick it so).
-  """
+  """Run ``sim`` from ``params0`` to the end of its schedules; its chunk size divides the
+  periods of ``keep_every`` and ``eval_every``."""
   state = sim.init(params0, keys)
   evaluate = jax.jit(jax.vmap(eval_fn)) if eval_fn is not None and sim.batched else eval_fn
   kept, kept_steps, evals = [], [], []
@@ -153,20 +129,9 @@ def simulate(
   eval_fn: Callable[[Any], dict] | None = None,
   eval_every: int = 1,
 ) -> Result:
-  """Run ``algorithm`` on ``problem`` along ``schedule`` from ``params0`` (float64 when
-  ``jax_enable_x64`` is on and ``params0`` is float64).
-
-  Args:
-    keep_every: keep the params after every ``keep_every``-th server step (1: every one).
-    eval_fn: ``eval_fn(params) -> dict`` of scalars, e.g. accuracy on held-out data,
-      called on the initial params, every ``eval_every`` server steps and at the end.
-    eval_every: the evaluation period in server steps.
-
-  Raises:
-    ArgumentError: ``params0`` that does not fit ``problem`` (checked before compiling),
-      a period that is not an integer >= 1, or a ``key`` that is not one PRNG key.
-    ScheduleError: ``schedule`` was built for another number of clients than ``problem``.
-  """
+  """Run ``algorithm`` on ``problem`` along ``schedule`` from ``params0``, keeping the params
+  every ``keep_every`` steps (1: each) and calling ``eval_fn(params) -> dict`` initially,
+  every ``eval_every`` steps and at the end. ArgumentError / ScheduleError before compiling."""
   n = _num_keys(key)
   if n is not None:
     got = _what(key)
@@ -225,16 +190,10 @@ def simulator(
   client_block_size: int | None = None,
   **hparams: Any,
 ) -> Simulator:
-  """The :class:`~afl_jax.core.simulator.Simulator` of a sweep of ``num_replicas`` runs
-  (arguments as :func:`sweep`).
-
-  Every replica's factory is called once on the host with its concrete values, so a bad
-  value fails before any compute, naming the replica; values shared by the replicas
-  are checked first against their ranges (``ALGORITHMS.bind``), unless a ``factory``
-  (default ``algorithms.get(name, run=run, **hparams)``, called inside the trace with
-  the traced values) takes their place. ``name`` may be a built :class:`Algorithm`,
-  run by every replica (then no hyperparameters, ``run`` or ``factory``).
-  """
+  """The Simulator of a sweep of ``num_replicas`` runs (arguments as :func:`sweep`). Each
+  replica's factory is called once on the host with its values, so a bad value fails
+  before compute naming the replica; ``factory`` (default ``algorithms.get``) builds the
+  algorithm inside the trace from the traced values."""
   r = num_replicas
   schedule_list = _as_list(schedules, r, 'schedules')
   if isinstance(name, Algorithm):
@@ -325,35 +284,14 @@ def sweep(
   eval_every: int = 1,
   **options: Any,
 ) -> Result:
-  """Run R replicas of algorithm ``name`` in one compiled program.
+  """Run R replicas of algorithm ``name`` (or a built Algorithm) in one compiled program.
 
-  Args:
-    name: a registered algorithm (``afl_jax.algorithms.names()``), or a built
-      :class:`~afl_jax.core.types.Algorithm` run by every replica (no hyperparameters then).
-    problem: one problem shared by all replicas, or R problems (same loss and sampler;
-      see :func:`afl_jax.core.replicas.stack_problems`).
-    schedules: one schedule for all replicas or R of them (any lengths and widths).
-    params0: initial params shared by all replicas, or stacked [R, ...] with
-      ``params_per_replica=True``.
-    keys: [R] PRNG keys, one per replica; R is ``len(keys)``.
-    keep_every: keep every replica's params after every ``keep_every``-th server step
-      (``params_history`` [R, H, ...]); None: every one with ``record_params=True``.
-    eval_fn: ``eval_fn(params) -> dict`` of scalars on one replica's params (vmapped
-      over the replicas), called on the initial params, every ``eval_every`` steps and
-      at the end (``evaluations``, values [R, E]).
-    **options: :func:`simulator`'s keywords (``run``, ``chunk_size``, ``record_params``,
-      ``mesh``, ``memory_limit_bytes``, ``local_step_buckets`` (default 0: padded),
-      ``compute_dtype``, ``client_block_size``: see
-      :class:`~afl_jax.core.simulator.Simulator`) and the algorithm's hyperparameters: a
-      float one may be a sequence of R values (traced, one per replica); anything else
-      is shared and part of the compiled program.
-
-  Raises:
-    ConfigError: a replica's hyperparameter outside its range (the message names the
-      replica, the field, the value and the allowed range), before any compute.
-    ArgumentError: no keys, ``params0`` that does not fit the problem, or a built
-      Algorithm given with hyperparameters.
-  """
+  ``problem`` and ``schedules``: one shared, or R; ``params0``: shared, or stacked with
+  ``params_per_replica=True``; ``keys``: [R]. ``keep_every`` / ``eval_fn`` as in
+  :func:`simulate` (``eval_fn`` vmapped over replicas). ``**options``: :func:`simulator`'s
+  keywords (Simulator options; ``local_step_buckets`` default 0) and the hyperparameters,
+  a float one optionally R values (traced). A replica's value out of range is a
+  ConfigError naming the replica, before compute."""
   r = _num_keys(keys)
   split = 'jax.random.split(jax.random.key(seed), R)'
   if r is None or r < 0:

@@ -1,12 +1,5 @@
-"""The errors a user can cause, one family: every one ends a script as one line.
-
-``scripts/train.py`` catches :class:`UserError` and prints ``error: <message>`` with a
-non-zero exit status (no traceback). A module raises its own subclass where the message
-blames a file or size (``ScheduleError``, ``DataError``, ``InsufficientMemoryError``); a
-setting out of its declared range is a ``ConfigError`` (a config, ``algorithms.get``, a
-registered factory called directly) or an :class:`ArgumentError` (a rule or builder
-called directly, an argument of ``afl_jax.simulate`` or ``afl_jax.sweep`` that cannot work).
-"""
+"""The errors a user can cause, one family: ``scripts/train.py`` prints a :class:`UserError`
+as ``error: <message>`` (one line, no traceback) with a non-zero exit status."""
 
 from __future__ import annotations
 
@@ -16,13 +9,8 @@ class UserError(ValueError):
 
 
 class ConfigError(UserError):
-  """An invalid experiment configuration: ``config.FIELD=VALUE is invalid: ...``.
-
-  Attributes:
-    field: the config path of the value to change (``'schedule.buffer_size'``,
-      ``'hparams.client_lr'``), set where the error is raised; None when no one
-      field is to blame.
-  """
+  """An invalid experiment configuration: ``config.FIELD=VALUE is invalid: ...``; ``field``
+  is the config path to change (None when no one field is to blame)."""
 
   def __init__(self, message: str, *, field: str | None = None):
     super().__init__(message)

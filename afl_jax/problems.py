@@ -1,13 +1,7 @@
-"""Problems for :func:`afl_jax.simulate` and :func:`afl_jax.sweep`.
-
-:func:`from_loss` builds a problem from any loss (:mod:`afl_jax.core.problem`);
-:func:`quadratic` and :func:`shifted_quadratic` build least-squares problems whose
-constants are known exactly, the ones the papers' convergence theorems are stated in
-(docs/theory.md): client i has ``f_i(x) = 0.5 ||A_i x - b_i||^2`` on params
-``{'x': x}``, and ``f = mean_i f_i``. With ``sigma > 0`` every local step's gradient
-carries independent noise ``xi ~ N(0, sigma^2/d I)`` (the batch's ``'xi'``, the loss
-adds ``<xi, x>``): unbiased, with variance exactly ``sigma^2`` at every x.
-"""
+"""Problems for :func:`afl_jax.simulate` and :func:`afl_jax.sweep`: :func:`from_loss` from any
+loss, and least-squares problems whose constants the papers' theorems are stated in
+(``f_i(x) = 0.5 ||A_i x - b_i||^2``, optional unbiased gradient noise of variance
+``sigma^2``; docs/theory.md)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""What one setting of a component accepts, and the one check of a call's arguments.
-
-A :class:`Spec` (built with :func:`real`, :func:`integer`, :func:`boolean`,
-:func:`choice`, :func:`string`, :func:`reals`, :func:`integers`) is declared once,
-beside the factory that takes the setting. :func:`validating` makes a factory check
-its arguments against them when called; ``Registry.bind`` checks a config's section
-with the same :func:`violation`. A bound may name another argument or run fact
-(``integer(1, 'concurrency')``). Traced values (a sweep's hyperparameters inside the
-trace) pass, and so do callables (optax schedules) where a number is expected.
-"""
+"""What one setting of a component accepts (:class:`Spec`, declared beside its factory) and
+the one check of a call's arguments (:func:`violation`). Traced values and callables (optax
+schedules) pass where a number is expected."""
 
 from __future__ import annotations
 

@@ -1,23 +1,9 @@
 """One name -> factory mechanism, and the one validation, for every component a config names.
 
-Algorithms, schedules, compressors, datasets and models are each a :class:`Registry`. A
-factory's signature is the one truth for its settings (keyword arguments, defaults);
-the range of each is declared beside it at registration as a
-:class:`~afl_jax.ranges.Spec`::
-
-  @ALGORITHMS.register('fadas', tau_c=checks.integer(0))
-  def fadas(client_lr: float = 0.1, tau_c: int = 1): ...
-
-A setting without a declared range takes the range of the same argument of a rule the
-entry names in ``uses``, else the registry's shared one, else the one its default implies.
-:meth:`Registry.bind` checks a config section (one :class:`~afl_jax.errors.ConfigError`
-naming ``config.<section>.<argument>``); the registered function checks a direct call
-through the same :meth:`bind`, so ``afl_jax.algorithms.fedbuff(client_lr=-1)`` is
-refused as ``algorithms.get('fedbuff', client_lr=-1)`` and the config are. A rule outside
-any registry declares its ranges with :func:`validated` (an argument named in
-:data:`COMMON` takes its range from there); a call from inside a checked one (an
-algorithm's factory) is not checked again.
-"""
+A factory's signature is the one truth for its settings; each setting's range is declared
+beside it at registration (``@ALGORITHMS.register('fadas', tau_c=checks.integer(0))``) and
+checked once by :meth:`Registry.bind`, for a config section and a direct call alike;
+docs/extending.md."""
 
 from __future__ import annotations
 
@@ -108,15 +94,10 @@ class Registry:
     uses: Sequence[Callable[..., Any]] = (),
     **ranges_and_meta: Any,
   ):
-    """Register ``factory`` as ``name`` (a decorator when ``factory`` is omitted).
-
-    ``context``: arguments the caller fills (facts about the run), not settings, checked
-    only against a declared range; ``uses``: rules whose declared ranges (``.specs``) apply
-    to the arguments of the same name; keyword arguments that are Specs declare ranges,
-    the others are metadata (:meth:`meta`). A name registered twice is an error unless
-    ``replace=True``. Returns the factory checking its arguments when called (a class is
-    kept as is).
-    """
+    """Register ``factory`` as ``name`` (a decorator when omitted); returns it checking its
+    arguments when called. Spec keywords declare ranges, other keywords are metadata
+    (:meth:`meta`); ``context``: run facts the caller fills; ``uses``: rules whose ranges
+    apply to arguments of the same name; ``replace=True`` allows registering a name again."""
     declared = {k: v for k, v in ranges_and_meta.items() if isinstance(v, ranges.Spec)}
     meta = {k: v for k, v in ranges_and_meta.items() if k not in declared}
 
@@ -202,16 +183,10 @@ class Registry:
     facts: Mapping[str, Any] | None = None,
     in_config: bool = True,
   ) -> dict[str, Any]:
-    """Every setting ``name``'s factory runs with: ``settings`` checked, defaults filled.
-
-    ``facts``: run facts a range may be bounded by (``num_clients``); ``in_config``:
-    errors read ``config.<section>.<arg>=...`` (else ``<section>.<arg>=... (<kind>
-    'name')``, for the Python API).
-
-    Raises:
-      ConfigError: unknown name or argument, a value out of its range, or a required
-        argument not given.
-    """
+    """Every setting ``name``'s factory runs with: ``settings`` checked (ranges may be bounded
+    by ``facts`` such as ``num_clients``), defaults filled; ConfigError (``config.<section>.
+    <arg>=...`` with ``in_config``) for an unknown name or argument, a value out of range or
+    a required argument missing."""
     self._check(name, settings, facts, in_config)
     takes = self.settings(name)
     missing = [k for k, d in takes.items() if d is _EMPTY and k not in settings]

@@ -1,27 +1,9 @@
 """Results as a paper prints them: methods over seeds, with 95% t intervals.
 
-Every run is read through its record (:class:`afl_jax.pipeline.record.RunRecord`: config,
-identity, status, records) by :func:`load`, from run folders and sweep folders. Then:
-
-* :func:`methods` groups runs whose identity agrees in everything but the seed (config,
-  own code, devices and the files read: the dataset's arrays, a trace) and labels each
-  group by every field in which it differs from the others; the same seed twice in one
-  group splits it by path. Runs are never merged silently.
-* :func:`table` gives one row per method: the final and best value of a metric ("best" in
-  its direction: a loss's minimum), and steps, seconds and MB to a target accuracy, each
-  the mean over the *completed* runs with its 95% t interval; stopped and diverged runs
-  are counted and shown as such, never averaged. Paired differences against a baseline
-  use the seeds both methods completed, with their number n. A run that never reached the
-  target counts with its last value, a lower bound, marked ``>=`` (a difference then ``>=``
-  or ``<=``, or ``?`` when both sides are bounds).
-* ``at=(axis, budget)`` reads every run at a budget of simulated seconds, MB uploaded or
-  server steps (its last evaluation within the budget): a run that got there counts, one
-  stopped or diverged before it does not. :func:`curves` averages a method's curves with
-  interval bands up to the budget.
-
-The statistics are the project's one implementation (the reproduction protocol imports
-them): :func:`t_interval`, :func:`paired`, :func:`one_sided_p`, :func:`seeds_needed`.
-"""
+:func:`load` reads each run's record, :func:`methods` groups runs that differ only in the
+seed (never merged silently), :func:`table` and :func:`curves` summarize the completed runs;
+the statistics (:func:`t_interval`, :func:`paired`, ...) are the project's one
+implementation. docs/extending.md says what each column means."""
 
 from __future__ import annotations
 

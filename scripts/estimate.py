@@ -84,34 +84,29 @@ def random_dataset(name: str, seed: int = 0) -> data.ArrayDataset:
   return data.ArrayDataset(images(n_train), labels(n_train), images(n_test), labels(n_test), 10)
 
 
-def build_run(config) -> tuple[build_lib.Run, str, dict, str | None]:
-  """The built run, where its data came from, its work (:func:`sizes.work`) and why
-  train.py would refuse it (None: it would not), without refusing here."""
-  seen = {}
-  real_check = sizes.check_work
-
-  def check(*args, **kwargs):  # estimate whatever the limits; say what train.py would do
-    seen['work'] = sizes.work(*args)
-    try:
-      real_check(*args, **kwargs, log=lambda line: None)
-    except sizes.ConfigError as e:
-      seen['refused'] = str(e)
-    return seen['work']
-
+def build_run(config) -> tuple[build_lib.Run, str]:
+  """The built run and where its data came from."""
   reason = '--random_data'
-  with mock.patch.object(sizes, 'check_work', check):
-    if not _RANDOM.value:
-      try:
-        run = build_lib.build_run(config)
-        return run, 'the dataset files', seen['work'], seen.get('refused')
-      except data.DataError as e:
-        if config.dataset not in SHAPES:
-          raise
-        reason = str(e).splitlines()[0]
-    fake = random_dataset(config.dataset)
-    with mock.patch.object(build_lib, 'load_dataset', lambda c: fake):  # the pipeline loads it
-      run = build_lib.build_run(config)
-  return run, f'random data of the real shapes ({reason})', seen['work'], seen.get('refused')
+  if not _RANDOM.value:
+    try:
+      return build_lib.build_run(config), 'the dataset files'
+    except data.DataError as e:
+      if config.dataset not in SHAPES:
+        raise
+      reason = str(e).splitlines()[0]
+  fake = random_dataset(config.dataset)
+  with mock.patch.object(build_lib, 'load_dataset', lambda c: fake):  # the pipeline loads it
+    run = build_lib.build_run(config)
+  return run, f'random data of the real shapes ({reason})'
+
+
+def refusal(run: build_lib.Run, sim: Simulator) -> str | None:
+  """Why train.py would refuse the run's work (:func:`sizes.check_work`), or None."""
+  try:
+    sizes.check_work(run.config, sim, run.params0, log=lambda line: None)
+  except sizes.ConfigError as e:
+    return str(e)
+  return None
 
 
 def analytic_memory(run: build_lib.Run) -> tuple[dict[str, int], Simulator]:
@@ -197,10 +192,11 @@ def main(argv):
   if config_lib.sweep_axes(config.get('sweep', {})):
     return estimate_sweep(config)
   t0 = time.perf_counter()
-  run, source, _, refused = build_run(config)
+  run, source = build_run(config)
   build_s = time.perf_counter() - t0
   c, s = run.config, run.schedule
   report, sim = analytic_memory(run)
+  refused = refusal(run, sim)
   avail = memory.available_bytes()
   device = jax.devices()[0]
   n_params = models.count_params(run.params0)
@@ -265,9 +261,10 @@ def estimate_sweep(config) -> None:
   total_s = total_mem = steps_useful = steps_computed = 0
   refused = []
   for point in points:
-    run, _, _, why = build_run(sweep_lib.point_config(config, point))
+    run = build_run(sweep_lib.point_config(config, point))[0]
     c = run.config
     report, sim = analytic_memory(run)
+    why = refusal(run, sim)
     key = (c.model, str(c.get('model_args')), c.dataset, int(c.batch_size), c.dtype)
     key += (sim.block_size,)
     if key not in probes:

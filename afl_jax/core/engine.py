@@ -1,13 +1,6 @@
-"""The compiled run: one ``lax.scan`` over server steps, the arriving clients under ``jax.vmap``.
-
-A server step gathers each arrival's start broadcast from the ring buffer
-(:mod:`afl_jax.core.ring`), trains the arrival slots with the client rule (in blocks of
-slots, optionally sorted by K so that each block's local loop stops at its own largest
-K), compresses the reporting clients' messages, applies the server rule and writes the
-new broadcast into the ring. :func:`make_program` returns these per-run functions; the
-host side (slot plan, step inputs, placement) is :mod:`afl_jax.core.simulator`.
-docs/architecture.md describes the step, the key discipline and the padding.
-"""
+"""The compiled run: one ``lax.scan`` over server steps, the arriving clients under ``jax.vmap``
+(:func:`make_program`), and the host plan of a step's slots; docs/architecture.md,
+"A server step"."""
 
 from __future__ import annotations
 
@@ -73,12 +66,9 @@ def per_client_steps(schedule: Schedule) -> np.ndarray:
 def local_step_work(
   schedules: Schedule | Any, regime: str, num_slots: int, block_size: int, by_steps: bool
 ) -> tuple[int, int]:
-  """``(useful, computed)`` local slot-steps of the runs along ``schedules`` (host, exact).
-
-  useful: the sum of K over the trained slots (always-on: every client every step).
-  computed: what the engine runs: every slot to the largest K of all schedules, or,
-  ``by_steps``, each block of ``block_size`` slots sorted by K to its own largest K.
-  """
+  """``(useful, computed)`` local slot-steps along ``schedules`` (host, exact): the sum of K
+  over the trained slots, and what the engine runs (every slot to the largest K, or with
+  ``by_steps`` each sorted block of ``block_size`` slots to its own largest K)."""
   schedules = _list(schedules)
   max_k = max(s.max_local_steps for s in schedules)
   useful = computed = 0
@@ -99,9 +89,8 @@ def local_step_work(
 def choose_step_blocks(
   schedules: Schedule | Any, regime: str, width: int, unit: int, target: float = 0.9
 ) -> int:
-  """B: the fewest blocks of slots sorted by K whose useful-step fraction reaches ``target``,
-  else the best fraction; blocks of at least ``2 * unit`` slots (``unit``: the devices the
-  client axis is sharded over), so the products stay batched."""
+  """B: the fewest blocks of slots sorted by K whose useful fraction reaches ``target`` (else
+  the best), each of at least ``2 * unit`` slots so the products stay batched."""
   best, best_frac = 1, -1.0
   smallest = 2 * unit if width >= 2 * unit else unit
   sizes = {_up(width, b * unit) // b: b for b in range(max(width // unit, 1), 0, -1)}
@@ -126,15 +115,10 @@ def plan_slots(
   client_block_size: int | None = None,
   platform: str = 'cpu',
 ) -> tuple[int, int, bool]:
-  """``(num_slots, block_size, by_steps)``: how a step's ``width`` clients are trained.
-
-  Slots are a multiple of ``unit`` (the devices the client axis is sharded over).
-  ``local_step_buckets``: 0 one block, every slot to the largest K (the padded path);
-  B >= 1 B blocks sorted by K; None chosen (:func:`choose_step_blocks`) on CPU where it
-  saves local steps, the padded path on accelerators (they run masked lanes in
-  parallel: blocks were slower there, docs/performance.md). ``client_block_size``:
-  blocks of that many slots (bounded memory), sorted by K unless buckets is 0.
-  """
+  """``(num_slots, block_size, by_steps)``: how a step's ``width`` clients are trained, in
+  multiples of ``unit`` (the devices). ``local_step_buckets``: 0 padded, B >= 1 B blocks
+  sorted by K, None chosen where it saves local steps on CPU (padded on accelerators,
+  docs/performance.md); ``client_block_size``: blocks of that many slots."""
   b = local_step_buckets
   if b is not None and (isinstance(b, bool) or int(b) != b or b < 0):
     raise ValueError(f'local_step_buckets must be None or an integer >= 0; got {b!r}.')
@@ -177,9 +161,8 @@ def step_inputs(
   num_slots: int | None = None,
   ring_plan: ring.RingPlan | None = None,
 ) -> StepInputs:
-  """Host inputs of steps ``[start, start + length)``: masked slots up to ``num_slots``, masked
-  steps past the schedule's end. ``ring_plan`` (default :func:`afl_jax.core.ring.plan`) says
-  where broadcasts live; the always-on regime uses one slot."""
+  """Host inputs of steps ``[start, start + length)``: slots padded to ``num_slots``, steps
+  past the schedule's end masked; the always-on regime trains every client every step."""
   stop = max(start, min(start + length, schedule.num_steps))  # a replica may have ended
   c, sl = stop - start, slice(start, stop)
   if regime == 'per_job':
@@ -266,12 +249,9 @@ def check_server_clients(name: str, server_state: Any, num_clients: int) -> None
 
 
 class Program(NamedTuple):
-  """The pure functions of ONE run (a sweep vmaps them over a leading replica axis).
-
-  init(params, key, problem, hparams, client_steps) -> SimState
-  chunk(state, inputs, problem, key, hparams) -> (state, {'metrics': ..., 'params'?: ...})
-  params(state, hparams) -> the global model
-  """
+  """The pure functions of ONE run: ``init(params, key, problem, hparams, client_steps)``,
+  ``chunk(state, inputs, problem, key, hparams) -> (state, outputs)``, ``params(state,
+  hparams)``; a sweep vmaps them over a leading replica axis."""
 
   init: Callable[..., SimState]
   chunk: Callable[..., tuple[SimState, dict]]
@@ -294,17 +274,10 @@ def make_program(
   record_params: bool = False,
   constrain: Callable[[Any], Any] = _identity,
 ) -> Program:
-  """The functions of a run whose algorithm is ``build(hparams)`` (called inside the trace).
-
-  ``ring_size`` broadcasts are kept; a step's ``num_slots`` arrival slots are trained in
-  blocks of ``block_size`` one after another; the local loop runs ``max_steps`` steps
-  (past a client's K masked), or, ``by_steps``, the slots are sorted by K and each
-  block's loop stops at its largest K (``LocalTask.loop_steps``). A compressor runs on
-  the ``report_slots`` reporting rows (:func:`compress_reports`). ``constrain`` pins a
-  tree stacked over slots to the mesh. A step whose ``inputs.active`` is False (padding
-  past the end; the flag is shared by a sweep's replicas, so this stays a ``lax.cond``)
-  leaves the state as it is.
-  """
+  """The functions of a run whose algorithm is ``build(hparams)`` (called inside the trace),
+  training ``num_slots`` slots per step in blocks of ``block_size`` (docs/architecture.md,
+  "A server step"); ``constrain`` pins a tree stacked over slots to the mesh; a step whose
+  ``inputs.active`` is False leaves the state as it is."""
   num_blocks = num_slots // block_size
   width = report_slots or num_slots
 
@@ -452,14 +425,9 @@ def compress_reports(
   width: int,
   constrain: Callable[[Any], Any] = _identity,
 ) -> tuple[Any, Any, jax.Array]:
-  """Compress the reporting slots' messages only; ``(msgs, comp_states, bits_each)``.
-
-  Only a reporting client uploads ``C(message)`` and updates its compressor state (an
-  error-feedback residual stays frozen while it is absent: AsynFLC-EF, Alg. 1 lines
-  8-16). The ``send_mask`` slots are gathered into ``width`` rows (at least the most
-  reports of any step; the rest padding), compressed with ``fold_in(key, client_id)``
-  each and scattered back; ``bits_each`` is 0 for the other slots.
-  """
+  """Compress the reporting slots' messages only (``width`` rows); ``(msgs, comp_states,
+  bits_each)``. An absent client's compressor state stays frozen (AsynFLC-EF, Alg. 1 lines
+  8-16); each row is keyed by ``fold_in(key, client_id)``."""
   pos = jnp.nonzero(x.send_mask, size=width, fill_value=0)[0]
   valid = jnp.arange(width) < jnp.sum(x.send_mask)
   ids = x.client_ids[pos]

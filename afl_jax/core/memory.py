@@ -1,13 +1,6 @@
-"""Analytic memory of a simulation, checked against the backend before allocating.
-
-The state of a run is dominated by a few arrays whose sizes are known before any
-compute: per-client state (control variates, residuals, local models, logits),
-the ring buffer of past broadcasts, the server state, the client data, and the
-working set of one step (start models, local models, gradients and messages of the
-clients trained together, and each one's batch and the activations its gradient
-keeps: :func:`client_step_bytes`). :func:`estimate` adds them up from abstract shapes;
-:func:`check` refuses a run that cannot fit, with the breakdown in the message.
-"""
+"""Analytic memory of a simulation from abstract shapes (:func:`estimate`), checked against
+the backend before allocating (:func:`check`); docs/reliability.md, "Sizes before
+allocation"."""
 
 from __future__ import annotations
 
@@ -74,15 +67,9 @@ def _one_replica(tree: Any, axes: Any) -> Any:
 
 
 def client_step_bytes(problem: Any, params_shape: Any, replica_axes: Any = None) -> int:
-  """Bytes one trained client holds in a local step besides its parameter copies: its
-  batch (``problem.sample_fn`` on client 0) and the values the loss computes on it (the
-  activations its gradient keeps; every intermediate of the traced loss, an upper
-  bound, as XLA fuses some away). Abstract shapes only: nothing is computed.
-
-  ``replica_axes``: for a problem stacked over replicas (a sweep's), its ``in_axes``
-  (0: the leaf has a leading replica axis). A problem whose batch cannot be traced this
-  way counts 0 (its loss is checked when the run compiles).
-  """
+  """Bytes one trained client holds in a local step besides its parameter copies: its batch
+  and every intermediate of the traced loss (an upper bound), from abstract shapes;
+  ``replica_axes``: a stacked problem's ``in_axes``. 0 for a batch that cannot be traced."""
   try:
     views = _one_replica(problem.client_views, getattr(replica_axes, 'client_views', None))
     shared = _one_replica(problem.shared, getattr(replica_axes, 'shared', None))
@@ -106,13 +93,8 @@ def estimate(
   num_replicas: int = 1,
   replicas_sharded: bool = False,
 ) -> dict[str, int]:
-  """Bytes by component and their ``'total'`` (abstract shapes in, no allocation).
-
-  ``state_shape``: the state of the ``num_replicas`` runs; ``params_shape``: ONE run's
-  params; ``problem``: the placed problem and ``axes`` its ``in_axes`` (0: a leaf with
-  a replica axis). Shared data is stored once per device, except a per-replica leaf of
-  replicas sharded over the devices; a step's temporaries scale with ``num_replicas``.
-  """
+  """Bytes by component and their ``'total'``, from abstract shapes: ``state_shape`` of the
+  ``num_replicas`` runs, ``params_shape`` of ONE run, the placed ``problem`` and its ``axes``."""
   params = nbytes(params_shape)
   shared_axes = jax.tree.leaves(axes.shared, is_leaf=lambda a: a is None)
   shared = sum(
@@ -134,10 +116,8 @@ def estimate(
 
 
 def replicas_that_fit(one: dict[str, int], two: dict[str, int], limit: int) -> int:
-  """The largest R whose analytic total fits in 90% of ``limit`` (R replicas = fixed + R * per).
-
-  ``one`` and ``two`` are :func:`estimate` reports of the same sweep with 1 and 2 replicas.
-  """
+  """The largest R whose total fits in 90% of ``limit``, from the :func:`estimate` reports
+  ``one`` and ``two`` of 1 and 2 replicas."""
   per = two['total'] - one['total']
   fixed = one['total'] - per
   if per <= 0:

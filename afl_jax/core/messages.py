@@ -1,9 +1,5 @@
-"""Broadcasts and messages that a family's client and server rules both read.
-
-A rule family whose client and server exchange a structured pytree (not a bare
-pseudo-gradient) declares the structure here, below both rules, so that
-``afl_jax.clients`` and ``afl_jax.servers`` never import each other.
-"""
+"""Broadcasts and messages that a family's client and server rules both read, declared below
+both so that ``afl_jax.clients`` and ``afl_jax.servers`` never import each other."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""Mixed precision for client training: low-precision compute, float32 state.
-
-:func:`with_compute_dtype` wraps any client rule so that its loss (forward and
-backward pass) runs in ``dtype`` (e.g. ``jnp.bfloat16``): the floating leaves of the
-params and of the batch are cast to ``dtype`` inside the loss, and the loss is cast
-back. Everything else keeps its own dtype: the local params the rule updates, its
-client state, its message and the server state stay float32 (the gradient of a cast
-is cast back to the parameter's dtype), the usual "float32 master weights" recipe.
-``Simulator(..., compute_dtype=jnp.bfloat16)`` applies it to an algorithm's client.
-"""
+"""Mixed precision for client training: the loss (forward and backward) in a low ``dtype``,
+the params, client state, messages and server state in float32 ("float32 master weights")."""
 
 from __future__ import annotations
 
@@ -41,15 +33,8 @@ def _low_precision_task(task: LocalTask, dtype: Any) -> LocalTask:
 
 
 def with_compute_dtype(client: ClientRule, dtype: Any) -> ClientRule:
-  """``client`` whose loss and gradients are computed in ``dtype``; state stays as is.
-
-  Args:
-    client: any client rule that uses ``task.loss_fn`` (every rule in this package).
-    dtype: the compute dtype, e.g. ``jnp.bfloat16``.
-
-  Returns:
-    A client rule with the same state, message and metrics structure and dtypes.
-  """
+  """``client`` with its loss and gradients computed in ``dtype`` (e.g. ``jnp.bfloat16``);
+  its state, message and metrics keep their structure and dtypes."""
 
   def init(params, task, key):
     return client.init(params, _low_precision_task(task, dtype), key)

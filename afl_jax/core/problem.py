@@ -1,23 +1,8 @@
 """A federated problem: a loss, each client's data, and how a client draws a batch.
 
-The engine gathers ``client_views`` rows for the arriving clients and passes
-``shared`` to every client unchanged, so data can be stored either per client
-(a pytree with a leading client axis, as :func:`from_loss` does) or as one flat
-array indexed by per-client ``(offset, size)`` views (the experiment pipeline,
-where client sizes differ a lot and padding every client to the largest would
-waste memory).
-
-Clients of unequal sizes (:func:`from_loss` with a list of per-client pytrees) are
-padded to the largest client with the true sizes kept in the view: a full batch is
-the client's valid rows only, and mini-batches are drawn among the valid rows only,
-so the padding never enters a loss or a gradient. ``Problem.client_sizes`` (host
-ints) is what an example-weighted server needs (``weighting='examples'``).
-
-:func:`check_params` checks up front that a params tree fits a problem (its
-``loss_fn`` evaluated abstractly on client 0's batch), so that a tree of the wrong
-structure or shapes is one error naming both trees, not a ``dot_general`` or
-``KeyError`` from inside the compiled program.
-"""
+Data is stored per client (a leading client axis, :func:`from_loss`; unequal clients padded,
+the padding never entering a loss) or as one flat array with per-client ``(offset, size)``
+views (the pipeline); docs/architecture.md, "Seams"."""
 
 from __future__ import annotations
 
@@ -97,27 +82,13 @@ def from_loss(
   batch_size: int | None = None,
   reduction: str = 'mean',
 ) -> Problem:
-  """A problem from a loss and each client's data.
+  """A problem from ``loss_fn(params, batch) -> scalar`` and each client's data.
 
-  Args:
-    loss_fn: ``loss_fn(params, batch) -> scalar``; ``batch`` has the structure of
-      one client's rows.
-    client_data: either a pytree whose leaves have shape ``[N, n, ...]`` (every
-      client holds n rows), or a Python ``list`` of N per-client pytrees whose
-      leaves have shape ``[n_i, ...]`` (clients of unequal sizes).
-    full_batch: every local step uses the client's whole data (deterministic
-      gradients, for verification against closed-form math).
-    batch_size: with ``full_batch=False``, each step samples this many rows of the
-      client's own (valid) rows uniformly with replacement.
-    reduction: with unequal sizes and ``full_batch=True``, how ``loss_fn`` reduces
-      over rows ('mean' or 'sum'): the full-batch loss is then computed row by row
-      over the client's valid rows only, ``mean_r`` or ``sum_r`` of
-      ``loss_fn(params, row r)``, which equals ``loss_fn`` on exactly those rows for
-      any loss that is a mean (or sum) of per-row terms.
-
-  Returns:
-    A :class:`Problem` with ``client_sizes`` set.
-  """
+  ``client_data``: a pytree of leaves ``[N, n, ...]``, or a list of N per-client pytrees
+  (unequal sizes). ``full_batch``: every local step uses the client's whole (valid) data;
+  else ``batch_size`` rows drawn uniformly with replacement. ``reduction`` ('mean' or
+  'sum'): with unequal sizes and full batches, the loss is reduced row by row over the
+  valid rows only."""
   if reduction not in REDUCTIONS:
     raise ValueError(f'reduction must be one of {REDUCTIONS}; got {reduction!r}.')
   if not full_batch and (batch_size is None or batch_size < 1):
@@ -205,16 +176,9 @@ def describe_tree(tree: Any, name: str = '') -> str:
 
 
 def check_params(problem: Problem, params: Any, *, name: str = 'params0') -> None:
-  """Check that ``params`` fits ``problem`` before anything is compiled.
-
-  Every leaf must be a floating-point array (or a Python float), and
-  ``problem.loss_fn(params, batch)`` on client 0's batch must evaluate to a scalar
-  (checked with :func:`jax.eval_shape`: no compute).
-
-  Raises:
-    ArgumentError: names the offending leaf, or the loss's error together with the
-      params' and the batch's leaf shapes, and says what to pass.
-  """
+  """Check that ``params`` fits ``problem`` before anything is compiled: floating leaves, and
+  ``loss_fn`` on client 0's batch a scalar (:func:`jax.eval_shape`); ArgumentError naming
+  the leaf or both trees' shapes."""
   leaves = jax.tree_util.tree_flatten_with_path(params)[0]
   if not leaves:
     raise ArgumentError(

@@ -1,9 +1,6 @@
-"""The replica axis of a sweep: which hyperparameters are traced, problems stacked for R runs.
-
-A traced hyperparameter is an ``[R]`` array from which the registered factory builds the
-algorithm inside the trace; everything the factory decides in Python is structural, the
-same for the replicas of one program (docs/architecture.md, Replica axis).
-"""
+"""The replica axis of a sweep: which hyperparameters are traced (``[R]`` arrays the factory
+builds the algorithm from inside the trace) and problems stacked for R runs
+(docs/architecture.md, "Replica axis")."""
 
 from __future__ import annotations
 
@@ -23,9 +20,8 @@ STRUCTURAL = ('fraction',)
 
 
 def is_traced(name: str, default: Any, value: Any) -> bool:
-  """Is ``value`` of hyperparameter ``name`` one number per replica (traced)? A 1-D array,
-  or a list/tuple of numbers where the factory's default is a float (or None and the
-  numbers are floats), unless ``name`` sets a shape (:data:`STRUCTURAL`)."""
+  """Is ``value`` of hyperparameter ``name`` one number per replica: a 1-D array, or numbers
+  where the factory's default is a float, unless ``name`` sets a shape (:data:`STRUCTURAL`)."""
   if name in STRUCTURAL:
     return False
   if hasattr(value, 'shape') and not isinstance(value, np.generic):
@@ -67,9 +63,8 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def stack_problems(problems: Sequence[Problem]) -> tuple[Problem, Problem]:
-  """One problem for R replicas and its ``in_axes`` (0 or None per leaf): client views
-  stacked on a leading replica axis, a ``shared`` leaf stacked only where the replicas'
-  leaves differ (a per-seed index permutation), else shared (the samples)."""
+  """One problem for R replicas and its ``in_axes``: client views stacked, a ``shared`` leaf
+  stacked only where the replicas' leaves differ."""
   first = problems[0]
   for p in problems[1:]:
     same_static = (p.loss_fn, p.sample_fn, p.num_clients) == (

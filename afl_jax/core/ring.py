@@ -1,15 +1,6 @@
-"""Where each broadcast lives: a host-side slot plan for the ring buffer of past models.
-
-A client's work depends only on the broadcast it started from, so the engine keeps
-past broadcasts in a buffer and each arrival reads its start model from it. A
-version ``v`` (the broadcast before server step v) must be kept from the moment it
-is made until the last step that consumes a job started from it. Those lifetimes
-are known from the schedule, so slots are assigned up front by greedy interval
-colouring (optimal for intervals): the buffer holds as many models as are ever live
-at once — at most min(tau_max + 1, Mc + 1) for FedBuff's clock — instead of one
-per version of the staleness window. Versions nobody starts from are written to a
-free slot and never read.
-"""
+"""Where each broadcast lives: slots of the ring buffer of past models, planned on the host by
+greedy interval colouring of the versions' lifetimes (as many slots as versions are ever
+live at once; docs/architecture.md, "A server step")."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
-"""The driver: one run, or R runs of one algorithm stacked on a replica axis, in one program.
+"""The driver: one run, or R runs of one algorithm on a replica axis, in one program.
 
-:class:`Simulator` plans a run on the host (arrival slots and blocks, the ring buffer,
-analytic memory, placement on the device mesh), compiles the engine's per-run
-functions (:func:`afl_jax.core.engine.make_program`) once and runs them chunk by chunk.
-Given one schedule it runs one run with no replica axis; given a list of R schedules it
-``jax.vmap``s the same functions over a leading replica axis (seeds, schedules, data
-partitions and traced hyperparameters may differ per replica). docs/architecture.md
-(Replica axis) and docs/sharding.md say how schedules are padded and how replicas or
-clients are sharded over the devices.
-"""
+:class:`Simulator` plans a run on the host (slots, ring buffer, memory, placement), compiles
+the engine's functions once and runs them chunk by chunk; docs/architecture.md ("Replica
+axis") and docs/sharding.md."""
 
 from __future__ import annotations
 
@@ -31,32 +25,19 @@ AXIS = engine.CLIENT_AXIS  # the one mesh axis: replicas or clients are sharded 
 
 
 class Simulator:
-  """Runs an algorithm on a problem along one schedule, or along R schedules at once.
+  """Runs an algorithm on a problem along one schedule, or along R schedules at once::
 
-  Example::
-
-    sim = Simulator(algorithm, problem, schedule, chunk_size=50)
-    state = sim.init(params0, key)          # R runs: Simulator(..., [s1, s2]); leading axis R
+    sim = Simulator(algorithm, problem, schedule, chunk_size=50)   # R runs: [s1, s2, ...]
+    state = sim.init(params0, key)
     while sim.position(state) < sim.num_steps:
       state, outputs = sim.run_chunk(state, key)
 
-  Args:
-    algorithm: the recipe (validated, with concrete values); it fixes the structure.
-    problem: loss and client data (for R runs: leaves stacked where ``problem_axes`` is 0).
-    schedule: one schedule (no replica axis), or a list of R (any lengths and widths).
-    build: ``build(hparams) -> Algorithm`` from one replica's traced scalars, called
-      inside the trace (default: ``algorithm``); ``hparams``: name -> float[R].
-    problem_axes: ``in_axes`` of ``problem`` (:func:`afl_jax.core.replicas.stack_problems`).
-    chunk_size: server steps per compiled scan (default: the longest schedule).
-    record_params: also output the global params after every step.
-    mesh: a mesh with an axis named 'clients' (default: all devices).
-    memory_limit_bytes: refuse runs whose analytic memory exceeds 90% of this.
-    local_step_buckets, client_block_size: how a step's slots are trained
-      (:func:`afl_jax.core.engine.plan_slots`; the result does not depend on it beyond
-      round-off); ``step_work`` is ``(useful, computed)`` local slot-steps.
-    compute_dtype: the clients' loss and gradients in this dtype (e.g. ``jnp.bfloat16``),
-      float32 state (:func:`afl_jax.core.precision.with_compute_dtype`).
-  """
+  For R runs, ``build(hparams)`` makes one replica's algorithm from its traced scalars
+  (``hparams``: name -> float[R]) and ``problem_axes`` are the problem's ``in_axes``.
+  ``local_step_buckets`` and ``client_block_size`` plan a step's slots
+  (:func:`afl_jax.core.engine.plan_slots`); ``step_work`` is ``(useful, computed)`` local
+  slot-steps, ``useful_steps`` each run's useful ones. ``compute_dtype``: the clients' loss
+  and gradients in that dtype (:mod:`afl_jax.core.precision`)."""
 
   def __init__(
     self,
@@ -119,6 +100,8 @@ class Simulator:
     )  # fmt: skip
     self.num_slots, self.block_size, self.adaptive_steps = plan
     self.step_work = engine.local_step_work(schedules, regime, *plan)
+    self.useful_steps = [engine.local_step_work(s, regime, 1, 1, True)[0] for s in schedules]
+    self.max_steps = max(s.max_local_steps for s in schedules)
     self.report_slots = (
       engine.report_width(schedules, unit, self.num_slots) if algorithm.compressor else None
     )
@@ -137,7 +120,7 @@ class Simulator:
     self.program = engine.make_program(
       self._build,
       ring_size=self.ring_size,
-      max_steps=max(s.max_local_steps for s in schedules),
+      max_steps=self.max_steps,
       num_slots=self.num_slots,
       block_size=self.block_size,
       by_steps=self.adaptive_steps,
@@ -245,13 +228,16 @@ class Simulator:
       replicas_sharded=self.mode == 'replicas',
     )
 
+  def client_bytes(self, params: Any) -> int:
+    """Bytes one trained client holds in a local step besides its params (batch and
+    activations, :func:`afl_jax.core.memory.client_step_bytes`); ``params``: one run's."""
+    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), params)
+    return memory.client_step_bytes(self.problem, shapes, self.axes)
+
   # ---- running -----------------------------------------------------------------------
   def init(self, params: Any, keys: jax.Array) -> SimState:
-    """The state before server step 0 (one run: ``params``, ``key``; R runs: leading axis R).
-
-    Raises:
-      InsufficientMemoryError: the analytic memory (``self.memory``) does not fit.
-    """
+    """The state before server step 0 (R runs: leading axis R); InsufficientMemoryError when
+    the analytic memory (``self.memory``) does not fit."""
     args = self._init_args(params, keys)
     shape = jax.eval_shape(self._init, *args)
     self.memory = self._report(shape, params)
@@ -319,8 +305,8 @@ class Simulator:
   def params(self, state: SimState) -> Any:
     """The global model(s) of ``state`` (R runs: leading axis R, on the host)."""
     out = self._params(state, self.hparams)
-    if not self.batched:
-      return out
+    if not self.batched:  # several processes: each gets its host copy
+      return out if jax.process_count() == 1 else jax.tree.map(to_host, out)
     return jax.tree.map(lambda a: to_host(a)[: self.num_replicas], out)
 
 

@@ -1,19 +1,11 @@
 """The seams of afl_jax: client rules, server rules, algorithms and what flows between them.
 
-An asynchronous run is a sequence of server steps. At step ``t`` a set of clients
-*arrives*; each trained from the broadcast made before server step ``s <= t`` was
-applied (its staleness is ``tau = t - s``). The engine (``afl_jax.core.engine``)
-gathers each arrival's start broadcast from a ring buffer, runs the arriving
-clients' :class:`ClientRule` together under ``jax.vmap``, optionally passes each
-message through a per-client compressor, and hands the stacked messages to the
-:class:`ServerRule`.
-
-Sign convention: a plain client's message is the pseudo-gradient
-``Delta = x_start - x_local`` (it points uphill, like a gradient), so a server
-applying step size ``eta`` moves ``x <- x - eta * mean(Delta)``. This is the
-convention of FedOPT (Reddi et al., 2021) and lets the aggregated message be fed
-straight into an ``optax.GradientTransformation``.
-"""
+At server step ``t`` a set of clients *arrives*, each trained from the broadcast made before
+server step ``s <= t`` (staleness ``tau = t - s``); the engine runs the arriving clients'
+:class:`ClientRule` together under ``jax.vmap``, optionally compresses each message, and
+hands the stacked messages to the :class:`ServerRule`. A plain client's message is the
+pseudo-gradient ``Delta = x_start - x_local`` (FedOPT's convention, Reddi et al., 2021), so
+a server moves ``x <- x - eta * mean(Delta)`` or feeds it to an optax transformation."""
 
 from __future__ import annotations
 
@@ -40,36 +32,16 @@ class EmptyState(NamedTuple):
 
 @struct.dataclass
 class LocalTask:
-  """Everything one client may see while it trains: its data, its step budget.
+  """Everything one client may see while it trains (built by the engine inside ``jax.vmap``,
+  or by hand to call a :class:`ClientRule` directly).
 
-  Built by the engine for each arriving client inside ``jax.vmap``; a library user
-  builds one by hand to call a :class:`ClientRule` directly.
-
-  Attributes:
-    view: this client's data, or an index into ``shared`` (a pytree).
-    shared: data shared by all clients (e.g. one flat array of every sample).
-    num_steps: int32 scalar, K_{t,i}: local steps this job runs (<= max_steps).
-    active: bool scalar, True when the server will use this client's message
-      (False for padding, or for an always-on client that does not report now).
-    client_id: int32 scalar.
-    loss_fn: ``loss_fn(params, batch) -> scalar`` (static).
-    sample_fn: ``sample_fn(shared, view, key) -> batch`` (static).
-    max_steps: the static length of the local ``lax.scan``; steps at index
-      ``k >= num_steps`` are masked out.
-    step: int32 scalar, the server step t at which this job's message arrives
-      (None when the task is built outside a run, e.g. for ``ClientRule.init``).
-    start_step: int32 scalar, the server version s the job started from
-      (``t - staleness``; None outside a run). A rule whose client state must be
-      causal (MasFL's c~_i, :mod:`afl_jax.clients.masfl`) reads it.
-    loop_steps: int32 scalar or None, a dynamic bound on the local loop's trip
-      count: the largest K among the clients trained together (the engine sets it
-      when it groups a step's arrivals by K; ``<= max_steps``). None: the loop runs
-      ``max_steps`` iterations. Steps ``k >= num_steps`` are masked either way, so it
-      changes the work done, never the result (:func:`afl_jax.clients.run_local_steps`).
-    num_examples: int32 scalar or None, this client's number of training examples
-      (the engine fills it from the problem's client sizes for ``Algorithm.init``, so a
-      joint initializer can weight clients by their data; None outside a run).
-  """
+  ``view``: this client's data or an index into ``shared`` (data of all clients);
+  ``num_steps``: K_{t,i} (<= ``max_steps``, the static length of the local scan; steps
+  ``k >= num_steps`` are masked); ``active``: the server will use the message;
+  ``loss_fn(params, batch)`` and ``sample_fn(shared, view, key)`` are static. Inside a run:
+  ``step`` (t, when the message arrives), ``start_step`` (s = t - staleness: MasFL's causal
+  state reads it), ``loop_steps`` (a dynamic trip-count bound, the largest K of the block:
+  it changes the work, never the result) and ``num_examples`` (for ``Algorithm.init``)."""
 
   view: Any
   shared: Any
@@ -105,26 +77,14 @@ class LocalTask:
       num_examples=None if self.num_examples is None else 0,
     )
 
-  def loss_and_grad(self, params: Params, key: jax.Array) -> tuple[jax.Array, Params]:
-    """Loss and gradient at ``params`` on a fresh batch drawn with ``key``."""
-    return jax.value_and_grad(self.loss_fn)(params, self.sample(key))
-
 
 class Arrivals(NamedTuple):
   """What the server knows about the messages of one server step (leading axis M).
 
-  M is the engine's padded width (a multiple of the device count, at least the
-  schedule's M or, always-on, N): a rule must use only the rows where ``mask`` is
-  True for counts, means and normalizers, never ``mask.shape[0]``. Padded rows hold
-  finite messages (a real client's job), so a 0 weight removes them exactly.
-
-  Each message travels with its client's example count (``num_examples``), and the
-  step with the population's total (``total_examples``, over all N clients), so a
-  server weights by data (``weighting='examples'``, :mod:`afl_jax.servers.weighting`)
-  with no run context. The engine fills both from the problem's client sizes (every
-  client counts 1 when the problem has none); built by hand, they may stay None for
-  a rule that weights uniformly.
-  """
+  M is the engine's padded width: a rule uses only the rows where ``mask`` is True for
+  counts, means and normalizers, never ``mask.shape[0]`` (padded rows hold finite messages,
+  so a 0 weight removes them exactly). ``num_examples`` and ``total_examples`` let a server
+  weight by data (:mod:`afl_jax.servers.weighting`); built by hand they may stay None."""
 
   client_ids: jax.Array  # int32[M]
   staleness: jax.Array  # int32[M], tau = t - start_step
@@ -137,11 +97,8 @@ class Arrivals(NamedTuple):
 
 
 def unchanged_if_no_arrival(arrivals: Arrivals, new_state: Any, state: Any) -> Any:
-  """The server-step contract: ``new_state`` if any arrival is valid, else ``state``.
-
-  A step at which no client reports (waiting windows, imported traces) must not
-  move the server: no momentum or adaptive step on an empty buffer, no step count.
-  """
+  """The server-step contract: ``new_state`` if any arrival is valid, else ``state`` (no
+  momentum, adaptive step or step count on an empty step)."""
   return tree.where(jnp.any(arrivals.mask), new_state, state)
 
 
@@ -181,24 +138,13 @@ class ServerRule(NamedTuple):
 class Algorithm(NamedTuple):
   """A named recipe: a client rule, a server rule and an optional compressor.
 
-  regime:
-    'per_job'   only the arriving clients compute, each from its stored start
-                broadcast (FedBuff, FedAsync, FedFa, FedGM, MasFL, FedEcho).
-    'always_on' every client trains every server step on its own local model
-                (client state); the schedule says only who reports (AsynFL eq. 4).
-  init: optional joint initializer ``init(params, tasks, key) -> (server_state,
-    client_states)`` for algorithms whose server state depends on every client
-    (MasFL's c_i^0); ``tasks`` is a LocalTask batched over all N clients. The
-    default initializes each side on its own.
-  prepare: optional host-side ``prepare(algorithm, schedule) -> Algorithm``, run
-    once before any compute (:func:`prepared`) with the algorithm itself (so a
-    ``_replace``d recipe keeps its changes): it rejects a schedule the algorithm
-    cannot honour (raising ``ScheduleError``/``ValueError`` with the reason; AsynFL's
-    continuous training) and sizes state that depends on the schedule (MasFL's
-    per-client history of variates). ``schedule`` may also be a list of schedules
-    (the replicas of a sweep, sharing one compiled program): the result must then
-    suit every one of them. The returned algorithm has ``prepare=None``.
-  """
+  ``regime``: 'per_job' (only the arriving clients compute, each from its start broadcast)
+  or 'always_on' (every client trains every step on its own model; the schedule says who
+  reports, AsynFL eq. 4). ``init(params, tasks, key) -> (server_state, client_states)``:
+  an optional joint initializer (MasFL's c_i^0; ``tasks`` batched over all N clients).
+  ``prepare(algorithm, schedule) -> Algorithm``: an optional host-side hook run once before
+  compute (:func:`prepared`) that rejects a schedule the rule cannot honour or sizes
+  schedule-dependent state; ``schedule`` may be a sweep's list, the result suiting all."""
 
   name: str
   client: ClientRule
@@ -210,12 +156,8 @@ class Algorithm(NamedTuple):
 
 
 def prepared(algorithm: Algorithm, schedule: Any) -> Algorithm:
-  """``algorithm`` specialized to ``schedule`` (its ``prepare`` hook, if any), on the host.
-
-  Every entry point that runs an algorithm along a schedule calls this first
-  (``afl_jax.core.simulator.Simulator`` does), so a schedule the algorithm cannot
-  honour fails before any compute.
-  """
+  """``algorithm`` specialized to ``schedule`` by its ``prepare`` hook, on the host (every
+  entry point calls it first, so a schedule it cannot honour fails before compute)."""
   if algorithm.prepare is None:
     return algorithm
   out = algorithm.prepare(algorithm, schedule)

@@ -1,16 +1,6 @@
-"""``build_run(config) -> Run``: everything a run needs, validated once, before any compute.
-
-The path of a run goes down only: the config is resolved and validated
-(:mod:`afl_jax.pipeline.config`), the dataset loaded by name and laid out as
-client views (:func:`afl_jax.data.federate`), the model, the schedule (by name,
-:mod:`afl_jax.schedules.registry`), the algorithm (by name, with the run context
-passed explicitly as a :class:`~afl_jax.algorithms.registry.RunInfo`), the
-optional message compressor (``config.compressor``, wrapping any algorithm), the
-federated problem and the evaluator are built here. Checks that need the loaded
-data (client counts against samples, partitions that cannot give every client
-data, schedules in which no client ever arrives) raise
-:class:`~afl_jax.errors.ConfigError` naming the config field to change.
-"""
+"""``build_run(config) -> Run``: everything a run needs, validated once, before any compute
+(docs/architecture.md, "The path of a run"). Checks that need the loaded data raise a
+:class:`~afl_jax.errors.ConfigError` naming the config field to change."""
 
 from __future__ import annotations
 
@@ -39,21 +29,8 @@ from afl_jax.pipeline import record, sizes, task
 class Run:
   """A built run: what the loop (or a sweep) needs, nothing it has to look up.
 
-  Attributes:
-    config: the resolved, validated config (``hparams`` lists every hyperparameter).
-    data: the clients' data as views into one sample array.
-    model: the flax module; ``apply_fn = model.apply``.
-    params0: the initial global model.
-    key: the run's PRNG key (``jax.random.key(config.seed)``).
-    local_steps: int[N] K_i of each client.
-    schedule: who arrives when (host NumPy).
-    algorithm: client rule, server rule, compressor (``config.compressor`` applied).
-    problem: the federated problem (shared samples + per-client views).
-    evaluator: ``evaluator(params) -> {metric: float}``.
-    info: the run context handed to the algorithm's factory.
-    dtype: the parameter and data dtype.
-    identity: what its numbers depend on (:func:`afl_jax.pipeline.record.identity`).
-  """
+  ``local_steps``: int[N] K_i; ``info``: the run context handed to the algorithm's factory;
+  ``identity``: what its numbers depend on (:func:`afl_jax.pipeline.record.identity`)."""
 
   config: ml_collections.ConfigDict
   data: data.ClientLayout
@@ -84,9 +61,8 @@ _LOADED: dict[str, tuple[data.ArrayDataset, str]] | None = None  # set inside re
 
 @contextlib.contextmanager
 def reusing_data() -> Iterator[None]:
-  """Within the block, a dataset is loaded (and digested) once per loader arguments: the
-  points of a sweep, the records of a reproduction share it. Outside, every build reads its
-  files anew (a file changed between two invocations is read as it is now)."""
+  """Within the block a dataset is loaded (and digested) once per loader arguments (a sweep's
+  points, a reproduction's records); outside, every build reads its files anew."""
   global _LOADED
   outer, _LOADED = _LOADED, {} if _LOADED is None else _LOADED
   try:
@@ -215,12 +191,8 @@ def client_local_steps(c: ml_collections.ConfigDict, sizes: np.ndarray) -> np.nd
 def build_schedule(
   c: ml_collections.ConfigDict, local_steps: np.ndarray, client_sizes: np.ndarray | None = None
 ) -> schedules.Schedule:
-  """The delay model ``c.schedule.kind`` over ``c.num_rounds`` server steps, with the
-  settings ``config.validate`` checked (built as they are, not checked again).
-
-  Raises:
-    ConfigError: the delay model rejects its parameters, or no client ever arrives.
-  """
+  """The delay model ``c.schedule.kind`` over ``c.num_rounds`` server steps (its settings
+  checked by ``validate``); ConfigError when it rejects them or no client ever arrives."""
   s = c.schedule
   n = len(local_steps)
   ctx = schedules.ScheduleContext(
@@ -268,13 +240,8 @@ def build_compressor(c: ml_collections.ConfigDict) -> compression.Compressor | N
 
 
 def algorithm_factory(c: ml_collections.ConfigDict, info: RunInfo) -> Callable[..., Algorithm]:
-  """``factory(**hparams) -> Algorithm``: the registry entry ``c.algorithm`` with the run
-  context from ``info`` and ``c.compressor`` around its client messages.
-
-  The one place a config's algorithm is built: a single run calls it with
-  ``c.hparams`` (:func:`build_algorithm`), a sweep with each group's traced values;
-  every value was bound to the factory (checked) once, by ``config.validate``.
-  """
+  """``factory(**hparams) -> Algorithm``: the entry ``c.algorithm`` with the run context and
+  ``c.compressor``; a single run calls it with ``c.hparams``, a sweep with traced values."""
   compressor = build_compressor(c)
   make = algorithms.ALGORITHMS.get(c.algorithm)
   context = {field: getattr(info, field) for field in algorithms.context(c.algorithm)}
@@ -297,12 +264,8 @@ def algorithm_factory(c: ml_collections.ConfigDict, info: RunInfo) -> Callable[.
 
 
 def build_algorithm(c: ml_collections.ConfigDict, info: RunInfo) -> Algorithm:
-  """:func:`algorithm_factory` with ``c.hparams``.
-
-  Each hyperparameter was checked against its spec by ``validate``; what the factory
-  still rejects is a combination (of values, or of values and the run context), an
-  error of the ``algorithm`` section as a whole.
-  """
+  """:func:`algorithm_factory` with ``c.hparams``; what the factory still rejects (a
+  combination of values) is an error of the ``algorithm`` section."""
   try:
     return algorithm_factory(c, info)(**dict(c.hparams))
   except UserError:
@@ -313,16 +276,9 @@ def build_algorithm(c: ml_collections.ConfigDict, info: RunInfo) -> Algorithm:
 
 # ---- engine options ---------------------------------------------------------------------------
 def engine_options(c: ml_collections.ConfigDict, *, sweep: bool = False) -> dict[str, Any]:
-  """The driver's keyword arguments from the config (validated by ``config.validate_fields``).
-
-  ``client_block_size`` (0: None), ``local_step_buckets`` (-1: None, chosen from the
-  local steps; 0: padded; B: B blocks sorted by K) and ``compute_dtype`` ('dtype':
-  None, the params' dtype; else e.g. ``jnp.bfloat16``), for a run's
-  :class:`~afl_jax.core.simulator.Simulator` (one run, or with ``sweep`` a sweep
-  group's replicas), where -1 keeps the padded path
-  sweeps have always taken (their results stay bit for bit those of the committed
-  reproduction records; B >= 1 groups by K).
-  """
+  """The Simulator's keyword arguments from the config: ``client_block_size`` (0: None),
+  ``local_step_buckets`` (-1: chosen, but 0 for a sweep, whose results stay bit for bit the
+  committed records'; 0: padded; B: B blocks sorted by K) and ``compute_dtype``."""
   buckets = int(c.local_step_buckets)
   return {
     'local_step_buckets': (0 if sweep else None) if buckets < 0 else buckets,
@@ -333,12 +289,8 @@ def engine_options(c: ml_collections.ConfigDict, *, sweep: bool = False) -> dict
 
 # ---- the whole run --------------------------------------------------------------------------
 def build_run(config: ml_collections.ConfigDict) -> Run:
-  """Resolve and validate ``config``, then build every part of the run.
-
-  Raises:
-    ConfigError (and the other :class:`~afl_jax.errors.UserError` kinds): a field
-      that cannot work, named with its value, before anything is compiled.
-  """
+  """Resolve and validate ``config``, then build every part of the run; a field that cannot
+  work is a :class:`~afl_jax.errors.UserError` naming it, before anything is compiled."""
   c = config_lib.validate(config)  # resolved once, checked once
   sizes.check(c)  # host-side sizes (schedule, generated data) before allocating them
   if c.dtype == 'float64':
@@ -370,7 +322,6 @@ def build_run(config: ml_collections.ConfigDict) -> Run:
   evaluator = task.make_evaluator(
     model.apply, layout, seed=c.seed, train_samples=c.eval_train_samples, dtype=dtype
   )
-  sizes.check_work(c, schedule, problem, params0, algorithm.regime)  # one step's memory, time
   return Run(
     config=c,
     data=layout,

@@ -1,19 +1,6 @@
-"""What the scripts set up for their process: the checkout their configs come from, and
-JAX's persistent compilation cache.
-
-* :func:`use_checkout` (first thing in a script, before ``afl_jax.pipeline.cli`` or
-  ``afl_jax.reproduction`` is imported): the repository checkout whose ``configs/``
-  (and ``docs/results/``) the script reads is the one the script lives in
-  (``scripts/..``), else the working directory. It is passed down as
-  ``$AFL_JAX_CHECKOUT``, so a regular (non-editable) ``pip install .`` works with the
-  checkout's configs and scripts on top; a value already set is kept.
-* :func:`use_compilation_cache`: compiled programs are kept on disk in
-  ``$AFL_JAX_CACHE``, else ``<parent of the workdir>/.jax_cache``, with no minimum
-  compile time, so running a config again (a resume, a rerun, the test phase after
-  the selection phase) loads its programs instead of compiling them again (results
-  are the same programs, bit for bit). ``scripts/benchmark.py`` does not use it: it
-  measures compile times.
-"""
+"""What a script sets up for its process: the checkout its configs come from
+(``$AFL_JAX_CHECKOUT``) and JAX's persistent compilation cache (``$AFL_JAX_CACHE``);
+docs/extending.md."""
 
 from __future__ import annotations
 
@@ -57,6 +44,3 @@ def use_compilation_cache(workdir: str) -> str:
   jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.0)
   jax.config.update('jax_persistent_cache_min_entry_size_bytes', 0)
   return path
-
-
-__all__ = ['cache_dir', 'use_checkout', 'use_compilation_cache']

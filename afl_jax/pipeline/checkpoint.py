@@ -1,19 +1,5 @@
-"""Checkpoints (orbax), and the step a run, or a sweep's group of runs, continues from.
-
-:class:`Checkpointer` keeps ``{'sim': SimState, 'host': accumulators}`` under
-``<dir>/checkpoints/<step>`` with orbax's ``CheckpointManager`` (its atomic step
-directories and ``max_to_keep`` retention); randomness is a function of (seed, step), so
-no RNG state is saved. Which run wrote them is the run folder's identity (``config.json``,
-afl_jax/pipeline/record.py), checked before this module is reached.
-
-:func:`start` decides where runs whose records live in ``dirs`` continue: ``DONE`` when
-every one finished, the latest checkpoint whose evaluation records are all on disk (later
-checkpoints are deleted, later records truncated), or None (from step 0). A checkpoint
-orbax cannot restore is refused in one line naming it.
-
-Several processes: orbax writes every process's shards; :func:`on_writer` runs a decision
-that reads shared files on process 0 and hands its answer (or its one-line error) to all.
-"""
+"""Checkpoints (orbax ``CheckpointManager``) and the step a run, or a sweep's group, continues
+from (:func:`start`); docs/reliability.md, "Where a rerun starts"."""
 
 from __future__ import annotations
 
@@ -128,9 +114,7 @@ class Checkpointer:
     return (self.steps() or [None])[-1]
 
   def save(self, step: int, sim_state: Any, host: dict[str, Any]) -> None:
-    """Save ``step``. A disk without room for it or a file-size limit below it is an OSError
-    naming the step's folder before anything is written (tensorstore's own failure, a
-    ValueError with the OS error code, is turned into the same)."""
+    """Save ``step``; a disk without room is an OSError naming the step's folder."""
     item = {'sim': sim_state, 'host': {k: np.asarray(v) for k, v in host.items()}}
     where = os.path.join(self.directory, str(step))
     size = sum(int(x.nbytes) for x in jax.tree.leaves(item))
@@ -207,16 +191,10 @@ def finished(run_dir: str, num_steps: int, chunk: int) -> bool:
 def start(
   dirs: Sequence[str], num_steps: Sequence[int], chunk: int, ckpt: Checkpointer
 ) -> int | None:
-  """Where the runs recorded in ``dirs`` continue (run on process 0: :func:`on_writer`).
-
-  ``DONE`` when each :func:`finished`. Else the latest checkpoint whose records are all on
-  disk in every dir (checkpoints after it deleted, records after it truncated), or None:
-  from step 0, records removed.
-
-  Raises:
-    ResumeError: checkpoints exist but every one follows records lost from a
-      ``metrics.jsonl`` (a gap would follow), naming the file.
-  """
+  """Where the runs recorded in ``dirs`` continue (process 0): ``DONE`` when each
+  :func:`finished`, else the latest checkpoint whose records are all on disk (later
+  checkpoints deleted, records truncated), or None; ResumeError when every checkpoint
+  follows lost records."""
   if all(finished(d, t, chunk) for d, t in zip(dirs, num_steps)):
     return DONE
   total = max(num_steps)
@@ -241,15 +219,3 @@ def start(
     with contextlib.suppress(FileNotFoundError):
       os.remove(os.path.join(d, metrics_io.METRICS_FILE))
   return None
-
-
-__all__ = [
-  'DONE',
-  'Checkpointer',
-  'barrier',
-  'expected_steps',
-  'finished',
-  'is_writer',
-  'on_writer',
-  'start',
-]

@@ -1,15 +1,5 @@
-"""Command-line handling for scripts/train.py: config overrides as one-line errors.
-
-``--config.hparams.NAME=VALUE`` is applied after the config file is loaded and its
-``hparams`` filled with every hyperparameter of the algorithm
-(:func:`afl_jax.pipeline.config.resolve`), so any hyperparameter the algorithm
-takes can be set even when the config file does not name it, and a name the
-algorithm does not take is reported with the valid ones; so are
-``--config.model_args.NAME``, ``--config.dataset_args.NAME`` and
-``--config.schedule.durations_params.NAME`` (the model's, the dataset loader's and the
-duration distribution's settings). Any other unknown or
-mistyped ``--config.FIELD`` ends as one line too (absl would print a traceback).
-"""
+"""Command-line handling for the scripts: ``--config.FIELD`` overrides (any hyperparameter or
+component setting, filled by :func:`afl_jax.pipeline.config.resolve`) and one-line errors."""
 
 from __future__ import annotations
 
@@ -78,12 +68,8 @@ def _config_arg(argv: Sequence[str]) -> str | None:
 
 
 def check_config_file(spec: str) -> str | None:
-  """One line saying why the config file ``spec`` (``FILE`` or ``FILE:ARG``) cannot be used.
-
-  The file must exist, import, and have a ``get_config`` returning an
-  ``ml_collections.ConfigDict``. A syntax error or an exception raised by the file
-  is named with its file and line (no traceback). None: the file is fine.
-  """
+  """One line saying why the config file ``spec`` (``FILE`` or ``FILE:ARG``) cannot be used
+  (missing, does not import, no ``get_config`` returning a ConfigDict); None when fine."""
   file, _, arg = spec.partition(':')
   where = f'--config={spec!r} is invalid'
   if not file:
@@ -193,12 +179,8 @@ def _split(argv: Sequence[str]) -> tuple[list[tuple[str, str]], list[str]]:
 
 
 def define_config_flag(default: str = 'configs/default.py') -> flags.FlagHolder:
-  """``--config`` (a config file) whose ``--config.hparams.*`` overrides this module applies.
-
-  ml_collections reads overrides from ``sys.argv`` when the flag is defined; the
-  hyperparameter overrides are kept out of it (the file may not name them) and
-  applied by :func:`finish_config`.
-  """
+  """``--config`` (a config file); its ``--config.hparams.*`` overrides are kept out of
+  ml_collections (the file may not name them) and applied by :func:`finish_config`."""
   hparams, rest = _split(sys.argv)
   _pending[:] = hparams
   default = repo_path(default)
@@ -230,13 +212,8 @@ def _config_file_error(argv: Sequence[str]) -> str | None:
 
 
 def flags_parser(*, positional: str = '') -> Callable[[list[str]], list[str]]:
-  """An absl ``flags_parser`` for ``app.run`` that turns flag errors into one line.
-
-  Args:
-    positional: what the script's positional arguments are (e.g. 'workdirs'), for its
-      usage line; '' refuses any positional argument (a typo such as a missing ``--``
-      must not be ignored).
-  """
+  """An absl ``flags_parser`` turning flag errors into one line; ``positional`` names the
+  script's positional arguments for its usage line ('' refuses any)."""
 
   def parse(argv: list[str]) -> list[str]:
     hparams, rest = _split(argv)
@@ -279,9 +256,8 @@ def flags_parser(*, positional: str = '') -> Callable[[list[str]], list[str]]:
 
 
 def run(main: Callable[[list[str]], Any], *, positional: str = '') -> None:
-  """``app.run(main)`` where a bad flag (:func:`flags_parser`) or a :class:`UserError` raised
-  by ``main`` ends the script as one ``error:`` line with exit status 1, and JAX's INFO
-  log lines stay out of the output unless ``--verbosity`` is given."""
+  """``app.run(main)``: a bad flag or a :class:`UserError` ends the script as one ``error:`` line
+  (exit status 1); JAX's INFO lines stay out unless ``--verbosity`` is given."""
 
   def guarded(argv: list[str]) -> Any:
     asked = {a.split('=')[0].lstrip('-') for a in sys.argv[1:]} & {'verbosity', 'v'}
@@ -310,12 +286,8 @@ def interrupted(error: BaseException | None = None) -> NoReturn:
 
 
 def finish_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """The resolved config with the command line's ``--config.hparams.*`` (and
-  ``model_args.*``, ``dataset_args.*``, ``schedule.durations_params.*``) applied.
-
-  Raises:
-    ConfigError: an unknown algorithm (model, ...), or a setting it does not take.
-  """
+  """The resolved config with the command line's ``--config.<open section>.*`` overrides
+  applied (ConfigError: an unknown component, or a setting it does not take)."""
   out = config_lib.resolve(config)
   if any('.' not in name for name, _ in _pending):
     config_lib.validate_algorithm_name(out)
@@ -323,14 +295,3 @@ def finish_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDic
     section, _, arg = name.rpartition('.')
     config_lib.override_setting(out, section or 'hparams', arg, text)
   return out
-
-
-__all__ = [
-  'define_config_flag',
-  'exit_error',
-  'finish_config',
-  'flags_parser',
-  'interrupted',
-  'run',
-  'unknown_field_message',
-]

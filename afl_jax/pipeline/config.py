@@ -1,24 +1,7 @@
-"""Experiment configuration: the shared default, resolution and validation.
-
-A config names each component once with its own settings: ``algorithm`` + ``hparams``,
-``schedule.kind`` + its settings (``schedule.durations`` + the distribution's
-``schedule.durations_params``, a mapping), ``compressor.kind`` + its settings,
-``dataset`` + ``dataset_args`` (the loader's own settings), ``model`` + ``model_args``
-(the model's constructor settings). A config file records only the values it sets;
-:func:`resolve` fills the named components' own defaults (from their factories'
-signatures) and drops other kinds' fields, so the resolved config (config.json) lists
-every value the run uses. Every field can be overridden on the command line
-(``--config.num_rounds=300``, ``--config.hparams.bits=4``,
-``--config.model_args.hidden_sizes=(100,)``).
-
-:func:`validate` checks the run's own fields against their ranges (:data:`FIELDS`),
-binds each component's settings to its factory (``Registry.bind``, the one check of
-:mod:`afl_jax.registry`) and checks the sweep; every error is a
-:class:`~afl_jax.errors.ConfigError` naming ``config.<section>.<field>``, the value and
-the allowed range, before any data is loaded or compiled. Checks that need the loaded
-data (``num_clients`` <= the samples, partitions that cannot give every client data)
-run in :func:`afl_jax.pipeline.build.build_run`, where the data is known.
-"""
+"""Experiment configuration: the shared default, :func:`resolve` (each named component's
+defaults from its factory's signature) and :func:`validate` (every field against its range,
+each component's settings bound once by ``Registry.bind``); errors are one
+:class:`~afl_jax.errors.ConfigError` naming ``config.<field>``. docs/configs.md."""
 
 from __future__ import annotations
 
@@ -119,9 +102,7 @@ def default() -> ml_collections.ConfigDict:
 
 
 def build(fields: Mapping[str, Any], hparams: Mapping[str, Any]) -> ml_collections.ConfigDict:
-  """:func:`default` with the hyperparameters ``hparams`` and the dotted ``fields``
-  (``'algorithm'``, ``'schedule.kind'``, ...): how a config file's table entry becomes a
-  config (``configs/fmnist.py``, ``configs/paper_cifar10.py``)."""
+  """:func:`default` with ``hparams`` and the dotted ``fields``: a config file's table entry."""
   c = default()
   c.hparams = copy.deepcopy(dict(hparams))
   for field, value in fields.items():
@@ -138,11 +119,7 @@ OPEN_SECTIONS = ('hparams', 'model_args', 'dataset_args', 'schedule.durations_pa
 
 
 def entry(table: Mapping[str, Any], name: str, file: str) -> Any:
-  """``table[name]``, the entry ``--config=FILE:NAME`` names in a config file's table.
-
-  Raises:
-    ConfigError: ``name`` is empty or not in ``table`` (the message lists the valid names).
-  """
+  """``table[name]``, the entry ``--config=FILE:NAME`` names (ConfigError listing the names)."""
   if name in table:
     return table[name]
   what = f'has no config {name!r}' if name else 'needs a config name'
@@ -166,12 +143,7 @@ def load_file(spec: str) -> ml_collections.ConfigDict:
 
 
 def import_beside(path: str, name: str) -> ModuleType:
-  """Import module ``name`` from the directory of the file ``path`` (a config's ``__file__``).
-
-  Config files are loaded by path, not as a package; this is how code imports one
-  (``fmnist = import_beside(path_in_configs, 'fmnist')``, the declarations of
-  ``configs/repro/``).
-  """
+  """Import module ``name`` from the directory of the config file ``path``."""
   file = os.path.join(os.path.dirname(os.path.abspath(path)), f'{name}.py')
   key = f'_afl_jax_beside_{os.path.abspath(file)}'
   if key not in sys.modules:
@@ -195,9 +167,7 @@ def default_hparams(algorithm: str) -> dict[str, Any]:
 
 
 def set_algorithm(c: ml_collections.ConfigDict, name: str, **hparams: Any) -> None:
-  """Set ``c.algorithm = name`` and ``c.hparams = hparams`` (the values this config sets;
-  :func:`resolve` fills the algorithm's own defaults for the rest, :func:`validate` checks
-  them)."""
+  """Set ``c.algorithm`` and the ``c.hparams`` this config gives (resolve fills the rest)."""
   c.algorithm = name
   c.hparams = ml_collections.ConfigDict(hparams)
 
@@ -205,10 +175,8 @@ def set_algorithm(c: ml_collections.ConfigDict, name: str, **hparams: Any) -> No
 def _section(
   c: ml_collections.ConfigDict, name: str, takes: Mapping[str, Any], known: set, keep: tuple
 ) -> ml_collections.ConfigDict:
-  """Section ``name`` resolved to exactly the named kind's settings ``takes`` (defaults
-  filled) and the fields of ``keep``. Fields of the other kinds (``known``) are dropped
-  (switching the kind needs no clean-up); a field no kind takes (a typo) is kept for
-  :func:`validate` to reject."""
+  """Section ``name`` resolved to the named kind's settings ``takes`` (defaults filled) and
+  ``keep``; other kinds' fields dropped, a field no kind takes kept for validate to reject."""
   given = dict(c[name])
   out = {k: given[k] for k in keep if k in given}
   out |= {k: given.get(k, d) for k, d in takes.items() if d is not inspect.Parameter.empty}
@@ -221,16 +189,9 @@ def _all_settings(kinds, settings) -> set:
 
 
 def resolve(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """A copy of ``c`` whose sections list every value the run uses, and only those.
-
-  ``hparams``, ``model_args``, ``dataset_args``: every setting of ``c.algorithm``,
-  ``c.model``, ``c.dataset`` (the values given kept, the factory's own defaults for the
-  rest); ``schedule`` and ``compressor``: exactly the named kind's settings (other
-  kinds' fields dropped), ``schedule.durations_params`` the named distribution's
-  parameters (the values given kept, its defaults for the rest); a field of :data:`COUNTS`
-  the run does not read, its default. Unknown names and fields are left for
-  :func:`validate` to reject.
-  """
+  """A copy of ``c`` whose sections list every value the run uses, and only those: each
+  named component's settings (given, else its factory's defaults); unknown names are left
+  for :func:`validate` to reject."""
   out = ml_collections.ConfigDict(c.to_dict())
   base = default()
   for field, counts in COUNTS.items():
@@ -316,9 +277,8 @@ def _component(c: ml_collections.ConfigDict, section: str):
 
 
 def override_setting(c: ml_collections.ConfigDict, section: str, name: str, text: str) -> None:
-  """Apply ``--config.SECTION.NAME=TEXT`` to a resolved config, for a section of
-  :data:`OPEN_SECTIONS` (its fields are the named component's settings, not fixed by
-  :func:`default`; one-line errors)."""
+  """Apply ``--config.SECTION.NAME=TEXT`` to a resolved config for a section of
+  :data:`OPEN_SECTIONS` (one-line errors)."""
   registry, component = _component(c, section)
   if component not in registry:
     registry.bind(component, {})  # the unknown name, in one line
@@ -465,13 +425,7 @@ def sweep_axes(sweep: Any, prefix: str = '') -> dict[str, list]:
 
 
 def algorithm_entry(entry: Any, field: str = 'sweep.algorithm') -> tuple[str, dict[str, Any]]:
-  """A sweep's ``algorithm`` entry, ``'fedbuff'`` or ``{'name': 'fadas', 'server_lr': 1e-4}``
-  (an algorithm's entry may add its own ``'schedule': {SETTING: VALUE}``), as (name, the
-  settings it gives).
-
-  Raises:
-    ConfigError: neither a name nor a mapping with a ``name``.
-  """
+  """A sweep's ``algorithm`` entry (a name, or a mapping with a ``name``) as (name, settings)."""
   if isinstance(entry, str):
     return entry, {}
   if isinstance(entry, Mapping | ml_collections.ConfigDict) and isinstance(entry.get('name'), str):
@@ -491,12 +445,8 @@ SECTION_FIELDS = {'schedule': ('seed',), 'compressor': ('error_feedback',)}
 
 
 def section_entry(entry: Any, field: str) -> tuple[str, dict[str, Any]]:
-  """A sweep's ``schedule`` / ``compressor`` entry, ``{'kind': 'synchronous',
-  'clients_per_step': 5}``, as (kind, the settings it gives).
-
-  Raises:
-    ConfigError: not a mapping with a ``kind``.
-  """
+  """A sweep's ``schedule`` / ``compressor`` entry (a mapping with a ``kind``) as (kind,
+  settings)."""
   if isinstance(entry, Mapping | ml_collections.ConfigDict) and isinstance(entry.get('kind'), str):
     return entry['kind'], {k: v for k, v in dict(entry).items() if k != 'kind'}
   why = "each entry must be a mapping {'kind': KIND, SETTING: VALUE, ...}"
@@ -516,15 +466,8 @@ def _check_section_entry(c: ml_collections.ConfigDict, field: str, entry: Any) -
 
 
 def validate_sweep(c: ml_collections.ConfigDict) -> None:
-  """``config.sweep``: every field exists and has a non-empty list of values.
-
-  An ``algorithm`` axis lists whole entries (a name, or a name with its settings; each
-  bound to its own algorithm), and so does a ``schedule`` or ``compressor`` axis
-  (``{'kind': KIND, SETTING: VALUE}``) and a ``model`` or ``dataset`` axis (``{'name': NAME,
-  SETTING: VALUE}``); an ``hparams`` (``model_args``, ``dataset_args``) axis sweeps within
-  every algorithm (model, dataset) of the grid, each value checked as a single run's
-  would be. Both before any grid point is built.
-  """
+  """``config.sweep``: every field exists with a non-empty list of values, each entry and
+  value checked as a single run's would be, before any grid point is built."""
   if not c.get('sweep'):
     return
   axes = sweep_axes(c.sweep)
@@ -599,9 +542,8 @@ def validate_sweep(c: ml_collections.ConfigDict) -> None:
 
 
 def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """``c`` resolved (:func:`resolve`) and checked: raise ConfigError on its first invalid
-  field (the run's own fields, then each component with its settings, then the sweep);
-  the one place the config's values meet their ranges."""
+  """``c`` resolved and checked, ConfigError on its first invalid field: the one place the
+  config's values meet their ranges."""
   speed = c.schedule.get('client_speed', 'none')  # set, but dropped by resolve: refused
   if c.schedule.kind in schedules.SCHEDULES and speed != 'none':
     if not schedules.registry.draws_durations(c.schedule.kind):

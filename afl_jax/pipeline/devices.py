@@ -1,10 +1,5 @@
-"""The CPU device split, chosen by scripts (importing afl_jax changes no process setting).
-
-On CPU, XLA exposes one device that keeps ~1.6 of 2 cores busy on these small
-products; one host device per core lets the engine shard clients over all cores
-(1.7x faster on the benchmark task, docs/performance.md). Scripts call
-:func:`set_cpu_devices` first thing, before JAX starts its backend.
-"""
+"""The CPU device split, chosen by scripts before JAX starts its backend (one host device per
+core; docs/performance.md). Importing afl_jax changes no process setting."""
 
 from __future__ import annotations
 
@@ -29,12 +24,8 @@ def env_devices() -> int | None:
 
 
 def set_cpu_devices(count: int | None = None) -> None:
-  """Ask XLA for ``count`` host CPU devices (default: $AFL_JAX_CPU_DEVICES, else one per core).
-
-  Only effective before JAX initializes its backend; a device count already set in
-  ``XLA_FLAGS`` is left alone. A script's setting: an invalid $AFL_JAX_CPU_DEVICES
-  ends the script with one ``error:`` line (exit status 1) before JAX starts.
-  """
+  """Ask XLA for ``count`` host CPU devices (default $AFL_JAX_CPU_DEVICES, else one per core)
+  before JAX starts its backend; a count already in ``XLA_FLAGS`` is left alone."""
   try:
     n = count or env_devices() or os.cpu_count() or 1
   except ValueError as e:
@@ -55,14 +46,8 @@ def _multi_process(argv: list[str]) -> bool:
 
 
 def platform_error(argv: list[str] | None = None) -> str | None:
-  """Why the platforms $JAX_PLATFORMS asks for cannot start (None: unset, or they start).
-
-  JAX reports an unknown platform, or one without its plugin or device here (``cuda``
-  on a machine without a GPU), with a traceback at its first use; this starts the
-  backend once, up front, to say it in one line. Not probed for a multi-process run
-  (``--coordinator``, ``--num_processes`` > 1): JAX's distributed runtime must start
-  before any backend.
-  """
+  """Why the platforms $JAX_PLATFORMS asks for cannot start, said in one line up front
+  (None: unset, or they start); not probed for a multi-process run."""
   text = os.environ.get('JAX_PLATFORMS', '').strip()
   if not text or _multi_process(list(sys.argv if argv is None else argv)):
     return None

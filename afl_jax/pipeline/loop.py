@@ -1,18 +1,8 @@
 """``train_and_evaluate(config, workdir)``: one run, evaluated, checkpointed and written.
 
-Everything is built and checked first (:func:`afl_jax.pipeline.build.build_run`, then
-:func:`preflight`: the workdir's run must have this run's identity, and where it stopped
-decides where this one starts); the drive loop then only runs a chunk of ``eval_every``
-server steps, evaluates, writes and checkpoints. A workdir holds ``config.json`` (the
-resolved config and the run's identity), ``schedule.npz``, ``metrics.jsonl`` (and
-TensorBoard events), ``checkpoints/`` (every ``checkpoint_every`` steps and where
-``stop_after_steps`` stops), ``summary.json`` (the run record) and ``plot.png``.
-docs/reliability.md says what a rerun does.
-
-Several processes (docs/distributed.md): each builds, runs and evaluates the same program;
-process 0 alone reads and writes the workdir's files (its decisions reach the others
-through :func:`afl_jax.pipeline.checkpoint.on_writer`); orbax writes every process's shards.
-"""
+Everything is built and checked first (:func:`preflight`); the drive loop then runs a chunk
+of ``eval_every`` server steps, evaluates, writes and checkpoints. docs/reliability.md
+says what a workdir holds and what a rerun does; docs/distributed.md, several processes."""
 
 from __future__ import annotations
 
@@ -28,7 +18,6 @@ import ml_collections
 
 from afl_jax import models
 from afl_jax.core import memory
-from afl_jax.core.engine import to_host
 from afl_jax.core.simulator import Simulator
 from afl_jax.errors import ResumeError
 from afl_jax.pipeline import checkpoint, metrics_io, plotting, sizes
@@ -47,16 +36,13 @@ class NonFiniteError(RuntimeError):
 
 
 def make_simulator(run: Run) -> Simulator:
-  """The engine for ``run`` (plans memory; a run that cannot fit is a ConfigError)."""
-  sim = None
-  with sizes.memory_guard(run.config, lambda: sim.memory if sim is not None else None):
-    sim = Simulator(
-      run.algorithm,
-      run.problem,
-      run.schedule,
-      chunk_size=run.config.eval_every,
-      **engine_options(run.config),
-    )
+  """The engine for ``run``, planned (nothing compiled); a local loop that cannot fit or a
+  run too long is a ConfigError (:func:`sizes.check_work`)."""
+  c = run.config
+  sim = Simulator(
+    run.algorithm, run.problem, run.schedule, chunk_size=c.eval_every, **engine_options(c)
+  )
+  sizes.check_work(c, sim, run.params0)
   return sim
 
 
@@ -90,21 +76,28 @@ def refuse_other_kind(workdir: str, kind: str) -> None:
   )
 
 
-def preflight(run: Run, workdir: str, ckpt: checkpoint.Checkpointer, resume: bool) -> int | None:
-  """Check ``workdir`` against ``run`` before any compute; returns where the run starts
-  (:func:`checkpoint.start`: ``DONE``, a checkpointed step, None from 0) and writes its
-  ``config.json`` and ``schedule.npz``. Process 0 only.
+def preflight(config, workdir: str, resume: bool, progress: dict) -> tuple:
+  """Every check before compute, in one place: the run built (:func:`build_run`), its work
+  checked (:func:`make_simulator`), the workdir's run of the same identity (process 0, which
+  writes ``config.json`` and ``schedule.npz``); returns ``(run, sim, ckpt, start)``, where
+  ``start`` is :func:`checkpoint.start`'s."""
+  run = build_run(config)
+  sim = make_simulator(run)
+  ckpt = checkpoint.Checkpointer(workdir)
+  progress['doing'] = 'writing the run files'
 
-  Raises:
-    ResumeError: the workdir holds a sweep, or a run of other inputs (named).
-  """
-  refuse_other_kind(workdir, 'single run')
-  if not resume:
-    start_over(workdir)
-  record_lib.refuse(workdir, run.identity, run.config)
-  step = checkpoint.start([workdir], [run.schedule.num_steps], run.config.eval_every, ckpt)
-  write_run_files(workdir, run)
-  return step
+  def on_writer() -> int | None:
+    refuse_other_kind(workdir, 'single run')
+    if not resume:
+      start_over(workdir)
+    record_lib.refuse(workdir, run.identity, run.config)
+    step = checkpoint.start([workdir], [run.schedule.num_steps], run.config.eval_every, ckpt)
+    write_run_files(workdir, run)
+    return step
+
+  start = checkpoint.on_writer(on_writer, 'resume')
+  checkpoint.barrier('afl_jax preflight')
+  return run, sim, ckpt, start
 
 
 def write_run_files(run_dir: str, run: Run) -> None:
@@ -120,18 +113,10 @@ def train_and_evaluate(
 ) -> dict[str, Any]:
   """Run one experiment; returns its summary (also ``summary.json``).
 
-  Args:
-    config: the experiment config (afl_jax/pipeline/config.py).
-    workdir: the output directory.
-    resume: continue the run in ``workdir`` (the same identity) where it stopped; a
-      finished one is not run again. False deletes its outputs first.
-    log: receives one line per progress message.
-
-  Raises:
-    UserError (ConfigError, ResumeError, WorkdirError, ...): one line, before compute; a
-      write the disk refused (one line naming the file; what was written is kept).
-    NonFiniteError: training produced NaN/inf (the metrics so far are written).
-  """
+  ``resume``: continue the run of the same identity in ``workdir`` where it stopped (a
+  finished one is not run again); False deletes its outputs first. A user error
+  (:class:`~afl_jax.errors.UserError`) is one line, before compute; NonFiniteError when
+  training diverged (the metrics so far are written)."""
   writes = checkpoint.is_writer()
   lock = workdir_lib.acquire(workdir) if writes else None
   progress = {'doing': 'starting', 'step': None}
@@ -155,22 +140,16 @@ def train_and_evaluate(
 
 
 def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
-  run = build_run(config)
+  run, sim, ckpt, start = preflight(config, workdir, resume, progress)
   c, schedule = run.config, run.schedule
-  ckpt = checkpoint.Checkpointer(workdir)
-  progress['doing'] = 'writing the run files'
-  start = checkpoint.on_writer(lambda: preflight(run, workdir, ckpt, resume), 'resume')
-  checkpoint.barrier('afl_jax preflight')
   if start == checkpoint.DONE:
     log(f'afl_jax: the run in {workdir} finished earlier; not run again')
     return _finish(run, workdir, None, writes, 0.0, log)
-  sim = make_simulator(run)
-  stats = schedule.stats()
+  s = schedule.stats()
   log(
     f'afl_jax: {c.algorithm} on {c.dataset} ({run.data.num_clients} clients, {c.model}, '
     f'{models.count_params(run.params0)} params), schedule {c.schedule.kind}: '
-    f'T={stats["num_steps"]}, M={stats["max_arrivals"]}, tau_avg={stats["tau_avg"]:.3f}, '
-    f'tau_max={stats["tau_max"]}'
+    f'T={s["num_steps"]}, M={s["max_arrivals"]}, tau_avg={s["tau_avg"]:.3f}, tau_max={s["tau_max"]}'
   )
   with sizes.memory_guard(c, lambda: sim.memory):
     state = sim.init(run.params0, run.key)
@@ -183,14 +162,10 @@ def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
   writer = metrics_io.MetricsWriter(
     workdir if writes else None, tensorboard=True, resume_step=start
   )
-  evaluate = run.evaluator
-  if jax.process_count() > 1:  # each process evaluates its host copy of the global params
-    evaluate = lambda params: run.evaluator(jax.tree.map(to_host, params))  # noqa: E731
-  track = track_lib.Track(schedule, evaluate, writer, records, host)
+  track = track_lib.Track(schedule, run.evaluator, writer, records, host)
   t_run, first = time.time(), sim.position(state)
 
-  def after_chunk(state: Any, end: int) -> str | None:
-    """Progress, then a checkpoint every ``checkpoint_every`` steps and where a stop stops."""
+  def after_chunk(state: Any, end: int) -> str | None:  # the drive loop: log, checkpoint, stop
     rec, progress['step'] = track.records[-1], end
     rate = (end - first) / max(time.time() - t_run, 1e-9)
     log(
@@ -200,16 +175,14 @@ def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
     )
     if track.stopped is not None:
       return track.stopped
-    stop = bool(c.stop_after_steps) and end - first >= c.stop_after_steps
-    if end < schedule.num_steps and (
-      stop or (c.checkpoint_every and end % c.checkpoint_every == 0)
-    ):
+    save, stop = track_lib.due(c, first, end, schedule.num_steps)
+    if save:
       writer.flush()
       progress['doing'] = f'saving the checkpoint of server step {end}'
       with workdir_lib.ctrl_c_after():
         ckpt.save(end, state, track.host)
     progress['doing'] = f'writing the metrics after server step {end}'
-    return 'stopped' if stop and end < schedule.num_steps else None
+    return 'stopped' if stop else None
 
   interrupted = False
   try:

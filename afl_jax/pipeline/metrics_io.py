@@ -1,16 +1,5 @@
-"""Metrics on disk: ``metrics.jsonl`` (strict JSON, one record per evaluation) and TensorBoard.
-
-:class:`MetricsWriter` has CLU's writer interface (``write_scalars``, ``write_hparams``,
-``flush``, ``close``). It appends one line per record and flushes it, so a crash loses at
-most the line being written; a non-finite float is written as ``null`` and named under
-``"nonfinite"`` (``{"step": 40, "test_loss": null, "nonfinite": {"test_loss": "nan"}}``),
-which :func:`read_metrics` turns back into a float. With ``tensorboard=True`` it also
-writes events with tensorboardX (CLU's writer needs TensorFlow); a resume from step S
-opens them with ``purge_step=S + 1``.
-
-:func:`read_metrics` drops a last line cut by a crash (one warning; the owner of the run
-rewrites the file without it), and refuses damage before the last line (``MetricsError``).
-"""
+"""``metrics.jsonl`` (strict JSON, one flushed line per evaluation, non-finite values named)
+and TensorBoard events; docs/reliability.md, "Metrics"."""
 
 from __future__ import annotations
 
@@ -209,14 +198,9 @@ def read_metrics(
   decode: bool = True,
   warn: Callable[[str], None] = _warn,
 ) -> list[dict[str, Any]]:
-  """The records of ``<workdir>/metrics.jsonl`` in order ([] without the file).
-
-  A last line cut by a crash is dropped with a warning (``repair``: the file is rewritten
-  without it; only the run's writer does that). ``decode``: nulls back to NaN / inf.
-
-  Raises:
-    MetricsError: a line before the last one is not a record, or the path is no file.
-  """
+  """The records of ``<workdir>/metrics.jsonl`` in order ([] without it): a last line cut by
+  a crash dropped with a warning (``repair``: rewritten without it), MetricsError for damage
+  before it; ``decode``: nulls back to NaN / inf."""
   path = os.path.join(os.fspath(workdir), METRICS_FILE)
   if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
     raise MetricsError(f'{path} is not a regular file; move it away, or choose another --workdir')
@@ -269,17 +253,3 @@ def first_reaching(
 ) -> Mapping[str, Any] | None:
   """The first record whose ``key`` is >= ``target`` (None: none reaches it)."""
   return next((r for r in records if (r.get(key) or 0) >= target), None)
-
-
-__all__ = [
-  'METRICS_FILE',
-  'MetricsError',
-  'MetricsWriter',
-  'decode_record',
-  'encode_record',
-  'evaluation_record',
-  'first_reaching',
-  'jsonable',
-  'read_metrics',
-  'truncate_metrics',
-]

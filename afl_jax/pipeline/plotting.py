@@ -11,10 +11,7 @@ import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 
-from afl_jax.pipeline.metrics_io import read_metrics  # noqa: E402
 from afl_jax.pipeline.workdir import write_with  # noqa: E402
-
-__all__ = ['plot_methods', 'plot_runs', 'read_metrics', 'save_figure']
 
 
 def plot_runs(

@@ -1,19 +1,5 @@
-"""A run's identity and its record: what every reuse and every reader of results checks.
-
-:func:`identity` is the one digest of everything a run's numbers depend on: the resolved
-config (but :data:`FREE_FIELDS`: where the files are, when to checkpoint or stop), the
-data arrays it trains and evaluates on, the schedule arrays it runs (whatever built them:
-a builder, a trace, a speeds file), the source file of every component the run uses that
-is registered outside afl_jax (a researcher's own module), and the engine facts (device
-count, platform). It is written into the run folder's ``config.json`` before compute and
-into its ``summary.json``; a single run, each run of a sweep and each reproduction record
-reuse results only under an equal identity, else :func:`refuse` names the input that
-changed in one line. docs/reliability.md lists the guarantees.
-
-:class:`RunRecord` is a run folder as every reader sees it (:func:`read`): its config,
-identity, evaluation records and status (``completed``, ``stopped at step S``, ``diverged
-at step S``), derived from the records alone, so a run cut by ``kill -9`` reads right.
-"""
+"""A run's identity (:func:`identity`) and its record (:func:`read`): what every reuse and
+every reader of results checks; docs/reliability.md, "One identity" and "The run record"."""
 
 from __future__ import annotations
 
@@ -125,16 +111,9 @@ def config_digest(config: Any) -> str:
 
 
 def identity(config: Any, *, data: str, schedule: str, code: Mapping[str, str], sources) -> dict:
-  """The run's identity: ``digest`` over its inputs, each kept to name what changed.
-
-  Args:
-    config: the resolved config. data, schedule: :func:`data_digest`,
-      :func:`schedule_digest` of what the run trains and evaluates on and runs.
-    code: :func:`own_code` of the components it uses. sources: seed-independent digests
-      of the files read (the dataset's arrays, a trace file), by which readers tell
-      runs of one method apart from runs on other files (not in the digest: what the run
-      read from them is).
-  """
+  """The run's identity: ``digest`` over the config, ``data``, ``schedule`` and ``code``
+  digests, each kept to name what changed; ``sources`` (seed-independent digests of the
+  files read) are kept beside it, not in the digest."""
   inputs = {
     'config': config_digest(config),
     'data': data,
@@ -282,9 +261,8 @@ def read(run_dir: str) -> RunRecord:
 
 
 def final(records: Sequence[Mapping[str, Any]], target: float = 0.0) -> dict[str, Any]:
-  """A run's last record (step, clock, bytes, accuracies and losses), its best validation
-  accuracy, and for ``target`` > 0 the step, clock and bytes of the first evaluation whose
-  test accuracy reaches it (None where none does)."""
+  """A run's last record, best validation accuracy and, for ``target`` > 0, the step, clock
+  and bytes of the first evaluation reaching it."""
   if not records:
     return {'steps': 0}
   last = records[-1]
@@ -300,21 +278,3 @@ def final(records: Sequence[Mapping[str, Any]], target: float = 0.0) -> dict[str
     for key, col in (('steps', 'step'), ('wall_clock', 'wall_clock'), ('bytes_up', 'bytes_up')):
       out[f'{key}_to_target'] = hit[col] if hit else None
   return out
-
-
-__all__ = [
-  'CONFIG_FILE',
-  'FREE_FIELDS',
-  'SUMMARY_FILE',
-  'RunRecord',
-  'canonical',
-  'changes',
-  'config_text',
-  'data_digest',
-  'identity',
-  'own_code',
-  'read',
-  'refuse',
-  'schedule_digest',
-  'status',
-]

@@ -1,12 +1,6 @@
-"""Sizes checked before anything is allocated (docs/reliability.md, "Sizes before allocation").
-
-:func:`check` (after validation, before the data and schedule are built) refuses a
-schedule of more than :data:`MAX_SLOTS` arrival slots or host arrays above half of the
-available memory, from the config alone; :func:`check_work` (for every built run) refuses
-a local loop that cannot fit in the backend's memory or a run estimated above
-``$AFL_JAX_MAX_HOURS``; :func:`memory_guard` turns the engine's analytic device-memory
-error into one naming a config field. Each is one ConfigError naming the field to lower.
-"""
+"""Sizes checked before anything is allocated or compiled (docs/reliability.md, "Sizes before
+allocation"): the host arrays from the config (:func:`check`), and a built run's local
+loop and time from its simulator (:func:`check_work`); one ConfigError naming the field."""
 
 from __future__ import annotations
 
@@ -17,7 +11,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import jax
-import numpy as np
 from ml_collections.config_flags import config_path
 
 from afl_jax import schedules
@@ -25,16 +18,6 @@ from afl_jax.core import memory
 from afl_jax.core.memory import format_bytes
 from afl_jax.errors import ConfigError
 from afl_jax.schedules import schedule as schedule_lib
-
-__all__ = [
-  'check',
-  'check_work',
-  'estimate',
-  'host_limit',
-  'memory_guard',
-  'slots_per_step',
-  'work',
-]
 
 SLOT_BYTES, STEP_BYTES = 4 + 4 + 4 + 1, 8  # ids, start, K (int32), mask; wall clock per step
 # Peak host bytes per arrival while a builder runs (tracemalloc: list builders ~142, array
@@ -58,12 +41,8 @@ def slots_per_step(config: Any) -> tuple[int, str]:
 
 
 def estimate(config: Any) -> dict[str, int]:
-  """Host bytes by component, from the config alone (no allocation).
-
-  Keys: ``schedule_arrays`` (the finished T x M schedule), ``schedule_builder`` (peak
-  extra while it is built), ``client_tables`` and, for generated datasets,
-  ``generated_data``; ``total`` adds them; ``slots`` is T x M (not bytes).
-  """
+  """Host bytes by component from the config alone (``schedule_arrays``,
+  ``schedule_builder``, ``client_tables``, ``generated_data``), ``total`` and ``slots``."""
   t = int(config.num_rounds)
   m, _ = slots_per_step(config)
   n = int(config.num_clients)
@@ -103,17 +82,8 @@ def _format(report: dict[str, int]) -> str:
 def check(
   config: Any, *, limit_bytes: int | None = None, max_slots: int = MAX_SLOTS
 ) -> dict[str, int]:
-  """Refuse a config whose host-side sizes are absurd; returns :func:`estimate`'s report.
-
-  Args:
-    config: a validated config (num_rounds, num_clients, dataset, schedule).
-    limit_bytes: host bytes allowed (default :func:`host_limit`).
-    max_slots: most arrival slots T x M a schedule may have.
-
-  Raises:
-    ConfigError: ``config.FIELD=VALUE is invalid: ...`` with the estimate and the
-      limit; FIELD is num_rounds, num_clients or the schedule field setting M.
-  """
+  """Refuse a config whose host-side sizes are absurd (ConfigError naming num_rounds,
+  num_clients or the field setting M); returns :func:`estimate`'s report."""
   report = estimate(config)
   limit = host_limit() if limit_bytes is None else limit_bytes
   t, n = int(config.num_rounds), int(config.num_clients)
@@ -158,13 +128,8 @@ MEMORY_FIELDS = {
 
 @contextlib.contextmanager
 def memory_guard(config: Any, report_of: Any = None) -> Iterator[None]:
-  """Turn the engine's InsufficientMemoryError into a ConfigError naming a field.
-
-  ``with sizes.memory_guard(config, lambda: sim.memory): state = sim.init(...)``.
-  ``report_of`` returns the analytic report (``Simulator.memory``) once the error is
-  raised; the field that sets its largest component (:data:`MEMORY_FIELDS`) is named
-  (num_clients without a report).
-  """
+  """Turn the engine's InsufficientMemoryError into a ConfigError naming the field that
+  sets the largest component of ``report_of()`` (:data:`MEMORY_FIELDS`)."""
   try:
     yield
   except memory.InsufficientMemoryError as e:
@@ -208,61 +173,45 @@ def _work_field(config: Any) -> tuple[str, Any]:
   return name, config[name]
 
 
-def work(config: Any, schedule: Any, problem: Any, params0: Any, regime: str) -> dict[str, Any]:
-  """The client training of a built run, from its schedule and shapes (nothing computed).
-
-  Keys: ``client_steps`` (useful local steps: the sum of K over the arrivals, or over
-  every client every step for the always-on regime), ``flops`` (6 x params x batch per
-  client step: forward and backward of a dense model), ``seconds`` (at ASSUMED_FLOPS of
-  the backend), ``clients_per_step`` (trained together: a step's arrival slots, all N
-  always-on, at most ``client_block_size``), ``step_bytes`` (what they hold in one local
-  loop: batch, activations and the per-step losses).
-  """
+def work(config: Any, sim: Any, params0: Any) -> dict[str, Any]:
+  """A built run's client training, asked of its simulator: useful ``client_steps`` of its
+  longest run, ``flops`` (6 x params x batch per client step), ``seconds`` at
+  ASSUMED_FLOPS, ``clients_per_step`` (the engine's block) and ``step_bytes`` (their batch,
+  activations and per-step losses), ``total_flops`` (of all the simulator's runs).
+  ``params0``: one run's."""
   from afl_jax import models
-  from afl_jax.core import engine
 
-  steps, _ = engine.local_step_work(schedule, regime, 1, 1, True)
-  flops = 6.0 * models.count_params(params0) * int(config.batch_size) * steps
+  steps = int(max(sim.useful_steps))
+  per_step = 6.0 * models.count_params(params0) * int(config.batch_size)
+  flops = per_step * steps
   backend = jax.default_backend()
-  seconds = flops / ASSUMED_FLOPS['cpu' if backend == 'cpu' else 'other']
-  width = schedule.num_clients if regime != 'per_job' else int(schedule.client_ids.shape[1])
-  block = min(int(config.client_block_size or width), width)
-  shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), params0)
-  per_client = memory.client_step_bytes(problem, shapes)
-  per_client += LOSS_BYTES * int(schedule.max_local_steps)
+  per_client = sim.client_bytes(params0) + LOSS_BYTES * int(sim.max_steps)
   return {
-    'client_steps': int(steps),
+    'client_steps': steps,
     'flops': flops,
-    'seconds': seconds,
+    'total_flops': per_step * sum(sim.useful_steps),
+    'seconds': flops / ASSUMED_FLOPS['cpu' if backend == 'cpu' else 'other'],
     'backend': backend,
-    'clients_per_step': block,
-    'step_bytes': block * per_client,
+    'clients_per_step': sim.block_size,
+    'step_bytes': sim.block_size * per_client,
   }
 
 
 def check_work(
   config: Any,
-  schedule: Any,
-  problem: Any,
+  sim: Any,
   params0: Any,
-  regime: str,
   *,
   limit_bytes: int | None = None,
   log: Any = None,
 ) -> dict[str, Any]:
-  """Refuse a built run whose local step cannot fit in memory or whose training cannot
-  end in a sane time; warn (one line) when it takes more than WARN_HOURS. Returns
-  :func:`work`'s report.
-
-  Raises:
-    ConfigError: ``config.FIELD=VALUE is invalid: ...`` naming batch_size, local_steps or
-      local_epochs (memory), or the field of WORK_FIELDS most out of scale (time), with
-      the estimate and the limit.
-  """
-  report = work(config, schedule, problem, params0, regime)
+  """Refuse a built run whose local loop cannot fit in memory (naming batch_size or K's
+  field) or whose training cannot end within ``$AFL_JAX_MAX_HOURS`` (naming the field of
+  :data:`WORK_FIELDS` most out of scale); warn once above WARN_HOURS."""
+  report = work(config, sim, params0)
   limit = memory.available_bytes() if limit_bytes is None else limit_bytes
   if limit is not None and report['step_bytes'] > memory.SAFETY * limit:
-    k = int(schedule.max_local_steps)
+    k = int(sim.max_steps)
     trace = report['clients_per_step'] * LOSS_BYTES * k
     if trace * 2 > report['step_bytes']:
       field = 'local_epochs' if int(config.local_epochs) > 0 else 'local_steps'

@@ -1,30 +1,10 @@
-"""Sweeps declared in ``config.sweep``: a grid of runs, as few compiles as the grid allows.
-
-``config.sweep`` maps config fields to lists of values; the grid is their product
-(ConfigDict keys hold no dots, so fields nest)::
+"""Sweeps declared in ``config.sweep``: a grid of runs, as few compiles as the grid allows::
 
   c.sweep = {'hparams': {'client_lr': [0.01, 0.1]}, 'seed': [0, 1, 2]}   # 6 runs
 
-An ``algorithm`` entry (a name, or a mapping with a ``name``, its hyperparameters and
-optionally its own ``schedule`` settings) replaces ``algorithm`` + ``hparams``::
-
-  c.sweep = {'algorithm': [{'name': 'fedasync', 'schedule': {'buffer_size': 1}},
-                           {'name': 'fedbuff', 'schedule': {'buffer_size': 3}}]}
-
-``model``/``dataset`` entries replace the name and its settings, ``schedule``/``compressor``
-entries (``{'kind': ..., ...}``) the section. :func:`grid` refuses, before anything is
-built, an axis the run does not read (``dirichlet_alpha`` under ``partition='iid'``) and
-two points that are one run.
-
-Every point is built as a single run (:func:`afl_jax.pipeline.build.build_run`); points
-that differ only in traced hyperparameters and the seed share a compile (a group). Each run
-has its folder ``<workdir>/<run-name>/`` holding what a single run's workdir holds
-(``config.json`` with its identity, ``schedule.npz``, ``metrics.jsonl``); a group keeps its
-checkpoints in ``groups/<digest of its runs>/``. ``summary.json`` (the runs' records),
-``summary.md`` and ``plot.png`` sum it up. Run again into its workdir, a sweep reuses each
-finished run of the same identity, continues the others from their group's checkpoint,
-and refuses (one line, before compute) a run folder holding a run of other inputs.
-"""
+Every point is built as a single run; points that differ only in traced hyperparameters
+and the seed share a compile (a group). docs/reliability.md, "Sweeps", says what a
+sweep's workdir holds and how a rerun reuses it; docs/performance.md, what it saves."""
 
 from __future__ import annotations
 
@@ -57,7 +37,6 @@ from afl_jax.pipeline import workdir as workdir_lib
 
 REPLICA_FIELDS = ('seed',)  # change only values, never the program: stacked on the replica axis
 GROUPS_DIR = 'groups'
-SUMMARY_FILES = ('summary.md', 'plot.png')
 _ENTRIES = ('algorithm', *config_lib.NAMED, *config_lib.SECTION_FIELDS)
 
 
@@ -81,13 +60,8 @@ def run_name(point: Mapping[str, Any]) -> str:
 def point_config(
   config: ml_collections.ConfigDict, point: Mapping[str, Any]
 ) -> ml_collections.ConfigDict:
-  """``config`` with the grid point applied and no sweep (module docstring: entries replace
-  their component whole, with its own defaults; a schedule/compressor entry keeps the
-  section's ``seed``/``error_feedback`` unless it gives them).
-
-  Raises:
-    ConfigError: a value of the wrong type for its field (one line).
-  """
+  """``config`` with the grid point applied and no sweep: an entry replaces its component
+  whole; a schedule/compressor entry keeps the section's ``seed``/``error_feedback``."""
   c = ml_collections.ConfigDict(config.to_dict())
   c.sweep = ml_collections.ConfigDict()
   if 'algorithm' in point:
@@ -125,12 +99,8 @@ def _json(x: Any) -> str:
 
 
 def grid(config: ml_collections.ConfigDict) -> list[dict[str, Any]]:
-  """The grid points of ``config.sweep``, in declaration order.
-
-  Raises:
-    ConfigError: an axis value the run does not read (it resolves away), or two points
-      that are one run, named, before anything is built.
-  """
+  """The grid points of ``config.sweep``, in declaration order; ConfigError for an axis value
+  the run does not read or two points that are one run, before anything is built."""
   axes = config_lib.sweep_axes(config.sweep)
   points = [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
   seen: dict[str, dict[str, Any]] = {}
@@ -221,7 +191,6 @@ def _group_sim(runs, traced, limit: int | None = None) -> tuple[Any, Any, Any]:
 
 
 # ---- sizes --------------------------------------------------------------------------------
-ASSUMED_FLOPS = 1e10  # client-training FLOP/s of the rough estimate (the log measures it)
 
 
 def num_points(config: ml_collections.ConfigDict) -> int:
@@ -237,14 +206,6 @@ def run_bytes(run: build_lib.Run) -> int:
   return int(sum(np.asarray(x).nbytes if not hasattr(x, 'nbytes') else x.nbytes for x in arrays))
 
 
-def run_flops(run: build_lib.Run) -> float:
-  """Rough client-training FLOPs of one run: 6 x params x batch x local steps, summed."""
-  from afl_jax import models
-
-  steps = float(np.asarray(run.schedule.local_steps)[np.asarray(run.schedule.mask)].sum())
-  return 6.0 * models.count_params(run.params0) * int(run.config.batch_size) * steps
-
-
 def _duration(seconds: float) -> str:
   if seconds < 120:
     return f'{seconds:.0f} s'
@@ -252,13 +213,11 @@ def _duration(seconds: float) -> str:
 
 
 def plan(config, first: build_lib.Run, *, limit_bytes: int | None = None) -> dict[str, Any]:
-  """The grid's host bytes and rough time from its first point; ConfigError for a grid whose
+  """The grid's host bytes from its first point; ConfigError for a grid whose
   built points would not fit in the host memory (:func:`sizes.host_limit`)."""
   n, per = num_points(config), run_bytes(first)
   limit = sizes.host_limit() if limit_bytes is None else limit_bytes
-  flops = run_flops(first) * n
-  out = {'runs': n, 'bytes_per_run': per, 'host_bytes': n * per, 'flops': flops}
-  out['seconds'] = flops / ASSUMED_FLOPS
+  out = {'runs': n, 'bytes_per_run': per, 'host_bytes': n * per}
   if limit is not None and n * per > limit:
     axes = sorted(config_lib.sweep_axes(config.sweep).items(), key=lambda kv: -len(kv[1]))
     shown = ' x '.join(f'{len(v)} {k}' for k, v in axes)
@@ -314,20 +273,13 @@ def train_sweep(
   memory_limit_bytes: int | None = None,
   resume: bool = True,
 ) -> dict[str, Any]:
-  """Run the grid of ``config.sweep``; returns what ``summary.json`` holds: ``runs`` (each
-  run's record: name, swept values, config, status, final metrics), ``groups``, ``traced``
-  and ``complete``.
+  """Run the grid of ``config.sweep``; returns what ``summary.json`` holds (``runs``,
+  ``groups``, ``traced``, ``complete``).
 
-  ``memory_limit_bytes``: the device memory a group's analytic state may use (default: the
-  backend's; on CPU the free host memory / :data:`afl_jax.core.memory.CPU_STATE_FACTOR`).
-  ``resume=False`` deletes the outputs of this grid's runs first.
-
-  Raises:
-    ConfigError (and build_run's UserErrors): a bad grid point, a grid too large, before
-      compute. ResumeError / WorkdirError: a workdir holding a single run, a run folder
-      holding a run of other inputs (the input named), a failed write (one line).
-    workdir.Interrupted: Ctrl-C (one line saying what was kept).
-  """
+  ``memory_limit_bytes``: what a group's analytic state may use (default: the backend's; on
+  CPU the free host memory / :data:`afl_jax.core.memory.CPU_STATE_FACTOR`);
+  ``resume=False`` deletes this grid's outputs first. User errors are one line, before
+  compute."""
   config_lib.validate_sweep(config)
   lock = workdir_lib.acquire(workdir)
   try:
@@ -364,22 +316,27 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
       limit = int(limit / memory.CPU_STATE_FACTOR)
   build = lambda ms: _group_sim([runs[i] for i in ms], traced, limit)  # noqa: E731
   dirs = [os.path.join(workdir, n) for n in names]
-  _check_workdir(workdir, dirs, runs, resume)
   todo = [
     i
     for i, (d, run) in enumerate(zip(dirs, runs))
-    if not checkpoint.finished(d, run.schedule.num_steps, run.config.eval_every)
+    if not (resume and checkpoint.finished(d, run.schedule.num_steps, run.config.eval_every))
   ]
   keyed: dict[str, list[int]] = {}
   for i in todo:
     keyed.setdefault(group_key(points[i], traced, runs[i]), []).append(i)
   fitted = _fit_groups([(m, build) for m in keyed.values()], limit, log, first.config)
+  flops = sum(  # each group's work checked, from its simulator (sizes.check_work)
+    sizes.check_work(runs[m[0]].config, sim, runs[m[0]].params0)['total_flops']
+    for m, (sim, _, _) in fitted
+  )
+  _check_workdir(workdir, dirs, runs, resume)  # nothing is written before the checks above
   starts = _starts(workdir, dirs, runs, fitted)
+  rate = sizes.ASSUMED_FLOPS['cpu' if jax.default_backend() == 'cpu' else 'other']
   log(
     f'sweep: {len(points)} runs ({len(points) - len(todo)} finished earlier, reused) in '
     f'{len(fitted)} group(s), traced: {traced or "none"}; built runs about '
-    f'{format_bytes(est["host_bytes"])} on the host, client training about {est["flops"]:.2g} '
-    f'FLOP (~{_duration(est["seconds"])} at an assumed {ASSUMED_FLOPS:.0e} FLOP/s)'
+    f'{format_bytes(est["host_bytes"])} on the host, client training about {flops:.2g} '
+    f'FLOP (~{_duration(flops / rate)} at an assumed {rate:.0e} FLOP/s)'
   )
   infos, stopped = [], False
   write = lambda complete: _summarize(workdir, points, names, infos, traced, complete)  # noqa: E731
@@ -478,14 +435,14 @@ def _run_group(k, names, runs, group, start, workdir, log) -> dict:
 
   def after_chunk(state: Any, end: int) -> str | None:
     chunk_ends.append(time.time())
-    stop = bool(c.stop_after_steps) and end - first >= c.stop_after_steps
-    if end < sim.num_steps and (stop or (c.checkpoint_every and end % c.checkpoint_every == 0)):
+    save, stop = track_lib.due(c, first, end, sim.num_steps)
+    if save:
       for track in tracks:
         track.writer.flush()
       stacked = {f: np.stack([np.asarray(t.host[f]) for t in tracks]) for f in host}
       with workdir_lib.ctrl_c_after():  # a Ctrl-C leaves this checkpoint whole
         ckpt.save(end, state, stacked)
-    return 'stopped' if stop and end < sim.num_steps else None
+    return 'stopped' if stop else None
 
   try:
     if start is None:
@@ -573,15 +530,3 @@ def outcome(summary: Mapping[str, Any]) -> tuple[int, str]:
     shown = ', '.join(f'{r["name"]} ({r["status"]})' for r in bad[:5])
     line += f': {shown}' + (f' and {len(bad) - 5} more' if len(bad) > 5 else '')
   return len(bad), line
-
-
-__all__ = [
-  'grid',
-  'num_points',
-  'outcome',
-  'plan',
-  'point_config',
-  'run_name',
-  'traced_fields',
-  'train_sweep',
-]

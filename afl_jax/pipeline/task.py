@@ -1,11 +1,5 @@
-"""The supervised task of the pipeline: the loss, the federated problem, the evaluator.
-
-The problem stores the training samples once, in a fixed order, and gives each
-client a view ``(offset, size)`` into an index permutation
-(:class:`afl_jax.data.ClientLayout`): ``shared = {'x', 'y', 'index'}``. A client's
-batch is ``x[index[offset + u]]`` with ``u`` uniform on ``[0, size)``, drawn with
-replacement.
-"""
+"""The supervised task: the loss, the federated problem (samples stored once, each client a
+view into an index permutation, batches drawn with replacement) and the evaluator."""
 
 from __future__ import annotations
 
@@ -142,11 +136,8 @@ def make_evaluator(
   dtype: Any,
   batch: int = 1000,
 ) -> Evaluator:
-  """Test / validation metrics and the training loss on ``train_samples`` client rows.
-
-  The training rows are a fixed sample (seed ``seed + 1``) of the rows the clients
-  own; validation metrics are reported only when ``layout`` holds a validation set.
-  """
+  """Test / validation metrics and the training loss on ``train_samples`` client rows (a
+  fixed sample, seed ``seed + 1``)."""
   rng = np.random.default_rng(seed + 1)
   owned = len(layout.index)
   pick = layout.index[rng.choice(owned, size=min(train_samples, owned), replace=False)]

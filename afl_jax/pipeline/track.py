@@ -1,17 +1,6 @@
-"""The one loop of single runs and sweeps: run a chunk, then evaluate, record, write.
-
-:func:`drive` runs a simulator chunk by chunk to the end. A single run
-(afl_jax/pipeline/loop.py) keeps one :class:`Track`, a sweep
-(afl_jax/pipeline/sweep.py) one per replica; after each chunk of server steps
-:func:`drive` hands each track its own steps' metrics and global params
-(:meth:`Track.advance`), and the track accumulates the bits sent and the staleness,
-evaluates, builds the record (:func:`afl_jax.pipeline.metrics_io.evaluation_record`)
-and writes it. A non-finite rule metric or evaluation marks the record ``stopped``:
-a single run then stops, a sweep's other replicas go on.
-
-The accumulators (:data:`HOST_FIELDS`) are float64 host scalars; a single run's
-checkpoint saves and restores them with the engine state.
-"""
+"""The one loop of single runs and sweeps: :func:`drive` runs a simulator chunk by chunk and
+hands each run's :class:`Track` its metrics and params, which it evaluates, records and
+writes; a non-finite value marks the record ``stopped``."""
 
 from __future__ import annotations
 
@@ -45,16 +34,8 @@ def first_nonfinite(metrics: Mapping[str, np.ndarray]) -> tuple[int, str] | None
 
 @dataclasses.dataclass
 class Track:
-  """One run's evaluator, writer, records and accumulators.
-
-  Attributes:
-    schedule: the run's schedule (its simulated clock, staleness and arrivals).
-    evaluate: ``evaluate(params) -> {metric: float}``.
-    writer: where each record goes (a writer of ``None`` workdir writes nothing).
-    records: the records so far (a resumed run starts with those on disk).
-    host: the accumulators (:func:`new_host`; a resumed run's come from its checkpoint).
-    stopped: why the run stopped (a non-finite value), else None.
-  """
+  """One run's schedule, evaluator, writer, records (a resumed run's from disk),
+  accumulators (:func:`new_host`) and why it stopped."""
 
   schedule: Schedule
   evaluate: Callable[[Any], dict]
@@ -75,10 +56,8 @@ class Track:
     return self._write(metrics_io.evaluation_record(step, clock, bits, self.evaluate(params)))
 
   def advance(self, metrics: Mapping[str, np.ndarray], pos: int, params: Any) -> dict:
-    """The record after the steps ``pos, pos + 1, ...`` whose per-step ``metrics`` are given.
-
-    ``params`` are the global params after the last of them.
-    """
+    """The record after the steps from ``pos`` whose ``metrics`` are given; ``params``: after
+    the last of them."""
     m = {k: np.asarray(v) for k, v in metrics.items()}
     n = len(m['arrivals'])
     end = pos + n
@@ -107,6 +86,15 @@ class Track:
     return self._write(record)
 
 
+def due(config: Any, first: int, end: int, num_steps: int) -> tuple[bool, bool]:
+  """(checkpoint, stop) after the chunk ending at server step ``end`` of a run this invocation
+  started at ``first``: every ``checkpoint_every`` steps, and where ``stop_after_steps``
+  stops (then checkpointed); neither at the end of the run."""
+  stop = bool(config.stop_after_steps) and end - first >= config.stop_after_steps
+  every = bool(config.checkpoint_every) and end % config.checkpoint_every == 0
+  return end < num_steps and (stop or every), end < num_steps and stop
+
+
 def drive(
   sim: Simulator,
   state: Any,
@@ -114,14 +102,8 @@ def drive(
   tracks: list[Track],
   after_chunk: Callable[[Any, int], str | None] = lambda state, end: None,
 ) -> tuple[Any, str]:
-  """Run ``sim`` from ``state`` to its end, feeding every track; ``(state, status)``.
-
-  ``tracks``: one per replica of a batched :class:`Simulator` (a replica whose schedule
-  has ended gets nothing more), or the one track of a :class:`Simulator`.
-  ``after_chunk(state, end)`` runs after each chunk has been recorded (progress,
-  checkpoints); a status it returns stops the run there. Returns the status
-  'completed', or the one ``after_chunk`` returned.
-  """
+  """Run ``sim`` to its end, feeding every track (one per replica); ``after_chunk(state,
+  end)`` runs after each chunk and a status it returns stops there. ``(state, status)``."""
   replicas = sim.batched
   while (pos := sim.position(state)) < sim.num_steps:
     state, out = sim.run_chunk(state, key)

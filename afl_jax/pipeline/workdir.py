@@ -1,21 +1,6 @@
-"""One writer per directory, one atomic writer for every file, one line for a failed write.
-
-:func:`acquire` locks ``<dir>/.lock`` (an exclusive ``fcntl.flock``, naming the holder's
-pid, host, start time and command) for every writer of a workdir (a run, a sweep) or of the
-reproduction records; a second writer gets one line naming the holder. The kernel drops a
-flock when its holder dies (``kill -9`` too). Locking refuses a symbolic link anywhere in
-the directory and removes the temporary files of a writer killed mid-write.
-
-:func:`write_files` is how afl_jax writes a file (orbax writes its own, atomically too): a
-temporary file created exclusively beside the target (``mkstemp``: O_EXCL | O_NOFOLLOW, a
-random name), synced, renamed over the target; a reader sees the old file or the new one,
-a failed write leaves the old one; files written together (a records file and its
-manifest) are all synced before the first rename. No link is followed (:func:`check_target`).
-:func:`open_append` (``metrics.jsonl``) opens with O_NOFOLLOW a regular file of one link.
-:func:`write_error` turns a disk's failure (full, too large, read-only) into one line.
-
-Standard library only: ``scripts/train.py`` loads it by path before JAX is imported.
-"""
+"""One writer per directory (:func:`acquire`), one atomic writer for every file
+(:func:`write_files`), one line for a failed write; docs/reliability.md, "Workdir files".
+Standard library only: ``scripts/train.py`` loads it by path before JAX is imported."""
 
 from __future__ import annotations
 
@@ -120,9 +105,8 @@ def check_target(path: str | os.PathLike) -> str:
 def write_files(
   files: Mapping[str | os.PathLike, str | bytes | Callable[[IO[bytes]], Any]],
 ) -> None:
-  """Write each file (text, bytes, or ``write(f)`` into a binary file) to a temporary beside
-  it, sync them all, then rename each into place in order: a failure before the renames
-  leaves every old file as it was and no temporary (module docstring)."""
+  """Write each file (text, bytes, or ``write(f)``) to a temporary beside it, sync them all,
+  then rename each into place: a failure before the renames leaves every old file."""
   temps = []
   try:
     for path, content in files.items():
@@ -250,9 +234,8 @@ def holder(workdir: str | os.PathLike) -> dict[str, Any] | None:
 
 
 class WorkdirLock:
-  """A held lock; ``release()`` (or ``with``) drops it and removes the lock file and the
-  directories it created if nothing was written into them. ``owner`` is False for an
-  inner acquisition by the process that holds it already."""
+  """A held lock; ``release()`` (or ``with``) drops it and removes what it created if nothing
+  was written; ``owner`` is False for an inner acquisition by the holder."""
 
   def __init__(self, path: str, fd: int | None, created: Sequence[str] = ()):
     self.path, self._fd, self._created, self._held = path, fd, list(created), True
@@ -297,12 +280,8 @@ def _busy(path: str, info: dict[str, Any] | None) -> WorkdirBusyError:
 
 
 def acquire(workdir: str | os.PathLike, flag: str = '--workdir') -> WorkdirLock:
-  """Create ``workdir`` if needed and lock it (module docstring).
-
-  Raises:
-    WorkdirError: the path cannot be a writable directory, or holds a link.
-    WorkdirBusyError: another live process holds the lock (named).
-  """
+  """Create ``workdir`` if needed and lock it; WorkdirError for a path that cannot be a
+  writable directory or holds a link, WorkdirBusyError naming another live holder."""
   path = check_path(workdir, flag)
   created, p = [], path
   while not os.path.isdir(p):
@@ -421,30 +400,3 @@ def write_error(workdir: str | os.PathLike, error: OSError, doing: str, kept: st
   name = error.filename if isinstance(error.filename, str) else ''
   where = f'{show(os.path.abspath(name))}' if name else f'workdir {show(os.path.abspath(workdir))}'
   return WorkdirError(f'cannot write {where} while {doing}: {why} [errno {error.errno}]; {kept}')
-
-
-__all__ = [
-  'LOCK_FILE',
-  'SCHEDULE_FILE',
-  'Interrupted',
-  'WorkdirBusyError',
-  'WorkdirError',
-  'WorkdirLock',
-  'acquire',
-  'check_path',
-  'check_target',
-  'ctrl_c_after',
-  'disk_error',
-  'flag_value',
-  'holder',
-  'lock_from_argv',
-  'make_dirs',
-  'open_append',
-  'read_json',
-  'show',
-  'write_error',
-  'write_files',
-  'write_schedule',
-  'write_text',
-  'write_with',
-]
