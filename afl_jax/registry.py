@@ -7,6 +7,7 @@ docs/extending.md."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -107,7 +108,7 @@ class Registry:
           f'{self.kind} {name!r} is registered twice; to replace the registered one '
           '(e.g. a notebook cell run again), pass replace=True to register.'
         )
-      takes = set(_settings(f, self.supplied)) - set(self.supplied)
+      takes = set(_settings(f, tuple(self.supplied))) - set(self.supplied)
       stray = sorted(set(declared) - takes)
       if stray:
         raise ValueError(f'{self.kind} {name!r}: ranges {stray} are not arguments of {f}.')
@@ -151,7 +152,7 @@ class Registry:
 
   def settings(self, name: str) -> dict[str, Any]:
     """The settings of ``name`` with their defaults (``inspect.Parameter.empty``: required)."""
-    return _settings(self.get(name), self.supplied + self._entries[name][3])
+    return dict(_settings(self.get(name), tuple(self.supplied) + tuple(self._entries[name][3])))
 
   def defaults(self, name: str) -> dict[str, Any]:
     """The settings of ``name`` that have a default, with it."""
@@ -235,6 +236,7 @@ class Registry:
     return len(self._entries)
 
 
+@functools.lru_cache(maxsize=4096)  # a signature is fixed per function object; copied out
 def _settings(f: Callable[..., Any], supplied: Sequence[str]) -> dict[str, Any]:
   params = inspect.signature(f).parameters.values()
   return {
