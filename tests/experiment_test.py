@@ -100,6 +100,10 @@ INVALID = [
   ({'compressor.kind': 'top_k', 'compressor.fractoin': 0.1},
    r"compressor.fractoin=0.1 is invalid: compressor 'top_k' takes no"),
   ({'compressor.kind': 'zip'}, r"compressor.kind='zip' is invalid: must be one of \["),
+  ({'local_step_buckets': -2}, r'local_step_buckets=-2 is invalid: must be an integer >= -1'),
+  ({'compute_dtype': 'int8'}, r"compute_dtype='int8' is invalid: must be one of \('dtype', "),
+  ({'client_block_size': 4, 'local_step_buckets': 2},
+   r'local_step_buckets=2 is invalid: must be -1 or 0 with client_block_size=4'),
 ]  # fmt: skip
 
 

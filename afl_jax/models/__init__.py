@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import flax.linen as nn
+import jax
 
 from afl_jax import ranges as checks
-from afl_jax.core import tree
 from afl_jax.models import fast
 from afl_jax.models.cnn import CNN
 from afl_jax.models.fast import fast_apply
@@ -47,7 +47,9 @@ def get_model(name: str, num_classes: int, **kwargs: Any) -> nn.Module:
   return MODELS.get(name)(num_classes=num_classes, **kwargs)
 
 
-count_params = tree.size  # the scalars of a parameter tree
+def count_params(params: Any) -> int:
+  """Number of scalars in a parameter tree (arrays or shape structs)."""
+  return sum(int(x.size) for x in jax.tree.leaves(params))
 
 
 __all__ = [
