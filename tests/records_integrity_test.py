@@ -330,14 +330,20 @@ def _one_line(proc, start):
   return lines[0]
 
 
-def test_report_writes_pages_from_records_and_then_finds_none_stale(tmp_path):
-  # One paper's records (the others absent): --write builds its page and plots; the check
-  # then finds nothing stale and writes nothing.
+def _fedgm_records(tmp_path):
+  # FedGM's committed records pair, copied, and an empty pages folder.
   recs, out = tmp_path / 'records', tmp_path / 'pages'
   recs.mkdir()
   out.mkdir()
   for name in ('fedgm.csv.gz', 'fedgm.json'):
     shutil.copy(ROOT / 'docs' / 'results' / 'records' / name, recs / name)
+  return recs, out
+
+
+def test_report_writes_pages_from_records_and_then_finds_none_stale(tmp_path):
+  # One paper's records (the others absent): --write builds its page and plots; the check
+  # then finds nothing stale and writes nothing.
+  recs, out = _fedgm_records(tmp_path)
   flags = (f'--records_dir={recs}', f'--out_dir={out}', '--papers=fedgm')
   write = _script('report.py', *flags, '--write')
   assert write.returncode == 0, write.stderr
@@ -350,11 +356,7 @@ def test_report_writes_pages_from_records_and_then_finds_none_stale(tmp_path):
 
 
 def test_report_refuses_a_mismatched_pair_before_writing_any_page(tmp_path):
-  recs, pages_dir = tmp_path / 'records', tmp_path / 'pages'
-  recs.mkdir()
-  pages_dir.mkdir()
-  for name in ('fedgm.csv.gz', 'fedgm.json'):
-    shutil.copy(ROOT / 'docs' / 'results' / 'records' / name, recs / name)
+  recs, pages_dir = _fedgm_records(tmp_path)
   manifest = json.loads((recs / 'fedgm.json').read_text())
   manifest['sweeps'][-1]['seeds'] = manifest['sweeps'][-1]['seeds'][:-1]
   (recs / 'fedgm.json').write_text(json.dumps(manifest))
