@@ -236,11 +236,20 @@ class Registry:
     return len(self._entries)
 
 
-@functools.lru_cache(maxsize=4096)  # a signature is fixed per function object; copied out
 def _settings(f: Callable[..., Any], supplied: Sequence[str]) -> dict[str, Any]:
+  try:  # a signature is fixed per function object (callers copy the result out)
+    return _cached_settings(f, tuple(supplied))
+  except TypeError:  # an unhashable callable: read its signature each time
+    return _read_settings(f, supplied)
+
+
+def _read_settings(f: Callable[..., Any], supplied: Sequence[str]) -> dict[str, Any]:
   params = inspect.signature(f).parameters.values()
   return {
     p.name: p.default
     for p in params
     if p.kind not in _VARIADIC and p.name not in supplied and not p.name.startswith('_')
   }
+
+
+_cached_settings = functools.lru_cache(maxsize=4096)(_read_settings)
