@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from afl_jax.core.problem import Problem, from_loss
+from afl_jax.errors import ArgumentError
 
 
 def quadratic_loss(params: Any, batch: dict) -> jax.Array:
@@ -76,6 +77,27 @@ class Quadratic:
     return {'grad_norm2': self.grad_norm2(x), 'gap': self.gap(x)}
 
 
+def _finite(name: str, x: Any, where: str) -> np.ndarray:
+  """``x`` as float64, or ArgumentError naming it when it is not numbers, all finite."""
+  try:
+    out = np.asarray(x, np.float64)
+  except (TypeError, ValueError):
+    out = np.asarray([np.nan])
+  if not np.isfinite(out).all():
+    raise ArgumentError(
+      f'{name} is invalid: must be finite numbers; it holds {float(out[~np.isfinite(out)][0])} '
+      f'(afl_jax.problems.{where}).'
+    )
+  return out
+
+
+def _sigma(sigma: Any, where: str) -> None:
+  if not (isinstance(sigma, int | float | np.number) and math.isfinite(sigma) and sigma >= 0):
+    raise ArgumentError(
+      f'sigma={sigma!r} is invalid: must be a finite number >= 0 (afl_jax.problems.{where}).'
+    )
+
+
 def quadratic(a: Any, b: Any, *, sigma: float = 0.0) -> Quadratic:
   """Client i has ``f_i(x) = 0.5 ||a[i] x - b[i]||^2`` on its full data, a: [N, n, d], b: [N, n].
 
@@ -84,10 +106,14 @@ def quadratic(a: Any, b: Any, *, sigma: float = 0.0) -> Quadratic:
     sigma: the standard deviation of the gradient noise (``sigma2 = sigma^2``); 0: exact
       gradients (the problem is then ``from_loss(quadratic_loss, {'a': a, 'b': b})``).
   """
-  if not sigma >= 0:
-    raise ValueError(f'sigma must be >= 0; got {sigma!r}.')
+  a64, b64 = _finite('a', a, 'quadratic'), _finite('b', b, 'quadratic')
+  if a64.ndim != 3 or b64.shape != a64.shape[:2]:
+    raise ArgumentError(
+      f'a must have shape [N, n, d] and b [N, n]; got {a64.shape} and {b64.shape} '
+      '(afl_jax.problems.quadratic).'
+    )
+  _sigma(sigma, 'quadratic')
   problem = from_loss(quadratic_loss, {'a': jnp.asarray(a), 'b': jnp.asarray(b)})
-  a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
   dim = a64.shape[-1]
   if sigma > 0:
     scale = sigma / math.sqrt(dim)
@@ -125,12 +151,14 @@ def shifted_quadratic(eigenvalues: Any, centers: Any, *, sigma: float = 0.0) -> 
   "bounded global variance" holds with equality). Built as :func:`quadratic` with
   ``A_i = diag(sqrt(eigenvalues))``, ``b_i = sqrt(eigenvalues) * c_i``.
   """
-  lam = np.asarray(eigenvalues, np.float64)
-  c = np.asarray(centers, np.float64)
+  where = 'shifted_quadratic'
+  lam, c = _finite('eigenvalues', eigenvalues, where), _finite('centers', centers, where)
   if lam.ndim != 1 or (lam <= 0).any() or c.ndim != 2 or c.shape[1] != lam.size:
-    raise ValueError(
-      f'need eigenvalues > 0 of shape [d] and centers of shape [N, d]; got {lam.shape}, {c.shape}.'
+    raise ArgumentError(
+      f'need eigenvalues > 0 of shape [d] and centers of shape [N, d]; got {lam.shape}, '
+      f'{c.shape} (afl_jax.problems.shifted_quadratic).'
     )
+  _sigma(sigma, where)
   root = np.sqrt(lam)
   a = np.broadcast_to(np.diag(root), (c.shape[0], lam.size, lam.size))
   return quadratic(a, c * root, sigma=sigma)

@@ -207,7 +207,7 @@ def per_seed(runs, metric='test_accuracy', target=None, at=None) -> pd.DataFrame
   """One row per run: ``seed``, ``status`` and, for a completed one, ``final``, ``best`` (in the
   metric's direction) and, with a target, ``steps``, ``seconds``, ``mb`` to it and
   ``reached`` (False: the last values, lower bounds)."""
-  best = min if metric.endswith('loss') else max
+  best = min if metrics_io.lower_is_better(metric) else max
   rows = []
   for i, r in enumerate(runs):
     records, status = at_budget(r, at)
@@ -227,7 +227,10 @@ def per_seed(runs, metric='test_accuracy', target=None, at=None) -> pd.DataFrame
   return pd.DataFrame(rows).set_index('seed')
 
 
-def _target_of(runs: Sequence[RunRecord]) -> float | None:
+def _target_of(runs: Sequence[RunRecord], metric: str) -> float | None:
+  """The runs' common ``target_accuracy``: a target of an accuracy, never of another metric."""
+  if not metric.endswith('accuracy'):
+    return None
   targets = {r.config.get('target_accuracy') for r in runs}
   target = targets.pop() if len(targets) == 1 else None
   return float(target) if target else None
@@ -249,7 +252,7 @@ def table(
   if baseline is not None and baseline not in groups:
     raise ResultsError(f'--baseline={baseline!r} is not a method; methods: {list(groups)}')
   if target is None:
-    target = _target_of([r for rs in groups.values() for r in rs])
+    target = _target_of([r for rs in groups.values() for r in rs], metric)
   seeds = {label: per_seed(rs, metric, target, at) for label, rs in groups.items()}
   done = {k: f[f.status == 'completed'] for k, f in seeds.items()}
   quantities = ['final', 'best'] + (['steps', 'seconds', 'mb'] if target else [])
@@ -325,7 +328,8 @@ def markdown(frame: pd.DataFrame) -> str:
       cell = _ci(r[q], r[f'{q}_lo'], r[f'{q}_hi'], fmt)
       if q in ('steps', 'seconds', 'mb') and r['reached'] < r['seeds']:
         cell = f'>= {cell}'  # a lower bound: not every seed reached the target
-      row[head.format(m=m, t=f'{target:g}' if target else '')] = cell
+      to = f'{"<=" if metrics_io.lower_is_better(metric) else ">="} {target:g}' if target else ''
+      row[head.format(m=m, t=to)] = cell
       if f'diff_{q}' in frame and label != frame.attrs['baseline']:
         diff = _ci(r[f'diff_{q}'], r[f'diff_{q}_lo'], r[f'diff_{q}_hi'], '{:+' + fmt[2:])
         bound = r.get(f'diff_{q}_bound') if f'diff_{q}_bound' in frame else ''

@@ -216,6 +216,13 @@ def main(argv):
     f'{memory.format_bytes(avail) if avail else "unknown"} available: {fits} (90% usable)'
   )
   useful, computed = sim.step_work
+  steps = (
+    f'client steps: {useful:,} useful, {computed:,} computed by the engine '
+    f'({useful / max(computed, 1):.0%} useful)'
+  )
+  if refused:  # not probed: train.py would not start it, and the probe might not fit either
+    print(f'{steps}\ntrain.py would refuse this run: {refused}')
+    return
   compile_s, per_step, flops = probe(run, _PROBE.value, sim.block_size)
   evals = -(-s.num_steps // c.eval_every) + 1
   eval_s = evals * evaluation_seconds(run)
@@ -226,10 +233,7 @@ def main(argv):
     + (f', {_flop(flops)}/step (XLA)' if flops else '')
     + f'; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}'
   )
-  print(
-    f'client steps: {useful:,} useful, {computed:,} computed by the engine '
-    f'({useful / max(computed, 1):.0%} useful)'
-  )
+  print(steps)
   print(
     f'time on this machine: ~{_hours(computed * per_step + eval_s)} '
     f'({_hours(computed * per_step)} training at {per_step:.3f} s/step, {_hours(eval_s)} for '
@@ -241,8 +245,6 @@ def main(argv):
       f'work: {_flop(computed * flops)} of client training computed '
       f'({_flop(useful * flops)} useful)'
     )
-  if refused:
-    print(f'train.py would refuse this run: {refused}')
 
 
 def estimate_sweep(config) -> None:
@@ -265,24 +267,29 @@ def estimate_sweep(config) -> None:
     c = run.config
     report, sim = analytic_memory(run)
     why = refusal(run, sim)
+    name = sweep_lib.run_name(point)
+    useful, computed = sim.step_work
+    steps_useful, steps_computed = steps_useful + useful, steps_computed + computed
+    total_mem = max(total_mem, report['total'])
+    if why:  # not probed: train.py would not start it (the probe might not fit either)
+      refused.append(f'{name}: {why}')
+      print(
+        f'  {name}: memory {memory.format_bytes(report["total"])}, client steps {useful:,} '
+        f'useful / {computed:,} computed (REFUSED)'
+      )
+      continue
     key = (c.model, str(c.get('model_args')), c.dataset, int(c.batch_size), c.dtype)
     key += (sim.block_size,)
     if key not in probes:
       probes[key] = probe(run, _PROBE.value, sim.block_size)[1], evaluation_seconds(run)
     per_step, one_eval = probes[key]
-    useful, computed = sim.step_work
     evals = -(-run.schedule.num_steps // c.eval_every) + 1
     seconds = computed * per_step + evals * one_eval
     total_s += seconds
-    total_mem = max(total_mem, report['total'])
-    steps_useful, steps_computed = steps_useful + useful, steps_computed + computed
-    name = sweep_lib.run_name(point)
     print(
       f'  {name}: memory {memory.format_bytes(report["total"])}, client steps {useful:,} '
-      f'useful / {computed:,} computed, ~{_hours(seconds)}' + (' (REFUSED)' if why else '')
+      f'useful / {computed:,} computed, ~{_hours(seconds)}'
     )
-    if why:
-      refused.append(f'{name}: {why}')
   print(
     f'total: {steps_useful:,} useful / {steps_computed:,} computed client steps, '
     f'~{_hours(total_s)} on this machine if the runs went one after another (a sweep '

@@ -17,6 +17,7 @@ simulated seconds, MB or steps. Anything wrong ends with one ``error:`` line and
 is written.
 """
 
+import math
 import os
 
 from absl import flags
@@ -30,7 +31,10 @@ _X = flags.DEFINE_enum('x', 'steps', list(results.AXES), 'The x axis: steps, sec
 _TABLE = flags.DEFINE_bool('table', False, 'Print the table of methods (markdown).')
 _BASELINE = flags.DEFINE_string('baseline', None, 'The method paired differences are against.')
 _TARGET = flags.DEFINE_float(
-  'target', None, "Accuracy for steps/seconds/MB to target (default: the runs' target_accuracy)."
+  'target',
+  None,
+  'Target of --metric for steps/seconds/MB to it: reached at or above it for an accuracy, at '
+  "or below it for a loss (default: the runs' target_accuracy, for an accuracy).",
 )
 _AT = flags.DEFINE_string(
   'at', '', "Read every run at a budget: 'seconds:200', 'mb:50' or 'steps:100' ('': at its end)."
@@ -44,8 +48,24 @@ flags.register_validator(
   "give a file in an existing directory, or '' for no plot",
 )
 flags.register_validator(
-  'target', lambda t: t is None or 0 < t <= 1, 'must be an accuracy in (0, 1]'
+  'out',
+  lambda p: plotting.image_format(p) in plotting.FORMATS,
+  f'the format (the file name extension) must be one of {", ".join(plotting.FORMATS)}',
 )
+
+
+@flags.multi_flags_validator(['target', 'metric'])
+def _check_target(f) -> bool:
+  target, metric = f['target'], f['metric']
+  if target is None or (metric.endswith('accuracy') and 0 < target <= 1):
+    return True
+  if not metric.endswith('accuracy') and math.isfinite(target):
+    return True
+  raise flags.ValidationError(
+    f'--target={target} is invalid: must be an accuracy in (0, 1] for --metric={metric}'
+    if metric.endswith('accuracy')
+    else f'--target={target} is invalid: must be a finite number'
+  )
 
 
 def main(argv):

@@ -3,11 +3,12 @@
 import json
 import os
 
+import flax.linen as nn
 import numpy as np
 import pytest
 from ml_collections.config_flags import config_path
 
-from afl_jax import schedules
+from afl_jax import models, schedules
 from afl_jax.errors import ConfigError, UserError
 from afl_jax.pipeline import build_run, loop
 from afl_jax.pipeline import config as config_lib
@@ -104,7 +105,53 @@ INVALID = [
   ({'compute_dtype': 'int8'}, r"compute_dtype='int8' is invalid: must be one of \('dtype', "),
   ({'client_block_size': 4, 'local_step_buckets': 2},
    r'local_step_buckets=2 is invalid: must be -1 or 0 with client_block_size=4'),
+  # A setting the chosen kind does not read, as a sweep refuses such an axis.
+  ({'compressor.error_feedback': True},
+   r"compressor.error_feedback=True is invalid: compressor.kind='none' does not read it"),
+  ({'compressor.fraction': 0.1},
+   r"compressor.fraction=0.1 is invalid: compressor.kind='none' does not read it"),
+  ({'schedule.kind': 'random_staleness', 'schedule.buffer_size': 3},
+   r"schedule.buffer_size=3 is invalid: schedule.kind='random_staleness' does not read it"),
 ]  # fmt: skip
+
+
+class _BatchNormModel(nn.Module):
+  num_classes: int = 10
+
+  @nn.compact
+  def __call__(self, x):
+    x = nn.BatchNorm(use_running_average=False)(x.reshape((x.shape[0], -1)))
+    return nn.Dense(self.num_classes)(x)
+
+
+class _DropoutModel(nn.Module):
+  num_classes: int = 10
+
+  @nn.compact
+  def __call__(self, x):
+    x = nn.Dropout(0.5, deterministic=False)(x.reshape((x.shape[0], -1)))
+    return nn.Dense(self.num_classes)(x)
+
+
+@pytest.mark.parametrize(
+  'model,match',
+  [
+    (_BatchNormModel, r"keeps state beside its params \(collections \['batch_stats'\]"),
+    (_DropoutModel, r'draws random numbers \(dropout'),
+  ],
+)
+def test_a_model_with_state_or_random_streams_is_refused_before_anything_is_written(
+  tmp_path, model, match
+):
+  models.MODELS.register('stateful_test_model', model, replace=True)
+  try:
+    with pytest.raises(
+      ConfigError, match="^config.model='stateful_test_model' is invalid: .*" + match
+    ):
+      loop.train_and_evaluate(tiny(model='stateful_test_model'), str(tmp_path), log=print)
+  finally:
+    models.MODELS.unregister('stateful_test_model')
+  assert not os.listdir(tmp_path)
 
 
 @pytest.mark.parametrize('fields,match', INVALID)

@@ -127,6 +127,30 @@ def test_busy_workdir_is_refused_at_once_naming_the_holder(tmp_path):
     holder.wait()
 
 
+def test_a_run_folder_of_a_running_sweep_is_locked_with_it(tmp_path):
+  """One writer per run folder, sweeps included: a single run started into a run folder of a
+  running sweep (which holds the sweep's workdir) is refused in one line naming the sweep's
+  pid, and a sweep refuses a workdir one of whose folders another process writes."""
+  holder = _hold(tmp_path / 'sweep')
+  try:
+    rc, out = run_train(tmp_path / 'sweep' / 'seed=0', *SMOKE, timeout=60)
+    assert_one_line(rc, out, 'sweep/seed=0 is inside', 'which is in use by', f'pid {holder.pid}')
+    assert sorted(os.listdir(tmp_path / 'sweep')) == [workdir_lib.LOCK_FILE]  # nothing written
+  finally:
+    holder.kill()
+    holder.wait()
+  holder = _hold(tmp_path / 'other' / 'seed=0')
+  try:
+    with pytest.raises(workdir_lib.WorkdirBusyError) as e:
+      sweep.train_sweep(_grid(), str(tmp_path / 'other'), log=lambda *_: None)
+    assert_user_line(e, 'holds', 'seed=0, which is in use by', f'pid {holder.pid}')
+  finally:
+    holder.kill()
+    holder.wait()
+  with workdir_lib.acquire(tmp_path / 'other'):  # a dead holder's lock file is no writer
+    pass
+
+
 def test_workdir_of_a_killed_holder_is_taken_over(tmp_path):
   work = tmp_path / 'run'
   holder = _hold(work)
@@ -430,6 +454,16 @@ BAD_INPUTS = {  # (script and arguments, fragments of the one line, working dire
     ROOT,
   ),
   'benchmark_unknown_task': (['benchmark.py', '--tasks=nope'], ["'nope'"], ROOT),
+  'plot_unsupported_format': (
+    ['plot.py', '{tmp}/afile', '--out={tmp}/x.txt'],
+    ['--out={tmp}/x.txt is invalid', 'must be one of', 'png'],
+    ROOT,
+  ),
+  'plot_loss_target_no_accuracy_bound': (
+    ['plot.py', '{tmp}/afile', '--target=1.5'],
+    ['--target=1.5 is invalid', 'accuracy in (0, 1]'],
+    ROOT,
+  ),
 }
 
 

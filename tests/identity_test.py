@@ -1,12 +1,15 @@
 """One identity keys every reuse: what changes a run's numbers reruns it or is one line.
 
 A researcher's world outside the package: an own module registering a dataset that reads
-``<data_dir>/data.npz``, a trace of recorded jobs, and a config file naming both. After a
-finished single run and a finished sweep, each edit (the trace, the data file, the own
-module, a config field) is refused in one line naming the input; ``resume=False``
+``<data_dir>/data.npz`` and imports a helper module beside it, a trace of recorded jobs, and
+a config file naming both. After a finished single run and a finished sweep, each edit (the
+trace, the data file, the own module's code, the helper's constant, a config field, JAX's
+random configuration) is refused in one line naming the input; ``resume=False``
 (--noresume) then reruns it equal to a fresh run. What changes no number (the data at
-another path, checkpoint_every) reuses the finished run; another device count is refused
-through scripts/train.py (exit status 1, one ``error:`` line).
+another path, checkpoint_every, a comment or docstring in the module) reuses the finished
+run; another device count is refused through scripts/train.py (exit status 1, one
+``error:`` line). The digest of own code follows every form of factory
+(tests/own_code_test.py).
 """
 
 import json
@@ -26,17 +29,21 @@ MODULE = '''
 import os
 import numpy as np
 import afl_jax
+from afl_jax.pipeline import config as config_lib
+
+helper = config_lib.import_beside(__file__, 'helper')
 
 
 def npzdata(*, data_dir=None, download=False, seed=0):
   """Samples and labels from <data_dir>/data.npz (the first 150 train, the rest test)."""
   with np.load(os.path.join(data_dir, 'data.npz')) as f:
-    x, y = f['x'], f['y']
+    x, y = f['x'] * helper.SCALE, f['y']
   return afl_jax.data.ArrayDataset(x[:150], y[:150], x[150:], y[150:], num_classes=3)
 
 
 afl_jax.data.DATASETS.register('npzdata', npzdata, replace=True)  # each test's own copy
 '''
+HELPER = 'SCALE = 1.0\n'
 CONFIG = """
 import os
 from afl_jax.pipeline import config as config_lib
@@ -63,6 +70,7 @@ def make_world(where):
   """The researcher's files: mydata.py, data/data.npz, jobs.csv (10 jobs), cfg.py."""
   os.makedirs(where / 'data')
   (where / 'mydata.py').write_text(MODULE)
+  (where / 'helper.py').write_text(HELPER)
   rng = np.random.default_rng(0)
   np.savez(
     where / 'data' / 'data.npz',
@@ -89,9 +97,16 @@ def edit(world, what):
     np.savez(world / 'data' / 'data.npz', x=x, y=y)
     return "the data (config.dataset='npzdata'"
   if what == 'module':
-    with open(world / 'mydata.py', 'a') as f:
-      f.write('# the researcher edited their module\n')
-    return 'the source of mydata.py'
+    text = (world / 'mydata.py').read_text().replace('num_classes=3', 'num_classes=1 + 2')
+    (world / 'mydata.py').write_text(text)
+    return 'the source of module mydata'
+  if what == 'helper':
+    (world / 'helper.py').write_text('SCALE = 2.0\n')
+    return 'the source of module helper'
+  if what == 'cosmetic':  # a comment, a docstring and the layout: no number changes
+    text = (world / 'mydata.py').read_text().replace('(the first 150', '(first 150')
+    (world / 'mydata.py').write_text('# edited\n' + text.replace(', seed=0)', ',\n    seed=0)'))
+    return ''
   assert what == 'config'
   return 'config.hparams.client_lr 0.1 -> 0.2'
 
@@ -128,7 +143,7 @@ def metrics(work):
   }
 
 
-@pytest.mark.parametrize('what', ['trace', 'data', 'module', 'config'])
+@pytest.mark.parametrize('what', ['trace', 'data', 'module', 'helper', 'config'])
 @pytest.mark.parametrize('kind', ['single', 'sweep'])
 def test_an_edited_input_is_refused_naming_it_and_noresume_equals_a_fresh_run(
   finished, tmp_path, kind, what
@@ -154,6 +169,7 @@ def test_what_changes_no_number_reuses_the_run_and_the_device_count_does_not(fin
   shutil.copytree(finished / 'world', world)
   shutil.copytree(finished / 'single', work)
   shutil.move(world / 'data', tmp_path / 'elsewhere')  # the same files at another path
+  edit(world, 'cosmetic')
   c = config_lib.load_file(f'{world / "cfg.py"}:single')
   c.data_dir, c.checkpoint_every = str(tmp_path / 'elsewhere'), 2
   logs = []
@@ -171,7 +187,7 @@ def test_the_identity_is_one_function_of_the_built_run(tmp_path):
   c = config_lib.load_file(f'{tmp_path / "cfg.py"}:single')
   run = build.build_run(c)
   assert build.built_identity(c) == run.identity  # data and schedule alone give the same
-  assert list(run.identity['code']) == ['mydata.py']
+  assert list(run.identity['code']) == ['helper', 'mydata']
   assert run.identity['sources']['trace'] == record.file_digest(str(tmp_path / 'jobs.csv'))
   c.stop_after_steps, c.checkpoint_every, c.target_accuracy = 2, 2, 0.5  # observe, not compute
   assert build.built_identity(c) == run.identity
@@ -243,3 +259,58 @@ def test_a_sweeps_config_digest_follows_a_component_registered_anew():
     assert runs.config_digest(c) != first
   finally:
     afl_jax.models.MODELS.unregister('tiny_digest')
+
+
+@pytest.mark.parametrize(
+  'setting,value',
+  [
+    ('jax_threefry_partitionable', False),
+    ('jax_default_prng_impl', 'rbg'),
+    ('jax_random_seed_offset', 3),
+  ],
+)
+def test_jax_random_configuration_is_part_of_the_identity(finished, tmp_path, setting, value):
+  """A run stopped under one JAX random configuration is not resumed under another: the
+  refusal names the setting and its variable; --noresume then equals a fresh run under it."""
+  import jax
+
+  world, work = tmp_path / 'world', tmp_path / 'single'
+  shutil.copytree(finished / 'world', world)
+  shutil.copytree(finished / 'single', work)
+  before = getattr(jax.config, setting)
+  jax.config.update(setting, value)
+  try:
+    with pytest.raises(UserError) as e:
+      train(world, 'single', work)
+    assert f'{setting} ' in str(e.value) and f'${setting.upper()}' in str(e.value), e.value
+    if setting == 'jax_threefry_partitionable':
+      train(world, 'single', work, resume=False)
+      train(world, 'single', tmp_path / 'fresh')
+      assert metrics(work) == metrics(tmp_path / 'fresh') != metrics(finished / 'single')
+  finally:
+    jax.config.update(setting, before)
+
+
+def test_a_run_is_reused_only_by_the_program_that_computed_it(finished, tmp_path):
+  """A sweep's run and the single run of its config have one identity but not one program
+  (the replica axis): neither reuses the other's records, nor does a grid extended by a seed
+  (its group widens); each refusal names the program, and --noresume equals a fresh run."""
+  world = tmp_path / 'world'
+  shutil.copytree(finished / 'world', world)
+  shutil.copytree(finished / 'sweep', tmp_path / 'sweep')
+  with pytest.raises(UserError, match=r"program \(a sweep's group of 2 run\(s\) -> a single run\)"):
+    train(world, 'single', tmp_path / 'sweep' / 'seed=0')
+  shutil.copytree(finished / 'single', tmp_path / 'mixed' / 'seed=0')
+  with pytest.raises(UserError, match=r"program \(a single run -> a sweep's group of 2 run\(s\)\)"):
+    train(world, 'sweep', tmp_path / 'mixed')
+
+  def wider(work, **kw):
+    c = config_lib.load_file(f'{world / "cfg.py"}:sweep')
+    c.sweep = {'seed': [0, 1, 2]}
+    return sweep.train_sweep(c, str(work), log=lambda *_: None, **kw)
+
+  with pytest.raises(UserError, match=r"group of 2 run\(s\) -> a sweep's group of 3 run\(s\)"):
+    wider(tmp_path / 'sweep')
+  wider(tmp_path / 'sweep', resume=False)
+  wider(tmp_path / 'fresh')
+  assert metrics(tmp_path / 'sweep') == metrics(tmp_path / 'fresh')

@@ -176,3 +176,15 @@ def test_without_tensorboardx_one_warning_and_jsonl_only(tmp_path, monkeypatch):
   assert len(warnings) == 1 and 'pip install tensorboardX' in warnings[0]
   assert metrics_io.read_metrics(tmp_path) == [{'step': 0, 'a': 1.0}]
   assert not (tmp_path / 'tensorboard').exists()
+
+
+def test_a_target_is_reached_in_its_metrics_direction():
+  recs = [
+    {'step': 0, 'test_accuracy': 0.1, 'test_loss': 2.0},
+    {'step': 10, 'test_accuracy': float('nan'), 'test_loss': float('nan')},
+    {'step': 20, 'test_accuracy': 0.6, 'test_loss': 0.8},
+  ]
+  assert metrics_io.first_reaching(recs, 0.5)['step'] == 20  # accuracy: >=
+  assert metrics_io.first_reaching(recs, 0.9, 'test_loss')['step'] == 20  # loss: <=
+  assert metrics_io.first_reaching(recs, 0.5, 'test_loss') is None
+  assert metrics_io.lower_is_better('grad_norm') and not metrics_io.lower_is_better('val_accuracy')

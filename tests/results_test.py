@@ -171,6 +171,11 @@ def test_best_follows_the_metric_direction_and_a_budget_reads_every_run_there(tm
   frame = results.table(results.methods(runs), metric='test_loss')
   assert frame.iloc[0]['best'] == 0.5 and frame.iloc[0]['final'] == 0.7  # min, not max
   assert frame.iloc[0]['seeds'] == 2  # seed 2 stopped at step 20 of 30
+  # A loss target is reached at or below it: 0.9 first at step 20 (2.0 at step 0 is above).
+  frame = results.table(results.methods(runs), metric='test_loss', target=0.9)
+  assert frame.iloc[0]['steps'] == 20 and frame.iloc[0]['reached'] == 2
+  assert 'steps to <= 0.9' in results.markdown(frame)
+  assert results.table(results.methods(runs), metric='test_loss').attrs['target'] is None
   # At 4 simulated seconds (step 20) every run got there, seed 2 included: 3 seeds.
   at = results.parse_at('seconds:4')
   frame = results.table(results.methods(runs), at=at)

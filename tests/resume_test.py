@@ -10,6 +10,7 @@ the file. Kept small: digits + logistic regression, a few steps.
 
 import glob
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -116,20 +117,77 @@ def test_cut_records_resume_an_earlier_checkpoint_and_save_the_later_ones_again(
 
 
 @pytest.mark.parametrize('kind', ['single', 'sweep'])
-def test_noresume_starts_over_and_a_gap_or_a_damaged_checkpoint_is_one_line(cfg, tmp_path, kind):
+def test_noresume_starts_over_and_a_gap_is_one_line(cfg, whole, tmp_path, kind):
   train(cfg(kind), tmp_path, stop_after_steps=4)
-  steps = sorted(glob.glob(f'{tmp_path}/**/checkpoints/4', recursive=True))
-  assert _cut(tmp_path, 1) and steps  # every checkpoint follows records that are gone
-  with pytest.raises(UserError, match='metrics.jsonl lacks evaluation records'):
-    train(cfg(kind), tmp_path)
-  train(cfg(kind), tmp_path, resume=False, stop_after_steps=4)
-  for item in glob.glob(f'{steps[0]}/**/*', recursive=True):  # a damaged checkpoint
-    if os.path.isfile(item) and os.path.getsize(item) > 100:
-      with open(item, 'wb') as f:
-        f.write(b'\0' * 10)
-  with pytest.raises(UserError, match='cannot restore the checkpoint .*/4') as e:
+  assert _cut(tmp_path, 1)  # every checkpoint follows records that are gone
+  with pytest.raises(UserError, match='metrics.jsonl lacks evaluation records') as e:
     train(cfg(kind), tmp_path)
   assert '\n' not in str(e.value)
+  train(cfg(kind), tmp_path, resume=False)
+  assert metrics(tmp_path) == whole(kind)
+
+
+def _data_file(step_dir):
+  """The largest file of a checkpoint (an array's chunk)."""
+  files = [p for p in glob.glob(f'{step_dir}/**/*', recursive=True) if os.path.isfile(p)]
+  return max(files, key=os.path.getsize)
+
+
+def _flip(step_dir):
+  path = _data_file(step_dir)
+  data = bytearray(open(path, 'rb').read())
+  data[len(data) // 2] ^= 1
+  open(path, 'wb').write(bytes(data))
+
+
+DAMAGES = {
+  'a flipped byte': (_flip, 'changed since it was saved'),
+  'a cut file': (lambda d: os.truncate(_data_file(d), 10), 'changed since it was saved'),
+  'a renamed folder': (lambda d: os.rename(d, d[:-1] + '3'), 'holds server step 4, not 3'),
+  'no manifest': (lambda d: os.remove(f'{d}/afl_jax.json'), 'no readable afl_jax.json'),
+}
+
+
+@pytest.mark.parametrize('damage', list(DAMAGES))
+def test_a_damaged_checkpoint_is_skipped_with_one_warning_and_the_run_equals_the_whole(
+  cfg, whole, tmp_path, capsys, damage
+):
+  """The latest checkpoint fails its check: one warning names it, the run continues from the
+  one before and ends as the uninterrupted run."""
+  train(cfg('single'), tmp_path, stop_after_steps=4)  # checkpoints at 2 and 4
+  harm, why = DAMAGES[damage]
+  harm(str(tmp_path / 'checkpoints' / '4'))
+  capsys.readouterr()
+  train(cfg('single'), tmp_path)
+  warnings = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+  assert len(warnings) == 1 and warnings[0].startswith('warning: skipped the checkpoint'), warnings
+  assert why in warnings[0] and 'continuing from the one of server step 2' in warnings[0]
+  assert metrics(tmp_path) == whole('single')
+
+
+def test_a_sweeps_damaged_checkpoint_is_skipped_and_checkpoints_of_another_run_refused(
+  cfg, whole, tmp_path, capsys
+):
+  """A sweep's group checkpoint is checked as a run's; checkpoints copied from a run of other
+  inputs (another client_lr) pass none: one line naming the latest and --noresume."""
+  train(cfg('sweep'), tmp_path / 'sweep', stop_after_steps=4)
+  for latest in glob.glob(f'{tmp_path}/sweep/groups/*/checkpoints/4'):  # each group's
+    _flip(latest)
+  train(cfg('sweep'), tmp_path / 'sweep')
+  assert 'warning: skipped the checkpoint' in capsys.readouterr().err
+  assert metrics(tmp_path / 'sweep') == whole('sweep')
+  train(cfg('single'), tmp_path / 'mine', stop_after_steps=4)
+  other = config_lib.load_file(cfg('single'))
+  other.stop_after_steps, other.hparams.client_lr = 4, 0.2
+  loop.train_and_evaluate(other, str(tmp_path / 'other'), log=lambda *_: None)
+  shutil.rmtree(tmp_path / 'mine' / 'checkpoints')
+  shutil.copytree(tmp_path / 'other' / 'checkpoints', tmp_path / 'mine' / 'checkpoints')
+  with pytest.raises(UserError) as e:
+    train(cfg('single'), tmp_path / 'mine')
+  assert 'checkpoints/4 (and 1 earlier) fails its check: it was saved by another run' in str(
+    e.value
+  )
+  assert '--noresume' in str(e.value) and '\n' not in str(e.value)
 
 
 def _wait_for(pattern, proc, timeout=300):

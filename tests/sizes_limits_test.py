@@ -221,13 +221,20 @@ def test_estimate_covers_every_grid_point_of_a_sweep(tmp_path):
   assert lines[5].startswith(f'total: {sum(steps):,} useful')
 
 
-def test_estimate_names_what_train_would_refuse_instead_of_refusing():
+@pytest.mark.parametrize(
+  'field,said',
+  [
+    ('local_epochs=1000000', 'local_epochs=1000000 is invalid: 606,000,000 client'),
+    ('batch_size=100000000', 'batch_size=100000000 is invalid: the local loop of'),  # not probed
+  ],
+)
+def test_estimate_names_what_train_would_refuse_instead_of_refusing(field, said):
   proc = subprocess.run(
     [
       sys.executable,
       str(ROOT / 'scripts' / 'estimate.py'),
       f'--config={SMOKE}',
-      '--config.local_epochs=1000000',
+      f'--config.{field}',
       '--probe_steps=1',
     ],
     capture_output=True,
@@ -235,8 +242,6 @@ def test_estimate_names_what_train_would_refuse_instead_of_refusing():
     timeout=300,
     env=dict(os.environ, JAX_PLATFORMS='cpu', AFL_JAX_CPU_DEVICES='1'),
   )
-  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert proc.returncode == 0 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
   last = proc.stdout.strip().splitlines()[-1]
-  assert last.startswith(
-    'train.py would refuse this run: config.local_epochs=1000000 is invalid: 606,000,000 client'
-  )
+  assert last.startswith(f'train.py would refuse this run: config.{said}'), last

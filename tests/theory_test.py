@@ -20,6 +20,7 @@ from quadratic import make_quadratic
 import afl_jax
 from afl_jax import compression, schedules
 from afl_jax.algorithms import adamasfl_theory, masfl_theory
+from afl_jax.errors import ArgumentError
 from afl_jax.problems import quadratic, shifted_quadratic
 
 _SPEC = importlib.util.spec_from_file_location(
@@ -122,6 +123,25 @@ def test_quadratic_constants_match_their_definitions(x64):
   general = quadratic(a, b)
   assert general.sigma_g2 == math.inf
   assert general.L == pytest.approx(max(np.linalg.eigvalsh(ai.T @ ai)[-1] for ai in a))
+
+
+@pytest.mark.parametrize(
+  'make,match',
+  [
+    (lambda: shifted_quadratic([1.0, 2.0], [[np.nan, 0.0], [1.0, 0.0]]), r'^centers is invalid'),
+    (lambda: shifted_quadratic([1.0, np.inf], [[0.0, 0.0]]), r'^eigenvalues is invalid'),
+    (lambda: shifted_quadratic([1.0, 0.0], [[0.0, 0.0]]), r'eigenvalues > 0'),
+    (lambda: shifted_quadratic([1.0], [[0.0]], sigma=np.inf), r'^sigma=inf is invalid'),
+    (lambda: shifted_quadratic([1.0], [[0.0]], sigma=np.nan), r'^sigma=nan is invalid'),
+    (lambda: quadratic(np.ones((2, 3, 2)), np.full((2, 3), np.inf)), r'^b is invalid'),
+    (lambda: quadratic(np.ones((2, 3, 2)), np.ones((2, 4))), r'a must have shape \[N, n, d\]'),
+    (lambda: quadratic(np.ones((2, 3, 2)), np.ones((2, 3)), sigma=-1.0), r'^sigma=-1.0'),
+  ],
+)
+def test_a_problems_constants_are_validated_in_one_line(make, match):
+  with pytest.raises(ArgumentError, match=match) as e:
+    make()
+  assert '\n' not in str(e.value) and 'afl_jax.problems.' in str(e.value)
 
 
 def test_quadratic_noise_is_unbiased_with_variance_sigma2(x64):

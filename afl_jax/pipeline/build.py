@@ -7,9 +7,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -22,7 +24,7 @@ from afl_jax.core.problem import Problem
 from afl_jax.core.types import Algorithm
 from afl_jax.errors import ConfigError, UserError
 from afl_jax.pipeline import config as config_lib
-from afl_jax.pipeline import record, sizes, task
+from afl_jax.pipeline import own_code, record, sizes, task
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -187,6 +189,39 @@ def client_local_steps(c: ml_collections.ConfigDict, sizes: np.ndarray) -> np.nd
   return np.full(len(sizes), c.local_steps, np.int32)
 
 
+# ---- model --------------------------------------------------------------------------------
+def init_model(c: ml_collections.ConfigDict, model: nn.Module, key: jax.Array, x: jax.Array):
+  """The model's initial variables, or a ConfigError (before anything is written) for a model
+  the pipeline cannot train: one the settings reject, or one with state beside its params
+  (BatchNorm's statistics) or random streams (Dropout's keys), which clients would have to
+  carry and the run to key."""
+  args = dict(c.get('model_args') or {})
+  try:  # each setting was checked by validate; what the model still rejects is a combination
+    variables = model.init(jax.random.fold_in(key, 1), x)
+    extra = sorted(set(variables) - {'params'})
+    if not extra:
+      jax.eval_shape(model.apply, variables, x)  # a random stream it needs fails here
+  except flax.errors.InvalidRngError as e:
+    stream = re.search(r'needs PRNG for "(\w+)"', str(e))
+    why = (
+      f'model {c.model!r} draws random numbers ({stream[1] if stream else "an RNG stream"}: '
+      'Dropout or the like), which the pipeline does not key; use a deterministic model (e.g. '
+      'Dropout(deterministic=True))'
+    )
+    raise _err('model', c.model, why + '.') from None
+  except (ValueError, TypeError, flax.errors.FlaxError) as e:
+    why = f'model {c.model!r} cannot be built with these settings on this data: {e}'
+    raise _err('model_args', args, why.rstrip('.') + '.') from None
+  if extra:
+    why = (
+      f'model {c.model!r} keeps state beside its params (collections {extra}: BatchNorm '
+      'statistics or the like), which the pipeline does not carry per client; use a model '
+      'without it (e.g. GroupNorm or LayerNorm for BatchNorm)'
+    )
+    raise _err('model', c.model, why + '.')
+  return variables
+
+
 # ---- schedule -----------------------------------------------------------------------------
 def build_schedule(
   c: ml_collections.ConfigDict, local_steps: np.ndarray, client_sizes: np.ndarray | None = None
@@ -302,11 +337,7 @@ def build_run(config: ml_collections.ConfigDict) -> Run:
   schedule = build_schedule(c, local_steps, layout.sizes)
   key = jax.random.key(c.seed)
   first = layout.x[layout.index[:1]]
-  try:  # each setting was checked by validate; what the model still rejects is a combination
-    params0 = model.init(jax.random.fold_in(key, 1), jnp.asarray(first, dtype))
-  except (ValueError, TypeError) as e:
-    why = f'model {c.model!r} cannot be built with these settings on this data: {e}'
-    raise _err('model_args', dict(c.get('model_args') or {}), why.rstrip('.') + '.') from None
+  params0 = init_model(c, model, key, jnp.asarray(first, dtype))
   params0 = jax.tree.map(lambda x: x.astype(dtype), params0)
   apply_fn = models.fast_apply(model.apply)  # clients and server; the evaluator keeps lax's
   info = RunInfo(
@@ -348,8 +379,10 @@ def built_identity(config: ml_collections.ConfigDict) -> dict[str, Any]:
   return identity(c, layout, schedule, source)
 
 
-def identity(c: ml_collections.ConfigDict, layout, schedule, source: str) -> dict[str, Any]:
-  """The run's identity (:func:`afl_jax.pipeline.record.identity`) from what was built."""
+def components(c: ml_collections.ConfigDict) -> list[tuple[str, Any]]:
+  """``(what, callable)`` of everything a run's numbers run through besides afl_jax's own
+  code: the registered components it names and any callable in its config (an optax
+  schedule as a learning rate)."""
   s = c.schedule
   used = [
     (algorithms.ALGORITHMS, c.algorithm),
@@ -359,11 +392,30 @@ def identity(c: ml_collections.ConfigDict, layout, schedule, source: str) -> dic
     (data.DATASETS, c.dataset),
     (models.MODELS, c.model),
   ]
+  out = [(f'{reg.kind} {name!r}', reg.get(name)) for reg, name in used if name in reg]
+
+  def held(x: Any, field: str) -> None:
+    if hasattr(x, 'items'):
+      for k, v in x.items():
+        held(v, f'{field}.{k}' if field else k)
+    elif isinstance(x, list | tuple):
+      for i, v in enumerate(x):
+        held(v, f'{field}[{i}]')
+    elif callable(x):
+      out.append((f'config.{field}', x))
+
+  held(c, '')
+  return out
+
+
+def identity(c: ml_collections.ConfigDict, layout, schedule, source: str) -> dict[str, Any]:
+  """The run's identity (:func:`afl_jax.pipeline.record.identity`) from what was built."""
+  s = c.schedule
   trace = s.get('trace') if s.kind == 'trace' else None
   return record.identity(
     c,
     data=record.data_digest(layout),
     schedule=record.schedule_digest(schedule),
-    code=record.own_code(reg.get(name) for reg, name in used if name in reg),
+    code=own_code.digests(components(c)),
     sources={'dataset': source, 'trace': record.file_digest(trace) if trace else ''},
   )

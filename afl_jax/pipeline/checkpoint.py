@@ -1,10 +1,19 @@
-"""Checkpoints (orbax ``CheckpointManager``) and the step a run, or a sweep's group, continues
-from (:func:`start`); docs/reliability.md, "Where a rerun starts"."""
+"""Checkpoints (orbax ``CheckpointManager``) bound to their run and checked before use, and the
+step a run, or a sweep's group, continues from (:func:`start`); docs/reliability.md, "Where a
+rerun starts" and "Checkpoints".
+
+Orbax writes a step's arrays and makes the step appear whole (a save cut midway is no step);
+it does not notice a changed byte. So after each save :class:`Checkpointer` writes the step's
+manifest (``afl_jax.json`` in its folder: what the checkpoint is bound to, the step, and the
+SHA-256 of each of its files), and :meth:`Checkpointer.check` verifies all of it before orbax
+reads anything."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
+import json
 import logging
 import os
 import re
@@ -20,10 +29,12 @@ import orbax.checkpoint as ocp
 from afl_jax.errors import ResumeError, UserError
 from afl_jax.pipeline import metrics_io
 from afl_jax.pipeline import record as record_lib
-from afl_jax.pipeline.workdir import show
+from afl_jax.pipeline.workdir import read_json, show, write_text
 
 CHECKPOINT_DIR = 'checkpoints'
+MANIFEST = 'afl_jax.json'  # in each step's folder, written after orbax's save completed
 DONE = -1  # start(): every run finished
+_CHUNK = 1 << 22
 
 
 @contextlib.contextmanager
@@ -86,11 +97,35 @@ def _abstract(x: Any) -> Any:
   return jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype)
 
 
-class Checkpointer:
-  """Save / restore a run's state under ``<workdir>/checkpoints`` (orbax)."""
+def _files(folder: str) -> dict[str, str]:
+  """``{path relative to folder: SHA-256}`` of the regular files below ``folder`` but the
+  manifest; OSError for anything else (a link, a special file)."""
+  out = {}
+  for root, dirs, files in os.walk(folder):
+    for name in sorted(dirs) + sorted(files):
+      path = os.path.join(root, name)
+      if os.path.islink(path):
+        raise OSError(errno.ELOOP, 'a symbolic link inside the checkpoint', path)
+    for name in files:
+      path = os.path.join(root, name)
+      rel = os.path.relpath(path, folder)
+      if rel == MANIFEST:
+        continue
+      h = hashlib.sha256()
+      with open(path, 'rb') as f:
+        while chunk := f.read(_CHUNK):
+          h.update(chunk)
+      out[rel] = h.hexdigest()
+  return dict(sorted(out.items()))
 
-  def __init__(self, workdir: str | os.PathLike, max_to_keep: int = 3):
+
+class Checkpointer:
+  """Save / restore a run's state under ``<workdir>/checkpoints`` (orbax), each step bound to
+  ``binding`` (:func:`afl_jax.pipeline.record.binding`: the run's identity and program)."""
+
+  def __init__(self, workdir: str | os.PathLike, binding: str, max_to_keep: int = 3):
     self.directory = os.path.join(os.path.abspath(os.fspath(workdir)), CHECKPOINT_DIR)
+    self.binding = binding
     self.max_to_keep = max_to_keep
     self._manager = None
 
@@ -110,13 +145,14 @@ class Checkpointer:
     paths = ocp.path.step.checkpoint_steps_paths(self.directory)
     return sorted(int(p.name) for p in paths if p.name.isdigit())
 
-  def latest_step(self) -> int | None:
-    return (self.steps() or [None])[-1]
+  def folder(self, step: int) -> str:
+    return os.path.join(self.directory, str(step))
 
   def save(self, step: int, sim_state: Any, host: dict[str, Any]) -> None:
-    """Save ``step``; a disk without room is an OSError naming the step's folder."""
+    """Save ``step``, then its manifest; a disk without room is an OSError naming the step's
+    folder."""
     item = {'sim': sim_state, 'host': {k: np.asarray(v) for k, v in host.items()}}
-    where = os.path.join(self.directory, str(step))
+    where = self.folder(step)
     size = sum(int(x.nbytes) for x in jax.tree.leaves(item))
     os.makedirs(self.directory, exist_ok=True)
     limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
@@ -135,9 +171,40 @@ class Checkpointer:
       if code is None:
         raise
       raise OSError(int(code[1]), os.strerror(int(code[1])), where) from None
+    barrier('afl_jax checkpoint saved')
+    if is_writer():  # every process's files are in place: process 0 digests them
+      manifest = {'binding': self.binding, 'step': step, 'files': _files(where)}
+      write_text(os.path.join(where, MANIFEST), json.dumps(manifest, indent=1) + '\n')
+
+  def check(self, step: int) -> str | None:
+    """Why the checkpoint of ``step`` may not be used (None: it passes): its manifest missing
+    or of another run or step, a file missing, added or changed since the save."""
+    where = self.folder(step)
+    manifest = read_json(os.path.join(where, MANIFEST), strict=False)
+    if not isinstance(manifest, dict) or not isinstance(manifest.get('files'), dict):
+      return f"it has no readable {MANIFEST} (a save that did not complete, or not afl_jax's)"
+    if manifest.get('binding') != self.binding:
+      return 'it was saved by another run (other inputs or another program)'
+    if manifest.get('step') != step:
+      return f'it holds server step {manifest.get("step")}, not {step} (a renamed folder)'
+    try:
+      files = _files(where)
+    except OSError as e:
+      return f'{e.strerror}: {e.filename}'
+    saved = manifest['files']
+    for what, names in (
+      ('is missing', sorted(set(saved) - set(files))),
+      ('was added', sorted(set(files) - set(saved))),
+      ('changed', sorted(f for f in set(files) & set(saved) if files[f] != saved[f])),
+    ):
+      if names:
+        more = f' (and {len(names) - 1} more)' if len(names) > 1 else ''
+        return f'its file {names[0]}{more} {what} since it was saved'
+    return None
 
   def restore(self, step: int, sim_template: Any, host_template: dict) -> tuple[Any, dict]:
-    """The state saved at ``step`` in the templates' structure, or ResumeError naming it."""
+    """The state saved at ``step`` (checked first by :func:`start`) in the templates'
+    structure, or ResumeError naming it."""
     template = {'sim': sim_template, 'host': {k: np.asarray(v) for k, v in host_template.items()}}
     try:
       with _quiet_orbax():
@@ -148,11 +215,11 @@ class Checkpointer:
       host = {k: np.asarray(item['host'][k]) for k in host_template}
       if jax.tree.map(np.shape, sim) != jax.tree.map(np.shape, sim_template):
         raise ValueError('its arrays have other shapes than this run needs')
-    except (ValueError, TypeError, KeyError, OSError) as e:
+    except Exception as e:  # noqa: BLE001 (tensorstore raises its own kinds): one line
       first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
       raise ResumeError(
-        f'cannot restore the checkpoint {show(os.path.join(self.directory, str(step)))} '
-        f'({first}); delete it to continue from the one before, or pass --noresume to start over'
+        f'cannot restore the checkpoint {show(self.folder(step))} ({first}); delete it to '
+        'continue from the one before, or pass --noresume to start over'
       ) from None
     return sim, host
 
@@ -189,26 +256,48 @@ def finished(run_dir: str, num_steps: int, chunk: int) -> bool:
 
 
 def start(
-  dirs: Sequence[str], num_steps: Sequence[int], chunk: int, ckpt: Checkpointer
+  dirs: Sequence[str],
+  num_steps: Sequence[int],
+  chunk: int,
+  ckpt: Checkpointer,
+  warn: Callable[[str], None] = metrics_io.warn,
 ) -> int | None:
   """Where the runs recorded in ``dirs`` continue (process 0): ``DONE`` when each
-  :func:`finished`, else the latest checkpoint whose records are all on disk (later
-  checkpoints deleted, records truncated), or None; ResumeError when every checkpoint
-  follows lost records."""
+  :func:`finished`, else the latest checkpoint whose records are all on disk and that passes
+  :meth:`Checkpointer.check` (one warning line for each later one that does not; later
+  checkpoints deleted, records truncated), or None when there is none; ResumeError when
+  checkpoints exist but none passes, or every one follows lost records."""
   if all(finished(d, t, chunk) for d, t in zip(dirs, num_steps)):
     return DONE
   total = max(num_steps)
   steps = [[r['step'] for r in metrics_io.read_metrics(d)] for d in dirs]
-  lost = None
+  lost, failed = None, []
   for step in reversed(ckpt.steps()):
     wanted = [expected_steps(t, chunk, total, step) for t in num_steps]
     missing = [i for i, (s, w) in enumerate(zip(steps, wanted)) if s[: len(w)] != w]
-    if not missing:
-      ckpt.delete_after(step)
-      for d in dirs:
-        metrics_io.truncate_metrics(d, step)
-      return step
-    lost = missing[0] if lost is None else lost
+    if missing:
+      lost = missing[0] if lost is None else lost
+      continue
+    why = ckpt.check(step)
+    if why is not None:
+      failed.append((step, why))
+      continue
+    for bad, why in failed:
+      warn(
+        f'skipped the checkpoint {show(ckpt.folder(bad))}: {why}; continuing from the one of '
+        f'server step {step}'
+      )
+    ckpt.delete_after(step)
+    for d in dirs:
+      metrics_io.truncate_metrics(d, step)
+    return step
+  if failed:
+    bad, why = failed[0]
+    others = f' (and {len(failed) - 1} earlier)' if len(failed) > 1 else ''
+    raise ResumeError(
+      f'the checkpoint {show(ckpt.folder(bad))}{others} fails its check: {why}; no checkpoint '
+      'of this run passes, so nothing is resumed: pass --noresume to start over'
+    )
   if lost is not None:
     path = os.path.join(dirs[lost], metrics_io.METRICS_FILE)
     raise ResumeError(

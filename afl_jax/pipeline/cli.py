@@ -287,7 +287,10 @@ def interrupted(error: BaseException | None = None) -> NoReturn:
 
 def finish_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """The resolved config with the command line's ``--config.<open section>.*`` overrides
-  applied (ConfigError: an unknown component, or a setting it does not take)."""
+  applied (ConfigError: an unknown component, a setting it does not take, or a value a single
+  run does not read: :func:`config_lib.refuse_unread`, before resolving drops it)."""
+  if not config.get('sweep'):  # a sweep's axes: sweep.grid
+    config_lib.refuse_unread(config)
   out = config_lib.resolve(config)
   if any('.' not in name for name, _ in _pending):
     config_lib.validate_algorithm_name(out)

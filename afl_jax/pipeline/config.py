@@ -10,6 +10,7 @@ import copy
 import difflib
 import importlib.util
 import inspect
+import json
 import os
 import sys
 from collections.abc import Mapping
@@ -338,6 +339,9 @@ COUNTS = {
   'shards_per_client': lambda c: c.partition == 'shards',
   'local_steps': lambda c: c.local_epochs == 0,
 }
+# Fields resolve keeps that the run does not read where the predicate (of the resolved config)
+# holds: error feedback of no compressor.
+IGNORED = {'compressor.error_feedback': lambda c: c.compressor.get('kind') == 'none'}
 # Fields checked only where another field makes them count.
 WHEN: dict[str, tuple[Any, checks.Spec]] = {
   'dirichlet_alpha': (COUNTS['dirichlet_alpha'], checks.real(0.0, low_open=True)),
@@ -539,6 +543,62 @@ def validate_sweep(c: ml_collections.ConfigDict) -> None:
           f'config.sweep.{field} is invalid: config has no field {field!r}.',
           field=f'sweep.{field}',
         ) from None
+
+
+_NOT_READ = '<not read>'
+
+
+def read_value(resolved: ml_collections.ConfigDict, field: str) -> Any:
+  """The value of ``field`` the run of the ``resolved`` config reads (``'<not read>'``: none)."""
+  if field in IGNORED and IGNORED[field](resolved):
+    return _NOT_READ
+  try:
+    return config_path.get_value(field, resolved)
+  except (KeyError, AttributeError):
+    return _NOT_READ
+
+
+def plain(x: Any) -> str:
+  """``x`` as canonical JSON text: two values that read the same compare equal."""
+  from afl_jax.pipeline import metrics_io
+
+  x = x.to_dict() if hasattr(x, 'to_dict') else x
+  return json.dumps(metrics_io.jsonable({'v': x}), sort_keys=True)
+
+
+def reads(resolved: ml_collections.ConfigDict, field: str, value: Any) -> bool:
+  """Does the run of the ``resolved`` config read ``field`` as ``value``?"""
+  return plain(read_value(resolved, field)) == plain(value)
+
+
+def _leaves(d: Any, prefix: str = '') -> dict[str, Any]:
+  d = d.to_dict() if hasattr(d, 'to_dict') else d
+  out = {}
+  for k, v in d.items():
+    if isinstance(v, Mapping) and v:
+      out.update(_leaves(v, f'{prefix}{k}.'))
+    else:
+      out[f'{prefix}{k}'] = v
+  return out
+
+
+def refuse_unread(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """``c`` (a single run's) when every setting it gives a component of a kind (the compressor,
+  the schedule) is one that kind reads, as a sweep's axes are (:func:`afl_jax.pipeline.sweep.
+  grid`); else ConfigError naming the first that is not (``fraction`` or ``error_feedback``
+  under ``compressor.kind='none'``, a schedule setting its kind does not take). Only a value
+  other than :func:`default`'s counts: the default's fields of other kinds are not given."""
+  base = {k: plain(v) for k, v in _leaves(default()).items()}
+  run = resolve(c)
+  for field, value in _leaves(c).items():
+    section = field.split('.')[0]
+    if section not in SECTION_FIELDS or value == {} or base.get(field) == plain(value):
+      continue
+    if not reads(run, field, value):
+      kind = run[section].get('kind')
+      why = f'{section}.kind={kind!r} does not read it (resolved: {read_value(run, field)!r})'
+      raise _err(field, value, f'{why}; remove it, or choose the kind that takes it')
+  return c
 
 
 def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:

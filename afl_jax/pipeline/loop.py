@@ -21,6 +21,7 @@ from afl_jax.core import memory
 from afl_jax.core.simulator import Simulator
 from afl_jax.errors import ResumeError
 from afl_jax.pipeline import checkpoint, metrics_io, plotting, sizes
+from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline import record as record_lib
 from afl_jax.pipeline import track as track_lib
 from afl_jax.pipeline import workdir as workdir_lib
@@ -78,21 +79,23 @@ def refuse_other_kind(workdir: str, kind: str) -> None:
 
 def preflight(config, workdir: str, resume: bool, progress: dict) -> tuple:
   """Every check before compute, in one place: the run built (:func:`build_run`), its work
-  checked (:func:`make_simulator`), the workdir's run of the same identity (process 0, which
-  writes ``config.json`` and ``schedule.npz``); returns ``(run, sim, ckpt, start)``, where
-  ``start`` is :func:`checkpoint.start`'s."""
-  run = build_run(config)
+  checked (:func:`make_simulator`), the workdir's run of the same identity and program
+  (process 0, which writes ``config.json`` and ``schedule.npz``); returns ``(run, sim, ckpt,
+  start)``, where ``start`` is :func:`checkpoint.start`'s."""
+  config_lib.validate(config)  # an invalid value is named as such before an unread one
+  run = build_run(config_lib.refuse_unread(config))
   sim = make_simulator(run)
-  ckpt = checkpoint.Checkpointer(workdir)
+  prog = record_lib.program(sim)
+  ckpt = checkpoint.Checkpointer(workdir, record_lib.binding(run.identity, prog))
   progress['doing'] = 'writing the run files'
 
   def on_writer() -> int | None:
     refuse_other_kind(workdir, 'single run')
     if not resume:
       start_over(workdir)
-    record_lib.refuse(workdir, run.identity, run.config)
+    record_lib.refuse(workdir, run.identity, run.config, prog)
     step = checkpoint.start([workdir], [run.schedule.num_steps], run.config.eval_every, ckpt)
-    write_run_files(workdir, run)
+    write_run_files(workdir, run, prog)
     return step
 
   start = checkpoint.on_writer(on_writer, 'resume')
@@ -100,11 +103,11 @@ def preflight(config, workdir: str, resume: bool, progress: dict) -> tuple:
   return run, sim, ckpt, start
 
 
-def write_run_files(run_dir: str, run: Run) -> None:
-  """A run folder's ``config.json`` (config and identity) and ``schedule.npz``."""
+def write_run_files(run_dir: str, run: Run, prog: dict[str, Any]) -> None:
+  """A run folder's ``config.json`` (config, identity and program) and ``schedule.npz``."""
   workdir_lib.make_dirs(run_dir)
   path = os.path.join(run_dir, record_lib.CONFIG_FILE)
-  workdir_lib.write_text(path, record_lib.config_text(run.config, run.identity))
+  workdir_lib.write_text(path, record_lib.config_text(run.config, run.identity, prog))
   workdir_lib.write_schedule(run_dir, run.schedule)
 
 

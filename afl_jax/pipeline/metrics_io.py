@@ -26,7 +26,8 @@ class MetricsError(UserError):
   """A metrics file that cannot be read (damaged before its last line)."""
 
 
-def _warn(message: str) -> None:
+def warn(message: str) -> None:
+  """One ``warning:`` line on stderr."""
   print(f'warning: {message}', file=sys.stderr, flush=True)
 
 
@@ -122,7 +123,7 @@ class MetricsWriter:
     *,
     tensorboard: bool = False,
     resume_step: int | None = None,
-    warn: Callable[[str], None] = _warn,
+    warn: Callable[[str], None] = warn,
   ):
     self.workdir = None if workdir is None else os.fspath(workdir)
     self._f = self._tb = None
@@ -196,7 +197,7 @@ def read_metrics(
   *,
   repair: bool = False,
   decode: bool = True,
-  warn: Callable[[str], None] = _warn,
+  warn: Callable[[str], None] = warn,
 ) -> list[dict[str, Any]]:
   """The records of ``<workdir>/metrics.jsonl`` in order ([] without it): a last line cut by
   a crash dropped with a warning (``repair``: rewritten without it), MetricsError for damage
@@ -248,8 +249,24 @@ def truncate_metrics(workdir: str | os.PathLike, step: int) -> list[dict[str, An
   return [decode_record(dict(r)) for r in kept]
 
 
+# Metrics a run drives down (a target is reached at or below it); the others it drives up.
+_LOWER_IS_BETTER = ('loss', 'grad_norm', 'grad_norm2', 'gap')
+
+
+def lower_is_better(metric: str) -> bool:
+  """Is ``metric`` one a run drives down (a loss, a gradient norm, an optimality gap)?"""
+  return metric.endswith(_LOWER_IS_BETTER)
+
+
 def first_reaching(
   records: Sequence[Mapping[str, Any]], target: float, key: str = 'test_accuracy'
 ) -> Mapping[str, Any] | None:
-  """The first record whose ``key`` is >= ``target`` (None: none reaches it)."""
-  return next((r for r in records if (r.get(key) or 0) >= target), None)
+  """The first record whose ``key`` reaches ``target`` in the metric's direction: ``<=`` for
+  a metric a run drives down (:func:`lower_is_better`), else ``>=`` (None: none reaches it;
+  a missing or non-finite value never does)."""
+  lower = lower_is_better(key)
+  for r in records:
+    v = r.get(key)
+    if isinstance(v, int | float) and math.isfinite(v) and (v <= target if lower else v >= target):
+      return r
+  return None

@@ -10,6 +10,7 @@ import matplotlib
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.backend_bases import FigureCanvasBase  # noqa: E402
 
 from afl_jax.pipeline.workdir import write_with  # noqa: E402
 
@@ -42,10 +43,22 @@ def plot_runs(
   save_figure(fig, path)
 
 
+# The image formats a figure is written in (matplotlib's own, by file name extension).
+FORMATS = tuple(sorted(FigureCanvasBase.get_supported_filetypes()))
+
+
+def image_format(path: str | os.PathLike) -> str:
+  """The format of an image file ``path`` (its extension; none: png)."""
+  return os.path.splitext(os.fspath(path))[1].lstrip('.').lower() or 'png'
+
+
 def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> None:
-  """Write ``fig`` atomically, never through a link (afl_jax/pipeline/workdir.py), and close it."""
+  """Write ``fig`` atomically, never through a link (afl_jax/pipeline/workdir.py), and close it;
+  ValueError for a format not in :data:`FORMATS`."""
   try:
-    kind = os.path.splitext(os.fspath(path))[1].lstrip('.').lower() or 'png'
+    kind = image_format(path)
+    if kind not in FORMATS:
+      raise ValueError(f'{path}: cannot write a figure as {kind!r}; formats: {", ".join(FORMATS)}')
     write_with(path, lambda f: fig.savefig(f, dpi=dpi, format=kind))
   finally:
     plt.close(fig)

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import inspect
 import json
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +22,6 @@ CONFIG_FILE, SUMMARY_FILE = 'config.json', 'summary.json'
 # Config fields that change no number a run writes: where its files are (their content is
 # digested), when it checkpoints, where this invocation stops, the target a summary reads.
 FREE_FIELDS = ('data_dir', 'download', 'checkpoint_every', 'stop_after_steps', 'target_accuracy')
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _DIVERGED = re.compile(r'non-finite (\S+) at server step (\d+)')
 
 
@@ -57,25 +55,58 @@ def file_digest(path: str) -> str:
     return _sha(f.read())
 
 
-def own_code(factories: Iterable[Any]) -> dict[str, str]:
-  """``{source file name: SHA-256}`` of the factories defined outside afl_jax (a user's
-  module; by name, so that the same files elsewhere are the same run)."""
-  out = {}
-  for f in factories:
-    try:
-      path = os.path.abspath(inspect.getsourcefile(inspect.unwrap(f)) or '')
-    except TypeError:  # a builtin or a C extension: not a researcher's source
-      continue
-    if os.path.isfile(path) and not path.startswith(_PACKAGE + os.sep):
-      out[os.path.basename(path)] = file_digest(path)
-  return out
+# JAX's configuration that changes a run's numbers (the random bits, the dtypes, the
+# arithmetic XLA compiles); each also set by its environment variable ($JAX_...).
+JAX_SETTINGS = (
+  'jax_default_prng_impl',
+  'jax_threefry_partitionable',
+  'jax_random_seed_offset',
+  'jax_enable_x64',
+  'jax_enable_custom_prng',
+  'jax_default_matmul_precision',
+  'jax_numpy_dtype_promotion',
+  'jax_softmax_custom_jvp',
+  'jax_high_dynamic_range_gumbel',
+  'jax_use_direct_linearize',
+  'jax_disable_jit',
+  'jax_disable_most_optimizations',
+)
+# The libraries whose code computes a run's numbers, by version (afl_jax's own: its records).
+LIBRARIES = ('jax', 'jaxlib', 'flax', 'optax', 'numpy')
+# XLA flags that change no number: the forced device count (the engine's devices) and dumps.
+_QUIET_XLA_FLAGS = ('--xla_force_host_platform_device_count', '--xla_dump')
 
 
 def engine() -> dict[str, Any]:
-  """The engine facts that change a run's arithmetic besides its config."""
+  """The engine facts that change a run's arithmetic besides its config: devices, platform,
+  device kind and the backend's version."""
   import jax
 
-  return {'devices': jax.device_count(), 'platform': jax.default_backend()}
+  device = jax.devices()[0]
+  return {
+    'devices': jax.device_count(),
+    'platform': jax.default_backend(),
+    'device_kind': device.device_kind,
+    'backend': str(getattr(device.client, 'platform_version', '')),
+  }
+
+
+def jax_facts() -> dict[str, Any]:
+  """JAX's settings of :data:`JAX_SETTINGS` (as in effect), ``$XLA_FLAGS`` (but those that
+  change no number) and the versions of :data:`LIBRARIES`."""
+  import importlib.metadata
+
+  import jax
+
+  out: dict[str, Any] = {}
+  for name in JAX_SETTINGS:
+    value = getattr(jax.config, name, jax.config.values.get(name))  # as in effect
+    out[name] = value if isinstance(value, bool | int | float | str | None) else str(value)
+  flags = os.environ.get('XLA_FLAGS', '').split()
+  out['XLA_FLAGS'] = ' '.join(f for f in flags if not f.startswith(_QUIET_XLA_FLAGS))
+  for lib in LIBRARIES:
+    out[lib] = importlib.metadata.version(lib)
+  return out
 
 
 def canonical(config: Any) -> dict[str, Any]:
@@ -112,17 +143,65 @@ def config_digest(config: Any) -> str:
 
 def identity(config: Any, *, data: str, schedule: str, code: Mapping[str, str], sources) -> dict:
   """The run's identity: ``digest`` over the config, ``data``, ``schedule`` and ``code``
-  digests, each kept to name what changed; ``sources`` (seed-independent digests of the
-  files read) are kept beside it, not in the digest."""
+  digests, the engine's devices and JAX's settings and versions (:func:`jax_facts`), each
+  kept to name what changed; ``sources`` (seed-independent digests of the files read) are
+  kept beside it, not in the digest."""
   inputs = {
     'config': config_digest(config),
     'data': data,
     'schedule': schedule,
     'code': dict(sorted(code.items())),
     'engine': engine(),
+    'jax': jax_facts(),
   }
   digest = _sha(json.dumps(inputs, sort_keys=True))[:32]  # the files' arrays, not their bytes
   return {'digest': digest, **inputs, 'sources': dict(sorted(sources.items()))}
+
+
+# ---- the program: what decides the compiled arithmetic beyond the inputs ------------------
+def program(sim: Any) -> dict[str, Any]:
+  """The shape of the program that computes a run (a :class:`~afl_jax.core.simulator.
+  Simulator`'s plan): a single run (``replicas`` 0) or a sweep's group of ``replicas`` runs
+  (``padded`` to the devices, laid out by ``layout``), and the engine's slots, blocks, ring
+  and local-step loop. Two programs of one identity agree to float rounding, not bit for
+  bit (docs/reliability.md, "One program")."""
+  batched = bool(sim.batched)
+  return {
+    'replicas': int(sim.num_replicas) if batched else 0,
+    'padded': int(sim.padded) if batched else 0,
+    'layout': f'{sim.mode} over {sim.num_devices} device(s)',
+    'slots': int(sim.num_slots),
+    'block': int(sim.block_size),
+    'by_steps': bool(sim.adaptive_steps),
+    'ring': int(sim.ring_size),
+    'local_steps': int(sim.max_steps),
+    'report': None if sim.report_slots is None else int(sim.report_slots),
+  }
+
+
+def show_program(p: Mapping[str, Any] | None) -> str:
+  """A program in words: ``a single run`` or ``a sweep's group of 3 runs``."""
+  if not p:
+    return 'an unrecorded program'
+  if not p.get('replicas'):
+    return 'a single run'
+  pad = f' padded to {p["padded"]}' if p.get('padded', p['replicas']) != p['replicas'] else ''
+  return f"a sweep's group of {p['replicas']} run(s){pad}"
+
+
+def program_change(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> str:
+  """How two programs differ, for the user."""
+  a, b = show_program(old), show_program(new)
+  if a != b:
+    return f'the program ({a} -> {b})'
+  old = old or {}
+  diff = [f'{k} {old.get(k)} -> {v}' for k, v in new.items() if old.get(k) != v]
+  return f'the program of {b} ({", ".join(diff)})'
+
+
+def binding(ident: Mapping[str, Any], prog: Mapping[str, Any]) -> str:
+  """What a checkpoint of the run (one identity and program) is bound to."""
+  return _sha(ident['digest'], json.dumps(prog, sort_keys=True))[:32]
 
 
 def changes(old: Mapping[str, Any], new: Mapping[str, Any], old_config, new_config) -> str:
@@ -143,13 +222,20 @@ def changes(old: Mapping[str, Any], new: Mapping[str, Any], old_config, new_conf
     out.append(f'the schedule arrays (config.schedule.trace={trace})' if trace else 'the schedule')
   code_a, code_b = old.get('code') or {}, new['code']
   out += [
-    f'the source of {p}'
-    for p in sorted(set(code_a) | set(code_b))
-    if code_a.get(p) != code_b.get(p)
+    f'the source of module {m}' + ('' if m in code_b else ' (no longer used)')
+    for m in sorted(set(code_a) | set(code_b))
+    if code_a.get(m) != code_b.get(m)
   ]
   a, b = old.get('engine') or {}, new['engine']
   out += [
     f'{k} {a.get(k)} -> {b[k]} ($AFL_JAX_CPU_DEVICES, $JAX_PLATFORMS)'
+    for k in b
+    if a.get(k) != b[k]
+  ]
+  a, b = old.get('jax') or {}, new['jax']
+  out += [
+    f'{k} {json.dumps(a.get(k))} -> {json.dumps(b[k])}'
+    + (f' (${k.upper()})' if k.startswith('jax_') else '')
     for k in b
     if a.get(k) != b[k]
   ]
@@ -170,8 +256,11 @@ def saved(run_dir: str) -> tuple[dict, dict] | None:
   return config, (ident if isinstance(ident, dict) else {})
 
 
-def refuse(run_dir: str, ident: Mapping[str, Any], config: Any) -> None:
-  """ResumeError (one line naming the input) when ``run_dir`` holds another run's files."""
+def refuse(
+  run_dir: str, ident: Mapping[str, Any], config: Any, prog: Mapping[str, Any] | None = None
+) -> None:
+  """ResumeError (one line naming the input) when ``run_dir`` holds another run's files: of
+  other inputs, or computed by another ``prog`` (:func:`program`)."""
   found = saved(run_dir)
   if found is None:
     others = (
@@ -191,11 +280,20 @@ def refuse(run_dir: str, ident: Mapping[str, Any], config: Any) -> None:
       f'{show(run_dir)} holds a run of other inputs: {what}; pass --noresume to delete its '
       'results and start over, or choose another --workdir'
     )
+  if prog is not None and old.get('program') != prog:
+    raise ResumeError(
+      f'{show(run_dir)} holds a run of these inputs computed by another program: '
+      f'{program_change(old.get("program"), prog)}, whose float32 numbers may differ in the last '
+      'bits; pass --noresume to delete its results and compute it again, or choose another '
+      '--workdir (a grid extended or regrouped: run it into a new one)'
+    )
 
 
-def config_text(config: Any, ident: Mapping[str, Any]) -> str:
-  """``config.json``: the resolved config (every value the run uses) and its identity."""
-  return json.dumps(canonical(config) | {'identity': dict(ident)}, indent=1, sort_keys=True) + '\n'
+def config_text(config: Any, ident: Mapping[str, Any], prog: Mapping[str, Any]) -> str:
+  """``config.json``: the resolved config (every value the run uses), its identity and the
+  program that computes it (:func:`program`, beside the identity's digest)."""
+  ident = dict(ident) | {'program': dict(prog)}
+  return json.dumps(canonical(config) | {'identity': ident}, indent=1, sort_keys=True) + '\n'
 
 
 # ---- the run record ---------------------------------------------------------------------

@@ -94,26 +94,19 @@ def point_config(
   return c
 
 
-def _json(x: Any) -> str:
-  return json.dumps(record_lib.canonical({'v': x}), sort_keys=True)
-
-
 def grid(config: ml_collections.ConfigDict) -> list[dict[str, Any]]:
   """The grid points of ``config.sweep``, in declaration order; ConfigError for an axis value
   the run does not read or two points that are one run, before anything is built."""
   axes = config_lib.sweep_axes(config.sweep)
-  points = [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
+  declared = [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
   seen: dict[str, dict[str, Any]] = {}
-  for p in points:
+  for p in declared:
     c = config_lib.resolve(point_config(config, p))
     for field, value in p.items():
       if field in _ENTRIES:
         continue
-      try:
-        got = config_path.get_value(field, c)
-      except (KeyError, AttributeError):
-        got = '<not read>'
-      if _json(got) != _json(value):
+      if not config_lib.reads(c, field, value):
+        got = config_lib.read_value(c, field)
         raise ConfigError(
           f'config.sweep.{field} is invalid: the run {run_name(p)} does not read {field} (its '
           f'value {value!r} resolves to {got!r}: another field decides, e.g. the partition, '
@@ -122,7 +115,7 @@ def grid(config: ml_collections.ConfigDict) -> list[dict[str, Any]]:
         )
     key = json.dumps(record_lib.computed(c), sort_keys=True)
     if key in seen:
-      differ = [f for f in p if _json(p[f]) != _json(seen[key][f])]
+      differ = [f for f in p if config_lib.plain(p[f]) != config_lib.plain(seen[key][f])]
       raise ConfigError(
         f'config.sweep is invalid: grid points {run_name(seen[key])!r} and {run_name(p)!r} are '
         f'the same run once resolved (the values of {", ".join(differ)} change nothing there); '
@@ -130,7 +123,7 @@ def grid(config: ml_collections.ConfigDict) -> list[dict[str, Any]]:
         field='sweep',
       )
     seen[key] = p
-  return points
+  return declared
 
 
 def traced_fields(config: ml_collections.ConfigDict) -> list[str]:
@@ -316,24 +309,30 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
       limit = int(limit / memory.CPU_STATE_FACTOR)
   build = lambda ms: _group_sim([runs[i] for i in ms], traced, limit)  # noqa: E731
   dirs = [os.path.join(workdir, n) for n in names]
-  todo = [
-    i
-    for i, (d, run) in enumerate(zip(dirs, runs))
-    if not (resume and checkpoint.finished(d, run.schedule.num_steps, run.config.eval_every))
+  keyed: dict[str, list[int]] = {}  # every point, finished or not: a run's group is its program
+  for i, p in enumerate(points):
+    keyed.setdefault(group_key(p, traced, runs[i]), []).append(i)
+  groups = _fit_groups([(m, build) for m in keyed.values()], limit, log, first.config)
+  programs = {i: record_lib.program(sim) for members, (sim, _, _) in groups for i in members}
+  fitted = [  # the groups to run: all but those whose every run finished
+    (members, group)
+    for members, group in groups
+    if not resume
+    or not all(
+      checkpoint.finished(dirs[i], runs[i].schedule.num_steps, runs[i].config.eval_every)
+      for i in members
+    )
   ]
-  keyed: dict[str, list[int]] = {}
-  for i in todo:
-    keyed.setdefault(group_key(points[i], traced, runs[i]), []).append(i)
-  fitted = _fit_groups([(m, build) for m in keyed.values()], limit, log, first.config)
+  todo = sum(len(members) for members, _ in fitted)
   flops = sum(  # each group's work checked, from its simulator (sizes.check_work)
     sizes.check_work(runs[m[0]].config, sim, runs[m[0]].params0)['total_flops']
     for m, (sim, _, _) in fitted
   )
-  _check_workdir(workdir, dirs, runs, resume)  # nothing is written before the checks above
-  starts = _starts(workdir, dirs, runs, fitted)
+  _check_workdir(workdir, dirs, runs, programs, resume)  # nothing is written before the checks
+  starts = _starts(workdir, dirs, runs, fitted, programs)
   rate = sizes.ASSUMED_FLOPS['cpu' if jax.default_backend() == 'cpu' else 'other']
   log(
-    f'sweep: {len(points)} runs ({len(points) - len(todo)} finished earlier, reused) in '
+    f'sweep: {len(points)} runs ({len(points) - todo} finished earlier, reused) in '
     f'{len(fitted)} group(s), traced: {traced or "none"}; built runs about '
     f'{format_bytes(est["host_bytes"])} on the host, client training about {flops:.2g} '
     f'FLOP (~{_duration(flops / rate)} at an assumed {rate:.0e} FLOP/s)'
@@ -344,16 +343,23 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
   try:
     for k, ((members, group), start) in enumerate(zip(fitted, starts)):
       info = _run_group(
-        k, [names[i] for i in members], [runs[i] for i in members], group, start, workdir, log
+        k,
+        [names[i] for i in members],
+        [runs[i] for i in members],
+        group,
+        start,
+        workdir,
+        log,
+        programs[members[0]],
       )
       infos.append(info)
       stopped |= info['status'] == 'stopped'
       done = sum(len(m) for m, _ in fitted[: k + 1])
       spent = time.time() - t_start
-      if done < len(todo):
+      if done < todo:
         log(
-          f'sweep: {done}/{len(todo)} runs done in {_duration(spent)}; about '
-          f'{_duration(spent / done * (len(todo) - done))} left'
+          f'sweep: {done}/{todo} runs done in {_duration(spent)}; about '
+          f'{_duration(spent / done * (todo - done))} left'
         )
   except KeyboardInterrupt:
     write(False)
@@ -372,52 +378,56 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
   return out
 
 
-def _check_workdir(workdir: str, dirs: list[str], runs, resume: bool) -> None:
-  """Refuse, before compute, a run folder holding a run of other inputs (the input named);
-  ``resume=False`` deletes this grid's outputs first."""
+def _check_workdir(workdir: str, dirs: list[str], runs, programs, resume: bool) -> None:
+  """Refuse, before compute, a run folder holding a run of other inputs or computed by
+  another program than its group's (what differs named); ``resume=False`` deletes this
+  grid's outputs first."""
   if not resume:
     for d in dirs:
       loop.start_over(d)
     shutil.rmtree(os.path.join(workdir, GROUPS_DIR), ignore_errors=True)
-  for d, run in zip(dirs, runs):
+  for i, (d, run) in enumerate(zip(dirs, runs)):
     workdir_lib.make_dirs(d)
     workdir_lib.check_target(os.path.join(d, metrics_io.METRICS_FILE))
-    record_lib.refuse(d, run.identity, run.config)
+    record_lib.refuse(d, run.identity, run.config, programs[i])
 
 
-def _starts(workdir: str, dirs: list[str], runs, fitted) -> list[int | None]:
+def _starts(workdir: str, dirs: list[str], runs, fitted, programs) -> list[int | None]:
   """Each group's start (:func:`checkpoint.start`; other groupings' checkpoints deleted);
   its runs' folders get their ``config.json`` and ``schedule.npz``."""
-  gids = [_group_id([runs[i] for i in members]) for members, _ in fitted]
+  gids = [_group_id([runs[i] for i in members], programs[members[0]]) for members, _ in fitted]
   groups = os.path.join(workdir, GROUPS_DIR)
   for old in os.listdir(groups) if os.path.isdir(groups) else ():
     if old not in gids:
       shutil.rmtree(os.path.join(groups, old))
   starts = []
   for (members, _), gid in zip(fitted, gids):
-    ckpt = checkpoint.Checkpointer(os.path.join(groups, gid))
+    ckpt = checkpoint.Checkpointer(os.path.join(groups, gid), gid)
     steps = [runs[i].schedule.num_steps for i in members]
     chunk = runs[members[0]].config.eval_every
     starts.append(checkpoint.start([dirs[i] for i in members], steps, chunk, ckpt))
     ckpt.close()
     for i in members:
-      loop.write_run_files(dirs[i], runs[i])
+      loop.write_run_files(dirs[i], runs[i], programs[i])
   return starts
 
 
-def _group_id(runs) -> str:
-  return record_lib._sha(*(run.identity['digest'] for run in runs))[:16]
+def _group_id(runs, prog) -> str:
+  """A group's folder name and what its checkpoints are bound to: its runs and program."""
+  return record_lib._sha(*(run.identity['digest'] for run in runs), json.dumps(prog))[:16]
 
 
-def _run_group(k, names, runs, group, start, workdir, log) -> dict:
-  """Group ``k`` from ``start`` (None: step 0): one compile, each run's records
-  written to its folder, checkpoints in ``groups/<id>``; returns the group's info."""
+def _run_group(k, names, runs, group, start, workdir, log, prog) -> dict:
+  """Group ``k`` (computed by program ``prog``) from ``start`` (None: step 0): one compile,
+  each run's records written to its folder, checkpoints in ``groups/<id>``; returns the
+  group's info."""
   c = runs[0].config
   t0 = time.time()
   sim, keys, params0 = group
   with sizes.memory_guard(c, lambda: sim.memory):
     state = sim.init(params0, keys)
-  ckpt = checkpoint.Checkpointer(os.path.join(workdir, GROUPS_DIR, _group_id(runs)))
+  gid = _group_id(runs, prog)
+  ckpt = checkpoint.Checkpointer(os.path.join(workdir, GROUPS_DIR, gid), gid)
   host = {f: np.zeros(len(runs), np.float64) for f in track_lib.HOST_FIELDS}
   dirs = [os.path.join(workdir, n) for n in names]
   records = [[] for _ in runs]

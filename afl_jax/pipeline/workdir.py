@@ -17,6 +17,7 @@ import stat
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
@@ -216,7 +217,8 @@ def check_path(workdir: str | os.PathLike | None, flag: str = '--workdir') -> st
 
 
 def _tidy(workdir: str) -> None:
-  """Refuse a directory holding a link; remove temporary files a killed writer left."""
+  """Refuse a directory holding a link or a folder another live process writes (a single run
+  started into a sweep's run folder); remove temporary files a killed writer left."""
   for root, dirs, files in os.walk(workdir):
     for name in sorted(dirs) + sorted(files):
       path = os.path.join(root, name)
@@ -225,6 +227,39 @@ def _tidy(workdir: str) -> None:
       if name.startswith('.') and name.endswith(TMP_SUFFIX):
         with contextlib.suppress(OSError):
           os.unlink(path)
+      if name == LOCK_FILE and root != workdir and (info := _live_holder(root)) is not None:
+        raise _busy(workdir, info, f'holds {show(root)}, which is in use by')
+
+
+def _live_holder(directory: str) -> dict[str, Any] | None:
+  """What the lock file of ``directory`` says of its holder when another live process holds
+  it ({} when it says nothing yet); None when no one does."""
+  try:
+    fd = os.open(os.path.join(directory, LOCK_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+  except OSError:
+    return None
+  try:
+    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # dropped when closed, below
+  except BlockingIOError:
+    info = holder(directory) or {}
+    mine = info.get('pid') == os.getpid() and info.get('host') == socket.gethostname()
+    return None if mine else info
+  finally:
+    os.close(fd)
+  return None
+
+
+def _enclosing_writer(path: str) -> tuple[str, dict[str, Any]] | None:
+  """(directory, holder) of a directory above ``path`` another live process writes (a sweep
+  writing its run folders); None when there is none."""
+  d = os.path.dirname(path)
+  while True:
+    info = _live_holder(d)
+    if info is not None:
+      return d, info
+    if os.path.dirname(d) == d:
+      return None
+    d = os.path.dirname(d)
 
 
 def holder(workdir: str | os.PathLike) -> dict[str, Any] | None:
@@ -268,15 +303,27 @@ class WorkdirLock:
     self.release()
 
 
-def _busy(path: str, info: dict[str, Any] | None) -> WorkdirBusyError:
+def _busy(path: str, info: dict[str, Any] | None, how: str = 'is in use by') -> WorkdirBusyError:
   who = 'another process (it is starting)'
   if info:
     who = f'pid {info.get("pid")} on host {info.get("host")} (started {info.get("started")}'
     who += f': {info["command"]})' if info.get('command') else ')'
   return WorkdirBusyError(
-    f'workdir {show(path)} is in use by {who}; wait for it to finish, stop it, or choose '
-    'another --workdir'
+    f'workdir {show(path)} {how} {who}; wait for it to finish, stop it, or choose another --workdir'
   )
+
+
+def _flock(fd: int, tries: int = 5) -> None:
+  """An exclusive lock on ``fd``, or BlockingIOError when another holds it (another writer's
+  probe of it, :func:`_live_holder`, lasts microseconds: tried again a few times)."""
+  for i in range(tries):
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      return
+    except BlockingIOError:
+      if i == tries - 1:
+        raise
+      time.sleep(0.01)
 
 
 def acquire(workdir: str | os.PathLike, flag: str = '--workdir') -> WorkdirLock:
@@ -309,7 +356,7 @@ def acquire(workdir: str | os.PathLike, flag: str = '--workdir') -> WorkdirLock:
       why = 'not a regular file' if not stat.S_ISREG(st.st_mode) else 'a file with other hard links'
       raise WorkdirError(f'{show(lock_path)} is {why}; remove it or choose another --workdir')
     try:
-      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      _flock(fd)
     except BlockingIOError:
       os.close(fd)
       info = holder(path)
@@ -325,6 +372,9 @@ def acquire(workdir: str | os.PathLike, flag: str = '--workdir') -> WorkdirLock:
       continue
     lock = WorkdirLock(path, fd, created)
     try:
+      outer = _enclosing_writer(path)  # after taking ours: of two racing writers one sees the other
+      if outer is not None:
+        raise _busy(path, outer[1], f'is inside {show(outer[0])}, which is in use by')
       _tidy(path)
       argv = ' '.join(sys.argv) if sys.argv and sys.argv[0] else 'python'
       now = datetime.datetime.now().strftime('%Y-%m-%d %H:%M:%S')

@@ -55,7 +55,7 @@ def run_cases(checkpoint_dir: str | None = None, cases=('fedbuff', 'asynfl')) ->
     for state, o in chunks(sim, sim.init(p0, key), key):
       hist.append(np.asarray(o['params']['w'], np.float64))
       if checkpoint_dir and ckpt is None and name == 'asynfl':
-        ckpt = Checkpointer(os.path.join(checkpoint_dir, name))
+        ckpt = Checkpointer(os.path.join(checkpoint_dir, name), name)
         ckpt.save(sim.position(state), state, {'chunks': np.asarray(len(hist))})
     clients = [  # per-client state may be sharded over processes: gather it to every one
       np.asarray(multihost_utils.process_allgather(leaf, tiled=True), np.float64)
@@ -63,7 +63,7 @@ def run_cases(checkpoint_dir: str | None = None, cases=('fedbuff', 'asynfl')) ->
     ]
     out[name] = {'params': np.concatenate(hist), 'clients': clients}
     if ckpt is not None:
-      state, _ = ckpt.restore(ckpt.latest_step(), sim.init(p0, key), {'chunks': np.asarray(0)})
+      state, _ = ckpt.restore(ckpt.steps()[-1], sim.init(p0, key), {'chunks': np.asarray(0)})
       resumed = [np.asarray(o['params']['w'], np.float64) for _, o in chunks(sim, state, key)]
       out[name]['resumed'] = np.concatenate(resumed)
       ckpt.close()

@@ -1,0 +1,130 @@
+"""The researcher's own code in a run's identity (afl_jax/pipeline/own_code.py): every form of
+factory reaches the modules it is defined in and those they import (transitively, relative
+imports included), digested so that a comment, a docstring or the layout changes nothing
+and a code edit changes exactly the edited module; afl_jax's, installed and standard
+modules are not digested; a source that cannot be read is one line."""
+
+import functools
+import importlib
+import sys
+
+import ml_collections
+import optax
+import pytest
+
+import afl_jax
+from afl_jax.pipeline import build, own_code
+from afl_jax.pipeline import config as config_lib
+
+INIT = 'from . import models\n'
+MODELS = '''
+"""Models of the test's own package."""
+import functools
+from .consts import WIDTH
+
+
+def make(width=WIDTH):
+  """A factory."""
+  return ('model', width)
+
+
+class Tiny:
+  def __init__(self, width=WIDTH):
+    self.width = width
+
+
+class Maker:
+  def build(self):
+    return make()
+
+  def __call__(self):
+    return make()
+
+
+def outer():
+  scale = 2
+
+  def inner():
+    return make(WIDTH * scale)
+
+  return inner
+
+
+LAMBDA = lambda: make()  # noqa: E731
+PARTIAL = functools.partial(make, width=3)
+'''
+CONSTS = 'WIDTH = 4  # the width\n'
+OWN = ['ownpkg', 'ownpkg.consts', 'ownpkg.models']
+
+
+@pytest.fixture
+def pkg(tmp_path, monkeypatch):
+  """The package ``ownpkg`` (models importing consts relatively) on sys.path."""
+  root = tmp_path / 'ownpkg'
+  root.mkdir()
+  (root / '__init__.py').write_text(INIT)
+  (root / 'models.py').write_text(MODELS)
+  (root / 'consts.py').write_text(CONSTS)
+  monkeypatch.syspath_prepend(str(tmp_path))
+  importlib.invalidate_caches()
+  module = importlib.import_module('ownpkg.models')
+  yield root, module
+  for name in [n for n in sys.modules if n == 'ownpkg' or n.startswith('ownpkg.')]:
+    del sys.modules[name]
+
+
+def forms(m):
+  """The module's factory in every form a registry or a config may hold."""
+  return {
+    'function': m.make,
+    'partial': m.PARTIAL,
+    'class': m.Tiny,
+    'closure': m.outer(),
+    'lambda': m.LAMBDA,
+    'bound method': m.Maker().build,
+    'callable object': m.Maker(),
+    'partial of a library function': functools.partial(optax.sgd, m.make),
+  }
+
+
+def test_every_form_of_factory_reaches_its_module_and_what_it_imports(pkg):
+  root, m = pkg
+  before = {}
+  for form, f in forms(m).items():
+    before[form] = own_code.digests([(form, f)])
+    assert list(before[form]) == OWN, form
+  assert own_code.digests([('an installed one', optax.sgd), ('afl_jax', build.build_run)]) == {}
+  # A comment, a docstring and another layout change no digest; a code edit only its module's.
+  (root / 'consts.py').write_text('# edited\nWIDTH = 4\n')
+  text = MODELS.replace('"""A factory."""', '"""Another docstring."""').replace(
+    "return ('model', width)", "return (\n    'model',\n    width,\n  )"
+  )
+  (root / 'models.py').write_text(text)
+  assert own_code.digests([('f', m.make)]) == before['function']
+  (root / 'consts.py').write_text('WIDTH = 5\n')
+  after = own_code.digests([('f', m.make)])
+  assert [k for k in OWN if after[k] != before['function'][k]] == ['ownpkg.consts']
+
+
+def test_a_source_that_cannot_be_read_is_one_line():
+  space = {}
+  exec('def made(): return 1', space)  # noqa: S102 (no file behind it)
+  with pytest.raises(own_code.SourceError) as e:
+    own_code.digests([("model 'made'", space['made'])])
+  assert "model 'made'" in str(e.value) and '<string>' in str(e.value)
+  assert '\n' not in str(e.value)
+
+
+def test_a_run_digests_its_registered_components_and_the_callables_of_its_config(pkg):
+  _, m = pkg
+  afl_jax.models.MODELS.register('own_partial_model', m.PARTIAL, replace=True)
+  try:
+    c = config_lib.default()
+    c.model = 'own_partial_model'
+    c.hparams = ml_collections.ConfigDict({'client_lr': m.LAMBDA})  # one's own schedule
+    found = dict(build.components(c))
+    assert found["model 'own_partial_model'"] is m.PARTIAL
+    assert found['config.hparams.client_lr'] is m.LAMBDA
+    assert list(own_code.digests(build.components(c))) == OWN
+  finally:
+    afl_jax.models.MODELS.unregister('own_partial_model')
