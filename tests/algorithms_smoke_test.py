@@ -32,8 +32,10 @@ def _config_for(name):
   c.checkpoint_every, c.stop_after_steps, c.target_accuracy = 0, 0, 0.0
   c.unlabeled_size = 300 if 'unlabeled_x' in afl_jax.algorithms.registry.context(name) else 0
   s = c.schedule
-  s.concurrency, s.buffer_size = min(s.concurrency, 6), min(s.buffer_size, 3)
-  s.clients_per_step = min(s.clients_per_step, 4)
+  takes = afl_jax.schedules.registry.params(s.kind)  # a setting of another kind is refused
+  for field, most in (('concurrency', 6), ('buffer_size', 3), ('clients_per_step', 4)):
+    if field in takes:
+      s[field] = min(s[field], most)
   return c
 
 

@@ -4,6 +4,7 @@ every reader of results checks; docs/reliability.md, "One identity" and "The run
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -94,8 +95,6 @@ def engine() -> dict[str, Any]:
 def jax_facts() -> dict[str, Any]:
   """JAX's settings of :data:`JAX_SETTINGS` (as in effect), ``$XLA_FLAGS`` (but those that
   change no number) and the versions of :data:`LIBRARIES`."""
-  import importlib.metadata
-
   import jax
 
   out: dict[str, Any] = {}
@@ -104,9 +103,15 @@ def jax_facts() -> dict[str, Any]:
     out[name] = value if isinstance(value, bool | int | float | str | None) else str(value)
   flags = os.environ.get('XLA_FLAGS', '').split()
   out['XLA_FLAGS'] = ' '.join(f for f in flags if not f.startswith(_QUIET_XLA_FLAGS))
-  for lib in LIBRARIES:
-    out[lib] = importlib.metadata.version(lib)
-  return out
+  return out | _versions()
+
+
+@functools.cache
+def _versions() -> dict[str, str]:
+  """The versions of :data:`LIBRARIES` (installed ones do not change in a process)."""
+  import importlib.metadata
+
+  return {lib: importlib.metadata.version(lib) for lib in LIBRARIES}
 
 
 def canonical(config: Any) -> dict[str, Any]:
