@@ -163,6 +163,12 @@ def test_a_damaged_checkpoint_is_skipped_with_one_warning_and_the_run_equals_the
   assert len(warnings) == 1 and warnings[0].startswith('warning: skipped the checkpoint'), warnings
   assert why in warnings[0] and 'continuing from the one of server step 2' in warnings[0]
   assert metrics(tmp_path) == whole('single')
+  if damage == 'no manifest':  # the only checkpoint's save cut before it: as no checkpoint
+    train(cfg('single'), tmp_path / 'cut', stop_after_steps=1)  # one checkpoint, at 2
+    os.remove(tmp_path / 'cut' / 'checkpoints' / '2' / 'afl_jax.json')
+    train(cfg('single'), tmp_path / 'cut')
+    assert 'starting over' in capsys.readouterr().err
+    assert metrics(tmp_path / 'cut') == whole('single')
 
 
 def test_a_sweeps_damaged_checkpoint_is_skipped_and_checkpoints_of_another_run_refused(
@@ -191,9 +197,9 @@ def test_a_sweeps_damaged_checkpoint_is_skipped_and_checkpoints_of_another_run_r
 
 
 def _wait_for(pattern, proc, timeout=300):
-  """Until a finished checkpoint (orbax renames a step's folder to its number) matches."""
+  """Until a finished checkpoint (its manifest written after orbax's save) matches."""
   t0 = time.monotonic()
-  while not [p for p in glob.glob(pattern, recursive=True) if os.path.basename(p).isdigit()]:
+  while not glob.glob(pattern, recursive=True):
     assert proc.poll() is None, proc.communicate()
     assert time.monotonic() - t0 < timeout
     time.sleep(0.05)
@@ -211,7 +217,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_run(cfg, whole, tmp_path, kin
     text=True,
     preexec_fn=default_signals,
   )
-  _wait_for(f'{work}/**/checkpoints/*', proc)
+  _wait_for(f'{work}/**/checkpoints/*/afl_jax.json', proc)
   proc.send_signal(sig)
   _, stderr = proc.communicate(timeout=120)
   if sig == signal.SIGINT:

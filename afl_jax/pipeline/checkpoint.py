@@ -34,6 +34,7 @@ from afl_jax.pipeline.workdir import read_json, show, write_text
 CHECKPOINT_DIR = 'checkpoints'
 MANIFEST = 'afl_jax.json'  # in each step's folder, written after orbax's save completed
 DONE = -1  # start(): every run finished
+INCOMPLETE = f'it has no readable {MANIFEST} (its save did not complete)'
 _CHUNK = 1 << 22
 
 
@@ -182,7 +183,7 @@ class Checkpointer:
     where = self.folder(step)
     manifest = read_json(os.path.join(where, MANIFEST), strict=False)
     if not isinstance(manifest, dict) or not isinstance(manifest.get('files'), dict):
-      return f"it has no readable {MANIFEST} (a save that did not complete, or not afl_jax's)"
+      return INCOMPLETE
     if manifest.get('binding') != self.binding:
       return 'it was saved by another run (other inputs or another program)'
     if manifest.get('step') != step:
@@ -265,7 +266,8 @@ def start(
   """Where the runs recorded in ``dirs`` continue (process 0): ``DONE`` when each
   :func:`finished`, else the latest checkpoint whose records are all on disk and that passes
   :meth:`Checkpointer.check` (one warning line for each later one that does not; later
-  checkpoints deleted, records truncated), or None when there is none; ResumeError when
+  checkpoints deleted, records truncated); None (from step 0) when there is none, or none
+  but saves cut before their manifest (as orbax treats a save cut midway); ResumeError when
   checkpoints exist but none passes, or every one follows lost records."""
   if all(finished(d, t, chunk) for d, t in zip(dirs, num_steps)):
     return DONE
@@ -291,19 +293,22 @@ def start(
     for d in dirs:
       metrics_io.truncate_metrics(d, step)
     return step
-  if failed:
+  if any(why != INCOMPLETE for _, why in failed):
     bad, why = failed[0]
     others = f' (and {len(failed) - 1} earlier)' if len(failed) > 1 else ''
     raise ResumeError(
       f'the checkpoint {show(ckpt.folder(bad))}{others} fails its check: {why}; no checkpoint '
       'of this run passes, so nothing is resumed: pass --noresume to start over'
     )
-  if lost is not None:
+  for bad, _ in failed:  # only saves cut before their manifest: as if orbax had not finished
+    warn(f'skipped the checkpoint {show(ckpt.folder(bad))}: {INCOMPLETE}; starting over')
+  if lost is not None and not failed:
     path = os.path.join(dirs[lost], metrics_io.METRICS_FILE)
     raise ResumeError(
       f'{show(path)} lacks evaluation records that every checkpoint in {show(ckpt.directory)} '
       'follows, so resuming would leave a gap; restore the file, or pass --noresume to start over'
     )
+  ckpt.delete_after(-1)
   for d in dirs:
     with contextlib.suppress(FileNotFoundError):
       os.remove(os.path.join(d, metrics_io.METRICS_FILE))
