@@ -124,13 +124,16 @@ def short_paths(paths: Sequence[str]) -> list[str]:
 
 
 def _fields(run: RunRecord) -> dict[str, Any]:
-  """What a method is: the run's config but the seed, and its seed-independent inputs."""
+  """What a method is: the run's config but the seed, and its seed-independent inputs (own
+  code, devices, JAX's settings, the files read); not its program (a single run and a
+  sweep's run of one config are one method)."""
   out = {
     k: v for k, v in record_lib.flatten(run.config).items() if k.split('.')[0] not in _NOT_METHOD
   }
   ident = run.identity
   out |= {f'code:{os.path.basename(p)}': d[:8] for p, d in (ident.get('code') or {}).items()}
   out |= {f'{k}': v for k, v in (ident.get('engine') or {}).items()}
+  out |= {f'{k}': v for k, v in (ident.get('jax') or {}).items()}  # JAX's settings, versions
   out |= {f'{k} file': v[:8] for k, v in (ident.get('sources') or {}).items() if v}
   return out
 
