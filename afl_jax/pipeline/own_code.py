@@ -174,7 +174,7 @@ def _roots(obj: Any, what: str, seen: set[int]) -> Iterable[tuple[str, str, str 
       text = ''.join(linecache.getlines(file))  # a notebook cell keeps its source there
       if not text:
         raise SourceError(
-          f'the source of {what} ({obj.__module__}.{obj.__qualname__}) cannot be read: it '
+          f'the source of {what} ({obj.__qualname__}) cannot be read: it '
           f'was defined in {file}; define it in a module file (.py) and import it'
         )
     yield obj.__module__ or '', file, text

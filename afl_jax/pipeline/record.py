@@ -233,16 +233,16 @@ def changes(old: Mapping[str, Any], new: Mapping[str, Any], old_config, new_conf
   ]
   a, b = old.get('engine') or {}, new['engine']
   out += [
-    f'{k} {a.get(k)} -> {b[k]} ($AFL_JAX_CPU_DEVICES, $JAX_PLATFORMS)'
+    f'{k} {a[k]} -> {b[k]} ($AFL_JAX_CPU_DEVICES, $JAX_PLATFORMS)'
     for k in b
-    if a.get(k) != b[k]
+    if k in a and a[k] != b[k]
   ]
-  a, b = old.get('jax') or {}, new['jax']
+  a, b = old.get('jax'), new['jax']
   out += [
     f'{k} {json.dumps(a.get(k))} -> {json.dumps(b[k])}'
     + (f' (${k.upper()})' if k.startswith('jax_') else '')
     for k in b
-    if a.get(k) != b[k]
+    if a is not None and a.get(k) != b[k]
   ]
   return ', '.join(out) or 'its identity (written by another version of afl_jax)'
 
