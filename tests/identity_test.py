@@ -314,3 +314,45 @@ def test_a_run_is_reused_only_by_the_program_that_computed_it(finished, tmp_path
   wider(tmp_path / 'sweep', resume=False)
   wider(tmp_path / 'fresh')
   assert metrics(tmp_path / 'sweep') == metrics(tmp_path / 'fresh')
+
+
+SAME = {'config': None, 'data': None, 'schedule': None}  # identity items left alone
+OTHER_VALUES = {  # a value other than the default of each JAX setting in the identity
+  'jax_default_prng_impl': 'rbg',
+  'jax_threefry_partitionable': False,
+  'jax_random_seed_offset': 3,
+  'jax_enable_x64': True,
+  'jax_enable_custom_prng': True,
+  'jax_default_matmul_precision': 'highest',
+  'jax_numpy_dtype_promotion': 'strict',
+  'jax_softmax_custom_jvp': True,
+  'jax_high_dynamic_range_gumbel': True,
+  'jax_use_direct_linearize': False,
+  'jax_disable_jit': True,
+  'jax_disable_most_optimizations': True,
+}
+
+
+def test_every_jax_setting_and_xla_flag_that_changes_numbers_is_in_the_identity(monkeypatch):
+  """Each setting of record.JAX_SETTINGS (and $XLA_FLAGS but the device count) changes the
+  identity's ``jax`` item and is named by changes(); the runs above see three of them."""
+  import jax
+
+  assert set(OTHER_VALUES) == set(record.JAX_SETTINGS)
+  base = record.jax_facts()
+  for name, value in OTHER_VALUES.items():
+    before = base[name]
+    jax.config.update(name, value)
+    try:
+      facts = record.jax_facts()
+    finally:
+      jax.config.update(name, before)
+    assert facts[name] != base[name] and {k for k in facts if facts[k] != base[k]} == {name}
+    named = record.changes(
+      {'jax': base} | SAME, {'code': {}, 'engine': {}, 'jax': facts} | SAME, {}, {}
+    )
+    assert named.startswith(f'{name} ') and f'${name.upper()}' in named, named
+  monkeypatch.setenv('XLA_FLAGS', '--xla_force_host_platform_device_count=7')
+  assert record.jax_facts() == base  # the device count is the engine's
+  monkeypatch.setenv('XLA_FLAGS', '--xla_cpu_enable_fast_math=true')
+  assert record.jax_facts()['XLA_FLAGS'] == '--xla_cpu_enable_fast_math=true'
