@@ -131,7 +131,7 @@ def _fields(run: RunRecord) -> dict[str, Any]:
     k: v for k, v in record_lib.flatten(run.config).items() if k.split('.')[0] not in _NOT_METHOD
   }
   ident = run.identity
-  out |= {f'code:{os.path.basename(p)}': d[:8] for p, d in (ident.get('code') or {}).items()}
+  out |= {f'code:{m}': d[:8] for m, d in (ident.get('code') or {}).items()}
   out |= {f'{k}': v for k, v in (ident.get('engine') or {}).items()}
   out |= {f'{k}': v for k, v in (ident.get('jax') or {}).items()}  # JAX's settings, versions
   out |= {f'{k} file': v[:8] for k, v in (ident.get('sources') or {}).items() if v}

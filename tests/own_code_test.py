@@ -9,11 +9,12 @@ import importlib
 import sys
 
 import ml_collections
+import numpy as np
 import optax
 import pytest
 
 import afl_jax
-from afl_jax.pipeline import build, own_code
+from afl_jax.pipeline import build, own_code, record
 from afl_jax.pipeline import config as config_lib
 
 INIT = 'from . import models\n'
@@ -92,7 +93,7 @@ def test_every_form_of_factory_reaches_its_module_and_what_it_imports(pkg):
   before = {}
   for form, f in forms(m).items():
     before[form] = own_code.digests([(form, f)])
-    assert list(before[form]) == OWN, form
+    assert [k for k in before[form] if not k.startswith(own_code.HELD)] == OWN, form
   assert own_code.digests([('an installed one', optax.sgd), ('afl_jax', build.build_run)]) == {}
   # A comment, a docstring and another layout change no digest; a code edit only its module's.
   (root / 'consts.py').write_text('# edited\nWIDTH = 4\n')
@@ -125,6 +126,55 @@ def test_a_run_digests_its_registered_components_and_the_callables_of_its_config
     found = dict(build.components(c))
     assert found["model 'own_partial_model'"] is m.PARTIAL
     assert found['config.hparams.client_lr'] is m.LAMBDA
-    assert list(own_code.digests(build.components(c))) == OWN
+    assert list(own_code.digests(build.components(c))) == [
+      f"{own_code.HELD}model 'own_partial_model'",  # its width=3
+      *OWN,
+    ]
   finally:
     afl_jax.models.MODELS.unregister('own_partial_model')
+
+
+def test_the_values_a_partial_or_a_closure_holds_are_digested(pkg):
+  """A partial's positional argument is in no signature (so in no config), a closure's value
+  in no source: each is digested beside the modules, and a change of it names the holder."""
+  _, m = pkg
+
+  def held(f):
+    return own_code.digests([('model f', f)]).get(f'{own_code.HELD}model f')
+
+  for make in (
+    lambda v: functools.partial(m.make, v),  # positional: not in the signature
+    lambda v: functools.partial(m.make, width=v),
+    lambda v: functools.partial(optax.sgd, v),  # a library's function: its module is not own
+    lambda v: functools.partial(m.make, np.full(3, v)),  # an array
+    lambda v: optax.cosine_decay_schedule(v, 100),  # a library's closure in the config
+  ):
+    assert held(make(3)) == held(make(3)) is not None
+    assert held(make(3)) != held(make(4))
+  assert held(m.outer()) is not None  # the closure's scale
+  assert held(m.make) is None and held(m.Tiny) is None and held(m.Maker()) is None
+  old = {'code': own_code.digests([('model f', functools.partial(m.make, 3))])}
+  new = {'code': own_code.digests([('model f', functools.partial(m.make, 4))])}
+  ident = dict(config='c', data='d', schedule='s', engine={}, jax={})
+  assert record.changes(old | ident, new | ident, {}, {}) == 'the values model f holds'
+  with pytest.raises(own_code.SourceError, match=r'^model f holds a .* cannot be digested'):
+    own_code.digests([('model f', functools.partial(m.make, object()))])
+
+
+def test_afl_jax_components_digest_to_nothing():
+  """afl_jax's registered components are no researcher's code and hold no value of their own
+  (the library is digested by its version): a run of them digests {}."""
+  from afl_jax import algorithms, compression, data, models, schedules
+
+  registries = (
+    algorithms.ALGORITHMS,
+    schedules.SCHEDULES,
+    schedules.DISTRIBUTIONS,
+    compression.COMPRESSORS,
+    data.DATASETS,
+    models.MODELS,
+  )
+  found = [(f'{r.kind} {n!r}', r.get(n)) for r in registries for n in r]
+  assert len(found) > 40
+  assert own_code.digests(found) == {}
+  assert own_code.digests(build.components(config_lib.default())) == {}

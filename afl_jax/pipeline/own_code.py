@@ -5,12 +5,15 @@ docs/reliability.md, "One identity".
 
 A component may be any callable: a function, a ``functools.partial``, a class, a closure, a
 lambda, a bound method or a callable object; what it holds (a partial's arguments, a
-closure's cells, a method's instance) is followed too. A source that cannot be read is a
-:class:`SourceError` (one line), never skipped."""
+closure's cells, a method's instance) is followed too, and the plain values a partial or a
+closure holds (a partial's positional argument is in no signature, so in no config) are
+digested beside the modules. A source that cannot be read is a :class:`SourceError` (one
+line), never skipped."""
 
 from __future__ import annotations
 
 import ast
+import enum
 import functools
 import hashlib
 import importlib.machinery
@@ -21,8 +24,10 @@ import site
 import sys
 import sysconfig
 import types
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+import numpy as np
 
 from afl_jax.errors import UserError
 
@@ -30,6 +35,8 @@ _LIBRARY = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 _HIDDEN = ('_afl_jax_beside_', 'afl_jax_config_file', '__main__')  # modules loaded by path
 _CALLS = ('import_module', '__import__', 'import_beside')  # imports written as calls
 _PARSED: dict[str, tuple[tuple, str, list]] = {}  # path -> (stat key, digest, imports)
+_DEPTH = 20  # how deep a held value is read
+HELD = 'held/'  # the key of the plain values a component holds: ``held/<what>``
 
 
 class SourceError(UserError):
@@ -149,9 +156,39 @@ def _display(name: str, path: str) -> str:
   return os.path.splitext(os.path.basename(path))[0]
 
 
-def _roots(obj: Any, what: str, seen: set[int]) -> Iterable[tuple[str, str, str | None]]:
+def _value(x: Any, what: str, depth: int = 0) -> str:
+  """A plain value as canonical text: scalars, strings, arrays (by their bytes), containers of
+  them and objects by their attributes; SourceError for one of no such form."""
+  if depth > _DEPTH:
+    raise SourceError(f'{what} holds values nested deeper than {_DEPTH}; pass them as settings')
+  if x is None or isinstance(x, bool | int | float | complex | str | bytes | enum.Enum):
+    return repr(x)
+  if isinstance(x, list | tuple):
+    return f'{type(x).__name__}({", ".join(_value(v, what, depth + 1) for v in x)})'
+  if isinstance(x, Mapping):
+    items = sorted((_value(k, what, depth + 1), _value(v, what, depth + 1)) for k, v in x.items())
+    return '{' + ', '.join(f'{k}: {v}' for k, v in items) + '}'
+  if isinstance(x, np.dtype):
+    return repr(x)
+  if hasattr(x, '__array__') and hasattr(x, 'dtype') and hasattr(x, 'shape'):
+    a = np.ascontiguousarray(np.asarray(x))
+    return f'array({a.dtype.str}, {a.shape}, {hashlib.sha256(a.tobytes()).hexdigest()})'
+  if callable(x) or isinstance(x, types.ModuleType):  # inside a value: by its name
+    return f'{getattr(x, "__module__", "")}.{getattr(x, "__qualname__", type(x).__qualname__)}'
+  attrs = getattr(x, '__dict__', None)
+  if attrs is None:
+    raise SourceError(
+      f'{what} holds a {type(x).__qualname__} whose value cannot be digested; pass it as a '
+      'setting of the config instead'
+    )
+  return f'{type(x).__module__}.{type(x).__qualname__}{_value(attrs, what, depth + 1)}'
+
+
+def _roots(
+  obj: Any, what: str, seen: set[int], values: list[str]
+) -> Iterable[tuple[str, str, str | None]]:
   """(module name, file, source text of a file that is not on disk) where ``obj`` is defined,
-  and of what it holds."""
+  and of what it holds; the plain values it holds appended to ``values``."""
   if id(obj) in seen or obj is None or isinstance(obj, str | bytes | int | float | bool):
     return
   seen.add(id(obj))
@@ -161,12 +198,12 @@ def _roots(obj: Any, what: str, seen: set[int]) -> Iterable[tuple[str, str, str 
       yield obj.__name__, file, None
     return
   if isinstance(obj, functools.partial):
-    for held in (obj.func, *obj.args, *obj.keywords.values()):
-      yield from _roots(held, what, seen)
+    yield from _roots(obj.func, what, seen, values)
+    yield from _held(obj.args, obj.keywords, what, seen, values)
     return
   if inspect.ismethod(obj):
-    yield from _roots(obj.__func__, what, seen)
-    yield from _roots(obj.__self__, what, seen)
+    yield from _roots(obj.__func__, what, seen, values)
+    yield from _instance(obj.__self__, what, seen, values)
     return
   if inspect.isfunction(obj):
     file, text = obj.__code__.co_filename, None
@@ -179,10 +216,13 @@ def _roots(obj: Any, what: str, seen: set[int]) -> Iterable[tuple[str, str, str 
         )
     yield obj.__module__ or '', file, text
     cells = [c.cell_contents for c in obj.__closure__ or () if _filled(c)]
-    for held in (*cells, *(obj.__defaults__ or ()), *(obj.__kwdefaults__ or {}).values()):
-      yield from _roots(held, what, seen)
+    if os.path.realpath(file).startswith(_LIBRARY + os.sep):  # afl_jax's values: its own
+      cells = [c for c in cells if callable(c) or isinstance(c, types.ModuleType)]
+    yield from _held(cells, {}, what, seen, values)
+    for held in (*(obj.__defaults__ or ()), *(obj.__kwdefaults__ or {}).values()):
+      yield from _roots(held, what, seen, values)  # plain defaults: in the signature, the config
     if hasattr(obj, '__wrapped__'):
-      yield from _roots(obj.__wrapped__, what, seen)
+      yield from _roots(obj.__wrapped__, what, seen, values)
     return
   if inspect.isclass(obj):
     for cls in obj.__mro__:
@@ -198,12 +238,31 @@ def _roots(obj: Any, what: str, seen: set[int]) -> Iterable[tuple[str, str, str 
   if callable(obj):
     wrapped = getattr(obj, '__wrapped__', None)  # a jitted or decorated function
     if wrapped is not None:
-      yield from _roots(wrapped, what, seen)
+      yield from _roots(wrapped, what, seen, values)
     if not inspect.isbuiltin(obj) and type(obj).__module__ != 'builtins':
-      yield from _roots(type(obj), what, seen)
-      for held in getattr(obj, '__dict__', {}).values():
-        if callable(held):
-          yield from _roots(held, what, seen)
+      yield from _instance(obj, what, seen, values)
+
+
+def _instance(obj: Any, what: str, seen: set[int], values: list[str]):
+  """An object's class, and what it holds where the class is the researcher's own."""
+  yield from _roots(type(obj), what, seen, values)
+  file = getattr(sys.modules.get(type(obj).__module__), '__file__', None)
+  attrs = getattr(obj, '__dict__', None)
+  if file and is_own(file) and attrs is not None:
+    own = {k: v for k, v in attrs.items() if not k.startswith('__')}
+    yield from _held((), own, what, seen, values)
+
+
+def _held(args: Iterable[Any], keywords: Mapping[str, Any], what, seen, values):
+  """What a partial, a closure or an object holds: callables and modules followed as code, the
+  rest digested as values (:func:`_value`) and their own classes followed."""
+  for key, x in [('', a) for a in args] + sorted(keywords.items()):
+    if callable(x) or isinstance(x, types.ModuleType):
+      yield from _roots(x, what, seen, values)
+      continue
+    values.append(f'{key}={_value(x, what)}' if key else _value(x, what))
+    if type(x).__module__ not in ('builtins', 'numpy'):
+      yield from _roots(type(x), what, seen, values)
 
 
 def _filled(cell) -> bool:
@@ -220,7 +279,10 @@ def digests(components: Iterable[tuple[str, Any]]) -> dict[str, str]:
   out: dict[str, str] = {}
   todo, done, seen = [], set(), set()
   for what, obj in components:
-    todo += list(_roots(obj, what, seen))
+    values: list[str] = []
+    todo += list(_roots(obj, what, seen, values))
+    if values:  # a registered partial's arguments, a closure's values
+      out[f'{HELD}{what}'] = hashlib.sha256('\n'.join(values).encode()).hexdigest()
   while todo:
     name, path, text = todo.pop()
     if text is None:

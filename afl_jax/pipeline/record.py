@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from afl_jax.errors import ResumeError
-from afl_jax.pipeline import metrics_io
+from afl_jax.pipeline import metrics_io, own_code
 from afl_jax.pipeline.workdir import read_json, show
 
 CONFIG_FILE, SUMMARY_FILE = 'config.json', 'summary.json'
@@ -227,7 +227,12 @@ def changes(old: Mapping[str, Any], new: Mapping[str, Any], old_config, new_conf
     out.append(f'the schedule arrays (config.schedule.trace={trace})' if trace else 'the schedule')
   code_a, code_b = old.get('code') or {}, new['code']
   out += [
-    f'the source of module {m}' + ('' if m in code_b else ' (no longer used)')
+    (
+      f'the values {m[len(own_code.HELD) :]} holds'
+      if m.startswith(own_code.HELD)
+      else f'the source of module {m}'
+    )
+    + ('' if m in code_b else ' (no longer used)')
     for m in sorted(set(code_a) | set(code_b))
     if code_a.get(m) != code_b.get(m)
   ]
