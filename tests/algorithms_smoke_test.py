@@ -23,14 +23,12 @@ def _config_for(name):
   else:
     c = config_lib.default()
     c.algorithm = name
-    c.hparams = {
-      k: v for k, v in c.hparams.items() if k in afl_jax.algorithms.hyperparameters(name)
-    }
+    c.hparams = {k: v for k, v in c.hparams.items() if k in afl_jax.algorithms.settings(name)}
   c.dataset, c.model, c.num_clients, c.train_subset = 'digits', 'logreg', 12, 0
   c.local_steps, c.local_epochs, c.batch_size = 2, 0, 8
   c.num_rounds, c.eval_every, c.eval_train_samples = 8, 4, 100
   c.checkpoint_every, c.stop_after_steps, c.target_accuracy = 0, 0, 0.0
-  c.unlabeled_size = 300 if 'unlabeled_x' in afl_jax.algorithms.registry.context(name) else 0
+  c.unlabeled_size = 300 if 'unlabeled_x' in afl_jax.algorithms.ALGORITHMS.context(name) else 0
   s = c.schedule
   s.concurrency, s.buffer_size = min(s.concurrency, 6), min(s.buffer_size, 3)
   s.clients_per_step = min(s.clients_per_step, 4)
