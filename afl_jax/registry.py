@@ -123,6 +123,12 @@ class Registry:
     for registry, part in parts.values():
       settings |= registry.settings(part)
     where = _where(f)
+    reserved = sorted(set(settings) & self.reserved)
+    if reserved:
+      raise ValueError(
+        f'{self.kind} {name!r} ({where}): its setting {reserved[0]!r} collides with an argument '
+        f'of register/make ({", ".join(sorted(self.reserved))}); rename the setting.'
+      )
     stray = sorted(set(declared) - set(settings) - set(context))
     if stray:
       raise ValueError(f'{self.kind} {name!r}: ranges {stray} are not arguments of {where}.')
@@ -159,6 +165,14 @@ class Registry:
         parameters=[p for p in sig.parameters.values() if p.name not in fixed]
       )
     return call
+
+  @property
+  def reserved(self) -> set[str]:
+    """Names a setting may not take: the arguments of :meth:`register` and :meth:`make`, and
+    the key naming the component in a config section or a sweep entry."""
+    own = set(inspect.signature(Registry.register).parameters) | {'facts', 'name'}
+    own -= {'self', 'factory', 'specs_and_meta'}
+    return own | {self.name_field.rsplit('.', 1)[-1]}
 
   def unregister(self, name: str) -> None:
     """Remove ``name`` (a test's or notebook's own entry); unknown names: an error."""

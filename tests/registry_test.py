@@ -228,3 +228,25 @@ def test_registering_a_name_again_needs_replace_and_ranges_name_arguments(gain_a
     r.make('c')
   r.register('a', lambda: 3, replace=True, colour='blue')
   assert r.make('a') == 3 and r.meta('a') == {'colour': 'blue'} and len(r) == 1
+
+
+@pytest.mark.parametrize(
+  'registry,setting',
+  [(algorithms.ALGORITHMS, 'name'), (algorithms.ALGORITHMS, 'facts')]
+  + [(algorithms.ALGORITHMS, k) for k in ('replace', 'context', 'uses', 'fixed', 'rules')]
+  + [(schedules.SCHEDULES, 'kind'), (compression.COMPRESSORS, 'kind')],
+)
+def test_a_setting_named_like_an_argument_of_register_is_refused_at_the_registration(
+  registry, setting
+):
+  """A researcher's setting named ``name`` (or another argument of ``register``/``make``, or
+  the key naming the component in its section) cannot be given through them: refused where
+  it is registered, naming the function and its line, never later at a config file."""
+  namespace = {}
+  exec(f'def factory(ctx=None, client_lr=0.1, {setting}=1):\n  return None', namespace)
+  with pytest.raises(ValueError) as err:
+    registry.register('never_registered', namespace['factory'])
+  message = str(err.value)
+  assert message.startswith(f"{registry.kind} 'never_registered' (") and '\n' not in message
+  assert f'its setting {setting!r} collides with' in message and 'factory' in message
+  assert 'never_registered' not in registry.names()
