@@ -11,7 +11,7 @@ from afl_jax.algorithms._masfl import masfl_client as masfl
 from afl_jax.algorithms._shared import divide_by_local_steps, local_sgd, prox_sgd, run_local_steps
 from afl_jax.core.precision import with_compute_dtype
 
-make, names, settings, register = CLIENTS.make, CLIENTS.names, CLIENTS.settings, CLIENTS.register
+make, names, settings, register = CLIENTS.verbs()
 
 __all__ = [
   'CLIENTS',

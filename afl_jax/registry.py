@@ -201,6 +201,10 @@ class Registry:
       supplied[arg] = registry.make(part, **own, **given)
     return entry.factory(**supplied, **entry.fixed, **bound)
 
+  def verbs(self) -> tuple[Callable, Callable, Callable, Callable]:
+    """``(make, names, settings, register)``: what the package of this kind exports."""
+    return self.make, self.names, self.settings, self.register
+
   def names(self) -> list[str]:
     """All registered names, sorted."""
     return sorted(self._entries)

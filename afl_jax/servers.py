@@ -34,7 +34,7 @@ from afl_jax.algorithms._shared import (
   optimizer_server,
 )
 
-make, names, settings, register = SERVERS.make, SERVERS.names, SERVERS.settings, SERVERS.register
+make, names, settings, register = SERVERS.verbs()
 
 __all__ = [
   'SERVERS',

@@ -39,12 +39,7 @@ from afl_jax.algorithms._fedgm import (
 from afl_jax.algorithms._masfl import adamasfl, adamasfl_theory, masfl, masfl_theory
 from afl_jax.algorithms._port import port
 
-make, names, settings, register = (
-  ALGORITHMS.make,
-  ALGORITHMS.names,
-  ALGORITHMS.settings,
-  ALGORITHMS.register,
-)
+make, names, settings, register = ALGORITHMS.verbs()
 
 __all__ = [
   'ALGORITHMS',

@@ -26,12 +26,7 @@ from afl_jax.compression._error_feedback import ErrorFeedbackState, error_feedba
 from afl_jax.compression._qsgd import qsgd, top_k_qsgd
 from afl_jax.compression._sparse import top_k
 
-make, names, settings, register = (
-  COMPRESSORS.make,
-  COMPRESSORS.names,
-  COMPRESSORS.settings,
-  COMPRESSORS.register,
-)
+make, names, settings, register = COMPRESSORS.verbs()
 
 __all__ = [
   'COMPRESSORS',

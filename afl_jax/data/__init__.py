@@ -63,12 +63,7 @@ def _synthetic(
   )  # fmt: skip
 
 
-make, names, settings, register = (
-  DATASETS.make,
-  DATASETS.names,
-  DATASETS.settings,
-  DATASETS.register,
-)
+make, names, settings, register = DATASETS.verbs()
 
 __all__ = [
   'DATASETS',

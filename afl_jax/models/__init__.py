@@ -41,7 +41,7 @@ MODELS.register(
 )
 
 
-make, names, settings, register = MODELS.make, MODELS.names, MODELS.settings, MODELS.register
+make, names, settings, register = MODELS.verbs()
 
 
 def count_params(params: Any) -> int:

@@ -16,12 +16,7 @@ from afl_jax.schedules.fedecho_table1 import schedule as fedecho
 from afl_jax.schedules.registry import SCHEDULES, ScheduleContext
 from afl_jax.schedules.schedule import Schedule, ScheduleError, from_arrays, load
 
-make, names, settings, register = (
-  SCHEDULES.make,
-  SCHEDULES.names,
-  SCHEDULES.settings,
-  SCHEDULES.register,
-)
+make, names, settings, register = SCHEDULES.verbs()
 
 __all__ = [
   'BUILDERS',
