@@ -17,7 +17,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from afl_jax.algorithms import registry
+from afl_jax.algorithms import ALGORITHMS, RunInfo
 from afl_jax.core import replicas
 from afl_jax.core.engine import SimState
 from afl_jax.core.problem import Problem, check_params, describe_tree
@@ -179,7 +179,7 @@ def simulator(
   schedules: Schedule | Sequence[Schedule],
   num_replicas: int,
   *,
-  run: registry.RunInfo | None = None,
+  run: RunInfo | None = None,
   factory: Callable[..., Algorithm] | None = None,
   chunk_size: int | None = None,
   record_params: bool = False,
@@ -192,7 +192,7 @@ def simulator(
 ) -> Simulator:
   """The Simulator of a sweep of ``num_replicas`` runs (arguments as :func:`sweep`). Each
   replica's factory is called once on the host with its values, so a bad value fails
-  before compute naming the replica; ``factory`` (default ``algorithms.get``) builds the
+  before compute naming the replica; ``factory`` (default ``algorithms.make``) builds the
   algorithm inside the trace from the traced values."""
   r = num_replicas
   schedule_list = _as_list(schedules, r, 'schedules')
@@ -207,7 +207,7 @@ def simulator(
       )
     factory, defaults = (lambda algorithm=name: algorithm), {}
   elif isinstance(name, str):
-    defaults = registry.hyperparameters(name)  # an unknown name fails here
+    defaults = ALGORITHMS.settings(name)  # an unknown name fails here
   else:
     raise ArgumentError(
       f'sweep takes a registered algorithm name (afl_jax.algorithms.names()) or an '
@@ -216,9 +216,9 @@ def simulator(
   distinct = list({id(s): s for s in schedule_list}.values())  # each checked once in prepare
   static, traced = replicas.split_hparams(defaults, hparams, r)
   if factory is None:  # the values shared by the replicas checked once, not as 'replica 0'
-    factory = functools.partial(registry.get, name, run=run)
+    factory = functools.partial(ALGORITHMS.make, name, facts=run)
     shared = {k: v for k, v in static.items() if k in defaults}
-    registry.ALGORITHMS.bind(name, shared, in_config=False)
+    ALGORITHMS.bind(name, shared, in_config=False)
   first = None
   for i in range(r):
     try:

@@ -1,74 +1,55 @@
-"""One name -> factory mechanism, and the one validation, for every component a config names.
+"""One name -> factory mechanism, and the one check of a component's settings, for every kind of
+component (algorithm, client and server rule, compressor, model, dataset, schedule).
 
-A factory's signature is the one truth for its settings; each setting's range is declared
-beside it at registration (``@ALGORITHMS.register('fadas', tau_c=checks.integer(0))``) and
-checked once by :meth:`Registry.bind`, for a config section and a direct call alike;
-docs/extending.md."""
+Every registry answers the same three verbs: ``make(name, **settings)`` builds one,
+``names()`` lists them, ``settings(name)`` reads a factory's settings (its signature, defaults
+included). Each setting's range is a :class:`~afl_jax.checks.Spec` declared beside the
+registration (``@ALGORITHMS.register('fadas', tau_c=checks.integer(0))``), each combination a
+:class:`~afl_jax.checks.Rule`; :meth:`Registry.bind` checks them, for a config section and a
+direct call alike (docs/extending.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from afl_jax import ranges
+import numpy as np
+
+from afl_jax import checks
 from afl_jax.errors import ArgumentError, ConfigError
 
+REQUIRED = inspect.Parameter.empty  # the default of a setting that has none
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-_EMPTY = inspect.Parameter.empty
 # Bumped by every register/unregister: what a resolved config can depend on changed (caches of
 # resolved configs, e.g. afl_jax.reproduction.runs.config_digest, key on it).
 GENERATION = [0]
 
 
-# Arguments that mean the same in every rule and algorithm that takes them.
-COMMON: dict[str, ranges.Spec] = {
-  'client_lr': ranges.POSITIVE,  # eta_l (an optax schedule is also accepted)
-  'server_lr': ranges.POSITIVE,  # eta_g
-  'weighting': ranges.choice(('uniform', 'examples')),  # servers._weighting
-  'normalizer': ranges.choice(('arrivals', 'clients')),  # over |S_t| or n (AsynFL eq. 5)
-  'mu': ranges.NON_NEGATIVE,  # the proximal coefficient
-  'beta1': ranges.real(0.0, 1.0, high_open=True),  # first-moment decay
-  'beta2': ranges.real(0.0, 1.0, high_open=True),  # second-moment decay
-  'epsilon': ranges.POSITIVE,
-  'num_clients': ranges.integer(1),
-}
-
-
-def validated(**specs: ranges.Spec | None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-  """Decorator: the rule checks its arguments against ``specs`` (None: unchecked), else
-  :data:`COMMON`, else the type of the default, when called; the result's ``specs`` are
-  the declared and common ranges (what an algorithm built on it inherits)."""
-
-  def deco(f):
-    defaults = {k: p.default for k, p in inspect.signature(f).parameters.items()}
-    stray = sorted(set(specs) - set(defaults))
-    if stray:
-      raise ValueError(f'{f.__name__}: ranges {stray} are not arguments.')
-    table = {k: specs[k] if k in specs else COMMON.get(k) for k in defaults}
-    where = f'{f.__module__.split(".")[1]}.{f.__name__}'
-
-    def check(args):
-      known = {k: d for k, d in defaults.items() if d is not inspect.Parameter.empty} | args
-      for k, value in args.items():
-        spec = table[k] if k in specs or table.get(k) else ranges.inferred(defaults.get(k))
-        problem = ranges.violation(spec, value, defaults.get(k), known)
-        if problem is not None:
-          raise ArgumentError(f'{k}={value!r} is invalid: {problem} ({where}).')
-
-    out = ranges.validating(f, check)
-    out.specs = {k: s for k, s in table.items() if s is not None}
-    return out
-
-  return deco
+@dataclasses.dataclass(frozen=True)
+class _Entry:
+  factory: Callable[..., Any]
+  settings: dict[str, Any]  # setting -> default (REQUIRED: none)
+  specs: dict[str, checks.Spec]  # declared, then inherited from the rules it uses
+  rules: tuple[checks.Rule, ...]
+  context: tuple[str, ...]  # arguments the caller fills from run facts (not settings)
+  needs: tuple[str, ...]  # the context arguments without a default
+  fixed: dict[str, Any]  # arguments this registration sets (not settings)
+  parts: dict[str, tuple[Registry, str]]  # argument -> the entry that builds it
+  meta: dict[str, Any]
 
 
 class Registry:
-  """Names -> factories of one ``kind``, whose settings live in config ``section`` and
-  whose name in config field ``name_field``; ``supplied``: arguments every factory
-  receives from the caller (not settings); ``shared``: name -> Spec for settings that
-  mean the same in every entry."""
+  """Names -> factories of one ``kind``. ``section``: the config section holding the settings
+  (a refusal is a ConfigError naming ``<section>.<setting>``); None for a library kind (the
+  rules), refused with an ArgumentError naming the argument. ``name_field``: the config field
+  naming the component. ``supplied``: arguments the caller gives every factory (not settings).
+  ``shared``: name -> Spec of settings that mean the same in every entry. ``parts``: argument
+  -> registered factory building it from settings of the same section (a schedule's job
+  durations): its settings are the taking entry's, and :meth:`make` builds it. ``facts``: the
+  run facts an entry may take as ``context`` (None: any)."""
 
   def __init__(
     self,
@@ -77,30 +58,42 @@ class Registry:
     section: str | None = None,
     name_field: str | None = None,
     supplied: Sequence[str] = (),
-    shared: Mapping[str, ranges.Spec] | None = None,
+    shared: Mapping[str, checks.Spec] | None = None,
+    parts: Mapping[str, Callable[..., Any]] | None = None,
+    facts: Sequence[str] | None = None,
   ):
-    self.kind, self.section = kind, section or kind
+    self.kind, self.section = kind, section
     self.name_field = name_field or kind
     self.supplied = tuple(supplied)
     self.shared = dict(shared or {})
-    self._entries: dict[str, tuple[Callable, dict, dict, tuple]] = {}
+    self.parts = {arg: f.__registered__ for arg, f in (parts or {}).items()}
+    self.facts = None if facts is None else tuple(facts)
+    self._entries: dict[str, _Entry] = {}
 
+  # ---- registering ----------------------------------------------------------------------------
   def register(
     self,
     name: str,
     factory: Callable[..., Any] | None = None,
+    /,
     *,
     replace: bool = False,
     context: Sequence[str] = (),
     uses: Sequence[Callable[..., Any]] = (),
-    **ranges_and_meta: Any,
+    fixed: Mapping[str, Any] | None = None,
+    rules: Sequence[checks.Rule] = (),
+    **specs_and_meta: Any,
   ):
     """Register ``factory`` as ``name`` (a decorator when omitted); returns it checking its
-    arguments when called. Spec keywords declare ranges, other keywords are metadata
-    (:meth:`meta`); ``context``: run facts the caller fills; ``uses``: rules whose ranges
-    apply to arguments of the same name; ``replace=True`` allows registering a name again."""
-    declared = {k: v for k, v in ranges_and_meta.items() if isinstance(v, ranges.Spec)}
-    meta = {k: v for k, v in ranges_and_meta.items() if k not in declared}
+    arguments when called (:meth:`make`). Spec keywords declare ranges, other keywords are
+    metadata (:meth:`meta`); ``context``: run facts the caller fills; ``uses``: registered
+    rules whose ranges and combinations apply to arguments of the same name (a factory taking
+    ``**kwargs`` passes their settings on: they are its settings too); ``fixed``: arguments
+    this name sets; ``rules``: combinations (:class:`~afl_jax.checks.Rule`); ``replace=True``
+    registers a name again."""
+    declared = {k: v for k, v in specs_and_meta.items() if isinstance(v, checks.Spec)}
+    meta = {k: v for k, v in specs_and_meta.items() if k not in declared}
+    fixed = dict(fixed or {})
 
     def deco(f: Callable[..., Any]) -> Callable[..., Any]:
       if name in self._entries and not replace:
@@ -108,123 +101,231 @@ class Registry:
           f'{self.kind} {name!r} is registered twice; to replace the registered one '
           '(e.g. a notebook cell run again), pass replace=True to register.'
         )
-      takes = set(_settings(f, tuple(self.supplied))) - set(self.supplied)
-      stray = sorted(set(declared) - takes)
-      if stray:
-        raise ValueError(f'{self.kind} {name!r}: ranges {stray} are not arguments of {f}.')
-      inherited = {k: s for rule in uses for k, s in rule.specs.items() if k in takes}
-      specs = {**inherited, **declared}
-      out = run = f
-      if inspect.isfunction(f):
-        supplied = set(self.supplied)
-        out = ranges.validating(
-          f, lambda args: self._check(name, {k: v for k, v in args.items() if k not in supplied})
-        )
-        run = ranges.trusted(f)
-      self._entries[name] = (run, meta, specs, tuple(context))
+      entry = self._entry_of(name, f, tuple(context), fixed, uses, rules, declared, meta)
+      self._entries[name] = entry
       GENERATION[0] += 1
-      return out
+      return self._public(name, f, fixed)
 
     return deco if factory is None else deco(factory)
 
+  def _entry_of(self, name, f, context, fixed, uses, rules, declared, meta) -> _Entry:
+    params = inspect.signature(f).parameters.values()
+    skip = set(self.supplied) | set(context) | set(fixed)
+    own = [p for p in params if p.name not in skip and not p.name.startswith('_')]
+    parts = {p.name: self.parts[p.name] for p in own if p.name in self.parts}
+    settings = {p.name: p.default for p in own if p.kind not in _VARIADIC and p.name not in parts}
+    used = [u.__registered__ for u in uses]
+    if any(p.kind == p.VAR_KEYWORD for p in own):  # passes the rules' settings on
+      for registry, rule in used:
+        settings |= {
+          k: d for k, d in registry.settings(rule).items() if k not in skip | settings.keys()
+        }
+    for registry, part in parts.values():
+      settings |= registry.settings(part)
+    where = _where(f)
+    reserved = sorted(set(settings) & self.reserved)
+    if reserved:
+      raise ValueError(
+        f'{self.kind} {name!r} ({where}): its setting {reserved[0]!r} collides with an argument '
+        f'of register/make ({", ".join(sorted(self.reserved))}); rename the setting.'
+      )
+    stray = sorted(set(declared) - set(settings) - set(context))
+    if stray:
+      raise ValueError(f'{self.kind} {name!r}: ranges {stray} are not arguments of {where}.')
+    for k in set(meta) & (set(settings) | set(context)):
+      raise TypeError(f'{self.kind} {name!r}: the range of {k!r} must be a checks.Spec.')
+    unknown = sorted(set(context) - set(self.facts or context))
+    if unknown:
+      raise ValueError(f'{self.kind} {name!r}: context {unknown} are not run facts {self.facts}.')
+    known = set(settings) | set(context) | set(fixed)
+    specs, inherited = dict(declared), list(rules)
+    for registry, rule in [*used, *parts.values()]:
+      entry = registry._entries[rule]
+      specs |= {k: s for k, s in entry.specs.items() if k in known and k not in specs}
+      inherited += [r for r in entry.rules if set(r.reads) <= known and r not in inherited]
+    needs = tuple(p.name for p in params if p.name in context and p.default is REQUIRED)
+    return _Entry(f, settings, specs, tuple(inherited), context, needs, fixed, parts, meta)
+
+  def _public(self, name: str, f: Callable[..., Any], fixed: Mapping[str, Any]) -> Callable:
+    """``f`` as a user calls it: its arguments checked, then built (:meth:`make`)."""
+    sig = inspect.signature(f)
+    positional = [p.name for p in sig.parameters.values() if p.kind == p.POSITIONAL_OR_KEYWORD]
+    positional = [k for k in positional if k not in fixed]
+
+    @functools.wraps(f, updated=())
+    def call(*args, **kwargs):
+      if len(args) > len(positional):
+        raise TypeError(f'{name}() takes {len(positional)} positional arguments.')
+      return self.make(name, **dict(zip(positional, args, strict=False)), **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__registered__ = (self, name)
+    if fixed:
+      call.__signature__ = sig.replace(
+        parameters=[p for p in sig.parameters.values() if p.name not in fixed]
+      )
+    return call
+
+  @property
+  def reserved(self) -> set[str]:
+    """Names a setting may not take: the arguments of :meth:`register` and :meth:`make`, and
+    the key naming the component in a config section or a sweep entry."""
+    own = set(inspect.signature(Registry.register).parameters) | {'facts', 'name'}
+    own -= {'self', 'factory', 'specs_and_meta'}
+    return own | {self.name_field.rsplit('.', 1)[-1]}
+
   def unregister(self, name: str) -> None:
-    """Remove ``name`` (a test's or notebook's own entry); unknown names: ValueError."""
-    self.get(name)
+    """Remove ``name`` (a test's or notebook's own entry); unknown names: an error."""
+    self._entry(name)
     del self._entries[name]
     GENERATION[0] += 1
 
-  def get(self, name: str) -> Callable[..., Any]:
-    """The factory registered as ``name``, for settings :meth:`bind` returned (it does not
-    check them again; the function ``register`` returned does); unknown: ValueError."""
-    if name not in self:
-      raise ValueError(f'unknown {self.kind} name={name!r}; valid: {self.names()}.')
-    return self._entries[name][0]
+  # ---- the three verbs --------------------------------------------------------------------------
+  def make(self, name: str, /, facts: Any = None, **kwargs: Any) -> Any:
+    """The component ``name`` built with ``kwargs``: the supplied arguments, and the settings,
+    checked (:meth:`bind`) and their defaults filled; its ``context`` not given is read from
+    ``facts`` (a mapping or an object such as a RunInfo), which also bound ranges by name."""
+    entry = self._entry(name)
+    facts = _as_mapping(facts)
+    supplied = {k: kwargs.pop(k) for k in list(kwargs) if k in self.supplied}
+    kwargs = {k: facts[k] for k in entry.context if k not in kwargs and k in facts} | kwargs
+    bound = self.bind(name, kwargs, facts=facts, in_config=False)
+    missing = [k for k in entry.needs if k not in kwargs]
+    if missing:  # a config section never holds run facts: only a build needs them
+      why = f'is a run fact {self.kind} {name!r} needs: give it (or facts=RunInfo(...))'
+      raise self._error(missing[0], REQUIRED, why, name, False)
+    for arg, (registry, part) in entry.parts.items():
+      takes = registry.settings(part)
+      given = {k: bound.pop(k) for k in list(bound) if k in takes}
+      own = {k: v for k, v in supplied.items() if k in registry.supplied}
+      supplied[arg] = registry.make(part, **own, **given)
+    return entry.factory(**supplied, **entry.fixed, **bound)
+
+  def verbs(self) -> tuple[Callable, Callable, Callable, Callable]:
+    """``(make, names, settings, register)``: what the package of this kind exports."""
+    return self.make, self.names, self.settings, self.register
+
+  def names(self) -> list[str]:
+    """All registered names, sorted."""
+    return sorted(self._entries)
+
+  def settings(self, name: str) -> dict[str, Any]:
+    """The settings of ``name`` with their defaults (:data:`REQUIRED`: none)."""
+    return dict(self._entry(name).settings)
+
+  # ---- what the check reads -------------------------------------------------------------------
+  def defaults(self, name: str) -> dict[str, Any]:
+    """The settings of ``name`` that have a default, with it."""
+    return {k: v for k, v in self.settings(name).items() if v is not REQUIRED}
+
+  def specs(self, name: str) -> dict[str, checks.Spec | None]:
+    """The range of each setting of ``name`` (None: unchecked): declared, inherited from the
+    rules it uses, shared or implied by the default."""
+    entry = self._entry(name)
+    return {k: self._spec(entry, k) for k in entry.settings}
+
+  def _spec(self, entry: _Entry, arg: str) -> checks.Spec | None:
+    if arg in entry.context:  # a run fact given by hand: its declared or shared range
+      return entry.specs.get(arg) or self.shared.get(arg)
+    default = entry.settings.get(arg)
+    return entry.specs.get(arg) or self.shared.get(arg) or checks.inferred(default)
 
   def meta(self, name: str) -> dict[str, Any]:
     """The metadata given at registration (a copy)."""
-    self.get(name)
-    return dict(self._entries[name][1])
+    return dict(self._entry(name).meta)
 
   def context(self, name: str) -> tuple[str, ...]:
-    """The arguments of ``name``'s factory that the caller fills (not settings)."""
-    self.get(name)
-    return self._entries[name][3]
+    """The arguments of ``name``'s factory that the caller fills from run facts."""
+    return self._entry(name).context
 
-  def settings(self, name: str) -> dict[str, Any]:
-    """The settings of ``name`` with their defaults (``inspect.Parameter.empty``: required)."""
-    return dict(_settings(self.get(name), tuple(self.supplied) + tuple(self._entries[name][3])))
+  def factory(self, name: str) -> Callable[..., Any]:
+    """The function registered as ``name`` (what its source is: a run's identity reads it)."""
+    return self._entry(name).factory
 
-  def defaults(self, name: str) -> dict[str, Any]:
-    """The settings of ``name`` that have a default, with it."""
-    return {k: v for k, v in self.settings(name).items() if v is not _EMPTY}
-
-  def specs(self, name: str) -> dict[str, ranges.Spec | None]:
-    """The range of each setting of ``name`` (None: unchecked): declared, used, shared or
-    implied by the default."""
-    own = self._entries[name][2] if name in self else {}
-    return {
-      k: own.get(k) or self.shared.get(k) or ranges.inferred(d)
-      for k, d in self.settings(name).items()
-    }
+  def field(self, arg: str) -> str:
+    """The config field of setting ``arg`` (``'hparams.client_lr'``; ``arg`` for a rule)."""
+    return f'{self.section}.{arg}' if self.section else arg
 
   def violation(self, name: str, arg: str, value: Any, facts: Mapping[str, Any] | None = None):
     """None when ``value`` is allowed for setting ``arg`` of ``name``, else what is."""
-    default = self.settings(name).get(arg, 0)
-    return ranges.violation(self.specs(name).get(arg), value, default, facts or {})
+    entry = self._entry(name)
+    known = {**self.defaults(name), **(facts or {})}
+    return checks.violation(self._spec(entry, arg), value, entry.settings.get(arg), known)
 
-  def field(self, arg: str) -> str:
-    """The config field of setting ``arg`` (``'hparams.client_lr'``)."""
-    return f'{self.section}.{arg}'
-
+  # ---- the check ------------------------------------------------------------------------------
   def bind(
     self,
     name: str,
     settings: Mapping[str, Any],
     *,
-    facts: Mapping[str, Any] | None = None,
+    facts: Any = None,
     in_config: bool = True,
   ) -> dict[str, Any]:
-    """Every setting ``name``'s factory runs with: ``settings`` checked (ranges may be bounded
-    by ``facts`` such as ``num_clients``), defaults filled; ConfigError (``config.<section>.
-    <arg>=...`` with ``in_config``) for an unknown name or argument, a value out of range or
-    a required argument missing."""
-    self._check(name, settings, facts, in_config)
-    takes = self.settings(name)
-    missing = [k for k, d in takes.items() if d is _EMPTY and k not in settings]
-    if missing:
-      field = self.field(missing[0])
-      raise ConfigError(
-        f'config.{field} is required by {self.kind} {name!r} (no default).', field=field
-      )
-    return {k: d for k, d in takes.items() if d is not _EMPTY} | dict(settings)
+    """Every setting ``name``'s factory runs with: ``settings`` checked against their ranges
+    (bounded by ``facts`` such as ``num_clients``) and the registration's rules, defaults filled,
+    lists as tuples; the one refusal (``config.<section>.<arg>=...`` with ``in_config``) of an
+    unknown name or argument, a value out of range, a required argument missing or a
+    combination that cannot work."""
+    refusal = self.refusal(name, settings, _as_mapping(facts))
+    if refusal is not None:
+      raise self._error(*refusal, name, in_config)
+    entry = self._entries[name]
+    given = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()}
+    return {k: d for k, d in entry.settings.items() if d is not REQUIRED} | given
 
-  def _check(self, name, settings, facts=None, in_config=False) -> None:
+  def refusal(
+    self, name: str, settings: Mapping[str, Any], facts: Mapping[str, Any] | None = None
+  ) -> tuple[str, Any, str] | None:
+    """None when ``settings`` suit ``name``, else the first refusal ``(field, value, why)``
+    (value :data:`REQUIRED`: missing); an unknown name refused on :attr:`name_field`."""
     if name not in self:
-      why = f'must be one of {self.names()} (the registered {self.kind}s).'
-      raise self._error(self.name_field, name, why, name, in_config)
-    takes, context = self.settings(name), self._entries[name][3]
+      return self.name_field, name, f'must be one of {self.names()} (the registered {self.kind}s).'
+    entry = self._entries[name]
     for arg, value in settings.items():
-      if arg not in takes and arg not in context:
-        why = f'{self.kind} {name!r} takes no setting {arg!r}; valid: {sorted(takes)}.'
-        raise self._error(self.field(arg), value, why, name, in_config)
-    known = {**{k: d for k, d in takes.items() if d is not _EMPTY}, **settings, **(facts or {})}
+      if arg not in entry.settings and arg not in entry.context:
+        valid = sorted(entry.settings)
+        return (
+          self.field(arg),
+          value,
+          f'{self.kind} {name!r} takes no setting {arg!r}; valid: {valid}.',
+        )
+    known = {k: d for k, d in entry.settings.items() if d is not REQUIRED}
+    known |= {k: v for k, v in (facts or {}).items() if v is not None} | dict(settings)
     for arg, value in settings.items():
-      if arg in context:  # a run fact given by hand: checked against its declared range
-        problem = ranges.violation(self._entries[name][2].get(arg), value, None, known)
-      else:
-        problem = self.violation(name, arg, value, known)
+      problem = checks.violation(self._spec(entry, arg), value, entry.settings.get(arg), known)
       if problem is not None:
-        raise self._error(self.field(arg), value, f'{problem}.', name, in_config)
+        return self.field(arg), value, f'{problem}.'
+    missing = [k for k, d in entry.settings.items() if d is REQUIRED and k not in settings]
+    if missing:
+      return self.field(missing[0]), REQUIRED, f'is required by {self.kind} {name!r} (no default)'
 
-  def _error(self, field: str, value: Any, why: str, name: str, in_config: bool) -> ConfigError:
+    known |= entry.fixed
+    for rule in entry.rules:
+      if all(k in known and not checks.is_traced(known[k]) for k in rule.reads):
+        problem = rule.problem(**{k: known[k] for k in rule.reads})
+        if isinstance(problem, tuple):
+          return problem
+        if problem is not None:
+          return self.field(rule.field), known.get(rule.field), f'{problem}.'
+    return None
+
+  def _entry(self, name: str) -> _Entry:
+    if name not in self:
+      why = f'unknown {self.kind} name={name!r}; valid: {self.names()}.'
+      raise ConfigError(why, field=self.name_field) if self.section else ArgumentError(why)
+    return self._entries[name]
+
+  def _error(self, field: str, value: Any, why: str, name: str, in_config: bool):
+    owner = f'{self.kind} {name!r}'
+    if value is REQUIRED:
+      message = f'{field} {why}.'
+      return ConfigError(f'config.{message}' if in_config else message, field=field)
+    value = _Shown(value) if hasattr(value, 'dtype') and np.ndim(value) > 0 else value
     if in_config:
-      return ConfigError.invalid(field, value, why)
-    where = '' if f'{self.kind} {name!r}' in why else f' ({self.kind} {name!r})'
-    return ConfigError(f'{field}={value!r} is invalid: {why.rstrip(".")}{where}.', field=field)
-
-  def names(self) -> list[str]:
-    """All registered names, sorted."""
-    return sorted(self._entries)
+      return ConfigError.invalid(field, value, why.rstrip('.') + '.')
+    where = '' if owner in why else f' ({owner})'
+    message = f'{field}={value!r} is invalid: {why.rstrip(".")}{where}.'
+    return ConfigError(message, field=field) if self.section else ArgumentError(message)
 
   def __contains__(self, name: object) -> bool:
     return isinstance(name, str) and name in self._entries
@@ -236,20 +337,28 @@ class Registry:
     return len(self._entries)
 
 
-def _settings(f: Callable[..., Any], supplied: Sequence[str]) -> dict[str, Any]:
-  try:  # a signature is fixed per function object (callers copy the result out)
-    return _cached_settings(f, tuple(supplied))
-  except TypeError:  # an unhashable callable: read its signature each time
-    return _read_settings(f, supplied)
+class _Shown:
+  """An array as an error names it: ``float32[9, 2]`` (its repr spans lines)."""
+
+  def __init__(self, array: Any):
+    self.text = f'{np.dtype(array.dtype).name}{list(np.shape(array))}'
+
+  def __repr__(self) -> str:
+    return self.text
 
 
-def _read_settings(f: Callable[..., Any], supplied: Sequence[str]) -> dict[str, Any]:
-  params = inspect.signature(f).parameters.values()
-  return {
-    p.name: p.default
-    for p in params
-    if p.kind not in _VARIADIC and p.name not in supplied and not p.name.startswith('_')
-  }
+def _as_mapping(facts: Any) -> dict[str, Any]:
+  if facts is None:
+    return {}
+  items = facts.items() if isinstance(facts, Mapping) else vars(facts).items()
+  return {k: v for k, v in items if v is not None}
 
 
-_cached_settings = functools.lru_cache(maxsize=4096)(_read_settings)
+def _where(f: Callable[..., Any]) -> str:
+  """``module.name (file:line)`` of a registered function, where it has a source."""
+  name = f'{getattr(f, "__module__", "?")}.{getattr(f, "__qualname__", repr(f))}'
+  try:
+    lines, start = inspect.getsourcelines(f)
+    return f'{name}, {inspect.getsourcefile(f)}:{start}'
+  except (OSError, TypeError):
+    return name

@@ -216,7 +216,7 @@ def _model(spec):
   if spec['model'] == 'mlp':
     model = models.MLP(num_classes=10, hidden_sizes=spec['hidden'])
   else:
-    model = models.get_model(spec['model'], 10, image_shape=image)
+    model = models.make(spec['model'], num_classes=10, image_shape=image)
   return model, model.init(jax.random.key(0), jnp.zeros((1, *image))), image
 
 
@@ -286,14 +286,14 @@ def run_task(name, repeats):
   problem, params = _random_problem(np.full(n, _rows(spec)), spec)
   if spec['regime'] == 'per_job':
     schedule = afl_jax.schedules.fedbuff(n, spec['mc'], spec['m'], steps, local_steps=k, seed=0)
-    alg = afl_jax.algorithms.get('fedbuff', client_lr=0.01, server_lr=1.0)
+    alg = afl_jax.algorithms.make('fedbuff', client_lr=0.01, server_lr=1.0)
     updates = steps * spec['m']
   else:
     durations = afl_jax.schedules.durations.make('uniform', low=0.5, high=3.0)
     schedule = afl_jax.schedules.waiting_windows(
       n, steps, window=1.0, durations=durations, local_steps=k, seed=0
     )
-    alg = afl_jax.algorithms.get('asynfl', client_lr=0.01, num_clients=n)
+    alg = afl_jax.algorithms.make('asynfl', client_lr=0.01, num_clients=n)
     updates = steps * n
   sim = afl_jax.Simulator(alg, problem, schedule, chunk_size=steps)
   key = jax.random.key(0)
@@ -401,14 +401,14 @@ def run_hetero_task(name, repeats):
     schedule = afl_jax.schedules.fedbuff(
       n, spec['mc'], spec['m'], spec['steps'], local_steps=local_steps, seed=0
     )
-    alg = afl_jax.algorithms.get('fedbuff', client_lr=0.01, server_lr=1.0)
+    alg = afl_jax.algorithms.make('fedbuff', client_lr=0.01, server_lr=1.0)
   else:
     sizes = np.full(n, spec['samples'] // n)
     schedule = afl_jax.schedules.random_staleness(
       n, spec['s'], spec['steps'], window=5, local_steps=spec['base'],
       local_steps_multipliers=spec['mult'], seed=0,
     )  # fmt: skip
-    alg = afl_jax.algorithms.get('autonomous_fedgm', client_lr=0.01)
+    alg = afl_jax.algorithms.make('autonomous_fedgm', client_lr=0.01)
   problem, params = _random_problem(sizes, MLP_200, rng)
   key = jax.random.key(0)
   runs = {}
@@ -463,7 +463,7 @@ def run_sweep_task(model_name):
   t0 = time.perf_counter()
   seq_compile, seq_final = 0.0, []
   for lr, s in grid:
-    alg = afl_jax.algorithms.get('fedbuff', client_lr=lr, server_lr=1.0)
+    alg = afl_jax.algorithms.make('fedbuff', client_lr=lr, server_lr=1.0)
     sim = afl_jax.Simulator(alg, problem, scheds[s], chunk_size=spec['steps'])
     compile_s, compiled, state, inputs = _compile(sim, params, keys[s])
     seq_compile += compile_s

@@ -57,7 +57,7 @@ def main(argv):
   fed = data.FederatedData(
     x, y, offsets, sizes, norm(ds.test_x), ds.test_y.astype(np.int32), x[:0], 10
   )
-  model = models.get_model('logreg', 10)
+  model = models.make('logreg', num_classes=10)
   params = model.init(jax.random.key(0), jnp.zeros((1, 28, 28)))
   layout = data.from_federated(fed)
   problem = task.make_problem(layout, model.apply, _BATCH.value, jnp.float32)
@@ -67,7 +67,7 @@ def main(argv):
     n, _STEPS.value, window=1.0, durations=durations, local_steps=_K.value, seed=0
   )
   schedule_s = time.perf_counter() - t0
-  alg = afl_jax.algorithms.get(
+  alg = afl_jax.algorithms.make(
     'asynflc_ef', client_lr=0.05, server_lr=1.0, num_clients=n, compressor='top_k', fraction=0.03
   )
   sim = afl_jax.Simulator(alg, problem, schedule, chunk_size=1, client_block_size=_BLOCK.value)

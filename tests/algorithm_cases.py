@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import afl_jax
-from afl_jax.algorithms.registry import RunInfo
+from afl_jax.algorithms import RunInfo
 
 UNLABELED = np.random.default_rng(1).normal(size=(8, 4)).astype(np.float32)
 
@@ -45,5 +45,5 @@ def run_info(num_clients, num_rounds=4, unlabeled_x=UNLABELED):
 def build(name, run):
   """Algorithm ``name`` with its run context from ``run`` and small-problem hyperparameters."""
   hp = {**COMMON, **EXTRA.get(name, {})}
-  hp = {k: v for k, v in hp.items() if k in afl_jax.algorithms.hyperparameters(name)}
-  return afl_jax.algorithms.get(name, run=run, **hp)
+  hp = {k: v for k, v in hp.items() if k in afl_jax.algorithms.settings(name)}
+  return afl_jax.algorithms.make(name, facts=run, **hp)

@@ -53,7 +53,7 @@ def _params():
 def test_builds_and_runs_under_jit_without_run_context(name):
   if name in NEEDS_CONTEXT:
     pytest.xfail('needs the model apply_fn and an unlabeled set (see NEEDS_CONTEXT)')
-  alg = afl_jax.algorithms.get(name)
+  alg = afl_jax.algorithms.make(name)
   params, tasks, key = _params(), _tasks(), jax.random.key(0)
   alg.server.init(params)  # never raises for want of N
   if alg.init is not None:

@@ -23,16 +23,14 @@ def _config_for(name):
   else:
     c = config_lib.default()
     c.algorithm = name
-    c.hparams = {
-      k: v for k, v in c.hparams.items() if k in afl_jax.algorithms.hyperparameters(name)
-    }
+    c.hparams = {k: v for k, v in c.hparams.items() if k in afl_jax.algorithms.settings(name)}
   c.dataset, c.model, c.num_clients, c.train_subset = 'digits', 'logreg', 12, 0
   c.local_steps, c.local_epochs, c.batch_size = 2, 0, 8
   c.num_rounds, c.eval_every, c.eval_train_samples = 8, 4, 100
   c.checkpoint_every, c.stop_after_steps, c.target_accuracy = 0, 0, 0.0
-  c.unlabeled_size = 300 if 'unlabeled_x' in afl_jax.algorithms.registry.context(name) else 0
+  c.unlabeled_size = 300 if 'unlabeled_x' in afl_jax.algorithms.ALGORITHMS.context(name) else 0
   s = c.schedule
-  takes = afl_jax.schedules.registry.params(s.kind)  # a setting of another kind is refused
+  takes = afl_jax.schedules.settings(s.kind)  # a setting of another kind is refused
   for field, most in (('concurrency', 6), ('buffer_size', 3), ('clients_per_step', 4)):
     if field in takes:
       s[field] = min(s[field], most)

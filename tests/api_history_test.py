@@ -30,7 +30,7 @@ def _held_out(params):  # "held-out" loss: distance to a fixed point, and a seco
 def test_simulate_keeps_every_kth_iterate_and_evaluates(keep, every):
   with jax.enable_x64(True):
     a, b, x0, sched, ref = _setup()
-    alg = afl_jax.algorithms.get('fedbuff', client_lr=LR, server_lr=ETA)
+    alg = afl_jax.algorithms.make('fedbuff', client_lr=LR, server_lr=ETA)
     periods = {} if keep is None else dict(keep_every=keep, eval_fn=_held_out, eval_every=every)
     res = afl_jax.simulate(
       alg, quadratic_problem(a, b), sched, {'x': jnp.asarray(x0)}, jax.random.key(0), **periods
@@ -82,7 +82,7 @@ def test_sweep_keeps_and_evaluates_each_replica():
 @pytest.mark.parametrize('bad', [0, -1, 1.5, True])
 def test_bad_periods_are_refused(bad):
   a, b, x0, sched, _ = _setup()
-  alg = afl_jax.algorithms.get('fedbuff', client_lr=LR, server_lr=ETA)
+  alg = afl_jax.algorithms.make('fedbuff', client_lr=LR, server_lr=ETA)
   prob = quadratic_problem(a.astype(np.float32), b.astype(np.float32))
   with pytest.raises(ArgumentError, match='keep_every must be an integer >= 1'):
     afl_jax.simulate(

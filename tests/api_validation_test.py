@@ -40,7 +40,7 @@ WHAT = 'Pass params0 with the structure and leaf shapes that loss_fn reads'
 )
 def test_params_that_do_not_fit_the_problem_are_one_error(quad, params0, message):
   problem, schedule, _ = quad
-  alg = afl_jax.algorithms.get('fedbuff', client_lr=0.1)
+  alg = afl_jax.algorithms.make('fedbuff', client_lr=0.1)
   with pytest.raises(ArgumentError, match=message):
     afl_jax.simulate(alg, problem, schedule, params0, jax.random.key(0))
   keys = jax.random.split(jax.random.key(0), 2)
@@ -51,7 +51,7 @@ def test_params_that_do_not_fit_the_problem_are_one_error(quad, params0, message
 def test_loss_must_be_a_scalar_and_stacked_params_need_axis_r(quad):
   problem, schedule, params0 = quad
   vector = problem.replace(loss_fn=lambda p, b: b['a'] @ p['x'] - b['b'])
-  alg = afl_jax.algorithms.get('fedbuff', client_lr=0.1)
+  alg = afl_jax.algorithms.make('fedbuff', client_lr=0.1)
   with pytest.raises(ArgumentError, match=r'must return a scalar; it returns float32\[5\]'):
     afl_jax.simulate(alg, vector, schedule, params0, jax.random.key(0))
   keys = jax.random.split(jax.random.key(0), 2)
@@ -65,7 +65,7 @@ def test_loss_must_be_a_scalar_and_stacked_params_need_axis_r(quad):
 def test_schedule_for_fewer_clients_says_pass_num_clients(quad):
   problem, _, params0 = quad
   short = afl_jax.schedules.from_arrays([0, 1, 0], [0, 0, 1])  # client 2 never arrives: N = 2
-  alg = afl_jax.algorithms.get('fedbuff', client_lr=0.1)
+  alg = afl_jax.algorithms.make('fedbuff', client_lr=0.1)
   mismatch = r'schedule.num_clients=2 but the problem has 3 clients; .*\(\.\.\., num_clients=3\)'
   with pytest.raises(ScheduleError, match=mismatch):
     afl_jax.simulate(alg, problem, short, params0, jax.random.key(0))
@@ -83,7 +83,7 @@ SIZED_BY_THE_SERVER = {
   'ca2fl': lambda **kw: afl_jax.Algorithm(
     'ca2fl', afl_jax.clients.local_sgd(0.1), afl_jax.servers.ca2fl(**kw)
   ),
-  'fedac': lambda **kw: afl_jax.algorithms.get('fedac')._replace(
+  'fedac': lambda **kw: afl_jax.algorithms.make('fedac')._replace(
     server=afl_jax.servers.fedac(**kw), init=None
   ),
 }
@@ -127,7 +127,7 @@ def test_sweep_without_keys_is_one_error(quad):
 def test_sweep_takes_a_built_algorithm_like_simulate(quad):
   problem, schedule, params0 = quad
   keys = jax.random.split(jax.random.key(0), 2)
-  alg = afl_jax.algorithms.get('fedbuff', client_lr=0.1)
+  alg = afl_jax.algorithms.make('fedbuff', client_lr=0.1)
   built = afl_jax.sweep(alg, problem, schedule, params0, keys)
   named = afl_jax.sweep('fedbuff', problem, schedule, params0, keys, client_lr=0.1)
   np.testing.assert_array_equal(np.asarray(built.params['x']), np.asarray(named.params['x']))
@@ -187,7 +187,7 @@ def test_result_metric_values_and_params_history():
   """arrivals, bits (32 per value), train_loss averaged over the clients that trained."""
   a, b, problem, schedule, params0 = _result_run()
   lr, k = 0.1, 2
-  alg = afl_jax.algorithms.get('fedbuff', client_lr=lr)
+  alg = afl_jax.algorithms.make('fedbuff', client_lr=lr)
   res = afl_jax.simulate(alg, problem, schedule, params0, jax.random.key(0))
   mask = np.asarray(RESULT_MASK, bool)
   np.testing.assert_array_equal(res.metrics['arrivals'], mask.sum(1))
@@ -214,7 +214,7 @@ def test_result_metric_values_and_params_history():
 
 def test_params_history_only_with_record_params():
   _, _, problem, schedule, params0 = _result_run()
-  alg = afl_jax.algorithms.get('fedbuff', client_lr=0.1)
+  alg = afl_jax.algorithms.make('fedbuff', client_lr=0.1)
   for record in (False, True):
     sim = afl_jax.Simulator(alg, problem, schedule, record_params=record)
     _, out = sim.run_chunk(sim.init(params0, jax.random.key(0)), jax.random.key(0))

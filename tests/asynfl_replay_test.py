@@ -196,7 +196,7 @@ def _ef_simulator(dtype):
   counts = sched.mask.sum(axis=1)
   assert counts.min() == 0 and 0 < counts.max() < 6, counts
   a, b = make_quadratic(num_clients=6, dim=DIM, dtype=dtype)
-  alg = afl_jax.algorithms.get(
+  alg = afl_jax.algorithms.make(
     'asynflc_ef', client_lr=LR, server_lr=ETA_G, num_clients=6, compressor='top_k', fraction=0.4
   )
   return afl_jax.Simulator(alg, quadratic_problem(a, b), sched, chunk_size=1), a, b

@@ -34,7 +34,7 @@ def test_server_rule_under_jit_is_eq_5(normalizer, num_clients, denominator):
 def test_server_rejects_num_clients_that_does_not_match_the_run():
   a, b = make_quadratic(num_clients=3)
   sched = afl_jax.schedules.from_arrays([[0], [1]], [[0], [1]], num_clients=3)
-  alg = afl_jax.algorithms.get('asynfl', client_lr=0.1, num_clients=100)
+  alg = afl_jax.algorithms.make('asynfl', client_lr=0.1, num_clients=100)
   with pytest.raises(ValueError, match='num_clients=100'):
     afl_jax.simulate(alg, quadratic_problem(a, b), sched, {'x': jnp.zeros(4)}, jax.random.key(0))
 
@@ -43,7 +43,7 @@ def test_continuous_training_rejects_start_steps_it_cannot_honour_before_compute
   """Eq. (4): a client restarts from x_{t+1} only after reporting at t; starts must agree."""
   a, b = make_quadratic(num_clients=3)
   problem = quadratic_problem(a, b)
-  alg = afl_jax.algorithms.get('asynfl', client_lr=0.1, num_clients=3)
+  alg = afl_jax.algorithms.make('asynfl', client_lr=0.1, num_clients=3)
   # Client 0 reports at step 0 (start 0, fine), then at step 2 claiming start 2, but it
   # synchronized to version 1 after its report at step 0.
   sched = afl_jax.schedules.from_arrays([[0], [1], [0]], [[0], [0], [2]], num_clients=3)
@@ -52,14 +52,16 @@ def test_continuous_training_rejects_start_steps_it_cannot_honour_before_compute
   # The same schedule with the implied starts runs; so does the per-job option.
   ok = afl_jax.schedules.from_arrays([[0], [1], [0]], [[0], [0], [1]], num_clients=3)
   afl_jax.Simulator(alg, problem, ok)
-  per_job = afl_jax.algorithms.get('asynfl', client_lr=0.1, num_clients=3, local_training='per_job')
+  per_job = afl_jax.algorithms.make(
+    'asynfl', client_lr=0.1, num_clients=3, local_training='per_job'
+  )
   afl_jax.Simulator(per_job, problem, sched)
   np.testing.assert_array_equal(asynfl_lib.continuous_starts(sched), [[0], [0], [1]])
 
 
 def test_continuous_training_rejects_a_client_whose_local_steps_vary():
   a, b = make_quadratic(num_clients=2)
-  alg = afl_jax.algorithms.get('asynflc_ef', client_lr=0.1, num_clients=2)
+  alg = afl_jax.algorithms.make('asynflc_ef', client_lr=0.1, num_clients=2)
   sched = afl_jax.schedules.from_arrays(
     [[0], [0]], [[0], [1]], local_steps=[[2], [3]], num_clients=2
   )
@@ -70,8 +72,8 @@ def test_continuous_training_rejects_a_client_whose_local_steps_vary():
 def test_prepare_takes_n_from_the_schedule():
   """Without num_clients, prepare sizes eq. (5)'s n from the run's schedule."""
   sched = afl_jax.schedules.from_arrays([[0], [1]], [[0], [1]], num_clients=3)
-  alone = afl_jax.algorithms.get('asynfl', client_lr=0.1, local_training='per_job')
-  given = afl_jax.algorithms.get('asynfl', client_lr=0.1, num_clients=3, local_training='per_job')
+  alone = afl_jax.algorithms.make('asynfl', client_lr=0.1, local_training='per_job')
+  given = afl_jax.algorithms.make('asynfl', client_lr=0.1, num_clients=3, local_training='per_job')
   run = afl_jax.core.types.prepared(alone, sched)
   x = {'x': jnp.ones(2)}
   arrivals = hand_arrivals([0], [True], start_broadcast={'x': jnp.zeros((1, 2))})

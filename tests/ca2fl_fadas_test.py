@@ -17,8 +17,8 @@ from quadratic import (
   stale_setup,
 )
 
-from afl_jax.servers._ca2fl import ca2fl
-from afl_jax.servers._fadas import delay_adaptive_rate
+from afl_jax.algorithms._fadas import delay_adaptive_rate
+from afl_jax.servers import ca2fl
 
 
 def _np_replay(schedule, a, b, x0, lr, server_step):

@@ -46,7 +46,7 @@ X10 = jnp.linspace(-1.0, 2.0, 10, dtype=jnp.float32)
     (compression.qsgd(bits=2), 52),
     (compression.top_k_qsgd(0.3, bits=4), 56),  # 32 + 3*(4 + 4)
     (compression.error_feedback(compression.top_k(0.3)), 108),
-    (compression.get('top_k_qsgd', fraction=0.3, error_feedback=True), 56),
+    (compression.error_feedback(compression.make('top_k_qsgd', fraction=0.3)), 56),
   ],
 )
 def test_bits_by_hand_d10(c, expected):

@@ -12,7 +12,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from afl_jax import data, ranges
+from afl_jax import checks, data
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import build, cli, loop, sweep
 from afl_jax.pipeline import config as config_lib
@@ -34,7 +34,7 @@ def toy_loader(*, data_dir=None, download=False, seed=0, noise=0.5, points=400):
 @pytest.fixture
 def toy():
   data.DATASETS.register(
-    'toy_sections', toy_loader, noise=ranges.real(0.0), points=ranges.integer(40)
+    'toy_sections', toy_loader, noise=checks.real(0.0), points=checks.integer(40)
   )
   CALLS.clear()
   yield

@@ -16,7 +16,6 @@ import pytest
 from ml_collections.config_flags import config_path
 
 import afl_jax
-from afl_jax.algorithms import registry
 from afl_jax.pipeline import config as config_lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -75,6 +74,8 @@ def _registries():
 
   return (
     afl_jax.algorithms.ALGORITHMS,
+    afl_jax.clients.CLIENTS,
+    afl_jax.servers.SERVERS,
     afl_jax.schedules.SCHEDULES,
     DURATIONS,
     afl_jax.compression.COMPRESSORS,
@@ -135,7 +136,7 @@ def test_config_overrides_name_real_fields(cmd):
   for key, value in overrides:
     head, _, rest = key.partition('.')
     if head == 'hparams':
-      known = registry.hyperparameters(algorithm)
+      known = afl_jax.algorithms.settings(algorithm)
       assert rest in known, f'{key}: {algorithm!r} takes {sorted(known)}'
       if value:
         hparams[rest] = _value(value)
@@ -146,6 +147,6 @@ def test_config_overrides_name_real_fields(cmd):
       assert part in node, f'{key}: {part!r} is not a field of config.{head} ({cmd})'
       node = node[part]
   if hparams:  # the values fit together (e.g. bits needs a quantizing compressor)
-    if 'num_clients' in registry.context(algorithm):
+    if 'num_clients' in afl_jax.algorithms.ALGORITHMS.context(algorithm):
       hparams['num_clients'] = config.num_clients
-    afl_jax.algorithms.get(algorithm, **hparams)
+    afl_jax.algorithms.make(algorithm, **hparams)

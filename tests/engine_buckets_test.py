@@ -151,7 +151,7 @@ def test_grouped_sweep_equals_runs_alone_and_padded_sweep(name, x64):
   assert grouped.step_work[1] < padded.step_work[1] and grouped.step_work[0] == padded.step_work[0]
   np.testing.assert_allclose(hist[2], hist[None], rtol=0, atol=1e-12)
   for r, sched in enumerate(scheds):
-    alg = afl_jax.algorithms.get(name, client_lr=lrs[r], **static)
+    alg = afl_jax.algorithms.make(name, client_lr=lrs[r], **static)
     out, _, _ = run(alg, problem, sched, p0, key=keys[r], chunk_size=3, local_step_buckets=2)
     t = sched.num_steps
     np.testing.assert_allclose(hist[2][r, :t], out['params']['x'], rtol=0, atol=1e-12)

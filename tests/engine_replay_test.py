@@ -92,7 +92,7 @@ def _logistic():
 def _run_stochastic(seed, chunk_size=None):
   sched = afl_jax.schedules.fedbuff(6, 3, 2, 9, local_steps=3, seed=1)
   prob, p0 = _logistic()
-  alg = afl_jax.algorithms.get('fedbuff', client_lr=0.5)
+  alg = afl_jax.algorithms.make('fedbuff', client_lr=0.5)
   return afl_jax.simulate(alg, prob, sched, p0, jax.random.key(seed), chunk_size=chunk_size)
 
 
@@ -123,7 +123,7 @@ def test_slot_order_changes_only_the_order_of_sums():
   perm = np.array([[2, 0, 1], [1, 2, 0], [2, 0, 1], [2, 1, 0], [0, 2, 1], [1, 2, 0]])
   take = lambda a: np.take_along_axis(a, perm, axis=1)
   prob, p0 = _logistic()  # mini-batches: every client's steps draw from its key
-  alg = afl_jax.algorithms.get('fedbuff', client_lr=0.5, server_lr=0.8)
+  alg = afl_jax.algorithms.make('fedbuff', client_lr=0.5, server_lr=0.8)
   alg = alg._replace(compressor=compression.qsgd(bits=4))  # random rounding
   sched = afl_jax.schedules.from_arrays(ids, start, local_steps=steps, mask=mask)
   shuffled = afl_jax.schedules.from_arrays(
@@ -146,7 +146,7 @@ def test_engine_compiles_once_for_a_whole_run():
   prob, p0 = _logistic()
   sched = afl_jax.schedules.fedbuff(6, 3, 2, 10, local_steps=3, seed=1)
   sim = afl_jax.Simulator(
-    afl_jax.algorithms.get('fedbuff', client_lr=0.5), prob, sched, chunk_size=3
+    afl_jax.algorithms.make('fedbuff', client_lr=0.5), prob, sched, chunk_size=3
   )  # chunks of 3, 3, 3, 1 (padded)
   sim._chunk = chex.assert_max_traces(sim._chunk, n=1)
   key = jax.random.key(0)

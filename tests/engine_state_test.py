@@ -80,7 +80,7 @@ def test_compressor_applied_per_report_and_frozen_while_absent():
   sched = afl_jax.schedules.from_arrays(
     [[0, 1], [2, 0], [0, 2]], [[0, 0], [0, 1], [2, 1]], local_steps=2, mask=[[1, 1], [1, 0], [1, 1]]
   )
-  plain = afl_jax.algorithms.get('fedbuff', client_lr=0.2, server_lr=1.0)
+  plain = afl_jax.algorithms.make('fedbuff', client_lr=0.2, server_lr=1.0)
   halved = plain._replace(compressor=halving_compressor())
   r_plain = simulate_quadratic(plain, a, b, np.ones(4), sched)
   r_half = simulate_quadratic(halved, a, b, np.ones(4), sched)
@@ -136,7 +136,7 @@ def test_client_blocks_give_the_same_run():
   """Training arrival slots in blocks (bounded memory) changes nothing."""
   a, b = make_quadratic(num_clients=9)
   sched = afl_jax.schedules.fedbuff(9, 5, 4, 8, local_steps=2, seed=3)
-  alg = afl_jax.algorithms.get('fedbuff', client_lr=0.2, server_lr=0.8)
+  alg = afl_jax.algorithms.make('fedbuff', client_lr=0.2, server_lr=0.8)
   p0 = {'x': jnp.ones(4)}
   runs = []
   for block in (None, 1, 3):
@@ -154,7 +154,7 @@ def test_memory_is_reported_and_too_large_runs_are_refused():
   a, b = make_quadratic(num_clients=5)
   durations = afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5)
   sched = afl_jax.schedules.waiting_windows(5, 4, window=1.0, durations=durations, seed=0)
-  alg = afl_jax.algorithms.get('asynflc_ef', client_lr=0.1, num_clients=5, fraction=0.5)
+  alg = afl_jax.algorithms.make('asynflc_ef', client_lr=0.1, num_clients=5, fraction=0.5)
   p0 = {'x': jnp.ones(4, jnp.float32)}
   sim = afl_jax.Simulator(alg, quadratic_problem(a, b), sched)
   sim.init(p0, jax.random.key(0))

@@ -187,9 +187,9 @@ def test_errors_found_while_building_carry_their_field(overrides, field):
 
 
 def test_a_factory_rejecting_a_combination_blames_the_algorithm_section():
-  from afl_jax.algorithms import registry
+  from afl_jax import algorithms
 
-  @registry.register('test_combination')
+  @algorithms.register('test_combination')
   def factory(client_lr=0.1, server_lr=1.0):
     raise ValueError('client_lr and server_lr cannot both be 0.1 and 1.0')
 
@@ -199,7 +199,7 @@ def test_a_factory_rejecting_a_combination_blames_the_algorithm_section():
     with pytest.raises(ConfigError, match=r"^config.algorithm='test_combination' is invalid: cl"):
       build_run(c)
   finally:
-    registry.ALGORITHMS.unregister('test_combination')
+    algorithms.ALGORITHMS.unregister('test_combination')
 
 
 def test_client_speed_local_steps_scales_each_job_by_its_work():
@@ -227,9 +227,11 @@ def test_client_speed_local_steps_scales_each_job_by_its_work():
 
 def test_client_speed_lognormal_is_seeded_and_changes_the_schedule():
   k = np.full(50, 3)
-  a = schedules.speed_factors('lognormal', k, sigma=0.5, seed=7)
-  np.testing.assert_array_equal(a, schedules.speed_factors('lognormal', k, sigma=0.5, seed=7))
-  assert not np.array_equal(a, schedules.speed_factors('lognormal', k, sigma=0.5, seed=8))
+  a = schedules.durations.speed_factors('lognormal', k, sigma=0.5, seed=7)
+  np.testing.assert_array_equal(
+    a, schedules.durations.speed_factors('lognormal', k, sigma=0.5, seed=7)
+  )
+  assert not np.array_equal(a, schedules.durations.speed_factors('lognormal', k, sigma=0.5, seed=8))
   assert np.all(a > 0) and abs(np.log(a).std() - 0.5) < 0.15
   c = tiny(num_rounds=40, **{'schedule.client_speed': 'lognormal'})
   slow = build_schedule(c, np.full(12, 4))

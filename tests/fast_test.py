@@ -17,7 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from afl_jax.models import fast, fast_apply, get_model
+from afl_jax import models
+from afl_jax.models import fast, fast_apply
 
 EPS = float(np.finfo(np.float32).eps)
 RNG = np.random.default_rng(0)
@@ -164,7 +165,7 @@ def test_max_pool_and_its_gradient_bit_for_bit_with_ties(padding):
 def test_project_models_equal_lax_under_vmap(name, shape, n):
   """The CNN as configured; ResNet-18's blocks, strides and projections at narrow widths."""
   widths = {'resnet18': dict(stage_features=(8, 16, 16, 16))}
-  model = get_model(name, 10, **widths.get(name, {}))
+  model = models.make(name, num_classes=10, **widths.get(name, {}))
   x = normal(CLIENTS, *shape)
   params = client_params(model, x)
   assert_as_accurate(outputs_and_grads, model.apply, (params, x), n)
@@ -173,7 +174,7 @@ def test_project_models_equal_lax_under_vmap(name, shape, n):
 def test_parameter_trees_unchanged():
   """fast_apply changes how a model is evaluated, never its parameters: init through it
   gives the same tree (names, shapes, values)."""
-  model = get_model('cnn', 10)
+  model = models.make('cnn', num_classes=10)
   x = jnp.zeros((1, 28, 28, 1))
   params = model.init(jax.random.key(0), x)
   same = fast_apply(model.init)(jax.random.key(0), x)
@@ -201,7 +202,7 @@ def test_keyword_arguments_and_nested_jit_pass_through():
 
 def test_functions_without_convolution_or_pooling_are_traced_unchanged():
   """An MLP (its jitted log-softmax included) is the very program it was: same numerics."""
-  model = get_model('mlp', 10)
+  model = models.make('mlp', num_classes=10)
   x = normal(4, 28, 28)
   params = model.init(jax.random.key(0), x)
   loss = lambda p: jnp.mean(jax.nn.log_softmax(model.apply(p, x)))

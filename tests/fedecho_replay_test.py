@@ -13,7 +13,7 @@ from fedecho_rules_test import np_softmax
 from same import assert_close_ulps
 
 import afl_jax
-from afl_jax.servers._fedecho import held_checkpoints, memory_overhead
+from afl_jax.algorithms._fedecho import held_checkpoints, memory_overhead
 
 N, D, C = 5, 3, 3  # client 4 never reports
 # Out of order: at step 1 the job that started later (client 2, from 1) sits before the
@@ -87,7 +87,7 @@ def np_fedecho(sched, x, y, u, p0, q):
 
 
 def _fedecho(u, q, optimizer='sgd'):
-  return afl_jax.algorithms.get(
+  return afl_jax.algorithms.make(
     'fedecho',
     client_lr=ETA_L,
     server_lr=ETA_G,
@@ -107,7 +107,7 @@ def test_q0_is_fedbuff_exactly():
   params0 = jax.tree.map(jnp.asarray, p0)
   echo = afl_jax.simulate(_fedecho(u, 0), problem, sched, params0, jax.random.key(0))
   buff = afl_jax.simulate(
-    afl_jax.algorithms.get('fedbuff', client_lr=ETA_L, server_lr=ETA_G),
+    afl_jax.algorithms.make('fedbuff', client_lr=ETA_L, server_lr=ETA_G),
     problem,
     sched,
     params0,

@@ -13,7 +13,7 @@ import pytest
 from quadratic import hand_arrivals
 
 import afl_jax
-from afl_jax.servers import _distillation as distillation
+from afl_jax.algorithms import _fedecho as distillation
 
 D, C, N = 3, 4, 4
 

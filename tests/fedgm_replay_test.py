@@ -140,8 +140,8 @@ def test_autonomous_with_random_staleness_and_epochs_matches_numpy(x64):
   expected = np_fedgm(sched, a, b, x0, 0.2, at, normalize=True)
   np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-10, atol=1e-10)
   # Alg. 4 with one stage, by its own name and FedGM's hyperparameters.
-  assert afl_jax.algorithms.hyperparameters('autonomous_fedgm_single_stage') == (
-    afl_jax.algorithms.hyperparameters('fedgm')
+  assert afl_jax.algorithms.settings('autonomous_fedgm_single_stage') == (
+    afl_jax.algorithms.settings('fedgm')
   )
   hp = dict(server_lr=etas[0], beta=betas[0], nu=nus[0])
   one = simulate_quadratic('autonomous_fedgm_single_stage', a, b, x0, sched, client_lr=0.2, **hp)

@@ -12,7 +12,7 @@ import pytest
 from quadratic import hand_arrivals
 
 import afl_jax
-from afl_jax.servers._fedgm import OPTIMIZERS
+from afl_jax.algorithms._fedgm import OPTIMIZERS
 
 DIM = 3
 
@@ -101,7 +101,7 @@ def test_special_cases_match_their_closed_forms(name, hp, closed_form, x64):
   """Sec. 3: nu = 1 (heavy ball), nu = beta (Nesterov), nu = 0 (a plain step)."""
   msgs, masks, means = _messages(seed=2)
   x0 = np.linspace(1, 2, DIM)
-  got, _ = _run_server(afl_jax.algorithms.get(name, **hp).server, x0, msgs, masks)
+  got, _ = _run_server(afl_jax.algorithms.make(name, **hp).server, x0, msgs, masks)
   expected = closed_form(x0, means, *hp.values())
   np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
   if name == 'fedavgm':  # = optax.sgd(eta (1 - beta), momentum=beta)

@@ -112,7 +112,7 @@ def test_alg2_matches_numpy_transcription(rule, hp, np_hp, x64):
   a, b = make_quadratic(dtype=np.float64)
   x0 = np.linspace(-1.0, 1.0, 4)
   kw = dict(beta1=BETA1, beta2=BETA2, tau=TAU) | hp
-  alg = afl_jax.algorithms.get(
+  alg = afl_jax.algorithms.make(
     'fedopt', client_lr=LR, server_lr=ETA, server_optimizer=rule, convention='alg2', **kw
   )
   res = _run(alg, a, b, x0)
@@ -160,7 +160,7 @@ def test_flower_settings_weight_unequal_clients_by_examples(strategy, x64):
   a, b, problem = _unequal_clients()
   x0 = np.linspace(-1.0, 1.0, 4)
   kw = dict(beta1=BETA1, beta2=BETA2, tau=TAU) | hp
-  alg = afl_jax.algorithms.get(
+  alg = afl_jax.algorithms.make(
     'fedopt',
     client_lr=LR,
     server_lr=ETA,
@@ -185,7 +185,7 @@ def test_fedavgm_with_flower_settings_is_flowers_undamped_momentum(x64):
   eta_f, beta = 0.4, 0.7
   a, b, problem = _unequal_clients()
   x0 = np.linspace(-1.0, 1.0, 4)
-  alg = afl_jax.algorithms.get(
+  alg = afl_jax.algorithms.make(
     'fedavgm', client_lr=LR, server_lr=eta_f / (1 - beta), beta=beta, weighting='examples'
   )
   got = np.asarray(_run_unequal(alg, problem, x0).params_history['x'])
@@ -203,6 +203,8 @@ def test_fedavgm_with_flower_settings_is_flowers_undamped_momentum(x64):
   want = np_replay(_schedule(), a, b, x0, LR, step, with_ids=True)
   np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
   assert np.abs(got[-1] - x0).max() > 1e-2  # it moved
-  uniform = afl_jax.algorithms.get('fedavgm', client_lr=LR, server_lr=eta_f / (1 - beta), beta=beta)
+  uniform = afl_jax.algorithms.make(
+    'fedavgm', client_lr=LR, server_lr=eta_f / (1 - beta), beta=beta
+  )
   other = np.asarray(_run_unequal(uniform, problem, x0).params_history['x'])
   assert np.abs(other - want).max() > 1e-4  # the default (uniform) is not Flower's here

@@ -4,8 +4,9 @@ Every ``import`` and ``from ... import`` under ``afl_jax/`` is read with :mod:`a
 function-level (lazy) imports included, and resolved to the module it names. Layers,
 lowest first; the packages of one layer are siblings and must not import each other:
 
-  errors | ranges < registry < schedules | data | models < core < compression < clients | servers
-  < algorithms < problems | api (simulate, sweep) < pipeline < reproduction
+  errors | checks < registry < schedules | data | models < core < compression < algorithms
+  < clients | servers (the rules by name) < problems | api (simulate, sweep) < pipeline
+  < reproduction
 
 ``afl_jax/__init__.py`` (the facade that re-exports the API) is the one module exempt.
 """
@@ -20,13 +21,13 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1] / 'afl_jax'
 
 LAYERS = (
-  ('errors', 'ranges'),
+  ('errors', 'checks'),
   ('registry',),
   ('schedules', 'data', 'models'),
   ('core',),
   ('compression',),
-  ('clients', 'servers'),
   ('algorithms',),
+  ('clients', 'servers'),
   ('problems', 'api'),
   ('pipeline',),
   ('results',),

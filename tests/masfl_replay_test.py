@@ -23,7 +23,7 @@ from quadratic import (
 )
 
 import afl_jax
-from afl_jax.clients._masfl import history_depth
+from afl_jax.algorithms._masfl import history_depth
 
 
 def np_masfl(schedule, a, b, x0, eta, gamma, beta, adaptive):
@@ -112,7 +112,7 @@ def test_control_variate_is_mean_of_client_variates_after_every_step(name, selec
   """Alg. 1 line 7 keeps c^t = (1/N) sum_i c_i^t; checked after each server step."""
   problem = logistic_problem(6, 16, 3)
   sched = afl_jax.schedules.fedbuff(6, 3, 2, 8, local_steps=3, seed=2)
-  alg = afl_jax.algorithms.get(name, client_lr=0.2, server_lr=0.5, beta=0.6, selection=selection)
+  alg = afl_jax.algorithms.make(name, client_lr=0.2, server_lr=0.5, beta=0.6, selection=selection)
   sim = afl_jax.Simulator(alg, problem, sched, chunk_size=1)
   key = jax.random.key(1)
   state = sim.init({'w': jnp.zeros(3), 'b': jnp.zeros(())}, key)
@@ -180,7 +180,7 @@ def test_adamasfl_zero_gradient_takes_no_step_and_no_nan():
 
   a, b = make_quadratic()
   problem = afl_jax.problems.from_loss(flat_loss, {'a': jnp.asarray(a), 'b': jnp.asarray(b)})
-  alg = afl_jax.algorithms.get('adamasfl', client_lr=0.5, server_lr=0.5, beta=0.5)
+  alg = afl_jax.algorithms.make('adamasfl', client_lr=0.5, server_lr=0.5, beta=0.5)
   x0 = jnp.asarray([1.0, -2.0, 3.0, 0.5])
   res = afl_jax.simulate(alg, problem, stale_schedule(), {'x': x0}, jax.random.key(0))
   assert np.isfinite(res.params_history['x']).all()

@@ -11,8 +11,7 @@ from quadratic import hand_arrivals
 
 import afl_jax
 from afl_jax.algorithms import _masfl as masfl_lib
-from afl_jax.clients._masfl import MasFLMessage
-from afl_jax.servers._masfl import init_state, uniform_selection
+from afl_jax.algorithms._masfl import MasFLMessage, init_state, uniform_selection
 
 
 def test_step_without_arrivals_changes_nothing():
@@ -89,12 +88,12 @@ def test_prepare_takes_s_k_t_from_the_schedule(name, monkeypatch):
   )
   inputs = masfl_lib.schedule_inputs(sched)
   assert inputs == {'arrivals_per_step': 2, 'local_steps': 3, 'num_rounds': 40}
-  alone = afl_jax.algorithms.get(name)
-  standalone = afl_jax.algorithms.get(name, **masfl_lib.STANDALONE)
+  alone = afl_jax.algorithms.make(name)
+  standalone = afl_jax.algorithms.make(name, **masfl_lib.STANDALONE)
   assert rates[0] == rates[1] and alone.prepare is not None
   standalone_rates = rates[0]
   rates.clear()
   run = afl_jax.core.types.prepared(alone, sched)  # builds at the schedule's S, K, T
-  afl_jax.algorithms.get(name, **inputs)
+  afl_jax.algorithms.make(name, **inputs)
   assert rates[0] == rates[-1] != standalone_rates and run.prepare is None
   assert standalone.prepare is not None  # build's own (history depth)

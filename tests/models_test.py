@@ -8,7 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from afl_jax.models import count_params, get_model
+from afl_jax import models
+from afl_jax.models import count_params
 
 
 def dense(i, o):
@@ -34,7 +35,7 @@ def resnet18_count(num_classes=10, in_ch=3):
 
 
 def n_params(name, shape, num_classes=10, **kw):
-  model = get_model(name, num_classes, **kw)
+  model = models.make(name, num_classes=num_classes, **kw)
   shapes = jax.eval_shape(model.init, jax.random.key(0), jnp.zeros(shape))
   return count_params(shapes)
 
@@ -74,7 +75,7 @@ def test_param_counts_match_hand_formulas():
 
 @pytest.mark.parametrize('name', ['logreg', 'mlp', 'cnn'])
 def test_image_input_layouts_agree(name):
-  model = get_model(name, 10)
+  model = models.make(name, num_classes=10)
   x = jnp.asarray(np.random.default_rng(1).uniform(size=(3, 28, 28)), jnp.float32)
   params = numpy_params(model, x)
   out, out_nhwc, out_flat = jax.jit(
@@ -93,21 +94,21 @@ def test_image_input_layouts_agree(name):
 def test_mlp_and_logreg_match_numpy_forward():
   x = np.random.default_rng(4).normal(size=(5, 28, 28)).astype(np.float32)
   flat = x.reshape(5, -1)
-  mlp = get_model('mlp', 10, hidden_sizes=(16, 8))
+  mlp = models.make('mlp', num_classes=10, hidden_sizes=(16, 8))
   p = numpy_params(mlp, x)['params']
   h = np.maximum(flat @ p['Dense_0']['kernel'] + p['Dense_0']['bias'], 0)
   h = np.maximum(h @ p['Dense_1']['kernel'] + p['Dense_1']['bias'], 0)
   ref = h @ p['Dense_2']['kernel'] + p['Dense_2']['bias']
   np.testing.assert_allclose(mlp.apply({'params': p}, x), ref, rtol=1e-4, atol=1e-5)
-  logreg = get_model('logreg', 10)
+  logreg = models.make('logreg', num_classes=10)
   p = numpy_params(logreg, x)['params']['Dense_0']
   ref = flat @ p['kernel'] + p['bias']
   np.testing.assert_allclose(logreg.apply({'params': {'Dense_0': p}}, x), ref, rtol=1e-4, atol=1e-5)
 
 
-def test_get_model_errors():
+def test_make_errors():
   with pytest.raises(ValueError, match=r"name='vgg'.*'cnn', 'logreg', 'mlp', 'resnet18'"):
-    get_model('vgg', 10)
-  model = get_model('cnn', 10)
+    models.make('vgg', num_classes=10)
+  model = models.make('cnn', num_classes=10)
   with pytest.raises(ValueError, match='flat input of width 100'):
     model.init(jax.random.key(0), jnp.zeros((2, 100)))

@@ -58,14 +58,14 @@ def test_platforms_are_not_probed_for_a_multi_process_run(monkeypatch):
 )
 def test_simulate_refuses_anything_but_one_key(quad, key, match):
   problem, schedule, params0 = quad
-  alg = afl_jax.algorithms.get('fedbuff', client_lr=0.1)
+  alg = afl_jax.algorithms.make('fedbuff', client_lr=0.1)
   with pytest.raises(ArgumentError, match=match):
     afl_jax.simulate(alg, problem, schedule, params0, key)
 
 
 def test_simulate_takes_a_typed_or_a_raw_key_alike(quad):
   problem, schedule, params0 = quad
-  alg = afl_jax.algorithms.get('fedbuff', client_lr=0.1)
+  alg = afl_jax.algorithms.make('fedbuff', client_lr=0.1)
   typed = afl_jax.simulate(alg, problem, schedule, params0, jax.random.key(3))
   raw = afl_jax.simulate(alg, problem, schedule, params0, jax.random.PRNGKey(3))
   assert jnp.array_equal(typed.params_history['x'], raw.params_history['x'])

@@ -38,7 +38,7 @@ HPARAMS = {
 
 def _config(name, kind, **compressor):
   c = config_lib.default()
-  hp = {k: v for k, v in HPARAMS.items() if k in afl_jax.algorithms.hyperparameters(name)}
+  hp = {k: v for k, v in HPARAMS.items() if k in afl_jax.algorithms.settings(name)}
   config_lib.set_algorithm(c, name, **hp)
   c.compressor.kind = kind
   c.compressor.fraction = 0.5

@@ -57,7 +57,7 @@ def test_every_registered_schedule_kind_is_known_to_sizes_and_validation():
     c.schedule.kind = kind
     config_lib.validate(c)
     c = config_lib.resolve(c)  # exactly the kind's settings, each with its default
-    assert set(c.schedule) == {'kind', 'seed', *schedules.registry.params(kind)}, kind
+    assert set(c.schedule) == {'kind', 'seed', *schedules.settings(kind)}, kind
     m, field = sizes.slots_per_step(c)
     assert field in ('num_clients', 'schedule.kind') or field[len('schedule.') :] in c.schedule
     assert 1 <= m <= c.num_clients, kind

@@ -94,7 +94,7 @@ def test_port_matches_numpy_over_stale_schedule(reference, x64):
   # authors weight clients.
   sizes = np.array([10, 40, 25])
   got_n = afl_jax.simulate(
-    afl_jax.algorithms.get('port', reference=reference, **HP),
+    afl_jax.algorithms.make('port', reference=reference, **HP),
     quadratic_problem(a, b).replace(client_sizes=sizes),
     sched,
     {'x': jnp.asarray(x0)},

@@ -78,7 +78,7 @@ def simulate_quadratic(alg, a, b, x0, schedule, /, **hp):
   ``alg`` is an algorithm, or a registry name that ``hp`` configures.
   """
   if isinstance(alg, str):
-    alg = afl_jax.algorithms.get(alg, **hp)
+    alg = afl_jax.algorithms.make(alg, **hp)
   elif hp:
     raise TypeError(f'hyperparameters {sorted(hp)} given with a built algorithm')
   return afl_jax.simulate(

@@ -1,11 +1,11 @@
 """One declaration and one check of every setting; the public names are the factories.
 
 A value outside its declared range is refused in one line naming the argument and the
-value: ``ConfigError`` from a registered component (``algorithms.get``, a direct call of
-``afl_jax.algorithms.<name>``, ``compression.get``, a config's section), ``ArgumentError``
-from a rule or builder called directly. A combination no range can state is a plain
-``ValueError`` naming the fields. Values inside the ranges (schedules, NumPy scalars, None
-where the default is None) build.
+value: ``ConfigError`` from a component of a config section (``algorithms.make``, a direct
+call of ``afl_jax.algorithms.<name>``, ``compression.make``, a config's section),
+``ArgumentError`` from a rule or builder called directly. A combination no range can state
+(a ``checks.Rule`` declared beside the factory) is refused the same way, naming the field.
+Values inside the ranges (schedules, NumPy scalars, None where the default is None) build.
 """
 
 import inspect
@@ -18,10 +18,9 @@ import optax
 import pytest
 
 import afl_jax
-from afl_jax import algorithms, clients, compression, schedules, servers
+from afl_jax import algorithms, checks, clients, compression, schedules, servers
+from afl_jax.algorithms import RunInfo
 from afl_jax.algorithms._masfl import adamasfl_theory, masfl_theory
-from afl_jax.algorithms.registry import RunInfo
-from afl_jax.core import checks
 from afl_jax.errors import ArgumentError, ConfigError
 from afl_jax.pipeline import build_run
 from afl_jax.pipeline import config as config_lib
@@ -33,7 +32,7 @@ ECHO = dict(apply_fn=FN, unlabeled_x=U, num_clients=3)
 
 
 def get(name, **hp):
-  return lambda: algorithms.get(name, **hp)
+  return lambda: algorithms.make(name, **hp)
 
 
 def call(f, *args, **kwargs):
@@ -58,8 +57,8 @@ OUT_OF_RANGE = [
   (get('fedopt', bias_correction_offset=0), ConfigError, 'hparams.bias_correction_offset=0'),
   (get('fedecho', **ECHO, alpha_max=0.1), ConfigError, 'hparams.alpha_max=0.1 is invalid'),
   (call(algorithms.fedasync, alpha=2), ConfigError, 'hparams.alpha=2 is invalid'),
-  (call(compression.get, 'qsgd', bits=1), ConfigError, 'compressor.bits=1 is invalid'),
-  (call(compression.get, 'top_k', frac=0.1), ConfigError, 'compressor.frac=0.1 is invalid'),
+  (call(compression.make, 'qsgd', bits=1), ConfigError, 'compressor.bits=1 is invalid'),
+  (call(compression.make, 'top_k', frac=0.1), ConfigError, 'compressor.frac=0.1 is invalid'),
   (call(compression.top_k, math.nan), ConfigError, 'compressor.fraction=nan is invalid'),
   (call(schedules.durations.make, 'gamma'), ConfigError, "schedule.durations='gamma' is invalid"),
   (
@@ -68,7 +67,7 @@ OUT_OF_RANGE = [
     'schedule.durations_params.high=1',
   ),
   (call(servers.fedgm, beta=1.0), ArgumentError, 'beta=1.0 is invalid: must be in [0, 1)'),
-  (call(servers.staleness_function, 'linear'), ArgumentError, "kind='linear' is invalid"),
+  (call(servers.fedasync, staleness='linear'), ArgumentError, "staleness='linear' is invalid"),
   (call(clients.local_sgd, 0.0), ArgumentError, 'client_lr=0.0 is invalid'),
   (call(schedules.fedbuff, 100, 20, 30, 5), ArgumentError, 'buffer_size=30 is invalid: must be'),
   (call(masfl_theory, 10, 2, 6000, 0.0, 4), ArgumentError, 'smoothness=0.0 is invalid'),
@@ -91,14 +90,22 @@ COMBINATIONS = [
     get('fedopt', convention='alg2', server_optimizer='adagrad', bias_correction=True),
     'FedAdagrad',
   ),
-  (call(servers.fedfa, mode='param', server_lr=0.5), "server_lr applies to mode='delta' only"),
+  (call(servers.fedfa, mode='param', server_lr=0.5), 'server_lr=0.5 is invalid: applies to mode='),
   (get('asynflc', compressor='sign', fraction=0.1), "compressor 'sign' takes no ['fraction']"),
-  (get('fedecho', **ECHO, distill_batch=10), 'distill_batch=10 exceeds the 9 unlabeled'),
-  (get('fedecho', apply_fn=FN), "fedecho needs the run context ['unlabeled_x', 'num_clients']"),
-  (call(servers.multistage_fedgm, [2, 2], [1.0], [0, 0], [0, 0]), 'server_lrs has 1 entries'),
-  (call(schedules.fedbuff, 10, 6, 6, 5), 'num_clients=10 must be >= concurrency + buffer_size'),
+  (
+    get('fedecho', **ECHO, distill_batch=10),
+    'distill_batch=10 is invalid: exceeds the 9 unlabeled',
+  ),
+  (get('fedecho', apply_fn=FN), "unlabeled_x is a run fact algorithm 'fedecho' needs"),
+  (get('fedecho', **ECHO | {'unlabeled_x': U[:0]}), 'unlabeled_x=float64[0, 2] is invalid: must'),
+  (
+    call(servers.multistage_fedgm, [2, 2], [1.0], [0, 0], [0, 0]),
+    'server_lrs=[1.0] is invalid: has 1 entries but stage_lengths has 2',
+  ),
+  (call(schedules.fedbuff, 10, 6, 6, 5), 'num_clients=10 is invalid: must be >= concurrency + buf'),
+  (call(schedules.random_staleness, 10, 2, 5, window=3, max_staleness=2), 'not both'),
   (call(masfl_theory, 10, 12, 600, 2.5, 4), 'Theorem 3.1'),
-  (call(adamasfl_theory, 10, 12, 100), 'num_rounds=100 must be >='),
+  (call(adamasfl_theory, 10, 12, 100), 'num_rounds=100 is invalid: must be >='),
   (get('fedbuf'), "unknown algorithm name='fedbuf'; valid: ['adamasfl',"),
 ]
 
@@ -123,44 +130,42 @@ def test_a_combination_that_cannot_work_is_one_line(build, named):
   ],
 )
 def test_values_inside_the_ranges_build(name, hp):
-  assert algorithms.get(name, **hp).name == name
+  assert algorithms.make(name, **hp).name == name
 
 
 def test_every_hyperparameter_has_a_range_its_default_meets():
   """Declared, inherited from a rule, shared or implied by the default; unchecked only where
   the default is None or a sequence (a sequence's own spec then checks it)."""
   for name in algorithms.names():
-    defaults = algorithms.hyperparameters(name)
-    for k, spec in algorithms.hyperparameter_specs(name).items():
+    defaults = algorithms.settings(name)
+    for k, spec in algorithms.ALGORITHMS.specs(name).items():
       if spec is None:
         assert defaults[k] is None or isinstance(defaults[k], tuple), (name, k)
       else:
         assert algorithms.ALGORITHMS.violation(name, k, defaults[k]) is None, (name, k)
 
 
-@pytest.mark.parametrize('package', [algorithms, servers, clients, compression])
+@pytest.mark.parametrize('package', [algorithms, servers, clients, compression, schedules])
 def test_every_public_name_is_a_function_or_type_never_a_module(package):
-  """``afl_jax.servers.fedgm`` builds FedGM's server (no module of that name shadows it)."""
+  """``afl_jax.servers.fedgm`` builds FedGM's server (no module of that name shadows it); each
+  registered name is the attribute of that name, which checks and makes it."""
   for name in package.__all__:
     assert not isinstance(getattr(package, name), types.ModuleType), name
-  if package is algorithms:
-    for name in algorithms.names():  # each registered algorithm is the attribute of its name
-      assert getattr(algorithms, name).__name__ == name
-      assert inspect.signature(getattr(algorithms, name)) == inspect.signature(
-        algorithms.ALGORITHMS.get(name)
-      )
-  if package is compression:
-    assert all(getattr(compression, n).__name__ == n for n in compression.NAMES)
+  registry = {schedules: schedules.BUILDERS}.get(package, package.make.__self__)
+  for name in registry.names():
+    public = getattr(package, name)
+    assert public.__name__ == name and public.__registered__ == (registry, name)
 
 
 def test_get_fills_the_declared_context_from_a_run_info_unless_given():
   info = RunInfo(num_clients=7)
-  assert algorithms.get('asynfl', run=info, client_lr=0.1).name == 'asynfl'
+  assert algorithms.make('asynfl', facts=info, client_lr=0.1).name == 'asynfl'
   with pytest.raises(ConfigError, match='hparams.num_clients=0 is invalid'):
-    algorithms.get('asynfl', run=info, num_clients=0)  # given by hand: wins
+    algorithms.make('asynfl', facts=info, num_clients=0)  # given by hand: wins
   for name in algorithms.names():  # a factory taking a RunInfo field declares it
-    takes = [f for f in algorithms.registry.CONTEXT_FIELDS if f in algorithms.parameters(name)]
-    assert sorted(takes) == sorted(algorithms.context(name)), name
+    params = inspect.signature(algorithms.ALGORITHMS.factory(name)).parameters
+    takes = [f for f in algorithms.CONTEXT_FIELDS if f in params]
+    assert sorted(takes) == sorted(algorithms.ALGORITHMS.context(name)), name
 
 
 @pytest.fixture
@@ -169,7 +174,7 @@ def gain_algorithm():
 
   @algorithms.register(TEST_NAME, gain=checks.real(0.0, 1.0))
   def factory(client_lr=0.1, gain=0.5, weighting='uniform'):
-    return algorithms.get('fedbuff', client_lr=client_lr * gain, weighting=weighting)._replace(
+    return algorithms.make('fedbuff', client_lr=client_lr * gain, weighting=weighting)._replace(
       name=TEST_NAME
     )
 
@@ -179,7 +184,7 @@ def gain_algorithm():
 
 def test_a_range_declared_at_registration_checks_get_sweep_and_a_config(gain_algorithm, quad):
   with pytest.raises(ConfigError, match=r'^hparams.gain=1.5 is invalid: must be in \[0, 1\]'):
-    algorithms.get(gain_algorithm, gain=1.5)
+    algorithms.make(gain_algorithm, gain=1.5)
   problem, schedule, params0 = quad
   keys = jax.random.split(jax.random.key(0), 2)
   with pytest.raises(ConfigError, match=r'^replica 1: hparams.gain=2.0 is invalid: must be in'):
@@ -207,19 +212,41 @@ def test_registering_a_name_again_needs_replace_and_ranges_name_arguments(gain_a
 
   @algorithms.register(gain_algorithm, gain=checks.real(0.0, 2.0), replace=True)
   def again(client_lr=0.1, gain=1.0):
-    return algorithms.get('fedbuff', client_lr=client_lr * gain)
+    return algorithms.make('fedbuff', client_lr=client_lr * gain)
 
-  assert algorithms.get(gain_algorithm, gain=1.5).name == 'fedbuff'  # the new range
+  assert algorithms.make(gain_algorithm, gain=1.5).name == 'fedbuff'  # the new range
   with pytest.raises(ValueError, match=r"ranges \['gian'\] are not arguments of"):
     algorithms.register('never_registered', gian=checks.POSITIVE)(lambda gain=0.5: None)
   with pytest.raises(TypeError, match='must be a checks.Spec'):
-    algorithms.register('never_registered', gain=(0, 1))
-  with pytest.raises(ValueError, match='not RunInfo fields'):
-    algorithms.register('never_registered', context=('num_widgets',))
+    algorithms.register('never_registered', gain=(0, 1))(lambda gain=0.5: None)
+  with pytest.raises(ValueError, match='are not run facts'):
+    algorithms.register('never_registered', context=('num_widgets',))(lambda num_widgets=1: None)
   assert 'never_registered' not in algorithms.names()
   r = Registry('widget')
   r.register('a', lambda: 1, colour='red')
   with pytest.raises(ValueError, match=r"unknown widget name='c'; valid: \['a'\]"):
-    r.get('c')
+    r.make('c')
   r.register('a', lambda: 3, replace=True, colour='blue')
-  assert r.get('a')() == 3 and r.meta('a') == {'colour': 'blue'} and len(r) == 1
+  assert r.make('a') == 3 and r.meta('a') == {'colour': 'blue'} and len(r) == 1
+
+
+@pytest.mark.parametrize(
+  'registry,setting',
+  [(algorithms.ALGORITHMS, 'name'), (algorithms.ALGORITHMS, 'facts')]
+  + [(algorithms.ALGORITHMS, k) for k in ('replace', 'context', 'uses', 'fixed', 'rules')]
+  + [(schedules.SCHEDULES, 'kind'), (compression.COMPRESSORS, 'kind')],
+)
+def test_a_setting_named_like_an_argument_of_register_is_refused_at_the_registration(
+  registry, setting
+):
+  """A researcher's setting named ``name`` (or another argument of ``register``/``make``, or
+  the key naming the component in its section) cannot be given through them: refused where
+  it is registered, naming the function and its line, never later at a config file."""
+  namespace = {}
+  exec(f'def factory(ctx=None, client_lr=0.1, {setting}=1):\n  return None', namespace)
+  with pytest.raises(ValueError) as err:
+    registry.register('never_registered', namespace['factory'])
+  message = str(err.value)
+  assert message.startswith(f"{registry.kind} 'never_registered' (") and '\n' not in message
+  assert f'its setting {setting!r} collides with' in message and 'factory' in message
+  assert 'never_registered' not in registry.names()

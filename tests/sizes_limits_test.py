@@ -61,7 +61,7 @@ def test_the_engine_plan_counts_each_trained_clients_batch():
   w = jax.ShapeDtypeStruct((7,), jnp.float32)
   per = memory.client_step_bytes(problem, w)
   schedule = afl_jax.schedules.from_arrays([[0, 1, 2]] * 2, [[0, 0, 0]] * 2, local_steps=2)
-  alg = afl_jax.algorithms.get('fedbuff', client_lr=0.1)
+  alg = afl_jax.algorithms.make('fedbuff', client_lr=0.1)
   sim = afl_jax.core.simulator.Simulator(alg, problem, schedule, memory_limit_bytes=1)
   with pytest.raises(memory.InsufficientMemoryError, match='batch activations'):
     sim.init(jnp.zeros(7), jax.random.key(0))

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 from experiment_test import set_fields
 
-from afl_jax import compression, schedules
-from afl_jax.core import checks
+from afl_jax import checks, compression, schedules
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import build, loop, metrics_io, sweep
 from afl_jax.pipeline import config as config_lib

@@ -77,7 +77,7 @@ def test_per_replica_partitions_share_the_samples(x64):
   p0 = {'x': jnp.zeros(4, jnp.float64)}
   res = afl_jax.sweep('fedbuff', probs, sched, p0, keys, client_lr=[0.1, 0.2])
   for r, lr in enumerate((0.1, 0.2)):
-    alg = afl_jax.algorithms.get('fedbuff', client_lr=lr)
+    alg = afl_jax.algorithms.make('fedbuff', client_lr=lr)
     alone = afl_jax.simulate(alg, probs[r], sched, p0, keys[r])
     np.testing.assert_allclose(res.params['x'][r], alone.params_history['x'][-1], atol=1e-12)
   assert not np.allclose(res.params['x'][0], res.params['x'][1])

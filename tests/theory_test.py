@@ -242,5 +242,5 @@ def test_masfl_margin_leaves_the_conditions_slack_in_proportion(monkeypatch):
     afl_jax.algorithms._masfl, 'build', lambda *a, **kw: built.append(a[1:4]) or real(*a, **kw)
   )
   given = dict(arrivals_per_step=s, local_steps=k, num_rounds=t, smoothness=lips, tau_max=tau)
-  afl_jax.algorithms.get('masfl', margin=0.5, **given)
+  afl_jax.algorithms.make('masfl', margin=0.5, **given)
   assert built == [tuple(masfl_theory(s, k, t, lips, tau, 0.5))]

@@ -12,7 +12,7 @@ import pytest
 from quadratic import fresh_schedule, hand_arrivals
 
 import afl_jax
-from afl_jax.servers import _weighting as weighting
+from afl_jax.algorithms import _shared as weighting
 
 SIZES = (2, 5, 9)
 DIM, LR, K, T = 3, 0.2, 3, 4
@@ -42,7 +42,7 @@ def test_fedavg_weights_clients_by_examples_on_unequal_clients(weighting_name, x
   np.testing.assert_array_equal(problem.client_sizes, SIZES)
   x0 = np.array([0.5, -1.0, 0.25])
   hp = {} if weighting_name == 'examples' else dict(weighting=weighting_name)  # the default
-  alg = afl_jax.algorithms.get('fedavg', client_lr=LR, **hp)
+  alg = afl_jax.algorithms.make('fedavg', client_lr=LR, **hp)
   res = afl_jax.simulate(
     alg, problem, fresh_schedule(len(SIZES), T, K), {'x': jnp.asarray(x0)}, jax.random.key(0)
   )
@@ -55,7 +55,7 @@ def test_fedavg_weights_clients_by_examples_on_unequal_clients(weighting_name, x
 
 
 def test_fedavg_without_example_counts_is_refused():
-  alg = afl_jax.algorithms.get('fedavg', client_lr=0.1)  # the counts travel with the messages
+  alg = afl_jax.algorithms.make('fedavg', client_lr=0.1)  # the counts travel with the messages
   arrivals = hand_arrivals([0, 1], [True, True])
   state = alg.server.init({'x': jnp.zeros(2)})
   with pytest.raises(ValueError, match='num_examples'):
@@ -85,7 +85,7 @@ def test_fednova_examples_matches_numpy_with_unequal_steps(x64):
     [[0, 1, 2]] * 2, [[0] * 3, [1] * 3], local_steps=[steps] * 2
   )
   x0 = np.array([0.5, -1.0, 0.25])
-  alg = afl_jax.algorithms.get('fednova', client_lr=LR)
+  alg = afl_jax.algorithms.make('fednova', client_lr=LR)
   res = afl_jax.simulate(alg, problem, sched, {'x': jnp.asarray(x0)}, jax.random.key(0))
   p = np.array(SIZES, float) / sum(SIZES)
   tau_eff = float(p @ steps)

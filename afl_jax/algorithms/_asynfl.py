@@ -1,27 +1,78 @@
-"""AsynFL, AsynFLC and AsynFLC-EF (Yang, Hou, Wu, eqs. (2)-(5), (7), Alg. 1 eqs. (8)-(10));
-continuous training accepts only the schedules whose starts it implies
+"""AsynFL, AsynFLC and AsynFLC-EF (Yang, Hou, Wu, eqs. (2)-(5), (7), Alg. 1 eqs. (8)-(10)): the
+always-on local SGD (eqs. (2)-(4), Alg. 1 lines 2-17), the server dividing by n (eq. 5) and the
+compressed uploads; continuous training accepts only the schedules whose starts it implies
 (docs/algorithms/asynfl.md)."""
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 
-from afl_jax import clients, compression, servers
-from afl_jax.algorithms.registry import register
-from afl_jax.core import checks
-from afl_jax.core.types import Algorithm, ServerRule
+from afl_jax import checks, compression
+from afl_jax.algorithms._base import ALGORITHMS, CLIENTS, SERVERS
+from afl_jax.algorithms._shared import (
+  ScalarOrSchedule,
+  learning_rate_at,
+  local_sgd,
+  optimizer_server,
+  run_local_steps,
+)
+from afl_jax.compression import COMPRESSORS
+from afl_jax.core import tree
+from afl_jax.core.types import Algorithm, ClientRule, LocalTask, Params, ServerRule
 from afl_jax.schedules.schedule import Schedule, ScheduleError
 
+
+class AlwaysOnState(NamedTuple):
+  """The local model, the ``anchor`` it last synced to (eq. 3) and ``synced`` (it restarts from the
+  next broadcast)."""
+
+  local: Params
+  anchor: Params
+  synced: jax.Array  # bool scalar
+
+
+@CLIENTS.register('always_on_sgd')
+def always_on_sgd(client_lr: ScalarOrSchedule) -> ClientRule:
+  """AsynFL's client (``regime='always_on'``): sends ``anchor - x_{t,K}``."""
+
+  def init(params: Params, task: LocalTask, key: jax.Array) -> AlwaysOnState:
+    del task, key
+    # Alg. 1 "Initialize": x_0^{(i)} = x_0; before round 0 every client is in sync.
+    return AlwaysOnState(local=params, anchor=params, synced=jnp.ones((), bool))
+
+  def update(
+    start: Params, state: AlwaysOnState, task: LocalTask, key: jax.Array
+  ) -> tuple[Any, AlwaysOnState, dict[str, jax.Array]]:
+    # eq. (4): restart from the global model after a report, else continue locally.
+    x0 = tree.where(state.synced, start, state.local)
+    anchor = tree.where(state.synced, start, state.anchor)
+
+    def body(params, batch, k):
+      loss, g = jax.value_and_grad(task.loss_fn)(params, batch)
+      return tree.axpy(-learning_rate_at(client_lr, k), g, params), loss  # eq. (2)
+
+    x_k, metrics = run_local_steps(task, key, x0, body)
+    message = tree.sub(anchor, x_k)  # = -(eq. 3)
+    reported = jnp.asarray(task.active, bool)
+    # A reporting client's local model is replaced by x_{t+1} at the next round
+    # (Alg. 1 line 14); keep x_{t,K} anyway so the state never holds stale garbage.
+    new_state = AlwaysOnState(local=x_k, anchor=anchor, synced=reported)
+    return message, new_state, metrics
+
+  return ClientRule(init, update)
+
+
 LOCAL_TRAINING = ('continuous', 'per_job')
-OPTIONS = {'local_training': checks.choice(LOCAL_TRAINING)}
-# AsynFLC's compressor: its name and parameters (ranges declared with the compressors).
-COMPRESSOR = {'compressor': checks.choice(sorted(compression.NAMES)), **compression.PARAMS}
 
 
-@checks.validated()
+@SERVERS.register('asynfl', context=('num_clients',))
 def asynfl_server(
-  server_lr: float,
+  server_lr: float = 1.0,
   *,
   normalizer: str = 'clients',
   num_clients: int | None = None,
@@ -30,7 +81,7 @@ def asynfl_server(
   """Eq. (5)/(7)/(10); n = ``num_clients``, or when None the width of the arrival axis (``prepare``
   sets the run's N)."""
   if num_clients is None and normalizer == 'clients':
-    plain = servers.optimizer_server(optax.sgd(server_lr), weighting=weighting)
+    plain = optimizer_server(optax.sgd(server_lr), weighting=weighting)
 
     def update(state, messages, arrivals, key):
       width = arrivals.mask.shape[0]  # static: n = M when no run says otherwise
@@ -39,7 +90,7 @@ def asynfl_server(
       ).update(state, messages, arrivals, key)
 
     return ServerRule(plain.init, update)
-  return servers.optimizer_server(
+  return optimizer_server(
     optax.sgd(server_lr), normalizer=normalizer, num_clients=num_clients, weighting=weighting
   )
 
@@ -97,103 +148,85 @@ def check_schedule(
 def _algorithm(
   name: str,
   client_lr: float,
-  server_lr: float,
   num_clients: int | None,
-  normalizer: str,
   local_training: str,
   compressor: compression.Compressor | None = None,
-  weighting: str = 'uniform',
+  **server: Any,
 ) -> Algorithm:
   continuous = local_training == 'continuous'
-  server = asynfl_server(
-    server_lr,
-    normalizer=normalizer,
-    num_clients=num_clients,
-    weighting=weighting,
-  )
 
   def prepare(alg: Algorithm, schedule: Schedule) -> Algorithm:
     runs = schedule if isinstance(schedule, list | tuple) else [schedule]
     for one in runs:
       check_schedule(one, num_clients=num_clients, continuous=continuous, name=name)
-    if num_clients is not None or normalizer != 'clients':
+    if num_clients is not None or server['normalizer'] != 'clients':
       return alg
     n = {one.num_clients for one in runs}
     if len(n) != 1:
       raise ScheduleError(f'{name}: the schedules have different client counts {sorted(n)}.')
     (n,) = n  # eq. (5)'s n is the run's N
-    return alg._replace(
-      server=asynfl_server(server_lr, normalizer=normalizer, num_clients=n, weighting=weighting)
-    )
+    return alg._replace(server=asynfl_server(**server, num_clients=n))
 
   if continuous:
-    client, regime = clients.always_on_sgd(client_lr), 'always_on'
+    client, regime = always_on_sgd(client_lr), 'always_on'
   else:
-    client, regime = clients.local_sgd(client_lr), 'per_job'
-  return Algorithm(name, client, server, compressor, regime=regime, prepare=prepare)
+    client, regime = local_sgd(client_lr), 'per_job'
+  server_rule = asynfl_server(**server, num_clients=num_clients)
+  return Algorithm(name, client, server_rule, compressor, regime=regime, prepare=prepare)
 
 
-@register('asynfl', context=('num_clients',), uses=(asynfl_server,), **OPTIONS)
+OPTIONS = {'local_training': checks.choice(('continuous', 'per_job'))}
+
+
+@ALGORITHMS.register('asynfl', context=('num_clients',), uses=(asynfl_server,), **OPTIONS)
 def asynfl(
   client_lr: float = 0.01,
-  server_lr: float = 1.0,
   num_clients: int | None = None,
-  normalizer: str = 'clients',
   local_training: str = 'continuous',
-  weighting: str = 'uniform',
+  **server: Any,
 ) -> Algorithm:
   """AsynFL (eqs. 2-5); ``local_training`` 'continuous' (eq. 4) or 'per_job'."""
-  return _algorithm(
-    'asynfl', client_lr, server_lr, num_clients, normalizer, local_training, weighting=weighting
-  )  # noqa: E501
+  return _algorithm('asynfl', client_lr, num_clients, local_training, **server)
 
 
-def _compressed(name, error_feedback, compressor, fraction, bits, scaled, **rest) -> Algorithm:
-  params = {'fraction': fraction, 'bits': bits, 'scaled': scaled}
-  given = {k: v for k, v in params.items() if v is not None}
-  stray = sorted(set(given) - set(compression.COMPRESSORS.settings(compressor)))
-  if stray:
-    raise ValueError(
-      f'compressor {compressor!r} takes no {stray} (it takes '
-      f'{sorted(compression.COMPRESSORS.settings(compressor))}).'
-    )
-  comp = compression.get(compressor, error_feedback=error_feedback, **given)
-  return _algorithm(name, compressor=comp, **rest)
+def _takes_only_its_own(compressor: str, fraction, bits, scaled) -> str | None:
+  """A setting given for a compressor that does not take it (None: its default)."""
+  takes = sorted(COMPRESSORS.settings(compressor))
+  given = {'fraction': fraction, 'bits': bits, 'scaled': scaled}
+  stray = sorted(k for k, v in given.items() if v is not None and k not in takes)
+  return f'compressor {compressor!r} takes no {stray} (it takes {takes})' if stray else None
 
 
-_COMPRESSED = dict(context=('num_clients',), uses=(asynfl_server,), **COMPRESSOR, **OPTIONS)
-
-
-@register('asynflc', **_COMPRESSED)
-def asynflc(
+def _asynflc(
   client_lr: float = 0.01,
-  server_lr: float = 1.0,
   num_clients: int | None = None,
   compressor: str = 'top_k',
   fraction: float | None = None,
   bits: int | None = None,
   scaled: bool | None = None,
-  normalizer: str = 'clients',
   local_training: str = 'continuous',
-  weighting: str = 'uniform',
+  error_feedback: bool = False,
+  **server: Any,
 ) -> Algorithm:
   """AsynFLC (eq. 7): AsynFL uploading ``C(Delta)`` (``fraction``, ``bits``, ``scaled`` None: the
-  compressor's default)."""
-  return _compressed('asynflc', False, **locals())
+  compressor's default); with ``error_feedback``, AsynFLC-EF (Alg. 1, eqs. 8-10)."""
+  given = {'fraction': fraction, 'bits': bits, 'scaled': scaled}
+  comp = compression.make(compressor, **{k: v for k, v in given.items() if v is not None})
+  name = 'asynflc_ef' if error_feedback else 'asynflc'
+  comp = compression.error_feedback(comp) if error_feedback else comp
+  return _algorithm(name, client_lr, num_clients, local_training, comp, **server)
 
 
-@register('asynflc_ef', **_COMPRESSED)
-def asynflc_ef(
-  client_lr: float = 0.01,
-  server_lr: float = 1.0,
-  num_clients: int | None = None,
-  compressor: str = 'top_k',
-  fraction: float | None = None,
-  bits: int | None = None,
-  scaled: bool | None = None,
-  normalizer: str = 'clients',
-  local_training: str = 'continuous',
-  weighting: str = 'uniform',
-) -> Algorithm:
-  """AsynFLC-EF (Alg. 1, eqs. 8-10): AsynFLC with error feedback around ``compressor``."""
-  return _compressed('asynflc_ef', True, **locals())
+# AsynFLC's compressor: its name and settings (ranges declared with the compressors).
+COMPRESSOR = dict(
+  context=('num_clients',),
+  uses=(asynfl_server,),
+  rules=(checks.Rule('compressor', _takes_only_its_own),),
+  compressor=checks.choice(compression.names()),
+  **{k: v for k, v in COMPRESSORS.shared.items()},
+  **OPTIONS,
+)
+asynflc = ALGORITHMS.register('asynflc', _asynflc, fixed={'error_feedback': False}, **COMPRESSOR)
+asynflc_ef = ALGORITHMS.register(
+  'asynflc_ef', _asynflc, fixed={'error_feedback': True}, **COMPRESSOR
+)

@@ -1,31 +1,109 @@
-"""FedAvg (McMahan et al. 2017), FedBuff (Nguyen et al. 2022) and FedAsync (Xie et al. 2019) with
-local-SGD clients (docs/algorithms/baselines.md)."""
+"""FedAvg (McMahan et al. 2017), FedBuff (Nguyen et al. 2022) and FedAsync's mixing server (Xie,
+Koyejo, Gupta 2019, Alg. 1, Sec. 5.2) with local-SGD clients; FedProx's clients (Li et al.,
+MLSys 2020, Alg. 2) and FedNova's normalization (Wang et al., NeurIPS 2020, Sec. 5) on FedAvg and
+FedBuff (docs/algorithms/baselines.md, fedfa.md)."""
 
 from __future__ import annotations
 
-from afl_jax import clients, servers
-from afl_jax.algorithms.registry import register
-from afl_jax.core.types import Algorithm
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from afl_jax import checks
+from afl_jax.algorithms._base import ALGORITHMS, SERVERS
+from afl_jax.algorithms._shared import fedavg as fedavg_server
+from afl_jax.algorithms._shared import fedbuff as fedbuff_server
+from afl_jax.algorithms._shared import local_sgd, nova, prox_sgd
+from afl_jax.core import tree
+from afl_jax.core.types import Algorithm, ServerRule
 
 
-@register('fedavg')
-def fedavg(client_lr: float = 0.01, weighting: str = 'examples') -> Algorithm:
-  return Algorithm('fedavg', clients.local_sgd(client_lr), servers.fedavg(weighting=weighting))
+@ALGORITHMS.register('fedavg', uses=(fedavg_server,))
+def fedavg(client_lr: float = 0.01, **server: Any) -> Algorithm:
+  return Algorithm('fedavg', local_sgd(client_lr), fedavg_server(**server))
 
 
-@register('fedbuff')
-def fedbuff(client_lr: float = 0.01, server_lr: float = 1.0, weighting: str = 'uniform'):
-  server = servers.fedbuff(server_lr, weighting=weighting)
-  return Algorithm('fedbuff', clients.local_sgd(client_lr), server)
+@ALGORITHMS.register('fedbuff', uses=(fedbuff_server,))
+def fedbuff(client_lr: float = 0.01, **server: Any) -> Algorithm:
+  return Algorithm('fedbuff', local_sgd(client_lr), fedbuff_server(**server))
 
 
-@register('fedasync', uses=(servers.fedasync,))
-def fedasync(
-  client_lr: float = 0.01,
-  alpha: float = 0.6,
-  staleness: str = 'polynomial',
-  a: float = 0.5,
-  b: float = 4.0,
-) -> Algorithm:
-  server = servers.fedasync(alpha, staleness, a, b)
-  return Algorithm('fedasync', clients.local_sgd(client_lr), server)
+@ALGORITHMS.register('fedprox', uses=(fedavg_server,))
+def fedprox(client_lr: float = 0.01, mu: float = 0.01, **server: Any) -> Algorithm:
+  return Algorithm('fedprox', prox_sgd(client_lr, mu), fedavg_server(**server))
+
+
+@ALGORITHMS.register('fedbuff_prox', uses=(fedbuff_server,))
+def fedbuff_prox(client_lr: float = 0.01, mu: float = 0.01, **server: Any) -> Algorithm:
+  return Algorithm('fedbuff_prox', prox_sgd(client_lr, mu), fedbuff_server(**server))
+
+
+@ALGORITHMS.register('fednova', uses=(fedavg_server,))
+def fednova(client_lr: float = 0.01, **server: Any) -> Algorithm:
+  normalized = nova(fedavg_server(**server), weighting=server['weighting'])
+  return Algorithm('fednova', local_sgd(client_lr), normalized)
+
+
+@ALGORITHMS.register('fedbuff_nova', uses=(fedbuff_server,))
+def fedbuff_nova(client_lr: float = 0.01, **server: Any) -> Algorithm:
+  normalized = nova(fedbuff_server(**server), weighting=server['weighting'])
+  return Algorithm('fedbuff_nova', local_sgd(client_lr), normalized)
+
+
+# ---- FedAsync ---------------------------------------------------------------------------------
+class FedAsyncState(NamedTuple):
+  params: Any
+
+
+def staleness_function(
+  kind: str = 'constant', a: float = 0.5, b: float = 4.0
+) -> Callable[[jax.Array], jax.Array]:
+  """s(tau) of Sec. 5.2: constant, polynomial or hinge."""
+  return {
+    'constant': lambda tau: jnp.ones_like(tau),
+    'polynomial': lambda tau: (1.0 + tau) ** (-a),
+    'hinge': lambda tau: jnp.where(tau <= b, 1.0, 1.0 / (a * (tau - b) + 1.0)),
+  }[kind]
+
+
+@SERVERS.register(
+  'fedasync',
+  alpha=checks.real(0.0, 1.0, low_open=True),
+  staleness=checks.choice(('constant', 'polynomial', 'hinge')),
+  a=checks.NON_NEGATIVE,
+  b=checks.NON_NEGATIVE,
+)
+def fedasync_server(
+  alpha: float = 0.6, staleness: str = 'polynomial', a: float = 0.5, b: float = 4.0
+) -> ServerRule:
+  """Mixes each arrival in slot order: ``x <- (1 - alpha s(tau)) x + alpha s(tau) x_local``."""
+  s = staleness_function(staleness, a, b)
+
+  def init(params):
+    return FedAsyncState(params)
+
+  def update(state, messages, arrivals, key):
+    del key
+    local = tree.sub(arrivals.start_broadcast, messages)
+    dtype = jax.tree.leaves(state.params)[0].dtype
+    weights = alpha * s(arrivals.staleness.astype(dtype))
+
+    def mix(x, item):
+      x_local, w, valid = item
+      w = jnp.where(valid, w, 0.0)
+      mixed = jax.tree.map(lambda g, c: ((1 - w) * g + w * c).astype(g.dtype), x, x_local)
+      return tree.where(valid, mixed, x), w  # a padded slot never touches x
+
+    params, used = jax.lax.scan(mix, state.params, (local, weights, arrivals.mask))
+    return FedAsyncState(params), {
+      'mixing_weight': jnp.sum(used) / jnp.maximum(jnp.sum(arrivals.mask), 1)
+    }
+
+  return ServerRule(init, update)
+
+
+@ALGORITHMS.register('fedasync', uses=(fedasync_server,))
+def fedasync(client_lr: float = 0.01, **server: Any) -> Algorithm:
+  return Algorithm('fedasync', local_sgd(client_lr), fedasync_server(**server))

@@ -1,38 +1,218 @@
-"""FedAC (Zang et al., AAAI 2024), a baseline of FedEcho, with FedEcho's Table 8 rates
-(docs/algorithms/fedac.md)."""
+"""FedAC (Zang et al., AAAI 2024), a baseline of FedEcho, as AFL-Lib writes it: clients run SGD
+corrected by ``c - c_i`` (SCAFFOLD's option II variate, Karimireddy et al. 2020, eq. (4)), ``c_i``
+read causally; the server weights arrivals by cosine, takes a prospective adaptive momentum step
+and keeps the global control variate; FedEcho's Table 8 rates (docs/algorithms/fedac.md)."""
 
 from __future__ import annotations
 
-from afl_jax import clients, servers
-from afl_jax.algorithms.registry import joint_init, register
-from afl_jax.core.types import Algorithm
-from afl_jax.servers._fedac import init_state
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from afl_jax import checks
+from afl_jax.algorithms._base import ALGORITHMS, CLIENTS, SERVERS, joint_init
+from afl_jax.algorithms._shared import (
+  cosine_rows,
+  moments,
+  normalized_weights,
+  run_local_steps,
+  step_result,
+  steps_run,
+)
+from afl_jax.core import tree
+from afl_jax.core.types import Algorithm, Arrivals, ClientRule, LocalTask, Params, ServerRule
 
 
-@register('fedac', uses=(servers.fedac, clients.fedac))
-def fedac(
-  client_lr: float = 0.1,
+class FedACBroadcast(NamedTuple):
+  """What the FedAC server sends to a starting client."""
+
+  params: Params  # x_t
+  variate: Params  # c: the global control variate
+  applied: jax.Array  # int32[N]: jobs of each client applied so far
+
+
+class FedACMessage(NamedTuple):
+  """What a FedAC client sends."""
+
+  delta: Params  # Delta_i = x_start - x_K
+  variate_change: Params  # c_i^+ - c_i
+
+
+class FedACClientState(NamedTuple):
+  variates: Params  # [H, ...]: c_i of this client's jobs n-H+1..n (slot (n-1) mod H)
+  count: jax.Array  # int32 scalar n: this client's jobs that have arrived
+
+
+def lookup_variate(state: FedACClientState, applied: jax.Array) -> tuple[Params, jax.Array]:
+  """c_i of job number ``applied`` (0 -> zeros); the oldest kept one if evicted."""
+  h = jax.tree.leaves(state.variates)[0].shape[0]
+  evicted = (applied > 0) & (applied <= state.count - h)
+  job = jnp.where(evicted, state.count - h + 1, applied)
+  row = tree.gather(state.variates, jnp.mod(job - 1, h))
+  return tree.where(job > 0, row, tree.zeros_like(row)), evicted
+
+
+@CLIENTS.register('fedac', history=checks.integer(1), correction=checks.boolean())
+def fedac_client(client_lr: float, *, history: int = 2, correction: bool = True) -> ClientRule:
+  """FedAC's client keeping H = ``history`` past variates; ``correction=False`` drops
+  ``c - c_i``."""
+
+  def init(params: Params, task: LocalTask, key: jax.Array) -> FedACClientState:
+    del task, key
+    return FedACClientState(
+      tree.zeros_like(tree.stack_n(params, history)), jnp.zeros((), jnp.int32)
+    )
+
+  def update(
+    start: FedACBroadcast, state: FedACClientState, task: LocalTask, key: jax.Array
+  ) -> tuple[FedACMessage, FedACClientState, dict[str, Any]]:
+    own, evicted = lookup_variate(state, start.applied[task.client_id])
+    corr = tree.sub(start.variate, own) if correction else tree.zeros_like(own)
+
+    def body(carry, batch, k):
+      del k
+      params, grad_sum = carry
+      loss, grad = jax.value_and_grad(task.loss_fn)(params, batch)
+      params = tree.axpy(-client_lr, tree.add(grad, corr), params)
+      return (params, tree.add(grad_sum, grad)), loss
+
+    carry0 = (start.params, tree.zeros_like(start.params))
+    (final, grad_sum), metrics = run_local_steps(task, key, carry0, body)
+    k = steps_run(task)
+    new_variate = tree.scale(1.0 / k, grad_sum)
+    slot = jnp.mod(state.count, history)
+    variates = jax.tree.map(
+      lambda h, v: h.at[slot].set(v.astype(h.dtype)), state.variates, new_variate
+    )
+    message = FedACMessage(tree.sub(start.params, final), tree.sub(new_variate, own))
+    metrics = {**metrics, 'variate_evicted': evicted.astype(jnp.float32)}
+    return message, FedACClientState(variates, state.count + 1), metrics
+
+  return ClientRule(init, update)
+
+
+class MomentumState(NamedTuple):
+  mu: Params  # m_t
+  nu: Params  # v_t
+
+
+def scale_by_prospective_momentum(
+  beta1: float = 0.6, beta2: float = 0.9, epsilon: float = 1e-8
+) -> optax.GradientTransformation:
+  """``(beta1 m_t + (1 - beta1) g_t) / (sqrt(v_t) + epsilon)`` (no bias correction)."""
+
+  def init(params):
+    zeros = tree.zeros_like(params)
+    return MomentumState(zeros, zeros)
+
+  def update(updates, state, params=None):
+    del params
+    mu, nu = moments(beta1, beta2, state.mu, state.nu, updates)
+    out = jax.tree.map(
+      lambda m, g, v: ((beta1 * m + (1 - beta1) * g) / (jnp.sqrt(v) + epsilon)).astype(g.dtype),
+      mu,
+      updates,
+      nu,
+    )
+    return out, MomentumState(mu, nu)
+
+  return optax.GradientTransformation(init, update)
+
+
+FIRST_UPDATES = ('movement', 'model')
+
+
+def temporal_weights(
+  params: Params,
+  messages: Params,
+  arrivals: Arrivals,
+  min_similarity: Any,
+  zero_cosine: Any = 1.0,
+  first: jax.Array | None = None,
+) -> jax.Array:
+  """FedAC's w_i: cos(x_{s_i} - x_t, Delta_i) clipped below at ``min_similarity``, normalized over
+  S_t; where ``first``, the reference is the model itself."""
+  starts = arrivals.start_broadcast.params
+  moved = jax.tree.map(lambda s, x: s - x[None], starts, params)  # x_{s_i} - x_t
+  if first is not None:
+    moved = jax.tree.map(lambda m, x: jnp.where(first, -x[None], m), moved, params)
+  cos = cosine_rows(moved, messages, zero_cosine)
+  return normalized_weights(jnp.maximum(cos, min_similarity), arrivals.mask)
+
+
+class FedACState(NamedTuple):
+  params: Params  # x_t
+  variate: Params  # c
+  applied: jax.Array  # int32[N]
+  opt_state: MomentumState
+
+  @property
+  def num_clients(self) -> int:
+    return self.applied.shape[0]
+
+
+def init_state(params: Params, num_clients: int, beta1=0.6, beta2=0.9, epsilon=1e-8):
+  """``c = 0``, no job applied, ``m_0 = v_0 = 0``."""
+  opt = scale_by_prospective_momentum(beta1, beta2, epsilon)
+  return FedACState(
+    params, tree.zeros_like(params), jnp.zeros((num_clients,), jnp.int32), opt.init(params)
+  )
+
+
+@SERVERS.register(
+  'fedac',
+  context=('num_clients',),
+  min_similarity=checks.real(-1.0, 1.0),
+  zero_cosine=checks.real(-1.0, 1.0),
+  first_update=checks.choice(FIRST_UPDATES),
+)
+def fedac_server(
   server_lr: float = 1e-4,
   beta1: float = 0.6,
   beta2: float = 0.9,
   epsilon: float = 1e-8,
   min_similarity: float = 0.0,
-  history: int = 2,
-  correction: bool = True,
+  *,
   zero_cosine: float = 1.0,
   first_update: str = 'movement',
-) -> Algorithm:
-  client = clients.fedac(client_lr, history=history, correction=correction)
-  server = servers.fedac(
-    server_lr,
-    beta1,
-    beta2,
-    epsilon,
-    min_similarity,
-    zero_cosine=zero_cosine,
-    first_update=first_update,
-  )
+  num_clients: int = 10,
+) -> ServerRule:
+  """The FedAC server; ``zero_cosine`` and ``first_update`` are readings (docs/algorithms/fedac.md);
+  ``init`` counts clients 0..N-1."""
+  opt = scale_by_prospective_momentum(beta1, beta2, epsilon)
+
+  def init(params: Params) -> FedACState:
+    return init_state(params, num_clients, beta1, beta2, epsilon)
+
+  def update(
+    state: FedACState, messages: FedACMessage, arrivals: Arrivals, key: jax.Array
+  ) -> tuple[FedACState, dict[str, Any]]:
+    del key
+    mask, ids = arrivals.mask, arrivals.client_ids
+    first = jnp.sum(state.applied) == 0 if first_update == 'model' else None
+    w = temporal_weights(state.params, messages.delta, arrivals, min_similarity, zero_cosine, first)
+    g = tree.weighted_sum(messages.delta, w)
+    direction, opt_state = opt.update(g, state.opt_state)
+    params = tree.axpy(-server_lr, direction, state.params)
+    variate = tree.add(state.variate, tree.weighted_sum(messages.variate_change, w))
+    n = state.applied.shape[0]
+    applied = state.applied.at[jnp.where(mask, ids, n)].add(1, mode='drop')
+    new = FedACState(params, variate, applied, opt_state)
+    return step_result(arrivals, new, state, weight_max=jnp.max(jnp.where(mask, w, 0.0)))
+
+  def broadcast(state: FedACState) -> FedACBroadcast:
+    return FedACBroadcast(state.params, state.variate, state.applied)
+
+  return ServerRule(init, update, broadcast)
+
+
+@ALGORITHMS.register('fedac', uses=(fedac_server, fedac_client))
+def fedac(client_lr: float = 0.1, history: int = 2, correction: bool = True, **server: Any):
+  client = fedac_client(client_lr, history=history, correction=correction)
+  b1, b2, eps = server['beta1'], server['beta2'], server['epsilon']
   init = joint_init(
-    client, lambda params, tasks, _: init_state(params, tasks.client_id.size, beta1, beta2, epsilon)
+    client, lambda params, tasks, _: init_state(params, tasks.client_id.size, b1, b2, eps)
   )
-  return Algorithm('fedac', client, server, init=init)
+  return Algorithm('fedac', client, fedac_server(**server), init=init)

@@ -1,130 +1,339 @@
-"""Server momentum (Sun et al.) with local-SGD clients: FedGM (eq. (2)) and its special cases,
-Multistage FedGM (Alg. 3), Autonomous Multistage FedGM (Alg. 4) and FedOPT (Reddi et al. 2021)
-(docs/algorithms/fedgm.md)."""
+"""Server momentum (Sun et al., "On the Role of Server Momentum in Federated Learning") with
+local-SGD clients: FedGM (eq. (2)) and its special cases, Multistage FedGM (Alg. 3), Autonomous
+Multistage FedGM (Alg. 4); and FedOPT (Reddi et al., ICLR 2021: optax's optimizers, or FedAdagrad,
+FedYogi and FedAdam as Alg. 2 writes them) (docs/algorithms/fedgm.md, baselines.md)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
-from afl_jax import clients, servers
-from afl_jax.algorithms.registry import register
-from afl_jax.core.types import Algorithm
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
 
-# Multistage defaults: Fig. 2's eta = (2.0, 1.0, 0.5) with stage lengths and (beta_s, nu_s)
-# meeting constraint (3): T_s eta_s = 286 and eta_s beta_s nu_s / (1 - beta_s) = 4.5.
-STAGE_LENGTHS = (143, 286, 572)
-SERVER_LRS = (2.0, 1.0, 0.5)
-BETAS = (0.9, 0.9, 0.9)
-NUS = (0.25, 0.5, 1.0)
+from afl_jax import checks
+from afl_jax.algorithms._base import ALGORITHMS, SERVERS
+from afl_jax.algorithms._shared import (
+  NEEDS_NUM_CLIENTS,
+  ScalarOrSchedule,
+  divide_by_local_steps,
+  local_sgd,
+  optimizer_server,
+)
+from afl_jax.core import tree
+from afl_jax.core.types import Algorithm, ServerRule
 
+# How a composing rule embeds these servers (the mean over |S_t| or all n clients): not settings.
+NORMALIZER = ('normalizer', 'num_clients')
 
-def _fedgm(name: str, client_lr, server_lr, beta, nu, weighting, autonomous=False) -> Algorithm:
-  server = servers.fedgm(server_lr, beta, nu, weighting=weighting)
-  client = clients.local_sgd(client_lr)
-  return Algorithm(name, clients.divide_by_local_steps(client) if autonomous else client, server)
-
-
-@register('fedgm', uses=(servers.fedgm,))
-def fedgm(
-  client_lr: float = 0.01,
-  server_lr: float = 1.0,
-  beta: float = 0.9,
-  nu: float = 0.7,
-  weighting: str = 'uniform',
-) -> Algorithm:
-  return _fedgm('fedgm', client_lr, server_lr, beta, nu, weighting)
-
-
-@register('autonomous_fedgm_single_stage', uses=(servers.fedgm,))
-def autonomous_fedgm_single_stage(
-  client_lr: float = 0.01,
-  server_lr: float = 1.0,
-  beta: float = 0.9,
-  nu: float = 0.7,
-  weighting: str = 'uniform',
-) -> Algorithm:
-  """Alg. 4 with one stage: FedGM whose clients send ``Delta / K_{t,i}``."""
-  return _fedgm('autonomous_fedgm_single_stage', client_lr, server_lr, beta, nu, weighting, True)
+_METRIC_NAMES = {'learning_rate': 'server_lr', 'beta': 'beta', 'nu': 'nu'}
+# FedGM's momentum factor beta and instant discount nu, and their stagewise sequences.
+MOMENTUM = {'beta': checks.real(0.0, 1.0, high_open=True), 'nu': checks.real(0.0, 1.0)}
+STAGES = {
+  'stage_lengths': checks.integers(1),
+  'server_lrs': checks.reals(0.0, low_open=True),
+  'betas': checks.reals(0.0, 1.0, high_open=True),
+  'nus': checks.reals(0.0, 1.0),
+}
 
 
-@register('fedsgd')
-def fedsgd(client_lr=0.01, server_lr=1.0, weighting='uniform') -> Algorithm:
-  """FedGM(nu=0)."""
-  return _fedgm('fedsgd', client_lr, server_lr, 0.0, 0.0, weighting)
+class QuasiHyperbolicMomentumState(NamedTuple):
+  trace: Any  # d_t, the momentum buffer (same tree as the params; d_0 = 0)
 
 
-@register('fedavgm', uses=(servers.fedgm,))
-def fedavgm(client_lr=0.01, server_lr=1.0, beta=0.9, weighting='uniform') -> Algorithm:
-  """FedGM(nu=1)."""
-  return _fedgm('fedavgm', client_lr, server_lr, beta, 1.0, weighting)
+def quasi_hyperbolic_momentum(beta, nu) -> optax.GradientTransformation:
+  """Eq. (2)'s ``d_{t+1} = (1 - beta) g + beta d_t``, ``h_{t+1} = (1 - nu) g + nu d_{t+1}``."""
+
+  def init(params):
+    return QuasiHyperbolicMomentumState(tree.zeros_like(params))
+
+  def update(updates, state, params=None):
+    del params
+    trace = jax.tree.map(
+      lambda g, d: ((1 - beta) * g + beta * d).astype(d.dtype), updates, state.trace
+    )
+    h = jax.tree.map(lambda g, d: ((1 - nu) * g + nu * d).astype(g.dtype), updates, trace)
+    return h, QuasiHyperbolicMomentumState(trace)
+
+  return optax.GradientTransformation(init, update)
 
 
-@register('fednag', uses=(servers.fedgm,))
-def fednag(client_lr=0.01, server_lr=1.0, beta=0.9, weighting='uniform') -> Algorithm:
-  """FedGM(nu=beta)."""
-  return _fedgm('fednag', client_lr, server_lr, beta, beta, weighting)
-
-
-def _multistage(name: str, autonomous: bool, client_lr, weighting, **stages) -> Algorithm:
-  client = clients.local_sgd(client_lr)
-  return Algorithm(
-    name,
-    clients.divide_by_local_steps(client) if autonomous else client,
-    servers.multistage_fedgm(**stages, weighting=weighting),
+def general_momentum(learning_rate, beta, nu) -> optax.GradientTransformation:
+  return optax.chain(
+    quasi_hyperbolic_momentum(beta, nu), optax.scale_by_learning_rate(learning_rate)
   )
 
 
-@register('multistage_fedgm', uses=(servers.multistage_fedgm,))
-def multistage_fedgm(
-  client_lr: float = 0.01,
-  stage_lengths: Sequence[int] = STAGE_LENGTHS,
-  server_lrs: Sequence[float] = SERVER_LRS,
-  betas: Sequence[float] = BETAS,
-  nus: Sequence[float] = NUS,
+@SERVERS.register('fedgm', context=NORMALIZER, rules=(NEEDS_NUM_CLIENTS,), **MOMENTUM)
+def fedgm_server(
+  server_lr: ScalarOrSchedule = 1.0,
+  beta: ScalarOrSchedule = 0.9,
+  nu: ScalarOrSchedule = 0.7,
+  *,
+  normalizer: str = 'arrivals',
+  num_clients: int | None = None,
   weighting: str = 'uniform',
-) -> Algorithm:
-  return _multistage('multistage_fedgm', False, **locals())
+) -> ServerRule:
+  """FedGM's server (eq. (2)); each hyperparameter a number or an optax schedule of the step."""
+  optimizer = optax.inject_hyperparams(general_momentum)(learning_rate=server_lr, beta=beta, nu=nu)
+  rule = optimizer_server(
+    optimizer, normalizer=normalizer, num_clients=num_clients, weighting=weighting
+  )
+
+  def update(state, messages, arrivals, key):
+    state, metrics = rule.update(state, messages, arrivals, key)
+    used = state.opt_state.hyperparams
+    return state, {**metrics, **{out: used[k] for k, out in _METRIC_NAMES.items()}}
+
+  return rule._replace(update=update)
 
 
-@register('autonomous_fedgm', uses=(servers.multistage_fedgm,))
-def autonomous_fedgm(
-  client_lr: float = 0.01,
-  stage_lengths: Sequence[int] = STAGE_LENGTHS,
-  server_lrs: Sequence[float] = SERVER_LRS,
-  betas: Sequence[float] = BETAS,
-  nus: Sequence[float] = NUS,
+def stagewise_constant(values: Sequence[float], stage_lengths: Sequence[int]) -> optax.Schedule:
+  """Alg. 3's "constant and drop": ``values[s]`` through stage s (one per stage), the last value
+  after."""
+  boundaries = [int(b) for b in np.cumsum(stage_lengths)[:-1]]
+  stages = [optax.constant_schedule(float(v)) for v, _ in zip(values, stage_lengths, strict=True)]
+  return optax.join_schedules(stages, boundaries)
+
+
+def _one_per_stage(field: str) -> checks.Rule:
+  def problem(stage_lengths, **values):
+    n = len(values[field])
+    if n != len(stage_lengths):
+      return f'has {n} entries but stage_lengths has {len(stage_lengths)}; give one per stage'
+    return None
+
+  return checks.Rule(field, problem, reads=('stage_lengths', field))
+
+
+# Multistage defaults: Fig. 2's eta = (2.0, 1.0, 0.5) with stage lengths and (beta_s, nu_s)
+# meeting constraint (3): T_s eta_s = 286 and eta_s beta_s nu_s / (1 - beta_s) = 4.5.
+@SERVERS.register(
+  'multistage_fedgm',
+  context=NORMALIZER,
+  rules=(NEEDS_NUM_CLIENTS, *map(_one_per_stage, ('server_lrs', 'betas', 'nus'))),
+  **STAGES,
+)
+def multistage_fedgm_server(
+  stage_lengths: Sequence[int] = (143, 286, 572),
+  server_lrs: Sequence[float] = (2.0, 1.0, 0.5),
+  betas: Sequence[float] = (0.9, 0.9, 0.9),
+  nus: Sequence[float] = (0.25, 0.5, 1.0),
+  *,
+  normalizer: str = 'arrivals',
+  num_clients: int | None = None,
   weighting: str = 'uniform',
-) -> Algorithm:
-  """Alg. 4: Multistage FedGM whose clients send ``Delta / K_{t,i}``."""
-  return _multistage('autonomous_fedgm', True, **locals())
+) -> ServerRule:
+  """Multistage FedGM (Alg. 3): FedGM(eta_s, beta_s, nu_s) for T_s steps, ``d`` carried across."""
+  return fedgm_server(
+    *(stagewise_constant(v, stage_lengths) for v in (server_lrs, betas, nus)),
+    normalizer=normalizer,
+    num_clients=num_clients,
+    weighting=weighting,
+  )
 
 
-@register('fedopt', uses=(servers.fedopt_optimizer,))
-def fedopt(
-  client_lr: float = 0.01,
-  server_lr: float = 0.01,
+# ---- FedOPT (Reddi et al. 2021) ---------------------------------------------------------------
+OPTIMIZERS = ('sgd', 'adam', 'yogi', 'adagrad', 'amsgrad')
+# The options selecting a variant of Alg. 2, with the values that leave optax's optimizer as is.
+ALG2_OPTIONS = {
+  'bias_correction': False,
+  'bias_correction_offset': 1,
+  'tau_placement': 'outside',
+  'initial_accumulator': None,
+}
+
+
+def _alg2_only(field: str) -> checks.Rule:
+  def problem(convention, **value):
+    if convention == 'optax' and value[field] != ALG2_OPTIONS[field]:
+      return (
+        f"selects a variant of Reddi et al.'s Alg. 2: pass convention='alg2' with it (or "
+        f'leave {field} at {ALG2_OPTIONS[field]!r})'
+      )
+    return None
+
+  return checks.Rule(field, problem, reads=('convention', field))
+
+
+FEDOPT_RULES = (
+  NEEDS_NUM_CLIENTS,
+  *map(_alg2_only, ALG2_OPTIONS),
+  checks.Rule(
+    'server_optimizer',
+    lambda convention, server_optimizer: (
+      "'amsgrad' is optax's only: convention='alg2' covers 'adagrad', 'yogi' and 'adam' "
+      "(Reddi et al. Alg. 2); pass convention='optax'"
+      if convention == 'alg2' and server_optimizer == 'amsgrad'
+      else None
+    ),
+  ),
+  checks.Rule(
+    'bias_correction',
+    lambda server_optimizer, bias_correction: (
+      "applies to 'adam' and 'yogi' only: FedAdagrad's v is a sum, not an average; pass "
+      'bias_correction=False'
+      if bias_correction and server_optimizer == 'adagrad'
+      else None
+    ),
+  ),
+)
+
+
+@SERVERS.register(
+  'fedopt',
+  context=NORMALIZER,
+  rules=FEDOPT_RULES,
+  server_optimizer=checks.choice(OPTIMIZERS),
+  convention=checks.choice(('optax', 'alg2')),
+  tau=checks.POSITIVE,
+  bias_correction=checks.boolean(),
+  bias_correction_offset=checks.integer(1),
+  tau_placement=checks.choice(('outside', 'inside')),
+  initial_accumulator=checks.NON_NEGATIVE,
+)
+def fedopt_server(
   server_optimizer: str = 'adam',
+  server_lr: ScalarOrSchedule = 0.01,
+  *,
   beta1: float = 0.9,
   beta2: float = 0.99,
   tau: float = 1e-3,
-  weighting: str = 'uniform',
   convention: str = 'optax',
   bias_correction: bool = False,
   bias_correction_offset: int = 1,
   tau_placement: str = 'outside',
   initial_accumulator: float | None = None,
-) -> Algorithm:
-  server = servers.fedopt(
-    server_optimizer,
-    server_lr,
-    beta1=beta1,
-    beta2=beta2,
-    tau=tau,
-    convention=convention,
-    bias_correction=bias_correction,
-    bias_correction_offset=bias_correction_offset,
-    tau_placement=tau_placement,
-    initial_accumulator=initial_accumulator,
-    weighting=weighting,
+  normalizer: str = 'arrivals',
+  num_clients: int | None = None,
+  weighting: str = 'uniform',
+) -> ServerRule:
+  """FedOPT's ServerOPT on the mean pseudo-gradient: optax's optimizers
+  (``convention='optax'``) or Alg. 2 as written (``'alg2'``, with its variants)."""
+  if server_optimizer == 'sgd':
+    optimizer = optax.sgd(server_lr)
+  elif convention == 'alg2':
+    direction = scale_by_alg2(
+      server_optimizer,
+      beta1=beta1,
+      beta2=beta2,
+      tau=tau,
+      bias_correction=bias_correction,
+      bias_correction_offset=bias_correction_offset,
+      tau_placement=tau_placement,
+      initial_accumulator=initial_accumulator,
+    )
+    optimizer = optax.chain(direction, optax.scale_by_learning_rate(server_lr))
+  elif server_optimizer == 'adagrad':
+    optimizer = optax.adagrad(server_lr, initial_accumulator_value=0.0, eps=tau**2)
+  else:
+    factory = {'adam': optax.adam, 'yogi': optax.yogi, 'amsgrad': optax.amsgrad}[server_optimizer]
+    optimizer = factory(server_lr, b1=beta1, b2=beta2, eps=tau)
+  return optimizer_server(
+    optimizer, normalizer=normalizer, num_clients=num_clients, weighting=weighting
   )
-  return Algorithm('fedopt', clients.local_sgd(client_lr), server)
+
+
+class Alg2State(NamedTuple):
+  count: jax.Array  # int32 []: server updates so far (t)
+  mu: Any  # m_{t-1}
+  nu: Any  # v_{t-1}
+
+
+def scale_by_alg2(
+  rule: str,
+  *,
+  beta1: float,
+  beta2: float,
+  tau: float,
+  bias_correction: bool,
+  bias_correction_offset: int,
+  tau_placement: str,
+  initial_accumulator: float | None,
+) -> optax.GradientTransformation:
+  """Alg. 2's direction ``m_t / (sqrt(v_t) + tau)`` for ``rule`` ('adagrad', 'yogi' or 'adam');
+  chain it with a learning rate."""
+  v0 = tau**2 if initial_accumulator is None else initial_accumulator
+
+  def init(params):
+    nu = jax.tree.map(lambda p: jnp.full_like(p, v0), params)
+    return Alg2State(jnp.zeros([], jnp.int32), tree.zeros_like(params), nu)
+
+  def second_moment(v, g):
+    g2 = g * g
+    if rule == 'adagrad':
+      return v + g2
+    if rule == 'yogi':
+      return v - (1 - beta2) * g2 * jnp.sign(v - g2)
+    return beta2 * v + (1 - beta2) * g2
+
+  def update(updates, state, params=None):
+    del params
+    mu = jax.tree.map(lambda m, g: (beta1 * m + (1 - beta1) * g).astype(m.dtype), state.mu, updates)
+    nu = jax.tree.map(lambda v, g: second_moment(v, g).astype(v.dtype), state.nu, updates)
+
+    def direction(m, v):
+      denom = jnp.sqrt(v) + tau if tau_placement == 'outside' else jnp.sqrt(v + tau**2)
+      out = m / denom
+      if bias_correction:
+        power = (state.count + bias_correction_offset).astype(m.dtype)
+        out = out * (jnp.sqrt(1 - jnp.power(beta2, power)) / (1 - jnp.power(beta1, power)))
+      return out.astype(m.dtype)
+
+    return jax.tree.map(direction, mu, nu), Alg2State(state.count + 1, mu, nu)
+
+  return optax.GradientTransformation(init, update)
+
+
+# ---- the algorithms -----------------------------------------------------------------------------
+def _momentum(name: str, client_lr: Any, server: ServerRule, autonomous: bool = False):
+  """``server`` with local-SGD clients; ``autonomous``: they send ``Delta / K_{t,i}`` (Alg. 4)."""
+  client = local_sgd(client_lr)
+  return Algorithm(name, divide_by_local_steps(client) if autonomous else client, server)
+
+
+@ALGORITHMS.register('fedgm', uses=(fedgm_server,))
+def fedgm(client_lr: float = 0.01, **server: Any) -> Algorithm:
+  return _momentum('fedgm', client_lr, fedgm_server(**server))
+
+
+@ALGORITHMS.register('autonomous_fedgm_single_stage', uses=(fedgm_server,))
+def autonomous_fedgm_single_stage(client_lr: float = 0.01, **server: Any) -> Algorithm:
+  """Alg. 4 with one stage: FedGM whose clients send ``Delta / K_{t,i}``."""
+  return _momentum('autonomous_fedgm_single_stage', client_lr, fedgm_server(**server), True)
+
+
+@ALGORITHMS.register('fedsgd', uses=(fedgm_server,), fixed={'beta': 0.0, 'nu': 0.0})
+def fedsgd(client_lr: float = 0.01, **server: Any) -> Algorithm:
+  """FedGM(beta=0, nu=0): two-sided learning rates."""
+  return _momentum('fedsgd', client_lr, fedgm_server(**server))
+
+
+@ALGORITHMS.register('fedavgm', uses=(fedgm_server,), fixed={'nu': 1.0})
+def fedavgm(client_lr: float = 0.01, **server: Any) -> Algorithm:
+  """FedGM(nu=1)."""
+  return _momentum('fedavgm', client_lr, fedgm_server(**server))
+
+
+@ALGORITHMS.register('fednag', uses=(fedgm_server,), fixed={'nu': None})
+def fednag(client_lr: float = 0.01, **server: Any) -> Algorithm:
+  """FedGM(nu=beta)."""
+  return _momentum('fednag', client_lr, fedgm_server(**server | {'nu': server['beta']}))
+
+
+@ALGORITHMS.register('multistage_fedgm', uses=(multistage_fedgm_server,))
+def multistage_fedgm(client_lr: float = 0.01, **server: Any) -> Algorithm:
+  return _momentum('multistage_fedgm', client_lr, multistage_fedgm_server(**server))
+
+
+@ALGORITHMS.register('autonomous_fedgm', uses=(multistage_fedgm_server,))
+def autonomous_fedgm(client_lr: float = 0.01, **server: Any) -> Algorithm:
+  """Alg. 4: Multistage FedGM whose clients send ``Delta / K_{t,i}``."""
+  return _momentum('autonomous_fedgm', client_lr, multistage_fedgm_server(**server), True)
+
+
+@ALGORITHMS.register('fedopt', uses=(fedopt_server,))
+def fedopt(client_lr: float = 0.01, **server: Any) -> Algorithm:
+  return _momentum('fedopt', client_lr, fedopt_server(**server))

@@ -1,46 +1,348 @@
-"""MasFL (Alg. 1-2) and AdaMasFL (Alg. 3-4) of Yan et al., rates left as None from Theorem 3.1 / 4.1
-with S, K, T read from the run's schedule (docs/algorithms/masfl.md, "Theory rates")."""
+"""MasFL (Alg. 1-2) and AdaMasFL (Alg. 3-4) of Yan et al.: the client's momentum steps corrected by
+the stale variate read causally from its history, the server's control variates and two-level
+momentum; rates left as None from Theorem 3.1 / 4.1 with S, K, T read from the run's schedule
+(docs/algorithms/masfl.md, "Theory rates")."""
 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from afl_jax import clients, servers
-from afl_jax.algorithms.registry import joint_init, register
-from afl_jax.clients._masfl import history_depth
-from afl_jax.core import checks
-from afl_jax.core.types import Algorithm
-from afl_jax.servers._masfl import init_state
+from afl_jax import checks
+from afl_jax.algorithms._base import ALGORITHMS, CLIENTS, SERVERS, joint_init
+from afl_jax.algorithms._shared import (
+  client_weights,
+  row_weights,
+  run_local_steps,
+  steps_run,
+  uniform_weights,
+)
+from afl_jax.core import tree
+from afl_jax.core.types import (
+  Algorithm,
+  Arrivals,
+  ClientRule,
+  LocalTask,
+  Params,
+  ServerRule,
+  unchanged_if_no_arrival,
+)
+from afl_jax.registry import Registry
+
+SELECTIONS = ('arrivals', 'uniform')
+SPECS = {'beta': checks.real(0.0, 1.0, low_open=True), 'selection': checks.choice(SELECTIONS)}
 
 
+class MasFLBroadcast(NamedTuple):
+  """What the MasFL server sends (Alg. 1 line 8 / Alg. 3 line 9)."""
+
+  params: Params  # theta^t
+  direction: Params  # d^t = beta c^t + (1 - beta) g^t
+
+
+class MasFLMessage(NamedTuple):
+  """What a MasFL client sends (Alg. 2 line 6 / Alg. 4 line 6)."""
+
+  variate: Params  # c~_i^{t+1}: mean of the job's K stochastic gradients
+  delta: Params | None  # AdaMasFL: (theta_start - theta_K) / (eta K); MasFL: None
+
+
+# ---- the client (Alg. 2 and 4) ----------------------------------------------------------------
+class MasFLClientState(NamedTuple):
+  """The last D sent ``variates`` newest first, and the step each ``arrived`` at (-1 for c_i^0)."""
+
+  variates: Params
+  arrived: jax.Array
+
+  @property
+  def variate(self) -> Params:
+    return tree.gather(self.variates, 0)
+
+
+def history_depth(schedule: Any) -> int:
+  """D, the history a causal ``c~_i`` needs: ``1 + max over jobs of #{i's arrivals in [s, t)}``."""
+  if isinstance(schedule, list | tuple):
+    return max(history_depth(s) for s in schedule)
+  mask = np.asarray(schedule.mask)
+  t_idx = np.broadcast_to(np.arange(mask.shape[0])[:, None], mask.shape)[mask]
+  ids, starts = np.asarray(schedule.client_ids)[mask], np.asarray(schedule.start_step)[mask]
+  if ids.size == 0:
+    return 1
+  span = np.int64(mask.shape[0] + 1)  # key (client, step) -> client * span + step
+  ids = ids.astype(np.int64)
+  keys = np.sort(ids * span + t_idx)
+  hi = np.searchsorted(keys, ids * span + t_idx)  # i's arrivals before t
+  lo = np.searchsorted(keys, ids * span + starts)  # i's arrivals before s
+  return 1 + int((hi - lo).max())
+
+
+def causal_variate(state: MasFLClientState, task: LocalTask) -> Params:
+  """c~_i: the newest entry arrived before ``task.start_step`` (else the newest)."""
+  if task.start_step is None:
+    return state.variate
+  before = state.arrived < task.start_step
+  index = jnp.where(jnp.any(before), jnp.argmax(before), before.shape[0] - 1)
+  return tree.gather(state.variates, index)
+
+
+def push(state: MasFLClientState, variate: Params, step: Any) -> MasFLClientState:
+  if step is None:
+    step = state.arrived[0] + 1
+  variates = jax.tree.map(
+    lambda h, v: jnp.concatenate([v[None].astype(h.dtype), h[:-1]]), state.variates, variate
+  )
+  arrived = jnp.concatenate([jnp.asarray(step, jnp.int32)[None], state.arrived[:-1]])
+  return MasFLClientState(variates, arrived)
+
+
+def initial_variate(params: Params, task: LocalTask, key: jax.Array) -> Params:
+  """c_i^0 (Alg. 1 line 1): the mean of K_i stochastic gradients at ``params``."""
+
+  def body(total, batch, k):
+    del k
+    loss, g = jax.value_and_grad(task.loss_fn)(params, batch)
+    return tree.add(total, g), loss
+
+  total, _ = run_local_steps(task, key, tree.zeros_like(params), body)
+  return tree.scale(1.0 / steps_run(task), total)
+
+
+def normalized(g: Params) -> Params:
+  """``g / ||g||`` with the global l2 norm, and 0 (no step) when ``||g|| = 0``."""
+  norm = tree.global_norm(g)
+  safe = jnp.where(norm > 0, norm, 1.0)
+  return tree.scale(jnp.where(norm > 0, 1.0 / safe, 0.0), g)
+
+
+@CLIENTS.register(
+  'masfl', beta=SPECS['beta'], normalize=checks.boolean(), history=checks.integer(1)
+)
+def masfl_client(client_lr: float, beta: float, *, normalize: bool = False, history: int = 1):
+  """MasFL's client (Alg. 2), AdaMasFL's (Alg. 4) with ``normalize``: eta = ``client_lr``,
+  ``beta``; D = ``history`` (the registry's 'masfl' sizes it for each run). Takes a
+  :class:`~afl_jax.core.messages.MasFLBroadcast`, sends a ``MasFLMessage``."""
+
+  def init(params: Params, task: LocalTask, key: jax.Array) -> MasFLClientState:
+    c0 = initial_variate(params, task, key)  # Alg. 1/3 line 1
+    return MasFLClientState(tree.stack_n(c0, history), jnp.full((history,), -1, jnp.int32))
+
+  def update(
+    start: MasFLBroadcast, state: MasFLClientState, task: LocalTask, key: jax.Array
+  ) -> tuple[MasFLMessage, MasFLClientState, dict[str, Any]]:
+    c_tilde = causal_variate(state, task)
+
+    def body(carry, batch, k):
+      del k
+      params, grad_sum = carry
+      loss, grad = jax.value_and_grad(task.loss_fn)(params, batch)
+      # Alg. 2/4 line 3: beta (grad - c~_i + c^{t-tau}) + (1 - beta) g^{t-tau}.
+      g = tree.axpy(beta, tree.sub(grad, c_tilde), start.direction)
+      step = normalized(g) if normalize else g
+      return (tree.axpy(-client_lr, step, params), tree.add(grad_sum, grad)), loss
+
+    carry0 = (start.params, tree.zeros_like(start.params))
+    (final, grad_sum), metrics = run_local_steps(task, key, carry0, body)
+    k = steps_run(task)
+    variate = tree.scale(1.0 / k, grad_sum)
+    delta = None
+    if normalize:
+      delta = tree.scale(1.0 / (client_lr * k), tree.sub(start.params, final))
+    return MasFLMessage(variate, delta), push(state, variate, task.step), metrics
+
+  return ClientRule(init, update)
+
+
+adamasfl_client = CLIENTS.register('adamasfl', masfl_client, fixed={'normalize': True})
+
+
+# ---- the server (Alg. 1 lines 1, 4-8; Alg. 3 lines 1, 4-9) ------------------------------------
+class MasFLServerState(NamedTuple):
+  params: Params  # theta^t
+  variates: Params  # c_i^t, leading axis N
+  control: Params  # c^t = mean_i c_i^t
+  momentum: Params  # g^t
+  pending: MasFLMessage | None  # 'uniform': latest finished message per client [N]; else None
+  shares: jax.Array  # float[N], p_i: 1/N, or n_i / sum_j n_j by examples
+
+  @property
+  def num_clients(self) -> int:
+    return self.shares.shape[0]
+
+
+def init_state(
+  params: Params,
+  variates: Params,
+  *,
+  selection: str = 'arrivals',
+  adaptive: bool = False,
+  num_examples: Any = None,
+) -> MasFLServerState:
+  """Alg. 1/3 line 1: ``c^0 = sum_i p_i c_i^0``, ``g^0 = c^0``; ``p_i`` uniform or by
+  ``num_examples``."""
+  n = jax.tree.leaves(variates)[0].shape[0]
+  if num_examples is None:
+    shares = uniform_weights(n)
+  else:
+    shares = client_weights(num_examples)
+  control = tree.weighted_sum(variates, shares)
+  pending = None
+  if selection == 'uniform':
+    pending = MasFLMessage(variates, tree.zeros_like(variates) if adaptive else None)
+  return MasFLServerState(params, variates, control, control, pending, shares)
+
+
+def uniform_selection(key: jax.Array, num_clients: int, count: jax.Array) -> jax.Array:
+  """bool[N]: ``count`` distinct clients drawn uniformly (``count`` may be traced)."""
+  rank = jnp.argsort(jnp.argsort(jax.random.uniform(key, (num_clients,))))
+  return rank < count
+
+
+@SERVERS.register('masfl', context=('num_clients',), adaptive=checks.boolean(), **SPECS)
+def masfl_server(
+  server_lr: float,
+  beta: float,
+  *,
+  adaptive: bool = False,
+  selection: str = 'arrivals',
+  num_clients: int = 10,
+  weighting: str = 'uniform',
+) -> ServerRule:
+  """The MasFL server (Alg. 1), AdaMasFL's (Alg. 3) with ``adaptive``; ``init(params)`` starts every
+  ``c_i`` at 0 (the paper's ``c_i^0``: :func:`init_state`)."""
+  examples = weighting == 'examples'
+
+  def init(params: Params) -> MasFLServerState:
+    return init_state(
+      params,
+      tree.zeros_like(tree.stack_n(params, num_clients)),
+      selection=selection,
+      adaptive=adaptive,
+    )
+
+  def step(
+    state: MasFLServerState,
+    diff: Params,
+    weights: jax.Array,
+    variates: Params,
+    direction: Params | None,
+    p: jax.Array,
+  ) -> MasFLServerState:
+    """Lines 5-7 given the rows ``diff`` of ``c_i^{t+1} - c_i^t`` and their weights."""
+    mean_diff = tree.weighted_sum(diff, weights)
+    momentum = jax.tree.map(
+      lambda md, c, g: beta * (md + c) + (1 - beta) * g, mean_diff, state.control, state.momentum
+    )
+    move = momentum if direction is None else direction
+    params = tree.axpy(-server_lr, move, state.params)
+    control = tree.add(state.control, tree.weighted_sum(diff, p))
+    return state._replace(params=params, variates=variates, control=control, momentum=momentum)
+
+  def update(
+    state: MasFLServerState, messages: MasFLMessage, arrivals: Arrivals, key: jax.Array
+  ) -> tuple[MasFLServerState, dict[str, Any]]:
+    mask, ids = arrivals.mask, arrivals.client_ids
+    count = jnp.sum(mask)
+    n = jax.tree.leaves(state.variates)[0].shape[0]
+    p_all = state.shares
+    if selection == 'arrivals':
+      # O(M) work: only the arriving rows of c_i change.
+      diff = tree.sub(messages.variate, tree.gather(state.variates, ids))
+      variates = tree.scatter(state.variates, ids, messages.variate, mask)
+      weights = row_weights(arrivals, examples=examples)
+      direction = tree.weighted_sum(messages.delta, weights) if adaptive else None
+      new = step(state, diff, weights, variates, direction, p_all[ids] * mask)
+    else:
+      pending = tree.scatter(state.pending, ids, messages, mask)
+      chosen = uniform_selection(key, n, count)
+      weights = chosen * p_all / jnp.where(count > 0, jnp.sum(chosen * p_all), 1.0)
+      rows = lambda x: chosen.reshape((n,) + (1,) * (x.ndim - 1))
+      diff = tree.sub(pending.variate, state.variates)
+      variates = jax.tree.map(
+        lambda new, old: jnp.where(rows(old), new, old), pending.variate, state.variates
+      )
+      direction = None
+      if adaptive:
+        direction = tree.weighted_sum(pending.delta, weights)
+        pending = pending._replace(
+          delta=jax.tree.map(lambda d: jnp.where(rows(d), 0, d), pending.delta)
+        )
+      new = step(state, diff, weights, variates, direction, chosen * p_all)
+      new = new._replace(pending=pending)
+    new = unchanged_if_no_arrival(arrivals, new, state)
+    metrics = {
+      'update_norm': tree.global_norm(tree.sub(state.params, new.params)),
+      'momentum_norm': tree.global_norm(new.momentum),
+    }
+    return new, metrics
+
+  def broadcast(state: MasFLServerState) -> MasFLBroadcast:
+    direction = jax.tree.map(lambda c, g: beta * c + (1 - beta) * g, state.control, state.momentum)
+    return MasFLBroadcast(state.params, direction)
+
+  return ServerRule(init, update, broadcast)
+
+
+adamasfl_server = SERVERS.register('adamasfl', masfl_server, fixed={'adaptive': True})
+
+
+# ---- theory rates and the algorithms -----------------------------------------------------------
 class TheoryRates(NamedTuple):
   client_lr: float  # eta
   server_lr: float  # gamma
   beta: float
 
 
-# The theorems' inputs S, K, T (run facts) and L, tau_max.
+# The theorems' inputs: S, K, T (run facts) and L, tau_max, margin.
 RUN_SPECS = {
   'arrivals_per_step': checks.integer(1),
   'local_steps': checks.integer(1),
   'num_rounds': checks.integer(1),
 }
+THEORY_SPECS = {
+  **RUN_SPECS,
+  'smoothness': checks.POSITIVE,
+  'tau_max': checks.integer(0),
+  'margin': checks.real(0.0, 1.0, high_open=True),
+}
+SK_AT_MOST_T = checks.Rule(
+  'num_rounds',
+  lambda arrivals_per_step, local_steps, num_rounds: (
+    f'must be >= arrivals_per_step * local_steps = {arrivals_per_step * local_steps} so that '
+    'beta = sqrt(SK/T) <= 1'
+    if arrivals_per_step * local_steps > num_rounds
+    else None
+  ),
+)
+
+
+def _room(s: int, k: int, t: int, tau_max: int) -> float:
+  """``T - sqrt(SKT) - 4SK tau_max^2``, Theorem 3.1's slack (>= 0)."""
+  return t - math.sqrt(s * k * t) - 4 * s * k * tau_max**2
+
+
+ROOM = checks.Rule(
+  'num_rounds',
+  lambda arrivals_per_step, local_steps, num_rounds, tau_max: (
+    f'is too small for Theorem 3.1 with arrivals_per_step={arrivals_per_step}, local_steps='
+    f'{local_steps}, tau_max={tau_max}: T - sqrt(SKT) - 4SK tau_max^2 = '
+    f'{_room(arrivals_per_step, local_steps, num_rounds, tau_max):.4g} < 0'
+    if _room(arrivals_per_step, local_steps, num_rounds, tau_max) < 0
+    else None
+  ),
+)
+# The theorems' rates from their inputs.
+THEOREMS = Registry('theorem')
 
 
 def _beta(s: int, k: int, t: int) -> float:
-  if s * k > t:
-    raise ValueError(
-      f'num_rounds={t} must be >= arrivals_per_step * local_steps = {s * k} '
-      'so that beta = sqrt(SK/T) <= 1.'
-    )
   return math.sqrt(s * k / t)
 
 
-@checks.validated(**RUN_SPECS)
+@THEOREMS.register('adamasfl', rules=(SK_AT_MOST_T,), **RUN_SPECS)
 def adamasfl_theory(arrivals_per_step: int, local_steps: int, num_rounds: int) -> TheoryRates:
   """Theorem 4.1: ``gamma = (SK)^{1/4} / T^{3/4}``, ``eta = 1/(K sqrt T)``, ``beta =
   sqrt(SK/T)``."""
@@ -50,12 +352,7 @@ def adamasfl_theory(arrivals_per_step: int, local_steps: int, num_rounds: int) -
   )
 
 
-@checks.validated(
-  smoothness=checks.POSITIVE,
-  tau_max=checks.integer(0),
-  margin=checks.real(0.0, 1.0, high_open=True),
-  **RUN_SPECS,
-)
+@THEOREMS.register('masfl', rules=(SK_AT_MOST_T, ROOM), **THEORY_SPECS)
 def masfl_theory(
   arrivals_per_step: int,
   local_steps: int,
@@ -68,14 +365,9 @@ def masfl_theory(
   bound (docs/algorithms/masfl.md)."""
   s, k, t = arrivals_per_step, local_steps, num_rounds
   beta = _beta(s, k, t)
-  room = t - math.sqrt(s * k * t) - 4 * s * k * tau_max**2
-  if room < 0:
-    raise ValueError(
-      f'num_rounds={t} is too small for Theorem 3.1 with arrivals_per_step={s}, '
-      f'local_steps={k}, tau_max={tau_max}: T - sqrt(SKT) - 4SK tau_max^2 = '
-      f'{room:.4g} < 0.'
-    )
-  eta = math.sqrt((1 - margin) * room) / (4 * math.sqrt(5) * math.e * k * smoothness * math.sqrt(t))
+  eta = math.sqrt((1 - margin) * _room(s, k, t, tau_max)) / (
+    4 * math.sqrt(5) * math.e * k * smoothness * math.sqrt(t)
+  )
   return TheoryRates(client_lr=eta, server_lr=beta / (4 * smoothness), beta=beta)
 
 
@@ -91,13 +383,9 @@ def build(
   weighting: str = 'uniform',
 ) -> Algorithm:
   """The MasFL or AdaMasFL recipe with explicit rates; ``prepare`` sizes the variate history."""
-  client = clients.masfl(client_lr, beta, normalize=adaptive, history=history)
-  server = servers.masfl(
-    server_lr,
-    beta,
-    adaptive=adaptive,
-    selection=selection,
-    weighting=weighting,
+  client = masfl_client(client_lr, beta, normalize=adaptive, history=history)
+  server = masfl_server(
+    server_lr, beta, adaptive=adaptive, selection=selection, weighting=weighting
   )
 
   def server_init(params, tasks, states):
@@ -166,7 +454,9 @@ def _with_run_inputs(make, needed: bool, *skt: int | None) -> Algorithm:
   return alg._replace(prepare=prepare)
 
 
-@register('masfl', context=RUN_INPUTS, uses=(servers.masfl, masfl_theory))
+@ALGORITHMS.register(
+  'masfl', context=RUN_INPUTS, uses=(masfl_server,), fixed={'adaptive': False}, **THEORY_SPECS
+)
 def masfl(
   client_lr: float | None = None,
   server_lr: float | None = None,
@@ -177,8 +467,7 @@ def masfl(
   smoothness: float | None = None,
   tau_max: int | None = None,
   margin: float = 0.0,
-  selection: str = 'arrivals',
-  weighting: str = 'uniform',
+  **server: Any,
 ) -> Algorithm:
   lips = DEFAULT_SMOOTHNESS if smoothness is None else smoothness
   tau = DEFAULT_TAU_MAX if tau_max is None else tau_max
@@ -191,13 +480,15 @@ def masfl(
     eta = client_lr
     if eta is None:
       eta = masfl_theory(arrivals_per_step, local_steps, num_rounds, lips, tau, margin).client_lr
-    return build('masfl', eta, gamma, b, adaptive=False, selection=selection, weighting=weighting)
+    return build('masfl', eta, gamma, b, **server)
 
   needed = beta is None or client_lr is None
   return _with_run_inputs(make, needed, arrivals_per_step, local_steps, num_rounds)
 
 
-@register('adamasfl', context=RUN_INPUTS, uses=(servers.adamasfl, adamasfl_theory))
+@ALGORITHMS.register(
+  'adamasfl', context=RUN_INPUTS, uses=(masfl_server,), fixed={'adaptive': True}, **RUN_SPECS
+)
 def adamasfl(
   client_lr: float | None = None,
   server_lr: float | None = None,
@@ -205,10 +496,8 @@ def adamasfl(
   arrivals_per_step: int | None = None,
   local_steps: int | None = None,
   num_rounds: int | None = None,
-  selection: str = 'arrivals',
-  weighting: str = 'uniform',
+  **server: Any,
 ) -> Algorithm:
-
   def make(arrivals_per_step, local_steps, num_rounds) -> Algorithm:
     eta, gamma, b = client_lr, server_lr, beta
     if None in (eta, gamma, b):
@@ -216,7 +505,7 @@ def adamasfl(
       eta = theory.client_lr if eta is None else eta
       gamma = theory.server_lr if gamma is None else gamma
       b = theory.beta if b is None else b
-    return build('adamasfl', eta, gamma, b, adaptive=True, selection=selection, weighting=weighting)
+    return build('adamasfl', eta, gamma, b, **server)
 
   needed = None in (client_lr, server_lr, beta)
   return _with_run_inputs(make, needed, arrivals_per_step, local_steps, num_rounds)

@@ -1,29 +1,106 @@
-"""Port (Su and Li, IWQoS 2022), a baseline of FedFa, with the authors' Plato defaults
+"""Port (Su and Li, IWQoS 2022), a baseline of FedFa, as the authors' Plato code writes it, with
+its defaults: local-SGD clients, the server ``x <- x + eta sum_i p_i (x_i - x_t)``
 (docs/algorithms/port.md)."""
 
 from __future__ import annotations
 
-from afl_jax import clients, servers
-from afl_jax.algorithms.registry import register
-from afl_jax.core.types import Algorithm
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from afl_jax import checks
+from afl_jax.algorithms._base import ALGORITHMS, SERVERS
+from afl_jax.algorithms._shared import (
+  cosine_rows,
+  local_sgd,
+  normalized_weights,
+  row_counts,
+  step_result,
+)
+from afl_jax.core import tree
+from afl_jax.core.types import Algorithm, Arrivals, Params, ServerRule
+
+REFERENCES = ('last_step', 'start')
+SIMILARITY_AFTER = 1  # the similarity term is used for tau_i > 1 (the authors' code)
 
 
-@register('port', uses=(servers.port,))
-def port(
-  client_lr: float = 0.1,
+class PortState(NamedTuple):
+  params: Params  # x_t
+  previous: Params  # the model before the last applied update (x_0 at the start)
+
+
+def port_weights(
+  raw_similarity: jax.Array,
+  staleness: jax.Array,
+  mask: jax.Array,
+  similarity_weight: Any,
+  staleness_weight: Any,
+  staleness_bound: Any,
+  sizes: jax.Array | None = None,
+) -> jax.Array:
+  """p_i over the valid arrivals from the cosines rho_i and the staleness tau_i."""
+  rho = jnp.where(staleness > SIMILARITY_AFTER, raw_similarity, 1.0)
+  tau = staleness.astype(rho.dtype)
+  raw = similarity_weight * (rho + 1) / 2 + staleness_weight * staleness_bound / (
+    tau + staleness_bound
+  )
+  if sizes is not None:
+    raw = raw * sizes
+  return normalized_weights(raw, mask)
+
+
+@SERVERS.register(
+  'port',
+  similarity_weight=checks.NON_NEGATIVE,
+  staleness_weight=checks.NON_NEGATIVE,
+  staleness_bound=checks.POSITIVE,
+  reference=checks.choice(REFERENCES),
+)
+def port_server(
   server_lr: float = 1.0,
   similarity_weight: float = 1.0,
   staleness_weight: float = 3.0,
   staleness_bound: float = 10.0,
+  *,
   reference: str = 'last_step',
   weighting: str = 'examples',
-) -> Algorithm:
-  server = servers.port(
-    server_lr,
-    similarity_weight,
-    staleness_weight,
-    staleness_bound,
-    reference=reference,
-    weighting=weighting,
-  )
-  return Algorithm('port', clients.local_sgd(client_lr), server)
+) -> ServerRule:
+  """The Port server; ``reference`` 'last_step' (the authors') or 'start'."""
+  examples = weighting == 'examples'
+
+  def init(params: Params) -> PortState:
+    return PortState(params, params)
+
+  def update(
+    state: PortState, messages: Params, arrivals: Arrivals, key: jax.Array
+  ) -> tuple[PortState, dict[str, Any]]:
+    del key
+    x = state.params
+    starts = arrivals.start_broadcast
+    locals_ = tree.sub(starts, messages)  # x_i = x_{s_i} - Delta_i
+    d = jax.tree.map(lambda xi, xt: xi - xt[None], locals_, x)  # d_i = x_i - x_t
+    if reference == 'last_step':
+      moved = tree.stack_n(tree.sub(x, state.previous), arrivals.mask.shape[0])
+    else:
+      moved = jax.tree.map(lambda xt, s: xt[None] - s, x, starts)  # x_t - x_{s_i}
+    sim = cosine_rows(moved, d, 0.0)
+    sizes = row_counts(arrivals) if examples else None
+    p = port_weights(
+      sim,
+      arrivals.staleness,
+      arrivals.mask,
+      similarity_weight,
+      staleness_weight,
+      staleness_bound,
+      sizes,
+    )
+    new = PortState(tree.axpy(server_lr, tree.weighted_sum(d, p), x), x)
+    return step_result(arrivals, new, state, weight_max=jnp.max(jnp.where(arrivals.mask, p, 0.0)))
+
+  return ServerRule(init, update)
+
+
+@ALGORITHMS.register('port', uses=(port_server,))
+def port(client_lr: float = 0.1, **server: Any) -> Algorithm:
+  return Algorithm('port', local_sgd(client_lr), port_server(**server))

@@ -13,7 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from afl_jax.core import checks, tree
+from afl_jax import checks
+from afl_jax.core import tree
 from afl_jax.core.tree import VALUE_BITS as VALUE_BITS
 from afl_jax.core.tree import dense_bits as dense_bits
 from afl_jax.registry import Registry

@@ -1,9 +1,9 @@
 """Datasets by name, partitions and batching: ``DATASETS`` maps a config's ``dataset`` to
 ``loader(data_dir=, download=, seed=, **dataset_args) -> ArrayDataset``, or, registered
 ``federated=True``, ``loader(num_clients=, seed=, **dataset_args) -> FederatedData``
-(docs/extending.md)."""
+(``make(name, ...)``, ``names()``, ``settings(name)``; docs/extending.md)."""
 
-from afl_jax import ranges as checks
+from afl_jax import checks
 from afl_jax.data.base import ArrayDataset, DataError
 from afl_jax.data.cifar10 import load_cifar10
 from afl_jax.data.digits import load_digits
@@ -63,6 +63,8 @@ def _synthetic(
   )  # fmt: skip
 
 
+make, names, settings, register = DATASETS.verbs()
+
 __all__ = [
   'DATASETS',
   'DIGITS_COUNT',
@@ -83,10 +85,14 @@ __all__ = [
   'load_digits',
   'load_fashion_mnist',
   'make_federated',
+  'make',
   'make_synthetic',
+  'names',
   'parse_idx',
   'read_idx',
+  'register',
   'sample_batch',
+  'settings',
   'shards',
   'steps_per_epoch',
 ]

@@ -10,15 +10,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from afl_jax import ranges
+from afl_jax import checks
 
 PARTITIONS = ('iid', 'dirichlet', 'shards')
 # The ranges of the partitions' arguments, checked by their Spec rather than by hand.
 SPECS = {
-  'num_clients': ranges.integer(1),
-  'min_size': ranges.integer(0),
-  'alpha': ranges.POSITIVE,  # Dirichlet's concentration
-  'shards_per_client': ranges.integer(1),
+  'num_clients': checks.integer(1),
+  'min_size': checks.integer(0),
+  'alpha': checks.POSITIVE,  # Dirichlet's concentration
+  'shards_per_client': checks.integer(1),
 }
 
 

@@ -1,5 +1,6 @@
 """Flax models used functionally (no mutable state): ``MODELS`` maps a config's ``model`` to
-``factory(num_classes=, **model_args) -> nn.Module``; :func:`fast_apply` runs convolutions and
+``factory(num_classes=, **model_args) -> nn.Module`` (``make(name, num_classes=C, **settings)``,
+``names()``, ``settings(name)``); :func:`fast_apply` runs convolutions and
 non-overlapping pooling as matrix products where faster (the pipeline trains every model through
 it; wrap ``model.apply`` yourself when building a problem directly)."""
 
@@ -7,10 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import flax.linen as nn
 import jax
 
-from afl_jax import ranges as checks
+from afl_jax import checks
 from afl_jax.models import fast
 from afl_jax.models.cnn import CNN
 from afl_jax.models.fast import fast_apply
@@ -41,10 +41,7 @@ MODELS.register(
 )
 
 
-def get_model(name: str, num_classes: int, **kwargs: Any) -> nn.Module:
-  """The model registered as ``name`` with ``kwargs`` (lists passed as tuples)."""
-  kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
-  return MODELS.get(name)(num_classes=num_classes, **kwargs)
+make, names, settings, register = MODELS.verbs()
 
 
 def count_params(params: Any) -> int:
@@ -62,5 +59,8 @@ __all__ = [
   'count_params',
   'fast',
   'fast_apply',
-  'get_model',
+  'make',
+  'names',
+  'register',
+  'settings',
 ]

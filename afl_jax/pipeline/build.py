@@ -19,7 +19,7 @@ import ml_collections
 import numpy as np
 
 from afl_jax import algorithms, compression, data, models, schedules
-from afl_jax.algorithms.registry import RunInfo
+from afl_jax.algorithms import RunInfo
 from afl_jax.core.problem import Problem
 from afl_jax.core.types import Algorithm
 from afl_jax.errors import ConfigError, UserError
@@ -101,9 +101,8 @@ def _source(c: ml_collections.ConfigDict, digest: str) -> str:
 def load_dataset(c: ml_collections.ConfigDict) -> data.ArrayDataset:
   """The centralized dataset ``c.dataset``, its loader given ``c.dataset_args`` (optionally a
   seeded subset of its training split)."""
-  loader = data.DATASETS.get(c.dataset)
   args = dict(c.get('dataset_args') or {})
-  ds = loader(data_dir=c.data_dir or None, download=c.download, seed=c.seed, **args)
+  ds = data.make(c.dataset, data_dir=c.data_dir or None, download=c.download, seed=c.seed, **args)
   if c.train_subset:
     rng = np.random.default_rng(c.seed)
     n = len(ds.train_y)
@@ -131,7 +130,7 @@ def data_and_source(c: ml_collections.ConfigDict) -> tuple[data.ClientLayout, st
   entry = data.DATASETS.meta(c.dataset)
   if entry.get('federated'):
     args = dict(c.get('dataset_args') or {})
-    fed = data.DATASETS.get(c.dataset)(num_clients=c.num_clients, seed=c.seed, **args)
+    fed = data.make(c.dataset, num_clients=c.num_clients, seed=c.seed, **args)
     return data.from_federated(fed), ''
   try:
     ds, digest = _load(c)
@@ -237,16 +236,16 @@ def build_schedule(
     client_sizes=np.ones(n, np.int64) if client_sizes is None else np.asarray(client_sizes),
     seed=s.seed if s.seed >= 0 else c.seed,
   )
-  takes = schedules.registry.params(s.kind) if s.kind in schedules.SCHEDULES else ()
+  takes = schedules.settings(s.kind) if s.kind in schedules.SCHEDULES else ()
   values = {k: s[k] for k in takes if k in s}  # the kind's own (validate refused strays)
   try:
-    schedule = schedules.registry.make(s.kind, values, ctx)
+    schedule = schedules.make(s.kind, ctx=ctx, **values)
   except UserError:
     raise
   except ValueError as e:
     raise _err('schedule.kind', s.kind, f'{e}'.rstrip('.') + '.') from None
   if not np.any(schedule.mask):  # only a waiting window can be too short for every job
-    field = 'wait_seconds' if 'wait_seconds' in schedules.registry.params(s.kind) else 'kind'
+    field = 'wait_seconds' if 'wait_seconds' in schedules.settings(s.kind) else 'kind'
     raise _err(
       f'schedule.{field}',
       s[field],
@@ -263,10 +262,9 @@ def build_compressor(c: ml_collections.ConfigDict) -> compression.Compressor | N
   if 'compressor' not in c or c.compressor.kind == 'none':
     return None
   kind = c.compressor.kind
-  given = {k: c.compressor[k] for k in compression.takes(kind) if k in c.compressor}
-  args = compression.COMPRESSORS.defaults(kind) | given
+  given = {k: c.compressor[k] for k in compression.settings(kind) if k in c.compressor}
   try:
-    compressor = compression.COMPRESSORS.get(kind)(**args)
+    compressor = compression.make(kind, **given)
     return compression.error_feedback(compressor) if c.compressor.error_feedback else compressor
   except UserError:
     raise
@@ -278,11 +276,10 @@ def algorithm_factory(c: ml_collections.ConfigDict, info: RunInfo) -> Callable[.
   """``factory(**hparams) -> Algorithm``: the entry ``c.algorithm`` with the run context and
   ``c.compressor``; a single run calls it with ``c.hparams``, a sweep with traced values."""
   compressor = build_compressor(c)
-  make = algorithms.ALGORITHMS.get(c.algorithm)
-  context = {field: getattr(info, field) for field in algorithms.context(c.algorithm)}
+  context = {field: getattr(info, field) for field in algorithms.ALGORITHMS.context(c.algorithm)}
 
   def factory(**hparams: Any) -> Algorithm:
-    algorithm = make(**hparams, **context)  # the values were bound once, by validate
+    algorithm = algorithms.make(c.algorithm, **hparams, **context)
     if compressor is None:
       return algorithm
     if algorithm.compressor is not None:
@@ -332,7 +329,7 @@ def build_run(config: ml_collections.ConfigDict) -> Run:
     jax.config.update('jax_enable_x64', True)
   dtype = jnp.dtype(c.dtype)
   layout, source = data_and_source(c)
-  model = models.get_model(c.model, layout.num_classes, **dict(c.get('model_args') or {}))
+  model = models.make(c.model, num_classes=layout.num_classes, **dict(c.get('model_args') or {}))
   local_steps = client_local_steps(c, layout.sizes)
   schedule = build_schedule(c, local_steps, layout.sizes)
   key = jax.random.key(c.seed)
@@ -392,7 +389,7 @@ def components(c: ml_collections.ConfigDict) -> list[tuple[str, Any]]:
     (data.DATASETS, c.dataset),
     (models.MODELS, c.model),
   ]
-  out = [(f'{reg.kind} {name!r}', reg.get(name)) for reg, name in used if name in reg]
+  out = [(f'{reg.kind} {name!r}', reg.factory(name)) for reg, name in used if name in reg]
 
   def held(x: Any, field: str) -> None:
     if hasattr(x, 'items'):

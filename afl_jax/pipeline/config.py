@@ -20,8 +20,7 @@ from typing import Any
 import ml_collections
 from ml_collections.config_flags import config_path
 
-from afl_jax import algorithms, compression, data, models, schedules
-from afl_jax.core import checks
+from afl_jax import algorithms, checks, compression, data, models, schedules
 from afl_jax.errors import ConfigError
 
 DTYPES = ('float32', 'float64')
@@ -108,7 +107,8 @@ def build(fields: Mapping[str, Any], hparams: Mapping[str, Any]) -> ml_collectio
   c.hparams = copy.deepcopy(dict(hparams))
   for field, value in fields.items():
     if field == 'schedule.durations_params' and isinstance(value, str):
-      schedules.registry.durations_params(fields.get('schedule.durations', 'uniform'), value)
+      kind = fields.get('schedule.durations', 'uniform')
+      schedules.registry.DURATIONS.bind('draw', {'durations': kind, 'durations_params': value})
     open_section = field.rsplit('.', 1)[0] in OPEN_SECTIONS
     config_path.set_value(field, c, copy.deepcopy(value), accept_new_attributes=open_section)
   return c
@@ -210,15 +210,15 @@ def resolve(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     if c.get(name) in registry:
       out[args] = ml_collections.ConfigDict(registry.defaults(c[name]) | dict(c.get(args) or {}))
   if 'schedule' in c and c.schedule.get('kind') in schedules.SCHEDULES:
-    takes = schedules.registry.settings(c.schedule.kind)
-    known = _all_settings(schedules.SCHEDULES, schedules.registry.settings)
+    takes = schedules.settings(c.schedule.kind)
+    known = _all_settings(schedules.SCHEDULES, schedules.settings)
     out.schedule = _section(c, 'schedule', takes, known, ('kind', 'seed'))
     params = out.schedule.get('durations_params', {})  # None: the distribution's defaults
     if out.schedule.get('durations') in schedules.DISTRIBUTIONS and (
       params is None or isinstance(params, Mapping | ml_collections.ConfigDict)
     ):
       kind = out.schedule.durations
-      params = schedules.registry.resolve_durations_params(kind, dict(params or {}))
+      params = schedules.DISTRIBUTIONS.defaults(kind) | dict(params or {})
       out.schedule.durations_params = ml_collections.ConfigDict(params)
   kind = c.get('compressor', {}).get('kind')
   if kind == 'none' or kind in compression.COMPRESSORS:
@@ -407,7 +407,7 @@ def validate_components(c: ml_collections.ConfigDict) -> None:
       if c[field] != 0:
         raise _err(field, c[field], why)
   s = {k: v for k, v in c.schedule.items() if k not in ('kind', 'seed')}
-  schedules.registry.bind(c.schedule.kind, s, c.num_clients)
+  schedules.SCHEDULES.bind(c.schedule.kind, s, facts={'num_clients': c.num_clients})
   algorithms.ALGORITHMS.bind(c.algorithm, dict(c.hparams))
   kind = c.compressor.kind if 'compressor' in c else 'none'
   if kind != 'none':
@@ -462,7 +462,7 @@ def _check_section_entry(c: ml_collections.ConfigDict, field: str, entry: Any) -
   given = {k: v for k, v in given.items() if k not in SECTION_FIELDS[field]}
   try:
     if field == 'schedule':
-      schedules.registry.bind(kind, given, c.num_clients)
+      schedules.SCHEDULES.bind(kind, given, facts={'num_clients': c.num_clients})
     elif kind != 'none' or given:
       compression.COMPRESSORS.bind(kind, given)
   except ConfigError as e:
@@ -491,10 +491,10 @@ def validate_sweep(c: ml_collections.ConfigDict) -> None:
               'sweep.algorithm', entry, "'schedule' must be a mapping of schedule settings"
             )
           kind = schedule.get('kind', c.schedule.kind)
-          takes = schedules.registry.settings(kind) if kind in schedules.SCHEDULES else {}
+          takes = schedules.settings(kind) if kind in schedules.SCHEDULES else {}
           settings = {k: v for k, v in c.schedule.items() if k in takes} | dict(schedule)
           settings = {k: v for k, v in settings.items() if k not in ('kind', 'seed')}
-          schedules.registry.bind(kind, settings, c.num_clients)
+          schedules.SCHEDULES.bind(kind, settings, facts={'num_clients': c.num_clients})
       except ConfigError as e:
         raise ConfigError(f'config.sweep.algorithm entry {entry!r}: {e}', field=e.field) from None
       names.append(name)

@@ -132,7 +132,7 @@ def traced_fields(config: ml_collections.ConfigDict) -> list[str]:
   axes = config_lib.sweep_axes(config.sweep)
   entries = axes.get('algorithm', [config.algorithm])
   names = {config_lib.algorithm_entry(e)[0] for e in entries}
-  defaults = [algorithms.hyperparameters(n) for n in names if n in algorithms.ALGORITHMS]
+  defaults = [algorithms.settings(n) for n in names if n in algorithms.ALGORITHMS]
   return [
     field
     for field, values in axes.items()
@@ -149,7 +149,7 @@ def group_key(
   skip = set(traced) | set(REPLICA_FIELDS)
   context = [
     (f, record_lib._sha(np.asarray(getattr(run.info, f))))
-    for f in (algorithms.registry.context(run.config.algorithm) if run is not None else ())
+    for f in (algorithms.ALGORITHMS.context(run.config.algorithm) if run is not None else ())
     if f != 'apply_fn' and getattr(run.info, f) is not None
   ]
   kept = {k: v for k, v in point.items() if k not in skip}

@@ -1,18 +1,25 @@
-"""Delay models computed up front as ``[T, M]`` arrays (docs/architecture.md): the builders, the
-``SCHEDULES`` registry of a config's ``schedule.kind`` and the job-duration ``DISTRIBUTIONS``."""
+"""Delay models computed up front as ``[T, M]`` arrays (docs/architecture.md): the builders
+(``BUILDERS``: ``afl_jax.schedules.fedbuff(...)``), the ``SCHEDULES`` registry of a config's
+``schedule.kind`` (``make(kind, ctx=ScheduleContext(...), **settings)``, ``names()``,
+``settings(kind)``) and the job-duration ``DISTRIBUTIONS``."""
 
 from afl_jax.schedules.builders import (
+  BUILDERS,
   fedbuff,
   fully_async,
   random_staleness,
   synchronous,
   waiting_windows,
 )
-from afl_jax.schedules.durations import CLIENT_SPEEDS, DISTRIBUTIONS, Durations, speed_factors
+from afl_jax.schedules.durations import CLIENT_SPEEDS, DISTRIBUTIONS, Durations
+from afl_jax.schedules.fedecho_table1 import schedule as fedecho
 from afl_jax.schedules.registry import SCHEDULES, ScheduleContext
 from afl_jax.schedules.schedule import Schedule, ScheduleError, from_arrays, load
 
+make, names, settings, register = SCHEDULES.verbs()
+
 __all__ = [
+  'BUILDERS',
   'CLIENT_SPEEDS',
   'DISTRIBUTIONS',
   'SCHEDULES',
@@ -21,11 +28,15 @@ __all__ = [
   'ScheduleContext',
   'ScheduleError',
   'fedbuff',
+  'fedecho',
   'from_arrays',
   'fully_async',
   'load',
+  'make',
+  'names',
   'random_staleness',
-  'speed_factors',
+  'register',
+  'settings',
   'synchronous',
   'waiting_windows',
 ]

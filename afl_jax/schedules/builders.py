@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from afl_jax import ranges as checks
-from afl_jax.registry import validated
+from afl_jax import checks
+from afl_jax.registry import Registry
 from afl_jax.schedules.durations import Durations, make
 from afl_jax.schedules.schedule import Schedule
 
@@ -24,14 +24,19 @@ SETTINGS = {
   'clients_per_step': checks.integer(1, 'num_clients'),
   'window': checks.integer(1),  # versions a random_staleness start is drawn from
   'num_steps': checks.integer(1),
+  'local_steps': checks.ANY,  # an int, or an array [N] of each client's K
 }
-# FedBuff's clock keeps `concurrency` jobs running and draws a replacement from the idle clients
-# while `buffer_size - 1` finished ones wait: the clients it needs, declared once.
-CLOCK = ('concurrency + buffer_size - 1', lambda s: s['concurrency'] + s['buffer_size'] - 1)
+# The delay models by name, as a library user calls them (``afl_jax.schedules.fedbuff(...)``).
+BUILDERS = Registry('schedule builder', shared=SETTINGS)
 
 
-def _specs(*names: str, steps: bool = True) -> dict[str, checks.Spec | None]:
-  return {k: SETTINGS[k] for k in names} | ({'local_steps': None} if steps else {})  # int or [N]
+def clock_problem(num_clients: int, concurrency: int, buffer_size: int) -> str | None:
+  """FedBuff's clock keeps ``concurrency`` jobs running and draws a replacement from the idle
+  clients while ``buffer_size - 1`` finished ones wait: the clients it needs."""
+  least = concurrency + buffer_size - 1
+  if num_clients < least:
+    return f'must be >= concurrency + buffer_size - 1 = {least} (an idle client to draw)'
+  return None
 
 
 def _steps_table(local_steps, num_clients: int) -> np.ndarray:
@@ -73,7 +78,7 @@ def _cohorts(num_clients, clients_per_step, num_steps, local_steps, seed):
   return n, t_max, steps, rng, np.stack(ids).astype(np.int32)
 
 
-@validated(**_specs('clients_per_step', 'num_steps'))
+@BUILDERS.register('synchronous')
 def synchronous(
   num_clients: int,
   clients_per_step: int,
@@ -115,7 +120,10 @@ class _IdlePool:
     return c
 
 
-@validated(staleness_bound=checks.integer(0), **_specs('concurrency', 'buffer_size', 'num_steps'))
+CLOCK = checks.Rule('num_clients', clock_problem)
+
+
+@BUILDERS.register('fedbuff', staleness_bound=checks.integer(0), rules=(CLOCK,))
 def fedbuff(
   num_clients: int,
   concurrency: int,
@@ -133,9 +141,6 @@ def fedbuff(
   ``staleness_bound``, jobs older than B are waited for or, ``urgent``, cut short
   (docs/algorithms/port.md). Durations default to U(0, 20)."""
   n, mc, m, t_max = num_clients, concurrency, buffer_size, num_steps
-  least = CLOCK[1]({'concurrency': mc, 'buffer_size': m})
-  if n < least:
-    raise ValueError(f'num_clients={n} must be >= {CLOCK[0]} = {least} (an idle client to draw).')
   durations = durations or make('uniform', low=0.0, high=20.0)
   steps = _steps_table(local_steps, n)
   rng = np.random.default_rng(seed)
@@ -183,16 +188,31 @@ def fedbuff(
   return _pack(rows, wall, n)
 
 
-@validated(**_specs('concurrency', 'num_steps', steps=False))
-def fully_async(num_clients: int, concurrency: int, num_steps: int, **kwargs) -> Schedule:
-  """The event clock with buffer size 1."""
-  return fedbuff(num_clients, concurrency, 1, num_steps, **kwargs)
+# The event clock with buffer size 1.
+fully_async = BUILDERS.register(
+  'fully_async',
+  BUILDERS.factory('fedbuff'),
+  fixed={'buffer_size': 1},
+  staleness_bound=checks.integer(0),
+  rules=(CLOCK,),
+)
 
 
-@validated(
+@BUILDERS.register(
+  'random_staleness',
   local_steps_multipliers=checks.integers(1),
   max_staleness=checks.integer(0),
-  **_specs('clients_per_step', 'num_steps', 'window'),
+  rules=(
+    checks.Rule(
+      'max_staleness',
+      lambda window, max_staleness: (
+        f'give window={window} (the last W versions) or max_staleness={max_staleness} '
+        '(staleness <= tau), not both'
+        if window is not None and max_staleness is not None
+        else None
+      ),
+    ),
+  ),
 )
 def random_staleness(
   num_clients: int,
@@ -208,11 +228,6 @@ def random_staleness(
   """FedGM App. H.1: each arrival starts from a version drawn from the last ``window`` (default 5;
   ``max_staleness=tau`` is ``window = tau + 1``); its K times one of ``local_steps_multipliers``
   when given."""
-  if window is not None and max_staleness is not None:
-    raise ValueError(
-      f'give window={window} (the last W versions) or max_staleness={max_staleness} '
-      '(staleness <= tau), not both.'
-    )
   w = max_staleness + 1 if max_staleness is not None else (5 if window is None else window)
   n, t_max, steps, rng, ids = _cohorts(num_clients, clients_per_step, num_steps, local_steps, seed)
   t = np.arange(t_max)[:, None]
@@ -224,8 +239,8 @@ def random_staleness(
   return Schedule(ids, start, k, np.ones_like(ids, bool), np.arange(t_max, dtype=np.float64), n)
 
 
-@validated(
-  window=checks.real(0.0, low_open=True, note=' seconds (None: synchronous)'), **_specs('num_steps')
+@BUILDERS.register(
+  'waiting_windows', window=checks.real(0.0, low_open=True, note=' seconds (None: synchronous)')
 )
 def waiting_windows(
   num_clients: int,

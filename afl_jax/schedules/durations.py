@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from afl_jax import ranges as checks
-from afl_jax.registry import Registry, validated
+from afl_jax import checks
+from afl_jax.registry import Registry
 
 # Normal draws are clipped here so that no job takes zero or negative time.
 MIN_DURATION = 1e-6
@@ -76,7 +76,7 @@ class Durations:
   def __post_init__(self):
     bound = DISTRIBUTIONS.bind(self.kind, dict(self.params), in_config=False)
     object.__setattr__(self, 'params', bound)
-    object.__setattr__(self, '_draw', DISTRIBUTIONS.get(self.kind)(**bound))
+    object.__setattr__(self, '_draw', DISTRIBUTIONS.make(self.kind, **bound))
     if self.speed is not None:
       speed = np.asarray(self.speed, np.float64)
       if speed.ndim != 1 or not (speed > 0).all():
@@ -104,16 +104,16 @@ def make(kind: str, speed: np.ndarray | None = None, **params: float) -> Duratio
   return Durations(kind, dict(params), speed)
 
 
-@validated(kind=checks.choice(CLIENT_SPEEDS), sigma=checks.POSITIVE)
 def speed_factors(
   kind: str, local_steps: np.ndarray, *, sigma: float = 0.5, seed: int = 0
 ) -> np.ndarray | None:
   """float[N]: None (``'none'``), ``K_i / mean(K)`` (``'local_steps'``) or ``exp(sigma z_i)`` from
-  its own stream of ``seed`` (``'lognormal'``)."""
+  its own stream of ``seed`` (``'lognormal'``); the settings checked by the schedule taking
+  them (``client_speed``, ``client_speed_sigma``)."""
   k = np.asarray(local_steps, np.float64)
   if kind == 'none':
     return None
   if kind == 'local_steps':
     return k / k.mean()
   rng = np.random.default_rng([seed, 0x5EED])
-  return np.exp(sigma * rng.standard_normal(k.shape[0]))
+  return {'lognormal': np.exp(sigma * rng.standard_normal(k.shape[0]))}[kind]

@@ -7,8 +7,7 @@ import dataclasses
 
 import numpy as np
 
-from afl_jax import ranges as checks
-from afl_jax.registry import validated
+from afl_jax import checks
 from afl_jax.schedules import builders
 from afl_jax.schedules.durations import Durations
 from afl_jax.schedules.schedule import Schedule
@@ -20,28 +19,17 @@ TABLE_1 = {
 MAX_LONG_FRACTION = 0.1  # "no more than 10% of the clients" in the long group
 
 
-@validated(gamma=checks.POSITIVE, fractions=checks.reals(0.0, 1.0))
 def runtime_categories(
-  num_samples: np.ndarray,
-  *,
-  gamma: float = 1.0,
-  fractions: tuple[float, float, float] = (0.6, 0.3, 0.1),
-  seed: int = 0,
+  num_samples: np.ndarray, *, gamma: float, fractions: tuple[float, float, float], seed: int = 0
 ) -> np.ndarray:
   """int[N] category per client (0 short, 1 medium, 2 long): Gumbel-top-k on ``n_i / (gamma
-  mean(n))``."""
+  mean(n))`` (``gamma`` and ``fractions`` checked by :func:`schedule`)."""
   n_i = np.asarray(num_samples, np.float64)
   if n_i.ndim != 1 or n_i.size < 1 or (n_i < 0).any():
     raise ValueError(
       f'num_samples must be a non-empty 1-D array of counts >= 0; got shape {n_i.shape}.'
     )
   fr = np.asarray(fractions, np.float64)
-  if fr.shape != (3,) or (fr < 0).any() or not np.isclose(fr.sum(), 1.0):
-    raise ValueError(
-      f'fractions must be three shares (short, medium, long) >= 0 summing to 1; got {fractions}.'
-    )
-  if fr[2] > MAX_LONG_FRACTION:
-    raise ValueError(f'fractions[2] (long) must be <= {MAX_LONG_FRACTION}; got {fr[2]}.')
   n = n_i.size
   num_long, num_medium = int(np.floor(fr[2] * n)), int(np.floor(fr[1] * n))
   rng = np.random.default_rng(seed)
@@ -53,9 +41,8 @@ def runtime_categories(
   return cat
 
 
-@validated(delay=checks.choice(TABLE_1), unit=checks.POSITIVE)
 def category_ranges(
-  categories: np.ndarray, delay: str = 'large', unit: float = 10.0
+  categories: np.ndarray, delay: str, unit: float
 ) -> tuple[np.ndarray, np.ndarray]:
   """Per-client (low[N], high[N]) of Table 1 for ``delay``, times ``unit`` seconds."""
   cat = np.asarray(categories)
@@ -93,9 +80,9 @@ class PerClientUniform(Durations):
 
 
 def durations(
-  num_samples: np.ndarray, *, delay: str = 'large', unit: float = 10.0, **categories
+  num_samples: np.ndarray, *, delay: str, unit: float, **categories
 ) -> PerClientUniform:
-  """Table 1 durations of clients with ``num_samples`` samples."""
+  """Table 1 durations of clients with ``num_samples`` samples (checked by :func:`schedule`)."""
   cat = runtime_categories(num_samples, **categories)
   low, high = category_ranges(cat, delay, unit)
   return PerClientUniform(
@@ -107,17 +94,39 @@ def durations(
   )
 
 
+def _fractions_problem(fractions) -> str | None:
+  fr = np.asarray(fractions, np.float64)
+  if fr.shape != (3,) or not np.isclose(fr.sum(), 1.0):
+    return 'must be three shares (short, medium, long) >= 0 summing to 1'
+  if fr[2] > MAX_LONG_FRACTION:
+    return f'must give the long group (fractions[2]) at most {MAX_LONG_FRACTION}'
+  return None
+
+
+@builders.BUILDERS.register(
+  'fedecho',
+  delay=checks.choice(TABLE_1),
+  unit=checks.POSITIVE,
+  gamma=checks.POSITIVE,
+  fractions=checks.reals(0.0, 1.0),
+  rules=(checks.Rule('fractions', _fractions_problem),),
+)
 def schedule(
   num_samples: np.ndarray,
   concurrency: int,
   buffer_size: int,
   num_steps: int,
   *,
+  delay: str = 'large',
+  unit: float = 10.0,
+  gamma: float = 1.0,
+  fractions: tuple[float, float, float] = (0.6, 0.3, 0.1),
   local_steps=1,
   seed: int = 0,
-  **table1,
 ) -> Schedule:
-  """FedBuff's event clock with Table 1 delays (Sec. 5.1: N = 50, Mc = 25, M = 5)."""
+  """FedBuff's event clock with Table 1 delays (Sec. 5.1: N = 50, Mc = 25, M = 5): ``delay``
+  'large' or 'mild', ``unit`` seconds; ``gamma`` and ``fractions`` set the runtime categories."""
+  table1 = {'delay': delay, 'unit': unit, 'gamma': gamma, 'fractions': fractions}
   dur = durations(num_samples, seed=seed, **table1)
   return builders.fedbuff(
     len(dur.low),

@@ -1,18 +1,16 @@
 """Delay models by name for a config's ``schedule`` section: each ``kind(ctx, [durations],
-**settings) -> Schedule`` adapts a builder to the run's :class:`ScheduleContext`; ``slots``,
-``min_clients`` and ``array_builder`` in its registration are what the size checks read
-(docs/extending.md, "A delay trace from a file")."""
+**settings) -> Schedule`` adapts a builder to the run's :class:`ScheduleContext`
+(``SCHEDULES.make(kind, ctx=ctx, **settings)``); ``slots`` and ``array_builder`` in its
+registration are what the size checks read (docs/extending.md, "A delay trace from a file")."""
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from afl_jax import ranges as checks
-from afl_jax.errors import ConfigError
+from afl_jax import checks
 from afl_jax.registry import Registry
 from afl_jax.schedules import builders, fedecho_table1, traces
 from afl_jax.schedules.durations import CLIENT_SPEEDS, DISTRIBUTIONS, Durations, speed_factors
@@ -29,23 +27,33 @@ class ScheduleContext(NamedTuple):
   seed: int
 
 
-# A setting shared with the builders takes their range (builders.SETTINGS), declared there once.
-SCHEDULES = Registry(
-  'schedule',
-  section='schedule',
-  name_field='schedule.kind',
-  supplied=('ctx', 'durations'),
-  shared=builders.SETTINGS,
-)
-
 # ---- job durations: settings of every model that draws them -----------------------------
 DURATIONS = Registry('job durations', section='schedule', supplied=('ctx',))
+
+
+def _durations_problem(durations: str, durations_params: Any) -> tuple | None:
+  """The parameters ``durations_params`` (a mapping; None: the defaults) bound to distribution
+  ``durations``; the old string form refused with the mapping to write."""
+  if durations not in DISTRIBUTIONS:
+    return DISTRIBUTIONS.refusal(durations, {})
+  params = {} if durations_params is None else durations_params
+  if isinstance(params, str) or not callable(getattr(params, 'items', None)):
+    example = as_mapping(params) if isinstance(params, str) else None
+    why = (
+      f'must be a mapping of the parameters of distribution {durations!r}, e.g. '
+      f'{example or DISTRIBUTIONS.defaults("uniform")}'
+      + (" (the string form 'name=value,...' is no longer read)" if isinstance(params, str) else '')
+    )
+    return 'schedule.durations_params', params, why
+  return DISTRIBUTIONS.refusal(durations, dict(params.items()))
 
 
 @DURATIONS.register(
   'draw',
   client_speed=checks.choice(CLIENT_SPEEDS),
   client_speed_sigma=checks.real(0.0, low_open=True),
+  durations_params=checks.ANY,  # a mapping, bound to the distribution by the rule below
+  rules=(checks.Rule('durations_params', _durations_problem),),
 )
 def job_durations(
   ctx: ScheduleContext,
@@ -59,26 +67,6 @@ def job_durations(
   return Durations(durations, dict(durations_params or {}), speed)
 
 
-def durations_params(kind: str, params: Any) -> dict[str, float]:
-  """``schedule.durations_params`` (a mapping) bound to distribution ``kind``, defaults filled; the
-  old string form is refused with the mapping to write."""
-  if kind not in DISTRIBUTIONS:
-    DISTRIBUTIONS.bind(kind, {})  # the unknown name, in one line
-  if params is None:
-    params = {}
-  if isinstance(params, str) or not callable(getattr(params, 'items', None)):
-    example = as_mapping(params) if isinstance(params, str) else None
-    why = (
-      f'must be a mapping of the parameters of distribution {kind!r}, e.g. '
-      f'{example or DISTRIBUTIONS.defaults("uniform")}'
-      + (
-        " (the string form 'name=value,...' is no longer read)." if isinstance(params, str) else '.'
-      )
-    )
-    raise ConfigError.invalid('schedule.durations_params', params, why)
-  return DISTRIBUTIONS.bind(kind, dict(params.items()))
-
-
 def as_mapping(text: str) -> dict[str, float] | None:
   """The mapping an old-form string 'low=0,high=20' meant (None: not of that form)."""
   try:
@@ -88,25 +76,22 @@ def as_mapping(text: str) -> dict[str, float] | None:
     return None
 
 
-def resolve_durations_params(kind: str, params: Mapping[str, Any]) -> dict[str, Any]:
-  """``params`` with ``kind``'s defaults filled (an unknown name kept for validation to refuse)."""
-  return DISTRIBUTIONS.defaults(kind) | dict(params)
+# A delay model's settings are its own and, for one taking ``durations``, those of
+# :func:`job_durations`; a setting shared with the builders takes their range
+# (builders.SETTINGS, declared there once).
+SCHEDULES = Registry(
+  'schedule',
+  section='schedule',
+  name_field='schedule.kind',
+  supplied=('ctx',),
+  shared=builders.SETTINGS,
+  parts={'durations': job_durations},
+)
 
 
-# ---- what validation, the size checks and the builder read ------------------------------
 def draws_durations(kind: str) -> bool:
-  """Whether delay model ``kind`` takes ``durations``."""
-  return 'durations' in inspect.signature(SCHEDULES.get(kind)).parameters
-
-
-def settings(kind: str) -> dict[str, Any]:
-  """Every setting of ``kind``'s section with its default (durations' too where it draws them)."""
-  own = SCHEDULES.settings(kind)
-  return own | DURATIONS.settings('draw') if draws_durations(kind) else own
-
-
-def params(kind: str) -> tuple[str, ...]:
-  return tuple(settings(kind))
+  """Whether delay model ``kind`` draws job durations (takes their settings)."""
+  return 'durations' in SCHEDULES.settings(kind)
 
 
 def slots(kind: str) -> str | int | None:
@@ -114,44 +99,13 @@ def slots(kind: str) -> str | int | None:
   return SCHEDULES.meta(kind).get('slots')
 
 
-def bind(kind: str, values: Mapping[str, Any], num_clients: int | None = None) -> dict[str, Any]:
-  """The settings ``kind`` runs with: ``values`` checked, defaults filled (ConfigError naming the
-  field, or ``config.num_clients`` below ``min_clients``)."""
-  facts = {} if num_clients is None else {'num_clients': num_clients}
-  SCHEDULES.bind(kind, {}, facts=facts)  # the name
-  valid = settings(kind)
-  for k, v in values.items():
-    if k not in valid:
-      raise ConfigError.invalid(
-        f'schedule.{k}', v, f'schedule {kind!r} takes no setting {k!r}; valid: {sorted(valid)}.'
-      )
-  own = set(SCHEDULES.settings(kind))
-  out = SCHEDULES.bind(kind, {k: v for k, v in values.items() if k in own}, facts=facts)
-  if draws_durations(kind):
-    rest = {k: v for k, v in values.items() if k not in own}
-    out |= DURATIONS.bind('draw', rest)
-    out['durations_params'] = durations_params(out['durations'], out['durations_params'])
-  least = SCHEDULES.meta(kind).get('min_clients')
-  if least is not None and num_clients is not None and num_clients < least[1](out):
-    why = f'must be >= {least[0]} = {least[1](out)} (schedule {kind!r}).'
-    raise ConfigError.invalid('num_clients', num_clients, why)
-  return out
+def _clock(num_clients: int, concurrency: int, buffer_size: int) -> tuple | None:
+  """FedBuff's clock needs an idle client to draw: refused on ``config.num_clients``."""
+  problem = builders.clock_problem(num_clients, concurrency, buffer_size)
+  return None if problem is None else ('num_clients', num_clients, problem)
 
 
-def build(kind: str, values: Mapping[str, Any], ctx: ScheduleContext) -> Schedule:
-  """Delay model ``kind`` with the section's ``values`` checked, over the run ``ctx``."""
-  return make(kind, bind(kind, values, ctx.num_clients), ctx)
-
-
-def make(kind: str, bound: Mapping[str, Any], ctx: ScheduleContext) -> Schedule:
-  """Delay model ``kind`` with settings already checked, over the run ``ctx``."""
-  defaults = {k: d for k, d in settings(kind).items() if d is not inspect.Parameter.empty}
-  bound = defaults | dict(bound)
-  own = {k: v for k, v in bound.items() if k in SCHEDULES.settings(kind)}
-  if draws_durations(kind):
-    drawn = {k: v for k, v in bound.items() if k not in own}
-    own['durations'] = job_durations(ctx, **drawn)
-  return SCHEDULES.get(kind)(ctx, **own)
+CLOCK = (checks.Rule('num_clients', _clock),)
 
 
 # ---- the delay models -------------------------------------------------------------------
@@ -162,7 +116,7 @@ def synchronous(ctx: ScheduleContext, durations: Durations, clients_per_step: in
   )
 
 
-@SCHEDULES.register('fedbuff', slots='buffer_size', min_clients=builders.CLOCK)
+@SCHEDULES.register('fedbuff', slots='buffer_size', rules=CLOCK)
 def fedbuff(
   ctx: ScheduleContext, durations: Durations, concurrency: int = 20, buffer_size: int = 10
 ) -> Schedule:
@@ -214,32 +168,33 @@ def random_staleness(
   )
 
 
-def _fedecho(delay: str) -> Callable[..., Schedule]:
-  def build(
-    ctx: ScheduleContext, concurrency: int = 20, buffer_size: int = 10, straggler_gamma: float = 1.0
-  ) -> Schedule:
-    return fedecho_table1.schedule(
-      ctx.client_sizes, concurrency, buffer_size, ctx.num_steps, delay=delay,
-      gamma=float(straggler_gamma), **_common(ctx),
-    )  # fmt: skip
-
-  build.__doc__ = f"FedEcho's Table 1 {delay} delays on FedBuff's clock (gamma = straggler_gamma)."
-  return build
+def fedecho_table1_kind(
+  ctx: ScheduleContext,
+  concurrency: int = 20,
+  buffer_size: int = 10,
+  straggler_gamma: float = 1.0,
+  delay: str = 'large',
+) -> Schedule:
+  """FedEcho's Table 1 ``delay`` on FedBuff's clock (gamma = straggler_gamma)."""
+  return fedecho_table1.schedule(
+    ctx.client_sizes, concurrency, buffer_size, ctx.num_steps, delay=delay,
+    gamma=float(straggler_gamma), **_common(ctx),
+  )  # fmt: skip
 
 
 for _delay in ('large', 'mild'):
   SCHEDULES.register(
     f'fedecho_{_delay}',
+    fedecho_table1_kind,
+    fixed={'delay': _delay},
     slots='buffer_size',
-    min_clients=builders.CLOCK,
-    straggler_gamma=fedecho_table1.runtime_categories.specs['gamma'],  # declared with it
-  )(_fedecho(_delay))
+    rules=CLOCK,
+    straggler_gamma=builders.BUILDERS.specs('fedecho')['gamma'],  # declared with it
+  )
 
 
 # B = 0 (every job waited for) is the builder's; the config kind takes a bound of 1 or more.
-@SCHEDULES.register(
-  'port', slots='buffer_size', min_clients=builders.CLOCK, staleness_bound=checks.integer(1)
-)
+@SCHEDULES.register('port', slots='buffer_size', rules=CLOCK, staleness_bound=checks.integer(1))
 def port(
   ctx: ScheduleContext,
   durations: Durations,

@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from afl_jax import ranges
 from afl_jax.errors import ConfigError
 from afl_jax.schedules import builders
 from afl_jax.schedules.durations import Durations
@@ -205,13 +204,13 @@ def schedule(
   if names in (sorted(SPEEDS), sorted(('client',) + SPEEDS)):
     factor = speeds(path, columns, n)
     mc, m = concurrency, buffer_size
-    facts = {'num_clients': n, 'concurrency': mc, 'buffer_size': m}
-    for k in ('concurrency', 'buffer_size'):  # the clock's ranges, declared with the builders
-      problem = ranges.violation(builders.SETTINGS[k], facts[k], None, facts)
-      if problem is not None:
-        raise _bad(k, facts[k], problem)
-    if n < builders.CLOCK[1](facts):
-      raise _bad('concurrency', mc, f'needs num_clients={n} >= {builders.CLOCK[0]}')
+    clock = {'num_clients': n, 'concurrency': mc, 'buffer_size': m, 'num_steps': ctx.num_steps}
+    refusal = builders.BUILDERS.refusal('fedbuff', clock)  # the clock's ranges, declared there
+    if refusal is not None:
+      field, value, why = refusal
+      if field == 'num_clients':
+        field, value, why = 'concurrency', mc, f'with num_clients={n}: num_clients {why}'
+      raise _bad(field, value, why)
     speed = factor if durations.speed is None else factor * durations.speed
     timing = Durations(durations.kind, durations.params, speed)
     return builders.fedbuff(

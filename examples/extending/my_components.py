@@ -21,7 +21,7 @@ import numpy as np
 import optax
 
 import afl_jax
-from afl_jax.core import checks
+from afl_jax import checks
 from afl_jax.core.types import EmptyState, unchanged_if_no_arrival
 
 

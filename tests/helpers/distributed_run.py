@@ -44,8 +44,8 @@ def run_cases(checkpoint_dir: str | None = None, cases=('fedbuff', 'asynfl')) ->
   durations = afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5)
   windows = afl_jax.schedules.waiting_windows(n, 8, window=1.0, durations=durations, local_steps=2)
   runs = {
-    'fedbuff': (afl_jax.algorithms.get('fedbuff', client_lr=0.3), buffered),
-    'asynfl': (afl_jax.algorithms.get('asynfl', client_lr=0.3, num_clients=n), windows),
+    'fedbuff': (afl_jax.algorithms.make('fedbuff', client_lr=0.3), buffered),
+    'asynfl': (afl_jax.algorithms.make('asynfl', client_lr=0.3, num_clients=n), windows),
   }
   key, out, t0 = jax.random.key(0), {}, time.time()
   for name in [c for c in cases if c in runs]:

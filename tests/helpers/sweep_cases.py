@@ -19,7 +19,6 @@ import algorithm_cases  # noqa: E402
 from quadratic import make_quadratic, quadratic_problem  # noqa: E402
 
 import afl_jax  # noqa: E402
-from afl_jax.algorithms import registry  # noqa: E402
 from afl_jax.api import run, simulator  # noqa: E402
 
 N = 6
@@ -33,7 +32,7 @@ STRUCTURAL = {'fraction'}  # Top-k's k = fraction * d is a shape: one value per 
 
 def hparams(name):
   """(static, per-replica): every float hyperparameter differs between the 2 replicas."""
-  defaults = registry.hyperparameters(name)
+  defaults = afl_jax.algorithms.settings(name)
   given = {k: v for k, v in {**BASE, **EXTRA.get(name, {})}.items() if k in defaults}
   static, varied = {}, {}
   for k, default in defaults.items():
@@ -71,7 +70,9 @@ KEYS_SEED = 3
 
 def _setup(name):
   static, varied = hparams(name)
-  template = registry.get(name, run=CONTEXT, **static, **{k: v[0] for k, v in varied.items()})
+  template = afl_jax.algorithms.make(
+    name, facts=CONTEXT, **static, **{k: v[0] for k, v in varied.items()}
+  )
   return static, varied, schedules(template), problem()
 
 
@@ -83,7 +84,9 @@ def alone_histories(name):
   p0 = {'x': jnp.ones(4, jnp.float64)}
   out = []
   for r, sched in enumerate(scheds):
-    alg = registry.get(name, run=CONTEXT, **static, **{k: v[r] for k, v in varied.items()})
+    alg = afl_jax.algorithms.make(
+      name, facts=CONTEXT, **static, **{k: v[r] for k, v in varied.items()}
+    )
     alone = afl_jax.simulate(alg, prob, sched, p0, keys[r], chunk_size=3)
     out.append(np.asarray(alone.params_history['x']))
   return out

@@ -24,7 +24,7 @@ import afl_jax  # noqa: E402
 
 jax.config.update('jax_enable_x64', True)
 assert len(jax.devices()) == 2, jax.devices()
-get = afl_jax.algorithms.get
+get = afl_jax.algorithms.make
 out = {}
 
 

@@ -1,5 +1,5 @@
-"""CA2FL's server (Wang et al., ICLR 2024, Alg. 1): ``v_t = mean_i h_i + mean_{S_t} (Delta_i -
-h_i)`` with each client's latest update cached (docs/algorithms/ca2fl_fadas.md)."""
+"""CA2FL (Wang et al., ICLR 2024, Alg. 1) with local-SGD clients: ``v_t = mean_i h_i + mean_{S_t}
+(Delta_i - h_i)`` with each client's latest update cached (docs/algorithms/ca2fl_fadas.md)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,17 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from afl_jax.core import checks, tree
-from afl_jax.core.types import Arrivals, Params, ServerRule
-from afl_jax.servers import _weighting as weighting_lib
-from afl_jax.servers._pseudo_gradient import step_result
+from afl_jax.algorithms._base import ALGORITHMS, SERVERS, joint_init
+from afl_jax.algorithms._shared import (
+  client_weights,
+  local_sgd,
+  row_counts,
+  row_weights,
+  step_result,
+  uniform_weights,
+)
+from afl_jax.core import tree
+from afl_jax.core.types import Algorithm, Arrivals, Params, ServerRule
 
 
 class CA2FLState(NamedTuple):
@@ -32,8 +39,8 @@ def init_state(params: Params, num_clients: int) -> CA2FLState:
   )
 
 
-@checks.validated()
-def ca2fl(server_lr: float = 1.0, *, num_clients: int = 10, weighting: str = 'uniform'):
+@SERVERS.register('ca2fl', context=('num_clients',))
+def ca2fl_server(server_lr: float = 1.0, *, num_clients: int = 10, weighting: str = 'uniform'):
   """The CA2FL server caching clients 0..N-1 (``num_clients``)."""
   examples = weighting == 'examples'
 
@@ -49,16 +56,13 @@ def ca2fl(server_lr: float = 1.0, *, num_clients: int = 10, weighting: str = 'un
     counts = state.counts
     if examples:
       counts = jnp.zeros((n,), jnp.result_type(float)) if counts is None else counts
-      counts = counts.at[jnp.where(mask, ids, n)].set(
-        weighting_lib.row_counts(arrivals), mode='drop'
-      )
-      p = weighting_lib.client_weights(counts, weighting_lib.row_counts(arrivals, 'total_examples'))
+      counts = counts.at[jnp.where(mask, ids, n)].set(row_counts(arrivals), mode='drop')
+      p = client_weights(counts, row_counts(arrivals, 'total_examples'))
     else:
-      p = weighting_lib.uniform_weights(n)
+      p = uniform_weights(n)
     h_mean = tree.weighted_sum(state.cache, p)
     calibration = tree.weighted_sum(
-      tree.sub(messages, tree.gather(state.cache, ids)),
-      weighting_lib.row_weights(arrivals, examples=examples),
+      tree.sub(messages, tree.gather(state.cache, ids)), row_weights(arrivals, examples=examples)
     )
     v = tree.add(h_mean, calibration)
     new = CA2FLState(
@@ -69,3 +73,10 @@ def ca2fl(server_lr: float = 1.0, *, num_clients: int = 10, weighting: str = 'un
     return step_result(arrivals, new, state, calibration_norm=tree.global_norm(calibration))
 
   return ServerRule(init, update)
+
+
+@ALGORITHMS.register('ca2fl', uses=(ca2fl_server,))
+def ca2fl(client_lr: float = 0.01, **server: Any) -> Algorithm:
+  client = local_sgd(client_lr)
+  init = joint_init(client, lambda params, tasks, _: init_state(params, tasks.client_id.size))
+  return Algorithm('ca2fl', client, ca2fl_server(**server), init=init)

@@ -1,12 +1,11 @@
-"""What one setting of a component accepts (:class:`Spec`, declared beside its factory) and
-the one check of a call's arguments (:func:`violation`). Traced values and callables (optax
-schedules) pass where a number is expected."""
+"""What the settings of a component accept, declared beside its factory: :class:`Spec` (one
+setting's values) and :class:`Rule` (a combination of settings no one range states), checked
+by :class:`afl_jax.registry.Registry`. Traced values and callables (optax schedules) pass where
+a number is expected."""
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
-import functools
 import inspect
 import math
 import re
@@ -16,7 +15,7 @@ from typing import Any
 import jax
 import numpy as np
 
-SPEC_KINDS = ('real', 'integer', 'boolean', 'choice', 'string', 'reals', 'integers')
+SPEC_KINDS = ('real', 'integer', 'boolean', 'choice', 'string', 'reals', 'integers', 'any')
 
 
 def is_traced(value: Any) -> bool:
@@ -74,6 +73,7 @@ class Spec:
       'string': 'a string',
       'reals': f'a non-empty sequence of finite numbers{rng}',
       'integers': f'a non-empty sequence of integers{rng}',
+      'any': 'anything',
     }[self.kind] + self.note
 
   def _in_range(self, x: float) -> bool:
@@ -83,7 +83,7 @@ class Spec:
   def violation(self, value: Any) -> str | None:
     """None when ``value`` is allowed, else what is (``'must be > 0'``)."""
     must = f'must be {self.describe()}'
-    if is_traced(value) or (self.kind == 'real' and callable(value)):
+    if self.kind == 'any' or is_traced(value) or (self.kind == 'real' and callable(value)):
       return None
     if self.kind == 'real':
       if isinstance(value, bool | np.bool_ | str | bytes) or np.ndim(value) != 0:
@@ -153,6 +153,7 @@ def integers(low=-math.inf, high=math.inf) -> Spec:
 
 POSITIVE = real(0.0, low_open=True)
 NON_NEGATIVE = real(0.0)
+ANY = Spec('any')  # checked by the factory itself (e.g. an int or a per-client array)
 
 
 def inferred(default: Any) -> Spec | None:
@@ -185,34 +186,33 @@ def violation(spec: Spec | None, value: Any, default: Any, facts: Mapping[str, A
   return spec.violation(value)
 
 
-_INSIDE = contextvars.ContextVar('afl_jax_validated_call', default=False)
+# Settings that mean the same in every rule and algorithm that takes them.
+COMMON: dict[str, Spec] = {
+  'client_lr': POSITIVE,  # eta_l (an optax schedule is also accepted)
+  'server_lr': POSITIVE,  # eta_g
+  'weighting': choice(('uniform', 'examples')),  # by examples or uniform over the arrivals
+  'normalizer': choice(('arrivals', 'clients')),  # over |S_t| or n (AsynFL eq. 5)
+  'mu': NON_NEGATIVE,  # the proximal coefficient
+  'beta1': real(0.0, 1.0, high_open=True),  # first-moment decay
+  'beta2': real(0.0, 1.0, high_open=True),  # second-moment decay
+  'epsilon': POSITIVE,
+  'num_clients': integer(1),
+}
 
 
-def validating(f: Callable[..., Any], check: Callable[[dict[str, Any]], None]) -> Callable:
-  """``f`` that first runs ``check(arguments by name)``, except when called from inside
-  another validating call (an algorithm's rules: its arguments were checked already)."""
-  params = inspect.signature(f).parameters.values()
-  positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-  run = trusted(f)
+@dataclasses.dataclass(frozen=True)
+class Rule:
+  """A combination of settings no one range states, declared beside the factory
+  (``register(..., rules=(Rule('server_lr', lambda mode, server_lr: ...),))``): ``problem``
+  takes the values it ``reads`` (settings or run facts; default: its parameters' names) as
+  keywords and returns None when they fit, else what must change, blamed on setting ``field``;
+  or a refusal ``(field, value, why)`` of its own (a nested component's). It is checked where
+  every value it reads is known and none is traced."""
 
-  @functools.wraps(f)
-  def call(*args, **kwargs):
-    if not _INSIDE.get():
-      check({**dict(zip(positional, args, strict=False)), **kwargs})
-    return run(*args, **kwargs)
+  field: str
+  problem: Callable[..., str | tuple | None]
+  reads: tuple[str, ...] = ()
 
-  return call
-
-
-def trusted(f: Callable[..., Any]) -> Callable:
-  """``f`` for arguments checked already: the validating calls inside it check nothing."""
-
-  @functools.wraps(f)
-  def call(*args, **kwargs):
-    token = _INSIDE.set(True)
-    try:
-      return f(*args, **kwargs)
-    finally:
-      _INSIDE.reset(token)
-
-  return call
+  def __post_init__(self):
+    if not self.reads:
+      object.__setattr__(self, 'reads', tuple(inspect.signature(self.problem).parameters))

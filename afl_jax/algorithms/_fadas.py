@@ -1,5 +1,6 @@
-"""FADAS's server (Wang et al., ICML 2024, Alg. 1): AMSGrad on the mean pseudo-gradient with the
-delay-adaptive rate (docs/algorithms/ca2fl_fadas.md)."""
+"""FADAS (Wang et al., ICML 2024, Alg. 1) with local-SGD clients: AMSGrad on the mean
+pseudo-gradient with the delay-adaptive rate; the defaults are the authors' commands
+(docs/algorithms/ca2fl_fadas.md)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from afl_jax.core import checks, tree
-from afl_jax.core.types import Arrivals, Params, ServerRule
-from afl_jax.servers import _weighting as weighting_lib
-from afl_jax.servers._adaptive import moments
-from afl_jax.servers._pseudo_gradient import step_result
+from afl_jax import checks
+from afl_jax.algorithms._base import ALGORITHMS, SERVERS
+from afl_jax.algorithms._shared import local_sgd, moments, row_weights, step_result
+from afl_jax.core import tree
+from afl_jax.core.types import Algorithm, Arrivals, Params, ServerRule
 
 DELAY_RULES = ('min_inverse', 'divide')
 
@@ -67,10 +68,13 @@ class FADASState(NamedTuple):
   opt_state: AMSGradState
 
 
-@checks.validated(
-  tau_c=checks.integer(0), delay_rule=checks.choice(DELAY_RULES), delay_adaptive=checks.boolean()
+@SERVERS.register(
+  'fadas',
+  tau_c=checks.integer(0),
+  delay_rule=checks.choice(DELAY_RULES),
+  delay_adaptive=checks.boolean(),
 )
-def fadas(
+def fadas_server(
   server_lr: float = 1e-4,
   beta1: float = 0.9,
   beta2: float = 0.99,
@@ -95,7 +99,7 @@ def fadas(
   ) -> tuple[FADASState, dict[str, Any]]:
     del key
     mask = arrivals.mask
-    g = tree.weighted_sum(messages, weighting_lib.row_weights(arrivals, examples=examples))
+    g = tree.weighted_sum(messages, row_weights(arrivals, examples=examples))
     direction, opt_state = opt.update(g, state.opt_state)
     tau_max = jnp.max(jnp.where(mask, arrivals.staleness, 0))
     eta = (
@@ -107,3 +111,8 @@ def fadas(
     return step_result(arrivals, new, state, server_lr=eta, tau_max=tau_max)
 
   return ServerRule(init, update)
+
+
+@ALGORITHMS.register('fadas', uses=(fadas_server,))
+def fadas(client_lr: float = 0.1, **server: Any) -> Algorithm:
+  return Algorithm('fadas', local_sgd(client_lr), fadas_server(**server))
