@@ -6,8 +6,10 @@ axis") and docs/sharding.md."""
 
 from __future__ import annotations
 
+import collections
+import hashlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -77,7 +79,8 @@ class Simulator:
       return a._replace(client=precision.with_compute_dtype(a.client, compute_dtype))
 
     self.algorithm = low(algorithm)
-    self._build = (lambda h: low(build(h))) if build else (lambda _: self.algorithm)
+    alg = self.algorithm  # the closure holds the algorithm, not the placed problem
+    self._build = (lambda h: low(build(h))) if build else (lambda _: alg)
     self.regime = regime = algorithm.regime
     self.num_steps = max(s.num_steps for s in schedules)
     self.replica_steps = np.array([s.num_steps for s in schedules])
@@ -113,29 +116,25 @@ class Simulator:
     self.hparams = {k: self._place(v) for k, v in (hparams or {}).items()}
     self.memory_limit_bytes = memory_limit_bytes
     self.memory: dict[str, int] = {}
-    constrain = engine._identity
-    if self.mode == 'clients' and d > 1:
-      by_slot = NamedSharding(self.mesh, P(AXIS))
-      constrain = lambda t: jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, by_slot), t)
-    self.program = engine.make_program(
-      self._build,
-      ring_size=self.ring_size,
-      max_steps=self.max_steps,
-      num_slots=self.num_slots,
-      block_size=self.block_size,
-      by_steps=self.adaptive_steps,
-      report_slots=self.report_slots,
-      record_params=record_params,
-      constrain=constrain,
-    )
+    key = None if build else self._program_key(algorithm, sched_arg, compute_dtype, record_params)
+    self._compiled = _COMPILED.get(key) if key is not None else None
+    if self._compiled is None:
+      self._compiled = self._compile(record_params)
+      if key is not None:
+        _COMPILED[key] = self._compiled
+        while len(_COMPILED) > _KEEP:
+          _COMPILED.popitem(last=False)
+    else:
+      _COMPILED.move_to_end(key)
+    self.program = self._compiled.program
     self.problem = problem.replace(
       client_views=self._tree(problem.client_views, self.axes.client_views, self.shard_clients),
       shared=self._tree(problem.shared, self.axes.shared),
       client_sizes=self._tree(problem.client_sizes, self.axes.client_sizes),
     )
-    self._init = self._batched(self.program.init, (0, 0, self.axes, 0, 0))
+    self._init = self._compiled.init
     self._chunk = self.program.chunk  # one run's chunk; runner() batches and compiles it
-    self._params = jax.jit(self._batched(self.program.params, (0, 0)))
+    self._params = self._compiled.params
     self._run = self._state_shardings = None
 
   # ---- placement ---------------------------------------------------------------------
@@ -174,6 +173,49 @@ class Simulator:
     )
     return jax.shard_map(
       vfn, mesh=self.mesh, in_specs=spec(in_axes), out_specs=P(AXIS), check_vma=False
+    )
+
+  def _program_key(self, algorithm, schedule, compute_dtype, record_params) -> tuple | None:
+    """What decides the compiled functions of a run without a per-replica ``build``: the
+    algorithm as given (its rules compared by identity), the plan, the placement and, for an
+    algorithm whose ``prepare`` sizes its state from the schedule, the schedule's arrays;
+    None where the algorithm cannot be a key."""
+    try:
+      hash(algorithm)
+    except TypeError:
+      return None
+    facts = (
+      self.regime, self.ring_size, self.max_steps, self.num_slots, self.block_size,
+      self.adaptive_steps, self.report_slots, bool(record_params), str(compute_dtype),
+      self.mesh, self.mode, self.batched, self.shard_clients,
+      jax.tree.structure(self.axes), tuple(jax.tree.leaves(self.axes)),
+    )  # fmt: skip
+    prep = _schedule_digest(schedule) if algorithm.prepare is not None else None
+    return (algorithm, prep, facts)
+
+  def _compile(self, record_params: bool) -> _Compiled:
+    """The engine's functions of this run (batched and placed), traced on first use."""
+    constrain = engine._identity
+    if self.mode == 'clients' and self.num_devices > 1:
+      by_slot = NamedSharding(self.mesh, P(AXIS))
+      constrain = lambda t: jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, by_slot), t)
+    program = engine.make_program(
+      self._build,
+      ring_size=self.ring_size,
+      max_steps=self.max_steps,
+      num_slots=self.num_slots,
+      block_size=self.block_size,
+      by_steps=self.adaptive_steps,
+      report_slots=self.report_slots,
+      record_params=record_params,
+      constrain=constrain,
+    )
+    return _Compiled(
+      program,
+      self._batched(program.init, (0, 0, self.axes, 0, 0)),
+      jax.jit(self._batched(program.params, (0, 0))),
+      {},
+      {},
     )
 
   def _state_sharding(self, shape: SimState) -> SimState:
@@ -243,7 +285,10 @@ class Simulator:
     self.memory = self._report(shape, params)
     memory.check(self.memory, self.memory_limit_bytes or memory.available_bytes())
     self._state_shardings = self._state_sharding(shape)
-    return jax.jit(self._init, out_shardings=self._state_shardings)(*args)
+    init = self._by_sharding(
+      self._compiled.inits, lambda: jax.jit(self._init, out_shardings=self._state_shardings)
+    )
+    return init(*args)
 
   def inputs(self, start: int) -> StepInputs:
     """Placed inputs of the chunk starting at ``start``: leaves [(R,) chunk, ...]."""
@@ -273,12 +318,22 @@ class Simulator:
     if self._run is None:
       out = NamedSharding(self.mesh, P(AXIS) if self.mode == 'replicas' else P())
       inputs = StepInputs(*([0] * 7), None)  # one 'active' flag shared by the replicas
-      self._run = jax.jit(
-        self._batched(self._chunk, (0, inputs, self.axes, 0, 0)),
-        donate_argnums=(0,),
-        out_shardings=(self._state_shardings, out),
+      self._run = self._by_sharding(
+        self._compiled.runners,
+        lambda: jax.jit(
+          self._batched(self._chunk, (0, inputs, self.axes, 0, 0)),
+          donate_argnums=(0,),
+          out_shardings=(self._state_shardings, out),
+        ),
       )
     return self._run
+
+  def _by_sharding(self, cache: dict, make: Callable[[], Callable]) -> Callable:
+    """The jitted function of this state's placement, made once per compiled program."""
+    key = (jax.tree.structure(self._state_shardings), tuple(jax.tree.leaves(self._state_shardings)))
+    if key not in cache:
+      cache[key] = make()
+    return cache[key]
 
   def position(self, state: SimState) -> int:
     """The next server step (of the replicas still running)."""
@@ -308,6 +363,31 @@ class Simulator:
     if not self.batched:  # several processes: each gets its host copy
       return out if jax.process_count() == 1 else jax.tree.map(to_host, out)
     return jax.tree.map(lambda a: to_host(a)[: self.num_replicas], out)
+
+
+class _Compiled(NamedTuple):
+  """The functions of one program: reused by every Simulator of the same key."""
+
+  program: engine.Program
+  init: Callable
+  params: Callable
+  inits: dict  # state placement -> jitted init
+  runners: dict  # state placement -> jitted chunk
+
+
+_COMPILED: collections.OrderedDict[tuple, _Compiled] = collections.OrderedDict()
+_KEEP = 16  # programs kept, least recently used first out
+
+
+def _schedule_digest(schedule: Any) -> str:
+  """SHA-256 of a schedule's (or a list's) arrays, shapes and dtypes."""
+  h = hashlib.sha256()
+  for s in schedule if isinstance(schedule, list) else [schedule]:
+    for name, x in sorted(vars(s).items()):
+      a = np.asarray(x)
+      h.update(f'{name}{a.shape}{a.dtype}'.encode())
+      h.update(repr(x).encode() if a.dtype == object else np.ascontiguousarray(a).tobytes())
+  return h.hexdigest()
 
 
 def _up(n: int, m: int) -> int:
