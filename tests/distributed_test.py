@@ -342,3 +342,45 @@ def test_sweep_in_two_processes_stopped_then_rerun(tmp_path):
   last = refused.stderr.strip().splitlines()[-1]
   assert last.startswith('error: ') and 'holds a run of other inputs' in last, last
   assert 'devices' in last, last
+
+
+@pytest.mark.skipif(
+  os.environ.get('CI') == 'true',
+  reason='5 JAX processes (~2 min of a worker): run locally; the 2-process sweep above runs in CI',
+)
+def test_sweep_in_two_processes_killed_then_rerun(tmp_path):
+  """SIGKILL process 1 once a checkpoint is whole (process 0 then stalls at the next
+  collective: killed too, as a scheduler would), then the same command: every run resumes
+  from the last whole checkpoint and ends equal to 1 uninterrupted process."""
+  import glob
+
+  config, logs = _sweep_config(tmp_path), str(tmp_path / 'logs')
+  os.makedirs(logs)
+  two, one = str(tmp_path / 'two'), str(tmp_path / 'one')
+  longer = '--config.num_rounds=40'  # ~2 s of steps after the compile: time to kill
+  port, procs = _free_port(), []
+  for pid in range(2):
+    with open(os.path.join(logs, f'killed_{pid}.log'), 'w') as log:
+      command = [*_sweep_command(config, two), longer, '--num_processes=2']
+      command += [f'--process_id={pid}', f'--coordinator=127.0.0.1:{port}']
+      procs.append(
+        subprocess.Popen(command, env=_train_env(), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+      )
+  manifests = os.path.join(two, 'groups', '*', 'checkpoints', '*', 'afl_jax.json')
+  deadline = time.monotonic() + TIMEOUT_S
+  try:
+    while not glob.glob(manifests) and time.monotonic() < deadline:
+      assert all(p.poll() is None for p in procs), 'a process ended before its first checkpoint'
+      time.sleep(0.02)
+  finally:
+    procs[1].kill()
+    procs[1].wait()
+    time.sleep(0.5)
+    procs[0].kill()
+    procs[0].wait()
+  assert glob.glob(manifests), 'no checkpoint within the time limit'
+  text = _sweep_pair(config, two, logs, longer)
+  assert 'group 0: resumed from its checkpoint at server step' in text[0], text[0][-2000:]
+  _one_process_sweep(config, one, longer)
+  got, want = _run_files(two), _run_files(one)
+  assert len(want) == 8 and got == want
