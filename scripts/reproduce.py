@@ -100,6 +100,7 @@ def _reproduce(paper: spec.Paper, own: bool, records: str, exps: list) -> None:
   # A UserError (a failed sweep) ends the script as one line (cli.run); the records of the
   # sweeps that finished are kept.
   kw = dict(rerun=_RERUN.value, records_dir=records, mark=scoring.mark)
+  kw['log'] = print if processes.is_writer() else lambda *_: None  # process 0 tells
   for exp in exps:
     if _PHASE.value in ('all', 'select'):
       runs.run_phase(paper, exp, 'select', _OUT_DIR.value, **kw)
