@@ -117,6 +117,13 @@ def test_two_processes_match_one_process(tmp_path):
   for arrays in procs:
     np.testing.assert_array_equal(arrays['asynfl/resumed'], arrays['asynfl/params'][4:])
   assert os.path.isdir(tmp_path / 'ckpt' / 'asynfl' / 'checkpoints' / '4')
+  # afl_jax.pipeline.processes: process 0's result on both; a refusal on one, raised on both.
+  for i, arrays in enumerate(procs):
+    assert int(arrays['told']) == 7 and bool(arrays['told_none'])
+    for name, on in (('on_writer', 0), ('agreed', 1)):
+      line = f'config.x=1 is invalid: seen on process {on} only'
+      where = f' (process {on}, a check{" on 0" if name == "on_writer" else ""})'
+      assert str(arrays[f'said_{name}']) == line + ('' if i == on else where), (i, name)
 
 
 # ---- scripts/train.py in 2 processes: one set of outputs (process 0 writes) ----------------
