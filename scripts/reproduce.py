@@ -13,6 +13,10 @@ then rebuilds docs/results/<paper>.md and the summary from the records.
 ``records/`` beside the file, its page to ``<key>.md`` beside it, and its claims'
 verdicts (adjusted among themselves) are printed. The configs and declarations are
 found in this script's checkout (``scripts/..``), or the working directory.
+
+Several processes (docs/distributed.md): the same command once per process with
+``--num_processes=P --process_id=i --coordinator=HOST:PORT``; each sweep's replicas span
+every device of every process, process 0 writes the records and pages.
 """
 
 import os
@@ -27,7 +31,7 @@ set_cpu_devices()  # before JAX starts its backend
 
 from afl_jax import reproduction  # noqa: E402
 from afl_jax.errors import UserError  # noqa: E402
-from afl_jax.pipeline import cli  # noqa: E402
+from afl_jax.pipeline import cli, processes  # noqa: E402
 from afl_jax.pipeline.config import import_beside  # noqa: E402
 from afl_jax.pipeline.workdir import write_text  # noqa: E402
 from afl_jax.reproduction import pages, runs, scoring, spec  # noqa: E402
@@ -44,6 +48,7 @@ _ONLY = flags.DEFINE_list(
 _PHASE = flags.DEFINE_enum('phase', 'all', ['all', 'select', 'test'], 'Which sweeps to run.')
 _OUT_DIR = flags.DEFINE_string('out_dir', 'runs/repro', 'Where the sweeps write their runs.')
 _RERUN = flags.DEFINE_bool('rerun', False, 'Run sweeps whose records are up to date again.')
+processes.define_flags()
 flags.mark_flag_as_required('paper')
 flags.register_validator(
   'paper',
@@ -71,6 +76,7 @@ def load_own(path: str) -> spec.Paper:
 
 def main(argv):
   del argv  # cli.flags_parser refuses stray arguments
+  processes.start()
   own = _PAPER.value not in reproduction.PAPERS
   paper = load_own(_PAPER.value) if own else reproduction.load_paper(_PAPER.value)
   records = os.path.join(os.path.dirname(os.path.abspath(_PAPER.value)), 'records')
@@ -80,11 +86,13 @@ def main(argv):
   if _PHASE.value == 'test':
     for exp in exps:
       runs.require_selection(paper.key, exp, records)
-  lock = runs.lock_records(records)  # one writer of these records at a time
+  held = []  # one writer of these records at a time: process 0 of several
+  processes.on_writer(lambda: held.append(runs.lock_records(records)), 'the records')
   try:
     _reproduce(paper, own, records, exps)
   finally:
-    lock.release()
+    for lock in held:
+      lock.release()
 
 
 def _reproduce(paper: spec.Paper, own: bool, records: str, exps: list) -> None:
@@ -92,6 +100,7 @@ def _reproduce(paper: spec.Paper, own: bool, records: str, exps: list) -> None:
   # A UserError (a failed sweep) ends the script as one line (cli.run); the records of the
   # sweeps that finished are kept.
   kw = dict(rerun=_RERUN.value, records_dir=records, mark=scoring.mark)
+  kw['log'] = print if processes.is_writer() else lambda *_: None  # process 0 tells
   for exp in exps:
     if _PHASE.value in ('all', 'select'):
       runs.run_phase(paper, exp, 'select', _OUT_DIR.value, **kw)
@@ -99,6 +108,8 @@ def _reproduce(paper: spec.Paper, own: bool, records: str, exps: list) -> None:
       runs.require_selection(paper.key, exp, records)
       settings = scoring.settings_to_test(paper.key, exp, records)
       runs.run_phase(paper, exp, 'test', _OUT_DIR.value, settings=settings, **kw)
+  if not processes.is_writer():  # process 0 writes the pages
+    return
   if not own:
     for path in pages.write([paper.key]):
       print(f'wrote {path}')

@@ -117,13 +117,21 @@ def test_two_processes_match_one_process(tmp_path):
   for arrays in procs:
     np.testing.assert_array_equal(arrays['asynfl/resumed'], arrays['asynfl/params'][4:])
   assert os.path.isdir(tmp_path / 'ckpt' / 'asynfl' / 'checkpoints' / '4')
+  # afl_jax.pipeline.processes: process 0's result on both; a refusal on one, raised on both.
+  for i, arrays in enumerate(procs):
+    assert int(arrays['told']) == 7 and bool(arrays['told_none'])
+    for name, on in (('on_writer', 0), ('agreed', 1)):
+      line = f'config.x=1 is invalid: seen on process {on} only'
+      where = f' (process {on}, a check{" on 0" if name == "on_writer" else ""})'
+      assert str(arrays[f'said_{name}']) == line + ('' if i == on else where), (i, name)
 
 
 # ---- scripts/train.py in 2 processes: one set of outputs (process 0 writes) ----------------
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, 'scripts', 'train.py')
+SMOKE = os.path.join(ROOT, 'configs', 'digits_smoke.py')
 TRAIN_ARGS = [
-  f'--config={os.path.join(ROOT, "configs", "digits_smoke.py")}',
+  f'--config={SMOKE}',
   '--config.num_rounds=8',
   '--config.eval_every=4',
   '--config.checkpoint_every=4',
@@ -214,3 +222,172 @@ def test_train_script_two_processes_write_one_set_of_outputs(tmp_path):
   with open(os.path.join(two, 'summary.json')) as f:
     summary = json.load(f)
   assert summary['devices'] == 2 and summary['steps'] == 8
+
+
+# ---- a sweep in 2 processes: the replica axis over both, one writer, equal to 1 process ----
+SWEEP = "{'hparams': {'client_lr': [0.05, 0.1]}, 'seed': [0, 1]}"  # 4 runs, one group
+
+
+def _sweep_config(tmp_path) -> str:
+  """digits_smoke with a 4-run grid (a config file: the command line sets no new field)."""
+  path = tmp_path / 'sweep_config.py'
+  path.write_text(
+    'import importlib.util\n\n\n'
+    'def get_config():\n'
+    f'  spec = importlib.util.spec_from_file_location("smoke", {SMOKE!r})\n'
+    '  module = importlib.util.module_from_spec(spec)\n'
+    '  spec.loader.exec_module(module)\n'
+    '  c = module.get_config()\n'
+    f'  c.sweep = {SWEEP}\n'
+    '  return c\n'
+  )
+  return str(path)
+
+
+def _sweep_command(config: str, workdir: str) -> list[str]:
+  """train.py with TRAIN_ARGS' settings and the grid."""
+  return [sys.executable, TRAIN, f'--config={config}', *TRAIN_ARGS[1:], f'--workdir={workdir}']
+
+
+def _sweep_pair(config: str, workdir: str, logs: str, *extra: str) -> list[str]:
+  n = len(os.listdir(logs))
+  return _two_processes(
+    lambda pid, port: [
+      *_sweep_command(config, workdir),
+      *extra,
+      '--num_processes=2',
+      f'--process_id={pid}',
+      f'--coordinator=127.0.0.1:{port}',
+    ],
+    [os.path.join(logs, f'sweep_{n + pid}_{pid}.log') for pid in range(2)],
+    _train_env(),
+    cwd=ROOT,
+    what='2-process sweep',
+  )
+
+
+def _one_process_sweep(config: str, workdir: str, *extra: str) -> str:
+  """The same sweep in one process of 2 CPU devices: the same devices, identity and program."""
+  env = _train_env() | {'AFL_JAX_CPU_DEVICES': '2'}
+  done = subprocess.run(
+    [*_sweep_command(config, workdir), *extra],
+    env=env,
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=TIMEOUT_S,
+  )
+  assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+  return done.stdout + done.stderr
+
+
+def _run_files(workdir: str) -> dict[str, bytes]:
+  """Each run folder's metrics and config (the identity, the program): their bytes."""
+  out = {}
+  for name in sorted(os.listdir(workdir)):
+    for f in ('metrics.jsonl', 'config.json'):
+      path = os.path.join(workdir, name, f)
+      if os.path.isfile(path):
+        with open(path, 'rb') as fh:
+          out[f'{name}/{f}'] = fh.read()
+  return out
+
+
+def test_sweep_in_two_processes_equals_one_process_bit_for_bit(tmp_path):
+  """train.py --config.sweep in 2 processes of 1 device: the 4 replicas laid out over both
+  processes' devices; process 0 alone writes every run folder; the records equal, byte for
+  byte, those of 1 process of 2 devices (the same program: each replica's arithmetic stays
+  on its device, no cross-process reduction enters a replica's numbers)."""
+  config, logs = _sweep_config(tmp_path), str(tmp_path / 'logs')
+  os.makedirs(logs)
+  two, one = str(tmp_path / 'two'), str(tmp_path / 'one')
+  text = _sweep_pair(config, two, logs)
+  assert '2 processes, 2 devices' in text[0] and 'sweep: 4 runs, 4 completed' in text[0]
+  assert 'sweep:' not in text[1]  # only process 0 logs
+  _one_process_sweep(config, one)
+  got, want = _run_files(two), _run_files(one)
+  assert len(want) == 8 and got == want  # 4 runs x (metrics.jsonl, config.json)
+  outs = _outputs(two)
+  for name in ('summary.json', 'summary.md', 'plot.png'):
+    assert outs.get(name) == 1, (name, outs)
+  assert not [k for k in outs if k.endswith('.tmp') or k.startswith('groups')], outs
+  with open(os.path.join(two, 'summary.json')) as f:
+    summary = json.load(f)
+  assert summary['complete'] and len(summary['runs']) == 4
+
+
+@pytest.mark.skipif(
+  os.environ.get('CI') == 'true',
+  reason='7 JAX processes (~2 min of a worker): run locally; the 2-process sweep above runs in CI',
+)
+def test_sweep_in_two_processes_stopped_then_rerun(tmp_path):
+  """Stopped after its checkpoint at step 4 in 2 processes, the same command resumes every
+  run there and ends equal to 1 uninterrupted process; a third reuses every run; 1 process
+  of 1 device (another identity: engine.devices) is refused in one line."""
+  config, logs = _sweep_config(tmp_path), str(tmp_path / 'logs')
+  os.makedirs(logs)
+  two, one = str(tmp_path / 'two'), str(tmp_path / 'one')
+  text = _sweep_pair(config, two, logs, '--config.stop_after_steps=4')
+  assert '4 stopped' in text[0], text[0][-2000:]
+  text = _sweep_pair(config, two, logs)
+  assert 'group 0: resumed from its checkpoint at server step 4' in text[0], text[0][-2000:]
+  _one_process_sweep(config, one)
+  assert _run_files(two) == _run_files(one)
+  text = _sweep_pair(config, two, logs)
+  assert '4 runs (4 finished earlier, reused) in 0 group(s)' in text[0], text[0][-2000:]
+  assert _run_files(two) == _run_files(one)
+  env = _train_env()  # 1 device: engine.devices 2 -> 1, another identity
+  refused = subprocess.run(
+    _sweep_command(config, two),
+    env=env,
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=TIMEOUT_S,
+  )
+  assert refused.returncode == 1
+  last = refused.stderr.strip().splitlines()[-1]
+  assert last.startswith('error: ') and 'holds a run of other inputs' in last, last
+  assert 'devices' in last, last
+
+
+@pytest.mark.skipif(
+  os.environ.get('CI') == 'true',
+  reason='5 JAX processes (~2 min of a worker): run locally; the 2-process sweep above runs in CI',
+)
+def test_sweep_in_two_processes_killed_then_rerun(tmp_path):
+  """SIGKILL process 1 once a checkpoint is whole (process 0 then stalls at the next
+  collective: killed too, as a scheduler would), then the same command: every run resumes
+  from the last whole checkpoint and ends equal to 1 uninterrupted process."""
+  import glob
+
+  config, logs = _sweep_config(tmp_path), str(tmp_path / 'logs')
+  os.makedirs(logs)
+  two, one = str(tmp_path / 'two'), str(tmp_path / 'one')
+  longer = '--config.num_rounds=40'  # ~2 s of steps after the compile: time to kill
+  port, procs = _free_port(), []
+  for pid in range(2):
+    with open(os.path.join(logs, f'killed_{pid}.log'), 'w') as log:
+      command = [*_sweep_command(config, two), longer, '--num_processes=2']
+      command += [f'--process_id={pid}', f'--coordinator=127.0.0.1:{port}']
+      procs.append(
+        subprocess.Popen(command, env=_train_env(), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+      )
+  manifests = os.path.join(two, 'groups', '*', 'checkpoints', '*', 'afl_jax.json')
+  deadline = time.monotonic() + TIMEOUT_S
+  try:
+    while not glob.glob(manifests) and time.monotonic() < deadline:
+      assert all(p.poll() is None for p in procs), 'a process ended before its first checkpoint'
+      time.sleep(0.02)
+  finally:
+    procs[1].kill()
+    procs[1].wait()
+    time.sleep(0.5)
+    procs[0].kill()
+    procs[0].wait()
+  assert glob.glob(manifests), 'no checkpoint within the time limit'
+  text = _sweep_pair(config, two, logs, longer)
+  assert 'group 0: resumed from its checkpoint at server step' in text[0], text[0][-2000:]
+  _one_process_sweep(config, one, longer)
+  got, want = _run_files(two), _run_files(one)
+  assert len(want) == 8 and got == want

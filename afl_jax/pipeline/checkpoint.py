@@ -26,9 +26,10 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from afl_jax.errors import ResumeError, UserError
+from afl_jax.errors import ResumeError
 from afl_jax.pipeline import metrics_io
 from afl_jax.pipeline import record as record_lib
+from afl_jax.pipeline.processes import barrier, is_writer
 from afl_jax.pipeline.workdir import read_json, show, write_text
 
 CHECKPOINT_DIR = 'checkpoints'
@@ -48,48 +49,6 @@ def _quiet_orbax():
     yield
   finally:
     logger.setLevel(level)
-
-
-def is_writer() -> bool:
-  """Does this process write the run's shared files? (process 0 of a multi-process run)."""
-  return jax.process_index() == 0
-
-
-def barrier(name: str) -> None:
-  """Wait until every process got here (a no-op in a 1-process run)."""
-  if jax.process_count() > 1:
-    from jax.experimental import multihost_utils
-
-    multihost_utils.sync_global_devices(name)
-
-
-_MESSAGE_BYTES = 4096
-
-
-def on_writer(fn: Callable[[], int | None], name: str) -> int | None:
-  """``fn()`` on process 0 only; its result (an int or None) or its UserError on every process."""
-  if jax.process_count() == 1:
-    return fn()
-  from jax.experimental import multihost_utils
-
-  status, value, message, error = 0, 0, b'', None
-  if is_writer():
-    try:
-      result = fn()
-      status, value = (1, 0) if result is None else (2, int(result))
-    except UserError as e:
-      error, status, message = e, 3, str(e).encode()[:_MESSAGE_BYTES]
-  packed = np.zeros(_MESSAGE_BYTES + 3, np.int64)
-  packed[:3] = status, value, len(message)
-  packed[3 : 3 + len(message)] = np.frombuffer(message, np.uint8)
-  packed = np.asarray(multihost_utils.broadcast_one_to_all(packed))
-  status, value, length = (int(v) for v in packed[:3])
-  if status == 3:
-    if error is not None:
-      raise error
-    text = bytes(packed[3 : 3 + length].astype(np.uint8)).decode(errors='replace')
-    raise ResumeError(f'{text} (process 0, {name})')
-  return None if status == 1 else value
 
 
 def _abstract(x: Any) -> Any:

@@ -20,7 +20,7 @@ from afl_jax import models
 from afl_jax.core import memory
 from afl_jax.core.simulator import Simulator
 from afl_jax.errors import ResumeError
-from afl_jax.pipeline import checkpoint, metrics_io, plotting, sizes
+from afl_jax.pipeline import checkpoint, metrics_io, plotting, processes, sizes
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline import record as record_lib
 from afl_jax.pipeline import track as track_lib
@@ -98,8 +98,8 @@ def preflight(config, workdir: str, resume: bool, progress: dict) -> tuple:
     write_run_files(workdir, run, prog)
     return step
 
-  start = checkpoint.on_writer(on_writer, 'resume')
-  checkpoint.barrier('afl_jax preflight')
+  start = processes.on_writer(on_writer, 'resume')
+  processes.barrier('afl_jax preflight')
   return run, sim, ckpt, start
 
 
@@ -120,7 +120,7 @@ def train_and_evaluate(
   finished one is not run again); False deletes its outputs first. A user error
   (:class:`~afl_jax.errors.UserError`) is one line, before compute; NonFiniteError when
   training diverged (the metrics so far are written)."""
-  writes = checkpoint.is_writer()
+  writes = processes.is_writer()
   lock = workdir_lib.acquire(workdir) if writes else None
   progress = {'doing': 'starting', 'step': None}
   try:
@@ -216,7 +216,7 @@ def _finish(
   """The run's summary from its records (written by process 0), logged; NonFiniteError if
   it diverged."""
   c = run.config
-  checkpoint.barrier('afl_jax records')
+  processes.barrier('afl_jax records')
   rec = record_lib.read(workdir)
   summary = rec.summary() | {'dataset': c.dataset, 'run_seconds': seconds}
   summary |= {'schedule': run.schedule.stats(), 'devices': jax.device_count()}

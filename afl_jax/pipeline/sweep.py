@@ -29,7 +29,7 @@ from afl_jax.core import memory, replicas
 from afl_jax.core.memory import format_bytes
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import build as build_lib
-from afl_jax.pipeline import checkpoint, loop, metrics_io, plotting, sizes
+from afl_jax.pipeline import checkpoint, loop, metrics_io, plotting, processes, sizes
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline import record as record_lib
 from afl_jax.pipeline import track as track_lib
@@ -272,74 +272,120 @@ def train_sweep(
   ``memory_limit_bytes``: what a group's analytic state may use (default: the backend's; on
   CPU the free host memory / :data:`afl_jax.core.memory.CPU_STATE_FACTOR`);
   ``resume=False`` deletes this grid's outputs first. User errors are one line, before
-  compute."""
+  compute. Several processes (docs/distributed.md): every one calls this; each group's
+  replicas span all their devices, process 0 holds the workdir and writes its files (and
+  logs), every process writes its checkpoint shards."""
   config_lib.validate_sweep(config)
-  lock = workdir_lib.acquire(workdir)
+  writes, held = processes.is_writer(), []
+
+  def hold() -> str:
+    held.append(workdir_lib.acquire(workdir))
+    loop.refuse_other_kind(held[0].path, 'sweep')
+    return held[0].path
+
+  path = processes.on_writer(hold, 'the workdir')
   try:
-    return _train_sweep(config, lock.path, log, memory_limit_bytes, resume)
+    return _train_sweep(config, path, log if writes else _quiet, memory_limit_bytes, resume)
   except OSError as e:
-    disk = workdir_lib.disk_error(e, lock.path)
-    if disk is None:
+    disk = workdir_lib.disk_error(e, path)
+    if disk is None or not writes:
       raise
     raise workdir_lib.write_error(
-      lock.path,
+      path,
       disk,
       'running the sweep',
       "the runs' metrics so far are in their <run>/metrics.jsonl; free space and run the same "
       'command to continue',
     ) from None
   finally:
-    lock.release()
+    for lock in held:
+      lock.release()
+
+
+def _quiet(*_: Any) -> None:
+  """The log of a process other than 0 (process 0 says it once)."""
+
+
+def _agreed_limit() -> int | None:
+  """The device memory a group may use: the least that any process has (they must split the
+  grid into the same groups)."""
+  limit = memory.available_bytes()
+  if limit is not None and jax.default_backend() == 'cpu':  # the state shares host RAM
+    limit = int(limit / memory.CPU_STATE_FACTOR)
+  if jax.process_count() == 1:
+    return limit
+  from jax.experimental import multihost_utils
+
+  every = np.asarray(multihost_utils.process_allgather(np.int64(-1 if limit is None else limit)))
+  return None if (every < 0).any() else int(every.min())
 
 
 def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> dict[str, Any]:
   t_start = time.time()
-  loop.refuse_other_kind(workdir, 'sweep')
   axes = config_lib.sweep_axes(config.sweep)
   traced = traced_fields(config)
-  with build_lib.reusing_data():  # every point is built before the first compile
-    first = build_lib.build_run(point_config(config, {k: v[0] for k, v in axes.items()}))
-    est = plan(config, first)  # the grid's size, before it is listed
-    points = grid(config)
-    runs = [first] + [build_lib.build_run(point_config(config, p)) for p in points[1:]]
+
+  def build_points() -> tuple:
+    with build_lib.reusing_data():  # every point is built before the first compile
+      first = build_lib.build_run(point_config(config, {k: v[0] for k, v in axes.items()}))
+      est = plan(config, first)  # the grid's size, before it is listed
+      points = grid(config)
+      runs = [first] + [build_lib.build_run(point_config(config, p)) for p in points[1:]]
+    return first, est, points, runs
+
+  first, est, points, runs = processes.agreed(build_points, 'building the grid')
   names = [run_name(p) for p in points]
   if limit is None:
-    limit = memory.available_bytes()
-    if limit is not None and jax.default_backend() == 'cpu':  # the state shares host RAM
-      limit = int(limit / memory.CPU_STATE_FACTOR)
+    limit = _agreed_limit()
   build = lambda ms: _group_sim([runs[i] for i in ms], traced, limit)  # noqa: E731
   dirs = [os.path.join(workdir, n) for n in names]
   keyed: dict[str, list[int]] = {}  # every point, finished or not: a run's group is its program
   for i, p in enumerate(points):
     keyed.setdefault(group_key(p, traced, runs[i]), []).append(i)
-  groups = _fit_groups([(m, build) for m in keyed.values()], limit, log, first.config)
+  groups = processes.agreed(
+    lambda: _fit_groups([(m, build) for m in keyed.values()], limit, log, first.config),
+    'fitting the groups to the memory',
+  )
   programs = {i: record_lib.program(sim) for members, (sim, _, _) in groups for i in members}
-  fitted = [  # the groups to run: all but those whose every run finished
-    (members, group)
-    for members, group in groups
-    if not resume
-    or not all(
-      checkpoint.finished(dirs[i], runs[i].schedule.num_steps, runs[i].config.eval_every)
-      for i in members
-    )
-  ]
+  done = processes.on_writer(  # the groups whose every run finished (process 0 reads)
+    lambda: [
+      resume
+      and all(
+        checkpoint.finished(dirs[i], runs[i].schedule.num_steps, runs[i].config.eval_every)
+        for i in members
+      )
+      for members, _ in groups
+    ],
+    'the finished runs',
+  )
+  fitted = [group for group, finished in zip(groups, done) if not finished]  # the groups to run
   todo = sum(len(members) for members, _ in fitted)
   flops = sum(  # each group's work checked, from its simulator (sizes.check_work)
     sizes.check_work(runs[m[0]].config, sim, runs[m[0]].params0)['total_flops']
     for m, (sim, _, _) in fitted
   )
-  _check_workdir(workdir, dirs, runs, programs, resume)  # nothing is written before the checks
-  starts = _starts(workdir, dirs, runs, fitted, programs)
+
+  def prepare() -> list[int | None]:  # nothing is written before the checks
+    _check_workdir(workdir, dirs, runs, programs, resume)
+    return _starts(workdir, dirs, runs, fitted, programs)
+
+  starts = processes.on_writer(prepare, 'resume')
   rate = sizes.ASSUMED_FLOPS['cpu' if jax.default_backend() == 'cpu' else 'other']
   log(
     f'sweep: {len(points)} runs ({len(points) - todo} finished earlier, reused) in '
     f'{len(fitted)} group(s), traced: {traced or "none"}; built runs about '
     f'{format_bytes(est["host_bytes"])} on the host, client training about {flops:.2g} '
     f'FLOP (~{_duration(flops / rate)} at an assumed {rate:.0e} FLOP/s)'
+    + (
+      f'; {jax.process_count()} processes, {jax.device_count()} devices'
+      if jax.process_count() > 1
+      else ''
+    )
   )
   infos, stopped = [], False
   write = lambda complete: _summarize(workdir, points, names, infos, traced, complete)  # noqa: E731
-  write(False)
+  if processes.is_writer():
+    write(False)
   try:
     for k, ((members, group), start) in enumerate(zip(fitted, starts)):
       info = _run_group(
@@ -362,18 +408,23 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
           f'{_duration(spent / done * (todo - done))} left'
         )
   except KeyboardInterrupt:
-    write(False)
+    if processes.is_writer():
+      write(False)
     raise workdir_lib.Interrupted(
       f'interrupted (Ctrl-C) in group {len(infos) + 1} of {len(fitted)}; the metrics so far are in '
       f'{workdir_lib.show(workdir)}/<run>/metrics.jsonl; the same command continues'
       + (' from the last checkpoint' if config.checkpoint_every else ' (finished groups are kept)')
     ) from None
+  processes.barrier('afl_jax sweep records')  # every run's records are on disk: all read them
   out = write(not stopped)
-  records = {
-    s['name']: metrics_io.read_metrics(os.path.join(workdir, s['name'])) for s in out['runs']
-  }
-  workdir_lib.write_text(os.path.join(workdir, 'summary.md'), _markdown(out['runs'], infos))
-  plotting.plot_runs(records, os.path.join(workdir, 'plot.png'), title=f'sweep: {config.algorithm}')
+  if processes.is_writer():
+    records = {
+      s['name']: metrics_io.read_metrics(os.path.join(workdir, s['name'])) for s in out['runs']
+    }
+    workdir_lib.write_text(os.path.join(workdir, 'summary.md'), _markdown(out['runs'], infos))
+    title = f'sweep: {config.algorithm}'
+    plotting.plot_runs(records, os.path.join(workdir, 'plot.png'), title=title)
+  processes.barrier('afl_jax sweep written')
   log(outcome(out)[1])
   return out
 
@@ -439,7 +490,7 @@ def _run_group(k, names, runs, group, start, workdir, log, prog) -> dict:
   for i, (d, run) in enumerate(zip(dirs, runs)):
     one = {f: np.asarray(v[i]) for f, v in host.items()}
     stop = next((r['stopped'] for r in records[i] if r.get('stopped')), None)
-    writer = metrics_io.MetricsWriter(d)
+    writer = metrics_io.MetricsWriter(d if processes.is_writer() else None)
     tracks.append(track_lib.Track(run.schedule, run.evaluator, writer, records[i], one, stop))
   first, chunk_ends = sim.position(state), []
 
@@ -476,7 +527,9 @@ def _run_group(k, names, runs, group, start, workdir, log, prog) -> dict:
     )
   )
   if status == 'completed':  # finished: the records say so, the checkpoints are not needed
-    shutil.rmtree(ckpt.directory, ignore_errors=True)
+    processes.barrier('afl_jax group done')  # no process reads them any more
+    if processes.is_writer():
+      shutil.rmtree(ckpt.directory, ignore_errors=True)
   return {
     'runs': len(runs),
     'status': status,
@@ -487,7 +540,8 @@ def _run_group(k, names, runs, group, start, workdir, log, prog) -> dict:
 
 
 def _summarize(workdir, points, names, infos, traced, complete: bool) -> dict:
-  """``summary.json``: every run's record (:meth:`RunRecord.summary`) with its swept values."""
+  """``summary.json`` (written by process 0): every run's record (:meth:`RunRecord.summary`)
+  with its swept values."""
   runs = []
   for p, n in zip(points, names):
     rec = record_lib.read(os.path.join(workdir, n))
@@ -496,8 +550,9 @@ def _summarize(workdir, points, names, infos, traced, complete: bool) -> dict:
       | rec.summary()
     )
   out = metrics_io.jsonable({'runs': runs, 'groups': infos, 'traced': traced, 'complete': complete})
-  text = json.dumps(out, indent=2, allow_nan=False) + '\n'
-  workdir_lib.write_text(os.path.join(workdir, record_lib.SUMMARY_FILE), text)
+  if processes.is_writer():
+    text = json.dumps(out, indent=2, allow_nan=False) + '\n'
+    workdir_lib.write_text(os.path.join(workdir, record_lib.SUMMARY_FILE), text)
   return out
 
 

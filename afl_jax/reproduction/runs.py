@@ -92,8 +92,9 @@ def machine_info() -> str:
   import jax
 
   devices = ', '.join(sorted({d.device_kind for d in jax.devices()}))
+  many = f' x {jax.process_count()} processes' if jax.process_count() > 1 else ''
   return (
-    f'{platform.machine()} {platform.system()}, {os.cpu_count()} CPU cores, '
+    f'{platform.machine()} {platform.system()}, {os.cpu_count()} CPU cores{many}, '
     f'JAX {jax.__version__} on {jax.default_backend()} ({devices})'
   )
 
@@ -164,6 +165,7 @@ def run_phase(
   (:func:`afl_jax.reproduction.scoring.settings_to_test`); ``mark``: the statuses
   (:func:`afl_jax.reproduction.scoring.mark`, passed in: scoring reads through here)."""
   from afl_jax.pipeline import config as config_lib
+  from afl_jax.pipeline import processes
   from afl_jax.pipeline import sweep as sweep_lib
 
   frame, manifest = read(paper.key, records_dir)
@@ -200,7 +202,9 @@ def run_phase(
           'date': datetime.date.today().isoformat(),
         }
       ]
-      write(paper.key, frame, mark(paper, frame, manifest), records_dir)  # nothing lost
+      if processes.is_writer():  # every process holds the same frame; process 0 writes it
+        write(paper.key, frame, mark(paper, frame, manifest), records_dir)  # nothing lost
+      processes.barrier('afl_jax records written')
 
 
 def is_current(exp: spec.Experiment, sweep: Mapping) -> bool:

@@ -4,7 +4,8 @@ Started once per process with the same arguments but ``--process_id`` (docs/dist
 each process owns one CPU device, so the default mesh spans 2 devices in 2 processes and
 every cross-device reduction goes over gloo. ``--num_processes=1`` starts no runtime (the
 reference). Writes ``OUT/process_<id>.npz``: per case, the global params after every step
-and the final per-client state gathered from all processes, plus the device layout.
+and the final per-client state gathered from all processes, plus the device layout (and,
+in several processes, what :func:`coordination` saw).
 tests/distributed_test.py compares them with :func:`run_cases` in one process.
 """
 
@@ -80,6 +81,42 @@ def run_cases(checkpoint_dir: str | None = None, cases=('fedbuff', 'asynfl')) ->
   return out
 
 
+def coordination() -> dict:
+  """afl_jax.pipeline.processes across the processes: ``on_writer`` gives process 0's result
+  (JSON values) to every process, and its refusal; ``agreed`` makes a refusal seen on
+  process 1 alone every process's (its own words on 1, named on 0)."""
+  import jax
+  import numpy as np
+
+  from afl_jax.errors import UserError
+  from afl_jax.pipeline import processes
+
+  told = processes.on_writer(lambda: [jax.process_index() + 7, None], 'a list')
+  said = {}
+  for name, call in (
+    ('on_writer', lambda: processes.on_writer(lambda: _refuse(0), 'a check on 0')),
+    ('agreed', lambda: processes.agreed(lambda: _refuse(1), 'a check')),
+  ):
+    try:
+      call()
+      said[name] = ''
+    except UserError as e:
+      said[name] = str(e)
+  return {'told': np.asarray(told[0]), 'told_none': np.asarray(told[1] is None)} | {
+    f'said_{k}': np.asarray(v) for k, v in said.items()
+  }
+
+
+def _refuse(process: int) -> int:
+  import jax
+
+  from afl_jax.errors import ConfigError
+
+  if jax.process_index() == process:
+    raise ConfigError(f'config.x=1 is invalid: seen on process {process} only')
+  return jax.process_index()
+
+
 def main(argv: list[str]) -> None:
   ap = argparse.ArgumentParser()
   ap.add_argument('--num_processes', type=int, default=1)
@@ -118,6 +155,8 @@ def main(argv: list[str]) -> None:
     arrays.update({f'{name}/client_{i}': leaf for i, leaf in enumerate(r['clients'])})
     if 'resumed' in r:
       arrays[f'{name}/resumed'] = r['resumed']
+  if args.num_processes > 1:
+    arrays.update(coordination())
   os.makedirs(args.out, exist_ok=True)
   np.savez(os.path.join(args.out, f'process_{args.process_id}.npz'), **arrays)
   if args.num_processes > 1:
