@@ -127,6 +127,7 @@ class Simulator:
       report_slots=self.report_slots,
       record_params=record_params,
       constrain=constrain,
+      mesh=self.mesh if self.mode == 'clients' and d > 1 else None,
     )
     self.problem = problem.replace(
       client_views=self._tree(problem.client_views, self.axes.client_views, self.shard_clients),
