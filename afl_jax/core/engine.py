@@ -1,6 +1,6 @@
 """The compiled run: one ``lax.scan`` over server steps, the arriving clients under ``jax.vmap``
-(:func:`make_program`), and the host plan of a step's slots; docs/architecture.md,
-"A server step"."""
+or, where they convolve on CPU, one at a time (:func:`make_program`, :func:`train_clients`),
+and the host plan of a step's slots; docs/architecture.md, "A server step"."""
 
 from __future__ import annotations
 

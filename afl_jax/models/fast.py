@@ -165,15 +165,18 @@ def direct(space, window, strides, padding, dilation, precision=None) -> Callabl
   spatial = tuple(range(n))
 
   @_one_client_each
+  @jax.named_scope('conv_forward')  # the three's ops named for profiles (benchmark conv_step)
   def forward(x, w):
     return conv(x, w, strides, padding, rhs_dilation=dilation)
 
   @_one_client_each
+  @jax.named_scope('conv_input_grad')
   def input_grad(dy, w):
     flipped = jnp.swapaxes(lax.rev(w, spatial), -1, -2)  # [*window, O, C]
     return conv(dy, flipped, (1,) * n, input_padding, lhs_dilation=strides, rhs_dilation=dilation)
 
   @_one_client_each
+  @jax.named_scope('conv_kernel_grad')
   def kernel_grad(x, dy):
     # A product with the identity materializes x, so the transpose below reads it from memory
     # rather than XLA fusing (and, in its order, recomputing) x's producers into it.
