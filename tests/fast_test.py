@@ -1,7 +1,8 @@
-"""afl_jax.models.fast_apply: convolution and pooling as matrix products equal lax's own.
+"""afl_jax.models.fast_apply: convolutions (models.fast.direct: XLA's own in NHWC x HWIO, both
+gradients as convolutions in that layout) and poolings (reshapes and reductions) equal lax's own.
 
-float32 (eps = 2^-23): the products sum a window's terms in another order than XLA's
-convolution and ``reduce_window``. Against the same function in float64 ("exact"):
+float32 (eps = 2^-23): the rewrites sum a window's terms in another order than lax's
+convolution, its autodiff and ``reduce_window``. Against the same function in float64 ("exact"):
 ``||fast - exact|| <= 2 ||lax - exact|| + 4 sqrt(n) eps ||exact||`` over every output and
 gradient, ``n`` the longest sum of the case. Max-pools and their gradients select, so
 they are bit for bit, ties included (the gradient goes to the window's first maximum,
