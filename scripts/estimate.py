@@ -225,7 +225,8 @@ def main(argv):
   eval_s = evals * evaluation_seconds(run)
   print(
     f'probe: {_PROBE.value} local steps of a block of {sim.block_size} clients (batch '
-    f'{c.batch_size}, vmapped over {len(jax.devices())} {device.platform} devices): '
+    f'{c.batch_size}, as the engine trains them on {len(jax.devices())} {device.platform} '
+    f'devices): '
     f'{per_step:.3f} s per client step (compile {compile_s:.1f} s)'
     + (f', {_flop(flops)}/step (XLA)' if flops else '')
     + f'; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}'
