@@ -34,11 +34,18 @@ Tasks (client updates = local jobs of K steps):
                                   S=10 a step, K = 2 * e, e uniform in 1..6; 30 steps
                 Reports the useful-step fraction (sum of K over the arrivals / local slot-
                 steps computed) of both paths, the speed-up and the max abs difference.
-  conv_step     where a CNN client's time goes: one local SGD step (forward and backward,
-                batch 32) of the cnn task's model, one client alone and 10 clients vmapped
-                (each its own params and batch), 1 device, under each set of
-                ``fast_apply``'s rules: none (lax.conv and reduce_window), convolutions
-                only, pooling only, both (what the pipeline runs); best of ``--repeats``.
+  conv_step     how a convolving client's step is best run on this CPU: one local SGD step
+                (forward and backward, batch 32) of the cnn and the resnet18 task's model,
+                1 device, process CPU time per client step and as a fraction of the 2048^3
+                product timed the same way, best of ``--repeats``, per route: lax, vmapped
+                (10 clients; lax.conv becomes a grouped convolution, reduce_window's gradient
+                select_and_scatter; cnn only), direct, vmapped (fast_apply; each convolution
+                loops over the clients), direct, one at a time (lax.map over the clients: the
+                engine's route on CPU; models.fast.one_at_a_time); with --torch_python also
+                PyTorch's step of the same model, 1 thread, CPU time, against the same product
+  conv_profile  where one client step of resnet18 and cnn goes, as the engine trains it: ms per
+                kind of XLA op (jax.profiler trace; the three convolutions of models.fast.direct
+                by name: conv_forward, conv_input_grad, conv_kernel_grad; wall time)
 Each task runs in a fresh process per device count (``jax_num_cpu_devices``
 on CPU), with the client axis sharded over the devices. ``matmul`` measures the machine's
 rate for exactly the matrix products of one task's local steps (forward and backward, batch
@@ -60,6 +67,10 @@ machine load; the best round of each counts and ``x PyTorch`` is their ratio of 
 updates/s. Every FedBuff task has that reference (always_on has none). PyTorch is not a
 dependency of afl_jax: give a Python of its own venv (e.g. ``python -m venv ../torch-venv &&
 ../torch-venv/bin/pip install torch numpy psutil``, the CPU wheel).
+
+Every line of figures names this machine's CPU model, core count and vector extensions
+(:func:`cpu_description`). The PyTorch loop's fraction of the large product is its updates/s
+times the task's FLOPs per update over the large product's rate of the same run.
 
 The last line printed is one JSON object with at least ``updates_per_s`` and ``compile_s``
 (fedbuff task, default devices).
@@ -115,7 +126,7 @@ SWEEP_MODELS = {'logreg': MLP | dict(hidden=()), 'mlp': MLP_200}
 BATCH = 32
 # The plain PyTorch loop, run for every FedBuff task.
 REFERENCE = pathlib.Path(__file__).with_name('torch_reference.py')
-KNOWN_TASKS = sorted(TASKS) + ['sweep', 'hetero_k', 'conv_step']
+KNOWN_TASKS = sorted(TASKS) + ['sweep', 'hetero_k', 'conv_step', 'conv_profile']
 
 _TASKS = flags.DEFINE_list(
   'tasks', ['fedbuff', 'many_clients', 'always_on', 'cnn', 'resnet18'], 'Tasks to run.'
@@ -170,6 +181,31 @@ flags.register_validator(
   lambda p: not p or shutil.which(p) is not None,
   'no such executable (give a path or a command on PATH)',
 )
+
+
+def cpu_description():
+  """This machine's CPU model and vector extensions (from /proc/cpuinfo on Linux, else what
+  ``platform`` reports) and core count: printed beside every figure, since a ratio to PyTorch
+  depends on them (issue 47: PyTorch's convolutions are ten times faster on AVX-512)."""
+  try:
+    first = pathlib.Path('/proc/cpuinfo').read_text().split('\n\n')[0]
+  except OSError:
+    first = ''
+  info = dict(
+    (k.strip(), v.strip()) for k, _, v in (line.partition(':') for line in first.splitlines())
+  )
+  name = info.get('model name') or platform.processor() or platform.machine()
+  if 'cpu family' in info:
+    name += f' (family {info["cpu family"]} model {info.get("model", "?")})'
+  flags = (info.get('flags') or info.get('Features') or '').split()
+  wide = [f[6:].lstrip('_') for f in flags if f.startswith('avx512')]
+  vector = [f.upper() for f in ('avx2', 'fma', 'asimd', 'sve', 'sve2') if f in flags]
+  vector += ['AVX-512 ' + '/'.join(wide)] if wide else []
+  vector += [f.upper() for f in flags if f.startswith('amx')]
+  return f'{name}, {os.cpu_count()} cores, {", ".join(vector) or "no vector extensions listed"}'
+
+
+CPU = cpu_description()
 
 
 def large_size(backend):
@@ -317,6 +353,7 @@ def run_task(name, repeats):
     'peak_memory_mib': (peak or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 2**20,
     'backend': jax.default_backend(),
     'device': devices.device_kind(),
+    'cpu': CPU,
     'large_side': large_size(jax.default_backend()),
     'jax': jax.__version__,
   }
@@ -526,36 +563,123 @@ def run_sweep_memory(limit_gib=24.0):
   }
 
 
-def run_conv_step(repeats):
-  """Seconds of one CNN client step, alone and 10 vmapped, under each set of rules."""
+CONV_ROUTES = {  # route: (rules of fast_apply, clients vmapped), docs/performance.md
+  'lax, vmapped': (False, True),
+  'direct, vmapped': (True, True),
+  'direct, one at a time': (True, False),
+}
+CONV_STEP = {'cnn': (10, tuple(CONV_ROUTES)), 'resnet18': (2, tuple(CONV_ROUTES)[1:])}
+
+
+def _client_step(spec, clients, rules, vmapped):
+  """``(jitted fn, args)``: one local SGD step (batch 32) of ``clients`` clients of ``spec``'s
+  model, each its own params and batch: vmapped, or one at a time (``lax.map``) as the engine
+  trains clients that convolve on CPU; ``rules``: through fast_apply, else lax's own."""
   from afl_jax.models import fast
 
-  model, params, image = _model(TASKS['cnn'])
+  model, params, image = _model(spec)
   rng = np.random.default_rng(0)
-  rules = {
-    'lax': {},
-    'convolutions': {k: v for k, v in fast._RULES.items() if 'reduce_window' not in k},
-    'pooling': {k: v for k, v in fast._RULES.items() if k != 'conv_general_dilated'},
-    'both': dict(fast._RULES),
-  }
-  every = fast._RULES
-  out = {'task': 'conv_step', 'devices': 1}
-  for clients in (1, 10):
-    x = jnp.asarray(rng.normal(size=(clients, BATCH, *image)), jnp.float32)
-    y = jnp.asarray(rng.integers(0, 10, size=(clients, BATCH)), jnp.int32)
-    ps = jax.tree.map(lambda p: jnp.broadcast_to(p, (clients, *p.shape)), params)
-    for name, chosen in rules.items():
-      fast._RULES = chosen
-      apply = models.fast_apply(model.apply)
+  x = jnp.asarray(rng.normal(size=(clients, BATCH, *image)), jnp.float32)
+  y = jnp.asarray(rng.integers(0, 10, size=(clients, BATCH)), jnp.int32)
+  ps = jax.tree.map(lambda p: jnp.broadcast_to(p, (clients, *p.shape)), params)
+  apply = models.fast_apply(model.apply) if rules else model.apply
 
-      def step(p, x, y, apply=apply):
-        loss = lambda p: optax.softmax_cross_entropy_with_integer_labels(apply(p, x), y).mean()
-        return jax.tree.map(lambda a, g: a - 0.01 * g, p, jax.grad(loss)(p))
+  def step(p, x, y):
+    loss = lambda p: optax.softmax_cross_entropy_with_integer_labels(apply(p, x), y).mean()
+    return jax.tree.map(lambda a, g: a - 0.01 * g, p, jax.grad(loss)(p))
 
-      fn = jax.jit(jax.vmap(step))
-      fn.lower(ps, x, y).compile()  # traced with these rules
-      out[f'{name}_{clients}_s'] = _best_time(fn, (ps, x, y), repeats)
-      fast._RULES = every
+  fn = jax.vmap(step) if vmapped else lambda *a: jax.lax.map(lambda a: step(*a), a)
+  platforms, fast.PLATFORMS = fast.PLATFORMS, fast.PLATFORMS if rules else ()
+  try:
+    compiled = jax.jit(fn).lower(ps, x, y).compile()
+  finally:
+    fast.PLATFORMS = platforms
+  return compiled, (ps, x, y)
+
+
+def _cpu_seconds(fn, args, repeats):
+  """Best process CPU time of ``fn(*args)`` over ``max(repeats, 3)`` calls after a warm-up: on
+  one device, what the work costs however the shared cores are loaded."""
+  jax.block_until_ready(fn(*args))
+  times = []
+  for _ in range(max(repeats, 3)):
+    t0 = time.process_time()
+    jax.block_until_ready(fn(*args))
+    times.append(time.process_time() - t0)
+  return min(times)
+
+
+def run_conv_step(repeats):
+  """Per route, CPU seconds of one local step of a client of the cnn and the resnet18 task's
+  model, and as a fraction of the 2048^3 product's rate timed the same way."""
+  side = large_size('cpu')
+  big = jax.random.normal(jax.random.key(0), (side, side))
+  large = 2 * side**3 / _cpu_seconds(_matmul, (big, big), repeats)
+  out = {'task': 'conv_step', 'devices': 1, 'large_matmul_gflops_per_cpu_s': large / 1e9}
+  for name, (clients, routes) in CONV_STEP.items():
+    spec = TASKS[name]
+    flops = flops_per_update(spec) / spec['k']
+    for route in routes:
+      fn, args = _client_step(spec, clients, *CONV_ROUTES[route])
+      seconds = _cpu_seconds(fn, args, repeats) / clients
+      out[f'{name}: {route}'] = {'cpu_s': seconds, 'fraction': flops / seconds / large}
+  return out
+
+
+def _torch_step(name, repeats):
+  """CPU seconds of one local step of one client of task ``name``'s model in PyTorch, 1 thread
+  (scripts/torch_reference.py --time_step), or None without ``--torch_python``."""
+  if not _TORCH_PYTHON.value:
+    return None
+  spec = TASKS[name]
+  height, width, channels = (*spec.get('image', (28, 28)), 1)[:3]
+  args = [
+    _TORCH_PYTHON.value, str(REFERENCE), f'--model={spec["model"]}', '--clients=1',
+    f'--image={height},{width},{channels}', f'--batch={BATCH}', f'--rows={_rows(spec)}',
+    f'--runs={max(_REPEATS.value, 3)}', '--threads=1', '--time_step',
+  ]  # fmt: skip
+  proc = subprocess.run(args, capture_output=True, text=True)
+  if proc.returncode != 0:
+    print(f'PyTorch reference {REFERENCE.name} failed:\n{proc.stderr[-2000:]}')
+    return None
+  return json.loads(proc.stdout.strip().splitlines()[-1])['step_cpu_s']
+
+
+def run_conv_profile(repeats):
+  """Where one client step of the resnet18 and the cnn task's model goes, as the engine trains it
+  (fast_apply, one client at a time), 1 device: milliseconds per kind of XLA op (jax.profiler
+  trace, ``repeats`` steps averaged; wall time, so the machine's load inflates every kind)."""
+  import glob
+  import gzip
+  import re
+  import tempfile
+
+  out = {'task': 'conv_profile', 'devices': 1}
+  for name in ('resnet18', 'cnn'):
+    fn, args = _client_step(TASKS[name], 1, True, False)
+    jax.block_until_ready(fn(*args))
+    scope = dict(re.findall(r'%(\S+) = .*?op_name="([^"]*)"', fn.as_text()))
+    with tempfile.TemporaryDirectory() as folder:
+      with jax.profiler.trace(folder):
+        for _ in range(repeats):
+          jax.block_until_ready(fn(*args))
+      (path,) = glob.glob(f'{folder}/**/*.trace.json.gz', recursive=True)
+      events = json.load(gzip.open(path))['traceEvents']
+    kinds = {}
+    for e in events:
+      if e.get('ph') != 'X' or e['name'] not in scope:  # XLA ops only
+        continue
+      kind = next(
+        (
+          k
+          for k in ('conv_forward', 'conv_input_grad', 'conv_kernel_grad')
+          if k in scope[e['name']]
+        ),
+        None,
+      )
+      kind = kind or re.sub(r'\.\d+$', '', e['name'])
+      kinds[kind] = kinds.get(kind, 0.0) + e['dur'] / 1e3 / repeats
+    out[name] = dict(sorted(kinds.items(), key=lambda kv: -kv[1]))
   return out
 
 
@@ -644,7 +768,7 @@ def run_scaling(task):
     ceiling['bare_sgd_gflops_per_s'] = bare = max(c['bare_sgd_gflops_per_s'] for c in found)
     print(
       f'{task:13s} bare local SGD {bare:.1f} GFLOP/s ({100 * bare / large:.0f}% of the large '
-      f'product, {large:.1f}): the local steps without the engine',
+      f'product, {large:.1f}): the local steps without the engine; {CPU}',
     )
   torch = _best_reference(torch_runs)
   if torch is not None:
@@ -658,9 +782,14 @@ def run_scaling(task):
     )
     r['fraction_of_large_matmul'] = r['gflops_per_s'] / large
     r['x_pytorch'] = r['updates_per_s'] / torch['updates_per_s'] if torch else None
+    per_update = r['gflops_per_s'] / r['updates_per_s']  # GFLOP of one client update
+    r['pytorch_fraction_of_large_matmul'] = (
+      torch['updates_per_s'] * per_update / large if torch else None
+    )
     results.append(r)
     vs_torch = (
       f', {r["x_pytorch"]:.2f}x PyTorch ({torch["updates_per_s"]:.2f} updates/s, '
+      f'{100 * r["pytorch_fraction_of_large_matmul"]:.0f}% of the large product, '
       f'{torch["threads"]} threads)'
       if torch
       else ''
@@ -674,7 +803,7 @@ def run_scaling(task):
       f'{task:13s} devices={r["devices"]} ({r["device"]}): {r["updates_per_s"]:9.2f} updates/s '
       f'{r["gflops_per_s"]:6.1f} GFLOP/s ({vs_products}fraction_of_large_matmul '
       f'{100 * r["fraction_of_large_matmul"]:.0f}% of {large:.1f}){vs_torch}, '
-      f'compile {r["compile_s"]:.1f}s, peak {r["peak_memory_mib"]:.0f} MiB',
+      f'compile {r["compile_s"]:.1f}s, peak {r["peak_memory_mib"]:.0f} MiB; {r["cpu"]}',
     )
   if TASKS[task]['regime'] == 'per_job' and torch is None:
     print(f'{task:13s} PyTorch reference skipped (give --torch_python)')
@@ -693,18 +822,33 @@ def main(argv):
         f'{100 * p["useful_fraction"]:.0f}% padded -> {100 * g["useful_fraction"]:.0f}% grouped '
         f'({g["blocks"]} blocks of {g["slots"] // g["blocks"]}); {p["run_s_best"]:.2f}s -> '
         f'{g["run_s_best"]:.2f}s: speed-up {r["speedup"]:.2f}x; '
-        f'max abs diff {r["max_abs_diff"]:.1e}'
+        f'max abs diff {r["max_abs_diff"]:.1e}; {CPU}'
       )
     print(json.dumps({'hetero_k': hetero}))
   if 'conv_step' in _TASKS.value:
-    r = _spawn(run_conv_step, 1, _REPEATS.value)
-    for clients in (1, 10):
-      times = ', '.join(
-        f'{n} {1e3 * r[f"{n}_{clients}_s"]:.1f} ms'
-        for n in ('lax', 'convolutions', 'pooling', 'both')
-      )
-      print(f'conv_step     {clients:2d} client(s), one local step, rules: {times}')
+    r = _spawn(run_conv_step, 1, _REPEATS.value) | {'cpu': CPU}
+    large = r['large_matmul_gflops_per_cpu_s'] * 1e9
+    for name in CONV_STEP:  # the PyTorch step on the same CPU, its rate over the same product
+      LOADS.append(os.getloadavg()[0])
+      seconds = _torch_step(name, _REPEATS.value)
+      if seconds is not None:
+        flops = flops_per_update(TASKS[name]) / TASKS[name]['k']
+        r[f'{name}: PyTorch, 1 thread'] = {'cpu_s': seconds, 'fraction': flops / seconds / large}
+    for key, v in r.items():
+      if isinstance(v, dict) and 'cpu_s' in v:
+        print(
+          f'conv_step     {key}: {1e3 * v["cpu_s"]:.1f} ms CPU per client step, '
+          f'{100 * v["fraction"]:.0f}% of the large product ({CPU})'
+        )
     print(json.dumps({'conv_step': r}))
+  if 'conv_profile' in _TASKS.value:
+    r = _spawn(run_conv_profile, 1, _REPEATS.value) | {'cpu': CPU}
+    for name in ('resnet18', 'cnn'):
+      total = sum(r[name].values())
+      print(f'conv_profile  {name}: one client step {total:.1f} ms of XLA ops ({CPU}):')
+      for kind, ms in list(r[name].items())[:12]:
+        print(f'    {ms:9.1f} ms {100 * ms / total:5.1f}%  {kind}')
+    print(json.dumps({'conv_profile': r}))
   if 'sweep' in _TASKS.value:
     count = int(_DEVICES.value[-1]) if len(_DEVICES.value) == 1 else 2
     sweeps = [_spawn(run_sweep_task, count, m) for m in SWEEP_MODELS]
@@ -714,7 +858,7 @@ def main(argv):
         f'{r["task"]:13s} devices={r["devices"]} ({r["mode"]}): {r["runs"]} runs one after '
         f'another {r["sequential_s"]:.1f}s (compiles {r["sequential_compile_s"]:.1f}s) vs one '
         f'sweep {r["sweep_s"]:.1f}s (compile {r["sweep_compile_s"]:.1f}s): speed-up '
-        f'{r["speedup"]:.1f}x ({r["speedup_without_compile"]:.1f}x without compiles)'
+        f'{r["speedup"]:.1f}x ({r["speedup_without_compile"]:.1f}x without compiles); {CPU}'
       )
     m = sweeps[-1]
     print(
@@ -742,7 +886,8 @@ def main(argv):
   summary = {k: best[k] for k in ('updates_per_s', 'compile_s', 'devices', 'task')}
   print(
     json.dumps(
-      summary | dict(results=results, matmul_ceilings=ceilings, load_average_1min=load_range)
+      summary
+      | dict(results=results, matmul_ceilings=ceilings, load_average_1min=load_range, cpu=CPU)
     )
   )
 
@@ -777,6 +922,7 @@ def write_docs(results, ceilings, load_range):
           c['bare_sgd_gflops_per_s'] / c['large_matmul_gflops_per_s'] if products else None
         ),
         'PyTorch updates/s': f'{torch["updates_per_s"]:.1f}' if torch else '-',
+        'PyTorch fraction': percent(r['pytorch_fraction_of_large_matmul']) if torch else '-',
         'x PyTorch': f'{r["x_pytorch"]:.2f}x' if torch else '-',
         'compile s': f'{r["compile_s"]:.1f}',
         'analytic state MiB': f'{r["analytic_memory_mib"]:.0f}',
@@ -785,7 +931,7 @@ def write_docs(results, ceilings, load_range):
     )
   measured = (
     f'Measured by `{" ".join(["python scripts/benchmark.py", *sys.argv[1:]])}` on '
-    f'{platform.machine()}, {os.cpu_count()} CPU cores, JAX {jax.__version__} '
+    f'{CPU} ({platform.machine()}), JAX {jax.__version__} '
     f'({jax.default_backend()})'
     + (f', PyTorch {", ".join(torch_versions)}' if torch_versions else '')
     + f', {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}. Best of {_REPEATS.value} '

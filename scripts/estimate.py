@@ -15,12 +15,12 @@ Prints, without running the simulation:
   the largest K of its block, masked; always-on runs train every client every step);
 * a time estimate from a short probe on this machine: ``--probe_steps`` jitted SGD
   steps (after one compile) of one block of the engine's arrival slots, trained as the
-  engine trains it: ``block_size`` clients at once, vmapped (each its own params and
-  batch of ``batch_size``), sharded over the devices, through the model the run trains
-  (``afl_jax.models.fast_apply``: on CPU, convolutions as matrix products); the block's
-  time per client step times the computed client steps, plus one timed evaluation per
-  evaluation of the run; with the XLA FLOP count of one client step, to rescale to
-  another device.
+  engine trains it (``afl_jax.core.engine.train_clients``: ``block_size`` clients, each its
+  own params and batch of ``batch_size``, vmapped, or one at a time on each device where
+  the model convolves on CPU), sharded over the devices, through the model the run trains
+  (``afl_jax.models.fast_apply``); the block's time per client step times the computed
+  client steps, plus one timed evaluation per evaluation of the run; with the XLA FLOP
+  count of one client step, to rescale to another device.
 
 A config with a ``sweep`` section is estimated at every grid point (each built as the
 sweep builds it): one line per point (memory of one run, client steps, time) and the
@@ -55,7 +55,7 @@ from jax.sharding import PartitionSpec as P  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
 from afl_jax import data, models  # noqa: E402
-from afl_jax.core import memory  # noqa: E402
+from afl_jax.core import engine, memory  # noqa: E402
 from afl_jax.core.simulator import Simulator  # noqa: E402
 from afl_jax.pipeline import build as build_lib  # noqa: E402
 from afl_jax.pipeline import cli, sizes  # noqa: E402
@@ -126,31 +126,35 @@ def analytic_memory(run: build_lib.Run) -> tuple[dict[str, int], Simulator]:
 
 def probe(run: build_lib.Run, steps: int, clients: int) -> tuple[float, float, float | None]:
   """(compile seconds, seconds per client step, FLOPs per client step) on this machine:
-  ``steps`` SGD steps of ``clients`` clients at once (vmapped, sharded over the devices
-  when they divide them, as the engine trains a block of arrival slots)."""
+  ``steps`` SGD steps of ``clients`` clients, trained as the engine trains a block of arrival
+  slots (:func:`engine.train_clients`, sharded over the devices when they divide them)."""
   c, devices = run.config, jax.devices()
   spread = clients % len(devices) == 0
-  clients_axis = NamedSharding(Mesh(np.array(devices), ('clients',)), P('clients'))
+  mesh = Mesh(np.array(devices), (engine.CLIENT_AXIS,))
+  clients_axis = NamedSharding(mesh, P(engine.CLIENT_AXIS))
   put = lambda a: jax.device_put(a, clients_axis) if spread else jnp.asarray(a)
   rng = np.random.default_rng(0)
   x = put(rng.normal(size=(clients, c.batch_size, *run.data.x.shape[1:])).astype(run.dtype))
   y = put(np.tile(np.arange(c.batch_size) % run.data.num_classes, (clients, 1)).astype(np.int32))
   params = jax.tree.map(lambda p: put(np.broadcast_to(p, (clients, *p.shape))), run.params0)
 
-  @jax.jit
-  @jax.vmap
-  def step(params, x, y):
+  def one(params, x, y):
     loss, grads = jax.value_and_grad(run.problem.loss_fn)(params, (x, y))
     return jax.tree.map(lambda p, g: p - 0.01 * g, params, grads), loss
+
+  @jax.jit
+  def step(params, x, y):
+    return engine.train_clients(one, (params, x, y), (0, 0, 0), mesh if spread else None)
 
   t0 = time.perf_counter()
   compiled = step.lower(params, x, y).compile()
   compile_s = time.perf_counter() - t0
   flops = None
-  with contextlib.suppress(Exception):  # optional, backend-specific; one device's program
-    cost = compiled.cost_analysis()
+  with contextlib.suppress(Exception):  # optional, backend-specific: one client's program
+    first = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), (params, x, y))
+    cost = jax.jit(one).lower(*first).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-    flops = float(cost['flops']) / (clients // len(devices) if spread else clients) or None
+    flops = float(cost['flops']) or None
   params, loss = jax.block_until_ready(compiled(params, x, y))
   t0 = time.perf_counter()
   for _ in range(steps):
@@ -228,7 +232,8 @@ def main(argv):
   eval_s = evals * evaluation_seconds(run)
   print(
     f'probe: {_PROBE.value} local steps of a block of {sim.block_size} clients (batch '
-    f'{c.batch_size}, vmapped over {len(jax.devices())} {device.platform} devices): '
+    f'{c.batch_size}, as the engine trains them on {len(jax.devices())} {device.platform} '
+    f'devices): '
     f'{per_step:.3f} s per client step (compile {compile_s:.1f} s)'
     + (f', {_flop(flops)}/step (XLA)' if flops else '')
     + f'; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}'

@@ -16,7 +16,9 @@ Models: ``mlp`` (ReLU layers ``--hidden``, 10 logits), ``cnn`` (afl_jax/models/c
 3x3 convs 32-64-64, 2x2 max-pools after the first two, FC 128, FC 10) and ``resnet18``
 (afl_jax/models/resnet.py: CIFAR ResNet-18, GroupNorm of 2 groups). PyTorch is not a
 dependency of afl_jax: run this with the Python of a venv of its own. Prints one JSON
-line: the jobs of one run and the seconds of each timed run (after one warm-up job).
+line: the jobs of one run and the seconds of each timed run (after one warm-up job); with
+``--time_step``, instead the best process CPU time of one local step of one client over
+``--runs`` steps (after one warm-up step): what a step costs on this CPU however loaded.
 """
 
 import argparse
@@ -88,6 +90,7 @@ def main():
   for name, default in (('local_steps', 10), ('steps', 50), ('batch', 32), ('runs', 3)):
     ap.add_argument(f'--{name}', type=int, default=default)
   ap.add_argument('--threads', type=int, default=2)
+  ap.add_argument('--time_step', action='store_true', help='time one local step (CPU time)')
   args = ap.parse_args()
   torch.set_num_threads(args.threads)
   h, w, c = (int(v) for v in args.image.split(','))
@@ -128,6 +131,21 @@ def main():
       oldest = min(v for _, v in in_flight)
       snapshots = {v: s for v, s in snapshots.items() if v >= oldest}
     return snapshots
+
+  if args.time_step:
+    opt = torch.optim.SGD(params, lr=0.01)
+    times = []
+    for _ in range(args.runs + 1):  # the first: warm-up
+      rows = torch.from_numpy(rng.integers(0, args.rows, args.batch))
+      t0 = time.process_time()
+      loss = F.cross_entropy(model(x[0, rows]), y[0, rows])
+      opt.zero_grad()
+      loss.backward()
+      opt.step()
+      times.append(time.process_time() - t0)
+    out = dict(model=args.model, step_cpu_s=min(times[1:]), torch=torch.__version__)
+    print(json.dumps(out | dict(threads=torch.get_num_threads())))
+    return
 
   job([p.detach().clone() for p in params], 0)  # warm-up: one job
   times = []

@@ -4,14 +4,17 @@ Client i has f_i(x) = 0.5 * ||A_i x - b_i||^2 (full batch; the library's
 ``afl_jax.problems.quadratic``), so local gradient descent is
 ``x <- x - lr * A_i^T (A_i x - b_i)``. The references below are written from the
 papers' equations, independently of the library. :func:`logistic_problem` is a
-mini-batched one for the tests where the batches' randomness matters.
+mini-batched one for the tests where the batches' randomness matters; :func:`conv_problem`
+one whose model convolves and pools (trained through ``models.fast_apply``).
 """
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import afl_jax
+from afl_jax import models
 from afl_jax.core.types import LocalTask
 from afl_jax.problems import quadratic_loss
 
@@ -50,6 +53,32 @@ def logistic_problem(num_clients, rows, dim, seed=0):
   x = rng.normal(size=(num_clients, rows, dim)).astype(np.float32)
   y = (x @ rng.normal(size=dim) > 0).astype(np.int32)
   return afl_jax.problems.from_loss(logistic_loss, {'x': x, 'y': y}, full_batch=False, batch_size=4)
+
+
+class TinyCNN(nn.Module):
+  """A 3x3 convolution of 2 features, ReLU, 2x2 max-pooling and a dense layer of 3 logits."""
+
+  @nn.compact
+  def __call__(self, x):
+    x = nn.max_pool(nn.relu(nn.Conv(2, (3, 3))(x)), (2, 2), (2, 2))
+    return nn.Dense(3)(x.reshape(x.shape[0], -1))
+
+
+def conv_problem(num_clients, rows, seed=0):
+  """Client i holds ``rows`` random 6x6x1 images of 3 classes; :class:`TinyCNN`'s cross-entropy
+  (through ``models.fast_apply``) on mini-batches of 4. Returns ``(problem, params0)``."""
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(num_clients, rows, 6, 6, 1))
+  y = rng.integers(0, 3, size=(num_clients, rows))
+  model = TinyCNN()
+  apply = models.fast_apply(model.apply)
+
+  def loss(params, batch):
+    logits = apply(params, batch['x'])
+    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), batch['y'][:, None], 1))
+
+  problem = afl_jax.problems.from_loss(loss, {'x': x, 'y': y}, full_batch=False, batch_size=4)
+  return problem, model.init(jax.random.key(seed), jnp.asarray(x[0]))
 
 
 def stale_schedule(local_steps=STALE_STEPS):

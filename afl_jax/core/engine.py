@@ -1,6 +1,6 @@
 """The compiled run: one ``lax.scan`` over server steps, the arriving clients under ``jax.vmap``
-(:func:`make_program`), and the host plan of a step's slots; docs/architecture.md,
-"A server step"."""
+or, where they convolve on CPU, one at a time (:func:`make_program`, :func:`train_clients`),
+and the host plan of a step's slots; docs/architecture.md, "A server step"."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
 
 from afl_jax.core import ring, tree
 from afl_jax.core.problem import Problem
 from afl_jax.core.types import Algorithm, Arrivals, EmptyState, LocalTask
 from afl_jax.errors import ArgumentError
+from afl_jax.models import fast
 from afl_jax.schedules.schedule import Schedule
 
 REGIMES = ('per_job', 'always_on')
@@ -248,6 +250,35 @@ def check_server_clients(name: str, server_state: Any, num_clients: int) -> None
     )
 
 
+# ---- how a block's clients are trained ------------------------------------------------------
+def train_clients(fn: Callable, args: tuple, in_axes: tuple, mesh: Mesh | None = None) -> Any:
+  """``fn`` applied to each slot of ``args`` (``in_axes``: 0 for the slot axis, None for shared;
+  ``fn`` closes over no traced value): all slots at once under ``vmap``, or where
+  :func:`afl_jax.models.fast.one_at_a_time` says so of one client's update (convolutions on
+  CPU), one client at a time (``lax.map``), each device of ``mesh`` its own slots
+  (``shard_map``); docs/performance.md, "Convolutional models"."""
+  slot = lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype)
+  one = [a if ax is None else jax.tree.map(slot, a) for a, ax in zip(args, in_axes)]
+  if not fast.one_at_a_time(jax.make_jaxpr(fn)(*one).jaxpr):
+    return jax.vmap(fn, in_axes=in_axes)(*args)
+
+  def each(*args):
+    mapped = tuple(a for a, ax in zip(args, in_axes) if ax is not None)
+
+    def one_slot(mapped):
+      it = iter(mapped)
+      return fn(*(a if ax is None else next(it) for a, ax in zip(args, in_axes)))
+
+    return jax.lax.map(one_slot, mapped)
+
+  if mesh is None or mesh.size == 1:
+    return each(*args)
+  specs = tuple(P() if ax is None else P(CLIENT_AXIS) for ax in in_axes)
+  return jax.shard_map(each, mesh=mesh, in_specs=specs, out_specs=P(CLIENT_AXIS), check_vma=False)(
+    *args
+  )
+
+
 class Program(NamedTuple):
   """The pure functions of ONE run: ``init(params, key, problem, hparams, client_steps)``,
   ``chunk(state, inputs, problem, key, hparams) -> (state, outputs)``, ``params(state,
@@ -273,11 +304,13 @@ def make_program(
   report_slots: int | None = None,
   record_params: bool = False,
   constrain: Callable[[Any], Any] = _identity,
+  mesh: Mesh | None = None,
 ) -> Program:
   """The functions of a run whose algorithm is ``build(hparams)`` (called inside the trace),
   training ``num_slots`` slots per step in blocks of ``block_size`` (docs/architecture.md,
-  "A server step"); ``constrain`` pins a tree stacked over slots to the mesh; a step whose
-  ``inputs.active`` is False leaves the state as it is."""
+  "A server step"); ``constrain`` pins a tree stacked over slots to the mesh (``mesh``, whose
+  devices then train their own slots where clients go one at a time: :func:`train_clients`);
+  a step whose ``inputs.active`` is False leaves the state as it is."""
   num_blocks = num_slots // block_size
   width = report_slots or num_slots
 
@@ -309,12 +342,15 @@ def make_program(
 
   def chunk(state: SimState, inputs: StepInputs, problem: Problem, key: jax.Array, hparams):
     alg = build(hparams)
-    client, server, compressor = alg.client, alg.server, alg.compressor
+    server, compressor = alg.server, alg.compressor
 
-    def one_client(bcast, cstate, view, key, num_steps, active, cid, t, tau, bound):
+    def one_client(
+      shared, hparams, bcast, cstate, view, key, num_steps, active, cid, t, tau, bound
+    ):
+      """One client's update; what it reads is an argument (:func:`train_clients`)."""
       task = LocalTask(
         view=view,
-        shared=problem.shared,
+        shared=shared,
         num_steps=num_steps,
         active=active,
         client_id=cid,
@@ -325,7 +361,7 @@ def make_program(
         start_step=t - tau,
         loop_steps=bound,
       )
-      return client.update(bcast, cstate, task, key)
+      return build(hparams).client.update(bcast, cstate, task, key)
 
     def train_block(clients, xb, ring_, key_t, t):
       """One block of slots: gather, train under vmap, scatter the trained clients' state."""
@@ -334,9 +370,9 @@ def make_program(
       cstate = constrain(tree.gather(clients, ids))
       views = constrain(tree.gather(problem.client_views, ids))
       ckeys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.fold_in(key_t, 0), ids)
-      msgs, new_cstate, cmetrics = jax.vmap(one_client, in_axes=(0,) * 7 + (None, 0, None))(
-        bcast, cstate, views, ckeys, k, send, ids, t, tau, bound
-      )
+      args = (problem.shared, hparams, bcast, cstate, views, ckeys, k, send, ids, t, tau, bound)
+      in_axes = (None, None) + (0,) * 7 + (None, 0, None)
+      msgs, new_cstate, cmetrics = train_clients(one_client, args, in_axes, mesh)
       clients = tree.scatter(clients, ids, constrain(new_cstate), train)
       return clients, (msgs, cmetrics)
 

@@ -209,6 +209,7 @@ class Simulator:
       report_slots=self.report_slots,
       record_params=record_params,
       constrain=constrain,
+      mesh=self.mesh if self.mode == 'clients' and self.num_devices > 1 else None,
     )
     return _Compiled(
       program,

@@ -1,8 +1,8 @@
 """Flax models used functionally (no mutable state): ``MODELS`` maps a config's ``model`` to
 ``factory(num_classes=, **model_args) -> nn.Module`` (``make(name, num_classes=C, **settings)``,
-``names()``, ``settings(name)``); :func:`fast_apply` runs convolutions and
-non-overlapping pooling as matrix products where faster (the pipeline trains every model through
-it; wrap ``model.apply`` yourself when building a problem directly)."""
+``names()``, ``settings(name)``); :func:`fast_apply` runs convolutions and non-overlapping
+pooling at XLA:CPU's rate (the pipeline trains every model through it; wrap ``model.apply``
+yourself when building a problem directly)."""
 
 from __future__ import annotations
 

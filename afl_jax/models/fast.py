@@ -1,14 +1,15 @@
-"""Convolution and pooling as matrix products, for clients vmapped on CPU (docs/performance.md):
-:func:`fast_apply` re-evaluates a function's jaxpr with each convolution as im2col patches times
-the kernel and each pooling whose stride equals its window as a reshape and reduction (a max's
-gradient to the first maximum, as ``select_and_scatter_add``); parameters and numerics up to
-float32 rounding are the original's (tests/fast_test.py). Other platforms keep ``lax.conv``, and
-so does the evaluator."""
+"""Convolution and pooling at XLA:CPU's rate for clients trained one at a time (docs/performance.md,
+"Convolutional models"): :func:`fast_apply` re-evaluates a function's jaxpr with each convolution
+as :func:`direct` (XLA's own convolution in the layout its CPU kernels take, NHWC x HWIO, and its
+two gradients as convolutions in that layout too, computed one client at a time under ``vmap``)
+and each pooling whose stride equals its window as a reshape and reduction (a max's gradient to
+the first maximum, as ``select_and_scatter_add``). Parameters, and numerics up to float32
+rounding, are the original's (tests/fast_test.py). :func:`one_at_a_time` tells the engine to
+train such clients one at a time per device. Other platforms keep ``lax``'s lowering and vmap."""
 
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -23,19 +24,45 @@ PLATFORMS = ('cpu',)  # where the rules below beat XLA's own lowering (docs/perf
 
 
 def fast_apply(fn: Callable[..., Any]) -> Callable[..., Any]:
-  """``fn`` with the rewrites on the platforms of ``PLATFORMS``, else ``fn`` itself."""
+  """``fn`` with the rewrites on the platforms of ``PLATFORMS``, else ``fn`` itself. Arguments
+  that are not arrays (a Python flag, a string) reach ``fn`` as they are, never traced."""
 
   @functools.wraps(fn)
   def wrapped(*args, **kwargs):
     if jax.default_backend() not in PLATFORMS:
       return fn(*args, **kwargs)
-    closed, shape = jax.make_jaxpr(functools.partial(fn, **kwargs), return_shape=True)(*args)
+    leaves, tree = jax.tree.flatten((args, kwargs))
+    traced = [isinstance(v, jax.Array | np.ndarray | np.generic) for v in leaves]
+    arrays = [v for v, t in zip(leaves, traced) if t]
+
+    def call(*arrays):  # fn of the array leaves, the other leaves as given
+      it = iter(arrays)
+      a, k = jax.tree.unflatten(tree, [next(it) if t else v for v, t in zip(leaves, traced)])
+      return fn(*a, **k)
+
+    closed, shape = jax.make_jaxpr(call, return_shape=True)(*arrays)
     if not _rewrites(closed.jaxpr):  # nothing to rewrite: the very program fn traces
       return fn(*args, **kwargs)
-    out = _evaluate(closed.jaxpr, closed.consts, jax.tree.leaves(args))
+    out = _evaluate(closed.jaxpr, closed.consts, arrays)
     return jax.tree.unflatten(jax.tree.structure(shape), out)
 
   return wrapped
+
+
+def one_at_a_time(jaxpr) -> bool:
+  """Whether clients running ``jaxpr`` (one client's update) train faster one at a time than
+  vmapped on this platform: where it convolves (:func:`direct` then runs XLA's convolution
+  unbatched; vmapped, it would loop over the clients inside every convolution). The engine asks
+  this of a client's update (docs/performance.md)."""
+  return jax.default_backend() in PLATFORMS and _convolves(jaxpr)
+
+
+def _convolves(jaxpr) -> bool:
+  return any(
+    eqn.primitive.name == 'conv_general_dilated'
+    or any(_convolves(sub) for sub in jex_core.jaxprs_in_params(eqn.params))
+    for eqn in jaxpr.eqns
+  )
 
 
 def _rewrites(jaxpr) -> bool:
@@ -75,39 +102,120 @@ def _inline_jit(*args, jaxpr, **unused):
 def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
           feature_group_count, batch_group_count, precision, preferred_element_type,
           out_sharding=None):  # fmt: skip
-  """``lax.conv_general_dilated`` as im2col patches times the kernel (one dot_general)."""
+  """``lax.conv_general_dilated`` as :func:`direct` in NHWC x HWIO, transposed in and out."""
   if feature_group_count != 1 or batch_group_count != 1 or set(lhs_dilation) != {1}:
     return None
-  if out_sharding is not None:
+  if out_sharding is not None or preferred_element_type not in (None, lhs.dtype):
     return None
   (n, c, *space), (o, i, *window_axes), out_spec = dimension_numbers
-  x = lax.transpose(lhs, (n, *space, c))  # [N, *spatial, C]
+  x = lax.transpose(lhs, (n, *space, c))  # [N, *spatial, C]: no-ops for flax's NHWC x HWIO
   w = lax.transpose(rhs, (*window_axes, i, o))  # [*window, I, O]
-  edges = [(0, 0, 0), *((lo, hi, 0) for lo, hi in padding), (0, 0, 0)]
-  x = lax.pad(x, jnp.zeros((), x.dtype), edges)
-  window = w.shape[:-2]
   out = [
-    (size - (k - 1) * d - 1) // s + 1
-    for size, k, d, s in zip(x.shape[1:-1], window, rhs_dilation, window_strides)
+    (size + lo + hi - (k - 1) * d - 1) // s + 1
+    for size, (lo, hi), k, d, s in zip(
+      x.shape[1:-1], padding, w.shape[:-2], rhs_dilation, window_strides
+    )
   ]
   if min(out) < 1:
     return None
-
-  def tap(offsets):  # the input under one kernel position, at every output position
-    start = [t * d for t, d in zip(offsets, rhs_dilation)]
-    stop = [b + (m - 1) * s + 1 for b, m, s in zip(start, out, window_strides)]
-    return lax.slice(x, (0, *start, 0), (x.shape[0], *stop, x.shape[-1]), (1, *window_strides, 1))
-
-  taps = [tap(t) for t in itertools.product(*map(range, window))]
-  patches = taps[0] if len(taps) == 1 else lax.concatenate(taps, x.ndim - 1)
-  y = lax.dot_general(
-    patches,
-    w.reshape(-1, w.shape[-1]),  # rows in the patches' order: window position, then channel
-    (((x.ndim - 1,), (0,)), ((), ())),
-    precision=precision,
-    preferred_element_type=preferred_element_type,
-  )  # [N, *out, O]
+  conv = direct(
+    x.shape[1:-1],
+    w.shape[:-2],
+    tuple(window_strides),
+    tuple(map(tuple, padding)),
+    tuple(rhs_dilation),
+    precision,
+  )
+  y = conv(x, w)  # [N, *out, O]
   return lax.transpose(y, tuple(np.argsort((out_spec[0], *out_spec[2:], out_spec[1]))))
+
+
+def _nhwc(n: int) -> tuple[str, str, str]:
+  """Dimension numbers of an ``n``-d convolution of ``[N, *spatial, C]`` and ``[*window, I, O]``."""
+  s = 'DHW'[3 - n :] if n <= 3 else ''.join(chr(ord('a') + i) for i in range(n))
+  return f'N{s}C', f'{s}IO', f'N{s}C'
+
+
+@functools.cache
+def direct(space, window, strides, padding, dilation, precision=None) -> Callable:
+  """``conv(x [N, *space, C], w [*window, C, O]) -> [N, *out, O]``, differentiable in reverse
+  mode, whose forward and both gradients are each one ``lax.conv_general_dilated`` in the layout
+  of XLA:CPU's convolution kernels (NHWC x HWIO -> NHWC; XLA would otherwise transpose the
+  gradients' operands itself and, inside a loop, keep them in a layout its fast kernels do not
+  take). The input gradient convolves the output gradient, dilated by the strides, with the
+  flipped kernel; the kernel gradient convolves the input, batch and features exchanged
+  ``[C, *space, N]``, with the output gradient as the window (dilated by the strides). Under
+  ``vmap`` each is computed for one client at a time (:func:`_one_client_each`)."""
+  n = len(space)
+  numbers = _nhwc(n)
+  out = [
+    (size + lo + hi - (k - 1) * d - 1) // s + 1
+    for size, (lo, hi), k, d, s in zip(space, padding, window, dilation, strides)
+  ]
+  conv = functools.partial(lax.conv_general_dilated, dimension_numbers=numbers, precision=precision)
+  # Padding of the two gradients' convolutions (lax's own transposition, written out).
+  input_padding = [
+    ((k - 1) * d - lo, size - 1 - (m - 1) * s + lo)
+    for size, (lo, _), k, d, s, m in zip(space, padding, window, dilation, strides, out)
+  ]
+  kernel_padding = [
+    (lo, (m - 1) * s + 1 + (k - 1) * d - size - lo)
+    for size, (lo, _), k, d, s, m in zip(space, padding, window, dilation, strides, out)
+  ]
+  spatial = tuple(range(n))
+
+  @_one_client_each
+  @jax.named_scope('conv_forward')  # the three's ops named for profiles (benchmark conv_step)
+  def forward(x, w):
+    return conv(x, w, strides, padding, rhs_dilation=dilation)
+
+  @_one_client_each
+  @jax.named_scope('conv_input_grad')
+  def input_grad(dy, w):
+    flipped = jnp.swapaxes(lax.rev(w, spatial), -1, -2)  # [*window, O, C]
+    return conv(dy, flipped, (1,) * n, input_padding, lhs_dilation=strides, rhs_dilation=dilation)
+
+  @_one_client_each
+  @jax.named_scope('conv_kernel_grad')
+  def kernel_grad(x, dy):
+    # A product with the identity materializes x, so the transpose below reads it from memory
+    # rather than XLA fusing (and, in its order, recomputing) x's producers into it.
+    eye = jnp.eye(x.shape[0], dtype=x.dtype)
+    x = jnp.einsum('nm,m...->n...', eye, x, precision=lax.Precision.HIGHEST)
+    xt = jnp.moveaxis(x, (0, n + 1), (n + 1, 0))  # [C, *space, N]
+    dyt = jnp.moveaxis(dy, 0, n)  # [*out, N, O]
+    g = conv(xt, dyt, dilation, kernel_padding, rhs_dilation=strides)  # [C, *window, O]
+    return jnp.moveaxis(g, 0, n)  # [*window, C, O]
+
+  @jax.custom_vjp
+  def convolve(x, w):
+    return forward(x, w)
+
+  def fwd(x, w):
+    return forward(x, w), (x, w)
+
+  def bwd(res, dy):
+    x, w = res
+    return input_grad(dy, w), kernel_grad(x, dy)
+
+  convolve.defvjp(fwd, bwd)
+  return convolve
+
+
+def _one_client_each(fn: Callable) -> Callable:
+  """``fn`` of one client's arrays; vmapped, it runs for one client at a time (the arrays
+  without the mapped axis shared): a single client unbatched, more in a ``lax.map``."""
+  f = jax.custom_batching.custom_vmap(fn)
+
+  @f.def_vmap
+  def rule(axis_size, in_batched, *args):
+    spread = lambda a, b: a if b else jnp.broadcast_to(a, (axis_size, *a.shape))
+    args = [spread(a, b) for a, b in zip(args, in_batched)]
+    if axis_size == 1:
+      return f(*(a[0] for a in args))[None], True
+    return lax.map(lambda a: f(*a), tuple(args)), True
+
+  return f
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))

@@ -1,7 +1,9 @@
 """Run with 2 forced CPU devices: runs on 2 devices vs the same runs on 1 (float64).
 
 N = 8 (the client axis and per-client state sharded; M = 3 arrivals padded to 4) for
-FedBuff, MasFL, AsynFL and AsynFLC-EF, and AsynFL with N = 3 and 5 (the arrival axis
+FedBuff, MasFL, AsynFL and AsynFLC-EF, FedBuff with a convolving model (its clients trained
+one at a time, each device its own slots; also with N = 5, which the devices do not divide:
+client state replicated, M = 3 padded to 4 slots), and AsynFL with N = 3 and 5 (the arrival axis
 padded to 4 and 6 slots, which no rule may see). Prints one JSON line {case: max |2 - 1
 device|} plus {case_moved: how far the 1-device run moved}.
 """
@@ -17,8 +19,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from helpers.sim_runs import one_vs_all_devices  # noqa: E402
-from quadratic import logistic_problem, quadratic_problem  # noqa: E402
+from helpers.sim_runs import max_diff, one_vs_all_devices, run  # noqa: E402
+from quadratic import conv_problem, logistic_problem, quadratic_problem  # noqa: E402
 
 import afl_jax  # noqa: E402
 
@@ -55,6 +57,18 @@ sharded = {
 p0 = {'w': jnp.zeros(5), 'b': jnp.zeros(())}
 for case, (alg, sched) in sharded.items():
   compare(f'{case}_n8', alg, logistic_problem(8, 16, 5), sched, p0, 'w', chunk_size=5)
+
+alg = get('fedbuff', client_lr=0.5)
+conv_schedules = {8: buffered, 5: afl_jax.schedules.fedbuff(5, 3, 3, 8, local_steps=2, seed=1)}
+for n, sched in conv_schedules.items():  # N = 5: the client state replicated, slots sharded
+  problem, p0 = conv_problem(n, 10)
+  p0 = jax.tree.map(lambda p: p.astype(jnp.float64), p0)
+  runs = [run(alg, problem, sched, p0, devices=d) for d in (jax.devices()[:1], jax.devices())]
+  (out1, _, _), (out2, _, sim) = runs
+  assert sim.num_devices == 2 and sim.num_slots == 4
+  history = [jax.tree.leaves(o['params']) for o in (out1, out2)]
+  out[f'fedbuff_cnn_n{n}'] = max_diff(*history)
+  out[f'fedbuff_cnn_n{n}_moved'] = max_diff([h[-1] for h in history[0]], jax.tree.leaves(p0))
 
 for n in (3, 5):
   rng = np.random.default_rng(n)
