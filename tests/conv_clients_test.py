@@ -3,6 +3,8 @@ models.fast.one_at_a_time; docs/performance.md): the same run as the clients vma
 lax's own convolution (float64, so only the order of sums differs), also as a sweep; the 2-device
 run (each device its own slots, M = 3 padded to 4) is in tests/helpers/two_devices.py."""
 
+import collections
+
 import jax
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ from helpers.sim_runs import max_diff, run
 from quadratic import conv_problem
 
 import afl_jax
+from afl_jax.core import simulator
 from afl_jax.models import fast
 
 
@@ -27,10 +30,11 @@ def test_one_at_a_time_equals_vmapped_lax(decisions, monkeypatch):
     problem, params0 = conv_problem(6, 10)
     params0 = jax.tree.map(lambda p: p.astype(np.float64), params0)
     sched = afl_jax.schedules.fedbuff(6, 4, 3, 4, local_steps=2, seed=0)
-    alg = afl_jax.algorithms.get('fedbuff', client_lr=0.5)
+    alg = afl_jax.algorithms.make('fedbuff', client_lr=0.5)
     one, *_ = run(alg, problem, sched, params0)
     assert decisions and all(decisions)
     monkeypatch.setattr(fast, 'PLATFORMS', ())  # lax.conv and reduce_window, vmapped
+    monkeypatch.setattr(simulator, '_COMPILED', collections.OrderedDict())  # traced anew
     decisions.clear()
     lax_, *_ = run(alg, problem, sched, params0)
     assert decisions and not any(decisions)
@@ -55,7 +59,7 @@ def test_sweep_of_convolving_clients_equals_its_runs(decisions):
     swept = jax.tree.leaves(sim.params(state))
     assert decisions and all(decisions)
     for i, lr in enumerate(lrs):
-      alone = afl_jax.algorithms.get('fedbuff', client_lr=lr)
+      alone = afl_jax.algorithms.make('fedbuff', client_lr=lr)
       out, *_ = run(alone, problem, sched, params0, key=keys[i])
       last = [np.asarray(h)[-1] for h in jax.tree.leaves(out['params'])]
       assert max_diff([s[i] for s in swept], last) <= 1e-12, lr
