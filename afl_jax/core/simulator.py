@@ -378,6 +378,8 @@ class _Compiled(NamedTuple):
 
 _COMPILED: collections.OrderedDict[tuple, _Compiled] = collections.OrderedDict()
 _KEEP = 16  # programs kept, least recently used first out
+# A kept program was traced once: a module setting patched later (a test's monkeypatch of
+# models.fast.PLATFORMS) reaches only programs traced after it, as with any jax.jit.
 
 
 def _schedule_digest(schedule: Any) -> str:
