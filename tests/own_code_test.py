@@ -174,7 +174,7 @@ def test_afl_jax_components_digest_to_nothing():
     data.DATASETS,
     models.MODELS,
   )
-  found = [(f'{r.kind} {n!r}', r.get(n)) for r in registries for n in r]
+  found = [(f'{r.kind} {n!r}', r.factory(n)) for r in registries for n in r]
   assert len(found) > 40
   assert own_code.digests(found) == {}
   assert own_code.digests(build.components(config_lib.default())) == {}

@@ -283,8 +283,9 @@ def train_sweep(
     loop.refuse_other_kind(held[0].path, 'sweep')
     return held[0].path
 
-  path = processes.on_writer(hold, 'the workdir')
-  try:
+  path = workdir
+  try:  # a refusal while holding the workdir releases it too
+    path = processes.on_writer(hold, 'the workdir')
     return _train_sweep(config, path, log if writes else _quiet, memory_limit_bytes, resume)
   except OSError as e:
     disk = workdir_lib.disk_error(e, path)
