@@ -18,7 +18,7 @@ from afl_jax.errors import ArgumentError, ConfigError
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 _EMPTY = inspect.Parameter.empty
 # Bumped by every register/unregister: what a resolved config can depend on changed (caches of
-# resolved configs, e.g. afl_jax.reproduction.runs.config_digest, key on it).
+# resolved configs, e.g. afl_jax.reproduction.runs.sweep_identity, key on it).
 GENERATION = [0]
 
 

@@ -77,14 +77,15 @@ def main(argv):
   records = records if own else runs.RECORDS
   os.makedirs(records, exist_ok=True)
   exps = runs.selected(paper, _ONLY.value)  # an unknown --only key: one line, nothing locked
-  if _PHASE.value == 'test':
-    for exp in exps:
-      runs.require_selection(paper.key, exp, records)
-  lock = runs.lock_records(records)  # one writer of these records at a time
-  try:
-    _reproduce(paper, own, records, exps)
-  finally:
-    lock.release()
+  with runs.remembering():  # each sweep's identity built once in this command
+    if _PHASE.value == 'test':
+      for exp in exps:
+        runs.selection_rows(paper.key, exp, records)  # refused in one line, nothing locked
+    lock = runs.lock_records(records)  # one writer of these records at a time
+    try:
+      _reproduce(paper, own, records, exps)
+    finally:
+      lock.release()
 
 
 def _reproduce(paper: spec.Paper, own: bool, records: str, exps: list) -> None:
@@ -96,8 +97,7 @@ def _reproduce(paper: spec.Paper, own: bool, records: str, exps: list) -> None:
     if _PHASE.value in ('all', 'select'):
       runs.run_phase(paper, exp, 'select', _OUT_DIR.value, **kw)
     if _PHASE.value in ('all', 'test'):
-      runs.require_selection(paper.key, exp, records)
-      settings = scoring.settings_to_test(paper.key, exp, records)
+      settings = scoring.settings_to_test(paper.key, exp, records)  # on the selection
       runs.run_phase(paper, exp, 'test', _OUT_DIR.value, settings=settings, **kw)
   if not own:
     for path in pages.write([paper.key]):

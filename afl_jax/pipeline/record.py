@@ -39,6 +39,12 @@ def _sha(*parts: Any) -> str:
   return h.hexdigest()
 
 
+def digest_of(digests: Iterable[str]) -> str:
+  """The one digest of digests (run identities, in the order given): a sweep group's
+  checkpoints (in its runs' order) and a reproduction sweep (its runs' sorted set)."""
+  return _sha(json.dumps(list(digests)))
+
+
 def data_digest(layout: Any) -> str:
   """SHA-256 of a :class:`~afl_jax.data.ClientLayout`'s arrays (samples, labels, the clients'
   index and views, test, validation and unlabeled sets): the same files anywhere, one digest."""

@@ -406,7 +406,7 @@ def _starts(workdir: str, dirs: list[str], runs, fitted) -> list[int | None]:
 
 
 def _group_id(runs) -> str:
-  return record_lib._sha(*(run.identity['digest'] for run in runs))[:16]
+  return record_lib.digest_of(run.identity['digest'] for run in runs)[:16]
 
 
 def _run_group(k, names, runs, group, start, workdir, log) -> dict:
