@@ -3,6 +3,7 @@ beyond the margin, non-inferiority, bounds, consistency across conditions, each 
 compound verdict adjusted on its own), each against a hand computation here; the page's
 units and plots; the MasFL Fig. 2 declaration against its committed records."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -448,3 +449,64 @@ def test_the_default_target_is_read_from_validation():
   exp = _toy([spec.Claim('r', 'A faster', 'A', 'B', metric='steps_to_target')])
   val = [fin[(fin.phase == 'select') & (fin.method == m)].val_accuracy.mean() for m in 'AB']
   assert scoring.target_of(exp, fin) == math.floor(100 * 0.9 * np.median(val)) / 100
+
+
+def test_a_declared_incomparable_effect_is_shown_not_tested():
+  # The paper's 24x counts other units: only the direction is scored (no size test in the
+  # family), and the page shows the paper's ratio as other units, with the reason.
+  a_t = 10.0 + RNG.uniform(0, 2, 10)
+  accs = [[0.1, 0.6, 0.7]] * 10
+  clocks = ([[0.0, t, 2 * t] for t in a_t], [[0.0, 3 * t, 6 * t] for t in a_t])
+  frame, fin = _frame(accs, accs, *clocks)
+  kw = dict(metric='clock_to_target', paper_effect=24.0)
+  tested = _score(spec.Claim('r', 'A faster', 'A', 'B', **kw), frame, fin)
+  shown = _score(
+    spec.Claim('r', 'A faster', 'A', 'B', incomparable='other units', **kw), frame, fin
+  )
+  assert [p['name'] for p in tested['parts']] == [scoring.STATEMENT, scoring.SIZE]
+  assert tested['verdict_raw'] == scoring.AGREES_SMALLER  # 3x against 24x
+  assert [p['name'] for p in shown['parts']] == [scoring.STATEMENT]
+  assert shown['verdict_raw'] == scoring.AGREES
+  assert pages.paper_effect_text(shown) == '24x (other units)'
+  notes = pages.claim_notes(scoring.adjust([shown]))
+  assert any("the paper's effect is not comparable: other units" in n for n in notes)
+
+
+def test_exploratory_verdicts_stay_out_of_the_tally_and_pages_name_each_phases_seeds():
+  claim = spec.Claim('r', 'A beats B', 'A', 'B', quote='q')
+  a = [[0.1, 0.5, x] for x in A_TEST]
+  b = [[0.1, 0.5, x] for x in B_TEST]
+  frame, fin = _frame(a, b)
+  fresh = spec.Experiment(
+    'toy', 'toy', 'Fig. 0', 'toy', lambda c: None, _toy([]).methods, (claim,), looked=(1, 2)
+  )
+  looked = dataclasses.replace(fresh, looked=TEST[:3])  # a test seed was looked at before
+  assert not fresh.exploratory and looked.exploratory
+  confirm = scoring.score_claim(fresh, claim, frame, fin, 0.5)
+  explore = scoring.score_claim(looked, claim, frame, fin, 0.5)
+  assert pages.tallied(confirm) and not pages.tallied(explore)
+  assert '*(exploratory)*' in pages.claim_rows(scoring.adjust([explore])).iloc[0]['claim']
+  assert pages.seeds_text(looked).startswith('selection 0-2; test 3-12 (exploratory')
+  assert pages.seeds_text(fresh) == (
+    'selection 0-2; test 3-12 (confirmatory: fresh, none of them used by an earlier test of '
+    'this experiment); earlier test seeds looked at: [1, 2] (records superseded).'
+  )
+
+
+def test_the_summary_opens_with_one_row_per_passage_where_it_ran_and_its_verdicts():
+  exp = _toy([])
+  paper = spec.Paper('toy', '9', 'c', 's', (exp,))
+
+  def claim(quote, verdict, outside=''):
+    return {'quote': quote, 'ref': 'Fig. 0', 'outside': outside, 'verdict': verdict}
+
+  claims = [claim('one', scoring.AGREES), claim('one', scoring.INCONCLUSIVE), claim('two', 'x')]
+  claims = [c | {'verdict_holm': scoring.INCONCLUSIVE} for c in claims]
+  claims.append(claim('three', scoring.AGREES, outside='mine') | {'verdict_holm': 'x'})
+  rows = pages.passage_rows({'toy': {'toy': {'claims': claims}}}, [paper])
+  assert rows.passage.tolist() == ['Fig. 0: "one"', 'Fig. 0: "two"']  # the tally's passages
+  assert rows.statements.tolist() == [2, 1]
+  assert rows.BH.iloc[0] == '1 agrees, 1 inconclusive' and rows.Holm.iloc[0] == '2 inconclusive'
+  c = spec.load_config('fmnist:fedbuff')  # the toy's config, as its file sets it
+  want = f'FMNIST, MLP 784-200-200-10, {c.num_clients} clients, {c.num_rounds} server steps'
+  assert rows['ran at'].iloc[0] == want

@@ -240,9 +240,20 @@ def verdict_cell(c: Mapping, key: str = 'verdict') -> str:
   return out + (_edge_note(c) if key == 'verdict' else '')
 
 
+# The test a verdict rests on, where it is not the statement's.
+RESTS_ON = {
+  scoring.NO_CONDITION: scoring.CONDITION,
+  scoring.NOT_EQUIVALENT: scoring.BEYOND,
+  scoring.SMALLER: scoring.SIZE,
+}
+
+
 def _short_cell(c: Mapping, key: str = 'verdict') -> str:
-  """A verdict with the p of its statement only (the notes give every test)."""
-  p = c['parts'][0][{'verdict': 'p_adj', 'verdict_holm': 'p_holm'}[key]]
+  """A verdict with the p of the test it rests on (marked * when the claim has more than
+  one test: the notes give each)."""
+  name = RESTS_ON.get(c[key], scoring.STATEMENT)
+  part = next((p for p in c['parts'] if p['name'] == name), c['parts'][0])
+  p = part[{'verdict': 'p_adj', 'verdict_holm': 'p_holm'}[key]]
   return f'**{c[key]}** (p={_num(p)})' + ('*' if len(c['parts']) > 1 else '')
 
 
