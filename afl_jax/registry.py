@@ -24,7 +24,7 @@ from afl_jax.errors import ArgumentError, ConfigError
 REQUIRED = inspect.Parameter.empty  # the default of a setting that has none
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 # Bumped by every register/unregister: what a resolved config can depend on changed (caches of
-# resolved configs, e.g. afl_jax.reproduction.runs.config_digest, key on it).
+# resolved configs, e.g. afl_jax.reproduction.runs.sweep_identity, key on it).
 GENERATION = [0]
 
 

@@ -207,9 +207,10 @@ def at_budget(run: RunRecord, at: tuple[str, float] | None) -> tuple[list[dict],
 
 
 def per_seed(runs, metric='test_accuracy', target=None, at=None) -> pd.DataFrame:
-  """One row per run: ``seed``, ``status`` and, for a completed one, ``final``, ``best`` (in the
-  metric's direction) and, with a target, ``steps``, ``seconds``, ``mb`` to it and
-  ``reached`` (False: the last values, lower bounds)."""
+  """One row per run: ``seed``, ``status``, for a completed one ``final`` and ``best`` (in the
+  metric's direction) and, with a target, for any run with records ``steps``, ``seconds``,
+  ``mb`` to it and ``reached`` (False: the last values, lower bounds; a diverged run's too,
+  for the reproduction's claims)."""
   best = min if metrics_io.lower_is_better(metric) else max
   rows = []
   for i, r in enumerate(runs):
@@ -220,12 +221,10 @@ def per_seed(runs, metric='test_accuracy', target=None, at=None) -> pd.DataFrame
       if not values:
         raise ResultsError(f'{r.path} has no {metric!r} in {metrics_io.METRICS_FILE}')
       row |= {'final': values[-1], 'best': best(values)}
-      if target:
-        hit = metrics_io.first_reaching(records, target, metric)
-        end = hit if hit is not None else records[-1]
-        row |= {a: float(end[col]) * s for a, (col, s) in AXES.items()} | {
-          'reached': hit is not None
-        }
+    if target and records:
+      hit = metrics_io.first_reaching(records, target, metric)
+      end = hit if hit is not None else records[-1]
+      row |= {a: float(end[col]) * s for a, (col, s) in AXES.items()} | {'reached': hit is not None}
     rows.append(row)
   return pd.DataFrame(rows).set_index('seed')
 

@@ -2,14 +2,18 @@
 
   python scripts/report.py                 # print the tally (BH, Holm); say which pages are stale
   python scripts/report.py --write         # rewrite docs/results/<paper>.md, plots, README.md
+  python scripts/report.py --restatus      # also say which sweeps' status the declarations change
+  python scripts/report.py --write --restatus  # rewrite those statuses first, then the pages
 
 Every number on a page comes from docs/results/records/<paper>.csv.gz and the
 declarations in configs/repro/; nothing is written unless --write is given. Each
 paper's records are checked against their manifest first (sweeps, seeds, runs, row
-count, SHA-256): a damaged or mismatched pair ends the command with one ``error:`` line
-naming the file, before any page is written. ``--write`` first rewrites the records
-whose sweeps' status (current / superseded, the ``status`` column) is not the one the
-declarations give now; the check says which are.
+count, SHA-256, every run to its last step): a damaged or mismatched pair ends the
+command with one ``error:`` line naming the file, before any page is written. The pages
+score the sweeps whose stored status is ``current`` (reproduce.py sets it by identity
+for the experiments it runs); ``--restatus`` compares every status with the one the
+declarations give now, by identity: it builds every declared run's data and schedule
+(nothing trained; minutes on 2 cores).
 """
 
 import os
@@ -18,8 +22,10 @@ import pathlib
 from absl import flags
 
 from afl_jax.pipeline import cache
+from afl_jax.pipeline.devices import set_cpu_devices
 
 cache.use_checkout(__file__)  # configs/ and docs/ of this checkout, before reproduction loads
+set_cpu_devices()  # as reproduce.py: --restatus builds identities at the records' device count
 
 from afl_jax import reproduction  # noqa: E402
 from afl_jax.errors import UserError  # noqa: E402
@@ -31,6 +37,12 @@ _PAPERS = flags.DEFINE_list(
 )
 _WRITE = flags.DEFINE_bool('write', False, 'Write the pages (default: only check and print).')
 _PLOTS = flags.DEFINE_bool('plots', True, 'With --write: redraw the plots too.')
+_RESTATUS = flags.DEFINE_bool(
+  'restatus',
+  False,
+  "Compare each sweep's status with the declarations' by identity (minutes); with --write, "
+  'rewrite the records whose statuses differ first.',
+)
 _RECORDS_DIR = flags.DEFINE_string(
   'records_dir', runs.RECORDS, 'The records and manifests to build from (checked first).'
 )
@@ -43,15 +55,11 @@ flags.register_validator(
 
 
 def _write(papers: list) -> None:
-  """``--write``: rewrite the stale statuses of ``papers``' records, then every page.
-
-  Every pair is read and checked (and each sweep's status compared with the
-  declaration's) before anything is written.
-  """
-  stale = [p for p in papers if scoring.stale_status(p, _RECORDS_DIR.value)]
-  for paper in stale:
-    scoring.refresh(paper, _RECORDS_DIR.value)
-    print(f'wrote {records.paths(paper.key, _RECORDS_DIR.value)[0]} (status)')
+  """``--write``: with ``--restatus``, rewrite the stale statuses of ``papers``' records;
+  then every page. Every pair is read and checked before anything is written."""
+  for paper in papers if _RESTATUS.value else ():
+    if scoring.refresh(paper, _RECORDS_DIR.value):
+      print(f'wrote {records.paths(paper.key, _RECORDS_DIR.value)[0]} (status)')
   written = pages.write(
     _PAPERS.value, records_dir=_RECORDS_DIR.value, out_dir=_OUT_DIR.value, plots=_PLOTS.value
   )
@@ -69,8 +77,6 @@ def main(argv):
     with runs.lock_records(_RECORDS_DIR.value):  # one writer of these records at a time
       _write(papers)
     return
-  stale_status = {p.key: scoring.stale_status(p, _RECORDS_DIR.value) for p in papers}
-  stale_records = [p for p in papers if stale_status[p.key]]
   scored = pages.score_all(_RECORDS_DIR.value)
   stale = []
   for key in _PAPERS.value:
@@ -80,8 +86,13 @@ def main(argv):
       stale.append(path)
   print(pages.tally_table(scored).to_string(index=False))  # paper statements, after BH and Holm
   print('stale pages (rebuild with --write): ' + (', '.join(stale) or 'none'))
-  status = [f'{p.key} ({len(stale_status[p.key])} sweeps)' for p in stale_records]
-  print('records with a stale status (rewrite with --write): ' + (', '.join(status) or 'none'))
+  if _RESTATUS.value:
+    stale_status = {p.key: scoring.stale_status(p, _RECORDS_DIR.value) for p in papers}
+    status = [f'{key} ({len(labels)} sweeps)' for key, labels in stale_status.items() if labels]
+    print(
+      'records with a stale status (rewrite with --write --restatus): '
+      + (', '.join(status) or 'none')
+    )
 
 
 if __name__ == '__main__':

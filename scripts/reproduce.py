@@ -83,16 +83,17 @@ def main(argv):
   records = records if own else runs.RECORDS
   os.makedirs(records, exist_ok=True)
   exps = runs.selected(paper, _ONLY.value)  # an unknown --only key: one line, nothing locked
-  if _PHASE.value == 'test':
-    for exp in exps:
-      runs.require_selection(paper.key, exp, records)
-  held = []  # one writer of these records at a time: process 0 of several
-  processes.on_writer(lambda: held.append(runs.lock_records(records)), 'the records')
-  try:
-    _reproduce(paper, own, records, exps)
-  finally:
-    for lock in held:
-      lock.release()
+  with runs.remembering():  # each sweep's identity built once in this command
+    if _PHASE.value == 'test':
+      for exp in exps:
+        runs.selection_rows(paper.key, exp, records)  # refused in one line, nothing locked
+    held = []  # one writer of these records at a time: process 0 of several
+    processes.on_writer(lambda: held.append(runs.lock_records(records)), 'the records')
+    try:
+      _reproduce(paper, own, records, exps)
+    finally:
+      for lock in held:
+        lock.release()
 
 
 def _reproduce(paper: spec.Paper, own: bool, records: str, exps: list) -> None:
@@ -105,8 +106,7 @@ def _reproduce(paper: spec.Paper, own: bool, records: str, exps: list) -> None:
     if _PHASE.value in ('all', 'select'):
       runs.run_phase(paper, exp, 'select', _OUT_DIR.value, **kw)
     if _PHASE.value in ('all', 'test'):
-      runs.require_selection(paper.key, exp, records)
-      settings = scoring.settings_to_test(paper.key, exp, records)
+      settings = scoring.settings_to_test(paper.key, exp, records)  # on the selection
       runs.run_phase(paper, exp, 'test', _OUT_DIR.value, settings=settings, **kw)
   if not processes.is_writer():  # process 0 writes the pages
     return

@@ -233,9 +233,10 @@ def test_a_reproduction_reruns_exactly_the_sweeps_whose_inputs_changed(tmp_path)
   assert set(again.run).isdisjoint(first.run) and len(again) == len(first)
 
 
-def test_a_sweeps_config_digest_follows_a_component_registered_anew():
-  """The digest is cached per process, but a component registered again (other defaults:
-  other resolved configs) gives the new digest, never the cached one."""
+def test_a_sweeps_identity_follows_a_component_registered_anew():
+  """The identity is remembered within one command, but a component registered again
+  (other defaults: other resolved configs) gives the new identity, never the remembered
+  one; outside ``remembering`` every call builds anew."""
   import flax.linen as nn
   import ml_collections
 
@@ -246,17 +247,20 @@ def test_a_sweeps_config_digest_follows_a_component_registered_anew():
 
   c = config_lib.default()
   c.model = 'tiny_digest'
+  c.num_clients, c.train_subset, c.num_rounds = 4, 200, 2
+  c.schedule.concurrency, c.schedule.buffer_size = 2, 1
   c.sweep = ml_collections.ConfigDict({'seed': [0, 1]})
   afl_jax.models.MODELS.register('tiny_digest', tiny, replace=True)
   try:
-    first = runs.config_digest(c)
-    assert runs.config_digest(c) == first
+    with runs.remembering():
+      first = runs.sweep_identity(c)
+      assert runs.sweep_identity(c) == first
 
-    def wider(num_classes: int = 10, width: int = 8):
-      return nn.Dense(num_classes)
+      def wider(num_classes: int = 10, width: int = 8):
+        return nn.Dense(num_classes)
 
-    afl_jax.models.MODELS.register('tiny_digest', wider, replace=True)
-    assert runs.config_digest(c) != first
+      afl_jax.models.MODELS.register('tiny_digest', wider, replace=True)
+      assert runs.sweep_identity(c) != first
   finally:
     afl_jax.models.MODELS.unregister('tiny_digest')
 

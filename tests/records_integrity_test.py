@@ -61,7 +61,7 @@ def _frame(test_seeds=TEST):
 
 
 def _sweeps(*statuses):
-  base = {'experiment': 'toy', 'method': 'A', 'config': 'c'}
+  base = {'experiment': 'toy', 'method': 'A', 'steps': 10}
   select = records.sweep_identity(f'select{lr}{s}' for lr in LRS for s in SEL)
   test = records.sweep_identity(f'test0.3{s}' for s in TEST)
   out = [
@@ -238,6 +238,8 @@ DAMAGED = [
   (lambda d: (d / 'toy.json').unlink(), 'the records have no manifest'),
   (lambda d: (d / 'toy.csv.gz').unlink(), 'missing, while the manifest lists 2 sweeps'),
   (_manifest(lambda m: m['sweeps'][1].pop('seeds')), 'sweep 1 lacks seeds'),
+  (_manifest(lambda m: m['sweeps'][1].pop('steps')), 'sweep 1 lacks steps'),
+  (_sweep(1, steps=20), ('sweep toy/A/test', 'ends at step 10, before its last step 20')),
   (_sweep(0, runs=9), 'toy/A/select: the records hold 6 runs where the manifest lists 9'),
   (_stated(rows=7), f'{len(_frame())} rows where the manifest lists 7'),
   (_stated(sha256='0' * 64), 'SHA-256 differs'),
@@ -351,7 +353,7 @@ def test_report_writes_pages_from_records_and_then_finds_none_stale(tmp_path):
   before = {p: p.stat().st_mtime_ns for p in out.iterdir()}
   check = _script('report.py', *flags)
   assert check.returncode == 0 and 'stale pages (rebuild with --write): none' in check.stdout
-  assert 'records with a stale status (rewrite with --write): none' in check.stdout
+  assert 'records with a stale status' not in check.stdout  # only with --restatus (minutes)
   assert {p: p.stat().st_mtime_ns for p in out.iterdir()} == before
 
 
@@ -362,7 +364,7 @@ def test_report_refuses_a_mismatched_pair_before_writing_any_page(tmp_path):
   (recs / 'fedgm.json').write_text(json.dumps(manifest))
   proc = _script('report.py', f'--records_dir={recs}', f'--out_dir={pages_dir}', '--write')
   line = _one_line(proc, 'error: ')
-  assert 'fedgm.csv.gz' in line and 'the manifest does not list' in line
+  assert 'fedgm.csv.gz' in line and 'the records hold 9 runs where the manifest lists 10' in line
   assert list(pages_dir.iterdir()) == []
 
 
@@ -384,7 +386,7 @@ def test_the_test_phase_without_selection_records_is_refused_in_one_line():
   paper = reproduction.load_paper('masfl')
   (exp,) = runs.selected(paper, ['fig1_noniid_t600'])
   with pytest.raises(UserError) as e:
-    runs.require_selection('masfl', exp)
+    runs.selection_rows('masfl', exp)
   assert str(e.value).startswith('--phase=test: experiment fig1_noniid_t600 of masfl has no')
   assert 'run --phase=select' in str(e.value) and '\n' not in str(e.value)
 

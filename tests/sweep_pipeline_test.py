@@ -83,7 +83,8 @@ def test_train_sweep_one_compile_and_equals_single_run(tmp_path):
   assert 0 < swept[-1]['bytes_up'] < swept[-1]['bytes_down']
   # The reproduction protocol reads the sweep's curves as records: every run, every
   # evaluation, and selects on validation over the seeds.
-  rows = pd.DataFrame(runs.records_of_sweep('e', 'fedbuff', 'select', str(tmp_path), out))
-  assert rows.groupby('setting').seed.nunique().tolist() == [3, 3]
-  sel = scoring.select(scoring.finals(rows), 'e', 'fedbuff')
+  found, steps = runs.records_of_sweep('e', 'fedbuff', 'select', str(tmp_path), out)
+  rows = pd.DataFrame(found)
+  assert rows.groupby('setting').seed.nunique().tolist() == [3, 3] and steps == 8
+  sel = scoring.select(scoring.per_run(rows), 'e', 'fedbuff')
   assert len(sel['scores']) == 2

@@ -10,7 +10,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,12 @@ def _sha(*parts: Any) -> str:
     else:
       h.update(p if isinstance(p, bytes) else str(p).encode())
   return h.hexdigest()
+
+
+def digest_of(digests: Iterable[str]) -> str:
+  """The one digest of digests (run identities, in the order given): a sweep group's
+  checkpoints (in its runs' order) and a reproduction sweep (its runs' sorted set)."""
+  return _sha(json.dumps(list(digests)))
 
 
 def data_digest(layout: Any) -> str:

@@ -466,7 +466,9 @@ def _starts(workdir: str, dirs: list[str], runs, fitted, programs) -> list[int |
 
 def _group_id(runs, prog) -> str:
   """A group's folder name and what its checkpoints are bound to: its runs and program."""
-  return record_lib._sha(*(run.identity['digest'] for run in runs), json.dumps(prog))[:16]
+  return record_lib._sha(
+    record_lib.digest_of(run.identity['digest'] for run in runs), json.dumps(prog)
+  )[:16]
 
 
 def _run_group(k, names, runs, group, start, workdir, log, prog) -> dict:

@@ -85,7 +85,7 @@ def plot_experiment(s: Mapping, frame: pd.DataFrame, path: str) -> None:
   plt = _pyplot()
   exp = s['exp']
   column, scale, xlabel, log = _x_axis(exp)
-  fin = scoring.finals(frame)
+  fin = scoring.per_run(frame)
   panels = facets(exp)
   cols = min(2, len(panels))  # two panels across keep the text readable at page width
   rows = math.ceil(len(panels) / cols)
@@ -137,7 +137,7 @@ def plot_mc(s: Mapping, frame: pd.DataFrame, path: str) -> None:
   plt = _pyplot()
   exp = s['exp']
   best = any(c.metric == 'best_test_accuracy' for c in exp.claims)
-  fin = scoring.finals(frame)
+  fin = scoring.per_run(frame)
   fig, ax = plt.subplots(figsize=(6, 4.2))
   for name, points in mc_curve(exp).items():
     mcs, means, stds = [], [], []

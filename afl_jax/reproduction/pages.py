@@ -27,7 +27,14 @@ def _prose() -> dict[str, str]:
   text = pathlib.Path(RESULTS, 'protocol.md').read_text() + '\n'
   parts = dict(re.findall(r'<!-- (\w+) -->\n(.*?)\n\n', text, re.S))
   return {
-    k: v.format(alpha=scoring.ALPHA, ceiling=scoring.ACCURACY_CEILING) for k, v in parts.items()
+    k: v.format(
+      alpha=scoring.ALPHA,
+      side=scoring.ALPHA / 2,
+      ceiling=scoring.ACCURACY_CEILING,
+      fraction=scoring.DEFAULT_TARGET_FRACTION,
+      bootstrap=scoring.BOOTSTRAP,
+    )
+    for k, v in parts.items()
   }
 
 
@@ -36,56 +43,63 @@ def _claims(e: spec.Experiment) -> str:
 
 
 def score_paper(paper: spec.Paper, records_dir: str = runs.RECORDS) -> dict:
-  """Per experiment with test records: selections, test table, target, raw claims."""
+  """Per experiment with test records: selections, test table, target, raw claims. Reads
+  the rows the records mark current (no config is resolved or built here)."""
   everything, manifest = runs.read(paper.key, records_dir)
-  frame = pd.concat([runs.current(exp, everything, manifest) for exp in paper.experiments])
-  fin = scoring.finals(frame) if len(frame) else frame
   out = {}
   for exp in paper.experiments:
-    have = fin[(fin.experiment == exp.key)] if len(fin) else fin
-    if not len(have) or set(have[have.phase == 'select'].method) < {m.label for m in exp.methods}:
+    frame = runs.current(exp, everything, manifest)
+    selection = scoring.per_run(frame[frame.phase == 'select'])
+    if set(selection.method) < {m.label for m in exp.methods}:
       continue
-    tested = set(zip(have.method[have.phase == 'test'], have.setting[have.phase == 'test']))
-    wanted = scoring.test_settings(exp, fin)
+    wanted = scoring.test_settings(exp, selection)
+    tested = set(zip(frame.method[frame.phase == 'test'], frame.setting[frame.phase == 'test']))
     if any((m, k) not in tested for m, keys in wanted.items() for k in keys):
       continue  # a test sweep the claims need has not run (e.g. after a new selection)
-    target = scoring.target_of(exp, fin)
-    claims = [scoring.score_claim(exp, c, frame, fin, target) for c in exp.claims]
+    target = scoring.target_of(exp, selection)
+    table = scoring.per_run(frame, target)
+    claims = [scoring.score_claim(exp, c, frame, table, target) for c in exp.claims]
     out[exp.key] = {
       'exp': exp,
       'target': target,
       'claims': claims,
-      'selection': _selection_rows(exp, fin),
-      'test': _test_rows(exp, frame, fin),
-      'to_target': _target_rows(exp, frame, fin, target),
+      'selection': _selection_rows(exp, table),
+      'test': _test_rows(exp, frame, table),
+      'to_target': _target_rows(exp, table),
       'sweeps': [m for m in manifest if m['experiment'] == exp.key],
     }
   return out
 
 
+def tallied(c: Mapping) -> bool:
+  """Whether a scored claim counts in the tally: a paper statement (not outside it) whose
+  test seeds were not looked at before the declaration took its present form."""
+  return not c['outside'] and not c.get('exploratory')
+
+
 def score_all(records_dir: str = runs.RECORDS, papers: Sequence[spec.Paper] = ()) -> dict:
   """``papers`` (default: the bundled ones) scored, paper key -> :func:`score_paper`; the
-  tallied claims adjusted together, those outside apart."""
+  tallied claims adjusted together (every test each can rest on), the others apart."""
   papers = papers or [reproduction.load_paper(key) for key in reproduction.PAPERS]
   scored = {paper.key: score_paper(paper, records_dir) for paper in papers}
-  for outside in (False, True):
+  for tally in (True, False):
     family = [
       (s['claims'], i)
       for exps in scored.values()
       for s in exps.values()
       for i, c in enumerate(s['claims'])
-      if bool(c['outside']) == outside
+      if tallied(c) == tally
     ]
     for (claims, i), claim in zip(family, scoring.adjust([cs[i] for cs, i in family])):
       claims[i] = claim
   return scored
 
 
-def _selection_rows(exp: spec.Experiment, fin: pd.DataFrame) -> pd.DataFrame:
+def _selection_rows(exp: spec.Experiment, table: pd.DataFrame) -> pd.DataFrame:
   rows = []
   for m in exp.methods:
-    s = scoring.select(fin, exp.key, m.label)
-    mine = scoring.rows(fin, exp.key, m.label, 'select')
+    s = scoring.select(table, exp.key, m.label)
+    mine = scoring.rows(table, exp.key, m.label, 'select')
     edge = ', '.join(s['edges']) or '—'
     rows.append(
       {
@@ -93,7 +107,8 @@ def _selection_rows(exp: spec.Experiment, fin: pd.DataFrame) -> pd.DataFrame:
         'grid': '; '.join(
           [f'{k.rsplit(".", 1)[-1]} in {list(v)}' for k, v in m.grid.items()]
           + [f'no {k.rsplit(".", 1)[-1]} axis: {why}' for k, why in m.untuned.items()]
-        ),
+        )
+        or 'one setting (nothing tuned)',
         'selected (validation)': scoring._short(s['setting']),
         'edge': edge + (' (kept)' if s['edges'] and m.label in exp.edges_kept else ''),
         'val acc': f'{s["val"]:.3f}',
@@ -103,12 +118,14 @@ def _selection_rows(exp: spec.Experiment, fin: pd.DataFrame) -> pd.DataFrame:
   return pd.DataFrame(rows)
 
 
-def _test_rows(exp: spec.Experiment, frame: pd.DataFrame, fin: pd.DataFrame) -> pd.DataFrame:
+def _test_rows(exp: spec.Experiment, frame: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
   """Selected settings on the test seeds, with the last-quarter gain (docs/results/protocol.md)."""
   rows = []
   for m in exp.methods:
-    key, mine = scoring.selected_test(exp, fin, fin, m.label)
-    curve = scoring.selected_test(exp, frame, fin, m.label)[1].groupby('step').test_accuracy.mean()
+    key, mine = scoring.selected_test(exp, table, table, m.label)
+    curve = (
+      scoring.selected_test(exp, frame, table, m.label)[1].groupby('step').test_accuracy.mean()
+    )
     steps = curve.index.to_numpy()
     quarter = steps[-1] - (steps[-1] - steps[0]) / 4
     before = curve[curve.index <= quarter].iloc[-1]
@@ -125,17 +142,16 @@ def _test_rows(exp: spec.Experiment, frame: pd.DataFrame, fin: pd.DataFrame) -> 
   return pd.DataFrame(rows)
 
 
-def _target_rows(exp, frame, fin, target) -> pd.DataFrame | None:
+def _target_rows(exp: spec.Experiment, table: pd.DataFrame) -> pd.DataFrame | None:
   if not any(c.metric in scoring.TO_TARGET for c in exp.claims):
     return None
   rows = []
   for m in exp.methods:
-    key = scoring.select(fin, exp.key, m.label)['setting']
-    row = {'method': m.label}
-    for metric in scoring.TO_TARGET:
-      v = scoring.per_seed(frame, fin, exp.key, m.label, key, metric, target)
-      row['reached'] = f'{int(v.reached.sum())}/{len(v)}'
-      row[spec.METRICS[metric][0]] = f'{v.value.mean():.4g} ± {v.value.std(ddof=1):.3g}'
+    mine = scoring.selected_test(exp, table, table, m.label)[1]
+    row = {'method': m.label, 'reached': f'{int(mine.reached.sum())}/{len(mine)}'}
+    for metric, column in scoring.TO_TARGET.items():
+      v = mine[column]
+      row[spec.METRICS[metric][0]] = f'{v.mean():.4g} ± {v.std(ddof=1):.3g}'
     rows.append(row)
   return pd.DataFrame(rows)
 
@@ -173,6 +189,8 @@ def paper_effect_text(c: Mapping) -> str:
   effect = c['paper_effect']
   if effect is None:
     return '—'
+  if c.get('incomparable'):
+    return f'{effect:g}x (other units)' if c['metric'] in scoring.TO_TARGET else '(other units)'
   if c['metric'] in spec.ACCURACY_METRICS:
     return f'{_pts(effect)} pts'
   if c['metric'] in scoring.TO_TARGET and c.get('ratio'):
@@ -185,10 +203,11 @@ def _part_names(c: Mapping) -> dict[str, str]:
   m = c.get('margin')
   unit = 'pts' if c['metric'] in spec.ACCURACY_METRICS else spec.METRICS[c['metric']][2]
   scale = 100 if unit == 'pts' else 1
+  margin = f'{m:.0%}' if c.get('relative') and m else f'{_num(m and m * scale, "{:g}")} {unit}'
   statement = {
     'better': 'direction',
-    'equivalent': f'within ±{_num(m and m * scale, "{:g}")} {unit}',
-    'noninferior': f'loses < {_num(m and m * scale, "{:g}")} {unit}',
+    'equivalent': f'within ±{margin}',
+    'noninferior': f'loses < {margin}',
     'on_seeds': 'every seed',
   }[c['kind']]
   upper = c.get('upper')
@@ -198,7 +217,13 @@ def _part_names(c: Mapping) -> dict[str, str]:
     bound = f'below {upper:g}x'
   else:
     bound = f'below {upper * scale:g} {unit}'
-  return {scoring.STATEMENT: statement, scoring.BOUND: bound, scoring.SIZE: "vs the paper's"}
+  return {
+    scoring.STATEMENT: statement,
+    scoring.BEYOND: f'beyond ±{margin}',
+    scoring.BOUND: bound,
+    scoring.SIZE: "vs the paper's",
+    scoring.CONDITION: 'condition',
+  }
 
 
 def verdict_cell(c: Mapping, key: str = 'verdict') -> str:
@@ -208,26 +233,44 @@ def verdict_cell(c: Mapping, key: str = 'verdict') -> str:
   names = _part_names(c)
   parts = [part for part in c['parts'] if math.isfinite(part.get(p_key, math.nan))]
   ps = '; '.join(
-    (f'{names[part["name"]]} ' if len(c['parts']) > 1 else '') + f'p={_num(part[p_key])}'
+    (f'{names[part["name"]]} ' if len(parts) > 1 else '') + f'p={_num(part[p_key])}'
     for part in parts
   )
   out = f'**{c[key]}**' + (f' ({ps})' if ps else '')
   return out + (_edge_note(c) if key == 'verdict' else '')
 
 
+# The test a verdict rests on, where it is not the statement's.
+RESTS_ON = {
+  scoring.NO_CONDITION: scoring.CONDITION,
+  scoring.NOT_EQUIVALENT: scoring.BEYOND,
+  scoring.SMALLER: scoring.SIZE,
+}
+
+
+def _short_cell(c: Mapping, key: str = 'verdict') -> str:
+  """A verdict with the p of the test it rests on (marked * when the claim has more than
+  one test: the notes give each)."""
+  name = RESTS_ON.get(c[key], scoring.STATEMENT)
+  part = next((p for p in c['parts'] if p['name'] == name), c['parts'][0])
+  p = part[{'verdict': 'p_adj', 'verdict_holm': 'p_holm'}[key]]
+  return f'**{c[key]}** (p={_num(p)})' + ('*' if len(c['parts']) > 1 else '')
+
+
 def claim_rows(claims: Sequence[Mapping], start: int = 1) -> pd.DataFrame:
-  """One short row per claim (numbered from ``start``); the rest is in :func:`claim_notes`."""
+  """One short row per claim (numbered from ``start``); the rest is in :func:`claim_notes`
+  (a verdict marked * rests on more than one test: each is listed there)."""
   return pd.DataFrame(
     {
       '#': i,
       'claim': c['text']
       + (' [restated]' if c.get('restated') else '')
-      + (' *(outside the tally)*' if c['outside'] else ''),
-      "paper's effect": paper_effect_text(c),
+      + (' *(outside the tally)*' if c['outside'] else '')
+      + (' *(exploratory)*' if c.get('exploratory') else ''),
+      "paper's": paper_effect_text(c),
       'observed [95%]': effect_text(c),
-      'BH': verdict_cell(c),
-      'Holm': verdict_cell(c, 'verdict_holm'),
-      'selected': f'A: {c["A_setting"]}; B: {c["B_setting"]}',
+      'BH': _short_cell(c) + _edge_note(c),
+      'Holm': _short_cell(c, 'verdict_holm'),
     }
     for i, c in enumerate(claims, start)
   )
@@ -282,19 +325,31 @@ def claim_notes(claims: Sequence[Mapping], start: int = 1) -> list[str]:
     if c.get('target') is not None:
       metric += f' (target {c["target"]:.2f})'
     sides = _conditions_note(c) if c.get('conditions') else f'{_side(c, "A")}; {_side(c, "B")}'
-    notes = [f'{metric}: {sides}']
+    if c.get('equal_time'):
+      metric += ' within the simulated time both runs of a pair cover'
+    notes = [f'{metric}: {sides}', f'selected A: {c["A_setting"]}; B: {c["B_setting"]}']
     if c.get('condition'):
       notes.append(f'condition: {c["condition"]}')
     if c.get('source'):
       notes.append(f"the paper's effect: {c['source']}")
+    if c.get('incomparable'):
+      notes.append(f"the paper's effect is not comparable: {c['incomparable'].rstrip('.')}")
     if c.get('not_comparable'):
-      notes.append(f"the paper's effect would need more than {scoring.ACCURACY_CEILING:.0%}")
+      notes.append(
+        f"the paper's effect would need more than {scoring.ACCURACY_CEILING:.0%} (B's "
+        'validation accuracy plus the effect)'
+      )
+    if len(c['parts']) > 1:
+      notes.append('BH: ' + verdict_cell(c).replace('**', ''))
+      notes.append('Holm: ' + verdict_cell(c, 'verdict_holm').replace('**', ''))
     if _reached_note(c):
       notes.append(_reached_note(c))
     if c['verdict'] == scoring.INCONCLUSIVE and math.isfinite(c['needed']):
       notes.append(f'{c["needed"]:.0f} test seeds for 80% power')
     if c['outside']:
       notes.append(f'outside the tally: {c["outside"]}')
+    if c.get('exploratory'):
+      notes.append('exploratory (outside the tally): its test seeds were looked at before')
     if c.get('restated'):
       notes.append(f'restated: {c["restated"].rstrip(".")}')
     notes.append('before adjusting: ' + verdict_cell(c, 'verdict_raw').replace('**', ''))
@@ -319,7 +374,24 @@ def _part(head: str, *body: str) -> list[str]:
   return [line for text in (head, *body) for line in (text, '')]
 
 
-def experiment_section(paper: spec.Paper, s: Mapping, start: int) -> list[str]:
+def beside_rows(theirs: Sequence[Mapping], mine: Sequence[Mapping], key: str) -> pd.DataFrame:
+  """Each claim of ``mine`` whose statement ``theirs`` also scores: both effects and BH
+  verdicts side by side."""
+  by_text = {c['text']: c for c in theirs}
+  return pd.DataFrame(
+    {
+      'claim': c['text'],
+      f'{key} [95%]': effect_text(by_text[c['text']]),
+      f'{key} BH': _short_cell(by_text[c['text']]),
+      'here [95%]': effect_text(c),
+      'here BH': _short_cell(c),
+    }
+    for c in mine
+    if c['text'] in by_text
+  )
+
+
+def experiment_section(paper: spec.Paper, s: Mapping, start: int, scored: Mapping) -> list[str]:
   exp = s['exp']
   compute = _compute(s['sweeps'])
   out = _part(f'## {exp.title} ({exp.ref})', f'**Setting.** {exp.setting}')
@@ -330,6 +402,7 @@ def experiment_section(paper: spec.Paper, s: Mapping, start: int) -> list[str]:
     if text:
       out += _part(f'**{head}.** {text}')
   out += _part('**Deviations from the paper.**', '\n'.join(f'- {d}' for d in exp.deviations))
+  out += _part(f'**Seeds.** {seeds_text(exp)}')
   out += _part(f'**Machine.** {compute["machine"]}; sweeps {compute["minutes"]} min in all.')
   out += _part(
     f'**Selection** on seeds {list(exp.seeds)} (validation accuracy at the last evaluation):',
@@ -353,13 +426,39 @@ def experiment_section(paper: spec.Paper, s: Mapping, start: int) -> list[str]:
   if s['claims']:
     out += _part(
       '**Claims** (positive favours the claim; [terms](README.md#terms)):',
-      _table(claim_rows(s['claims'], start)),
+      _compact(claim_rows(s['claims'], start)),
       '\n'.join(claim_notes(s['claims'], start)),
+    )
+  if exp.beside and exp.beside in scored:
+    out += _part(
+      f'**Beside the {exp.beside} experiment** (the same statements at its scale; the tally '
+      'scores the one whose claims are not outside it):',
+      _compact(beside_rows(scored[exp.beside]['claims'], s['claims'], exp.beside)),
     )
   out += _part(f'![{exp.key}]({paper.key}_{exp.key}.png)')
   if figures.mc_curve(exp):
     out += _part(f'![{exp.key} over Mc]({paper.key}_{exp.key}_mc.png)')
   return out
+
+
+def seeds_text(exp: spec.Experiment) -> str:
+  """The seeds of each phase: selection, test (confirmatory or exploratory), and the earlier
+  test seeds looked at before the declaration took its present form."""
+  test = f'test {_seeds(exp.test_seeds)}'
+  if exp.exploratory:
+    test += (
+      ' (exploratory: looked at before the grid or seeds took their present form, so its '
+      'verdicts stay out of the tally)'
+    )
+  elif exp.looked:
+    test += ' (confirmatory: fresh, none of them used by an earlier test of this experiment)'
+  else:
+    test += ' (confirmatory: fixed before any test run)'
+  looked = [s for s in exp.looked if s not in set(exp.test_seeds)]
+  earlier = (
+    f'; earlier test seeds looked at: {_seeds(looked)} (records superseded)' if looked else ''
+  )
+  return f'selection {_seeds(exp.seeds)}; {test}{earlier}.'
 
 
 def _kept(exp: spec.Experiment) -> list[tuple[str, str]]:
@@ -427,7 +526,7 @@ def render(paper: spec.Paper, scored: Mapping) -> str:
   start = 1
   for exp in paper.experiments:
     if exp.key in scored:
-      out += experiment_section(paper, scored[exp.key], start)
+      out += experiment_section(paper, scored[exp.key], start, scored)
       start += len(scored[exp.key]['claims'])
   pending = [e for e in paper.experiments if e.key not in scored]
   if pending:
@@ -450,14 +549,10 @@ def render(paper: spec.Paper, scored: Mapping) -> str:
   return '\n'.join(out)
 
 
-def _tallied(scored: Mapping[str, Mapping], tallied: bool = True) -> list[Mapping]:
-  """The scored claims in the tally of paper statements (``tallied``), or outside it."""
+def _tallied(scored: Mapping[str, Mapping], tally: bool = True) -> list[Mapping]:
+  """The scored claims in the tally of paper statements (``tally``), or outside it."""
   return [
-    c
-    for exps in scored.values()
-    for s in exps.values()
-    for c in s['claims']
-    if bool(c['outside']) != tallied
+    c for exps in scored.values() for s in exps.values() for c in s['claims'] if tallied(c) == tally
   ]
 
 
@@ -493,30 +588,66 @@ def _compute(sweeps: Sequence[Mapping]) -> dict:
   }
 
 
-def summary_rows(scored: Mapping[str, Mapping], tallied: bool) -> pd.DataFrame:
-  """The summary's table: per claim its paper and reference, the paper's effect and where
-  it is read beside the observed effect, the verdicts (and, outside the tally, why)."""
-  rows = []
-  for key, exps in scored.items():
-    for s in exps.values():
-      for c in s['claims']:
-        if bool(c['outside']) == tallied:
-          continue
-        paper = paper_effect_text(c)
-        row = {
-          'paper': f'[{key}]({key}.md)',
-          'ref': c['ref'],
-          'claim': c['text'] + (' [restated]' if c.get('restated') else ''),
-          "paper's effect (where)": paper + (f' ({c["source"]})' if c.get('source') else ''),
-          'observed here [95%]': effect_text(c),
-          'BH': verdict_cell(c),
-          'Holm': verdict_cell(c, 'verdict_holm'),
-        }
-        if not tallied:
-          row = {k: v for k, v in row.items() if k != "paper's effect (where)"}
-          row['why outside the tally'] = c['outside']
-        rows.append(row)
-  return pd.DataFrame(rows)
+MODELS = {
+  'mlp': 'MLP 784-200-200-10',
+  'cnn': 'CNN (3 conv + 2 FC)',
+  'logreg': 'logistic regression',
+}
+DATASETS = {'fmnist': 'FMNIST'}
+
+
+def ran_at(exp: spec.Experiment) -> str:
+  """The dataset, model, clients and length an experiment ran at (its methods' configs,
+  loaded, not resolved)."""
+  configs = [spec.sweep_config(exp, m) for m in exp.methods]
+
+  def values(field, name=lambda v: str(v)) -> str:
+    found = sorted({c[field] for c in configs})
+    return name(found[0]) if len(found) == 1 else f'{name(found[0])}-{name(found[-1])}'
+
+  return (
+    f'{values("dataset", lambda v: DATASETS.get(v, v))}, '
+    f'{values("model", lambda v: MODELS.get(v, v))}, {values("num_clients")} clients, '
+    f'{values("num_rounds")} server steps'
+  )
+
+
+def _quoted(text: str, words: int = 8) -> str:
+  head = text.split()
+  return '"' + ' '.join(head[:words]) + (' ..."' if len(head) > words else '"')
+
+
+def _counts(claims: Sequence[Mapping], key: str) -> str:
+  """'2 agrees, 1 inconclusive': the verdicts of ``claims`` in the order of VERDICTS."""
+  counts = pd.Series([c[key] for c in claims], dtype=object).value_counts()
+  return ', '.join(f'{counts[v]} {v}' for v in scoring.VERDICTS if v in counts)
+
+
+def passage_rows(scored: Mapping[str, Mapping], papers: Sequence[spec.Paper]) -> pd.DataFrame:
+  """One row per paper passage the tally quotes: its paper and references, where it ran
+  (dataset, model, clients, length), its statements and their verdicts after BH and Holm
+  (each statement's row is on its paper's page)."""
+  out: dict[tuple[str, str], dict] = {}
+  for paper in papers:
+    for exp in paper.experiments:
+      claims = [c for c in scored[paper.key].get(exp.key, {}).get('claims', []) if tallied(c)]
+      where = ran_at(exp) if claims else ''
+      for c in claims:
+        row = out.setdefault((paper.key, c['quote']), {'refs': [], 'at': [], 'claims': []})
+        row['refs'] += [c['ref']] * (c['ref'] not in row['refs'])
+        row['at'] += [where] * (where not in row['at'])
+        row['claims'].append(c)
+  return pd.DataFrame(
+    {
+      'paper': f'[{key}]({key}.md)',
+      'passage': '; '.join(row['refs']) + ': ' + _quoted(quote),
+      'ran at': '; '.join(row['at']),
+      'statements': len(row['claims']),
+      'BH': _counts(row['claims'], 'verdict'),
+      'Holm': _counts(row['claims'], 'verdict_holm'),
+    }
+    for (key, quote), row in out.items()
+  )
 
 
 def render_summary(scored: Mapping[str, Mapping]) -> str:
@@ -525,14 +656,22 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
   claims = _tallied(scored)
   passages = len({c['quote'] for c in claims})
   declared = sum(not c.outside for p in papers for e in p.experiments for c in e.claims)
+  exploratory = [c for c in _tallied(scored, False) if c.get('exploratory') and not c['outside']]
   out = _part(
     '# Reproductions: summary',
+    f"## The papers' passages: {passages}, where each ran, and their verdicts",
+    'One row per passage the tally quotes (its statements, each scored once, are on its '
+    "paper's page); the verdicts after the Benjamini-Hochberg (BH) and Holm adjustments.",
+    _compact(passage_rows(scored, papers)),
     '<a id="scale"></a>' + prose['scale'],
     f'## Tally: {len(claims)} paper statements scored (of {declared} declared), after the '
     'adjustment',
     f'The tally holds {len(claims)} distinct statements of the papers, each scored once (a '
     'statement is one comparison a passage makes; other readings of it and this '
-    f"project's own contrasts are scored outside the tally), quoting {passages} passages.",
+    f"project's own contrasts are scored outside the tally), quoting {passages} passages. "
+    'Every verdict in it is confirmatory: its test seeds were fixed before any of them was '
+    f'looked at ({len(exploratory)} exploratory statements wait for their confirmatory '
+    'test outside it).',
     _table(tally_table(scored)),
     _edge_tally(scored),
     '## Protocol',
@@ -541,11 +680,17 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
     '## Terms',
     prose['terms'],
   )
-  out += _part('## Paper statements (the tally)', _compact(summary_rows(scored, True)))
-  outside = summary_rows(scored, False)
+  outside = _tallied(scored, False)
   out += _part(
     "## Scored outside the tally (other readings, the project's own contrasts)",
-    _compact(outside) if len(outside) else 'None scored yet.',
+    f"{len(outside)} claims, adjusted among themselves, each on its paper's page with the "
+    'reason: '
+    + ', '.join(
+      f'[{key}]({key}.md) {n}'
+      for key in scored
+      if (n := sum(not tallied(c) for s in scored[key].values() for c in s['claims']))
+    )
+    + '.',
   )
   looks = [line for p in papers for line in _looks(p, scored[p.key])]
   if looks:
@@ -553,7 +698,17 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
       '## Second looks and grids extended after a look at the test seeds',
       'Test seeds drawn again after an inconclusive result, or a grid extended after a '
       'decided verdict and the tests run again on the same seeds: either way the decision '
-      'followed a look at the test data.',
+      'followed a look at the test data. Each such experiment then ran its test phase again '
+      'on fresh test seeds, none of which an earlier test of it used, and its verdicts are '
+      'scored on them alone (the seeds of each phase are on its page); one still waiting '
+      'for it is exploratory, outside the tally.',
+      '\n'.join(
+        f'- {p.key} {e.key}: {seeds_text(e)}'
+        for p in papers
+        for e in p.experiments
+        if e.key in scored[p.key] and (e.looked or e.second_look or e.extended)
+      ),
+      'What was looked at and changed, each time:',
       '\n'.join(looks),
     )
   kept = [

@@ -5,8 +5,9 @@ run's identity) and the manifest (``<paper>.json``: the sweeps that produced the
 records' row count and SHA-256) are one pair, replaced together (:func:`write`) and
 checked against each other before any row is scored (:func:`read`: a damaged or
 mismatched pair is refused in one line naming the file). Each sweep states its status
-(``current``: the declaration gives it now; ``superseded``), repeated in every row's
-``status`` column. What each guarantee means: docs/reliability.md#result-records.
+(``current``: the declaration gives a sweep of its identity now, and the pages score it;
+``superseded``), repeated in every row's ``status`` column. What each guarantee means:
+docs/reliability.md#result-records.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from afl_jax.errors import UserError
-from afl_jax.pipeline import workdir
+from afl_jax.pipeline import record, workdir
 from afl_jax.reproduction import spec
 
 RECORDS = os.path.join(os.path.dirname(spec.CONFIGS), 'docs', 'results', 'records')
@@ -40,7 +42,9 @@ METRIC_COLUMNS = [
 RUN = 'run'  # the column of each row's run identity
 TEXT_COLUMNS = ['experiment', 'method', 'phase', 'setting', RUN]
 INT_COLUMNS = ['seed', 'step']
-SWEEP_FIELDS = ('experiment', 'method', 'phase', 'setting', 'identity', 'config', 'seeds', 'runs')
+# A sweep: its key (experiment, method, phase, setting), its identity (the digest of its runs'
+# identities), seeds, run count and the step each run ends at.
+SWEEP_FIELDS = ('experiment', 'method', 'phase', 'setting', 'identity', 'seeds', 'runs', 'steps')
 LEGACY = 'legacy:'  # a sweep from before run identities (superseded): its runs are unknown
 PHASES = ('select', 'test')
 STATUS = 'status'  # the column (and manifest field) of a sweep's status
@@ -75,7 +79,7 @@ def digest(data: bytes) -> str:
 
 def sweep_identity(run_identities) -> str:
   """A sweep's identity: the digest of its runs' identities (in any order)."""
-  return digest(json.dumps(sorted(set(run_identities))).encode())[:32]
+  return record.digest_of(sorted(set(run_identities)))[:32]
 
 
 def marked(sweeps: Sequence[Mapping]) -> bool:
@@ -97,10 +101,35 @@ def marked(sweeps: Sequence[Mapping]) -> bool:
 
 
 def sweep_rows(frame: pd.DataFrame, s: Mapping) -> pd.Series:
-  """The rows of sweep ``s`` (a test sweep is one setting; a selection sweep, all)."""
+  """The rows of sweep ``s``: its seeds of its method in its phase (a test sweep is one
+  setting; a selection sweep, all). Sweeps of one key on other seeds are others."""
   rows = (frame.experiment == s['experiment']) & (frame.method == s['method'])
-  rows &= frame.phase == s['phase']
+  rows &= (frame.phase == s['phase']) & frame.seed.isin(s['seeds'])
   return rows & (frame.setting == s['setting']) if s['phase'] == 'test' else rows
+
+
+def same_runs(a: Mapping, b: Mapping) -> bool:
+  """Whether sweeps ``a`` and ``b`` share a run (same key, a seed in common): a new one
+  replaces the old in the records."""
+  key = ('experiment', 'method', 'phase', 'setting')
+  return all(a[k] == b[k] for k in key) and bool(set(a['seeds']) & set(b['seeds']))
+
+
+def diverged(last: pd.DataFrame) -> pd.Series:
+  """Whether each run diverged, from its last row (:func:`last_rows`): a non-finite test
+  score, or validation score where the run has a validation split."""
+  test = ~np.isfinite(last[['test_accuracy', 'test_loss']].to_numpy(float)).all(axis=1)
+  val = ~np.isfinite(last[['val_accuracy', 'val_loss']].to_numpy(float)).all(axis=1)
+  return pd.Series(test | (val & last['has_val'].to_numpy(bool)), index=last.index)
+
+
+def last_rows(frame: pd.DataFrame) -> pd.DataFrame:
+  """The last row of every run, with ``has_val``: its first evaluation has a validation
+  score (the run has a validation split)."""
+  runs_ = frame.sort_values('step', kind='stable').groupby(KEYS[:-1])
+  last = runs_.tail(1).copy()
+  last['has_val'] = runs_['val_accuracy'].transform('first').loc[last.index].notna()
+  return last
 
 
 def write(
@@ -117,7 +146,9 @@ def write(
   frame = frame.sort_values(KEYS, kind='stable').reset_index(drop=True)[
     KEYS + METRIC_COLUMNS + [RUN]
   ]
-  sweeps = sorted(sweeps, key=lambda m: (m['experiment'], m['phase'], m['method'], m['setting']))
+  sweeps = sorted(
+    sweeps, key=lambda m: (m['experiment'], m['phase'], m['method'], m['setting'], min(m['seeds']))
+  )
   try:
     if marked(sweeps):
       status = pd.Series(float('nan'), index=frame.index, dtype=object)
@@ -169,10 +200,11 @@ def _load_manifest(path: str) -> dict[str, Any]:
       not isinstance(s['identity'], str)
       or s['phase'] not in PHASES
       or not _is_int(s['runs'])
+      or not _is_int(s['steps'])
       or not isinstance(s['seeds'], list)
       or not all(_is_int(x) for x in s['seeds'])
     ):
-      raise RecordsError(f'{path}: sweep {i} has an invalid phase, runs or seeds; {RESTORE}')
+      raise RecordsError(f'{path}: sweep {i} has an invalid phase, runs, steps or seeds; {RESTORE}')
   return manifest
 
 
@@ -233,6 +265,7 @@ def _check_sweeps(path: str, frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> 
   """Every manifest sweep's rows hold its seeds and runs (and its status, in a marked
   pair); every row belongs to one sweep."""
   covered = pd.Series(False, index=frame.index)
+  ends = last_rows(frame)
   for s in sweeps:
     rows = sweep_rows(frame, s)
     mine = frame[rows]
@@ -244,6 +277,14 @@ def _check_sweeps(path: str, frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> 
       what += [f'seeds {more} the manifest does not list'] * bool(more)
       raise RecordsError(f'{path}: sweep {label(s)}: the records have {" and ".join(what)}')
     runs = len(set(zip(mine.setting, mine.seed)))
+    last = ends[sweep_rows(ends, s)]
+    short = last[(last.step != s['steps']) & ~diverged(last)]
+    if len(short):
+      first = short.iloc[0]
+      raise RecordsError(
+        f'{path}: sweep {label(s)}: the run of seed {first.seed} ends at step {first.step}, '
+        f'before its last step {s["steps"]} (its last evaluation is missing); {RESTORE}'
+      )
     if runs != s['runs']:
       raise RecordsError(
         f'{path}: sweep {label(s)}: the records hold {runs} runs where the manifest lists '

@@ -2,20 +2,22 @@
 
 ``select`` runs every grid setting of every method on the selection seeds (one sweep per
 method); ``test`` runs only the settings the claims need on the fresh test seeds (one sweep
-per method and setting). A sweep runs again exactly when its identity (its runs' data and
-schedules built, nothing trained) differs from the records'; the pages score only the
-sweeps the declaration still gives (:func:`is_current`). The records' files:
+per method and setting). The identity of a sweep (its runs' data and schedules built,
+nothing trained) is the one key: a sweep runs again exactly when the records lack it, and
+a recorded sweep is current exactly when the declaration gives it now (:func:`is_declared`;
+its status, stored with the records, is what the pages read). The records' files:
 :mod:`~afl_jax.reproduction.records`; the protocol: docs/results/README.md#protocol.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
 import platform
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import ml_collections
@@ -49,25 +51,35 @@ def identities(config: ml_collections.ConfigDict) -> dict[str, dict[str, Any]]:
     }
 
 
-# (registry generation, a sweep config's text) -> config_digest (pages, marks, current)
-_DIGESTS: dict[tuple[int, str], str] = {}
+# (registry generation, a sweep config's text) -> the sweep's identity, within remembering()
+_IDENTITIES: dict[tuple[int, str], str] | None = None
 
 
-def config_digest(config: ml_collections.ConfigDict) -> str:
-  """The digest of a sweep's runs' resolved configs, resolved once per distinct config while
-  no component is registered anew."""
+@contextlib.contextmanager
+def remembering() -> Iterator[None]:
+  """Within the block (one command: its data and code as they are), each sweep's identity
+  is built once per distinct config while no component is registered anew; outside it,
+  every call builds anew."""
+  global _IDENTITIES
+  outer, _IDENTITIES = _IDENTITIES, {} if _IDENTITIES is None else _IDENTITIES
+  try:
+    yield
+  finally:
+    _IDENTITIES = outer
+
+
+def sweep_identity(config: ml_collections.ConfigDict) -> str:
+  """The identity of the sweep ``config`` describes: the digest of its runs' identities
+  (:func:`identities`), remembered within :func:`remembering`."""
   from afl_jax import registry
-  from afl_jax.pipeline import config as config_lib
-  from afl_jax.pipeline import record, sweep
 
   text = (registry.GENERATION[0], config.to_json_best_effort(sort_keys=True))
-  if text not in _DIGESTS:
-    parts = [
-      record.config_digest(config_lib.resolve(sweep.point_config(config, p)))
-      for p in sweep.grid(config)
-    ]
-    _DIGESTS[text] = records.sweep_identity(parts)
-  return _DIGESTS[text]
+  if _IDENTITIES is not None and text in _IDENTITIES:
+    return _IDENTITIES[text]
+  ident = records.sweep_identity(i['digest'] for i in identities(config).values())
+  if _IDENTITIES is not None:
+    _IDENTITIES[text] = ident
+  return ident
 
 
 def lock_records(records_dir: str):
@@ -126,25 +138,29 @@ def sweep_configs(
 
 
 def records_of_sweep(exp_key: str, label: str, phase: str, workdir: str, summary: Mapping):
-  """The rows of a finished sweep (``summary`` as train_sweep returns it), each run read
-  through its run record; a run of another identity, or stopped before its last step, is
-  refused in one line (a diverged run keeps its rows; scoring reads it as diverged)."""
+  """(the rows, the last step) of a finished sweep (``summary`` as train_sweep returns it),
+  each run read through its run record; a run of another identity, or stopped before its
+  last step, is refused in one line (a diverged run keeps its rows; scoring reads it as
+  diverged)."""
   from afl_jax.pipeline import record
 
-  rows = []
+  rows, steps = [], set()
   for run in summary['runs']:
     rec = record.read(os.path.join(workdir, run['name']))
     if not (rec.completed or rec.status.startswith('diverged')):
       raise UserError(f'{rec.path}: {rec.status}; a record needs the finished run: rerun the sweep')
     if rec.identity.get('digest') != run['identity']:
       raise UserError(f'{rec.path}: holds a run of another identity than its sweep ran; rerun')
+    steps.add(int(rec.config['num_rounds']))
     key = {'experiment': exp_key, 'method': label, 'phase': phase}
     key |= {'setting': setting_key(run['hparams']), 'seed': int(run['seed'])}
     for r in rec.records:
       if 'test_accuracy' in r:
         metrics = {k: r.get(k, float('nan')) for k in METRIC_COLUMNS}
         rows.append(key | {'step': int(r['step']), RUN: run['identity']} | metrics)
-  return rows
+  if len(steps) > 1:
+    raise UserError(f'{workdir}: its runs end at different steps {sorted(steps)}: one sweep, one T')
+  return rows, steps.pop() if steps else 0
 
 
 def run_phase(
@@ -157,13 +173,20 @@ def run_phase(
   records_dir: str = RECORDS,
   rerun: bool = False,
   log: Callable[[str], None] = print,
-  mark: Callable[[spec.Paper, pd.DataFrame, list], list],
+  mark: Callable[..., list],
 ) -> None:
   """Run one phase of ``exp`` (the sweeps whose identity the records lack, or all with
-  ``rerun``) and merge each sweep's rows into the paper's records as it finishes.
-  ``settings``: test phase, method -> setting keys
-  (:func:`afl_jax.reproduction.scoring.settings_to_test`); ``mark``: the statuses
-  (:func:`afl_jax.reproduction.scoring.mark`, passed in: scoring reads through here)."""
+  ``rerun``) and merge each sweep's rows into the paper's records as it finishes: it
+  replaces a recorded sweep of the same method, phase and setting that shares a seed with
+  it (sweeps of other seeds stay, superseded). ``settings``: test phase, method -> setting
+  keys (:func:`afl_jax.reproduction.scoring.settings_to_test`); ``mark``: the statuses of
+  ``exp``'s sweeps (:func:`afl_jax.reproduction.scoring.mark`, passed in: scoring reads
+  through here)."""
+  with remembering():
+    _run_phase(paper, exp, phase, out_dir, settings, records_dir, rerun, log, mark)
+
+
+def _run_phase(paper, exp, phase, out_dir, settings, records_dir, rerun, log, mark) -> None:
   from afl_jax.pipeline import config as config_lib
   from afl_jax.pipeline import processes
   from afl_jax.pipeline import sweep as sweep_lib
@@ -172,70 +195,89 @@ def run_phase(
   for method in exp.methods:
     wanted = (settings or {}).get(method.label, ())
     for setting, config in sweep_configs(exp, method, phase, wanted):
-      ident = records.sweep_identity(i['digest'] for i in identities(config).values())
+      ident = sweep_identity(config)
+      seeds = [int(s) for s in config_lib.sweep_axes(config.sweep)['seed']]
       entry = {'experiment': exp.key, 'method': method.label, 'phase': phase, 'setting': setting}
-      old = [m for m in manifest if all(m[k] == v for k, v in entry.items())]
       where = f'[{exp.key}/{method.label}/{phase}]'
-      if old and old[0]['identity'] == ident and not rerun:
+      if not rerun and any(
+        m['identity'] == ident for m in manifest if records.same_runs(m, entry | {'seeds': seeds})
+      ):
         log(f'{where} records up to date (identity {ident})')
         continue
-      if old:
-        was = old[0]['identity']
-        log(f"{where} its runs' inputs changed (identity {was} -> {ident}): running again")
+      old = [m for m in manifest if records.same_runs(m, entry | {'seeds': seeds})]
+      for m in old:
+        log(
+          f"{where} its runs' inputs changed (identity {m['identity']} -> {ident}): running again"
+        )
       label = ''.join(ch if ch.isalnum() or ch in '+-_.' else '_' for ch in method.label)
       workdir = os.path.join(out_dir, paper.key, exp.key, phase, label, ident[:16])
       log(f'{where} sweep {setting} -> {workdir}')
       t0 = time.time()
       summary = sweep_lib.train_sweep(config, workdir, log=log)
       seconds = time.time() - t0
-      rows = pd.DataFrame(records_of_sweep(exp.key, method.label, phase, workdir, summary))
-      frame = pd.concat([frame[~records.sweep_rows(frame, entry)], rows], ignore_index=True)
+      found, steps = records_of_sweep(exp.key, method.label, phase, workdir, summary)
+      for m in old:
+        frame = frame[~records.sweep_rows(frame, m)]
+      frame = pd.concat([frame, pd.DataFrame(found)], ignore_index=True)
       manifest = [m for m in manifest if m not in old] + [
         entry
         | {
           'identity': ident,
-          'config': config_digest(config),
-          'seeds': [int(s) for s in config_lib.sweep_axes(config.sweep)['seed']],
+          'seeds': seeds,
           'runs': len(summary['runs']),
+          'steps': steps,
           'seconds': round(seconds, 1),
           'machine': machine_info(),
           'date': datetime.date.today().isoformat(),
         }
       ]
+      manifest = mark(paper, frame, manifest, [exp.key])
       if processes.is_writer():  # every process holds the same frame; process 0 writes it
-        write(paper.key, frame, mark(paper, frame, manifest), records_dir)  # nothing lost
+        write(paper.key, frame, manifest, records_dir)  # nothing lost
       processes.barrier('afl_jax records written')
 
 
-def is_current(exp: spec.Experiment, sweep: Mapping) -> bool:
-  """Whether ``exp`` as declared now still gives the manifest entry ``sweep`` (the sweep's
-  runs have the recorded config digest)."""
+def is_declared(exp: spec.Experiment, sweep: Mapping) -> bool:
+  """Whether ``exp`` as declared now gives the manifest entry ``sweep``: a sweep of its
+  method, phase and setting whose identity is the recorded one (the one key of reuse,
+  staleness and pairing)."""
   method = {m.label: m for m in exp.methods}.get(sweep['method'])
-  if sweep['experiment'] != exp.key or method is None or not sweep.get('config'):
+  if sweep['experiment'] != exp.key or method is None:
     return False
   settings = [sweep['setting']] if sweep['phase'] == 'test' else []
   configs = sweep_configs(exp, method, sweep['phase'], settings)
-  return [config_digest(c) for _, c in configs] == [sweep['config']]
+  return [sweep_identity(c) for _, c in configs] == [sweep['identity']]
 
 
 def current(exp: spec.Experiment, frame: pd.DataFrame, manifest: Sequence[Mapping]) -> pd.DataFrame:
-  """The rows of ``exp`` whose sweep the declaration still gives (:func:`is_current`)."""
-  rows = frame[frame.experiment == exp.key]
-  keep = pd.Series(False, index=rows.index)
+  """The rows of ``exp``'s sweeps whose status is ``current`` (the pages score them; the
+  status follows the declaration by identity, :func:`afl_jax.reproduction.scoring.mark`)."""
+  keep = pd.Series(False, index=frame.index)
   for m in manifest:
-    if is_current(exp, m):
-      keep |= records.sweep_rows(rows, m)
-  return rows[keep]
+    if m['experiment'] == exp.key and m.get(records.STATUS) == 'current':
+      seeds = exp.seeds if m['phase'] == 'select' else exp.test_seeds
+      if sorted(m['seeds']) != sorted(seeds):  # the declaration changed since the marking
+        raise UserError(
+          f'the records mark sweep {records.label(m)} current on seeds {m["seeds"]}, where '
+          f'{exp.key} declares {list(seeds)}: python scripts/report.py --write --restatus'
+        )
+      keep |= records.sweep_rows(frame, m)
+  return frame[keep]
 
 
-def require_selection(paper_key: str, exp: spec.Experiment, records_dir: str = RECORDS) -> None:
-  """Refuse (UserError, one line) the test phase of ``exp`` while a method has no selection
-  records of the declaration as it is now."""
-  rows = current(exp, *read(paper_key, records_dir))
-  have = set(rows.method[rows.phase == 'select'])
+def selection_rows(paper_key: str, exp: spec.Experiment, records_dir: str = RECORDS):
+  """The rows of ``exp``'s selection sweeps as declared now (by identity); UserError (one
+  line) while a method has none: the test phase needs them."""
+  frame, manifest = read(paper_key, records_dir)
+  keep, have = pd.Series(False, index=frame.index), set()
+  for m in manifest:
+    if m['experiment'] == exp.key and m['phase'] == 'select' and is_declared(exp, m):
+      keep |= records.sweep_rows(frame, m)
+      have.add(m['method'])
   missing = [m.label for m in exp.methods if m.label not in have]
   if missing:
     raise UserError(
       f'--phase=test: experiment {exp.key} of {paper_key} has no selection records (as '
       f'declared now) for {", ".join(missing)}; run --phase=select (or all) first'
     )
+  return frame[keep]

@@ -1,10 +1,13 @@
 """Select on validation over the selection seeds; score every claim on the test seeds.
 
-Each method's setting is the one with the best mean final validation accuracy (a selection
-on a grid edge stops the test phase: :func:`settings_to_test`); each claim is a paired test
-on the test seeds (:func:`score_claim`; a speedup on the log scale), its verdict composed
-from the tests that stay decided after the Benjamini-Hochberg and Holm adjustments
-(:func:`adjust`). The protocol, stated once: docs/results/protocol.md (in the summary,
+Every run's numbers come from one per-seed table (:func:`per_run`: ``results.per_seed``
+over the records, the first evaluation reaching a target read by
+``metrics_io.first_reaching``). Each method's setting is the one with the best mean final
+validation accuracy (a selection on a grid edge stops the test phase:
+:func:`settings_to_test`); each claim is a set of tests fixed by its declaration
+(:func:`score_claim`), each decided at 2.5% per side, and its verdict is composed from the
+tests that stay decided after the Benjamini-Hochberg and Holm adjustments (:func:`adjust`).
+The protocol, stated once: docs/results/protocol.md (in the summary,
 docs/results/README.md#protocol).
 """
 
@@ -18,36 +21,76 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from afl_jax import results
 from afl_jax.errors import UserError
+from afl_jax.pipeline import record
 from afl_jax.reproduction import records, runs, spec
 from afl_jax.results import ALPHA, one_sided_p, paired, seeds_needed  # the one implementation
 
 # An accuracy effect of the paper is comparable here only if the level it asks of A (B's
-# mean + the effect) stays below this: a CIFAR-10 gap of 20 points on top of an 80%
-# Fashion-MNIST baseline needs > 99% and no outcome could show it.
+# validation accuracy on the selection seeds + the effect) stays below this: a CIFAR-10 gap
+# of 20 points on top of an 80% Fashion-MNIST baseline needs > 99% and no outcome could
+# show it. Read from the selection, so the tests of the family are fixed before the test.
 ACCURACY_CEILING = 0.99
 DEFAULT_TARGET_FRACTION = 0.9
-TO_TARGET = {  # metric -> (record column, scale to the page's unit)
-  'steps_to_target': ('step', 1.0),
-  'clock_to_target': ('wall_clock', 1.0),
-  'mb_to_target': ('bytes_up', 1e-6),
+# "More consistent": a paired bootstrap over the test seeds, this many resamples, this seed.
+BOOTSTRAP = 10_000
+BOOTSTRAP_SEED = 0
+RUN_KEYS = records.KEYS[:-1]  # experiment, method, phase, setting, seed
+TO_TARGET = {  # metric -> the per-seed table's column
+  'steps_to_target': 'steps',
+  'clock_to_target': 'seconds',
+  'mb_to_target': 'mb',
 }
 
 
-def finals(frame: pd.DataFrame) -> pd.DataFrame:
-  """The last evaluation of every run; a run with a non-finite score is ``diverged`` and
-  scores 0."""
-  runs_ = frame.sort_values('step', kind='stable').groupby(
-    ['experiment', 'method', 'phase', 'setting', 'seed']
-  )
-  out = runs_.tail(1).copy()
-  # A run has a validation split when its first evaluation has a validation score.
-  has_val = runs_['val_accuracy'].transform('first').loc[out.index].notna()
-  bad = ~np.isfinite(out[['test_accuracy', 'test_loss']].to_numpy(float)).all(axis=1)
-  bad |= has_val & ~np.isfinite(out[['val_accuracy', 'val_loss']].to_numpy(float)).all(axis=1)
-  out['diverged'] = bad
-  out.loc[bad, ['val_accuracy', 'test_accuracy']] = 0.0
-  return out.reset_index(drop=True)
+def _runs(frame: pd.DataFrame) -> dict[tuple, list[record.RunRecord]]:
+  """The runs of ``frame`` as run records, per (experiment, method, phase, setting) in
+  seed order: a run whose last evaluation is not finite diverged at its last step (its
+  rows go to the end: the records refuse a run that ends early,
+  :func:`afl_jax.reproduction.records.read`)."""
+  f = frame.sort_values([*RUN_KEYS, 'step'], kind='stable')
+  evaluations = f[['step', *records.METRIC_COLUMNS]].to_dict('records')
+  keys = list(zip(*(f[k].to_numpy(object).tolist() for k in RUN_KEYS)))
+  last = records.last_rows(f).set_index(RUN_KEYS)
+  bad = records.diverged(last)
+  ends = np.flatnonzero([a != b for a, b in zip(keys, keys[1:])] + [True]) + 1
+  out: dict[tuple, list[record.RunRecord]] = {}
+  for start, end in zip([0, *ends[:-1]], ends):
+    key = keys[start]
+    status = f'diverged at step {last.step[key]}' if bad[key] else 'completed'
+    name = '/'.join(map(str, key[:-1])) + f'/seed={key[-1]}'
+    ident = {'digest': f[records.RUN].iloc[start]}
+    run = record.RunRecord(name, {'seed': int(key[-1])}, ident, evaluations[start:end], status)
+    out.setdefault(key[:-1], []).append(run)
+  return out
+
+
+def per_run(frame: pd.DataFrame, target: float | None = None, at=None) -> pd.DataFrame:
+  """One row per run of ``frame``: its keys, ``run`` (identity), ``diverged``, the final
+  ``val_accuracy`` and ``test_accuracy`` and the ``best_test_accuracy`` (0 for a diverged
+  run: it scores 0), and with a ``target`` the ``steps``, ``seconds`` and ``mb`` at the
+  first evaluation reaching it (else at the last: a bound) and ``reached``; ``at``: read
+  every run at that budget (``results.parse_at``'s form)."""
+  out = []
+  for key, group in _runs(frame).items() if len(frame) else ():
+    test = results.per_seed(group, 'test_accuracy', target, at)
+    val = results.per_seed(group, 'val_accuracy', None, at)
+    table = pd.DataFrame(index=test.index)
+    table[RUN_KEYS[:-1]] = list(key)
+    table['run'] = [r.identity['digest'] for r in group]
+    table['diverged'] = test.status.str.startswith('diverged').to_numpy()
+    table['val_accuracy'] = val.get('final', math.nan)
+    table['test_accuracy'] = test.get('final', math.nan)
+    table['best_test_accuracy'] = test.get('best', math.nan)
+    table.loc[table.diverged, ['val_accuracy', 'test_accuracy', 'best_test_accuracy']] = 0.0
+    for column in (*TO_TARGET.values(), 'reached') if target else ():
+      table[column] = test[column]
+    out.append(table.reset_index())
+  columns = [*RUN_KEYS, 'run', 'diverged', 'val_accuracy', 'test_accuracy', 'best_test_accuracy']
+  if not out:
+    return pd.DataFrame(columns=columns)
+  return pd.concat(out, ignore_index=True)[columns + list(out[0].columns.difference(columns))]
 
 
 def rows(frame: pd.DataFrame, exp_key: str, label: str, phase: str, setting: str | None = None):
@@ -61,11 +104,12 @@ def _matches(key: str, at: Mapping[str, Any]) -> bool:
   return all(setting.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in at.items())
 
 
-def select(fin: pd.DataFrame, exp_key: str, label: str, at: Mapping[str, Any] = ()) -> dict:
+def select(table: pd.DataFrame, exp_key: str, label: str, at: Mapping[str, Any] = ()) -> dict:
   """``label``'s validation-selected setting in ``exp_key`` (within ``at`` on the fields it
-  sweeps): ``{'setting', 'val', 'scores' (setting -> mean val), 'edges'}``, a tie to the
-  first setting key in sorted order; ValueError without selection records."""
-  mine = rows(fin, exp_key, label, 'select')
+  sweeps; ``table``: :func:`per_run`): ``{'setting', 'val', 'scores' (setting -> mean val),
+  'edges'}``, a tie to the first setting key in sorted order; ValueError without selection
+  records."""
+  mine = rows(table, exp_key, label, 'select')
   swept = {field for k in mine.setting.unique() for field in runs.setting_of(k)}
   at = {field: v for field, v in dict(at).items() if field in swept}
   mine = mine[[_matches(k, at) for k in mine.setting]]
@@ -97,38 +141,38 @@ def _edges(best: str, mine: pd.DataFrame) -> list[str]:
   return out
 
 
-def selected_test(exp: spec.Experiment, frame: pd.DataFrame, fin: pd.DataFrame, label: str):
+def selected_test(exp: spec.Experiment, frame: pd.DataFrame, table: pd.DataFrame, label: str):
   """``label``'s selected setting, and its rows of ``frame`` on the test seeds."""
-  key = select(fin, exp.key, label)['setting']
+  key = select(table, exp.key, label)['setting']
   return key, rows(frame, exp.key, label, 'test', key)
 
 
-def selections(exp: spec.Experiment, fin: pd.DataFrame) -> list[tuple[str, dict]]:
+def selections(exp: spec.Experiment, table: pd.DataFrame) -> list[tuple[str, dict]]:
   """(method label, :func:`select`) of every selection the claims score, each setting once:
   every method's overall selection, and its selection under each ``at`` restriction."""
-  out = [(m.label, select(fin, exp.key, m.label)) for m in exp.methods]
+  out = [(m.label, select(table, exp.key, m.label)) for m in exp.methods]
   for claim in exp.claims:
     for label in (claim.better, claim.worse, *claim.baseline, *claim.condition) if claim.at else ():
-      chosen = select(fin, exp.key, label, claim.at)
+      chosen = select(table, exp.key, label, claim.at)
       if (label, chosen['setting']) not in {(k, s['setting']) for k, s in out}:
         out.append((label, chosen))
   return out
 
 
-def test_settings(exp: spec.Experiment, fin: pd.DataFrame) -> dict[str, list[str]]:
+def test_settings(exp: spec.Experiment, table: pd.DataFrame) -> dict[str, list[str]]:
   """Method -> the settings its claims score on the test seeds (:func:`selections`)."""
   out: dict[str, list[str]] = {m.label: [] for m in exp.methods}
-  for label, chosen in selections(exp, fin):
+  for label, chosen in selections(exp, table):
     out[label].append(chosen['setting'])
   return out
 
 
-def open_edges(exp: spec.Experiment, fin: pd.DataFrame) -> list[str]:
+def open_edges(exp: spec.Experiment, table: pd.DataFrame) -> list[str]:
   """The selections on an edge of their grid that ``exp`` does not keep (``edges_kept``):
   '<method> (<setting>): <field> on <side> edge'."""
   return [
     f'{label} ({_short(chosen["setting"])}): {", ".join(chosen["edges"])}'
-    for label, chosen in selections(exp, fin)
+    for label, chosen in selections(exp, table)
     if chosen['edges'] and label not in exp.edges_kept
   ]
 
@@ -136,62 +180,30 @@ def open_edges(exp: spec.Experiment, fin: pd.DataFrame) -> list[str]:
 def settings_to_test(
   paper_key: str, exp: spec.Experiment, records_dir: str = runs.RECORDS
 ) -> dict[str, list[str]]:
-  """:func:`test_settings` on the current selection records; UserError (one line naming
-  each) while a selection sits on an edge of its grid that the experiment does not keep."""
-  fin = finals(runs.current(exp, *runs.read(paper_key, records_dir)))
-  edges = open_edges(exp, fin)
+  """:func:`test_settings` on the declared selection sweeps (found by identity,
+  :func:`~afl_jax.reproduction.runs.selection_rows`); UserError (one line naming each)
+  while a selection sits on an edge of its grid that the experiment does not keep."""
+  table = per_run(runs.selection_rows(paper_key, exp, records_dir))
+  edges = open_edges(exp, table)
   if edges:
     raise UserError(
       f'{paper_key}/{exp.key}: selected on an edge of its grid: {"; ".join(edges)}; extend '
       'the grid past it (the selection runs again) before the test runs, or say why not '
       "in the experiment's edges_kept"
     )
-  return test_settings(exp, fin)
+  return test_settings(exp, table)
 
 
-def target_of(exp: spec.Experiment, fin: pd.DataFrame) -> float:
+def target_of(exp: spec.Experiment, table: pd.DataFrame) -> float:
   """``exp.target``, else 90% of the median over methods of the selected settings' mean
   final validation accuracy, rounded down to a whole percent (diverged methods left out)."""
   if exp.target is not None:
     return exp.target
-  means = [select(fin, exp.key, m.label)['val'] for m in exp.methods]
+  means = [select(table, exp.key, m.label)['val'] for m in exp.methods]
   means = [m for m in means if math.isfinite(m) and m > 0]
   if not means:
     return 1.0
   return math.floor(100 * DEFAULT_TARGET_FRACTION * float(np.median(means))) / 100
-
-
-def per_seed(
-  frame: pd.DataFrame,
-  fin: pd.DataFrame,
-  exp_key: str,
-  label: str,
-  setting: str,
-  metric: str,
-  target: float,
-) -> pd.DataFrame:
-  """Per test seed of ``label`` at ``setting``: ``value`` of ``metric`` and ``reached`` (a
-  to-target value at the first evaluation reaching ``target``, else at the last: a bound)."""
-  mine = rows(fin, exp_key, label, 'test', setting).set_index('seed').sort_index()
-  if metric == 'test_accuracy':
-    return pd.DataFrame({'value': mine.test_accuracy, 'reached': True})
-  if metric == 'best_test_accuracy':  # the best evaluation of the run (a paper's "best")
-    curves = rows(frame, exp_key, label, 'test', setting)
-    best = curves.groupby('seed').test_accuracy.max().reindex(mine.index)
-    return pd.DataFrame({'value': best.fillna(0.0), 'reached': True})
-  if metric == 'diverged':
-    return pd.DataFrame({'value': mine.diverged.astype(float), 'reached': True})
-  out = {}
-  curves = rows(frame, exp_key, label, 'test', setting)
-  for seed, curve in curves.sort_values('step').groupby('seed'):
-    hit = curve[curve.test_accuracy >= target]
-    row = hit.iloc[0] if len(hit) else curve.iloc[-1]
-    if metric == 'not_reached':
-      out[seed] = (float(hit.empty), True)
-    else:
-      column, scale = TO_TARGET[metric]
-      out[seed] = (float(row[column]) * scale, not hit.empty)
-  return pd.DataFrame.from_dict(out, orient='index', columns=['value', 'reached']).sort_index()
 
 
 AGREES, DISAGREES, INCONCLUSIVE = 'agrees', 'disagrees', 'inconclusive'
@@ -215,43 +227,132 @@ VERDICTS = (
   INCONCLUSIVE,
 )
 DECIDED = (AGREES, AGREES_SMALLER, EQUIVALENT, SMALLER, DISAGREES, NOT_EQUIVALENT)
-# The tests a verdict rests on, each adjusted on its own: the statement, its bound, the size.
-STATEMENT, BOUND, SIZE = 'statement', 'bound', "paper's size"
+# The tests a verdict rests on, fixed by the claim's declaration (each adjusted on its own):
+# the statement (for an equivalence: within the margin, and beyond it), its bound, the
+# paper's size, the condition.
+STATEMENT, BEYOND, BOUND, SIZE, CONDITION = (
+  'statement',
+  'beyond the margin',
+  'bound',
+  "paper's size",
+  'condition',
+)
+REPRODUCED = 'reproduced'  # what a decided condition test says
 
 
 def _part(name: str, verdict: str, p: float) -> dict:
-  return {'name': name, 'verdict': verdict, 'p': p}
+  return {'name': name, 'verdict': verdict, 'p': min(1.0, p)}
 
 
-def _decide(p_in: float, p_out: float, yes: str, no: str) -> tuple[str, float]:
-  """(``yes``, p_in) when p_in < ALPHA, else (``no``, p_out) when p_out < ALPHA, else
-  inconclusive at p_in."""
-  return (yes, p_in) if p_in < ALPHA else (no, p_out) if p_out < ALPHA else (INCONCLUSIVE, p_in)
+def _two_sided(d: np.ndarray, at: float) -> tuple[float, bool]:
+  """(p, whether the mean is above ``at``) of the test of mean d = ``at`` with two declared
+  sides, 2.5% each: twice the smaller one-sided p."""
+  above, below = one_sided_p(d, at, 'greater'), one_sided_p(d, at, 'less')
+  return 2 * min(above, below), above <= below
+
+
+def _one_side(d: np.ndarray, at: float, alternative: str) -> float:
+  """p of a test with one declared side at 2.5%, stated on the two-sided scale (twice the
+  one-sided p): every p of a page is compared with 0.05."""
+  return 2 * one_sided_p(d, at, alternative)
+
+
+def bootstrap(da: np.ndarray, db: np.ndarray) -> dict[str, float]:
+  """ "More consistent": T = |mean change of B| - |mean change of A| over the test seeds,
+  with a paired bootstrap over the seeds (:data:`BOOTSTRAP` resamples of the seeds with
+  replacement, numpy's generator seeded :data:`BOOTSTRAP_SEED`): ``mean`` (T), the 95%
+  percentile interval (``lo``, ``hi``), ``p``, twice the smaller share of resampled T at or
+  beyond 0 on either side (a share of k of B resamples is (k + 1) / (B + 1)), and the
+  resampled ``t``."""
+  da, db = np.asarray(da, float), np.asarray(db, float)
+  n = len(da)
+  idx = np.random.default_rng(BOOTSTRAP_SEED).integers(0, n, size=(BOOTSTRAP, n))
+  t = np.abs(db[idx].mean(axis=1)) - np.abs(da[idx].mean(axis=1))
+  lo, hi = np.quantile(t, [ALPHA / 2, 1 - ALPHA / 2])
+  mean = float(abs(db.mean()) - abs(da.mean()))
+  p = 2 * min(_share(t <= 0), _share(t >= 0))
+  return {'mean': mean, 'sd': math.nan, 'lo': float(lo), 'hi': float(hi), 'p': p, 't': t}
+
+
+def _share(hits: np.ndarray) -> float:
+  return (int(np.sum(hits)) + 1) / (len(hits) + 1)
+
+
+def _budgets(claim: spec.Claim) -> list[tuple[str, str]]:
+  """The pairs of methods read at one simulated-time budget per seed (``equal_time``):
+  each method with its baseline for a claim across conditions, else A with B (and the
+  condition's pair)."""
+  if claim.baseline:
+    pairs = [(claim.baseline[0], claim.better), (claim.baseline[1], claim.worse)]
+  else:
+    pairs = [(claim.better, claim.worse)]
+  return pairs + ([tuple(claim.condition)] if claim.condition else [])
+
+
+def _equal_time(
+  frame: pd.DataFrame, exp: spec.Experiment, settings: Mapping[str, str], pairs
+) -> dict[str, pd.Series]:
+  """Per method of ``pairs``: its best test accuracy per test seed within the simulated time
+  both methods of its pair cover on that seed (the shorter run's last evaluation)."""
+  curves = {
+    label: rows(frame, exp.key, label, 'test', settings[label]) for p in pairs for label in p
+  }
+  out: dict[str, pd.Series] = {}
+  for x, y in pairs:
+    ends = [curves[m].groupby('seed').wall_clock.max() for m in (x, y)]
+    budget = pd.concat(ends, axis=1).min(axis=1)
+    for label in (x, y):
+      best = {
+        seed: per_run(
+          curves[label][curves[label].seed == seed], at=('seconds', float(b))
+        ).best_test_accuracy.iloc[0]
+        for seed, b in budget.items()
+      }
+      out[label] = pd.Series(best).sort_index()
+  return out
 
 
 def score_claim(
-  exp: spec.Experiment, claim: spec.Claim, frame: pd.DataFrame, fin: pd.DataFrame, target: float
+  exp: spec.Experiment,
+  claim: spec.Claim,
+  frame: pd.DataFrame,
+  table: pd.DataFrame,
+  target: float,
 ) -> dict:
-  """One claim on the test seeds: the paired difference (positive favours the claim: A - B,
-  log(B / A) - log(factor) for a speedup, the drops for a baseline claim), its interval,
-  the tests (``parts``) its raw verdict rests on, each with its p-value."""
-  higher = spec.METRICS[claim.metric][1]
+  """One claim on the test seeds (``table``: :func:`per_run` of ``frame`` at ``target``):
+  the paired difference (positive favours the claim: A - B, log(B / A) - log(factor) for a
+  speedup, the drops for a baseline claim), its interval, and every test its verdict can
+  rest on (``parts``, fixed by the declaration), each with its p-value."""
+  names = (claim.better, claim.worse, *claim.baseline, *claim.condition)
+  chosen = {label: select(table, exp.key, label, claim.at) for label in names}
+  settings = {label: c['setting'] for label, c in chosen.items()}
+  timed = _equal_time(frame, exp, settings, _budgets(claim)) if claim.equal_time else {}
 
-  def values(label, metric=claim.metric):
-    setting = select(fin, exp.key, label, claim.at)['setting']
-    return setting, per_seed(frame, fin, exp.key, label, setting, metric, target)
+  def values(label: str, metric: str = claim.metric) -> pd.DataFrame:
+    """Per test seed of ``label`` at its selection: ``value`` of ``metric``, ``reached``."""
+    mine = rows(table, exp.key, label, 'test', settings[label]).set_index('seed').sort_index()
+    if metric in TO_TARGET:
+      return pd.DataFrame({'value': mine[TO_TARGET[metric]], 'reached': mine.reached})
+    if metric == 'not_reached':
+      return pd.DataFrame({'value': (~mine.reached.astype(bool)).astype(float), 'reached': True})
+    if metric == 'diverged':
+      return pd.DataFrame({'value': mine.diverged.astype(float), 'reached': True})
+    value = timed[label] if label in timed and metric.endswith('test_accuracy') else mine[metric]
+    return pd.DataFrame({'value': value, 'reached': True})
 
-  (sa, a), (sb, b) = values(claim.better), values(claim.worse)
-  shown = ('ref', 'text', 'quote', 'kind', 'metric', 'margin', 'upper', 'factor')
+  a, b = values(claim.better), values(claim.worse)
+  shown = ('ref', 'text', 'quote', 'kind', 'metric', 'margin', 'upper', 'factor', 'relative')
   shown += ('paper_effect', 'source', 'outside', 'restated', 'consistency', 'baseline')
+  shown += ('incomparable', 'equal_time')
   out = {
     'experiment': exp.key,
     **{field: getattr(claim, field) for field in shown},
     'A': claim.better,
     'B': claim.worse,
-    'A_setting': _short(sa),
-    'B_setting': _short(sb),
+    'A_setting': _short(settings[claim.better]),
+    'B_setting': _short(settings[claim.worse]),
     'target': target if claim.metric in (*TO_TARGET, 'not_reached') else None,
+    'exploratory': exp.exploratory,
   }
   seeds = a.index.intersection(b.index)
   a, b = a.loc[seeds], b.loc[seeds]
@@ -260,111 +361,108 @@ def score_claim(
     out[f'{side}_mean'], out[f'{side}_sd'] = float(v.value.mean()), float(v.value.std(ddof=1))
     out[f'{side}_reached'] = int(v.reached.sum())
     out[f'{side}_reached_mean'] = float(hit.mean()) if len(hit) else math.nan
-  out |= {'n': len(seeds), 'ratio': False}
-  if claim.kind == 'on_seeds':
+  out |= {'n': len(seeds), 'ratio': False, 'blocked': []}
+  if claim.kind == 'on_seeds':  # H0: the event happens on each seed with probability 1/2
     k, n = int(a.value.sum()), len(a)
     verdict = AGREES if k == n else DISAGREES if k == 0 else INCONCLUSIVE
-    alt = 'greater' if k * 2 >= n else 'less'
-    p = float(stats.binomtest(k, n, 0.5, alternative=alt).pvalue)
+    p = float(stats.binomtest(k, n, 0.5, alternative='two-sided').pvalue)
     ci = stats.binomtest(k, n).proportion_ci()  # Clopper-Pearson, for the plot
     out |= {'mean': k / n, 'sd': math.nan, 'lo': float(ci.low), 'hi': float(ci.high)}
     out |= {'parts': [_part(STATEMENT, verdict, p)], 'needed': math.inf, 'edges_against': []}
     return out | {'p': p, 'verdict_raw': compose(out)}
+  ratio = claim.metric in TO_TARGET and (claim.kind == 'better' or claim.relative)
   if claim.baseline:  # the change from the other condition (A0, B0) to this one (A, B)
-    (_, a0), (_, b0) = values(claim.baseline[0]), values(claim.baseline[1])
-    a0, b0 = a0.value.loc[seeds], b0.value.loc[seeds]
+    a0, b0 = (values(label).value.loc[seeds] for label in claim.baseline)
     out['conditions'] = {claim.baseline[0]: a0.mean(), claim.better: a.value.mean()}
     out['conditions'] |= {claim.baseline[1]: b0.mean(), claim.worse: b.value.mean()}
-    da, db = a0 - a.value, b0 - b.value
-    d = db.abs() - da.abs() if claim.consistency else db - da
-  elif higher or claim.kind in ('equivalent', 'noninferior'):
-    d = a.value - b.value
-  else:
+    da, db = (a0 - a.value).to_numpy(float), (b0 - b.value).to_numpy(float)
+    d = db - da
+  elif ratio:
     d = speedup_log(a.value.to_numpy(float), b.value.to_numpy(float), claim.factor)
     out['ratio'] = True
-  d = np.asarray(d, float)
-  st = paired(d)
+  else:
+    d = (a.value - b.value).to_numpy(float)
+  st = bootstrap(da, db) if claim.consistency else paired(d)
   out |= {k: st[k] for k in ('mean', 'sd', 'lo', 'hi')}
   if out['ratio']:  # shown as the ratio B / A (geometric mean over seeds, its interval)
     out |= {k: claim.factor * math.exp(st[k]) for k in ('mean', 'lo', 'hi')}
-  missed = not (a.reached.all() and b.reached.all())
-  m = claim.margin
+  # A verdict its side's missed target blocks: A never reached it on a seed (agrees), B
+  # (disagrees); an equivalence needs every seed of both.
+  missed_a, missed_b = not a.reached.all(), not b.reached.all()
+  m = math.log(1 + claim.margin) if claim.relative else claim.margin
   if claim.kind == 'equivalent':
-    p_in = max(one_sided_p(d, -m, 'greater'), one_sided_p(d, m, 'less'))
-    p_out = one_sided_p(d, m, 'greater') if st['mean'] > 0 else one_sided_p(d, -m, 'less')
-    verdict, p = (MISSED, p_in) if missed else _decide(p_in, p_out, EQUIVALENT, NOT_EQUIVALENT)
-    parts = [_part(STATEMENT, verdict, p)]
-    needed = seeds_needed(m, st['sd'], over=abs(st['mean']), two_sided=False)
-  elif claim.kind == 'noninferior':  # A - B > -m
-    p_in, p_out = one_sided_p(d, -m, 'greater'), one_sided_p(d, -m, 'less')
-    verdict, p = _decide(p_in, p_out, AGREES, DISAGREES)
-    parts = [_part(STATEMENT, verdict, p)]
-    needed = seeds_needed(st['mean'] + m, st['sd'], two_sided=False)
+    p_in = 2 * max(one_sided_p(d, -m, 'greater'), one_sided_p(d, m, 'less'))
+    p_out = 2 * min(one_sided_p(d, m, 'greater'), one_sided_p(d, -m, 'less'))
+    parts = [_part(STATEMENT, EQUIVALENT, p_in), _part(BEYOND, NOT_EQUIVALENT, p_out)]
+    out['blocked'] = [EQUIVALENT, NOT_EQUIVALENT] if missed_a or missed_b else []
+    needed = seeds_needed(m, st['sd'], over=abs(st['mean']))
+  elif claim.kind == 'noninferior':  # A - B > -m against A - B < -m
+    p, above = _two_sided(d, -m)
+    parts = [_part(STATEMENT, AGREES if above else DISAGREES, p)]
+    needed = seeds_needed(st['mean'] + m, st['sd'])
   else:
     p = st['p']
-    verdict = INCONCLUSIVE
-    if p < ALPHA:
-      verdict = AGREES if st['mean'] > 0 else DISAGREES
-    if (verdict == AGREES and not a.reached.all()) or (
-      verdict == DISAGREES and not b.reached.all()
-    ):
-      verdict = MISSED
-    parts = [_part(STATEMENT, verdict, p)]
+    parts = [_part(STATEMENT, AGREES if st['mean'] > 0 else DISAGREES, p)]
+    out['blocked'] = [AGREES] * missed_a + [DISAGREES] * missed_b
+    needed = seeds_needed(st['mean'], st['sd']) if not claim.consistency else math.inf
     if claim.upper is not None:  # the effect below the bound (on the log scale for a ratio)
       bound = math.log(claim.upper / claim.factor) if out['ratio'] else claim.upper
-      below = st['mean'] < bound
-      p_bound = one_sided_p(d, bound, 'less' if below else 'greater')
-      decided = AGREES if below else DISAGREES
-      parts.append(_part(BOUND, decided if p_bound < ALPHA else INCONCLUSIVE, p_bound))
-      needed = seeds_needed(st['mean'] - bound, st['sd'], two_sided=False)
-    paper_d = _against_paper(claim, a.value, b.value, d)
-    if _out_of_reach(claim, out['B_mean']) and verdict in (AGREES, INCONCLUSIVE):
-      paper_d = None
+      p_bound, above = _two_sided(d, bound)
+      parts.append(_part(BOUND, DISAGREES if above else AGREES, p_bound))
+      needed = max(needed, seeds_needed(st['mean'] - bound, st['sd']))
+    b_val = chosen[claim.worse]['val']
+    if _out_of_reach(claim, b_val):
       out['not_comparable'] = True
-    if paper_d is not None and verdict in (AGREES, INCONCLUSIVE):
-      p_small = one_sided_p(paper_d, 0.0, 'less')
-      parts.append(_part(SIZE, SMALLER if p_small < ALPHA else INCONCLUSIVE, p_small))
-    needed = max(seeds_needed(st['mean'], st['sd']), needed if claim.upper is not None else 0)
+    comparable = not (claim.incomparable or out.get('not_comparable'))
+    paper_d = _paper(claim, a, b, d) if comparable else None
+    if comparable and claim.consistency and (claim.paper_effect or 0) > 0:
+      parts.append(_part(SIZE, SMALLER, 2 * _share(st['t'] >= claim.paper_effect)))
+    elif paper_d is not None:
+      parts.append(_part(SIZE, SMALLER, _one_side(paper_d, 0.0, 'less')))
   if claim.condition:
     accuracy = claim.metric if claim.metric in spec.ACCURACY_METRICS else 'test_accuracy'
-    _, r = values(claim.condition[0], accuracy)
-    _, h = values(claim.condition[1], accuracy)
-    cond = paired((r.value - h.value).dropna().to_numpy(float))
+    r, h = (values(label, accuracy).value.loc[seeds] for label in claim.condition)
+    diff = (r - h).to_numpy(float)
+    cond = paired(diff)
     ci = f'{cond["mean"]:+.3f} [{cond["lo"]:+.3f}, {cond["hi"]:+.3f}]'
     out['condition'] = f'{claim.condition[0]} - {claim.condition[1]} = {ci}'
-    if not (cond['p'] < ALPHA and (claim.consistency or cond['mean'] > 0)):
-      parts = [_part(STATEMENT, NO_CONDITION, math.nan)]
+    # Declared: the reference beats the harsh condition (differs from it, for consistency).
+    p_cond = cond['p'] if claim.consistency else _one_side(diff, 0.0, 'greater')
+    parts.append(_part(CONDITION, REPRODUCED, p_cond))
   out |= {'parts': parts, 'p': parts[0]['p'], 'needed': needed}
   out['verdict_raw'] = compose(out)
   # A bounded claim broken by too large an effect goes against B, which fell too far behind.
   bound_broken = parts[0]['verdict'] == AGREES and out['verdict_raw'] == DISAGREES
   against = _against(claim, AGREES if bound_broken else out['verdict_raw'], st['mean'])
-  edges = [(label, select(fin, exp.key, label, claim.at)['edges']) for label in against]
+  edges = [(label, chosen[label]['edges']) for label in against]
   return out | {'edges_against': [f'{label}: {", ".join(e)}' for label, e in edges if e]}
 
 
 def compose(claim: Mapping, key: str = 'p') -> str:
-  """The verdict of a scored claim from its parts, each decided only when its p-value
-  ``key`` ('p' raw, 'p_adj' after BH, 'p_holm' after Holm) is below ALPHA."""
+  """The verdict of a scored claim from its tests, each decided only when its p-value
+  ``key`` ('p' raw, 'p_adj' after BH, 'p_holm' after Holm) is below ALPHA (2.5% per side):
+  "condition not reproduced" while the condition test is undecided, else the statement's
+  verdict, made "disagrees" by a broken bound or "inconclusive" by an unbroken one, with
+  the paper's size beside it; a verdict whose side missed the target is "target not
+  reached"."""
 
   def decided(part):
-    v = part['verdict']
-    return v if v not in DECIDED or part[key] < ALPHA else INCONCLUSIVE
+    return part['verdict'] if part[key] < ALPHA else INCONCLUSIVE
 
-  parts = claim['parts']
-  verdict = decided(parts[0])
-  bounds = [decided(part) for part in parts[1:] if part['name'] == BOUND]
-  if bounds and verdict in (AGREES, DISAGREES, INCONCLUSIVE):
-    verdict = (
-      DISAGREES
-      if DISAGREES in (verdict, *bounds)
-      else AGREES
-      if {verdict, *bounds} == {AGREES}
-      else INCONCLUSIVE
-    )
+  parts = {part['name']: part for part in claim['parts']}
+  if CONDITION in parts and decided(parts[CONDITION]) != REPRODUCED:
+    return NO_CONDITION
+  verdict = decided(parts[STATEMENT])
+  if verdict == INCONCLUSIVE and BEYOND in parts:
+    verdict = decided(parts[BEYOND])
+  if BOUND in parts and verdict in (AGREES, INCONCLUSIVE):
+    bound = decided(parts[BOUND])
+    verdict = DISAGREES if bound == DISAGREES else verdict if bound == AGREES else INCONCLUSIVE
+  if verdict in claim.get('blocked', ()):
+    return MISSED
   if verdict == INCONCLUSIVE and claim.get('not_comparable'):
     verdict = NOT_COMPARABLE
-  if any(decided(part) == SMALLER for part in parts[1:] if part['name'] == SIZE):
+  if SIZE in parts and decided(parts[SIZE]) == SMALLER:
     verdict = {AGREES: AGREES_SMALLER, INCONCLUSIVE: SMALLER}.get(verdict, verdict)
   return verdict
 
@@ -390,27 +488,28 @@ def speedup_log(a: np.ndarray, b: np.ndarray, factor: float = 1.0) -> np.ndarray
   return np.log(b / a) - math.log(factor)
 
 
-def _out_of_reach(claim: spec.Claim, b_mean: float) -> bool:
-  """Whether the paper's accuracy effect asks more of A than ACCURACY_CEILING (B + effect)."""
+def _out_of_reach(claim: spec.Claim, b_val: float) -> bool:
+  """Whether the paper's accuracy effect asks more of A than ACCURACY_CEILING: B's
+  validation accuracy on the selection seeds (known before the test) + the effect."""
   effect = claim.paper_effect
   if effect is None or effect <= 0 or not claim.metric.endswith('test_accuracy'):
     return False
-  return not claim.baseline and b_mean + effect > ACCURACY_CEILING
+  return not claim.baseline and b_val + effect > ACCURACY_CEILING
 
 
-def _against_paper(claim: spec.Claim, a: pd.Series, b: pd.Series, d: np.ndarray):
+def _paper(claim: spec.Claim, a: pd.DataFrame, b: pd.DataFrame, d: np.ndarray):
   """Per-seed excess over the paper's own effect (negative: smaller than the paper's),
   where the units carry over: an accuracy difference (or difference of drops), or a
   speedup ratio B / A (log(B / A) - log(paper ratio)). None otherwise: a paper effect
   that is not in the claim's direction (the paper's own table disagrees with its text;
-  the page quotes both)."""
+  the page quotes both), or a consistency claim (its measure has no per-seed value)."""
   effect = claim.paper_effect
-  if effect is None or effect <= 0:
+  if effect is None or effect <= 0 or claim.consistency:
     return None
   if claim.metric.endswith('test_accuracy'):
     return d - effect
-  if claim.metric in TO_TARGET and effect > 1.0:
-    return speedup_log(a.to_numpy(float), b.to_numpy(float), effect)
+  if claim.metric in TO_TARGET and effect > 1.0 and claim.kind == 'better':
+    return speedup_log(a.value.to_numpy(float), b.value.to_numpy(float), effect)
   return None
 
 
@@ -427,14 +526,14 @@ def holm(ps: Sequence[float]) -> np.ndarray:
 
 
 def adjust(claims: list[dict]) -> list[dict]:
-  """Benjamini-Hochberg and Holm over the finite p-values of every test of the claims; each
-  part keeps its ``p_adj`` and ``p_holm``, the claim its statement's and its verdicts after
-  each (``verdict``, ``verdict_holm``: :func:`compose`)."""
+  """Benjamini-Hochberg and Holm over every test of the claims (the family: each claim's
+  tests, fixed by its declaration); each part keeps its ``p_adj`` and ``p_holm``, the claim
+  its statement's and its verdicts after each (``verdict``, ``verdict_holm``:
+  :func:`compose`)."""
   parts = [part | {'p_adj': math.nan, 'p_holm': math.nan} for c in claims for part in c['parts']]
-  finite = [part for part in parts if math.isfinite(part['p'])]
-  ps = [part['p'] for part in finite]
+  ps = [part['p'] for part in parts]
   for part, p_adj, p_holm in zip(
-    finite, stats.false_discovery_control(ps, method='bh') if ps else [], holm(ps)
+    parts, stats.false_discovery_control(ps, method='bh') if ps else [], holm(ps)
   ):
     part |= {'p_adj': float(p_adj), 'p_holm': float(p_holm)}
   out, it = [], iter(parts)
@@ -450,43 +549,71 @@ def _short(setting: str) -> str:
   return ', '.join(f'{k.rsplit(".", 1)[-1]}={v}' for k, v in items) or '—'
 
 
-def mark(paper: spec.Paper, frame: pd.DataFrame, manifest: Sequence[Mapping]) -> list[dict]:
-  """``manifest`` with each sweep's status as ``paper`` declares it now: ``current`` for a
-  selection sweep it gives (:func:`~afl_jax.reproduction.runs.is_current`) and a test sweep
-  it gives at a setting the claims test (:func:`test_settings`), else ``superseded``."""
+def mark(
+  paper: spec.Paper,
+  frame: pd.DataFrame,
+  manifest: Sequence[Mapping],
+  experiments: Sequence[str] | None = None,
+) -> list[dict]:
+  """``manifest`` with each sweep's status as ``paper`` declares it now, for the sweeps of
+  ``experiments`` (default: all; the others keep theirs): ``current`` for a selection sweep
+  whose identity is the declared one's, and for a test sweep whose identity is the
+  declared one's at a setting the claims test (:func:`test_settings` on the current
+  selection), else ``superseded``. Builds each declared run's data and schedule (nothing
+  trained): seconds per experiment."""
+  with runs.remembering():
+    return _mark(paper, frame, manifest, experiments)
+
+
+def _mark(paper, frame, manifest, experiments) -> list[dict]:
   exps = {e.key: e for e in paper.experiments}
-  tested = {}
-  for exp in paper.experiments:
-    rows = runs.current(exp, frame, manifest)
+  every = set(exps) | {m['experiment'] for m in manifest}
+  keys = every if experiments is None else set(experiments)
+  current: set[int] = set()
+  for exp in (exps[k] for k in keys if k in exps):
+    mine = [(i, m) for i, m in enumerate(manifest) if m['experiment'] == exp.key]
+    chosen = [i for i, m in mine if m['phase'] == 'select' and runs.is_declared(exp, m)]
+    current |= set(chosen)
+    selection = pd.Series(False, index=frame.index)
+    for i in chosen:
+      selection |= records.sweep_rows(frame, manifest[i])
     try:
-      wanted = test_settings(exp, finals(rows)) if len(rows) else {}
+      wanted = test_settings(exp, per_run(frame[selection]))
     except ValueError:  # a method without selection records: no test sweep is scored
       wanted = {}
-    tested[exp.key] = {(label, key) for label, keys in wanted.items() for key in keys}
+    tested = {(label, key) for label, keys_ in wanted.items() for key in keys_}
+    current |= {
+      i
+      for i, m in mine
+      if m['phase'] == 'test' and (m['method'], m['setting']) in tested and runs.is_declared(exp, m)
+    }
+  return [
+    dict(m) | {records.STATUS: 'current' if i in current else 'superseded'}
+    if m['experiment'] in keys or records.STATUS not in m
+    else dict(m)
+    for i, m in enumerate(manifest)
+  ]
 
-  def status(m: Mapping) -> str:
-    exp = exps.get(m['experiment'])
-    used = m['phase'] == 'select' or (m['method'], m['setting']) in tested.get(m['experiment'], ())
-    return 'current' if exp is not None and used and runs.is_current(exp, m) else 'superseded'
 
-  return [dict(m) | {records.STATUS: status(m)} for m in manifest]
-
-
-def stale_status(paper: spec.Paper, records_dir: str = runs.RECORDS) -> list[str]:
-  """The labels of the sweeps whose stated status is not the one :func:`mark` gives now
-  (every sweep of an unmarked pair)."""
+def stale_status(
+  paper: spec.Paper, records_dir: str = runs.RECORDS, experiments: Sequence[str] | None = None
+) -> list[str]:
+  """The labels of the sweeps (of ``experiments``; default all) whose stated status is not
+  the one :func:`mark` gives now (every sweep of an unmarked pair)."""
   frame, manifest = runs.read(paper.key, records_dir)
-  fresh = mark(paper, frame, manifest)
   if not records.marked(manifest):
     return [records.label(m) for m in manifest]
+  fresh = mark(paper, frame, manifest, experiments)
   status = records.STATUS
   return [records.label(m) for m, f in zip(manifest, fresh) if m[status] != f[status]]
 
 
 def refresh(paper: spec.Paper, records_dir: str = runs.RECORDS) -> bool:
   """Rewrite ``paper``'s records with :func:`mark`'s statuses if any differs; whether it wrote."""
-  if not stale_status(paper, records_dir):
-    return False
   frame, manifest = runs.read(paper.key, records_dir)
-  runs.write(paper.key, frame, mark(paper, frame, manifest), records_dir)
+  fresh = mark(paper, frame, manifest)
+  status = records.STATUS
+  if records.marked(manifest) and all(m[status] == f[status] for m, f in zip(manifest, fresh)):
+    return False
+  runs.write(paper.key, frame, fresh, records_dir)
   return True

@@ -81,17 +81,26 @@ class Claim:
   # difference of the two drops (a baseline claim); None: the paper gives no number.
   paper_effect: float | None = None
   source: str = ''  # where paper_effect is read (table cells, dataset, model)
+  # Why the paper's effect is not comparable with this project's measure ('' = it is):
+  # then only the statement is scored, and the page gives the reason.
+  incomparable: str = ''
   # Select within these field values; restricts only the methods whose grid sweeps a field.
   at: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   metric: str = 'test_accuracy'  # a key of METRICS
   kind: str = 'better'  # or 'equivalent' / 'noninferior' (within margin), 'on_seeds' (an event)
   margin: float | None = None  # in the metric's units (accuracy 0.02 = 2 points)
+  # The margin of a to-target metric as a share of B's value: within a factor 1 + margin
+  # (scored on log(B / A), as a speedup).
+  relative: bool = False
   upper: float | None = None  # 'better' only: also A - B below it (B / A for a ratio)
   factor: float = 1.0  # 'better' on a lower-is-better metric: A needs factor x less than B
   # (A0, B0): the same methods under another condition; scores the per-seed drops A0 - A
   # against B0 - B (their sizes with consistency).
   baseline: tuple[str, str] = ()
   consistency: bool = False
+  # best_test_accuracy within an equal simulated time: on each test seed, the time both runs
+  # of a pair cover (A and B, or each method and its baseline, and the condition's pair).
+  equal_time: bool = False
   # (R, H): the claim is about an effect of the setting: R must beat H in accuracy (differ
   # from it, with consistency), else the verdict is "condition not reproduced".
   condition: tuple[str, str] = ()
@@ -106,9 +115,14 @@ class Experiment:
   split, schedule and init) and scored on the fresh ``test_seeds`` (>= 10, disjoint).
   ``run=False``: run only when named (e.g. a paper-length run); ``target``: the accuracy of
   its to-target claims (None: the default, :func:`~afl_jax.reproduction.scoring.target_of`);
-  ``second_look`` / ``extended``: test seeds drawn again, or a grid extended, after a look at
-  test results (the pages list them); ``edges_kept``: method -> why its selection on a grid
-  edge was kept (the edge rule, :func:`~afl_jax.reproduction.scoring.settings_to_test`)."""
+  ``beside``: the experiment whose claims this one scores at another scale (the page
+  sets their verdicts side by side); ``second_look`` / ``extended``: test seeds drawn again,
+  or a grid extended, after a look at
+  test results (the pages list them); ``looked``: the earlier test seeds whose results were
+  seen before the declaration took its present form: its verdicts are confirmatory only on
+  test seeds disjoint from them (else exploratory, kept out of the tally); ``edges_kept``:
+  method -> why its selection on a grid edge was kept (the edge rule,
+  :func:`~afl_jax.reproduction.scoring.settings_to_test`)."""
 
   key: str
   title: str
@@ -124,7 +138,14 @@ class Experiment:
   target: float | None = None
   second_look: str = ''
   extended: str = ''
+  looked: Sequence[int] = ()
   edges_kept: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  beside: str = ''  # the key of the experiment whose claims this one scores at another scale
+
+  @property
+  def exploratory(self) -> bool:
+    """Whether a test seed was looked at before the declaration took its present form."""
+    return bool(set(self.test_seeds) & set(self.looked))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,6 +279,14 @@ def _check_claim(claim: Claim, grids: Mapping[str, Mapping], at: str) -> None:
       claim.factor != 1.0 and (claim.kind != 'better' or higher),
       'factor is for "better" on a lower-is-better metric.',
     ),
+    (
+      claim.relative and (claim.kind not in ('equivalent', 'noninferior') or higher),
+      'a relative margin is for an equivalence or non-inferiority on a to-target metric.',
+    ),
+    (
+      claim.equal_time and claim.metric != 'best_test_accuracy',
+      'equal_time reads best_test_accuracy within an equal simulated time.',
+    ),
   )
   for broken, why in rules:
     if broken:
@@ -277,6 +306,8 @@ def check(paper: Paper) -> None:
     grids = {m.label: m.grid for m in exp.methods}
     for claim in exp.claims:
       _check_claim(claim, grids, f'{where}: claim {claim.text!r}')
+    if exp.beside and exp.beside not in {e.key for e in paper.experiments}:
+      raise ValueError(f'{where}: beside names unknown experiment {exp.beside!r}.')
     unknown = sorted(set(exp.edges_kept) - set(grids))
     if unknown:
       raise ValueError(f'{where}: edges_kept names unknown methods {unknown}.')

@@ -8,6 +8,8 @@ non-IID. Scaled here to configs/fmnist.py, setting ASYNFL (20 clients, 12,000
 samples, K = 5, a 5 s window over Normal(10, 3) s jobs) with a validation split.
 """
 
+import dataclasses
+
 from afl_jax.reproduction import spec
 
 ROUNDS = 40
@@ -15,6 +17,13 @@ TARGET = 0.75  # Table III's FMNIST (MLP) target
 # eta_l grid, budget 5 for every method (on 0.02-0.1 every method selected 0.1, the edge)
 CLIENT_LRS = (0.02, 0.05, 0.1, 0.2, 0.4)
 SIGN_SERVER_LRS = (0.0003, 0.001, 0.003, 0.01, 0.03)  # eta_g grid of the unscaled Sign
+
+
+# The confirmatory test (issue 49): fresh test seeds, none of which an earlier test of the
+# experiment used, for the experiments whose grid or seeds changed after a look at their
+# test seeds (``looked``: the seeds looked at before).
+CONFIRM = tuple(range(100, 110))
+LOOKED = tuple(range(3, 13))
 
 
 def scaled(c):
@@ -46,8 +55,9 @@ DEVIATIONS = (
   'Upload counts indices and norms, so the compression ratios the paper quotes (which count '
   'values only) are out of reach: top-3% costs 37.4 kB per report vs 796.8 kB dense (21x, '
   'not 48x), top3+Q4b 16.4 kB (49x), top3+Q2b 8.9 kB (89x). The "less upload" claims of '
-  "the EF variants are scored as >= 10x for every variant (Table III's FMNIST row, values "
-  'only: 24x for top-3%, 240x for top3+Q4b, 480x for top3+Q2b).',
+  "the compressed variants are scored in the paper's direction, without a threshold; "
+  "Table III's ratios (FMNIST row, values only: 24x for top-3%, 240x for top3+Q4b, 480x "
+  'for top3+Q2b) are shown, not compared: other units.',
   'Top-k + QSGD uses the contraction of Definition 3, Q_s(Top_k(x)) / (1 + beta_{k,s}) '
   '(compressor option scaled=True), not the library default (the unscaled Q_s(Top_k(x))): '
   'Definition 3 defines every compressor of the analysis as a gamma-contraction and quotes '
@@ -139,13 +149,24 @@ def _matches(ref: str, label: str, outside: str = '') -> spec.Claim:
   )
 
 
+UPLOAD_UNITS = (
+  'Table III counts the bits of the uploaded values only; this project counts every bit '
+  'sent, indices and norms too (top-3%: 37.4 kB a report against 796.8 kB dense, 21x where '
+  "values only give 33x), so the paper's ratio is in other units"
+)
+CONSIDERABLY = (
+  'scored in the paper\'s direction ("considerably lower"), without the threshold of this '
+  "project's it had (10x less); Table III's ratio is shown, not compared (other units)."
+)
+
+
 def _less_upload(ref, label, than, gb, quote, outside='', of=0.48):
-  """``label`` needs 10x less upload than ``than`` to 75% (Table III, FMNIST: ``than``'s
-  ``of`` GB against ``label``'s ``gb``)."""
+  """``label`` needs less upload than ``than`` to 75% (Table III, FMNIST: ``than``'s ``of``
+  GB against ``label``'s ``gb``; the paper's ratio in other units, shown)."""
   ratio = round(of / gb)
   return spec.Claim(
     ref,
-    f'{label} needs 10x less upload than {than} to reach 75% (scored: >= 10x)',
+    f'{label} needs less upload than {than} to reach 75%',
     label,
     than,
     quote=quote,
@@ -153,8 +174,9 @@ def _less_upload(ref, label, than, gb, quote, outside='', of=0.48):
     source=f'Table III, FMNIST (MLP) to 75%: {than} {of:g} / {label.split(",")[0]} {gb:g} GB '
     '(values only)',
     metric='mb_to_target',
-    factor=10.0,
+    incomparable=UPLOAD_UNITS,
     outside=outside,
+    restated=CONSIDERABLY,
   )
 
 
@@ -244,13 +266,19 @@ TABLE3 = spec.Experiment(
     _matches('Obs. 5-6, Figs. 1-2', 'AsynFLC-EF(top3)'),
     spec.Claim(
       'Obs. 4, Fig. 1',
-      'AsynFLC-EF(top3) converges as fast as AsynFL (steps to 75%, within 8)',
+      'AsynFLC-EF(top3) converges as fast as AsynFL (steps to 75%, within a factor 1.25)',
       'AsynFLC-EF(top3)',
       'AsynFL',
       quote=OBS4,
       metric='steps_to_target',
       kind='equivalent',
-      margin=8.0,
+      margin=0.25,
+      relative=True,
+      restated=(
+        "with a margin relative to AsynFL's steps (within a factor 1.25 either way, this "
+        "project's: the paper gives none), where it was 8 steps on a base of about 13 (a 63% "
+        'slowdown counted as comparable).'
+      ),
     ),
     _less_upload('Obs. 5, Table III', 'AsynFLC-EF(top3)', 'AsynFL', 0.02, OBS5),
     *_ef_claims('AsynFLC-EF(top3+Q4b)', 0.002, AT_ETA_G_1),
@@ -265,6 +293,7 @@ TABLE3 = spec.Experiment(
       source='Table III, FMNIST (MLP) to 75%: AsynFLC(Q4b) 0.06 / AsynFLC-EF(top3) 0.02 GB '
       "(the text's 48.74x against 8.25x, about 5.9x, is CIFAR-10 with AlexNet)",
       metric='mb_to_target',
+      incomparable=UPLOAD_UNITS,
     ),
     *(
       spec.Claim(
@@ -312,6 +341,8 @@ def _q4b(label: str, contraction: bool) -> spec.Method:
 
 QSGD_ETA = spec.Experiment(
   key='table3_q4b_eta_g',
+  test_seeds=CONFIRM,
+  looked=LOOKED,
   title='Top-3% + Q4b with EF: the contraction of Definition 3 with a tuned server rate',
   ref='Fig. 3, Table III, Obs. 5-6',
   setting=SETTING.split(' FedBuff (')[0]
@@ -396,9 +427,10 @@ SIGN = spec.Experiment(
     _sign('scaled Sign, IID', True, True),
   ),
   # Obs. 8 in the tally: Sign fails to converge on non-IID data (read as never reaching
-  # 75%), and heterogeneity hampers it (IID ends higher than non-IID, each arm at its own
-  # validation-selected eta_g, as every comparison here). Outside it: the same at the
-  # IID arm's eta_g for both, the speed to 75%, and the scaled Sign (not the paper's).
+  # 75%), and heterogeneity hampers its convergence (IID reaches 75% in fewer steps than
+  # non-IID, each arm at its own validation-selected eta_g, as every comparison here).
+  # Outside it: final accuracy, the same at the IID arm's eta_g for both, and the scaled
+  # Sign (not the paper's).
   claims=(
     spec.Claim(
       'Obs. 8, Fig. 5(b)',
@@ -421,6 +453,10 @@ SIGN = spec.Experiment(
         'each arm at its own validation-selected eta_g (IID 0.001, non-IID 0.003), where '
         "both ran at the IID arm's 0.001: a common rate chosen for one arm favours it."
       ),
+      outside=(
+        'another reading of Obs. 8 (final accuracy); the tally scores "hampers the '
+        'convergence" as the speed to 75%'
+      ),
     ),
     spec.Claim(
       'Obs. 8, Fig. 5',
@@ -432,24 +468,26 @@ SIGN = spec.Experiment(
       at={'hparams.server_lr': 0.001},
       outside=(
         "another reading of Obs. 8: both arms at the IID arm's selected eta_g; the tally "
-        'scores each arm at its own'
+        'scores the speed to 75%, each arm at its own'
       ),
     ),
   )
   + tuple(
     spec.Claim(
-      'Obs. 8-9, Fig. 5',
+      'Obs. 8, Fig. 5' if not pre else 'Obs. 8-9, Fig. 5',
       f'AsynFLC({pre}Sign) without EF reaches 75% faster on IID data than on non-IID '
       '(each at its own selected step size)',
       f'{pre}Sign, IID',
       f'{pre}Sign, non-IID',
       metric='steps_to_target',
       quote=OBS8 if not pre else '',
-      outside=(
-        'another reading of Obs. 8 (convergence speed); the tally scores final accuracy'
-        if not pre
-        else SCALED_SIGN
-      ),
+      outside='' if not pre else SCALED_SIGN,
+      restated=(
+        'in the tally, as Obs. 8 says "hampers the convergence": the server steps to 75%, '
+        'where the tally scored final accuracy (now outside it).'
+      )
+      if not pre
+      else '',
     )
     for pre in ('', 'scaled ')
   )
@@ -481,6 +519,104 @@ SIGN = spec.Experiment(
   target=TARGET,
 )
 
+# ---- Table III at the paper's own FMNIST setting (Sec. V-A), as far as it gives one ----------
+PAPER_CLIENTS = 100
+PAPER_ROUNDS = 100  # ours: the paper gives no T (AsynFL passes 75% near step 40 on seed 0)
+# FedBuff at n = 100: the 2-core ratios (Mc = 12, M = 8 of 20 clients) scaled by 5 (ours).
+PAPER_FEDBUFF = {'schedule.concurrency': 60, 'schedule.buffer_size': 40}
+
+
+def paper_setting(c):
+  """Sec. V-A: n = 100 clients, Dirichlet(0.4) over all 60,000 FMNIST training samples (2,000
+  of them the validation split), batch 128, eta_l = 0.01; K, the job times and the window as
+  the 2-core setting (the paper gives none); T = 100, evaluation every step."""
+  c.num_clients = PAPER_CLIENTS
+  c.train_subset = 0
+  c.validation_size = 2000
+  c.batch_size = 128
+  c.hparams.client_lr = 0.01
+  c.num_rounds = PAPER_ROUNDS
+  c.eval_every = 1
+  c.eval_train_samples = 1000
+
+
+PAPER_SETTING_TEXT = (
+  "The paper's FMNIST setting (Sec. V-A): n = 100 clients, Dirichlet(0.4) over all 60,000 "
+  'Fashion-MNIST training samples (2,000 of them the validation split, no client owns '
+  'them), MLP 784-200-200-10, local batch 128, eta_l = 0.01 for every method, job times '
+  'normally distributed. Ours (the paper gives none): Normal(10, 3) s job times, K = 5 local '
+  'steps, a 5 s window per AsynFL round (about 40 of 100 clients report), eta_g = 1, '
+  f'FedBuff with Mc = {PAPER_FEDBUFF["schedule.concurrency"]} jobs in flight and buffer M = '
+  f'{PAPER_FEDBUFF["schedule.buffer_size"]}, T = {PAPER_ROUNDS} server steps, evaluation '
+  'every step. Uploads counted as in the 2-core setting (values, indices and norms).'
+)
+# The methods run at the paper's setting. AsynFLC-EF(top3) ran its selection seeds and 6 of its
+# 10 test seeds there; the last 4 were killed for memory on the shared machine (no checkpoints:
+# about an hour to rerun), so its statements are scored at 2-core scale until they have run.
+PAPER_METHODS = ('FedBuff', 'AsynFL', 'AsynFLC(top3)', 'AsynFLC(Q4b)')
+AT_TWO_CORES = (
+  'another reading: the same statement at 2-core scale (20 clients, batch 32, eta_l tuned); '
+  "the tally scores it at the paper's own setting (the table3_paper experiment)"
+)
+
+
+def _at_paper(c: spec.Claim) -> spec.Claim:
+  return dataclasses.replace(c, ref=f"{c.ref} (paper's setting)")
+
+
+# The statements of Table III's experiment among the paper setting's methods: the tally
+# scores them at the paper's setting, and the 2-core run beside it, outside the tally.
+PAPER_CLAIMS = tuple(
+  c for c in TABLE3.claims if not c.outside and {c.better, c.worse} <= set(PAPER_METHODS)
+)
+
+
+TABLE3_PAPER = spec.Experiment(
+  key='table3_paper',
+  title="Table III / Fig. 1 at the paper's FMNIST setting: n = 100, batch 128, eta_l = 0.01",
+  ref='Table III, Fig. 1, Obs. 1-5 (Sec. V-A setting)',
+  setting=PAPER_SETTING_TEXT,
+  base=paper_setting,
+  methods=tuple(
+    spec.Method(
+      m.label,
+      m.config,
+      grid={},
+      fixed={**m.fixed, **(PAPER_FEDBUFF if m.label == 'FedBuff' else {})},
+    )
+    for m in TABLE3.methods
+    if m.label in PAPER_METHODS
+  ),
+  claims=tuple(_at_paper(c) for c in PAPER_CLAIMS),
+  test_seeds=CONFIRM,
+  beside='table3',
+  deviations=(
+    'Not tuned: the paper fixes eta_l = 0.01 for every method and gives no eta_g (1 here, '
+    'as in the 2-core setting), so every method has one setting; the selection seeds only '
+    'record its validation accuracy.',
+    "Four of the 2-core experiment's methods: the paper's FedBuff, AsynFL, AsynFLC(top3) and "
+    'AsynFLC(Q4b); the top-3% + QSGD variants need a tuned eta_g (table3_q4b_eta_g) and the '
+    "per-job control is this project's, so they stay at 2-core scale. AsynFLC-EF(top3) ran "
+    'its selection seeds and 6 of its 10 test seeds at this setting; the other 4 were killed '
+    'for memory on the shared machine and did not rerun in this sitting (about an hour), so '
+    'its statements are scored at 2-core scale, in the tally.',
+    'Compute: the four methods took 206 min of the shared 2 cores (selection 78 min, test '
+    '128 min; the 2-core Table III, 28 min in all), run from a copy of this checkout and '
+    'folded into the records by reproduce.py, whose manifest then times the fold, not the '
+    'runs.',
+    DEVIATIONS[1],
+    DEVIATIONS[2].split(' (compressor option')[0] + '.',
+  ),
+  target=TARGET,
+)
+
+TABLE3 = dataclasses.replace(
+  TABLE3,
+  claims=tuple(
+    dataclasses.replace(c, outside=AT_TWO_CORES) if c in PAPER_CLAIMS else c for c in TABLE3.claims
+  ),
+)
+
 PAPER = spec.Paper(
   key='asynfl',
   number='004',
@@ -492,5 +628,5 @@ PAPER = spec.Paper(
     'n = 100 clients, Dirichlet(0.4), MLP at eta_l = 0.01, batch 128, MNIST/FMNIST, Normal '
     'job times, a fixed server waiting window (Sec. V).'
   ),
-  experiments=(TABLE3, SIGN, QSGD_ETA),
+  experiments=(TABLE3, TABLE3_PAPER, SIGN, QSGD_ETA),
 )

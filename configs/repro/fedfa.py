@@ -375,8 +375,10 @@ def _at_mc(method: spec.Method, mc: int) -> spec.Method:
 
 
 TABLE5_BEST = (
-  'scored on the best test accuracy of each run (Table 5 reports the best accuracy within '
-  'a fixed time), where it was the final accuracy.'
+  'scored on the best test accuracy within an equal simulated time (Table 5: "the best '
+  'accuracy of the model which is trained within a defined period of time"): on each test '
+  "seed, the time both of a method's runs at Mc = 5 and 20 cover, where it was the best "
+  'accuracy within the same 600 client updates (and before, the final accuracy).'
 )
 
 # Table 5 (CIFAR-10, best accuracy within a fixed time) at Mc = 5 and Mc = 20.
@@ -421,6 +423,7 @@ TABLE5 = spec.Experiment(
       source=f'Table 5, CIFAR-10, Mc = {MC_LOW} -> {MC_HIGH}: {name} '
       f'{TABLE5_CELLS[name][0]} -> {TABLE5_CELLS[name][1]}',
       metric='best_test_accuracy',
+      equal_time=True,
       restated=TABLE5_BEST,
     )
     for name in TABLE5_CELLS
@@ -437,6 +440,7 @@ TABLE5 = spec.Experiment(
       source=f'Table 5, CIFAR-10, Mc = {MC_LOW} -> {MC_HIGH}: {name} drops '
       f'{_drop(name):.4f}, FedFa-Delta {_drop("FedFa-Delta"):.4f}',
       metric='best_test_accuracy',
+      equal_time=True,
       restated=TABLE5_BEST,
       baseline=(f'FedFa-Delta (Mc = {MC_LOW})', f'{name} (Mc = {MC_LOW})'),
       condition=(f'{name} (Mc = {MC_LOW})', f'{name} (Mc = {MC_HIGH})'),
@@ -446,9 +450,12 @@ TABLE5 = spec.Experiment(
   deviations=(
     'As Tables 2-3; every method tuned on the same 5-value client-rate grid at each Mc '
     f'(FedFa-Delta on {list(DELTA_LRS)}).',
-    'The paper reports the best accuracy within a fixed time; here the best accuracy '
-    f'within the same {UPDATES} client updates. FedBuff keeps its buffer of 5 at both Mc '
-    '(at Mc = 5 its server steps then wait for every running client).',
+    'The paper reports the best accuracy within one defined period of time for every '
+    "method; here each method's two runs (Mc = 5 and 20) are read within the simulated time "
+    'both cover on each test seed (the Mc = 20 run, which does its '
+    f'{UPDATES} client updates sooner): one budget per method and seed, not one for the '
+    'table, because the runs stop at a number of updates. FedBuff keeps its buffer of 5 at '
+    'both Mc (at Mc = 5 its server steps then wait for every running client).',
   ),
 )
 
