@@ -7,7 +7,6 @@ axis") and docs/sharding.md."""
 from __future__ import annotations
 
 import collections
-import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -190,7 +189,9 @@ class Simulator:
       self.mesh, self.mode, self.batched, self.shard_clients,
       jax.tree.structure(self.axes), tuple(jax.tree.leaves(self.axes)),
     )  # fmt: skip
-    prep = _schedule_digest(schedule) if algorithm.prepare is not None else None
+    prep = None  # a list of schedules (a sweep's) or one
+    if algorithm.prepare is not None:
+      prep = tuple(s.digest() for s in (schedule if isinstance(schedule, list) else [schedule]))
     return (algorithm, prep, facts)
 
   def _compile(self, record_params: bool) -> _Compiled:
@@ -380,17 +381,6 @@ _COMPILED: collections.OrderedDict[tuple, _Compiled] = collections.OrderedDict()
 _KEEP = 16  # programs kept, least recently used first out
 # A kept program was traced once: a module setting patched later (a test's monkeypatch of
 # models.fast.PLATFORMS) reaches only programs traced after it, as with any jax.jit.
-
-
-def _schedule_digest(schedule: Any) -> str:
-  """SHA-256 of a schedule's (or a list's) arrays, shapes and dtypes."""
-  h = hashlib.sha256()
-  for s in schedule if isinstance(schedule, list) else [schedule]:
-    for name, x in sorted(vars(s).items()):
-      a = np.asarray(x)
-      h.update(f'{name}{a.shape}{a.dtype}'.encode())
-      h.update(repr(x).encode() if a.dtype == object else np.ascontiguousarray(a).tobytes())
-  return h.hexdigest()
 
 
 def _up(n: int, m: int) -> int:

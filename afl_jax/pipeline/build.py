@@ -412,7 +412,7 @@ def identity(c: ml_collections.ConfigDict, layout, schedule, source: str) -> dic
   return record.identity(
     c,
     data=record.data_digest(layout),
-    schedule=record.schedule_digest(schedule),
+    schedule=schedule.digest(),
     code=own_code.digests(components(c)),
     sources={'dataset': source, 'trace': record.file_digest(trace) if trace else ''},
   )

@@ -51,12 +51,6 @@ def data_digest(layout: Any) -> str:
   return _sha(layout.num_classes, *(np.asarray(getattr(layout, n)) for n in names + ('val_y',)))
 
 
-def schedule_digest(schedule: Any) -> str:
-  """SHA-256 of a schedule's arrays and client count."""
-  names = ('client_ids', 'start_step', 'local_steps', 'mask', 'wall_clock')
-  return _sha(schedule.num_clients, *(np.asarray(getattr(schedule, n)) for n in names))
-
-
 def file_digest(path: str) -> str:
   with open(path, 'rb') as f:
     return _sha(f.read())

@@ -5,6 +5,7 @@ broadcast made before step ``s`` was applied, staleness ``tau = t - s``."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import zipfile
 import zlib
@@ -187,6 +188,16 @@ class Schedule:
   @property
   def max_local_steps(self) -> int:
     return int(self.local_steps[self.mask].max()) if self.mask.any() else 1
+
+  def digest(self) -> str:
+    """SHA-256 of the client count and the arrays (dtype, shape, bytes): what a run's
+    identity holds of its schedule, and the key of a program whose algorithm reads it."""
+    h = hashlib.sha256(str(self.num_clients).encode())
+    for name in _ARRAYS[:5]:
+      a = np.ascontiguousarray(getattr(self, name))
+      h.update(f'{a.dtype.str}{a.shape};'.encode())
+      h.update(memoryview(a).cast('B') if a.size else b'')
+    return h.hexdigest()
 
   def stats(self, counter: str = 'afl_jax') -> dict[str, Any]:
     """Summary statistics (JSON), ``tau_max`` and ``tau_avg`` in ``counter``'s convention."""
