@@ -184,10 +184,7 @@ def init_state(
   """Alg. 1/3 line 1: ``c^0 = sum_i p_i c_i^0``, ``g^0 = c^0``; ``p_i`` uniform or by
   ``num_examples``."""
   n = jax.tree.leaves(variates)[0].shape[0]
-  if num_examples is None:
-    shares = uniform_weights(n)
-  else:
-    shares = client_weights(num_examples)
+  shares = uniform_weights(n) if num_examples is None else client_weights(num_examples)
   control = tree.weighted_sum(variates, shares)
   pending = None
   if selection == 'uniform':
@@ -245,8 +242,7 @@ def masfl_server(
     state: MasFLServerState, messages: MasFLMessage, arrivals: Arrivals, key: jax.Array
   ) -> tuple[MasFLServerState, dict[str, Any]]:
     mask, ids = arrivals.mask, arrivals.client_ids
-    count = jnp.sum(mask)
-    n = jax.tree.leaves(state.variates)[0].shape[0]
+    count, n = jnp.sum(mask), state.num_clients
     p_all = state.shares
     if selection == 'arrivals':
       # O(M) work: only the arriving rows of c_i change.
@@ -399,16 +395,8 @@ def build(
     depth = history_depth(schedule)
     if depth == history:
       return alg
-    sized = build(
-      name,
-      client_lr,
-      server_lr,
-      beta,
-      adaptive=adaptive,
-      selection=selection,
-      history=depth,
-      weighting=weighting,
-    )
+    given = dict(adaptive=adaptive, selection=selection, weighting=weighting)
+    sized = build(name, client_lr, server_lr, beta, history=depth, **given)
     return alg._replace(client=sized.client, init=sized.init)
 
   return Algorithm(name, client, server, init=init, prepare=prepare)
@@ -426,11 +414,7 @@ RUN_INPUTS = tuple(STANDALONE)
 def schedule_inputs(schedule) -> dict[str, int]:
   """S (widest step), K (median local steps) and T of a schedule, or of schedules that agree."""
   found = {
-    (
-      int(one.max_arrivals),
-      int(np.median(one.local_steps[one.mask])),
-      int(one.num_steps),
-    )
+    (int(one.max_arrivals), int(np.median(one.local_steps[one.mask])), int(one.num_steps))
     for one in (schedule if isinstance(schedule, list | tuple) else [schedule])
   }
   if len(found) != 1:
@@ -473,13 +457,10 @@ def masfl(
   tau = DEFAULT_TAU_MAX if tau_max is None else tau_max
 
   def make(arrivals_per_step, local_steps, num_rounds) -> Algorithm:
-    b = beta
-    if b is None:
-      b = _beta(arrivals_per_step, local_steps, num_rounds)
+    s, k, t = arrivals_per_step, local_steps, num_rounds
+    b = _beta(s, k, t) if beta is None else beta
     gamma = b / (4 * lips) if server_lr is None else server_lr
-    eta = client_lr
-    if eta is None:
-      eta = masfl_theory(arrivals_per_step, local_steps, num_rounds, lips, tau, margin).client_lr
+    eta = masfl_theory(s, k, t, lips, tau, margin).client_lr if client_lr is None else client_lr
     return build('masfl', eta, gamma, b, **server)
 
   needed = beta is None or client_lr is None
@@ -499,13 +480,9 @@ def adamasfl(
   **server: Any,
 ) -> Algorithm:
   def make(arrivals_per_step, local_steps, num_rounds) -> Algorithm:
-    eta, gamma, b = client_lr, server_lr, beta
-    if None in (eta, gamma, b):
-      theory = adamasfl_theory(arrivals_per_step, local_steps, num_rounds)
-      eta = theory.client_lr if eta is None else eta
-      gamma = theory.server_lr if gamma is None else gamma
-      b = theory.beta if b is None else b
-    return build('adamasfl', eta, gamma, b, **server)
+    given = (client_lr, server_lr, beta)  # the theorem's rates only where none is given
+    theory = adamasfl_theory(arrivals_per_step, local_steps, num_rounds) if None in given else given
+    return build('adamasfl', *(t if g is None else g for g, t in zip(given, theory)), **server)
 
   needed = None in (client_lr, server_lr, beta)
   return _with_run_inputs(make, needed, arrivals_per_step, local_steps, num_rounds)
