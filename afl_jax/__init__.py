@@ -11,13 +11,7 @@ import importlib
 from afl_jax import algorithms, clients, compression, core, problems, schedules, servers
 from afl_jax.api import Result, simulate, sweep
 from afl_jax.core.simulator import Simulator
-from afl_jax.core.types import (
-  Algorithm,
-  Arrivals,
-  ClientRule,
-  LocalTask,
-  ServerRule,
-)
+from afl_jax.core.types import Algorithm, Arrivals, ClientRule, LocalTask, ServerRule
 
 __all__ = [
   'Algorithm',

@@ -254,12 +254,7 @@ class Registry:
 
   # ---- the check ------------------------------------------------------------------------------
   def bind(
-    self,
-    name: str,
-    settings: Mapping[str, Any],
-    *,
-    facts: Any = None,
-    in_config: bool = True,
+    self, name: str, settings: Mapping[str, Any], *, facts: Any = None, in_config: bool = True
   ) -> dict[str, Any]:
     """Every setting ``name``'s factory runs with: ``settings`` checked against their ranges
     (bounded by ``facts`` such as ``num_clients``) and the registration's rules, defaults filled,

@@ -76,9 +76,7 @@ def test_teacher_entropy_alpha_and_loss_match_eqs_3_4(teacher, x64):
   )
   for fixed in (0.0, 0.5, 1.0):  # Table 7 ablation
     np.testing.assert_allclose(
-      distillation.distillation_loss(jnp.asarray(z), got_p, fixed),
-      np_loss(z, p, fixed),
-      rtol=1e-12,
+      distillation.distillation_loss(jnp.asarray(z), got_p, fixed), np_loss(z, p, fixed), rtol=1e-12
     )
 
 
@@ -177,13 +175,7 @@ def test_adam_default_first_step_clips_then_normalizes(x64):
   second = {}
   for reset in (True, False):
     rule = afl_jax.servers.fedecho(
-      apply_fn,
-      u,
-      N,
-      distill_lr=lr,
-      clip_norm=nu,
-      distill_steps=1,
-      reset_distill_state=reset,
+      apply_fn, u, N, distill_lr=lr, clip_norm=nu, distill_steps=1, reset_distill_state=reset
     )
     update = jax.jit(rule.update)
     x = x0

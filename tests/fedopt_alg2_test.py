@@ -87,11 +87,7 @@ FLOWER = {  # docs/algorithms/baselines.md, the settings that give Flower's stra
     dict(bias_correction=True, offset=2, v_init=0.0),
   ),
   'FedYogi': ('yogi', dict(initial_accumulator=0.0), dict(v_init=0.0)),
-  'FedAdagrad': (
-    'adagrad',
-    dict(beta1=0.0, initial_accumulator=0.0),
-    dict(beta1=0.0, v_init=0.0),
-  ),
+  'FedAdagrad': ('adagrad', dict(beta1=0.0, initial_accumulator=0.0), dict(beta1=0.0, v_init=0.0)),
 }
 
 CASES = [

@@ -195,14 +195,7 @@ def test_registry_fills_theory_rates_from_s_k_t(x64):
   run = lambda name, **hp: simulate_quadratic(name, a, b, x0, sched, **hp).params_history['x']
   got = run('adamasfl', arrivals_per_step=s, local_steps=k, num_rounds=t)
   want = np_masfl(
-    sched,
-    a,
-    b,
-    x0,
-    1 / (k * math.sqrt(t)),
-    (s * k) ** 0.25 / t**0.75,
-    math.sqrt(s * k / t),
-    True,
+    sched, a, b, x0, 1 / (k * math.sqrt(t)), (s * k) ** 0.25 / t**0.75, math.sqrt(s * k / t), True
   )
   np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
   lips, tau, t = 3.0, 3, 400

@@ -66,9 +66,7 @@ def ca2fl_server(server_lr: float = 1.0, *, num_clients: int = 10, weighting: st
     )
     v = tree.add(h_mean, calibration)
     new = CA2FLState(
-      tree.axpy(-server_lr, v, state.params),
-      tree.scatter(state.cache, ids, messages, mask),
-      counts,
+      tree.axpy(-server_lr, v, state.params), tree.scatter(state.cache, ids, messages, mask), counts
     )
     return step_result(arrivals, new, state, calibration_norm=tree.global_norm(calibration))
 

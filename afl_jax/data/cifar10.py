@@ -11,14 +11,7 @@ import zlib
 
 import numpy as np
 
-from afl_jax.data.base import (
-  ArrayDataset,
-  DataError,
-  check_labels,
-  fetch,
-  find_dataset,
-  read_file,
-)
+from afl_jax.data.base import ArrayDataset, DataError, check_labels, fetch, find_dataset, read_file
 
 NUM_CLASSES = 10
 IMAGE_SHAPE = (32, 32, 3)  # NHWC

@@ -63,12 +63,7 @@ def make_federated(
 
 
 def sample_batch(
-  x: jax.Array,
-  y: jax.Array,
-  offset: jax.Array,
-  size: jax.Array,
-  key: jax.Array,
-  batch_size: int,
+  x: jax.Array, y: jax.Array, offset: jax.Array, size: jax.Array, key: jax.Array, batch_size: int
 ) -> tuple[jax.Array, jax.Array]:
   """``batch_size`` rows drawn uniformly with replacement from the client's rows (vmappable)."""
   idx = offset + jax.random.randint(key, (batch_size,), 0, size, dtype=jnp.int32)

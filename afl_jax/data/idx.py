@@ -38,11 +38,7 @@ def read_bytes(path: str | os.PathLike) -> bytes:
 
 
 def parse_idx(
-  data: bytes,
-  *,
-  name: str = '<bytes>',
-  dtype: str | None = None,
-  ndim: int | None = None,
+  data: bytes, *, name: str = '<bytes>', dtype: str | None = None, ndim: int | None = None
 ) -> np.ndarray:
   """IDX bytes as a writable native-endian array, of IDX ``dtype`` and ``ndim`` when given."""
   if len(data) < 4:

@@ -138,10 +138,7 @@ def dirichlet(
 
 
 def shards(
-  labels: np.ndarray,
-  num_clients: int,
-  shards_per_client: int,
-  rng: np.random.Generator | int,
+  labels: np.ndarray, num_clients: int, shards_per_client: int, rng: np.random.Generator | int
 ) -> Partition:
   labels = _check_labels(labels)
   n = len(labels)

@@ -31,8 +31,7 @@ from afl_jax.reproduction.records import KEYS, METRIC_COLUMNS, RECORDS, RUN, rea
 def setting_key(hparams: Mapping[str, Any]) -> str:
   """A setting's canonical text: sorted JSON of its swept fields (tuples as lists)."""
   return json.dumps(
-    {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(hparams.items())},
-    sort_keys=True,
+    {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(hparams.items())}, sort_keys=True
   )
 
 

@@ -313,11 +313,7 @@ def _equal_time(
 
 
 def score_claim(
-  exp: spec.Experiment,
-  claim: spec.Claim,
-  frame: pd.DataFrame,
-  table: pd.DataFrame,
-  target: float,
+  exp: spec.Experiment, claim: spec.Claim, frame: pd.DataFrame, table: pd.DataFrame, target: float
 ) -> dict:
   """One claim on the test seeds (``table``: :func:`per_run` of ``frame`` at ``target``):
   the paired difference (positive favours the claim: A - B, log(B / A) - log(factor) for a
