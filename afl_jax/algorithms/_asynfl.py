@@ -167,15 +167,13 @@ def _algorithm(
     (n,) = n  # eq. (5)'s n is the run's N
     return alg._replace(server=asynfl_server(**server, num_clients=n))
 
-  if continuous:
-    client, regime = always_on_sgd(client_lr), 'always_on'
-  else:
-    client, regime = local_sgd(client_lr), 'per_job'
+  client = always_on_sgd(client_lr) if continuous else local_sgd(client_lr)
   server_rule = asynfl_server(**server, num_clients=num_clients)
+  regime = 'always_on' if continuous else 'per_job'
   return Algorithm(name, client, server_rule, compressor, regime=regime, prepare=prepare)
 
 
-OPTIONS = {'local_training': checks.choice(('continuous', 'per_job'))}
+OPTIONS = {'local_training': checks.choice(LOCAL_TRAINING)}
 
 
 @ALGORITHMS.register('asynfl', context=('num_clients',), uses=(asynfl_server,), **OPTIONS)
@@ -223,7 +221,7 @@ COMPRESSOR = dict(
   uses=(asynfl_server,),
   rules=(checks.Rule('compressor', _takes_only_its_own),),
   compressor=checks.choice(compression.names()),
-  **{k: v for k, v in COMPRESSORS.shared.items()},
+  **COMPRESSORS.shared,
   **OPTIONS,
 )
 asynflc = ALGORITHMS.register('asynflc', _asynflc, fixed={'error_feedback': False}, **COMPRESSOR)

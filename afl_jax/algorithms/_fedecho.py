@@ -169,18 +169,15 @@ def fedecho_server(
 ) -> ServerRule:
   """FedEcho's server (Alg. 1 lines 4-5, 9-17) for ``apply_fn(params, x) -> logits`` on U =
   ``unlabeled_x``; ``distill_steps=0`` is FedBuff."""
-  shape = np.shape(unlabeled_x)
   examples = weighting == 'examples'
-  n, q_steps = num_clients, distill_steps
-  num_u = shape[0]
+  n, q_steps, num_u = num_clients, distill_steps, np.shape(unlabeled_x)[0]
   u = jnp.asarray(unlabeled_x)
   server_opt = optax.sgd(server_lr)
   d_opt = distill_optimizer(optimizer, distill_lr, clip_norm)
 
   def alpha_of(probs):
-    if alpha_mode == 'dynamic':
-      return dynamic_alpha(probs, alpha_min, alpha_max)
-    return jnp.asarray(alpha, probs.dtype)
+    fixed = alpha_mode != 'dynamic'
+    return jnp.asarray(alpha, probs.dtype) if fixed else dynamic_alpha(probs, alpha_min, alpha_max)
 
   def init(params):
     out = jax.eval_shape(apply_fn, params, u)
@@ -226,29 +223,21 @@ def fedecho_server(
       out = (loss, a, normalized_batch_entropy(probs), tree.global_norm(grad))
       return (optax.apply_updates(p, updates), s), out
 
-    (new_p, new_s), (loss, a, h, gnorm) = jax.lax.scan(step, (params, d_state), jnp.arange(q_steps))
-    metrics = {
-      'distill_loss': jnp.mean(loss),
-      'alpha': jnp.mean(a),
-      'teacher_entropy': jnp.mean(h),
-      'distill_grad_norm': jnp.mean(gnorm),
-    }
-    return new_p, new_s, metrics
+    (new_p, new_s), out = jax.lax.scan(step, (params, d_state), jnp.arange(q_steps))
+    names = ('distill_loss', 'alpha', 'teacher_entropy', 'distill_grad_norm')
+    return new_p, new_s, {k: jnp.mean(v) for k, v in zip(names, out)}
 
   def update(state, messages, arrivals, key):
     logits, reported = store_logits(state, messages, arrivals)
     g = aggregate(messages, arrivals, examples=examples)
     updates, opt_state = server_opt.update(g, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    metrics = {
-      'update_norm': tree.global_norm(updates),
-      'teachers': jnp.sum(reported).astype(jnp.float32),
-    }
+    metrics = {'update_norm': tree.global_norm(updates)}
+    metrics['teachers'] = jnp.sum(reported).astype(jnp.float32)
     d_state = state.distill_state
     if q_steps > 0:
       start = d_opt.init(params) if reset_distill_state else d_state
-      new_p, new_s, dmetrics = distill(params, start, logits, reported, key)
-      params, d_state = new_p, new_s
+      params, d_state, dmetrics = distill(params, start, logits, reported, key)
       ran = jnp.any(arrivals.mask)  # distillation takes effect only when someone reported
       metrics.update({k: jnp.where(ran, v, 0.0) for k, v in dmetrics.items()})
     new = FedEchoState(params, opt_state, d_state, logits, reported)

@@ -117,12 +117,8 @@ def select(table: pd.DataFrame, exp_key: str, label: str, at: Mapping[str, Any] 
     raise ValueError(f'{exp_key}/{label}: no selection records{f" at {dict(at)}" if at else ""}.')
   scores = mine.groupby('setting', sort=True)['val_accuracy'].mean()
   best = scores.idxmax()
-  return {
-    'setting': best,
-    'val': float(scores[best]),
-    'scores': scores,
-    'edges': _edges(best, mine),
-  }
+  edges = _edges(best, mine)
+  return {'setting': best, 'val': float(scores[best]), 'scores': scores, 'edges': edges}
 
 
 def _edges(best: str, mine: pd.DataFrame) -> list[str]:
@@ -230,13 +226,8 @@ DECIDED = (AGREES, AGREES_SMALLER, EQUIVALENT, SMALLER, DISAGREES, NOT_EQUIVALEN
 # The tests a verdict rests on, fixed by the claim's declaration (each adjusted on its own):
 # the statement (for an equivalence: within the margin, and beyond it), its bound, the
 # paper's size, the condition.
-STATEMENT, BEYOND, BOUND, SIZE, CONDITION = (
-  'statement',
-  'beyond the margin',
-  'bound',
-  "paper's size",
-  'condition',
-)
+STATEMENT, BEYOND, BOUND = 'statement', 'beyond the margin', 'bound'
+SIZE, CONDITION = "paper's size", 'condition'
 REPRODUCED = 'reproduced'  # what a decided condition test says
 
 
