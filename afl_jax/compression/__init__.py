@@ -1,30 +1,233 @@
-"""Message compressors (Yang, Hou, Wu, Sec. III-B, Alg. 1; QSGD of Alistarh et al. 2017):
-``afl_jax.compression.<name>(**settings)`` or ``make(name, **settings)`` builds one, ``names()``
-lists them, ``settings(name)`` gives a compressor's settings; the defaults are the paper's Fig. 1
-("top3", "Q4b"); :func:`error_feedback` wraps any of them (docs/algorithms/asynfl.md)."""
+"""Message compressors (Yang, Hou, Wu, Sec. III-B, Alg. 1; QSGD of Alistarh et al. 2017), and
+the bit accounting (docs/algorithms/asynfl.md, "Compressors"): a compressor transforms ONE
+client's upload, vmapped over the arrivals with its state scattered by client id (Alg. 1 lines
+13, 16). ``afl_jax.compression.<name>(**settings)`` or ``make(name, **settings)`` builds one,
+``names()`` lists them, ``settings(name)`` gives a compressor's settings; the defaults are the
+paper's Fig. 1 ("top3", "Q4b"); :func:`error_feedback` wraps any of them."""
 
-from afl_jax.compression._base import (
-  COMPRESSORS,
-  VALUE_BITS,
-  Compressor,
-  CompressorState,
-  EmptyState,
-  Updates,
-  count_bytes,
-  dense_bits,
-  identity_bits,
-  index_bits,
-  num_kept,
-  qsgd_bits,
-  sign_bits,
-  top_k_bits,
-  top_k_qsgd_bits,
-  tree_size,
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from afl_jax import checks
+from afl_jax.core import tree
+from afl_jax.core.tree import VALUE_BITS, dense_bits
+from afl_jax.registry import Registry
+
+Updates = Any  # a pytree of arrays: the message of one client
+CompressorState = Any  # a pytree (possibly empty) holding one client's state
+PRNGKey = jax.Array
+
+
+# The ranges of the settings several compressors share (also AsynFLC's hyperparameters).
+PARAMS: dict[str, checks.Spec] = {
+  'fraction': checks.real(0.0, 1.0, low_open=True),  # k/d
+  'bits': checks.integer(2, 32),  # b, bits per coordinate including the sign
+  'scaled': checks.boolean(),
+}
+# Compressors by name: a config's ``compressor.kind`` and its settings; a user registers
+# their own with ``@COMPRESSORS.register('name')``.
+COMPRESSORS = Registry(
+  'compressor', section='compressor', name_field='compressor.kind', shared=PARAMS
 )
-from afl_jax.compression._dense import identity, paper_sign, sign
-from afl_jax.compression._error_feedback import ErrorFeedbackState, error_feedback
-from afl_jax.compression._qsgd import qsgd, top_k_qsgd
-from afl_jax.compression._sparse import top_k
+
+
+class EmptyState(NamedTuple):
+  """State of a stateless compressor (an empty pytree)."""
+
+
+def init_empty(updates: Updates) -> EmptyState:
+  del updates
+  return EmptyState()
+
+
+class Compressor(NamedTuple):
+  """Optax-style: ``init(updates) -> state``, ``compress(updates, state, key) -> (message, state,
+  bits)``, bits a float32 scalar."""
+
+  init: Callable[[Updates], CompressorState]
+  compress: Callable[
+    [Updates, CompressorState, PRNGKey], tuple[Updates, CompressorState, jax.Array]
+  ]
+
+
+tree_size = tree.size  # d, the scalars of a message (static)
+
+
+def index_bits(d: int) -> int:
+  """``ceil(log2 d)``."""
+  return (d - 1).bit_length()
+
+
+def num_kept(fraction: float, d: int) -> int:
+  """Top-k's ``k = clip(ceil(fraction d), 1, d)``, at least ``fraction`` of the coordinates
+  (a 1e-12 relative slack absorbs round-off: ``fraction=0.3, d=10`` keeps 3)."""
+  k = math.ceil(fraction * d * (1.0 - 1e-12))
+  return min(d, max(1, k))
+
+
+def identity_bits(d: int) -> int:
+  return VALUE_BITS * d
+
+
+def top_k_bits(d: int, k: int) -> int:
+  return k * (VALUE_BITS + index_bits(d))
+
+
+def sign_bits(d: int, scaled: bool = False) -> int:
+  return d + (VALUE_BITS if scaled else 0)
+
+
+def qsgd_bits(d: int, bits: int) -> int:
+  return VALUE_BITS + d * bits
+
+
+def top_k_qsgd_bits(d: int, k: int, bits: int) -> int:
+  return VALUE_BITS + k * (bits + index_bits(d))
+
+
+def count_bytes(bits: Any, mask: Any = None) -> float:
+  """``sum(bits[mask]) / 8`` in float64, padding left out."""
+  b = np.asarray(bits, dtype=np.float64)
+  if mask is not None:
+    b = np.where(np.asarray(mask, dtype=bool), b, 0.0)
+  return float(b.sum() / 8.0)
+
+
+def bits_scalar(n: int) -> jax.Array:
+  return jnp.asarray(float(n), dtype=jnp.float32)
+
+
+def stateless(fn: Callable[[Any, PRNGKey], tuple[Any, int]], *, flat: bool = False) -> Compressor:
+  """A stateless :class:`Compressor` from ``fn(x, key) -> (compressed, static bits)``; ``flat``:
+  ``x`` is the pytree raveled."""
+
+  def compress(
+    updates: Updates, state: EmptyState, key: PRNGKey
+  ) -> tuple[Updates, EmptyState, jax.Array]:
+    if not flat:
+      out, bits = fn(updates, key)
+      return out, state, bits_scalar(bits)
+    vector, unravel = ravel_pytree(updates)
+    out, bits = fn(vector, key)
+    return unravel(out), state, bits_scalar(bits)
+
+  return Compressor(init=init_empty, compress=compress)
+
+
+@COMPRESSORS.register('identity')
+def identity() -> Compressor:
+  return stateless(lambda updates, key: (updates, identity_bits(tree_size(updates))))
+
+
+def paper_sign(x: jax.Array) -> jax.Array:
+  """Sec. III-B item (2): ``Sign(x)_i = +1`` for ``x_i >= 0``, ``-1`` otherwise."""
+  return jnp.where(x >= 0, jnp.ones_like(x), -jnp.ones_like(x))
+
+
+@COMPRESSORS.register('sign')
+def sign(scaled: bool = False) -> Compressor:
+  """Sign on library messages ``m = -Delta``: ``-alpha Sign(-m)``, ``d`` bits (+32 if
+  ``scaled``)."""
+
+  def compress(updates: Updates, key: PRNGKey) -> tuple[Updates, int]:
+    del key
+    d = tree_size(updates)
+    signs = jax.tree.map(lambda m: -paper_sign(-m), updates)  # -Sign(Delta), Delta = -m
+    if scaled:
+      leaves = jax.tree_util.tree_leaves(updates)
+      l1 = sum(jnp.sum(jnp.abs(x).astype(jnp.result_type(*leaves))) for x in leaves)
+      signs = jax.tree.map(lambda s: (l1 / d * s).astype(s.dtype), signs)
+    return signs, sign_bits(d, scaled)
+
+  return stateless(compress)
+
+
+def top_k_indices(flat: jax.Array, k: int) -> jax.Array:
+  """Indices of the ``k`` largest ``|flat|``, ties broken by lowest index."""
+  return jax.lax.top_k(jnp.abs(flat), k)[1]
+
+
+@COMPRESSORS.register('top_k')
+def top_k(fraction: float = 0.03) -> Compressor:
+  """Top-k (Sec. III-B item (1)) keeping ``fraction`` of the coordinates (at least 1)."""
+
+  def compress(flat: jax.Array, key: PRNGKey) -> tuple[jax.Array, int]:
+    del key
+    k = num_kept(fraction, flat.size)
+    idx = top_k_indices(flat, k)
+    return jnp.zeros_like(flat).at[idx].set(flat[idx]), top_k_bits(flat.size, k)
+
+  return stateless(compress, flat=True)
+
+
+def quantize(x: jax.Array, s: int, key: PRNGKey) -> jax.Array:
+  """``Q_s(x)`` of a 1-D array with its own l2 norm; ``Q_s(0) = 0``."""
+  norm = jnp.sqrt(jnp.sum(jnp.square(x)))
+  safe = jnp.where(norm > 0, norm, jnp.ones_like(norm))
+  r = jnp.minimum(jnp.abs(x) * (s / safe), s)  # in [0, s]; 0 when norm == 0
+  low = jnp.floor(r)
+  u = jax.random.uniform(key, x.shape, dtype=x.dtype)
+  level = low + (u < (r - low)).astype(x.dtype)
+  return (jnp.sign(x) * level * (norm / s)).astype(x.dtype)
+
+
+@COMPRESSORS.register('qsgd')
+def qsgd(bits: int = 4) -> Compressor:
+  """QSGD (Alistarh et al., NeurIPS 2017) on the whole flattened pytree."""
+  s = 2 ** (bits - 1) - 1
+  return stateless(
+    lambda flat, key: (quantize(flat, s, key), qsgd_bits(flat.size, bits)), flat=True
+  )
+
+
+@COMPRESSORS.register('top_k_qsgd')
+def top_k_qsgd(fraction: float = 0.03, bits: int = 4, scaled: bool = False) -> Compressor:
+  """``Q_s(Top_k(x))`` (Sec. III-B item (3)); ``scaled`` divides by ``1 + beta_{k,s}``
+  (docs/algorithms/asynfl.md, "EF")."""
+  s = 2 ** (bits - 1) - 1
+
+  def compress(flat: jax.Array, key: PRNGKey) -> tuple[jax.Array, int]:
+    k = num_kept(fraction, flat.size)
+    idx = top_k_indices(flat, k)
+    values = quantize(flat[idx], s, key)
+    if scaled:
+      values = values / (1.0 + min(k / s**2, math.sqrt(k) / s))
+    return jnp.zeros_like(flat).at[idx].set(values), top_k_qsgd_bits(flat.size, k, bits)
+
+  return stateless(compress, flat=True)
+
+
+class ErrorFeedbackState(NamedTuple):
+  residual: Updates  # e, same tree/shapes/dtypes as the updates
+  inner: Any  # state of the wrapped compressor
+
+
+def error_feedback(compressor: Compressor) -> Compressor:
+  """``compressor`` with error feedback (Alg. 1, eqs. (8)-(9)); state
+  ``ErrorFeedbackState(residual, inner)``."""
+
+  def init(updates: Updates) -> ErrorFeedbackState:
+    residual = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), updates)
+    return ErrorFeedbackState(residual=residual, inner=compressor.init(updates))
+
+  def compress(
+    updates: Updates, state: ErrorFeedbackState, key: PRNGKey
+  ) -> tuple[Updates, ErrorFeedbackState, jax.Array]:
+    corrected = jax.tree.map(lambda u, e: (u + e).astype(u.dtype), updates, state.residual)
+    sent, inner, bits = compressor.compress(corrected, state.inner, key)
+    residual = jax.tree.map(lambda c, m: (c - m).astype(c.dtype), corrected, sent)
+    return sent, ErrorFeedbackState(residual=residual, inner=inner), bits
+
+  return Compressor(init=init, compress=compress)
+
 
 make, names, settings, register = COMPRESSORS.verbs()
 
