@@ -9,14 +9,15 @@ from afl_jax.data.cifar10 import load_cifar10
 from afl_jax.data.digits import load_digits
 from afl_jax.data.federated import (
   PARTITIONS,
+  ClientLayout,
   FederatedData,
+  federate,
+  from_federated,
   make_federated,
   sample_batch,
   steps_per_epoch,
 )
-from afl_jax.data.fmnist import load_fashion_mnist
-from afl_jax.data.idx import parse_idx, read_idx
-from afl_jax.data.layout import ClientLayout, federate, from_federated
+from afl_jax.data.fmnist import load_fashion_mnist, parse_idx, read_idx
 from afl_jax.data.partition import Partition, PartitionError, dirichlet, iid, shards
 from afl_jax.data.synthetic import make_synthetic
 from afl_jax.data.unlabeled import DIGITS_COUNT, UNLABELED_SOURCES, external_unlabeled
@@ -37,8 +38,10 @@ DATASETS.register(
 DATASETS.register('digits', lambda *, data_dir=None, download=False, seed=0: load_digits(seed=seed))
 
 
-@DATASETS.register(
+DATASETS.register(
   'synthetic',
+  make_synthetic,
+  fixed={'samples_per_client': None},  # FedProx's power law
   federated=True,
   alpha=checks.NON_NEGATIVE,
   beta=checks.NON_NEGATIVE,
@@ -46,21 +49,6 @@ DATASETS.register('digits', lambda *, data_dir=None, download=False, seed=0: loa
   num_classes=checks.integer(2),
   test_fraction=checks.real(0.0, 1.0, low_open=True, high_open=True),
 )
-def _synthetic(
-  *,
-  num_clients: int,
-  seed: int = 0,
-  alpha: float = 1.0,
-  beta: float = 1.0,
-  iid: bool = False,
-  dim: int = 60,
-  num_classes: int = 10,
-  test_fraction: float = 0.2,
-) -> FederatedData:
-  return make_synthetic(
-    alpha, beta, num_clients, seed=seed, iid=iid, dim=dim, num_classes=num_classes,
-    test_fraction=test_fraction,
-  )  # fmt: skip
 
 
 make, names, settings, register = DATASETS.verbs()

@@ -1,5 +1,8 @@
-"""Client-ordered data: client i owns rows ``offsets[i] : offsets[i] + sizes[i]`` of one array;
-``unlabeled_x`` are training inputs no client owns (FedEcho's server set)."""
+"""Client data: :class:`ClientLayout` views ``x[index[offset_i : offset_i + size_i]]`` of one
+sample array (runs differing only in their partition share ``x`` and ``y``; a validation set may be
+held out first); :class:`FederatedData` copies them into client order (client i owns rows
+``offsets[i] : offsets[i] + sizes[i]``); ``unlabeled_x`` are training inputs no client owns
+(FedEcho's server set)."""
 
 from __future__ import annotations
 
@@ -9,10 +12,109 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from afl_jax.data import partition as partition_lib
 from afl_jax.data.base import ArrayDataset
 from afl_jax.data.base import normalizer as normalizer
-from afl_jax.data.layout import federate  # the split and partition live there, once
 from afl_jax.data.partition import PARTITIONS as PARTITIONS
+
+# Folded into the seed of the validation split, so that it draws from its own stream.
+_VALIDATION_STREAM = 0x7A11D
+
+
+class ClientLayout(NamedTuple):
+  """Partitioned training data (host NumPy): ``x``, ``y`` in the dataset's order, ``index`` grouped
+  by client from ``offsets`` (``sizes`` >= 1), the test split, ``unlabeled_x``, the validation
+  set, ``num_classes``."""
+
+  x: np.ndarray
+  y: np.ndarray
+  index: np.ndarray
+  offsets: np.ndarray
+  sizes: np.ndarray
+  test_x: np.ndarray
+  test_y: np.ndarray
+  unlabeled_x: np.ndarray
+  val_x: np.ndarray
+  val_y: np.ndarray
+  num_classes: int
+
+  @property
+  def num_clients(self) -> int:
+    return len(self.sizes)
+
+  def client_rows(self, i: int) -> np.ndarray:
+    return self.index[int(self.offsets[i]) : int(self.offsets[i] + self.sizes[i])]
+
+  def client(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+    rows = self.client_rows(i)
+    return self.x[rows], self.y[rows]
+
+
+def federate(
+  dataset: ArrayDataset,
+  partition_name: str,
+  num_clients: int,
+  *,
+  alpha: float = 0.5,
+  shards_per_client: int = 2,
+  min_size: int = 10,
+  seed: int = 0,
+  unlabeled_size: int = 0,
+  validation_size: int = 0,
+) -> ClientLayout:
+  """Hold out ``validation_size`` labeled, then ``unlabeled_size`` unlabeled samples, and partition
+  the rest among ``num_clients`` by ``partition_name``, all drawn from ``seed``."""
+  if partition_name not in PARTITIONS:
+    raise ValueError(f'partition_name={partition_name!r} must be one of {PARTITIONS}')
+  n = len(dataset.train_y)
+  if not 0 <= validation_size < n:
+    raise ValueError(f'validation_size={validation_size!r} must be in [0, {n - 1}]')
+  pool = np.arange(n)
+  val_idx = pool[:0]
+  if validation_size:
+    vrng = np.random.default_rng([seed, _VALIDATION_STREAM])
+    val_idx = np.sort(vrng.choice(n, size=validation_size, replace=False))
+    pool = np.setdiff1d(pool, val_idx)
+  m = len(pool)
+  if not 0 <= unlabeled_size < m:
+    raise ValueError(f'unlabeled_size={unlabeled_size!r} must be in [0, {m - 1}]')
+  rng = np.random.default_rng(seed)
+  perm = rng.permutation(m)
+  unlabeled_idx = pool[np.sort(perm[:unlabeled_size])]
+  labeled_idx = pool[np.sort(perm[unlabeled_size:])]
+  labels = dataset.train_y[labeled_idx]
+  if partition_name == 'iid':
+    part = partition_lib.iid(labels, num_clients, rng)
+  elif partition_name == 'dirichlet':
+    part = partition_lib.dirichlet(labels, num_clients, alpha, rng, min_size=min_size)
+  else:
+    part = partition_lib.shards(labels, num_clients, shards_per_client, rng)
+  if part.sizes.min() < 1:
+    raise partition_lib.PartitionError(
+      f'partition {partition_name!r} left a client without samples (sizes min '
+      f'{part.sizes.min()}); use fewer clients',
+      'num_clients',
+    )
+  norm = normalizer(dataset.train_x)
+  return ClientLayout(
+    x=norm(dataset.train_x),
+    y=np.asarray(dataset.train_y, np.int32),
+    index=labeled_idx[part.order].astype(np.int32),
+    offsets=part.offsets,
+    sizes=part.sizes,
+    test_x=norm(dataset.test_x),
+    test_y=np.asarray(dataset.test_y, np.int32),
+    unlabeled_x=norm(dataset.train_x[unlabeled_idx]),
+    val_x=norm(dataset.train_x[val_idx]),
+    val_y=np.asarray(dataset.train_y[val_idx], np.int32),
+    num_classes=int(dataset.num_classes),
+  )
+
+
+def from_federated(fed) -> ClientLayout:
+  """The layout of data already grouped by client (``afl_jax.data.FederatedData``)."""
+  index = np.arange(len(fed.y), dtype=np.int32)
+  return ClientLayout(**fed._asdict(), index=index, val_x=fed.x[:0], val_y=fed.y[:0])
 
 
 class FederatedData(NamedTuple):

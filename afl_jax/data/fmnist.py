@@ -1,16 +1,93 @@
 """Fashion-MNIST (Xiao, Rasul, Vollgraf 2017) from its four IDX files, plain or gzipped, found as
 :func:`~afl_jax.data.base.find_dataset` searches (Debian's ``dataset-fashion-mnist`` included) or
-fetched from Zalando's mirror."""
+fetched from Zalando's mirror; read by a strict reader of the IDX format (LeCun and Cortes, "The
+MNIST database": magic ``0 0 <dtype> <ndim>``, big-endian uint32 sizes, then exactly
+``prod(dims)`` items; gzip detected by its magic bytes; every inconsistency a DataError naming
+the file before NumPy sees the bytes)."""
 
 from __future__ import annotations
 
+import gzip
+import math
 import os
 import pathlib
+import zlib
 
 import numpy as np
 
-from afl_jax.data.base import ArrayDataset, DataError, check_labels, fetch, find_dataset
-from afl_jax.data.idx import read_idx
+from afl_jax.data.base import ArrayDataset, DataError, check_labels, fetch, find_dataset, read_file
+
+# IDX dtype code -> (big-endian NumPy dtype, name used in messages).
+IDX_DTYPES: dict[int, tuple[np.dtype, str]] = {
+  0x08: (np.dtype('>u1'), 'ubyte'),
+  0x09: (np.dtype('>i1'), 'byte'),
+  0x0B: (np.dtype('>i2'), 'int16'),
+  0x0C: (np.dtype('>i4'), 'int32'),
+  0x0D: (np.dtype('>f4'), 'float32'),
+  0x0E: (np.dtype('>f8'), 'float64'),
+}
+_GZIP_MAGIC = b'\x1f\x8b'
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+  raw = read_file(path)
+  if raw[:2] != _GZIP_MAGIC:
+    return raw
+  try:
+    return gzip.decompress(raw)
+  except (OSError, EOFError, zlib.error) as e:
+    raise DataError(
+      f'{path}: corrupt or truncated gzip data ({e}); delete the file and fetch it again'
+    ) from e
+
+
+def parse_idx(
+  data: bytes, *, name: str = '<bytes>', dtype: str | None = None, ndim: int | None = None
+) -> np.ndarray:
+  """IDX bytes as a writable native-endian array, of IDX ``dtype`` and ``ndim`` when given."""
+  if len(data) < 4:
+    raise DataError(f'{name}: file is {len(data)} bytes, too short for the 4-byte IDX magic')
+  if data[0] != 0 or data[1] != 0:
+    raise DataError(
+      f'{name}: bad IDX magic number 0x{data[:4].hex()} (must start with 0x0000); not an IDX file'
+    )
+  code, nd = data[2], data[3]
+  if code not in IDX_DTYPES:
+    valid = ', '.join(f'0x{c:02X} ({n})' for c, (_, n) in IDX_DTYPES.items())
+    raise DataError(f'{name}: unknown IDX dtype code 0x{code:02X}; valid codes: {valid}')
+  np_dtype, dtype_name = IDX_DTYPES[code]
+  if dtype is not None and dtype_name != dtype:
+    raise DataError(f'{name}: IDX dtype is {dtype_name}, expected {dtype}')
+  if ndim is not None and nd != ndim:
+    raise DataError(f'{name}: IDX header declares {nd} dimensions, expected {ndim}')
+  header_len = 4 + 4 * nd
+  if len(data) < header_len:
+    raise DataError(
+      f'{name}: truncated header: {nd} dimensions need {header_len} header bytes, '
+      f'file has {len(data)}'
+    )
+  dims = tuple(int(d) for d in np.frombuffer(data, dtype='>u4', count=nd, offset=4))
+  expected = math.prod(dims) * np_dtype.itemsize
+  actual = len(data) - header_len
+  if actual < expected:
+    raise DataError(
+      f'{name}: truncated file: header declares shape {dims} of {dtype_name} '
+      f'({expected} payload bytes) but only {actual} bytes follow the header'
+    )
+  if actual > expected:
+    raise DataError(
+      f'{name}: {actual - expected} unexpected trailing bytes after the payload of '
+      f'shape {dims} of {dtype_name}'
+    )
+  arr = np.frombuffer(data, dtype=np_dtype, offset=header_len).reshape(dims)
+  return arr.astype(np_dtype.newbyteorder('='))
+
+
+def read_idx(
+  path: str | os.PathLike, *, dtype: str | None = None, ndim: int | None = None
+) -> np.ndarray:
+  return parse_idx(read_bytes(path), name=os.fspath(path), dtype=dtype, ndim=ndim)
+
 
 NUM_CLASSES = 10
 IMAGE_SHAPE = (28, 28)
