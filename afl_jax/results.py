@@ -132,8 +132,7 @@ def _fields(run: RunRecord) -> dict[str, Any]:
   }
   ident = run.identity
   out |= {f'code:{m}': d[:8] for m, d in (ident.get('code') or {}).items()}
-  out |= {f'{k}': v for k, v in (ident.get('engine') or {}).items()}
-  out |= {f'{k}': v for k, v in (ident.get('jax') or {}).items()}  # JAX's settings, versions
+  out |= (ident.get('engine') or {}) | (ident.get('jax') or {})  # JAX's settings, versions
   out |= {f'{k} file': v[:8] for k, v in (ident.get('sources') or {}).items() if v}
   return out
 
@@ -262,8 +261,7 @@ def table(
   for label, frame in done.items():
     status = seeds[label].status
     row: dict[str, Any] = {'method': label, 'seeds': len(frame)}
-    row |= {'stopped': int(status.str.startswith('stopped').sum())}
-    row |= {'diverged': int(status.str.startswith('diverged').sum())}
+    row |= {k: int(status.str.startswith(k).sum()) for k in ('stopped', 'diverged')}
     for q in quantities:
       st = t_interval(frame[q].to_numpy(float) if q in frame else [], alpha)
       row |= {q: st['mean'], f'{q}_lo': st['lo'], f'{q}_hi': st['hi']}
@@ -310,11 +308,8 @@ def _ci(mean: float, lo: float, hi: float, fmt: str) -> str:
 def markdown(frame: pd.DataFrame) -> str:
   """The table as a paper prints it: mean [95% interval] over the completed runs per method;
   paired differences ``+d [lo, hi] (n)`` against the baseline; bounds marked."""
-  metric, target, at = (
-    frame.attrs.get('metric', 'accuracy'),
-    frame.attrs.get('target'),
-    frame.attrs.get('at'),
-  )
+  metric, target, at = (frame.attrs.get(k) for k in ('metric', 'target', 'at'))
+  metric = metric or 'accuracy'
   m = metric.replace('_', ' ')
   if at is not None:
     m += f' at {at[1]:g} {AXIS_NAMES[at[0]]}'
@@ -363,12 +358,8 @@ def curves(runs, x='steps', metric='test_accuracy', at=None, alpha=ALPHA) -> dic
     records, status = at_budget(r, at)
     recs = [q for q in records if q.get(metric) is not None]
     if status == 'completed' and recs:
-      pairs.append(
-        (
-          np.asarray([q[column] for q in recs], float) * scale,
-          np.asarray([q[metric] for q in recs]),
-        )
-      )
+      xs = np.asarray([q[column] for q in recs], float) * scale
+      pairs.append((xs, np.asarray([q[metric] for q in recs])))
   if not pairs:
     return {'x': np.zeros(0), 'mean': np.zeros(0), 'lo': np.zeros(0), 'hi': np.zeros(0), 'n': 0}
   end = min(p[0][-1] for p in pairs)
