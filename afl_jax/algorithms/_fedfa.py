@@ -83,12 +83,11 @@ def fedfa_server(
 
   def aggregate(params, models, deltas, num_steps, item_sizes):
     full = jnp.ones((k_size,), bool)
-    if not examples:
-      uniform = jnp.full((k_size,), 1.0 / k_size, jnp.result_type(float))
-      scales = nova_scales(num_steps, full) if nova else None
-    else:
+    if examples:
       uniform = item_sizes / jnp.sum(item_sizes)  # n_k / sum_window n_j
-      scales = nova_scales(num_steps, full, uniform) if nova else None
+    else:
+      uniform = jnp.full((k_size,), 1.0 / k_size, jnp.result_type(float))
+    scales = nova_scales(num_steps, full, uniform if examples else None) if nova else None
     share = (lambda v: v / k_size) if not examples else (lambda v: v * uniform)
     if mode == 'delta':
       weights = uniform if scales is None else share(scales)
@@ -101,9 +100,7 @@ def fedfa_server(
     return jax.tree.map(lambda m, c, p: (m + c).astype(p.dtype), mean_model, correction, params)
 
   def should_aggregate(n):
-    if sliding:
-      return n >= first_aggregation
-    return (n + 1) % k_size == 0
+    return n >= first_aggregation if sliding else (n + 1) % k_size == 0
 
   def update(state: FedFaState, messages, arrivals: Arrivals, key):
     del key
@@ -131,12 +128,11 @@ def fedfa_server(
       arrivals.mask,
     )
     new_state, aggregated = jax.lax.scan(one_arrival, state, xs)
-    metrics = {
+    return new_state, {
       'aggregations': jnp.sum(aggregated).astype(jnp.float32),
       'window_fill': jnp.minimum(new_state.count, k_size).astype(jnp.float32),
       'update_norm': tree.global_norm(tree.sub(new_state.params, state.params)),
     }
-    return new_state, metrics
 
   return ServerRule(init, update)
 
