@@ -52,7 +52,7 @@ def ca2fl_server(server_lr: float = 1.0, *, num_clients: int = 10, weighting: st
   ) -> tuple[CA2FLState, dict[str, Any]]:
     del key
     mask, ids = arrivals.mask, arrivals.client_ids
-    n = jax.tree.leaves(state.cache)[0].shape[0]
+    n = state.num_clients
     counts = state.counts
     if examples:
       counts = jnp.zeros((n,), jnp.result_type(float)) if counts is None else counts

@@ -86,15 +86,8 @@ def port_server(
       moved = jax.tree.map(lambda xt, s: xt[None] - s, x, starts)  # x_t - x_{s_i}
     sim = cosine_rows(moved, d, 0.0)
     sizes = row_counts(arrivals) if examples else None
-    p = port_weights(
-      sim,
-      arrivals.staleness,
-      arrivals.mask,
-      similarity_weight,
-      staleness_weight,
-      staleness_bound,
-      sizes,
-    )
+    weights = (similarity_weight, staleness_weight, staleness_bound)
+    p = port_weights(sim, arrivals.staleness, arrivals.mask, *weights, sizes)
     new = PortState(tree.axpy(server_lr, tree.weighted_sum(d, p), x), x)
     return step_result(arrivals, new, state, weight_max=jnp.max(jnp.where(arrivals.mask, p, 0.0)))
 
