@@ -438,10 +438,7 @@ def _with_run_inputs(make, needed: bool, *skt: int | None) -> Algorithm:
   return alg._replace(prepare=prepare)
 
 
-@ALGORITHMS.register(
-  'masfl', context=RUN_INPUTS, uses=(masfl_server,), fixed={'adaptive': False}, **THEORY_SPECS
-)
-def masfl(
+def _masfl(
   client_lr: float | None = None,
   server_lr: float | None = None,
   beta: float | None = None,
@@ -453,36 +450,30 @@ def masfl(
   margin: float = 0.0,
   **server: Any,
 ) -> Algorithm:
+  """MasFL, its rates left as None from Theorem 3.1, or (``adaptive``) AdaMasFL from Theorem 4.1."""
+  adaptive = server['adaptive']
   lips = DEFAULT_SMOOTHNESS if smoothness is None else smoothness
   tau = DEFAULT_TAU_MAX if tau_max is None else tau_max
+  given = (client_lr, server_lr, beta)
 
   def make(arrivals_per_step, local_steps, num_rounds) -> Algorithm:
     s, k, t = arrivals_per_step, local_steps, num_rounds
+    if adaptive:  # the theorem's rates only where none is given
+      theory = adamasfl_theory(s, k, t) if None in given else given
+      eta, gamma, b = (r if g is None else g for g, r in zip(given, theory))
+      return build('adamasfl', eta, gamma, b, **server)
     b = _beta(s, k, t) if beta is None else beta
     gamma = b / (4 * lips) if server_lr is None else server_lr
     eta = masfl_theory(s, k, t, lips, tau, margin).client_lr if client_lr is None else client_lr
     return build('masfl', eta, gamma, b, **server)
 
-  needed = beta is None or client_lr is None
+  needed = None in given if adaptive else beta is None or client_lr is None
   return _with_run_inputs(make, needed, arrivals_per_step, local_steps, num_rounds)
 
 
-@ALGORITHMS.register(
-  'adamasfl', context=RUN_INPUTS, uses=(masfl_server,), fixed={'adaptive': True}, **RUN_SPECS
+RULE = {'context': RUN_INPUTS, 'uses': (masfl_server,)}
+masfl = ALGORITHMS.register('masfl', _masfl, **RULE, fixed={'adaptive': False}, **THEORY_SPECS)
+THEORY_ONLY = {'smoothness': None, 'tau_max': None, 'margin': 0.0}  # AdaMasFL's theorem: S, K, T
+adamasfl = ALGORITHMS.register(
+  'adamasfl', _masfl, **RULE, fixed={'adaptive': True, **THEORY_ONLY}, **RUN_SPECS
 )
-def adamasfl(
-  client_lr: float | None = None,
-  server_lr: float | None = None,
-  beta: float | None = None,
-  arrivals_per_step: int | None = None,
-  local_steps: int | None = None,
-  num_rounds: int | None = None,
-  **server: Any,
-) -> Algorithm:
-  def make(arrivals_per_step, local_steps, num_rounds) -> Algorithm:
-    given = (client_lr, server_lr, beta)  # the theorem's rates only where none is given
-    theory = adamasfl_theory(arrivals_per_step, local_steps, num_rounds) if None in given else given
-    return build('adamasfl', *(t if g is None else g for g, t in zip(given, theory)), **server)
-
-  needed = None in (client_lr, server_lr, beta)
-  return _with_run_inputs(make, needed, arrivals_per_step, local_steps, num_rounds)
