@@ -20,36 +20,35 @@ from afl_jax.core import tree
 from afl_jax.core.types import Algorithm, ServerRule
 
 
-@ALGORITHMS.register('fedavg', uses=(fedavg_server,))
-def fedavg(client_lr: float = 0.01, **server: Any) -> Algorithm:
-  return Algorithm('fedavg', local_sgd(client_lr), fedavg_server(**server))
+def _local_sgd(
+  client_lr: float = 0.01,
+  mu: float | None = 0.01,
+  *,
+  label: str,
+  buffered: bool,
+  normalized: bool,
+  **server: Any,
+) -> Algorithm:
+  """Local SGD (FedProx's where ``mu`` is a number) on FedAvg's or (``buffered``) FedBuff's
+  server, with FedNova's normalization where ``normalized``."""
+  rule = (fedbuff_server if buffered else fedavg_server)(**server)
+  rule = nova(rule, weighting=server['weighting']) if normalized else rule
+  return Algorithm(label, local_sgd(client_lr) if mu is None else prox_sgd(client_lr, mu), rule)
 
 
-@ALGORITHMS.register('fedbuff', uses=(fedbuff_server,))
-def fedbuff(client_lr: float = 0.01, **server: Any) -> Algorithm:
-  return Algorithm('fedbuff', local_sgd(client_lr), fedbuff_server(**server))
+def _variant(label: str, buffered: bool, *, prox: bool = False, normalized: bool = False):
+  fixed = {'label': label, 'buffered': buffered, 'normalized': normalized}
+  fixed |= {} if prox else {'mu': None}
+  server = fedbuff_server if buffered else fedavg_server
+  return ALGORITHMS.register(label, _local_sgd, uses=(server,), fixed=fixed)
 
 
-@ALGORITHMS.register('fedprox', uses=(fedavg_server,))
-def fedprox(client_lr: float = 0.01, mu: float = 0.01, **server: Any) -> Algorithm:
-  return Algorithm('fedprox', prox_sgd(client_lr, mu), fedavg_server(**server))
-
-
-@ALGORITHMS.register('fedbuff_prox', uses=(fedbuff_server,))
-def fedbuff_prox(client_lr: float = 0.01, mu: float = 0.01, **server: Any) -> Algorithm:
-  return Algorithm('fedbuff_prox', prox_sgd(client_lr, mu), fedbuff_server(**server))
-
-
-@ALGORITHMS.register('fednova', uses=(fedavg_server,))
-def fednova(client_lr: float = 0.01, **server: Any) -> Algorithm:
-  normalized = nova(fedavg_server(**server), weighting=server['weighting'])
-  return Algorithm('fednova', local_sgd(client_lr), normalized)
-
-
-@ALGORITHMS.register('fedbuff_nova', uses=(fedbuff_server,))
-def fedbuff_nova(client_lr: float = 0.01, **server: Any) -> Algorithm:
-  normalized = nova(fedbuff_server(**server), weighting=server['weighting'])
-  return Algorithm('fedbuff_nova', local_sgd(client_lr), normalized)
+fedavg = _variant('fedavg', False)
+fedbuff = _variant('fedbuff', True)
+fedprox = _variant('fedprox', False, prox=True)
+fedbuff_prox = _variant('fedbuff_prox', True, prox=True)
+fednova = _variant('fednova', False, normalized=True)
+fedbuff_nova = _variant('fedbuff_nova', True, normalized=True)
 
 
 # ---- FedAsync ---------------------------------------------------------------------------------
