@@ -288,52 +288,33 @@ def scale_by_alg2(
 
 
 # ---- the algorithms -----------------------------------------------------------------------------
-def _momentum(name: str, client_lr: Any, server: ServerRule, autonomous: bool = False):
-  """``server`` with local-SGD clients; ``autonomous``: they send ``Delta / K_{t,i}`` (Alg. 4)."""
-  client = local_sgd(client_lr)
-  return Algorithm(name, divide_by_local_steps(client) if autonomous else client, server)
+SERVER_RULES = {
+  'fedgm': fedgm_server,
+  'multistage': multistage_fedgm_server,
+  'fedopt': fedopt_server,
+}
 
 
-@ALGORITHMS.register('fedgm', uses=(fedgm_server,))
-def fedgm(client_lr: float = 0.01, **server: Any) -> Algorithm:
-  return _momentum('fedgm', client_lr, fedgm_server(**server))
+def _momentum(
+  client_lr: float = 0.01, *, label: str, rule: str, autonomous: bool, **server: Any
+) -> Algorithm:
+  """Server ``rule`` with local-SGD clients; ``autonomous``: they send ``Delta / K_{t,i}``
+  (Alg. 4); FedNAG's nu is its beta."""
+  client = divide_by_local_steps(local_sgd(client_lr)) if autonomous else local_sgd(client_lr)
+  server = server | {'nu': server['beta']} if label == 'fednag' else server
+  return Algorithm(label, client, SERVER_RULES[rule](**server))
 
 
-@ALGORITHMS.register('autonomous_fedgm_single_stage', uses=(fedgm_server,))
-def autonomous_fedgm_single_stage(client_lr: float = 0.01, **server: Any) -> Algorithm:
-  """Alg. 4 with one stage: FedGM whose clients send ``Delta / K_{t,i}``."""
-  return _momentum('autonomous_fedgm_single_stage', client_lr, fedgm_server(**server), True)
+def _variant(label: str, rule: str = 'fedgm', autonomous: bool = False, **fixed: Any):
+  fixed |= {'label': label, 'rule': rule, 'autonomous': autonomous}
+  return ALGORITHMS.register(label, _momentum, uses=(SERVER_RULES[rule],), fixed=fixed)
 
 
-@ALGORITHMS.register('fedsgd', uses=(fedgm_server,), fixed={'beta': 0.0, 'nu': 0.0})
-def fedsgd(client_lr: float = 0.01, **server: Any) -> Algorithm:
-  """FedGM(beta=0, nu=0): two-sided learning rates."""
-  return _momentum('fedsgd', client_lr, fedgm_server(**server))
-
-
-@ALGORITHMS.register('fedavgm', uses=(fedgm_server,), fixed={'nu': 1.0})
-def fedavgm(client_lr: float = 0.01, **server: Any) -> Algorithm:
-  """FedGM(nu=1)."""
-  return _momentum('fedavgm', client_lr, fedgm_server(**server))
-
-
-@ALGORITHMS.register('fednag', uses=(fedgm_server,), fixed={'nu': None})
-def fednag(client_lr: float = 0.01, **server: Any) -> Algorithm:
-  """FedGM(nu=beta)."""
-  return _momentum('fednag', client_lr, fedgm_server(**server | {'nu': server['beta']}))
-
-
-@ALGORITHMS.register('multistage_fedgm', uses=(multistage_fedgm_server,))
-def multistage_fedgm(client_lr: float = 0.01, **server: Any) -> Algorithm:
-  return _momentum('multistage_fedgm', client_lr, multistage_fedgm_server(**server))
-
-
-@ALGORITHMS.register('autonomous_fedgm', uses=(multistage_fedgm_server,))
-def autonomous_fedgm(client_lr: float = 0.01, **server: Any) -> Algorithm:
-  """Alg. 4: Multistage FedGM whose clients send ``Delta / K_{t,i}``."""
-  return _momentum('autonomous_fedgm', client_lr, multistage_fedgm_server(**server), True)
-
-
-@ALGORITHMS.register('fedopt', uses=(fedopt_server,))
-def fedopt(client_lr: float = 0.01, **server: Any) -> Algorithm:
-  return _momentum('fedopt', client_lr, fedopt_server(**server))
+fedgm = _variant('fedgm')
+autonomous_fedgm_single_stage = _variant('autonomous_fedgm_single_stage', autonomous=True)  # Alg. 4
+fedsgd = _variant('fedsgd', beta=0.0, nu=0.0)  # FedGM(beta=0, nu=0): two-sided learning rates
+fedavgm = _variant('fedavgm', nu=1.0)  # FedGM(nu=1)
+fednag = _variant('fednag', nu=None)  # FedGM(nu=beta)
+multistage_fedgm = _variant('multistage_fedgm', 'multistage')
+autonomous_fedgm = _variant('autonomous_fedgm', 'multistage', autonomous=True)  # Alg. 4
+fedopt = _variant('fedopt', 'fedopt')
