@@ -198,16 +198,13 @@ def _run_phase(paper, exp, phase, out_dir, settings, records_dir, rerun, log, ma
       seeds = [int(s) for s in config_lib.sweep_axes(config.sweep)['seed']]
       entry = {'experiment': exp.key, 'method': method.label, 'phase': phase, 'setting': setting}
       where = f'[{exp.key}/{method.label}/{phase}]'
-      if not rerun and any(
-        m['identity'] == ident for m in manifest if records.same_runs(m, entry | {'seeds': seeds})
-      ):
+      old = [m for m in manifest if records.same_runs(m, entry | {'seeds': seeds})]
+      if not rerun and any(m['identity'] == ident for m in old):
         log(f'{where} records up to date (identity {ident})')
         continue
-      old = [m for m in manifest if records.same_runs(m, entry | {'seeds': seeds})]
       for m in old:
-        log(
-          f"{where} its runs' inputs changed (identity {m['identity']} -> {ident}): running again"
-        )
+        changed = f"its runs' inputs changed (identity {m['identity']} -> {ident})"
+        log(f'{where} {changed}: running again')
       label = ''.join(ch if ch.isalnum() or ch in '+-_.' else '_' for ch in method.label)
       workdir = os.path.join(out_dir, paper.key, exp.key, phase, label, ident[:16])
       log(f'{where} sweep {setting} -> {workdir}')
@@ -218,18 +215,10 @@ def _run_phase(paper, exp, phase, out_dir, settings, records_dir, rerun, log, ma
       for m in old:
         frame = frame[~records.sweep_rows(frame, m)]
       frame = pd.concat([frame, pd.DataFrame(found)], ignore_index=True)
-      manifest = [m for m in manifest if m not in old] + [
-        entry
-        | {
-          'identity': ident,
-          'seeds': seeds,
-          'runs': len(summary['runs']),
-          'steps': steps,
-          'seconds': round(seconds, 1),
-          'machine': machine_info(),
-          'date': datetime.date.today().isoformat(),
-        }
-      ]
+      entry |= {'identity': ident, 'seeds': seeds, 'runs': len(summary['runs']), 'steps': steps}
+      entry |= {'seconds': round(seconds, 1), 'machine': machine_info()}
+      entry |= {'date': datetime.date.today().isoformat()}
+      manifest = [m for m in manifest if m not in old] + [entry]
       manifest = mark(paper, frame, manifest, [exp.key])
       if processes.is_writer():  # every process holds the same frame; process 0 writes it
         write(paper.key, frame, manifest, records_dir)  # nothing lost
