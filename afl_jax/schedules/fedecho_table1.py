@@ -85,13 +85,8 @@ def durations(
   """Table 1 durations of clients with ``num_samples`` samples (checked by :func:`schedule`)."""
   cat = runtime_categories(num_samples, **categories)
   low, high = category_ranges(cat, delay, unit)
-  return PerClientUniform(
-    'uniform',
-    {'low': float(low.min()), 'high': float(high.max())},
-    low=low,
-    high=high,
-    category=cat,
-  )
+  overall = {'low': float(low.min()), 'high': float(high.max())}
+  return PerClientUniform('uniform', overall, low=low, high=high, category=cat)
 
 
 def _fractions_problem(fractions) -> str | None:
@@ -128,12 +123,5 @@ def schedule(
   'large' or 'mild', ``unit`` seconds; ``gamma`` and ``fractions`` set the runtime categories."""
   table1 = {'delay': delay, 'unit': unit, 'gamma': gamma, 'fractions': fractions}
   dur = durations(num_samples, seed=seed, **table1)
-  return builders.fedbuff(
-    len(dur.low),
-    concurrency,
-    buffer_size,
-    num_steps,
-    durations=dur,
-    local_steps=local_steps,
-    seed=seed,
-  )
+  clock = {'durations': dur, 'local_steps': local_steps, 'seed': seed}
+  return builders.fedbuff(len(dur.low), concurrency, buffer_size, num_steps, **clock)

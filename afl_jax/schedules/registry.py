@@ -158,14 +158,8 @@ def random_staleness(
 ) -> Schedule:
   """FedGM App. H.1; ``local_steps_multipliers`` e.g. '1,2,3,4,5,6' ('' = none)."""
   multipliers = [int(v) for v in local_steps_multipliers.split(',') if v.strip()] or None
-  return builders.random_staleness(
-    ctx.num_clients,
-    clients_per_step,
-    ctx.num_steps,
-    window=window,
-    local_steps_multipliers=multipliers,
-    **_common(ctx),
-  )
+  given = {'window': window, 'local_steps_multipliers': multipliers, **_common(ctx)}
+  return builders.random_staleness(ctx.num_clients, clients_per_step, ctx.num_steps, **given)
 
 
 def fedecho_table1_kind(
@@ -204,15 +198,8 @@ def port(
   buffer_size: int = 10,
 ) -> Schedule:
   """Port's staleness-bounded FedBuff clock (docs/algorithms/port.md)."""
-  return builders.fedbuff(
-    ctx.num_clients,
-    concurrency,
-    buffer_size,
-    ctx.num_steps,
-    staleness_bound=staleness_bound,
-    urgent=urgent,
-    **_common(ctx, durations),
-  )
+  bound = {'staleness_bound': staleness_bound, 'urgent': urgent, **_common(ctx, durations)}
+  return builders.fedbuff(ctx.num_clients, concurrency, buffer_size, ctx.num_steps, **bound)
 
 
 # concurrency bounds only a speeds trace's clock (checked there); a jobs trace ignores it.
