@@ -278,12 +278,8 @@ class Registry:
     entry = self._entries[name]
     for arg, value in settings.items():
       if arg not in entry.settings and arg not in entry.context:
-        valid = sorted(entry.settings)
-        return (
-          self.field(arg),
-          value,
-          f'{self.kind} {name!r} takes no setting {arg!r}; valid: {valid}.',
-        )
+        why = f'{self.kind} {name!r} takes no setting {arg!r}; valid: {sorted(entry.settings)}.'
+        return self.field(arg), value, why
     known = {k: d for k, d in entry.settings.items() if d is not REQUIRED}
     known |= {k: v for k, v in (facts or {}).items() if v is not None} | dict(settings)
     for arg, value in settings.items():

@@ -40,6 +40,7 @@ METRIC_COLUMNS = [
   'test_loss',
 ]
 RUN = 'run'  # the column of each row's run identity
+COLUMNS = KEYS + METRIC_COLUMNS + [RUN]
 TEXT_COLUMNS = ['experiment', 'method', 'phase', 'setting', RUN]
 INT_COLUMNS = ['seed', 'step']
 # A sweep: its key (experiment, method, phase, setting), its identity (the digest of its runs'
@@ -143,9 +144,7 @@ def write(
       sweeps state a status and others not, or one that is not a status.
   """
   records_path, manifest_path = paths(paper_key, records_dir)
-  frame = frame.sort_values(KEYS, kind='stable').reset_index(drop=True)[
-    KEYS + METRIC_COLUMNS + [RUN]
-  ]
+  frame = frame.sort_values(KEYS, kind='stable').reset_index(drop=True)[COLUMNS]
   sweeps = sorted(
     sweeps, key=lambda m: (m['experiment'], m['phase'], m['method'], m['setting'], min(m['seeds']))
   )
@@ -227,14 +226,13 @@ def _load_records(path: str) -> tuple[pd.DataFrame, bytes]:
     frame = pd.read_csv(io.BytesIO(text))
   except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
     raise RecordsError(f'{path}: not a readable CSV ({_short(e)}); {RESTORE}') from None
-  columns = KEYS + METRIC_COLUMNS + [RUN]
-  missing = [c for c in columns if c not in frame.columns]
-  extra = [c for c in frame.columns if c not in [*columns, STATUS]]
+  missing = [c for c in COLUMNS if c not in frame.columns]
+  extra = [c for c in frame.columns if c not in [*COLUMNS, STATUS]]
   if missing or extra:
     what = [f'missing column {", ".join(missing)}'] * bool(missing)
     what += [f'unknown column {", ".join(map(str, extra))}'] * bool(extra)
     raise RecordsError(f'{path}: {"; ".join(what)}; {RESTORE}')
-  for column in columns:
+  for column in COLUMNS:
     values = frame[column]
     kind = (
       'text' if column in TEXT_COLUMNS else 'an integer' if column in INT_COLUMNS else 'a number'
@@ -324,7 +322,7 @@ def read(paper_key: str, records_dir: str = RECORDS) -> tuple[pd.DataFrame, list
   """
   records_path, manifest_path = paths(paper_key, records_dir)
   have_records, have_manifest = os.path.lexists(records_path), os.path.lexists(manifest_path)
-  empty = pd.DataFrame(columns=KEYS + METRIC_COLUMNS + [RUN]), []
+  empty = pd.DataFrame(columns=COLUMNS), []
   if not have_records and not have_manifest:
     return empty
   if not have_manifest:
