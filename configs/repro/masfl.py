@@ -524,11 +524,11 @@ FIG1_NONIID_T600 = dataclasses.replace(
     DEVIATIONS[2],
     'Declared for an accelerator, not run on 2 CPU cores (run=False): '
     '`python scripts/reproduce.py --paper=masfl --only=fig1_noniid_t600`. Timed on 2 CPU '
-    'cores (2026-11-27, convolutions as matrix products, issue 39): one MasFL run with the '
-    'CNN runs 50 steps in 132 s (23 steps/min; before, it had not reached step 30 after '
-    '19 min), so one 600-step run takes ~27 min and the sweep of 117 runs ~2 days; '
-    'scripts/estimate.py predicts 32 min a run. At this T, beta = sqrt(SK/T) = 0.29 and '
-    "AdaMasFL's gamma = 0.022 are the paper's.",
+    "cores (2026-11-29, each client's convolutions XLA's own, one client at a time, issue "
+    '47): one MasFL run with the CNN runs 50 steps in 62.7 s (48 steps/min; 23 with the '
+    'patches of issue 39), so one 600-step run takes ~12.5 min and the sweep of 117 runs '
+    "~24 h of the 2 cores. At this T, beta = sqrt(SK/T) = 0.29 and AdaMasFL's gamma = "
+    "0.022 are the paper's.",
   ),
   run=False,
 )
