@@ -20,6 +20,8 @@ import numpy as np
 from jax import lax
 from jax.extend import core as jex_core
 
+from afl_jax.models import winograd
+
 PLATFORMS = ('cpu',)  # where the rules below beat XLA's own lowering (docs/performance.md)
 
 
@@ -118,14 +120,9 @@ def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dime
   ]
   if min(out) < 1:
     return None
-  conv = direct(
-    x.shape[1:-1],
-    w.shape[:-2],
-    tuple(window_strides),
-    tuple(map(tuple, padding)),
-    tuple(rhs_dilation),
-    precision,
-  )
+  shape = (x.shape[1:-1], w.shape[:-2], tuple(window_strides), tuple(map(tuple, padding)))
+  m = winograd.tile(*shape, tuple(rhs_dilation), w.shape[-2:])
+  conv = tiled(shape[0], m, precision) if m else direct(*shape, tuple(rhs_dilation), precision)
   y = conv(x, w)  # [N, *out, O]
   return lax.transpose(y, tuple(np.argsort((out_spec[0], *out_spec[2:], out_spec[1]))))
 
@@ -164,18 +161,15 @@ def direct(space, window, strides, padding, dilation, precision=None) -> Callabl
   ]
   spatial = tuple(range(n))
 
-  @_one_client_each
   @jax.named_scope('conv_forward')  # the three's ops named for profiles (benchmark conv_step)
   def forward(x, w):
     return conv(x, w, strides, padding, rhs_dilation=dilation)
 
-  @_one_client_each
   @jax.named_scope('conv_input_grad')
   def input_grad(dy, w):
     flipped = jnp.swapaxes(lax.rev(w, spatial), -1, -2)  # [*window, O, C]
     return conv(dy, flipped, (1,) * n, input_padding, lhs_dilation=strides, rhs_dilation=dilation)
 
-  @_one_client_each
   @jax.named_scope('conv_kernel_grad')
   def kernel_grad(x, dy):
     # A product with the identity materializes x, so the transpose below reads it from memory
@@ -187,16 +181,36 @@ def direct(space, window, strides, padding, dilation, precision=None) -> Callabl
     g = conv(xt, dyt, dilation, kernel_padding, rhs_dilation=strides)  # [C, *window, O]
     return jnp.moveaxis(g, 0, n)  # [*window, C, O]
 
+  return differentiable(forward, input_grad, kernel_grad)
+
+
+@functools.cache
+def tiled(space, m, precision=None) -> Callable:
+  """``conv(x [N, *space, C], w [3, 3, C, O])``, padding 1, stride 1, by Winograd's F(m x m, 3 x 3)
+  (models.winograd), differentiable as :func:`direct` is."""
+  return differentiable(*winograd.parts(space, m, precision))
+
+
+def differentiable(forward, input_grad, kernel_grad, keep=None) -> Callable:
+  """``convolve(x, w)`` = ``forward(x, w)``, differentiable in reverse mode with the input
+  gradient ``input_grad(dy, w)`` and the kernel gradient ``kernel_grad(r, dy)``, ``r`` the input
+  ``x`` or, given ``keep``, the second output of ``keep(x, w) -> (y, r)`` (what the forward
+  computed and the kernel gradient reuses). Under ``vmap`` each runs for one client at a time
+  (:func:`_one_client_each`)."""
+  forward, input_grad, kernel_grad = map(_one_client_each, (forward, input_grad, kernel_grad))
+  keep = _one_client_each(keep) if keep else lambda x, w: (forward(x, w), x)
+
   @jax.custom_vjp
   def convolve(x, w):
     return forward(x, w)
 
   def fwd(x, w):
-    return forward(x, w), (x, w)
+    y, r = keep(x, w)
+    return y, (r, w)
 
   def bwd(res, dy):
-    x, w = res
-    return input_grad(dy, w), kernel_grad(x, dy)
+    r, w = res
+    return input_grad(dy, w), kernel_grad(r, dy)
 
   convolve.defvjp(fwd, bwd)
   return convolve
@@ -211,9 +225,10 @@ def _one_client_each(fn: Callable) -> Callable:
   def rule(axis_size, in_batched, *args):
     spread = lambda a, b: a if b else jnp.broadcast_to(a, (axis_size, *a.shape))
     args = [spread(a, b) for a, b in zip(args, in_batched)]
+    out = f(*(a[0] for a in args)) if axis_size == 1 else lax.map(lambda a: f(*a), tuple(args))
     if axis_size == 1:
-      return f(*(a[0] for a in args))[None], True
-    return lax.map(lambda a: f(*a), tuple(args)), True
+      out = jax.tree.map(lambda o: o[None], out)
+    return out, jax.tree.map(lambda _: True, out)
 
   return f
 

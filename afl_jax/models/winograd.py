@@ -1,0 +1,147 @@
+"""3x3 stride-1 convolutions by Winograd's minimal filtering F(m x m, 3 x 3) (Lavin and Gray,
+"Fast Algorithms for Convolutional Neural Networks", CVPR 2016, eq. 8: ``Y = A^T [(G g G^T) .
+(B^T d B)] A`` over tiles of ``m + 2`` inputs giving ``m x m`` outputs), for the layers where
+they beat XLA:CPU's convolution (:func:`tile`, docs/performance.md). The ``(m + 2)^2``
+elementwise products of a tile, summed over the input channels of every tile, are
+``(m + 2)^2`` matrix products ``[tiles, C] x [C, O]``: ``(m + 2)^2 / m^2`` multiplications per
+output and channel pair instead of 9. The transforms are sums of strided slices with constant
+coefficients (elementwise, one pass over the activations each)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+# (B^T, G, A^T) of F(2, 3) and F(4, 3): interpolation points 0, +-1 (and +-2 for m = 4), inf.
+TRANSFORMS = {
+  2: (
+    [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
+    [[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]],
+    [[1, 1, 1, 0], [0, 1, -1, -1]],
+  ),
+  4: (
+    [
+      [4, 0, -5, 0, 1, 0],
+      [0, -4, -4, 1, 1, 0],
+      [0, 4, -4, -1, 1, 0],
+      [0, -2, -1, 2, 1, 0],
+      [0, 2, -1, -2, 1, 0],
+      [0, 4, 0, -5, 0, 1],
+    ],
+    [
+      [1 / 4, 0, 0],
+      [-1 / 6, -1 / 6, -1 / 6],
+      [-1 / 6, 1 / 6, -1 / 6],
+      [1 / 24, 1 / 12, 1 / 6],
+      [1 / 24, -1 / 12, 1 / 6],
+      [0, 0, 1],
+    ],
+    [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
+  ),
+}
+
+# Output tile per layer shape (height = width, channels in = out), measured on CPU against
+# models.fast.direct, forward and both gradients (docs/performance.md, "Convolutional models").
+TILES = {(16, 128): 4, (8, 256): 2}
+DOTS = True
+
+
+def tile(space, window, strides, padding, dilation, channels) -> int | None:
+  """The output tile ``m`` of the Winograd route for this convolution, or None where XLA's own
+  (models.fast.direct) was measured faster or the route does not apply (not 2-D 3x3, stride 1,
+  padding 1, no dilation)."""
+  if tuple(window) != (3, 3) or set(strides) != {1} or set(dilation) != {1}:
+    return None
+  if tuple(map(tuple, padding)) != ((1, 1), (1, 1)) or space[0] != space[1]:
+    return None
+  cin, cout = channels
+  return TILES.get((space[0], cin)) if cin == cout else None
+
+
+def _combine(left, right, part):
+  """``[sum_rs left[k, r] right[l, s] part(r, s) for k, l]``, zeros skipped: one expression of
+  the parts per output, so that XLA fuses each transform into one pass."""
+  out = []
+  for lk in np.asarray(left, np.float64):
+    for rl in np.asarray(right, np.float64):
+      terms = [(float(a * b), (r, s)) for r, a in enumerate(lk) for s, b in enumerate(rl) if a * b]
+      out.append(functools.reduce(jnp.add, [c * part(*rs) if c != 1 else part(*rs) for c, rs in terms]))
+  return out
+
+
+def parts(space, m, precision=None) -> tuple[Callable, Callable, Callable, Callable]:
+  """``(forward, input_grad, kernel_grad, keep)`` of ``x [N, H, W, C] * w [3, 3, C, O] ->
+  [N, H, W, O]``, padding 1 on each side, stride 1, by F(m x m, 3 x 3), in the form of
+  models.fast.differentiable: ``keep(x, w)`` is the output and the transformed input tiles
+  ``V``; the input gradient is the same route with the flipped kernel (a 3x3 stride-1
+  convolution's transpose); the kernel gradient the transposed products ``V^T dM`` of the kept
+  ``V`` and the output gradient's transposed output transform ``dM``, then ``G^T dU G``."""
+  bt, g, at = (np.asarray(a, np.float64) for a in TRANSFORMS[m])
+  a = m + 2
+  h, wd = space
+  th, tw = -(-h // m), -(-wd // m)  # tiles per side; the last may hang over (zeros, cropped)
+  gg = np.kron(g, g).astype(np.float32)  # [a*a, 9]: U = (G x G) w over the 3x3 taps
+  bb = np.kron(bt, bt).astype(np.float32)
+  aa = np.kron(at, at).astype(np.float32)
+
+  def products(v, u):  # [a*a, T, C] x [a*a, C, O]
+    return jnp.einsum('btc,bco->bto', v, u, precision=precision)
+
+  def input_tiles(x):  # [N, H, W, C] -> V [a*a, N*th*tw, C]
+    n, c = x.shape[0], x.shape[-1]
+    xp = jnp.pad(x, ((0, 0), (1, th * m + 1 - h), (1, tw * m + 1 - wd), (0, 0)))
+    end = lambda r, s: (n, r + m * (th - 1) + 1, s + m * (tw - 1) + 1, c)
+    tap = lambda r, s: lax.slice(xp, (0, r, s, 0), end(r, s), (1, m, m, 1))  # [N, th, tw, C]
+    if DOTS:
+      d = jnp.stack([tap(r, s) for r in range(a) for s in range(a)]).reshape(a * a, -1)
+      return jnp.dot(bb, d, precision=lax.Precision.HIGHEST).reshape(a * a, n * th * tw, c)
+    return jnp.stack(_combine(bt, bt, tap)).reshape(a * a, n * th * tw, c)
+
+  def kernel_tiles(w):  # [3, 3, C, O] -> U [a*a, C, O]
+    u = jnp.dot(gg, w.reshape(9, -1), precision=lax.Precision.HIGHEST)
+    return u.reshape(a * a, *w.shape[2:])
+
+  def output(mm, n):  # M [a*a, N*th*tw, O] -> [N, H, W, O]
+    if DOTS:
+      y = jnp.dot(aa, mm.reshape(a * a, -1), precision=lax.Precision.HIGHEST)
+      y = jnp.transpose(y.reshape(m, m, n, th, tw, -1), (2, 3, 0, 4, 1, 5))
+      return y.reshape(n, th * m, tw * m, -1)[:, :h, :wd]
+    mm = mm.reshape(a, a, n, th, tw, -1)
+    y = _combine(at, at, lambda k, l: mm[k, l])  # [N, th, tw, O] each, (i, j) row-major
+    y = jnp.stack([jnp.stack(y[i * m : (i + 1) * m], 3) for i in range(m)], 2)
+    return y.reshape(n, th * m, tw * m, -1)[:, :h, :wd]
+
+  def output_transposed(dy):  # [N, H, W, O] -> dM [a*a, N*th*tw, O]
+    n, o = dy.shape[0], dy.shape[-1]
+    dy = jnp.pad(dy, ((0, 0), (0, th * m - h), (0, tw * m - wd), (0, 0)))
+    dy = dy.reshape(n, th, m, tw, m, o)
+    if DOTS:
+      d = jnp.transpose(dy, (2, 4, 0, 1, 3, 5)).reshape(m * m, -1)
+      return jnp.dot(aa.T, d, precision=lax.Precision.HIGHEST).reshape(a * a, n * th * tw, o)
+    dm = _combine(at.T, at.T, lambda i, j: dy[:, :, i, :, j])
+    return jnp.stack(dm).reshape(a * a, n * th * tw, o)
+
+  def kernel_transposed(du):  # dU [a*a, C, O] -> [3, 3, C, O]
+    dw = jnp.dot(gg.T, du.reshape(a * a, -1), precision=lax.Precision.HIGHEST)
+    return dw.reshape(3, 3, *du.shape[1:])
+
+  @jax.named_scope('conv_forward')
+  def keep(x, w):
+    v = input_tiles(x)
+    return output(products(v, kernel_tiles(w)), x.shape[0]), v
+
+  @jax.named_scope('conv_input_grad')
+  def input_grad(dy, w):
+    return keep(dy, jnp.swapaxes(w[::-1, ::-1], 2, 3))[0]
+
+  @jax.named_scope('conv_kernel_grad')
+  def kernel_grad(v, dy):
+    du = jnp.einsum('btc,bto->bco', v, output_transposed(dy), precision=precision)
+    return kernel_transposed(du)
+
+  return (lambda x, w: keep(x, w)[0]), input_grad, kernel_grad, keep
