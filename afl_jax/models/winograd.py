@@ -4,8 +4,8 @@
 they beat XLA:CPU's convolution (:func:`tile`, docs/performance.md). The ``(m + 2)^2``
 elementwise products of a tile, summed over the input channels of every tile, are
 ``(m + 2)^2`` matrix products ``[tiles, C] x [C, O]``: ``(m + 2)^2 / m^2`` multiplications per
-output and channel pair instead of 9. The transforms are sums of strided slices with constant
-coefficients (elementwise, one pass over the activations each)."""
+output and channel pair instead of 9. Each transform is one matrix product with a constant
+Kronecker matrix over a tile's flattened positions (``B^T d B = (B^T (x) B^T) vec d``)."""
 
 from __future__ import annotations
 
@@ -47,8 +47,7 @@ TRANSFORMS = {
 
 # Output tile per layer shape (height = width, channels in = out), measured on CPU against
 # models.fast.direct, forward and both gradients (docs/performance.md, "Convolutional models").
-TILES = {(16, 128): 4, (8, 256): 2}
-DOTS = True
+TILES = {(32, 64): 4, (16, 128): 4, (8, 256): 4, (4, 512): 2}
 
 
 def tile(space, window, strides, padding, dilation, channels) -> int | None:
@@ -63,17 +62,6 @@ def tile(space, window, strides, padding, dilation, channels) -> int | None:
   return TILES.get((space[0], cin)) if cin == cout else None
 
 
-def _combine(left, right, part):
-  """``[sum_rs left[k, r] right[l, s] part(r, s) for k, l]``, zeros skipped: one expression of
-  the parts per output, so that XLA fuses each transform into one pass."""
-  out = []
-  for lk in np.asarray(left, np.float64):
-    for rl in np.asarray(right, np.float64):
-      terms = [(float(a * b), (r, s)) for r, a in enumerate(lk) for s, b in enumerate(rl) if a * b]
-      out.append(functools.reduce(jnp.add, [c * part(*rs) if c != 1 else part(*rs) for c, rs in terms]))
-  return out
-
-
 def parts(space, m, precision=None) -> tuple[Callable, Callable, Callable, Callable]:
   """``(forward, input_grad, kernel_grad, keep)`` of ``x [N, H, W, C] * w [3, 3, C, O] ->
   [N, H, W, O]``, padding 1 on each side, stride 1, by F(m x m, 3 x 3), in the form of
@@ -85,9 +73,12 @@ def parts(space, m, precision=None) -> tuple[Callable, Callable, Callable, Calla
   a = m + 2
   h, wd = space
   th, tw = -(-h // m), -(-wd // m)  # tiles per side; the last may hang over (zeros, cropped)
-  gg = np.kron(g, g).astype(np.float32)  # [a*a, 9]: U = (G x G) w over the 3x3 taps
-  bb = np.kron(bt, bt).astype(np.float32)
-  aa = np.kron(at, at).astype(np.float32)
+  # Each 2-D transform as one product with a Kronecker matrix over the tile's flattened
+  # positions (B^T d B = (B^T x B^T) vec d): a matrix product that reads the tiles once.
+  bb, gg, aa = np.kron(bt, bt), np.kron(g, g), np.kron(at, at)  # [a*a, a*a], [a*a, 9], [m*m, a*a]
+
+  def transform(matrix, d):  # [p, q] x [q, ...]
+    return jnp.dot(matrix.astype(d.dtype), d, precision=lax.Precision.HIGHEST)
 
   def products(v, u):  # [a*a, T, C] x [a*a, C, O]
     return jnp.einsum('btc,bco->bto', v, u, precision=precision)
@@ -97,38 +88,26 @@ def parts(space, m, precision=None) -> tuple[Callable, Callable, Callable, Calla
     xp = jnp.pad(x, ((0, 0), (1, th * m + 1 - h), (1, tw * m + 1 - wd), (0, 0)))
     end = lambda r, s: (n, r + m * (th - 1) + 1, s + m * (tw - 1) + 1, c)
     tap = lambda r, s: lax.slice(xp, (0, r, s, 0), end(r, s), (1, m, m, 1))  # [N, th, tw, C]
-    if DOTS:
-      d = jnp.stack([tap(r, s) for r in range(a) for s in range(a)]).reshape(a * a, -1)
-      return jnp.dot(bb, d, precision=lax.Precision.HIGHEST).reshape(a * a, n * th * tw, c)
-    return jnp.stack(_combine(bt, bt, tap)).reshape(a * a, n * th * tw, c)
+    d = jnp.stack([tap(r, s) for r in range(a) for s in range(a)]).reshape(a * a, -1)
+    return transform(bb, d).reshape(a * a, n * th * tw, c)
 
   def kernel_tiles(w):  # [3, 3, C, O] -> U [a*a, C, O]
-    u = jnp.dot(gg, w.reshape(9, -1), precision=lax.Precision.HIGHEST)
-    return u.reshape(a * a, *w.shape[2:])
+    return transform(gg, w.reshape(9, -1)).reshape(a * a, *w.shape[2:])
 
   def output(mm, n):  # M [a*a, N*th*tw, O] -> [N, H, W, O]
-    if DOTS:
-      y = jnp.dot(aa, mm.reshape(a * a, -1), precision=lax.Precision.HIGHEST)
-      y = jnp.transpose(y.reshape(m, m, n, th, tw, -1), (2, 3, 0, 4, 1, 5))
-      return y.reshape(n, th * m, tw * m, -1)[:, :h, :wd]
-    mm = mm.reshape(a, a, n, th, tw, -1)
-    y = _combine(at, at, lambda k, l: mm[k, l])  # [N, th, tw, O] each, (i, j) row-major
-    y = jnp.stack([jnp.stack(y[i * m : (i + 1) * m], 3) for i in range(m)], 2)
+    y = transform(aa, mm.reshape(a * a, -1)).reshape(m, m, n, th, tw, -1)
+    y = jnp.transpose(y, (2, 3, 0, 4, 1, 5))  # [N, th, m, tw, m, O]: the tiles in place
     return y.reshape(n, th * m, tw * m, -1)[:, :h, :wd]
 
   def output_transposed(dy):  # [N, H, W, O] -> dM [a*a, N*th*tw, O]
     n, o = dy.shape[0], dy.shape[-1]
     dy = jnp.pad(dy, ((0, 0), (0, th * m - h), (0, tw * m - wd), (0, 0)))
     dy = dy.reshape(n, th, m, tw, m, o)
-    if DOTS:
-      d = jnp.transpose(dy, (2, 4, 0, 1, 3, 5)).reshape(m * m, -1)
-      return jnp.dot(aa.T, d, precision=lax.Precision.HIGHEST).reshape(a * a, n * th * tw, o)
-    dm = _combine(at.T, at.T, lambda i, j: dy[:, :, i, :, j])
-    return jnp.stack(dm).reshape(a * a, n * th * tw, o)
+    d = jnp.transpose(dy, (2, 4, 0, 1, 3, 5)).reshape(m * m, -1)  # [m*m, N*th*tw*O]
+    return transform(aa.T, d).reshape(a * a, n * th * tw, o)
 
   def kernel_transposed(du):  # dU [a*a, C, O] -> [3, 3, C, O]
-    dw = jnp.dot(gg.T, du.reshape(a * a, -1), precision=lax.Precision.HIGHEST)
-    return dw.reshape(3, 3, *du.shape[1:])
+    return transform(gg.T, du.reshape(a * a, -1)).reshape(3, 3, *du.shape[1:])
 
   @jax.named_scope('conv_forward')
   def keep(x, w):
