@@ -40,8 +40,10 @@ Tasks (client updates = local jobs of K steps):
                 product timed the same way, best of ``--repeats``, per route: lax, vmapped
                 (10 clients; lax.conv becomes a grouped convolution, reduce_window's gradient
                 select_and_scatter; cnn only), direct, vmapped (fast_apply; each convolution
-                loops over the clients), direct, one at a time (lax.map over the clients: the
-                engine's route on CPU; models.fast.one_at_a_time); with --torch_python also
+                loops over the clients), direct, one at a time (lax.map over the clients),
+                direct and Winograd, one at a time (the 3x3 stride-1 layers of
+                models.winograd.TILES by Winograd: the engine's route on CPU; resnet18
+                only, the cnn has no such layer; models.fast.one_at_a_time); with --torch_python also
                 PyTorch's step of the same model, 1 thread, CPU time, against the same product
   conv_profile  where one client step of resnet18 and cnn goes, as the engine trains it: ms per
                 kind of XLA op (jax.profiler trace; the three convolutions of models.fast.direct
@@ -162,8 +164,10 @@ _TORCH_STEPS = flags.DEFINE_integer(
 _CONV = flags.DEFINE_enum(
   'conv',
   'fast',
-  ['fast', 'lax'],
-  'fast: models trained through afl_jax.models.fast_apply as the pipeline trains them; lax: '
+  ['fast', 'direct', 'lax'],
+  'fast: models trained through afl_jax.models.fast_apply as the pipeline trains them; '
+  'direct: the same without its Winograd layers (models.winograd.TILES empty: every '
+  'convolution by models.fast.direct, the engine before issue 47\'s Winograd route); lax: '
   'fast_apply switched off (lax.conv and reduce_window, the engine before issue 39).',
 )
 _WRITE_DOCS = flags.DEFINE_bool('write_docs', False, 'Rewrite docs/performance.md.')
@@ -563,19 +567,24 @@ def run_sweep_memory(limit_gib=24.0):
   }
 
 
-CONV_ROUTES = {  # route: (rules of fast_apply, clients vmapped), docs/performance.md
-  'lax, vmapped': (False, True),
-  'direct, vmapped': (True, True),
-  'direct, one at a time': (True, False),
+CONV_ROUTES = {  # route: (rules of fast_apply, clients vmapped, Winograd), docs/performance.md
+  'lax, vmapped': (False, True, False),
+  'direct, vmapped': (True, True, False),
+  'direct, one at a time': (True, False, False),
+  'direct and Winograd, one at a time': (True, False, True),
 }
-CONV_STEP = {'cnn': (10, tuple(CONV_ROUTES)), 'resnet18': (2, tuple(CONV_ROUTES)[1:])}
+CONV_STEP = {  # the cnn has no layer of models.winograd.TILES: its engine route is direct's
+  'cnn': (10, tuple(CONV_ROUTES)[:3]),
+  'resnet18': (2, tuple(CONV_ROUTES)[1:]),
+}
 
 
-def _client_step(spec, clients, rules, vmapped):
+def _client_step(spec, clients, rules, vmapped, tiles=True):
   """``(jitted fn, args)``: one local SGD step (batch 32) of ``clients`` clients of ``spec``'s
   model, each its own params and batch: vmapped, or one at a time (``lax.map``) as the engine
-  trains clients that convolve on CPU; ``rules``: through fast_apply, else lax's own."""
-  from afl_jax.models import fast
+  trains clients that convolve on CPU; ``rules``: through fast_apply, else lax's own;
+  ``tiles``: the Winograd layers of models.winograd.TILES by Winograd, else all by direct."""
+  from afl_jax.models import fast, winograd
 
   model, params, image = _model(spec)
   rng = np.random.default_rng(0)
@@ -590,10 +599,11 @@ def _client_step(spec, clients, rules, vmapped):
 
   fn = jax.vmap(step) if vmapped else lambda *a: jax.lax.map(lambda a: step(*a), a)
   platforms, fast.PLATFORMS = fast.PLATFORMS, fast.PLATFORMS if rules else ()
+  measured, winograd.TILES = winograd.TILES, winograd.TILES if tiles else {}
   try:
     compiled = jax.jit(fn).lower(ps, x, y).compile()
   finally:
-    fast.PLATFORMS = platforms
+    fast.PLATFORMS, winograd.TILES = platforms, measured
   return compiled, (ps, x, y)
 
 
@@ -693,6 +703,8 @@ def _quiet_process(count, conv):
   jax.config.update('jax_num_cpu_devices', count)
   if conv == 'lax':
     models.fast.PLATFORMS = ()
+  if conv == 'direct':
+    models.winograd.TILES = {}
   for fd in (1, 2):
     os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
 

@@ -283,6 +283,13 @@ def test_one_at_a_time_where_a_client_convolves(monkeypatch):
     ).jaxpr
   )
   assert fast.one_at_a_time(jaxpr(cnn)) and not fast.one_at_a_time(jaxpr(mlp))
+  # A model whose only convolution goes by Winograd binds no conv_general_dilated.
+  monkeypatch.setitem(winograd.TILES, (10, 6), 4)
+  conv = Conv(dict(kernel_size=(3, 3), padding='SAME', use_bias=False))
+  y = normal(2, 10, 10, 6)
+  grad = jax.grad(lambda p: fast_apply(conv.apply)(p, y).sum())
+  program = jax.make_jaxpr(grad)(conv.init(jax.random.key(0), y)).jaxpr
+  assert 'conv_general_dilated' not in str(program) and fast.one_at_a_time(program)
   monkeypatch.setattr(fast, 'PLATFORMS', ())
   assert not fast.one_at_a_time(jaxpr(cnn))
 

@@ -60,8 +60,11 @@ def one_at_a_time(jaxpr) -> bool:
 
 
 def _convolves(jaxpr) -> bool:
+  """Whether ``jaxpr`` holds a convolution: lax's, or a part of one of the rules' convolutions
+  (a Winograd one binds no ``conv_general_dilated``), nested ones included."""
   return any(
     eqn.primitive.name == 'conv_general_dilated'
+    or getattr(eqn.params.get('rule'), 'one_client_each', False)
     or any(_convolves(sub) for sub in jex_core.jaxprs_in_params(eqn.params))
     for eqn in jaxpr.eqns
   )
@@ -230,6 +233,7 @@ def _one_client_each(fn: Callable) -> Callable:
       out = jax.tree.map(lambda o: o[None], out)
     return out, jax.tree.map(lambda _: True, out)
 
+  rule.one_client_each = True  # what one_at_a_time looks for
   return f
 
 
