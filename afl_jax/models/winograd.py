@@ -9,7 +9,6 @@ Kronecker matrix over a tile's flattened positions (``B^T d B = (B^T (x) B^T) ve
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import jax
