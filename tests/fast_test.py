@@ -1,5 +1,6 @@
 """afl_jax.models.fast_apply: convolutions (models.fast.direct: XLA's own in NHWC x HWIO, both
-gradients as convolutions in that layout) and poolings (reshapes and reductions) equal lax's own.
+gradients as convolutions in that layout; models.fast.tiled: Winograd's, for the layers of
+models.winograd.TILES) and poolings (reshapes and reductions) equal lax's own.
 
 float32 (eps = 2^-23): the rewrites sum a window's terms in another order than lax's
 convolution, its autodiff and ``reduce_window``. Against the same function in float64 ("exact"):
@@ -7,7 +8,8 @@ convolution, its autodiff and ``reduce_window``. Against the same function in fl
 gradient, ``n`` the longest sum of the case. Max-pools and their gradients select, so
 they are bit for bit, ties included (the gradient goes to the window's first maximum,
 as ``select_and_scatter_add`` sends it). Each case also asserts the rewrite happened or,
-where it does not apply, that lax's operation is kept.
+where it does not apply, that lax's operation is kept. Winograd's route is held to the
+elementwise bound of its own arithmetic (test_winograd_within_its_rounding_bound).
 """
 
 import functools

@@ -1,11 +1,13 @@
 """Convolution and pooling at XLA:CPU's rate for clients trained one at a time (docs/performance.md,
-"Convolutional models"): :func:`fast_apply` re-evaluates a function's jaxpr with each convolution
-as :func:`direct` (XLA's own convolution in the layout its CPU kernels take, NHWC x HWIO, and its
-two gradients as convolutions in that layout too, computed one client at a time under ``vmap``)
-and each pooling whose stride equals its window as a reshape and reduction (a max's gradient to
-the first maximum, as ``select_and_scatter_add``). Parameters, and numerics up to float32
-rounding, are the original's (tests/fast_test.py). :func:`one_at_a_time` tells the engine to
-train such clients one at a time per device. Other platforms keep ``lax``'s lowering and vmap."""
+"Convolutional models"): :func:`fast_apply` re-evaluates a function's jaxpr with each convolution as
+:func:`direct` (XLA's own convolution in the layout its CPU kernels take, NHWC x HWIO, and its two
+gradients as convolutions in that layout too, computed one client at a time under ``vmap``), or, for
+the 3x3 stride-1 layer shapes measured faster that way (``models.winograd.TILES``), as :func:`tiled`
+(Winograd's minimal filtering, models.winograd), and each pooling whose stride equals its window as
+a reshape and reduction (a max's gradient to the first maximum, as ``select_and_scatter_add``).
+Parameters, and numerics up to float32 rounding, are the original's (tests/fast_test.py).
+:func:`one_at_a_time` tells the engine to train such clients one at a time per device. Other
+platforms keep ``lax``'s lowering and vmap."""
 
 from __future__ import annotations
 
@@ -107,7 +109,8 @@ def _inline_jit(*args, jaxpr, **unused):
 def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
           feature_group_count, batch_group_count, precision, preferred_element_type,
           out_sharding=None):  # fmt: skip
-  """``lax.conv_general_dilated`` as :func:`direct` in NHWC x HWIO, transposed in and out."""
+  """``lax.conv_general_dilated`` as :func:`tiled` where models.winograd.tile names a tile for
+  it, else as :func:`direct`, in NHWC x HWIO, transposed in and out."""
   if feature_group_count != 1 or batch_group_count != 1 or set(lhs_dilation) != {1}:
     return None
   if out_sharding is not None or preferred_element_type not in (None, lhs.dtype):
