@@ -108,14 +108,15 @@ def parts(space, m, precision=None) -> tuple[Callable, Callable, Callable, Calla
   def kernel_transposed(du):  # dU [a*a, C, O] -> [3, 3, C, O]
     return transform(gg.T, du.reshape(a * a, -1)).reshape(3, 3, *du.shape[1:])
 
-  @jax.named_scope('conv_forward')
-  def keep(x, w):
+  def convolve(x, w):  # the output and V
     v = input_tiles(x)
     return output(products(v, kernel_tiles(w)), x.shape[0]), v
 
+  keep = jax.named_scope('conv_forward')(convolve)  # the three named for profiles
+
   @jax.named_scope('conv_input_grad')
   def input_grad(dy, w):
-    return keep(dy, jnp.swapaxes(w[::-1, ::-1], 2, 3))[0]
+    return convolve(dy, jnp.swapaxes(w[::-1, ::-1], 2, 3))[0]
 
   @jax.named_scope('conv_kernel_grad')
   def kernel_grad(v, dy):
