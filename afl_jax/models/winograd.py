@@ -1,7 +1,7 @@
 """3x3 stride-1 convolutions by Winograd's minimal filtering F(m x m, 3 x 3) (Lavin and Gray,
 "Fast Algorithms for Convolutional Neural Networks", CVPR 2016, the nested 2-D form ``Y = A^T
-[(G g G^T) . (B^T d B)] A`` over tiles of ``m + 2`` inputs giving ``m x m`` outputs), for the layers where
-they beat XLA:CPU's convolution (:func:`tile`, docs/performance.md). The ``(m + 2)^2``
+[(G g G^T) . (B^T d B)] A`` over tiles of ``m + 2`` inputs giving ``m x m`` outputs), for the
+layers where they beat XLA:CPU's convolution (:func:`tile`, docs/performance.md). The ``(m + 2)^2``
 elementwise products of a tile, summed over the input channels of every tile, are
 ``(m + 2)^2`` matrix products ``[tiles, C] x [C, O]``: ``(m + 2)^2 / m^2`` multiplications per
 output and channel pair instead of 9. Each transform is one matrix product with a constant
