@@ -40,9 +40,17 @@ Tasks (client updates = local jobs of K steps):
                 product timed the same way, best of ``--repeats``, per route: lax, vmapped
                 (10 clients; lax.conv becomes a grouped convolution, reduce_window's gradient
                 select_and_scatter; cnn only), direct, vmapped (fast_apply; each convolution
-                loops over the clients), direct, one at a time (lax.map over the clients: the
-                engine's route on CPU; models.fast.one_at_a_time); with --torch_python also
+                loops over the clients), direct, one at a time (lax.map over the clients),
+                direct and Winograd, one at a time (the 3x3 stride-1 layers of
+                models.winograd.TILES by Winograd: the engine's route on CPU; resnet18
+                only, the cnn has no such layer; models.fast.one_at_a_time), the same with
+                the 32x32x64 layers by direct; with --torch_python also
                 PyTorch's step of the same model, 1 thread, CPU time, against the same product
+  conv_tiles    how each 3x3 stride-1 layer of resnet18 is best convolved on this CPU (the choice
+                of models.winograd.TILES): per layer shape (32x32x64, 16x16x128, 8x8x256,
+                4x4x512, batch 32), process CPU time of its forward and both gradients by
+                models.fast.direct and by Winograd's F(2x2, 3x3) and F(4x4, 3x3)
+                (models.fast.tiled), best of ``--repeats``, interleaved
   conv_profile  where one client step of resnet18 and cnn goes, as the engine trains it: ms per
                 kind of XLA op (jax.profiler trace; the three convolutions of models.fast.direct
                 by name: conv_forward, conv_input_grad, conv_kernel_grad; wall time)
@@ -126,7 +134,7 @@ SWEEP_MODELS = {'logreg': MLP | dict(hidden=()), 'mlp': MLP_200}
 BATCH = 32
 # The plain PyTorch loop, run for every FedBuff task.
 REFERENCE = pathlib.Path(__file__).with_name('torch_reference.py')
-KNOWN_TASKS = sorted(TASKS) + ['sweep', 'hetero_k', 'conv_step', 'conv_profile']
+KNOWN_TASKS = sorted(TASKS) + ['sweep', 'hetero_k', 'conv_step', 'conv_tiles', 'conv_profile']
 
 _TASKS = flags.DEFINE_list(
   'tasks', ['fedbuff', 'many_clients', 'always_on', 'cnn', 'resnet18'], 'Tasks to run.'
@@ -162,8 +170,10 @@ _TORCH_STEPS = flags.DEFINE_integer(
 _CONV = flags.DEFINE_enum(
   'conv',
   'fast',
-  ['fast', 'lax'],
-  'fast: models trained through afl_jax.models.fast_apply as the pipeline trains them; lax: '
+  ['fast', 'direct', 'lax'],
+  'fast: models trained through afl_jax.models.fast_apply as the pipeline trains them; '
+  'direct: the same without its Winograd layers (models.winograd.TILES empty: every '
+  "convolution by models.fast.direct, the engine before issue 47's Winograd route); lax: "
   'fast_apply switched off (lax.conv and reduce_window, the engine before issue 39).',
 )
 _WRITE_DOCS = flags.DEFINE_bool('write_docs', False, 'Rewrite docs/performance.md.')
@@ -563,19 +573,26 @@ def run_sweep_memory(limit_gib=24.0):
   }
 
 
-CONV_ROUTES = {  # route: (rules of fast_apply, clients vmapped), docs/performance.md
-  'lax, vmapped': (False, True),
-  'direct, vmapped': (True, True),
-  'direct, one at a time': (True, False),
+CONV_ROUTES = {  # route: (rules of fast_apply, clients vmapped, layers of TILES by direct)
+  'lax, vmapped': (False, True, 'all'),
+  'direct, vmapped': (True, True, 'all'),
+  'direct, one at a time': (True, False, 'all'),
+  'direct and Winograd, one at a time': (True, False, ()),  # the engine's route on CPU
+  'the same, 32x32x64 by direct': (True, False, ((32, 64),)),
 }
-CONV_STEP = {'cnn': (10, tuple(CONV_ROUTES)), 'resnet18': (2, tuple(CONV_ROUTES)[1:])}
+CONV_STEP = {  # the cnn has no layer of models.winograd.TILES: its engine route is direct's
+  'cnn': (10, tuple(CONV_ROUTES)[:3]),
+  'resnet18': (2, tuple(CONV_ROUTES)[1:]),
+}
 
 
-def _client_step(spec, clients, rules, vmapped):
+def _client_step(spec, clients, rules, vmapped, direct=()):
   """``(jitted fn, args)``: one local SGD step (batch 32) of ``clients`` clients of ``spec``'s
   model, each its own params and batch: vmapped, or one at a time (``lax.map``) as the engine
-  trains clients that convolve on CPU; ``rules``: through fast_apply, else lax's own."""
-  from afl_jax.models import fast
+  trains clients that convolve on CPU; ``rules``: through fast_apply, else lax's own;
+  ``direct``: the layers of models.winograd.TILES convolved by direct instead ('all', or
+  some keys), the others by Winograd."""
+  from afl_jax.models import fast, winograd
 
   model, params, image = _model(spec)
   rng = np.random.default_rng(0)
@@ -590,10 +607,12 @@ def _client_step(spec, clients, rules, vmapped):
 
   fn = jax.vmap(step) if vmapped else lambda *a: jax.lax.map(lambda a: step(*a), a)
   platforms, fast.PLATFORMS = fast.PLATFORMS, fast.PLATFORMS if rules else ()
+  measured = winograd.TILES
+  winograd.TILES = {k: m for k, m in measured.items() if direct != 'all' and k not in direct}
   try:
     compiled = jax.jit(fn).lower(ps, x, y).compile()
   finally:
-    fast.PLATFORMS = platforms
+    fast.PLATFORMS, winograd.TILES = platforms, measured
   return compiled, (ps, x, y)
 
 
@@ -623,6 +642,40 @@ def run_conv_step(repeats):
       fn, args = _client_step(spec, clients, *CONV_ROUTES[route])
       seconds = _cpu_seconds(fn, args, repeats) / clients
       out[f'{name}: {route}'] = {'cpu_s': seconds, 'fraction': flops / seconds / large}
+  return out
+
+
+TILE_LAYERS = ((32, 64), (16, 128), (8, 256), (4, 512))  # resnet18's 3x3 stride-1 layers
+
+
+def run_conv_tiles(repeats):
+  """Per layer of ``TILE_LAYERS``: CPU ms of one 3x3 stride-1 convolution, forward and both
+  gradients (batch 32), by models.fast.direct and by Winograd F(m x m, 3 x 3), m = 2, 4."""
+  from afl_jax.models import fast
+
+  rng = np.random.default_rng(0)
+  out = {'task': 'conv_tiles', 'devices': 1}
+  for size, c in TILE_LAYERS:
+    x, dy = (jnp.asarray(rng.normal(size=(BATCH, size, size, c)), jnp.float32) for _ in 'xy')
+    w = jnp.asarray(rng.normal(size=(3, 3, c, c)) / np.sqrt(9 * c), jnp.float32)
+    routes = {
+      'direct': fast.direct((size, size), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1)),
+      'F(2x2)': fast.tiled((size, size), 2),
+      'F(4x4)': fast.tiled((size, size), 4),
+    }
+    steps = {}
+    for name, conv in routes.items():
+
+      def step(x, w, dy, conv=conv):
+        y, vjp = jax.vjp(conv, x, w)
+        return y, *vjp(dy)
+
+      steps[name] = jax.jit(step).lower(x, w, dy).compile()
+    best = dict.fromkeys(steps, np.inf)
+    for _ in range(max(repeats, 3)):  # interleaved: each route sees the same load
+      for name, fn in steps.items():
+        best[name] = min(best[name], _cpu_seconds(fn, (x, w, dy), 1))
+    out[f'{size}x{size}x{c}'] = {name: 1e3 * t for name, t in best.items()}
   return out
 
 
@@ -693,6 +746,8 @@ def _quiet_process(count, conv):
   jax.config.update('jax_num_cpu_devices', count)
   if conv == 'lax':
     models.fast.PLATFORMS = ()
+  if conv == 'direct':
+    models.winograd.TILES = {}
   for fd in (1, 2):
     os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
 
@@ -841,6 +896,16 @@ def main(argv):
           f'{100 * v["fraction"]:.0f}% of the large product ({CPU})'
         )
     print(json.dumps({'conv_step': r}))
+  if 'conv_tiles' in _TASKS.value:
+    r = _spawn(run_conv_tiles, 1, _REPEATS.value) | {'cpu': CPU}
+    for layer in (f'{size}x{size}x{c}' for size, c in TILE_LAYERS):
+      ms = r[layer]
+      print(
+        f'conv_tiles    {layer}: ms CPU (forward and both gradients) '
+        + ', '.join(f'{k} {v:.1f} ({ms["direct"] / v:.2f}x)' for k, v in ms.items())
+        + f' ({CPU})'
+      )
+    print(json.dumps({'conv_tiles': r}))
   if 'conv_profile' in _TASKS.value:
     r = _spawn(run_conv_profile, 1, _REPEATS.value) | {'cpu': CPU}
     for name in ('resnet18', 'cnn'):

@@ -1,5 +1,6 @@
 """afl_jax.models.fast_apply: convolutions (models.fast.direct: XLA's own in NHWC x HWIO, both
-gradients as convolutions in that layout) and poolings (reshapes and reductions) equal lax's own.
+gradients as convolutions in that layout; models.fast.tiled: Winograd's, for the layers of
+models.winograd.TILES) and poolings (reshapes and reductions) equal lax's own.
 
 float32 (eps = 2^-23): the rewrites sum a window's terms in another order than lax's
 convolution, its autodiff and ``reduce_window``. Against the same function in float64 ("exact"):
@@ -7,9 +8,11 @@ convolution, its autodiff and ``reduce_window``. Against the same function in fl
 gradient, ``n`` the longest sum of the case. Max-pools and their gradients select, so
 they are bit for bit, ties included (the gradient goes to the window's first maximum,
 as ``select_and_scatter_add`` sends it). Each case also asserts the rewrite happened or,
-where it does not apply, that lax's operation is kept.
+where it does not apply, that lax's operation is kept. Winograd's route is held to the
+elementwise bound of its own arithmetic (test_winograd_within_its_rounding_bound).
 """
 
+import functools
 import math
 
 import flax.linen as nn
@@ -20,7 +23,7 @@ import pytest
 from jax.extend import core as jex_core
 
 from afl_jax import models
-from afl_jax.models import fast, fast_apply
+from afl_jax.models import fast, fast_apply, winograd
 
 EPS = float(np.finfo(np.float32).eps)
 RNG = np.random.default_rng(0)
@@ -178,9 +181,13 @@ def test_max_pool_and_its_gradient_bit_for_bit_with_ties(padding):
     ('resnet18', (2, 32, 32, 3), 2 * 32 * 32 * 9 * 8),  # a block's first kernel gradient
   ],
 )
-def test_project_models_equal_lax_under_vmap(name, shape, n):
-  """The CNN as configured; ResNet-18's blocks, strides and projections at narrow widths."""
+def test_project_models_equal_lax_under_vmap(name, shape, n, monkeypatch):
+  """The CNN as configured; ResNet-18's blocks, strides and projections at narrow widths, its
+  3x3 stride-1 layers of two stages by Winograd (models.winograd.TILES: F(4x4) and F(2x2))."""
   widths = {'resnet18': dict(stage_features=(8, 16, 16, 16))}
+  narrow = {(16, 16): 4, (4, 16): 2}  # a stage of each tile (the others as in the default)
+  if name == 'resnet18':
+    monkeypatch.setattr(winograd, 'TILES', narrow)
   model = models.make(name, num_classes=10, **widths.get(name, {}))
   x = normal(CLIENTS, *shape)
   params = client_params(model, x)
@@ -278,5 +285,82 @@ def test_one_at_a_time_where_a_client_convolves(monkeypatch):
     ).jaxpr
   )
   assert fast.one_at_a_time(jaxpr(cnn)) and not fast.one_at_a_time(jaxpr(mlp))
+  # A model whose only convolution goes by Winograd binds no conv_general_dilated.
+  monkeypatch.setitem(winograd.TILES, (10, 6), 4)
+  conv = Conv(dict(kernel_size=(3, 3), padding='SAME', use_bias=False))
+  y = normal(2, 10, 10, 6)
+  grad = jax.grad(lambda p: fast_apply(conv.apply)(p, y).sum())
+  program = jax.make_jaxpr(grad)(conv.init(jax.random.key(0), y)).jaxpr
+  assert 'conv_general_dilated' not in str(program) and fast.one_at_a_time(program)
   monkeypatch.setattr(fast, 'PLATFORMS', ())
   assert not fast.one_at_a_time(jaxpr(cnn))
+
+
+def _winograd_route(m, x, w, dy):
+  """Output, input and kernel gradient of models.fast.tiled (F(m x m, 3 x 3))."""
+  y, vjp = jax.vjp(fast.tiled(x.shape[1:3], m), x, w)
+  return (y, *vjp(dy))
+
+
+@pytest.mark.parametrize('m, size', [(2, 8), (2, 9), (4, 8), (4, 10)])
+def test_winograd_within_its_rounding_bound(m, size, monkeypatch):
+  """Winograd's F(m x m, 3 x 3) and its gradients against lax's convolution in float64,
+  elementwise within the rounding bound of its arithmetic: every operation is a sum of
+  products, so each term of the exact expansion carries at most k roundings, and
+  ``|fast - exact| <= gamma_k * (the same route on |x|, |w|, |dy| with |B|, |G|, |A|)``,
+  ``gamma_k = k u / (1 - k u)``, ``u = 2^-24``. k on the longest path: the three constant
+  Kronecker matrices rounded to float32 (3), the input transform (a^2 terms, a = m + 2), the
+  kernel's (9), the channel sum (C) and the output transform (a^2); for the kernel gradient
+  the transposed output transform (m^2), the kept input tiles (a^2), the sum over tiles and
+  the transposed kernel transform (a^2). Sizes not divisible by m hang over (zeros,
+  cropped); vmapped, the route runs per client (lax.map)."""
+  n, c, o = 2, 5, 6
+  x, w, dy = normal(n, size, size, c), normal(3, 3, c, o), normal(n, size, size, o)
+  got = jax.jit(functools.partial(_winograd_route, m))(x, w, dy)
+  twice = lambda v: jnp.stack([v, v])  # two clients, each its own copy
+  mapped = jax.jit(jax.vmap(functools.partial(_winograd_route, m)))(twice(x), twice(w), twice(dy))
+  with jax.enable_x64(True):
+    f64 = lambda *vs: [jnp.asarray(v, jnp.float64) for v in vs]
+    conv = lambda x, w: jax.lax.conv_general_dilated(
+      x, w, (1, 1), 'SAME', dimension_numbers=('NHWC', 'HWIO', 'NHWC')
+    )
+    y, vjp = jax.vjp(conv, *f64(x, w))
+    exact = (y, *vjp(*f64(dy)))
+    monkeypatch.setitem(
+      winograd.TRANSFORMS, m, tuple(np.abs(np.asarray(t)) for t in winograd.TRANSFORMS[m])
+    )
+    forward, input_grad, kernel_grad, keep = winograd.parts((size, size), m)
+    ax, aw, ady = f64(np.abs(x), np.abs(w), np.abs(dy))
+    bound = (
+      forward(ax, aw),
+      input_grad(ady, aw),
+      kernel_grad(keep(ax, aw)[1], ady),
+    )
+  a = m + 2
+  tiles = n * (-(-size // m)) ** 2
+  k = 3 + 2 * a * a + 9 + max(c, o) + m * m + tiles
+  u = EPS / 2
+  gamma = k * u / (1 - k * u)
+  for route in (got, [v[0] for v in mapped], [v[1] for v in mapped]):
+    for fast32, want, b in zip(route, exact, bound, strict=True):
+      error = np.abs(np.asarray(fast32, np.float64) - np.asarray(want))
+      assert np.all(error <= gamma * np.asarray(b) * (1 + 1e-6)), (float(np.max(error / b)), gamma)
+
+
+def test_winograd_where_its_tiles_were_measured_faster(monkeypatch):
+  """fast_apply convolves by Winograd exactly where models.winograd.TILES names the layer
+  (ResNet-18's 3x3 stride-1 layers; docs/performance.md), else by fast.direct."""
+  route = lambda size, c, strides=(1, 1): winograd.tile(
+    (size, size), (3, 3), strides, ((1, 1), (1, 1)), (1, 1), (c, c)
+  )
+  assert [route(s, c) for s, c in ((32, 64), (16, 128), (8, 256), (4, 512))] == [4, 4, 4, 2]
+  assert route(16, 64, strides=(2, 2)) is None and route(28, 32) is None  # strided; the cnn's
+  monkeypatch.setitem(winograd.TILES, (10, 6), 4)  # Conv's 6 features in and out
+  calls = []
+  tiled = fast.tiled
+  monkeypatch.setattr(fast, 'tiled', lambda *a: calls.append(a) or tiled(*a))
+  model = Conv(dict(kernel_size=(3, 3), padding='SAME', use_bias=False))
+  x = normal(CLIENTS, 2, 10, 10, 6)
+  params = client_params(model, x)
+  jax.make_jaxpr(outputs_and_grads(fast_apply(model.apply)))(params, x)
+  assert calls and set(calls) == {((10, 10), 4, None)}  # the output and its gradient

@@ -11,7 +11,7 @@ from typing import Any
 import jax
 
 from afl_jax import checks
-from afl_jax.models import fast
+from afl_jax.models import fast, winograd
 from afl_jax.models.cnn import CNN
 from afl_jax.models.fast import fast_apply
 from afl_jax.models.resnet import BasicBlock, ResNet18
@@ -63,4 +63,5 @@ __all__ = [
   'names',
   'register',
   'settings',
+  'winograd',
 ]

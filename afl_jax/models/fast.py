@@ -1,11 +1,13 @@
 """Convolution and pooling at XLA:CPU's rate for clients trained one at a time (docs/performance.md,
-"Convolutional models"): :func:`fast_apply` re-evaluates a function's jaxpr with each convolution
-as :func:`direct` (XLA's own convolution in the layout its CPU kernels take, NHWC x HWIO, and its
-two gradients as convolutions in that layout too, computed one client at a time under ``vmap``)
-and each pooling whose stride equals its window as a reshape and reduction (a max's gradient to
-the first maximum, as ``select_and_scatter_add``). Parameters, and numerics up to float32
-rounding, are the original's (tests/fast_test.py). :func:`one_at_a_time` tells the engine to
-train such clients one at a time per device. Other platforms keep ``lax``'s lowering and vmap."""
+"Convolutional models"): :func:`fast_apply` re-evaluates a function's jaxpr with each convolution as
+:func:`direct` (XLA's own convolution in the layout its CPU kernels take, NHWC x HWIO, and its two
+gradients as convolutions in that layout too, computed one client at a time under ``vmap``), or, for
+the 3x3 stride-1 layer shapes measured faster that way (``models.winograd.TILES``), as :func:`tiled`
+(Winograd's minimal filtering, models.winograd), and each pooling whose stride equals its window as
+a reshape and reduction (a max's gradient to the first maximum, as ``select_and_scatter_add``).
+Parameters, and numerics up to float32 rounding, are the original's (tests/fast_test.py).
+:func:`one_at_a_time` tells the engine to train such clients one at a time per device. Other
+platforms keep ``lax``'s lowering and vmap."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.extend import core as jex_core
+
+from afl_jax.models import winograd
 
 PLATFORMS = ('cpu',)  # where the rules below beat XLA's own lowering (docs/performance.md)
 
@@ -58,8 +62,11 @@ def one_at_a_time(jaxpr) -> bool:
 
 
 def _convolves(jaxpr) -> bool:
+  """Whether ``jaxpr`` holds a convolution: lax's, or a part of one of the rules' convolutions
+  (a Winograd one binds no ``conv_general_dilated``), nested ones included."""
   return any(
     eqn.primitive.name == 'conv_general_dilated'
+    or getattr(eqn.params.get('rule'), 'one_client_each', False)
     or any(_convolves(sub) for sub in jex_core.jaxprs_in_params(eqn.params))
     for eqn in jaxpr.eqns
   )
@@ -102,7 +109,8 @@ def _inline_jit(*args, jaxpr, **unused):
 def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
           feature_group_count, batch_group_count, precision, preferred_element_type,
           out_sharding=None):  # fmt: skip
-  """``lax.conv_general_dilated`` as :func:`direct` in NHWC x HWIO, transposed in and out."""
+  """``lax.conv_general_dilated`` as :func:`tiled` where models.winograd.tile names a tile for
+  it, else as :func:`direct`, in NHWC x HWIO, transposed in and out."""
   if feature_group_count != 1 or batch_group_count != 1 or set(lhs_dilation) != {1}:
     return None
   if out_sharding is not None or preferred_element_type not in (None, lhs.dtype):
@@ -118,14 +126,9 @@ def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dime
   ]
   if min(out) < 1:
     return None
-  conv = direct(
-    x.shape[1:-1],
-    w.shape[:-2],
-    tuple(window_strides),
-    tuple(map(tuple, padding)),
-    tuple(rhs_dilation),
-    precision,
-  )
+  shape = (x.shape[1:-1], w.shape[:-2], tuple(window_strides), tuple(map(tuple, padding)))
+  m = winograd.tile(*shape, tuple(rhs_dilation), w.shape[-2:])
+  conv = tiled(shape[0], m, precision) if m else direct(*shape, tuple(rhs_dilation), precision)
   y = conv(x, w)  # [N, *out, O]
   return lax.transpose(y, tuple(np.argsort((out_spec[0], *out_spec[2:], out_spec[1]))))
 
@@ -164,18 +167,15 @@ def direct(space, window, strides, padding, dilation, precision=None) -> Callabl
   ]
   spatial = tuple(range(n))
 
-  @_one_client_each
   @jax.named_scope('conv_forward')  # the three's ops named for profiles (benchmark conv_step)
   def forward(x, w):
     return conv(x, w, strides, padding, rhs_dilation=dilation)
 
-  @_one_client_each
   @jax.named_scope('conv_input_grad')
   def input_grad(dy, w):
     flipped = jnp.swapaxes(lax.rev(w, spatial), -1, -2)  # [*window, O, C]
     return conv(dy, flipped, (1,) * n, input_padding, lhs_dilation=strides, rhs_dilation=dilation)
 
-  @_one_client_each
   @jax.named_scope('conv_kernel_grad')
   def kernel_grad(x, dy):
     # A product with the identity materializes x, so the transpose below reads it from memory
@@ -187,16 +187,36 @@ def direct(space, window, strides, padding, dilation, precision=None) -> Callabl
     g = conv(xt, dyt, dilation, kernel_padding, rhs_dilation=strides)  # [C, *window, O]
     return jnp.moveaxis(g, 0, n)  # [*window, C, O]
 
+  return differentiable(forward, input_grad, kernel_grad)
+
+
+@functools.cache
+def tiled(space, m, precision=None) -> Callable:
+  """``conv(x [N, *space, C], w [3, 3, C, O])``, padding 1, stride 1, by Winograd's F(m x m, 3 x 3)
+  (models.winograd), differentiable as :func:`direct` is."""
+  return differentiable(*winograd.parts(space, m, precision))
+
+
+def differentiable(forward, input_grad, kernel_grad, keep=None) -> Callable:
+  """``convolve(x, w)`` = ``forward(x, w)``, differentiable in reverse mode with the input
+  gradient ``input_grad(dy, w)`` and the kernel gradient ``kernel_grad(r, dy)``, ``r`` the input
+  ``x`` or, given ``keep``, the second output of ``keep(x, w) -> (y, r)`` (what the forward
+  computed and the kernel gradient reuses). Under ``vmap`` each runs for one client at a time
+  (:func:`_one_client_each`)."""
+  forward, input_grad, kernel_grad = map(_one_client_each, (forward, input_grad, kernel_grad))
+  keep = _one_client_each(keep) if keep else lambda x, w: (forward(x, w), x)
+
   @jax.custom_vjp
   def convolve(x, w):
     return forward(x, w)
 
   def fwd(x, w):
-    return forward(x, w), (x, w)
+    y, r = keep(x, w)
+    return y, (r, w)
 
   def bwd(res, dy):
-    x, w = res
-    return input_grad(dy, w), kernel_grad(x, dy)
+    r, w = res
+    return input_grad(dy, w), kernel_grad(r, dy)
 
   convolve.defvjp(fwd, bwd)
   return convolve
@@ -211,10 +231,12 @@ def _one_client_each(fn: Callable) -> Callable:
   def rule(axis_size, in_batched, *args):
     spread = lambda a, b: a if b else jnp.broadcast_to(a, (axis_size, *a.shape))
     args = [spread(a, b) for a, b in zip(args, in_batched)]
+    out = f(*(a[0] for a in args)) if axis_size == 1 else lax.map(lambda a: f(*a), tuple(args))
     if axis_size == 1:
-      return f(*(a[0] for a in args))[None], True
-    return lax.map(lambda a: f(*a), tuple(args)), True
+      out = jax.tree.map(lambda o: o[None], out)
+    return out, jax.tree.map(lambda _: True, out)
 
+  rule.one_client_each = True  # what one_at_a_time looks for
   return f
 
 
