@@ -212,7 +212,7 @@ def test_a_delay_model_is_one_function_and_its_registration():
     config_lib.validate(c)
   c.schedule.cohort = 4
   try:
-    run = build.build_run(c)
+    run = build.build_run(config_lib.resolve(c))  # fedbuff's settings dropped
   finally:
     schedules.SCHEDULES.unregister('test_lockstep')
   assert run.schedule.client_ids.shape == (8, 4)  # T x M, M from the declared slots

@@ -582,14 +582,17 @@ def _leaves(d: Any, prefix: str = '') -> dict[str, Any]:
   return out
 
 
-def refuse_unread(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+def refuse_unread(
+  c: ml_collections.ConfigDict, run: ml_collections.ConfigDict | None = None
+) -> ml_collections.ConfigDict:
   """``c`` (a single run's) when every setting it gives a component of a kind (the compressor,
   the schedule) is one that kind reads, as a sweep's axes are (:func:`afl_jax.pipeline.sweep.
   grid`); else ConfigError naming the first that is not (``fraction`` or ``error_feedback``
   under ``compressor.kind='none'``, a schedule setting its kind does not take). Only a value
-  other than :func:`default`'s counts: the default's fields of other kinds are not given."""
+  other than :func:`default`'s counts: the default's fields of other kinds are not given.
+  ``run``: ``c`` resolved, if it was already."""
   base = {k: plain(v) for k, v in _leaves(default()).items()}
-  run = resolve(c)
+  run = resolve(c) if run is None else run
   for field, value in _leaves(c).items():
     section = field.split('.')[0]
     if section not in SECTION_FIELDS or value == {} or base.get(field) == plain(value):

@@ -4,10 +4,8 @@ loop and time from its simulator (:func:`check_work`); one ConfigError naming th
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -126,20 +124,26 @@ MEMORY_FIELDS = {
 }
 
 
-@contextlib.contextmanager
-def memory_guard(config: Any, report_of: Any = None) -> Iterator[None]:
-  """Turn the engine's InsufficientMemoryError into a ConfigError naming the field that
-  sets the largest component of ``report_of()`` (:data:`MEMORY_FIELDS`)."""
+def memory_fields(config: Any) -> dict[str, tuple[str, Any]]:
+  """``(field, value)`` of the config that sets each component of the memory report
+  (:data:`MEMORY_FIELDS`; 'slots': the field that sets M), read once, when the run is built."""
+  out = {}
+  for component, field in MEMORY_FIELDS.items():
+    field = slots_per_step(config)[1] if field == 'slots' else field
+    out[component] = (field, config_path.get_value(field, config))
+  return out
+
+
+def check_memory(report: dict[str, int], limit: int | None, fields: dict) -> None:
+  """:func:`afl_jax.core.memory.check` of ``report``, a ConfigError naming the field that sets
+  its largest component (``fields``: :func:`memory_fields`)."""
   try:
-    yield
+    memory.check(report, limit)
   except memory.InsufficientMemoryError as e:
-    report = (report_of() if report_of is not None else None) or {}
     parts = {k: v for k, v in report.items() if k != 'total'}
     largest = max(parts, key=parts.get) if parts else 'per_client_state'
-    field = MEMORY_FIELDS.get(largest, 'num_clients')
-    if field == 'slots':
-      field = slots_per_step(config)[1]
-    raise ConfigError.invalid(field, config_path.get_value(field, config), str(e)) from None
+    field, value = fields.get(largest, fields['per_client_state'])
+    raise ConfigError.invalid(field, value, str(e)) from None
 
 
 # ---- the work of a built run: one step's memory and the run's time, before compute -------

@@ -156,6 +156,13 @@ def group_key(
   return json.dumps([kept, context], sort_keys=True, default=str)
 
 
+def _padded(engine: dict[str, Any]) -> dict[str, Any]:
+  """A group's engine options: a single run's, but padded where it lets the engine choose
+  (results stay bit for bit the committed records')."""
+  buckets = engine['local_step_buckets']
+  return engine | {'local_step_buckets': 0 if buckets is None else buckets}
+
+
 def _group_sim(runs, traced, limit: int | None = None) -> tuple[Any, Any, Any]:
   """(simulator, keys, stacked params0) of one group: nothing compiled or allocated yet."""
   first = runs[0]
@@ -172,10 +179,10 @@ def _group_sim(runs, traced, limit: int | None = None) -> tuple[Any, Any, Any]:
     problems if len(runs) > 1 else problems[0],
     [run.schedule for run in runs],
     len(runs),
-    chunk_size=c.eval_every,
+    chunk_size=first.cadence.eval_every,
     factory=build_lib.algorithm_factory(c, first.info),
     memory_limit_bytes=limit,
-    **build_lib.engine_options(c, sweep=True),
+    **_padded(first.engine),
     **static,
     **per_replica,
   )
@@ -224,7 +231,7 @@ def plan(config, first: build_lib.Run, *, limit_bytes: int | None = None) -> dic
   return out
 
 
-def _fit_groups(groups, limit: int | None, log, config) -> list[tuple[list[int], Any]]:
+def _fit_groups(groups, limit: int | None, log, fields) -> list[tuple[list[int], Any]]:
   """Each group's simulator, split into groups whose replicas fit the device memory (the
   engine's analytic estimate); one replica that does not fit is a ConfigError."""
   out = []
@@ -238,8 +245,7 @@ def _fit_groups(groups, limit: int | None, log, config) -> list[tuple[list[int],
     one_sim, one_keys, one_params = build_group(members[:1])
     one = one_sim.estimate(one_params, one_keys)
     if one['total'] > memory.SAFETY * limit:
-      with sizes.memory_guard(config, lambda one=one: one):
-        memory.check(one, limit)
+      sizes.check_memory(one, limit, fields)
     per = max((report['total'] - one['total']) / max(r - 1, 1), 1.0)
     fit = max(int((memory.SAFETY * limit - (one['total'] - per)) // per), 1)
     while fit > 1:  # the linear model can miss by a few MB: the group's own check decides
@@ -328,10 +334,10 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
 
   def build_points() -> tuple:
     with build_lib.reusing_data():  # every point is built before the first compile
-      first = build_lib.build_run(point_config(config, {k: v[0] for k, v in axes.items()}))
+      first = build_lib.build_point(point_config(config, {k: v[0] for k, v in axes.items()}))
       est = plan(config, first)  # the grid's size, before it is listed
       points = grid(config)
-      runs = [first] + [build_lib.build_run(point_config(config, p)) for p in points[1:]]
+      runs = [first] + [build_lib.build_point(point_config(config, p)) for p in points[1:]]
     return first, est, points, runs
 
   first, est, points, runs = processes.agreed(build_points, 'building the grid')
@@ -344,7 +350,7 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
   for i, p in enumerate(points):
     keyed.setdefault(group_key(p, traced, runs[i]), []).append(i)
   groups = processes.agreed(
-    lambda: _fit_groups([(m, build) for m in keyed.values()], limit, log, first.config),
+    lambda: _fit_groups([(m, build) for m in keyed.values()], limit, log, first.memory_fields),
     'fitting the groups to the memory',
   )
   programs = {i: record_lib.program(sim) for members, (sim, _, _) in groups for i in members}
@@ -352,7 +358,7 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
     lambda: [
       resume
       and all(
-        checkpoint.finished(dirs[i], runs[i].schedule.num_steps, runs[i].config.eval_every)
+        checkpoint.finished(dirs[i], runs[i].schedule.num_steps, runs[i].cadence.eval_every)
         for i in members
       )
       for members, _ in groups
@@ -456,7 +462,7 @@ def _starts(workdir: str, dirs: list[str], runs, fitted, programs) -> list[int |
   for (members, _), gid in zip(fitted, gids):
     ckpt = checkpoint.Checkpointer(os.path.join(groups, gid), gid)
     steps = [runs[i].schedule.num_steps for i in members]
-    chunk = runs[members[0]].config.eval_every
+    chunk = runs[members[0]].cadence.eval_every
     starts.append(checkpoint.start([dirs[i] for i in members], steps, chunk, ckpt))
     ckpt.close()
     for i in members:
@@ -475,49 +481,24 @@ def _run_group(k, names, runs, group, start, workdir, log, prog) -> dict:
   """Group ``k`` (computed by program ``prog``) from ``start`` (None: step 0): one compile,
   each run's records written to its folder, checkpoints in ``groups/<id>``; returns the
   group's info."""
-  c = runs[0].config
   t0 = time.time()
   sim, keys, params0 = group
-  with sizes.memory_guard(c, lambda: sim.memory):
-    state = sim.init(params0, keys)
   gid = _group_id(runs, prog)
   ckpt = checkpoint.Checkpointer(os.path.join(workdir, GROUPS_DIR, gid), gid)
-  host = {f: np.zeros(len(runs), np.float64) for f in track_lib.HOST_FIELDS}
   dirs = [os.path.join(workdir, n) for n in names]
-  records = [[] for _ in runs]
-  if start is not None:
-    state, host = ckpt.restore(start, state, host)
-    records = [metrics_io.read_metrics(d) for d in dirs]
-    log(f'group {k}: resumed from its checkpoint at server step {start}')
   tracks = []
-  for i, (d, run) in enumerate(zip(dirs, runs)):
-    one = {f: np.asarray(v[i]) for f, v in host.items()}
-    stop = next((r['stopped'] for r in records[i] if r.get('stopped')), None)
+  for d, run in zip(dirs, runs):
+    records = metrics_io.read_metrics(d) if start is not None else []
+    stop = next((r['stopped'] for r in records if r.get('stopped')), None)
     writer = metrics_io.MetricsWriter(d if processes.is_writer() else None)
-    tracks.append(track_lib.Track(run.schedule, run.evaluator, writer, records[i], one, stop))
-  first, chunk_ends = sim.position(state), []
-
-  def after_chunk(state: Any, end: int) -> str | None:
-    chunk_ends.append(time.time())
-    save, stop = track_lib.due(c, first, end, sim.num_steps)
-    if save:
-      for track in tracks:
-        track.writer.flush()
-      stacked = {f: np.stack([np.asarray(t.host[f]) for t in tracks]) for f in host}
-      with workdir_lib.ctrl_c_after():  # a Ctrl-C leaves this checkpoint whole
-        ckpt.save(end, state, stacked)
-    return 'stopped' if stop else None
-
-  try:
-    if start is None:
-      params = sim.params(state)
-      for i, track in enumerate(tracks):
-        track.start(0, jax.tree.map(lambda a, i=i: a[i], params))
-    state, status = track_lib.drive(sim, state, keys, tracks, after_chunk)
-  finally:
-    for track in tracks:
-      track.writer.close()
-    ckpt.close()
+    tracks.append(track_lib.Track(run.schedule, run.evaluator, writer, records, stopped=stop))
+  if start is not None:
+    log(f'group {k}: resumed from its checkpoint at server step {start}')
+  chunk_ends = []
+  on_chunk = lambda state, end: chunk_ends.append(time.time())  # noqa: E731
+  state, status = track_lib.train(
+    sim, params0, keys, tracks, ckpt, start, runs[0].cadence, on_chunk
+  )
   compile_s = chunk_ends[0] - t0 if chunk_ends else None
   seconds = time.time() - t0
   log(
