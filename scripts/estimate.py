@@ -57,7 +57,6 @@ from afl_jax import data, models  # noqa: E402
 from afl_jax.core import engine, memory  # noqa: E402
 from afl_jax.pipeline import build as build_lib  # noqa: E402
 from afl_jax.pipeline import cli  # noqa: E402
-from afl_jax.pipeline import config as config_lib  # noqa: E402
 from afl_jax.pipeline import sweep as sweep_lib  # noqa: E402
 
 _CONFIG = cli.define_config_flag('configs/paper_cifar10.py:masfl')
@@ -173,7 +172,7 @@ def _hours(s: float) -> str:
 def main(argv):
   del argv
   config = cli.finish_config(_CONFIG.value)
-  if config_lib.sweep_axes(config.get('sweep', {})):
+  if sweep_lib.sweep_axes(config.get('sweep', {})):
     return estimate_sweep(config)
   t0 = time.perf_counter()
   run, source = build_run(config)
@@ -240,7 +239,7 @@ def estimate_sweep(config) -> None:
   device = jax.devices()[0]
   print(
     f'sweep: {len(points)} grid points of {config.algorithm} on {config.dataset} '
-    f'({", ".join(f"{len(v)} {k}" for k, v in config_lib.sweep_axes(config.sweep).items())}); '
+    f'({", ".join(f"{len(v)} {k}" for k, v in sweep_lib.sweep_axes(config.sweep).items())}); '
     f'{len(jax.devices())} x {device.platform} ({device.device_kind})'
   )
   probes: dict[tuple, tuple[float, float]] = {}

@@ -118,9 +118,9 @@ def test_a_model_or_dataset_sweep_swaps_the_name_and_its_settings(toy):
   ]
   c.sweep = ml_collections.ConfigDict({'dataset': [{'name': 'toy_sections', 'noise': -1.0}]})
   with pytest.raises(ConfigError, match=r'^config.sweep.dataset entry .*dataset_args.noise=-1.0'):
-    config_lib.validate(c)
+    sweep.validate_sweep(c)
   c.sweep = ml_collections.ConfigDict({'dataset_args': {'noise': [0.1, 0.2]}})
-  config_lib.validate(c)
+  sweep.validate_sweep(c)
   runs = [build.build_run(sweep.point_config(c, p)) for p in sweep.grid(c)]
   assert [r.config.dataset_args.noise for r in runs] == [0.1, 0.2]
   assert [call['noise'] for call in CALLS[-2:]] == [0.1, 0.2]

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from ml_collections.config_flags import config_path
 
-from afl_jax import algorithms
+from afl_jax import algorithms, compression, schedules
 from afl_jax.api import simulator as sweep_simulator
 from afl_jax.core import memory, replicas
 from afl_jax.core.memory import format_bytes
@@ -37,10 +37,134 @@ from afl_jax.pipeline import workdir as workdir_lib
 
 REPLICA_FIELDS = ('seed',)  # change only values, never the program: stacked on the replica axis
 GROUPS_DIR = 'groups'
+
+
+# ---- the grid: declared, validated, expanded ---------------------------------------------
+def sweep_axes(sweep: Any, prefix: str = '') -> dict[str, list]:
+  """Nested ``config.sweep`` -> ``{'hparams.client_lr': [...], 'seed': [...]}``."""
+  out: dict[str, list] = {}
+  for k, v in sweep.items():
+    name = f'{prefix}{k}'
+    if isinstance(v, Mapping | ml_collections.ConfigDict):
+      out.update(sweep_axes(v, name + '.'))
+    else:
+      out[name] = list(v) if isinstance(v, list | tuple) else [v]
+  return out
+
+
+def algorithm_entry(entry: Any, field: str = 'sweep.algorithm') -> tuple[str, dict[str, Any]]:
+  """A sweep's ``algorithm`` entry (a name, or a mapping with a ``name``) as (name, settings)."""
+  if isinstance(entry, str):
+    return entry, {}
+  if isinstance(entry, Mapping | ml_collections.ConfigDict) and isinstance(entry.get('name'), str):
+    return entry['name'], {k: v for k, v in dict(entry).items() if k != 'name'}
+  what = field.rsplit('.', 1)[-1]
+  why = f"each entry must be a name of a {what} or a mapping {{'name': NAME, SETTING: VALUE, ...}}"
+  raise ConfigError.invalid(field, entry, f'{why}.')
+
+
+def section_entry(entry: Any, field: str) -> tuple[str, dict[str, Any]]:
+  """A sweep's ``schedule`` / ``compressor`` entry (a mapping with a ``kind``) as (kind,
+  settings)."""
+  if isinstance(entry, Mapping | ml_collections.ConfigDict) and isinstance(entry.get('kind'), str):
+    return entry['kind'], {k: v for k, v in dict(entry).items() if k != 'kind'}
+  why = "each entry must be a mapping {'kind': KIND, SETTING: VALUE, ...}"
+  raise ConfigError.invalid(f'sweep.{field}', entry, f'{why}.')
+
+
+def _check_section_entry(c: ml_collections.ConfigDict, field: str, entry: Any) -> None:
+  kind, given = section_entry(entry, field)
+  given = {k: v for k, v in given.items() if k not in config_lib.SECTION_FIELDS[field]}
+  try:
+    if field == 'schedule':
+      schedules.SCHEDULES.bind(kind, given, facts={'num_clients': c.num_clients})
+    elif kind != 'none' or given:
+      compression.COMPRESSORS.bind(kind, given)
+  except ConfigError as e:
+    raise ConfigError(f'config.sweep.{field} entry {entry!r}: {e}', field=e.field) from None
+
+
+def validate_sweep(c: ml_collections.ConfigDict) -> None:
+  """``config.sweep``: every field exists with a non-empty list of values, each entry and
+  value checked as a single run's would be, before any grid point is built."""
+  if not c.get('sweep'):
+    return
+  axes = sweep_axes(c.sweep)
+  for field, values in axes.items():
+    if not values:
+      raise ConfigError.invalid(f'sweep.{field}', [], 'give at least one value.')
+  if 'algorithm' in axes:
+    names = []
+    for entry in axes['algorithm']:
+      name, given = algorithm_entry(entry)
+      schedule = given.pop('schedule', None)  # the entry's own schedule settings
+      try:
+        algorithms.ALGORITHMS.bind(name, given)
+        if schedule is not None:
+          if not isinstance(schedule, Mapping | ml_collections.ConfigDict):
+            raise ConfigError.invalid(
+              'sweep.algorithm', entry, "'schedule' must be a mapping of schedule settings."
+            )
+          kind = schedule.get('kind', c.schedule.kind)
+          takes = schedules.settings(kind) if kind in schedules.SCHEDULES else {}
+          settings = {k: v for k, v in c.schedule.items() if k in takes} | dict(schedule)
+          settings = {k: v for k, v in settings.items() if k not in ('kind', 'seed')}
+          schedules.SCHEDULES.bind(kind, settings, facts={'num_clients': c.num_clients})
+      except ConfigError as e:
+        raise ConfigError(f'config.sweep.algorithm entry {entry!r}: {e}', field=e.field) from None
+      names.append(name)
+  else:
+    names = [c.algorithm] if c.algorithm in algorithms.ALGORITHMS else []
+  for field in config_lib.SECTION_FIELDS:
+    for entry in axes.get(field, ()):
+      _check_section_entry(c, field, entry)
+  # Each section of settings with the registry and the names of the grid it applies to.
+  within = {'hparams': (algorithms.ALGORITHMS, names)}
+  for field, registry in config_lib.NAMED.items():
+    grid_names = []
+    for entry in axes.get(field, [c[field]] if c.get(field) in registry else []):
+      name, given = algorithm_entry(entry, f'sweep.{field}')
+      try:
+        registry.bind(name, given)
+      except ConfigError as e:
+        raise ConfigError(f'config.sweep.{field} entry {entry!r}: {e}', field=e.field) from None
+      grid_names.append(name)
+    within[registry.section] = (registry, grid_names)
+  for field, values in axes.items():
+    section, _, arg = field.partition('.')
+    if section in within and arg:
+      registry, grid_names = within[section]
+      for name in grid_names:
+        takes = registry.settings(name)
+        if arg not in takes:
+          what = 'hyperparameter' if section == 'hparams' else 'setting'
+          raise ConfigError(
+            f'config.sweep.{field} is invalid: {name!r} has no {what} '
+            f'{arg!r}; valid: {sorted(takes)}.',
+            field=f'sweep.{field}',
+          )
+        for value in values:  # each value as a single run's would be
+          problem = registry.violation(name, arg, value)
+          if problem is not None:
+            raise ConfigError.invalid(
+              f'sweep.{field}', list(values), f'the value {value!r} {problem}.'
+            )
+      continue
+    if field == 'sweep' or field.startswith('sweep.'):
+      raise ConfigError('config.sweep cannot sweep itself.', field='sweep')
+    try:
+      config_path.get_value(field, c)
+    except (KeyError, AttributeError):
+      if not field.startswith(('schedule.', 'compressor.')):
+        raise ConfigError(
+          f'config.sweep.{field} is invalid: config has no field {field!r}.',
+          field=f'sweep.{field}',
+        ) from None
+
+
 _ENTRIES = ('algorithm', *config_lib.NAMED, *config_lib.SECTION_FIELDS)
 
 
-# ---- the grid ---------------------------------------------------------------------------
 def _show(value: Any) -> str:
   """A swept value in a run name: an entry as ``fadas(server_lr=0.0001)``."""
   if not isinstance(value, Mapping | ml_collections.ConfigDict):
@@ -65,14 +189,14 @@ def point_config(
   c = ml_collections.ConfigDict(config.to_dict())
   c.sweep = ml_collections.ConfigDict()
   if 'algorithm' in point:
-    c.algorithm, given = config_lib.algorithm_entry(point['algorithm'])
+    c.algorithm, given = algorithm_entry(point['algorithm'])
     schedule = given.pop('schedule', None)  # the entry's own schedule settings
     c.hparams = ml_collections.ConfigDict(given)
     if isinstance(schedule, Mapping | ml_collections.ConfigDict):
       c.schedule = ml_collections.ConfigDict(c.schedule.to_dict() | dict(schedule))
   for field, registry in config_lib.NAMED.items():
     if field in point:
-      c[field], given = config_lib.algorithm_entry(point[field], f'sweep.{field}')
+      c[field], given = algorithm_entry(point[field], f'sweep.{field}')
       c[registry.section] = ml_collections.ConfigDict(given)
   for field in config_lib.SECTION_FIELDS:
     if isinstance(point.get(field), Mapping | ml_collections.ConfigDict):
@@ -97,7 +221,7 @@ def point_config(
 def grid(config: ml_collections.ConfigDict) -> list[dict[str, Any]]:
   """The grid points of ``config.sweep``, in declaration order; ConfigError for an axis value
   the run does not read or two points that are one run, before anything is built."""
-  axes = config_lib.sweep_axes(config.sweep)
+  axes = sweep_axes(config.sweep)
   declared = [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
   seen: dict[str, dict[str, Any]] = {}
   for p in declared:
@@ -129,9 +253,9 @@ def grid(config: ml_collections.ConfigDict) -> list[dict[str, Any]]:
 def traced_fields(config: ml_collections.ConfigDict) -> list[str]:
   """Swept hyperparameters traced within a group (:func:`replicas.is_traced` for every
   algorithm of the grid)."""
-  axes = config_lib.sweep_axes(config.sweep)
+  axes = sweep_axes(config.sweep)
   entries = axes.get('algorithm', [config.algorithm])
-  names = {config_lib.algorithm_entry(e)[0] for e in entries}
+  names = {algorithm_entry(e)[0] for e in entries}
   defaults = [algorithms.settings(n) for n in names if n in algorithms.ALGORITHMS]
   return [
     field
@@ -194,7 +318,7 @@ def _group_sim(runs, traced, limit: int | None = None) -> tuple[Any, Any, Any]:
 
 
 def num_points(config: ml_collections.ConfigDict) -> int:
-  return math.prod(len(v) for v in config_lib.sweep_axes(config.sweep).values())
+  return math.prod(len(v) for v in sweep_axes(config.sweep).values())
 
 
 def run_bytes(run: build_lib.Run) -> int:
@@ -219,7 +343,7 @@ def plan(config, first: build_lib.Run, *, limit_bytes: int | None = None) -> dic
   limit = sizes.host_limit() if limit_bytes is None else limit_bytes
   out = {'runs': n, 'bytes_per_run': per, 'host_bytes': n * per}
   if limit is not None and n * per > limit:
-    axes = sorted(config_lib.sweep_axes(config.sweep).items(), key=lambda kv: -len(kv[1]))
+    axes = sorted(sweep_axes(config.sweep).items(), key=lambda kv: -len(kv[1]))
     shown = ' x '.join(f'{len(v)} {k}' for k, v in axes)
     raise ConfigError(
       f'config.sweep is invalid: its grid has {n:,} runs ({shown}), holding about '
@@ -281,7 +405,7 @@ def train_sweep(
   compute. Several processes (docs/distributed.md): every one calls this; each group's
   replicas span all their devices, process 0 holds the workdir and writes its files (and
   logs), every process writes its checkpoint shards."""
-  config_lib.validate_sweep(config)
+  validate_sweep(config)
   writes, held = processes.is_writer(), []
 
   def hold() -> str:
@@ -329,7 +453,7 @@ def _agreed_limit() -> int | None:
 
 def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> dict[str, Any]:
   t_start = time.time()
-  axes = config_lib.sweep_axes(config.sweep)
+  axes = sweep_axes(config.sweep)
   traced = traced_fields(config)
 
   def build_points() -> tuple:
