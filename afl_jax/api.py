@@ -62,24 +62,6 @@ def _chunk(chunk_size: int | None, *periods: int | None) -> int | None:
   return math.gcd(*given, *([chunk_size] if chunk_size else [])) if given else chunk_size
 
 
-def drive(
-  sim: Simulator,
-  state: SimState,
-  keys: jax.Array,
-  after_chunk: Callable[[SimState, int, dict], str | None],
-) -> tuple[SimState, str]:
-  """The one chunk loop (of :func:`run` and the pipeline's runs and sweeps): run ``sim`` from
-  ``state`` to the end of its schedules a chunk at a time; ``after_chunk(state, pos, out)``
-  runs after each chunk (``pos``: the server step it started at, ``out``: its outputs) and a
-  status it returns stops there. Returns ``(state, status)`` ('completed' at the end)."""
-  while (pos := sim.position(state)) < sim.num_steps:
-    state, out = sim.run_chunk(state, keys)
-    status = after_chunk(state, pos, out)
-    if status is not None:
-      return state, status
-  return state, 'completed'
-
-
 def run(
   sim: Simulator,
   params0: Any,
@@ -111,7 +93,7 @@ def run(
     see(state, sim.position(state))
 
   see(state, 0)
-  state, _ = drive(sim, state, keys, after_chunk)
+  state, _ = sim.drive(state, keys, after_chunk)
   axis = int(sim.batched)
   out = jax.tree.map(lambda *xs: np.concatenate(xs, axis=axis), *outs)
   history, steps = out.get('params'), None
@@ -333,4 +315,4 @@ def sweep(
   return run(sim, params0, keys, keep_every=keep, eval_fn=eval_fn, eval_every=every or 1)
 
 
-__all__ = ['Result', 'drive', 'run', 'simulate', 'simulator', 'sweep']
+__all__ = ['Result', 'run', 'simulate', 'simulator', 'sweep']

@@ -355,7 +355,8 @@ def build_run(
   the work or memory in ``Run.refusal``."""
   c = config_lib.validate(config)  # an invalid value is named as such before an unread one
   config_lib.refuse_unread(config, c)
-  return plan(_build(c, dataset), strict=strict, memory_limit_bytes=memory_limit_bytes)
+  run = _build(c, dataset)
+  return plan(run, strict=strict, memory_limit_bytes=memory_limit_bytes)
 
 
 def build_point(
@@ -379,16 +380,14 @@ def plan(run: Run, *, strict: bool = True, memory_limit_bytes: int | None = None
     memory_limit_bytes=limit,
     **run.engine,
   )
-  refusal = work = report = None
+  report, refusal, work = sim.estimate(run.params0, run.key), None, None
   try:
     work = sizes.check_work(run.config, sim, run.params0, log=None if strict else _silent)
-    report = sim.estimate(run.params0, run.key)
     sizes.check_memory(report, limit, run.memory_fields)
   except ConfigError as e:
     if strict:
       raise
     refusal = str(e)
-    report = report or sim.estimate(run.params0, run.key)
   return dataclasses.replace(run, sim=sim, work=work, memory=report, refusal=refusal)
 
 

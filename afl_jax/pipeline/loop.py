@@ -1,7 +1,7 @@
 """``train_and_evaluate(config, workdir)``: one run, evaluated, checkpointed and written.
 
 Everything is built and checked first (:func:`preflight`); the chunk loop
-(:func:`afl_jax.api.drive`) then runs a chunk of ``eval_every`` server steps, evaluates,
+(:meth:`Simulator.drive`) then runs a chunk of ``eval_every`` server steps, evaluates,
 writes and checkpoints. docs/reliability.md says what a workdir holds and what a rerun
 does; docs/distributed.md, several processes."""
 
@@ -17,7 +17,6 @@ from typing import Any
 import jax
 import ml_collections
 
-from afl_jax import models
 from afl_jax.core import memory
 from afl_jax.core.simulator import Simulator
 from afl_jax.errors import ResumeError
@@ -138,7 +137,7 @@ def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
   s = schedule.stats()
   log(
     f'afl_jax: {c.algorithm} on {c.dataset} ({run.data.num_clients} clients, {c.model}, '
-    f'{models.count_params(run.params0)} params), schedule {c.schedule.kind}: '
+    f'{run.work["params"]} params), schedule {c.schedule.kind}: '
     f'T={s["num_steps"]}, M={s["max_arrivals"]}, tau_avg={s["tau_avg"]:.3f}, tau_max={s["tau_max"]}'
   )
   log(f'{memory.format_report(run.memory)}; {sim.num_devices} device(s)')

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 import jax
+import numpy as np
 from ml_collections.config_flags import config_path
 
 from afl_jax import schedules
@@ -181,12 +182,11 @@ def work(config: Any, sim: Any, params0: Any) -> dict[str, Any]:
   """A built run's client training, asked of its simulator: useful ``client_steps`` of its
   longest run, ``flops`` (6 x params x batch per client step), ``seconds`` at
   ASSUMED_FLOPS, ``clients_per_step`` (the engine's block) and ``step_bytes`` (their batch,
-  activations and per-step losses), ``total_flops`` (of all the simulator's runs).
-  ``params0``: one run's."""
-  from afl_jax import models
-
+  activations and per-step losses), ``total_flops`` (of all the simulator's runs) and
+  ``params`` (scalars of ``params0``, one run's)."""
+  params = sum(int(np.size(x)) for x in jax.tree.leaves(params0))
   steps = int(max(sim.useful_steps))
-  per_step = 6.0 * models.count_params(params0) * int(config.batch_size)
+  per_step = 6.0 * params * int(config.batch_size)
   flops = per_step * steps
   backend = jax.default_backend()
   per_client = sim.client_bytes(params0) + LOSS_BYTES * int(sim.max_steps)
@@ -198,6 +198,7 @@ def work(config: Any, sim: Any, params0: Any) -> dict[str, Any]:
     'backend': backend,
     'clients_per_step': sim.block_size,
     'step_bytes': sim.block_size * per_client,
+    'params': params,
   }
 
 
@@ -214,20 +215,21 @@ def check_work(
   :data:`WORK_FIELDS` most out of scale); warn once above WARN_HOURS."""
   report = work(config, sim, params0)
   limit = memory.available_bytes() if limit_bytes is None else limit_bytes
+  refusal = None  # (field, value, why): one refusal, the local loop's before the time's
   if limit is not None and report['step_bytes'] > memory.SAFETY * limit:
     k = int(sim.max_steps)
     trace = report['clients_per_step'] * LOSS_BYTES * k
     if trace * 2 > report['step_bytes']:
-      field = 'local_epochs' if int(config.local_epochs) > 0 else 'local_steps'
+      name = 'local_epochs' if int(config.local_epochs) > 0 else 'local_steps'
       what = f'{LOSS_BYTES} bytes per local step (K up to {k:,})'
     else:
-      field, what = 'batch_size', f'its batch of {int(config.batch_size):,} and the activations'
-    raise ConfigError.invalid(
-      field,
-      config[field],
+      name, what = 'batch_size', f'its batch of {int(config.batch_size):,} and the activations'
+    refusal = (
+      name,
+      config[name],
       f'the local loop of {report["clients_per_step"]:,} clients trained together holds about '
       f'{format_bytes(report["step_bytes"])} ({what}) but the backend reports '
-      f'{format_bytes(limit)} available ({memory.SAFETY:.0%} usable); lower {field} (or '
+      f'{format_bytes(limit)} available ({memory.SAFETY:.0%} usable); lower {name} (or '
       'set client_block_size to train fewer clients together).',
     )
   hours = report['seconds'] / 3600
@@ -238,13 +240,12 @@ def check_work(
     f'{report["flops"]:.2g} FLOP of client training, about {hours:,.1f} h at an assumed '
     f'{rate:.0e} FLOP/s on {report["backend"]}'
   )
-  max_hours = _max_hours()
+  max_hours = _max_hours() if refusal is None else float('inf')
   if hours > max_hours:
-    raise ConfigError.invalid(
-      field,
-      value,
-      f'{what}, above the limit of {max_hours:g} h (${MAX_HOURS_ENV}); lower {field}.',
-    )
+    why = f'{what}, above the limit of {max_hours:g} h (${MAX_HOURS_ENV}); lower {field}.'
+    refusal = (field, value, why)
+  if refusal is not None:
+    raise ConfigError.invalid(*refusal)
   if hours > WARN_HOURS:
     line = f'warning: config.{field}={value!r}: {what}; scripts/estimate.py measures it here'
     if line not in _warned:

@@ -1,4 +1,4 @@
-"""What single runs and sweeps do after each chunk of :func:`afl_jax.api.drive` (the one chunk
+"""What single runs and sweeps do after each chunk of :meth:`Simulator.drive` (the one chunk
 loop): :func:`feed` hands each run's :class:`Track` its metrics and params, which it
 evaluates, records and writes (a non-finite value marks the record ``stopped``);
 :class:`Cadence` says where to checkpoint and stop; :func:`train` is the lifecycle of a
@@ -13,7 +13,6 @@ from typing import Any
 import jax
 import numpy as np
 
-from afl_jax.api import drive
 from afl_jax.core.simulator import Simulator
 from afl_jax.pipeline import checkpoint, metrics_io
 from afl_jax.pipeline.workdir import ctrl_c_after
@@ -113,7 +112,7 @@ def feed(
   tracks: list[Track],
   after_chunk: Callable[[Any, int], str | None] = lambda state, end: None,
 ) -> Callable[[Any, int, dict], str | None]:
-  """The chunk callback of :func:`afl_jax.api.drive` that hands every track (one per replica)
+  """The chunk callback of :meth:`Simulator.drive` that hands every track (one per replica)
   its metrics and params, then calls ``after_chunk(state, end)``, whose status stops there."""
   replicas = sim.batched
 
@@ -151,7 +150,7 @@ def train(
   """The one lifecycle of a single run (one track) and of a sweep's group (one track per
   replica): the state initialized (its memory was checked when the run was planned) or
   restored from ``ckpt``'s checkpoint of server step ``start``; on a fresh start every track
-  evaluated at step 0; then the chunk loop (:func:`afl_jax.api.drive`) feeding the tracks,
+  evaluated at step 0; then the chunk loop (:meth:`Simulator.drive`) feeding the tracks,
   ``after_chunk(state, end)`` (a status it returns stops there), checkpoints and the stop
   where ``cadence`` says. The writers and ``ckpt`` are closed at the end; ``progress``
   (``'doing'``, ``'step'``) says what was being written, for a disk error's message.
@@ -162,7 +161,7 @@ def train(
     state, host = ckpt.restore(start, state, _stacked(tracks, sim.batched))
     for i, t in enumerate(tracks):
       t.host = {f: np.asarray(v[i]) for f, v in host.items()} if sim.batched else host
-  first = sim.position(state)
+  first = start or 0  # where this invocation starts
 
   def chunk_end(state: Any, end: int) -> str | None:
     status = after_chunk(state, end)
@@ -185,7 +184,7 @@ def train(
       for i, t in enumerate(tracks):
         t.start(0, jax.tree.map(lambda a, i=i: a[i], params) if sim.batched else params)
     progress['step'] = tracks[0].records[-1]['step']
-    return drive(sim, state, keys, feed(sim, tracks, chunk_end))
+    return sim.drive(state, keys, feed(sim, tracks, chunk_end))
   finally:
     for t in tracks:
       t.writer.close()
