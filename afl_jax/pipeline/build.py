@@ -57,10 +57,6 @@ class Run:
   memory: dict[str, int] | None = None  # its analytic memory (Simulator.estimate)
   refusal: str | None = None  # why train.py refuses it (``build_run(strict=False)``)
 
-  @property
-  def apply_fn(self):
-    return self.model.apply
-
 
 def _err(field: str, value: Any, why: str) -> ConfigError:
   return ConfigError.invalid(field, value, why)
@@ -348,11 +344,9 @@ def build_run(
   strict: bool = True,
   memory_limit_bytes: int | None = None,
 ) -> Run:
-  """Resolve and validate ``config`` (once), build every part of the run and plan its
-  Simulator, its work and memory checked (:func:`plan`): a field that cannot work is a
-  :class:`~afl_jax.errors.UserError` naming it, before anything is compiled. ``dataset``:
-  arrays to use in place of ``config.dataset``'s files; ``strict=False`` keeps a refusal of
-  the work or memory in ``Run.refusal``."""
+  """Resolve and validate ``config`` once, build the run and :func:`plan` it; a field that
+  cannot work is a UserError naming it, before anything is compiled. ``dataset``: arrays in
+  place of the dataset's files; ``strict=False``: a refusal is kept in ``Run.refusal``."""
   c = config_lib.validate(config)  # an invalid value is named as such before an unread one
   config_lib.refuse_unread(config, c)
   run = _build(c, dataset)
@@ -362,15 +356,14 @@ def build_run(
 def build_point(
   config: ml_collections.ConfigDict, *, dataset: data.ArrayDataset | None = None
 ) -> Run:
-  """A sweep's grid point: validated and built as :func:`build_run` does, but not planned
-  (its group's Simulator is planned by the sweep)."""
+  """A sweep's grid point, built as :func:`build_run` builds it; the sweep plans its group."""
   return _build(config_lib.validate(config), dataset)
 
 
 def plan(run: Run, *, strict: bool = True, memory_limit_bytes: int | None = None) -> Run:
-  """``run`` with its Simulator (planned, nothing compiled or allocated), its client training
+  """``run`` with its Simulator (nothing compiled or allocated), its client training
   (:func:`sizes.check_work`) and analytic memory checked against ``memory_limit_bytes``
-  (default: what the backend reports, fixed here so the engine checks the same)."""
+  (default: the backend's, fixed here so that the engine checks the same)."""
   limit = memory.available_bytes() if memory_limit_bytes is None else memory_limit_bytes
   sim = Simulator(
     run.algorithm,
@@ -382,17 +375,15 @@ def plan(run: Run, *, strict: bool = True, memory_limit_bytes: int | None = None
   )
   report, refusal, work = sim.estimate(run.params0, run.key), None, None
   try:
-    work = sizes.check_work(run.config, sim, run.params0, log=None if strict else _silent)
+    work = sizes.check_work(
+      run.config, sim, run.params0, log=None if strict else (lambda line: None)
+    )
     sizes.check_memory(report, limit, run.memory_fields)
   except ConfigError as e:
     if strict:
       raise
     refusal = str(e)
   return dataclasses.replace(run, sim=sim, work=work, memory=report, refusal=refusal)
-
-
-def _silent(line: str) -> None:
-  """The warning log of a run that is only estimated."""
 
 
 def _build(c: ml_collections.ConfigDict, dataset: data.ArrayDataset | None) -> Run:

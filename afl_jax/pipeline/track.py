@@ -1,8 +1,7 @@
-"""What single runs and sweeps do after each chunk of :meth:`Simulator.drive` (the one chunk
-loop): :func:`feed` hands each run's :class:`Track` its metrics and params, which it
-evaluates, records and writes (a non-finite value marks the record ``stopped``);
-:class:`Cadence` says where to checkpoint and stop; :func:`train` is the lifecycle of a
-single run and of a sweep's group around that loop."""
+"""The one lifecycle of single runs and sweep groups, :func:`train`, around the one chunk loop
+(:meth:`Simulator.drive`): after each chunk every run's :class:`Track` gets its metrics and
+params, which it evaluates, records and writes (a non-finite value marks the record
+``stopped``); :class:`Cadence` says where to checkpoint and stop."""
 
 from __future__ import annotations
 
@@ -107,28 +106,6 @@ class Cadence:
     return end < num_steps and (stop or every), end < num_steps and stop
 
 
-def feed(
-  sim: Simulator,
-  tracks: list[Track],
-  after_chunk: Callable[[Any, int], str | None] = lambda state, end: None,
-) -> Callable[[Any, int, dict], str | None]:
-  """The chunk callback of :meth:`Simulator.drive` that hands every track (one per replica)
-  its metrics and params, then calls ``after_chunk(state, end)``, whose status stops there."""
-  replicas = sim.batched
-
-  def each(state: Any, pos: int, out: dict) -> str | None:
-    params = sim.params(state)
-    for i, track in enumerate(tracks):
-      mine = (lambda t, i=i: jax.tree.map(lambda a: a[i], t)) if replicas else (lambda t: t)
-      metrics = mine(out['metrics'])
-      end = min(pos + len(metrics['arrivals']), track.schedule.num_steps)
-      if end > track.records[-1]['step']:  # else this replica's schedule has ended
-        track.advance({k: v[: end - pos] for k, v in metrics.items()}, pos, mine(params))
-    return after_chunk(state, sim.position(state))
-
-  return each
-
-
 def _stacked(tracks: list[Track], batched: bool) -> dict[str, np.ndarray]:
   """The tracks' accumulators as a checkpoint holds them: [R] for a sweep's group."""
   if not batched:
@@ -150,10 +127,10 @@ def train(
   """The one lifecycle of a single run (one track) and of a sweep's group (one track per
   replica): the state initialized (its memory was checked when the run was planned) or
   restored from ``ckpt``'s checkpoint of server step ``start``; on a fresh start every track
-  evaluated at step 0; then the chunk loop (:meth:`Simulator.drive`) feeding the tracks,
-  ``after_chunk(state, end)`` (a status it returns stops there), checkpoints and the stop
-  where ``cadence`` says. The writers and ``ckpt`` are closed at the end; ``progress``
-  (``'doing'``, ``'step'``) says what was being written, for a disk error's message.
+  evaluated at step 0; then the chunk loop (:meth:`Simulator.drive`) handing each track its
+  metrics and params, ``after_chunk(state, end)`` (a status it returns stops there),
+  checkpoints and the stop where ``cadence`` says. The writers and ``ckpt`` are closed at the
+  end; ``progress`` (``'doing'``, ``'step'``) says what was being written (a disk error's).
   Returns ``(state, status)``."""
   progress = {} if progress is None else progress
   state = sim.init(params0, keys)
@@ -162,8 +139,15 @@ def train(
     for i, t in enumerate(tracks):
       t.host = {f: np.asarray(v[i]) for f, v in host.items()} if sim.batched else host
   first = start or 0  # where this invocation starts
+  mine = lambda x, i: jax.tree.map(lambda a: a[i], x) if sim.batched else x  # noqa: E731
 
-  def chunk_end(state: Any, end: int) -> str | None:
+  def chunk_end(state: Any, pos: int, out: dict) -> str | None:
+    params, end = sim.params(state), sim.position(state)
+    for i, t in enumerate(tracks):
+      metrics = mine(out['metrics'], i)
+      stop_at = min(pos + len(metrics['arrivals']), t.schedule.num_steps)
+      if stop_at > t.records[-1]['step']:  # else this replica's schedule has ended
+        t.advance({k: v[: stop_at - pos] for k, v in metrics.items()}, pos, mine(params, i))
     status = after_chunk(state, end)
     if status is not None:
       return status
@@ -182,9 +166,9 @@ def train(
       progress['doing'] = 'writing the metrics of server step 0'
       params = sim.params(state)
       for i, t in enumerate(tracks):
-        t.start(0, jax.tree.map(lambda a, i=i: a[i], params) if sim.batched else params)
+        t.start(0, mine(params, i))
     progress['step'] = tracks[0].records[-1]['step']
-    return sim.drive(state, keys, feed(sim, tracks, chunk_end))
+    return sim.drive(state, keys, chunk_end)
   finally:
     for t in tracks:
       t.writer.close()
