@@ -171,7 +171,7 @@ def _hours(s: float) -> str:
 
 def main(argv):
   del argv
-  config = cli.finish_config(_CONFIG.value)
+  config = _CONFIG.finish()
   if sweep_lib.sweep_axes(config.get('sweep', {})):
     return estimate_sweep(config)
   t0 = time.perf_counter()
@@ -282,4 +282,4 @@ def estimate_sweep(config) -> None:
 
 
 if __name__ == '__main__':
-  cli.run(main)
+  cli.run(main, config=_CONFIG)
