@@ -75,9 +75,9 @@ def run(
   periods of ``keep_every`` and ``eval_every``."""
   state = sim.init(params0, keys)
   evaluate = jax.jit(jax.vmap(eval_fn)) if eval_fn is not None and sim.batched else eval_fn
-  kept, kept_steps, evals = [], [], []
+  kept, kept_steps, evals, outs = [], [], [], []
 
-  def see(step: int) -> None:
+  def see(state: SimState, step: int) -> None:
     """After ``step`` server steps (a chunk end): keep and evaluate where due."""
     due_keep = keep_every is not None and step > 0 and step % keep_every == 0
     due_eval = eval_fn is not None and (step % eval_every == 0 or step == sim.num_steps)
@@ -88,12 +88,12 @@ def run(
     if due_eval:
       evals.append({'step': step, **{k: np.asarray(v) for k, v in evaluate(params).items()}})
 
-  see(0)
-  outs = []
-  while sim.position(state) < sim.num_steps:
-    state, out = sim.run_chunk(state, keys)
+  def after_chunk(state: SimState, pos: int, out: dict) -> None:
     outs.append(out)
-    see(sim.position(state))
+    see(state, sim.position(state))
+
+  see(state, 0)
+  state, _ = sim.drive(state, keys, after_chunk)
   axis = int(sim.batched)
   out = jax.tree.map(lambda *xs: np.concatenate(xs, axis=axis), *outs)
   history, steps = out.get('params'), None

@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from unittest import mock
 
 from afl_jax.pipeline import cache
 from afl_jax.pipeline.devices import set_cpu_devices
@@ -56,10 +55,8 @@ from matplotlib import ticker  # noqa: E402
 
 from afl_jax import data, models  # noqa: E402
 from afl_jax.core import engine, memory  # noqa: E402
-from afl_jax.core.simulator import Simulator  # noqa: E402
 from afl_jax.pipeline import build as build_lib  # noqa: E402
-from afl_jax.pipeline import cli, sizes  # noqa: E402
-from afl_jax.pipeline import config as config_lib  # noqa: E402
+from afl_jax.pipeline import cli  # noqa: E402
 from afl_jax.pipeline import sweep as sweep_lib  # noqa: E402
 
 _CONFIG = cli.define_config_flag('configs/paper_cifar10.py:masfl')
@@ -84,44 +81,26 @@ def random_dataset(name: str, seed: int = 0) -> data.ArrayDataset:
   return data.ArrayDataset(images(n_train), labels(n_train), images(n_test), labels(n_test), 10)
 
 
-def build_run(config) -> tuple[build_lib.Run, str]:
-  """The built run and where its data came from."""
+def build_run(config, point: bool = False) -> tuple[build_lib.Run, str]:
+  """The built run, planned as train.py plans it but with a refusal kept in ``Run.refusal``
+  (``point``: a sweep's grid point, built as the sweep builds it), and where its data came
+  from."""
+
+  def built(dataset=None):
+    if point:
+      return build_lib.plan(build_lib.build_point(config, dataset=dataset), strict=False)
+    return build_lib.build_run(config, dataset=dataset, strict=False)
+
   reason = '--random_data'
   if not _RANDOM.value:
     try:
-      return build_lib.build_run(config), 'the dataset files'
+      return built(), 'the dataset files'
     except data.DataError as e:
       if config.dataset not in SHAPES:
         raise
       reason = str(e).splitlines()[0]
-  fake = random_dataset(config.dataset)
-  with mock.patch.object(build_lib, 'load_dataset', lambda c: fake):  # the pipeline loads it
-    run = build_lib.build_run(config)
+  run = built(random_dataset(config.dataset))
   return run, f'random data of the real shapes ({reason})'
-
-
-def refusal(run: build_lib.Run, sim: Simulator) -> str | None:
-  """Why train.py would refuse the run's work (:func:`sizes.check_work`), or None."""
-  try:
-    sizes.check_work(run.config, sim, run.params0, log=lambda line: None)
-  except sizes.ConfigError as e:
-    return str(e)
-  return None
-
-
-def analytic_memory(run: build_lib.Run) -> tuple[dict[str, int], Simulator]:
-  """The engine's analytic report; refuses at once (limit 1 byte), so nothing is allocated."""
-  sim = Simulator(
-    run.algorithm,
-    run.problem,
-    run.schedule,
-    chunk_size=run.config.eval_every,
-    memory_limit_bytes=1,
-    **build_lib.engine_options(run.config),
-  )
-  with contextlib.suppress(memory.InsufficientMemoryError):
-    sim.init(run.params0, run.key)
-  return sim.memory, sim
 
 
 def probe(run: build_lib.Run, steps: int, clients: int) -> tuple[float, float, float | None]:
@@ -192,15 +171,14 @@ def _hours(s: float) -> str:
 
 def main(argv):
   del argv
-  config = cli.finish_config(_CONFIG.value)
-  if config_lib.sweep_axes(config.get('sweep', {})):
+  config = _CONFIG.finish()
+  if sweep_lib.sweep_axes(config.get('sweep', {})):
     return estimate_sweep(config)
   t0 = time.perf_counter()
   run, source = build_run(config)
   build_s = time.perf_counter() - t0
   c, s = run.config, run.schedule
-  report, sim = analytic_memory(run)
-  refused = refusal(run, sim)
+  report, sim, refused = run.memory, run.sim, run.refusal
   avail = memory.available_bytes()
   device = jax.devices()[0]
   n_params = models.count_params(run.params0)
@@ -261,17 +239,15 @@ def estimate_sweep(config) -> None:
   device = jax.devices()[0]
   print(
     f'sweep: {len(points)} grid points of {config.algorithm} on {config.dataset} '
-    f'({", ".join(f"{len(v)} {k}" for k, v in config_lib.sweep_axes(config.sweep).items())}); '
+    f'({", ".join(f"{len(v)} {k}" for k, v in sweep_lib.sweep_axes(config.sweep).items())}); '
     f'{len(jax.devices())} x {device.platform} ({device.device_kind})'
   )
   probes: dict[tuple, tuple[float, float]] = {}
   total_s = total_mem = steps_useful = steps_computed = 0
   refused = []
   for point in points:
-    run = build_run(sweep_lib.point_config(config, point))[0]
-    c = run.config
-    report, sim = analytic_memory(run)
-    why = refusal(run, sim)
+    run = build_run(sweep_lib.point_config(config, point), point=True)[0]
+    c, report, sim, why = run.config, run.memory, run.sim, run.refusal
     name = sweep_lib.run_name(point)
     useful, computed = sim.step_work
     steps_useful, steps_computed = steps_useful + useful, steps_computed + computed
@@ -306,4 +282,4 @@ def estimate_sweep(config) -> None:
 
 
 if __name__ == '__main__':
-  cli.run(main)
+  cli.run(main, config=_CONFIG)

@@ -76,7 +76,7 @@ processes.define_flags()
 
 def main(argv):
   del argv
-  config = cli.finish_config(_CONFIG.value)
+  config = _CONFIG.finish()
   processes.start()
   cache.use_compilation_cache(_WORKDIR.value)  # a rerun loads its programs, no compile
   try:
@@ -94,4 +94,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  cli.run(main)
+  cli.run(main, config=_CONFIG)

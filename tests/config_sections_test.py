@@ -118,26 +118,24 @@ def test_a_model_or_dataset_sweep_swaps_the_name_and_its_settings(toy):
   ]
   c.sweep = ml_collections.ConfigDict({'dataset': [{'name': 'toy_sections', 'noise': -1.0}]})
   with pytest.raises(ConfigError, match=r'^config.sweep.dataset entry .*dataset_args.noise=-1.0'):
-    config_lib.validate(c)
+    sweep.validate_sweep(c)
   c.sweep = ml_collections.ConfigDict({'dataset_args': {'noise': [0.1, 0.2]}})
-  config_lib.validate(c)
+  sweep.validate_sweep(c)
   runs = [build.build_run(sweep.point_config(c, p)) for p in sweep.grid(c)]
   assert [r.config.dataset_args.noise for r in runs] == [0.1, 0.2]
   assert [call['noise'] for call in CALLS[-2:]] == [0.1, 0.2]
 
 
-def test_command_line_sets_the_settings_of_the_named_components(monkeypatch):
+def test_command_line_sets_the_settings_of_the_named_components():
   c = config_lib.default()
   c.schedule.durations = 'normal'
   c.schedule.durations_params = {'mean': 4.0, 'std': 1.0}
   pending = [('model_args.hidden_sizes', '(5, 6)'), ('schedule.durations_params.std', '2')]
-  monkeypatch.setattr(cli, '_pending', pending)
-  out = cli.finish_config(c)
+  out = cli.finish_config(c, pending)
   assert out.model_args.hidden_sizes == (5, 6)
   assert out.schedule.durations_params.to_dict() == {'mean': 4.0, 'std': 2.0}
-  monkeypatch.setattr(cli, '_pending', [('model_args.hidden', '5')])
   with pytest.raises(ConfigError, match=r"^config.model_args.hidden='5' is invalid: model 'mlp'"):
-    cli.finish_config(c)
+    cli.finish_config(c, [('model_args.hidden', '5')])
   with pytest.raises(SystemExit, match=r'durations_params.low=0.0 --config.schedule.durations_pa'):
     cli._split(['train.py', '--config.schedule.durations_params=low=0,high=20'])
 

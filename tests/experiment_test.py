@@ -182,7 +182,7 @@ def test_invalid_configs_are_rejected_before_compute(tmp_path, fields, match):
 )
 def test_errors_found_while_building_carry_their_field(overrides, field):
   with pytest.raises(UserError, match=rf'^config\.{field}=') as info:
-    build_run(tiny(**overrides))
+    build_run(config_lib.resolve(tiny(**overrides)))  # resolved: the other kinds' fields gone
   assert getattr(info.value, 'field', field) == field  # (the data's errors: DataError)
 
 

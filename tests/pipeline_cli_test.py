@@ -69,18 +69,16 @@ def test_an_override_naming_no_field_is_one_line(spec, args, expected):
   assert message.startswith(expected) and '\n' not in message, message
 
 
-def test_hparam_override_fills_the_full_set_and_parses_types(monkeypatch):
+def test_hparam_override_fills_the_full_set_and_parses_types():
   c = _smoke()
   c.algorithm = 'asynflc'
-  monkeypatch.setattr(cli, '_pending', [('bits', '4'), ('fraction', '0.1'), ('scaled', 'true')])
-  out = cli.finish_config(c)
+  out = cli.finish_config(c, [('bits', '4'), ('fraction', '0.1'), ('scaled', 'true')])
   assert out.hparams.bits == 4 and isinstance(out.hparams.bits, int)
   assert out.hparams.fraction == 0.1 and out.hparams.scaled is True
   assert set(out.hparams) == set(config_lib.default_hparams('asynflc'))
   assert out.hparams.client_lr == c.hparams.client_lr  # given values are kept
-  monkeypatch.setattr(cli, '_pending', [('bitz', '4')])
   with pytest.raises(ConfigError, match=r"config.hparams.bitz='4' is invalid: .*valid: \["):
-    cli.finish_config(c)
+    cli.finish_config(c, [('bitz', '4')])
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from afl_jax.api import simulator as sweep_simulator
 from afl_jax.core import precision
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import config as config_lib
-from afl_jax.pipeline import loop
+from afl_jax.pipeline import sweep
 from afl_jax.pipeline.build import build_run, engine_options
 
 
@@ -49,7 +49,7 @@ def test_defaults_are_the_engines_defaults():
     local_step_buckets=None, compute_dtype=None, client_block_size=None
   )
   # sweeps keep the padded path they have always taken (results unchanged)
-  assert engine_options(c, sweep=True) == dict(
+  assert sweep._padded(engine_options(c)) == dict(
     local_step_buckets=0, compute_dtype=None, client_block_size=None
   )
   c.local_step_buckets, c.compute_dtype, c.client_block_size = 0, 'bfloat16', 8
@@ -61,13 +61,13 @@ def test_defaults_are_the_engines_defaults():
 def test_fields_reach_the_simulator_of_a_run():
   run = build_run(_config())
   assert len(set(run.local_steps.tolist())) > 1  # K differs: grouping matters
-  auto = loop.make_simulator(run)
-  padded = loop.make_simulator(build_run(_config(local_step_buckets=0)))
-  three = loop.make_simulator(build_run(_config(local_step_buckets=3)))
+  auto = run.sim
+  padded = build_run(_config(local_step_buckets=0)).sim
+  three = build_run(_config(local_step_buckets=3)).sim
   assert not padded.adaptive_steps and padded.block_size == padded.num_slots
   assert three.adaptive_steps and three.num_slots == 3 * three.block_size
   assert auto.adaptive_steps == (auto.step_work[1] < padded.step_work[1])
-  low = loop.make_simulator(build_run(_config(compute_dtype='bfloat16')))
+  low = build_run(_config(compute_dtype='bfloat16')).sim
   key = jax.random.key(0)
   outs = []
   for sim in (padded, three, low):
@@ -97,7 +97,7 @@ def test_sweep_options_reach_the_replica_simulator():
       [run.schedule, run.schedule],
       2,
       run=run.info,
-      **engine_options(c, sweep=True),
+      **sweep._padded(run.engine),
       **dict(c.hparams),
     )
   finally:
@@ -114,8 +114,7 @@ def test_config_files_keep_their_engine_behaviour(spec):
 
 
 def test_sweep_from_a_config_passes_the_engine_options(tmp_path, monkeypatch):
-  from afl_jax.pipeline import sweep as sweep_pipeline
-
+  sweep_pipeline = sweep
   seen = []
   real = sweep_pipeline.sweep_simulator
 

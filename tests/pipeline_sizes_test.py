@@ -4,7 +4,6 @@ import ml_collections
 import pytest
 from ml_collections.config_flags import config_path
 
-from afl_jax.core import memory
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import sizes
 
@@ -17,6 +16,7 @@ def config(**overrides):
       'num_rounds': 40,
       'model': 'mlp',
       'client_block_size': 0,
+      'batch_size': 32,
       'schedule': {
         'kind': 'fedbuff',
         'concurrency': 6,
@@ -110,18 +110,17 @@ def test_host_memory_limit_blames_num_rounds_for_the_schedule():
     sizes.check(config(num_rounds=10**6), limit_bytes=2**20)
 
 
-def test_memory_guard_names_the_field_of_the_largest_component():
-  report = {'per_client_state': 10, 'ring_buffer': 1, 'total': 11}
+def test_memory_check_names_the_field_of_the_largest_component():
+  fields = sizes.memory_fields(config())
+  report = {'per_client_state': 10, 'ring_buffer': 1, 'total': 100}
   with pytest.raises(ConfigError) as info:
-    with sizes.memory_guard(config(), lambda: report):
-      memory.check({'total': 100}, 10)
+    sizes.check_memory(report, 10, fields)
   msg = str(info.value)
   assert msg.startswith('config.num_clients=20 is invalid: this run needs about')
   assert info.value.field == 'num_clients'
-  report = {'per_client_state': 1, 'stacked_messages': 10, 'total': 11}
+  report = {'per_client_state': 1, 'stacked_messages': 10, 'total': 100}
   with pytest.raises(ConfigError, match=r'^config.schedule.buffer_size=3 is invalid') as info:
-    with sizes.memory_guard(config(), lambda: report):
-      memory.check({'total': 100}, 10)
+    sizes.check_memory(report, 10, fields)
   assert info.value.field == 'schedule.buffer_size'
-  with sizes.memory_guard(config()):
-    pass  # nothing raised, nothing changed
+  sizes.check_memory(report, 1000, fields)  # fits: nothing raised
+  sizes.check_memory(report, None, fields)  # no limit known: nothing raised

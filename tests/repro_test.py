@@ -38,10 +38,10 @@ def test_declaration_validates(key):
     for method in exp.methods:
       c = spec.sweep_config(exp, method)
       config_lib.validate(config_lib.resolve(c))
-      config_lib.validate_sweep(c)
+      sweep.validate_sweep(c)
       assert len(sweep.grid(c)) == method.budget * len(exp.seeds)
       for _, t in runs.sweep_configs(exp, method, 'test', [runs.setting_key({'hparams.x': 1})]):
-        assert config_lib.sweep_axes(t.sweep)['seed'] == list(exp.test_seeds)
+        assert sweep.sweep_axes(t.sweep)['seed'] == list(exp.test_seeds)
 
 
 _GRID = {'hparams.client_lr': (0.1, 0.3)}

@@ -245,3 +245,24 @@ def test_estimate_names_what_train_would_refuse_instead_of_refusing(field, said)
   assert proc.returncode == 0 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
   last = proc.stdout.strip().splitlines()[-1]
   assert last.startswith(f'train.py would refuse this run: config.{said}'), last
+
+
+def test_build_run_plans_the_engine_and_refuses_its_memory_naming_a_field(smoke_run):
+  r = smoke_run
+  assert r.sim is not None and r.refusal is None and r.work['client_steps'] > 0
+  assert r.memory == r.sim.estimate(r.params0, r.key) and r.memory['total'] > 0
+  limit = r.memory['total']  # 90% of it usable: the run does not fit
+  with pytest.raises(ConfigError, match=r'^config\.[\w.]+=.* is invalid: this run needs about'):
+    build.plan(r, memory_limit_bytes=limit)
+  kept = build.plan(r, memory_limit_bytes=limit, strict=False)
+  assert kept.refusal.startswith('config.') and kept.memory == r.memory
+
+
+def test_build_run_builds_on_a_given_dataset_without_reading_the_files(smoke_run, monkeypatch):
+  c = smoke_run.config
+  ds = build.load_dataset(c)
+  given = ds._replace(train_y=(ds.train_y + 1) % ds.num_classes)
+  monkeypatch.setattr(build.data, 'make', lambda *a, **k: pytest.fail('the files were read'))
+  run = build.build_run(c, dataset=given)
+  assert run.identity['data'] != smoke_run.identity['data']  # built on the given labels
+  assert np.array_equal(run.data.y, (smoke_run.data.y + 1) % ds.num_classes)

@@ -359,6 +359,20 @@ class Simulator:
 
     return state, jax.tree.map(host, out)
 
+  def drive(
+    self, state: SimState, keys: jax.Array, after_chunk: Callable[[SimState, int, dict], Any]
+  ) -> tuple[SimState, str]:
+    """The one chunk loop (of ``afl_jax.simulate``/``sweep`` and the pipeline's runs and sweep
+    groups): :meth:`run_chunk` from ``state`` to the end of the schedules; ``after_chunk(state,
+    pos, out)`` runs after each chunk (``pos``: the step it started at) and a status it
+    returns (not None) stops there. Returns ``(state, status)`` ('completed' at the end)."""
+    while (pos := self.position(state)) < self.num_steps:
+      state, out = self.run_chunk(state, keys)
+      status = after_chunk(state, pos, out)
+      if status is not None:
+        return state, status
+    return state, 'completed'
+
   def params(self, state: SimState) -> Any:
     """The global model(s) of ``state`` (R runs: leading axis R, on the host)."""
     out = self._params(state, self.hparams)

@@ -20,16 +20,18 @@ import numpy as np
 
 from afl_jax import algorithms, compression, data, models, schedules
 from afl_jax.algorithms import RunInfo
+from afl_jax.core import memory
 from afl_jax.core.problem import Problem
+from afl_jax.core.simulator import Simulator
 from afl_jax.core.types import Algorithm
 from afl_jax.errors import ConfigError, UserError
 from afl_jax.pipeline import config as config_lib
-from afl_jax.pipeline import own_code, record, sizes, task
+from afl_jax.pipeline import own_code, record, sizes, task, track
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Run:
-  """A built run: what the loop (or a sweep) needs, nothing it has to look up.
+  """A built run: what the loop (or a sweep) needs, nothing it has to look up in the config.
 
   ``local_steps``: int[N] K_i; ``info``: the run context handed to the algorithm's factory;
   ``identity``: what its numbers depend on (:func:`afl_jax.pipeline.record.identity`)."""
@@ -47,10 +49,13 @@ class Run:
   info: RunInfo
   dtype: Any
   identity: dict[str, Any]
-
-  @property
-  def apply_fn(self):
-    return self.model.apply
+  engine: dict[str, Any]  # the Simulator's options (:func:`engine_options`)
+  cadence: track.Cadence  # chunk length, checkpoints, stop
+  memory_fields: dict[str, tuple[str, Any]]  # who sets each memory component (sizes)
+  sim: Simulator | None = None  # planned, nothing compiled (:func:`build_run`; None: a point)
+  work: dict[str, Any] | None = None  # its client training (:func:`sizes.check_work`)
+  memory: dict[str, int] | None = None  # its analytic memory (Simulator.estimate)
+  refusal: str | None = None  # why train.py refuses it (``build_run(strict=False)``)
 
 
 def _err(field: str, value: Any, why: str) -> ConfigError:
@@ -73,24 +78,28 @@ def reusing_data() -> Iterator[None]:
     _LOADED = outer
 
 
-def _load(c: ml_collections.ConfigDict) -> tuple[data.ArrayDataset, str]:
-  """(the dataset, a SHA-256 of its arrays)."""
+def _load(
+  c: ml_collections.ConfigDict, given: data.ArrayDataset | None = None
+) -> tuple[data.ArrayDataset, str]:
+  """(the dataset, a SHA-256 of its arrays); ``given``: the dataset to use in place of
+  ``c.dataset``'s files (then not kept)."""
   fields = ('dataset', 'dataset_args', 'data_dir', 'download', 'seed', 'train_subset')
   key = json.dumps(record.canonical({k: c.get(k) for k in fields}), sort_keys=True)
-  if _LOADED is not None and key in _LOADED:
+  if given is None and _LOADED is not None and key in _LOADED:
     return _LOADED[key]
-  ds = load_dataset(c)
+  ds = load_dataset(c, given)
   arrays = (np.asarray(ds.train_x), np.asarray(ds.train_y), np.asarray(ds.test_x))
   out = ds, record._sha(*arrays, np.asarray(ds.test_y))
-  if _LOADED is not None:
+  if given is None and _LOADED is not None:
     _LOADED[key] = out
   return out
 
 
-def _source(c: ml_collections.ConfigDict, digest: str) -> str:
+def _source(c: ml_collections.ConfigDict, digest: str, given: bool = False) -> str:
   """A seed-independent digest of the files ``c.dataset`` reads: its arrays as loaded with
-  seed 0 and no subset (a loader may split by seed: scikit-learn's digits)."""
-  if c.seed == 0 and not c.train_subset:
+  seed 0 and no subset (a loader may split by seed: scikit-learn's digits); ``given``: a
+  dataset given in place of the files, its own."""
+  if given or (c.seed == 0 and not c.train_subset):
     return digest
   c0 = ml_collections.ConfigDict(c.to_dict())
   c0.seed, c0.train_subset = 0, 0
@@ -98,11 +107,15 @@ def _source(c: ml_collections.ConfigDict, digest: str) -> str:
     return _load(c0)[1]
 
 
-def load_dataset(c: ml_collections.ConfigDict) -> data.ArrayDataset:
-  """The centralized dataset ``c.dataset``, its loader given ``c.dataset_args`` (optionally a
-  seeded subset of its training split)."""
+def load_dataset(
+  c: ml_collections.ConfigDict, given: data.ArrayDataset | None = None
+) -> data.ArrayDataset:
+  """The centralized dataset ``c.dataset`` (or ``given``), its loader given ``c.dataset_args``
+  (optionally a seeded subset of its training split)."""
   args = dict(c.get('dataset_args') or {})
-  ds = data.make(c.dataset, data_dir=c.data_dir or None, download=c.download, seed=c.seed, **args)
+  ds = given
+  if ds is None:
+    ds = data.make(c.dataset, data_dir=c.data_dir or None, download=c.download, seed=c.seed, **args)
   if c.train_subset:
     rng = np.random.default_rng(c.seed)
     n = len(ds.train_y)
@@ -124,17 +137,20 @@ def build_data(c: ml_collections.ConfigDict) -> data.ClientLayout:
   return data_and_source(c)[0]
 
 
-def data_and_source(c: ml_collections.ConfigDict) -> tuple[data.ClientLayout, str]:
-  """:func:`build_data` and a seed-independent digest of the files read (:func:`_source`;
-  '' for a dataset generated per client, which the config determines)."""
+def data_and_source(
+  c: ml_collections.ConfigDict, given: data.ArrayDataset | None = None
+) -> tuple[data.ClientLayout, str]:
+  """:func:`build_data` (of the dataset ``given``, if one is) and a seed-independent digest of
+  the files read (:func:`_source`; '' for a dataset generated per client, which the config
+  determines)."""
   entry = data.DATASETS.meta(c.dataset)
   if entry.get('federated'):
     args = dict(c.get('dataset_args') or {})
     fed = data.make(c.dataset, num_clients=c.num_clients, seed=c.seed, **args)
     return data.from_federated(fed), ''
   try:
-    ds, digest = _load(c)
-    source = _source(c, digest)
+    ds, digest = _load(c, given)
+    source = _source(c, digest, given is not None)
   except data.DataError as e:
     where = 'data_dir' if c.data_dir else 'dataset'
     raise data.DataError(f'config.{where}={c[where]!r} is invalid: {e}') from None
@@ -307,28 +323,76 @@ def build_algorithm(c: ml_collections.ConfigDict, info: RunInfo) -> Algorithm:
 
 
 # ---- engine options ---------------------------------------------------------------------------
-def engine_options(c: ml_collections.ConfigDict, *, sweep: bool = False) -> dict[str, Any]:
+def engine_options(c: ml_collections.ConfigDict) -> dict[str, Any]:
   """The Simulator's keyword arguments from the config: ``client_block_size`` (0: None),
-  ``local_step_buckets`` (-1: chosen, but 0 for a sweep, whose results stay bit for bit the
-  committed records'; 0: padded; B: B blocks sorted by K) and ``compute_dtype``."""
+  ``local_step_buckets`` (-1: None, chosen by the engine; a sweep's group pads instead, so
+  its results stay bit for bit the committed records'; 0: padded; B: B blocks sorted by K)
+  and ``compute_dtype``."""
   buckets = int(c.local_step_buckets)
   return {
-    'local_step_buckets': (0 if sweep else None) if buckets < 0 else buckets,
+    'local_step_buckets': None if buckets < 0 else buckets,
     'compute_dtype': None if c.compute_dtype == 'dtype' else jnp.dtype(c.compute_dtype),
     'client_block_size': c.client_block_size or None,
   }
 
 
 # ---- the whole run --------------------------------------------------------------------------
-def build_run(config: ml_collections.ConfigDict) -> Run:
-  """Resolve and validate ``config``, then build every part of the run; a field that cannot
-  work is a :class:`~afl_jax.errors.UserError` naming it, before anything is compiled."""
-  c = config_lib.validate(config)  # resolved once, checked once
+def build_run(
+  config: ml_collections.ConfigDict,
+  *,
+  dataset: data.ArrayDataset | None = None,
+  strict: bool = True,
+  memory_limit_bytes: int | None = None,
+) -> Run:
+  """Resolve and validate ``config`` once, build the run and :func:`plan` it; a field that
+  cannot work is a UserError naming it, before anything is compiled. ``dataset``: arrays in
+  place of the dataset's files; ``strict=False``: a refusal is kept in ``Run.refusal``."""
+  c = config_lib.validate(config)  # an invalid value is named as such before an unread one
+  config_lib.refuse_unread(config, c)
+  run = _build(c, dataset)
+  return plan(run, strict=strict, memory_limit_bytes=memory_limit_bytes)
+
+
+def build_point(
+  config: ml_collections.ConfigDict, *, dataset: data.ArrayDataset | None = None
+) -> Run:
+  """A sweep's grid point, built as :func:`build_run` builds it; the sweep plans its group."""
+  return _build(config_lib.validate(config), dataset)
+
+
+def plan(run: Run, *, strict: bool = True, memory_limit_bytes: int | None = None) -> Run:
+  """``run`` with its Simulator (nothing compiled or allocated), its client training
+  (:func:`sizes.check_work`) and analytic memory checked against ``memory_limit_bytes``
+  (default: the backend's, fixed here so that the engine checks the same)."""
+  limit = memory.available_bytes() if memory_limit_bytes is None else memory_limit_bytes
+  sim = Simulator(
+    run.algorithm,
+    run.problem,
+    run.schedule,
+    chunk_size=run.cadence.eval_every,
+    memory_limit_bytes=limit,
+    **run.engine,
+  )
+  report, refusal, work = sim.estimate(run.params0, run.key), None, None
+  try:
+    work = sizes.check_work(
+      run.config, sim, run.params0, log=None if strict else (lambda line: None)
+    )
+    sizes.check_memory(report, limit, run.memory_fields)
+  except ConfigError as e:
+    if strict:
+      raise
+    refusal = str(e)
+  return dataclasses.replace(run, sim=sim, work=work, memory=report, refusal=refusal)
+
+
+def _build(c: ml_collections.ConfigDict, dataset: data.ArrayDataset | None) -> Run:
+  """Every part of the run of the validated ``c`` but its Simulator."""
   sizes.check(c)  # host-side sizes (schedule, generated data) before allocating them
   if c.dtype == 'float64':
     jax.config.update('jax_enable_x64', True)
   dtype = jnp.dtype(c.dtype)
-  layout, source = data_and_source(c)
+  layout, source = data_and_source(c, dataset)
   model = models.make(c.model, num_classes=layout.num_classes, **dict(c.get('model_args') or {}))
   local_steps = client_local_steps(c, layout.sizes)
   schedule = build_schedule(c, local_steps, layout.sizes)
@@ -364,6 +428,9 @@ def build_run(config: ml_collections.ConfigDict) -> Run:
     info=info,
     dtype=dtype,
     identity=identity(c, layout, schedule, source),
+    engine=engine_options(c),
+    cadence=track.Cadence(int(c.eval_every), int(c.checkpoint_every), int(c.stop_after_steps)),
+    memory_fields=sizes.memory_fields(c),
   )
 
 

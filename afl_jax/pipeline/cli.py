@@ -32,13 +32,26 @@ _OVERRIDE = re.compile(r'^--config\.([\w.]+)(?:=(.*))?$', re.S)
 _ONE_FLAG = re.compile(r'flag --([\w.]+)=(.*?): (.*)$', re.S)
 _SEVERAL_FLAGS = re.compile(r'flags .*?: (--.*)$')
 
-# (NAME, VALUE) of --config.hparams.NAME=VALUE (SECTION.NAME for the other sections of
-# _HPARAM) taken out of argv by the parser, applied by finish_config once the config (and
-# so the algorithm, model, dataset, distribution) is known.
 _HELP = ('--help', '-help', '-h', '-?', '--helpshort', '--helpfull', '--helpxml')
-_pending: list[tuple[str, str]] = []
-_holder: list[Any] = []  # the --config flag defined by define_config_flag
-_default: list[str] = ['configs/default.py']  # its default file
+DEFAULT_CONFIG = 'configs/default.py'
+
+
+class ConfigFlag:
+  """A script's ``--config`` (:func:`define_config_flag`): the absl flag, its default file and
+  the ``(NAME, VALUE)`` of each ``--config.hparams.NAME=VALUE`` (``SECTION.NAME`` for the other
+  open sections) taken out of argv by the parser, applied by :meth:`finish` once the config
+  (and so the algorithm, model, dataset, distribution) is known."""
+
+  def __init__(self, holder: Any, default: str, overrides: list[tuple[str, str]]):
+    self.holder, self.default, self.overrides = holder, default, overrides
+
+  @property
+  def value(self) -> ml_collections.ConfigDict:
+    return self.holder.value
+
+  def finish(self) -> ml_collections.ConfigDict:
+    """:func:`finish_config` of the parsed config with its command line's overrides."""
+    return finish_config(self.value, self.overrides)
 
 
 def exit_error(error: Exception | str) -> NoReturn:
@@ -116,9 +129,11 @@ def raised_at(error: BaseException, file: str) -> str:
   return f'{at}{type(error).__name__}: {text}'
 
 
-def _load_config_file(argv: Sequence[str]) -> ml_collections.ConfigDict | None:
+def _load_config_file(
+  argv: Sequence[str], default: str = DEFAULT_CONFIG
+) -> ml_collections.ConfigDict | None:
   try:
-    return config_lib.load_file(_config_arg(argv) or _default[0])
+    return config_lib.load_file(_config_arg(argv) or default)
   except Exception:  # noqa: BLE001 (only used to word an error that already happened)
     return None
 
@@ -178,32 +193,30 @@ def _split(argv: Sequence[str]) -> tuple[list[tuple[str, str]], list[str]]:
   return hparams, rest
 
 
-def define_config_flag(default: str = 'configs/default.py') -> flags.FlagHolder:
+def define_config_flag(default: str = DEFAULT_CONFIG) -> ConfigFlag:
   """``--config`` (a config file); its ``--config.hparams.*`` overrides are kept out of
-  ml_collections (the file may not name them) and applied by :func:`finish_config`."""
+  ml_collections (the file may not name them) and applied by :meth:`ConfigFlag.finish`
+  (give the flag to :func:`run`)."""
   hparams, rest = _split(sys.argv)
-  _pending[:] = hparams
   default = repo_path(default)
   given = _config_arg(rest)
-  _default[:] = [default]
   bad = check_config_file(default) if given is None else None  # a given file: in parse
   if bad:
     exit_error(bad.replace('--config=', 'the default --config=', 1))
   try:
     holder = config_flags.DEFINE_config_file('config', default, 'Experiment config.', sys_argv=rest)
   except Exception as e:  # noqa: BLE001 (an override of the default config, applied here)
-    config = _load_config_file(rest)
+    config = _load_config_file(rest, default)
     exit_error((config is not None and unknown_field_message(config, rest)) or e)
-  _holder[:] = [holder]
-  return holder
+  return ConfigFlag(holder, default, hparams)
 
 
-def _config_file_error(argv: Sequence[str]) -> str | None:
+def _config_file_error(argv: Sequence[str], flag: ConfigFlag | None) -> str | None:
   """One line when the --config file could not be loaded (ml_collections defers that error)."""
-  if not _holder:
+  if flag is None:
     return None
   try:
-    _holder[0].value.keys()
+    flag.value.keys()
   except Exception as e:  # noqa: BLE001 (any failure of the user's config file)
     path = _config_arg(argv)
     lines = [line.strip() for line in str(e).splitlines() if line.strip()]
@@ -211,9 +224,13 @@ def _config_file_error(argv: Sequence[str]) -> str | None:
   return None
 
 
-def flags_parser(*, positional: str = '') -> Callable[[list[str]], list[str]]:
+def flags_parser(
+  *, positional: str = '', config: ConfigFlag | None = None
+) -> Callable[[list[str]], list[str]]:
   """An absl ``flags_parser`` turning flag errors into one line; ``positional`` names the
-  script's positional arguments for its usage line ('' refuses any)."""
+  script's positional arguments for its usage line ('' refuses any); ``config``: the script's
+  ``--config`` flag, which keeps the overrides parsed."""
+  default = config.default if config is not None else DEFAULT_CONFIG
 
   def parse(argv: list[str]) -> list[str]:
     hparams, rest = _split(argv)
@@ -230,18 +247,18 @@ def flags_parser(*, positional: str = '') -> Callable[[list[str]], list[str]]:
       missing = re.match(r'Missing value for flag (--[\w.]+)', str(e))
       if missing:
         exit_error(f'{missing.group(1)} needs a value: {missing.group(1)}=VALUE')
-      config = _load_config_file(rest)
+      loaded = _load_config_file(rest, default)
       unknown = re.match(r"Unknown command line flag '([^']+)'", str(e))
       exit_error(
-        (config is not None and unknown_field_message(config, rest))
+        (loaded is not None and unknown_field_message(loaded, rest))
         or _bad_values(e)
         or (unknown and f'--{unknown.group(1)} is not a flag of this script (see --helpshort)')
         or e
       )
     except (AttributeError, KeyError, TypeError, ValueError, OSError) as e:
-      config = _load_config_file(rest)
-      exit_error((config is not None and unknown_field_message(config, rest)) or e)
-    bad_file = _config_file_error(rest)
+      loaded = _load_config_file(rest, default)
+      exit_error((loaded is not None and unknown_field_message(loaded, rest)) or e)
+    bad_file = _config_file_error(rest, config)
     if bad_file:
       exit_error(bad_file)
     if not positional and len(remaining) > 1:
@@ -249,13 +266,16 @@ def flags_parser(*, positional: str = '') -> Callable[[list[str]], list[str]]:
         f'unexpected argument {remaining[1]!r}: this script takes flags only (--name=value; '
         'see --helpshort)'
       )
-    _pending[:] = hparams
+    if config is not None:
+      config.overrides[:] = hparams
     return remaining
 
   return parse
 
 
-def run(main: Callable[[list[str]], Any], *, positional: str = '') -> None:
+def run(
+  main: Callable[[list[str]], Any], *, positional: str = '', config: ConfigFlag | None = None
+) -> None:
   """``app.run(main)``: a bad flag or a :class:`UserError` ends the script as one ``error:`` line
   (exit status 1); JAX's INFO lines stay out unless ``--verbosity`` is given."""
 
@@ -269,7 +289,7 @@ def run(main: Callable[[list[str]], Any], *, positional: str = '') -> None:
       exit_error(e)
 
   try:
-    app.run(guarded, flags_parser=flags_parser(positional=positional))
+    app.run(guarded, flags_parser=flags_parser(positional=positional, config=config))
   except KeyboardInterrupt as e:  # Ctrl-C: one line, exit status 130 (128 + SIGINT)
     interrupted(e)
 
@@ -285,16 +305,19 @@ def interrupted(error: BaseException | None = None) -> NoReturn:
   sys.exit(130)
 
 
-def finish_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """The resolved config with the command line's ``--config.<open section>.*`` overrides
-  applied (ConfigError: an unknown component, a setting it does not take, or a value a single
-  run does not read: :func:`config_lib.refuse_unread`, before resolving drops it)."""
+def finish_config(
+  config: ml_collections.ConfigDict, overrides: Sequence[tuple[str, str]] = ()
+) -> ml_collections.ConfigDict:
+  """The resolved config with the command line's ``--config.<open section>.*`` ``overrides``
+  (``(NAME, VALUE)``, :class:`ConfigFlag`) applied (ConfigError: an unknown component, a
+  setting it does not take, or a value a single run does not read:
+  :func:`config_lib.refuse_unread`, before resolving drops it)."""
   if not config.get('sweep'):  # a sweep's axes: sweep.grid
     config_lib.refuse_unread(config)
   out = config_lib.resolve(config)
-  if any('.' not in name for name, _ in _pending):
+  if any('.' not in name for name, _ in overrides):
     config_lib.validate_algorithm_name(out)
-  for name, text in _pending:
+  for name, text in overrides:
     section, _, arg = name.rpartition('.')
     config_lib.override_setting(out, section or 'hparams', arg, text)
   return out

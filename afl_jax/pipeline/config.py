@@ -415,134 +415,14 @@ def validate_components(c: ml_collections.ConfigDict) -> None:
     compression.COMPRESSORS.bind(kind, fields)
 
 
-# ---- sweeps: grids of whole runs -------------------------------------------------------------
-def sweep_axes(sweep: Any, prefix: str = '') -> dict[str, list]:
-  """Nested ``config.sweep`` -> ``{'hparams.client_lr': [...], 'seed': [...]}``."""
-  out: dict[str, list] = {}
-  for k, v in sweep.items():
-    name = f'{prefix}{k}'
-    if isinstance(v, Mapping | ml_collections.ConfigDict):
-      out.update(sweep_axes(v, name + '.'))
-    else:
-      out[name] = list(v) if isinstance(v, list | tuple) else [v]
-  return out
-
-
-def algorithm_entry(entry: Any, field: str = 'sweep.algorithm') -> tuple[str, dict[str, Any]]:
-  """A sweep's ``algorithm`` entry (a name, or a mapping with a ``name``) as (name, settings)."""
-  if isinstance(entry, str):
-    return entry, {}
-  if isinstance(entry, Mapping | ml_collections.ConfigDict) and isinstance(entry.get('name'), str):
-    return entry['name'], {k: v for k, v in dict(entry).items() if k != 'name'}
-  what = field.rsplit('.', 1)[-1]
-  why = f"each entry must be a name of a {what} or a mapping {{'name': NAME, SETTING: VALUE, ...}}"
-  raise _err(field, entry, why)
-
-
 # Components named by a top-level field, with their settings in a section of their own; a
 # sweep's entry ``{'name': NAME, SETTING: VALUE}`` replaces both (as an algorithm entry does).
 NAMED = {'model': models.MODELS, 'dataset': data.DATASETS}
 
 
-# Section-level fields a swept schedule / compressor entry keeps from the config unless given.
+# Sections whose kind decides which of their settings a run reads (:func:`refuse_unread`),
+# with the section-level fields a swept entry keeps from the config unless given.
 SECTION_FIELDS = {'schedule': ('seed',), 'compressor': ('error_feedback',)}
-
-
-def section_entry(entry: Any, field: str) -> tuple[str, dict[str, Any]]:
-  """A sweep's ``schedule`` / ``compressor`` entry (a mapping with a ``kind``) as (kind,
-  settings)."""
-  if isinstance(entry, Mapping | ml_collections.ConfigDict) and isinstance(entry.get('kind'), str):
-    return entry['kind'], {k: v for k, v in dict(entry).items() if k != 'kind'}
-  why = "each entry must be a mapping {'kind': KIND, SETTING: VALUE, ...}"
-  raise _err(f'sweep.{field}', entry, why)
-
-
-def _check_section_entry(c: ml_collections.ConfigDict, field: str, entry: Any) -> None:
-  kind, given = section_entry(entry, field)
-  given = {k: v for k, v in given.items() if k not in SECTION_FIELDS[field]}
-  try:
-    if field == 'schedule':
-      schedules.SCHEDULES.bind(kind, given, facts={'num_clients': c.num_clients})
-    elif kind != 'none' or given:
-      compression.COMPRESSORS.bind(kind, given)
-  except ConfigError as e:
-    raise ConfigError(f'config.sweep.{field} entry {entry!r}: {e}', field=e.field) from None
-
-
-def validate_sweep(c: ml_collections.ConfigDict) -> None:
-  """``config.sweep``: every field exists with a non-empty list of values, each entry and
-  value checked as a single run's would be, before any grid point is built."""
-  if not c.get('sweep'):
-    return
-  axes = sweep_axes(c.sweep)
-  for field, values in axes.items():
-    if not values:
-      raise ConfigError.invalid(f'sweep.{field}', [], 'give at least one value.')
-  if 'algorithm' in axes:
-    names = []
-    for entry in axes['algorithm']:
-      name, given = algorithm_entry(entry)
-      schedule = given.pop('schedule', None)  # the entry's own schedule settings
-      try:
-        algorithms.ALGORITHMS.bind(name, given)
-        if schedule is not None:
-          if not isinstance(schedule, Mapping | ml_collections.ConfigDict):
-            raise _err(
-              'sweep.algorithm', entry, "'schedule' must be a mapping of schedule settings"
-            )
-          kind = schedule.get('kind', c.schedule.kind)
-          takes = schedules.settings(kind) if kind in schedules.SCHEDULES else {}
-          settings = {k: v for k, v in c.schedule.items() if k in takes} | dict(schedule)
-          settings = {k: v for k, v in settings.items() if k not in ('kind', 'seed')}
-          schedules.SCHEDULES.bind(kind, settings, facts={'num_clients': c.num_clients})
-      except ConfigError as e:
-        raise ConfigError(f'config.sweep.algorithm entry {entry!r}: {e}', field=e.field) from None
-      names.append(name)
-  else:
-    names = [c.algorithm] if c.algorithm in algorithms.ALGORITHMS else []
-  for field in SECTION_FIELDS:
-    for entry in axes.get(field, ()):
-      _check_section_entry(c, field, entry)
-  # Each section of settings with the registry and the names of the grid it applies to.
-  within = {'hparams': (algorithms.ALGORITHMS, names)}
-  for field, registry in NAMED.items():
-    grid_names = []
-    for entry in axes.get(field, [c[field]] if c.get(field) in registry else []):
-      name, given = algorithm_entry(entry, f'sweep.{field}')
-      try:
-        registry.bind(name, given)
-      except ConfigError as e:
-        raise ConfigError(f'config.sweep.{field} entry {entry!r}: {e}', field=e.field) from None
-      grid_names.append(name)
-    within[registry.section] = (registry, grid_names)
-  for field, values in axes.items():
-    section, _, arg = field.partition('.')
-    if section in within and arg:
-      registry, grid_names = within[section]
-      for name in grid_names:
-        takes = registry.settings(name)
-        if arg not in takes:
-          what = 'hyperparameter' if section == 'hparams' else 'setting'
-          raise ConfigError(
-            f'config.sweep.{field} is invalid: {name!r} has no {what} '
-            f'{arg!r}; valid: {sorted(takes)}.',
-            field=f'sweep.{field}',
-          )
-        for value in values:  # each value as a single run's would be
-          problem = registry.violation(name, arg, value)
-          if problem is not None:
-            raise _err(f'sweep.{field}', list(values), f'the value {value!r} {problem}')
-      continue
-    if field == 'sweep' or field.startswith('sweep.'):
-      raise ConfigError('config.sweep cannot sweep itself.', field='sweep')
-    try:
-      config_path.get_value(field, c)
-    except (KeyError, AttributeError):
-      if not field.startswith(('schedule.', 'compressor.')):
-        raise ConfigError(
-          f'config.sweep.{field} is invalid: config has no field {field!r}.',
-          field=f'sweep.{field}',
-        ) from None
 
 
 _NOT_READ = '<not read>'
@@ -582,14 +462,17 @@ def _leaves(d: Any, prefix: str = '') -> dict[str, Any]:
   return out
 
 
-def refuse_unread(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+def refuse_unread(
+  c: ml_collections.ConfigDict, run: ml_collections.ConfigDict | None = None
+) -> ml_collections.ConfigDict:
   """``c`` (a single run's) when every setting it gives a component of a kind (the compressor,
   the schedule) is one that kind reads, as a sweep's axes are (:func:`afl_jax.pipeline.sweep.
   grid`); else ConfigError naming the first that is not (``fraction`` or ``error_feedback``
   under ``compressor.kind='none'``, a schedule setting its kind does not take). Only a value
-  other than :func:`default`'s counts: the default's fields of other kinds are not given."""
+  other than :func:`default`'s counts: the default's fields of other kinds are not given.
+  ``run``: ``c`` resolved, if it was already."""
   base = {k: plain(v) for k, v in _leaves(default()).items()}
-  run = resolve(c)
+  run = resolve(c) if run is None else run
   for field, value in _leaves(c).items():
     section = field.split('.')[0]
     if section not in SECTION_FIELDS or value == {} or base.get(field) == plain(value):
@@ -617,5 +500,4 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   validate_names(c)
   validate_fields(c)
   validate_components(c)
-  validate_sweep(c)
   return c

@@ -1,8 +1,9 @@
 """``train_and_evaluate(config, workdir)``: one run, evaluated, checkpointed and written.
 
-Everything is built and checked first (:func:`preflight`); the drive loop then runs a chunk
-of ``eval_every`` server steps, evaluates, writes and checkpoints. docs/reliability.md
-says what a workdir holds and what a rerun does; docs/distributed.md, several processes."""
+Everything is built and checked first (:func:`preflight`); the chunk loop
+(:meth:`Simulator.drive`) then runs a chunk of ``eval_every`` server steps, evaluates,
+writes and checkpoints. docs/reliability.md says what a workdir holds and what a rerun
+does; docs/distributed.md, several processes."""
 
 from __future__ import annotations
 
@@ -16,16 +17,14 @@ from typing import Any
 import jax
 import ml_collections
 
-from afl_jax import models
 from afl_jax.core import memory
 from afl_jax.core.simulator import Simulator
 from afl_jax.errors import ResumeError
-from afl_jax.pipeline import checkpoint, metrics_io, plotting, processes, sizes
-from afl_jax.pipeline import config as config_lib
+from afl_jax.pipeline import checkpoint, metrics_io, plotting, processes
 from afl_jax.pipeline import record as record_lib
 from afl_jax.pipeline import track as track_lib
 from afl_jax.pipeline import workdir as workdir_lib
-from afl_jax.pipeline.build import Run, build_run, engine_options
+from afl_jax.pipeline.build import Run, build_run
 
 # What --noresume deletes from a run folder (a sweep's run folder holds the same files).
 OUTPUTS = ('config.json', 'schedule.npz', 'metrics.jsonl', 'summary.json', 'plot.png')
@@ -34,17 +33,6 @@ OUTPUTS += ('hparams.json', 'tensorboard', checkpoint.CHECKPOINT_DIR)
 
 class NonFiniteError(RuntimeError):
   """Training produced NaN/inf; the metrics so far are on disk."""
-
-
-def make_simulator(run: Run) -> Simulator:
-  """The engine for ``run``, planned (nothing compiled); a local loop that cannot fit or a
-  run too long is a ConfigError (:func:`sizes.check_work`)."""
-  c = run.config
-  sim = Simulator(
-    run.algorithm, run.problem, run.schedule, chunk_size=c.eval_every, **engine_options(c)
-  )
-  sizes.check_work(c, sim, run.params0)
-  return sim
 
 
 def start_over(run_dir: str) -> None:
@@ -78,14 +66,12 @@ def refuse_other_kind(workdir: str, kind: str) -> None:
 
 
 def preflight(config, workdir: str, resume: bool, progress: dict) -> tuple:
-  """Every check before compute, in one place: the run built (:func:`build_run`), its work
-  checked (:func:`make_simulator`), the workdir's run of the same identity and program
-  (process 0, which writes ``config.json`` and ``schedule.npz``); returns ``(run, sim, ckpt,
-  start)``, where ``start`` is :func:`checkpoint.start`'s."""
-  config_lib.validate(config)  # an invalid value is named as such before an unread one
-  run = build_run(config_lib.refuse_unread(config))
-  sim = make_simulator(run)
-  prog = record_lib.program(sim)
+  """Every check before compute, in one place: the run built, its work and memory checked
+  (:func:`build_run`), the workdir's run of the same identity and program (process 0, which
+  writes ``config.json`` and ``schedule.npz``); returns ``(run, ckpt, start)``, where
+  ``start`` is :func:`checkpoint.start`'s."""
+  run = build_run(config)
+  prog = record_lib.program(run.sim)
   ckpt = checkpoint.Checkpointer(workdir, record_lib.binding(run.identity, prog))
   progress['doing'] = 'writing the run files'
 
@@ -94,13 +80,13 @@ def preflight(config, workdir: str, resume: bool, progress: dict) -> tuple:
     if not resume:
       start_over(workdir)
     record_lib.refuse(workdir, run.identity, run.config, prog)
-    step = checkpoint.start([workdir], [run.schedule.num_steps], run.config.eval_every, ckpt)
+    step = checkpoint.start([workdir], [run.schedule.num_steps], run.cadence.eval_every, ckpt)
     write_run_files(workdir, run, prog)
     return step
 
   start = processes.on_writer(on_writer, 'resume')
   processes.barrier('afl_jax preflight')
-  return run, sim, ckpt, start
+  return run, ckpt, start
 
 
 def write_run_files(run_dir: str, run: Run, prog: dict[str, Any]) -> None:
@@ -143,32 +129,29 @@ def train_and_evaluate(
 
 
 def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
-  run, sim, ckpt, start = preflight(config, workdir, resume, progress)
-  c, schedule = run.config, run.schedule
+  run, ckpt, start = preflight(config, workdir, resume, progress)
+  c, schedule, sim = run.config, run.schedule, run.sim
   if start == checkpoint.DONE:
     log(f'afl_jax: the run in {workdir} finished earlier; not run again')
     return _finish(run, workdir, None, writes, 0.0, log)
   s = schedule.stats()
   log(
     f'afl_jax: {c.algorithm} on {c.dataset} ({run.data.num_clients} clients, {c.model}, '
-    f'{models.count_params(run.params0)} params), schedule {c.schedule.kind}: '
+    f'{run.work["params"]} params), schedule {c.schedule.kind}: '
     f'T={s["num_steps"]}, M={s["max_arrivals"]}, tau_avg={s["tau_avg"]:.3f}, tau_max={s["tau_max"]}'
   )
-  with sizes.memory_guard(c, lambda: sim.memory):
-    state = sim.init(run.params0, run.key)
-  log(f'{memory.format_report(sim.memory)}; {sim.num_devices} device(s)')
-  host, records = track_lib.new_host(), []
+  log(f'{memory.format_report(run.memory)}; {sim.num_devices} device(s)')
+  records = []
   if start is not None:
-    state, host = ckpt.restore(start, state, host)
     records = metrics_io.read_metrics(workdir)  # truncated to ``start`` by process 0
     log(f'resumed from checkpoint at server step {start}')
   writer = metrics_io.MetricsWriter(
     workdir if writes else None, tensorboard=True, resume_step=start
   )
-  track = track_lib.Track(schedule, run.evaluator, writer, records, host)
-  t_run, first = time.time(), sim.position(state)
+  track = track_lib.Track(schedule, run.evaluator, writer, records)
+  t_run, first = time.time(), start or 0
 
-  def after_chunk(state: Any, end: int) -> str | None:  # the drive loop: log, checkpoint, stop
+  def after_chunk(state: Any, end: int) -> str | None:  # log; a non-finite value stops
     rec, progress['step'] = track.records[-1], end
     rate = (end - first) / max(time.time() - t_run, 1e-9)
     log(
@@ -176,31 +159,17 @@ def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
       f'{rec["test_loss"]:.4f} | sim clock {rec["wall_clock"]:.1f} | {rate:.2f} steps/s | '
       f'ETA {(schedule.num_steps - end) / max(rate, 1e-9):.0f}s'
     )
-    if track.stopped is not None:
-      return track.stopped
-    save, stop = track_lib.due(c, first, end, schedule.num_steps)
-    if save:
-      writer.flush()
-      progress['doing'] = f'saving the checkpoint of server step {end}'
-      with workdir_lib.ctrl_c_after():
-        ckpt.save(end, state, track.host)
-    progress['doing'] = f'writing the metrics after server step {end}'
-    return 'stopped' if stop else None
+    return track.stopped
 
   interrupted = False
   try:
     if start is None:
       writer.write_hparams(record_lib.canonical(c))
-      progress['doing'] = 'writing the metrics of server step 0'
-      track.start(0, sim.params(state))
-    progress['step'] = track.records[-1]['step']
-    try:
-      track_lib.drive(sim, state, run.key, [track], after_chunk)
-    except KeyboardInterrupt:  # summary.json says where it stopped, then one line
-      interrupted = True
-  finally:
-    writer.close()
-    ckpt.close()
+    track_lib.train(
+      sim, run.params0, run.key, [track], ckpt, start, run.cadence, after_chunk, progress
+    )
+  except KeyboardInterrupt:  # summary.json says where it stopped, then one line
+    interrupted = True
   summary = _finish(run, workdir, sim, writes, time.time() - t_run, log)
   if interrupted:
     raise KeyboardInterrupt(

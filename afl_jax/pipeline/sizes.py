@@ -4,13 +4,12 @@ loop and time from its simulator (:func:`check_work`); one ConfigError naming th
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import jax
+import numpy as np
 from ml_collections.config_flags import config_path
 
 from afl_jax import schedules
@@ -126,20 +125,26 @@ MEMORY_FIELDS = {
 }
 
 
-@contextlib.contextmanager
-def memory_guard(config: Any, report_of: Any = None) -> Iterator[None]:
-  """Turn the engine's InsufficientMemoryError into a ConfigError naming the field that
-  sets the largest component of ``report_of()`` (:data:`MEMORY_FIELDS`)."""
+def memory_fields(config: Any) -> dict[str, tuple[str, Any]]:
+  """``(field, value)`` of the config that sets each component of the memory report
+  (:data:`MEMORY_FIELDS`; 'slots': the field that sets M), read once, when the run is built."""
+  out = {}
+  for component, field in MEMORY_FIELDS.items():
+    field = slots_per_step(config)[1] if field == 'slots' else field
+    out[component] = (field, config_path.get_value(field, config))
+  return out
+
+
+def check_memory(report: dict[str, int], limit: int | None, fields: dict) -> None:
+  """:func:`afl_jax.core.memory.check` of ``report``, a ConfigError naming the field that sets
+  its largest component (``fields``: :func:`memory_fields`)."""
   try:
-    yield
+    memory.check(report, limit)
   except memory.InsufficientMemoryError as e:
-    report = (report_of() if report_of is not None else None) or {}
     parts = {k: v for k, v in report.items() if k != 'total'}
     largest = max(parts, key=parts.get) if parts else 'per_client_state'
-    field = MEMORY_FIELDS.get(largest, 'num_clients')
-    if field == 'slots':
-      field = slots_per_step(config)[1]
-    raise ConfigError.invalid(field, config_path.get_value(field, config), str(e)) from None
+    field, value = fields.get(largest, fields['per_client_state'])
+    raise ConfigError.invalid(field, value, str(e)) from None
 
 
 # ---- the work of a built run: one step's memory and the run's time, before compute -------
@@ -177,12 +182,11 @@ def work(config: Any, sim: Any, params0: Any) -> dict[str, Any]:
   """A built run's client training, asked of its simulator: useful ``client_steps`` of its
   longest run, ``flops`` (6 x params x batch per client step), ``seconds`` at
   ASSUMED_FLOPS, ``clients_per_step`` (the engine's block) and ``step_bytes`` (their batch,
-  activations and per-step losses), ``total_flops`` (of all the simulator's runs).
-  ``params0``: one run's."""
-  from afl_jax import models
-
+  activations and per-step losses), ``total_flops`` (of all the simulator's runs) and
+  ``params`` (scalars of ``params0``, one run's)."""
+  params = sum(int(np.size(x)) for x in jax.tree.leaves(params0))
   steps = int(max(sim.useful_steps))
-  per_step = 6.0 * models.count_params(params0) * int(config.batch_size)
+  per_step = 6.0 * params * int(config.batch_size)
   flops = per_step * steps
   backend = jax.default_backend()
   per_client = sim.client_bytes(params0) + LOSS_BYTES * int(sim.max_steps)
@@ -194,6 +198,7 @@ def work(config: Any, sim: Any, params0: Any) -> dict[str, Any]:
     'backend': backend,
     'clients_per_step': sim.block_size,
     'step_bytes': sim.block_size * per_client,
+    'params': params,
   }
 
 
@@ -210,20 +215,21 @@ def check_work(
   :data:`WORK_FIELDS` most out of scale); warn once above WARN_HOURS."""
   report = work(config, sim, params0)
   limit = memory.available_bytes() if limit_bytes is None else limit_bytes
+  refusal = None  # (field, value, why): one refusal, the local loop's before the time's
   if limit is not None and report['step_bytes'] > memory.SAFETY * limit:
     k = int(sim.max_steps)
     trace = report['clients_per_step'] * LOSS_BYTES * k
     if trace * 2 > report['step_bytes']:
-      field = 'local_epochs' if int(config.local_epochs) > 0 else 'local_steps'
+      name = 'local_epochs' if int(config.local_epochs) > 0 else 'local_steps'
       what = f'{LOSS_BYTES} bytes per local step (K up to {k:,})'
     else:
-      field, what = 'batch_size', f'its batch of {int(config.batch_size):,} and the activations'
-    raise ConfigError.invalid(
-      field,
-      config[field],
+      name, what = 'batch_size', f'its batch of {int(config.batch_size):,} and the activations'
+    refusal = (
+      name,
+      config[name],
       f'the local loop of {report["clients_per_step"]:,} clients trained together holds about '
       f'{format_bytes(report["step_bytes"])} ({what}) but the backend reports '
-      f'{format_bytes(limit)} available ({memory.SAFETY:.0%} usable); lower {field} (or '
+      f'{format_bytes(limit)} available ({memory.SAFETY:.0%} usable); lower {name} (or '
       'set client_block_size to train fewer clients together).',
     )
   hours = report['seconds'] / 3600
@@ -234,13 +240,12 @@ def check_work(
     f'{report["flops"]:.2g} FLOP of client training, about {hours:,.1f} h at an assumed '
     f'{rate:.0e} FLOP/s on {report["backend"]}'
   )
-  max_hours = _max_hours()
+  max_hours = _max_hours() if refusal is None else float('inf')
   if hours > max_hours:
-    raise ConfigError.invalid(
-      field,
-      value,
-      f'{what}, above the limit of {max_hours:g} h (${MAX_HOURS_ENV}); lower {field}.',
-    )
+    why = f'{what}, above the limit of {max_hours:g} h (${MAX_HOURS_ENV}); lower {field}.'
+    refusal = (field, value, why)
+  if refusal is not None:
+    raise ConfigError.invalid(*refusal)
   if hours > WARN_HOURS:
     line = f'warning: config.{field}={value!r}: {what}; scripts/estimate.py measures it here'
     if line not in _warned:

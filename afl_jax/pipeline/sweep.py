@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from ml_collections.config_flags import config_path
 
-from afl_jax import algorithms
+from afl_jax import algorithms, compression, schedules
 from afl_jax.api import simulator as sweep_simulator
 from afl_jax.core import memory, replicas
 from afl_jax.core.memory import format_bytes
@@ -37,10 +37,134 @@ from afl_jax.pipeline import workdir as workdir_lib
 
 REPLICA_FIELDS = ('seed',)  # change only values, never the program: stacked on the replica axis
 GROUPS_DIR = 'groups'
+
+
+# ---- the grid: declared, validated, expanded ---------------------------------------------
+def sweep_axes(sweep: Any, prefix: str = '') -> dict[str, list]:
+  """Nested ``config.sweep`` -> ``{'hparams.client_lr': [...], 'seed': [...]}``."""
+  out: dict[str, list] = {}
+  for k, v in sweep.items():
+    name = f'{prefix}{k}'
+    if isinstance(v, Mapping | ml_collections.ConfigDict):
+      out.update(sweep_axes(v, name + '.'))
+    else:
+      out[name] = list(v) if isinstance(v, list | tuple) else [v]
+  return out
+
+
+def algorithm_entry(entry: Any, field: str = 'sweep.algorithm') -> tuple[str, dict[str, Any]]:
+  """A sweep's ``algorithm`` entry (a name, or a mapping with a ``name``) as (name, settings)."""
+  if isinstance(entry, str):
+    return entry, {}
+  if isinstance(entry, Mapping | ml_collections.ConfigDict) and isinstance(entry.get('name'), str):
+    return entry['name'], {k: v for k, v in dict(entry).items() if k != 'name'}
+  what = field.rsplit('.', 1)[-1]
+  why = f"each entry must be a name of a {what} or a mapping {{'name': NAME, SETTING: VALUE, ...}}"
+  raise ConfigError.invalid(field, entry, f'{why}.')
+
+
+def section_entry(entry: Any, field: str) -> tuple[str, dict[str, Any]]:
+  """A sweep's ``schedule`` / ``compressor`` entry (a mapping with a ``kind``) as (kind,
+  settings)."""
+  if isinstance(entry, Mapping | ml_collections.ConfigDict) and isinstance(entry.get('kind'), str):
+    return entry['kind'], {k: v for k, v in dict(entry).items() if k != 'kind'}
+  why = "each entry must be a mapping {'kind': KIND, SETTING: VALUE, ...}"
+  raise ConfigError.invalid(f'sweep.{field}', entry, f'{why}.')
+
+
+def _check_section_entry(c: ml_collections.ConfigDict, field: str, entry: Any) -> None:
+  kind, given = section_entry(entry, field)
+  given = {k: v for k, v in given.items() if k not in config_lib.SECTION_FIELDS[field]}
+  try:
+    if field == 'schedule':
+      schedules.SCHEDULES.bind(kind, given, facts={'num_clients': c.num_clients})
+    elif kind != 'none' or given:
+      compression.COMPRESSORS.bind(kind, given)
+  except ConfigError as e:
+    raise ConfigError(f'config.sweep.{field} entry {entry!r}: {e}', field=e.field) from None
+
+
+def validate_sweep(c: ml_collections.ConfigDict) -> None:
+  """``config.sweep``: every field exists with a non-empty list of values, each entry and
+  value checked as a single run's would be, before any grid point is built."""
+  if not c.get('sweep'):
+    return
+  axes = sweep_axes(c.sweep)
+  for field, values in axes.items():
+    if not values:
+      raise ConfigError.invalid(f'sweep.{field}', [], 'give at least one value.')
+  if 'algorithm' in axes:
+    names = []
+    for entry in axes['algorithm']:
+      name, given = algorithm_entry(entry)
+      schedule = given.pop('schedule', None)  # the entry's own schedule settings
+      try:
+        algorithms.ALGORITHMS.bind(name, given)
+        if schedule is not None:
+          if not isinstance(schedule, Mapping | ml_collections.ConfigDict):
+            raise ConfigError.invalid(
+              'sweep.algorithm', entry, "'schedule' must be a mapping of schedule settings."
+            )
+          kind = schedule.get('kind', c.schedule.kind)
+          takes = schedules.settings(kind) if kind in schedules.SCHEDULES else {}
+          settings = {k: v for k, v in c.schedule.items() if k in takes} | dict(schedule)
+          settings = {k: v for k, v in settings.items() if k not in ('kind', 'seed')}
+          schedules.SCHEDULES.bind(kind, settings, facts={'num_clients': c.num_clients})
+      except ConfigError as e:
+        raise ConfigError(f'config.sweep.algorithm entry {entry!r}: {e}', field=e.field) from None
+      names.append(name)
+  else:
+    names = [c.algorithm] if c.algorithm in algorithms.ALGORITHMS else []
+  for field in config_lib.SECTION_FIELDS:
+    for entry in axes.get(field, ()):
+      _check_section_entry(c, field, entry)
+  # Each section of settings with the registry and the names of the grid it applies to.
+  within = {'hparams': (algorithms.ALGORITHMS, names)}
+  for field, registry in config_lib.NAMED.items():
+    grid_names = []
+    for entry in axes.get(field, [c[field]] if c.get(field) in registry else []):
+      name, given = algorithm_entry(entry, f'sweep.{field}')
+      try:
+        registry.bind(name, given)
+      except ConfigError as e:
+        raise ConfigError(f'config.sweep.{field} entry {entry!r}: {e}', field=e.field) from None
+      grid_names.append(name)
+    within[registry.section] = (registry, grid_names)
+  for field, values in axes.items():
+    section, _, arg = field.partition('.')
+    if section in within and arg:
+      registry, grid_names = within[section]
+      for name in grid_names:
+        takes = registry.settings(name)
+        if arg not in takes:
+          what = 'hyperparameter' if section == 'hparams' else 'setting'
+          raise ConfigError(
+            f'config.sweep.{field} is invalid: {name!r} has no {what} '
+            f'{arg!r}; valid: {sorted(takes)}.',
+            field=f'sweep.{field}',
+          )
+        for value in values:  # each value as a single run's would be
+          problem = registry.violation(name, arg, value)
+          if problem is not None:
+            raise ConfigError.invalid(
+              f'sweep.{field}', list(values), f'the value {value!r} {problem}.'
+            )
+      continue
+    if field == 'sweep' or field.startswith('sweep.'):
+      raise ConfigError('config.sweep cannot sweep itself.', field='sweep')
+    try:
+      config_path.get_value(field, c)
+    except (KeyError, AttributeError):
+      if not field.startswith(('schedule.', 'compressor.')):
+        raise ConfigError(
+          f'config.sweep.{field} is invalid: config has no field {field!r}.',
+          field=f'sweep.{field}',
+        ) from None
+
+
 _ENTRIES = ('algorithm', *config_lib.NAMED, *config_lib.SECTION_FIELDS)
 
 
-# ---- the grid ---------------------------------------------------------------------------
 def _show(value: Any) -> str:
   """A swept value in a run name: an entry as ``fadas(server_lr=0.0001)``."""
   if not isinstance(value, Mapping | ml_collections.ConfigDict):
@@ -65,14 +189,14 @@ def point_config(
   c = ml_collections.ConfigDict(config.to_dict())
   c.sweep = ml_collections.ConfigDict()
   if 'algorithm' in point:
-    c.algorithm, given = config_lib.algorithm_entry(point['algorithm'])
+    c.algorithm, given = algorithm_entry(point['algorithm'])
     schedule = given.pop('schedule', None)  # the entry's own schedule settings
     c.hparams = ml_collections.ConfigDict(given)
     if isinstance(schedule, Mapping | ml_collections.ConfigDict):
       c.schedule = ml_collections.ConfigDict(c.schedule.to_dict() | dict(schedule))
   for field, registry in config_lib.NAMED.items():
     if field in point:
-      c[field], given = config_lib.algorithm_entry(point[field], f'sweep.{field}')
+      c[field], given = algorithm_entry(point[field], f'sweep.{field}')
       c[registry.section] = ml_collections.ConfigDict(given)
   for field in config_lib.SECTION_FIELDS:
     if isinstance(point.get(field), Mapping | ml_collections.ConfigDict):
@@ -97,7 +221,7 @@ def point_config(
 def grid(config: ml_collections.ConfigDict) -> list[dict[str, Any]]:
   """The grid points of ``config.sweep``, in declaration order; ConfigError for an axis value
   the run does not read or two points that are one run, before anything is built."""
-  axes = config_lib.sweep_axes(config.sweep)
+  axes = sweep_axes(config.sweep)
   declared = [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
   seen: dict[str, dict[str, Any]] = {}
   for p in declared:
@@ -129,9 +253,9 @@ def grid(config: ml_collections.ConfigDict) -> list[dict[str, Any]]:
 def traced_fields(config: ml_collections.ConfigDict) -> list[str]:
   """Swept hyperparameters traced within a group (:func:`replicas.is_traced` for every
   algorithm of the grid)."""
-  axes = config_lib.sweep_axes(config.sweep)
+  axes = sweep_axes(config.sweep)
   entries = axes.get('algorithm', [config.algorithm])
-  names = {config_lib.algorithm_entry(e)[0] for e in entries}
+  names = {algorithm_entry(e)[0] for e in entries}
   defaults = [algorithms.settings(n) for n in names if n in algorithms.ALGORITHMS]
   return [
     field
@@ -156,6 +280,13 @@ def group_key(
   return json.dumps([kept, context], sort_keys=True, default=str)
 
 
+def _padded(engine: dict[str, Any]) -> dict[str, Any]:
+  """A group's engine options: a single run's, but padded where it lets the engine choose
+  (results stay bit for bit the committed records')."""
+  buckets = engine['local_step_buckets']
+  return engine | {'local_step_buckets': 0 if buckets is None else buckets}
+
+
 def _group_sim(runs, traced, limit: int | None = None) -> tuple[Any, Any, Any]:
   """(simulator, keys, stacked params0) of one group: nothing compiled or allocated yet."""
   first = runs[0]
@@ -172,10 +303,10 @@ def _group_sim(runs, traced, limit: int | None = None) -> tuple[Any, Any, Any]:
     problems if len(runs) > 1 else problems[0],
     [run.schedule for run in runs],
     len(runs),
-    chunk_size=c.eval_every,
+    chunk_size=first.cadence.eval_every,
     factory=build_lib.algorithm_factory(c, first.info),
     memory_limit_bytes=limit,
-    **build_lib.engine_options(c, sweep=True),
+    **_padded(first.engine),
     **static,
     **per_replica,
   )
@@ -187,7 +318,7 @@ def _group_sim(runs, traced, limit: int | None = None) -> tuple[Any, Any, Any]:
 
 
 def num_points(config: ml_collections.ConfigDict) -> int:
-  return math.prod(len(v) for v in config_lib.sweep_axes(config.sweep).values())
+  return math.prod(len(v) for v in sweep_axes(config.sweep).values())
 
 
 def run_bytes(run: build_lib.Run) -> int:
@@ -212,7 +343,7 @@ def plan(config, first: build_lib.Run, *, limit_bytes: int | None = None) -> dic
   limit = sizes.host_limit() if limit_bytes is None else limit_bytes
   out = {'runs': n, 'bytes_per_run': per, 'host_bytes': n * per}
   if limit is not None and n * per > limit:
-    axes = sorted(config_lib.sweep_axes(config.sweep).items(), key=lambda kv: -len(kv[1]))
+    axes = sorted(sweep_axes(config.sweep).items(), key=lambda kv: -len(kv[1]))
     shown = ' x '.join(f'{len(v)} {k}' for k, v in axes)
     raise ConfigError(
       f'config.sweep is invalid: its grid has {n:,} runs ({shown}), holding about '
@@ -224,7 +355,7 @@ def plan(config, first: build_lib.Run, *, limit_bytes: int | None = None) -> dic
   return out
 
 
-def _fit_groups(groups, limit: int | None, log, config) -> list[tuple[list[int], Any]]:
+def _fit_groups(groups, limit: int | None, log, fields) -> list[tuple[list[int], Any]]:
   """Each group's simulator, split into groups whose replicas fit the device memory (the
   engine's analytic estimate); one replica that does not fit is a ConfigError."""
   out = []
@@ -238,8 +369,7 @@ def _fit_groups(groups, limit: int | None, log, config) -> list[tuple[list[int],
     one_sim, one_keys, one_params = build_group(members[:1])
     one = one_sim.estimate(one_params, one_keys)
     if one['total'] > memory.SAFETY * limit:
-      with sizes.memory_guard(config, lambda one=one: one):
-        memory.check(one, limit)
+      sizes.check_memory(one, limit, fields)
     per = max((report['total'] - one['total']) / max(r - 1, 1), 1.0)
     fit = max(int((memory.SAFETY * limit - (one['total'] - per)) // per), 1)
     while fit > 1:  # the linear model can miss by a few MB: the group's own check decides
@@ -275,7 +405,7 @@ def train_sweep(
   compute. Several processes (docs/distributed.md): every one calls this; each group's
   replicas span all their devices, process 0 holds the workdir and writes its files (and
   logs), every process writes its checkpoint shards."""
-  config_lib.validate_sweep(config)
+  validate_sweep(config)
   writes, held = processes.is_writer(), []
 
   def hold() -> str:
@@ -323,15 +453,15 @@ def _agreed_limit() -> int | None:
 
 def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> dict[str, Any]:
   t_start = time.time()
-  axes = config_lib.sweep_axes(config.sweep)
+  axes = sweep_axes(config.sweep)
   traced = traced_fields(config)
 
   def build_points() -> tuple:
     with build_lib.reusing_data():  # every point is built before the first compile
-      first = build_lib.build_run(point_config(config, {k: v[0] for k, v in axes.items()}))
+      first = build_lib.build_point(point_config(config, {k: v[0] for k, v in axes.items()}))
       est = plan(config, first)  # the grid's size, before it is listed
       points = grid(config)
-      runs = [first] + [build_lib.build_run(point_config(config, p)) for p in points[1:]]
+      runs = [first] + [build_lib.build_point(point_config(config, p)) for p in points[1:]]
     return first, est, points, runs
 
   first, est, points, runs = processes.agreed(build_points, 'building the grid')
@@ -344,7 +474,7 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
   for i, p in enumerate(points):
     keyed.setdefault(group_key(p, traced, runs[i]), []).append(i)
   groups = processes.agreed(
-    lambda: _fit_groups([(m, build) for m in keyed.values()], limit, log, first.config),
+    lambda: _fit_groups([(m, build) for m in keyed.values()], limit, log, first.memory_fields),
     'fitting the groups to the memory',
   )
   programs = {i: record_lib.program(sim) for members, (sim, _, _) in groups for i in members}
@@ -352,7 +482,7 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
     lambda: [
       resume
       and all(
-        checkpoint.finished(dirs[i], runs[i].schedule.num_steps, runs[i].config.eval_every)
+        checkpoint.finished(dirs[i], runs[i].schedule.num_steps, runs[i].cadence.eval_every)
         for i in members
       )
       for members, _ in groups
@@ -456,7 +586,7 @@ def _starts(workdir: str, dirs: list[str], runs, fitted, programs) -> list[int |
   for (members, _), gid in zip(fitted, gids):
     ckpt = checkpoint.Checkpointer(os.path.join(groups, gid), gid)
     steps = [runs[i].schedule.num_steps for i in members]
-    chunk = runs[members[0]].config.eval_every
+    chunk = runs[members[0]].cadence.eval_every
     starts.append(checkpoint.start([dirs[i] for i in members], steps, chunk, ckpt))
     ckpt.close()
     for i in members:
@@ -475,49 +605,24 @@ def _run_group(k, names, runs, group, start, workdir, log, prog) -> dict:
   """Group ``k`` (computed by program ``prog``) from ``start`` (None: step 0): one compile,
   each run's records written to its folder, checkpoints in ``groups/<id>``; returns the
   group's info."""
-  c = runs[0].config
   t0 = time.time()
   sim, keys, params0 = group
-  with sizes.memory_guard(c, lambda: sim.memory):
-    state = sim.init(params0, keys)
   gid = _group_id(runs, prog)
   ckpt = checkpoint.Checkpointer(os.path.join(workdir, GROUPS_DIR, gid), gid)
-  host = {f: np.zeros(len(runs), np.float64) for f in track_lib.HOST_FIELDS}
   dirs = [os.path.join(workdir, n) for n in names]
-  records = [[] for _ in runs]
-  if start is not None:
-    state, host = ckpt.restore(start, state, host)
-    records = [metrics_io.read_metrics(d) for d in dirs]
-    log(f'group {k}: resumed from its checkpoint at server step {start}')
   tracks = []
-  for i, (d, run) in enumerate(zip(dirs, runs)):
-    one = {f: np.asarray(v[i]) for f, v in host.items()}
-    stop = next((r['stopped'] for r in records[i] if r.get('stopped')), None)
+  for d, run in zip(dirs, runs):
+    records = metrics_io.read_metrics(d) if start is not None else []
+    stop = next((r['stopped'] for r in records if r.get('stopped')), None)
     writer = metrics_io.MetricsWriter(d if processes.is_writer() else None)
-    tracks.append(track_lib.Track(run.schedule, run.evaluator, writer, records[i], one, stop))
-  first, chunk_ends = sim.position(state), []
-
-  def after_chunk(state: Any, end: int) -> str | None:
-    chunk_ends.append(time.time())
-    save, stop = track_lib.due(c, first, end, sim.num_steps)
-    if save:
-      for track in tracks:
-        track.writer.flush()
-      stacked = {f: np.stack([np.asarray(t.host[f]) for t in tracks]) for f in host}
-      with workdir_lib.ctrl_c_after():  # a Ctrl-C leaves this checkpoint whole
-        ckpt.save(end, state, stacked)
-    return 'stopped' if stop else None
-
-  try:
-    if start is None:
-      params = sim.params(state)
-      for i, track in enumerate(tracks):
-        track.start(0, jax.tree.map(lambda a, i=i: a[i], params))
-    state, status = track_lib.drive(sim, state, keys, tracks, after_chunk)
-  finally:
-    for track in tracks:
-      track.writer.close()
-    ckpt.close()
+    tracks.append(track_lib.Track(run.schedule, run.evaluator, writer, records, stopped=stop))
+  if start is not None:
+    log(f'group {k}: resumed from its checkpoint at server step {start}')
+  chunk_ends = []
+  on_chunk = lambda state, end: chunk_ends.append(time.time())  # noqa: E731
+  state, status = track_lib.train(
+    sim, params0, keys, tracks, ckpt, start, runs[0].cadence, on_chunk
+  )
   compile_s = chunk_ends[0] - t0 if chunk_ends else None
   seconds = time.time() - t0
   log(

@@ -1,6 +1,7 @@
-"""The one loop of single runs and sweeps: :func:`drive` runs a simulator chunk by chunk and
-hands each run's :class:`Track` its metrics and params, which it evaluates, records and
-writes; a non-finite value marks the record ``stopped``."""
+"""The one lifecycle of single runs and sweep groups, :func:`train`, around the one chunk loop
+(:meth:`Simulator.drive`): after each chunk every run's :class:`Track` gets its metrics and
+params, which it evaluates, records and writes (a non-finite value marks the record
+``stopped``); :class:`Cadence` says where to checkpoint and stop."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import jax
 import numpy as np
 
 from afl_jax.core.simulator import Simulator
-from afl_jax.pipeline import metrics_io
+from afl_jax.pipeline import checkpoint, metrics_io
+from afl_jax.pipeline.workdir import ctrl_c_after
 from afl_jax.schedules.schedule import Schedule
 
 HOST_FIELDS = ('bits_up', 'bits_down', 'tau_sum', 'arrivals')
@@ -86,35 +88,88 @@ class Track:
     return self._write(record)
 
 
-def due(config: Any, first: int, end: int, num_steps: int) -> tuple[bool, bool]:
-  """(checkpoint, stop) after the chunk ending at server step ``end`` of a run this invocation
-  started at ``first``: every ``checkpoint_every`` steps, and where ``stop_after_steps``
-  stops (then checkpointed); neither at the end of the run."""
-  stop = bool(config.stop_after_steps) and end - first >= config.stop_after_steps
-  every = bool(config.checkpoint_every) and end % config.checkpoint_every == 0
-  return end < num_steps and (stop or every), end < num_steps and stop
+@dataclasses.dataclass(frozen=True)
+class Cadence:
+  """Where a run's chunks end (every ``eval_every`` server steps), are checkpointed (every
+  ``checkpoint_every``; 0: never) and where this invocation stops (``stop_after_steps`` after
+  its first step; 0: at the end); read from the config once, when the run is built."""
+
+  eval_every: int
+  checkpoint_every: int = 0
+  stop_after_steps: int = 0
+
+  def due(self, first: int, end: int, num_steps: int) -> tuple[bool, bool]:
+    """(checkpoint, stop) after the chunk ending at server step ``end`` of a run this
+    invocation started at ``first``; neither at the end of the run (a stop is checkpointed)."""
+    stop = bool(self.stop_after_steps) and end - first >= self.stop_after_steps
+    every = bool(self.checkpoint_every) and end % self.checkpoint_every == 0
+    return end < num_steps and (stop or every), end < num_steps and stop
 
 
-def drive(
+def _stacked(tracks: list[Track], batched: bool) -> dict[str, np.ndarray]:
+  """The tracks' accumulators as a checkpoint holds them: [R] for a sweep's group."""
+  if not batched:
+    return tracks[0].host
+  return {f: np.stack([np.asarray(t.host[f]) for t in tracks]) for f in HOST_FIELDS}
+
+
+def train(
   sim: Simulator,
-  state: Any,
-  key: Any,
+  params0: Any,
+  keys: Any,
   tracks: list[Track],
+  ckpt: checkpoint.Checkpointer,
+  start: int | None,
+  cadence: Cadence,
   after_chunk: Callable[[Any, int], str | None] = lambda state, end: None,
+  progress: dict | None = None,
 ) -> tuple[Any, str]:
-  """Run ``sim`` to its end, feeding every track (one per replica); ``after_chunk(state,
-  end)`` runs after each chunk and a status it returns stops there. ``(state, status)``."""
-  replicas = sim.batched
-  while (pos := sim.position(state)) < sim.num_steps:
-    state, out = sim.run_chunk(state, key)
-    params = sim.params(state)
-    for i, track in enumerate(tracks):
-      mine = (lambda t, i=i: jax.tree.map(lambda a: a[i], t)) if replicas else (lambda t: t)
-      metrics = mine(out['metrics'])
-      end = min(pos + len(metrics['arrivals']), track.schedule.num_steps)
-      if end > track.records[-1]['step']:  # else this replica's schedule has ended
-        track.advance({k: v[: end - pos] for k, v in metrics.items()}, pos, mine(params))
-    status = after_chunk(state, sim.position(state))
+  """The one lifecycle of a single run (one track) and of a sweep's group (one track per
+  replica): the state initialized (its memory was checked when the run was planned) or
+  restored from ``ckpt``'s checkpoint of server step ``start``; on a fresh start every track
+  evaluated at step 0; then the chunk loop (:meth:`Simulator.drive`) handing each track its
+  metrics and params, ``after_chunk(state, end)`` (a status it returns stops there),
+  checkpoints and the stop where ``cadence`` says. The writers and ``ckpt`` are closed at the
+  end; ``progress`` (``'doing'``, ``'step'``) says what was being written (a disk error's).
+  Returns ``(state, status)``."""
+  progress = {} if progress is None else progress
+  state = sim.init(params0, keys)
+  if start is not None:
+    state, host = ckpt.restore(start, state, _stacked(tracks, sim.batched))
+    for i, t in enumerate(tracks):
+      t.host = {f: np.asarray(v[i]) for f, v in host.items()} if sim.batched else host
+  first = start or 0  # where this invocation starts
+  mine = lambda x, i: jax.tree.map(lambda a: a[i], x) if sim.batched else x  # noqa: E731
+
+  def chunk_end(state: Any, pos: int, out: dict) -> str | None:
+    params, end = sim.params(state), sim.position(state)
+    for i, t in enumerate(tracks):
+      metrics = mine(out['metrics'], i)
+      stop_at = min(pos + len(metrics['arrivals']), t.schedule.num_steps)
+      if stop_at > t.records[-1]['step']:  # else this replica's schedule has ended
+        t.advance({k: v[: stop_at - pos] for k, v in metrics.items()}, pos, mine(params, i))
+    status = after_chunk(state, end)
     if status is not None:
-      return state, status
-  return state, 'completed'
+      return status
+    save, stop = cadence.due(first, end, sim.num_steps)
+    if save:
+      for t in tracks:
+        t.writer.flush()
+      progress['doing'] = f'saving the checkpoint of server step {end}'
+      with ctrl_c_after():  # a Ctrl-C leaves this checkpoint whole
+        ckpt.save(end, state, _stacked(tracks, sim.batched))
+    progress['doing'] = f'writing the metrics after server step {end}'
+    return 'stopped' if stop else None
+
+  try:
+    if start is None:
+      progress['doing'] = 'writing the metrics of server step 0'
+      params = sim.params(state)
+      for i, t in enumerate(tracks):
+        t.start(0, mine(params, i))
+    progress['step'] = tracks[0].records[-1]['step']
+    return sim.drive(state, keys, chunk_end)
+  finally:
+    for t in tracks:
+      t.writer.close()
+    ckpt.close()

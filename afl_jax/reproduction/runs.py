@@ -186,7 +186,6 @@ def run_phase(
 
 
 def _run_phase(paper, exp, phase, out_dir, settings, records_dir, rerun, log, mark) -> None:
-  from afl_jax.pipeline import config as config_lib
   from afl_jax.pipeline import processes
   from afl_jax.pipeline import sweep as sweep_lib
 
@@ -195,7 +194,7 @@ def _run_phase(paper, exp, phase, out_dir, settings, records_dir, rerun, log, ma
     wanted = (settings or {}).get(method.label, ())
     for setting, config in sweep_configs(exp, method, phase, wanted):
       ident = sweep_identity(config)
-      seeds = [int(s) for s in config_lib.sweep_axes(config.sweep)['seed']]
+      seeds = [int(s) for s in sweep_lib.sweep_axes(config.sweep)['seed']]
       entry = {'experiment': exp.key, 'method': method.label, 'phase': phase, 'setting': setting}
       where = f'[{exp.key}/{method.label}/{phase}]'
       old = [m for m in manifest if records.same_runs(m, entry | {'seeds': seeds})]
