@@ -23,8 +23,8 @@ from scipy import stats
 
 from afl_jax import reproduction
 from afl_jax.errors import UserError
+from afl_jax.pipeline import cache, sweep
 from afl_jax.pipeline import config as config_lib
-from afl_jax.pipeline import sweep
 from afl_jax.reproduction import pages, records, runs, scoring, spec
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -135,7 +135,7 @@ def toy_identities(monkeypatch):
     return out
 
   monkeypatch.setattr(runs, 'identities', identities)
-  monkeypatch.setattr(runs, '_IDENTITIES', None)
+  monkeypatch.setattr(runs, '_IDENTITIES', cache.Scoped())
 
 
 def _rows(label, phase, lr, seeds, val, test, steps=(0, 10, 20)):

@@ -8,7 +8,7 @@ import contextlib
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import flax
@@ -25,8 +25,8 @@ from afl_jax.core.problem import Problem
 from afl_jax.core.simulator import Simulator
 from afl_jax.core.types import Algorithm
 from afl_jax.errors import ConfigError, UserError
+from afl_jax.pipeline import cache, own_code, record, sizes, task, track
 from afl_jax.pipeline import config as config_lib
-from afl_jax.pipeline import own_code, record, sizes, task, track
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -63,19 +63,13 @@ def _err(field: str, value: Any, why: str) -> ConfigError:
 
 
 # ---- data ---------------------------------------------------------------------------------
-_LOADED: dict[str, tuple[data.ArrayDataset, str]] | None = None  # set inside reusing_data()
+_LOADED = cache.Scoped()  # (dataset, digest) per loader arguments, within reusing_data()
 
 
-@contextlib.contextmanager
-def reusing_data() -> Iterator[None]:
+def reusing_data() -> contextlib.AbstractContextManager[None]:
   """Within the block a dataset is loaded (and digested) once per loader arguments (a sweep's
   points, a reproduction's records); outside, every build reads its files anew."""
-  global _LOADED
-  outer, _LOADED = _LOADED, {} if _LOADED is None else _LOADED
-  try:
-    yield
-  finally:
-    _LOADED = outer
+  return _LOADED.scope()
 
 
 def _load(
@@ -85,14 +79,13 @@ def _load(
   ``c.dataset``'s files (then not kept)."""
   fields = ('dataset', 'dataset_args', 'data_dir', 'download', 'seed', 'train_subset')
   key = json.dumps(record.canonical({k: c.get(k) for k in fields}), sort_keys=True)
-  if given is None and _LOADED is not None and key in _LOADED:
-    return _LOADED[key]
-  ds = load_dataset(c, given)
-  arrays = (np.asarray(ds.train_x), np.asarray(ds.train_y), np.asarray(ds.test_x))
-  out = ds, record._sha(*arrays, np.asarray(ds.test_y))
-  if given is None and _LOADED is not None:
-    _LOADED[key] = out
-  return out
+
+  def load() -> tuple[data.ArrayDataset, str]:
+    ds = load_dataset(c, given)
+    arrays = (np.asarray(ds.train_x), np.asarray(ds.train_y), np.asarray(ds.test_x))
+    return ds, record._sha(*arrays, np.asarray(ds.test_y))
+
+  return load() if given is not None else _LOADED.get(key, load)
 
 
 def _source(c: ml_collections.ConfigDict, digest: str, given: bool = False) -> str:

@@ -1,11 +1,14 @@
 """What a script sets up for its process: the checkout its configs come from
 (``$AFL_JAX_CHECKOUT``) and JAX's persistent compilation cache (``$AFL_JAX_CACHE``);
-docs/extending.md."""
+docs/extending.md. And :class:`Scoped`, a memo kept only within a block of one command."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any
 
 CHECKOUT_ENV = 'AFL_JAX_CHECKOUT'
 CACHE_ENV = 'AFL_JAX_CACHE'
@@ -44,3 +47,28 @@ def use_compilation_cache(workdir: str) -> str:
   jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.0)
   jax.config.update('jax_persistent_cache_min_entry_size_bytes', 0)
   return path
+
+
+class Scoped:
+  """A memo that holds only inside ``with memo.scope():`` (nested scopes share the outermost
+  one's); outside every scope :meth:`get` computes anew each time."""
+
+  def __init__(self) -> None:
+    self._kept: dict[Hashable, Any] | None = None
+
+  @contextlib.contextmanager
+  def scope(self) -> Iterator[None]:
+    outer = self._kept
+    self._kept = {} if outer is None else outer
+    try:
+      yield
+    finally:
+      self._kept = outer
+
+  def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+    """``compute()``, kept under ``key`` within the scope."""
+    if self._kept is None:
+      return compute()
+    if key not in self._kept:
+      self._kept[key] = compute()
+    return self._kept[key]

@@ -17,13 +17,14 @@ import json
 import os
 import platform
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import ml_collections
 import pandas as pd
 
 from afl_jax.errors import UserError
+from afl_jax.pipeline import cache
 from afl_jax.reproduction import records, spec
 from afl_jax.reproduction.records import KEYS, METRIC_COLUMNS, RECORDS, RUN, read, write  # noqa: F401
 
@@ -51,20 +52,14 @@ def identities(config: ml_collections.ConfigDict) -> dict[str, dict[str, Any]]:
 
 
 # (registry generation, a sweep config's text) -> the sweep's identity, within remembering()
-_IDENTITIES: dict[tuple[int, str], str] | None = None
+_IDENTITIES = cache.Scoped()
 
 
-@contextlib.contextmanager
-def remembering() -> Iterator[None]:
+def remembering() -> contextlib.AbstractContextManager[None]:
   """Within the block (one command: its data and code as they are), each sweep's identity
   is built once per distinct config while no component is registered anew; outside it,
   every call builds anew."""
-  global _IDENTITIES
-  outer, _IDENTITIES = _IDENTITIES, {} if _IDENTITIES is None else _IDENTITIES
-  try:
-    yield
-  finally:
-    _IDENTITIES = outer
+  return _IDENTITIES.scope()
 
 
 def sweep_identity(config: ml_collections.ConfigDict) -> str:
@@ -73,12 +68,9 @@ def sweep_identity(config: ml_collections.ConfigDict) -> str:
   from afl_jax import registry
 
   text = (registry.GENERATION[0], config.to_json_best_effort(sort_keys=True))
-  if _IDENTITIES is not None and text in _IDENTITIES:
-    return _IDENTITIES[text]
-  ident = records.sweep_identity(i['digest'] for i in identities(config).values())
-  if _IDENTITIES is not None:
-    _IDENTITIES[text] = ident
-  return ident
+  return _IDENTITIES.get(
+    text, lambda: records.sweep_identity(i['digest'] for i in identities(config).values())
+  )
 
 
 def lock_records(records_dir: str):
