@@ -22,19 +22,13 @@ from afl_jax.algorithms._shared import (
   uniform_weights,
 )
 from afl_jax.core import tree
-from afl_jax.core.types import (
-  Algorithm,
-  Arrivals,
-  ClientRule,
-  LocalTask,
-  Params,
-  ServerRule,
-  unchanged_if_no_arrival,
-)
+from afl_jax.core.types import Algorithm, ClientRule, Params, ServerRule, unchanged_if_no_arrival
 from afl_jax.registry import Registry
 
-SELECTIONS = ('arrivals', 'uniform')
-SPECS = {'beta': checks.real(0.0, 1.0, low_open=True), 'selection': checks.choice(SELECTIONS)}
+SPECS = {
+  'beta': checks.real(0.0, 1.0, low_open=True),
+  'selection': checks.choice(SELECTIONS := ('arrivals', 'uniform')),
+}
 
 
 class MasFLBroadcast(NamedTuple):
@@ -58,10 +52,6 @@ class MasFLClientState(NamedTuple):
   variates: Params
   arrived: jax.Array
 
-  @property
-  def variate(self) -> Params:
-    return tree.gather(self.variates, 0)
-
 
 def history_depth(schedule: Any) -> int:
   """D, the history a causal ``c~_i`` needs: ``1 + max over jobs of #{i's arrivals in [s, t)}``."""
@@ -80,30 +70,10 @@ def history_depth(schedule: Any) -> int:
   return 1 + int((hi - lo).max())
 
 
-def causal_variate(state: MasFLClientState, task: LocalTask) -> Params:
-  """c~_i: the newest entry arrived before ``task.start_step`` (else the newest)."""
-  if task.start_step is None:
-    return state.variate
-  before = state.arrived < task.start_step
-  index = jnp.where(jnp.any(before), jnp.argmax(before), before.shape[0] - 1)
-  return tree.gather(state.variates, index)
-
-
-def push(state: MasFLClientState, variate: Params, step: Any) -> MasFLClientState:
-  if step is None:
-    step = state.arrived[0] + 1
-  variates = jax.tree.map(
-    lambda h, v: jnp.concatenate([v[None].astype(h.dtype), h[:-1]]), state.variates, variate
-  )
-  arrived = jnp.concatenate([jnp.asarray(step, jnp.int32)[None], state.arrived[:-1]])
-  return MasFLClientState(variates, arrived)
-
-
-def initial_variate(params: Params, task: LocalTask, key: jax.Array) -> Params:
+def initial_variate(params: Params, task, key: jax.Array) -> Params:
   """c_i^0 (Alg. 1 line 1): the mean of K_i stochastic gradients at ``params``."""
 
   def body(total, batch, k):
-    del k
     loss, g = jax.value_and_grad(task.loss_fn)(params, batch)
     return tree.add(total, g), loss
 
@@ -124,19 +94,21 @@ def normalized(g: Params) -> Params:
 def masfl_client(client_lr: float, beta: float, *, normalize: bool = False, history: int = 1):
   """MasFL's client (Alg. 2), AdaMasFL's (Alg. 4) with ``normalize``: eta = ``client_lr``,
   ``beta``; D = ``history`` (the registry's 'masfl' sizes it for each run). Takes a
-  :class:`~afl_jax.core.messages.MasFLBroadcast`, sends a ``MasFLMessage``."""
+  ``MasFLBroadcast``, sends a ``MasFLMessage``."""
 
-  def init(params: Params, task: LocalTask, key: jax.Array) -> MasFLClientState:
+  def init(params, task, key):
     c0 = initial_variate(params, task, key)  # Alg. 1/3 line 1
     return MasFLClientState(tree.stack_n(c0, history), jnp.full((history,), -1, jnp.int32))
 
-  def update(
-    start: MasFLBroadcast, state: MasFLClientState, task: LocalTask, key: jax.Array
-  ) -> tuple[MasFLMessage, MasFLClientState, dict[str, Any]]:
-    c_tilde = causal_variate(state, task)
+  def update(start: MasFLBroadcast, state: MasFLClientState, task, key):
+    # c~_i: the newest entry arrived before the job's start step (else the newest)
+    index = 0
+    if task.start_step is not None:
+      before = state.arrived < task.start_step
+      index = jnp.where(jnp.any(before), jnp.argmax(before), before.shape[0] - 1)
+    c_tilde = tree.gather(state.variates, index)
 
     def body(carry, batch, k):
-      del k
       params, grad_sum = carry
       loss, grad = jax.value_and_grad(task.loss_fn)(params, batch)
       # Alg. 2/4 line 3: beta (grad - c~_i + c^{t-tau}) + (1 - beta) g^{t-tau}.
@@ -151,7 +123,12 @@ def masfl_client(client_lr: float, beta: float, *, normalize: bool = False, hist
     delta = None
     if normalize:
       delta = tree.scale(1.0 / (client_lr * k), tree.sub(start.params, final))
-    return MasFLMessage(variate, delta), push(state, variate, task.step), metrics
+    step = state.arrived[0] + 1 if task.step is None else task.step
+    variates = jax.tree.map(
+      lambda h, v: jnp.concatenate([v[None].astype(h.dtype), h[:-1]]), state.variates, variate
+    )
+    arrived = jnp.concatenate([jnp.asarray(step, jnp.int32)[None], state.arrived[:-1]])
+    return MasFLMessage(variate, delta), MasFLClientState(variates, arrived), metrics
 
   return ClientRule(init, update)
 
@@ -173,14 +150,7 @@ class MasFLServerState(NamedTuple):
     return self.shares.shape[0]
 
 
-def init_state(
-  params: Params,
-  variates: Params,
-  *,
-  selection: str = 'arrivals',
-  adaptive: bool = False,
-  num_examples: Any = None,
-) -> MasFLServerState:
+def init_state(params, variates, *, selection='arrivals', adaptive=False, num_examples=None):
   """Alg. 1/3 line 1: ``c^0 = sum_i p_i c_i^0``, ``g^0 = c^0``; ``p_i`` uniform or by
   ``num_examples``."""
   n = jax.tree.leaves(variates)[0].shape[0]
@@ -212,22 +182,11 @@ def masfl_server(
   ``c_i`` at 0 (the paper's ``c_i^0``: :func:`init_state`)."""
   examples = weighting == 'examples'
 
-  def init(params: Params) -> MasFLServerState:
-    return init_state(
-      params,
-      tree.zeros_like(tree.stack_n(params, num_clients)),
-      selection=selection,
-      adaptive=adaptive,
-    )
+  def init(params):
+    variates = tree.zeros_like(tree.stack_n(params, num_clients))
+    return init_state(params, variates, selection=selection, adaptive=adaptive)
 
-  def step(
-    state: MasFLServerState,
-    diff: Params,
-    weights: jax.Array,
-    variates: Params,
-    direction: Params | None,
-    p: jax.Array,
-  ) -> MasFLServerState:
+  def step(state, diff, weights, variates, direction, p):
     """Lines 5-7 given the rows ``diff`` of ``c_i^{t+1} - c_i^t`` and their weights."""
     mean_diff = tree.weighted_sum(diff, weights)
     momentum = jax.tree.map(
@@ -238,14 +197,10 @@ def masfl_server(
     control = tree.add(state.control, tree.weighted_sum(diff, p))
     return state._replace(params=params, variates=variates, control=control, momentum=momentum)
 
-  def update(
-    state: MasFLServerState, messages: MasFLMessage, arrivals: Arrivals, key: jax.Array
-  ) -> tuple[MasFLServerState, dict[str, Any]]:
+  def update(state: MasFLServerState, messages: MasFLMessage, arrivals, key):
     mask, ids = arrivals.mask, arrivals.client_ids
-    count, n = jnp.sum(mask), state.num_clients
-    p_all = state.shares
-    if selection == 'arrivals':
-      # O(M) work: only the arriving rows of c_i change.
+    count, n, p_all = jnp.sum(mask), state.num_clients, state.shares
+    if selection == 'arrivals':  # O(M) work: only the arriving rows of c_i change
       diff = tree.sub(messages.variate, tree.gather(state.variates, ids))
       variates = tree.scatter(state.variates, ids, messages.variate, mask)
       weights = row_weights(arrivals, examples=examples)
@@ -266,14 +221,14 @@ def masfl_server(
         pending = pending._replace(
           delta=jax.tree.map(lambda d: jnp.where(rows(d), 0, d), pending.delta)
         )
-      new = step(state, diff, weights, variates, direction, chosen * p_all)
-      new = new._replace(pending=pending)
+      new = step(state, diff, weights, variates, direction, chosen * p_all)._replace(
+        pending=pending
+      )
     new = unchanged_if_no_arrival(arrivals, new, state)
-    metrics = {
+    return new, {
       'update_norm': tree.global_norm(tree.sub(state.params, new.params)),
       'momentum_norm': tree.global_norm(new.momentum),
     }
-    return new, metrics
 
   def broadcast(state: MasFLServerState) -> MasFLBroadcast:
     direction = jax.tree.map(lambda c, g: beta * c + (1 - beta) * g, state.control, state.momentum)
@@ -293,17 +248,20 @@ class TheoryRates(NamedTuple):
 
 
 # The theorems' inputs: S, K, T (run facts) and L, tau_max, margin.
-RUN_SPECS = {
-  'arrivals_per_step': checks.integer(1),
-  'local_steps': checks.integer(1),
-  'num_rounds': checks.integer(1),
-}
+RUN_SPECS = {k: checks.integer(1) for k in ('arrivals_per_step', 'local_steps', 'num_rounds')}
 THEORY_SPECS = {
   **RUN_SPECS,
   'smoothness': checks.POSITIVE,
   'tau_max': checks.integer(0),
   'margin': checks.real(0.0, 1.0, high_open=True),
 }
+
+
+def _room(s: int, k: int, t: int, tau_max: int) -> float:
+  """``T - sqrt(SKT) - 4SK tau_max^2``, Theorem 3.1's slack (>= 0)."""
+  return t - math.sqrt(s * k * t) - 4 * s * k * tau_max**2
+
+
 SK_AT_MOST_T = checks.Rule(
   'num_rounds',
   lambda arrivals_per_step, local_steps, num_rounds: (
@@ -313,13 +271,6 @@ SK_AT_MOST_T = checks.Rule(
     else None
   ),
 )
-
-
-def _room(s: int, k: int, t: int, tau_max: int) -> float:
-  """``T - sqrt(SKT) - 4SK tau_max^2``, Theorem 3.1's slack (>= 0)."""
-  return t - math.sqrt(s * k * t) - 4 * s * k * tau_max**2
-
-
 ROOM = checks.Rule(
   'num_rounds',
   lambda arrivals_per_step, local_steps, num_rounds, tau_max: (
@@ -330,12 +281,7 @@ ROOM = checks.Rule(
     else None
   ),
 )
-# The theorems' rates from their inputs.
-THEOREMS = Registry('theorem')
-
-
-def _beta(s: int, k: int, t: int) -> float:
-  return math.sqrt(s * k / t)
+THEOREMS = Registry('theorem')  # the theorems' rates from their inputs
 
 
 @THEOREMS.register('adamasfl', rules=(SK_AT_MOST_T,), **RUN_SPECS)
@@ -343,9 +289,7 @@ def adamasfl_theory(arrivals_per_step: int, local_steps: int, num_rounds: int) -
   """Theorem 4.1: ``gamma = (SK)^{1/4} / T^{3/4}``, ``eta = 1/(K sqrt T)``, ``beta =
   sqrt(SK/T)``."""
   s, k, t = arrivals_per_step, local_steps, num_rounds
-  return TheoryRates(
-    client_lr=1.0 / (k * math.sqrt(t)), server_lr=(s * k) ** 0.25 / t**0.75, beta=_beta(s, k, t)
-  )
+  return TheoryRates(1.0 / (k * math.sqrt(t)), (s * k) ** 0.25 / t**0.75, math.sqrt(s * k / t))
 
 
 @THEOREMS.register('masfl', rules=(SK_AT_MOST_T, ROOM), **THEORY_SPECS)
@@ -360,7 +304,7 @@ def masfl_theory(
   """Theorem 3.1: ``beta = sqrt(SK/T)``, ``gamma = beta/(4L)``, eta ``sqrt(1 - margin)`` times its
   bound (docs/algorithms/masfl.md)."""
   s, k, t = arrivals_per_step, local_steps, num_rounds
-  beta = _beta(s, k, t)
+  beta = math.sqrt(s * k / t)
   eta = math.sqrt((1 - margin) * _room(s, k, t, tau_max)) / (
     4 * math.sqrt(5) * math.e * k * smoothness * math.sqrt(t)
   )
@@ -368,47 +312,40 @@ def masfl_theory(
 
 
 def build(
-  name: str,
-  client_lr: float,
-  server_lr: float,
-  beta: float,
+  name,
+  client_lr,
+  server_lr,
+  beta,
   *,
-  adaptive: bool,
-  selection: str = 'arrivals',
-  history: int = 1,
-  weighting: str = 'uniform',
-) -> Algorithm:
+  adaptive,
+  selection='arrivals',
+  history=1,
+  weighting='uniform',
+):
   """The MasFL or AdaMasFL recipe with explicit rates; ``prepare`` sizes the variate history."""
+  given = dict(adaptive=adaptive, selection=selection, weighting=weighting)
   client = masfl_client(client_lr, beta, normalize=adaptive, history=history)
-  server = masfl_server(
-    server_lr, beta, adaptive=adaptive, selection=selection, weighting=weighting
-  )
+  server = masfl_server(server_lr, beta, **given)
 
   def server_init(params, tasks, states):
     c0 = jax.tree.map(lambda v: v[:, 0], states.variates)
     counts = tasks.num_examples if weighting == 'examples' else None
     return init_state(params, c0, selection=selection, adaptive=adaptive, num_examples=counts)
 
-  init = joint_init(client, server_init)
-
   def prepare(alg: Algorithm, schedule) -> Algorithm:
     depth = history_depth(schedule)
     if depth == history:
       return alg
-    given = dict(adaptive=adaptive, selection=selection, weighting=weighting)
     sized = build(name, client_lr, server_lr, beta, history=depth, **given)
     return alg._replace(client=sized.client, init=sized.init)
 
-  return Algorithm(name, client, server, init=init, prepare=prepare)
+  return Algorithm(name, client, server, init=joint_init(client, server_init), prepare=prepare)
 
 
-# The theorem inputs a rate left as None falls back on. S, K, T: a run's ``prepare``
-# reads them from its schedule (:func:`schedule_inputs`); a rule built and called on
-# its own, outside any run, uses STANDALONE. L and tau_max are never read from a run.
+# The theorem inputs a rate left as None falls back on. S, K, T: a run's ``prepare`` reads them
+# from its schedule (:func:`schedule_inputs`); a rule built and called on its own, outside any
+# run, uses STANDALONE. L (default 1) and tau_max (default 0) are never read from a run.
 STANDALONE = {'arrivals_per_step': 1, 'local_steps': 1, 'num_rounds': 100}
-DEFAULT_SMOOTHNESS = 1.0  # L when not given
-DEFAULT_TAU_MAX = 0  # tau_max when not given (no delay term)
-RUN_INPUTS = tuple(STANDALONE)
 
 
 def schedule_inputs(schedule) -> dict[str, int]:
@@ -419,23 +356,7 @@ def schedule_inputs(schedule) -> dict[str, int]:
   }
   if len(found) != 1:
     raise ValueError(f'the schedules disagree on (S, K, T): {sorted(found)}; give them explicitly.')
-  return dict(zip(RUN_INPUTS, found.pop(), strict=True))
-
-
-def _with_run_inputs(make, needed: bool, *skt: int | None) -> Algorithm:
-  """``make(S, K, T)`` with those not given filled: the schedule's (in prepare) > STANDALONE."""
-  given = dict(zip(RUN_INPUTS, skt, strict=True))
-  if not needed or None not in given.values():
-    return make(**given)
-  alg = make(**{k: STANDALONE[k] if v is None else v for k, v in given.items()})
-
-  def prepare(current: Algorithm, schedule) -> Algorithm:
-    run = schedule_inputs(schedule)
-    sized = make(**{k: run[k] if v is None else v for k, v in given.items()})
-    sized = sized.prepare(sized, schedule)  # the history depth
-    return current._replace(client=sized.client, server=sized.server, init=sized.init)
-
-  return alg._replace(prepare=prepare)
+  return dict(zip(STANDALONE, found.pop(), strict=True))
 
 
 def _masfl(
@@ -450,11 +371,12 @@ def _masfl(
   margin: float = 0.0,
   **server: Any,
 ) -> Algorithm:
-  """MasFL, its rates left as None from Theorem 3.1, or (``adaptive``) AdaMasFL from Theorem 4.1."""
+  """MasFL, its rates left as None from Theorem 3.1, or (``adaptive``) AdaMasFL from Theorem 4.1;
+  S, K, T not given: the schedule's (in prepare), else STANDALONE."""
   adaptive = server['adaptive']
-  lips = DEFAULT_SMOOTHNESS if smoothness is None else smoothness
-  tau = DEFAULT_TAU_MAX if tau_max is None else tau_max
+  lips = 1.0 if smoothness is None else smoothness
   given = (client_lr, server_lr, beta)
+  skt = dict(zip(STANDALONE, (arrivals_per_step, local_steps, num_rounds), strict=True))
 
   def make(arrivals_per_step, local_steps, num_rounds) -> Algorithm:
     s, k, t = arrivals_per_step, local_steps, num_rounds
@@ -462,16 +384,27 @@ def _masfl(
       theory = adamasfl_theory(s, k, t) if None in given else given
       eta, gamma, b = (r if g is None else g for g, r in zip(given, theory))
       return build('adamasfl', eta, gamma, b, **server)
-    b = _beta(s, k, t) if beta is None else beta
+    b = math.sqrt(s * k / t) if beta is None else beta
     gamma = b / (4 * lips) if server_lr is None else server_lr
+    tau = 0 if tau_max is None else tau_max
     eta = masfl_theory(s, k, t, lips, tau, margin).client_lr if client_lr is None else client_lr
     return build('masfl', eta, gamma, b, **server)
 
   needed = None in given if adaptive else beta is None or client_lr is None
-  return _with_run_inputs(make, needed, arrivals_per_step, local_steps, num_rounds)
+  if not needed or None not in skt.values():
+    return make(**skt)
+
+  def prepare(current: Algorithm, schedule) -> Algorithm:
+    run = schedule_inputs(schedule)
+    sized = make(**{k: run[k] if v is None else v for k, v in skt.items()})
+    sized = sized.prepare(sized, schedule)  # the history depth
+    return current._replace(client=sized.client, server=sized.server, init=sized.init)
+
+  alg = make(**{k: STANDALONE[k] if v is None else v for k, v in skt.items()})
+  return alg._replace(prepare=prepare)
 
 
-RULE = {'context': RUN_INPUTS, 'uses': (masfl_server,)}
+RULE = {'context': tuple(STANDALONE), 'uses': (masfl_server,)}
 masfl = ALGORITHMS.register('masfl', _masfl, **RULE, fixed={'adaptive': False}, **THEORY_SPECS)
 THEORY_ONLY = {'smoothness': None, 'tau_max': None, 'margin': 0.0}  # AdaMasFL's theorem: S, K, T
 adamasfl = ALGORITHMS.register(
