@@ -39,6 +39,7 @@ class _Entry:
   fixed: dict[str, Any]  # arguments this registration sets (not settings)
   parts: dict[str, tuple[Registry, str]]  # argument -> the entry that builds it
   meta: dict[str, Any]
+  public: Callable[..., Any] | None = None  # the factory as a user calls it (:meth:`exports`)
 
 
 class Registry:
@@ -102,9 +103,9 @@ class Registry:
           '(e.g. a notebook cell run again), pass replace=True to register.'
         )
       entry = self._entry_of(name, f, tuple(context), fixed, uses, rules, declared, meta)
-      self._entries[name] = entry
+      self._entries[name] = dataclasses.replace(entry, public=self._public(name, f, fixed))
       GENERATION[0] += 1
-      return self._public(name, f, fixed)
+      return self._entries[name].public
 
     return deco if factory is None else deco(factory)
 
@@ -204,6 +205,10 @@ class Registry:
   def verbs(self) -> tuple[Callable, Callable, Callable, Callable]:
     """``(make, names, settings, register)``: what the package of this kind exports."""
     return self.make, self.names, self.settings, self.register
+
+  def exports(self) -> dict[str, Callable[..., Any]]:
+    """name -> the registered factory checking its arguments (a package's ``<kind>.<name>``)."""
+    return {name: entry.public for name, entry in sorted(self._entries.items())}
 
   def names(self) -> list[str]:
     """All registered names, sorted."""

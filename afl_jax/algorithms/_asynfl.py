@@ -45,9 +45,7 @@ def always_on_sgd(client_lr: ScalarOrSchedule) -> ClientRule:
     # Alg. 1 "Initialize": x_0^{(i)} = x_0; before round 0 every client is in sync.
     return AlwaysOnState(local=params, anchor=params, synced=jnp.ones((), bool))
 
-  def update(
-    start: Params, state: AlwaysOnState, task: LocalTask, key: jax.Array
-  ) -> tuple[Any, AlwaysOnState, dict[str, jax.Array]]:
+  def update(start, state, task, key):
     # eq. (4): restart from the global model after a report, else continue locally.
     x0 = tree.where(state.synced, start, state.local)
     anchor = tree.where(state.synced, start, state.anchor)

@@ -18,7 +18,7 @@ from afl_jax.algorithms._shared import (
   uniform_weights,
 )
 from afl_jax.core import tree
-from afl_jax.core.types import Algorithm, Arrivals, Params, ServerRule
+from afl_jax.core.types import Algorithm, Params, ServerRule
 
 
 class CA2FLState(NamedTuple):
@@ -47,9 +47,7 @@ def ca2fl_server(server_lr: float = 1.0, *, num_clients: int = 10, weighting: st
   def init(params: Params) -> CA2FLState:
     return init_state(params, num_clients)
 
-  def update(
-    state: CA2FLState, messages: Params, arrivals: Arrivals, key: jax.Array
-  ) -> tuple[CA2FLState, dict[str, Any]]:
+  def update(state, messages, arrivals, key):
     del key
     mask, ids = arrivals.mask, arrivals.client_ids
     n = state.num_clients

@@ -14,7 +14,7 @@ from afl_jax import checks
 from afl_jax.algorithms._base import ALGORITHMS, SERVERS
 from afl_jax.algorithms._shared import local_sgd, moments, row_weights, step_result
 from afl_jax.core import tree
-from afl_jax.core.types import Algorithm, Arrivals, Params, ServerRule
+from afl_jax.core.types import Algorithm, Params, ServerRule
 
 DELAY_RULES = ('min_inverse', 'divide')
 
@@ -94,9 +94,7 @@ def fadas_server(
   def init(params: Params) -> FADASState:
     return FADASState(params, opt.init(params))
 
-  def update(
-    state: FADASState, messages: Params, arrivals: Arrivals, key: jax.Array
-  ) -> tuple[FADASState, dict[str, Any]]:
+  def update(state, messages, arrivals, key):
     del key
     mask = arrivals.mask
     g = tree.weighted_sum(messages, row_weights(arrivals, examples=examples))

@@ -65,9 +65,7 @@ def fedac_client(client_lr: float, *, history: int = 2, correction: bool = True)
       tree.zeros_like(tree.stack_n(params, history)), jnp.zeros((), jnp.int32)
     )
 
-  def update(
-    start: FedACBroadcast, state: FedACClientState, task: LocalTask, key: jax.Array
-  ) -> tuple[FedACMessage, FedACClientState, dict[str, Any]]:
+  def update(start, state, task, key):
     own, evicted = lookup_variate(state, start.applied[task.client_id])
     corr = tree.sub(start.variate, own) if correction else tree.zeros_like(own)
 
@@ -186,9 +184,7 @@ def fedac_server(
   def init(params: Params) -> FedACState:
     return init_state(params, num_clients, beta1, beta2, epsilon)
 
-  def update(
-    state: FedACState, messages: FedACMessage, arrivals: Arrivals, key: jax.Array
-  ) -> tuple[FedACState, dict[str, Any]]:
+  def update(state, messages, arrivals, key):
     del key
     mask, ids = arrivals.mask, arrivals.client_ids
     first = jnp.sum(state.applied) == 0 if first_update == 'model' else None

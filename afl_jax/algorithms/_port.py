@@ -19,7 +19,7 @@ from afl_jax.algorithms._shared import (
   step_result,
 )
 from afl_jax.core import tree
-from afl_jax.core.types import Algorithm, Arrivals, Params, ServerRule
+from afl_jax.core.types import Algorithm, Params, ServerRule
 
 REFERENCES = ('last_step', 'start')
 SIMILARITY_AFTER = 1  # the similarity term is used for tau_i > 1 (the authors' code)
@@ -72,9 +72,7 @@ def port_server(
   def init(params: Params) -> PortState:
     return PortState(params, params)
 
-  def update(
-    state: PortState, messages: Params, arrivals: Arrivals, key: jax.Array
-  ) -> tuple[PortState, dict[str, Any]]:
+  def update(state, messages, arrivals, key):
     del key
     x = state.params
     starts = arrivals.start_broadcast

@@ -109,9 +109,7 @@ def stateless(fn: Callable[[Any, PRNGKey], tuple[Any, int]], *, flat: bool = Fal
   """A stateless :class:`Compressor` from ``fn(x, key) -> (compressed, static bits)``; ``flat``:
   ``x`` is the pytree raveled."""
 
-  def compress(
-    updates: Updates, state: EmptyState, key: PRNGKey
-  ) -> tuple[Updates, EmptyState, jax.Array]:
+  def compress(updates, state, key):
     if not flat:
       out, bits = fn(updates, key)
       return out, state, bits_scalar(bits)
@@ -218,9 +216,7 @@ def error_feedback(compressor: Compressor) -> Compressor:
     residual = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), updates)
     return ErrorFeedbackState(residual=residual, inner=compressor.init(updates))
 
-  def compress(
-    updates: Updates, state: ErrorFeedbackState, key: PRNGKey
-  ) -> tuple[Updates, ErrorFeedbackState, jax.Array]:
+  def compress(updates, state, key):
     corrected = jax.tree.map(lambda u, e: (u + e).astype(u.dtype), updates, state.residual)
     sent, inner, bits = compressor.compress(corrected, state.inner, key)
     residual = jax.tree.map(lambda c, m: (c - m).astype(c.dtype), corrected, sent)
