@@ -6,6 +6,7 @@ a number is expected."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import math
 import re
@@ -86,69 +87,46 @@ class Spec:
     if self.kind == 'any' or is_traced(value) or (self.kind == 'real' and callable(value)):
       return None
     if self.kind == 'real':
-      if isinstance(value, bool | np.bool_ | str | bytes) or np.ndim(value) != 0:
-        return f'{must}, not a {type(value).__name__}'
       try:
+        if isinstance(value, bool | np.bool_ | str | bytes) or np.ndim(value) != 0:
+          raise TypeError
         x = float(value)
       except (TypeError, ValueError):
         return f'{must}, not a {type(value).__name__}'
       if math.isnan(x) or (self.finite and math.isinf(x)):
         return must
       return None if self._in_range(x) else f'must be {self.range}{self.note}'
-    if self.kind == 'integer':
-      return None if _is_int(value) and self._in_range(int(value)) else must
-    if self.kind == 'boolean':
-      return None if isinstance(value, bool | np.bool_) else must
-    if self.kind == 'choice':
-      ok = isinstance(value, str | int | float | None) and value in self.choices
-      return None if ok else must
-    if self.kind == 'string':
-      ok = isinstance(value, str) and (not self.pattern or re.match(self.pattern, value))
-      return None if ok else must
-    if isinstance(value, range) or (isinstance(value, np.ndarray) and value.ndim == 1):
-      value = list(value)
-    if not isinstance(value, list | tuple) or not value:
-      return must
-    one = dataclasses.replace(self, kind=self.kind[:-1], note='')
-    for i, v in enumerate(value):
-      if one.violation(v) is not None:
-        return f'{must}; entry {i} is {v!r}'
-    return None
+    if self.kind in ('reals', 'integers'):
+      if isinstance(value, range) or (isinstance(value, np.ndarray) and value.ndim == 1):
+        value = list(value)
+      if not isinstance(value, list | tuple) or not value:
+        return must
+      one = dataclasses.replace(self, kind=self.kind[:-1], note='')
+      bad = [i for i, v in enumerate(value) if one.violation(v) is not None]
+      return f'{must}; entry {bad[0]} is {value[bad[0]]!r}' if bad else None
+    ok = {
+      'integer': lambda: _is_int(value) and self._in_range(int(value)),
+      'boolean': lambda: isinstance(value, bool | np.bool_),
+      'choice': lambda: isinstance(value, str | int | float | None) and value in self.choices,
+      'string': lambda: isinstance(value, str) and bool(re.match(self.pattern, value)),
+    }[self.kind]()
+    return None if ok else must
 
 
-def real(low=-math.inf, high=math.inf, *, low_open=False, high_open=False, finite=True, note=''):
-  """A number (or an optax schedule) in the range; NaN never, inf only with ``finite=False``."""
-  return Spec('real', low, high, low_open, high_open, finite, note=note)
-
-
-def integer(low=-math.inf, high=math.inf, *, note: str = '') -> Spec:
-  """An int in ``[low, high]`` (not a bool, not a float)."""
-  return Spec('integer', low, high, note=note)
-
-
-def boolean() -> Spec:
-  """True or False."""
-  return Spec('boolean')
+# The constructors: ``real(low, high, *, low_open, high_open, finite, note)``, a number (or an
+# optax schedule) in the range, NaN never, inf only with ``finite=False``; ``integer(low, high,
+# *, note)``, an int (not a bool, not a float); ``reals``/``integers``: a non-empty list, tuple,
+# range or 1-D array of them, each in the range; ``boolean()``; ``choice(choices, *, note)``;
+# ``string(*, pattern, note)``, matching the regular expression ``pattern`` when given.
+real, integer, boolean, string, reals, integers = (
+  functools.partial(Spec, kind)
+  for kind in ('real', 'integer', 'boolean', 'string', 'reals', 'integers')
+)
 
 
 def choice(choices, *, note: str = '') -> Spec:
   """One of ``choices``."""
   return Spec('choice', choices=tuple(choices), note=note)
-
-
-def string(*, pattern: str = '', note: str = '') -> Spec:
-  """A string (matching the regular expression ``pattern``, when given)."""
-  return Spec('string', pattern=pattern, note=note)
-
-
-def reals(low=-math.inf, high=math.inf, *, low_open=False, high_open=False) -> Spec:
-  """A non-empty list, tuple or 1-D array of finite numbers, each in the range."""
-  return Spec('reals', low, high, low_open, high_open)
-
-
-def integers(low=-math.inf, high=math.inf) -> Spec:
-  """A non-empty list, tuple, range or 1-D array of ints, each in ``[low, high]``."""
-  return Spec('integers', low, high)
 
 
 POSITIVE = real(0.0, low_open=True)

@@ -92,9 +92,6 @@ class Registry:
     ``**kwargs`` passes their settings on: they are its settings too); ``fixed``: arguments
     this name sets; ``rules``: combinations (:class:`~afl_jax.checks.Rule`); ``replace=True``
     registers a name again."""
-    declared = {k: v for k, v in specs_and_meta.items() if isinstance(v, checks.Spec)}
-    meta = {k: v for k, v in specs_and_meta.items() if k not in declared}
-    fixed = dict(fixed or {})
 
     def deco(f: Callable[..., Any]) -> Callable[..., Any]:
       if name in self._entries and not replace:
@@ -102,15 +99,17 @@ class Registry:
           f'{self.kind} {name!r} is registered twice; to replace the registered one '
           '(e.g. a notebook cell run again), pass replace=True to register.'
         )
-      entry = self._entry_of(name, f, tuple(context), fixed, uses, rules, declared, meta)
-      self._entries[name] = dataclasses.replace(entry, public=self._public(name, f, fixed))
+      self._entries[name] = self._entry_of(name, f, context, fixed, uses, rules, specs_and_meta)
       GENERATION[0] += 1
       return self._entries[name].public
 
     return deco if factory is None else deco(factory)
 
-  def _entry_of(self, name, f, context, fixed, uses, rules, declared, meta) -> _Entry:
-    params = inspect.signature(f).parameters.values()
+  def _entry_of(self, name, f, context, fixed, uses, rules, specs_and_meta) -> _Entry:
+    declared = {k: v for k, v in specs_and_meta.items() if isinstance(v, checks.Spec)}
+    meta = {k: v for k, v in specs_and_meta.items() if k not in declared}
+    context, fixed, sig = tuple(context), dict(fixed or {}), inspect.signature(f)
+    params = sig.parameters.values()
     skip = set(self.supplied) | set(context) | set(fixed)
     own = [p for p in params if p.name not in skip and not p.name.startswith('_')]
     parts = {p.name: self.parts[p.name] for p in own if p.name in self.parts}
@@ -118,17 +117,19 @@ class Registry:
     used = [u.__registered__ for u in uses]
     if any(p.kind == p.VAR_KEYWORD for p in own):  # passes the rules' settings on
       for registry, rule in used:
-        settings |= {
-          k: d for k, d in registry.settings(rule).items() if k not in skip | settings.keys()
-        }
+        takes = registry.settings(rule).items()
+        settings |= {k: d for k, d in takes if k not in skip | settings.keys()}
     for registry, part in parts.values():
       settings |= registry.settings(part)
     where = _where(f)
-    reserved = sorted(set(settings) & self.reserved)
-    if reserved:
+    reserved = set(inspect.signature(Registry.register).parameters) | {'facts', 'name'}
+    reserved -= {'self', 'factory', 'specs_and_meta'}
+    reserved |= {self.name_field.rsplit('.', 1)[-1]}  # the key naming the component
+    if set(settings) & reserved:
       raise ValueError(
-        f'{self.kind} {name!r} ({where}): its setting {reserved[0]!r} collides with an argument '
-        f'of register/make ({", ".join(sorted(self.reserved))}); rename the setting.'
+        f'{self.kind} {name!r} ({where}): its setting {sorted(set(settings) & reserved)[0]!r} '
+        f'collides with an argument of register/make ({", ".join(sorted(reserved))}); rename '
+        'the setting.'
       )
     stray = sorted(set(declared) - set(settings) - set(context))
     if stray:
@@ -145,35 +146,21 @@ class Registry:
       specs |= {k: s for k, s in entry.specs.items() if k in known and k not in specs}
       inherited += [r for r in entry.rules if set(r.reads) <= known and r not in inherited]
     needs = tuple(p.name for p in params if p.name in context and p.default is REQUIRED)
-    return _Entry(f, settings, specs, tuple(inherited), context, needs, fixed, parts, meta)
-
-  def _public(self, name: str, f: Callable[..., Any], fixed: Mapping[str, Any]) -> Callable:
-    """``f`` as a user calls it: its arguments checked, then built (:meth:`make`)."""
-    sig = inspect.signature(f)
-    positional = [p.name for p in sig.parameters.values() if p.kind == p.POSITIONAL_OR_KEYWORD]
+    positional = [p.name for p in params if p.kind == p.POSITIONAL_OR_KEYWORD]
     positional = [k for k in positional if k not in fixed]
 
     @functools.wraps(f, updated=())
-    def call(*args, **kwargs):
+    def public(*args, **kwargs):  # ``f`` as a user calls it: its arguments checked, then built
       if len(args) > len(positional):
         raise TypeError(f'{name}() takes {len(positional)} positional arguments.')
       return self.make(name, **dict(zip(positional, args, strict=False)), **kwargs)
 
-    call.__name__ = call.__qualname__ = name
-    call.__registered__ = (self, name)
+    public.__name__ = public.__qualname__ = name
+    public.__registered__ = (self, name)
     if fixed:
-      call.__signature__ = sig.replace(
-        parameters=[p for p in sig.parameters.values() if p.name not in fixed]
-      )
-    return call
-
-  @property
-  def reserved(self) -> set[str]:
-    """Names a setting may not take: the arguments of :meth:`register` and :meth:`make`, and
-    the key naming the component in a config section or a sweep entry."""
-    own = set(inspect.signature(Registry.register).parameters) | {'facts', 'name'}
-    own -= {'self', 'factory', 'specs_and_meta'}
-    return own | {self.name_field.rsplit('.', 1)[-1]}
+      public.__signature__ = sig.replace(parameters=[p for p in params if p.name not in fixed])
+    entry = (f, settings, specs, tuple(inherited), context, needs, fixed, parts, meta, public)
+    return _Entry(*entry)
 
   def unregister(self, name: str) -> None:
     """Remove ``name`` (a test's or notebook's own entry); unknown names: an error."""
@@ -230,10 +217,10 @@ class Registry:
     return {k: self._spec(entry, k) for k in entry.settings}
 
   def _spec(self, entry: _Entry, arg: str) -> checks.Spec | None:
+    found = entry.specs.get(arg) or self.shared.get(arg)
     if arg in entry.context:  # a run fact given by hand: its declared or shared range
-      return entry.specs.get(arg) or self.shared.get(arg)
-    default = entry.settings.get(arg)
-    return entry.specs.get(arg) or self.shared.get(arg) or checks.inferred(default)
+      return found
+    return found or checks.inferred(entry.settings.get(arg))
 
   def meta(self, name: str) -> dict[str, Any]:
     """The metadata given at registration (a copy)."""
@@ -269,9 +256,8 @@ class Registry:
     refusal = self.refusal(name, settings, _as_mapping(facts))
     if refusal is not None:
       raise self._error(*refusal, name, in_config)
-    entry = self._entries[name]
     given = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()}
-    return {k: d for k, d in entry.settings.items() if d is not REQUIRED} | given
+    return self.defaults(name) | given
 
   def refusal(
     self, name: str, settings: Mapping[str, Any], facts: Mapping[str, Any] | None = None
@@ -285,8 +271,8 @@ class Registry:
       if arg not in entry.settings and arg not in entry.context:
         why = f'{self.kind} {name!r} takes no setting {arg!r}; valid: {sorted(entry.settings)}.'
         return self.field(arg), value, why
-    known = {k: d for k, d in entry.settings.items() if d is not REQUIRED}
-    known |= {k: v for k, v in (facts or {}).items() if v is not None} | dict(settings)
+    known = self.defaults(name) | {k: v for k, v in (facts or {}).items() if v is not None}
+    known |= dict(settings)
     for arg, value in settings.items():
       problem = checks.violation(self._spec(entry, arg), value, entry.settings.get(arg), known)
       if problem is not None:
@@ -294,7 +280,6 @@ class Registry:
     missing = [k for k, d in entry.settings.items() if d is REQUIRED and k not in settings]
     if missing:
       return self.field(missing[0]), REQUIRED, f'is required by {self.kind} {name!r} (no default)'
-
     known |= entry.fixed
     for rule in entry.rules:
       if all(k in known and not checks.is_traced(known[k]) for k in rule.reads):
@@ -316,7 +301,8 @@ class Registry:
     if value is REQUIRED:
       message = f'{field} {why}.'
       return ConfigError(f'config.{message}' if in_config else message, field=field)
-    value = _Shown(value) if hasattr(value, 'dtype') and np.ndim(value) > 0 else value
+    if hasattr(value, 'dtype') and np.ndim(value) > 0:  # an array as its dtype and shape
+      value = _Shown(f'{np.dtype(value.dtype).name}{list(np.shape(value))}')
     if in_config:
       return ConfigError.invalid(field, value, why.rstrip('.') + '.')
     where = '' if owner in why else f' ({owner})'
@@ -333,14 +319,10 @@ class Registry:
     return len(self._entries)
 
 
-class _Shown:
-  """An array as an error names it: ``float32[9, 2]`` (its repr spans lines)."""
+class _Shown(str):
+  """A value as an error names it, unquoted: ``float32[9, 2]`` (an array's repr spans lines)."""
 
-  def __init__(self, array: Any):
-    self.text = f'{np.dtype(array.dtype).name}{list(np.shape(array))}'
-
-  def __repr__(self) -> str:
-    return self.text
+  __repr__ = str.__str__
 
 
 def _as_mapping(facts: Any) -> dict[str, Any]:
@@ -354,7 +336,6 @@ def _where(f: Callable[..., Any]) -> str:
   """``module.name (file:line)`` of a registered function, where it has a source."""
   name = f'{getattr(f, "__module__", "?")}.{getattr(f, "__qualname__", repr(f))}'
   try:
-    lines, start = inspect.getsourcelines(f)
-    return f'{name}, {inspect.getsourcefile(f)}:{start}'
+    return f'{name}, {inspect.getsourcefile(f)}:{inspect.getsourcelines(f)[1]}'
   except (OSError, TypeError):
     return name
