@@ -43,11 +43,6 @@ class EmptyState(NamedTuple):
   """State of a stateless compressor (an empty pytree)."""
 
 
-def init_empty(updates: Updates) -> EmptyState:
-  del updates
-  return EmptyState()
-
-
 class Compressor(NamedTuple):
   """Optax-style: ``init(updates) -> state``, ``compress(updates, state, key) -> (message, state,
   bits)``, bits a float32 scalar."""
@@ -73,24 +68,13 @@ def num_kept(fraction: float, d: int) -> int:
   return min(d, max(1, k))
 
 
-def identity_bits(d: int) -> int:
-  return VALUE_BITS * d
-
-
-def top_k_bits(d: int, k: int) -> int:
-  return k * (VALUE_BITS + index_bits(d))
-
-
-def sign_bits(d: int, scaled: bool = False) -> int:
-  return d + (VALUE_BITS if scaled else 0)
-
-
-def qsgd_bits(d: int, bits: int) -> int:
-  return VALUE_BITS + d * bits
-
-
-def top_k_qsgd_bits(d: int, k: int, bits: int) -> int:
-  return VALUE_BITS + k * (bits + index_bits(d))
+# Bits sent for a message of d scalars: dense; k values and their indices (Top-k); d signs and
+# the scale (Sign); the norm and d levels of b bits (QSGD); the norm, k levels and indices.
+identity_bits = lambda d: VALUE_BITS * d
+top_k_bits = lambda d, k: k * (VALUE_BITS + index_bits(d))
+sign_bits = lambda d, scaled=False: d + (VALUE_BITS if scaled else 0)
+qsgd_bits = lambda d, bits: VALUE_BITS + d * bits
+top_k_qsgd_bits = lambda d, k, bits: VALUE_BITS + k * (bits + index_bits(d))
 
 
 def count_bytes(bits: Any, mask: Any = None) -> float:
@@ -101,23 +85,16 @@ def count_bytes(bits: Any, mask: Any = None) -> float:
   return float(b.sum() / 8.0)
 
 
-def bits_scalar(n: int) -> jax.Array:
-  return jnp.asarray(float(n), dtype=jnp.float32)
-
-
 def stateless(fn: Callable[[Any, PRNGKey], tuple[Any, int]], *, flat: bool = False) -> Compressor:
   """A stateless :class:`Compressor` from ``fn(x, key) -> (compressed, static bits)``; ``flat``:
   ``x`` is the pytree raveled."""
 
   def compress(updates, state, key):
-    if not flat:
-      out, bits = fn(updates, key)
-      return out, state, bits_scalar(bits)
-    vector, unravel = ravel_pytree(updates)
+    vector, unravel = ravel_pytree(updates) if flat else (updates, lambda x: x)
     out, bits = fn(vector, key)
-    return unravel(out), state, bits_scalar(bits)
+    return unravel(out), state, jnp.asarray(float(bits), dtype=jnp.float32)
 
-  return Compressor(init=init_empty, compress=compress)
+  return Compressor(init=lambda updates: EmptyState(), compress=compress)
 
 
 @COMPRESSORS.register('identity')
