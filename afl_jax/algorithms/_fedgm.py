@@ -215,16 +215,8 @@ def fedopt_server(
   if server_optimizer == 'sgd':
     optimizer = optax.sgd(server_lr)
   elif convention == 'alg2':
-    direction = scale_by_alg2(
-      server_optimizer,
-      beta1=beta1,
-      beta2=beta2,
-      tau=tau,
-      bias_correction=bias_correction,
-      bias_correction_offset=bias_correction_offset,
-      tau_placement=tau_placement,
-      initial_accumulator=initial_accumulator,
-    )
+    variant = (bias_correction, bias_correction_offset, tau_placement, initial_accumulator)
+    direction = scale_by_alg2(server_optimizer, beta1, beta2, tau, *variant)
     optimizer = optax.chain(direction, optax.scale_by_learning_rate(server_lr))
   elif server_optimizer == 'adagrad':
     optimizer = optax.adagrad(server_lr, initial_accumulator_value=0.0, eps=tau**2)
@@ -243,19 +235,11 @@ class Alg2State(NamedTuple):
 
 
 def scale_by_alg2(
-  rule: str,
-  *,
-  beta1: float,
-  beta2: float,
-  tau: float,
-  bias_correction: bool,
-  bias_correction_offset: int,
-  tau_placement: str,
-  initial_accumulator: float | None,
+  rule, beta1, beta2, tau, bias_correction, bias_correction_offset, tau_placement, v0
 ) -> optax.GradientTransformation:
   """Alg. 2's direction ``m_t / (sqrt(v_t) + tau)`` for ``rule`` ('adagrad', 'yogi' or 'adam');
-  chain it with a learning rate."""
-  v0 = tau**2 if initial_accumulator is None else initial_accumulator
+  chain it with a learning rate; ``v0`` the initial accumulator (None: ``tau^2``)."""
+  v0 = tau**2 if v0 is None else v0
 
   def init(params):
     nu = jax.tree.map(lambda p: jnp.full_like(p, v0), params)
