@@ -22,20 +22,16 @@ from afl_jax.algorithms._shared import (
   steps_run,
 )
 from afl_jax.core import tree
-from afl_jax.core.types import Algorithm, Arrivals, ClientRule, LocalTask, Params, ServerRule
+from afl_jax.core.types import Algorithm, ClientRule, Params, ServerRule
 
 
-class FedACBroadcast(NamedTuple):
-  """What the FedAC server sends to a starting client."""
-
+class FedACBroadcast(NamedTuple):  # what the server sends to a starting client
   params: Params  # x_t
   variate: Params  # c: the global control variate
   applied: jax.Array  # int32[N]: jobs of each client applied so far
 
 
-class FedACMessage(NamedTuple):
-  """What a FedAC client sends."""
-
+class FedACMessage(NamedTuple):  # what a client sends
   delta: Params  # Delta_i = x_start - x_K
   variate_change: Params  # c_i^+ - c_i
 
@@ -45,32 +41,26 @@ class FedACClientState(NamedTuple):
   count: jax.Array  # int32 scalar n: this client's jobs that have arrived
 
 
-def lookup_variate(state: FedACClientState, applied: jax.Array) -> tuple[Params, jax.Array]:
-  """c_i of job number ``applied`` (0 -> zeros); the oldest kept one if evicted."""
-  h = jax.tree.leaves(state.variates)[0].shape[0]
-  evicted = (applied > 0) & (applied <= state.count - h)
-  job = jnp.where(evicted, state.count - h + 1, applied)
-  row = tree.gather(state.variates, jnp.mod(job - 1, h))
-  return tree.where(job > 0, row, tree.zeros_like(row)), evicted
-
-
 @CLIENTS.register('fedac', history=checks.integer(1), correction=checks.boolean())
 def fedac_client(client_lr: float, *, history: int = 2, correction: bool = True) -> ClientRule:
   """FedAC's client keeping H = ``history`` past variates; ``correction=False`` drops
   ``c - c_i``."""
 
-  def init(params: Params, task: LocalTask, key: jax.Array) -> FedACClientState:
-    del task, key
+  def init(params, task, key):
     return FedACClientState(
       tree.zeros_like(tree.stack_n(params, history)), jnp.zeros((), jnp.int32)
     )
 
-  def update(start, state, task, key):
-    own, evicted = lookup_variate(state, start.applied[task.client_id])
+  def update(start: FedACBroadcast, state: FedACClientState, task, key):
+    # c_i of the job the server last applied (0: zeros); the oldest kept one if evicted
+    applied = start.applied[task.client_id]
+    evicted = (applied > 0) & (applied <= state.count - history)
+    job = jnp.where(evicted, state.count - history + 1, applied)
+    own = tree.gather(state.variates, jnp.mod(job - 1, history))
+    own = tree.where(job > 0, own, tree.zeros_like(own))
     corr = tree.sub(start.variate, own) if correction else tree.zeros_like(own)
 
     def body(carry, batch, k):
-      del k
       params, grad_sum = carry
       loss, grad = jax.value_and_grad(task.loss_fn)(params, batch)
       params = tree.axpy(-client_lr, tree.add(grad, corr), params)
@@ -122,24 +112,6 @@ def scale_by_prospective_momentum(
 FIRST_UPDATES = ('movement', 'model')
 
 
-def temporal_weights(
-  params: Params,
-  messages: Params,
-  arrivals: Arrivals,
-  min_similarity: Any,
-  zero_cosine: Any = 1.0,
-  first: jax.Array | None = None,
-) -> jax.Array:
-  """FedAC's w_i: cos(x_{s_i} - x_t, Delta_i) clipped below at ``min_similarity``, normalized over
-  S_t; where ``first``, the reference is the model itself."""
-  starts = arrivals.start_broadcast.params
-  moved = jax.tree.map(lambda s, x: s - x[None], starts, params)  # x_{s_i} - x_t
-  if first is not None:
-    moved = jax.tree.map(lambda m, x: jnp.where(first, -x[None], m), moved, params)
-  cos = cosine_rows(moved, messages, zero_cosine)
-  return normalized_weights(jnp.maximum(cos, min_similarity), arrivals.mask)
-
-
 class FedACState(NamedTuple):
   params: Params  # x_t
   variate: Params  # c
@@ -181,20 +153,26 @@ def fedac_server(
   ``init`` counts clients 0..N-1."""
   opt = scale_by_prospective_momentum(beta1, beta2, epsilon)
 
-  def init(params: Params) -> FedACState:
+  def init(params):
     return init_state(params, num_clients, beta1, beta2, epsilon)
 
   def update(state, messages, arrivals, key):
     del key
     mask, ids = arrivals.mask, arrivals.client_ids
-    first = jnp.sum(state.applied) == 0 if first_update == 'model' else None
-    w = temporal_weights(state.params, messages.delta, arrivals, min_similarity, zero_cosine, first)
+    # w_i: cos(x_{s_i} - x_t, Delta_i) clipped below at min_similarity, normalized over S_t;
+    # 'model': the first update's reference is the model itself
+    x = state.params
+    moved = jax.tree.map(lambda s, x: s - x[None], arrivals.start_broadcast.params, x)
+    if first_update == 'model':
+      first = jnp.sum(state.applied) == 0
+      moved = jax.tree.map(lambda m, x: jnp.where(first, -x[None], m), moved, x)
+    cos = cosine_rows(moved, messages.delta, zero_cosine)
+    w = normalized_weights(jnp.maximum(cos, min_similarity), mask)
     g = tree.weighted_sum(messages.delta, w)
     direction, opt_state = opt.update(g, state.opt_state)
     params = tree.axpy(-server_lr, direction, state.params)
     variate = tree.add(state.variate, tree.weighted_sum(messages.variate_change, w))
-    n = state.applied.shape[0]
-    applied = state.applied.at[jnp.where(mask, ids, n)].add(1, mode='drop')
+    applied = state.applied.at[jnp.where(mask, ids, state.num_clients)].add(1, mode='drop')
     new = FedACState(params, variate, applied, opt_state)
     return step_result(arrivals, new, state, weight_max=jnp.max(jnp.where(mask, w, 0.0)))
 
