@@ -33,14 +33,10 @@ def teacher_probs(logits: jax.Array, reported: jax.Array, teacher: str = 'logits
   return jnp.tensordot(w, jax.nn.softmax(logits, axis=-1), axes=1)
 
 
-def entropy(probs: jax.Array) -> jax.Array:
-  return -jnp.sum(jax.scipy.special.xlogy(probs, probs), axis=-1)
-
-
 def normalized_batch_entropy(probs: jax.Array) -> jax.Array:
   """``H_hat = mean_u H^u / log C`` in [0, 1] (eq. 4)."""
-  num_classes = probs.shape[-1]
-  return jnp.mean(entropy(probs)) / jnp.log(jnp.asarray(num_classes, probs.dtype))
+  entropy = -jnp.sum(jax.scipy.special.xlogy(probs, probs), axis=-1)
+  return jnp.mean(entropy) / jnp.log(jnp.asarray(probs.shape[-1], probs.dtype))
 
 
 def dynamic_alpha(probs: jax.Array, alpha_min: float, alpha_max: float) -> jax.Array:
@@ -49,24 +45,16 @@ def dynamic_alpha(probs: jax.Array, alpha_min: float, alpha_max: float) -> jax.A
   return h * alpha_max + (1.0 - h) * alpha_min
 
 
-def kl_term(probs: jax.Array, student_logits: jax.Array) -> jax.Array:
-  log_q = jax.nn.log_softmax(student_logits, axis=-1)
-  return jnp.mean(jnp.sum(jax.scipy.special.xlogy(probs, probs) - probs * log_q, axis=-1))
-
-
-def ce_term(probs: jax.Array, student_logits: jax.Array) -> jax.Array:
-  log_q = jax.nn.log_softmax(student_logits, axis=-1)
-  labels = jnp.argmax(probs, axis=-1)
-  return -jnp.mean(jnp.take_along_axis(log_q, labels[:, None], axis=-1))
-
-
-def distillation_loss(
-  student_logits: jax.Array, probs: jax.Array, alpha: jax.Array | float
-) -> jax.Array:
-  """Eq. (3); no gradient flows into ``probs`` or ``alpha``."""
+def distillation_loss(student_logits: jax.Array, probs: jax.Array, alpha: Any) -> jax.Array:
+  """Eq. (3): ``alpha KL(p || q) + (1 - alpha) CE(argmax p, q)``; no gradient flows into
+  ``probs`` or ``alpha``."""
   probs = jax.lax.stop_gradient(probs)
   alpha = jax.lax.stop_gradient(jnp.asarray(alpha, student_logits.dtype))
-  return alpha * kl_term(probs, student_logits) + (1.0 - alpha) * ce_term(probs, student_logits)
+  log_q = jax.nn.log_softmax(student_logits, axis=-1)
+  kl = jnp.mean(jnp.sum(jax.scipy.special.xlogy(probs, probs) - probs * log_q, axis=-1))
+  labels = jnp.argmax(probs, axis=-1)
+  ce = -jnp.mean(jnp.take_along_axis(log_q, labels[:, None], axis=-1))
+  return alpha * kl + (1.0 - alpha) * ce
 
 
 # ---- the server ------------------------------------------------------------------------------
@@ -91,19 +79,11 @@ def distill_optimizer(
 ) -> optax.GradientTransformation:
   """Sec. 5.1's ``chain(clip_by_global_norm(nu), adam(eta_d))``, or ``sgd`` (eq. 2);
   ``clip_norm=inf``: no clipping."""
-  if optimizer == 'adam':
-    base = optax.adam(distill_lr, b1=0.9, b2=0.999, eps=1e-8)
-  else:
-    base = {'sgd': optax.sgd}[optimizer](distill_lr)
+  adam = lambda lr: optax.adam(lr, b1=0.9, b2=0.999, eps=1e-8)
+  base = {'adam': adam, 'sgd': optax.sgd}[optimizer](distill_lr)
   if not checks.is_traced(clip_norm) and np.isinf(clip_norm):
     return base
   return optax.chain(optax.clip_by_global_norm(clip_norm), base)
-
-
-def _last_valid(ids: jax.Array, mask: jax.Array) -> jax.Array:
-  later = jnp.triu(jnp.ones((ids.shape[0], ids.shape[0]), bool), k=1)
-  clash = later & (ids[:, None] == ids[None, :]) & mask[None, :]
-  return mask & ~jnp.any(clash, axis=1)
 
 
 def _unlabeled_problem(unlabeled_x: Any) -> str | None:
@@ -191,7 +171,9 @@ def fedecho_server(
 
   def store_logits(state, messages, arrivals):
     local = tree.sub(arrivals.start_broadcast, messages)
-    write = _last_valid(arrivals.client_ids, arrivals.mask)
+    ids, mask = arrivals.client_ids, arrivals.mask  # each client's last valid row writes
+    later = jnp.triu(jnp.ones((ids.shape[0], ids.shape[0]), bool), k=1)
+    write = mask & ~jnp.any(later & (ids[:, None] == ids[None, :]) & mask[None, :], axis=1)
 
     def infer(item):
       x_local, valid = item
