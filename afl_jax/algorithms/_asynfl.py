@@ -23,7 +23,7 @@ from afl_jax.algorithms._shared import (
 )
 from afl_jax.compression import COMPRESSORS
 from afl_jax.core import tree
-from afl_jax.core.types import Algorithm, ClientRule, LocalTask, Params, ServerRule
+from afl_jax.core.types import Algorithm, ClientRule, Params, ServerRule
 from afl_jax.schedules.schedule import Schedule, ScheduleError
 
 
@@ -40,12 +40,11 @@ class AlwaysOnState(NamedTuple):
 def always_on_sgd(client_lr: ScalarOrSchedule) -> ClientRule:
   """AsynFL's client (``regime='always_on'``): sends ``anchor - x_{t,K}``."""
 
-  def init(params: Params, task: LocalTask, key: jax.Array) -> AlwaysOnState:
-    del task, key
+  def init(params, task, key):
     # Alg. 1 "Initialize": x_0^{(i)} = x_0; before round 0 every client is in sync.
     return AlwaysOnState(local=params, anchor=params, synced=jnp.ones((), bool))
 
-  def update(start, state, task, key):
+  def update(start: Params, state: AlwaysOnState, task, key):
     # eq. (4): restart from the global model after a report, else continue locally.
     x0 = tree.where(state.synced, start, state.local)
     anchor = tree.where(state.synced, start, state.anchor)
@@ -55,12 +54,10 @@ def always_on_sgd(client_lr: ScalarOrSchedule) -> ClientRule:
       return tree.axpy(-learning_rate_at(client_lr, k), g, params), loss  # eq. (2)
 
     x_k, metrics = run_local_steps(task, key, x0, body)
-    message = tree.sub(anchor, x_k)  # = -(eq. 3)
-    reported = jnp.asarray(task.active, bool)
     # A reporting client's local model is replaced by x_{t+1} at the next round
     # (Alg. 1 line 14); keep x_{t,K} anyway so the state never holds stale garbage.
-    new_state = AlwaysOnState(local=x_k, anchor=anchor, synced=reported)
-    return message, new_state, metrics
+    synced = jnp.asarray(task.active, bool)
+    return tree.sub(anchor, x_k), AlwaysOnState(x_k, anchor, synced), metrics  # -(eq. 3)
 
   return ClientRule(init, update)
 
@@ -78,19 +75,16 @@ def asynfl_server(
 ) -> ServerRule:
   """Eq. (5)/(7)/(10); n = ``num_clients``, or when None the width of the arrival axis (``prepare``
   sets the run's N)."""
-  if num_clients is None and normalizer == 'clients':
-    plain = optimizer_server(optax.sgd(server_lr), weighting=weighting)
-
-    def update(state, messages, arrivals, key):
-      width = arrivals.mask.shape[0]  # static: n = M when no run says otherwise
-      return asynfl_server(
-        server_lr, normalizer=normalizer, num_clients=width, weighting=weighting
-      ).update(state, messages, arrivals, key)
-
-    return ServerRule(plain.init, update)
-  return optimizer_server(
-    optax.sgd(server_lr), normalizer=normalizer, num_clients=num_clients, weighting=weighting
+  rule = lambda n: optimizer_server(
+    optax.sgd(server_lr), normalizer=normalizer, num_clients=n, weighting=weighting
   )
+  if num_clients is not None or normalizer != 'clients':
+    return rule(num_clients)
+
+  def update(state, messages, arrivals, key):  # n = M (static) when no run says otherwise
+    return rule(arrivals.mask.shape[0]).update(state, messages, arrivals, key)
+
+  return ServerRule(rule(None).init, update)
 
 
 def continuous_starts(schedule: Schedule) -> np.ndarray:
