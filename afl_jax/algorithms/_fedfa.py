@@ -26,10 +26,6 @@ class FedFaState(NamedTuple):
   sizes: Any = EmptyState()  # float[K] examples behind each message ('examples'), else empty
 
 
-def _ring(params: Any, size: int) -> Any:
-  return jax.tree.map(lambda x: jnp.zeros((size,) + jnp.shape(x), jnp.asarray(x).dtype), params)
-
-
 def _put(ring: Any, index: jax.Array, row: Any) -> Any:
   """Write ``row`` into slot ``index`` (an out-of-range index writes nothing)."""
   return jax.tree.map(lambda r, x: r.at[index].set(x.astype(r.dtype), mode='drop'), ring, row)
@@ -72,10 +68,13 @@ def fedfa_server(
   first_aggregation = k_size - 1 if aggregate_on_fill else k_size
 
   def init(params):
+    ring = lambda: jax.tree.map(
+      lambda x: jnp.zeros((k_size, *jnp.shape(x)), jnp.asarray(x).dtype), params
+    )
     return FedFaState(
       params=params,
-      models=_ring(params, k_size) if keep_models else EmptyState(),
-      deltas=_ring(params, k_size) if keep_deltas else EmptyState(),
+      models=ring() if keep_models else EmptyState(),
+      deltas=ring() if keep_deltas else EmptyState(),
       num_steps=jnp.zeros((k_size,), jnp.int32),
       count=jnp.zeros((), jnp.int32),
       sizes=EmptyState() if not examples else jnp.zeros((k_size,), jnp.result_type(float)),
@@ -99,9 +98,6 @@ def fedfa_server(
     correction = tree.weighted_sum(deltas, share(1.0 - scales))
     return jax.tree.map(lambda m, c, p: (m + c).astype(p.dtype), mean_model, correction, params)
 
-  def should_aggregate(n):
-    return n >= first_aggregation if sliding else (n + 1) % k_size == 0
-
   def update(state: FedFaState, messages, arrivals: Arrivals, key):
     del key
 
@@ -114,7 +110,8 @@ def fedfa_server(
       item_sizes = s.sizes
       if examples:
         item_sizes = item_sizes.at[index].set(n_i.astype(item_sizes.dtype), mode='drop')
-      now = valid & should_aggregate(s.count)
+      n = s.count  # sliding: from the K-th arrival on (K-1-th on fill); else every K-th
+      now = valid & (n >= first_aggregation if sliding else (n + 1) % k_size == 0)
       new_params = aggregate(s.params, models, deltas, num_steps, item_sizes)
       params = tree.where(now, new_params, s.params)
       new = FedFaState(params, models, deltas, num_steps, s.count + valid, item_sizes)
