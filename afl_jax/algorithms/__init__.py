@@ -6,8 +6,8 @@ them, ``settings(name)`` gives a name's hyperparameters (docs/algorithms.md)."""
 import importlib
 import pkgutil
 
-from afl_jax.algorithms._base import ALGORITHMS, CLIENTS, CONTEXT_FIELDS, SERVERS, RunInfo
 from afl_jax.algorithms._masfl import adamasfl_theory, masfl_theory
+from afl_jax.algorithms._shared import ALGORITHMS, CLIENTS, CONTEXT_FIELDS, SERVERS, RunInfo
 
 for _family in pkgutil.iter_modules(__path__):  # each file registers its paper family
   importlib.import_module(f'{__name__}.{_family.name}')

@@ -13,8 +13,10 @@ import numpy as np
 import optax
 
 from afl_jax import checks, compression
-from afl_jax.algorithms._base import ALGORITHMS, CLIENTS, SERVERS
 from afl_jax.algorithms._shared import (
+  ALGORITHMS,
+  CLIENTS,
+  SERVERS,
   ScalarOrSchedule,
   learning_rate_at,
   local_sgd,

@@ -12,10 +12,9 @@ import jax
 import jax.numpy as jnp
 
 from afl_jax import checks
-from afl_jax.algorithms._base import ALGORITHMS, SERVERS
+from afl_jax.algorithms._shared import ALGORITHMS, SERVERS, local_sgd, nova, prox_sgd
 from afl_jax.algorithms._shared import fedavg as fedavg_server
 from afl_jax.algorithms._shared import fedbuff as fedbuff_server
-from afl_jax.algorithms._shared import local_sgd, nova, prox_sgd
 from afl_jax.core import tree
 from afl_jax.core.types import Algorithm, ServerRule
 

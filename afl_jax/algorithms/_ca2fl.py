@@ -8,9 +8,11 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from afl_jax.algorithms._base import ALGORITHMS, SERVERS, joint_init
 from afl_jax.algorithms._shared import (
+  ALGORITHMS,
+  SERVERS,
   client_weights,
+  joint_init,
   local_sgd,
   row_counts,
   row_weights,

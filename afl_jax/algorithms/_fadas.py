@@ -11,8 +11,14 @@ import jax.numpy as jnp
 import optax
 
 from afl_jax import checks
-from afl_jax.algorithms._base import ALGORITHMS, SERVERS
-from afl_jax.algorithms._shared import local_sgd, moments, row_weights, step_result
+from afl_jax.algorithms._shared import (
+  ALGORITHMS,
+  SERVERS,
+  local_sgd,
+  moments,
+  row_weights,
+  step_result,
+)
 from afl_jax.core import tree
 from afl_jax.core.types import Algorithm, Params, ServerRule
 

@@ -12,9 +12,12 @@ import jax.numpy as jnp
 import optax
 
 from afl_jax import checks
-from afl_jax.algorithms._base import ALGORITHMS, CLIENTS, SERVERS, joint_init
 from afl_jax.algorithms._shared import (
+  ALGORITHMS,
+  CLIENTS,
+  SERVERS,
   cosine_rows,
+  joint_init,
   moments,
   normalized_weights,
   run_local_steps,

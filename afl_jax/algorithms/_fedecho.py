@@ -13,8 +13,7 @@ import numpy as np
 import optax
 
 from afl_jax import checks
-from afl_jax.algorithms._base import ALGORITHMS, SERVERS
-from afl_jax.algorithms._shared import aggregate, local_sgd
+from afl_jax.algorithms._shared import ALGORITHMS, SERVERS, aggregate, local_sgd
 from afl_jax.core import tree
 from afl_jax.core.types import Algorithm, ServerRule, unchanged_if_no_arrival
 from afl_jax.schedules.schedule import Schedule

@@ -9,8 +9,14 @@ import jax
 import jax.numpy as jnp
 
 from afl_jax import checks
-from afl_jax.algorithms._base import ALGORITHMS, SERVERS
-from afl_jax.algorithms._shared import local_sgd, nova_scales, prox_sgd, row_counts
+from afl_jax.algorithms._shared import (
+  ALGORITHMS,
+  SERVERS,
+  local_sgd,
+  nova_scales,
+  prox_sgd,
+  row_counts,
+)
 from afl_jax.core import tree
 from afl_jax.core.types import Algorithm, Arrivals, EmptyState, ServerRule
 

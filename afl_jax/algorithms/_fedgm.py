@@ -14,9 +14,10 @@ import numpy as np
 import optax
 
 from afl_jax import checks
-from afl_jax.algorithms._base import ALGORITHMS, SERVERS
 from afl_jax.algorithms._shared import (
+  ALGORITHMS,
   NEEDS_NUM_CLIENTS,
+  SERVERS,
   ScalarOrSchedule,
   divide_by_local_steps,
   local_sgd,

@@ -13,9 +13,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from afl_jax import checks
-from afl_jax.algorithms._base import ALGORITHMS, CLIENTS, SERVERS, joint_init
 from afl_jax.algorithms._shared import (
+  ALGORITHMS,
+  CLIENTS,
+  SERVERS,
   client_weights,
+  joint_init,
   row_weights,
   run_local_steps,
   steps_run,

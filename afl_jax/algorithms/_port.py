@@ -10,8 +10,9 @@ import jax
 import jax.numpy as jnp
 
 from afl_jax import checks
-from afl_jax.algorithms._base import ALGORITHMS, SERVERS
 from afl_jax.algorithms._shared import (
+  ALGORITHMS,
+  SERVERS,
   cosine_rows,
   local_sgd,
   normalized_weights,
@@ -28,26 +29,6 @@ SIMILARITY_AFTER = 1  # the similarity term is used for tau_i > 1 (the authors' 
 class PortState(NamedTuple):
   params: Params  # x_t
   previous: Params  # the model before the last applied update (x_0 at the start)
-
-
-def port_weights(
-  raw_similarity: jax.Array,
-  staleness: jax.Array,
-  mask: jax.Array,
-  similarity_weight: Any,
-  staleness_weight: Any,
-  staleness_bound: Any,
-  sizes: jax.Array | None = None,
-) -> jax.Array:
-  """p_i over the valid arrivals from the cosines rho_i and the staleness tau_i."""
-  rho = jnp.where(staleness > SIMILARITY_AFTER, raw_similarity, 1.0)
-  tau = staleness.astype(rho.dtype)
-  raw = similarity_weight * (rho + 1) / 2 + staleness_weight * staleness_bound / (
-    tau + staleness_bound
-  )
-  if sizes is not None:
-    raw = raw * sizes
-  return normalized_weights(raw, mask)
 
 
 @SERVERS.register(
@@ -82,10 +63,14 @@ def port_server(
       moved = tree.stack_n(tree.sub(x, state.previous), arrivals.mask.shape[0])
     else:
       moved = jax.tree.map(lambda xt, s: xt[None] - s, x, starts)  # x_t - x_{s_i}
-    sim = cosine_rows(moved, d, 0.0)
-    sizes = row_counts(arrivals) if examples else None
-    weights = (similarity_weight, staleness_weight, staleness_bound)
-    p = port_weights(sim, arrivals.staleness, arrivals.mask, *weights, sizes)
+    # p_i over the valid arrivals from the cosines rho_i and the staleness tau_i
+    staleness = arrivals.staleness
+    rho = jnp.where(staleness > SIMILARITY_AFTER, cosine_rows(moved, d, 0.0), 1.0)
+    tau = staleness.astype(rho.dtype)
+    raw = similarity_weight * (rho + 1) / 2 + staleness_weight * staleness_bound / (
+      tau + staleness_bound
+    )
+    p = normalized_weights(raw * row_counts(arrivals) if examples else raw, arrivals.mask)
     new = PortState(tree.axpy(server_lr, tree.weighted_sum(d, p), x), x)
     return step_result(arrivals, new, state, weight_max=jnp.max(jnp.where(arrivals.mask, p, 0.0)))
 

@@ -1,12 +1,15 @@
-"""What several algorithms share. Client side: :func:`run_local_steps`, every client rule's
-masked inner loop, and local SGD (the client of FedAvg, FedBuff, FedAsync, FedFa Alg. 2 and
-AsynFL eq. 2) with its FedProx and Autonomous-FedGM variants. Server side: the arrival
-weights (uniform or by examples, over |S_t| or all clients: AsynFL eq. 5, FedAvg), the servers
-feeding the weighted mean pseudo-gradient to an optax optimizer (FedAvg, FedBuff), FedNova's
-scales and Adam's moments (docs/algorithms/baselines.md, fedfa.md)."""
+"""What several algorithms share: the registries (``CLIENTS``, ``SERVERS``, ``ALGORITHMS``: a
+config's ``algorithm`` and ``hparams``) and the run facts some factories take (:class:`RunInfo`).
+Client side: :func:`run_local_steps`, every client rule's masked inner loop, and local SGD (the
+client of FedAvg, FedBuff, FedAsync, FedFa Alg. 2 and AsynFL eq. 2) with its FedProx and
+Autonomous-FedGM variants. Server side: the arrival weights (uniform or by examples, over |S_t|
+or all clients: AsynFL eq. 5, FedAvg), the servers feeding the weighted mean pseudo-gradient to
+an optax optimizer (FedAvg, FedBuff), FedNova's scales and Adam's moments
+(docs/algorithms/baselines.md, fedfa.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -15,7 +18,6 @@ import jax.numpy as jnp
 import optax
 
 from afl_jax import checks
-from afl_jax.algorithms._base import CLIENTS, SERVERS
 from afl_jax.core import tree
 from afl_jax.core.types import (
   Arrivals,
@@ -26,8 +28,44 @@ from afl_jax.core.types import (
   ServerRule,
   unchanged_if_no_arrival,
 )
+from afl_jax.registry import Registry
 
 ScalarOrSchedule = float | optax.Schedule
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RunInfo:
+  """Run facts some factories take: N, the widest step S, the median K, T, the model's
+  ``apply_fn`` and the unlabeled inputs."""
+
+  num_clients: int | None = None
+  arrivals_per_step: int | None = None
+  local_steps: int | None = None
+  num_rounds: int | None = None
+  apply_fn: Callable[..., Any] | None = None
+  unlabeled_x: Any = None
+
+
+CONTEXT_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunInfo))
+CLIENTS = Registry('client', shared=checks.COMMON)
+SERVERS = Registry('server', shared=checks.COMMON)
+ALGORITHMS = Registry(
+  'algorithm', section='hparams', name_field='algorithm', shared=checks.COMMON, facts=CONTEXT_FIELDS
+)
+
+
+def joint_init(
+  client: ClientRule, server_init: Callable[[Any, Any, Any], Any]
+) -> Callable[..., tuple[Any, Any]]:
+  """An ``Algorithm.init`` from one vmapped ``client.init`` over the N clients, then
+  ``server_init(params, tasks, states)``."""
+
+  def init(params, tasks, key):
+    keys = jax.random.split(key, tasks.client_id.shape[0])
+    states = jax.vmap(client.init, in_axes=(None, tasks.batch_axes(), 0))(params, tasks, keys)
+    return server_init(params, tasks, states), states
+
+  return init
 
 
 # ---- clients ------------------------------------------------------------------------------------
