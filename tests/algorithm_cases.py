@@ -2,7 +2,7 @@
 
 Shared by the registry-wide tests (tests/empty_step_test.py,
 tests/algorithms_sharding_test.py): ``build(name, run)`` fills the algorithm's
-declared run context from a :class:`~afl_jax.algorithms.registry.RunInfo` (as the
+declared run context from a :class:`~afl_jax.algorithms.RunInfo` (as the
 experiment pipeline does) and adds the few hyperparameters a tiny quadratic needs.
 """
 
