@@ -49,10 +49,10 @@ def distillation_loss(student_logits: jax.Array, probs: jax.Array, alpha: Any) -
   ``probs`` or ``alpha``."""
   probs = jax.lax.stop_gradient(probs)
   alpha = jax.lax.stop_gradient(jnp.asarray(alpha, student_logits.dtype))
-  log_q = jax.nn.log_softmax(student_logits, axis=-1)
-  kl = jnp.mean(jnp.sum(jax.scipy.special.xlogy(probs, probs) - probs * log_q, axis=-1))
+  log_q = lambda: jax.nn.log_softmax(student_logits, axis=-1)  # one per term: the same program
+  kl = jnp.mean(jnp.sum(jax.scipy.special.xlogy(probs, probs) - probs * log_q(), axis=-1))
   labels = jnp.argmax(probs, axis=-1)
-  ce = -jnp.mean(jnp.take_along_axis(log_q, labels[:, None], axis=-1))
+  ce = -jnp.mean(jnp.take_along_axis(log_q(), labels[:, None], axis=-1))
   return alpha * kl + (1.0 - alpha) * ce
 
 
