@@ -1,6 +1,6 @@
 """Datasets by name, partitions and batching: ``DATASETS`` maps a config's ``dataset`` to
 ``loader(data_dir=, download=, seed=, **dataset_args) -> ArrayDataset``, or, registered
-``federated=True``, ``loader(num_clients=, seed=, **dataset_args) -> FederatedData``
+``federated=True``, ``loader(num_clients=, seed=, **dataset_args) -> ClientLayout`` (:func:`grouped`)
 (``make(name, ...)``, ``names()``, ``settings(name)``; docs/extending.md)."""
 
 from afl_jax import checks
@@ -10,9 +10,8 @@ from afl_jax.data.digits import load_digits
 from afl_jax.data.federated import (
   PARTITIONS,
   ClientLayout,
-  FederatedData,
   federate,
-  from_federated,
+  grouped,
   make_federated,
   sample_batch,
   steps_per_epoch,
@@ -61,13 +60,12 @@ __all__ = [
   'ArrayDataset',
   'ClientLayout',
   'DataError',
-  'FederatedData',
   'Partition',
   'PartitionError',
   'dirichlet',
   'external_unlabeled',
   'federate',
-  'from_federated',
+  'grouped',
   'iid',
   'load_cifar10',
   'load_digits',
