@@ -1,7 +1,7 @@
-"""Datasets by name, partitions and batching: ``DATASETS`` maps a config's ``dataset`` to
-``loader(data_dir=, download=, seed=, **dataset_args) -> ArrayDataset``, or, registered
-``federated=True``, ``loader(num_clients=, seed=, **dataset_args) -> ClientLayout`` (:func:`grouped`)
-(``make(name, ...)``, ``names()``, ``settings(name)``; docs/extending.md)."""
+"""Datasets by name and partitions: ``DATASETS`` maps a config's ``dataset`` to ``loader(data_dir=,
+download=, seed=, **dataset_args) -> ArrayDataset``, or, registered ``federated=True``,
+``loader(num_clients=, seed=, **dataset_args) -> ClientLayout`` (:func:`grouped`); ``make(name,
+...)``, ``names()``, ``settings(name)`` (docs/extending.md)."""
 
 from afl_jax import checks
 from afl_jax.data.base import ArrayDataset, DataError
@@ -13,7 +13,6 @@ from afl_jax.data.federated import (
   federate,
   grouped,
   make_federated,
-  sample_batch,
   steps_per_epoch,
 )
 from afl_jax.data.fmnist import load_fashion_mnist, parse_idx, read_idx
@@ -77,7 +76,6 @@ __all__ = [
   'parse_idx',
   'read_idx',
   'register',
-  'sample_batch',
   'settings',
   'shards',
   'steps_per_epoch',

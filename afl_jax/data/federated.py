@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from afl_jax.data import partition as partition_lib
@@ -82,12 +80,13 @@ def federate(
   unlabeled_idx = pool[np.sort(perm[:unlabeled_size])]
   labeled_idx = pool[np.sort(perm[unlabeled_size:])]
   labels = dataset.train_y[labeled_idx]
-  if partition_name == 'iid':
-    part = partition_lib.iid(labels, num_clients, rng)
-  elif partition_name == 'dirichlet':
-    part = partition_lib.dirichlet(labels, num_clients, alpha, rng, min_size=min_size)
-  else:
-    part = partition_lib.shards(labels, num_clients, shards_per_client, rng)
+  part = {
+    'iid': lambda: partition_lib.iid(labels, num_clients, rng),
+    'dirichlet': lambda: partition_lib.dirichlet(
+      labels, num_clients, alpha, rng, min_size=min_size
+    ),
+    'shards': lambda: partition_lib.shards(labels, num_clients, shards_per_client, rng),
+  }[partition_name]()
   if part.sizes.min() < 1:
     raise partition_lib.PartitionError(
       f'partition {partition_name!r} left a client without samples (sizes min '
@@ -140,14 +139,6 @@ def make_federated(
   lay = federate(dataset, partition_name, num_clients, unlabeled_size=unlabeled_size, **partition)
   rows = lay.index
   return lay._replace(x=lay.x[rows], y=lay.y[rows], index=np.arange(len(rows), dtype=np.int32))
-
-
-def sample_batch(
-  x: jax.Array, y: jax.Array, offset: jax.Array, size: jax.Array, key: jax.Array, batch_size: int
-) -> tuple[jax.Array, jax.Array]:
-  """``batch_size`` rows drawn uniformly with replacement from the client's rows (vmappable)."""
-  idx = offset + jax.random.randint(key, (batch_size,), 0, size, dtype=jnp.int32)
-  return x[idx], y[idx]
 
 
 def steps_per_epoch(sizes: np.ndarray, batch_size: int) -> np.ndarray:
