@@ -18,7 +18,7 @@ from afl_jax.core.engine import SimState, StepInputs, to_host
 from afl_jax.core.problem import Problem
 from afl_jax.core.replicas import shared_problem_axes
 from afl_jax.core.types import Algorithm, prepared
-from afl_jax.schedules.schedule import Schedule, ScheduleError, clients_mismatch
+from afl_jax.schedules.schedule import Schedule, ScheduleError
 
 AXIS = engine.CLIENT_AXIS  # the one mesh axis: replicas or clients are sharded over it
 
@@ -62,10 +62,15 @@ class Simulator:
       raise ValueError(
         f'algorithm {algorithm.name!r} has regime {algorithm.regime!r}; valid: {engine.REGIMES}.'
       )
+    n = problem.num_clients
     for i, s in enumerate(schedules):
-      if s.num_clients != problem.num_clients:
-        where = f'schedule {i}: ' if self.batched else ''
-        raise ScheduleError(where + clients_mismatch(s.num_clients, problem.num_clients))
+      if s.num_clients != n:
+        raise ScheduleError(
+          (f'schedule {i}: ' if self.batched else '') + f'schedule.num_clients={s.num_clients} '
+          f'but the problem has {n} clients; build the schedule for all of them, e.g. '
+          f'afl_jax.schedules.from_arrays(..., num_clients={n}) (without num_clients, '
+          'from_arrays takes N = the largest arriving client id + 1).'
+        )
     # each distinct schedule checked once (replicas often share one)
     sched_arg = list({id(s): s for s in schedules}.values()) if self.batched else schedule
 
