@@ -104,15 +104,8 @@ def run(
   if evals:
     evaluations = {k: np.stack([e[k] for e in evals], axis=-1) for k in evals[0]}
     evaluations['step'] = np.asarray([e['step'] for e in evals], np.int64)
-  return Result(
-    params=sim.params(state),
-    metrics=out['metrics'],
-    params_history=history,
-    final_state=state,
-    num_steps=sim.replica_steps if sim.batched else sim.num_steps,
-    history_steps=steps,
-    evaluations=evaluations,
-  )
+  num_steps = sim.replica_steps if sim.batched else sim.num_steps
+  return Result(sim.params(state), out['metrics'], history, state, num_steps, steps, evaluations)
 
 
 def simulate(
@@ -237,25 +230,15 @@ def simulator(
         f'replica {i} builds a structurally different algorithm (regime, compressor, '
         'init); run it in a separate sweep group.'
       )
+  stacked, axes = problem, None
   if isinstance(problem, list | tuple):
     stacked, axes = replicas.stack_problems(_as_list(problem, r, 'problems'))
-  else:
-    stacked, axes = problem, None
   return Simulator(
-    first[0],
-    stacked,
-    schedule_list,
-    build=lambda values: factory(**static, **values),
-    hparams=traced,
-    problem_axes=axes,
-    chunk_size=chunk_size,
-    record_params=record_params,
-    mesh=mesh,
-    memory_limit_bytes=memory_limit_bytes,
-    local_step_buckets=local_step_buckets,
-    compute_dtype=compute_dtype,
-    client_block_size=client_block_size,
-  )
+    first[0], stacked, schedule_list, build=lambda values: factory(**static, **values),
+    hparams=traced, problem_axes=axes, chunk_size=chunk_size, record_params=record_params,
+    mesh=mesh, memory_limit_bytes=memory_limit_bytes, local_step_buckets=local_step_buckets,
+    compute_dtype=compute_dtype, client_block_size=client_block_size,
+  )  # fmt: skip
 
 
 def _check_params(problem: Any, params0: Any, r: int, params_per_replica: bool) -> None:
