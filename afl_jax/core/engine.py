@@ -140,12 +140,9 @@ def plan_slots(
     blocks = b or choose_step_blocks(schedules, regime, width, unit)
     slots = _up(width, blocks * unit)
     plan = (slots, slots // blocks, True)
-  if b is None and plan[2]:  # automatic: sorted blocks only where they save local steps
-    if (
-      local_step_work(schedules, regime, *plan)[1] >= local_step_work(schedules, regime, *padded)[1]
-    ):
-      return padded
-  return plan
+  work = lambda p: local_step_work(schedules, regime, *p)[1]
+  # automatic: sorted blocks only where they save local steps
+  return padded if b is None and plan[2] and work(plan) >= work(padded) else plan
 
 
 def report_width(schedules: Schedule | Any, unit: int, num_slots: int) -> int:
