@@ -5,14 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from afl_jax.data import (
-  ArrayDataset,
-  dirichlet,
-  iid,
-  make_federated,
-  shards,
-  steps_per_epoch,
-)
+from afl_jax.data import ArrayDataset, dirichlet, iid, make_federated, shards, steps_per_epoch
 from afl_jax.pipeline import task
 
 # 10 balanced classes of 500 samples, in a shuffled order.
