@@ -51,11 +51,6 @@ def _period(name: str, k: Any) -> int:
   return int(k)
 
 
-def _host(tree: Any) -> Any:
-  """A host copy (the state's buffers are donated to the next chunk)."""
-  return jax.tree.map(lambda x: np.array(x, copy=True), tree)
-
-
 def _chunk(chunk_size: int | None, *periods: int | None) -> int | None:
   """The scan length: a divisor of every period (so each kept/evaluated step ends a chunk)."""
   given = [p for p in periods if p is not None]
@@ -81,7 +76,10 @@ def run(
     """After ``step`` server steps (a chunk end): keep and evaluate where due."""
     due_keep = keep_every is not None and step > 0 and step % keep_every == 0
     due_eval = eval_fn is not None and (step % eval_every == 0 or step == sim.num_steps)
-    params = _host(sim.params(state)) if due_keep or due_eval else None
+    if not (due_keep or due_eval):
+      return
+    # a host copy: the state's buffers are donated to the next chunk
+    params = jax.tree.map(lambda x: np.array(x, copy=True), sim.params(state))
     if due_keep:
       kept_steps.append(step)
       kept.append(params)
@@ -106,15 +104,8 @@ def run(
   if evals:
     evaluations = {k: np.stack([e[k] for e in evals], axis=-1) for k in evals[0]}
     evaluations['step'] = np.asarray([e['step'] for e in evals], np.int64)
-  return Result(
-    params=sim.params(state),
-    metrics=out['metrics'],
-    params_history=history,
-    final_state=state,
-    num_steps=sim.replica_steps if sim.batched else sim.num_steps,
-    history_steps=steps,
-    evaluations=evaluations,
-  )
+  num_steps = sim.replica_steps if sim.batched else sim.num_steps
+  return Result(sim.params(state), out['metrics'], history, state, num_steps, steps, evaluations)
 
 
 def simulate(
@@ -132,12 +123,7 @@ def simulate(
   """Run ``algorithm`` on ``problem`` along ``schedule`` from ``params0``, keeping the params
   every ``keep_every`` steps (1: each) and calling ``eval_fn(params) -> dict`` initially,
   every ``eval_every`` steps and at the end. ArgumentError / ScheduleError before compiling."""
-  n = _num_keys(key)
-  if n is not None:
-    got = _what(key)
-    if n >= 0 and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
-      got = f'{n} keys ({got}); simulate runs one replica, afl_jax.sweep runs one per key'
-    raise ArgumentError(f'key must be one PRNG key; got {got}. Pass jax.random.key(seed).')
+  _num_keys(key, one=True)
   check_params(problem, params0)
   keep = _period('keep_every', keep_every)
   every = _period('eval_every', eval_every) if eval_fn is not None else None
@@ -148,21 +134,31 @@ def simulate(
   return run(sim, params0, key, keep_every=keep, eval_fn=eval_fn, eval_every=every or 1)
 
 
-def _num_keys(key: Any) -> int | None:
-  """None for one PRNG key (typed, shape (); raw uint32 [2] or [4]), R for R keys (typed
-  [R]; raw [R, 2]), -1 for anything else."""
+def _num_keys(key: Any, one: bool) -> int | None:
+  """None for one PRNG key (typed, shape (); raw uint32 [2] or [4]), R >= 1 for R keys (typed
+  [R]; raw [R, 2]); else (or, ``one``, for R keys) the ArgumentError of simulate / sweep."""
   dtype = getattr(key, 'dtype', None)
   typed = dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
   raw = not typed and dtype == np.uint32
   shape = tuple(np.shape(key)) if dtype is not None else None
+  n = -1
   if (typed and shape == ()) or (raw and shape in ((2,), (4,))):
-    return None
-  return shape[0] if (typed and len(shape) == 1) or (raw and len(shape) == 2) else -1
-
-
-def _what(key: Any) -> str:
-  dtype = getattr(key, 'dtype', None)
-  return type(key).__name__ if dtype is None else f'{dtype} of shape {tuple(np.shape(key))}'
+    n = None
+  elif (typed and len(shape) == 1) or (raw and len(shape) == 2):
+    n = shape[0]
+  got = type(key).__name__ if dtype is None else f'{dtype} of shape {shape}'
+  split = 'jax.random.split(jax.random.key(seed), R)'
+  if one and n is not None:
+    if n >= 0 and typed:
+      got = f'{n} keys ({got}); simulate runs one replica, afl_jax.sweep runs one per key'
+    raise ArgumentError(f'key must be one PRNG key; got {got}. Pass jax.random.key(seed).')
+  if not one and (n is None or n < 0):
+    raise ArgumentError(f'keys must be R PRNG keys, one per replica; got {got}. Pass {split}.')
+  if not one and n == 0:
+    raise ArgumentError(
+      f'keys holds no keys (R = 0 replicas); pass one key per replica, {split} with R >= 1.'
+    )
+  return n
 
 
 def _as_list(x: Any, r: int, what: str) -> list:
@@ -234,25 +230,15 @@ def simulator(
         f'replica {i} builds a structurally different algorithm (regime, compressor, '
         'init); run it in a separate sweep group.'
       )
+  stacked, axes = problem, None
   if isinstance(problem, list | tuple):
     stacked, axes = replicas.stack_problems(_as_list(problem, r, 'problems'))
-  else:
-    stacked, axes = problem, None
   return Simulator(
-    first[0],
-    stacked,
-    schedule_list,
-    build=lambda values: factory(**static, **values),
-    hparams=traced,
-    problem_axes=axes,
-    chunk_size=chunk_size,
-    record_params=record_params,
-    mesh=mesh,
-    memory_limit_bytes=memory_limit_bytes,
-    local_step_buckets=local_step_buckets,
-    compute_dtype=compute_dtype,
-    client_block_size=client_block_size,
-  )
+    first[0], stacked, schedule_list, build=lambda values: factory(**static, **values),
+    hparams=traced, problem_axes=axes, chunk_size=chunk_size, record_params=record_params,
+    mesh=mesh, memory_limit_bytes=memory_limit_bytes, local_step_buckets=local_step_buckets,
+    compute_dtype=compute_dtype, client_block_size=client_block_size,
+  )  # fmt: skip
 
 
 def _check_params(problem: Any, params0: Any, r: int, params_per_replica: bool) -> None:
@@ -292,16 +278,7 @@ def sweep(
   keywords (Simulator options; ``local_step_buckets`` default 0) and the hyperparameters,
   a float one optionally R values (traced). A replica's value out of range is a
   ConfigError naming the replica, before compute."""
-  r = _num_keys(keys)
-  split = 'jax.random.split(jax.random.key(seed), R)'
-  if r is None or r < 0:
-    raise ArgumentError(
-      f'keys must be R PRNG keys, one per replica; got {_what(keys)}. Pass {split}.'
-    )
-  if r == 0:
-    raise ArgumentError(
-      f'keys holds no keys (R = 0 replicas); pass one key per replica, {split} with R >= 1.'
-    )
+  r = _num_keys(keys, one=False)
   _check_params(problem, params0, r, params_per_replica)
   keep = None if keep_every is None else _period('keep_every', keep_every)
   every = _period('eval_every', eval_every) if eval_fn is not None else None

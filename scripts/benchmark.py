@@ -280,9 +280,9 @@ def _random_problem(sizes, spec, rng=None):
   x = rng.normal(size=(total, *image)).astype(np.float32)
   y = rng.integers(0, 10, size=total).astype(np.int32)
   offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
-  fed = data.FederatedData(x, y, offsets, sizes.astype(np.int32), x[:10], y[:10], x[:0], 10)
+  lay = data.grouped(x, y, offsets, sizes.astype(np.int32), x[:10], y[:10], x[:0], 10)
   apply_fn = models.fast_apply(model.apply)
-  return task_lib.make_problem(data.from_federated(fed), apply_fn, BATCH, jnp.float32), params
+  return task_lib.make_problem(lay, apply_fn, BATCH, jnp.float32), params
 
 
 # ---- timing: every measurement waits for its result ----------------------------------------

@@ -54,12 +54,11 @@ def main(argv):
   x, y = norm(ds.train_x[order]), ds.train_y[order].astype(np.int32)
   offsets = ((np.arange(n, dtype=np.int64) * (len(y) - size)) // max(n - 1, 1)).astype(np.int32)
   sizes = np.full(n, size, np.int32)
-  fed = data.FederatedData(
+  layout = data.grouped(
     x, y, offsets, sizes, norm(ds.test_x), ds.test_y.astype(np.int32), x[:0], 10
   )
   model = models.make('logreg', num_classes=10)
   params = model.init(jax.random.key(0), jnp.zeros((1, 28, 28)))
-  layout = data.from_federated(fed)
   problem = task.make_problem(layout, model.apply, _BATCH.value, jnp.float32)
   durations = afl_jax.schedules.durations.make('normal', mean=1.5, std=0.5)
   t0 = time.perf_counter()

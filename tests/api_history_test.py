@@ -56,18 +56,8 @@ def test_sweep_keeps_and_evaluates_each_replica():
     a, b, x0, sched, _ = _setup()
     lrs = [0.2, 0.3]
     keys = jax.random.split(jax.random.key(0), 2)
-    res = afl_jax.sweep(
-      'fedbuff',
-      quadratic_problem(a, b),
-      sched,
-      {'x': x0},
-      keys,
-      client_lr=lrs,
-      server_lr=ETA,
-      keep_every=3,
-      eval_fn=_held_out,
-      eval_every=2,
-    )
+    opts = dict(client_lr=lrs, server_lr=ETA, keep_every=3, eval_fn=_held_out, eval_every=2)
+    res = afl_jax.sweep('fedbuff', quadratic_problem(a, b), sched, {'x': x0}, keys, **opts)
     np.testing.assert_array_equal(res.history_steps, [3, 6])
     np.testing.assert_array_equal(res.evaluations['step'], [0, 2, 4, 6])
     assert res.params_history['x'].shape == (2, 2, 4)

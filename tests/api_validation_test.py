@@ -168,13 +168,8 @@ def _result_run():
 @pytest.mark.parametrize('name', sorted(DOCUMENTED))
 def test_result_metrics_have_the_documented_keys(name):
   _, _, problem, schedule, params0 = _result_run()
-  res = afl_jax.simulate(
-    algorithm_cases.build(name, algorithm_cases.run_info(3)),
-    problem,
-    schedule,
-    params0,
-    jax.random.key(0),
-  )
+  alg = algorithm_cases.build(name, algorithm_cases.run_info(3))
+  res = afl_jax.simulate(alg, problem, schedule, params0, jax.random.key(0))
   keys = set(res.metrics)
   assert EVERY_RUN | DOCUMENTED[name] <= keys, sorted(keys)
   assert all(k in EVERY_RUN or k.startswith(('client/', 'server/')) for k in keys), sorted(keys)

@@ -5,15 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from afl_jax.data import (
-  ArrayDataset,
-  dirichlet,
-  iid,
-  make_federated,
-  sample_batch,
-  shards,
-  steps_per_epoch,
-)
+from afl_jax.data import ArrayDataset, dirichlet, iid, make_federated, shards, steps_per_epoch
+from afl_jax.pipeline import task
 
 # 10 balanced classes of 500 samples, in a shuffled order.
 LABELS = np.random.default_rng(123).permutation(np.repeat(np.arange(10), 500))
@@ -111,15 +104,20 @@ def test_validation_errors_name_argument_value_and_range(call, match):
     call()
 
 
-def test_sample_batch_only_returns_the_clients_rows_under_vmap():
+def _sample(x, y, offsets, sizes, keys, batch_size):
+  """The pipeline's sampler (afl_jax.pipeline.task) on client-ordered rows, vmapped."""
+  shared = {'x': x, 'y': y, 'index': jnp.arange(len(y), dtype=jnp.int32)}
+  fn = jax.vmap(task.make_sample_fn(batch_size), in_axes=(None, 0, 0))
+  return jax.jit(fn)(shared, {'offset': jnp.asarray(offsets), 'size': jnp.asarray(sizes)}, keys)
+
+
+def test_a_batch_holds_only_the_clients_rows_under_vmap():
   sizes = np.array([1, 3, 7, 20], np.int32)
   offsets = (np.cumsum(sizes) - sizes).astype(np.int32)
   n = int(sizes.sum())
   x = jnp.arange(n, dtype=jnp.float32)[:, None] * jnp.ones((1, 2))  # row j holds j
   y = jnp.asarray(np.repeat(np.arange(4), sizes), jnp.int32)  # label = owner
-  keys = jax.random.split(jax.random.key(0), 4)
-  fn = jax.jit(jax.vmap(sample_batch, in_axes=(None, None, 0, 0, 0, None)), static_argnums=5)
-  xb, yb = fn(x, y, jnp.asarray(offsets), jnp.asarray(sizes), keys, 200)
+  xb, yb = _sample(x, y, offsets, sizes, jax.random.split(jax.random.key(0), 4), 200)
   assert xb.shape == (4, 200, 2) and yb.shape == (4, 200)
   rows = np.asarray(xb[..., 0]).astype(int)
   for i in range(4):
@@ -130,12 +128,11 @@ def test_sample_batch_only_returns_the_clients_rows_under_vmap():
       assert len(np.unique(rows[i])) == sizes[i]
 
 
-def test_sample_batch_is_uniform():
+def test_a_batch_is_uniform():
   # 7,000 draws over 7 rows: each count ~ Binomial(7000, 1/7), sd ~ 29; allow 5 sd.
-  x = jnp.arange(20.0)
-  y = jnp.zeros(20, jnp.int32)
-  xb, _ = jax.jit(sample_batch, static_argnums=5)(x, y, 5, 7, jax.random.key(1), 7000)
-  counts = np.bincount(np.asarray(xb).astype(int) - 5, minlength=7)
+  x, y = jnp.arange(20.0), jnp.zeros(20, jnp.int32)
+  xb, _ = _sample(x, y, [5], [7], jax.random.key(1)[None], 7000)
+  counts = np.bincount(np.asarray(xb[0]).astype(int) - 5, minlength=7)
   assert counts.shape == (7,)
   np.testing.assert_allclose(counts, 1000, atol=5 * 29)
 

@@ -139,31 +139,40 @@ TRAIN_ARGS = [
 ]
 
 
-def _train_env() -> dict:
-  env = dict(os.environ, AFL_JAX_CPU_DEVICES='1', JAX_PLATFORMS='cpu')
+def _train_env(devices: str = '1') -> dict:
+  env = dict(os.environ, AFL_JAX_CPU_DEVICES=devices, JAX_PLATFORMS='cpu')
   env.pop('XLA_FLAGS', None)
   return env
 
 
-def _train_pair(workdir: str, logs: str, *extra: str) -> list[str]:
-  """scripts/train.py as 2 processes into one workdir; fails the test if either fails."""
+def _one(command: list[str], devices: str = '1') -> subprocess.CompletedProcess:
+  """``command`` as one process of ``devices`` CPU devices."""
+  run = subprocess.run
+  return run(command, env=_train_env(devices), cwd=ROOT, capture_output=True, text=True,
+             timeout=TIMEOUT_S)  # fmt: skip
+
+
+def _pair(command: list[str], logs: str, what: str) -> list[str]:
+  """``command`` as 2 processes (one workdir); fails the test if either fails."""
   n = len(os.listdir(logs))
   return _two_processes(
     lambda pid, port: [
-      sys.executable,
-      TRAIN,
-      *TRAIN_ARGS,
-      f'--workdir={workdir}',
-      *extra,
+      *command,
       '--num_processes=2',
       f'--process_id={pid}',
       f'--coordinator=127.0.0.1:{port}',
     ],  # fmt: skip
-    [os.path.join(logs, f'train_{n + pid}_{pid}.log') for pid in range(2)],
+    [os.path.join(logs, f'{what.split()[-1]}_{n + pid}_{pid}.log') for pid in range(2)],
     _train_env(),
     cwd=ROOT,
-    what='2-process train',
+    what=what,
   )
+
+
+def _train_pair(workdir: str, logs: str, *extra: str) -> list[str]:
+  """scripts/train.py as 2 processes into one workdir."""
+  command = [sys.executable, TRAIN, *TRAIN_ARGS, f'--workdir={workdir}', *extra]
+  return _pair(command, logs, '2-process train')
 
 
 def _outputs(workdir: str) -> dict[str, int]:
@@ -198,14 +207,7 @@ def test_train_script_two_processes_write_one_set_of_outputs(tmp_path):
   text = _train_pair(two, logs)  # resumes from the checkpoint at step 4
   assert 'resumed from checkpoint at server step 4' in text[0]
   assert 'step 8/8' in text[0] and 'step 8/8' not in text[1]  # only process 0 logs
-  reference = subprocess.run(
-    [sys.executable, TRAIN, *TRAIN_ARGS, f'--workdir={one}'],
-    env=_train_env(),
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=TIMEOUT_S,
-  )
+  reference = _one([sys.executable, TRAIN, *TRAIN_ARGS, f'--workdir={one}'])
   assert reference.returncode == 0, reference.stderr[-3000:]
   got, want = metrics_io.read_metrics(two), metrics_io.read_metrics(one)
   assert [r['step'] for r in got] == [0, 4, 8]  # each record once: one writer
@@ -250,33 +252,12 @@ def _sweep_command(config: str, workdir: str) -> list[str]:
 
 
 def _sweep_pair(config: str, workdir: str, logs: str, *extra: str) -> list[str]:
-  n = len(os.listdir(logs))
-  return _two_processes(
-    lambda pid, port: [
-      *_sweep_command(config, workdir),
-      *extra,
-      '--num_processes=2',
-      f'--process_id={pid}',
-      f'--coordinator=127.0.0.1:{port}',
-    ],
-    [os.path.join(logs, f'sweep_{n + pid}_{pid}.log') for pid in range(2)],
-    _train_env(),
-    cwd=ROOT,
-    what='2-process sweep',
-  )
+  return _pair([*_sweep_command(config, workdir), *extra], logs, '2-process sweep')
 
 
 def _one_process_sweep(config: str, workdir: str, *extra: str) -> str:
   """The same sweep in one process of 2 CPU devices: the same devices, identity and program."""
-  env = _train_env() | {'AFL_JAX_CPU_DEVICES': '2'}
-  done = subprocess.run(
-    [*_sweep_command(config, workdir), *extra],
-    env=env,
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=TIMEOUT_S,
-  )
+  done = _one([*_sweep_command(config, workdir), *extra], devices='2')
   assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
   return done.stdout + done.stderr
 
@@ -336,15 +317,7 @@ def test_sweep_in_two_processes_stopped_then_rerun(tmp_path):
   text = _sweep_pair(config, two, logs)
   assert '4 runs (4 finished earlier, reused) in 0 group(s)' in text[0], text[0][-2000:]
   assert _run_files(two) == _run_files(one)
-  env = _train_env()  # 1 device: engine.devices 2 -> 1, another identity
-  refused = subprocess.run(
-    _sweep_command(config, two),
-    env=env,
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=TIMEOUT_S,
-  )
+  refused = _one(_sweep_command(config, two))  # 1 device: engine.devices 2 -> 1, another identity
   assert refused.returncode == 1
   last = refused.stderr.strip().splitlines()[-1]
   assert last.startswith('error: ') and 'holds a run of other inputs' in last, last

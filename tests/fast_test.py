@@ -331,11 +331,7 @@ def test_winograd_within_its_rounding_bound(m, size, monkeypatch):
     )
     forward, input_grad, kernel_grad, keep = winograd.parts((size, size), m)
     ax, aw, ady = f64(np.abs(x), np.abs(w), np.abs(dy))
-    bound = (
-      forward(ax, aw),
-      input_grad(ady, aw),
-      kernel_grad(keep(ax, aw)[1], ady),
-    )
+    bound = (forward(ax, aw), input_grad(ady, aw), kernel_grad(keep(ax, aw)[1], ady))
   a = m + 2
   tiles = n * (-(-size // m)) ** 2
   k = 3 + 2 * a * a + 9 + max(c, o) + m * m + tiles

@@ -79,11 +79,7 @@ def test_image_input_layouts_agree(name):
   x = jnp.asarray(np.random.default_rng(1).uniform(size=(3, 28, 28)), jnp.float32)
   params = numpy_params(model, x)
   out, out_nhwc, out_flat = jax.jit(
-    lambda p: (
-      model.apply(p, x),
-      model.apply(p, x[..., None]),
-      model.apply(p, x.reshape(3, -1)),
-    )
+    lambda p: (model.apply(p, x), model.apply(p, x[..., None]), model.apply(p, x.reshape(3, -1)))
   )(params)
   assert out.shape == (3, 10)
   np.testing.assert_allclose(out_nhwc, out, rtol=1e-6, atol=1e-6)

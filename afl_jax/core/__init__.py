@@ -3,14 +3,7 @@
 from afl_jax.core.engine import SimState, StepInputs, step_inputs
 from afl_jax.core.problem import Problem, from_loss
 from afl_jax.core.simulator import Simulator
-from afl_jax.core.types import (
-  Algorithm,
-  Arrivals,
-  ClientRule,
-  EmptyState,
-  LocalTask,
-  ServerRule,
-)
+from afl_jax.core.types import Algorithm, Arrivals, ClientRule, EmptyState, LocalTask, ServerRule
 
 __all__ = [
   'Algorithm',

@@ -140,12 +140,9 @@ def plan_slots(
     blocks = b or choose_step_blocks(schedules, regime, width, unit)
     slots = _up(width, blocks * unit)
     plan = (slots, slots // blocks, True)
-  if b is None and plan[2]:  # automatic: sorted blocks only where they save local steps
-    if (
-      local_step_work(schedules, regime, *plan)[1] >= local_step_work(schedules, regime, *padded)[1]
-    ):
-      return padded
-  return plan
+  work = lambda p: local_step_work(schedules, regime, *p)[1]
+  # automatic: sorted blocks only where they save local steps
+  return padded if b is None and plan[2] and work(plan) >= work(padded) else plan
 
 
 def report_width(schedules: Schedule | Any, unit: int, num_slots: int) -> int:
@@ -203,21 +200,6 @@ def example_counts(problem: Problem) -> jax.Array:
   if problem.client_sizes is None:
     return jnp.ones(problem.num_clients, jnp.int32)
   return jnp.asarray(problem.client_sizes, jnp.int32)
-
-
-def _all_tasks(problem: Problem, num_steps: Any, max_steps: int) -> LocalTask:
-  n = problem.num_clients
-  return LocalTask(
-    view=problem.client_views,
-    shared=problem.shared,
-    num_steps=jnp.asarray(num_steps, jnp.int32),
-    active=jnp.ones(n, bool),
-    client_id=jnp.arange(n, dtype=jnp.int32),
-    loss_fn=problem.loss_fn,
-    sample_fn=problem.sample_fn,
-    max_steps=max_steps,
-    num_examples=example_counts(problem),
-  )
 
 
 def default_mesh() -> Mesh:
@@ -317,16 +299,22 @@ def make_program(
   def init(params, key, problem, hparams, client_steps) -> SimState:
     alg = build(hparams)
     init_key = jax.random.fold_in(key, 0x7FFFFFFF)
-    tasks = _all_tasks(problem, client_steps, max_steps)
+    n = problem.num_clients
+    tasks = LocalTask(
+      view=problem.client_views, shared=problem.shared,
+      num_steps=jnp.asarray(client_steps, jnp.int32), active=jnp.ones(n, bool),
+      client_id=jnp.arange(n, dtype=jnp.int32), loss_fn=problem.loss_fn,
+      sample_fn=problem.sample_fn, max_steps=max_steps, num_examples=example_counts(problem),
+    )  # fmt: skip
     if alg.init is not None:
       server_state, client_states = alg.init(params, tasks, init_key)
     else:
       server_state = alg.server.init(params)
-      keys = jax.random.split(init_key, problem.num_clients)
+      keys = jax.random.split(init_key, n)
       client_states = jax.vmap(alg.client.init, in_axes=(None, tasks.batch_axes(), 0))(
         params, tasks, keys
       )
-    check_server_clients(alg.name, server_state, problem.num_clients)
+    check_server_clients(alg.name, server_state, n)
     bcast = alg.server.broadcast(server_state)
     comp_states = EmptyState()
     if alg.compressor is not None:  # its state is shaped like one client's message
@@ -334,9 +322,7 @@ def make_program(
       first = tree.gather(client_states, 0)
       msg = jax.eval_shape(alg.client.update, bcast, first, task, jax.random.key(0))[0]
       template = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), msg)
-      comp_states = jax.vmap(lambda _: alg.compressor.init(template))(
-        jnp.arange(problem.num_clients)
-      )
+      comp_states = jax.vmap(lambda _: alg.compressor.init(template))(jnp.arange(n))
     ring_ = tree.stack_n(bcast, ring_size)
     return SimState(jnp.zeros((), jnp.int32), server_state, client_states, comp_states, ring_)
 
@@ -349,18 +335,10 @@ def make_program(
     ):
       """One client's update; what it reads is an argument (:func:`train_clients`)."""
       task = LocalTask(
-        view=view,
-        shared=shared,
-        num_steps=num_steps,
-        active=active,
-        client_id=cid,
-        loss_fn=problem.loss_fn,
-        sample_fn=problem.sample_fn,
-        max_steps=max_steps,
-        step=t,
-        start_step=t - tau,
-        loop_steps=bound,
-      )
+        view=view, shared=shared, num_steps=num_steps, active=active, client_id=cid,
+        loss_fn=problem.loss_fn, sample_fn=problem.sample_fn, max_steps=max_steps, step=t,
+        start_step=t - tau, loop_steps=bound,
+      )  # fmt: skip
       return build(hparams).client.update(bcast, cstate, task, key)
 
     def train_block(clients, xb, ring_, key_t, t):
@@ -401,22 +379,16 @@ def make_program(
       key_t = jax.random.fold_in(key, t)
       clients, (msgs, cmetrics) = train(state.clients, x, state.ring, key_t, t)
       comp_states = state.compressor
-      bits_each = jnp.full((num_slots,), _bits(msgs) / num_slots, jnp.float32)
+      bits_each = jnp.full((num_slots,), float(tree.dense_bits(msgs)) / num_slots, jnp.float32)
       if compressor is not None:
         msgs, comp_states, bits_each = compress_reports(
           compressor, msgs, comp_states, x, jax.random.fold_in(key_t, 1), width, constrain
         )
       counts = example_counts(problem)
       arrivals = Arrivals(
-        client_ids=x.client_ids,
-        staleness=x.staleness,
-        mask=x.send_mask,
-        num_steps=x.num_steps,
-        start_broadcast=constrain(tree.gather(state.ring, x.ring_slot)),
-        step=t,
-        num_examples=counts[x.client_ids],
-        total_examples=jnp.sum(counts),
-      )
+        x.client_ids, x.staleness, x.send_mask, x.num_steps,
+        constrain(tree.gather(state.ring, x.ring_slot)), t, counts[x.client_ids], jnp.sum(counts),
+      )  # fmt: skip
       server_state, smetrics = server.update(
         state.server, msgs, arrivals, jax.random.fold_in(key_t, 2)
       )
@@ -433,7 +405,7 @@ def make_program(
       metrics.update({f'server/{k}': v for k, v in smetrics.items()})
       metrics['arrivals'] = jnp.sum(sent)
       metrics['bits_up'] = jnp.sum(bits_each * sent)
-      metrics['bits_down'] = jnp.sum(sent) * _bits(new_bcast)
+      metrics['bits_down'] = jnp.sum(sent) * float(tree.dense_bits(new_bcast))
       out = {'metrics': metrics}
       if record_params:
         out['params'] = server.params(server_state)
@@ -474,8 +446,3 @@ def compress_reports(
   msgs = constrain(tree.scatter(msgs, pos, constrain(sent), valid))
   bits_each = tree.scatter(jnp.zeros(x.send_mask.shape, jnp.float32), pos, bits, valid)
   return msgs, comp_states, bits_each
-
-
-def _bits(tree_: Any) -> float:
-  """Bits of a pytree sent uncompressed (static): 32 per value."""
-  return float(tree.dense_bits(tree_))

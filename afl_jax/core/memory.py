@@ -59,11 +59,8 @@ def _one_replica(tree: Any, axes: Any) -> Any:
     return jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), tree)
   leaves, treedef = jax.tree.flatten(tree)
   flat_axes = jax.tree.leaves(axes, is_leaf=lambda a: a is None)
-  out = [
-    jax.ShapeDtypeStruct(np.shape(x)[1:] if a == 0 else np.shape(x), x.dtype)
-    for x, a in zip(leaves, flat_axes)
-  ]
-  return jax.tree.unflatten(treedef, out)
+  shape = lambda x, a: jax.ShapeDtypeStruct(np.shape(x)[int(a == 0) :], x.dtype)
+  return jax.tree.unflatten(treedef, [shape(x, a) for x, a in zip(leaves, flat_axes)])
 
 
 def client_step_bytes(problem: Any, params_shape: Any, replica_axes: Any = None) -> int:
@@ -103,7 +100,7 @@ def estimate(
   )
   step = num_replicas * block_size
   report = {
-    'per_client_state': nbytes(state_shape.clients) + nbytes(state_shape.compressor),
+    'per_client_state': nbytes((state_shape.clients, state_shape.compressor)),
     'ring_buffer': nbytes(state_shape.ring),
     'server_state': nbytes(state_shape.server),
     'client_data': nbytes(problem.client_views) + shared,

@@ -19,6 +19,10 @@ from afl_jax.errors import ArgumentError
 REDUCTIONS = ('mean', 'sum')
 
 
+def _full_batch(shared, view, key):
+  return view
+
+
 @struct.dataclass
 class Problem:
   """Attributes:
@@ -37,11 +41,6 @@ class Problem:
   sample_fn: Callable[..., Any] = struct.field(pytree_node=False)
   num_clients: int = struct.field(pytree_node=False)
   client_sizes: Any = None
-
-
-def _full_batch(shared, view, key):
-  del shared, key
-  return view
 
 
 def _stack_ragged(clients: Sequence[Any]) -> tuple[Any, np.ndarray]:
@@ -106,59 +105,34 @@ def from_loss(
         f'{[jnp.shape(x) for x in leaves]}.'
       )
   rows = int(jnp.shape(leaves[0])[1]) if jnp.ndim(leaves[0]) > 1 else 1
-  if full_batch:
-    sample_fn = _full_batch
-  else:
 
-    def sample_fn(shared, view, key):
-      del shared
-      idx = jax.random.randint(key, (batch_size,), 0, rows)
-      return jax.tree.map(lambda x: x[idx], view)
+  def sample_fn(shared, view, key):
+    idx = jax.random.randint(key, (batch_size,), 0, rows)
+    return jax.tree.map(lambda x: x[idx], view)
 
-  return Problem(
-    client_views=client_data,
-    shared=None,
-    loss_fn=loss_fn,
-    sample_fn=sample_fn,
-    num_clients=n,
-    client_sizes=np.full(n, rows, np.int32),
-  )
+  sample = _full_batch if full_batch else sample_fn  # one full-batch sampler: problems stack
+  return Problem(client_data, None, loss_fn, sample, n, np.full(n, rows, np.int32))
 
 
 def _ragged(loss_fn, clients, full_batch, batch_size, reduction) -> Problem:
   data, sizes = _stack_ragged(clients)
-  views = {'rows': data, 'size': sizes}
-  if full_batch:
 
-    def sample_fn(shared, view, key):
-      del shared, key
+  def sample_fn(shared, view, key):
+    if full_batch:
       width = jax.tree.leaves(view['rows'])[0].shape[0]
       return {'rows': view['rows'], 'valid': jnp.arange(width) < view['size']}
+    idx = jax.random.randint(key, (batch_size,), 0, view['size'])  # valid rows only
+    return jax.tree.map(lambda x: x[idx], view['rows'])
 
-    def masked_loss(params, batch):
-      one = lambda row: loss_fn(params, jax.tree.map(lambda x: x[None], row))
-      per_row = jax.vmap(one)(batch['rows'])
-      valid = batch['valid'].astype(per_row.dtype)
-      total = jnp.sum(jnp.where(batch['valid'], per_row, 0.0))
-      return total / jnp.sum(valid) if reduction == 'mean' else total
+  def masked_loss(params, batch):
+    one = lambda row: loss_fn(params, jax.tree.map(lambda x: x[None], row))
+    per_row = jax.vmap(one)(batch['rows'])
+    valid = batch['valid'].astype(per_row.dtype)
+    total = jnp.sum(jnp.where(batch['valid'], per_row, 0.0))
+    return total / jnp.sum(valid) if reduction == 'mean' else total
 
-    loss = masked_loss
-  else:
-
-    def sample_fn(shared, view, key):
-      del shared
-      idx = jax.random.randint(key, (batch_size,), 0, view['size'])  # valid rows only
-      return jax.tree.map(lambda x: x[idx], view['rows'])
-
-    loss = loss_fn
-  return Problem(
-    client_views=views,
-    shared=None,
-    loss_fn=loss,
-    sample_fn=sample_fn,
-    num_clients=len(clients),
-    client_sizes=np.asarray(sizes, np.int32),
-  )
+  loss = masked_loss if full_batch else loss_fn
+  return Problem({'rows': data, 'size': sizes}, None, loss, sample_fn, len(clients), sizes)
 
 
 def _leaf_text(x: Any) -> str:
@@ -201,16 +175,23 @@ def check_params(problem: Problem, params: Any, *, name: str = 'params0') -> Non
         f'pass it as jnp.asarray(..., jnp.float32) (or float64 with jax_enable_x64).'
       )
 
-  def loss(p, shared, views):  # the data as arguments: abstract, as in the engine
-    return problem.loss_fn(p, _batch0(problem, shared, views))
+  def batch0(shared, views):  # the data as arguments: abstract, as in the engine
+    return problem.sample_fn(shared, jax.tree.map(lambda v: v[0], views), jax.random.key(0))
 
+  def first_line(e: BaseException) -> str:
+    return (str(e).strip() or repr(e)).splitlines()[0].rstrip('.')
+
+  data = (problem.shared, problem.client_views)
   try:
-    out = jax.eval_shape(loss, params, problem.shared, problem.client_views)
+    out = jax.eval_shape(lambda p, s, v: problem.loss_fn(p, batch0(s, v)), params, *data)
   except Exception as e:  # the user's loss on the user's params: any error is the mismatch
-    batch = _batch_text(problem)
+    try:
+      batch = f"client 0's batch has {describe_tree(jax.eval_shape(batch0, *data), 'batch')}"
+    except Exception as e2:  # the sampler itself fails: say so
+      batch = f'drawing a batch of client 0 raised {type(e2).__name__}: {first_line(e2)}'
     raise ArgumentError(
       f'{name} does not fit the problem: loss_fn({name}, a batch of client 0) raised '
-      f'{type(e).__name__}: {_first_line(e)}. {name} has {describe_tree(params, name)}; '
+      f'{type(e).__name__}: {first_line(e)}. {name} has {describe_tree(params, name)}; '
       f'{batch}. Pass {name} with the structure and leaf shapes that loss_fn reads '
       '(e.g. the params of the model whose apply loss_fn calls).'
     ) from e
@@ -219,23 +200,3 @@ def check_params(problem: Problem, params: Any, *, name: str = 'params0') -> Non
       f'loss_fn({name}, batch) must return a scalar; it returns '
       f'{jax.tree.map(_leaf_text, out)}. Reduce it over the batch (e.g. jnp.mean).'
     )
-
-
-def _first_line(e: BaseException) -> str:
-  text = str(e).strip() or repr(e)
-  return text.splitlines()[0].rstrip('.')
-
-
-def _batch0(problem: Problem, shared: Any, views: Any) -> Any:
-  view = jax.tree.map(lambda v: v[0], views)
-  return problem.sample_fn(shared, view, jax.random.key(0))
-
-
-def _batch_text(problem: Problem) -> str:
-  try:
-    batch = jax.eval_shape(
-      lambda s, v: _batch0(problem, s, v), problem.shared, problem.client_views
-    )
-  except Exception as e:  # the sampler itself fails: say so
-    return f'drawing a batch of client 0 raised {type(e).__name__}: {_first_line(e)}'
-  return f"client 0's batch has {describe_tree(batch, 'batch')}"

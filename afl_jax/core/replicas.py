@@ -67,24 +67,15 @@ def stack_problems(problems: Sequence[Problem]) -> tuple[Problem, Problem]:
   stacked only where the replicas' leaves differ."""
   first = problems[0]
   for p in problems[1:]:
-    same_static = (p.loss_fn, p.sample_fn, p.num_clients) == (
-      first.loss_fn,
-      first.sample_fn,
-      first.num_clients,
-    )
-    if not same_static or jax.tree.structure(p) != jax.tree.structure(first):
+    static = lambda q: (q.loss_fn, q.sample_fn, q.num_clients)
+    if static(p) != static(first) or jax.tree.structure(p) != jax.tree.structure(first):
       raise ValueError('replicas must share loss_fn, sample_fn, num_clients and data structure.')
   stack = lambda *xs: np.stack([np.asarray(x) for x in xs])
   views = jax.tree.map(stack, *[p.client_views for p in problems])
   shared_leaves = [jax.tree.leaves(p.shared) for p in problems]
-  out, axes = [], []
-  for leaves in zip(*shared_leaves):
-    if all(_same(leaves[0], x) for x in leaves[1:]):
-      out.append(leaves[0])
-      axes.append(None)
-    else:
-      out.append(stack(*leaves))
-      axes.append(0)
+  same = [all(_same(ls[0], x) for x in ls[1:]) for ls in zip(*shared_leaves)]
+  out = [ls[0] if s else stack(*ls) for ls, s in zip(zip(*shared_leaves), same)]
+  axes = [None if s else 0 for s in same]
   treedef = jax.tree.structure(first.shared)
   sizes = [p.client_sizes for p in problems]
   same_sizes = sizes[0] is None or all(_same(sizes[0], s) for s in sizes[1:])
@@ -115,9 +106,4 @@ def stack_trees(trees: Sequence[Any]) -> Any:
   return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 
-__all__ = [
-  'shared_problem_axes',
-  'split_hparams',
-  'stack_problems',
-  'stack_trees',
-]
+__all__ = ['shared_problem_axes', 'split_hparams', 'stack_problems', 'stack_trees']

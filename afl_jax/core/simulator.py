@@ -1,8 +1,6 @@
-"""The driver: one run, or R runs of one algorithm on a replica axis, in one program.
-
-:class:`Simulator` plans a run on the host (slots, ring buffer, memory, placement), compiles
-the engine's functions once and runs them chunk by chunk; docs/architecture.md ("Replica
-axis") and docs/sharding.md."""
+"""The driver: :class:`Simulator` plans one run, or R runs on a replica axis, on the host (slots,
+ring buffer, memory, placement), compiles the engine's functions once per program and runs them
+chunk by chunk; docs/architecture.md ("Replica axis") and docs/sharding.md."""
 
 from __future__ import annotations
 
@@ -20,7 +18,7 @@ from afl_jax.core.engine import SimState, StepInputs, to_host
 from afl_jax.core.problem import Problem
 from afl_jax.core.replicas import shared_problem_axes
 from afl_jax.core.types import Algorithm, prepared
-from afl_jax.schedules.schedule import Schedule, ScheduleError, clients_mismatch
+from afl_jax.schedules.schedule import Schedule, ScheduleError
 
 AXIS = engine.CLIENT_AXIS  # the one mesh axis: replicas or clients are sharded over it
 
@@ -64,10 +62,15 @@ class Simulator:
       raise ValueError(
         f'algorithm {algorithm.name!r} has regime {algorithm.regime!r}; valid: {engine.REGIMES}.'
       )
+    n = problem.num_clients
     for i, s in enumerate(schedules):
-      if s.num_clients != problem.num_clients:
-        where = f'schedule {i}: ' if self.batched else ''
-        raise ScheduleError(where + clients_mismatch(s.num_clients, problem.num_clients))
+      if s.num_clients != n:
+        raise ScheduleError(
+          (f'schedule {i}: ' if self.batched else '') + f'schedule.num_clients={s.num_clients} '
+          f'but the problem has {n} clients; build the schedule for all of them, e.g. '
+          f'afl_jax.schedules.from_arrays(..., num_clients={n}) (without num_clients, '
+          'from_arrays takes N = the largest arriving client id + 1).'
+        )
     # each distinct schedule checked once (replicas often share one)
     sched_arg = list({id(s): s for s in schedules}.values()) if self.batched else schedule
 
@@ -108,7 +111,7 @@ class Simulator:
       engine.report_width(schedules, unit, self.num_slots) if algorithm.compressor else None
     )
     # Replica mode pads R to a multiple of the devices with copies of the last replica.
-    self.padded = _up(r, d) if self.mode == 'replicas' else r
+    self.padded = engine._up(r, d) if self.mode == 'replicas' else r
     self._take = np.minimum(np.arange(self.padded), r - 1)
     self.shard_clients = self.mode == 'clients' and problem.num_clients % d == 0
     self.axes = shared_problem_axes(problem) if problem_axes is None else problem_axes
@@ -131,9 +134,7 @@ class Simulator:
       shared=self._tree(problem.shared, self.axes.shared),
       client_sizes=self._tree(problem.client_sizes, self.axes.client_sizes),
     )
-    self._init = self._compiled.init
     self._chunk = self.program.chunk  # one run's chunk; runner() batches and compiles it
-    self._params = self._compiled.params
     self._run = self._state_shardings = None
 
   # ---- placement ---------------------------------------------------------------------
@@ -175,10 +176,9 @@ class Simulator:
     )
 
   def _program_key(self, algorithm, schedule, compute_dtype, record_params) -> tuple | None:
-    """What decides the compiled functions of a run without a per-replica ``build``: the
-    algorithm as given (its rules compared by identity), the plan, the placement and, for an
-    algorithm whose ``prepare`` sizes its state from the schedule, the schedule's arrays;
-    None where the algorithm cannot be a key."""
+    """What decides the compiled functions of a run without ``build``: the algorithm as given
+    (rules by identity), the plan, the placement and, where ``prepare`` sizes state from the
+    schedule, its arrays; None where the algorithm cannot be a key."""
     try:
       hash(algorithm)
     except TypeError:
@@ -189,9 +189,7 @@ class Simulator:
       self.mesh, self.mode, self.batched, self.shard_clients,
       jax.tree.structure(self.axes), tuple(jax.tree.leaves(self.axes)),
     )  # fmt: skip
-    prep = None  # a list of schedules (a sweep's) or one
-    if algorithm.prepare is not None:
-      prep = tuple(s.digest() for s in (schedule if isinstance(schedule, list) else [schedule]))
+    prep = algorithm.prepare and tuple(s.digest() for s in engine._list(schedule))
     return (algorithm, prep, facts)
 
   def _compile(self, record_params: bool) -> _Compiled:
@@ -201,24 +199,13 @@ class Simulator:
       by_slot = NamedSharding(self.mesh, P(AXIS))
       constrain = lambda t: jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, by_slot), t)
     program = engine.make_program(
-      self._build,
-      ring_size=self.ring_size,
-      max_steps=self.max_steps,
-      num_slots=self.num_slots,
-      block_size=self.block_size,
-      by_steps=self.adaptive_steps,
-      report_slots=self.report_slots,
-      record_params=record_params,
-      constrain=constrain,
+      self._build, ring_size=self.ring_size, max_steps=self.max_steps, num_slots=self.num_slots,
+      block_size=self.block_size, by_steps=self.adaptive_steps, report_slots=self.report_slots,
+      record_params=record_params, constrain=constrain,
       mesh=self.mesh if self.mode == 'clients' and self.num_devices > 1 else None,
-    )
-    return _Compiled(
-      program,
-      self._batched(program.init, (0, 0, self.axes, 0, 0)),
-      jax.jit(self._batched(program.params, (0, 0))),
-      {},
-      {},
-    )
+    )  # fmt: skip
+    init = self._batched(program.init, (0, 0, self.axes, 0, 0))
+    return _Compiled(program, init, jax.jit(self._batched(program.params, (0, 0))), {}, {})
 
   def _state_sharding(self, shape: SimState) -> SimState:
     lead = int(self.batched)
@@ -254,27 +241,20 @@ class Simulator:
     if keys is None:
       keys = jax.random.split(jax.random.key(0), self.num_replicas)
       keys = keys if self.batched else keys[0]
-    return self._report(jax.eval_shape(self._init, *self._init_args(params, keys)), params)
+    return self._report(jax.eval_shape(self._compiled.init, *self._init_args(params, keys)), params)
 
   def _report(self, shape: SimState, params: Any) -> dict[str, int]:
     one = jax.tree.map(
       lambda x: jax.ShapeDtypeStruct(np.shape(x)[int(self.batched) :], x.dtype), params
     )
     return memory.estimate(
-      shape,
-      one,
-      self.problem,
-      self.axes,
-      num_slots=self.num_slots,
-      block_size=self.block_size,
-      num_devices=self.num_devices,
-      num_replicas=self.padded,
+      shape, one, self.problem, self.axes, num_slots=self.num_slots, block_size=self.block_size,
+      num_devices=self.num_devices, num_replicas=self.padded,
       replicas_sharded=self.mode == 'replicas',
-    )
+    )  # fmt: skip
 
   def client_bytes(self, params: Any) -> int:
-    """Bytes one trained client holds in a local step besides its params (batch and
-    activations, :func:`afl_jax.core.memory.client_step_bytes`); ``params``: one run's."""
+    """:func:`afl_jax.core.memory.client_step_bytes` of one run's ``params``."""
     shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), params)
     return memory.client_step_bytes(self.problem, shapes, self.axes)
 
@@ -283,12 +263,13 @@ class Simulator:
     """The state before server step 0 (R runs: leading axis R); InsufficientMemoryError when
     the analytic memory (``self.memory``) does not fit."""
     args = self._init_args(params, keys)
-    shape = jax.eval_shape(self._init, *args)
+    shape = jax.eval_shape(self._compiled.init, *args)
     self.memory = self._report(shape, params)
     memory.check(self.memory, self.memory_limit_bytes or memory.available_bytes())
     self._state_shardings = self._state_sharding(shape)
     init = self._by_sharding(
-      self._compiled.inits, lambda: jax.jit(self._init, out_shardings=self._state_shardings)
+      self._compiled.inits,
+      lambda: jax.jit(self._compiled.init, out_shardings=self._state_shardings),
     )
     return init(*args)
 
@@ -333,9 +314,7 @@ class Simulator:
   def _by_sharding(self, cache: dict, make: Callable[[], Callable]) -> Callable:
     """The jitted function of this state's placement, made once per compiled program."""
     key = (jax.tree.structure(self._state_shardings), tuple(jax.tree.leaves(self._state_shardings)))
-    if key not in cache:
-      cache[key] = make()
-    return cache[key]
+    return cache[key] if key in cache else cache.setdefault(key, make())
 
   def position(self, state: SimState) -> int:
     """The next server step (of the replicas still running)."""
@@ -375,15 +354,13 @@ class Simulator:
 
   def params(self, state: SimState) -> Any:
     """The global model(s) of ``state`` (R runs: leading axis R, on the host)."""
-    out = self._params(state, self.hparams)
+    out = self._compiled.params(state, self.hparams)
     if not self.batched:  # several processes: each gets its host copy
       return out if jax.process_count() == 1 else jax.tree.map(to_host, out)
     return jax.tree.map(lambda a: to_host(a)[: self.num_replicas], out)
 
 
-class _Compiled(NamedTuple):
-  """The functions of one program: reused by every Simulator of the same key."""
-
+class _Compiled(NamedTuple):  # reused by every Simulator of the same program key
   program: engine.Program
   init: Callable
   params: Callable
@@ -395,10 +372,6 @@ _COMPILED: collections.OrderedDict[tuple, _Compiled] = collections.OrderedDict()
 _KEEP = 16  # programs kept, least recently used first out
 # A kept program was traced once: a module setting patched later (a test's monkeypatch of
 # models.fast.PLATFORMS) reaches only programs traced after it, as with any jax.jit.
-
-
-def _up(n: int, m: int) -> int:
-  return -(-n // m) * m
 
 
 __all__ = ['Simulator']

@@ -39,9 +39,7 @@ def vdot(a: Tree, b: Tree) -> jax.Array:
 def global_norm(a: Tree) -> jax.Array:
   """Euclidean norm of all leaves taken together."""
   leaves = jax.tree.leaves(a)
-  if not leaves:
-    return jnp.zeros(())
-  return jnp.sqrt(sum(jnp.sum(jnp.square(x)) for x in leaves))
+  return jnp.sqrt(sum(jnp.sum(jnp.square(x)) for x in leaves)) if leaves else jnp.zeros(())
 
 
 def size(a: Tree) -> int:
@@ -59,12 +57,7 @@ def dense_bits(a: Tree) -> int:
 
 def weighted_sum(stacked: Tree, weights: jax.Array) -> Tree:
   """sum_m weights[m] * stacked[m] for every leaf of a tree stacked on axis 0."""
-
-  def one(x):
-    w = weights.astype(x.dtype)
-    return jnp.tensordot(w, x, axes=1)
-
-  return jax.tree.map(one, stacked)
+  return jax.tree.map(lambda x: jnp.tensordot(weights.astype(x.dtype), x, axes=1), stacked)
 
 
 def gather(tree: Tree, index: jax.Array) -> Tree:
@@ -77,9 +70,7 @@ def scatter(tree: Tree, index: jax.Array, rows: Tree, mask: jax.Array) -> Tree:
   of bounds and dropped, never overwriting a real client)."""
 
   def one(x, r):
-    n = x.shape[0]
-    idx = jnp.where(mask, index, n)
-    return x.at[idx].set(r.astype(x.dtype), mode='drop')
+    return x.at[jnp.where(mask, index, x.shape[0])].set(r.astype(x.dtype), mode='drop')
 
   return jax.tree.map(one, tree, rows)
 

@@ -1,7 +1,7 @@
-"""Datasets by name, partitions and batching: ``DATASETS`` maps a config's ``dataset`` to
-``loader(data_dir=, download=, seed=, **dataset_args) -> ArrayDataset``, or, registered
-``federated=True``, ``loader(num_clients=, seed=, **dataset_args) -> FederatedData``
-(``make(name, ...)``, ``names()``, ``settings(name)``; docs/extending.md)."""
+"""Datasets by name and partitions: ``DATASETS`` maps a config's ``dataset`` to ``loader(data_dir=,
+download=, seed=, **dataset_args) -> ArrayDataset``, or, registered ``federated=True``,
+``loader(num_clients=, seed=, **dataset_args) -> ClientLayout`` (:func:`grouped`); ``make(name,
+...)``, ``names()``, ``settings(name)`` (docs/extending.md)."""
 
 from afl_jax import checks
 from afl_jax.data.base import ArrayDataset, DataError
@@ -10,11 +10,9 @@ from afl_jax.data.digits import load_digits
 from afl_jax.data.federated import (
   PARTITIONS,
   ClientLayout,
-  FederatedData,
   federate,
-  from_federated,
+  grouped,
   make_federated,
-  sample_batch,
   steps_per_epoch,
 )
 from afl_jax.data.fmnist import load_fashion_mnist, parse_idx, read_idx
@@ -61,13 +59,12 @@ __all__ = [
   'ArrayDataset',
   'ClientLayout',
   'DataError',
-  'FederatedData',
   'Partition',
   'PartitionError',
   'dirichlet',
   'external_unlabeled',
   'federate',
-  'from_federated',
+  'grouped',
   'iid',
   'load_cifar10',
   'load_digits',
@@ -79,7 +76,6 @@ __all__ = [
   'parse_idx',
   'read_idx',
   'register',
-  'sample_batch',
   'settings',
   'shards',
   'steps_per_epoch',

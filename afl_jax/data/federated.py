@@ -1,15 +1,12 @@
 """Client data: :class:`ClientLayout` views ``x[index[offset_i : offset_i + size_i]]`` of one
 sample array (runs differing only in their partition share ``x`` and ``y``; a validation set may be
-held out first); :class:`FederatedData` copies them into client order (client i owns rows
-``offsets[i] : offsets[i] + sizes[i]``); ``unlabeled_x`` are training inputs no client owns
-(FedEcho's server set)."""
+held out first; data generated per client, :func:`grouped`, has ``index = arange``);
+``unlabeled_x`` are training inputs no client owns (FedEcho's server set)."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from afl_jax.data import partition as partition_lib
@@ -83,12 +80,13 @@ def federate(
   unlabeled_idx = pool[np.sort(perm[:unlabeled_size])]
   labeled_idx = pool[np.sort(perm[unlabeled_size:])]
   labels = dataset.train_y[labeled_idx]
-  if partition_name == 'iid':
-    part = partition_lib.iid(labels, num_clients, rng)
-  elif partition_name == 'dirichlet':
-    part = partition_lib.dirichlet(labels, num_clients, alpha, rng, min_size=min_size)
-  else:
-    part = partition_lib.shards(labels, num_clients, shards_per_client, rng)
+  part = {
+    'iid': lambda: partition_lib.iid(labels, num_clients, rng),
+    'dirichlet': lambda: partition_lib.dirichlet(
+      labels, num_clients, alpha, rng, min_size=min_size
+    ),
+    'shards': lambda: partition_lib.shards(labels, num_clients, shards_per_client, rng),
+  }[partition_name]()
   if part.sizes.min() < 1:
     raise partition_lib.PartitionError(
       f'partition {partition_name!r} left a client without samples (sizes min '
@@ -111,32 +109,13 @@ def federate(
   )
 
 
-def from_federated(fed) -> ClientLayout:
-  """The layout of data already grouped by client (``afl_jax.data.FederatedData``)."""
-  index = np.arange(len(fed.y), dtype=np.int32)
-  return ClientLayout(**fed._asdict(), index=index, val_x=fed.x[:0], val_y=fed.y[:0])
-
-
-class FederatedData(NamedTuple):
-  """Client-partitioned normalized training data (host NumPy) with the test split, ``unlabeled_x``
-  and ``num_classes``; every client has >= 1 row."""
-
-  x: np.ndarray
-  y: np.ndarray
-  offsets: np.ndarray
-  sizes: np.ndarray
-  test_x: np.ndarray
-  test_y: np.ndarray
-  unlabeled_x: np.ndarray
-  num_classes: int
-
-  @property
-  def num_clients(self) -> int:
-    return len(self.sizes)
-
-  def client(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-    sl = slice(int(self.offsets[i]), int(self.offsets[i] + self.sizes[i]))
-    return self.x[sl], self.y[sl]
+def grouped(x, y, offsets, sizes, test_x, test_y, unlabeled_x, num_classes) -> ClientLayout:
+  """The layout of data already grouped by client (client i owns rows ``offsets[i] :
+  offsets[i] + sizes[i]`` of ``x``, each >= 1), without a validation set."""
+  index = np.arange(len(y), dtype=np.int32)
+  return ClientLayout(
+    x, y, index, offsets, sizes, test_x, test_y, unlabeled_x, x[:0], y[:0], num_classes
+  )
 
 
 def make_federated(
@@ -147,8 +126,8 @@ def make_federated(
   unlabeled_fraction: float = 0.0,
   unlabeled_size: int = 0,
   **partition,
-) -> FederatedData:
-  """The rows :func:`afl_jax.data.federate` gives each client, copied into client order."""
+) -> ClientLayout:
+  """The rows :func:`federate` gives each client, copied into client order (``index = arange``)."""
   n = len(dataset.train_y)
   if not 0.0 <= unlabeled_fraction < 1.0:
     raise ValueError(f'unlabeled_fraction={unlabeled_fraction!r} must be in [0, 1)')
@@ -157,19 +136,9 @@ def make_federated(
       f'give unlabeled_fraction={unlabeled_fraction} or unlabeled_size={unlabeled_size}, not both'
     )
   unlabeled_size = unlabeled_size or int(round(unlabeled_fraction * n))
-  layout = federate(
-    dataset, partition_name, num_clients, unlabeled_size=unlabeled_size, **partition
-  )
-  grouped = {f: getattr(layout, f) for f in FederatedData._fields}
-  return FederatedData(**{**grouped, 'x': layout.x[layout.index], 'y': layout.y[layout.index]})
-
-
-def sample_batch(
-  x: jax.Array, y: jax.Array, offset: jax.Array, size: jax.Array, key: jax.Array, batch_size: int
-) -> tuple[jax.Array, jax.Array]:
-  """``batch_size`` rows drawn uniformly with replacement from the client's rows (vmappable)."""
-  idx = offset + jax.random.randint(key, (batch_size,), 0, size, dtype=jnp.int32)
-  return x[idx], y[idx]
+  lay = federate(dataset, partition_name, num_clients, unlabeled_size=unlabeled_size, **partition)
+  rows = lay.index
+  return lay._replace(x=lay.x[rows], y=lay.y[rows], index=np.arange(len(rows), dtype=np.int32))
 
 
 def steps_per_epoch(sizes: np.ndarray, batch_size: int) -> np.ndarray:

@@ -107,13 +107,9 @@ def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
   None if any is missing."""
   base = pathlib.Path(directory).expanduser()
   for d in (base, base / 'fashion-mnist'):
-    found = {}
-    for key, stem in FILES.items():
-      for name in (stem, stem + '.gz'):
-        if (d / name).is_file():
-          found[key] = d / name
-          break
-    if len(found) == len(FILES):
+    first = lambda stem: next((d / n for n in (stem, stem + '.gz') if (d / n).is_file()), None)
+    found = {key: first(stem) for key, stem in FILES.items()}
+    if all(found.values()):
       return found
   return None
 

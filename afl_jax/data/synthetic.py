@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from afl_jax.data.federated import FederatedData
+from afl_jax.data.federated import ClientLayout, grouped
 
 
 def client_sizes(num_clients: int, rng: np.random.Generator) -> np.ndarray:
@@ -46,7 +46,7 @@ def make_synthetic(
   num_classes: int = 10,
   samples_per_client: Sequence[int] | None = None,
   test_fraction: float = 0.2,
-) -> FederatedData:
+) -> ClientLayout:
   """Synthetic(alpha, beta) over ``num_clients`` (FedProx's Synthetic(1, 1), 30): float32 ``x [n,
   dim]``; ``iid``: Synthetic-IID; ``samples_per_client`` (each >= 2) instead of the law;
   ``test_fraction`` of each client's samples pooled into the test set."""
@@ -87,7 +87,7 @@ def make_synthetic(
     test_x.append(x[:n_test])
     test_y.append(y[:n_test])
   train_sizes = np.array([len(t) for t in train_y], dtype=np.int32)
-  return FederatedData(
+  return grouped(
     x=np.concatenate(train_x).astype(np.float32),
     y=np.concatenate(train_y).astype(np.int32),
     offsets=(np.cumsum(train_sizes) - train_sizes).astype(np.int32),

@@ -1,13 +1,9 @@
 """Convolution and pooling at XLA:CPU's rate for clients trained one at a time (docs/performance.md,
 "Convolutional models"): :func:`fast_apply` re-evaluates a function's jaxpr with each convolution as
-:func:`direct` (XLA's own convolution in the layout its CPU kernels take, NHWC x HWIO, and its two
-gradients as convolutions in that layout too, computed one client at a time under ``vmap``), or, for
-the 3x3 stride-1 layer shapes measured faster that way (``models.winograd.TILES``), as :func:`tiled`
-(Winograd's minimal filtering, models.winograd), and each pooling whose stride equals its window as
-a reshape and reduction (a max's gradient to the first maximum, as ``select_and_scatter_add``).
-Parameters, and numerics up to float32 rounding, are the original's (tests/fast_test.py).
-:func:`one_at_a_time` tells the engine to train such clients one at a time per device. Other
-platforms keep ``lax``'s lowering and vmap."""
+:func:`direct` (XLA's own, NHWC x HWIO, both gradients convolutions in that layout) or, for the
+layers of ``models.winograd.TILES``, :func:`tiled` (Winograd), and each pooling whose stride is its
+window as a reshape and reduction. Parameters, and numerics up to float32 rounding, are the
+original's (tests/fast_test.py); other platforms keep ``lax``'s lowering and vmap."""
 
 from __future__ import annotations
 
@@ -55,9 +51,7 @@ def fast_apply(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def one_at_a_time(jaxpr) -> bool:
   """Whether clients running ``jaxpr`` (one client's update) train faster one at a time than
-  vmapped on this platform: where it convolves (:func:`direct` then runs XLA's convolution
-  unbatched; vmapped, it would loop over the clients inside every convolution). The engine asks
-  this of a client's update (docs/performance.md)."""
+  vmapped here: where it convolves on a platform of ``PLATFORMS`` (docs/performance.md)."""
   return jax.default_backend() in PLATFORMS and _convolves(jaxpr)
 
 
@@ -141,14 +135,10 @@ def _nhwc(n: int) -> tuple[str, str, str]:
 
 @functools.cache
 def direct(space, window, strides, padding, dilation, precision=None) -> Callable:
-  """``conv(x [N, *space, C], w [*window, C, O]) -> [N, *out, O]``, differentiable in reverse
-  mode, whose forward and both gradients are each one ``lax.conv_general_dilated`` in the layout
-  of XLA:CPU's convolution kernels (NHWC x HWIO -> NHWC; XLA would otherwise transpose the
-  gradients' operands itself and, inside a loop, keep them in a layout its fast kernels do not
-  take). The input gradient convolves the output gradient, dilated by the strides, with the
-  flipped kernel; the kernel gradient convolves the input, batch and features exchanged
-  ``[C, *space, N]``, with the output gradient as the window (dilated by the strides). Under
-  ``vmap`` each is computed for one client at a time (:func:`_one_client_each`)."""
+  """``conv(x [N, *space, C], w [*window, C, O]) -> [N, *out, O]`` whose forward and both
+  gradients are each one ``lax.conv_general_dilated`` in XLA:CPU's kernel layout (NHWC x HWIO):
+  the input gradient convolves the stride-dilated output gradient with the flipped kernel, the
+  kernel gradient the input ``[C, *space, N]`` with the output gradient as the window."""
   n = len(space)
   numbers = _nhwc(n)
   out = [
@@ -198,11 +188,9 @@ def tiled(space, m, precision=None) -> Callable:
 
 
 def differentiable(forward, input_grad, kernel_grad, keep=None) -> Callable:
-  """``convolve(x, w)`` = ``forward(x, w)``, differentiable in reverse mode with the input
-  gradient ``input_grad(dy, w)`` and the kernel gradient ``kernel_grad(r, dy)``, ``r`` the input
-  ``x`` or, given ``keep``, the second output of ``keep(x, w) -> (y, r)`` (what the forward
-  computed and the kernel gradient reuses). Under ``vmap`` each runs for one client at a time
-  (:func:`_one_client_each`)."""
+  """``convolve(x, w) = forward(x, w)`` with the gradients ``input_grad(dy, w)`` and
+  ``kernel_grad(r, dy)``, ``r`` = ``x`` or the second output of ``keep(x, w) -> (y, r)``; under
+  ``vmap`` each runs for one client at a time (:func:`_one_client_each`)."""
   forward, input_grad, kernel_grad = map(_one_client_each, (forward, input_grad, kernel_grad))
   keep = _one_client_each(keep) if keep else lambda x, w: (forward(x, w), x)
 

@@ -139,8 +139,7 @@ def data_and_source(
   entry = data.DATASETS.meta(c.dataset)
   if entry.get('federated'):
     args = dict(c.get('dataset_args') or {})
-    fed = data.make(c.dataset, num_clients=c.num_clients, seed=c.seed, **args)
-    return data.from_federated(fed), ''
+    return data.make(c.dataset, num_clients=c.num_clients, seed=c.seed, **args), ''
   try:
     ds, digest = _load(c, given)
     source = _source(c, digest, given is not None)

@@ -57,11 +57,12 @@ def _pack(
   rows: Sequence[Sequence[tuple[int, int, int]]], wall: Sequence[float], num_clients: int
 ) -> Schedule:
   """Rows of (client, start_step, local_steps) per server step -> padded Schedule."""
-  t = len(rows)
-  m = max(1, max((len(r) for r in rows), default=1))
-  ids = np.zeros((t, m), np.int32)
-  start = np.zeros((t, m), np.int32)
-  steps = np.ones((t, m), np.int32)
+  t, m = len(rows), max(1, max((len(r) for r in rows), default=1))
+  ids, start, steps = (
+    np.zeros((t, m), np.int32),
+    np.zeros((t, m), np.int32),
+    np.ones((t, m), np.int32),
+  )
   mask = np.zeros((t, m), bool)
   for i, row in enumerate(rows):
     for j, (c, s, k) in enumerate(row):
@@ -100,7 +101,7 @@ class _IdlePool:
   """Uniform sampling and O(1) removal from a set of client ids."""
 
   def __init__(self, ids: np.ndarray):
-    self.items = list(int(i) for i in ids)
+    self.items = [int(i) for i in ids]
     self.where = {c: k for k, c in enumerate(self.items)}
 
   def add(self, c: int) -> None:

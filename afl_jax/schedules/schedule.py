@@ -19,8 +19,7 @@ SCHEDULE_FORMAT_VERSION = 1
 # The fields of a Schedule (and the arrays of its file), in order.
 _ARRAYS = ('client_ids', 'start_step', 'local_steps', 'mask', 'wall_clock', 'num_clients')
 _GRID = _ARRAYS[:4]  # the [T, M] arrays
-INDEX_DTYPE = np.int32  # client ids, start steps and local steps are stored as int32
-_INDEX_MAX = int(np.iinfo(INDEX_DTYPE).max)
+_INDEX_MAX = int(np.iinfo(np.int32).max)  # ids, start steps and local steps are stored as int32
 # Arrival slots T x M a schedule may have (the limit afl_jax.pipeline.sizes applies to a
 # built schedule too): an array of a schedule file with more entries is refused unread.
 MAX_SLOTS = 2 * 10**7
@@ -35,15 +34,8 @@ _HEADERS = {
 # do; AsynFL (Def. 1-2: synchronous FL has tau = 1) and FedFa (eq. (8), 1 <= tau) count
 # the consuming update too; the tau_avg = 0.9184, tau_max = 4 that MasFL Sec. 5 quotes
 # from CA2FL's analysis of the same clock are ours minus one (docs/architecture.md).
-DELAY_COUNTERS = {
-  'afl_jax': 0,
-  'fedgm': 0,
-  'masfl': 0,
-  'fedecho': 0,
-  'asynfl': 1,
-  'fedfa': 1,
-  'ca2fl': -1,
-}
+DELAY_COUNTERS = {'afl_jax': 0, 'fedgm': 0, 'masfl': 0, 'fedecho': 0, 'asynfl': 1, 'fedfa': 1,
+                  'ca2fl': -1}  # fmt: skip
 
 
 class ScheduleError(UserError):
@@ -95,10 +87,10 @@ class Schedule:
       set_(name, arr)
     shape = self.client_ids.shape
     for name in _GRID[1:]:
-      if getattr(self, name).shape != shape:
+      if (got := getattr(self, name).shape) != shape:
         raise ScheduleError(
-          f'{name} has shape {getattr(self, name).shape} but client_ids has {shape}; '
-          'all [T, M] arrays must have the same shape.'
+          f'{name} has shape {got} but client_ids has {shape}; all [T, M] arrays must have the '
+          'same shape.'
         )
     if shape[0] < 1 or shape[1] < 1:
       raise ScheduleError(f'a schedule needs T >= 1 steps and M >= 1 slots; got shape {shape}.')
@@ -123,14 +115,10 @@ class Schedule:
     t_index = np.arange(shape[0])[:, None]
     for name, low, high, rule in (
       ('client_ids', 0, n - 1, 'is out of range; ids must be in [0, {n}) (num_clients={n}).'),
-      (
-        'start_step',
-        0,
-        t_index,
-        'is invalid; an arrival at step t={t} must have 0 <= start_step <= t.',
-      ),
+      ('start_step', 0, t_index, 'is invalid; an arrival at step t={t} must have 0 <= '
+       'start_step <= t.'),
       ('local_steps', 1, _INDEX_MAX, 'is invalid; local steps must be in [1, {max}] (int32).'),
-    ):
+    ):  # fmt: skip
       arr = getattr(self, name)
       _reject(m & ((arr < low) | (arr > high)), f'{name}[{{t}}, {{j}}] = {{v}} {rule}', arr, n=n)
     if shape[0] > _INDEX_MAX:
@@ -142,11 +130,10 @@ class Schedule:
     keyed = np.where(m, ids, -1 - np.arange(shape[1])[None, :])
     srt = np.sort(keyed, axis=1)
     dup = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)
-    _reject(
-      dup,
-      'client {v} arrives twice at step {t}; a client can report at most once per server step.',
-      srt,
+    twice = (
+      'client {v} arrives twice at step {t}; a client can report at most once per server step.'
     )
+    _reject(dup, twice, srt)
     # Canonical padding: ids 0, start = t, one step. Stored as int32.
     set_('client_ids', ids.astype(np.int32))
     set_('start_step', np.where(m, self.start_step, t_index).astype(np.int32))
@@ -154,13 +141,8 @@ class Schedule:
     for name in _ARRAYS[:5]:
       getattr(self, name).setflags(write=False)
 
-  @property
-  def num_steps(self) -> int:
-    return int(self.client_ids.shape[0])
-
-  @property
-  def max_arrivals(self) -> int:
-    return int(self.client_ids.shape[1])
+  num_steps = property(lambda self: int(self.client_ids.shape[0]))
+  max_arrivals = property(lambda self: int(self.client_ids.shape[1]))
 
   @property
   def staleness(self) -> np.ndarray:
@@ -168,26 +150,15 @@ class Schedule:
     t = np.arange(self.num_steps, dtype=np.int32)[:, None]
     return np.where(self.mask, t - self.start_step, 0).astype(np.int32)
 
-  @property
-  def max_staleness(self) -> int:
-    return int(self.staleness.max())
-
-  @property
-  def avg_staleness(self) -> float:
-    n = int(self.mask.sum())
-    return float(self.staleness.sum() / n) if n else 0.0
-
-  @property
-  def arrivals_per_step(self) -> np.ndarray:
-    return self.mask.sum(axis=1)
-
-  @property
-  def participation_counts(self) -> np.ndarray:
-    return np.bincount(self.client_ids[self.mask], minlength=self.num_clients)
-
-  @property
-  def max_local_steps(self) -> int:
-    return int(self.local_steps[self.mask].max()) if self.mask.any() else 1
+  max_staleness = property(lambda self: int(self.staleness.max()))
+  avg_staleness = property(lambda self: float(self.staleness.sum() / max(self.mask.sum(), 1)))
+  arrivals_per_step = property(lambda self: self.mask.sum(axis=1))
+  participation_counts = property(
+    lambda self: np.bincount(self.client_ids[self.mask], minlength=self.num_clients)
+  )
+  max_local_steps = property(
+    lambda self: int(self.local_steps[self.mask].max()) if self.mask.any() else 1
+  )
 
   def digest(self) -> str:
     """SHA-256 of the client count and the arrays (dtype, shape, bytes): what a run's
@@ -314,16 +285,6 @@ def _array(name: str, x: Any) -> np.ndarray:
     raise ScheduleError(f'{name} must be a rectangular array; got {e}.') from None
 
 
-def clients_mismatch(schedule_clients: int, problem_clients: int) -> str:
-  """The error for a schedule of N clients used on a problem of another N."""
-  return (
-    f'schedule.num_clients={schedule_clients} but the problem has {problem_clients} '
-    f'clients; build the schedule for all of them, e.g. '
-    f'afl_jax.schedules.from_arrays(..., num_clients={problem_clients}) (without '
-    'num_clients, from_arrays takes N = the largest arriving client id + 1).'
-  )
-
-
 def from_arrays(
   client_ids,
   start_step,
@@ -346,9 +307,7 @@ def from_arrays(
         f'start_step has shape {start_step.shape} but client_ids has {client_ids.shape}.'
       )
     start_step = start_step[:, None]
-  if local_steps is None:
-    local_steps = 1
-  local_steps = _array('local_steps', local_steps)
+  local_steps = _array('local_steps', 1 if local_steps is None else local_steps)
   if local_steps.ndim == 0:
     local_steps = np.full(client_ids.shape, _count('local_steps', local_steps), np.int32)
   mask = np.ones(client_ids.shape, bool) if mask is None else _array('mask', mask)

@@ -76,12 +76,9 @@ def read(path: Any) -> dict[str, np.ndarray]:
     raise _bad('trace', path, f'its columns have different lengths {sorted(lengths)}')
   for k, v in columns.items():
     if not np.isfinite(v).all():
-      raise _bad('trace', path, f'column {k!r} holds a non-finite value at row {_first(v)}')
+      row = int(np.flatnonzero(~np.isfinite(v))[0])
+      raise _bad('trace', path, f'column {k!r} holds a non-finite value at row {row}')
   return columns
-
-
-def _first(v: np.ndarray) -> int:
-  return int(np.flatnonzero(~np.isfinite(v))[0])
 
 
 def _clients(path: str, ids: np.ndarray, n: int) -> np.ndarray:
@@ -219,17 +216,12 @@ def schedule(
   if names == sorted(JOBS):
     if durations.speed is not None:
       raise _bad('client_speed', 'set', "must be 'none' with a trace of recorded jobs")
-    m = buffer_size
     try:
+      ids = _clients(path, columns['client'], n)
       return from_jobs(
-        _clients(path, columns['client'], n),
-        columns['start'],
-        columns['finish'],
-        num_clients=n,
-        buffer_size=m,
-        num_steps=ctx.num_steps,
-        local_steps=ctx.local_steps,
-      )
+        ids, columns['start'], columns['finish'], num_clients=n, buffer_size=buffer_size,
+        num_steps=ctx.num_steps, local_steps=ctx.local_steps,
+      )  # fmt: skip
     except (ScheduleError, ValueError) as e:
       raise _bad('trace', path, str(e)) from None
   raise _bad(
