@@ -266,6 +266,13 @@ def _side(c: Mapping, side: str) -> str:
   return f'{label} {c[f"{side}_reached_mean"]:.4g} {_unit(c)} ({k}/{n} seeds reached)'
 
 
+def _reached_note(c: Mapping) -> str:
+  """How many test seeds reached the target, where a missed target blocks the verdict."""
+  if scoring.MISSED not in (c['verdict'], c['verdict_raw']):
+    return ''
+  return f'{c["A"]} reached it on {c["A_reached"]}/{c["n"]}, {c["B"]} on {c["B_reached"]}/{c["n"]}'
+
+
 def _conditions_note(c: Mapping) -> str:
   """The four mean accuracies of a claim across two conditions, and what is compared."""
   acc, (a0, b0), a, b = c['conditions'], c['baseline'], c['A'], c['B']
@@ -309,9 +316,8 @@ def claim_notes(claims: Sequence[Mapping], start: int = 1) -> list[str]:
     if len(c['parts']) > 1:
       notes.append('BH: ' + verdict_cell(c).replace('**', ''))
       notes.append('Holm: ' + verdict_cell(c, 'verdict_holm').replace('**', ''))
-    if scoring.MISSED in (c['verdict'], c['verdict_raw']):
-      n = c['n']
-      notes.append(f'{c["A"]} reached it on {c["A_reached"]}/{n}, {c["B"]} on {c["B_reached"]}/{n}')
+    if _reached_note(c):
+      notes.append(_reached_note(c))
     if c['verdict'] == scoring.INCONCLUSIVE and math.isfinite(c['needed']):
       notes.append(f'{c["needed"]:.0f} test seeds for 80% power')
     if c['outside']:
