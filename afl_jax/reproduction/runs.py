@@ -124,9 +124,8 @@ def sweep_configs(
 
 
 def records_of_sweep(exp_key: str, label: str, phase: str, workdir: str, summary: Mapping):
-  """(the rows, the last step) of a finished sweep (``summary`` as train_sweep returns it),
-  each run read through its run record; a run of another identity, or stopped before its
-  last step, is refused in one line (a diverged run keeps its rows: scoring reads it so)."""
+  """(the rows, the last step) of a finished sweep, read through its run records; a run of
+  another identity, or stopped before its last step (not diverged), is refused."""
   from afl_jax.pipeline import record
 
   rows, steps = [], set()
@@ -159,12 +158,9 @@ def run_phase(
   log: Callable[[str], None] = print,
   mark: Callable[..., list],
 ) -> None:
-  """Run one phase of ``exp`` (the sweeps whose identity the records lack, or all with
-  ``rerun``) and merge each sweep's rows into the paper's records as it finishes: it
-  replaces a recorded sweep of the same method, phase and setting that shares a seed with it
-  (sweeps of other seeds stay, superseded). ``settings``: test phase, method -> setting keys
-  (:func:`afl_jax.reproduction.scoring.settings_to_test`); ``mark``: the statuses of
-  ``exp``'s sweeps (:func:`afl_jax.reproduction.scoring.mark`; scoring reads through here)."""
+  """Run the sweeps of one phase whose identity the records lack (all with ``rerun``), each
+  merged into the records as it finishes, replacing a recorded sweep of its key sharing a
+  seed. ``settings``: method -> setting keys to test; ``mark``: ``scoring.mark``."""
   from afl_jax.pipeline import processes
   from afl_jax.pipeline import sweep as sweep_lib
 
@@ -206,9 +202,8 @@ def run_phase(
 
 
 def is_declared(exp: spec.Experiment, sweep: Mapping) -> bool:
-  """Whether ``exp`` as declared now gives the manifest entry ``sweep``: a sweep of its
-  method, phase and setting whose identity is the recorded one (the one key of reuse,
-  staleness and pairing)."""
+  """Whether ``exp`` as declared now gives the recorded ``sweep``, by identity (the one key of
+  reuse, staleness and pairing)."""
   method = {m.label: m for m in exp.methods}.get(sweep['method'])
   if sweep['experiment'] != exp.key or method is None:
     return False

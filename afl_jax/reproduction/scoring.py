@@ -42,8 +42,7 @@ ACCURACIES = ['val_accuracy', 'test_accuracy', 'best_test_accuracy']
 
 def _runs(frame: pd.DataFrame) -> dict[tuple, list[record.RunRecord]]:
   """The runs of ``frame`` as run records per (experiment, method, phase, setting), in seed
-  order: a run whose last evaluation is not finite diverged at its last step (the records
-  refuse a run that ends early, :func:`afl_jax.reproduction.records.read`)."""
+  order; one whose last evaluation is not finite diverged there."""
   f = frame.sort_values([*RUN_KEYS, 'step'], kind='stable')
   evaluations = f[['step', *records.METRIC_COLUMNS]].to_dict('records')
   keys = list(zip(*(f[k].to_numpy(object).tolist() for k in RUN_KEYS)))
@@ -62,11 +61,9 @@ def _runs(frame: pd.DataFrame) -> dict[tuple, list[record.RunRecord]]:
 
 
 def per_run(frame: pd.DataFrame, target: float | None = None, at=None) -> pd.DataFrame:
-  """One row per run of ``frame``: its keys, ``run`` (identity), ``diverged``, the final
-  ``val_accuracy`` and ``test_accuracy`` and the ``best_test_accuracy`` (0 for a diverged
-  run: it scores 0), and with a ``target`` the ``steps``, ``seconds`` and ``mb`` at the
-  first evaluation reaching it (else at the last: a bound) and ``reached``; ``at``: every
-  run read at that budget (``results.parse_at``'s form)."""
+  """One row per run: its keys, ``run``, ``diverged``, the final ``val_accuracy`` and
+  ``test_accuracy`` and ``best_test_accuracy`` (0 once diverged), with a ``target``
+  ``results.per_seed``'s to-target columns; ``at``: read at that budget."""
   out = []
   for key, group in _runs(frame).items() if len(frame) else ():
     test = results.per_seed(group, 'test_accuracy', target, at)
@@ -94,10 +91,8 @@ def rows(frame: pd.DataFrame, exp_key: str, label: str, phase: str, setting: str
 
 
 def select(table: pd.DataFrame, exp_key: str, label: str, at: Mapping[str, Any] = ()) -> dict:
-  """``label``'s validation-selected setting in ``exp_key`` (within ``at`` on the fields it
-  sweeps; ``table``: :func:`per_run`): ``{'setting', 'val', 'scores' (setting -> mean val),
-  'edges'}``, a tie to the first setting key in sorted order; ValueError without selection
-  records."""
+  """``label``'s validation-selected setting (within ``at`` on the fields it sweeps; a tie to
+  the first in sorted order): ``setting``, ``val``, ``scores``, ``edges``; else ValueError."""
   mine = rows(table, exp_key, label, 'select')
   swept = {field for k in mine.setting.unique() for field in runs.setting_of(k)}
   at = {f: v for f, v in dict(at).items() if f in swept}
@@ -169,9 +164,8 @@ def open_edges(exp: spec.Experiment, table: pd.DataFrame) -> list[str]:
 def settings_to_test(
   paper_key: str, exp: spec.Experiment, records_dir: str = runs.RECORDS
 ) -> dict[str, list[str]]:
-  """:func:`test_settings` on the declared selection sweeps (by identity); UserError (one
-  line naming each) while a selection sits on an edge of its grid the experiment does not
-  keep."""
+  """:func:`test_settings` on the declared selection sweeps (by identity); UserError while a
+  selection sits on a grid edge the experiment does not keep."""
   table = per_run(runs.selection_rows(paper_key, exp, records_dir))
   edges = open_edges(exp, table)
   if edges:
@@ -225,11 +219,9 @@ def _two_sided(d: np.ndarray, at: float) -> tuple[float, bool]:
 
 
 def bootstrap(da: np.ndarray, db: np.ndarray) -> dict[str, float]:
-  """ "More consistent": T = |mean change of B| - |mean change of A| over the test seeds, a
-  paired bootstrap over the seeds (:data:`BOOTSTRAP` resamples with replacement, numpy's
-  generator seeded :data:`BOOTSTRAP_SEED`): ``mean`` (T), the 95% percentile interval
-  (``lo``, ``hi``), ``p`` (twice the smaller share of resampled T at or beyond 0 on either
-  side; k of B resamples count (k + 1) / (B + 1)) and the resampled ``t``."""
+  """ "More consistent": T = |mean change of B| - |mean change of A|, a paired bootstrap over
+  the seeds: ``mean``, the percentile interval, ``p`` (twice the smaller share of resampled T
+  on either side of 0, as (k + 1) / (B + 1)) and the resampled ``t``."""
   da, db = np.asarray(da, float), np.asarray(db, float)
   idx = np.random.default_rng(BOOTSTRAP_SEED).integers(0, len(da), size=(BOOTSTRAP, len(da)))
   t = np.abs(db[idx].mean(axis=1)) - np.abs(da[idx].mean(axis=1))
@@ -244,10 +236,8 @@ def _share(hits: np.ndarray) -> float:
 
 
 def _equal_time(frame: pd.DataFrame, exp: spec.Experiment, settings: Mapping[str, str], claim):
-  """Per method of the claim's pairs (each method with its baseline for a claim across
-  conditions, else A with B; and the condition's pair): its best test accuracy per test
-  seed within the simulated time both methods of its pair cover on that seed (the shorter
-  run's last evaluation)."""
+  """Per method of the claim's pairs (A with B, or each with its baseline; the condition's):
+  its best test accuracy per seed within the simulated time both runs of the pair cover."""
   pairs = [(claim.better, claim.worse)]
   if claim.baseline:
     pairs = [(claim.baseline[0], claim.better), (claim.baseline[1], claim.worse)]
@@ -387,12 +377,9 @@ def score_claim(
 
 
 def compose(claim: Mapping, key: str = 'p') -> str:
-  """The verdict of a scored claim from its tests, each decided only when its p-value
-  ``key`` ('p' raw, 'p_adj' after BH, 'p_holm' after Holm) is below ALPHA (2.5% per side):
-  "condition not reproduced" while the condition test is undecided, else the statement's
-  verdict, made "disagrees" by a broken bound or "inconclusive" by an unbroken one, with
-  the paper's size beside it; a verdict whose side missed the target is "target not
-  reached"."""
+  """The verdict of a scored claim from its tests, each decided where its p-value ``key``
+  ('p', 'p_adj' after BH, 'p_holm' after Holm) is below ALPHA: the condition's, then the
+  statement's, bounded, blocked by a missed target, and beside the paper's size."""
   parts = {part['name']: part for part in claim['parts']}
   decided = lambda name: parts[name]['verdict'] if parts[name][key] < ALPHA else INCONCLUSIVE
   if CONDITION in parts and decided(CONDITION) != REPRODUCED:
@@ -413,9 +400,8 @@ def compose(claim: Mapping, key: str = 'p') -> str:
 
 
 def _against(claim: spec.Claim, verdict: str, mean: float) -> tuple[str, ...]:
-  """The methods a decided verdict goes against (the side that lost, with its reference
-  condition for a claim across conditions): were one tuned on a grid edge, a wider grid
-  might move the verdict, so the page says so beside it."""
+  """The methods a decided verdict goes against (the losing side, with its reference
+  condition): a grid edge of one of them is named beside the verdict."""
   a, b = (claim.better, *claim.baseline[:1]), (claim.worse, *claim.baseline[1:])
   if verdict in (AGREES, AGREES_SMALLER):
     return b
@@ -442,11 +428,9 @@ def _out_of_reach(claim: spec.Claim, b_val: float) -> bool:
 
 
 def _paper(claim: spec.Claim, a: pd.DataFrame, b: pd.DataFrame, d: np.ndarray):
-  """Per-seed excess over the paper's own effect (negative: smaller than the paper's),
-  where the units carry over: an accuracy difference (or difference of drops), or a
-  speedup ratio B / A (log(B / A) - log(paper ratio)). None otherwise: a paper effect
-  that is not in the claim's direction (the paper's own table disagrees with its text;
-  the page quotes both), or a consistency claim (its measure has no per-seed value)."""
+  """Per-seed excess over the paper's own effect where the units carry over (accuracy, or a
+  speedup on the log scale); None for an effect against the claim's direction or for a
+  consistency claim (no per-seed value)."""
   effect = claim.paper_effect
   if effect is None or effect <= 0 or claim.consistency:
     return None
@@ -468,10 +452,8 @@ def holm(ps: Sequence[float]) -> np.ndarray:
 
 
 def adjust(claims: list[dict]) -> list[dict]:
-  """Benjamini-Hochberg and Holm over every test of the claims (the family: each claim's
-  tests, fixed by its declaration); each part keeps its ``p_adj`` and ``p_holm``, the claim
-  its statement's and its verdicts after each (``verdict``, ``verdict_holm``:
-  :func:`compose`)."""
+  """Benjamini-Hochberg and Holm over every test of the claims: each part gets ``p_adj`` and
+  ``p_holm``, each claim its statement's and ``verdict``, ``verdict_holm``."""
   ps = [part['p'] for c in claims for part in c['parts']]
   bh = stats.false_discovery_control(ps, method='bh') if ps else []
   adjusted = iter([{'p_adj': float(a), 'p_holm': float(h)} for a, h in zip(bh, holm(ps))])
@@ -494,12 +476,10 @@ def mark(
   manifest: Sequence[Mapping],
   experiments: Sequence[str] | None = None,
 ) -> list[dict]:
-  """``manifest`` with each sweep's status as ``paper`` declares it now, for the sweeps of
-  ``experiments`` (default: all; the others keep theirs): ``current`` for a selection sweep
-  whose identity is the declared one's, and for a test sweep whose identity is the
-  declared one's at a setting the claims test (:func:`test_settings` on the current
-  selection), else ``superseded``. Builds each declared run's data and schedule (nothing
-  trained): seconds per experiment."""
+  """``manifest`` with the status ``paper`` gives each sweep of ``experiments`` now (default
+  all): ``current`` for a declared selection sweep, and for a declared test sweep at a
+  setting the claims test on the current selection; else ``superseded``. Builds the
+  declared runs' data and schedules (seconds per experiment)."""
   exps = {e.key: e for e in paper.experiments}
   keys = set(exps) | {m['experiment'] for m in manifest} if experiments is None else experiments
   current: set[int] = set()
