@@ -30,27 +30,16 @@ def _toy(claims, labels='AB', **kw):
 def _curves(label, phase, seeds, accs, clocks):
   """One row per (seed, evaluation): test accuracy ``accs[i]`` and wall clock
   ``clocks[i]`` at steps 0, 10, 20, ...; MB uploaded = step."""
-  rows = []
-  for seed, acc, clock in zip(seeds, accs, clocks):
-    for j, (a, w) in enumerate(zip(acc, clock)):
-      rows.append(
-        {
-          'experiment': 'toy',
-          'method': label,
-          'phase': phase,
-          'setting': runs.setting_key({'hparams.client_lr': 0.1}),
-          'seed': seed,
-          'step': 10 * j,
-          'wall_clock': w,
-          'bytes_up': 1e6 * 10 * j,
-          'val_accuracy': a,
-          'val_loss': 1.0,
-          'test_accuracy': a,
-          'test_loss': 1.0,
-          'run': f'{label}-{phase}-{seed}',  # the run's identity
-        }
-      )
-  return rows
+  key = {'experiment': 'toy', 'method': label, 'phase': phase}
+  key['setting'] = runs.setting_key({'hparams.client_lr': 0.1})
+  return [
+    key
+    | {'seed': seed, 'step': 10 * j, 'wall_clock': w, 'bytes_up': 1e6 * 10 * j}
+    | {'val_accuracy': a, 'val_loss': 1.0, 'test_accuracy': a, 'test_loss': 1.0}
+    | {'run': f'{label}-{phase}-{seed}'}  # the run's identity
+    for seed, acc, clock in zip(seeds, accs, clocks)
+    for j, (a, w) in enumerate(zip(acc, clock))
+  ]
 
 
 def _frame(a_curves, b_curves, a_clocks=None, b_clocks=None):
