@@ -50,15 +50,10 @@ def score_paper(paper: spec.Paper, records_dir: str = runs.RECORDS) -> dict:
       continue  # a test sweep the claims need has not run (e.g. after a new selection)
     target = scoring.target_of(exp, selection)
     table = scoring.per_run(frame, target)
-    out[exp.key] = {
-      'exp': exp,
-      'target': target,
-      'claims': [scoring.score_claim(exp, c, frame, table, target) for c in exp.claims],
-      'selection': _selection_rows(exp, table),
-      'test': _test_rows(exp, frame, table),
-      'to_target': _target_rows(exp, table),
-      'sweeps': [m for m in manifest if m['experiment'] == exp.key],
-    }
+    claims = [scoring.score_claim(exp, c, frame, table, target) for c in exp.claims]
+    sweeps = [m for m in manifest if m['experiment'] == exp.key]
+    out[exp.key] = {'exp': exp, 'target': target, 'claims': claims, 'sweeps': sweeps}
+    out[exp.key] |= dict(zip(('selection', 'test', 'to_target'), _tables(exp, frame, table)))
   return out
 
 
@@ -85,60 +80,40 @@ def _name(field: str) -> str:
   return field.rsplit('.', 1)[-1]
 
 
-def _selection_rows(exp: spec.Experiment, table: pd.DataFrame) -> pd.DataFrame:
-  rows = []
+SELECTION = ['method', 'grid', 'selected (validation)', 'edge', 'val acc', 'diverged runs']
+TEST = ['method', 'setting', 'seeds', 'test acc', 'diverged', 'last-quarter gain']
+TARGET = ['method', 'reached', *(spec.METRICS[metric][0] for metric in scoring.TO_TARGET)]
+
+
+def _tables(exp: spec.Experiment, frame: pd.DataFrame, table: pd.DataFrame) -> tuple:
+  """Per method: its selection, its selected setting on the test seeds (with the last-quarter
+  gain, docs/results/protocol.md) and, where a claim is to a target, its values there."""
+  selection, test, target = [], [], []
   for m in exp.methods:
     s = scoring.select(table, exp.key, m.label)
     grid = [f'{_name(k)} in {list(v)}' for k, v in m.grid.items()]
-    grid += [f'no {_name(k)} axis: {why}' for k, why in m.untuned.items()]
+    grid = '; '.join(grid + [f'no {_name(k)} axis: {why}' for k, why in m.untuned.items()])
     edge = ', '.join(s['edges']) or '—'
-    rows.append(
-      {
-        'method': m.label,
-        'grid': '; '.join(grid) or 'one setting (nothing tuned)',
-        'selected (validation)': scoring._short(s['setting']),
-        'edge': edge + (' (kept)' if s['edges'] and m.label in exp.edges_kept else ''),
-        'val acc': f'{s["val"]:.3f}',
-        'diverged runs': int(scoring.rows(table, exp.key, m.label, 'select').diverged.sum()),
-      }
-    )
-  return pd.DataFrame(rows)
-
-
-def _test_rows(exp: spec.Experiment, frame: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-  """Selected settings on the test seeds, with the last-quarter gain (docs/results/protocol.md)."""
-  rows = []
-  for m in exp.methods:
-    key, mine = scoring.selected_test(exp, table, table, m.label)
-    curve = scoring.selected_test(exp, frame, table, m.label)[1].groupby('step').test_accuracy
-    curve = curve.mean()
+    edge += ' (kept)' if s['edges'] and m.label in exp.edges_kept else ''
+    diverged = int(scoring.rows(table, exp.key, m.label, 'select').diverged.sum())
+    short = scoring._short(s['setting'])
+    grid = grid or 'one setting (nothing tuned)'
+    selection.append([m.label, grid, short, edge, f'{s["val"]:.3f}', diverged])
+    mine = scoring.rows(table, exp.key, m.label, 'test', s['setting'])
+    curve = scoring.rows(frame, exp.key, m.label, 'test', s['setting']).groupby('step')
+    curve = curve.test_accuracy.mean()
     steps = curve.index.to_numpy()
-    before = curve[curve.index <= steps[-1] - (steps[-1] - steps[0]) / 4].iloc[-1]
-    acc = mine.test_accuracy
-    rows.append(
-      {
-        'method': m.label,
-        'setting': scoring._short(key),
-        'seeds': len(mine),
-        'test acc': f'{acc.mean():.3f} ± {acc.std(ddof=1):.3f}',
-        'diverged': int(mine.diverged.sum()),
-        'last-quarter gain': f'{curve.iloc[-1] - before:+.3f}',
-      }
-    )
-  return pd.DataFrame(rows)
-
-
-def _target_rows(exp: spec.Experiment, table: pd.DataFrame) -> pd.DataFrame | None:
-  if not any(c.metric in scoring.TO_TARGET for c in exp.claims):
-    return None
-  rows = []
-  for m in exp.methods:
-    mine = scoring.selected_test(exp, table, table, m.label)[1]
-    row = {'method': m.label, 'reached': f'{int(mine.reached.sum())}/{len(mine)}'}
-    for metric, column in scoring.TO_TARGET.items():
-      row[spec.METRICS[metric][0]] = f'{mine[column].mean():.4g} ± {mine[column].std(ddof=1):.3g}'
-    rows.append(row)
-  return pd.DataFrame(rows)
+    gain = curve.iloc[-1] - curve[curve.index <= steps[-1] - (steps[-1] - steps[0]) / 4].iloc[-1]
+    acc = f'{mine.test_accuracy.mean():.3f} ± {mine.test_accuracy.std(ddof=1):.3f}'
+    test.append([m.label, short, len(mine), acc, int(mine.diverged.sum()), f'{gain:+.3f}'])
+    if any(c.metric in scoring.TO_TARGET for c in exp.claims):
+      to = [f'{mine[q].mean():.4g} ± {mine[q].std(ddof=1):.3g}' for q in scoring.TO_TARGET.values()]
+      target.append([m.label, f'{int(mine.reached.sum())}/{len(mine)}', *to])
+  return (
+    pd.DataFrame(selection, columns=SELECTION),
+    pd.DataFrame(test, columns=TEST),
+    pd.DataFrame(target, columns=TARGET) if target else None,
+  )
 
 
 def _num(x, fmt='{:.2g}') -> str:
