@@ -1,11 +1,7 @@
-"""The vocabulary of a reproduction declaration (``configs/repro/<paper>.py``).
-
-A :class:`Paper` declares experiments (one figure or table each): methods (a config of
-``configs/`` plus fixed fields) tuned on equal grids over the selection seeds, the held-out
-test seeds, and the claims quoted from the paper; :mod:`~afl_jax.reproduction.runs` and
-:mod:`~afl_jax.reproduction.scoring` do the rest. Field names are dotted config paths
-(``'hparams.server_lr'``). The records and each field: docs/extending.md (section g); the
-protocol: docs/results/README.md#protocol.
+"""The vocabulary of a reproduction declaration (``configs/repro/<paper>.py``): a
+:class:`Paper`'s experiments (one figure or table each), their methods tuned on equal grids
+over the selection seeds, held-out test seeds and the paper's claims. Fields are dotted
+config paths (``'hparams.server_lr'``); each is explained in docs/extending.md (section g).
 """
 
 import dataclasses
@@ -17,8 +13,7 @@ from typing import Any
 import ml_collections
 from ml_collections.config_flags import config_path
 
-# configs/ of the checkout the scripts run from ($AFL_JAX_CHECKOUT, afl_jax/pipeline/cache.py),
-# else of the checkout that holds this package (an editable install).
+# configs/ of the checkout the scripts run from ($AFL_JAX_CHECKOUT), else of this package's.
 CONFIGS = os.path.join(
   os.environ.get('AFL_JAX_CHECKOUT')
   or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -111,18 +106,14 @@ class Claim:
 @dataclasses.dataclass(frozen=True)
 class Experiment:
   """One figure or table: ``methods`` on one shared setting (``base`` applied to every
-  method's config after its own fields), tuned on ``seeds`` (>= 3; the seed varies the data
-  split, schedule and init) and scored on the fresh ``test_seeds`` (>= 10, disjoint).
-  ``run=False``: run only when named (e.g. a paper-length run); ``target``: the accuracy of
-  its to-target claims (None: the default, :func:`~afl_jax.reproduction.scoring.target_of`);
-  ``beside``: the experiment whose claims this one scores at another scale (the page
-  sets their verdicts side by side); ``second_look`` / ``extended``: test seeds drawn again,
-  or a grid extended, after a look at
-  test results (the pages list them); ``looked``: the earlier test seeds whose results were
-  seen before the declaration took its present form: its verdicts are confirmatory only on
-  test seeds disjoint from them (else exploratory, kept out of the tally); ``edges_kept``:
-  method -> why its selection on a grid edge was kept (the edge rule,
-  :func:`~afl_jax.reproduction.scoring.settings_to_test`)."""
+  method's config after its own fields), tuned on ``seeds`` (>= 3) and scored on the fresh
+  ``test_seeds`` (>= 10, disjoint). ``run=False``: run only when named; ``target``: the
+  accuracy of its to-target claims (None: ``scoring.target_of``); ``beside``: the experiment
+  whose claims this one scores at another scale; ``second_look`` / ``extended``: test seeds
+  drawn again, or a grid extended, after a look at test results; ``looked``: earlier test
+  seeds seen before the declaration took its present form (its verdicts are exploratory
+  while a test seed is among them); ``edges_kept``: method -> why its selection on a grid
+  edge was kept."""
 
   key: str
   title: str
@@ -140,7 +131,7 @@ class Experiment:
   extended: str = ''
   looked: Sequence[int] = ()
   edges_kept: Mapping[str, str] = dataclasses.field(default_factory=dict)
-  beside: str = ''  # the key of the experiment whose claims this one scores at another scale
+  beside: str = ''
 
   @property
   def exploratory(self) -> bool:
