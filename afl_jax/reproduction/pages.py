@@ -673,14 +673,18 @@ def write(
   """Rebuild every page and the summary (the adjustment spans all papers) and the plots of
   ``papers``; the paths written."""
   scored = score_all(records_dir)
-  written = []
-  for key in reproduction.PAPERS:
-    paper = reproduction.load_paper(key)
-    written.append(os.path.join(out_dir, f'{key}.md'))
-    write_text(written[-1], render(paper, scored[key]))  # a temporary file, renamed
-    if plots and key in papers and scored[key]:
-      frame, manifest = runs.read(key, records_dir)
-      written += figures.draw(paper, scored[key], frame, manifest, out_dir)
-  written.append(os.path.join(out_dir, 'README.md'))
-  write_text(written[-1], render_summary(scored))
+  every = texts(scored, out_dir)
+  for path, text in every.items():
+    write_text(path, text)  # a temporary file, renamed
+  written = list(every)
+  for key in (k for k in reproduction.PAPERS if plots and k in papers and scored[k]):
+    frame, manifest = runs.read(key, records_dir)
+    written += figures.draw(reproduction.load_paper(key), scored[key], frame, manifest, out_dir)
   return written
+
+
+def texts(scored: Mapping, out_dir: str = RESULTS) -> dict[str, str]:
+  """Path -> text of every paper's page and of the summary (``scored``: :func:`score_all`)."""
+  paper = lambda key: render(reproduction.load_paper(key), scored[key])
+  out = {os.path.join(out_dir, f'{key}.md'): paper(key) for key in reproduction.PAPERS}
+  return out | {os.path.join(out_dir, 'README.md'): render_summary(scored)}
