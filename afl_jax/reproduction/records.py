@@ -220,11 +220,11 @@ def _load_records(path: str) -> tuple[pd.DataFrame, bytes]:
       if column in INT_COLUMNS:
         kind, bad = 'an integer', bad | number.isna() | (number != number.round())
       frame[column] = number.astype('int64' if column in INT_COLUMNS and not bad.any() else float)
-    _refuse_row(path, frame, column, bad, values, kind)
+    _refuse_row(path, column, bad, values, kind)
   return frame, data
 
 
-def _refuse_row(path, frame, column, bad, values, kind) -> None:
+def _refuse_row(path, column, bad, values, kind) -> None:
   if bad.any():
     i = int(bad.to_numpy().nonzero()[0][0])
     _refuse(path, f'row {i + 1} column {column} holds {values.iloc[i]!r}, not {kind}')
@@ -289,7 +289,7 @@ def read(paper_key: str, records_dir: str = RECORDS) -> tuple[pd.DataFrame, list
   frame, data = _load_records(records_path)
   if STATUS in frame.columns:
     bad = frame[STATUS].isna() | ~frame[STATUS].isin(STATUSES)
-    _refuse_row(records_path, frame, STATUS, bad, frame[STATUS], f'one of {", ".join(STATUSES)}')
+    _refuse_row(records_path, STATUS, bad, frame[STATUS], f'one of {", ".join(STATUSES)}')
     try:
       if not marked(sweeps) and sweeps:
         raise RecordsError('its sweeps state no status')
