@@ -91,6 +91,14 @@ def sweep_rows(frame: pd.DataFrame, s: Mapping) -> pd.Series:
   return rows & (frame.setting == s['setting']) if s['phase'] == 'test' else rows
 
 
+def rows_of(frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> pd.DataFrame:
+  """The rows of ``frame`` that belong to one of ``sweeps``."""
+  keep = pd.Series(False, index=frame.index)
+  for s in sweeps:
+    keep |= sweep_rows(frame, s)
+  return frame[keep]
+
+
 def same_runs(a: Mapping, b: Mapping) -> bool:
   """Whether sweeps ``a`` and ``b`` share a run (same key, a seed in common): a new one
   replaces the old in the records."""

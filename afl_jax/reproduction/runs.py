@@ -215,17 +215,16 @@ def is_declared(exp: spec.Experiment, sweep: Mapping) -> bool:
 def current(exp: spec.Experiment, frame: pd.DataFrame, manifest: Sequence[Mapping]) -> pd.DataFrame:
   """The rows of ``exp``'s sweeps whose status is ``current`` (the pages score them; the
   status follows the declaration by identity, :func:`afl_jax.reproduction.scoring.mark`)."""
-  keep = pd.Series(False, index=frame.index)
-  for m in manifest:
-    if m['experiment'] == exp.key and m.get(records.STATUS) == 'current':
-      seeds = exp.seeds if m['phase'] == 'select' else exp.test_seeds
-      if sorted(m['seeds']) != sorted(seeds):  # the declaration changed since the marking
-        raise UserError(
-          f'the records mark sweep {records.label(m)} current on seeds {m["seeds"]}, where '
-          f'{exp.key} declares {list(seeds)}: python scripts/report.py --write --restatus'
-        )
-      keep |= records.sweep_rows(frame, m)
-  return frame[keep]
+  mine = [m for m in manifest if m['experiment'] == exp.key]
+  mine = [m for m in mine if m.get(records.STATUS) == 'current']
+  for m in mine:
+    seeds = exp.seeds if m['phase'] == 'select' else exp.test_seeds
+    if sorted(m['seeds']) != sorted(seeds):  # the declaration changed since the marking
+      raise UserError(
+        f'the records mark sweep {records.label(m)} current on seeds {m["seeds"]}, where '
+        f'{exp.key} declares {list(seeds)}: python scripts/report.py --write --restatus'
+      )
+  return records.rows_of(frame, mine)
 
 
 def selection_rows(paper_key: str, exp: spec.Experiment, records_dir: str = RECORDS):
@@ -240,7 +239,4 @@ def selection_rows(paper_key: str, exp: spec.Experiment, records_dir: str = RECO
       f'--phase=test: experiment {exp.key} of {paper_key} has no selection records (as '
       f'declared now) for {", ".join(missing)}; run --phase=select (or all) first'
     )
-  keep = pd.Series(False, index=frame.index)
-  for m in mine:
-    keep |= records.sweep_rows(frame, m)
-  return frame[keep]
+  return records.rows_of(frame, mine)

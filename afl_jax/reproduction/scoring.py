@@ -488,11 +488,8 @@ def mark(
       mine = [(i, m) for i, m in enumerate(manifest) if m['experiment'] == exp.key]
       chosen = [i for i, m in mine if m['phase'] == 'select' and runs.is_declared(exp, m)]
       current |= set(chosen)
-      selection = pd.Series(False, index=frame.index)
-      for i in chosen:
-        selection |= records.sweep_rows(frame, manifest[i])
       try:
-        wanted = test_settings(exp, per_run(frame[selection]))
+        wanted = test_settings(exp, per_run(records.rows_of(frame, [manifest[i] for i in chosen])))
       except ValueError:  # a method without selection records: no test sweep is scored
         wanted = {}
       tested = {(label, key) for label, keys_ in wanted.items() for key in keys_}
