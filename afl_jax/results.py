@@ -128,9 +128,8 @@ def short_paths(paths: Sequence[str]) -> list[str]:
 
 
 def _fields(run: RunRecord) -> dict[str, Any]:
-  """What a method is: the run's config but the seed, and its seed-independent inputs (own
-  code, devices, JAX's settings, the files read); not its program (a single run and a
-  sweep's run of one config are one method)."""
+  """What a method is: the config but the seed, and the seed-independent inputs (code,
+  devices, JAX's settings, files read)."""
   out = {
     k: v for k, v in record_lib.flatten(run.config).items() if k.split('.')[0] not in _NOT_METHOD
   }
@@ -347,9 +346,8 @@ def markdown(frame: pd.DataFrame) -> str:
 
 # ---- curves -------------------------------------------------------------------------------
 def curves(runs, x='steps', metric='test_accuracy', at=None, alpha=ALPHA) -> dict[str, Any]:
-  """A method's curve over its completed runs (at the budget ``at``) on axis ``x``: ``x``,
-  ``mean``, ``lo``, ``hi`` (pointwise t interval) and ``n``. Each run is read on the union of
-  the runs' x values (linear interpolation), up to the end of the shortest."""
+  """A method's curve over its completed runs on axis ``x``: ``x``, ``mean``, ``lo``,
+  ``hi`` (pointwise t interval), ``n``; runs interpolated up to the shortest one's end."""
   if x not in AXES:
     raise ResultsError(f'--x={x!r} is invalid: one of {", ".join(AXES)}')
   column, scale = AXES[x]

@@ -44,8 +44,8 @@ def _x_axis(exp: spec.Experiment) -> tuple[str, float, str, bool]:
 
 
 def facets(exp: spec.Experiment) -> list[list[str]]:
-  """The methods of each panel: all in one up to MAX_LINES; else one per method where every
-  label is 'Method (condition)'; else the first (the reference) beside MAX_LINES - 1 others."""
+  """The methods of each panel: all, one per method with conditions, or the reference
+  beside MAX_LINES - 1 others."""
   labels = [m.label for m in exp.methods]
   if len(labels) <= MAX_LINES:
     return [labels]
@@ -78,8 +78,7 @@ def _style(ax, xlabel: str, ylabel: str | None = None) -> None:
 
 
 def plot_experiment(s: Mapping, frame: pd.DataFrame, path: str) -> None:
-  """Test accuracy of each selected setting (mean ± std over the test seeds) against the
-  axis its claims are about, one panel per group of :func:`facets`."""
+  """Test accuracy of each selected setting (mean ± std over the test seeds) per panel."""
   exp, panels, fin = s['exp'], facets(s['exp']), scoring.per_run(frame)
   column, scale, xlabel, log = _x_axis(exp)
   cols = min(2, len(panels))  # two panels across keep the text readable at page width
@@ -109,8 +108,7 @@ def plot_experiment(s: Mapping, frame: pd.DataFrame, path: str) -> None:
 
 
 def mc_curve(exp: spec.Experiment) -> dict[str, list[tuple[int, str]]]:
-  """Method name -> [(Mc, label)] when every method of ``exp`` is one method at one
-  concurrency ('X (Mc = n)', at least two values each), else {}."""
+  """Method -> [(Mc, label)] where every method is one method at several Mc, else {}."""
   out: dict[str, list[tuple[int, str]]] = {}
   for m in exp.methods:
     match = MC_LABEL.match(m.label)
@@ -198,8 +196,7 @@ def _ratio_ticks(ax, lo: float, hi: float) -> None:
 
 
 def _forest_row(ax, c: Mapping, y: float, lo: float, hi: float, scale: float) -> None:
-  """One claim at height ``y``: its interval and effect (an arrow and the values where the
-  axis cuts them), its marks, and the paper's effect written at the right."""
+  """One claim at height ``y``: interval, effect, marks and the paper's effect."""
   colour = VERDICT_COLOURS[c['verdict']]
   k = 1.0 if c.get('ratio') or c['kind'] == 'on_seeds' else scale
   a, b, mean = c['lo'] * k, c['hi'] * k, c['mean'] * k
@@ -224,9 +221,7 @@ def _forest_row(ax, c: Mapping, y: float, lo: float, hi: float, scale: float) ->
 
 
 def plot_forest(paper_key: str, scored: Mapping, path: str, width: int = 52) -> None:
-  """Every claim of a paper (those outside the tally hollow), one panel per :func:`family`:
-  effect and 95% interval coloured by the BH verdict, the paper's effect (a diamond, and
-  written at the right), margin / bound / factor (ticks), the text wrapped at ``width``."""
+  """Every claim of a paper, one panel per :func:`family`, coloured by its BH verdict."""
   claims = [c for s in scored.values() for c in s['claims']]
   panels = forest_panels(claims)
   outside = lambda c: ' [outside the tally]' if c['outside'] else ''

@@ -1,7 +1,6 @@
-"""The result pages (``docs/results/<paper>.md`` and the summary ``README.md``) and their
-plots, rebuilt from the committed per-run records alone: :func:`render` returns a page's
-text, :func:`write` writes them all. The summary states the scale, the protocol and the
-terms once (by hand in docs/results/protocol.md); every paper page links to them.
+"""The result pages (``docs/results/<paper>.md``, the summary ``README.md``) and their plots,
+rebuilt from the committed per-run records alone; the protocol is written by hand once, in
+docs/results/protocol.md.
 """
 
 from __future__ import annotations
@@ -34,8 +33,8 @@ def _claims(e: spec.Experiment) -> str:
 
 
 def score_paper(paper: spec.Paper, records_dir: str = runs.RECORDS) -> dict:
-  """Per experiment with test records: selections, test table, target, raw claims. Reads
-  the rows the records mark current (no config is resolved or built here)."""
+  """Per experiment with test records: selections, tables, target, raw claims (the rows
+  the records mark current; no config is resolved here)."""
   everything, manifest = runs.read(paper.key, records_dir)
   out = {}
   for exp in paper.experiments:
@@ -58,8 +57,7 @@ def score_paper(paper: spec.Paper, records_dir: str = runs.RECORDS) -> dict:
 
 
 def tallied(c: Mapping) -> bool:
-  """Whether a scored claim counts in the tally: a paper statement (not outside it) whose
-  test seeds were not looked at before the declaration took its present form."""
+  """Whether a scored claim counts in the tally: a paper statement on confirmatory seeds."""
   return not c['outside'] and not c.get('exploratory')
 
 
@@ -121,8 +119,7 @@ def _num(x, fmt='{:.2g}') -> str:
 
 
 def _edge_note(c: Mapping) -> str:
-  """Beside a decided verdict: the methods it goes against that were selected on an edge
-  of their grid (a wider grid might move it)."""
+  """Beside a decided verdict: the methods it goes against selected on a grid edge."""
   edges = c.get('edges_against', []) if c['verdict'] in scoring.DECIDED else []
   return f' (against a grid edge: {"; ".join(edges)})' if edges else ''
 
@@ -136,8 +133,7 @@ def _unit(c: Mapping) -> str:
 
 
 def effect_text(c: Mapping) -> str:
-  """The measured effect with its unit and 95% interval: accuracy in points, a speedup as
-  the ratio B / A, an event as the seeds it happened on, else the metric's unit."""
+  """The measured effect with its unit and 95% interval."""
   if c['kind'] == 'on_seeds':
     return f'{round(c["mean"] * c["n"])}/{c["n"]} seeds'
   if c.get('ratio'):
@@ -189,8 +185,7 @@ RESTS_ON = {
 
 
 def verdict_cell(c: Mapping, key: str = 'verdict') -> str:
-  """A verdict (``key``: 'verdict' after BH, 'verdict_holm' after Holm, 'verdict_raw'
-  before adjusting) with the p of each test it rests on, adjusted alike."""
+  """A verdict (after BH, Holm, or raw) with the p of each test it rests on, alike."""
   names, p = _part_names(c), P_OF[key]
   parts = [part for part in c['parts'] if math.isfinite(part.get(p, math.nan))]
   ps = '; '.join(
@@ -201,16 +196,14 @@ def verdict_cell(c: Mapping, key: str = 'verdict') -> str:
 
 
 def _short_cell(c: Mapping, key: str = 'verdict') -> str:
-  """A verdict with the p of the test it rests on (marked * when the claim has more than
-  one test: the notes give each)."""
+  """A verdict with the p of the test it rests on (* where the notes give more)."""
   name = RESTS_ON.get(c[key], scoring.STATEMENT)
   part = next((p for p in c['parts'] if p['name'] == name), c['parts'][0])
   return f'**{c[key]}** (p={_num(part[P_OF[key]])})' + ('*' if len(c['parts']) > 1 else '')
 
 
 def claim_rows(claims: Sequence[Mapping], start: int = 1) -> pd.DataFrame:
-  """One short row per claim (numbered from ``start``); the rest is in :func:`claim_notes`
-  (a verdict marked * rests on more than one test: each is listed there)."""
+  """One short row per claim (numbered from ``start``); the rest: :func:`claim_notes`."""
   marks = (('restated', ' [restated]'), ('outside', ' *(outside the tally)*'))
   marks += (('exploratory', ' *(exploratory)*'),)
   return pd.DataFrame(
@@ -227,9 +220,7 @@ def claim_rows(claims: Sequence[Mapping], start: int = 1) -> pd.DataFrame:
 
 
 def _side(c: Mapping, side: str) -> str:
-  """A method's value on the claim's metric, where it means something: none for an
-  event claim; for a to-target metric the mean over the seeds that reached the target,
-  with how many did."""
+  """A method's value on the claim's metric (to a target: over the seeds that reached it)."""
   label = c[side]
   if c['kind'] == 'on_seeds':
     return label
@@ -322,8 +313,7 @@ def _part(head: str, *body: str) -> list[str]:
 
 
 def beside_rows(theirs: Sequence[Mapping], mine: Sequence[Mapping], key: str) -> pd.DataFrame:
-  """Each claim of ``mine`` whose statement ``theirs`` also scores: both effects and BH
-  verdicts side by side."""
+  """Each claim of ``mine`` that ``theirs`` also scores: both effects and verdicts."""
   by_text = {c['text']: c for c in theirs}
   return pd.DataFrame(
     {
@@ -385,8 +375,7 @@ def experiment_section(paper: spec.Paper, s: Mapping, start: int, scored: Mappin
 
 
 def seeds_text(exp: spec.Experiment) -> str:
-  """The seeds of each phase: selection, test (confirmatory or exploratory), and the earlier
-  test seeds looked at before the declaration took its present form."""
+  """The seeds of each phase, and the earlier test seeds looked at."""
   if exp.exploratory:
     how = (
       'exploratory: looked at before the grid or seeds took their present form, so its '
@@ -426,8 +415,7 @@ LOOKS = (
 
 
 def _looks(paper: spec.Paper, keys, full: bool = True) -> list[str]:
-  """Each experiment's second look and grid extended after a test look: one line each
-  (``full``), or one line per experiment naming them (its section says what)."""
+  """Each experiment's looks at the test seeds: one line each, or one per experiment."""
   looks = [
     (e, [(kind, getattr(e, field)) for field, kind in LOOKS if getattr(e, field)])
     for e in paper.experiments
@@ -530,8 +518,7 @@ DATASETS = {'fmnist': 'FMNIST'}
 
 
 def ran_at(exp: spec.Experiment) -> str:
-  """The dataset, model, clients and length an experiment ran at (its methods' configs,
-  loaded, not resolved)."""
+  """The dataset, model, clients and length an experiment ran at (configs loaded only)."""
   configs = [spec.sweep_config(exp, m) for m in exp.methods]
 
   def values(field, names=()) -> str:
@@ -546,9 +533,8 @@ def ran_at(exp: spec.Experiment) -> str:
 
 
 def passage_rows(scored: Mapping[str, Mapping], papers: Sequence[spec.Paper]) -> pd.DataFrame:
-  """One row per paper passage the tally quotes: its paper and references, where it ran
-  (dataset, model, clients, length), its statements and their verdicts after BH and Holm
-  (each statement's row is on its paper's page)."""
+  """One row per paper passage the tally quotes: where it ran, its statements and their
+  verdicts after BH and Holm."""
   out: dict[tuple[str, str], dict] = {}
   for paper in papers:
     for exp in paper.experiments:
@@ -670,8 +656,7 @@ def write(
   out_dir: str = RESULTS,
   plots: bool = True,
 ) -> list[str]:
-  """Rebuild every page and the summary (the adjustment spans all papers) and the plots of
-  ``papers``; the paths written."""
+  """Rebuild every page and the summary, and the plots of ``papers``; the paths written."""
   scored = score_all(records_dir)
   every = texts(scored, out_dir)
   for path, text in every.items():

@@ -1,12 +1,7 @@
-"""A paper's records and manifest, written together and read only when whole.
-
-The records (``<paper>.csv.gz``, one row per evaluation of a run, its ``run`` column the
-run's identity) and the manifest (``<paper>.json``: the sweeps that produced them, the
-records' row count and SHA-256) are one pair, replaced together (:func:`write`) and checked
-against each other before any row is scored (:func:`read`: one line naming the file). Each
-sweep states its status (``current``: the declaration gives a sweep of its identity now, and
-the pages score it; ``superseded``), repeated in every row's ``status`` column.
-docs/reliability.md#result-records.
+"""A paper's records (``<paper>.csv.gz``, one row per evaluation, ``run`` its identity) and
+manifest (``<paper>.json``: its sweeps, the records' row count and SHA-256): one pair,
+replaced together and read only when whole. Each sweep states its status (``current``: the
+pages score it; ``superseded``), repeated in its rows. docs/reliability.md#result-records.
 """
 
 from __future__ import annotations
@@ -56,8 +51,7 @@ def paths(paper_key: str, records_dir: str) -> tuple[str, str]:
 
 
 def encode(frame: pd.DataFrame, name: str) -> bytes:
-  """The gzipped CSV of ``frame`` byte for byte as pandas writes it to a file ``name`` (gzip
-  header without a timestamp: the same rows give the same bytes)."""
+  """The gzipped CSV of ``frame`` as pandas writes a file ``name`` (no timestamp)."""
   buf = io.BytesIO()
   buf.name = name  # the gzip header names the file, as for a path
   frame.to_csv(buf, index=False, compression={'method': 'gzip', 'mtime': 0})
@@ -100,15 +94,13 @@ def rows_of(frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> pd.DataFrame:
 
 
 def same_runs(a: Mapping, b: Mapping) -> bool:
-  """Whether sweeps ``a`` and ``b`` share a run (same key, a seed in common): a new one
-  replaces the old in the records."""
+  """Whether sweeps ``a`` and ``b`` share a run (same key, a seed in common)."""
   key = ('experiment', 'method', 'phase', 'setting')
   return all(a[k] == b[k] for k in key) and bool(set(a['seeds']) & set(b['seeds']))
 
 
 def diverged(last: pd.DataFrame) -> pd.Series:
-  """Whether each run diverged, from its last row (:func:`last_rows`): a non-finite test
-  score, or validation score where the run has a validation split."""
+  """Whether each run (its last row) diverged: a non-finite test or validation score."""
   test, val = (
     ~np.isfinite(last[[f'{s}_accuracy', f'{s}_loss']].to_numpy(float)).all(axis=1)
     for s in ('test', 'val')
@@ -117,8 +109,7 @@ def diverged(last: pd.DataFrame) -> pd.Series:
 
 
 def last_rows(frame: pd.DataFrame) -> pd.DataFrame:
-  """The last row of every run, with ``has_val``: its first evaluation has a validation
-  score (the run has a validation split)."""
+  """The last row of every run, with ``has_val``: the run has a validation split."""
   runs_ = frame.sort_values('step', kind='stable').groupby(KEYS[:-1])
   last = runs_.tail(1).copy()
   last['has_val'] = runs_['val_accuracy'].transform('first').loc[last.index].notna()
@@ -133,9 +124,8 @@ def label(s: Mapping) -> str:
 def write(
   paper_key: str, frame: pd.DataFrame, sweeps: Sequence[Mapping], records_dir: str = RECORDS
 ) -> None:
-  """Replace the pair of ``paper_key`` with ``frame`` and ``sweeps``, both sorted (same rows,
-  same bytes), each row with its sweep's status when the sweeps state theirs; RecordsError
-  where the directory cannot be written (the previous pair is kept) or a status is wrong."""
+  """Replace the pair of ``paper_key`` (sorted: same rows, same bytes); RecordsError where
+  it cannot be written (the previous pair is kept) or a status is wrong."""
   records_path, manifest_path = paths(paper_key, records_dir)
   frame = frame.sort_values(KEYS, kind='stable').reset_index(drop=True)[COLUMNS]
   order = ('experiment', 'phase', 'method', 'setting')
@@ -239,8 +229,7 @@ def _refuse_row(path, column, bad, values, kind) -> None:
 
 
 def _check_sweeps(path: str, frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> None:
-  """Every manifest sweep's rows hold its seeds and runs (and its status, in a marked
-  pair); every row belongs to one sweep."""
+  """Every sweep's rows hold its seeds, runs and status; every row is one sweep's."""
   covered = pd.Series(False, index=frame.index)
   ends = last_rows(frame)
   for s in sweeps:
@@ -277,9 +266,8 @@ def _check_sweeps(path: str, frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> 
 
 
 def read(paper_key: str, records_dir: str = RECORDS) -> tuple[pd.DataFrame, list[dict]]:
-  """A paper's records and manifest sweeps, checked against each other (RecordsError: one
-  line naming the file and what is damaged or differs); an empty frame and no sweeps when
-  neither file exists."""
+  """A paper's records and sweeps, checked against each other (RecordsError: one line);
+  empty when neither file exists."""
   records_path, manifest_path = paths(paper_key, records_dir)
   have_records, have_manifest = os.path.lexists(records_path), os.path.lexists(manifest_path)
   empty = pd.DataFrame(columns=COLUMNS), []

@@ -1,11 +1,6 @@
-"""Run a declared experiment's sweeps and keep their per-run records.
-
-``select`` runs every grid setting of every method on the selection seeds (one sweep per
-method); ``test`` runs only the settings the claims need on the fresh test seeds (one sweep
-per method and setting). A sweep's identity (its runs' data and schedules built, nothing
-trained) is the one key: a sweep runs again exactly when the records lack it, and a recorded
-sweep is current exactly when the declaration gives it now (:func:`is_declared`).
-docs/results/README.md#protocol.
+"""Run a declared experiment's sweeps and keep their per-run records. A sweep's identity
+(its runs' data and schedules built, nothing trained) is the one key: it runs again exactly
+when the records lack it, and is current exactly when the declaration gives it now.
 """
 
 from __future__ import annotations
@@ -54,8 +49,7 @@ _IDENTITIES = cache.Scoped()
 
 
 def remembering() -> contextlib.AbstractContextManager[None]:
-  """Within the block (one command), each sweep's identity is built once per distinct config
-  while no component is registered anew; outside it, every call builds anew."""
+  """Within the block, each sweep's identity is built once per distinct config."""
   return _IDENTITIES.scope()
 
 
@@ -69,8 +63,7 @@ def sweep_identity(config: ml_collections.ConfigDict) -> str:
 
 
 def lock_records(records_dir: str):
-  """Lock ``records_dir`` for this process (one writer of records and pages at a time), or
-  raise UserError naming the live process that holds it."""
+  """Lock ``records_dir`` for this process, or UserError naming who holds it."""
   from afl_jax.pipeline import workdir
 
   try:
@@ -213,8 +206,7 @@ def is_declared(exp: spec.Experiment, sweep: Mapping) -> bool:
 
 
 def current(exp: spec.Experiment, frame: pd.DataFrame, manifest: Sequence[Mapping]) -> pd.DataFrame:
-  """The rows of ``exp``'s sweeps whose status is ``current`` (the pages score them; the
-  status follows the declaration by identity, :func:`afl_jax.reproduction.scoring.mark`)."""
+  """The rows of ``exp``'s sweeps whose status is ``current`` (the pages score them)."""
   mine = [m for m in manifest if m['experiment'] == exp.key]
   mine = [m for m in mine if m.get(records.STATUS) == 'current']
   for m in mine:
@@ -228,8 +220,8 @@ def current(exp: spec.Experiment, frame: pd.DataFrame, manifest: Sequence[Mappin
 
 
 def selection_rows(paper_key: str, exp: spec.Experiment, records_dir: str = RECORDS):
-  """The rows of ``exp``'s selection sweeps as declared now (by identity); UserError (one
-  line) while a method has none: the test phase needs them."""
+  """The rows of ``exp``'s selection sweeps as declared now; UserError while a method
+  has none."""
   frame, manifest = read(paper_key, records_dir)
   mine = [m for m in manifest if m['experiment'] == exp.key and m['phase'] == 'select']
   mine = [m for m in mine if is_declared(exp, m)]

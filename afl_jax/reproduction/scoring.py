@@ -1,12 +1,6 @@
-"""Select on validation over the selection seeds; score every claim on the test seeds.
-
-Every run's numbers come from one per-seed table (:func:`per_run`, ``results.per_seed``
-over the records). Each method's setting is the one with the best mean final validation
-accuracy (on a grid edge it stops the test phase: :func:`settings_to_test`); each claim is
-a set of tests fixed by its declaration (:func:`score_claim`), each decided at 2.5% per
-side, and its verdict is composed from the tests that stay decided after the
-Benjamini-Hochberg and Holm adjustments (:func:`adjust`). The protocol:
-docs/results/protocol.md.
+"""Select on validation over the selection seeds; score every claim on the test seeds, each
+claim a set of tests fixed by its declaration, its verdict composed from those that stay
+decided after the Benjamini-Hochberg and Holm adjustments. docs/results/protocol.md.
 """
 
 from __future__ import annotations
@@ -132,8 +126,7 @@ def selected_test(exp: spec.Experiment, frame: pd.DataFrame, table: pd.DataFrame
 
 
 def selections(exp: spec.Experiment, table: pd.DataFrame) -> list[tuple[str, dict]]:
-  """(method label, :func:`select`) of every selection the claims score, each setting once:
-  every method's overall selection, and its selection under each ``at`` restriction."""
+  """(method, :func:`select`) of every selection the claims score, each setting once."""
   out = [(m.label, select(table, exp.key, m.label)) for m in exp.methods]
   for claim in exp.claims:
     for label in (claim.better, claim.worse, *claim.baseline, *claim.condition) if claim.at else ():
@@ -152,8 +145,7 @@ def test_settings(exp: spec.Experiment, table: pd.DataFrame) -> dict[str, list[s
 
 
 def open_edges(exp: spec.Experiment, table: pd.DataFrame) -> list[str]:
-  """The selections on an edge of their grid that ``exp`` does not keep (``edges_kept``):
-  '<method> (<setting>): <field> on <side> edge'."""
+  """The selections on a grid edge ``exp`` does not keep, '<method> (<setting>): ...'."""
   return [
     f'{label} ({_short(chosen["setting"])}): {", ".join(chosen["edges"])}'
     for label, chosen in selections(exp, table)
@@ -400,8 +392,7 @@ def compose(claim: Mapping, key: str = 'p') -> str:
 
 
 def _against(claim: spec.Claim, verdict: str, mean: float) -> tuple[str, ...]:
-  """The methods a decided verdict goes against (the losing side, with its reference
-  condition): a grid edge of one of them is named beside the verdict."""
+  """The methods a decided verdict goes against (the losing side)."""
   a, b = (claim.better, *claim.baseline[:1]), (claim.worse, *claim.baseline[1:])
   if verdict in (AGREES, AGREES_SMALLER):
     return b
