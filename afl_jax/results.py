@@ -1,9 +1,8 @@
 """Results as a paper prints them: methods over seeds, with 95% t intervals.
 
 :func:`load` reads each run's record, :func:`methods` groups runs that differ only in the
-seed (never merged silently), :func:`table` and :func:`curves` summarize the completed runs;
-the statistics (:func:`t_interval`, :func:`paired`, ...) are the project's one
-implementation. docs/extending.md says what each column means."""
+seed (never merged silently), :func:`table` and :func:`curves` summarize the completed runs
+with the project's one implementation of the statistics. The columns: docs/extending.md."""
 
 from __future__ import annotations
 
@@ -37,6 +36,11 @@ class ResultsError(UserError):
 
 
 # ---- statistics ---------------------------------------------------------------------------
+def _half(sd, n: int, alpha: float):
+  """Half the width of the two-sided ``1 - alpha`` t interval of a mean of ``n``."""
+  return float(stats.t.ppf(1 - alpha / 2, n - 1)) * sd / math.sqrt(n)
+
+
 def t_interval(values: Sequence[float], alpha: float = ALPHA) -> dict[str, float]:
   """``n``, ``mean``, ``sd`` (ddof 1) and the two-sided ``1 - alpha`` t interval (``lo``,
   ``hi``; infinite for n < 2, the mean itself when every value is equal)."""
@@ -47,8 +51,8 @@ def t_interval(values: Sequence[float], alpha: float = ALPHA) -> dict[str, float
   if n < 2:
     return {'n': n, 'mean': mean, 'sd': sd, 'lo': -math.inf, 'hi': math.inf}
   if (x == x[0]).all():  # exactly: a mean of equal floats may round off them
-    return {'n': n, 'mean': float(x[0]), 'sd': 0.0, 'lo': float(x[0]), 'hi': float(x[0])}
-  half = float(stats.t.ppf(1 - alpha / 2, n - 1)) * sd / math.sqrt(n)
+    mean, sd = float(x[0]), 0.0
+  half = _half(sd, n, alpha)
   return {'n': n, 'mean': mean, 'sd': sd, 'lo': mean - half, 'hi': mean + half}
 
 
@@ -124,9 +128,8 @@ def short_paths(paths: Sequence[str]) -> list[str]:
 
 
 def _fields(run: RunRecord) -> dict[str, Any]:
-  """What a method is: the run's config but the seed, and its seed-independent inputs (own
-  code, devices, JAX's settings, the files read); not its program (a single run and a
-  sweep's run of one config are one method)."""
+  """What a method is: the config but the seed, and the seed-independent inputs (code,
+  devices, JAX's settings, files read)."""
   out = {
     k: v for k, v in record_lib.flatten(run.config).items() if k.split('.')[0] not in _NOT_METHOD
   }
@@ -256,7 +259,7 @@ def table(
     target = _target_of([r for rs in groups.values() for r in rs], metric)
   seeds = {label: per_seed(rs, metric, target, at) for label, rs in groups.items()}
   done = {k: f[f.status == 'completed'] for k, f in seeds.items()}
-  quantities = ['final', 'best'] + (['steps', 'seconds', 'mb'] if target else [])
+  quantities = ['final', 'best'] + (list(AXES) if target else [])
   out = []
   for label, frame in done.items():
     status = seeds[label].status
@@ -267,21 +270,17 @@ def table(
       row |= {q: st['mean'], f'{q}_lo': st['lo'], f'{q}_hi': st['hi']}
     if target:
       row['reached'] = int(frame['reached'].sum()) if 'reached' in frame else 0
-    if baseline is not None and label != baseline:
-      base = done[baseline]
-      common = frame.index.intersection(base.index)
-      for q in quantities:
-        d = (frame.loc[common, q] - base.loc[common, q]).to_numpy(float) if len(common) else []
-        st = paired(d, alpha)
-        row |= {f'diff_{q}{s}': st[k] for s, k in (('', 'mean'), ('_lo', 'lo'), ('_hi', 'hi'))}
-        row |= {f'diff_{q}_p': st['p'], f'diff_{q}_n': st['n']}
-        if q in ('steps', 'seconds', 'mb') and len(common):
-          mine, theirs = ~frame.loc[common, 'reached'], ~base.loc[common, 'reached']
-          row[f'diff_{q}_bound'] = (
-            '?'
-            if (mine & theirs).any() or (mine.any() and theirs.any())
-            else ('>=' if mine.any() else '<=' if theirs.any() else '')
-          )
+    base = done[baseline] if baseline is not None and label != baseline else None
+    common = frame.index.intersection(base.index) if base is not None else []
+    for q in quantities if base is not None else ():
+      d = (frame.loc[common, q] - base.loc[common, q]).to_numpy(float) if len(common) else []
+      st = paired(d, alpha)
+      row |= {f'diff_{q}{s}': st[k] for s, k in (('', 'mean'), ('_lo', 'lo'), ('_hi', 'hi'))}
+      row |= {f'diff_{q}_p': st['p'], f'diff_{q}_n': st['n']}
+      if q in AXES and len(common):  # a bound where a side never reached the target
+        mine, theirs = (~f.loc[common, 'reached'] for f in (frame, base))
+        either = '>=' if mine.any() else '<=' if theirs.any() else ''
+        row[f'diff_{q}_bound'] = '?' if mine.any() and theirs.any() else either
     out.append(row)
   frame = pd.DataFrame(out).set_index('method')
   frame.attrs.update(target=target, metric=metric, baseline=baseline, at=at)
@@ -347,9 +346,8 @@ def markdown(frame: pd.DataFrame) -> str:
 
 # ---- curves -------------------------------------------------------------------------------
 def curves(runs, x='steps', metric='test_accuracy', at=None, alpha=ALPHA) -> dict[str, Any]:
-  """A method's curve over its completed runs (at the budget ``at``) on axis ``x``: ``x``,
-  ``mean``, ``lo``, ``hi`` (pointwise t interval) and ``n``. Each run is read on the union of
-  the runs' x values (linear interpolation), up to the end of the shortest."""
+  """A method's curve over its completed runs on axis ``x``: ``x``, ``mean``, ``lo``,
+  ``hi`` (pointwise t interval), ``n``; runs interpolated up to the shortest one's end."""
   if x not in AXES:
     raise ResultsError(f'--x={x!r} is invalid: one of {", ".join(AXES)}')
   column, scale = AXES[x]
@@ -361,33 +359,15 @@ def curves(runs, x='steps', metric='test_accuracy', at=None, alpha=ALPHA) -> dic
       xs = np.asarray([q[column] for q in recs], float) * scale
       pairs.append((xs, np.asarray([q[metric] for q in recs])))
   if not pairs:
-    return {'x': np.zeros(0), 'mean': np.zeros(0), 'lo': np.zeros(0), 'hi': np.zeros(0), 'n': 0}
+    return {k: np.zeros(0) for k in ('x', 'mean', 'lo', 'hi')} | {'n': 0}
   end = min(p[0][-1] for p in pairs)
   grid = np.unique(np.concatenate([p[0] for p in pairs]))
   grid = grid[grid <= end]
   ys = np.stack([np.interp(grid, px, py) for px, py in pairs])
   n, mean = len(ys), ys.mean(axis=0)
-  if n < 2:
-    return {'x': grid, 'mean': mean, 'lo': mean, 'hi': mean, 'n': n}
-  half = stats.t.ppf(1 - alpha / 2, n - 1) * ys.std(axis=0, ddof=1) / math.sqrt(n)
+  half = _half(ys.std(axis=0, ddof=1), n, alpha) if n > 1 else 0.0
   return {'x': grid, 'mean': mean, 'lo': mean - half, 'hi': mean + half, 'n': n}
 
 
-__all__ = [
-  'ALPHA',
-  'AXES',
-  'ResultsError',
-  'RunRecord',
-  'at_budget',
-  'curves',
-  'load',
-  'markdown',
-  'methods',
-  'one_sided_p',
-  'paired',
-  'parse_at',
-  'per_seed',
-  'seeds_needed',
-  't_interval',
-  'table',
-]
+__all__ = 'ALPHA AXES ResultsError RunRecord at_budget curves load markdown methods'.split()
+__all__ += 'one_sided_p paired parse_at per_seed seeds_needed t_interval table'.split()

@@ -78,12 +78,11 @@ def main(argv):
       _write(papers)
     return
   scored = pages.score_all(_RECORDS_DIR.value)
-  stale = []
-  for key in _PAPERS.value:
-    text = pages.render(reproduction.load_paper(key), scored[key])
-    path = os.path.join(_OUT_DIR.value, f'{key}.md')
-    if not os.path.exists(path) or pathlib.Path(path).read_text() != text:
-      stale.append(path)
+  stale = [  # every page and the summary, as --write rebuilds them
+    path
+    for path, text in pages.texts(scored, _OUT_DIR.value).items()
+    if not os.path.exists(path) or pathlib.Path(path).read_text() != text
+  ]
   print(pages.tally_table(scored).to_string(index=False))  # paper statements, after BH and Holm
   print('stale pages (rebuild with --write): ' + (', '.join(stale) or 'none'))
   if _RESTATUS.value:

@@ -20,36 +20,26 @@ A_TEST = 0.80 + 0.01 * RNG.standard_normal(10)
 B_TEST = 0.78 + 0.01 * RNG.standard_normal(10)
 
 
-def _toy(claims):
-  grid = {'hparams.client_lr': (0.1,)}
-  methods = (spec.Method('A', 'fmnist:fedbuff', grid), spec.Method('B', 'fmnist:fedbuff', grid))
-  return spec.Experiment('toy', 'toy', 'Fig. 0', 'toy', lambda c: None, methods, tuple(claims))
+def _toy(claims, labels='AB', **kw):
+  methods = tuple(spec.Method(x, 'fmnist:fedbuff', {'hparams.client_lr': (0.1,)}) for x in labels)
+  return spec.Experiment(
+    'toy', 'toy', 'Fig. 0', 'toy', lambda c: None, methods, tuple(claims), **kw
+  )
 
 
 def _curves(label, phase, seeds, accs, clocks):
   """One row per (seed, evaluation): test accuracy ``accs[i]`` and wall clock
   ``clocks[i]`` at steps 0, 10, 20, ...; MB uploaded = step."""
-  rows = []
-  for seed, acc, clock in zip(seeds, accs, clocks):
-    for j, (a, w) in enumerate(zip(acc, clock)):
-      rows.append(
-        {
-          'experiment': 'toy',
-          'method': label,
-          'phase': phase,
-          'setting': runs.setting_key({'hparams.client_lr': 0.1}),
-          'seed': seed,
-          'step': 10 * j,
-          'wall_clock': w,
-          'bytes_up': 1e6 * 10 * j,
-          'val_accuracy': a,
-          'val_loss': 1.0,
-          'test_accuracy': a,
-          'test_loss': 1.0,
-          'run': f'{label}-{phase}-{seed}',  # the run's identity
-        }
-      )
-  return rows
+  key = {'experiment': 'toy', 'method': label, 'phase': phase}
+  key['setting'] = runs.setting_key({'hparams.client_lr': 0.1})
+  return [
+    key
+    | {'seed': seed, 'step': 10 * j, 'wall_clock': w, 'bytes_up': 1e6 * 10 * j}
+    | {'val_accuracy': a, 'val_loss': 1.0, 'test_accuracy': a, 'test_loss': 1.0}
+    | {'run': f'{label}-{phase}-{seed}'}  # the run's identity
+    for seed, acc, clock in zip(seeds, accs, clocks)
+    for j, (a, w) in enumerate(zip(acc, clock))
+  ]
 
 
 def _frame(a_curves, b_curves, a_clocks=None, b_clocks=None):
@@ -61,6 +51,17 @@ def _frame(a_curves, b_curves, a_clocks=None, b_clocks=None):
   rows += _curves('B', 'test', TEST, b_curves, b_clocks or clocks)
   frame = pd.DataFrame(rows)
   return frame, scoring.per_run(frame, 0.5)
+
+
+def _ends(a, b=B_TEST):
+  """:func:`_frame` of curves 0.1, 0.5 and then A's (B's) final accuracy per seed."""
+  return _frame([[0.1, 0.5, x] for x in a], [[0.1, 0.5, x] for x in b])
+
+
+def _timed(a_t, b_t):
+  """:func:`_frame` of equal curves 0.1, 0.6, 0.7 at A's (B's) clocks 0, t, 2t per seed."""
+  accs, clock = [[0.1, 0.6, 0.7]] * 10, lambda ts: [[0.0, t, 2 * t] for t in ts]
+  return _frame(accs, accs, clock(a_t), clock(b_t))
 
 
 def _score(claim, frame, fin, target=0.5):
@@ -89,8 +90,7 @@ def test_a_speedup_is_the_log_ratio_shown_as_a_ratio():
   # a_t, B's b_t; the claim "A needs 2x less time than B" is log(b/a) - log 2 > 0.
   a_t = 10.0 + RNG.uniform(0, 2, 10)
   b_t = 30.0 + RNG.uniform(0, 6, 10)
-  accs = [[0.1, 0.6, 0.7]] * 10
-  frame, fin = _frame(accs, accs, [[0.0, t, 2 * t] for t in a_t], [[0.0, t, 2 * t] for t in b_t])
+  frame, fin = _timed(a_t, b_t)
   claim = spec.Claim('r', 'A 2x faster', 'A', 'B', metric='clock_to_target', factor=2.0)
   c = _score(claim, frame, fin)
   d = np.log(b_t / a_t) - math.log(2.0)
@@ -110,9 +110,7 @@ def test_a_speedup_is_the_log_ratio_shown_as_a_ratio():
 
 
 def test_a_paper_effect_beyond_the_accuracy_ceiling_is_not_comparable():
-  a = [[0.1, 0.5, x] for x in B_TEST + 0.001 * RNG.standard_normal(10)]
-  b = [[0.1, 0.5, x] for x in B_TEST]
-  frame, fin = _frame(a, b)
+  frame, fin = _ends(B_TEST + 0.001 * RNG.standard_normal(10))
   # B ~ 0.78: a paper effect of 0.25 asks A for ~1.03 (> 0.99): no test against it.
   big = spec.Claim('r', 'A beats B', 'A', 'B', paper_effect=0.25)
   c = _score(big, frame, fin)
@@ -123,9 +121,7 @@ def test_a_paper_effect_beyond_the_accuracy_ceiling_is_not_comparable():
   small = spec.Claim('r', 'A beats B', 'A', 'B', paper_effect=0.15)
   assert _score(small, frame, fin)['verdict_raw'] == scoring.SMALLER
   # A direction that is decided keeps its verdict (the paper's size is just not tested).
-  a2 = [[0.1, 0.5, x + 0.05] for x in B_TEST]
-  frame2, fin2 = _frame(a2, b)
-  assert _score(big, frame2, fin2)['verdict_raw'] == scoring.AGREES
+  assert _score(big, *_ends(B_TEST + 0.05))['verdict_raw'] == scoring.AGREES
 
 
 def _claim(*parts):
@@ -188,9 +184,7 @@ def test_a_far_row_does_not_flatten_its_panel():
 
 
 def test_overlapping_curves_are_faceted():
-  def exp(*labels):
-    methods = tuple(spec.Method(x, 'fmnist:fedbuff', {'hparams.client_lr': (0.1,)}) for x in labels)
-    return spec.Experiment('e', 't', 'r', 's', lambda c: None, methods)
+  exp = lambda *labels: _toy((), labels)
 
   few = exp('A', 'B', 'C')
   assert figures.facets(few) == [['A', 'B', 'C']]
@@ -278,10 +272,9 @@ def _one_sided(d, bound, alternative):
 def test_beyond_the_margin_is_tested_against_the_margin():
   # A - B ~ +2 pts with a 1-point margin: "differ by more than the margin" carries the p of
   # the one-sided test of A - B > 0.01, not of the test against 0.
-  a = [[0.1, 0.5, x] for x in B_TEST + 0.02 + 0.004 * RNG.standard_normal(10)]
-  b = [[0.1, 0.5, x] for x in B_TEST]
-  frame, fin = _frame(a, b)
-  d = np.array([x[-1] for x in a]) - B_TEST
+  a = B_TEST + 0.02 + 0.004 * RNG.standard_normal(10)
+  frame, fin = _ends(a)
+  d = a - B_TEST
   c = _score(spec.Claim('r', 'A ~ B', 'A', 'B', kind='equivalent', margin=0.01), frame, fin)
   assert c['verdict_raw'] == scoring.NOT_EQUIVALENT
   beyond = c['parts'][1]  # either side, 2.5% each: twice the smaller one-sided p
@@ -291,10 +284,9 @@ def test_beyond_the_margin_is_tested_against_the_margin():
 
 
 def test_non_inferiority_is_one_sided_against_minus_the_margin():
-  loses = [[0.1, 0.5, x] for x in B_TEST - 0.01 + 0.002 * RNG.standard_normal(10)]
-  b = [[0.1, 0.5, x] for x in B_TEST]
-  frame, fin = _frame(loses, b)
-  d = np.array([x[-1] for x in loses]) - B_TEST
+  loses = B_TEST - 0.01 + 0.002 * RNG.standard_normal(10)
+  frame, fin = _ends(loses)
+  d = loses - B_TEST
   ok = spec.Claim('r', 'A loses < 2', 'A', 'B', kind='noninferior', margin=0.02)
   c = _score(ok, frame, fin)
   assert c['verdict_raw'] == scoring.AGREES  # A is 1 point behind, within 2
@@ -307,10 +299,9 @@ def test_non_inferiority_is_one_sided_against_minus_the_margin():
 
 def test_a_bounded_claim_agrees_only_when_both_parts_do():
   # A - B ~ +1 pt: "better, by less than 2 points" agrees; "by less than 0.5" disagrees.
-  a = [[0.1, 0.5, x] for x in B_TEST + 0.01 + 0.002 * RNG.standard_normal(10)]
-  b = [[0.1, 0.5, x] for x in B_TEST]
-  frame, fin = _frame(a, b)
-  d = np.array([x[-1] for x in a]) - B_TEST
+  a = B_TEST + 0.01 + 0.002 * RNG.standard_normal(10)
+  frame, fin = _ends(a)
+  d = a - B_TEST
   c = _score(spec.Claim('r', 'A marginally', 'A', 'B', upper=0.02), frame, fin)
   assert [p['name'] for p in c['parts']] == [scoring.STATEMENT, scoring.BOUND]
   assert c['parts'][0]['p'] == pytest.approx(stats.ttest_1samp(d, 0.0).pvalue)
@@ -322,8 +313,7 @@ def test_a_bounded_claim_agrees_only_when_both_parts_do():
   # A ratio bound is read on the log scale: B / A ~ 3 is a slowdown, but not within 1.5x.
   a_t = 10.0 + RNG.uniform(0, 2, 10)
   b_t = 3 * a_t * np.exp(0.05 * RNG.standard_normal(10))
-  accs = [[0.1, 0.6, 0.7]] * 10
-  frame, fin = _frame(accs, accs, [[0.0, t, 2 * t] for t in a_t], [[0.0, t, 2 * t] for t in b_t])
+  frame, fin = _timed(a_t, b_t)
   slow = spec.Claim('r', 'B slower, by < 1.5x', 'A', 'B', metric='clock_to_target', upper=1.5)
   c = _score(slow, frame, fin)
   log_ratio = np.log(b_t / a_t)
@@ -340,9 +330,7 @@ def _four(accs):
     rows += _curves(label, 'select', SEL, [[0.1, 0.5, x] for x in acc[:3]], clocks)
     rows += _curves(label, 'test', TEST, [[0.1, 0.5, x] for x in acc], clocks)
   frame = pd.DataFrame(rows)
-  grid = {'hparams.client_lr': (0.1,)}
-  methods = tuple(spec.Method(x, 'fmnist:fedbuff', grid) for x in accs)
-  return frame, scoring.per_run(frame), methods
+  return frame, scoring.per_run(frame), list(accs)
 
 
 def test_consistency_compares_the_sizes_of_the_mean_changes_by_a_paired_bootstrap():
@@ -354,10 +342,10 @@ def test_consistency_compares_the_sizes_of_the_mean_changes_by_a_paired_bootstra
     'B0': base - 0.03 + 0.005 * RNG.standard_normal(10),
     'B': base + 0.005 * RNG.standard_normal(10),
   }
-  frame, fin, methods = _four(accs)
+  frame, fin, labels = _four(accs)
   kw = dict(baseline=('A0', 'B0'), condition=('B0', 'B'))
   steady = spec.Claim('r', 'A steadier', 'A', 'B', consistency=True, paper_effect=0.2, **kw)
-  exp = spec.Experiment('toy', 'toy', 'Fig. 0', 'toy', lambda c: None, methods, (steady,))
+  exp = _toy((steady,), labels)
   c = scoring.score_claim(exp, steady, frame, fin, 0.5)
   da, db = accs['A0'] - accs['A'], accs['B0'] - accs['B']
   t = abs(db.mean()) - abs(da.mean())  # the sizes of the mean changes, not per seed
@@ -384,9 +372,9 @@ def test_consistency_reads_the_mean_changes_not_the_seed_noise():
   noise = 0.03 * np.where(np.arange(10) % 2, 1.0, -1.0)
   base = 0.78 + 0.002 * RNG.standard_normal(10)
   accs = {'A0': base, 'A': base + noise, 'B0': base, 'B': base - 0.01}
-  frame, fin, methods = _four(accs)
+  frame, fin, labels = _four(accs)
   steady = spec.Claim('r', 'A steadier', 'A', 'B', baseline=('A0', 'B0'), consistency=True)
-  exp = spec.Experiment('toy', 'toy', 'Fig. 0', 'toy', lambda c: None, methods, (steady,))
+  exp = _toy((steady,), labels)
   c = scoring.score_claim(exp, steady, frame, fin, 0.5)
   per_seed = np.abs(accs['B0'] - accs['B']) - np.abs(accs['A0'] - accs['A'])
   assert per_seed.mean() < -0.015 and c['mean'] == pytest.approx(0.01 - abs(noise.mean()))
@@ -411,8 +399,7 @@ def test_a_relative_margin_is_a_factor_on_the_log_ratio():
   # within 1.05.
   a_t = 10.0 + RNG.uniform(0, 2, 10)
   b_t = 1.1 * a_t * np.exp(0.01 * RNG.standard_normal(10))
-  accs = [[0.1, 0.6, 0.7]] * 10
-  frame, fin = _frame(accs, accs, [[0.0, t, 2 * t] for t in a_t], [[0.0, t, 2 * t] for t in b_t])
+  frame, fin = _timed(a_t, b_t)
   kw = dict(metric='clock_to_target', kind='equivalent', relative=True)
   c = _score(spec.Claim('r', 'A ~ B', 'A', 'B', margin=0.25, **kw), frame, fin)
   d = np.log(b_t / a_t)
@@ -442,9 +429,7 @@ def test_each_test_of_a_compound_verdict_is_adjusted_on_its_own():
 
 
 def test_the_default_target_is_read_from_validation():
-  a = [[0.1, 0.5, x] for x in A_TEST]
-  b = [[0.1, 0.5, x] for x in B_TEST]
-  frame, fin = _frame(a, b)
+  frame, fin = _ends(A_TEST)
   fin.loc[fin.phase == 'select', 'test_accuracy'] = 0.99  # test accuracy must not count
   exp = _toy([spec.Claim('r', 'A faster', 'A', 'B', metric='steps_to_target')])
   val = [fin[(fin.phase == 'select') & (fin.method == m)].val_accuracy.mean() for m in 'AB']
@@ -474,12 +459,8 @@ def test_a_declared_incomparable_effect_is_shown_not_tested():
 
 def test_exploratory_verdicts_stay_out_of_the_tally_and_pages_name_each_phases_seeds():
   claim = spec.Claim('r', 'A beats B', 'A', 'B', quote='q')
-  a = [[0.1, 0.5, x] for x in A_TEST]
-  b = [[0.1, 0.5, x] for x in B_TEST]
-  frame, fin = _frame(a, b)
-  fresh = spec.Experiment(
-    'toy', 'toy', 'Fig. 0', 'toy', lambda c: None, _toy([]).methods, (claim,), looked=(1, 2)
-  )
+  frame, fin = _ends(A_TEST)
+  fresh = _toy((claim,), looked=(1, 2))
   looked = dataclasses.replace(fresh, looked=TEST[:3])  # a test seed was looked at before
   assert not fresh.exploratory and looked.exploratory
   confirm = scoring.score_claim(fresh, claim, frame, fin, 0.5)

@@ -51,23 +51,21 @@ _WHY = {'hparams.server_lr': 'set by the paper'}
 
 def _with_b(b, **kw):
   """A toy experiment whose B is ``b`` (A sweeps two axes), for the untuned-axis rules."""
-  return dataclasses.replace(
-    _toy([spec.Claim('r', 't', 'A', 'B')], **kw), methods=(spec.Method('A', 'x', _TWO), b)
-  )
+  return dataclasses.replace(_toy([_c()], **kw), methods=(spec.Method('A', 'x', _TWO), b))
 
 
 @pytest.mark.parametrize(
   'exp, match',
   [
-    (lambda: _toy([spec.Claim('r', 't', 'A', 'B')], test_seeds=(0, 1, 2)), 'disjoint'),
-    (lambda: _toy([spec.Claim('r', 't', 'A', 'B')], test_seeds=(3, 4, 5)), '>= 10 test seeds'),
+    (lambda: _toy([_c()], test_seeds=(0, 1, 2)), 'disjoint'),
+    (lambda: _toy([_c()], test_seeds=(3, 4, 5)), '>= 10 test seeds'),
     (lambda: _toy([spec.Claim('r', 't', 'A', 'C')]), "unknown method 'C'"),
-    (lambda: _toy([spec.Claim('r', 't', 'A', 'B', kind='equivalent')]), 'needs a margin'),
-    (lambda: _toy([spec.Claim('r', 't', 'A', 'B', kind='on_seeds')]), "'on_seeds' goes with"),
-    (lambda: _toy([spec.Claim('r', 't', 'A', 'B', condition=('A', 'Z'))]), "unknown method 'Z'"),
-    (lambda: _toy([spec.Claim('r', 't', 'A', 'B')], edges_kept={'C': 'x'}), 'edges_kept names'),
+    (lambda: _toy([_c(kind='equivalent')]), 'needs a margin'),
+    (lambda: _toy([_c(kind='on_seeds')]), "'on_seeds' goes with"),
+    (lambda: _toy([_c(condition=('A', 'Z'))]), "unknown method 'Z'"),
+    (lambda: _toy([_c()], edges_kept={'C': 'x'}), 'edges_kept names'),
     (
-      lambda: _toy([spec.Claim('r', 't', 'A', 'B', at={'hparams.beta': 0.9})]),
+      lambda: _toy([_c(at={'hparams.beta': 0.9})]),
       "at names 'hparams.beta', which none of its methods sweeps",
     ),
     # fewer settings without saying why (budget 2 against 4)
@@ -84,12 +82,10 @@ def _with_b(b, **kw):
   ],
 )
 def test_check_refuses_bad_declarations(exp, match):
-  spec.check(spec.Paper('toy', '9', 'c', 's', (_toy([spec.Claim('r', 't', 'A', 'B')]),)))
-  spec.check(
-    spec.Paper('toy', '9', 'c', 's', (_with_b(spec.Method('B', 'x', _GRID, untuned=_WHY)),))
-  )
+  spec.check(_paper(_toy([_c()])))
+  spec.check(_paper(_with_b(spec.Method('B', 'x', _GRID, untuned=_WHY))))
   with pytest.raises(ValueError, match=f'toy/toy.*{re.escape(match)}'):
-    spec.check(spec.Paper('toy', '9', 'c', 's', (exp(),)))
+    spec.check(_paper(exp()))
 
 
 def test_setting_variants_set_and_keep_dotted_fields():
@@ -103,6 +99,10 @@ def test_setting_variants_set_and_keep_dotted_fields():
   c.schedule.concurrency = 9
   spec.with_fields(base, keep=('schedule.concurrency',))(c)
   assert (c.num_rounds, c.schedule.concurrency) == (7, 9)
+
+
+def _c(**kw):
+  return spec.Claim('r', 't', 'A', 'B', **kw)
 
 
 def _toy(claims, **kw):
@@ -140,28 +140,17 @@ def toy_identities(monkeypatch):
 
 def _rows(label, phase, lr, seeds, val, test, steps=(0, 10, 20)):
   """Curves rising linearly to (val, test) at the last step; wall clock = 2 * step."""
-  out = []
-  for seed, v, t in zip(seeds, val, test):
-    for step in steps:
-      frac = step / steps[-1]
-      out.append(
-        {
-          'experiment': 'toy',
-          'method': label,
-          'phase': phase,
-          'setting': runs.setting_key({'hparams.client_lr': lr}),
-          'seed': seed,
-          'step': step,
-          'wall_clock': 2.0 * step,
-          'bytes_up': 1e6 * step,
-          'val_accuracy': v * frac if step else 0.1,
-          'val_loss': 1.0,
-          'test_accuracy': t * frac,
-          'test_loss': 1.0,
-          'run': f'{label}-{phase}-{lr}-{seed}',  # the run's identity
-        }
-      )
-  return out
+  key = {'experiment': 'toy', 'method': label, 'phase': phase}
+  key['setting'] = runs.setting_key({'hparams.client_lr': lr})
+  return [
+    key
+    | {'seed': seed, 'step': step, 'wall_clock': 2.0 * step, 'bytes_up': 1e6 * step}
+    | {'val_accuracy': v * (step / steps[-1]) if step else 0.1, 'val_loss': 1.0}
+    | {'test_accuracy': t * (step / steps[-1]), 'test_loss': 1.0}
+    | {'run': f'{label}-{phase}-{lr}-{seed}'}  # the run's identity
+    for seed, v, t in zip(seeds, val, test)
+    for step in steps
+  ]
 
 
 SEL, TEST = (0, 1, 2), tuple(range(3, 13))
@@ -194,7 +183,7 @@ def test_selects_on_validation_over_selection_seeds_only():
   assert runs.setting_of(b['setting']) == {'hparams.client_lr': 0.1}
   assert fin.diverged.sum() == 1
   at = {'hparams.client_lr': 0.1}
-  exp = _toy([spec.Claim('r', 't', 'A', 'B', at=at)])
+  exp = _toy([_c(at=at)])
   settings = scoring.test_settings(exp, fin)
   assert settings['A'] == [runs.setting_key({'hparams.client_lr': 0.3}), runs.setting_key(at)]
   assert settings['B'] == [runs.setting_key(at)]
@@ -224,17 +213,17 @@ def test_better_claim_is_the_paired_t_on_test_seeds():
   frame = _frame()
   fin = scoring.per_run(frame)
   claim = spec.Claim('r', 'A beats B', 'A', 'B', paper_effect=0.02)
-  c = scoring.score_claim(_toy([claim]), claim, frame, fin, 0.5)
+  c = _score(claim, frame, fin)
   mean, lo, hi, p = _closed_form(A_TEST - B_TEST)
   assert (c['mean'], c['lo'], c['hi'], c['p']) == pytest.approx((mean, lo, hi, p), rel=1e-9)
   assert c['n'] == 10 and c['verdict_raw'] == scoring.AGREES
   big = dataclasses.replace(claim, paper_effect=0.2)  # the CI lies below the paper's 20 points
-  c = scoring.score_claim(_toy([big]), big, frame, fin, 0.5)
+  c = _score(big, frame, fin)
   assert c['verdict_raw'] == scoring.AGREES_SMALLER
   rev = spec.Claim('r', 'B beats A', 'B', 'A')
-  assert scoring.score_claim(_toy([rev]), rev, frame, fin, 0.5)['verdict_raw'] == 'disagrees'
+  assert _score(rev, frame, fin)['verdict_raw'] == 'disagrees'
   at = spec.Claim('r', 'at 0.1', 'A', 'B', at={'hparams.client_lr': 0.1})
-  c = scoring.score_claim(_toy([at]), at, frame, fin, 0.5)
+  c = _score(at, frame, fin)
   assert c['mean'] == pytest.approx(np.mean(A_TEST - 0.05 - B_TEST))
 
 
@@ -244,10 +233,10 @@ def test_a_decided_verdict_names_the_losers_grid_edge():
   frame = _frame()
   fin = scoring.per_run(frame)
   claim = spec.Claim('r', 'A beats B', 'A', 'B')
-  c = scoring.score_claim(_toy([claim]), claim, frame, fin, 0.5)
+  c = _score(claim, frame, fin)
   assert c['verdict_raw'] == scoring.AGREES and c['edges_against'] == ['B: client_lr on low edge']
   rev = spec.Claim('r', 'B beats A', 'B', 'A')
-  c = scoring.score_claim(_toy([rev]), rev, frame, fin, 0.5)
+  c = _score(rev, frame, fin)
   assert c['verdict_raw'] == scoring.DISAGREES
   assert c['edges_against'] == ['B: client_lr on low edge']  # B is the claim's A, and lost
   row = pages.claim_rows(scoring.adjust([c])).iloc[0]
@@ -257,17 +246,21 @@ def test_a_decided_verdict_names_the_losers_grid_edge():
   row = pages.claim_rows(scoring.adjust([undecided])).iloc[0]
   assert row['BH'] == f'**{scoring.INCONCLUSIVE}** (p=0.5)'
   wide = spec.Claim('r', 'A ~ B', 'A', 'B', kind='equivalent', margin=0.05)
-  c = scoring.score_claim(_toy([wide]), wide, frame, fin, 0.5)
+  c = _score(wide, frame, fin)
   assert c['verdict_raw'] == scoring.EQUIVALENT and c['edges_against'] == []
   narrow = spec.Claim('r', 'A ~ B', 'A', 'B', kind='equivalent', margin=0.001)
-  c = scoring.score_claim(_toy([narrow]), narrow, frame, fin, 0.5)  # A - B > 0.001: B is low
+  c = _score(narrow, frame, fin)  # A - B > 0.001: B is low
   assert c['verdict_raw'] == scoring.NOT_EQUIVALENT and c['mean'] > 0
   assert c['edges_against'] == ['B: client_lr on low edge']
 
 
+def _score(claim, frame, fin, target=0.5):
+  return scoring.score_claim(_toy([claim]), claim, frame, fin, target)
+
+
 def _at(frame, claim, target):
   """``claim`` scored on ``frame`` at ``target`` (the per-seed table read at it)."""
-  return scoring.score_claim(_toy([claim]), claim, frame, scoring.per_run(frame, target), target)
+  return _score(claim, frame, scoring.per_run(frame, target), target)
 
 
 def test_to_target_reads_the_first_evaluation_and_missed_seeds_block_agreement():
@@ -292,7 +285,7 @@ def test_to_target_reads_the_first_evaluation_and_missed_seeds_block_agreement()
 def test_a_run_whose_records_end_before_its_last_step_is_refused(tmp_path):
   # A's test run of seed 4 lost its last evaluation: reading the records refuses it in one
   # line (scoring would have read step 10 as its final); a diverged run ending early is kept.
-  exp = _toy([spec.Claim('r', 't', 'A', 'B')], edges_kept={'A': 'toy', 'B': 'toy'})
+  exp = _toy([_c()], edges_kept={'A': 'toy', 'B': 'toy'})
   f = _frame()
   short = (f.method == 'A') & (f.phase == 'test') & (f.seed == 4) & (f.step == 20)
   runs.write('toy', f[~short], _manifest(exp), str(tmp_path))
@@ -316,7 +309,7 @@ def test_equivalence_is_tost_and_beyond_the_margin_and_the_condition_gates():
   n, se = len(d), np.std(d, ddof=1) / math.sqrt(len(d))
   for margin in (0.05, 0.021, 0.001):
     claim = spec.Claim('r', 'A ~ B', 'A', 'B', kind='equivalent', margin=margin)
-    c = scoring.score_claim(_toy([claim]), claim, frame, fin, 0.5)
+    c = _score(claim, frame, fin)
     p_tost = max(
       stats.t.sf((d.mean() + margin) / se, n - 1), stats.t.cdf((d.mean() - margin) / se, n - 1)
     )
@@ -327,17 +320,15 @@ def test_equivalence_is_tost_and_beyond_the_margin_and_the_condition_gates():
     want = [min(1.0, 2 * p_tost), min(1.0, 2 * p_out)]  # capped at 1
     assert [part['p'] for part in c['parts']] == pytest.approx(want, rel=1e-9)
   wide = spec.Claim('r', 'A ~ B', 'A', 'B', kind='equivalent', margin=0.05)
-  assert (
-    scoring.score_claim(_toy([wide]), wide, frame, fin, 0.5)['verdict_raw'] == scoring.EQUIVALENT
-  )
+  assert _score(wide, frame, fin)['verdict_raw'] == scoring.EQUIVALENT
   # The condition "B beats A" is a one-sided test of its own (in the family): it fails here.
   cond = spec.Claim('r', 'needs B > A', 'A', 'B', condition=('B', 'A'))
-  c = scoring.score_claim(_toy([cond]), cond, frame, fin, 0.5)
+  c = _score(cond, frame, fin)
   assert c['verdict_raw'] == scoring.NO_CONDITION
   assert c['parts'][-1]['name'] == scoring.CONDITION
   assert c['parts'][-1]['p'] == pytest.approx(min(1.0, 2 * stats.t.sf(-d.mean() / se, n - 1)))
   met = spec.Claim('r', 'needs A > B', 'A', 'B', condition=('A', 'B'))
-  assert scoring.score_claim(_toy([met]), met, frame, fin, 0.5)['verdict_raw'] == scoring.AGREES
+  assert _score(met, frame, fin)['verdict_raw'] == scoring.AGREES
 
 
 def test_benjamini_hochberg_and_holm_by_hand():
@@ -381,7 +372,7 @@ def _paper(exp):
 
 def test_records_of_an_earlier_declaration_are_never_scored(tmp_path, toy_identities):
   # Two-value grids: every selection is on an edge, kept here (the edge rule's own test below).
-  exp = _toy([spec.Claim('r', 't', 'A', 'B')], edges_kept={'A': 'toy', 'B': 'toy'})
+  exp = _toy([_c()], edges_kept={'A': 'toy', 'B': 'toy'})
   d = str(tmp_path)
   runs.write('toy', _frame(), _manifest(exp), d)
   assert scoring.refresh(_paper(exp), d)  # the statuses, by identity
@@ -392,14 +383,8 @@ def test_records_of_an_earlier_declaration_are_never_scored(tmp_path, toy_identi
     exp, methods=tuple(dataclasses.replace(m, grid=other) for m in exp.methods)
   )
   assert len(scoring.stale_status(_paper(changed), d)) == 4  # the current ones: superseded
-  # Only B's grid changed: B's selection is stale, and with it every test sweep (B has
-  # nothing to select from: the experiment is not scored); A's selection stays.
-  half = dataclasses.replace(exp, methods=(exp.methods[0], changed.methods[1]))
+  half = dataclasses.replace(exp, methods=(exp.methods[0], changed.methods[1]))  # B's grid
   f, manifest = runs.read('toy', d)
-  marked = scoring.mark(_paper(half), f, manifest)
-  assert {(m['method'], m['phase']) for m in marked if m['status'] == 'current'} == {
-    ('A', 'select')
-  }
   # Other test seeds make every test sweep stale; a page built before the statuses follow
   # the declaration is refused in one line.
   reseeded = dataclasses.replace(exp, test_seeds=tuple(range(20, 30)))
@@ -425,7 +410,7 @@ def test_records_of_an_earlier_declaration_are_never_scored(tmp_path, toy_identi
 def test_a_selection_on_a_grid_edge_stops_the_test_phase(tmp_path, toy_identities):
   # A is selected at 0.3 (its high edge) and B at 0.1 (its low edge): the test phase is
   # refused, naming both, until the grid is extended or the experiment keeps the edges.
-  exp = _toy([spec.Claim('r', 't', 'A', 'B')])
+  exp = _toy([_c()])
   runs.write('toy', _frame(), _manifest(exp), str(tmp_path))
   with pytest.raises(UserError) as e:
     scoring.settings_to_test('toy', exp, str(tmp_path))
@@ -456,8 +441,8 @@ def test_the_tally_scores_each_statement_once():
 def test_a_superseded_sweeps_rows_are_marked_and_refresh_follows_the_declaration(
   tmp_path, toy_identities
 ):
-  exp = _toy([spec.Claim('r', 't', 'A', 'B')])
-  paper = spec.Paper('toy', '9', 'c', 's', (exp,))
+  exp = _toy([_c()])
+  paper = _paper(exp)
   f = _frame()
   runs.write('toy', f, _manifest(exp), str(tmp_path))  # unmarked, as before the column
   assert len(scoring.stale_status(paper, str(tmp_path))) == len(_manifest(exp)) == 6
@@ -483,10 +468,10 @@ def test_a_superseded_sweeps_rows_are_marked_and_refresh_follows_the_declaration
   at = dataclasses.replace(
     exp, claims=(*exp.claims, spec.Claim('r', 'at', 'A', 'B', at={'hparams.client_lr': 0.1}))
   )
-  assert scoring.stale_status(spec.Paper('toy', '9', 'c', 's', (at,)), str(tmp_path)) == [
+  assert scoring.stale_status(_paper(at), str(tmp_path)) == [
     'toy/A/test {"hparams.client_lr": 0.1}'
   ]
-  assert scoring.refresh(spec.Paper('toy', '9', 'c', 's', (at,)), str(tmp_path))
+  assert scoring.refresh(_paper(at), str(tmp_path))
   frame, _ = runs.read('toy', str(tmp_path))
   expect((frame.phase == 'select') | tested(('A', 0.3), ('A', 0.1), ('B', 0.1)))
   # B's grid changes: B's selection sweep is superseded, and with it every test sweep
@@ -530,10 +515,10 @@ def test_at_restricts_only_the_methods_that_sweep_its_field():
   frame.loc[b, 'setting'] = frame.setting[b].str.replace('client_lr', 'server_lr')
   fin = scoring.per_run(frame)
   grid_b = {'hparams.server_lr': (0.1, 0.3)}
-  exp = _toy([spec.Claim('r', 't', 'A', 'B', at={'hparams.client_lr': 0.1})])
+  exp = _toy([_c(at={'hparams.client_lr': 0.1})])
   b_other = spec.Method('B', 'fmnist:fedbuff', grid_b)
   exp = dataclasses.replace(exp, methods=(exp.methods[0], b_other))
-  spec.check(spec.Paper('toy', '9', 'c', 's', (exp,)))
+  spec.check(_paper(exp))
   claim = exp.claims[0]
   assert scoring.select(fin, 'toy', 'A', claim.at)['setting'] == runs.setting_key(claim.at)
   b_at, b_all = scoring.select(fin, 'toy', 'B', claim.at), scoring.select(fin, 'toy', 'B')

@@ -1,6 +1,7 @@
 """afl_jax.results: intervals and paired tests against hand computations, methods over
 seeds from run and sweep folders, the table, curves with bands, and scripts/plot.py."""
 
+import functools
 import json
 import math
 import os
@@ -75,14 +76,10 @@ def write_run(d, recs, identity=None, **config):
   if config:
     cfg = {'algorithm': 'fedbuff', 'hparams': {'client_lr': 0.1}, 'seed': 0, 'num_rounds': 30}
     cfg['target_accuracy'] = 0
-    if identity is not None:
-      cfg['identity'] = identity
+    cfg |= {'identity': identity} if identity is not None else {}
     for k, v in config.items():
-      node = cfg
       *path, last = k.split('.')
-      for p in path:
-        node = node[p]
-      node[last] = v
+      functools.reduce(dict.__getitem__, path, cfg)[last] = v
     with open(os.path.join(d, 'config.json'), 'w') as f:
       json.dump(cfg, f)
 
@@ -149,9 +146,8 @@ def test_stopped_and_diverged_runs_are_counted_never_averaged_and_pairs_show_n(t
       r['stopped'] = 'non-finite test_accuracy at server step 20'
     write_run(tmp_path / name, recs, seed=seed, **{'hparams.client_lr': lr})
   got = results.load(sorted(str(p) for p in tmp_path.iterdir()))
-  assert [r.status for r in got] == ['completed', 'stopped at step 20', 'diverged at step 20'] + [
-    'completed'
-  ] * 3
+  statuses = ['completed', 'stopped at step 20', 'diverged at step 20'] + ['completed'] * 3
+  assert [r.status for r in got] == statuses
   frame = results.table(results.methods(got), baseline='client_lr=0.3')
   a = frame.loc['client_lr=0.1']
   assert (a['seeds'], a['stopped'], a['diverged']) == (1, 1, 1)
@@ -241,15 +237,9 @@ def test_curves_average_seeds_with_bands(two_methods):
 
 
 def plot(*args, cwd):
+  cmd = [sys.executable, os.path.join(REPO, 'scripts', 'plot.py'), *map(str, args)]
   env = dict(os.environ, PYTHONPATH=REPO)
-  return subprocess.run(
-    [sys.executable, os.path.join(REPO, 'scripts', 'plot.py'), *map(str, args)],
-    capture_output=True,
-    text=True,
-    cwd=cwd,
-    env=env,
-    timeout=300,
-  )
+  return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
 
 
 def test_plot_script_table_and_bands(two_methods, tmp_path):
@@ -258,15 +248,8 @@ def test_plot_script_table_and_bands(two_methods, tmp_path):
     for seed in (0, 1):
       write_run(tmp_path / name / 'seed=0' / str(seed), records(A[seed]))
   out = tmp_path / 'c.png'
-  p = plot(
-    tmp_path / 'sweepA' / 'seed=0',
-    tmp_path / 'sweepB' / 'seed=0',
-    f'--out={out}',
-    '--x=mb',
-    '--table',
-    '--target=0.5',
-    cwd=tmp_path,
-  )
+  a, b = (tmp_path / name / 'seed=0' for name in ('sweepA', 'sweepB'))
+  p = plot(a, b, f'--out={out}', '--x=mb', '--table', '--target=0.5', cwd=tmp_path)
   assert p.returncode == 0, p.stderr
   assert '(4 methods)' in p.stdout and out.stat().st_size > 0
   assert 'sweepA/seed=0/0' in p.stdout and 'sweepB/seed=0/1' in p.stdout

@@ -1,9 +1,6 @@
-"""The plots of the result pages, drawn from the records and the scored claims: per
-experiment the test-seed curves of the selected settings against the axis its claims are
-about (:func:`plot_experiment`; against Mc where the methods are one method at several Mc,
-:func:`plot_mc`), and per paper a forest plot of every claim's effect and interval,
-coloured by its BH verdict (:func:`plot_forest`).
-"""
+"""The plots of the result pages: per experiment the test-seed curves of the selected
+settings (:func:`plot_experiment`, :func:`plot_mc`), per paper a forest plot of every
+claim's effect and interval coloured by its BH verdict (:func:`plot_forest`)."""
 
 from __future__ import annotations
 
@@ -27,18 +24,8 @@ X_AXES = {
   'clock_to_target': ('wall_clock', 1.0, 'simulated seconds', False),
   'mb_to_target': ('bytes_up', 1e-6, 'MB uploaded (log axis)', True),
 }
-VERDICT_COLOURS = {
-  scoring.AGREES: '#1a9850',
-  scoring.AGREES_SMALLER: '#a6d96a',
-  scoring.EQUIVALENT: '#01665e',
-  scoring.SMALLER: '#fdae61',
-  scoring.DISAGREES: '#d73027',
-  scoring.NOT_EQUIVALENT: '#8e0152',
-  scoring.NO_CONDITION: '#8c510a',
-  scoring.NOT_COMPARABLE: '#de77ae',
-  scoring.MISSED: '#74add1',
-  scoring.INCONCLUSIVE: '#7f7f7f',
-}
+COLOURS = '#1a9850 #a6d96a #01665e #fdae61 #d73027 #8e0152 #8c510a #de77ae #74add1 #7f7f7f'
+VERDICT_COLOURS = dict(zip(scoring.VERDICTS, COLOURS.split()))
 FONT = 10
 
 
@@ -52,15 +39,13 @@ def _pyplot():
 
 
 def _x_axis(exp: spec.Experiment) -> tuple[str, float, str, bool]:
-  for c in exp.claims:
-    if c.metric in X_AXES:
-      return X_AXES[c.metric]
-  return 'step', 1.0, 'server steps', False
+  axes = (X_AXES[c.metric] for c in exp.claims if c.metric in X_AXES)
+  return next(axes, ('step', 1.0, 'server steps', False))
 
 
 def facets(exp: spec.Experiment) -> list[list[str]]:
-  """The methods of each panel: all in one up to MAX_LINES; else one per method where every
-  label is 'Method (condition)'; else the first (the reference) beside MAX_LINES - 1 others."""
+  """The methods of each panel: all, one per method with conditions, or the reference
+  beside MAX_LINES - 1 others."""
   labels = [m.label for m in exp.methods]
   if len(labels) <= MAX_LINES:
     return [labels]
@@ -79,50 +64,51 @@ def _title(text: str, width: int) -> str:
   return '\n'.join(textwrap.wrap(text, width))
 
 
+def _finish(fig, path: str) -> None:
+  fig.tight_layout()
+  save_figure(fig, path, dpi=100)  # a temporary file, renamed
+
+
+def _style(ax, xlabel: str, ylabel: str | None = None) -> None:
+  ax.set_xlabel(xlabel, fontsize=FONT)
+  if ylabel:
+    ax.set_ylabel(ylabel, fontsize=FONT)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=FONT - 1)
+
+
 def plot_experiment(s: Mapping, frame: pd.DataFrame, path: str) -> None:
-  """Test accuracy of each selected setting (mean ± std over the test seeds) against the
-  axis its claims are about, one panel per group of :func:`facets`."""
-  plt = _pyplot()
-  exp = s['exp']
+  """Test accuracy of each selected setting (mean ± std over the test seeds) per panel."""
+  exp, panels, fin = s['exp'], facets(s['exp']), scoring.per_run(frame)
   column, scale, xlabel, log = _x_axis(exp)
-  fin = scoring.per_run(frame)
-  panels = facets(exp)
   cols = min(2, len(panels))  # two panels across keep the text readable at page width
   rows = math.ceil(len(panels) / cols)
-  fig, axes = plt.subplots(
-    rows, cols, figsize=(5.2 * cols, 3.4 * rows + 0.8), squeeze=False, sharey=True
-  )
+  size = (5.2 * cols, 3.4 * rows + 0.8)
+  fig, axes = _pyplot().subplots(rows, cols, figsize=size, squeeze=False, sharey=True)
   for ax, panel in zip(axes.flat, panels):
-    colour = {label: f'C{i}' for i, label in enumerate(panel)}  # the reference C0 in each
-    for label in panel:
+    for i, label in enumerate(panel):  # the reference C0 in each
       g = scoring.selected_test(exp, frame, fin, label)[1].groupby('step')
       mean, std = g.test_accuracy.mean(), g.test_accuracy.std(ddof=1)
       x = g[column].mean().to_numpy(float) * scale
       keep = x > 0 if log else np.ones(len(x), bool)
-      ax.plot(x[keep], mean[keep], label=label, color=colour[label])
-      ax.fill_between(
-        x[keep], (mean - std)[keep], (mean + std)[keep], alpha=0.2, color=colour[label]
-      )
+      ax.plot(x[keep], mean[keep], label=label, color=f'C{i}')
+      ax.fill_between(x[keep], (mean - std)[keep], (mean + std)[keep], alpha=0.2, color=f'C{i}')
     if s['to_target'] is not None:
       ax.axhline(s['target'], color='gray', ls='--', lw=0.8, label=f'target {s["target"]:.2f}')
     if log:
       ax.set_xscale('log')
-    ax.set_xlabel(xlabel, fontsize=FONT)
     ax.tick_params(labelsize=FONT - 1)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=FONT - 1)
+    _style(ax, xlabel)
   for ax in axes[:, 0]:
     ax.set_ylabel('test accuracy', fontsize=FONT)
   for ax in axes.flat[len(panels) :]:
     ax.axis('off')
   fig.suptitle(_title(f'{exp.title}: test seeds, mean ± std', 40 * cols), fontsize=FONT + 1)
-  fig.tight_layout()
-  save_figure(fig, path, dpi=100)  # a temporary file, renamed
+  _finish(fig, path)
 
 
 def mc_curve(exp: spec.Experiment) -> dict[str, list[tuple[int, str]]]:
-  """Method name -> [(Mc, label)] when every method of ``exp`` is one method at one
-  concurrency ('X (Mc = n)', at least two values each), else {}."""
+  """Method -> [(Mc, label)] where every method is one method at several Mc, else {}."""
   out: dict[str, list[tuple[int, str]]] = {}
   for m in exp.methods:
     match = MC_LABEL.match(m.label)
@@ -134,29 +120,25 @@ def mc_curve(exp: spec.Experiment) -> dict[str, list[tuple[int, str]]]:
 
 def plot_mc(s: Mapping, frame: pd.DataFrame, path: str) -> None:
   """Final (or, where the claims score it, best) test accuracy against the concurrency Mc."""
-  plt = _pyplot()
-  exp = s['exp']
+  exp, fin = s['exp'], scoring.per_run(frame)
   best = any(c.metric == 'best_test_accuracy' for c in exp.claims)
-  fin = scoring.per_run(frame)
-  fig, ax = plt.subplots(figsize=(6, 4.2))
+  fig, ax = _pyplot().subplots(figsize=(6, 4.2))
   for name, points in mc_curve(exp).items():
-    mcs, means, stds = [], [], []
-    for mc, label in sorted(points):
-      if best:
-        acc = scoring.selected_test(exp, frame, fin, label)[1].groupby('seed').test_accuracy.max()
-      else:
-        acc = scoring.selected_test(exp, fin, fin, label)[1].test_accuracy
-      mcs.append(mc)
-      means.append(acc.mean())
-      stds.append(acc.std(ddof=1))
-    ax.errorbar(mcs, means, yerr=stds, marker='o', capsize=3, label=name)
-  ax.set_xlabel('Mc (clients training at once)', fontsize=FONT)
-  ax.set_ylabel(f'{"best" if best else "final"} test accuracy', fontsize=FONT)
+    if best:
+      accs = [
+        scoring.selected_test(exp, frame, fin, label)[1].groupby('seed').test_accuracy.max()
+        for _, label in sorted(points)
+      ]
+    else:
+      accs = [
+        scoring.selected_test(exp, fin, fin, label)[1].test_accuracy for _, label in sorted(points)
+      ]
+    mcs = [mc for mc, _ in sorted(points)]
+    stds = [acc.std(ddof=1) for acc in accs]
+    ax.errorbar(mcs, [acc.mean() for acc in accs], yerr=stds, marker='o', capsize=3, label=name)
   ax.set_title(_title(f'{exp.title}: test seeds, mean ± std', 60), fontsize=FONT)
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=FONT - 1)
-  fig.tight_layout()
-  save_figure(fig, path, dpi=100)  # a temporary file, renamed
+  _style(ax, 'Mc (clients training at once)', f'{"best" if best else "final"} test accuracy')
+  _finish(fig, path)
 
 
 def family(c: Mapping) -> str:
@@ -180,33 +162,26 @@ def forest_panels(claims: Sequence[Mapping]) -> dict[str, list[Mapping]]:
 
 def _marks(c: Mapping, scale: float) -> tuple[float | None, list[float]]:
   """A row's paper effect and its margin, bound or factor, in the panel's units."""
-  effect = c['paper_effect']
+  effect, m, ratio = c['paper_effect'], c.get('margin'), c.get('ratio')
   if c['kind'] == 'on_seeds':
     return 1.0, []
-  if effect is not None:
-    effect = effect if c.get('ratio') else effect * scale
-  m = c.get('margin')
-  ticks = {
-    'equivalent': [-m * scale, m * scale] if m else [],
-    'noninferior': [-m * scale] if m else [],
-  }.get(c['kind'], [])
+  if effect is not None and not ratio:
+    effect = effect * scale
+  ticks = {'equivalent': [-m * scale, m * scale], 'noninferior': [-m * scale]} if m else {}
+  ticks = ticks.get(c['kind'], [])
   if c.get('upper') is not None:
-    ticks.append(c['upper'] if c.get('ratio') else c['upper'] * scale)
-  if c.get('ratio') and c['factor'] != 1.0:
-    ticks.append(c['factor'])
-  return effect, ticks
+    ticks.append(c['upper'] if ratio else c['upper'] * scale)
+  return effect, ticks + [c['factor']] * bool(ratio and c['factor'] != 1.0)
 
 
 def _limits(spans: list[tuple[float, float]], ratio: bool) -> tuple[float, float]:
   """The x range of a panel: every interval, or stopped at max(20, 3x the 80th percentile of
   the extents) where a few far rows would flatten the rest (drawn to the edge, values written)."""
   if ratio:
-    lo = min(min(a, b) for a, b in spans)
-    hi = max(max(a, b) for a, b in spans)
-    return lo / 1.3, hi * 1.3
+    return min(min(a, b) for a, b in spans) / 1.3, max(max(a, b) for a, b in spans) * 1.3
   extents = np.array([max(abs(a), abs(b)) for a, b in spans] + [1.0])
-  bound = max(20.0, 3 * float(np.percentile(extents, 80)))
-  return -1.1 * min(extents.max(), bound), 1.1 * min(extents.max(), bound)
+  edge = 1.1 * min(extents.max(), max(20.0, 3 * float(np.percentile(extents, 80))))
+  return -edge, edge
 
 
 def _ratio_ticks(ax, lo: float, hi: float) -> None:
@@ -220,26 +195,43 @@ def _ratio_ticks(ax, lo: float, hi: float) -> None:
   ax.xaxis.set_minor_formatter(NullFormatter())
 
 
+def _forest_row(ax, c: Mapping, y: float, lo: float, hi: float, scale: float) -> None:
+  """One claim at height ``y``: interval, effect, marks and the paper's effect."""
+  colour = VERDICT_COLOURS[c['verdict']]
+  k = 1.0 if c.get('ratio') or c['kind'] == 'on_seeds' else scale
+  a, b, mean = c['lo'] * k, c['hi'] * k, c['mean'] * k
+  ax.plot([max(a, lo), min(b, hi)], [y, y], color=colour, lw=2)
+  clipped = min(max(mean, lo), hi)
+  marker = 'o' if clipped == mean else ('<' if mean < lo else '>')
+  face = 'white' if c['outside'] else colour
+  ax.plot(clipped, y, marker, color=colour, mfc=face, ms=7, mew=1.5)
+  if a < lo or b > hi:  # cut by the axis: the effect and interval written inside it
+    left = a < lo
+    where = dict(xytext=(4 if left else -4, 7), textcoords='offset points', va='bottom')
+    text = f'{mean:+.1f} [{a:+.1f}, {b:+.1f}]'
+    ha = 'left' if left else 'right'
+    ax.annotate(text, (lo if left else hi, y), fontsize=FONT - 1, ha=ha, color=colour, **where)
+  effect, ticks = _marks(c, scale)
+  for t in ticks:
+    ax.plot(t, y, '|', color='black', ms=10, mew=1.2)
+  if effect is not None and lo <= effect <= hi:
+    ax.plot(effect, y, 'D', color='black', ms=5)
+  right = dict(transform=ax.get_yaxis_transform(), fontsize=FONT - 1, va='center')
+  ax.text(1.01, y, paper_effect_label(c), **right)
+
+
 def plot_forest(paper_key: str, scored: Mapping, path: str, width: int = 52) -> None:
-  """Every claim of a paper (those outside the tally hollow), one panel per :func:`family`:
-  effect and 95% interval coloured by the BH verdict, the paper's effect (a diamond, and
-  written at the right), margin / bound / factor (ticks), the text wrapped at ``width``."""
-  plt = _pyplot()
+  """Every claim of a paper, one panel per :func:`family`, coloured by its BH verdict."""
   claims = [c for s in scored.values() for c in s['claims']]
   panels = forest_panels(claims)
+  outside = lambda c: ' [outside the tally]' if c['outside'] else ''
   wrapped = {
-    id(c): textwrap.wrap(
-      f'{c["experiment"]}: {c["text"]}' + (' [outside the tally]' if c['outside'] else ''), width
-    )
-    for c in claims
+    id(c): textwrap.wrap(f'{c["experiment"]}: {c["text"]}' + outside(c), width) for c in claims
   }
   heights = [sum(len(wrapped[id(c)]) + 0.7 for c in cs) + 1.6 for cs in panels.values()]
-  fig, axes = plt.subplots(
-    len(panels),
-    1,
-    figsize=(11, 0.2 * sum(heights) + 1.8),
-    squeeze=False,
-    gridspec_kw={'height_ratios': heights},
+  size = (11, 0.2 * sum(heights) + 1.8)
+  fig, axes = _pyplot().subplots(
+    len(panels), 1, figsize=size, squeeze=False, gridspec_kw={'height_ratios': heights}
   )
   for ax, (panel, cs) in zip(axes[:, 0], panels.items()):
     ratio = panel.startswith('ratio')
@@ -251,57 +243,23 @@ def plot_forest(paper_key: str, scored: Mapping, path: str, width: int = 52) -> 
       spans.append((c['lo'] * k, c['hi'] * k))
       spans += [(t, t) for t in ticks] + ([(effect, effect)] if effect is not None else [])
     lo, hi = (-0.05, 1.05) if panel.startswith('event') else _limits(spans, ratio)
-    y, names, ys = 0.0, [], []
+    y, ys = 0.0, []
     for c in cs:
-      lines = wrapped[id(c)]
-      y -= (len(lines) + 0.7) / 2
+      y -= (len(wrapped[id(c)]) + 0.7) / 2
       ys.append(y)
-      names.append('\n'.join(lines))
-      colour = VERDICT_COLOURS[c['verdict']]
-      k = 1.0 if ratio or c['kind'] == 'on_seeds' else scale
-      a, b, mean = c['lo'] * k, c['hi'] * k, c['mean'] * k
-      ax.plot([max(a, lo), min(b, hi)], [y, y], color=colour, lw=2)
-      clipped = min(max(mean, lo), hi)
-      face = 'white' if c['outside'] else colour
-      marker = 'o' if clipped == mean else ('<' if mean < lo else '>')
-      ax.plot(clipped, y, marker, color=colour, mfc=face, ms=7, mew=1.5)
-      if a < lo or b > hi:  # cut by the axis: the effect and interval written inside it
-        left = a < lo
-        ax.annotate(
-          f'{mean:+.1f} [{a:+.1f}, {b:+.1f}]',
-          (lo if left else hi, y),
-          xytext=(4 if left else -4, 7),
-          textcoords='offset points',
-          fontsize=FONT - 1,
-          ha='left' if left else 'right',
-          va='bottom',
-          color=colour,
-        )
-      effect, ticks = _marks(c, scale)
-      for t in ticks:
-        ax.plot(t, y, '|', color='black', ms=10, mew=1.2)
-      if effect is not None and lo <= effect <= hi:
-        ax.plot(effect, y, 'D', color='black', ms=5)
-      ax.text(
-        1.01,
-        y,
-        paper_effect_label(c),
-        transform=ax.get_yaxis_transform(),
-        fontsize=FONT - 1,
-        va='center',
-      )
-      y -= (len(lines) + 0.7) / 2
+      _forest_row(ax, c, y, lo, hi, scale)
+      y -= (len(wrapped[id(c)]) + 0.7) / 2
     ax.axvline(1.0 if ratio else 0.0, color='black', lw=0.8)
     if ratio:
       ax.set_xscale('log')
       _ratio_ticks(ax, lo, hi)
     ax.set_xlim(lo, hi)
     ax.set_ylim(y - 0.3, 0.3)
-    ax.set_yticks(ys, names, fontsize=FONT)
+    ax.set_yticks(ys, ['\n'.join(wrapped[id(c)]) for c in cs], fontsize=FONT)
     ax.set_xlabel(panel, fontsize=FONT)
     ax.tick_params(axis='x', labelsize=FONT)
     ax.grid(alpha=0.3, axis='x')
-  _legend(fig, plt, claims)
+  _legend(fig, claims)
   fig.suptitle(
     f"{paper_key}: every claim's observed effect and 95% interval (positive favours the "
     "claim; right: the paper's effect)",
@@ -325,7 +283,7 @@ def paper_effect_label(c: Mapping) -> str:
   return f'paper: {effect:g}'
 
 
-def _legend(fig, plt, claims: Sequence[Mapping]) -> None:
+def _legend(fig, claims: Sequence[Mapping]) -> None:
   """One entry per verdict on the plot (its colour) and per mark."""
   from matplotlib.lines import Line2D
 
@@ -337,16 +295,9 @@ def _legend(fig, plt, claims: Sequence[Mapping]) -> None:
     Line2D([], [], color='gray', marker='o', mfc='white', ls='', label='outside the tally'),
     Line2D([], [], color='gray', marker='>', ls='', label='cut by the axis (values written)'),
   ]
-  fig.legend(
-    handles=handles,
-    loc='upper center',
-    ncol=3,
-    fontsize=FONT,
-    frameon=False,
-    bbox_to_anchor=(0.5, 1 - 0.45 / fig.get_figheight()),
-    title='BH verdict (colour) and marks',
-    title_fontsize=FONT,
-  )
+  at = dict(loc='upper center', bbox_to_anchor=(0.5, 1 - 0.45 / fig.get_figheight()))
+  title = dict(title='BH verdict (colour) and marks', title_fontsize=FONT)
+  fig.legend(handles=handles, ncol=3, fontsize=FONT, frameon=False, **at, **title)
 
 
 def draw(

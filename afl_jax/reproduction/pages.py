@@ -1,7 +1,6 @@
-"""The result pages (``docs/results/<paper>.md`` and the summary ``README.md``) and their
-plots, rebuilt from the committed per-run records alone: :func:`render` returns a page's
-text, :func:`write` writes them all. The summary states the scale, the protocol and the
-terms once (written by hand in docs/results/protocol.md); every paper page links to them.
+"""The result pages (``docs/results/<paper>.md``, the summary ``README.md``) and their plots,
+rebuilt from the committed per-run records alone; the protocol is written by hand once, in
+docs/results/protocol.md.
 """
 
 from __future__ import annotations
@@ -22,20 +21,11 @@ RESULTS = os.path.dirname(runs.RECORDS)
 
 
 def _prose() -> dict[str, str]:
-  """The summary's parts written by hand in docs/results/protocol.md (scale, protocol,
-  records, terms: the protocol stated once), its values filled in."""
+  """The summary's parts written by hand in docs/results/protocol.md, values filled in."""
   text = pathlib.Path(RESULTS, 'protocol.md').read_text() + '\n'
-  parts = dict(re.findall(r'<!-- (\w+) -->\n(.*?)\n\n', text, re.S))
-  return {
-    k: v.format(
-      alpha=scoring.ALPHA,
-      side=scoring.ALPHA / 2,
-      ceiling=scoring.ACCURACY_CEILING,
-      fraction=scoring.DEFAULT_TARGET_FRACTION,
-      bootstrap=scoring.BOOTSTRAP,
-    )
-    for k, v in parts.items()
-  }
+  values = dict(alpha=scoring.ALPHA, side=scoring.ALPHA / 2, ceiling=scoring.ACCURACY_CEILING)
+  values |= dict(fraction=scoring.DEFAULT_TARGET_FRACTION, bootstrap=scoring.BOOTSTRAP)
+  return {k: v.format(**values) for k, v in re.findall(r'<!-- (\w+) -->\n(.*?)\n\n', text, re.S)}
 
 
 def _claims(e: spec.Experiment) -> str:
@@ -43,8 +33,8 @@ def _claims(e: spec.Experiment) -> str:
 
 
 def score_paper(paper: spec.Paper, records_dir: str = runs.RECORDS) -> dict:
-  """Per experiment with test records: selections, test table, target, raw claims. Reads
-  the rows the records mark current (no config is resolved or built here)."""
+  """Per experiment with test records: selections, tables, target, raw claims (the rows
+  the records mark current; no config is resolved here)."""
   everything, manifest = runs.read(paper.key, records_dir)
   out = {}
   for exp in paper.experiments:
@@ -52,28 +42,22 @@ def score_paper(paper: spec.Paper, records_dir: str = runs.RECORDS) -> dict:
     selection = scoring.per_run(frame[frame.phase == 'select'])
     if set(selection.method) < {m.label for m in exp.methods}:
       continue
-    wanted = scoring.test_settings(exp, selection)
-    tested = set(zip(frame.method[frame.phase == 'test'], frame.setting[frame.phase == 'test']))
-    if any((m, k) not in tested for m, keys in wanted.items() for k in keys):
+    test = frame[frame.phase == 'test']
+    tested = set(zip(test.method, test.setting))
+    wanted = scoring.test_settings(exp, selection).items()
+    if any((m, k) not in tested for m, keys in wanted for k in keys):
       continue  # a test sweep the claims need has not run (e.g. after a new selection)
     target = scoring.target_of(exp, selection)
     table = scoring.per_run(frame, target)
     claims = [scoring.score_claim(exp, c, frame, table, target) for c in exp.claims]
-    out[exp.key] = {
-      'exp': exp,
-      'target': target,
-      'claims': claims,
-      'selection': _selection_rows(exp, table),
-      'test': _test_rows(exp, frame, table),
-      'to_target': _target_rows(exp, table),
-      'sweeps': [m for m in manifest if m['experiment'] == exp.key],
-    }
+    sweeps = [m for m in manifest if m['experiment'] == exp.key]
+    out[exp.key] = {'exp': exp, 'target': target, 'claims': claims, 'sweeps': sweeps}
+    out[exp.key] |= dict(zip(('selection', 'test', 'to_target'), _tables(exp, frame, table)))
   return out
 
 
 def tallied(c: Mapping) -> bool:
-  """Whether a scored claim counts in the tally: a paper statement (not outside it) whose
-  test seeds were not looked at before the declaration took its present form."""
+  """Whether a scored claim counts in the tally: a paper statement on confirmatory seeds."""
   return not c['outside'] and not c.get('exploratory')
 
 
@@ -82,78 +66,52 @@ def score_all(records_dir: str = runs.RECORDS, papers: Sequence[spec.Paper] = ()
   tallied claims adjusted together (every test each can rest on), the others apart."""
   papers = papers or [reproduction.load_paper(key) for key in reproduction.PAPERS]
   scored = {paper.key: score_paper(paper, records_dir) for paper in papers}
+  every = [s['claims'] for exps in scored.values() for s in exps.values()]
   for tally in (True, False):
-    family = [
-      (s['claims'], i)
-      for exps in scored.values()
-      for s in exps.values()
-      for i, c in enumerate(s['claims'])
-      if tallied(c) == tally
-    ]
+    family = [(cs, i) for cs in every for i, c in enumerate(cs) if tallied(c) == tally]
     for (claims, i), claim in zip(family, scoring.adjust([cs[i] for cs, i in family])):
       claims[i] = claim
   return scored
 
 
-def _selection_rows(exp: spec.Experiment, table: pd.DataFrame) -> pd.DataFrame:
-  rows = []
+def _name(field: str) -> str:
+  return field.rsplit('.', 1)[-1]
+
+
+SELECTION = ['method', 'grid', 'selected (validation)', 'edge', 'val acc', 'diverged runs']
+TEST = ['method', 'setting', 'seeds', 'test acc', 'diverged', 'last-quarter gain']
+TARGET = ['method', 'reached', *(spec.METRICS[metric][0] for metric in scoring.TO_TARGET)]
+
+
+def _tables(exp: spec.Experiment, frame: pd.DataFrame, table: pd.DataFrame) -> tuple:
+  """Per method: its selection, its selected setting on the test seeds (with the last-quarter
+  gain, docs/results/protocol.md) and, where a claim is to a target, its values there."""
+  selection, test, target = [], [], []
   for m in exp.methods:
     s = scoring.select(table, exp.key, m.label)
-    mine = scoring.rows(table, exp.key, m.label, 'select')
+    grid = [f'{_name(k)} in {list(v)}' for k, v in m.grid.items()]
+    grid = '; '.join(grid + [f'no {_name(k)} axis: {why}' for k, why in m.untuned.items()])
     edge = ', '.join(s['edges']) or '—'
-    rows.append(
-      {
-        'method': m.label,
-        'grid': '; '.join(
-          [f'{k.rsplit(".", 1)[-1]} in {list(v)}' for k, v in m.grid.items()]
-          + [f'no {k.rsplit(".", 1)[-1]} axis: {why}' for k, why in m.untuned.items()]
-        )
-        or 'one setting (nothing tuned)',
-        'selected (validation)': scoring._short(s['setting']),
-        'edge': edge + (' (kept)' if s['edges'] and m.label in exp.edges_kept else ''),
-        'val acc': f'{s["val"]:.3f}',
-        'diverged runs': int(mine.diverged.sum()),
-      }
-    )
-  return pd.DataFrame(rows)
-
-
-def _test_rows(exp: spec.Experiment, frame: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-  """Selected settings on the test seeds, with the last-quarter gain (docs/results/protocol.md)."""
-  rows = []
-  for m in exp.methods:
-    key, mine = scoring.selected_test(exp, table, table, m.label)
-    curve = (
-      scoring.selected_test(exp, frame, table, m.label)[1].groupby('step').test_accuracy.mean()
-    )
+    edge += ' (kept)' if s['edges'] and m.label in exp.edges_kept else ''
+    diverged = int(scoring.rows(table, exp.key, m.label, 'select').diverged.sum())
+    short = scoring._short(s['setting'])
+    grid = grid or 'one setting (nothing tuned)'
+    selection.append([m.label, grid, short, edge, f'{s["val"]:.3f}', diverged])
+    mine = scoring.rows(table, exp.key, m.label, 'test', s['setting'])
+    curve = scoring.rows(frame, exp.key, m.label, 'test', s['setting']).groupby('step')
+    curve = curve.test_accuracy.mean()
     steps = curve.index.to_numpy()
-    quarter = steps[-1] - (steps[-1] - steps[0]) / 4
-    before = curve[curve.index <= quarter].iloc[-1]
-    rows.append(
-      {
-        'method': m.label,
-        'setting': scoring._short(key),
-        'seeds': len(mine),
-        'test acc': f'{mine.test_accuracy.mean():.3f} ± {mine.test_accuracy.std(ddof=1):.3f}',
-        'diverged': int(mine.diverged.sum()),
-        'last-quarter gain': f'{curve.iloc[-1] - before:+.3f}',
-      }
-    )
-  return pd.DataFrame(rows)
-
-
-def _target_rows(exp: spec.Experiment, table: pd.DataFrame) -> pd.DataFrame | None:
-  if not any(c.metric in scoring.TO_TARGET for c in exp.claims):
-    return None
-  rows = []
-  for m in exp.methods:
-    mine = scoring.selected_test(exp, table, table, m.label)[1]
-    row = {'method': m.label, 'reached': f'{int(mine.reached.sum())}/{len(mine)}'}
-    for metric, column in scoring.TO_TARGET.items():
-      v = mine[column]
-      row[spec.METRICS[metric][0]] = f'{v.mean():.4g} ± {v.std(ddof=1):.3g}'
-    rows.append(row)
-  return pd.DataFrame(rows)
+    gain = curve.iloc[-1] - curve[curve.index <= steps[-1] - (steps[-1] - steps[0]) / 4].iloc[-1]
+    acc = f'{mine.test_accuracy.mean():.3f} ± {mine.test_accuracy.std(ddof=1):.3f}'
+    test.append([m.label, short, len(mine), acc, int(mine.diverged.sum()), f'{gain:+.3f}'])
+    if any(c.metric in scoring.TO_TARGET for c in exp.claims):
+      to = [f'{mine[q].mean():.4g} ± {mine[q].std(ddof=1):.3g}' for q in scoring.TO_TARGET.values()]
+      target.append([m.label, f'{int(mine.reached.sum())}/{len(mine)}', *to])
+  return (
+    pd.DataFrame(selection, columns=SELECTION),
+    pd.DataFrame(test, columns=TEST),
+    pd.DataFrame(target, columns=TARGET) if target else None,
+  )
 
 
 def _num(x, fmt='{:.2g}') -> str:
@@ -161,8 +119,7 @@ def _num(x, fmt='{:.2g}') -> str:
 
 
 def _edge_note(c: Mapping) -> str:
-  """Beside a decided verdict: the methods it goes against that were selected on an edge
-  of their grid (a wider grid might move it)."""
+  """Beside a decided verdict: the methods it goes against selected on a grid edge."""
   edges = c.get('edges_against', []) if c['verdict'] in scoring.DECIDED else []
   return f' (against a grid edge: {"; ".join(edges)})' if edges else ''
 
@@ -171,54 +128,46 @@ def _pts(x: float) -> str:
   return f'{100 * x:+.1f}'
 
 
+def _unit(c: Mapping) -> str:
+  return spec.METRICS[c['metric']][2]
+
+
 def effect_text(c: Mapping) -> str:
-  """The measured effect with its unit and 95% interval: accuracy in points, a speedup as
-  the ratio B / A, an event as the seeds it happened on, else the metric's unit."""
+  """The measured effect with its unit and 95% interval."""
   if c['kind'] == 'on_seeds':
     return f'{round(c["mean"] * c["n"])}/{c["n"]} seeds'
   if c.get('ratio'):
     return f'B/A {c["mean"]:.2f}x [{c["lo"]:.2f}, {c["hi"]:.2f}]'
   if c['metric'] in spec.ACCURACY_METRICS:
     return f'{_pts(c["mean"])} pts [{_pts(c["lo"])}, {_pts(c["hi"])}]'
-  unit = spec.METRICS[c['metric']][2]
-  return f'{c["mean"]:+.4g} {unit} [{c["lo"]:+.4g}, {c["hi"]:+.4g}]'
+  return f'{c["mean"]:+.4g} {_unit(c)} [{c["lo"]:+.4g}, {c["hi"]:+.4g}]'
 
 
 def paper_effect_text(c: Mapping) -> str:
   """The paper's own effect in the same unit as :func:`effect_text` ('—': none given)."""
-  effect = c['paper_effect']
+  effect, to_target = c['paper_effect'], c['metric'] in scoring.TO_TARGET
   if effect is None:
     return '—'
   if c.get('incomparable'):
-    return f'{effect:g}x (other units)' if c['metric'] in scoring.TO_TARGET else '(other units)'
+    return f'{effect:g}x (other units)' if to_target else '(other units)'
   if c['metric'] in spec.ACCURACY_METRICS:
     return f'{_pts(effect)} pts'
-  if c['metric'] in scoring.TO_TARGET and c.get('ratio'):
-    return f'{effect:.2f}x'
-  return f'{effect:g} {spec.METRICS[c["metric"]][2]}'
+  return f'{effect:.2f}x' if to_target and c.get('ratio') else f'{effect:g} {_unit(c)}'
 
 
 def _part_names(c: Mapping) -> dict[str, str]:
   """What each test of a claim tests, in words."""
-  m = c.get('margin')
-  unit = 'pts' if c['metric'] in spec.ACCURACY_METRICS else spec.METRICS[c['metric']][2]
+  m, upper = c.get('margin'), c.get('upper')
+  unit = 'pts' if c['metric'] in spec.ACCURACY_METRICS else _unit(c)
   scale = 100 if unit == 'pts' else 1
   margin = f'{m:.0%}' if c.get('relative') and m else f'{_num(m and m * scale, "{:g}")} {unit}'
-  statement = {
-    'better': 'direction',
-    'equivalent': f'within ±{margin}',
-    'noninferior': f'loses < {margin}',
-    'on_seeds': 'every seed',
-  }[c['kind']]
-  upper = c.get('upper')
-  if upper is None:
-    bound = ''
-  elif c.get('ratio'):
-    bound = f'below {upper:g}x'
-  else:
-    bound = f'below {upper * scale:g} {unit}'
+  kinds = {'better': 'direction', 'equivalent': f'within ±{margin}'}
+  kinds |= {'noninferior': f'loses < {margin}', 'on_seeds': 'every seed'}
+  bound = ''
+  if upper is not None:
+    bound = f'below {upper:g}x' if c.get('ratio') else f'below {upper * scale:g} {unit}'
   return {
-    scoring.STATEMENT: statement,
+    scoring.STATEMENT: kinds[c['kind']],
     scoring.BEYOND: f'beyond ±{margin}',
     scoring.BOUND: bound,
     scoring.SIZE: "vs the paper's",
@@ -226,21 +175,8 @@ def _part_names(c: Mapping) -> dict[str, str]:
   }
 
 
-def verdict_cell(c: Mapping, key: str = 'verdict') -> str:
-  """A verdict (``key``: 'verdict' after BH, 'verdict_holm' after Holm, 'verdict_raw'
-  before adjusting) with the p of each test it rests on, adjusted alike."""
-  p_key = {'verdict': 'p_adj', 'verdict_holm': 'p_holm', 'verdict_raw': 'p'}[key]
-  names = _part_names(c)
-  parts = [part for part in c['parts'] if math.isfinite(part.get(p_key, math.nan))]
-  ps = '; '.join(
-    (f'{names[part["name"]]} ' if len(parts) > 1 else '') + f'p={_num(part[p_key])}'
-    for part in parts
-  )
-  out = f'**{c[key]}**' + (f' ({ps})' if ps else '')
-  return out + (_edge_note(c) if key == 'verdict' else '')
-
-
-# The test a verdict rests on, where it is not the statement's.
+# The p of each verdict key; the test a verdict rests on, where it is not the statement's.
+P_OF = {'verdict': 'p_adj', 'verdict_holm': 'p_holm', 'verdict_raw': 'p'}
 RESTS_ON = {
   scoring.NO_CONDITION: scoring.CONDITION,
   scoring.NOT_EQUIVALENT: scoring.BEYOND,
@@ -248,25 +184,32 @@ RESTS_ON = {
 }
 
 
+def verdict_cell(c: Mapping, key: str = 'verdict') -> str:
+  """A verdict (after BH, Holm, or raw) with the p of each test it rests on, alike."""
+  names, p = _part_names(c), P_OF[key]
+  parts = [part for part in c['parts'] if math.isfinite(part.get(p, math.nan))]
+  ps = '; '.join(
+    (f'{names[part["name"]]} ' if len(parts) > 1 else '') + f'p={_num(part[p])}' for part in parts
+  )
+  out = f'**{c[key]}**' + (f' ({ps})' if ps else '')
+  return out + (_edge_note(c) if key == 'verdict' else '')
+
+
 def _short_cell(c: Mapping, key: str = 'verdict') -> str:
-  """A verdict with the p of the test it rests on (marked * when the claim has more than
-  one test: the notes give each)."""
+  """A verdict with the p of the test it rests on (* where the notes give more)."""
   name = RESTS_ON.get(c[key], scoring.STATEMENT)
   part = next((p for p in c['parts'] if p['name'] == name), c['parts'][0])
-  p = part[{'verdict': 'p_adj', 'verdict_holm': 'p_holm'}[key]]
-  return f'**{c[key]}** (p={_num(p)})' + ('*' if len(c['parts']) > 1 else '')
+  return f'**{c[key]}** (p={_num(part[P_OF[key]])})' + ('*' if len(c['parts']) > 1 else '')
 
 
 def claim_rows(claims: Sequence[Mapping], start: int = 1) -> pd.DataFrame:
-  """One short row per claim (numbered from ``start``); the rest is in :func:`claim_notes`
-  (a verdict marked * rests on more than one test: each is listed there)."""
+  """One short row per claim (numbered from ``start``); the rest: :func:`claim_notes`."""
+  marks = (('restated', ' [restated]'), ('outside', ' *(outside the tally)*'))
+  marks += (('exploratory', ' *(exploratory)*'),)
   return pd.DataFrame(
     {
       '#': i,
-      'claim': c['text']
-      + (' [restated]' if c.get('restated') else '')
-      + (' *(outside the tally)*' if c['outside'] else '')
-      + (' *(exploratory)*' if c.get('exploratory') else ''),
+      'claim': c['text'] + ''.join(text for field, text in marks if c.get(field)),
       "paper's": paper_effect_text(c),
       'observed [95%]': effect_text(c),
       'BH': _short_cell(c) + _edge_note(c),
@@ -277,19 +220,16 @@ def claim_rows(claims: Sequence[Mapping], start: int = 1) -> pd.DataFrame:
 
 
 def _side(c: Mapping, side: str) -> str:
-  """A method's value on the claim's metric, where it means something: none for an
-  event claim; for a to-target metric the mean over the seeds that reached the target,
-  with how many did."""
+  """A method's value on the claim's metric (to a target: over the seeds that reached it)."""
   label = c[side]
   if c['kind'] == 'on_seeds':
     return label
-  if c['metric'] in scoring.TO_TARGET:
-    k, n = c[f'{side}_reached'], c['n']
-    if k == 0:
-      return f'{label} not reached (0/{n} seeds)'
-    unit = spec.METRICS[c['metric']][2]
-    return f'{label} {c[f"{side}_reached_mean"]:.4g} {unit} ({k}/{n} seeds reached)'
-  return f'{label} {c[f"{side}_mean"]:.4g}'
+  if c['metric'] not in scoring.TO_TARGET:
+    return f'{label} {c[f"{side}_mean"]:.4g}'
+  k, n = c[f'{side}_reached'], c['n']
+  if k == 0:
+    return f'{label} not reached (0/{n} seeds)'
+  return f'{label} {c[f"{side}_reached_mean"]:.4g} {_unit(c)} ({k}/{n} seeds reached)'
 
 
 def _reached_note(c: Mapping) -> str:
@@ -301,25 +241,24 @@ def _reached_note(c: Mapping) -> str:
 
 def _conditions_note(c: Mapping) -> str:
   """The four mean accuracies of a claim across two conditions, and what is compared."""
-  acc = c['conditions']
-  a0, b0 = c['baseline']
+  acc, (a0, b0), a, b = c['conditions'], c['baseline'], c['A'], c['B']
   how = 'sizes of the changes (either sign)' if c['consistency'] else 'drops'
   return (
-    f'{a0} {acc[a0]:.3f} -> {c["A"]} {acc[c["A"]]:.3f}; {b0} {acc[b0]:.3f} -> '
-    f"{c['B']} {acc[c['B']]:.3f}; scored: the per-seed {how}, B's minus A's"
+    f'{a0} {acc[a0]:.3f} -> {a} {acc[a]:.3f}; {b0} {acc[b0]:.3f} -> {b} {acc[b]:.3f}; '
+    f"scored: the per-seed {how}, B's minus A's"
   )
 
 
 def claim_notes(claims: Sequence[Mapping], start: int = 1) -> list[str]:
   """Below a claims table: each paper passage once, then per claim what its row leaves out."""
-  out = []
-  passages: dict[str, list[int]] = {}
+  passages: dict[str, list[str]] = {}
   for i, c in enumerate(claims, start):
     if c['quote']:
-      passages.setdefault(c['quote'], []).append(i)
-  for quote, numbers in passages.items():
-    which = ', '.join(map(str, numbers))
-    out.append(f'- Paper (claim{"s" if len(numbers) > 1 else ""} {which}): "{quote}"')
+      passages.setdefault(c['quote'], []).append(str(i))
+  out = [
+    f'- Paper (claim{"s" if len(numbers) > 1 else ""} {", ".join(numbers)}): "{quote}"'
+    for quote, numbers in passages.items()
+  ]
   for i, c in enumerate(claims, start):
     metric = spec.METRICS[c['metric']][0]
     if c.get('target') is not None:
@@ -335,9 +274,10 @@ def claim_notes(claims: Sequence[Mapping], start: int = 1) -> list[str]:
     if c.get('incomparable'):
       notes.append(f"the paper's effect is not comparable: {c['incomparable'].rstrip('.')}")
     if c.get('not_comparable'):
+      ceiling = f'{scoring.ACCURACY_CEILING:.0%}'
       notes.append(
-        f"the paper's effect would need more than {scoring.ACCURACY_CEILING:.0%} (B's "
-        'validation accuracy plus the effect)'
+        f"the paper's effect would need more than {ceiling} (B's validation "
+        'accuracy plus the effect)'
       )
     if len(c['parts']) > 1:
       notes.append('BH: ' + verdict_cell(c).replace('**', ''))
@@ -364,9 +304,7 @@ def _table(frame: pd.DataFrame) -> str:
 def _compact(frame: pd.DataFrame) -> str:
   """A markdown table without column padding (each line as long as its own cells)."""
   cells = [list(frame.columns), ['---'] * frame.shape[1], *frame.astype(str).to_numpy().tolist()]
-  return '\n'.join(
-    '| ' + ' | '.join(str(c).replace('|', '\\|') for c in row) + ' |' for row in cells
-  )
+  return '\n'.join('| ' + ' | '.join(str(c).replace('|', '\\|') for c in r) + ' |' for r in cells)
 
 
 def _part(head: str, *body: str) -> list[str]:
@@ -375,8 +313,7 @@ def _part(head: str, *body: str) -> list[str]:
 
 
 def beside_rows(theirs: Sequence[Mapping], mine: Sequence[Mapping], key: str) -> pd.DataFrame:
-  """Each claim of ``mine`` whose statement ``theirs`` also scores: both effects and BH
-  verdicts side by side."""
+  """Each claim of ``mine`` that ``theirs`` also scores: both effects and verdicts."""
   by_text = {c['text']: c for c in theirs}
   return pd.DataFrame(
     {
@@ -392,15 +329,11 @@ def beside_rows(theirs: Sequence[Mapping], mine: Sequence[Mapping], key: str) ->
 
 
 def experiment_section(paper: spec.Paper, s: Mapping, start: int, scored: Mapping) -> list[str]:
-  exp = s['exp']
-  compute = _compute(s['sweeps'])
+  exp, compute = s['exp'], _compute(s['sweeps'])
   out = _part(f'## {exp.title} ({exp.ref})', f'**Setting.** {exp.setting}')
-  for head, text in (
-    ('Second look', exp.second_look),
-    ('Grid extended after a test look', exp.extended),
-  ):
-    if text:
-      out += _part(f'**{head}.** {text}')
+  looks = (('Second look', exp.second_look), ('Grid extended after a test look', exp.extended))
+  for head, text in looks:
+    out += _part(f'**{head}.** {text}') if text else []
   out += _part('**Deviations from the paper.**', '\n'.join(f'- {d}' for d in exp.deviations))
   out += _part(f'**Seeds.** {seeds_text(exp)}')
   out += _part(f'**Machine.** {compute["machine"]}; sweeps {compute["minutes"]} min in all.')
@@ -442,23 +375,21 @@ def experiment_section(paper: spec.Paper, s: Mapping, start: int, scored: Mappin
 
 
 def seeds_text(exp: spec.Experiment) -> str:
-  """The seeds of each phase: selection, test (confirmatory or exploratory), and the earlier
-  test seeds looked at before the declaration took its present form."""
-  test = f'test {_seeds(exp.test_seeds)}'
+  """The seeds of each phase, and the earlier test seeds looked at."""
   if exp.exploratory:
-    test += (
-      ' (exploratory: looked at before the grid or seeds took their present form, so its '
-      'verdicts stay out of the tally)'
+    how = (
+      'exploratory: looked at before the grid or seeds took their present form, so its '
+      'verdicts stay out of the tally'
     )
   elif exp.looked:
-    test += ' (confirmatory: fresh, none of them used by an earlier test of this experiment)'
+    how = 'confirmatory: fresh, none of them used by an earlier test of this experiment'
   else:
-    test += ' (confirmatory: fixed before any test run)'
+    how = 'confirmatory: fixed before any test run'
   looked = [s for s in exp.looked if s not in set(exp.test_seeds)]
   earlier = (
     f'; earlier test seeds looked at: {_seeds(looked)} (records superseded)' if looked else ''
   )
-  return f'selection {_seeds(exp.seeds)}; {test}{earlier}.'
+  return f'selection {_seeds(exp.seeds)}; test {_seeds(exp.test_seeds)} ({how}){earlier}.'
 
 
 def _kept(exp: spec.Experiment) -> list[tuple[str, str]]:
@@ -484,8 +415,7 @@ LOOKS = (
 
 
 def _looks(paper: spec.Paper, keys, full: bool = True) -> list[str]:
-  """Each experiment's second look and grid extended after a test look: one line each
-  (``full``), or one line per experiment naming them (its section says what)."""
+  """Each experiment's looks at the test seeds: one line each, or one per experiment."""
   looks = [
     (e, [(kind, getattr(e, field)) for field, kind in LOOKS if getattr(e, field)])
     for e in paper.experiments
@@ -524,59 +454,50 @@ def render(paper: spec.Paper, scored: Mapping) -> str:
       'what was looked at and changed): ' + ('\n\n' + '\n'.join(looks) if looks else 'none.'),
     )
   start = 1
-  for exp in paper.experiments:
-    if exp.key in scored:
-      out += experiment_section(paper, scored[exp.key], start, scored)
-      start += len(scored[exp.key]['claims'])
+  for exp in (e for e in paper.experiments if e.key in scored):
+    out += experiment_section(paper, scored[exp.key], start, scored)
+    start += len(scored[exp.key]['claims'])
   pending = [e for e in paper.experiments if e.key not in scored]
   if pending:
     previous = pathlib.Path(RESULTS, 'previous', f'{paper.key}.md')
     earlier = previous.read_text() if previous.exists() else ''
-    out += _part(
-      '## Not yet run as declared',
-      '\n'.join(
-        f'- {e.title} ({e.ref}): {_claims(e)}; `python scripts/reproduce.py '
-        f'--paper={paper.key} --only={e.key}`.'
-        + (
-          ' Earlier 3-seed numbers (selected and scored on the same seeds, superseded): '
-          f'[previous/{paper.key}.md](previous/{paper.key}.md).'
-          if e.title in earlier
-          else ''
-        )
-        for e in pending
-      ),
+    before = (
+      ' Earlier 3-seed numbers (selected and scored on the same seeds, superseded): '
+      f'[previous/{paper.key}.md](previous/{paper.key}.md).'
     )
+    lines = [
+      f'- {e.title} ({e.ref}): {_claims(e)}; `python scripts/reproduce.py --paper={paper.key} '
+      f'--only={e.key}`.' + (before if e.title in earlier else '')
+      for e in pending
+    ]
+    out += _part('## Not yet run as declared', '\n'.join(lines))
   return '\n'.join(out)
 
 
 def _tallied(scored: Mapping[str, Mapping], tally: bool = True) -> list[Mapping]:
   """The scored claims in the tally of paper statements (``tally``), or outside it."""
-  return [
-    c for exps in scored.values() for s in exps.values() for c in s['claims'] if tallied(c) == tally
-  ]
+  every = (c for exps in scored.values() for s in exps.values() for c in s['claims'])
+  return [c for c in every if tallied(c) == tally]
+
+
+def _counted(claims: Sequence[Mapping], key: str) -> pd.Series:
+  return pd.Series([c[key] for c in claims], dtype=object).value_counts()
 
 
 def tally_table(scored: Mapping[str, Mapping]) -> pd.DataFrame:
   """Paper statements per verdict after BH and after Holm, side by side."""
   claims = _tallied(scored)
   both = pd.concat(
-    {
-      name: pd.Series([c[key] for c in claims], dtype=object).value_counts()
-      for name, key in (('BH', 'verdict'), ('Holm', 'verdict_holm'))
-    },
-    axis=1,
+    {'BH': _counted(claims, 'verdict'), 'Holm': _counted(claims, 'verdict_holm')}, axis=1
   )
   both = both.reindex([v for v in scoring.VERDICTS if v in both.index]).fillna(0).astype(int)
   return both.astype(str).rename_axis('verdict').reset_index()
 
 
-def _edge_tally(scored: Mapping[str, Mapping]) -> str:
-  decided = [c for c in _tallied(scored) if c['verdict'] in scoring.DECIDED]
-  edged = sum(bool(_edge_note(c)) for c in decided)
-  return (
-    f'{edged} of the {len(decided)} decided verdicts go against a method selected on an edge '
-    'of its grid (marked "against a grid edge").'
-  )
+def _counts(claims: Sequence[Mapping], key: str) -> str:
+  """'2 agrees, 1 inconclusive': the verdicts of ``claims`` in the order of VERDICTS."""
+  counts = _counted(claims, key)
+  return ', '.join(f'{counts[v]} {v}' for v in scoring.VERDICTS if v in counts)
 
 
 def _compute(sweeps: Sequence[Mapping]) -> dict:
@@ -597,36 +518,23 @@ DATASETS = {'fmnist': 'FMNIST'}
 
 
 def ran_at(exp: spec.Experiment) -> str:
-  """The dataset, model, clients and length an experiment ran at (its methods' configs,
-  loaded, not resolved)."""
+  """The dataset, model, clients and length an experiment ran at (configs loaded only)."""
   configs = [spec.sweep_config(exp, m) for m in exp.methods]
 
-  def values(field, name=lambda v: str(v)) -> str:
+  def values(field, names=()) -> str:
     found = sorted({c[field] for c in configs})
-    return name(found[0]) if len(found) == 1 else f'{name(found[0])}-{name(found[-1])}'
+    lo, hi = (str(dict(names).get(v, v)) for v in (found[0], found[-1]))
+    return lo if len(found) == 1 else f'{lo}-{hi}'
 
   return (
-    f'{values("dataset", lambda v: DATASETS.get(v, v))}, '
-    f'{values("model", lambda v: MODELS.get(v, v))}, {values("num_clients")} clients, '
-    f'{values("num_rounds")} server steps'
+    f'{values("dataset", DATASETS)}, {values("model", MODELS)}, {values("num_clients")} '
+    f'clients, {values("num_rounds")} server steps'
   )
 
 
-def _quoted(text: str, words: int = 8) -> str:
-  head = text.split()
-  return '"' + ' '.join(head[:words]) + (' ..."' if len(head) > words else '"')
-
-
-def _counts(claims: Sequence[Mapping], key: str) -> str:
-  """'2 agrees, 1 inconclusive': the verdicts of ``claims`` in the order of VERDICTS."""
-  counts = pd.Series([c[key] for c in claims], dtype=object).value_counts()
-  return ', '.join(f'{counts[v]} {v}' for v in scoring.VERDICTS if v in counts)
-
-
 def passage_rows(scored: Mapping[str, Mapping], papers: Sequence[spec.Paper]) -> pd.DataFrame:
-  """One row per paper passage the tally quotes: its paper and references, where it ran
-  (dataset, model, clients, length), its statements and their verdicts after BH and Holm
-  (each statement's row is on its paper's page)."""
+  """One row per paper passage the tally quotes: where it ran, its statements and their
+  verdicts after BH and Holm."""
   out: dict[tuple[str, str], dict] = {}
   for paper in papers:
     for exp in paper.experiments:
@@ -637,10 +545,11 @@ def passage_rows(scored: Mapping[str, Mapping], papers: Sequence[spec.Paper]) ->
         row['refs'] += [c['ref']] * (c['ref'] not in row['refs'])
         row['at'] += [where] * (where not in row['at'])
         row['claims'].append(c)
+  quoted = lambda text, head=8: ' '.join(text.split()[:head]) + ' ...' * (len(text.split()) > head)
   return pd.DataFrame(
     {
       'paper': f'[{key}]({key}.md)',
-      'passage': '; '.join(row['refs']) + ': ' + _quoted(quote),
+      'passage': '; '.join(row['refs']) + f': "{quoted(quote)}"',
       'ran at': '; '.join(row['at']),
       'statements': len(row['claims']),
       'BH': _counts(row['claims'], 'verdict'),
@@ -653,10 +562,11 @@ def passage_rows(scored: Mapping[str, Mapping], papers: Sequence[spec.Paper]) ->
 def render_summary(scored: Mapping[str, Mapping]) -> str:
   prose = _prose()
   papers = [reproduction.load_paper(key) for key in reproduction.PAPERS]
-  claims = _tallied(scored)
+  claims, outside = _tallied(scored), _tallied(scored, False)
   passages = len({c['quote'] for c in claims})
   declared = sum(not c.outside for p in papers for e in p.experiments for c in e.claims)
-  exploratory = [c for c in _tallied(scored, False) if c.get('exploratory') and not c['outside']]
+  exploratory = [c for c in outside if c.get('exploratory') and not c['outside']]
+  decided = [c for c in claims if c['verdict'] in scoring.DECIDED]
   out = _part(
     '# Reproductions: summary',
     f"## The papers' passages: {passages}, where each ran, and their verdicts",
@@ -673,26 +583,25 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
     f'looked at ({len(exploratory)} exploratory statements wait for their confirmatory '
     'test outside it).',
     _table(tally_table(scored)),
-    _edge_tally(scored),
+    f'{sum(bool(_edge_note(c)) for c in decided)} of the {len(decided)} decided verdicts go '
+    'against a method selected on an edge of its grid (marked "against a grid edge").',
     '## Protocol',
     prose['protocol'],
     prose['records'],
     '## Terms',
     prose['terms'],
   )
-  outside = _tallied(scored, False)
+  counts = [
+    (key, sum(not tallied(c) for s in exps.values() for c in s['claims']))
+    for key, exps in scored.items()
+  ]
   out += _part(
     "## Scored outside the tally (other readings, the project's own contrasts)",
     f"{len(outside)} claims, adjusted among themselves, each on its paper's page with the "
-    'reason: '
-    + ', '.join(
-      f'[{key}]({key}.md) {n}'
-      for key in scored
-      if (n := sum(not tallied(c) for s in scored[key].values() for c in s['claims']))
-    )
-    + '.',
+    'reason: ' + ', '.join(f'[{key}]({key}.md) {n}' for key, n in counts if n) + '.',
   )
   looks = [line for p in papers for line in _looks(p, scored[p.key])]
+  ran = [(p, e) for p in papers for e in p.experiments if e.key in scored[p.key]]
   if looks:
     out += _part(
       '## Second looks and grids extended after a look at the test seeds',
@@ -704,20 +613,13 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
       'for it is exploratory, outside the tally.',
       '\n'.join(
         f'- {p.key} {e.key}: {seeds_text(e)}'
-        for p in papers
-        for e in p.experiments
-        if e.key in scored[p.key] and (e.looked or e.second_look or e.extended)
+        for p, e in ran
+        if e.looked or e.second_look or e.extended
       ),
       'What was looked at and changed, each time:',
       '\n'.join(looks),
     )
-  kept = [
-    f'- {p.key} {e.key} ({labels}): {why}'
-    for p in papers
-    for e in p.experiments
-    if e.key in scored[p.key]
-    for labels, why in _kept(e)
-  ]
+  kept = [f'- {p.key} {e.key} ({labels}): {why}' for p, e in ran for labels, why in _kept(e)]
   if kept:
     out += _part(
       '## Edges kept (selected on an edge of the grid, not extended before the test runs)',
@@ -754,18 +656,20 @@ def write(
   out_dir: str = RESULTS,
   plots: bool = True,
 ) -> list[str]:
-  """Rebuild every page and the summary (the adjustment spans all papers) and the plots of
-  ``papers``; the paths written."""
+  """Rebuild every page and the summary, and the plots of ``papers``; the paths written."""
   scored = score_all(records_dir)
-  written = []
-  for key in reproduction.PAPERS:
-    paper = reproduction.load_paper(key)
-    path = os.path.join(out_dir, f'{key}.md')
-    write_text(path, render(paper, scored[key]))  # a temporary file, renamed
-    written.append(path)
-    if plots and key in papers and scored[key]:
-      frame, manifest = runs.read(key, records_dir)
-      written += figures.draw(paper, scored[key], frame, manifest, out_dir)
-  path = os.path.join(out_dir, 'README.md')
-  write_text(path, render_summary(scored))
-  return written + [path]
+  every = texts(scored, out_dir)
+  for path, text in every.items():
+    write_text(path, text)  # a temporary file, renamed
+  written = list(every)
+  for key in (k for k in reproduction.PAPERS if plots and k in papers and scored[k]):
+    frame, manifest = runs.read(key, records_dir)
+    written += figures.draw(reproduction.load_paper(key), scored[key], frame, manifest, out_dir)
+  return written
+
+
+def texts(scored: Mapping, out_dir: str = RESULTS) -> dict[str, str]:
+  """Path -> text of every paper's page and of the summary (``scored``: :func:`score_all`)."""
+  paper = lambda key: render(reproduction.load_paper(key), scored[key])
+  out = {os.path.join(out_dir, f'{key}.md'): paper(key) for key in reproduction.PAPERS}
+  return out | {os.path.join(out_dir, 'README.md'): render_summary(scored)}

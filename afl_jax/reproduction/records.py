@@ -1,13 +1,7 @@
-"""A paper's records and manifest, written together and read only when whole.
-
-The records (``<paper>.csv.gz``, one row per evaluation of a run, its ``run`` column the
-run's identity) and the manifest (``<paper>.json``: the sweeps that produced them, the
-records' row count and SHA-256) are one pair, replaced together (:func:`write`) and
-checked against each other before any row is scored (:func:`read`: a damaged or
-mismatched pair is refused in one line naming the file). Each sweep states its status
-(``current``: the declaration gives a sweep of its identity now, and the pages score it;
-``superseded``), repeated in every row's ``status`` column. What each guarantee means:
-docs/reliability.md#result-records.
+"""A paper's records (``<paper>.csv.gz``, one row per evaluation, ``run`` its identity) and
+manifest (``<paper>.json``: its sweeps, the records' row count and SHA-256): one pair,
+replaced together and read only when whole. Each sweep states its status (``current``: the
+pages score it; ``superseded``), repeated in its rows. docs/reliability.md#result-records.
 """
 
 from __future__ import annotations
@@ -19,7 +13,6 @@ import json
 import os
 import zlib
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,13 +24,8 @@ from afl_jax.reproduction import spec
 RECORDS = os.path.join(os.path.dirname(spec.CONFIGS), 'docs', 'results', 'records')
 
 KEYS = ['experiment', 'method', 'phase', 'setting', 'seed', 'step']
-METRIC_COLUMNS = [
-  'wall_clock',
-  'bytes_up',
-  'val_accuracy',
-  'val_loss',
-  'test_accuracy',
-  'test_loss',
+METRIC_COLUMNS = ['wall_clock', 'bytes_up'] + [
+  f'{s}_{m}' for s in ('val', 'test') for m in ('accuracy', 'loss')
 ]
 RUN = 'run'  # the column of each row's run identity
 COLUMNS = KEYS + METRIC_COLUMNS + [RUN]
@@ -59,23 +47,15 @@ class RecordsError(UserError):
 
 def paths(paper_key: str, records_dir: str) -> tuple[str, str]:
   """(records file, manifest file) of ``paper_key``."""
-  return (
-    os.path.join(records_dir, f'{paper_key}.csv.gz'),
-    os.path.join(records_dir, f'{paper_key}.json'),
-  )
+  return tuple(os.path.join(records_dir, f'{paper_key}.{ext}') for ext in ('csv.gz', 'json'))
 
 
 def encode(frame: pd.DataFrame, name: str) -> bytes:
-  """The gzipped CSV of ``frame`` byte for byte as pandas writes it to a file ``name`` (gzip
-  header without a timestamp: the same rows give the same bytes)."""
+  """The gzipped CSV of ``frame`` as pandas writes a file ``name`` (no timestamp)."""
   buf = io.BytesIO()
   buf.name = name  # the gzip header names the file, as for a path
   frame.to_csv(buf, index=False, compression={'method': 'gzip', 'mtime': 0})
   return buf.getvalue()
-
-
-def digest(data: bytes) -> str:
-  return hashlib.sha256(data).hexdigest()
 
 
 def sweep_identity(run_identities) -> str:
@@ -84,20 +64,16 @@ def sweep_identity(run_identities) -> str:
 
 
 def marked(sweeps: Sequence[Mapping]) -> bool:
-  """Whether ``sweeps`` state their status (all of them; none: an unmarked pair).
-
-  Raises:
-    RecordsError: some sweeps state one and others do not, or one is not a status.
-  """
+  """Whether ``sweeps`` state their status (all of them; none: an unmarked pair); RecordsError
+  where some state one and others not, or one is not a status."""
   have = [STATUS in s for s in sweeps]
   if any(have) and not all(have):
-    s = sweeps[have.index(False)]
-    raise RecordsError(f'sweep {label(s)} states no status while others do')
-  bad = [s for s in sweeps if STATUS in s and s[STATUS] not in STATUSES]
-  if bad:
-    raise RecordsError(
-      f'sweep {label(bad[0])} has status {bad[0][STATUS]!r}, not one of {", ".join(STATUSES)}'
-    )
+    raise RecordsError(f'sweep {label(sweeps[have.index(False)])} states no status while others do')
+  for s in sweeps:
+    if STATUS in s and s[STATUS] not in STATUSES:
+      raise RecordsError(
+        f'sweep {label(s)} has status {s[STATUS]!r}, not one of {", ".join(STATUSES)}'
+      )
   return bool(sweeps) and all(have)
 
 
@@ -109,45 +85,51 @@ def sweep_rows(frame: pd.DataFrame, s: Mapping) -> pd.Series:
   return rows & (frame.setting == s['setting']) if s['phase'] == 'test' else rows
 
 
+def rows_of(frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> pd.DataFrame:
+  """The rows of ``frame`` that belong to one of ``sweeps``."""
+  keep = pd.Series(False, index=frame.index)
+  for s in sweeps:
+    keep |= sweep_rows(frame, s)
+  return frame[keep]
+
+
 def same_runs(a: Mapping, b: Mapping) -> bool:
-  """Whether sweeps ``a`` and ``b`` share a run (same key, a seed in common): a new one
-  replaces the old in the records."""
+  """Whether sweeps ``a`` and ``b`` share a run (same key, a seed in common)."""
   key = ('experiment', 'method', 'phase', 'setting')
   return all(a[k] == b[k] for k in key) and bool(set(a['seeds']) & set(b['seeds']))
 
 
 def diverged(last: pd.DataFrame) -> pd.Series:
-  """Whether each run diverged, from its last row (:func:`last_rows`): a non-finite test
-  score, or validation score where the run has a validation split."""
-  test = ~np.isfinite(last[['test_accuracy', 'test_loss']].to_numpy(float)).all(axis=1)
-  val = ~np.isfinite(last[['val_accuracy', 'val_loss']].to_numpy(float)).all(axis=1)
+  """Whether each run (its last row) diverged: a non-finite test or validation score."""
+  test, val = (
+    ~np.isfinite(last[[f'{s}_accuracy', f'{s}_loss']].to_numpy(float)).all(axis=1)
+    for s in ('test', 'val')
+  )
   return pd.Series(test | (val & last['has_val'].to_numpy(bool)), index=last.index)
 
 
 def last_rows(frame: pd.DataFrame) -> pd.DataFrame:
-  """The last row of every run, with ``has_val``: its first evaluation has a validation
-  score (the run has a validation split)."""
+  """The last row of every run, with ``has_val``: the run has a validation split."""
   runs_ = frame.sort_values('step', kind='stable').groupby(KEYS[:-1])
   last = runs_.tail(1).copy()
   last['has_val'] = runs_['val_accuracy'].transform('first').loc[last.index].notna()
   return last
 
 
+def label(s: Mapping) -> str:
+  where = f'{s["experiment"]}/{s["method"]}/{s["phase"]}'
+  return where + (f' {s["setting"]}' if s['phase'] == 'test' else '')
+
+
 def write(
   paper_key: str, frame: pd.DataFrame, sweeps: Sequence[Mapping], records_dir: str = RECORDS
 ) -> None:
-  """Replace the pair of ``paper_key`` with ``frame`` and ``sweeps``, both sorted (same rows,
-  same bytes), each row with its sweep's status when the sweeps state theirs.
-
-  Raises:
-    RecordsError: the directory cannot be written (the previous pair is kept); some
-      sweeps state a status and others not, or one that is not a status.
-  """
+  """Replace the pair of ``paper_key`` (sorted: same rows, same bytes); RecordsError where
+  it cannot be written (the previous pair is kept) or a status is wrong."""
   records_path, manifest_path = paths(paper_key, records_dir)
   frame = frame.sort_values(KEYS, kind='stable').reset_index(drop=True)[COLUMNS]
-  sweeps = sorted(
-    sweeps, key=lambda m: (m['experiment'], m['phase'], m['method'], m['setting'], min(m['seeds']))
-  )
+  order = ('experiment', 'phase', 'method', 'setting')
+  sweeps = sorted(sweeps, key=lambda m: (*(m[k] for k in order), min(m['seeds'])))
   try:
     if marked(sweeps):
       status = pd.Series(float('nan'), index=frame.index, dtype=object)
@@ -157,11 +139,11 @@ def write(
   except RecordsError as e:
     raise RecordsError(f'cannot write the records of {paper_key}: {e}') from None
   data = encode(frame, os.path.basename(records_path))
-  manifest = {'records': {'rows': len(frame), 'sha256': digest(data)}, 'sweeps': list(sweeps)}
+  stated = {'rows': len(frame), 'sha256': hashlib.sha256(data).hexdigest()}
+  text = json.dumps({'records': stated, 'sweeps': list(sweeps)}, indent=1, sort_keys=True)
   try:
     os.makedirs(records_dir, exist_ok=True)
-    text = json.dumps(manifest, indent=1, sort_keys=True) + '\n'
-    workdir.write_files({records_path: data, manifest_path: text})
+    workdir.write_files({records_path: data, manifest_path: text + '\n'})
   except OSError as e:
     raise RecordsError(
       f'cannot write the records of {paper_key} to {records_dir}: '
@@ -169,50 +151,44 @@ def write(
     ) from None
 
 
-def _load_manifest(path: str) -> dict[str, Any]:
-  try:
-    with open(path, 'rb') as f:
-      manifest = json.loads(f.read().decode())
-  except (OSError, UnicodeDecodeError, ValueError) as e:
-    raise RecordsError(f'{path}: not a readable JSON manifest ({_short(e)}); {RESTORE}') from None
-  if not isinstance(manifest, dict) or not isinstance(manifest.get('sweeps'), list):
-    raise RecordsError(f'{path}: not a records manifest (no "sweeps" list); {RESTORE}')
-  stated = manifest.get('records')
-  if not (
-    isinstance(stated, dict)
-    and _is_int(stated.get('rows'))
-    and isinstance(stated.get('sha256'), str)
-  ):
-    raise RecordsError(
-      f'{path}: the manifest states no row count and digest of its records ("records": '
-      '{"rows", "sha256"}); ' + RESTORE
-    )
-  for i, s in enumerate(manifest['sweeps']):
-    if isinstance(s, dict) and 'fingerprint' in s and 'identity' not in s:
-      raise RecordsError(
-        f'{path}: written before runs had identities (sweep {i} has a fingerprint); {RESTORE}'
-      )
-    missing = [k for k in SWEEP_FIELDS if not isinstance(s, dict) or k not in s]
-    if missing:
-      raise RecordsError(f'{path}: sweep {i} lacks {", ".join(missing)}; {RESTORE}')
-    if (
-      not isinstance(s['identity'], str)
-      or s['phase'] not in PHASES
-      or not _is_int(s['runs'])
-      or not _is_int(s['steps'])
-      or not isinstance(s['seeds'], list)
-      or not all(_is_int(x) for x in s['seeds'])
-    ):
-      raise RecordsError(f'{path}: sweep {i} has an invalid phase, runs, steps or seeds; {RESTORE}')
-  return manifest
-
-
-def _is_int(x: Any) -> bool:
-  return isinstance(x, int) and not isinstance(x, bool)
+def _refuse(path: str, what: str, restore: bool = True):
+  raise RecordsError(f'{path}: {what}' + (f'; {RESTORE}' if restore else ''))
 
 
 def _short(e: BaseException) -> str:
   return ' '.join(str(e).split())[:200] or type(e).__name__
+
+
+def _is_int(x) -> bool:
+  return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _load_manifest(path: str) -> dict:
+  try:
+    with open(path, 'rb') as f:
+      manifest = json.loads(f.read().decode())
+  except (OSError, UnicodeDecodeError, ValueError) as e:
+    _refuse(path, f'not a readable JSON manifest ({_short(e)})')
+  if not isinstance(manifest, dict) or not isinstance(manifest.get('sweeps'), list):
+    _refuse(path, 'not a records manifest (no "sweeps" list)')
+  stated = manifest.get('records')
+  if not isinstance(stated, dict) or not (
+    _is_int(stated.get('rows')) and isinstance(stated.get('sha256'), str)
+  ):
+    what = 'the manifest states no row count and digest of its records'
+    _refuse(path, what + ' ("records": {"rows", "sha256"})')
+  for i, s in enumerate(manifest['sweeps']):
+    if isinstance(s, dict) and 'fingerprint' in s and 'identity' not in s:
+      _refuse(path, f'written before runs had identities (sweep {i} has a fingerprint)')
+    missing = [k for k in SWEEP_FIELDS if not isinstance(s, dict) or k not in s]
+    if missing:
+      _refuse(path, f'sweep {i} lacks {", ".join(missing)}')
+    ints = [s['runs'], s['steps'], *s['seeds']] if isinstance(s['seeds'], list) else [None]
+    if (
+      not isinstance(s['identity'], str) or s['phase'] not in PHASES or not all(map(_is_int, ints))
+    ):
+      _refuse(path, f'sweep {i} has an invalid phase, runs, steps or seeds')
+  return manifest
 
 
 def _load_records(path: str) -> tuple[pd.DataFrame, bytes]:
@@ -221,147 +197,106 @@ def _load_records(path: str) -> tuple[pd.DataFrame, bytes]:
       data = f.read()
     text = gzip.decompress(data)
   except (OSError, EOFError, zlib.error) as e:
-    raise RecordsError(f'{path}: not a whole gzip file ({_short(e)}); {RESTORE}') from None
+    _refuse(path, f'not a whole gzip file ({_short(e)})')
   try:
     frame = pd.read_csv(io.BytesIO(text))
   except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
-    raise RecordsError(f'{path}: not a readable CSV ({_short(e)}); {RESTORE}') from None
+    _refuse(path, f'not a readable CSV ({_short(e)})')
   missing = [c for c in COLUMNS if c not in frame.columns]
-  extra = [c for c in frame.columns if c not in [*COLUMNS, STATUS]]
-  if missing or extra:
-    what = [f'missing column {", ".join(missing)}'] * bool(missing)
-    what += [f'unknown column {", ".join(map(str, extra))}'] * bool(extra)
-    raise RecordsError(f'{path}: {"; ".join(what)}; {RESTORE}')
+  extra = [str(c) for c in frame.columns if c not in [*COLUMNS, STATUS]]
+  what = [f'{k} column {", ".join(v)}' for k, v in (('missing', missing), ('unknown', extra)) if v]
+  if what:
+    _refuse(path, '; '.join(what))
   for column in COLUMNS:
     values = frame[column]
-    kind = (
-      'text' if column in TEXT_COLUMNS else 'an integer' if column in INT_COLUMNS else 'a number'
-    )
     if column in TEXT_COLUMNS:
-      bad = values.isna()
+      kind, bad = 'text', values.isna()
     else:
       number = pd.to_numeric(values, errors='coerce')
       bad = number.isna() & values.notna()  # a metric may be NaN (a diverged run), not text
+      kind = 'a number'
       if column in INT_COLUMNS:
-        bad |= number.isna() | (number != number.round())
-    if bad.any():
-      i = int(bad.to_numpy().nonzero()[0][0])
-      raise RecordsError(
-        f'{path}: row {i + 1} column {column} holds {values.iloc[i]!r}, not {kind}; {RESTORE}'
-      )
-    if column not in TEXT_COLUMNS:
-      frame[column] = pd.to_numeric(values).astype('int64' if column in INT_COLUMNS else float)
+        kind, bad = 'an integer', bad | number.isna() | (number != number.round())
+      frame[column] = number.astype('int64' if column in INT_COLUMNS and not bad.any() else float)
+    _refuse_row(path, column, bad, values, kind)
   return frame, data
 
 
-def label(s: Mapping) -> str:
-  where = f'{s["experiment"]}/{s["method"]}/{s["phase"]}'
-  return where + (f' {s["setting"]}' if s['phase'] == 'test' else '')
+def _refuse_row(path, column, bad, values, kind) -> None:
+  if bad.any():
+    i = int(bad.to_numpy().nonzero()[0][0])
+    _refuse(path, f'row {i + 1} column {column} holds {values.iloc[i]!r}, not {kind}')
 
 
 def _check_sweeps(path: str, frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> None:
-  """Every manifest sweep's rows hold its seeds and runs (and its status, in a marked
-  pair); every row belongs to one sweep."""
+  """Every sweep's rows hold its seeds, runs and status; every row is one sweep's."""
   covered = pd.Series(False, index=frame.index)
   ends = last_rows(frame)
   for s in sweeps:
     rows = sweep_rows(frame, s)
-    mine = frame[rows]
+    mine, where = frame[rows], f'sweep {label(s)}'
     covered |= rows
     seeds, listed = {int(x) for x in mine.seed}, set(s['seeds'])
-    if seeds != listed:
-      lost, more = sorted(listed - seeds), sorted(seeds - listed)
-      what = [f'missing {len(lost)} of its {len(listed)} seeds {lost}'] * bool(lost)
-      what += [f'seeds {more} the manifest does not list'] * bool(more)
-      raise RecordsError(f'{path}: sweep {label(s)}: the records have {" and ".join(what)}')
-    runs = len(set(zip(mine.setting, mine.seed)))
+    lost, more = sorted(listed - seeds), sorted(seeds - listed)
+    what = [f'missing {len(lost)} of its {len(listed)} seeds {lost}'] * bool(lost)
+    what += [f'seeds {more} the manifest does not list'] * bool(more)
+    if what:
+      _refuse(path, f'{where}: the records have {" and ".join(what)}', restore=False)
     last = ends[sweep_rows(ends, s)]
     short = last[(last.step != s['steps']) & ~diverged(last)]
     if len(short):
-      first = short.iloc[0]
-      raise RecordsError(
-        f'{path}: sweep {label(s)}: the run of seed {first.seed} ends at step {first.step}, '
-        f'before its last step {s["steps"]} (its last evaluation is missing); {RESTORE}'
-      )
+      first, end = short.iloc[0], s['steps']
+      what = f'the run of seed {first.seed} ends at step {first.step}, before its last step {end}'
+      _refuse(path, f'{where}: {what} (its last evaluation is missing)')
+    runs = len(set(zip(mine.setting, mine.seed)))
     if runs != s['runs']:
-      raise RecordsError(
-        f'{path}: sweep {label(s)}: the records hold {runs} runs where the manifest lists '
-        f'{s["runs"]}'
-      )
+      what = f'the records hold {runs} runs where the manifest lists {s["runs"]}'
+      _refuse(path, f'{where}: {what}', restore=False)
     if not s['identity'].startswith(LEGACY) and sweep_identity(mine[RUN]) != s['identity']:
-      raise RecordsError(
-        f'{path}: sweep {label(s)}: its rows are of other runs than its identity '
-        f'{s["identity"]} says; {RESTORE}'
-      )
-    if STATUS in frame.columns:
-      wrong = mine[STATUS] != s[STATUS]
-      if wrong.any():
-        raise RecordsError(
-          f'{path}: sweep {label(s)} is {s[STATUS]!r} in the manifest but {int(wrong.sum())} '
-          f'of its rows say {mine[STATUS][wrong].iloc[0]!r}; {RESTORE}'
-        )
+      _refuse(path, f'{where}: its rows are of other runs than its identity {s["identity"]} says')
+    if STATUS in frame.columns and (wrong := mine[STATUS] != s[STATUS]).any():
+      say = f'{int(wrong.sum())} of its rows say {mine[STATUS][wrong].iloc[0]!r}'
+      _refuse(path, f'{where} is {s[STATUS]!r} in the manifest but {say}')
   if not covered.all():
-    first = frame[~covered].iloc[0]
-    raise RecordsError(
-      f'{path}: {int((~covered).sum())} rows belong to no sweep of the manifest (first: '
-      f'{first.experiment}/{first.method}/{first.phase}); {RESTORE}'
-    )
-  duplicated = frame.duplicated(KEYS)
-  if duplicated.any():
-    raise RecordsError(
-      f'{path}: {int(duplicated.sum())} duplicate rows (same run and step); {RESTORE}'
-    )
+    f = frame[~covered].iloc[0]
+    first = f'(first: {f.experiment}/{f.method}/{f.phase})'
+    _refuse(path, f'{int((~covered).sum())} rows belong to no sweep of the manifest {first}')
+  if frame.duplicated(KEYS).any():
+    _refuse(path, f'{int(frame.duplicated(KEYS).sum())} duplicate rows (same run and step)')
 
 
 def read(paper_key: str, records_dir: str = RECORDS) -> tuple[pd.DataFrame, list[dict]]:
-  """A paper's records and manifest sweeps, checked against each other; an empty frame and
-  no sweeps when neither file exists.
-
-  Raises:
-    RecordsError: one line naming the file and what is damaged or differs.
-  """
+  """A paper's records and sweeps, checked against each other (RecordsError: one line);
+  empty when neither file exists."""
   records_path, manifest_path = paths(paper_key, records_dir)
   have_records, have_manifest = os.path.lexists(records_path), os.path.lexists(manifest_path)
   empty = pd.DataFrame(columns=COLUMNS), []
   if not have_records and not have_manifest:
     return empty
   if not have_manifest:
-    raise RecordsError(f'{records_path}: the records have no manifest ({manifest_path}); {RESTORE}')
+    _refuse(records_path, f'the records have no manifest ({manifest_path})')
   manifest = _load_manifest(manifest_path)
-  stated = manifest['records']
+  stated, sweeps = manifest['records'], manifest['sweeps']
   if not have_records:
-    if stated['rows'] or manifest['sweeps']:
-      raise RecordsError(
-        f'{records_path}: missing, while the manifest lists {len(manifest["sweeps"])} sweeps '
-        f'and {stated["rows"]} rows; {RESTORE}'
-      )
+    if stated['rows'] or sweeps:
+      lists = f'{len(sweeps)} sweeps and {stated["rows"]} rows'
+      _refuse(records_path, f'missing, while the manifest lists {lists}')
     return empty
   frame, data = _load_records(records_path)
   if STATUS in frame.columns:
     bad = frame[STATUS].isna() | ~frame[STATUS].isin(STATUSES)
-    if bad.any():
-      i = int(bad.to_numpy().nonzero()[0][0])
-      raise RecordsError(
-        f'{records_path}: row {i + 1} column {STATUS} holds {frame[STATUS].iloc[i]!r}, not '
-        f'one of {", ".join(STATUSES)}; {RESTORE}'
-      )
+    _refuse_row(records_path, STATUS, bad, frame[STATUS], f'one of {", ".join(STATUSES)}')
     try:
-      if not marked(manifest['sweeps']) and manifest['sweeps']:
+      if not marked(sweeps) and sweeps:
         raise RecordsError('its sweeps state no status')
     except RecordsError as e:
-      raise RecordsError(
-        f'{manifest_path}: the records have a {STATUS} column but {e}; {RESTORE}'
-      ) from None
+      _refuse(manifest_path, f'the records have a {STATUS} column but {e}')
   else:  # unmarked (written before the column existed): a status in the manifest is ignored
-    manifest['sweeps'] = [{k: v for k, v in s.items() if k != STATUS} for s in manifest['sweeps']]
-  _check_sweeps(records_path, frame, manifest['sweeps'])
+    sweeps = [{k: v for k, v in s.items() if k != STATUS} for s in sweeps]
+  _check_sweeps(records_path, frame, sweeps)
   if len(frame) != stated['rows']:
-    raise RecordsError(
-      f'{records_path}: {len(frame)} rows where the manifest lists {stated["rows"]}; {RESTORE}'
-    )
-  if digest(data) != stated['sha256']:
-    raise RecordsError(
-      f'{records_path}: its SHA-256 differs from the one in {manifest_path} (the two files '
-      f'are from different writes); {RESTORE}'
-    )
-  return frame, manifest['sweeps']
+    _refuse(records_path, f'{len(frame)} rows where the manifest lists {stated["rows"]}')
+  if hashlib.sha256(data).hexdigest() != stated['sha256']:
+    what = f'its SHA-256 differs from the one in {manifest_path}'
+    _refuse(records_path, f'{what} (the two files are from different writes)')
+  return frame, sweeps

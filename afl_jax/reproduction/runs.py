@@ -1,12 +1,6 @@
-"""Run a declared experiment's sweeps and keep their per-run records.
-
-``select`` runs every grid setting of every method on the selection seeds (one sweep per
-method); ``test`` runs only the settings the claims need on the fresh test seeds (one sweep
-per method and setting). The identity of a sweep (its runs' data and schedules built,
-nothing trained) is the one key: a sweep runs again exactly when the records lack it, and
-a recorded sweep is current exactly when the declaration gives it now (:func:`is_declared`;
-its status, stored with the records, is what the pages read). The records' files:
-:mod:`~afl_jax.reproduction.records`; the protocol: docs/results/README.md#protocol.
+"""Run a declared experiment's sweeps and keep their per-run records. A sweep's identity
+(its runs' data and schedules built, nothing trained) is the one key: it runs again exactly
+when the records lack it, and is current exactly when the declaration gives it now.
 """
 
 from __future__ import annotations
@@ -31,9 +25,8 @@ from afl_jax.reproduction.records import KEYS, METRIC_COLUMNS, RECORDS, RUN, rea
 
 def setting_key(hparams: Mapping[str, Any]) -> str:
   """A setting's canonical text: sorted JSON of its swept fields (tuples as lists)."""
-  return json.dumps(
-    {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(hparams.items())}, sort_keys=True
-  )
+  as_lists = {k: list(v) if isinstance(v, tuple) else v for k, v in hparams.items()}
+  return json.dumps(as_lists, sort_keys=True)
 
 
 def setting_of(key: str) -> dict[str, Any]:
@@ -56,26 +49,21 @@ _IDENTITIES = cache.Scoped()
 
 
 def remembering() -> contextlib.AbstractContextManager[None]:
-  """Within the block (one command: its data and code as they are), each sweep's identity
-  is built once per distinct config while no component is registered anew; outside it,
-  every call builds anew."""
+  """Within the block, each sweep's identity is built once per distinct config."""
   return _IDENTITIES.scope()
 
 
 def sweep_identity(config: ml_collections.ConfigDict) -> str:
-  """The identity of the sweep ``config`` describes: the digest of its runs' identities
-  (:func:`identities`), remembered within :func:`remembering`."""
+  """The identity of the sweep ``config`` describes (the digest of its runs' identities)."""
   from afl_jax import registry
 
   text = (registry.GENERATION[0], config.to_json_best_effort(sort_keys=True))
-  return _IDENTITIES.get(
-    text, lambda: records.sweep_identity(i['digest'] for i in identities(config).values())
-  )
+  ids = lambda: records.sweep_identity(i['digest'] for i in identities(config).values())
+  return _IDENTITIES.get(text, ids)
 
 
 def lock_records(records_dir: str):
-  """Lock ``records_dir`` for this process (one writer of records and pages at a time), or
-  raise UserError naming the live process that holds it."""
+  """Lock ``records_dir`` for this process, or UserError naming who holds it."""
   from afl_jax.pipeline import workdir
 
   try:
@@ -129,10 +117,8 @@ def sweep_configs(
 
 
 def records_of_sweep(exp_key: str, label: str, phase: str, workdir: str, summary: Mapping):
-  """(the rows, the last step) of a finished sweep (``summary`` as train_sweep returns it),
-  each run read through its run record; a run of another identity, or stopped before its
-  last step, is refused in one line (a diverged run keeps its rows; scoring reads it as
-  diverged)."""
+  """(the rows, the last step) of a finished sweep, read through its run records; a run of
+  another identity, or stopped before its last step (not diverged), is refused."""
   from afl_jax.pipeline import record
 
   rows, steps = [], set()
@@ -145,10 +131,9 @@ def records_of_sweep(exp_key: str, label: str, phase: str, workdir: str, summary
     steps.add(int(rec.config['num_rounds']))
     key = {'experiment': exp_key, 'method': label, 'phase': phase}
     key |= {'setting': setting_key(run['hparams']), 'seed': int(run['seed'])}
-    for r in rec.records:
-      if 'test_accuracy' in r:
-        metrics = {k: r.get(k, float('nan')) for k in METRIC_COLUMNS}
-        rows.append(key | {'step': int(r['step']), RUN: run['identity']} | metrics)
+    for r in (r for r in rec.records if 'test_accuracy' in r):
+      metrics = {k: r.get(k, float('nan')) for k in METRIC_COLUMNS}
+      rows.append(key | {'step': int(r['step']), RUN: run['identity']} | metrics)
   if len(steps) > 1:
     raise UserError(f'{workdir}: its runs end at different steps {sorted(steps)}: one sweep, one T')
   return rows, steps.pop() if steps else 0
@@ -166,60 +151,52 @@ def run_phase(
   log: Callable[[str], None] = print,
   mark: Callable[..., list],
 ) -> None:
-  """Run one phase of ``exp`` (the sweeps whose identity the records lack, or all with
-  ``rerun``) and merge each sweep's rows into the paper's records as it finishes: it
-  replaces a recorded sweep of the same method, phase and setting that shares a seed with
-  it (sweeps of other seeds stay, superseded). ``settings``: test phase, method -> setting
-  keys (:func:`afl_jax.reproduction.scoring.settings_to_test`); ``mark``: the statuses of
-  ``exp``'s sweeps (:func:`afl_jax.reproduction.scoring.mark`, passed in: scoring reads
-  through here)."""
-  with remembering():
-    _run_phase(paper, exp, phase, out_dir, settings, records_dir, rerun, log, mark)
-
-
-def _run_phase(paper, exp, phase, out_dir, settings, records_dir, rerun, log, mark) -> None:
+  """Run the sweeps of one phase whose identity the records lack (all with ``rerun``), each
+  merged into the records as it finishes, replacing a recorded sweep of its key sharing a
+  seed. ``settings``: method -> setting keys to test; ``mark``: ``scoring.mark``."""
   from afl_jax.pipeline import processes
   from afl_jax.pipeline import sweep as sweep_lib
 
-  frame, manifest = read(paper.key, records_dir)
-  for method in exp.methods:
-    wanted = (settings or {}).get(method.label, ())
-    for setting, config in sweep_configs(exp, method, phase, wanted):
-      ident = sweep_identity(config)
-      seeds = [int(s) for s in sweep_lib.sweep_axes(config.sweep)['seed']]
-      entry = {'experiment': exp.key, 'method': method.label, 'phase': phase, 'setting': setting}
-      where = f'[{exp.key}/{method.label}/{phase}]'
-      old = [m for m in manifest if records.same_runs(m, entry | {'seeds': seeds})]
-      if not rerun and any(m['identity'] == ident for m in old):
-        log(f'{where} records up to date (identity {ident})')
-        continue
-      for m in old:
-        changed = f"its runs' inputs changed (identity {m['identity']} -> {ident})"
-        log(f'{where} {changed}: running again')
-      label = ''.join(ch if ch.isalnum() or ch in '+-_.' else '_' for ch in method.label)
-      workdir = os.path.join(out_dir, paper.key, exp.key, phase, label, ident[:16])
-      log(f'{where} sweep {setting} -> {workdir}')
-      t0 = time.time()
-      summary = sweep_lib.train_sweep(config, workdir, log=log)
-      seconds = time.time() - t0
-      found, steps = records_of_sweep(exp.key, method.label, phase, workdir, summary)
-      for m in old:
-        frame = frame[~records.sweep_rows(frame, m)]
-      frame = pd.concat([frame, pd.DataFrame(found)], ignore_index=True)
-      entry |= {'identity': ident, 'seeds': seeds, 'runs': len(summary['runs']), 'steps': steps}
-      entry |= {'seconds': round(seconds, 1), 'machine': machine_info()}
-      entry |= {'date': datetime.date.today().isoformat()}
-      manifest = [m for m in manifest if m not in old] + [entry]
-      manifest = mark(paper, frame, manifest, [exp.key])
-      if processes.is_writer():  # every process holds the same frame; process 0 writes it
-        write(paper.key, frame, manifest, records_dir)  # nothing lost
-      processes.barrier('afl_jax records written')
+  with remembering():
+    frame, manifest = read(paper.key, records_dir)
+    for method in exp.methods:
+      wanted = (settings or {}).get(method.label, ())
+      for setting, config in sweep_configs(exp, method, phase, wanted):
+        ident = sweep_identity(config)
+        seeds = [int(s) for s in sweep_lib.sweep_axes(config.sweep)['seed']]
+        entry = {'experiment': exp.key, 'method': method.label, 'phase': phase}
+        entry['setting'] = setting
+        where = f'[{exp.key}/{method.label}/{phase}]'
+        old = [m for m in manifest if records.same_runs(m, entry | {'seeds': seeds})]
+        if not rerun and any(m['identity'] == ident for m in old):
+          log(f'{where} records up to date (identity {ident})')
+          continue
+        for m in old:
+          log(
+            f"{where} its runs' inputs changed (identity {m['identity']} -> {ident}): running again"
+          )
+        label = ''.join(ch if ch.isalnum() or ch in '+-_.' else '_' for ch in method.label)
+        workdir = os.path.join(out_dir, paper.key, exp.key, phase, label, ident[:16])
+        log(f'{where} sweep {setting} -> {workdir}')
+        t0 = time.time()
+        summary = sweep_lib.train_sweep(config, workdir, log=log)
+        seconds = round(time.time() - t0, 1)
+        found, steps = records_of_sweep(exp.key, method.label, phase, workdir, summary)
+        for m in old:
+          frame = frame[~records.sweep_rows(frame, m)]
+        frame = pd.concat([frame, pd.DataFrame(found)], ignore_index=True)
+        entry |= {'identity': ident, 'seeds': seeds, 'runs': len(summary['runs']), 'steps': steps}
+        entry |= {'seconds': seconds, 'machine': machine_info()}
+        entry['date'] = datetime.date.today().isoformat()
+        manifest = mark(paper, frame, [m for m in manifest if m not in old] + [entry], [exp.key])
+        if processes.is_writer():  # every process holds the same frame; process 0 writes it
+          write(paper.key, frame, manifest, records_dir)  # nothing lost
+        processes.barrier('afl_jax records written')
 
 
 def is_declared(exp: spec.Experiment, sweep: Mapping) -> bool:
-  """Whether ``exp`` as declared now gives the manifest entry ``sweep``: a sweep of its
-  method, phase and setting whose identity is the recorded one (the one key of reuse,
-  staleness and pairing)."""
+  """Whether ``exp`` as declared now gives the recorded ``sweep``, by identity (the one key of
+  reuse, staleness and pairing)."""
   method = {m.label: m for m in exp.methods}.get(sweep['method'])
   if sweep['experiment'] != exp.key or method is None:
     return False
@@ -229,34 +206,29 @@ def is_declared(exp: spec.Experiment, sweep: Mapping) -> bool:
 
 
 def current(exp: spec.Experiment, frame: pd.DataFrame, manifest: Sequence[Mapping]) -> pd.DataFrame:
-  """The rows of ``exp``'s sweeps whose status is ``current`` (the pages score them; the
-  status follows the declaration by identity, :func:`afl_jax.reproduction.scoring.mark`)."""
-  keep = pd.Series(False, index=frame.index)
-  for m in manifest:
-    if m['experiment'] == exp.key and m.get(records.STATUS) == 'current':
-      seeds = exp.seeds if m['phase'] == 'select' else exp.test_seeds
-      if sorted(m['seeds']) != sorted(seeds):  # the declaration changed since the marking
-        raise UserError(
-          f'the records mark sweep {records.label(m)} current on seeds {m["seeds"]}, where '
-          f'{exp.key} declares {list(seeds)}: python scripts/report.py --write --restatus'
-        )
-      keep |= records.sweep_rows(frame, m)
-  return frame[keep]
+  """The rows of ``exp``'s sweeps whose status is ``current`` (the pages score them)."""
+  mine = [m for m in manifest if m['experiment'] == exp.key]
+  mine = [m for m in mine if m.get(records.STATUS) == 'current']
+  for m in mine:
+    seeds = exp.seeds if m['phase'] == 'select' else exp.test_seeds
+    if sorted(m['seeds']) != sorted(seeds):  # the declaration changed since the marking
+      raise UserError(
+        f'the records mark sweep {records.label(m)} current on seeds {m["seeds"]}, where '
+        f'{exp.key} declares {list(seeds)}: python scripts/report.py --write --restatus'
+      )
+  return records.rows_of(frame, mine)
 
 
 def selection_rows(paper_key: str, exp: spec.Experiment, records_dir: str = RECORDS):
-  """The rows of ``exp``'s selection sweeps as declared now (by identity); UserError (one
-  line) while a method has none: the test phase needs them."""
+  """The rows of ``exp``'s selection sweeps as declared now; UserError while a method
+  has none."""
   frame, manifest = read(paper_key, records_dir)
-  keep, have = pd.Series(False, index=frame.index), set()
-  for m in manifest:
-    if m['experiment'] == exp.key and m['phase'] == 'select' and is_declared(exp, m):
-      keep |= records.sweep_rows(frame, m)
-      have.add(m['method'])
-  missing = [m.label for m in exp.methods if m.label not in have]
+  mine = [m for m in manifest if m['experiment'] == exp.key and m['phase'] == 'select']
+  mine = [m for m in mine if is_declared(exp, m)]
+  missing = [m.label for m in exp.methods if m.label not in {s['method'] for s in mine}]
   if missing:
     raise UserError(
       f'--phase=test: experiment {exp.key} of {paper_key} has no selection records (as '
       f'declared now) for {", ".join(missing)}; run --phase=select (or all) first'
     )
-  return frame[keep]
+  return records.rows_of(frame, mine)

@@ -1,14 +1,6 @@
-"""Select on validation over the selection seeds; score every claim on the test seeds.
-
-Every run's numbers come from one per-seed table (:func:`per_run`: ``results.per_seed``
-over the records, the first evaluation reaching a target read by
-``metrics_io.first_reaching``). Each method's setting is the one with the best mean final
-validation accuracy (a selection on a grid edge stops the test phase:
-:func:`settings_to_test`); each claim is a set of tests fixed by its declaration
-(:func:`score_claim`), each decided at 2.5% per side, and its verdict is composed from the
-tests that stay decided after the Benjamini-Hochberg and Holm adjustments (:func:`adjust`).
-The protocol, stated once: docs/results/protocol.md (in the summary,
-docs/results/README.md#protocol).
+"""Select on validation over the selection seeds; score every claim on the test seeds, each
+claim a set of tests fixed by its declaration, its verdict composed from those that stay
+decided after the Benjamini-Hochberg and Holm adjustments. docs/results/protocol.md.
 """
 
 from __future__ import annotations
@@ -37,18 +29,14 @@ DEFAULT_TARGET_FRACTION = 0.9
 BOOTSTRAP = 10_000
 BOOTSTRAP_SEED = 0
 RUN_KEYS = records.KEYS[:-1]  # experiment, method, phase, setting, seed
-TO_TARGET = {  # metric -> the per-seed table's column
-  'steps_to_target': 'steps',
-  'clock_to_target': 'seconds',
-  'mb_to_target': 'mb',
-}
+# metric -> the per-seed table's column
+TO_TARGET = {'steps_to_target': 'steps', 'clock_to_target': 'seconds', 'mb_to_target': 'mb'}
+ACCURACIES = ['val_accuracy', 'test_accuracy', 'best_test_accuracy']
 
 
 def _runs(frame: pd.DataFrame) -> dict[tuple, list[record.RunRecord]]:
-  """The runs of ``frame`` as run records, per (experiment, method, phase, setting) in
-  seed order: a run whose last evaluation is not finite diverged at its last step (its
-  rows go to the end: the records refuse a run that ends early,
-  :func:`afl_jax.reproduction.records.read`)."""
+  """The runs of ``frame`` as run records per (experiment, method, phase, setting), in seed
+  order; one whose last evaluation is not finite diverged there."""
   f = frame.sort_values([*RUN_KEYS, 'step'], kind='stable')
   evaluations = f[['step', *records.METRIC_COLUMNS]].to_dict('records')
   keys = list(zip(*(f[k].to_numpy(object).tolist() for k in RUN_KEYS)))
@@ -67,11 +55,9 @@ def _runs(frame: pd.DataFrame) -> dict[tuple, list[record.RunRecord]]:
 
 
 def per_run(frame: pd.DataFrame, target: float | None = None, at=None) -> pd.DataFrame:
-  """One row per run of ``frame``: its keys, ``run`` (identity), ``diverged``, the final
-  ``val_accuracy`` and ``test_accuracy`` and the ``best_test_accuracy`` (0 for a diverged
-  run: it scores 0), and with a ``target`` the ``steps``, ``seconds`` and ``mb`` at the
-  first evaluation reaching it (else at the last: a bound) and ``reached``; ``at``: read
-  every run at that budget (``results.parse_at``'s form)."""
+  """One row per run: its keys, ``run``, ``diverged``, the final ``val_accuracy`` and
+  ``test_accuracy`` and ``best_test_accuracy`` (0 once diverged), with a ``target``
+  ``results.per_seed``'s to-target columns; ``at``: read at that budget."""
   out = []
   for key, group in _runs(frame).items() if len(frame) else ():
     test = results.per_seed(group, 'test_accuracy', target, at)
@@ -80,14 +66,13 @@ def per_run(frame: pd.DataFrame, target: float | None = None, at=None) -> pd.Dat
     table[RUN_KEYS[:-1]] = list(key)
     table['run'] = [r.identity['digest'] for r in group]
     table['diverged'] = test.status.str.startswith('diverged').to_numpy()
-    table['val_accuracy'] = val.get('final', math.nan)
-    table['test_accuracy'] = test.get('final', math.nan)
-    table['best_test_accuracy'] = test.get('best', math.nan)
-    table.loc[table.diverged, ['val_accuracy', 'test_accuracy', 'best_test_accuracy']] = 0.0
+    for column, (of, q) in zip(ACCURACIES, ((val, 'final'), (test, 'final'), (test, 'best'))):
+      table[column] = of.get(q, math.nan)
+    table.loc[table.diverged, ACCURACIES] = 0.0
     for column in (*TO_TARGET.values(), 'reached') if target else ():
       table[column] = test[column]
     out.append(table.reset_index())
-  columns = [*RUN_KEYS, 'run', 'diverged', 'val_accuracy', 'test_accuracy', 'best_test_accuracy']
+  columns = [*RUN_KEYS, 'run', 'diverged', *ACCURACIES]
   if not out:
     return pd.DataFrame(columns=columns)
   return pd.concat(out, ignore_index=True)[columns + list(out[0].columns.difference(columns))]
@@ -99,41 +84,38 @@ def rows(frame: pd.DataFrame, exp_key: str, label: str, phase: str, setting: str
   return frame[mine & (frame.setting == setting) if setting is not None else mine]
 
 
-def _matches(key: str, at: Mapping[str, Any]) -> bool:
-  setting = runs.setting_of(key)
-  return all(setting.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in at.items())
-
-
 def select(table: pd.DataFrame, exp_key: str, label: str, at: Mapping[str, Any] = ()) -> dict:
-  """``label``'s validation-selected setting in ``exp_key`` (within ``at`` on the fields it
-  sweeps; ``table``: :func:`per_run`): ``{'setting', 'val', 'scores' (setting -> mean val),
-  'edges'}``, a tie to the first setting key in sorted order; ValueError without selection
-  records."""
+  """``label``'s validation-selected setting (within ``at`` on the fields it sweeps; a tie to
+  the first in sorted order): ``setting``, ``val``, ``scores``, ``edges``; else ValueError."""
   mine = rows(table, exp_key, label, 'select')
   swept = {field for k in mine.setting.unique() for field in runs.setting_of(k)}
-  at = {field: v for field, v in dict(at).items() if field in swept}
-  mine = mine[[_matches(k, at) for k in mine.setting]]
+  at = {f: v for f, v in dict(at).items() if f in swept}
+  want = {f: list(v) if isinstance(v, tuple) else v for f, v in at.items()}
+  mine = mine[[all(runs.setting_of(k).get(f) == v for f, v in want.items()) for k in mine.setting]]
   if mine.empty:
     raise ValueError(f'{exp_key}/{label}: no selection records{f" at {dict(at)}" if at else ""}.')
   scores = mine.groupby('setting', sort=True)['val_accuracy'].mean()
   best = scores.idxmax()
-  edges = _edges(best, mine)
-  return {'setting': best, 'val': float(scores[best]), 'scores': scores, 'edges': edges}
+  return {
+    'setting': best,
+    'val': float(scores[best]),
+    'scores': scores,
+    'edges': _edges(best, mine),
+  }
 
 
 def _edges(best: str, mine: pd.DataFrame) -> list[str]:
-  """Swept numeric fields whose selected value is the smallest or largest tried."""
-  chosen = runs.setting_of(best)
+  """Swept numeric fields whose selected value is the smallest or largest tried (a
+  list-valued axis, e.g. a staleness window [5, 10], ordered as tuples)."""
+  tuples = lambda v: tuple(v) if isinstance(v, list) else v
   tried = [runs.setting_of(k) for k in mine.setting.unique()]
   out = []
-  for field, value in chosen.items():
-    # A list-valued axis (e.g. a staleness window [5, 10]) is ordered as tuples.
-    values = sorted({tuple(t[field]) if isinstance(t[field], list) else t[field] for t in tried})
-    value = tuple(value) if isinstance(value, list) else value
-    if not all(isinstance(v, int | float | tuple) for v in values):
-      continue
-    if len(values) > 1 and value in (values[0], values[-1]):
-      out.append(f'{field.rsplit(".", 1)[-1]} on {"low" if value == values[0] else "high"} edge')
+  for field, value in runs.setting_of(best).items():
+    values = sorted({tuples(t[field]) for t in tried})
+    if len(values) > 1 and all(isinstance(v, int | float | tuple) for v in values):
+      if tuples(value) in (values[0], values[-1]):
+        side = 'low' if tuples(value) == values[0] else 'high'
+        out.append(f'{field.rsplit(".", 1)[-1]} on {side} edge')
   return out
 
 
@@ -144,8 +126,7 @@ def selected_test(exp: spec.Experiment, frame: pd.DataFrame, table: pd.DataFrame
 
 
 def selections(exp: spec.Experiment, table: pd.DataFrame) -> list[tuple[str, dict]]:
-  """(method label, :func:`select`) of every selection the claims score, each setting once:
-  every method's overall selection, and its selection under each ``at`` restriction."""
+  """(method, :func:`select`) of every selection the claims score, each setting once."""
   out = [(m.label, select(table, exp.key, m.label)) for m in exp.methods]
   for claim in exp.claims:
     for label in (claim.better, claim.worse, *claim.baseline, *claim.condition) if claim.at else ():
@@ -164,8 +145,7 @@ def test_settings(exp: spec.Experiment, table: pd.DataFrame) -> dict[str, list[s
 
 
 def open_edges(exp: spec.Experiment, table: pd.DataFrame) -> list[str]:
-  """The selections on an edge of their grid that ``exp`` does not keep (``edges_kept``):
-  '<method> (<setting>): <field> on <side> edge'."""
+  """The selections on a grid edge ``exp`` does not keep, '<method> (<setting>): ...'."""
   return [
     f'{label} ({_short(chosen["setting"])}): {", ".join(chosen["edges"])}'
     for label, chosen in selections(exp, table)
@@ -176,9 +156,8 @@ def open_edges(exp: spec.Experiment, table: pd.DataFrame) -> list[str]:
 def settings_to_test(
   paper_key: str, exp: spec.Experiment, records_dir: str = runs.RECORDS
 ) -> dict[str, list[str]]:
-  """:func:`test_settings` on the declared selection sweeps (found by identity,
-  :func:`~afl_jax.reproduction.runs.selection_rows`); UserError (one line naming each)
-  while a selection sits on an edge of its grid that the experiment does not keep."""
+  """:func:`test_settings` on the declared selection sweeps (by identity); UserError while a
+  selection sits on a grid edge the experiment does not keep."""
   table = per_run(runs.selection_rows(paper_key, exp, records_dir))
   edges = open_edges(exp, table)
   if edges:
@@ -210,19 +189,8 @@ NOT_EQUIVALENT = 'disagrees (differ by more than the margin)'
 NO_CONDITION = 'condition not reproduced'
 NOT_COMPARABLE = "not comparable (the paper's effect is out of reach here)"
 MISSED = 'inconclusive: target not reached'
-VERDICTS = (
-  AGREES,
-  AGREES_SMALLER,
-  EQUIVALENT,
-  SMALLER,
-  DISAGREES,
-  NOT_EQUIVALENT,
-  NO_CONDITION,
-  NOT_COMPARABLE,
-  MISSED,
-  INCONCLUSIVE,
-)
 DECIDED = (AGREES, AGREES_SMALLER, EQUIVALENT, SMALLER, DISAGREES, NOT_EQUIVALENT)
+VERDICTS = (*DECIDED, NO_CONDITION, NOT_COMPARABLE, MISSED, INCONCLUSIVE)
 # The tests a verdict rests on, fixed by the claim's declaration (each adjusted on its own):
 # the statement (for an equivalence: within the margin, and beyond it), its bound, the
 # paper's size, the condition.
@@ -242,26 +210,16 @@ def _two_sided(d: np.ndarray, at: float) -> tuple[float, bool]:
   return 2 * min(above, below), above <= below
 
 
-def _one_side(d: np.ndarray, at: float, alternative: str) -> float:
-  """p of a test with one declared side at 2.5%, stated on the two-sided scale (twice the
-  one-sided p): every p of a page is compared with 0.05."""
-  return 2 * one_sided_p(d, at, alternative)
-
-
 def bootstrap(da: np.ndarray, db: np.ndarray) -> dict[str, float]:
-  """ "More consistent": T = |mean change of B| - |mean change of A| over the test seeds,
-  with a paired bootstrap over the seeds (:data:`BOOTSTRAP` resamples of the seeds with
-  replacement, numpy's generator seeded :data:`BOOTSTRAP_SEED`): ``mean`` (T), the 95%
-  percentile interval (``lo``, ``hi``), ``p``, twice the smaller share of resampled T at or
-  beyond 0 on either side (a share of k of B resamples is (k + 1) / (B + 1)), and the
-  resampled ``t``."""
+  """ "More consistent": T = |mean change of B| - |mean change of A|, a paired bootstrap over
+  the seeds: ``mean``, the percentile interval, ``p`` (twice the smaller share of resampled T
+  on either side of 0, as (k + 1) / (B + 1)) and the resampled ``t``."""
   da, db = np.asarray(da, float), np.asarray(db, float)
-  n = len(da)
-  idx = np.random.default_rng(BOOTSTRAP_SEED).integers(0, n, size=(BOOTSTRAP, n))
+  idx = np.random.default_rng(BOOTSTRAP_SEED).integers(0, len(da), size=(BOOTSTRAP, len(da)))
   t = np.abs(db[idx].mean(axis=1)) - np.abs(da[idx].mean(axis=1))
   lo, hi = np.quantile(t, [ALPHA / 2, 1 - ALPHA / 2])
-  mean = float(abs(db.mean()) - abs(da.mean()))
   p = 2 * min(_share(t <= 0), _share(t >= 0))
+  mean = float(abs(db.mean()) - abs(da.mean()))
   return {'mean': mean, 'sd': math.nan, 'lo': float(lo), 'hi': float(hi), 'p': p, 't': t}
 
 
@@ -269,38 +227,33 @@ def _share(hits: np.ndarray) -> float:
   return (int(np.sum(hits)) + 1) / (len(hits) + 1)
 
 
-def _budgets(claim: spec.Claim) -> list[tuple[str, str]]:
-  """The pairs of methods read at one simulated-time budget per seed (``equal_time``):
-  each method with its baseline for a claim across conditions, else A with B (and the
-  condition's pair)."""
+def _equal_time(frame: pd.DataFrame, exp: spec.Experiment, settings: Mapping[str, str], claim):
+  """Per method of the claim's pairs (A with B, or each with its baseline; the condition's):
+  its best test accuracy per seed within the simulated time both runs of the pair cover."""
+  pairs = [(claim.better, claim.worse)]
   if claim.baseline:
     pairs = [(claim.baseline[0], claim.better), (claim.baseline[1], claim.worse)]
-  else:
-    pairs = [(claim.better, claim.worse)]
-  return pairs + ([tuple(claim.condition)] if claim.condition else [])
-
-
-def _equal_time(
-  frame: pd.DataFrame, exp: spec.Experiment, settings: Mapping[str, str], pairs
-) -> dict[str, pd.Series]:
-  """Per method of ``pairs``: its best test accuracy per test seed within the simulated time
-  both methods of its pair cover on that seed (the shorter run's last evaluation)."""
-  curves = {
-    label: rows(frame, exp.key, label, 'test', settings[label]) for p in pairs for label in p
-  }
+  pairs += [tuple(claim.condition)] if claim.condition else []
+  curves = {m: rows(frame, exp.key, m, 'test', settings[m]) for p in pairs for m in p}
   out: dict[str, pd.Series] = {}
-  for x, y in pairs:
-    ends = [curves[m].groupby('seed').wall_clock.max() for m in (x, y)]
+  for pair in pairs:
+    ends = [curves[m].groupby('seed').wall_clock.max() for m in pair]
     budget = pd.concat(ends, axis=1).min(axis=1)
-    for label in (x, y):
+    for m in pair:
       best = {
         seed: per_run(
-          curves[label][curves[label].seed == seed], at=('seconds', float(b))
+          curves[m][curves[m].seed == seed], at=('seconds', float(b))
         ).best_test_accuracy.iloc[0]
         for seed, b in budget.items()
       }
-      out[label] = pd.Series(best).sort_index()
+      out[m] = pd.Series(best).sort_index()
   return out
+
+
+# The claim's fields a page shows.
+SHOWN = ('ref', 'text', 'quote', 'kind', 'metric', 'margin', 'upper', 'factor', 'relative')
+SHOWN += ('paper_effect', 'source', 'outside', 'restated', 'consistency', 'baseline')
+SHOWN += ('incomparable', 'equal_time')
 
 
 def score_claim(
@@ -313,7 +266,7 @@ def score_claim(
   names = (claim.better, claim.worse, *claim.baseline, *claim.condition)
   chosen = {label: select(table, exp.key, label, claim.at) for label in names}
   settings = {label: c['setting'] for label, c in chosen.items()}
-  timed = _equal_time(frame, exp, settings, _budgets(claim)) if claim.equal_time else {}
+  timed = _equal_time(frame, exp, settings, claim) if claim.equal_time else {}
 
   def values(label: str, metric: str = claim.metric) -> pd.DataFrame:
     """Per test seed of ``label`` at its selection: ``value`` of ``metric``, ``reached``."""
@@ -321,26 +274,19 @@ def score_claim(
     if metric in TO_TARGET:
       return pd.DataFrame({'value': mine[TO_TARGET[metric]], 'reached': mine.reached})
     if metric == 'not_reached':
-      return pd.DataFrame({'value': (~mine.reached.astype(bool)).astype(float), 'reached': True})
-    if metric == 'diverged':
-      return pd.DataFrame({'value': mine.diverged.astype(float), 'reached': True})
-    value = timed[label] if label in timed and metric.endswith('test_accuracy') else mine[metric]
+      value = (~mine.reached.astype(bool)).astype(float)
+    elif metric == 'diverged':
+      value = mine.diverged.astype(float)
+    else:
+      value = timed[label] if label in timed and metric.endswith('test_accuracy') else mine[metric]
     return pd.DataFrame({'value': value, 'reached': True})
 
   a, b = values(claim.better), values(claim.worse)
-  shown = ('ref', 'text', 'quote', 'kind', 'metric', 'margin', 'upper', 'factor', 'relative')
-  shown += ('paper_effect', 'source', 'outside', 'restated', 'consistency', 'baseline')
-  shown += ('incomparable', 'equal_time')
-  out = {
-    'experiment': exp.key,
-    **{field: getattr(claim, field) for field in shown},
-    'A': claim.better,
-    'B': claim.worse,
-    'A_setting': _short(settings[claim.better]),
-    'B_setting': _short(settings[claim.worse]),
-    'target': target if claim.metric in (*TO_TARGET, 'not_reached') else None,
-    'exploratory': exp.exploratory,
-  }
+  out = {'experiment': exp.key, **{field: getattr(claim, field) for field in SHOWN}}
+  out |= {'A': claim.better, 'B': claim.worse}
+  out |= {'A_setting': _short(settings[claim.better]), 'B_setting': _short(settings[claim.worse])}
+  out['target'] = target if claim.metric in (*TO_TARGET, 'not_reached') else None
+  out['exploratory'] = exp.exploratory
   seeds = a.index.intersection(b.index)
   a, b = a.loc[seeds], b.loc[seeds]
   for side, v in (('A', a), ('B', b)):
@@ -357,14 +303,13 @@ def score_claim(
     out |= {'mean': k / n, 'sd': math.nan, 'lo': float(ci.low), 'hi': float(ci.high)}
     out |= {'parts': [_part(STATEMENT, verdict, p)], 'needed': math.inf, 'edges_against': []}
     return out | {'p': p, 'verdict_raw': compose(out)}
-  ratio = claim.metric in TO_TARGET and (claim.kind == 'better' or claim.relative)
   if claim.baseline:  # the change from the other condition (A0, B0) to this one (A, B)
     a0, b0 = (values(label).value.loc[seeds] for label in claim.baseline)
     out['conditions'] = {claim.baseline[0]: a0.mean(), claim.better: a.value.mean()}
     out['conditions'] |= {claim.baseline[1]: b0.mean(), claim.worse: b.value.mean()}
     da, db = (a0 - a.value).to_numpy(float), (b0 - b.value).to_numpy(float)
     d = db - da
-  elif ratio:
+  elif claim.metric in TO_TARGET and (claim.kind == 'better' or claim.relative):
     d = speedup_log(a.value.to_numpy(float), b.value.to_numpy(float), claim.factor)
     out['ratio'] = True
   else:
@@ -388,8 +333,7 @@ def score_claim(
     parts = [_part(STATEMENT, AGREES if above else DISAGREES, p)]
     needed = seeds_needed(st['mean'] + m, st['sd'])
   else:
-    p = st['p']
-    parts = [_part(STATEMENT, AGREES if st['mean'] > 0 else DISAGREES, p)]
+    parts = [_part(STATEMENT, AGREES if st['mean'] > 0 else DISAGREES, st['p'])]
     out['blocked'] = [AGREES] * missed_a + [DISAGREES] * missed_b
     needed = seeds_needed(st['mean'], st['sd']) if not claim.consistency else math.inf
     if claim.upper is not None:  # the effect below the bound (on the log scale for a ratio)
@@ -397,15 +341,14 @@ def score_claim(
       p_bound, above = _two_sided(d, bound)
       parts.append(_part(BOUND, DISAGREES if above else AGREES, p_bound))
       needed = max(needed, seeds_needed(st['mean'] - bound, st['sd']))
-    b_val = chosen[claim.worse]['val']
-    if _out_of_reach(claim, b_val):
+    if _out_of_reach(claim, chosen[claim.worse]['val']):
       out['not_comparable'] = True
     comparable = not (claim.incomparable or out.get('not_comparable'))
     paper_d = _paper(claim, a, b, d) if comparable else None
     if comparable and claim.consistency and (claim.paper_effect or 0) > 0:
       parts.append(_part(SIZE, SMALLER, 2 * _share(st['t'] >= claim.paper_effect)))
     elif paper_d is not None:
-      parts.append(_part(SIZE, SMALLER, _one_side(paper_d, 0.0, 'less')))
+      parts.append(_part(SIZE, SMALLER, 2 * one_sided_p(paper_d, 0.0, 'less')))
   if claim.condition:
     accuracy = claim.metric if claim.metric in spec.ACCURACY_METRICS else 'test_accuracy'
     r, h = (values(label, accuracy).value.loc[seeds] for label in claim.condition)
@@ -414,7 +357,7 @@ def score_claim(
     ci = f'{cond["mean"]:+.3f} [{cond["lo"]:+.3f}, {cond["hi"]:+.3f}]'
     out['condition'] = f'{claim.condition[0]} - {claim.condition[1]} = {ci}'
     # Declared: the reference beats the harsh condition (differs from it, for consistency).
-    p_cond = cond['p'] if claim.consistency else _one_side(diff, 0.0, 'greater')
+    p_cond = cond['p'] if claim.consistency else 2 * one_sided_p(diff, 0.0, 'greater')
     parts.append(_part(CONDITION, REPRODUCED, p_cond))
   out |= {'parts': parts, 'p': parts[0]['p'], 'needed': needed}
   out['verdict_raw'] = compose(out)
@@ -426,40 +369,31 @@ def score_claim(
 
 
 def compose(claim: Mapping, key: str = 'p') -> str:
-  """The verdict of a scored claim from its tests, each decided only when its p-value
-  ``key`` ('p' raw, 'p_adj' after BH, 'p_holm' after Holm) is below ALPHA (2.5% per side):
-  "condition not reproduced" while the condition test is undecided, else the statement's
-  verdict, made "disagrees" by a broken bound or "inconclusive" by an unbroken one, with
-  the paper's size beside it; a verdict whose side missed the target is "target not
-  reached"."""
-
-  def decided(part):
-    return part['verdict'] if part[key] < ALPHA else INCONCLUSIVE
-
+  """The verdict of a scored claim from its tests, each decided where its p-value ``key``
+  ('p', 'p_adj' after BH, 'p_holm' after Holm) is below ALPHA: the condition's, then the
+  statement's, bounded, blocked by a missed target, and beside the paper's size."""
   parts = {part['name']: part for part in claim['parts']}
-  if CONDITION in parts and decided(parts[CONDITION]) != REPRODUCED:
+  decided = lambda name: parts[name]['verdict'] if parts[name][key] < ALPHA else INCONCLUSIVE
+  if CONDITION in parts and decided(CONDITION) != REPRODUCED:
     return NO_CONDITION
-  verdict = decided(parts[STATEMENT])
+  verdict = decided(STATEMENT)
   if verdict == INCONCLUSIVE and BEYOND in parts:
-    verdict = decided(parts[BEYOND])
+    verdict = decided(BEYOND)
   if BOUND in parts and verdict in (AGREES, INCONCLUSIVE):
-    bound = decided(parts[BOUND])
+    bound = decided(BOUND)
     verdict = DISAGREES if bound == DISAGREES else verdict if bound == AGREES else INCONCLUSIVE
   if verdict in claim.get('blocked', ()):
     return MISSED
   if verdict == INCONCLUSIVE and claim.get('not_comparable'):
     verdict = NOT_COMPARABLE
-  if SIZE in parts and decided(parts[SIZE]) == SMALLER:
+  if SIZE in parts and decided(SIZE) == SMALLER:
     verdict = {AGREES: AGREES_SMALLER, INCONCLUSIVE: SMALLER}.get(verdict, verdict)
   return verdict
 
 
 def _against(claim: spec.Claim, verdict: str, mean: float) -> tuple[str, ...]:
-  """The methods a decided verdict goes against (the side that lost, with its reference
-  condition for a claim across conditions): were one tuned on a grid edge, a wider grid
-  might move the verdict, so the page says so beside it."""
-  a = (claim.better, *claim.baseline[:1])
-  b = (claim.worse, *claim.baseline[1:])
+  """The methods a decided verdict goes against (the losing side)."""
+  a, b = (claim.better, *claim.baseline[:1]), (claim.worse, *claim.baseline[1:])
   if verdict in (AGREES, AGREES_SMALLER):
     return b
   if verdict in (DISAGREES, SMALLER) or (verdict == NOT_EQUIVALENT and mean < 0):
@@ -485,11 +419,9 @@ def _out_of_reach(claim: spec.Claim, b_val: float) -> bool:
 
 
 def _paper(claim: spec.Claim, a: pd.DataFrame, b: pd.DataFrame, d: np.ndarray):
-  """Per-seed excess over the paper's own effect (negative: smaller than the paper's),
-  where the units carry over: an accuracy difference (or difference of drops), or a
-  speedup ratio B / A (log(B / A) - log(paper ratio)). None otherwise: a paper effect
-  that is not in the claim's direction (the paper's own table disagrees with its text;
-  the page quotes both), or a consistency claim (its measure has no per-seed value)."""
+  """Per-seed excess over the paper's own effect where the units carry over (accuracy, or a
+  speedup on the log scale); None for an effect against the claim's direction or for a
+  consistency claim (no per-seed value)."""
   effect = claim.paper_effect
   if effect is None or effect <= 0 or claim.consistency:
     return None
@@ -505,27 +437,20 @@ def holm(ps: Sequence[float]) -> np.ndarray:
   m - i + 1 (i from 1), made non-decreasing in that order, and capped at 1."""
   ps = np.asarray(ps, float)
   order = np.argsort(ps, kind='stable')
-  m = len(ps)
-  stepped = np.maximum.accumulate((m - np.arange(m)) * ps[order])
-  out = np.empty(m)
-  out[order] = np.minimum(stepped, 1.0)
+  out = np.empty(len(ps))
+  out[order] = np.minimum(np.maximum.accumulate((len(ps) - np.arange(len(ps))) * ps[order]), 1.0)
   return out
 
 
 def adjust(claims: list[dict]) -> list[dict]:
-  """Benjamini-Hochberg and Holm over every test of the claims (the family: each claim's
-  tests, fixed by its declaration); each part keeps its ``p_adj`` and ``p_holm``, the claim
-  its statement's and its verdicts after each (``verdict``, ``verdict_holm``:
-  :func:`compose`)."""
-  parts = [part | {'p_adj': math.nan, 'p_holm': math.nan} for c in claims for part in c['parts']]
-  ps = [part['p'] for part in parts]
-  for part, p_adj, p_holm in zip(
-    parts, stats.false_discovery_control(ps, method='bh') if ps else [], holm(ps)
-  ):
-    part |= {'p_adj': float(p_adj), 'p_holm': float(p_holm)}
-  out, it = [], iter(parts)
+  """Benjamini-Hochberg and Holm over every test of the claims: each part gets ``p_adj`` and
+  ``p_holm``, each claim its statement's and ``verdict``, ``verdict_holm``."""
+  ps = [part['p'] for c in claims for part in c['parts']]
+  bh = stats.false_discovery_control(ps, method='bh') if ps else []
+  adjusted = iter([{'p_adj': float(a), 'p_holm': float(h)} for a, h in zip(bh, holm(ps))])
+  out = []
   for c in claims:
-    mine = [next(it) for _ in c['parts']]
+    mine = [part | p for part, p in zip(c['parts'], adjusted)]
     c = c | {'parts': mine, 'p_adj': mine[0]['p_adj'], 'p_holm': mine[0]['p_holm']}
     out.append(c | {'verdict': compose(c, 'p_adj'), 'verdict_holm': compose(c, 'p_holm')})
   return out
@@ -542,42 +467,29 @@ def mark(
   manifest: Sequence[Mapping],
   experiments: Sequence[str] | None = None,
 ) -> list[dict]:
-  """``manifest`` with each sweep's status as ``paper`` declares it now, for the sweeps of
-  ``experiments`` (default: all; the others keep theirs): ``current`` for a selection sweep
-  whose identity is the declared one's, and for a test sweep whose identity is the
-  declared one's at a setting the claims test (:func:`test_settings` on the current
-  selection), else ``superseded``. Builds each declared run's data and schedule (nothing
-  trained): seconds per experiment."""
-  with runs.remembering():
-    return _mark(paper, frame, manifest, experiments)
-
-
-def _mark(paper, frame, manifest, experiments) -> list[dict]:
+  """``manifest`` with the status ``paper`` gives each sweep of ``experiments`` now (default
+  all): ``current`` for a declared selection sweep, and for a declared test sweep at a
+  setting the claims test on the current selection; else ``superseded``. Builds the
+  declared runs' data and schedules (seconds per experiment)."""
   exps = {e.key: e for e in paper.experiments}
-  every = set(exps) | {m['experiment'] for m in manifest}
-  keys = every if experiments is None else set(experiments)
+  keys = set(exps) | {m['experiment'] for m in manifest} if experiments is None else experiments
   current: set[int] = set()
-  for exp in (exps[k] for k in keys if k in exps):
-    mine = [(i, m) for i, m in enumerate(manifest) if m['experiment'] == exp.key]
-    chosen = [i for i, m in mine if m['phase'] == 'select' and runs.is_declared(exp, m)]
-    current |= set(chosen)
-    selection = pd.Series(False, index=frame.index)
-    for i in chosen:
-      selection |= records.sweep_rows(frame, manifest[i])
-    try:
-      wanted = test_settings(exp, per_run(frame[selection]))
-    except ValueError:  # a method without selection records: no test sweep is scored
-      wanted = {}
-    tested = {(label, key) for label, keys_ in wanted.items() for key in keys_}
-    current |= {
-      i
-      for i, m in mine
-      if m['phase'] == 'test' and (m['method'], m['setting']) in tested and runs.is_declared(exp, m)
-    }
+  with runs.remembering():
+    for exp in (exps[k] for k in set(keys) if k in exps):
+      mine = [(i, m) for i, m in enumerate(manifest) if m['experiment'] == exp.key]
+      chosen = [i for i, m in mine if m['phase'] == 'select' and runs.is_declared(exp, m)]
+      current |= set(chosen)
+      try:
+        wanted = test_settings(exp, per_run(records.rows_of(frame, [manifest[i] for i in chosen])))
+      except ValueError:  # a method without selection records: no test sweep is scored
+        wanted = {}
+      tested = {(label, key) for label, keys_ in wanted.items() for key in keys_}
+      for i, m in mine:
+        if m['phase'] == 'test' and (m['method'], m['setting']) in tested:
+          current |= {i} if runs.is_declared(exp, m) else set()
+  status = lambda i: {records.STATUS: 'current' if i in current else 'superseded'}
   return [
-    dict(m) | {records.STATUS: 'current' if i in current else 'superseded'}
-    if m['experiment'] in keys or records.STATUS not in m
-    else dict(m)
+    dict(m) | status(i) if m['experiment'] in keys or records.STATUS not in m else dict(m)
     for i, m in enumerate(manifest)
   ]
 
@@ -591,16 +503,18 @@ def stale_status(
   if not records.marked(manifest):
     return [records.label(m) for m in manifest]
   fresh = mark(paper, frame, manifest, experiments)
-  status = records.STATUS
-  return [records.label(m) for m, f in zip(manifest, fresh) if m[status] != f[status]]
+  return [
+    records.label(m) for m, f in zip(manifest, fresh) if m[records.STATUS] != f[records.STATUS]
+  ]
 
 
 def refresh(paper: spec.Paper, records_dir: str = runs.RECORDS) -> bool:
   """Rewrite ``paper``'s records with :func:`mark`'s statuses if any differs; whether it wrote."""
   frame, manifest = runs.read(paper.key, records_dir)
   fresh = mark(paper, frame, manifest)
-  status = records.STATUS
-  if records.marked(manifest) and all(m[status] == f[status] for m, f in zip(manifest, fresh)):
+  if records.marked(manifest) and all(
+    m[records.STATUS] == f[records.STATUS] for m, f in zip(manifest, fresh)
+  ):
     return False
   runs.write(paper.key, frame, fresh, records_dir)
   return True

@@ -1,11 +1,7 @@
-"""The vocabulary of a reproduction declaration (``configs/repro/<paper>.py``).
-
-A :class:`Paper` declares experiments (one figure or table each): methods (a config of
-``configs/`` plus fixed fields) tuned on equal grids over the selection seeds, the held-out
-test seeds, and the claims quoted from the paper; :mod:`~afl_jax.reproduction.runs` and
-:mod:`~afl_jax.reproduction.scoring` do the rest. Field names are dotted config paths
-(``'hparams.server_lr'``). The records and each field: docs/extending.md (section g); the
-protocol: docs/results/README.md#protocol.
+"""The vocabulary of a reproduction declaration (``configs/repro/<paper>.py``): a
+:class:`Paper`'s experiments (one figure or table each), their methods tuned on equal grids
+over the selection seeds, held-out test seeds and the paper's claims. Fields are dotted
+config paths (``'hparams.server_lr'``); each is explained in docs/extending.md (section g).
 """
 
 import dataclasses
@@ -17,8 +13,7 @@ from typing import Any
 import ml_collections
 from ml_collections.config_flags import config_path
 
-# configs/ of the checkout the scripts run from ($AFL_JAX_CHECKOUT, afl_jax/pipeline/cache.py),
-# else of the checkout that holds this package (an editable install).
+# configs/ of the checkout the scripts run from ($AFL_JAX_CHECKOUT), else of this package's.
 CONFIGS = os.path.join(
   os.environ.get('AFL_JAX_CHECKOUT')
   or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -111,18 +106,14 @@ class Claim:
 @dataclasses.dataclass(frozen=True)
 class Experiment:
   """One figure or table: ``methods`` on one shared setting (``base`` applied to every
-  method's config after its own fields), tuned on ``seeds`` (>= 3; the seed varies the data
-  split, schedule and init) and scored on the fresh ``test_seeds`` (>= 10, disjoint).
-  ``run=False``: run only when named (e.g. a paper-length run); ``target``: the accuracy of
-  its to-target claims (None: the default, :func:`~afl_jax.reproduction.scoring.target_of`);
-  ``beside``: the experiment whose claims this one scores at another scale (the page
-  sets their verdicts side by side); ``second_look`` / ``extended``: test seeds drawn again,
-  or a grid extended, after a look at
-  test results (the pages list them); ``looked``: the earlier test seeds whose results were
-  seen before the declaration took its present form: its verdicts are confirmatory only on
-  test seeds disjoint from them (else exploratory, kept out of the tally); ``edges_kept``:
-  method -> why its selection on a grid edge was kept (the edge rule,
-  :func:`~afl_jax.reproduction.scoring.settings_to_test`)."""
+  method's config after its own fields), tuned on ``seeds`` (>= 3) and scored on the fresh
+  ``test_seeds`` (>= 10, disjoint). ``run=False``: run only when named; ``target``: the
+  accuracy of its to-target claims (None: ``scoring.target_of``); ``beside``: the experiment
+  whose claims this one scores at another scale; ``second_look`` / ``extended``: test seeds
+  drawn again, or a grid extended, after a look at test results; ``looked``: earlier test
+  seeds seen before the declaration took its present form (its verdicts are exploratory
+  while a test seed is among them); ``edges_kept``: method -> why its selection on a grid
+  edge was kept."""
 
   key: str
   title: str
@@ -140,7 +131,7 @@ class Experiment:
   extended: str = ''
   looked: Sequence[int] = ()
   edges_kept: Mapping[str, str] = dataclasses.field(default_factory=dict)
-  beside: str = ''  # the key of the experiment whose claims this one scores at another scale
+  beside: str = ''
 
   @property
   def exploratory(self) -> bool:
@@ -212,104 +203,87 @@ def sweep_config(exp: Experiment, method: Method) -> ml_collections.ConfigDict:
   return c
 
 
-def _check_budgets(exp: Experiment, where: str) -> None:
-  """Equal budgets; a method with ``untuned`` axes sweeps the others' other axes, each with
-  their number of values (else ValueError)."""
+def _budget_errors(exp: Experiment):
+  """Unequal budgets; a method with ``untuned`` axes that does not sweep the others' other
+  axes, each with their number of values."""
   tuned = [m for m in exp.methods if not m.untuned]
   budgets = {m.label: m.budget for m in tuned}
   if len(set(budgets.values())) > 1:
-    raise ValueError(f'{where}: unequal grid budgets {budgets}.')
+    yield f'unequal grid budgets {budgets}.'
   for m in (m for m in exp.methods if m.untuned):
     if not tuned or any(set(m.grid) | set(m.untuned) != set(o.grid) for o in tuned):
-      raise ValueError(
-        f'{where}: {m.label} sweeps {sorted(m.grid)} and leaves '
-        f'{sorted(m.untuned)} untuned: not the axes of the other methods.'
+      yield (
+        f'{m.label} sweeps {sorted(m.grid)} and leaves {sorted(m.untuned)} untuned: not the '
+        'axes of the other methods.'
       )
     for field, values in m.grid.items():
-      counts = {len(o.grid[field]) for o in tuned} | {len(values)}
-      if len(counts) > 1:
-        raise ValueError(
-          f'{where}: {m.label} tries {len(values)} values of {field}, the '
-          f'other methods {sorted(counts - {len(values)})}.'
-        )
+      counts = {len(o.grid[field]) for o in tuned} - {len(values)}
+      if counts:
+        others = f'the other methods {sorted(counts)}'
+        yield f'{m.label} tries {len(values)} values of {field}, {others}.'
 
 
-def _check_claim(claim: Claim, grids: Mapping[str, Mapping], at: str) -> None:
-  names = (claim.better, claim.worse, *claim.baseline, *claim.condition)
-  for name in names:
-    if name not in grids:
-      raise ValueError(f'{at} names unknown method {name!r}.')
-  higher = METRICS.get(claim.metric, ('', True))[1]
-  ratio = claim.kind == 'better' and not higher and not claim.baseline
-  rules = (
-    (claim.metric not in METRICS, f'metric {claim.metric!r} not in {sorted(METRICS)}.'),
-    (claim.kind not in KINDS, f'kind {claim.kind!r} not in {KINDS}.'),
-    (
-      (claim.kind == 'on_seeds') != (claim.metric in ('diverged', 'not_reached')),
-      "kind 'on_seeds' goes with metric 'diverged' or 'not_reached'.",
-    ),
-    (
-      claim.baseline
-      and (
-        len(claim.baseline) != 2 or claim.metric not in ACCURACY_METRICS or claim.kind != 'better'
-      ),
-      'a baseline is (A0, B0), for "better" on test accuracy.',
-    ),
-    *(
-      (not any(f in grids[n] for n in names), f'at names {f!r}, which none of its methods sweeps.')
-      for f in claim.at
-    ),
-    (claim.condition and len(claim.condition) != 2, 'a condition is (reference, harsh).'),
-    (
-      claim.kind in ('equivalent', 'noninferior') and not (claim.margin and claim.margin > 0),
-      f'an {claim.kind} claim needs a margin > 0.',
-    ),
-    (
-      claim.upper is not None
-      and (
-        claim.kind != 'better' or claim.baseline or claim.upper <= (claim.factor if ratio else 0)
-      ),
-      'upper bounds a "better" effect (above the factor of a ratio).',
-    ),
-    (
-      claim.consistency and not claim.baseline,
-      'consistency compares the changes of a baseline claim.',
-    ),
-    (
-      claim.factor != 1.0 and (claim.kind != 'better' or higher),
-      'factor is for "better" on a lower-is-better metric.',
-    ),
-    (
-      claim.relative and (claim.kind not in ('equivalent', 'noninferior') or higher),
-      'a relative margin is for an equivalence or non-inferiority on a to-target metric.',
-    ),
-    (
-      claim.equal_time and claim.metric != 'best_test_accuracy',
-      'equal_time reads best_test_accuracy within an equal simulated time.',
-    ),
-  )
-  for broken, why in rules:
-    if broken:
-      raise ValueError(f'{at}: {why}')
+def _claim_errors(c: Claim, grids: Mapping[str, Mapping]):
+  """What is wrong with claim ``c`` (methods with their ``grids``), each in a few words."""
+  names = (c.better, c.worse, *c.baseline, *c.condition)
+  unknown = [n for n in names if n not in grids]
+  if unknown:
+    yield f'names unknown method {unknown[0]!r}.'
+    return
+  higher = METRICS.get(c.metric, ('', True))[1]
+  margined = c.kind in ('equivalent', 'noninferior')
+  if c.metric not in METRICS:
+    yield f'metric {c.metric!r} not in {sorted(METRICS)}.'
+  if c.kind not in KINDS:
+    yield f'kind {c.kind!r} not in {KINDS}.'
+  if (c.kind == 'on_seeds') != (c.metric in ('diverged', 'not_reached')):
+    yield "kind 'on_seeds' goes with metric 'diverged' or 'not_reached'."
+  if c.baseline and (
+    len(c.baseline) != 2 or c.metric not in ACCURACY_METRICS or c.kind != 'better'
+  ):
+    yield 'a baseline is (A0, B0), for "better" on test accuracy.'
+  for f in c.at:
+    if not any(f in grids[n] for n in names):
+      yield f'at names {f!r}, which none of its methods sweeps.'
+  if c.condition and len(c.condition) != 2:
+    yield 'a condition is (reference, harsh).'
+  if margined and not (c.margin and c.margin > 0):
+    yield f'an {c.kind} claim needs a margin > 0.'
+  ratio = c.kind == 'better' and not higher and not c.baseline
+  if c.upper is not None and (
+    c.kind != 'better' or c.baseline or c.upper <= (c.factor if ratio else 0)
+  ):
+    yield 'upper bounds a "better" effect (above the factor of a ratio).'
+  if c.consistency and not c.baseline:
+    yield 'consistency compares the changes of a baseline claim.'
+  if c.factor != 1.0 and (c.kind != 'better' or higher):
+    yield 'factor is for "better" on a lower-is-better metric.'
+  if c.relative and (not margined or higher):
+    yield 'a relative margin is for an equivalence or non-inferiority on a to-target metric.'
+  if c.equal_time and c.metric != 'best_test_accuracy':
+    yield 'equal_time reads best_test_accuracy within an equal simulated time.'
+
+
+def _errors(paper: Paper, exp: Experiment):
+  yield from _budget_errors(exp)
+  if len(set(exp.seeds)) < 3:
+    yield f'needs >= 3 selection seeds, got {exp.seeds}.'
+  if len(set(exp.test_seeds)) < 10 or set(exp.test_seeds) & set(exp.seeds):
+    yield f'needs >= 10 test seeds disjoint from {exp.seeds}.'
+  grids = {m.label: m.grid for m in exp.methods}
+  for claim in exp.claims:
+    yield from (f'claim {claim.text!r}: {why}' for why in _claim_errors(claim, grids))
+  if exp.beside and exp.beside not in {e.key for e in paper.experiments}:
+    yield f'beside names unknown experiment {exp.beside!r}.'
+  if set(exp.edges_kept) - set(grids):
+    yield f'edges_kept names unknown methods {sorted(set(exp.edges_kept) - set(grids))}.'
+  if exp.target is not None and not 0 < exp.target <= 1:
+    yield f'target {exp.target} is not an accuracy.'
 
 
 def check(paper: Paper) -> None:
   """Equal budgets, >= 3 selection and >= 10 fresh test seeds, well-formed claims naming
   declared methods (else ValueError naming the experiment and claim)."""
   for exp in paper.experiments:
-    where = f'{paper.key}/{exp.key}'
-    _check_budgets(exp, where)
-    if len(set(exp.seeds)) < 3:
-      raise ValueError(f'{where}: needs >= 3 selection seeds, got {exp.seeds}.')
-    if len(set(exp.test_seeds)) < 10 or set(exp.test_seeds) & set(exp.seeds):
-      raise ValueError(f'{where}: needs >= 10 test seeds disjoint from {exp.seeds}.')
-    grids = {m.label: m.grid for m in exp.methods}
-    for claim in exp.claims:
-      _check_claim(claim, grids, f'{where}: claim {claim.text!r}')
-    if exp.beside and exp.beside not in {e.key for e in paper.experiments}:
-      raise ValueError(f'{where}: beside names unknown experiment {exp.beside!r}.')
-    unknown = sorted(set(exp.edges_kept) - set(grids))
-    if unknown:
-      raise ValueError(f'{where}: edges_kept names unknown methods {unknown}.')
-    if exp.target is not None and not 0 < exp.target <= 1:
-      raise ValueError(f'{where}: target {exp.target} is not an accuracy.')
+    for why in _errors(paper, exp):
+      raise ValueError(f'{paper.key}/{exp.key}: {why}')
