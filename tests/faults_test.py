@@ -24,11 +24,14 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 import ml_collections
+import psutil
 import pytest
 from helper_runs import run_train
 
+from afl_jax.core import memory
 from afl_jax.errors import ConfigError, UserError
 from afl_jax.pipeline import checkpoint, cli, devices, loop, metrics_io, sweep
 from afl_jax.pipeline import config as config_lib
@@ -228,6 +231,24 @@ def test_an_interrupted_sweep_keeps_its_finished_runs_and_splits_to_fit(tmp_path
     sweep.train_sweep(_grid(num_rounds=8), work, log=lambda *_: None)
   assert_user_line(e, 'holds a run of other inputs', 'config.num_rounds 6 -> 8')
   assert {n: open(os.path.join(work, n), 'rb').read() for n in kept} == kept
+
+
+def test_the_grouping_does_not_depend_on_the_free_memory(monkeypatch):
+  """The split is a function of the config and the machine's total memory: the same groups
+  (the same program) whatever memory is free at the start."""
+  c = _grid()
+  total = {r: _estimate(c, r) for r in (1, 4)}
+  limit = int((total[1] + 1.5 * (total[4] - total[1]) / 3) / 0.9)  # fits 2 of the 4 replicas
+  runs = [sweep.build_lib.build_run(sweep.point_config(c, p)) for p in sweep.grid(c)]
+  build = lambda ms: sweep._group_sim([runs[i] for i in ms], sweep.traced_fields(c), limit)  # noqa: E731
+  splits = []
+  for free in (2**20, 100 * limit):
+    machine = types.SimpleNamespace(total=int(limit * memory.CPU_STATE_FACTOR), available=free)
+    monkeypatch.setattr(psutil, 'virtual_memory', lambda m=machine: m)
+    assert abs(sweep.group_limit() - limit) <= 1
+    groups = sweep._fit_groups([([0, 1, 2, 3], build)], sweep.group_limit(), print, {})
+    splits.append([members for members, _ in groups])
+  assert splits == [[[0, 1], [2, 3]]] * 2
 
 
 def test_grid_too_large_for_the_host_is_refused_before_it_is_built(tmp_path):

@@ -173,7 +173,7 @@ def _work_field(config: Any) -> tuple[str, Any]:
   """The field of WORK_FIELDS most above its reference value (local_steps only when
   local_epochs is 0: it is the one that sets K then)."""
   fields = dict(WORK_FIELDS)
-  fields.pop('local_steps' if int(config.local_epochs) > 0 else 'local_epochs')
+  fields.pop('local_steps' if int(config['local_epochs']) > 0 else 'local_epochs')
   name = max(fields, key=lambda f: float(config[f]) / fields[f])
   return name, config[name]
 
@@ -186,7 +186,7 @@ def work(config: Any, sim: Any, params0: Any) -> dict[str, Any]:
   ``params`` (scalars of ``params0``, one run's)."""
   params = sum(int(np.size(x)) for x in jax.tree.leaves(params0))
   steps = int(max(sim.useful_steps))
-  per_step = 6.0 * params * int(config.batch_size)
+  per_step = 6.0 * params * int(config['batch_size'])
   flops = per_step * steps
   backend = jax.default_backend()
   per_client = sim.client_bytes(params0) + LOSS_BYTES * int(sim.max_steps)
@@ -220,10 +220,10 @@ def check_work(
     k = int(sim.max_steps)
     trace = report['clients_per_step'] * LOSS_BYTES * k
     if trace * 2 > report['step_bytes']:
-      name = 'local_epochs' if int(config.local_epochs) > 0 else 'local_steps'
+      name = 'local_epochs' if int(config['local_epochs']) > 0 else 'local_steps'
       what = f'{LOSS_BYTES} bytes per local step (K up to {k:,})'
     else:
-      name, what = 'batch_size', f'its batch of {int(config.batch_size):,} and the activations'
+      name, what = 'batch_size', f'its batch of {int(config["batch_size"]):,} and the activations'
     refusal = (
       name,
       config[name],
@@ -236,7 +236,7 @@ def check_work(
   field, value = _work_field(config)
   rate = ASSUMED_FLOPS['cpu' if report['backend'] == 'cpu' else 'other']
   what = (
-    f'{report["client_steps"]:,} client steps x batch {int(config.batch_size):,} = '
+    f'{report["client_steps"]:,} client steps x batch {int(config["batch_size"]):,} = '
     f'{report["flops"]:.2g} FLOP of client training, about {hours:,.1f} h at an assumed '
     f'{rate:.0e} FLOP/s on {report["backend"]}'
   )

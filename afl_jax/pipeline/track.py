@@ -1,4 +1,6 @@
-"""The one lifecycle of single runs and sweep groups, :func:`train`, around the one chunk loop
+"""The one lifecycle of a compiled program over its runs: a single run (one) and a sweep's
+group (one per replica) alike. :func:`check` refuses run folders of other runs, :func:`begin`
+finds where they continue, :func:`run` restores or starts them and drives the one chunk loop
 (:meth:`Simulator.drive`): after each chunk every run's :class:`Track` gets its metrics and
 params, which it evaluates, records and writes (a non-finite value marks the record
 ``stopped``); :class:`Cadence` says where to checkpoint and stop."""
@@ -6,16 +8,21 @@ params, which it evaluates, records and writes (a non-finite value marks the rec
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+import os
+import shutil
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
 import numpy as np
 
 from afl_jax.core.simulator import Simulator
-from afl_jax.pipeline import checkpoint, metrics_io
-from afl_jax.pipeline.workdir import ctrl_c_after
+from afl_jax.pipeline import checkpoint, metrics_io, processes, record, workdir
 from afl_jax.schedules.schedule import Schedule
+
+# What --noresume deletes from a run folder (a single run's or a sweep's).
+OUTPUTS = ('config.json', 'schedule.npz', 'metrics.jsonl', 'summary.json', 'plot.png')
+OUTPUTS += ('hparams.json', 'tensorboard', checkpoint.CHECKPOINT_DIR)
 
 HOST_FIELDS = ('bits_up', 'bits_down', 'tau_sum', 'arrivals')
 
@@ -121,14 +128,14 @@ def train(
   ckpt: checkpoint.Checkpointer,
   start: int | None,
   cadence: Cadence,
-  after_chunk: Callable[[Any, int], str | None] = lambda state, end: None,
+  after_chunk: Callable[[list[Track], int], str | None] = lambda tracks, end: None,
   progress: dict | None = None,
 ) -> tuple[Any, str]:
   """The one lifecycle of a single run (one track) and of a sweep's group (one track per
   replica): the state initialized (its memory was checked when the run was planned) or
   restored from ``ckpt``'s checkpoint of server step ``start``; on a fresh start every track
   evaluated at step 0; then the chunk loop (:meth:`Simulator.drive`) handing each track its
-  metrics and params, ``after_chunk(state, end)`` (a status it returns stops there),
+  metrics and params, ``after_chunk(tracks, end)`` (a status it returns stops there),
   checkpoints and the stop where ``cadence`` says. The writers and ``ckpt`` are closed at the
   end; ``progress`` (``'doing'``, ``'step'``) says what was being written (a disk error's).
   Returns ``(state, status)``."""
@@ -148,7 +155,7 @@ def train(
       stop_at = min(pos + len(metrics['arrivals']), t.schedule.num_steps)
       if stop_at > t.records[-1]['step']:  # else this replica's schedule has ended
         t.advance({k: v[: stop_at - pos] for k, v in metrics.items()}, pos, mine(params, i))
-    status = after_chunk(state, end)
+    status = after_chunk(tracks, end)
     if status is not None:
       return status
     save, stop = cadence.due(first, end, sim.num_steps)
@@ -156,7 +163,7 @@ def train(
       for t in tracks:
         t.writer.flush()
       progress['doing'] = f'saving the checkpoint of server step {end}'
-      with ctrl_c_after():  # a Ctrl-C leaves this checkpoint whole
+      with workdir.ctrl_c_after():  # a Ctrl-C leaves this checkpoint whole
         ckpt.save(end, state, _stacked(tracks, sim.batched))
     progress['doing'] = f'writing the metrics after server step {end}'
     return 'stopped' if stop else None
@@ -173,3 +180,62 @@ def train(
     for t in tracks:
       t.writer.close()
     ckpt.close()
+
+
+def start_over(run_dir: str) -> None:
+  """``--noresume``: delete a run folder's outputs (:data:`OUTPUTS`)."""
+  for name in OUTPUTS:
+    path = os.path.join(run_dir, name)
+    if os.path.isdir(path) and not os.path.islink(path):
+      shutil.rmtree(path)
+    elif os.path.lexists(path):
+      os.remove(path)
+
+
+def check(dirs: Sequence[str], runs: Sequence[Any], progs: Sequence[dict]) -> None:
+  """Refuse (process 0, before compute and before anything is written) a run folder holding
+  a run of other inputs, or of these computed by another program (:func:`record.refuse`)."""
+  for d, run, prog in zip(dirs, runs, progs):
+    workdir.make_dirs(d)
+    workdir.check_target(os.path.join(d, metrics_io.METRICS_FILE))
+    record.refuse(d, run.identity, run.config, prog)
+
+
+def begin(dirs: Sequence[str], runs: Sequence[Any], prog: dict, ckpt) -> int | None:
+  """Where one program's runs continue (process 0; :func:`checkpoint.start`); each run folder
+  gets its ``config.json`` (config, identity and program) and ``schedule.npz``."""
+  steps = [run.schedule.num_steps for run in runs]
+  start = checkpoint.start(dirs, steps, runs[0].cadence.eval_every, ckpt)
+  for d, run in zip(dirs, runs):
+    workdir.make_dirs(d)
+    path = os.path.join(d, record.CONFIG_FILE)
+    workdir.write_text(path, record.config_text(run.config, run.identity, prog))
+    workdir.write_schedule(d, run.schedule)
+  return start
+
+
+def run(
+  sim: Simulator,
+  keys: Any,
+  params0: Any,
+  dirs: Sequence[str],
+  runs: Sequence[Any],
+  ckpt: checkpoint.Checkpointer,
+  start: int | None,
+  after_chunk: Callable[[list[Track], int], str | None] = lambda tracks, end: None,
+  progress: dict | None = None,
+  tensorboard: bool = False,
+) -> tuple[Any, str]:
+  """:func:`train` of one program's built ``runs`` (``build.Run``), each recorded in its
+  folder of ``dirs`` (a resumed run's records read from it; process 0 writes)."""
+  tracks = []
+  for d, r in zip(dirs, runs):
+    records = metrics_io.read_metrics(d) if start is not None else []
+    writer = metrics_io.MetricsWriter(
+      d if processes.is_writer() else None, tensorboard=tensorboard, resume_step=start
+    )
+    if tensorboard and start is None:
+      writer.write_hparams(record.canonical(r.config))
+    stop = next((x['stopped'] for x in records if x.get('stopped')), None)
+    tracks.append(Track(r.schedule, r.evaluator, writer, records, stopped=stop))
+  return train(sim, params0, keys, tracks, ckpt, start, runs[0].cadence, after_chunk, progress)
