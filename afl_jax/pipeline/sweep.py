@@ -8,13 +8,14 @@ sweep's workdir holds and how a rerun reuses it; docs/performance.md, what it sa
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import jax
@@ -63,23 +64,11 @@ def algorithm_entry(entry: Any, field: str = 'sweep.algorithm') -> tuple[str, di
   raise ConfigError.invalid(field, entry, f'{why}.')
 
 
-def section_entry(entry: Any, field: str) -> tuple[str, dict[str, Any]]:
-  """A sweep's ``schedule`` / ``compressor`` entry (a mapping with a ``kind``) as (kind,
-  settings)."""
-  if isinstance(entry, Mapping | ml_collections.ConfigDict) and isinstance(entry.get('kind'), str):
-    return entry['kind'], {k: v for k, v in dict(entry).items() if k != 'kind'}
-  why = "each entry must be a mapping {'kind': KIND, SETTING: VALUE, ...}"
-  raise ConfigError.invalid(f'sweep.{field}', entry, f'{why}.')
-
-
-def _check_section_entry(c: ml_collections.ConfigDict, field: str, entry: Any) -> None:
-  kind, given = section_entry(entry, field)
-  given = {k: v for k, v in given.items() if k not in config_lib.SECTION_FIELDS[field]}
+@contextlib.contextmanager
+def _entry(field: str, entry: Any) -> Iterator[None]:
+  """A ConfigError inside the block names the sweep's entry."""
   try:
-    if field == 'schedule':
-      schedules.SCHEDULES.bind(kind, given, facts={'num_clients': c.num_clients})
-    elif kind != 'none' or given:
-      compression.COMPRESSORS.bind(kind, given)
+    yield
   except ConfigError as e:
     raise ConfigError(f'config.sweep.{field} entry {entry!r}: {e}', field=e.field) from None
 
@@ -93,41 +82,50 @@ def validate_sweep(c: ml_collections.ConfigDict) -> None:
   for field, values in axes.items():
     if not values:
       raise ConfigError.invalid(f'sweep.{field}', [], 'give at least one value.')
+  names = [c.algorithm] if c.algorithm in algorithms.ALGORITHMS else []
   if 'algorithm' in axes:
     names = []
     for entry in axes['algorithm']:
       name, given = algorithm_entry(entry)
       schedule = given.pop('schedule', None)  # the entry's own schedule settings
-      try:
+      with _entry('algorithm', entry):
         algorithms.ALGORITHMS.bind(name, given)
+        if schedule is not None and not isinstance(schedule, Mapping | ml_collections.ConfigDict):
+          raise ConfigError.invalid(
+            'sweep.algorithm', entry, "'schedule' must be a mapping of schedule settings."
+          )
         if schedule is not None:
-          if not isinstance(schedule, Mapping | ml_collections.ConfigDict):
-            raise ConfigError.invalid(
-              'sweep.algorithm', entry, "'schedule' must be a mapping of schedule settings."
-            )
           kind = schedule.get('kind', c.schedule.kind)
           takes = schedules.settings(kind) if kind in schedules.SCHEDULES else {}
           settings = {k: v for k, v in c.schedule.items() if k in takes} | dict(schedule)
           settings = {k: v for k, v in settings.items() if k not in ('kind', 'seed')}
           schedules.SCHEDULES.bind(kind, settings, facts={'num_clients': c.num_clients})
-      except ConfigError as e:
-        raise ConfigError(f'config.sweep.algorithm entry {entry!r}: {e}', field=e.field) from None
       names.append(name)
-  else:
-    names = [c.algorithm] if c.algorithm in algorithms.ALGORITHMS else []
-  for field in config_lib.SECTION_FIELDS:
+  for field, keep in config_lib.SECTION_FIELDS.items():  # a mapping with a 'kind'
     for entry in axes.get(field, ()):
-      _check_section_entry(c, field, entry)
+      if not (
+        isinstance(entry, Mapping | ml_collections.ConfigDict)
+        and isinstance(entry.get('kind'), str)
+      ):
+        why = "each entry must be a mapping {'kind': KIND, SETTING: VALUE, ...}."
+        raise ConfigError.invalid(f'sweep.{field}', entry, why)
+      kind, given = (
+        entry['kind'],
+        {k: v for k, v in dict(entry).items() if k not in ('kind', *keep)},
+      )
+      with _entry(field, entry):
+        if field == 'schedule':
+          schedules.SCHEDULES.bind(kind, given, facts={'num_clients': c.num_clients})
+        elif kind != 'none' or given:
+          compression.COMPRESSORS.bind(kind, given)
   # Each section of settings with the registry and the names of the grid it applies to.
   within = {'hparams': (algorithms.ALGORITHMS, names)}
   for field, registry in config_lib.NAMED.items():
     grid_names = []
     for entry in axes.get(field, [c[field]] if c.get(field) in registry else []):
       name, given = algorithm_entry(entry, f'sweep.{field}')
-      try:
+      with _entry(field, entry):
         registry.bind(name, given)
-      except ConfigError as e:
-        raise ConfigError(f'config.sweep.{field} entry {entry!r}: {e}', field=e.field) from None
       grid_names.append(name)
     within[registry.section] = (registry, grid_names)
   for field, values in axes.items():
@@ -317,10 +315,6 @@ def _group_sim(runs, traced, limit: int | None = None) -> tuple[Any, Any, Any]:
 # ---- sizes --------------------------------------------------------------------------------
 
 
-def num_points(config: ml_collections.ConfigDict) -> int:
-  return math.prod(len(v) for v in sweep_axes(config.sweep).values())
-
-
 def run_bytes(run: build_lib.Run) -> int:
   """Host bytes one built grid point holds until the sweep ends (data, schedule, problem)."""
   data = [a for a in run.data if isinstance(a, np.ndarray)]
@@ -339,7 +333,7 @@ def _duration(seconds: float) -> str:
 def plan(config, first: build_lib.Run, *, limit_bytes: int | None = None) -> dict[str, Any]:
   """The grid's host bytes from its first point; ConfigError for a grid whose
   built points would not fit in the host memory (:func:`sizes.host_limit`)."""
-  n, per = num_points(config), run_bytes(first)
+  n, per = math.prod(len(v) for v in sweep_axes(config.sweep).values()), run_bytes(first)
   limit = sizes.host_limit() if limit_bytes is None else limit_bytes
   out = {'runs': n, 'bytes_per_run': per, 'host_bytes': n * per}
   if limit is not None and n * per > limit:
@@ -416,7 +410,9 @@ def train_sweep(
   path = workdir
   try:  # a refusal while holding the workdir releases it too
     path = processes.on_writer(hold, 'the workdir')
-    return _train_sweep(config, path, log if writes else _quiet, memory_limit_bytes, resume)
+    return _train_sweep(
+      config, path, log if writes else lambda *_: None, memory_limit_bytes, resume
+    )
   except OSError as e:
     disk = workdir_lib.disk_error(e, path)
     if disk is None or not writes:
@@ -431,10 +427,6 @@ def train_sweep(
   finally:
     for lock in held:
       lock.release()
-
-
-def _quiet(*_: Any) -> None:
-  """The log of a process other than 0 (process 0 says it once)."""
 
 
 def group_limit() -> int | None:

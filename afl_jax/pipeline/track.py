@@ -32,15 +32,6 @@ def new_host() -> dict[str, np.ndarray]:
   return {k: np.zeros((), np.float64) for k in HOST_FIELDS}
 
 
-def first_nonfinite(metrics: Mapping[str, np.ndarray]) -> tuple[int, str] | None:
-  """(index, name) of the first non-finite value, names in sorted order; None if all finite."""
-  for name, values in sorted(metrics.items()):
-    bad = ~np.isfinite(np.asarray(values))
-    if bad.any():
-      return int(np.argmax(bad)), name
-  return None
-
-
 @dataclasses.dataclass
 class Track:
   """One run's schedule, evaluator, writer, records (a resumed run's from disk),
@@ -76,7 +67,14 @@ class Track:
     h['tau_sum'] = h['tau_sum'] + s.staleness[pos:end].sum()
     h['arrivals'] = h['arrivals'] + s.mask[pos:end].sum()
     rule = {k: v for k, v in m.items() if k.startswith(('client/', 'server/'))}
-    bad = first_nonfinite(rule)
+    bad = next(  # (index, name) of the first non-finite value, names in sorted order
+      (
+        (int(np.argmax(~np.isfinite(v))), k)
+        for k, v in sorted(rule.items())
+        if not np.isfinite(v).all()
+      ),
+      None,
+    )
     ev = self.evaluate(params)
     if bad is None and not all(np.isfinite(v) for v in ev.values()):
       bad = (n - 1, next(k for k, v in ev.items() if not np.isfinite(v)))
