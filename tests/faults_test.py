@@ -192,19 +192,21 @@ def test_a_sweep_refuses_a_single_run_workdir_and_the_reverse(tmp_path):
   assert (single / 'summary.json').read_text() == '{"a": 1}'
 
 
-def _estimate(c, replicas):
-  """The engine's analytic bytes of one group of the first ``replicas`` runs of ``c``'s grid."""
+def _two_of_four(c):
+  """(a device limit that fits 2 of the 4 replicas of ``c``'s grid by the engine's analytic
+  estimate, the grid's built runs)."""
   runs = [sweep.build_lib.build_run(sweep.point_config(c, p)) for p in sweep.grid(c)]
-  sim, keys, params0 = sweep._group_sim(runs[:replicas], sweep.traced_fields(c))
-  return sim.estimate(params0, keys)['total']
+  total = {}
+  for r in (1, 4):
+    sim, keys, params0 = sweep._group_sim(runs[:r], sweep.traced_fields(c))
+    total[r] = sim.estimate(params0, keys)['total']
+  return int((total[1] + 1.5 * (total[4] - total[1]) / 3) / 0.9), runs
 
 
 def test_an_interrupted_sweep_keeps_its_finished_runs_and_splits_to_fit(tmp_path, monkeypatch):
   work = str(tmp_path / 'sweep')
   c = _grid()
-  # A device limit that fits 2 of the 4 replicas (the engine's analytic estimate).
-  total = {r: _estimate(c, r) for r in (1, 4)}
-  limit = int((total[1] + 1.5 * (total[4] - total[1]) / 3) / 0.9)
+  limit, _ = _two_of_four(c)
   calls, real = [], sweep._run_group
 
   def interrupted(*args, **kw):
@@ -237,9 +239,7 @@ def test_the_grouping_does_not_depend_on_the_free_memory(monkeypatch):
   """The split is a function of the config and the machine's total memory: the same groups
   (the same program) whatever memory is free at the start."""
   c = _grid()
-  total = {r: _estimate(c, r) for r in (1, 4)}
-  limit = int((total[1] + 1.5 * (total[4] - total[1]) / 3) / 0.9)  # fits 2 of the 4 replicas
-  runs = [sweep.build_lib.build_run(sweep.point_config(c, p)) for p in sweep.grid(c)]
+  limit, runs = _two_of_four(c)
   build = lambda ms: sweep._group_sim([runs[i] for i in ms], sweep.traced_fields(c), limit)  # noqa: E731
   splits = []
   for free in (2**20, 100 * limit):
