@@ -82,21 +82,21 @@ def train_and_evaluate(
 
 
 def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
-  """The lifecycle of :mod:`track` for one run, its folder ``workdir``, its checkpoints bound to
+  """The lifecycle of :mod:`track` for a Program of one run, in its folder ``workdir``, bound to
   its identity and program: everything built and checked before compute (:func:`build_run`,
   then process 0 refuses the workdir of another run and finds where it continues)."""
   run = build_run(config)
   c, schedule, sim = run.config, run.schedule, run.sim
-  prog = record_lib.program(sim)
-  ckpt = checkpoint.Checkpointer(workdir, record_lib.binding(run.identity, prog))
+  binding = record_lib.binding(run.identity, record_lib.program(sim))
+  program = track_lib.Program(sim, run.key, run.params0, [run], [workdir], workdir, binding)
   progress['doing'] = 'writing the run files'
 
   def on_writer() -> int | None:
     refuse_other_kind(workdir, 'single run')
     if not resume:
       track_lib.start_over(workdir)
-    track_lib.check([workdir], [run], [prog])
-    return track_lib.begin([workdir], [run], prog, ckpt)
+    program.check()
+    return program.begin()
 
   start = processes.on_writer(on_writer, 'resume')
   processes.barrier('afl_jax preflight')
@@ -126,9 +126,7 @@ def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
 
   interrupted = False
   try:
-    track_lib.run(
-      sim, run.key, run.params0, [workdir], [run], ckpt, start, after_chunk, progress, True
-    )
+    program.run(start, after_chunk, progress, tensorboard=True)
   except KeyboardInterrupt:  # summary.json says where it stopped, then one line
     interrupted = True
   summary = _finish(run, workdir, sim, writes, time.time() - t_run, log)

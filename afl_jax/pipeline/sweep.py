@@ -477,12 +477,15 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
     lambda: _fit_groups([(m, build) for m in keyed.values()], limit, log, first.memory_fields),
     'fitting the groups to the memory',
   )
-  # Each group: its members, (sim, keys, params0), program, folders, runs and checkpoints.
-  groups = [_Group(m, g, record_lib.program(g[0]), workdir, dirs, runs) for m, g in groups]
+  # Each group a Program: its runs, folders, simulator, checkpoints.
+  groups = [_program(m, built, workdir, dirs, runs) for m, built in groups]
   done = processes.on_writer(  # the groups whose every run finished (process 0 reads)
     lambda: [
       resume
-      and all(checkpoint.finished(d, r.schedule.num_steps, r.cadence.eval_every) for d, r in g)
+      and all(
+        checkpoint.finished(d, r.schedule.num_steps, r.cadence.eval_every)
+        for d, r in zip(g.dirs, g.runs)
+      )
       for g in groups
     ],
     'the finished runs',
@@ -499,10 +502,10 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
         track_lib.start_over(d)
       shutil.rmtree(os.path.join(workdir, GROUPS_DIR), ignore_errors=True)
     for g in groups:
-      track_lib.check(g.dirs, g.runs, [g.prog] * len(g.runs))
+      g.check()
     kept = os.path.join(workdir, GROUPS_DIR)  # other groupings' checkpoints go
     for old in os.listdir(kept) if os.path.isdir(kept) else ():
-      if old not in {g.gid for g in fitted}:
+      if old not in {g.binding for g in fitted}:
         shutil.rmtree(os.path.join(kept, old))
     return [g.begin() for g in fitted]
 
@@ -558,41 +561,23 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
   return out
 
 
-class _Group:
-  """One group: the lifecycle of :mod:`track` over its runs (one compile), each recorded in
-  its folder, its checkpoints in ``groups/<gid>`` bound to its runs and program."""
-
-  def __init__(self, members, built, prog, workdir, dirs, runs):
-    self.sim, self.keys, self.params0 = built
-    self.prog, self.dirs = prog, [dirs[i] for i in members]
-    self.runs = [runs[i] for i in members]
-    self.gid = record_lib._sha(
-      record_lib.digest_of(run.identity['digest'] for run in self.runs), json.dumps(prog)
-    )[:16]
-    self.folder = os.path.join(workdir, GROUPS_DIR, self.gid)
-
-  def __iter__(self):
-    return iter(zip(self.dirs, self.runs))
-
-  def checkpointer(self) -> checkpoint.Checkpointer:
-    return checkpoint.Checkpointer(self.folder, self.gid)
-
-  def begin(self) -> int | None:
-    ckpt = self.checkpointer()
-    try:
-      return track_lib.begin(self.dirs, self.runs, self.prog, ckpt)
-    finally:
-      ckpt.close()
+def _program(members, built, workdir: str, dirs, runs) -> track_lib.Program:
+  """A group's :class:`~afl_jax.pipeline.track.Program`: its checkpoints in ``groups/<id>``,
+  the id a digest of its runs' identities and its program."""
+  runs = [runs[i] for i in members]
+  ids = record_lib.digest_of(run.identity['digest'] for run in runs)
+  gid = record_lib._sha(ids, json.dumps(record_lib.program(built[0])))[:16]
+  folder = os.path.join(workdir, GROUPS_DIR, gid)
+  return track_lib.Program(*built, runs, [dirs[i] for i in members], folder, gid)
 
 
-def _run_group(k: int, g: _Group, start: int | None, log) -> dict:
+def _run_group(k: int, g: track_lib.Program, start: int | None, log) -> dict:
   """Group ``k`` from ``start`` (None: step 0); returns its info."""
   t0, chunk_ends = time.time(), []
   on_chunk = lambda tracks, end: chunk_ends.append(time.time())  # noqa: E731
   if start is not None:
     log(f'group {k}: resumed from its checkpoint at server step {start}')
-  ckpt = g.checkpointer()
-  state, status = track_lib.run(g.sim, g.keys, g.params0, g.dirs, g.runs, ckpt, start, on_chunk)
+  state, status = g.run(start, on_chunk)
   compile_s = chunk_ends[0] - t0 if chunk_ends else None
   seconds = time.time() - t0
   at = g.sim.position(state)
@@ -604,7 +589,7 @@ def _run_group(k: int, g: _Group, start: int | None, log) -> dict:
   if status == 'completed':  # finished: the records say so, the checkpoints are not needed
     processes.barrier('afl_jax group done')  # no process reads them any more
     if processes.is_writer():
-      shutil.rmtree(ckpt.directory, ignore_errors=True)
+      shutil.rmtree(g.checkpointer().directory, ignore_errors=True)
   info = {'runs': len(g.runs), 'status': status, 'mode': g.sim.mode}
   return info | {'compile_seconds': compile_s, 'seconds': seconds}
 

@@ -1,6 +1,7 @@
 """The one lifecycle of a compiled program over its runs: a single run (one) and a sweep's
-group (one per replica) alike. :func:`check` refuses run folders of other runs, :func:`begin`
-finds where they continue, :func:`run` restores or starts them and drives the one chunk loop
+group (one per replica) alike, a :class:`Program`: ``check`` refuses run folders of other
+runs, ``begin`` finds where they continue, ``run`` restores or starts them and drives the
+one chunk loop
 (:meth:`Simulator.drive`): after each chunk every run's :class:`Track` gets its metrics and
 params, which it evaluates, records and writes (a non-finite value marks the record
 ``stopped``); :class:`Cadence` says where to checkpoint and stop."""
@@ -8,9 +9,10 @@ params, which it evaluates, records and writes (a non-finite value marks the rec
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -190,50 +192,70 @@ def start_over(run_dir: str) -> None:
       os.remove(path)
 
 
-def check(dirs: Sequence[str], runs: Sequence[Any], progs: Sequence[dict]) -> None:
-  """Refuse (process 0, before compute and before anything is written) a run folder holding
-  a run of other inputs, or of these computed by another program (:func:`record.refuse`)."""
-  for d, run, prog in zip(dirs, runs, progs):
-    workdir.make_dirs(d)
-    workdir.check_target(os.path.join(d, metrics_io.METRICS_FILE))
-    record.refuse(d, run.identity, run.config, prog)
+@dataclasses.dataclass
+class Program:
+  """One compiled program over its built runs (``build.Run``), the unit of the lifecycle: a
+  single run (one, recorded in its workdir) or a sweep's group (one per replica, each in its
+  folder); its checkpoints under ``folder``, bound to ``binding`` (identities and program)."""
 
+  sim: Simulator
+  keys: Any
+  params0: Any
+  runs: list
+  dirs: list[str]
+  folder: str
+  binding: str
 
-def begin(dirs: Sequence[str], runs: Sequence[Any], prog: dict, ckpt) -> int | None:
-  """Where one program's runs continue (process 0; :func:`checkpoint.start`); each run folder
-  gets its ``config.json`` (config, identity and program) and ``schedule.npz``."""
-  steps = [run.schedule.num_steps for run in runs]
-  start = checkpoint.start(dirs, steps, runs[0].cadence.eval_every, ckpt)
-  for d, run in zip(dirs, runs):
-    workdir.make_dirs(d)
-    path = os.path.join(d, record.CONFIG_FILE)
-    workdir.write_text(path, record.config_text(run.config, run.identity, prog))
-    workdir.write_schedule(d, run.schedule)
-  return start
+  @functools.cached_property
+  def prog(self) -> dict[str, Any]:
+    return record.program(self.sim)
 
+  def checkpointer(self) -> checkpoint.Checkpointer:
+    return checkpoint.Checkpointer(self.folder, self.binding)
 
-def run(
-  sim: Simulator,
-  keys: Any,
-  params0: Any,
-  dirs: Sequence[str],
-  runs: Sequence[Any],
-  ckpt: checkpoint.Checkpointer,
-  start: int | None,
-  after_chunk: Callable[[list[Track], int], str | None] = lambda tracks, end: None,
-  progress: dict | None = None,
-  tensorboard: bool = False,
-) -> tuple[Any, str]:
-  """:func:`train` of one program's built ``runs`` (``build.Run``), each recorded in its
-  folder of ``dirs`` (a resumed run's records read from it; process 0 writes)."""
-  tracks = []
-  for d, r in zip(dirs, runs):
-    records = metrics_io.read_metrics(d) if start is not None else []
-    writer = metrics_io.MetricsWriter(
-      d if processes.is_writer() else None, tensorboard=tensorboard, resume_step=start
+  def check(self) -> None:
+    """Refuse (process 0, before compute and before anything is written) a run folder
+    holding a run of other inputs, or of these computed by another program."""
+    for d, r in zip(self.dirs, self.runs):
+      workdir.make_dirs(d)
+      workdir.check_target(os.path.join(d, metrics_io.METRICS_FILE))
+      record.refuse(d, r.identity, r.config, self.prog)
+
+  def begin(self) -> int | None:
+    """Where the runs continue (process 0; :func:`checkpoint.start`); each run folder gets its
+    ``config.json`` (config, identity and program) and ``schedule.npz``."""
+    ckpt, steps = self.checkpointer(), [r.schedule.num_steps for r in self.runs]
+    try:
+      start = checkpoint.start(self.dirs, steps, self.runs[0].cadence.eval_every, ckpt)
+    finally:
+      ckpt.close()
+    for d, r in zip(self.dirs, self.runs):
+      workdir.make_dirs(d)
+      text = record.config_text(r.config, r.identity, self.prog)
+      workdir.write_text(os.path.join(d, record.CONFIG_FILE), text)
+      workdir.write_schedule(d, r.schedule)
+    return start
+
+  def run(
+    self,
+    start: int | None,
+    after_chunk: Callable[[list[Track], int], str | None] = lambda tracks, end: None,
+    progress: dict | None = None,
+    tensorboard: bool = False,
+  ) -> tuple[Any, str]:
+    """:func:`train` from ``start`` (None: step 0), each run's records in its folder (a
+    resumed run's read from it; process 0 writes)."""
+    tracks = []
+    for d, r in zip(self.dirs, self.runs):
+      records = metrics_io.read_metrics(d) if start is not None else []
+      writer = metrics_io.MetricsWriter(
+        d if processes.is_writer() else None, tensorboard=tensorboard, resume_step=start
+      )
+      if tensorboard and start is None:
+        writer.write_hparams(record.canonical(r.config))
+      stop = next((x['stopped'] for x in records if x.get('stopped')), None)
+      tracks.append(Track(r.schedule, r.evaluator, writer, records, stopped=stop))
+    ckpt, cadence = self.checkpointer(), self.runs[0].cadence
+    return train(
+      self.sim, self.params0, self.keys, tracks, ckpt, start, cadence, after_chunk, progress
     )
-    if tensorboard and start is None:
-      writer.write_hparams(record.canonical(r.config))
-    stop = next((x['stopped'] for x in records if x.get('stopped')), None)
-    tracks.append(Track(r.schedule, r.evaluator, writer, records, stopped=stop))
-  return train(sim, params0, keys, tracks, ckpt, start, runs[0].cadence, after_chunk, progress)
