@@ -24,11 +24,14 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 import ml_collections
+import psutil
 import pytest
 from helper_runs import run_train
 
+from afl_jax.core import memory
 from afl_jax.errors import ConfigError, UserError
 from afl_jax.pipeline import checkpoint, cli, devices, loop, metrics_io, sweep
 from afl_jax.pipeline import config as config_lib
@@ -189,19 +192,21 @@ def test_a_sweep_refuses_a_single_run_workdir_and_the_reverse(tmp_path):
   assert (single / 'summary.json').read_text() == '{"a": 1}'
 
 
-def _estimate(c, replicas):
-  """The engine's analytic bytes of one group of the first ``replicas`` runs of ``c``'s grid."""
+def _two_of_four(c):
+  """(a device limit that fits 2 of the 4 replicas of ``c``'s grid by the engine's analytic
+  estimate, the grid's built runs)."""
   runs = [sweep.build_lib.build_run(sweep.point_config(c, p)) for p in sweep.grid(c)]
-  sim, keys, params0 = sweep._group_sim(runs[:replicas], sweep.traced_fields(c))
-  return sim.estimate(params0, keys)['total']
+  total = {}
+  for r in (1, 4):
+    sim, keys, params0 = sweep._group_sim(runs[:r], sweep.traced_fields(c))
+    total[r] = sim.estimate(params0, keys)['total']
+  return int((total[1] + 1.5 * (total[4] - total[1]) / 3) / 0.9), runs
 
 
 def test_an_interrupted_sweep_keeps_its_finished_runs_and_splits_to_fit(tmp_path, monkeypatch):
   work = str(tmp_path / 'sweep')
   c = _grid()
-  # A device limit that fits 2 of the 4 replicas (the engine's analytic estimate).
-  total = {r: _estimate(c, r) for r in (1, 4)}
-  limit = int((total[1] + 1.5 * (total[4] - total[1]) / 3) / 0.9)
+  limit, _ = _two_of_four(c)
   calls, real = [], sweep._run_group
 
   def interrupted(*args, **kw):
@@ -228,6 +233,22 @@ def test_an_interrupted_sweep_keeps_its_finished_runs_and_splits_to_fit(tmp_path
     sweep.train_sweep(_grid(num_rounds=8), work, log=lambda *_: None)
   assert_user_line(e, 'holds a run of other inputs', 'config.num_rounds 6 -> 8')
   assert {n: open(os.path.join(work, n), 'rb').read() for n in kept} == kept
+
+
+def test_the_grouping_does_not_depend_on_the_free_memory(monkeypatch):
+  """The split is a function of the config and the machine's total memory: the same groups
+  (the same program) whatever memory is free at the start."""
+  c = _grid()
+  limit, runs = _two_of_four(c)
+  build = lambda ms: sweep._group_sim([runs[i] for i in ms], sweep.traced_fields(c), limit)  # noqa: E731
+  splits = []
+  for free in (2**20, 100 * limit):
+    machine = types.SimpleNamespace(total=int(limit * memory.CPU_STATE_FACTOR), available=free)
+    monkeypatch.setattr(psutil, 'virtual_memory', lambda m=machine: m)
+    assert abs(sweep.group_limit() - limit) <= 1
+    groups = sweep._fit_groups([([0, 1, 2, 3], build)], sweep.group_limit(), print, {})
+    splits.append([members for members, _ in groups])
+  assert splits == [[[0, 1], [2, 3]]] * 2
 
 
 def test_grid_too_large_for_the_host_is_refused_before_it_is_built(tmp_path):

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from configs_test import SPECS
 
-from afl_jax.api import simulator as sweep_simulator
 from afl_jax.core import precision
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import config as config_lib
@@ -79,33 +78,6 @@ def test_fields_reach_the_simulator_of_a_run():
   assert 0 < np.max(np.abs(outs[2] - outs[0])) < 0.05  # bf16 round-off, same run
 
 
-def test_sweep_options_reach_the_replica_simulator():
-  c = _config(local_step_buckets=2, compute_dtype='bfloat16')
-  run = build_run(c)
-  seen = []
-  real = precision.with_compute_dtype
-
-  def spy(client, dtype):
-    seen.append(dtype)
-    return real(client, dtype)
-
-  precision.with_compute_dtype = spy
-  try:
-    sim = sweep_simulator(
-      c.algorithm,
-      run.problem,
-      [run.schedule, run.schedule],
-      2,
-      run=run.info,
-      **sweep._padded(run.engine),
-      **dict(c.hparams),
-    )
-  finally:
-    precision.with_compute_dtype = real
-  assert sim.adaptive_steps and sim.num_slots == 2 * sim.block_size
-  assert seen and all(d == jnp.bfloat16 for d in seen)
-
-
 @pytest.mark.parametrize('spec', SPECS, ids=lambda s: s.rsplit('/', 1)[-1])
 def test_config_files_keep_their_engine_behaviour(spec):
   """Shipped configs leave both fields at the defaults: their runs are unchanged."""
@@ -114,17 +86,24 @@ def test_config_files_keep_their_engine_behaviour(spec):
 
 
 def test_sweep_from_a_config_passes_the_engine_options(tmp_path, monkeypatch):
-  sweep_pipeline = sweep
-  seen = []
-  real = sweep_pipeline.sweep_simulator
+  """A sweep's group gets the config's options: its Simulator groups K in 2 blocks and its
+  clients compute in bfloat16."""
+  seen, sims, dtypes = [], [], []
+  real, real_dtype = sweep.sweep_simulator, precision.with_compute_dtype
 
   def spy(*args, **kwargs):
     seen.append({k: kwargs[k] for k in ('local_step_buckets', 'compute_dtype')})
-    return real(*args, **kwargs)
+    sims.append(real(*args, **kwargs))
+    return sims[-1]
 
-  monkeypatch.setattr(sweep_pipeline, 'sweep_simulator', spy)
+  monkeypatch.setattr(sweep, 'sweep_simulator', spy)
+  monkeypatch.setattr(
+    precision, 'with_compute_dtype', lambda c, d: dtypes.append(d) or real_dtype(c, d)
+  )
   c = _config(local_step_buckets=2, compute_dtype='bfloat16')
   c.sweep = {'hparams': {'client_lr': [0.05, 0.1]}}
-  summary = sweep_pipeline.train_sweep(c, str(tmp_path), log=lambda *a: None)
+  summary = sweep.train_sweep(c, str(tmp_path), log=lambda *a: None)
   assert seen == [{'local_step_buckets': 2, 'compute_dtype': jnp.bfloat16}]
+  assert sims[0].adaptive_steps and sims[0].num_slots == 2 * sims[0].block_size
+  assert dtypes and all(d == jnp.bfloat16 for d in dtypes)
   assert len(summary['runs']) == 2

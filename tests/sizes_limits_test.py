@@ -89,7 +89,7 @@ def _sim(run, schedule=None):
 
 def test_work_is_six_flops_per_param_per_example_over_the_arrivals_local_steps(smoke_run):
   r = smoke_run
-  report = sizes.work(r.config, _sim(r), r.params0)
+  report = sizes.work(r.work_fields, _sim(r), r.params0)
   steps = int(np.asarray(r.schedule.local_steps)[np.asarray(r.schedule.mask)].sum())
   params = sum(int(np.size(x)) for x in jax.tree.leaves(r.params0))
   assert report['client_steps'] == steps
@@ -99,7 +99,7 @@ def test_work_is_six_flops_per_param_per_example_over_the_arrivals_local_steps(s
 
 def test_a_step_that_cannot_fit_names_batch_size_or_the_local_steps(smoke_run):
   r = smoke_run
-  args = (r.config, _sim(r), r.params0)
+  args = (r.work_fields, _sim(r), r.params0)
   need = sizes.work(*args)['step_bytes']
   sizes.check_work(*args, limit_bytes=2 * need)
   with pytest.raises(ConfigError, match=r'^config\.batch_size=16 is invalid: the local loop of'):
@@ -109,12 +109,12 @@ def test_a_step_that_cannot_fit_names_batch_size_or_the_local_steps(smoke_run):
     num_clients=r.schedule.num_clients,
   )  # fmt: skip
   with pytest.raises(ConfigError, match=r'^config\.local_steps=5 is invalid: .*K up to 100,0'):
-    sizes.check_work(r.config, _sim(r, long_k), r.params0, limit_bytes=10**9)
+    sizes.check_work(r.work_fields, _sim(r, long_k), r.params0, limit_bytes=10**9)
 
 
 def test_time_above_the_limit_is_refused_and_a_long_run_warned(smoke_run, monkeypatch):
   r = smoke_run
-  args = (r.config, _sim(r), r.params0)
+  args = (r.work_fields, _sim(r), r.params0)
   hours = sizes.work(*args)['seconds'] / 3600
   monkeypatch.setenv(sizes.MAX_HOURS_ENV, str(hours / 2))
   with pytest.raises(ConfigError, match=r'above the limit of .* h \(\$AFL_JAX_MAX_HOURS\)'):

@@ -52,6 +52,10 @@ class Run:
   engine: dict[str, Any]  # the Simulator's options (:func:`engine_options`)
   cadence: track.Cadence  # chunk length, checkpoints, stop
   memory_fields: dict[str, tuple[str, Any]]  # who sets each memory component (sizes)
+  work_fields: dict[str, Any]  # the values that multiply its work (sizes.WORK_FIELDS)
+  name: str  # the algorithm's registered name, built by ``factory(**hparams)``
+  hparams: dict[str, Any]
+  factory: Callable[..., Algorithm]  # :func:`algorithm_factory`: a sweep traces through it
   sim: Simulator | None = None  # planned, nothing compiled (:func:`build_run`; None: a point)
   work: dict[str, Any] | None = None  # its client training (:func:`sizes.check_work`)
   memory: dict[str, int] | None = None  # its analytic memory (Simulator.estimate)
@@ -303,11 +307,13 @@ def algorithm_factory(c: ml_collections.ConfigDict, info: RunInfo) -> Callable[.
   return factory
 
 
-def build_algorithm(c: ml_collections.ConfigDict, info: RunInfo) -> Algorithm:
-  """:func:`algorithm_factory` with ``c.hparams``; what the factory still rejects (a
-  combination of values) is an error of the ``algorithm`` section."""
+def build_algorithm(
+  c: ml_collections.ConfigDict, info: RunInfo, factory: Callable[..., Algorithm] | None = None
+) -> Algorithm:
+  """:func:`algorithm_factory` (or ``factory``) with ``c.hparams``; what the factory still
+  rejects (a combination of values) is an error of the ``algorithm`` section."""
   try:
-    return algorithm_factory(c, info)(**dict(c.hparams))
+    return (factory or algorithm_factory(c, info))(**dict(c.hparams))
   except UserError:
     raise
   except (ValueError, TypeError) as e:
@@ -368,7 +374,7 @@ def plan(run: Run, *, strict: bool = True, memory_limit_bytes: int | None = None
   report, refusal, work = sim.estimate(run.params0, run.key), None, None
   try:
     work = sizes.check_work(
-      run.config, sim, run.params0, log=None if strict else (lambda line: None)
+      run.work_fields, sim, run.params0, log=None if strict else (lambda line: None)
     )
     sizes.check_memory(report, limit, run.memory_fields)
   except ConfigError as e:
@@ -401,7 +407,8 @@ def _build(c: ml_collections.ConfigDict, dataset: data.ArrayDataset | None) -> R
     apply_fn=apply_fn,
     unlabeled_x=jnp.asarray(layout.unlabeled_x, dtype),
   )
-  algorithm = build_algorithm(c, info)
+  factory = algorithm_factory(c, info)
+  algorithm = build_algorithm(c, info, factory)
   problem = task.make_problem(layout, apply_fn, c.batch_size, dtype)
   evaluator = task.make_evaluator(
     model.apply, layout, seed=c.seed, train_samples=c.eval_train_samples, dtype=dtype
@@ -423,6 +430,10 @@ def _build(c: ml_collections.ConfigDict, dataset: data.ArrayDataset | None) -> R
     engine=engine_options(c),
     cadence=track.Cadence(int(c.eval_every), int(c.checkpoint_every), int(c.stop_after_steps)),
     memory_fields=sizes.memory_fields(c),
+    work_fields={k: c[k] for k in sizes.WORK_FIELDS},
+    name=c.algorithm,
+    hparams=dict(c.hparams),
+    factory=factory,
   )
 
 

@@ -1,15 +1,14 @@
 """``train_and_evaluate(config, workdir)``: one run, evaluated, checkpointed and written.
 
-Everything is built and checked first (:func:`preflight`); the chunk loop
-(:meth:`Simulator.drive`) then runs a chunk of ``eval_every`` server steps, evaluates,
-writes and checkpoints. docs/reliability.md says what a workdir holds and what a rerun
+Everything is built and checked first; the lifecycle of :mod:`track`, which a sweep's group
+shares, then runs chunks of ``eval_every`` server steps, evaluates, writes and checkpoints
+(one folder: the run's). docs/reliability.md says what a workdir holds and what a rerun
 does; docs/distributed.md, several processes."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import time
 from typing import Any
@@ -26,23 +25,9 @@ from afl_jax.pipeline import track as track_lib
 from afl_jax.pipeline import workdir as workdir_lib
 from afl_jax.pipeline.build import Run, build_run
 
-# What --noresume deletes from a run folder (a sweep's run folder holds the same files).
-OUTPUTS = ('config.json', 'schedule.npz', 'metrics.jsonl', 'summary.json', 'plot.png')
-OUTPUTS += ('hparams.json', 'tensorboard', checkpoint.CHECKPOINT_DIR)
-
 
 class NonFiniteError(RuntimeError):
   """Training produced NaN/inf; the metrics so far are on disk."""
-
-
-def start_over(run_dir: str) -> None:
-  """``--noresume``: delete a run folder's outputs."""
-  for name in OUTPUTS:
-    path = os.path.join(run_dir, name)
-    if os.path.isdir(path) and not os.path.islink(path):
-      shutil.rmtree(path)
-    elif os.path.lexists(path):
-      os.remove(path)
 
 
 def refuse_other_kind(workdir: str, kind: str) -> None:
@@ -63,38 +48,6 @@ def refuse_other_kind(workdir: str, kind: str) -> None:
     f'workdir {workdir_lib.show(workdir)} holds {other}; a {kind} would overwrite its '
     'summary.json and plot.png; choose another --workdir'
   )
-
-
-def preflight(config, workdir: str, resume: bool, progress: dict) -> tuple:
-  """Every check before compute, in one place: the run built, its work and memory checked
-  (:func:`build_run`), the workdir's run of the same identity and program (process 0, which
-  writes ``config.json`` and ``schedule.npz``); returns ``(run, ckpt, start)``, where
-  ``start`` is :func:`checkpoint.start`'s."""
-  run = build_run(config)
-  prog = record_lib.program(run.sim)
-  ckpt = checkpoint.Checkpointer(workdir, record_lib.binding(run.identity, prog))
-  progress['doing'] = 'writing the run files'
-
-  def on_writer() -> int | None:
-    refuse_other_kind(workdir, 'single run')
-    if not resume:
-      start_over(workdir)
-    record_lib.refuse(workdir, run.identity, run.config, prog)
-    step = checkpoint.start([workdir], [run.schedule.num_steps], run.cadence.eval_every, ckpt)
-    write_run_files(workdir, run, prog)
-    return step
-
-  start = processes.on_writer(on_writer, 'resume')
-  processes.barrier('afl_jax preflight')
-  return run, ckpt, start
-
-
-def write_run_files(run_dir: str, run: Run, prog: dict[str, Any]) -> None:
-  """A run folder's ``config.json`` (config, identity and program) and ``schedule.npz``."""
-  workdir_lib.make_dirs(run_dir)
-  path = os.path.join(run_dir, record_lib.CONFIG_FILE)
-  workdir_lib.write_text(path, record_lib.config_text(run.config, run.identity, prog))
-  workdir_lib.write_schedule(run_dir, run.schedule)
 
 
 def train_and_evaluate(
@@ -129,8 +82,24 @@ def train_and_evaluate(
 
 
 def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
-  run, ckpt, start = preflight(config, workdir, resume, progress)
+  """The lifecycle of :mod:`track` for a Program of one run, in its folder ``workdir``, bound to
+  its identity and program: everything built and checked before compute (:func:`build_run`,
+  then process 0 refuses the workdir of another run and finds where it continues)."""
+  run = build_run(config)
   c, schedule, sim = run.config, run.schedule, run.sim
+  binding = record_lib.binding(run.identity, record_lib.program(sim))
+  program = track_lib.Program(sim, run.key, run.params0, [run], [workdir], workdir, binding)
+  progress['doing'] = 'writing the run files'
+
+  def on_writer() -> int | None:
+    refuse_other_kind(workdir, 'single run')
+    if not resume:
+      track_lib.start_over(workdir)
+    program.check()
+    return program.begin()
+
+  start = processes.on_writer(on_writer, 'resume')
+  processes.barrier('afl_jax preflight')
   if start == checkpoint.DONE:
     log(f'afl_jax: the run in {workdir} finished earlier; not run again')
     return _finish(run, workdir, None, writes, 0.0, log)
@@ -141,33 +110,23 @@ def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
     f'T={s["num_steps"]}, M={s["max_arrivals"]}, tau_avg={s["tau_avg"]:.3f}, tau_max={s["tau_max"]}'
   )
   log(f'{memory.format_report(run.memory)}; {sim.num_devices} device(s)')
-  records = []
   if start is not None:
-    records = metrics_io.read_metrics(workdir)  # truncated to ``start`` by process 0
     log(f'resumed from checkpoint at server step {start}')
-  writer = metrics_io.MetricsWriter(
-    workdir if writes else None, tensorboard=True, resume_step=start
-  )
-  track = track_lib.Track(schedule, run.evaluator, writer, records)
   t_run, first = time.time(), start or 0
 
-  def after_chunk(state: Any, end: int) -> str | None:  # log; a non-finite value stops
-    rec, progress['step'] = track.records[-1], end
+  def after_chunk(tracks: list, end: int) -> str | None:  # log; a non-finite value stops
+    rec, progress['step'] = tracks[0].records[-1], end
     rate = (end - first) / max(time.time() - t_run, 1e-9)
     log(
       f'step {end}/{schedule.num_steps} | test acc {rec["test_accuracy"]:.4f} | test loss '
       f'{rec["test_loss"]:.4f} | sim clock {rec["wall_clock"]:.1f} | {rate:.2f} steps/s | '
       f'ETA {(schedule.num_steps - end) / max(rate, 1e-9):.0f}s'
     )
-    return track.stopped
+    return tracks[0].stopped
 
   interrupted = False
   try:
-    if start is None:
-      writer.write_hparams(record_lib.canonical(c))
-    track_lib.train(
-      sim, run.params0, run.key, [track], ckpt, start, run.cadence, after_chunk, progress
-    )
+    program.run(start, after_chunk, progress, tensorboard=True)
   except KeyboardInterrupt:  # summary.json says where it stopped, then one line
     interrupted = True
   summary = _finish(run, workdir, sim, writes, time.time() - t_run, log)

@@ -69,15 +69,6 @@ def host_limit() -> int | None:
   return int(HOST_FRACTION * psutil.virtual_memory().available)
 
 
-def _format(report: dict[str, int]) -> str:
-  parts = [
-    f'{k.replace("_", " ")} {format_bytes(v)}'
-    for k, v in report.items()
-    if k not in ('total', 'slots')
-  ]
-  return ', '.join(parts)
-
-
 def check(
   config: Any, *, limit_bytes: int | None = None, max_slots: int = MAX_SLOTS
 ) -> dict[str, int]:
@@ -101,9 +92,11 @@ def check(
       f'more to build), above the limit of {max_slots:,} slots'
     )
   elif limit is not None and report['total'] > limit:
+    shown = {k: v for k, v in report.items() if k not in ('total', 'slots')}
+    parts = ', '.join(f'{k.replace("_", " ")} {format_bytes(v)}' for k, v in shown.items())
     field, value = ('num_clients', n) if client_part >= schedule_part else schedule_field
     why = (
-      f'the host-side arrays need about {format_bytes(report["total"])} ({_format(report)}; '
+      f'the host-side arrays need about {format_bytes(report["total"])} ({parts}; '
       f'{shape}) but the limit is {format_bytes(limit)} ({HOST_FRACTION:.0%} of the available '
       'host memory)'
     )
@@ -169,15 +162,6 @@ def _max_hours() -> float:
   return hours
 
 
-def _work_field(config: Any) -> tuple[str, Any]:
-  """The field of WORK_FIELDS most above its reference value (local_steps only when
-  local_epochs is 0: it is the one that sets K then)."""
-  fields = dict(WORK_FIELDS)
-  fields.pop('local_steps' if int(config.local_epochs) > 0 else 'local_epochs')
-  name = max(fields, key=lambda f: float(config[f]) / fields[f])
-  return name, config[name]
-
-
 def work(config: Any, sim: Any, params0: Any) -> dict[str, Any]:
   """A built run's client training, asked of its simulator: useful ``client_steps`` of its
   longest run, ``flops`` (6 x params x batch per client step), ``seconds`` at
@@ -186,7 +170,7 @@ def work(config: Any, sim: Any, params0: Any) -> dict[str, Any]:
   ``params`` (scalars of ``params0``, one run's)."""
   params = sum(int(np.size(x)) for x in jax.tree.leaves(params0))
   steps = int(max(sim.useful_steps))
-  per_step = 6.0 * params * int(config.batch_size)
+  per_step = 6.0 * params * int(config['batch_size'])
   flops = per_step * steps
   backend = jax.default_backend()
   per_client = sim.client_bytes(params0) + LOSS_BYTES * int(sim.max_steps)
@@ -220,10 +204,10 @@ def check_work(
     k = int(sim.max_steps)
     trace = report['clients_per_step'] * LOSS_BYTES * k
     if trace * 2 > report['step_bytes']:
-      name = 'local_epochs' if int(config.local_epochs) > 0 else 'local_steps'
+      name = 'local_epochs' if int(config['local_epochs']) > 0 else 'local_steps'
       what = f'{LOSS_BYTES} bytes per local step (K up to {k:,})'
     else:
-      name, what = 'batch_size', f'its batch of {int(config.batch_size):,} and the activations'
+      name, what = 'batch_size', f'its batch of {int(config["batch_size"]):,} and the activations'
     refusal = (
       name,
       config[name],
@@ -233,10 +217,13 @@ def check_work(
       'set client_block_size to train fewer clients together).',
     )
   hours = report['seconds'] / 3600
-  field, value = _work_field(config)
+  fields = dict(WORK_FIELDS)  # the one most above its reference (local_steps: when it sets K)
+  fields.pop('local_steps' if int(config['local_epochs']) > 0 else 'local_epochs')
+  field = max(fields, key=lambda f: float(config[f]) / fields[f])
+  value = config[field]
   rate = ASSUMED_FLOPS['cpu' if report['backend'] == 'cpu' else 'other']
   what = (
-    f'{report["client_steps"]:,} client steps x batch {int(config.batch_size):,} = '
+    f'{report["client_steps"]:,} client steps x batch {int(config["batch_size"]):,} = '
     f'{report["flops"]:.2g} FLOP of client training, about {hours:,.1f} h at an assumed '
     f'{rate:.0e} FLOP/s on {report["backend"]}'
   )

@@ -8,13 +8,14 @@ sweep's workdir holds and how a rerun reuses it; docs/performance.md, what it sa
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import jax
@@ -63,23 +64,11 @@ def algorithm_entry(entry: Any, field: str = 'sweep.algorithm') -> tuple[str, di
   raise ConfigError.invalid(field, entry, f'{why}.')
 
 
-def section_entry(entry: Any, field: str) -> tuple[str, dict[str, Any]]:
-  """A sweep's ``schedule`` / ``compressor`` entry (a mapping with a ``kind``) as (kind,
-  settings)."""
-  if isinstance(entry, Mapping | ml_collections.ConfigDict) and isinstance(entry.get('kind'), str):
-    return entry['kind'], {k: v for k, v in dict(entry).items() if k != 'kind'}
-  why = "each entry must be a mapping {'kind': KIND, SETTING: VALUE, ...}"
-  raise ConfigError.invalid(f'sweep.{field}', entry, f'{why}.')
-
-
-def _check_section_entry(c: ml_collections.ConfigDict, field: str, entry: Any) -> None:
-  kind, given = section_entry(entry, field)
-  given = {k: v for k, v in given.items() if k not in config_lib.SECTION_FIELDS[field]}
+@contextlib.contextmanager
+def _entry(field: str, entry: Any) -> Iterator[None]:
+  """A ConfigError inside the block names the sweep's entry."""
   try:
-    if field == 'schedule':
-      schedules.SCHEDULES.bind(kind, given, facts={'num_clients': c.num_clients})
-    elif kind != 'none' or given:
-      compression.COMPRESSORS.bind(kind, given)
+    yield
   except ConfigError as e:
     raise ConfigError(f'config.sweep.{field} entry {entry!r}: {e}', field=e.field) from None
 
@@ -93,41 +82,50 @@ def validate_sweep(c: ml_collections.ConfigDict) -> None:
   for field, values in axes.items():
     if not values:
       raise ConfigError.invalid(f'sweep.{field}', [], 'give at least one value.')
+  names = [c.algorithm] if c.algorithm in algorithms.ALGORITHMS else []
   if 'algorithm' in axes:
     names = []
     for entry in axes['algorithm']:
       name, given = algorithm_entry(entry)
       schedule = given.pop('schedule', None)  # the entry's own schedule settings
-      try:
+      with _entry('algorithm', entry):
         algorithms.ALGORITHMS.bind(name, given)
+        if schedule is not None and not isinstance(schedule, Mapping | ml_collections.ConfigDict):
+          raise ConfigError.invalid(
+            'sweep.algorithm', entry, "'schedule' must be a mapping of schedule settings."
+          )
         if schedule is not None:
-          if not isinstance(schedule, Mapping | ml_collections.ConfigDict):
-            raise ConfigError.invalid(
-              'sweep.algorithm', entry, "'schedule' must be a mapping of schedule settings."
-            )
           kind = schedule.get('kind', c.schedule.kind)
           takes = schedules.settings(kind) if kind in schedules.SCHEDULES else {}
           settings = {k: v for k, v in c.schedule.items() if k in takes} | dict(schedule)
           settings = {k: v for k, v in settings.items() if k not in ('kind', 'seed')}
           schedules.SCHEDULES.bind(kind, settings, facts={'num_clients': c.num_clients})
-      except ConfigError as e:
-        raise ConfigError(f'config.sweep.algorithm entry {entry!r}: {e}', field=e.field) from None
       names.append(name)
-  else:
-    names = [c.algorithm] if c.algorithm in algorithms.ALGORITHMS else []
-  for field in config_lib.SECTION_FIELDS:
+  for field, keep in config_lib.SECTION_FIELDS.items():  # a mapping with a 'kind'
     for entry in axes.get(field, ()):
-      _check_section_entry(c, field, entry)
+      if not (
+        isinstance(entry, Mapping | ml_collections.ConfigDict)
+        and isinstance(entry.get('kind'), str)
+      ):
+        why = "each entry must be a mapping {'kind': KIND, SETTING: VALUE, ...}."
+        raise ConfigError.invalid(f'sweep.{field}', entry, why)
+      kind, given = (
+        entry['kind'],
+        {k: v for k, v in dict(entry).items() if k not in ('kind', *keep)},
+      )
+      with _entry(field, entry):
+        if field == 'schedule':
+          schedules.SCHEDULES.bind(kind, given, facts={'num_clients': c.num_clients})
+        elif kind != 'none' or given:
+          compression.COMPRESSORS.bind(kind, given)
   # Each section of settings with the registry and the names of the grid it applies to.
   within = {'hparams': (algorithms.ALGORITHMS, names)}
   for field, registry in config_lib.NAMED.items():
     grid_names = []
     for entry in axes.get(field, [c[field]] if c.get(field) in registry else []):
       name, given = algorithm_entry(entry, f'sweep.{field}')
-      try:
+      with _entry(field, entry):
         registry.bind(name, given)
-      except ConfigError as e:
-        raise ConfigError(f'config.sweep.{field} entry {entry!r}: {e}', field=e.field) from None
       grid_names.append(name)
     within[registry.section] = (registry, grid_names)
   for field, values in axes.items():
@@ -273,7 +271,7 @@ def group_key(
   skip = set(traced) | set(REPLICA_FIELDS)
   context = [
     (f, record_lib._sha(np.asarray(getattr(run.info, f))))
-    for f in (algorithms.ALGORITHMS.context(run.config.algorithm) if run is not None else ())
+    for f in (algorithms.ALGORITHMS.context(run.name) if run is not None else ())
     if f != 'apply_fn' and getattr(run.info, f) is not None
   ]
   kept = {k: v for k, v in point.items() if k not in skip}
@@ -288,23 +286,23 @@ def _padded(engine: dict[str, Any]) -> dict[str, Any]:
 
 
 def _group_sim(runs, traced, limit: int | None = None) -> tuple[Any, Any, Any]:
-  """(simulator, keys, stacked params0) of one group: nothing compiled or allocated yet."""
+  """(simulator, keys, stacked params0) of one group, from its built runs: nothing compiled
+  or allocated yet."""
   first = runs[0]
-  c = first.config
   names = [f[len('hparams.') :] for f in traced]
-  static = {k: v for k, v in dict(c.hparams).items() if k not in names}
-  per_replica = {k: [float(run.config.hparams[k]) for run in runs] for k in names}
+  static = {k: v for k, v in first.hparams.items() if k not in names}
+  per_replica = {k: [float(run.hparams[k]) for run in runs] for k in names}
   problems = [
     run.problem.replace(loss_fn=first.problem.loss_fn, sample_fn=first.problem.sample_fn)
     for run in runs
   ]
   sim = sweep_simulator(
-    c.algorithm,
+    first.name,
     problems if len(runs) > 1 else problems[0],
     [run.schedule for run in runs],
     len(runs),
     chunk_size=first.cadence.eval_every,
-    factory=build_lib.algorithm_factory(c, first.info),
+    factory=first.factory,
     memory_limit_bytes=limit,
     **_padded(first.engine),
     **static,
@@ -315,10 +313,6 @@ def _group_sim(runs, traced, limit: int | None = None) -> tuple[Any, Any, Any]:
 
 
 # ---- sizes --------------------------------------------------------------------------------
-
-
-def num_points(config: ml_collections.ConfigDict) -> int:
-  return math.prod(len(v) for v in sweep_axes(config.sweep).values())
 
 
 def run_bytes(run: build_lib.Run) -> int:
@@ -339,7 +333,7 @@ def _duration(seconds: float) -> str:
 def plan(config, first: build_lib.Run, *, limit_bytes: int | None = None) -> dict[str, Any]:
   """The grid's host bytes from its first point; ConfigError for a grid whose
   built points would not fit in the host memory (:func:`sizes.host_limit`)."""
-  n, per = num_points(config), run_bytes(first)
+  n, per = math.prod(len(v) for v in sweep_axes(config.sweep).values()), run_bytes(first)
   limit = sizes.host_limit() if limit_bytes is None else limit_bytes
   out = {'runs': n, 'bytes_per_run': per, 'host_bytes': n * per}
   if limit is not None and n * per > limit:
@@ -399,8 +393,8 @@ def train_sweep(
   """Run the grid of ``config.sweep``; returns what ``summary.json`` holds (``runs``,
   ``groups``, ``traced``, ``complete``).
 
-  ``memory_limit_bytes``: what a group's analytic state may use (default: the backend's; on
-  CPU the free host memory / :data:`afl_jax.core.memory.CPU_STATE_FACTOR`);
+  ``memory_limit_bytes``: what a group's analytic state may use (default: :func:`group_limit`,
+  a fact of the machine, so that the grouping is a function of the config);
   ``resume=False`` deletes this grid's outputs first. User errors are one line, before
   compute. Several processes (docs/distributed.md): every one calls this; each group's
   replicas span all their devices, process 0 holds the workdir and writes its files (and
@@ -416,7 +410,9 @@ def train_sweep(
   path = workdir
   try:  # a refusal while holding the workdir releases it too
     path = processes.on_writer(hold, 'the workdir')
-    return _train_sweep(config, path, log if writes else _quiet, memory_limit_bytes, resume)
+    return _train_sweep(
+      config, path, log if writes else lambda *_: None, memory_limit_bytes, resume
+    )
   except OSError as e:
     disk = workdir_lib.disk_error(e, path)
     if disk is None or not writes:
@@ -433,16 +429,21 @@ def train_sweep(
       lock.release()
 
 
-def _quiet(*_: Any) -> None:
-  """The log of a process other than 0 (process 0 says it once)."""
-
-
-def _agreed_limit() -> int | None:
-  """The device memory a group may use: the least that any process has (they must split the
-  grid into the same groups)."""
-  limit = memory.available_bytes()
-  if limit is not None and jax.default_backend() == 'cpu':  # the state shares host RAM
-    limit = int(limit / memory.CPU_STATE_FACTOR)
+def group_limit() -> int | None:
+  """The device memory a group may use: a fact of the machine, never the memory free at the
+  start, so that the same config on the same kind of machine splits into the same groups
+  (the same program, bit for bit). The backend's device memory; on CPU the total host RAM
+  / :data:`afl_jax.core.memory.CPU_STATE_FACTOR` (the state shares it); several processes
+  agree on the least (they must split the grid alike)."""
+  if jax.default_backend() != 'cpu':
+    limit = memory.available_bytes()
+  else:
+    try:
+      import psutil
+    except ImportError:  # pragma: no cover
+      limit = None
+    else:
+      limit = int(psutil.virtual_memory().total / memory.CPU_STATE_FACTOR)
   if jax.process_count() == 1:
     return limit
   from jax.experimental import multihost_utils
@@ -466,8 +467,7 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
 
   first, est, points, runs = processes.agreed(build_points, 'building the grid')
   names = [run_name(p) for p in points]
-  if limit is None:
-    limit = _agreed_limit()
+  limit = group_limit() if limit is None else limit
   build = lambda ms: _group_sim([runs[i] for i in ms], traced, limit)  # noqa: E731
   dirs = [os.path.join(workdir, n) for n in names]
   keyed: dict[str, list[int]] = {}  # every point, finished or not: a run's group is its program
@@ -477,61 +477,58 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
     lambda: _fit_groups([(m, build) for m in keyed.values()], limit, log, first.memory_fields),
     'fitting the groups to the memory',
   )
-  programs = {i: record_lib.program(sim) for members, (sim, _, _) in groups for i in members}
+  # Each group a Program: its runs, folders, simulator, checkpoints.
+  groups = [_program(m, built, workdir, dirs, runs) for m, built in groups]
   done = processes.on_writer(  # the groups whose every run finished (process 0 reads)
     lambda: [
       resume
       and all(
-        checkpoint.finished(dirs[i], runs[i].schedule.num_steps, runs[i].cadence.eval_every)
-        for i in members
+        checkpoint.finished(d, r.schedule.num_steps, r.cadence.eval_every)
+        for d, r in zip(g.dirs, g.runs)
       )
-      for members, _ in groups
+      for g in groups
     ],
     'the finished runs',
   )
-  fitted = [group for group, finished in zip(groups, done) if not finished]  # the groups to run
-  todo = sum(len(members) for members, _ in fitted)
+  fitted = [g for g, finished in zip(groups, done) if not finished]  # the groups to run
+  todo = sum(len(g.runs) for g in fitted)
   flops = sum(  # each group's work checked, from its simulator (sizes.check_work)
-    sizes.check_work(runs[m[0]].config, sim, runs[m[0]].params0)['total_flops']
-    for m, (sim, _, _) in fitted
+    sizes.check_work(g.runs[0].work_fields, g.sim, g.runs[0].params0)['total_flops'] for g in fitted
   )
 
-  def prepare() -> list[int | None]:  # nothing is written before the checks
-    _check_workdir(workdir, dirs, runs, programs, resume)
-    return _starts(workdir, dirs, runs, fitted, programs)
+  def prepare() -> list[int | None]:  # every folder checked before anything is written
+    if not resume:
+      for d in dirs:
+        track_lib.start_over(d)
+      shutil.rmtree(os.path.join(workdir, GROUPS_DIR), ignore_errors=True)
+    for g in groups:
+      g.check()
+    kept = os.path.join(workdir, GROUPS_DIR)  # other groupings' checkpoints go
+    for old in os.listdir(kept) if os.path.isdir(kept) else ():
+      if old not in {g.binding for g in fitted}:
+        shutil.rmtree(os.path.join(kept, old))
+    return [g.begin() for g in fitted]
 
   starts = processes.on_writer(prepare, 'resume')
   rate = sizes.ASSUMED_FLOPS['cpu' if jax.default_backend() == 'cpu' else 'other']
+  processes_line = f'; {jax.process_count()} processes, {jax.device_count()} devices'
   log(
     f'sweep: {len(points)} runs ({len(points) - todo} finished earlier, reused) in '
     f'{len(fitted)} group(s), traced: {traced or "none"}; built runs about '
     f'{format_bytes(est["host_bytes"])} on the host, client training about {flops:.2g} '
     f'FLOP (~{_duration(flops / rate)} at an assumed {rate:.0e} FLOP/s)'
-    + (
-      f'; {jax.process_count()} processes, {jax.device_count()} devices'
-      if jax.process_count() > 1
-      else ''
-    )
+    + (processes_line if jax.process_count() > 1 else '')
   )
   infos, stopped = [], False
   write = lambda complete: _summarize(workdir, points, names, infos, traced, complete)  # noqa: E731
   if processes.is_writer():
     write(False)
   try:
-    for k, ((members, group), start) in enumerate(zip(fitted, starts)):
-      info = _run_group(
-        k,
-        [names[i] for i in members],
-        [runs[i] for i in members],
-        group,
-        start,
-        workdir,
-        log,
-        programs[members[0]],
-      )
+    for k, (g, start) in enumerate(zip(fitted, starts)):
+      info = _run_group(k, g, start, log)
       infos.append(info)
       stopped |= info['status'] == 'stopped'
-      done = sum(len(m) for m, _ in fitted[: k + 1])
+      done = sum(len(g.runs) for g in fitted[: k + 1])
       spent = time.time() - t_start
       if done < todo:
         log(
@@ -544,7 +541,11 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
     raise workdir_lib.Interrupted(
       f'interrupted (Ctrl-C) in group {len(infos) + 1} of {len(fitted)}; the metrics so far are in '
       f'{workdir_lib.show(workdir)}/<run>/metrics.jsonl; the same command continues'
-      + (' from the last checkpoint' if config.checkpoint_every else ' (finished groups are kept)')
+      + (
+        ' from the last checkpoint'
+        if first.cadence.checkpoint_every
+        else ' (finished groups are kept)'
+      )
     ) from None
   processes.barrier('afl_jax sweep records')  # every run's records are on disk: all read them
   out = write(not stopped)
@@ -553,98 +554,44 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
       s['name']: metrics_io.read_metrics(os.path.join(workdir, s['name'])) for s in out['runs']
     }
     workdir_lib.write_text(os.path.join(workdir, 'summary.md'), _markdown(out['runs'], infos))
-    title = f'sweep: {config.algorithm}'
+    title = f'sweep: {first.name}'
     plotting.plot_runs(records, os.path.join(workdir, 'plot.png'), title=title)
   processes.barrier('afl_jax sweep written')
   log(outcome(out)[1])
   return out
 
 
-def _check_workdir(workdir: str, dirs: list[str], runs, programs, resume: bool) -> None:
-  """Refuse, before compute, a run folder holding a run of other inputs or computed by
-  another program than its group's (what differs named); ``resume=False`` deletes this
-  grid's outputs first."""
-  if not resume:
-    for d in dirs:
-      loop.start_over(d)
-    shutil.rmtree(os.path.join(workdir, GROUPS_DIR), ignore_errors=True)
-  for i, (d, run) in enumerate(zip(dirs, runs)):
-    workdir_lib.make_dirs(d)
-    workdir_lib.check_target(os.path.join(d, metrics_io.METRICS_FILE))
-    record_lib.refuse(d, run.identity, run.config, programs[i])
+def _program(members, built, workdir: str, dirs, runs) -> track_lib.Program:
+  """A group's :class:`~afl_jax.pipeline.track.Program`: its checkpoints in ``groups/<id>``,
+  the id a digest of its runs' identities and its program."""
+  runs = [runs[i] for i in members]
+  ids = record_lib.digest_of(run.identity['digest'] for run in runs)
+  gid = record_lib._sha(ids, json.dumps(record_lib.program(built[0])))[:16]
+  folder = os.path.join(workdir, GROUPS_DIR, gid)
+  return track_lib.Program(*built, runs, [dirs[i] for i in members], folder, gid)
 
 
-def _starts(workdir: str, dirs: list[str], runs, fitted, programs) -> list[int | None]:
-  """Each group's start (:func:`checkpoint.start`; other groupings' checkpoints deleted);
-  its runs' folders get their ``config.json`` and ``schedule.npz``."""
-  gids = [_group_id([runs[i] for i in members], programs[members[0]]) for members, _ in fitted]
-  groups = os.path.join(workdir, GROUPS_DIR)
-  for old in os.listdir(groups) if os.path.isdir(groups) else ():
-    if old not in gids:
-      shutil.rmtree(os.path.join(groups, old))
-  starts = []
-  for (members, _), gid in zip(fitted, gids):
-    ckpt = checkpoint.Checkpointer(os.path.join(groups, gid), gid)
-    steps = [runs[i].schedule.num_steps for i in members]
-    chunk = runs[members[0]].cadence.eval_every
-    starts.append(checkpoint.start([dirs[i] for i in members], steps, chunk, ckpt))
-    ckpt.close()
-    for i in members:
-      loop.write_run_files(dirs[i], runs[i], programs[i])
-  return starts
-
-
-def _group_id(runs, prog) -> str:
-  """A group's folder name and what its checkpoints are bound to: its runs and program."""
-  return record_lib._sha(
-    record_lib.digest_of(run.identity['digest'] for run in runs), json.dumps(prog)
-  )[:16]
-
-
-def _run_group(k, names, runs, group, start, workdir, log, prog) -> dict:
-  """Group ``k`` (computed by program ``prog``) from ``start`` (None: step 0): one compile,
-  each run's records written to its folder, checkpoints in ``groups/<id>``; returns the
-  group's info."""
-  t0 = time.time()
-  sim, keys, params0 = group
-  gid = _group_id(runs, prog)
-  ckpt = checkpoint.Checkpointer(os.path.join(workdir, GROUPS_DIR, gid), gid)
-  dirs = [os.path.join(workdir, n) for n in names]
-  tracks = []
-  for d, run in zip(dirs, runs):
-    records = metrics_io.read_metrics(d) if start is not None else []
-    stop = next((r['stopped'] for r in records if r.get('stopped')), None)
-    writer = metrics_io.MetricsWriter(d if processes.is_writer() else None)
-    tracks.append(track_lib.Track(run.schedule, run.evaluator, writer, records, stopped=stop))
+def _run_group(k: int, g: track_lib.Program, start: int | None, log) -> dict:
+  """Group ``k`` from ``start`` (None: step 0); returns its info."""
+  t0, chunk_ends = time.time(), []
+  on_chunk = lambda tracks, end: chunk_ends.append(time.time())  # noqa: E731
   if start is not None:
     log(f'group {k}: resumed from its checkpoint at server step {start}')
-  chunk_ends = []
-  on_chunk = lambda state, end: chunk_ends.append(time.time())  # noqa: E731
-  state, status = track_lib.train(
-    sim, params0, keys, tracks, ckpt, start, runs[0].cadence, on_chunk
-  )
+  state, status = g.run(start, on_chunk)
   compile_s = chunk_ends[0] - t0 if chunk_ends else None
   seconds = time.time() - t0
+  at = g.sim.position(state)
   log(
-    f'group {k} of {len(runs)} runs: compile + first chunk {compile_s or 0:.1f}s, total '
-    f'{seconds:.1f}s; simulation state about {format_bytes(sim.memory["total"])} (analytic)'
-    + (
-      f'; stopped at server step {sim.position(state)} (stop_after_steps)'
-      if status == 'stopped'
-      else ''
-    )
+    f'group {k} of {len(g.runs)} runs: compile + first chunk {compile_s or 0:.1f}s, total '
+    f'{seconds:.1f}s; simulation state about {format_bytes(g.sim.memory["total"])} (analytic)'
+    + (f'; stopped at server step {at} (stop_after_steps)' if status == 'stopped' else '')
   )
   if status == 'completed':  # finished: the records say so, the checkpoints are not needed
     processes.barrier('afl_jax group done')  # no process reads them any more
     if processes.is_writer():
-      shutil.rmtree(ckpt.directory, ignore_errors=True)
-  return {
-    'runs': len(runs),
-    'status': status,
-    'mode': sim.mode,
-    'compile_seconds': compile_s,
-    'seconds': seconds,
-  }
+      shutil.rmtree(g.checkpointer().directory, ignore_errors=True)
+  info = {'runs': len(g.runs), 'status': status, 'mode': g.sim.mode}
+  return info | {'compile_seconds': compile_s, 'seconds': seconds}
 
 
 def _summarize(workdir, points, names, infos, traced, complete: bool) -> dict:

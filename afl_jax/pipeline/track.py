@@ -1,4 +1,7 @@
-"""The one lifecycle of single runs and sweep groups, :func:`train`, around the one chunk loop
+"""The one lifecycle of a compiled program over its runs: a single run (one) and a sweep's
+group (one per replica) alike, a :class:`Program`: ``check`` refuses run folders of other
+runs, ``begin`` finds where they continue, ``run`` restores or starts them and drives the
+one chunk loop
 (:meth:`Simulator.drive`): after each chunk every run's :class:`Track` gets its metrics and
 params, which it evaluates, records and writes (a non-finite value marks the record
 ``stopped``); :class:`Cadence` says where to checkpoint and stop."""
@@ -6,6 +9,9 @@ params, which it evaluates, records and writes (a non-finite value marks the rec
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
+import shutil
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -13,9 +19,12 @@ import jax
 import numpy as np
 
 from afl_jax.core.simulator import Simulator
-from afl_jax.pipeline import checkpoint, metrics_io
-from afl_jax.pipeline.workdir import ctrl_c_after
+from afl_jax.pipeline import checkpoint, metrics_io, processes, record, workdir
 from afl_jax.schedules.schedule import Schedule
+
+# What --noresume deletes from a run folder (a single run's or a sweep's).
+OUTPUTS = ('config.json', 'schedule.npz', 'metrics.jsonl', 'summary.json', 'plot.png')
+OUTPUTS += ('hparams.json', 'tensorboard', checkpoint.CHECKPOINT_DIR)
 
 HOST_FIELDS = ('bits_up', 'bits_down', 'tau_sum', 'arrivals')
 
@@ -23,15 +32,6 @@ HOST_FIELDS = ('bits_up', 'bits_down', 'tau_sum', 'arrivals')
 def new_host() -> dict[str, np.ndarray]:
   """Zeroed accumulators: cumulative bits up and down, staleness sum, arrivals."""
   return {k: np.zeros((), np.float64) for k in HOST_FIELDS}
-
-
-def first_nonfinite(metrics: Mapping[str, np.ndarray]) -> tuple[int, str] | None:
-  """(index, name) of the first non-finite value, names in sorted order; None if all finite."""
-  for name, values in sorted(metrics.items()):
-    bad = ~np.isfinite(np.asarray(values))
-    if bad.any():
-      return int(np.argmax(bad)), name
-  return None
 
 
 @dataclasses.dataclass
@@ -69,7 +69,14 @@ class Track:
     h['tau_sum'] = h['tau_sum'] + s.staleness[pos:end].sum()
     h['arrivals'] = h['arrivals'] + s.mask[pos:end].sum()
     rule = {k: v for k, v in m.items() if k.startswith(('client/', 'server/'))}
-    bad = first_nonfinite(rule)
+    bad = next(  # (index, name) of the first non-finite value, names in sorted order
+      (
+        (int(np.argmax(~np.isfinite(v))), k)
+        for k, v in sorted(rule.items())
+        if not np.isfinite(v).all()
+      ),
+      None,
+    )
     ev = self.evaluate(params)
     if bad is None and not all(np.isfinite(v) for v in ev.values()):
       bad = (n - 1, next(k for k, v in ev.items() if not np.isfinite(v)))
@@ -121,14 +128,14 @@ def train(
   ckpt: checkpoint.Checkpointer,
   start: int | None,
   cadence: Cadence,
-  after_chunk: Callable[[Any, int], str | None] = lambda state, end: None,
+  after_chunk: Callable[[list[Track], int], str | None] = lambda tracks, end: None,
   progress: dict | None = None,
 ) -> tuple[Any, str]:
   """The one lifecycle of a single run (one track) and of a sweep's group (one track per
   replica): the state initialized (its memory was checked when the run was planned) or
   restored from ``ckpt``'s checkpoint of server step ``start``; on a fresh start every track
   evaluated at step 0; then the chunk loop (:meth:`Simulator.drive`) handing each track its
-  metrics and params, ``after_chunk(state, end)`` (a status it returns stops there),
+  metrics and params, ``after_chunk(tracks, end)`` (a status it returns stops there),
   checkpoints and the stop where ``cadence`` says. The writers and ``ckpt`` are closed at the
   end; ``progress`` (``'doing'``, ``'step'``) says what was being written (a disk error's).
   Returns ``(state, status)``."""
@@ -148,7 +155,7 @@ def train(
       stop_at = min(pos + len(metrics['arrivals']), t.schedule.num_steps)
       if stop_at > t.records[-1]['step']:  # else this replica's schedule has ended
         t.advance({k: v[: stop_at - pos] for k, v in metrics.items()}, pos, mine(params, i))
-    status = after_chunk(state, end)
+    status = after_chunk(tracks, end)
     if status is not None:
       return status
     save, stop = cadence.due(first, end, sim.num_steps)
@@ -156,7 +163,7 @@ def train(
       for t in tracks:
         t.writer.flush()
       progress['doing'] = f'saving the checkpoint of server step {end}'
-      with ctrl_c_after():  # a Ctrl-C leaves this checkpoint whole
+      with workdir.ctrl_c_after():  # a Ctrl-C leaves this checkpoint whole
         ckpt.save(end, state, _stacked(tracks, sim.batched))
     progress['doing'] = f'writing the metrics after server step {end}'
     return 'stopped' if stop else None
@@ -173,3 +180,82 @@ def train(
     for t in tracks:
       t.writer.close()
     ckpt.close()
+
+
+def start_over(run_dir: str) -> None:
+  """``--noresume``: delete a run folder's outputs (:data:`OUTPUTS`)."""
+  for name in OUTPUTS:
+    path = os.path.join(run_dir, name)
+    if os.path.isdir(path) and not os.path.islink(path):
+      shutil.rmtree(path)
+    elif os.path.lexists(path):
+      os.remove(path)
+
+
+@dataclasses.dataclass
+class Program:
+  """One compiled program over its built runs (``build.Run``), the unit of the lifecycle: a
+  single run (one, recorded in its workdir) or a sweep's group (one per replica, each in its
+  folder); its checkpoints under ``folder``, bound to ``binding`` (identities and program)."""
+
+  sim: Simulator
+  keys: Any
+  params0: Any
+  runs: list
+  dirs: list[str]
+  folder: str
+  binding: str
+
+  @functools.cached_property
+  def prog(self) -> dict[str, Any]:
+    return record.program(self.sim)
+
+  def checkpointer(self) -> checkpoint.Checkpointer:
+    return checkpoint.Checkpointer(self.folder, self.binding)
+
+  def check(self) -> None:
+    """Refuse (process 0, before compute and before anything is written) a run folder
+    holding a run of other inputs, or of these computed by another program."""
+    for d, r in zip(self.dirs, self.runs):
+      workdir.make_dirs(d)
+      workdir.check_target(os.path.join(d, metrics_io.METRICS_FILE))
+      record.refuse(d, r.identity, r.config, self.prog)
+
+  def begin(self) -> int | None:
+    """Where the runs continue (process 0; :func:`checkpoint.start`); each run folder gets its
+    ``config.json`` (config, identity and program) and ``schedule.npz``."""
+    ckpt, steps = self.checkpointer(), [r.schedule.num_steps for r in self.runs]
+    try:
+      start = checkpoint.start(self.dirs, steps, self.runs[0].cadence.eval_every, ckpt)
+    finally:
+      ckpt.close()
+    for d, r in zip(self.dirs, self.runs):
+      workdir.make_dirs(d)
+      text = record.config_text(r.config, r.identity, self.prog)
+      workdir.write_text(os.path.join(d, record.CONFIG_FILE), text)
+      workdir.write_schedule(d, r.schedule)
+    return start
+
+  def run(
+    self,
+    start: int | None,
+    after_chunk: Callable[[list[Track], int], str | None] = lambda tracks, end: None,
+    progress: dict | None = None,
+    tensorboard: bool = False,
+  ) -> tuple[Any, str]:
+    """:func:`train` from ``start`` (None: step 0), each run's records in its folder (a
+    resumed run's read from it; process 0 writes)."""
+    tracks = []
+    for d, r in zip(self.dirs, self.runs):
+      records = metrics_io.read_metrics(d) if start is not None else []
+      writer = metrics_io.MetricsWriter(
+        d if processes.is_writer() else None, tensorboard=tensorboard, resume_step=start
+      )
+      if tensorboard and start is None:
+        writer.write_hparams(record.canonical(r.config))
+      stop = next((x['stopped'] for x in records if x.get('stopped')), None)
+      tracks.append(Track(r.schedule, r.evaluator, writer, records, stopped=stop))
+    ckpt, cadence = self.checkpointer(), self.runs[0].cadence
+    return train(
+      self.sim, self.params0, self.keys, tracks, ckpt, start, cadence, after_chunk, progress
+    )
