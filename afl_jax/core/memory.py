@@ -20,8 +20,8 @@ SAFETY = 0.9  # the usable fraction of the reported memory (check, sweeps' split
 # the compiled program's buffers and temporaries and the placed copies of the data come on
 # top of the analytic state. Measured on MasFL's Fig. 1 sweeps (MLP, N = 100, 2 cores):
 # peak RSS growth / analytic state = 1.7 for a group of 9 runs, 2.1 for 28 (a 45-run group
-# fitted at 1x was killed for memory at 21.8 GB). A sweep that measures the free host
-# memory itself fits its groups to that memory divided by this factor.
+# fitted at 1x was killed for memory at 21.8 GB). A sweep on CPU fits its groups to the
+# total host memory divided by this factor (never to the memory free at its start).
 CPU_STATE_FACTOR = 2.5
 
 
