@@ -580,8 +580,12 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
     'statement is one comparison a passage makes; other readings of it and this '
     f"project's own contrasts are scored outside the tally), quoting {passages} passages. "
     'Every verdict in it is confirmatory: its test seeds were fixed before any of them was '
-    f'looked at ({len(exploratory)} exploratory statements wait for their confirmatory '
-    'test outside it).',
+    'looked at'
+    + (
+      f' ({len(exploratory)} exploratory statements wait for their confirmatory test outside it).'
+      if exploratory
+      else '.'
+    ),
     _table(tally_table(scored)),
     f'{sum(bool(_edge_note(c)) for c in decided)} of the {len(decided)} decided verdicts go '
     'against a method selected on an edge of its grid (marked "against a grid edge").',
