@@ -129,12 +129,16 @@ def available_bytes() -> int | None:
     limits = [(d.memory_stats() or {}).get('bytes_limit') for d in devices]
     if all(limits):
       return int(sum(limits))
+  return host_bytes('available')
+
+
+def host_bytes(what: str) -> int | None:
+  """The host RAM psutil reports, ``what`` = 'available' or 'total'; None without psutil."""
   try:
     import psutil
-
-    return int(psutil.virtual_memory().available)
   except ImportError:  # pragma: no cover
     return None
+  return int(getattr(psutil.virtual_memory(), what))
 
 
 def format_bytes(x: float) -> str:

@@ -62,11 +62,8 @@ def estimate(config: Any) -> dict[str, int]:
 
 def host_limit() -> int | None:
   """Bytes the host-side arrays may take: HOST_FRACTION of the available host memory."""
-  try:
-    import psutil
-  except ImportError:  # pragma: no cover
-    return None
-  return int(HOST_FRACTION * psutil.virtual_memory().available)
+  available = memory.host_bytes('available')
+  return None if available is None else int(HOST_FRACTION * available)
 
 
 def check(

@@ -438,12 +438,8 @@ def group_limit() -> int | None:
   if jax.default_backend() != 'cpu':
     limit = memory.available_bytes()
   else:
-    try:
-      import psutil
-    except ImportError:  # pragma: no cover
-      limit = None
-    else:
-      limit = int(psutil.virtual_memory().total / memory.CPU_STATE_FACTOR)
+    total = memory.host_bytes('total')
+    limit = None if total is None else int(total / memory.CPU_STATE_FACTOR)
   if jax.process_count() == 1:
     return limit
   from jax.experimental import multihost_utils
