@@ -1,19 +1,8 @@
-"""Faults and hazards (issue 24, part 2), each class through the scripts and the Python API.
-
-* one writer per workdir: a second process on a busy workdir is refused in under a
-  second with one line naming the holder; a workdir whose holder was killed (kill -9)
-  is taken over; a sweep never overwrites a single run's or another sweep's outputs,
-  a single run never a sweep's; a sweep is finished only when every run of it is;
-* paths and environment checked before compute: each bad input is one ``error:``
-  line, a non-zero exit, no traceback and nothing written; a full disk stops a run
-  with the metrics so far on disk and one line, and the rerun resumes;
-* scripts that succeed at nothing: unknown flags, stray arguments and missing inputs
-  are refused by every script in scripts/ (each run with ``--bogus_flag=1``);
-* grids too large for the host are refused before they are built; a group too large
-  for the device memory is split into groups that fit, said in the log.
-
-Kept small: tiny digits configs, the subprocess cases started all at once.
-"""
+"""Faults and hazards through the scripts and the Python API: one writer per workdir (a busy
+one refused at once naming its holder, a killed holder's taken over, a sweep and a single run
+never over each other's outputs); each bad input, path or environment one ``error:`` line
+with nothing written; a full disk one line and the rerun resumes; every script refuses an
+unknown flag; grids too large for the host refused, groups too large for the devices split."""
 
 import errno
 import glob
@@ -246,7 +235,7 @@ def test_the_grouping_does_not_depend_on_the_free_memory(monkeypatch):
     machine = types.SimpleNamespace(total=int(limit * memory.CPU_STATE_FACTOR), available=free)
     monkeypatch.setattr(psutil, 'virtual_memory', lambda m=machine: m)
     assert abs(sweep.group_limit() - limit) <= 1
-    groups = sweep._fit_groups([([0, 1, 2, 3], build)], sweep.group_limit(), print, {})
+    groups = sweep._fit_groups([[0, 1, 2, 3]], build, sweep.group_limit(), print, {})
     splits.append([members for members, _ in groups])
   assert splits == [[[0, 1], [2, 3]]] * 2
 
@@ -378,11 +367,7 @@ def _tree(root):
 
 
 def _run_scripts(runs):
-  """``{name: (script, args, cwd, extra env)}`` run all at once (they are mostly imports).
-
-  Returns:
-    ``{name: (exit status, stdout, stderr)}``.
-  """
+  """``{name: (script, args, cwd, extra env)}`` run all at once -> ``{name: (rc, out, err)}``."""
   procs = {
     name: subprocess.Popen(
       [sys.executable, os.path.join(ROOT, 'scripts', script), *args],
@@ -404,12 +389,8 @@ def _run_scripts(runs):
 @pytest.fixture(scope='module')
 def flag_results(tmp_path_factory):
   """Every script run with ``--bogus_flag=1`` (and train.py with ``--help``), each in its own
-  empty directory: ``{(script, flag): (exit status, stdout, stderr, files written)}``.
-
-  Each script's default outputs are relative to the current directory (train.py's
-  runs/default, reproduce.py's runs/repro, plot.py's compare.png); report.py and
-  reproduce.py write under docs/results of the repository, checked separately.
-  """
+  empty directory (their default outputs are relative to it; docs/results is checked):
+  ``{(script, flag): (exit status, stdout, stderr, files written)}``."""
   before = _tree(os.path.join(ROOT, 'docs', 'results'))
   runs = [(script, '--bogus_flag=1') for script in SCRIPTS] + [('train.py', '--help')]
   cwds = {run: tmp_path_factory.mktemp(run[0].replace('.py', '')) for run in runs}

@@ -1,6 +1,5 @@
 """``build_run(config) -> Run``: everything a run needs, validated once, before any compute
-(docs/architecture.md, "The path of a run"). Checks that need the loaded data raise a
-:class:`~afl_jax.errors.ConfigError` naming the config field to change."""
+(docs/architecture.md, "The path of a run"); each refusal a ConfigError naming the field."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import flax
 import flax.linen as nn
@@ -25,45 +24,65 @@ from afl_jax.core.problem import Problem
 from afl_jax.core.simulator import Simulator
 from afl_jax.core.types import Algorithm
 from afl_jax.errors import ConfigError, UserError
-from afl_jax.pipeline import cache, own_code, record, sizes, task, track
+from afl_jax.pipeline import cache, own_code, record, sizes, task
 from afl_jax.pipeline import config as config_lib
+
+
+class Recipe(NamedTuple):
+  """The algorithm ``name`` with its ``hparams``, ``make(**hparams) -> Algorithm`` (the run
+  context and compressor bound): a single run calls it once, a sweep traces through it."""
+
+  name: str
+  hparams: dict[str, Any]
+  make: Callable[..., Algorithm]
+
+
+@dataclasses.dataclass(frozen=True)
+class Cadence:
+  """Chunks end every ``eval_every`` server steps, are checkpointed every ``checkpoint_every``
+  (0: never); this invocation stops ``stop_after_steps`` after its first step (0: at the end)."""
+
+  eval_every: int
+  checkpoint_every: int = 0
+  stop_after_steps: int = 0
+
+  def due(self, first: int, end: int, num_steps: int) -> tuple[bool, bool]:
+    """(checkpoint, stop) after the chunk ending at ``end`` of a run started at ``first``."""
+    stop = bool(self.stop_after_steps) and end - first >= self.stop_after_steps
+    every = bool(self.checkpoint_every) and end % self.checkpoint_every == 0
+    return end < num_steps and (stop or every), end < num_steps and stop
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Run:
-  """A built run: what the loop (or a sweep) needs, nothing it has to look up in the config.
-
-  ``local_steps``: int[N] K_i; ``info``: the run context handed to the algorithm's factory;
-  ``identity``: what its numbers depend on (:func:`afl_jax.pipeline.record.identity`)."""
+  """A built run: what the loop (or a sweep) needs. ``config`` is only recorded (config.json)
+  and shown; nothing reads it to decide compute."""
 
   config: ml_collections.ConfigDict
   data: data.ClientLayout
   model: nn.Module
   params0: Any
   key: jax.Array
-  local_steps: np.ndarray
+  local_steps: np.ndarray  # int[N] K_i
   schedule: schedules.Schedule
   algorithm: Algorithm
   problem: Problem
   evaluator: task.Evaluator
   info: RunInfo
   dtype: Any
-  identity: dict[str, Any]
-  engine: dict[str, Any]  # the Simulator's options (:func:`engine_options`)
-  cadence: track.Cadence  # chunk length, checkpoints, stop
+  identity: dict[str, Any]  # record.identity
+  engine: dict[str, Any]  # the Simulator's options (engine_options)
+  cadence: Cadence
   memory_fields: dict[str, tuple[str, Any]]  # who sets each memory component (sizes)
   work_fields: dict[str, Any]  # the values that multiply its work (sizes.WORK_FIELDS)
-  name: str  # the algorithm's registered name, built by ``factory(**hparams)``
-  hparams: dict[str, Any]
-  factory: Callable[..., Algorithm]  # :func:`algorithm_factory`: a sweep traces through it
-  sim: Simulator | None = None  # planned, nothing compiled (:func:`build_run`; None: a point)
-  work: dict[str, Any] | None = None  # its client training (:func:`sizes.check_work`)
-  memory: dict[str, int] | None = None  # its analytic memory (Simulator.estimate)
-  refusal: str | None = None  # why train.py refuses it (``build_run(strict=False)``)
+  recipe: Recipe
+  sim: Simulator | None = None  # planned, nothing compiled (None: a sweep's point)
+  work: dict[str, Any] | None = None  # sizes.check_work
+  memory: dict[str, int] | None = None  # Simulator.estimate
+  refusal: str | None = None  # why train.py refuses it (build_run(strict=False))
 
 
-def _err(field: str, value: Any, why: str) -> ConfigError:
-  return ConfigError.invalid(field, value, why)
+_err = ConfigError.invalid
 
 
 # ---- data ---------------------------------------------------------------------------------
@@ -71,62 +90,39 @@ _LOADED = cache.Scoped()  # (dataset, digest) per loader arguments, within reusi
 
 
 def reusing_data() -> contextlib.AbstractContextManager[None]:
-  """Within the block a dataset is loaded (and digested) once per loader arguments (a sweep's
-  points, a reproduction's records); outside, every build reads its files anew."""
+  """Within the block a dataset is loaded (and digested) once per loader arguments."""
   return _LOADED.scope()
 
 
-def _load(
-  c: ml_collections.ConfigDict, given: data.ArrayDataset | None = None
-) -> tuple[data.ArrayDataset, str]:
-  """(the dataset, a SHA-256 of its arrays); ``given``: the dataset to use in place of
-  ``c.dataset``'s files (then not kept)."""
+def _load(c, given: data.ArrayDataset | None = None) -> tuple[data.ArrayDataset, str]:
+  """(the dataset, a SHA-256 of its arrays); ``given``: arrays in place of the files."""
   fields = ('dataset', 'dataset_args', 'data_dir', 'download', 'seed', 'train_subset')
   key = json.dumps(record.canonical({k: c.get(k) for k in fields}), sort_keys=True)
 
   def load() -> tuple[data.ArrayDataset, str]:
     ds = load_dataset(c, given)
-    arrays = (np.asarray(ds.train_x), np.asarray(ds.train_y), np.asarray(ds.test_x))
-    return ds, record._sha(*arrays, np.asarray(ds.test_y))
+    arrays = (ds.train_x, ds.train_y, ds.test_x, ds.test_y)
+    return ds, record._sha(*(np.asarray(a) for a in arrays))
 
   return load() if given is not None else _LOADED.get(key, load)
 
 
-def _source(c: ml_collections.ConfigDict, digest: str, given: bool = False) -> str:
-  """A seed-independent digest of the files ``c.dataset`` reads: its arrays as loaded with
-  seed 0 and no subset (a loader may split by seed: scikit-learn's digits); ``given``: a
-  dataset given in place of the files, its own."""
-  if given or (c.seed == 0 and not c.train_subset):
-    return digest
-  c0 = ml_collections.ConfigDict(c.to_dict())
-  c0.seed, c0.train_subset = 0, 0
-  with reusing_data():
-    return _load(c0)[1]
-
-
-def load_dataset(
-  c: ml_collections.ConfigDict, given: data.ArrayDataset | None = None
-) -> data.ArrayDataset:
-  """The centralized dataset ``c.dataset`` (or ``given``), its loader given ``c.dataset_args``
-  (optionally a seeded subset of its training split)."""
-  args = dict(c.get('dataset_args') or {})
+def load_dataset(c, given: data.ArrayDataset | None = None) -> data.ArrayDataset:
+  """The dataset ``c.dataset`` (or ``given``), optionally a seeded subset of its training split."""
   ds = given
   if ds is None:
+    args = dict(c.get('dataset_args') or {})
     ds = data.make(c.dataset, data_dir=c.data_dir or None, download=c.download, seed=c.seed, **args)
   if c.train_subset:
-    rng = np.random.default_rng(c.seed)
     n = len(ds.train_y)
-    keep = np.sort(rng.choice(n, size=min(c.train_subset, n), replace=False))
+    keep = np.sort(np.random.default_rng(c.seed).choice(n, min(c.train_subset, n), replace=False))
     ds = ds._replace(train_x=ds.train_x[keep], train_y=ds.train_y[keep])
   return ds
 
 
 # The config field behind each argument of ``data.federate`` a partition error names.
-_PARTITION_FIELDS = {
-  'num_clients': 'num_clients',
-  'alpha': 'dirichlet_alpha',
-  'shards_per_client': 'shards_per_client',
-}
+_PARTITION_FIELDS = {'num_clients': 'num_clients', 'alpha': 'dirichlet_alpha'}
+_PARTITION_FIELDS['shards_per_client'] = 'shards_per_client'
 
 
 def build_data(c: ml_collections.ConfigDict) -> data.ClientLayout:
@@ -134,19 +130,20 @@ def build_data(c: ml_collections.ConfigDict) -> data.ClientLayout:
   return data_and_source(c)[0]
 
 
-def data_and_source(
-  c: ml_collections.ConfigDict, given: data.ArrayDataset | None = None
-) -> tuple[data.ClientLayout, str]:
-  """:func:`build_data` (of the dataset ``given``, if one is) and a seed-independent digest of
-  the files read (:func:`_source`; '' for a dataset generated per client, which the config
-  determines)."""
-  entry = data.DATASETS.meta(c.dataset)
-  if entry.get('federated'):
+def data_and_source(c, given: data.ArrayDataset | None = None) -> tuple[data.ClientLayout, str]:
+  """:func:`build_data` (of ``given``, if any) and a seed-independent digest of the files read:
+  their arrays loaded with seed 0 and no subset (a loader may split by seed); '' for a
+  dataset generated per client."""
+  if data.DATASETS.meta(c.dataset).get('federated'):
     args = dict(c.get('dataset_args') or {})
     return data.make(c.dataset, num_clients=c.num_clients, seed=c.seed, **args), ''
   try:
-    ds, digest = _load(c, given)
-    source = _source(c, digest, given is not None)
+    ds, source = _load(c, given)
+    if given is None and (c.seed or c.train_subset):
+      c0 = ml_collections.ConfigDict(c.to_dict())
+      c0.seed, c0.train_subset = 0, 0
+      with reusing_data():
+        source = _load(c0)[1]
   except data.DataError as e:
     where = 'data_dir' if c.data_dir else 'dataset'
     raise data.DataError(f'config.{where}={c[where]!r} is invalid: {e}') from None
@@ -155,35 +152,26 @@ def data_and_source(
     raise _err('validation_size', c.validation_size, f'must be < the {n} training samples.')
   heldout = c.unlabeled_size if c.unlabeled_source == 'heldout' else 0  # external: none
   if heldout >= n - c.validation_size:
-    raise _err(
-      'unlabeled_size',
-      c.unlabeled_size,
-      f'must be < the {n - c.validation_size} training samples left after validation_size.',
-    )
+    left = n - c.validation_size
+    why = f'must be < the {left} training samples left after validation_size.'
+    raise _err('unlabeled_size', c.unlabeled_size, why)
   owned = n - c.validation_size - heldout
   if c.num_clients > owned:
-    raise _err(
-      'num_clients',
-      c.num_clients,
+    why = (
       f'must be <= the number of training samples the clients share ({owned}: '
-      f'{n} minus validation_size and unlabeled_size).',
+      f'{n} minus validation_size and unlabeled_size).'
     )
+    raise _err('num_clients', c.num_clients, why)
   try:
     layout = data.federate(
-      ds,
-      c.partition,
-      c.num_clients,
-      alpha=c.dirichlet_alpha,
-      shards_per_client=c.shards_per_client,
-      seed=c.seed,
-      unlabeled_size=heldout,
+      ds, c.partition, c.num_clients, alpha=c.dirichlet_alpha,
+      shards_per_client=c.shards_per_client, seed=c.seed, unlabeled_size=heldout,
       validation_size=c.validation_size,
-    )
+    )  # fmt: skip
   except data.PartitionError as e:
     field = _PARTITION_FIELDS[e.argument]
-    raise _err(
-      field, c[field], f'partition {c.partition!r} cannot give every client data: {e}.'
-    ) from None
+    why = f'partition {c.partition!r} cannot give every client data: {e}.'
+    raise _err(field, c[field], why) from None
   if c.unlabeled_source == 'heldout':
     return layout, source
   try:  # an external set: the clients keep every sample
@@ -202,11 +190,8 @@ def client_local_steps(c: ml_collections.ConfigDict, sizes: np.ndarray) -> np.nd
 
 # ---- model --------------------------------------------------------------------------------
 def init_model(c: ml_collections.ConfigDict, model: nn.Module, key: jax.Array, x: jax.Array):
-  """The model's initial variables, or a ConfigError (before anything is written) for a model
-  the pipeline cannot train: one the settings reject, or one with state beside its params
-  (BatchNorm's statistics) or random streams (Dropout's keys), which clients would have to
-  carry and the run to key."""
-  args = dict(c.get('model_args') or {})
+  """The model's initial variables; ConfigError for one the pipeline cannot train: rejected
+  settings, state beside its params (BatchNorm) or random streams (Dropout)."""
   try:  # each setting was checked by validate; what the model still rejects is a combination
     variables = model.init(jax.random.fold_in(key, 1), x)
     extra = sorted(set(variables) - {'params'})
@@ -217,19 +202,19 @@ def init_model(c: ml_collections.ConfigDict, model: nn.Module, key: jax.Array, x
     why = (
       f'model {c.model!r} draws random numbers ({stream[1] if stream else "an RNG stream"}: '
       'Dropout or the like), which the pipeline does not key; use a deterministic model (e.g. '
-      'Dropout(deterministic=True))'
+      'Dropout(deterministic=True)).'
     )
-    raise _err('model', c.model, why + '.') from None
+    raise _err('model', c.model, why) from None
   except (ValueError, TypeError, flax.errors.FlaxError) as e:
     why = f'model {c.model!r} cannot be built with these settings on this data: {e}'
-    raise _err('model_args', args, why.rstrip('.') + '.') from None
+    raise _err('model_args', dict(c.get('model_args') or {}), why.rstrip('.') + '.') from None
   if extra:
     why = (
       f'model {c.model!r} keeps state beside its params (collections {extra}: BatchNorm '
       'statistics or the like), which the pipeline does not carry per client; use a model '
-      'without it (e.g. GroupNorm or LayerNorm for BatchNorm)'
+      'without it (e.g. GroupNorm or LayerNorm for BatchNorm).'
     )
-    raise _err('model', c.model, why + '.')
+    raise _err('model', c.model, why)
   return variables
 
 
@@ -237,10 +222,9 @@ def init_model(c: ml_collections.ConfigDict, model: nn.Module, key: jax.Array, x
 def build_schedule(
   c: ml_collections.ConfigDict, local_steps: np.ndarray, client_sizes: np.ndarray | None = None
 ) -> schedules.Schedule:
-  """The delay model ``c.schedule.kind`` over ``c.num_rounds`` server steps (its settings
-  checked by ``validate``); ConfigError when it rejects them or no client ever arrives."""
-  s = c.schedule
-  n = len(local_steps)
+  """The delay model ``c.schedule.kind`` over ``c.num_rounds`` server steps; ConfigError when
+  it rejects its settings or no client ever arrives."""
+  s, n = c.schedule, len(local_steps)
   ctx = schedules.ScheduleContext(
     num_clients=n,
     num_steps=c.num_rounds,
@@ -249,44 +233,49 @@ def build_schedule(
     seed=s.seed if s.seed >= 0 else c.seed,
   )
   takes = schedules.settings(s.kind) if s.kind in schedules.SCHEDULES else ()
-  values = {k: s[k] for k in takes if k in s}  # the kind's own (validate refused strays)
   try:
-    schedule = schedules.make(s.kind, ctx=ctx, **values)
+    schedule = schedules.make(s.kind, ctx=ctx, **{k: s[k] for k in takes if k in s})
   except UserError:
     raise
   except ValueError as e:
     raise _err('schedule.kind', s.kind, f'{e}'.rstrip('.') + '.') from None
   if not np.any(schedule.mask):  # only a waiting window can be too short for every job
-    field = 'wait_seconds' if 'wait_seconds' in schedules.settings(s.kind) else 'kind'
-    raise _err(
-      f'schedule.{field}',
-      s[field],
+    field = 'wait_seconds' if 'wait_seconds' in takes else 'kind'
+    why = (
       f'no client ever arrives in the {c.num_rounds} server steps of this schedule '
-      '(every step is empty); lengthen the waiting window or shorten the job durations.',
+      '(every step is empty); lengthen the waiting window or shorten the job durations.'
     )
+    raise _err(f'schedule.{field}', s[field], why)
   return schedule
 
 
 # ---- algorithm ----------------------------------------------------------------------------
+def _section_error(field: str, value: Any, make: Callable[[], Any]) -> Any:
+  """``make()``; what the factory still rejects (a combination) names ``field``."""
+  try:
+    return make()
+  except UserError:
+    raise
+  except (ValueError, TypeError) as e:
+    raise _err(field, value, f'{e}'.rstrip('.') + '.') from None
+
+
 def build_compressor(c: ml_collections.ConfigDict) -> compression.Compressor | None:
-  """``c.compressor`` as a Compressor (None for kind 'none'), from the settings
-  ``config.validate`` bound (checked) once: the factory is called with them as they are."""
+  """``c.compressor`` (None for kind 'none'), from the settings ``config.validate`` bound."""
   if 'compressor' not in c or c.compressor.kind == 'none':
     return None
   kind = c.compressor.kind
   given = {k: c.compressor[k] for k in compression.settings(kind) if k in c.compressor}
-  try:
+
+  def make() -> compression.Compressor:
     compressor = compression.make(kind, **given)
     return compression.error_feedback(compressor) if c.compressor.error_feedback else compressor
-  except UserError:
-    raise
-  except ValueError as e:
-    raise _err('compressor.kind', kind, f'{e}'.rstrip('.') + '.') from None
+
+  return _section_error('compressor.kind', kind, make)
 
 
 def algorithm_factory(c: ml_collections.ConfigDict, info: RunInfo) -> Callable[..., Algorithm]:
-  """``factory(**hparams) -> Algorithm``: the entry ``c.algorithm`` with the run context and
-  ``c.compressor``; a single run calls it with ``c.hparams``, a sweep with traced values."""
+  """``factory(**hparams)``: ``c.algorithm`` with the run context and ``c.compressor``."""
   compressor = build_compressor(c)
   context = {field: getattr(info, field) for field in algorithms.ALGORITHMS.context(c.algorithm)}
 
@@ -307,25 +296,16 @@ def algorithm_factory(c: ml_collections.ConfigDict, info: RunInfo) -> Callable[.
   return factory
 
 
-def build_algorithm(
-  c: ml_collections.ConfigDict, info: RunInfo, factory: Callable[..., Algorithm] | None = None
-) -> Algorithm:
-  """:func:`algorithm_factory` (or ``factory``) with ``c.hparams``; what the factory still
-  rejects (a combination of values) is an error of the ``algorithm`` section."""
-  try:
-    return (factory or algorithm_factory(c, info))(**dict(c.hparams))
-  except UserError:
-    raise
-  except (ValueError, TypeError) as e:
-    raise _err('algorithm', c.algorithm, f'{e}'.rstrip('.') + '.') from None
+def build_algorithm(c: ml_collections.ConfigDict, info: RunInfo, factory=None) -> Algorithm:
+  """:func:`algorithm_factory` (or ``factory``) with ``c.hparams``; what it still rejects (a
+  combination of values) is an error of the ``algorithm`` section."""
+  make = factory or algorithm_factory(c, info)
+  return _section_error('algorithm', c.algorithm, lambda: make(**dict(c.hparams)))
 
 
-# ---- engine options ---------------------------------------------------------------------------
 def engine_options(c: ml_collections.ConfigDict) -> dict[str, Any]:
-  """The Simulator's keyword arguments from the config: ``client_block_size`` (0: None),
-  ``local_step_buckets`` (-1: None, chosen by the engine; a sweep's group pads instead, so
-  its results stay bit for bit the committed records'; 0: padded; B: B blocks sorted by K)
-  and ``compute_dtype``."""
+  """The Simulator's options: ``client_block_size`` (0: None), ``local_step_buckets`` (-1:
+  None, the engine chooses; a sweep's group pads instead) and ``compute_dtype``."""
   buckets = int(c.local_step_buckets)
   return {
     'local_step_buckets': None if buckets < 0 else buckets,
@@ -334,48 +314,50 @@ def engine_options(c: ml_collections.ConfigDict) -> dict[str, Any]:
   }
 
 
+@contextlib.contextmanager
+def engine_refusal(engine: dict[str, Any]):
+  """The engine's refusal of its options (``plan_slots``) as the config's one-line error."""
+  try:
+    yield
+  except ValueError as e:
+    if 'local_step_buckets' not in str(e):
+      raise
+    block, buckets = engine['client_block_size'], engine['local_step_buckets']
+    why = (
+      f'must be -1 or 0 with client_block_size={block} (the blocks are those of '
+      'client_block_size; -1 groups them by K, 0 does not)'
+    )
+    raise _err('local_step_buckets', buckets, why) from None
+
+
 # ---- the whole run --------------------------------------------------------------------------
-def build_run(
-  config: ml_collections.ConfigDict,
-  *,
-  dataset: data.ArrayDataset | None = None,
-  strict: bool = True,
-  memory_limit_bytes: int | None = None,
-) -> Run:
-  """Resolve and validate ``config`` once, build the run and :func:`plan` it; a field that
-  cannot work is a UserError naming it, before anything is compiled. ``dataset``: arrays in
-  place of the dataset's files; ``strict=False``: a refusal is kept in ``Run.refusal``."""
+def build_run(config: ml_collections.ConfigDict, *, dataset=None, strict: bool = True) -> Run:
+  """Resolve and validate ``config`` once, build the run and :func:`plan` it, before anything
+  is compiled. ``dataset``: arrays in place of the dataset's files; ``strict=False``: a
+  refusal is kept in ``Run.refusal``."""
   c = config_lib.validate(config)  # an invalid value is named as such before an unread one
   config_lib.refuse_unread(config, c)
-  run = _build(c, dataset)
-  return plan(run, strict=strict, memory_limit_bytes=memory_limit_bytes)
+  return plan(_build(c, dataset), strict=strict)
 
 
-def build_point(
-  config: ml_collections.ConfigDict, *, dataset: data.ArrayDataset | None = None
-) -> Run:
+def build_point(config: ml_collections.ConfigDict, *, dataset=None) -> Run:
   """A sweep's grid point, built as :func:`build_run` builds it; the sweep plans its group."""
   return _build(config_lib.validate(config), dataset)
 
 
 def plan(run: Run, *, strict: bool = True, memory_limit_bytes: int | None = None) -> Run:
-  """``run`` with its Simulator (nothing compiled or allocated), its client training
-  (:func:`sizes.check_work`) and analytic memory checked against ``memory_limit_bytes``
-  (default: the backend's, fixed here so that the engine checks the same)."""
+  """``run`` with its Simulator (nothing compiled), its client training (:func:`sizes.check_work`)
+  and analytic memory checked against ``memory_limit_bytes`` (default: the backend's)."""
   limit = memory.available_bytes() if memory_limit_bytes is None else memory_limit_bytes
-  sim = Simulator(
-    run.algorithm,
-    run.problem,
-    run.schedule,
-    chunk_size=run.cadence.eval_every,
-    memory_limit_bytes=limit,
-    **run.engine,
-  )
+  with engine_refusal(run.engine):
+    sim = Simulator(
+      run.algorithm, run.problem, run.schedule, chunk_size=run.cadence.eval_every,
+      memory_limit_bytes=limit, **run.engine,
+    )  # fmt: skip
   report, refusal, work = sim.estimate(run.params0, run.key), None, None
   try:
-    work = sizes.check_work(
-      run.work_fields, sim, run.params0, log=None if strict else (lambda line: None)
-    )
+    log = None if strict else (lambda line: None)
+    work = sizes.check_work(run.work_fields, sim, run.params0, log=log)
     sizes.check_memory(report, limit, run.memory_fields)
   except ConfigError as e:
     if strict:
@@ -395,8 +377,7 @@ def _build(c: ml_collections.ConfigDict, dataset: data.ArrayDataset | None) -> R
   local_steps = client_local_steps(c, layout.sizes)
   schedule = build_schedule(c, local_steps, layout.sizes)
   key = jax.random.key(c.seed)
-  first = layout.x[layout.index[:1]]
-  params0 = init_model(c, model, key, jnp.asarray(first, dtype))
+  params0 = init_model(c, model, key, jnp.asarray(layout.x[layout.index[:1]], dtype))
   params0 = jax.tree.map(lambda x: x.astype(dtype), params0)
   apply_fn = models.fast_apply(model.apply)  # clients and server; the evaluator keeps lax's
   info = RunInfo(
@@ -407,12 +388,7 @@ def _build(c: ml_collections.ConfigDict, dataset: data.ArrayDataset | None) -> R
     apply_fn=apply_fn,
     unlabeled_x=jnp.asarray(layout.unlabeled_x, dtype),
   )
-  factory = algorithm_factory(c, info)
-  algorithm = build_algorithm(c, info, factory)
-  problem = task.make_problem(layout, apply_fn, c.batch_size, dtype)
-  evaluator = task.make_evaluator(
-    model.apply, layout, seed=c.seed, train_samples=c.eval_train_samples, dtype=dtype
-  )
+  recipe = Recipe(c.algorithm, dict(c.hparams), algorithm_factory(c, info))
   return Run(
     config=c,
     data=layout,
@@ -421,25 +397,25 @@ def _build(c: ml_collections.ConfigDict, dataset: data.ArrayDataset | None) -> R
     key=key,
     local_steps=local_steps,
     schedule=schedule,
-    algorithm=algorithm,
-    problem=problem,
-    evaluator=evaluator,
+    algorithm=build_algorithm(c, info, recipe.make),
+    problem=task.make_problem(layout, apply_fn, c.batch_size, dtype),
+    evaluator=task.make_evaluator(
+      model.apply, layout, seed=c.seed, train_samples=c.eval_train_samples, dtype=dtype
+    ),
     info=info,
     dtype=dtype,
     identity=identity(c, layout, schedule, source),
     engine=engine_options(c),
-    cadence=track.Cadence(int(c.eval_every), int(c.checkpoint_every), int(c.stop_after_steps)),
+    cadence=Cadence(int(c.eval_every), int(c.checkpoint_every), int(c.stop_after_steps)),
     memory_fields=sizes.memory_fields(c),
     work_fields={k: c[k] for k in sizes.WORK_FIELDS},
-    name=c.algorithm,
-    hparams=dict(c.hparams),
-    factory=factory,
+    recipe=recipe,
   )
 
 
 def built_identity(config: ml_collections.ConfigDict) -> dict[str, Any]:
-  """The identity of the run ``config`` describes, from its data and schedule alone (nothing
-  else built, trained or compiled): what reproduction records are compared with."""
+  """The identity of ``config``'s run from its data and schedule alone (nothing trained or
+  compiled): what reproduction records are compared with."""
   c = config_lib.validate(config)
   layout, source = data_and_source(c)
   schedule = build_schedule(c, client_local_steps(c, layout.sizes), layout.sizes)
@@ -447,9 +423,8 @@ def built_identity(config: ml_collections.ConfigDict) -> dict[str, Any]:
 
 
 def components(c: ml_collections.ConfigDict) -> list[tuple[str, Any]]:
-  """``(what, callable)`` of everything a run's numbers run through besides afl_jax's own
-  code: the registered components it names and any callable in its config (an optax
-  schedule as a learning rate)."""
+  """``(what, callable)`` a run's numbers run through besides afl_jax's own code: the
+  registered components it names and any callable in its config (an optax schedule)."""
   s = c.schedule
   used = [
     (algorithms.ALGORITHMS, c.algorithm),
@@ -477,8 +452,7 @@ def components(c: ml_collections.ConfigDict) -> list[tuple[str, Any]]:
 
 def identity(c: ml_collections.ConfigDict, layout, schedule, source: str) -> dict[str, Any]:
   """The run's identity (:func:`afl_jax.pipeline.record.identity`) from what was built."""
-  s = c.schedule
-  trace = s.get('trace') if s.kind == 'trace' else None
+  trace = c.schedule.get('trace') if c.schedule.kind == 'trace' else None
   return record.identity(
     c,
     data=record.data_digest(layout),

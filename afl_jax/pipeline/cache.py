@@ -1,6 +1,5 @@
 """What a script sets up for its process: the checkout its configs come from
-(``$AFL_JAX_CHECKOUT``) and JAX's persistent compilation cache (``$AFL_JAX_CACHE``);
-docs/extending.md. And :class:`Scoped`, a memo kept only within a block of one command."""
+(``$AFL_JAX_CHECKOUT``) and JAX's compilation cache (``$AFL_JAX_CACHE``); :class:`Scoped`."""
 
 from __future__ import annotations
 
@@ -16,8 +15,8 @@ CACHE_DIR = '.jax_cache'
 
 
 def use_checkout(script: str) -> str:
-  """Set ``$AFL_JAX_CHECKOUT`` (unless set) to ``script``'s checkout, or the working
-  directory when the script's parent has no ``configs/``; returns it."""
+  """``$AFL_JAX_CHECKOUT``, set (unless set) to ``script``'s checkout, or the working directory
+  when the script's parent has no ``configs/``."""
   if os.environ.get(CHECKOUT_ENV):
     return os.environ[CHECKOUT_ENV]
   root = os.path.dirname(os.path.dirname(os.path.abspath(script)))
@@ -37,7 +36,7 @@ def cache_dir(workdir: str) -> str:
 
 
 def use_compilation_cache(workdir: str) -> str:
-  """Keep every compiled program in :func:`cache_dir` (before the first compile); returns it."""
+  """Keep every compiled program in :func:`cache_dir` (before the first compile)."""
   import jax
 
   path = cache_dir(workdir)
@@ -50,8 +49,7 @@ def use_compilation_cache(workdir: str) -> str:
 
 
 class Scoped:
-  """A memo that holds only inside ``with memo.scope():`` (nested scopes share the outermost
-  one's); outside every scope :meth:`get` computes anew each time."""
+  """A memo kept only inside ``with memo.scope():`` (nested scopes share the outermost's)."""
 
   def __init__(self) -> None:
     self._kept: dict[Hashable, Any] | None = None
@@ -66,7 +64,6 @@ class Scoped:
       self._kept = outer
 
   def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
-    """``compute()``, kept under ``key`` within the scope."""
     if self._kept is None:
       return compute()
     if key not in self._kept:

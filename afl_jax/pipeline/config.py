@@ -373,12 +373,6 @@ def validate_fields(c: ml_collections.ConfigDict) -> None:
   if c.checkpoint_every % c.eval_every:
     why = f'must be 0 or a positive multiple of eval_every={c.eval_every}'
     raise _err('checkpoint_every', c.checkpoint_every, why)
-  if c.client_block_size and c.local_step_buckets >= 1:
-    why = (
-      f'must be -1 or 0 with client_block_size={c.client_block_size} (the blocks are those of '
-      'client_block_size; -1 groups them by K, 0 does not)'
-    )
-    raise _err('local_step_buckets', c.local_step_buckets, why)
 
 
 def validate_names(c: ml_collections.ConfigDict) -> None:

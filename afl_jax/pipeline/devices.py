@@ -1,5 +1,4 @@
-"""The CPU device split, chosen by scripts before JAX starts its backend (one host device per
-core; docs/performance.md). Importing afl_jax changes no process setting."""
+"""The CPU device split, chosen by scripts before JAX starts its backend (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -24,8 +23,8 @@ def env_devices() -> int | None:
 
 
 def set_cpu_devices(count: int | None = None) -> None:
-  """Ask XLA for ``count`` host CPU devices (default $AFL_JAX_CPU_DEVICES, else one per core)
-  before JAX starts its backend; a count already in ``XLA_FLAGS`` is left alone."""
+  """Ask XLA for ``count`` host CPU devices (default $AFL_JAX_CPU_DEVICES, else one per core);
+  a count already in ``XLA_FLAGS`` is left alone."""
   try:
     n = count or env_devices() or os.cpu_count() or 1
   except ValueError as e:
@@ -46,8 +45,8 @@ def _multi_process(argv: list[str]) -> bool:
 
 
 def platform_error(argv: list[str] | None = None) -> str | None:
-  """Why the platforms $JAX_PLATFORMS asks for cannot start, said in one line up front
-  (None: unset, or they start); not probed for a multi-process run."""
+  """Why the platforms $JAX_PLATFORMS asks for cannot start, in one line (None: they start;
+  not probed for a multi-process run)."""
   text = os.environ.get('JAX_PLATFORMS', '').strip()
   if not text or _multi_process(list(sys.argv if argv is None else argv)):
     return None
@@ -66,14 +65,14 @@ def platform_error(argv: list[str] | None = None) -> str | None:
 
 
 def device_kind() -> str:
-  """The first device's kind, e.g. 'cpu' or 'NVIDIA H100 80GB HBM3' (starts JAX's backend)."""
+  """The first device's kind, e.g. 'cpu' or 'NVIDIA H100 80GB HBM3'."""
   import jax
 
   return getattr(jax.devices()[0], 'device_kind', jax.default_backend())
 
 
 def peak_device_bytes() -> int | None:
-  """Peak bytes held on the first accelerator so far; None on CPU (see the process's RSS)."""
+  """Peak bytes held on the first accelerator so far; None on CPU."""
   import jax
 
   device = jax.devices()[0]

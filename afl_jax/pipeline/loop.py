@@ -1,40 +1,220 @@
-"""``train_and_evaluate(config, workdir)``: one run, evaluated, checkpointed and written.
-
-Everything is built and checked first; the lifecycle of :mod:`track`, which a sweep's group
-shares, then runs chunks of ``eval_every`` server steps, evaluates, writes and checkpoints
-(one folder: the run's). docs/reliability.md says what a workdir holds and what a rerun
-does; docs/distributed.md, several processes."""
+"""The one lifecycle of a compiled program over its built runs (:class:`Program`): a single run
+(``train_and_evaluate``, a Program of one) and a sweep's group (one run per replica) alike.
+docs/reliability.md says what a workdir holds and what a rerun does."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import os
+import shutil
 import sys
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
 import ml_collections
+import numpy as np
 
 from afl_jax.core import memory
 from afl_jax.core.simulator import Simulator
 from afl_jax.errors import ResumeError
-from afl_jax.pipeline import checkpoint, metrics_io, plotting, processes
-from afl_jax.pipeline import record as record_lib
-from afl_jax.pipeline import track as track_lib
+from afl_jax.pipeline import checkpoint, metrics_io, plotting, processes, record
 from afl_jax.pipeline import workdir as workdir_lib
 from afl_jax.pipeline.build import Run, build_run
+from afl_jax.schedules.schedule import Schedule
+
+# What --noresume deletes from a run folder (a single run's or a sweep's).
+OUTPUTS = ('config.json', 'schedule.npz', 'metrics.jsonl', 'summary.json', 'plot.png')
+OUTPUTS += ('hparams.json', 'tensorboard', checkpoint.CHECKPOINT_DIR)
+HOST_FIELDS = ('bits_up', 'bits_down', 'tau_sum', 'arrivals')  # a run's host accumulators
 
 
 class NonFiniteError(RuntimeError):
   """Training produced NaN/inf; the metrics so far are on disk."""
 
 
+@dataclasses.dataclass
+class Track:
+  """One run's schedule, evaluator, writer, records (a resumed run's from disk), host
+  accumulators and why it stopped."""
+
+  schedule: Schedule
+  evaluate: Callable[[Any], dict]
+  writer: metrics_io.MetricsWriter
+  records: list[dict] = dataclasses.field(default_factory=list)
+  host: dict[str, np.ndarray] = dataclasses.field(
+    default_factory=lambda: {k: np.zeros((), np.float64) for k in HOST_FIELDS}
+  )
+  stopped: str | None = None
+
+  def _write(self, record: dict) -> dict:
+    self.records.append(record)
+    self.writer.write_record(record)
+    return record
+
+  def start(self, step: int, params: Any) -> dict:
+    """The evaluation of ``params`` at server step ``step`` (0, or a resumed run's step)."""
+    clock = self.schedule.wall_clock[step - 1] if step else 0.0
+    bits = (self.host['bits_up'], self.host['bits_down'])
+    return self._write(metrics_io.evaluation_record(step, clock, bits, self.evaluate(params)))
+
+  def advance(self, metrics: Mapping[str, np.ndarray], pos: int, params: Any) -> dict:
+    """The record after the steps from ``pos`` whose ``metrics`` are given."""
+    m = {k: np.asarray(v) for k, v in metrics.items()}
+    end = pos + len(m['arrivals'])
+    h, s = self.host, self.schedule
+    h['bits_up'] = h['bits_up'] + m['bits_up'].astype(np.float64).sum()
+    h['bits_down'] = h['bits_down'] + m['bits_down'].astype(np.float64).sum()
+    h['tau_sum'] = h['tau_sum'] + s.staleness[pos:end].sum()
+    h['arrivals'] = h['arrivals'] + s.mask[pos:end].sum()
+    rule = {k: v for k, v in m.items() if k.startswith(('client/', 'server/'))}
+    bad = next(  # (step, name) of the first non-finite value, names in sorted order
+      ((pos + int(np.argmax(~np.isfinite(v))), k) for k, v in sorted(rule.items())
+       if not np.isfinite(v).all()),
+      None,
+    )  # fmt: skip
+    ev = self.evaluate(params)
+    if bad is None and not all(np.isfinite(v) for v in ev.values()):
+      bad = (end - 1, next(k for k, v in ev.items() if not np.isfinite(v)))
+    record = metrics_io.evaluation_record(
+      end, s.wall_clock[end - 1], (h['bits_up'], h['bits_down']), ev, rule,
+      tau_avg=float(h['tau_sum'] / max(h['arrivals'], 1)), tau_max=int(s.staleness[:end].max()),
+    )  # fmt: skip
+    if bad is not None and self.stopped is None:
+      self.stopped = record['stopped'] = f'non-finite {bad[1]} at server step {bad[0]}'
+    return self._write(record)
+
+
+def start_over(run_dir: str) -> None:
+  """``--noresume``: delete a run folder's outputs (:data:`OUTPUTS`)."""
+  for name in OUTPUTS:
+    path = os.path.join(run_dir, name)
+    if os.path.isdir(path) and not os.path.islink(path):
+      shutil.rmtree(path)
+    elif os.path.lexists(path):
+      os.remove(path)
+
+
+@dataclasses.dataclass
+class Program:
+  """One compiled program over its built runs: a single run (one, in its workdir) or a sweep's
+  group (one per replica, each in its folder); checkpoints under ``folder``, bound to
+  ``binding`` (identities and program)."""
+
+  sim: Simulator
+  keys: Any
+  params0: Any
+  runs: list[Run]
+  dirs: list[str]
+  folder: str
+  binding: str
+
+  @functools.cached_property
+  def prog(self) -> dict[str, Any]:
+    return record.program(self.sim)
+
+  def checkpointer(self) -> checkpoint.Checkpointer:
+    return checkpoint.Checkpointer(self.folder, self.binding)
+
+  def check(self) -> None:
+    """Refuse (process 0, before anything is written) a run folder holding a run of other
+    inputs, or of these computed by another program."""
+    for d, r in zip(self.dirs, self.runs):
+      workdir_lib.make_dirs(d)
+      workdir_lib.check_target(os.path.join(d, metrics_io.METRICS_FILE))
+      record.refuse(d, r.identity, r.config, self.prog)
+
+  def begin(self) -> int | None:
+    """Where the runs continue (process 0; :func:`checkpoint.start`); each run folder gets its
+    ``config.json`` and ``schedule.npz``."""
+    ckpt, steps = self.checkpointer(), [r.schedule.num_steps for r in self.runs]
+    try:
+      start = checkpoint.start(self.dirs, steps, self.runs[0].cadence.eval_every, ckpt)
+    finally:
+      ckpt.close()
+    for d, r in zip(self.dirs, self.runs):
+      workdir_lib.make_dirs(d)
+      text = record.config_text(r.config, r.identity, self.prog)
+      workdir_lib.write_text(os.path.join(d, record.CONFIG_FILE), text)
+      workdir_lib.write_schedule(d, r.schedule)
+    return start
+
+  def run(
+    self, start: int | None, after_chunk=None, progress: dict | None = None, tensorboard=False
+  ) -> tuple[Any, str]:
+    """From ``start`` (None: step 0): the state initialized or restored, every track evaluated
+    at a fresh start, then the chunk loop (:meth:`Simulator.drive`) handing each track its
+    metrics and params, ``after_chunk(tracks, end)`` (a status it returns stops there),
+    checkpoints and the stop where the runs' Cadence says; ``progress`` says what was being
+    written (a disk error's). Returns ``(state, status)``."""
+    sim, progress = self.sim, {} if progress is None else progress
+    tracks = []
+    for d, r in zip(self.dirs, self.runs):
+      records = metrics_io.read_metrics(d) if start is not None else []
+      writer = metrics_io.MetricsWriter(
+        d if processes.is_writer() else None, tensorboard=tensorboard, resume_step=start
+      )
+      if tensorboard and start is None:
+        writer.write_hparams(record.canonical(r.config))
+      stop = next((x['stopped'] for x in records if x.get('stopped')), None)
+      tracks.append(Track(r.schedule, r.evaluator, writer, records, stopped=stop))
+    ckpt, cadence = self.checkpointer(), self.runs[0].cadence
+
+    def hosts() -> dict[str, np.ndarray]:  # as a checkpoint holds them: [R] for a group
+      if not sim.batched:
+        return tracks[0].host
+      return {f: np.stack([np.asarray(t.host[f]) for t in tracks]) for f in HOST_FIELDS}
+
+    state = sim.init(self.params0, self.keys)
+    if start is not None:
+      state, host = ckpt.restore(start, state, hosts())
+      for i, t in enumerate(tracks):
+        t.host = {f: np.asarray(v[i]) for f, v in host.items()} if sim.batched else host
+    first = start or 0  # where this invocation starts
+    mine = lambda x, i: jax.tree.map(lambda a: a[i], x) if sim.batched else x  # noqa: E731
+
+    def chunk_end(state: Any, pos: int, out: dict) -> str | None:
+      params, end = sim.params(state), sim.position(state)
+      for i, t in enumerate(tracks):
+        metrics = mine(out['metrics'], i)
+        stop_at = min(pos + len(metrics['arrivals']), t.schedule.num_steps)
+        if stop_at > t.records[-1]['step']:  # else this replica's schedule has ended
+          t.advance({k: v[: stop_at - pos] for k, v in metrics.items()}, pos, mine(params, i))
+      status = after_chunk(tracks, end) if after_chunk else None
+      if status is not None:
+        return status
+      save, stop = cadence.due(first, end, sim.num_steps)
+      if save:
+        for t in tracks:
+          t.writer.flush()
+        progress['doing'] = f'saving the checkpoint of server step {end}'
+        with workdir_lib.ctrl_c_after():  # a Ctrl-C leaves this checkpoint whole
+          ckpt.save(end, state, hosts())
+      progress['doing'] = f'writing the metrics after server step {end}'
+      return 'stopped' if stop else None
+
+    try:
+      if start is None:
+        progress['doing'] = 'writing the metrics of server step 0'
+        params = sim.params(state)
+        for i, t in enumerate(tracks):
+          t.start(0, mine(params, i))
+      progress['step'] = tracks[0].records[-1]['step']
+      return sim.drive(state, self.keys, chunk_end)
+    finally:
+      for t in tracks:
+        t.writer.close()
+      ckpt.close()
+
+
 def refuse_other_kind(workdir: str, kind: str) -> None:
   """ResumeError when ``workdir`` holds the other kind of run (``kind``: 'sweep' or 'single
-  run'), or a ``summary.json`` of neither: a run never writes over another's outputs."""
-  summary = workdir_lib.read_json(os.path.join(workdir, record_lib.SUMMARY_FILE), strict=False)
-  single = os.path.isfile(os.path.join(workdir, record_lib.CONFIG_FILE))
+  run'), or a ``summary.json`` of neither."""
+  summary = workdir_lib.read_json(os.path.join(workdir, record.SUMMARY_FILE), strict=False)
+  single = os.path.isfile(os.path.join(workdir, record.CONFIG_FILE))
   swept = isinstance(summary, dict) and 'runs' in summary
   if swept and kind != 'sweep':
     other = 'a sweep'
@@ -53,11 +233,9 @@ def refuse_other_kind(workdir: str, kind: str) -> None:
 def train_and_evaluate(
   config: ml_collections.ConfigDict, workdir: str, *, resume: bool = True, log=print
 ) -> dict[str, Any]:
-  """Run one experiment; returns its summary (also ``summary.json``).
-
-  ``resume``: continue the run of the same identity in ``workdir`` where it stopped (a
-  finished one is not run again); False deletes its outputs first. A user error
-  (:class:`~afl_jax.errors.UserError`) is one line, before compute; NonFiniteError when
+  """Run one experiment; returns its summary (also ``summary.json``). ``resume``: continue
+  the run of the same identity in ``workdir`` (a finished one is not run again); False
+  deletes its outputs first. A user error is one line, before compute; NonFiniteError when
   training diverged (the metrics so far are written)."""
   writes = processes.is_writer()
   lock = workdir_lib.acquire(workdir) if writes else None
@@ -82,19 +260,16 @@ def train_and_evaluate(
 
 
 def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
-  """The lifecycle of :mod:`track` for a Program of one run, in its folder ``workdir``, bound to
-  its identity and program: everything built and checked before compute (:func:`build_run`,
-  then process 0 refuses the workdir of another run and finds where it continues)."""
   run = build_run(config)
   c, schedule, sim = run.config, run.schedule, run.sim
-  binding = record_lib.binding(run.identity, record_lib.program(sim))
-  program = track_lib.Program(sim, run.key, run.params0, [run], [workdir], workdir, binding)
+  binding = record.binding(run.identity, record.program(sim))
+  program = Program(sim, run.key, run.params0, [run], [workdir], workdir, binding)
   progress['doing'] = 'writing the run files'
 
   def on_writer() -> int | None:
     refuse_other_kind(workdir, 'single run')
     if not resume:
-      track_lib.start_over(workdir)
+      start_over(workdir)
     program.check()
     return program.begin()
 
@@ -138,24 +313,21 @@ def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
   return summary
 
 
-def _finish(
-  run: Run, workdir: str, sim: Simulator | None, writes: bool, seconds: float, log
-) -> dict:
-  """The run's summary from its records (written by process 0), logged; NonFiniteError if
-  it diverged."""
+def _finish(run: Run, workdir: str, sim: Simulator | None, writes: bool, seconds: float, log):
+  """The run's summary from its records (written by process 0), logged; NonFiniteError if it
+  diverged."""
   c = run.config
   processes.barrier('afl_jax records')
-  rec = record_lib.read(workdir)
+  rec = record.read(workdir)
   summary = rec.summary() | {'dataset': c.dataset, 'run_seconds': seconds}
   summary |= {'schedule': run.schedule.stats(), 'devices': jax.device_count()}
   if sim is not None:
     summary['memory_bytes'] = dict(sim.memory)
   if writes:
-    plotting.plot_runs(
-      {c.algorithm: rec.records}, os.path.join(workdir, 'plot.png'), title=c.algorithm
-    )
+    path = os.path.join(workdir, 'plot.png')
+    plotting.plot_runs({c.algorithm: rec.records}, path, title=c.algorithm)
     text = json.dumps(metrics_io.jsonable(summary), indent=2, sort_keys=True, allow_nan=False)
-    workdir_lib.write_text(os.path.join(workdir, record_lib.SUMMARY_FILE), text + '\n')
+    workdir_lib.write_text(os.path.join(workdir, record.SUMMARY_FILE), text + '\n')
   acc = summary.get('test_accuracy')
   log(
     f'summary: {rec.status}: {rec.steps} steps, test accuracy '
@@ -164,6 +336,5 @@ def _finish(
   )
   sys.stdout.flush()
   if rec.status.startswith('diverged'):
-    stop = next(r['stopped'] for r in rec.records if r.get('stopped'))
-    raise NonFiniteError(stop)
+    raise NonFiniteError(next(r['stopped'] for r in rec.records if r.get('stopped')))
   return summary

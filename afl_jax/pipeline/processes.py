@@ -1,7 +1,5 @@
-"""Several processes, one job (JAX's distributed runtime; docs/distributed.md): the flags
-``--num_processes``, ``--process_id`` and ``--coordinator`` that scripts/train.py and
-scripts/reproduce.py share, checked by absl, and :func:`start` (before any JAX computation).
-A sweep's replica axis, or a run's client axis, then spans every device of every process."""
+"""Several processes, one job (docs/distributed.md): the flags scripts share, :func:`start`,
+and one writer whose results and errors every process is told."""
 
 from __future__ import annotations
 
@@ -18,7 +16,6 @@ from afl_jax.errors import ResumeError, UserError
 
 
 def define_flags() -> None:
-  """Define the three flags (once per script, at import) and their joint check."""
   flags.DEFINE_string(
     'coordinator',
     '',
@@ -32,7 +29,6 @@ def define_flags() -> None:
 
 
 def _check(f) -> bool:
-  """The multi-process flags, checked by absl before JAX's runtime sees them."""
   n, i, address = f['num_processes'], f['process_id'], f['coordinator']
   host, _, port = address.rpartition(':')
   if not 0 <= i < n:
@@ -53,8 +49,8 @@ def _check(f) -> bool:
 
 
 def start() -> None:
-  """``jax.distributed.initialize`` when the flags ask for several processes (before any JAX
-  computation); UserError (one line) when the runtime cannot start."""
+  """``jax.distributed.initialize`` when the flags ask for several processes; UserError (one
+  line) when the runtime cannot start."""
   address, n = flags.FLAGS.coordinator, flags.FLAGS.num_processes
   if address == '' and n == 1:
     return
@@ -68,14 +64,13 @@ def start() -> None:
     raise UserError(f'jax.distributed.initialize failed: {first}') from None
 
 
-# ---- one writer, every process told -----------------------------------------------------
 def is_writer() -> bool:
-  """Does this process write the run's shared files? (process 0 of a multi-process run)."""
+  """Does this process write the run's shared files (process 0)?"""
   return jax.process_index() == 0
 
 
 def barrier(name: str) -> None:
-  """Wait until every process got here (a no-op in a 1-process run)."""
+  """Wait until every process got here."""
   if jax.process_count() > 1:
     from jax.experimental import multihost_utils
 
@@ -98,8 +93,8 @@ def _unpack(packed: np.ndarray) -> tuple[int, str]:
 
 
 def _outcome(fn: Callable[[], Any], tell: bool) -> tuple[Any, BaseException | None, int, bytes]:
-  """(result, error, status, message): 1 a result (``tell``: as JSON), 2 a UserError, 4
-  another error, 3 a result too long to tell."""
+  """(result, error, status, message): status 1 a result (``tell``: as JSON), 2 a UserError,
+  4 another error, 3 a result too long to tell."""
   try:
     result = fn()
   except Exception as e:  # noqa: BLE001 (re-raised by the caller, and told to every process)
@@ -120,9 +115,8 @@ def _raise(status: int, text: str, where: str) -> None:
 
 
 def on_writer(fn: Callable[[], Any], name: str) -> Any:
-  """``fn()`` on process 0 only; its result (JSON values: an int, None, a list of them) or
-  its error on every process (a UserError as a ResumeError, another as a RuntimeError), so
-  no process waits for one that failed."""
+  """``fn()`` on process 0 only; its result (JSON) or its error on every process (a UserError
+  as a ResumeError, another as a RuntimeError), so no process waits for one that failed."""
   if jax.process_count() == 1:
     return fn()
   from jax.experimental import multihost_utils
@@ -139,9 +133,8 @@ def on_writer(fn: Callable[[], Any], name: str) -> Any:
 
 
 def agreed(fn: Callable[[], Any], name: str) -> Any:
-  """``fn()`` on every process (a check that may see other host memory, files or clocks
-  there); when it fails on any, every process raises (that one its own error, the others
-  the first one's, named), so none goes on to wait for it at a collective."""
+  """``fn()`` on every process; when it fails on any, every process raises (that one its own
+  error, the others its, named), so none waits for it at a collective."""
   if jax.process_count() == 1:
     return fn()
   from jax.experimental import multihost_utils

@@ -1,6 +1,5 @@
 """Sizes checked before anything is allocated or compiled (docs/reliability.md, "Sizes before
-allocation"): the host arrays from the config (:func:`check`), and a built run's local
-loop and time from its simulator (:func:`check_work`); one ConfigError naming the field."""
+allocation"), each refusal one ConfigError naming the field."""
 
 from __future__ import annotations
 
@@ -20,17 +19,15 @@ from afl_jax.schedules import schedule as schedule_lib
 
 SLOT_BYTES, STEP_BYTES = 4 + 4 + 4 + 1, 8  # ids, start, K (int32), mask; wall clock per step
 # Peak host bytes per arrival while a builder runs (tracemalloc: list builders ~142, array
-# builders ~50), per client (ids, sizes, offsets, K, speeds) and per synthetic client
-# (mean 50 + e^6 ~ 453 samples of 60 float64 features and a label).
+# builders ~50), per client and per synthetic client (~453 samples of 61 float64 values).
 BUILDER_BYTES_PER_ARRIVAL, ARRAY_BUILDER_BYTES_PER_ARRIVAL = 160, 64
 CLIENT_BYTES, SYNTHETIC_BYTES_PER_CLIENT = 128, 453 * 61 * 8
-# Event-clock builders make ~1e5 slots/s on one core: 2e7 slots is minutes of building.
-MAX_SLOTS = schedule_lib.MAX_SLOTS  # 2e7, the limit a schedule file is read against too
+MAX_SLOTS = schedule_lib.MAX_SLOTS  # 2e7 (minutes of building), a schedule file's limit too
 HOST_FRACTION = 0.5  # of the available host memory, for the host-side arrays
 
 
 def slots_per_step(config: Any) -> tuple[int, str]:
-  """(M, the config field that sets it) for ``config.schedule.kind``, before building."""
+  """(M, the config field that sets it) for ``config.schedule.kind``."""
   slots = schedules.registry.slots(config.schedule.kind)
   if slots is None:  # every client may report at once
     return int(config.num_clients), 'num_clients'
@@ -40,8 +37,7 @@ def slots_per_step(config: Any) -> tuple[int, str]:
 
 
 def estimate(config: Any) -> dict[str, int]:
-  """Host bytes by component from the config alone (``schedule_arrays``,
-  ``schedule_builder``, ``client_tables``, ``generated_data``), ``total`` and ``slots``."""
+  """Host bytes by component from the config alone, ``total`` and ``slots``."""
   t = int(config.num_rounds)
   m, _ = slots_per_step(config)
   n = int(config.num_clients)
@@ -66,11 +62,9 @@ def host_limit() -> int | None:
   return None if available is None else int(HOST_FRACTION * available)
 
 
-def check(
-  config: Any, *, limit_bytes: int | None = None, max_slots: int = MAX_SLOTS
-) -> dict[str, int]:
-  """Refuse a config whose host-side sizes are absurd (ConfigError naming num_rounds,
-  num_clients or the field setting M); returns :func:`estimate`'s report."""
+def check(config: Any, *, limit_bytes: int | None = None) -> dict[str, int]:
+  """Refuse a config whose host-side sizes are absurd (naming num_rounds, num_clients or the
+  field setting M); returns :func:`estimate`'s report."""
   report = estimate(config)
   limit = host_limit() if limit_bytes is None else limit_bytes
   t, n = int(config.num_rounds), int(config.num_clients)
@@ -82,11 +76,11 @@ def check(
   )
   client_part = report['client_tables'] + report.get('generated_data', 0)
   schedule_part = report['schedule_arrays'] + report['schedule_builder']
-  if report['slots'] > max_slots:
+  if report['slots'] > MAX_SLOTS:
     field, value = schedule_field
     why = (
       f'the schedule would have {shape} ({format_bytes(report["schedule_arrays"])} of arrays, '
-      f'more to build), above the limit of {max_slots:,} slots'
+      f'more to build), above the limit of {MAX_SLOTS:,} slots'
     )
   elif limit is not None and report['total'] > limit:
     shown = {k: v for k, v in report.items() if k not in ('total', 'slots')}
@@ -102,8 +96,7 @@ def check(
   raise ConfigError.invalid(field, value, f'{why}; lower {field}.')
 
 
-# The config field that sets each component of the engine's analytic memory report
-# (:func:`afl_jax.core.memory.estimate`); 'slots' is the one that sets M (slots_per_step).
+# The config field that sets each component of the engine's memory report ('slots': M's).
 MEMORY_FIELDS = {
   'per_client_state': 'num_clients',
   'client_data': 'num_clients',
@@ -116,18 +109,13 @@ MEMORY_FIELDS = {
 
 
 def memory_fields(config: Any) -> dict[str, tuple[str, Any]]:
-  """``(field, value)`` of the config that sets each component of the memory report
-  (:data:`MEMORY_FIELDS`; 'slots': the field that sets M), read once, when the run is built."""
-  out = {}
-  for component, field in MEMORY_FIELDS.items():
-    field = slots_per_step(config)[1] if field == 'slots' else field
-    out[component] = (field, config_path.get_value(field, config))
-  return out
+  """``(field, value)`` of the config that sets each component (:data:`MEMORY_FIELDS`)."""
+  fields = {k: slots_per_step(config)[1] if f == 'slots' else f for k, f in MEMORY_FIELDS.items()}
+  return {k: (f, config_path.get_value(f, config)) for k, f in fields.items()}
 
 
 def check_memory(report: dict[str, int], limit: int | None, fields: dict) -> None:
-  """:func:`afl_jax.core.memory.check` of ``report``, a ConfigError naming the field that sets
-  its largest component (``fields``: :func:`memory_fields`)."""
+  """:func:`afl_jax.core.memory.check`, naming the field that sets the largest component."""
   try:
     memory.check(report, limit)
   except memory.InsufficientMemoryError as e:
@@ -137,7 +125,6 @@ def check_memory(report: dict[str, int], limit: int | None, fields: dict) -> Non
     raise ConfigError.invalid(field, value, str(e)) from None
 
 
-# ---- the work of a built run: one step's memory and the run's time, before compute -------
 ASSUMED_FLOPS = {'cpu': 1e10, 'other': 1e14}  # client-training FLOP/s of the time estimate
 WARN_HOURS, MAX_HOURS, MAX_HOURS_ENV = 0.25, 24.0, 'AFL_JAX_MAX_HOURS'  # warn, refuse (h)
 LOSS_BYTES = 4  # each trained client's float32 loss per local step, kept until its loop ends
@@ -160,11 +147,9 @@ def _max_hours() -> float:
 
 
 def work(config: Any, sim: Any, params0: Any) -> dict[str, Any]:
-  """A built run's client training, asked of its simulator: useful ``client_steps`` of its
-  longest run, ``flops`` (6 x params x batch per client step), ``seconds`` at
-  ASSUMED_FLOPS, ``clients_per_step`` (the engine's block) and ``step_bytes`` (their batch,
-  activations and per-step losses), ``total_flops`` (of all the simulator's runs) and
-  ``params`` (scalars of ``params0``, one run's)."""
+  """A built run's client training from its simulator: ``client_steps`` of its longest run,
+  ``flops`` (6 x params x batch per client step), ``seconds`` at ASSUMED_FLOPS, the engine's
+  ``clients_per_step`` and their ``step_bytes``, ``total_flops`` of all its runs, ``params``."""
   params = sum(int(np.size(x)) for x in jax.tree.leaves(params0))
   steps = int(max(sim.useful_steps))
   per_step = 6.0 * params * int(config['batch_size'])
@@ -184,55 +169,44 @@ def work(config: Any, sim: Any, params0: Any) -> dict[str, Any]:
 
 
 def check_work(
-  config: Any,
-  sim: Any,
-  params0: Any,
-  *,
-  limit_bytes: int | None = None,
-  log: Any = None,
+  config: Any, sim: Any, params0: Any, *, limit_bytes: int | None = None, log: Any = None
 ) -> dict[str, Any]:
-  """Refuse a built run whose local loop cannot fit in memory (naming batch_size or K's
-  field) or whose training cannot end within ``$AFL_JAX_MAX_HOURS`` (naming the field of
-  :data:`WORK_FIELDS` most out of scale); warn once above WARN_HOURS."""
+  """Refuse a built run whose local loop cannot fit in memory (naming batch_size or K's field)
+  or whose training exceeds ``$AFL_JAX_MAX_HOURS`` (naming the field of :data:`WORK_FIELDS`
+  most out of scale); warn once above WARN_HOURS."""
   report = work(config, sim, params0)
   limit = memory.available_bytes() if limit_bytes is None else limit_bytes
-  refusal = None  # (field, value, why): one refusal, the local loop's before the time's
+  batch = int(config['batch_size'])
   if limit is not None and report['step_bytes'] > memory.SAFETY * limit:
-    k = int(sim.max_steps)
-    trace = report['clients_per_step'] * LOSS_BYTES * k
-    if trace * 2 > report['step_bytes']:
+    k, blocks = int(sim.max_steps), report['clients_per_step']
+    if blocks * LOSS_BYTES * k * 2 > report['step_bytes']:
       name = 'local_epochs' if int(config['local_epochs']) > 0 else 'local_steps'
       what = f'{LOSS_BYTES} bytes per local step (K up to {k:,})'
     else:
-      name, what = 'batch_size', f'its batch of {int(config["batch_size"]):,} and the activations'
-    refusal = (
-      name,
-      config[name],
-      f'the local loop of {report["clients_per_step"]:,} clients trained together holds about '
+      name, what = 'batch_size', f'its batch of {batch:,} and the activations'
+    why = (
+      f'the local loop of {blocks:,} clients trained together holds about '
       f'{format_bytes(report["step_bytes"])} ({what}) but the backend reports '
       f'{format_bytes(limit)} available ({memory.SAFETY:.0%} usable); lower {name} (or '
-      'set client_block_size to train fewer clients together).',
+      'set client_block_size to train fewer clients together).'
     )
+    raise ConfigError.invalid(name, config[name], why)
   hours = report['seconds'] / 3600
   fields = dict(WORK_FIELDS)  # the one most above its reference (local_steps: when it sets K)
   fields.pop('local_steps' if int(config['local_epochs']) > 0 else 'local_epochs')
   field = max(fields, key=lambda f: float(config[f]) / fields[f])
-  value = config[field]
   rate = ASSUMED_FLOPS['cpu' if report['backend'] == 'cpu' else 'other']
   what = (
-    f'{report["client_steps"]:,} client steps x batch {int(config["batch_size"]):,} = '
-    f'{report["flops"]:.2g} FLOP of client training, about {hours:,.1f} h at an assumed '
-    f'{rate:.0e} FLOP/s on {report["backend"]}'
+    f'{report["client_steps"]:,} client steps x batch {batch:,} = {report["flops"]:.2g} FLOP '
+    f'of client training, about {hours:,.1f} h at an assumed {rate:.0e} FLOP/s on '
+    f'{report["backend"]}'
   )
-  max_hours = _max_hours() if refusal is None else float('inf')
+  max_hours = _max_hours()
   if hours > max_hours:
     why = f'{what}, above the limit of {max_hours:g} h (${MAX_HOURS_ENV}); lower {field}.'
-    refusal = (field, value, why)
-  if refusal is not None:
-    raise ConfigError.invalid(*refusal)
-  if hours > WARN_HOURS:
-    line = f'warning: config.{field}={value!r}: {what}; scripts/estimate.py measures it here'
-    if line not in _warned:
-      _warned.add(line)
-      (log or (lambda s: print(s, file=sys.stderr)))(line)
+    raise ConfigError.invalid(field, config[field], why)
+  line = f'warning: config.{field}={config[field]!r}: {what}; scripts/estimate.py measures it here'
+  if hours > WARN_HOURS and line not in _warned:
+    _warned.add(line)
+    (log or (lambda s: print(s, file=sys.stderr)))(line)
   return report

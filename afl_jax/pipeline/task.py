@@ -1,5 +1,5 @@
-"""The supervised task: the loss, the federated problem (samples stored once, each client a
-view into an index permutation, batches drawn with replacement) and the evaluator."""
+"""The supervised task: the loss, the federated problem (each client a view into one sample
+array, batches drawn with replacement) and the evaluator."""
 
 from __future__ import annotations
 
@@ -46,7 +46,6 @@ def make_sample_fn(batch_size: int) -> Callable[..., tuple[jax.Array, jax.Array]
 def make_problem(
   layout: ClientLayout, apply_fn: Callable[..., jax.Array], batch_size: int, dtype: Any
 ) -> Problem:
-  """The federated problem over ``layout``: shared samples, per-client views."""
   return Problem(
     client_views={'offset': jnp.asarray(layout.offsets), 'size': jnp.asarray(layout.sizes)},
     shared={
@@ -64,12 +63,8 @@ def make_problem(
 def _batched(x: np.ndarray, y: np.ndarray, dtype: Any, batch: int) -> tuple:
   n = len(y)
   nb = max(1, math.ceil(n / batch))
-  pad = nb * batch - n
-  xs = np.concatenate([x, np.zeros((pad,) + x.shape[1:], x.dtype)]).reshape(
-    (nb, batch) + x.shape[1:]
-  )
-  ys = np.concatenate([y, np.zeros(pad, y.dtype)]).reshape(nb, batch)
-  w = np.concatenate([np.ones(n), np.zeros(pad)]).reshape(nb, batch)
+  pad = lambda a: np.concatenate([a, np.zeros((nb * batch - n,) + a.shape[1:], a.dtype)])  # noqa: E731
+  xs, ys, w = (pad(a).reshape((nb, batch) + a.shape[1:]) for a in (x, y, np.ones(n)))
   return jnp.asarray(xs, dtype), jnp.asarray(ys), jnp.asarray(w, dtype)
 
 
@@ -86,14 +81,12 @@ def _sums(apply_fn, params, xs, ys, w):
 
 
 class EvalFns(NamedTuple):
-  """The jitted evaluation functions of one model."""
-
   main: Callable[..., dict[str, jax.Array]]  # (params, test, train) -> test and train metrics
   held_out: Callable[..., tuple[jax.Array, jax.Array]]  # (params, xs, ys, w) -> (loss, acc)
 
 
 def eval_fns(apply_fn: Callable[..., jax.Array]) -> EvalFns:
-  """Jitted ``main(params, test, train)`` and ``held_out(params, xs, ys, w)``."""
+  """The jitted evaluation functions of one model."""
 
   @jax.jit
   def main(params, test, train):
@@ -112,8 +105,8 @@ def eval_fns(apply_fn: Callable[..., jax.Array]) -> EvalFns:
 
 
 class Evaluator(NamedTuple):
-  """Evaluation of the global model: test (and validation) accuracy and loss, training
-  loss and gradient norm on a fixed sample of the clients' data."""
+  """Test (and validation) accuracy and loss, training loss and gradient norm on a fixed
+  sample of the clients' data."""
 
   fns: EvalFns
   test: tuple
@@ -136,8 +129,7 @@ def make_evaluator(
   dtype: Any,
   batch: int = 1000,
 ) -> Evaluator:
-  """Test / validation metrics and the training loss on ``train_samples`` client rows (a
-  fixed sample, seed ``seed + 1``)."""
+  """The :class:`Evaluator`, its training sample ``train_samples`` rows (seed ``seed + 1``)."""
   rng = np.random.default_rng(seed + 1)
   owned = len(layout.index)
   pick = layout.index[rng.choice(owned, size=min(train_samples, owned), replace=False)]
