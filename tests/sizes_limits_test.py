@@ -70,17 +70,7 @@ def test_the_engine_plan_counts_each_trained_clients_batch():
 
 @pytest.fixture(scope='module')
 def smoke_run():
-  c = build.config_lib.resolve(_smoke_config())
-  return build.build_run(c)
-
-
-def _smoke_config():
-  import importlib.util
-
-  spec = importlib.util.spec_from_file_location('smoke', SMOKE)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
+  return build.build_run(build.config_lib.resolve(build.config_lib.load_file(SMOKE)))
 
 
 def _sim(run, schedule=None):
@@ -187,33 +177,29 @@ def test_a_schedule_file_holding_an_npy_or_garbage_is_one_error(tmp_path):
   assert np.array_equal(back.client_ids, s.client_ids) and back.num_clients == s.num_clients
 
 
+def _estimate(*args):
+  """scripts/estimate.py's output lines (exit status 0, no traceback)."""
+  proc = subprocess.run(
+    [sys.executable, str(ROOT / 'scripts' / 'estimate.py'), *args, '--probe_steps=1'],
+    capture_output=True, text=True, timeout=300,
+    env=dict(os.environ, JAX_PLATFORMS='cpu', AFL_JAX_CPU_DEVICES='1'),
+  )  # fmt: skip
+  assert proc.returncode == 0 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
+  return proc.stdout.strip().splitlines()
+
+
 def test_estimate_covers_every_grid_point_of_a_sweep(tmp_path):
   cfg = tmp_path / 'sweep_cfg.py'
   cfg.write_text(
-    'import importlib.util\nimport ml_collections\n'
-    f'spec = importlib.util.spec_from_file_location("smoke", {SMOKE!r})\n'
-    'smoke = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(smoke)\n'
-    'def get_config():\n  c = smoke.get_config()\n'
+    'import ml_collections\nfrom afl_jax.pipeline import config\n'
+    f'def get_config():\n  c = config.load_file({SMOKE!r})\n'
     "  c.sweep = ml_collections.ConfigDict({'hparams': {'client_lr': [0.05, 0.1]}, "
     "'local_steps': [5, 7]})\n  return c\n"
   )
-  proc = subprocess.run(
-    [sys.executable, str(ROOT / 'scripts' / 'estimate.py'), f'--config={cfg}', '--probe_steps=1'],
-    capture_output=True,
-    text=True,
-    timeout=300,
-    env=dict(os.environ, JAX_PLATFORMS='cpu', AFL_JAX_CPU_DEVICES='1'),
-  )
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  lines = proc.stdout.splitlines()
+  lines = _estimate(f'--config={cfg}')
   assert lines[0].startswith('sweep: 4 grid points of fedbuff on digits (2 hparams.client_lr, 2')
   points = [line.strip().split(':')[0] for line in lines[1:5]]
-  assert points == [
-    'client_lr=0.05,local_steps=5',
-    'client_lr=0.05,local_steps=7',
-    'client_lr=0.1,local_steps=5',
-    'client_lr=0.1,local_steps=7',
-  ]
+  assert points == [f'client_lr={lr},local_steps={k}' for lr in (0.05, 0.1) for k in (5, 7)]
   steps = [
     int(line.split('client steps ')[1].split(' ')[0].replace(',', '')) for line in lines[1:5]
   ]
@@ -229,21 +215,7 @@ def test_estimate_covers_every_grid_point_of_a_sweep(tmp_path):
   ],
 )
 def test_estimate_names_what_train_would_refuse_instead_of_refusing(field, said):
-  proc = subprocess.run(
-    [
-      sys.executable,
-      str(ROOT / 'scripts' / 'estimate.py'),
-      f'--config={SMOKE}',
-      f'--config.{field}',
-      '--probe_steps=1',
-    ],
-    capture_output=True,
-    text=True,
-    timeout=300,
-    env=dict(os.environ, JAX_PLATFORMS='cpu', AFL_JAX_CPU_DEVICES='1'),
-  )
-  assert proc.returncode == 0 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
-  last = proc.stdout.strip().splitlines()[-1]
+  last = _estimate(f'--config={SMOKE}', f'--config.{field}')[-1]
   assert last.startswith(f'train.py would refuse this run: config.{said}'), last
 
 
