@@ -1,13 +1,9 @@
-"""Two processes, one run, through JAX's distributed runtime: the iterates of one process.
-
-tests/helpers/distributed_run.py twice on localhost (one CPU device each, gloo
-collectives): FedBuff and AsynFL with the client axis (and AsynFL's per-client state)
-over both processes, AsynFL's orbax checkpoint written by both and resumed, and a sweep
-of 2 replicas with the replica axis over both; then scripts/train.py as 2 processes.
-"""
+"""Two processes, one run (JAX's distributed runtime, gloo on localhost): the iterates, orbax
+checkpoints and sweeps of one process; then scripts/train.py as 2 processes."""
 
 import json
 import os
+import pathlib
 import socket
 import subprocess
 import sys
@@ -28,9 +24,8 @@ def _free_port() -> int:
 
 
 def _two_processes(command, logs: list[str], env: dict, cwd=None, what='2-process run') -> list:
-  """``command(process_id, port)`` for processes 0 and 1 (output to ``logs``) until both end,
-  one fails or TIMEOUT_S passes; fails the test then (skips it where the jaxlib has no gloo
-  CPU collectives). Returns the processes' outputs."""
+  """``command(process_id, port)`` for processes 0 and 1 until both end; fails the test when one
+  fails or TIMEOUT_S passes (skips it without gloo). Returns the processes' outputs."""
   port = _free_port()
   procs = []
   for pid, name in enumerate(logs):
@@ -169,12 +164,6 @@ def _pair(command: list[str], logs: str, what: str) -> list[str]:
   )
 
 
-def _train_pair(workdir: str, logs: str, *extra: str) -> list[str]:
-  """scripts/train.py as 2 processes into one workdir."""
-  command = [sys.executable, TRAIN, *TRAIN_ARGS, f'--workdir={workdir}', *extra]
-  return _pair(command, logs, '2-process train')
-
-
 def _outputs(workdir: str) -> dict[str, int]:
   """Relative path -> count, with TensorBoard event files counted under one name."""
   out: dict[str, int] = {}
@@ -201,10 +190,10 @@ def test_train_script_two_processes_write_one_set_of_outputs(tmp_path):
   logs = str(tmp_path / 'logs')
   os.makedirs(logs)
   two, one = str(tmp_path / 'two'), str(tmp_path / 'one')
-  _train_pair(two, logs, '--config.stop_after_steps=4')
-  first = metrics_io.read_metrics(two)
-  assert [r['step'] for r in first] == [0, 4]
-  text = _train_pair(two, logs)  # resumes from the checkpoint at step 4
+  command = [sys.executable, TRAIN, *TRAIN_ARGS, f'--workdir={two}']
+  _pair([*command, '--config.stop_after_steps=4'], logs, '2-process train')
+  assert [r['step'] for r in metrics_io.read_metrics(two)] == [0, 4]
+  text = _pair(command, logs, '2-process train')  # resumes from the checkpoint at step 4
   assert 'resumed from checkpoint at server step 4' in text[0]
   assert 'step 8/8' in text[0] and 'step 8/8' not in text[1]  # only process 0 logs
   reference = _one([sys.executable, TRAIN, *TRAIN_ARGS, f'--workdir={one}'])
@@ -234,14 +223,8 @@ def _sweep_config(tmp_path) -> str:
   """digits_smoke with a 4-run grid (a config file: the command line sets no new field)."""
   path = tmp_path / 'sweep_config.py'
   path.write_text(
-    'import importlib.util\n\n\n'
-    'def get_config():\n'
-    f'  spec = importlib.util.spec_from_file_location("smoke", {SMOKE!r})\n'
-    '  module = importlib.util.module_from_spec(spec)\n'
-    '  spec.loader.exec_module(module)\n'
-    '  c = module.get_config()\n'
-    f'  c.sweep = {SWEEP}\n'
-    '  return c\n'
+    'from afl_jax.pipeline import config\n\n\ndef get_config():\n'
+    f'  c = config.load_file({SMOKE!r})\n  c.sweep = {SWEEP}\n  return c\n'
   )
   return str(path)
 
@@ -255,23 +238,19 @@ def _sweep_pair(config: str, workdir: str, logs: str, *extra: str) -> list[str]:
   return _pair([*_sweep_command(config, workdir), *extra], logs, '2-process sweep')
 
 
-def _one_process_sweep(config: str, workdir: str, *extra: str) -> str:
+def _one_process_sweep(config: str, workdir: str, *extra: str) -> None:
   """The same sweep in one process of 2 CPU devices: the same devices, identity and program."""
   done = _one([*_sweep_command(config, workdir), *extra], devices='2')
   assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-  return done.stdout + done.stderr
+
+
+FILES = ('metrics.jsonl', 'config.json')
 
 
 def _run_files(workdir: str) -> dict[str, bytes]:
   """Each run folder's metrics and config (the identity, the program): their bytes."""
-  out = {}
-  for name in sorted(os.listdir(workdir)):
-    for f in ('metrics.jsonl', 'config.json'):
-      path = os.path.join(workdir, name, f)
-      if os.path.isfile(path):
-        with open(path, 'rb') as fh:
-          out[f'{name}/{f}'] = fh.read()
-  return out
+  paths = [pathlib.Path(workdir, n, f) for n in sorted(os.listdir(workdir)) for f in FILES]
+  return {f'{p.parent.name}/{p.name}': p.read_bytes() for p in paths if p.is_file()}
 
 
 def test_sweep_in_two_processes_equals_one_process_bit_for_bit(tmp_path):

@@ -10,7 +10,7 @@ from ml_collections.config_flags import config_path
 
 from afl_jax import models, schedules
 from afl_jax.errors import ConfigError, UserError
-from afl_jax.pipeline import build_run, loop
+from afl_jax.pipeline import build_run, loop, metrics_io
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline.build import build_schedule
 
@@ -41,11 +41,6 @@ def set_fields(c, fields):
   return c
 
 
-def _records(workdir):
-  with open(os.path.join(workdir, 'metrics.jsonl')) as f:
-    return [json.loads(line) for line in f]
-
-
 def test_end_to_end_outputs_and_learning(tmp_path):
   summary = loop.train_and_evaluate(tiny(), str(tmp_path), log=lambda *_: None)
   for name in ('config.json', 'schedule.npz', 'metrics.jsonl', 'plot.png', 'summary.json'):
@@ -54,7 +49,7 @@ def test_end_to_end_outputs_and_learning(tmp_path):
   saved = json.loads((tmp_path / 'config.json').read_text())
   assert saved['compressor']['kind'] == 'none'
   assert set(saved['hparams']) == set(config_lib.default_hparams('fedbuff'))  # resolved
-  records = _records(tmp_path)
+  records = metrics_io.read_metrics(tmp_path)
   assert [r['step'] for r in records] == [0, 10, 20, 30]
   assert summary['status'] == 'completed'
   assert records[0]['test_accuracy'] < 0.3 < 0.6 < summary['test_accuracy']  # chance is 0.1
@@ -169,17 +164,11 @@ def test_invalid_configs_are_rejected_before_compute(tmp_path, fields, match):
     ({'partition': 'shards', 'shards_per_client': 200}, 'shards_per_client'),
     ({'dirichlet_alpha': 1e-4, 'num_clients': 100, 'schedule.concurrency': 4}, 'dirichlet_alpha'),
     ({'dataset': 'fmnist', 'data_dir': '/nonexistent'}, 'data_dir'),
-    (
-      {
-        'schedule.kind': 'waiting_windows',
-        'schedule.wait_seconds': 0.001,
-        'schedule.durations': 'constant',
-        'schedule.durations_params': {'value': 5.0},
-      },
-      'schedule.wait_seconds',
-    ),
+    ({'schedule.kind': 'waiting_windows', 'schedule.wait_seconds': 0.001,
+      'schedule.durations': 'constant', 'schedule.durations_params': {'value': 5.0}},
+     'schedule.wait_seconds'),
   ],
-)
+)  # fmt: skip
 def test_errors_found_while_building_carry_their_field(overrides, field):
   with pytest.raises(UserError, match=rf'^config\.{field}=') as info:
     build_run(config_lib.resolve(tiny(**overrides)))  # resolved: the other kinds' fields gone
@@ -205,17 +194,9 @@ def test_a_factory_rejecting_a_combination_blames_the_algorithm_section():
 def test_client_speed_local_steps_scales_each_job_by_its_work():
   # Fully asynchronous, every client always busy, constant unit durations: a client's
   # job takes K_i / mean(K) seconds, so K=1 clients report twice as often as K=2.
-  c = tiny(
-    num_clients=4,
-    num_rounds=300,
-    **{
-      'schedule.kind': 'fully_async',
-      'schedule.concurrency': 4,
-      'schedule.durations': 'constant',
-      'schedule.durations_params': {'value': 1.0},
-      'schedule.client_speed': 'local_steps',
-    },
-  )
+  schedule = {'kind': 'fully_async', 'concurrency': 4, 'durations': 'constant'}
+  schedule |= {'durations_params': {'value': 1.0}, 'client_speed': 'local_steps'}
+  c = tiny(num_clients=4, num_rounds=300, **{f'schedule.{k}': v for k, v in schedule.items()})
   config_lib.validate(c)
   k = np.array([1, 1, 2, 2])
   counts = build_schedule(c, k).participation_counts
@@ -226,12 +207,12 @@ def test_client_speed_local_steps_scales_each_job_by_its_work():
 
 
 def test_client_speed_lognormal_is_seeded_and_changes_the_schedule():
-  k = np.full(50, 3)
-  a = schedules.durations.speed_factors('lognormal', k, sigma=0.5, seed=7)
-  np.testing.assert_array_equal(
-    a, schedules.durations.speed_factors('lognormal', k, sigma=0.5, seed=7)
-  )
-  assert not np.array_equal(a, schedules.durations.speed_factors('lognormal', k, sigma=0.5, seed=8))
+  speeds = lambda seed: schedules.durations.speed_factors(
+    'lognormal', np.full(50, 3), sigma=0.5, seed=seed
+  )  # noqa: E731
+  a = speeds(7)
+  np.testing.assert_array_equal(a, speeds(7))
+  assert not np.array_equal(a, speeds(8))
   assert np.all(a > 0) and abs(np.log(a).std() - 0.5) < 0.15
   c = tiny(num_rounds=40, **{'schedule.client_speed': 'lognormal'})
   slow = build_schedule(c, np.full(12, 4))

@@ -440,33 +440,18 @@ def test_flags_parser_refuses_unknown_flags_and_stray_arguments(argv, fragment):
 BAD_INPUTS = {  # (script and arguments, fragments of the one line, working directory)
   'empty_workdir': (['train.py', '--workdir=', *SMOKE], ["--workdir=''"], ROOT),
   'workdir_is_a_file': (['train.py', '--workdir={tmp}/afile', *SMOKE], ['existing file'], ROOT),
-  'outside_the_repository': (
-    ['train.py', '--workdir={tmp}/w1', *SMOKE],
-    ["--config='configs/digits_smoke.py' is invalid", 'no such file', '{tmp}'],
-    '{tmp}',
-  ),
-  'outside_the_repository_default_config': (
-    ['train.py', '--workdir={tmp}/w2', '--config.bogus=1'],
-    ["config has no field 'bogus'"],
-    '{tmp}',
-  ),
-  'plot_nonexistent': (
-    ['plot.py', '{tmp}/nonexistent', '--out={tmp}/out.png'],
-    ['nonexistent is not a directory'],
-    ROOT,
-  ),
+  'outside_the_repository': (['train.py', '--workdir={tmp}/w1', *SMOKE],
+    ["--config='configs/digits_smoke.py' is invalid", 'no such file', '{tmp}'], '{tmp}'),
+  'outside_the_repository_default_config': (['train.py', '--workdir={tmp}/w2', '--config.bogus=1'],
+    ["config has no field 'bogus'"], '{tmp}'),
+  'plot_nonexistent': (['plot.py', '{tmp}/nonexistent', '--out={tmp}/out.png'],
+    ['nonexistent is not a directory'], ROOT),
   'benchmark_unknown_task': (['benchmark.py', '--tasks=nope'], ["'nope'"], ROOT),
-  'plot_unsupported_format': (
-    ['plot.py', '{tmp}/afile', '--out={tmp}/x.txt'],
-    ['--out={tmp}/x.txt is invalid', 'must be one of', 'png'],
-    ROOT,
-  ),
-  'plot_loss_target_no_accuracy_bound': (
-    ['plot.py', '{tmp}/afile', '--target=1.5'],
-    ['--target=1.5 is invalid', 'accuracy in (0, 1]'],
-    ROOT,
-  ),
-}
+  'plot_unsupported_format': (['plot.py', '{tmp}/afile', '--out={tmp}/x.txt'],
+    ['--out={tmp}/x.txt is invalid', 'must be one of', 'png'], ROOT),
+  'plot_loss_target_no_accuracy_bound': (['plot.py', '{tmp}/afile', '--target=1.5'],
+    ['--target=1.5 is invalid', 'accuracy in (0, 1]'], ROOT),
+}  # fmt: skip
 
 
 @pytest.fixture(scope='module')

@@ -8,6 +8,7 @@ import pytest
 from configs_test import SPECS
 
 from afl_jax.core import precision
+from afl_jax.errors import ConfigError
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline import sweep
 from afl_jax.pipeline.build import build_run, engine_options
@@ -86,3 +87,16 @@ def test_sweep_from_a_config_passes_the_engine_options(tmp_path, monkeypatch):
   assert sims[0].adaptive_steps and sims[0].num_slots == 2 * sims[0].block_size
   assert dtypes and all(d == jnp.bfloat16 for d in dtypes)
   assert len(summary['runs']) == 2
+
+
+def test_a_sweep_refuses_buckets_with_client_blocks_in_the_single_runs_one_line(tmp_path):
+  """The engine's check is the one check: a sweep's group meets it as a single run does."""
+  c = _config(local_step_buckets=2, client_block_size=4)
+  c.sweep = {'hparams': {'client_lr': [0.05, 0.1]}}
+  with pytest.raises(
+    ConfigError,
+    match=r'^config.local_step_buckets=2 is invalid: must be -1 or 0 with client_block_size=4',
+  ) as info:
+    sweep.train_sweep(c, str(tmp_path / 'w'), log=lambda *a: None)
+  assert info.value.field == 'local_step_buckets' and '\n' not in str(info.value)
+  assert not (tmp_path / 'w' / 'summary.json').exists()

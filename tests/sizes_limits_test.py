@@ -1,12 +1,6 @@
-"""Sizes are checked before compute: a local step's batch and activations, the run's time,
-schedule files before they are expanded, and sweeps in scripts/estimate.py.
-
-The memory plan counts each trained client's batch and the values its loss computes
-(slope in the batch size = the closed form of a linear least-squares loss); a batch or
-a K that cannot fit, and training that cannot end within $AFL_JAX_MAX_HOURS, are refused
-in one line naming the field, before anything is compiled; a long run is warned about in
-one line; a schedule file's arrays are sized from their .npy headers, unexpanded.
-"""
+"""Sizes are checked before compute, each refusal one line naming the field: a local step's
+batch and activations (the closed form of a linear least-squares loss), K, the run's time
+(a long one warned), schedule files by their .npy headers, and sweeps in estimate.py."""
 
 import io
 import os

@@ -45,16 +45,14 @@ def test_sweep_over_two_algorithms_runs_each_with_its_own_values(tmp_path):
   assert len(out['runs']) == 4 and len(out['groups']) == 2  # one compile per algorithm
   with open(tmp_path / 'sweep' / 'summary.json') as f:
     records = {r['name']: r for r in json.load(f)['runs']}
+  fadas_name = 'algorithm=fadas(beta1=0.8,server_lr=0.001)'
   assert sorted(records) == [
-    'algorithm=fadas(beta1=0.8,server_lr=0.001),seed=0',
-    'algorithm=fadas(beta1=0.8,server_lr=0.001),seed=1',
-    'algorithm=fedbuff,seed=0',
-    'algorithm=fedbuff,seed=1',
+    f'{a},seed={s}' for a in (fadas_name, 'algorithm=fedbuff') for s in (0, 1)
   ]
   # The values each ran with: fedbuff's own defaults (the entry replaces the base's
   # algorithm + hparams), fadas's own defaults plus the entry's two values.
   fb = records['algorithm=fedbuff,seed=1']
-  fa = records['algorithm=fadas(beta1=0.8,server_lr=0.001),seed=1']
+  fa = records[f'{fadas_name},seed=1']
   assert fb['algorithm'] == 'fedbuff' and fa['algorithm'] == 'fadas'
   assert fb['config']['hparams'] == {'client_lr': 0.01, 'server_lr': 1.0, 'weighting': 'uniform'}
   hp = fa['config']['hparams']
@@ -65,14 +63,9 @@ def test_sweep_over_two_algorithms_runs_each_with_its_own_values(tmp_path):
     assert saved.pop('identity')['digest'] == record['identity'], name
     assert saved == record['config'], name
   # Each run equals the same algorithm run alone from a config written by hand.
-  for name, alg, hparams in [
-    ('algorithm=fedbuff,seed=1', 'fedbuff', {}),
-    (
-      'algorithm=fadas(beta1=0.8,server_lr=0.001),seed=1',
-      'fadas',
-      {'server_lr': 1e-3, 'beta1': 0.8},
-    ),
-  ]:
+  alone_runs = [('fedbuff', 'algorithm=fedbuff', {}), ('fadas', fadas_name, fadas)]
+  for alg, name, hparams in alone_runs:
+    name, hparams = f'{name},seed=1', {k: v for k, v in hparams.items() if k != 'name'}
     alone = _base(seed=1)
     config_lib.set_algorithm(alone, alg, **hparams)
     loop.train_and_evaluate(alone, str(tmp_path / alg), **QUIET)
@@ -145,14 +138,10 @@ def test_a_sweep_that_would_not_run_what_it_says_is_one_line_before_compute(fiel
 
 def test_an_algorithm_entry_carries_its_own_schedule_settings(tmp_path):
   c = _base()
-  c.sweep = ml_collections.ConfigDict(
-    {
-      'algorithm': [
-        {'name': 'fedasync', 'schedule': {'buffer_size': 1}},
-        {'name': 'fedbuff', 'schedule': {'buffer_size': 3}},
-      ]
-    }
-  )
+  entries = [
+    {'name': n, 'schedule': {'buffer_size': b}} for n, b in (('fedasync', 1), ('fedbuff', 3))
+  ]
+  c.sweep = ml_collections.ConfigDict({'algorithm': entries})
   sweep.validate_sweep(c)
   runs = [build.build_run(sweep.point_config(c, p)) for p in sweep.grid(c)]
   assert [r.config.algorithm for r in runs] == ['fedasync', 'fedbuff']
@@ -223,19 +212,14 @@ def test_schedule_and_compressor_axes_sweep_whole_entries():
   c = _base()
   c.schedule.seed = 7
   sync = {'kind': 'synchronous', 'clients_per_step': 4}
-  c.sweep = ml_collections.ConfigDict(
-    {
-      'schedule': [{'kind': 'fedbuff', 'concurrency': 8, 'buffer_size': 2}, sync],
-      'compressor': [{'kind': 'none'}, {'kind': 'top_k'}],
-    }
-  )
+  fedbuff = {'kind': 'fedbuff', 'concurrency': 8, 'buffer_size': 2}
+  compressors = [{'kind': 'none'}, {'kind': 'top_k'}]
+  c.sweep = ml_collections.ConfigDict({'schedule': [fedbuff, sync], 'compressor': compressors})
   sweep.validate_sweep(c)
   points = {sweep.run_name(p): p for p in sweep.grid(c)}
+  kinds = ('fedbuff(buffer_size=2,concurrency=8)', 'synchronous(clients_per_step=4)')
   assert sorted(points) == [
-    'compressor=none,schedule=fedbuff(buffer_size=2,concurrency=8)',
-    'compressor=none,schedule=synchronous(clients_per_step=4)',
-    'compressor=top_k,schedule=fedbuff(buffer_size=2,concurrency=8)',
-    'compressor=top_k,schedule=synchronous(clients_per_step=4)',
+    f'compressor={k},schedule={s}' for k in ('none', 'top_k') for s in kinds
   ]
   last = points['compressor=top_k,schedule=synchronous(clients_per_step=4)']
   one = config_lib.resolve(sweep.point_config(c, last))
@@ -244,11 +228,11 @@ def test_schedule_and_compressor_axes_sweep_whole_entries():
   first = points['compressor=none,schedule=fedbuff(buffer_size=2,concurrency=8)']
   first = config_lib.resolve(sweep.point_config(c, first)).schedule
   assert (first.concurrency, first.buffer_size, first.seed, first.durations) == (8, 2, 7, 'uniform')
-  assert one.schedule.to_dict() == {'kind': 'synchronous', 'seed': 7, 'clients_per_step': 4} | {
-    'durations': 'uniform',
-    'durations_params': {'low': 0.0, 'high': 20.0},
-    'client_speed': 'none',
-    'client_speed_sigma': 0.5,
-  }
+  durations = {'durations': 'uniform', 'durations_params': {'low': 0.0, 'high': 20.0}}
+  speed = {'client_speed': 'none', 'client_speed_sigma': 0.5}
+  assert (
+    one.schedule.to_dict()
+    == {'kind': 'synchronous', 'seed': 7, 'clients_per_step': 4} | durations | speed
+  )
   assert dict(one.compressor) == {'kind': 'top_k', 'error_feedback': False, 'fraction': 0.03}
   assert build.build_run(sweep.point_config(c, last)).schedule.client_ids.shape == (8, 4)

@@ -15,8 +15,7 @@ from afl_jax.reproduction import runs, scoring
 
 
 def tiny_config():
-  """FedBuff on 12 digits clients with logistic regression, 8 server steps (the pipeline
-  tests' tiny run; tests/sweep_schedule_files_test.py too)."""
+  """FedBuff on 12 digits clients with logistic regression, 8 server steps."""
   c = config_lib.default()
   c.dataset, c.model, c.num_clients, c.train_subset = 'digits', 'logreg', 12, 0
   c.schedule.concurrency, c.schedule.buffer_size = 6, 3
@@ -33,29 +32,18 @@ def _config():
   return c
 
 
-def test_grid_order_and_traced_fields():
+def test_grid_order_and_one_rule_deciding_what_is_traced_for_sweeps_and_the_api():
   c = _config()
-  assert sweep.grid(c)[:2] == [
-    {'hparams.client_lr': 0.05, 'seed': 0},
-    {'hparams.client_lr': 0.05, 'seed': 1},
-  ]
-  assert len(sweep.grid(c)) == 6
+  grid = sweep.grid(c)
+  assert len(grid) == 6 and grid[:2] == [{'hparams.client_lr': 0.05, 'seed': s} for s in (0, 1)]
   assert sweep.traced_fields(c) == ['hparams.client_lr']
-
-
-def test_one_rule_decides_what_is_traced_for_sweeps_and_the_api():
   # Float rates are traced; Top-k's fraction sets a shape and stays static, in a config
   # sweep and in the API's per-replica hyperparameters alike.
-  c = _config()
   c.algorithm = 'asynflc_ef'
-  c.sweep = ml_collections.ConfigDict(
-    {'hparams': {'client_lr': [0.05, 0.1], 'fraction': [0.1, 0.3]}}
-  )
+  swept = {'client_lr': [0.05, 0.1], 'fraction': [0.1, 0.3]}
+  c.sweep = ml_collections.ConfigDict({'hparams': swept})
   assert sweep.traced_fields(c) == ['hparams.client_lr']
-  defaults = {'client_lr': 0.1, 'fraction': 0.01}
-  static, traced = replicas.split_hparams(
-    defaults, {'client_lr': [0.05, 0.1], 'fraction': [0.1, 0.3]}, 2
-  )
+  static, traced = replicas.split_hparams({'client_lr': 0.1, 'fraction': 0.01}, swept, 2)
   assert static == {'fraction': [0.1, 0.3]} and list(traced) == ['client_lr']
 
 

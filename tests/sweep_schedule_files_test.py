@@ -5,8 +5,6 @@ schedule built for that grid point's config alone; named as a ``trace`` in a con
 a run folder's ``schedule.npz`` gives the same metrics as the run that wrote it.
 """
 
-import json
-import os
 import zipfile
 
 import ml_collections
@@ -17,7 +15,7 @@ from sweep_pipeline_test import tiny_config
 from afl_jax import schedules
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import build as build_lib
-from afl_jax.pipeline import loop, sweep
+from afl_jax.pipeline import loop, metrics_io, sweep
 
 ARRAYS = ('client_ids', 'start_step', 'local_steps', 'mask', 'wall_clock')
 QUIET = {'log': lambda *_: None}
@@ -26,11 +24,6 @@ QUIET = {'log': lambda *_: None}
 def _arrays(path):
   with np.load(path, allow_pickle=False) as f:
     return {k: f[k] for k in f.files}
-
-
-def _records(workdir):
-  with open(os.path.join(workdir, 'metrics.jsonl')) as f:
-    return [json.loads(line) for line in f]
 
 
 def test_each_sweep_run_keeps_its_own_schedule_bit_for_bit(tmp_path):
@@ -66,7 +59,9 @@ def test_a_recorded_schedule_replays_to_the_same_metrics(tmp_path):
   replay = tiny_config()
   replay.schedule.kind, replay.schedule.trace = 'trace', recorded
   loop.train_and_evaluate(replay, str(tmp_path / 'replay'), **QUIET)
-  original, again = _records(tmp_path / 'original'), _records(tmp_path / 'replay')
+  original, again = (
+    metrics_io.read_metrics(tmp_path / d, decode=False) for d in ('original', 'replay')
+  )
   assert len(original) == 3 and original == again  # every metric, bit for bit
   np.testing.assert_array_equal(
     _arrays(tmp_path / 'replay' / 'schedule.npz')['client_ids'], _arrays(recorded)['client_ids']
@@ -84,13 +79,10 @@ def test_a_recorded_schedule_replays_to_the_same_metrics(tmp_path):
     ('num_clients', 10, r'config\.schedule\.trace=.*records a schedule of 12 clients'),
     ('num_rounds', 9, r'config\.schedule\.trace=.*records 8 server steps, fewer than num_rounds=9'),
     ('buffer_size', 2, r'config\.schedule\.buffer_size=2 .*must be 3, the arrival slots'),
-    (
-      'local_steps',
-      3,
-      r'config\.schedule\.trace=.*ran K=2 local steps, not a multiple of its K_i=3',
-    ),
+    ('local_steps', 3, r'config\.schedule\.trace=.*ran K=2 local steps, not a multiple of '
+     'its K_i=3'),
   ],
-)
+)  # fmt: skip
 def test_a_recorded_schedule_that_does_not_fit_the_config_is_one_line(
   tmp_path, field, value, message
 ):

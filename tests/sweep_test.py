@@ -1,12 +1,6 @@
-"""A sweep's replica r equals the same run alone, for every registered algorithm.
-
-Two replicas differ in the PRNG key, the schedule (length: one ends two chunks before
-the other; arrival width, local steps) and every float hyperparameter (traced); float64,
-so they must agree to 1e-10. The chunk compiles once for the whole sweep
-(``chex.assert_max_traces``).
-The same cases on 2 devices (replicas sharded over the mesh, and clients sharded
-when there are fewer replicas than devices) run in tests/helpers/sweep_devices.py.
-"""
+"""A sweep's replica r equals the same run alone (float64, to 1e-10), for every algorithm, with
+one compile per sweep (``chex.assert_max_traces``); on 1 device and, through
+tests/helpers/sweep_devices.py, with replicas or clients sharded over several."""
 
 import chex
 import jax

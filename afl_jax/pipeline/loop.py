@@ -4,6 +4,7 @@ docs/reliability.md says what a workdir holds and what a rerun does."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -11,7 +12,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jax
@@ -230,6 +231,31 @@ def refuse_other_kind(workdir: str, kind: str) -> None:
   )
 
 
+@contextlib.contextmanager
+def holding(workdir: str, kind: str, doing: dict, kept: Callable[[str], str]) -> Iterator[str]:
+  """Process 0 holds ``workdir`` (its path, told to every process) and refuses one holding
+  the other ``kind`` of run; a full or read-only disk is one line naming the file, what was
+  being written (``doing['doing']``) and what is ``kept(path)``."""
+  held, path = [], workdir
+
+  def hold() -> str:
+    held.append(workdir_lib.acquire(workdir))
+    refuse_other_kind(held[0].path, kind)
+    return held[0].path
+
+  try:  # a refusal while holding the workdir releases it too
+    path = processes.on_writer(hold, 'the workdir')
+    yield path
+  except OSError as e:
+    disk = workdir_lib.disk_error(e, path)
+    if disk is None or not processes.is_writer():
+      raise
+    raise workdir_lib.write_error(path, disk, doing['doing'], kept(path)) from None
+  finally:
+    for lock in held:
+      lock.release()
+
+
 def train_and_evaluate(
   config: ml_collections.ConfigDict, workdir: str, *, resume: bool = True, log=print
 ) -> dict[str, Any]:
@@ -237,26 +263,19 @@ def train_and_evaluate(
   the run of the same identity in ``workdir`` (a finished one is not run again); False
   deletes its outputs first. A user error is one line, before compute; NonFiniteError when
   training diverged (the metrics so far are written)."""
-  writes = processes.is_writer()
-  lock = workdir_lib.acquire(workdir) if writes else None
-  progress = {'doing': 'starting', 'step': None}
-  try:
-    return _train(config, workdir, resume, log if writes else lambda *a: None, writes, progress)
-  except OSError as e:
-    disk = workdir_lib.disk_error(e, workdir)
-    if disk is None or not writes:
-      raise
-    step = progress['step']
-    kept = (
-      f'the metrics up to server step {step} are in {workdir}/{metrics_io.METRICS_FILE}; free '
-      'space (or make it writable) and run the same command to resume from the last checkpoint'
-      if step is not None
-      else 'nothing was computed yet'
+  writes, progress = processes.is_writer(), {'doing': 'starting', 'step': None}
+
+  def kept(path: str) -> str:
+    if progress['step'] is None:
+      return 'nothing was computed yet'
+    return (
+      f'the metrics up to server step {progress["step"]} are in {workdir}/'
+      f'{metrics_io.METRICS_FILE}; free space (or make it writable) and run the same command '
+      'to resume from the last checkpoint'
     )
-    raise workdir_lib.write_error(workdir, disk, progress['doing'], kept) from None
-  finally:
-    if lock is not None:
-      lock.release()
+
+  with holding(workdir, 'single run', progress, kept):
+    return _train(config, workdir, resume, log if writes else lambda *a: None, writes, progress)
 
 
 def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
@@ -267,7 +286,6 @@ def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
   progress['doing'] = 'writing the run files'
 
   def on_writer() -> int | None:
-    refuse_other_kind(workdir, 'single run')
     if not resume:
       start_over(workdir)
     program.check()

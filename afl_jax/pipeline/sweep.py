@@ -361,33 +361,15 @@ def train_sweep(
   first. User errors are one line, before compute. Several processes (docs/distributed.md):
   each calls this; process 0 holds the workdir and writes its files."""
   validate_sweep(config)
-  writes, held = processes.is_writer(), []
-
-  def hold() -> str:
-    held.append(workdir_lib.acquire(workdir))
-    loop.refuse_other_kind(held[0].path, 'sweep')
-    return held[0].path
-
-  path = workdir
-  try:  # a refusal while holding the workdir releases it too
-    path = processes.on_writer(hold, 'the workdir')
+  writes = processes.is_writer()
+  kept = (
+    "the runs' metrics so far are in their <run>/metrics.jsonl; free space and run the same "
+    'command to continue'
+  )
+  with loop.holding(workdir, 'sweep', {'doing': 'running the sweep'}, lambda path: kept) as path:
     return _train_sweep(
       config, path, log if writes else lambda *_: None, memory_limit_bytes, resume
     )
-  except OSError as e:
-    disk = workdir_lib.disk_error(e, path)
-    if disk is None or not writes:
-      raise
-    raise workdir_lib.write_error(
-      path,
-      disk,
-      'running the sweep',
-      "the runs' metrics so far are in their <run>/metrics.jsonl; free space and run the same "
-      'command to continue',
-    ) from None
-  finally:
-    for lock in held:
-      lock.release()
 
 
 def group_limit() -> int | None:

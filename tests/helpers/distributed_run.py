@@ -1,13 +1,7 @@
-"""One process of a multi-process afl_jax run (JAX's distributed runtime, CPU collectives).
-
-Started once per process with the same arguments but ``--process_id`` (docs/distributed.md);
-each process owns one CPU device, so the default mesh spans 2 devices in 2 processes and
-every cross-device reduction goes over gloo. ``--num_processes=1`` starts no runtime (the
-reference). Writes ``OUT/process_<id>.npz``: per case, the global params after every step
-and the final per-client state gathered from all processes, plus the device layout (and,
-in several processes, what :func:`coordination` saw).
-tests/distributed_test.py compares them with :func:`run_cases` in one process.
-"""
+"""One process of a multi-process afl_jax run (one CPU device each, gloo collectives), started
+once per process but for ``--process_id``. Writes ``OUT/process_<id>.npz``: per case the
+global params after every step and the final per-client state, the device layout and what
+:func:`coordination` saw; tests/distributed_test.py compares them with :func:`run_cases`."""
 
 from __future__ import annotations
 
@@ -20,13 +14,10 @@ ALL_CASES = ('fedbuff', 'asynfl', 'sweep')
 
 
 def run_cases(checkpoint_dir: str | None = None, cases=('fedbuff', 'asynfl')) -> dict:
-  """'fedbuff' (per-job), 'asynfl' (always-on, per-client state sharded over the processes)
-  and 'sweep' (2 FedBuff replicas, the replica axis sharded) on a tiny logistic problem.
-
-  With ``checkpoint_dir`` AsynFL is checkpointed with orbax after its first chunk, restored
-  into a fresh state and finished ('resumed'). Returns ``{name: {'params': [T, 5], 'clients':
-  [leaves], 'resumed': [T - 4, 5]}}`` in float64 on every process.
-  """
+  """'fedbuff' (per-job), 'asynfl' (always-on, per-client state sharded) and 'sweep' (2
+  FedBuff replicas) on a tiny logistic problem; with ``checkpoint_dir`` AsynFL is saved with
+  orbax after its first chunk, restored and finished ('resumed'). Returns ``{name: {'params':
+  [T, 5], 'clients': [leaves], 'resumed': [T - 4, 5]}}`` in float64 on every process."""
   import jax
   import numpy as np
   from jax.experimental import multihost_utils

@@ -1,10 +1,6 @@
-"""Sweep test cases shared by tests/sweep_test.py and tests/helpers/sweep_devices.py.
-
-Every registered algorithm on a tiny float64 quadratic: two replicas that differ in
-the PRNG key, the schedule (width, local steps, and length: the first ends more than a
-chunk before the second) and every float hyperparameter, and the same runs one at a time
-through ``afl_jax.simulate``.
-"""
+"""Sweep cases of tests/sweep_test.py and helpers/sweep_devices.py: every algorithm on a float64
+quadratic, two replicas differing in key, schedule (width, K, length) and every float
+hyperparameter, and the same runs one at a time through ``afl_jax.simulate``."""
 
 import functools
 import os

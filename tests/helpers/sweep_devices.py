@@ -1,13 +1,6 @@
-"""Run with 4 forced CPU devices: sweeps on a multi-device mesh vs single-device runs.
-
-* replicas sharded: 2 replicas on a 2-device mesh (each device runs one replica,
-  no collective), for every registered algorithm;
-* clients sharded: 2 replicas on a 4-device mesh (fewer replicas than devices, so
-  every replica's clients are sharded as in a single run), for a few algorithms.
-
-Prints one JSON line ``{case: [params history [R][T][4], final params [R][4]]}``;
-tests/sweep_test.py compares them with the same runs alone on one device.
-"""
+"""With 4 forced CPU devices: 2 replicas on a 2-device mesh (replicas sharded) for every
+algorithm, and on 4 devices (each replica's clients sharded) for a few; prints one JSON line
+``{case: [params history [R][T][4], final params [R][4]]}`` for tests/sweep_test.py."""
 
 import json
 import os
