@@ -85,6 +85,16 @@ class Run:
 _err = ConfigError.invalid
 
 
+def _section_error(field: str, value: Any, make: Callable[[], Any]) -> Any:
+  """``make()``; what the factory still rejects (a combination) names ``field``."""
+  try:
+    return make()
+  except UserError:
+    raise
+  except (ValueError, TypeError) as e:
+    raise _err(field, value, f'{e}'.rstrip('.') + '.') from None
+
+
 # ---- data ---------------------------------------------------------------------------------
 _LOADED = cache.Scoped()  # (dataset, digest) per loader arguments, within reusing_data()
 
@@ -233,12 +243,10 @@ def build_schedule(
     seed=s.seed if s.seed >= 0 else c.seed,
   )
   takes = schedules.settings(s.kind) if s.kind in schedules.SCHEDULES else ()
-  try:
-    schedule = schedules.make(s.kind, ctx=ctx, **{k: s[k] for k in takes if k in s})
-  except UserError:
-    raise
-  except ValueError as e:
-    raise _err('schedule.kind', s.kind, f'{e}'.rstrip('.') + '.') from None
+  given = {k: s[k] for k in takes if k in s}
+  schedule = _section_error(
+    'schedule.kind', s.kind, lambda: schedules.make(s.kind, ctx=ctx, **given)
+  )
   if not np.any(schedule.mask):  # only a waiting window can be too short for every job
     field = 'wait_seconds' if 'wait_seconds' in takes else 'kind'
     why = (
@@ -250,16 +258,6 @@ def build_schedule(
 
 
 # ---- algorithm ----------------------------------------------------------------------------
-def _section_error(field: str, value: Any, make: Callable[[], Any]) -> Any:
-  """``make()``; what the factory still rejects (a combination) names ``field``."""
-  try:
-    return make()
-  except UserError:
-    raise
-  except (ValueError, TypeError) as e:
-    raise _err(field, value, f'{e}'.rstrip('.') + '.') from None
-
-
 def build_compressor(c: ml_collections.ConfigDict) -> compression.Compressor | None:
   """``c.compressor`` (None for kind 'none'), from the settings ``config.validate`` bound."""
   if 'compressor' not in c or c.compressor.kind == 'none':

@@ -38,22 +38,15 @@ def slots_per_step(config: Any) -> tuple[int, str]:
 
 def estimate(config: Any) -> dict[str, int]:
   """Host bytes by component from the config alone, ``total`` and ``slots``."""
-  t = int(config.num_rounds)
-  m, _ = slots_per_step(config)
-  n = int(config.num_clients)
-  slots = t * m
-  array_builder = schedules.SCHEDULES.meta(config.schedule.kind).get('array_builder', False)
-  per_arrival = ARRAY_BUILDER_BYTES_PER_ARRIVAL if array_builder else BUILDER_BYTES_PER_ARRIVAL
-  report = {
-    'schedule_arrays': slots * SLOT_BYTES + t * STEP_BYTES,
-    'schedule_builder': slots * per_arrival,
-    'client_tables': n * CLIENT_BYTES,
-  }
+  t, n = int(config.num_rounds), int(config.num_clients)
+  slots = t * slots_per_step(config)[0]
+  arrays = schedules.SCHEDULES.meta(config.schedule.kind).get('array_builder', False)
+  per_arrival = ARRAY_BUILDER_BYTES_PER_ARRIVAL if arrays else BUILDER_BYTES_PER_ARRIVAL
+  report = {'schedule_arrays': slots * SLOT_BYTES + t * STEP_BYTES}
+  report |= {'schedule_builder': slots * per_arrival, 'client_tables': n * CLIENT_BYTES}
   if config.dataset == 'synthetic':
     report['generated_data'] = n * SYNTHETIC_BYTES_PER_CLIENT
-  report['total'] = sum(report.values())
-  report['slots'] = slots
-  return report
+  return report | {'total': sum(report.values()), 'slots': slots}
 
 
 def host_limit() -> int | None:
@@ -97,15 +90,11 @@ def check(config: Any, *, limit_bytes: int | None = None) -> dict[str, int]:
 
 
 # The config field that sets each component of the engine's memory report ('slots': M's).
-MEMORY_FIELDS = {
-  'per_client_state': 'num_clients',
-  'client_data': 'num_clients',
-  'ring_buffer': 'schedule.kind',
-  'server_state': 'model',
-  'stacked_messages': 'slots',
-  'step_working_set': 'client_block_size',
-  'batch_activations': 'batch_size',
-}
+MEMORY_FIELDS = dict(
+  per_client_state='num_clients', client_data='num_clients', ring_buffer='schedule.kind',
+  server_state='model', stacked_messages='slots', step_working_set='client_block_size',
+  batch_activations='batch_size',
+)  # fmt: skip
 
 
 def memory_fields(config: Any) -> dict[str, tuple[str, Any]]:
@@ -141,7 +130,7 @@ def _max_hours() -> float:
     hours = float(text)
   except ValueError:
     hours = -1.0
-  if not hours > 0:
+  if not hours > 0:  # also NaN
     raise ConfigError(f'${MAX_HOURS_ENV}={text!r} is invalid: must be a number of hours > 0')
   return hours
 
