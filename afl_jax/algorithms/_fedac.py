@@ -186,10 +186,13 @@ def fedac_server(
 
 
 @ALGORITHMS.register('fedac', uses=(fedac_server, fedac_client))
-def fedac(client_lr: float = 0.1, history: int = 2, correction: bool = True, **server: Any):
-  client = fedac_client(client_lr, history=history, correction=correction)
-  b1, b2, eps = server['beta1'], server['beta2'], server['epsilon']
+def fedac(client_lr: float = 0.1, **settings: Any) -> Algorithm:
+  """FedAC with FedEcho's Table 8 ``client_lr``; the other settings are its client's and
+  server's."""
+  mine = {k: settings.pop(k) for k in ('history', 'correction')}
+  client = fedac_client(client_lr, **mine)
+  b1, b2, eps = settings['beta1'], settings['beta2'], settings['epsilon']
   init = joint_init(
     client, lambda params, tasks, _: init_state(params, tasks.client_id.size, b1, b2, eps)
   )
-  return Algorithm('fedac', client, fedac_server(**server), init=init)
+  return Algorithm('fedac', client, fedac_server(**settings), init=init)
