@@ -13,7 +13,7 @@ from fedecho_rules_test import np_softmax
 from same import assert_close_ulps
 
 import afl_jax
-from afl_jax.algorithms._fedecho import held_checkpoints, memory_overhead
+from afl_jax.algorithms._fedecho import held_checkpoints
 
 N, D, C = 5, 3, 3  # client 4 never reports
 # Out of order: at step 1 the job that started later (client 2, from 1) sits before the
@@ -147,10 +147,6 @@ def test_replay_matches_numpy_and_logits_belong_to_their_clients(x64):
   for c in range(4):  # each row differs from every other client's row
     others = [snaps[-1][o] for o in range(4) if o != c]
     assert all(np.abs(state.server.logits[c] - o).max() > 1e-3 for o in others)
-  mem = memory_overhead(state.server, sched)
-  assert mem['logits_bytes'] == N * len(u) * C * 8
-  assert mem['logits_bytes_per_client'] == len(u) * C * 8
-  assert mem['model_bytes'] == (D * C + C) * 8 and mem['max_checkpoints'] == 2
 
 
 def test_held_checkpoints_never_exceed_concurrency():

@@ -228,33 +228,12 @@ def fedecho_server(
 
 
 def held_checkpoints(schedule: Schedule) -> np.ndarray:
-  """int[T]: the distinct past versions held while step t collects (jobs from ``s < t`` arriving at
-  ``t' >= t``)."""
+  """int[T]: the distinct past versions held while step t collects (Sec. 3.2's memory)."""
   t_arr = np.broadcast_to(np.arange(schedule.num_steps)[:, None], schedule.mask.shape)
   starts, ends = schedule.start_step[schedule.mask], t_arr[schedule.mask]
   out = np.zeros(schedule.num_steps, np.int64)
   for t in range(schedule.num_steps):
     out[t] = np.unique(starts[(starts < t) & (ends >= t)]).size
-  return out
-
-
-def memory_overhead(state: FedEchoState, schedule: Schedule | None = None) -> dict[str, float]:
-  """FedEcho's extra server memory (Sec. 3.2), in bytes; with a schedule, the checkpoints held."""
-  logits = state.logits
-  per_client = int(np.prod(logits.shape[1:])) * jnp.dtype(logits.dtype).itemsize
-  model = sum(int(x.size) * jnp.dtype(x.dtype).itemsize for x in jax.tree.leaves(state.params))
-  out = {
-    'logits_bytes': float(per_client * logits.shape[0]),
-    'logits_bytes_per_client': float(per_client),
-    'model_bytes': float(model),
-  }
-  if schedule is not None:
-    held = held_checkpoints(schedule)
-    out.update(
-      max_checkpoints=float(held.max()),
-      mean_checkpoints=float(held.mean()),
-      checkpoint_bytes=float(held.max() * model),
-    )
   return out
 
 

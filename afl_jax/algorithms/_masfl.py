@@ -314,40 +314,21 @@ def masfl_theory(
   return TheoryRates(client_lr=eta, server_lr=beta / (4 * smoothness), beta=beta)
 
 
-def build(
-  name,
-  client_lr,
-  server_lr,
-  beta,
-  *,
-  adaptive,
-  selection='arrivals',
-  history=1,
-  weighting='uniform',
-):
-  """The MasFL or AdaMasFL recipe with explicit rates; ``prepare`` sizes the variate history."""
+def build(name, client_lr, server_lr, beta, *, adaptive, selection, weighting, history=1):
+  """The MasFL or AdaMasFL recipe with explicit rates and D = ``history``."""
   given = dict(adaptive=adaptive, selection=selection, weighting=weighting)
   client = masfl_client(client_lr, beta, normalize=adaptive, history=history)
-  server = masfl_server(server_lr, beta, **given)
 
   def server_init(params, tasks, states):
     c0 = jax.tree.map(lambda v: v[:, 0], states.variates)
     counts = tasks.num_examples if weighting == 'examples' else None
     return init_state(params, c0, selection=selection, adaptive=adaptive, num_examples=counts)
 
-  def prepare(alg: Algorithm, schedule) -> Algorithm:
-    depth = history_depth(schedule)
-    if depth == history:
-      return alg
-    sized = build(name, client_lr, server_lr, beta, history=depth, **given)
-    return alg._replace(client=sized.client, init=sized.init)
-
-  return Algorithm(name, client, server, init=joint_init(client, server_init), prepare=prepare)
+  server = masfl_server(server_lr, beta, **given)
+  return Algorithm(name, client, server, init=joint_init(client, server_init))
 
 
-# The theorem inputs a rate left as None falls back on. S, K, T: a run's ``prepare`` reads them
-# from its schedule (:func:`schedule_inputs`); a rule built and called on its own, outside any
-# run, uses STANDALONE. L (default 1) and tau_max (default 0) are never read from a run.
+# S, K, T of a rule built outside any run (a run's ``prepare`` reads them from its schedule).
 STANDALONE = {'arrivals_per_step': 1, 'local_steps': 1, 'num_rounds': 100}
 
 
@@ -375,35 +356,38 @@ def _masfl(
   **server: Any,
 ) -> Algorithm:
   """MasFL, its rates left as None from Theorem 3.1, or (``adaptive``) AdaMasFL from Theorem 4.1;
-  S, K, T not given: the schedule's (in prepare), else STANDALONE."""
+  S, K, T not given: the schedule's (in prepare), else STANDALONE; D sized in prepare."""
   adaptive = server['adaptive']
-  lips = 1.0 if smoothness is None else smoothness
+  name = 'adamasfl' if adaptive else 'masfl'
   given = (client_lr, server_lr, beta)
   skt = dict(zip(STANDALONE, (arrivals_per_step, local_steps, num_rounds), strict=True))
+  needed = None in given if adaptive else beta is None or client_lr is None
 
-  def make(arrivals_per_step, local_steps, num_rounds) -> Algorithm:
+  def make(history, arrivals_per_step, local_steps, num_rounds) -> Algorithm:
     s, k, t = arrivals_per_step, local_steps, num_rounds
     if adaptive:  # the theorem's rates only where none is given
-      theory = adamasfl_theory(s, k, t) if None in given else given
-      eta, gamma, b = (r if g is None else g for g, r in zip(given, theory))
-      return build('adamasfl', eta, gamma, b, **server)
+      theory = adamasfl_theory(s, k, t) if needed else given
+      return build(
+        name, *(r if g is None else g for g, r in zip(given, theory)), **server, history=history
+      )
+    lips = 1.0 if smoothness is None else smoothness
     b = math.sqrt(s * k / t) if beta is None else beta
     gamma = b / (4 * lips) if server_lr is None else server_lr
     tau = 0 if tau_max is None else tau_max
     eta = masfl_theory(s, k, t, lips, tau, margin).client_lr if client_lr is None else client_lr
-    return build('masfl', eta, gamma, b, **server)
+    return build(name, eta, gamma, b, **server, history=history)
 
-  needed = None in given if adaptive else beta is None or client_lr is None
-  if not needed or None not in skt.values():
-    return make(**skt)
+  reads_run = needed and None in skt.values()
 
   def prepare(current: Algorithm, schedule) -> Algorithm:
-    run = schedule_inputs(schedule)
-    sized = make(**{k: run[k] if v is None else v for k, v in skt.items()})
-    sized = sized.prepare(sized, schedule)  # the history depth
+    depth = history_depth(schedule)
+    if depth == 1 and not reads_run:
+      return current
+    run = schedule_inputs(schedule) if reads_run else skt
+    sized = make(depth, **{k: run[k] if v is None else v for k, v in skt.items()})
     return current._replace(client=sized.client, server=sized.server, init=sized.init)
 
-  alg = make(**{k: STANDALONE[k] if v is None else v for k, v in skt.items()})
+  alg = make(1, **{k: STANDALONE[k] if v is None else v for k, v in skt.items()})
   return alg._replace(prepare=prepare)
 
 
