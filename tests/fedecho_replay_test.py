@@ -1,10 +1,5 @@
-"""FedEcho through the engine: a stale, out-of-order schedule replayed against NumPy.
-
-Alg. 1 of Wang, Ma, Chen ("Stragglers Can Contribute More", 2025) written as a plain
-NumPy loop on a linear-softmax problem (logits = x W + b): line 5 (each arrival's
-local model and its logits on U), line 11 (FedBuff step), lines 12-16 (clipped SGD
-distillation on eq. (3) with alpha from eq. (4)).
-"""
+"""FedEcho (Wang, Ma, Chen, Alg. 1) through the engine: a stale, out-of-order schedule replayed
+against a NumPy loop on a linear-softmax problem."""
 
 import jax
 import jax.numpy as jnp

@@ -1,9 +1,4 @@
-"""FedGM family through afl_jax.simulate, replayed against NumPy loops of Sun et al.
-
-Eq. (2) (FedGM), Alg. 3 (Multistage FedGM), Alg. 4 (Autonomous Multistage FedGM)
-and FedOPT with Adam (Reddi et al. 2021, optax's bias-corrected Adam), on the
-3-client quadratic of ``tests/quadratic.py``.
-"""
+"""Sun et al.'s eq. (2), Alg. 3, Alg. 4 and FedOPT's Adam through the engine, against NumPy."""
 
 import jax
 import numpy as np

@@ -1,10 +1,5 @@
-"""MasFL / AdaMasFL through the engine, replayed against Alg. 1-4 written in NumPy.
-
-Paper: Yan, Zhong, Wang, Zhang, "Momentum-Driven Adaptivity: Towards Tuning-Free
-Asynchronous Federated Learning" (paper 000; docs/algorithms/masfl.md). Full-batch
-quadratic clients, so the stochastic gradients of Alg. 1 line 1 and Alg. 2 line 3 are
-exact gradients.
-"""
+"""MasFL / AdaMasFL (Yan et al., paper 000) through the engine against Alg. 1-4 in NumPy (full-batch
+quadratic clients: the stochastic gradients are exact)."""
 
 import math
 

@@ -1,11 +1,4 @@
-"""Port (Su & Li, IWQoS 2022) against its aggregation rule written in NumPy.
-
-The reference is written from the equations in docs/algorithms/port.md (the
-authors' Plato implementation): weights ``n_i (lambda_sim (rho_i + 1)/2 +
-lambda_st B/(tau_i + B))`` normalized over the buffer, ``rho_i`` the cosine of the
-global model's recent movement with ``x_i - x_t`` for ``tau_i > 1`` (else 1), and
-``x <- x + eta sum_i p_i (x_i - x_t)``.
-"""
+"""Port (Su & Li, IWQoS 2022) against NumPy loops of docs/algorithms/port.md's equations."""
 
 import jax
 import jax.numpy as jnp

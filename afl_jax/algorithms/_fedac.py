@@ -1,7 +1,5 @@
-"""FedAC (Zang et al., AAAI 2024), a baseline of FedEcho, as AFL-Lib writes it: clients run SGD
-corrected by ``c - c_i`` (SCAFFOLD's option II variate, Karimireddy et al. 2020, eq. (4)), ``c_i``
-read causally; the server weights arrivals by cosine, takes a prospective adaptive momentum step
-and keeps the global control variate; FedEcho's Table 8 rates (docs/algorithms/fedac.md)."""
+"""FedAC (Zang et al., AAAI 2024) as AFL-Lib writes it, with SCAFFOLD's option II variate
+(Karimireddy et al. 2020, eq. (4)) (docs/algorithms/fedac.md)."""
 
 from __future__ import annotations
 
@@ -28,13 +26,13 @@ from afl_jax.core import tree
 from afl_jax.core.types import Algorithm, ClientRule, Params, ServerRule
 
 
-class FedACBroadcast(NamedTuple):  # what the server sends to a starting client
+class FedACBroadcast(NamedTuple):
   params: Params  # x_t
   variate: Params  # c: the global control variate
   applied: jax.Array  # int32[N]: jobs of each client applied so far
 
 
-class FedACMessage(NamedTuple):  # what a client sends
+class FedACMessage(NamedTuple):
   delta: Params  # Delta_i = x_start - x_K
   variate_change: Params  # c_i^+ - c_i
 
@@ -46,8 +44,7 @@ class FedACClientState(NamedTuple):
 
 @CLIENTS.register('fedac', history=checks.integer(1), correction=checks.boolean())
 def fedac_client(client_lr: float, *, history: int = 2, correction: bool = True) -> ClientRule:
-  """FedAC's client keeping H = ``history`` past variates; ``correction=False`` drops
-  ``c - c_i``."""
+  """FedAC's client keeping H = ``history`` variates; ``correction=False`` drops ``c - c_i``."""
 
   def init(params, task, key):
     return FedACClientState(
@@ -127,7 +124,6 @@ class FedACState(NamedTuple):
 
 
 def init_state(params: Params, num_clients: int, beta1=0.6, beta2=0.9, epsilon=1e-8):
-  """``c = 0``, no job applied, ``m_0 = v_0 = 0``."""
   opt = scale_by_prospective_momentum(beta1, beta2, epsilon)
   return FedACState(
     params, tree.zeros_like(params), jnp.zeros((num_clients,), jnp.int32), opt.init(params)
@@ -152,8 +148,7 @@ def fedac_server(
   first_update: str = 'movement',
   num_clients: int = 10,
 ) -> ServerRule:
-  """The FedAC server; ``zero_cosine`` and ``first_update`` are readings (docs/algorithms/fedac.md);
-  ``init`` counts clients 0..N-1."""
+  """The FedAC server; ``zero_cosine``, ``first_update``: readings (docs/algorithms/fedac.md)."""
   opt = scale_by_prospective_momentum(beta1, beta2, epsilon)
 
   def init(params):

@@ -1,7 +1,5 @@
-"""MasFL (Alg. 1-2) and AdaMasFL (Alg. 3-4) of Yan et al.: the client's momentum steps corrected by
-the stale variate read causally from its history, the server's control variates and two-level
-momentum; rates left as None from Theorem 3.1 / 4.1 with S, K, T read from the run's schedule
-(docs/algorithms/masfl.md, "Theory rates")."""
+"""MasFL (Alg. 1-2) and AdaMasFL (Alg. 3-4) of Yan et al., rates left as None from Theorem 3.1 / 4.1
+(docs/algorithms/masfl.md)."""
 
 from __future__ import annotations
 
@@ -34,26 +32,19 @@ SPECS = {
 }
 
 
-class MasFLBroadcast(NamedTuple):
-  """What the MasFL server sends (Alg. 1 line 8 / Alg. 3 line 9)."""
-
+class MasFLBroadcast(NamedTuple):  # Alg. 1 line 8 / Alg. 3 line 9
   params: Params  # theta^t
   direction: Params  # d^t = beta c^t + (1 - beta) g^t
 
 
-class MasFLMessage(NamedTuple):
-  """What a MasFL client sends (Alg. 2 line 6 / Alg. 4 line 6)."""
-
+class MasFLMessage(NamedTuple):  # Alg. 2 line 6 / Alg. 4 line 6
   variate: Params  # c~_i^{t+1}: mean of the job's K stochastic gradients
   delta: Params | None  # AdaMasFL: (theta_start - theta_K) / (eta K); MasFL: None
 
 
-# ---- the client (Alg. 2 and 4) ----------------------------------------------------------------
 class MasFLClientState(NamedTuple):
-  """The last D sent ``variates`` newest first, and the step each ``arrived`` at (-1 for c_i^0)."""
-
-  variates: Params
-  arrived: jax.Array
+  variates: Params  # the last D sent, newest first
+  arrived: jax.Array  # the step each arrived at (-1 for c_i^0)
 
 
 def history_depth(schedule: Any) -> int:
@@ -85,7 +76,7 @@ def initial_variate(params: Params, task, key: jax.Array) -> Params:
 
 
 def normalized(g: Params) -> Params:
-  """``g / ||g||`` with the global l2 norm, and 0 (no step) when ``||g|| = 0``."""
+  """``g / ||g||`` (global l2 norm); 0 when ``||g|| = 0``."""
   norm = tree.global_norm(g)
   safe = jnp.where(norm > 0, norm, 1.0)
   return tree.scale(jnp.where(norm > 0, 1.0 / safe, 0.0), g)
@@ -95,9 +86,7 @@ def normalized(g: Params) -> Params:
   'masfl', beta=SPECS['beta'], normalize=checks.boolean(), history=checks.integer(1)
 )
 def masfl_client(client_lr: float, beta: float, *, normalize: bool = False, history: int = 1):
-  """MasFL's client (Alg. 2), AdaMasFL's (Alg. 4) with ``normalize``: eta = ``client_lr``,
-  ``beta``; D = ``history`` (the registry's 'masfl' sizes it for each run). Takes a
-  ``MasFLBroadcast``, sends a ``MasFLMessage``."""
+  """MasFL's client (Alg. 2), AdaMasFL's (Alg. 4) with ``normalize``; D = ``history``."""
 
   def init(params, task, key):
     c0 = initial_variate(params, task, key)  # Alg. 1/3 line 1
@@ -139,7 +128,6 @@ def masfl_client(client_lr: float, beta: float, *, normalize: bool = False, hist
 adamasfl_client = CLIENTS.register('adamasfl', masfl_client, fixed={'normalize': True})
 
 
-# ---- the server (Alg. 1 lines 1, 4-8; Alg. 3 lines 1, 4-9) ------------------------------------
 class MasFLServerState(NamedTuple):
   params: Params  # theta^t
   variates: Params  # c_i^t, leading axis N
@@ -181,8 +169,8 @@ def masfl_server(
   num_clients: int = 10,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """The MasFL server (Alg. 1), AdaMasFL's (Alg. 3) with ``adaptive``; ``init(params)`` starts every
-  ``c_i`` at 0 (the paper's ``c_i^0``: :func:`init_state`)."""
+  """The MasFL server (Alg. 1), AdaMasFL's (Alg. 3) with ``adaptive``; ``init`` starts ``c_i`` at 0
+  (the paper's ``c_i^0``: :func:`init_state`)."""
   examples = weighting == 'examples'
 
   def init(params):
@@ -190,7 +178,7 @@ def masfl_server(
     return init_state(params, variates, selection=selection, adaptive=adaptive)
 
   def step(state, diff, weights, variates, direction, p):
-    """Lines 5-7 given the rows ``diff`` of ``c_i^{t+1} - c_i^t`` and their weights."""
+    # Lines 5-7 given the rows ``diff`` of ``c_i^{t+1} - c_i^t`` and their weights.
     mean_diff = tree.weighted_sum(diff, weights)
     momentum = jax.tree.map(
       lambda md, c, g: beta * (md + c) + (1 - beta) * g, mean_diff, state.control, state.momentum
@@ -243,7 +231,6 @@ def masfl_server(
 adamasfl_server = SERVERS.register('adamasfl', masfl_server, fixed={'adaptive': True})
 
 
-# ---- theory rates and the algorithms -----------------------------------------------------------
 class TheoryRates(NamedTuple):
   client_lr: float  # eta
   server_lr: float  # gamma
@@ -260,8 +247,7 @@ THEORY_SPECS = {
 }
 
 
-def _room(s: int, k: int, t: int, tau_max: int) -> float:
-  """``T - sqrt(SKT) - 4SK tau_max^2``, Theorem 3.1's slack (>= 0)."""
+def _room(s: int, k: int, t: int, tau_max: int) -> float:  # Theorem 3.1's slack (>= 0)
   return t - math.sqrt(s * k * t) - 4 * s * k * tau_max**2
 
 
