@@ -18,9 +18,8 @@ from afl_jax.algorithms._shared import (
   joint_init,
   moments,
   normalized_weights,
-  run_local_steps,
+  sgd_with_mean_gradient,
   step_result,
-  steps_run,
 )
 from afl_jax.core import tree
 from afl_jax.core.types import Algorithm, ClientRule, Params, ServerRule
@@ -60,16 +59,10 @@ def fedac_client(client_lr: float, *, history: int = 2, correction: bool = True)
     own = tree.where(job > 0, own, tree.zeros_like(own))
     corr = tree.sub(start.variate, own) if correction else tree.zeros_like(own)
 
-    def body(carry, batch, k):
-      params, grad_sum = carry
-      loss, grad = jax.value_and_grad(task.loss_fn)(params, batch)
-      params = tree.axpy(-client_lr, tree.add(grad, corr), params)
-      return (params, tree.add(grad_sum, grad)), loss
-
-    carry0 = (start.params, tree.zeros_like(start.params))
-    (final, grad_sum), metrics = run_local_steps(task, key, carry0, body)
-    k = steps_run(task)
-    new_variate = tree.scale(1.0 / k, grad_sum)
+    direction = lambda grad: tree.add(grad, corr)
+    final, new_variate, metrics = sgd_with_mean_gradient(
+      task, key, start.params, client_lr, direction
+    )
     slot = jnp.mod(state.count, history)
     variates = jax.tree.map(
       lambda h, v: h.at[slot].set(v.astype(h.dtype)), state.variates, new_variate

@@ -19,6 +19,7 @@ from afl_jax.algorithms._shared import (
   joint_init,
   row_weights,
   run_local_steps,
+  sgd_with_mean_gradient,
   steps_run,
   uniform_weights,
 )
@@ -100,21 +101,14 @@ def masfl_client(client_lr: float, beta: float, *, normalize: bool = False, hist
       index = jnp.where(jnp.any(before), jnp.argmax(before), before.shape[0] - 1)
     c_tilde = tree.gather(state.variates, index)
 
-    def body(carry, batch, k):
-      params, grad_sum = carry
-      loss, grad = jax.value_and_grad(task.loss_fn)(params, batch)
-      # Alg. 2/4 line 3: beta (grad - c~_i + c^{t-tau}) + (1 - beta) g^{t-tau}.
+    def direction(grad):  # Alg. 2/4 line 3: beta (grad - c~_i + c^{t-tau}) + (1 - beta) g^{t-tau}
       g = tree.axpy(beta, tree.sub(grad, c_tilde), start.direction)
-      step = normalized(g) if normalize else g
-      return (tree.axpy(-client_lr, step, params), tree.add(grad_sum, grad)), loss
+      return normalized(g) if normalize else g
 
-    carry0 = (start.params, tree.zeros_like(start.params))
-    (final, grad_sum), metrics = run_local_steps(task, key, carry0, body)
-    k = steps_run(task)
-    variate = tree.scale(1.0 / k, grad_sum)
+    final, variate, metrics = sgd_with_mean_gradient(task, key, start.params, client_lr, direction)
     delta = None
     if normalize:
-      delta = tree.scale(1.0 / (client_lr * k), tree.sub(start.params, final))
+      delta = tree.scale(1.0 / (client_lr * steps_run(task)), tree.sub(start.params, final))
     step = state.arrived[0] + 1 if task.step is None else task.step
     variates = jax.tree.map(
       lambda h, v: jnp.concatenate([v[None].astype(h.dtype), h[:-1]]), state.variates, variate

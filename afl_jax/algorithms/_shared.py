@@ -98,6 +98,20 @@ def steps_run(task: LocalTask) -> jax.Array:  # K, the local steps run (at least
   return jnp.maximum(jnp.minimum(task.num_steps, task.max_steps), 1)
 
 
+def sgd_with_mean_gradient(task, key, start: Params, lr: float, direction: Callable) -> tuple:
+  """``(x_K, mean of the K gradients, metrics)`` of K steps ``x <- x - lr direction(grad)``: the
+  corrected SGD of MasFL (Alg. 2 line 3) and FedAC with its variate (SCAFFOLD option II)."""
+
+  def body(carry, batch, k):
+    params, grad_sum = carry
+    loss, grad = jax.value_and_grad(task.loss_fn)(params, batch)
+    return (tree.axpy(-lr, direction(grad), params), tree.add(grad_sum, grad)), loss
+
+  carry0 = (start, tree.zeros_like(start))
+  (final, grad_sum), metrics = run_local_steps(task, key, carry0, body)
+  return final, tree.scale(1.0 / steps_run(task), grad_sum), metrics
+
+
 def learning_rate_at(lr: ScalarOrSchedule, k: jax.Array) -> jax.Array:
   return lr(k) if callable(lr) else jnp.asarray(lr)
 
@@ -236,18 +250,6 @@ def optimizer_server(
     return step_result(arrivals, OptimizerServerState(params, opt_state), state)
 
   return ServerRule(init, update)
-
-
-@SERVERS.register('fedavg')
-def fedavg(*, weighting: str = 'examples') -> ServerRule:
-  """FedAvg's server (McMahan et al. 2017, Alg. 1)."""
-  return optimizer_server(optax.sgd(1.0), weighting=weighting)
-
-
-@SERVERS.register('fedbuff')
-def fedbuff(server_lr: float = 1.0, *, weighting: str = 'uniform') -> ServerRule:
-  """FedBuff's server (Nguyen et al. 2022, Alg. 1)."""
-  return optimizer_server(optax.sgd(server_lr), weighting=weighting)
 
 
 # ---- FedNova (Wang et al., NeurIPS 2020, Sec. 5) ------------------------------------------------
