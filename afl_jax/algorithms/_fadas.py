@@ -76,7 +76,6 @@ class FADASState(NamedTuple):
   'fadas',
   tau_c=checks.integer(0),
   delay_rule=checks.choice(DELAY_RULES),
-  delay_adaptive=checks.boolean(),
 )
 def fadas_server(
   server_lr: float = 1e-4,

@@ -41,7 +41,7 @@ class FedACClientState(NamedTuple):
   count: jax.Array  # int32 scalar n: this client's jobs that have arrived
 
 
-@CLIENTS.register('fedac', history=checks.integer(1), correction=checks.boolean())
+@CLIENTS.register('fedac', history=checks.integer(1))
 def fedac_client(client_lr: float, *, history: int = 2, correction: bool = True) -> ClientRule:
   """FedAC's client keeping H = ``history`` variates; ``correction=False`` drops ``c - c_i``."""
 

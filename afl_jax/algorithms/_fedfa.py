@@ -40,8 +40,6 @@ def _put(ring: Any, index: jax.Array, row: Any) -> Any:  # an out-of-range index
   'fedfa',
   window_size=checks.integer(1),
   mode=checks.choice(MODES),
-  sliding=checks.boolean(),
-  nova=checks.boolean(),
   rules=(
     checks.Rule(
       'server_lr',

@@ -83,9 +83,7 @@ def normalized(g: Params) -> Params:
   return tree.scale(jnp.where(norm > 0, 1.0 / safe, 0.0), g)
 
 
-@CLIENTS.register(
-  'masfl', beta=SPECS['beta'], normalize=checks.boolean(), history=checks.integer(1)
-)
+@CLIENTS.register('masfl', beta=SPECS['beta'], history=checks.integer(1))
 def masfl_client(client_lr: float, beta: float, *, normalize: bool = False, history: int = 1):
   """MasFL's client (Alg. 2), AdaMasFL's (Alg. 4) with ``normalize``; D = ``history``."""
 
@@ -153,7 +151,7 @@ def uniform_selection(key: jax.Array, num_clients: int, count: jax.Array) -> jax
   return rank < count
 
 
-@SERVERS.register('masfl', context=('num_clients',), adaptive=checks.boolean(), **SPECS)
+@SERVERS.register('masfl', context=('num_clients',), **SPECS)
 def masfl_server(
   server_lr: float,
   beta: float,
