@@ -140,19 +140,6 @@ def test_beta_one_k_one_full_fresh_participation_is_gradient_descent(x64):
     np.testing.assert_allclose(res.params_history['x'][t], x, rtol=1e-12, atol=1e-12)
 
 
-def test_uniform_selection_with_everyone_arriving_equals_arrival_selection(x64):
-  """S = N: the literal scheme selects every client, i.e. exactly the arrivals."""
-  a, b = make_quadratic(dtype=np.float64)
-  ids = [[0, 1, 2], [2, 0, 1], [1, 2, 0], [0, 1, 2]]
-  start = [[0, 0, 0], [1, 0, 1], [1, 2, 2], [3, 2, 3]]
-  sched = afl_jax.schedules.from_arrays(ids, start, local_steps=2)
-  hp = dict(client_lr=0.2, server_lr=0.3, beta=0.5)
-  run = lambda selection: simulate_quadratic(
-    'adamasfl', a, b, np.zeros(4), sched, selection=selection, **hp
-  ).params_history['x']
-  np.testing.assert_allclose(run('uniform'), run('arrivals'), rtol=1e-12, atol=1e-12)
-
-
 def test_adamasfl_global_step_is_at_most_gamma_and_finite():
   """||gamma mean(Delta)|| <= gamma every step, even with steep gradients (Sec. 4.1)."""
   a, b = make_quadratic()
