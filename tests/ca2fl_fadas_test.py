@@ -44,7 +44,7 @@ def _ca2fl_ref(num_clients, eta):
   return step
 
 
-def _fadas_ref(eta, beta1, beta2, eps, tau_c, rule, adaptive=True):
+def _fadas_ref(eta, beta1, beta2, eps, tau_c, rule, bias_correction, adaptive=True):
   st = {'m': 0.0, 'v': 0.0, 'vhat': 0.0, 't': 0}
 
   def step(x, ids, deltas, taus):
@@ -55,6 +55,9 @@ def _fadas_ref(eta, beta1, beta2, eps, tau_c, rule, adaptive=True):
     st['v'] = beta2 * st['v'] + (1 - beta2) * d * d
     st['vhat'] = np.maximum(st['vhat'], st['v'])
     m, denom = st['m'], np.sqrt(st['vhat'])
+    if bias_correction:
+      m = m / (1 - beta1 ** st['t'])
+      denom = denom / np.sqrt(1 - beta2 ** st['t'])
     tau = max(taus)
     rate = eta
     if adaptive and tau > tau_c:
@@ -82,9 +85,10 @@ def test_ca2fl_full_fresh_participation_is_fedbuff(x64):
 
 
 @pytest.mark.parametrize(
-  'rule,adaptive', [('min_inverse', True), ('divide', True), ('min_inverse', False)]
+  'rule,bias_correction,adaptive',
+  [('min_inverse', False, True), ('divide', True, True), ('min_inverse', False, False)],
 )
-def test_fadas_matches_numpy_amsgrad_with_delay_adaptive_rate(rule, adaptive, x64):
+def test_fadas_matches_numpy_amsgrad_with_delay_adaptive_rate(rule, bias_correction, adaptive, x64):
   a, b, x0, sched = stale_setup()
   hp = dict(server_lr=0.6, beta1=0.8, beta2=0.95, epsilon=1e-3, tau_c=1)
   res = simulate_quadratic(
@@ -95,10 +99,11 @@ def test_fadas_matches_numpy_amsgrad_with_delay_adaptive_rate(rule, adaptive, x6
     sched,
     client_lr=0.3,
     delay_rule=rule,
+    bias_correction=bias_correction,
     delay_adaptive=adaptive,
     **hp,
   )
-  ref = _fadas_ref(0.6, 0.8, 0.95, 1e-3, 1, rule, adaptive)
+  ref = _fadas_ref(0.6, 0.8, 0.95, 1e-3, 1, rule, bias_correction, adaptive)
   want = _np_replay(sched, a, b, x0, 0.3, ref)
   np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-10)
   taus = [0, 1, 2, 3, 3, 3]

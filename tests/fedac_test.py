@@ -10,6 +10,7 @@ from quadratic import (
   np_grad,
   np_local_gd,
   simulate_quadratic,
+  stale_schedule,
   stale_setup,
 )
 
@@ -30,6 +31,8 @@ def _np_fedac(
   beta2,
   epsilon,
   min_similarity=0.0,
+  zero_cosine=1.0,
+  first_update='movement',
   history=None,
   correction=True,
   latest=False,
@@ -75,10 +78,12 @@ def _np_fedac(
     for i, cp in zip(ids, cplus):  # client states are written after the step's jobs ran
       jobs[i].append(cp)
     r = []
+    first = not applied[t].any()  # no job applied yet: the server's first update
     for d, st in zip(deltas, starts):
-      u = st - x  # the temporal gradient x_s - x_t
+      # Temporal gradient x_s - x_t (ours); the model itself at the first update (AFL-Lib).
+      u = -x if first_update == 'model' and first else st - x
       nu, nd = np.linalg.norm(u), np.linalg.norm(d)
-      cos = u @ d / (nu * nd) if nu > 0 and nd > 0 else 1.0
+      cos = u @ d / (nu * nd) if nu > 0 and nd > 0 else zero_cosine
       r.append(max(cos, min_similarity))
     r = np.array(r)
     w = r / r.sum() if r.sum() > 0 else np.full(len(r), 1.0 / len(r))
@@ -110,9 +115,16 @@ def test_fedac_matches_numpy_over_stale_schedule_with_overlapping_jobs(min_simil
   res2 = simulate_quadratic('fedac', a, b, x0, sched, history=2, **hp)
   np.testing.assert_allclose(res2.params_history['x'], want, rtol=1e-10, atol=1e-10)
   np.testing.assert_array_equal(res2.metrics['client/variate_evicted'], 0.0)
-  # Causal: the reading "whatever variate the client last wrote" differs on this schedule.
-  latest, _ = _np_fedac(sched, a, b, x0, latest=True, **hp)
-  assert np.max(np.abs(want - latest)) > 1e-3
+
+
+def test_fedac_variates_are_causal_not_latest(x64):
+  # The reading "use whatever variate the client last wrote" differs on this schedule.
+  a, b, x0, sched = stale_setup()
+  res = simulate_quadratic('fedac', a, b, x0, sched, **HP)
+  causal, _ = _np_fedac(sched, a, b, x0, **HP)
+  np.testing.assert_allclose(res.params_history['x'], causal, rtol=1e-10, atol=1e-10)
+  latest, _ = _np_fedac(sched, a, b, x0, latest=True, **HP)
+  assert np.max(np.abs(causal - latest)) > 1e-3  # the readings differ on this schedule
 
 
 def test_fedac_eviction_uses_oldest_kept_variate_and_reports_it(x64):
@@ -149,6 +161,26 @@ def test_fedac_fresh_arrivals_without_correction_is_fedbuff_then_prospective_mom
 
 def test_fedac_empty_step_and_exact_zeros(x64):
   check_empty_step_and_exact_zeros('fedac', lambda *args, **hp: _np_fedac(*args, **hp)[0], **HP)
+
+
+@pytest.mark.parametrize(
+  'min_similarity, zero_cosine, first_update',
+  [(0.1, 0.0, 'model'), (0.0, 0.0, 'movement'), (-1.0, 1.0, 'model'), (0.1, 0.0, 'movement')],
+)
+def test_fedac_similarity_conventions_match_numpy(min_similarity, zero_cosine, first_update, x64):
+  """AFL-Lib's readings (floor 0.1, cosine 0 for a zero vector, first update on the
+  model) and their mixtures, against the NumPy loop; each changes the trajectory."""
+  a, b = make_quadratic(seed=2, dtype=np.float64)
+  x0 = np.array([-0.05, 0.05, -0.1, -0.025])  # first-update cosines with x_0: 0.23, 0.31
+  sched = stale_schedule()
+  hp = dict(HP, server_lr=1.5, min_similarity=min_similarity)
+  opts = dict(zero_cosine=zero_cosine, first_update=first_update)
+  res = simulate_quadratic('fedac', a, b, x0, sched, history=3, **hp, **opts)
+  want, _ = _np_fedac(sched, a, b, x0, **hp, **opts)
+  got = np.asarray(res.params_history['x'])
+  np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+  ours, _ = _np_fedac(sched, a, b, x0, **hp)  # zero_cosine=1, first_update='movement'
+  assert np.abs(want - ours).max() > 1e-3  # the convention matters on this schedule
 
 
 def test_fedac_server_sizes_its_table_by_num_clients():

@@ -152,8 +152,11 @@ def test_server_step_is_fedbuff_then_closed_form_distillation(teacher, alpha_mod
 
 
 def test_adam_default_first_step_clips_then_normalizes(x64):
-  """chain(clip(nu), adam): a fresh Adam step is -lr * g_c / (|g_c| + eps), g_c clipped; the
-  state carries across server steps, so the second step is not of that form."""
+  """chain(clip(nu), adam): a fresh Adam step is -lr * g_c / (|g_c| + eps), g_c clipped.
+
+  With reset_distill_state=True every server step starts a fresh Adam, so the second
+  server step is again of that form; carrying the state (default) changes it.
+  """
   u, x0, starts, msgs = _setup(seed=3, scale=5.0)
   nu, lr = 0.05, 0.01
   stored = np.stack([u @ starts[j] for j in range(3)])
@@ -164,19 +167,24 @@ def test_adam_default_first_step_clips_then_normalizes(x64):
     _arrivals([1, 2, 0], starts, [True] * 3),
     jax.random.key(0),
   )
-  rule = afl_jax.servers.fedecho(apply_fn, u, N, distill_lr=lr, clip_norm=nu, distill_steps=1)
-  update = jax.jit(rule.update)
-  x = x0
-  state = rule.init({'w': jnp.asarray(x0)})
-  for step in range(2):
-    state, _ = update(state, *args)
-    g = _np_step(u, x, p, alpha)
-    assert np.linalg.norm(g) > nu  # clipping is active in this case
-    g_c = g * nu / np.linalg.norm(g)
-    x = x - lr * g_c / (np.abs(g_c) + 1e-8)  # a fresh Adam step
-    if step == 0:
-      np.testing.assert_allclose(state.params['w'], x, rtol=1e-9, atol=1e-12)
-  assert np.abs(np.asarray(state.params['w']) - x).max() > 1e-4  # the moments carried
+  second = {}
+  for reset in (True, False):
+    rule = afl_jax.servers.fedecho(
+      apply_fn, u, N, distill_lr=lr, clip_norm=nu, distill_steps=1, reset_distill_state=reset
+    )
+    update = jax.jit(rule.update)
+    x = x0
+    state = rule.init({'w': jnp.asarray(x0)})
+    for step in range(2):
+      state, _ = update(state, *args)
+      g = _np_step(u, x, p, alpha)
+      assert np.linalg.norm(g) > nu  # clipping is active in this case
+      g_c = g * nu / np.linalg.norm(g)
+      x = x - lr * g_c / (np.abs(g_c) + 1e-8)
+      if step == 0 or reset:
+        np.testing.assert_allclose(state.params['w'], x, rtol=1e-9, atol=1e-12)
+    second[reset] = np.asarray(state.params['w'])
+  assert np.abs(second[True] - second[False]).max() > 1e-4
 
 
 @pytest.mark.parametrize('scale', [0.1, 30.0])

@@ -27,7 +27,7 @@ def _async_schedule():
   return afl_jax.schedules.from_arrays(col(IDS), col(START), local_steps=col(STEPS))
 
 
-def np_fedfa(schedule, a, b, x0, lr, window, mode, eta_g=1.0, nova=False, mu=0.0):
+def np_fedfa(schedule, a, b, x0, lr, window, mode, eta_g=1.0, on_fill=False, nova=False, mu=0.0):
   """Alg. 1 with a window of exactly K (FedNova or FedProx clients as asked); x after each step."""
   history = [np.array(x0, np.float64)]  # history[s]: the broadcast before step s
   x = history[0]
@@ -38,7 +38,7 @@ def np_fedfa(schedule, a, b, x0, lr, window, mode, eta_g=1.0, nova=False, mu=0.0
       i, s, q = schedule.client_ids[t, j], schedule.start_step[t, j], schedule.local_steps[t, j]
       buf.append((np_local_gd(a[i], b[i], history[s], lr, q, mu), history[s], q))
       received += 1
-      if received <= window:
+      if not (received > window or (on_fill and received == window)):
         continue
       deltas = [w - st for w, st, _ in buf]  # w_local - w_start (the paper's Delta)
       if nova:  # FedNova: tau_eff * mean(Delta_k / tau_k) over the window.
@@ -58,7 +58,7 @@ def _run(name, schedule, x0, **hp):
 
 
 # Variants on the fully asynchronous schedule, and plain FedFa on the two-slot one.
-CASES = [(m, v) for m in ('param', 'delta') for v in ('', 'nova', 'two_slots')]
+CASES = [(m, v) for m in ('param', 'delta') for v in ('', 'on_fill', 'nova', 'two_slots')]
 
 
 @pytest.mark.parametrize('mode, variant', CASES + [('delta', 'prox')])
@@ -69,13 +69,13 @@ def test_fedfa_matches_numpy_alg1(mode, variant, x64):
   else:
     sched = _async_schedule()
     assert sched.max_arrivals == 1 and sched.max_staleness == 4
-  k, x0 = (2 if two else 3), np.linspace(-1, 1, 4)
-  hp = dict(client_lr=LR, window_size=k)
+  k, x0, on_fill = (2 if two else 3), np.linspace(-1, 1, 4), variant == 'on_fill'
+  hp = dict(client_lr=LR, window_size=k, aggregate_on_fill=on_fill)
   hp |= dict(server_lr=0.7) if mode == 'delta' else {}
   hp |= dict(mu=0.4) if variant == 'prox' else {}
   name = f'fedfa_{mode}' + (f'_{variant}' if variant in ('nova', 'prox') else '')
   a, b, res = _run(name, sched, x0, **hp)
-  ref = lambda **kw: np_fedfa(sched, a, b, x0, LR, k, mode, eta_g=0.7, **kw)
+  ref = lambda **kw: np_fedfa(sched, a, b, x0, LR, k, mode, eta_g=0.7, on_fill=on_fill, **kw)
   expected = ref(nova=variant == 'nova', mu=hp.get('mu', 0.0))
   got = np.asarray(res.params_history['x'])
   np.testing.assert_allclose(got, expected, atol=1e-12, rtol=1e-12)
@@ -85,7 +85,8 @@ def test_fedfa_matches_numpy_alg1(mode, variant, x64):
   if two:  # arrivals are taken in slot order, padded slots skipped
     np.testing.assert_array_equal(aggregations, [0, 1, 2, 2, 1])
     return
-  warm = 3  # the first K arrivals only fill the window
+  # Warm-up: the first K arrivals (K - 1 with aggregate_on_fill) leave the model unchanged.
+  warm = 2 if on_fill else 3
   np.testing.assert_array_equal(got[:warm], np.tile(x0, (warm, 1)))
   assert not np.allclose(got[warm], x0)
   np.testing.assert_array_equal(aggregations, (np.arange(10) >= warm).astype(np.float32))

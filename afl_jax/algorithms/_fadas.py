@@ -25,27 +25,36 @@ DELAY_RULES = ('min_inverse', 'divide')
 
 
 class AMSGradState(NamedTuple):
+  count: jax.Array  # int32 scalar: server steps applied
   mu: Params  # m_t
   nu: Params  # v_t
   nu_max: Params  # \hat v_t
 
 
 def scale_by_amsgrad(
-  beta1: float = 0.9, beta2: float = 0.99, epsilon: float = 1e-8
+  beta1: float = 0.9, beta2: float = 0.99, epsilon: float = 1e-8, *, bias_correction: bool = False
 ) -> optax.GradientTransformation:
   """``m_t / (sqrt(max_{s<=t} v_s) + epsilon)``, the max over the raw ``v`` (optax's is over the
   corrected one)."""
 
   def init(params):
     zeros = tree.zeros_like(params)
-    return AMSGradState(zeros, zeros, zeros)
+    return AMSGradState(jnp.zeros((), jnp.int32), zeros, zeros, zeros)
 
   def update(updates, state, params=None):
     del params
     mu, nu = moments(beta1, beta2, state.mu, state.nu, updates)
     nu_max = jax.tree.map(jnp.maximum, state.nu_max, nu)
-    out = jax.tree.map(lambda m, v: (m / (jnp.sqrt(v) + epsilon)).astype(m.dtype), mu, nu_max)
-    return out, AMSGradState(mu, nu, nu_max)
+    count = state.count + 1
+    if bias_correction:
+      t = count.astype(jnp.result_type(float))
+      c1, c2 = 1 - beta1**t, 1 - beta2**t
+    else:
+      c1 = c2 = 1.0
+    out = jax.tree.map(
+      lambda m, v: ((m / c1) / (jnp.sqrt(v) / jnp.sqrt(c2) + epsilon)).astype(m.dtype), mu, nu_max
+    )
+    return out, AMSGradState(count, mu, nu, nu_max)
 
   return optax.GradientTransformation(init, update)
 
@@ -77,11 +86,12 @@ def fadas_server(
   delay_adaptive: bool = True,
   tau_c: int = 1,
   delay_rule: str = 'min_inverse',
+  bias_correction: bool = False,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """The FADAS server (Alg. 1)."""
+  """The FADAS server; ``bias_correction``: Adam's (the authors' code, off in the paper)."""
   examples = weighting == 'examples'
-  opt = scale_by_amsgrad(beta1, beta2, epsilon)
+  opt = scale_by_amsgrad(beta1, beta2, epsilon, bias_correction=bias_correction)
 
   def init(params: Params) -> FADASState:
     return FADASState(params, opt.init(params))

@@ -102,6 +102,9 @@ def scale_by_prospective_momentum(
   return optax.GradientTransformation(init, update)
 
 
+FIRST_UPDATES = ('movement', 'model')
+
+
 class FedACState(NamedTuple):
   params: Params  # x_t
   variate: Params  # c
@@ -124,6 +127,8 @@ def init_state(params: Params, num_clients: int, beta1=0.6, beta2=0.9, epsilon=1
   'fedac',
   context=('num_clients',),
   min_similarity=checks.real(-1.0, 1.0),
+  zero_cosine=checks.real(-1.0, 1.0),
+  first_update=checks.choice(FIRST_UPDATES),
 )
 def fedac_server(
   server_lr: float = 1e-4,
@@ -132,9 +137,11 @@ def fedac_server(
   epsilon: float = 1e-8,
   min_similarity: float = 0.0,
   *,
+  zero_cosine: float = 1.0,
+  first_update: str = 'movement',
   num_clients: int = 10,
 ) -> ServerRule:
-  """The FedAC server (docs/algorithms/fedac.md)."""
+  """The FedAC server; ``zero_cosine``, ``first_update``: readings (docs/algorithms/fedac.md)."""
   opt = scale_by_prospective_momentum(beta1, beta2, epsilon)
 
   def init(params):
@@ -143,10 +150,14 @@ def fedac_server(
   def update(state, messages, arrivals, key):
     del key
     mask, ids = arrivals.mask, arrivals.client_ids
-    # w_i: cos(x_{s_i} - x_t, Delta_i) (1 where a norm is 0) clipped below at min_similarity,
-    # normalized over S_t
-    moved = jax.tree.map(lambda s, x: s - x[None], arrivals.start_broadcast.params, state.params)
-    cos = cosine_rows(moved, messages.delta, 1.0)
+    # w_i: cos(x_{s_i} - x_t, Delta_i) clipped below at min_similarity, normalized over S_t;
+    # 'model': the first update's reference is the model itself
+    x = state.params
+    moved = jax.tree.map(lambda s, x: s - x[None], arrivals.start_broadcast.params, x)
+    if first_update == 'model':
+      first = jnp.sum(state.applied) == 0
+      moved = jax.tree.map(lambda m, x: jnp.where(first, -x[None], m), moved, x)
+    cos = cosine_rows(moved, messages.delta, zero_cosine)
     w = normalized_weights(jnp.maximum(cos, min_similarity), mask)
     g = tree.weighted_sum(messages.delta, w)
     direction, opt_state = opt.update(g, state.opt_state)

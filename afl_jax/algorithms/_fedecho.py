@@ -117,6 +117,7 @@ RUN_RULES = (
   alpha_max=checks.real('alpha_min', 1.0),
   alpha=checks.real(0.0, 1.0),
   teacher=checks.choice(TEACHERS),
+  reset_distill_state=checks.boolean(),
   optimizer=checks.choice(DISTILL_OPTIMIZERS),
   distill_lr=checks.POSITIVE,
   clip_norm=checks.real(0.0, low_open=True, finite=False, note=' (inf = no clipping)'),
@@ -137,6 +138,7 @@ def fedecho_server(
   alpha_max: float = 0.8,
   alpha: float = 0.5,
   teacher: str = 'logits',
+  reset_distill_state: bool = False,
   weighting: str = 'uniform',
 ) -> ServerRule:
   """FedEcho's server (Alg. 1 lines 4-5, 9-17) distilling on U = ``unlabeled_x``."""
@@ -209,7 +211,8 @@ def fedecho_server(
     metrics['teachers'] = jnp.sum(reported).astype(jnp.float32)
     d_state = state.distill_state
     if q_steps > 0:
-      params, d_state, dmetrics = distill(params, d_state, logits, reported, key)
+      start = d_opt.init(params) if reset_distill_state else d_state
+      params, d_state, dmetrics = distill(params, start, logits, reported, key)
       ran = jnp.any(arrivals.mask)  # distillation takes effect only when someone reported
       metrics.update({k: jnp.where(ran, v, 0.0) for k, v in dmetrics.items()})
     new = FedEchoState(params, opt_state, d_state, logits, reported)

@@ -56,6 +56,7 @@ def fedfa_server(
   mode: str = 'delta',
   server_lr: float = 1.0,
   *,
+  aggregate_on_fill: bool = False,
   sliding: bool = True,
   nova: bool = False,
   weighting: str = 'uniform',
@@ -66,6 +67,7 @@ def fedfa_server(
   examples = weighting == 'examples'
   keep_models = mode == 'param'
   keep_deltas = mode == 'delta' or nova
+  first_aggregation = k_size - 1 if aggregate_on_fill else k_size
 
   def init(params):
     ring = lambda: jax.tree.map(
@@ -110,8 +112,8 @@ def fedfa_server(
       item_sizes = s.sizes
       if examples:
         item_sizes = item_sizes.at[index].set(n_i.astype(item_sizes.dtype), mode='drop')
-      n = s.count  # sliding: from the K-th arrival on; else every K-th
-      now = valid & (n >= k_size if sliding else (n + 1) % k_size == 0)
+      n = s.count  # sliding: from the K-th arrival on (K-1-th on fill); else every K-th
+      now = valid & (n >= first_aggregation if sliding else (n + 1) % k_size == 0)
       new_params = aggregate(s.params, models, deltas, num_steps, item_sizes)
       params = tree.where(now, new_params, s.params)
       new = FedFaState(params, models, deltas, num_steps, s.count + valid, item_sizes)
