@@ -117,7 +117,6 @@ RUN_RULES = (
   alpha_max=checks.real('alpha_min', 1.0),
   alpha=checks.real(0.0, 1.0),
   teacher=checks.choice(TEACHERS),
-  reset_distill_state=checks.boolean(),
   optimizer=checks.choice(DISTILL_OPTIMIZERS),
   distill_lr=checks.POSITIVE,
   clip_norm=checks.real(0.0, low_open=True, finite=False, note=' (inf = no clipping)'),
