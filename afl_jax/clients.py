@@ -1,7 +1,6 @@
-"""Client rules by name: ``afl_jax.clients.<name>(...)`` or ``make(name, **settings)`` builds a
-:class:`~afl_jax.core.types.ClientRule`, its arguments checked at the call; ``names()`` lists
-them, ``settings(name)`` gives a rule's settings. Each lives with its algorithm
-(``afl_jax/algorithms/``); :func:`run_local_steps` is the masked loop they build on."""
+"""Client rules by name: ``afl_jax.clients.<name>(...)`` or ``make(name, **settings)``, each living
+with its algorithm (``afl_jax/algorithms/``); :func:`run_local_steps` is their masked loop."""
+# ruff: noqa: F401 (re-exports, listed in __all__)
 
 from afl_jax.algorithms import CLIENTS
 from afl_jax.algorithms._asynfl import AlwaysOnState
@@ -10,15 +9,7 @@ from afl_jax.core.precision import with_compute_dtype
 
 make, names, settings, register = CLIENTS.verbs()
 globals().update(CLIENTS.exports())  # afl_jax.clients.<name>: each registered client rule
-__all__ = [
-  'CLIENTS',
-  'AlwaysOnState',
-  'divide_by_local_steps',
-  'make',
-  'names',
-  'register',
-  'run_local_steps',
-  'settings',
-  'with_compute_dtype',
-]
-__all__ += CLIENTS.names()
+__all__ = (
+  'CLIENTS AlwaysOnState divide_by_local_steps make names register run_local_steps settings '
+  'with_compute_dtype'
+).split() + CLIENTS.names()

@@ -1,8 +1,6 @@
-"""Server rules by name: ``afl_jax.servers.<name>(...)`` or ``make(name, **settings)`` builds a
-:class:`~afl_jax.core.types.ServerRule`, its arguments checked at the call; ``names()`` lists
-them, ``settings(name)`` gives a rule's settings. Each lives with its algorithm
-(``afl_jax/algorithms/``, docs/algorithms/); the optax transforms and weightings they share
-are re-exported here."""
+"""Server rules by name: ``afl_jax.servers.<name>(...)`` or ``make(name, **settings)``, each living
+with its algorithm (``afl_jax/algorithms/``); the optax transforms and weightings they share."""
+# ruff: noqa: F401 (re-exports, listed in __all__)
 
 from afl_jax.algorithms import SERVERS
 from afl_jax.algorithms._baselines import staleness_function
@@ -16,20 +14,8 @@ from afl_jax.algorithms._shared import aggregate, nova, nova_scales, optimizer_s
 
 make, names, settings, register = SERVERS.verbs()
 globals().update(SERVERS.exports())  # afl_jax.servers.<name>: each registered server rule
-__all__ = [
-  'SERVERS',
-  'aggregate',
-  'distill_optimizer',
-  'general_momentum',
-  'make',
-  'names',
-  'nova',
-  'nova_scales',
-  'optimizer_server',
-  'quasi_hyperbolic_momentum',
-  'register',
-  'settings',
-  'stagewise_constant',
-  'staleness_function',
-]
-__all__ += SERVERS.names()
+__all__ = (
+  'SERVERS aggregate distill_optimizer general_momentum make names nova nova_scales '
+  'optimizer_server quasi_hyperbolic_momentum register settings stagewise_constant '
+  'staleness_function'
+).split() + SERVERS.names()

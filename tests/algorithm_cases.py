@@ -1,10 +1,4 @@
-"""Hyperparameters and run context that make every registered algorithm run on a tiny problem.
-
-Shared by the registry-wide tests (tests/empty_step_test.py,
-tests/algorithms_sharding_test.py): ``build(name, run)`` fills the algorithm's
-declared run context from a :class:`~afl_jax.algorithms.RunInfo` (as the
-experiment pipeline does) and adds the few hyperparameters a tiny quadratic needs.
-"""
+"""Hyperparameters and a RunInfo that make every registered algorithm run on a tiny problem."""
 
 import jax.numpy as jnp
 import numpy as np

@@ -1,10 +1,5 @@
-"""Every registered algorithm builds with its defaults and no run context, and its rules
-run under ``jax.jit`` on a toy least-squares problem (issue 23).
-
-No ``RunInfo`` is given: example weighting reads the counts each message carries
-(``Arrivals.num_examples``), and per-client tables are sized from the tasks the joint
-initializer gets (``Algorithm.init``) or from the server's ``num_clients``.
-"""
+"""Every registered algorithm builds with its defaults and no run context, and its rules run under
+jit on a toy least-squares problem (issue 23)."""
 
 import jax
 import jax.numpy as jnp

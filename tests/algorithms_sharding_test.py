@@ -1,12 +1,5 @@
-"""Every registered algorithm gives the same iterates with its clients on all devices as on one.
-
-Run by CI twice: on 1 device (``AFL_JAX_TEST_DEVICES=1``, the default: every
-algorithm runs with N=3 and N=5 clients of unequal sizes, stale and overlapping
-jobs, finite and moving) and on 2 devices (``AFL_JAX_TEST_DEVICES=2``: the arrival
-axis is padded to a multiple of 2 and per-client state is replicated, since 2 divides
-neither 3 nor 5; the iterates and the client states must equal the 1-device run's).
-See tests/conftest.py for the exact command.
-"""
+"""Every registered algorithm gives the same iterates and client states on all devices as on one
+(CI runs it with AFL_JAX_TEST_DEVICES=1 and 2; N = 3 and 5 do not divide 2)."""
 
 import os
 

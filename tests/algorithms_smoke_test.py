@@ -1,8 +1,4 @@
-"""Every registered algorithm runs end to end through train_and_evaluate (tiny digits run).
-
-Math is checked per family elsewhere; this catches integration faults (shared data,
-run-context injection, schedules from configs) that rule-level tests cannot see.
-"""
+"""Every registered algorithm runs end to end through train_and_evaluate (tiny digits run)."""
 
 import math
 import pathlib

@@ -1,13 +1,5 @@
-"""AsynFL / AsynFLC / AsynFLC-EF through the engine vs plain-NumPy loops of the paper.
-
-Yang, Hou, Wu, "Convergence Analysis of Asynchronous Federated Learning with
-Gradient Compression for Non-Convex Optimization": eqs. (2)-(5) (AsynFL), (7)
-(AsynFLC), (8)-(10) and Algorithm 1 (AsynFLC-EF). The references below follow
-the paper's own form and sign: every client runs K steps from x_t^{(i)} each
-round, a participant computes Delta = x_{t,K} - x_{t-tau} and its local model is
-replaced by x_{t+1} AFTER the server step (Alg. 1 line 14), and the server adds
-eta_g / n * sum of the (compressed) Deltas.
-"""
+"""AsynFL / AsynFLC / AsynFLC-EF (Yang, Hou, Wu: eqs. (2)-(10), Alg. 1) through the engine vs
+NumPy loops in the paper's own form and sign (participants download x_{t+1} after the step)."""
 
 import jax
 import jax.extend

@@ -1,7 +1,5 @@
-"""AsynFL (Yang, Hou, Wu): the server rule (eq. (5)) under jax.jit, its n from the run, and
-the schedules continuous training (eq. (4)) refuses. Eqs. (2)-(10) through the engine:
-asynfl_replay_test.py.
-"""
+"""AsynFL (Yang, Hou, Wu): the server rule (eq. (5)) under jit, its n, and the schedules
+continuous training (eq. (4)) refuses."""
 
 import jax
 import jax.numpy as jnp

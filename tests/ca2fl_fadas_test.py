@@ -1,9 +1,5 @@
-"""CA2FL and FADAS against their papers' update rules written in NumPy.
-
-* CA2FL: Wang, Cao, Wu, Chen, Chen, ICLR 2024, Alg. 1 (cached update calibration).
-* FADAS: Wang, Wang, Lu, Chen, ICML 2024, Alg. 1 (AMSGrad server) with the
-  delay-adaptive learning rate.
-"""
+"""CA2FL (Wang et al., ICLR 2024, Alg. 1) and FADAS (Wang et al., ICML 2024, Alg. 1, with the
+delay-adaptive rate) against NumPy."""
 
 import jax
 import jax.numpy as jnp

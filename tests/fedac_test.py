@@ -1,10 +1,4 @@
-"""FedAC (Zang et al., AAAI 2024) against its update rules written in NumPy.
-
-The reference below is written from the equations in docs/algorithms/fedac.md:
-temporal-gradient client weights, prospective (Nesterov) adaptive server momentum,
-and local steps corrected by ``c - c_i`` with SCAFFOLD's option-II variates, where
-``c_i`` is the variate of the client's latest job applied before this job started.
-"""
+"""FedAC (Zang et al., AAAI 2024) against NumPy loops of docs/algorithms/fedac.md's equations."""
 
 import jax.numpy as jnp
 import numpy as np

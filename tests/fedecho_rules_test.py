@@ -1,10 +1,5 @@
-"""FedEcho's rules (Wang, Ma, Chen, "Stragglers Can Contribute More: Uncertainty-Aware
-Distillation for Asynchronous Federated Learning") against NumPy: the distillation loss,
-teacher and alpha of eqs. (3)-(4), and the server rule called directly under ``jax.jit``
-with linear-softmax models (logits = U W), the setting of App. B, where the gradient of
-eq. (3) is ``U^T (softmax(U W) - alpha p - (1 - alpha) onehot(argmax p)) / |U|``. Through
-the engine: fedecho_replay_test.py.
-"""
+"""FedEcho's eqs. (3)-(4) and server rule (under jit) against NumPy on linear-softmax models
+(App. B): eq. (3)'s gradient is ``U^T (softmax(UW) - a p - (1 - a) onehot(argmax p)) / |U|``."""
 
 import jax
 import jax.numpy as jnp

@@ -1,9 +1,5 @@
-"""FedProx (Li et al., 2020) and FedNova (Wang et al., 2020) as used by FedFa, vs NumPy.
-
-FedProx: local GD on ``F_i(x) + mu/2 ||x - x_start||^2`` (``np_local_gd``'s ``mu``). FedNova
-with plain SGD: ``x <- x - eta_g * tau_eff * mean_i(Delta_i / tau_i)``, ``tau_eff = mean_i
-tau_i``. FedFa's FedProx and FedNova variants: fedfa_server_test.py.
-"""
+"""FedProx (Li et al., 2020) and FedNova (Wang et al., 2020: ``x <- x - eta_g tau_eff
+mean_i(Delta_i / tau_i)``) against NumPy."""
 
 import jax.numpy as jnp
 import numpy as np

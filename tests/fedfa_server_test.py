@@ -1,9 +1,4 @@
-"""FedFa (Xu et al., IJCAI 2024) Alg. 1, eqs. (3)/(4), replayed against plain NumPy loops.
-
-The reference :func:`np_fedfa` is written from the paper and our readings
-(docs/algorithms/fedfa.md) with a ``collections.deque(maxlen=K)`` as the window; it
-shares nothing with ``afl_jax.servers.fedfa`` (which uses a ring buffer).
-"""
+"""FedFa (Xu et al., IJCAI 2024) Alg. 1, eqs. (3)/(4), against a NumPy loop with a deque window."""
 
 import collections
 

@@ -1,7 +1,5 @@
-"""FedGM's server rule called directly (jitted) against Sun et al.'s eq. (2) and its special
-cases (Sec. 3) in NumPy, and the stagewise schedule of Alg. 3. Through the engine (Alg. 3,
-Alg. 4 line 7's update divided by K_{t,i}): fedgm_replay_test.py.
-"""
+"""FedGM's server rule under jit against Sun et al.'s eq. (2), its special cases (Sec. 3) and
+Alg. 3's stagewise schedule."""
 
 import chex
 import jax

@@ -1,10 +1,5 @@
-"""MasFL / AdaMasFL through the engine, replayed against Alg. 1-4 written in NumPy.
-
-Paper: Yan, Zhong, Wang, Zhang, "Momentum-Driven Adaptivity: Towards Tuning-Free
-Asynchronous Federated Learning" (paper 000; docs/algorithms/masfl.md). Full-batch
-quadratic clients, so the stochastic gradients of Alg. 1 line 1 and Alg. 2 line 3 are
-exact gradients.
-"""
+"""MasFL / AdaMasFL (Yan et al., paper 000) through the engine against Alg. 1-4 in NumPy (full-batch
+quadratic clients: the stochastic gradients are exact)."""
 
 import math
 
@@ -143,19 +138,6 @@ def test_beta_one_k_one_full_fresh_participation_is_gradient_descent(x64):
   for t in range(t_steps):
     x = x - gamma * np.mean([np_grad(a[i], b[i], x) for i in range(4)], 0)
     np.testing.assert_allclose(res.params_history['x'][t], x, rtol=1e-12, atol=1e-12)
-
-
-def test_uniform_selection_with_everyone_arriving_equals_arrival_selection(x64):
-  """S = N: the literal scheme selects every client, i.e. exactly the arrivals."""
-  a, b = make_quadratic(dtype=np.float64)
-  ids = [[0, 1, 2], [2, 0, 1], [1, 2, 0], [0, 1, 2]]
-  start = [[0, 0, 0], [1, 0, 1], [1, 2, 2], [3, 2, 3]]
-  sched = afl_jax.schedules.from_arrays(ids, start, local_steps=2)
-  hp = dict(client_lr=0.2, server_lr=0.3, beta=0.5)
-  run = lambda selection: simulate_quadratic(
-    'adamasfl', a, b, np.zeros(4), sched, selection=selection, **hp
-  ).params_history['x']
-  np.testing.assert_allclose(run('uniform'), run('arrivals'), rtol=1e-12, atol=1e-12)
 
 
 def test_adamasfl_global_step_is_at_most_gamma_and_finite():

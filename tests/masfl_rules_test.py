@@ -1,7 +1,5 @@
-"""MasFL / AdaMasFL (Yan, Zhong, Wang, Zhang; docs/algorithms/masfl.md): the server's
-literal uniform selection (Alg. 1 as printed) against NumPy, an empty step, and the
-theorem rates' schedule inputs. Alg. 1-4 through the engine: masfl_replay_test.py.
-"""
+"""MasFL / AdaMasFL: the literal uniform selection (Alg. 1) against NumPy, an empty step, and the
+theorem rates' schedule inputs."""
 
 import jax
 import jax.numpy as jnp

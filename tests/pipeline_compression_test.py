@@ -1,14 +1,5 @@
-"""config.compressor wraps ANY algorithm's client messages: the server receives C(message).
-
-* the wrap, against NumPy: FedBuff + Top-k (k = d/2) on a quadratic, where the kept
-  coordinates of each client's message are known;
-* every registered algorithm accepts every compressor kind through the pipeline's
-  ``build_algorithm`` (the asynflc presets refuse a second compressor with one clear
-  error); each algorithm runs 2 server steps with one kind (the kinds rotate over
-  the algorithms, so every kind runs with several);
-* one bit-counting convention: an uncompressed run counts 32 bits per value, as the
-  identity compressor does.
-"""
+"""config.compressor wraps any algorithm's messages (FedBuff + Top-k against NumPy; every algorithm
+with every kind; the asynflc presets refuse a second one); one bit-counting convention."""
 
 import algorithm_cases
 import jax

@@ -1,11 +1,4 @@
-"""Port (Su & Li, IWQoS 2022) against its aggregation rule written in NumPy.
-
-The reference is written from the equations in docs/algorithms/port.md (the
-authors' Plato implementation): weights ``n_i (lambda_sim (rho_i + 1)/2 +
-lambda_st B/(tau_i + B))`` normalized over the buffer, ``rho_i`` the cosine of the
-global model's recent movement with ``x_i - x_t`` for ``tau_i > 1`` (else 1), and
-``x <- x + eta sum_i p_i (x_i - x_t)``.
-"""
+"""Port (Su & Li, IWQoS 2022) against NumPy loops of docs/algorithms/port.md's equations."""
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +7,6 @@ import pytest
 from quadratic import (
   check_empty_step_and_exact_zeros,
   check_fresh_is_fedbuff,
-  make_quadratic,
   np_local_gd,
   quadratic_problem,
   simulate_quadratic,
@@ -163,16 +155,3 @@ def test_port_clock_bounds_staleness_and_is_fedbuff_when_loose(urgent):
       assert ks.min() < 4 and np.all(ks >= 1)
     else:  # full jobs, more than M arrivals at the steps that waited
       assert np.all(ks == 4) and s.mask.sum(1).max() > 3
-
-
-@pytest.mark.parametrize('urgent', [False, True])
-def test_port_on_its_bounded_clock_matches_numpy(urgent, x64):
-  a, b = make_quadratic(dtype=np.float64)
-  x0 = np.linspace(-1, 1, 4)
-  d = Durations('constant', {'value': 1.0}, speed=np.array([1.0, 2.5, 4.0]))
-  sched = afl_jax.schedules.fedbuff(
-    3, 2, 1, 8, staleness_bound=1, urgent=urgent, durations=d, local_steps=3
-  )
-  assert (np.arange(8)[:, None] - sched.start_step)[sched.mask].max() == 1
-  got = _run(sched, a, b, x0, **HP)
-  np.testing.assert_allclose(got, _np_port(sched, a, b, x0, **HP), rtol=1e-10, atol=1e-10)

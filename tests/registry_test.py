@@ -54,7 +54,7 @@ OUT_OF_RANGE = [
   (get('multistage_fedgm', betas=(0.9, 1.0)), ConfigError, 'hparams.betas=(0.9, 1.0) is invalid'),
   (get('asynflc', bits=64), ConfigError, 'hparams.bits=64 is invalid: must be an integer in'),
   (get('adamasfl', local_steps=0), ConfigError, 'hparams.local_steps=0 is invalid'),
-  (get('fedopt', bias_correction_offset=0), ConfigError, 'hparams.bias_correction_offset=0'),
+  (get('fedopt', tau=0.0), ConfigError, 'hparams.tau=0.0 is invalid'),
   (get('fedecho', **ECHO, alpha_max=0.1), ConfigError, 'hparams.alpha_max=0.1 is invalid'),
   (call(algorithms.fedasync, alpha=2), ConfigError, 'hparams.alpha=2 is invalid'),
   (call(compression.make, 'qsgd', bits=1), ConfigError, 'compressor.bits=1 is invalid'),
@@ -84,12 +84,6 @@ def test_a_value_out_of_range_is_refused_in_one_line_naming_it(build, cls, start
 
 # A combination of values (and a run fact) no single range states: (call, what the message names)
 COMBINATIONS = [
-  (get('fedopt', bias_correction=True), "convention='alg2'"),
-  (get('fedopt', convention='alg2', server_optimizer='amsgrad'), "'amsgrad' is optax's only"),
-  (
-    get('fedopt', convention='alg2', server_optimizer='adagrad', bias_correction=True),
-    'FedAdagrad',
-  ),
   (call(servers.fedfa, mode='param', server_lr=0.5), 'server_lr=0.5 is invalid: applies to mode='),
   (get('asynflc', compressor='sign', fraction=0.1), "compressor 'sign' takes no ['fraction']"),
   (

@@ -1,9 +1,5 @@
-"""Example-count weighting (issue 15 item 5) and clients of unequal sizes in from_loss.
-
-FedAvg (McMahan et al., AISTATS 2017, Alg. 1): ``w_{t+1} = sum_k (n_k / n) w^k_{t+1}``.
-The references are NumPy loops written here; the clients hold 2, 5 and 9 rows, so
-the ragged problem pads two of them (the padding must never enter a loss).
-"""
+"""Example-count weighting (FedAvg, McMahan et al. 2017, Alg. 1: ``sum_k (n_k / n) w^k``) and
+ragged clients of 2, 5 and 9 rows (padding never enters a loss)."""
 
 import jax
 import jax.numpy as jnp

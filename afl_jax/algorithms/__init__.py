@@ -1,7 +1,7 @@
 """Algorithms by name, one private file per paper family holding its client rule, server rule and
 registration: ``afl_jax.algorithms.<name>(**hparams)`` or ``make(name, facts=RunInfo(...),
-**hparams)`` builds the registered :class:`~afl_jax.core.types.Algorithm`; ``names()`` lists
-them, ``settings(name)`` gives a name's hyperparameters (docs/algorithms.md)."""
+**hparams)`` (docs/algorithms.md)."""
+# ruff: noqa: F401 (re-exports, listed in __all__)
 
 import importlib
 import pkgutil
@@ -14,17 +14,7 @@ for _family in pkgutil.iter_modules(__path__):  # each file registers its paper 
 
 make, names, settings, register = ALGORITHMS.verbs()
 globals().update(ALGORITHMS.exports())  # afl_jax.algorithms.<name>: each registered algorithm
-__all__ = [
-  'ALGORITHMS',
-  'CLIENTS',
-  'CONTEXT_FIELDS',
-  'SERVERS',
-  'RunInfo',
-  'adamasfl_theory',
-  'make',
-  'masfl_theory',
-  'names',
-  'register',
-  'settings',
-]
-__all__ += ALGORITHMS.names()
+__all__ = (
+  'ALGORITHMS CLIENTS CONTEXT_FIELDS SERVERS RunInfo adamasfl_theory make masfl_theory names '
+  'register settings'
+).split() + ALGORITHMS.names()

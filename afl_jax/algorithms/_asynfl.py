@@ -1,6 +1,4 @@
-"""AsynFL, AsynFLC and AsynFLC-EF (Yang, Hou, Wu, eqs. (2)-(5), (7), Alg. 1 eqs. (8)-(10)): the
-always-on local SGD (eqs. (2)-(4), Alg. 1 lines 2-17), the server dividing by n (eq. 5) and the
-compressed uploads; continuous training accepts only the schedules whose starts it implies
+"""AsynFL, AsynFLC and AsynFLC-EF (Yang, Hou, Wu, eqs. (2)-(5), (7), Alg. 1 eqs. (8)-(10))
 (docs/algorithms/asynfl.md)."""
 
 from __future__ import annotations
@@ -30,12 +28,9 @@ from afl_jax.schedules.schedule import Schedule, ScheduleError
 
 
 class AlwaysOnState(NamedTuple):
-  """The local model, the ``anchor`` it last synced to (eq. 3) and ``synced`` (it restarts from the
-  next broadcast)."""
-
   local: Params
-  anchor: Params
-  synced: jax.Array  # bool scalar
+  anchor: Params  # the model it last synced to (eq. 3)
+  synced: jax.Array  # bool scalar: it restarts from the next broadcast
 
 
 @CLIENTS.register('always_on_sgd')
@@ -56,8 +51,6 @@ def always_on_sgd(client_lr: ScalarOrSchedule) -> ClientRule:
       return tree.axpy(-learning_rate_at(client_lr, k), g, params), loss  # eq. (2)
 
     x_k, metrics = run_local_steps(task, key, x0, body)
-    # A reporting client's local model is replaced by x_{t+1} at the next round
-    # (Alg. 1 line 14); keep x_{t,K} anyway so the state never holds stale garbage.
     synced = jnp.asarray(task.active, bool)
     return tree.sub(anchor, x_k), AlwaysOnState(x_k, anchor, synced), metrics  # -(eq. 3)
 
@@ -75,8 +68,7 @@ def asynfl_server(
   num_clients: int | None = None,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """Eq. (5)/(7)/(10); n = ``num_clients``, or when None the width of the arrival axis (``prepare``
-  sets the run's N)."""
+  """Eq. (5)/(7)/(10); n = ``num_clients``, else the arrival axis' width (``prepare`` sets N)."""
   rule = lambda n: optimizer_server(
     optax.sgd(server_lr), normalizer=normalizer, num_clients=n, weighting=weighting
   )
@@ -106,10 +98,8 @@ def check_schedule(
   """ScheduleError before any compute where ``num_clients`` is not the schedule's N or, continuous,
   an arrival's start or a client's K disagrees with eqs. (2)-(4)."""
   if num_clients is not None and num_clients != schedule.num_clients:
-    raise ScheduleError(
-      f'{name}: num_clients={num_clients} does not match this run, whose schedule has '
-      f'{schedule.num_clients} clients; n of eq. (5) is the number of clients.'
-    )
+    n = schedule.num_clients
+    raise ScheduleError(f'{name}: num_clients={num_clients}, but the schedule has {n} clients.')
   if not continuous:
     return
   implied = continuous_starts(schedule)
@@ -117,12 +107,9 @@ def check_schedule(
   if bad.any():
     t, j = (int(v) for v in np.argwhere(bad)[0])
     raise ScheduleError(
-      f"{name} with local_training='continuous' trains every client every round and "
-      'restarts it from the global model only when it reports (eq. 4), so an arrival '
-      "starts from the step after the client's previous report; but client "
-      f'{int(schedule.client_ids[t, j])} arriving at step {t} has start_step='
-      f'{int(schedule.start_step[t, j])}, not {int(implied[t, j])}. Use a schedule '
-      "built for continuous training (schedules.waiting_windows) or local_training='per_job'."
+      f"{name} with local_training='continuous' (eq. 4): client {int(schedule.client_ids[t, j])} "
+      f'arriving at step {t} has start_step={int(schedule.start_step[t, j])}, not '
+      f"{int(implied[t, j])}; use schedules.waiting_windows or local_training='per_job'."
     )
   ids, ks = schedule.client_ids[schedule.mask], schedule.local_steps[schedule.mask]
   low = np.full(schedule.num_clients, np.iinfo(np.int32).max)
@@ -133,9 +120,8 @@ def check_schedule(
   if varied.size:
     i = int(varied[0])
     raise ScheduleError(
-      f"{name} with local_training='continuous' runs each client's K every round "
-      f'(eq. 2), but client {i} has local_steps from {int(low[i])} to {int(high[i])} '
-      "across its arrivals; give each client one K or use local_training='per_job'."
+      f"{name} with local_training='continuous' (eq. 2): client {i} has local_steps from "
+      f"{int(low[i])} to {int(high[i])}; give each client one K or use local_training='per_job'."
     )
 
 
@@ -182,7 +168,6 @@ def asynfl(
 
 
 def _takes_only_its_own(compressor: str, fraction, bits, scaled) -> str | None:
-  """A setting given for a compressor that does not take it (None: its default)."""
   takes = sorted(COMPRESSORS.settings(compressor))
   given = {'fraction': fraction, 'bits': bits, 'scaled': scaled}
   stray = sorted(k for k, v in given.items() if v is not None and k not in takes)
@@ -200,8 +185,8 @@ def _asynflc(
   error_feedback: bool = False,
   **server: Any,
 ) -> Algorithm:
-  """AsynFLC (eq. 7): AsynFL uploading ``C(Delta)`` (``fraction``, ``bits``, ``scaled`` None: the
-  compressor's default); with ``error_feedback``, AsynFLC-EF (Alg. 1, eqs. 8-10)."""
+  """AsynFLC (eq. 7) uploading ``C(Delta)`` (a setting None: the compressor's default); with
+  ``error_feedback``, AsynFLC-EF (Alg. 1, eqs. 8-10)."""
   given = {'fraction': fraction, 'bits': bits, 'scaled': scaled}
   comp = compression.make(compressor, **{k: v for k, v in given.items() if v is not None})
   name = 'asynflc_ef' if error_feedback else 'asynflc'
@@ -209,7 +194,6 @@ def _asynflc(
   return _algorithm(name, client_lr, num_clients, local_training, comp, **server)
 
 
-# AsynFLC's compressor: its name and settings (ranges declared with the compressors).
 COMPRESSOR = dict(
   context=('num_clients',),
   uses=(asynfl_server,),

@@ -10,13 +10,31 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import optax
 
 from afl_jax import checks
-from afl_jax.algorithms._shared import ALGORITHMS, SERVERS, local_sgd, nova, prox_sgd
-from afl_jax.algorithms._shared import fedavg as fedavg_server
-from afl_jax.algorithms._shared import fedbuff as fedbuff_server
+from afl_jax.algorithms._shared import (
+  ALGORITHMS,
+  SERVERS,
+  local_sgd,
+  nova,
+  optimizer_server,
+  prox_sgd,
+)
 from afl_jax.core import tree
 from afl_jax.core.types import Algorithm, ServerRule
+
+
+@SERVERS.register('fedavg')
+def fedavg_server(*, weighting: str = 'examples') -> ServerRule:
+  """FedAvg's server (McMahan et al. 2017, Alg. 1)."""
+  return optimizer_server(optax.sgd(1.0), weighting=weighting)
+
+
+@SERVERS.register('fedbuff')
+def fedbuff_server(server_lr: float = 1.0, *, weighting: str = 'uniform') -> ServerRule:
+  """FedBuff's server (Nguyen et al. 2022, Alg. 1)."""
+  return optimizer_server(optax.sgd(server_lr), weighting=weighting)
 
 
 def _local_sgd(

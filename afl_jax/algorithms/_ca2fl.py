@@ -1,5 +1,5 @@
-"""CA2FL (Wang et al., ICLR 2024, Alg. 1) with local-SGD clients: ``v_t = mean_i h_i + mean_{S_t}
-(Delta_i - h_i)`` with each client's latest update cached (docs/algorithms/ca2fl_fadas.md)."""
+"""CA2FL (Wang et al., ICLR 2024, Alg. 1): ``v_t = mean_i h_i + mean_{S_t} (Delta_i - h_i)``
+(docs/algorithms/ca2fl_fadas.md)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,6 @@ def init_state(params: Params, num_clients: int) -> CA2FLState:
 
 @SERVERS.register('ca2fl', context=('num_clients',))
 def ca2fl_server(server_lr: float = 1.0, *, num_clients: int = 10, weighting: str = 'uniform'):
-  """The CA2FL server caching clients 0..N-1 (``num_clients``)."""
   examples = weighting == 'examples'
 
   def init(params: Params) -> CA2FLState:

@@ -1,5 +1,4 @@
-"""FADAS (Wang et al., ICML 2024, Alg. 1) with local-SGD clients: AMSGrad on the mean
-pseudo-gradient with the delay-adaptive rate; the defaults are the authors' commands
+"""FADAS (Wang et al., ICML 2024, Alg. 1), the defaults the authors' commands
 (docs/algorithms/ca2fl_fadas.md)."""
 
 from __future__ import annotations
@@ -63,7 +62,6 @@ def scale_by_amsgrad(
 def delay_adaptive_rate(
   server_lr: float, tau_max: jax.Array, tau_c: int, rule: str = 'min_inverse'
 ) -> jax.Array:
-  """eta_t from the step's largest staleness ``tau_max``."""
   tau = jnp.maximum(tau_max, 1).astype(jnp.result_type(float))
   reduced = jnp.minimum(server_lr, 1.0 / tau) if rule == 'min_inverse' else server_lr / tau
   return jnp.where(tau_max > tau_c, reduced, server_lr)
@@ -78,7 +76,6 @@ class FADASState(NamedTuple):
   'fadas',
   tau_c=checks.integer(0),
   delay_rule=checks.choice(DELAY_RULES),
-  delay_adaptive=checks.boolean(),
 )
 def fadas_server(
   server_lr: float = 1e-4,
@@ -92,8 +89,7 @@ def fadas_server(
   bias_correction: bool = False,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """The FADAS server; ``bias_correction``: Adam's corrections (the authors' code, off in the
-  paper)."""
+  """The FADAS server; ``bias_correction``: Adam's (the authors' code, off in the paper)."""
   examples = weighting == 'examples'
   opt = scale_by_amsgrad(beta1, beta2, epsilon, bias_correction=bias_correction)
 

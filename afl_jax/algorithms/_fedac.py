@@ -1,7 +1,5 @@
-"""FedAC (Zang et al., AAAI 2024), a baseline of FedEcho, as AFL-Lib writes it: clients run SGD
-corrected by ``c - c_i`` (SCAFFOLD's option II variate, Karimireddy et al. 2020, eq. (4)), ``c_i``
-read causally; the server weights arrivals by cosine, takes a prospective adaptive momentum step
-and keeps the global control variate; FedEcho's Table 8 rates (docs/algorithms/fedac.md)."""
+"""FedAC (Zang et al., AAAI 2024) as AFL-Lib writes it, with SCAFFOLD's option II variate
+(Karimireddy et al. 2020, eq. (4)) (docs/algorithms/fedac.md)."""
 
 from __future__ import annotations
 
@@ -20,21 +18,20 @@ from afl_jax.algorithms._shared import (
   joint_init,
   moments,
   normalized_weights,
-  run_local_steps,
+  sgd_with_mean_gradient,
   step_result,
-  steps_run,
 )
 from afl_jax.core import tree
 from afl_jax.core.types import Algorithm, ClientRule, Params, ServerRule
 
 
-class FedACBroadcast(NamedTuple):  # what the server sends to a starting client
+class FedACBroadcast(NamedTuple):
   params: Params  # x_t
   variate: Params  # c: the global control variate
   applied: jax.Array  # int32[N]: jobs of each client applied so far
 
 
-class FedACMessage(NamedTuple):  # what a client sends
+class FedACMessage(NamedTuple):
   delta: Params  # Delta_i = x_start - x_K
   variate_change: Params  # c_i^+ - c_i
 
@@ -44,10 +41,9 @@ class FedACClientState(NamedTuple):
   count: jax.Array  # int32 scalar n: this client's jobs that have arrived
 
 
-@CLIENTS.register('fedac', history=checks.integer(1), correction=checks.boolean())
+@CLIENTS.register('fedac', history=checks.integer(1))
 def fedac_client(client_lr: float, *, history: int = 2, correction: bool = True) -> ClientRule:
-  """FedAC's client keeping H = ``history`` past variates; ``correction=False`` drops
-  ``c - c_i``."""
+  """FedAC's client keeping H = ``history`` variates; ``correction=False`` drops ``c - c_i``."""
 
   def init(params, task, key):
     return FedACClientState(
@@ -63,16 +59,10 @@ def fedac_client(client_lr: float, *, history: int = 2, correction: bool = True)
     own = tree.where(job > 0, own, tree.zeros_like(own))
     corr = tree.sub(start.variate, own) if correction else tree.zeros_like(own)
 
-    def body(carry, batch, k):
-      params, grad_sum = carry
-      loss, grad = jax.value_and_grad(task.loss_fn)(params, batch)
-      params = tree.axpy(-client_lr, tree.add(grad, corr), params)
-      return (params, tree.add(grad_sum, grad)), loss
-
-    carry0 = (start.params, tree.zeros_like(start.params))
-    (final, grad_sum), metrics = run_local_steps(task, key, carry0, body)
-    k = steps_run(task)
-    new_variate = tree.scale(1.0 / k, grad_sum)
+    direction = lambda grad: tree.add(grad, corr)
+    final, new_variate, metrics = sgd_with_mean_gradient(
+      task, key, start.params, client_lr, direction
+    )
     slot = jnp.mod(state.count, history)
     variates = jax.tree.map(
       lambda h, v: h.at[slot].set(v.astype(h.dtype)), state.variates, new_variate
@@ -127,7 +117,6 @@ class FedACState(NamedTuple):
 
 
 def init_state(params: Params, num_clients: int, beta1=0.6, beta2=0.9, epsilon=1e-8):
-  """``c = 0``, no job applied, ``m_0 = v_0 = 0``."""
   opt = scale_by_prospective_momentum(beta1, beta2, epsilon)
   return FedACState(
     params, tree.zeros_like(params), jnp.zeros((num_clients,), jnp.int32), opt.init(params)
@@ -152,8 +141,7 @@ def fedac_server(
   first_update: str = 'movement',
   num_clients: int = 10,
 ) -> ServerRule:
-  """The FedAC server; ``zero_cosine`` and ``first_update`` are readings (docs/algorithms/fedac.md);
-  ``init`` counts clients 0..N-1."""
+  """The FedAC server; ``zero_cosine``, ``first_update``: readings (docs/algorithms/fedac.md)."""
   opt = scale_by_prospective_momentum(beta1, beta2, epsilon)
 
   def init(params):
@@ -186,10 +174,13 @@ def fedac_server(
 
 
 @ALGORITHMS.register('fedac', uses=(fedac_server, fedac_client))
-def fedac(client_lr: float = 0.1, history: int = 2, correction: bool = True, **server: Any):
-  client = fedac_client(client_lr, history=history, correction=correction)
-  b1, b2, eps = server['beta1'], server['beta2'], server['epsilon']
+def fedac(client_lr: float = 0.1, **settings: Any) -> Algorithm:
+  """FedAC with FedEcho's Table 8 ``client_lr``; the other settings are its client's and
+  server's."""
+  mine = {k: settings.pop(k) for k in ('history', 'correction')}
+  client = fedac_client(client_lr, **mine)
+  b1, b2, eps = settings['beta1'], settings['beta2'], settings['epsilon']
   init = joint_init(
     client, lambda params, tasks, _: init_state(params, tasks.client_id.size, b1, b2, eps)
   )
-  return Algorithm('fedac', client, fedac_server(**server), init=init)
+  return Algorithm('fedac', client, fedac_server(**settings), init=init)

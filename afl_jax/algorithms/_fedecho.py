@@ -1,6 +1,5 @@
-"""FedEcho (Wang, Ma, Chen, "Stragglers Can Contribute More", Alg. 1, eqs. (2)-(4)): local-SGD
-clients, a FedBuff step and the entropy-weighted distillation from the clients' stored logits on
-the server's unlabeled set (memory: Sec. 3.2) (docs/algorithms/fedecho.md)."""
+"""FedEcho (Wang, Ma, Chen, "Stragglers Can Contribute More", Alg. 1, eqs. (2)-(4))
+(docs/algorithms/fedecho.md)."""
 
 from __future__ import annotations
 
@@ -18,13 +17,12 @@ from afl_jax.core import tree
 from afl_jax.core.types import Algorithm, ServerRule, unchanged_if_no_arrival
 from afl_jax.schedules.schedule import Schedule
 
-# ---- the distillation loss and teacher (eqs. (3)-(4); docs/algorithms/fedecho.md, "What runs") --
 TEACHERS = ('logits', 'probs')
 
 
 def teacher_probs(logits: jax.Array, reported: jax.Array, teacher: str = 'logits') -> jax.Array:
   """``[B, C]`` teacher of the reported clients' logits ``[N, B, C]``: softmax of the mean
-  (``'logits'``, Alg. 1 line 14) or mean of softmaxes (``'probs'``, App. B); uniform when none."""
+  (``'logits'``, Alg. 1 line 14) or mean of softmaxes (``'probs'``, App. B)."""
   w = reported.astype(logits.dtype)
   w = w / jnp.maximum(jnp.sum(w), 1.0)
   if teacher == 'logits':
@@ -39,14 +37,13 @@ def normalized_batch_entropy(probs: jax.Array) -> jax.Array:
 
 
 def dynamic_alpha(probs: jax.Array, alpha_min: float, alpha_max: float) -> jax.Array:
-  """``alpha = H_hat * alpha_max + (1 - H_hat) * alpha_min``, as a constant."""
+  """``alpha = H_hat alpha_max + (1 - H_hat) alpha_min`` (eq. 4), as a constant."""
   h = jax.lax.stop_gradient(normalized_batch_entropy(probs))
   return h * alpha_max + (1.0 - h) * alpha_min
 
 
 def distillation_loss(student_logits: jax.Array, probs: jax.Array, alpha: Any) -> jax.Array:
-  """Eq. (3): ``alpha KL(p || q) + (1 - alpha) CE(argmax p, q)``; no gradient flows into
-  ``probs`` or ``alpha``."""
+  """Eq. (3): ``alpha KL(p || q) + (1 - alpha) CE(argmax p, q)``, constant ``probs``, ``alpha``."""
   probs = jax.lax.stop_gradient(probs)
   alpha = jax.lax.stop_gradient(jnp.asarray(alpha, student_logits.dtype))
   log_q = lambda: jax.nn.log_softmax(student_logits, axis=-1)  # one per term: the same program
@@ -56,17 +53,16 @@ def distillation_loss(student_logits: jax.Array, probs: jax.Array, alpha: Any) -
   return alpha * kl + (1.0 - alpha) * ce
 
 
-# ---- the server ------------------------------------------------------------------------------
 ALPHA_MODES = ('dynamic', 'fixed')
 DISTILL_OPTIMIZERS = ('adam', 'sgd')
 
 
 class FedEchoState(NamedTuple):
   params: Any
-  opt_state: optax.OptState  # state of the FedBuff step (optax.sgd(eta_g))
-  distill_state: optax.OptState  # state of the distillation optimizer
+  opt_state: optax.OptState  # the FedBuff step's
+  distill_state: optax.OptState
   logits: jax.Array  # [N, |U|, C] each client's latest logits on U (0 until it reports)
-  reported: jax.Array  # bool[N] whether client i has reported at least once
+  reported: jax.Array  # bool[N]
 
   @property
   def num_clients(self) -> int:
@@ -76,8 +72,7 @@ class FedEchoState(NamedTuple):
 def distill_optimizer(
   optimizer: str, distill_lr: float, clip_norm: float
 ) -> optax.GradientTransformation:
-  """Sec. 5.1's ``chain(clip_by_global_norm(nu), adam(eta_d))``, or ``sgd`` (eq. 2);
-  ``clip_norm=inf``: no clipping."""
+  """Sec. 5.1's ``chain(clip_by_global_norm(nu), adam(eta_d))``, or ``sgd`` (eq. 2)."""
   adam = lambda lr: optax.adam(lr, b1=0.9, b2=0.999, eps=1e-8)
   base = {'adam': adam, 'sgd': optax.sgd}[optimizer](distill_lr)
   if not checks.is_traced(clip_norm) and np.isinf(clip_norm):
@@ -122,7 +117,6 @@ RUN_RULES = (
   alpha_max=checks.real('alpha_min', 1.0),
   alpha=checks.real(0.0, 1.0),
   teacher=checks.choice(TEACHERS),
-  reset_distill_state=checks.boolean(),
   optimizer=checks.choice(DISTILL_OPTIMIZERS),
   distill_lr=checks.POSITIVE,
   clip_norm=checks.real(0.0, low_open=True, finite=False, note=' (inf = no clipping)'),
@@ -146,8 +140,7 @@ def fedecho_server(
   reset_distill_state: bool = False,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """FedEcho's server (Alg. 1 lines 4-5, 9-17) for ``apply_fn(params, x) -> logits`` on U =
-  ``unlabeled_x``; ``distill_steps=0`` is FedBuff."""
+  """FedEcho's server (Alg. 1 lines 4-5, 9-17) distilling on U = ``unlabeled_x``."""
   examples = weighting == 'examples'
   n, q_steps, num_u = num_clients, distill_steps, np.shape(unlabeled_x)[0]
   u = jnp.asarray(unlabeled_x)
@@ -228,33 +221,12 @@ def fedecho_server(
 
 
 def held_checkpoints(schedule: Schedule) -> np.ndarray:
-  """int[T]: the distinct past versions held while step t collects (jobs from ``s < t`` arriving at
-  ``t' >= t``)."""
+  """int[T]: the distinct past versions held while step t collects (Sec. 3.2's memory)."""
   t_arr = np.broadcast_to(np.arange(schedule.num_steps)[:, None], schedule.mask.shape)
   starts, ends = schedule.start_step[schedule.mask], t_arr[schedule.mask]
   out = np.zeros(schedule.num_steps, np.int64)
   for t in range(schedule.num_steps):
     out[t] = np.unique(starts[(starts < t) & (ends >= t)]).size
-  return out
-
-
-def memory_overhead(state: FedEchoState, schedule: Schedule | None = None) -> dict[str, float]:
-  """FedEcho's extra server memory (Sec. 3.2), in bytes; with a schedule, the checkpoints held."""
-  logits = state.logits
-  per_client = int(np.prod(logits.shape[1:])) * jnp.dtype(logits.dtype).itemsize
-  model = sum(int(x.size) * jnp.dtype(x.dtype).itemsize for x in jax.tree.leaves(state.params))
-  out = {
-    'logits_bytes': float(per_client * logits.shape[0]),
-    'logits_bytes_per_client': float(per_client),
-    'model_bytes': float(model),
-  }
-  if schedule is not None:
-    held = held_checkpoints(schedule)
-    out.update(
-      max_checkpoints=float(held.max()),
-      mean_checkpoints=float(held.mean()),
-      checkpoint_bytes=float(held.max() * model),
-    )
   return out
 
 
@@ -269,7 +241,6 @@ def fedecho(
   num_clients: int,
   **server: Any,
 ) -> Algorithm:
-  """FedEcho with the defaults of Sec. 5.1 and Table 8; needs the run context ``apply_fn``,
-  ``unlabeled_x`` and ``num_clients``."""
+  """FedEcho with the defaults of Sec. 5.1 and Table 8."""
   server_rule = fedecho_server(apply_fn, unlabeled_x, num_clients, **server)
   return Algorithm('fedecho', local_sgd(client_lr), server_rule)

@@ -32,8 +32,7 @@ class FedFaState(NamedTuple):
   sizes: Any = EmptyState()  # float[K] examples behind each message ('examples'), else empty
 
 
-def _put(ring: Any, index: jax.Array, row: Any) -> Any:
-  """Write ``row`` into slot ``index`` (an out-of-range index writes nothing)."""
+def _put(ring: Any, index: jax.Array, row: Any) -> Any:  # an out-of-range index writes nothing
   return jax.tree.map(lambda r, x: r.at[index].set(x.astype(r.dtype), mode='drop'), ring, row)
 
 
@@ -41,9 +40,6 @@ def _put(ring: Any, index: jax.Array, row: Any) -> Any:
   'fedfa',
   window_size=checks.integer(1),
   mode=checks.choice(MODES),
-  aggregate_on_fill=checks.boolean(),
-  sliding=checks.boolean(),
-  nova=checks.boolean(),
   rules=(
     checks.Rule(
       'server_lr',
@@ -148,8 +144,7 @@ def fedfa(client_lr: float = 0.01, mu: float | None = 0.01, **server: Any) -> Al
 
 
 def _variant(name: str, mode: str, *, prox: bool = False, nova: bool = False) -> Any:
-  """Register the variant of Table 6 with the window's ``mode`` (eq. (3) has no step size),
-  FedProx's clients or local SGD, FedNova's normalization or none."""
+  """Table 6's variant: the window's ``mode``, FedProx's clients or not, FedNova's or not."""
   fixed = {'mode': mode, 'nova': nova} | ({} if prox else {'mu': None})
   fixed |= {'server_lr': 1.0} if mode == 'param' else {}
   return ALGORITHMS.register(name, fedfa, uses=(fedfa_server,), fixed=fixed)

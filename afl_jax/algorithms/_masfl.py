@@ -1,7 +1,5 @@
-"""MasFL (Alg. 1-2) and AdaMasFL (Alg. 3-4) of Yan et al.: the client's momentum steps corrected by
-the stale variate read causally from its history, the server's control variates and two-level
-momentum; rates left as None from Theorem 3.1 / 4.1 with S, K, T read from the run's schedule
-(docs/algorithms/masfl.md, "Theory rates")."""
+"""MasFL (Alg. 1-2) and AdaMasFL (Alg. 3-4) of Yan et al., rates left as None from Theorem 3.1 / 4.1
+(docs/algorithms/masfl.md)."""
 
 from __future__ import annotations
 
@@ -21,6 +19,7 @@ from afl_jax.algorithms._shared import (
   joint_init,
   row_weights,
   run_local_steps,
+  sgd_with_mean_gradient,
   steps_run,
   uniform_weights,
 )
@@ -34,26 +33,19 @@ SPECS = {
 }
 
 
-class MasFLBroadcast(NamedTuple):
-  """What the MasFL server sends (Alg. 1 line 8 / Alg. 3 line 9)."""
-
+class MasFLBroadcast(NamedTuple):  # Alg. 1 line 8 / Alg. 3 line 9
   params: Params  # theta^t
   direction: Params  # d^t = beta c^t + (1 - beta) g^t
 
 
-class MasFLMessage(NamedTuple):
-  """What a MasFL client sends (Alg. 2 line 6 / Alg. 4 line 6)."""
-
+class MasFLMessage(NamedTuple):  # Alg. 2 line 6 / Alg. 4 line 6
   variate: Params  # c~_i^{t+1}: mean of the job's K stochastic gradients
   delta: Params | None  # AdaMasFL: (theta_start - theta_K) / (eta K); MasFL: None
 
 
-# ---- the client (Alg. 2 and 4) ----------------------------------------------------------------
 class MasFLClientState(NamedTuple):
-  """The last D sent ``variates`` newest first, and the step each ``arrived`` at (-1 for c_i^0)."""
-
-  variates: Params
-  arrived: jax.Array
+  variates: Params  # the last D sent, newest first
+  arrived: jax.Array  # the step each arrived at (-1 for c_i^0)
 
 
 def history_depth(schedule: Any) -> int:
@@ -85,19 +77,15 @@ def initial_variate(params: Params, task, key: jax.Array) -> Params:
 
 
 def normalized(g: Params) -> Params:
-  """``g / ||g||`` with the global l2 norm, and 0 (no step) when ``||g|| = 0``."""
+  """``g / ||g||`` (global l2 norm); 0 when ``||g|| = 0``."""
   norm = tree.global_norm(g)
   safe = jnp.where(norm > 0, norm, 1.0)
   return tree.scale(jnp.where(norm > 0, 1.0 / safe, 0.0), g)
 
 
-@CLIENTS.register(
-  'masfl', beta=SPECS['beta'], normalize=checks.boolean(), history=checks.integer(1)
-)
+@CLIENTS.register('masfl', beta=SPECS['beta'], history=checks.integer(1))
 def masfl_client(client_lr: float, beta: float, *, normalize: bool = False, history: int = 1):
-  """MasFL's client (Alg. 2), AdaMasFL's (Alg. 4) with ``normalize``: eta = ``client_lr``,
-  ``beta``; D = ``history`` (the registry's 'masfl' sizes it for each run). Takes a
-  ``MasFLBroadcast``, sends a ``MasFLMessage``."""
+  """MasFL's client (Alg. 2), AdaMasFL's (Alg. 4) with ``normalize``; D = ``history``."""
 
   def init(params, task, key):
     c0 = initial_variate(params, task, key)  # Alg. 1/3 line 1
@@ -111,21 +99,14 @@ def masfl_client(client_lr: float, beta: float, *, normalize: bool = False, hist
       index = jnp.where(jnp.any(before), jnp.argmax(before), before.shape[0] - 1)
     c_tilde = tree.gather(state.variates, index)
 
-    def body(carry, batch, k):
-      params, grad_sum = carry
-      loss, grad = jax.value_and_grad(task.loss_fn)(params, batch)
-      # Alg. 2/4 line 3: beta (grad - c~_i + c^{t-tau}) + (1 - beta) g^{t-tau}.
+    def direction(grad):  # Alg. 2/4 line 3: beta (grad - c~_i + c^{t-tau}) + (1 - beta) g^{t-tau}
       g = tree.axpy(beta, tree.sub(grad, c_tilde), start.direction)
-      step = normalized(g) if normalize else g
-      return (tree.axpy(-client_lr, step, params), tree.add(grad_sum, grad)), loss
+      return normalized(g) if normalize else g
 
-    carry0 = (start.params, tree.zeros_like(start.params))
-    (final, grad_sum), metrics = run_local_steps(task, key, carry0, body)
-    k = steps_run(task)
-    variate = tree.scale(1.0 / k, grad_sum)
+    final, variate, metrics = sgd_with_mean_gradient(task, key, start.params, client_lr, direction)
     delta = None
     if normalize:
-      delta = tree.scale(1.0 / (client_lr * k), tree.sub(start.params, final))
+      delta = tree.scale(1.0 / (client_lr * steps_run(task)), tree.sub(start.params, final))
     step = state.arrived[0] + 1 if task.step is None else task.step
     variates = jax.tree.map(
       lambda h, v: jnp.concatenate([v[None].astype(h.dtype), h[:-1]]), state.variates, variate
@@ -139,7 +120,6 @@ def masfl_client(client_lr: float, beta: float, *, normalize: bool = False, hist
 adamasfl_client = CLIENTS.register('adamasfl', masfl_client, fixed={'normalize': True})
 
 
-# ---- the server (Alg. 1 lines 1, 4-8; Alg. 3 lines 1, 4-9) ------------------------------------
 class MasFLServerState(NamedTuple):
   params: Params  # theta^t
   variates: Params  # c_i^t, leading axis N
@@ -171,7 +151,7 @@ def uniform_selection(key: jax.Array, num_clients: int, count: jax.Array) -> jax
   return rank < count
 
 
-@SERVERS.register('masfl', context=('num_clients',), adaptive=checks.boolean(), **SPECS)
+@SERVERS.register('masfl', context=('num_clients',), **SPECS)
 def masfl_server(
   server_lr: float,
   beta: float,
@@ -181,8 +161,8 @@ def masfl_server(
   num_clients: int = 10,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """The MasFL server (Alg. 1), AdaMasFL's (Alg. 3) with ``adaptive``; ``init(params)`` starts every
-  ``c_i`` at 0 (the paper's ``c_i^0``: :func:`init_state`)."""
+  """The MasFL server (Alg. 1), AdaMasFL's (Alg. 3) with ``adaptive``; ``init`` starts ``c_i`` at 0
+  (the paper's ``c_i^0``: :func:`init_state`)."""
   examples = weighting == 'examples'
 
   def init(params):
@@ -190,7 +170,7 @@ def masfl_server(
     return init_state(params, variates, selection=selection, adaptive=adaptive)
 
   def step(state, diff, weights, variates, direction, p):
-    """Lines 5-7 given the rows ``diff`` of ``c_i^{t+1} - c_i^t`` and their weights."""
+    # Lines 5-7 given the rows ``diff`` of ``c_i^{t+1} - c_i^t`` and their weights.
     mean_diff = tree.weighted_sum(diff, weights)
     momentum = jax.tree.map(
       lambda md, c, g: beta * (md + c) + (1 - beta) * g, mean_diff, state.control, state.momentum
@@ -243,7 +223,6 @@ def masfl_server(
 adamasfl_server = SERVERS.register('adamasfl', masfl_server, fixed={'adaptive': True})
 
 
-# ---- theory rates and the algorithms -----------------------------------------------------------
 class TheoryRates(NamedTuple):
   client_lr: float  # eta
   server_lr: float  # gamma
@@ -260,8 +239,7 @@ THEORY_SPECS = {
 }
 
 
-def _room(s: int, k: int, t: int, tau_max: int) -> float:
-  """``T - sqrt(SKT) - 4SK tau_max^2``, Theorem 3.1's slack (>= 0)."""
+def _room(s: int, k: int, t: int, tau_max: int) -> float:  # Theorem 3.1's slack (>= 0)
   return t - math.sqrt(s * k * t) - 4 * s * k * tau_max**2
 
 
@@ -314,40 +292,21 @@ def masfl_theory(
   return TheoryRates(client_lr=eta, server_lr=beta / (4 * smoothness), beta=beta)
 
 
-def build(
-  name,
-  client_lr,
-  server_lr,
-  beta,
-  *,
-  adaptive,
-  selection='arrivals',
-  history=1,
-  weighting='uniform',
-):
-  """The MasFL or AdaMasFL recipe with explicit rates; ``prepare`` sizes the variate history."""
+def build(name, client_lr, server_lr, beta, *, adaptive, selection, weighting, history=1):
+  """The MasFL or AdaMasFL recipe with explicit rates and D = ``history``."""
   given = dict(adaptive=adaptive, selection=selection, weighting=weighting)
   client = masfl_client(client_lr, beta, normalize=adaptive, history=history)
-  server = masfl_server(server_lr, beta, **given)
 
   def server_init(params, tasks, states):
     c0 = jax.tree.map(lambda v: v[:, 0], states.variates)
     counts = tasks.num_examples if weighting == 'examples' else None
     return init_state(params, c0, selection=selection, adaptive=adaptive, num_examples=counts)
 
-  def prepare(alg: Algorithm, schedule) -> Algorithm:
-    depth = history_depth(schedule)
-    if depth == history:
-      return alg
-    sized = build(name, client_lr, server_lr, beta, history=depth, **given)
-    return alg._replace(client=sized.client, init=sized.init)
-
-  return Algorithm(name, client, server, init=joint_init(client, server_init), prepare=prepare)
+  server = masfl_server(server_lr, beta, **given)
+  return Algorithm(name, client, server, init=joint_init(client, server_init))
 
 
-# The theorem inputs a rate left as None falls back on. S, K, T: a run's ``prepare`` reads them
-# from its schedule (:func:`schedule_inputs`); a rule built and called on its own, outside any
-# run, uses STANDALONE. L (default 1) and tau_max (default 0) are never read from a run.
+# S, K, T of a rule built outside any run (a run's ``prepare`` reads them from its schedule).
 STANDALONE = {'arrivals_per_step': 1, 'local_steps': 1, 'num_rounds': 100}
 
 
@@ -375,35 +334,38 @@ def _masfl(
   **server: Any,
 ) -> Algorithm:
   """MasFL, its rates left as None from Theorem 3.1, or (``adaptive``) AdaMasFL from Theorem 4.1;
-  S, K, T not given: the schedule's (in prepare), else STANDALONE."""
+  S, K, T not given: the schedule's (in prepare), else STANDALONE; D sized in prepare."""
   adaptive = server['adaptive']
-  lips = 1.0 if smoothness is None else smoothness
+  name = 'adamasfl' if adaptive else 'masfl'
   given = (client_lr, server_lr, beta)
   skt = dict(zip(STANDALONE, (arrivals_per_step, local_steps, num_rounds), strict=True))
+  needed = None in given if adaptive else beta is None or client_lr is None
 
-  def make(arrivals_per_step, local_steps, num_rounds) -> Algorithm:
+  def make(history, arrivals_per_step, local_steps, num_rounds) -> Algorithm:
     s, k, t = arrivals_per_step, local_steps, num_rounds
     if adaptive:  # the theorem's rates only where none is given
-      theory = adamasfl_theory(s, k, t) if None in given else given
-      eta, gamma, b = (r if g is None else g for g, r in zip(given, theory))
-      return build('adamasfl', eta, gamma, b, **server)
+      theory = adamasfl_theory(s, k, t) if needed else given
+      return build(
+        name, *(r if g is None else g for g, r in zip(given, theory)), **server, history=history
+      )
+    lips = 1.0 if smoothness is None else smoothness
     b = math.sqrt(s * k / t) if beta is None else beta
     gamma = b / (4 * lips) if server_lr is None else server_lr
     tau = 0 if tau_max is None else tau_max
     eta = masfl_theory(s, k, t, lips, tau, margin).client_lr if client_lr is None else client_lr
-    return build('masfl', eta, gamma, b, **server)
+    return build(name, eta, gamma, b, **server, history=history)
 
-  needed = None in given if adaptive else beta is None or client_lr is None
-  if not needed or None not in skt.values():
-    return make(**skt)
+  reads_run = needed and None in skt.values()
 
   def prepare(current: Algorithm, schedule) -> Algorithm:
-    run = schedule_inputs(schedule)
-    sized = make(**{k: run[k] if v is None else v for k, v in skt.items()})
-    sized = sized.prepare(sized, schedule)  # the history depth
+    depth = history_depth(schedule)
+    if depth == 1 and not reads_run:
+      return current
+    run = schedule_inputs(schedule) if reads_run else skt
+    sized = make(depth, **{k: run[k] if v is None else v for k, v in skt.items()})
     return current._replace(client=sized.client, server=sized.server, init=sized.init)
 
-  alg = make(**{k: STANDALONE[k] if v is None else v for k, v in skt.items()})
+  alg = make(1, **{k: STANDALONE[k] if v is None else v for k, v in skt.items()})
   return alg._replace(prepare=prepare)
 
 

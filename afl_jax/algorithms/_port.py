@@ -1,6 +1,5 @@
-"""Port (Su and Li, IWQoS 2022), a baseline of FedFa, as the authors' Plato code writes it, with
-its defaults: local-SGD clients, the server ``x <- x + eta sum_i p_i (x_i - x_t)``
-(docs/algorithms/port.md)."""
+"""Port (Su and Li, IWQoS 2022) as the authors' Plato code writes it: ``x <- x + eta sum_i p_i
+(x_i - x_t)`` (docs/algorithms/port.md)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""What several algorithms share: the registries (``CLIENTS``, ``SERVERS``, ``ALGORITHMS``: a
-config's ``algorithm`` and ``hparams``) and the run facts some factories take (:class:`RunInfo`).
-Client side: :func:`run_local_steps`, every client rule's masked inner loop, and local SGD (the
-client of FedAvg, FedBuff, FedAsync, FedFa Alg. 2 and AsynFL eq. 2) with its FedProx and
-Autonomous-FedGM variants. Server side: the arrival weights (uniform or by examples, over |S_t|
-or all clients: AsynFL eq. 5, FedAvg), the servers feeding the weighted mean pseudo-gradient to
-an optax optimizer (FedAvg, FedBuff), FedNova's scales and Adam's moments
-(docs/algorithms/baselines.md, fedfa.md)."""
+"""What several algorithms share: the registries, the run facts (:class:`RunInfo`), the masked
+local loop and local SGD, the arrival weights (AsynFL eq. 5, FedAvg), the optax-optimizer servers
+(FedAvg, FedBuff), FedNova's scales and Adam's moments (docs/algorithms/baselines.md, fedfa.md)."""
 
 from __future__ import annotations
 
@@ -35,8 +30,7 @@ ScalarOrSchedule = float | optax.Schedule
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class RunInfo:
-  """Run facts some factories take: N, the widest step S, the median K, T, the model's
-  ``apply_fn`` and the unlabeled inputs."""
+  """Run facts some factories take: N, the widest step S, the median K, T, ``apply_fn``, U."""
 
   num_clients: int | None = None
   arrivals_per_step: int | None = None
@@ -57,8 +51,7 @@ ALGORITHMS = Registry(
 def joint_init(
   client: ClientRule, server_init: Callable[[Any, Any, Any], Any]
 ) -> Callable[..., tuple[Any, Any]]:
-  """An ``Algorithm.init`` from one vmapped ``client.init`` over the N clients, then
-  ``server_init(params, tasks, states)``."""
+  """``Algorithm.init``: ``client.init`` vmapped over the N clients, then ``server_init``."""
 
   def init(params, tasks, key):
     keys = jax.random.split(key, tasks.client_id.shape[0])
@@ -75,11 +68,9 @@ def run_local_steps(
   carry: Any,
   body: Callable[[Any, Any, jax.Array], tuple[Any, jax.Array]],
 ) -> tuple[Any, dict[str, jax.Array]]:
-  """The carry after ``task.num_steps`` steps of ``body(carry, batch, k) -> (carry, loss)``, batch k
-  drawn with ``fold_in(key, k)``, and their mean ``train_loss``: a ``lax.scan`` over
-  ``task.max_steps`` whose steps past ``num_steps`` are masked no-ops (clients with different K
-  run together under ``vmap``), or a ``fori_loop`` over ``task.loop_steps`` when the engine sets
-  it (bit-identical)."""
+  """The carry after ``task.num_steps`` steps of ``body(carry, batch, k) -> (carry, loss)`` (batch k
+  from ``fold_in(key, k)``) and the mean ``train_loss``: a scan over ``task.max_steps`` masking the
+  steps past ``num_steps``, or a ``fori_loop`` over ``task.loop_steps`` (bit-identical)."""
 
   def step(c, k):
     batch = task.sample(jax.random.fold_in(key, k))
@@ -103,9 +94,22 @@ def run_local_steps(
   return carry, {'train_loss': jnp.sum(losses) / steps_run(task)}
 
 
-def steps_run(task: LocalTask) -> jax.Array:
-  """K, the local steps the client ran (at least 1)."""
+def steps_run(task: LocalTask) -> jax.Array:  # K, the local steps run (at least 1)
   return jnp.maximum(jnp.minimum(task.num_steps, task.max_steps), 1)
+
+
+def sgd_with_mean_gradient(task, key, start: Params, lr: float, direction: Callable) -> tuple:
+  """``(x_K, mean of the K gradients, metrics)`` of K steps ``x <- x - lr direction(grad)``: the
+  corrected SGD of MasFL (Alg. 2 line 3) and FedAC with its variate (SCAFFOLD option II)."""
+
+  def body(carry, batch, k):
+    params, grad_sum = carry
+    loss, grad = jax.value_and_grad(task.loss_fn)(params, batch)
+    return (tree.axpy(-lr, direction(grad), params), tree.add(grad_sum, grad)), loss
+
+  carry0 = (start, tree.zeros_like(start))
+  (final, grad_sum), metrics = run_local_steps(task, key, carry0, body)
+  return final, tree.scale(1.0 / steps_run(task), grad_sum), metrics
 
 
 def learning_rate_at(lr: ScalarOrSchedule, k: jax.Array) -> jax.Array:
@@ -114,8 +118,8 @@ def learning_rate_at(lr: ScalarOrSchedule, k: jax.Array) -> jax.Array:
 
 @CLIENTS.register('local_sgd', context=('extra_grad',))
 def local_sgd(client_lr: ScalarOrSchedule, *, extra_grad: Callable | None = None) -> ClientRule:
-  """K steps of SGD at eta_l = ``client_lr`` (a number or an optax schedule of k), sending ``x_start
-  - x_K``; ``extra_grad(params, start)`` is added to every gradient (FedProx)."""
+  """K steps of SGD at ``client_lr`` (a number or schedule of k), sending ``x_start - x_K``;
+  ``extra_grad(params, start)`` is added to every gradient (FedProx)."""
 
   def init(params, task, key):
     del params, task, key
@@ -136,8 +140,7 @@ def local_sgd(client_lr: ScalarOrSchedule, *, extra_grad: Callable | None = None
 
 @CLIENTS.register('prox_sgd')
 def prox_sgd(client_lr: ScalarOrSchedule, mu: float) -> ClientRule:
-  """FedProx's local solver (Li et al., MLSys 2020, Alg. 2): local SGD whose gradient gets
-  ``mu (w - w^t)``."""
+  """FedProx's local solver (Li et al., MLSys 2020, Alg. 2): gradient + ``mu (w - w^t)``."""
   return local_sgd(
     client_lr, extra_grad=lambda params, start: tree.scale(mu, tree.sub(params, start))
   )
@@ -160,10 +163,7 @@ def divide_by_local_steps(client: ClientRule) -> ClientRule:
 def row_counts(arrivals: Any, field: str = 'num_examples') -> jax.Array:
   value = getattr(arrivals, field)
   if value is None:
-    raise ValueError(
-      f"weighting='examples' needs arrivals.{field} (the engine fills it from the "
-      "problem's client sizes); build the Arrivals with it, or use weighting='uniform'."
-    )
+    raise ValueError(f"weighting='examples' needs arrivals.{field}; or use weighting='uniform'.")
   return jnp.asarray(value, jnp.result_type(float))
 
 
@@ -213,12 +213,12 @@ def aggregate(
 
 
 def step_result(arrivals: Arrivals, new: Any, state: Any, **metrics: Any) -> tuple[Any, dict]:
-  """``new`` if any arrival is valid, else ``state``; metrics led by ``update_norm``."""
+  """``new`` if any arrival is valid, else ``state``, and ``update_norm`` with ``metrics``."""
   new = unchanged_if_no_arrival(arrivals, new, state)
   return new, {'update_norm': tree.global_norm(tree.sub(state.params, new.params)), **metrics}
 
 
-# n of eq. (5) when the mean is over all clients: a rule taking ``normalizer`` declares it.
+# n of eq. (5) when the mean is over all clients.
 NEEDS_NUM_CLIENTS = checks.Rule(
   'normalizer',
   lambda normalizer, num_clients: (
@@ -236,7 +236,7 @@ def optimizer_server(
   num_clients: int | None = None,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """``optimizer`` on the weighted mean message (the settings checked by the rule using it)."""
+  """``optimizer`` on the weighted mean message."""
   examples = weighting == 'examples'
 
   def init(params):
@@ -252,24 +252,12 @@ def optimizer_server(
   return ServerRule(init, update)
 
 
-@SERVERS.register('fedavg')
-def fedavg(*, weighting: str = 'examples') -> ServerRule:
-  """FedAvg's server (McMahan et al. 2017, Alg. 1)."""
-  return optimizer_server(optax.sgd(1.0), weighting=weighting)
-
-
-@SERVERS.register('fedbuff')
-def fedbuff(server_lr: float = 1.0, *, weighting: str = 'uniform') -> ServerRule:
-  """FedBuff's server (Nguyen et al. 2022, Alg. 1)."""
-  return optimizer_server(optax.sgd(server_lr), weighting=weighting)
-
-
 # ---- FedNova (Wang et al., NeurIPS 2020, Sec. 5) ------------------------------------------------
 def nova_scales(
   num_steps: jax.Array, mask: jax.Array, weights: jax.Array | None = None
 ) -> jax.Array:
-  """float[M] ``tau_eff / tau_i`` of the valid rows (0 on padding); ``weights`` p_i
-  (default uniform over the valid rows)."""
+  """float[M] ``tau_eff / tau_i`` of the valid rows (0 on padding), ``weights`` p_i (default
+  uniform)."""
   dtype = jnp.result_type(float)
   tau = num_steps.astype(dtype)
   valid = mask.astype(dtype)

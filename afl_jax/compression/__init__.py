@@ -1,9 +1,6 @@
-"""Message compressors (Yang, Hou, Wu, Sec. III-B, Alg. 1; QSGD of Alistarh et al. 2017), and
-the bit accounting (docs/algorithms/asynfl.md, "Compressors"): a compressor transforms ONE
-client's upload, vmapped over the arrivals with its state scattered by client id (Alg. 1 lines
-13, 16). ``afl_jax.compression.<name>(**settings)`` or ``make(name, **settings)`` builds one,
-``names()`` lists them, ``settings(name)`` gives a compressor's settings; the defaults are the
-paper's Fig. 1 ("top3", "Q4b"); :func:`error_feedback` wraps any of them."""
+"""Message compressors of ONE client's upload (Yang, Hou, Wu, Sec. III-B, Alg. 1; QSGD of Alistarh
+et al. 2017) and their bit accounting (docs/algorithms/asynfl.md, "Compressors")."""
+# ruff: noqa: F401 (re-exports, listed in __all__)
 
 from __future__ import annotations
 
@@ -13,7 +10,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from afl_jax import checks
@@ -32,15 +28,13 @@ PARAMS: dict[str, checks.Spec] = {
   'bits': checks.integer(2, 32),  # b, bits per coordinate including the sign
   'scaled': checks.boolean(),
 }
-# Compressors by name: a config's ``compressor.kind`` and its settings; a user registers
-# their own with ``@COMPRESSORS.register('name')``.
 COMPRESSORS = Registry(
   'compressor', section='compressor', name_field='compressor.kind', shared=PARAMS
 )
 
 
 class EmptyState(NamedTuple):
-  """State of a stateless compressor (an empty pytree)."""
+  pass
 
 
 class Compressor(NamedTuple):
@@ -56,14 +50,12 @@ class Compressor(NamedTuple):
 tree_size = tree.size  # d, the scalars of a message (static)
 
 
-def index_bits(d: int) -> int:
-  """``ceil(log2 d)``."""
+def index_bits(d: int) -> int:  # ceil(log2 d)
   return (d - 1).bit_length()
 
 
 def num_kept(fraction: float, d: int) -> int:
-  """Top-k's ``k = clip(ceil(fraction d), 1, d)``, at least ``fraction`` of the coordinates
-  (a 1e-12 relative slack absorbs round-off: ``fraction=0.3, d=10`` keeps 3)."""
+  """Top-k's ``k = clip(ceil(fraction d), 1, d)`` (1e-12 slack: ``fraction=0.3, d=10`` keeps 3)."""
   k = math.ceil(fraction * d * (1.0 - 1e-12))
   return min(d, max(1, k))
 
@@ -75,14 +67,6 @@ top_k_bits = lambda d, k: k * (VALUE_BITS + index_bits(d))
 sign_bits = lambda d, scaled=False: d + (VALUE_BITS if scaled else 0)
 qsgd_bits = lambda d, bits: VALUE_BITS + d * bits
 top_k_qsgd_bits = lambda d, k, bits: VALUE_BITS + k * (bits + index_bits(d))
-
-
-def count_bytes(bits: Any, mask: Any = None) -> float:
-  """``sum(bits[mask]) / 8`` in float64, padding left out."""
-  b = np.asarray(bits, dtype=np.float64)
-  if mask is not None:
-    b = np.where(np.asarray(mask, dtype=bool), b, 0.0)
-  return float(b.sum() / 8.0)
 
 
 def stateless(fn: Callable[[Any, PRNGKey], tuple[Any, int]], *, flat: bool = False) -> Compressor:
@@ -103,7 +87,7 @@ def identity() -> Compressor:
 
 
 def paper_sign(x: jax.Array) -> jax.Array:
-  """Sec. III-B item (2): ``Sign(x)_i = +1`` for ``x_i >= 0``, ``-1`` otherwise."""
+  """Sec. III-B item (2): ``Sign(x)_i = +1`` for ``x_i >= 0``, else -1."""
   return jnp.where(x >= 0, jnp.ones_like(x), -jnp.ones_like(x))
 
 
@@ -125,11 +109,6 @@ def sign(scaled: bool = False) -> Compressor:
   return stateless(compress)
 
 
-def top_k_indices(flat: jax.Array, k: int) -> jax.Array:
-  """Indices of the ``k`` largest ``|flat|``, ties broken by lowest index."""
-  return jax.lax.top_k(jnp.abs(flat), k)[1]
-
-
 @COMPRESSORS.register('top_k')
 def top_k(fraction: float = 0.03) -> Compressor:
   """Top-k (Sec. III-B item (1)) keeping ``fraction`` of the coordinates (at least 1)."""
@@ -137,7 +116,7 @@ def top_k(fraction: float = 0.03) -> Compressor:
   def compress(flat: jax.Array, key: PRNGKey) -> tuple[jax.Array, int]:
     del key
     k = num_kept(fraction, flat.size)
-    idx = top_k_indices(flat, k)
+    idx = jax.lax.top_k(jnp.abs(flat), k)[1]  # ties: lowest index
     return jnp.zeros_like(flat).at[idx].set(flat[idx]), top_k_bits(flat.size, k)
 
   return stateless(compress, flat=True)
@@ -171,7 +150,7 @@ def top_k_qsgd(fraction: float = 0.03, bits: int = 4, scaled: bool = False) -> C
 
   def compress(flat: jax.Array, key: PRNGKey) -> tuple[jax.Array, int]:
     k = num_kept(fraction, flat.size)
-    idx = top_k_indices(flat, k)
+    idx = jax.lax.top_k(jnp.abs(flat), k)[1]  # ties: lowest index
     values = quantize(flat[idx], s, key)
     if scaled:
       values = values / (1.0 + min(k / s**2, math.sqrt(k) / s))
@@ -181,13 +160,12 @@ def top_k_qsgd(fraction: float = 0.03, bits: int = 4, scaled: bool = False) -> C
 
 
 class ErrorFeedbackState(NamedTuple):
-  residual: Updates  # e, same tree/shapes/dtypes as the updates
-  inner: Any  # state of the wrapped compressor
+  residual: Updates  # e, like the updates
+  inner: Any  # the wrapped compressor's state
 
 
 def error_feedback(compressor: Compressor) -> Compressor:
-  """``compressor`` with error feedback (Alg. 1, eqs. (8)-(9)); state
-  ``ErrorFeedbackState(residual, inner)``."""
+  """``compressor`` with error feedback (Alg. 1, eqs. (8)-(9))."""
 
   def init(updates: Updates) -> ErrorFeedbackState:
     residual = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), updates)
@@ -204,33 +182,9 @@ def error_feedback(compressor: Compressor) -> Compressor:
 
 make, names, settings, register = COMPRESSORS.verbs()
 
-__all__ = [
-  'COMPRESSORS',
-  'VALUE_BITS',
-  'Compressor',
-  'CompressorState',
-  'EmptyState',
-  'ErrorFeedbackState',
-  'Updates',
-  'count_bytes',
-  'dense_bits',
-  'error_feedback',
-  'identity',
-  'identity_bits',
-  'index_bits',
-  'make',
-  'names',
-  'num_kept',
-  'paper_sign',
-  'qsgd',
-  'qsgd_bits',
-  'register',
-  'settings',
-  'sign',
-  'sign_bits',
-  'top_k',
-  'top_k_bits',
-  'top_k_qsgd',
-  'top_k_qsgd_bits',
-  'tree_size',
-]
+__all__ = (
+  'COMPRESSORS VALUE_BITS Compressor CompressorState EmptyState ErrorFeedbackState Updates '
+  'dense_bits error_feedback identity identity_bits index_bits make names num_kept paper_sign '
+  'qsgd qsgd_bits register settings sign sign_bits top_k top_k_bits top_k_qsgd top_k_qsgd_bits '
+  'tree_size'
+).split()
