@@ -84,6 +84,7 @@ def test_a_value_out_of_range_is_refused_in_one_line_naming_it(build, cls, start
 
 # A combination of values (and a run fact) no single range states: (call, what the message names)
 COMBINATIONS = [
+  (get('fedopt', convention='alg2', server_optimizer='amsgrad'), "'amsgrad' has no Alg. 2 form"),
   (call(servers.fedfa, mode='param', server_lr=0.5), 'server_lr=0.5 is invalid: applies to mode='),
   (get('asynflc', compressor='sign', fraction=0.1), "compressor 'sign' takes no ['fraction']"),
   (

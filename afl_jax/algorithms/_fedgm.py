@@ -1,7 +1,7 @@
 """Server momentum (Sun et al., "On the Role of Server Momentum in Federated Learning") with
 local-SGD clients: FedGM (eq. (2)) and its special cases, Multistage FedGM (Alg. 3), Autonomous
-Multistage FedGM (Alg. 4); and FedOPT (Reddi et al., ICLR 2021, with optax's
-optimizers) (docs/algorithms/fedgm.md, baselines.md)."""
+Multistage FedGM (Alg. 4); and FedOPT (Reddi et al., ICLR 2021: optax's optimizers, or FedAdagrad,
+FedYogi and FedAdam as Alg. 2 writes them) (docs/algorithms/fedgm.md, baselines.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 
@@ -137,13 +138,22 @@ def multistage_fedgm_server(
 
 # ---- FedOPT (Reddi et al. 2021) ---------------------------------------------------------------
 OPTIMIZERS = ('sgd', 'adam', 'yogi', 'adagrad', 'amsgrad')
+NO_AMSGRAD_IN_ALG2 = checks.Rule(
+  'server_optimizer',
+  lambda convention, server_optimizer: (
+    "'amsgrad' has no Alg. 2 form; pass convention='optax'"
+    if convention == 'alg2' and server_optimizer == 'amsgrad'
+    else None
+  ),
+)
 
 
 @SERVERS.register(
   'fedopt',
   context=NORMALIZER,
-  rules=(NEEDS_NUM_CLIENTS,),
+  rules=(NEEDS_NUM_CLIENTS, NO_AMSGRAD_IN_ALG2),
   server_optimizer=checks.choice(OPTIMIZERS),
+  convention=checks.choice(('optax', 'alg2')),
   tau=checks.POSITIVE,
 )
 def fedopt_server(
@@ -153,14 +163,18 @@ def fedopt_server(
   beta1: float = 0.9,
   beta2: float = 0.99,
   tau: float = 1e-3,
+  convention: str = 'optax',
   normalizer: str = 'arrivals',
   num_clients: int | None = None,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """FedOPT's ServerOPT (Reddi et al. 2021) on the mean pseudo-gradient: optax's optimizers
-  (docs/algorithms/fedgm.md lists how they differ from Alg. 2)."""
+  """FedOPT's ServerOPT on the mean pseudo-gradient: optax's optimizers (``convention='optax'``)
+  or Alg. 2 as written (``'alg2'``)."""
   if server_optimizer == 'sgd':
     optimizer = optax.sgd(server_lr)
+  elif convention == 'alg2':
+    direction = scale_by_alg2(server_optimizer, beta1, beta2, tau)
+    optimizer = optax.chain(direction, optax.scale_by_learning_rate(server_lr))
   elif server_optimizer == 'adagrad':
     optimizer = optax.adagrad(server_lr, initial_accumulator_value=0.0, eps=tau**2)
   else:
@@ -169,6 +183,38 @@ def fedopt_server(
   return optimizer_server(
     optimizer, normalizer=normalizer, num_clients=num_clients, weighting=weighting
   )
+
+
+class Alg2State(NamedTuple):
+  mu: Any  # m_{t-1}
+  nu: Any  # v_{t-1}
+
+
+def scale_by_alg2(rule, beta1, beta2, tau) -> optax.GradientTransformation:
+  """Alg. 2's ``m_t / (sqrt(v_t) + tau)``, ``v_{-1} = tau^2``, for ``rule`` ('adagrad', 'yogi' or
+  'adam'); chain it with a learning rate."""
+
+  def init(params):
+    return Alg2State(
+      tree.zeros_like(params), jax.tree.map(lambda p: jnp.full_like(p, tau**2), params)
+    )
+
+  def second_moment(v, g):
+    g2 = g * g
+    if rule == 'adagrad':
+      return v + g2
+    if rule == 'yogi':
+      return v - (1 - beta2) * g2 * jnp.sign(v - g2)
+    return beta2 * v + (1 - beta2) * g2
+
+  def update(updates, state, params=None):
+    del params
+    mu = jax.tree.map(lambda m, g: (beta1 * m + (1 - beta1) * g).astype(m.dtype), state.mu, updates)
+    nu = jax.tree.map(lambda v, g: second_moment(v, g).astype(v.dtype), state.nu, updates)
+    out = jax.tree.map(lambda m, v: (m / (jnp.sqrt(v) + tau)).astype(m.dtype), mu, nu)
+    return out, Alg2State(mu, nu)
+
+  return optax.GradientTransformation(init, update)
 
 
 # ---- the algorithms -----------------------------------------------------------------------------
