@@ -1,10 +1,5 @@
-"""The two entry points: one run, ``afl_jax.simulate``; R runs in one program, ``afl_jax.sweep``::
-
-  result = afl_jax.simulate(alg, problem, schedule, params0, jax.random.key(0))
-  res = afl_jax.sweep('fedbuff', problem, schedule, params0, keys, client_lr=[0.05, 0.1])
-
-Replica r of a sweep equals the single run of its values (tests/sweep_test.py); both drive
-one :class:`~afl_jax.core.simulator.Simulator` with :func:`run`."""
+"""The entry points: one run, :func:`simulate`; R runs in one program, :func:`sweep` (replica r
+equals the single run of its values); both drive a :class:`Simulator` with :func:`run`."""
 
 from __future__ import annotations
 
@@ -30,18 +25,17 @@ from afl_jax.schedules.schedule import Schedule
 class Result(NamedTuple):
   """What :func:`simulate` and :func:`sweep` return (a sweep's fields: leading axis R).
 
-  ``metrics``: one value per server step of ``'arrivals'``, ``'bits_up'`` / ``'bits_down'``
-  (32 per value sent, exact for compressed messages), ``'client/<name>'`` (averaged over
-  the clients that trained) and ``'server/<name>'``; zero past a replica's own schedule.
-  ``params_history[h]``: the model after ``history_steps[h]`` steps; ``evaluations``:
-  ``'step'`` and each ``eval_fn`` value."""
+  ``metrics``: per server step, ``'arrivals'``, ``'bits_up'`` / ``'bits_down'`` (32 per value
+  sent), ``'client/<name>'`` (mean over the clients that trained) and ``'server/<name>'``; zero
+  past a replica's own schedule. ``params_history[h]``: the model after ``history_steps[h]``
+  steps; ``evaluations``: ``'step'`` and each ``eval_fn`` value."""
 
   params: Any  # the final global model
-  metrics: dict  # per-step metrics, each [T] ([R, T]; T = the longest schedule)
+  metrics: dict  # each [T] ([R, T]; T = the longest schedule)
   params_history: Any  # [H, ...] ([R, H, ...]); None unless recorded or kept
-  final_state: SimState  # the engine's state after the last step
+  final_state: SimState
   num_steps: Any  # server steps of the schedule (int[R] for a sweep)
-  history_steps: np.ndarray | None = None  # int[H]: steps applied before each kept iterate
+  history_steps: np.ndarray | None = None  # int[H]
   evaluations: dict | None = None  # 'step': int[E] and each eval_fn value, [E] ([R, E])
 
 
@@ -66,14 +60,12 @@ def run(
   eval_fn: Callable[[Any], dict] | None = None,
   eval_every: int = 1,
 ) -> Result:
-  """Run ``sim`` from ``params0`` to the end of its schedules; its chunk size divides the
-  periods of ``keep_every`` and ``eval_every``."""
+  """Run ``sim`` from ``params0`` to the end (its chunk size divides both periods)."""
   state = sim.init(params0, keys)
   evaluate = jax.jit(jax.vmap(eval_fn)) if eval_fn is not None and sim.batched else eval_fn
   kept, kept_steps, evals, outs = [], [], [], []
 
   def see(state: SimState, step: int) -> None:
-    """After ``step`` server steps (a chunk end): keep and evaluate where due."""
     due_keep = keep_every is not None and step > 0 and step % keep_every == 0
     due_eval = eval_fn is not None and (step % eval_every == 0 or step == sim.num_steps)
     if not (due_keep or due_eval):
@@ -121,8 +113,8 @@ def simulate(
   eval_every: int = 1,
 ) -> Result:
   """Run ``algorithm`` on ``problem`` along ``schedule`` from ``params0``, keeping the params
-  every ``keep_every`` steps (1: each) and calling ``eval_fn(params) -> dict`` initially,
-  every ``eval_every`` steps and at the end. ArgumentError / ScheduleError before compiling."""
+  every ``keep_every`` steps and calling ``eval_fn(params) -> dict`` at step 0, every
+  ``eval_every`` steps and at the end. ArgumentError / ScheduleError before compiling."""
   _num_keys(key, one=True)
   check_params(problem, params0)
   keep = _period('keep_every', keep_every)
@@ -135,30 +127,25 @@ def simulate(
 
 
 def _num_keys(key: Any, one: bool) -> int | None:
-  """None for one PRNG key (typed, shape (); raw uint32 [2] or [4]), R >= 1 for R keys (typed
-  [R]; raw [R, 2]); else (or, ``one``, for R keys) the ArgumentError of simulate / sweep."""
+  """None for one PRNG key (typed, shape (); raw uint32 [2] or [4]), R for R keys (typed [R]; raw
+  [R, 2]); else (or, ``one``, for R keys) simulate's / sweep's ArgumentError."""
   dtype = getattr(key, 'dtype', None)
   typed = dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
   raw = not typed and dtype == np.uint32
   shape = tuple(np.shape(key)) if dtype is not None else None
-  n = -1
-  if (typed and shape == ()) or (raw and shape in ((2,), (4,))):
-    n = None
-  elif (typed and len(shape) == 1) or (raw and len(shape) == 2):
-    n = shape[0]
+  single = (typed and shape == ()) or (raw and shape in ((2,), (4,)))
+  n = shape[0] if (typed and len(shape) == 1) or (raw and len(shape) == 2) else -1
   got = type(key).__name__ if dtype is None else f'{dtype} of shape {shape}'
   split = 'jax.random.split(jax.random.key(seed), R)'
-  if one and n is not None:
+  if one and not single:
     if n >= 0 and typed:
       got = f'{n} keys ({got}); simulate runs one replica, afl_jax.sweep runs one per key'
     raise ArgumentError(f'key must be one PRNG key; got {got}. Pass jax.random.key(seed).')
-  if not one and (n is None or n < 0):
-    raise ArgumentError(f'keys must be R PRNG keys, one per replica; got {got}. Pass {split}.')
   if not one and n == 0:
-    raise ArgumentError(
-      f'keys holds no keys (R = 0 replicas); pass one key per replica, {split} with R >= 1.'
-    )
-  return n
+    raise ArgumentError(f'keys holds no keys (R = 0 replicas); pass {split} with R >= 1.')
+  if not one and n < 0:
+    raise ArgumentError(f'keys must be R PRNG keys, one per replica; got {got}. Pass {split}.')
+  return None if one else n
 
 
 def _as_list(x: Any, r: int, what: str) -> list:
@@ -186,10 +173,9 @@ def simulator(
   client_block_size: int | None = None,
   **hparams: Any,
 ) -> Simulator:
-  """The Simulator of a sweep of ``num_replicas`` runs (arguments as :func:`sweep`). Each
-  replica's factory is called once on the host with its values, so a bad value fails
-  before compute naming the replica; ``factory`` (default ``algorithms.make``) builds the
-  algorithm inside the trace from the traced values."""
+  """The Simulator of a sweep of ``num_replicas`` runs (arguments as :func:`sweep`); each
+  replica's ``factory`` (default ``algorithms.make``) is called once on the host, so a bad value
+  fails before compute naming the replica, then inside the trace on the traced values."""
   r = num_replicas
   schedule_list = _as_list(schedules, r, 'schedules')
   if isinstance(name, Algorithm):
@@ -209,7 +195,7 @@ def simulator(
       f'sweep takes a registered algorithm name (afl_jax.algorithms.names()) or an '
       f'afl_jax.Algorithm; got {type(name).__name__} {name!r}.'
     )
-  distinct = list({id(s): s for s in schedule_list}.values())  # each checked once in prepare
+  distinct = list({id(s): s for s in schedule_list}.values())
   static, traced = replicas.split_hparams(defaults, hparams, r)
   if factory is None:  # the values shared by the replicas checked once, not as 'replica 0'
     factory = functools.partial(ALGORITHMS.make, name, facts=run)
@@ -242,7 +228,6 @@ def simulator(
 
 
 def _check_params(problem: Any, params0: Any, r: int, params_per_replica: bool) -> None:
-  """``params0`` fits the (first) problem; stacked params have the leading axis R."""
   first = problem[0] if isinstance(problem, list | tuple) and problem else problem
   if not params_per_replica:
     check_params(first, params0)
@@ -272,12 +257,10 @@ def sweep(
 ) -> Result:
   """Run R replicas of algorithm ``name`` (or a built Algorithm) in one compiled program.
 
-  ``problem`` and ``schedules``: one shared, or R; ``params0``: shared, or stacked with
-  ``params_per_replica=True``; ``keys``: [R]. ``keep_every`` / ``eval_fn`` as in
-  :func:`simulate` (``eval_fn`` vmapped over replicas). ``**options``: :func:`simulator`'s
-  keywords (Simulator options; ``local_step_buckets`` default 0) and the hyperparameters,
-  a float one optionally R values (traced). A replica's value out of range is a
-  ConfigError naming the replica, before compute."""
+  ``problem``, ``schedules``: one shared, or R; ``params0``: shared, or stacked with
+  ``params_per_replica=True``; ``keys``: [R]; ``keep_every`` / ``eval_fn`` as in :func:`simulate`.
+  ``**options``: :func:`simulator`'s keywords and the hyperparameters, a float one optionally R
+  values (traced); a value out of range is a ConfigError naming the replica."""
   r = _num_keys(keys, one=False)
   _check_params(problem, params0, r, params_per_replica)
   keep = None if keep_every is None else _period('keep_every', keep_every)

@@ -1,8 +1,5 @@
-"""A federated problem: a loss, each client's data, and how a client draws a batch.
-
-Data is stored per client (a leading client axis, :func:`from_loss`; unequal clients padded,
-the padding never entering a loss) or as one flat array with per-client ``(offset, size)``
-views (the pipeline); docs/architecture.md, "Seams"."""
+"""A federated problem: a loss, each client's data (a leading client axis, unequal clients padded,
+or views into ``shared``) and how a client draws a batch; docs/architecture.md, "Seams"."""
 
 from __future__ import annotations
 
@@ -25,26 +22,18 @@ def _full_batch(shared, view, key):
 
 @struct.dataclass
 class Problem:
-  """Attributes:
-  client_views: pytree with leading axis N: what client i sees (its data or an index).
-  shared: pytree shared by all clients (may be None).
-  loss_fn: ``loss_fn(params, batch) -> scalar`` (static).
-  sample_fn: ``sample_fn(shared, view, key) -> batch`` for ONE client (static).
-  num_clients: N (static).
-  client_sizes: int32[N] examples per client (a leaf, so replicas may differ; None if
-    unknown: the engine then counts 1 per client).
-  """
+  """``loss_fn(params, batch) -> scalar`` and ``sample_fn(shared, view, key) -> batch`` (ONE
+  client's) are static."""
 
-  client_views: Any
-  shared: Any
+  client_views: Any  # leading axis N: what client i sees (its data or an index)
+  shared: Any  # shared by all clients (may be None)
   loss_fn: Callable[..., jax.Array] = struct.field(pytree_node=False)
   sample_fn: Callable[..., Any] = struct.field(pytree_node=False)
   num_clients: int = struct.field(pytree_node=False)
-  client_sizes: Any = None
+  client_sizes: Any = None  # int32[N] examples per client (None: the engine counts 1 each)
 
 
 def _stack_ragged(clients: Sequence[Any]) -> tuple[Any, np.ndarray]:
-  """Per-client pytrees with leading axes n_i -> leaves [N, max n_i, ...] (zero-padded)."""
   if not clients:
     raise ValueError('client_data must name at least one client; got an empty list.')
   structure = jax.tree.structure(clients[0])
@@ -64,11 +53,8 @@ def _stack_ragged(clients: Sequence[Any]) -> tuple[Any, np.ndarray]:
   width = max(sizes)
 
   def pad(*leaves):
-    out = []
-    for x in leaves:
-      x = np.asarray(x)
-      out.append(np.concatenate([x, np.zeros((width - x.shape[0],) + x.shape[1:], x.dtype)]))
-    return np.stack(out)
+    pad_rows = lambda x: np.pad(x, [(0, width - len(x))] + [(0, 0)] * (x.ndim - 1))
+    return np.stack([pad_rows(np.asarray(x)) for x in leaves])
 
   return jax.tree.map(pad, *clients), np.asarray(sizes, np.int32)
 
@@ -81,13 +67,10 @@ def from_loss(
   batch_size: int | None = None,
   reduction: str = 'mean',
 ) -> Problem:
-  """A problem from ``loss_fn(params, batch) -> scalar`` and each client's data.
-
-  ``client_data``: a pytree of leaves ``[N, n, ...]``, or a list of N per-client pytrees
-  (unequal sizes). ``full_batch``: every local step uses the client's whole (valid) data;
-  else ``batch_size`` rows drawn uniformly with replacement. ``reduction`` ('mean' or
-  'sum'): with unequal sizes and full batches, the loss is reduced row by row over the
-  valid rows only."""
+  """A problem from ``loss_fn(params, batch) -> scalar`` and ``client_data``: a pytree of leaves
+  ``[N, n, ...]``, or a list of N per-client pytrees (unequal sizes: with full batches the loss
+  is reduced by ``reduction`` over the valid rows). ``full_batch``: each step uses the client's
+  whole data; else ``batch_size`` rows drawn uniformly with replacement."""
   if reduction not in REDUCTIONS:
     raise ValueError(f'reduction must be one of {REDUCTIONS}; got {reduction!r}.')
   if not full_batch and (batch_size is None or batch_size < 1):
@@ -142,7 +125,6 @@ def _leaf_text(x: Any) -> str:
 
 
 def describe_tree(tree: Any, name: str = '') -> str:
-  """Every leaf of ``tree`` as ``name[path] dtype[shape]``, e.g. ``params0['w'] float32[3]``."""
   leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
   if not leaves:
     return f'{name} (no arrays)'
@@ -150,9 +132,8 @@ def describe_tree(tree: Any, name: str = '') -> str:
 
 
 def check_params(problem: Problem, params: Any, *, name: str = 'params0') -> None:
-  """Check that ``params`` fits ``problem`` before anything is compiled: floating leaves, and
-  ``loss_fn`` on client 0's batch a scalar (:func:`jax.eval_shape`); ArgumentError naming
-  the leaf or both trees' shapes."""
+  """ArgumentError naming the leaf or both trees' shapes unless ``params`` has floating leaves and
+  ``loss_fn`` on client 0's batch is a scalar (abstract, before compiling)."""
   leaves = jax.tree_util.tree_flatten_with_path(params)[0]
   if not leaves:
     raise ArgumentError(

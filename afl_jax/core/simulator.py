@@ -1,6 +1,5 @@
-"""The driver: :class:`Simulator` plans one run, or R runs on a replica axis, on the host (slots,
-ring buffer, memory, placement), compiles the engine's functions once per program and runs them
-chunk by chunk; docs/architecture.md ("Replica axis") and docs/sharding.md."""
+"""The driver: :class:`Simulator` plans one run or R runs on a replica axis (slots, ring, memory,
+placement), compiles the engine once per program and runs it chunk by chunk; docs/sharding.md."""
 
 from __future__ import annotations
 
@@ -24,19 +23,17 @@ AXIS = engine.CLIENT_AXIS  # the one mesh axis: replicas or clients are sharded 
 
 
 class Simulator:
-  """Runs an algorithm on a problem along one schedule, or along R schedules at once::
+  """Runs an algorithm on a problem along one schedule, or R schedules (a list) at once::
 
-    sim = Simulator(algorithm, problem, schedule, chunk_size=50)   # R runs: [s1, s2, ...]
+    sim = Simulator(algorithm, problem, schedule, chunk_size=50)
     state = sim.init(params0, key)
     while sim.position(state) < sim.num_steps:
       state, outputs = sim.run_chunk(state, key)
 
-  For R runs, ``build(hparams)`` makes one replica's algorithm from its traced scalars
-  (``hparams``: name -> float[R]) and ``problem_axes`` are the problem's ``in_axes``.
-  ``local_step_buckets`` and ``client_block_size`` plan a step's slots
-  (:func:`afl_jax.core.engine.plan_slots`); ``step_work`` is ``(useful, computed)`` local
-  slot-steps, ``useful_steps`` each run's useful ones. ``compute_dtype``: the clients' loss
-  and gradients in that dtype (:mod:`afl_jax.core.precision`)."""
+  R runs: ``build(hparams)`` makes one replica's algorithm from its traced scalars (``hparams``:
+  name -> float[R]), ``problem_axes`` are the problem's ``in_axes``. ``local_step_buckets`` and
+  ``client_block_size``: :func:`afl_jax.core.engine.plan_slots`; ``step_work``: ``(useful,
+  computed)`` local slot-steps; ``compute_dtype``: :mod:`afl_jax.core.precision`."""
 
   def __init__(
     self,
@@ -71,10 +68,9 @@ class Simulator:
           f'afl_jax.schedules.from_arrays(..., num_clients={n}) (without num_clients, '
           'from_arrays takes N = the largest arriving client id + 1).'
         )
-    # each distinct schedule checked once (replicas often share one)
     sched_arg = list({id(s): s for s in schedules}.values()) if self.batched else schedule
 
-    def low(a: Algorithm) -> Algorithm:  # schedule-sized state (checked on the host), dtype
+    def low(a: Algorithm) -> Algorithm:  # schedule-sized state, compute dtype
       a = prepared(a, sched_arg)
       if compute_dtype is None:
         return a
@@ -107,10 +103,12 @@ class Simulator:
     self.step_work = engine.local_step_work(schedules, regime, *plan)
     self.useful_steps = [engine.local_step_work(s, regime, 1, 1, True)[0] for s in schedules]
     self.max_steps = max(s.max_local_steps for s in schedules)
+    # rows compressed per step: the most reports of any step, a multiple of unit
+    most = max(int(np.max(s.mask.sum(axis=1), initial=0)) for s in schedules)
     self.report_slots = (
-      engine.report_width(schedules, unit, self.num_slots) if algorithm.compressor else None
+      min(engine._up(max(most, 1), unit), self.num_slots) if algorithm.compressor else None
     )
-    # Replica mode pads R to a multiple of the devices with copies of the last replica.
+    # replica mode pads R to a multiple of the devices with copies of the last replica
     self.padded = engine._up(r, d) if self.mode == 'replicas' else r
     self._take = np.minimum(np.arange(self.padded), r - 1)
     self.shard_clients = self.mode == 'clients' and problem.num_clients % d == 0
@@ -139,8 +137,8 @@ class Simulator:
 
   # ---- placement ---------------------------------------------------------------------
   def _place(self, x: Any, per_run: bool = True, client_axis: int | None = None) -> jax.Array:
-    """A host array on the mesh. ``per_run``: one value per run (a leading replica axis when
-    batched); ``client_axis``: the axis of one run's array sharded over the devices."""
+    """A host array on the mesh; ``per_run``: one value per run (replica axis when batched);
+    ``client_axis``: the axis of one run's array sharded over the devices."""
     x = np.asarray(x)
     lead = int(per_run and self.batched)
     if lead:
@@ -154,15 +152,13 @@ class Simulator:
     return jax.make_array_from_callback(x.shape, NamedSharding(self.mesh, spec), lambda i: x[i])
 
   def _tree(self, t: Any, axes: Any, by_client: bool = False) -> Any:
-    """A problem subtree placed: leaves with axis 0 per run, the rest shared."""
     return jax.tree.map(lambda x, ax: self._place(x, ax == 0, 0 if by_client else None), t, axes)
 
   def _runs(self, stacked: np.ndarray, client_axis: int | None = None) -> jax.Array:
-    """Host values stacked over the R schedules, placed (one run: the first, unbatched)."""
     return self._place(stacked if self.batched else stacked[0], True, client_axis)
 
   def _batched(self, fn: Callable, in_axes: tuple) -> Callable:
-    """``fn`` vmapped over replicas (each device runs its own in replica mode); one run: ``fn``."""
+    """``fn`` vmapped over replicas (each device its own in replica mode); one run: ``fn``."""
     if not self.batched:
       return fn
     vfn = jax.vmap(fn, in_axes=in_axes)
@@ -176,9 +172,8 @@ class Simulator:
     )
 
   def _program_key(self, algorithm, schedule, compute_dtype, record_params) -> tuple | None:
-    """What decides the compiled functions of a run without ``build``: the algorithm as given
-    (rules by identity), the plan, the placement and, where ``prepare`` sizes state from the
-    schedule, its arrays; None where the algorithm cannot be a key."""
+    """What decides a run's compiled functions without ``build``: the algorithm (rules by
+    identity), plan, placement and, for a ``prepare`` hook, the schedules; None if unhashable."""
     try:
       hash(algorithm)
     except TypeError:
@@ -193,7 +188,6 @@ class Simulator:
     return (algorithm, prep, facts)
 
   def _compile(self, record_params: bool) -> _Compiled:
-    """The engine's functions of this run (batched and placed), traced on first use."""
     constrain = engine._identity
     if self.mode == 'clients' and self.num_devices > 1:
       by_slot = NamedSharding(self.mesh, P(AXIS))
@@ -236,8 +230,8 @@ class Simulator:
 
   # ---- planning ----------------------------------------------------------------------
   def estimate(self, params: Any, keys: jax.Array | None = None) -> dict[str, int]:
-    """Analytic memory by component (bytes; abstract shapes, nothing allocated), with
-    ``'total'``. ``params`` (and ``keys``) as :meth:`init` takes them."""
+    """Analytic memory by component and ``'total'`` (bytes, nothing allocated); arguments as
+    :meth:`init` takes them."""
     if keys is None:
       keys = jax.random.split(jax.random.key(0), self.num_replicas)
       keys = keys if self.batched else keys[0]
@@ -260,8 +254,8 @@ class Simulator:
 
   # ---- running -----------------------------------------------------------------------
   def init(self, params: Any, keys: jax.Array) -> SimState:
-    """The state before server step 0 (R runs: leading axis R); InsufficientMemoryError when
-    the analytic memory (``self.memory``) does not fit."""
+    """The state before step 0 (R runs: axis R); InsufficientMemoryError if ``self.memory``
+    does not fit."""
     args = self._init_args(params, keys)
     shape = jax.eval_shape(self._compiled.init, *args)
     self.memory = self._report(shape, params)
@@ -289,8 +283,7 @@ class Simulator:
     )
 
   def args(self, state: SimState, keys: jax.Array, start: int | None = None) -> tuple:
-    """The arguments of :meth:`runner`'s function for the chunk from ``start`` (default: the
-    state's position)."""
+    """:meth:`runner`'s arguments for the chunk from ``start`` (default: the state's)."""
     start = self.position(state) if start is None else start
     return state, self.inputs(start), self.problem, self._keys(keys), self.hparams
 
@@ -312,17 +305,15 @@ class Simulator:
     return self._run
 
   def _by_sharding(self, cache: dict, make: Callable[[], Callable]) -> Callable:
-    """The jitted function of this state's placement, made once per compiled program."""
     key = (jax.tree.structure(self._state_shardings), tuple(jax.tree.leaves(self._state_shardings)))
     return cache[key] if key in cache else cache.setdefault(key, make())
 
   def position(self, state: SimState) -> int:
-    """The next server step (of the replicas still running)."""
     return int(np.max(to_host(state.step)))
 
   def run_chunk(self, state: SimState, keys: jax.Array) -> tuple[SimState, dict]:
     """Up to ``chunk_size`` steps from ``state`` (donated); outputs [(R,) steps, ...] on the
-    host, zero past each replica's own schedule."""
+    host, zero past a replica's own schedule."""
     start = self.position(state)
     if start >= self.num_steps:
       raise ValueError(f'the longest schedule has {self.num_steps} steps; state is at {start}.')
@@ -341,10 +332,9 @@ class Simulator:
   def drive(
     self, state: SimState, keys: jax.Array, after_chunk: Callable[[SimState, int, dict], Any]
   ) -> tuple[SimState, str]:
-    """The one chunk loop (of ``afl_jax.simulate``/``sweep`` and the pipeline's runs and sweep
-    groups): :meth:`run_chunk` from ``state`` to the end of the schedules; ``after_chunk(state,
-    pos, out)`` runs after each chunk (``pos``: the step it started at) and a status it
-    returns (not None) stops there. Returns ``(state, status)`` ('completed' at the end)."""
+    """The one chunk loop (api and pipeline): :meth:`run_chunk` to the end; ``after_chunk(state,
+    pos, out)`` (``pos``: the chunk's first step) returning a status stops there. Returns
+    ``(state, status)``, 'completed' at the end."""
     while (pos := self.position(state)) < self.num_steps:
       state, out = self.run_chunk(state, keys)
       status = after_chunk(state, pos, out)
@@ -370,8 +360,6 @@ class _Compiled(NamedTuple):  # reused by every Simulator of the same program ke
 
 _COMPILED: collections.OrderedDict[tuple, _Compiled] = collections.OrderedDict()
 _KEEP = 16  # programs kept, least recently used first out
-# A kept program was traced once: a module setting patched later (a test's monkeypatch of
-# models.fast.PLATFORMS) reaches only programs traced after it, as with any jax.jit.
 
 
 __all__ = ['Simulator']

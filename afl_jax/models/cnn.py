@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import flax.linen as nn
 import jax
 
-from afl_jax.models._inputs import as_nhwc
+from afl_jax.models.simple import as_nhwc
 
 
 class CNN(nn.Module):

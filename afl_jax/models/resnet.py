@@ -11,7 +11,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from afl_jax.models._inputs import as_nhwc
+from afl_jax.models.simple import as_nhwc
 
 _conv_init = nn.initializers.variance_scaling(2.0, 'fan_out', 'normal')
 
