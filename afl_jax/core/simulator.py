@@ -56,9 +56,7 @@ class Simulator:
     self.schedules = schedules = list(schedule) if self.batched else [schedule]
     r = self.num_replicas = len(schedules)
     if algorithm.regime not in engine.REGIMES:
-      raise ValueError(
-        f'algorithm {algorithm.name!r} has regime {algorithm.regime!r}; valid: {engine.REGIMES}.'
-      )
+      raise ValueError(f'algorithm {algorithm.name!r}: regime must be one of {engine.REGIMES}.')
     n = problem.num_clients
     for i, s in enumerate(schedules):
       if s.num_clients != n:
@@ -117,15 +115,11 @@ class Simulator:
     self.memory_limit_bytes = memory_limit_bytes
     self.memory: dict[str, int] = {}
     key = None if build else self._program_key(algorithm, sched_arg, compute_dtype, record_params)
-    self._compiled = _COMPILED.get(key) if key is not None else None
-    if self._compiled is None:
-      self._compiled = self._compile(record_params)
-      if key is not None:
-        _COMPILED[key] = self._compiled
-        while len(_COMPILED) > _KEEP:
-          _COMPILED.popitem(last=False)
-    else:
-      _COMPILED.move_to_end(key)
+    self._compiled = (_COMPILED.pop(key, None) if key else None) or self._compile(record_params)
+    if key is not None:  # most recently used last; the least recently used evicted
+      _COMPILED[key] = self._compiled
+      while len(_COMPILED) > _KEEP:
+        _COMPILED.popitem(last=False)
     self.program = self._compiled.program
     self.problem = problem.replace(
       client_views=self._tree(problem.client_views, self.axes.client_views, self.shard_clients),
