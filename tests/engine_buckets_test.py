@@ -11,7 +11,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from algorithm_cases import build, run_info
-from helper_runs import run_helper
 from helpers.sim_runs import run
 from quadratic import make_quadratic, quadratic_problem
 from same import assert_close_ulps
@@ -112,12 +111,6 @@ def test_automatic_plan():
   assert plan(constant, None) == (4, 4, False)
   with pytest.raises(ValueError, match='local_step_buckets'):
     plan(constant, -1)
-
-
-def test_grouped_by_k_on_two_devices():
-  result = run_helper('buckets_two_devices.py', timeout=300)
-  assert result['blocks'] == 2  # 4 slots in 2 blocks, one slot per device each
-  assert result['diff'] <= 1e-12
 
 
 def _sweep_case(name):
