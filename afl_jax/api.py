@@ -51,15 +51,8 @@ def _chunk(chunk_size: int | None, *periods: int | None) -> int | None:
   return math.gcd(*given, *([chunk_size] if chunk_size else [])) if given else chunk_size
 
 
-def run(
-  sim: Simulator,
-  params0: Any,
-  keys: jax.Array,
-  *,
-  keep_every: int | None = None,
-  eval_fn: Callable[[Any], dict] | None = None,
-  eval_every: int = 1,
-) -> Result:
+def run(sim: Simulator, params0: Any, keys: jax.Array, *, keep_every: int | None = None,
+        eval_fn: Callable[[Any], dict] | None = None, eval_every: int = 1) -> Result:  # fmt: skip
   """Run ``sim`` from ``params0`` to the end (its chunk size divides both periods)."""
   state = sim.init(params0, keys)
   evaluate = jax.jit(jax.vmap(eval_fn)) if eval_fn is not None and sim.batched else eval_fn
@@ -100,18 +93,10 @@ def run(
   return Result(sim.params(state), out['metrics'], history, state, num_steps, steps, evaluations)
 
 
-def simulate(
-  algorithm: Algorithm,
-  problem: Problem,
-  schedule: Schedule,
-  params0: Any,
-  key: jax.Array,
-  *,
-  chunk_size: int | None = None,
-  keep_every: int = 1,
-  eval_fn: Callable[[Any], dict] | None = None,
-  eval_every: int = 1,
-) -> Result:
+def simulate(algorithm: Algorithm, problem: Problem, schedule: Schedule, params0: Any,
+             key: jax.Array, *, chunk_size: int | None = None, keep_every: int = 1,
+             eval_fn: Callable[[Any], dict] | None = None, eval_every: int = 1
+             ) -> Result:  # fmt: skip
   """Run ``algorithm`` on ``problem`` along ``schedule`` from ``params0``, keeping the params
   every ``keep_every`` steps and calling ``eval_fn(params) -> dict`` at step 0, every
   ``eval_every`` steps and at the end. ArgumentError / ScheduleError before compiling."""
@@ -156,23 +141,13 @@ def _as_list(x: Any, r: int, what: str) -> list:
   return [x] * r
 
 
-def simulator(
-  name: str | Algorithm,
-  problem: Problem | Sequence[Problem],
-  schedules: Schedule | Sequence[Schedule],
-  num_replicas: int,
-  *,
-  run: RunInfo | None = None,
-  factory: Callable[..., Algorithm] | None = None,
-  chunk_size: int | None = None,
-  record_params: bool = False,
-  mesh: Mesh | None = None,
-  memory_limit_bytes: int | None = None,
-  local_step_buckets: int | None = 0,
-  compute_dtype: Any = None,
-  client_block_size: int | None = None,
-  **hparams: Any,
-) -> Simulator:
+def simulator(name: str | Algorithm, problem: Problem | Sequence[Problem],
+              schedules: Schedule | Sequence[Schedule], num_replicas: int, *,
+              run: RunInfo | None = None, factory: Callable[..., Algorithm] | None = None,
+              chunk_size: int | None = None, record_params: bool = False,
+              mesh: Mesh | None = None, memory_limit_bytes: int | None = None,
+              local_step_buckets: int | None = 0, compute_dtype: Any = None,
+              client_block_size: int | None = None, **hparams: Any) -> Simulator:  # fmt: skip
   """The Simulator of a sweep of ``num_replicas`` runs (arguments as :func:`sweep`); each
   replica's ``factory`` (default ``algorithms.make``) is called once on the host, so a bad value
   fails before compute naming the replica, then inside the trace on the traced values."""
@@ -182,18 +157,15 @@ def simulator(
     given = sorted(hparams) + [k for k, v in (('run', run), ('factory', factory)) if v is not None]
     if given:
       raise ArgumentError(
-        f'sweep got the built algorithm {name.name!r} and {given}: a built Algorithm '
-        'carries its hyperparameters; to sweep over them pass a registered name instead, '
-        "e.g. sweep('fedbuff', ..., client_lr=[0.05, 0.1]) "
-        '(names: afl_jax.algorithms.names()).'
+        f'sweep got the built algorithm {name.name!r} and {given}: to sweep over settings pass '
+        "a registered name instead, e.g. sweep('fedbuff', ..., client_lr=[0.05, 0.1])."
       )
     factory, defaults = (lambda algorithm=name: algorithm), {}
   elif isinstance(name, str):
     defaults = ALGORITHMS.settings(name)  # an unknown name fails here
   else:
     raise ArgumentError(
-      f'sweep takes a registered algorithm name (afl_jax.algorithms.names()) or an '
-      f'afl_jax.Algorithm; got {type(name).__name__} {name!r}.'
+      f'sweep takes an algorithm name or an afl_jax.Algorithm; got {type(name).__name__} {name!r}.'
     )
   distinct = list({id(s): s for s in schedule_list}.values())
   static, traced = replicas.split_hparams(defaults, hparams, r)
@@ -204,18 +176,14 @@ def simulator(
   first = None
   for i in range(r):
     try:
-      # Prepared against every replica's schedule: one program (and state shape) for all.
       values = {k: float(v[i]) for k, v in traced.items()}
-      alg = prepared(factory(**static, **values), distinct)
+      alg = prepared(factory(**static, **values), distinct)  # one state shape for all
     except ValueError as e:
       raise type(e)(f'replica {i}: {e}') from e
     shape = (alg.regime, alg.compressor is None, alg.init is None)
     first = first or (alg, shape)
     if shape != first[1]:
-      raise ValueError(
-        f'replica {i} builds a structurally different algorithm (regime, compressor, '
-        'init); run it in a separate sweep group.'
-      )
+      raise ValueError(f'replica {i} builds another regime, compressor or init: sweep it apart.')
   stacked, axes = problem, None
   if isinstance(problem, list | tuple):
     stacked, axes = replicas.stack_problems(_as_list(problem, r, 'problems'))
@@ -230,31 +198,20 @@ def simulator(
 def _check_params(problem: Any, params0: Any, r: int, params_per_replica: bool) -> None:
   first = problem[0] if isinstance(problem, list | tuple) and problem else problem
   if not params_per_replica:
-    check_params(first, params0)
-    return
-  for leaf in jax.tree.leaves(params0):
-    if np.ndim(leaf) < 1 or np.shape(leaf)[0] != r:
-      raise ArgumentError(
-        f'params_per_replica=True needs every leaf of params0 to have a leading axis of '
-        f'R={r} (one per key); params0 has {describe_tree(params0, "params0")}. Stack '
-        'R initial params, or pass params_per_replica=False to share one.'
-      )
+    return check_params(first, params0)
+  if any(np.ndim(x) < 1 or np.shape(x)[0] != r for x in jax.tree.leaves(params0)):
+    raise ArgumentError(
+      f'params_per_replica=True needs every leaf of params0 to have a leading axis of R={r} '
+      f'(one per key); params0 has {describe_tree(params0, "params0")}.'
+    )
   check_params(first, jax.tree.map(lambda x: x[0], params0), name='params0[0]')
 
 
-def sweep(
-  name: str | Algorithm,
-  problem: Problem | Sequence[Problem],
-  schedules: Schedule | Sequence[Schedule],
-  params0: Any,
-  keys: jax.Array,
-  *,
-  params_per_replica: bool = False,
-  keep_every: int | None = None,
-  eval_fn: Callable[[Any], dict] | None = None,
-  eval_every: int = 1,
-  **options: Any,
-) -> Result:
+def sweep(name: str | Algorithm, problem: Problem | Sequence[Problem],
+          schedules: Schedule | Sequence[Schedule], params0: Any, keys: jax.Array, *,
+          params_per_replica: bool = False, keep_every: int | None = None,
+          eval_fn: Callable[[Any], dict] | None = None, eval_every: int = 1,
+          **options: Any) -> Result:  # fmt: skip
   """Run R replicas of algorithm ``name`` (or a built Algorithm) in one compiled program.
 
   ``problem``, ``schedules``: one shared, or R; ``params0``: shared, or stacked with

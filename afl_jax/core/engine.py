@@ -106,15 +106,9 @@ def choose_step_blocks(
   return best
 
 
-def plan_slots(
-  schedules: Schedule | Any,
-  regime: str,
-  width: int,
-  unit: int,
-  local_step_buckets: int | None,
-  client_block_size: int | None = None,
-  platform: str = 'cpu',
-) -> tuple[int, int, bool]:
+def plan_slots(schedules: Schedule | Any, regime: str, width: int, unit: int,
+               local_step_buckets: int | None, client_block_size: int | None = None,
+               platform: str = 'cpu') -> tuple[int, int, bool]:  # fmt: skip
   """``(num_slots, block_size, by_steps)`` for a step's ``width`` clients in multiples of ``unit``
   (the devices). ``local_step_buckets``: 0 padded, B >= 1 B blocks sorted by K, None chosen
   where it saves local steps on CPU (docs/performance.md); ``client_block_size``: blocks of that
@@ -143,14 +137,9 @@ def plan_slots(
   return padded if b is None and plan[2] and work(plan) >= work(padded) else plan
 
 
-def step_inputs(
-  schedule: Schedule,
-  regime: str,
-  start: int,
-  length: int,
-  num_slots: int | None = None,
-  ring_plan: ring.RingPlan | None = None,
-) -> StepInputs:
+def step_inputs(schedule: Schedule, regime: str, start: int, length: int,
+                num_slots: int | None = None, ring_plan: ring.RingPlan | None = None
+                ) -> StepInputs:  # fmt: skip
   """Host inputs of steps ``[start, start + length)``: slots padded to ``num_slots``, steps past
   the schedule's end masked; always-on trains every client every step."""
   stop = max(start, min(start + length, schedule.num_steps))  # a replica may have ended
@@ -248,19 +237,11 @@ def _identity(t: Any) -> Any:
   return t
 
 
-def make_program(
-  build: Callable[[Any], Algorithm],
-  *,
-  ring_size: int,
-  max_steps: int,
-  num_slots: int,
-  block_size: int,
-  by_steps: bool = False,
-  report_slots: int | None = None,
-  record_params: bool = False,
-  constrain: Callable[[Any], Any] = _identity,
-  mesh: Mesh | None = None,
-) -> Program:
+def make_program(build: Callable[[Any], Algorithm], *, ring_size: int, max_steps: int,
+                 num_slots: int, block_size: int, by_steps: bool = False,
+                 report_slots: int | None = None, record_params: bool = False,
+                 constrain: Callable[[Any], Any] = _identity, mesh: Mesh | None = None
+                 ) -> Program:  # fmt: skip
   """The functions of a run whose algorithm is ``build(hparams)`` (called inside the trace),
   training ``num_slots`` slots per step in blocks of ``block_size`` (docs/architecture.md, "A
   server step"); ``constrain`` pins a slot-stacked tree to ``mesh``; a step whose
@@ -402,15 +383,9 @@ def make_program(
   return Program(init, chunk, params)
 
 
-def compress_reports(
-  compressor: Any,
-  msgs: Any,
-  comp_states: Any,
-  x: StepInputs,
-  key: jax.Array,
-  width: int,
-  constrain: Callable[[Any], Any] = _identity,
-) -> tuple[Any, Any, jax.Array]:
+def compress_reports(compressor: Any, msgs: Any, comp_states: Any, x: StepInputs, key: jax.Array,
+                     width: int, constrain: Callable[[Any], Any] = _identity
+                     ) -> tuple[Any, Any, jax.Array]:  # fmt: skip
   """``(msgs, comp_states, bits_each)`` with the reporting slots' messages compressed (``width``
   rows, each keyed by ``fold_in(key, client_id)``); an absent client's compressor state stays
   frozen (AsynFLC-EF, Alg. 1 lines 8-16)."""

@@ -71,18 +71,9 @@ def client_step_bytes(problem: Any, params_shape: Any, replica_axes: Any = None)
   return nbytes(batch) + _intermediate_bytes(jaxpr.jaxpr)
 
 
-def estimate(
-  state_shape: Any,
-  params_shape: Any,
-  problem: Any,
-  axes: Any,
-  *,
-  num_slots: int,
-  block_size: int,
-  num_devices: int,
-  num_replicas: int = 1,
-  replicas_sharded: bool = False,
-) -> dict[str, int]:
+def estimate(state_shape: Any, params_shape: Any, problem: Any, axes: Any, *, num_slots: int,
+             block_size: int, num_devices: int, num_replicas: int = 1,
+             replicas_sharded: bool = False) -> dict[str, int]:  # fmt: skip
   """Bytes by component and ``'total'``: ``state_shape`` of ``num_replicas`` runs, ``params_shape``
   of ONE run, the placed ``problem`` and its ``axes``."""
   params = nbytes(params_shape)

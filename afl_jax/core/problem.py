@@ -36,20 +36,14 @@ class Problem:
 def _stack_ragged(clients: Sequence[Any]) -> tuple[Any, np.ndarray]:
   if not clients:
     raise ValueError('client_data must name at least one client; got an empty list.')
-  structure = jax.tree.structure(clients[0])
-  sizes = []
+  structure, sizes = jax.tree.structure(clients[0]), []
   for i, c in enumerate(clients):
-    if jax.tree.structure(c) != structure:
-      raise ValueError(
-        f'client {i} has data structure {jax.tree.structure(c)}; client 0 has {structure}.'
-      )
     rows = {int(np.shape(x)[0]) for x in jax.tree.leaves(c)}
-    if len(rows) != 1:
-      raise ValueError(f'client {i}: every leaf needs the same number of rows; got {sorted(rows)}.')
-    (n_i,) = rows
-    if n_i < 1:
-      raise ValueError(f'client {i} has no rows; every client needs at least one.')
-    sizes.append(n_i)
+    if jax.tree.structure(c) != structure or len(rows) != 1 or 0 in rows:
+      raise ValueError(
+        f"client {i} needs client 0's data structure, >= 1 rows, equal in every leaf."
+      )
+    sizes.append(rows.pop())
   width = max(sizes)
 
   def pad(*leaves):
@@ -59,14 +53,8 @@ def _stack_ragged(clients: Sequence[Any]) -> tuple[Any, np.ndarray]:
   return jax.tree.map(pad, *clients), np.asarray(sizes, np.int32)
 
 
-def from_loss(
-  loss_fn: Callable[..., jax.Array],
-  client_data: Any,
-  *,
-  full_batch: bool = True,
-  batch_size: int | None = None,
-  reduction: str = 'mean',
-) -> Problem:
+def from_loss(loss_fn: Callable[..., jax.Array], client_data: Any, *, full_batch: bool = True,
+              batch_size: int | None = None, reduction: str = 'mean') -> Problem:  # fmt: skip
   """A problem from ``loss_fn(params, batch) -> scalar`` and ``client_data``: a pytree of leaves
   ``[N, n, ...]``, or a list of N per-client pytrees (unequal sizes: with full batches the loss
   is reduced by ``reduction`` over the valid rows). ``full_batch``: each step uses the client's
@@ -136,24 +124,17 @@ def check_params(problem: Problem, params: Any, *, name: str = 'params0') -> Non
   ``loss_fn`` on client 0's batch is a scalar (abstract, before compiling)."""
   leaves = jax.tree_util.tree_flatten_with_path(params)[0]
   if not leaves:
-    raise ArgumentError(
-      f'{name}={params!r} holds no arrays; pass the model parameters as a pytree of '
-      'floating-point arrays (e.g. {"w": jnp.zeros(3)}).'
-    )
+    raise ArgumentError(f'{name}={params!r} holds no arrays; pass a pytree of float arrays.')
   for path, x in leaves:
     where = f'{name}{jax.tree_util.keystr(path)}'
     if isinstance(x, float):
       continue
     dtype = getattr(x, 'dtype', None)
     if dtype is None:
-      raise ArgumentError(
-        f'{where}={x!r} is not an array; every leaf of {name} must be a floating-point '
-        'array (e.g. jnp.zeros(3)).'
-      )
+      raise ArgumentError(f'{where}={x!r} is not an array; every leaf of {name} must be one.')
     if not jnp.issubdtype(dtype, jnp.inexact):
       raise ArgumentError(
-        f'{where} has dtype {np.dtype(dtype).name}; parameters must be floating point: '
-        f'pass it as jnp.asarray(..., jnp.float32) (or float64 with jax_enable_x64).'
+        f'{where} has dtype {np.dtype(dtype).name}; pass it as jnp.asarray(..., jnp.float32).'
       )
 
   def batch0(shared, views):  # the data as arguments: abstract, as in the engine
@@ -173,11 +154,8 @@ def check_params(problem: Problem, params: Any, *, name: str = 'params0') -> Non
     raise ArgumentError(
       f'{name} does not fit the problem: loss_fn({name}, a batch of client 0) raised '
       f'{type(e).__name__}: {first_line(e)}. {name} has {describe_tree(params, name)}; '
-      f'{batch}. Pass {name} with the structure and leaf shapes that loss_fn reads '
-      '(e.g. the params of the model whose apply loss_fn calls).'
+      f'{batch}. Pass {name} with the structure and leaf shapes that loss_fn reads.'
     ) from e
   if getattr(out, 'shape', None) != ():
-    raise ArgumentError(
-      f'loss_fn({name}, batch) must return a scalar; it returns '
-      f'{jax.tree.map(_leaf_text, out)}. Reduce it over the batch (e.g. jnp.mean).'
-    )
+    shapes = jax.tree.map(_leaf_text, out)
+    raise ArgumentError(f'loss_fn({name}, batch) must return a scalar; it returns {shapes}.')

@@ -35,23 +35,14 @@ class Simulator:
   ``client_block_size``: :func:`afl_jax.core.engine.plan_slots`; ``step_work``: ``(useful,
   computed)`` local slot-steps; ``compute_dtype``: :mod:`afl_jax.core.precision`."""
 
-  def __init__(
-    self,
-    algorithm: Algorithm,
-    problem: Problem,
-    schedule: Schedule | Sequence[Schedule],
-    *,
-    build: Callable[[Any], Algorithm] | None = None,
-    hparams: dict[str, np.ndarray] | None = None,
-    problem_axes: Problem | None = None,
-    chunk_size: int | None = None,
-    record_params: bool = False,
-    mesh: Mesh | None = None,
-    memory_limit_bytes: int | None = None,
-    local_step_buckets: int | None = None,
-    compute_dtype: Any = None,
-    client_block_size: int | None = None,
-  ):
+  def __init__(self, algorithm: Algorithm, problem: Problem,
+               schedule: Schedule | Sequence[Schedule], *,
+               build: Callable[[Any], Algorithm] | None = None,
+               hparams: dict[str, np.ndarray] | None = None, problem_axes: Problem | None = None,
+               chunk_size: int | None = None, record_params: bool = False,
+               mesh: Mesh | None = None, memory_limit_bytes: int | None = None,
+               local_step_buckets: int | None = None, compute_dtype: Any = None,
+               client_block_size: int | None = None):  # fmt: skip
     self.batched = not isinstance(schedule, Schedule)
     self.schedules = schedules = list(schedule) if self.batched else [schedule]
     r = self.num_replicas = len(schedules)
@@ -232,12 +223,10 @@ class Simulator:
     return self._report(jax.eval_shape(self._compiled.init, *self._init_args(params, keys)), params)
 
   def _report(self, shape: SimState, params: Any) -> dict[str, int]:
-    one = jax.tree.map(
-      lambda x: jax.ShapeDtypeStruct(np.shape(x)[int(self.batched) :], x.dtype), params
-    )
+    one = lambda x: jax.ShapeDtypeStruct(np.shape(x)[int(self.batched) :], x.dtype)
     return memory.estimate(
-      shape, one, self.problem, self.axes, num_slots=self.num_slots, block_size=self.block_size,
-      num_devices=self.num_devices, num_replicas=self.padded,
+      shape, jax.tree.map(one, params), self.problem, self.axes, num_slots=self.num_slots,
+      block_size=self.block_size, num_devices=self.num_devices, num_replicas=self.padded,
       replicas_sharded=self.mode == 'replicas',
     )  # fmt: skip
 
@@ -255,19 +244,13 @@ class Simulator:
     self.memory = self._report(shape, params)
     memory.check(self.memory, self.memory_limit_bytes or memory.available_bytes())
     self._state_shardings = self._state_sharding(shape)
-    init = self._by_sharding(
-      self._compiled.inits,
-      lambda: jax.jit(self._compiled.init, out_shardings=self._state_shardings),
-    )
-    return init(*args)
+    make = lambda: jax.jit(self._compiled.init, out_shardings=self._state_shardings)
+    return self._by_sharding(self._compiled.inits, make)(*args)
 
   def inputs(self, start: int) -> StepInputs:
     """Placed inputs of the chunk starting at ``start``: leaves [(R,) chunk, ...]."""
-    per = [
-      engine.step_inputs(s, self.regime, start, self.chunk_size, self.num_slots, p)
-      for s, p in zip(self.schedules, self.ring_plans)
-    ]
-    stacked = [np.stack(a) for a in zip(*per)]
+    one = lambda s, p: engine.step_inputs(s, self.regime, start, self.chunk_size, self.num_slots, p)
+    stacked = [np.stack(a) for a in zip(*map(one, self.schedules, self.ring_plans))]
     slot_axis = 1 if self.mode == 'clients' else None
     active = np.arange(start, start + self.chunk_size) < self.num_steps
     return StepInputs(
@@ -288,14 +271,10 @@ class Simulator:
     if self._run is None:
       out = NamedSharding(self.mesh, P(AXIS) if self.mode == 'replicas' else P())
       inputs = StepInputs(*([0] * 7), None)  # one 'active' flag shared by the replicas
-      self._run = self._by_sharding(
-        self._compiled.runners,
-        lambda: jax.jit(
-          self._batched(self._chunk, (0, inputs, self.axes, 0, 0)),
-          donate_argnums=(0,),
-          out_shardings=(self._state_shardings, out),
-        ),
-      )
+      chunk = self._batched(self._chunk, (0, inputs, self.axes, 0, 0))
+      shardings = (self._state_shardings, out)
+      make = lambda: jax.jit(chunk, donate_argnums=(0,), out_shardings=shardings)
+      self._run = self._by_sharding(self._compiled.runners, make)
     return self._run
 
   def _by_sharding(self, cache: dict, make: Callable[[], Callable]) -> Callable:
