@@ -58,25 +58,22 @@ def run(sim: Simulator, params0: Any, keys: jax.Array, *, keep_every: int | None
   evaluate = jax.jit(jax.vmap(eval_fn)) if eval_fn is not None and sim.batched else eval_fn
   kept, kept_steps, evals, outs = [], [], [], []
 
-  def see(state: SimState, step: int) -> None:
+  def see(state: SimState, pos: int, out: dict | None = None) -> None:  # after each chunk
+    if out is not None:
+      outs.append(out)
+    step = sim.position(state)
     due_keep = keep_every is not None and step > 0 and step % keep_every == 0
     due_eval = eval_fn is not None and (step % eval_every == 0 or step == sim.num_steps)
-    if not (due_keep or due_eval):
-      return
     # a host copy: the state's buffers are donated to the next chunk
-    params = jax.tree.map(lambda x: np.array(x, copy=True), sim.params(state))
+    params = (due_keep or due_eval) and jax.tree.map(np.array, sim.params(state))
     if due_keep:
       kept_steps.append(step)
       kept.append(params)
     if due_eval:
       evals.append({'step': step, **{k: np.asarray(v) for k, v in evaluate(params).items()}})
 
-  def after_chunk(state: SimState, pos: int, out: dict) -> None:
-    outs.append(out)
-    see(state, sim.position(state))
-
   see(state, 0)
-  state, _ = sim.drive(state, keys, after_chunk)
+  state, _ = sim.drive(state, keys, see)
   axis = int(sim.batched)
   out = jax.tree.map(lambda *xs: np.concatenate(xs, axis=axis), *outs)
   history, steps = out.get('params'), None

@@ -150,18 +150,12 @@ def step_inputs(schedule: Schedule, regime: str, start: int, length: int,
     tau, k = schedule.staleness[sl], schedule.local_steps[sl]
     train = send = schedule.mask[sl]
   else:  # always_on: the schedule says who reports
-    n = schedule.num_clients
-    rows = np.repeat(np.arange(c), schedule.max_arrivals)
-    m = schedule.mask[sl].reshape(-1)
-    cols = schedule.client_ids[sl].reshape(-1)
-    ids = np.broadcast_to(np.arange(n, dtype=np.int32), (c, n))
-    st = np.zeros((c, n), np.int32)
-    send = np.zeros((c, n), bool)
-    send[rows[m], cols[m]] = True
-    tau = np.zeros((c, n), np.int32)
-    tau[rows[m], cols[m]] = schedule.staleness[sl].reshape(-1)[m]
-    k = np.broadcast_to(per_client_steps(schedule), (c, n))
-    train = np.ones((c, n), bool)
+    n, m = schedule.num_clients, schedule.mask[sl]
+    rows, cols = np.nonzero(m)[0], schedule.client_ids[sl][m]
+    ids, st = np.broadcast_to(np.arange(n, dtype=np.int32), (c, n)), np.zeros((c, n), np.int32)
+    send, tau = np.zeros((c, n), bool), np.zeros((c, n), np.int32)
+    send[rows, cols], tau[rows, cols] = True, schedule.staleness[sl][m]
+    k, train = np.broadcast_to(per_client_steps(schedule), (c, n)), np.ones((c, n), bool)
   width = max(num_slots or 0, ids.shape[1])
   out = []
   for a, fill in zip((ids, st, tau, k, train, send), (0, 0, 0, 1, False, False)):

@@ -51,17 +51,11 @@ class LocalTask:
 
   def batch_axes(self) -> LocalTask:
     """``in_axes`` for ``jax.vmap`` over a task batched on clients (``shared`` unbatched)."""
+    some = lambda x: None if x is None else 0
     return self.replace(
-      view=0,
-      shared=None,
-      num_steps=0,
-      active=0,
-      client_id=0,
-      step=None,
-      start_step=None if self.start_step is None else 0,
-      loop_steps=None,
-      num_examples=None if self.num_examples is None else 0,
-    )
+      view=0, shared=None, num_steps=0, active=0, client_id=0, step=None, loop_steps=None,
+      start_step=some(self.start_step), num_examples=some(self.num_examples),
+    )  # fmt: skip
 
 
 class Arrivals(NamedTuple):

@@ -104,24 +104,18 @@ def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dime
   (n, c, *space), (o, i, *window_axes), out_spec = dimension_numbers
   x = lax.transpose(lhs, (n, *space, c))  # [N, *spatial, C]: no-ops for flax's NHWC x HWIO
   w = lax.transpose(rhs, (*window_axes, i, o))  # [*window, I, O]
-  out = [
-    (size + lo + hi - (k - 1) * d - 1) // s + 1
-    for size, (lo, hi), k, d, s in zip(
-      x.shape[1:-1], padding, w.shape[:-2], rhs_dilation, window_strides
-    )
-  ]
-  if min(out) < 1:
-    return None
   shape = (x.shape[1:-1], w.shape[:-2], tuple(window_strides), tuple(map(tuple, padding)))
+  if min(_out_sizes(*shape, rhs_dilation)) < 1:
+    return None
   m = winograd.tile(*shape, tuple(rhs_dilation), w.shape[-2:])
   conv = tiled(shape[0], m, precision) if m else direct(*shape, tuple(rhs_dilation), precision)
   y = conv(x, w)  # [N, *out, O]
   return lax.transpose(y, tuple(np.argsort((out_spec[0], *out_spec[2:], out_spec[1]))))
 
 
-def _nhwc(n: int) -> tuple[str, str, str]:
-  s = 'DHW'[3 - n :] if n <= 3 else ''.join(chr(ord('a') + i) for i in range(n))
-  return f'N{s}C', f'{s}IO', f'N{s}C'
+def _out_sizes(space, window, strides, padding, dilation) -> list[int]:
+  zipped = zip(space, padding, window, dilation, strides)
+  return [(size + lo + hi - (k - 1) * d - 1) // s + 1 for size, (lo, hi), k, d, s in zipped]
 
 
 @functools.cache
@@ -130,11 +124,9 @@ def direct(space, window, strides, padding, dilation, precision=None) -> Callabl
   each one NHWC x HWIO convolution: the input gradient convolves the stride-dilated output
   gradient with the flipped kernel, the kernel gradient ``x`` as ``[C, *space, N]`` with it."""
   n = len(space)
-  numbers = _nhwc(n)
-  out = [
-    (size + lo + hi - (k - 1) * d - 1) // s + 1
-    for size, (lo, hi), k, d, s in zip(space, padding, window, dilation, strides)
-  ]
+  dims = 'DHW'[3 - n :] if n <= 3 else ''.join(chr(ord('a') + i) for i in range(n))
+  numbers = (f'N{dims}C', f'{dims}IO', f'N{dims}C')
+  out = _out_sizes(space, window, strides, padding, dilation)
   conv = functools.partial(lax.conv_general_dilated, dimension_numbers=numbers, precision=precision)
   # padding of the gradients' convolutions (lax's own transposition, written out)
   input_padding = [
