@@ -48,22 +48,22 @@ def _intermediate_bytes(jaxpr: Any) -> int:
   return total
 
 
-def _one_replica(tree: Any, axes: Any) -> Any:
-  if axes is None:
-    return jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), tree)
+def _one_replica(tree: Any, axes: Any, drop: int = 0) -> Any:
+  """Abstract leaves without the replica axis (where ``axes`` has 0) and ``drop`` more axes."""
   leaves, treedef = jax.tree.flatten(tree)
-  flat_axes = jax.tree.leaves(axes, is_leaf=lambda a: a is None)
-  shape = lambda x, a: jax.ShapeDtypeStruct(np.shape(x)[int(a == 0) :], x.dtype)
-  return jax.tree.unflatten(treedef, [shape(x, a) for x, a in zip(leaves, flat_axes)])
+  flat = (
+    [None] * len(leaves) if axes is None else jax.tree.leaves(axes, is_leaf=lambda a: a is None)
+  )
+  shape = lambda x, a: jax.ShapeDtypeStruct(np.shape(x)[int(a == 0) + drop :], x.dtype)
+  return jax.tree.unflatten(treedef, [shape(x, a) for x, a in zip(leaves, flat)])
 
 
 def client_step_bytes(problem: Any, params_shape: Any, replica_axes: Any = None) -> int:
   """Bytes one trained client holds in a local step besides its parameters: its batch and every
   intermediate of the traced loss (an upper bound); 0 where that cannot be traced."""
   try:
-    views = _one_replica(problem.client_views, getattr(replica_axes, 'client_views', None))
+    view0 = _one_replica(problem.client_views, getattr(replica_axes, 'client_views', None), 1)
     shared = _one_replica(problem.shared, getattr(replica_axes, 'shared', None))
-    view0 = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), views)
     batch = jax.eval_shape(problem.sample_fn, shared, view0, jax.random.key(0))
     jaxpr = jax.make_jaxpr(problem.loss_fn)(params_shape, batch)
   except Exception:  # noqa: BLE001 (an estimate: a problem it cannot trace is left to the run)

@@ -214,12 +214,9 @@ class Simulator:
     )  # fmt: skip
 
   # ---- planning ----------------------------------------------------------------------
-  def estimate(self, params: Any, keys: jax.Array | None = None) -> dict[str, int]:
+  def estimate(self, params: Any, keys: jax.Array) -> dict[str, int]:
     """Analytic memory by component and ``'total'`` (bytes, nothing allocated); arguments as
     :meth:`init` takes them."""
-    if keys is None:
-      keys = jax.random.split(jax.random.key(0), self.num_replicas)
-      keys = keys if self.batched else keys[0]
     return self._report(jax.eval_shape(self._compiled.init, *self._init_args(params, keys)), params)
 
   def _report(self, shape: SimState, params: Any) -> dict[str, int]:
