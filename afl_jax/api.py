@@ -15,7 +15,7 @@ from jax.sharding import Mesh
 from afl_jax.algorithms import ALGORITHMS, RunInfo
 from afl_jax.core import replicas
 from afl_jax.core.engine import SimState
-from afl_jax.core.problem import Problem, check_params, describe_tree
+from afl_jax.core.problem import Problem, check_params
 from afl_jax.core.simulator import Simulator
 from afl_jax.core.types import Algorithm, prepared
 from afl_jax.errors import ArgumentError
@@ -192,31 +192,18 @@ def simulator(name: str | Algorithm, problem: Problem | Sequence[Problem],
   )  # fmt: skip
 
 
-def _check_params(problem: Any, params0: Any, r: int, params_per_replica: bool) -> None:
-  first = problem[0] if isinstance(problem, list | tuple) and problem else problem
-  if not params_per_replica:
-    return check_params(first, params0)
-  if any(np.ndim(x) < 1 or np.shape(x)[0] != r for x in jax.tree.leaves(params0)):
-    raise ArgumentError(
-      f'params_per_replica=True needs every leaf of params0 to have a leading axis of R={r} '
-      f'(one per key); params0 has {describe_tree(params0, "params0")}.'
-    )
-  check_params(first, jax.tree.map(lambda x: x[0], params0), name='params0[0]')
-
-
 def sweep(name: str | Algorithm, problem: Problem | Sequence[Problem],
           schedules: Schedule | Sequence[Schedule], params0: Any, keys: jax.Array, *,
-          params_per_replica: bool = False, keep_every: int | None = None,
-          eval_fn: Callable[[Any], dict] | None = None, eval_every: int = 1,
-          **options: Any) -> Result:  # fmt: skip
+          keep_every: int | None = None, eval_fn: Callable[[Any], dict] | None = None,
+          eval_every: int = 1, **options: Any) -> Result:  # fmt: skip
   """Run R replicas of algorithm ``name`` (or a built Algorithm) in one compiled program.
 
-  ``problem``, ``schedules``: one shared, or R; ``params0``: shared, or stacked with
-  ``params_per_replica=True``; ``keys``: [R]; ``keep_every`` / ``eval_fn`` as in :func:`simulate`.
+  ``problem``, ``schedules``: one shared, or R; ``params0``: shared; ``keys``: [R]; ``keep_every``
+  / ``eval_fn`` as in :func:`simulate`.
   ``**options``: :func:`simulator`'s keywords and the hyperparameters, a float one optionally R
   values (traced); a value out of range is a ConfigError naming the replica."""
   r = _num_keys(keys, one=False)
-  _check_params(problem, params0, r, params_per_replica)
+  check_params(problem[0] if isinstance(problem, list | tuple) and problem else problem, params0)
   keep = None if keep_every is None else _period('keep_every', keep_every)
   every = _period('eval_every', eval_every) if eval_fn is not None else None
   if keep is not None or every is not None:
@@ -224,8 +211,7 @@ def sweep(name: str | Algorithm, problem: Problem | Sequence[Problem],
     if keep is not None and options.get('record_params'):
       raise ArgumentError('give keep_every or record_params=True (every iterate), not both.')
   sim = simulator(name, problem, schedules, r, **options)
-  if not params_per_replica:
-    params0 = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (r,) + np.shape(x)), params0)
+  params0 = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (r,) + np.shape(x)), params0)
   return run(sim, params0, keys, keep_every=keep, eval_fn=eval_fn, eval_every=every or 1)
 
 

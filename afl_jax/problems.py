@@ -97,10 +97,8 @@ def quadratic(a: Any, b: Any, *, sigma: float = 0.0) -> Quadratic:
   if sigma > 0:
     scale = sigma / math.sqrt(dim)
 
-    def noisy(shared, view, key):
-      del shared
-      return {**view, 'xi': scale * jax.random.normal(key, (dim,), view['b'].dtype)}
-
+    xi = lambda key, dtype: scale * jax.random.normal(key, (dim,), dtype)
+    noisy = lambda _, view, key: {**view, 'xi': xi(key, view['b'].dtype)}
     problem = problem.replace(sample_fn=noisy)
   hessians = np.einsum('nrd,nre->nde', a64, a64)
   linears = np.einsum('nrd,nr->nd', a64, b64)
@@ -109,17 +107,12 @@ def quadratic(a: Any, b: Any, *, sigma: float = 0.0) -> Quadratic:
   r = np.einsum('nrd,d->nr', a64, x_star) - b64
   shared = np.allclose(hessians, hessians[:1], rtol=1e-12, atol=0.0)
   spread = linears - linear
-  return Quadratic(
-    problem=problem,
-    L=float(np.linalg.eigvalsh(hessians)[:, -1].max()),
-    mu=float(max(np.linalg.eigvalsh(hessian)[0], 0.0)),
-    sigma2=float(sigma) ** 2,
-    sigma_g2=float((spread * spread).sum(-1).mean()) if shared else math.inf,
-    f_star=float(0.5 * (r * r).sum(-1).mean()),
-    x_star=x_star,
-    hessians=hessians,
-    linears=linears,
-  )
+  lipschitz = float(np.linalg.eigvalsh(hessians)[:, -1].max())
+  mu = float(max(np.linalg.eigvalsh(hessian)[0], 0.0))
+  sigma_g2 = float((spread * spread).sum(-1).mean()) if shared else math.inf
+  f_star = float(0.5 * (r * r).sum(-1).mean())
+  args = (lipschitz, mu, float(sigma) ** 2, sigma_g2, f_star, x_star, hessians, linears)
+  return Quadratic(problem, *args)
 
 
 def shifted_quadratic(eigenvalues: Any, centers: Any, *, sigma: float = 0.0) -> Quadratic:

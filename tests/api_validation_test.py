@@ -41,17 +41,12 @@ def test_params_that_do_not_fit_the_problem_are_one_error(quad, params0, message
     afl_jax.sweep('fedbuff', problem, schedule, params0, keys)
 
 
-def test_loss_must_be_a_scalar_and_stacked_params_need_axis_r(quad):
+def test_loss_must_be_a_scalar(quad):
   problem, schedule, params0 = quad
   vector = problem.replace(loss_fn=lambda p, b: b['a'] @ p['x'] - b['b'])
   alg = afl_jax.algorithms.make('fedbuff', client_lr=0.1)
   with pytest.raises(ArgumentError, match=r'must return a scalar; it returns float32\[5\]'):
     afl_jax.simulate(alg, vector, schedule, params0, jax.random.key(0))
-  keys = jax.random.split(jax.random.key(0), 2)
-  with pytest.raises(ArgumentError, match=r'leading axis of R=2 .*params0\[.x.\] float32\[3, 4\]'):
-    afl_jax.sweep(
-      'fedbuff', problem, schedule, {'x': jnp.zeros((3, 4))}, keys, params_per_replica=True
-    )
 
 
 # ---- a schedule built for another number of clients --------------------------------

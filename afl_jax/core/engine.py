@@ -212,9 +212,8 @@ def train_clients(fn: Callable, args: tuple, in_axes: tuple, mesh: Mesh | None =
   if mesh is None or mesh.size == 1:
     return each(*args)
   specs = tuple(P() if ax is None else P(CLIENT_AXIS) for ax in in_axes)
-  return jax.shard_map(each, mesh=mesh, in_specs=specs, out_specs=P(CLIENT_AXIS), check_vma=False)(
-    *args
-  )
+  shard = jax.shard_map(each, mesh=mesh, in_specs=specs, out_specs=P(CLIENT_AXIS), check_vma=False)
+  return shard(*args)
 
 
 class Program(NamedTuple):

@@ -119,9 +119,10 @@ def describe_tree(tree: Any, name: str = '') -> str:
   return ', '.join(f'{name}{jax.tree_util.keystr(path)} {_leaf_text(x)}' for path, x in leaves)
 
 
-def check_params(problem: Problem, params: Any, *, name: str = 'params0') -> None:
-  """ArgumentError naming the leaf or both trees' shapes unless ``params`` has floating leaves and
-  ``loss_fn`` on client 0's batch is a scalar (abstract, before compiling)."""
+def check_params(problem: Problem, params: Any) -> None:
+  """ArgumentError naming the leaf or both trees' shapes unless ``params`` (the API's ``params0``)
+  has floating leaves and ``loss_fn`` on client 0's batch is a scalar (abstract)."""
+  name = 'params0'
   leaves = jax.tree_util.tree_flatten_with_path(params)[0]
   if not leaves:
     raise ArgumentError(f'{name}={params!r} holds no arrays; pass a pytree of float arrays.')
