@@ -98,8 +98,7 @@ def estimate(state_shape: Any, params_shape: Any, problem: Any, axes: Any, *, nu
 
 def replicas_that_fit(one: dict[str, int], two: dict[str, int], limit: int) -> int:
   """The largest R fitting 90% of ``limit``, from the estimates ``one``, ``two`` of 1, 2 runs."""
-  per = two['total'] - one['total']
-  fixed = one['total'] - per
+  per, fixed = two['total'] - one['total'], 2 * one['total'] - two['total']
   if per <= 0:
     raise ValueError('a replica must add memory; got estimates that do not grow with R.')
   return max(int((SAFETY * limit - fixed) // per), 0)
@@ -134,9 +133,7 @@ def format_report(report: dict[str, int]) -> str:
 
 
 def check(report: dict[str, int], limit: int | None) -> None:
-  if limit is None:
-    return
-  if report['total'] > SAFETY * limit:
+  if limit is not None and report['total'] > SAFETY * limit:
     raise InsufficientMemoryError(
       f'this run needs about {report["total"] / 2**30:.2f} GiB but the backend reports '
       f'{limit / 2**30:.2f} GiB available (90% usable). {format_report(report)}. Reduce '
