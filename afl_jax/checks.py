@@ -127,10 +127,8 @@ ANY = Spec('any')  # checked by the factory itself (e.g. an int or a per-client 
 
 def inferred(default: Any) -> Spec | None:
   """The spec a default implies where none is declared (bool, float, int, str; else None)."""
-  for kind, spec in ((bool, boolean()), (float, real()), (int, integer()), (str, string())):
-    if isinstance(default, kind):
-      return spec
-  return None
+  specs = ((bool, boolean()), (float, real()), (int, integer()), (str, string()))
+  return next((spec for kind, spec in specs if isinstance(default, kind)), None)
 
 
 def violation(spec: Spec | None, value: Any, default: Any, facts: Mapping[str, Any]) -> str | None:
