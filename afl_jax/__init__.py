@@ -1,10 +1,5 @@
-"""afl_jax: asynchronous federated learning in JAX.
-
-Pure, jitted update rules (``clients``, ``servers``), delay schedules computed up front
-(``schedules``), one scan/vmap engine (``core``), a registry of algorithms
-(``algorithms``) and the experiment pipeline (``pipeline``); subpackages that pull in
-flax, pandas or matplotlib are imported on first use. Importing afl_jax changes no
-process-wide setting."""
+"""afl_jax: asynchronous federated learning in JAX. Subpackages that pull in flax, pandas or
+matplotlib are imported on first use; importing afl_jax changes no process-wide setting."""
 
 import importlib
 
@@ -13,32 +8,15 @@ from afl_jax.api import Result, simulate, sweep
 from afl_jax.core.simulator import Simulator
 from afl_jax.core.types import Algorithm, Arrivals, ClientRule, LocalTask, ServerRule
 
+# fmt: off
 __all__ = [
-  'Algorithm',
-  'Arrivals',
-  'ClientRule',
-  'LocalTask',
-  'Result',
-  'ServerRule',
-  'Simulator',
-  'algorithms',
-  'clients',
-  'compression',
-  'core',
-  'data',
-  'models',
-  'pipeline',
-  'problems',
-  'reproduction',
-  'results',
-  'schedules',
-  'servers',
-  'simulate',
-  'sweep',
+  'Algorithm', 'Arrivals', 'ClientRule', 'LocalTask', 'Result', 'ServerRule', 'Simulator',
+  'algorithms', 'clients', 'compression', 'core', 'data', 'models', 'pipeline', 'problems',
+  'reproduction', 'results', 'schedules', 'servers', 'simulate', 'sweep',
 ]
+# fmt: on
 __version__ = '0.1.0'
 
-# Imported on first access (``afl_jax.data``): they load flax, pandas or matplotlib.
 _LAZY = ('data', 'models', 'pipeline', 'reproduction', 'results')
 
 

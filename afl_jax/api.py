@@ -1,10 +1,5 @@
-"""The two entry points: one run, ``afl_jax.simulate``; R runs in one program, ``afl_jax.sweep``::
-
-  result = afl_jax.simulate(alg, problem, schedule, params0, jax.random.key(0))
-  res = afl_jax.sweep('fedbuff', problem, schedule, params0, keys, client_lr=[0.05, 0.1])
-
-Replica r of a sweep equals the single run of its values (tests/sweep_test.py); both drive
-one :class:`~afl_jax.core.simulator.Simulator` with :func:`run`."""
+"""The entry points: one run, :func:`simulate`; R runs in one program, :func:`sweep` (replica r
+equals the single run of its values); both drive a :class:`Simulator` with :func:`run`."""
 
 from __future__ import annotations
 
@@ -20,7 +15,7 @@ from jax.sharding import Mesh
 from afl_jax.algorithms import ALGORITHMS, RunInfo
 from afl_jax.core import replicas
 from afl_jax.core.engine import SimState
-from afl_jax.core.problem import Problem, check_params, describe_tree
+from afl_jax.core.problem import Problem, check_params
 from afl_jax.core.simulator import Simulator
 from afl_jax.core.types import Algorithm, prepared
 from afl_jax.errors import ArgumentError
@@ -30,18 +25,17 @@ from afl_jax.schedules.schedule import Schedule
 class Result(NamedTuple):
   """What :func:`simulate` and :func:`sweep` return (a sweep's fields: leading axis R).
 
-  ``metrics``: one value per server step of ``'arrivals'``, ``'bits_up'`` / ``'bits_down'``
-  (32 per value sent, exact for compressed messages), ``'client/<name>'`` (averaged over
-  the clients that trained) and ``'server/<name>'``; zero past a replica's own schedule.
-  ``params_history[h]``: the model after ``history_steps[h]`` steps; ``evaluations``:
-  ``'step'`` and each ``eval_fn`` value."""
+  ``metrics``: per server step, ``'arrivals'``, ``'bits_up'`` / ``'bits_down'`` (32 per value
+  sent), ``'client/<name>'`` (mean over the clients that trained) and ``'server/<name>'``; zero
+  past a replica's own schedule. ``params_history[h]``: the model after ``history_steps[h]``
+  steps; ``evaluations``: ``'step'`` and each ``eval_fn`` value."""
 
   params: Any  # the final global model
-  metrics: dict  # per-step metrics, each [T] ([R, T]; T = the longest schedule)
+  metrics: dict  # each [T] ([R, T]; T = the longest schedule)
   params_history: Any  # [H, ...] ([R, H, ...]); None unless recorded or kept
-  final_state: SimState  # the engine's state after the last step
+  final_state: SimState
   num_steps: Any  # server steps of the schedule (int[R] for a sweep)
-  history_steps: np.ndarray | None = None  # int[H]: steps applied before each kept iterate
+  history_steps: np.ndarray | None = None  # int[H]
   evaluations: dict | None = None  # 'step': int[E] and each eval_fn value, [E] ([R, E])
 
 
@@ -57,41 +51,29 @@ def _chunk(chunk_size: int | None, *periods: int | None) -> int | None:
   return math.gcd(*given, *([chunk_size] if chunk_size else [])) if given else chunk_size
 
 
-def run(
-  sim: Simulator,
-  params0: Any,
-  keys: jax.Array,
-  *,
-  keep_every: int | None = None,
-  eval_fn: Callable[[Any], dict] | None = None,
-  eval_every: int = 1,
-) -> Result:
-  """Run ``sim`` from ``params0`` to the end of its schedules; its chunk size divides the
-  periods of ``keep_every`` and ``eval_every``."""
+def run(sim: Simulator, params0: Any, keys: jax.Array, *, keep_every: int | None = None,
+        eval_fn: Callable[[Any], dict] | None = None, eval_every: int = 1) -> Result:  # fmt: skip
+  """Run ``sim`` from ``params0`` to the end (its chunk size divides both periods)."""
   state = sim.init(params0, keys)
   evaluate = jax.jit(jax.vmap(eval_fn)) if eval_fn is not None and sim.batched else eval_fn
   kept, kept_steps, evals, outs = [], [], [], []
 
-  def see(state: SimState, step: int) -> None:
-    """After ``step`` server steps (a chunk end): keep and evaluate where due."""
+  def see(state: SimState, pos: int, out: dict | None = None) -> None:  # after each chunk
+    if out is not None:
+      outs.append(out)
+    step = sim.position(state)
     due_keep = keep_every is not None and step > 0 and step % keep_every == 0
     due_eval = eval_fn is not None and (step % eval_every == 0 or step == sim.num_steps)
-    if not (due_keep or due_eval):
-      return
     # a host copy: the state's buffers are donated to the next chunk
-    params = jax.tree.map(lambda x: np.array(x, copy=True), sim.params(state))
+    params = (due_keep or due_eval) and jax.tree.map(np.array, sim.params(state))
     if due_keep:
       kept_steps.append(step)
       kept.append(params)
     if due_eval:
       evals.append({'step': step, **{k: np.asarray(v) for k, v in evaluate(params).items()}})
 
-  def after_chunk(state: SimState, pos: int, out: dict) -> None:
-    outs.append(out)
-    see(state, sim.position(state))
-
   see(state, 0)
-  state, _ = sim.drive(state, keys, after_chunk)
+  state, _ = sim.drive(state, keys, see)
   axis = int(sim.batched)
   out = jax.tree.map(lambda *xs: np.concatenate(xs, axis=axis), *outs)
   history, steps = out.get('params'), None
@@ -108,21 +90,13 @@ def run(
   return Result(sim.params(state), out['metrics'], history, state, num_steps, steps, evaluations)
 
 
-def simulate(
-  algorithm: Algorithm,
-  problem: Problem,
-  schedule: Schedule,
-  params0: Any,
-  key: jax.Array,
-  *,
-  chunk_size: int | None = None,
-  keep_every: int = 1,
-  eval_fn: Callable[[Any], dict] | None = None,
-  eval_every: int = 1,
-) -> Result:
+def simulate(algorithm: Algorithm, problem: Problem, schedule: Schedule, params0: Any,
+             key: jax.Array, *, chunk_size: int | None = None, keep_every: int = 1,
+             eval_fn: Callable[[Any], dict] | None = None, eval_every: int = 1
+             ) -> Result:  # fmt: skip
   """Run ``algorithm`` on ``problem`` along ``schedule`` from ``params0``, keeping the params
-  every ``keep_every`` steps (1: each) and calling ``eval_fn(params) -> dict`` initially,
-  every ``eval_every`` steps and at the end. ArgumentError / ScheduleError before compiling."""
+  every ``keep_every`` steps and calling ``eval_fn(params) -> dict`` at step 0, every
+  ``eval_every`` steps and at the end. ArgumentError / ScheduleError before compiling."""
   _num_keys(key, one=True)
   check_params(problem, params0)
   keep = _period('keep_every', keep_every)
@@ -135,30 +109,25 @@ def simulate(
 
 
 def _num_keys(key: Any, one: bool) -> int | None:
-  """None for one PRNG key (typed, shape (); raw uint32 [2] or [4]), R >= 1 for R keys (typed
-  [R]; raw [R, 2]); else (or, ``one``, for R keys) the ArgumentError of simulate / sweep."""
+  """None for one PRNG key (typed, shape (); raw uint32 [2] or [4]), R for R keys (typed [R]; raw
+  [R, 2]); else (or, ``one``, for R keys) simulate's / sweep's ArgumentError."""
   dtype = getattr(key, 'dtype', None)
   typed = dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
   raw = not typed and dtype == np.uint32
   shape = tuple(np.shape(key)) if dtype is not None else None
-  n = -1
-  if (typed and shape == ()) or (raw and shape in ((2,), (4,))):
-    n = None
-  elif (typed and len(shape) == 1) or (raw and len(shape) == 2):
-    n = shape[0]
+  single = (typed and shape == ()) or (raw and shape in ((2,), (4,)))
+  n = shape[0] if (typed and len(shape) == 1) or (raw and len(shape) == 2) else -1
   got = type(key).__name__ if dtype is None else f'{dtype} of shape {shape}'
   split = 'jax.random.split(jax.random.key(seed), R)'
-  if one and n is not None:
+  if one and not single:
     if n >= 0 and typed:
       got = f'{n} keys ({got}); simulate runs one replica, afl_jax.sweep runs one per key'
     raise ArgumentError(f'key must be one PRNG key; got {got}. Pass jax.random.key(seed).')
-  if not one and (n is None or n < 0):
-    raise ArgumentError(f'keys must be R PRNG keys, one per replica; got {got}. Pass {split}.')
   if not one and n == 0:
-    raise ArgumentError(
-      f'keys holds no keys (R = 0 replicas); pass one key per replica, {split} with R >= 1.'
-    )
-  return n
+    raise ArgumentError(f'keys holds no keys (R = 0 replicas); pass {split} with R >= 1.')
+  if not one and n < 0:
+    raise ArgumentError(f'keys must be R PRNG keys, one per replica; got {got}. Pass {split}.')
+  return None if one else n
 
 
 def _as_list(x: Any, r: int, what: str) -> list:
@@ -169,47 +138,33 @@ def _as_list(x: Any, r: int, what: str) -> list:
   return [x] * r
 
 
-def simulator(
-  name: str | Algorithm,
-  problem: Problem | Sequence[Problem],
-  schedules: Schedule | Sequence[Schedule],
-  num_replicas: int,
-  *,
-  run: RunInfo | None = None,
-  factory: Callable[..., Algorithm] | None = None,
-  chunk_size: int | None = None,
-  record_params: bool = False,
-  mesh: Mesh | None = None,
-  memory_limit_bytes: int | None = None,
-  local_step_buckets: int | None = 0,
-  compute_dtype: Any = None,
-  client_block_size: int | None = None,
-  **hparams: Any,
-) -> Simulator:
-  """The Simulator of a sweep of ``num_replicas`` runs (arguments as :func:`sweep`). Each
-  replica's factory is called once on the host with its values, so a bad value fails
-  before compute naming the replica; ``factory`` (default ``algorithms.make``) builds the
-  algorithm inside the trace from the traced values."""
+def simulator(name: str | Algorithm, problem: Problem | Sequence[Problem],
+              schedules: Schedule | Sequence[Schedule], num_replicas: int, *,
+              run: RunInfo | None = None, factory: Callable[..., Algorithm] | None = None,
+              chunk_size: int | None = None, record_params: bool = False,
+              mesh: Mesh | None = None, memory_limit_bytes: int | None = None,
+              local_step_buckets: int | None = 0, compute_dtype: Any = None,
+              client_block_size: int | None = None, **hparams: Any) -> Simulator:  # fmt: skip
+  """The Simulator of a sweep of ``num_replicas`` runs (arguments as :func:`sweep`); each
+  replica's ``factory`` (default ``algorithms.make``) is called once on the host, so a bad value
+  fails before compute naming the replica, then inside the trace on the traced values."""
   r = num_replicas
   schedule_list = _as_list(schedules, r, 'schedules')
   if isinstance(name, Algorithm):
     given = sorted(hparams) + [k for k, v in (('run', run), ('factory', factory)) if v is not None]
     if given:
       raise ArgumentError(
-        f'sweep got the built algorithm {name.name!r} and {given}: a built Algorithm '
-        'carries its hyperparameters; to sweep over them pass a registered name instead, '
-        "e.g. sweep('fedbuff', ..., client_lr=[0.05, 0.1]) "
-        '(names: afl_jax.algorithms.names()).'
+        f'sweep got the built algorithm {name.name!r} and {given}: to sweep over settings pass '
+        "a registered name instead, e.g. sweep('fedbuff', ..., client_lr=[0.05, 0.1])."
       )
     factory, defaults = (lambda algorithm=name: algorithm), {}
   elif isinstance(name, str):
     defaults = ALGORITHMS.settings(name)  # an unknown name fails here
   else:
     raise ArgumentError(
-      f'sweep takes a registered algorithm name (afl_jax.algorithms.names()) or an '
-      f'afl_jax.Algorithm; got {type(name).__name__} {name!r}.'
+      f'sweep takes an algorithm name or an afl_jax.Algorithm; got {type(name).__name__} {name!r}.'
     )
-  distinct = list({id(s): s for s in schedule_list}.values())  # each checked once in prepare
+  distinct = list({id(s): s for s in schedule_list}.values())
   static, traced = replicas.split_hparams(defaults, hparams, r)
   if factory is None:  # the values shared by the replicas checked once, not as 'replica 0'
     factory = functools.partial(ALGORITHMS.make, name, facts=run)
@@ -218,18 +173,14 @@ def simulator(
   first = None
   for i in range(r):
     try:
-      # Prepared against every replica's schedule: one program (and state shape) for all.
       values = {k: float(v[i]) for k, v in traced.items()}
-      alg = prepared(factory(**static, **values), distinct)
+      alg = prepared(factory(**static, **values), distinct)  # one state shape for all
     except ValueError as e:
       raise type(e)(f'replica {i}: {e}') from e
     shape = (alg.regime, alg.compressor is None, alg.init is None)
     first = first or (alg, shape)
     if shape != first[1]:
-      raise ValueError(
-        f'replica {i} builds a structurally different algorithm (regime, compressor, '
-        'init); run it in a separate sweep group.'
-      )
+      raise ValueError(f'replica {i} builds another regime, compressor or init: sweep it apart.')
   stacked, axes = problem, None
   if isinstance(problem, list | tuple):
     stacked, axes = replicas.stack_problems(_as_list(problem, r, 'problems'))
@@ -241,45 +192,18 @@ def simulator(
   )  # fmt: skip
 
 
-def _check_params(problem: Any, params0: Any, r: int, params_per_replica: bool) -> None:
-  """``params0`` fits the (first) problem; stacked params have the leading axis R."""
-  first = problem[0] if isinstance(problem, list | tuple) and problem else problem
-  if not params_per_replica:
-    check_params(first, params0)
-    return
-  for leaf in jax.tree.leaves(params0):
-    if np.ndim(leaf) < 1 or np.shape(leaf)[0] != r:
-      raise ArgumentError(
-        f'params_per_replica=True needs every leaf of params0 to have a leading axis of '
-        f'R={r} (one per key); params0 has {describe_tree(params0, "params0")}. Stack '
-        'R initial params, or pass params_per_replica=False to share one.'
-      )
-  check_params(first, jax.tree.map(lambda x: x[0], params0), name='params0[0]')
-
-
-def sweep(
-  name: str | Algorithm,
-  problem: Problem | Sequence[Problem],
-  schedules: Schedule | Sequence[Schedule],
-  params0: Any,
-  keys: jax.Array,
-  *,
-  params_per_replica: bool = False,
-  keep_every: int | None = None,
-  eval_fn: Callable[[Any], dict] | None = None,
-  eval_every: int = 1,
-  **options: Any,
-) -> Result:
+def sweep(name: str | Algorithm, problem: Problem | Sequence[Problem],
+          schedules: Schedule | Sequence[Schedule], params0: Any, keys: jax.Array, *,
+          keep_every: int | None = None, eval_fn: Callable[[Any], dict] | None = None,
+          eval_every: int = 1, **options: Any) -> Result:  # fmt: skip
   """Run R replicas of algorithm ``name`` (or a built Algorithm) in one compiled program.
 
-  ``problem`` and ``schedules``: one shared, or R; ``params0``: shared, or stacked with
-  ``params_per_replica=True``; ``keys``: [R]. ``keep_every`` / ``eval_fn`` as in
-  :func:`simulate` (``eval_fn`` vmapped over replicas). ``**options``: :func:`simulator`'s
-  keywords (Simulator options; ``local_step_buckets`` default 0) and the hyperparameters,
-  a float one optionally R values (traced). A replica's value out of range is a
-  ConfigError naming the replica, before compute."""
+  ``problem``, ``schedules``: one shared, or R; ``params0``: shared; ``keys``: [R]; ``keep_every``
+  / ``eval_fn`` as in :func:`simulate`.
+  ``**options``: :func:`simulator`'s keywords and the hyperparameters, a float one optionally R
+  values (traced); a value out of range is a ConfigError naming the replica."""
   r = _num_keys(keys, one=False)
-  _check_params(problem, params0, r, params_per_replica)
+  check_params(problem[0] if isinstance(problem, list | tuple) and problem else problem, params0)
   keep = None if keep_every is None else _period('keep_every', keep_every)
   every = _period('eval_every', eval_every) if eval_fn is not None else None
   if keep is not None or every is not None:
@@ -287,8 +211,7 @@ def sweep(
     if keep is not None and options.get('record_params'):
       raise ArgumentError('give keep_every or record_params=True (every iterate), not both.')
   sim = simulator(name, problem, schedules, r, **options)
-  if not params_per_replica:
-    params0 = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (r,) + np.shape(x)), params0)
+  params0 = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (r,) + np.shape(x)), params0)
   return run(sim, params0, keys, keep_every=keep, eval_fn=eval_fn, eval_every=every or 1)
 
 

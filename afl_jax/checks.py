@@ -1,7 +1,5 @@
-"""What the settings of a component accept, declared beside its factory: :class:`Spec` (one
-setting's values) and :class:`Rule` (a combination of settings no one range states), checked
-by :class:`afl_jax.registry.Registry`. Traced values and callables (optax schedules) pass where
-a number is expected."""
+"""What a component's settings accept, declared beside its factory: :class:`Spec` (one setting)
+and :class:`Rule` (a combination), checked by :class:`afl_jax.registry.Registry`."""
 
 from __future__ import annotations
 
@@ -20,7 +18,6 @@ SPEC_KINDS = ('real', 'integer', 'boolean', 'choice', 'string', 'reals', 'intege
 
 
 def is_traced(value: Any) -> bool:
-  """True for a value that is only known inside a trace (a sweep's hyperparameter)."""
   return isinstance(value, jax.core.Tracer)
 
 
@@ -34,9 +31,9 @@ def _is_int(value: Any) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Spec:
-  """The values one setting accepts: a number in ``[low, high]`` (``*_open`` ends;
-  ``finite=False`` admits inf), one of ``choices``, a string matching ``pattern``, or a
-  non-empty sequence ('reals', 'integers'); ``note`` follows the range in errors."""
+  """The values one setting accepts: a number in ``[low, high]`` (``*_open`` ends; ``finite=False``
+  admits inf; a traced value or an optax schedule passes), one of ``choices``, a string matching
+  ``pattern``, or a non-empty sequence ('reals', 'integers'); ``note`` follows in errors."""
 
   kind: str
   low: float | str = -math.inf
@@ -54,7 +51,6 @@ class Spec:
 
   @property
   def range(self) -> str:
-    """The allowed range, e.g. ``'> 0'``, ``'in [0, 1)'`` ('' for none)."""
     low, high = self.low, self.high
     if high == math.inf:
       return '' if low == -math.inf else f'{">" if self.low_open else ">="} {_g(low)}'
@@ -64,7 +60,6 @@ class Spec:
     return f'in {left}{_g(low)}, {_g(high)}{right}'
 
   def describe(self) -> str:
-    """What the spec accepts, e.g. ``'a finite number > 0'``, ``'an integer >= 1'``."""
     rng = f' {self.range}' if self.range else ''
     return {
       'real': f'a {"finite " * self.finite}number{rng}',
@@ -82,7 +77,7 @@ class Spec:
     return ok_low and (x < self.high if self.high_open else x <= self.high)
 
   def violation(self, value: Any) -> str | None:
-    """None when ``value`` is allowed, else what is (``'must be > 0'``)."""
+    """None when ``value`` is allowed, else what must be (``'must be > 0'``)."""
     must = f'must be {self.describe()}'
     if self.kind == 'any' or is_traced(value) or (self.kind == 'real' and callable(value)):
       return None
@@ -113,11 +108,8 @@ class Spec:
     return None if ok else must
 
 
-# The constructors: ``real(low, high, *, low_open, high_open, finite, note)``, a number (or an
-# optax schedule) in the range, NaN never, inf only with ``finite=False``; ``integer(low, high,
-# *, note)``, an int (not a bool, not a float); ``reals``/``integers``: a non-empty list, tuple,
-# range or 1-D array of them, each in the range; ``boolean()``; ``choice(choices, *, note)``;
-# ``string(*, pattern, note)``, matching the regular expression ``pattern`` when given.
+# real(low, high, *, low_open, high_open, finite, note), integer(...) (not a bool), reals and
+# integers (a non-empty list, tuple, range or 1-D array of them), boolean(), string(*, pattern)
 real, integer, boolean, string, reals, integers = (
   functools.partial(Spec, kind)
   for kind in ('real', 'integer', 'boolean', 'string', 'reals', 'integers')
@@ -125,7 +117,6 @@ real, integer, boolean, string, reals, integers = (
 
 
 def choice(choices, *, note: str = '') -> Spec:
-  """One of ``choices``."""
   return Spec('choice', choices=tuple(choices), note=note)
 
 
@@ -135,17 +126,14 @@ ANY = Spec('any')  # checked by the factory itself (e.g. an int or a per-client 
 
 
 def inferred(default: Any) -> Spec | None:
-  """The spec a default implies where none is declared: float -> a finite number, int
-  -> an integer, bool -> a boolean, str -> a string; others (None, tuples) none."""
-  for kind, spec in ((bool, boolean()), (float, real()), (int, integer()), (str, string())):
-    if isinstance(default, kind):
-      return spec
-  return None
+  """The spec a default implies where none is declared (bool, float, int, str; else None)."""
+  specs = ((bool, boolean()), (float, real()), (int, integer()), (str, string()))
+  return next((spec for kind, spec in specs if isinstance(default, kind)), None)
 
 
 def violation(spec: Spec | None, value: Any, default: Any, facts: Mapping[str, Any]) -> str | None:
-  """None when ``value`` is allowed by ``spec`` (None too where ``default`` is None), else
-  what is; a bound given by name reads that argument's (or run fact's) value in ``facts``."""
+  """:meth:`Spec.violation` (None also for None where ``default`` is None); a bound given by name
+  reads that argument's (or run fact's) value in ``facts``."""
   if spec is None or (value is None and default is None):
     return None
   changes, notes = {}, []
@@ -180,12 +168,10 @@ COMMON: dict[str, Spec] = {
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-  """A combination of settings no one range states, declared beside the factory
-  (``register(..., rules=(Rule('server_lr', lambda mode, server_lr: ...),))``): ``problem``
-  takes the values it ``reads`` (settings or run facts; default: its parameters' names) as
-  keywords and returns None when they fit, else what must change, blamed on setting ``field``;
-  or a refusal ``(field, value, why)`` of its own (a nested component's). It is checked where
-  every value it reads is known and none is traced."""
+  """A combination of settings: ``problem`` takes the values it ``reads`` (settings or run facts;
+  default: its parameters' names) as keywords and returns None when they fit, else what must
+  change (blamed on ``field``) or a refusal ``(field, value, why)``; checked where every value it
+  reads is known and none is traced."""
 
   field: str
   problem: Callable[..., str | tuple | None]

@@ -1,5 +1,4 @@
-"""The errors a user can cause, one family: ``scripts/train.py`` prints a :class:`UserError`
-as ``error: <message>`` (one line, no traceback) with a non-zero exit status."""
+"""The errors a user can cause: scripts print a :class:`UserError` as one line, no traceback."""
 
 from __future__ import annotations
 
@@ -9,8 +8,7 @@ class UserError(ValueError):
 
 
 class ConfigError(UserError):
-  """An invalid experiment configuration: ``config.FIELD=VALUE is invalid: ...``; ``field``
-  is the config path to change (None when no one field is to blame)."""
+  """An invalid configuration; ``field``: the config path to change (None: no one field)."""
 
   def __init__(self, message: str, *, field: str | None = None):
     super().__init__(message)
@@ -18,14 +16,12 @@ class ConfigError(UserError):
 
   @classmethod
   def invalid(cls, field: str, value: object, why: str) -> ConfigError:
-    """``config.FIELD=VALUE is invalid: WHY`` carrying ``field``."""
     return cls(f'config.{field}={value!r} is invalid: {why}', field=field)
 
 
 class ResumeError(UserError):
-  """A workdir whose checkpoint belongs to a different run than the one requested."""
+  """A workdir whose checkpoint belongs to another run."""
 
 
 class ArgumentError(UserError):
-  """An argument of the Python API (``afl_jax.simulate``, ``afl_jax.sweep``) that cannot
-  work: the message names the argument, what it got and what to pass."""
+  """An argument of the Python API that cannot work (named, with what it got and what to pass)."""

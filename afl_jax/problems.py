@@ -1,7 +1,6 @@
-"""Problems for :func:`afl_jax.simulate` and :func:`afl_jax.sweep`: :func:`from_loss` from any
-loss, and least-squares problems whose constants the papers' theorems are stated in
-(``f_i(x) = 0.5 ||A_i x - b_i||^2``, optional unbiased gradient noise of variance
-``sigma^2``; docs/theory.md)."""
+"""Problems: :func:`from_loss` from any loss, and least-squares problems ``f_i(x) = 0.5 ||A_i x -
+b_i||^2`` (optional gradient noise of variance ``sigma^2``) with the constants the papers'
+theorems are stated in (docs/theory.md)."""
 
 from __future__ import annotations
 
@@ -26,42 +25,29 @@ def quadratic_loss(params: Any, batch: dict) -> jax.Array:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Quadratic:
-  """A quadratic problem and its constants (float64, computed on the host).
-
-  Attributes:
-    problem: the :class:`Problem` to run.
-    L: the largest eigenvalue of any client's Hessian ``A_i^T A_i`` (every f_i is L-smooth).
-    mu: the smallest eigenvalue of f's Hessian (f is mu-strongly convex; 0 if singular).
-    sigma2: the variance ``E||g - grad f_i(x)||^2`` of a stochastic gradient, every x.
-    sigma_g2: ``sup_x (1/N) sum_i ||grad f_i(x) - grad f(x)||^2``: finite (and attained
-      at every x) when all clients share one Hessian, else ``inf``.
-    f_star: ``min f``.
-    x_star: the minimizer of f, float64[d].
-    hessians: ``A_i^T A_i``, float64[N, d, d]; ``hessian`` is their mean (f's Hessian).
-    linears: ``A_i^T b_i``, float64[N, d]: ``grad f_i(x) = hessians[i] x - linears[i]``.
-  """
+  """A quadratic problem and its constants (float64, on the host)."""
 
   problem: Problem
-  L: float
-  mu: float
-  sigma2: float
-  sigma_g2: float
-  f_star: float
-  x_star: np.ndarray
-  hessians: np.ndarray
-  linears: np.ndarray
+  L: float  # the largest eigenvalue of any A_i^T A_i (every f_i is L-smooth)
+  mu: float  # the smallest eigenvalue of f's Hessian (0 if singular)
+  sigma2: float  # E||g - grad f_i(x)||^2 of a stochastic gradient, every x
+  sigma_g2: float  # sup_x (1/N) sum_i ||grad f_i(x) - grad f(x)||^2; inf unless one Hessian
+  f_star: float  # min f
+  x_star: np.ndarray  # float64[d], the minimizer of f
+  hessians: np.ndarray  # float64[N, d, d], A_i^T A_i
+  linears: np.ndarray  # float64[N, d], A_i^T b_i: grad f_i(x) = hessians[i] x - linears[i]
 
   @property
   def hessian(self) -> np.ndarray:
     return self.hessians.mean(0)
 
   def grad_norm2(self, x: Any) -> Any:
-    """``||grad f(x)||^2`` for x of shape [..., d] (NumPy or JAX; vectorized)."""
+    """``||grad f(x)||^2`` for x of shape [..., d] (NumPy or JAX)."""
     g = x @ self.hessian - self.linears.mean(0)
     return (g * g).sum(-1)
 
   def client_grad_norm2(self, x: Any) -> np.ndarray:
-    """``||grad f_i(x)||^2`` of every client, [..., N] for x of shape [..., d] (NumPy)."""
+    """``||grad f_i(x)||^2`` of every client, [..., N] for x of shape [..., d]."""
     g = np.einsum('...d,nde->...ne', x, self.hessians) - self.linears
     return (g * g).sum(-1)
 
@@ -71,14 +57,12 @@ class Quadratic:
     return 0.5 * ((e @ self.hessian) * e).sum(-1)
 
   def eval_fn(self, params: Any) -> dict[str, Any]:
-    """``eval_fn`` for :func:`afl_jax.simulate` / :func:`afl_jax.sweep`:
-    ``{'grad_norm2': ||grad f(x)||^2, 'gap': f(x) - f*}``."""
+    """An ``eval_fn``: ``{'grad_norm2': ||grad f(x)||^2, 'gap': f(x) - f*}``."""
     x = params['x']
     return {'grad_norm2': self.grad_norm2(x), 'gap': self.gap(x)}
 
 
 def _finite(name: str, x: Any, where: str) -> np.ndarray:
-  """``x`` as float64, or ArgumentError naming it when it is not numbers, all finite."""
   try:
     out = np.asarray(x, np.float64)
   except (TypeError, ValueError):
@@ -99,13 +83,8 @@ def _sigma(sigma: Any, where: str) -> None:
 
 
 def quadratic(a: Any, b: Any, *, sigma: float = 0.0) -> Quadratic:
-  """Client i has ``f_i(x) = 0.5 ||a[i] x - b[i]||^2`` on its full data, a: [N, n, d], b: [N, n].
-
-  Args:
-    a, b: the clients' data; the problem keeps their dtype (float64 needs jax x64).
-    sigma: the standard deviation of the gradient noise (``sigma2 = sigma^2``); 0: exact
-      gradients (the problem is then ``from_loss(quadratic_loss, {'a': a, 'b': b})``).
-  """
+  """Client i has ``f_i(x) = 0.5 ||a[i] x - b[i]||^2`` on its full data (a: [N, n, d], b: [N, n],
+  their dtype kept); ``sigma``: the gradient noise's standard deviation (0: exact gradients)."""
   a64, b64 = _finite('a', a, 'quadratic'), _finite('b', b, 'quadratic')
   if a64.ndim != 3 or b64.shape != a64.shape[:2]:
     raise ArgumentError(
@@ -118,10 +97,8 @@ def quadratic(a: Any, b: Any, *, sigma: float = 0.0) -> Quadratic:
   if sigma > 0:
     scale = sigma / math.sqrt(dim)
 
-    def noisy(shared, view, key):
-      del shared
-      return {**view, 'xi': scale * jax.random.normal(key, (dim,), view['b'].dtype)}
-
+    xi = lambda key, dtype: scale * jax.random.normal(key, (dim,), dtype)
+    noisy = lambda _, view, key: {**view, 'xi': xi(key, view['b'].dtype)}
     problem = problem.replace(sample_fn=noisy)
   hessians = np.einsum('nrd,nre->nde', a64, a64)
   linears = np.einsum('nrd,nr->nd', a64, b64)
@@ -130,27 +107,17 @@ def quadratic(a: Any, b: Any, *, sigma: float = 0.0) -> Quadratic:
   r = np.einsum('nrd,d->nr', a64, x_star) - b64
   shared = np.allclose(hessians, hessians[:1], rtol=1e-12, atol=0.0)
   spread = linears - linear
-  return Quadratic(
-    problem=problem,
-    L=float(np.linalg.eigvalsh(hessians)[:, -1].max()),
-    mu=float(max(np.linalg.eigvalsh(hessian)[0], 0.0)),
-    sigma2=float(sigma) ** 2,
-    sigma_g2=float((spread * spread).sum(-1).mean()) if shared else math.inf,
-    f_star=float(0.5 * (r * r).sum(-1).mean()),
-    x_star=x_star,
-    hessians=hessians,
-    linears=linears,
-  )
+  lipschitz = float(np.linalg.eigvalsh(hessians)[:, -1].max())
+  mu = float(max(np.linalg.eigvalsh(hessian)[0], 0.0))
+  sigma_g2 = float((spread * spread).sum(-1).mean()) if shared else math.inf
+  f_star = float(0.5 * (r * r).sum(-1).mean())
+  args = (lipschitz, mu, float(sigma) ** 2, sigma_g2, f_star, x_star, hessians, linears)
+  return Quadratic(problem, *args)
 
 
 def shifted_quadratic(eigenvalues: Any, centers: Any, *, sigma: float = 0.0) -> Quadratic:
-  """``f_i(x) = 0.5 (x - c_i)^T diag(eigenvalues) (x - c_i)``: one Hessian, N centers [N, d].
-
-  Then ``L = max eigenvalue``, ``mu = min``, ``x* = mean_i c_i`` and
-  ``sigma_g2 = (1/N) sum_i ||diag(eigenvalues) (c_i - x*)||^2`` at every x (Assumption
-  "bounded global variance" holds with equality). Built as :func:`quadratic` with
-  ``A_i = diag(sqrt(eigenvalues))``, ``b_i = sqrt(eigenvalues) * c_i``.
-  """
+  """``f_i(x) = 0.5 (x - c_i)^T diag(eigenvalues) (x - c_i)`` for N centers [N, d]: ``x* = mean_i
+  c_i`` and "bounded global variance" holds with equality at every x."""
   where = 'shifted_quadratic'
   lam, c = _finite('eigenvalues', eigenvalues, where), _finite('centers', centers, where)
   if lam.ndim != 1 or (lam <= 0).any() or c.ndim != 2 or c.shape[1] != lam.size:

@@ -1,5 +1,4 @@
-"""``simulate``/``sweep`` keep every k-th iterate and evaluate on held-out data, against
-the NumPy replay of FedBuff (tests/quadratic.py)."""
+"""``simulate``/``sweep`` keep every k-th iterate and evaluate, against FedBuff's NumPy replay."""
 
 import jax
 import jax.numpy as jnp
@@ -74,7 +73,6 @@ def test_bad_periods_are_refused(bad):
   a, b, x0, sched, _ = _setup()
   alg = afl_jax.algorithms.make('fedbuff', client_lr=LR, server_lr=ETA)
   prob = quadratic_problem(a.astype(np.float32), b.astype(np.float32))
+  p0 = {'x': x0.astype(np.float32)}
   with pytest.raises(ArgumentError, match='keep_every must be an integer >= 1'):
-    afl_jax.simulate(
-      alg, prob, sched, {'x': x0.astype(np.float32)}, jax.random.key(0), keep_every=bad
-    )
+    afl_jax.simulate(alg, prob, sched, p0, jax.random.key(0), keep_every=bad)

@@ -4,15 +4,7 @@ compiled program (nothing compiles) and gives what a fresh compile gives, bit fo
 import jax
 import numpy as np
 import pytest
-from quadratic import (
-  STALE_IDS,
-  STALE_MASK,
-  STALE_START,
-  STALE_STEPS,
-  make_quadratic,
-  quadratic_problem,
-  stale_schedule,
-)
+import quadratic as q
 
 import afl_jax
 from afl_jax.core import simulator
@@ -30,21 +22,22 @@ def compiles():
 
 
 def _other_schedule():  # the stale schedule's shapes, other clients and delays
-  ids = np.asarray(STALE_IDS)[::-1].copy()
-  start = np.minimum(np.asarray(STALE_START)[::-1], np.arange(6)[:, None])  # s <= t
-  return afl_jax.schedules.from_arrays(ids, start, np.asarray(STALE_STEPS)[::-1].copy(), STALE_MASK)
+  ids = np.asarray(q.STALE_IDS)[::-1].copy()
+  start = np.minimum(np.asarray(q.STALE_START)[::-1], np.arange(6)[:, None])  # s <= t
+  steps = np.asarray(q.STALE_STEPS)[::-1].copy()
+  return afl_jax.schedules.from_arrays(ids, start, steps, q.STALE_MASK)
 
 
 @pytest.mark.parametrize('name', ['fedbuff', 'masfl'])  # masfl sizes its state in prepare
 def test_simulate_again_compiles_nothing_and_matches_a_fresh_compile(name, compiles):
-  a, b = make_quadratic()
-  problem, x0, key = quadratic_problem(a, b), {'x': np.zeros(4, np.float32)}, jax.random.key(3)
+  problem, key = q.quadratic_problem(*q.make_quadratic()), jax.random.key(3)
+  x0 = {'x': np.zeros(4, np.float32)}
   alg = afl_jax.algorithms.make(name, client_lr=0.1, server_lr=0.5)
   run = lambda schedule: afl_jax.simulate(alg, problem, schedule, x0, key).params_history['x']
-  first = run(stale_schedule())
+  first = run(q.stale_schedule())
   before = len(compiles)
   assert before > 0
-  same = run(stale_schedule())  # a new schedule object with the same arrays
+  same = run(q.stale_schedule())  # a new schedule object with the same arrays
   assert len(compiles) == before
   np.testing.assert_array_equal(same, first)
   other = run(_other_schedule())  # other arrays: fedbuff reuses, masfl's prepare re-plans

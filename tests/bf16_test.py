@@ -41,12 +41,9 @@ def test_loss_runs_in_the_compute_dtype_and_gradients_come_back_float32():
 
 def test_float32_path_is_unchanged():
   """float32 as the compute dtype is the plain program (the casts vanish): bit for bit."""
-  _, ref = _run('fedbuff')
-  _, out = _run('fedbuff', compute_dtype=jnp.float32)
-  np.testing.assert_array_equal(out['params']['x'], ref['params']['x'])
-  np.testing.assert_array_equal(
-    out['metrics']['client/train_loss'], ref['metrics']['client/train_loss']
-  )
+  (_, ref), (_, out) = _run('fedbuff'), _run('fedbuff', compute_dtype=jnp.float32)
+  for get in (lambda o: o['params']['x'], lambda o: o['metrics']['client/train_loss']):
+    np.testing.assert_array_equal(get(out), get(ref))
 
 
 def test_bf16_is_close_to_float32_and_state_stays_float32():

@@ -1,7 +1,6 @@
-"""Clients whose model convolves are trained one at a time on CPU (engine.train_clients with
-models.fast.one_at_a_time; docs/performance.md): the same run as the clients vmapped through
-lax's own convolution (float64, so only the order of sums differs), also as a sweep; the 2-device
-run (each device its own slots, M = 3 padded to 4) is in tests/helpers/two_devices.py."""
+"""Clients whose model convolves, trained one at a time on CPU (engine.train_clients), give the
+run of the clients vmapped through lax's convolution (float64: only the order of sums differs),
+also as a sweep (2 devices: tests/helpers/two_devices.py)."""
 
 import collections
 
@@ -18,17 +17,20 @@ from afl_jax.models import fast
 
 @pytest.fixture
 def decisions(monkeypatch):
-  """The engine's route decisions of the test (True: one at a time)."""
   seen = []
   decide = fast.one_at_a_time
   monkeypatch.setattr(fast, 'one_at_a_time', lambda jaxpr: seen.append(decide(jaxpr)) or seen[-1])
   return seen
 
 
+def _conv64():
+  problem, params0 = conv_problem(6, 10)
+  return problem, jax.tree.map(lambda p: p.astype(np.float64), params0)
+
+
 def test_one_at_a_time_equals_vmapped_lax(decisions, monkeypatch):
   with jax.enable_x64(True):
-    problem, params0 = conv_problem(6, 10)
-    params0 = jax.tree.map(lambda p: p.astype(np.float64), params0)
+    problem, params0 = _conv64()
     sched = afl_jax.schedules.fedbuff(6, 4, 3, 4, local_steps=2, seed=0)
     alg = afl_jax.algorithms.make('fedbuff', client_lr=0.5)
     one, *_ = run(alg, problem, sched, params0)
@@ -45,11 +47,9 @@ def test_one_at_a_time_equals_vmapped_lax(decisions, monkeypatch):
 
 
 def test_sweep_of_convolving_clients_equals_its_runs(decisions):
-  """Replicas vmapped over clients trained one at a time (each convolution then loops over
-  the replicas)."""
+  """Replicas vmapped over clients trained one at a time (each convolution loops over them)."""
   with jax.enable_x64(True):
-    problem, params0 = conv_problem(6, 10)
-    params0 = jax.tree.map(lambda p: p.astype(np.float64), params0)
+    problem, params0 = _conv64()
     sched = afl_jax.schedules.fedbuff(6, 4, 3, 3, local_steps=2, seed=0)
     lrs = [0.2, 0.5]
     sim = afl_jax.api.simulator('fedbuff', problem, sched, len(lrs), client_lr=lrs)

@@ -1,15 +1,9 @@
-"""afl_jax.models.fast_apply: convolutions (models.fast.direct: XLA's own in NHWC x HWIO, both
-gradients as convolutions in that layout; models.fast.tiled: Winograd's, for the layers of
-models.winograd.TILES) and poolings (reshapes and reductions) equal lax's own.
+"""afl_jax.models.fast_apply: convolutions (fast.direct, fast.tiled) and poolings equal lax's own.
 
-float32 (eps = 2^-23): the rewrites sum a window's terms in another order than lax's
-convolution, its autodiff and ``reduce_window``. Against the same function in float64 ("exact"):
-``||fast - exact|| <= 2 ||lax - exact|| + 4 sqrt(n) eps ||exact||`` over every output and
-gradient, ``n`` the longest sum of the case. Max-pools and their gradients select, so
-they are bit for bit, ties included (the gradient goes to the window's first maximum,
-as ``select_and_scatter_add`` sends it). Each case also asserts the rewrite happened or,
-where it does not apply, that lax's operation is kept. Winograd's route is held to the
-elementwise bound of its own arithmetic (test_winograd_within_its_rounding_bound).
+float32 (eps = 2^-23), the rewrites sum in another order; against float64 ("exact"): ``||fast -
+exact|| <= 2 ||lax - exact|| + 4 sqrt(n) eps ||exact||`` over every output and gradient, ``n`` the
+longest sum. Max-pools and their gradients select: bit for bit, ties included. Each case asserts
+the rewrite happened or, where it does not apply, that lax's operation is kept.
 """
 
 import functools
@@ -43,13 +37,8 @@ def _distance(a, b):
   return _norm(jax.tree.map(lambda u, v: f64(u) - f64(v), a, b))
 
 
-def _primitives(fn, *args):
-  return str(jax.make_jaxpr(fn)(*args))
-
-
 def _lax_ops(fn, *args):
-  """Names of the convolutions and poolings ``fn`` binds as lax's own, nested jits included
-  (not those inside fast_apply's per-client convolutions)."""
+  """The convolutions and poolings ``fn`` binds as lax's own (nested jits included)."""
 
   def names(jaxpr):
     for eqn in jaxpr.eqns:
@@ -64,7 +53,6 @@ def _lax_ops(fn, *args):
 
 
 def assert_as_accurate(make, apply, args, n, rewritten=True):
-  """``make(apply)(*args)`` through fast_apply vs lax in float32, both against float64."""
   lax32 = jax.jit(make(apply))(*args)
   fast32 = jax.jit(make(fast_apply(apply)))(*args)
   with jax.enable_x64(True):
@@ -78,23 +66,23 @@ def assert_as_accurate(make, apply, args, n, rewritten=True):
 
 def outputs_and_grads(apply):
   """Outputs and the gradients of a loss wrt params and input, vmapped over clients."""
+  return jax.vmap(_grads(apply))
 
+
+def _grads(apply):
   def one(params, x):
     loss = lambda p, x: jnp.sum(jnp.sin(apply(p, x)))  # a cotangent that varies per output
     return apply(params, x), jax.grad(loss, argnums=(0, 1))(params, x)
 
-  return jax.vmap(one)
+  return one
 
 
 def client_params(model, x):
-  """Params of ``CLIENTS`` clients, each its own (the kernels differ per client)."""
   keys = jax.random.split(jax.random.key(1), CLIENTS)
   return jax.vmap(lambda k: model.init(k, x[0]))(keys)
 
 
 class Conv(nn.Module):
-  """A user's module: one nn.Conv with the given settings."""
-
   settings: dict
 
   @nn.compact
@@ -102,14 +90,13 @@ class Conv(nn.Module):
     return nn.Conv(6, **self.settings)(x)
 
 
+# fmt: off
 CONVS = {  # settings, rewritten by fast_apply
   'same_bias': (dict(kernel_size=(3, 3), padding='SAME'), True),
   'same_stride2_no_bias': (dict(kernel_size=(3, 3), strides=2, use_bias=False), True),
   'valid': (dict(kernel_size=(3, 3), padding='VALID'), True),
-  'explicit_padding_strides': (
-    dict(kernel_size=(2, 3), strides=(2, 1), padding=((1, 0), (2, 1))),
-    True,
-  ),
+  'explicit_padding_strides': (dict(kernel_size=(2, 3), strides=(2, 1), padding=((1, 0), (2, 1))),
+                               True),
   'kernel_dilation': (dict(kernel_size=(3, 3), kernel_dilation=2, padding='SAME'), True),
   'one_by_one_stride2': (dict(kernel_size=(1, 1), strides=2, use_bias=False), True),
   'circular': (dict(kernel_size=(3, 3), padding='CIRCULAR'), True),
@@ -117,6 +104,7 @@ CONVS = {  # settings, rewritten by fast_apply
   'grouped_kept': (dict(kernel_size=(3, 3), feature_group_count=2, use_bias=False), False),
   'input_dilation_kept': (dict(kernel_size=(3, 3), input_dilation=2, padding=((1, 1),) * 2), False),
 }
+# fmt: on
 
 
 @pytest.mark.parametrize('case', sorted(CONVS))
@@ -130,20 +118,20 @@ def test_conv_equals_lax_under_vmap(case):
   assert_as_accurate(outputs_and_grads, model.apply, (params, x), n, rewritten)
 
 
+# fmt: off
 POOLS = {  # pooling, rewritten by fast_apply
   'max_2x2': (lambda x: nn.max_pool(x, (2, 2), (2, 2)), True),
   'max_3x3_same': (lambda x: nn.max_pool(x, (3, 3), (3, 3), padding='SAME'), True),
   'avg_2x2': (lambda x: nn.avg_pool(x, (2, 2), (2, 2)), True),
-  'avg_2x2_same_exclude_pad': (
-    lambda x: nn.avg_pool(x, (2, 2), (2, 2), padding='SAME', count_include_pad=False),
-    True,
-  ),
+  'avg_2x2_same_exclude_pad': (lambda x: nn.avg_pool(x, (2, 2), (2, 2), padding='SAME',
+                                                     count_include_pad=False), True),
   'max_overlapping_kept': (lambda x: nn.max_pool(x, (3, 3), (2, 2)), False),
 }
+# fmt: on
 
 
 class Pool(nn.Module):
-  """A user's module: a conv (so the pool's input depends on the params), then a pool."""
+  """A conv (so the pool's input depends on the params), then a pool."""
 
   pool: object
 
@@ -182,8 +170,7 @@ def test_max_pool_and_its_gradient_bit_for_bit_with_ties(padding):
   ],
 )
 def test_project_models_equal_lax_under_vmap(name, shape, n, monkeypatch):
-  """The CNN as configured; ResNet-18's blocks, strides and projections at narrow widths, its
-  3x3 stride-1 layers of two stages by Winograd (models.winograd.TILES: F(4x4) and F(2x2))."""
+  """The CNN; ResNet-18 at narrow widths, two stages' 3x3 layers by Winograd F(4x4), F(2x2)."""
   widths = {'resnet18': dict(stage_features=(8, 16, 16, 16))}
   narrow = {(16, 16): 4, (4, 16): 2}  # a stage of each tile (the others as in the default)
   if name == 'resnet18':
@@ -195,8 +182,7 @@ def test_project_models_equal_lax_under_vmap(name, shape, n, monkeypatch):
 
 
 def test_parameter_trees_unchanged():
-  """fast_apply changes how a model is evaluated, never its parameters: init through it
-  gives the same tree (names, shapes, values)."""
+  """init through fast_apply gives the same tree (names, shapes, values)."""
   model = models.make('cnn', num_classes=10)
   x = jnp.zeros((1, 28, 28, 1))
   params = model.init(jax.random.key(0), x)
@@ -214,13 +200,12 @@ def test_other_platforms_keep_lax(monkeypatch):
 
 
 def test_keyword_arguments_and_nested_jit_pass_through():
-  """Keyword arguments reach the function; a convolution inside a nested jit is rewritten."""
+  """A convolution inside a nested jit is rewritten; keyword arguments reach the function."""
   model = Conv(CONVS['same_bias'][0])
   x = normal(2, 9, 10, 4)
   params = model.init(jax.random.key(0), x)
   apply = lambda p, x, scale=1.0: jax.jit(model.apply)(p, x) * scale
-  make = lambda apply: lambda p, x: apply(p, x, scale=3.0)
-  assert_as_accurate(make, apply, (params, x), n=9 * 4)
+  assert_as_accurate(lambda f: lambda p, x: f(p, x, scale=3.0), apply, (params, x), n=9 * 4)
 
 
 def test_functions_without_convolution_or_pooling_are_traced_unchanged():
@@ -229,23 +214,19 @@ def test_functions_without_convolution_or_pooling_are_traced_unchanged():
   x = normal(4, 28, 28)
   params = model.init(jax.random.key(0), x)
   loss = lambda p: jnp.mean(jax.nn.log_softmax(model.apply(p, x)))
-  assert _primitives(jax.grad(fast_apply(loss)), params) == _primitives(jax.grad(loss), params)
+  program = lambda f: str(jax.make_jaxpr(jax.grad(f))(params))
+  assert program(fast_apply(loss)) == program(loss)
 
 
 def one_client_and_shared_kernel(apply):
   """Outputs and gradients without vmap (one client), and vmapped over inputs with one kernel."""
-
-  def grads(params, x):
-    loss = lambda p, x: jnp.sum(jnp.sin(apply(p, x)))
-    return apply(params, x), jax.grad(loss, argnums=(0, 1))(params, x)
-
+  grads = _grads(apply)
   return lambda params, x: (grads(params, x[0]), jax.vmap(grads, in_axes=(None, 0))(params, x))
 
 
 @pytest.mark.parametrize('clients', [1, CLIENTS])
 def test_conv_one_client_and_a_kernel_shared_by_clients(clients):
-  """The per-client convolutions outside vmap, under vmap of one client (the engine's route:
-  the axis is dropped) and with the kernel not mapped (broadcast to the clients)."""
+  """Outside vmap, under vmap of one client (the axis dropped) and with a kernel not mapped."""
   settings, _ = CONVS['same_stride2_no_bias']
   x = normal(clients, 2, 9, 10, 4)
   model = Conv(settings)
@@ -254,8 +235,7 @@ def test_conv_one_client_and_a_kernel_shared_by_clients(clients):
 
 
 def test_positional_flags_pass_through():
-  """A positional argument that is not an array reaches the function as it is (issue 46): a
-  Python flag chooses a branch and is never traced."""
+  """A positional non-array argument (a Python flag) reaches the function untraced (issue 46)."""
   model = Pool(lambda x: nn.max_pool(x, (2, 2), (2, 2)))
   x = normal(2, 8, 8, 3)
   params = model.init(jax.random.key(0), x)
@@ -272,8 +252,7 @@ def test_positional_flags_pass_through():
 
 
 def test_one_at_a_time_where_a_client_convolves(monkeypatch):
-  """The engine trains clients one at a time where their update convolves on a platform of
-  PLATFORMS, else vmapped."""
+  """Clients go one at a time where their update convolves on a platform of PLATFORMS."""
   cnn, mlp = (
     models.make('cnn', num_classes=10, conv_features=(4,), pool_after=(True,)),
     models.make('mlp', num_classes=10),
@@ -297,23 +276,18 @@ def test_one_at_a_time_where_a_client_convolves(monkeypatch):
 
 
 def _winograd_route(m, x, w, dy):
-  """Output, input and kernel gradient of models.fast.tiled (F(m x m, 3 x 3))."""
   y, vjp = jax.vjp(fast.tiled(x.shape[1:3], m), x, w)
   return (y, *vjp(dy))
 
 
 @pytest.mark.parametrize('m, size', [(2, 8), (2, 9), (4, 8), (4, 10)])
 def test_winograd_within_its_rounding_bound(m, size, monkeypatch):
-  """Winograd's F(m x m, 3 x 3) and its gradients against lax's convolution in float64,
-  elementwise within the rounding bound of its arithmetic: every operation is a sum of
-  products, so each term of the exact expansion carries at most k roundings, and
-  ``|fast - exact| <= gamma_k * (the same route on |x|, |w|, |dy| with |B|, |G|, |A|)``,
-  ``gamma_k = k u / (1 - k u)``, ``u = 2^-24``. k on the longest path: the three constant
-  Kronecker matrices rounded to float32 (3), the input transform (a^2 terms, a = m + 2), the
-  kernel's (9), the channel sum (C) and the output transform (a^2); for the kernel gradient
-  the transposed output transform (m^2), the kept input tiles (a^2), the sum over tiles and
-  the transposed kernel transform (a^2). Sizes not divisible by m hang over (zeros,
-  cropped); vmapped, the route runs per client (lax.map)."""
+  """F(m x m, 3 x 3) and its gradients against lax's in float64, elementwise: each term carries
+  at most k roundings, so ``|fast - exact| <= gamma_k * (the route on |x|, |w|, |dy| with |B|,
+  |G|, |A|)``, ``gamma_k = k u / (1 - k u)``. k: the Kronecker matrices' rounding (3), the
+  input (a^2) and kernel (9) transforms, the channel sum, the output transform (a^2); for the
+  kernel gradient the transposed transforms (m^2, a^2), kept tiles (a^2) and the tile sum.
+  Sizes not divisible by m hang over; vmapped, the route runs per client."""
   n, c, o = 2, 5, 6
   x, w, dy = normal(n, size, size, c), normal(3, 3, c, o), normal(n, size, size, o)
   got = jax.jit(functools.partial(_winograd_route, m))(x, w, dy)
@@ -344,8 +318,7 @@ def test_winograd_within_its_rounding_bound(m, size, monkeypatch):
 
 
 def test_winograd_where_its_tiles_were_measured_faster(monkeypatch):
-  """fast_apply convolves by Winograd exactly where models.winograd.TILES names the layer
-  (ResNet-18's 3x3 stride-1 layers; docs/performance.md), else by fast.direct."""
+  """Winograd exactly where winograd.TILES names the layer (ResNet-18's 3x3 stride-1 ones)."""
   route = lambda size, c, strides=(1, 1): winograd.tile(
     (size, size), (3, 3), strides, ((1, 1), (1, 1)), (1, 1), (c, c)
   )

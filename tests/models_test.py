@@ -36,17 +36,11 @@ def resnet18_count(num_classes=10, in_ch=3):
 
 def n_params(name, shape, num_classes=10, **kw):
   model = models.make(name, num_classes=num_classes, **kw)
-  shapes = jax.eval_shape(model.init, jax.random.key(0), jnp.zeros(shape))
-  return count_params(shapes)
+  return count_params(jax.eval_shape(model.init, jax.random.key(0), jnp.zeros(shape)))
 
 
 def numpy_params(model, x, seed=0):
-  """Parameters with the exact tree of ``model.init``, filled by NumPy.
-
-  ``jax.eval_shape`` traces ``init`` without running it; on this CPU, compiling
-  jax.random's initializers costs ~1 s per shape, so tests fill the tree with NumPy
-  (fan-in scaled normals, GroupNorm scale 1, biases 0) to stay fast.
-  """
+  """``model.init``'s tree filled by NumPy (jax.random's initializers compile ~1 s a shape)."""
   rng = np.random.default_rng(seed)
   shapes = jax.eval_shape(model.init, jax.random.key(0), x)
 

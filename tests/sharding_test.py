@@ -1,28 +1,12 @@
-"""2 forced CPU devices give the 1-device iterates and client states (tests/helpers/two_devices.py):
-N = 8 sharded (FedBuff, MasFL, AsynFL, AsynFLC-EF; FedBuff with a convolving model, its clients
-one at a time on each device, also with N = 5), and AsynFL's variants with N = 3 and 5,
-which the device count does not divide (issue 15: padded slots are never messages)."""
+"""2 forced CPU devices give the 1-device iterates and client states (tests/helpers/two_devices.py),
+also where the device count does not divide N (issue 15: padded slots are never messages), and
+arrivals grouped by K on 2 devices give the padded run."""
 
 from helper_runs import run_helper
 
-CASES = [
-  'fedbuff_n8',
-  'masfl_n8',
-  'asynfl_n8',
-  'asynflc_ef_n8',
-  'fedbuff_cnn_n8',
-  'fedbuff_cnn_n5',
-] + [
-  f'{c}_n{n}'
-  for c in (
-    'asynfl',
-    'asynfl_arrivals',
-    'asynfl_per_job_full',
-    'asynflc_ef_sign',
-    'asynflc_ef_top_k',
-  )
-  for n in (3, 5)
-]
+EACH_N = ('asynfl', 'asynfl_arrivals', 'asynfl_per_job_full', 'asynflc_ef_sign', 'asynflc_ef_top_k')
+CASES = [f'{c}_n8' for c in ('fedbuff', 'masfl', 'asynfl', 'asynflc_ef', 'fedbuff_buckets')]
+CASES += ['fedbuff_cnn_n8', 'fedbuff_cnn_n5'] + [f'{c}_n{n}' for c in EACH_N for n in (3, 5)]
 
 
 def test_two_devices_equal_one_device():

@@ -1,6 +1,5 @@
-"""The compiled run: one ``lax.scan`` over server steps, the arriving clients under ``jax.vmap``
-or, where they convolve on CPU, one at a time (:func:`make_program`, :func:`train_clients`),
-and the host plan of a step's slots; docs/architecture.md, "A server step"."""
+"""The compiled run: one ``lax.scan`` over server steps, the arriving clients vmapped (or one at a
+time where they convolve on CPU), and the host plan of a step's slots; docs/architecture.md."""
 
 from __future__ import annotations
 
@@ -25,7 +24,7 @@ CLIENT_AXIS = 'clients'
 
 
 class SimState(NamedTuple):
-  """Everything a run carries from one server step to the next (and checkpoints)."""
+  """What a run carries from one server step to the next (and checkpoints)."""
 
   step: jax.Array  # int32 scalar: the next server step t
   server: Any  # ServerState
@@ -38,12 +37,12 @@ class StepInputs(NamedTuple):
   """Per-step device inputs, leading axis = steps of a chunk."""
 
   client_ids: np.ndarray  # int32[C, M]
-  ring_slot: np.ndarray  # int32[C, M] ring slot holding the broadcast the client started from
+  ring_slot: np.ndarray  # int32[C, M] slot of the broadcast the client started from
   staleness: np.ndarray  # int32[C, M]
   num_steps: np.ndarray  # int32[C, M]
   train_mask: np.ndarray  # bool[C, M] whose client state is written back
   send_mask: np.ndarray  # bool[C, M] whose message the server uses
-  write_slot: np.ndarray  # int32[C] ring slot receiving the broadcast made by the step
+  write_slot: np.ndarray  # int32[C] slot receiving the step's broadcast
   active: np.ndarray  # bool[C] False for padding steps past the end of every schedule
 
 
@@ -57,20 +56,19 @@ def _list(schedules: Schedule | Any) -> list[Schedule]:
 
 # ---- the host plan: how a step's clients are trained ---------------------------------------
 def per_client_steps(schedule: Schedule) -> np.ndarray:
-  """int32[N]: each client's largest K over its arrivals (max over all if it never arrives)."""
-  out = np.full(schedule.num_clients, schedule.max_local_steps, np.int32)
+  """int32[N]: each client's largest K over its arrivals (the overall largest if none)."""
   ids, ks = schedule.client_ids[schedule.mask], schedule.local_steps[schedule.mask]
   best = np.full(schedule.num_clients, -1, np.int32)
   np.maximum.at(best, ids, ks)
-  return np.where(best >= 0, best, out)
+  return np.where(best >= 0, best, np.int32(schedule.max_local_steps))
 
 
 def local_step_work(
   schedules: Schedule | Any, regime: str, num_slots: int, block_size: int, by_steps: bool
 ) -> tuple[int, int]:
-  """``(useful, computed)`` local slot-steps along ``schedules`` (host, exact): the sum of K
-  over the trained slots, and what the engine runs (every slot to the largest K, or with
-  ``by_steps`` each sorted block of ``block_size`` slots to its own largest K)."""
+  """``(useful, computed)`` local slot-steps (host, exact): the sum of K over trained slots, and
+  what the engine runs (every slot to the largest K, or with ``by_steps`` each sorted block of
+  ``block_size`` slots to its own largest K)."""
   schedules = _list(schedules)
   max_k = max(s.max_local_steps for s in schedules)
   useful = computed = 0
@@ -91,8 +89,8 @@ def local_step_work(
 def choose_step_blocks(
   schedules: Schedule | Any, regime: str, width: int, unit: int, target: float = 0.9
 ) -> int:
-  """B: the fewest blocks of slots sorted by K whose useful fraction reaches ``target`` (else
-  the best), each of at least ``2 * unit`` slots so the products stay batched."""
+  """B: the fewest K-sorted blocks whose useful fraction reaches ``target`` (else the best), each
+  of at least ``2 * unit`` slots so the products stay batched."""
   best, best_frac = 1, -1.0
   smallest = 2 * unit if width >= 2 * unit else unit
   sizes = {_up(width, b * unit) // b: b for b in range(max(width // unit, 1), 0, -1)}
@@ -108,19 +106,13 @@ def choose_step_blocks(
   return best
 
 
-def plan_slots(
-  schedules: Schedule | Any,
-  regime: str,
-  width: int,
-  unit: int,
-  local_step_buckets: int | None,
-  client_block_size: int | None = None,
-  platform: str = 'cpu',
-) -> tuple[int, int, bool]:
-  """``(num_slots, block_size, by_steps)``: how a step's ``width`` clients are trained, in
-  multiples of ``unit`` (the devices). ``local_step_buckets``: 0 padded, B >= 1 B blocks
-  sorted by K, None chosen where it saves local steps on CPU (padded on accelerators,
-  docs/performance.md); ``client_block_size``: blocks of that many slots."""
+def plan_slots(schedules: Schedule | Any, regime: str, width: int, unit: int,
+               local_step_buckets: int | None, client_block_size: int | None = None,
+               platform: str = 'cpu') -> tuple[int, int, bool]:  # fmt: skip
+  """``(num_slots, block_size, by_steps)`` for a step's ``width`` clients in multiples of ``unit``
+  (the devices). ``local_step_buckets``: 0 padded, B >= 1 B blocks sorted by K, None chosen
+  where it saves local steps on CPU (docs/performance.md); ``client_block_size``: blocks of that
+  many slots."""
   b = local_step_buckets
   if b is not None and (isinstance(b, bool) or int(b) != b or b < 0):
     raise ValueError(f'local_step_buckets must be None or an integer >= 0; got {b!r}.')
@@ -145,23 +137,11 @@ def plan_slots(
   return padded if b is None and plan[2] and work(plan) >= work(padded) else plan
 
 
-def report_width(schedules: Schedule | Any, unit: int, num_slots: int) -> int:
-  """Rows compressed per step: the most reports of any step (at least 1), rounded up to a
-  multiple of ``unit``, at most ``num_slots``."""
-  most = max(int(np.max(s.mask.sum(axis=1), initial=0)) for s in _list(schedules))
-  return min(_up(max(most, 1), unit), num_slots)
-
-
-def step_inputs(
-  schedule: Schedule,
-  regime: str,
-  start: int,
-  length: int,
-  num_slots: int | None = None,
-  ring_plan: ring.RingPlan | None = None,
-) -> StepInputs:
-  """Host inputs of steps ``[start, start + length)``: slots padded to ``num_slots``, steps
-  past the schedule's end masked; the always-on regime trains every client every step."""
+def step_inputs(schedule: Schedule, regime: str, start: int, length: int,
+                num_slots: int | None = None, ring_plan: ring.RingPlan | None = None
+                ) -> StepInputs:  # fmt: skip
+  """Host inputs of steps ``[start, start + length)``: slots padded to ``num_slots``, steps past
+  the schedule's end masked; always-on trains every client every step."""
   stop = max(start, min(start + length, schedule.num_steps))  # a replica may have ended
   c, sl = stop - start, slice(start, stop)
   if regime == 'per_job':
@@ -169,19 +149,13 @@ def step_inputs(
     ids, st = schedule.client_ids[sl], ring_plan.read_slot[sl]
     tau, k = schedule.staleness[sl], schedule.local_steps[sl]
     train = send = schedule.mask[sl]
-  else:  # always_on: every client trains every step; the schedule says who reports.
-    n = schedule.num_clients
-    rows = np.repeat(np.arange(c), schedule.max_arrivals)
-    m = schedule.mask[sl].reshape(-1)
-    cols = schedule.client_ids[sl].reshape(-1)
-    ids = np.broadcast_to(np.arange(n, dtype=np.int32), (c, n))
-    st = np.zeros((c, n), np.int32)
-    send = np.zeros((c, n), bool)
-    send[rows[m], cols[m]] = True
-    tau = np.zeros((c, n), np.int32)
-    tau[rows[m], cols[m]] = schedule.staleness[sl].reshape(-1)[m]
-    k = np.broadcast_to(per_client_steps(schedule), (c, n))
-    train = np.ones((c, n), bool)
+  else:  # always_on: the schedule says who reports
+    n, m = schedule.num_clients, schedule.mask[sl]
+    rows, cols = np.nonzero(m)[0], schedule.client_ids[sl][m]
+    ids, st = np.broadcast_to(np.arange(n, dtype=np.int32), (c, n)), np.zeros((c, n), np.int32)
+    send, tau = np.zeros((c, n), bool), np.zeros((c, n), np.int32)
+    send[rows, cols], tau[rows, cols] = True, schedule.staleness[sl][m]
+    k, train = np.broadcast_to(per_client_steps(schedule), (c, n)), np.ones((c, n), bool)
   width = max(num_slots or 0, ids.shape[1])
   out = []
   for a, fill in zip((ids, st, tau, k, train, send), (0, 0, 0, 1, False, False)):
@@ -203,13 +177,12 @@ def example_counts(problem: Problem) -> jax.Array:
 
 
 def default_mesh() -> Mesh:
-  """All devices (of every host after ``jax.distributed.initialize()``) on one 'clients' axis."""
+  """All devices (of every process) on one 'clients' axis."""
   return Mesh(np.array(jax.devices()), (CLIENT_AXIS,))
 
 
 def to_host(x: jax.Array) -> np.ndarray:
-  """An array as NumPy on every process: the local copy of a replicated array, else gathered
-  from every process (a collective all of them must reach)."""
+  """NumPy on every process: a replicated array's local copy, else gathered (a collective)."""
   if isinstance(x, jax.Array) and not x.is_fully_addressable:
     if x.is_fully_replicated:
       x = x.addressable_data(0)
@@ -220,51 +193,33 @@ def to_host(x: jax.Array) -> np.ndarray:
   return np.asarray(x)
 
 
-def check_server_clients(name: str, server_state: Any, num_clients: int) -> None:
-  """A server's per-client tables (``state.num_clients``) sized for the problem: JAX clamps
-  out-of-range reads and drops writes, so a mismatch would run silently wrong."""
-  table = getattr(server_state, 'num_clients', None)
-  if table is not None and table != num_clients:
-    raise ArgumentError(
-      f'{name}: the server keeps per-client state for num_clients={table} (client ids in '
-      f'[0, {table - 1}]) but the problem has {num_clients} clients (ids in '
-      f'[0, {num_clients - 1}]); build the server with num_clients={num_clients}.'
-    )
-
-
-# ---- how a block's clients are trained ------------------------------------------------------
 def train_clients(fn: Callable, args: tuple, in_axes: tuple, mesh: Mesh | None = None) -> Any:
-  """``fn`` applied to each slot of ``args`` (``in_axes``: 0 for the slot axis, None for shared;
-  ``fn`` closes over no traced value): all slots at once under ``vmap``, or where
-  :func:`afl_jax.models.fast.one_at_a_time` says so of one client's update (convolutions on
-  CPU), one client at a time (``lax.map``), each device of ``mesh`` its own slots
-  (``shard_map``); docs/performance.md, "Convolutional models"."""
+  """``fn`` over the slots of ``args`` (``in_axes``: 0 per slot, None shared): vmapped, or where
+  :func:`afl_jax.models.fast.one_at_a_time` says so, one client at a time (``lax.map``), each
+  device of ``mesh`` its own slots; docs/performance.md, "Convolutional models"."""
   slot = lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype)
   one = [a if ax is None else jax.tree.map(slot, a) for a, ax in zip(args, in_axes)]
   if not fast.one_at_a_time(jax.make_jaxpr(fn)(*one).jaxpr):
     return jax.vmap(fn, in_axes=in_axes)(*args)
 
   def each(*args):
-    mapped = tuple(a for a, ax in zip(args, in_axes) if ax is not None)
-
     def one_slot(mapped):
       it = iter(mapped)
       return fn(*(a if ax is None else next(it) for a, ax in zip(args, in_axes)))
 
-    return jax.lax.map(one_slot, mapped)
+    return jax.lax.map(one_slot, tuple(a for a, ax in zip(args, in_axes) if ax is not None))
 
   if mesh is None or mesh.size == 1:
     return each(*args)
   specs = tuple(P() if ax is None else P(CLIENT_AXIS) for ax in in_axes)
-  return jax.shard_map(each, mesh=mesh, in_specs=specs, out_specs=P(CLIENT_AXIS), check_vma=False)(
-    *args
-  )
+  shard = jax.shard_map(each, mesh=mesh, in_specs=specs, out_specs=P(CLIENT_AXIS), check_vma=False)
+  return shard(*args)
 
 
 class Program(NamedTuple):
-  """The pure functions of ONE run: ``init(params, key, problem, hparams, client_steps)``,
-  ``chunk(state, inputs, problem, key, hparams) -> (state, outputs)``, ``params(state,
-  hparams)``; a sweep vmaps them over a leading replica axis."""
+  """ONE run's pure functions (a sweep vmaps them over replicas): ``init(params, key, problem,
+  hparams, client_steps)``, ``chunk(state, inputs, problem, key, hparams) -> (state, outputs)``,
+  ``params(state, hparams)``."""
 
   init: Callable[..., SimState]
   chunk: Callable[..., tuple[SimState, dict]]
@@ -275,24 +230,15 @@ def _identity(t: Any) -> Any:
   return t
 
 
-def make_program(
-  build: Callable[[Any], Algorithm],
-  *,
-  ring_size: int,
-  max_steps: int,
-  num_slots: int,
-  block_size: int,
-  by_steps: bool = False,
-  report_slots: int | None = None,
-  record_params: bool = False,
-  constrain: Callable[[Any], Any] = _identity,
-  mesh: Mesh | None = None,
-) -> Program:
+def make_program(build: Callable[[Any], Algorithm], *, ring_size: int, max_steps: int,
+                 num_slots: int, block_size: int, by_steps: bool = False,
+                 report_slots: int | None = None, record_params: bool = False,
+                 constrain: Callable[[Any], Any] = _identity, mesh: Mesh | None = None
+                 ) -> Program:  # fmt: skip
   """The functions of a run whose algorithm is ``build(hparams)`` (called inside the trace),
-  training ``num_slots`` slots per step in blocks of ``block_size`` (docs/architecture.md,
-  "A server step"); ``constrain`` pins a tree stacked over slots to the mesh (``mesh``, whose
-  devices then train their own slots where clients go one at a time: :func:`train_clients`);
-  a step whose ``inputs.active`` is False leaves the state as it is."""
+  training ``num_slots`` slots per step in blocks of ``block_size`` (docs/architecture.md, "A
+  server step"); ``constrain`` pins a slot-stacked tree to ``mesh``; a step whose
+  ``inputs.active`` is False leaves the state as it is."""
   num_blocks = num_slots // block_size
   width = report_slots or num_slots
 
@@ -314,7 +260,14 @@ def make_program(
       client_states = jax.vmap(alg.client.init, in_axes=(None, tasks.batch_axes(), 0))(
         params, tasks, keys
       )
-    check_server_clients(alg.name, server_state, n)
+    # JAX clamps out-of-range reads and drops writes: a mismatch would run silently wrong
+    table = getattr(server_state, 'num_clients', None)
+    if table is not None and table != n:
+      raise ArgumentError(
+        f'{alg.name}: the server keeps per-client state for num_clients={table} (client ids in '
+        f'[0, {table - 1}]) but the problem has {n} clients (ids in [0, {n - 1}]); build the '
+        f'server with num_clients={n}.'
+      )
     bcast = alg.server.broadcast(server_state)
     comp_states = EmptyState()
     if alg.compressor is not None:  # its state is shaped like one client's message
@@ -332,8 +285,7 @@ def make_program(
 
     def one_client(
       shared, hparams, bcast, cstate, view, key, num_steps, active, cid, t, tau, bound
-    ):
-      """One client's update; what it reads is an argument (:func:`train_clients`)."""
+    ):  # what it reads is an argument (train_clients)
       task = LocalTask(
         view=view, shared=shared, num_steps=num_steps, active=active, client_id=cid,
         loss_fn=problem.loss_fn, sample_fn=problem.sample_fn, max_steps=max_steps, step=t,
@@ -342,7 +294,7 @@ def make_program(
       return build(hparams).client.update(bcast, cstate, task, key)
 
     def train_block(clients, xb, ring_, key_t, t):
-      """One block of slots: gather, train under vmap, scatter the trained clients' state."""
+      """One block of slots: gather, train, scatter the trained clients' state."""
       (ids, slot, tau, k, train, send), bound = xb
       bcast = constrain(tree.gather(ring_, slot))
       cstate = constrain(tree.gather(clients, ids))
@@ -424,18 +376,12 @@ def make_program(
   return Program(init, chunk, params)
 
 
-def compress_reports(
-  compressor: Any,
-  msgs: Any,
-  comp_states: Any,
-  x: StepInputs,
-  key: jax.Array,
-  width: int,
-  constrain: Callable[[Any], Any] = _identity,
-) -> tuple[Any, Any, jax.Array]:
-  """Compress the reporting slots' messages only (``width`` rows); ``(msgs, comp_states,
-  bits_each)``. An absent client's compressor state stays frozen (AsynFLC-EF, Alg. 1 lines
-  8-16); each row is keyed by ``fold_in(key, client_id)``."""
+def compress_reports(compressor: Any, msgs: Any, comp_states: Any, x: StepInputs, key: jax.Array,
+                     width: int, constrain: Callable[[Any], Any] = _identity
+                     ) -> tuple[Any, Any, jax.Array]:  # fmt: skip
+  """``(msgs, comp_states, bits_each)`` with the reporting slots' messages compressed (``width``
+  rows, each keyed by ``fold_in(key, client_id)``); an absent client's compressor state stays
+  frozen (AsynFLC-EF, Alg. 1 lines 8-16)."""
   pos = jnp.nonzero(x.send_mask, size=width, fill_value=0)[0]
   valid = jnp.arange(width) < jnp.sum(x.send_mask)
   ids = x.client_ids[pos]

@@ -1,6 +1,5 @@
-"""Analytic memory of a simulation from abstract shapes (:func:`estimate`), checked against
-the backend before allocating (:func:`check`); docs/reliability.md, "Sizes before
-allocation"."""
+"""Analytic memory of a simulation from abstract shapes, checked against the backend before
+allocating; docs/reliability.md, "Sizes before allocation"."""
 
 from __future__ import annotations
 
@@ -16,26 +15,22 @@ from afl_jax.errors import UserError
 # Working-set multiplier: start model, local model, gradient and message per client.
 _COPIES_PER_TRAINED_CLIENT = 4
 SAFETY = 0.9  # the usable fraction of the reported memory (check, sweeps' split)
-# On CPU the simulation state shares the host RAM with everything else the process holds:
-# the compiled program's buffers and temporaries and the placed copies of the data come on
-# top of the analytic state. Measured on MasFL's Fig. 1 sweeps (MLP, N = 100, 2 cores):
-# peak RSS growth / analytic state = 1.7 for a group of 9 runs, 2.1 for 28 (a 45-run group
-# fitted at 1x was killed for memory at 21.8 GB). A sweep on CPU fits its groups to the
-# total host memory divided by this factor (never to the memory free at its start).
+# On CPU the program's buffers and the placed data share the host RAM with the state: peak RSS
+# growth / analytic state measured 1.7 (9 runs) and 2.1 (28 runs) on MasFL's Fig. 1 sweeps (MLP,
+# N = 100). A CPU sweep fits its groups to the total host memory divided by this factor.
 CPU_STATE_FACTOR = 2.5
 
 
 class InsufficientMemoryError(UserError, MemoryError):
-  """The analytic state of a run exceeds the memory the backend reports."""
+  """A run's analytic state exceeds the memory the backend reports."""
 
 
 def nbytes(tree: Any) -> int:
-  """Bytes of all array leaves (works on ``jax.ShapeDtypeStruct`` trees)."""
   return int(sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree)))
 
 
 def _intermediate_bytes(jaxpr: Any) -> int:
-  """Bytes of every value a traced program produces (sub-programs counted inside)."""
+  """Bytes of every value a traced program produces, sub-programs included."""
   total = 0
   for eqn in jaxpr.eqns:
     subs = [
@@ -53,24 +48,22 @@ def _intermediate_bytes(jaxpr: Any) -> int:
   return total
 
 
-def _one_replica(tree: Any, axes: Any) -> Any:
-  """Abstract leaves of ``tree`` without the replica axis where ``axes`` has 0."""
-  if axes is None:
-    return jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), tree)
+def _one_replica(tree: Any, axes: Any, drop: int = 0) -> Any:
+  """Abstract leaves without the replica axis (where ``axes`` has 0) and ``drop`` more axes."""
   leaves, treedef = jax.tree.flatten(tree)
-  flat_axes = jax.tree.leaves(axes, is_leaf=lambda a: a is None)
-  shape = lambda x, a: jax.ShapeDtypeStruct(np.shape(x)[int(a == 0) :], x.dtype)
-  return jax.tree.unflatten(treedef, [shape(x, a) for x, a in zip(leaves, flat_axes)])
+  flat = (
+    [None] * len(leaves) if axes is None else jax.tree.leaves(axes, is_leaf=lambda a: a is None)
+  )
+  shape = lambda x, a: jax.ShapeDtypeStruct(np.shape(x)[int(a == 0) + drop :], x.dtype)
+  return jax.tree.unflatten(treedef, [shape(x, a) for x, a in zip(leaves, flat)])
 
 
 def client_step_bytes(problem: Any, params_shape: Any, replica_axes: Any = None) -> int:
-  """Bytes one trained client holds in a local step besides its parameter copies: its batch
-  and every intermediate of the traced loss (an upper bound), from abstract shapes;
-  ``replica_axes``: a stacked problem's ``in_axes``. 0 for a batch that cannot be traced."""
+  """Bytes one trained client holds in a local step besides its parameters: its batch and every
+  intermediate of the traced loss (an upper bound); 0 where that cannot be traced."""
   try:
-    views = _one_replica(problem.client_views, getattr(replica_axes, 'client_views', None))
+    view0 = _one_replica(problem.client_views, getattr(replica_axes, 'client_views', None), 1)
     shared = _one_replica(problem.shared, getattr(replica_axes, 'shared', None))
-    view0 = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), views)
     batch = jax.eval_shape(problem.sample_fn, shared, view0, jax.random.key(0))
     jaxpr = jax.make_jaxpr(problem.loss_fn)(params_shape, batch)
   except Exception:  # noqa: BLE001 (an estimate: a problem it cannot trace is left to the run)
@@ -78,20 +71,11 @@ def client_step_bytes(problem: Any, params_shape: Any, replica_axes: Any = None)
   return nbytes(batch) + _intermediate_bytes(jaxpr.jaxpr)
 
 
-def estimate(
-  state_shape: Any,
-  params_shape: Any,
-  problem: Any,
-  axes: Any,
-  *,
-  num_slots: int,
-  block_size: int,
-  num_devices: int,
-  num_replicas: int = 1,
-  replicas_sharded: bool = False,
-) -> dict[str, int]:
-  """Bytes by component and their ``'total'``, from abstract shapes: ``state_shape`` of the
-  ``num_replicas`` runs, ``params_shape`` of ONE run, the placed ``problem`` and its ``axes``."""
+def estimate(state_shape: Any, params_shape: Any, problem: Any, axes: Any, *, num_slots: int,
+             block_size: int, num_devices: int, num_replicas: int = 1,
+             replicas_sharded: bool = False) -> dict[str, int]:  # fmt: skip
+  """Bytes by component and ``'total'``: ``state_shape`` of ``num_replicas`` runs, ``params_shape``
+  of ONE run, the placed ``problem`` and its ``axes``."""
   params = nbytes(params_shape)
   shared_axes = jax.tree.leaves(axes.shared, is_leaf=lambda a: a is None)
   shared = sum(
@@ -113,17 +97,15 @@ def estimate(
 
 
 def replicas_that_fit(one: dict[str, int], two: dict[str, int], limit: int) -> int:
-  """The largest R whose total fits in 90% of ``limit``, from the :func:`estimate` reports
-  ``one`` and ``two`` of 1 and 2 replicas."""
-  per = two['total'] - one['total']
-  fixed = one['total'] - per
+  """The largest R fitting 90% of ``limit``, from the estimates ``one``, ``two`` of 1, 2 runs."""
+  per, fixed = two['total'] - one['total'], 2 * one['total'] - two['total']
   if per <= 0:
     raise ValueError('a replica must add memory; got estimates that do not grow with R.')
   return max(int((SAFETY * limit - fixed) // per), 0)
 
 
 def available_bytes() -> int | None:
-  """Memory the backend can give: device memory on accelerators, free host RAM on CPU."""
+  """Device memory on accelerators, free host RAM on CPU."""
   devices = jax.local_devices()
   if devices and devices[0].platform != 'cpu':
     limits = [(d.memory_stats() or {}).get('bytes_limit') for d in devices]
@@ -133,7 +115,7 @@ def available_bytes() -> int | None:
 
 
 def host_bytes(what: str) -> int | None:
-  """The host RAM psutil reports, ``what`` = 'available' or 'total'; None without psutil."""
+  """psutil's host RAM, ``what`` = 'available' or 'total'; None without psutil."""
   try:
     import psutil
   except ImportError:  # pragma: no cover
@@ -142,7 +124,6 @@ def host_bytes(what: str) -> int | None:
 
 
 def format_bytes(x: float) -> str:
-  """'1.5 GiB' from 1 GiB up, else '12.0 MiB'."""
   return f'{x / 2**30:.1f} GiB' if x >= 2**30 else f'{x / 2**20:.1f} MiB'
 
 
@@ -152,10 +133,7 @@ def format_report(report: dict[str, int]) -> str:
 
 
 def check(report: dict[str, int], limit: int | None) -> None:
-  """Raise InsufficientMemoryError when the analytic total exceeds 90% of ``limit``."""
-  if limit is None:
-    return
-  if report['total'] > SAFETY * limit:
+  if limit is not None and report['total'] > SAFETY * limit:
     raise InsufficientMemoryError(
       f'this run needs about {report["total"] / 2**30:.2f} GiB but the backend reports '
       f'{limit / 2**30:.2f} GiB available (90% usable). {format_report(report)}. Reduce '

@@ -1,5 +1,4 @@
-"""Mixed precision for client training: the loss (forward and backward) in a low ``dtype``,
-the params, client state, messages and server state in float32 ("float32 master weights")."""
+"""Mixed precision: the clients' loss and gradients in a low dtype, the rest in float32."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from afl_jax.core.types import ClientRule, LocalTask
 
 
 def cast_floating(tree: Any, dtype: Any) -> Any:
-  """``tree`` with its floating-point leaves cast to ``dtype`` (integers untouched)."""
 
   def one(x):
     x = jnp.asarray(x)
@@ -33,8 +31,8 @@ def _low_precision_task(task: LocalTask, dtype: Any) -> LocalTask:
 
 
 def with_compute_dtype(client: ClientRule, dtype: Any) -> ClientRule:
-  """``client`` with its loss and gradients computed in ``dtype`` (e.g. ``jnp.bfloat16``);
-  its state, message and metrics keep their structure and dtypes."""
+  """``client`` with its loss and gradients in ``dtype`` (e.g. ``jnp.bfloat16``); its state,
+  message and metrics keep their dtypes."""
 
   def init(params, task, key):
     return client.init(params, _low_precision_task(task, dtype), key)

@@ -1,8 +1,5 @@
-"""A federated problem: a loss, each client's data, and how a client draws a batch.
-
-Data is stored per client (a leading client axis, :func:`from_loss`; unequal clients padded,
-the padding never entering a loss) or as one flat array with per-client ``(offset, size)``
-views (the pipeline); docs/architecture.md, "Seams"."""
+"""A federated problem: a loss, each client's data (a leading client axis, unequal clients padded,
+or views into ``shared``) and how a client draws a batch; docs/architecture.md, "Seams"."""
 
 from __future__ import annotations
 
@@ -25,69 +22,43 @@ def _full_batch(shared, view, key):
 
 @struct.dataclass
 class Problem:
-  """Attributes:
-  client_views: pytree with leading axis N: what client i sees (its data or an index).
-  shared: pytree shared by all clients (may be None).
-  loss_fn: ``loss_fn(params, batch) -> scalar`` (static).
-  sample_fn: ``sample_fn(shared, view, key) -> batch`` for ONE client (static).
-  num_clients: N (static).
-  client_sizes: int32[N] examples per client (a leaf, so replicas may differ; None if
-    unknown: the engine then counts 1 per client).
-  """
+  """``loss_fn(params, batch) -> scalar`` and ``sample_fn(shared, view, key) -> batch`` (ONE
+  client's) are static."""
 
-  client_views: Any
-  shared: Any
+  client_views: Any  # leading axis N: what client i sees (its data or an index)
+  shared: Any  # shared by all clients (may be None)
   loss_fn: Callable[..., jax.Array] = struct.field(pytree_node=False)
   sample_fn: Callable[..., Any] = struct.field(pytree_node=False)
   num_clients: int = struct.field(pytree_node=False)
-  client_sizes: Any = None
+  client_sizes: Any = None  # int32[N] examples per client (None: the engine counts 1 each)
 
 
 def _stack_ragged(clients: Sequence[Any]) -> tuple[Any, np.ndarray]:
-  """Per-client pytrees with leading axes n_i -> leaves [N, max n_i, ...] (zero-padded)."""
   if not clients:
     raise ValueError('client_data must name at least one client; got an empty list.')
-  structure = jax.tree.structure(clients[0])
-  sizes = []
+  structure, sizes = jax.tree.structure(clients[0]), []
   for i, c in enumerate(clients):
-    if jax.tree.structure(c) != structure:
-      raise ValueError(
-        f'client {i} has data structure {jax.tree.structure(c)}; client 0 has {structure}.'
-      )
     rows = {int(np.shape(x)[0]) for x in jax.tree.leaves(c)}
-    if len(rows) != 1:
-      raise ValueError(f'client {i}: every leaf needs the same number of rows; got {sorted(rows)}.')
-    (n_i,) = rows
-    if n_i < 1:
-      raise ValueError(f'client {i} has no rows; every client needs at least one.')
-    sizes.append(n_i)
+    if jax.tree.structure(c) != structure or len(rows) != 1 or 0 in rows:
+      raise ValueError(
+        f"client {i} needs client 0's data structure, >= 1 rows, equal in every leaf."
+      )
+    sizes.append(rows.pop())
   width = max(sizes)
 
   def pad(*leaves):
-    out = []
-    for x in leaves:
-      x = np.asarray(x)
-      out.append(np.concatenate([x, np.zeros((width - x.shape[0],) + x.shape[1:], x.dtype)]))
-    return np.stack(out)
+    pad_rows = lambda x: np.pad(x, [(0, width - len(x))] + [(0, 0)] * (x.ndim - 1))
+    return np.stack([pad_rows(np.asarray(x)) for x in leaves])
 
   return jax.tree.map(pad, *clients), np.asarray(sizes, np.int32)
 
 
-def from_loss(
-  loss_fn: Callable[..., jax.Array],
-  client_data: Any,
-  *,
-  full_batch: bool = True,
-  batch_size: int | None = None,
-  reduction: str = 'mean',
-) -> Problem:
-  """A problem from ``loss_fn(params, batch) -> scalar`` and each client's data.
-
-  ``client_data``: a pytree of leaves ``[N, n, ...]``, or a list of N per-client pytrees
-  (unequal sizes). ``full_batch``: every local step uses the client's whole (valid) data;
-  else ``batch_size`` rows drawn uniformly with replacement. ``reduction`` ('mean' or
-  'sum'): with unequal sizes and full batches, the loss is reduced row by row over the
-  valid rows only."""
+def from_loss(loss_fn: Callable[..., jax.Array], client_data: Any, *, full_batch: bool = True,
+              batch_size: int | None = None, reduction: str = 'mean') -> Problem:  # fmt: skip
+  """A problem from ``loss_fn(params, batch) -> scalar`` and ``client_data``: a pytree of leaves
+  ``[N, n, ...]``, or a list of N per-client pytrees (unequal sizes: with full batches the loss
+  is reduced by ``reduction`` over the valid rows). ``full_batch``: each step uses the client's
+  whole data; else ``batch_size`` rows drawn uniformly with replacement."""
   if reduction not in REDUCTIONS:
     raise ValueError(f'reduction must be one of {REDUCTIONS}; got {reduction!r}.')
   if not full_batch and (batch_size is None or batch_size < 1):
@@ -142,37 +113,29 @@ def _leaf_text(x: Any) -> str:
 
 
 def describe_tree(tree: Any, name: str = '') -> str:
-  """Every leaf of ``tree`` as ``name[path] dtype[shape]``, e.g. ``params0['w'] float32[3]``."""
   leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
   if not leaves:
     return f'{name} (no arrays)'
   return ', '.join(f'{name}{jax.tree_util.keystr(path)} {_leaf_text(x)}' for path, x in leaves)
 
 
-def check_params(problem: Problem, params: Any, *, name: str = 'params0') -> None:
-  """Check that ``params`` fits ``problem`` before anything is compiled: floating leaves, and
-  ``loss_fn`` on client 0's batch a scalar (:func:`jax.eval_shape`); ArgumentError naming
-  the leaf or both trees' shapes."""
+def check_params(problem: Problem, params: Any) -> None:
+  """ArgumentError naming the leaf or both trees' shapes unless ``params`` (the API's ``params0``)
+  has floating leaves and ``loss_fn`` on client 0's batch is a scalar (abstract)."""
+  name = 'params0'
   leaves = jax.tree_util.tree_flatten_with_path(params)[0]
   if not leaves:
-    raise ArgumentError(
-      f'{name}={params!r} holds no arrays; pass the model parameters as a pytree of '
-      'floating-point arrays (e.g. {"w": jnp.zeros(3)}).'
-    )
+    raise ArgumentError(f'{name}={params!r} holds no arrays; pass a pytree of float arrays.')
   for path, x in leaves:
     where = f'{name}{jax.tree_util.keystr(path)}'
     if isinstance(x, float):
       continue
     dtype = getattr(x, 'dtype', None)
     if dtype is None:
-      raise ArgumentError(
-        f'{where}={x!r} is not an array; every leaf of {name} must be a floating-point '
-        'array (e.g. jnp.zeros(3)).'
-      )
+      raise ArgumentError(f'{where}={x!r} is not an array; every leaf of {name} must be one.')
     if not jnp.issubdtype(dtype, jnp.inexact):
       raise ArgumentError(
-        f'{where} has dtype {np.dtype(dtype).name}; parameters must be floating point: '
-        f'pass it as jnp.asarray(..., jnp.float32) (or float64 with jax_enable_x64).'
+        f'{where} has dtype {np.dtype(dtype).name}; pass it as jnp.asarray(..., jnp.float32).'
       )
 
   def batch0(shared, views):  # the data as arguments: abstract, as in the engine
@@ -192,11 +155,8 @@ def check_params(problem: Problem, params: Any, *, name: str = 'params0') -> Non
     raise ArgumentError(
       f'{name} does not fit the problem: loss_fn({name}, a batch of client 0) raised '
       f'{type(e).__name__}: {first_line(e)}. {name} has {describe_tree(params, name)}; '
-      f'{batch}. Pass {name} with the structure and leaf shapes that loss_fn reads '
-      '(e.g. the params of the model whose apply loss_fn calls).'
+      f'{batch}. Pass {name} with the structure and leaf shapes that loss_fn reads.'
     ) from e
   if getattr(out, 'shape', None) != ():
-    raise ArgumentError(
-      f'loss_fn({name}, batch) must return a scalar; it returns '
-      f'{jax.tree.map(_leaf_text, out)}. Reduce it over the batch (e.g. jnp.mean).'
-    )
+    shapes = jax.tree.map(_leaf_text, out)
+    raise ArgumentError(f'loss_fn({name}, batch) must return a scalar; it returns {shapes}.')

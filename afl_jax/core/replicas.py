@@ -1,6 +1,5 @@
 """The replica axis of a sweep: which hyperparameters are traced (``[R]`` arrays the factory
-builds the algorithm from inside the trace) and problems stacked for R runs
-(docs/architecture.md, "Replica axis")."""
+builds the algorithm from inside the trace) and problems stacked for R runs."""
 
 from __future__ import annotations
 
@@ -13,15 +12,13 @@ import numpy as np
 
 from afl_jax.core.problem import Problem
 
-# ---- hyperparameters -------------------------------------------------------------
-# Float hyperparameters that set a shape (Top-k's k = fraction * d): never traced, one
-# value per compiled program.
+# Float hyperparameters that set a shape (Top-k's k = fraction * d): never traced.
 STRUCTURAL = ('fraction',)
 
 
 def is_traced(name: str, default: Any, value: Any) -> bool:
-  """Is ``value`` of hyperparameter ``name`` one number per replica: a 1-D array, or numbers
-  where the factory's default is a float, unless ``name`` sets a shape (:data:`STRUCTURAL`)."""
+  """Is ``value`` one number per replica: a 1-D array, or numbers where the factory's default is
+  a float (or None and the numbers floats), unless ``name`` sets a shape."""
   if name in STRUCTURAL:
     return False
   if hasattr(value, 'shape') and not isinstance(value, np.generic):
@@ -37,8 +34,7 @@ def is_traced(name: str, default: Any, value: Any) -> bool:
 def split_hparams(
   defaults: dict[str, Any], hparams: dict[str, Any], num_replicas: int
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-  """``(static, traced)``: the values given one per replica (:func:`is_traced`) as
-  float64[R]; every other value is static, shared and part of the compiled program."""
+  """``(static, traced)``: the values given per replica as float64[R]; the rest static."""
   static, traced = {}, {}
   for k, v in hparams.items():
     if not is_traced(k, defaults.get(k), v):
@@ -54,7 +50,6 @@ def split_hparams(
   return static, traced
 
 
-# ---- problems ----------------------------------------------------------------------
 def _same(a: Any, b: Any) -> bool:
   if a is b:
     return True
@@ -63,41 +58,38 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def stack_problems(problems: Sequence[Problem]) -> tuple[Problem, Problem]:
-  """One problem for R replicas and its ``in_axes``: client views stacked, a ``shared`` leaf
-  stacked only where the replicas' leaves differ."""
+  """One problem for R replicas and its ``in_axes``: client views stacked, a ``shared`` leaf or
+  the sizes stacked only where the replicas differ."""
   first = problems[0]
-  for p in problems[1:]:
-    static = lambda q: (q.loss_fn, q.sample_fn, q.num_clients)
-    if static(p) != static(first) or jax.tree.structure(p) != jax.tree.structure(first):
-      raise ValueError('replicas must share loss_fn, sample_fn, num_clients and data structure.')
+  static = lambda q: (q.loss_fn, q.sample_fn, q.num_clients, jax.tree.structure(q))
+  if any(static(p) != static(first) for p in problems[1:]):
+    raise ValueError('replicas must share loss_fn, sample_fn, num_clients and data structure.')
   stack = lambda *xs: np.stack([np.asarray(x) for x in xs])
-  views = jax.tree.map(stack, *[p.client_views for p in problems])
-  shared_leaves = [jax.tree.leaves(p.shared) for p in problems]
-  same = [all(_same(ls[0], x) for x in ls[1:]) for ls in zip(*shared_leaves)]
-  out = [ls[0] if s else stack(*ls) for ls, s in zip(zip(*shared_leaves), same)]
-  axes = [None if s else 0 for s in same]
+  shared_leaves = list(zip(*[jax.tree.leaves(p.shared) for p in problems]))
+  same = [all(_same(ls[0], x) for x in ls[1:]) for ls in shared_leaves]
   treedef = jax.tree.structure(first.shared)
   sizes = [p.client_sizes for p in problems]
   same_sizes = sizes[0] is None or all(_same(sizes[0], s) for s in sizes[1:])
   stacked = first.replace(
-    client_views=views,
-    shared=jax.tree.unflatten(treedef, out),
+    client_views=jax.tree.map(stack, *[p.client_views for p in problems]),
+    shared=jax.tree.unflatten(
+      treedef, [ls[0] if s else stack(*ls) for ls, s in zip(shared_leaves, same)]
+    ),
     client_sizes=sizes[0] if same_sizes else stack(*sizes),
   )
-  axes_tree = first.replace(
+  axes = first.replace(
     client_views=jax.tree.map(lambda _: 0, first.client_views),
-    shared=jax.tree.unflatten(treedef, axes),
+    shared=jax.tree.unflatten(treedef, [None if s else 0 for s in same]),
     client_sizes=None if same_sizes else 0,
   )
-  return stacked, axes_tree
+  return stacked, axes
 
 
 def shared_problem_axes(problem: Problem) -> Problem:
   """``in_axes`` of a problem that every replica shares."""
+  none = lambda t: jax.tree.map(lambda _: None, t)
   return problem.replace(
-    client_views=jax.tree.map(lambda _: None, problem.client_views),
-    shared=jax.tree.map(lambda _: None, problem.shared),
-    client_sizes=None,
+    client_views=none(problem.client_views), shared=none(problem.shared), client_sizes=None
   )
 
 

@@ -1,6 +1,5 @@
-"""Where each broadcast lives: slots of the ring buffer of past models, planned on the host by
-greedy interval colouring of the versions' lifetimes (as many slots as versions are ever
-live at once; docs/architecture.md, "A server step")."""
+"""The ring buffer of past broadcasts, planned on the host by greedy interval colouring of the
+versions' lifetimes (as many slots as versions ever live at once)."""
 
 from __future__ import annotations
 
@@ -18,27 +17,18 @@ class RingPlan(NamedTuple):
   size: int  # number of slots
 
 
-def last_use(schedule: Schedule) -> np.ndarray:
-  """int64[T + 1]: the last step reading each version (-1: none)."""
-  t_total = schedule.num_steps
-  last = np.full(t_total + 1, -1, np.int64)
-  starts = schedule.start_step[schedule.mask]
-  steps = np.broadcast_to(np.arange(t_total)[:, None], schedule.mask.shape)[schedule.mask]
-  np.maximum.at(last, starts, steps)
-  return last
-
-
 def plan(schedule: Schedule) -> RingPlan:
   """Slot assignment for ``schedule`` (per-job regime)."""
   t_total = schedule.num_steps
-  last = last_use(schedule)
+  last = np.full(t_total + 1, -1, np.int64)  # the last step reading each version (-1: none)
+  steps = np.broadcast_to(np.arange(t_total)[:, None], schedule.mask.shape)[schedule.mask]
+  np.maximum.at(last, schedule.start_step[schedule.mask], steps)
   write = np.zeros(t_total + 1, np.int32)
   free: list[int] = []
   busy: list[tuple[int, int]] = []  # (last use, slot)
   size = 0
   for v in range(t_total + 1):
-    # Version v is written after step v - 1: slots whose last reader ran at step <= v - 1
-    # are free again.
+    # version v is written after step v - 1: slots last read at step <= v - 1 are free
     while busy and busy[0][0] <= v - 1:
       heapq.heappush(free, heapq.heappop(busy)[1])
     if free:

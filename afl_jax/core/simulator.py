@@ -1,6 +1,5 @@
-"""The driver: :class:`Simulator` plans one run, or R runs on a replica axis, on the host (slots,
-ring buffer, memory, placement), compiles the engine's functions once per program and runs them
-chunk by chunk; docs/architecture.md ("Replica axis") and docs/sharding.md."""
+"""The driver: :class:`Simulator` plans one run or R runs on a replica axis (slots, ring, memory,
+placement), compiles the engine once per program and runs it chunk by chunk; docs/sharding.md."""
 
 from __future__ import annotations
 
@@ -24,44 +23,31 @@ AXIS = engine.CLIENT_AXIS  # the one mesh axis: replicas or clients are sharded 
 
 
 class Simulator:
-  """Runs an algorithm on a problem along one schedule, or along R schedules at once::
+  """Runs an algorithm on a problem along one schedule, or R schedules (a list) at once::
 
-    sim = Simulator(algorithm, problem, schedule, chunk_size=50)   # R runs: [s1, s2, ...]
+    sim = Simulator(algorithm, problem, schedule, chunk_size=50)
     state = sim.init(params0, key)
     while sim.position(state) < sim.num_steps:
       state, outputs = sim.run_chunk(state, key)
 
-  For R runs, ``build(hparams)`` makes one replica's algorithm from its traced scalars
-  (``hparams``: name -> float[R]) and ``problem_axes`` are the problem's ``in_axes``.
-  ``local_step_buckets`` and ``client_block_size`` plan a step's slots
-  (:func:`afl_jax.core.engine.plan_slots`); ``step_work`` is ``(useful, computed)`` local
-  slot-steps, ``useful_steps`` each run's useful ones. ``compute_dtype``: the clients' loss
-  and gradients in that dtype (:mod:`afl_jax.core.precision`)."""
+  R runs: ``build(hparams)`` makes one replica's algorithm from its traced scalars (``hparams``:
+  name -> float[R]), ``problem_axes`` are the problem's ``in_axes``. ``local_step_buckets`` and
+  ``client_block_size``: :func:`afl_jax.core.engine.plan_slots`; ``step_work``: ``(useful,
+  computed)`` local slot-steps; ``compute_dtype``: :mod:`afl_jax.core.precision`."""
 
-  def __init__(
-    self,
-    algorithm: Algorithm,
-    problem: Problem,
-    schedule: Schedule | Sequence[Schedule],
-    *,
-    build: Callable[[Any], Algorithm] | None = None,
-    hparams: dict[str, np.ndarray] | None = None,
-    problem_axes: Problem | None = None,
-    chunk_size: int | None = None,
-    record_params: bool = False,
-    mesh: Mesh | None = None,
-    memory_limit_bytes: int | None = None,
-    local_step_buckets: int | None = None,
-    compute_dtype: Any = None,
-    client_block_size: int | None = None,
-  ):
+  def __init__(self, algorithm: Algorithm, problem: Problem,
+               schedule: Schedule | Sequence[Schedule], *,
+               build: Callable[[Any], Algorithm] | None = None,
+               hparams: dict[str, np.ndarray] | None = None, problem_axes: Problem | None = None,
+               chunk_size: int | None = None, record_params: bool = False,
+               mesh: Mesh | None = None, memory_limit_bytes: int | None = None,
+               local_step_buckets: int | None = None, compute_dtype: Any = None,
+               client_block_size: int | None = None):  # fmt: skip
     self.batched = not isinstance(schedule, Schedule)
     self.schedules = schedules = list(schedule) if self.batched else [schedule]
     r = self.num_replicas = len(schedules)
     if algorithm.regime not in engine.REGIMES:
-      raise ValueError(
-        f'algorithm {algorithm.name!r} has regime {algorithm.regime!r}; valid: {engine.REGIMES}.'
-      )
+      raise ValueError(f'algorithm {algorithm.name!r}: regime must be one of {engine.REGIMES}.')
     n = problem.num_clients
     for i, s in enumerate(schedules):
       if s.num_clients != n:
@@ -71,10 +57,9 @@ class Simulator:
           f'afl_jax.schedules.from_arrays(..., num_clients={n}) (without num_clients, '
           'from_arrays takes N = the largest arriving client id + 1).'
         )
-    # each distinct schedule checked once (replicas often share one)
     sched_arg = list({id(s): s for s in schedules}.values()) if self.batched else schedule
 
-    def low(a: Algorithm) -> Algorithm:  # schedule-sized state (checked on the host), dtype
+    def low(a: Algorithm) -> Algorithm:  # schedule-sized state, compute dtype
       a = prepared(a, sched_arg)
       if compute_dtype is None:
         return a
@@ -107,10 +92,12 @@ class Simulator:
     self.step_work = engine.local_step_work(schedules, regime, *plan)
     self.useful_steps = [engine.local_step_work(s, regime, 1, 1, True)[0] for s in schedules]
     self.max_steps = max(s.max_local_steps for s in schedules)
+    # rows compressed per step: the most reports of any step, a multiple of unit
+    most = max(int(np.max(s.mask.sum(axis=1), initial=0)) for s in schedules)
     self.report_slots = (
-      engine.report_width(schedules, unit, self.num_slots) if algorithm.compressor else None
+      min(engine._up(max(most, 1), unit), self.num_slots) if algorithm.compressor else None
     )
-    # Replica mode pads R to a multiple of the devices with copies of the last replica.
+    # replica mode pads R to a multiple of the devices with copies of the last replica
     self.padded = engine._up(r, d) if self.mode == 'replicas' else r
     self._take = np.minimum(np.arange(self.padded), r - 1)
     self.shard_clients = self.mode == 'clients' and problem.num_clients % d == 0
@@ -119,15 +106,11 @@ class Simulator:
     self.memory_limit_bytes = memory_limit_bytes
     self.memory: dict[str, int] = {}
     key = None if build else self._program_key(algorithm, sched_arg, compute_dtype, record_params)
-    self._compiled = _COMPILED.get(key) if key is not None else None
-    if self._compiled is None:
-      self._compiled = self._compile(record_params)
-      if key is not None:
-        _COMPILED[key] = self._compiled
-        while len(_COMPILED) > _KEEP:
-          _COMPILED.popitem(last=False)
-    else:
-      _COMPILED.move_to_end(key)
+    self._compiled = (_COMPILED.pop(key, None) if key else None) or self._compile(record_params)
+    if key is not None:  # most recently used last; the least recently used evicted
+      _COMPILED[key] = self._compiled
+      while len(_COMPILED) > _KEEP:
+        _COMPILED.popitem(last=False)
     self.program = self._compiled.program
     self.problem = problem.replace(
       client_views=self._tree(problem.client_views, self.axes.client_views, self.shard_clients),
@@ -139,8 +122,8 @@ class Simulator:
 
   # ---- placement ---------------------------------------------------------------------
   def _place(self, x: Any, per_run: bool = True, client_axis: int | None = None) -> jax.Array:
-    """A host array on the mesh. ``per_run``: one value per run (a leading replica axis when
-    batched); ``client_axis``: the axis of one run's array sharded over the devices."""
+    """A host array on the mesh; ``per_run``: one value per run (replica axis when batched);
+    ``client_axis``: the axis of one run's array sharded over the devices."""
     x = np.asarray(x)
     lead = int(per_run and self.batched)
     if lead:
@@ -154,15 +137,13 @@ class Simulator:
     return jax.make_array_from_callback(x.shape, NamedSharding(self.mesh, spec), lambda i: x[i])
 
   def _tree(self, t: Any, axes: Any, by_client: bool = False) -> Any:
-    """A problem subtree placed: leaves with axis 0 per run, the rest shared."""
     return jax.tree.map(lambda x, ax: self._place(x, ax == 0, 0 if by_client else None), t, axes)
 
   def _runs(self, stacked: np.ndarray, client_axis: int | None = None) -> jax.Array:
-    """Host values stacked over the R schedules, placed (one run: the first, unbatched)."""
     return self._place(stacked if self.batched else stacked[0], True, client_axis)
 
   def _batched(self, fn: Callable, in_axes: tuple) -> Callable:
-    """``fn`` vmapped over replicas (each device runs its own in replica mode); one run: ``fn``."""
+    """``fn`` vmapped over replicas (each device its own in replica mode); one run: ``fn``."""
     if not self.batched:
       return fn
     vfn = jax.vmap(fn, in_axes=in_axes)
@@ -176,9 +157,8 @@ class Simulator:
     )
 
   def _program_key(self, algorithm, schedule, compute_dtype, record_params) -> tuple | None:
-    """What decides the compiled functions of a run without ``build``: the algorithm as given
-    (rules by identity), the plan, the placement and, where ``prepare`` sizes state from the
-    schedule, its arrays; None where the algorithm cannot be a key."""
+    """What decides a run's compiled functions without ``build``: the algorithm (rules by
+    identity), plan, placement and, for a ``prepare`` hook, the schedules; None if unhashable."""
     try:
       hash(algorithm)
     except TypeError:
@@ -193,7 +173,6 @@ class Simulator:
     return (algorithm, prep, facts)
 
   def _compile(self, record_params: bool) -> _Compiled:
-    """The engine's functions of this run (batched and placed), traced on first use."""
     constrain = engine._identity
     if self.mode == 'clients' and self.num_devices > 1:
       by_slot = NamedSharding(self.mesh, P(AXIS))
@@ -235,21 +214,16 @@ class Simulator:
     )  # fmt: skip
 
   # ---- planning ----------------------------------------------------------------------
-  def estimate(self, params: Any, keys: jax.Array | None = None) -> dict[str, int]:
-    """Analytic memory by component (bytes; abstract shapes, nothing allocated), with
-    ``'total'``. ``params`` (and ``keys``) as :meth:`init` takes them."""
-    if keys is None:
-      keys = jax.random.split(jax.random.key(0), self.num_replicas)
-      keys = keys if self.batched else keys[0]
+  def estimate(self, params: Any, keys: jax.Array) -> dict[str, int]:
+    """Analytic memory by component and ``'total'`` (bytes, nothing allocated); arguments as
+    :meth:`init` takes them."""
     return self._report(jax.eval_shape(self._compiled.init, *self._init_args(params, keys)), params)
 
   def _report(self, shape: SimState, params: Any) -> dict[str, int]:
-    one = jax.tree.map(
-      lambda x: jax.ShapeDtypeStruct(np.shape(x)[int(self.batched) :], x.dtype), params
-    )
+    one = lambda x: jax.ShapeDtypeStruct(np.shape(x)[int(self.batched) :], x.dtype)
     return memory.estimate(
-      shape, one, self.problem, self.axes, num_slots=self.num_slots, block_size=self.block_size,
-      num_devices=self.num_devices, num_replicas=self.padded,
+      shape, jax.tree.map(one, params), self.problem, self.axes, num_slots=self.num_slots,
+      block_size=self.block_size, num_devices=self.num_devices, num_replicas=self.padded,
       replicas_sharded=self.mode == 'replicas',
     )  # fmt: skip
 
@@ -260,26 +234,20 @@ class Simulator:
 
   # ---- running -----------------------------------------------------------------------
   def init(self, params: Any, keys: jax.Array) -> SimState:
-    """The state before server step 0 (R runs: leading axis R); InsufficientMemoryError when
-    the analytic memory (``self.memory``) does not fit."""
+    """The state before step 0 (R runs: axis R); InsufficientMemoryError if ``self.memory``
+    does not fit."""
     args = self._init_args(params, keys)
     shape = jax.eval_shape(self._compiled.init, *args)
     self.memory = self._report(shape, params)
     memory.check(self.memory, self.memory_limit_bytes or memory.available_bytes())
     self._state_shardings = self._state_sharding(shape)
-    init = self._by_sharding(
-      self._compiled.inits,
-      lambda: jax.jit(self._compiled.init, out_shardings=self._state_shardings),
-    )
-    return init(*args)
+    make = lambda: jax.jit(self._compiled.init, out_shardings=self._state_shardings)
+    return self._by_sharding(self._compiled.inits, make)(*args)
 
   def inputs(self, start: int) -> StepInputs:
     """Placed inputs of the chunk starting at ``start``: leaves [(R,) chunk, ...]."""
-    per = [
-      engine.step_inputs(s, self.regime, start, self.chunk_size, self.num_slots, p)
-      for s, p in zip(self.schedules, self.ring_plans)
-    ]
-    stacked = [np.stack(a) for a in zip(*per)]
+    one = lambda s, p: engine.step_inputs(s, self.regime, start, self.chunk_size, self.num_slots, p)
+    stacked = [np.stack(a) for a in zip(*map(one, self.schedules, self.ring_plans))]
     slot_axis = 1 if self.mode == 'clients' else None
     active = np.arange(start, start + self.chunk_size) < self.num_steps
     return StepInputs(
@@ -289,8 +257,7 @@ class Simulator:
     )
 
   def args(self, state: SimState, keys: jax.Array, start: int | None = None) -> tuple:
-    """The arguments of :meth:`runner`'s function for the chunk from ``start`` (default: the
-    state's position)."""
+    """:meth:`runner`'s arguments for the chunk from ``start`` (default: the state's)."""
     start = self.position(state) if start is None else start
     return state, self.inputs(start), self.problem, self._keys(keys), self.hparams
 
@@ -301,28 +268,22 @@ class Simulator:
     if self._run is None:
       out = NamedSharding(self.mesh, P(AXIS) if self.mode == 'replicas' else P())
       inputs = StepInputs(*([0] * 7), None)  # one 'active' flag shared by the replicas
-      self._run = self._by_sharding(
-        self._compiled.runners,
-        lambda: jax.jit(
-          self._batched(self._chunk, (0, inputs, self.axes, 0, 0)),
-          donate_argnums=(0,),
-          out_shardings=(self._state_shardings, out),
-        ),
-      )
+      chunk = self._batched(self._chunk, (0, inputs, self.axes, 0, 0))
+      shardings = (self._state_shardings, out)
+      make = lambda: jax.jit(chunk, donate_argnums=(0,), out_shardings=shardings)
+      self._run = self._by_sharding(self._compiled.runners, make)
     return self._run
 
   def _by_sharding(self, cache: dict, make: Callable[[], Callable]) -> Callable:
-    """The jitted function of this state's placement, made once per compiled program."""
     key = (jax.tree.structure(self._state_shardings), tuple(jax.tree.leaves(self._state_shardings)))
     return cache[key] if key in cache else cache.setdefault(key, make())
 
   def position(self, state: SimState) -> int:
-    """The next server step (of the replicas still running)."""
     return int(np.max(to_host(state.step)))
 
   def run_chunk(self, state: SimState, keys: jax.Array) -> tuple[SimState, dict]:
     """Up to ``chunk_size`` steps from ``state`` (donated); outputs [(R,) steps, ...] on the
-    host, zero past each replica's own schedule."""
+    host, zero past a replica's own schedule."""
     start = self.position(state)
     if start >= self.num_steps:
       raise ValueError(f'the longest schedule has {self.num_steps} steps; state is at {start}.')
@@ -341,10 +302,9 @@ class Simulator:
   def drive(
     self, state: SimState, keys: jax.Array, after_chunk: Callable[[SimState, int, dict], Any]
   ) -> tuple[SimState, str]:
-    """The one chunk loop (of ``afl_jax.simulate``/``sweep`` and the pipeline's runs and sweep
-    groups): :meth:`run_chunk` from ``state`` to the end of the schedules; ``after_chunk(state,
-    pos, out)`` runs after each chunk (``pos``: the step it started at) and a status it
-    returns (not None) stops there. Returns ``(state, status)`` ('completed' at the end)."""
+    """The one chunk loop (api and pipeline): :meth:`run_chunk` to the end; ``after_chunk(state,
+    pos, out)`` (``pos``: the chunk's first step) returning a status stops there. Returns
+    ``(state, status)``, 'completed' at the end."""
     while (pos := self.position(state)) < self.num_steps:
       state, out = self.run_chunk(state, keys)
       status = after_chunk(state, pos, out)
@@ -370,8 +330,6 @@ class _Compiled(NamedTuple):  # reused by every Simulator of the same program ke
 
 _COMPILED: collections.OrderedDict[tuple, _Compiled] = collections.OrderedDict()
 _KEEP = 16  # programs kept, least recently used first out
-# A kept program was traced once: a module setting patched later (a test's monkeypatch of
-# models.fast.PLATFORMS) reaches only programs traced after it, as with any jax.jit.
 
 
 __all__ = ['Simulator']

@@ -1,8 +1,6 @@
-"""Flax models used functionally (no mutable state): ``MODELS`` maps a config's ``model`` to
-``factory(num_classes=, **model_args) -> nn.Module`` (``make(name, num_classes=C, **settings)``,
-``names()``, ``settings(name)``); :func:`fast_apply` runs convolutions and non-overlapping
-pooling at XLA:CPU's rate (the pipeline trains every model through it; wrap ``model.apply``
-yourself when building a problem directly)."""
+"""Flax models: ``MODELS`` maps a config's ``model`` to ``factory(num_classes=, **model_args)``
+(``make``, ``names``, ``settings``); :func:`fast_apply` runs convolutions and non-overlapping
+pooling at XLA:CPU's rate (the pipeline wraps every model's apply in it)."""
 
 from __future__ import annotations
 
@@ -21,24 +19,16 @@ from afl_jax.registry import Registry
 # A model's ``num_classes`` comes from the data; flax's ``parent`` and ``name`` are not settings.
 MODELS = Registry('model', section='model_args', supplied=('num_classes', 'parent', 'name'))
 MODELS.register('logreg', LogisticRegression)
-MODELS.register('mlp', MLP, hidden_sizes=checks.integers(1))
-SHAPE = checks.integers(1)  # an image's (height, width, channels)
+SHAPE = checks.integers(1)  # positive integers: a shape, the widths of layers
+MODELS.register('mlp', MLP, hidden_sizes=SHAPE)
+POSITIVE = checks.integer(1)
 MODELS.register(
-  'cnn',
-  CNN,
-  conv_features=checks.integers(1),
-  kernel_size=checks.integer(1),
-  hidden_size=checks.integer(1),
-  image_shape=SHAPE,
+  'cnn', CNN, conv_features=SHAPE, kernel_size=POSITIVE, hidden_size=POSITIVE, image_shape=SHAPE
 )
 MODELS.register(
-  'resnet18',
-  ResNet18,
-  stage_features=checks.integers(1),
-  blocks_per_stage=checks.integers(1),
-  norm_groups=checks.integer(1),
+  'resnet18', ResNet18, stage_features=SHAPE, blocks_per_stage=SHAPE, norm_groups=POSITIVE,
   image_shape=SHAPE,
-)
+)  # fmt: skip
 
 
 make, names, settings, register = MODELS.verbs()
@@ -49,19 +39,9 @@ def count_params(params: Any) -> int:
   return sum(int(x.size) for x in jax.tree.leaves(params))
 
 
+# fmt: off
 __all__ = [
-  'CNN',
-  'MLP',
-  'MODELS',
-  'BasicBlock',
-  'LogisticRegression',
-  'ResNet18',
-  'count_params',
-  'fast',
-  'fast_apply',
-  'make',
-  'names',
-  'register',
-  'settings',
-  'winograd',
+  'CNN', 'MLP', 'MODELS', 'BasicBlock', 'LogisticRegression', 'ResNet18', 'count_params', 'fast',
+  'fast_apply', 'make', 'names', 'register', 'settings', 'winograd',
 ]
+# fmt: on

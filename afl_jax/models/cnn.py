@@ -1,7 +1,6 @@
 """The Fashion-MNIST CNN of the MasFL experiments (Yan et al., Sec. 5, App. E.1: "three
-convolutional layers and two fully connected layers"); the widths, 3x3 SAME kernels and 2x2
-max-pooling after conv1 and conv2 are our choice (458,570 parameters; docs/algorithms.md),
-attributes so another reading can be configured."""
+convolutional layers and two fully connected layers"); widths, kernels and pooling are our
+choice (458,570 parameters; docs/algorithms.md), attributes so another reading fits."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from collections.abc import Sequence
 import flax.linen as nn
 import jax
 
-from afl_jax.models._inputs import as_nhwc
+from afl_jax.models.simple import as_nhwc
 
 
 class CNN(nn.Module):

@@ -1,9 +1,7 @@
-"""Convolution and pooling at XLA:CPU's rate for clients trained one at a time (docs/performance.md,
-"Convolutional models"): :func:`fast_apply` re-evaluates a function's jaxpr with each convolution as
-:func:`direct` (XLA's own, NHWC x HWIO, both gradients convolutions in that layout) or, for the
-layers of ``models.winograd.TILES``, :func:`tiled` (Winograd), and each pooling whose stride is its
-window as a reshape and reduction. Parameters, and numerics up to float32 rounding, are the
-original's (tests/fast_test.py); other platforms keep ``lax``'s lowering and vmap."""
+"""Convolution and pooling at XLA:CPU's rate (docs/performance.md, "Convolutional models"):
+:func:`fast_apply` re-evaluates a jaxpr with each convolution as :func:`direct` (NHWC x HWIO, both
+gradients convolutions too) or :func:`tiled` (Winograd, ``winograd.TILES``), and each pooling whose
+stride is its window as a reshape and reduction; other platforms keep ``lax``'s lowering."""
 
 from __future__ import annotations
 
@@ -24,8 +22,7 @@ PLATFORMS = ('cpu',)  # where the rules below beat XLA's own lowering (docs/perf
 
 
 def fast_apply(fn: Callable[..., Any]) -> Callable[..., Any]:
-  """``fn`` with the rewrites on the platforms of ``PLATFORMS``, else ``fn`` itself. Arguments
-  that are not arrays (a Python flag, a string) reach ``fn`` as they are, never traced."""
+  """``fn`` with the rewrites on ``PLATFORMS``, else ``fn``; non-array arguments pass as given."""
 
   @functools.wraps(fn)
   def wrapped(*args, **kwargs):
@@ -50,14 +47,13 @@ def fast_apply(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def one_at_a_time(jaxpr) -> bool:
-  """Whether clients running ``jaxpr`` (one client's update) train faster one at a time than
-  vmapped here: where it convolves on a platform of ``PLATFORMS`` (docs/performance.md)."""
+  """Whether clients running ``jaxpr`` train faster one at a time than vmapped: where it
+  convolves on a platform of ``PLATFORMS``."""
   return jax.default_backend() in PLATFORMS and _convolves(jaxpr)
 
 
 def _convolves(jaxpr) -> bool:
-  """Whether ``jaxpr`` holds a convolution: lax's, or a part of one of the rules' convolutions
-  (a Winograd one binds no ``conv_general_dilated``), nested ones included."""
+  """Whether ``jaxpr`` (nested ones too) holds lax's convolution or a part of the rules' ones."""
   return any(
     eqn.primitive.name == 'conv_general_dilated'
     or getattr(eqn.params.get('rule'), 'one_client_each', False)
@@ -67,7 +63,6 @@ def _convolves(jaxpr) -> bool:
 
 
 def _rewrites(jaxpr) -> bool:
-  """Whether ``jaxpr`` (or a nested jit of it) holds an equation a rule may rewrite."""
   return any(
     _rewrites(eqn.params['jaxpr'].jaxpr)
     if eqn.primitive.name == 'jit'
@@ -77,8 +72,7 @@ def _rewrites(jaxpr) -> bool:
 
 
 def _evaluate(jaxpr, consts, args) -> list:
-  """``jaxpr`` evaluated on ``args``, each equation bound as traced unless a rule of ``_RULES``
-  takes it."""
+  """``jaxpr`` on ``args``, each equation bound as traced unless a rule of ``_RULES`` takes it."""
   env = dict(zip(jaxpr.constvars, consts)) | dict(zip(jaxpr.invars, args))
   read = lambda v: v.val if isinstance(v, jex_core.Literal) else env[v]
   for eqn in jaxpr.eqns:
@@ -95,16 +89,14 @@ def _evaluate(jaxpr, consts, args) -> list:
 
 
 def _inline_jit(*args, jaxpr, **unused):
-  """A nested jit holding a convolution or pooling evaluated inline with the rules; any other kept
-  as is."""
+  """A nested jit evaluated inline where it holds something to rewrite."""
   return _evaluate(jaxpr.jaxpr, jaxpr.consts, args) if _rewrites(jaxpr.jaxpr) else None
 
 
 def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
           feature_group_count, batch_group_count, precision, preferred_element_type,
           out_sharding=None):  # fmt: skip
-  """``lax.conv_general_dilated`` as :func:`tiled` where models.winograd.tile names a tile for
-  it, else as :func:`direct`, in NHWC x HWIO, transposed in and out."""
+  """``lax.conv_general_dilated`` as :func:`tiled` or :func:`direct`, transposed in and out."""
   if feature_group_count != 1 or batch_group_count != 1 or set(lhs_dilation) != {1}:
     return None
   if out_sharding is not None or preferred_element_type not in (None, lhs.dtype):
@@ -112,41 +104,31 @@ def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dime
   (n, c, *space), (o, i, *window_axes), out_spec = dimension_numbers
   x = lax.transpose(lhs, (n, *space, c))  # [N, *spatial, C]: no-ops for flax's NHWC x HWIO
   w = lax.transpose(rhs, (*window_axes, i, o))  # [*window, I, O]
-  out = [
-    (size + lo + hi - (k - 1) * d - 1) // s + 1
-    for size, (lo, hi), k, d, s in zip(
-      x.shape[1:-1], padding, w.shape[:-2], rhs_dilation, window_strides
-    )
-  ]
-  if min(out) < 1:
-    return None
   shape = (x.shape[1:-1], w.shape[:-2], tuple(window_strides), tuple(map(tuple, padding)))
+  if min(_out_sizes(*shape, rhs_dilation)) < 1:
+    return None
   m = winograd.tile(*shape, tuple(rhs_dilation), w.shape[-2:])
   conv = tiled(shape[0], m, precision) if m else direct(*shape, tuple(rhs_dilation), precision)
   y = conv(x, w)  # [N, *out, O]
   return lax.transpose(y, tuple(np.argsort((out_spec[0], *out_spec[2:], out_spec[1]))))
 
 
-def _nhwc(n: int) -> tuple[str, str, str]:
-  """Dimension numbers of an ``n``-d convolution of ``[N, *spatial, C]`` and ``[*window, I, O]``."""
-  s = 'DHW'[3 - n :] if n <= 3 else ''.join(chr(ord('a') + i) for i in range(n))
-  return f'N{s}C', f'{s}IO', f'N{s}C'
+def _out_sizes(space, window, strides, padding, dilation) -> list[int]:
+  zipped = zip(space, padding, window, dilation, strides)
+  return [(size + lo + hi - (k - 1) * d - 1) // s + 1 for size, (lo, hi), k, d, s in zipped]
 
 
 @functools.cache
 def direct(space, window, strides, padding, dilation, precision=None) -> Callable:
-  """``conv(x [N, *space, C], w [*window, C, O]) -> [N, *out, O]`` whose forward and both
-  gradients are each one ``lax.conv_general_dilated`` in XLA:CPU's kernel layout (NHWC x HWIO):
-  the input gradient convolves the stride-dilated output gradient with the flipped kernel, the
-  kernel gradient the input ``[C, *space, N]`` with the output gradient as the window."""
+  """``conv(x [N, *space, C], w [*window, C, O]) -> [N, *out, O]``, forward and both gradients
+  each one NHWC x HWIO convolution: the input gradient convolves the stride-dilated output
+  gradient with the flipped kernel, the kernel gradient ``x`` as ``[C, *space, N]`` with it."""
   n = len(space)
-  numbers = _nhwc(n)
-  out = [
-    (size + lo + hi - (k - 1) * d - 1) // s + 1
-    for size, (lo, hi), k, d, s in zip(space, padding, window, dilation, strides)
-  ]
+  dims = 'DHW'[3 - n :] if n <= 3 else ''.join(chr(ord('a') + i) for i in range(n))
+  numbers = (f'N{dims}C', f'{dims}IO', f'N{dims}C')
+  out = _out_sizes(space, window, strides, padding, dilation)
   conv = functools.partial(lax.conv_general_dilated, dimension_numbers=numbers, precision=precision)
-  # Padding of the two gradients' convolutions (lax's own transposition, written out).
+  # padding of the gradients' convolutions (lax's own transposition, written out)
   input_padding = [
     ((k - 1) * d - lo, size - 1 - (m - 1) * s + lo)
     for size, (lo, _), k, d, s, m in zip(space, padding, window, dilation, strides, out)
@@ -157,7 +139,7 @@ def direct(space, window, strides, padding, dilation, precision=None) -> Callabl
   ]
   spatial = tuple(range(n))
 
-  @jax.named_scope('conv_forward')  # the three's ops named for profiles (benchmark conv_step)
+  @jax.named_scope('conv_forward')  # named for profiles (benchmark conv_step)
   def forward(x, w):
     return conv(x, w, strides, padding, rhs_dilation=dilation)
 
@@ -168,8 +150,7 @@ def direct(space, window, strides, padding, dilation, precision=None) -> Callabl
 
   @jax.named_scope('conv_kernel_grad')
   def kernel_grad(x, dy):
-    # A product with the identity materializes x, so the transpose below reads it from memory
-    # rather than XLA fusing (and, in its order, recomputing) x's producers into it.
+    # a product with the identity materializes x: XLA cannot fuse (recompute) its producers
     eye = jnp.eye(x.shape[0], dtype=x.dtype)
     x = jnp.einsum('nm,m...->n...', eye, x, precision=lax.Precision.HIGHEST)
     xt = jnp.moveaxis(x, (0, n + 1), (n + 1, 0))  # [C, *space, N]
@@ -182,15 +163,13 @@ def direct(space, window, strides, padding, dilation, precision=None) -> Callabl
 
 @functools.cache
 def tiled(space, m, precision=None) -> Callable:
-  """``conv(x [N, *space, C], w [3, 3, C, O])``, padding 1, stride 1, by Winograd's F(m x m, 3 x 3)
-  (models.winograd), differentiable as :func:`direct` is."""
+  """``conv(x [N, *space, C], w [3, 3, C, O])``, padding 1, stride 1, by Winograd's F(m, 3)."""
   return differentiable(*winograd.parts(space, m, precision))
 
 
 def differentiable(forward, input_grad, kernel_grad, keep=None) -> Callable:
-  """``convolve(x, w) = forward(x, w)`` with the gradients ``input_grad(dy, w)`` and
-  ``kernel_grad(r, dy)``, ``r`` = ``x`` or the second output of ``keep(x, w) -> (y, r)``; under
-  ``vmap`` each runs for one client at a time (:func:`_one_client_each`)."""
+  """``forward(x, w)`` with gradients ``input_grad(dy, w)``, ``kernel_grad(r, dy)`` (``r``: ``x``
+  or the second output of ``keep(x, w) -> (y, r)``), each one client at a time under vmap."""
   forward, input_grad, kernel_grad = map(_one_client_each, (forward, input_grad, kernel_grad))
   keep = _one_client_each(keep) if keep else lambda x, w: (forward(x, w), x)
 
@@ -211,8 +190,7 @@ def differentiable(forward, input_grad, kernel_grad, keep=None) -> Callable:
 
 
 def _one_client_each(fn: Callable) -> Callable:
-  """``fn`` of one client's arrays; vmapped, it runs for one client at a time (the arrays
-  without the mapped axis shared): a single client unbatched, more in a ``lax.map``."""
+  """``fn`` of one client's arrays; vmapped, one client at a time (``lax.map``)."""
   f = jax.custom_batching.custom_vmap(fn)
 
   @f.def_vmap
@@ -235,8 +213,7 @@ def _window_max(x, axes):
 
 @_window_max.defjvp
 def _window_max_jvp(axes, primals, tangents):
-  """The tangent of the first maximum of each window (the subgradient ``select_and_scatter_add``
-  picks)."""
+  """The tangent of each window's first maximum (``select_and_scatter_add``'s subgradient)."""
   (x,), (t,) = primals, tangents
   y = jnp.max(x, axes, keepdims=True)
   shape = [size if a in axes else 1 for a, size in enumerate(x.shape)]
@@ -246,8 +223,7 @@ def _window_max_jvp(axes, primals, tangents):
 
 
 def _pool(reduce, identity):
-  """A ``reduce_window`` with windows equal to strides: pad with the identity, drop partial windows,
-  reshape, reduce."""
+  """A ``reduce_window`` whose windows are its strides: pad, crop, reshape, reduce."""
 
   def rule(x, *, window_dimensions, window_strides, padding, base_dilation, window_dilation):
     if tuple(window_strides) != tuple(window_dimensions):

@@ -1,7 +1,6 @@
-"""CIFAR-style ResNet-18 (He et al., CVPR 2016): a 3x3 stride-1 stem, four stages of two basic
-blocks, GroupNorm (2 groups, Hsieh et al., ICML 2020) in place of BatchNorm since batch
-statistics are ill-defined across non-iid clients; 11,173,962 parameters for 10 classes, no conv
-bias, He fan-out init."""
+"""CIFAR-style ResNet-18 (He et al., CVPR 2016) with GroupNorm (2 groups, Hsieh et al., ICML 2020)
+for BatchNorm, whose batch statistics are ill-defined across non-iid clients; 11,173,962
+parameters for 10 classes, no conv bias, He fan-out init."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from afl_jax.models._inputs import as_nhwc
+from afl_jax.models.simple import as_nhwc
 
 _conv_init = nn.initializers.variance_scaling(2.0, 'fan_out', 'normal')
 

@@ -1,13 +1,36 @@
-"""Multinomial logistic regression and the multilayer perceptron."""
+"""Multinomial logistic regression, the multilayer perceptron and the models' input reshaping."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 
-from afl_jax.models._inputs import flatten
+
+def flatten(x: jax.Array) -> jax.Array:
+  """``[B, ...] -> [B, prod(...)]`` as floats; the leading axis is the batch."""
+  x = jnp.asarray(x)
+  x = x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.float32)
+  return x.reshape(x.shape[0], -1)
+
+
+def as_nhwc(x: jax.Array, image_shape: Sequence[int]) -> jax.Array:
+  """A batch ``[B, H, W, C]``, ``[B, H, W]`` or flat ``[B, H*W*C]`` as NHWC floats."""
+  x = jnp.asarray(x)
+  x = x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.float32)
+  if x.ndim in (3, 4):
+    return x if x.ndim == 4 else x[..., None]
+  if x.ndim != 2:
+    raise ValueError(f'expected a batch [B, H, W, C], [B, H, W] or [B, D]; got {x.shape}')
+  if x.shape[1] != math.prod(image_shape):
+    raise ValueError(
+      f'flat input of width {x.shape[1]} does not match image_shape '
+      f'{tuple(image_shape)} ({math.prod(image_shape)} values)'
+    )
+  return x.reshape(x.shape[0], *image_shape)
 
 
 class LogisticRegression(nn.Module):

@@ -1,11 +1,7 @@
-"""3x3 stride-1 convolutions by Winograd's minimal filtering F(m x m, 3 x 3) (Lavin and Gray,
-"Fast Algorithms for Convolutional Neural Networks", CVPR 2016, the nested 2-D form ``Y = A^T
-[(G g G^T) . (B^T d B)] A`` over tiles of ``m + 2`` inputs giving ``m x m`` outputs), for the
-layers where they beat XLA:CPU's convolution (:func:`tile`, docs/performance.md). The ``(m + 2)^2``
-elementwise products of a tile, summed over the input channels of every tile, are
-``(m + 2)^2`` matrix products ``[tiles, C] x [C, O]``: ``(m + 2)^2 / m^2`` multiplications per
-output and channel pair instead of 9. Each transform is one matrix product with a constant
-Kronecker matrix over a tile's flattened positions (``B^T d B = (B^T (x) B^T) vec d``)."""
+"""3x3 stride-1 convolutions by Winograd's F(m x m, 3 x 3) (Lavin and Gray, CVPR 2016: ``Y = A^T
+[(G g G^T) . (B^T d B)] A`` over tiles of ``m + 2`` inputs), for the layers where they beat
+XLA:CPU's (docs/performance.md): ``(m + 2)^2`` matrix products ``[tiles, C] x [C, O]``, each
+transform one product with a Kronecker matrix (``B^T d B = (B^T (x) B^T) vec d``)."""
 
 from __future__ import annotations
 
@@ -17,42 +13,26 @@ import numpy as np
 from jax import lax
 
 # (B^T, G, A^T) of F(2, 3) and F(4, 3): interpolation points 0, +-1 (and +-2 for m = 4), inf.
+# fmt: off
 TRANSFORMS = {
-  2: (
-    [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
-    [[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]],
-    [[1, 1, 1, 0], [0, 1, -1, -1]],
-  ),
-  4: (
-    [
-      [4, 0, -5, 0, 1, 0],
-      [0, -4, -4, 1, 1, 0],
-      [0, 4, -4, -1, 1, 0],
-      [0, -2, -1, 2, 1, 0],
-      [0, 2, -1, -2, 1, 0],
-      [0, 4, 0, -5, 0, 1],
-    ],
-    [
-      [1 / 4, 0, 0],
-      [-1 / 6, -1 / 6, -1 / 6],
-      [-1 / 6, 1 / 6, -1 / 6],
-      [1 / 24, 1 / 12, 1 / 6],
-      [1 / 24, -1 / 12, 1 / 6],
-      [0, 0, 1],
-    ],
-    [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
-  ),
+  2: ([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
+      [[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]],
+      [[1, 1, 1, 0], [0, 1, -1, -1]]),
+  4: ([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
+       [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]],
+      [[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+       [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]],
+      [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]),
 }
+# fmt: on
 
-# Output tile per layer shape (height = width, channels in = out), measured on CPU against
-# models.fast.direct, forward and both gradients (docs/performance.md, "Convolutional models").
+# Output tile per layer (height = width, channels in = out), measured on CPU against fast.direct.
 TILES = {(32, 64): 4, (16, 128): 4, (8, 256): 4, (4, 512): 2}
 
 
 def tile(space, window, strides, padding, dilation, channels) -> int | None:
-  """The output tile ``m`` of the Winograd route for this convolution, or None where XLA's own
-  (models.fast.direct) was measured faster or the route does not apply (not 2-D 3x3, stride 1,
-  padding 1, no dilation)."""
+  """The output tile ``m`` for this convolution, or None (measured slower, or not 2-D 3x3, stride 1,
+  padding 1, undilated)."""
   if tuple(window) != (3, 3) or set(strides) != {1} or set(dilation) != {1}:
     return None
   if tuple(map(tuple, padding)) != ((1, 1), (1, 1)) or space[0] != space[1]:
@@ -62,18 +42,13 @@ def tile(space, window, strides, padding, dilation, channels) -> int | None:
 
 
 def parts(space, m, precision=None) -> tuple[Callable, Callable, Callable, Callable]:
-  """``(forward, input_grad, kernel_grad, keep)`` of ``x [N, H, W, C] * w [3, 3, C, O] ->
-  [N, H, W, O]``, padding 1 on each side, stride 1, by F(m x m, 3 x 3), in the form of
-  models.fast.differentiable: ``keep(x, w)`` is the output and the transformed input tiles
-  ``V``; the input gradient is the same route with the flipped kernel (a 3x3 stride-1
-  convolution's transpose); the kernel gradient the transposed products ``V^T dM`` of the kept
-  ``V`` and the output gradient's transposed output transform ``dM``, then ``G^T dU G``."""
+  """``(forward, input_grad, kernel_grad, keep)`` of ``x [N, H, W, C] * w [3, 3, C, O]`` (padding
+  1, stride 1) for fast.differentiable: ``keep`` also returns the input tiles ``V``; the input
+  gradient is the same route with the flipped kernel; the kernel gradient ``G^T (V^T dM) G``."""
   bt, g, at = (np.asarray(a, np.float64) for a in TRANSFORMS[m])
   a = m + 2
   h, wd = space
   th, tw = -(-h // m), -(-wd // m)  # tiles per side; the last may hang over (zeros, cropped)
-  # Each 2-D transform as one product with a Kronecker matrix over the tile's flattened
-  # positions (B^T d B = (B^T x B^T) vec d): a matrix product that reads the tiles once.
   bb, gg, aa = np.kron(bt, bt), np.kron(g, g), np.kron(at, at)  # [a*a, a*a], [a*a, 9], [m*m, a*a]
 
   def transform(matrix, d):  # [p, q] x [q, ...]

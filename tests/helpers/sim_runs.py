@@ -1,7 +1,4 @@
-"""A :class:`afl_jax.Simulator` run chunk by chunk, for the tests and the helper scripts.
-
-Imports JAX: a helper script that forces its host device count sets ``XLA_FLAGS`` first.
-"""
+"""A Simulator run chunk by chunk (a script forcing its device count sets ``XLA_FLAGS`` first)."""
 
 import jax
 import numpy as np
@@ -11,21 +8,14 @@ import afl_jax
 
 
 def chunks(sim, state, key):
-  """Each chunk's ``(state, outputs)``, from ``state`` to the end of the schedule."""
   while sim.position(state) < sim.num_steps:
     state, out = sim.run_chunk(state, key)
     yield state, out
 
 
 def run(alg, problem, sched, params0, *, devices=None, key=None, **options):
-  """``Simulator(alg, problem, sched, record_params=True, **options)`` run from ``params0``.
-
-  ``devices``: on a 'clients' mesh of these (default: the Simulator's mesh); ``key``:
-  for init and every chunk (default ``jax.random.key(0)``).
-
-  Returns:
-    ``(outputs, final state, simulator)``, the chunks' outputs joined along the steps.
-  """
+  """``(outputs joined over the chunks, final state, simulator)`` of ``Simulator(alg, problem,
+  sched, record_params=True, **options)`` from ``params0``, on a mesh of ``devices`` if given."""
   if devices is not None:
     options['mesh'] = Mesh(np.array(devices), ('clients',))
   key = jax.random.key(0) if key is None else key
@@ -37,26 +27,18 @@ def run(alg, problem, sched, params0, *, devices=None, key=None, **options):
 
 def max_diff(xs, ys):
   """max |x - y| over pairs of arrays, in float64 (0 for empty ones)."""
-  diffs = [
-    np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64))
-    for x, y in zip(xs, ys, strict=True)
-  ]
-  return max((float(np.max(d)) for d in diffs if d.size), default=0.0)
+  f64 = lambda a: np.asarray(a, np.float64)
+  diffs = [float(np.max(np.abs(f64(x) - f64(y)), initial=0.0)) for x, y in zip(xs, ys, strict=True)]
+  return max(diffs, default=0.0)
 
 
 def one_vs_all_devices(alg, problem, sched, params0, leaf, state=lambda s: s.clients, **options):
-  """The same run on the first device and on all devices.
-
-  Returns:
-    ``(max |difference|`` over the history of ``params[leaf]`` and the leaves of
-    ``state(final state)``, how far the 1-device run moved from ``params0[leaf]``,
-    ``(1-device simulator, all-devices simulator))``.
-  """
-  runs = [
-    run(alg, problem, sched, params0, devices=devices, **options)
-    for devices in (jax.devices()[:1], jax.devices())
+  """The run on the first device and on all: ``(max |difference|`` over ``params[leaf]``'s history
+  and ``state(final state)``, how far the 1-device run moved, ``(sim1, sim_all))``."""
+  devices = (jax.devices()[:1], jax.devices())
+  (out1, s1, sim1), (out2, s2, sim2) = [
+    run(alg, problem, sched, params0, devices=d, **options) for d in devices
   ]
-  (out1, s1, sim1), (out2, s2, sim2) = runs
   h1, h2 = out1['params'][leaf], out2['params'][leaf]
   diff = max(max_diff([h1], [h2]), max_diff(jax.tree.leaves(state(s1)), jax.tree.leaves(state(s2))))
   moved = float(np.max(np.abs(h1[-1] - np.asarray(params0[leaf]))))

@@ -1,11 +1,10 @@
 """Run with 2 forced CPU devices: runs on 2 devices vs the same runs on 1 (float64).
 
-N = 8 (the client axis and per-client state sharded; M = 3 arrivals padded to 4) for
-FedBuff, MasFL, AsynFL and AsynFLC-EF, FedBuff with a convolving model (its clients trained
-one at a time, each device its own slots; also with N = 5, which the devices do not divide:
-client state replicated, M = 3 padded to 4 slots), and AsynFL with N = 3 and 5 (the arrival axis
-padded to 4 and 6 slots, which no rule may see). Prints one JSON line {case: max |2 - 1
-device|} plus {case_moved: how far the 1-device run moved}.
+N = 8 (client state sharded; M = 3 padded to 4) for FedBuff, MasFL, AsynFL and AsynFLC-EF;
+FedBuff with a convolving model (clients one at a time, each device its own slots; also N = 5,
+which the devices do not divide); AsynFL with N = 3 and 5 (4 and 6 slots, which no rule may see);
+FedBuff grouped by K (2 blocks) vs padded, both on 2 devices. Prints one JSON line {case: max
+|difference|, case_moved: how far the reference run moved}.
 """
 
 import json
@@ -19,8 +18,9 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from algorithm_cases import build, run_info  # noqa: E402
 from helpers.sim_runs import max_diff, one_vs_all_devices, run  # noqa: E402
-from quadratic import conv_problem, logistic_problem, quadratic_problem  # noqa: E402
+from quadratic import conv_problem, logistic_problem, make_quadratic, quadratic_problem  # noqa: E402
 
 import afl_jax  # noqa: E402
 
@@ -87,15 +87,20 @@ for n in (3, 5):
   for case, (hp, sched) in cases.items():
     name = 'asynflc_ef' if case.startswith('asynflc_ef') else 'asynfl'
     alg = get(name, client_lr=0.2, num_clients=n, **hp)
-    sim = compare(
-      f'{case}_n{n}',
-      alg,
-      problem,
-      sched,
-      {'x': jnp.linspace(-1.0, 1.0, 4)},
-      'x',
-      state=lambda s: (s.clients, s.compressor),
-      chunk_size=3,
-    )
+    p0, state = {'x': jnp.linspace(-1.0, 1.0, 4)}, lambda s: (s.clients, s.compressor)
+    sim = compare(f'{case}_n{n}', alg, problem, sched, p0, 'x', state=state, chunk_size=3)
     assert sim.num_slots > n, (case, n, sim.num_slots)
+
+# grouped by K: 4 slots in 2 blocks, one slot per device each
+problem = quadratic_problem(*make_quadratic(num_clients=8, dtype=np.float64))
+sched = afl_jax.schedules.random_staleness(
+  8, 4, 6, window=3, local_steps=1, local_steps_multipliers=range(1, 5), seed=2
+)
+p0, alg = {'x': jnp.ones(4)}, build('fedbuff', run_info(8))
+(padded, _, _), (grouped, _, sim) = [
+  run(alg, problem, sched, p0, local_step_buckets=b) for b in (0, 2)
+]
+assert sim.num_devices == 2 and sim.block_size == 2 and sim.adaptive_steps
+out['fedbuff_buckets_n8'] = max_diff([padded['params']['x']], [grouped['params']['x']])
+out['fedbuff_buckets_n8_moved'] = max_diff([padded['params']['x'][-1]], [p0['x']])
 print(json.dumps(out))
