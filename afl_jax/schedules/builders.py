@@ -1,11 +1,10 @@
-"""The papers' delay models in NumPy, deterministic given ``seed``: synchronous cohorts (FedAvg),
-FedBuff's event clock (Nguyen et al. 2022; with a staleness bound, Port's), its buffer of one,
-FedGM's random staleness (App. H.1) and AsynFL's waiting windows (Sec. VI); their staleness in
-each paper's counter is docs/theory.md's (tests/theory_test.py)."""
+"""The papers' delay models in NumPy, deterministic given ``seed``: synchronous cohorts, FedBuff's
+event clock (Port's with a staleness bound), FedGM App. H.1, AsynFL Sec. VI (docs/theory.md)."""
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -16,8 +15,7 @@ from afl_jax.registry import Registry
 from afl_jax.schedules.durations import Durations, make
 from afl_jax.schedules.schedule import Schedule
 
-# The ranges of the delay models' settings (the config's schedule kinds take them too); a
-# bound given by name is that argument's value.
+# The ranges of the delay models' settings, the config's schedule kinds' too.
 SETTINGS = {
   'concurrency': checks.integer(1, 'num_clients'),  # Mc, jobs running at once
   'buffer_size': checks.integer(1, 'concurrency'),  # M, arrivals per server step
@@ -42,8 +40,7 @@ def clock_problem(num_clients: int, concurrency: int, buffer_size: int) -> str |
 def _steps_table(local_steps, num_clients: int) -> np.ndarray:
   """Per-client local step counts int32[N] from an int or an array [N]."""
   arr = np.asarray(local_steps)
-  if arr.ndim == 0:
-    arr = np.full(num_clients, int(arr))
+  arr = np.full(num_clients, int(arr)) if arr.ndim == 0 else arr
   if arr.shape != (num_clients,):
     raise ValueError(
       f'local_steps must be an int or an array of shape ({num_clients},); got shape {arr.shape}.'
@@ -72,11 +69,10 @@ def _pack(
 
 def _cohorts(num_clients, clients_per_step, num_steps, local_steps, seed):
   """``(n, t_max, steps, rng, ids int32[T, S])``, S of N clients drawn per step."""
-  n, t_max = num_clients, num_steps
-  steps = _steps_table(local_steps, n)
   rng = np.random.default_rng(seed)
-  ids = [rng.choice(n, size=clients_per_step, replace=False) for _ in range(t_max)]
-  return n, t_max, steps, rng, np.stack(ids).astype(np.int32)
+  ids = [rng.choice(num_clients, size=clients_per_step, replace=False) for _ in range(num_steps)]
+  steps = _steps_table(local_steps, num_clients)
+  return num_clients, num_steps, steps, rng, np.stack(ids).astype(np.int32)
 
 
 @BUILDERS.register('synchronous')
@@ -108,16 +104,11 @@ class _IdlePool:
     self.where[c] = len(self.items)
     self.items.append(c)
 
-  def remove(self, c: int) -> None:
-    k = self.where.pop(c)
-    last = self.items.pop()
-    if last != c:
-      self.items[k] = last
-      self.where[last] = k
-
   def draw(self, rng: np.random.Generator) -> int:
     c = self.items[int(rng.integers(len(self.items)))]
-    self.remove(c)
+    k, last = self.where.pop(c), self.items.pop()
+    if last != c:
+      self.items[k], self.where[last] = last, k
     return c
 
 
@@ -149,18 +140,15 @@ def fedbuff(
   pool = _IdlePool(np.setdiff1d(np.arange(n), first))
   # heap entries: (finish time, seq, client, start version, start time)
   heap: list[tuple[float, int, int, int, float]] = []
-  for seq, (c, d) in enumerate(zip(first, durations.draw(rng, first), strict=True)):
-    heapq.heappush(heap, (float(d), seq, int(c), 0, 0.0))
-  seq = mc
+  for i, (c, d) in enumerate(zip(first, durations.draw(rng, first), strict=True)):
+    heapq.heappush(heap, (float(d), i, int(c), 0, 0.0))
+  seq = itertools.count(mc)
 
   def start_job(c: int, version: int, now: float) -> None:
-    nonlocal seq
     d = float(durations.draw(rng, np.array([c]))[0])
-    heapq.heappush(heap, (now + d, seq, c, version, now))
-    seq += 1
+    heapq.heappush(heap, (now + d, next(seq), c, version, now))
 
-  rows, wall, buffer = [], [], []
-  version = 0
+  rows, wall, buffer, version = [], [], [], 0
   while version < t_max:
     now, _, c, s, _ = heapq.heappop(heap)
     buffer.append((c, s, int(steps[c])))
@@ -231,9 +219,7 @@ def random_staleness(
   when given."""
   w = max_staleness + 1 if max_staleness is not None else (5 if window is None else window)
   n, t_max, steps, rng, ids = _cohorts(num_clients, clients_per_step, num_steps, local_steps, seed)
-  t = np.arange(t_max)[:, None]
-  lag = rng.integers(0, w, size=ids.shape)
-  start = np.maximum(t - lag, 0)
+  start = np.maximum(np.arange(t_max)[:, None] - rng.integers(0, w, size=ids.shape), 0)
   k = steps[ids]
   if local_steps_multipliers is not None:
     k = k * rng.choice(np.asarray(list(local_steps_multipliers)), size=ids.shape)
@@ -254,15 +240,10 @@ def waiting_windows(
 ) -> Schedule:
   """AsynFL's flexible participation: round t ends at ``(t + 1) window`` seconds; clients finished
   by then report and restart from version t + 1 (``window=None``: synchronous)."""
-  n, t_max = num_clients, num_steps
-  steps = _steps_table(local_steps, n)
-  rng = np.random.default_rng(seed)
-  all_ids = np.arange(n)
-  finish = durations.draw(rng, all_ids)
-  start = np.zeros(n, np.int64)
-  rows, wall = [], []
-  now = 0.0
-  for t in range(t_max):
+  n, steps, rng = num_clients, _steps_table(local_steps, num_clients), np.random.default_rng(seed)
+  finish, start = durations.draw(rng, np.arange(n)), np.zeros(n, np.int64)
+  rows, wall, now = [], [], 0.0
+  for t in range(num_steps):
     now = float(finish.max()) if window is None else now + window
     ready = np.flatnonzero(finish <= now)
     rows.append([(int(c), int(start[c]), int(steps[c])) for c in ready])
