@@ -155,7 +155,7 @@ def id_dataset(n=1000, n_test=50):
 @pytest.mark.parametrize('name', ['iid', 'dirichlet', 'shards'])
 def test_unlabeled_split_is_disjoint_from_all_clients(name):
   ds = id_dataset()
-  fd = make_federated(ds, name, 10, alpha=0.5, seed=3, unlabeled_fraction=0.15)
+  fd = make_federated(ds, name, 10, alpha=0.5, seed=3, unlabeled_size=150)
   client_ids = fd.x[:, 0].astype(int)
   unlabeled_ids = fd.unlabeled_x[:, 0].astype(int)
   assert len(unlabeled_ids) == 150 and len(client_ids) == 850
@@ -173,10 +173,8 @@ def test_make_federated_unlabeled_size_and_validation():
   assert make_federated(ds, 'iid', 4).unlabeled_x.shape == (0, 1)
   with pytest.raises(ValueError, match="partition_name='bogus'"):
     make_federated(ds, 'bogus', 4)
-  with pytest.raises(ValueError, match='not both'):
-    make_federated(ds, 'iid', 4, unlabeled_fraction=0.1, unlabeled_size=5)
-  with pytest.raises(ValueError, match=r'unlabeled_fraction=1.0 must be in \[0, 1\)'):
-    make_federated(ds, 'iid', 4, unlabeled_fraction=1.0)
+  with pytest.raises(ValueError, match=r'unlabeled_size=1000 must be in \[0, 999\]'):
+    make_federated(ds, 'iid', 4, unlabeled_size=1000)
 
 
 def test_make_federated_standardizes_uint8_images():

@@ -25,8 +25,6 @@ def test_digits_split_is_deterministic_in_seed():
   a, b, c = load_digits(seed=1), load_digits(seed=1), load_digits(seed=2)
   np.testing.assert_array_equal(a.test_x, b.test_x)
   assert not np.array_equal(a.test_y, c.test_y)
-  with pytest.raises(ValueError, match='test_fraction=1.5'):
-    load_digits(test_fraction=1.5)
 
 
 def test_synthetic_layout_and_determinism():

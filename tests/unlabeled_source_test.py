@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from afl_jax import data
-from afl_jax.data import unlabeled
+from afl_jax.data import digits as unlabeled
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline.build import build_data
 
