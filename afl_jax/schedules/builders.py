@@ -93,23 +93,12 @@ def synchronous(
   return Schedule(ids, start, steps[ids], np.ones_like(ids, bool), np.cumsum(round_time), n)
 
 
-class _IdlePool:
-  """Uniform sampling and O(1) removal from a set of client ids."""
-
-  def __init__(self, ids: np.ndarray):
-    self.items = [int(i) for i in ids]
-    self.where = {c: k for k, c in enumerate(self.items)}
-
-  def add(self, c: int) -> None:
-    self.where[c] = len(self.items)
-    self.items.append(c)
-
-  def draw(self, rng: np.random.Generator) -> int:
-    c = self.items[int(rng.integers(len(self.items)))]
-    k, last = self.where.pop(c), self.items.pop()
-    if last != c:
-      self.items[k], self.where[last] = last, k
-    return c
+def _draw(pool: list[int], rng: np.random.Generator) -> int:
+  """A client drawn uniformly from the idle ``pool``, removed by moving the last one in its place."""
+  k = int(rng.integers(len(pool)))
+  c, pool[k] = pool[k], pool[-1]
+  pool.pop()
+  return c
 
 
 CLOCK = checks.Rule('num_clients', clock_problem)
@@ -137,7 +126,7 @@ def fedbuff(
   steps = _steps_table(local_steps, n)
   rng = np.random.default_rng(seed)
   first = rng.choice(n, size=mc, replace=False)
-  pool = _IdlePool(np.setdiff1d(np.arange(n), first))
+  pool = [int(i) for i in np.setdiff1d(np.arange(n), first)]
   # heap entries: (finish time, seq, client, start version, start time)
   heap: list[tuple[float, int, int, int, float]] = []
   for i, (c, d) in enumerate(zip(first, durations.draw(rng, first), strict=True)):
@@ -153,7 +142,7 @@ def fedbuff(
     now, _, c, s, _ = heapq.heappop(heap)
     buffer.append((c, s, int(steps[c])))
     if len(buffer) < m:
-      start_job(pool.draw(rng), version, now)  # a finished client is replaced at once
+      start_job(_draw(pool, rng), version, now)  # a finished client is replaced at once
       continue
     too_stale = []
     if staleness_bound is not None:
@@ -169,11 +158,10 @@ def fedbuff(
     rows.append(buffer)
     wall.append(now)
     version += 1
-    for b, _, _ in buffer:
-      pool.add(b)
+    pool += [b for b, _, _ in buffer]
     buffer = []
     while len(heap) < mc:  # refill to Mc clients training, from the new version
-      start_job(pool.draw(rng), version, now)
+      start_job(_draw(pool, rng), version, now)
   return _pack(rows, wall, n)
 
 
