@@ -32,9 +32,8 @@ def clock_problem(num_clients: int, concurrency: int, buffer_size: int) -> str |
   """FedBuff's clock keeps ``concurrency`` jobs running and draws a replacement from the idle
   clients while ``buffer_size - 1`` finished ones wait: the clients it needs."""
   least = concurrency + buffer_size - 1
-  if num_clients < least:
-    return f'must be >= concurrency + buffer_size - 1 = {least} (an idle client to draw)'
-  return None
+  why = f'must be >= concurrency + buffer_size - 1 = {least} (an idle client to draw)'
+  return why if num_clients < least else None
 
 
 def _steps_table(local_steps, num_clients: int) -> np.ndarray:
@@ -54,17 +53,12 @@ def _pack(
   rows: Sequence[Sequence[tuple[int, int, int]]], wall: Sequence[float], num_clients: int
 ) -> Schedule:
   """Rows of (client, start_step, local_steps) per server step -> padded Schedule."""
-  t, m = len(rows), max(1, max((len(r) for r in rows), default=1))
-  ids, start, steps = (
-    np.zeros((t, m), np.int32),
-    np.zeros((t, m), np.int32),
-    np.ones((t, m), np.int32),
-  )
-  mask = np.zeros((t, m), bool)
+  grid = np.zeros((len(rows), max([1, *map(len, rows)]), 3), np.int32)
+  grid[..., 2] = 1  # padding: client 0 from version 0, one step
+  mask = np.zeros(grid.shape[:2], bool)
   for i, row in enumerate(rows):
-    for j, (c, s, k) in enumerate(row):
-      ids[i, j], start[i, j], steps[i, j], mask[i, j] = c, s, k, True
-  return Schedule(ids, start, steps, mask, np.asarray(wall, np.float64), num_clients)
+    grid[i, : len(row)], mask[i, : len(row)] = np.reshape(row, (-1, 3)), True
+  return Schedule(*np.moveaxis(grid, 2, 0), mask, np.asarray(wall, np.float64), num_clients)
 
 
 def _cohorts(num_clients, clients_per_step, num_steps, local_steps, seed):
