@@ -32,30 +32,19 @@ def _locate(directory: pathlib.Path) -> dict[str, pathlib.Path] | pathlib.Path |
       return present
     if present:
       missing = [str(d / n) for n in _ALL_FILES if n not in present]
-      raise DataError(
-        f'{", ".join(missing)}: file not found (the other CIFAR-10 batch files are in {d}; '
-        f'all six are needed: {", ".join(_ALL_FILES)})'
-      )
+      raise DataError(f'{", ".join(missing)}: file not found (the other five are in {d})')
   return base / ARCHIVE if (base / ARCHIVE).is_file() else None
 
 
 def parse_batch(data: bytes, name: str, records: int | None) -> tuple[np.ndarray, np.ndarray]:
   """``(images uint8[n, 32, 32, 3], labels int32[n])`` of one batch file (``records`` None: any
   count)."""
-  size = len(data)
-  if size == 0 or size % RECORD_BYTES:
-    whole, rest = divmod(size, RECORD_BYTES)
-    raise DataError(
-      f'{name}: truncated or corrupt file: {size} bytes is not a whole number of '
-      f'{RECORD_BYTES}-byte records ({whole} records and {rest} extra bytes); delete it and '
-      'fetch it again'
-    )
-  n = size // RECORD_BYTES
+  n, rest = divmod(len(data), RECORD_BYTES)
+  if n == 0 or rest:
+    why = f'{len(data)} bytes is not a whole number of {RECORD_BYTES}-byte records'
+    raise DataError(f'{name}: truncated or corrupt file: {why}; delete it and fetch it again')
   if records is not None and n != records:
-    raise DataError(
-      f'{name}: holds {n} records ({size} bytes), expected {records} '
-      f'({records * RECORD_BYTES} bytes); the file is truncated or not a CIFAR-10 batch'
-    )
+    raise DataError(f'{name}: holds {n} records, expected {records} (truncated or not CIFAR-10)')
   raw = np.frombuffer(data, np.uint8).reshape(n, RECORD_BYTES)
   labels = raw[:, 0].astype(np.int32)
   hint = ' (is this the CIFAR-100 binary version, or a corrupt file?)'
@@ -77,14 +66,10 @@ def _read_archive(path: pathlib.Path) -> dict[str, tuple[str, bytes]]:
             raise DataError(f'{path}: member {member.name} is not a regular file')
           out[name] = (f'{path}:{ARCHIVE_DIR}/{name}', tar.extractfile(member).read())
   except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
-    raise DataError(
-      f'{path}: corrupt or truncated archive ({e}); delete it and fetch it again'
-    ) from e
+    raise DataError(f'{path}: corrupt or truncated archive ({e}); fetch it again') from e
   missing = [m for m, n in wanted.items() if n not in out]
   if missing:
-    raise DataError(
-      f'{path}: archive lacks {", ".join(missing)}; is it the binary version ({ARCHIVE})?'
-    )
+    raise DataError(f'{path}: lacks {", ".join(missing)}; is it the binary version ({ARCHIVE})?')
   return out
 
 

@@ -42,9 +42,7 @@ def read_bytes(path: str | os.PathLike) -> bytes:
   try:
     return gzip.decompress(raw) if raw[:2] == b'\x1f\x8b' else raw
   except (OSError, EOFError, zlib.error) as e:
-    raise DataError(
-      f'{path}: corrupt or truncated gzip data ({e}); delete the file and fetch it again'
-    ) from e
+    raise DataError(f'{path}: corrupt or truncated gzip data ({e}); fetch it again') from e
 
 
 def read_idx(
@@ -55,9 +53,7 @@ def read_idx(
   if len(data) < 4:
     raise DataError(f'{name}: file is {len(data)} bytes, too short for the 4-byte IDX magic')
   if data[0] != 0 or data[1] != 0:
-    raise DataError(
-      f'{name}: bad IDX magic number 0x{data[:4].hex()} (must start with 0x0000); not an IDX file'
-    )
+    raise DataError(f'{name}: bad IDX magic number 0x{data[:4].hex()} (must start with 0x0000)')
   code, nd = data[2], data[3]
   if code not in IDX_DTYPES:
     valid = ', '.join(f'0x{c:02X} ({n})' for c, (_, n) in IDX_DTYPES.items())
@@ -69,22 +65,13 @@ def read_idx(
     raise DataError(f'{name}: IDX header declares {nd} dimensions, expected {ndim}')
   header_len = 4 + 4 * nd
   if len(data) < header_len:
-    raise DataError(
-      f'{name}: truncated header: {nd} dimensions need {header_len} header bytes, '
-      f'file has {len(data)}'
-    )
+    raise DataError(f'{name}: truncated header: {nd} dimensions need {header_len} bytes')
   dims = tuple(int(d) for d in np.frombuffer(data, dtype='>u4', count=nd, offset=4))
   expected, actual = math.prod(dims) * np_dtype.itemsize, len(data) - header_len
   if actual < expected:
-    raise DataError(
-      f'{name}: truncated file: header declares shape {dims} of {dtype_name} '
-      f'({expected} payload bytes) but only {actual} bytes follow the header'
-    )
+    raise DataError(f'{name}: truncated file: {actual} of {expected} bytes of shape {dims}')
   if actual > expected:
-    raise DataError(
-      f'{name}: {actual - expected} unexpected trailing bytes after the payload of '
-      f'shape {dims} of {dtype_name}'
-    )
+    raise DataError(f'{name}: {actual - expected} trailing bytes after the shape {dims}')
   arr = np.frombuffer(data, dtype=np_dtype, offset=header_len).reshape(dims)
   return arr.astype(np_dtype.newbyteorder('='))
 
@@ -108,10 +95,7 @@ def load_split(images_path, labels_path) -> tuple[np.ndarray, np.ndarray]:
   if images.shape[1:] != IMAGE_SHAPE:
     raise DataError(f'{images_path}: images have shape {images.shape[1:]}, expected {IMAGE_SHAPE}')
   if images.shape[0] != labels.shape[0]:
-    raise DataError(
-      f'{images_path} holds {images.shape[0]} images but {labels_path} holds '
-      f'{labels.shape[0]} labels; the two files must have the same count'
-    )
+    raise DataError(f'{images_path} and {labels_path} do not hold the same count of items')
   check_labels(labels, NUM_CLASSES, labels_path, 'at index')
   return images, labels.astype(np.int32)
 
