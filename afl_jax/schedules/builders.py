@@ -88,7 +88,7 @@ def synchronous(
 
 
 def _draw(pool: list[int], rng: np.random.Generator) -> int:
-  """A client drawn uniformly from the idle ``pool``, removed by moving the last one in its place."""
+  """A client drawn uniformly from the idle ``pool``, the last one moved into its place."""
   k = int(rng.integers(len(pool)))
   c, pool[k] = pool[k], pool[-1]
   pool.pop()

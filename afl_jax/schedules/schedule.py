@@ -75,15 +75,10 @@ class Schedule:
       if arr.ndim != 2:
         raise ScheduleError(f'{name} must be a 2-D array [T, M]; got shape {arr.shape}.')
       if name != 'mask' and not np.issubdtype(arr.dtype, np.integer):
-        raise ScheduleError(
-          f'{name} must hold integers; got dtype {arr.dtype} (values are not cast silently).'
-        )
+        raise ScheduleError(f'{name} must hold integers; got dtype {arr.dtype} (not cast).')
       shape = arr.shape if name == 'client_ids' else self.client_ids.shape
       if arr.shape != shape:
-        raise ScheduleError(
-          f'{name} has shape {arr.shape} but client_ids has {shape}; all [T, M] arrays must '
-          'have the same shape.'
-        )
+        raise ScheduleError(f'{name} has shape {arr.shape}, not the same shape as client_ids.')
       set_(name, arr)
     if shape[0] < 1 or shape[1] < 1:
       raise ScheduleError(f'a schedule needs T >= 1 steps and M >= 1 slots; got shape {shape}.')
@@ -114,9 +109,7 @@ class Schedule:
       arr = getattr(self, name)
       _reject(m & ((arr < low) | (arr > high)), f'{name}[{{t}}, {{j}}] = {{v}} {rule}', arr, n=n)
     if shape[0] > _INDEX_MAX:
-      raise ScheduleError(
-        f'a schedule may have at most {_INDEX_MAX} steps (int32); got {shape[0]}.'
-      )
+      raise ScheduleError(f'a schedule has at most {_INDEX_MAX} steps (int32); got {shape[0]}.')
     ids = np.where(m, self.client_ids, 0)
     srt = np.sort(np.where(m, ids, -1 - np.arange(shape[1])[None, :]), axis=1)
     twice = (
@@ -236,10 +229,7 @@ def load(path: str | os.PathLike, *, max_slots: int = MAX_SLOTS) -> Schedule:
     if 'format_version' in arrays:
       version = _count('format_version', arrays.pop('format_version'))
       if version != SCHEDULE_FORMAT_VERSION:
-        raise ScheduleError(
-          f'format_version {version} is not supported (this library reads version '
-          f'{SCHEDULE_FORMAT_VERSION}).'
-        )
+        raise ScheduleError(f'format_version {version} is not supported (only 1 is).')
     for required in ('client_ids', 'start_step', 'num_clients'):
       if required not in arrays:
         raise ScheduleError(f'missing array {required!r}; found {sorted(arrays)}.')
