@@ -79,14 +79,15 @@ def _tarball(directory, members):
   return path
 
 
+def _members(src):
+  return {f'cifar-10-batches-bin/{n}': (src / n).read_bytes() for n in NAMES}
+
+
 def test_reads_the_archive_without_extracting(tmp_path):
-  src = tmp_path / 'src'
-  arrays = write_cifar(src)
-  members = {f'cifar-10-batches-bin/{n}': (src / n).read_bytes() for n in NAMES}
-  members['cifar-10-batches-bin/batches.meta.txt'] = b'airplane\n'
+  arrays = write_cifar(tmp_path / 'src')
   dest = tmp_path / 'data'
   dest.mkdir()
-  _tarball(dest, members)
+  _tarball(dest, _members(tmp_path / 'src') | {'cifar-10-batches-bin/batches.meta.txt': b'a\n'})
   ds = load_cifar10(dest, records_per_file=N)
   for got, want in zip((ds.test_x, ds.test_y), expected(arrays, cifar10.TEST_FILES)):
     np.testing.assert_array_equal(got, want)
@@ -99,8 +100,7 @@ def test_an_archive_of_the_python_version_or_truncated_is_refused(tmp_path, pyth
     _tarball(tmp_path, {'cifar-10-batches-py/data_batch_1': b'\x80\x04pickle'})
   else:
     write_cifar(tmp_path / 'src')
-    members = {f'cifar-10-batches-bin/{n}': (tmp_path / 'src' / n).read_bytes() for n in NAMES}
-    raw = open(_tarball(tmp_path, members), 'rb').read()
+    raw = open(_tarball(tmp_path, _members(tmp_path / 'src')), 'rb').read()
     open(tmp_path / cifar10.ARCHIVE, 'wb').write(raw[: len(raw) // 2])
   match = 'binary version' if python_version else 'corrupt or truncated archive'
   with pytest.raises(DataError, match=match) as info:
@@ -119,23 +119,19 @@ CORRUPTIONS = {
   'one record missing': ('data_batch_5.bin', _valid(N - 1), N, f'expected {N}'),
   'official count': ('data_batch_1.bin', _valid(), 10000, 'expected 10000'),
   'bad label': ('test_batch.bin', _valid(2) + record(10, np.zeros((32, 32, 3))), N, 'label 10'),
+  'missing': ('data_batch_4.bin', None, N, 'data_batch_4.bin: file not found'),
 }
 
 
 @pytest.mark.parametrize('case', sorted(CORRUPTIONS))
-def test_corrupt_files_raise_data_error_naming_file(tmp_path, case):
+def test_corrupt_or_missing_files_raise_data_error_naming_file(tmp_path, case):
   name, data, records, fragment = CORRUPTIONS[case]
-  write_cifar(tmp_path, **{name: data})
+  write_cifar(tmp_path / 'cifar-10-batches-bin', **{name: data or b''})
+  if data is None:
+    os.remove(tmp_path / 'cifar-10-batches-bin' / name)
   with pytest.raises(DataError) as info:
     load_cifar10(tmp_path, records_per_file=records)
   assert fragment in str(info.value) and name in str(info.value) and '\n' not in str(info.value)
-
-
-def test_missing_file_is_named(tmp_path):
-  write_cifar(tmp_path / 'cifar-10-batches-bin')
-  os.remove(tmp_path / 'cifar-10-batches-bin' / 'data_batch_4.bin')
-  with pytest.raises(DataError, match='data_batch_4.bin: file not found'):
-    load_cifar10(tmp_path, records_per_file=N)
 
 
 def idx_bytes(arr, code=0x08, ndim=None, dims=None, magic01=b'\x00\x00'):
@@ -269,7 +265,7 @@ def test_a_damaged_gzip_names_the_gz_file(tmp_path, damage, fragment):
 def _cifar_archive(tmp_path):
   src = tmp_path / 'src'
   arrays = write_cifar(src)
-  path = _tarball(tmp_path, {f'cifar-10-batches-bin/{n}': (src / n).read_bytes() for n in NAMES})
+  path = _tarball(tmp_path, _members(src))
   by_url = {cifar10.SOURCE_URL: open(path, 'rb').read()}
   return arrays['test_batch.bin'][0], by_url
 
