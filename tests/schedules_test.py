@@ -6,43 +6,42 @@ import pytest
 from afl_jax import schedules
 from afl_jax.schedules import ScheduleError, from_arrays
 
+ONE, TWO = (
+  dict(client_ids=[[0]], start_step=[[0]]),
+  dict(client_ids=[[0], [1]], start_step=[[0], [0]]),
+)
+
 
 @pytest.mark.parametrize(
   'kwargs,match',
   [
     (dict(client_ids=[[0, 5]], start_step=[[0, 0]], num_clients=3), r'client_ids\[0, 1\] = 5'),
     (dict(client_ids=[[1, 1]], start_step=[[0, 0]]), 'client 1 arrives twice at step 0'),
-    (dict(client_ids=[[0], [1]], start_step=[[0], [2]]), r'start_step\[1, 0\] = 2'),
-    (dict(client_ids=[[0], [1]], start_step=[[0], [-1]]), r'start_step\[1, 0\] = -1'),
-    (
-      dict(client_ids=[[0, 1]], start_step=[[0, 0]], local_steps=[[1, -2]]),
-      r'local_steps\[0, 1\] = -2',
-    ),
+    (TWO | dict(start_step=[[0], [2]]), r'start_step\[1, 0\] = 2'),
+    (TWO | dict(start_step=[[0], [-1]]), r'start_step\[1, 0\] = -1'),
+    (dict(client_ids=[[0, 1]], start_step=[[0, 0]], local_steps=[[1, -2]]), r'local_steps\[0, 1'),
     (dict(client_ids=[[0, 1]], start_step=[[0, 0, 0]]), 'same shape'),
-    (dict(client_ids=[[0], [1]], start_step=[[0], [0]], wall_clock=[2.0, 1.0]), 'non-decreasing'),
-    (dict(client_ids=[[0], [1]], start_step=[[0], [0]], wall_clock=[0.0]), 'wall_clock'),
+    (TWO | dict(wall_clock=[2.0, 1.0]), 'non-decreasing'),
+    (TWO | dict(wall_clock=[0.0]), 'wall_clock'),
     (dict(client_ids=[[0.5]], start_step=[[0]]), 'integers'),
     # values are never cast silently
-    (dict(client_ids=[[0]], start_step=[[0]], local_steps=2.5), r'local_steps must be an integer'),
-    (dict(client_ids=[[0]], start_step=[[0]], local_steps=[[2.5]]), 'local_steps must hold integ'),
-    (dict(client_ids=[[0]], start_step=[[0.0]]), 'start_step must hold integers'),
-    (dict(client_ids=[[0]], start_step=[[0]], num_clients=3.5), 'num_clients must be an integer'),
-    (dict(client_ids=[[0]], start_step=[[0]], num_clients=True), 'num_clients must be an integer'),
-    (dict(client_ids=[[0]], start_step=[[0]], num_clients=2**31), r'\[1, 2147483647\] \(int32\)'),
+    (ONE | dict(local_steps=2.5), r'local_steps must be an integer'),
+    (ONE | dict(local_steps=[[2.5]]), 'local_steps must hold integ'),
+    (ONE | dict(start_step=[[0.0]]), 'start_step must hold integers'),
+    (ONE | dict(num_clients=3.5), 'num_clients must be an integer'),
+    (ONE | dict(num_clients=True), 'num_clients must be an integer'),
+    (ONE | dict(num_clients=2**31), r'\[1, 2147483647\] \(int32\)'),
     (
-      dict(client_ids=np.array([[2**32 + 1]]), start_step=[[0]], num_clients=2**31 - 1),
-      r'client_ids\[0, 0\] = 4294967297 is out of range',
+      ONE | dict(client_ids=np.array([[2**32 + 1]]), num_clients=2**31 - 1),
+      r'4294967297 is out of',
     ),
-    (
-      dict(client_ids=[[0]], start_step=[[0]], local_steps=np.array([[2**32 + 3]])),
-      r'local_steps\[0, 0\] = 4294967299 is invalid.*int32',
-    ),
+    (ONE | dict(local_steps=np.array([[2**32 + 3]])), r'\[0, 0\] = 4294967299 is invalid.*int32'),
     (dict(client_ids=[[0, 1], [1]], start_step=[[0, 0], [0]]), 'rectangular'),
     (dict(client_ids=[[[0]]], start_step=[[[0]]]), '2-D array'),
     (dict(client_ids=[0, 1], start_step=[0, 0, 0]), 'start_step has shape'),
-    (dict(client_ids=[[0]], start_step=[[0]], mask=[[0.5]]), 'mask must be boolean'),
-    (dict(client_ids=[[0]], start_step=[[0]], wall_clock=['a']), 'wall_clock must hold real'),
-    (dict(client_ids=[[0]], start_step=[[0]], wall_clock=[np.nan]), 'wall_clock must be finite'),
+    (ONE | dict(mask=[[0.5]]), 'mask must be boolean'),
+    (ONE | dict(wall_clock=['a']), 'wall_clock must hold real'),
+    (ONE | dict(wall_clock=[np.nan]), 'wall_clock must be finite'),
   ],
 )
 def test_malformed_schedules_raise_clear_errors(kwargs, match):
