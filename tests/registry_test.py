@@ -12,7 +12,7 @@ import optax
 import pytest
 
 import afl_jax
-from afl_jax import algorithms, checks, clients, compression, schedules, servers
+from afl_jax import algorithms, checks, clients, compression, data, models, schedules, servers
 from afl_jax.algorithms import RunInfo
 from afl_jax.algorithms._masfl import adamasfl_theory, masfl_theory
 from afl_jax.errors import ArgumentError, ConfigError
@@ -121,15 +121,21 @@ def test_every_hyperparameter_has_a_range_its_default_meets():
         assert algorithms.ALGORITHMS.violation(name, k, defaults[k]) is None, (name, k)
 
 
-@pytest.mark.parametrize('package', [algorithms, servers, clients, compression, schedules])
-def test_every_public_name_is_a_function_or_type_never_a_module(package):
-  """Each registered name is the package's attribute of that name, which checks and makes it."""
-  for name in package.__all__:
-    assert not isinstance(getattr(package, name), types.ModuleType), name
-  registry = {schedules: schedules.BUILDERS}.get(package, package.make.__self__)
-  for name in registry.names():
-    public = getattr(package, name)
-    assert public.__name__ == name and public.__registered__ == (registry, name)
+@pytest.mark.parametrize(
+  'package', [algorithms, servers, clients, compression, schedules, models, data]
+)
+def test_every_kind_is_made_listed_and_read_with_the_same_verbs(package):
+  """``make``, ``names``, ``settings`` (and ``register``) of each kind's registry; its public
+  names are the registered factories (a module never shadows one)."""
+  registry = package.make.__self__
+  assert all(getattr(package, v).__self__ is registry for v in ('names', 'settings', 'register'))
+  if package not in (models, data):
+    for name in package.__all__:
+      assert not isinstance(getattr(package, name), types.ModuleType), name
+    registry = {schedules: schedules.BUILDERS}.get(package, registry)
+    for name in registry.names():
+      public = getattr(package, name)
+      assert public.__name__ == name and public.__registered__ == (registry, name)
 
 
 def test_get_fills_the_declared_context_from_a_run_info_unless_given():
