@@ -161,15 +161,9 @@ def write_fmnist(directory, gz=True, **overrides):
   return arrays, paths
 
 
-@pytest.fixture(scope='module')
-def real_fmnist():
-  if not os.path.isdir(SYSTEM_DIR):
-    pytest.skip(f'{SYSTEM_DIR} absent (sudo apt-get install dataset-fashion-mnist)')
-  return load_fashion_mnist(SYSTEM_DIR)
-
-
-def test_real_fashion_mnist_and_the_masfl_federation(real_fmnist):
-  ds = real_fmnist
+@pytest.mark.skipif(not os.path.isdir(SYSTEM_DIR), reason=f'{SYSTEM_DIR} absent')
+def test_real_fashion_mnist_and_the_masfl_federation():
+  ds = load_fashion_mnist(SYSTEM_DIR)
   assert ds.train_x.shape == (60000, 28, 28) and ds.train_x.dtype == np.uint8
   assert ds.test_x.shape == (10000, 28, 28) and ds.test_y.dtype == np.int32
   assert ds.num_classes == 10 and ds.train_x.max() == 255 and ds.train_x.min() == 0
