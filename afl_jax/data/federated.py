@@ -74,10 +74,8 @@ def federate(
     raise ValueError(f'unlabeled_size={unlabeled_size!r} must be in [0, {m - 1}]')
   rng = np.random.default_rng(seed)
   perm = rng.permutation(m)
-  unlabeled_idx, labeled_idx = (
-    pool[np.sort(perm[:unlabeled_size])],
-    pool[np.sort(perm[unlabeled_size:])],
-  )
+  unlabeled_idx = pool[np.sort(perm[:unlabeled_size])]
+  labeled_idx = pool[np.sort(perm[unlabeled_size:])]
   labels = dataset.train_y[labeled_idx]
   if partition_name == 'dirichlet':
     part = partition_lib.dirichlet(labels, num_clients, alpha, rng, min_size=min_size)
@@ -86,11 +84,8 @@ def federate(
   else:
     part = partition_lib.iid(labels, num_clients, rng)
   if part.sizes.min() < 1:
-    raise partition_lib.PartitionError(
-      f'partition {partition_name!r} left a client without samples (sizes min '
-      f'{part.sizes.min()}); use fewer clients',
-      'num_clients',
-    )
+    why = f'partition {partition_name!r} left a client without samples; use fewer clients'
+    raise partition_lib.PartitionError(why, 'num_clients')
   norm = normalizer(dataset.train_x)
   return ClientLayout(
     x=norm(dataset.train_x),
