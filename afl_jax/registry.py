@@ -1,12 +1,6 @@
-"""One name -> factory mechanism, and the one check of a component's settings, for every kind of
-component (algorithm, client and server rule, compressor, model, dataset, schedule).
-
-Every registry answers the same three verbs: ``make(name, **settings)`` builds one,
-``names()`` lists them, ``settings(name)`` reads a factory's settings (its signature, defaults
-included). Each setting's range is a :class:`~afl_jax.checks.Spec` declared beside the
-registration (``@ALGORITHMS.register('fadas', tau_c=checks.integer(0))``), each combination a
-:class:`~afl_jax.checks.Rule`; :meth:`Registry.bind` checks them, for a config section and a
-direct call alike (docs/extending.md)."""
+"""One name -> factory mechanism and the one check of a component's settings, for every kind
+(algorithm, client and server rule, compressor, model, dataset, schedule): ``make(name,
+**settings)`` builds, ``names()`` lists, ``settings(name)`` reads (docs/extending.md)."""
 
 from __future__ import annotations
 
@@ -23,8 +17,8 @@ from afl_jax.errors import ArgumentError, ConfigError
 
 REQUIRED = inspect.Parameter.empty  # the default of a setting that has none
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-# Bumped by every register/unregister: what a resolved config can depend on changed (caches of
-# resolved configs, e.g. afl_jax.reproduction.runs.sweep_identity, key on it).
+# Bumped by every register/unregister: caches of resolved configs key on it
+# (afl_jax.reproduction.runs.sweep_identity).
 GENERATION = [0]
 
 
@@ -39,18 +33,16 @@ class _Entry:
   fixed: dict[str, Any]  # arguments this registration sets (not settings)
   parts: dict[str, tuple[Registry, str]]  # argument -> the entry that builds it
   meta: dict[str, Any]
-  public: Callable[..., Any] | None = None  # the factory as a user calls it (:meth:`exports`)
+  public: Callable[..., Any]  # the factory as a user calls it (:meth:`exports`)
 
 
 class Registry:
-  """Names -> factories of one ``kind``. ``section``: the config section holding the settings
-  (a refusal is a ConfigError naming ``<section>.<setting>``); None for a library kind (the
-  rules), refused with an ArgumentError naming the argument. ``name_field``: the config field
-  naming the component. ``supplied``: arguments the caller gives every factory (not settings).
-  ``shared``: name -> Spec of settings that mean the same in every entry. ``parts``: argument
-  -> registered factory building it from settings of the same section (a schedule's job
-  durations): its settings are the taking entry's, and :meth:`make` builds it. ``facts``: the
-  run facts an entry may take as ``context`` (None: any)."""
+  """Names -> factories of one ``kind``. ``section``: the config section of the settings (a
+  refusal is a ConfigError naming ``<section>.<setting>``; None: an ArgumentError naming the
+  argument); ``name_field``: the field naming the component; ``supplied``: arguments the caller
+  gives every factory; ``shared``: name -> Spec of settings meaning the same in every entry;
+  ``parts``: argument -> registered factory building it from settings of the same section;
+  ``facts``: the run facts an entry may take as ``context`` (None: any)."""
 
   def __init__(
     self,
@@ -63,15 +55,12 @@ class Registry:
     parts: Mapping[str, Callable[..., Any]] | None = None,
     facts: Sequence[str] | None = None,
   ):
-    self.kind, self.section = kind, section
-    self.name_field = name_field or kind
-    self.supplied = tuple(supplied)
-    self.shared = dict(shared or {})
+    self.kind, self.section, self.name_field = kind, section, name_field or kind
+    self.supplied, self.shared = tuple(supplied), dict(shared or {})
     self.parts = {arg: f.__registered__ for arg, f in (parts or {}).items()}
     self.facts = None if facts is None else tuple(facts)
     self._entries: dict[str, _Entry] = {}
 
-  # ---- registering ----------------------------------------------------------------------------
   def register(
     self,
     name: str,
@@ -86,12 +75,10 @@ class Registry:
     **specs_and_meta: Any,
   ):
     """Register ``factory`` as ``name`` (a decorator when omitted); returns it checking its
-    arguments when called (:meth:`make`). Spec keywords declare ranges, other keywords are
-    metadata (:meth:`meta`); ``context``: run facts the caller fills; ``uses``: registered
-    rules whose ranges and combinations apply to arguments of the same name (a factory taking
-    ``**kwargs`` passes their settings on: they are its settings too); ``fixed``: arguments
-    this name sets; ``rules``: combinations (:class:`~afl_jax.checks.Rule`); ``replace=True``
-    registers a name again."""
+    arguments. Spec keywords are ranges, others metadata; ``context``: run facts the caller
+    fills; ``uses``: registered rules whose ranges and combinations apply to arguments of the
+    same name (their settings are a ``**kwargs`` factory's too); ``fixed``: arguments this name
+    sets; ``rules``: combinations; ``replace=True`` registers a name again."""
 
     def deco(f: Callable[..., Any]) -> Callable[..., Any]:
       if name in self._entries and not replace:
@@ -121,19 +108,17 @@ class Registry:
         settings |= {k: d for k, d in takes if k not in skip | settings.keys()}
     for registry, part in parts.values():
       settings |= registry.settings(part)
-    where = _where(f)
-    reserved = set(inspect.signature(Registry.register).parameters) | {'facts', 'name'}
-    reserved -= {'self', 'factory', 'specs_and_meta'}
-    reserved |= {self.name_field.rsplit('.', 1)[-1]}  # the key naming the component
+    reserved = {'replace', 'context', 'uses', 'fixed', 'rules', 'facts', 'name'}
+    reserved.add(self.name_field.rsplit('.', 1)[-1])  # the key naming the component
     if set(settings) & reserved:
       raise ValueError(
-        f'{self.kind} {name!r} ({where}): its setting {sorted(set(settings) & reserved)[0]!r} '
+        f'{self.kind} {name!r} ({_where(f)}): its setting {sorted(set(settings) & reserved)[0]!r} '
         f'collides with an argument of register/make ({", ".join(sorted(reserved))}); rename '
         'the setting.'
       )
     stray = sorted(set(declared) - set(settings) - set(context))
     if stray:
-      raise ValueError(f'{self.kind} {name!r}: ranges {stray} are not arguments of {where}.')
+      raise ValueError(f'{self.kind} {name!r}: ranges {stray} are not arguments of {_where(f)}.')
     for k in set(meta) & (set(settings) | set(context)):
       raise TypeError(f'{self.kind} {name!r}: the range of {k!r} must be a checks.Spec.')
     unknown = sorted(set(context) - set(self.facts or context))
@@ -168,13 +153,11 @@ class Registry:
     del self._entries[name]
     GENERATION[0] += 1
 
-  # ---- the three verbs --------------------------------------------------------------------------
   def make(self, name: str, /, facts: Any = None, **kwargs: Any) -> Any:
-    """The component ``name`` built with ``kwargs``: the supplied arguments, and the settings,
-    checked (:meth:`bind`) and their defaults filled; its ``context`` not given is read from
-    ``facts`` (a mapping or an object such as a RunInfo), which also bound ranges by name."""
-    entry = self._entry(name)
-    facts = _as_mapping(facts)
+    """The component ``name`` built with ``kwargs`` (the supplied arguments and the settings,
+    checked by :meth:`bind`); its ``context`` not given is read from ``facts`` (a mapping or an
+    object such as a RunInfo), which also bound ranges by name."""
+    entry, facts = self._entry(name), _as_mapping(facts)
     supplied = {k: kwargs.pop(k) for k in list(kwargs) if k in self.supplied}
     kwargs = {k: facts[k] for k in entry.context if k not in kwargs and k in facts} | kwargs
     bound = self.bind(name, kwargs, facts=facts, in_config=False)
@@ -198,21 +181,18 @@ class Registry:
     return {name: entry.public for name, entry in sorted(self._entries.items())}
 
   def names(self) -> list[str]:
-    """All registered names, sorted."""
     return sorted(self._entries)
 
   def settings(self, name: str) -> dict[str, Any]:
     """The settings of ``name`` with their defaults (:data:`REQUIRED`: none)."""
     return dict(self._entry(name).settings)
 
-  # ---- what the check reads -------------------------------------------------------------------
   def defaults(self, name: str) -> dict[str, Any]:
-    """The settings of ``name`` that have a default, with it."""
     return {k: v for k, v in self.settings(name).items() if v is not REQUIRED}
 
   def specs(self, name: str) -> dict[str, checks.Spec | None]:
-    """The range of each setting of ``name`` (None: unchecked): declared, inherited from the
-    rules it uses, shared or implied by the default."""
+    """The range of each setting (None: unchecked): declared, inherited, shared or implied by
+    the default."""
     entry = self._entry(name)
     return {k: self._spec(entry, k) for k in entry.settings}
 
@@ -223,19 +203,16 @@ class Registry:
     return found or checks.inferred(entry.settings.get(arg))
 
   def meta(self, name: str) -> dict[str, Any]:
-    """The metadata given at registration (a copy)."""
     return dict(self._entry(name).meta)
 
   def context(self, name: str) -> tuple[str, ...]:
-    """The arguments of ``name``'s factory that the caller fills from run facts."""
     return self._entry(name).context
 
   def factory(self, name: str) -> Callable[..., Any]:
-    """The function registered as ``name`` (what its source is: a run's identity reads it)."""
+    """The function registered as ``name`` (its source is what a run's identity reads)."""
     return self._entry(name).factory
 
-  def field(self, arg: str) -> str:
-    """The config field of setting ``arg`` (``'hparams.client_lr'``; ``arg`` for a rule)."""
+  def _field(self, arg: str) -> str:
     return f'{self.section}.{arg}' if self.section else arg
 
   def violation(self, name: str, arg: str, value: Any, facts: Mapping[str, Any] | None = None):
@@ -244,15 +221,12 @@ class Registry:
     known = {**self.defaults(name), **(facts or {})}
     return checks.violation(self._spec(entry, arg), value, entry.settings.get(arg), known)
 
-  # ---- the check ------------------------------------------------------------------------------
   def bind(
     self, name: str, settings: Mapping[str, Any], *, facts: Any = None, in_config: bool = True
   ) -> dict[str, Any]:
-    """Every setting ``name``'s factory runs with: ``settings`` checked against their ranges
-    (bounded by ``facts`` such as ``num_clients``) and the registration's rules, defaults filled,
-    lists as tuples; the one refusal (``config.<section>.<arg>=...`` with ``in_config``) of an
-    unknown name or argument, a value out of range, a required argument missing or a
-    combination that cannot work."""
+    """Every setting ``name``'s factory runs with: ``settings`` checked (ranges bounded by
+    ``facts`` such as ``num_clients``, and the rules), defaults filled, lists as tuples; the one
+    refusal (``config.<section>.<arg>=...`` with ``in_config``)."""
     refusal = self.refusal(name, settings, _as_mapping(facts))
     if refusal is not None:
       raise self._error(*refusal, name, in_config)
@@ -262,24 +236,24 @@ class Registry:
   def refusal(
     self, name: str, settings: Mapping[str, Any], facts: Mapping[str, Any] | None = None
   ) -> tuple[str, Any, str] | None:
-    """None when ``settings`` suit ``name``, else the first refusal ``(field, value, why)``
-    (value :data:`REQUIRED`: missing); an unknown name refused on :attr:`name_field`."""
+    """None when ``settings`` suit ``name``, else the first ``(field, value, why)`` (value
+    :data:`REQUIRED`: missing); an unknown name refused on :attr:`name_field`."""
     if name not in self:
       return self.name_field, name, f'must be one of {self.names()} (the registered {self.kind}s).'
     entry = self._entries[name]
     for arg, value in settings.items():
       if arg not in entry.settings and arg not in entry.context:
         why = f'{self.kind} {name!r} takes no setting {arg!r}; valid: {sorted(entry.settings)}.'
-        return self.field(arg), value, why
+        return self._field(arg), value, why
     known = self.defaults(name) | {k: v for k, v in (facts or {}).items() if v is not None}
     known |= dict(settings)
     for arg, value in settings.items():
       problem = checks.violation(self._spec(entry, arg), value, entry.settings.get(arg), known)
       if problem is not None:
-        return self.field(arg), value, f'{problem}.'
+        return self._field(arg), value, f'{problem}.'
     missing = [k for k, d in entry.settings.items() if d is REQUIRED and k not in settings]
     if missing:
-      return self.field(missing[0]), REQUIRED, f'is required by {self.kind} {name!r} (no default)'
+      return self._field(missing[0]), REQUIRED, f'is required by {self.kind} {name!r} (no default)'
     known |= entry.fixed
     for rule in entry.rules:
       if all(k in known and not checks.is_traced(known[k]) for k in rule.reads):
@@ -287,7 +261,7 @@ class Registry:
         if isinstance(problem, tuple):
           return problem
         if problem is not None:
-          return self.field(rule.field), known.get(rule.field), f'{problem}.'
+          return self._field(rule.field), known.get(rule.field), f'{problem}.'
     return None
 
   def _entry(self, name: str) -> _Entry:
@@ -297,7 +271,6 @@ class Registry:
     return self._entries[name]
 
   def _error(self, field: str, value: Any, why: str, name: str, in_config: bool):
-    owner = f'{self.kind} {name!r}'
     if value is REQUIRED:
       message = f'{field} {why}.'
       return ConfigError(f'config.{message}' if in_config else message, field=field)
@@ -305,6 +278,7 @@ class Registry:
       value = _Shown(f'{np.dtype(value.dtype).name}{list(np.shape(value))}')
     if in_config:
       return ConfigError.invalid(field, value, why.rstrip('.') + '.')
+    owner = f'{self.kind} {name!r}'
     where = '' if owner in why else f' ({owner})'
     message = f'{field}={value!r} is invalid: {why.rstrip(".")}{where}.'
     return ConfigError(message, field=field) if self.section else ArgumentError(message)
@@ -326,14 +300,12 @@ class _Shown(str):
 
 
 def _as_mapping(facts: Any) -> dict[str, Any]:
-  if facts is None:
-    return {}
-  items = facts.items() if isinstance(facts, Mapping) else vars(facts).items()
-  return {k: v for k, v in items if v is not None}
+  items = {} if facts is None else facts if isinstance(facts, Mapping) else vars(facts)
+  return {k: v for k, v in items.items() if v is not None}
 
 
 def _where(f: Callable[..., Any]) -> str:
-  """``module.name (file:line)`` of a registered function, where it has a source."""
+  """``module.name, file:line`` of a registered function, where it has a source."""
   name = f'{getattr(f, "__module__", "?")}.{getattr(f, "__qualname__", repr(f))}'
   try:
     return f'{name}, {inspect.getsourcefile(f)}:{inspect.getsourcelines(f)[1]}'

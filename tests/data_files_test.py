@@ -1,8 +1,5 @@
-"""The dataset files as users get them: the CIFAR-10 binary batches and Fashion-MNIST's IDX
-files written by hand from their format descriptions (the network is never touched), every
-corruption one DataError naming the file, and the search (``data_dir`` alone, then
-``$AFL_JAX_DATA``, then the download cache) with its instructions when nothing is found.
-"""
+"""CIFAR-10 batches and Fashion-MNIST IDX files written by hand from their formats (no network):
+every corruption one DataError naming the file; the search and its instructions."""
 
 import gzip
 import io
@@ -36,14 +33,13 @@ def record(label: int, image_hwc: np.ndarray) -> bytes:
   return bytes([label]) + planes
 
 
-def write_cifar(directory, n=N, seed=0, **overrides):
+def write_cifar(directory, n=N, **overrides):
   """Writes the six batch files with ``n`` random records each; returns the arrays."""
-  rng = np.random.default_rng(seed)
+  rng = np.random.default_rng(0)
   os.makedirs(directory, exist_ok=True)
   arrays = {}
   for name in NAMES:
-    images = rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8)
-    labels = rng.integers(0, 10, n)
+    images, labels = rng.integers(0, 256, (n, 32, 32, 3), np.uint8), rng.integers(0, 10, n)
     data = b''.join(record(int(y), x) for x, y in zip(images, labels))
     with open(os.path.join(directory, name), 'wb') as f:
       f.write(overrides.get(name, data))
@@ -52,10 +48,7 @@ def write_cifar(directory, n=N, seed=0, **overrides):
 
 
 def expected(arrays, names):
-  return (
-    np.concatenate([arrays[n][0] for n in names]),
-    np.concatenate([arrays[n][1] for n in names]),
-  )
+  return [np.concatenate([arrays[n][i] for n in names]) for i in (0, 1)]
 
 
 def test_known_pixels_round_trip_with_channel_order(tmp_path):
@@ -68,14 +61,11 @@ def test_known_pixels_round_trip_with_channel_order(tmp_path):
   ds = load_cifar10(tmp_path, records_per_file=N)
   assert ds.test_x.shape == (N, 32, 32, 3) and ds.test_x.dtype == np.uint8
   assert ds.test_y[0] == 4 and ds.test_y.dtype == np.int32
-  assert ds.test_x[0, 5, 9, 0] == 5  # red = row
-  assert ds.test_x[0, 5, 9, 1] == 9  # green = column
-  assert ds.test_x[0, 5, 9, 2] == 7  # blue
+  assert list(ds.test_x[0, 5, 9]) == [5, 9, 7]  # red = row, green = column, blue
   # Byte offsets straight from the format: pixel (r, c) of channel k is byte 1 + 1024k + 32r + c.
   assert raw[1 + 0 * 1024 + 32 * 5 + 9] == 5 and raw[1 + 1 * 1024 + 32 * 5 + 9] == 9
-  train_x, train_y = expected(arrays, cifar10.TRAIN_FILES)
-  np.testing.assert_array_equal(ds.train_x, train_x)  # batches 1..5 in order
-  np.testing.assert_array_equal(ds.train_y, train_y)
+  for got, want in zip((ds.train_x, ds.train_y), expected(arrays, cifar10.TRAIN_FILES)):
+    np.testing.assert_array_equal(got, want)  # batches 1..5 in order
   assert ds.train_x.shape == (5 * N, 32, 32, 3) and ds.num_classes == 10
 
 
@@ -89,18 +79,18 @@ def _tarball(directory, members):
   return path
 
 
+def _members(src):
+  return {f'cifar-10-batches-bin/{n}': (src / n).read_bytes() for n in NAMES}
+
+
 def test_reads_the_archive_without_extracting(tmp_path):
-  src = tmp_path / 'src'
-  arrays = write_cifar(src)
-  members = {f'cifar-10-batches-bin/{n}': (src / n).read_bytes() for n in NAMES}
-  members['cifar-10-batches-bin/batches.meta.txt'] = b'airplane\n'
+  arrays = write_cifar(tmp_path / 'src')
   dest = tmp_path / 'data'
   dest.mkdir()
-  _tarball(dest, members)
+  _tarball(dest, _members(tmp_path / 'src') | {'cifar-10-batches-bin/batches.meta.txt': b'a\n'})
   ds = load_cifar10(dest, records_per_file=N)
-  test_x, test_y = expected(arrays, cifar10.TEST_FILES)
-  np.testing.assert_array_equal(ds.test_x, test_x)
-  np.testing.assert_array_equal(ds.test_y, test_y)
+  for got, want in zip((ds.test_x, ds.test_y), expected(arrays, cifar10.TEST_FILES)):
+    np.testing.assert_array_equal(got, want)
   assert sorted(os.listdir(dest)) == [cifar10.ARCHIVE]  # nothing written next to it
 
 
@@ -110,8 +100,7 @@ def test_an_archive_of_the_python_version_or_truncated_is_refused(tmp_path, pyth
     _tarball(tmp_path, {'cifar-10-batches-py/data_batch_1': b'\x80\x04pickle'})
   else:
     write_cifar(tmp_path / 'src')
-    members = {f'cifar-10-batches-bin/{n}': (tmp_path / 'src' / n).read_bytes() for n in NAMES}
-    raw = open(_tarball(tmp_path, members), 'rb').read()
+    raw = open(_tarball(tmp_path, _members(tmp_path / 'src')), 'rb').read()
     open(tmp_path / cifar10.ARCHIVE, 'wb').write(raw[: len(raw) // 2])
   match = 'binary version' if python_version else 'corrupt or truncated archive'
   with pytest.raises(DataError, match=match) as info:
@@ -130,25 +119,19 @@ CORRUPTIONS = {
   'one record missing': ('data_batch_5.bin', _valid(N - 1), N, f'expected {N}'),
   'official count': ('data_batch_1.bin', _valid(), 10000, 'expected 10000'),
   'bad label': ('test_batch.bin', _valid(2) + record(10, np.zeros((32, 32, 3))), N, 'label 10'),
+  'missing': ('data_batch_4.bin', None, N, 'data_batch_4.bin: file not found'),
 }
 
 
 @pytest.mark.parametrize('case', sorted(CORRUPTIONS))
-def test_corrupt_files_raise_data_error_naming_file(tmp_path, case):
+def test_corrupt_or_missing_files_raise_data_error_naming_file(tmp_path, case):
   name, data, records, fragment = CORRUPTIONS[case]
-  write_cifar(tmp_path, **{name: data})
+  write_cifar(tmp_path / 'cifar-10-batches-bin', **{name: data or b''})
+  if data is None:
+    os.remove(tmp_path / 'cifar-10-batches-bin' / name)
   with pytest.raises(DataError) as info:
     load_cifar10(tmp_path, records_per_file=records)
-  msg = str(info.value)
-  assert fragment in msg and name in msg
-  assert '\n' not in msg  # one clear line
-
-
-def test_missing_file_is_named(tmp_path):
-  write_cifar(tmp_path / 'cifar-10-batches-bin')
-  os.remove(tmp_path / 'cifar-10-batches-bin' / 'data_batch_4.bin')
-  with pytest.raises(DataError, match='data_batch_4.bin: file not found'):
-    load_cifar10(tmp_path, records_per_file=N)
+  assert fragment in str(info.value) and name in str(info.value) and '\n' not in str(info.value)
 
 
 def idx_bytes(arr, code=0x08, ndim=None, dims=None, magic01=b'\x00\x00'):
@@ -160,35 +143,27 @@ def idx_bytes(arr, code=0x08, ndim=None, dims=None, magic01=b'\x00\x00'):
   return header + arr.astype(arr.dtype.newbyteorder('>')).tobytes()
 
 
-def write_fmnist(directory, n_train=5, n_test=3, gz=True, seed=0, **overrides):
+def write_fmnist(directory, gz=True, **overrides):
   """Writes a small, valid Fashion-MNIST lookalike; overrides replace raw file bytes."""
-  rng = np.random.default_rng(seed)
+  rng = np.random.default_rng(0)
   arrays = {
-    'train_x': rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
-    'train_y': rng.integers(0, 10, n_train).astype(np.uint8),
-    'test_x': rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
-    'test_y': rng.integers(0, 10, n_test).astype(np.uint8),
+    k: rng.integers(0, 256, (n, 28, 28), np.uint8) for k, n in (('train_x', 5), ('test_x', 3))
   }
+  arrays |= {k: rng.integers(0, 10, n).astype(np.uint8) for k, n in (('train_y', 5), ('test_y', 3))}
   os.makedirs(directory, exist_ok=True)
-  paths = {}
-  for key, stem in fmnist.FILES.items():
+  paths = {
+    k: os.path.join(directory, stem + ('.gz' if gz else '')) for k, stem in fmnist.FILES.items()
+  }
+  for key, path in paths.items():
     data = overrides.get(key, idx_bytes(arrays[key]))
-    path = os.path.join(directory, stem + ('.gz' if gz else ''))
     with open(path, 'wb') as f:
       f.write(gzip.compress(data) if gz else data)
-    paths[key] = path
   return arrays, paths
 
 
-@pytest.fixture(scope='module')
-def real_fmnist():
-  if not os.path.isdir(SYSTEM_DIR):
-    pytest.skip(f'{SYSTEM_DIR} absent (sudo apt-get install dataset-fashion-mnist)')
-  return load_fashion_mnist(SYSTEM_DIR)
-
-
-def test_real_fashion_mnist_and_the_masfl_federation(real_fmnist):
-  ds = real_fmnist
+@pytest.mark.skipif(not os.path.isdir(SYSTEM_DIR), reason=f'{SYSTEM_DIR} absent')
+def test_real_fashion_mnist_and_the_masfl_federation():
+  ds = load_fashion_mnist(SYSTEM_DIR)
   assert ds.train_x.shape == (60000, 28, 28) and ds.train_x.dtype == np.uint8
   assert ds.test_x.shape == (10000, 28, 28) and ds.test_y.dtype == np.int32
   assert ds.num_classes == 10 and ds.train_x.max() == 255 and ds.train_x.min() == 0
@@ -208,18 +183,15 @@ def test_real_fashion_mnist_and_the_masfl_federation(real_fmnist):
 def test_fake_files_round_trip(tmp_path, gz):
   arrays, _ = write_fmnist(tmp_path, gz=gz)
   ds = load_fashion_mnist(tmp_path)
-  np.testing.assert_array_equal(ds.train_x, arrays['train_x'])
-  np.testing.assert_array_equal(ds.train_y, arrays['train_y'])
-  np.testing.assert_array_equal(ds.test_x, arrays['test_x'])
-  np.testing.assert_array_equal(ds.test_y, arrays['test_y'])
+  for key, want in arrays.items():
+    np.testing.assert_array_equal(getattr(ds, key), want)
   assert ds.train_y.dtype == np.int32
 
 
 def test_read_idx_other_dtypes_big_endian(tmp_path):
   arr = np.array([[1, -2, 300], [70000, 5, -6]], dtype=np.int32)
-  path = tmp_path / 'a.idx'
-  path.write_bytes(idx_bytes(arr, code=0x0C))
-  out = read_idx(path)
+  (tmp_path / 'a.idx').write_bytes(idx_bytes(arr, code=0x0C))
+  out = read_idx(tmp_path / 'a.idx')
   np.testing.assert_array_equal(out, arr)
   assert out.dtype == np.int32 and out.dtype.isnative
 
@@ -249,9 +221,7 @@ def test_corrupt_idx_files_raise_data_error_naming_file(tmp_path, case):
   _, paths = write_fmnist(tmp_path, gz=False, **{key: data})
   with pytest.raises(DataError) as info:
     load_fashion_mnist(tmp_path)
-  msg = str(info.value)
-  assert fragment in msg
-  assert os.path.basename(paths[key]) in msg
+  assert fragment in str(info.value) and os.path.basename(paths[key]) in str(info.value)
   assert isinstance(info.value, ValueError)
 
 
@@ -262,10 +232,6 @@ def test_partial_dir_is_not_accepted(tmp_path):
     load_fashion_mnist(tmp_path)
 
 
-def _half(raw: bytes) -> bytes:
-  return raw[: len(raw) // 2]
-
-
 def _flip(raw: bytes) -> bytes:
   out = bytearray(raw)
   out[len(out) // 2] ^= 0x55  # inside the deflate stream: CRC or stream error
@@ -274,7 +240,7 @@ def _flip(raw: bytes) -> bytes:
 
 @pytest.mark.parametrize(
   'damage,fragment',
-  [(_half, 'gzip'), (_flip, 'train-images-idx3-ubyte.gz'), (None, 'truncated file')],
+  [(lambda r: r[: len(r) // 2], 'gzip'), (_flip, 'idx3-ubyte.gz'), (None, 'truncated file')],
 )
 def test_a_damaged_gzip_names_the_gz_file(tmp_path, damage, fragment):
   if damage is None:  # a whole gzip of a truncated IDX file
@@ -285,15 +251,15 @@ def test_a_damaged_gzip_names_the_gz_file(tmp_path, damage, fragment):
     open(paths['train_x'], 'wb').write(damage(raw))
   with pytest.raises(DataError) as info:
     load_fashion_mnist(tmp_path)
-  msg = str(info.value)
-  assert fragment in msg and 'train-images-idx3-ubyte.gz' in msg and '\n' not in msg
+  assert fragment in str(info.value) and '\n' not in str(info.value)
+  assert 'train-images-idx3-ubyte.gz' in str(info.value)
 
 
 # ---- the search and its instructions, for both datasets ----------------------------------
 def _cifar_archive(tmp_path):
   src = tmp_path / 'src'
   arrays = write_cifar(src)
-  path = _tarball(tmp_path, {f'cifar-10-batches-bin/{n}': (src / n).read_bytes() for n in NAMES})
+  path = _tarball(tmp_path, _members(src))
   by_url = {cifar10.SOURCE_URL: open(path, 'rb').read()}
   return arrays['test_batch.bin'][0], by_url
 

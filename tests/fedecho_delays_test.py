@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 
 from afl_jax.algorithms._fedecho import held_checkpoints
-from afl_jax.errors import ArgumentError
+from afl_jax.errors import ArgumentError, ConfigError
+from afl_jax.pipeline import config as config_lib
 from afl_jax.schedules import fedecho_table1 as fedecho_delays
+from afl_jax.schedules import registry
 from afl_jax.schedules.durations import Durations
 
 SHARES = (0.6, 0.3, 0.1)  # Sec. 5.1: short, medium, long
@@ -30,20 +32,17 @@ def test_category_shares_and_long_group_cap():
 def test_small_gamma_makes_the_largest_clients_slow_and_large_gamma_does_not():
   sizes = _sizes(100, seed=1)
   order = np.argsort(-sizes)
-  cat = fedecho_delays.runtime_categories(sizes, gamma=1e-5, fractions=SHARES, seed=0)
+  cats = lambda gamma, seed: fedecho_delays.runtime_categories(
+    sizes, gamma=gamma, fractions=SHARES, seed=seed
+  )
+  cat = cats(1e-5, 0)
   np.testing.assert_array_equal(np.sort(np.flatnonzero(cat == 2)), np.sort(order[:10]))
   np.testing.assert_array_equal(np.sort(np.flatnonzero(cat == 1)), np.sort(order[10:40]))
-  # gamma -> inf: the assignment no longer follows the sample counts.
-  hits = [
-    np.isin(
-      np.flatnonzero(
-        fedecho_delays.runtime_categories(sizes, gamma=1e6, fractions=SHARES, seed=s) == 2
-      ),
-      order[:10],
-    ).mean()
-    for s in range(20)
-  ]
-  assert np.mean(hits) < 0.3  # chance level is 0.1
+  # gamma -> inf: the assignment no longer follows the sample counts (chance level is 0.1).
+  assert (
+    np.mean([np.isin(np.flatnonzero(cats(1e6, s) == 2), order[:10]).mean() for s in range(20)])
+    < 0.3
+  )
 
 
 @pytest.mark.parametrize('delay,long_range', [('large', (500.0, 800.0)), ('mild', (100.0, 200.0))])
@@ -76,15 +75,10 @@ def test_schedule_on_fedbuff_clock():
 
 
 def test_config_gamma_reaches_the_schedule_and_must_be_positive():
-  from afl_jax.errors import ConfigError
-  from afl_jax.pipeline import config as config_lib
-  from afl_jax.schedules import registry
-
   sizes = _sizes()
-  s = {'concurrency': 25, 'buffer_size': 5}
   ctx = registry.ScheduleContext(50, 60, np.full(50, 5), sizes, 0)
   for gamma in (1e-5, 1.0):
-    s['straggler_gamma'] = gamma
+    s = {'concurrency': 25, 'buffer_size': 5, 'straggler_gamma': gamma}
     built = registry.SCHEDULES.make('fedecho_large', ctx=ctx, **s)
     want = fedecho_delays.schedule(sizes, 25, 5, 60, delay='large', gamma=gamma, local_steps=5)
     np.testing.assert_array_equal(built.client_ids, want.client_ids)

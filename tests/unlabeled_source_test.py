@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from afl_jax import data
-from afl_jax.data import unlabeled
+from afl_jax.data import digits as unlabeled
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline.build import build_data
 
@@ -30,12 +30,9 @@ def test_digits_take_the_training_images_frame_dtype_and_scale(shape):
   if len(shape) == 2 and shape[0] == 28:  # the 20x20 inner box, a 4-pixel empty border
     assert raw[:, :4].max() == 0 and raw[:, -4:].max() == 0
     assert raw[:, :, :4].max() == 0 and raw[:, :, -4:].max() == 0
-
-
-def test_resize_into_frame_keeps_a_constant_image_constant():
-  out = unlabeled.resize_into_frame(np.full((2, 8, 8), 0.5), 28, 28)
-  np.testing.assert_allclose(out[:, 4:24, 4:24], 0.5)
-  assert out.sum() == pytest.approx(2 * 0.5 * 400)
+    box = unlabeled.resize_into_frame(np.full((2, 8, 8), 0.5), 28, 28)  # constant stays so
+    np.testing.assert_allclose(box[:, 4:24, 4:24], 0.5)
+    assert box.sum() == pytest.approx(2 * 0.5 * 400)
 
 
 def test_float_training_images_keep_their_range():
@@ -61,10 +58,7 @@ def test_digits_need_images_and_at_most_1797():
 
 def small(**overrides):
   c = config_lib.default()
-  c.dataset = 'digits'
-  c.num_clients = 10
-  for k, v in overrides.items():
-    c[k] = v
+  c.update({'dataset': 'digits', 'num_clients': 10, **overrides})
   return config_lib.resolve(c)
 
 
@@ -89,13 +83,8 @@ def test_heldout_is_unchanged():
 
 @pytest.mark.skipif(not os.path.isdir(FMNIST_DIR), reason='Fashion-MNIST absent')
 def test_fmnist_with_digits_distils_on_28x28_digits():
-  c = small(
-    dataset='fmnist',
-    train_subset=3000,
-    num_clients=30,
-    unlabeled_source='digits',
-    unlabeled_size=500,
-  )
+  c = small(dataset='fmnist', train_subset=3000, num_clients=30)
+  c.unlabeled_source, c.unlabeled_size = 'digits', 500
   config_lib.validate(c)
   lay = build_data(c)
   assert lay.unlabeled_x.shape == (500, 28, 28) and lay.unlabeled_x.dtype == np.float32

@@ -6,7 +6,7 @@ download=, seed=, **dataset_args) -> ArrayDataset``, or, registered ``federated=
 from afl_jax import checks
 from afl_jax.data.base import ArrayDataset, DataError
 from afl_jax.data.cifar10 import load_cifar10
-from afl_jax.data.digits import load_digits
+from afl_jax.data.digits import DIGITS_COUNT, UNLABELED_SOURCES, external_unlabeled, load_digits
 from afl_jax.data.federated import (
   PARTITIONS,
   ClientLayout,
@@ -15,10 +15,9 @@ from afl_jax.data.federated import (
   make_federated,
   steps_per_epoch,
 )
-from afl_jax.data.fmnist import load_fashion_mnist, parse_idx, read_idx
-from afl_jax.data.partition import Partition, PartitionError, dirichlet, iid, shards
+from afl_jax.data.fmnist import load_fashion_mnist, read_idx
+from afl_jax.data.partition import PartitionError, dirichlet, iid, shards
 from afl_jax.data.synthetic import make_synthetic
-from afl_jax.data.unlabeled import DIGITS_COUNT, UNLABELED_SOURCES, external_unlabeled
 from afl_jax.registry import Registry
 
 # A loader's arguments are filled by the pipeline (not settings of the dataset).
@@ -34,8 +33,6 @@ DATASETS.register(
   lambda *, data_dir=None, download=False, seed=0: load_cifar10(data_dir, download=download),
 )
 DATASETS.register('digits', lambda *, data_dir=None, download=False, seed=0: load_digits(seed=seed))
-
-
 DATASETS.register(
   'synthetic',
   make_synthetic,
@@ -48,7 +45,6 @@ DATASETS.register(
   test_fraction=checks.real(0.0, 1.0, low_open=True, high_open=True),
 )
 
-
 make, names, settings, register = DATASETS.verbs()
 
 __all__ = [
@@ -59,7 +55,6 @@ __all__ = [
   'ArrayDataset',
   'ClientLayout',
   'DataError',
-  'Partition',
   'PartitionError',
   'dirichlet',
   'external_unlabeled',
@@ -73,7 +68,6 @@ __all__ = [
   'make',
   'make_synthetic',
   'names',
-  'parse_idx',
   'read_idx',
   'register',
   'settings',

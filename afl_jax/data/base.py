@@ -1,5 +1,4 @@
-"""What the dataset readers share: the error type, the dataset tuple, the normalizer, the file
-search and download."""
+"""What the dataset readers share: the error, the dataset tuple, the normalizer, file search."""
 
 from __future__ import annotations
 
@@ -34,10 +33,9 @@ class ArrayDataset(NamedTuple):
 
 def normalizer(train_x: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
   """``f(x) -> float32``: uint8 images scaled to [0, 1] and standardized by the training split's
-  scalar pixel mean and std; float inputs only cast."""
+  scalar pixel mean and std (exact, from the 256-bin histogram); float inputs only cast."""
   if train_x.dtype != np.uint8:
     return lambda x: np.asarray(x, dtype=np.float32)
-  # Exact statistics from the 256-bin pixel histogram (no float copy of the images).
   counts = np.bincount(train_x.ravel(), minlength=256).astype(np.float64)
   values = np.arange(256) / 255.0
   mean = float(counts @ values / counts.sum())
@@ -47,14 +45,12 @@ def normalizer(train_x: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
 
 def read_file(path: str | os.PathLike) -> bytes:
   """The content of ``path``; a missing or unreadable file is a `DataError` naming it."""
-  path = os.fspath(path)
   try:
-    with open(path, 'rb') as f:
-      return f.read()
+    return pathlib.Path(path).read_bytes()
   except FileNotFoundError as e:
-    raise DataError(f'{path}: file not found') from e
+    raise DataError(f'{os.fspath(path)}: file not found') from e
   except OSError as e:
-    raise DataError(f'{path}: cannot read file ({e})') from e
+    raise DataError(f'{os.fspath(path)}: cannot read file ({e})') from e
 
 
 def check_labels(labels: np.ndarray, num_classes: int, name: str, at: str, hint: str = ''):
@@ -92,34 +88,24 @@ def find_dataset(
 ) -> Any:
   """What ``find(d)`` locates in the first directory holding the dataset: ``data_dir`` alone if
   given (a typo is an error, not a fallback), else ``$AFL_JAX_DATA``, ``system_dir`` and the
-  download ``cache``; then ``download()`` if allowed; else a DataError naming the places searched
-  and how to obtain ``title``."""
+  download ``cache``; then ``download()`` if allowed; else a DataError saying how to get it."""
   if data_dir is not None:
     candidates = [pathlib.Path(data_dir)]
   else:
     candidates = [pathlib.Path(p) for p in (os.environ.get(ENV_VAR), system_dir) if p] + [cache]
-  for d in candidates:
-    found = find(d)
-    if found is not None:
-      return found
-  searched = [str(d) for d in candidates]
-
-  def missing(searched: list[str], reason: str = '') -> DataError:
-    apt = f'sudo apt-get install {package} (installs {system_dir})'
-    return DataError(
-      f'{title} not found (searched: {", ".join(searched) or "nothing"}).{reason}\n'
-      'To fix this, either:\n'
-      + (f'  * on Debian/Ubuntu: {apt}, or\n' if package else '')
-      + f'  * download {get} and pass --config.data_dir=DIR (or set {ENV_VAR}=DIR), or\n'
-      f'  * call {loader}(download=True) on a machine with internet access.'
-    )
-
-  if download is None:
-    raise missing(searched)
-  try:
-    found = download()
-  except (urllib.error.URLError, OSError, ValueError) as e:
-    raise missing(searched + [url], f' Download failed: {e}.') from e
-  if found is None:  # Defensive: a download fetches every file or raises.
-    raise missing(searched + [str(cache)])
-  return found
+  found = next((f for f in map(find, candidates) if f is not None), None)
+  if found is not None:
+    return found
+  searched, reason = [str(d) for d in candidates], ''
+  if download is not None:
+    try:
+      return download()
+    except (urllib.error.URLError, OSError, ValueError) as e:
+      searched, reason = searched + [url], f' Download failed: {e}.'
+  apt = f'  * on Debian/Ubuntu: sudo apt-get install {package} (installs {system_dir}), or\n'
+  raise DataError(
+    f'{title} not found (searched: {", ".join(searched) or "nothing"}).{reason}\n'
+    f'To fix this, either:\n{apt if package else ""}'
+    f'  * download {get} and pass --config.data_dir=DIR (or set {ENV_VAR}=DIR), or\n'
+    f'  * call {loader}(download=True) on a machine with internet access.'
+  )

@@ -1,6 +1,5 @@
 """CIFAR-10 from the official binary version (Krizhevsky 2009; the pickled version is never read),
-searched in the usual places and inside ``cifar-10-binary.tar.gz`` read in memory; uint8 NHWC
-images (docs/extending.md)."""
+as extracted files or inside ``cifar-10-binary.tar.gz`` read in memory; uint8 NHWC images."""
 
 from __future__ import annotations
 
@@ -13,68 +12,48 @@ import numpy as np
 
 from afl_jax.data.base import ArrayDataset, DataError, check_labels, fetch, find_dataset, read_file
 
-NUM_CLASSES = 10
-IMAGE_SHAPE = (32, 32, 3)  # NHWC
-PIXELS = 32 * 32 * 3
-RECORD_BYTES = 1 + PIXELS  # label byte + channel-major pixels
-RECORDS_PER_FILE = 10000
+NUM_CLASSES, RECORDS_PER_FILE = 10, 10000
+RECORD_BYTES = 1 + 32 * 32 * 3  # label byte + channel-major pixels
 TRAIN_FILES = tuple(f'data_batch_{i}.bin' for i in range(1, 6))
 TEST_FILES = ('test_batch.bin',)
-_ALL_FILES = TRAIN_FILES + TEST_FILES
 DEFAULT_CACHE_DIR = '~/.cache/afl_jax/cifar-10'
-ARCHIVE = 'cifar-10-binary.tar.gz'
-ARCHIVE_DIR = 'cifar-10-batches-bin'  # the archive's top-level directory
+ARCHIVE, ARCHIVE_DIR = 'cifar-10-binary.tar.gz', 'cifar-10-batches-bin'
 SOURCE_URL = 'https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz'
-_SUBDIRS = ('.', ARCHIVE_DIR, f'cifar10/{ARCHIVE_DIR}')
+_ALL_FILES = TRAIN_FILES + TEST_FILES
 
 
-def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
-  """The six batch files in ``directory`` or its known subdirectories; None if absent, a DataError
-  if only some are there."""
+def _locate(directory: pathlib.Path) -> dict[str, pathlib.Path] | pathlib.Path | None:
+  """The six batch files in ``directory`` or its known subdirectories, else the archive there;
+  a DataError if only some files are there."""
   base = pathlib.Path(directory).expanduser()
-  for sub in _SUBDIRS:
-    d = base / sub
+  for d in (base, base / ARCHIVE_DIR, base / 'cifar10' / ARCHIVE_DIR):
     present = {n: d / n for n in _ALL_FILES if (d / n).is_file()}
     if len(present) == len(_ALL_FILES):
       return present
     if present:
       missing = [str(d / n) for n in _ALL_FILES if n not in present]
-      raise DataError(
-        f'{", ".join(missing)}: file not found (the other CIFAR-10 batch files are in {d}; '
-        f'all six are needed: {", ".join(_ALL_FILES)})'
-      )
-  return None
+      raise DataError(f'{", ".join(missing)}: file not found (the other five are in {d})')
+  return base / ARCHIVE if (base / ARCHIVE).is_file() else None
 
 
-def parse_batch(
-  data: bytes, *, name: str = '<bytes>', records: int | None = RECORDS_PER_FILE
-) -> tuple[np.ndarray, np.ndarray]:
+def parse_batch(data: bytes, name: str, records: int | None) -> tuple[np.ndarray, np.ndarray]:
   """``(images uint8[n, 32, 32, 3], labels int32[n])`` of one batch file (``records`` None: any
   count)."""
-  size = len(data)
-  if size == 0 or size % RECORD_BYTES:
-    whole, rest = divmod(size, RECORD_BYTES)
-    raise DataError(
-      f'{name}: truncated or corrupt file: {size} bytes is not a whole number of '
-      f'{RECORD_BYTES}-byte records ({whole} records and {rest} extra bytes); delete it and '
-      'fetch it again'
-    )
-  n = size // RECORD_BYTES
+  n, rest = divmod(len(data), RECORD_BYTES)
+  if n == 0 or rest:
+    why = f'{len(data)} bytes is not a whole number of {RECORD_BYTES}-byte records'
+    raise DataError(f'{name}: truncated or corrupt file: {why}; delete it and fetch it again')
   if records is not None and n != records:
-    raise DataError(
-      f'{name}: holds {n} records ({size} bytes), expected {records} '
-      f'({records * RECORD_BYTES} bytes); the file is truncated or not a CIFAR-10 batch'
-    )
+    raise DataError(f'{name}: holds {n} records, expected {records} (truncated or not CIFAR-10)')
   raw = np.frombuffer(data, np.uint8).reshape(n, RECORD_BYTES)
   labels = raw[:, 0].astype(np.int32)
   hint = ' (is this the CIFAR-100 binary version, or a corrupt file?)'
   check_labels(labels, NUM_CLASSES, name, 'of record', hint)
-  # Channel-major [n, C, H, W] -> NHWC.
-  images = raw[:, 1:].reshape(n, 3, 32, 32).transpose(0, 2, 3, 1)
+  images = raw[:, 1:].reshape(n, 3, 32, 32).transpose(0, 2, 3, 1)  # [n, C, H, W] -> NHWC
   return np.ascontiguousarray(images), labels
 
 
-def _read_archive(path: pathlib.Path) -> dict[str, bytes]:
+def _read_archive(path: pathlib.Path) -> dict[str, tuple[str, bytes]]:
   """The six batch files' bytes from the official archive, read in memory (no extraction)."""
   wanted = {f'{ARCHIVE_DIR}/{n}': n for n in _ALL_FILES}
   out = {}
@@ -82,29 +61,16 @@ def _read_archive(path: pathlib.Path) -> dict[str, bytes]:
     with tarfile.open(path, 'r:gz') as tar:
       for member in tar:
         name = wanted.get(member.name.lstrip('./'))
-        if name is None:
-          continue
-        if not member.isfile():
-          raise DataError(f'{path}: member {member.name} is not a regular file')
-        out[name] = tar.extractfile(member).read()
+        if name is not None:
+          if not member.isfile():
+            raise DataError(f'{path}: member {member.name} is not a regular file')
+          out[name] = (f'{path}:{ARCHIVE_DIR}/{name}', tar.extractfile(member).read())
   except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
-    raise DataError(
-      f'{path}: corrupt or truncated archive ({e}); delete it and fetch it again'
-    ) from e
+    raise DataError(f'{path}: corrupt or truncated archive ({e}); fetch it again') from e
   missing = [m for m, n in wanted.items() if n not in out]
   if missing:
-    raise DataError(
-      f'{path}: archive lacks {", ".join(missing)}; is it the binary version ({ARCHIVE})?'
-    )
+    raise DataError(f'{path}: lacks {", ".join(missing)}; is it the binary version ({ARCHIVE})?')
   return out
-
-
-def _locate(directory: pathlib.Path) -> dict[str, pathlib.Path] | pathlib.Path | None:
-  files = find_files(directory)
-  if files is not None:
-    return files
-  archive = directory.expanduser() / ARCHIVE
-  return archive if archive.is_file() else None
 
 
 def load_cifar10(
@@ -138,12 +104,10 @@ def load_cifar10(
   if isinstance(found, dict):
     blobs = {n: (str(p), read_file(p)) for n, p in found.items()}
   else:
-    blobs = {n: (f'{found}:{ARCHIVE_DIR}/{n}', b) for n, b in _read_archive(found).items()}
+    blobs = _read_archive(found)
 
   def split(names):
-    parts = [parse_batch(blobs[n][1], name=blobs[n][0], records=records_per_file) for n in names]
+    parts = [parse_batch(blobs[n][1], blobs[n][0], records_per_file) for n in names]
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
-  train_x, train_y = split(TRAIN_FILES)
-  test_x, test_y = split(TEST_FILES)
-  return ArrayDataset(train_x, train_y, test_x, test_y, NUM_CLASSES)
+  return ArrayDataset(*split(TRAIN_FILES), *split(TEST_FILES), NUM_CLASSES)

@@ -1,7 +1,5 @@
 """Client data: :class:`ClientLayout` views ``x[index[offset_i : offset_i + size_i]]`` of one
-sample array (runs differing only in their partition share ``x`` and ``y``; a validation set may be
-held out first; data generated per client, :func:`grouped`, has ``index = arange``);
-``unlabeled_x`` are training inputs no client owns (FedEcho's server set)."""
+sample array (runs differing only in their partition share ``x`` and ``y``)."""
 
 from __future__ import annotations
 
@@ -14,14 +12,13 @@ from afl_jax.data.base import ArrayDataset
 from afl_jax.data.base import normalizer as normalizer
 from afl_jax.data.partition import PARTITIONS as PARTITIONS
 
-# Folded into the seed of the validation split, so that it draws from its own stream.
-_VALIDATION_STREAM = 0x7A11D
+_VALIDATION_STREAM = 0x7A11D  # folded into the seed of the validation split
 
 
 class ClientLayout(NamedTuple):
-  """Partitioned training data (host NumPy): ``x``, ``y`` in the dataset's order, ``index`` grouped
-  by client from ``offsets`` (``sizes`` >= 1), the test split, ``unlabeled_x``, the validation
-  set, ``num_classes``."""
+  """Partitioned training data (host NumPy): ``x``, ``y``, ``index`` grouped by client from
+  ``offsets`` (``sizes`` >= 1), the test split, ``unlabeled_x`` (inputs no client owns: FedEcho's
+  server set), the validation set, ``num_classes``."""
 
   x: np.ndarray
   y: np.ndarray
@@ -80,19 +77,15 @@ def federate(
   unlabeled_idx = pool[np.sort(perm[:unlabeled_size])]
   labeled_idx = pool[np.sort(perm[unlabeled_size:])]
   labels = dataset.train_y[labeled_idx]
-  part = {
-    'iid': lambda: partition_lib.iid(labels, num_clients, rng),
-    'dirichlet': lambda: partition_lib.dirichlet(
-      labels, num_clients, alpha, rng, min_size=min_size
-    ),
-    'shards': lambda: partition_lib.shards(labels, num_clients, shards_per_client, rng),
-  }[partition_name]()
+  if partition_name == 'dirichlet':
+    part = partition_lib.dirichlet(labels, num_clients, alpha, rng, min_size=min_size)
+  elif partition_name == 'shards':
+    part = partition_lib.shards(labels, num_clients, shards_per_client, rng)
+  else:
+    part = partition_lib.iid(labels, num_clients, rng)
   if part.sizes.min() < 1:
-    raise partition_lib.PartitionError(
-      f'partition {partition_name!r} left a client without samples (sizes min '
-      f'{part.sizes.min()}); use fewer clients',
-      'num_clients',
-    )
+    why = f'partition {partition_name!r} left a client without samples; use fewer clients'
+    raise partition_lib.PartitionError(why, 'num_clients')
   norm = normalizer(dataset.train_x)
   return ClientLayout(
     x=norm(dataset.train_x),
@@ -118,25 +111,9 @@ def grouped(x, y, offsets, sizes, test_x, test_y, unlabeled_x, num_classes) -> C
   )
 
 
-def make_federated(
-  dataset: ArrayDataset,
-  partition_name: str,
-  num_clients: int,
-  *,
-  unlabeled_fraction: float = 0.0,
-  unlabeled_size: int = 0,
-  **partition,
-) -> ClientLayout:
+def make_federated(dataset: ArrayDataset, partition_name: str, num_clients: int, **partition):
   """The rows :func:`federate` gives each client, copied into client order (``index = arange``)."""
-  n = len(dataset.train_y)
-  if not 0.0 <= unlabeled_fraction < 1.0:
-    raise ValueError(f'unlabeled_fraction={unlabeled_fraction!r} must be in [0, 1)')
-  if unlabeled_fraction and unlabeled_size:
-    raise ValueError(
-      f'give unlabeled_fraction={unlabeled_fraction} or unlabeled_size={unlabeled_size}, not both'
-    )
-  unlabeled_size = unlabeled_size or int(round(unlabeled_fraction * n))
-  lay = federate(dataset, partition_name, num_clients, unlabeled_size=unlabeled_size, **partition)
+  lay = federate(dataset, partition_name, num_clients, **partition)
   rows = lay.index
   return lay._replace(x=lay.x[rows], y=lay.y[rows], index=np.arange(len(rows), dtype=np.int32))
 
@@ -145,5 +122,4 @@ def steps_per_epoch(sizes: np.ndarray, batch_size: int) -> np.ndarray:
   """int32 ``ceil(size / batch_size)``."""
   if batch_size < 1:
     raise ValueError(f'batch_size={batch_size!r} must be >= 1')
-  sizes = np.asarray(sizes, dtype=np.int64)
-  return (-(-sizes // batch_size)).astype(np.int32)
+  return (-(-np.asarray(sizes, dtype=np.int64) // batch_size)).astype(np.int32)

@@ -1,9 +1,7 @@
-"""Fashion-MNIST (Xiao, Rasul, Vollgraf 2017) from its four IDX files, plain or gzipped, found as
-:func:`~afl_jax.data.base.find_dataset` searches (Debian's ``dataset-fashion-mnist`` included) or
-fetched from Zalando's mirror; read by a strict reader of the IDX format (LeCun and Cortes, "The
-MNIST database": magic ``0 0 <dtype> <ndim>``, big-endian uint32 sizes, then exactly
-``prod(dims)`` items; gzip detected by its magic bytes; every inconsistency a DataError naming
-the file before NumPy sees the bytes)."""
+"""Fashion-MNIST (Xiao, Rasul, Vollgraf 2017) from its four IDX files, plain or gzipped, by a
+strict reader of the IDX format (LeCun and Cortes, "The MNIST database": magic ``0 0 <dtype>
+<ndim>``, big-endian uint32 sizes, then exactly ``prod(dims)`` items); every inconsistency a
+DataError naming the file."""
 
 from __future__ import annotations
 
@@ -18,7 +16,7 @@ import numpy as np
 from afl_jax.data.base import ArrayDataset, DataError, check_labels, fetch, find_dataset, read_file
 
 # IDX dtype code -> (big-endian NumPy dtype, name used in messages).
-IDX_DTYPES: dict[int, tuple[np.dtype, str]] = {
+IDX_DTYPES = {
   0x08: (np.dtype('>u1'), 'ubyte'),
   0x09: (np.dtype('>i1'), 'byte'),
   0x0B: (np.dtype('>i2'), 'int16'),
@@ -26,31 +24,36 @@ IDX_DTYPES: dict[int, tuple[np.dtype, str]] = {
   0x0D: (np.dtype('>f4'), 'float32'),
   0x0E: (np.dtype('>f8'), 'float64'),
 }
-_GZIP_MAGIC = b'\x1f\x8b'
+NUM_CLASSES, IMAGE_SHAPE = 10, (28, 28)
+SYSTEM_DIR = '/usr/share/datasets/fashion-mnist'
+DEFAULT_CACHE_DIR = '~/.cache/afl_jax/fashion-mnist'
+SOURCE_URL = 'http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/'
+FILES = {
+  'train_x': 'train-images-idx3-ubyte',
+  'train_y': 'train-labels-idx1-ubyte',
+  'test_x': 't10k-images-idx3-ubyte',
+  'test_y': 't10k-labels-idx1-ubyte',
+}
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
+  """The file's bytes, gunzipped when they start with gzip's magic."""
   raw = read_file(path)
-  if raw[:2] != _GZIP_MAGIC:
-    return raw
   try:
-    return gzip.decompress(raw)
+    return gzip.decompress(raw) if raw[:2] == b'\x1f\x8b' else raw
   except (OSError, EOFError, zlib.error) as e:
-    raise DataError(
-      f'{path}: corrupt or truncated gzip data ({e}); delete the file and fetch it again'
-    ) from e
+    raise DataError(f'{path}: corrupt or truncated gzip data ({e}); fetch it again') from e
 
 
-def parse_idx(
-  data: bytes, *, name: str = '<bytes>', dtype: str | None = None, ndim: int | None = None
+def read_idx(
+  path: str | os.PathLike, *, dtype: str | None = None, ndim: int | None = None
 ) -> np.ndarray:
-  """IDX bytes as a writable native-endian array, of IDX ``dtype`` and ``ndim`` when given."""
+  """The IDX file as a native-endian array, of IDX ``dtype`` and ``ndim`` when given."""
+  data, name = read_bytes(path), os.fspath(path)
   if len(data) < 4:
     raise DataError(f'{name}: file is {len(data)} bytes, too short for the 4-byte IDX magic')
   if data[0] != 0 or data[1] != 0:
-    raise DataError(
-      f'{name}: bad IDX magic number 0x{data[:4].hex()} (must start with 0x0000); not an IDX file'
-    )
+    raise DataError(f'{name}: bad IDX magic number 0x{data[:4].hex()} (must start with 0x0000)')
   code, nd = data[2], data[3]
   if code not in IDX_DTYPES:
     valid = ', '.join(f'0x{c:02X} ({n})' for c, (_, n) in IDX_DTYPES.items())
@@ -62,44 +65,15 @@ def parse_idx(
     raise DataError(f'{name}: IDX header declares {nd} dimensions, expected {ndim}')
   header_len = 4 + 4 * nd
   if len(data) < header_len:
-    raise DataError(
-      f'{name}: truncated header: {nd} dimensions need {header_len} header bytes, '
-      f'file has {len(data)}'
-    )
+    raise DataError(f'{name}: truncated header: {nd} dimensions need {header_len} bytes')
   dims = tuple(int(d) for d in np.frombuffer(data, dtype='>u4', count=nd, offset=4))
-  expected = math.prod(dims) * np_dtype.itemsize
-  actual = len(data) - header_len
+  expected, actual = math.prod(dims) * np_dtype.itemsize, len(data) - header_len
   if actual < expected:
-    raise DataError(
-      f'{name}: truncated file: header declares shape {dims} of {dtype_name} '
-      f'({expected} payload bytes) but only {actual} bytes follow the header'
-    )
+    raise DataError(f'{name}: truncated file: {actual} of {expected} bytes of shape {dims}')
   if actual > expected:
-    raise DataError(
-      f'{name}: {actual - expected} unexpected trailing bytes after the payload of '
-      f'shape {dims} of {dtype_name}'
-    )
+    raise DataError(f'{name}: {actual - expected} trailing bytes after the shape {dims}')
   arr = np.frombuffer(data, dtype=np_dtype, offset=header_len).reshape(dims)
   return arr.astype(np_dtype.newbyteorder('='))
-
-
-def read_idx(
-  path: str | os.PathLike, *, dtype: str | None = None, ndim: int | None = None
-) -> np.ndarray:
-  return parse_idx(read_bytes(path), name=os.fspath(path), dtype=dtype, ndim=ndim)
-
-
-NUM_CLASSES = 10
-IMAGE_SHAPE = (28, 28)
-SYSTEM_DIR = '/usr/share/datasets/fashion-mnist'
-DEFAULT_CACHE_DIR = '~/.cache/afl_jax/fashion-mnist'
-SOURCE_URL = 'http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/'
-FILES = {
-  'train_x': 'train-images-idx3-ubyte',
-  'train_y': 'train-labels-idx1-ubyte',
-  'test_x': 't10k-images-idx3-ubyte',
-  'test_y': 't10k-labels-idx1-ubyte',
-}
 
 
 def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
@@ -114,19 +88,14 @@ def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
   return None
 
 
-def load_split(
-  images_path: str | os.PathLike, labels_path: str | os.PathLike
-) -> tuple[np.ndarray, np.ndarray]:
+def load_split(images_path, labels_path) -> tuple[np.ndarray, np.ndarray]:
   """``(images uint8[n, 28, 28], labels int32[n])`` of one pair, checked to belong together."""
   images = read_idx(images_path, dtype='ubyte', ndim=3)
   labels = read_idx(labels_path, dtype='ubyte', ndim=1)
   if images.shape[1:] != IMAGE_SHAPE:
     raise DataError(f'{images_path}: images have shape {images.shape[1:]}, expected {IMAGE_SHAPE}')
   if images.shape[0] != labels.shape[0]:
-    raise DataError(
-      f'{images_path} holds {images.shape[0]} images but {labels_path} holds '
-      f'{labels.shape[0]} labels; the two files must have the same count'
-    )
+    raise DataError(f'{images_path} and {labels_path} do not hold the same count of items')
   check_labels(labels, NUM_CLASSES, labels_path, 'at index')
   return images, labels.astype(np.int32)
 
@@ -138,7 +107,8 @@ def load_fashion_mnist(
   cache_dir: str | os.PathLike | None = None,
   timeout: float = 10.0,
 ) -> ArrayDataset:
-  """Fashion-MNIST's 60,000 train / 10,000 test images as an ``ArrayDataset``."""
+  """Fashion-MNIST's 60,000 train / 10,000 test images, found as
+  :func:`~afl_jax.data.base.find_dataset` searches or fetched from Zalando's mirror."""
   cache = pathlib.Path(cache_dir or DEFAULT_CACHE_DIR).expanduser()
 
   def fetch_all():
@@ -158,6 +128,5 @@ def load_fashion_mnist(
     system_dir=SYSTEM_DIR,
     package='dataset-fashion-mnist',
   )
-  train_x, train_y = load_split(files['train_x'], files['train_y'])
-  test_x, test_y = load_split(files['test_x'], files['test_y'])
-  return ArrayDataset(train_x, train_y, test_x, test_y, NUM_CLASSES)
+  train = load_split(files['train_x'], files['train_y'])
+  return ArrayDataset(*train, *load_split(files['test_x'], files['test_y']), NUM_CLASSES)

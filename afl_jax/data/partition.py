@@ -1,8 +1,8 @@
-"""Partitions of a labelled training set, each sample to one client, client i owning
-``order[offsets[i] : offsets[i] + sizes[i]]``: ``iid`` (sizes differing by <= 1); ``dirichlet``,
-the label skew of Yurochkin et al. 2019 that MasFL uses (App. E.1): per class k, ``p_k ~
-Dir(alpha 1_N)`` shares of its shuffled samples, redrawn until every client has ``min_size``;
-``shards``, McMahan et al.'s (2017) label-sorted shards dealt ``shards_per_client`` per client."""
+"""Partitions of a labelled training set, client i owning ``order[offsets[i] : offsets[i] +
+sizes[i]]``: ``iid`` (sizes differing by <= 1); ``dirichlet``, the label skew of Yurochkin et al.
+2019 that MasFL uses (App. E.1): per class k, ``p_k ~ Dir(alpha 1_N)`` shares of its shuffled
+samples, redrawn until every client has ``min_size``; ``shards``, McMahan et al.'s (2017)
+label-sorted shards dealt ``shards_per_client`` per client."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import numpy as np
 from afl_jax import checks
 
 PARTITIONS = ('iid', 'dirichlet', 'shards')
-# The ranges of the partitions' arguments, checked by their Spec rather than by hand.
 SPECS = {
   'num_clients': checks.integer(1),
   'min_size': checks.integer(0),
@@ -46,24 +45,11 @@ class Partition(NamedTuple):
     return self.order[self.offsets[i] : self.offsets[i] + self.sizes[i]]
 
 
-def from_assignment(assignment: np.ndarray, num_clients: int) -> Partition:
-  """A Partition from ``assignment[j]``, the client owning sample ``j``."""
-  assignment = np.asarray(assignment)
+def _partition(assignment: np.ndarray, num_clients: int) -> Partition:
+  """The Partition of ``assignment[j]``, the client owning sample ``j``."""
   order = np.argsort(assignment, kind='stable').astype(np.int64)
   sizes = np.bincount(assignment, minlength=num_clients).astype(np.int32)
-  offsets = (np.cumsum(sizes) - sizes).astype(np.int32)
-  return Partition(order, offsets, sizes)
-
-
-def _check_labels(labels: np.ndarray) -> np.ndarray:
-  labels = np.asarray(labels)
-  if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
-    raise ValueError(
-      f'labels must be a 1-D integer array, got shape {labels.shape} dtype {labels.dtype}'
-    )
-  if labels.size and labels.min() < 0:
-    raise ValueError(f'labels must be >= 0, got min {labels.min()}')
-  return labels
+  return Partition(order, (np.cumsum(sizes) - sizes).astype(np.int32), sizes)
 
 
 def _check(name: str, value) -> None:
@@ -71,40 +57,40 @@ def _check(name: str, value) -> None:
     raise ValueError(f'{name}={value!r} must be {SPECS[name].describe()}')
 
 
-def _check_num_clients(num_clients: int, n: int, per_client: int = 1) -> None:
-  _check('num_clients', num_clients)
-  if num_clients * per_client > n:
-    limit = n // per_client
-    raise PartitionError(
-      f'num_clients={num_clients} must be in [1, {limit}]: there are {n} samples'
-      + (f' and each client needs {per_client}' if per_client > 1 else ''),
-      'num_clients',
+def _checked(labels, num_clients: int, **args) -> np.ndarray:
+  """``labels`` as a 1-D integer array >= 0, after checking ``args`` (``min_size`` or
+  ``shards_per_client``: the samples each client needs) and ``num_clients``."""
+  labels = np.asarray(labels)
+  if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
+    raise ValueError(
+      f'labels must be a 1-D integer array, got shape {labels.shape} dtype {labels.dtype}'
     )
+  if labels.size and labels.min() < 0:
+    raise ValueError(f'labels must be >= 0, got min {labels.min()}')
+  for name, value in args.items():
+    _check(name, value)
+  per_client = max([1, *args.values()])
+  try:
+    _check('num_clients', num_clients)
+    if num_clients * per_client > len(labels):
+      need = f' and each client needs {per_client}' if per_client > 1 else ''
+      raise PartitionError(
+        f'num_clients={num_clients} must be in [1, {len(labels) // per_client}]: there are '
+        f'{len(labels)} samples{need}',
+        'num_clients',
+      )
+  except ValueError as e:
+    if 'shards_per_client' not in args:
+      raise
+    raise PartitionError(f'{e} (shards_per_client={per_client})', 'shards_per_client') from None
+  return labels
 
 
 def iid(labels: np.ndarray, num_clients: int, rng: np.random.Generator | int) -> Partition:
-  labels = _check_labels(labels)
-  n = len(labels)
-  _check_num_clients(num_clients, n)
-  rng = np.random.default_rng(rng)
+  n = len(_checked(labels, num_clients))
   assignment = np.empty(n, dtype=np.int64)
-  assignment[rng.permutation(n)] = np.arange(n) * num_clients // n
-  return from_assignment(assignment, num_clients)
-
-
-def _dirichlet_draw(
-  classes: list[np.ndarray], n: int, num_clients: int, alpha: float, rng: np.random.Generator
-) -> np.ndarray | None:
-  """One draw of the per-class assignment; None on a degenerate (NaN) draw."""
-  assignment = np.empty(n, dtype=np.int64)
-  for idx in classes:
-    p = rng.dirichlet(np.full(num_clients, alpha))
-    if not np.all(np.isfinite(p)):
-      return None
-    cuts = np.round(np.cumsum(p)[:-1] * len(idx)).astype(np.int64)
-    counts = np.diff(np.concatenate([[0], cuts, [len(idx)]]))
-    assignment[rng.permutation(idx)] = np.repeat(np.arange(num_clients), counts)
-  return assignment
+  assignment[np.random.default_rng(rng).permutation(n)] = np.arange(n) * num_clients // n
+  return _partition(assignment, num_clients)
 
 
 def dirichlet(
@@ -118,17 +104,22 @@ def dirichlet(
 ) -> Partition:
   """Per-class Dirichlet label skew, redrawn up to ``max_tries`` times until every client has
   ``min_size``."""
-  labels = _check_labels(labels)
-  n = len(labels)
-  _check('min_size', min_size)
-  _check_num_clients(num_clients, n, max(min_size, 1))
+  labels = _checked(labels, num_clients, min_size=min_size)
   _check('alpha', alpha)
-  rng = np.random.default_rng(rng)
+  rng, n = np.random.default_rng(rng), len(labels)
   classes = [np.flatnonzero(labels == k) for k in np.unique(labels)]
   for _ in range(max_tries):
-    assignment = _dirichlet_draw(classes, n, num_clients, float(alpha), rng)
-    if assignment is not None and np.bincount(assignment, minlength=num_clients).min() >= min_size:
-      return from_assignment(assignment, num_clients)
+    assignment = np.empty(n, dtype=np.int64)
+    for idx in classes:
+      p = rng.dirichlet(np.full(num_clients, float(alpha)))
+      if not np.all(np.isfinite(p)):  # a degenerate draw: draw again
+        break
+      cuts = np.round(np.cumsum(p)[:-1] * len(idx)).astype(np.int64)
+      counts = np.diff(np.concatenate([[0], cuts, [len(idx)]]))
+      assignment[rng.permutation(idx)] = np.repeat(np.arange(num_clients), counts)
+    else:
+      if np.bincount(assignment, minlength=num_clients).min() >= min_size:
+        return _partition(assignment, num_clients)
   raise PartitionError(
     f'dirichlet: no draw in max_tries={max_tries} gave every one of num_clients='
     f'{num_clients} clients min_size={min_size} samples at alpha={alpha}; use a larger '
@@ -140,22 +131,12 @@ def dirichlet(
 def shards(
   labels: np.ndarray, num_clients: int, shards_per_client: int, rng: np.random.Generator | int
 ) -> Partition:
-  labels = _check_labels(labels)
-  n = len(labels)
-  _check('shards_per_client', shards_per_client)
-  try:
-    _check_num_clients(num_clients, n, shards_per_client)
-  except ValueError as e:
-    raise PartitionError(
-      f'{e} (shards_per_client={shards_per_client})', 'shards_per_client'
-    ) from None
-  rng = np.random.default_rng(rng)
-  num_shards = num_clients * shards_per_client
+  labels = _checked(labels, num_clients, shards_per_client=shards_per_client)
+  rng, n, num_shards = np.random.default_rng(rng), len(labels), num_clients * shards_per_client
   shuffled = rng.permutation(n)
   by_label = shuffled[np.argsort(labels[shuffled], kind='stable')]
-  shard_of_position = np.arange(n) * num_shards // n
   client_of_shard = np.empty(num_shards, dtype=np.int64)
   client_of_shard[rng.permutation(num_shards)] = np.arange(num_shards) // shards_per_client
   assignment = np.empty(n, dtype=np.int64)
-  assignment[by_label] = client_of_shard[shard_of_position]
-  return from_assignment(assignment, num_clients)
+  assignment[by_label] = client_of_shard[np.arange(n) * num_shards // n]
+  return _partition(assignment, num_clients)

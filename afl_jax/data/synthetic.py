@@ -30,11 +30,6 @@ import numpy as np
 from afl_jax.data.federated import ClientLayout, grouped
 
 
-def client_sizes(num_clients: int, rng: np.random.Generator) -> np.ndarray:
-  """``50 + floor(LogNormal(4, 2))`` per client."""
-  return 50 + np.floor(rng.lognormal(4.0, 2.0, num_clients)).astype(np.int64)
-
-
 def make_synthetic(
   alpha: float = 1.0,
   beta: float = 1.0,
@@ -57,8 +52,8 @@ def make_synthetic(
   if not 0.0 < test_fraction < 1.0:
     raise ValueError(f'test_fraction={test_fraction!r} must be in (0, 1)')
   rng = np.random.default_rng(seed)
-  if samples_per_client is None:
-    sizes = client_sizes(num_clients, rng)
+  if samples_per_client is None:  # the power law: 50 + floor(LogNormal(4, 2))
+    sizes = 50 + np.floor(rng.lognormal(4.0, 2.0, num_clients)).astype(np.int64)
   else:
     sizes = np.asarray(samples_per_client, dtype=np.int64)
     if sizes.shape != (num_clients,) or sizes.min() < 2:
@@ -82,10 +77,10 @@ def make_synthetic(
     x = v + rng.standard_normal((int(n_k), dim)) * sigma_sqrt
     y = np.argmax(x @ w + b, axis=1)
     n_test = min(max(1, int(round(test_fraction * n_k))), int(n_k) - 1)
-    train_x.append(x[n_test:])
-    train_y.append(y[n_test:])
-    test_x.append(x[:n_test])
-    test_y.append(y[:n_test])
+    for out, part in zip(
+      (train_x, train_y, test_x, test_y), (x[n_test:], y[n_test:], x[:n_test], y[:n_test])
+    ):
+      out.append(part)
   train_sizes = np.array([len(t) for t in train_y], dtype=np.int32)
   return grouped(
     x=np.concatenate(train_x).astype(np.float32),

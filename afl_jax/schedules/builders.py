@@ -1,11 +1,10 @@
-"""The papers' delay models in NumPy, deterministic given ``seed``: synchronous cohorts (FedAvg),
-FedBuff's event clock (Nguyen et al. 2022; with a staleness bound, Port's), its buffer of one,
-FedGM's random staleness (App. H.1) and AsynFL's waiting windows (Sec. VI); their staleness in
-each paper's counter is docs/theory.md's (tests/theory_test.py)."""
+"""The papers' delay models in NumPy, deterministic given ``seed``: synchronous cohorts, FedBuff's
+event clock (Port's with a staleness bound), FedGM App. H.1, AsynFL Sec. VI (docs/theory.md)."""
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -16,8 +15,7 @@ from afl_jax.registry import Registry
 from afl_jax.schedules.durations import Durations, make
 from afl_jax.schedules.schedule import Schedule
 
-# The ranges of the delay models' settings (the config's schedule kinds take them too); a
-# bound given by name is that argument's value.
+# The ranges of the delay models' settings, the config's schedule kinds' too.
 SETTINGS = {
   'concurrency': checks.integer(1, 'num_clients'),  # Mc, jobs running at once
   'buffer_size': checks.integer(1, 'concurrency'),  # M, arrivals per server step
@@ -34,16 +32,14 @@ def clock_problem(num_clients: int, concurrency: int, buffer_size: int) -> str |
   """FedBuff's clock keeps ``concurrency`` jobs running and draws a replacement from the idle
   clients while ``buffer_size - 1`` finished ones wait: the clients it needs."""
   least = concurrency + buffer_size - 1
-  if num_clients < least:
-    return f'must be >= concurrency + buffer_size - 1 = {least} (an idle client to draw)'
-  return None
+  why = f'must be >= concurrency + buffer_size - 1 = {least} (an idle client to draw)'
+  return why if num_clients < least else None
 
 
 def _steps_table(local_steps, num_clients: int) -> np.ndarray:
   """Per-client local step counts int32[N] from an int or an array [N]."""
   arr = np.asarray(local_steps)
-  if arr.ndim == 0:
-    arr = np.full(num_clients, int(arr))
+  arr = np.full(num_clients, int(arr)) if arr.ndim == 0 else arr
   if arr.shape != (num_clients,):
     raise ValueError(
       f'local_steps must be an int or an array of shape ({num_clients},); got shape {arr.shape}.'
@@ -57,26 +53,20 @@ def _pack(
   rows: Sequence[Sequence[tuple[int, int, int]]], wall: Sequence[float], num_clients: int
 ) -> Schedule:
   """Rows of (client, start_step, local_steps) per server step -> padded Schedule."""
-  t, m = len(rows), max(1, max((len(r) for r in rows), default=1))
-  ids, start, steps = (
-    np.zeros((t, m), np.int32),
-    np.zeros((t, m), np.int32),
-    np.ones((t, m), np.int32),
-  )
-  mask = np.zeros((t, m), bool)
+  grid = np.zeros((len(rows), max([1, *map(len, rows)]), 3), np.int32)
+  grid[..., 2] = 1  # padding: client 0 from version 0, one step
+  mask = np.zeros(grid.shape[:2], bool)
   for i, row in enumerate(rows):
-    for j, (c, s, k) in enumerate(row):
-      ids[i, j], start[i, j], steps[i, j], mask[i, j] = c, s, k, True
-  return Schedule(ids, start, steps, mask, np.asarray(wall, np.float64), num_clients)
+    grid[i, : len(row)], mask[i, : len(row)] = np.reshape(row, (-1, 3)), True
+  return Schedule(*np.moveaxis(grid, 2, 0), mask, np.asarray(wall, np.float64), num_clients)
 
 
 def _cohorts(num_clients, clients_per_step, num_steps, local_steps, seed):
   """``(n, t_max, steps, rng, ids int32[T, S])``, S of N clients drawn per step."""
-  n, t_max = num_clients, num_steps
-  steps = _steps_table(local_steps, n)
   rng = np.random.default_rng(seed)
-  ids = [rng.choice(n, size=clients_per_step, replace=False) for _ in range(t_max)]
-  return n, t_max, steps, rng, np.stack(ids).astype(np.int32)
+  ids = [rng.choice(num_clients, size=clients_per_step, replace=False) for _ in range(num_steps)]
+  steps = _steps_table(local_steps, num_clients)
+  return num_clients, num_steps, steps, rng, np.stack(ids).astype(np.int32)
 
 
 @BUILDERS.register('synchronous')
@@ -97,28 +87,12 @@ def synchronous(
   return Schedule(ids, start, steps[ids], np.ones_like(ids, bool), np.cumsum(round_time), n)
 
 
-class _IdlePool:
-  """Uniform sampling and O(1) removal from a set of client ids."""
-
-  def __init__(self, ids: np.ndarray):
-    self.items = [int(i) for i in ids]
-    self.where = {c: k for k, c in enumerate(self.items)}
-
-  def add(self, c: int) -> None:
-    self.where[c] = len(self.items)
-    self.items.append(c)
-
-  def remove(self, c: int) -> None:
-    k = self.where.pop(c)
-    last = self.items.pop()
-    if last != c:
-      self.items[k] = last
-      self.where[last] = k
-
-  def draw(self, rng: np.random.Generator) -> int:
-    c = self.items[int(rng.integers(len(self.items)))]
-    self.remove(c)
-    return c
+def _draw(pool: list[int], rng: np.random.Generator) -> int:
+  """A client drawn uniformly from the idle ``pool``, the last one moved into its place."""
+  k = int(rng.integers(len(pool)))
+  c, pool[k] = pool[k], pool[-1]
+  pool.pop()
+  return c
 
 
 CLOCK = checks.Rule('num_clients', clock_problem)
@@ -146,26 +120,23 @@ def fedbuff(
   steps = _steps_table(local_steps, n)
   rng = np.random.default_rng(seed)
   first = rng.choice(n, size=mc, replace=False)
-  pool = _IdlePool(np.setdiff1d(np.arange(n), first))
+  pool = [int(i) for i in np.setdiff1d(np.arange(n), first)]
   # heap entries: (finish time, seq, client, start version, start time)
   heap: list[tuple[float, int, int, int, float]] = []
-  for seq, (c, d) in enumerate(zip(first, durations.draw(rng, first), strict=True)):
-    heapq.heappush(heap, (float(d), seq, int(c), 0, 0.0))
-  seq = mc
+  for i, (c, d) in enumerate(zip(first, durations.draw(rng, first), strict=True)):
+    heapq.heappush(heap, (float(d), i, int(c), 0, 0.0))
+  seq = itertools.count(mc)
 
   def start_job(c: int, version: int, now: float) -> None:
-    nonlocal seq
     d = float(durations.draw(rng, np.array([c]))[0])
-    heapq.heappush(heap, (now + d, seq, c, version, now))
-    seq += 1
+    heapq.heappush(heap, (now + d, next(seq), c, version, now))
 
-  rows, wall, buffer = [], [], []
-  version = 0
+  rows, wall, buffer, version = [], [], [], 0
   while version < t_max:
     now, _, c, s, _ = heapq.heappop(heap)
     buffer.append((c, s, int(steps[c])))
     if len(buffer) < m:
-      start_job(pool.draw(rng), version, now)  # a finished client is replaced at once
+      start_job(_draw(pool, rng), version, now)  # a finished client is replaced at once
       continue
     too_stale = []
     if staleness_bound is not None:
@@ -181,11 +152,10 @@ def fedbuff(
     rows.append(buffer)
     wall.append(now)
     version += 1
-    for b, _, _ in buffer:
-      pool.add(b)
+    pool += [b for b, _, _ in buffer]
     buffer = []
     while len(heap) < mc:  # refill to Mc clients training, from the new version
-      start_job(pool.draw(rng), version, now)
+      start_job(_draw(pool, rng), version, now)
   return _pack(rows, wall, n)
 
 
@@ -231,9 +201,7 @@ def random_staleness(
   when given."""
   w = max_staleness + 1 if max_staleness is not None else (5 if window is None else window)
   n, t_max, steps, rng, ids = _cohorts(num_clients, clients_per_step, num_steps, local_steps, seed)
-  t = np.arange(t_max)[:, None]
-  lag = rng.integers(0, w, size=ids.shape)
-  start = np.maximum(t - lag, 0)
+  start = np.maximum(np.arange(t_max)[:, None] - rng.integers(0, w, size=ids.shape), 0)
   k = steps[ids]
   if local_steps_multipliers is not None:
     k = k * rng.choice(np.asarray(list(local_steps_multipliers)), size=ids.shape)
@@ -254,15 +222,10 @@ def waiting_windows(
 ) -> Schedule:
   """AsynFL's flexible participation: round t ends at ``(t + 1) window`` seconds; clients finished
   by then report and restart from version t + 1 (``window=None``: synchronous)."""
-  n, t_max = num_clients, num_steps
-  steps = _steps_table(local_steps, n)
-  rng = np.random.default_rng(seed)
-  all_ids = np.arange(n)
-  finish = durations.draw(rng, all_ids)
-  start = np.zeros(n, np.int64)
-  rows, wall = [], []
-  now = 0.0
-  for t in range(t_max):
+  n, steps, rng = num_clients, _steps_table(local_steps, num_clients), np.random.default_rng(seed)
+  finish, start = durations.draw(rng, np.arange(n)), np.zeros(n, np.int64)
+  rows, wall, now = [], [], 0.0
+  for t in range(num_steps):
     now = float(finish.max()) if window is None else now + window
     ready = np.flatnonzero(finish <= now)
     rows.append([(int(c), int(start[c]), int(steps[c])) for c in ready])

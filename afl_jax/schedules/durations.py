@@ -1,6 +1,5 @@
-"""Job-duration models of the simulated clock (host NumPy), each in :data:`DISTRIBUTIONS` with its
-parameters' ranges, and per-client ``speed`` factors (> 0, larger = slower) for persistent
-stragglers (docs/configs.md)."""
+"""Job-duration models of the simulated clock (host NumPy), each in :data:`DISTRIBUTIONS`, and
+per-client ``speed`` factors (> 0, larger = slower) for persistent stragglers (docs/configs.md)."""
 
 from __future__ import annotations
 
@@ -12,9 +11,7 @@ import numpy as np
 from afl_jax import checks
 from afl_jax.registry import Registry
 
-# Normal draws are clipped here so that no job takes zero or negative time.
-MIN_DURATION = 1e-6
-
+MIN_DURATION = 1e-6  # normal draws are clipped here: no job takes zero or negative time
 # Each distribution's parameters are its keyword arguments; it returns ``draw(rng, shape)``.
 DISTRIBUTIONS = Registry(
   'durations distribution', section='schedule.durations_params', name_field='schedule.durations'
@@ -47,7 +44,6 @@ def normal(mean: float, std: float) -> Sampler:
 
 @DISTRIBUTIONS.register('lognormal', sigma=checks.NON_NEGATIVE)
 def lognormal(mu: float, sigma: float) -> Sampler:
-  """exp(Normal(mu, sigma))."""
   return lambda rng, shape: rng.lognormal(float(mu), float(sigma), size=shape)
 
 
@@ -58,8 +54,6 @@ def pareto(shape: float, scale: float) -> Sampler:
 
 
 KINDS: tuple[str, ...] = tuple(DISTRIBUTIONS)  # the duration families
-
-# Ways to derive the per-client ``speed`` factors (see :func:`speed_factors`).
 CLIENT_SPEEDS = ('none', 'local_steps', 'lognormal')
 
 
@@ -91,13 +85,11 @@ class Durations:
     """One duration per entry of ``client_ids``, times its client's speed."""
     ids = np.asarray(client_ids)
     d = self.sample(rng, ids)
-    if self.speed is None:
-      return d
-    if ids.size and ids.max() >= self.speed.shape[0]:
+    if self.speed is not None and ids.size and ids.max() >= self.speed.shape[0]:
       raise ValueError(
         f'durations speed has {self.speed.shape[0]} entries but client id {ids.max()} was drawn.'
       )
-    return d * self.speed[ids]
+    return d if self.speed is None else d * self.speed[ids]
 
 
 def make(kind: str, speed: np.ndarray | None = None, **params: float) -> Durations:
@@ -111,9 +103,6 @@ def speed_factors(
   its own stream of ``seed`` (``'lognormal'``); the settings checked by the schedule taking
   them (``client_speed``, ``client_speed_sigma``)."""
   k = np.asarray(local_steps, np.float64)
-  if kind == 'none':
-    return None
-  if kind == 'local_steps':
-    return k / k.mean()
-  rng = np.random.default_rng([seed, 0x5EED])
-  return {'lognormal': np.exp(sigma * rng.standard_normal(k.shape[0]))}[kind]
+  if kind == 'lognormal':
+    return np.exp(sigma * np.random.default_rng([seed, 0x5EED]).standard_normal(k.shape[0]))
+  return {'none': None, 'local_steps': k / k.mean()}[kind]

@@ -1,7 +1,6 @@
-"""Delay models by name for a config's ``schedule`` section: each ``kind(ctx, [durations],
-**settings) -> Schedule`` adapts a builder to the run's :class:`ScheduleContext`
-(``SCHEDULES.make(kind, ctx=ctx, **settings)``); ``slots`` and ``array_builder`` in its
-registration are what the size checks read (docs/extending.md, "A delay trace from a file")."""
+"""Delay models by name for a config's ``schedule`` section: ``kind(ctx, [durations], **settings)
+-> Schedule`` adapts a builder to the run's :class:`ScheduleContext`; ``slots`` and
+``array_builder`` in its registration are what the size checks read (docs/extending.md)."""
 
 from __future__ import annotations
 
@@ -27,13 +26,12 @@ class ScheduleContext(NamedTuple):
   seed: int
 
 
-# ---- job durations: settings of every model that draws them -----------------------------
+# Job durations: settings of every model that draws them.
 DURATIONS = Registry('job durations', section='schedule', supplied=('ctx',))
 
 
 def _durations_problem(durations: str, durations_params: Any) -> tuple | None:
-  """The parameters ``durations_params`` (a mapping; None: the defaults) bound to distribution
-  ``durations``; the old string form refused with the mapping to write."""
+  """``durations_params`` (a mapping; None: the defaults) bound to distribution ``durations``."""
   if durations not in DISTRIBUTIONS:
     return DISTRIBUTIONS.refusal(durations, {})
   params = {} if durations_params is None else durations_params
@@ -62,7 +60,6 @@ def job_durations(
   client_speed: str = 'none',
   client_speed_sigma: float = 0.5,
 ) -> Durations:
-  """Distribution ``durations`` with ``durations_params``, times the ``client_speed`` factors."""
   speed = speed_factors(client_speed, ctx.local_steps, sigma=client_speed_sigma, seed=ctx.seed)
   return Durations(durations, dict(durations_params or {}), speed)
 
@@ -76,9 +73,8 @@ def as_mapping(text: str) -> dict[str, float] | None:
     return None
 
 
-# A delay model's settings are its own and, for one taking ``durations``, those of
-# :func:`job_durations`; a setting shared with the builders takes their range
-# (builders.SETTINGS, declared there once).
+# A model taking ``durations`` takes :func:`job_durations`' settings; shared settings take the
+# builders' ranges.
 SCHEDULES = Registry(
   'schedule',
   section='schedule',
@@ -90,7 +86,6 @@ SCHEDULES = Registry(
 
 
 def draws_durations(kind: str) -> bool:
-  """Whether delay model ``kind`` draws job durations (takes their settings)."""
   return 'durations' in SCHEDULES.settings(kind)
 
 
@@ -108,7 +103,6 @@ def _clock(num_clients: int, concurrency: int, buffer_size: int) -> tuple | None
 CLOCK = (checks.Rule('num_clients', _clock),)
 
 
-# ---- the delay models -------------------------------------------------------------------
 @SCHEDULES.register('synchronous', slots='clients_per_step', array_builder=True)
 def synchronous(ctx: ScheduleContext, durations: Durations, clients_per_step: int = 10) -> Schedule:
   return builders.synchronous(

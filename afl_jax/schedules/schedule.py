@@ -1,6 +1,5 @@
-"""The precomputed arrival schedule, host-side NumPy validated on construction
-(docs/architecture.md): an arrival at step ``t`` with ``start_step = s`` trained from the
-broadcast made before step ``s`` was applied, staleness ``tau = t - s``."""
+"""The precomputed arrival schedule, host NumPy validated on construction (docs/architecture.md):
+an arrival at step ``t`` with ``start_step = s`` trained from version ``s``, staleness ``t - s``."""
 
 from __future__ import annotations
 
@@ -16,24 +15,12 @@ import numpy as np
 from afl_jax.errors import UserError
 
 SCHEDULE_FORMAT_VERSION = 1
-# The fields of a Schedule (and the arrays of its file), in order.
 _ARRAYS = ('client_ids', 'start_step', 'local_steps', 'mask', 'wall_clock', 'num_clients')
 _GRID = _ARRAYS[:4]  # the [T, M] arrays
-_INDEX_MAX = int(np.iinfo(np.int32).max)  # ids, start steps and local steps are stored as int32
-# Arrival slots T x M a schedule may have (the limit afl_jax.pipeline.sizes applies to a
-# built schedule too): an array of a schedule file with more entries is refused unread.
+_INDEX_MAX = int(np.iinfo(np.int32).max)  # ids, start steps and local steps are int32
+# Arrival slots T x M of a schedule (afl_jax.pipeline.sizes applies it to built ones too).
 MAX_SLOTS = 2 * 10**7
-_HEADERS = {
-  (1, 0): np.lib.format.read_array_header_1_0,
-  (2, 0): np.lib.format.read_array_header_2_0,
-}
-
-
-# Each paper's delay counter minus ours (tau = t - start_step), docs/theory.md: FedGM
-# (tau_{t,i}, Thm 5.1), MasFL (Assumption 2.3) and FedEcho (Assumption 4.3) count as we
-# do; AsynFL (Def. 1-2: synchronous FL has tau = 1) and FedFa (eq. (8), 1 <= tau) count
-# the consuming update too; the tau_avg = 0.9184, tau_max = 4 that MasFL Sec. 5 quotes
-# from CA2FL's analysis of the same clock are ours minus one (docs/architecture.md).
+# Each paper's delay counter minus ours (tau = t - start_step): docs/theory.md, "Delay counters".
 DELAY_COUNTERS = {'afl_jax': 0, 'fedgm': 0, 'masfl': 0, 'fedecho': 0, 'asynfl': 1, 'fedfa': 1,
                   'ca2fl': -1}  # fmt: skip
 
@@ -52,14 +39,21 @@ def _reject(bad: np.ndarray, message: str, values: np.ndarray | None = None, **f
 def _count(name: str, value: Any, minimum: int = 1) -> int:
   """An integer count, never cast silently."""
   arr = np.asarray(value)
-  if arr.ndim != 0 or arr.dtype == np.bool_ or arr.dtype.kind not in 'iuf':
+  x = arr.item() if arr.ndim == 0 else None
+  if x is None or arr.dtype == np.bool_ or arr.dtype.kind not in 'iuf':
     raise ScheduleError(f'{name} must be an integer; got {value!r}.')
-  x = arr.item()
   if isinstance(x, float) and (not np.isfinite(x) or x != int(x)):
     raise ScheduleError(f'{name} must be an integer; got {value!r} (not cast silently).')
   if not minimum <= int(x) <= _INDEX_MAX:
     raise ScheduleError(f'{name} must be in [{minimum}, {_INDEX_MAX}] (int32); got {x!r}.')
   return int(x)
+
+
+def _array(name: str, x: Any) -> np.ndarray:
+  try:
+    return np.asarray(x)
+  except (TypeError, ValueError) as e:  # ragged nested lists
+    raise ScheduleError(f'{name} must be a rectangular array; got {e}.') from None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -81,25 +75,18 @@ class Schedule:
       if arr.ndim != 2:
         raise ScheduleError(f'{name} must be a 2-D array [T, M]; got shape {arr.shape}.')
       if name != 'mask' and not np.issubdtype(arr.dtype, np.integer):
-        raise ScheduleError(
-          f'{name} must hold integers; got dtype {arr.dtype} (values are not cast silently).'
-        )
+        raise ScheduleError(f'{name} must hold integers; got dtype {arr.dtype} (not cast).')
+      shape = arr.shape if name == 'client_ids' else self.client_ids.shape
+      if arr.shape != shape:
+        raise ScheduleError(f'{name} has shape {arr.shape}, not the same shape as client_ids.')
       set_(name, arr)
-    shape = self.client_ids.shape
-    for name in _GRID[1:]:
-      if (got := getattr(self, name).shape) != shape:
-        raise ScheduleError(
-          f'{name} has shape {got} but client_ids has {shape}; all [T, M] arrays must have the '
-          'same shape.'
-        )
     if shape[0] < 1 or shape[1] < 1:
       raise ScheduleError(f'a schedule needs T >= 1 steps and M >= 1 slots; got shape {shape}.')
     if self.mask.dtype != np.bool_:
       if not np.issubdtype(self.mask.dtype, np.integer) or not np.isin(self.mask, (0, 1)).all():
         raise ScheduleError(f'mask must be boolean (or integer 0/1); got dtype {self.mask.dtype}.')
       set_('mask', self.mask.astype(bool))
-    m = self.mask
-    wall = _array('wall_clock', self.wall_clock)
+    m, wall = self.mask, _array('wall_clock', self.wall_clock)
     if wall.dtype == np.bool_ or wall.dtype.kind not in 'iuf':
       raise ScheduleError(f'wall_clock must hold real numbers; got dtype {wall.dtype}.')
     wall = wall.astype(np.float64)
@@ -122,18 +109,13 @@ class Schedule:
       arr = getattr(self, name)
       _reject(m & ((arr < low) | (arr > high)), f'{name}[{{t}}, {{j}}] = {{v}} {rule}', arr, n=n)
     if shape[0] > _INDEX_MAX:
-      raise ScheduleError(
-        f'a schedule may have at most {_INDEX_MAX} steps (int32); got {shape[0]}.'
-      )
-    # Duplicate ids among the valid arrivals of one step.
+      raise ScheduleError(f'a schedule has at most {_INDEX_MAX} steps (int32); got {shape[0]}.')
     ids = np.where(m, self.client_ids, 0)
-    keyed = np.where(m, ids, -1 - np.arange(shape[1])[None, :])
-    srt = np.sort(keyed, axis=1)
-    dup = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)
+    srt = np.sort(np.where(m, ids, -1 - np.arange(shape[1])[None, :]), axis=1)
     twice = (
       'client {v} arrives twice at step {t}; a client can report at most once per server step.'
     )
-    _reject(dup, twice, srt)
+    _reject((srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0), twice, srt)
     # Canonical padding: ids 0, start = t, one step. Stored as int32.
     set_('client_ids', ids.astype(np.int32))
     set_('start_step', np.where(m, self.start_step, t_index).astype(np.int32))
@@ -143,13 +125,11 @@ class Schedule:
 
   num_steps = property(lambda self: int(self.client_ids.shape[0]))
   max_arrivals = property(lambda self: int(self.client_ids.shape[1]))
-
-  @property
-  def staleness(self) -> np.ndarray:
-    """int32[T, M] tau = t - start_step (0 on padding)."""
-    t = np.arange(self.num_steps, dtype=np.int32)[:, None]
-    return np.where(self.mask, t - self.start_step, 0).astype(np.int32)
-
+  staleness = property(  # int32[T, M] tau = t - start_step (0 on padding)
+    lambda self: np.where(
+      self.mask, np.arange(self.num_steps, dtype=np.int32)[:, None] - self.start_step, 0
+    ).astype(np.int32)
+  )
   max_staleness = property(lambda self: int(self.staleness.max()))
   avg_staleness = property(lambda self: float(self.staleness.sum() / max(self.mask.sum(), 1)))
   arrivals_per_step = property(lambda self: self.mask.sum(axis=1))
@@ -161,8 +141,8 @@ class Schedule:
   )
 
   def digest(self) -> str:
-    """SHA-256 of the client count and the arrays (dtype, shape, bytes): what a run's
-    identity holds of its schedule, and the key of a program whose algorithm reads it."""
+    """SHA-256 of the client count and the arrays (dtype, shape, bytes): what a run's identity
+    holds of its schedule, and the key of a program whose algorithm reads it."""
     h = hashlib.sha256(str(self.num_clients).encode())
     for name in _ARRAYS[:5]:
       a = np.ascontiguousarray(getattr(self, name))
@@ -174,8 +154,7 @@ class Schedule:
     """Summary statistics (JSON), ``tau_max`` and ``tau_avg`` in ``counter``'s convention."""
     if counter not in DELAY_COUNTERS:
       raise ValueError(f'counter must be one of {sorted(DELAY_COUNTERS)}; got {counter!r}.')
-    offset = DELAY_COUNTERS[counter]
-    counts = self.participation_counts
+    offset, counts = DELAY_COUNTERS[counter], self.participation_counts
     return {
       'num_steps': self.num_steps,
       'max_arrivals': self.max_arrivals,
@@ -197,42 +176,31 @@ class Schedule:
 
   def save(self, path: str | os.PathLike) -> None:
     """An .npz of plain arrays that :func:`load` replays exactly."""
-    np.savez(
-      path,
-      format_version=np.int64(SCHEDULE_FORMAT_VERSION),
-      **{k: getattr(self, k) for k in _ARRAYS[:5]},
-      num_clients=np.int64(self.num_clients),
-    )
+    arrays = {k: getattr(self, k) for k in _ARRAYS[:5]}
+    n = np.int64(self.num_clients)
+    np.savez(path, format_version=np.int64(SCHEDULE_FORMAT_VERSION), **arrays, num_clients=n)
 
 
 def _member_sizes(path: str, max_slots: int) -> None:
-  """Refuse an archive whose arrays exceed ``max_slots`` entries, from their .npy headers, before
-  expanding any."""
-  try:
-    archive = zipfile.ZipFile(path)
-  except zipfile.BadZipFile:
-    raise ScheduleError(
-      f'cannot read schedule file {path}: not an .npz archive written by Schedule.save.'
-    ) from None
-  with archive:
+  """Refuse an archive whose arrays exceed ``max_slots`` entries, from their headers."""
+  with zipfile.ZipFile(path) as archive:
     for info in archive.infolist():
       name = info.filename.removesuffix('.npy')
       try:
         with archive.open(info) as member:
           version = np.lib.format.read_magic(member)
-          if version not in _HEADERS:
+          if version not in ((1, 0), (2, 0)):
             raise ValueError(f'.npy format version {version} is not read here')
-          shape, _, dtype = _HEADERS[version](member)
+          read = getattr(np.lib.format, f'read_array_header_{version[0]}_0')
+          shape, _, dtype = read(member)
       except (ValueError, EOFError, OSError, zipfile.BadZipFile, zlib.error) as e:
-        raise ScheduleError(
-          f'cannot read schedule file {path}: array {name!r} is not a readable .npy array ({e}).'
-        ) from None
+        raise ScheduleError(f'array {name!r} is not a readable .npy array ({e}).') from None
       entries = int(np.prod(shape, dtype=np.float64))
       if entries > max_slots:
         raise ScheduleError(
-          f'cannot read schedule file {path}: array {name!r} has shape {tuple(shape)} '
-          f'({entries:,} entries, {entries * dtype.itemsize / 2**20:,.0f} MiB expanded), above '
-          f'the limit of {max_slots:,} arrival slots of a schedule; nothing was expanded.'
+          f'array {name!r} has shape {tuple(shape)} ({entries:,} entries, '
+          f'{entries * dtype.itemsize / 2**20:,.0f} MiB expanded), above the limit of '
+          f'{max_slots:,} arrival slots of a schedule; nothing was expanded.'
         )
 
 
@@ -244,29 +212,24 @@ def load(path: str | os.PathLike, *, max_slots: int = MAX_SLOTS) -> Schedule:
   try:
     _member_sizes(path, max_slots)
     with np.load(path, allow_pickle=False) as f:
-      if not isinstance(f, np.lib.npyio.NpzFile):
-        raise ValueError('not an .npz archive')
       arrays = {k: f[k] for k in f.files}
+  except ScheduleError as e:
+    raise ScheduleError(f'cannot read schedule file {path}: {e}') from None
   except FileNotFoundError:
     raise ScheduleError(f'cannot read schedule file {path}: file not found.') from None
-  except (AttributeError, TypeError):  # an .npy file: an ndarray has no context manager
+  except IsADirectoryError:
+    raise ScheduleError(f'cannot read schedule file {path}: it is a directory.') from None
+  except zipfile.BadZipFile:
     raise ScheduleError(
       f'cannot read schedule file {path}: not an .npz archive written by Schedule.save.'
     ) from None
-  except IsADirectoryError:
-    raise ScheduleError(f'cannot read schedule file {path}: it is a directory.') from None
-  except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
-    if isinstance(e, ScheduleError):
-      raise
+  except (OSError, ValueError, EOFError, zlib.error) as e:
     raise ScheduleError(f'cannot read schedule file {path}: {e} (truncated or corrupt?).') from None
   try:  # every error below names the file
     if 'format_version' in arrays:
       version = _count('format_version', arrays.pop('format_version'))
       if version != SCHEDULE_FORMAT_VERSION:
-        raise ScheduleError(
-          f'format_version {version} is not supported (this library reads version '
-          f'{SCHEDULE_FORMAT_VERSION}).'
-        )
+        raise ScheduleError(f'format_version {version} is not supported (only 1 is).')
     for required in ('client_ids', 'start_step', 'num_clients'):
       if required not in arrays:
         raise ScheduleError(f'missing array {required!r}; found {sorted(arrays)}.')
@@ -278,29 +241,15 @@ def load(path: str | os.PathLike, *, max_slots: int = MAX_SLOTS) -> Schedule:
     raise ScheduleError(f'{path}: {e}') from None
 
 
-def _array(name: str, x: Any) -> np.ndarray:
-  try:
-    return np.asarray(x)
-  except (TypeError, ValueError) as e:  # ragged nested lists
-    raise ScheduleError(f'{name} must be a rectangular array; got {e}.') from None
-
-
 def from_arrays(
-  client_ids,
-  start_step,
-  local_steps=None,
-  mask=None,
-  wall_clock=None,
-  num_clients: int | None = None,
+  client_ids, start_step, local_steps=None, mask=None, wall_clock=None, num_clients=None
 ) -> Schedule:
-  """A schedule from explicit arrays (lists too): 1-D ``[T]`` arrays mean M = 1; ``local_steps`` may
-  be a scalar (default 1), ``mask`` defaults to all True, ``wall_clock`` to the step index,
-  ``num_clients`` to the largest valid id + 1 (pass the problem's N to be exact); nothing is cast
-  silently."""
-  client_ids = _array('client_ids', client_ids)
+  """A schedule from explicit arrays (lists too): 1-D ``[T]`` arrays mean M = 1; ``local_steps``
+  may be a scalar (default 1), ``mask`` defaults to all True, ``wall_clock`` to the step index,
+  ``num_clients`` to the largest valid id + 1 (pass the problem's N to be exact)."""
+  client_ids, start_step = _array('client_ids', client_ids), _array('start_step', start_step)
   if client_ids.ndim == 1:
     client_ids = client_ids[:, None]
-  start_step = _array('start_step', start_step)
   if start_step.ndim == 1 and client_ids.ndim == 2 and client_ids.shape[1] == 1:
     if start_step.shape[0] != client_ids.shape[0]:
       raise ScheduleError(

@@ -1,7 +1,6 @@
 """The schedule kind ``trace``: per-client speeds, recorded jobs or a run's recorded
-``schedule.npz`` (docs/extending.md, "A delay trace from a file"); files are size-checked before
-they are read, npz files read without unpickling, and every problem is one ConfigError naming
-``config.schedule.<field>``."""
+``schedule.npz`` (docs/extending.md, "A delay trace from a file"); size-checked before reading,
+never unpickled, every problem one ConfigError naming ``config.schedule.<field>``."""
 
 from __future__ import annotations
 
@@ -26,16 +25,6 @@ def _bad(field: str, value: Any, why: str) -> ConfigError:
   return ConfigError.invalid(f'schedule.{field}', value, why.rstrip('.') + '.')
 
 
-def _size(path: str) -> int:
-  if path.endswith('.npz'):
-    try:
-      with zipfile.ZipFile(path) as z:
-        return sum(info.file_size for info in z.infolist())
-    except (zipfile.BadZipFile, OSError) as e:
-      raise _bad('trace', path, f'cannot read it as an npz archive: {e}') from None
-  return os.path.getsize(path)
-
-
 def read(path: Any) -> dict[str, np.ndarray]:
   """The columns of a trace file: name -> float64[rows]."""
   if not isinstance(path, str) or not path:
@@ -44,27 +33,32 @@ def read(path: Any) -> dict[str, np.ndarray]:
     raise _bad('trace', path, f'no such file (relative to {os.getcwd()})')
   if not path.endswith(('.csv', '.npz')):
     raise _bad('trace', path, 'must be a .csv (with a header line) or an .npz file')
-  size = _size(path)
+  try:
+    if path.endswith('.npz'):
+      with zipfile.ZipFile(path) as z:
+        size = sum(info.file_size for info in z.infolist())
+    else:
+      size = os.path.getsize(path)
+  except (zipfile.BadZipFile, OSError) as e:
+    raise _bad('trace', path, f'cannot read it as an npz archive: {e}') from None
   if size > MAX_BYTES:
     raise _bad('trace', path, f'the file holds {size:,} bytes, more than {MAX_BYTES:,}')
   try:
     if path.endswith('.npz'):
       with np.load(path, allow_pickle=False) as f:
-        raw = {k: f[k] for k in f.files}
+        columns = {k: np.asarray(f[k]) for k in f.files}
     else:
       with open(path, newline='') as f:
         rows = list(csv.reader(f))
       if not rows:
         raise ValueError('the file is empty')
-      header = [h.strip() for h in rows[0]]
+      header, body = [h.strip() for h in rows[0]], [r for r in rows[1:] if r]
       twice = sorted({h for h in header if header.count(h) > 1})
       if twice:
         raise ValueError(f'column {twice[0]!r} appears twice in the header')
-      body = [r for r in rows[1:] if r]
       if any(len(r) != len(header) for r in body):
         raise ValueError(f'every row must have the {len(header)} columns of {header}')
-      raw = {h: np.asarray([r[i] for r in body], dtype=np.float64) for i, h in enumerate(header)}
-    columns = {k: np.asarray(v) for k, v in raw.items()}
+      columns = {h: np.asarray([r[i] for r in body], np.float64) for i, h in enumerate(header)}
     for k, v in columns.items():
       if v.ndim != 1 or v.dtype.kind not in 'iuf':
         raise ValueError(f'column {k!r} must be 1-D numbers; got {v.dtype} of shape {v.shape}')
@@ -89,7 +83,7 @@ def _clients(path: str, ids: np.ndarray, n: int) -> np.ndarray:
   return ids.astype(np.int64)
 
 
-def speeds(path: str, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
+def _speeds(path: str, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
   """float64[N] per-client duration factors from a speeds file."""
   d = columns['duration']
   if 'client' in columns:
@@ -104,18 +98,8 @@ def speeds(path: str, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
   return d
 
 
-def from_jobs(
-  client: np.ndarray,
-  start: np.ndarray,
-  finish: np.ndarray,
-  *,
-  num_clients: int,
-  buffer_size: int,
-  num_steps: int,
-  local_steps: np.ndarray,
-) -> Schedule:
+def _from_jobs(client, start, finish, *, num_clients, buffer_size, num_steps, local_steps):
   """The [T, M] schedule of recorded jobs, ``M = buffer_size``."""
-  client, start, finish = (np.asarray(a) for a in (client, start, finish))
   if (finish < start).any():
     i = int(np.flatnonzero(finish < start)[0])
     raise ValueError(f'row {i}: the job finishes at {finish[i]:g}, before its start {start[i]:g}')
@@ -136,19 +120,14 @@ def from_jobs(
       f'fewer than num_rounds={t} (needs {t * m} jobs)'
     )
   order = np.argsort(finish, kind='stable')[: t * m].reshape(t, m)
-  wall = finish[order[:, -1]]
-  steps = np.arange(t)[:, None]
-  version = np.minimum(np.searchsorted(wall, start[order], side='right'), steps)
-  ids = client[order]
-  return Schedule(
-    ids, version, np.asarray(local_steps)[ids], np.ones((t, m), bool), wall, num_clients
-  )
+  wall, ids = finish[order[:, -1]], client[order]
+  version = np.minimum(np.searchsorted(wall, start[order], side='right'), np.arange(t)[:, None])
+  steps = np.asarray(local_steps)[ids]
+  return Schedule(ids, version, steps, np.ones((t, m), bool), wall, num_clients)
 
 
-def recorded(path: Any) -> bool:
+def _recorded(path: str) -> bool:
   """Whether ``path`` is an npz written by :meth:`Schedule.save` (it holds ``client_ids``)."""
-  if not (isinstance(path, str) and path.endswith('.npz') and os.path.isfile(path)):
-    return False
   try:
     with zipfile.ZipFile(path) as z:
       return 'client_ids.npy' in z.namelist()
@@ -156,7 +135,7 @@ def recorded(path: Any) -> bool:
     return False  # read() names the problem
 
 
-def replay(ctx: Any, durations: Durations, path: str, buffer_size: int) -> Schedule:
+def _replay(ctx: Any, durations: Durations, path: str, buffer_size: int) -> Schedule:
   """The recorded schedule ``path``, its first ``ctx.num_steps`` steps as written."""
   if durations.speed is not None:
     raise _bad('client_speed', 'set', "must be 'none' with a recorded schedule")
@@ -170,11 +149,8 @@ def replay(ctx: Any, durations: Durations, path: str, buffer_size: int) -> Sched
   if s.num_steps < t:
     raise _bad('trace', path, f'records {s.num_steps} server steps, fewer than num_rounds={t}')
   if s.max_arrivals != buffer_size:
-    raise _bad(
-      'buffer_size',
-      buffer_size,
-      f'must be {s.max_arrivals}, the arrival slots per step of the recorded schedule {path}',
-    )
+    why = f'must be {s.max_arrivals}, the arrival slots per step of the recorded schedule {path}'
+    raise _bad('buffer_size', buffer_size, why)
   k = np.asarray(ctx.local_steps)[np.where(s.mask, s.client_ids, 0)]
   off = s.mask & (s.local_steps % k != 0)
   if off.any():
@@ -193,14 +169,12 @@ def schedule(
   ctx: Any, durations: Durations, path: str, concurrency: int, buffer_size: int
 ) -> Schedule:
   """The ``trace`` kind: the schedule of the file ``path`` for the run ``ctx``."""
-  if recorded(path):
-    return replay(ctx, durations, path, buffer_size)
-  columns = read(path)
-  n = ctx.num_clients
+  if isinstance(path, str) and path.endswith('.npz') and os.path.isfile(path) and _recorded(path):
+    return _replay(ctx, durations, path, buffer_size)
+  columns, n = read(path), ctx.num_clients
   names = sorted(columns)
   if names in (sorted(SPEEDS), sorted(('client',) + SPEEDS)):
-    factor = speeds(path, columns, n)
-    mc, m = concurrency, buffer_size
+    factor, mc, m = _speeds(path, columns, n), concurrency, buffer_size
     clock = {'num_clients': n, 'concurrency': mc, 'buffer_size': m, 'num_steps': ctx.num_steps}
     refusal = builders.BUILDERS.refusal('fedbuff', clock)  # the clock's ranges, declared there
     if refusal is not None:
@@ -218,15 +192,11 @@ def schedule(
       raise _bad('client_speed', 'set', "must be 'none' with a trace of recorded jobs")
     try:
       ids = _clients(path, columns['client'], n)
-      return from_jobs(
+      return _from_jobs(
         ids, columns['start'], columns['finish'], num_clients=n, buffer_size=buffer_size,
         num_steps=ctx.num_steps, local_steps=ctx.local_steps,
       )  # fmt: skip
     except (ScheduleError, ValueError) as e:
       raise _bad('trace', path, str(e)) from None
-  raise _bad(
-    'trace',
-    path,
-    f'has columns {names}; a trace holds per-client speeds {list(SPEEDS)} (optionally with '
-    f'client) or recorded jobs {list(JOBS)}',
-  )
+  why = f'has columns {names}; a trace holds per-client speeds {list(SPEEDS)} (optionally with '
+  raise _bad('trace', path, why + f'client) or recorded jobs {list(JOBS)}')
