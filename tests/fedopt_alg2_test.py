@@ -1,5 +1,13 @@
-"""FedOPT with ``convention='alg2'`` (Reddi et al. 2021, Alg. 2) and Flower's FedAvgM against
-NumPy loops in the paper's own signs; the schedule has stale arrivals and an empty step."""
+"""FedOPT with ``convention='alg2'``: Reddi et al. 2021, Alg. 2, against NumPy.
+
+The NumPy loop below transcribes Alg. 2 in the paper's own signs (``Delta_t`` the mean
+of ``x_local - x_start``, ``x_{t+1} = x_t + eta m_t / (sqrt(v_t) + tau)``), with
+``m_{-1} = 0`` and ``v_{-1} = tau^2``, plus the two variants (Kingma & Ba's step-size
+bias correction with an offset; tau inside the square root). The schedule has stale
+arrivals and a step with no arrival, which must leave x, m, v and t as they were.
+Flower's settings (docs/algorithms/baselines.md, docs/algorithms/fedgm.md) are also run
+on clients of unequal example counts against the example-weighted mean.
+"""
 
 import jax
 import jax.numpy as jnp
@@ -32,18 +40,24 @@ def np_mean_delta(locals_, starts, ids, sizes):
   return sum(w * d for w, d in zip(n, deltas, strict=True)) / n.sum()
 
 
-def np_alg2(rule):
-  """A server_step for np_replay: Alg. 2 line by line; also records sign(v - Delta^2)."""
+def np_alg2(
+  rule, beta1=BETA1, bias_correction=False, offset=1, inside=False, v_init=None, sizes=None
+):
+  """A server_step for np_replay: Alg. 2 line by line; also records sign(v - Delta^2).
+
+  With ``sizes`` (examples per client) Delta_t is the example-weighted mean and the step
+  takes the arrivals' ids (``np_replay(..., with_ids=True)``).
+  """
   state = {'m': None, 'v': None, 't': 0, 'signs': set()}
 
-  def step(x, locals_, starts, taus):
+  def step(x, locals_, starts, taus, ids=None):
     del taus
     if not locals_:  # no arrival: nothing moves, t does not advance
       return x
-    delta = np_mean_delta(locals_, starts, None, None)
+    delta = np_mean_delta(locals_, starts, ids, sizes)
     m = np.zeros_like(x) if state['m'] is None else state['m']
-    v = np.full_like(x, TAU**2) if state['v'] is None else state['v']
-    m = BETA1 * m + (1 - BETA1) * delta
+    v = np.full_like(x, TAU**2 if v_init is None else v_init) if state['v'] is None else state['v']
+    m = beta1 * m + (1 - beta1) * delta
     if rule == 'adagrad':
       v = v + delta**2
     elif rule == 'yogi':
@@ -51,8 +65,13 @@ def np_alg2(rule):
       v = v - (1 - BETA2) * delta**2 * np.sign(v - delta**2)
     else:
       v = BETA2 * v + (1 - BETA2) * delta**2
+    eta = ETA
+    if bias_correction:
+      p = state['t'] + offset
+      eta = ETA * np.sqrt(1 - BETA2**p) / (1 - beta1**p)
+    denom = np.sqrt(v + TAU**2) if inside else np.sqrt(v) + TAU
     state.update(m=m, v=v, t=state['t'] + 1)
-    return x + ETA * m / (np.sqrt(v) + TAU)
+    return x + eta * m / denom
 
   return step, state
 
@@ -61,23 +80,48 @@ def _run(alg, a, b, x0):
   return simulate_quadratic(alg, a, b, x0, _schedule())
 
 
-@pytest.mark.parametrize('rule', ['adagrad', 'yogi', 'adam'])
-def test_alg2_matches_numpy_transcription(rule, x64):
+FLOWER = {  # docs/algorithms/baselines.md, the settings that give Flower's strategies
+  'FedAdam': (
+    'adam',
+    dict(bias_correction=True, bias_correction_offset=2, initial_accumulator=0.0),
+    dict(bias_correction=True, offset=2, v_init=0.0),
+  ),
+  'FedYogi': ('yogi', dict(initial_accumulator=0.0), dict(v_init=0.0)),
+  'FedAdagrad': ('adagrad', dict(beta1=0.0, initial_accumulator=0.0), dict(beta1=0.0, v_init=0.0)),
+}
+
+CASES = [
+  ('adagrad', {}, {}),
+  ('yogi', {}, {}),
+  ('adam', {}, {}),
+  ('adam', dict(bias_correction=True), dict(bias_correction=True)),
+  (
+    'yogi',
+    dict(bias_correction=True, tau_placement='inside'),
+    dict(bias_correction=True, inside=True),
+  ),
+]
+
+
+@pytest.mark.parametrize('rule, hp, np_hp', CASES)
+def test_alg2_matches_numpy_transcription(rule, hp, np_hp, x64):
   a, b = make_quadratic(dtype=np.float64)
   x0 = np.linspace(-1.0, 1.0, 4)
-  kw = dict(beta1=BETA1, beta2=BETA2, tau=TAU, server_optimizer=rule, convention='alg2')
-  alg = afl_jax.algorithms.make('fedopt', client_lr=LR, server_lr=ETA, **kw)
+  kw = dict(beta1=BETA1, beta2=BETA2, tau=TAU) | hp
+  alg = afl_jax.algorithms.make(
+    'fedopt', client_lr=LR, server_lr=ETA, server_optimizer=rule, convention='alg2', **kw
+  )
   res = _run(alg, a, b, x0)
-  step, state = np_alg2(rule)
+  step, state = np_alg2(rule, **np_hp)
   want = np_replay(_schedule(), a, b, x0, LR, step)
   got = np.asarray(res.params_history['x'])
   np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
   assert np.abs(got[-1] - x0).max() > 1e-2  # it moved
   # The empty step: the model is the same (bitwise: one program, state selected) ...
   np.testing.assert_array_equal(got[2], got[1])
-  # ... and the moments saw only the five steps with arrivals.
+  # ... and the moments and t saw only the five steps with arrivals.
   alg2_state = res.final_state.server.opt_state[0]
-  assert state['t'] == 5
+  assert int(alg2_state.count) == 5 == state['t']
   # Our pseudo-gradient is the paper's Delta negated, so our m is the paper's m negated.
   np.testing.assert_allclose(alg2_state.mu['x'], -state['m'], rtol=1e-12, atol=1e-15)
   np.testing.assert_allclose(alg2_state.nu['x'], state['v'], rtol=1e-12, atol=1e-15)
@@ -104,6 +148,30 @@ def _unequal_clients():
 
 def _run_unequal(alg, problem, x0):
   return afl_jax.simulate(alg, problem, _schedule(), {'x': jnp.asarray(x0)}, jax.random.key(0))
+
+
+@pytest.mark.parametrize('strategy', sorted(FLOWER))
+def test_flower_settings_weight_unequal_clients_by_examples(strategy, x64):
+  rule, hp, np_hp = FLOWER[strategy]
+  a, b, problem = _unequal_clients()
+  x0 = np.linspace(-1.0, 1.0, 4)
+  kw = dict(beta1=BETA1, beta2=BETA2, tau=TAU) | hp
+  alg = afl_jax.algorithms.make(
+    'fedopt',
+    client_lr=LR,
+    server_lr=ETA,
+    server_optimizer=rule,
+    convention='alg2',
+    weighting='examples',
+    **kw,
+  )
+  got = np.asarray(_run_unequal(alg, problem, x0).params_history['x'])
+  step, state = np_alg2(rule, sizes=SIZES, **np_hp)
+  want = np_replay(_schedule(), a, b, x0, LR, step, with_ids=True)
+  np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+  assert state['t'] == 5
+  uniform, _ = np_alg2(rule, **np_hp)  # the same rule on the unweighted mean differs
+  assert np.abs(np_replay(_schedule(), a, b, x0, LR, uniform) - want).max() > 1e-4
 
 
 def test_fedavgm_with_flower_settings_is_flowers_undamped_momentum(x64):

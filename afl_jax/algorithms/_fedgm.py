@@ -138,12 +138,47 @@ def multistage_fedgm_server(
 
 # ---- FedOPT (Reddi et al. 2021) ---------------------------------------------------------------
 OPTIMIZERS = ('sgd', 'adam', 'yogi', 'adagrad', 'amsgrad')
-NO_AMSGRAD_IN_ALG2 = checks.Rule(
-  'server_optimizer',
-  lambda convention, server_optimizer: (
-    "'amsgrad' has no Alg. 2 form; pass convention='optax'"
-    if convention == 'alg2' and server_optimizer == 'amsgrad'
-    else None
+# The options selecting a variant of Alg. 2, with the values that leave optax's optimizer as is.
+ALG2_OPTIONS = {
+  'bias_correction': False,
+  'bias_correction_offset': 1,
+  'tau_placement': 'outside',
+  'initial_accumulator': None,
+}
+
+
+def _alg2_only(field: str) -> checks.Rule:
+  def problem(convention, **value):
+    if convention == 'optax' and value[field] != ALG2_OPTIONS[field]:
+      return (
+        f"selects a variant of Reddi et al.'s Alg. 2: pass convention='alg2' with it (or "
+        f'leave {field} at {ALG2_OPTIONS[field]!r})'
+      )
+    return None
+
+  return checks.Rule(field, problem, reads=('convention', field))
+
+
+FEDOPT_RULES = (
+  NEEDS_NUM_CLIENTS,
+  *map(_alg2_only, ALG2_OPTIONS),
+  checks.Rule(
+    'server_optimizer',
+    lambda convention, server_optimizer: (
+      "'amsgrad' is optax's only: convention='alg2' covers 'adagrad', 'yogi' and 'adam' "
+      "(Reddi et al. Alg. 2); pass convention='optax'"
+      if convention == 'alg2' and server_optimizer == 'amsgrad'
+      else None
+    ),
+  ),
+  checks.Rule(
+    'bias_correction',
+    lambda server_optimizer, bias_correction: (
+      "applies to 'adam' and 'yogi' only: FedAdagrad's v is a sum, not an average; pass "
+      'bias_correction=False'
+      if bias_correction and server_optimizer == 'adagrad'
+      else None
+    ),
   ),
 )
 
@@ -151,10 +186,14 @@ NO_AMSGRAD_IN_ALG2 = checks.Rule(
 @SERVERS.register(
   'fedopt',
   context=NORMALIZER,
-  rules=(NEEDS_NUM_CLIENTS, NO_AMSGRAD_IN_ALG2),
+  rules=FEDOPT_RULES,
   server_optimizer=checks.choice(OPTIMIZERS),
   convention=checks.choice(('optax', 'alg2')),
   tau=checks.POSITIVE,
+  bias_correction=checks.boolean(),
+  bias_correction_offset=checks.integer(1),
+  tau_placement=checks.choice(('outside', 'inside')),
+  initial_accumulator=checks.NON_NEGATIVE,
 )
 def fedopt_server(
   server_optimizer: str = 'adam',
@@ -164,16 +203,21 @@ def fedopt_server(
   beta2: float = 0.99,
   tau: float = 1e-3,
   convention: str = 'optax',
+  bias_correction: bool = False,
+  bias_correction_offset: int = 1,
+  tau_placement: str = 'outside',
+  initial_accumulator: float | None = None,
   normalizer: str = 'arrivals',
   num_clients: int | None = None,
   weighting: str = 'uniform',
 ) -> ServerRule:
-  """FedOPT's ServerOPT on the mean pseudo-gradient: optax's optimizers (``convention='optax'``)
-  or Alg. 2 as written (``'alg2'``)."""
+  """FedOPT's ServerOPT on the mean pseudo-gradient: optax's optimizers
+  (``convention='optax'``) or Alg. 2 as written (``'alg2'``, with its variants)."""
   if server_optimizer == 'sgd':
     optimizer = optax.sgd(server_lr)
   elif convention == 'alg2':
-    direction = scale_by_alg2(server_optimizer, beta1, beta2, tau)
+    variant = (bias_correction, bias_correction_offset, tau_placement, initial_accumulator)
+    direction = scale_by_alg2(server_optimizer, beta1, beta2, tau, *variant)
     optimizer = optax.chain(direction, optax.scale_by_learning_rate(server_lr))
   elif server_optimizer == 'adagrad':
     optimizer = optax.adagrad(server_lr, initial_accumulator_value=0.0, eps=tau**2)
@@ -186,18 +230,21 @@ def fedopt_server(
 
 
 class Alg2State(NamedTuple):
+  count: jax.Array  # int32 []: server updates so far (t)
   mu: Any  # m_{t-1}
   nu: Any  # v_{t-1}
 
 
-def scale_by_alg2(rule, beta1, beta2, tau) -> optax.GradientTransformation:
-  """Alg. 2's ``m_t / (sqrt(v_t) + tau)``, ``v_{-1} = tau^2``, for ``rule`` ('adagrad', 'yogi' or
-  'adam'); chain it with a learning rate."""
+def scale_by_alg2(
+  rule, beta1, beta2, tau, bias_correction, bias_correction_offset, tau_placement, v0
+) -> optax.GradientTransformation:
+  """Alg. 2's direction ``m_t / (sqrt(v_t) + tau)`` for ``rule`` ('adagrad', 'yogi' or 'adam');
+  chain it with a learning rate; ``v0`` the initial accumulator (None: ``tau^2``)."""
+  v0 = tau**2 if v0 is None else v0
 
   def init(params):
-    return Alg2State(
-      tree.zeros_like(params), jax.tree.map(lambda p: jnp.full_like(p, tau**2), params)
-    )
+    nu = jax.tree.map(lambda p: jnp.full_like(p, v0), params)
+    return Alg2State(jnp.zeros([], jnp.int32), tree.zeros_like(params), nu)
 
   def second_moment(v, g):
     g2 = g * g
@@ -211,8 +258,16 @@ def scale_by_alg2(rule, beta1, beta2, tau) -> optax.GradientTransformation:
     del params
     mu = jax.tree.map(lambda m, g: (beta1 * m + (1 - beta1) * g).astype(m.dtype), state.mu, updates)
     nu = jax.tree.map(lambda v, g: second_moment(v, g).astype(v.dtype), state.nu, updates)
-    out = jax.tree.map(lambda m, v: (m / (jnp.sqrt(v) + tau)).astype(m.dtype), mu, nu)
-    return out, Alg2State(mu, nu)
+
+    def direction(m, v):
+      denom = jnp.sqrt(v) + tau if tau_placement == 'outside' else jnp.sqrt(v + tau**2)
+      out = m / denom
+      if bias_correction:
+        power = (state.count + bias_correction_offset).astype(m.dtype)
+        out = out * (jnp.sqrt(1 - jnp.power(beta2, power)) / (1 - jnp.power(beta1, power)))
+      return out.astype(m.dtype)
+
+    return jax.tree.map(direction, mu, nu), Alg2State(state.count + 1, mu, nu)
 
   return optax.GradientTransformation(init, update)
 
