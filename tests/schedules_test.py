@@ -166,14 +166,14 @@ def test_save_load_roundtrip_and_a_trace_with_defaults(tmp_path):
 
 
 def test_ring_plan_keeps_every_start_model_until_its_last_reader():
-  from afl_jax.core import ring
+  from afl_jax.core.engine import plan_ring
 
   for sched in (
     schedules.fedbuff(100, 20, 10, 300, seed=0),
     schedules.random_staleness(20, 4, 60, window=7, seed=1),
     from_arrays([[0, 1], [2, 0], [1, 2]], [[0, 0], [0, 1], [0, 2]]),
   ):
-    p = ring.plan(sched)
+    p = plan_ring(sched)
     held = {int(p.write_slot[0]): 0}  # slot -> version it holds
     for t in range(sched.num_steps):
       for j in np.flatnonzero(sched.mask[t]):

@@ -3,6 +3,7 @@ time where they convolve on CPU), and the host plan of a step's slots; docs/arch
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -12,7 +13,7 @@ import numpy as np
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from afl_jax.core import ring, tree
+from afl_jax.core import tree
 from afl_jax.core.problem import Problem
 from afl_jax.core.types import Algorithm, Arrivals, EmptyState, LocalTask
 from afl_jax.errors import ArgumentError
@@ -21,6 +22,40 @@ from afl_jax.schedules.schedule import Schedule
 
 REGIMES = ('per_job', 'always_on')
 CLIENT_AXIS = 'clients'
+
+
+class RingPlan(NamedTuple):
+  read_slot: np.ndarray  # int32[T, M] slot holding each arrival's start broadcast
+  write_slot: np.ndarray  # int32[T + 1] slot receiving version v (v = 0 at init)
+  size: int  # number of slots
+
+
+def plan_ring(schedule: Schedule) -> RingPlan:
+  """The ring buffer of past broadcasts, planned on the host by greedy interval colouring of the
+  versions' lifetimes (as many slots as versions ever live at once; per-job regime)."""
+  t_total = schedule.num_steps
+  last = np.full(t_total + 1, -1, np.int64)  # the last step reading each version (-1: none)
+  steps = np.broadcast_to(np.arange(t_total)[:, None], schedule.mask.shape)[schedule.mask]
+  np.maximum.at(last, schedule.start_step[schedule.mask], steps)
+  write = np.zeros(t_total + 1, np.int32)
+  free: list[int] = []
+  busy: list[tuple[int, int]] = []  # (last use, slot)
+  size = 0
+  for v in range(t_total + 1):
+    # version v is written after step v - 1: slots last read at step <= v - 1 are free
+    while busy and busy[0][0] <= v - 1:
+      heapq.heappush(free, heapq.heappop(busy)[1])
+    if free:
+      slot = heapq.heappop(free)
+    else:
+      slot, size = size, size + 1
+    write[v] = slot
+    if last[v] >= 0:
+      heapq.heappush(busy, (int(last[v]), slot))
+    else:
+      heapq.heappush(free, slot)
+  read = np.where(schedule.mask, write[schedule.start_step], 0).astype(np.int32)
+  return RingPlan(read, write, max(size, 1))
 
 
 class SimState(NamedTuple):
@@ -138,14 +173,14 @@ def plan_slots(schedules: Schedule | Any, regime: str, width: int, unit: int,
 
 
 def step_inputs(schedule: Schedule, regime: str, start: int, length: int,
-                num_slots: int | None = None, ring_plan: ring.RingPlan | None = None
+                num_slots: int | None = None, ring_plan: RingPlan | None = None
                 ) -> StepInputs:  # fmt: skip
   """Host inputs of steps ``[start, start + length)``: slots padded to ``num_slots``, steps past
   the schedule's end masked; always-on trains every client every step."""
   stop = max(start, min(start + length, schedule.num_steps))  # a replica may have ended
   c, sl = stop - start, slice(start, stop)
   if regime == 'per_job':
-    ring_plan = ring.plan(schedule) if ring_plan is None else ring_plan
+    ring_plan = plan_ring(schedule) if ring_plan is None else ring_plan
     ids, st = schedule.client_ids[sl], ring_plan.read_slot[sl]
     tau, k = schedule.staleness[sl], schedule.local_steps[sl]
     train = send = schedule.mask[sl]

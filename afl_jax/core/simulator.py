@@ -12,7 +12,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from afl_jax.core import engine, memory, precision, ring
+from afl_jax.core import engine, memory, precision
 from afl_jax.core.engine import SimState, StepInputs, to_host
 from afl_jax.core.problem import Problem
 from afl_jax.core.replicas import shared_problem_axes
@@ -75,7 +75,7 @@ class Simulator:
     if self.chunk_size < 1:
       raise ValueError(f'chunk_size must be >= 1; got {chunk_size}.')
     per_job = regime == 'per_job'
-    self.ring_plans = [ring.plan(s) if per_job else None for s in schedules]
+    self.ring_plans = [engine.plan_ring(s) if per_job else None for s in schedules]
     self.ring_size = max(p.size for p in self.ring_plans) if per_job else 1
     self.mesh = engine.default_mesh() if mesh is None else mesh
     if AXIS not in self.mesh.axis_names:
