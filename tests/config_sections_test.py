@@ -136,8 +136,6 @@ def test_command_line_sets_the_settings_of_the_named_components():
   assert out.schedule.durations_params.to_dict() == {'mean': 4.0, 'std': 2.0}
   with pytest.raises(ConfigError, match=r"^config.model_args.hidden='5' is invalid: model 'mlp'"):
     cli.finish_config(c, [('model_args.hidden', '5')])
-  with pytest.raises(SystemExit, match=r'durations_params.low=0.0 --config.schedule.durations_pa'):
-    cli._split(['train.py', '--config.schedule.durations_params=low=0,high=20'])
 
 
 # ---- schedule.durations_params: a mapping, bound to the named distribution ----------------
@@ -175,13 +173,7 @@ def test_durations_params_are_validated_per_distribution(kind, params, message):
     config_lib.validate(c)
 
 
-def test_the_string_form_is_refused_with_the_mapping_to_write():
-  fields = {'schedule.durations': 'normal', 'schedule.durations_params': 'mean=10,std=3'}
-  with pytest.raises(
-    ConfigError, match=r"^config.schedule.durations_params='mean=10,std=3' is "
-  ) as e:
-    config_lib.build(fields, {})
-  assert "e.g. {'mean': 10.0, 'std': 3.0} (the string form" in str(e.value)
+def test_a_string_durations_params_is_refused():
   c = ml_collections.ConfigDict(config_lib.default().to_dict() | {'seed': 0})
   c.schedule = ml_collections.ConfigDict({**c.schedule.to_dict(), 'durations_params': 'low=1'})
   with pytest.raises(ConfigError, match=r'durations_params=.low=1. is invalid: must be a mapping'):
