@@ -11,8 +11,6 @@ import pytest
 
 from afl_jax.pipeline import metrics_io
 
-# ---- JSON lines --------------------------------------------------------------------------
-
 
 def test_jsonl_round_trip_and_strict_nonfinite(tmp_path):
   with metrics_io.MetricsWriter(tmp_path) as w:
@@ -95,47 +93,26 @@ def test_truncate_metrics_keeps_records_up_to_step(tmp_path):
   assert metrics_io.truncate_metrics(tmp_path / 'missing', 5) == []
 
 
-# ---- TensorBoard ---------------------------------------------------------------------------
-
-
-def _masked_crc32c(data: bytes) -> int:
-  """TFRecord's masked CRC-32C, written here from the format description."""
-  crc = 0xFFFFFFFF
-  for byte in data:
-    crc ^= byte
-    for _ in range(8):
-      crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
-  crc ^= 0xFFFFFFFF
-  return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def read_events(path):
-  """Parse a TFRecord event file (length, masked crc, data, masked crc) into Event protos."""
+def read_events(logdir):
+  """The Event protos of a TensorBoard logdir (TFRecords: length, crc, data, crc)."""
   from tensorboardX.proto import event_pb2
 
   events = []
-  raw = open(path, 'rb').read()
-  pos = 0
-  while pos < len(raw):
-    header = raw[pos : pos + 8]
-    (length,) = struct.unpack('<Q', header)
-    (len_crc,) = struct.unpack('<I', raw[pos + 8 : pos + 12])
-    assert len_crc == _masked_crc32c(header)
-    data = raw[pos + 12 : pos + 12 + length]
-    (data_crc,) = struct.unpack('<I', raw[pos + 12 + length : pos + 16 + length])
-    assert data_crc == _masked_crc32c(data)
-    events.append(event_pb2.Event.FromString(data))
-    pos += 16 + length
+  for path in sorted(glob.glob(os.path.join(logdir, 'events.out.tfevents.*'))):
+    raw, pos = open(path, 'rb').read(), 0
+    while pos < len(raw):
+      (length,) = struct.unpack('<Q', raw[pos : pos + 8])
+      events.append(event_pb2.Event.FromString(raw[pos + 12 : pos + 12 + length]))
+      pos += 16 + length
   return events
 
 
 def scalars_of(logdir):
   out = {}
-  for path in sorted(glob.glob(os.path.join(logdir, 'events.out.tfevents.*'))):
-    for ev in read_events(path):
-      for v in ev.summary.value:
-        if v.HasField('simple_value'):
-          out.setdefault(v.tag, []).append((ev.step, v.simple_value))
+  for ev in read_events(logdir):
+    for v in ev.summary.value:
+      if v.HasField('simple_value'):
+        out.setdefault(v.tag, []).append((ev.step, v.simple_value))
   return out
 
 
@@ -160,7 +137,7 @@ def test_tensorboard_resume_writes_purge_marker(tmp_path):
   w = metrics_io.MetricsWriter(tmp_path, tensorboard=True, resume_step=20)
   w.write_scalars(30, {'a': 1.0})
   w.close()
-  events = [ev for p in glob.glob(str(tmp_path / 'tensorboard/events.*')) for ev in read_events(p)]
+  events = read_events(tmp_path / 'tensorboard')
   starts = [ev for ev in events if ev.session_log.status == event_pb2.SessionLog.START]
   assert [ev.step for ev in starts] == [21]
 

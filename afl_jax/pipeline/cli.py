@@ -4,6 +4,7 @@ setting) and one-line errors."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import logging
 import os
 import re
@@ -37,12 +38,14 @@ _HELP = ('--help', '-help', '-h', '-?', '--helpshort', '--helpfull', '--helpxml'
 DEFAULT_CONFIG = 'configs/default.py'
 
 
+@dataclasses.dataclass
 class ConfigFlag:
   """A script's ``--config``: the absl flag, its default file and the ``(SECTION.NAME, VALUE)``
   overrides of open sections the parser took out of argv, applied by :meth:`finish`."""
 
-  def __init__(self, holder: Any, default: str, overrides: list[tuple[str, str]]):
-    self.holder, self.default, self.overrides = holder, default, overrides
+  holder: Any
+  default: str
+  overrides: list[tuple[str, str]]
 
   @property
   def value(self) -> ml_collections.ConfigDict:
@@ -120,13 +123,13 @@ def raised_at(error: BaseException, file: str) -> str:
   return f'{at}{type(error).__name__}: {text}'
 
 
-def _load_config_file(
-  argv: Sequence[str], default: str = DEFAULT_CONFIG
-) -> ml_collections.ConfigDict | None:
+def _unknown_field(argv: Sequence[str], default: str) -> str | None:
+  """:func:`unknown_field_message` of the config ``argv`` names (None: it does not load)."""
   try:
-    return config_lib.load_file(flag_value(argv, 'config') or default)
+    config = config_lib.load_file(flag_value(argv, 'config') or default)
   except Exception:  # noqa: BLE001 (only used to word an error that already happened)
     return None
+  return unknown_field_message(config, argv)
 
 
 def unknown_field_message(config: ml_collections.ConfigDict, argv: Sequence[str]) -> str | None:
@@ -188,8 +191,7 @@ def define_config_flag(default: str = DEFAULT_CONFIG) -> ConfigFlag:
   try:
     holder = config_flags.DEFINE_config_file('config', default, 'Experiment config.', sys_argv=rest)
   except Exception as e:  # noqa: BLE001 (an override of the default config, applied here)
-    config = _load_config_file(rest, default)
-    exit_error((config is not None and unknown_field_message(config, rest)) or e)
+    exit_error(_unknown_field(rest, default) or e)
   return ConfigFlag(holder, default, hparams)
 
 
@@ -215,17 +217,15 @@ def flags_parser(
       missing = re.match(r'Missing value for flag (--[\w.]+)', str(e))
       if missing:
         exit_error(f'{missing.group(1)} needs a value: {missing.group(1)}=VALUE')
-      loaded = _load_config_file(rest, default)
       unknown = re.match(r"Unknown command line flag '([^']+)'", str(e))
       exit_error(
-        (loaded is not None and unknown_field_message(loaded, rest))
+        _unknown_field(rest, default)
         or _bad_values(e)
         or (unknown and f'--{unknown.group(1)} is not a flag of this script (see --helpshort)')
         or e
       )
     except (AttributeError, KeyError, TypeError, ValueError, OSError) as e:
-      loaded = _load_config_file(rest, default)
-      exit_error((loaded is not None and unknown_field_message(loaded, rest)) or e)
+      exit_error(_unknown_field(rest, default) or e)
     if not positional and len(remaining) > 1:
       exit_error(
         f'unexpected argument {remaining[1]!r}: this script takes flags only (--name=value; '

@@ -150,10 +150,6 @@ def import_beside(path: str, name: str) -> ModuleType:
   return sys.modules[key]
 
 
-def default_hparams(algorithm: str) -> dict[str, Any]:
-  return algorithms.ALGORITHMS.defaults(algorithm)
-
-
 def set_algorithm(c: ml_collections.ConfigDict, name: str, **hparams: Any) -> None:
   """Set ``c.algorithm`` and the ``c.hparams`` given (resolve fills the rest)."""
   c.algorithm = name
@@ -183,13 +179,13 @@ def resolve(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     except (AttributeError, KeyError, TypeError):  # a field it reads is missing: validate says so
       pass
   if c.algorithm in algorithms.ALGORITHMS:
-    out.hparams = ml_collections.ConfigDict(default_hparams(c.algorithm) | dict(c.hparams))
-  for registry, name, args in (
-    (models.MODELS, 'model', 'model_args'),
-    (data.DATASETS, 'dataset', 'dataset_args'),
-  ):
+    out.hparams = ml_collections.ConfigDict(
+      algorithms.ALGORITHMS.defaults(c.algorithm) | dict(c.hparams)
+    )
+  for name, registry in NAMED.items():
     if c.get(name) in registry:
-      out[args] = ml_collections.ConfigDict(registry.defaults(c[name]) | dict(c.get(args) or {}))
+      given = dict(c.get(registry.section) or {})
+      out[registry.section] = ml_collections.ConfigDict(registry.defaults(c[name]) | given)
   if 'schedule' in c and c.schedule.get('kind') in schedules.SCHEDULES:
     kinds, kind = schedules.SCHEDULES, c.schedule.kind
     out.schedule = _section(c, 'schedule', kinds, schedules.settings, kind, ('kind', 'seed'))

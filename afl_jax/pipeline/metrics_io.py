@@ -191,7 +191,6 @@ def read_metrics(
   workdir: str | os.PathLike,
   *,
   repair: bool = False,
-  decode: bool = True,
   warn: Callable[[str], None] = warn,
 ) -> list[dict[str, Any]]:
   """The records of ``<workdir>/metrics.jsonl`` ([] without it): a torn last line dropped with a
@@ -220,7 +219,7 @@ def read_metrics(
     warn(f'{path}: dropped a torn last line left by an interrupted run')
   if repair and (torn or (raw and not raw.endswith(b'\n'))):
     write_text(path, ''.join(json.dumps(r, sort_keys=True) + '\n' for r in records))
-  return [decode_record(r) for r in records] if decode else records
+  return [decode_record(r) for r in records]
 
 
 def _parse(line: bytes) -> dict | None:
@@ -236,11 +235,12 @@ def _parse(line: bytes) -> dict | None:
 def truncate_metrics(workdir: str | os.PathLike, step: int) -> list[dict[str, Any]]:
   """Keep (and return) the records up to ``step``."""
   path = os.path.join(os.fspath(workdir), METRICS_FILE)
-  records = read_metrics(workdir, repair=True, decode=False)
+  records = read_metrics(workdir, repair=True)
   kept = [r for r in records if r['step'] <= step]
   if len(kept) != len(records):
-    write_text(path, ''.join(json.dumps(r, sort_keys=True, allow_nan=False) + '\n' for r in kept))
-  return [decode_record(dict(r)) for r in kept]
+    lines = (encode_record(r['step'], {k: v for k, v in r.items() if k != 'step'}) for r in kept)
+    write_text(path, ''.join(line + '\n' for line in lines))
+  return kept
 
 
 def lower_is_better(metric: str) -> bool:
