@@ -47,7 +47,7 @@ def _write(path, records, tail=''):
     f.write(tail)
 
 
-def test_torn_last_line_is_dropped_with_warning_and_rewritten_only_by_the_owner(tmp_path):
+def test_a_torn_last_line_is_dropped_and_rewritten_by_the_owner_damage_before_it_refused(tmp_path):
   path = tmp_path / 'metrics.jsonl'
   _write(path, [{'step': 0, 'a': 1.0}, {'step': 10, 'a': 2.0}], tail='{"step": 20, "a": 3.')
   warnings = []
@@ -69,11 +69,7 @@ def test_torn_last_line_is_dropped_with_warning_and_rewritten_only_by_the_owner(
   recs = metrics_io.read_metrics(tmp_path, repair=True, warn=warnings.append)
   assert [r['step'] for r in recs] == [0, 10] and len(warnings) == 3
   assert path.read_text().endswith('{"step": 10}\n')
-
-
-def test_damage_before_the_last_line_raises_metrics_error(tmp_path):
-  path = tmp_path / 'metrics.jsonl'
-  _write(path, [{'step': 0}], tail='garbage\n{"step": 10}\n')
+  _write(path, [{'step': 0}], tail='garbage\n{"step": 10}\n')  # damage before the last line
   with pytest.raises(metrics_io.MetricsError, match='line 2') as info:
     metrics_io.read_metrics(tmp_path)
   assert str(path) in str(info.value)
@@ -129,17 +125,10 @@ def test_one_writer_holds_the_scalars_in_jsonl_and_tensorboard(tmp_path):
   assert got['test_loss'] == [(10, 1.5)]
   assert 'stopped' not in got
   assert [r['step'] for r in metrics_io.read_metrics(tmp_path)] == [0, 10]
-
-
-def test_tensorboard_resume_writes_purge_marker(tmp_path):
-  from tensorboardX.proto import event_pb2
-
-  w = metrics_io.MetricsWriter(tmp_path, tensorboard=True, resume_step=20)
-  w.write_scalars(30, {'a': 1.0})
-  w.close()
-  events = read_events(tmp_path / 'tensorboard')
-  starts = [ev for ev in events if ev.session_log.status == event_pb2.SessionLog.START]
-  assert [ev.step for ev in starts] == [21]
+  with metrics_io.MetricsWriter(tmp_path / 'r', tensorboard=True, resume_step=20) as w:
+    w.write_scalars(30, {'a': 1.0})  # a resume writes TensorBoard's purge marker
+  events = read_events(tmp_path / 'r' / 'tensorboard')
+  assert [ev.step for ev in events if ev.session_log.status == ev.session_log.START] == [21]
 
 
 def test_without_tensorboardx_one_warning_and_jsonl_only(tmp_path, monkeypatch):

@@ -71,12 +71,6 @@ def pair(tmp_path):
   return tmp_path
 
 
-@pytest.fixture
-def marked_pair(tmp_path):
-  runs.write('toy', _frame(), _sweeps('current', 'current'), str(tmp_path))
-  return tmp_path
-
-
 def _files(d):
   return {p.name: p.read_bytes() for p in d.iterdir()}
 
@@ -267,15 +261,10 @@ STATUS_DAMAGED = [
 
 
 @pytest.mark.parametrize('damage, match', STATUS_DAMAGED)
-def test_a_wrong_status_is_refused_in_one_line(marked_pair, damage, match):
-  damage(marked_pair)
-  _refused(marked_pair, *((match,) if isinstance(match, str) else match))
-
-
-def test_neither_file_is_no_records(tmp_path):
-  frame, sweeps = runs.read('toy', str(tmp_path))
-  assert frame.empty and sweeps == []
-  assert list(frame.columns) == runs.KEYS + runs.METRIC_COLUMNS + [records.RUN]
+def test_a_wrong_status_is_refused_in_one_line(tmp_path, damage, match):
+  runs.write('toy', _frame(), _sweeps('current', 'current'), str(tmp_path))
+  damage(tmp_path)
+  _refused(tmp_path, *((match,) if isinstance(match, str) else match))
 
 
 def test_each_row_states_its_sweeps_status(tmp_path):
@@ -293,7 +282,10 @@ def test_each_row_states_its_sweeps_status(tmp_path):
     runs.write('toy', _frame(), _sweeps('current', 'old'), str(tmp_path))
 
 
-def test_a_pair_without_the_status_column_reads_as_unmarked(pair):
+def test_no_pair_is_no_records_and_one_without_the_status_column_is_unmarked(pair, tmp_path):
+  frame, sweeps = runs.read('toy', str(tmp_path / 'none'))
+  assert frame.empty and sweeps == []
+  assert list(frame.columns) == runs.KEYS + runs.METRIC_COLUMNS + [records.RUN]
   # Written before the column existed: readable, unmarked, a status in its manifest ignored.
   _manifest(lambda m: m['sweeps'][0].update(status='current'))(pair)
   frame, sweeps = runs.read('toy', str(pair))

@@ -61,17 +61,13 @@ def exit_error(error: Exception | str) -> NoReturn:
   sys.exit(f'error: {text}')
 
 
-# The repository root: a relative default config file is found from any directory.
-REPO = os.environ.get('AFL_JAX_CHECKOUT') or os.path.dirname(  # afl_jax/pipeline/cache.py
-  os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-)
-
-
 def repo_path(path: str) -> str:
-  """``path`` as given when it exists from here (or is absolute), else under the repository."""
-  if os.path.isabs(path) or os.path.exists(path.split(':')[0]):
+  """``path`` as given when it exists from here (or is absolute), else under the checkout
+  (``$AFL_JAX_CHECKOUT``, :func:`afl_jax.pipeline.cache.use_checkout`)."""
+  root = os.environ.get('AFL_JAX_CHECKOUT')
+  if not root or os.path.isabs(path) or os.path.exists(path.split(':')[0]):
     return path
-  beside = os.path.join(REPO, path)
+  beside = os.path.join(root, path)
   return beside if os.path.exists(beside.split(':')[0]) else path
 
 
@@ -82,14 +78,8 @@ def check_config_file(spec: str) -> str | None:
   if not file:
     return f'{where}: give a config file, e.g. --config=configs/digits_smoke.py'
   if not os.path.isfile(file):
-    if os.path.isdir(file):
-      return f'{where}: {file} is a directory, not a config file'
-    if os.path.isabs(file):
-      return f'{where}: no such file'
-    return (
-      f'{where}: no such file (relative to the current directory {os.getcwd()}); give its '
-      'full path, or run from the repository root'
-    )
+    what = 'is a directory' if os.path.isdir(file) else 'no such file'
+    return f'{where}: {what} (from {os.getcwd()}); give the path of a config file'
   try:
     module = config_lib.exec_file(file)
   except SyntaxError as e:

@@ -146,15 +146,13 @@ def _value(x: Any, what: str, depth: int = 0) -> str:
   """A plain value as canonical text (arrays by their bytes, objects by their attributes)."""
   if depth > _DEPTH:
     raise SourceError(f'{what} holds values nested deeper than {_DEPTH}; pass them as settings')
-  if x is None or isinstance(x, bool | int | float | complex | str | bytes | enum.Enum):
+  if x is None or isinstance(x, bool | int | float | complex | str | bytes | enum.Enum | np.dtype):
     return repr(x)
   if isinstance(x, list | tuple):
     return f'{type(x).__name__}({", ".join(_value(v, what, depth + 1) for v in x)})'
   if isinstance(x, Mapping):
     items = sorted((_value(k, what, depth + 1), _value(v, what, depth + 1)) for k, v in x.items())
     return '{' + ', '.join(f'{k}: {v}' for k, v in items) + '}'
-  if isinstance(x, np.dtype):
-    return repr(x)
   if hasattr(x, '__array__') and hasattr(x, 'dtype') and hasattr(x, 'shape'):
     a = np.ascontiguousarray(np.asarray(x))
     return f'array({a.dtype.str}, {a.shape}, {hashlib.sha256(a.tobytes()).hexdigest()})'
