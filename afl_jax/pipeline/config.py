@@ -339,7 +339,6 @@ def read_value(resolved: ml_collections.ConfigDict, field: str) -> Any:
 
 def plain(x: Any) -> str:
   """``x`` as canonical JSON text: two values that read the same compare equal."""
-  x = x.to_dict() if hasattr(x, 'to_dict') else x
   return json.dumps(metrics_io.jsonable({'v': x}), sort_keys=True)
 
 

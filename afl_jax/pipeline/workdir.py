@@ -237,8 +237,7 @@ def _live_holder(directory: str) -> dict[str, Any] | None:
     fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # dropped when closed, below
   except BlockingIOError:
     info = holder(directory) or {}
-    mine = info.get('pid') == os.getpid() and info.get('host') == socket.gethostname()
-    return None if mine else info
+    return None if _mine(info) else info
   finally:
     os.close(fd)
   return None
@@ -247,13 +246,11 @@ def _live_holder(directory: str) -> dict[str, Any] | None:
 def _enclosing_writer(path: str) -> tuple[str, dict[str, Any]] | None:
   """(directory, holder) of a directory above ``path`` another live process writes."""
   d = os.path.dirname(path)
-  while True:
-    info = _live_holder(d)
-    if info is not None:
-      return d, info
+  while (info := _live_holder(d)) is None:
     if os.path.dirname(d) == d:
       return None
     d = os.path.dirname(d)
+  return d, info
 
 
 def holder(workdir: str | os.PathLike) -> dict[str, Any] | None:
@@ -261,7 +258,11 @@ def holder(workdir: str | os.PathLike) -> dict[str, Any] | None:
   return info if isinstance(info, dict) else None
 
 
-class WorkdirLock:
+def _mine(info: dict[str, Any] | None) -> bool:
+  return bool(info) and info.get('pid') == os.getpid() and info.get('host') == socket.gethostname()
+
+
+class WorkdirLock(contextlib.AbstractContextManager):
   """A held lock; ``release()`` drops it and removes the directories it created if empty;
   ``owner`` is False for an inner acquisition by the holder."""
 
@@ -288,9 +289,6 @@ class WorkdirLock:
         os.rmdir(d)  # only if empty: outputs are never removed
       except OSError:
         break
-
-  def __enter__(self) -> WorkdirLock:
-    return self
 
   def __exit__(self, *exc: Any) -> None:
     self.release()
@@ -345,7 +343,7 @@ def acquire(workdir: str | os.PathLike, flag: str = '--workdir') -> WorkdirLock:
     except BlockingIOError:
       os.close(fd)
       info = holder(path)
-      if info and info.get('pid') == os.getpid() and info.get('host') == socket.gethostname():
+      if _mine(info):
         return WorkdirLock(path, None)  # this process holds it already
       raise _busy(path, info) from None
     try:
