@@ -1,10 +1,6 @@
-"""The model, dataset and job-duration settings of a config: each a section bound to its
-component's factory (``model_args``, ``dataset_args``, ``schedule.durations_params``).
-
-A setting given in the config reaches the factory (a user's own loader with its own
-argument, registered here; the MLP's hidden sizes), is recorded in config.json with the
-defaults of the rest, and a bad value is refused in one line naming its field.
-"""
+"""A component's settings section (``model_args``, ``dataset_args``,
+``schedule.durations_params``) reaches its factory, is recorded with the defaults of the
+rest, and a bad value is refused in one line naming its field."""
 
 import json
 
@@ -22,7 +18,6 @@ CALLS = []  # the keyword arguments each call of the loader below received
 
 
 def toy_loader(*, data_dir=None, download=False, seed=0, noise=0.5, points=400):
-  """Two Gaussian classes in 6 dimensions; ``noise`` and ``points`` are its own settings."""
   CALLS.append({'data_dir': data_dir, 'seed': seed, 'noise': noise, 'points': points})
   rng = np.random.default_rng(7)
   y = rng.integers(0, 2, size=points).astype(np.int32)
@@ -136,11 +131,8 @@ def test_command_line_sets_the_settings_of_the_named_components():
   assert out.schedule.durations_params.to_dict() == {'mean': 4.0, 'std': 2.0}
   with pytest.raises(ConfigError, match=r"^config.model_args.hidden='5' is invalid: model 'mlp'"):
     cli.finish_config(c, [('model_args.hidden', '5')])
-  with pytest.raises(SystemExit, match=r'durations_params.low=0.0 --config.schedule.durations_pa'):
-    cli._split(['train.py', '--config.schedule.durations_params=low=0,high=20'])
 
 
-# ---- schedule.durations_params: a mapping, bound to the named distribution ----------------
 def test_durations_params_are_the_distributions_own_resolved_and_recorded():
   c = config_lib.default()
   c.schedule.durations_params = {'low': 2.0}
@@ -160,11 +152,7 @@ def test_durations_params_are_the_distributions_own_resolved_and_recorded():
     ('normal', {'mean': 1.0}, r'^config.schedule.durations_params.std is required'),
     ('exponential', {'mean': 0.0}, r'durations_params.mean=0.0 is invalid: must be > 0'),
     ('lognormal', {'mu': 1.0, 'sigma': float('nan')}, r'durations_params.sigma=nan is invalid'),
-    (
-      'constant',
-      {'value': 1.0, 'mean': 2.0},
-      r"durations_params.mean=2.0 is invalid: .*'constant'",
-    ),
+    ('constant', {'value': 1.0, 'mean': 2.0}, r"params.mean=2.0 is invalid: .*'constant'"),
   ],
 )
 def test_durations_params_are_validated_per_distribution(kind, params, message):
@@ -175,13 +163,7 @@ def test_durations_params_are_validated_per_distribution(kind, params, message):
     config_lib.validate(c)
 
 
-def test_the_string_form_is_refused_with_the_mapping_to_write():
-  fields = {'schedule.durations': 'normal', 'schedule.durations_params': 'mean=10,std=3'}
-  with pytest.raises(
-    ConfigError, match=r"^config.schedule.durations_params='mean=10,std=3' is "
-  ) as e:
-    config_lib.build(fields, {})
-  assert "e.g. {'mean': 10.0, 'std': 3.0} (the string form" in str(e.value)
+def test_a_string_durations_params_is_refused():
   c = ml_collections.ConfigDict(config_lib.default().to_dict() | {'seed': 0})
   c.schedule = ml_collections.ConfigDict({**c.schedule.to_dict(), 'durations_params': 'low=1'})
   with pytest.raises(ConfigError, match=r'durations_params=.low=1. is invalid: must be a mapping'):

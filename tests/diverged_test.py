@@ -1,10 +1,5 @@
-"""A run that diverges says so: status ``diverged at step S``, null metrics, exit status 1.
-
-Through scripts/train.py, a single run and a sweep with one run at client_lr=1e30: the
-last line names it, summary.json is strict JSON whose accuracies and losses of the
-diverged run are null (never argmax over NaN), and the rerun computes nothing and ends the
-same way. Ctrl-C during a checkpoint waits for it.
-"""
+"""A diverged run says so (status, null metrics in strict JSON, exit status 1), also when
+rerun; Ctrl-C during a checkpoint waits for it."""
 
 import json
 import math

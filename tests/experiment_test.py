@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from ml_collections.config_flags import config_path
 
-from afl_jax import models, schedules
+from afl_jax import algorithms, models, schedules
 from afl_jax.errors import ConfigError, UserError
 from afl_jax.pipeline import build_run, loop, metrics_io
 from afl_jax.pipeline import config as config_lib
@@ -48,7 +48,7 @@ def test_end_to_end_outputs_and_learning(tmp_path):
   assert list((tmp_path / 'tensorboard').iterdir())  # TensorBoard event files too
   saved = json.loads((tmp_path / 'config.json').read_text())
   assert saved['compressor']['kind'] == 'none'
-  assert set(saved['hparams']) == set(config_lib.default_hparams('fedbuff'))  # resolved
+  assert set(saved['hparams']) == set(algorithms.ALGORITHMS.defaults('fedbuff'))  # resolved
   records = metrics_io.read_metrics(tmp_path)
   assert [r['step'] for r in records] == [0, 10, 20, 30]
   assert summary['status'] == 'completed'

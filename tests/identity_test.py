@@ -1,16 +1,6 @@
-"""One identity keys every reuse: what changes a run's numbers reruns it or is one line.
-
-A researcher's world outside the package: an own module registering a dataset that reads
-``<data_dir>/data.npz`` and imports a helper module beside it, a trace of recorded jobs, and
-a config file naming both. After a finished single run and a finished sweep, each edit (the
-trace, the data file, the own module's code, the helper's constant, a config field, JAX's
-random configuration) is refused in one line naming the input; ``resume=False``
-(--noresume) then reruns it equal to a fresh run. What changes no number (the data at
-another path, checkpoint_every, a comment or docstring in the module) reuses the finished
-run; another device count is refused through scripts/train.py (exit status 1, one
-``error:`` line). The digest of own code follows every form of factory
-(tests/own_code_test.py).
-"""
+"""One identity keys every reuse: after a finished run and sweep of a researcher's world (own
+dataset module and helper, data file, trace, config file), each edit that changes numbers is
+refused in one line naming it (--noresume then equals a fresh run); what changes none reuses."""
 
 import json
 import os
@@ -67,7 +57,6 @@ def get_config(kind='single'):
 
 
 def make_world(where):
-  """The researcher's files: mydata.py, data/data.npz, jobs.csv (10 jobs), cfg.py."""
   os.makedirs(where / 'data')
   (where / 'mydata.py').write_text(MODULE)
   (where / 'helper.py').write_text(HELPER)
@@ -112,7 +101,6 @@ def edit(world, what):
 
 
 def train(world, kind, work, lr=None, **kw):
-  """The world's config run in-process as scripts/train.py runs it; returns its log lines."""
   c = config_lib.load_file(f'{world / "cfg.py"}:{kind}')
   if lr is not None:
     c.hparams.client_lr = lr
@@ -125,7 +113,6 @@ def train(world, kind, work, lr=None, **kw):
 
 @pytest.fixture(scope='module')
 def finished(tmp_path_factory):
-  """A world and its finished single run and sweep (kind -> workdir)."""
   base = tmp_path_factory.mktemp('finished')
   make_world(base / 'world')
   for kind in ('single', 'sweep'):
@@ -200,8 +187,6 @@ def test_the_identity_is_one_function_of_the_built_run(tmp_path):
 
 
 def test_a_reproduction_reruns_exactly_the_sweeps_whose_inputs_changed(tmp_path):
-  """Records are keyed by their runs' identities: a second reproduction reuses them, one
-  after a data edit runs the sweep again (the rows name the new runs)."""
   from afl_jax.reproduction import records, runs, scoring, spec
 
   make_world(tmp_path)
@@ -234,9 +219,7 @@ def test_a_reproduction_reruns_exactly_the_sweeps_whose_inputs_changed(tmp_path)
 
 
 def test_a_sweeps_identity_follows_a_component_registered_anew():
-  """The identity is remembered within one command, but a component registered again
-  (other defaults: other resolved configs) gives the new identity, never the remembered
-  one; outside ``remembering`` every call builds anew."""
+  """Remembered within one command, but a component registered anew gives the new identity."""
   import flax.linen as nn
   import ml_collections
 
@@ -274,8 +257,6 @@ def test_a_sweeps_identity_follows_a_component_registered_anew():
   ],
 )
 def test_jax_random_configuration_is_part_of_the_identity(finished, tmp_path, setting, value):
-  """A run stopped under one JAX random configuration is not resumed under another: the
-  refusal names the setting and its variable; --noresume then equals a fresh run under it."""
   import jax
 
   world, work = tmp_path / 'world', tmp_path / 'single'
@@ -296,9 +277,8 @@ def test_jax_random_configuration_is_part_of_the_identity(finished, tmp_path, se
 
 
 def test_a_run_is_reused_only_by_the_program_that_computed_it(finished, tmp_path):
-  """A sweep's run and the single run of its config have one identity but not one program
-  (the replica axis): neither reuses the other's records, nor does a grid extended by a seed
-  (its group widens); each refusal names the program, and --noresume equals a fresh run."""
+  """A sweep's run and the single run of its config (one identity, not one program) reuse
+  neither the other's records, nor does a grid extended by a seed."""
   world = tmp_path / 'world'
   shutil.copytree(finished / 'world', world)
   shutil.copytree(finished / 'sweep', tmp_path / 'sweep')
@@ -321,28 +301,14 @@ def test_a_run_is_reused_only_by_the_program_that_computed_it(finished, tmp_path
 
 
 SAME = {'config': None, 'data': None, 'schedule': None}  # identity items left alone
-OTHER_VALUES = {  # a value other than the default of each JAX setting in the identity
-  'jax_default_prng_impl': 'rbg',
-  'jax_threefry_partitionable': False,
-  'jax_random_seed_offset': 3,
-  'jax_enable_x64': True,
-  'jax_enable_custom_prng': True,
-  'jax_default_matmul_precision': 'highest',
-  'jax_numpy_dtype_promotion': 'strict',
-  'jax_softmax_custom_jvp': True,
-  'jax_high_dynamic_range_gumbel': True,
-  'jax_use_direct_linearize': False,
-  'jax_disable_jit': True,
-  'jax_disable_most_optimizations': True,
-}
+# A value other than the default of each JAX setting in the identity, in their order.
+OTHER = ['rbg', False, 3, True, True, 'highest', 'strict', True, True, False, True, True]
+OTHER_VALUES = dict(zip(record.JAX_SETTINGS, OTHER, strict=True))
 
 
 def test_every_jax_setting_and_xla_flag_that_changes_numbers_is_in_the_identity(monkeypatch):
-  """Each setting of record.JAX_SETTINGS (and $XLA_FLAGS but the device count) changes the
-  identity's ``jax`` item and is named by changes(); the runs above see three of them."""
   import jax
 
-  assert set(OTHER_VALUES) == set(record.JAX_SETTINGS)
   base = record.jax_facts()
   for name, value in OTHER_VALUES.items():
     before = base[name]

@@ -1,11 +1,5 @@
-"""The last tracebacks of user errors are one line each.
-
-A platform JAX cannot start ($JAX_PLATFORMS=cuda without a GPU, an unknown name) ends
-scripts/train.py with one ``error:`` line before anything is written; ``afl_jax.simulate``
-given an int or several keys, and ``afl_jax.sweep`` given a number of schedules or
-problems other than its keys, raise one :class:`~afl_jax.errors.ArgumentError` naming the
-argument.
-"""
+"""User errors once tracebacks, now one line: a platform JAX cannot start, a key or a count of
+schedules or problems ``simulate`` and ``sweep`` cannot take."""
 
 import pathlib
 

@@ -1,8 +1,6 @@
-"""The researcher's own code in a run's identity (afl_jax/pipeline/own_code.py): every form of
-factory reaches the modules it is defined in and those they import (transitively, relative
-imports included), digested so that a comment, a docstring or the layout changes nothing
-and a code edit changes exactly the edited module; afl_jax's, installed and standard
-modules are not digested; a source that cannot be read is one line."""
+"""Own code in a run's identity: every form of factory reaches its modules and their imports,
+digested so that only a code edit changes a digest (its module's); a source that cannot be
+read is one line."""
 
 import functools
 import importlib
@@ -60,7 +58,6 @@ OWN = ['ownpkg', 'ownpkg.consts', 'ownpkg.models']
 
 @pytest.fixture
 def pkg(tmp_path, monkeypatch):
-  """The package ``ownpkg`` (models importing consts relatively) on sys.path."""
   root = tmp_path / 'ownpkg'
   root.mkdir()
   (root / '__init__.py').write_text(INIT)
@@ -75,7 +72,6 @@ def pkg(tmp_path, monkeypatch):
 
 
 def forms(m):
-  """The module's factory in every form a registry or a config may hold."""
   return {
     'function': m.make,
     'partial': m.PARTIAL,
@@ -135,8 +131,7 @@ def test_a_run_digests_its_registered_components_and_the_callables_of_its_config
 
 
 def test_the_values_a_partial_or_a_closure_holds_are_digested(pkg):
-  """A partial's positional argument is in no signature (so in no config), a closure's value
-  in no source: each is digested beside the modules, and a change of it names the holder."""
+  """What is in no signature nor source is digested beside the modules, named when changed."""
   _, m = pkg
 
   def held(f):
@@ -162,18 +157,10 @@ def test_the_values_a_partial_or_a_closure_holds_are_digested(pkg):
 
 
 def test_afl_jax_components_digest_to_nothing():
-  """afl_jax's registered components are no researcher's code and hold no value of their own
-  (the library is digested by its version): a run of them digests {}."""
   from afl_jax import algorithms, compression, data, models, schedules
 
-  registries = (
-    algorithms.ALGORITHMS,
-    schedules.SCHEDULES,
-    schedules.DISTRIBUTIONS,
-    compression.COMPRESSORS,
-    data.DATASETS,
-    models.MODELS,
-  )
+  registries = (algorithms.ALGORITHMS, schedules.SCHEDULES, schedules.DISTRIBUTIONS)
+  registries += (compression.COMPRESSORS, data.DATASETS, models.MODELS)
   found = [(f'{r.kind} {n!r}', r.factory(n)) for r in registries for n in r]
   assert len(found) > 40
   assert own_code.digests(found) == {}

@@ -1,11 +1,5 @@
-"""Bad inputs on scripts/train.py's command line: one ``error:`` line, exit status 1, no
-traceback, nothing written.
-
-What only the script refuses (absl's typed flag values, its process flags, with JAX's
-platform detection on) runs through scripts/train.py, one subprocess each; what the library
-refuses is checked in-process (the script prints ``error: <message>``): config values in
-tests/experiment_test.py, the command line's overrides here.
-"""
+"""Bad inputs on scripts/train.py's command line: one ``error:`` line, exit status 1, nothing
+written (what only the script refuses through it, the rest in-process)."""
 
 import pathlib
 
@@ -13,6 +7,7 @@ import ml_collections
 import pytest
 from helper_runs import one_error_line, run_train
 
+from afl_jax import algorithms
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import cli
 from afl_jax.pipeline import config as config_lib
@@ -75,7 +70,7 @@ def test_hparam_override_fills_the_full_set_and_parses_types():
   out = cli.finish_config(c, [('bits', '4'), ('fraction', '0.1'), ('scaled', 'true')])
   assert out.hparams.bits == 4 and isinstance(out.hparams.bits, int)
   assert out.hparams.fraction == 0.1 and out.hparams.scaled is True
-  assert set(out.hparams) == set(config_lib.default_hparams('asynflc'))
+  assert set(out.hparams) == set(algorithms.ALGORITHMS.defaults('asynflc'))
   assert out.hparams.client_lr == c.hparams.client_lr  # given values are kept
   with pytest.raises(ConfigError, match=r"config.hparams.bitz='4' is invalid: .*valid: \["):
     cli.finish_config(c, [('bitz', '4')])

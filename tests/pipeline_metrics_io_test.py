@@ -11,8 +11,6 @@ import pytest
 
 from afl_jax.pipeline import metrics_io
 
-# ---- JSON lines --------------------------------------------------------------------------
-
 
 def test_jsonl_round_trip_and_strict_nonfinite(tmp_path):
   with metrics_io.MetricsWriter(tmp_path) as w:
@@ -49,7 +47,7 @@ def _write(path, records, tail=''):
     f.write(tail)
 
 
-def test_torn_last_line_is_dropped_with_warning_and_rewritten_only_by_the_owner(tmp_path):
+def test_a_torn_last_line_is_dropped_and_rewritten_by_the_owner_damage_before_it_refused(tmp_path):
   path = tmp_path / 'metrics.jsonl'
   _write(path, [{'step': 0, 'a': 1.0}, {'step': 10, 'a': 2.0}], tail='{"step": 20, "a": 3.')
   warnings = []
@@ -71,11 +69,7 @@ def test_torn_last_line_is_dropped_with_warning_and_rewritten_only_by_the_owner(
   recs = metrics_io.read_metrics(tmp_path, repair=True, warn=warnings.append)
   assert [r['step'] for r in recs] == [0, 10] and len(warnings) == 3
   assert path.read_text().endswith('{"step": 10}\n')
-
-
-def test_damage_before_the_last_line_raises_metrics_error(tmp_path):
-  path = tmp_path / 'metrics.jsonl'
-  _write(path, [{'step': 0}], tail='garbage\n{"step": 10}\n')
+  _write(path, [{'step': 0}], tail='garbage\n{"step": 10}\n')  # damage before the last line
   with pytest.raises(metrics_io.MetricsError, match='line 2') as info:
     metrics_io.read_metrics(tmp_path)
   assert str(path) in str(info.value)
@@ -95,47 +89,26 @@ def test_truncate_metrics_keeps_records_up_to_step(tmp_path):
   assert metrics_io.truncate_metrics(tmp_path / 'missing', 5) == []
 
 
-# ---- TensorBoard ---------------------------------------------------------------------------
-
-
-def _masked_crc32c(data: bytes) -> int:
-  """TFRecord's masked CRC-32C, written here from the format description."""
-  crc = 0xFFFFFFFF
-  for byte in data:
-    crc ^= byte
-    for _ in range(8):
-      crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
-  crc ^= 0xFFFFFFFF
-  return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def read_events(path):
-  """Parse a TFRecord event file (length, masked crc, data, masked crc) into Event protos."""
+def read_events(logdir):
+  """The Event protos of a TensorBoard logdir (TFRecords: length, crc, data, crc)."""
   from tensorboardX.proto import event_pb2
 
   events = []
-  raw = open(path, 'rb').read()
-  pos = 0
-  while pos < len(raw):
-    header = raw[pos : pos + 8]
-    (length,) = struct.unpack('<Q', header)
-    (len_crc,) = struct.unpack('<I', raw[pos + 8 : pos + 12])
-    assert len_crc == _masked_crc32c(header)
-    data = raw[pos + 12 : pos + 12 + length]
-    (data_crc,) = struct.unpack('<I', raw[pos + 12 + length : pos + 16 + length])
-    assert data_crc == _masked_crc32c(data)
-    events.append(event_pb2.Event.FromString(data))
-    pos += 16 + length
+  for path in sorted(glob.glob(os.path.join(logdir, 'events.out.tfevents.*'))):
+    raw, pos = open(path, 'rb').read(), 0
+    while pos < len(raw):
+      (length,) = struct.unpack('<Q', raw[pos : pos + 8])
+      events.append(event_pb2.Event.FromString(raw[pos + 12 : pos + 12 + length]))
+      pos += 16 + length
   return events
 
 
 def scalars_of(logdir):
   out = {}
-  for path in sorted(glob.glob(os.path.join(logdir, 'events.out.tfevents.*'))):
-    for ev in read_events(path):
-      for v in ev.summary.value:
-        if v.HasField('simple_value'):
-          out.setdefault(v.tag, []).append((ev.step, v.simple_value))
+  for ev in read_events(logdir):
+    for v in ev.summary.value:
+      if v.HasField('simple_value'):
+        out.setdefault(v.tag, []).append((ev.step, v.simple_value))
   return out
 
 
@@ -152,17 +125,10 @@ def test_one_writer_holds_the_scalars_in_jsonl_and_tensorboard(tmp_path):
   assert got['test_loss'] == [(10, 1.5)]
   assert 'stopped' not in got
   assert [r['step'] for r in metrics_io.read_metrics(tmp_path)] == [0, 10]
-
-
-def test_tensorboard_resume_writes_purge_marker(tmp_path):
-  from tensorboardX.proto import event_pb2
-
-  w = metrics_io.MetricsWriter(tmp_path, tensorboard=True, resume_step=20)
-  w.write_scalars(30, {'a': 1.0})
-  w.close()
-  events = [ev for p in glob.glob(str(tmp_path / 'tensorboard/events.*')) for ev in read_events(p)]
-  starts = [ev for ev in events if ev.session_log.status == event_pb2.SessionLog.START]
-  assert [ev.step for ev in starts] == [21]
+  with metrics_io.MetricsWriter(tmp_path / 'r', tensorboard=True, resume_step=20) as w:
+    w.write_scalars(30, {'a': 1.0})  # a resume writes TensorBoard's purge marker
+  events = read_events(tmp_path / 'r' / 'tensorboard')
+  assert [ev.step for ev in events if ev.session_log.status == ev.session_log.START] == [21]
 
 
 def test_without_tensorboardx_one_warning_and_jsonl_only(tmp_path, monkeypatch):

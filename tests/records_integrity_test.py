@@ -1,11 +1,5 @@
-"""Result records are whole or absent: written together atomically, read only when whole.
-
-A kill or a failed write leaves the previous records and manifest (or, killed between the
-two renames, a pair refused for its digest); a symlink at a record's path is never
-followed; every damaged or mismatched pair is refused in one line naming the file, by the
-library and by report.py, before any page is written; a second writer is refused;
-report.py writes one paper's pages and plots from its records and then finds none stale.
-"""
+"""Result records are whole or absent: written together atomically, read only when whole; a
+damaged or mismatched pair is refused in one line naming the file, also by report.py."""
 
 import gzip
 import hashlib
@@ -74,12 +68,6 @@ def _sweeps(*statuses):
 @pytest.fixture
 def pair(tmp_path):
   runs.write('toy', _frame(), _sweeps(), str(tmp_path))
-  return tmp_path
-
-
-@pytest.fixture
-def marked_pair(tmp_path):
-  runs.write('toy', _frame(), _sweeps('current', 'current'), str(tmp_path))
   return tmp_path
 
 
@@ -186,8 +174,7 @@ def _manifest(edit):
 
 
 def _csv(edit, digest=False):
-  """The records' CSV edited; with ``digest``, the manifest's row count and digest made to
-  match (so that a check other than the digest refuses)."""
+  """The records' CSV edited; ``digest``: the manifest made to match (another check refuses)."""
 
   def damage(d):
     data = gzip.compress(edit(gzip.decompress((d / 'toy.csv.gz').read_bytes()).decode()).encode())
@@ -205,7 +192,6 @@ def _write(name, text):
 
 
 def _fewer_test_seeds(d):
-  """The records rewritten on 5 of the 10 test seeds, their digest in the manifest."""
   data = records.encode(_frame(test_seeds=TEST[:5]), 'toy.csv.gz')
   (d / 'toy.csv.gz').write_bytes(data)
   rows, sha = len(_frame(test_seeds=TEST[:5])), hashlib.sha256(data).hexdigest()
@@ -265,14 +251,8 @@ def _status(old, new):
 
 STATUS_DAMAGED = [
   (_status('current', 'superseded'), "toy/A/select is 'current' in the manifest but 1 of its rows"),
-  (
-    _status('current', 'stale'),
-    "row 1 column status holds 'stale', not one of current, superseded",
-  ),
-  (
-    _sweep(1, status='superseded'),
-    "is 'superseded' in the manifest but 20 of its rows say 'current'",
-  ),
+  (_status('current', 'stale'), "row 1 column status holds 'stale', not one of current, super"),
+  (_sweep(1, status='superseded'), "is 'superseded' in the manifest but 20 of its rows say 'cur"),
   (
     _manifest(lambda m: m['sweeps'][1].pop('status')),
     ('status column but sweep toy/A/test', 'states no status'),
@@ -281,15 +261,10 @@ STATUS_DAMAGED = [
 
 
 @pytest.mark.parametrize('damage, match', STATUS_DAMAGED)
-def test_a_wrong_status_is_refused_in_one_line(marked_pair, damage, match):
-  damage(marked_pair)
-  _refused(marked_pair, *((match,) if isinstance(match, str) else match))
-
-
-def test_neither_file_is_no_records(tmp_path):
-  frame, sweeps = runs.read('toy', str(tmp_path))
-  assert frame.empty and sweeps == []
-  assert list(frame.columns) == runs.KEYS + runs.METRIC_COLUMNS + [records.RUN]
+def test_a_wrong_status_is_refused_in_one_line(tmp_path, damage, match):
+  runs.write('toy', _frame(), _sweeps('current', 'current'), str(tmp_path))
+  damage(tmp_path)
+  _refused(tmp_path, *((match,) if isinstance(match, str) else match))
 
 
 def test_each_row_states_its_sweeps_status(tmp_path):
@@ -307,7 +282,10 @@ def test_each_row_states_its_sweeps_status(tmp_path):
     runs.write('toy', _frame(), _sweeps('current', 'old'), str(tmp_path))
 
 
-def test_a_pair_without_the_status_column_reads_as_unmarked(pair):
+def test_no_pair_is_no_records_and_one_without_the_status_column_is_unmarked(pair, tmp_path):
+  frame, sweeps = runs.read('toy', str(tmp_path / 'none'))
+  assert frame.empty and sweeps == []
+  assert list(frame.columns) == runs.KEYS + runs.METRIC_COLUMNS + [records.RUN]
   # Written before the column existed: readable, unmarked, a status in its manifest ignored.
   _manifest(lambda m: m['sweeps'][0].update(status='current'))(pair)
   frame, sweeps = runs.read('toy', str(pair))
@@ -333,7 +311,6 @@ def _one_line(proc, start):
 
 
 def _fedgm_records(tmp_path):
-  # FedGM's committed records pair, copied, and an empty pages folder.
   recs, out = tmp_path / 'records', tmp_path / 'pages'
   recs.mkdir()
   out.mkdir()
@@ -343,8 +320,6 @@ def _fedgm_records(tmp_path):
 
 
 def test_report_writes_pages_from_records_and_then_finds_none_stale(tmp_path):
-  # One paper's records (the others absent): --write builds its page and plots; the check
-  # then finds nothing stale and writes nothing.
   recs, out = _fedgm_records(tmp_path)
   flags = (f'--records_dir={recs}', f'--out_dir={out}', '--papers=fedgm')
   write = _script('report.py', *flags, '--write')
@@ -371,10 +346,7 @@ def test_report_refuses_a_mismatched_pair_before_writing_any_page(tmp_path):
 @pytest.mark.parametrize(
   'args, start',
   [
-    (
-      ['--records_dir=/nonexistent'],
-      'error: --records_dir=/nonexistent is invalid: not an existing dir',
-    ),
+    (['--records_dir=/nonexistent'], 'error: --records_dir=/nonexistent is invalid: not an'),
     (['--papers=nope'], 'error: --papers'),
   ],
 )
@@ -392,7 +364,6 @@ def test_the_test_phase_without_selection_records_is_refused_in_one_line():
 
 
 def test_a_second_writer_of_the_same_records_is_refused_in_one_line(tmp_path):
-  """reproduce.py and report.py --write lock their records dir (runs.lock_records)."""
   recs, pages_dir = tmp_path / 'records', tmp_path / 'pages'
   recs.mkdir()
   pages_dir.mkdir()

@@ -1,12 +1,5 @@
-"""A rerun is the uninterrupted run: single runs and sweeps, stopped, killed or cut.
-
-Every case ends bit for bit where one uninterrupted run of the config ends (the same
-program replays the same inputs): stop_after_steps between checkpoints, a kill (SIGINT,
-SIGKILL) through scripts/train.py, metrics.jsonl cut back so that an earlier checkpoint is
-resumed and the later ones are saved again. A finished run is not run again; resume=False
-(--noresume) starts over; a damaged checkpoint or a gap in the records is one line naming
-the file. Kept small: digits + logistic regression, a few steps.
-"""
+"""A rerun of a single run or a sweep, stopped, killed or cut, ends bit for bit as the
+uninterrupted run; a damaged checkpoint or a gap in the records is one line naming the file."""
 
 import glob
 import os
@@ -42,14 +35,12 @@ def get_config(arg='single,8'):
 
 @pytest.fixture(scope='module')
 def cfg(tmp_path_factory):
-  """``(kind, rounds) -> --config spec`` of the config file above."""
   path = tmp_path_factory.mktemp('cfg') / 'cfg.py'
   path.write_text(CONFIG)
   return lambda kind, rounds=8: f'{path}:{kind},{rounds}'
 
 
 def train(spec, work, resume=True, **fields):
-  """The config of ``spec`` (``fields`` set) run in-process as scripts/train.py runs it."""
   c = config_lib.load_file(spec)
   c.update(fields)
   run = sweep.train_sweep if c.get('sweep') else loop.train_and_evaluate
@@ -57,14 +48,12 @@ def train(spec, work, resume=True, **fields):
 
 
 def metrics(work):
-  """Every run's metrics.jsonl of a workdir (a single run's, or each of a sweep's), as bytes."""
   paths = glob.glob(os.path.join(work, 'metrics.jsonl')) + glob.glob(f'{work}/*/metrics.jsonl')
   return {os.path.relpath(p, work): open(p, 'rb').read() for p in sorted(paths)}
 
 
 @pytest.fixture(scope='module')
 def whole(cfg, tmp_path_factory):
-  """``(kind, rounds) -> metrics`` of the uninterrupted run, each run once."""
   done = {}
 
   def get(kind, rounds=8):
@@ -88,15 +77,13 @@ def test_a_stop_between_checkpoints_then_rerun_equals_the_whole_run(cfg, whole, 
   assert status(train(cfg(kind), tmp_path)) == {'completed'}
   assert metrics(tmp_path) == whole(kind)
   # Finished: run again, nothing is computed and the records stay as they are.
-  before = {
-    p: os.stat(p).st_mtime_ns for p in glob.glob(f'{tmp_path}/**/metrics.jsonl', recursive=True)
-  }
+  paths = glob.glob(f'{tmp_path}/**/metrics.jsonl', recursive=True)
+  before = {p: os.stat(p).st_mtime_ns for p in paths}
   train(cfg(kind), tmp_path)
   assert {p: os.stat(p).st_mtime_ns for p in before} == before
 
 
 def _cut(work, keep):
-  """Every metrics.jsonl of ``work`` cut to its first ``keep`` lines."""
   paths = sorted(glob.glob(f'{work}/**/metrics.jsonl', recursive=True))
   for path in paths:
     with open(path) as f:
@@ -128,7 +115,6 @@ def test_noresume_starts_over_and_a_gap_is_one_line(cfg, whole, tmp_path, kind):
 
 
 def _data_file(step_dir):
-  """The largest file of a checkpoint (an array's chunk)."""
   files = [p for p in glob.glob(f'{step_dir}/**/*', recursive=True) if os.path.isfile(p)]
   return max(files, key=os.path.getsize)
 
@@ -152,8 +138,6 @@ DAMAGES = {
 def test_a_damaged_checkpoint_is_skipped_with_one_warning_and_the_run_equals_the_whole(
   cfg, whole, tmp_path, capsys, damage
 ):
-  """The latest checkpoint fails its check: one warning names it, the run continues from the
-  one before and ends as the uninterrupted run."""
   train(cfg('single'), tmp_path, stop_after_steps=4)  # checkpoints at 2 and 4
   harm, why = DAMAGES[damage]
   harm(str(tmp_path / 'checkpoints' / '4'))
@@ -174,8 +158,6 @@ def test_a_damaged_checkpoint_is_skipped_with_one_warning_and_the_run_equals_the
 def test_a_sweeps_damaged_checkpoint_is_skipped_and_checkpoints_of_another_run_refused(
   cfg, whole, tmp_path, capsys
 ):
-  """A sweep's group checkpoint is checked as a run's; checkpoints copied from a run of other
-  inputs (another client_lr) pass none: one line naming the latest and --noresume."""
   train(cfg('sweep'), tmp_path / 'sweep', stop_after_steps=4)
   for latest in glob.glob(f'{tmp_path}/sweep/groups/*/checkpoints/4'):  # each group's
     _flip(latest)
@@ -190,14 +172,12 @@ def test_a_sweeps_damaged_checkpoint_is_skipped_and_checkpoints_of_another_run_r
   shutil.copytree(tmp_path / 'other' / 'checkpoints', tmp_path / 'mine' / 'checkpoints')
   with pytest.raises(UserError) as e:
     train(cfg('single'), tmp_path / 'mine')
-  assert 'checkpoints/4 (and 1 earlier) fails its check: it was saved by another run' in str(
-    e.value
-  )
-  assert '--noresume' in str(e.value) and '\n' not in str(e.value)
+  text = str(e.value)
+  assert 'checkpoints/4 (and 1 earlier) fails its check: it was saved by another run' in text
+  assert '--noresume' in text and '\n' not in text
 
 
 def _wait_for(pattern, proc, timeout=300):
-  """Until a finished checkpoint (its manifest written after orbax's save) matches."""
   t0 = time.monotonic()
   while not glob.glob(pattern, recursive=True):
     assert proc.poll() is None, proc.communicate()

@@ -1,12 +1,5 @@
-"""Workdirs that cannot be corrupted from outside or half-written (issue 31).
-
-Every file afl_jax writes into a workdir goes through ``afl_jax/pipeline/workdir.py``:
-a temporary file created exclusively (``mkstemp``: O_CREAT | O_EXCL | O_NOFOLLOW) beside
-it, renamed into place; appends open with O_NOFOLLOW; no link is followed. A workdir
-holding a symbolic link anywhere is refused when it is locked, before the config is
-read or JAX imported: one ``error:`` line naming the link, exit status 1, its target
-untouched, whether the config would have been accepted or not.
-"""
+"""Workdirs are never written through a link nor half-written: a planted link is refused in
+one line when the workdir is locked (before the config is read), its target untouched."""
 
 import os
 import subprocess
@@ -21,14 +14,12 @@ ENV = {**os.environ, 'JAX_PLATFORMS': 'cpu'}
 SMOKE = ['--config=configs/digits_smoke.py', '--config.num_rounds=4', '--config.eval_every=2']
 REJECTED = SMOKE + ['--config.num_clients=0']
 RUN = 'client_lr=0.1,seed=0'  # a sweep's run directory
-# One name of each kind afl_jax writes in a workdir: the lock, a file, a temporary name, a
-# file of a sweep's run, a directory (the lock-time scan and every write check the same way).
+# One name of each kind written in a workdir: lock, file, temporary, a sweep run's file, folder.
 FILES = ['.lock', 'summary.json', 'summary.json.tmp', f'{RUN}/metrics.jsonl']
 DIRS = ['checkpoints']
 
 
 def _plant(work, name, outside):
-  """``work/name`` -> a file or directory in ``outside`` holding 'precious'; (link, target)."""
   target = outside / name.replace('/', '_')
   if name in DIRS:
     target.mkdir(parents=True)
@@ -42,7 +33,6 @@ def _plant(work, name, outside):
 
 
 def _state(target):
-  """What a target holds (contents and modification times), to compare after the command."""
   if target.is_dir():
     return sorted((p.name, p.read_text(), p.stat().st_mtime_ns) for p in target.iterdir())
   return target.read_text(), target.stat().st_mtime_ns
@@ -71,9 +61,6 @@ def test_a_planted_link_is_refused_in_one_line_and_its_target_untouched(tmp_path
   assert f'{name} is a symbolic link' in lines[0] and 'target is untouched' in lines[0], lines
   assert _state(target) == before and os.path.islink(link)
   assert sorted(os.listdir(outside)) == [target.name]  # nothing written beside the target
-
-
-# ---- the writers, in the Python API -------------------------------------------------------
 
 
 def test_writes_never_follow_a_link_below_a_held_workdir(tmp_path):

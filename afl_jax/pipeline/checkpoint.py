@@ -1,12 +1,6 @@
-"""Checkpoints (orbax ``CheckpointManager``) bound to their run and checked before use, and the
-step a run, or a sweep's group, continues from (:func:`start`); docs/reliability.md, "Where a
-rerun starts" and "Checkpoints".
-
-Orbax writes a step's arrays and makes the step appear whole (a save cut midway is no step);
-it does not notice a changed byte. So after each save :class:`Checkpointer` writes the step's
-manifest (``afl_jax.json`` in its folder: what the checkpoint is bound to, the step, and the
-SHA-256 of each of its files), and :meth:`Checkpointer.check` verifies all of it before orbax
-reads anything."""
+"""Orbax checkpoints, each step with a manifest (its binding, step and files' SHA-256, which
+orbax does not check) verified before use, and the step a rerun continues from
+(:func:`start`); docs/reliability.md, "Where a rerun starts" and "Checkpoints"."""
 
 from __future__ import annotations
 
@@ -41,7 +35,6 @@ _CHUNK = 1 << 22
 
 @contextlib.contextmanager
 def _quiet_orbax():
-  """Orbax logs a dozen INFO lines per save through absl; keep warnings only, meanwhile."""
   logger = logging.getLogger('absl')
   level = logger.level
   logger.setLevel(max(level, logging.WARNING))
@@ -58,8 +51,8 @@ def _abstract(x: Any) -> Any:
 
 
 def _files(folder: str) -> dict[str, str]:
-  """``{path relative to folder: SHA-256}`` of the regular files below ``folder`` but the
-  manifest; OSError for anything else (a link, a special file)."""
+  """``{relative path: SHA-256}`` of the files below ``folder`` but the manifest; OSError for
+  a link."""
   out = {}
   for root, dirs, files in os.walk(folder):
     for name in sorted(dirs) + sorted(files):
@@ -80,28 +73,24 @@ def _files(folder: str) -> dict[str, str]:
 
 
 class Checkpointer:
-  """Save / restore a run's state under ``<workdir>/checkpoints`` (orbax), each step bound to
-  ``binding`` (:func:`afl_jax.pipeline.record.binding`: the run's identity and program)."""
+  """A run's checkpoints under ``<workdir>/checkpoints``, bound to ``binding``
+  (:func:`afl_jax.pipeline.record.binding`)."""
 
-  def __init__(self, workdir: str | os.PathLike, binding: str, max_to_keep: int = 3):
+  def __init__(self, workdir: str | os.PathLike, binding: str):
     self.directory = os.path.join(os.path.abspath(os.fspath(workdir)), CHECKPOINT_DIR)
-    self.binding = binding
-    self.max_to_keep = max_to_keep
-    self._manager = None
+    self.binding, self._manager = binding, None
 
   @property
   def manager(self) -> ocp.CheckpointManager:
     if self._manager is None:
       with _quiet_orbax():
-        options = ocp.CheckpointManagerOptions(
-          max_to_keep=self.max_to_keep, enable_async_checkpointing=False
-        )
+        options = ocp.CheckpointManagerOptions(max_to_keep=3, enable_async_checkpointing=False)
         self._manager = ocp.CheckpointManager(self.directory, options=options)
     return self._manager
 
   def steps(self) -> list[int]:
-    """Steps orbax finished, ascending (a save cut midway is no step)."""
-    # orbax's own listing, without a CheckpointManager (whose constructor waits for every process)
+    """Steps orbax finished, ascending (without a manager, whose constructor waits for every
+    process)."""
     paths = ocp.path.step.checkpoint_steps_paths(self.directory)
     return sorted(int(p.name) for p in paths if p.name.isdigit())
 
@@ -109,8 +98,7 @@ class Checkpointer:
     return os.path.join(self.directory, str(step))
 
   def save(self, step: int, sim_state: Any, host: dict[str, Any]) -> None:
-    """Save ``step``, then its manifest; a disk without room is an OSError naming the step's
-    folder."""
+    """Save ``step``, then its manifest; no room is an OSError naming the step's folder."""
     item = {'sim': sim_state, 'host': {k: np.asarray(v) for k, v in host.items()}}
     where = self.folder(step)
     size = sum(int(x.nbytes) for x in jax.tree.leaves(item))
@@ -137,8 +125,7 @@ class Checkpointer:
       write_text(os.path.join(where, MANIFEST), json.dumps(manifest, indent=1) + '\n')
 
   def check(self, step: int) -> str | None:
-    """Why the checkpoint of ``step`` may not be used (None: it passes): its manifest missing
-    or of another run or step, a file missing, added or changed since the save."""
+    """Why the checkpoint of ``step`` may not be used (None: it passes its manifest)."""
     where = self.folder(step)
     manifest = read_json(os.path.join(where, MANIFEST), strict=False)
     if not isinstance(manifest, dict) or not isinstance(manifest.get('files'), dict):
@@ -163,8 +150,7 @@ class Checkpointer:
     return None
 
   def restore(self, step: int, sim_template: Any, host_template: dict) -> tuple[Any, dict]:
-    """The state saved at ``step`` (checked first by :func:`start`) in the templates'
-    structure, or ResumeError naming it."""
+    """The state saved at ``step`` in the templates' structure, or ResumeError naming it."""
     template = {'sim': sim_template, 'host': {k: np.asarray(v) for k, v in host_template.items()}}
     try:
       with _quiet_orbax():
@@ -184,7 +170,6 @@ class Checkpointer:
     return sim, host
 
   def delete_after(self, step: int) -> None:
-    """Delete the checkpoints after ``step`` (a run continuing from ``step`` saves them anew)."""
     later = [s for s in self.steps() if s > step]
     for s in later:
       shutil.rmtree(os.path.join(self.directory, str(s)))
@@ -199,15 +184,14 @@ class Checkpointer:
 
 
 def expected_steps(num_steps: int, chunk: int, total: int, upto: int) -> list[int]:
-  """The evaluation steps of a run of ``num_steps`` steps after ``upto`` steps of a program of
-  ``total`` steps run in chunks of ``chunk`` (a sweep's runs stop recording at their end)."""
+  """The evaluation steps of a run of ``num_steps`` after ``upto`` steps of a program of
+  ``total`` steps in chunks of ``chunk``."""
   ends = [min(k * chunk, total) for k in range(1, -(-total // chunk) + 1)]
   return sorted({0} | {min(e, num_steps) for e in ends if e <= upto})
 
 
 def finished(run_dir: str, num_steps: int, chunk: int) -> bool:
-  """Did the run recorded in ``run_dir`` finish: completed, or diverged (a single run stops
-  there), with no evaluation missing?"""
+  """Did the run in ``run_dir`` complete or diverge, with no evaluation missing?"""
   records = metrics_io.read_metrics(run_dir)
   steps = [r['step'] for r in records]
   whole = expected_steps(num_steps, chunk, num_steps, num_steps)
@@ -222,12 +206,10 @@ def start(
   ckpt: Checkpointer,
   warn: Callable[[str], None] = metrics_io.warn,
 ) -> int | None:
-  """Where the runs recorded in ``dirs`` continue (process 0): ``DONE`` when each
-  :func:`finished`, else the latest checkpoint whose records are all on disk and that passes
-  :meth:`Checkpointer.check` (one warning line for each later one that does not; later
-  checkpoints deleted, records truncated); None (from step 0) when there is none, or none
-  but saves cut before their manifest (as orbax treats a save cut midway); ResumeError when
-  checkpoints exist but none passes, or every one follows lost records."""
+  """Where the runs in ``dirs`` continue: ``DONE``, the latest checkpoint whose records are on
+  disk and that passes its check (a warning for each later one; those deleted, records
+  truncated), None (step 0: none, or only saves cut before their manifest); ResumeError when
+  none passes or every one follows lost records."""
   if all(finished(d, t, chunk) for d, t in zip(dirs, num_steps)):
     return DONE
   total = max(num_steps)

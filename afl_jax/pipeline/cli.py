@@ -1,8 +1,10 @@
-"""Command-line handling for the scripts: ``--config.FIELD`` overrides (any hyperparameter or
-component setting, filled by :func:`afl_jax.pipeline.config.resolve`) and one-line errors."""
+"""The scripts' command line: ``--config.FIELD`` overrides (any hyperparameter or component
+setting) and one-line errors."""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import logging
 import os
 import re
@@ -14,8 +16,9 @@ from typing import Any, NoReturn
 import ml_collections
 from absl import app, flags
 from ml_collections import config_flags
+from ml_collections.config_flags import config_path
 
-from afl_jax import schedules
+from afl_jax import algorithms, schedules
 from afl_jax.errors import UserError
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline.workdir import flag_value
@@ -25,7 +28,6 @@ _HPARAM = re.compile(
   r'([A-Za-z_]\w*)=(.*)$',
   re.S,
 )
-_PARAMS_TEXT = re.compile(r'^--config\.schedule\.durations_params=(.*)$', re.S)
 _OVERRIDE = re.compile(r'^--config\.([\w.]+)(?:=(.*))?$', re.S)
 # absl's word for a bad value: ``flag --NAME=VALUE: WHY`` (a flag's parser or validator) or
 # ``flags A=1, B=2: --A=... WHY`` (a validator of several flags, its message naming the flag).
@@ -36,21 +38,20 @@ _HELP = ('--help', '-help', '-h', '-?', '--helpshort', '--helpfull', '--helpxml'
 DEFAULT_CONFIG = 'configs/default.py'
 
 
+@dataclasses.dataclass
 class ConfigFlag:
-  """A script's ``--config`` (:func:`define_config_flag`): the absl flag, its default file and
-  the ``(NAME, VALUE)`` of each ``--config.hparams.NAME=VALUE`` (``SECTION.NAME`` for the other
-  open sections) taken out of argv by the parser, applied by :meth:`finish` once the config
-  (and so the algorithm, model, dataset, distribution) is known."""
+  """A script's ``--config``: the absl flag, its default file and the ``(SECTION.NAME, VALUE)``
+  overrides of open sections the parser took out of argv, applied by :meth:`finish`."""
 
-  def __init__(self, holder: Any, default: str, overrides: list[tuple[str, str]]):
-    self.holder, self.default, self.overrides = holder, default, overrides
+  holder: Any
+  default: str
+  overrides: list[tuple[str, str]]
 
   @property
   def value(self) -> ml_collections.ConfigDict:
     return self.holder.value
 
   def finish(self) -> ml_collections.ConfigDict:
-    """:func:`finish_config` of the parsed config with its command line's overrides."""
     return finish_config(self.value, self.overrides)
 
 
@@ -60,42 +61,25 @@ def exit_error(error: Exception | str) -> NoReturn:
   sys.exit(f'error: {text}')
 
 
-# The repository root (configs/ lives there): a relative default config file is found
-# from any working directory.
-REPO = os.environ.get('AFL_JAX_CHECKOUT') or os.path.dirname(  # afl_jax/pipeline/cache.py
-  os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-)
-
-
 def repo_path(path: str) -> str:
-  """``path`` as given when it exists from here (or is absolute), else under the repository."""
-  if os.path.isabs(path) or os.path.exists(path.split(':')[0]):
+  """``path`` as given when it exists from here (or is absolute), else under the checkout
+  (``$AFL_JAX_CHECKOUT``, :func:`afl_jax.pipeline.cache.use_checkout`)."""
+  root = os.environ.get('AFL_JAX_CHECKOUT')
+  if not root or os.path.isabs(path) or os.path.exists(path.split(':')[0]):
     return path
-  beside = os.path.join(REPO, path)
+  beside = os.path.join(root, path)
   return beside if os.path.exists(beside.split(':')[0]) else path
 
 
-def _config_arg(argv: Sequence[str]) -> str | None:
-  """The last ``--config=FILE`` (or ``--config FILE``) of ``argv``; None if not given."""
-  return flag_value(argv, 'config')
-
-
 def check_config_file(spec: str) -> str | None:
-  """One line saying why the config file ``spec`` (``FILE`` or ``FILE:ARG``) cannot be used
-  (missing, does not import, no ``get_config`` returning a ConfigDict); None when fine."""
+  """One line saying why the config file ``spec`` (``FILE[:ARG]``) cannot be used; None: fine."""
   file, _, arg = spec.partition(':')
   where = f'--config={spec!r} is invalid'
   if not file:
     return f'{where}: give a config file, e.g. --config=configs/digits_smoke.py'
   if not os.path.isfile(file):
-    if os.path.isdir(file):
-      return f'{where}: {file} is a directory, not a config file'
-    if os.path.isabs(file):
-      return f'{where}: no such file'
-    return (
-      f'{where}: no such file (relative to the current directory {os.getcwd()}); give its '
-      'full path, or run from the repository root'
-    )
+    what = 'is a directory' if os.path.isdir(file) else 'no such file'
+    return f'{where}: {what} (from {os.getcwd()}); give the path of a config file'
   try:
     module = config_lib.exec_file(file)
   except SyntaxError as e:
@@ -129,17 +113,17 @@ def raised_at(error: BaseException, file: str) -> str:
   return f'{at}{type(error).__name__}: {text}'
 
 
-def _load_config_file(
-  argv: Sequence[str], default: str = DEFAULT_CONFIG
-) -> ml_collections.ConfigDict | None:
+def _unknown_field(argv: Sequence[str], default: str) -> str | None:
+  """:func:`unknown_field_message` of the config ``argv`` names (None: it does not load)."""
   try:
-    return config_lib.load_file(_config_arg(argv) or default)
+    config = config_lib.load_file(flag_value(argv, 'config') or default)
   except Exception:  # noqa: BLE001 (only used to word an error that already happened)
     return None
+  return unknown_field_message(config, argv)
 
 
 def unknown_field_message(config: ml_collections.ConfigDict, argv: Sequence[str]) -> str | None:
-  """The one-line error for the first ``--config.PATH`` that names no field of ``config``."""
+  """The one line for the first ``--config.PATH`` naming no field of ``config``."""
   for arg in argv:
     m = _OVERRIDE.match(arg)
     if not m:
@@ -176,14 +160,6 @@ def _bad_values(error: Exception) -> str | None:
 def _split(argv: Sequence[str]) -> tuple[list[tuple[str, str]], list[str]]:
   hparams, rest = [], []
   for arg in argv:
-    text = _PARAMS_TEXT.match(arg)
-    if text:
-      example = schedules.registry.as_mapping(text[1]) or {'NAME': 'VALUE'}
-      given = ' '.join(f'--config.schedule.durations_params.{k}={v}' for k, v in example.items())
-      exit_error(
-        f'config.schedule.durations_params={text[1]!r} is invalid: give each parameter as '
-        f"{given} (the 'name=value,...' string form is no longer read)"
-      )
     m = _HPARAM.match(arg)
     if m:
       section = '' if m[1] == 'hparams.' else m[1]
@@ -194,47 +170,31 @@ def _split(argv: Sequence[str]) -> tuple[list[tuple[str, str]], list[str]]:
 
 
 def define_config_flag(default: str = DEFAULT_CONFIG) -> ConfigFlag:
-  """``--config`` (a config file); its ``--config.hparams.*`` overrides are kept out of
-  ml_collections (the file may not name them) and applied by :meth:`ConfigFlag.finish`
-  (give the flag to :func:`run`)."""
+  """``--config``; overrides of open sections are kept out of ml_collections (the file may not
+  name them) and applied by :meth:`ConfigFlag.finish` (give the flag to :func:`run`)."""
   hparams, rest = _split(sys.argv)
   default = repo_path(default)
-  given = _config_arg(rest)
+  given = flag_value(rest, 'config')
   bad = check_config_file(default) if given is None else None  # a given file: in parse
   if bad:
     exit_error(bad.replace('--config=', 'the default --config=', 1))
   try:
     holder = config_flags.DEFINE_config_file('config', default, 'Experiment config.', sys_argv=rest)
   except Exception as e:  # noqa: BLE001 (an override of the default config, applied here)
-    config = _load_config_file(rest, default)
-    exit_error((config is not None and unknown_field_message(config, rest)) or e)
+    exit_error(_unknown_field(rest, default) or e)
   return ConfigFlag(holder, default, hparams)
-
-
-def _config_file_error(argv: Sequence[str], flag: ConfigFlag | None) -> str | None:
-  """One line when the --config file could not be loaded (ml_collections defers that error)."""
-  if flag is None:
-    return None
-  try:
-    flag.value.keys()
-  except Exception as e:  # noqa: BLE001 (any failure of the user's config file)
-    path = _config_arg(argv)
-    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-    return f'--config={path!r} is invalid: cannot load it: {lines[-1] if lines else e}'
-  return None
 
 
 def flags_parser(
   *, positional: str = '', config: ConfigFlag | None = None
 ) -> Callable[[list[str]], list[str]]:
-  """An absl ``flags_parser`` turning flag errors into one line; ``positional`` names the
-  script's positional arguments for its usage line ('' refuses any); ``config``: the script's
-  ``--config`` flag, which keeps the overrides parsed."""
+  """An absl ``flags_parser`` turning flag errors into one line; ``positional`` ('': none
+  taken) names the positional arguments; ``config`` keeps the overrides parsed."""
   default = config.default if config is not None else DEFAULT_CONFIG
 
   def parse(argv: list[str]) -> list[str]:
     hparams, rest = _split(argv)
-    given = _config_arg(rest)
+    given = flag_value(rest, 'config')
     bad = given is not None and check_config_file(given)
     if bad:
       exit_error(bad)
@@ -247,20 +207,15 @@ def flags_parser(
       missing = re.match(r'Missing value for flag (--[\w.]+)', str(e))
       if missing:
         exit_error(f'{missing.group(1)} needs a value: {missing.group(1)}=VALUE')
-      loaded = _load_config_file(rest, default)
       unknown = re.match(r"Unknown command line flag '([^']+)'", str(e))
       exit_error(
-        (loaded is not None and unknown_field_message(loaded, rest))
+        _unknown_field(rest, default)
         or _bad_values(e)
         or (unknown and f'--{unknown.group(1)} is not a flag of this script (see --helpshort)')
         or e
       )
     except (AttributeError, KeyError, TypeError, ValueError, OSError) as e:
-      loaded = _load_config_file(rest, default)
-      exit_error((loaded is not None and unknown_field_message(loaded, rest)) or e)
-    bad_file = _config_file_error(rest, config)
-    if bad_file:
-      exit_error(bad_file)
+      exit_error(_unknown_field(rest, default) or e)
     if not positional and len(remaining) > 1:
       exit_error(
         f'unexpected argument {remaining[1]!r}: this script takes flags only (--name=value; '
@@ -276,12 +231,12 @@ def flags_parser(
 def run(
   main: Callable[[list[str]], Any], *, positional: str = '', config: ConfigFlag | None = None
 ) -> None:
-  """``app.run(main)``: a bad flag or a :class:`UserError` ends the script as one ``error:`` line
-  (exit status 1); JAX's INFO lines stay out unless ``--verbosity`` is given."""
+  """``app.run(main)``: a bad flag or a :class:`UserError` is one ``error:`` line (exit 1);
+  JAX's INFO lines stay out unless ``--verbosity`` is given."""
 
   def guarded(argv: list[str]) -> Any:
     asked = {a.split('=')[0].lstrip('-') for a in sys.argv[1:]} & {'verbosity', 'v'}
-    if not asked:  # JAX's INFO lines (e.g. no TPU found) are noise; --verbosity=0 shows them
+    if not asked:
       logging.getLogger('jax').setLevel(logging.WARNING)
     try:
       return main(argv)
@@ -295,7 +250,7 @@ def run(
 
 
 def interrupted(error: BaseException | None = None) -> NoReturn:
-  """Print the one line of a Ctrl-C (the error's message, else a generic one), exit 130."""
+  """Print the one line of a Ctrl-C and exit 130."""
   text = ' '.join(str(error or '').split()) or (
     'interrupted (Ctrl-C); the metrics so far are kept, and the same command continues '
     'from the last checkpoint'
@@ -308,16 +263,69 @@ def interrupted(error: BaseException | None = None) -> NoReturn:
 def finish_config(
   config: ml_collections.ConfigDict, overrides: Sequence[tuple[str, str]] = ()
 ) -> ml_collections.ConfigDict:
-  """The resolved config with the command line's ``--config.<open section>.*`` ``overrides``
-  (``(NAME, VALUE)``, :class:`ConfigFlag`) applied (ConfigError: an unknown component, a
-  setting it does not take, or a value a single run does not read:
-  :func:`config_lib.refuse_unread`, before resolving drops it)."""
+  """The resolved config with the ``(NAME, VALUE)`` ``overrides`` of open sections applied
+  (ConfigError: an unknown component or setting, or a value a single run does not read)."""
   if not config.get('sweep'):  # a sweep's axes: sweep.grid
     config_lib.refuse_unread(config)
   out = config_lib.resolve(config)
   if any('.' not in name for name, _ in overrides):
-    config_lib.validate_algorithm_name(out)
+    algorithms.ALGORITHMS.bind(out.algorithm, {})
   for name, text in overrides:
     section, _, arg = name.rpartition('.')
-    config_lib.override_setting(out, section or 'hparams', arg, text)
+    override_setting(out, section or 'hparams', arg, text)
   return out
+
+
+def parse_value(text: str, current: Any) -> Any:
+  """A command-line string as the type of ``current`` (its default); None: best guess."""
+  low = text.strip().lower()
+  if isinstance(current, bool) or (current is None and low in ('true', 'false')):
+    if low not in ('true', 'false', '1', '0'):
+      raise ValueError(f'must be a boolean (true/false); got {text!r}')
+    return low in ('true', '1')
+  for cast, what in ((int, 'an integer'), (float, 'a number')):
+    if isinstance(current, cast):
+      try:
+        return cast(text)
+      except ValueError:
+        raise ValueError(f'must be {what}; got {text!r}') from None
+  if isinstance(current, tuple | list):
+    try:
+      value = ast.literal_eval(text if text.strip().startswith(('(', '[')) else f'({text},)')
+    except (ValueError, SyntaxError):
+      raise ValueError(f'must be a tuple of values like (1, 2); got {text!r}') from None
+    return tuple(value) if isinstance(value, tuple | list) else (value,)
+  if current is None:
+    for cast in (int, float):
+      try:
+        return cast(text)
+      except ValueError:
+        pass
+    return None if low == 'none' else text
+  return text
+
+
+def override_setting(c: ml_collections.ConfigDict, section: str, name: str, text: str) -> None:
+  """Apply ``--config.SECTION.NAME=TEXT`` to a resolved config (SECTION: an open section)."""
+  if section == 'hparams':
+    registry, component = algorithms.ALGORITHMS, c.algorithm
+  elif section == 'schedule.durations_params':
+    registry, component = schedules.DISTRIBUTIONS, c.schedule.durations
+  else:
+    field = {r.section: f for f, r in config_lib.NAMED.items()}[section]
+    registry, component = config_lib.NAMED[field], c[field]
+  if component not in registry:
+    registry.bind(component, {})  # the unknown name, in one line
+  valid = sorted(registry.settings(component))
+  if name not in valid:
+    why = f'{registry.kind} {component!r} takes no setting {name!r}; valid: {valid}'
+    if section == 'hparams':
+      why = f'{component} takes no hyperparameter {name!r}; valid: {valid}'
+    raise config_lib._err(f'{section}.{name}', text, why)
+  target = config_path.get_value(section, c)
+  try:
+    value = parse_value(text, target.get(name))
+  except ValueError as e:
+    raise config_lib._err(f'{section}.{name}', text, str(e)) from None
+  with target.unlocked():
+    target[name] = value

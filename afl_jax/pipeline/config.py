@@ -1,11 +1,8 @@
-"""Experiment configuration: the shared default, :func:`resolve` (each named component's
-defaults from its factory's signature) and :func:`validate` (every field against its range,
-each component's settings bound once by ``Registry.bind``); errors are one
-:class:`~afl_jax.errors.ConfigError` naming ``config.<field>``. docs/configs.md."""
+"""Experiment configuration: the default and the field table, :func:`resolve` (components'
+defaults from their factories) and :func:`validate` (ConfigError naming the field)."""
 
 from __future__ import annotations
 
-import ast
 import copy
 import difflib
 import importlib.util
@@ -22,6 +19,7 @@ from ml_collections.config_flags import config_path
 
 from afl_jax import algorithms, checks, compression, data, models, schedules
 from afl_jax.errors import ConfigError
+from afl_jax.pipeline import metrics_io, record
 
 DTYPES = ('float32', 'float64')
 COMPUTE_DTYPES = ('dtype', 'bfloat16', 'float16', 'float32')  # 'dtype': no cast
@@ -29,7 +27,7 @@ SEED_MAX = 2**32 - 1  # NumPy and JAX seeds are uint32
 
 
 def default() -> ml_collections.ConfigDict:
-  """The shared default: FedBuff on non-IID Fashion-MNIST with the MLP, 2-core sized."""
+  """FedBuff on non-IID Fashion-MNIST with the MLP, 2-core sized."""
   c = ml_collections.ConfigDict()
   c.seed = 0
   c.algorithm = 'fedbuff'
@@ -80,13 +78,10 @@ def default() -> ml_collections.ConfigDict:
   # fedecho_*: gamma of Table 1's runtime categories (smaller: the largest clients are long)
   c.schedule.straggler_gamma = 1.0
   c.schedule.durations = 'uniform'  # constant | uniform | exponential | normal | ...
-  # The distribution's parameters, e.g. {'low': 0, 'high': 20} (schedules.DISTRIBUTIONS:
-  # constant(value), uniform(low=0, high=20), exponential(mean), normal(mean, std),
-  # lognormal(mu, sigma), pareto(shape, scale)); resolve fills the named one's defaults.
+  # The distribution's parameters, e.g. {'low': 0, 'high': 20} (schedules.DISTRIBUTIONS).
   c.schedule.durations_params = ml_collections.ConfigDict()
-  # Per-client factor multiplying every duration draw (larger = slower):
-  # none | local_steps (K_i / mean K: more local work takes longer) |
-  # lognormal (exp(sigma * z) per client, sigma = client_speed_sigma, schedule seed).
+  # Per-client factor on each duration: none | local_steps (K_i / mean K) |
+  # lognormal (exp(client_speed_sigma * z) per client).
   c.schedule.client_speed = 'none'
   c.schedule.client_speed_sigma = 0.5
   c.schedule.seed = -1  # -1: derive from c.seed
@@ -106,21 +101,17 @@ def build(fields: Mapping[str, Any], hparams: Mapping[str, Any]) -> ml_collectio
   c = default()
   c.hparams = copy.deepcopy(dict(hparams))
   for field, value in fields.items():
-    if field == 'schedule.durations_params' and isinstance(value, str):
-      kind = fields.get('schedule.durations', 'uniform')
-      schedules.registry.DURATIONS.bind('draw', {'durations': kind, 'durations_params': value})
     open_section = field.rsplit('.', 1)[0] in OPEN_SECTIONS
     config_path.set_value(field, c, copy.deepcopy(value), accept_new_attributes=open_section)
   return c
 
 
-# Sections whose fields are the named component's arguments (not fixed in default()): a
-# config sets any of them; validate refuses one the component does not take.
+# Sections holding the named component's arguments (validate refuses one it does not take).
 OPEN_SECTIONS = ('hparams', 'model_args', 'dataset_args', 'schedule.durations_params')
 
 
 def entry(table: Mapping[str, Any], name: str, file: str) -> Any:
-  """``table[name]``, the entry ``--config=FILE:NAME`` names (ConfigError listing the names)."""
+  """``table[name]``, the entry ``--config=FILE:NAME`` names."""
   if name in table:
     return table[name]
   what = f'has no config {name!r}' if name else 'needs a config name'
@@ -128,7 +119,6 @@ def entry(table: Mapping[str, Any], name: str, file: str) -> Any:
 
 
 def exec_file(file: str) -> ModuleType:
-  """The Python file ``file`` run as a fresh module (not entered in ``sys.modules``)."""
   spec = importlib.util.spec_from_file_location('afl_jax_config_file', file)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
@@ -136,8 +126,7 @@ def exec_file(file: str) -> ModuleType:
 
 
 def load_file(spec: str) -> ml_collections.ConfigDict:
-  """The config of ``FILE`` or ``FILE:NAME`` (``get_config()``, ``get_config(NAME)``), as
-  ``--config=FILE[:NAME]`` reads it."""
+  """The config ``--config=FILE[:NAME]`` names."""
   file, _, name = spec.partition(':')
   module = exec_file(file)
   return module.get_config(name) if name else module.get_config()
@@ -161,38 +150,26 @@ def import_beside(path: str, name: str) -> ModuleType:
   return sys.modules[key]
 
 
-# ---- components: each named once, with its own settings ----------------------------------
-def default_hparams(algorithm: str) -> dict[str, Any]:
-  """Every hyperparameter ``algorithm`` takes with its default (required ones left out)."""
-  return algorithms.ALGORITHMS.defaults(algorithm)
-
-
 def set_algorithm(c: ml_collections.ConfigDict, name: str, **hparams: Any) -> None:
-  """Set ``c.algorithm`` and the ``c.hparams`` this config gives (resolve fills the rest)."""
+  """Set ``c.algorithm`` and the ``c.hparams`` given (resolve fills the rest)."""
   c.algorithm = name
   c.hparams = ml_collections.ConfigDict(hparams)
 
 
-def _section(
-  c: ml_collections.ConfigDict, name: str, takes: Mapping[str, Any], known: set, keep: tuple
-) -> ml_collections.ConfigDict:
-  """Section ``name`` resolved to the named kind's settings ``takes`` (defaults filled) and
-  ``keep``; other kinds' fields dropped, a field no kind takes kept for validate to reject."""
-  given = dict(c[name])
+def _section(c, name: str, kinds, settings, kind: str | None, keep: tuple):
+  """Section ``name`` with ``keep`` and the settings of ``kind`` (defaults filled); other
+  kinds' settings dropped, one no kind takes kept for validate to refuse."""
+  given, known = dict(c[name]), {k for each in kinds for k in settings(each)}
   out = {k: given[k] for k in keep if k in given}
+  takes = settings(kind) if kind else {}
   out |= {k: given.get(k, d) for k, d in takes.items() if d is not inspect.Parameter.empty}
   out |= {k: v for k, v in given.items() if k not in out and k not in known}
   return ml_collections.ConfigDict(out)
 
 
-def _all_settings(kinds, settings) -> set:
-  return {k for kind in kinds for k in settings(kind)}
-
-
 def resolve(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """A copy of ``c`` whose sections list every value the run uses, and only those: each
-  named component's settings (given, else its factory's defaults); unknown names are left
-  for :func:`validate` to reject."""
+  """A copy of ``c`` whose sections hold every value the run uses, and only those (each
+  component's settings given, else its factory's defaults)."""
   out = ml_collections.ConfigDict(c.to_dict())
   base = default()
   for field, counts in COUNTS.items():
@@ -202,17 +179,16 @@ def resolve(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     except (AttributeError, KeyError, TypeError):  # a field it reads is missing: validate says so
       pass
   if c.algorithm in algorithms.ALGORITHMS:
-    out.hparams = ml_collections.ConfigDict(default_hparams(c.algorithm) | dict(c.hparams))
-  for registry, name, args in (
-    (models.MODELS, 'model', 'model_args'),
-    (data.DATASETS, 'dataset', 'dataset_args'),
-  ):
+    out.hparams = ml_collections.ConfigDict(
+      algorithms.ALGORITHMS.defaults(c.algorithm) | dict(c.hparams)
+    )
+  for name, registry in NAMED.items():
     if c.get(name) in registry:
-      out[args] = ml_collections.ConfigDict(registry.defaults(c[name]) | dict(c.get(args) or {}))
+      given = dict(c.get(registry.section) or {})
+      out[registry.section] = ml_collections.ConfigDict(registry.defaults(c[name]) | given)
   if 'schedule' in c and c.schedule.get('kind') in schedules.SCHEDULES:
-    takes = schedules.settings(c.schedule.kind)
-    known = _all_settings(schedules.SCHEDULES, schedules.settings)
-    out.schedule = _section(c, 'schedule', takes, known, ('kind', 'seed'))
+    kinds, kind = schedules.SCHEDULES, c.schedule.kind
+    out.schedule = _section(c, 'schedule', kinds, schedules.settings, kind, ('kind', 'seed'))
     params = out.schedule.get('durations_params', {})  # None: the distribution's defaults
     if out.schedule.get('durations') in schedules.DISTRIBUTIONS and (
       params is None or isinstance(params, Mapping | ml_collections.ConfigDict)
@@ -222,83 +198,11 @@ def resolve(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
       out.schedule.durations_params = ml_collections.ConfigDict(params)
   kind = c.get('compressor', {}).get('kind')
   if kind == 'none' or kind in compression.COMPRESSORS:
-    takes = {} if kind == 'none' else compression.COMPRESSORS.settings(kind)
-    known = _all_settings(compression.COMPRESSORS, compression.COMPRESSORS.settings)
-    out.compressor = _section(c, 'compressor', takes, known, ('kind', 'error_feedback'))
+    reg, keep = compression.COMPRESSORS, ('kind', 'error_feedback')
+    out.compressor = _section(c, 'compressor', reg, reg.settings, kind != 'none' and kind, keep)
   return out
 
 
-def validate_algorithm_name(c: ml_collections.ConfigDict) -> str:
-  """``config.algorithm`` names a registered algorithm."""
-  algorithms.ALGORITHMS.bind(c.algorithm, {})
-  return c.algorithm
-
-
-def parse_value(text: str, current: Any) -> Any:
-  """A command-line string as the type of ``current`` (its default); None: best guess."""
-  low = text.strip().lower()
-  if isinstance(current, bool) or (current is None and low in ('true', 'false')):
-    if low not in ('true', 'false', '1', '0'):
-      raise ValueError(f'must be a boolean (true/false); got {text!r}')
-    return low in ('true', '1')
-  if isinstance(current, int):
-    try:
-      return int(text)
-    except ValueError:
-      raise ValueError(f'must be an integer; got {text!r}') from None
-  if isinstance(current, float):
-    try:
-      return float(text)
-    except ValueError:
-      raise ValueError(f'must be a number; got {text!r}') from None
-  if isinstance(current, (tuple, list)):
-    try:
-      value = ast.literal_eval(text if text.strip().startswith(('(', '[')) else f'({text},)')
-    except (ValueError, SyntaxError):
-      raise ValueError(f'must be a tuple of values like (1, 2); got {text!r}') from None
-    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
-  if current is None:
-    for cast in (int, float):
-      try:
-        return cast(text)
-      except ValueError:
-        pass
-    return None if low == 'none' else text
-  return text
-
-
-def _component(c: ml_collections.ConfigDict, section: str):
-  """(registry, name) of the component whose settings ``section`` holds."""
-  if section == 'hparams':
-    return algorithms.ALGORITHMS, c.algorithm
-  if section == 'schedule.durations_params':
-    return schedules.DISTRIBUTIONS, c.schedule.durations
-  field = {registry.section: field for field, registry in NAMED.items()}[section]
-  return NAMED[field], c[field]
-
-
-def override_setting(c: ml_collections.ConfigDict, section: str, name: str, text: str) -> None:
-  """Apply ``--config.SECTION.NAME=TEXT`` to a resolved config for a section of
-  :data:`OPEN_SECTIONS` (one-line errors)."""
-  registry, component = _component(c, section)
-  if component not in registry:
-    registry.bind(component, {})  # the unknown name, in one line
-  valid = sorted(registry.settings(component))
-  if name not in valid:
-    why = f'{registry.kind} {component!r} takes no setting {name!r}; valid: {valid}'
-    if section == 'hparams':
-      why = f'{component} takes no hyperparameter {name!r}; valid: {valid}'
-    raise _err(f'{section}.{name}', text, why)
-  target = config_path.get_value(section, c)
-  try:
-    value = parse_value(text, target.get(name))
-  except ValueError as e:
-    raise _err(f'{section}.{name}', text, str(e)) from None
-  with target.unlocked():
-    target[name] = value
-
-
-# ---- the run's own fields: one range each, checked like a component's settings -----------
 def _err(field: str, value: Any, allowed: str) -> ConfigError:
   return ConfigError.invalid(field, value, f'{allowed}.')
 
@@ -332,15 +236,13 @@ FIELDS: dict[str, checks.Spec] = {
   'schedule.seed': checks.integer(-1, SEED_MAX, note=' (-1 = derive from config.seed)'),
   'compressor.error_feedback': checks.boolean(),
 }
-# Fields a run reads only where another field makes them count: elsewhere :func:`resolve`
-# gives them their default (two configs differing only there are one run).
+# Fields read only where another field makes them count (elsewhere resolve sets the default).
 COUNTS = {
   'dirichlet_alpha': lambda c: c.partition == 'dirichlet',
   'shards_per_client': lambda c: c.partition == 'shards',
   'local_steps': lambda c: c.local_epochs == 0,
 }
-# Fields resolve keeps that the run does not read where the predicate (of the resolved config)
-# holds: error feedback of no compressor.
+# Fields resolve keeps that the run does not read where the predicate holds.
 IGNORED = {'compressor.error_feedback': lambda c: c.compressor.get('kind') == 'none'}
 # Fields checked only where another field makes them count.
 WHEN: dict[str, tuple[Any, checks.Spec]] = {
@@ -363,7 +265,7 @@ def _field(c: ml_collections.ConfigDict, field: str, spec: checks.Spec) -> Any:
 
 
 def validate_fields(c: ml_collections.ConfigDict) -> None:
-  """The run's own fields (:data:`FIELDS`, :data:`WHEN`) and the combinations of them."""
+  """:data:`FIELDS`, :data:`WHEN` and their combinations."""
   for field, spec in FIELDS.items():
     if field.split('.')[0] in c:
       _field(c, field, spec)
@@ -376,8 +278,7 @@ def validate_fields(c: ml_collections.ConfigDict) -> None:
 
 
 def validate_names(c: ml_collections.ConfigDict) -> None:
-  """Every top-level field is one of :func:`default`'s (a misspelt ``c.num_round`` would be
-  ignored), and a config without a compressor sets none of a compressor's settings."""
+  """Every top-level field is one of :func:`default`'s, and no compressor has no settings."""
   known = default()
   for field in c:
     if field not in known:
@@ -392,7 +293,7 @@ def validate_names(c: ml_collections.ConfigDict) -> None:
 
 
 def validate_components(c: ml_collections.ConfigDict) -> None:
-  """Each named component with its own settings (``Registry.bind``: the one check)."""
+  """Each named component with its own settings (``Registry.bind``)."""
   data.DATASETS.bind(c.dataset, dict(c.get('dataset_args') or {}))
   models.MODELS.bind(c.model, dict(c.get('model_args') or {}))
   if data.DATASETS.meta(c.dataset).get('federated'):
@@ -409,13 +310,11 @@ def validate_components(c: ml_collections.ConfigDict) -> None:
     compression.COMPRESSORS.bind(kind, fields)
 
 
-# Components named by a top-level field, with their settings in a section of their own; a
-# sweep's entry ``{'name': NAME, SETTING: VALUE}`` replaces both (as an algorithm entry does).
+# Components named by a top-level field, their settings in a section (a sweep entry replaces both).
 NAMED = {'model': models.MODELS, 'dataset': data.DATASETS}
 
 
-# Sections whose kind decides which of their settings a run reads (:func:`refuse_unread`),
-# with the section-level fields a swept entry keeps from the config unless given.
+# Sections whose kind decides which settings a run reads, with the fields a swept entry keeps.
 SECTION_FIELDS = {'schedule': ('seed',), 'compressor': ('error_feedback',)}
 
 
@@ -423,7 +322,7 @@ _NOT_READ = '<not read>'
 
 
 def read_value(resolved: ml_collections.ConfigDict, field: str) -> Any:
-  """The value of ``field`` the run of the ``resolved`` config reads (``'<not read>'``: none)."""
+  """The value of ``field`` the ``resolved`` config's run reads (``'<not read>'``: none)."""
   if field in IGNORED and IGNORED[field](resolved):
     return _NOT_READ
   try:
@@ -434,9 +333,6 @@ def read_value(resolved: ml_collections.ConfigDict, field: str) -> Any:
 
 def plain(x: Any) -> str:
   """``x`` as canonical JSON text: two values that read the same compare equal."""
-  from afl_jax.pipeline import metrics_io
-
-  x = x.to_dict() if hasattr(x, 'to_dict') else x
   return json.dumps(metrics_io.jsonable({'v': x}), sort_keys=True)
 
 
@@ -445,29 +341,15 @@ def reads(resolved: ml_collections.ConfigDict, field: str, value: Any) -> bool:
   return plain(read_value(resolved, field)) == plain(value)
 
 
-def _leaves(d: Any, prefix: str = '') -> dict[str, Any]:
-  d = d.to_dict() if hasattr(d, 'to_dict') else d
-  out = {}
-  for k, v in d.items():
-    if isinstance(v, Mapping) and v:
-      out.update(_leaves(v, f'{prefix}{k}.'))
-    else:
-      out[f'{prefix}{k}'] = v
-  return out
-
-
 def refuse_unread(
   c: ml_collections.ConfigDict, run: ml_collections.ConfigDict | None = None
 ) -> ml_collections.ConfigDict:
-  """``c`` (a single run's) when every setting it gives a component of a kind (the compressor,
-  the schedule) is one that kind reads, as a sweep's axes are (:func:`afl_jax.pipeline.sweep.
-  grid`); else ConfigError naming the first that is not (``fraction`` or ``error_feedback``
-  under ``compressor.kind='none'``, a schedule setting its kind does not take). Only a value
-  other than :func:`default`'s counts: the default's fields of other kinds are not given.
-  ``run``: ``c`` resolved, if it was already."""
-  base = {k: plain(v) for k, v in _leaves(default()).items()}
+  """``c`` when each setting it gives (other than the default's) of the compressor or the
+  schedule is one their kind reads, else ConfigError naming the first that is not; ``run``:
+  ``c`` resolved, if it was already."""
+  base = {k: plain(v) for k, v in record.flatten(default().to_dict()).items()}
   run = resolve(c) if run is None else run
-  for field, value in _leaves(c).items():
+  for field, value in record.flatten(c.to_dict()).items():
     section = field.split('.')[0]
     if section not in SECTION_FIELDS or value == {} or base.get(field) == plain(value):
       continue
@@ -479,8 +361,7 @@ def refuse_unread(
 
 
 def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """``c`` resolved and checked, ConfigError on its first invalid field: the one place the
-  config's values meet their ranges."""
+  """``c`` resolved and checked, ConfigError on its first invalid field."""
   speed = c.schedule.get('client_speed', 'none')  # set, but dropped by resolve: refused
   if c.schedule.kind in schedules.SCHEDULES and speed != 'none':
     if not schedules.registry.draws_durations(c.schedule.kind):

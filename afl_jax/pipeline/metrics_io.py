@@ -1,5 +1,5 @@
-"""``metrics.jsonl`` (strict JSON, one flushed line per evaluation, non-finite values named)
-and TensorBoard events; docs/reliability.md, "Metrics"."""
+"""``metrics.jsonl`` (strict JSON, a flushed line per evaluation) and TensorBoard events;
+docs/reliability.md, "Metrics"."""
 
 from __future__ import annotations
 
@@ -23,11 +23,10 @@ _NONFINITE = {'nan': math.nan, 'inf': math.inf, '-inf': -math.inf}
 
 
 class MetricsError(UserError):
-  """A metrics file that cannot be read (damaged before its last line)."""
+  """A metrics file damaged before its last line."""
 
 
 def warn(message: str) -> None:
-  """One ``warning:`` line on stderr."""
   print(f'warning: {message}', file=sys.stderr, flush=True)
 
 
@@ -40,7 +39,8 @@ def _item(value: Any) -> Any:
 
 
 def encode_record(step: int, scalars: Mapping[str, Any]) -> str:
-  """One strict-JSON line for ``{'step': step, **scalars}`` (non-finite floats as null)."""
+  """One strict-JSON line for ``{'step': step, **scalars}`` (non-finite floats as null, named
+  under ``nonfinite``)."""
   record: dict[str, Any] = {'step': int(step)}
   bad: dict[str, str] = {}
   for name, value in scalars.items():
@@ -56,7 +56,6 @@ def encode_record(step: int, scalars: Mapping[str, Any]) -> str:
 
 
 def decode_record(record: dict[str, Any]) -> dict[str, Any]:
-  """Undo :func:`encode_record`'s null encoding (in place; returns the record)."""
   bad = record.pop(NONFINITE_KEY, None)
   for name, kind in bad.items() if isinstance(bad, Mapping) else []:
     record[name] = _NONFINITE.get(kind, math.nan)
@@ -64,8 +63,7 @@ def decode_record(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def jsonable(x: Any) -> Any:
-  """``x`` as strict JSON values: NumPy scalars as Python ones, a non-finite float as its
-  name, a callable by its qualified name (its repr holds an address), else its repr."""
+  """``x`` as strict JSON values (a non-finite float as its name, a callable by its name)."""
   if isinstance(x, Mapping):
     return {str(k): jsonable(v) for k, v in x.items()}
   if isinstance(x, list | tuple):
@@ -95,8 +93,7 @@ def evaluation_record(
   rule_metrics: Mapping[str, Any] | None = None,
   **extra: Any,
 ) -> dict[str, Any]:
-  """The record of one evaluation: step, simulated clock, cumulative bytes up and down, the
-  rules' metrics of the chunk (their mean, ``client_...``/``server_...``), the evaluation."""
+  """One evaluation's record: step, clock, bytes up and down, the chunk's mean rule metrics."""
   rule = {
     k.replace('/', '_'): float(np.mean(v))
     for k, v in (rule_metrics or {}).items()
@@ -114,8 +111,7 @@ def evaluation_record(
 
 
 class MetricsWriter:
-  """``<workdir>/metrics.jsonl`` and optionally TensorBoard events (module docstring);
-  ``workdir=None`` writes nothing (processes other than 0)."""
+  """``<workdir>/metrics.jsonl`` and TensorBoard events; ``workdir=None`` writes nothing."""
 
   def __init__(
     self,
@@ -162,7 +158,6 @@ class MetricsWriter:
     self.write_scalars(record['step'], {k: v for k, v in record.items() if k != 'step'})
 
   def write_hparams(self, hparams: Mapping[str, Any]) -> None:
-    """The resolved config: ``hparams.json`` and a TensorBoard text summary."""
     if self._f is None:
       return
     text = json.dumps(jsonable(hparams), sort_keys=True, indent=2, allow_nan=False)
@@ -196,12 +191,10 @@ def read_metrics(
   workdir: str | os.PathLike,
   *,
   repair: bool = False,
-  decode: bool = True,
   warn: Callable[[str], None] = warn,
 ) -> list[dict[str, Any]]:
-  """The records of ``<workdir>/metrics.jsonl`` in order ([] without it): a last line cut by
-  a crash dropped with a warning (``repair``: rewritten without it), MetricsError for damage
-  before it; ``decode``: nulls back to NaN / inf."""
+  """The records of ``<workdir>/metrics.jsonl`` ([] without it): a torn last line dropped with a
+  warning (``repair``: rewritten without it), MetricsError for damage before it."""
   path = os.path.join(os.fspath(workdir), METRICS_FILE)
   if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
     raise MetricsError(f'{path} is not a regular file; move it away, or choose another --workdir')
@@ -226,7 +219,7 @@ def read_metrics(
     warn(f'{path}: dropped a torn last line left by an interrupted run')
   if repair and (torn or (raw and not raw.endswith(b'\n'))):
     write_text(path, ''.join(json.dumps(r, sort_keys=True) + '\n' for r in records))
-  return [decode_record(r) for r in records] if decode else records
+  return [decode_record(r) for r in records]
 
 
 def _parse(line: bytes) -> dict | None:
@@ -240,30 +233,26 @@ def _parse(line: bytes) -> dict | None:
 
 
 def truncate_metrics(workdir: str | os.PathLike, step: int) -> list[dict[str, Any]]:
-  """Keep the records up to ``step`` (a resume from a checkpoint there); returns them."""
+  """Keep (and return) the records up to ``step``."""
   path = os.path.join(os.fspath(workdir), METRICS_FILE)
-  records = read_metrics(workdir, repair=True, decode=False)
+  records = read_metrics(workdir, repair=True)
   kept = [r for r in records if r['step'] <= step]
   if len(kept) != len(records):
-    write_text(path, ''.join(json.dumps(r, sort_keys=True, allow_nan=False) + '\n' for r in kept))
-  return [decode_record(dict(r)) for r in kept]
-
-
-# Metrics a run drives down (a target is reached at or below it); the others it drives up.
-_LOWER_IS_BETTER = ('loss', 'grad_norm', 'grad_norm2', 'gap')
+    lines = (encode_record(r['step'], {k: v for k, v in r.items() if k != 'step'}) for r in kept)
+    write_text(path, ''.join(line + '\n' for line in lines))
+  return kept
 
 
 def lower_is_better(metric: str) -> bool:
   """Is ``metric`` one a run drives down (a loss, a gradient norm, an optimality gap)?"""
-  return metric.endswith(_LOWER_IS_BETTER)
+  return metric.endswith(('loss', 'grad_norm', 'grad_norm2', 'gap'))
 
 
 def first_reaching(
   records: Sequence[Mapping[str, Any]], target: float, key: str = 'test_accuracy'
 ) -> Mapping[str, Any] | None:
-  """The first record whose ``key`` reaches ``target`` in the metric's direction: ``<=`` for
-  a metric a run drives down (:func:`lower_is_better`), else ``>=`` (None: none reaches it;
-  a missing or non-finite value never does)."""
+  """The first record whose finite ``key`` reaches ``target`` (``<=`` where
+  :func:`lower_is_better`, else ``>=``); None: none does."""
   lower = lower_is_better(key)
   for r in records:
     v = r.get(key)

@@ -1,14 +1,6 @@
-"""The researcher's own code a run depends on: every module outside afl_jax, the installed
-packages and the standard library that a run's components reach, followed through their
-imports, each digested as its parsed tree (docstrings, comments and layout do not count);
-docs/reliability.md, "One identity".
-
-A component may be any callable: a function, a ``functools.partial``, a class, a closure, a
-lambda, a bound method or a callable object; what it holds (a partial's arguments, a
-closure's cells, a method's instance) is followed too, and the plain values a partial or a
-closure holds (a partial's positional argument is in no signature, so in no config) are
-digested beside the modules. A source that cannot be read is a :class:`SourceError` (one
-line), never skipped."""
+"""The researcher's own modules a run's components reach (through what they hold and import),
+each digested as its parsed tree, and the plain values they hold; docs/reliability.md, "One
+identity"."""
 
 from __future__ import annotations
 
@@ -45,7 +37,6 @@ class SourceError(UserError):
 
 @functools.cache
 def _installed() -> tuple[str, ...]:
-  """Where the standard library and the installed packages live (real paths)."""
   paths = sysconfig.get_paths()
   roots = [paths[k] for k in ('stdlib', 'platstdlib', 'purelib', 'platlib') if paths.get(k)]
   roots += [*site.getsitepackages(), site.getusersitepackages(), os.path.dirname(os.__file__)]
@@ -53,15 +44,13 @@ def _installed() -> tuple[str, ...]:
 
 
 def is_own(path: str) -> bool:
-  """Is ``path`` a researcher's file: not afl_jax's, an installed package's or Python's?"""
   real = os.path.realpath(path)
   return not real.startswith((_LIBRARY + os.sep, *_installed()))
 
 
 def _parse(path: str) -> tuple[str, list[tuple[int, str, tuple[str, ...]]]]:
-  """(digest, imports) of one file: a ``.py`` file's tree without docstrings, else its bytes;
-  imports as ``(level, module, names)`` (level -1: ``import_beside``, afl_jax's import of a
-  module beside a config file); cached while the file is unchanged."""
+  """(digest, imports) of a file, cached while unchanged; imports as ``(level, module, names)``,
+  level -1 for ``import_beside``."""
   try:
     st = os.stat(path)
     key = (st.st_mtime_ns, st.st_size, st.st_ino)
@@ -108,7 +97,6 @@ def _tree(source: bytes | str, where: str) -> tuple[str, list]:
 
 
 def _locate(name: str) -> str | None:
-  """The file of module ``name`` (imported, else found on ``sys.path`` without importing)."""
   module = sys.modules.get(name)
   if module is not None:
     return getattr(module, '__file__', None)
@@ -126,7 +114,6 @@ def _locate(name: str) -> str | None:
 
 
 def _imported(name: str, path: str, imports) -> Iterable[tuple[str, str]]:
-  """(name, file) of each module an ``import`` of module ``name`` (file ``path``) runs."""
   package = name if os.path.basename(path) == '__init__.py' else name.rpartition('.')[0]
   for level, module, names in imports:
     if level < 0:  # afl_jax's import_beside: a file beside this one
@@ -149,27 +136,23 @@ def _imported(name: str, path: str, imports) -> Iterable[tuple[str, str]]:
 
 
 def _display(name: str, path: str) -> str:
-  """A module's name in the identity: its import name, or its file's stem for a module loaded
-  by path (a config file, a module beside it, a script): the same files anywhere, one name."""
+  """Its import name, or the file's stem for a module loaded by path."""
   if name and not name.startswith(_HIDDEN):
     return name
   return os.path.splitext(os.path.basename(path))[0]
 
 
 def _value(x: Any, what: str, depth: int = 0) -> str:
-  """A plain value as canonical text: scalars, strings, arrays (by their bytes), containers of
-  them and objects by their attributes; SourceError for one of no such form."""
+  """A plain value as canonical text (arrays by their bytes, objects by their attributes)."""
   if depth > _DEPTH:
     raise SourceError(f'{what} holds values nested deeper than {_DEPTH}; pass them as settings')
-  if x is None or isinstance(x, bool | int | float | complex | str | bytes | enum.Enum):
+  if x is None or isinstance(x, bool | int | float | complex | str | bytes | enum.Enum | np.dtype):
     return repr(x)
   if isinstance(x, list | tuple):
     return f'{type(x).__name__}({", ".join(_value(v, what, depth + 1) for v in x)})'
   if isinstance(x, Mapping):
     items = sorted((_value(k, what, depth + 1), _value(v, what, depth + 1)) for k, v in x.items())
     return '{' + ', '.join(f'{k}: {v}' for k, v in items) + '}'
-  if isinstance(x, np.dtype):
-    return repr(x)
   if hasattr(x, '__array__') and hasattr(x, 'dtype') and hasattr(x, 'shape'):
     a = np.ascontiguousarray(np.asarray(x))
     return f'array({a.dtype.str}, {a.shape}, {hashlib.sha256(a.tobytes()).hexdigest()})'
@@ -187,8 +170,8 @@ def _value(x: Any, what: str, depth: int = 0) -> str:
 def _roots(
   obj: Any, what: str, seen: set[int], values: list[str]
 ) -> Iterable[tuple[str, str, str | None]]:
-  """(module name, file, source text of a file that is not on disk) where ``obj`` is defined,
-  and of what it holds; the plain values it holds appended to ``values``."""
+  """(module, file, source text when not on disk) of ``obj`` and of what it holds; its plain
+  values appended to ``values``."""
   if id(obj) in seen or obj is None or isinstance(obj, str | bytes | int | float | bool):
     return
   seen.add(id(obj))
@@ -244,7 +227,6 @@ def _roots(
 
 
 def _instance(obj: Any, what: str, seen: set[int], values: list[str]):
-  """An object's class, and what it holds where the class is the researcher's own."""
   yield from _roots(type(obj), what, seen, values)
   file = getattr(sys.modules.get(type(obj).__module__), '__file__', None)
   attrs = getattr(obj, '__dict__', None)
@@ -254,8 +236,6 @@ def _instance(obj: Any, what: str, seen: set[int], values: list[str]):
 
 
 def _held(args: Iterable[Any], keywords: Mapping[str, Any], what, seen, values):
-  """What a partial, a closure or an object holds: callables and modules followed as code, the
-  rest digested as values (:func:`_value`) and their own classes followed."""
   for key, x in [('', a) for a in args] + sorted(keywords.items()):
     if callable(x) or isinstance(x, types.ModuleType):
       yield from _roots(x, what, seen, values)
@@ -274,8 +254,7 @@ def _filled(cell) -> bool:
 
 
 def digests(components: Iterable[tuple[str, Any]]) -> dict[str, str]:
-  """``{module name: digest}`` of the researcher's modules the ``(what, component)`` pairs
-  reach (``what`` names a component in a refusal, e.g. ``"model 'tiny'"``)."""
+  """``{module name: digest}`` of the own modules the ``(what, component)`` pairs reach."""
   out: dict[str, str] = {}
   todo, done, seen = [], set(), set()
   for what, obj in components:

@@ -1,5 +1,5 @@
-"""Plots of training curves: accuracy vs server steps and vs simulated wall-clock, and
-methods averaged over seeds with interval bands (:func:`plot_methods`)."""
+"""Training curves against server steps and simulated wall-clock, and methods over seeds with
+interval bands (:func:`plot_methods`)."""
 
 from __future__ import annotations
 
@@ -31,16 +31,19 @@ def plot_runs(
     values = [r[metric] for r in records]
     axes[0].plot(steps, values, marker='.', label=label)
     axes[1].plot(wall, values, marker='.', label=label)
-  axes[0].set_xlabel('server steps')
-  axes[1].set_xlabel('simulated wall-clock')
-  for ax in axes:
-    ax.set_ylabel(metric.replace('_', ' '))
-    ax.grid(alpha=0.3)
+  for ax, xlabel in zip(axes, ('server steps', 'simulated wall-clock')):
+    _label(ax, xlabel, metric)
   axes[1].legend(fontsize=8)
   if title:
     fig.suptitle(title)
   fig.tight_layout()
   save_figure(fig, path)
+
+
+def _label(ax, xlabel: str, metric: str) -> None:
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(metric.replace('_', ' '))
+  ax.grid(alpha=0.3)
 
 
 # The image formats a figure is written in (matplotlib's own, by file name extension).
@@ -53,8 +56,8 @@ def image_format(path: str | os.PathLike) -> str:
 
 
 def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> None:
-  """Write ``fig`` atomically, never through a link (afl_jax/pipeline/workdir.py), and close it;
-  ValueError for a format not in :data:`FORMATS`."""
+  """Write ``fig`` atomically (never through a link) and close it; ValueError for a format not
+  in :data:`FORMATS`."""
   try:
     kind = image_format(path)
     if kind not in FORMATS:
@@ -73,15 +76,13 @@ def plot_methods(
   title: str = '',
 ) -> None:
   """One curve per method with its interval band (``afl_jax.results.curves``: ``x``,
-  ``mean``, ``lo``, ``hi``, ``n``); written to a temporary name, then renamed."""
+  ``mean``, ``lo``, ``hi``, ``n``)."""
   fig, ax = plt.subplots(figsize=(7, 4.5))
   for label, c in curves.items():
     (line,) = ax.plot(c['x'], c['mean'], marker='.', label=f'{label} (n={c["n"]})')
     if c['n'] > 1:
       ax.fill_between(c['x'], c['lo'], c['hi'], color=line.get_color(), alpha=0.2, lw=0)
-  ax.set_xlabel(xlabel)
-  ax.set_ylabel(metric.replace('_', ' '))
-  ax.grid(alpha=0.3)
+  _label(ax, xlabel, metric)
   ax.legend(fontsize=8)
   if title:
     ax.set_title(title)

@@ -1,11 +1,12 @@
-"""A run's identity (:func:`identity`) and its record (:func:`read`): what every reuse and
-every reader of results checks; docs/reliability.md, "One identity" and "The run record"."""
+"""A run's identity (:func:`identity`) and its record (:func:`read`); docs/reliability.md,
+"One identity" and "The run record"."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import hashlib
+import importlib.metadata
 import json
 import math
 import os
@@ -20,8 +21,7 @@ from afl_jax.pipeline import metrics_io, own_code
 from afl_jax.pipeline.workdir import read_json, show
 
 CONFIG_FILE, SUMMARY_FILE = 'config.json', 'summary.json'
-# Config fields that change no number a run writes: where its files are (their content is
-# digested), when it checkpoints, where this invocation stops, the target a summary reads.
+# Config fields that change no number a run writes (the data files' content is digested).
 FREE_FIELDS = ('data_dir', 'download', 'checkpoint_every', 'stop_after_steps', 'target_accuracy')
 _DIVERGED = re.compile(r'non-finite (\S+) at server step (\d+)')
 
@@ -39,14 +39,12 @@ def _sha(*parts: Any) -> str:
 
 
 def digest_of(digests: Iterable[str]) -> str:
-  """The one digest of digests (run identities, in the order given): a sweep group's
-  checkpoints (in its runs' order) and a reproduction sweep (its runs' sorted set)."""
+  """The one digest of digests (run identities, in the order given)."""
   return _sha(json.dumps(list(digests)))
 
 
 def data_digest(layout: Any) -> str:
-  """SHA-256 of a :class:`~afl_jax.data.ClientLayout`'s arrays (samples, labels, the clients'
-  index and views, test, validation and unlabeled sets): the same files anywhere, one digest."""
+  """SHA-256 of a :class:`~afl_jax.data.ClientLayout`'s arrays."""
   names = ('x', 'y', 'index', 'offsets', 'sizes', 'test_x', 'test_y', 'unlabeled_x', 'val_x')
   return _sha(layout.num_classes, *(np.asarray(getattr(layout, n)) for n in names + ('val_y',)))
 
@@ -56,31 +54,20 @@ def file_digest(path: str) -> str:
     return _sha(f.read())
 
 
-# JAX's configuration that changes a run's numbers (the random bits, the dtypes, the
-# arithmetic XLA compiles); each also set by its environment variable ($JAX_...).
-JAX_SETTINGS = (
-  'jax_default_prng_impl',
-  'jax_threefry_partitionable',
-  'jax_random_seed_offset',
-  'jax_enable_x64',
-  'jax_enable_custom_prng',
-  'jax_default_matmul_precision',
-  'jax_numpy_dtype_promotion',
-  'jax_softmax_custom_jvp',
-  'jax_high_dynamic_range_gumbel',
-  'jax_use_direct_linearize',
-  'jax_disable_jit',
-  'jax_disable_most_optimizations',
+# JAX's settings that change a run's numbers (each also set by its $JAX_... variable).
+JAX_SETTINGS = tuple(
+  'jax_default_prng_impl jax_threefry_partitionable jax_random_seed_offset jax_enable_x64 '
+  'jax_enable_custom_prng jax_default_matmul_precision jax_numpy_dtype_promotion '
+  'jax_softmax_custom_jvp jax_high_dynamic_range_gumbel jax_use_direct_linearize '
+  'jax_disable_jit jax_disable_most_optimizations'.split()
 )
-# The libraries whose code computes a run's numbers, by version (afl_jax's own: its records).
-LIBRARIES = ('jax', 'jaxlib', 'flax', 'optax', 'numpy')
+LIBRARIES = ('jax', 'jaxlib', 'flax', 'optax', 'numpy')  # their versions are in the identity
 # XLA flags that change no number: the forced device count (the engine's devices) and dumps.
 _QUIET_XLA_FLAGS = ('--xla_force_host_platform_device_count', '--xla_dump')
 
 
 def engine() -> dict[str, Any]:
-  """The engine facts that change a run's arithmetic besides its config: devices, platform,
-  device kind and the backend's version."""
+  """The devices, platform, device kind and backend version a run computes on."""
   import jax
 
   device = jax.devices()[0]
@@ -93,8 +80,7 @@ def engine() -> dict[str, Any]:
 
 
 def jax_facts() -> dict[str, Any]:
-  """JAX's settings of :data:`JAX_SETTINGS` (as in effect), ``$XLA_FLAGS`` (but those that
-  change no number) and the versions of :data:`LIBRARIES`."""
+  """:data:`JAX_SETTINGS` as in effect, ``$XLA_FLAGS`` and the versions of :data:`LIBRARIES`."""
   import jax
 
   out: dict[str, Any] = {}
@@ -103,19 +89,13 @@ def jax_facts() -> dict[str, Any]:
     out[name] = value if isinstance(value, bool | int | float | str | None) else str(value)
   flags = os.environ.get('XLA_FLAGS', '').split()
   out['XLA_FLAGS'] = ' '.join(f for f in flags if not f.startswith(_QUIET_XLA_FLAGS))
-  return out | _versions()
+  return out | {lib: _version(lib) for lib in LIBRARIES}
 
 
-@functools.cache
-def _versions() -> dict[str, str]:
-  """The versions of :data:`LIBRARIES` (installed ones do not change in a process)."""
-  import importlib.metadata
-
-  return {lib: importlib.metadata.version(lib) for lib in LIBRARIES}
+_version = functools.cache(importlib.metadata.version)
 
 
 def canonical(config: Any) -> dict[str, Any]:
-  """A config (ConfigDict or mapping) as plain, strict JSON values."""
   if hasattr(config, 'to_dict'):
     config = config.to_dict()
   return json.loads(json.dumps(metrics_io.jsonable(config), sort_keys=True, allow_nan=False))
@@ -133,26 +113,20 @@ def flatten(d: Mapping[str, Any], prefix: str = '') -> dict[str, Any]:
 
 
 def computed(config: Any) -> dict[str, Any]:
-  """The config fields a run's numbers depend on: all but :data:`FREE_FIELDS`, ``sweep`` and
-  the trace file's path (its arrays are digested, wherever the file is)."""
+  """The fields a run's numbers depend on: not :data:`FREE_FIELDS`, ``sweep`` nor the trace
+  file's path (its arrays are digested)."""
   out = {k: v for k, v in canonical(config).items() if k not in FREE_FIELDS + ('sweep',)}
   if isinstance(out.get('schedule'), dict):
     out['schedule'] = {k: v for k, v in out['schedule'].items() if k != 'trace'}
   return out
 
 
-def config_digest(config: Any) -> str:
-  """The config's part of the identity: a SHA-256 of its :func:`computed` fields."""
-  return _sha(json.dumps(computed(config), sort_keys=True))
-
-
 def identity(config: Any, *, data: str, schedule: str, code: Mapping[str, str], sources) -> dict:
-  """The run's identity: ``digest`` over the config, ``data``, ``schedule`` and ``code``
-  digests, the engine's devices and JAX's settings and versions (:func:`jax_facts`), each
-  kept to name what changed; ``sources`` (seed-independent digests of the files read) are
-  kept beside it, not in the digest."""
+  """``digest`` over the config, ``data``, ``schedule`` and ``code`` digests, the engine and
+  :func:`jax_facts`, each kept to name what changed; ``sources`` (digests of the files read)
+  beside it, not in the digest."""
   inputs = {
-    'config': config_digest(config),
+    'config': _sha(json.dumps(computed(config), sort_keys=True)),
     'data': data,
     'schedule': schedule,
     'code': dict(sorted(code.items())),
@@ -163,13 +137,9 @@ def identity(config: Any, *, data: str, schedule: str, code: Mapping[str, str], 
   return {'digest': digest, **inputs, 'sources': dict(sorted(sources.items()))}
 
 
-# ---- the program: what decides the compiled arithmetic beyond the inputs ------------------
 def program(sim: Any) -> dict[str, Any]:
-  """The shape of the program that computes a run (a :class:`~afl_jax.core.simulator.
-  Simulator`'s plan): a single run (``replicas`` 0) or a sweep's group of ``replicas`` runs
-  (``padded`` to the devices, laid out by ``layout``), and the engine's slots, blocks, ring
-  and local-step loop. Two programs of one identity agree to float rounding, not bit for
-  bit (docs/reliability.md, "One program")."""
+  """The plan of the program that computes a run (``replicas`` 0: a single run); two programs
+  of one identity agree to float rounding only (docs/reliability.md, "One program")."""
   batched = bool(sim.batched)
   return {
     'replicas': int(sim.num_replicas) if batched else 0,
@@ -184,33 +154,24 @@ def program(sim: Any) -> dict[str, Any]:
   }
 
 
-def show_program(p: Mapping[str, Any] | None) -> str:
-  """A program in words: ``a single run`` or ``a sweep's group of 3 runs``."""
+def _show_program(p: Mapping[str, Any] | None) -> str:
   if not p:
     return 'an unrecorded program'
-  if not p.get('replicas'):
-    return 'a single run'
   pad = f' padded to {p["padded"]}' if p.get('padded', p['replicas']) != p['replicas'] else ''
-  return f"a sweep's group of {p['replicas']} run(s){pad}"
+  return f"a sweep's group of {p['replicas']} run(s){pad}" if p['replicas'] else 'a single run'
 
 
-def program_change(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> str:
-  """How two programs differ, for the user."""
-  a, b = show_program(old), show_program(new)
-  if a != b:
-    return f'the program ({a} -> {b})'
-  old = old or {}
-  diff = [f'{k} {old.get(k)} -> {v}' for k, v in new.items() if old.get(k) != v]
-  return f'the program of {b} ({", ".join(diff)})'
+def _program_change(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> str:
+  a, b = _show_program(old), _show_program(new)
+  diff = [f'{k} {(old or {}).get(k)} -> {v}' for k, v in new.items() if (old or {}).get(k) != v]
+  return f'the program ({a} -> {b})' if a != b else f'the program of {b} ({", ".join(diff)})'
 
 
 def binding(ident: Mapping[str, Any], prog: Mapping[str, Any]) -> str:
-  """What a checkpoint of the run (one identity and program) is bound to."""
   return _sha(ident['digest'], json.dumps(prog, sort_keys=True))[:32]
 
 
 def changes(old: Mapping[str, Any], new: Mapping[str, Any], old_config, new_config) -> str:
-  """What differs between two identities (and their configs), named for the user."""
   out = []
   if old.get('config') != new['config']:
     a, b = flatten(computed(old_config or {})), flatten(computed(new_config))
@@ -253,7 +214,6 @@ def changes(old: Mapping[str, Any], new: Mapping[str, Any], old_config, new_conf
 
 
 def saved(run_dir: str) -> tuple[dict, dict] | None:
-  """(config, identity) a run folder's ``config.json`` records; None when it has none."""
   path = os.path.join(run_dir, CONFIG_FILE)
   if not os.path.lexists(path):
     return None
@@ -269,8 +229,8 @@ def saved(run_dir: str) -> tuple[dict, dict] | None:
 def refuse(
   run_dir: str, ident: Mapping[str, Any], config: Any, prog: Mapping[str, Any] | None = None
 ) -> None:
-  """ResumeError (one line naming the input) when ``run_dir`` holds another run's files: of
-  other inputs, or computed by another ``prog`` (:func:`program`)."""
+  """ResumeError naming the input when ``run_dir`` holds another run's files (of other inputs,
+  or computed by another ``prog``)."""
   found = saved(run_dir)
   if found is None:
     others = (
@@ -293,20 +253,18 @@ def refuse(
   if prog is not None and old.get('program') != prog:
     raise ResumeError(
       f'{show(run_dir)} holds a run of these inputs computed by another program: '
-      f'{program_change(old.get("program"), prog)}, whose float32 numbers may differ in the last '
+      f'{_program_change(old.get("program"), prog)}, whose float32 numbers may differ in the last '
       'bits; pass --noresume to delete its results and compute it again, or choose another '
       '--workdir (a grid extended or regrouped: run it into a new one)'
     )
 
 
 def config_text(config: Any, ident: Mapping[str, Any], prog: Mapping[str, Any]) -> str:
-  """``config.json``: the resolved config (every value the run uses), its identity and the
-  program that computes it (:func:`program`, beside the identity's digest)."""
+  """``config.json``: the resolved config, its identity and its program."""
   ident = dict(ident) | {'program': dict(prog)}
   return json.dumps(canonical(config) | {'identity': ident}, indent=1, sort_keys=True) + '\n'
 
 
-# ---- the run record ---------------------------------------------------------------------
 def status(records: Sequence[Mapping[str, Any]], num_steps: int) -> str:
   """``completed``, ``diverged at step S`` or ``stopped at step S`` (``not started``)."""
   if not records:
@@ -321,8 +279,7 @@ def status(records: Sequence[Mapping[str, Any]], num_steps: int) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class RunRecord:
-  """One run folder: config (nested), identity ({} before identities), records, status;
-  ``source``: the folder it was read from (a sweep's, or its own)."""
+  """One run folder; ``source``: the folder it was read from (a sweep's, or its own)."""
 
   path: str
   config: dict[str, Any]
@@ -344,8 +301,7 @@ class RunRecord:
     return self.status == 'completed'
 
   def summary(self) -> dict[str, Any]:
-    """What ``summary.json`` says of the run: status, identity, steps, seed, data digest and
-    the final metrics (null for a diverged run: never a number that looks like a result)."""
+    """``summary.json``: status, identity, seed and final metrics (null for a diverged run)."""
     out = {
       'status': self.status,
       'identity': self.identity.get('digest'),
@@ -360,7 +316,6 @@ class RunRecord:
 
 
 def read(run_dir: str) -> RunRecord:
-  """The run in ``run_dir`` (a single run's workdir or a sweep's run folder)."""
   found = saved(run_dir) or ({}, {})
   config, ident = found
   records = metrics_io.read_metrics(run_dir)
@@ -369,8 +324,7 @@ def read(run_dir: str) -> RunRecord:
 
 
 def final(records: Sequence[Mapping[str, Any]], target: float = 0.0) -> dict[str, Any]:
-  """A run's last record, best validation accuracy and, for ``target`` > 0, the step, clock
-  and bytes of the first evaluation reaching it."""
+  """The last record, best validation accuracy and, for ``target`` > 0, when it was reached."""
   if not records:
     return {'steps': 0}
   last = records[-1]

@@ -1,6 +1,5 @@
-"""One writer per directory (:func:`acquire`), one atomic writer for every file
-(:func:`write_files`), one line for a failed write; docs/reliability.md, "Workdir files".
-Standard library only: ``scripts/train.py`` loads it by path before JAX is imported."""
+"""One writer per directory (:func:`acquire`), atomic writes (:func:`write_files`); docs/
+reliability.md, "Workdir files". Standard library only: scripts/train.py loads it first."""
 
 from __future__ import annotations
 
@@ -21,17 +20,16 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
-if __name__.startswith('afl_jax.'):  # a UserError ends a script as one line
+if __name__.startswith('afl_jax.'):
   from afl_jax.errors import UserError as _Base
-else:  # loaded by path before afl_jax (and JAX) is imported: scripts/train.py
+else:  # loaded by path before afl_jax (and JAX) is imported
   _Base = ValueError
 
 LOCK_FILE = '.lock'
 SCHEDULE_FILE = 'schedule.npz'
 TMP_SUFFIX = '.afl-tmp'
 # Write failures that are the disk's or the filesystem's, not the program's.
-DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO, errno.EACCES)
-DISK_ERRNOS += (errno.EPERM,)
+DISK_ERRNOS = tuple(getattr(errno, n) for n in 'ENOSPC EDQUOT EFBIG EROFS EIO EACCES EPERM'.split())
 _ROOTS: list[str] = []  # the directories this process holds: no link followed below them
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
@@ -46,7 +44,7 @@ class WorkdirBusyError(WorkdirError):
 
 
 class Interrupted(KeyboardInterrupt):
-  """Ctrl-C (SIGINT), with one line saying what was kept and how to continue."""
+  """Ctrl-C, with one line saying what was kept and how to continue."""
 
 
 @contextlib.contextmanager
@@ -68,7 +66,6 @@ def ctrl_c_after() -> Iterator[None]:
 
 
 def show(path: str) -> str:
-  """``path`` relative to the current directory when under it, else as given."""
   rel = os.path.relpath(path)
   return path if rel.startswith('..') else rel
 
@@ -85,8 +82,8 @@ def _link_error(path: str) -> WorkdirError:
 
 
 def check_target(path: str | os.PathLike) -> str:
-  """``path`` (absolute) when a file may be written there: not a link nor a directory, and
-  below a held workdir no directory on the way a link. Else WorkdirError (one line)."""
+  """``path`` (absolute) when a file may be written there (not a link nor a directory, no link
+  on the way below a held workdir), else WorkdirError."""
   path = os.path.abspath(os.fspath(path))
   root = next((r for r in _ROOTS if path.startswith(r.rstrip(os.sep) + os.sep)), None)
   d = root
@@ -106,8 +103,8 @@ def check_target(path: str | os.PathLike) -> str:
 def write_files(
   files: Mapping[str | os.PathLike, str | bytes | Callable[[IO[bytes]], Any]],
 ) -> None:
-  """Write each file (text, bytes, or ``write(f)``) to a temporary beside it, sync them all,
-  then rename each into place: a failure before the renames leaves every old file."""
+  """Write each file (text, bytes, or ``write(f)``) to a synced temporary beside it, then rename
+  each into place: a failure before the renames leaves every old file."""
   temps = []
   try:
     for path, content in files.items():
@@ -140,21 +137,18 @@ def write_text(path: str | os.PathLike, text: str) -> None:
 
 
 def write_with(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> None:
-  """``write(f)`` into a binary file that atomically becomes ``path`` (an .npz, a .png)."""
   write_files({path: write})
 
 
 def write_schedule(run_dir: str | os.PathLike, schedule: Any) -> None:
-  """``<run_dir>/schedule.npz`` (:meth:`Schedule.save`: plain arrays; the trace kind replays it)."""
   write_with(os.path.join(os.fspath(run_dir), SCHEDULE_FILE), schedule.save)
 
 
-def open_append(path: str | os.PathLike) -> IO[str]:
-  """``path`` opened for appending (created if missing): never a link, a directory, another
-  kind of file or a file with other hard links (an append would change them)."""
-  path = check_target(path)
+def _open_own(path: str, flags: int, mode: int, advice: str) -> int:
+  """``path`` opened (created if missing), never a link, a special file or one with other hard
+  links (a write would change them)."""
   try:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
   except OSError as e:
     if e.errno == errno.ELOOP:
       raise _link_error(path) from None
@@ -163,14 +157,17 @@ def open_append(path: str | os.PathLike) -> IO[str]:
   if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
     os.close(fd)
     why = 'not a regular file' if not stat.S_ISREG(st.st_mode) else 'a file with other hard links'
-    raise WorkdirError(
-      f'{show(path)} is {why}; afl_jax appends only to its own files: move it away'
-    )
-  return os.fdopen(fd, 'a')
+    raise WorkdirError(f'{show(path)} is {why}; {advice}')
+  return fd
+
+
+def open_append(path: str | os.PathLike) -> IO[str]:
+  path, advice = check_target(path), 'afl_jax appends only to its own files: move it away'
+  return os.fdopen(_open_own(path, os.O_WRONLY | os.O_APPEND, 0o666, advice), 'a')
 
 
 def make_dirs(path: str | os.PathLike) -> str:
-  """``path`` made a directory, following no link on the way nor replacing a file."""
+  """``path`` made a directory, following no link nor replacing a file."""
   path = os.path.abspath(os.fspath(path))
   check_target(os.path.join(path, '_'))
   d = path
@@ -185,7 +182,7 @@ def make_dirs(path: str | os.PathLike) -> str:
 
 
 def read_json(path: str, *, strict: bool = True) -> Any:
-  """The JSON value in ``path``; ``strict=False``: None when it is missing or unreadable."""
+  """The JSON value in ``path``; ``strict=False``: None when missing or unreadable."""
   try:
     with open(path) as f:
       return json.load(f)
@@ -196,8 +193,7 @@ def read_json(path: str, *, strict: bool = True) -> Any:
 
 
 def check_path(workdir: str | os.PathLike | None, flag: str = '--workdir') -> str:
-  """The absolute workdir path, or WorkdirError when it cannot be one (empty, an existing
-  file, under a file, or a directory this user may not write)."""
+  """The absolute workdir path, or WorkdirError when it cannot be one."""
   text = '' if workdir is None else os.fspath(workdir)
   if not text.strip():
     raise WorkdirError(f'{flag}={text!r} is invalid: give the output directory to write into')
@@ -217,8 +213,8 @@ def check_path(workdir: str | os.PathLike | None, flag: str = '--workdir') -> st
 
 
 def _tidy(workdir: str) -> None:
-  """Refuse a directory holding a link or a folder another live process writes (a single run
-  started into a sweep's run folder); remove temporary files a killed writer left."""
+  """Refuse a directory holding a link or a folder another live process writes; remove the
+  temporary files a killed writer left."""
   for root, dirs, files in os.walk(workdir):
     for name in sorted(dirs) + sorted(files):
       path = os.path.join(root, name)
@@ -232,8 +228,7 @@ def _tidy(workdir: str) -> None:
 
 
 def _live_holder(directory: str) -> dict[str, Any] | None:
-  """What the lock file of ``directory`` says of its holder when another live process holds
-  it ({} when it says nothing yet); None when no one does."""
+  """The holder of ``directory``'s lock when another live process ({}: not written yet)."""
   try:
     fd = os.open(os.path.join(directory, LOCK_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
   except OSError:
@@ -242,35 +237,34 @@ def _live_holder(directory: str) -> dict[str, Any] | None:
     fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # dropped when closed, below
   except BlockingIOError:
     info = holder(directory) or {}
-    mine = info.get('pid') == os.getpid() and info.get('host') == socket.gethostname()
-    return None if mine else info
+    return None if _mine(info) else info
   finally:
     os.close(fd)
   return None
 
 
 def _enclosing_writer(path: str) -> tuple[str, dict[str, Any]] | None:
-  """(directory, holder) of a directory above ``path`` another live process writes (a sweep
-  writing its run folders); None when there is none."""
+  """(directory, holder) of a directory above ``path`` another live process writes."""
   d = os.path.dirname(path)
-  while True:
-    info = _live_holder(d)
-    if info is not None:
-      return d, info
+  while (info := _live_holder(d)) is None:
     if os.path.dirname(d) == d:
       return None
     d = os.path.dirname(d)
+  return d, info
 
 
 def holder(workdir: str | os.PathLike) -> dict[str, Any] | None:
-  """What the lock file says about its holder (None: unreadable or empty)."""
   info = read_json(os.path.join(os.fspath(workdir), LOCK_FILE), strict=False)
   return info if isinstance(info, dict) else None
 
 
-class WorkdirLock:
-  """A held lock; ``release()`` (or ``with``) drops it and removes what it created if nothing
-  was written; ``owner`` is False for an inner acquisition by the holder."""
+def _mine(info: dict[str, Any] | None) -> bool:
+  return bool(info) and info.get('pid') == os.getpid() and info.get('host') == socket.gethostname()
+
+
+class WorkdirLock(contextlib.AbstractContextManager):
+  """A held lock; ``release()`` drops it and removes the directories it created if empty;
+  ``owner`` is False for an inner acquisition by the holder."""
 
   def __init__(self, path: str, fd: int | None, created: Sequence[str] = ()):
     self.path, self._fd, self._created, self._held = path, fd, list(created), True
@@ -296,9 +290,6 @@ class WorkdirLock:
       except OSError:
         break
 
-  def __enter__(self) -> WorkdirLock:
-    return self
-
   def __exit__(self, *exc: Any) -> None:
     self.release()
 
@@ -314,8 +305,7 @@ def _busy(path: str, info: dict[str, Any] | None, how: str = 'is in use by') -> 
 
 
 def _flock(fd: int, tries: int = 5) -> None:
-  """An exclusive lock on ``fd``, or BlockingIOError when another holds it (another writer's
-  probe of it, :func:`_live_holder`, lasts microseconds: tried again a few times)."""
+  """An exclusive lock on ``fd``, tried a few times (another writer's probe lasts microseconds)."""
   for i in range(tries):
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -327,8 +317,8 @@ def _flock(fd: int, tries: int = 5) -> None:
 
 
 def acquire(workdir: str | os.PathLike, flag: str = '--workdir') -> WorkdirLock:
-  """Create ``workdir`` if needed and lock it; WorkdirError for a path that cannot be a
-  writable directory or holds a link, WorkdirBusyError naming another live holder."""
+  """Create ``workdir`` if needed and lock it; WorkdirError (WorkdirBusyError: another live
+  holder, named) otherwise."""
   path = check_path(workdir, flag)
   created, p = [], path
   while not os.path.isdir(p):
@@ -342,25 +332,18 @@ def acquire(workdir: str | os.PathLike, flag: str = '--workdir') -> WorkdirLock:
   lock_path = os.path.join(path, LOCK_FILE)
   for _ in range(10):  # the file may be replaced between open and flock (a release)
     try:
-      fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+      fd = _open_own(lock_path, os.O_RDWR, 0o644, 'remove it or choose another --workdir')
     except OSError as e:
       for d in reversed(created):  # what acquire created, nothing else
         with contextlib.suppress(OSError):
           os.rmdir(d)
-      if e.errno == errno.ELOOP:
-        raise _link_error(lock_path) from None
       raise WorkdirError(f'workdir {show(path)} is not writable ({e})') from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
-      os.close(fd)
-      why = 'not a regular file' if not stat.S_ISREG(st.st_mode) else 'a file with other hard links'
-      raise WorkdirError(f'{show(lock_path)} is {why}; remove it or choose another --workdir')
     try:
       _flock(fd)
     except BlockingIOError:
       os.close(fd)
       info = holder(path)
-      if info and info.get('pid') == os.getpid() and info.get('host') == socket.gethostname():
+      if _mine(info):
         return WorkdirLock(path, None)  # this process holds it already
       raise _busy(path, info) from None
     try:
@@ -378,12 +361,8 @@ def acquire(workdir: str | os.PathLike, flag: str = '--workdir') -> WorkdirLock:
       _tidy(path)
       argv = ' '.join(sys.argv) if sys.argv and sys.argv[0] else 'python'
       now = datetime.datetime.now().strftime('%Y-%m-%d %H:%M:%S')
-      info = {
-        'pid': os.getpid(),
-        'host': socket.gethostname(),
-        'started': now,
-        'command': argv[:300],
-      }
+      info = {'pid': os.getpid(), 'host': socket.gethostname(), 'started': now}
+      info['command'] = argv[:300]
       os.ftruncate(fd, 0)
       os.pwrite(fd, json.dumps(info).encode(), 0)
     except WorkdirError:
@@ -397,7 +376,7 @@ def acquire(workdir: str | os.PathLike, flag: str = '--workdir') -> WorkdirLock:
 
 
 def flag_value(argv: Sequence[str], name: str) -> str | None:
-  """The last value of ``--name`` (or absl's ``-name``) in ``argv``, as absl reads it."""
+  """The last value of ``--name`` (or ``-name``) in ``argv``, as absl reads it."""
   value = None
   for i, arg in enumerate(argv):
     if arg == '--':
@@ -411,8 +390,8 @@ def flag_value(argv: Sequence[str], name: str) -> str | None:
 
 
 def lock_from_argv(argv: Sequence[str], default: str) -> WorkdirLock | None:
-  """For scripts, before JAX is imported: lock ``--workdir`` (or ``default``) or exit with one
-  line. Not for ``--help`` or a multi-process run (process 0 locks it in the library)."""
+  """Lock ``--workdir`` (or ``default``) before JAX is imported, or exit with one line; not for
+  ``--help`` or a multi-process run (process 0 locks it in the library)."""
   if any(a.startswith(('--help', '-h', '--helpshort', '--helpfull')) for a in argv[1:]):
     return None
   procs = flag_value(argv, 'num_processes')
@@ -428,8 +407,7 @@ def lock_from_argv(argv: Sequence[str], default: str) -> WorkdirLock | None:
 
 
 def disk_error(error: BaseException, workdir: str | os.PathLike | None = None) -> OSError | None:
-  """The OSError behind ``error`` (itself or a cause) when it is the disk's; a permission
-  error counts only for a file under ``workdir`` (when given)."""
+  """The disk's OSError behind ``error``; a permission error only for a file under ``workdir``."""
   root = os.path.abspath(os.fspath(workdir)) + os.sep if workdir is not None else None
   e, seen = error, set()
   while e is not None and id(e) not in seen:
