@@ -64,7 +64,7 @@ INVALID = [
   ({'num_rounds': 0}, r'num_rounds=0 is invalid: must be an integer >= 1'),
   ({'seed': 2**32}, r'seed=4294967296 is invalid: must be an integer in'),
   ({'num_clients': 0}, r'num_clients=0 is invalid'),
-  ({'num_clients': 5000}, r'num_clients=5000 is invalid: must be <= the number of training'),
+  ({'num_clients': 5000}, r'num_clients=5000 is invalid: must be <= 1438, the training samples'),
   ({'local_steps': 0}, r'local_steps=0 is invalid: must be an integer >= 1'),
   ({'checkpoint_every': 15}, r'checkpoint_every=15 is invalid'),
   ({'dirichlet_alpha': 0.0}, r'dirichlet_alpha=0.0 is invalid: must be > 0'),
