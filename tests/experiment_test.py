@@ -17,16 +17,10 @@ from afl_jax.pipeline.build import build_schedule
 
 def tiny(**overrides):
   c = config_lib.default()
-  c.dataset = 'digits'
-  c.num_clients = 12
-  c.schedule.concurrency = 4
-  c.schedule.buffer_size = 2
-  c.local_steps = 4
-  c.batch_size = 16
+  c.dataset, c.num_clients, c.local_steps, c.batch_size = 'digits', 12, 4, 16
+  c.schedule.concurrency, c.schedule.buffer_size = 4, 2
   c.hparams = {'client_lr': 0.1, 'server_lr': 1.0}
-  c.num_rounds = 30
-  c.eval_every = 10
-  c.eval_train_samples = 300
+  c.num_rounds, c.eval_every, c.eval_train_samples = 30, 10, 300
   for k, v in overrides.items():
     config_path.set_value(k, c, v)
   return c
