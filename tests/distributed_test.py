@@ -62,21 +62,10 @@ def _run_pair(out_dir: str) -> list[dict]:
   """Both processes of the helper running every case, each process's arrays."""
   env = dict(os.environ)
   env.pop('XLA_FLAGS', None)
-  _two_processes(
-    lambda pid, port: [
-      sys.executable,
-      HELPER,
-      '--num_processes=2',
-      f'--process_id={pid}',
-      f'--coordinator=127.0.0.1:{port}',
-      f'--out={out_dir}',
-      f'--cases={",".join(distributed_run.ALL_CASES)}',
-      '--timeout=120',
-      f'--checkpoint_dir={os.path.join(out_dir, "ckpt")}',
-    ],
-    [os.path.join(out_dir, f'process_{i}.log') for i in range(2)],
-    env,
-  )
+  command = [sys.executable, HELPER, f'--out={out_dir}', '--timeout=120']
+  command += [f'--cases={",".join(distributed_run.ALL_CASES)}']
+  command += [f'--checkpoint_dir={os.path.join(out_dir, "ckpt")}']
+  _pair(command, out_dir, '2-process run', env)
   arrays = [dict(np.load(os.path.join(out_dir, f'process_{i}.npz'))) for i in range(2)]
   for i, a in enumerate(arrays):
     assert int(a['process_index']) == i
@@ -147,21 +136,15 @@ def _one(command: list[str], devices: str = '1') -> subprocess.CompletedProcess:
              timeout=TIMEOUT_S)  # fmt: skip
 
 
-def _pair(command: list[str], logs: str, what: str) -> list[str]:
+def _pair(command: list[str], logs: str, what: str, env: dict | None = None) -> list[str]:
   """``command`` as 2 processes (one workdir); fails the test if either fails."""
   n = len(os.listdir(logs))
   return _two_processes(
-    lambda pid, port: [
-      *command,
-      '--num_processes=2',
-      f'--process_id={pid}',
-      f'--coordinator=127.0.0.1:{port}',
-    ],  # fmt: skip
+    lambda pid, port: [*command, '--num_processes=2', f'--process_id={pid}',
+                       f'--coordinator=127.0.0.1:{port}'],
     [os.path.join(logs, f'{what.split()[-1]}_{n + pid}_{pid}.log') for pid in range(2)],
-    _train_env(),
-    cwd=ROOT,
-    what=what,
-  )
+    env or _train_env(), cwd=ROOT, what=what,
+  )  # fmt: skip
 
 
 def _outputs(workdir: str) -> dict[str, int]:

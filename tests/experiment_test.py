@@ -17,16 +17,10 @@ from afl_jax.pipeline.build import build_schedule
 
 def tiny(**overrides):
   c = config_lib.default()
-  c.dataset = 'digits'
-  c.num_clients = 12
-  c.schedule.concurrency = 4
-  c.schedule.buffer_size = 2
-  c.local_steps = 4
-  c.batch_size = 16
+  c.dataset, c.num_clients, c.local_steps, c.batch_size = 'digits', 12, 4, 16
+  c.schedule.concurrency, c.schedule.buffer_size = 4, 2
   c.hparams = {'client_lr': 0.1, 'server_lr': 1.0}
-  c.num_rounds = 30
-  c.eval_every = 10
-  c.eval_train_samples = 300
+  c.num_rounds, c.eval_every, c.eval_train_samples = 30, 10, 300
   for k, v in overrides.items():
     config_path.set_value(k, c, v)
   return c
@@ -64,7 +58,7 @@ INVALID = [
   ({'num_rounds': 0}, r'num_rounds=0 is invalid: must be an integer >= 1'),
   ({'seed': 2**32}, r'seed=4294967296 is invalid: must be an integer in'),
   ({'num_clients': 0}, r'num_clients=0 is invalid'),
-  ({'num_clients': 5000}, r'num_clients=5000 is invalid: must be <= the number of training'),
+  ({'num_clients': 5000}, r'num_clients=5000 is invalid: must be <= 1438, the training samples'),
   ({'local_steps': 0}, r'local_steps=0 is invalid: must be an integer >= 1'),
   ({'checkpoint_every': 15}, r'checkpoint_every=15 is invalid'),
   ({'dirichlet_alpha': 0.0}, r'dirichlet_alpha=0.0 is invalid: must be > 0'),

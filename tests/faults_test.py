@@ -4,6 +4,7 @@ never over each other's outputs); each bad input, path or environment one ``erro
 with nothing written; a full disk one line and the rerun resumes; every script refuses an
 unknown flag; grids too large for the host refused, groups too large for the devices split."""
 
+import contextlib
 import errno
 import glob
 import json
@@ -79,14 +80,19 @@ def assert_user_line(error, *fragments):
   return text
 
 
+@contextlib.contextmanager
 def _hold(path):
   """A process holding ``path``'s lock (the library's, loaded as scripts/train.py loads it)."""
   module = os.path.join(ROOT, 'afl_jax', 'pipeline', 'workdir.py')
   proc = subprocess.Popen(
     [sys.executable, '-c', HOLD, module, str(path)], stdout=subprocess.PIPE, text=True
   )
-  assert proc.stdout.readline().strip() == 'ready'
-  return proc
+  try:
+    assert proc.stdout.readline().strip() == 'ready'
+    yield proc
+  finally:
+    proc.kill()
+    proc.wait()
 
 
 # ---- one writer per workdir ---------------------------------------------------------------
@@ -94,8 +100,7 @@ def _hold(path):
 
 def test_busy_workdir_is_refused_at_once_naming_the_holder(tmp_path):
   work = tmp_path / 'run'
-  holder = _hold(work)
-  try:
+  with _hold(work) as holder:
     t0 = time.monotonic()
     subprocess.run([sys.executable, '-c', 'pass'], env=ENV, check=True)
     python_start = time.monotonic() - t0
@@ -114,40 +119,29 @@ def test_busy_workdir_is_refused_at_once_naming_the_holder(tmp_path):
     with pytest.raises(workdir_lib.WorkdirBusyError):
       sweep.train_sweep(_grid(), str(work), log=lambda *_: None)
     assert sorted(os.listdir(work)) == [workdir_lib.LOCK_FILE]
-  finally:
-    holder.kill()
-    holder.wait()
 
 
 def test_a_run_folder_of_a_running_sweep_is_locked_with_it(tmp_path):
   """One writer per run folder, sweeps included: a single run started into a run folder of a
   running sweep (which holds the sweep's workdir) is refused in one line naming the sweep's
   pid, and a sweep refuses a workdir one of whose folders another process writes."""
-  holder = _hold(tmp_path / 'sweep')
-  try:
+  with _hold(tmp_path / 'sweep') as holder:
     rc, out = run_train(tmp_path / 'sweep' / 'seed=0', *SMOKE, timeout=60)
     assert_one_line(rc, out, 'sweep/seed=0 is inside', 'which is in use by', f'pid {holder.pid}')
     assert sorted(os.listdir(tmp_path / 'sweep')) == [workdir_lib.LOCK_FILE]  # nothing written
-  finally:
-    holder.kill()
-    holder.wait()
-  holder = _hold(tmp_path / 'other' / 'seed=0')
-  try:
+  with _hold(tmp_path / 'other' / 'seed=0') as holder:
     with pytest.raises(workdir_lib.WorkdirBusyError) as e:
       sweep.train_sweep(_grid(), str(tmp_path / 'other'), log=lambda *_: None)
     assert_user_line(e, 'holds', 'seed=0, which is in use by', f'pid {holder.pid}')
-  finally:
-    holder.kill()
-    holder.wait()
   with workdir_lib.acquire(tmp_path / 'other'):  # a dead holder's lock file is no writer
     pass
 
 
 def test_workdir_of_a_killed_holder_is_taken_over(tmp_path):
   work = tmp_path / 'run'
-  holder = _hold(work)
-  os.kill(holder.pid, signal.SIGKILL)
-  holder.wait()
+  with _hold(work) as holder:
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
   assert workdir_lib.holder(work)['pid'] == holder.pid  # stale content, no live holder
   with workdir_lib.acquire(work) as lock:
     assert lock.owner and workdir_lib.holder(work)['pid'] == os.getpid()

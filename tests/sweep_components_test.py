@@ -9,6 +9,7 @@ import ml_collections
 import numpy as np
 import pytest
 from experiment_test import set_fields
+from sweep_pipeline_test import tiny_config as _base
 
 from afl_jax import checks, compression, schedules
 from afl_jax.errors import ConfigError
@@ -17,18 +18,6 @@ from afl_jax.pipeline import config as config_lib
 from afl_jax.schedules import builders
 
 QUIET = {'log': lambda *_: None}
-
-
-def _base(**fields):
-  c = config_lib.default()
-  c.dataset, c.model, c.num_clients, c.train_subset = 'digits', 'logreg', 12, 0
-  c.schedule.concurrency, c.schedule.buffer_size = 6, 3
-  c.local_steps, c.batch_size = 2, 8
-  c.algorithm, c.hparams = 'fedbuff', {'client_lr': 0.05, 'server_lr': 1.0}
-  c.num_rounds, c.eval_every, c.eval_train_samples = 8, 4, 100
-  for k, v in fields.items():
-    setattr(c, k, v)
-  return c
 
 
 def _curve(workdir):

@@ -14,7 +14,7 @@ from afl_jax.pipeline import loop, metrics_io, sweep
 from afl_jax.reproduction import runs, scoring
 
 
-def tiny_config():
+def tiny_config(**fields):
   """FedBuff on 12 digits clients with logistic regression, 8 server steps."""
   c = config_lib.default()
   c.dataset, c.model, c.num_clients, c.train_subset = 'digits', 'logreg', 12, 0
@@ -22,6 +22,8 @@ def tiny_config():
   c.local_steps, c.batch_size = 2, 8
   c.hparams = {'client_lr': 0.1, 'server_lr': 1.0}
   c.num_rounds, c.eval_every, c.eval_train_samples = 8, 4, 100
+  for k, v in fields.items():
+    setattr(c, k, v)
   return c
 
 

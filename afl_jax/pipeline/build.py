@@ -29,8 +29,7 @@ from afl_jax.pipeline import config as config_lib
 
 
 class Recipe(NamedTuple):
-  """The algorithm ``name`` with its ``hparams``, ``make(**hparams) -> Algorithm`` (the run
-  context and compressor bound): a single run calls it once, a sweep traces through it."""
+  """``make(**hparams) -> Algorithm``, run context and compressor bound (a sweep traces it)."""
 
   name: str
   hparams: dict[str, Any]
@@ -55,8 +54,7 @@ class Cadence:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Run:
-  """A built run: what the loop (or a sweep) needs. ``config`` is only recorded (config.json)
-  and shown; nothing reads it to decide compute."""
+  """A built run; ``config`` is only recorded and shown, never read to decide compute."""
 
   config: ml_collections.ConfigDict
   data: data.ClientLayout
@@ -86,7 +84,7 @@ _err = ConfigError.invalid
 
 
 def _section_error(field: str, value: Any, make: Callable[[], Any]) -> Any:
-  """``make()``; what the factory still rejects (a combination) names ``field``."""
+  """``make()``; what the factory still rejects names ``field``."""
   try:
     return make()
   except UserError:
@@ -105,7 +103,6 @@ def reusing_data() -> contextlib.AbstractContextManager[None]:
 
 
 def _load(c, given: data.ArrayDataset | None = None) -> tuple[data.ArrayDataset, str]:
-  """(the dataset, a SHA-256 of its arrays); ``given``: arrays in place of the files."""
   fields = ('dataset', 'dataset_args', 'data_dir', 'download', 'seed', 'train_subset')
   key = json.dumps(record.canonical({k: c.get(k) for k in fields}), sort_keys=True)
 
@@ -118,7 +115,7 @@ def _load(c, given: data.ArrayDataset | None = None) -> tuple[data.ArrayDataset,
 
 
 def load_dataset(c, given: data.ArrayDataset | None = None) -> data.ArrayDataset:
-  """The dataset ``c.dataset`` (or ``given``), optionally a seeded subset of its training split."""
+  """``c.dataset`` (or ``given``), optionally a seeded subset of its training split."""
   ds = given
   if ds is None:
     args = dict(c.get('dataset_args') or {})
@@ -130,20 +127,14 @@ def load_dataset(c, given: data.ArrayDataset | None = None) -> data.ArrayDataset
   return ds
 
 
-# The config field behind each argument of ``data.federate`` a partition error names.
-_PARTITION_FIELDS = {'num_clients': 'num_clients', 'alpha': 'dirichlet_alpha'}
-_PARTITION_FIELDS['shards_per_client'] = 'shards_per_client'
-
-
 def build_data(c: ml_collections.ConfigDict) -> data.ClientLayout:
   """Load ``c.dataset`` and lay it out over ``c.num_clients`` clients."""
   return data_and_source(c)[0]
 
 
 def data_and_source(c, given: data.ArrayDataset | None = None) -> tuple[data.ClientLayout, str]:
-  """:func:`build_data` (of ``given``, if any) and a seed-independent digest of the files read:
-  their arrays loaded with seed 0 and no subset (a loader may split by seed); '' for a
-  dataset generated per client."""
+  """:func:`build_data` (of ``given``) and a digest of the files read (seed 0, no subset; ''
+  for a dataset generated per client)."""
   if data.DATASETS.meta(c.dataset).get('federated'):
     args = dict(c.get('dataset_args') or {})
     return data.make(c.dataset, num_clients=c.num_clients, seed=c.seed, **args), ''
@@ -158,20 +149,12 @@ def data_and_source(c, given: data.ArrayDataset | None = None) -> tuple[data.Cli
     where = 'data_dir' if c.data_dir else 'dataset'
     raise data.DataError(f'config.{where}={c[where]!r} is invalid: {e}') from None
   n = len(ds.train_y)
-  if c.validation_size >= n:
-    raise _err('validation_size', c.validation_size, f'must be < the {n} training samples.')
   heldout = c.unlabeled_size if c.unlabeled_source == 'heldout' else 0  # external: none
-  if heldout >= n - c.validation_size:
-    left = n - c.validation_size
-    why = f'must be < the {left} training samples left after validation_size.'
-    raise _err('unlabeled_size', c.unlabeled_size, why)
-  owned = n - c.validation_size - heldout
-  if c.num_clients > owned:
-    why = (
-      f'must be <= the number of training samples the clients share ({owned}: '
-      f'{n} minus validation_size and unlabeled_size).'
-    )
-    raise _err('num_clients', c.num_clients, why)
+  room = {'validation_size': n - 1, 'unlabeled_size': n - c.validation_size - 1}
+  room['num_clients'] = n - c.validation_size - heldout  # the samples the clients share
+  for field, most in room.items():  # in this order: each room assumes the ones before
+    if (heldout if field == 'unlabeled_size' else c[field]) > most:
+      raise _err(field, c[field], f'must be <= {most}, the training samples left for it.')
   try:
     layout = data.federate(
       ds, c.partition, c.num_clients, alpha=c.dirichlet_alpha,
@@ -179,7 +162,7 @@ def data_and_source(c, given: data.ArrayDataset | None = None) -> tuple[data.Cli
       validation_size=c.validation_size,
     )  # fmt: skip
   except data.PartitionError as e:
-    field = _PARTITION_FIELDS[e.argument]
+    field = {'alpha': 'dirichlet_alpha'}.get(e.argument, e.argument)
     why = f'partition {c.partition!r} cannot give every client data: {e}.'
     raise _err(field, c[field], why) from None
   if c.unlabeled_source == 'heldout':
@@ -200,9 +183,9 @@ def client_local_steps(c: ml_collections.ConfigDict, sizes: np.ndarray) -> np.nd
 
 # ---- model --------------------------------------------------------------------------------
 def init_model(c: ml_collections.ConfigDict, model: nn.Module, key: jax.Array, x: jax.Array):
-  """The model's initial variables; ConfigError for one the pipeline cannot train: rejected
-  settings, state beside its params (BatchNorm) or random streams (Dropout)."""
-  try:  # each setting was checked by validate; what the model still rejects is a combination
+  """The model's initial variables; ConfigError for rejected settings, state beside its
+  params (BatchNorm) or random streams (Dropout)."""
+  try:
     variables = model.init(jax.random.fold_in(key, 1), x)
     extra = sorted(set(variables) - {'params'})
     if not extra:
@@ -210,9 +193,8 @@ def init_model(c: ml_collections.ConfigDict, model: nn.Module, key: jax.Array, x
   except flax.errors.InvalidRngError as e:
     stream = re.search(r'needs PRNG for "(\w+)"', str(e))
     why = (
-      f'model {c.model!r} draws random numbers ({stream[1] if stream else "an RNG stream"}: '
-      'Dropout or the like), which the pipeline does not key; use a deterministic model (e.g. '
-      'Dropout(deterministic=True)).'
+      f'model {c.model!r} draws random numbers ({stream[1] if stream else "an RNG stream"}), '
+      'which the pipeline does not key; use a deterministic model.'
     )
     raise _err('model', c.model, why) from None
   except (ValueError, TypeError, flax.errors.FlaxError) as e:
@@ -220,9 +202,8 @@ def init_model(c: ml_collections.ConfigDict, model: nn.Module, key: jax.Array, x
     raise _err('model_args', dict(c.get('model_args') or {}), why.rstrip('.') + '.') from None
   if extra:
     why = (
-      f'model {c.model!r} keeps state beside its params (collections {extra}: BatchNorm '
-      'statistics or the like), which the pipeline does not carry per client; use a model '
-      'without it (e.g. GroupNorm or LayerNorm for BatchNorm).'
+      f'model {c.model!r} keeps state beside its params (collections {extra}), which the '
+      'pipeline does not carry; use e.g. GroupNorm for BatchNorm.'
     )
     raise _err('model', c.model, why)
   return variables
@@ -232,8 +213,7 @@ def init_model(c: ml_collections.ConfigDict, model: nn.Module, key: jax.Array, x
 def build_schedule(
   c: ml_collections.ConfigDict, local_steps: np.ndarray, client_sizes: np.ndarray | None = None
 ) -> schedules.Schedule:
-  """The delay model ``c.schedule.kind`` over ``c.num_rounds`` server steps; ConfigError when
-  it rejects its settings or no client ever arrives."""
+  """The delay model ``c.schedule.kind`` over ``c.num_rounds`` server steps."""
   s, n = c.schedule, len(local_steps)
   ctx = schedules.ScheduleContext(
     num_clients=n,
@@ -249,32 +229,20 @@ def build_schedule(
   )
   if not np.any(schedule.mask):  # only a waiting window can be too short for every job
     field = 'wait_seconds' if 'wait_seconds' in takes else 'kind'
-    why = (
-      f'no client ever arrives in the {c.num_rounds} server steps of this schedule '
-      '(every step is empty); lengthen the waiting window or shorten the job durations.'
-    )
+    why = f'no client ever arrives in the {c.num_rounds} server steps of this schedule.'
     raise _err(f'schedule.{field}', s[field], why)
   return schedule
 
 
 # ---- algorithm ----------------------------------------------------------------------------
-def build_compressor(c: ml_collections.ConfigDict) -> compression.Compressor | None:
-  """``c.compressor`` (None for kind 'none'), from the settings ``config.validate`` bound."""
-  if 'compressor' not in c or c.compressor.kind == 'none':
-    return None
-  kind = c.compressor.kind
-  given = {k: c.compressor[k] for k in compression.settings(kind) if k in c.compressor}
-
-  def make() -> compression.Compressor:
-    compressor = compression.make(kind, **given)
-    return compression.error_feedback(compressor) if c.compressor.error_feedback else compressor
-
-  return _section_error('compressor.kind', kind, make)
-
-
 def algorithm_factory(c: ml_collections.ConfigDict, info: RunInfo) -> Callable[..., Algorithm]:
   """``factory(**hparams)``: ``c.algorithm`` with the run context and ``c.compressor``."""
-  compressor = build_compressor(c)
+  kind, compressor = c.compressor.kind, None
+  if kind != 'none':
+    given = {k: c.compressor[k] for k in compression.settings(kind) if k in c.compressor}
+    compressor = _section_error('compressor.kind', kind, lambda: compression.make(kind, **given))
+    if c.compressor.error_feedback:
+      compressor = compression.error_feedback(compressor)
   context = {field: getattr(info, field) for field in algorithms.ALGORITHMS.context(c.algorithm)}
 
   def factory(**hparams: Any) -> Algorithm:
@@ -282,28 +250,21 @@ def algorithm_factory(c: ml_collections.ConfigDict, info: RunInfo) -> Callable[.
     if compressor is None:
       return algorithm
     if algorithm.compressor is not None:
-      raise _err(
-        'compressor.kind',
-        c.compressor.kind,
-        f'algorithm {c.algorithm!r} is a preset that already compresses its messages '
-        f'(config.hparams.compressor={c.hparams.get("compressor")!r}); set its compressor '
-        "through config.hparams, or use algorithm='asynfl' with config.compressor.",
-      )
+      why = f'algorithm {c.algorithm!r} already compresses; set its config.hparams.compressor.'
+      raise _err('compressor.kind', kind, why)
     return algorithm._replace(compressor=compressor)
 
   return factory
 
 
 def build_algorithm(c: ml_collections.ConfigDict, info: RunInfo, factory=None) -> Algorithm:
-  """:func:`algorithm_factory` (or ``factory``) with ``c.hparams``; what it still rejects (a
-  combination of values) is an error of the ``algorithm`` section."""
+  """:func:`algorithm_factory` (or ``factory``) with ``c.hparams``."""
   make = factory or algorithm_factory(c, info)
   return _section_error('algorithm', c.algorithm, lambda: make(**dict(c.hparams)))
 
 
 def engine_options(c: ml_collections.ConfigDict) -> dict[str, Any]:
-  """The Simulator's options: ``client_block_size`` (0: None), ``local_step_buckets`` (-1:
-  None, the engine chooses; a sweep's group pads instead) and ``compute_dtype``."""
+  """The Simulator's options (0 blocks, -1 buckets, 'dtype': None, the engine chooses)."""
   buckets = int(c.local_step_buckets)
   return {
     'local_step_buckets': None if buckets < 0 else buckets,
@@ -320,19 +281,14 @@ def engine_refusal(engine: dict[str, Any]):
   except ValueError as e:
     if 'local_step_buckets' not in str(e):
       raise
-    block, buckets = engine['client_block_size'], engine['local_step_buckets']
-    why = (
-      f'must be -1 or 0 with client_block_size={block} (the blocks are those of '
-      'client_block_size; -1 groups them by K, 0 does not)'
-    )
-    raise _err('local_step_buckets', buckets, why) from None
+    why = f'must be -1 or 0 with client_block_size={engine["client_block_size"]}'
+    raise _err('local_step_buckets', engine['local_step_buckets'], why) from None
 
 
 # ---- the whole run --------------------------------------------------------------------------
 def build_run(config: ml_collections.ConfigDict, *, dataset=None, strict: bool = True) -> Run:
-  """Resolve and validate ``config`` once, build the run and :func:`plan` it, before anything
-  is compiled. ``dataset``: arrays in place of the dataset's files; ``strict=False``: a
-  refusal is kept in ``Run.refusal``."""
+  """Validate ``config`` once, build the run and :func:`plan` it, nothing compiled.
+  ``dataset``: arrays for the files; ``strict=False``: a refusal is kept in ``Run.refusal``."""
   c = config_lib.validate(config)  # an invalid value is named as such before an unread one
   config_lib.refuse_unread(config, c)
   return plan(_build(c, dataset), strict=strict)
@@ -344,8 +300,7 @@ def build_point(config: ml_collections.ConfigDict, *, dataset=None) -> Run:
 
 
 def plan(run: Run, *, strict: bool = True, memory_limit_bytes: int | None = None) -> Run:
-  """``run`` with its Simulator (nothing compiled), its client training (:func:`sizes.check_work`)
-  and analytic memory checked against ``memory_limit_bytes`` (default: the backend's)."""
+  """``run`` with its Simulator, its work and analytic memory checked (limit: the backend's)."""
   limit = memory.available_bytes() if memory_limit_bytes is None else memory_limit_bytes
   with engine_refusal(run.engine):
     sim = Simulator(
@@ -412,8 +367,7 @@ def _build(c: ml_collections.ConfigDict, dataset: data.ArrayDataset | None) -> R
 
 
 def built_identity(config: ml_collections.ConfigDict) -> dict[str, Any]:
-  """The identity of ``config``'s run from its data and schedule alone (nothing trained or
-  compiled): what reproduction records are compared with."""
+  """The identity of ``config``'s run from its data and schedule alone (nothing compiled)."""
   c = config_lib.validate(config)
   layout, source = data_and_source(c)
   schedule = build_schedule(c, client_local_steps(c, layout.sizes), layout.sizes)
@@ -421,8 +375,8 @@ def built_identity(config: ml_collections.ConfigDict) -> dict[str, Any]:
 
 
 def components(c: ml_collections.ConfigDict) -> list[tuple[str, Any]]:
-  """``(what, callable)`` a run's numbers run through besides afl_jax's own code: the
-  registered components it names and any callable in its config (an optax schedule)."""
+  """``(what, callable)`` besides afl_jax's own code: the registered components the run names
+  and any callable in its config (an optax schedule)."""
   s = c.schedule
   used = [
     (algorithms.ALGORITHMS, c.algorithm),
@@ -449,7 +403,6 @@ def components(c: ml_collections.ConfigDict) -> list[tuple[str, Any]]:
 
 
 def identity(c: ml_collections.ConfigDict, layout, schedule, source: str) -> dict[str, Any]:
-  """The run's identity (:func:`afl_jax.pipeline.record.identity`) from what was built."""
   trace = c.schedule.get('trace') if c.schedule.kind == 'trace' else None
   return record.identity(
     c,

@@ -15,10 +15,7 @@ def env_devices() -> int | None:
   if not text:
     return None
   if not text.isdigit() or int(text) < 1:
-    raise ValueError(
-      f'${ENV}={os.environ[ENV]!r} is invalid: must be an integer >= 1 (host CPU devices; '
-      'unset it for one per core)'
-    )
+    raise ValueError(f'${ENV}={os.environ[ENV]!r} is invalid: must be an integer >= 1')
   return int(text)
 
 
@@ -37,18 +34,17 @@ def set_cpu_devices(count: int | None = None) -> None:
     sys.exit(f'error: {message}')
 
 
-def _multi_process(argv: list[str]) -> bool:
-  from afl_jax.pipeline.workdir import flag_value
-
-  procs = flag_value(argv, 'num_processes')
-  return bool(flag_value(argv, 'coordinator')) or procs not in (None, '1')
-
-
 def platform_error(argv: list[str] | None = None) -> str | None:
   """Why the platforms $JAX_PLATFORMS asks for cannot start, in one line (None: they start;
   not probed for a multi-process run)."""
-  text = os.environ.get('JAX_PLATFORMS', '').strip()
-  if not text or _multi_process(list(sys.argv if argv is None else argv)):
+  from afl_jax.pipeline.workdir import flag_value
+
+  text, argv = os.environ.get('JAX_PLATFORMS', '').strip(), sys.argv if argv is None else argv
+  if (
+    not text
+    or flag_value(argv, 'coordinator')
+    or flag_value(argv, 'num_processes') not in (None, '1')
+  ):
     return None
   import jax
 
@@ -57,10 +53,8 @@ def platform_error(argv: list[str] | None = None) -> str | None:
   except Exception as e:  # noqa: BLE001 (RuntimeError, or a bare AssertionError for cuda)
     why = ' '.join(str(e).split()).split(' (set JAX_PLATFORMS')[0].rstrip('.')
     why = why or f'JAX found no backend for {text} here (no plugin or no device)'
-    return (
-      f'$JAX_PLATFORMS={text!r} is invalid: {why}; set JAX_PLATFORMS=cpu (or a platform '
-      'this machine has) or unset it to let JAX choose'
-    )
+    return f'$JAX_PLATFORMS={text!r} is invalid: {why}; set JAX_PLATFORMS=cpu or unset it'
+
   return None
 
 

@@ -1,6 +1,5 @@
 """The one lifecycle of a compiled program over its built runs (:class:`Program`): a single run
-(``train_and_evaluate``, a Program of one) and a sweep's group (one run per replica) alike.
-docs/reliability.md says what a workdir holds and what a rerun does."""
+and a sweep's group alike (docs/reliability.md: what a workdir holds, what a rerun does)."""
 
 from __future__ import annotations
 
@@ -39,8 +38,7 @@ class NonFiniteError(RuntimeError):
 
 @dataclasses.dataclass
 class Track:
-  """One run's schedule, evaluator, writer, records (a resumed run's from disk), host
-  accumulators and why it stopped."""
+  """One run's schedule, evaluator, writer, records, host accumulators and why it stopped."""
 
   schedule: Schedule
   evaluate: Callable[[Any], dict]
@@ -57,13 +55,11 @@ class Track:
     return record
 
   def start(self, step: int, params: Any) -> dict:
-    """The evaluation of ``params`` at server step ``step`` (0, or a resumed run's step)."""
     clock = self.schedule.wall_clock[step - 1] if step else 0.0
     bits = (self.host['bits_up'], self.host['bits_down'])
     return self._write(metrics_io.evaluation_record(step, clock, bits, self.evaluate(params)))
 
   def advance(self, metrics: Mapping[str, np.ndarray], pos: int, params: Any) -> dict:
-    """The record after the steps from ``pos`` whose ``metrics`` are given."""
     m = {k: np.asarray(v) for k, v in metrics.items()}
     end = pos + len(m['arrivals'])
     h, s = self.host, self.schedule
@@ -101,9 +97,8 @@ def start_over(run_dir: str) -> None:
 
 @dataclasses.dataclass
 class Program:
-  """One compiled program over its built runs: a single run (one, in its workdir) or a sweep's
-  group (one per replica, each in its folder); checkpoints under ``folder``, bound to
-  ``binding`` (identities and program)."""
+  """One compiled program over its built runs, each in its folder; checkpoints under
+  ``folder``, bound to ``binding`` (identities and program)."""
 
   sim: Simulator
   keys: Any
@@ -121,16 +116,14 @@ class Program:
     return checkpoint.Checkpointer(self.folder, self.binding)
 
   def check(self) -> None:
-    """Refuse (process 0, before anything is written) a run folder holding a run of other
-    inputs, or of these computed by another program."""
+    """Refuse (process 0, before any write) a folder holding a run of other inputs or program."""
     for d, r in zip(self.dirs, self.runs):
       workdir_lib.make_dirs(d)
       workdir_lib.check_target(os.path.join(d, metrics_io.METRICS_FILE))
       record.refuse(d, r.identity, r.config, self.prog)
 
   def begin(self) -> int | None:
-    """Where the runs continue (process 0; :func:`checkpoint.start`); each run folder gets its
-    ``config.json`` and ``schedule.npz``."""
+    """Where the runs continue (:func:`checkpoint.start`); writes config.json, schedule.npz."""
     ckpt, steps = self.checkpointer(), [r.schedule.num_steps for r in self.runs]
     try:
       start = checkpoint.start(self.dirs, steps, self.runs[0].cadence.eval_every, ckpt)
@@ -146,11 +139,9 @@ class Program:
   def run(
     self, start: int | None, after_chunk=None, progress: dict | None = None, tensorboard=False
   ) -> tuple[Any, str]:
-    """From ``start`` (None: step 0): the state initialized or restored, every track evaluated
-    at a fresh start, then the chunk loop (:meth:`Simulator.drive`) handing each track its
-    metrics and params, ``after_chunk(tracks, end)`` (a status it returns stops there),
-    checkpoints and the stop where the runs' Cadence says; ``progress`` says what was being
-    written (a disk error's). Returns ``(state, status)``."""
+    """From ``start`` (None: step 0) through the chunk loop (:meth:`Simulator.drive`): each
+    track gets its metrics, ``after_chunk(tracks, end)`` may stop, checkpoints where the
+    Cadence says; ``progress`` says what is being written. Returns ``(state, status)``."""
     sim, progress = self.sim, {} if progress is None else progress
     tracks = []
     for d, r in zip(self.dirs, self.runs):
@@ -212,8 +203,7 @@ class Program:
 
 
 def refuse_other_kind(workdir: str, kind: str) -> None:
-  """ResumeError when ``workdir`` holds the other kind of run (``kind``: 'sweep' or 'single
-  run'), or a ``summary.json`` of neither."""
+  """ResumeError when ``workdir`` holds the other ``kind`` of run, or a summary.json of neither."""
   summary = workdir_lib.read_json(os.path.join(workdir, record.SUMMARY_FILE), strict=False)
   single = os.path.isfile(os.path.join(workdir, record.CONFIG_FILE))
   swept = isinstance(summary, dict) and 'runs' in summary
@@ -233,9 +223,8 @@ def refuse_other_kind(workdir: str, kind: str) -> None:
 
 @contextlib.contextmanager
 def holding(workdir: str, kind: str, doing: dict, kept: Callable[[str], str]) -> Iterator[str]:
-  """Process 0 holds ``workdir`` (its path, told to every process) and refuses one holding
-  the other ``kind`` of run; a full or read-only disk is one line naming the file, what was
-  being written (``doing['doing']``) and what is ``kept(path)``."""
+  """Process 0 holds ``workdir`` (its path told to all) and refuses the other ``kind`` of run;
+  a full or read-only disk is one line: the file, ``doing['doing']``, ``kept(path)``."""
   held, path = [], workdir
 
   def hold() -> str:
@@ -259,10 +248,9 @@ def holding(workdir: str, kind: str, doing: dict, kept: Callable[[str], str]) ->
 def train_and_evaluate(
   config: ml_collections.ConfigDict, workdir: str, *, resume: bool = True, log=print
 ) -> dict[str, Any]:
-  """Run one experiment; returns its summary (also ``summary.json``). ``resume``: continue
-  the run of the same identity in ``workdir`` (a finished one is not run again); False
-  deletes its outputs first. A user error is one line, before compute; NonFiniteError when
-  training diverged (the metrics so far are written)."""
+  """Run one experiment; returns its summary (also summary.json). ``resume``: continue the run
+  of the same identity in ``workdir``; False deletes its outputs first. NonFiniteError when
+  training diverged."""
   writes, progress = processes.is_writer(), {'doing': 'starting', 'step': None}
 
   def kept(path: str) -> str:
@@ -332,8 +320,6 @@ def _train(config, workdir, resume, log, writes, progress) -> dict[str, Any]:
 
 
 def _finish(run: Run, workdir: str, sim: Simulator | None, writes: bool, seconds: float, log):
-  """The run's summary from its records (written by process 0), logged; NonFiniteError if it
-  diverged."""
   c = run.config
   processes.barrier('afl_jax records')
   rec = record.read(workdir)

@@ -1,5 +1,4 @@
-"""Several processes, one job (docs/distributed.md): the flags scripts share, :func:`start`,
-and one writer whose results and errors every process is told."""
+"""Several processes, one job (docs/distributed.md): flags, :func:`start`, one writer."""
 
 from __future__ import annotations
 
@@ -34,23 +33,16 @@ def _check(f) -> bool:
   if not 0 <= i < n:
     why = f'--process_id={i} is invalid: must be in [0, {n - 1}] (--num_processes={n})'
   elif address == '' and n > 1 and not os.environ.get('JAX_COORDINATOR_ADDRESS'):
-    why = (
-      f"--coordinator='' is invalid with --num_processes={n}: give HOST:PORT of process 0 "
-      "(or 'auto' under SLURM and the like, or set $JAX_COORDINATOR_ADDRESS)"
-    )
+    why = f"--coordinator='' is invalid with --num_processes={n}: give HOST:PORT of process 0"
   elif address not in ('', 'auto') and not (host and port.isdigit() and 1 <= int(port) <= 65535):
-    why = (
-      f'--coordinator={address!r} is invalid: must be HOST:PORT with a port in [1, 65535], '
-      "'auto' or ''"
-    )
+    why = f"--coordinator={address!r} is invalid: must be HOST:PORT (port 1-65535), 'auto' or ''"
   else:
     return True
   raise flags.ValidationError(why)
 
 
 def start() -> None:
-  """``jax.distributed.initialize`` when the flags ask for several processes; UserError (one
-  line) when the runtime cannot start."""
+  """``jax.distributed.initialize`` when the flags ask for several processes."""
   address, n = flags.FLAGS.coordinator, flags.FLAGS.num_processes
   if address == '' and n == 1:
     return
@@ -65,12 +57,10 @@ def start() -> None:
 
 
 def is_writer() -> bool:
-  """Does this process write the run's shared files (process 0)?"""
   return jax.process_index() == 0
 
 
 def barrier(name: str) -> None:
-  """Wait until every process got here."""
   if jax.process_count() > 1:
     from jax.experimental import multihost_utils
 
@@ -93,8 +83,7 @@ def _unpack(packed: np.ndarray) -> tuple[int, str]:
 
 
 def _outcome(fn: Callable[[], Any], tell: bool) -> tuple[Any, BaseException | None, int, bytes]:
-  """(result, error, status, message): status 1 a result (``tell``: as JSON), 2 a UserError,
-  4 another error, 3 a result too long to tell."""
+  """(result, error, status, message): 1 a result, 2 a UserError, 3 too long, 4 an error."""
   try:
     result = fn()
   except Exception as e:  # noqa: BLE001 (re-raised by the caller, and told to every process)
@@ -115,8 +104,7 @@ def _raise(status: int, text: str, where: str) -> None:
 
 
 def on_writer(fn: Callable[[], Any], name: str) -> Any:
-  """``fn()`` on process 0 only; its result (JSON) or its error on every process (a UserError
-  as a ResumeError, another as a RuntimeError), so no process waits for one that failed."""
+  """``fn()`` on process 0 only; its result (JSON) or error told to every process."""
   if jax.process_count() == 1:
     return fn()
   from jax.experimental import multihost_utils
@@ -133,8 +121,7 @@ def on_writer(fn: Callable[[], Any], name: str) -> Any:
 
 
 def agreed(fn: Callable[[], Any], name: str) -> Any:
-  """``fn()`` on every process; when it fails on any, every process raises (that one its own
-  error, the others its, named), so none waits for it at a collective."""
+  """``fn()`` on every process; when it fails on any, every process raises."""
   if jax.process_count() == 1:
     return fn()
   from jax.experimental import multihost_utils

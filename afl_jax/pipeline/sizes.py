@@ -1,5 +1,4 @@
-"""Sizes checked before anything is allocated or compiled (docs/reliability.md, "Sizes before
-allocation"), each refusal one ConfigError naming the field."""
+"""Sizes checked before anything is allocated or compiled (docs/reliability.md)."""
 
 from __future__ import annotations
 
@@ -56,14 +55,12 @@ def host_limit() -> int | None:
 
 
 def check(config: Any, *, limit_bytes: int | None = None) -> dict[str, int]:
-  """Refuse a config whose host-side sizes are absurd (naming num_rounds, num_clients or the
-  field setting M); returns :func:`estimate`'s report."""
+  """Refuse a config whose host-side arrays are absurd; returns :func:`estimate`'s report."""
   report = estimate(config)
   limit = host_limit() if limit_bytes is None else limit_bytes
   t, n = int(config.num_rounds), int(config.num_clients)
   m, m_field = slots_per_step(config)
   shape = f'T={t:,} server steps x M={m:,} arrival slots = {report["slots"]:,} slots'
-  # The larger of T and M is the one to lower.
   schedule_field = (
     ('num_rounds', t) if t >= m else (m_field, config_path.get_value(m_field, config))
   )
@@ -71,19 +68,16 @@ def check(config: Any, *, limit_bytes: int | None = None) -> dict[str, int]:
   schedule_part = report['schedule_arrays'] + report['schedule_builder']
   if report['slots'] > MAX_SLOTS:
     field, value = schedule_field
-    why = (
-      f'the schedule would have {shape} ({format_bytes(report["schedule_arrays"])} of arrays, '
-      f'more to build), above the limit of {MAX_SLOTS:,} slots'
-    )
+    arrays = format_bytes(report['schedule_arrays'])
+    why = f'the schedule would have {shape} ({arrays}), above the limit of {MAX_SLOTS:,} slots'
+
   elif limit is not None and report['total'] > limit:
     shown = {k: v for k, v in report.items() if k not in ('total', 'slots')}
     parts = ', '.join(f'{k.replace("_", " ")} {format_bytes(v)}' for k, v in shown.items())
     field, value = ('num_clients', n) if client_part >= schedule_part else schedule_field
-    why = (
-      f'the host-side arrays need about {format_bytes(report["total"])} ({parts}; '
-      f'{shape}) but the limit is {format_bytes(limit)} ({HOST_FRACTION:.0%} of the available '
-      'host memory)'
-    )
+    why = f'the host-side arrays need about {format_bytes(report["total"])} ({parts}; {shape})'
+    why += f' but the limit is {format_bytes(limit)} ({HOST_FRACTION:.0%} of the available)'
+
   else:
     return report
   raise ConfigError.invalid(field, value, f'{why}; lower {field}.')
@@ -98,13 +92,12 @@ MEMORY_FIELDS = dict(
 
 
 def memory_fields(config: Any) -> dict[str, tuple[str, Any]]:
-  """``(field, value)`` of the config that sets each component (:data:`MEMORY_FIELDS`)."""
   fields = {k: slots_per_step(config)[1] if f == 'slots' else f for k, f in MEMORY_FIELDS.items()}
   return {k: (f, config_path.get_value(f, config)) for k, f in fields.items()}
 
 
 def check_memory(report: dict[str, int], limit: int | None, fields: dict) -> None:
-  """:func:`afl_jax.core.memory.check`, naming the field that sets the largest component."""
+  """:func:`memory.check`, naming the field that sets the largest component."""
   try:
     memory.check(report, limit)
   except memory.InsufficientMemoryError as e:
@@ -124,10 +117,8 @@ _warned: set[str] = set()
 
 def _max_hours() -> float:
   text = os.environ.get(MAX_HOURS_ENV, '').strip()
-  if not text:
-    return MAX_HOURS
   try:
-    hours = float(text)
+    hours = float(text) if text else MAX_HOURS
   except ValueError:
     hours = -1.0
   if not hours > 0:  # also NaN
@@ -136,9 +127,8 @@ def _max_hours() -> float:
 
 
 def work(config: Any, sim: Any, params0: Any) -> dict[str, Any]:
-  """A built run's client training from its simulator: ``client_steps`` of its longest run,
-  ``flops`` (6 x params x batch per client step), ``seconds`` at ASSUMED_FLOPS, the engine's
-  ``clients_per_step`` and their ``step_bytes``, ``total_flops`` of all its runs, ``params``."""
+  """A built run's client training: steps of its longest run, FLOP (6 x params x batch per
+  client step), seconds at ASSUMED_FLOPS, clients trained together and their bytes."""
   params = sum(int(np.size(x)) for x in jax.tree.leaves(params0))
   steps = int(max(sim.useful_steps))
   per_step = 6.0 * params * int(config['batch_size'])
@@ -160,9 +150,8 @@ def work(config: Any, sim: Any, params0: Any) -> dict[str, Any]:
 def check_work(
   config: Any, sim: Any, params0: Any, *, limit_bytes: int | None = None, log: Any = None
 ) -> dict[str, Any]:
-  """Refuse a built run whose local loop cannot fit in memory (naming batch_size or K's field)
-  or whose training exceeds ``$AFL_JAX_MAX_HOURS`` (naming the field of :data:`WORK_FIELDS`
-  most out of scale); warn once above WARN_HOURS."""
+  """Refuse a built run whose local loop cannot fit in memory or whose training exceeds
+  ``$AFL_JAX_MAX_HOURS`` (naming the field most out of scale); warn once above WARN_HOURS."""
   report = work(config, sim, params0)
   limit = memory.available_bytes() if limit_bytes is None else limit_bytes
   batch = int(config['batch_size'])
@@ -175,9 +164,8 @@ def check_work(
       name, what = 'batch_size', f'its batch of {batch:,} and the activations'
     why = (
       f'the local loop of {blocks:,} clients trained together holds about '
-      f'{format_bytes(report["step_bytes"])} ({what}) but the backend reports '
-      f'{format_bytes(limit)} available ({memory.SAFETY:.0%} usable); lower {name} (or '
-      'set client_block_size to train fewer clients together).'
+      f'{format_bytes(report["step_bytes"])} ({what}) but {format_bytes(limit)} is available; '
+      f'lower {name} or client_block_size.'
     )
     raise ConfigError.invalid(name, config[name], why)
   hours = report['seconds'] / 3600

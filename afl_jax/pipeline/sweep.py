@@ -1,6 +1,5 @@
-"""Sweeps declared in ``config.sweep`` (``{'hparams': {'client_lr': [0.01, 0.1]}, 'seed': [0,
-1]}``: 4 runs), each point built as a single run; points that differ only in traced
-hyperparameters and the seed share a compile (a group). docs/reliability.md, "Sweeps"."""
+"""Sweeps declared in ``config.sweep`` (``{'hparams': {'client_lr': [0.01, 0.1]}}``), each point
+built as a single run; points differing only in traced values and seed share a compile."""
 
 from __future__ import annotations
 
@@ -73,7 +72,7 @@ def _bad(field: str, why: str) -> ConfigError:
 
 
 def validate_sweep(c: ml_collections.ConfigDict) -> None:
-  """``config.sweep``: every field exists with values, each checked as a single run's."""
+  """Every field of ``config.sweep`` exists with values, each checked as a single run's."""
   if not c.get('sweep'):
     return
   axes, facts = sweep_axes(c.sweep), {'num_clients': c.num_clients}
@@ -165,8 +164,8 @@ def run_name(point: Mapping[str, Any]) -> str:
 def point_config(
   config: ml_collections.ConfigDict, point: Mapping[str, Any]
 ) -> ml_collections.ConfigDict:
-  """``config`` with the grid point applied and no sweep: an entry replaces its component
-  whole; a schedule/compressor entry keeps the section's ``seed``/``error_feedback``."""
+  """``config`` with the grid point applied and no sweep (an entry replaces its section but
+  its ``seed``/``error_feedback``)."""
   c = ml_collections.ConfigDict(config.to_dict())
   c.sweep = ml_collections.ConfigDict()
   if 'algorithm' in point:
@@ -200,8 +199,8 @@ def point_config(
 
 
 def grid(config: ml_collections.ConfigDict) -> list[dict[str, Any]]:
-  """The grid points of ``config.sweep``, in declaration order; ConfigError for an axis value
-  the run does not read or two points that are one run, before anything is built."""
+  """The grid points of ``config.sweep``; ConfigError for a value the run does not read or
+  two points that are one run."""
   axes = sweep_axes(config.sweep)
   declared = [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
   seen: dict[str, dict[str, Any]] = {}
@@ -212,19 +211,14 @@ def grid(config: ml_collections.ConfigDict) -> list[dict[str, Any]]:
         continue
       if not config_lib.reads(c, field, value):
         got = config_lib.read_value(c, field)
-        raise _bad(
-          field,
-          f'the run {run_name(p)} does not read {field} (its value {value!r} resolves to '
-          f'{got!r}: another field decides, e.g. the partition, local_epochs or the kind); '
-          'remove the axis or sweep what the run reads.',
-        )
+        why = f'the run {run_name(p)} does not read {field} ({value!r} resolves to {got!r}).'
+        raise _bad(field, why)
     key = json.dumps(record_lib.computed(c), sort_keys=True)
     if key in seen:
       differ = [f for f in p if config_lib.plain(p[f]) != config_lib.plain(seen[key][f])]
       raise ConfigError(
         f'config.sweep is invalid: grid points {run_name(seen[key])!r} and {run_name(p)!r} are '
-        f'the same run once resolved (the values of {", ".join(differ)} change nothing there); '
-        'remove the duplicate value.',
+        f'the same run once resolved ({", ".join(differ)} change nothing there).',
         field='sweep',
       )
     seen[key] = p
@@ -232,8 +226,7 @@ def grid(config: ml_collections.ConfigDict) -> list[dict[str, Any]]:
 
 
 def traced_fields(config: ml_collections.ConfigDict) -> list[str]:
-  """Swept hyperparameters traced within a group (:func:`replicas.is_traced` for every
-  algorithm of the grid)."""
+  """Swept hyperparameters traced within a group (for every algorithm of the grid)."""
   axes = sweep_axes(config.sweep)
   names = {algorithm_entry(e)[0] for e in axes.get('algorithm', [config.algorithm])}
   defaults = [algorithms.settings(n) for n in names if n in algorithms.ALGORITHMS]
@@ -248,8 +241,8 @@ def traced_fields(config: ml_collections.ConfigDict) -> list[str]:
 def group_key(
   point: Mapping[str, Any], traced: Iterable[str], run: build_lib.Run | None = None
 ) -> str:
-  """Points with the same key share one compile: the same values but the traced ones and
-  the seed, and the same run context for the algorithm's factory (but the model's apply)."""
+  """Points of one key share a compile: the same values but traced ones and the seed, and the
+  same run context (but the model's apply)."""
   skip = set(traced) | set(REPLICA_FIELDS)
   context = [
     (f, record_lib._sha(np.asarray(getattr(run.info, f))))
@@ -261,12 +254,11 @@ def group_key(
 
 
 def _padded(engine: dict[str, Any]) -> dict[str, Any]:
-  """A group's engine options: a run's, padded where it lets the engine choose (None)."""
   return engine | {'local_step_buckets': engine['local_step_buckets'] or 0}
 
 
 def _group_sim(runs, traced, limit: int | None = None) -> tuple[Any, Any, Any]:
-  """(simulator, keys, stacked params0) of one group from its built runs (nothing compiled)."""
+  """(simulator, keys, stacked params0) of one group (nothing compiled)."""
   first, names = runs[0].recipe, [f[len('hparams.') :] for f in traced]
   static = {k: v for k, v in first.hparams.items() if k not in names}
   per_replica = {k: [float(run.recipe.hparams[k]) for run in runs] for k in names}
@@ -301,27 +293,23 @@ def _duration(seconds: float) -> str:
 
 
 def plan(config, first: build_lib.Run) -> dict[str, Any]:
-  """The grid's host bytes from its first point; ConfigError for a grid whose built points
-  would not fit in the host memory (:func:`sizes.host_limit`)."""
+  """The grid's host bytes from its first point; ConfigError when they do not fit."""
   axes = sweep_axes(config.sweep)
   n, per = math.prod(len(v) for v in axes.values()), run_bytes(first)
   limit = sizes.host_limit()
   if limit is not None and n * per > limit:
     shown = ' x '.join(f'{len(v)} {k}' for k, v in sorted(axes.items(), key=lambda kv: -len(kv[1])))
     raise ConfigError(
-      f'config.sweep is invalid: its grid has {n:,} runs ({shown}), holding about '
+      f'config.sweep is invalid: its grid has {n:,} runs ({shown}), about '
       f'{format_bytes(n * per)} on the host ({format_bytes(per)} per run) but the limit is '
-      f'{format_bytes(limit)} ({sizes.HOST_FRACTION:.0%} of the available host memory); at most '
-      f'{max(limit // max(per, 1), 0):,} runs fit: shorten the longest axes or split the grid.',
+      f'{format_bytes(limit)}; at most {max(limit // max(per, 1), 0):,} runs fit.',
       field='sweep',
     )
   return {'runs': n, 'bytes_per_run': per, 'host_bytes': n * per}
 
 
 def _fit_groups(groups, build, limit: int | None, log, fields) -> list[tuple[list[int], Any]]:
-  """Each group's simulator (``build(members)``), split into groups whose replicas fit the
-  device memory (the engine's analytic estimate); one replica that does not fit is a
-  ConfigError."""
+  """Each group's simulator (``build(members)``), split until its analytic memory fits."""
   out, usable = [], memory.SAFETY * (limit or 0)
   total = lambda group: group[0].estimate(group[2], group[1])  # noqa: E731
   for members in groups:
@@ -355,11 +343,8 @@ def train_sweep(
   memory_limit_bytes: int | None = None,
   resume: bool = True,
 ) -> dict[str, Any]:
-  """Run the grid of ``config.sweep``; returns what ``summary.json`` holds (``runs``,
-  ``groups``, ``traced``, ``complete``). ``memory_limit_bytes``: what a group's analytic
-  state may use (default :func:`group_limit`); ``resume=False`` deletes this grid's outputs
-  first. User errors are one line, before compute. Several processes (docs/distributed.md):
-  each calls this; process 0 holds the workdir and writes its files."""
+  """Run the grid of ``config.sweep``; returns what ``summary.json`` holds. Every process
+  calls it; process 0 holds the workdir and writes (docs/distributed.md)."""
   validate_sweep(config)
   writes = processes.is_writer()
   kept = (
@@ -373,10 +358,9 @@ def train_sweep(
 
 
 def group_limit() -> int | None:
-  """The device memory a group may use: a fact of the machine, never the memory free at the
-  start, so that a config splits into the same groups (the same program, bit for bit). The
-  backend's device memory; on CPU the total host RAM / ``memory.CPU_STATE_FACTOR``; several
-  processes agree on the least."""
+  """The device memory a group may use: a fact of the machine (never what is free), so a
+  config splits into the same groups; on CPU the total RAM / CPU_STATE_FACTOR; the least of
+  all processes."""
   if jax.default_backend() != 'cpu':
     limit = memory.available_bytes()
   else:
@@ -419,8 +403,9 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
     ids = record_lib.digest_of(runs[i].identity['digest'] for i in members)
     gid = record_lib._sha(ids, json.dumps(record_lib.program(built[0])))[:16]
     folder = os.path.join(workdir, GROUPS_DIR, gid)
-    ms = [runs[i] for i in members]
-    groups.append(loop.Program(*built, ms, [dirs[i] for i in members], folder, gid))
+    groups.append(
+      loop.Program(*built, [runs[i] for i in members], [dirs[i] for i in members], folder, gid)
+    )
 
   def finished(g: loop.Program) -> bool:
     steps = [(d, r.schedule.num_steps, r.cadence.eval_every) for d, r in zip(g.dirs, g.runs)]
@@ -429,10 +414,8 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
   done = processes.on_writer(lambda: [finished(g) for g in groups], 'the finished runs')
   todo_groups = [g for g, f in zip(groups, done) if not f]
   todo = sum(len(g.runs) for g in todo_groups)
-  flops = sum(  # each group's work checked, from its simulator
-    sizes.check_work(g.runs[0].work_fields, g.sim, g.runs[0].params0)['total_flops']
-    for g in todo_groups
-  )
+  work = [sizes.check_work(g.runs[0].work_fields, g.sim, g.runs[0].params0) for g in todo_groups]
+  flops = sum(w['total_flops'] for w in work)  # each group's work checked, from its simulator
 
   def prepare() -> list[int | None]:  # every folder checked before anything is written
     kept = os.path.join(workdir, GROUPS_DIR)
@@ -472,31 +455,25 @@ def _train_sweep(config, workdir: str, log, limit: int | None, resume: bool) -> 
   except KeyboardInterrupt:
     if processes.is_writer():
       write(False)
+    how = 'from the last checkpoint' if first.cadence.checkpoint_every else '(finished groups kept)'
     raise workdir_lib.Interrupted(
       f'interrupted (Ctrl-C) in group {len(infos) + 1} of {len(todo_groups)}; the metrics so far '
-      f'are in {workdir_lib.show(workdir)}/<run>/metrics.jsonl; the same command continues'
-      + (
-        ' from the last checkpoint'
-        if first.cadence.checkpoint_every
-        else ' (finished groups are kept)'
-      )
+      f'are in {workdir_lib.show(workdir)}/<run>/metrics.jsonl; the same command continues {how}'
     ) from None
   processes.barrier('afl_jax sweep records')  # every run's records are on disk: all read them
   out = write(not stopped)
   if processes.is_writer():
-    records = {
-      s['name']: metrics_io.read_metrics(os.path.join(workdir, s['name'])) for s in out['runs']
-    }
+    records = {n: metrics_io.read_metrics(os.path.join(workdir, n)) for n in names}
     workdir_lib.write_text(os.path.join(workdir, 'summary.md'), _markdown(out['runs'], infos))
-    title = f'sweep: {first.recipe.name}'
-    plotting.plot_runs(records, os.path.join(workdir, 'plot.png'), title=title)
+    plotting.plot_runs(
+      records, os.path.join(workdir, 'plot.png'), title=f'sweep: {first.recipe.name}'
+    )
   processes.barrier('afl_jax sweep written')
   log(outcome(out)[1])
   return out
 
 
 def _run_group(k: int, g: loop.Program, start: int | None, log) -> dict:
-  """Group ``k`` from ``start`` (None: step 0); returns its info."""
   t0, chunk_ends = time.time(), []
   if start is not None:
     log(f'group {k}: resumed from its checkpoint at server step {start}')
@@ -518,7 +495,6 @@ def _run_group(k: int, g: loop.Program, start: int | None, log) -> dict:
 
 
 def _summarize(workdir, points, names, infos, traced, complete: bool) -> dict:
-  """``summary.json`` (written by process 0): every run's record summary with its values."""
   runs = []
   for p, n in zip(points, names):
     rec = record_lib.read(os.path.join(workdir, n))

@@ -18,18 +18,12 @@ from afl_jax.data import ClientLayout
 
 
 def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
-  """Mean softmax cross-entropy with integer labels."""
   return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
 
 
 def make_loss(apply_fn: Callable[..., jax.Array]) -> Callable[..., jax.Array]:
   """``loss_fn(params, (x, y))``: the cross-entropy of the model's logits."""
-
-  def loss_fn(params, batch):
-    x, y = batch
-    return cross_entropy(apply_fn(params, x), y)
-
-  return loss_fn
+  return lambda params, batch: cross_entropy(apply_fn(params, batch[0]), batch[1])
 
 
 def make_sample_fn(batch_size: int) -> Callable[..., tuple[jax.Array, jax.Array]]:
@@ -100,8 +94,7 @@ def eval_fns(apply_fn: Callable[..., jax.Array]) -> EvalFns:
       'grad_norm': tree.global_norm(grad),
     }
 
-  held_out = jax.jit(lambda params, xs, ys, w: _sums(apply_fn, params, xs, ys, w))
-  return EvalFns(main, held_out)
+  return EvalFns(main, jax.jit(lambda params, xs, ys, w: _sums(apply_fn, params, xs, ys, w)))
 
 
 class Evaluator(NamedTuple):
