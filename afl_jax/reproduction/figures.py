@@ -120,7 +120,7 @@ def plot_mc(s: Mapping, frame: pd.DataFrame, path: str) -> None:
   fig, ax = _pyplot().subplots(figsize=(6, 4.2))
   for name, points in mc_curve(exp).items():
     tests = [
-      scoring.selected_test(exp, frame if best else fin, fin, l)[1] for _, l in sorted(points)
+      scoring.selected_test(exp, frame if best else fin, fin, m)[1] for _, m in sorted(points)
     ]
     accs = [t.groupby('seed').test_accuracy.max() if best else t.test_accuracy for t in tests]
     mcs = [mc for mc, _ in sorted(points)]

@@ -180,7 +180,8 @@ def _budget_errors(exp: Experiment):
       yield f'{m.label} sweeps {axes}: not the axes of the other methods.'
     for field, values in m.grid.items():
       if counts := {len(o.grid[field]) for o in tuned} - {len(values)}:
-        yield f'{m.label} tries {len(values)} values of {field}, the other methods {sorted(counts)}.'
+        others = f'the other methods {sorted(counts)}'
+        yield f'{m.label} tries {len(values)} values of {field}, {others}.'
 
 
 def _claim_errors(c: Claim, grids: Mapping[str, Mapping]):
