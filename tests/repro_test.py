@@ -1,11 +1,5 @@
-"""Reproductions: declarations (configs/repro/), the held-out protocol, the pages.
-
-Every declaration validates and a bad one is refused; synthetic records with known answers
-give the right selection (validation only, selection seeds only), test settings and claim
-statistics (closed forms computed here: paired t, TOST, Benjamini-Hochberg and Holm by
-hand); records of an earlier declaration are never scored; the committed pages rebuild
-from the committed records (scored once, in one test).
-"""
+"""Reproductions: declarations, selection, claim statistics against closed forms computed
+here, statuses by identity, and the committed pages rebuilt from the committed records."""
 
 import dataclasses
 import json

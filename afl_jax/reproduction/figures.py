@@ -37,11 +37,6 @@ def _pyplot():
   return plt
 
 
-def _x_axis(exp: spec.Experiment) -> tuple[str, float, str, bool]:
-  axes = (X_AXES[c.metric] for c in exp.claims if c.metric in X_AXES)
-  return next(axes, ('step', 1.0, 'server steps', False))
-
-
 def facets(exp: spec.Experiment) -> list[list[str]]:
   """The methods of each panel: all, one per method with conditions, or the reference
   beside MAX_LINES - 1 others."""
@@ -74,7 +69,8 @@ def _style(ax, xlabel: str, ylabel: str | None = None) -> None:
 def plot_experiment(s: Mapping, frame: pd.DataFrame, path: str) -> None:
   """Test accuracy of each selected setting (mean ± std over the test seeds) per panel."""
   exp, panels, fin = s['exp'], facets(s['exp']), scoring.per_run(frame)
-  column, scale, xlabel, log = _x_axis(exp)
+  axes = (X_AXES[c.metric] for c in exp.claims if c.metric in X_AXES)
+  column, scale, xlabel, log = next(axes, ('step', 1.0, 'server steps', False))
   cols = min(2, len(panels))  # two panels across keep the text readable at page width
   rows = math.ceil(len(panels) / cols)
   size = (5.2 * cols, 3.4 * rows + 0.8)

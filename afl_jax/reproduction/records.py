@@ -85,11 +85,6 @@ def rows_of(frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> pd.DataFrame:
   return frame[keep]
 
 
-def same_runs(a: Mapping, b: Mapping) -> bool:
-  key = ('experiment', 'method', 'phase', 'setting')
-  return all(a[k] == b[k] for k in key) and bool(set(a['seeds']) & set(b['seeds']))
-
-
 def diverged(last: pd.DataFrame) -> pd.Series:
   """Whether each run's last row has a non-finite test (or validation) score."""
   test, val = (

@@ -162,7 +162,8 @@ def run_phase(
         entry = {'experiment': exp.key, 'method': method.label, 'phase': phase}
         entry['setting'] = setting
         where = f'[{exp.key}/{method.label}/{phase}]'
-        old = [m for m in manifest if records.same_runs(m, entry | {'seeds': seeds})]
+        old = [m for m in manifest if all(m[k] == entry[k] for k in entry)]
+        old = [m for m in old if set(m['seeds']) & set(seeds)]  # a sweep of its key sharing a seed
         if not rerun and any(m['identity'] == ident for m in old):
           log(f'{where} records up to date (identity {ident})')
           continue

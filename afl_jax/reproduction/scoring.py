@@ -325,8 +325,10 @@ def score_claim(
       p_bound, above = _two_sided(d, bound)
       parts.append(_part(BOUND, DISAGREES if above else AGREES, p_bound))
       needed = max(needed, seeds_needed(st['mean'] - bound, st['sd']))
-    if _out_of_reach(claim, chosen[claim.worse]['val']):
-      out['not_comparable'] = True
+    effect = claim.paper_effect or 0  # out of reach: B's validation accuracy + it > the ceiling
+    if effect > 0 and claim.metric.endswith('test_accuracy') and not claim.baseline:
+      if chosen[claim.worse]['val'] + effect > ACCURACY_CEILING:
+        out['not_comparable'] = True
     comparable = not (claim.incomparable or out.get('not_comparable'))
     paper_d = _paper(claim, a, b, d) if comparable else None
     if comparable and claim.consistency and (claim.paper_effect or 0) > 0:
@@ -388,14 +390,6 @@ def speedup_log(a: np.ndarray, b: np.ndarray, factor: float = 1.0) -> np.ndarray
   if np.any(a <= 0) or np.any(b <= 0):
     raise ValueError('a speedup needs positive values on every seed.')
   return np.log(b / a) - math.log(factor)
-
-
-def _out_of_reach(claim: spec.Claim, b_val: float) -> bool:
-  """Whether B's validation accuracy + the paper's effect exceeds ACCURACY_CEILING."""
-  effect = claim.paper_effect
-  if effect is None or effect <= 0 or not claim.metric.endswith('test_accuracy'):
-    return False
-  return not claim.baseline and b_val + effect > ACCURACY_CEILING
 
 
 def _paper(claim: spec.Claim, a: pd.DataFrame, b: pd.DataFrame, d: np.ndarray):
