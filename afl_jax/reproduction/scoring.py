@@ -463,26 +463,26 @@ def mark(
   ]
 
 
-def stale_status(
-  paper: spec.Paper, records_dir: str = runs.RECORDS, experiments: Sequence[str] | None = None
-) -> list[str]:
-  """The sweeps whose stated status is not :func:`mark`'s (all of an unmarked pair)."""
+def _stale(paper: spec.Paper, records_dir: str):
+  """(records, :func:`mark`'s manifest, the sweeps whose stated status differs: all of an
+  unmarked pair)."""
   frame, manifest = runs.read(paper.key, records_dir)
-  if not records.marked(manifest):
-    return [records.label(m) for m in manifest]
-  fresh = mark(paper, frame, manifest, experiments)
-  return [
-    records.label(m) for m, f in zip(manifest, fresh) if m[records.STATUS] != f[records.STATUS]
+  fresh = mark(paper, frame, manifest)
+  marked = records.marked(manifest)
+  stale = [
+    m for m, f in zip(manifest, fresh) if not marked or m[records.STATUS] != f[records.STATUS]
   ]
+  return frame, fresh, [records.label(m) for m in stale]
+
+
+def stale_status(paper: spec.Paper, records_dir: str = runs.RECORDS) -> list[str]:
+  """The labels of the sweeps whose stated status is not :func:`mark`'s."""
+  return _stale(paper, records_dir)[2]
 
 
 def refresh(paper: spec.Paper, records_dir: str = runs.RECORDS) -> bool:
   """Rewrite ``paper``'s records with :func:`mark`'s statuses if any differs; whether it did."""
-  frame, manifest = runs.read(paper.key, records_dir)
-  fresh = mark(paper, frame, manifest)
-  if records.marked(manifest) and all(
-    m[records.STATUS] == f[records.STATUS] for m, f in zip(manifest, fresh)
-  ):
-    return False
-  runs.write(paper.key, frame, fresh, records_dir)
-  return True
+  frame, fresh, stale = _stale(paper, records_dir)
+  if stale:
+    runs.write(paper.key, frame, fresh, records_dir)
+  return bool(stale)
