@@ -645,7 +645,6 @@ def write(
   papers: Sequence[str] = reproduction.PAPERS,
   records_dir: str = runs.RECORDS,
   out_dir: str = RESULTS,
-  plots: bool = True,
 ) -> list[str]:
   """Rebuild every page and the summary, and the plots of ``papers``; the paths written."""
   scored = score_all(records_dir)
@@ -653,7 +652,7 @@ def write(
   for path, text in every.items():
     write_text(path, text)  # a temporary file, renamed
   written = list(every)
-  for key in (k for k in reproduction.PAPERS if plots and k in papers and scored[k]):
+  for key in (k for k in reproduction.PAPERS if k in papers and scored[k]):
     frame, manifest = runs.read(key, records_dir)
     written += figures.draw(reproduction.load_paper(key), scored[key], frame, manifest, out_dir)
   return written
