@@ -138,19 +138,12 @@ def test_the_summary_counts_both_adjustments():
 
 
 def test_list_valued_grid_edges_are_flagged():
-  rows = []
-  for i, window in enumerate(([1, 5], [1, 10], [1, 20])):
-    key = runs.setting_key({'hparams.window': window, 'hparams.server_lr': 1.0})
-    for seed in SEL:
-      rows.append({'setting': key, 'seed': seed, 'val_accuracy': 0.5 + 0.1 * i})
-  mine = pd.DataFrame(rows)
-  assert scoring._edges(
-    runs.setting_key({'hparams.window': [1, 20], 'hparams.server_lr': 1.0}), mine
-  ) == ['window on high edge']
-  assert (
-    scoring._edges(runs.setting_key({'hparams.window': [1, 10], 'hparams.server_lr': 1.0}), mine)
-    == []
+  key = lambda w: runs.setting_key({'hparams.window': w, 'hparams.server_lr': 1.0})  # noqa: E731
+  mine = pd.DataFrame(
+    {'setting': key(w), 'seed': s} for w in ([1, 5], [1, 10], [1, 20]) for s in SEL
   )
+  assert scoring._edges(key([1, 20]), mine) == ['window on high edge']
+  assert scoring._edges(key([1, 10]), mine) == []
 
 
 def test_forest_panels_group_by_family_and_include_events():
@@ -359,11 +352,8 @@ def test_consistency_reads_the_mean_changes_not_the_seed_noise():
 def test_equal_time_reads_each_pair_within_the_time_both_runs_cover():
   # A's runs end at 20 s, B's at 40 s: B at equal time is read up to 20 s (its best there,
   # 0.5), not over its whole run (0.9); A's best is its own (0.6).
-  accs_a = [[0.1, 0.5, 0.6]] * 10
-  accs_b = [[0.1, 0.5, 0.9]] * 10
-  clocks_a = [[0.0, 10.0, 20.0]] * 10
-  clocks_b = [[0.0, 20.0, 40.0]] * 10
-  frame, fin = _frame(accs_a, accs_b, clocks_a, clocks_b)
+  clocks = ([[0.0, 10.0, 20.0]] * 10, [[0.0, 20.0, 40.0]] * 10)
+  frame, fin = _frame([[0.1, 0.5, 0.6]] * 10, [[0.1, 0.5, 0.9]] * 10, *clocks)
   whole = spec.Claim('r', 'A best', 'A', 'B', metric='best_test_accuracy')
   timed = spec.Claim('r', 'A best', 'A', 'B', metric='best_test_accuracy', equal_time=True)
   assert _score(whole, frame, fin)['mean'] == pytest.approx(0.6 - 0.9)

@@ -347,16 +347,16 @@ def test_benjamini_hochberg_and_holm_by_hand():
 
 def _manifest(exp):
   """The manifest entries of ``_frame``'s sweeps (unmarked), their identities from the rows."""
-  out = []
+  out, f = [], _frame()
+  phases = [('select', '*', list(SEL))] + [('test', k, list(TEST)) for k in sorted(set(f.setting))]
   for m in exp.methods:
-    entries = [('select', '*', list(SEL))]
-    entries += [('test', k, list(TEST)) for k in sorted(set(_frame().setting))]
-    for phase, setting, seeds in entries:
+    for phase, setting, seeds in phases:
       entry = {'experiment': 'toy', 'method': m.label, 'phase': phase, 'setting': setting}
-      entry |= {'seeds': seeds}
-      rows = _frame()[records.sweep_rows(_frame(), entry)]
+      rows = f[records.sweep_rows(f, entry | {'seeds': seeds})]
       ident = records.sweep_identity(rows.run)
-      out.append(entry | {'identity': ident, 'runs': rows.run.nunique(), 'steps': 20})
+      out.append(
+        entry | {'seeds': seeds, 'identity': ident, 'runs': rows.run.nunique(), 'steps': 20}
+      )
   return out
 
 
