@@ -1,8 +1,8 @@
 """Results as a paper prints them: methods over seeds, with 95% t intervals.
 
-:func:`load` reads each run's record, :func:`methods` groups runs that differ only in the
-seed (never merged silently), :func:`table` and :func:`curves` summarize the completed runs
-with the project's one implementation of the statistics. The columns: docs/extending.md."""
+:func:`load` reads the runs, :func:`methods` groups those that differ only in the seed
+(never merged silently), :func:`table` and :func:`curves` summarize the completed runs.
+The columns: docs/extending.md."""
 
 from __future__ import annotations
 
@@ -35,15 +35,14 @@ class ResultsError(UserError):
   """A folder that holds no runs, or runs that cannot be compared (one line)."""
 
 
-# ---- statistics ---------------------------------------------------------------------------
-def _half(sd, n: int, alpha: float):
-  """Half the width of the two-sided ``1 - alpha`` t interval of a mean of ``n``."""
-  return float(stats.t.ppf(1 - alpha / 2, n - 1)) * sd / math.sqrt(n)
+def _half(sd, n: int):
+  """Half the width of the two-sided 95% t interval of a mean of ``n``."""
+  return float(stats.t.ppf(1 - ALPHA / 2, n - 1)) * sd / math.sqrt(n)
 
 
-def t_interval(values: Sequence[float], alpha: float = ALPHA) -> dict[str, float]:
-  """``n``, ``mean``, ``sd`` (ddof 1) and the two-sided ``1 - alpha`` t interval (``lo``,
-  ``hi``; infinite for n < 2, the mean itself when every value is equal)."""
+def t_interval(values: Sequence[float]) -> dict[str, float]:
+  """``n``, ``mean``, ``sd`` (ddof 1) and the two-sided 95% t interval ``lo``, ``hi``
+  (infinite for n < 2; the mean itself when every value is equal)."""
   x = np.asarray(values, np.float64)
   n = len(x)
   mean = float(np.mean(x)) if n else math.nan
@@ -52,13 +51,13 @@ def t_interval(values: Sequence[float], alpha: float = ALPHA) -> dict[str, float
     return {'n': n, 'mean': mean, 'sd': sd, 'lo': -math.inf, 'hi': math.inf}
   if (x == x[0]).all():  # exactly: a mean of equal floats may round off them
     mean, sd = float(x[0]), 0.0
-  half = _half(sd, n, alpha)
+  half = _half(sd, n)
   return {'n': n, 'mean': mean, 'sd': sd, 'lo': mean - half, 'hi': mean + half}
 
 
-def paired(d: Sequence[float], alpha: float = ALPHA) -> dict[str, float]:
+def paired(d: Sequence[float]) -> dict[str, float]:
   """:func:`t_interval` of per-seed differences with ``p``, the two-sided paired t-test's."""
-  out = t_interval(d, alpha)
+  out = t_interval(d)
   n, mean, sd = out['n'], out['mean'], out['sd']
   if n < 2:
     return out | {'p': 1.0}
@@ -78,20 +77,19 @@ def one_sided_p(d: Sequence[float], bound: float, alternative: str) -> float:
   return float(stats.t.cdf(t, len(x) - 1) if alternative == 'less' else stats.t.sf(t, len(x) - 1))
 
 
-def seeds_needed(mean: float, sd: float, over: float = 0.0, two_sided: bool = True) -> float:
+def seeds_needed(mean: float, sd: float, over: float = 0.0) -> float:
   """Seeds for 80% power to decide an effect of ``|mean| - over`` at the observed std."""
   effect = abs(mean) - over
   if not math.isfinite(sd) or effect <= 0:
     return math.inf
-  z = stats.norm.ppf(1 - ALPHA / (2 if two_sided else 1)) + POWER_Z
+  z = stats.norm.ppf(1 - ALPHA / 2) + POWER_Z
   return float(max(3, math.ceil((z * sd / effect) ** 2) + 1))
 
 
-# ---- runs ---------------------------------------------------------------------------------
 def load(paths: Iterable[str]) -> list[RunRecord]:
-  """Every run of the given run folders and sweep folders (a sweep: the runs its
-  ``summary.json`` lists, else every folder in it holding a ``metrics.jsonl``)."""
-  out, seen = [], set()
+  """Every run of the given run and sweep folders (a sweep: the runs its ``summary.json``
+  lists, else every folder in it holding a ``metrics.jsonl``)."""
+  out, seen, metrics = [], set(), metrics_io.METRICS_FILE
   for p in paths:
     real = os.path.realpath(p)
     if real in seen:
@@ -99,22 +97,20 @@ def load(paths: Iterable[str]) -> list[RunRecord]:
     seen.add(real)
     if not os.path.isdir(p):
       raise ResultsError(f'{p} is not a directory (give run or sweep folders)')
-    if os.path.isfile(os.path.join(p, metrics_io.METRICS_FILE)):
+    if os.path.isfile(os.path.join(p, metrics)):
       out.append(record_lib.read(p))
       continue
     summary = read_json(os.path.join(p, record_lib.SUMMARY_FILE), strict=False)
     listed = [r.get('name') for r in summary.get('runs', [])] if isinstance(summary, dict) else []
     subs = [n for n in listed if isinstance(n, str)] or sorted(os.listdir(p))
-    subs = [d for d in subs if os.path.isfile(os.path.join(p, d, metrics_io.METRICS_FILE))]
+    subs = [d for d in subs if os.path.isfile(os.path.join(p, d, metrics))]
     if not subs:
-      raise ResultsError(f'{p} holds no {metrics_io.METRICS_FILE} and no run folders with one')
-    out.extend(
-      dataclasses.replace(record_lib.read(os.path.join(p, d)), source=str(p)) for d in subs
-    )
+      raise ResultsError(f'{p} holds no {metrics} and no run folders with one')
+    out += [dataclasses.replace(record_lib.read(os.path.join(p, d)), source=str(p)) for d in subs]
   return out
 
 
-def short_paths(paths: Sequence[str]) -> list[str]:
+def _short_paths(paths: Sequence[str]) -> list[str]:
   """The shortest end of each path (whole components) that no other path ends with."""
   parts = [os.path.normpath(os.path.abspath(p)).split(os.sep) for p in paths]
   out = []
@@ -130,9 +126,8 @@ def short_paths(paths: Sequence[str]) -> list[str]:
 def _fields(run: RunRecord) -> dict[str, Any]:
   """What a method is: the config but the seed, and the seed-independent inputs (code,
   devices, JAX's settings, files read)."""
-  out = {
-    k: v for k, v in record_lib.flatten(run.config).items() if k.split('.')[0] not in _NOT_METHOD
-  }
+  flat = record_lib.flatten(run.config).items()
+  out = {k: v for k, v in flat if k.split('.')[0] not in _NOT_METHOD}
   ident = run.identity
   out |= {f'code:{m}': d[:8] for m, d in (ident.get('code') or {}).items()}
   out |= (ident.get('engine') or {}) | (ident.get('jax') or {})  # JAX's settings, versions
@@ -140,12 +135,8 @@ def _fields(run: RunRecord) -> dict[str, Any]:
   return out
 
 
-def _value(v: Any) -> str:
-  return f'{v:g}' if isinstance(v, float) else str(v)
-
-
 def methods(runs: Sequence[RunRecord]) -> dict[str, list[RunRecord]]:
-  """Method label -> its runs (module docstring)."""
+  """Method label (the fields in which it differs) -> its runs (module docstring)."""
   groups: dict[str, list[RunRecord]] = {}
   for r in runs:
     key = json.dumps(_fields(r), sort_keys=True, default=str) if r.config else r.path
@@ -158,15 +149,16 @@ def methods(runs: Sequence[RunRecord]) -> dict[str, list[RunRecord]]:
   keys = list(split)
   fields = [_fields(split[k][0]) if split[k][0].config else {} for k in keys]
   places = [k[1] if len(k) > 1 else ('' if f else k[0]) for k, f in zip(keys, fields)]
-  ends = dict(zip(places, short_paths(places))) if any(places) else {}
+  ends = dict(zip(places, _short_paths(places))) if any(places) else {}
   algs = {f.get('algorithm') for f in fields}
+  value = lambda v: f'{v:g}' if isinstance(v, float) else str(v)  # noqa: E731
   out: dict[str, list[RunRecord]] = {}
   for k, f, place in zip(keys, fields, places):
     same = [o for o in fields if o is not f and o.get('algorithm') == f.get('algorithm')]
     differ = sorted(
       x for x, v in f.items() if x != 'algorithm' and any(o.get(x, v) != v for o in same)
     )
-    shown = ','.join(f'{x.rsplit(".", 1)[-1]}={_value(f[x])}' for x in differ)
+    shown = ','.join(f'{x.rsplit(".", 1)[-1]}={value(f[x])}' for x in differ)
     head = str(f.get('algorithm')) if f and (len(algs) > 1 or not shown) else ''
     label = ' '.join(p for p in (head, shown) if p)
     if place:  # never merged: where they came from tells them apart
@@ -177,7 +169,6 @@ def methods(runs: Sequence[RunRecord]) -> dict[str, list[RunRecord]]:
   return out
 
 
-# ---- one run read at a budget -------------------------------------------------------------
 def parse_at(text: str | None) -> tuple[str, float] | None:
   """``'seconds:200'`` -> ``('seconds', 200.0)`` (None: no budget); ResultsError if malformed."""
   if not text:
@@ -211,8 +202,7 @@ def at_budget(run: RunRecord, at: tuple[str, float] | None) -> tuple[list[dict],
 def per_seed(runs, metric='test_accuracy', target=None, at=None) -> pd.DataFrame:
   """One row per run: ``seed``, ``status``, for a completed one ``final`` and ``best`` (in the
   metric's direction) and, with a target, for any run with records ``steps``, ``seconds``,
-  ``mb`` to it and ``reached`` (False: the last values, lower bounds; a diverged run's too,
-  for the reproduction's claims)."""
+  ``mb`` to it and ``reached`` (False: the last values, lower bounds)."""
   best = min if metrics_io.lower_is_better(metric) else max
   rows = []
   for i, r in enumerate(runs):
@@ -231,15 +221,6 @@ def per_seed(runs, metric='test_accuracy', target=None, at=None) -> pd.DataFrame
   return pd.DataFrame(rows).set_index('seed')
 
 
-def _target_of(runs: Sequence[RunRecord], metric: str) -> float | None:
-  """The runs' common ``target_accuracy``: a target of an accuracy, never of another metric."""
-  if not metric.endswith('accuracy'):
-    return None
-  targets = {r.config.get('target_accuracy') for r in runs}
-  target = targets.pop() if len(targets) == 1 else None
-  return float(target) if target else None
-
-
 def table(
   groups: Mapping[str, Sequence[RunRecord]],
   *,
@@ -247,7 +228,6 @@ def table(
   target: float | None = None,
   baseline: str | None = None,
   at: tuple[str, float] | None = None,
-  alpha: float = ALPHA,
 ) -> pd.DataFrame:
   """One row per method: ``seeds`` (completed runs), ``stopped``, ``diverged`` and, for each
   quantity Q (final, best; with a target steps, seconds, mb and ``reached``), ``Q``,
@@ -255,8 +235,9 @@ def table(
   ``_hi``, ``_p``, ``_n``, ``_bound``) paired on the seeds both completed."""
   if baseline is not None and baseline not in groups:
     raise ResultsError(f'--baseline={baseline!r} is not a method; methods: {list(groups)}')
-  if target is None:
-    target = _target_of([r for rs in groups.values() for r in rs], metric)
+  if target is None and metric.endswith('accuracy'):  # the runs' common target_accuracy
+    targets = {r.config.get('target_accuracy') for rs in groups.values() for r in rs}
+    target = float(targets.pop() or 0) or None if len(targets) == 1 else None
   seeds = {label: per_seed(rs, metric, target, at) for label, rs in groups.items()}
   done = {k: f[f.status == 'completed'] for k, f in seeds.items()}
   quantities = ['final', 'best'] + (list(AXES) if target else [])
@@ -266,7 +247,7 @@ def table(
     row: dict[str, Any] = {'method': label, 'seeds': len(frame)}
     row |= {k: int(status.str.startswith(k).sum()) for k in ('stopped', 'diverged')}
     for q in quantities:
-      st = t_interval(frame[q].to_numpy(float) if q in frame else [], alpha)
+      st = t_interval(frame[q].to_numpy(float) if q in frame else [])
       row |= {q: st['mean'], f'{q}_lo': st['lo'], f'{q}_hi': st['hi']}
     if target:
       row['reached'] = int(frame['reached'].sum()) if 'reached' in frame else 0
@@ -274,7 +255,7 @@ def table(
     common = frame.index.intersection(base.index) if base is not None else []
     for q in quantities if base is not None else ():
       d = (frame.loc[common, q] - base.loc[common, q]).to_numpy(float) if len(common) else []
-      st = paired(d, alpha)
+      st = paired(d)
       row |= {f'diff_{q}{s}': st[k] for s, k in (('', 'mean'), ('_lo', 'lo'), ('_hi', 'hi'))}
       row |= {f'diff_{q}_p': st['p'], f'diff_{q}_n': st['n']}
       if q in AXES and len(common):  # a bound where a side never reached the target
@@ -307,11 +288,12 @@ def _ci(mean: float, lo: float, hi: float, fmt: str) -> str:
 def markdown(frame: pd.DataFrame) -> str:
   """The table as a paper prints it: mean [95% interval] over the completed runs per method;
   paired differences ``+d [lo, hi] (n)`` against the baseline; bounds marked."""
-  metric, target, at = (frame.attrs.get(k) for k in ('metric', 'target', 'at'))
+  metric, target, at, baseline = (
+    frame.attrs.get(k) for k in ('metric', 'target', 'at', 'baseline')
+  )
   metric = metric or 'accuracy'
-  m = metric.replace('_', ' ')
-  if at is not None:
-    m += f' at {at[1]:g} {AXIS_NAMES[at[0]]}'
+  m = metric.replace('_', ' ') + (f' at {at[1]:g} {AXIS_NAMES[at[0]]}' if at is not None else '')
+  to = f'{"<=" if metrics_io.lower_is_better(metric) else ">="} {target:g}' if target else ''
   rows = []
   for label, r in frame.iterrows():
     runs = f'{int(r["seeds"])}' + ''.join(
@@ -322,15 +304,14 @@ def markdown(frame: pd.DataFrame) -> str:
       if q not in frame:
         continue
       cell = _ci(r[q], r[f'{q}_lo'], r[f'{q}_hi'], fmt)
-      if q in ('steps', 'seconds', 'mb') and r['reached'] < r['seeds']:
+      if q in AXES and r['reached'] < r['seeds']:
         cell = f'>= {cell}'  # a lower bound: not every seed reached the target
-      to = f'{"<=" if metrics_io.lower_is_better(metric) else ">="} {target:g}' if target else ''
       row[head.format(m=m, t=to)] = cell
-      if f'diff_{q}' in frame and label != frame.attrs['baseline']:
+      if f'diff_{q}' in frame and label != baseline:
         diff = _ci(r[f'diff_{q}'], r[f'diff_{q}_lo'], r[f'diff_{q}_hi'], '{:+' + fmt[2:])
         bound = r.get(f'diff_{q}_bound') if f'diff_{q}_bound' in frame else ''
         bound = bound if isinstance(bound, str) else ''
-        name = f'Δ {head.split(" ")[0]} vs {frame.attrs["baseline"]}'
+        name = f'Δ {head.split(" ")[0]} vs {baseline}'
         row[name] = f'{bound} {diff} (n={int(r[f"diff_{q}_n"])})'.strip()
     if target:
       row['reached'] = f'{int(r["reached"])}/{int(r["seeds"])}'
@@ -344,8 +325,7 @@ def markdown(frame: pd.DataFrame) -> str:
   return pd.DataFrame(rows).fillna('').to_markdown(index=False) + note + '\n'
 
 
-# ---- curves -------------------------------------------------------------------------------
-def curves(runs, x='steps', metric='test_accuracy', at=None, alpha=ALPHA) -> dict[str, Any]:
+def curves(runs, x='steps', metric='test_accuracy', at=None) -> dict[str, Any]:
   """A method's curve over its completed runs on axis ``x``: ``x``, ``mean``, ``lo``,
   ``hi`` (pointwise t interval), ``n``; runs interpolated up to the shortest one's end."""
   if x not in AXES:
@@ -365,7 +345,7 @@ def curves(runs, x='steps', metric='test_accuracy', at=None, alpha=ALPHA) -> dic
   grid = grid[grid <= end]
   ys = np.stack([np.interp(grid, px, py) for px, py in pairs])
   n, mean = len(ys), ys.mean(axis=0)
-  half = _half(ys.std(axis=0, ddof=1), n, alpha) if n > 1 else 0.0
+  half = _half(ys.std(axis=0, ddof=1), n) if n > 1 else 0.0
   return {'x': grid, 'mean': mean, 'lo': mean - half, 'hi': mean + half, 'n': n}
 
 

@@ -33,10 +33,11 @@ from afl_jax.pipeline import cli  # noqa: E402
 from afl_jax.reproduction import pages, records, runs, scoring  # noqa: E402
 
 _PAPERS = flags.DEFINE_list(
-  'papers', list(reproduction.PAPERS), 'Papers whose plots to redraw (every page is rebuilt).'
+  'papers',
+  list(reproduction.PAPERS),
+  'Papers whose plots to redraw (every page is rebuilt; none: --papers=).',
 )
 _WRITE = flags.DEFINE_bool('write', False, 'Write the pages (default: only check and print).')
-_PLOTS = flags.DEFINE_bool('plots', True, 'With --write: redraw the plots too.')
 _RESTATUS = flags.DEFINE_bool(
   'restatus',
   False,
@@ -60,9 +61,7 @@ def _write(papers: list) -> None:
   for paper in papers if _RESTATUS.value else ():
     if scoring.refresh(paper, _RECORDS_DIR.value):
       print(f'wrote {records.paths(paper.key, _RECORDS_DIR.value)[0]} (status)')
-  written = pages.write(
-    _PAPERS.value, records_dir=_RECORDS_DIR.value, out_dir=_OUT_DIR.value, plots=_PLOTS.value
-  )
+  written = pages.write(_PAPERS.value, records_dir=_RECORDS_DIR.value, out_dir=_OUT_DIR.value)
   for path in written:
     print(f'wrote {path}')
 

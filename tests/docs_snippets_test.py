@@ -1,13 +1,6 @@
-"""Every example in README.md and docs/ works as written.
-
-* Every ```python block runs, in a fresh namespace, as a user would paste it. A block
-  that cannot run here (a multi-host launch, a long job) is preceded in the markdown
-  by ``<!-- not-run: reason -->`` and is only compiled.
-* Every ``--config.X=...`` override in a bash block or an inline code span names a
-  real config field: a field of the config file given on the same command (else of
-  configs/default.py), and for ``hparams.NAME`` a hyperparameter of the algorithm,
-  which is then built with those values. No training runs.
-"""
+"""Every example in README.md and docs/ works as written: each ```python block runs (one
+after ``<!-- not-run: reason -->`` is only compiled); each ``--config.X=`` override names a
+real field (``hparams.NAME``: a setting of the algorithm, built with those values)."""
 
 import pathlib
 import re

@@ -1,11 +1,5 @@
-"""Reproductions: declarations (configs/repro/), the held-out protocol, the pages.
-
-Every declaration validates and a bad one is refused; synthetic records with known answers
-give the right selection (validation only, selection seeds only), test settings and claim
-statistics (closed forms computed here: paired t, TOST, Benjamini-Hochberg and Holm by
-hand); records of an earlier declaration are never scored; the committed pages rebuild
-from the committed records (scored once, in one test).
-"""
+"""Reproductions: declarations, selection, claim statistics against closed forms computed
+here, statuses by identity, and the committed pages rebuilt from the committed records."""
 
 import dataclasses
 import json
@@ -353,16 +347,16 @@ def test_benjamini_hochberg_and_holm_by_hand():
 
 def _manifest(exp):
   """The manifest entries of ``_frame``'s sweeps (unmarked), their identities from the rows."""
-  out = []
+  out, f = [], _frame()
+  phases = [('select', '*', list(SEL))] + [('test', k, list(TEST)) for k in sorted(set(f.setting))]
   for m in exp.methods:
-    entries = [('select', '*', list(SEL))]
-    entries += [('test', k, list(TEST)) for k in sorted(set(_frame().setting))]
-    for phase, setting, seeds in entries:
+    for phase, setting, seeds in phases:
       entry = {'experiment': 'toy', 'method': m.label, 'phase': phase, 'setting': setting}
-      entry |= {'seeds': seeds}
-      rows = _frame()[records.sweep_rows(_frame(), entry)]
+      rows = f[records.sweep_rows(f, entry | {'seeds': seeds})]
       ident = records.sweep_identity(rows.run)
-      out.append(entry | {'identity': ident, 'runs': rows.run.nunique(), 'steps': 20})
+      out.append(
+        entry | {'seeds': seeds, 'identity': ident, 'runs': rows.run.nunique(), 'steps': 20}
+      )
   return out
 
 
@@ -558,10 +552,8 @@ print(json.dumps(out))
 
 
 def _first_runs(wanted):
-  """:func:`_first_run` of each ``(paper key, experiment key, sweep)`` of ``wanted``, built
-  in a fresh process on the CPU devices the sweep was recorded on (a run's identity holds
-  the device count; the records' machine line gives its cores, one device per core as the
-  scripts' default): the identity reproduce.py compares with, whatever this process's."""
+  """:func:`_first_run` of each ``(paper, experiment, sweep)``, built in a fresh process on
+  the CPU devices the sweep was recorded on (its machine line's cores; identities hold it)."""
   by_devices = {}
   for i, (_, _, entry) in enumerate(wanted):
     m = re.fullmatch(r'\S+ \S+, (\d+) CPU cores, JAX \S+ on cpu \(cpu\)', entry['machine'])
@@ -585,23 +577,16 @@ def _first_runs(wanted):
   return out
 
 
-# Papers whose committed records predate the run identity as it is now (their runs are
-# rerun by `python scripts/reproduce.py --paper=<key>`, which finds them stale): fedfa's
-# were made before the identity covered JAX's settings and versions, the device kind and
-# own code by parsed tree, and 42 of its 44 sweeps were stale already before that, so they
-# were not restamped. Their pages still score them (the stored status); this check asserts
-# they are stale, so it fails once they are rerun and the entry must go.
+# Papers whose committed records predate the run identity as it is now (fedfa's: before it
+# covered JAX's settings, the device kind and own code by parsed tree; 42 of 44 sweeps were
+# stale already). Their pages still score them; the check fails once they are rerun.
 STALE_RECORDS = ('fedfa',)
 
 
 def test_committed_records_rebuild_the_pages_as_declared():
-  """Scored once: every committed page and the summary rebuild from the committed records;
-  each paper's records state the declaration's status (a row is current exactly when
-  scoring reads it; each experiment's first current selection and test sweep checked by
-  the identity of its first run, built now on the records' devices (:func:`_first_runs`;
-  the full check is report.py --restatus), the papers of STALE_RECORDS found stale); no
-  selection sits on an edge the experiment does not keep; every earlier test seed of an
-  experiment is declared looked at."""
+  """Scored once: every page and the summary rebuild from the committed records; each
+  experiment's first current sweep of each phase is the declaration's by the identity of its
+  first run (report.py --restatus checks all); no open edge; earlier test seeds are looked at."""
   scored = pages.score_all()
   assert any(scored.values()), 'no experiment has committed records'
   wanted, frame_of = [], {}  # each experiment's first current sweep of each phase

@@ -1,10 +1,5 @@
-"""The papers' convergence theorems checked numerically (docs/theory.md, scripts/theory.py).
-
-Each bound holds at its 3 values of T with every condition met and the fitted exponent of
-T is within 0.05 of the theorem's; each counterexample found is a test expecting the
-failure. Then what they stand on: the quadratic's constants, each builder's staleness,
-each paper's delay counter and MasFL's theorem rates. float64 throughout.
-"""
+"""The papers' convergence theorems checked numerically (docs/theory.md, scripts/theory.py),
+their counterexamples, and what they stand on; float64 throughout."""
 
 import functools
 import importlib.util

@@ -1,6 +1,5 @@
-"""The plots of the result pages: per experiment the test-seed curves of the selected
-settings (:func:`plot_experiment`, :func:`plot_mc`), per paper a forest plot of every
-claim's effect and interval coloured by its BH verdict (:func:`plot_forest`)."""
+"""The result pages' plots: each experiment's test-seed curves of the selected settings,
+and per paper a forest plot of every claim's effect and interval coloured by its BH verdict."""
 
 from __future__ import annotations
 
@@ -38,11 +37,6 @@ def _pyplot():
   return plt
 
 
-def _x_axis(exp: spec.Experiment) -> tuple[str, float, str, bool]:
-  axes = (X_AXES[c.metric] for c in exp.claims if c.metric in X_AXES)
-  return next(axes, ('step', 1.0, 'server steps', False))
-
-
 def facets(exp: spec.Experiment) -> list[list[str]]:
   """The methods of each panel: all, one per method with conditions, or the reference
   beside MAX_LINES - 1 others."""
@@ -64,11 +58,6 @@ def _title(text: str, width: int) -> str:
   return '\n'.join(textwrap.wrap(text, width))
 
 
-def _finish(fig, path: str) -> None:
-  fig.tight_layout()
-  save_figure(fig, path, dpi=100)  # a temporary file, renamed
-
-
 def _style(ax, xlabel: str, ylabel: str | None = None) -> None:
   ax.set_xlabel(xlabel, fontsize=FONT)
   if ylabel:
@@ -80,7 +69,8 @@ def _style(ax, xlabel: str, ylabel: str | None = None) -> None:
 def plot_experiment(s: Mapping, frame: pd.DataFrame, path: str) -> None:
   """Test accuracy of each selected setting (mean ± std over the test seeds) per panel."""
   exp, panels, fin = s['exp'], facets(s['exp']), scoring.per_run(frame)
-  column, scale, xlabel, log = _x_axis(exp)
+  axes = (X_AXES[c.metric] for c in exp.claims if c.metric in X_AXES)
+  column, scale, xlabel, log = next(axes, ('step', 1.0, 'server steps', False))
   cols = min(2, len(panels))  # two panels across keep the text readable at page width
   rows = math.ceil(len(panels) / cols)
   size = (5.2 * cols, 3.4 * rows + 0.8)
@@ -104,7 +94,8 @@ def plot_experiment(s: Mapping, frame: pd.DataFrame, path: str) -> None:
   for ax in axes.flat[len(panels) :]:
     ax.axis('off')
   fig.suptitle(_title(f'{exp.title}: test seeds, mean ± std', 40 * cols), fontsize=FONT + 1)
-  _finish(fig, path)
+  fig.tight_layout()
+  save_figure(fig, path, dpi=100)
 
 
 def mc_curve(exp: spec.Experiment) -> dict[str, list[tuple[int, str]]]:
@@ -124,21 +115,17 @@ def plot_mc(s: Mapping, frame: pd.DataFrame, path: str) -> None:
   best = any(c.metric == 'best_test_accuracy' for c in exp.claims)
   fig, ax = _pyplot().subplots(figsize=(6, 4.2))
   for name, points in mc_curve(exp).items():
-    if best:
-      accs = [
-        scoring.selected_test(exp, frame, fin, label)[1].groupby('seed').test_accuracy.max()
-        for _, label in sorted(points)
-      ]
-    else:
-      accs = [
-        scoring.selected_test(exp, fin, fin, label)[1].test_accuracy for _, label in sorted(points)
-      ]
+    tests = [
+      scoring.selected_test(exp, frame if best else fin, fin, m)[1] for _, m in sorted(points)
+    ]
+    accs = [t.groupby('seed').test_accuracy.max() if best else t.test_accuracy for t in tests]
     mcs = [mc for mc, _ in sorted(points)]
     stds = [acc.std(ddof=1) for acc in accs]
     ax.errorbar(mcs, [acc.mean() for acc in accs], yerr=stds, marker='o', capsize=3, label=name)
   ax.set_title(_title(f'{exp.title}: test seeds, mean ± std', 60), fontsize=FONT)
   _style(ax, 'Mc (clients training at once)', f'{"best" if best else "final"} test accuracy')
-  _finish(fig, path)
+  fig.tight_layout()
+  save_figure(fig, path, dpi=100)
 
 
 def family(c: Mapping) -> str:
@@ -153,7 +140,6 @@ def family(c: Mapping) -> str:
 
 
 def forest_panels(claims: Sequence[Mapping]) -> dict[str, list[Mapping]]:
-  """The claims of a forest plot by :func:`family`, in their order."""
   out: dict[str, list[Mapping]] = {}
   for c in claims:
     out.setdefault(family(c), []).append(c)
@@ -175,8 +161,8 @@ def _marks(c: Mapping, scale: float) -> tuple[float | None, list[float]]:
 
 
 def _limits(spans: list[tuple[float, float]], ratio: bool) -> tuple[float, float]:
-  """The x range of a panel: every interval, or stopped at max(20, 3x the 80th percentile of
-  the extents) where a few far rows would flatten the rest (drawn to the edge, values written)."""
+  """A panel's x range: every interval, or cut at max(20, 3x the 80th percentile of the
+  extents) where a few far rows would flatten the rest (drawn to the edge, values written)."""
   if ratio:
     return min(min(a, b) for a, b in spans) / 1.3, max(max(a, b) for a, b in spans) * 1.3
   extents = np.array([max(abs(a), abs(b)) for a, b in spans] + [1.0])
@@ -185,7 +171,7 @@ def _limits(spans: list[tuple[float, float]], ratio: bool) -> tuple[float, float
 
 
 def _ratio_ticks(ax, lo: float, hi: float) -> None:
-  """Plain tick labels on a log axis (0.5, 1, 2, 3, 5, 10, ...), none of the form 2 x 10^0."""
+  """Plain tick labels on a log axis (0.5, 1, 2, 3, 5, 10, ...)."""
   from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
 
   ticks = [v * 10.0**e for e in range(-2, 4) for v in (1, 2, 3, 5)]
@@ -266,7 +252,7 @@ def plot_forest(paper_key: str, scored: Mapping, path: str, width: int = 52) -> 
     fontsize=FONT + 1,
   )
   fig.tight_layout(rect=(0, 0, 0.93, 1 - 1.3 / fig.get_figheight()))
-  save_figure(fig, path, dpi=100)  # a temporary file, renamed
+  save_figure(fig, path, dpi=100)
 
 
 def paper_effect_label(c: Mapping) -> str:
@@ -284,7 +270,6 @@ def paper_effect_label(c: Mapping) -> str:
 
 
 def _legend(fig, claims: Sequence[Mapping]) -> None:
-  """One entry per verdict on the plot (its colour) and per mark."""
   from matplotlib.lines import Line2D
 
   shown = [v for v in scoring.VERDICTS if any(c['verdict'] == v for c in claims)]
@@ -303,7 +288,7 @@ def _legend(fig, claims: Sequence[Mapping]) -> None:
 def draw(
   paper: spec.Paper, scored: Mapping, frame: pd.DataFrame, manifest, out_dir: str
 ) -> list[str]:
-  """Every plot of ``paper``'s page from its records and scored experiments; the paths."""
+  """Every plot of ``paper``'s page; the paths written (each a temporary file, renamed)."""
   written = []
   for exp_key, s in scored.items():
     png = os.path.join(out_dir, f'{paper.key}_{exp_key}.png')

@@ -1,7 +1,5 @@
 """The result pages (``docs/results/<paper>.md``, the summary ``README.md``) and their plots,
-rebuilt from the committed per-run records alone; the protocol is written by hand once, in
-docs/results/protocol.md.
-"""
+rebuilt from the committed records alone; the protocol's prose is in docs/results/protocol.md."""
 
 from __future__ import annotations
 
@@ -21,7 +19,7 @@ RESULTS = os.path.dirname(runs.RECORDS)
 
 
 def _prose() -> dict[str, str]:
-  """The summary's parts written by hand in docs/results/protocol.md, values filled in."""
+  """The parts of docs/results/protocol.md (``<!-- name -->`` then a paragraph), filled in."""
   text = pathlib.Path(RESULTS, 'protocol.md').read_text() + '\n'
   values = dict(alpha=scoring.ALPHA, side=scoring.ALPHA / 2, ceiling=scoring.ACCURACY_CEILING)
   values |= dict(fraction=scoring.DEFAULT_TARGET_FRACTION, bootstrap=scoring.BOOTSTRAP)
@@ -33,8 +31,8 @@ def _claims(e: spec.Experiment) -> str:
 
 
 def score_paper(paper: spec.Paper, records_dir: str = runs.RECORDS) -> dict:
-  """Per experiment with test records: selections, tables, target, raw claims (the rows
-  the records mark current; no config is resolved here)."""
+  """Per experiment whose test sweeps have run: selections, tables, target, raw claims
+  (from the rows the records mark current; no config is resolved)."""
   everything, manifest = runs.read(paper.key, records_dir)
   out = {}
   for exp in paper.experiments:
@@ -46,7 +44,7 @@ def score_paper(paper: spec.Paper, records_dir: str = runs.RECORDS) -> dict:
     tested = set(zip(test.method, test.setting))
     wanted = scoring.test_settings(exp, selection).items()
     if any((m, k) not in tested for m, keys in wanted for k in keys):
-      continue  # a test sweep the claims need has not run (e.g. after a new selection)
+      continue
     target = scoring.target_of(exp, selection)
     table = scoring.per_run(frame, target)
     claims = [scoring.score_claim(exp, c, frame, table, target) for c in exp.claims]
@@ -63,7 +61,7 @@ def tallied(c: Mapping) -> bool:
 
 def score_all(records_dir: str = runs.RECORDS, papers: Sequence[spec.Paper] = ()) -> dict:
   """``papers`` (default: the bundled ones) scored, paper key -> :func:`score_paper`; the
-  tallied claims adjusted together (every test each can rest on), the others apart."""
+  tallied claims adjusted together, the others apart."""
   papers = papers or [reproduction.load_paper(key) for key in reproduction.PAPERS]
   scored = {paper.key: score_paper(paper, records_dir) for paper in papers}
   every = [s['claims'] for exps in scored.values() for s in exps.values()]
@@ -85,8 +83,9 @@ TARGET = ['method', 'reached', *(spec.METRICS[metric][0] for metric in scoring.T
 
 def _tables(exp: spec.Experiment, frame: pd.DataFrame, table: pd.DataFrame) -> tuple:
   """Per method: its selection, its selected setting on the test seeds (with the last-quarter
-  gain, docs/results/protocol.md) and, where a claim is to a target, its values there."""
+  gain) and, where a claim is to a target, its values there."""
   selection, test, target = [], [], []
+  mean_sd = lambda x, f='.3f', g='.3f': f'{x.mean():{f}} ± {x.std(ddof=1):{g}}'  # noqa: E731
   for m in exp.methods:
     s = scoring.select(table, exp.key, m.label)
     grid = [f'{_name(k)} in {list(v)}' for k, v in m.grid.items()]
@@ -102,10 +101,10 @@ def _tables(exp: spec.Experiment, frame: pd.DataFrame, table: pd.DataFrame) -> t
     curve = curve.test_accuracy.mean()
     steps = curve.index.to_numpy()
     gain = curve.iloc[-1] - curve[curve.index <= steps[-1] - (steps[-1] - steps[0]) / 4].iloc[-1]
-    acc = f'{mine.test_accuracy.mean():.3f} ± {mine.test_accuracy.std(ddof=1):.3f}'
+    acc = mean_sd(mine.test_accuracy)
     test.append([m.label, short, len(mine), acc, int(mine.diverged.sum()), f'{gain:+.3f}'])
     if any(c.metric in scoring.TO_TARGET for c in exp.claims):
-      to = [f'{mine[q].mean():.4g} ± {mine[q].std(ddof=1):.3g}' for q in scoring.TO_TARGET.values()]
+      to = [mean_sd(mine[q], '.4g', '.3g') for q in scoring.TO_TARGET.values()]
       target.append([m.label, f'{int(mine.reached.sum())}/{len(mine)}', *to])
   return (
     pd.DataFrame(selection, columns=SELECTION),
@@ -144,7 +143,7 @@ def effect_text(c: Mapping) -> str:
 
 
 def paper_effect_text(c: Mapping) -> str:
-  """The paper's own effect in the same unit as :func:`effect_text` ('—': none given)."""
+  """The paper's own effect in the unit of :func:`effect_text` ('—': none given)."""
   effect, to_target = c['paper_effect'], c['metric'] in scoring.TO_TARGET
   if effect is None:
     return '—'
@@ -185,7 +184,7 @@ RESTS_ON = {
 
 
 def verdict_cell(c: Mapping, key: str = 'verdict') -> str:
-  """A verdict (after BH, Holm, or raw) with the p of each test it rests on, alike."""
+  """A verdict (after BH, Holm, or raw) with the p of each test it rests on."""
   names, p = _part_names(c), P_OF[key]
   parts = [part for part in c['parts'] if math.isfinite(part.get(p, math.nan))]
   ps = '; '.join(
@@ -239,16 +238,6 @@ def _reached_note(c: Mapping) -> str:
   return f'{c["A"]} reached it on {c["A_reached"]}/{c["n"]}, {c["B"]} on {c["B_reached"]}/{c["n"]}'
 
 
-def _conditions_note(c: Mapping) -> str:
-  """The four mean accuracies of a claim across two conditions, and what is compared."""
-  acc, (a0, b0), a, b = c['conditions'], c['baseline'], c['A'], c['B']
-  how = 'sizes of the changes (either sign)' if c['consistency'] else 'drops'
-  return (
-    f'{a0} {acc[a0]:.3f} -> {a} {acc[a]:.3f}; {b0} {acc[b0]:.3f} -> {b} {acc[b]:.3f}; '
-    f"scored: the per-seed {how}, B's minus A's"
-  )
-
-
 def claim_notes(claims: Sequence[Mapping], start: int = 1) -> list[str]:
   """Below a claims table: each paper passage once, then per claim what its row leaves out."""
   passages: dict[str, list[str]] = {}
@@ -263,35 +252,38 @@ def claim_notes(claims: Sequence[Mapping], start: int = 1) -> list[str]:
     metric = spec.METRICS[c['metric']][0]
     if c.get('target') is not None:
       metric += f' (target {c["target"]:.2f})'
-    sides = _conditions_note(c) if c.get('conditions') else f'{_side(c, "A")}; {_side(c, "B")}'
+    if c.get('conditions'):  # the four mean accuracies across two conditions
+      acc, (a0, b0), a, b = c['conditions'], c['baseline'], c['A'], c['B']
+      how = 'sizes of the changes (either sign)' if c['consistency'] else 'drops'
+      sides = (
+        f'{a0} {acc[a0]:.3f} -> {a} {acc[a]:.3f}; {b0} {acc[b0]:.3f} -> {b} {acc[b]:.3f}; '
+        f"scored: the per-seed {how}, B's minus A's"
+      )
+    else:
+      sides = f'{_side(c, "A")}; {_side(c, "B")}'
     if c.get('equal_time'):
       metric += ' within the simulated time both runs of a pair cover'
     notes = [f'{metric}: {sides}', f'selected A: {c["A_setting"]}; B: {c["B_setting"]}']
     if c.get('condition'):
       notes.append(f'condition: {c["condition"]}')
-    if c.get('source'):
-      notes.append(f"the paper's effect: {c['source']}")
+    notes += [f"the paper's effect: {c['source']}"] * bool(c.get('source'))
     if c.get('incomparable'):
       notes.append(f"the paper's effect is not comparable: {c['incomparable'].rstrip('.')}")
     if c.get('not_comparable'):
-      ceiling = f'{scoring.ACCURACY_CEILING:.0%}'
       notes.append(
-        f"the paper's effect would need more than {ceiling} (B's validation "
-        'accuracy plus the effect)'
+        f"the paper's effect would need more than {scoring.ACCURACY_CEILING:.0%} (B's "
+        'validation accuracy plus the effect)'
       )
     if len(c['parts']) > 1:
       notes.append('BH: ' + verdict_cell(c).replace('**', ''))
       notes.append('Holm: ' + verdict_cell(c, 'verdict_holm').replace('**', ''))
-    if _reached_note(c):
-      notes.append(_reached_note(c))
+    notes += [_reached_note(c)] * bool(_reached_note(c))
     if c['verdict'] == scoring.INCONCLUSIVE and math.isfinite(c['needed']):
       notes.append(f'{c["needed"]:.0f} test seeds for 80% power')
-    if c['outside']:
-      notes.append(f'outside the tally: {c["outside"]}')
+    notes += [f'outside the tally: {c["outside"]}'] * bool(c['outside'])
     if c.get('exploratory'):
       notes.append('exploratory (outside the tally): its test seeds were looked at before')
-    if c.get('restated'):
-      notes.append(f'restated: {c["restated"].rstrip(".")}')
+    notes += [f'restated: {c["restated"].rstrip(".")}'] * bool(c.get('restated'))
     notes.append('before adjusting: ' + verdict_cell(c, 'verdict_raw').replace('**', ''))
     out.append(f'- {i}: ' + '; '.join(notes) + '.')
   return out
@@ -312,7 +304,7 @@ def _part(head: str, *body: str) -> list[str]:
   return [line for text in (head, *body) for line in (text, '')]
 
 
-def beside_rows(theirs: Sequence[Mapping], mine: Sequence[Mapping], key: str) -> pd.DataFrame:
+def _beside_rows(theirs: Sequence[Mapping], mine: Sequence[Mapping], key: str) -> pd.DataFrame:
   """Each claim of ``mine`` that ``theirs`` also scores: both effects and verdicts."""
   by_text = {c['text']: c for c in theirs}
   return pd.DataFrame(
@@ -328,7 +320,7 @@ def beside_rows(theirs: Sequence[Mapping], mine: Sequence[Mapping], key: str) ->
   )
 
 
-def experiment_section(paper: spec.Paper, s: Mapping, start: int, scored: Mapping) -> list[str]:
+def _experiment_section(paper: spec.Paper, s: Mapping, start: int, scored: Mapping) -> list[str]:
   exp, compute = s['exp'], _compute(s['sweeps'])
   out = _part(f'## {exp.title} ({exp.ref})', f'**Setting.** {exp.setting}')
   looks = (('Second look', exp.second_look), ('Grid extended after a test look', exp.extended))
@@ -366,7 +358,7 @@ def experiment_section(paper: spec.Paper, s: Mapping, start: int, scored: Mappin
     out += _part(
       f'**Beside the {exp.beside} experiment** (the same statements at its scale; the tally '
       'scores the one whose claims are not outside it):',
-      _compact(beside_rows(scored[exp.beside]['claims'], s['claims'], exp.beside)),
+      _compact(_beside_rows(scored[exp.beside]['claims'], s['claims'], exp.beside)),
     )
   out += _part(f'![{exp.key}]({paper.key}_{exp.key}.png)')
   if figures.mc_curve(exp):
@@ -455,10 +447,9 @@ def render(paper: spec.Paper, scored: Mapping) -> str:
     )
   start = 1
   for exp in (e for e in paper.experiments if e.key in scored):
-    out += experiment_section(paper, scored[exp.key], start, scored)
+    out += _experiment_section(paper, scored[exp.key], start, scored)
     start += len(scored[exp.key]['claims'])
-  pending = [e for e in paper.experiments if e.key not in scored]
-  if pending:
+  if pending := [e for e in paper.experiments if e.key not in scored]:
     previous = pathlib.Path(RESULTS, 'previous', f'{paper.key}.md')
     earlier = previous.read_text() if previous.exists() else ''
     before = (
@@ -488,7 +479,7 @@ def tally_table(scored: Mapping[str, Mapping]) -> pd.DataFrame:
   """Paper statements per verdict after BH and after Holm, side by side."""
   claims = _tallied(scored)
   both = pd.concat(
-    {'BH': _counted(claims, 'verdict'), 'Holm': _counted(claims, 'verdict_holm')}, axis=1
+    {k: _counted(claims, v) for k, v in (('BH', 'verdict'), ('Holm', 'verdict_holm'))}, axis=1
   )
   both = both.reindex([v for v in scoring.VERDICTS if v in both.index]).fillna(0).astype(int)
   return both.astype(str).rename_axis('verdict').reset_index()
@@ -501,7 +492,6 @@ def _counts(claims: Sequence[Mapping], key: str) -> str:
 
 
 def _compute(sweeps: Sequence[Mapping]) -> dict:
-  """The runs, minutes and machines of an experiment's sweeps."""
   return {
     'runs': sum(m['runs'] for m in sweeps),
     'minutes': f'{sum(m["seconds"] for m in sweeps) / 60:.1f}',
@@ -517,7 +507,7 @@ MODELS = {
 DATASETS = {'fmnist': 'FMNIST'}
 
 
-def ran_at(exp: spec.Experiment) -> str:
+def _ran_at(exp: spec.Experiment) -> str:
   """The dataset, model, clients and length an experiment ran at (configs loaded only)."""
   configs = [spec.sweep_config(exp, m) for m in exp.methods]
 
@@ -539,7 +529,7 @@ def passage_rows(scored: Mapping[str, Mapping], papers: Sequence[spec.Paper]) ->
   for paper in papers:
     for exp in paper.experiments:
       claims = [c for c in scored[paper.key].get(exp.key, {}).get('claims', []) if tallied(c)]
-      where = ran_at(exp) if claims else ''
+      where = _ran_at(exp) if claims else ''
       for c in claims:
         row = out.setdefault((paper.key, c['quote']), {'refs': [], 'at': [], 'claims': []})
         row['refs'] += [c['ref']] * (c['ref'] not in row['refs'])
@@ -567,6 +557,9 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
   declared = sum(not c.outside for p in papers for e in p.experiments for c in e.claims)
   exploratory = [c for c in outside if c.get('exploratory') and not c['outside']]
   decided = [c for c in claims if c['verdict'] in scoring.DECIDED]
+  waiting = (
+    f' ({len(exploratory)} exploratory statements wait for their confirmatory test outside it).'
+  )
   out = _part(
     '# Reproductions: summary',
     f"## The papers' passages: {passages}, where each ran, and their verdicts",
@@ -580,12 +573,7 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
     'statement is one comparison a passage makes; other readings of it and this '
     f"project's own contrasts are scored outside the tally), quoting {passages} passages. "
     'Every verdict in it is confirmatory: its test seeds were fixed before any of them was '
-    'looked at'
-    + (
-      f' ({len(exploratory)} exploratory statements wait for their confirmatory test outside it).'
-      if exploratory
-      else '.'
-    ),
+    'looked at' + (waiting if exploratory else '.'),
     _table(tally_table(scored)),
     f'{sum(bool(_edge_note(c)) for c in decided)} of the {len(decided)} decided verdicts go '
     'against a method selected on an edge of its grid (marked "against a grid edge").',
@@ -623,8 +611,7 @@ def render_summary(scored: Mapping[str, Mapping]) -> str:
       'What was looked at and changed, each time:',
       '\n'.join(looks),
     )
-  kept = [f'- {p.key} {e.key} ({labels}): {why}' for p, e in ran for labels, why in _kept(e)]
-  if kept:
+  if kept := [f'- {p.key} {e.key} ({labels}): {why}' for p, e in ran for labels, why in _kept(e)]:
     out += _part(
       '## Edges kept (selected on an edge of the grid, not extended before the test runs)',
       '\n'.join(kept),
@@ -658,7 +645,6 @@ def write(
   papers: Sequence[str] = reproduction.PAPERS,
   records_dir: str = runs.RECORDS,
   out_dir: str = RESULTS,
-  plots: bool = True,
 ) -> list[str]:
   """Rebuild every page and the summary, and the plots of ``papers``; the paths written."""
   scored = score_all(records_dir)
@@ -666,7 +652,7 @@ def write(
   for path, text in every.items():
     write_text(path, text)  # a temporary file, renamed
   written = list(every)
-  for key in (k for k in reproduction.PAPERS if plots and k in papers and scored[k]):
+  for key in (k for k in reproduction.PAPERS if k in papers and scored[k]):
     frame, manifest = runs.read(key, records_dir)
     written += figures.draw(reproduction.load_paper(key), scored[key], frame, manifest, out_dir)
   return written
@@ -674,6 +660,6 @@ def write(
 
 def texts(scored: Mapping, out_dir: str = RESULTS) -> dict[str, str]:
   """Path -> text of every paper's page and of the summary (``scored``: :func:`score_all`)."""
-  paper = lambda key: render(reproduction.load_paper(key), scored[key])
+  paper = lambda key: render(reproduction.load_paper(key), scored[key])  # noqa: E731
   out = {os.path.join(out_dir, f'{key}.md'): paper(key) for key in reproduction.PAPERS}
   return out | {os.path.join(out_dir, 'README.md'): render_summary(scored)}

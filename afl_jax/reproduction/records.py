@@ -1,8 +1,6 @@
-"""A paper's records (``<paper>.csv.gz``, one row per evaluation, ``run`` its identity) and
-manifest (``<paper>.json``: its sweeps, the records' row count and SHA-256): one pair,
-replaced together and read only when whole. Each sweep states its status (``current``: the
-pages score it; ``superseded``), repeated in its rows. docs/reliability.md#result-records.
-"""
+"""A paper's records (``<paper>.csv.gz``, one row per evaluation) and manifest
+(``<paper>.json``: sweeps with their status, row count, SHA-256): one pair, replaced together,
+read only when whole (docs/reliability.md#result-records)."""
 
 from __future__ import annotations
 
@@ -31,8 +29,6 @@ RUN = 'run'  # the column of each row's run identity
 COLUMNS = KEYS + METRIC_COLUMNS + [RUN]
 TEXT_COLUMNS = ['experiment', 'method', 'phase', 'setting', RUN]
 INT_COLUMNS = ['seed', 'step']
-# A sweep: its key (experiment, method, phase, setting), its identity (the digest of its runs'
-# identities), seeds, run count and the step each run ends at.
 SWEEP_FIELDS = ('experiment', 'method', 'phase', 'setting', 'identity', 'seeds', 'runs', 'steps')
 LEGACY = 'legacy:'  # a sweep from before run identities (superseded): its runs are unknown
 PHASES = ('select', 'test')
@@ -46,12 +42,11 @@ class RecordsError(UserError):
 
 
 def paths(paper_key: str, records_dir: str) -> tuple[str, str]:
-  """(records file, manifest file) of ``paper_key``."""
   return tuple(os.path.join(records_dir, f'{paper_key}.{ext}') for ext in ('csv.gz', 'json'))
 
 
 def encode(frame: pd.DataFrame, name: str) -> bytes:
-  """The gzipped CSV of ``frame`` as pandas writes a file ``name`` (no timestamp)."""
+  """The gzipped CSV of ``frame`` named ``name`` (no timestamp)."""
   buf = io.BytesIO()
   buf.name = name  # the gzip header names the file, as for a path
   frame.to_csv(buf, index=False, compression={'method': 'gzip', 'mtime': 0})
@@ -64,8 +59,7 @@ def sweep_identity(run_identities) -> str:
 
 
 def marked(sweeps: Sequence[Mapping]) -> bool:
-  """Whether ``sweeps`` state their status (all of them; none: an unmarked pair); RecordsError
-  where some state one and others not, or one is not a status."""
+  """Whether ``sweeps`` all state a status (none: unmarked); RecordsError for a mix or a bad one."""
   have = [STATUS in s for s in sweeps]
   if any(have) and not all(have):
     raise RecordsError(f'sweep {label(sweeps[have.index(False)])} states no status while others do')
@@ -78,29 +72,21 @@ def marked(sweeps: Sequence[Mapping]) -> bool:
 
 
 def sweep_rows(frame: pd.DataFrame, s: Mapping) -> pd.Series:
-  """The rows of sweep ``s``: its seeds of its method in its phase (a test sweep is one
-  setting; a selection sweep, all). Sweeps of one key on other seeds are others."""
+  """The rows of sweep ``s``: its seeds of its method in its phase (and setting, a test's)."""
   rows = (frame.experiment == s['experiment']) & (frame.method == s['method'])
   rows &= (frame.phase == s['phase']) & frame.seed.isin(s['seeds'])
   return rows & (frame.setting == s['setting']) if s['phase'] == 'test' else rows
 
 
 def rows_of(frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> pd.DataFrame:
-  """The rows of ``frame`` that belong to one of ``sweeps``."""
   keep = pd.Series(False, index=frame.index)
   for s in sweeps:
     keep |= sweep_rows(frame, s)
   return frame[keep]
 
 
-def same_runs(a: Mapping, b: Mapping) -> bool:
-  """Whether sweeps ``a`` and ``b`` share a run (same key, a seed in common)."""
-  key = ('experiment', 'method', 'phase', 'setting')
-  return all(a[k] == b[k] for k in key) and bool(set(a['seeds']) & set(b['seeds']))
-
-
 def diverged(last: pd.DataFrame) -> pd.Series:
-  """Whether each run (its last row) diverged: a non-finite test or validation score."""
+  """Whether each run's last row has a non-finite test (or validation) score."""
   test, val = (
     ~np.isfinite(last[[f'{s}_accuracy', f'{s}_loss']].to_numpy(float)).all(axis=1)
     for s in ('test', 'val')
@@ -109,7 +95,7 @@ def diverged(last: pd.DataFrame) -> pd.Series:
 
 
 def last_rows(frame: pd.DataFrame) -> pd.DataFrame:
-  """The last row of every run, with ``has_val``: the run has a validation split."""
+  """The last row of every run, with ``has_val`` (it has a validation split)."""
   runs_ = frame.sort_values('step', kind='stable').groupby(KEYS[:-1])
   last = runs_.tail(1).copy()
   last['has_val'] = runs_['val_accuracy'].transform('first').loc[last.index].notna()
@@ -124,8 +110,8 @@ def label(s: Mapping) -> str:
 def write(
   paper_key: str, frame: pd.DataFrame, sweeps: Sequence[Mapping], records_dir: str = RECORDS
 ) -> None:
-  """Replace the pair of ``paper_key`` (sorted: same rows, same bytes); RecordsError where
-  it cannot be written (the previous pair is kept) or a status is wrong."""
+  """Replace the pair of ``paper_key`` (sorted: same rows, same bytes; RecordsError: the
+  previous pair is kept)."""
   records_path, manifest_path = paths(paper_key, records_dir)
   frame = frame.sort_values(KEYS, kind='stable').reset_index(drop=True)[COLUMNS]
   order = ('experiment', 'phase', 'method', 'setting')
@@ -229,7 +215,6 @@ def _refuse_row(path, column, bad, values, kind) -> None:
 
 
 def _check_sweeps(path: str, frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> None:
-  """Every sweep's rows hold its seeds, runs and status; every row is one sweep's."""
   covered = pd.Series(False, index=frame.index)
   ends = last_rows(frame)
   for s in sweeps:
@@ -266,8 +251,7 @@ def _check_sweeps(path: str, frame: pd.DataFrame, sweeps: Sequence[Mapping]) -> 
 
 
 def read(paper_key: str, records_dir: str = RECORDS) -> tuple[pd.DataFrame, list[dict]]:
-  """A paper's records and sweeps, checked against each other (RecordsError: one line);
-  empty when neither file exists."""
+  """A paper's records and sweeps, checked (RecordsError: one line); empty without both."""
   records_path, manifest_path = paths(paper_key, records_dir)
   have_records, have_manifest = os.path.lexists(records_path), os.path.lexists(manifest_path)
   empty = pd.DataFrame(columns=COLUMNS), []

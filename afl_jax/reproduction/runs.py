@@ -1,7 +1,6 @@
-"""Run a declared experiment's sweeps and keep their per-run records. A sweep's identity
-(its runs' data and schedules built, nothing trained) is the one key: it runs again exactly
-when the records lack it, and is current exactly when the declaration gives it now.
-"""
+"""Run a declared experiment's sweeps and keep their records. A sweep's identity (its runs'
+built, nothing trained) is the one key: it reruns exactly when the records lack it, and is
+current exactly when the declaration gives it now."""
 
 from __future__ import annotations
 
@@ -34,7 +33,7 @@ def setting_of(key: str) -> dict[str, Any]:
 
 
 def identities(config: ml_collections.ConfigDict) -> dict[str, dict[str, Any]]:
-  """Each grid point's identity (:func:`afl_jax.pipeline.build.built_identity`), by run name."""
+  """Each grid point's :func:`afl_jax.pipeline.build.built_identity`, by run name."""
   from afl_jax.pipeline import build, sweep
 
   with build.reusing_data():
@@ -49,12 +48,11 @@ _IDENTITIES = cache.Scoped()
 
 
 def remembering() -> contextlib.AbstractContextManager[None]:
-  """Within the block, each sweep's identity is built once per distinct config."""
   return _IDENTITIES.scope()
 
 
 def sweep_identity(config: ml_collections.ConfigDict) -> str:
-  """The identity of the sweep ``config`` describes (the digest of its runs' identities)."""
+  """The digest of the identities of ``config``'s runs."""
   from afl_jax import registry
 
   text = (registry.GENERATION[0], config.to_json_best_effort(sort_keys=True))
@@ -63,7 +61,6 @@ def sweep_identity(config: ml_collections.ConfigDict) -> str:
 
 
 def lock_records(records_dir: str):
-  """Lock ``records_dir`` for this process, or UserError naming who holds it."""
   from afl_jax.pipeline import workdir
 
   try:
@@ -79,7 +76,6 @@ def lock_records(records_dir: str):
 
 
 def machine_info() -> str:
-  """One line describing where the sweeps ran."""
   import jax
 
   devices = ', '.join(sorted({d.device_kind for d in jax.devices()}))
@@ -91,8 +87,7 @@ def machine_info() -> str:
 
 
 def selected(paper: spec.Paper, only: Sequence[str] = ()) -> list[spec.Experiment]:
-  """The experiments named in ``only`` (in declaration order), else those declared to run;
-  UserError for a name the paper does not declare."""
+  """The experiments named in ``only`` (in declaration order), else those declared to run."""
   keys = [e.key for e in paper.experiments]
   unknown = sorted(set(only) - set(keys))
   if unknown:
@@ -103,8 +98,8 @@ def selected(paper: spec.Paper, only: Sequence[str] = ()) -> list[spec.Experimen
 def sweep_configs(
   exp: spec.Experiment, method: spec.Method, phase: str, settings: Sequence[str] = ()
 ) -> list[tuple[str, ml_collections.ConfigDict]]:
-  """(setting key, sweep config) of ``method`` in one phase: ``'*'`` and its grid on the
-  selection seeds, or each of ``settings`` on the test seeds."""
+  """(setting, sweep config) of ``method``: ``'*'`` with its grid on the selection seeds, or
+  each of ``settings`` on the test seeds."""
   if phase == 'select':
     return [('*', spec.sweep_config(exp, method))]
   out = []
@@ -117,8 +112,8 @@ def sweep_configs(
 
 
 def records_of_sweep(exp_key: str, label: str, phase: str, workdir: str, summary: Mapping):
-  """(the rows, the last step) of a finished sweep, read through its run records; a run of
-  another identity, or stopped before its last step (not diverged), is refused."""
+  """(rows, last step) of a finished sweep from its run records; a run of another identity,
+  or stopped before its last step (not diverged), is refused."""
   from afl_jax.pipeline import record
 
   rows, steps = [], set()
@@ -151,9 +146,9 @@ def run_phase(
   log: Callable[[str], None] = print,
   mark: Callable[..., list],
 ) -> None:
-  """Run the sweeps of one phase whose identity the records lack (all with ``rerun``), each
-  merged into the records as it finishes, replacing a recorded sweep of its key sharing a
-  seed. ``settings``: method -> setting keys to test; ``mark``: ``scoring.mark``."""
+  """Run the sweeps of a phase whose identity the records lack (all with ``rerun``), each
+  merged as it finishes, replacing a recorded sweep of its key sharing a seed. ``settings``:
+  method -> settings to test; ``mark``: ``scoring.mark``."""
   from afl_jax.pipeline import processes
   from afl_jax.pipeline import sweep as sweep_lib
 
@@ -167,7 +162,8 @@ def run_phase(
         entry = {'experiment': exp.key, 'method': method.label, 'phase': phase}
         entry['setting'] = setting
         where = f'[{exp.key}/{method.label}/{phase}]'
-        old = [m for m in manifest if records.same_runs(m, entry | {'seeds': seeds})]
+        old = [m for m in manifest if all(m[k] == entry[k] for k in entry)]
+        old = [m for m in old if set(m['seeds']) & set(seeds)]  # a sweep of its key sharing a seed
         if not rerun and any(m['identity'] == ident for m in old):
           log(f'{where} records up to date (identity {ident})')
           continue
@@ -195,8 +191,7 @@ def run_phase(
 
 
 def is_declared(exp: spec.Experiment, sweep: Mapping) -> bool:
-  """Whether ``exp`` as declared now gives the recorded ``sweep``, by identity (the one key of
-  reuse, staleness and pairing)."""
+  """Whether ``exp`` as declared now gives the recorded ``sweep`` (by identity)."""
   method = {m.label: m for m in exp.methods}.get(sweep['method'])
   if sweep['experiment'] != exp.key or method is None:
     return False
@@ -206,7 +201,7 @@ def is_declared(exp: spec.Experiment, sweep: Mapping) -> bool:
 
 
 def current(exp: spec.Experiment, frame: pd.DataFrame, manifest: Sequence[Mapping]) -> pd.DataFrame:
-  """The rows of ``exp``'s sweeps whose status is ``current`` (the pages score them)."""
+  """The rows of ``exp``'s ``current`` sweeps (the pages score them)."""
   mine = [m for m in manifest if m['experiment'] == exp.key]
   mine = [m for m in mine if m.get(records.STATUS) == 'current']
   for m in mine:
@@ -220,8 +215,7 @@ def current(exp: spec.Experiment, frame: pd.DataFrame, manifest: Sequence[Mappin
 
 
 def selection_rows(paper_key: str, exp: spec.Experiment, records_dir: str = RECORDS):
-  """The rows of ``exp``'s selection sweeps as declared now; UserError while a method
-  has none."""
+  """The rows of ``exp``'s selection sweeps as declared now; UserError while a method has none."""
   frame, manifest = read(paper_key, records_dir)
   mine = [m for m in manifest if m['experiment'] == exp.key and m['phase'] == 'select']
   mine = [m for m in mine if is_declared(exp, m)]

@@ -1,7 +1,6 @@
-"""Select on validation over the selection seeds; score every claim on the test seeds, each
-claim a set of tests fixed by its declaration, its verdict composed from those that stay
-decided after the Benjamini-Hochberg and Holm adjustments. docs/results/protocol.md.
-"""
+"""Select on validation over the selection seeds; score each claim on the test seeds as the
+tests its declaration fixes, its verdict composed from those decided after the
+Benjamini-Hochberg and Holm adjustments (docs/results/protocol.md)."""
 
 from __future__ import annotations
 
@@ -19,10 +18,8 @@ from afl_jax.pipeline import record
 from afl_jax.reproduction import records, runs, spec
 from afl_jax.results import ALPHA, one_sided_p, paired, seeds_needed  # the one implementation
 
-# An accuracy effect of the paper is comparable here only if the level it asks of A (B's
-# validation accuracy on the selection seeds + the effect) stays below this: a CIFAR-10 gap
-# of 20 points on top of an 80% Fashion-MNIST baseline needs > 99% and no outcome could
-# show it. Read from the selection, so the tests of the family are fixed before the test.
+# A paper's accuracy effect is comparable only if B's validation accuracy (selection seeds)
+# plus the effect stays below this (20 CIFAR-10 points over an 80% baseline cannot show).
 ACCURACY_CEILING = 0.99
 DEFAULT_TARGET_FRACTION = 0.9
 # "More consistent": a paired bootstrap over the test seeds, this many resamples, this seed.
@@ -35,8 +32,8 @@ ACCURACIES = ['val_accuracy', 'test_accuracy', 'best_test_accuracy']
 
 
 def _runs(frame: pd.DataFrame) -> dict[tuple, list[record.RunRecord]]:
-  """The runs of ``frame`` as run records per (experiment, method, phase, setting), in seed
-  order; one whose last evaluation is not finite diverged there."""
+  """``frame``'s runs per (experiment, method, phase, setting) as run records, by seed; one
+  whose last evaluation is not finite diverged there."""
   f = frame.sort_values([*RUN_KEYS, 'step'], kind='stable')
   evaluations = f[['step', *records.METRIC_COLUMNS]].to_dict('records')
   keys = list(zip(*(f[k].to_numpy(object).tolist() for k in RUN_KEYS)))
@@ -55,9 +52,8 @@ def _runs(frame: pd.DataFrame) -> dict[tuple, list[record.RunRecord]]:
 
 
 def per_run(frame: pd.DataFrame, target: float | None = None, at=None) -> pd.DataFrame:
-  """One row per run: its keys, ``run``, ``diverged``, the final ``val_accuracy`` and
-  ``test_accuracy`` and ``best_test_accuracy`` (0 once diverged), with a ``target``
-  ``results.per_seed``'s to-target columns; ``at``: read at that budget."""
+  """One row per run (``results.per_seed`` of both splits): its keys, ``run``, ``diverged``,
+  ``ACCURACIES`` (0 once diverged) and with a ``target`` the to-target columns."""
   out = []
   for key, group in _runs(frame).items() if len(frame) else ():
     test = results.per_seed(group, 'test_accuracy', target, at)
@@ -85,8 +81,8 @@ def rows(frame: pd.DataFrame, exp_key: str, label: str, phase: str, setting: str
 
 
 def select(table: pd.DataFrame, exp_key: str, label: str, at: Mapping[str, Any] = ()) -> dict:
-  """``label``'s validation-selected setting (within ``at`` on the fields it sweeps; a tie to
-  the first in sorted order): ``setting``, ``val``, ``scores``, ``edges``; else ValueError."""
+  """``label``'s setting selected on validation (within ``at`` on the fields it sweeps; ties
+  to the first in sorted order): ``setting``, ``val``, ``scores``, ``edges``; else ValueError."""
   mine = rows(table, exp_key, label, 'select')
   swept = {field for k in mine.setting.unique() for field in runs.setting_of(k)}
   at = {f: v for f, v in dict(at).items() if f in swept}
@@ -105,8 +101,7 @@ def select(table: pd.DataFrame, exp_key: str, label: str, at: Mapping[str, Any] 
 
 
 def _edges(best: str, mine: pd.DataFrame) -> list[str]:
-  """Swept numeric fields whose selected value is the smallest or largest tried (a
-  list-valued axis, e.g. a staleness window [5, 10], ordered as tuples)."""
+  """Swept numeric fields selected at their smallest or largest value (lists as tuples)."""
   tuples = lambda v: tuple(v) if isinstance(v, list) else v
   tried = [runs.setting_of(k) for k in mine.setting.unique()]
   out = []
@@ -120,13 +115,11 @@ def _edges(best: str, mine: pd.DataFrame) -> list[str]:
 
 
 def selected_test(exp: spec.Experiment, frame: pd.DataFrame, table: pd.DataFrame, label: str):
-  """``label``'s selected setting, and its rows of ``frame`` on the test seeds."""
   key = select(table, exp.key, label)['setting']
   return key, rows(frame, exp.key, label, 'test', key)
 
 
 def selections(exp: spec.Experiment, table: pd.DataFrame) -> list[tuple[str, dict]]:
-  """(method, :func:`select`) of every selection the claims score, each setting once."""
   out = [(m.label, select(table, exp.key, m.label)) for m in exp.methods]
   for claim in exp.claims:
     for label in (claim.better, claim.worse, *claim.baseline, *claim.condition) if claim.at else ():
@@ -137,7 +130,6 @@ def selections(exp: spec.Experiment, table: pd.DataFrame) -> list[tuple[str, dic
 
 
 def test_settings(exp: spec.Experiment, table: pd.DataFrame) -> dict[str, list[str]]:
-  """Method -> the settings its claims score on the test seeds (:func:`selections`)."""
   out: dict[str, list[str]] = {m.label: [] for m in exp.methods}
   for label, chosen in selections(exp, table):
     out[label].append(chosen['setting'])
@@ -145,7 +137,6 @@ def test_settings(exp: spec.Experiment, table: pd.DataFrame) -> dict[str, list[s
 
 
 def open_edges(exp: spec.Experiment, table: pd.DataFrame) -> list[str]:
-  """The selections on a grid edge ``exp`` does not keep, '<method> (<setting>): ...'."""
   return [
     f'{label} ({_short(chosen["setting"])}): {", ".join(chosen["edges"])}'
     for label, chosen in selections(exp, table)
@@ -156,8 +147,7 @@ def open_edges(exp: spec.Experiment, table: pd.DataFrame) -> list[str]:
 def settings_to_test(
   paper_key: str, exp: spec.Experiment, records_dir: str = runs.RECORDS
 ) -> dict[str, list[str]]:
-  """:func:`test_settings` on the declared selection sweeps (by identity); UserError while a
-  selection sits on a grid edge the experiment does not keep."""
+  """:func:`test_settings` on the declared selection sweeps; UserError on an open edge."""
   table = per_run(runs.selection_rows(paper_key, exp, records_dir))
   edges = open_edges(exp, table)
   if edges:
@@ -170,8 +160,8 @@ def settings_to_test(
 
 
 def target_of(exp: spec.Experiment, table: pd.DataFrame) -> float:
-  """``exp.target``, else 90% of the median over methods of the selected settings' mean
-  final validation accuracy, rounded down to a whole percent (diverged methods left out)."""
+  """``exp.target``, else 90% of the median over methods of the selected mean validation
+  accuracy, rounded down to a whole percent (diverged methods left out)."""
   if exp.target is not None:
     return exp.target
   means = [select(table, exp.key, m.label)['val'] for m in exp.methods]
@@ -191,9 +181,7 @@ NOT_COMPARABLE = "not comparable (the paper's effect is out of reach here)"
 MISSED = 'inconclusive: target not reached'
 DECIDED = (AGREES, AGREES_SMALLER, EQUIVALENT, SMALLER, DISAGREES, NOT_EQUIVALENT)
 VERDICTS = (*DECIDED, NO_CONDITION, NOT_COMPARABLE, MISSED, INCONCLUSIVE)
-# The tests a verdict rests on, fixed by the claim's declaration (each adjusted on its own):
-# the statement (for an equivalence: within the margin, and beyond it), its bound, the
-# paper's size, the condition.
+# The tests a verdict rests on, fixed by the declaration (each adjusted on its own).
 STATEMENT, BEYOND, BOUND = 'statement', 'beyond the margin', 'bound'
 SIZE, CONDITION = "paper's size", 'condition'
 REPRODUCED = 'reproduced'  # what a decided condition test says
@@ -204,16 +192,14 @@ def _part(name: str, verdict: str, p: float) -> dict:
 
 
 def _two_sided(d: np.ndarray, at: float) -> tuple[float, bool]:
-  """(p, whether the mean is above ``at``) of the test of mean d = ``at`` with two declared
-  sides, 2.5% each: twice the smaller one-sided p."""
+  """(p, mean above ``at``) of mean d = ``at``, two sides of 2.5%: twice the smaller p."""
   above, below = one_sided_p(d, at, 'greater'), one_sided_p(d, at, 'less')
   return 2 * min(above, below), above <= below
 
 
 def bootstrap(da: np.ndarray, db: np.ndarray) -> dict[str, float]:
-  """ "More consistent": T = |mean change of B| - |mean change of A|, a paired bootstrap over
-  the seeds: ``mean``, the percentile interval, ``p`` (twice the smaller share of resampled T
-  on either side of 0, as (k + 1) / (B + 1)) and the resampled ``t``."""
+  """ "More consistent": T = |mean change of B| - |mean change of A| by a paired bootstrap:
+  ``mean``, percentile interval, ``p`` (twice the smaller (k + 1) / (B + 1) side of 0), ``t``."""
   da, db = np.asarray(da, float), np.asarray(db, float)
   idx = np.random.default_rng(BOOTSTRAP_SEED).integers(0, len(da), size=(BOOTSTRAP, len(da)))
   t = np.abs(db[idx].mean(axis=1)) - np.abs(da[idx].mean(axis=1))
@@ -228,8 +214,8 @@ def _share(hits: np.ndarray) -> float:
 
 
 def _equal_time(frame: pd.DataFrame, exp: spec.Experiment, settings: Mapping[str, str], claim):
-  """Per method of the claim's pairs (A with B, or each with its baseline; the condition's):
-  its best test accuracy per seed within the simulated time both runs of the pair cover."""
+  """Per method of the claim's pairs (A-B, or each with its baseline; the condition's): its
+  best test accuracy per seed within the simulated time both runs of the pair cover."""
   pairs = [(claim.better, claim.worse)]
   if claim.baseline:
     pairs = [(claim.baseline[0], claim.better), (claim.baseline[1], claim.worse)]
@@ -259,17 +245,15 @@ SHOWN += ('incomparable', 'equal_time')
 def score_claim(
   exp: spec.Experiment, claim: spec.Claim, frame: pd.DataFrame, table: pd.DataFrame, target: float
 ) -> dict:
-  """One claim on the test seeds (``table``: :func:`per_run` of ``frame`` at ``target``):
-  the paired difference (positive favours the claim: A - B, log(B / A) - log(factor) for a
-  speedup, the drops for a baseline claim), its interval, and every test its verdict can
-  rest on (``parts``, fixed by the declaration), each with its p-value."""
+  """One claim on the test seeds (``table``: :func:`per_run` at ``target``): the paired
+  difference (positive favours the claim: A - B, log(B / A) - log(factor), or the drops),
+  its interval, and every test its verdict can rest on (``parts``), each with its p."""
   names = (claim.better, claim.worse, *claim.baseline, *claim.condition)
   chosen = {label: select(table, exp.key, label, claim.at) for label in names}
   settings = {label: c['setting'] for label, c in chosen.items()}
   timed = _equal_time(frame, exp, settings, claim) if claim.equal_time else {}
 
   def values(label: str, metric: str = claim.metric) -> pd.DataFrame:
-    """Per test seed of ``label`` at its selection: ``value`` of ``metric``, ``reached``."""
     mine = rows(table, exp.key, label, 'test', settings[label]).set_index('seed').sort_index()
     if metric in TO_TARGET:
       return pd.DataFrame({'value': mine[TO_TARGET[metric]], 'reached': mine.reached})
@@ -341,8 +325,10 @@ def score_claim(
       p_bound, above = _two_sided(d, bound)
       parts.append(_part(BOUND, DISAGREES if above else AGREES, p_bound))
       needed = max(needed, seeds_needed(st['mean'] - bound, st['sd']))
-    if _out_of_reach(claim, chosen[claim.worse]['val']):
-      out['not_comparable'] = True
+    effect = claim.paper_effect or 0  # out of reach: B's validation accuracy + it > the ceiling
+    if effect > 0 and claim.metric.endswith('test_accuracy') and not claim.baseline:
+      if chosen[claim.worse]['val'] + effect > ACCURACY_CEILING:
+        out['not_comparable'] = True
     comparable = not (claim.incomparable or out.get('not_comparable'))
     paper_d = _paper(claim, a, b, d) if comparable else None
     if comparable and claim.consistency and (claim.paper_effect or 0) > 0:
@@ -369,9 +355,8 @@ def score_claim(
 
 
 def compose(claim: Mapping, key: str = 'p') -> str:
-  """The verdict of a scored claim from its tests, each decided where its p-value ``key``
-  ('p', 'p_adj' after BH, 'p_holm' after Holm) is below ALPHA: the condition's, then the
-  statement's, bounded, blocked by a missed target, and beside the paper's size."""
+  """A scored claim's verdict from its tests decided at p-value ``key`` ('p', BH's 'p_adj',
+  Holm's 'p_holm') < ALPHA: condition, statement, bound, missed target, paper's size."""
   parts = {part['name']: part for part in claim['parts']}
   decided = lambda name: parts[name]['verdict'] if parts[name][key] < ALPHA else INCONCLUSIVE
   if CONDITION in parts and decided(CONDITION) != REPRODUCED:
@@ -392,7 +377,6 @@ def compose(claim: Mapping, key: str = 'p') -> str:
 
 
 def _against(claim: spec.Claim, verdict: str, mean: float) -> tuple[str, ...]:
-  """The methods a decided verdict goes against (the losing side)."""
   a, b = (claim.better, *claim.baseline[:1]), (claim.worse, *claim.baseline[1:])
   if verdict in (AGREES, AGREES_SMALLER):
     return b
@@ -402,26 +386,14 @@ def _against(claim: spec.Claim, verdict: str, mean: float) -> tuple[str, ...]:
 
 
 def speedup_log(a: np.ndarray, b: np.ndarray, factor: float = 1.0) -> np.ndarray:
-  """Per-seed log(B / A) - log(factor): positive when A needs ``factor`` times less than
-  B (A, B > 0: steps, seconds or MB to a target, all positive after the first step)."""
+  """Per-seed log(B / A) - log(factor): positive when A needs ``factor`` times less than B."""
   if np.any(a <= 0) or np.any(b <= 0):
     raise ValueError('a speedup needs positive values on every seed.')
   return np.log(b / a) - math.log(factor)
 
 
-def _out_of_reach(claim: spec.Claim, b_val: float) -> bool:
-  """Whether the paper's accuracy effect asks more of A than ACCURACY_CEILING: B's
-  validation accuracy on the selection seeds (known before the test) + the effect."""
-  effect = claim.paper_effect
-  if effect is None or effect <= 0 or not claim.metric.endswith('test_accuracy'):
-    return False
-  return not claim.baseline and b_val + effect > ACCURACY_CEILING
-
-
 def _paper(claim: spec.Claim, a: pd.DataFrame, b: pd.DataFrame, d: np.ndarray):
-  """Per-seed excess over the paper's own effect where the units carry over (accuracy, or a
-  speedup on the log scale); None for an effect against the claim's direction or for a
-  consistency claim (no per-seed value)."""
+  """Per-seed excess over the paper's effect where units carry over (accuracy, log speedup)."""
   effect = claim.paper_effect
   if effect is None or effect <= 0 or claim.consistency:
     return None
@@ -433,8 +405,7 @@ def _paper(claim: spec.Claim, a: pd.DataFrame, b: pd.DataFrame, d: np.ndarray):
 
 
 def holm(ps: Sequence[float]) -> np.ndarray:
-  """Holm's step-down adjusted p-values: the i-th smallest of m is multiplied by
-  m - i + 1 (i from 1), made non-decreasing in that order, and capped at 1."""
+  """Holm's step-down p-values: the i-th smallest of m times m - i + 1, running max, <= 1."""
   ps = np.asarray(ps, float)
   order = np.argsort(ps, kind='stable')
   out = np.empty(len(ps))
@@ -443,8 +414,8 @@ def holm(ps: Sequence[float]) -> np.ndarray:
 
 
 def adjust(claims: list[dict]) -> list[dict]:
-  """Benjamini-Hochberg and Holm over every test of the claims: each part gets ``p_adj`` and
-  ``p_holm``, each claim its statement's and ``verdict``, ``verdict_holm``."""
+  """BH (``p_adj``) and Holm (``p_holm``) over every test of the claims; each claim gets its
+  statement's and ``verdict``, ``verdict_holm``."""
   ps = [part['p'] for c in claims for part in c['parts']]
   bh = stats.false_discovery_control(ps, method='bh') if ps else []
   adjusted = iter([{'p_adj': float(a), 'p_holm': float(h)} for a, h in zip(bh, holm(ps))])
@@ -467,10 +438,8 @@ def mark(
   manifest: Sequence[Mapping],
   experiments: Sequence[str] | None = None,
 ) -> list[dict]:
-  """``manifest`` with the status ``paper`` gives each sweep of ``experiments`` now (default
-  all): ``current`` for a declared selection sweep, and for a declared test sweep at a
-  setting the claims test on the current selection; else ``superseded``. Builds the
-  declared runs' data and schedules (seconds per experiment)."""
+  """``manifest`` with each sweep of ``experiments`` (default all) ``current`` where declared
+  (a test sweep: at a setting its claims test on the current selection), else ``superseded``."""
   exps = {e.key: e for e in paper.experiments}
   keys = set(exps) | {m['experiment'] for m in manifest} if experiments is None else experiments
   current: set[int] = set()
@@ -494,27 +463,26 @@ def mark(
   ]
 
 
-def stale_status(
-  paper: spec.Paper, records_dir: str = runs.RECORDS, experiments: Sequence[str] | None = None
-) -> list[str]:
-  """The labels of the sweeps (of ``experiments``; default all) whose stated status is not
-  the one :func:`mark` gives now (every sweep of an unmarked pair)."""
+def _stale(paper: spec.Paper, records_dir: str):
+  """(records, :func:`mark`'s manifest, the sweeps whose stated status differs: all of an
+  unmarked pair)."""
   frame, manifest = runs.read(paper.key, records_dir)
-  if not records.marked(manifest):
-    return [records.label(m) for m in manifest]
-  fresh = mark(paper, frame, manifest, experiments)
-  return [
-    records.label(m) for m, f in zip(manifest, fresh) if m[records.STATUS] != f[records.STATUS]
+  fresh = mark(paper, frame, manifest)
+  marked = records.marked(manifest)
+  stale = [
+    m for m, f in zip(manifest, fresh) if not marked or m[records.STATUS] != f[records.STATUS]
   ]
+  return frame, fresh, [records.label(m) for m in stale]
+
+
+def stale_status(paper: spec.Paper, records_dir: str = runs.RECORDS) -> list[str]:
+  """The labels of the sweeps whose stated status is not :func:`mark`'s."""
+  return _stale(paper, records_dir)[2]
 
 
 def refresh(paper: spec.Paper, records_dir: str = runs.RECORDS) -> bool:
-  """Rewrite ``paper``'s records with :func:`mark`'s statuses if any differs; whether it wrote."""
-  frame, manifest = runs.read(paper.key, records_dir)
-  fresh = mark(paper, frame, manifest)
-  if records.marked(manifest) and all(
-    m[records.STATUS] == f[records.STATUS] for m, f in zip(manifest, fresh)
-  ):
-    return False
-  runs.write(paper.key, frame, fresh, records_dir)
-  return True
+  """Rewrite ``paper``'s records with :func:`mark`'s statuses if any differs; whether it did."""
+  frame, fresh, stale = _stale(paper, records_dir)
+  if stale:
+    runs.write(paper.key, frame, fresh, records_dir)
+  return bool(stale)

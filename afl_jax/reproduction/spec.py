@@ -1,8 +1,6 @@
-"""The vocabulary of a reproduction declaration (``configs/repro/<paper>.py``): a
-:class:`Paper`'s experiments (one figure or table each), their methods tuned on equal grids
-over the selection seeds, held-out test seeds and the paper's claims. Fields are dotted
-config paths (``'hparams.server_lr'``); each is explained in docs/extending.md (section g).
-"""
+"""The vocabulary of ``configs/repro/<paper>.py``: a :class:`Paper`'s experiments, their
+methods tuned on equal grids, held-out test seeds and claims (docs/extending.md, section g).
+Fields are dotted config paths (``'hparams.server_lr'``)."""
 
 import dataclasses
 import math
@@ -19,21 +17,19 @@ CONFIGS = os.path.join(
   or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
   'configs',
 )
+_field = lambda: dataclasses.field(default_factory=dict)  # noqa: E731
 
 
 @dataclasses.dataclass(frozen=True)
 class Method:
-  """One method of a comparison: ``config`` (``'FILE:NAME'``, ``configs/FILE.py:NAME``) with
-  the dotted ``fixed`` fields set on top, tuned on ``grid`` (dotted field -> values; every
-  method of an experiment gets the same number of settings). ``untuned``: dotted field -> why
-  this method has no such axis although the others sweep it (a rate its paper sets by
-  design): it has the others' number of values on every axis it does sweep."""
+  """``config`` (``'FILE:NAME'``) with ``fixed`` set on top, tuned on ``grid``; ``untuned``:
+  field -> why this method lacks an axis the others sweep (same count on the rest)."""
 
   label: str
   config: str
   grid: Mapping[str, Sequence[Any]]
-  fixed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-  untuned: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  fixed: Mapping[str, Any] = _field()
+  untuned: Mapping[str, str] = _field()
 
   @property
   def budget(self) -> int:
@@ -44,9 +40,8 @@ class Method:
     return dataclasses.replace(self, fixed={**self.fixed, **fixed}, **changes)
 
 
-# Claim metrics: name -> (what the page calls it, higher is better, unit). The *_to_target
-# metrics are read at the first evaluation whose test accuracy reaches the experiment's
-# target; 'diverged' and 'not_reached' are events on a seed (kind 'on_seeds').
+# Claim metrics: name -> (what the page calls it, higher is better, unit). *_to_target: at
+# the first evaluation reaching the experiment's target; 'diverged', 'not_reached': events.
 METRICS = {
   'test_accuracy': ('final test accuracy', True, 'accuracy'),
   'best_test_accuracy': ('best test accuracy', True, 'accuracy'),
@@ -62,58 +57,38 @@ ACCURACY_METRICS = ('test_accuracy', 'best_test_accuracy')
 
 @dataclasses.dataclass(frozen=True)
 class Claim:
-  """A statement of the paper (``quote``, at ``ref``) that method A (``better``) beats B
-  (``worse``) on ``metric``, scored paired over the test seeds as ``kind`` says; each
-  optional field is commented below, and how each kind is tested is the protocol
-  (docs/results/README.md#protocol)."""
+  """A statement of the paper (``quote`` at ``ref``) that A (``better``) beats B (``worse``)
+  on ``metric``, paired over the test seeds as ``kind`` says (docs/results/protocol.md)."""
 
   ref: str
   text: str  # the claim as tested here (short; names the methods)
   better: str
   worse: str
-  quote: str = ''  # the paper's own words, shortened with '...'
-  # Positive favours the claim: A - B (accuracy), the ratio B / A (to a target), the
-  # difference of the two drops (a baseline claim); None: the paper gives no number.
+  quote: str = ''
+  # Positive favours the claim: A - B, B / A (to a target), the drops' difference (baseline).
   paper_effect: float | None = None
-  source: str = ''  # where paper_effect is read (table cells, dataset, model)
-  # Why the paper's effect is not comparable with this project's measure ('' = it is):
-  # then only the statement is scored, and the page gives the reason.
-  incomparable: str = ''
-  # Select within these field values; restricts only the methods whose grid sweeps a field.
-  at: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-  metric: str = 'test_accuracy'  # a key of METRICS
-  kind: str = 'better'  # or 'equivalent' / 'noninferior' (within margin), 'on_seeds' (an event)
+  source: str = ''  # where paper_effect is read
+  incomparable: str = ''  # why paper_effect is not comparable here ('' = it is)
+  at: Mapping[str, Any] = _field()  # select within these values (methods sweeping the field)
+  metric: str = 'test_accuracy'
+  kind: str = 'better'
   margin: float | None = None  # in the metric's units (accuracy 0.02 = 2 points)
-  # The margin of a to-target metric as a share of B's value: within a factor 1 + margin
-  # (scored on log(B / A), as a speedup).
-  relative: bool = False
-  upper: float | None = None  # 'better' only: also A - B below it (B / A for a ratio)
-  factor: float = 1.0  # 'better' on a lower-is-better metric: A needs factor x less than B
-  # (A0, B0): the same methods under another condition; scores the per-seed drops A0 - A
-  # against B0 - B (their sizes with consistency).
-  baseline: tuple[str, str] = ()
-  consistency: bool = False
-  # best_test_accuracy within an equal simulated time: on each test seed, the time both runs
-  # of a pair cover (A and B, or each method and its baseline, and the condition's pair).
-  equal_time: bool = False
-  # (R, H): the claim is about an effect of the setting: R must beat H in accuracy (differ
-  # from it, with consistency), else the verdict is "condition not reproduced".
-  condition: tuple[str, str] = ()
-  outside: str = ''  # why it is scored outside the tally of paper statements ('' = in it)
+  relative: bool = False  # a to-target margin as a share of B (on log(B / A))
+  upper: float | None = None  # 'better' only: A - B (or B / A) below it too
+  factor: float = 1.0  # 'better', lower-is-better: A needs factor x less than B
+  baseline: tuple[str, str] = ()  # (A0, B0): drops A0 - A against B0 - B
+  consistency: bool = False  # the drops' sizes compared (paired bootstrap)
+  equal_time: bool = False  # best accuracy within the simulated time both runs of a pair cover
+  condition: tuple[str, str] = ()  # (R, H): R must beat H, else "condition not reproduced"
+  outside: str = ''  # why it is scored outside the tally ('' = in it)
   restated: str = ''  # how and why it was restated against the paper's passage
 
 
 @dataclasses.dataclass(frozen=True)
 class Experiment:
-  """One figure or table: ``methods`` on one shared setting (``base`` applied to every
-  method's config after its own fields), tuned on ``seeds`` (>= 3) and scored on the fresh
-  ``test_seeds`` (>= 10, disjoint). ``run=False``: run only when named; ``target``: the
-  accuracy of its to-target claims (None: ``scoring.target_of``); ``beside``: the experiment
-  whose claims this one scores at another scale; ``second_look`` / ``extended``: test seeds
-  drawn again, or a grid extended, after a look at test results; ``looked``: earlier test
-  seeds seen before the declaration took its present form (its verdicts are exploratory
-  while a test seed is among them); ``edges_kept``: method -> why its selection on a grid
-  edge was kept."""
+  """One figure or table: ``methods`` on one setting (``base`` applied after each method's
+  fields), tuned on ``seeds`` (>= 3), scored on ``test_seeds`` (>= 10, disjoint). ``looked``:
+  test seeds seen before the declaration took its form (exploratory while one is in use)."""
 
   key: str
   title: str
@@ -130,20 +105,16 @@ class Experiment:
   second_look: str = ''
   extended: str = ''
   looked: Sequence[int] = ()
-  edges_kept: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  edges_kept: Mapping[str, str] = _field()
   beside: str = ''
 
   @property
   def exploratory(self) -> bool:
-    """Whether a test seed was looked at before the declaration took its present form."""
     return bool(set(self.test_seeds) & set(self.looked))
 
 
 @dataclasses.dataclass(frozen=True)
 class Paper:
-  """A paper's reproduction: ``docs/results/<key>.md``, its number (000-004, as in
-  docs/algorithms.md), citation, its own setting in one paragraph, and its experiments."""
-
   key: str
   number: str
   citation: str
@@ -164,13 +135,8 @@ def _set(c: ml_collections.ConfigDict, field: str, value: Any) -> None:
   config_path.set_value(field, c, value, accept_new_attributes=True)
 
 
-def with_fields(
-  base: Callable[[ml_collections.ConfigDict], None],
-  fields: Mapping[str, Any] = {},
-  keep: Sequence[str] = (),
-):
-  """``base`` followed by the dotted ``fields`` (a variant of a shared setting), leaving the
-  fields of ``keep`` as the method set them (methods that differ in a field ``base`` sets)."""
+def with_fields(base, fields: Mapping[str, Any] = {}, keep: Sequence[str] = ()):
+  """``base`` then the dotted ``fields``, leaving the fields of ``keep`` as the method set them."""
 
   def apply(c: ml_collections.ConfigDict) -> None:
     saved = {field: config_path.get_value(field, c) for field in keep}
@@ -194,7 +160,7 @@ def nest(flat: Mapping[str, Sequence[Any]]) -> dict:
 
 
 def sweep_config(exp: Experiment, method: Method) -> ml_collections.ConfigDict:
-  """The sweep config of ``method`` in ``exp``: its config, fixed fields, base, grid x seeds."""
+  """``method``'s config, fixed fields and ``exp.base``, its grid x the selection seeds."""
   c = load_config(method.config)
   for field, value in method.fixed.items():
     _set(c, field, value)
@@ -204,64 +170,66 @@ def sweep_config(exp: Experiment, method: Method) -> ml_collections.ConfigDict:
 
 
 def _budget_errors(exp: Experiment):
-  """Unequal budgets; a method with ``untuned`` axes that does not sweep the others' other
-  axes, each with their number of values."""
   tuned = [m for m in exp.methods if not m.untuned]
   budgets = {m.label: m.budget for m in tuned}
   if len(set(budgets.values())) > 1:
     yield f'unequal grid budgets {budgets}.'
   for m in (m for m in exp.methods if m.untuned):
     if not tuned or any(set(m.grid) | set(m.untuned) != set(o.grid) for o in tuned):
-      yield (
-        f'{m.label} sweeps {sorted(m.grid)} and leaves {sorted(m.untuned)} untuned: not the '
-        'axes of the other methods.'
-      )
+      axes = f'{sorted(m.grid)} and leaves {sorted(m.untuned)} untuned'
+      yield f'{m.label} sweeps {axes}: not the axes of the other methods.'
     for field, values in m.grid.items():
-      counts = {len(o.grid[field]) for o in tuned} - {len(values)}
-      if counts:
+      if counts := {len(o.grid[field]) for o in tuned} - {len(values)}:
         others = f'the other methods {sorted(counts)}'
         yield f'{m.label} tries {len(values)} values of {field}, {others}.'
 
 
 def _claim_errors(c: Claim, grids: Mapping[str, Mapping]):
-  """What is wrong with claim ``c`` (methods with their ``grids``), each in a few words."""
   names = (c.better, c.worse, *c.baseline, *c.condition)
-  unknown = [n for n in names if n not in grids]
-  if unknown:
+  if unknown := [n for n in names if n not in grids]:
     yield f'names unknown method {unknown[0]!r}.'
     return
   higher = METRICS.get(c.metric, ('', True))[1]
   margined = c.kind in ('equivalent', 'noninferior')
-  if c.metric not in METRICS:
-    yield f'metric {c.metric!r} not in {sorted(METRICS)}.'
-  if c.kind not in KINDS:
-    yield f'kind {c.kind!r} not in {KINDS}.'
-  if (c.kind == 'on_seeds') != (c.metric in ('diverged', 'not_reached')):
-    yield "kind 'on_seeds' goes with metric 'diverged' or 'not_reached'."
-  if c.baseline and (
-    len(c.baseline) != 2 or c.metric not in ACCURACY_METRICS or c.kind != 'better'
-  ):
-    yield 'a baseline is (A0, B0), for "better" on test accuracy.'
-  for f in c.at:
-    if not any(f in grids[n] for n in names):
-      yield f'at names {f!r}, which none of its methods sweeps.'
-  if c.condition and len(c.condition) != 2:
-    yield 'a condition is (reference, harsh).'
-  if margined and not (c.margin and c.margin > 0):
-    yield f'an {c.kind} claim needs a margin > 0.'
   ratio = c.kind == 'better' and not higher and not c.baseline
-  if c.upper is not None and (
-    c.kind != 'better' or c.baseline or c.upper <= (c.factor if ratio else 0)
-  ):
-    yield 'upper bounds a "better" effect (above the factor of a ratio).'
-  if c.consistency and not c.baseline:
-    yield 'consistency compares the changes of a baseline claim.'
-  if c.factor != 1.0 and (c.kind != 'better' or higher):
-    yield 'factor is for "better" on a lower-is-better metric.'
-  if c.relative and (not margined or higher):
-    yield 'a relative margin is for an equivalence or non-inferiority on a to-target metric.'
-  if c.equal_time and c.metric != 'best_test_accuracy':
-    yield 'equal_time reads best_test_accuracy within an equal simulated time.'
+  rules = (
+    (c.metric not in METRICS, f'metric {c.metric!r} not in {sorted(METRICS)}.'),
+    (c.kind not in KINDS, f'kind {c.kind!r} not in {KINDS}.'),
+    (
+      (c.kind == 'on_seeds') != (c.metric in ('diverged', 'not_reached')),
+      "kind 'on_seeds' goes with metric 'diverged' or 'not_reached'.",
+    ),
+    (
+      c.baseline
+      and (len(c.baseline) != 2 or c.metric not in ACCURACY_METRICS or c.kind != 'better'),
+      'a baseline is (A0, B0), for "better" on test accuracy.',
+    ),
+    *(
+      (not any(f in grids[n] for n in names), f'at names {f!r}, which none of its methods sweeps.')
+      for f in c.at
+    ),
+    (c.condition and len(c.condition) != 2, 'a condition is (reference, harsh).'),
+    (margined and not (c.margin and c.margin > 0), f'an {c.kind} claim needs a margin > 0.'),
+    (
+      c.upper is not None
+      and (c.kind != 'better' or c.baseline or c.upper <= (c.factor if ratio else 0)),
+      'upper bounds a "better" effect (above the factor of a ratio).',
+    ),
+    (c.consistency and not c.baseline, 'consistency compares the changes of a baseline claim.'),
+    (
+      c.factor != 1.0 and (c.kind != 'better' or higher),
+      'factor is for "better" on a lower-is-better metric.',
+    ),
+    (
+      c.relative and (not margined or higher),
+      'a relative margin is for an equivalence or non-inferiority on a to-target metric.',
+    ),
+    (
+      c.equal_time and c.metric != 'best_test_accuracy',
+      'equal_time reads best_test_accuracy within an equal simulated time.',
+    ),
+  )
+  yield from (why for bad, why in rules if bad)
 
 
 def _errors(paper: Paper, exp: Experiment):
@@ -282,8 +250,7 @@ def _errors(paper: Paper, exp: Experiment):
 
 
 def check(paper: Paper) -> None:
-  """Equal budgets, >= 3 selection and >= 10 fresh test seeds, well-formed claims naming
-  declared methods (else ValueError naming the experiment and claim)."""
+  """The protocol's rules (ValueError naming the experiment and claim)."""
   for exp in paper.experiments:
     for why in _errors(paper, exp):
       raise ValueError(f'{paper.key}/{exp.key}: {why}')
