@@ -62,7 +62,7 @@ def test_synthetic_beta_is_the_sd_of_client_input_means():
   # sample variance is within ~8% (1 sd) of the truth; allow 30%.
   def client_mean_var(beta):
     fd = make_synthetic(0.0, beta, 300, samples_per_client=[20] * 300, seed=1)
-    return np.var([fd.client(i)[0].mean() for i in range(300)])
+    return np.var([fd.x[fd.client_rows(i)].mean() for i in range(300)])
 
   np.testing.assert_allclose(client_mean_var(2.0), 4.0 + 1 / 60, rtol=0.3)
   assert client_mean_var(0.0) < 0.1
@@ -71,7 +71,7 @@ def test_synthetic_beta_is_the_sd_of_client_input_means():
 def test_synthetic_heterogeneity_iid_vs_non_iid():
   def mean_tv(fd):  # clients' total-variation distance to the pooled label distribution
     q = np.bincount(fd.y, minlength=10) / len(fd.y)
-    counts = [np.bincount(fd.client(i)[1], minlength=10) for i in range(fd.num_clients)]
+    counts = [np.bincount(fd.y[fd.client_rows(i)], minlength=10) for i in range(fd.num_clients)]
     return float(np.mean([0.5 * np.abs(c / c.sum() - q).sum() for c in counts]))
 
   tv_iid = mean_tv(make_synthetic(0.0, 0.0, 20, iid=True, samples_per_client=[400] * 20))

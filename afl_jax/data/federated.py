@@ -39,10 +39,6 @@ class ClientLayout(NamedTuple):
   def client_rows(self, i: int) -> np.ndarray:
     return self.index[int(self.offsets[i]) : int(self.offsets[i] + self.sizes[i])]
 
-  def client(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-    rows = self.client_rows(i)
-    return self.x[rows], self.y[rows]
-
 
 def federate(
   dataset: ArrayDataset,

@@ -36,12 +36,8 @@ def _durations_problem(durations: str, durations_params: Any) -> tuple | None:
     return DISTRIBUTIONS.refusal(durations, {})
   params = {} if durations_params is None else durations_params
   if isinstance(params, str) or not callable(getattr(params, 'items', None)):
-    example = as_mapping(params) if isinstance(params, str) else None
-    why = (
-      f'must be a mapping of the parameters of distribution {durations!r}, e.g. '
-      f'{example or DISTRIBUTIONS.defaults("uniform")}'
-      + (" (the string form 'name=value,...' is no longer read)" if isinstance(params, str) else '')
-    )
+    example = DISTRIBUTIONS.defaults('uniform')
+    why = f'must be a mapping of the parameters of distribution {durations!r}, e.g. {example}'
     return 'schedule.durations_params', params, why
   return DISTRIBUTIONS.refusal(durations, dict(params.items()))
 
@@ -62,15 +58,6 @@ def job_durations(
 ) -> Durations:
   speed = speed_factors(client_speed, ctx.local_steps, sigma=client_speed_sigma, seed=ctx.seed)
   return Durations(durations, dict(durations_params or {}), speed)
-
-
-def as_mapping(text: str) -> dict[str, float] | None:
-  """The mapping an old-form string 'low=0,high=20' meant (None: not of that form)."""
-  try:
-    items = [p.split('=', 1) for p in text.split(',') if p.strip()]
-    return {k.strip(): float(v) for k, v in items} or None
-  except ValueError:
-    return None
 
 
 # A model taking ``durations`` takes :func:`job_durations`' settings; shared settings take the
