@@ -1,7 +1,5 @@
-"""Datasets by name and partitions: ``DATASETS`` maps a config's ``dataset`` to ``loader(data_dir=,
-download=, seed=, **dataset_args) -> ArrayDataset``, or, registered ``federated=True``,
-``loader(num_clients=, seed=, **dataset_args) -> ClientLayout`` (:func:`grouped`); ``make(name,
-...)``, ``names()``, ``settings(name)`` (docs/extending.md)."""
+"""Datasets by name (``DATASETS``: a loader returning an ArrayDataset, or with ``federated=True`` a
+ClientLayout) and partitions (docs/extending.md)."""
 
 from afl_jax import checks
 from afl_jax.data.base import ArrayDataset, DataError

@@ -1,6 +1,5 @@
-"""Delay models by name for a config's ``schedule`` section: ``kind(ctx, [durations], **settings)
--> Schedule`` adapts a builder to the run's :class:`ScheduleContext`; ``slots`` and
-``array_builder`` in its registration are what the size checks read (docs/extending.md)."""
+"""A config's ``schedule.kind``: ``kind(ctx, [durations], **settings) -> Schedule``; ``slots`` and
+``array_builder`` are what the size checks read (docs/extending.md)."""
 
 from __future__ import annotations
 
@@ -60,8 +59,6 @@ def job_durations(
   return Durations(durations, dict(durations_params or {}), speed)
 
 
-# A model taking ``durations`` takes :func:`job_durations`' settings; shared settings take the
-# builders' ranges.
 SCHEDULES = Registry(
   'schedule',
   section='schedule',
@@ -82,7 +79,6 @@ def slots(kind: str) -> str | int | None:
 
 
 def _clock(num_clients: int, concurrency: int, buffer_size: int) -> tuple | None:
-  """FedBuff's clock needs an idle client to draw: refused on ``config.num_clients``."""
   problem = builders.clock_problem(num_clients, concurrency, buffer_size)
   return None if problem is None else ('num_clients', num_clients, problem)
 
@@ -178,7 +174,6 @@ def port(
   urgent: bool = False,
   buffer_size: int = 10,
 ) -> Schedule:
-  """Port's staleness-bounded FedBuff clock (docs/algorithms/port.md)."""
   bound = {'staleness_bound': staleness_bound, 'urgent': urgent, **_common(ctx, durations)}
   return builders.fedbuff(ctx.num_clients, concurrency, buffer_size, ctx.num_steps, **bound)
 

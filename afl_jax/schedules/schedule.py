@@ -37,7 +37,6 @@ def _reject(bad: np.ndarray, message: str, values: np.ndarray | None = None, **f
 
 
 def _count(name: str, value: Any, minimum: int = 1) -> int:
-  """An integer count, never cast silently."""
   arr = np.asarray(value)
   x = arr.item() if arr.ndim == 0 else None
   if x is None or arr.dtype == np.bool_ or arr.dtype.kind not in 'iuf':
@@ -170,8 +169,6 @@ class Schedule:
     }
 
   def truncate(self, num_steps: int) -> Schedule:
-    if not 1 <= num_steps <= self.num_steps:
-      raise ScheduleError(f'num_steps must be in [1, {self.num_steps}]; got {num_steps}.')
     return Schedule(*(getattr(self, k)[:num_steps] for k in _ARRAYS[:5]), self.num_clients)
 
   def save(self, path: str | os.PathLike) -> None:
@@ -182,7 +179,6 @@ class Schedule:
 
 
 def _member_sizes(path: str, max_slots: int) -> None:
-  """Refuse an archive whose arrays exceed ``max_slots`` entries, from their headers."""
   with zipfile.ZipFile(path) as archive:
     for info in archive.infolist():
       name = info.filename.removesuffix('.npy')
@@ -215,10 +211,8 @@ def load(path: str | os.PathLike, *, max_slots: int = MAX_SLOTS) -> Schedule:
       arrays = {k: f[k] for k in f.files}
   except ScheduleError as e:
     raise ScheduleError(f'cannot read schedule file {path}: {e}') from None
-  except FileNotFoundError:
-    raise ScheduleError(f'cannot read schedule file {path}: file not found.') from None
-  except IsADirectoryError:
-    raise ScheduleError(f'cannot read schedule file {path}: it is a directory.') from None
+  except (FileNotFoundError, IsADirectoryError) as e:
+    raise ScheduleError(f'cannot read schedule file {path}: {e.strerror.lower()}.') from None
   except zipfile.BadZipFile:
     raise ScheduleError(
       f'cannot read schedule file {path}: not an .npz archive written by Schedule.save.'
