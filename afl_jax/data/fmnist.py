@@ -1,7 +1,5 @@
-"""Fashion-MNIST (Xiao, Rasul, Vollgraf 2017) from its four IDX files, plain or gzipped, by a
-strict reader of the IDX format (LeCun and Cortes, "The MNIST database": magic ``0 0 <dtype>
-<ndim>``, big-endian uint32 sizes, then exactly ``prod(dims)`` items); every inconsistency a
-DataError naming the file."""
+"""Fashion-MNIST (Xiao et al. 2017) from its four IDX files (LeCun and Cortes' format: magic
+``0 0 <dtype> <ndim>``, big-endian uint32 sizes, ``prod(dims)`` items), plain or gzipped."""
 
 from __future__ import annotations
 
@@ -37,7 +35,6 @@ FILES = {
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
-  """The file's bytes, gunzipped when they start with gzip's magic."""
   raw = read_file(path)
   try:
     return gzip.decompress(raw) if raw[:2] == b'\x1f\x8b' else raw
@@ -77,8 +74,7 @@ def read_idx(
 
 
 def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
-  """The four files in ``directory`` or its ``fashion-mnist`` subdirectory (uncompressed first);
-  None if any is missing."""
+  """The four files in ``directory`` or its ``fashion-mnist`` subdirectory, else None."""
   base = pathlib.Path(directory).expanduser()
   for d in (base, base / 'fashion-mnist'):
     first = lambda stem: next((d / n for n in (stem, stem + '.gz') if (d / n).is_file()), None)
@@ -107,8 +103,7 @@ def load_fashion_mnist(
   cache_dir: str | os.PathLike | None = None,
   timeout: float = 10.0,
 ) -> ArrayDataset:
-  """Fashion-MNIST's 60,000 train / 10,000 test images, found as
-  :func:`~afl_jax.data.base.find_dataset` searches or fetched from Zalando's mirror."""
+  """Fashion-MNIST, found as :func:`~afl_jax.data.base.find_dataset` searches."""
   cache = pathlib.Path(cache_dir or DEFAULT_CACHE_DIR).expanduser()
 
   def fetch_all():
