@@ -7,7 +7,7 @@ from sklearn.datasets import load_digits as sk_load_digits
 from afl_jax.data import load_digits, make_synthetic
 
 
-def test_digits_shapes_range_and_split():
+def test_digits_shapes_range_and_seeded_split():
   ds = load_digits()
   assert ds.train_x.shape == (1438, 8, 8) and ds.test_x.shape == (359, 8, 8)
   assert ds.train_x.dtype == np.float32 and ds.train_y.dtype == np.int32
@@ -19,10 +19,7 @@ def test_digits_shapes_range_and_split():
   pixel_sums = np.sort(np.r_[ds.train_x.sum((1, 2)), ds.test_x.sum((1, 2))])
   ref = np.sort(sk_load_digits().images.sum((1, 2)) / 16.0)
   np.testing.assert_allclose(pixel_sums, ref, rtol=1e-5)
-
-
-def test_digits_split_is_deterministic_in_seed():
-  a, b, c = load_digits(seed=1), load_digits(seed=1), load_digits(seed=2)
+  a, b, c = load_digits(seed=1), load_digits(seed=1), load_digits(seed=2)  # seeded split
   np.testing.assert_array_equal(a.test_x, b.test_x)
   assert not np.array_equal(a.test_y, c.test_y)
 
