@@ -13,7 +13,7 @@ from afl_jax.data.federated import (
   make_federated,
   steps_per_epoch,
 )
-from afl_jax.data.fmnist import load_fashion_mnist, read_idx
+from afl_jax.data.fmnist import load_fashion_mnist
 from afl_jax.data.partition import PartitionError, dirichlet, iid, shards
 from afl_jax.data.synthetic import make_synthetic
 from afl_jax.registry import Registry
@@ -66,7 +66,6 @@ __all__ = [
   'make',
   'make_synthetic',
   'names',
-  'read_idx',
   'register',
   'settings',
   'shards',
