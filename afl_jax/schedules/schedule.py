@@ -245,11 +245,7 @@ def from_arrays(
   if client_ids.ndim == 1:
     client_ids = client_ids[:, None]
   if start_step.ndim == 1 and client_ids.ndim == 2 and client_ids.shape[1] == 1:
-    if start_step.shape[0] != client_ids.shape[0]:
-      raise ScheduleError(
-        f'start_step has shape {start_step.shape} but client_ids has {client_ids.shape}.'
-      )
-    start_step = start_step[:, None]
+    start_step = start_step[:, None]  # a mismatch is refused by Schedule's shape check
   local_steps = _array('local_steps', 1 if local_steps is None else local_steps)
   if local_steps.ndim == 0:
     local_steps = np.full(client_ids.shape, _count('local_steps', local_steps), np.int32)
