@@ -1,6 +1,5 @@
-"""One name -> factory mechanism and the one check of a component's settings, for every kind
-(algorithm, client and server rule, compressor, model, dataset, schedule): ``make(name,
-**settings)`` builds, ``names()`` lists, ``settings(name)`` reads (docs/extending.md)."""
+"""Name -> factory registries of every component kind and the one check of their settings:
+``make(name, **settings)``, ``names()``, ``settings(name)`` (docs/extending.md)."""
 
 from __future__ import annotations
 
@@ -17,9 +16,7 @@ from afl_jax.errors import ArgumentError, ConfigError
 
 REQUIRED = inspect.Parameter.empty  # the default of a setting that has none
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-# Bumped by every register/unregister: caches of resolved configs key on it
-# (afl_jax.reproduction.runs.sweep_identity).
-GENERATION = [0]
+GENERATION = [0]  # bumped by every (un)register: caches of resolved configs key on it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,11 +34,9 @@ class _Entry:
 
 
 class Registry:
-  """Names -> factories of one ``kind``. ``section``: the config section of the settings (a
-  refusal is a ConfigError naming ``<section>.<setting>``; None: an ArgumentError naming the
-  argument); ``name_field``: the field naming the component; ``supplied``: arguments the caller
-  gives every factory; ``shared``: name -> Spec of settings meaning the same in every entry;
-  ``parts``: argument -> registered factory building it from settings of the same section;
+  """Names -> factories of one ``kind``; ``section``: the config section named by a refusal
+  (None: an ArgumentError); ``supplied``: arguments the caller gives every factory; ``shared``:
+  specs common to all entries; ``parts``: argument -> factory building it from the settings;
   ``facts``: the run facts an entry may take as ``context`` (None: any)."""
 
   def __init__(
@@ -75,10 +70,8 @@ class Registry:
     **specs_and_meta: Any,
   ):
     """Register ``factory`` as ``name`` (a decorator when omitted); returns it checking its
-    arguments. Spec keywords are ranges, others metadata; ``context``: run facts the caller
-    fills; ``uses``: registered rules whose ranges and combinations apply to arguments of the
-    same name (their settings are a ``**kwargs`` factory's too); ``fixed``: arguments this name
-    sets; ``rules``: combinations; ``replace=True`` registers a name again."""
+    arguments. Spec keywords are ranges, others metadata; ``uses``: registered rules whose specs
+    and rules apply (their settings pass through ``**kwargs``); ``fixed``: arguments set here."""
 
     def deco(f: Callable[..., Any]) -> Callable[..., Any]:
       if name in self._entries and not replace:
@@ -111,14 +104,11 @@ class Registry:
     reserved = {'replace', 'context', 'uses', 'fixed', 'rules', 'facts', 'name'}
     reserved.add(self.name_field.rsplit('.', 1)[-1])  # the key naming the component
     if set(settings) & reserved:
-      raise ValueError(
-        f'{self.kind} {name!r} ({_where(f)}): its setting {sorted(set(settings) & reserved)[0]!r} '
-        f'collides with an argument of register/make ({", ".join(sorted(reserved))}); rename '
-        'the setting.'
-      )
+      clash = sorted(set(settings) & reserved)[0]
+      raise ValueError(f'{self.kind} {name!r}: setting {clash!r} is reserved; rename it.')
     stray = sorted(set(declared) - set(settings) - set(context))
     if stray:
-      raise ValueError(f'{self.kind} {name!r}: ranges {stray} are not arguments of {_where(f)}.')
+      raise ValueError(f'{self.kind} {name!r}: ranges {stray} are not arguments.')
     for k in set(meta) & (set(settings) | set(context)):
       raise TypeError(f'{self.kind} {name!r}: the range of {k!r} must be a checks.Spec.')
     unknown = sorted(set(context) - set(self.facts or context))
@@ -148,15 +138,13 @@ class Registry:
     return _Entry(*entry)
 
   def unregister(self, name: str) -> None:
-    """Remove ``name`` (a test's or notebook's own entry); unknown names: an error."""
     self._entry(name)
     del self._entries[name]
     GENERATION[0] += 1
 
   def make(self, name: str, /, facts: Any = None, **kwargs: Any) -> Any:
-    """The component ``name`` built with ``kwargs`` (the supplied arguments and the settings,
-    checked by :meth:`bind`); its ``context`` not given is read from ``facts`` (a mapping or an
-    object such as a RunInfo), which also bound ranges by name."""
+    """The component ``name`` built with ``kwargs`` checked by :meth:`bind`; ``context`` not
+    given is read from ``facts`` (a mapping or an object such as a RunInfo)."""
     entry, facts = self._entry(name), _as_mapping(facts)
     supplied = {k: kwargs.pop(k) for k in list(kwargs) if k in self.supplied}
     kwargs = {k: facts[k] for k in entry.context if k not in kwargs and k in facts} | kwargs
@@ -173,26 +161,22 @@ class Registry:
     return entry.factory(**supplied, **entry.fixed, **bound)
 
   def verbs(self) -> tuple[Callable, Callable, Callable, Callable]:
-    """``(make, names, settings, register)``: what the package of this kind exports."""
     return self.make, self.names, self.settings, self.register
 
   def exports(self) -> dict[str, Callable[..., Any]]:
-    """name -> the registered factory checking its arguments (a package's ``<kind>.<name>``)."""
     return {name: entry.public for name, entry in sorted(self._entries.items())}
 
   def names(self) -> list[str]:
     return sorted(self._entries)
 
   def settings(self, name: str) -> dict[str, Any]:
-    """The settings of ``name`` with their defaults (:data:`REQUIRED`: none)."""
     return dict(self._entry(name).settings)
 
   def defaults(self, name: str) -> dict[str, Any]:
     return {k: v for k, v in self.settings(name).items() if v is not REQUIRED}
 
   def specs(self, name: str) -> dict[str, checks.Spec | None]:
-    """The range of each setting (None: unchecked): declared, inherited, shared or implied by
-    the default."""
+    """The range of each setting (None: unchecked)."""
     entry = self._entry(name)
     return {k: self._spec(entry, k) for k in entry.settings}
 
@@ -209,14 +193,12 @@ class Registry:
     return self._entry(name).context
 
   def factory(self, name: str) -> Callable[..., Any]:
-    """The function registered as ``name`` (its source is what a run's identity reads)."""
     return self._entry(name).factory
 
   def _field(self, arg: str) -> str:
     return f'{self.section}.{arg}' if self.section else arg
 
   def violation(self, name: str, arg: str, value: Any, facts: Mapping[str, Any] | None = None):
-    """None when ``value`` is allowed for setting ``arg`` of ``name``, else what is."""
     entry = self._entry(name)
     known = {**self.defaults(name), **(facts or {})}
     return checks.violation(self._spec(entry, arg), value, entry.settings.get(arg), known)
@@ -224,9 +206,8 @@ class Registry:
   def bind(
     self, name: str, settings: Mapping[str, Any], *, facts: Any = None, in_config: bool = True
   ) -> dict[str, Any]:
-    """Every setting ``name``'s factory runs with: ``settings`` checked (ranges bounded by
-    ``facts`` such as ``num_clients``, and the rules), defaults filled, lists as tuples; the one
-    refusal (``config.<section>.<arg>=...`` with ``in_config``)."""
+    """``settings`` checked (ranges bounded by ``facts``, then the rules), defaults filled, lists
+    as tuples; else the one refusal."""
     refusal = self.refusal(name, settings, _as_mapping(facts))
     if refusal is not None:
       raise self._error(*refusal, name, in_config)
@@ -236,8 +217,7 @@ class Registry:
   def refusal(
     self, name: str, settings: Mapping[str, Any], facts: Mapping[str, Any] | None = None
   ) -> tuple[str, Any, str] | None:
-    """None when ``settings`` suit ``name``, else the first ``(field, value, why)`` (value
-    :data:`REQUIRED`: missing); an unknown name refused on :attr:`name_field`."""
+    """None when ``settings`` suit ``name``, else the first ``(field, value, why)``."""
     if name not in self:
       return self.name_field, name, f'must be one of {self.names()} (the registered {self.kind}s).'
     entry = self._entries[name]
@@ -294,7 +274,7 @@ class Registry:
 
 
 class _Shown(str):
-  """A value as an error names it, unquoted: ``float32[9, 2]`` (an array's repr spans lines)."""
+  """An array as an error names it: ``float32[9, 2]``."""
 
   __repr__ = str.__str__
 
@@ -302,12 +282,3 @@ class _Shown(str):
 def _as_mapping(facts: Any) -> dict[str, Any]:
   items = {} if facts is None else facts if isinstance(facts, Mapping) else vars(facts)
   return {k: v for k, v in items.items() if v is not None}
-
-
-def _where(f: Callable[..., Any]) -> str:
-  """``module.name, file:line`` of a registered function, where it has a source."""
-  name = f'{getattr(f, "__module__", "?")}.{getattr(f, "__qualname__", repr(f))}'
-  try:
-    return f'{name}, {inspect.getsourcefile(f)}:{inspect.getsourcelines(f)[1]}'
-  except (OSError, TypeError):
-    return name

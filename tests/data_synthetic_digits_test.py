@@ -7,7 +7,7 @@ from sklearn.datasets import load_digits as sk_load_digits
 from afl_jax.data import load_digits, make_synthetic
 
 
-def test_digits_shapes_range_and_split():
+def test_digits_shapes_range_and_seeded_split():
   ds = load_digits()
   assert ds.train_x.shape == (1438, 8, 8) and ds.test_x.shape == (359, 8, 8)
   assert ds.train_x.dtype == np.float32 and ds.train_y.dtype == np.int32
@@ -19,10 +19,7 @@ def test_digits_shapes_range_and_split():
   pixel_sums = np.sort(np.r_[ds.train_x.sum((1, 2)), ds.test_x.sum((1, 2))])
   ref = np.sort(sk_load_digits().images.sum((1, 2)) / 16.0)
   np.testing.assert_allclose(pixel_sums, ref, rtol=1e-5)
-
-
-def test_digits_split_is_deterministic_in_seed():
-  a, b, c = load_digits(seed=1), load_digits(seed=1), load_digits(seed=2)
+  a, b, c = load_digits(seed=1), load_digits(seed=1), load_digits(seed=2)  # seeded split
   np.testing.assert_array_equal(a.test_x, b.test_x)
   assert not np.array_equal(a.test_y, c.test_y)
 
@@ -62,7 +59,7 @@ def test_synthetic_beta_is_the_sd_of_client_input_means():
   # sample variance is within ~8% (1 sd) of the truth; allow 30%.
   def client_mean_var(beta):
     fd = make_synthetic(0.0, beta, 300, samples_per_client=[20] * 300, seed=1)
-    return np.var([fd.client(i)[0].mean() for i in range(300)])
+    return np.var([fd.x[fd.client_rows(i)].mean() for i in range(300)])
 
   np.testing.assert_allclose(client_mean_var(2.0), 4.0 + 1 / 60, rtol=0.3)
   assert client_mean_var(0.0) < 0.1
@@ -71,7 +68,7 @@ def test_synthetic_beta_is_the_sd_of_client_input_means():
 def test_synthetic_heterogeneity_iid_vs_non_iid():
   def mean_tv(fd):  # clients' total-variation distance to the pooled label distribution
     q = np.bincount(fd.y, minlength=10) / len(fd.y)
-    counts = [np.bincount(fd.client(i)[1], minlength=10) for i in range(fd.num_clients)]
+    counts = [np.bincount(fd.y[fd.client_rows(i)], minlength=10) for i in range(fd.num_clients)]
     return float(np.mean([0.5 * np.abs(c / c.sum() - q).sum() for c in counts]))
 
   tv_iid = mean_tv(make_synthetic(0.0, 0.0, 20, iid=True, samples_per_client=[400] * 20))

@@ -196,7 +196,7 @@ def test_registering_a_name_again_needs_replace_and_ranges_name_arguments(gain_a
     return algorithms.make('fedbuff', client_lr=client_lr * gain)
 
   assert algorithms.make(gain_algorithm, gain=1.5).name == 'fedbuff'  # the new range
-  with pytest.raises(ValueError, match=r"ranges \['gian'\] are not arguments of"):
+  with pytest.raises(ValueError, match=r"ranges \['gian'\] are not arguments"):
     algorithms.register('never_registered', gian=checks.POSITIVE)(lambda gain=0.5: None)
   with pytest.raises(TypeError, match='must be a checks.Spec'):
     algorithms.register('never_registered', gain=(0, 1))(lambda gain=0.5: None)
@@ -220,12 +220,12 @@ def test_registering_a_name_again_needs_replace_and_ranges_name_arguments(gain_a
 def test_a_setting_named_like_an_argument_of_register_is_refused_at_the_registration(
   registry, setting
 ):
-  """Refused where it is registered, naming the function and its line, not at a config file."""
   namespace = {}
   exec(f'def factory(ctx=None, client_lr=0.1, {setting}=1):\n  return None', namespace)
   with pytest.raises(ValueError) as err:
     registry.register('never_registered', namespace['factory'])
   message = str(err.value)
-  assert message.startswith(f"{registry.kind} 'never_registered' (") and '\n' not in message
-  assert f'its setting {setting!r} collides with' in message and 'factory' in message
+  assert (
+    message == f"{registry.kind} 'never_registered': setting {setting!r} is reserved; rename it."
+  )
   assert 'never_registered' not in registry.names()

@@ -92,12 +92,15 @@ def test_fedbuff_clock_invariants():
   assert max(in_flight) <= 20
 
 
-def test_fedbuff_constant_durations_by_hand():
+def test_fedbuff_constant_durations_by_hand_and_fully_async():
   s = schedules.fedbuff(8, 4, 4, 5, durations=schedules.durations.make('constant', value=2.0))
   # All four jobs end together; the first three replacements start before the buffer
   # fills (from version t), the fourth after the update (version t + 1).
   np.testing.assert_array_equal(np.sort(s.staleness, axis=1), [[0, 0, 0, 0]] + [[0, 1, 1, 1]] * 4)
   np.testing.assert_allclose(s.wall_clock, [2, 4, 6, 8, 10])
+  d = schedules.durations.make('pareto', shape=1.5, scale=1.0)
+  s = schedules.fully_async(10, 4, 50, durations=d, seed=2)  # one arrival per step
+  assert s.client_ids.shape == (50, 1) and s.mask.all() and s.max_staleness >= 1
 
 
 def test_masfl_setting_statistics():
@@ -111,17 +114,10 @@ def test_masfl_setting_statistics():
   assert s.max_staleness in (4, 5, 6)
 
 
-def test_fully_async_has_one_arrival_per_step():
-  d = schedules.durations.make('pareto', shape=1.5, scale=1.0)
-  s = schedules.fully_async(10, 4, 50, durations=d, seed=2)
-  assert s.client_ids.shape == (50, 1) and s.mask.all() and s.max_staleness >= 1
-
-
 def test_speed_factor_makes_slow_clients_report_less():
   speed = np.where(np.arange(20) < 10, 1.0, 10.0)
   d = schedules.durations.make('exponential', mean=1.0, speed=speed)
-  s = schedules.fedbuff(20, 10, 2, 400, durations=d, seed=0)
-  counts = s.participation_counts
+  counts = schedules.fedbuff(20, 10, 2, 400, durations=d, seed=0).participation_counts
   assert counts[:10].sum() > 2 * counts[10:].sum()
 
 
@@ -136,7 +132,7 @@ def test_random_staleness_window_and_local_steps():
   assert set(np.unique(ratio)) <= set(range(1, 7)) and len(np.unique(ratio)) == 6
 
 
-def test_waiting_windows_flexible_participation():
+def test_waiting_windows_flexible_participation_and_synchronous_limit():
   d = schedules.durations.make('normal', mean=100.0, std=40.0)
   s = schedules.waiting_windows(30, 40, window=60.0, durations=d, seed=0)
   sizes = s.arrivals_per_step
@@ -148,11 +144,7 @@ def test_waiting_windows_flexible_participation():
     starts = s.start_step[s.mask & (s.client_ids == c)]
     # each job starts right after the client's previous report (continuity)
     np.testing.assert_array_equal(starts[1:], steps[:-1] + 1)
-
-
-def test_waiting_windows_synchronous_limit():
-  d = schedules.durations.make('normal', mean=100.0, std=40.0)
-  s = schedules.waiting_windows(12, 6, window=None, durations=d, seed=0)
+  s = schedules.waiting_windows(12, 6, window=None, durations=d, seed=0)  # synchronous
   assert s.mask.all() and s.client_ids.shape == (6, 12) and s.max_staleness == 0
 
 
@@ -223,11 +215,7 @@ def _npz(tmp_path, **arrays):
     (dict(format_version=np.float64(1.5)), 'format_version must be an integer'),
     (dict(client_id=np.array([[0]])), r"unknown arrays \['client_id'\]"),
     (dict(num_clients=np.array([2, 3])), 'num_clients must be an integer'),
-    (dict(num_clients=np.float64(2.5)), 'num_clients must be an integer'),
-    (dict(start_step=np.array([[0.0], [0.5]])), 'start_step must hold integers'),
-    (dict(local_steps=np.array([[1], [-1]])), r'local_steps\[1, 0\] = -1'),
     (dict(client_ids=np.array([0, 1, 2])), 'start_step has shape'),
-    (dict(client_ids=np.array([[0], [2**40]]), num_clients=2), r'client_ids\[1, 0\]'),
     (dict(start_step=None), "missing array 'start_step'"),
   ],
 )

@@ -72,6 +72,10 @@ def test_per_client_speeds_run_on_the_event_clock(tmp_path):
   np.testing.assert_array_equal(s.wall_clock, [1, 2, 2.5, 3, 4, 4])
 
 
+BAD_FIELDS = {'concurrency': {'concurrency': 20}, 'client_speed': {'client_speed': 'lognormal'}}
+BAD_FIELDS['buffer_size'] = {'buffer_size': 0}
+
+
 @pytest.mark.parametrize(
   'text,field,fragment',
   [
@@ -87,6 +91,8 @@ def test_per_client_speeds_run_on_the_event_clock(tmp_path):
     ('duration\n1\n2\n', 'trace', 'holds 2 per-client durations for num_clients=4'),
     ('duration\n1\n2\n0\n1\n', 'trace', 'client 2 has a duration <= 0'),
     ('duration\n1\n1\n1\n1\n', 'concurrency', 'must be an integer in [1, 4]'),
+    (JOBS, 'client_speed', 'with a trace of recorded jobs'),
+    (JOBS, 'buffer_size', 'must be an integer >= 1'),
   ],
 )
 def test_bad_traces_are_one_error_naming_the_field(tmp_path, text, field, fragment):
@@ -94,7 +100,7 @@ def test_bad_traces_are_one_error_naming_the_field(tmp_path, text, field, fragme
   if text is not None:
     path.write_text(text)
   with pytest.raises(ConfigError) as e:
-    build(trace_config(path, concurrency=20 if field == 'concurrency' else 4))
+    build(trace_config(path, **({'concurrency': 4} | BAD_FIELDS.get(field, {}))))
   assert e.value.field == f'schedule.{field}'
   assert str(e.value).startswith(f'config.schedule.{field}=') and '\n' not in str(e.value)
   assert fragment in str(e.value), str(e.value)
@@ -131,18 +137,3 @@ def test_run_from_config_on_a_trace_resumes_bitwise(tmp_path):
   assert whole[-1]['wall_clock'] == 0.5 * 59 + 3.0  # the 60th job's finish
   saved = schedules.load(tmp_path / 'whole' / 'schedule.npz')
   assert saved.max_staleness > 0
-
-
-@pytest.mark.parametrize(
-  'fields,field,fragment',
-  [
-    ({'client_speed': 'lognormal'}, 'client_speed', 'with a trace of recorded jobs'),
-    ({'buffer_size': 0}, 'buffer_size', 'must be an integer >= 1'),
-  ],
-)
-def test_recorded_jobs_refuse_fields_they_cannot_honour(tmp_path, fields, field, fragment):
-  path = tmp_path / 'jobs.csv'
-  path.write_text(JOBS)
-  with pytest.raises(ConfigError) as e:
-    build(trace_config(path, **fields))
-  assert e.value.field == f'schedule.{field}' and fragment in str(e.value)

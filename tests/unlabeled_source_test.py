@@ -41,10 +41,7 @@ def test_float_training_images_keep_their_range():
   assert raw.dtype == np.float32 and raw.min() >= train_x.min() and raw.max() <= train_x.max()
   noise = data.external_unlabeled('noise', 20, train_x)
   assert noise.shape == (20, 8, 8) and noise.dtype == np.float32
-
-
-def test_noise_is_uniform_over_the_pixel_range():
-  raw = unlabeled.noise_images(200, fake_images())
+  raw = unlabeled.noise_images(200, fake_images())  # uniform over the pixel range
   assert raw.shape == (200, 28, 28) and raw.dtype == np.uint8
   assert abs(raw.mean() - 127.5) < 2.0  # 156,800 pixels: std of the mean ~0.2
 

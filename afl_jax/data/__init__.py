@@ -1,7 +1,5 @@
-"""Datasets by name and partitions: ``DATASETS`` maps a config's ``dataset`` to ``loader(data_dir=,
-download=, seed=, **dataset_args) -> ArrayDataset``, or, registered ``federated=True``,
-``loader(num_clients=, seed=, **dataset_args) -> ClientLayout`` (:func:`grouped`); ``make(name,
-...)``, ``names()``, ``settings(name)`` (docs/extending.md)."""
+"""Datasets by name (``DATASETS``: a loader returning an ArrayDataset, or with ``federated=True`` a
+ClientLayout) and partitions (docs/extending.md)."""
 
 from afl_jax import checks
 from afl_jax.data.base import ArrayDataset, DataError
@@ -15,7 +13,7 @@ from afl_jax.data.federated import (
   make_federated,
   steps_per_epoch,
 )
-from afl_jax.data.fmnist import load_fashion_mnist, read_idx
+from afl_jax.data.fmnist import load_fashion_mnist
 from afl_jax.data.partition import PartitionError, dirichlet, iid, shards
 from afl_jax.data.synthetic import make_synthetic
 from afl_jax.registry import Registry
@@ -68,7 +66,6 @@ __all__ = [
   'make',
   'make_synthetic',
   'names',
-  'read_idx',
   'register',
   'settings',
   'shards',

@@ -1,4 +1,4 @@
-"""What the dataset readers share: the error, the dataset tuple, the normalizer, file search."""
+"""What the dataset readers share."""
 
 from __future__ import annotations
 
@@ -21,8 +21,7 @@ class DataError(UserError):
 
 
 class ArrayDataset(NamedTuple):
-  """A centralized classification dataset in host memory: ``train_x``/``test_x`` ``[n, ...]`` (uint8
-  images or float32 features), int32 labels in ``[0, num_classes)``."""
+  """``train_x``/``test_x`` ``[n, ...]`` (uint8 images or float32), int32 labels."""
 
   train_x: np.ndarray
   train_y: np.ndarray
@@ -44,7 +43,6 @@ def normalizer(train_x: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def read_file(path: str | os.PathLike) -> bytes:
-  """The content of ``path``; a missing or unreadable file is a `DataError` naming it."""
   try:
     return pathlib.Path(path).read_bytes()
   except FileNotFoundError as e:
@@ -54,7 +52,6 @@ def read_file(path: str | os.PathLike) -> bytes:
 
 
 def check_labels(labels: np.ndarray, num_classes: int, name: str, at: str, hint: str = ''):
-  """DataError naming file ``name`` at the first label outside ``0..num_classes-1``."""
   if labels.size and int(labels.max()) >= num_classes:
     bad = int(np.argmax(labels >= num_classes))
     raise DataError(
@@ -63,7 +60,6 @@ def check_labels(labels: np.ndarray, num_classes: int, name: str, at: str, hint:
 
 
 def fetch(url: str, target: pathlib.Path, timeout: float) -> None:
-  """Download ``url`` to ``target`` (through ``target.part``) unless it exists."""
   if target.is_file():
     return
   target.parent.mkdir(parents=True, exist_ok=True)

@@ -23,8 +23,7 @@ _ALL_FILES = TRAIN_FILES + TEST_FILES
 
 
 def _locate(directory: pathlib.Path) -> dict[str, pathlib.Path] | pathlib.Path | None:
-  """The six batch files in ``directory`` or its known subdirectories, else the archive there;
-  a DataError if only some files are there."""
+  """The six batch files in ``directory`` or its known subdirectories, else the archive."""
   base = pathlib.Path(directory).expanduser()
   for d in (base, base / ARCHIVE_DIR, base / 'cifar10' / ARCHIVE_DIR):
     present = {n: d / n for n in _ALL_FILES if (d / n).is_file()}
@@ -37,8 +36,7 @@ def _locate(directory: pathlib.Path) -> dict[str, pathlib.Path] | pathlib.Path |
 
 
 def parse_batch(data: bytes, name: str, records: int | None) -> tuple[np.ndarray, np.ndarray]:
-  """``(images uint8[n, 32, 32, 3], labels int32[n])`` of one batch file (``records`` None: any
-  count)."""
+  """``(images uint8[n, 32, 32, 3], labels int32[n])`` of one batch file."""
   n, rest = divmod(len(data), RECORD_BYTES)
   if n == 0 or rest:
     why = f'{len(data)} bytes is not a whole number of {RECORD_BYTES}-byte records'
@@ -54,7 +52,6 @@ def parse_batch(data: bytes, name: str, records: int | None) -> tuple[np.ndarray
 
 
 def _read_archive(path: pathlib.Path) -> dict[str, tuple[str, bytes]]:
-  """The six batch files' bytes from the official archive, read in memory (no extraction)."""
   wanted = {f'{ARCHIVE_DIR}/{n}': n for n in _ALL_FILES}
   out = {}
   try:

@@ -1,7 +1,5 @@
-"""scikit-learn's 8x8 digits (UCI optdigits test set, 1,797 images), pixels scaled to [0, 1]: a
-dataset, and unlabeled server sets not drawn from the clients' distribution, as FedEcho distils
-on external data (Sec. 5.1): 'digits' upsampled into the training frame, or 'noise'; they
-depend only on their size and the training images' shape and scale (docs/configs.md)."""
+"""scikit-learn's 8x8 digits as a dataset, and external unlabeled server sets (FedEcho Sec. 5.1):
+'digits' upsampled into the training frame, or 'noise' (docs/configs.md)."""
 
 from __future__ import annotations
 
@@ -31,7 +29,7 @@ def load_digits(*, seed: int = 0) -> ArrayDataset:
 
 
 def _linear_weights(n_out: int, n_in: int) -> np.ndarray:
-  """float64[n_out, n_in]: bilinear resampling matrix (pixel centres aligned)."""
+  """float64[n_out, n_in]: bilinear resampling (pixel centres aligned)."""
   pos = np.clip((np.arange(n_out) + 0.5) * n_in / n_out - 0.5, 0.0, n_in - 1)
   lo = np.floor(pos).astype(int)
   w = np.zeros((n_out, n_in))

@@ -1,5 +1,4 @@
-"""Client data: :class:`ClientLayout` views ``x[index[offset_i : offset_i + size_i]]`` of one
-sample array (runs differing only in their partition share ``x`` and ``y``)."""
+"""Client data: :class:`ClientLayout` views ``x[index[offset_i : offset_i + size_i]]``."""
 
 from __future__ import annotations
 
@@ -16,9 +15,8 @@ _VALIDATION_STREAM = 0x7A11D  # folded into the seed of the validation split
 
 
 class ClientLayout(NamedTuple):
-  """Partitioned training data (host NumPy): ``x``, ``y``, ``index`` grouped by client from
-  ``offsets`` (``sizes`` >= 1), the test split, ``unlabeled_x`` (inputs no client owns: FedEcho's
-  server set), the validation set, ``num_classes``."""
+  """Training data grouped by client (``sizes`` >= 1), the test split, ``unlabeled_x`` (FedEcho's
+  server set), the validation set."""
 
   x: np.ndarray
   y: np.ndarray
@@ -38,10 +36,6 @@ class ClientLayout(NamedTuple):
 
   def client_rows(self, i: int) -> np.ndarray:
     return self.index[int(self.offsets[i]) : int(self.offsets[i] + self.sizes[i])]
-
-  def client(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-    rows = self.client_rows(i)
-    return self.x[rows], self.y[rows]
 
 
 def federate(
@@ -119,7 +113,6 @@ def make_federated(dataset: ArrayDataset, partition_name: str, num_clients: int,
 
 
 def steps_per_epoch(sizes: np.ndarray, batch_size: int) -> np.ndarray:
-  """int32 ``ceil(size / batch_size)``."""
   if batch_size < 1:
     raise ValueError(f'batch_size={batch_size!r} must be >= 1')
   return (-(-np.asarray(sizes, dtype=np.int64) // batch_size)).astype(np.int32)

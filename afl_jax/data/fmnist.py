@@ -1,7 +1,5 @@
-"""Fashion-MNIST (Xiao, Rasul, Vollgraf 2017) from its four IDX files, plain or gzipped, by a
-strict reader of the IDX format (LeCun and Cortes, "The MNIST database": magic ``0 0 <dtype>
-<ndim>``, big-endian uint32 sizes, then exactly ``prod(dims)`` items); every inconsistency a
-DataError naming the file."""
+"""Fashion-MNIST (Xiao et al. 2017) from its four IDX files (LeCun and Cortes' format: magic
+``0 0 <dtype> <ndim>``, big-endian uint32 sizes, ``prod(dims)`` items), plain or gzipped."""
 
 from __future__ import annotations
 
@@ -15,15 +13,7 @@ import numpy as np
 
 from afl_jax.data.base import ArrayDataset, DataError, check_labels, fetch, find_dataset, read_file
 
-# IDX dtype code -> (big-endian NumPy dtype, name used in messages).
-IDX_DTYPES = {
-  0x08: (np.dtype('>u1'), 'ubyte'),
-  0x09: (np.dtype('>i1'), 'byte'),
-  0x0B: (np.dtype('>i2'), 'int16'),
-  0x0C: (np.dtype('>i4'), 'int32'),
-  0x0D: (np.dtype('>f4'), 'float32'),
-  0x0E: (np.dtype('>f8'), 'float64'),
-}
+UBYTE = 0x08  # the IDX dtype code of Fashion-MNIST's four files
 NUM_CLASSES, IMAGE_SHAPE = 10, (28, 28)
 SYSTEM_DIR = '/usr/share/datasets/fashion-mnist'
 DEFAULT_CACHE_DIR = '~/.cache/afl_jax/fashion-mnist'
@@ -37,7 +27,6 @@ FILES = {
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
-  """The file's bytes, gunzipped when they start with gzip's magic."""
   raw = read_file(path)
   try:
     return gzip.decompress(raw) if raw[:2] == b'\x1f\x8b' else raw
@@ -45,40 +34,32 @@ def read_bytes(path: str | os.PathLike) -> bytes:
     raise DataError(f'{path}: corrupt or truncated gzip data ({e}); fetch it again') from e
 
 
-def read_idx(
-  path: str | os.PathLike, *, dtype: str | None = None, ndim: int | None = None
-) -> np.ndarray:
-  """The IDX file as a native-endian array, of IDX ``dtype`` and ``ndim`` when given."""
+def read_idx(path: str | os.PathLike, ndim: int) -> np.ndarray:
+  """The uint8 IDX file of ``ndim`` dimensions."""
   data, name = read_bytes(path), os.fspath(path)
   if len(data) < 4:
     raise DataError(f'{name}: file is {len(data)} bytes, too short for the 4-byte IDX magic')
   if data[0] != 0 or data[1] != 0:
     raise DataError(f'{name}: bad IDX magic number 0x{data[:4].hex()} (must start with 0x0000)')
   code, nd = data[2], data[3]
-  if code not in IDX_DTYPES:
-    valid = ', '.join(f'0x{c:02X} ({n})' for c, (_, n) in IDX_DTYPES.items())
-    raise DataError(f'{name}: unknown IDX dtype code 0x{code:02X}; valid codes: {valid}')
-  np_dtype, dtype_name = IDX_DTYPES[code]
-  if dtype is not None and dtype_name != dtype:
-    raise DataError(f'{name}: IDX dtype is {dtype_name}, expected {dtype}')
-  if ndim is not None and nd != ndim:
+  if code != UBYTE:
+    raise DataError(f'{name}: IDX dtype code 0x{code:02X}, expected 0x08 (ubyte)')
+  if nd != ndim:
     raise DataError(f'{name}: IDX header declares {nd} dimensions, expected {ndim}')
   header_len = 4 + 4 * nd
   if len(data) < header_len:
     raise DataError(f'{name}: truncated header: {nd} dimensions need {header_len} bytes')
   dims = tuple(int(d) for d in np.frombuffer(data, dtype='>u4', count=nd, offset=4))
-  expected, actual = math.prod(dims) * np_dtype.itemsize, len(data) - header_len
+  expected, actual = math.prod(dims), len(data) - header_len
   if actual < expected:
     raise DataError(f'{name}: truncated file: {actual} of {expected} bytes of shape {dims}')
   if actual > expected:
     raise DataError(f'{name}: {actual - expected} trailing bytes after the shape {dims}')
-  arr = np.frombuffer(data, dtype=np_dtype, offset=header_len).reshape(dims)
-  return arr.astype(np_dtype.newbyteorder('='))
+  return np.frombuffer(data, dtype=np.uint8, offset=header_len).reshape(dims).copy()
 
 
 def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
-  """The four files in ``directory`` or its ``fashion-mnist`` subdirectory (uncompressed first);
-  None if any is missing."""
+  """The four files in ``directory`` or its ``fashion-mnist`` subdirectory, else None."""
   base = pathlib.Path(directory).expanduser()
   for d in (base, base / 'fashion-mnist'):
     first = lambda stem: next((d / n for n in (stem, stem + '.gz') if (d / n).is_file()), None)
@@ -90,8 +71,7 @@ def find_files(directory: str | os.PathLike) -> dict[str, pathlib.Path] | None:
 
 def load_split(images_path, labels_path) -> tuple[np.ndarray, np.ndarray]:
   """``(images uint8[n, 28, 28], labels int32[n])`` of one pair, checked to belong together."""
-  images = read_idx(images_path, dtype='ubyte', ndim=3)
-  labels = read_idx(labels_path, dtype='ubyte', ndim=1)
+  images, labels = read_idx(images_path, 3), read_idx(labels_path, 1)
   if images.shape[1:] != IMAGE_SHAPE:
     raise DataError(f'{images_path}: images have shape {images.shape[1:]}, expected {IMAGE_SHAPE}')
   if images.shape[0] != labels.shape[0]:
@@ -107,8 +87,7 @@ def load_fashion_mnist(
   cache_dir: str | os.PathLike | None = None,
   timeout: float = 10.0,
 ) -> ArrayDataset:
-  """Fashion-MNIST's 60,000 train / 10,000 test images, found as
-  :func:`~afl_jax.data.base.find_dataset` searches or fetched from Zalando's mirror."""
+  """Fashion-MNIST, found as :func:`~afl_jax.data.base.find_dataset` searches."""
   cache = pathlib.Path(cache_dir or DEFAULT_CACHE_DIR).expanduser()
 
   def fetch_all():

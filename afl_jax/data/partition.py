@@ -1,8 +1,6 @@
-"""Partitions of a labelled training set, client i owning ``order[offsets[i] : offsets[i] +
-sizes[i]]``: ``iid`` (sizes differing by <= 1); ``dirichlet``, the label skew of Yurochkin et al.
-2019 that MasFL uses (App. E.1): per class k, ``p_k ~ Dir(alpha 1_N)`` shares of its shuffled
-samples, redrawn until every client has ``min_size``; ``shards``, McMahan et al.'s (2017)
-label-sorted shards dealt ``shards_per_client`` per client."""
+"""Partitions of labels, client i owning ``order[offsets[i] : offsets[i] + sizes[i]]``: ``iid``;
+``dirichlet`` (Yurochkin et al. 2019, MasFL App. E.1: per class, ``Dir(alpha 1_N)`` shares);
+``shards`` (McMahan et al. 2017: label-sorted shards, ``shards_per_client`` each)."""
 
 from __future__ import annotations
 
@@ -30,19 +28,11 @@ class PartitionError(ValueError):
 
 
 class Partition(NamedTuple):
-  """Sample indices ``order`` grouped by client (ascending within one), ``offsets`` and ``sizes``
-  int32[N]."""
+  """Sample indices ``order`` grouped by client; ``offsets`` and ``sizes`` int32[N]."""
 
   order: np.ndarray
   offsets: np.ndarray
   sizes: np.ndarray
-
-  @property
-  def num_clients(self) -> int:
-    return len(self.sizes)
-
-  def client_indices(self, i: int) -> np.ndarray:
-    return self.order[self.offsets[i] : self.offsets[i] + self.sizes[i]]
 
 
 def _partition(assignment: np.ndarray, num_clients: int) -> Partition:

@@ -1,24 +1,15 @@
-r"""Synthetic(alpha, beta) benchmark of FedProx (Li, Sahu, Zaheer, Sanjabi, Talwalkar &
-Smith, "Federated Optimization in Heterogeneous Networks", MLSys 2020, Sec. 5.1).
-
-For each client k, with d = 60 features and C = 10 classes:
+r"""Synthetic(alpha, beta) of FedProx (Li et al., MLSys 2020, Sec. 5.1); client k, d = 60, C = 10:
 
 .. math::
 
-  u_k \sim N(0, \alpha),\quad W_k \in R^{d \times C},\ b_k \in R^C
-  \text{ with entries } \sim N(u_k, 1),\\
-  B_k \sim N(0, \beta),\quad v_k \in R^d \text{ with entries } \sim N(B_k, 1),\\
-  x \sim N(v_k, \Sigma),\ \Sigma = \mathrm{diag}(j^{-1.2})_{j=1..d},\qquad
-  y = \arg\max_c\, \mathrm{softmax}(x W_k + b_k)_c.
+  u_k \sim N(0, \alpha),\ W_k, b_k \text{ entries} \sim N(u_k, 1),\quad
+  B_k \sim N(0, \beta),\ v_k \text{ entries} \sim N(B_k, 1),\\
+  x \sim N(v_k, \mathrm{diag}(j^{-1.2})),\qquad y = \arg\max_c (x W_k + b_k)_c.
 
-alpha controls how much the local models differ, beta how much the local inputs differ.
-``iid=True`` gives Synthetic-IID: one shared (W, b) with N(0, 1) entries and v_k = 0.
-
-Readings (the paper is terse): N(0, alpha) is taken with *standard deviation* alpha, as in
-the authors' released generator. The paper says client sizes follow a power law; we draw
-``n_k = 50 + floor(LogNormal(4, 2))`` (the authors' generator: a heavy-tailed law with a
-floor of 50) unless ``samples_per_client`` is given. Each client's samples are split
-80/20 (train/test) as in the paper; the test parts are pooled into the global test set.
+``iid=True``: one shared (W, b) with N(0, 1) entries and v_k = 0. Readings, as the authors'
+generator: N(0, alpha) has standard deviation alpha; sizes ``n_k = 50 + floor(LogNormal(4, 2))``
+(the paper's power law) unless ``samples_per_client``; each client's samples split 80/20, the
+test parts pooled.
 """
 
 from __future__ import annotations
@@ -42,9 +33,6 @@ def make_synthetic(
   samples_per_client: Sequence[int] | None = None,
   test_fraction: float = 0.2,
 ) -> ClientLayout:
-  """Synthetic(alpha, beta) over ``num_clients`` (FedProx's Synthetic(1, 1), 30): float32 ``x [n,
-  dim]``; ``iid``: Synthetic-IID; ``samples_per_client`` (each >= 2) instead of the law;
-  ``test_fraction`` of each client's samples pooled into the test set."""
   if alpha < 0 or beta < 0:
     raise ValueError(f'alpha={alpha!r} and beta={beta!r} must both be >= 0')
   if num_clients < 1:

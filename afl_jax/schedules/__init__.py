@@ -1,7 +1,5 @@
-"""Delay models computed up front as ``[T, M]`` arrays (docs/architecture.md): the builders
-(``BUILDERS``: ``afl_jax.schedules.fedbuff(...)``), the ``SCHEDULES`` registry of a config's
-``schedule.kind`` (``make(kind, ctx=ScheduleContext(...), **settings)``, ``names()``,
-``settings(kind)``) and the job-duration ``DISTRIBUTIONS``."""
+"""Delay models computed up front as ``[T, M]`` arrays: the ``BUILDERS``, the ``SCHEDULES`` of a
+config's ``schedule.kind`` and the job-duration ``DISTRIBUTIONS`` (docs/architecture.md)."""
 
 from afl_jax.schedules.builders import (
   BUILDERS,

@@ -15,7 +15,6 @@ from afl_jax.registry import Registry
 from afl_jax.schedules.durations import Durations, make
 from afl_jax.schedules.schedule import Schedule
 
-# The ranges of the delay models' settings, the config's schedule kinds' too.
 SETTINGS = {
   'concurrency': checks.integer(1, 'num_clients'),  # Mc, jobs running at once
   'buffer_size': checks.integer(1, 'concurrency'),  # M, arrivals per server step
@@ -24,7 +23,6 @@ SETTINGS = {
   'num_steps': checks.integer(1),
   'local_steps': checks.ANY,  # an int, or an array [N] of each client's K
 }
-# The delay models by name, as a library user calls them (``afl_jax.schedules.fedbuff(...)``).
 BUILDERS = Registry('schedule builder', shared=SETTINGS)
 
 
@@ -37,7 +35,6 @@ def clock_problem(num_clients: int, concurrency: int, buffer_size: int) -> str |
 
 
 def _steps_table(local_steps, num_clients: int) -> np.ndarray:
-  """Per-client local step counts int32[N] from an int or an array [N]."""
   arr = np.asarray(local_steps)
   arr = np.full(num_clients, int(arr)) if arr.ndim == 0 else arr
   if arr.shape != (num_clients,):
@@ -88,7 +85,6 @@ def synchronous(
 
 
 def _draw(pool: list[int], rng: np.random.Generator) -> int:
-  """A client drawn uniformly from the idle ``pool``, the last one moved into its place."""
   k = int(rng.integers(len(pool)))
   c, pool[k] = pool[k], pool[-1]
   pool.pop()
@@ -159,7 +155,6 @@ def fedbuff(
   return _pack(rows, wall, n)
 
 
-# The event clock with buffer size 1.
 fully_async = BUILDERS.register(
   'fully_async',
   BUILDERS.factory('fedbuff'),

@@ -1,5 +1,5 @@
-"""Job-duration models of the simulated clock (host NumPy), each in :data:`DISTRIBUTIONS`, and
-per-client ``speed`` factors (> 0, larger = slower) for persistent stragglers (docs/configs.md)."""
+"""Job-duration distributions of the simulated clock and per-client ``speed`` factors (> 0,
+larger = slower) for persistent stragglers (docs/configs.md)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,6 @@ def pareto(shape: float, scale: float) -> Sampler:
   return lambda rng, size: (rng.pareto(float(shape), size=size) + 1.0) * float(scale)
 
 
-KINDS: tuple[str, ...] = tuple(DISTRIBUTIONS)  # the duration families
 CLIENT_SPEEDS = ('none', 'local_steps', 'lognormal')
 
 
@@ -78,7 +77,6 @@ class Durations:
       object.__setattr__(self, 'speed', speed)
 
   def sample(self, rng: np.random.Generator, ids: np.ndarray) -> np.ndarray:
-    """Unscaled durations, one per entry of ``ids``."""
     return self._draw(rng, ids.shape)
 
   def draw(self, rng: np.random.Generator, client_ids: np.ndarray) -> np.ndarray:

@@ -1,6 +1,5 @@
-"""Delay models by name for a config's ``schedule`` section: ``kind(ctx, [durations], **settings)
--> Schedule`` adapts a builder to the run's :class:`ScheduleContext`; ``slots`` and
-``array_builder`` in its registration are what the size checks read (docs/extending.md)."""
+"""A config's ``schedule.kind``: ``kind(ctx, [durations], **settings) -> Schedule``; ``slots`` and
+``array_builder`` are what the size checks read (docs/extending.md)."""
 
 from __future__ import annotations
 
@@ -36,12 +35,8 @@ def _durations_problem(durations: str, durations_params: Any) -> tuple | None:
     return DISTRIBUTIONS.refusal(durations, {})
   params = {} if durations_params is None else durations_params
   if isinstance(params, str) or not callable(getattr(params, 'items', None)):
-    example = as_mapping(params) if isinstance(params, str) else None
-    why = (
-      f'must be a mapping of the parameters of distribution {durations!r}, e.g. '
-      f'{example or DISTRIBUTIONS.defaults("uniform")}'
-      + (" (the string form 'name=value,...' is no longer read)" if isinstance(params, str) else '')
-    )
+    example = DISTRIBUTIONS.defaults('uniform')
+    why = f'must be a mapping of the parameters of distribution {durations!r}, e.g. {example}'
     return 'schedule.durations_params', params, why
   return DISTRIBUTIONS.refusal(durations, dict(params.items()))
 
@@ -64,17 +59,6 @@ def job_durations(
   return Durations(durations, dict(durations_params or {}), speed)
 
 
-def as_mapping(text: str) -> dict[str, float] | None:
-  """The mapping an old-form string 'low=0,high=20' meant (None: not of that form)."""
-  try:
-    items = [p.split('=', 1) for p in text.split(',') if p.strip()]
-    return {k.strip(): float(v) for k, v in items} or None
-  except ValueError:
-    return None
-
-
-# A model taking ``durations`` takes :func:`job_durations`' settings; shared settings take the
-# builders' ranges.
 SCHEDULES = Registry(
   'schedule',
   section='schedule',
@@ -95,7 +79,6 @@ def slots(kind: str) -> str | int | None:
 
 
 def _clock(num_clients: int, concurrency: int, buffer_size: int) -> tuple | None:
-  """FedBuff's clock needs an idle client to draw: refused on ``config.num_clients``."""
   problem = builders.clock_problem(num_clients, concurrency, buffer_size)
   return None if problem is None else ('num_clients', num_clients, problem)
 
@@ -191,7 +174,6 @@ def port(
   urgent: bool = False,
   buffer_size: int = 10,
 ) -> Schedule:
-  """Port's staleness-bounded FedBuff clock (docs/algorithms/port.md)."""
   bound = {'staleness_bound': staleness_bound, 'urgent': urgent, **_common(ctx, durations)}
   return builders.fedbuff(ctx.num_clients, concurrency, buffer_size, ctx.num_steps, **bound)
 

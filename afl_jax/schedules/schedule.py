@@ -37,7 +37,6 @@ def _reject(bad: np.ndarray, message: str, values: np.ndarray | None = None, **f
 
 
 def _count(name: str, value: Any, minimum: int = 1) -> int:
-  """An integer count, never cast silently."""
   arr = np.asarray(value)
   x = arr.item() if arr.ndim == 0 else None
   if x is None or arr.dtype == np.bool_ or arr.dtype.kind not in 'iuf':
@@ -170,8 +169,6 @@ class Schedule:
     }
 
   def truncate(self, num_steps: int) -> Schedule:
-    if not 1 <= num_steps <= self.num_steps:
-      raise ScheduleError(f'num_steps must be in [1, {self.num_steps}]; got {num_steps}.')
     return Schedule(*(getattr(self, k)[:num_steps] for k in _ARRAYS[:5]), self.num_clients)
 
   def save(self, path: str | os.PathLike) -> None:
@@ -182,7 +179,6 @@ class Schedule:
 
 
 def _member_sizes(path: str, max_slots: int) -> None:
-  """Refuse an archive whose arrays exceed ``max_slots`` entries, from their headers."""
   with zipfile.ZipFile(path) as archive:
     for info in archive.infolist():
       name = info.filename.removesuffix('.npy')
@@ -215,10 +211,8 @@ def load(path: str | os.PathLike, *, max_slots: int = MAX_SLOTS) -> Schedule:
       arrays = {k: f[k] for k in f.files}
   except ScheduleError as e:
     raise ScheduleError(f'cannot read schedule file {path}: {e}') from None
-  except FileNotFoundError:
-    raise ScheduleError(f'cannot read schedule file {path}: file not found.') from None
-  except IsADirectoryError:
-    raise ScheduleError(f'cannot read schedule file {path}: it is a directory.') from None
+  except (FileNotFoundError, IsADirectoryError) as e:
+    raise ScheduleError(f'cannot read schedule file {path}: {e.strerror.lower()}.') from None
   except zipfile.BadZipFile:
     raise ScheduleError(
       f'cannot read schedule file {path}: not an .npz archive written by Schedule.save.'
@@ -251,11 +245,7 @@ def from_arrays(
   if client_ids.ndim == 1:
     client_ids = client_ids[:, None]
   if start_step.ndim == 1 and client_ids.ndim == 2 and client_ids.shape[1] == 1:
-    if start_step.shape[0] != client_ids.shape[0]:
-      raise ScheduleError(
-        f'start_step has shape {start_step.shape} but client_ids has {client_ids.shape}.'
-      )
-    start_step = start_step[:, None]
+    start_step = start_step[:, None]  # a mismatch is refused by Schedule's shape check
   local_steps = _array('local_steps', 1 if local_steps is None else local_steps)
   if local_steps.ndim == 0:
     local_steps = np.full(client_ids.shape, _count('local_steps', local_steps), np.int32)

@@ -1,6 +1,5 @@
-"""The schedule kind ``trace``: per-client speeds, recorded jobs or a run's recorded
-``schedule.npz`` (docs/extending.md, "A delay trace from a file"); size-checked before reading,
-never unpickled, every problem one ConfigError naming ``config.schedule.<field>``."""
+"""The schedule kind ``trace``: per-client speeds, recorded jobs or a recorded ``schedule.npz``
+(docs/extending.md); size-checked before reading, never unpickled."""
 
 from __future__ import annotations
 
@@ -26,7 +25,6 @@ def _bad(field: str, value: Any, why: str) -> ConfigError:
 
 
 def read(path: Any) -> dict[str, np.ndarray]:
-  """The columns of a trace file: name -> float64[rows]."""
   if not isinstance(path, str) or not path:
     raise _bad('trace', path, "schedule.kind='trace' needs the path of a .csv or .npz file")
   if not os.path.isfile(path):
@@ -84,7 +82,6 @@ def _clients(path: str, ids: np.ndarray, n: int) -> np.ndarray:
 
 
 def _speeds(path: str, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
-  """float64[N] per-client duration factors from a speeds file."""
   d = columns['duration']
   if 'client' in columns:
     ids = _clients(path, columns['client'], n)
@@ -127,7 +124,6 @@ def _from_jobs(client, start, finish, *, num_clients, buffer_size, num_steps, lo
 
 
 def _recorded(path: str) -> bool:
-  """Whether ``path`` is an npz written by :meth:`Schedule.save` (it holds ``client_ids``)."""
   try:
     with zipfile.ZipFile(path) as z:
       return 'client_ids.npy' in z.namelist()
@@ -168,7 +164,6 @@ def _replay(ctx: Any, durations: Durations, path: str, buffer_size: int) -> Sche
 def schedule(
   ctx: Any, durations: Durations, path: str, concurrency: int, buffer_size: int
 ) -> Schedule:
-  """The ``trace`` kind: the schedule of the file ``path`` for the run ``ctx``."""
   if isinstance(path, str) and path.endswith('.npz') and os.path.isfile(path) and _recorded(path):
     return _replay(ctx, durations, path, buffer_size)
   columns, n = read(path), ctx.num_clients
