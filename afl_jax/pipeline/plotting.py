@@ -12,7 +12,7 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.backend_bases import FigureCanvasBase  # noqa: E402
 
-from afl_jax.pipeline.workdir import write_with  # noqa: E402
+from afl_jax.pipeline.workdir import write_text  # noqa: E402
 
 
 def plot_runs(
@@ -62,7 +62,7 @@ def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> None:
     kind = image_format(path)
     if kind not in FORMATS:
       raise ValueError(f'{path}: cannot write a figure as {kind!r}; formats: {", ".join(FORMATS)}')
-    write_with(path, lambda f: fig.savefig(f, dpi=dpi, format=kind))
+    write_text(path, lambda f: fig.savefig(f, dpi=dpi, format=kind))
   finally:
     plt.close(fig)
 
