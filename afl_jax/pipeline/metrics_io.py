@@ -3,6 +3,7 @@ docs/reliability.md, "Metrics"."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -102,7 +103,7 @@ def evaluation_record(
   }
 
 
-class MetricsWriter:
+class MetricsWriter(contextlib.AbstractContextManager):
   """``<workdir>/metrics.jsonl`` and TensorBoard events; ``workdir=None`` writes nothing."""
 
   def __init__(
@@ -169,9 +170,6 @@ class MetricsWriter:
     if self._tb is not None:
       self._tb.close()
       self._tb = None
-
-  def __enter__(self) -> MetricsWriter:
-    return self
 
   def __exit__(self, *exc: Any) -> None:
     self.close()

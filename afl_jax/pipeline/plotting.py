@@ -15,15 +15,9 @@ from matplotlib.backend_bases import FigureCanvasBase  # noqa: E402
 from afl_jax.pipeline.workdir import write_text  # noqa: E402
 
 
-def plot_runs(
-  runs: Mapping[str, Sequence[dict]],
-  path: str | os.PathLike,
-  *,
-  metric: str = 'test_accuracy',
-  title: str = '',
-) -> None:
-  """Overlay runs: ``metric`` against server steps (left) and simulated wall-clock (right)."""
-  fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+def plot_runs(runs: Mapping[str, Sequence[dict]], path: str | os.PathLike, *, title: str) -> None:
+  """Overlay runs' test accuracy against server steps (left) and simulated wall-clock (right)."""
+  fig, axes, metric = *plt.subplots(1, 2, figsize=(11, 4)), 'test_accuracy'
   for label, records in runs.items():
     records = [r for r in records if metric in r]
     steps = [r['step'] for r in records]
@@ -34,8 +28,7 @@ def plot_runs(
   for ax, xlabel in zip(axes, ('server steps', 'simulated wall-clock')):
     _label(ax, xlabel, metric)
   axes[1].legend(fontsize=8)
-  if title:
-    fig.suptitle(title)
+  fig.suptitle(title)
   fig.tight_layout()
   save_figure(fig, path)
 
@@ -55,14 +48,14 @@ def image_format(path: str | os.PathLike) -> str:
   return os.path.splitext(os.fspath(path))[1].lstrip('.').lower() or 'png'
 
 
-def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> None:
+def save_figure(fig, path: str | os.PathLike) -> None:
   """Write ``fig`` atomically (never through a link) and close it; ValueError for a format not
   in :data:`FORMATS`."""
   try:
     kind = image_format(path)
     if kind not in FORMATS:
       raise ValueError(f'{path}: cannot write a figure as {kind!r}; formats: {", ".join(FORMATS)}')
-    write_text(path, lambda f: fig.savefig(f, dpi=dpi, format=kind))
+    write_text(path, lambda f: fig.savefig(f, dpi=110, format=kind))
   finally:
     plt.close(fig)
 
