@@ -195,16 +195,15 @@ def _stated(**fields):
   return _manifest(lambda m: m['records'].update(**fields))
 
 
-def _truncated(d):
-  (d / 'toy.csv.gz').write_bytes((d / 'toy.csv.gz').read_bytes()[:300])
-
-
 def _fingerprinted(m):  # as written before runs had identities
   return [s.update(fingerprint='f') or s.pop('identity') for s in m['sweeps']]
 
 
 DAMAGED = [
-  (_truncated, 'not a whole gzip'),
+  (
+    lambda d: (d / 'toy.csv.gz').write_bytes((d / 'toy.csv.gz').read_bytes()[:300]),
+    'not a whole gzip',
+  ),
   (_write('toy.csv.gz', 'not gzip'), 'not a whole gzip'),
   (_write('toy.json', '{"sweeps": ['), 'not a readable JSON manifest'),
   (_write('toy.json', '[1, 2]'), 'not a records manifest'),
