@@ -48,14 +48,14 @@ def image_format(path: str | os.PathLike) -> str:
   return os.path.splitext(os.fspath(path))[1].lstrip('.').lower() or 'png'
 
 
-def save_figure(fig, path: str | os.PathLike) -> None:
+def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> None:
   """Write ``fig`` atomically (never through a link) and close it; ValueError for a format not
   in :data:`FORMATS`."""
   try:
     kind = image_format(path)
     if kind not in FORMATS:
       raise ValueError(f'{path}: cannot write a figure as {kind!r}; formats: {", ".join(FORMATS)}')
-    write_text(path, lambda f: fig.savefig(f, dpi=110, format=kind))
+    write_text(path, lambda f: fig.savefig(f, dpi=dpi, format=kind))
   finally:
     plt.close(fig)
 
