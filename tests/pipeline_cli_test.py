@@ -1,6 +1,7 @@
 """Bad inputs on scripts/train.py's command line: one ``error:`` line, exit status 1, nothing
 written (what only the script refuses through it, the rest in-process)."""
 
+import functools
 import pathlib
 
 import ml_collections
@@ -88,9 +89,7 @@ def test_hparam_override_fills_the_full_set_and_parses_types():
 def test_booleans_and_non_finite_numbers_are_not_floats(field, value):
   d = _smoke().to_dict()  # a config file may build its fields from plain values
   d['schedule']['kind'] = 'waiting_windows'
-  node, *path = d, *field.split('.')
-  for part in path[:-1]:
-    node = node[part]
-  node[path[-1]] = value
+  *path, last = field.split('.')
+  functools.reduce(dict.__getitem__, path, d)[last] = value
   with pytest.raises(ConfigError, match=f'config.{field}={value!r} is invalid'):
     config_lib.validate(ml_collections.ConfigDict(d))

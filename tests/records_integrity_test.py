@@ -29,28 +29,17 @@ def _setting(lr):
 
 
 def _frame(test_seeds=TEST):
-  rows = []
-  for phase, lrs, seeds in (('select', LRS, SEL), ('test', (0.3,), test_seeds)):
-    for lr in lrs:
-      for seed in seeds:
-        for step in (0, 10):
-          rows.append(
-            {
-              'experiment': 'toy',
-              'method': 'A',
-              'phase': phase,
-              'setting': _setting(lr),
-              'seed': seed,
-              'step': step,
-              'wall_clock': 2.0 * step,
-              'bytes_up': 1e6 * step,
-              'val_accuracy': 0.1 + lr * step / 10 + seed / 1000,
-              'val_loss': float('nan') if seed == 2 else 1.0,  # a diverged run's NaN is valid
-              'test_accuracy': 0.2 + lr * step / 10,
-              'test_loss': 1.0,
-              'run': f'{phase}{lr}{seed}',  # the run's identity
-            }
-          )
+  rows = [
+    {'experiment': 'toy', 'method': 'A', 'phase': phase, 'setting': _setting(lr), 'seed': seed}
+    | {'step': step, 'wall_clock': 2.0 * step, 'bytes_up': 1e6 * step}
+    | {'val_accuracy': 0.1 + lr * step / 10 + seed / 1000, 'test_accuracy': 0.2 + lr * step / 10}
+    | {'val_loss': float('nan') if seed == 2 else 1.0, 'test_loss': 1.0}  # NaN: diverged, valid
+    | {'run': f'{phase}{lr}{seed}'}  # the run's identity
+    for phase, lrs, seeds in (('select', LRS, SEL), ('test', (0.3,), test_seeds))
+    for lr in lrs
+    for seed in seeds
+    for step in (0, 10)
+  ]
   return pd.DataFrame(rows)
 
 
@@ -206,16 +195,15 @@ def _stated(**fields):
   return _manifest(lambda m: m['records'].update(**fields))
 
 
-def _truncated(d):
-  (d / 'toy.csv.gz').write_bytes((d / 'toy.csv.gz').read_bytes()[:300])
-
-
 def _fingerprinted(m):  # as written before runs had identities
   return [s.update(fingerprint='f') or s.pop('identity') for s in m['sweeps']]
 
 
 DAMAGED = [
-  (_truncated, 'not a whole gzip'),
+  (
+    lambda d: (d / 'toy.csv.gz').write_bytes((d / 'toy.csv.gz').read_bytes()[:300]),
+    'not a whole gzip',
+  ),
   (_write('toy.csv.gz', 'not gzip'), 'not a whole gzip'),
   (_write('toy.json', '{"sweeps": ['), 'not a readable JSON manifest'),
   (_write('toy.json', '[1, 2]'), 'not a records manifest'),
@@ -310,11 +298,11 @@ def _one_line(proc, start):
   return lines[0]
 
 
-def _fedgm_records(tmp_path):
+def _fedgm_records(tmp_path, copy=True):
   recs, out = tmp_path / 'records', tmp_path / 'pages'
   recs.mkdir()
   out.mkdir()
-  for name in ('fedgm.csv.gz', 'fedgm.json'):
+  for name in ('fedgm.csv.gz', 'fedgm.json') if copy else ():
     shutil.copy(ROOT / 'docs' / 'results' / 'records' / name, recs / name)
   return recs, out
 
@@ -364,20 +352,12 @@ def test_the_test_phase_without_selection_records_is_refused_in_one_line():
 
 
 def test_a_second_writer_of_the_same_records_is_refused_in_one_line(tmp_path):
-  recs, pages_dir = tmp_path / 'records', tmp_path / 'pages'
-  recs.mkdir()
-  pages_dir.mkdir()
+  recs, pages_dir = _fedgm_records(tmp_path, copy=False)
+  code = 'import sys, time; from afl_jax.pipeline import workdir; workdir.acquire(sys.argv[1]); '
+  code += 'print("held", flush=True); time.sleep(120)'
+  env = dict(os.environ, PYTHONPATH=str(ROOT))
   holder = subprocess.Popen(
-    [
-      sys.executable,
-      '-c',
-      'import sys, time; from afl_jax.pipeline import workdir; '
-      'workdir.acquire(sys.argv[1]); print("held", flush=True); time.sleep(120)',
-      str(recs),
-    ],
-    stdout=subprocess.PIPE,
-    text=True,
-    env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    [sys.executable, '-c', code, recs], stdout=subprocess.PIPE, text=True, env=env
   )
   try:
     assert holder.stdout.readline().strip() == 'held'

@@ -66,13 +66,10 @@ def whole(cfg, tmp_path_factory):
   return get
 
 
-def status(out):
-  return {r['status'] for r in out['runs']} if 'runs' in out else {out['status']}
-
-
 @pytest.mark.parametrize('kind', ['single', 'sweep'])
 def test_a_stop_between_checkpoints_then_rerun_equals_the_whole_run(cfg, whole, tmp_path, kind):
   # Ends at step 4, saved there (checkpoint_every=2).
+  status = lambda out: {r['status'] for r in out.get('runs', [out])}  # noqa: E731
   assert status(train(cfg(kind), tmp_path, stop_after_steps=3)) == {'stopped at step 4'}
   assert status(train(cfg(kind), tmp_path)) == {'completed'}
   assert metrics(tmp_path) == whole(kind)
@@ -177,14 +174,6 @@ def test_a_sweeps_damaged_checkpoint_is_skipped_and_checkpoints_of_another_run_r
   assert '--noresume' in text and '\n' not in text
 
 
-def _wait_for(pattern, proc, timeout=300):
-  t0 = time.monotonic()
-  while not glob.glob(pattern, recursive=True):
-    assert proc.poll() is None, proc.communicate()
-    assert time.monotonic() - t0 < timeout
-    time.sleep(0.05)
-
-
 @pytest.mark.parametrize('kind,sig', [('single', signal.SIGINT), ('sweep', signal.SIGKILL)])
 def test_a_killed_run_resumes_to_the_uninterrupted_run(cfg, whole, tmp_path, kind, sig):
   work = tmp_path / 'cut'
@@ -197,7 +186,11 @@ def test_a_killed_run_resumes_to_the_uninterrupted_run(cfg, whole, tmp_path, kin
     text=True,
     preexec_fn=default_signals,
   )
-  _wait_for(f'{work}/**/checkpoints/*/afl_jax.json', proc)
+  t0 = time.monotonic()
+  while not glob.glob(f'{work}/**/checkpoints/*/afl_jax.json', recursive=True):
+    assert proc.poll() is None, proc.communicate()
+    assert time.monotonic() - t0 < 300
+    time.sleep(0.05)
   proc.send_signal(sig)
   _, stderr = proc.communicate(timeout=120)
   if sig == signal.SIGINT:

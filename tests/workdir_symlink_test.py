@@ -2,15 +2,12 @@
 one line when the workdir is locked (before the config is read), its target untouched."""
 
 import os
-import subprocess
-import sys
 
 import pytest
+from helper_runs import one_error_line, run_train
 
 from afl_jax.pipeline import workdir as workdir_lib
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = {**os.environ, 'JAX_PLATFORMS': 'cpu'}
 SMOKE = ['--config=configs/digits_smoke.py', '--config.num_rounds=4', '--config.eval_every=2']
 REJECTED = SMOKE + ['--config.num_clients=0']
 RUN = 'client_lr=0.1,seed=0'  # a sweep's run directory
@@ -46,19 +43,9 @@ def test_a_planted_link_is_refused_in_one_line_and_its_target_untouched(tmp_path
   outside.mkdir()
   link, target = _plant(work, name, outside)
   before = _state(target)
-  proc = subprocess.run(
-    [sys.executable, 'scripts/train.py', f'--workdir={work}', *args],
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    env=ENV,
-    timeout=120,
-  )
-  out = proc.stdout + proc.stderr
-  lines = [line for line in out.splitlines() if line.strip()]
-  assert proc.returncode == 1 and 'Traceback' not in out, out
-  assert len(lines) == 1 and lines[0].startswith('error: '), out
-  assert f'{name} is a symbolic link' in lines[0] and 'target is untouched' in lines[0], lines
+  rc, out = run_train(work, *args, timeout=120)
+  line = one_error_line(rc, out, f'{name} is a symbolic link', 'target is untouched')
+  assert [x for x in out.splitlines() if x.strip()] == [line], out
   assert _state(target) == before and os.path.islink(link)
   assert sorted(os.listdir(outside)) == [target.name]  # nothing written beside the target
 
@@ -114,7 +101,7 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
     raise OSError(28, 'No space left on device')
 
   with pytest.raises(OSError):
-    workdir_lib.write_with(str(path), half)
+    workdir_lib.write_text(str(path), half)
   assert path.read_text() == 'old' and os.listdir(tmp_path) == ['summary.json']
   workdir_lib.write_text(str(path), 'new')
   assert path.read_text() == 'new' and os.listdir(tmp_path) == ['summary.json']

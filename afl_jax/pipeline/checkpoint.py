@@ -30,7 +30,6 @@ CHECKPOINT_DIR = 'checkpoints'
 MANIFEST = 'afl_jax.json'  # in each step's folder, written after orbax's save completed
 DONE = -1  # start(): every run finished
 INCOMPLETE = f'it has no readable {MANIFEST} (its save did not complete)'
-_CHUNK = 1 << 22
 
 
 @contextlib.contextmanager
@@ -59,16 +58,12 @@ def _files(folder: str) -> dict[str, str]:
       path = os.path.join(root, name)
       if os.path.islink(path):
         raise OSError(errno.ELOOP, 'a symbolic link inside the checkpoint', path)
-    for name in files:
-      path = os.path.join(root, name)
-      rel = os.path.relpath(path, folder)
-      if rel == MANIFEST:
-        continue
-      h = hashlib.sha256()
-      with open(path, 'rb') as f:
-        while chunk := f.read(_CHUNK):
-          h.update(chunk)
-      out[rel] = h.hexdigest()
+      if name in files and (rel := os.path.relpath(path, folder)) != MANIFEST:
+        h = hashlib.sha256()
+        with open(path, 'rb') as f:
+          for chunk in iter(lambda: f.read(1 << 22), b''):  # noqa: B023 (called in the loop)
+            h.update(chunk)
+        out[rel] = h.hexdigest()
   return dict(sorted(out.items()))
 
 

@@ -40,19 +40,14 @@ DEFAULT_CONFIG = 'configs/default.py'
 
 @dataclasses.dataclass
 class ConfigFlag:
-  """A script's ``--config``: the absl flag, its default file and the ``(SECTION.NAME, VALUE)``
-  overrides of open sections the parser took out of argv, applied by :meth:`finish`."""
+  """A script's ``--config`` flag, its default file and the overrides of open sections."""
 
   holder: Any
   default: str
   overrides: list[tuple[str, str]]
 
-  @property
-  def value(self) -> ml_collections.ConfigDict:
-    return self.holder.value
-
   def finish(self) -> ml_collections.ConfigDict:
-    return finish_config(self.value, self.overrides)
+    return finish_config(self.holder.value, self.overrides)
 
 
 def exit_error(error: Exception | str) -> NoReturn:
@@ -114,7 +109,6 @@ def raised_at(error: BaseException, file: str) -> str:
 
 
 def _unknown_field(argv: Sequence[str], default: str) -> str | None:
-  """:func:`unknown_field_message` of the config ``argv`` names (None: it does not load)."""
   try:
     config = config_lib.load_file(flag_value(argv, 'config') or default)
   except Exception:  # noqa: BLE001 (only used to word an error that already happened)
@@ -246,18 +240,12 @@ def run(
   try:
     app.run(guarded, flags_parser=flags_parser(positional=positional, config=config))
   except KeyboardInterrupt as e:  # Ctrl-C: one line, exit status 130 (128 + SIGINT)
-    interrupted(e)
-
-
-def interrupted(error: BaseException | None = None) -> NoReturn:
-  """Print the one line of a Ctrl-C and exit 130."""
-  text = ' '.join(str(error or '').split()) or (
-    'interrupted (Ctrl-C); the metrics so far are kept, and the same command continues '
-    'from the last checkpoint'
-  )
-  print(text if text.startswith('interrupted') else f'interrupted: {text}', file=sys.stderr)
-  sys.stderr.flush()
-  sys.exit(130)
+    text = ' '.join(str(e).split()) or (
+      'interrupted (Ctrl-C); the metrics so far are kept, and the same command continues '
+      'from the last checkpoint'
+    )
+    print(text if text.startswith('interrupted') else f'interrupted: {text}', file=sys.stderr)
+    sys.exit(130)
 
 
 def finish_config(

@@ -172,7 +172,7 @@ def resolve(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   component's settings given, else its factory's defaults)."""
   out = ml_collections.ConfigDict(c.to_dict())
   base = default()
-  for field, counts in COUNTS.items():
+  for field, (counts, _) in COUNTS.items():
     try:
       if field in out and not counts(out):
         out[field] = base[field]
@@ -236,19 +236,17 @@ FIELDS: dict[str, checks.Spec] = {
   'schedule.seed': checks.integer(-1, SEED_MAX, note=' (-1 = derive from config.seed)'),
   'compressor.error_feedback': checks.boolean(),
 }
-# Fields read only where another field makes them count (elsewhere resolve sets the default).
-COUNTS = {
-  'dirichlet_alpha': lambda c: c.partition == 'dirichlet',
-  'shards_per_client': lambda c: c.partition == 'shards',
-  'local_steps': lambda c: c.local_epochs == 0,
+# Fields read (and checked) only where another field makes them count; elsewhere resolve sets
+# the default.
+COUNTS: dict[str, tuple[Any, checks.Spec]] = {
+  'dirichlet_alpha': (lambda c: c.partition == 'dirichlet', checks.real(0.0, low_open=True)),
+  'shards_per_client': (lambda c: c.partition == 'shards', checks.integer(1)),
+  'local_steps': (lambda c: c.local_epochs == 0, checks.integer(1)),
 }
 # Fields resolve keeps that the run does not read where the predicate holds.
 IGNORED = {'compressor.error_feedback': lambda c: c.compressor.get('kind') == 'none'}
 # Fields checked only where another field makes them count.
-WHEN: dict[str, tuple[Any, checks.Spec]] = {
-  'dirichlet_alpha': (COUNTS['dirichlet_alpha'], checks.real(0.0, low_open=True)),
-  'shards_per_client': (COUNTS['shards_per_client'], checks.integer(1)),
-  'local_steps': (COUNTS['local_steps'], checks.integer(1)),
+WHEN: dict[str, tuple[Any, checks.Spec]] = COUNTS | {
   'unlabeled_size': (
     lambda c: c.unlabeled_source == 'digits',
     checks.integer(0, data.DIGITS_COUNT, note=" (scikit-learn's digits)"),
@@ -277,8 +275,7 @@ def validate_fields(c: ml_collections.ConfigDict) -> None:
     raise _err('checkpoint_every', c.checkpoint_every, why)
 
 
-def validate_names(c: ml_collections.ConfigDict) -> None:
-  """Every top-level field is one of :func:`default`'s, and no compressor has no settings."""
+def _validate_names(c: ml_collections.ConfigDict) -> None:
   known = default()
   for field in c:
     if field not in known:
@@ -372,7 +369,7 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
       )
       raise _err('schedule.client_speed', speed, why)
   c = resolve(c)
-  validate_names(c)
+  _validate_names(c)
   validate_fields(c)
   validate_components(c)
   return c

@@ -3,6 +3,7 @@ docs/reliability.md, "Metrics"."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -16,7 +17,6 @@ from afl_jax.errors import UserError
 from afl_jax.pipeline.workdir import make_dirs, open_append, write_text
 
 METRICS_FILE = 'metrics.jsonl'
-HPARAMS_FILE = 'hparams.json'
 TENSORBOARD_DIR = 'tensorboard'
 NONFINITE_KEY = 'nonfinite'
 _NONFINITE = {'nan': math.nan, 'inf': math.inf, '-inf': -math.inf}
@@ -53,13 +53,6 @@ def encode_record(step: int, scalars: Mapping[str, Any]) -> str:
   if bad:
     record[NONFINITE_KEY] = bad
   return json.dumps(record, sort_keys=True, allow_nan=False)
-
-
-def decode_record(record: dict[str, Any]) -> dict[str, Any]:
-  bad = record.pop(NONFINITE_KEY, None)
-  for name, kind in bad.items() if isinstance(bad, Mapping) else []:
-    record[name] = _NONFINITE.get(kind, math.nan)
-  return record
 
 
 def jsonable(x: Any) -> Any:
@@ -110,7 +103,7 @@ def evaluation_record(
   }
 
 
-class MetricsWriter:
+class MetricsWriter(contextlib.AbstractContextManager):
   """``<workdir>/metrics.jsonl`` and TensorBoard events; ``workdir=None`` writes nothing."""
 
   def __init__(
@@ -158,12 +151,10 @@ class MetricsWriter:
     self.write_scalars(record['step'], {k: v for k, v in record.items() if k != 'step'})
 
   def write_hparams(self, hparams: Mapping[str, Any]) -> None:
-    if self._f is None:
-      return
-    text = json.dumps(jsonable(hparams), sort_keys=True, indent=2, allow_nan=False)
-    write_text(os.path.join(self.workdir, HPARAMS_FILE), text + '\n')
+    """The config as TensorBoard text (config.json holds it for every other reader)."""
     if self._tb is not None:
-      self._tb.add_text('config', '```\n' + text + '\n```', global_step=0)
+      text = json.dumps(jsonable(hparams), sort_keys=True, indent=2, allow_nan=False)
+      self._tb.add_text('config', f'```\n{text}\n```', global_step=0)
 
   def flush(self) -> None:
     if self._f is not None and not self._f.closed:
@@ -179,9 +170,6 @@ class MetricsWriter:
     if self._tb is not None:
       self._tb.close()
       self._tb = None
-
-  def __enter__(self) -> MetricsWriter:
-    return self
 
   def __exit__(self, *exc: Any) -> None:
     self.close()
@@ -219,7 +207,10 @@ def read_metrics(
     warn(f'{path}: dropped a torn last line left by an interrupted run')
   if repair and (torn or (raw and not raw.endswith(b'\n'))):
     write_text(path, ''.join(json.dumps(r, sort_keys=True) + '\n' for r in records))
-  return [decode_record(r) for r in records]
+  for r in records:
+    bad = r.pop(NONFINITE_KEY, None)
+    r |= {k: _NONFINITE.get(v, math.nan) for k, v in bad.items()} if isinstance(bad, dict) else {}
+  return records
 
 
 def _parse(line: bytes) -> dict | None:

@@ -12,18 +12,12 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.backend_bases import FigureCanvasBase  # noqa: E402
 
-from afl_jax.pipeline.workdir import write_with  # noqa: E402
+from afl_jax.pipeline.workdir import write_text  # noqa: E402
 
 
-def plot_runs(
-  runs: Mapping[str, Sequence[dict]],
-  path: str | os.PathLike,
-  *,
-  metric: str = 'test_accuracy',
-  title: str = '',
-) -> None:
-  """Overlay runs: ``metric`` against server steps (left) and simulated wall-clock (right)."""
-  fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+def plot_runs(runs: Mapping[str, Sequence[dict]], path: str | os.PathLike, *, title: str) -> None:
+  """Overlay runs' test accuracy against server steps (left) and simulated wall-clock (right)."""
+  fig, axes, metric = *plt.subplots(1, 2, figsize=(11, 4)), 'test_accuracy'
   for label, records in runs.items():
     records = [r for r in records if metric in r]
     steps = [r['step'] for r in records]
@@ -34,8 +28,7 @@ def plot_runs(
   for ax, xlabel in zip(axes, ('server steps', 'simulated wall-clock')):
     _label(ax, xlabel, metric)
   axes[1].legend(fontsize=8)
-  if title:
-    fig.suptitle(title)
+  fig.suptitle(title)
   fig.tight_layout()
   save_figure(fig, path)
 
@@ -62,7 +55,7 @@ def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> None:
     kind = image_format(path)
     if kind not in FORMATS:
       raise ValueError(f'{path}: cannot write a figure as {kind!r}; formats: {", ".join(FORMATS)}')
-    write_with(path, lambda f: fig.savefig(f, dpi=dpi, format=kind))
+    write_text(path, lambda f: fig.savefig(f, dpi=dpi, format=kind))
   finally:
     plt.close(fig)
 

@@ -316,8 +316,7 @@ class RunRecord:
 
 
 def read(run_dir: str) -> RunRecord:
-  found = saved(run_dir) or ({}, {})
-  config, ident = found
+  config, ident = saved(run_dir) or ({}, {})
   records = metrics_io.read_metrics(run_dir)
   rounds = int(config.get('num_rounds') or (records[-1]['step'] if records else 0))
   return RunRecord(run_dir, config, ident, records, status(records, rounds), run_dir)

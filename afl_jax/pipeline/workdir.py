@@ -132,16 +132,12 @@ def write_files(
     raise
 
 
-def write_text(path: str | os.PathLike, text: str) -> None:
+def write_text(path: str | os.PathLike, text: str | Callable[[IO[bytes]], Any]) -> None:
   write_files({path: text})
 
 
-def write_with(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> None:
-  write_files({path: write})
-
-
 def write_schedule(run_dir: str | os.PathLike, schedule: Any) -> None:
-  write_with(os.path.join(os.fspath(run_dir), SCHEDULE_FILE), schedule.save)
+  write_text(os.path.join(os.fspath(run_dir), SCHEDULE_FILE), schedule.save)
 
 
 def _open_own(path: str, flags: int, mode: int, advice: str) -> int:
@@ -263,16 +259,12 @@ def _mine(info: dict[str, Any] | None) -> bool:
 
 
 class WorkdirLock(contextlib.AbstractContextManager):
-  """A held lock; ``release()`` drops it and removes the directories it created if empty;
-  ``owner`` is False for an inner acquisition by the holder."""
+  """A held lock (``fd`` None: an inner acquisition by the holder); ``release()`` drops it and
+  removes the directories it created if empty."""
 
   def __init__(self, path: str, fd: int | None, created: Sequence[str] = ()):
     self.path, self._fd, self._created, self._held = path, fd, list(created), True
     _ROOTS.append(path)
-
-  @property
-  def owner(self) -> bool:
-    return self._fd is not None
 
   def release(self) -> None:
     if self._held:
