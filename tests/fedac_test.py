@@ -4,6 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from quadratic import (
+  arrivals_at,
   check_empty_step_and_exact_zeros,
   fresh_schedule,
   make_quadratic,
@@ -47,12 +48,7 @@ def _np_fedac(
   for t in range(schedule.num_steps):
     x, c = xs[t], cs[t]
     ids, deltas, dcs, cplus, starts, ev = [], [], [], [], [], 0.0
-    for j in range(schedule.max_arrivals):
-      if not schedule.mask[t, j]:
-        continue
-      i, s, k = (
-        int(q[t, j]) for q in (schedule.client_ids, schedule.start_step, schedule.local_steps)
-      )
+    for i, s, k in arrivals_at(schedule, t):
       want = applied[s][i]  # the latest job of i applied before it started
       if history is not None and 0 < want <= len(jobs[i]) - history:
         want, ev = len(jobs[i]) - history + 1, 1.0  # evicted: the oldest kept variate

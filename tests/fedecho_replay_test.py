@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from fedecho_rules_test import np_softmax
+from quadratic import arrivals_at
 from same import assert_close_ulps
 
 import afl_jax
@@ -57,11 +58,8 @@ def np_fedecho(sched, x, y, u, p0, q):
   reported, snapshots, clipped = np.zeros(N, bool), [], []
   for t in range(sched.num_steps):
     deltas = []
-    for j in range(sched.max_arrivals):
-      if not sched.mask[t, j]:
-        continue
-      i, s = sched.client_ids[t, j], sched.start_step[t, j]
-      local = np_local(x[i], y[i], hist[s], sched.local_steps[t, j])  # line 5
+    for i, s, k in arrivals_at(sched, t):
+      local = np_local(x[i], y[i], hist[s], k)  # line 5
       stored[i], reported[i] = u @ local['w'] + local['b'], True
       deltas.append({k: local[k] - hist[s][k] for k in local})
     p = {k: hist[t][k] + ETA_G * np.mean([d[k] for d in deltas], 0) for k in hist[t]}  # l. 11

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from quadratic import (
+  arrivals_at,
   check_empty_step_and_exact_zeros,
   check_fresh_is_fedbuff,
   np_local_gd,
@@ -41,12 +42,7 @@ def _np_port(
   for t in range(schedule.num_steps):
     x = xs[t]
     raw, ds = [], []
-    for j in range(schedule.max_arrivals):
-      if not schedule.mask[t, j]:
-        continue
-      i, s, k = (
-        int(q[t, j]) for q in (schedule.client_ids, schedule.start_step, schedule.local_steps)
-      )
+    for i, s, k in arrivals_at(schedule, t):
       tau = t - s
       d = np_local_gd(a[i], b[i], xs[s], client_lr, k) - x  # x_i - x_t
       u = x - prev if reference == 'last_step' else x - xs[s]
