@@ -24,20 +24,11 @@ HP = dict(
 )
 
 
-def _np_port(
-  schedule,
-  a,
-  b,
-  x0,
-  *,
-  client_lr,
-  server_lr,
-  similarity_weight,
-  staleness_weight,
-  staleness_bound,
-  reference='last_step',
-  sizes=None,
-):
+def _np_port(schedule, a, b, x0, *, reference='last_step', sizes=None, **hp):
+  client_lr, server_lr, similarity_weight, staleness_weight, staleness_bound = (
+    hp.pop(k) for k in HP
+  )
+  assert not hp, hp
   xs, prev = [np.array(x0, np.float64)], np.array(x0, np.float64)
   for t in range(schedule.num_steps):
     x = xs[t]
