@@ -1,6 +1,5 @@
-"""What several algorithms share: the registries, the run facts (:class:`RunInfo`), the masked
-local loop and local SGD, the arrival weights (AsynFL eq. 5, FedAvg), the optax-optimizer servers
-(FedAvg, FedBuff), FedNova's scales and Adam's moments (docs/algorithms/baselines.md, fedfa.md)."""
+"""What several algorithms share: registries, run facts, the masked local loop and SGD, arrival
+weights (AsynFL eq. 5, FedAvg), optax servers, FedNova's scales, Adam's moments, cosine weights."""
 
 from __future__ import annotations
 
