@@ -17,15 +17,11 @@ K = np.array([1, 2, 3, 2])
 LR, ETA_G = 0.2, 1.7
 
 
-def _flexible_schedule(n=N, steps=10, mean=1.6, std=0.8, seed=2):
-  """Waiting windows of 1 s, N(mean, std) job times; by default |S_t| in {0, .., 3}, tau_max = 3."""
+def _flexible_schedule(n=N, steps=10, mean=1.6, std=0.8, seed=2, window=1.0):
+  """Waiting windows (1 s), N(mean, std) job times; by default |S_t| in {0, .., 3}, tau_max = 3."""
+  durations = afl_jax.schedules.durations.make('normal', mean=mean, std=std)
   return afl_jax.schedules.waiting_windows(
-    n,
-    steps,
-    window=1.0,
-    durations=afl_jax.schedules.durations.make('normal', mean=mean, std=std),
-    local_steps=np.resize(K, n),
-    seed=seed,
+    n, steps, window=window, durations=durations, local_steps=np.resize(K, n), seed=seed
   )
 
 
@@ -75,13 +71,7 @@ def _run(name, schedule, dtype=np.float64, **hp):
 
 def test_sync_limit_is_local_sgd_averaged_with_weight_s_over_n(x64):
   """window=None: everyone reports every round from x_t -> x + eta_g |S_t|/n mean(x_K - x)."""
-  sched = afl_jax.schedules.waiting_windows(
-    N,
-    5,
-    window=None,
-    durations=afl_jax.schedules.durations.make('normal', mean=5, std=1),
-    local_steps=K,
-  )
+  sched = _flexible_schedule(steps=5, mean=5, std=1, window=None)
   assert sched.mask.all() and sched.max_staleness == 0
   res, a, b, x0 = _run('asynfl', sched)
   x = np.array(x0)
