@@ -91,12 +91,8 @@ def scale_by_prospective_momentum(
   def update(updates, state, params=None):
     del params
     mu, nu = moments(beta1, beta2, state.mu, state.nu, updates)
-    out = jax.tree.map(
-      lambda m, g, v: ((beta1 * m + (1 - beta1) * g) / (jnp.sqrt(v) + epsilon)).astype(g.dtype),
-      mu,
-      updates,
-      nu,
-    )
+    step = lambda m, g, v: ((beta1 * m + (1 - beta1) * g) / (jnp.sqrt(v) + epsilon)).astype(g.dtype)
+    out = jax.tree.map(step, mu, updates, nu)
     return out, MomentumState(mu, nu)
 
   return optax.GradientTransformation(init, update)
