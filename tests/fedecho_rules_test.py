@@ -190,12 +190,8 @@ def test_sgd_steps_never_exceed_nu_times_lr(scale, x64):
   norms, grads = [], []
   for t in range(5):  # zero messages: every move is one distillation step
     before = np.asarray(state.params['w'])
-    state, metrics = update(
-      state,
-      zero,
-      _arrivals([t % N, (t + 1) % N, 3], starts, [True, True, False]),
-      jax.random.key(t),
-    )
+    arrivals = _arrivals([t % N, (t + 1) % N, 3], starts, [True, True, False])
+    state, metrics = update(state, zero, arrivals, jax.random.key(t))
     norms.append(np.linalg.norm(np.asarray(state.params['w']) - before))
     grads.append(float(metrics['distill_grad_norm']))
   norms, grads = np.array(norms), np.array(grads)
