@@ -95,14 +95,18 @@ def sign(scaled: bool = False) -> Compressor:
   return stateless(compress)
 
 
+def _largest(flat: jax.Array, fraction: float) -> tuple[int, jax.Array]:
+  k = num_kept(fraction, flat.size)
+  return k, jax.lax.top_k(jnp.abs(flat), k)[1]  # the k largest |x_i|, ties to the lowest index
+
+
 @COMPRESSORS.register('top_k')
 def top_k(fraction: float = 0.03) -> Compressor:
   """Top-k (Sec. III-B item (1)) keeping ``fraction`` of the coordinates (at least 1)."""
 
   def compress(flat, key):
     del key
-    k = num_kept(fraction, flat.size)
-    idx = jax.lax.top_k(jnp.abs(flat), k)[1]  # ties: lowest index
+    k, idx = _largest(flat, fraction)
     return jnp.zeros_like(flat).at[idx].set(flat[idx]), top_k_bits(flat.size, k)
 
   return stateless(compress, flat=True)
@@ -135,8 +139,7 @@ def top_k_qsgd(fraction: float = 0.03, bits: int = 4, scaled: bool = False) -> C
   s = 2 ** (bits - 1) - 1
 
   def compress(flat, key):
-    k = num_kept(fraction, flat.size)
-    idx = jax.lax.top_k(jnp.abs(flat), k)[1]  # ties: lowest index
+    k, idx = _largest(flat, fraction)
     values = quantize(flat[idx], s, key)
     if scaled:
       values = values / (1.0 + min(k / s**2, math.sqrt(k) / s))
