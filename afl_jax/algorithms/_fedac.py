@@ -114,9 +114,8 @@ class FedACState(NamedTuple):
 
 def init_state(params: Params, num_clients: int, beta1=0.6, beta2=0.9, epsilon=1e-8):
   opt = scale_by_prospective_momentum(beta1, beta2, epsilon)
-  return FedACState(
-    params, tree.zeros_like(params), jnp.zeros((num_clients,), jnp.int32), opt.init(params)
-  )
+  applied = jnp.zeros((num_clients,), jnp.int32)
+  return FedACState(params, tree.zeros_like(params), applied, opt.init(params))
 
 
 @SERVERS.register(
