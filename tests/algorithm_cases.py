@@ -25,15 +25,8 @@ EXTRA = {
 COMMON = dict(client_lr=0.05, window_size=2)  # FedFa: a window of 2
 
 
-def run_info(num_clients, num_rounds=4, unlabeled_x=UNLABELED):
-  return RunInfo(
-    num_clients=num_clients,
-    arrivals_per_step=2,
-    local_steps=2,
-    num_rounds=num_rounds,
-    apply_fn=two_class_logits,
-    unlabeled_x=unlabeled_x,
-  )
+def run_info(num_clients, num_rounds=4, unlabeled_x=UNLABELED):  # S = K = 2
+  return RunInfo(num_clients, 2, 2, num_rounds, two_class_logits, unlabeled_x)
 
 
 def build(name, run):

@@ -17,15 +17,11 @@ K = np.array([1, 2, 3, 2])
 LR, ETA_G = 0.2, 1.7
 
 
-def _flexible_schedule(n=N, steps=10, mean=1.6, std=0.8, seed=2):
-  """Waiting windows of 1 s, N(mean, std) job times; by default |S_t| in {0, .., 3}, tau_max = 3."""
+def _flexible_schedule(n=N, steps=10, mean=1.6, std=0.8, seed=2, window=1.0):
+  """Waiting windows (1 s), N(mean, std) job times; by default |S_t| in {0, .., 3}, tau_max = 3."""
+  durations = afl_jax.schedules.durations.make('normal', mean=mean, std=std)
   return afl_jax.schedules.waiting_windows(
-    n,
-    steps,
-    window=1.0,
-    durations=afl_jax.schedules.durations.make('normal', mean=mean, std=std),
-    local_steps=np.resize(K, n),
-    seed=seed,
+    n, steps, window=window, durations=durations, local_steps=np.resize(K, n), seed=seed
   )
 
 
@@ -75,13 +71,7 @@ def _run(name, schedule, dtype=np.float64, **hp):
 
 def test_sync_limit_is_local_sgd_averaged_with_weight_s_over_n(x64):
   """window=None: everyone reports every round from x_t -> x + eta_g |S_t|/n mean(x_K - x)."""
-  sched = afl_jax.schedules.waiting_windows(
-    N,
-    5,
-    window=None,
-    durations=afl_jax.schedules.durations.make('normal', mean=5, std=1),
-    local_steps=K,
-  )
+  sched = _flexible_schedule(steps=5, mean=5, std=1, window=None)
   assert sched.mask.all() and sched.max_staleness == 0
   res, a, b, x0 = _run('asynfl', sched)
   x = np.array(x0)
@@ -126,23 +116,14 @@ def test_per_job_option_is_fedbuff_style_over_n_and_differs_from_continuous(x64)
   assert np.max(np.abs(continuous - expected)) > 1e-3
 
 
-@pytest.mark.parametrize('name', ['asynflc', 'asynflc_ef'])
-def test_asynflc_top_k_matches_eq_7_and_algorithm_1(name, x64):
-  """AsynFLC: eq. (7); AsynFLC-EF: Algorithm 1 with its residuals (eqs. 8, 9)."""
-  ef = name == 'asynflc_ef'
+def test_asynflc_top_k_matches_eq_7(x64):
+  """AsynFLC: eq. (7); AsynFLC-EF with Top-k: test_ef_only_reporting_clients_upload_...."""
   sched = _flexible_schedule()
-  res, a, b, x0 = _run(name, sched, compressor='top_k', fraction=0.4)  # k = 2 of 5
-  expected, errs = np_asynfl(
-    sched, a, b, x0, LR, ETA_G, K, compress=lambda v: np_top_k(v, 2), error_feedback=ef
-  )
+  res, a, b, x0 = _run('asynflc', sched, compressor='top_k', fraction=0.4)  # k = 2 of 5
+  expected, _ = np_asynfl(sched, a, b, x0, LR, ETA_G, K, compress=lambda v: np_top_k(v, 2))
   np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-10, atol=1e-12)
   uncompressed, _ = np_asynfl(sched, a, b, x0, LR, ETA_G, K)
   assert np.max(np.abs(uncompressed - expected)) > 1e-3
-  if ef:
-    # The engine's residuals are in our sign (Delta = anchor - x_K): e = -e_paper.
-    residual = np.asarray(res.final_state.compressor.residual['x'])
-    np.testing.assert_allclose(residual, -errs[-1], rtol=1e-10, atol=1e-12)
-    assert np.abs(errs[-1]).max() > 1e-3
 
 
 def test_asynflc_ef_with_identity_is_asynfl(x64):
@@ -213,7 +194,7 @@ def test_ef_only_reporting_clients_upload_and_update_their_residual(x64):
     np.testing.assert_allclose(sim.params(state)['x'], xs[t], rtol=0, atol=1e-12)
     assert out['metrics']['arrivals'][0] == len(reports)
     assert out['metrics']['bits_up'][0] == len(reports) * 2 * (32 + 3)  # ceil(log2 5) = 3
-  assert np.abs(xs[-1] - x0).max() > 0.1  # it moved
+  assert np.abs(xs[-1] - x0).max() > 0.1 and np.abs(errs[-1]).max() > 1e-3  # it moved, lost
 
 
 def test_the_compressor_runs_on_the_reporting_rows_only():

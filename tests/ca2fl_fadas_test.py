@@ -90,19 +90,9 @@ def test_ca2fl_full_fresh_participation_is_fedbuff(x64):
 )
 def test_fadas_matches_numpy_amsgrad_with_delay_adaptive_rate(rule, bias_correction, adaptive, x64):
   a, b, x0, sched = stale_setup()
-  hp = dict(server_lr=0.6, beta1=0.8, beta2=0.95, epsilon=1e-3, tau_c=1)
-  res = simulate_quadratic(
-    'fadas',
-    a,
-    b,
-    x0,
-    sched,
-    client_lr=0.3,
-    delay_rule=rule,
-    bias_correction=bias_correction,
-    delay_adaptive=adaptive,
-    **hp,
-  )
+  hp = dict(server_lr=0.6, beta1=0.8, beta2=0.95, epsilon=1e-3, tau_c=1, client_lr=0.3)
+  hp |= dict(delay_rule=rule, bias_correction=bias_correction, delay_adaptive=adaptive)
+  res = simulate_quadratic('fadas', a, b, x0, sched, **hp)
   ref = _fadas_ref(0.6, 0.8, 0.95, 1e-3, 1, rule, bias_correction, adaptive)
   want = _np_replay(sched, a, b, x0, 0.3, ref)
   np.testing.assert_allclose(res.params_history['x'], want, rtol=1e-10, atol=1e-10)

@@ -247,11 +247,20 @@ def _draws(c, x, n=N_DRAWS, seed=0):
   return out, bits
 
 
-def _np_levels(x, s):
+def _check_levels(q, x, s):
+  """Draws ``q`` of ``Q_s(x)`` on the grid ``||x|| l / s`` at ``l_i`` or ``l_i + 1``, their mean
+  within Z standard errors of ``x``; returns ``(||x||, p)``."""
   norm = np.linalg.norm(x)
   r = s * np.abs(x) / norm
   low = np.floor(r)
-  return norm, r, low, r - low
+  p = r - low
+  level = np.abs(q) * s / norm
+  np.testing.assert_allclose(level, np.round(level), atol=1e-4)
+  lv = np.round(level)
+  assert np.all((lv == low) | (lv == low + 1)) and np.all(lv <= s)
+  tol = Z * (norm / s) * np.sqrt(p * (1 - p) / N_DRAWS) + 1e-6 * norm
+  assert np.all(np.abs(q.mean(0) - x) <= tol), np.max(np.abs(q.mean(0) - x) / tol)
+  return norm, p
 
 
 def _vector(d, seed):
@@ -268,14 +277,8 @@ def test_qsgd_levels_mean_variance_and_bound(bits, s):
   out, bits_sent = _draws(compression.qsgd(bits=bits), jnp.asarray(x))
   np.testing.assert_array_equal(np.asarray(bits_sent), 32 + d * bits)
   q, x64 = np.asarray(out, np.float64), x.astype(np.float64)
-  norm, _, low, p = _np_levels(x64, s)
-  level = np.abs(q) * s / norm
-  np.testing.assert_allclose(level, np.round(level), atol=1e-4)  # on the grid ||x|| l / s
-  lv = np.round(level)
-  assert np.all((lv == low) | (lv == low + 1)) and np.all(lv <= s)
+  norm, p = _check_levels(q, x64, s)
   assert np.all((q == 0) | (np.sign(q) == np.sign(x)))
-  tol = Z * (norm / s) * np.sqrt(p * (1 - p) / N_DRAWS) + 1e-6 * norm
-  assert np.all(np.abs(q.mean(0) - x) <= tol), np.max(np.abs(q.mean(0) - x) / tol)
   # The empirical variance c^2 ph(1-ph), c = ||x||/s, matches c^2 p(1-p): since
   # |ph(1-ph) - p(1-p)| <= |ph - p|, the same Z standard errors bound it.
   c2 = (norm / s) ** 2
@@ -314,14 +317,7 @@ def test_top_k_qsgd_quantizes_kept_values_unbiasedly():
   mask = np.zeros(20, bool)
   mask[keep] = True
   assert np.all(q[:, ~mask] == 0)
-  kept = x[keep].astype(np.float64)
-  norm, _, low, p = _np_levels(kept, s)  # norm of the KEPT vector
-  level = np.abs(q[:, keep]) * s / norm
-  np.testing.assert_allclose(level, np.round(level), atol=1e-4)
-  lv = np.round(level)
-  assert np.all((lv == low) | (lv == low + 1))
-  tol = Z * (norm / s) * np.sqrt(p * (1 - p) / N_DRAWS) + 1e-6 * norm
-  assert np.all(np.abs(q[:, keep].mean(0) - kept) <= tol)
+  _check_levels(q[:, keep], x[keep].astype(np.float64), s)  # Q_s of the KEPT vector
   # d = 20 -> ceil(log2 20) = 5; 32 + k (b + 5)
   np.testing.assert_array_equal(np.asarray(bits), 32 + 6 * (3 + 5))
 

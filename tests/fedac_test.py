@@ -4,6 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from quadratic import (
+  arrivals_at,
   check_empty_step_and_exact_zeros,
   fresh_schedule,
   make_quadratic,
@@ -19,25 +20,13 @@ import afl_jax
 HP = dict(client_lr=0.3, server_lr=0.5, beta1=0.6, beta2=0.9, epsilon=1e-3)
 
 
-def _np_fedac(
-  schedule,
-  a,
-  b,
-  x0,
-  *,
-  client_lr,
-  server_lr,
-  beta1,
-  beta2,
-  epsilon,
-  min_similarity=0.0,
-  zero_cosine=1.0,
-  first_update='movement',
-  history=None,
-  correction=True,
-  latest=False,
-):
-  """Replay FedAC. ``history=None``: unbounded (exact causal variates)."""
+def _np_fedac(schedule, a, b, x0, *, history=None, correction=True, latest=False, **hp):
+  """Replay FedAC with HP's settings in ``hp``. ``history=None``: unbounded (exact causal
+  variates)."""
+  client_lr, server_lr, beta1, beta2, epsilon = (hp.pop(k) for k in HP)
+  min_similarity = hp.pop('min_similarity', 0.0)
+  zero_cosine, first_update = hp.pop('zero_cosine', 1.0), hp.pop('first_update', 'movement')
+  assert not hp, hp
   n = a.shape[0]
   xs, cs = [np.array(x0, np.float64)], [np.zeros_like(x0, dtype=np.float64)]
   applied = [np.zeros(n, int)]  # applied[s][i]: jobs of i applied before version s
@@ -47,12 +36,7 @@ def _np_fedac(
   for t in range(schedule.num_steps):
     x, c = xs[t], cs[t]
     ids, deltas, dcs, cplus, starts, ev = [], [], [], [], [], 0.0
-    for j in range(schedule.max_arrivals):
-      if not schedule.mask[t, j]:
-        continue
-      i, s, k = (
-        int(q[t, j]) for q in (schedule.client_ids, schedule.start_step, schedule.local_steps)
-      )
+    for i, s, k in arrivals_at(schedule, t):
       want = applied[s][i]  # the latest job of i applied before it started
       if history is not None and 0 < want <= len(jobs[i]) - history:
         want, ev = len(jobs[i]) - history + 1, 1.0  # evicted: the oldest kept variate

@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from fedecho_rules_test import np_softmax
+from quadratic import arrivals_at
 from same import assert_close_ulps
 
 import afl_jax
@@ -57,11 +58,8 @@ def np_fedecho(sched, x, y, u, p0, q):
   reported, snapshots, clipped = np.zeros(N, bool), [], []
   for t in range(sched.num_steps):
     deltas = []
-    for j in range(sched.max_arrivals):
-      if not sched.mask[t, j]:
-        continue
-      i, s = sched.client_ids[t, j], sched.start_step[t, j]
-      local = np_local(x[i], y[i], hist[s], sched.local_steps[t, j])  # line 5
+    for i, s, k in arrivals_at(sched, t):
+      local = np_local(x[i], y[i], hist[s], k)  # line 5
       stored[i], reported[i] = u @ local['w'] + local['b'], True
       deltas.append({k: local[k] - hist[s][k] for k in local})
     p = {k: hist[t][k] + ETA_G * np.mean([d[k] for d in deltas], 0) for k in hist[t]}  # l. 11
@@ -82,18 +80,9 @@ def np_fedecho(sched, x, y, u, p0, q):
 
 
 def _fedecho(u, q, optimizer='sgd'):
-  return afl_jax.algorithms.make(
-    'fedecho',
-    client_lr=ETA_L,
-    server_lr=ETA_G,
-    apply_fn=apply_fn,
-    unlabeled_x=u,
-    distill_steps=q,
-    distill_lr=ETA_D,
-    clip_norm=NU,
-    optimizer=optimizer,
-    num_clients=N,
-  )
+  hp = dict(client_lr=ETA_L, server_lr=ETA_G, distill_steps=q, distill_lr=ETA_D, clip_norm=NU)
+  facts = dict(apply_fn=apply_fn, unlabeled_x=u, num_clients=N)
+  return afl_jax.algorithms.make('fedecho', optimizer=optimizer, **hp, **facts)
 
 
 def test_q0_is_fedbuff_exactly():
@@ -101,13 +90,8 @@ def test_q0_is_fedbuff_exactly():
   sched, problem = _schedule(), afl_jax.problems.from_loss(loss_fn, {'x': x, 'y': y})
   params0 = jax.tree.map(jnp.asarray, p0)
   echo = afl_jax.simulate(_fedecho(u, 0), problem, sched, params0, jax.random.key(0))
-  buff = afl_jax.simulate(
-    afl_jax.algorithms.make('fedbuff', client_lr=ETA_L, server_lr=ETA_G),
-    problem,
-    sched,
-    params0,
-    jax.random.key(0),
-  )
+  fedbuff = afl_jax.algorithms.make('fedbuff', client_lr=ETA_L, server_lr=ETA_G)
+  buff = afl_jax.simulate(fedbuff, problem, sched, params0, jax.random.key(0))
   for k in ('w', 'b'):
     # q = 0 zeroes the echo term, but FedEcho is another program: 4 ulps per server step.
     assert_close_ulps(echo.params_history[k], buff.params_history[k], ulps=4 * sched.num_steps)

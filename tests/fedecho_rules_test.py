@@ -112,19 +112,9 @@ def _np_step(u, x_hat, p, alpha):
 def test_server_step_is_fedbuff_then_closed_form_distillation(teacher, alpha_mode, x64):
   u, x0, starts, msgs = _setup()
   eta_g, eta_d, q = 0.7, 0.3, 2
-  rule = afl_jax.servers.fedecho(
-    apply_fn,
-    u,
-    N,
-    server_lr=eta_g,
-    optimizer='sgd',
-    distill_lr=eta_d,
-    clip_norm=float('inf'),
-    distill_steps=q,
-    alpha_mode=alpha_mode,
-    alpha=1.0,
-    teacher=teacher,
-  )
+  hp = dict(server_lr=eta_g, optimizer='sgd', distill_lr=eta_d, clip_norm=float('inf'))
+  hp |= dict(distill_steps=q, alpha_mode=alpha_mode, alpha=1.0, teacher=teacher)
+  rule = afl_jax.servers.fedecho(apply_fn, u, N, **hp)
   state = rule.init({'w': jnp.asarray(x0)})
   ids, mask = [2, 0, 3], [True, True, False]  # slot 2 is padding: client 3 never reports
   state, metrics = jax.jit(rule.update)(
@@ -200,12 +190,8 @@ def test_sgd_steps_never_exceed_nu_times_lr(scale, x64):
   norms, grads = [], []
   for t in range(5):  # zero messages: every move is one distillation step
     before = np.asarray(state.params['w'])
-    state, metrics = update(
-      state,
-      zero,
-      _arrivals([t % N, (t + 1) % N, 3], starts, [True, True, False]),
-      jax.random.key(t),
-    )
+    arrivals = _arrivals([t % N, (t + 1) % N, 3], starts, [True, True, False])
+    state, metrics = update(state, zero, arrivals, jax.random.key(t))
     norms.append(np.linalg.norm(np.asarray(state.params['w']) - before))
     grads.append(float(metrics['distill_grad_norm']))
   norms, grads = np.array(norms), np.array(grads)

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from quadratic import (
+  arrivals_at,
   fresh_schedule,
   make_quadratic,
   np_local_gd,
@@ -23,10 +24,10 @@ def np_replay_steps(schedule, a, b, x0, server_step, mu=0.0):
   """quadratic.np_replay whose ``server_step(x, rows)`` gets (local, start, K) per arrival."""
   history = [np.array(x0, np.float64)]
   for t in range(schedule.num_steps):
-    rows = []
-    for j in np.flatnonzero(schedule.mask[t]):
-      i, s, k = schedule.client_ids[t, j], schedule.start_step[t, j], schedule.local_steps[t, j]
-      rows.append((np_local_gd(a[i], b[i], history[s], LR, k, mu), history[s], k))
+    rows = [
+      (np_local_gd(a[i], b[i], history[s], LR, k, mu), history[s], k)
+      for i, s, k in arrivals_at(schedule, t)
+    ]
     history.append(server_step(history[t], rows))
   return np.stack(history[1:])
 

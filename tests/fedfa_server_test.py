@@ -4,7 +4,14 @@ import collections
 
 import numpy as np
 import pytest
-from quadratic import make_quadratic, np_fedbuff_step, np_local_gd, np_replay, simulate_quadratic
+from quadratic import (
+  arrivals_at,
+  make_quadratic,
+  np_fedbuff_step,
+  np_local_gd,
+  np_replay,
+  simulate_quadratic,
+)
 
 import afl_jax
 
@@ -34,8 +41,7 @@ def np_fedfa(schedule, a, b, x0, lr, window, mode, eta_g=1.0, on_fill=False, nov
   buf = collections.deque(maxlen=window)  # (local model, start model, local steps)
   received = 0
   for t in range(schedule.num_steps):
-    for j in np.flatnonzero(schedule.mask[t]):
-      i, s, q = schedule.client_ids[t, j], schedule.start_step[t, j], schedule.local_steps[t, j]
+    for i, s, q in arrivals_at(schedule, t):
       buf.append((np_local_gd(a[i], b[i], history[s], lr, q, mu), history[s], q))
       received += 1
       if not (received > window or (on_fill and received == window)):

@@ -3,7 +3,14 @@
 import jax
 import numpy as np
 import pytest
-from quadratic import make_quadratic, np_local_gd, simulate_quadratic, stale_schedule, stale_setup
+from quadratic import (
+  arrivals_at,
+  make_quadratic,
+  np_local_gd,
+  simulate_quadratic,
+  stale_schedule,
+  stale_setup,
+)
 
 import afl_jax
 
@@ -24,10 +31,7 @@ def _fresh_schedule(steps, k):
 
 def _mean_deltas(schedule, a, b, history, t, client_lr, normalize):
   deltas = []
-  for j in range(schedule.max_arrivals):
-    if not schedule.mask[t, j]:
-      continue
-    i, s, k = schedule.client_ids[t, j], schedule.start_step[t, j], schedule.local_steps[t, j]
+  for i, s, k in arrivals_at(schedule, t):
     delta = history[s] - np_local_gd(a[i], b[i], history[s], client_lr, k)
     deltas.append(delta / k if normalize else delta)
   return np.mean(deltas, axis=0)

@@ -21,12 +21,8 @@ def _run_server(server, x0, messages, masks):
   update = jax.jit(chex.assert_max_traces(server.update, n=1))
   xs, metrics = [], []
   for t, (msg, mask) in enumerate(zip(messages, masks, strict=True)):
-    state, m = update(
-      state,
-      {'x': jnp.asarray(msg)},
-      hand_arrivals(np.arange(len(mask)), mask, step=t),
-      jax.random.key(t),
-    )
+    arrivals = hand_arrivals(np.arange(len(mask)), mask, step=t)
+    state, m = update(state, {'x': jnp.asarray(msg)}, arrivals, jax.random.key(t))
     xs.append(np.asarray(state.params['x']))
     metrics.append({k: float(v) for k, v in m.items()})
   chex.clear_trace_counter()
@@ -60,11 +56,9 @@ def test_fedgm_server_under_jit_matches_eq2(eta, beta, nu, x64):
   msgs, masks, means = _messages()
   x0 = np.linspace(-1, 1, DIM)
   got, metrics = _run_server(afl_jax.servers.fedgm(eta, beta, nu), x0, msgs, masks)
-  np.testing.assert_allclose(
-    got, _np_fedgm(x0, means, [(eta, beta, nu)] * len(means)), rtol=1e-12, atol=1e-12
-  )
-  assert metrics[0]['server_lr'] == eta and metrics[0]['beta'] == beta
-  assert metrics[0]['nu'] == nu
+  want = _np_fedgm(x0, means, [(eta, beta, nu)] * len(means))
+  np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+  assert (metrics[0]['server_lr'], metrics[0]['beta'], metrics[0]['nu']) == (eta, beta, nu)
 
 
 def _heavy_ball(x0, means, eta, beta):
@@ -118,9 +112,8 @@ def test_stagewise_constant_switches_at_zero_based_boundaries():
 @pytest.mark.parametrize('name', OPTIMIZERS)
 def test_every_fedopt_optimizer_runs_under_jit(name):
   msgs, masks, _ = _messages(seed=6)
-  got, metrics = _run_server(
-    afl_jax.servers.fedopt(name, 0.1), np.zeros(DIM, np.float32), msgs.astype(np.float32), masks
-  )
+  x0, msgs = np.zeros(DIM, np.float32), msgs.astype(np.float32)
+  got, metrics = _run_server(afl_jax.servers.fedopt(name, 0.1), x0, msgs, masks)
   assert np.isfinite(got).all() and got.dtype == np.float32
   assert not np.allclose(got[-1], 0.0)
   assert 'update_norm' in metrics[0]

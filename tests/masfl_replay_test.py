@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from quadratic import (
+  arrivals_at,
   fresh_schedule,
   logistic_problem,
   make_quadratic,
@@ -37,12 +38,7 @@ def np_masfl(schedule, a, b, x0, eta, gamma, beta, adaptive):
   thetas, directions = [x0.copy()], [beta * c + (1 - beta) * g]
   for t in range(schedule.num_steps):
     arrived = {}
-    for j in range(schedule.max_arrivals):
-      if not schedule.mask[t, j]:
-        continue
-      i, s, k = (
-        int(v[t, j]) for v in (schedule.client_ids, schedule.start_step, schedule.local_steps)
-      )
+    for i, s, k in arrivals_at(schedule, t):
       c_tilde = [c for when, c in sent[i] if when < s][-1]
       x, grads = thetas[s].copy(), []
       for _ in range(k):  # Alg. 2/4 lines 2-5

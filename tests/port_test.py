@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from quadratic import (
+  arrivals_at,
   check_empty_step_and_exact_zeros,
   check_fresh_is_fedbuff,
   np_local_gd,
@@ -23,30 +24,16 @@ HP = dict(
 )
 
 
-def _np_port(
-  schedule,
-  a,
-  b,
-  x0,
-  *,
-  client_lr,
-  server_lr,
-  similarity_weight,
-  staleness_weight,
-  staleness_bound,
-  reference='last_step',
-  sizes=None,
-):
+def _np_port(schedule, a, b, x0, *, reference='last_step', sizes=None, **hp):
+  client_lr, server_lr, similarity_weight, staleness_weight, staleness_bound = (
+    hp.pop(k) for k in HP
+  )
+  assert not hp, hp
   xs, prev = [np.array(x0, np.float64)], np.array(x0, np.float64)
   for t in range(schedule.num_steps):
     x = xs[t]
     raw, ds = [], []
-    for j in range(schedule.max_arrivals):
-      if not schedule.mask[t, j]:
-        continue
-      i, s, k = (
-        int(q[t, j]) for q in (schedule.client_ids, schedule.start_step, schedule.local_steps)
-      )
+    for i, s, k in arrivals_at(schedule, t):
       tau = t - s
       d = np_local_gd(a[i], b[i], xs[s], client_lr, k) - x  # x_i - x_t
       u = x - prev if reference == 'last_step' else x - xs[s]
@@ -54,13 +41,8 @@ def _np_port(
       cos = u @ d / (nu * nd) if nu > 0 and nd > 0 else 0.0
       rho = cos if tau > 1 else 1.0
       n_i = 1.0 if sizes is None else sizes[i]
-      raw.append(
-        n_i
-        * (
-          similarity_weight * (rho + 1) / 2
-          + staleness_weight * staleness_bound / (tau + staleness_bound)
-        )
-      )
+      staleness_term = staleness_weight * staleness_bound / (tau + staleness_bound)
+      raw.append(n_i * (similarity_weight * (rho + 1) / 2 + staleness_term))
       ds.append(d)
     if not ds:  # an empty step changes nothing
       xs.append(x)
@@ -85,13 +67,10 @@ def test_port_matches_numpy_over_stale_schedule(reference, x64):
   # n_i from the problem (examples per client, carried by each message), as the
   # authors weight clients.
   sizes = np.array([10, 40, 25])
-  got_n = afl_jax.simulate(
-    afl_jax.algorithms.make('port', reference=reference, **HP),
-    quadratic_problem(a, b).replace(client_sizes=sizes),
-    sched,
-    {'x': jnp.asarray(x0)},
-    jax.random.key(0),
-  ).params_history['x']
+  problem = quadratic_problem(a, b).replace(client_sizes=sizes)
+  port = afl_jax.algorithms.make('port', reference=reference, **HP)
+  got_n = afl_jax.simulate(port, problem, sched, {'x': jnp.asarray(x0)}, jax.random.key(0))
+  got_n = got_n.params_history['x']
   want_n = _np_port(sched, a, b, x0, reference=reference, sizes=sizes, **HP)
   np.testing.assert_allclose(got_n, want_n, rtol=1e-10, atol=1e-10)
   assert np.max(np.abs(want_n - want)) > 1e-4

@@ -164,6 +164,15 @@ def np_local_gd(a_i, b_i, x0, lr, k, mu=0.0):
   return x
 
 
+def arrivals_at(schedule, t):
+  """``(client, start step, local steps)`` of step t's valid arrivals, in slot order."""
+  m = np.asarray(schedule.mask[t], bool)
+  rows = (
+    np.asarray(q[t])[m] for q in (schedule.client_ids, schedule.start_step, schedule.local_steps)
+  )
+  return [tuple(int(v) for v in row) for row in zip(*rows)]
+
+
 def np_replay(schedule, a, b, x0, lr, server_step, with_ids=False):
   """Replay ``schedule``: history[s] is the broadcast before step s (history[0] = x0).
 
@@ -174,14 +183,11 @@ def np_replay(schedule, a, b, x0, lr, server_step, with_ids=False):
   history = [np.array(x0, np.float64)]
   for t in range(schedule.num_steps):
     locals_, starts, taus, ids = [], [], [], []
-    for j in range(schedule.max_arrivals):
-      if not schedule.mask[t, j]:
-        continue
-      i, s, k = schedule.client_ids[t, j], schedule.start_step[t, j], schedule.local_steps[t, j]
+    for i, s, k in arrivals_at(schedule, t):
       starts.append(history[s])
       locals_.append(np_local_gd(a[i], b[i], history[s], lr, k))
       taus.append(t - s)
-      ids.append(int(i))
+      ids.append(i)
     args = (history[t], locals_, starts, taus) + ((ids,) if with_ids else ())
     history.append(server_step(*args))
   return np.stack(history[1:])

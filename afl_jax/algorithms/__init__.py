@@ -1,6 +1,5 @@
-"""Algorithms by name, one private file per paper family holding its client rule, server rule and
-registration: ``afl_jax.algorithms.<name>(**hparams)`` or ``make(name, facts=RunInfo(...),
-**hparams)`` (docs/algorithms.md)."""
+"""Algorithms by name, one private file per paper family (client rule, server rule, registration):
+``afl_jax.algorithms.<name>(**hparams)`` or ``make(name, facts=RunInfo(...), **hparams)``."""
 # ruff: noqa: F401 (re-exports, listed in __all__)
 
 import importlib

@@ -16,10 +16,9 @@ from afl_jax.algorithms._shared import (
   CLIENTS,
   SERVERS,
   ScalarOrSchedule,
-  learning_rate_at,
   local_sgd,
   optimizer_server,
-  run_local_steps,
+  sgd_steps,
 )
 from afl_jax.compression import COMPRESSORS
 from afl_jax.core import tree
@@ -45,12 +44,7 @@ def always_on_sgd(client_lr: ScalarOrSchedule) -> ClientRule:
     # eq. (4): restart from the global model after a report, else continue locally.
     x0 = tree.where(state.synced, start, state.local)
     anchor = tree.where(state.synced, start, state.anchor)
-
-    def body(params, batch, k):
-      loss, g = jax.value_and_grad(task.loss_fn)(params, batch)
-      return tree.axpy(-learning_rate_at(client_lr, k), g, params), loss  # eq. (2)
-
-    x_k, metrics = run_local_steps(task, key, x0, body)
+    x_k, metrics = sgd_steps(task, key, x0, client_lr)  # eq. (2)
     synced = jnp.asarray(task.active, bool)
     return tree.sub(anchor, x_k), AlwaysOnState(x_k, anchor, synced), metrics  # -(eq. 3)
 

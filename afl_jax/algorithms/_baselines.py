@@ -1,7 +1,5 @@
-"""FedAvg (McMahan et al. 2017), FedBuff (Nguyen et al. 2022) and FedAsync's mixing server (Xie,
-Koyejo, Gupta 2019, Alg. 1, Sec. 5.2) with local-SGD clients; FedProx's clients (Li et al.,
-MLSys 2020, Alg. 2) and FedNova's normalization (Wang et al., NeurIPS 2020, Sec. 5) on FedAvg and
-FedBuff (docs/algorithms/baselines.md, fedfa.md)."""
+"""FedAvg, FedBuff and FedAsync (Alg. 1, Sec. 5.2) with local SGD, FedProx's clients (Alg. 2) or
+FedNova's normalization (Sec. 5) on FedAvg and FedBuff (docs/algorithms/baselines.md)."""
 
 from __future__ import annotations
 

@@ -34,11 +34,8 @@ class CA2FLState(NamedTuple):
 
 
 def init_state(params: Params, num_clients: int) -> CA2FLState:
-  return CA2FLState(
-    params,
-    tree.zeros_like(tree.stack_n(params, num_clients)),
-    jnp.zeros((num_clients,), jnp.result_type(float)),
-  )
+  cache = tree.zeros_like(tree.stack_n(params, num_clients))
+  return CA2FLState(params, cache, jnp.zeros((num_clients,), jnp.result_type(float)))
 
 
 @SERVERS.register('ca2fl', context=('num_clients',))

@@ -46,11 +46,8 @@ def scale_by_amsgrad(
     mu, nu = moments(beta1, beta2, state.mu, state.nu, updates)
     nu_max = jax.tree.map(jnp.maximum, state.nu_max, nu)
     count = state.count + 1
-    if bias_correction:
-      t = count.astype(jnp.result_type(float))
-      c1, c2 = 1 - beta1**t, 1 - beta2**t
-    else:
-      c1 = c2 = 1.0
+    t = count.astype(jnp.result_type(float))
+    c1, c2 = (1 - beta1**t, 1 - beta2**t) if bias_correction else (1.0, 1.0)
     out = jax.tree.map(
       lambda m, v: ((m / c1) / (jnp.sqrt(v) / jnp.sqrt(c2) + epsilon)).astype(m.dtype), mu, nu_max
     )
@@ -102,11 +99,9 @@ def fadas_server(
     g = tree.weighted_sum(messages, row_weights(arrivals, examples=examples))
     direction, opt_state = opt.update(g, state.opt_state)
     tau_max = jnp.max(jnp.where(mask, arrivals.staleness, 0))
-    eta = (
-      delay_adaptive_rate(server_lr, tau_max, tau_c, delay_rule)
-      if delay_adaptive
-      else jnp.asarray(server_lr)
-    )
+    eta = jnp.asarray(server_lr)
+    if delay_adaptive:
+      eta = delay_adaptive_rate(server_lr, tau_max, tau_c, delay_rule)
     new = FADASState(tree.axpy(-eta, direction, state.params), opt_state)
     return step_result(arrivals, new, state, server_lr=eta, tau_max=tau_max)
 

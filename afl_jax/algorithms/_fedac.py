@@ -91,12 +91,8 @@ def scale_by_prospective_momentum(
   def update(updates, state, params=None):
     del params
     mu, nu = moments(beta1, beta2, state.mu, state.nu, updates)
-    out = jax.tree.map(
-      lambda m, g, v: ((beta1 * m + (1 - beta1) * g) / (jnp.sqrt(v) + epsilon)).astype(g.dtype),
-      mu,
-      updates,
-      nu,
-    )
+    step = lambda m, g, v: ((beta1 * m + (1 - beta1) * g) / (jnp.sqrt(v) + epsilon)).astype(g.dtype)
+    out = jax.tree.map(step, mu, updates, nu)
     return out, MomentumState(mu, nu)
 
   return optax.GradientTransformation(init, update)
@@ -118,9 +114,8 @@ class FedACState(NamedTuple):
 
 def init_state(params: Params, num_clients: int, beta1=0.6, beta2=0.9, epsilon=1e-8):
   opt = scale_by_prospective_momentum(beta1, beta2, epsilon)
-  return FedACState(
-    params, tree.zeros_like(params), jnp.zeros((num_clients,), jnp.int32), opt.init(params)
-  )
+  applied = jnp.zeros((num_clients,), jnp.int32)
+  return FedACState(params, tree.zeros_like(params), applied, opt.init(params))
 
 
 @SERVERS.register(

@@ -153,13 +153,9 @@ def fedecho_server(
 
   def init(params):
     out = jax.eval_shape(apply_fn, params, u)
-    return FedEchoState(
-      params,
-      server_opt.init(params),
-      d_opt.init(params),
-      jnp.zeros((n,) + tuple(out.shape), out.dtype),
-      jnp.zeros(n, bool),
-    )
+    logits = jnp.zeros((n,) + tuple(out.shape), out.dtype)
+    opt_states = server_opt.init(params), d_opt.init(params)
+    return FedEchoState(params, *opt_states, logits, jnp.zeros(n, bool))
 
   def store_logits(state, messages, arrivals):
     local = tree.sub(arrivals.start_broadcast, messages)

@@ -70,17 +70,11 @@ def fedfa_server(
   first_aggregation = k_size - 1 if aggregate_on_fill else k_size
 
   def init(params):
-    ring = lambda: jax.tree.map(
-      lambda x: jnp.zeros((k_size, *jnp.shape(x)), jnp.asarray(x).dtype), params
-    )
-    return FedFaState(
-      params=params,
-      models=ring() if keep_models else EmptyState(),
-      deltas=ring() if keep_deltas else EmptyState(),
-      num_steps=jnp.zeros((k_size,), jnp.int32),
-      count=jnp.zeros((), jnp.int32),
-      sizes=EmptyState() if not examples else jnp.zeros((k_size,), jnp.result_type(float)),
-    )
+    row = lambda x: jnp.zeros((k_size, *jnp.shape(x)), jnp.asarray(x).dtype)
+    ring = lambda keep: jax.tree.map(row, params) if keep else EmptyState()
+    sizes = jnp.zeros((k_size,), jnp.result_type(float)) if examples else EmptyState()
+    counters = jnp.zeros((k_size,), jnp.int32), jnp.zeros((), jnp.int32)
+    return FedFaState(params, ring(keep_models), ring(keep_deltas), *counters, sizes)
 
   def aggregate(params, models, deltas, num_steps, item_sizes):
     full = jnp.ones((k_size,), bool)
@@ -119,13 +113,8 @@ def fedfa_server(
       new = FedFaState(params, models, deltas, num_steps, s.count + valid, item_sizes)
       return new, now
 
-    xs = (
-      messages,
-      arrivals.start_broadcast,
-      arrivals.num_steps,
-      row_counts(arrivals) if examples else arrivals.client_ids,
-      arrivals.mask,
-    )
+    n_i = row_counts(arrivals) if examples else arrivals.client_ids
+    xs = (messages, arrivals.start_broadcast, arrivals.num_steps, n_i, arrivals.mask)
     new_state, aggregated = jax.lax.scan(one_arrival, state, xs)
     return new_state, {
       'aggregations': jnp.sum(aggregated).astype(jnp.float32),

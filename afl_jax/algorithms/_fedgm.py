@@ -1,7 +1,5 @@
-"""Server momentum (Sun et al., "On the Role of Server Momentum in Federated Learning") with
-local-SGD clients: FedGM (eq. (2)) and its special cases, Multistage FedGM (Alg. 3), Autonomous
-Multistage FedGM (Alg. 4); and FedOPT (Reddi et al., ICLR 2021: optax's optimizers, or FedAdagrad,
-FedYogi and FedAdam as Alg. 2 writes them) (docs/algorithms/fedgm.md, baselines.md)."""
+"""FedGM (Sun et al.: eq. (2), its special cases, Alg. 3, Alg. 4) and FedOPT (Reddi et al. 2021:
+optax's optimizers, or Alg. 2 as written) with local SGD (docs/algorithms/fedgm.md)."""
 
 from __future__ import annotations
 

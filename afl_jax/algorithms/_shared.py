@@ -1,6 +1,5 @@
-"""What several algorithms share: the registries, the run facts (:class:`RunInfo`), the masked
-local loop and local SGD, the arrival weights (AsynFL eq. 5, FedAvg), the optax-optimizer servers
-(FedAvg, FedBuff), FedNova's scales and Adam's moments (docs/algorithms/baselines.md, fedfa.md)."""
+"""What several algorithms share: registries, run facts, the masked local loop and SGD, arrival
+weights (AsynFL eq. 5, FedAvg), optax servers, FedNova's scales, Adam's moments, cosine weights."""
 
 from __future__ import annotations
 
@@ -112,8 +111,17 @@ def sgd_with_mean_gradient(task, key, start: Params, lr: float, direction: Calla
   return final, tree.scale(1.0 / steps_run(task), grad_sum), metrics
 
 
-def learning_rate_at(lr: ScalarOrSchedule, k: jax.Array) -> jax.Array:
-  return lr(k) if callable(lr) else jnp.asarray(lr)
+def sgd_steps(task, key, start: Params, client_lr: ScalarOrSchedule, extra_grad=None) -> tuple:
+  """``(x_K, metrics)``: K steps ``x <- x - lr_k (grad + extra_grad(x, start))`` from ``start``."""
+
+  def body(params, batch, k):
+    loss, g = jax.value_and_grad(task.loss_fn)(params, batch)
+    if extra_grad is not None:
+      g = tree.add(g, extra_grad(params, start))
+    lr = client_lr(k) if callable(client_lr) else jnp.asarray(client_lr)
+    return tree.axpy(-lr, g, params), loss
+
+  return run_local_steps(task, key, start, body)
 
 
 @CLIENTS.register('local_sgd', context=('extra_grad',))
@@ -121,21 +129,11 @@ def local_sgd(client_lr: ScalarOrSchedule, *, extra_grad: Callable | None = None
   """K steps of SGD at ``client_lr`` (a number or schedule of k), sending ``x_start - x_K``;
   ``extra_grad(params, start)`` is added to every gradient (FedProx)."""
 
-  def init(params, task, key):
-    del params, task, key
-    return EmptyState()
-
   def update(start, state, task, key):
-    def body(params, batch, k):
-      loss, g = jax.value_and_grad(task.loss_fn)(params, batch)
-      if extra_grad is not None:
-        g = tree.add(g, extra_grad(params, start))
-      return tree.axpy(-learning_rate_at(client_lr, k), g, params), loss
-
-    final, metrics = run_local_steps(task, key, start, body)
+    final, metrics = sgd_steps(task, key, start, client_lr, extra_grad)
     return tree.sub(start, final), state, metrics
 
-  return ClientRule(init, update)
+  return ClientRule(lambda params, task, key: EmptyState(), update)
 
 
 @CLIENTS.register('prox_sgd')

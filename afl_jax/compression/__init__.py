@@ -17,11 +17,6 @@ from afl_jax.core import tree
 from afl_jax.core.tree import VALUE_BITS, dense_bits
 from afl_jax.registry import Registry
 
-Updates = Any  # a pytree of arrays: the message of one client
-CompressorState = Any  # a pytree (possibly empty) holding one client's state
-PRNGKey = jax.Array
-
-
 # The ranges of the settings several compressors share (also AsynFLC's hyperparameters).
 PARAMS: dict[str, checks.Spec] = {
   'fraction': checks.real(0.0, 1.0, low_open=True),  # k/d
@@ -41,13 +36,8 @@ class Compressor(NamedTuple):
   """Optax-style: ``init(updates) -> state``, ``compress(updates, state, key) -> (message, state,
   bits)``, bits a float32 scalar."""
 
-  init: Callable[[Updates], CompressorState]
-  compress: Callable[
-    [Updates, CompressorState, PRNGKey], tuple[Updates, CompressorState, jax.Array]
-  ]
-
-
-tree_size = tree.size  # d, the scalars of a message (static)
+  init: Callable[[Any], Any]
+  compress: Callable[[Any, Any, jax.Array], tuple[Any, Any, jax.Array]]
 
 
 def index_bits(d: int) -> int:  # ceil(log2 d)
@@ -60,16 +50,12 @@ def num_kept(fraction: float, d: int) -> int:
   return min(d, max(1, k))
 
 
-# Bits sent for a message of d scalars: dense; k values and their indices (Top-k); d signs and
-# the scale (Sign); the norm and d levels of b bits (QSGD); the norm, k levels and indices.
+# Bits sent for a message of d scalars: dense; k values and their indices (Top-k).
 identity_bits = lambda d: VALUE_BITS * d
 top_k_bits = lambda d, k: k * (VALUE_BITS + index_bits(d))
-sign_bits = lambda d, scaled=False: d + (VALUE_BITS if scaled else 0)
-qsgd_bits = lambda d, bits: VALUE_BITS + d * bits
-top_k_qsgd_bits = lambda d, k, bits: VALUE_BITS + k * (bits + index_bits(d))
 
 
-def stateless(fn: Callable[[Any, PRNGKey], tuple[Any, int]], *, flat: bool = False) -> Compressor:
+def stateless(fn: Callable[[Any, jax.Array], tuple[Any, int]], *, flat: bool = False) -> Compressor:
   """A stateless :class:`Compressor` from ``fn(x, key) -> (compressed, static bits)``; ``flat``:
   ``x`` is the pytree raveled."""
 
@@ -83,7 +69,7 @@ def stateless(fn: Callable[[Any, PRNGKey], tuple[Any, int]], *, flat: bool = Fal
 
 @COMPRESSORS.register('identity')
 def identity() -> Compressor:
-  return stateless(lambda updates, key: (updates, identity_bits(tree_size(updates))))
+  return stateless(lambda updates, key: (updates, identity_bits(tree.size(updates))))
 
 
 def paper_sign(x: jax.Array) -> jax.Array:
@@ -96,33 +82,37 @@ def sign(scaled: bool = False) -> Compressor:
   """Sign on library messages ``m = -Delta``: ``-alpha Sign(-m)``, ``d`` bits (+32 if
   ``scaled``)."""
 
-  def compress(updates: Updates, key: PRNGKey) -> tuple[Updates, int]:
+  def compress(updates, key):
     del key
-    d = tree_size(updates)
+    d = tree.size(updates)
     signs = jax.tree.map(lambda m: -paper_sign(-m), updates)  # -Sign(Delta), Delta = -m
     if scaled:
       leaves = jax.tree_util.tree_leaves(updates)
       l1 = sum(jnp.sum(jnp.abs(x).astype(jnp.result_type(*leaves))) for x in leaves)
       signs = jax.tree.map(lambda s: (l1 / d * s).astype(s.dtype), signs)
-    return signs, sign_bits(d, scaled)
+    return signs, d + (VALUE_BITS if scaled else 0)  # d signs (and the scale)
 
   return stateless(compress)
+
+
+def _largest(flat: jax.Array, fraction: float) -> tuple[int, jax.Array]:
+  k = num_kept(fraction, flat.size)
+  return k, jax.lax.top_k(jnp.abs(flat), k)[1]  # the k largest |x_i|, ties to the lowest index
 
 
 @COMPRESSORS.register('top_k')
 def top_k(fraction: float = 0.03) -> Compressor:
   """Top-k (Sec. III-B item (1)) keeping ``fraction`` of the coordinates (at least 1)."""
 
-  def compress(flat: jax.Array, key: PRNGKey) -> tuple[jax.Array, int]:
+  def compress(flat, key):
     del key
-    k = num_kept(fraction, flat.size)
-    idx = jax.lax.top_k(jnp.abs(flat), k)[1]  # ties: lowest index
+    k, idx = _largest(flat, fraction)
     return jnp.zeros_like(flat).at[idx].set(flat[idx]), top_k_bits(flat.size, k)
 
   return stateless(compress, flat=True)
 
 
-def quantize(x: jax.Array, s: int, key: PRNGKey) -> jax.Array:
+def quantize(x: jax.Array, s: int, key: jax.Array) -> jax.Array:
   """``Q_s(x)`` of a 1-D array with its own l2 norm; ``Q_s(0) = 0``."""
   norm = jnp.sqrt(jnp.sum(jnp.square(x)))
   safe = jnp.where(norm > 0, norm, jnp.ones_like(norm))
@@ -137,8 +127,8 @@ def quantize(x: jax.Array, s: int, key: PRNGKey) -> jax.Array:
 def qsgd(bits: int = 4) -> Compressor:
   """QSGD (Alistarh et al., NeurIPS 2017) on the whole flattened pytree."""
   s = 2 ** (bits - 1) - 1
-  return stateless(
-    lambda flat, key: (quantize(flat, s, key), qsgd_bits(flat.size, bits)), flat=True
+  return stateless(  # the norm and d levels of b bits
+    lambda flat, key: (quantize(flat, s, key), VALUE_BITS + flat.size * bits), flat=True
   )
 
 
@@ -148,26 +138,26 @@ def top_k_qsgd(fraction: float = 0.03, bits: int = 4, scaled: bool = False) -> C
   (docs/algorithms/asynfl.md, "EF")."""
   s = 2 ** (bits - 1) - 1
 
-  def compress(flat: jax.Array, key: PRNGKey) -> tuple[jax.Array, int]:
-    k = num_kept(fraction, flat.size)
-    idx = jax.lax.top_k(jnp.abs(flat), k)[1]  # ties: lowest index
+  def compress(flat, key):
+    k, idx = _largest(flat, fraction)
     values = quantize(flat[idx], s, key)
     if scaled:
       values = values / (1.0 + min(k / s**2, math.sqrt(k) / s))
-    return jnp.zeros_like(flat).at[idx].set(values), top_k_qsgd_bits(flat.size, k, bits)
+    bits_sent = VALUE_BITS + k * (bits + index_bits(flat.size))  # the norm, k levels, indices
+    return jnp.zeros_like(flat).at[idx].set(values), bits_sent
 
   return stateless(compress, flat=True)
 
 
 class ErrorFeedbackState(NamedTuple):
-  residual: Updates  # e, like the updates
+  residual: Any  # e, like the updates
   inner: Any  # the wrapped compressor's state
 
 
 def error_feedback(compressor: Compressor) -> Compressor:
   """``compressor`` with error feedback (Alg. 1, eqs. (8)-(9))."""
 
-  def init(updates: Updates) -> ErrorFeedbackState:
+  def init(updates):
     residual = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), updates)
     return ErrorFeedbackState(residual=residual, inner=compressor.init(updates))
 
@@ -183,8 +173,7 @@ def error_feedback(compressor: Compressor) -> Compressor:
 make, names, settings, register = COMPRESSORS.verbs()
 
 __all__ = (
-  'COMPRESSORS VALUE_BITS Compressor CompressorState EmptyState ErrorFeedbackState Updates '
-  'dense_bits error_feedback identity identity_bits index_bits make names num_kept paper_sign '
-  'qsgd qsgd_bits register settings sign sign_bits top_k top_k_bits top_k_qsgd top_k_qsgd_bits '
-  'tree_size'
+  'COMPRESSORS VALUE_BITS Compressor EmptyState ErrorFeedbackState dense_bits error_feedback '
+  'identity identity_bits index_bits make names num_kept paper_sign qsgd register settings sign '
+  'top_k top_k_bits top_k_qsgd'
 ).split()
