@@ -19,7 +19,7 @@ from ml_collections.config_flags import config_path
 
 from afl_jax import algorithms, checks, compression, data, models, schedules
 from afl_jax.errors import ConfigError
-from afl_jax.pipeline import metrics_io, record
+from afl_jax.pipeline import record
 
 DTYPES = ('float32', 'float64')
 COMPUTE_DTYPES = ('dtype', 'bfloat16', 'float16', 'float32')  # 'dtype': no cast
@@ -330,7 +330,7 @@ def read_value(resolved: ml_collections.ConfigDict, field: str) -> Any:
 
 def plain(x: Any) -> str:
   """``x`` as canonical JSON text: two values that read the same compare equal."""
-  return json.dumps(metrics_io.jsonable({'v': x}), sort_keys=True)
+  return json.dumps(record.jsonable({'v': x}), sort_keys=True)
 
 
 def reads(resolved: ml_collections.ConfigDict, field: str, value: Any) -> bool:

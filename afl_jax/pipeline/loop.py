@@ -330,7 +330,7 @@ def _finish(run: Run, workdir: str, sim: Simulator | None, writes: bool, seconds
   if writes:
     path = os.path.join(workdir, 'plot.png')
     plotting.plot_runs({c.algorithm: rec.records}, path, title=c.algorithm)
-    text = json.dumps(metrics_io.jsonable(summary), indent=2, sort_keys=True, allow_nan=False)
+    text = json.dumps(record.jsonable(summary), indent=2, sort_keys=True, allow_nan=False)
     workdir_lib.write_text(os.path.join(workdir, record.SUMMARY_FILE), text + '\n')
   acc = summary.get('test_accuracy')
   log(

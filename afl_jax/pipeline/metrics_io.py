@@ -55,29 +55,6 @@ def encode_record(step: int, scalars: Mapping[str, Any]) -> str:
   return json.dumps(record, sort_keys=True, allow_nan=False)
 
 
-def jsonable(x: Any) -> Any:
-  """``x`` as strict JSON values (a non-finite float as its name, a callable by its name)."""
-  if isinstance(x, Mapping):
-    return {str(k): jsonable(v) for k, v in x.items()}
-  if isinstance(x, list | tuple):
-    return [jsonable(v) for v in x]
-  if isinstance(x, bool | np.bool_):
-    return bool(x)
-  if isinstance(x, int | np.integer):
-    return int(x)
-  if isinstance(x, float | np.floating):
-    return float(x) if math.isfinite(x) else _name(float(x))
-  if x is None or isinstance(x, str):
-    return x
-  if hasattr(x, 'to_dict'):
-    return jsonable(x.to_dict())
-  if callable(x):
-    return (
-      f'<callable {getattr(x, "__module__", "?")}.{getattr(x, "__qualname__", type(x).__name__)}>'
-    )
-  return repr(x)
-
-
 def evaluation_record(
   step: int,
   wall_clock: float,
@@ -153,7 +130,7 @@ class MetricsWriter(contextlib.AbstractContextManager):
   def write_hparams(self, hparams: Mapping[str, Any]) -> None:
     """The config as TensorBoard text (config.json holds it for every other reader)."""
     if self._tb is not None:
-      text = json.dumps(jsonable(hparams), sort_keys=True, indent=2, allow_nan=False)
+      text = json.dumps(hparams, sort_keys=True, indent=2, allow_nan=False)
       self._tb.add_text('config', f'```\n{text}\n```', global_step=0)
 
   def flush(self) -> None:

@@ -95,10 +95,35 @@ def jax_facts() -> dict[str, Any]:
 _version = functools.cache(importlib.metadata.version)
 
 
+def jsonable(x: Any) -> Any:
+  """``x`` as strict JSON values (a non-finite float as its name, a callable by its name)."""
+  if isinstance(x, Mapping):
+    return {str(k): jsonable(v) for k, v in x.items()}
+  if isinstance(x, list | tuple):
+    return [jsonable(v) for v in x]
+  if isinstance(x, bool | np.bool_):
+    return bool(x)
+  if isinstance(x, int | np.integer):
+    return int(x)
+  if isinstance(x, float | np.floating):
+    return (
+      float(x) if math.isfinite(x) else ('nan' if math.isnan(x) else ('inf' if x > 0 else '-inf'))
+    )
+  if x is None or isinstance(x, str):
+    return x
+  if hasattr(x, 'to_dict'):
+    return jsonable(x.to_dict())
+  if callable(x):
+    return (
+      f'<callable {getattr(x, "__module__", "?")}.{getattr(x, "__qualname__", type(x).__name__)}>'
+    )
+  return repr(x)
+
+
 def canonical(config: Any) -> dict[str, Any]:
   if hasattr(config, 'to_dict'):
     config = config.to_dict()
-  return json.loads(json.dumps(metrics_io.jsonable(config), sort_keys=True, allow_nan=False))
+  return json.loads(json.dumps(jsonable(config), sort_keys=True, allow_nan=False))
 
 
 def flatten(d: Mapping[str, Any], prefix: str = '') -> dict[str, Any]:

@@ -500,7 +500,7 @@ def _summarize(workdir, points, names, infos, traced, complete: bool) -> dict:
     rec = record_lib.read(os.path.join(workdir, n))
     swept = {k: v for k, v in p.items() if k != 'seed'}
     runs.append({'name': n, 'hparams': swept, 'config': rec.config} | rec.summary())
-  out = metrics_io.jsonable({'runs': runs, 'groups': infos, 'traced': traced, 'complete': complete})
+  out = record_lib.jsonable({'runs': runs, 'groups': infos, 'traced': traced, 'complete': complete})
   if processes.is_writer():
     text = json.dumps(out, indent=2, allow_nan=False) + '\n'
     workdir_lib.write_text(os.path.join(workdir, record_lib.SUMMARY_FILE), text)
