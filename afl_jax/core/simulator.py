@@ -101,7 +101,10 @@ class Simulator:
     self.padded = engine._up(r, d) if self.mode == 'replicas' else r
     self._take = np.minimum(np.arange(self.padded), r - 1)
     self.shard_clients = self.mode == 'clients' and problem.num_clients % d == 0
-    self.axes = shared_problem_axes(problem) if problem_axes is None else problem_axes
+    none = lambda t: jax.tree.map(lambda _: None, t)  # every replica shares the problem
+    self.axes = problem_axes or problem.replace(
+      client_views=none(problem.client_views), shared=none(problem.shared), client_sizes=None
+    )
     self.hparams = {k: self._place(v) for k, v in (hparams or {}).items()}
     self.memory_limit_bytes = memory_limit_bytes
     self.memory: dict[str, int] = {}
@@ -244,22 +247,20 @@ class Simulator:
     make = lambda: jax.jit(self._compiled.init, out_shardings=self._state_shardings)
     return self._by_sharding(self._compiled.inits, make)(*args)
 
-  def inputs(self, start: int) -> StepInputs:
-    """Placed inputs of the chunk starting at ``start``: leaves [(R,) chunk, ...]."""
+  def args(self, state: SimState, keys: jax.Array, start: int | None = None) -> tuple:
+    """:meth:`runner`'s arguments for the chunk from ``start`` (default: the state's); the placed
+    step inputs' leaves are [(R,) chunk, ...]."""
+    start = self.position(state) if start is None else start
     one = lambda s, p: engine.step_inputs(s, self.regime, start, self.chunk_size, self.num_slots, p)
     stacked = [np.stack(a) for a in zip(*map(one, self.schedules, self.ring_plans))]
     slot_axis = 1 if self.mode == 'clients' else None
     active = np.arange(start, start + self.chunk_size) < self.num_steps
-    return StepInputs(
+    inputs = StepInputs(
       *[self._runs(a, slot_axis) for a in stacked[:-2]],
       self._runs(stacked[-2]),
       self._place(active, per_run=False),
     )
-
-  def args(self, state: SimState, keys: jax.Array, start: int | None = None) -> tuple:
-    """:meth:`runner`'s arguments for the chunk from ``start`` (default: the state's)."""
-    start = self.position(state) if start is None else start
-    return state, self.inputs(start), self.problem, self._keys(keys), self.hparams
+    return state, inputs, self.problem, self._keys(keys), self.hparams
 
   def runner(self) -> Callable:
     """The jitted chunk ``(state, inputs, problem, keys, hparams) -> (state, outputs)``."""
@@ -394,14 +395,6 @@ def stack_problems(problems: Sequence[Problem]) -> tuple[Problem, Problem]:
   return stacked, axes
 
 
-def shared_problem_axes(problem: Problem) -> Problem:
-  """``in_axes`` of a problem that every replica shares."""
-  none = lambda t: jax.tree.map(lambda _: None, t)
-  return problem.replace(
-    client_views=none(problem.client_views), shared=none(problem.shared), client_sizes=None
-  )
-
-
 def stack_trees(trees: Sequence[Any]) -> Any:
   """R pytrees -> one pytree with a leading replica axis."""
   return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
@@ -419,4 +412,4 @@ _COMPILED: collections.OrderedDict[tuple, _Compiled] = collections.OrderedDict()
 _KEEP = 16  # programs kept, least recently used first out
 
 
-__all__ = ['Simulator', 'shared_problem_axes', 'split_hparams', 'stack_problems', 'stack_trees']
+__all__ = ['Simulator', 'split_hparams', 'stack_problems', 'stack_trees']
