@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers.sim_runs import run
+from helpers.sim_runs import run, windows
 from quadratic import make_quadratic, quadratic_problem, simulate_quadratic
 
 import afl_jax
@@ -113,8 +113,7 @@ def test_client_blocks_give_the_same_run():
 
 def test_memory_is_reported_and_too_large_runs_are_refused():
   a, b = make_quadratic(num_clients=5)
-  durations = afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5)
-  sched = afl_jax.schedules.waiting_windows(5, 4, window=1.0, durations=durations, seed=0)
+  sched = windows(5, 4)
   alg = afl_jax.algorithms.make('asynflc_ef', client_lr=0.1, num_clients=5, fraction=0.5)
   p0 = {'x': jnp.ones(4, jnp.float32)}
   sim = afl_jax.Simulator(alg, quadratic_problem(a, b), sched)

@@ -25,6 +25,14 @@ def run(alg, problem, sched, params0, *, devices=None, key=None, **options):
   return outs, done[-1][0], sim
 
 
+def windows(n, steps, window=1.0, seed=0, local_steps=1):
+  """AsynFL's waiting windows over N clients whose jobs take Uniform(0.3, 2.5)."""
+  durations = afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5)
+  return afl_jax.schedules.waiting_windows(
+    n, steps, window=window, durations=durations, local_steps=local_steps, seed=seed
+  )
+
+
 def max_diff(xs, ys):
   """max |x - y| over pairs of arrays, in float64 (0 for empty ones)."""
   f64 = lambda a: np.asarray(a, np.float64)

@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from algorithm_cases import build, run_info  # noqa: E402
-from helpers.sim_runs import max_diff, one_vs_all_devices, run  # noqa: E402
+from helpers.sim_runs import max_diff, one_vs_all_devices, run, windows  # noqa: E402
 from quadratic import conv_problem, logistic_problem, make_quadratic, quadratic_problem  # noqa: E402
 
 import afl_jax  # noqa: E402
@@ -37,21 +37,14 @@ def compare(case, alg, problem, sched, params0, leaf, **options):
   return sim
 
 
-def windows(n, steps, seed=0):
-  durations = afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5)
-  return afl_jax.schedules.waiting_windows(
-    n, steps, window=1.0, durations=durations, local_steps=2, seed=seed
-  )
-
-
 buffered = afl_jax.schedules.fedbuff(8, 5, 3, 12, local_steps=3, seed=0)
 sharded = {
   'fedbuff': (get('fedbuff', client_lr=0.3), buffered),
   'masfl': (get('masfl', client_lr=0.1, server_lr=0.5, beta=0.5), buffered),
-  'asynfl': (get('asynfl', client_lr=0.3, num_clients=8), windows(8, 10)),
+  'asynfl': (get('asynfl', client_lr=0.3, num_clients=8), windows(8, 10, local_steps=2)),
   'asynflc_ef': (
     get('asynflc_ef', client_lr=0.3, num_clients=8, compressor='top_k', fraction=0.5),
-    windows(8, 10),
+    windows(8, 10, local_steps=2),
   ),
 }
 p0 = {'w': jnp.zeros(5), 'b': jnp.zeros(())}
@@ -78,11 +71,14 @@ for n in (3, 5):
     [list(range(n))] * 4, [[t] * n for t in range(4)], local_steps=2, num_clients=n
   )
   cases = {
-    'asynfl': (dict(), windows(n, 8, n)),
-    'asynfl_arrivals': (dict(normalizer='arrivals'), windows(n, 8, n)),
+    'asynfl': (dict(), windows(n, 8, seed=n, local_steps=2)),
+    'asynfl_arrivals': (dict(normalizer='arrivals'), windows(n, 8, seed=n, local_steps=2)),
     'asynfl_per_job_full': (dict(local_training='per_job'), full),
-    'asynflc_ef_sign': (dict(compressor='sign'), windows(n, 8, n)),
-    'asynflc_ef_top_k': (dict(compressor='top_k', fraction=0.5), windows(n, 8, n)),
+    'asynflc_ef_sign': (dict(compressor='sign'), windows(n, 8, seed=n, local_steps=2)),
+    'asynflc_ef_top_k': (
+      dict(compressor='top_k', fraction=0.5),
+      windows(n, 8, seed=n, local_steps=2),
+    ),
   }
   for case, (hp, sched) in cases.items():
     name = 'asynflc_ef' if case.startswith('asynflc_ef') else 'asynfl'
