@@ -83,7 +83,6 @@ def test_image_input_layouts_agree(name):
 
 @pytest.mark.parametrize('name, settings', [('mlp', dict(hidden_sizes=(16, 8))), ('logreg', {})])
 def test_dense_models_match_numpy_forward(name, settings):
-  """Flatten, then Dense layers with ReLU between them."""
   x = np.random.default_rng(4).normal(size=(5, 28, 28)).astype(np.float32)
   model = models.make(name, num_classes=10, **settings)
   params = numpy_params(model, x)
