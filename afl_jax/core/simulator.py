@@ -53,9 +53,7 @@ class Simulator:
       if s.num_clients != n:
         raise ScheduleError(
           (f'schedule {i}: ' if self.batched else '') + f'schedule.num_clients={s.num_clients} '
-          f'but the problem has {n} clients; build the schedule for all of them, e.g. '
-          f'afl_jax.schedules.from_arrays(..., num_clients={n}) (without num_clients, '
-          'from_arrays takes N = the largest arriving client id + 1).'
+          f'but the problem has {n} clients; build it with from_arrays(..., num_clients={n}).'
         )
     sched_arg = list({id(s): s for s in schedules}.values()) if self.batched else schedule
 
