@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from algorithm_cases import build, run_info  # noqa: E402
-from helpers.sim_runs import max_diff, one_vs_all_devices, run, windows  # noqa: E402
+from helpers.sim_runs import max_diff, run, windows  # noqa: E402
 from quadratic import conv_problem, logistic_problem, make_quadratic, quadratic_problem  # noqa: E402
 
 import afl_jax  # noqa: E402
@@ -30,10 +30,19 @@ get = afl_jax.algorithms.make
 out = {}
 
 
-def compare(case, alg, problem, sched, params0, leaf, **options):
-  diff, moved, (_, sim) = one_vs_all_devices(alg, problem, sched, params0, leaf, **options)
+def compare(case, alg, problem, sched, params0, state=lambda s: s.clients, **options):
+  """The run on the first device and on all: max |difference| over the params' history and
+  ``state(final state)``, and how far the 1-device run moved."""
+  (out1, s1, _), (out2, s2, sim) = [
+    run(alg, problem, sched, params0, devices=d, **options)
+    for d in (jax.devices()[:1], jax.devices())
+  ]
   assert sim.num_devices == 2
-  out[case], out[f'{case}_moved'] = diff, moved
+  h1, h2 = jax.tree.leaves(out1['params']), jax.tree.leaves(out2['params'])
+  out[case] = max(
+    max_diff(h1, h2), max_diff(jax.tree.leaves(state(s1)), jax.tree.leaves(state(s2)))
+  )
+  out[f'{case}_moved'] = max_diff([h[-1] for h in h1], jax.tree.leaves(params0))
   return sim
 
 
@@ -49,19 +58,14 @@ sharded = {
 }
 p0 = {'w': jnp.zeros(5), 'b': jnp.zeros(())}
 for case, (alg, sched) in sharded.items():
-  compare(f'{case}_n8', alg, logistic_problem(8, 16, 5), sched, p0, 'w', chunk_size=5)
+  compare(f'{case}_n8', alg, logistic_problem(8, 16, 5), sched, p0, chunk_size=5)
 
 alg = get('fedbuff', client_lr=0.5)
 conv_schedules = {8: buffered, 5: afl_jax.schedules.fedbuff(5, 3, 3, 8, local_steps=2, seed=1)}
 for n, sched in conv_schedules.items():  # N = 5: the client state replicated, slots sharded
   problem, p0 = conv_problem(n, 10)
   p0 = jax.tree.map(lambda p: p.astype(jnp.float64), p0)
-  runs = [run(alg, problem, sched, p0, devices=d) for d in (jax.devices()[:1], jax.devices())]
-  (out1, _, _), (out2, _, sim) = runs
-  assert sim.num_devices == 2 and sim.num_slots == 4
-  history = [jax.tree.leaves(o['params']) for o in (out1, out2)]
-  out[f'fedbuff_cnn_n{n}'] = max_diff(*history)
-  out[f'fedbuff_cnn_n{n}_moved'] = max_diff([h[-1] for h in history[0]], jax.tree.leaves(p0))
+  assert compare(f'fedbuff_cnn_n{n}', alg, problem, sched, p0).num_slots == 4
 
 for n in (3, 5):
   rng = np.random.default_rng(n)
@@ -84,7 +88,7 @@ for n in (3, 5):
     name = 'asynflc_ef' if case.startswith('asynflc_ef') else 'asynfl'
     alg = get(name, client_lr=0.2, num_clients=n, **hp)
     p0, state = {'x': jnp.linspace(-1.0, 1.0, 4)}, lambda s: (s.clients, s.compressor)
-    sim = compare(f'{case}_n{n}', alg, problem, sched, p0, 'x', state=state, chunk_size=3)
+    sim = compare(f'{case}_n{n}', alg, problem, sched, p0, state=state, chunk_size=3)
     assert sim.num_slots > n, (case, n, sim.num_slots)
 
 # grouped by K: 4 slots in 2 blocks, one slot per device each
