@@ -13,7 +13,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from afl_jax.algorithms import ALGORITHMS, RunInfo
-from afl_jax.core import replicas
+from afl_jax.core import simulator as replicas
 from afl_jax.core.engine import SimState
 from afl_jax.core.problem import Problem, check_params
 from afl_jax.core.simulator import Simulator

@@ -110,7 +110,8 @@ from jax.sharding import PartitionSpec as P
 import afl_jax
 from afl_jax import data, models
 from afl_jax.api import simulator as sweep_simulator
-from afl_jax.core import engine, memory, replicas
+from afl_jax.core import engine, memory
+from afl_jax.core import simulator as replicas
 from afl_jax.pipeline import cli, devices
 from afl_jax.pipeline import task as task_lib
 

@@ -14,13 +14,10 @@ N = 6
 P0 = {'x': jnp.ones(4, jnp.float32)}
 
 
-def _problem_and_schedule():
-  a, b = make_quadratic(num_clients=N)
-  return quadratic_problem(a, b), afl_jax.schedules.fedbuff(N, 4, 3, 8, local_steps=3, seed=1)
-
-
 def _run(name, **kw):
-  out, state, _ = run(build(name, run_info(N)), *_problem_and_schedule(), P0, **kw)
+  problem = quadratic_problem(*make_quadratic(num_clients=N))
+  sched = afl_jax.schedules.fedbuff(N, 4, 3, 8, local_steps=3, seed=1)
+  out, state, _ = run(build(name, run_info(N)), problem, sched, P0, **kw)
   return state, out
 
 

@@ -54,7 +54,7 @@ def test_sweep_of_convolving_clients_equals_its_runs(decisions):
     lrs = [0.2, 0.5]
     sim = afl_jax.api.simulator('fedbuff', problem, sched, len(lrs), client_lr=lrs)
     keys = jax.random.split(jax.random.key(0), len(lrs))
-    state = sim.init(afl_jax.core.replicas.stack_trees([params0] * len(lrs)), keys)
+    state = sim.init(afl_jax.core.simulator.stack_trees([params0] * len(lrs)), keys)
     state, _ = sim.run_chunk(state, keys)
     swept = jax.tree.leaves(sim.params(state))
     assert decisions and all(decisions)

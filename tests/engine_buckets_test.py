@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from algorithm_cases import build, run_info
-from helpers.sim_runs import run
+from helpers.sim_runs import run, windows
 from quadratic import make_quadratic, quadratic_problem
 from same import assert_close_ulps
 
@@ -23,14 +23,6 @@ def _schedule():
   return afl_jax.schedules.random_staleness(N, 4, 6, window=3, seed=2, **k)
 
 
-def _windows(n, steps, window, seed, k):
-  d = afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5)
-  k = np.array(k)
-  return afl_jax.schedules.waiting_windows(
-    n, steps, window=window, durations=d, local_steps=k, seed=seed
-  )
-
-
 def _run(alg, sched, dtype, **kw):
   a, b = make_quadratic(num_clients=N, dtype=dtype)
   out, _, sim = run(alg, quadratic_problem(a, b), sched, {'x': jnp.ones(4, dtype)}, **kw)
@@ -42,7 +34,9 @@ def test_grouped_by_k_equals_padded_float64(name, x64):
   """MasFL (client state, causal variates), FedNova-style (message / K), AsynFL (own K_i)."""
   alg = build(name, run_info(N))
   always_on = alg.regime == 'always_on'
-  sched = _windows(N, 5, 1.0, 0, [1, 4, 2, 1, 3, 1, 4, 2]) if always_on else _schedule()
+  sched = (
+    windows(N, 5, local_steps=np.array([1, 4, 2, 1, 3, 1, 4, 2])) if always_on else _schedule()
+  )
   _, ref = _run(alg, sched, np.float64, local_step_buckets=0)
   sim, out = _run(alg, sched, np.float64, local_step_buckets=2)
   assert sim.adaptive_steps and sim.num_slots // sim.block_size == 2
@@ -110,7 +104,10 @@ def _sweep_case(name):
       afl_jax.schedules.random_staleness(N, 3, 6, window=3, local_steps=[1, 4, 2, 2, 1, 4, 1, 3]),
       afl_jax.schedules.random_staleness(N, 2, 7, window=2, local_steps=[3, 1, 1, 2, 4, 1, 2, 2]),
     ], dict(server_lr=1.0)
-  scheds = [_windows(N, 6, 1.0, 0, [1, 4, 2, 2, 1, 4, 1, 3]), _windows(N, 7, 0.8, 1, [3, 1] * 4)]
+  scheds = [
+    windows(N, 6, 1.0, 0, np.array([1, 4, 2, 2, 1, 4, 1, 3])),
+    windows(N, 7, 0.8, 1, np.array([3, 1] * 4)),
+  ]
   return scheds, dict(num_clients=N, compressor='top_k', fraction=0.5, server_lr=1.0)
 
 

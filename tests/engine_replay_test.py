@@ -5,17 +5,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import quadratic as q
 from helpers.sim_runs import chunks
-from quadratic import (
-  fresh_schedule,
-  logistic_problem,
-  make_quadratic,
-  np_fedbuff_step,
-  np_local_gd,
-  np_replay,
-  simulate_quadratic,
-  stale_schedule,
-)
 from same import assert_close_ulps
 
 import afl_jax
@@ -40,7 +31,7 @@ FEDASYNC = dict(client_lr=0.3, alpha=0.8, staleness='polynomial', a=0.5)
 @pytest.mark.parametrize(
   'name,hp,ref',
   [
-    ('fedbuff', dict(client_lr=0.3, server_lr=0.7), np_fedbuff_step(0.7)),
+    ('fedbuff', dict(client_lr=0.3, server_lr=0.7), q.np_fedbuff_step(0.7)),
     ('fedasync', FEDASYNC, _fedasync_step),
     ('fedasync', dict(client_lr=0.3, alpha=1.0, staleness='constant'), _fedasync_alpha_one),
   ],
@@ -48,33 +39,33 @@ FEDASYNC = dict(client_lr=0.3, alpha=0.8, staleness='polynomial', a=0.5)
 def test_replay_matches_numpy(name, hp, ref, dtype, tol):
   """FedBuff, FedAsync (polynomial staleness; alpha = 1: the client's model replaces x)."""
   with jax.enable_x64(dtype == np.float64):
-    a, b = make_quadratic(dtype=dtype)
+    a, b = q.make_quadratic(dtype=dtype)
     x0 = np.linspace(-1, 1, 4).astype(dtype)
-    sched = stale_schedule()
-    result = simulate_quadratic(name, a, b, x0, sched, **hp)
-    expected = np_replay(sched, a, b, x0, hp['client_lr'], ref)
+    sched = q.stale_schedule()
+    result = q.simulate_quadratic(name, a, b, x0, sched, **hp)
+    expected = q.np_replay(sched, a, b, x0, hp['client_lr'], ref)
     assert result.params_history['x'].dtype == dtype
     np.testing.assert_allclose(result.params_history['x'], expected, atol=tol, rtol=tol)
 
 
 def test_fedbuff_zero_staleness_full_participation_is_fedavg():
-  a, b = make_quadratic(num_clients=4)
+  a, b = q.make_quadratic(num_clients=4)
   t = 5
-  sched = fresh_schedule(4, t, local_steps=3)
+  sched = q.fresh_schedule(4, t, local_steps=3)
   x0 = np.zeros(4, np.float32)
-  buff = simulate_quadratic('fedbuff', a, b, x0, sched, client_lr=0.2, server_lr=1.0)
-  avg = simulate_quadratic('fedavg', a, b, x0, sched, client_lr=0.2, weighting='uniform')
+  buff = q.simulate_quadratic('fedbuff', a, b, x0, sched, client_lr=0.2, server_lr=1.0)
+  avg = q.simulate_quadratic('fedavg', a, b, x0, sched, client_lr=0.2, weighting='uniform')
   # FedAvg by definition: the mean of the client models trained from x_t.
   x = np.zeros(4)
   for step in range(t):
-    x = np.mean([np_local_gd(a[i], b[i], x, 0.2, 3) for i in range(4)], axis=0)
+    x = np.mean([q.np_local_gd(a[i], b[i], x, 0.2, 3) for i in range(4)], axis=0)
     np.testing.assert_allclose(avg.params_history['x'][step], x, atol=1e-5)
   np.testing.assert_allclose(buff.params_history['x'], avg.params_history['x'], atol=1e-6)
 
 
 def _logistic():
   """Six clients' mini-batched logistic problem (every step draws batches) and its p0."""
-  return logistic_problem(6, 32, 5), {'w': jnp.zeros(5), 'b': jnp.zeros(())}
+  return q.logistic_problem(6, 32, 5), {'w': jnp.zeros(5), 'b': jnp.zeros(())}
 
 
 def _run_stochastic(seed, chunk_size=None):

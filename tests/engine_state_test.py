@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers.sim_runs import run
+from helpers.sim_runs import run, windows
 from quadratic import make_quadratic, quadratic_problem, simulate_quadratic
 
 import afl_jax
@@ -58,20 +58,16 @@ def test_always_on_clients_train_every_step_and_report_per_schedule():
   np.testing.assert_array_equal(res.metrics['arrivals'], sched.arrivals_per_step)
 
 
-def halving_compressor():
-  """Sends half the message; its state counts compressions (frozen while absent)."""
-
-  compress = lambda updates, state, key: (tree.scale(0.5, updates), state + 1, jnp.float32(7.0))
-  return afl_jax.compression.Compressor(lambda updates: jnp.zeros((), jnp.int32), compress)
-
-
 def test_compressor_applied_per_report_and_frozen_while_absent():
   a, b = make_quadratic()
   sched = afl_jax.schedules.from_arrays(
     [[0, 1], [2, 0], [0, 2]], [[0, 0], [0, 1], [2, 1]], local_steps=2, mask=[[1, 1], [1, 0], [1, 1]]
   )
   plain = afl_jax.algorithms.make('fedbuff', client_lr=0.2, server_lr=1.0)
-  halved = plain._replace(compressor=halving_compressor())
+  # sends half the message; its state counts compressions (frozen while absent)
+  compress = lambda updates, state, key: (tree.scale(0.5, updates), state + 1, jnp.float32(7.0))
+  halving = afl_jax.compression.Compressor(lambda updates: jnp.zeros((), jnp.int32), compress)
+  halved = plain._replace(compressor=halving)
   r_plain = simulate_quadratic(plain, a, b, np.ones(4), sched)
   r_half = simulate_quadratic(halved, a, b, np.ones(4), sched)
   np.testing.assert_array_equal(r_half.final_state.compressor, sched.participation_counts)
@@ -113,8 +109,7 @@ def test_client_blocks_give_the_same_run():
 
 def test_memory_is_reported_and_too_large_runs_are_refused():
   a, b = make_quadratic(num_clients=5)
-  durations = afl_jax.schedules.durations.make('uniform', low=0.3, high=2.5)
-  sched = afl_jax.schedules.waiting_windows(5, 4, window=1.0, durations=durations, seed=0)
+  sched = windows(5, 4)
   alg = afl_jax.algorithms.make('asynflc_ef', client_lr=0.1, num_clients=5, fraction=0.5)
   p0 = {'x': jnp.ones(4, jnp.float32)}
   sim = afl_jax.Simulator(alg, quadratic_problem(a, b), sched)

@@ -190,22 +190,26 @@ def test_parameter_trees_unchanged():
   jax.tree.map(np.testing.assert_array_equal, same, params)
 
 
-def test_other_platforms_keep_lax(monkeypatch):
-  model = Conv(CONVS['same_bias'][0])
-  x = normal(2, 9, 10, 4)
-  params = model.init(jax.random.key(0), x)
-  assert not _lax_ops(fast_apply(model.apply), params, x)
-  monkeypatch.setattr(fast, 'PLATFORMS', ('gpu', 'tpu'))
-  assert _lax_ops(fast_apply(model.apply), params, x) == {'conv_general_dilated'}
-
-
-def test_keyword_arguments_and_nested_jit_pass_through():
-  """A convolution inside a nested jit is rewritten; keyword arguments reach the function."""
+def test_arguments_pass_through_and_other_platforms_keep_lax(monkeypatch):
+  """Keyword arguments reach the function, a convolution in a nested jit is rewritten, a
+  positional non-array argument (a Python flag, issue 46) reaches it untraced; off PLATFORMS
+  lax's convolution is kept."""
   model = Conv(CONVS['same_bias'][0])
   x = normal(2, 9, 10, 4)
   params = model.init(jax.random.key(0), x)
   apply = lambda p, x, scale=1.0: jax.jit(model.apply)(p, x) * scale
   assert_as_accurate(lambda f: lambda p, x: f(p, x, scale=3.0), apply, (params, x), n=9 * 4)
+
+  def flagged(p, x, train, mode='max'):
+    assert isinstance(train, bool) and mode == 'max'
+    return apply(p, x, 2.0 if train else 1.0)
+
+  for train in (False, True):
+    want = jax.jit(lambda p, x, train=train: flagged(p, x, train))(params, x)
+    got = jax.jit(lambda p, x, train=train: fast_apply(flagged)(p, x, train, mode='max'))(params, x)
+    np.testing.assert_array_equal(got, want)  # forward: the same convolution in flax's layout
+  monkeypatch.setattr(fast, 'PLATFORMS', ('gpu', 'tpu'))
+  assert _lax_ops(fast_apply(model.apply), params, x) == {'conv_general_dilated'}
 
 
 def test_functions_without_convolution_or_pooling_are_traced_unchanged():
@@ -232,23 +236,6 @@ def test_conv_one_client_and_a_kernel_shared_by_clients(clients):
   model = Conv(settings)
   params = model.init(jax.random.key(1), x[0])
   assert_as_accurate(one_client_and_shared_kernel, model.apply, (params, x), n=9 * 4 * 2 * 9 * 10)
-
-
-def test_positional_flags_pass_through():
-  """A positional non-array argument (a Python flag) reaches the function untraced (issue 46)."""
-  model = Pool(lambda x: nn.max_pool(x, (2, 2), (2, 2)))
-  x = normal(2, 8, 8, 3)
-  params = model.init(jax.random.key(0), x)
-
-  def apply(p, x, train, mode='max'):
-    assert isinstance(train, bool) and mode == 'max'
-    y = model.apply(p, x)
-    return y * 2.0 if train else y
-
-  for train in (False, True):
-    want = jax.jit(lambda p, x, train=train: apply(p, x, train))(params, x)
-    got = jax.jit(lambda p, x, train=train: fast_apply(apply)(p, x, train, mode='max'))(params, x)
-    np.testing.assert_array_equal(got, want)  # max-pooling selects: bit for bit
 
 
 def test_one_at_a_time_where_a_client_convolves(monkeypatch):

@@ -81,19 +81,18 @@ def test_image_input_layouts_agree(name):
   assert not np.allclose(out[0], out[1])  # depends on the input
 
 
-def test_mlp_and_logreg_match_numpy_forward():
+@pytest.mark.parametrize('name, settings', [('mlp', dict(hidden_sizes=(16, 8))), ('logreg', {})])
+def test_dense_models_match_numpy_forward(name, settings):
   x = np.random.default_rng(4).normal(size=(5, 28, 28)).astype(np.float32)
-  flat = x.reshape(5, -1)
-  mlp = models.make('mlp', num_classes=10, hidden_sizes=(16, 8))
-  p = numpy_params(mlp, x)['params']
-  h = np.maximum(flat @ p['Dense_0']['kernel'] + p['Dense_0']['bias'], 0)
-  h = np.maximum(h @ p['Dense_1']['kernel'] + p['Dense_1']['bias'], 0)
-  ref = h @ p['Dense_2']['kernel'] + p['Dense_2']['bias']
-  np.testing.assert_allclose(mlp.apply({'params': p}, x), ref, rtol=1e-4, atol=1e-5)
-  logreg = models.make('logreg', num_classes=10)
-  p = numpy_params(logreg, x)['params']['Dense_0']
-  ref = flat @ p['kernel'] + p['bias']
-  np.testing.assert_allclose(logreg.apply({'params': {'Dense_0': p}}, x), ref, rtol=1e-4, atol=1e-5)
+  model = models.make(name, num_classes=10, **settings)
+  params = numpy_params(model, x)
+  layers = [params['params'][f'Dense_{i}'] for i in range(len(params['params']))]
+  h = x.reshape(5, -1)
+  for i, p in enumerate(layers):
+    h = h @ p['kernel'] + p['bias']
+    h = np.maximum(h, 0) if i < len(layers) - 1 else h
+  assert len(layers) == len(settings.get('hidden_sizes', ())) + 1
+  np.testing.assert_allclose(model.apply(params, x), h, rtol=1e-4, atol=1e-5)
 
 
 def test_make_errors():

@@ -46,7 +46,7 @@ def test_a_problem_stacked_over_replicas_counts_one_clients_batch():
   w = jax.ShapeDtypeStruct((7,), jnp.float32)
   one = _linear_problem(10, 7)
   other = one.replace(client_views=jax.tree.map(lambda a: a + 1, one.client_views))
-  stacked, axes = afl_jax.core.replicas.stack_problems([one, other])
+  stacked, axes = afl_jax.core.simulator.stack_problems([one, other])
   assert memory.client_step_bytes(stacked, w, axes) == memory.client_step_bytes(one, w) > 0
 
 

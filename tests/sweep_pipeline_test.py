@@ -8,7 +8,7 @@ import ml_collections
 import pandas as pd
 import pytest
 
-from afl_jax.core import replicas
+from afl_jax.core import simulator as replicas
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline import loop, metrics_io, sweep
 from afl_jax.reproduction import runs, scoring

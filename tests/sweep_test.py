@@ -14,7 +14,7 @@ from quadratic import make_quadratic, quadratic_loss
 
 import afl_jax
 from afl_jax.api import simulator
-from afl_jax.core import replicas
+from afl_jax.core import simulator as replicas
 
 
 @pytest.mark.parametrize('name', afl_jax.algorithms.names())

@@ -3,7 +3,7 @@ or views into ``shared``) and how a client draws a batch; docs/architecture.md, 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -31,26 +31,6 @@ class Problem:
   sample_fn: Callable[..., Any] = struct.field(pytree_node=False)
   num_clients: int = struct.field(pytree_node=False)
   client_sizes: Any = None  # int32[N] examples per client (None: the engine counts 1 each)
-
-
-def _stack_ragged(clients: Sequence[Any]) -> tuple[Any, np.ndarray]:
-  if not clients:
-    raise ValueError('client_data must name at least one client; got an empty list.')
-  structure, sizes = jax.tree.structure(clients[0]), []
-  for i, c in enumerate(clients):
-    rows = {int(np.shape(x)[0]) for x in jax.tree.leaves(c)}
-    if jax.tree.structure(c) != structure or len(rows) != 1 or 0 in rows:
-      raise ValueError(
-        f"client {i} needs client 0's data structure, >= 1 rows, equal in every leaf."
-      )
-    sizes.append(rows.pop())
-  width = max(sizes)
-
-  def pad(*leaves):
-    pad_rows = lambda x: np.pad(x, [(0, width - len(x))] + [(0, 0)] * (x.ndim - 1))
-    return np.stack([pad_rows(np.asarray(x)) for x in leaves])
-
-  return jax.tree.map(pad, *clients), np.asarray(sizes, np.int32)
 
 
 def from_loss(loss_fn: Callable[..., jax.Array], client_data: Any, *, full_batch: bool = True,
@@ -86,7 +66,23 @@ def from_loss(loss_fn: Callable[..., jax.Array], client_data: Any, *, full_batch
 
 
 def _ragged(loss_fn, clients, full_batch, batch_size, reduction) -> Problem:
-  data, sizes = _stack_ragged(clients)
+  if not clients:
+    raise ValueError('client_data must name at least one client; got an empty list.')
+  structure, sizes = jax.tree.structure(clients[0]), []
+  for i, c in enumerate(clients):
+    rows = {int(np.shape(x)[0]) for x in jax.tree.leaves(c)}
+    if jax.tree.structure(c) != structure or len(rows) != 1 or 0 in rows:
+      raise ValueError(
+        f"client {i} needs client 0's data structure, >= 1 rows, equal in every leaf."
+      )
+    sizes.append(rows.pop())
+  width = max(sizes)
+
+  def pad(*leaves):
+    pad_rows = lambda x: np.pad(x, [(0, width - len(x))] + [(0, 0)] * (x.ndim - 1))
+    return np.stack([pad_rows(np.asarray(x)) for x in leaves])
+
+  data, sizes = jax.tree.map(pad, *clients), np.asarray(sizes, np.int32)
 
   def sample_fn(shared, view, key):
     if full_batch:

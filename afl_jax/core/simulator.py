@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -15,7 +16,6 @@ from jax.sharding import PartitionSpec as P
 from afl_jax.core import engine, memory, precision
 from afl_jax.core.engine import SimState, StepInputs, to_host
 from afl_jax.core.problem import Problem
-from afl_jax.core.replicas import shared_problem_axes
 from afl_jax.core.types import Algorithm, prepared
 from afl_jax.schedules.schedule import Schedule, ScheduleError
 
@@ -53,9 +53,7 @@ class Simulator:
       if s.num_clients != n:
         raise ScheduleError(
           (f'schedule {i}: ' if self.batched else '') + f'schedule.num_clients={s.num_clients} '
-          f'but the problem has {n} clients; build the schedule for all of them, e.g. '
-          f'afl_jax.schedules.from_arrays(..., num_clients={n}) (without num_clients, '
-          'from_arrays takes N = the largest arriving client id + 1).'
+          f'but the problem has {n} clients; build it with from_arrays(..., num_clients={n}).'
         )
     sched_arg = list({id(s): s for s in schedules}.values()) if self.batched else schedule
 
@@ -101,7 +99,10 @@ class Simulator:
     self.padded = engine._up(r, d) if self.mode == 'replicas' else r
     self._take = np.minimum(np.arange(self.padded), r - 1)
     self.shard_clients = self.mode == 'clients' and problem.num_clients % d == 0
-    self.axes = shared_problem_axes(problem) if problem_axes is None else problem_axes
+    none = lambda t: jax.tree.map(lambda _: None, t)  # every replica shares the problem
+    self.axes = problem_axes or problem.replace(
+      client_views=none(problem.client_views), shared=none(problem.shared), client_sizes=None
+    )
     self.hparams = {k: self._place(v) for k, v in (hparams or {}).items()}
     self.memory_limit_bytes = memory_limit_bytes
     self.memory: dict[str, int] = {}
@@ -244,22 +245,20 @@ class Simulator:
     make = lambda: jax.jit(self._compiled.init, out_shardings=self._state_shardings)
     return self._by_sharding(self._compiled.inits, make)(*args)
 
-  def inputs(self, start: int) -> StepInputs:
-    """Placed inputs of the chunk starting at ``start``: leaves [(R,) chunk, ...]."""
+  def args(self, state: SimState, keys: jax.Array, start: int | None = None) -> tuple:
+    """:meth:`runner`'s arguments for the chunk from ``start`` (default: the state's); the placed
+    step inputs' leaves are [(R,) chunk, ...]."""
+    start = self.position(state) if start is None else start
     one = lambda s, p: engine.step_inputs(s, self.regime, start, self.chunk_size, self.num_slots, p)
     stacked = [np.stack(a) for a in zip(*map(one, self.schedules, self.ring_plans))]
     slot_axis = 1 if self.mode == 'clients' else None
     active = np.arange(start, start + self.chunk_size) < self.num_steps
-    return StepInputs(
+    inputs = StepInputs(
       *[self._runs(a, slot_axis) for a in stacked[:-2]],
       self._runs(stacked[-2]),
       self._place(active, per_run=False),
     )
-
-  def args(self, state: SimState, keys: jax.Array, start: int | None = None) -> tuple:
-    """:meth:`runner`'s arguments for the chunk from ``start`` (default: the state's)."""
-    start = self.position(state) if start is None else start
-    return state, self.inputs(start), self.problem, self._keys(keys), self.hparams
+    return state, inputs, self.problem, self._keys(keys), self.hparams
 
   def runner(self) -> Callable:
     """The jitted chunk ``(state, inputs, problem, keys, hparams) -> (state, outputs)``."""
@@ -320,6 +319,85 @@ class Simulator:
     return jax.tree.map(lambda a: to_host(a)[: self.num_replicas], out)
 
 
+# ---- the replica axis of a sweep: traced hyperparameters, stacked problems ----------
+# Float hyperparameters that set a shape (Top-k's k = fraction * d): never traced.
+STRUCTURAL = ('fraction',)
+
+
+def is_traced(name: str, default: Any, value: Any) -> bool:
+  """Is ``value`` one number per replica: a 1-D array, or numbers where the factory's default is
+  a float (or None and the numbers floats), unless ``name`` sets a shape."""
+  if name in STRUCTURAL:
+    return False
+  if hasattr(value, 'shape') and not isinstance(value, np.generic):
+    return np.ndim(value) == 1
+  if not isinstance(value, list | tuple):
+    return False
+  numbers = all(isinstance(v, int | float | np.number) and not isinstance(v, bool) for v in value)
+  float_default = isinstance(default, float)
+  optional_float = default is None and all(isinstance(v, float | np.floating) for v in value)
+  return numbers and (float_default or optional_float)
+
+
+def split_hparams(
+  defaults: dict[str, Any], hparams: dict[str, Any], num_replicas: int
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+  """``(static, traced)``: the values given per replica as float64[R]; the rest static."""
+  static, traced = {}, {}
+  for k, v in hparams.items():
+    if not is_traced(k, defaults.get(k), v):
+      static[k] = v
+      continue
+    arr = np.asarray(v)
+    if arr.shape != (num_replicas,) or arr.dtype == bool:
+      raise ValueError(
+        f'hyperparameter {k} must be a number or a sequence of {num_replicas} numbers '
+        f'(one per replica); got {v!r}.'
+      )
+    traced[k] = arr.astype(np.float64)
+  return static, traced
+
+
+def _same(a: Any, b: Any) -> bool:
+  if a is b:
+    return True
+  a, b = np.asarray(a), np.asarray(b)
+  return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b))
+
+
+def stack_problems(problems: Sequence[Problem]) -> tuple[Problem, Problem]:
+  """One problem for R replicas and its ``in_axes``: client views stacked, a ``shared`` leaf or
+  the sizes stacked only where the replicas differ."""
+  first = problems[0]
+  static = lambda q: (q.loss_fn, q.sample_fn, q.num_clients, jax.tree.structure(q))
+  if any(static(p) != static(first) for p in problems[1:]):
+    raise ValueError('replicas must share loss_fn, sample_fn, num_clients and data structure.')
+  stack = lambda *xs: np.stack([np.asarray(x) for x in xs])
+  shared_leaves = list(zip(*[jax.tree.leaves(p.shared) for p in problems]))
+  same = [all(_same(ls[0], x) for x in ls[1:]) for ls in shared_leaves]
+  treedef = jax.tree.structure(first.shared)
+  sizes = [p.client_sizes for p in problems]
+  same_sizes = sizes[0] is None or all(_same(sizes[0], s) for s in sizes[1:])
+  stacked = first.replace(
+    client_views=jax.tree.map(stack, *[p.client_views for p in problems]),
+    shared=jax.tree.unflatten(
+      treedef, [ls[0] if s else stack(*ls) for ls, s in zip(shared_leaves, same)]
+    ),
+    client_sizes=sizes[0] if same_sizes else stack(*sizes),
+  )
+  axes = first.replace(
+    client_views=jax.tree.map(lambda _: 0, first.client_views),
+    shared=jax.tree.unflatten(treedef, [None if s else 0 for s in same]),
+    client_sizes=None if same_sizes else 0,
+  )
+  return stacked, axes
+
+
+def stack_trees(trees: Sequence[Any]) -> Any:
+  """R pytrees -> one pytree with a leading replica axis."""
+  return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
+
+
 class _Compiled(NamedTuple):  # reused by every Simulator of the same program key
   program: engine.Program
   init: Callable
@@ -332,4 +410,4 @@ _COMPILED: collections.OrderedDict[tuple, _Compiled] = collections.OrderedDict()
 _KEEP = 16  # programs kept, least recently used first out
 
 
-__all__ = ['Simulator']
+__all__ = ['Simulator', 'split_hparams', 'stack_problems', 'stack_trees']

@@ -128,15 +128,10 @@ def direct(space, window, strides, padding, dilation, precision=None) -> Callabl
   numbers = (f'N{dims}C', f'{dims}IO', f'N{dims}C')
   out = _out_sizes(space, window, strides, padding, dilation)
   conv = functools.partial(lax.conv_general_dilated, dimension_numbers=numbers, precision=precision)
-  # padding of the gradients' convolutions (lax's own transposition, written out)
-  input_padding = [
-    ((k - 1) * d - lo, size - 1 - (m - 1) * s + lo)
-    for size, (lo, _), k, d, s, m in zip(space, padding, window, dilation, strides, out)
-  ]
-  kernel_padding = [
-    (lo, (m - 1) * s + 1 + (k - 1) * d - size - lo)
-    for size, (lo, _), k, d, s, m in zip(space, padding, window, dilation, strides, out)
-  ]
+  input_padding, kernel_padding = [], []  # of the gradients' convolutions (lax's transposition)
+  for size, (lo, _), k, d, s, m in zip(space, padding, window, dilation, strides, out):
+    input_padding.append(((k - 1) * d - lo, size - 1 - (m - 1) * s + lo))
+    kernel_padding.append((lo, (m - 1) * s + 1 + (k - 1) * d - size - lo))
   spatial = tuple(range(n))
 
   @jax.named_scope('conv_forward')  # named for profiles (benchmark conv_step)

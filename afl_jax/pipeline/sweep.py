@@ -21,7 +21,8 @@ from ml_collections.config_flags import config_path
 
 from afl_jax import algorithms, compression, schedules
 from afl_jax.api import simulator as sweep_simulator
-from afl_jax.core import memory, replicas
+from afl_jax.core import memory
+from afl_jax.core import simulator as replicas
 from afl_jax.core.memory import format_bytes
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import build as build_lib
