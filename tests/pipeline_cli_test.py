@@ -23,6 +23,11 @@ SMOKE = str(ROOT / 'configs' / 'digits_smoke.py')
     (['--config.dirichlet_alpha=yes'], {}, "error: config.dirichlet_alpha='yes' is invalid"),
     (['--num_processes=0'], {}, 'error: --num_processes=0 is invalid: must be an integer >= 1'),
     (
+      ['--config.schedule.durations_params=low=0,high=20'],
+      {},
+      "error: config.schedule.durations_params='low=0,high=20' is invalid: must be a mapping",
+    ),
+    (
       ['--num_processes=2', '--process_id=1', '--coordinator=nohostport'],
       {},
       "error: --coordinator='nohostport' is invalid: must be HOST:PORT",

@@ -145,7 +145,10 @@ def _bad_values(error: Exception) -> str | None:
     if several:
       lines.append(several[1])
     elif one[1].startswith('config.'):  # a config field, as ConfigError words it
-      lines.append(f'{one[1]}={one[2]!r} is invalid: {one[3]}')
+      why = one[3]
+      if why.startswith('Failed to parse') and 'as a ConfigDict' in why:
+        why = "must be a mapping, written '{name: value, ...}'."
+      lines.append(f'{one[1]}={one[2]!r} is invalid: {why}')
     else:
       lines.append(f'--{one[1]}={one[2]} is invalid: {one[3]}')
   return '; '.join(lines) or None
