@@ -59,9 +59,7 @@ def test_a_recorded_schedule_replays_to_the_same_metrics(tmp_path):
   replay = tiny_config()
   replay.schedule.kind, replay.schedule.trace = 'trace', recorded
   loop.train_and_evaluate(replay, str(tmp_path / 'replay'), **QUIET)
-  original, again = (
-    metrics_io.read_metrics(tmp_path / d, decode=False) for d in ('original', 'replay')
-  )
+  original, again = (metrics_io.read_metrics(tmp_path / d) for d in ('original', 'replay'))
   assert len(original) == 3 and original == again  # every metric, bit for bit
   np.testing.assert_array_equal(
     _arrays(tmp_path / 'replay' / 'schedule.npz')['client_ids'], _arrays(recorded)['client_ids']

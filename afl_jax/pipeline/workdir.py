@@ -266,6 +266,11 @@ class WorkdirLock(contextlib.AbstractContextManager):
     self.path, self._fd, self._created, self._held = path, fd, list(created), True
     _ROOTS.append(path)
 
+  @property
+  def owner(self) -> bool:
+    """False for an inner acquisition by the holder (it releases nothing)."""
+    return self._fd is not None
+
   def release(self) -> None:
     if self._held:
       self._held = False
