@@ -15,6 +15,7 @@ import afl_jax
 N, DIM = 4, 5
 K = np.array([1, 2, 3, 2])
 LR, ETA_G = 0.2, 1.7
+HP = dict(client_lr=LR, server_lr=ETA_G, num_clients=N)
 
 
 def _flexible_schedule(n=N, steps=10, mean=1.6, std=0.8, seed=2, window=1.0):
@@ -63,10 +64,7 @@ def np_asynfl(
 def _run(name, schedule, dtype=np.float64, **hp):
   a, b = make_quadratic(num_clients=N, dim=DIM, dtype=dtype)
   x0 = np.linspace(-1, 1, DIM).astype(dtype)
-  res = simulate_quadratic(
-    name, a, b, x0, schedule, client_lr=LR, server_lr=ETA_G, num_clients=N, **hp
-  )
-  return res, a, b, x0
+  return simulate_quadratic(name, a, b, x0, schedule, **HP, **hp), a, b, x0
 
 
 def test_sync_limit_is_local_sgd_averaged_with_weight_s_over_n(x64):
@@ -104,12 +102,7 @@ def test_per_job_option_is_fedbuff_style_over_n_and_differs_from_continuous(x64)
   """local_training='per_job': K steps from x_{start}; x <- x + eta_g/n sum(x_K - x_start)."""
   sched = _flexible_schedule()
   res, a, b, x0 = _run('asynfl', sched, local_training='per_job')
-
-  def step(x, locals_, starts, taus):
-    del taus
-    deltas = [xl - xs for xl, xs in zip(locals_, starts, strict=True)]
-    return x + ETA_G / N * np.sum(deltas, axis=0)
-
+  step = lambda x, locals_, starts, taus: x + ETA_G / N * (np.sum(locals_, 0) - np.sum(starts, 0))
   expected = np_replay(sched, a, b, x0, LR, step)
   np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-10, atol=1e-12)
   continuous, _ = np_asynfl(sched, a, b, x0, LR, ETA_G, K)
@@ -137,24 +130,17 @@ def test_asynflc_ef_with_identity_is_asynfl(x64):
   np.testing.assert_array_equal(ef.final_state.compressor.residual['x'], 0.0)
 
 
-def np_paper_sign(v):
-  """Sec. III-B (2): Sign(x)_i = +1 for x_i >= 0, -1 otherwise."""
-  return np.where(v >= 0, 1.0, -1.0)
-
-
 @pytest.mark.parametrize('name', ['asynflc', 'asynflc_ef'])
 def test_sign_of_a_zero_update_is_plus_one_on_the_papers_delta(name, x64):
-  """A coordinate no sample touches has Delta_i = 0 exactly: C(Delta)_i = +1 (eqs. 3, 7, 8)."""
+  """A coordinate no sample touches has Delta_i = 0 exactly: C(Delta)_i = +1 (eqs. 3, 7, 8;
+  Sec. III-B (2): Sign(x)_i = +1 for x_i >= 0, -1 otherwise)."""
   sched = _flexible_schedule()
   a, b = make_quadratic(num_clients=N, dim=DIM, dtype=np.float64)
   a[:, :, 2] = 0.0  # coordinate 2 never gets a gradient: its update is exactly 0
   x0 = np.linspace(-1, 1, DIM)
-  res = simulate_quadratic(
-    name, a, b, x0, sched, client_lr=LR, server_lr=ETA_G, num_clients=N, compressor='sign'
-  )
-  expected, _ = np_asynfl(
-    sched, a, b, x0, LR, ETA_G, K, compress=np_paper_sign, error_feedback=name == 'asynflc_ef'
-  )
+  res = simulate_quadratic(name, a, b, x0, sched, **HP, compressor='sign')
+  sign, ef = (lambda v: np.where(v >= 0, 1.0, -1.0)), name == 'asynflc_ef'
+  expected, _ = np_asynfl(sched, a, b, x0, LR, ETA_G, K, compress=sign, error_feedback=ef)
   np.testing.assert_allclose(res.params_history['x'], expected, rtol=1e-12, atol=1e-12)
   if name == 'asynflc':  # every report moves coordinate 2 up by eta_g / n
     reports = np.cumsum(sched.arrivals_per_step)

@@ -132,26 +132,21 @@ def test_sign_is_the_papers_operator_on_delta():
   assert out.dtype == jnp.float32 and state == compression.EmptyState() and float(bits) == 7
   rng = np.random.default_rng(0)
   x = rng.standard_normal(1000).astype(np.float32) * (rng.random(1000) < 0.7)  # many zeros
-  np.testing.assert_array_equal(
-    _compress(compression.sign(), jnp.asarray(x))[0], np.where(x > 0, 1.0, -1.0)
-  )
+  out = _compress(compression.sign(), jnp.asarray(x))[0]
+  np.testing.assert_array_equal(out, np.where(x > 0, 1.0, -1.0))
 
 
 def test_scaled_sign_uses_l1_over_the_whole_pytree(x64):
-  tree = {
-    'a': jnp.array([[1.0, -2.0], [0.0, 4.0]], jnp.float32),
-    'b': jnp.array([-3.0], jnp.float32),
-  }
-  out, _, bits = _compress(compression.sign(scaled=True), tree)
+  scaled = compression.sign(scaled=True)
+  tree = {'a': jnp.array([[1.0, -2.0], [0.0, 4.0]]), 'b': jnp.array([-3.0])}
+  out, _, bits = _compress(scaled, jax.tree.map(lambda v: v.astype(jnp.float32), tree))
   alpha = (1 + 2 + 0 + 4 + 3) / 5
   np.testing.assert_allclose(out['a'], alpha * np.array([[1, -1], [-1, 1]]), rtol=1e-6)
   np.testing.assert_allclose(out['b'], [-alpha], rtol=1e-6)
   assert float(bits) == 5 + 32
-  np.testing.assert_array_equal(
-    _compress(compression.sign(scaled=True), jnp.zeros(4))[0], np.zeros(4)
-  )
+  np.testing.assert_array_equal(_compress(scaled, jnp.zeros(4))[0], np.zeros(4))
   x = np.random.default_rng(1).standard_normal(9)
-  out, _, _ = _compress(compression.sign(scaled=True), jnp.asarray(x, jnp.float64))
+  out, _, _ = _compress(scaled, jnp.asarray(x, jnp.float64))
   assert out.dtype == jnp.float64
   np.testing.assert_allclose(out, np.abs(x).mean() * np.where(x > 0, 1.0, -1.0), rtol=1e-14)
 
@@ -159,13 +154,8 @@ def test_scaled_sign_uses_l1_over_the_whole_pytree(x64):
 # ---- error feedback (eqs. 8-9) ------------------------------------------------------------
 def _deltas(seed, t=20):
   rng = np.random.default_rng(seed)
-  return [
-    {
-      'w': rng.standard_normal((3, 4)).astype(np.float32),
-      'b': (0.1 * rng.standard_normal(5)).astype(np.float32),
-    }
-    for _ in range(t)
-  ]
+  f32 = lambda *shape, scale=1.0: (scale * rng.standard_normal(shape)).astype(np.float32)
+  return [{'w': f32(3, 4), 'b': f32(5, scale=0.1)} for _ in range(t)]
 
 
 def _flat(tree):
@@ -212,9 +202,7 @@ def test_error_feedback_telescopes(inner):
   e_t = _flat(jax.tree.map(np.asarray, state.residual)).astype(np.float64)
   scale = max(np.abs(total_delta).max(), np.abs(e_t).max(), 1.0)
   np.testing.assert_allclose(total_sent + e_t, total_delta, atol=20 * 1e-6 * scale)
-  lossy = not np.array_equal(
-    np.stack([_flat(s) for s in sents]), np.stack([_flat(d) for d in deltas])
-  )
+  lossy = any(not np.array_equal(_flat(s), _flat(d)) for s, d in zip(sents, deltas, strict=True))
   assert (np.abs(e_t).max() > 1e-3) == lossy  # e_T is 0 exactly when nothing was lost
 
 
@@ -314,9 +302,7 @@ def test_top_k_qsgd_quantizes_kept_values_unbiasedly():
   out, bits = _draws(compression.top_k_qsgd(k / 20, bits=b), jnp.asarray(x))
   q = np.asarray(out, np.float64)
   keep = np.argsort(-np.abs(x), kind='stable')[:k]
-  mask = np.zeros(20, bool)
-  mask[keep] = True
-  assert np.all(q[:, ~mask] == 0)
+  assert np.all(np.delete(q, keep, axis=1) == 0)
   _check_levels(q[:, keep], x[keep].astype(np.float64), s)  # Q_s of the KEPT vector
   # d = 20 -> ceil(log2 20) = 5; 32 + k (b + 5)
   np.testing.assert_array_equal(np.asarray(bits), 32 + 6 * (3 + 5))

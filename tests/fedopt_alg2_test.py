@@ -28,11 +28,8 @@ def _schedule():
 
 
 def np_mean_delta(locals_, starts, ids, sizes):
-  """Delta_t: the mean of ``x_local - x_start``, uniform (sizes None) or by example counts.
-
-  Flower's weighted model average ``sum_i n_i x_i / sum_i n_i`` minus the model the
-  clients started from (all start from it in Flower's synchronous rounds).
-  """
+  """Delta_t: the mean of ``x_local - x_start``, uniform (sizes None) or by example counts
+  (Flower's ``sum_i n_i x_i / sum_i n_i`` minus the model all its clients started from)."""
   deltas = [loc - s for loc, s in zip(locals_, starts, strict=True)]
   if sizes is None:
     return np.mean(deltas, axis=0)
@@ -76,8 +73,9 @@ def np_alg2(
   return step, state
 
 
-def _run(alg, a, b, x0):
-  return simulate_quadratic(alg, a, b, x0, _schedule())
+def _fedopt(rule, **hp):
+  hp = dict(server_optimizer=rule, convention='alg2', beta1=BETA1, beta2=BETA2, tau=TAU) | hp
+  return afl_jax.algorithms.make('fedopt', client_lr=LR, server_lr=ETA, **hp)
 
 
 FLOWER = {  # docs/algorithms/baselines.md, the settings that give Flower's strategies
@@ -107,11 +105,7 @@ CASES = [
 def test_alg2_matches_numpy_transcription(rule, hp, np_hp, x64):
   a, b = make_quadratic(dtype=np.float64)
   x0 = np.linspace(-1.0, 1.0, 4)
-  kw = dict(beta1=BETA1, beta2=BETA2, tau=TAU) | hp
-  alg = afl_jax.algorithms.make(
-    'fedopt', client_lr=LR, server_lr=ETA, server_optimizer=rule, convention='alg2', **kw
-  )
-  res = _run(alg, a, b, x0)
+  res = simulate_quadratic(_fedopt(rule, **hp), a, b, x0, _schedule())
   step, state = np_alg2(rule, **np_hp)
   want = np_replay(_schedule(), a, b, x0, LR, step)
   got = np.asarray(res.params_history['x'])
@@ -155,16 +149,7 @@ def test_flower_settings_weight_unequal_clients_by_examples(strategy, x64):
   rule, hp, np_hp = FLOWER[strategy]
   a, b, problem = _unequal_clients()
   x0 = np.linspace(-1.0, 1.0, 4)
-  kw = dict(beta1=BETA1, beta2=BETA2, tau=TAU) | hp
-  alg = afl_jax.algorithms.make(
-    'fedopt',
-    client_lr=LR,
-    server_lr=ETA,
-    server_optimizer=rule,
-    convention='alg2',
-    weighting='examples',
-    **kw,
-  )
+  alg = _fedopt(rule, weighting='examples', **hp)
   got = np.asarray(_run_unequal(alg, problem, x0).params_history['x'])
   step, state = np_alg2(rule, sizes=SIZES, **np_hp)
   want = np_replay(_schedule(), a, b, x0, LR, step, with_ids=True)
@@ -181,9 +166,8 @@ def test_fedavgm_with_flower_settings_is_flowers_undamped_momentum(x64):
   eta_f, beta = 0.4, 0.7
   a, b, problem = _unequal_clients()
   x0 = np.linspace(-1.0, 1.0, 4)
-  alg = afl_jax.algorithms.make(
-    'fedavgm', client_lr=LR, server_lr=eta_f / (1 - beta), beta=beta, weighting='examples'
-  )
+  hp = dict(client_lr=LR, server_lr=eta_f / (1 - beta), beta=beta)
+  alg = afl_jax.algorithms.make('fedavgm', weighting='examples', **hp)
   got = np.asarray(_run_unequal(alg, problem, x0).params_history['x'])
   flower = {'v': None}
 
@@ -199,8 +183,6 @@ def test_fedavgm_with_flower_settings_is_flowers_undamped_momentum(x64):
   want = np_replay(_schedule(), a, b, x0, LR, step, with_ids=True)
   np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
   assert np.abs(got[-1] - x0).max() > 1e-2  # it moved
-  uniform = afl_jax.algorithms.make(
-    'fedavgm', client_lr=LR, server_lr=eta_f / (1 - beta), beta=beta
-  )
+  uniform = afl_jax.algorithms.make('fedavgm', **hp)
   other = np.asarray(_run_unequal(uniform, problem, x0).params_history['x'])
   assert np.abs(other - want).max() > 1e-4  # the default (uniform) is not Flower's here
