@@ -101,9 +101,8 @@ def test_sweep_without_keys_is_one_error(quad):
   problem, schedule, params0 = quad
   none = jax.random.split(jax.random.key(0), 0)
   split = r'jax.random.split\(jax.random.key\(seed\), R\)'
-  with pytest.raises(
-    ArgumentError, match=rf'keys holds no keys \(R = 0 replicas\); .*{split} with R'
-  ):
+  no_keys = rf'keys holds no keys \(R = 0 replicas\); .*{split} with R'
+  with pytest.raises(ArgumentError, match=no_keys):
     afl_jax.sweep('fedbuff', problem, schedule, params0, none)
   with pytest.raises(ArgumentError, match=rf'one per replica; got .* of shape \(\)\. Pass {split}'):
     afl_jax.sweep('fedbuff', problem, schedule, params0, jax.random.key(0))

@@ -231,32 +231,27 @@ def one_client_and_shared_kernel(apply):
 @pytest.mark.parametrize('clients', [1, CLIENTS])
 def test_conv_one_client_and_a_kernel_shared_by_clients(clients):
   """Outside vmap, under vmap of one client (the axis dropped) and with a kernel not mapped."""
-  settings, _ = CONVS['same_stride2_no_bias']
   x = normal(clients, 2, 9, 10, 4)
-  model = Conv(settings)
+  model = Conv(CONVS['same_stride2_no_bias'][0])
   params = model.init(jax.random.key(1), x[0])
   assert_as_accurate(one_client_and_shared_kernel, model.apply, (params, x), n=9 * 4 * 2 * 9 * 10)
 
 
 def test_one_at_a_time_where_a_client_convolves(monkeypatch):
   """Clients go one at a time where their update convolves on a platform of PLATFORMS."""
-  cnn, mlp = (
-    models.make('cnn', num_classes=10, conv_features=(4,), pool_after=(True,)),
-    models.make('mlp', num_classes=10),
-  )
+  cnn = models.make('cnn', num_classes=10, conv_features=(4,), pool_after=(True,))
+  mlp = models.make('mlp', num_classes=10)
   x = normal(2, 28, 28, 1)
-  jaxpr = lambda m: (
-    jax.make_jaxpr(jax.grad(lambda p: fast_apply(m.apply)(p, x).sum()))(
-      m.init(jax.random.key(0), x)
-    ).jaxpr
-  )
+
+  def jaxpr(model, x=x):
+    grad = jax.grad(lambda p: fast_apply(model.apply)(p, x).sum())
+    return jax.make_jaxpr(grad)(model.init(jax.random.key(0), x)).jaxpr
+
   assert fast.one_at_a_time(jaxpr(cnn)) and not fast.one_at_a_time(jaxpr(mlp))
   # A model whose only convolution goes by Winograd binds no conv_general_dilated.
   monkeypatch.setitem(winograd.TILES, (10, 6), 4)
   conv = Conv(dict(kernel_size=(3, 3), padding='SAME', use_bias=False))
-  y = normal(2, 10, 10, 6)
-  grad = jax.grad(lambda p: fast_apply(conv.apply)(p, y).sum())
-  program = jax.make_jaxpr(grad)(conv.init(jax.random.key(0), y)).jaxpr
+  program = jaxpr(conv, normal(2, 10, 10, 6))
   assert 'conv_general_dilated' not in str(program) and fast.one_at_a_time(program)
   monkeypatch.setattr(fast, 'PLATFORMS', ())
   assert not fast.one_at_a_time(jaxpr(cnn))

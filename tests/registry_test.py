@@ -155,9 +155,8 @@ def gain_algorithm():
 
   @algorithms.register(TEST_NAME, gain=checks.real(0.0, 1.0))
   def factory(client_lr=0.1, gain=0.5, weighting='uniform'):
-    return algorithms.make('fedbuff', client_lr=client_lr * gain, weighting=weighting)._replace(
-      name=TEST_NAME
-    )
+    alg = algorithms.make('fedbuff', client_lr=client_lr * gain, weighting=weighting)
+    return alg._replace(name=TEST_NAME)
 
   yield TEST_NAME
   algorithms.ALGORITHMS.unregister(TEST_NAME)
@@ -224,8 +223,6 @@ def test_a_setting_named_like_an_argument_of_register_is_refused_at_the_registra
   exec(f'def factory(ctx=None, client_lr=0.1, {setting}=1):\n  return None', namespace)
   with pytest.raises(ValueError) as err:
     registry.register('never_registered', namespace['factory'])
-  message = str(err.value)
-  assert (
-    message == f"{registry.kind} 'never_registered': setting {setting!r} is reserved; rename it."
-  )
+  reserved = f'setting {setting!r} is reserved; rename it.'
+  assert str(err.value) == f"{registry.kind} 'never_registered': {reserved}"
   assert 'never_registered' not in registry.names()
