@@ -76,7 +76,6 @@ def test_top_k_keeps_k_largest_magnitudes_ties_to_the_lowest_index(d, k):
   ).astype(np.float32)
   for x, o in zip(xs, np.asarray(_batch(top_k(k, d), xs)), strict=True):
     np.testing.assert_array_equal(o, np_top_k(x, k))
-  assert all(np.count_nonzero(o) == k for o in np.asarray(_batch(top_k(k, d), xs[:8])))
 
 
 def test_top_k_is_global_over_the_pytree_and_contracts():

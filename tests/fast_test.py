@@ -64,17 +64,13 @@ def assert_as_accurate(make, apply, args, n, rewritten=True):
   assert bool(kept) != rewritten, kept
 
 
-def outputs_and_grads(apply):
-  """Outputs and the gradients of a loss wrt params and input, vmapped over clients."""
-  return jax.vmap(_grads(apply))
-
-
 def _grads(apply):
-  def one(params, x):
-    loss = lambda p, x: jnp.sum(jnp.sin(apply(p, x)))  # a cotangent that varies per output
-    return apply(params, x), jax.grad(loss, argnums=(0, 1))(params, x)
+  """Outputs and the gradients of a loss wrt params and input."""
+  loss = lambda p, x: jnp.sum(jnp.sin(apply(p, x)))  # a cotangent that varies per output
+  return lambda params, x: (apply(params, x), jax.grad(loss, argnums=(0, 1))(params, x))
 
-  return one
+
+outputs_and_grads = lambda apply: jax.vmap(_grads(apply))  # vmapped over clients
 
 
 def client_params(model, x):
