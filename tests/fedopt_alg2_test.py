@@ -21,6 +21,7 @@ LR, ETA, BETA1, BETA2, TAU = 0.3, 0.2, 0.8, 0.9, 0.05
 IDS = [[0, 1], [2, 0], [0, 0], [1, 2], [0, 1], [2, 0]]
 START = [[0, 0], [0, 1], [0, 0], [2, 1], [3, 4], [4, 4]]
 MASK = [[1, 1], [1, 1], [0, 0], [1, 1], [1, 1], [1, 1]]  # step 2: no arrival
+X0 = np.linspace(-1.0, 1.0, 4)
 
 
 def _schedule():
@@ -104,13 +105,12 @@ CASES = [
 @pytest.mark.parametrize('rule, hp, np_hp', CASES)
 def test_alg2_matches_numpy_transcription(rule, hp, np_hp, x64):
   a, b = make_quadratic(dtype=np.float64)
-  x0 = np.linspace(-1.0, 1.0, 4)
-  res = simulate_quadratic(_fedopt(rule, **hp), a, b, x0, _schedule())
+  res = simulate_quadratic(_fedopt(rule, **hp), a, b, X0, _schedule())
   step, state = np_alg2(rule, **np_hp)
-  want = np_replay(_schedule(), a, b, x0, LR, step)
+  want = np_replay(_schedule(), a, b, X0, LR, step)
   got = np.asarray(res.params_history['x'])
   np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-  assert np.abs(got[-1] - x0).max() > 1e-2  # it moved
+  assert np.abs(got[-1] - X0).max() > 1e-2  # it moved
   # The empty step: the model is the same (bitwise: one program, state selected) ...
   np.testing.assert_array_equal(got[2], got[1])
   # ... and the moments and t saw only the five steps with arrivals.
@@ -140,23 +140,22 @@ def _unequal_clients():
   return a, b, problem
 
 
-def _run_unequal(alg, problem, x0):
-  return afl_jax.simulate(alg, problem, _schedule(), {'x': jnp.asarray(x0)}, jax.random.key(0))
+def _run_unequal(alg, problem):
+  return afl_jax.simulate(alg, problem, _schedule(), {'x': jnp.asarray(X0)}, jax.random.key(0))
 
 
 @pytest.mark.parametrize('strategy', sorted(FLOWER))
 def test_flower_settings_weight_unequal_clients_by_examples(strategy, x64):
   rule, hp, np_hp = FLOWER[strategy]
   a, b, problem = _unequal_clients()
-  x0 = np.linspace(-1.0, 1.0, 4)
   alg = _fedopt(rule, weighting='examples', **hp)
-  got = np.asarray(_run_unequal(alg, problem, x0).params_history['x'])
+  got = np.asarray(_run_unequal(alg, problem).params_history['x'])
   step, state = np_alg2(rule, sizes=SIZES, **np_hp)
-  want = np_replay(_schedule(), a, b, x0, LR, step, with_ids=True)
+  want = np_replay(_schedule(), a, b, X0, LR, step, with_ids=True)
   np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
   assert state['t'] == 5
   uniform, _ = np_alg2(rule, **np_hp)  # the same rule on the unweighted mean differs
-  assert np.abs(np_replay(_schedule(), a, b, x0, LR, uniform) - want).max() > 1e-4
+  assert np.abs(np_replay(_schedule(), a, b, X0, LR, uniform) - want).max() > 1e-4
 
 
 def test_fedavgm_with_flower_settings_is_flowers_undamped_momentum(x64):
@@ -165,10 +164,9 @@ def test_fedavgm_with_flower_settings_is_flowers_undamped_momentum(x64):
   ``server_lr = eta_F / (1 - beta)`` and ``weighting='examples'``."""
   eta_f, beta = 0.4, 0.7
   a, b, problem = _unequal_clients()
-  x0 = np.linspace(-1.0, 1.0, 4)
   hp = dict(client_lr=LR, server_lr=eta_f / (1 - beta), beta=beta)
   alg = afl_jax.algorithms.make('fedavgm', weighting='examples', **hp)
-  got = np.asarray(_run_unequal(alg, problem, x0).params_history['x'])
+  got = np.asarray(_run_unequal(alg, problem).params_history['x'])
   flower = {'v': None}
 
   def step(x, locals_, starts, taus, ids):
@@ -180,9 +178,9 @@ def test_fedavgm_with_flower_settings_is_flowers_undamped_momentum(x64):
     flower['v'] = pseudo_gradient if v is None else beta * v + pseudo_gradient
     return x - eta_f * flower['v']
 
-  want = np_replay(_schedule(), a, b, x0, LR, step, with_ids=True)
+  want = np_replay(_schedule(), a, b, X0, LR, step, with_ids=True)
   np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-  assert np.abs(got[-1] - x0).max() > 1e-2  # it moved
+  assert np.abs(got[-1] - X0).max() > 1e-2  # it moved
   uniform = afl_jax.algorithms.make('fedavgm', **hp)
-  other = np.asarray(_run_unequal(uniform, problem, x0).params_history['x'])
+  other = np.asarray(_run_unequal(uniform, problem).params_history['x'])
   assert np.abs(other - want).max() > 1e-4  # the default (uniform) is not Flower's here
