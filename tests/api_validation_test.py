@@ -16,6 +16,7 @@ from afl_jax.schedules.schedule import ScheduleError
 NOT_FIT = r'params0 does not fit the problem: loss_fn\(params0, a batch of client 0\) raised '
 BATCH = r"client 0's batch has batch\['a'\] float32\[5, 4\], batch\['b'\] float32\[5\]"
 WHAT = 'Pass params0 with the structure and leaf shapes that loss_fn reads'
+FEDBUFF = afl_jax.algorithms.make('fedbuff', client_lr=0.1)
 
 
 @pytest.mark.parametrize(
@@ -33,9 +34,8 @@ WHAT = 'Pass params0 with the structure and leaf shapes that loss_fn reads'
 )
 def test_params_that_do_not_fit_the_problem_are_one_error(quad, params0, message):
   problem, schedule, _ = quad
-  alg = afl_jax.algorithms.make('fedbuff', client_lr=0.1)
   with pytest.raises(ArgumentError, match=message):
-    afl_jax.simulate(alg, problem, schedule, params0, jax.random.key(0))
+    afl_jax.simulate(FEDBUFF, problem, schedule, params0, jax.random.key(0))
   keys = jax.random.split(jax.random.key(0), 2)
   with pytest.raises(ArgumentError, match=message):
     afl_jax.sweep('fedbuff', problem, schedule, params0, keys)
@@ -44,24 +44,22 @@ def test_params_that_do_not_fit_the_problem_are_one_error(quad, params0, message
 def test_loss_must_be_a_scalar(quad):
   problem, schedule, params0 = quad
   vector = problem.replace(loss_fn=lambda p, b: b['a'] @ p['x'] - b['b'])
-  alg = afl_jax.algorithms.make('fedbuff', client_lr=0.1)
   with pytest.raises(ArgumentError, match=r'must return a scalar; it returns float32\[5\]'):
-    afl_jax.simulate(alg, vector, schedule, params0, jax.random.key(0))
+    afl_jax.simulate(FEDBUFF, vector, schedule, params0, jax.random.key(0))
 
 
 # ---- a schedule built for another number of clients --------------------------------
 def test_schedule_for_fewer_clients_says_pass_num_clients(quad):
   problem, _, params0 = quad
   short = afl_jax.schedules.from_arrays([0, 1, 0], [0, 0, 1])  # client 2 never arrives: N = 2
-  alg = afl_jax.algorithms.make('fedbuff', client_lr=0.1)
   mismatch = r'schedule.num_clients=2 but the problem has 3 clients; .*\(\.\.\., num_clients=3\)'
   with pytest.raises(ScheduleError, match=mismatch):
-    afl_jax.simulate(alg, problem, short, params0, jax.random.key(0))
+    afl_jax.simulate(FEDBUFF, problem, short, params0, jax.random.key(0))
   keys = jax.random.split(jax.random.key(0), 2)
   with pytest.raises(ScheduleError, match=r'schedule 0: .*num_clients=3'):
     afl_jax.sweep('fedbuff', problem, short, params0, keys)
   exact = afl_jax.schedules.from_arrays([0, 1, 0], [0, 0, 1], num_clients=3)
-  afl_jax.simulate(alg, problem, exact, params0, jax.random.key(0))
+  afl_jax.simulate(FEDBUFF, problem, exact, params0, jax.random.key(0))
 
 
 SIZED_BY_THE_SERVER = {  # per-client server state sized by the server's own num_clients
@@ -110,15 +108,14 @@ def test_sweep_without_keys_is_one_error(quad):
 def test_sweep_takes_a_built_algorithm_like_simulate(quad):
   problem, schedule, params0 = quad
   keys = jax.random.split(jax.random.key(0), 2)
-  alg = afl_jax.algorithms.make('fedbuff', client_lr=0.1)
-  built = afl_jax.sweep(alg, problem, schedule, params0, keys)
+  built = afl_jax.sweep(FEDBUFF, problem, schedule, params0, keys)
   named = afl_jax.sweep('fedbuff', problem, schedule, params0, keys, client_lr=0.1)
   np.testing.assert_array_equal(np.asarray(built.params['x']), np.asarray(named.params['x']))
-  alone = afl_jax.simulate(alg, problem, schedule, params0, keys[1])
+  alone = afl_jax.simulate(FEDBUFF, problem, schedule, params0, keys[1])
   np.testing.assert_allclose(built.params['x'][1], alone.params_history['x'][-1], rtol=1e-6)
   built_and = r"built algorithm 'fedbuff' and \['client_lr'\].*pass a registered name"
   with pytest.raises(ArgumentError, match=built_and):
-    afl_jax.sweep(alg, problem, schedule, params0, keys, client_lr=[0.1, 0.2])
+    afl_jax.sweep(FEDBUFF, problem, schedule, params0, keys, client_lr=[0.1, 0.2])
   with pytest.raises(ArgumentError, match='an algorithm name or an afl_jax.Algorithm; got int 3'):
     afl_jax.sweep(3, problem, schedule, params0, keys)
 
@@ -188,13 +185,12 @@ def test_result_metric_values_and_params_history():
 
 def test_params_history_only_with_record_params():
   _, _, problem, schedule, params0 = _result_run()
-  alg = afl_jax.algorithms.make('fedbuff', client_lr=0.1)
   for record in (False, True):
-    sim = afl_jax.Simulator(alg, problem, schedule, record_params=record)
+    sim = afl_jax.Simulator(FEDBUFF, problem, schedule, record_params=record)
     _, out = sim.run_chunk(sim.init(params0, jax.random.key(0)), jax.random.key(0))
     assert ('params' in out) == record
   keys = jax.random.split(jax.random.key(0), 2)
-  alone = afl_jax.simulate(alg, problem, schedule, params0, keys[1])
+  alone = afl_jax.simulate(FEDBUFF, problem, schedule, params0, keys[1])
   plain = afl_jax.sweep('fedbuff', problem, schedule, params0, keys, client_lr=0.1)
   assert plain.params_history is None
   assert set(plain.metrics) == set(alone.metrics)
