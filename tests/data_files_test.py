@@ -246,20 +246,6 @@ def test_a_damaged_gzip_names_the_gz_file(tmp_path, damage, fragment):
 
 
 # ---- the search and its instructions, for both datasets ----------------------------------
-def _cifar_archive(tmp_path):
-  src = tmp_path / 'src'
-  arrays = write_cifar(src)
-  path = _tarball(tmp_path, _members(src))
-  by_url = {cifar10.SOURCE_URL: open(path, 'rb').read()}
-  return arrays['test_batch.bin'][0], by_url
-
-
-def _fmnist_files(tmp_path):
-  arrays, paths = write_fmnist(tmp_path / 'server', gz=True)
-  by_url = {fmnist.SOURCE_URL + os.path.basename(p): open(p, 'rb').read() for p in paths.values()}
-  return arrays['test_x'], by_url
-
-
 LOADERS = {  # loader, its keywords for synthesized files, what its instructions name
   'cifar10': (load_cifar10, dict(records_per_file=N), ('BINARY', cifar10.SOURCE_URL)),
   'fmnist': (load_fashion_mnist, {}, ('sudo apt-get install dataset-fashion-mnist',)),
@@ -290,15 +276,17 @@ def test_nothing_found_names_the_places_and_the_ways_to_get_it(tmp_path, name, m
 @pytest.mark.parametrize('name', sorted(LOADERS))
 def test_the_env_var_is_searched_and_a_download_is_cached(tmp_path, name, monkeypatch):
   load, kw, _ = LOADERS[name]
-  if name == 'cifar10':
-    arrays = write_cifar(tmp_path / 'env' / 'cifar-10-batches-bin')
-    want_env = arrays['test_batch.bin'][0]
+  if name == 'cifar10':  # the same files in $AFL_JAX_DATA/<subdirectory> and at the URL
+    want = write_cifar(tmp_path / 'env' / 'cifar-10-batches-bin')['test_batch.bin'][0]
+    path = _tarball(tmp_path, _members(tmp_path / 'env' / 'cifar-10-batches-bin'))
+    by_url = {cifar10.SOURCE_URL: open(path, 'rb').read()}
   else:
-    want_env = write_fmnist(tmp_path / 'env' / 'fashion-mnist')[0]['test_x']
-  monkeypatch.setenv('AFL_JAX_DATA', str(tmp_path / 'env'))  # also DIR/<subdirectory>
-  np.testing.assert_array_equal(load(cache_dir=tmp_path / 'no-cache', **kw).test_x, want_env)
+    arrays, paths = write_fmnist(tmp_path / 'env' / 'fashion-mnist')
+    want = arrays['test_x']
+    by_url = {fmnist.SOURCE_URL + os.path.basename(p): open(p, 'rb').read() for p in paths.values()}
+  monkeypatch.setenv('AFL_JAX_DATA', str(tmp_path / 'env'))
+  np.testing.assert_array_equal(load(cache_dir=tmp_path / 'no-cache', **kw).test_x, want)
   monkeypatch.delenv('AFL_JAX_DATA')
-  want, by_url = (_cifar_archive if name == 'cifar10' else _fmnist_files)(tmp_path)
   urls = []
 
   def fake_urlopen(url, timeout):

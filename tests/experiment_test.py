@@ -170,8 +170,6 @@ def test_errors_found_while_building_carry_their_field(overrides, field):
 
 
 def test_a_factory_rejecting_a_combination_blames_the_algorithm_section():
-  from afl_jax import algorithms
-
   @algorithms.register('test_combination')
   def factory(client_lr=0.1, server_lr=1.0):
     raise ValueError('client_lr and server_lr cannot both be 0.1 and 1.0')
@@ -203,7 +201,7 @@ def test_client_speed_local_steps_scales_each_job_by_its_work():
 def test_client_speed_lognormal_is_seeded_and_changes_the_schedule():
   speeds = lambda seed: schedules.durations.speed_factors(
     'lognormal', np.full(50, 3), sigma=0.5, seed=seed
-  )  # noqa: E731
+  )
   a = speeds(7)
   np.testing.assert_array_equal(a, speeds(7))
   assert not np.array_equal(a, speeds(8))

@@ -191,19 +191,13 @@ def test_a_reproduction_reruns_exactly_the_sweeps_whose_inputs_changed(tmp_path)
 
   make_world(tmp_path)
   grid = {'hparams.client_lr': (0.1,)}
-  exp = spec.Experiment(
-    key='e',
-    title='t',
-    ref='r',
-    setting='s',
-    base=lambda c: None,
-    methods=(spec.Method('A', f'{tmp_path / "cfg"}:single', grid),),
-  )
+  method = spec.Method('A', f'{tmp_path / "cfg"}:single', grid)
+  exp = spec.Experiment('e', 't', 'r', 's', base=lambda c: None, methods=(method,))
   paper = spec.Paper('own', '0', 'c', 's', (exp,))
   logs, out = [], str(tmp_path / 'runs')
   phase = lambda: runs.run_phase(
     paper, exp, 'select', out, records_dir=str(tmp_path / 'rec'), log=logs.append, mark=scoring.mark
-  )  # noqa: E731
+  )
   phase()
   first, sweeps = runs.read('own', str(tmp_path / 'rec'))
   assert sweeps[0]['identity'] == records.sweep_identity(first.run) and first.run.nunique() == 3
@@ -296,14 +290,13 @@ def test_a_run_is_reused_only_by_the_program_that_computed_it(finished, tmp_path
 SAME = {'config': None, 'data': None, 'schedule': None}  # identity items left alone
 # A value other than the default of each JAX setting in the identity, in their order.
 OTHER = ['rbg', False, 3, True, True, 'highest', 'strict', True, True, False, True, True]
-OTHER_VALUES = dict(zip(record.JAX_SETTINGS, OTHER, strict=True))
 
 
 def test_every_jax_setting_and_xla_flag_that_changes_numbers_is_in_the_identity(monkeypatch):
   import jax
 
   base = record.jax_facts()
-  for name, value in OTHER_VALUES.items():
+  for name, value in zip(record.JAX_SETTINGS, OTHER, strict=True):
     before = base[name]
     jax.config.update(name, value)
     try:
