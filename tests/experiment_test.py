@@ -199,9 +199,8 @@ def test_client_speed_local_steps_scales_each_job_by_its_work():
 
 
 def test_client_speed_lognormal_is_seeded_and_changes_the_schedule():
-  speeds = lambda seed: schedules.durations.speed_factors(
-    'lognormal', np.full(50, 3), sigma=0.5, seed=seed
-  )
+  factors = schedules.durations.speed_factors
+  speeds = lambda seed: factors('lognormal', np.full(50, 3), sigma=0.5, seed=seed)
   a = speeds(7)
   np.testing.assert_array_equal(a, speeds(7))
   assert not np.array_equal(a, speeds(8))

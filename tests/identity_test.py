@@ -64,15 +64,10 @@ def make_world(where):
   (where / 'mydata.py').write_text(MODULE)
   (where / 'helper.py').write_text(HELPER)
   rng = np.random.default_rng(0)
-  np.savez(
-    where / 'data' / 'data.npz',
-    x=rng.normal(size=(200, 5)).astype(np.float32),
-    y=rng.integers(0, 3, 200),
-  )
-  jobs = [(i % 4, float(i), float(i) + 1.5 + (i % 3)) for i in range(10)]
-  (where / 'jobs.csv').write_text(
-    'client,start,finish\n' + ''.join(f'{c},{s},{f}\n' for c, s, f in jobs)
-  )
+  x = rng.normal(size=(200, 5)).astype(np.float32)
+  np.savez(where / 'data' / 'data.npz', x=x, y=rng.integers(0, 3, 200))
+  jobs = ''.join(f'{i % 4},{float(i)},{i + 1.5 + i % 3}\n' for i in range(10))
+  (where / 'jobs.csv').write_text('client,start,finish\n' + jobs)
   (where / 'cfg.py').write_text(CONFIG)
 
 
@@ -125,12 +120,7 @@ def finished(tmp_path_factory):
 
 
 def metrics(work):
-  return {
-    os.path.relpath(os.path.join(d, f), work): open(os.path.join(d, f), 'rb').read()
-    for d, _, files in os.walk(work)
-    for f in files
-    if f == 'metrics.jsonl'
-  }
+  return {str(p.relative_to(work)): p.read_bytes() for p in work.rglob('metrics.jsonl')}
 
 
 @pytest.mark.parametrize('what', ['trace', 'data', 'module', 'helper', 'config'])
