@@ -150,9 +150,8 @@ def write_fmnist(directory, gz=True, **overrides):
   }
   arrays |= {k: rng.integers(0, 10, n).astype(np.uint8) for k, n in (('train_y', 5), ('test_y', 3))}
   os.makedirs(directory, exist_ok=True)
-  paths = {
-    k: os.path.join(directory, stem + ('.gz' if gz else '')) for k, stem in fmnist.FILES.items()
-  }
+  ext = '.gz' if gz else ''
+  paths = {k: os.path.join(directory, stem + ext) for k, stem in fmnist.FILES.items()}
   for key, path in paths.items():
     data = overrides.get(key, idx_bytes(arrays[key]))
     with open(path, 'wb') as f:

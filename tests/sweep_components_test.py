@@ -209,11 +209,8 @@ def test_schedule_and_compressor_axes_sweep_whole_entries():
   first = points['compressor=none,schedule=fedbuff(buffer_size=2,concurrency=8)']
   first = config_lib.resolve(sweep.point_config(c, first)).schedule
   assert (first.concurrency, first.buffer_size, first.seed, first.durations) == (8, 2, 7, 'uniform')
-  durations = {'durations': 'uniform', 'durations_params': {'low': 0.0, 'high': 20.0}}
-  speed = {'client_speed': 'none', 'client_speed_sigma': 0.5}
-  assert (
-    one.schedule.to_dict()
-    == {'kind': 'synchronous', 'seed': 7, 'clients_per_step': 4} | durations | speed
-  )
+  want = {'kind': 'synchronous', 'seed': 7, 'clients_per_step': 4, 'durations': 'uniform'}
+  want |= {'durations_params': {'low': 0.0, 'high': 20.0}, 'client_speed': 'none'}
+  assert one.schedule.to_dict() == want | {'client_speed_sigma': 0.5}
   assert dict(one.compressor) == {'kind': 'top_k', 'error_feedback': False, 'fraction': 0.03}
   assert build.build_run(sweep.point_config(c, last)).schedule.client_ids.shape == (8, 4)
