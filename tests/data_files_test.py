@@ -150,9 +150,8 @@ def write_fmnist(directory, gz=True, **overrides):
   }
   arrays |= {k: rng.integers(0, 10, n).astype(np.uint8) for k, n in (('train_y', 5), ('test_y', 3))}
   os.makedirs(directory, exist_ok=True)
-  paths = {
-    k: os.path.join(directory, stem + ('.gz' if gz else '')) for k, stem in fmnist.FILES.items()
-  }
+  ext = '.gz' if gz else ''
+  paths = {k: os.path.join(directory, stem + ext) for k, stem in fmnist.FILES.items()}
   for key, path in paths.items():
     data = overrides.get(key, idx_bytes(arrays[key]))
     with open(path, 'wb') as f:
@@ -202,24 +201,20 @@ IDX_CORRUPTIONS = {
   'wrong image size': ('test_x', idx_bytes(np.zeros((3, 27, 28), np.uint8)), '(28, 28)'),
   'count mismatch': ('train_y', idx_bytes(np.zeros(4, np.uint8)), 'same count'),
   'label out of range': ('test_y', idx_bytes(np.array([1, 10, 2], np.uint8)), 'out of range'),
+  'missing': ('test_y', None, 'not found'),  # a partial directory is no dataset
 }
 
 
 @pytest.mark.parametrize('case', sorted(IDX_CORRUPTIONS))
 def test_corrupt_idx_files_raise_data_error_naming_file(tmp_path, case):
   key, data, fragment = IDX_CORRUPTIONS[case]
-  _, paths = write_fmnist(tmp_path, gz=False, **{key: data})
+  _, paths = write_fmnist(tmp_path, gz=False, **{key: data or b''})
+  if data is None:
+    os.remove(paths[key])
   with pytest.raises(DataError) as info:
     load_fashion_mnist(tmp_path)
   assert fragment in str(info.value) and os.path.basename(paths[key]) in str(info.value)
   assert isinstance(info.value, ValueError)
-
-
-def test_partial_dir_is_not_accepted(tmp_path):
-  _, paths = write_fmnist(tmp_path)
-  os.remove(paths['test_y'])
-  with pytest.raises(DataError, match='not found'):
-    load_fashion_mnist(tmp_path)
 
 
 def _flip(raw: bytes) -> bytes:
@@ -246,20 +241,6 @@ def test_a_damaged_gzip_names_the_gz_file(tmp_path, damage, fragment):
 
 
 # ---- the search and its instructions, for both datasets ----------------------------------
-def _cifar_archive(tmp_path):
-  src = tmp_path / 'src'
-  arrays = write_cifar(src)
-  path = _tarball(tmp_path, _members(src))
-  by_url = {cifar10.SOURCE_URL: open(path, 'rb').read()}
-  return arrays['test_batch.bin'][0], by_url
-
-
-def _fmnist_files(tmp_path):
-  arrays, paths = write_fmnist(tmp_path / 'server', gz=True)
-  by_url = {fmnist.SOURCE_URL + os.path.basename(p): open(p, 'rb').read() for p in paths.values()}
-  return arrays['test_x'], by_url
-
-
 LOADERS = {  # loader, its keywords for synthesized files, what its instructions name
   'cifar10': (load_cifar10, dict(records_per_file=N), ('BINARY', cifar10.SOURCE_URL)),
   'fmnist': (load_fashion_mnist, {}, ('sudo apt-get install dataset-fashion-mnist',)),
@@ -290,15 +271,17 @@ def test_nothing_found_names_the_places_and_the_ways_to_get_it(tmp_path, name, m
 @pytest.mark.parametrize('name', sorted(LOADERS))
 def test_the_env_var_is_searched_and_a_download_is_cached(tmp_path, name, monkeypatch):
   load, kw, _ = LOADERS[name]
-  if name == 'cifar10':
-    arrays = write_cifar(tmp_path / 'env' / 'cifar-10-batches-bin')
-    want_env = arrays['test_batch.bin'][0]
+  if name == 'cifar10':  # the same files in $AFL_JAX_DATA/<subdirectory> and at the URL
+    want = write_cifar(tmp_path / 'env' / 'cifar-10-batches-bin')['test_batch.bin'][0]
+    path = _tarball(tmp_path, _members(tmp_path / 'env' / 'cifar-10-batches-bin'))
+    by_url = {cifar10.SOURCE_URL: open(path, 'rb').read()}
   else:
-    want_env = write_fmnist(tmp_path / 'env' / 'fashion-mnist')[0]['test_x']
-  monkeypatch.setenv('AFL_JAX_DATA', str(tmp_path / 'env'))  # also DIR/<subdirectory>
-  np.testing.assert_array_equal(load(cache_dir=tmp_path / 'no-cache', **kw).test_x, want_env)
+    arrays, paths = write_fmnist(tmp_path / 'env' / 'fashion-mnist')
+    want = arrays['test_x']
+    by_url = {fmnist.SOURCE_URL + os.path.basename(p): open(p, 'rb').read() for p in paths.values()}
+  monkeypatch.setenv('AFL_JAX_DATA', str(tmp_path / 'env'))
+  np.testing.assert_array_equal(load(cache_dir=tmp_path / 'no-cache', **kw).test_x, want)
   monkeypatch.delenv('AFL_JAX_DATA')
-  want, by_url = (_cifar_archive if name == 'cifar10' else _fmnist_files)(tmp_path)
   urls = []
 
   def fake_urlopen(url, timeout):

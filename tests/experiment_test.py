@@ -1,5 +1,6 @@
 """End-to-end: build + train_and_evaluate on a tiny config, resume, validation, NaN stop."""
 
+import hashlib
 import json
 import os
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 from ml_collections.config_flags import config_path
 
-from afl_jax import algorithms, models, schedules
+from afl_jax import algorithms, data, models, schedules
 from afl_jax.errors import ConfigError, UserError
 from afl_jax.pipeline import build_run, loop, metrics_io
 from afl_jax.pipeline import config as config_lib
@@ -134,9 +135,8 @@ def test_a_model_with_state_or_random_streams_is_refused_before_anything_is_writ
 ):
   models.MODELS.register('stateful_test_model', model, replace=True)
   try:
-    with pytest.raises(
-      ConfigError, match="^config.model='stateful_test_model' is invalid: .*" + match
-    ):
+    said = "^config.model='stateful_test_model' is invalid: .*" + match
+    with pytest.raises(ConfigError, match=said):
       loop.train_and_evaluate(tiny(model='stateful_test_model'), str(tmp_path), log=print)
   finally:
     models.MODELS.unregister('stateful_test_model')
@@ -170,8 +170,6 @@ def test_errors_found_while_building_carry_their_field(overrides, field):
 
 
 def test_a_factory_rejecting_a_combination_blames_the_algorithm_section():
-  from afl_jax import algorithms
-
   @algorithms.register('test_combination')
   def factory(client_lr=0.1, server_lr=1.0):
     raise ValueError('client_lr and server_lr cannot both be 0.1 and 1.0')
@@ -201,9 +199,8 @@ def test_client_speed_local_steps_scales_each_job_by_its_work():
 
 
 def test_client_speed_lognormal_is_seeded_and_changes_the_schedule():
-  speeds = lambda seed: schedules.durations.speed_factors(
-    'lognormal', np.full(50, 3), sigma=0.5, seed=seed
-  )  # noqa: E731
+  factors = schedules.durations.speed_factors
+  speeds = lambda seed: factors('lognormal', np.full(50, 3), sigma=0.5, seed=seed)
   a = speeds(7)
   np.testing.assert_array_equal(a, speeds(7))
   assert not np.array_equal(a, speeds(8))
@@ -227,15 +224,12 @@ def test_fmnist_short_run(tmp_path):
 
 
 def test_build_lays_out_the_same_client_rows_as_make_federated():
-  from afl_jax import data
-
   c = tiny(num_clients=7)
   run = build_run(c)
   shared = run.problem.shared
   assert set(shared) == {'x', 'y', 'index'}
-  fed = data.make_federated(
-    data.load_digits(seed=c.seed), 'dirichlet', 7, alpha=c.dirichlet_alpha, seed=c.seed
-  )
+  digits = data.load_digits(seed=c.seed)
+  fed = data.make_federated(digits, 'dirichlet', 7, alpha=c.dirichlet_alpha, seed=c.seed)
   x, y, index = (np.asarray(shared[k]) for k in ('x', 'y', 'index'))
   np.testing.assert_array_equal(x[index], fed.x)
   np.testing.assert_array_equal(y[index], fed.y)
@@ -265,10 +259,6 @@ def test_layout_gives_clients_the_rows_of_the_former_layout(partition, digest):
   # make_federated of commit 89e03b5 (before the views-into-one-array layout): the
   # same seed gives every client the same rows, so runs keep their bits. (They rest on
   # NumPy's PCG64 streams, which NumPy keeps stable.)
-  import hashlib
-
-  from afl_jax import data
-
   lay = data.federate(data.load_digits(seed=0), partition, 7, alpha=0.5, seed=3, unlabeled_size=100)
   parts = [lay.index, lay.offsets, lay.sizes]
   got = hashlib.sha256(np.concatenate([p.astype(np.int64) for p in parts]).tobytes())

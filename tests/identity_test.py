@@ -6,6 +6,8 @@ import json
 import os
 import shutil
 
+import flax.linen as nn
+import jax
 import numpy as np
 import pytest
 from helper_runs import one_error_line, run_train
@@ -14,6 +16,7 @@ import afl_jax
 from afl_jax.errors import UserError
 from afl_jax.pipeline import build, loop, record, sweep
 from afl_jax.pipeline import config as config_lib
+from afl_jax.reproduction import records, runs, scoring, spec
 
 MODULE = '''
 import os
@@ -61,15 +64,10 @@ def make_world(where):
   (where / 'mydata.py').write_text(MODULE)
   (where / 'helper.py').write_text(HELPER)
   rng = np.random.default_rng(0)
-  np.savez(
-    where / 'data' / 'data.npz',
-    x=rng.normal(size=(200, 5)).astype(np.float32),
-    y=rng.integers(0, 3, 200),
-  )
-  jobs = [(i % 4, float(i), float(i) + 1.5 + (i % 3)) for i in range(10)]
-  (where / 'jobs.csv').write_text(
-    'client,start,finish\n' + ''.join(f'{c},{s},{f}\n' for c, s, f in jobs)
-  )
+  x = rng.normal(size=(200, 5)).astype(np.float32)
+  np.savez(where / 'data' / 'data.npz', x=x, y=rng.integers(0, 3, 200))
+  jobs = ''.join(f'{i % 4},{float(i)},{i + 1.5 + i % 3}\n' for i in range(10))
+  (where / 'jobs.csv').write_text('client,start,finish\n' + jobs)
   (where / 'cfg.py').write_text(CONFIG)
 
 
@@ -122,12 +120,7 @@ def finished(tmp_path_factory):
 
 
 def metrics(work):
-  return {
-    os.path.relpath(os.path.join(d, f), work): open(os.path.join(d, f), 'rb').read()
-    for d, _, files in os.walk(work)
-    for f in files
-    if f == 'metrics.jsonl'
-  }
+  return {str(p.relative_to(work)): p.read_bytes() for p in work.rglob('metrics.jsonl')}
 
 
 @pytest.mark.parametrize('what', ['trace', 'data', 'module', 'helper', 'config'])
@@ -164,8 +157,8 @@ def test_what_changes_no_number_reuses_the_run_and_the_device_count_does_not(fin
   assert any('finished earlier' in line for line in logs), logs
   had = json.loads((work / 'config.json').read_text())['identity']['engine']['devices']
   devices = {'AFL_JAX_CPU_DEVICES': str(3 - had), 'XLA_FLAGS': ''}  # 1 <-> 2
-  spec = f'--config={world / "cfg.py"}:single'
-  rc_out = run_train(work, spec, f'--config.data_dir={tmp_path / "elsewhere"}', **devices)
+  flag = f'--config={world / "cfg.py"}:single'
+  rc_out = run_train(work, flag, f'--config.data_dir={tmp_path / "elsewhere"}', **devices)
   one_error_line(*rc_out, f'devices {had} -> {3 - had}')
 
 
@@ -187,23 +180,15 @@ def test_the_identity_is_one_function_of_the_built_run(tmp_path):
 
 
 def test_a_reproduction_reruns_exactly_the_sweeps_whose_inputs_changed(tmp_path):
-  from afl_jax.reproduction import records, runs, scoring, spec
-
   make_world(tmp_path)
   grid = {'hparams.client_lr': (0.1,)}
-  exp = spec.Experiment(
-    key='e',
-    title='t',
-    ref='r',
-    setting='s',
-    base=lambda c: None,
-    methods=(spec.Method('A', f'{tmp_path / "cfg"}:single', grid),),
-  )
+  method = spec.Method('A', f'{tmp_path / "cfg"}:single', grid)
+  exp = spec.Experiment('e', 't', 'r', 's', base=lambda c: None, methods=(method,))
   paper = spec.Paper('own', '0', 'c', 's', (exp,))
   logs, out = [], str(tmp_path / 'runs')
   phase = lambda: runs.run_phase(
     paper, exp, 'select', out, records_dir=str(tmp_path / 'rec'), log=logs.append, mark=scoring.mark
-  )  # noqa: E731
+  )
   phase()
   first, sweeps = runs.read('own', str(tmp_path / 'rec'))
   assert sweeps[0]['identity'] == records.sweep_identity(first.run) and first.run.nunique() == 3
@@ -220,10 +205,6 @@ def test_a_reproduction_reruns_exactly_the_sweeps_whose_inputs_changed(tmp_path)
 
 def test_a_sweeps_identity_follows_a_component_registered_anew():
   """Remembered within one command, but a component registered anew gives the new identity."""
-  import flax.linen as nn
-  import ml_collections
-
-  from afl_jax.reproduction import runs
 
   def tiny(num_classes: int = 10, width: int = 4):
     return nn.Dense(num_classes)
@@ -232,7 +213,7 @@ def test_a_sweeps_identity_follows_a_component_registered_anew():
   c.model = 'tiny_digest'
   c.num_clients, c.train_subset, c.num_rounds = 4, 200, 2
   c.schedule.concurrency, c.schedule.buffer_size = 2, 1
-  c.sweep = ml_collections.ConfigDict({'seed': [0, 1]})
+  c.sweep = {'seed': [0, 1]}
   afl_jax.models.MODELS.register('tiny_digest', tiny, replace=True)
   try:
     with runs.remembering():
@@ -250,17 +231,14 @@ def test_a_sweeps_identity_follows_a_component_registered_anew():
 
 def test_jax_random_configuration_is_part_of_the_identity(finished, tmp_path):
   """A run end to end (every setting's naming: the test below)."""
-  import jax
-
   world, work = tmp_path / 'world', tmp_path / 'single'
   shutil.copytree(finished / 'world', world)
   shutil.copytree(finished / 'single', work)
   before = jax.config.jax_threefry_partitionable
   jax.config.update('jax_threefry_partitionable', not before)
   try:
-    with pytest.raises(
-      UserError, match=r'jax_threefry_partitionable .*\$JAX_THREEFRY_PARTITIONABLE'
-    ):
+    said = r'jax_threefry_partitionable .*\$JAX_THREEFRY_PARTITIONABLE'
+    with pytest.raises(UserError, match=said):
       train(world, 'single', work)
     train(world, 'single', work, resume=False)
     train(world, 'single', tmp_path / 'fresh')
@@ -296,14 +274,11 @@ def test_a_run_is_reused_only_by_the_program_that_computed_it(finished, tmp_path
 SAME = {'config': None, 'data': None, 'schedule': None}  # identity items left alone
 # A value other than the default of each JAX setting in the identity, in their order.
 OTHER = ['rbg', False, 3, True, True, 'highest', 'strict', True, True, False, True, True]
-OTHER_VALUES = dict(zip(record.JAX_SETTINGS, OTHER, strict=True))
 
 
 def test_every_jax_setting_and_xla_flag_that_changes_numbers_is_in_the_identity(monkeypatch):
-  import jax
-
   base = record.jax_facts()
-  for name, value in OTHER_VALUES.items():
+  for name, value in zip(record.JAX_SETTINGS, OTHER, strict=True):
     before = base[name]
     jax.config.update(name, value)
     try:

@@ -128,21 +128,17 @@ def test_train_refuses_absurd_sizes_before_compiling(tmp_path):
     assert 'RESOURCE_EXHAUSTED' not in out and not (tmp_path / 'w').exists()
 
 
-def _npz_with_header(path, shape, payload=b'\0' * 64):
-  """An .npz whose client_ids header claims ``shape`` (int32) over a few bytes of data."""
-  header = repr({'descr': '<i4', 'fortran_order': False, 'shape': tuple(shape)}).encode()
+def test_a_schedule_file_is_sized_from_its_headers_before_expanding(tmp_path, monkeypatch):
+  # client_ids' .npy header claims (10**9, 10) int32 over 64 bytes of data.
+  header = repr({'descr': '<i4', 'fortran_order': False, 'shape': (10**9, 10)}).encode()
   header += b' ' * (-(10 + len(header) + 1) % 64) + b'\n'
-  npy = b'\x93NUMPY\x01\x00' + struct.pack('<H', len(header)) + header + payload
+  npy = b'\x93NUMPY\x01\x00' + struct.pack('<H', len(header)) + header + b'\0' * 64
   buf = io.BytesIO()
   np.save(buf, np.int32(3))
+  path = tmp_path / 'big.npz'
   with zipfile.ZipFile(path, 'w', zipfile.ZIP_DEFLATED) as z:
     z.writestr('client_ids.npy', npy)
     z.writestr('num_clients.npy', buf.getvalue())
-
-
-def test_a_schedule_file_is_sized_from_its_headers_before_expanding(tmp_path, monkeypatch):
-  path = tmp_path / 'big.npz'
-  _npz_with_header(path, (10**9, 10))
   monkeypatch.setattr(np, 'load', lambda *a, **k: pytest.fail('expanded before the check'))
   with pytest.raises(schedule_lib.ScheduleError) as info:
     afl_jax.schedules.load(path)

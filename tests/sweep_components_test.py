@@ -5,7 +5,6 @@ compressors and delay models registered by one function each."""
 import json
 import re
 
-import ml_collections
 import numpy as np
 import pytest
 from experiment_test import set_fields
@@ -29,7 +28,7 @@ def _curve(workdir):
 def test_sweep_over_two_algorithms_runs_each_with_its_own_values(tmp_path):
   c = _base()
   fadas = {'name': 'fadas', 'server_lr': 1e-3, 'beta1': 0.8}
-  c.sweep = ml_collections.ConfigDict({'algorithm': ['fedbuff', fadas], 'seed': [0, 1]})
+  c.sweep = {'algorithm': ['fedbuff', fadas], 'seed': [0, 1]}
   out = sweep.train_sweep(c, str(tmp_path / 'sweep'), **QUIET)
   assert len(out['runs']) == 4 and len(out['groups']) == 2  # one compile per algorithm
   with open(tmp_path / 'sweep' / 'summary.json') as f:
@@ -67,9 +66,7 @@ def test_sweep_over_two_algorithms_runs_each_with_its_own_values(tmp_path):
 
 def test_hparams_axis_sweeps_within_each_algorithm_of_the_grid():
   c = _base()
-  c.sweep = ml_collections.ConfigDict(
-    {'algorithm': ['fedbuff', 'fadas'], 'hparams': {'client_lr': [0.05, 0.1]}}
-  )
+  c.sweep = {'algorithm': ['fedbuff', 'fadas'], 'hparams': {'client_lr': [0.05, 0.1]}}
   points = sweep.grid(c)
   assert len(points) == 4 and sweep.traced_fields(c) == ['hparams.client_lr']
   one = config_lib.resolve(sweep.point_config(c, points[2]))
@@ -118,19 +115,19 @@ NOT_RUN = [  # (fields of the config, its sweep, what the one line names)
 @pytest.mark.parametrize('fields,axes,named', NOT_RUN)
 def test_a_sweep_that_would_not_run_what_it_says_is_one_line_before_compute(fields, axes, named):
   c = set_fields(_base(), fields)
-  c.sweep = ml_collections.ConfigDict(axes)
+  c.sweep = axes
   with pytest.raises(ConfigError, match=re.escape(named)):
     sweep.validate_sweep(config_lib.validate(c))
     for p in sweep.grid(c):
       config_lib.validate(sweep.point_config(c, p))
 
 
-def test_an_algorithm_entry_carries_its_own_schedule_settings(tmp_path):
+def test_an_algorithm_entry_carries_its_own_schedule_settings():
   c = _base()
   entries = [
     {'name': n, 'schedule': {'buffer_size': b}} for n, b in (('fedasync', 1), ('fedbuff', 3))
   ]
-  c.sweep = ml_collections.ConfigDict({'algorithm': entries})
+  c.sweep = {'algorithm': entries}
   sweep.validate_sweep(c)
   runs = [build.build_run(sweep.point_config(c, p)) for p in sweep.grid(c)]
   assert [r.config.algorithm for r in runs] == ['fedasync', 'fedbuff']
@@ -158,11 +155,8 @@ def test_a_users_compressor_is_registered_named_and_recorded(tmp_path):
   finally:
     compression.COMPRESSORS.unregister('test_scaled')
   assert 'test_scaled' not in compression.COMPRESSORS.names()
-  assert dict(run.config.compressor) == {
-    'kind': 'test_scaled',
-    'error_feedback': False,
-    'scale': 0.25,
-  }
+  want = {'kind': 'test_scaled', 'error_feedback': False, 'scale': 0.25}
+  assert dict(run.config.compressor) == want
   msg, _, _ = run.algorithm.compressor.compress(np.ones(3, np.float32), None, None)
   np.testing.assert_array_equal(msg, np.full(3, 0.25, np.float32))
 
@@ -183,10 +177,8 @@ def test_a_delay_model_is_one_function_and_its_registration():
   r = config_lib.resolve(c)
   assert dict(r.schedule) == {'kind': 'test_lockstep', 'seed': -1, 'cohort': 3}
   c.schedule.cohort = 13
-  with pytest.raises(
-    ConfigError,
-    match=r'^config.schedule.cohort=13 is invalid: must be an integer in \[1, 12\] \(num_clients',
-  ):
+  said = r'^config.schedule.cohort=13 is invalid: must be an integer in \[1, 12\] \(num_clients'
+  with pytest.raises(ConfigError, match=said):
     config_lib.validate(c)
   c.schedule.cohort = 4
   try:
@@ -203,7 +195,7 @@ def test_schedule_and_compressor_axes_sweep_whole_entries():
   sync = {'kind': 'synchronous', 'clients_per_step': 4}
   fedbuff = {'kind': 'fedbuff', 'concurrency': 8, 'buffer_size': 2}
   compressors = [{'kind': 'none'}, {'kind': 'top_k'}]
-  c.sweep = ml_collections.ConfigDict({'schedule': [fedbuff, sync], 'compressor': compressors})
+  c.sweep = {'schedule': [fedbuff, sync], 'compressor': compressors}
   sweep.validate_sweep(c)
   points = {sweep.run_name(p): p for p in sweep.grid(c)}
   kinds = ('fedbuff(buffer_size=2,concurrency=8)', 'synchronous(clients_per_step=4)')
@@ -217,11 +209,8 @@ def test_schedule_and_compressor_axes_sweep_whole_entries():
   first = points['compressor=none,schedule=fedbuff(buffer_size=2,concurrency=8)']
   first = config_lib.resolve(sweep.point_config(c, first)).schedule
   assert (first.concurrency, first.buffer_size, first.seed, first.durations) == (8, 2, 7, 'uniform')
-  durations = {'durations': 'uniform', 'durations_params': {'low': 0.0, 'high': 20.0}}
-  speed = {'client_speed': 'none', 'client_speed_sigma': 0.5}
-  assert (
-    one.schedule.to_dict()
-    == {'kind': 'synchronous', 'seed': 7, 'clients_per_step': 4} | durations | speed
-  )
+  want = {'kind': 'synchronous', 'seed': 7, 'clients_per_step': 4, 'durations': 'uniform'}
+  want |= {'durations_params': {'low': 0.0, 'high': 20.0}, 'client_speed': 'none'}
+  assert one.schedule.to_dict() == want | {'client_speed_sigma': 0.5}
   assert dict(one.compressor) == {'kind': 'top_k', 'error_feedback': False, 'fraction': 0.03}
   assert build.build_run(sweep.point_config(c, last)).schedule.client_ids.shape == (8, 4)
