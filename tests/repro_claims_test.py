@@ -176,7 +176,6 @@ def test_a_far_row_does_not_flatten_its_panel():
 
 def test_overlapping_curves_are_faceted():
   exp = lambda *labels: _toy((), labels)
-
   few = exp('A', 'B', 'C')
   assert figures.facets(few) == [['A', 'B', 'C']]
   conditions = exp(*(f'{m} ({c})' for m in ('X', 'Y', 'Z') for c in ('mild', 'large')))
@@ -406,13 +405,11 @@ def test_a_declared_incomparable_effect_is_shown_not_tested():
   # The paper's 24x counts other units: only the direction is scored (no size test in the
   # family), and the page shows the paper's ratio as other units, with the reason.
   a_t = 10.0 + RNG.uniform(0, 2, 10)
-  accs = [[0.1, 0.6, 0.7]] * 10
-  clocks = ([[0.0, t, 2 * t] for t in a_t], [[0.0, 3 * t, 6 * t] for t in a_t])
-  frame, fin = _frame(accs, accs, *clocks)
+  frame, fin = _timed(a_t, 3 * a_t)
   kw = dict(metric='clock_to_target', paper_effect=24.0)
-  tested = _score(spec.Claim('r', 'A faster', 'A', 'B', **kw), frame, fin)
-  shown = _score(
-    spec.Claim('r', 'A faster', 'A', 'B', incomparable='other units', **kw), frame, fin
+  tested, shown = (
+    _score(spec.Claim('r', 'A faster', 'A', 'B', incomparable=why, **kw), frame, fin)
+    for why in ('', 'other units')
   )
   assert [p['name'] for p in tested['parts']] == [scoring.STATEMENT, scoring.SIZE]
   assert tested['verdict_raw'] == scoring.AGREES_SMALLER  # 3x against 24x

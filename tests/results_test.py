@@ -104,11 +104,9 @@ def test_table_by_hand(two_methods):
   frame = results.table(groups, target=0.55, baseline='client_lr=0.3')
   a = frame.loc['client_lr=0.1']
   finals = [0.6, 0.7, 0.8]
-  sd = np.std(finals, ddof=1)  # 0.1
+  half = T975[2] * np.std(finals, ddof=1) / math.sqrt(3)  # sd 0.1
   assert a['final'] == pytest.approx(0.7)
-  assert (a['final_lo'], a['final_hi']) == pytest.approx(
-    (0.7 - T975[2] * sd / math.sqrt(3), 0.7 + T975[2] * sd / math.sqrt(3))
-  )
+  assert (a['final_lo'], a['final_hi']) == pytest.approx((0.7 - half, 0.7 + half))
   assert a['best'] == pytest.approx(np.mean([0.7, 0.8, 0.8]))
   # Steps to 0.55: A reaches it at steps 20, 20, 10; B never (last: 30), at 30 and 20.
   assert a['steps'] == pytest.approx(50 / 3) and a['reached'] == 3
