@@ -297,12 +297,9 @@ def test_equivalence_is_tost_and_beyond_the_margin_and_the_condition_gates():
   for margin in (0.05, 0.021, 0.001):
     claim = spec.Claim('r', 'A ~ B', 'A', 'B', kind='equivalent', margin=margin)
     c = _score(claim, frame, fin)
-    p_tost = max(
-      stats.t.sf((d.mean() + margin) / se, n - 1), stats.t.cdf((d.mean() - margin) / se, n - 1)
-    )
-    p_out = min(
-      stats.t.sf((d.mean() - margin) / se, n - 1), stats.t.cdf((d.mean() + margin) / se, n - 1)
-    )
+    up, down = (d.mean() + margin) / se, (d.mean() - margin) / se
+    p_tost = max(stats.t.sf(up, n - 1), stats.t.cdf(down, n - 1))
+    p_out = min(stats.t.sf(down, n - 1), stats.t.cdf(up, n - 1))
     assert [part['name'] for part in c['parts']] == [scoring.STATEMENT, scoring.BEYOND]
     want = [min(1.0, 2 * p_tost), min(1.0, 2 * p_out)]  # capped at 1
     assert [part['p'] for part in c['parts']] == pytest.approx(want, rel=1e-9)
@@ -548,14 +545,9 @@ def _first_runs(wanted):
   for devices, at in by_devices.items():
     env = {k: v for k, v in os.environ.items() if k not in ('XLA_FLAGS', 'AFL_JAX_CPU_DEVICES')}
     code = _FIRST_RUNS.format(devices=devices, tests=str(ROOT / 'tests'))
-    proc = subprocess.run(
-      [sys.executable, '-c', code],
-      input=json.dumps([wanted[i] for i in at]),
-      env=env | {'PYTHONPATH': str(ROOT)},
-      capture_output=True,
-      text=True,
-      timeout=600,
-    )
+    given, kw = json.dumps([wanted[i] for i in at]), dict(capture_output=True, text=True)
+    cmd = [sys.executable, '-c', code]
+    proc = subprocess.run(cmd, input=given, env=env | {'PYTHONPATH': str(ROOT)}, timeout=600, **kw)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for i, (seed, ident) in zip(at, json.loads(proc.stdout.splitlines()[-1])):
       out[i] = seed, ident

@@ -234,12 +234,6 @@ def test_curves_average_seeds_with_bands(two_methods):
     results.curves(groups['client_lr=0.1'], 'hours')
 
 
-def plot(*args, cwd):
-  cmd = [sys.executable, os.path.join(REPO, 'scripts', 'plot.py'), *map(str, args)]
-  env = dict(os.environ, PYTHONPATH=REPO)
-  return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
-
-
 def test_plot_script_table_and_bands(two_methods, tmp_path):
   # Same folder names under two parents: two curves, and the table with a baseline.
   for name in ('sweepA', 'sweepB'):
@@ -247,7 +241,10 @@ def test_plot_script_table_and_bands(two_methods, tmp_path):
       write_run(tmp_path / name / 'seed=0' / str(seed), records(A[seed]))
   out = tmp_path / 'c.png'
   a, b = (tmp_path / name / 'seed=0' for name in ('sweepA', 'sweepB'))
-  p = plot(a, b, f'--out={out}', '--x=mb', '--table', '--target=0.5', cwd=tmp_path)
+  cmd = [sys.executable, os.path.join(REPO, 'scripts', 'plot.py'), a, b, f'--out={out}', '--x=mb']
+  cmd += ['--table', '--target=0.5']
+  env = dict(os.environ, PYTHONPATH=REPO)
+  p = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
   assert p.returncode == 0, p.stderr
   assert '(4 methods)' in p.stdout and out.stat().st_size > 0
   assert 'sweepA/seed=0/0' in p.stdout and 'sweepB/seed=0/1' in p.stdout
