@@ -195,10 +195,6 @@ def _stated(**fields):
   return _manifest(lambda m: m['records'].update(**fields))
 
 
-def _fingerprinted(m):  # as written before runs had identities
-  return [s.update(fingerprint='f') or s.pop('identity') for s in m['sweeps']]
-
-
 DAMAGED = [
   (
     lambda d: (d / 'toy.csv.gz').write_bytes((d / 'toy.csv.gz').read_bytes()[:300]),
@@ -218,7 +214,10 @@ DAMAGED = [
   (_stated(rows=7), f'{len(_frame())} rows where the manifest lists 7'),
   (_stated(sha256='0' * 64), 'SHA-256 differs'),
   (_sweep(0, identity='0' * 32), 'toy/A/select: its rows are of other runs than its identity'),
-  (_manifest(_fingerprinted), 'written before runs had identities'),
+  (  # as written before runs had identities
+    _manifest(lambda m: [s.update(fingerprint='f') or s.pop('identity') for s in m['sweeps']]),
+    'written before runs had identities',
+  ),
   (_fewer_test_seeds, ('sweep toy/A/test', 'missing 5 of its 10 seeds')),
   (_csv(lambda t: re.sub(r',[^,\n]*\n', '\n', t)), 'missing column run'),  # the last column
   (_csv(lambda t: t.replace(',1.0,select', ',abc,select', 1)), "test_loss holds 'abc', not a"),
@@ -233,13 +232,13 @@ def test_damaged_files_are_refused_in_one_line(pair, damage, match):
   _refused(pair, *((match,) if isinstance(match, str) else match))
 
 
-def _status(old, new):
-  return _csv(lambda t: t.replace(f',{old}\n', f',{new}\n', 1), digest=True)
+def _status(new):
+  return _csv(lambda t: t.replace(',current\n', f',{new}\n', 1), digest=True)
 
 
 STATUS_DAMAGED = [
-  (_status('current', 'superseded'), "toy/A/select is 'current' in the manifest but 1 of its rows"),
-  (_status('current', 'stale'), "row 1 column status holds 'stale', not one of current, super"),
+  (_status('superseded'), "toy/A/select is 'current' in the manifest but 1 of its rows"),
+  (_status('stale'), "row 1 column status holds 'stale', not one of current, super"),
   (_sweep(1, status='superseded'), "is 'superseded' in the manifest but 20 of its rows say 'cur"),
   (
     _manifest(lambda m: m['sweeps'][1].pop('status')),
@@ -282,13 +281,9 @@ def test_no_pair_is_no_records_and_one_without_the_status_column_is_unmarked(pai
 
 
 def _script(name, *args):
-  return subprocess.run(
-    [sys.executable, str(ROOT / 'scripts' / name), *args],
-    capture_output=True,
-    text=True,
-    env=dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=str(ROOT)),
-    timeout=300,
-  )
+  cmd = [sys.executable, str(ROOT / 'scripts' / name), *args]
+  env = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=str(ROOT))
+  return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
 
 
 def _one_line(proc, start):
@@ -356,14 +351,12 @@ def test_a_second_writer_of_the_same_records_is_refused_in_one_line(tmp_path):
   code = 'import sys, time; from afl_jax.pipeline import workdir; workdir.acquire(sys.argv[1]); '
   code += 'print("held", flush=True); time.sleep(120)'
   env = dict(os.environ, PYTHONPATH=str(ROOT))
-  holder = subprocess.Popen(
-    [sys.executable, '-c', code, recs], stdout=subprocess.PIPE, text=True, env=env
-  )
+  cmd = [sys.executable, '-c', code, recs]
+  holder = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
   try:
     assert holder.stdout.readline().strip() == 'held'
-    with pytest.raises(
-      UserError, match=f'pid {holder.pid} .*one reproduce.py or report.py --write'
-    ):
+    match = f'pid {holder.pid} .*one reproduce.py or report.py --write'
+    with pytest.raises(UserError, match=match):
       runs.lock_records(str(recs))
     proc = _script('report.py', f'--records_dir={recs}', f'--out_dir={pages_dir}', '--write')
     assert f'pid {holder.pid}' in _one_line(proc, 'error: the records in')

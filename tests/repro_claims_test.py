@@ -73,13 +73,12 @@ def test_best_accuracy_is_the_best_evaluation_not_the_last():
   frame, fin = _frame(a, b)
   final = _score(spec.Claim('r', 'A beats B', 'A', 'B'), frame, fin)
   assert final['mean'] == pytest.approx(np.mean((A_TEST - 0.05) - B_TEST))
-  best = _score(spec.Claim('r', 'A beats B', 'A', 'B', metric='best_test_accuracy'), frame, fin)
+  best_claim = spec.Claim('r', 'A beats B', 'A', 'B', metric='best_test_accuracy')
+  best = _score(best_claim, frame, fin)
   d = (A_TEST + 0.05) - B_TEST
   assert best['mean'] == pytest.approx(d.mean())
   assert best['p'] == pytest.approx(stats.ttest_1samp(d, 0.0).pvalue)
-  eq = spec.Claim(
-    'r', 'A ~ B', 'A', 'B', metric='best_test_accuracy', kind='equivalent', margin=0.1
-  )
+  eq = dataclasses.replace(best_claim, kind='equivalent', margin=0.1)
   assert _score(eq, frame, fin)['verdict_raw'] == scoring.EQUIVALENT  # |d| ~ 0.07 < 0.1
 
 
@@ -176,7 +175,6 @@ def test_a_far_row_does_not_flatten_its_panel():
 
 def test_overlapping_curves_are_faceted():
   exp = lambda *labels: _toy((), labels)
-
   few = exp('A', 'B', 'C')
   assert figures.facets(few) == [['A', 'B', 'C']]
   conditions = exp(*(f'{m} ({c})' for m in ('X', 'Y', 'Z') for c in ('mild', 'large')))
@@ -190,6 +188,7 @@ def test_overlapping_curves_are_faceted():
 
 
 _ACC = {'kind': 'better', 'metric': 'test_accuracy', 'mean': 0.0123, 'lo': -0.004, 'hi': 0.0286}
+_MB = {'metric': 'mb_to_target', 'mean': 41, 'lo': 12, 'hi': 71}
 _TO = {'A': 'A', 'B': 'B', 'kind': 'better', 'metric': 'mb_to_target', 'n': 10}
 _MISSED = {'A': 'X', 'B': 'Y', 'A_reached': 0, 'B_reached': 10, 'n': 10}
 
@@ -198,11 +197,7 @@ _MISSED = {'A': 'X', 'B': 'Y', 'A_reached': 0, 'B_reached': 10, 'n': 10}
   'cell, c, want',
   [
     (pages.effect_text, _ACC, '+1.2 pts [-0.4, +2.9]'),
-    (
-      pages.effect_text,
-      _ACC | {'metric': 'mb_to_target', 'mean': 41, 'lo': 12, 'hi': 71},
-      '+41 MB [+12, +71]',
-    ),
+    (pages.effect_text, _ACC | _MB, '+41 MB [+12, +71]'),
     (pages.effect_text, {'kind': 'on_seeds', 'mean': 0.3, 'n': 10}, '3/10 seeds'),
     (
       lambda c: pages._side(c, 'A'),
@@ -406,13 +401,11 @@ def test_a_declared_incomparable_effect_is_shown_not_tested():
   # The paper's 24x counts other units: only the direction is scored (no size test in the
   # family), and the page shows the paper's ratio as other units, with the reason.
   a_t = 10.0 + RNG.uniform(0, 2, 10)
-  accs = [[0.1, 0.6, 0.7]] * 10
-  clocks = ([[0.0, t, 2 * t] for t in a_t], [[0.0, 3 * t, 6 * t] for t in a_t])
-  frame, fin = _frame(accs, accs, *clocks)
+  frame, fin = _timed(a_t, 3 * a_t)
   kw = dict(metric='clock_to_target', paper_effect=24.0)
-  tested = _score(spec.Claim('r', 'A faster', 'A', 'B', **kw), frame, fin)
-  shown = _score(
-    spec.Claim('r', 'A faster', 'A', 'B', incomparable='other units', **kw), frame, fin
+  tested, shown = (
+    _score(spec.Claim('r', 'A faster', 'A', 'B', incomparable=why, **kw), frame, fin)
+    for why in ('', 'other units')
   )
   assert [p['name'] for p in tested['parts']] == [scoring.STATEMENT, scoring.SIZE]
   assert tested['verdict_raw'] == scoring.AGREES_SMALLER  # 3x against 24x

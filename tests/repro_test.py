@@ -100,15 +100,14 @@ def _c(**kw):
 
 
 def _toy(claims, **kw):
-  grid = {'hparams.client_lr': (0.1, 0.3)}
-  b = spec.Method('B', 'fmnist:fedbuff', grid, fixed={'hparams.server_lr': 2.0})
+  b = spec.Method('B', 'fmnist:fedbuff', _GRID, fixed={'hparams.server_lr': 2.0})
   return spec.Experiment(
     key='toy',
     title='toy',
     ref='Fig. 0',
     setting='toy setting',
     base=lambda c: None,
-    methods=(spec.Method('A', 'fmnist:fedbuff', grid), b),
+    methods=(spec.Method('A', 'fmnist:fedbuff', _GRID), b),
     claims=tuple(claims),
     **kw,
   )
@@ -196,26 +195,21 @@ def test_a_tie_is_broken_the_same_way_whatever_the_row_order():
   assert picks == {runs.setting_key({'hparams.client_lr': 0.1})}
 
 
-def _closed_form(d, alpha=0.05):
-  n, mean, sd = len(d), float(np.mean(d)), float(np.std(d, ddof=1))
-  t = mean / (sd / math.sqrt(n))
-  half = stats.t.ppf(1 - alpha / 2, n - 1) * sd / math.sqrt(n)
-  return mean, mean - half, mean + half, 2 * stats.t.sf(abs(t), n - 1)
-
-
 def test_better_claim_is_the_paired_t_on_test_seeds():
   frame = _frame()
   fin = scoring.per_run(frame)
   claim = spec.Claim('r', 'A beats B', 'A', 'B', paper_effect=0.02)
   c = _score(claim, frame, fin)
-  mean, lo, hi, p = _closed_form(A_TEST - B_TEST)
-  assert (c['mean'], c['lo'], c['hi'], c['p']) == pytest.approx((mean, lo, hi, p), rel=1e-9)
+  d = A_TEST - B_TEST  # the closed form: mean, its 95% t-interval, the two-sided p
+  mean, se = d.mean(), np.std(d, ddof=1) / math.sqrt(10)
+  half, p = stats.t.ppf(0.975, 9) * se, 2 * stats.t.sf(abs(mean / se), 9)
+  assert (c['mean'], c['lo'], c['hi'], c['p']) == pytest.approx(
+    (mean, mean - half, mean + half, p), rel=1e-9
+  )
   assert c['n'] == 10 and c['verdict_raw'] == scoring.AGREES
   big = dataclasses.replace(claim, paper_effect=0.2)  # the CI lies below the paper's 20 points
   c = _score(big, frame, fin)
-  assert c['verdict_raw'] == scoring.AGREES_SMALLER
-  rev = spec.Claim('r', 'B beats A', 'B', 'A')
-  assert _score(rev, frame, fin)['verdict_raw'] == 'disagrees'
+  assert c['verdict_raw'] == scoring.AGREES_SMALLER  # its reverse: the edge test below
   at = spec.Claim('r', 'at 0.1', 'A', 'B', at={'hparams.client_lr': 0.1})
   c = _score(at, frame, fin)
   assert c['mean'] == pytest.approx(np.mean(A_TEST - 0.05 - B_TEST))
@@ -281,15 +275,14 @@ def test_a_run_whose_records_end_before_its_last_step_is_refused(tmp_path):
   # line (scoring would have read step 10 as its final); a diverged run ending early is kept.
   exp = _toy([_c()], edges_kept={'A': 'toy', 'B': 'toy'})
   f = _frame()
-  short = (f.method == 'A') & (f.phase == 'test') & (f.seed == 4) & (f.step == 20)
+  a4 = (f.method == 'A') & (f.phase == 'test') & (f.seed == 4)
+  short = a4 & (f.step == 20)
   runs.write('toy', f[~short], _manifest(exp), str(tmp_path))
   with pytest.raises(records.RecordsError) as e:
     runs.read('toy', str(tmp_path))
   assert 'the run of seed 4 ends at step 10, before its last step 20' in str(e.value)
   assert '\n' not in str(e.value)
-  f.loc[(f.method == 'A') & (f.phase == 'test') & (f.seed == 4) & (f.step == 10), 'test_loss'] = (
-    float('nan')
-  )
+  f.loc[a4 & (f.step == 10), 'test_loss'] = float('nan')
   runs.write('toy', f[~short], _manifest(exp), str(tmp_path))
   assert len(runs.read('toy', str(tmp_path))[0]) == len(f) - short.sum()
 
@@ -304,17 +297,13 @@ def test_equivalence_is_tost_and_beyond_the_margin_and_the_condition_gates():
   for margin in (0.05, 0.021, 0.001):
     claim = spec.Claim('r', 'A ~ B', 'A', 'B', kind='equivalent', margin=margin)
     c = _score(claim, frame, fin)
-    p_tost = max(
-      stats.t.sf((d.mean() + margin) / se, n - 1), stats.t.cdf((d.mean() - margin) / se, n - 1)
-    )
-    p_out = min(
-      stats.t.sf((d.mean() - margin) / se, n - 1), stats.t.cdf((d.mean() + margin) / se, n - 1)
-    )
+    up, down = (d.mean() + margin) / se, (d.mean() - margin) / se
+    p_tost = max(stats.t.sf(up, n - 1), stats.t.cdf(down, n - 1))
+    p_out = min(stats.t.sf(down, n - 1), stats.t.cdf(up, n - 1))
     assert [part['name'] for part in c['parts']] == [scoring.STATEMENT, scoring.BEYOND]
     want = [min(1.0, 2 * p_tost), min(1.0, 2 * p_out)]  # capped at 1
     assert [part['p'] for part in c['parts']] == pytest.approx(want, rel=1e-9)
-  wide = spec.Claim('r', 'A ~ B', 'A', 'B', kind='equivalent', margin=0.05)
-  assert _score(wide, frame, fin)['verdict_raw'] == scoring.EQUIVALENT
+  # (its verdicts at 0.05 and 0.001: test_a_decided_verdict_names_the_losers_grid_edge)
   # The condition "B beats A" is a one-sided test of its own (in the family): it fails here.
   cond = spec.Claim('r', 'needs B > A', 'A', 'B', condition=('B', 'A'))
   c = _score(cond, frame, fin)
@@ -388,13 +377,11 @@ def test_records_of_an_earlier_declaration_are_never_scored(tmp_path, toy_identi
     pages.score_paper(_paper(reseeded), d)
   # The test phase selects on the selection sweeps as declared now (by identity): B's
   # selection sweep of an earlier grid does not count (its rows would still select).
-  assert scoring.settings_to_test('toy', exp, d)['B'] == [
-    runs.setting_key({'hparams.client_lr': 0.1})
-  ]
+  selected_b = runs.setting_key({'hparams.client_lr': 0.1})
+  assert scoring.settings_to_test('toy', exp, d)['B'] == [selected_b]
   with pytest.raises(UserError, match='no selection records .*for B; run --phase=select'):
     scoring.settings_to_test('toy', half, d)
   # A selected setting whose test sweep has not run yet: not scored (not a crash).
-  selected_b = runs.setting_key({'hparams.client_lr': 0.1})
   partial = f[~((f.method == 'B') & (f.phase == 'test') & (f.setting == selected_b))]
   unrun = [m for m in manifest if (m['method'], m['setting']) != ('B', selected_b)]
   runs.write('toy', partial.drop(columns='status'), unrun, d)
@@ -472,9 +459,7 @@ def test_a_superseded_sweeps_rows_are_marked_and_refresh_follows_the_declaration
   # (B has nothing to select from: the experiment is not scored); A's selection stays.
   other = {'hparams.client_lr': (0.1, 0.2)}
   b_other = dataclasses.replace(exp.methods[1], grid=other)
-  half = spec.Paper(
-    'toy', '9', 'c', 's', (dataclasses.replace(exp, methods=(exp.methods[0], b_other)),)
-  )
+  half = _paper(dataclasses.replace(exp, methods=(exp.methods[0], b_other)))
   assert scoring.refresh(half, str(tmp_path))
   frame, manifest = runs.read('toy', str(tmp_path))
   expect((frame.phase == 'select') & (frame.method == 'A'))
@@ -488,10 +473,7 @@ def test_a_superseded_sweeps_rows_are_marked_and_refresh_follows_the_declaration
   only.mkdir()
   keep = [m for m in manifest if m['status'] == 'current']
   runs.write('toy', frame[frame.status == 'current'], keep, str(only))
-  full, alone = (
-    pages.score_paper(paper, str(tmp_path))['toy'],
-    pages.score_paper(paper, str(only))['toy'],
-  )
+  full, alone = (pages.score_paper(paper, str(d))['toy'] for d in (tmp_path, only))
   for part in ('selection', 'test'):
     pd.testing.assert_frame_equal(full[part], alone[part])
   assert full['claims'] == alone['claims'] and full['target'] == alone['target']
@@ -563,14 +545,9 @@ def _first_runs(wanted):
   for devices, at in by_devices.items():
     env = {k: v for k, v in os.environ.items() if k not in ('XLA_FLAGS', 'AFL_JAX_CPU_DEVICES')}
     code = _FIRST_RUNS.format(devices=devices, tests=str(ROOT / 'tests'))
-    proc = subprocess.run(
-      [sys.executable, '-c', code],
-      input=json.dumps([wanted[i] for i in at]),
-      env=env | {'PYTHONPATH': str(ROOT)},
-      capture_output=True,
-      text=True,
-      timeout=600,
-    )
+    given, kw = json.dumps([wanted[i] for i in at]), dict(capture_output=True, text=True)
+    cmd = [sys.executable, '-c', code]
+    proc = subprocess.run(cmd, input=given, env=env | {'PYTHONPATH': str(ROOT)}, timeout=600, **kw)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for i, (seed, ident) in zip(at, json.loads(proc.stdout.splitlines()[-1])):
       out[i] = seed, ident

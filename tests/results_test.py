@@ -104,11 +104,9 @@ def test_table_by_hand(two_methods):
   frame = results.table(groups, target=0.55, baseline='client_lr=0.3')
   a = frame.loc['client_lr=0.1']
   finals = [0.6, 0.7, 0.8]
-  sd = np.std(finals, ddof=1)  # 0.1
+  half = T975[2] * np.std(finals, ddof=1) / math.sqrt(3)  # sd 0.1
   assert a['final'] == pytest.approx(0.7)
-  assert (a['final_lo'], a['final_hi']) == pytest.approx(
-    (0.7 - T975[2] * sd / math.sqrt(3), 0.7 + T975[2] * sd / math.sqrt(3))
-  )
+  assert (a['final_lo'], a['final_hi']) == pytest.approx((0.7 - half, 0.7 + half))
   assert a['best'] == pytest.approx(np.mean([0.7, 0.8, 0.8]))
   # Steps to 0.55: A reaches it at steps 20, 20, 10; B never (last: 30), at 30 and 20.
   assert a['steps'] == pytest.approx(50 / 3) and a['reached'] == 3
@@ -236,12 +234,6 @@ def test_curves_average_seeds_with_bands(two_methods):
     results.curves(groups['client_lr=0.1'], 'hours')
 
 
-def plot(*args, cwd):
-  cmd = [sys.executable, os.path.join(REPO, 'scripts', 'plot.py'), *map(str, args)]
-  env = dict(os.environ, PYTHONPATH=REPO)
-  return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
-
-
 def test_plot_script_table_and_bands(two_methods, tmp_path):
   # Same folder names under two parents: two curves, and the table with a baseline.
   for name in ('sweepA', 'sweepB'):
@@ -249,7 +241,10 @@ def test_plot_script_table_and_bands(two_methods, tmp_path):
       write_run(tmp_path / name / 'seed=0' / str(seed), records(A[seed]))
   out = tmp_path / 'c.png'
   a, b = (tmp_path / name / 'seed=0' for name in ('sweepA', 'sweepB'))
-  p = plot(a, b, f'--out={out}', '--x=mb', '--table', '--target=0.5', cwd=tmp_path)
+  cmd = [sys.executable, os.path.join(REPO, 'scripts', 'plot.py'), a, b, f'--out={out}', '--x=mb']
+  cmd += ['--table', '--target=0.5']
+  env = dict(os.environ, PYTHONPATH=REPO)
+  p = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
   assert p.returncode == 0, p.stderr
   assert '(4 methods)' in p.stdout and out.stat().st_size > 0
   assert 'sweepA/seed=0/0' in p.stdout and 'sweepB/seed=0/1' in p.stdout
