@@ -60,6 +60,14 @@ def test_statistics_by_hand_padding_ignored_integer_floats_accepted():
   assert s.num_clients == 1 and s.mask.dtype == bool
 
 
+@pytest.mark.parametrize('num_steps', [0, -1, 4])
+def test_truncate_keeps_a_prefix_and_refuses_a_length_outside_the_schedule(num_steps):
+  s = from_arrays([0, 1, 0], [0, 0, 1], num_clients=2)
+  np.testing.assert_array_equal(s.truncate(2).client_ids, [[0], [1]])
+  with pytest.raises(ScheduleError, match=rf'num_steps must be in \[1, 3\]; got {num_steps}\.'):
+    s.truncate(num_steps)
+
+
 def test_synchronous_invariants():
   d = schedules.durations.make('uniform', low=1.0, high=3.0)
   s = schedules.synchronous(20, 5, 30, durations=d, seed=3)

@@ -169,6 +169,8 @@ class Schedule:
     }
 
   def truncate(self, num_steps: int) -> Schedule:
+    if not 1 <= num_steps <= self.num_steps:
+      raise ScheduleError(f'num_steps must be in [1, {self.num_steps}]; got {num_steps}.')
     return Schedule(*(getattr(self, k)[:num_steps] for k in _ARRAYS[:5]), self.num_clients)
 
   def save(self, path: str | os.PathLike) -> None:
