@@ -68,6 +68,7 @@ def test_a_value_out_of_range_is_refused_in_one_line_naming_it(build, cls, start
 
 
 ALG2 = {'convention': 'alg2'}
+EXPONENTIAL = {'durations': 'exponential'}
 # A combination of values (and a run fact) no single range states: (call, what the message names)
 COMBINATIONS = [
   (get('fedopt', bias_correction=True), "convention='alg2'"),
@@ -81,6 +82,10 @@ COMBINATIONS = [
   (call(servers.multistage_fedgm, [2, 2], [1.0], [0, 0], [0, 0]), 'but stage_lengths has 2'),
   (call(schedules.fedbuff, 10, 6, 6, 5), 'num_clients=10 is invalid: must be >= concurrency + buf'),
   (call(schedules.random_staleness, 10, 2, 5, window=3, max_staleness=2), 'not both'),
+  (  # the string form: the mapping example is the named distribution's, not uniform's
+    call(schedules.registry.DURATIONS.bind, 'draw', EXPONENTIAL | {'durations_params': 'mean=3'}),
+    "parameters ['mean'] of distribution 'exponential', e.g. {'mean': 1.0}",
+  ),
   (call(masfl_theory, 10, 12, 600, 2.5, 4), 'Theorem 3.1'),
   (call(adamasfl_theory, 10, 12, 100), 'num_rounds=100 is invalid: must be >='),
   (get('fedbuf'), "unknown algorithm name='fedbuf'; valid: ['adamasfl',"),

@@ -35,8 +35,11 @@ def _durations_problem(durations: str, durations_params: Any) -> tuple | None:
     return DISTRIBUTIONS.refusal(durations, {})
   params = {} if durations_params is None else durations_params
   if isinstance(params, str) or not callable(getattr(params, 'items', None)):
-    example = DISTRIBUTIONS.defaults('uniform')
-    why = f'must be a mapping of the parameters of distribution {durations!r}, e.g. {example}'
+    names = list(DISTRIBUTIONS.settings(durations))  # the example is this distribution's
+    example = DISTRIBUTIONS.defaults(durations) or dict.fromkeys(names, 1.0)
+    why = (
+      f'must be a mapping of the parameters {names} of distribution {durations!r}, e.g. {example}'
+    )
     return 'schedule.durations_params', params, why
   return DISTRIBUTIONS.refusal(durations, dict(params.items()))
 
