@@ -38,7 +38,8 @@ def read(path: Any) -> dict[str, np.ndarray]:
     else:
       size = os.path.getsize(path)
   except (zipfile.BadZipFile, OSError) as e:
-    raise _bad('trace', path, f'cannot read it as an npz archive: {e}') from None
+    kind = 'it as an npz archive' if path.endswith('.npz') else 'its size'
+    raise _bad('trace', path, f'cannot read {kind}: {e}') from None
   if size > MAX_BYTES:
     raise _bad('trace', path, f'the file holds {size:,} bytes, more than {MAX_BYTES:,}')
   try:
