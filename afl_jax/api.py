@@ -13,10 +13,9 @@ import numpy as np
 from jax.sharding import Mesh
 
 from afl_jax.algorithms import ALGORITHMS, RunInfo
-from afl_jax.core import simulator as replicas
 from afl_jax.core.engine import SimState
 from afl_jax.core.problem import Problem, check_params
-from afl_jax.core.simulator import Simulator
+from afl_jax.core.simulator import Simulator, split_hparams, stack_problems
 from afl_jax.core.types import Algorithm, prepared
 from afl_jax.errors import ArgumentError
 from afl_jax.schedules.schedule import Schedule
@@ -165,7 +164,7 @@ def simulator(name: str | Algorithm, problem: Problem | Sequence[Problem],
       f'sweep takes an algorithm name or an afl_jax.Algorithm; got {type(name).__name__} {name!r}.'
     )
   distinct = list({id(s): s for s in schedule_list}.values())
-  static, traced = replicas.split_hparams(defaults, hparams, r)
+  static, traced = split_hparams(defaults, hparams, r)
   if factory is None:  # the values shared by the replicas checked once, not as 'replica 0'
     factory = functools.partial(ALGORITHMS.make, name, facts=run)
     shared = {k: v for k, v in static.items() if k in defaults}
@@ -183,7 +182,7 @@ def simulator(name: str | Algorithm, problem: Problem | Sequence[Problem],
       raise ValueError(f'replica {i} builds another regime, compressor or init: sweep it apart.')
   stacked, axes = problem, None
   if isinstance(problem, list | tuple):
-    stacked, axes = replicas.stack_problems(_as_list(problem, r, 'problems'))
+    stacked, axes = stack_problems(_as_list(problem, r, 'problems'))
   return Simulator(
     first[0], stacked, schedule_list, build=lambda values: factory(**static, **values),
     hparams=traced, problem_axes=axes, chunk_size=chunk_size, record_params=record_params,

@@ -21,12 +21,12 @@ MODELS = Registry('model', section='model_args', supplied=('num_classes', 'paren
 MODELS.register('logreg', LogisticRegression)
 SHAPE = checks.integers(1)  # positive integers: a shape, the widths of layers
 MODELS.register('mlp', MLP, hidden_sizes=SHAPE)
-POSITIVE = checks.integer(1)
+_INT1 = checks.integer(1)  # an integer >= 1 (checks.POSITIVE is a real > 0)
 MODELS.register(
-  'cnn', CNN, conv_features=SHAPE, kernel_size=POSITIVE, hidden_size=POSITIVE, image_shape=SHAPE
+  'cnn', CNN, conv_features=SHAPE, kernel_size=_INT1, hidden_size=_INT1, image_shape=SHAPE
 )
 MODELS.register(
-  'resnet18', ResNet18, stage_features=SHAPE, blocks_per_stage=SHAPE, norm_groups=POSITIVE,
+  'resnet18', ResNet18, stage_features=SHAPE, blocks_per_stage=SHAPE, norm_groups=_INT1,
   image_shape=SHAPE,
 )  # fmt: skip
 

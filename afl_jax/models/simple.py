@@ -10,17 +10,20 @@ import jax
 import jax.numpy as jnp
 
 
+def _as_float(x: jax.Array) -> jax.Array:
+  x = jnp.asarray(x)
+  return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.float32)
+
+
 def flatten(x: jax.Array) -> jax.Array:
   """``[B, ...] -> [B, prod(...)]`` as floats; the leading axis is the batch."""
-  x = jnp.asarray(x)
-  x = x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.float32)
+  x = _as_float(x)
   return x.reshape(x.shape[0], -1)
 
 
 def as_nhwc(x: jax.Array, image_shape: Sequence[int]) -> jax.Array:
   """A batch ``[B, H, W, C]``, ``[B, H, W]`` or flat ``[B, H*W*C]`` as NHWC floats."""
-  x = jnp.asarray(x)
-  x = x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.float32)
+  x = _as_float(x)
   if x.ndim in (3, 4):
     return x if x.ndim == 4 else x[..., None]
   if x.ndim != 2:

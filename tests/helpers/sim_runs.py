@@ -34,7 +34,7 @@ def windows(n, steps, window=1.0, seed=0, local_steps=1):
 
 
 def max_diff(xs, ys):
-  """max |x - y| over pairs of arrays, in float64 (0 for empty ones)."""
+  """max |x - y| over pairs of arrays, in float64 (0 for empty ones; NaN wherever one is)."""
   f64 = lambda a: np.asarray(a, np.float64)
   diffs = [float(np.max(np.abs(f64(x) - f64(y)), initial=0.0)) for x, y in zip(xs, ys, strict=True)]
-  return max(diffs, default=0.0)
+  return float(np.max(diffs, initial=0.0))  # not max(): a NaN after a number would be lost
