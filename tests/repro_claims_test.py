@@ -280,6 +280,10 @@ def test_margins_and_bounds_are_one_sided_tests_at_2_5_percent_per_side(
     a = B_TEST + effect + 0.003 * RNG.standard_normal(10)
     (frame, fin), d = _ends(a), a - B_TEST
   c = _score(spec.Claim('r', 't', 'A', 'B', **fields), frame, fin)
+  names = [scoring.STATEMENT] + [part] * (part != scoring.STATEMENT)  # then the test read
+  assert [x['name'] for x in c['parts']] == names
+  if part == scoring.BOUND:  # the direction: the two-sided t-test against 0
+    assert c['parts'][0]['p'] == pytest.approx(stats.ttest_1samp(d, 0.0).pvalue)
   (p,) = [x['p'] for x in c['parts'] if x['name'] == part]
   assert p == pytest.approx(2 * _one_sided(d, bound, side))
   assert c['verdict_raw'] == getattr(scoring, verdict) and c['edges_against'] == []

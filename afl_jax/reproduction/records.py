@@ -138,7 +138,8 @@ def write(
 
 
 def _refuse(path: str, what: str, restore: bool = True):
-  raise RecordsError(f'{path}: {what}' + (f'; {RESTORE}' if restore else ''))
+  """Raise the one-line RecordsError, without the exception being handled (if any)."""
+  raise RecordsError(f'{path}: {what}' + (f'; {RESTORE}' if restore else '')) from None
 
 
 def _short(e: BaseException) -> str:
