@@ -110,8 +110,7 @@ from jax.sharding import PartitionSpec as P
 import afl_jax
 from afl_jax import data, models
 from afl_jax.api import simulator as sweep_simulator
-from afl_jax.core import engine, memory
-from afl_jax.core import simulator as replicas
+from afl_jax.core import engine, memory, simulator
 from afl_jax.pipeline import cli, devices
 from afl_jax.pipeline import task as task_lib
 
@@ -531,7 +530,7 @@ def run_sweep_task(model_name):
     server_lr=1.0,
   )
   rkeys = keys[np.array(seeds)]
-  state = sim.init(replicas.stack_trees([params] * len(grid)), rkeys)
+  state = sim.init(simulator.stack_trees([params] * len(grid)), rkeys)
   args = sim.args(state, rkeys)
   sweep_compile, compiled = _clock(lambda: sim.runner().lower(*args).compile())
   state, _ = compiled(*args)
@@ -563,7 +562,7 @@ def run_sweep_memory(limit_gib=24.0):
   for r in (1, 2):
     sim = sweep_simulator('fedbuff', problem, sched, r, client_lr=[0.05] * r, server_lr=1.0)
     keys = jax.random.split(jax.random.key(0), r)
-    reports.append(sim.estimate(replicas.stack_trees([params] * r), keys))
+    reports.append(sim.estimate(simulator.stack_trees([params] * r), keys))
   return {
     'task': 'sweep_memory',
     'devices': len(jax.devices()),

@@ -8,7 +8,7 @@ import ml_collections
 import pandas as pd
 import pytest
 
-from afl_jax.core import simulator as replicas
+from afl_jax.core import simulator
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline import loop, metrics_io, sweep
 from afl_jax.reproduction import runs, scoring
@@ -45,7 +45,7 @@ def test_grid_order_and_one_rule_deciding_what_is_traced_for_sweeps_and_the_api(
   swept = {'client_lr': [0.05, 0.1], 'fraction': [0.1, 0.3]}
   c.sweep = ml_collections.ConfigDict({'hparams': swept})
   assert sweep.traced_fields(c) == ['hparams.client_lr']
-  static, traced = replicas.split_hparams({'client_lr': 0.1, 'fraction': 0.01}, swept, 2)
+  static, traced = simulator.split_hparams({'client_lr': 0.1, 'fraction': 0.01}, swept, 2)
   assert static == {'fraction': [0.1, 0.3]} and list(traced) == ['client_lr']
 
 

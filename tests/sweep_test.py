@@ -14,7 +14,7 @@ from quadratic import make_quadratic, quadratic_loss
 
 import afl_jax
 from afl_jax.api import simulator
-from afl_jax.core import simulator as replicas
+from afl_jax.core.simulator import stack_problems
 
 
 @pytest.mark.parametrize('name', afl_jax.algorithms.names())
@@ -64,7 +64,7 @@ def test_per_replica_partitions_share_the_samples(x64):
     sample_fn=probs[0].sample_fn,
     shared={**probs[1].shared, 'a': probs[0].shared['a'], 'b': probs[0].shared['b']},
   )
-  stacked, axes = replicas.stack_problems(probs)
+  stacked, axes = stack_problems(probs)
   assert axes.shared == {'a': None, 'b': None, 'index': 0}
   sched = afl_jax.schedules.fedbuff(6, 3, 2, 5, local_steps=2, seed=0)
   keys = jax.random.split(jax.random.key(0), 2)

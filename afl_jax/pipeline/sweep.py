@@ -21,8 +21,7 @@ from ml_collections.config_flags import config_path
 
 from afl_jax import algorithms, compression, schedules
 from afl_jax.api import simulator as sweep_simulator
-from afl_jax.core import memory
-from afl_jax.core import simulator as replicas
+from afl_jax.core import memory, simulator
 from afl_jax.core.memory import format_bytes
 from afl_jax.errors import ConfigError
 from afl_jax.pipeline import build as build_lib
@@ -235,7 +234,7 @@ def traced_fields(config: ml_collections.ConfigDict) -> list[str]:
     field
     for field, values in axes.items()
     if field.startswith('hparams.')
-    and all(replicas.is_traced(k := field[len('hparams.') :], d.get(k), values) for d in defaults)
+    and all(simulator.is_traced(k := field[len('hparams.') :], d.get(k), values) for d in defaults)
   ]
 
 
@@ -275,7 +274,7 @@ def _group_sim(runs, traced, limit: int | None = None) -> tuple[Any, Any, Any]:
       memory_limit_bytes=limit, **engine, **static, **per_replica,
     )  # fmt: skip
   keys = jax.random.wrap_key_data(np.stack([jax.random.key_data(run.key) for run in runs]))
-  return sim, keys, replicas.stack_trees([run.params0 for run in runs])
+  return sim, keys, simulator.stack_trees([run.params0 for run in runs])
 
 
 def run_bytes(run: build_lib.Run) -> int:
