@@ -82,6 +82,15 @@ def test_hparam_override_fills_the_full_set_and_parses_types():
     cli.finish_config(c, [('bitz', '4')])
 
 
+@pytest.mark.parametrize('drop', ['algorithm', 'download'])
+def test_a_config_not_built_on_the_default_names_its_missing_field(drop):
+  c = _smoke()
+  del c[drop]  # a config file not starting from config.default(): one line, not a traceback
+  with pytest.raises(ConfigError, match=rf'^config\.{drop} is missing: .*default\(\)$') as e:
+    cli.finish_config(c)
+  assert e.value.field == drop
+
+
 @pytest.mark.parametrize(
   'field,value',
   [

@@ -19,7 +19,7 @@ from ml_collections import config_flags
 from ml_collections.config_flags import config_path
 
 from afl_jax import algorithms, schedules
-from afl_jax.errors import UserError
+from afl_jax.errors import ConfigError, UserError
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline.workdir import flag_value
 
@@ -255,7 +255,12 @@ def finish_config(
   config: ml_collections.ConfigDict, overrides: Sequence[tuple[str, str]] = ()
 ) -> ml_collections.ConfigDict:
   """The resolved config with the ``(NAME, VALUE)`` ``overrides`` of open sections applied
-  (ConfigError: an unknown component or setting, or a value a single run does not read)."""
+  (ConfigError: a field of the default missing, an unknown component or setting, or a value a
+  single run does not read)."""
+  missing = [field for field in config_lib.default() if field not in config]
+  if missing:  # a config file not built on the default: one line, not a traceback
+    why = "the config file's get_config() must start from afl_jax.pipeline.config.default()"
+    raise ConfigError(f'config.{missing[0]} is missing: {why}', field=missing[0])
   if not config.get('sweep'):  # a sweep's axes: sweep.grid
     config_lib.refuse_unread(config)
   out = config_lib.resolve(config)
