@@ -20,7 +20,12 @@ SMOKE = str(ROOT / 'configs' / 'digits_smoke.py')
 @pytest.mark.parametrize(
   'args,env,expected',
   [
-    (['--config.dirichlet_alpha=yes'], {}, "error: config.dirichlet_alpha='yes' is invalid"),
+    (
+      ['--config.dirichlet_alpha=yes'],
+      {},
+      "error: config.dirichlet_alpha='yes' is invalid: must be a number.",
+    ),
+    (['--config.seed=x'], {}, "error: config.seed='x' is invalid: must be an integer."),
     (['--num_processes=0'], {}, 'error: --num_processes=0 is invalid: must be an integer >= 1'),
     (
       ['--config.schedule.durations_params=low=0,high=20'],

@@ -135,6 +135,14 @@ def unknown_field_message(config: ml_collections.ConfigDict, argv: Sequence[str]
   return None
 
 
+# Python's message of a command-line value the field's type does not take, in parse_value's words.
+_PYTHON_WORDS = (
+  ('invalid literal for int()', 'must be an integer.'),
+  ('could not convert string to float', 'must be a number.'),
+  ("('Non-boolean argument to boolean flag'", 'must be a boolean (true/false).'),
+)
+
+
 def _bad_values(error: Exception) -> str | None:
   """absl's message of flags with bad values as ``--NAME=VALUE is invalid: WHY`` (None: other)."""
   lines = []
@@ -148,6 +156,9 @@ def _bad_values(error: Exception) -> str | None:
       why = one[3]
       if why.startswith('Failed to parse') and 'as a ConfigDict' in why:
         why = "must be a mapping, written '{name: value, ...}'."
+      for python, words in _PYTHON_WORDS:  # Python's words for a failed cast, as parse_value's
+        if why.startswith(python):
+          why = words
       lines.append(f'{one[1]}={one[2]!r} is invalid: {why}')
     else:
       lines.append(f'--{one[1]}={one[2]} is invalid: {one[3]}')
