@@ -114,6 +114,7 @@ from afl_jax.core import engine, memory
 from afl_jax.core.simulator import stack_trees
 from afl_jax.pipeline import cli, devices
 from afl_jax.pipeline import task as task_lib
+from afl_jax.pipeline import workdir as workdir_lib
 
 MLP = dict(model='mlp', regime='per_job')
 TASKS = {
@@ -1008,8 +1009,8 @@ def write_docs(results, ceilings, load_range):
   table = pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True)
   # The page's title, measured paragraph and table are its first three blocks; the rest stays.
   old = path.read_text().split('\n\n', 3) if path.exists() else []
-  path.write_text(
-    f'# Performance\n\n{measured}\n\n{table}\n' + (f'\n{old[3]}' if len(old) == 4 else '')
+  workdir_lib.write_text(  # a temporary, then a rename; never through a link
+    path, f'# Performance\n\n{measured}\n\n{table}\n' + (f'\n{old[3]}' if len(old) == 4 else '')
   )
 
 

@@ -21,6 +21,7 @@ import time
 from absl import flags
 
 from afl_jax.pipeline import cli, devices
+from afl_jax.pipeline import workdir as workdir_lib
 
 devices.set_cpu_devices()  # before JAX starts its backend; importing afl_jax sets nothing
 
@@ -109,13 +110,14 @@ def main(argv):
   if _WRITE_DOCS.value:
     values = pd.Series(result).map(lambda v: f'{v:.4g}' if isinstance(v, float) else str(v))
     table = values.rename_axis('quantity').reset_index(name='value')
-    (pathlib.Path(__file__).parent.parent / 'docs' / 'scale.md').write_text(
+    workdir_lib.write_text(  # a temporary, then a rename; never through a link
+      pathlib.Path(__file__).parent.parent / 'docs' / 'scale.md',
       '# 100,000 clients with per-client error-feedback state\n\n'
       f'`python scripts/scale_clients.py --num_clients={n} --steps={_STEPS.value} '
       f'--write_docs` on {os.cpu_count()} CPU cores, JAX {jax.__version__} '
       f'({jax.default_backend()}), {time.strftime("%Y-%m-%d")}.\n\n'
       'See the script docstring for the setup.\n\n'
-      f'{table.to_markdown(index=False, disable_numparse=True)}\n'
+      f'{table.to_markdown(index=False, disable_numparse=True)}\n',
     )
   print(json.dumps(result))
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from typing import NamedTuple
@@ -30,6 +29,7 @@ from absl import flags
 import afl_jax
 from afl_jax.algorithms import masfl_theory
 from afl_jax.pipeline import cli
+from afl_jax.pipeline import workdir as workdir_lib
 from afl_jax.schedules import Schedule, from_arrays, random_staleness
 
 SEEDS = 8
@@ -442,10 +442,7 @@ def write(page: str, tables: str) -> None:
     raise SystemExit(f'{page} has no {BEGIN.strip()} ... {END.strip()} block to replace.')
   head, rest = text.split(BEGIN, 1)
   tail = rest.split(END, 1)[1]
-  fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(page)), suffix='.tmp')
-  with os.fdopen(fd, 'w') as f:
-    f.write(head + BEGIN + tables + END + tail)
-  os.replace(tmp, page)
+  workdir_lib.write_text(page, head + BEGIN + tables + END + tail)
 
 
 _WRITE = flags.DEFINE_bool('write', False, 'Replace the tables in docs/theory.md.')

@@ -243,7 +243,7 @@ def test_grid_too_large_for_the_host_is_refused_before_it_is_built(tmp_path):
   with pytest.raises(ConfigError) as e:
     sweep.train_sweep(c, str(work), log=lambda *_: None)
   assert time.monotonic() - t0 < 30
-  assert_user_line(e, 'config.sweep is invalid', '1,000,000 runs', 'per run', 'runs fit')
+  assert_user_line(e, 'config.sweep is invalid', '1,000,000 runs', 'per run', 'runs fit: shorten')
   assert not (tmp_path / 'big').exists()  # nothing written, not even the directory
 
 

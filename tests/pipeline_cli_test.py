@@ -20,7 +20,12 @@ SMOKE = str(ROOT / 'configs' / 'digits_smoke.py')
 @pytest.mark.parametrize(
   'args,env,expected',
   [
-    (['--config.dirichlet_alpha=yes'], {}, "error: config.dirichlet_alpha='yes' is invalid"),
+    (
+      ['--config.dirichlet_alpha=yes'],
+      {},
+      "error: config.dirichlet_alpha='yes' is invalid: must be a number.",
+    ),
+    (['--config.seed=x'], {}, "error: config.seed='x' is invalid: must be an integer."),
     (['--num_processes=0'], {}, 'error: --num_processes=0 is invalid: must be an integer >= 1'),
     (
       ['--config.schedule.durations_params=low=0,high=20'],
@@ -80,6 +85,15 @@ def test_hparam_override_fills_the_full_set_and_parses_types():
   assert out.hparams.client_lr == c.hparams.client_lr  # given values are kept
   with pytest.raises(ConfigError, match=r"config.hparams.bitz='4' is invalid: .*valid: \["):
     cli.finish_config(c, [('bitz', '4')])
+
+
+@pytest.mark.parametrize('drop', ['algorithm', 'download'])
+def test_a_config_not_built_on_the_default_names_its_missing_field(drop):
+  c = _smoke()
+  del c[drop]  # a config file not starting from config.default(): one line, not a traceback
+  with pytest.raises(ConfigError, match=rf'^config\.{drop} is missing: .*default\(\)$') as e:
+    cli.finish_config(c)
+  assert e.value.field == drop
 
 
 @pytest.mark.parametrize(

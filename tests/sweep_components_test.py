@@ -80,7 +80,8 @@ FADAS = {'name': 'fadas', 'server_lr': 1e-4}  # fadas's own default server_lr
 SYNC13 = {'kind': 'synchronous', 'clients_per_step': 13}
 NOT_RUN = [  # (fields of the config, its sweep, what the one line names)
   ({'partition': 'iid'}, {'dirichlet_alpha': [0.1, 1.0]}, 'does not read dirichlet_alpha'),
-  ({'local_epochs': 1}, {'local_steps': [1, 2]}, 'does not read local_steps'),
+  ({'local_epochs': 1}, {'local_steps': [1, 2]},
+   'local_steps (1 resolves to 10: another field decides); remove the axis'),
   ({'schedule.kind': 'synchronous'}, {'schedule': {'concurrency': [4, 6]}}, 'schedule.concurrency'),
   ({}, {'compressor': {'fractoin': [0.1]}}, "compressor.fractoin=0.1 is invalid: compressor kind"),
   ({}, {'num_rounds': ['ten']}, 'config.sweep.num_rounds='),
@@ -88,7 +89,7 @@ NOT_RUN = [  # (fields of the config, its sweep, what the one line names)
   ({}, {'hparams': {'client_lr': ['fast']}}, 'config.sweep.hparams.client_lr='),
   ({}, {'hparams': {'nope': [1.0]}}, 'config.sweep.hparams.nope'),
   ({}, {'no_such_field': [1]}, 'no_such_field'),
-  ({}, {'seed': [0, 0]}, 'are the same run'),
+  ({}, {'seed': [0, 0]}, 'same run once resolved (a value given twice); remove the duplicate'),
   ({}, {'hparams': {'client_lr': [0.1, 0.1]}, 'seed': [0]}, 'are the same run'),
   ({}, {'algorithm': ['fadas', FADAS]}, "'algorithm=fadas' and 'algorithm=fadas(server_lr="),
   ({'num_round': 5}, {'seed': [0]}, 'config.num_round is not a field (did you mean num_rounds?)'),

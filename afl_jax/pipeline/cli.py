@@ -19,7 +19,7 @@ from ml_collections import config_flags
 from ml_collections.config_flags import config_path
 
 from afl_jax import algorithms, schedules
-from afl_jax.errors import UserError
+from afl_jax.errors import ConfigError, UserError
 from afl_jax.pipeline import config as config_lib
 from afl_jax.pipeline.workdir import flag_value
 
@@ -135,6 +135,14 @@ def unknown_field_message(config: ml_collections.ConfigDict, argv: Sequence[str]
   return None
 
 
+# Python's message of a command-line value the field's type does not take, in parse_value's words.
+_PYTHON_WORDS = (
+  ('invalid literal for int()', 'must be an integer.'),
+  ('could not convert string to float', 'must be a number.'),
+  ("('Non-boolean argument to boolean flag'", 'must be a boolean (true/false).'),
+)
+
+
 def _bad_values(error: Exception) -> str | None:
   """absl's message of flags with bad values as ``--NAME=VALUE is invalid: WHY`` (None: other)."""
   lines = []
@@ -148,6 +156,9 @@ def _bad_values(error: Exception) -> str | None:
       why = one[3]
       if why.startswith('Failed to parse') and 'as a ConfigDict' in why:
         why = "must be a mapping, written '{name: value, ...}'."
+      for python, words in _PYTHON_WORDS:  # Python's words for a failed cast, as parse_value's
+        if why.startswith(python):
+          why = words
       lines.append(f'{one[1]}={one[2]!r} is invalid: {why}')
     else:
       lines.append(f'--{one[1]}={one[2]} is invalid: {one[3]}')
@@ -255,7 +266,12 @@ def finish_config(
   config: ml_collections.ConfigDict, overrides: Sequence[tuple[str, str]] = ()
 ) -> ml_collections.ConfigDict:
   """The resolved config with the ``(NAME, VALUE)`` ``overrides`` of open sections applied
-  (ConfigError: an unknown component or setting, or a value a single run does not read)."""
+  (ConfigError: a field of the default missing, an unknown component or setting, or a value a
+  single run does not read)."""
+  missing = [field for field in config_lib.default() if field not in config]
+  if missing:  # a config file not built on the default: one line, not a traceback
+    why = "the config file's get_config() must start from afl_jax.pipeline.config.default()"
+    raise ConfigError(f'config.{missing[0]} is missing: {why}', field=missing[0])
   if not config.get('sweep'):  # a sweep's axes: sweep.grid
     config_lib.refuse_unread(config)
   out = config_lib.resolve(config)

@@ -212,14 +212,18 @@ def grid(config: ml_collections.ConfigDict) -> list[dict[str, Any]]:
         continue
       if not config_lib.reads(c, field, value):
         got = config_lib.read_value(c, field)
-        why = f'the run {run_name(p)} does not read {field} ({value!r} resolves to {got!r}).'
+        why = (
+          f'the run {run_name(p)} does not read {field} ({value!r} resolves to {got!r}: '
+          'another field decides); remove the axis or sweep what the run reads.'
+        )
         raise _bad(field, why)
     key = json.dumps(record_lib.computed(c), sort_keys=True)
     if key in seen:
       differ = [f for f in p if config_lib.plain(p[f]) != config_lib.plain(seen[key][f])]
+      why = f'{", ".join(differ)} change nothing there' if differ else 'a value given twice'
       raise ConfigError(
         f'config.sweep is invalid: grid points {run_name(seen[key])!r} and {run_name(p)!r} are '
-        f'the same run once resolved ({", ".join(differ)} change nothing there).',
+        f'the same run once resolved ({why}); remove the duplicate value.',
         field='sweep',
       )
     seen[key] = p
@@ -303,7 +307,8 @@ def plan(config, first: build_lib.Run) -> dict[str, Any]:
     raise ConfigError(
       f'config.sweep is invalid: its grid has {n:,} runs ({shown}), about '
       f'{format_bytes(n * per)} on the host ({format_bytes(per)} per run) but the limit is '
-      f'{format_bytes(limit)}; at most {max(limit // max(per, 1), 0):,} runs fit.',
+      f'{format_bytes(limit)}; at most {max(limit // max(per, 1), 0):,} runs fit: shorten the '
+      'longest axes or split the grid.',
       field='sweep',
     )
   return {'runs': n, 'bytes_per_run': per, 'host_bytes': n * per}
